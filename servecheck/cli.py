@@ -1,0 +1,80 @@
+"""The ``servecheck`` command: a thin table of subcommands.
+
+Each subcommand lives in ``servecheck/commands/<name>.py`` and exposes
+``add_arguments(parser)`` and ``run(args) -> int``. Modules are imported only when their
+subcommand runs, so ``servecheck --help`` stays fast and one broken optional dependency does not
+take every command down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from servecheck import __version__
+from servecheck.errors import UsageError
+from servecheck.redact import redact
+
+# name -> (module, one-line help). Order is the order shown in --help.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "check": ("servecheck.commands.check", "run the conformance catalogue against targets (pytest)"),
+    "accept": ("servecheck.commands.accept", "post-deploy acceptance: readiness, conformance, smoke load, exit code"),
+    "load": ("servecheck.commands.load", "run a bounded Locust load test and evaluate SLOs"),
+    "capacity": ("servecheck.commands.capacity", "sweep load to find the highest level that meets the SLOs"),
+    "soak": ("servecheck.commands.soak", "repeated load cycles with telemetry and leak verdicts"),
+    "compare": ("servecheck.commands.compare", "compare a run with a baseline run (nightly regression)"),
+    "cutover": ("servecheck.commands.cutover", "pre-cutover check before a hot model swap"),
+    "preflight": ("servecheck.commands.preflight", "check model files (safetensors, GGUF, config) before a launch"),
+    "wait-ready": ("servecheck.commands.wait_ready", "poll a target's health until ready, loading or down (bounded)"),
+    "targets": ("servecheck.commands.targets", "validate targets.yaml and show the targets it defines"),
+    "checks": ("servecheck.commands.checks", "list the conformance checks (id, description, expectation)"),
+    "reference-server": ("servecheck.commands.reference_server", "run the built-in deterministic reference server"),
+    "engine": ("servecheck.commands.engine", "bring a real local engine up or down (vllm, llamacpp, xinference, litellm)"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="servecheck",
+        description="Acceptance, conformance and load tests for OpenAI-compatible LLM servers.",
+    )
+    parser.add_argument("--version", action="version", version=f"servecheck {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, description=help_text, add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not args_list or args_list[0] not in COMMANDS:
+        # Let argparse print help, the version, or an "invalid choice" error.
+        parser.parse_args(args_list or ["--help"])
+        return 2
+    name = args_list[0]
+    module_name, help_text = COMMANDS[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("servecheck.commands"):
+            print(f"servecheck {name}: not available in this build", file=sys.stderr)
+            return 2
+        raise
+    sub = argparse.ArgumentParser(prog=f"servecheck {name}", description=help_text)
+    module.add_arguments(sub)
+    args = sub.parse_args(args_list[1:])
+    try:
+        return int(module.run(args) or 0)
+    except UsageError as exc:
+        print(f"servecheck {name}: error: {redact(str(exc))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"servecheck {name}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

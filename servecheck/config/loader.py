@@ -1,0 +1,271 @@
+"""Load and validate targets.yaml.
+
+Order of work: parse YAML (keeping line numbers), merge ``defaults`` under each target, expand
+``${VAR}`` / ``${VAR:-fallback}`` from the environment, validate with pydantic. Every problem
+becomes a :class:`ConfigError` whose lines read ``FILE:LINE: KEY.PATH: what is wrong (hint)``.
+
+A ``${VAR}`` that is unset does not stop targets that nobody selected: the target is kept with
+its problem, and :meth:`Targets.get` raises when a run selects it. ``servecheck targets``
+reports every problem in the file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from servecheck.config.model import ENGINES, Defaults, Target, TargetsFile
+from servecheck.errors import UsageError, did_you_mean
+from servecheck.redact import register
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+ENV_TARGETS_FILE = "SERVECHECK_TARGETS_FILE"
+DEFAULT_FILE = "targets.yaml"
+_SECRET_KEYS = ("api_key",)
+
+
+class ConfigError(UsageError):
+    """One or more problems in a targets file; ``problems`` holds one line each."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+@dataclass(slots=True)
+class Targets:
+    """The validated file: targets by name, plus the problems of targets that could not load."""
+
+    path: Path
+    targets: dict[str, Target]
+    broken: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        return [*self.targets, *self.broken]
+
+    def get(self, name: str) -> Target:
+        if name in self.broken:
+            raise ConfigError(self.broken[name])
+        if name not in self.targets:
+            raise UsageError(
+                f"{self.path}: no target named {name!r}{did_you_mean(name, self.names)};"
+                f" targets: {', '.join(self.names) or '(none)'}"
+            )
+        return self.targets[name]
+
+    def select(self, names: Iterable[str]) -> list[Target]:
+        wanted = list(names)
+        if not wanted or "all" in wanted:
+            problems = [p for plist in self.broken.values() for p in plist]
+            if problems and "all" in wanted:
+                raise ConfigError(problems)
+            return list(self.targets.values())
+        return [self.get(n) for n in wanted]
+
+
+def _line_map(node: yaml.Node, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], int]]:
+    yield path, node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = key_node.value
+            yield (*path, key), key_node.start_mark.line + 1
+            yield from _line_map(value_node, (*path, key))
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            yield from _line_map(item, (*path, i))
+
+
+def _fmt_path(loc: Iterable[Any]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+class _Locator:
+    def __init__(self, path: Path, lines: dict[tuple[Any, ...], int]) -> None:
+        self.path = path
+        self.lines = lines
+
+    def where(self, loc: tuple[Any, ...]) -> str:
+        probe = loc
+        while probe and probe not in self.lines:
+            probe = probe[:-1]
+        line = self.lines.get(probe)
+        return f"{self.path}:{line}" if line else f"{self.path}"
+
+    def problem(self, loc: tuple[Any, ...], message: str) -> str:
+        return f"{self.where(loc)}: {_fmt_path(loc)}: {message}"
+
+
+def _expand(value: Any, loc: tuple[Any, ...], env: Mapping[str, str], errors: list[tuple[tuple[Any, ...], str]]) -> Any:
+    if isinstance(value, str):
+        def sub(match: re.Match[str]) -> str:
+            var, fallback = match.group(1), match.group(2)
+            if var in env:
+                return env[var]
+            if fallback is not None:
+                return fallback
+            errors.append(
+                (loc, f"environment variable {var} is not set (export it, or write ${{{var}:-}} to make it optional)")
+            )
+            return ""
+        expanded = _VAR.sub(sub, value)
+        if loc and loc[-1] in _SECRET_KEYS or (len(loc) >= 2 and loc[-2] == "headers"):
+            if expanded != value:
+                register(expanded)
+        return expanded
+    if isinstance(value, dict):
+        return {k: _expand(v, (*loc, k), env, errors) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, (*loc, i), env, errors) for i, v in enumerate(value)]
+    return value
+
+
+def _model_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Field names valid at ``loc`` (for did-you-mean on unknown keys)."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field_info = getattr(current, "model_fields", {}).get(part)
+        if field_info is None:
+            return []
+        annotation = field_info.annotation
+        candidates = [annotation, *getattr(annotation, "__args__", ())]
+        current = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        if current is None:
+            return []
+    return list(getattr(current, "model_fields", {}))
+
+
+def _pydantic_problems(exc: ValidationError, base_loc: tuple[Any, ...], model: type[BaseModel], raw: Any) -> list[tuple[tuple[Any, ...], str]]:
+    out = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            key = str(loc[-1])
+            hint = did_you_mean(key, _model_fields(model, loc[:-1]))
+            message = f"unknown key {key!r}{hint}"
+        elif kind == "literal_error":
+            given = err.get("input")
+            expected = err.get("ctx", {}).get("expected", "")
+            choices = re.findall(r"'([^']*)'", expected)
+            hint = did_you_mean(str(given), choices) if choices else ""
+            message = f"{given!r} is not one of {'|'.join(choices) or expected}{hint}"
+        elif kind == "missing":
+            message = "required key is missing"
+        else:
+            message = err["msg"].removeprefix("Value error, ")
+            given = err.get("input")
+            secret = "api_key" in loc or "headers" in loc
+            if not secret and given is not None and not isinstance(given, dict | list) and repr(given) not in message:
+                message += f" (got {given!r})"
+        out.append(((*base_loc, *loc), message))
+    return out
+
+
+def _merge(defaults: dict[str, Any], target: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(defaults)
+    for key, value in target.items():
+        if key in ("capabilities", "headers", "allow") and isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_targets(path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Targets:
+    """Read and validate a targets file. Raises :class:`ConfigError` (a UsageError) on problems."""
+    env = os.environ if env is None else env
+    file = Path(path or env.get(ENV_TARGETS_FILE) or DEFAULT_FILE)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{file}: targets file not found (pass --targets-file or set {ENV_TARGETS_FILE})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{file}: cannot read targets file: {exc}") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{file}:{mark.line + 1}" if mark else str(file)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError([f"{where}: invalid YAML: {problem}"]) from None
+    locator = _Locator(file, dict(_line_map(node)) if node is not None else {})
+    if not isinstance(data, dict):
+        raise ConfigError([f"{file}: the file must be a mapping with a 'targets' list"])
+    unknown = [k for k in data if k not in ("defaults", "targets")]
+    if unknown:
+        raise ConfigError([
+            locator.problem((k,), f"unknown key {k!r}{did_you_mean(str(k), ['defaults', 'targets'])}") for k in unknown
+        ])
+    raw_targets = data.get("targets")
+    if not isinstance(raw_targets, list) or not raw_targets:
+        raise ConfigError([locator.problem(("targets",), "must be a non-empty list of targets")])
+    raw_defaults = data.get("defaults") or {}
+    if not isinstance(raw_defaults, dict):
+        raise ConfigError([locator.problem(("defaults",), "must be a mapping")])
+
+    fatal: list[str] = []
+    env_errors: list[tuple[tuple[Any, ...], str]] = []
+    defaults = _expand(raw_defaults, ("defaults",), env, env_errors)
+    if env_errors:
+        fatal += [locator.problem(loc, msg) for loc, msg in env_errors]
+    try:
+        Defaults.model_validate(defaults)
+    except ValidationError as exc:
+        fatal += [locator.problem(loc, msg) for loc, msg in _pydantic_problems(exc, ("defaults",), Defaults, defaults)]
+
+    targets: dict[str, Target] = {}
+    broken: dict[str, list[str]] = {}
+    seen_names: dict[str, int] = {}
+    for index, raw in enumerate(raw_targets):
+        loc = ("targets", index)
+        if not isinstance(raw, dict):
+            fatal.append(locator.problem(loc, "each target must be a mapping with at least name and base_url"))
+            continue
+        name = raw.get("name") if isinstance(raw.get("name"), str) else f"#{index}"
+        if name in seen_names:
+            fatal.append(locator.problem((*loc, "name"), f"duplicate target name {name!r} (first at targets[{seen_names[name]}])"))
+            continue
+        seen_names[name] = index
+        target_env_errors: list[tuple[tuple[Any, ...], str]] = []
+        expanded = _expand(raw, loc, env, target_env_errors)
+        merged = _merge(defaults if isinstance(defaults, dict) else {}, expanded)
+        try:
+            target = Target.model_validate(merged)
+        except ValidationError as exc:
+            fatal += [locator.problem(l, m) for l, m in _pydantic_problems(exc, loc, Target, merged)]
+            continue
+        if target_env_errors:
+            broken[name] = [locator.problem(l, m) for l, m in target_env_errors]
+        else:
+            targets[name] = target
+    if fatal:
+        raise ConfigError(fatal)
+    return Targets(path=file, targets=targets, broken=broken)
+
+
+def targets_json_schema() -> dict[str, Any]:
+    """JSON Schema of targets.yaml, for editors (yaml-language-server)."""
+    schema = TargetsFile.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "servecheck targets.yaml"
+    return schema
+
+
+__all__ = ["ENGINES", "ConfigError", "Targets", "load_targets", "targets_json_schema"]

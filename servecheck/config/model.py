@@ -1,0 +1,162 @@
+"""The targets.yaml data model (pydantic).
+
+One source of truth for every key a user may write. ``docs/targets.md`` documents it and
+``docs/targets.schema.json`` (for editors) is generated from it by ``servecheck targets --schema``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from servecheck.redact import Secret
+
+Engine = Literal[
+    "vllm", "sglang", "xinference", "tgi", "llamacpp", "ollama", "litellm", "openai", "reference", "generic"
+]
+ENGINES: tuple[str, ...] = Engine.__args__  # type: ignore[attr-defined]
+
+# Capabilities a check can require. A target declares each as true/false or "auto"
+# ("auto": take the engine profile's default, see servecheck/profiles).
+CAPABILITIES: dict[str, str] = {
+    "streaming": "server-sent-event streaming of chat completions",
+    "usage_in_stream": "stream_options.include_usage adds a final usage chunk",
+    "json_object": "response_format {type: json_object}",
+    "json_schema": "response_format {type: json_schema} with a schema",
+    "tools": "tool calls with tool_choice required / named",
+    "tool_choice_named": "tool_choice naming one function",
+    "completions": "legacy /v1/completions",
+    "logprobs": "logprobs / top_logprobs on chat completions",
+    "seed": "the seed parameter makes sampling repeatable",
+    "n": "n > 1 choices per request",
+    "stop": "stop sequences",
+    "metrics": "Prometheus /metrics endpoint",
+    "tokenize": "a /tokenize endpoint (vLLM, llama.cpp, reference)",
+}
+Capability = Literal[
+    "streaming", "usage_in_stream", "json_object", "json_schema", "tools", "tool_choice_named",
+    "completions", "logprobs", "seed", "n", "stop", "metrics", "tokenize",
+]
+CapValue = bool | Literal["auto"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+
+class Capabilities(_Strict):
+    streaming: CapValue = "auto"
+    usage_in_stream: CapValue = "auto"
+    json_object: CapValue = "auto"
+    json_schema: CapValue = "auto"
+    tools: CapValue = "auto"
+    tool_choice_named: CapValue = "auto"
+    completions: CapValue = "auto"
+    logprobs: CapValue = "auto"
+    seed: CapValue = "auto"
+    n: CapValue = "auto"
+    stop: CapValue = "auto"
+    metrics: CapValue = "auto"
+    tokenize: CapValue = "auto"
+
+
+def _check_url(value: str | None, key: str) -> str | None:
+    if value is None:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{key} must be an http:// or https:// URL with a host, got {value!r}")
+    try:
+        parts.port  # noqa: B018 - raises on a non-numeric port
+    except ValueError as exc:
+        raise ValueError(f"{key} has an invalid port: {value!r}") from exc
+    return value.rstrip("/")
+
+
+class TargetSettings(_Strict):
+    """Keys that may appear both under ``defaults`` and in a target."""
+
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    connect_timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0
+    api_key: Secret | None = None
+    api_key_header: Literal["authorization", "x-api-key", "api-key"] = "authorization"
+    headers: dict[str, str] = Field(default_factory=dict)
+    capabilities: Capabilities = Field(default_factory=Capabilities)
+    context_policy: Literal["reject", "truncate", "auto"] = "auto"
+    concurrency: Annotated[int, Field(ge=1, le=1024)] = 16
+    fuzz_examples: Annotated[int, Field(ge=0, le=10_000)] = 40
+    exclude: list[str] = Field(default_factory=list)
+    allow: dict[str, str] = Field(
+        default_factory=dict,
+        description="check id (or glob) -> reason: a failure of that check is reported non-strict",
+    )
+    slo: list[str] = Field(default_factory=list)
+    verify_tls: bool = True
+
+    @field_validator("api_key", mode="before")
+    @classmethod
+    def _wrap_secret(cls, value: object) -> object:
+        if value is None or value == "":
+            return None
+        if isinstance(value, str):
+            return Secret(value)
+        return value
+
+
+class Target(TargetSettings):
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)]
+    base_url: str
+    engine: Engine = "generic"
+    models: list[str] | None = None
+    context_length: Annotated[int, Field(ge=1)] | None = None
+    health_url: str | None = None
+    metrics_url: str | None = None
+    model_dir: str | None = None
+    quantization: str | None = None
+    description: str = ""
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str) -> str:
+        checked = _check_url(value, "base_url")
+        assert checked is not None
+        return checked
+
+    @field_validator("health_url", "metrics_url")
+    @classmethod
+    def _other_urls(cls, value: str | None) -> str | None:
+        return _check_url(value, "url")
+
+    @property
+    def server_root(self) -> str:
+        """The base URL without its trailing ``/v1`` (where /health and /metrics live)."""
+        root = self.base_url
+        return root[: -len("/v1")] if root.endswith("/v1") else root
+
+    def auth_headers(self) -> dict[str, str]:
+        if self.api_key is None:
+            return {}
+        key = self.api_key.reveal() if isinstance(self.api_key, Secret) else str(self.api_key)
+        if self.api_key_header == "authorization":
+            return {"Authorization": "Bearer " + key}
+        return {self.api_key_header: key}
+
+
+class Defaults(TargetSettings):
+    pass
+
+
+class TargetsFile(_Strict):
+    defaults: Defaults = Field(default_factory=Defaults)
+    targets: list[Target]
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> TargetsFile:
+        seen: set[str] = set()
+        for target in self.targets:
+            if target.name in seen:
+                raise ValueError(f"duplicate target name {target.name!r}")
+            seen.add(target.name)
+        return self
