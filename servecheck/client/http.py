@@ -1,0 +1,395 @@
+"""The timing HTTP client (httpx), shared by conformance checks and load tests.
+
+Every request becomes an :class:`Exchange`: what was sent, what came back, when each part
+arrived, and a transport error class when something broke. Nothing here raises for a bad
+server: hanging, oversized, malformed or disconnecting responses are recorded as data
+(``error`` = connect | timeout | read | too-large | protocol), so the caller decides.
+
+Bounds: ``timeout_s`` caps both every single read and the whole exchange (a server that trickles
+a byte a second is cut off at the deadline), and ``max_body_bytes`` caps what is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from servecheck.client.curl import curl_command
+from servecheck.client.sse import DONE, SSEEvent, SSEParser, StreamProblem, classify_data
+from servecheck.client.timing import Timing
+from servecheck.config.model import Target
+from servecheck.redact import redact, redact_headers
+
+MAX_BODY_BYTES = 32 * 1024 * 1024
+_NODELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+_now = time.perf_counter
+
+
+@dataclass(slots=True)
+class StreamResult:
+    """A parsed SSE body: events, JSON chunks with arrival times, and what was wrong with it."""
+
+    events: list[SSEEvent] = field(default_factory=list)
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+    chunk_times: list[float] = field(default_factory=list)
+    done: bool = False
+    problems: list[StreamProblem] = field(default_factory=list)
+    error_obj: dict[str, Any] | None = None
+
+    def text(self, index: int = 0) -> str:
+        """Concatenated ``delta.content`` (or ``text`` for /v1/completions) of one choice."""
+        out: list[str] = []
+        for chunk in self.chunks:
+            for choice in chunk.get("choices") or []:
+                if not isinstance(choice, dict) or choice.get("index", 0) != index:
+                    continue
+                delta = choice.get("delta")
+                if isinstance(delta, dict) and isinstance(delta.get("content"), str):
+                    out.append(delta["content"])
+                elif isinstance(choice.get("text"), str):
+                    out.append(choice["text"])
+        return "".join(out)
+
+    def usage(self) -> dict[str, Any] | None:
+        found = [c["usage"] for c in self.chunks if isinstance(c.get("usage"), dict)]
+        return found[-1] if found else None
+
+    def content_chunk_count(self) -> int:
+        return sum(1 for c in self.chunks if _carries_token(c))
+
+
+def _carries_token(chunk: dict[str, Any]) -> bool:
+    """True when a chunk holds generated output: content, a tool-call delta, reasoning or text."""
+    for choice in chunk.get("choices") or ():
+        if not isinstance(choice, dict):
+            continue
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            if delta.get("content") or delta.get("tool_calls") or delta.get("reasoning_content") or delta.get("reasoning"):
+                return True
+        elif choice.get("text"):
+            return True
+    return False
+
+
+@dataclass(slots=True)
+class Exchange:
+    """One request and its response, with timings; secrets are masked on the way out."""
+
+    method: str
+    url: str
+    request_headers: dict[str, str]
+    request_body: Any
+    status: int | None = None
+    response_headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    timing: Timing = field(default_factory=Timing)
+    error: str | None = None
+    error_message: str = ""
+    stream: StreamResult | None = None
+    _json: Any = field(default=None, repr=False)
+    _json_done: bool = field(default=False, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.status is not None and 200 <= self.status < 300
+
+    @property
+    def content_type(self) -> str:
+        return self.response_headers.get("content-type", "")
+
+    def json(self) -> Any:
+        """The body parsed as JSON, or None when it is not JSON."""
+        if not self._json_done:
+            self._json_done = True
+            try:
+                self._json = json.loads(self.body) if self.body else None
+            except ValueError:
+                self._json = None
+        return self._json
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+    def curl(self) -> str:
+        return curl_command(self.method, self.url, self.request_headers, self.request_body, stream=self.stream is not None)
+
+    def describe(self, limit: int = 1500) -> str:
+        """A short, redacted account of what came back (for failure messages)."""
+        if self.error:
+            return redact(f"{self.error}: {self.error_message}")
+        body = self.text
+        if len(body) > limit:
+            body = body[:limit] + f"... ({len(self.body)} bytes)"
+        ctype = self.content_type.split(";")[0] or "no content-type"
+        return redact(f"HTTP {self.status} {ctype}: {body}")
+
+    def request_record(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "url": self.url,
+            "headers": redact_headers(self.request_headers),
+            "body": self.request_body if not isinstance(self.request_body, bytes) else self.request_body.decode("utf-8", "replace"),
+        }
+
+
+class _Collector:
+    """Turns raw body bytes into an Exchange: timing, SSE events, size bound, deadline."""
+
+    def __init__(self, ex: Exchange, stream: bool, deadline: float, max_bytes: int) -> None:
+        self.ex = ex
+        self.deadline = deadline
+        self.max_bytes = max_bytes
+        self.parser = SSEParser() if stream else None
+        self.buf = bytearray()
+        if stream:
+            ex.stream = StreamResult()
+
+    def headers(self, response: httpx.Response) -> None:
+        self.ex.timing.t_headers = _now()
+        self.ex.status = response.status_code
+        self.ex.response_headers = {k.lower(): v for k, v in response.headers.items()}
+        ctype = self.ex.response_headers.get("content-type", "")
+        if self.parser is not None and (response.status_code >= 400 or "text/event-stream" not in ctype):
+            # An error answer to a stream request is a plain body; keep it as such.
+            self.parser = None
+            self.ex.stream = StreamResult() if response.status_code < 400 else None
+            if self.ex.stream is not None:
+                self.ex.stream.problems.append(
+                    StreamProblem("not-event-stream", f"stream requested but content-type is {ctype or 'missing'!r}")
+                )
+
+    def data(self, raw: bytes) -> bool:
+        """Take one read; return False when the exchange must stop (too large or past deadline)."""
+        t = _now()
+        timing = self.ex.timing
+        if timing.t_first_byte is None:
+            timing.t_first_byte = t
+        if len(self.buf) + len(raw) > self.max_bytes:
+            self.ex.error, self.ex.error_message = "too-large", f"response exceeded {self.max_bytes} bytes"
+            return False
+        self.buf += raw
+        if self.parser is not None:
+            for event in self.parser.feed(raw, t):
+                self._event(event)
+        if t > self.deadline:
+            self.ex.error = "timeout"
+            self.ex.error_message = "the response did not complete before the deadline"
+            return False
+        return True
+
+    def _event(self, event: SSEEvent) -> None:
+        result = self.ex.stream
+        assert result is not None  # noqa: S101 - set together with the parser
+        index = len(result.events)
+        result.events.append(event)
+        if result.done:
+            result.problems.append(StreamProblem("data-after-done", f"event after [DONE]: {event.data[:120]!r}", index))
+            return
+        parsed = classify_data(event.data)
+        if parsed.kind == "done":
+            result.done = True
+        elif parsed.kind == "non-json":
+            result.problems.append(StreamProblem("non-json", f"data is not a JSON object: {event.data[:120]!r}", index))
+        elif parsed.kind == "error":
+            result.error_obj = parsed.obj
+            result.problems.append(StreamProblem("error-object", f"error object inside the stream: {redact(event.data[:300])}", index))
+        else:
+            assert parsed.obj is not None  # noqa: S101
+            result.chunks.append(parsed.obj)
+            result.chunk_times.append(event.t)
+            if _carries_token(parsed.obj):
+                if self.ex.timing.t_first_token is None:
+                    self.ex.timing.t_first_token = event.t
+                self.ex.timing.token_times.append(event.t)
+
+    def finish(self) -> Exchange:
+        ex = self.ex
+        ex.timing.t_end = _now()
+        ex.body = bytes(self.buf)
+        if self.parser is not None and ex.stream is not None:
+            for event in self.parser.close(ex.timing.t_end):
+                self._event(event)
+            ex.stream.problems[:0] = self.parser.problems
+            if not ex.stream.done and ex.error is None:
+                ex.stream.problems.append(StreamProblem("missing-done", "the stream ended without data: [DONE]"))
+        return ex
+
+
+def _error_class(exc: Exception) -> str:
+    if isinstance(exc, httpx.ConnectTimeout | httpx.ConnectError):
+        return "connect"
+    if isinstance(exc, httpx.TimeoutException):
+        return "timeout"
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.LocalProtocolError):
+        return "protocol"
+    return "read"
+
+
+def _error_message(exc: Exception, url: str) -> str:
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, httpx.ConnectError):
+        return f"cannot connect to {url}: {text} (is the server up and the base_url right?)"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"{type(exc).__name__}: no data within the timeout ({text})"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return f"the server broke the HTTP exchange: {text}"
+    return f"{type(exc).__name__}: {text}"
+
+
+@dataclass(slots=True)
+class ClientSettings:
+    base_url: str
+    headers: dict[str, str]
+    timeout_s: float = 60.0
+    connect_timeout_s: float = 10.0
+    verify_tls: bool = True
+    max_connections: int = 100
+    keepalive: bool = True
+    max_body_bytes: int = MAX_BODY_BYTES
+
+    @classmethod
+    def for_target(cls, target: Target, **overrides: Any) -> ClientSettings:
+        headers = {**target.headers, **target.auth_headers()}
+        values: dict[str, Any] = {
+            "base_url": target.base_url,
+            "headers": headers,
+            "timeout_s": target.timeout_s,
+            "connect_timeout_s": target.connect_timeout_s,
+            "verify_tls": target.verify_tls,
+        }
+        values.update(overrides)
+        return cls(**values)
+
+    def httpx_kwargs(self) -> dict[str, Any]:
+        limits = httpx.Limits(
+            max_connections=self.max_connections,
+            max_keepalive_connections=self.max_connections if self.keepalive else 0,
+        )
+        return {
+            "timeout": httpx.Timeout(self.timeout_s, connect=self.connect_timeout_s),
+            "limits": limits,
+        }
+
+
+def _url(settings: ClientSettings, path: str) -> str:
+    if path.startswith(("http://", "https://")):
+        return path
+    return settings.base_url + (path if path.startswith("/") else "/" + path)
+
+
+def _prepare(settings: ClientSettings, method: str, path: str, body: Any, headers: Mapping[str, str] | None, auth: bool) -> tuple[Exchange, bytes | None, dict[str, str]]:
+    url = _url(settings, path)
+    merged = dict(settings.headers) if auth else {k: v for k, v in settings.headers.items() if k.lower() not in ("authorization", "x-api-key", "api-key")}
+    if headers:
+        merged.update(headers)
+    if body is None:
+        content = None
+    elif isinstance(body, bytes | str):
+        content = body.encode() if isinstance(body, str) else body
+        merged.setdefault("Content-Type", "application/json")
+    else:
+        content = json.dumps(body, ensure_ascii=False).encode()
+        merged.setdefault("Content-Type", "application/json")
+    return Exchange(method=method, url=url, request_headers=merged, request_body=body), content, merged
+
+
+class ServeClient:
+    """Synchronous client. Use as a context manager; one connection pool per client."""
+
+    def __init__(self, settings: ClientSettings) -> None:
+        self.settings = settings
+        transport = httpx.HTTPTransport(socket_options=_NODELAY, verify=settings.verify_tls, limits=settings.httpx_kwargs()["limits"])
+        self._client = httpx.Client(transport=transport, timeout=settings.httpx_kwargs()["timeout"], follow_redirects=False)
+
+    @classmethod
+    def for_target(cls, target: Target, **overrides: Any) -> ServeClient:
+        return cls(ClientSettings.for_target(target, **overrides))
+
+    def __enter__(self) -> ServeClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._client.close()
+
+    def request(self, method: str, path: str, body: Any = None, *, stream: bool = False,
+                headers: Mapping[str, str] | None = None, auth: bool = True, timeout_s: float | None = None) -> Exchange:
+        """Send one request and collect the whole response. Never raises for server behaviour."""
+        ex, content, merged = _prepare(self.settings, method, path, body, headers, auth)
+        limit = timeout_s or self.settings.timeout_s
+        ex.timing.t_start = _now()
+        collector = _Collector(ex, stream, ex.timing.t_start + limit, self.settings.max_body_bytes)
+        try:
+            timeout = httpx.Timeout(limit, connect=min(limit, self.settings.connect_timeout_s))
+            with self._client.stream(method, ex.url, content=content, headers=merged, timeout=timeout) as response:
+                collector.headers(response)
+                for raw in response.iter_raw():
+                    if not collector.data(raw):
+                        break
+        except httpx.HTTPError as exc:
+            ex.error, ex.error_message = _error_class(exc), redact(_error_message(exc, ex.url))
+        return collector.finish()
+
+    def get(self, path: str, **kw: Any) -> Exchange:
+        return self.request("GET", path, **kw)
+
+    def post(self, path: str, body: Any = None, **kw: Any) -> Exchange:
+        return self.request("POST", path, body, **kw)
+
+
+class AsyncServeClient:
+    """Asynchronous twin of :class:`ServeClient` for concurrency checks and load work."""
+
+    def __init__(self, settings: ClientSettings) -> None:
+        self.settings = settings
+        transport = httpx.AsyncHTTPTransport(socket_options=_NODELAY, verify=settings.verify_tls, limits=settings.httpx_kwargs()["limits"])
+        self._client = httpx.AsyncClient(transport=transport, timeout=settings.httpx_kwargs()["timeout"], follow_redirects=False)
+
+    @classmethod
+    def for_target(cls, target: Target, **overrides: Any) -> AsyncServeClient:
+        return cls(ClientSettings.for_target(target, **overrides))
+
+    async def __aenter__(self) -> AsyncServeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def request(self, method: str, path: str, body: Any = None, *, stream: bool = False,
+                      headers: Mapping[str, str] | None = None, auth: bool = True, timeout_s: float | None = None) -> Exchange:
+        ex, content, merged = _prepare(self.settings, method, path, body, headers, auth)
+        limit = timeout_s or self.settings.timeout_s
+        ex.timing.t_start = _now()
+        collector = _Collector(ex, stream, ex.timing.t_start + limit, self.settings.max_body_bytes)
+        try:
+            timeout = httpx.Timeout(limit, connect=min(limit, self.settings.connect_timeout_s))
+            async with self._client.stream(method, ex.url, content=content, headers=merged, timeout=timeout) as response:
+                collector.headers(response)
+                async for raw in response.aiter_raw():
+                    if not collector.data(raw):
+                        break
+        except httpx.HTTPError as exc:
+            ex.error, ex.error_message = _error_class(exc), redact(_error_message(exc, ex.url))
+        return collector.finish()
+
+    async def post(self, path: str, body: Any = None, **kw: Any) -> Exchange:
+        return await self.request("POST", path, body, **kw)
+
+    async def get(self, path: str, **kw: Any) -> Exchange:
+        return await self.request("GET", path, **kw)
+
+
+__all__ = ["DONE", "AsyncServeClient", "ClientSettings", "Exchange", "ServeClient", "StreamResult"]

@@ -1,0 +1,114 @@
+"""The fault catalogue: one named defect per switch, each the defect a conformance check hunts.
+
+``servecheck reference-server --fault NAME`` turns a fault on (repeatable);
+``--list-faults`` prints this table. A self-test starts the server with each fault and asserts
+that the check named in ``catches`` fails with its id, and that the clean server passes it.
+Faults are looked up by name in the server code: ``if "stream-no-done" in state.faults``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    name: str
+    description: str
+    catches: tuple[str, ...]  # the check ids this fault must make fail
+
+
+FAULTS: dict[str, Fault] = {}
+
+
+def _fault(name: str, description: str, *catches: str) -> None:
+    FAULTS[name] = Fault(name, description, tuple(catches))
+
+
+# Health and models
+_fault("health-down", "/health answers 500 as if the engine died", "HEALTH-READY")
+_fault("health-loading-forever", "/health stays 503 'loading' forever", "HEALTH-READY")
+_fault("models-missing", "/v1/models lists no models", "MODELS-EXPECTED")
+_fault("models-wrong-name", "/v1/models lists a different served name than requests accept", "MODELS-EXPECTED")
+_fault("models-no-context", "/v1/models omits max_model_len", "MODELS-CONTEXT")
+_fault("models-context-mismatch", "/v1/models reports a max_model_len different from the real limit", "MODELS-CONTEXT")
+_fault("unknown-model-accepted", "requests naming an unknown model are served anyway", "MODELS-UNKNOWN-404")
+
+# Chat shape and semantics
+_fault("chat-created-float", "'created' is a float, not an integer", "CHAT-SHAPE")
+_fault("chat-bad-finish-reason", "finish_reason is 'eos' instead of an OpenAI value", "CHAT-SHAPE")
+_fault("usage-sum-wrong", "usage.total_tokens != prompt_tokens + completion_tokens", "CHAT-USAGE")
+_fault("max-tokens-ignored", "max_tokens is ignored: output runs past it", "CHAT-MAX-TOKENS")
+_fault("length-as-stop", "a cut output says finish_reason 'stop' instead of 'length'", "CHAT-MAX-TOKENS")
+_fault("stop-ignored", "stop sequences are ignored", "CHAT-STOP")
+_fault("n-ignored", "n > 1 returns a single choice", "CHAT-N")
+_fault("nondeterministic", "temperature 0 still samples randomly", "CHAT-DETERMINISTIC", "STREAM-EQUALS-NONSTREAM")
+_fault("seed-ignored", "seed does not make sampling repeatable", "CHAT-SEED")
+_fault("completions-broken", "legacy /v1/completions answers with a chat-shaped body", "CHAT-COMPLETIONS")
+_fault("logprobs-missing", "logprobs requested but absent", "CHAT-LOGPROBS")
+
+# Streaming
+_fault("stream-no-role", "the first chunk carries no role", "STREAM-ROLE")
+_fault("stream-role-twice", "the role is sent in every chunk", "STREAM-ROLE")
+_fault("stream-id-changes", "chunk ids change within one stream", "STREAM-ID")
+_fault("stream-wrong-object", "chunks say object 'chat.completion'", "STREAM-OBJECT")
+_fault("stream-finish-twice", "finish_reason appears in two chunks", "STREAM-FINISH")
+_fault("stream-content-after-finish", "content arrives after the finish chunk", "STREAM-FINISH")
+_fault("stream-usage-in-choices", "the usage chunk has non-empty choices", "STREAM-USAGE")
+_fault("stream-usage-wrong", "the usage chunk's completion_tokens differ from the tokens streamed", "STREAM-USAGE")
+_fault("stream-no-done", "the stream ends without data: [DONE]", "STREAM-DONE")
+_fault("stream-error-in-200", "a 200 stream carries an error object and no content", "STREAM-ERROR-OBJECT")
+_fault("stream-differs", "streamed text differs from the non-streamed text at temperature 0", "STREAM-EQUALS-NONSTREAM")
+_fault("utf8-split", "multi-byte characters split across chunks arrive as U+FFFD", "STREAM-UTF8")
+_fault("stream-buffered", "the whole stream is buffered and sent at once (gateway buffering)", "STREAM-INCREMENTAL")
+_fault("stream-stall", "the stream stops sending mid-generation and never finishes", "STREAM-NO-STALL")
+
+# JSON
+_fault("json-mode-ignored", "response_format json_object is ignored (prose output)", "JSON-OBJECT")
+_fault("json-schema-ignored", "json_schema output does not follow the schema", "JSON-SCHEMA")
+_fault("json-schema-invalid-500", "an invalid schema crashes the request with 500", "JSON-SCHEMA-INVALID")
+
+# Tools
+_fault("tools-ignored", "tool_choice required is ignored (text answer)", "TOOLS-REQUIRED")
+_fault("tools-args-invalid", "tool arguments are not valid JSON for the parameters schema", "TOOLS-ARGS-SCHEMA")
+_fault("tools-wrong-name", "named tool_choice calls a different function", "TOOLS-NAMED")
+_fault("tools-finish-stop", "finish_reason is 'stop' after a tool call", "TOOLS-FINISH")
+_fault("tools-stream-no-index", "streamed tool-call deltas carry no index", "TOOLS-STREAM")
+_fault("tools-undefined-accepted", "a named tool that is not defined is accepted", "TOOLS-UNDEFINED-400")
+_fault("tools-result-rejected", "a 'tool' role message in the next turn is rejected", "TOOLS-RESULT-TURN")
+
+# Context
+_fault("ctx-silent-truncate", "over-long prompts are silently truncated with a 200", "CTX-OVERLONG")
+_fault("ctx-500", "over-long prompts crash with a 500", "CTX-OVERLONG")
+_fault("ctx-max-tokens-500", "max_tokens beyond the remaining room gives a 500", "CTX-MAX-TOKENS")
+_fault("ctx-max-tokens-overrun", "max_tokens beyond the room is neither rejected nor marked 'length'", "CTX-MAX-TOKENS")
+
+# Errors
+_fault("err-malformed-500", "malformed JSON gives 500", "ERR-MALFORMED-JSON")
+_fault("err-plain-text", "4xx answers are plain text, not an error object", "ERR-SHAPE")
+_fault("err-empty-messages-200", "empty messages is served with a 200", "ERR-EMPTY-MESSAGES")
+_fault("err-negative-max-tokens-200", "negative max_tokens is accepted", "ERR-VALUES")
+_fault("err-temperature-500", "out-of-range temperature gives 500", "ERR-VALUES")
+_fault("err-wrong-type-500", "wrong field types give 500", "ERR-TYPES")
+
+# Auth
+_fault("auth-none", "the API key is not enforced", "AUTH-REQUIRED")
+_fault("auth-echo-key", "error messages echo the presented key", "AUTH-NO-ECHO")
+
+# Concurrency and robustness
+_fault("crash-concurrent-seed", "concurrent requests with a seed crash the server (as vLLM CPU with chunked prefill)", "CONC-SEEDED")
+_fault("fuzz-500", "unusual but valid-JSON bodies give 500 instead of 4xx", "FUZZ-NO-5XX")
+
+# Load and telemetry (not conformance checks; used by load and leak self-tests)
+_fault("latency-spikes", "every 5th request waits an extra second before its first token")
+_fault("kv-leak", "KV blocks of aborted (disconnected) requests are never freed")
+_fault("abort-leak", "disconnected requests stay in num_requests_running")
+
+
+def describe(name: str) -> str:
+    return FAULTS[name].description
+
+
+def list_faults() -> str:
+    width = max(len(n) for n in FAULTS)
+    return "\n".join(f"{f.name:<{width}}  {f.description}" + (f"  [{', '.join(f.catches)}]" if f.catches else "") for f in FAULTS.values())

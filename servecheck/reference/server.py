@@ -1,0 +1,865 @@
+"""The reference server: a deterministic OpenAI-compatible engine on aiohttp.
+
+It is the embedded default target (``servecheck check`` with no config runs against it), the
+calibration source for load tests (known TTFT and inter-token delay), and the catalogue of
+broken servers: every fault in :mod:`servecheck.reference.faults` switches on one defect.
+
+It imports nothing from ``servecheck.client`` or ``servecheck.checks`` on purpose: the code
+under test and the code that tests it must not share a bug.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import math
+import os
+import secrets
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+from aiohttp import web
+
+from servecheck.reference import model
+from servecheck.reference.faults import FAULTS
+
+ROLES = {"system", "user", "assistant", "tool", "developer", "function"}
+_ids = itertools.count(1)
+
+
+@dataclass(slots=True)
+class ServerConfig:
+    models: list[str] = field(default_factory=lambda: ["ref-tiny"])
+    max_model_len: int = 512
+    default_max_tokens: int = 16
+    ttft_ms: float = 0.0
+    itl_ms: float = 0.0
+    api_key: str | None = None
+    faults: frozenset[str] = frozenset()
+    loading_s: float = 0.0
+    kv_blocks: int = 256
+    block_size: int = 16
+    max_num_seqs: int = 512
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, type_: str = "invalid_request_error", param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = status, message, type_, param, code
+
+
+@dataclass(slots=True)
+class State:
+    config: ServerConfig
+    started: float = field(default_factory=time.monotonic)
+    created_at: int = field(default_factory=lambda: int(time.time()))
+    running: int = 0
+    waiting: int = 0
+    kv_used_blocks: int = 0
+    kv_leaked_blocks: int = 0
+    preemptions: int = 0
+    success: int = 0
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    request_count: int = 0
+    seeded_running: int = 0
+    dead: bool = False
+    sem: asyncio.Semaphore | None = None
+
+    @property
+    def faults(self) -> frozenset[str]:
+        return self.config.faults
+
+
+STATE = web.AppKey("state", State)
+
+
+def _error_body(err: ApiError) -> dict[str, Any]:
+    return {"error": {"message": err.message, "type": err.type, "param": err.param, "code": err.code}}
+
+
+def _error_response(state: State, err: ApiError) -> web.Response:
+    if "err-plain-text" in state.faults and 400 <= err.status < 500 and err.status not in (401, 403):
+        return web.Response(status=err.status, text=err.message, content_type="text/plain")
+    return web.json_response(_error_body(err), status=err.status)
+
+
+# ---------------------------------------------------------------------------------------------
+# Request validation
+
+
+def _expect(cond: bool, message: str, param: str | None = None) -> None:
+    if not cond:
+        raise ApiError(400, message, param=param)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _validate_common(state: State, body: dict[str, Any]) -> None:
+    typed_500 = "err-wrong-type-500" in state.faults
+    model_name = body.get("model")
+    if typed_500 and model_name is not None and not isinstance(model_name, str):
+        raise ApiError(500, "internal error: 'int' object has no attribute 'lower'", "server_error")
+    _expect(isinstance(model_name, str) and model_name != "", "'model' is required and must be a string", "model")
+    if model_name not in state.config.models and "unknown-model-accepted" not in state.faults:
+        raise ApiError(404, f"The model `{model_name}` does not exist. Served models: {', '.join(state.config.models)}",
+                       "NotFoundError", "model", "model_not_found")
+    mt = body.get("max_completion_tokens", body.get("max_tokens"))
+    if mt is not None:
+        if typed_500 and not _is_int(mt):
+            raise ApiError(500, "internal error: comparison of str and int", "server_error")
+        _expect(_is_int(mt), "max_tokens must be an integer", "max_tokens")
+        if mt < 1 and "err-negative-max-tokens-200" not in state.faults:
+            raise ApiError(400, f"max_tokens must be at least 1, got {mt}", param="max_tokens")
+    temp = body.get("temperature")
+    if temp is not None:
+        if typed_500 and not _is_num(temp):
+            raise ApiError(500, "internal error: float() argument must be a string or a real number", "server_error")
+        _expect(_is_num(temp), "temperature must be a number", "temperature")
+        if not 0 <= temp <= 2:
+            if "err-temperature-500" in state.faults:
+                raise ApiError(500, "internal error: probability tensor contains inf or nan", "server_error")
+            raise ApiError(400, f"temperature must be between 0 and 2, got {temp}", param="temperature")
+    top_p = body.get("top_p")
+    if top_p is not None:
+        _expect(_is_num(top_p) and 0 < top_p <= 1, "top_p must be a number in (0, 1]", "top_p")
+    n = body.get("n", 1)
+    _expect(_is_int(n) and 1 <= n <= 16, "n must be an integer between 1 and 16", "n")
+    seed = body.get("seed")
+    _expect(seed is None or _is_int(seed), "seed must be an integer", "seed")
+    stream = body.get("stream", False)
+    _expect(isinstance(stream, bool) or stream is None, "stream must be a boolean", "stream")
+    stop = body.get("stop")
+    _expect(stop is None or isinstance(stop, str) or (isinstance(stop, list) and len(stop) <= 4 and all(isinstance(s, str) for s in stop)),
+            "stop must be a string or a list of at most 4 strings", "stop")
+    opts = body.get("stream_options")
+    _expect(opts is None or isinstance(opts, dict), "stream_options must be an object", "stream_options")
+    for key in ("presence_penalty", "frequency_penalty"):
+        v = body.get(key)
+        _expect(v is None or (_is_num(v) and -2 <= v <= 2), f"{key} must be a number between -2 and 2", key)
+    lp = body.get("logprobs")
+    if "messages" in body:
+        _expect(lp is None or isinstance(lp, bool), "logprobs must be a boolean", "logprobs")
+    tlp = body.get("top_logprobs")
+    _expect(tlp is None or (_is_int(tlp) and 0 <= tlp <= 20), "top_logprobs must be an integer between 0 and 20", "top_logprobs")
+    user = body.get("user")
+    _expect(user is None or isinstance(user, str), "user must be a string", "user")
+
+
+def _validate_messages(state: State, body: dict[str, Any]) -> list[dict[str, Any]]:
+    messages = body.get("messages")
+    if "err-wrong-type-500" in state.faults and messages is not None and not isinstance(messages, list):
+        raise ApiError(500, "internal error: string indices must be integers", "server_error")
+    _expect(isinstance(messages, list), "'messages' is required and must be a list", "messages")
+    assert isinstance(messages, list)
+    if not messages and "err-empty-messages-200" not in state.faults:
+        raise ApiError(400, "'messages' must contain at least one message", param="messages")
+    for i, m in enumerate(messages):
+        _expect(isinstance(m, dict), f"messages[{i}] must be an object", f"messages[{i}]")
+        role = m.get("role")
+        _expect(role in ROLES, f"messages[{i}].role must be one of {sorted(ROLES)}, got {role!r}", f"messages[{i}].role")
+        content = m.get("content")
+        ok = isinstance(content, str) or (isinstance(content, list) and all(isinstance(p, dict) for p in content))
+        ok = ok or (content is None and role == "assistant" and bool(m.get("tool_calls")))
+        _expect(ok, f"messages[{i}].content must be a string or a list of content parts", f"messages[{i}].content")
+        if role == "tool":
+            if "tools-result-rejected" in state.faults:
+                raise ApiError(400, "tool messages are not supported", param=f"messages[{i}]")
+            _expect(isinstance(m.get("tool_call_id"), str), f"messages[{i}].tool_call_id is required for tool messages",
+                    f"messages[{i}].tool_call_id")
+    return messages
+
+
+def _validate_tools(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any]], Any]:
+    tools = body.get("tools")
+    choice = body.get("tool_choice")
+    if tools is None:
+        _expect(choice in (None, "none", "auto"), "tool_choice requires tools", "tool_choice")
+        return [], None
+    _expect(isinstance(tools, list), "tools must be a list", "tools")
+    for i, tool in enumerate(tools):
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        _expect(isinstance(tool, dict) and tool.get("type") == "function" and isinstance(fn, dict) and isinstance(fn.get("name"), str),
+                f"tools[{i}] must be {{type: function, function: {{name, parameters}}}}", f"tools[{i}]")
+        assert isinstance(fn, dict)
+        params = fn.get("parameters", {"type": "object", "properties": {}})
+        try:
+            jsonschema.Draft202012Validator.check_schema(params)
+        except jsonschema.SchemaError as exc:
+            raise ApiError(400, f"tools[{i}].function.parameters is not a valid JSON Schema: {exc.message}", param=f"tools[{i}]") from None
+    names = [t["function"]["name"] for t in tools]
+    if isinstance(choice, dict):
+        fn = choice.get("function")
+        _expect(choice.get("type") == "function" and isinstance(fn, dict) and isinstance(fn.get("name"), str),
+                "tool_choice must be none, auto, required or {type: function, function: {name}}", "tool_choice")
+        assert isinstance(fn, dict)
+        if fn["name"] not in names and "tools-undefined-accepted" not in state.faults:
+            raise ApiError(400, f"tool_choice names function {fn['name']!r}, which is not in tools ({', '.join(names)})", param="tool_choice")
+    else:
+        _expect(choice in (None, "none", "auto", "required"), "tool_choice must be none, auto, required or an object", "tool_choice")
+    return tools, choice
+
+
+def _response_format(state: State, body: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    rf = body.get("response_format")
+    if rf is None:
+        return "text", None
+    _expect(isinstance(rf, dict), "response_format must be an object", "response_format")
+    kind = rf.get("type")
+    _expect(kind in ("text", "json_object", "json_schema"), "response_format.type must be text, json_object or json_schema", "response_format")
+    if kind != "json_schema":
+        return kind, None
+    spec = rf.get("json_schema")
+    _expect(isinstance(spec, dict) and isinstance(spec.get("schema", {}), dict), "response_format.json_schema must be {name, schema}", "response_format")
+    assert isinstance(spec, dict)
+    schema = spec.get("schema", {})
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        if "json-schema-invalid-500" in state.faults:
+            raise ApiError(500, "internal error: grammar compilation failed", "server_error") from None
+        raise ApiError(400, f"response_format.json_schema.schema is not a valid JSON Schema: {exc.message}", param="response_format") from None
+    return "json_schema", schema
+
+
+# ---------------------------------------------------------------------------------------------
+# Producing output
+
+
+@dataclass(slots=True)
+class Choice:
+    index: int
+    pieces: list[str]
+    finish_reason: str
+    logprobs: list[float]
+    tool_call: dict[str, Any] | None = None  # {"id", "name", "arguments"}
+
+
+def _prompt_key(body: dict[str, Any]) -> str:
+    if "messages" in body:
+        return json.dumps(body.get("messages"), sort_keys=True, ensure_ascii=False) + json.dumps(body.get("response_format"), sort_keys=True)
+    return json.dumps(body.get("prompt"), ensure_ascii=False)
+
+
+def _tool_choice_target(tools: list[dict[str, Any]], choice: Any, messages: list[dict[str, Any]]) -> dict[str, Any] | None:
+    if not tools or choice == "none":
+        return None
+    if isinstance(choice, dict):
+        name = choice["function"]["name"]
+        return next((t["function"] for t in tools if t["function"]["name"] == name), {"name": name, "parameters": {}})
+    if choice == "required":
+        return tools[0]["function"]
+    last = model.content_text(messages[-1].get("content")) if messages else ""
+    if messages and messages[-1].get("role") == "tool":
+        return None  # answer the tool result in text
+    return next((t["function"] for t in tools if t["function"]["name"] in last), None)
+
+
+def _make_choices(state: State, body: dict[str, Any], max_tokens: int, messages: list[dict[str, Any]] | None,
+                  tools: list[dict[str, Any]], tool_choice: Any, fmt: str, schema: dict[str, Any] | None) -> list[Choice]:
+    faults = state.faults
+    seed = body.get("seed")
+    temperature = float(body.get("temperature", 1.0) if body.get("temperature") is not None else 1.0)
+    fresh = (temperature > 0 and seed is None) or "nondeterministic" in faults or ("seed-ignored" in faults and seed is not None)
+    stop = body.get("stop")
+    stops = [stop] if isinstance(stop, str) else list(stop or [])
+    if "stop-ignored" in faults:
+        stops = []
+    n = 1 if "n-ignored" in faults else int(body.get("n") or 1)
+    key = _prompt_key(body)
+    out: list[Choice] = []
+    for index in range(n):
+        target_fn = _tool_choice_target(tools, tool_choice, messages or [])
+        if target_fn is not None and "tools-ignored" not in faults:
+            if "tools-wrong-name" in faults and isinstance(tool_choice, dict):
+                target_fn = {"name": target_fn["name"] + "_other", "parameters": target_fn.get("parameters", {})}
+            rng = model.json_key_rng(key, seed)
+            args = model.instance(target_fn.get("parameters") or {"type": "object", "properties": {}}, rng)
+            arguments = json.dumps(args, ensure_ascii=False)
+            if "tools-args-invalid" in faults:
+                arguments = arguments[:-1] if len(arguments) > 2 else "{'bad': }"
+            finish = "stop" if "tools-finish-stop" in faults else "tool_calls"
+            call = {"id": f"call_{secrets.token_hex(6)}", "name": target_fn["name"], "arguments": arguments}
+            out.append(Choice(index, [], finish, [], call))
+            continue
+        if fmt in ("json_object", "json_schema") and "json-mode-ignored" not in faults:
+            rng = model.json_key_rng(key + str(index), seed)
+            if fmt == "json_schema" and schema is not None and "json-schema-ignored" not in faults:
+                value = model.instance(schema, rng)
+            else:
+                value = {"answer": rng.choice(model.VOCAB[:30]), "count": rng.randint(1, 9), "ok": True}
+                if fmt == "json_schema":  # json-schema-ignored: valid JSON, wrong shape
+                    value = {"unexpected": "shape"}
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+            pieces = model.split_json(text)
+            finish = "stop"
+            if len(pieces) > max_tokens:
+                pieces, finish = pieces[:max_tokens], "length"
+            out.append(Choice(index, pieces, finish, [-0.01] * len(pieces)))
+            continue
+        gen = model.generate_text(key, max_tokens=max_tokens, seed=seed, temperature=temperature, index=index, stop=stops, fresh=fresh)
+        pieces, finish = gen.pieces, gen.finish_reason
+        if "max-tokens-ignored" in faults and finish == "length":
+            more = model.generate_text(key + "more", max_tokens=8, seed=seed, temperature=temperature, index=index)
+            pieces = pieces + [" " + p.strip() for p in more.pieces]
+            finish = "stop"
+        if "length-as-stop" in faults and finish == "length":
+            finish = "stop"
+        if "chat-bad-finish-reason" in faults:
+            finish = "eos"
+        out.append(Choice(index, pieces, finish, gen.logprobs + [-0.5] * (len(pieces) - len(gen.logprobs))))
+    return out
+
+
+def _usage(prompt_tokens: int, completion_tokens: int, faults: frozenset[str]) -> dict[str, int]:
+    total = prompt_tokens + completion_tokens + (1 if "usage-sum-wrong" in faults else 0)
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": total}
+
+
+def _completion_tokens(choices: list[Choice]) -> int:
+    return sum(len(c.pieces) if c.tool_call is None else max(1, len(model.tokenize(c.tool_call["arguments"]))) for c in choices)
+
+
+def _logprobs_obj(choice: Choice, top: int | None) -> dict[str, Any]:
+    content = []
+    for piece, lp in zip(choice.pieces, choice.logprobs, strict=False):
+        entry: dict[str, Any] = {"token": piece, "logprob": lp, "bytes": list(piece.encode()), "top_logprobs": []}
+        if top:
+            entry["top_logprobs"] = [{"token": piece, "logprob": lp, "bytes": list(piece.encode())}]
+        content.append(entry)
+    return {"content": content}
+
+
+# ---------------------------------------------------------------------------------------------
+# KV-cache bookkeeping (for /metrics and the leak self-tests)
+
+
+class _Slot:
+    """Holds a request's KV blocks and its running slot; released exactly once."""
+
+    def __init__(self, state: State, prompt_tokens: int, seeded: bool) -> None:
+        self.state = state
+        self.blocks = 0
+        self.seeded = seeded
+        self.prompt_tokens = prompt_tokens
+        self.aborted = False
+        self.released = False
+        state.running += 1
+        if seeded:
+            state.seeded_running += 1
+        self.grow(prompt_tokens)
+
+    def grow(self, tokens: int) -> None:
+        cfg = self.state.config
+        need = math.ceil(tokens / cfg.block_size)
+        if need > self.blocks:
+            extra = need - self.blocks
+            self.state.kv_used_blocks += extra
+            self.blocks = need
+
+    def release(self) -> None:
+        if self.released:
+            return
+        self.released = True
+        st = self.state
+        if self.seeded:
+            st.seeded_running -= 1
+        if self.aborted and "abort-leak" in st.faults:
+            return  # the running count never drops: the defect
+        st.running -= 1
+        if self.aborted and "kv-leak" in st.faults:
+            st.kv_leaked_blocks += self.blocks
+            return
+        st.kv_used_blocks -= self.blocks
+
+
+# ---------------------------------------------------------------------------------------------
+# Handlers
+
+
+async def _read_json(request: web.Request, state: State) -> dict[str, Any]:
+    raw = await request.read()
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        if "err-malformed-500" in state.faults:
+            raise ApiError(500, "internal error: Expecting value", "server_error") from None
+        raise ApiError(400, "the request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        if "err-wrong-type-500" in state.faults:
+            raise ApiError(500, "internal error: 'list' object has no attribute 'get'", "server_error")
+        raise ApiError(400, "the request body must be a JSON object")
+    return body
+
+
+def _check_ready(state: State) -> None:
+    if state.dead:
+        raise ApiError(500, "EngineDeadError: the engine core died (RuntimeError: CPU Generator does not use offset)", "server_error")
+    if "health-loading-forever" in state.faults or time.monotonic() - state.started < state.config.loading_s:
+        raise ApiError(503, "Loading model", "unavailable_error")
+
+
+def _chunk_prefix(cid: str, created: int, model_name: str, obj: str) -> str:
+    return f'{{"id":"{cid}","object":"{obj}","created":{created},"model":{json.dumps(model_name)},"system_fingerprint":"servecheck-ref","choices":['
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, chat=True)
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, chat=False)
+
+
+async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
+    state = request.app[STATE]
+    try:
+        _check_ready(state)
+        body = await _read_json(request, state)
+        _validate_common(state, body)
+        if chat:
+            messages = _validate_messages(state, body)
+            tools, tool_choice = _validate_tools(state, body)
+            fmt, schema = _response_format(state, body)
+            prompt_tokens = model.count_chat_tokens(messages, tools)
+        else:
+            prompt = body.get("prompt")
+            _expect(isinstance(prompt, str) or (isinstance(prompt, list) and all(isinstance(p, str) for p in prompt)),
+                    "prompt must be a string or a list of strings", "prompt")
+            messages, tools, tool_choice, fmt, schema = None, [], None, "text", None
+            prompt_tokens = len(model.tokenize(prompt if isinstance(prompt, str) else " ".join(prompt))) + 1
+        cfg = state.config
+        limit = cfg.max_model_len
+        if prompt_tokens > limit:
+            if "ctx-500" in state.faults:
+                raise ApiError(500, "internal error: index out of range in self", "server_error")
+            if "ctx-silent-truncate" not in state.faults:
+                raise ApiError(400, f"This model's maximum context length is {limit} tokens. However, your prompt contains at least {prompt_tokens} input tokens.",
+                               param="messages" if chat else "prompt", code="context_length_exceeded")
+            prompt_tokens = limit - 1
+        requested = body.get("max_completion_tokens", body.get("max_tokens"))
+        if requested is not None and requested > limit:
+            if "ctx-max-tokens-500" in state.faults:
+                raise ApiError(500, "internal error: negative dimension", "server_error")
+            raise ApiError(400, f"max_tokens={requested} cannot be greater than max_model_len={limit}", param="max_tokens")
+        room = limit - prompt_tokens
+        max_tokens = min(requested if requested is not None else cfg.default_max_tokens, max(room, 0))
+        if "ctx-max-tokens-overrun" in state.faults and requested is not None:
+            max_tokens = requested
+        if max_tokens < 1:
+            max_tokens = 1
+        seeded = body.get("seed") is not None
+        if "crash-concurrent-seed" in state.faults and seeded and state.running >= 1:
+            state.dead = True
+            raise ApiError(500, "RuntimeError: CPU Generator does not use offset", "server_error")
+        choices = _make_choices(state, body, max_tokens, messages, tools, tool_choice, fmt, schema)
+        if "ctx-max-tokens-overrun" in state.faults and requested is not None and requested > room:
+            for c in choices:
+                if c.finish_reason == "length":
+                    c.finish_reason = "stop"
+    except ApiError as err:
+        return _error_response(state, err)
+
+    state.request_count += 1
+    assert state.sem is not None
+    if state.sem.locked():
+        state.waiting += 1
+        try:
+            await state.sem.acquire()
+        finally:
+            state.waiting -= 1
+    else:
+        await state.sem.acquire()
+    slot = _Slot(state, prompt_tokens, seeded)
+    try:
+        completion_tokens = _completion_tokens(choices)
+        model_name = body["model"]
+        if body.get("stream"):
+            return await _stream(request, state, body, chat, choices, prompt_tokens, completion_tokens, model_name, slot)
+        await _sleep_generation(state, choices, request)
+        if state.dead:
+            return _error_response(state, ApiError(500, "RuntimeError: CPU Generator does not use offset", "server_error"))
+        slot.grow(prompt_tokens + completion_tokens)
+        state.success += 1
+        state.prompt_tokens += prompt_tokens
+        state.generation_tokens += completion_tokens
+        return web.json_response(_full_body(state, body, chat, choices, prompt_tokens, completion_tokens, model_name), dumps=_dumps)
+    except (asyncio.CancelledError, ConnectionResetError):
+        slot.aborted = True
+        raise
+    finally:
+        slot.release()
+        state.sem.release()
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def _extra_delay(state: State) -> float:
+    if "latency-spikes" in state.faults and state.request_count % 5 == 0:
+        return 1.0
+    return 0.0
+
+
+async def _sleep_generation(state: State, choices: list[Choice], request: web.Request) -> None:
+    cfg = state.config
+    steps = max((len(c.pieces) for c in choices), default=1)
+    total = (cfg.ttft_ms + cfg.itl_ms * max(steps - 1, 0)) / 1000 + _extra_delay(state)
+    if total > 0:
+        await asyncio.sleep(total)
+
+
+def _full_body(state: State, body: dict[str, Any], chat: bool, choices: list[Choice], prompt_tokens: int,
+               completion_tokens: int, model_name: str) -> dict[str, Any]:
+    faults = state.faults
+    created: int | float = int(time.time())
+    if "chat-created-float" in faults:
+        created = time.time()
+    want_logprobs = bool(body.get("logprobs")) and "logprobs-missing" not in faults
+    out_choices = []
+    for c in choices:
+        if chat and "completions-broken" not in faults or (not chat and "completions-broken" in faults):
+            message: dict[str, Any] = {"role": "assistant", "content": "".join(c.pieces) if c.tool_call is None else None}
+            if c.tool_call is not None:
+                message["tool_calls"] = [{"id": c.tool_call["id"], "type": "function",
+                                          "function": {"name": c.tool_call["name"], "arguments": c.tool_call["arguments"]}}]
+            entry: dict[str, Any] = {"index": c.index, "message": message,
+                                     "logprobs": _logprobs_obj(c, body.get("top_logprobs")) if want_logprobs else None,
+                                     "finish_reason": c.finish_reason}
+        else:
+            entry = {"index": c.index, "text": "".join(c.pieces), "logprobs": None, "finish_reason": c.finish_reason}
+        out_choices.append(entry)
+    cid = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12)
+    return {"id": cid, "object": "chat.completion" if chat else "text_completion", "created": created,
+            "model": model_name, "system_fingerprint": "servecheck-ref", "choices": out_choices,
+            "usage": _usage(prompt_tokens, completion_tokens, faults)}
+
+
+def _utf8_mangle(piece: str) -> list[str]:
+    """Split a piece's UTF-8 bytes in two and decode each half alone (the utf8-split defect)."""
+    raw = piece.encode()
+    if len(raw) == len(piece):
+        return [piece]
+    half = len(raw) // 2
+    return [raw[:half].decode("utf-8", "replace"), raw[half:].decode("utf-8", "replace")]
+
+
+async def _stream(request: web.Request, state: State, body: dict[str, Any], chat: bool, choices: list[Choice],
+                  prompt_tokens: int, completion_tokens: int, model_name: str, slot: _Slot) -> web.StreamResponse:
+    faults = state.faults
+    cfg = state.config
+    response = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    if request.transport is not None:
+        with contextlib.suppress(OSError):
+            sock = request.transport.get_extra_info("socket")
+            if sock is not None:
+                import socket as _socket
+
+                sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+    created = int(time.time())
+    cid = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12)
+    obj = "chat.completion.chunk" if chat else "text_completion"
+    if "stream-wrong-object" in faults:
+        obj = "chat.completion"
+    prefix = _chunk_prefix(cid, created, model_name, obj)
+    opts = body.get("stream_options") or {}
+    include_usage = bool(opts.get("include_usage"))
+    want_logprobs = bool(body.get("logprobs")) and "logprobs-missing" not in faults
+    buffered: list[bytes] = []
+    t0 = time.monotonic()
+    step = 0
+
+    def chunk(choice_json: str, usage: str | None = None) -> bytes:
+        nonlocal prefix
+        if "stream-id-changes" in faults:
+            prefix = _chunk_prefix(("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12), created, model_name, obj)
+        tail = f',"usage":{usage}' if usage else ""
+        return f"data: {prefix}{choice_json}]{tail}}}\n\n".encode()
+
+    async def send(data: bytes) -> None:
+        if "stream-buffered" in faults:
+            buffered.append(data)
+        else:
+            await response.write(data)
+
+    async def wait_step() -> None:
+        # Absolute schedule from arrival: token k is due at ttft + k * itl, so a busy loop does
+        # not make the delays drift (the load benchmark's "truth").
+        nonlocal step
+        target = t0 + cfg.ttft_ms / 1000 + _extra + step * cfg.itl_ms / 1000
+        step += 1
+        now = time.monotonic()
+        if target > now:
+            await asyncio.sleep(target - now)
+
+    _extra = _extra_delay(state)
+    if "stream-error-in-200" in faults:
+        await send(b'data: {"error": {"message": "upstream model crashed", "type": "server_error", "code": 500}}\n\n')
+        if "stream-no-done" not in faults:
+            await send(b"data: [DONE]\n\n")
+        return await _finish_stream(response, buffered)
+
+    def delta_json(index: int, delta: str, finish: str | None = None, logprobs: str = "null") -> str:
+        fr = "null" if finish is None else json.dumps(finish)
+        if chat:
+            return f'{{"index":{index},"delta":{delta},"logprobs":{logprobs},"finish_reason":{fr}}}'
+        return f'{{"index":{index},"text":{delta},"logprobs":null,"finish_reason":{fr}}}'
+
+    if chat:
+        role_json = '{"role":"assistant","content":""}'
+        if "stream-no-role" not in faults:
+            await send(chunk(",".join(delta_json(c.index, role_json) for c in choices)))
+    streamed = 0
+    steps = max((len(c.pieces) if c.tool_call is None else 1 + len(model.split_json(c.tool_call["arguments"], 8)) for c in choices), default=0)
+    stall_at = max(1, steps // 2)
+    for i in range(steps):
+        if state.dead:
+            break
+        if "stream-stall" in faults and i == stall_at:
+            await asyncio.sleep(3600)
+        await wait_step()
+        parts = []
+        for c in choices:
+            if c.tool_call is not None:
+                pieces = model.split_json(c.tool_call["arguments"], 8)
+                if i == 0:
+                    head: dict[str, Any] = {"id": c.tool_call["id"], "type": "function",
+                                            "function": {"name": c.tool_call["name"], "arguments": ""}}
+                    if "tools-stream-no-index" not in faults:
+                        head = {"index": 0, **head}
+                    parts.append(delta_json(c.index, json.dumps({"tool_calls": [head]}, ensure_ascii=False)))
+                elif i - 1 < len(pieces):
+                    frag: dict[str, Any] = {"function": {"arguments": pieces[i - 1]}}
+                    if "tools-stream-no-index" not in faults:
+                        frag = {"index": 0, **frag}
+                    parts.append(delta_json(c.index, json.dumps({"tool_calls": [frag]}, ensure_ascii=False)))
+                continue
+            if i >= len(c.pieces):
+                continue
+            piece = c.pieces[i]
+            if "stream-differs" in faults and i == 1:
+                piece = piece.upper() + "!"
+            texts = _utf8_mangle(piece) if "utf8-split" in faults else [piece]
+            for text in texts:
+                role_extra = '"role":"assistant",' if "stream-role-twice" in faults and chat else ""
+                delta = f'{{{role_extra}"content":{json.dumps(text, ensure_ascii=False)}}}' if chat else json.dumps(text, ensure_ascii=False)
+                lp = "null"
+                if want_logprobs and chat:
+                    lp = json.dumps({"content": [{"token": piece, "logprob": c.logprobs[i] if i < len(c.logprobs) else -0.5,
+                                                  "bytes": list(piece.encode()), "top_logprobs": []}]}, ensure_ascii=False)
+                parts.append(delta_json(c.index, delta, logprobs=lp))
+        for p in parts:
+            # one choice per chunk, as engines do
+            await send(chunk(p))
+        streamed += 1
+        slot.grow(prompt_tokens + streamed)
+    if state.dead:
+        await send(b'data: {"error": {"message": "RuntimeError: CPU Generator does not use offset", "type": "server_error", "code": 500}}\n\n')
+        return await _finish_stream(response, buffered)
+    for c in choices:
+        empty = '{}' if chat else '""'
+        await send(chunk(delta_json(c.index, empty, c.finish_reason)))
+        if "stream-finish-twice" in faults:
+            await send(chunk(delta_json(c.index, empty, c.finish_reason)))
+        if "stream-content-after-finish" in faults:
+            await send(chunk(delta_json(c.index, '{"content":" extra"}' if chat else '" extra"')))
+    if include_usage:
+        usage_tokens = completion_tokens + (3 if "stream-usage-wrong" in faults else 0)
+        usage = json.dumps(_usage(prompt_tokens, usage_tokens, faults))
+        if "stream-usage-in-choices" in faults:
+            await send(chunk(delta_json(0, '{}' if chat else '""', choices[0].finish_reason), usage))
+        else:
+            await send(chunk("", usage))
+    if "stream-no-done" not in faults:
+        await send(b"data: [DONE]\n\n")
+    state.success += 1
+    state.prompt_tokens += prompt_tokens
+    state.generation_tokens += completion_tokens
+    return await _finish_stream(response, buffered)
+
+
+async def _finish_stream(response: web.StreamResponse, buffered: list[bytes]) -> web.StreamResponse:
+    if buffered:
+        await response.write(b"".join(buffered))
+    await response.write_eof()
+    return response
+
+
+async def health(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    if "health-down" in state.faults or state.dead:
+        return web.json_response({"error": {"message": "engine is dead", "type": "server_error", "code": 500}}, status=500)
+    if "health-loading-forever" in state.faults or time.monotonic() - state.started < state.config.loading_s:
+        return web.json_response({"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}, status=503)
+    return web.json_response({"status": "ok"})
+
+
+async def models(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    cfg = state.config
+    names = list(cfg.models)
+    if "models-missing" in state.faults:
+        names = []
+    if "models-wrong-name" in state.faults:
+        names = [n + "-v2" for n in names]
+    data = []
+    for name in names:
+        entry: dict[str, Any] = {"id": name, "object": "model", "created": state.created_at, "owned_by": "servecheck",
+                                 "root": name, "parent": None}
+        if "models-no-context" not in state.faults:
+            entry["max_model_len"] = cfg.max_model_len * (2 if "models-context-mismatch" in state.faults else 1)
+        data.append(entry)
+    return web.json_response({"object": "list", "data": data})
+
+
+async def tokenize(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    try:
+        body = await _read_json(request, state)
+        if "messages" in body:
+            messages = _validate_messages(state, body)
+            count = model.count_chat_tokens(messages)
+            ids = list(range(count))
+        else:
+            prompt = body.get("prompt", body.get("content"))
+            _expect(isinstance(prompt, str), "prompt must be a string", "prompt")
+            ids = model.token_ids(prompt)
+    except ApiError as err:
+        return _error_response(state, err)
+    return web.json_response({"count": len(ids), "max_model_len": state.config.max_model_len, "tokens": ids})
+
+
+async def version(request: web.Request) -> web.Response:
+    from servecheck import __version__
+
+    return web.json_response({"version": f"servecheck-reference {__version__}"})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    st = request.app[STATE]
+    cfg = st.config
+    name = cfg.models[0]
+    used = min(cfg.kv_blocks, st.kv_used_blocks + st.kv_leaked_blocks)
+    lines = [
+        "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.",
+        "# TYPE vllm:kv_cache_usage_perc gauge",
+        f'vllm:kv_cache_usage_perc{{engine="0",model_name="{name}"}} {used / cfg.kv_blocks:.6f}',
+        "# HELP vllm:num_requests_running Number of requests in model execution batches.",
+        "# TYPE vllm:num_requests_running gauge",
+        f'vllm:num_requests_running{{engine="0",model_name="{name}"}} {st.running}',
+        "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.",
+        "# TYPE vllm:num_requests_waiting gauge",
+        f'vllm:num_requests_waiting{{engine="0",model_name="{name}"}} {st.waiting}',
+        "# HELP vllm:num_preemptions_total Cumulative number of preemption from the engine.",
+        "# TYPE vllm:num_preemptions_total counter",
+        f'vllm:num_preemptions_total{{engine="0",model_name="{name}"}} {st.preemptions}',
+        "# HELP vllm:request_success_total Count of successfully processed requests.",
+        "# TYPE vllm:request_success_total counter",
+        f'vllm:request_success_total{{engine="0",model_name="{name}"}} {st.success}',
+        "# HELP vllm:prompt_tokens_total Number of prefill tokens processed.",
+        "# TYPE vllm:prompt_tokens_total counter",
+        f'vllm:prompt_tokens_total{{engine="0",model_name="{name}"}} {st.prompt_tokens}',
+        "# HELP vllm:generation_tokens_total Number of generation tokens processed.",
+        "# TYPE vllm:generation_tokens_total counter",
+        f'vllm:generation_tokens_total{{engine="0",model_name="{name}"}} {st.generation_tokens}',
+    ]
+    return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
+
+
+@web.middleware
+async def auth_and_errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    state = request.app[STATE]
+    key = state.config.api_key
+    public = request.path in ("/health", "/metrics", "/version", "/ping")
+    if key and not public and "auth-none" not in state.faults:
+        header = request.headers.get("Authorization", "")
+        presented = header[7:] if header.lower().startswith("bearer ") else request.headers.get("X-Api-Key", "")
+        if not secrets.compare_digest(presented.encode(), key.encode()):
+            message = "Invalid API key" if presented else "Missing API key: send 'Authorization: Bearer <key>'"
+            if "auth-echo-key" in state.faults and presented:
+                message = f"Invalid API key: {presented}"
+            return web.json_response({"error": {"message": message, "type": "authentication_error", "param": None,
+                                                "code": "invalid_api_key"}}, status=401)
+    try:
+        return await handler(request)
+    except web.HTTPNotFound:
+        return web.json_response({"error": {"message": f"route {request.method} {request.path} not found", "type": "not_found_error",
+                                            "param": None, "code": 404}}, status=404)
+    except web.HTTPMethodNotAllowed:
+        return web.json_response({"error": {"message": f"method {request.method} not allowed on {request.path}",
+                                            "type": "invalid_request_error", "param": None, "code": 405}}, status=405)
+
+
+def build_app(config: ServerConfig) -> web.Application:
+    unknown = set(config.faults) - set(FAULTS)
+    if unknown:
+        raise ValueError(f"unknown fault(s): {', '.join(sorted(unknown))}")
+    app = web.Application(middlewares=[auth_and_errors], client_max_size=64 * 1024 * 1024)
+    state = State(config)
+    app[STATE] = state
+
+    async def on_startup(app: web.Application) -> None:
+        state.sem = asyncio.Semaphore(config.max_num_seqs)
+        state.started = time.monotonic()
+
+    app.on_startup.append(on_startup)
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/health", health)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/version", version)
+    app.router.add_post("/tokenize", tokenize)
+    return app
+
+
+def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, ready_file: str | None = None) -> None:
+    """Run until SIGTERM/SIGINT. Writes the bound port to ``ready_file`` once listening (port 0 = any)."""
+    app = build_app(config)
+
+    async def main() -> None:
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port, backlog=2048, reuse_address=True)
+        await site.start()
+        bound = port
+        server = getattr(site, "_server", None)
+        if server is not None and server.sockets:
+            bound = server.sockets[0].getsockname()[1]
+        if ready_file:
+            tmp = ready_file + ".tmp"
+            with open(tmp, "w") as fh:
+                fh.write(str(bound))
+            os.replace(tmp, ready_file)
+        print(f"servecheck reference server on http://{host}:{bound}/v1 (models: {', '.join(config.models)};"
+              f" faults: {', '.join(sorted(config.faults)) or 'none'})", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await runner.cleanup()
+
+    try:
+        import uvloop  # type: ignore[import-not-found]
+
+        uvloop.install()
+    except ImportError:
+        pass
+    asyncio.run(main())
+
+
+__all__ = ["ServerConfig", "build_app", "serve"]
