@@ -1,0 +1,424 @@
+"""Leak analysis over repeated identical load cycles, and the drain check.
+
+Why cycles and a trend test: engines preallocate GPU memory, so VRAM stays flat while the KV
+cache fills; prefix caching keeps blocks after requests end; and a single post-load reading
+is noisy. What separates a leak from all that is a post-drain level that *keeps rising* from
+one identical cycle to the next. So each cycle's post-drain level (median over its drain
+window) is compared with the idle baseline (median over the baseline window), and the levels
+are tested for an upward trend: Theil-Sen slope with its 95% confidence interval
+(``scipy.stats.theilslopes``) and Mann-Kendall (``scipy.stats.kendalltau`` against the cycle
+index, one-sided ``greater``).
+
+Verdicts (:class:`LeakVerdict.status`):
+
+- ``leak``: Mann-Kendall p < ``alpha``, the slope's CI excludes 0, and the fitted rise over the
+  run (slope x (cycles - 1)) exceeds ``tolerance``.
+- ``retention``: no such trend, but the median post-drain level is above baseline +
+  ``tolerance``: a plateau, e.g. prefix/radix cache blocks kept on purpose.
+- ``ok``: no such trend and the median post-drain level is within baseline + ``tolerance``.
+- ``insufficient_data``: no baseline (fewer than ``min_samples`` samples in its window) or
+  fewer than ``min_cycles`` cycles with ``min_samples`` samples in their drain window.
+
+The functions are pure: a DataFrame and phase markers in, a verdict out.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+STATUSES = ("ok", "leak", "retention", "insufficient_data")
+DRAIN_STATUSES = ("ok", "not_drained", "insufficient_data")
+
+
+@dataclass(slots=True)
+class Cycle:
+    """One load cycle: load runs ``[start, end]``, then the server is left idle until
+    ``drain_end``. The post-drain level is measured over ``[drain_start, drain_end]``;
+    ``drain_start`` defaults to ``end`` (set it later to let queues empty first)."""
+
+    start: float
+    end: float
+    drain_end: float
+    drain_start: float | None = None
+
+    @property
+    def measure_start(self) -> float:
+        return self.end if self.drain_start is None else self.drain_start
+
+
+@dataclass(slots=True)
+class Phases:
+    """Phase markers, in the clock of the frame's time column (wall-clock ``t`` by default)."""
+
+    baseline: tuple[float, float]
+    cycles: list[Cycle] = field(default_factory=list)
+
+    @classmethod
+    def from_schedule(
+        cls, t0: float, *, baseline_s: float, load_s: float, drain_s: float, cycles: int,
+        settle_s: float | None = None,
+    ) -> Phases:
+        """Markers for a fixed schedule starting at ``t0``: idle baseline, then ``cycles`` x
+        (load ``load_s``, idle ``drain_s``). Each drain is measured from ``settle_s`` after the
+        load ends (default: half the drain) to its end."""
+        settle = drain_s / 2 if settle_s is None else settle_s
+        if not 0 <= settle < drain_s:
+            raise ValueError(f"settle_s must be in [0, drain_s), got {settle}")
+        out: list[Cycle] = []
+        t = t0 + baseline_s
+        for _ in range(cycles):
+            out.append(Cycle(t, t + load_s, t + load_s + drain_s, t + load_s + settle))
+            t += load_s + drain_s
+        return cls((t0, t0 + baseline_s), out)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"baseline": list(self.baseline), "cycles": [asdict(c) for c in self.cycles]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Phases:
+        start, end = data["baseline"]
+        return cls((float(start), float(end)), [Cycle(**c) for c in data.get("cycles", [])])
+
+
+@dataclass(slots=True)
+class LeakVerdict:
+    """The outcome of :func:`analyse_leak`, with every number behind it."""
+
+    status: str
+    metric: str
+    message: str
+    tolerance: float
+    baseline: float | None = None
+    cycles_total: int = 0
+    cycles_used: int = 0
+    returned: int = 0
+    post_drain: list[float] = field(default_factory=list)
+    peaks: list[float] = field(default_factory=list)
+    slope: float | None = None
+    slope_ci: tuple[float, float] | None = None
+    rise: float | None = None
+    mk_tau: float | None = None
+    mk_p: float | None = None
+    drain_s: float | None = None
+    gaps: int = 0
+
+    @property
+    def passed(self) -> bool:
+        """True for ``ok``; ``retention`` and ``insufficient_data`` are for the caller to judge."""
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return _json_safe(asdict(self))
+
+
+@dataclass(slots=True)
+class DrainVerdict:
+    """The outcome of :func:`check_drain`. Times are seconds after ``since``."""
+
+    status: str
+    message: str
+    since: float
+    bound_s: float
+    tolerance: float
+    baseline: float | None = None
+    running_zero_after_s: float | None = None
+    kv_baseline_after_s: float | None = None
+    drained_after_s: float | None = None
+    last_running: float | None = None
+    last_kv: float | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return _json_safe(asdict(self))
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+def _fmt(value: float | None, metric: str) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    value = value + 0.0  # no "-0.000"
+    if abs(value) < 5e-4 and not metric.endswith("_bytes"):
+        value = 0.0
+    if metric.endswith("_bytes"):
+        return f"{value / 2**20:.1f} MiB"
+    if abs(value) < 10:
+        return f"{value:.3f}"
+    return f"{value:.4g}"
+
+
+def series_of(
+    frame: pd.DataFrame, metric: str, *, source: str | None = None,
+    labels: Mapping[str, str] | None = None, time_col: str = "t", agg: str = "sum",
+) -> pd.Series:
+    """One metric as a time-indexed Series; rows sharing a timestamp are combined with ``agg``.
+
+    ``frame`` is a :func:`load_series` frame, or any frame with ``time_col`` and ``value``
+    columns (then ``metric``/``source``/``labels`` filters apply only to columns it has).
+    """
+    mask = pd.Series(True, index=frame.index)
+    if "kind" in frame.columns:
+        mask &= frame["kind"].fillna("sample") == "sample"
+    if "metric" in frame.columns:
+        mask &= frame["metric"] == metric
+    if source is not None and "source" in frame.columns:
+        mask &= frame["source"] == source
+    rows = frame[mask]
+    if labels and "labels" in rows.columns:
+        keep = [isinstance(lab, dict) and all(lab.get(k) == v for k, v in labels.items())
+                for lab in rows["labels"]]
+        rows = rows[keep]
+    rows = rows[[time_col, "value"]].dropna()
+    if rows.empty:
+        return pd.Series(dtype=float)
+    return rows.groupby(time_col)["value"].agg(agg).sort_index().astype(float)
+
+
+def _gap_times(frame: pd.DataFrame, metric: str, source: str | None, time_col: str) -> np.ndarray:
+    if "kind" not in frame.columns:
+        return np.array([], dtype=float)
+    gaps = frame[frame["kind"] == "gap"]
+    if source is not None:
+        gaps = gaps[gaps["source"] == source]
+    elif "metric" in frame.columns and "source" in frame.columns:
+        sources = set(frame.loc[frame["metric"] == metric, "source"])
+        gaps = gaps[gaps["source"].isin(sources)] if sources else gaps.iloc[0:0]
+    return gaps[time_col].to_numpy(dtype=float)
+
+
+def _window(series: pd.Series, start: float, end: float) -> pd.Series:
+    return series[(series.index >= start) & (series.index <= end)]
+
+
+def _trend(levels: Sequence[float]) -> tuple[float, float, float, float, float]:
+    """Theil-Sen slope, its 95% CI, Kendall tau and one-sided Mann-Kendall p."""
+    from scipy import stats  # ~1.5 s to import: only when a verdict needs it
+
+    idx = np.arange(len(levels), dtype=float)
+    y = np.asarray(levels, dtype=float)
+    if np.ptp(y) == 0:
+        return 0.0, 0.0, 0.0, 0.0, 1.0
+    ts = stats.theilslopes(y, idx, alpha=0.95)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kt = stats.kendalltau(idx, y, alternative="greater")
+    tau = float(kt.statistic) if np.isfinite(kt.statistic) else 0.0
+    p = float(kt.pvalue) if np.isfinite(kt.pvalue) else 1.0
+    return float(ts.slope), float(ts.low_slope), float(ts.high_slope), tau, p
+
+
+def analyse_leak(
+    frame: pd.DataFrame,
+    phases: Phases,
+    metric: str = "kv_usage",
+    tolerance: float = 0.02,
+    *,
+    source: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    time_col: str = "t",
+    alpha: float = 0.05,
+    min_cycles: int = 5,
+    min_samples: int = 3,
+    agg: str = "sum",
+) -> LeakVerdict:
+    """Decide whether ``metric`` leaks across the load cycles in ``phases``.
+
+    ``frame``: a :func:`~servecheck.telemetry.series.load_series` frame (or any frame with
+    ``t``/``value``). ``tolerance`` is absolute, in the metric's unit (0.02 = 2 points of KV
+    usage). Samples of one timestamp from several label sets are combined with ``agg``; pick a
+    label set with ``labels``. Gap records of the metric's source inside a cycle's drain window
+    are counted in ``gaps``; a cycle is used when its drain window has ``min_samples`` samples.
+    ``min_cycles`` defaults to 5, the fewest for which a one-sided Mann-Kendall test can reach
+    p < 0.05 (with 4 the exact p is at least 1/24 ~ 0.042 only for a perfect order).
+    See the module docstring for the verdict rules.
+    """
+    series = series_of(frame, metric, source=source, labels=labels, time_col=time_col, agg=agg)
+    gap_t = _gap_times(frame, metric, source, time_col)
+    total = len(phases.cycles)
+    base = _window(series, *phases.baseline)
+    verdict = LeakVerdict("insufficient_data", metric, "", tolerance, cycles_total=total)
+    if len(base) < min_samples:
+        verdict.message = (
+            f"INSUFFICIENT DATA: {metric}: {len(base)} sample(s) in the baseline window "
+            f"[{phases.baseline[0]:.1f}, {phases.baseline[1]:.1f}] (need {min_samples}); "
+            f"{len(series)} sample(s) of {metric} in all"
+        )
+        return verdict
+    baseline = float(base.median())
+    verdict.baseline = baseline
+    levels: list[float] = []
+    peaks: list[float] = []
+    drains: list[float] = []
+    problems: list[str] = []
+    gaps = 0
+    for number, cycle in enumerate(phases.cycles, start=1):
+        gaps += int(((gap_t >= cycle.measure_start) & (gap_t <= cycle.drain_end)).sum())
+        drain = _window(series, cycle.measure_start, cycle.drain_end)
+        load = _window(series, cycle.start, cycle.end)
+        if len(drain) < min_samples:
+            problems.append(f"cycle {number}: {len(drain)} sample(s) in its drain window")
+            continue
+        levels.append(float(drain.median()))
+        peaks.append(float(load.max()) if len(load) else math.nan)
+        drains.append(cycle.drain_end - cycle.end)
+    verdict.gaps = gaps
+    verdict.cycles_used = len(levels)
+    verdict.post_drain = levels
+    verdict.peaks = peaks
+    verdict.drain_s = float(np.median(drains)) if drains else None
+    if len(levels) < min_cycles:
+        why = "; ".join(problems[:3]) + (" ..." if len(problems) > 3 else "")
+        verdict.message = (
+            f"INSUFFICIENT DATA: {metric}: {len(levels)} usable cycle(s) of {total} "
+            f"(need {min_cycles} for a trend test)" + (f": {why}" if why else "")
+            + (f"; {gaps} gap record(s) in drain windows" if gaps else "")
+        )
+        return verdict
+
+    excess = [level - baseline for level in levels]
+    returned = sum(1 for e in excess if e <= tolerance)
+    slope, low, high, tau, p = _trend(levels)
+    n = len(levels)
+    rise = slope * (n - 1)
+    verdict.returned = returned
+    verdict.slope, verdict.slope_ci, verdict.rise = slope, (low, high), rise
+    verdict.mk_tau, verdict.mk_p = tau, p
+    f = lambda v: _fmt(v, metric)  # noqa: E731
+    trend_text = (
+        f"Theil-Sen slope {f(slope)}/cycle, 95% CI [{f(low)}, {f(high)}]; Mann-Kendall p={p:.3g}"
+    )
+    drain_text = f"{verdict.drain_s:.3g} s" if verdict.drain_s is not None else "n/a"
+    gap_text = f"; {gaps} gap record(s) in drain windows" if gaps else ""
+    unused = f" ({total - n} cycle(s) unusable)" if n < total else ""
+    if p < alpha and low > 0 and rise > tolerance:
+        verdict.status = "leak"
+        verdict.message = (
+            f"LEAK: {metric} post-drain level rose {f(levels[0])} -> {f(levels[-1])} over {n} "
+            f"cycles (baseline {f(baseline)}; {trend_text}){unused}{gap_text}"
+        )
+    elif float(np.median(excess)) > tolerance:
+        verdict.status = "retention"
+        verdict.message = (
+            f"RETENTION: {metric} stayed at {f(float(np.median(levels)))} after drain "
+            f"(baseline {f(baseline)}, tolerance {f(tolerance)}) but flat over {n} cycles "
+            f"({trend_text}): possible retention (prefix cache?), not a growing leak"
+            f"{unused}{gap_text}"
+        )
+    else:
+        verdict.status = "ok"
+        note = ""
+        if p < alpha and low > 0:
+            note = f"; upward trend below tolerance (rise {f(rise)})"
+        verdict.message = (
+            f"{metric} returned to baseline {f(baseline)} within tolerance {f(tolerance)} after "
+            f"drain {drain_text} in {returned}/{n} cycles (max post-drain {f(max(levels))}; "
+            f"{trend_text}){note}{unused}{gap_text}"
+        )
+    return verdict
+
+
+def _settled_after(series: pd.Series, since: float, ok: np.ndarray) -> float | None:
+    """Seconds after ``since`` from which every remaining sample is ``ok``; None if the last
+    sample is not."""
+    if len(ok) == 0 or not ok[-1]:
+        return None
+    first = len(ok) - 1
+    while first > 0 and ok[first - 1]:
+        first -= 1
+    return max(0.0, float(series.index[first]) - since)
+
+
+def check_drain(
+    frame: pd.DataFrame,
+    since: float,
+    bound_s: float,
+    *,
+    baseline: float | None = None,
+    baseline_window: tuple[float, float] | None = None,
+    kv_metric: str = "kv_usage",
+    running_metric: str = "requests_running",
+    tolerance: float = 0.02,
+    time_col: str = "t",
+    source: str | None = None,
+) -> DrainVerdict:
+    """After an abandoned-stream probe ending at ``since``: did the server drain in time?
+
+    Looks at samples in ``[since, since + bound_s]``. Drained means ``running_metric`` is 0 and
+    ``kv_metric`` is within ``tolerance`` of the baseline, from some sample on until the end of
+    that window; the verdict gives how long that took. The baseline is ``baseline``, else the
+    median over ``baseline_window``, else 0. A server without ``kv_metric`` (llama.cpp) is
+    judged on running requests alone, and the message says so. ``insufficient_data`` when
+    there are no running-request samples in the window, or when telemetry ends before 90% of
+    the bound without the server having drained.
+    """
+    end = since + bound_s
+    running = _window(series_of(frame, running_metric, source=source, time_col=time_col), since, end)
+    kv_all = series_of(frame, kv_metric, source=source, time_col=time_col, agg="max")
+    kv = _window(kv_all, since, end)
+    note = ""
+    if baseline is None and baseline_window is not None:
+        base = _window(kv_all, *baseline_window)
+        baseline = float(base.median()) if len(base) else None
+    if baseline is None:
+        baseline = 0.0
+        note = " (baseline assumed 0)"
+    verdict = DrainVerdict("insufficient_data", "", since, bound_s, tolerance, baseline)
+    if running.empty:
+        verdict.message = (
+            f"INSUFFICIENT DATA: no {running_metric} samples in the {bound_s:g} s after the probe"
+        )
+        return verdict
+    verdict.last_running = float(running.iloc[-1])
+    run_after = _settled_after(running, since, running.to_numpy() == 0)
+    verdict.running_zero_after_s = run_after
+    kv_after: float | None
+    if kv.empty:
+        kv_after = run_after
+        note += f"; {kv_metric} not exported, judged on {running_metric} alone"
+    else:
+        verdict.last_kv = float(kv.iloc[-1])
+        kv_after = _settled_after(kv, since, kv.to_numpy() <= baseline + tolerance)
+        verdict.kv_baseline_after_s = kv_after
+    last_t = max(float(running.index[-1]), float(kv.index[-1]) if len(kv) else -math.inf)
+    if run_after is not None and kv_after is not None:
+        verdict.status = "ok"
+        verdict.drained_after_s = max(run_after, kv_after)
+        verdict.message = (
+            f"drained {verdict.drained_after_s:.2f} s after the probe (bound {bound_s:g} s): "
+            f"{running_metric} 0 after {run_after:.2f} s"
+            + (f", {kv_metric} at baseline {baseline:.3f} +/- {tolerance:g} after {kv_after:.2f} s"
+               if not kv.empty else "")
+            + note
+        )
+        return verdict
+    state = f"{running_metric}={verdict.last_running:g}" + (
+        f", {kv_metric}={verdict.last_kv:.3f} (baseline {baseline:.3f} +/- {tolerance:g})"
+        if verdict.last_kv is not None else ""
+    )
+    if last_t < since + 0.9 * bound_s:
+        verdict.message = (
+            f"INSUFFICIENT DATA: telemetry ends {last_t - since:.2f} s after the probe, before "
+            f"the {bound_s:g} s bound, not yet drained: {state}{note}"
+        )
+        return verdict
+    verdict.status = "not_drained"
+    verdict.message = f"NOT DRAINED within {bound_s:g} s after the probe: last {state}{note}"
+    return verdict

@@ -1,0 +1,382 @@
+"""Samplers: one thread each, one interval each, one JSONL series each.
+
+A sampler calls :meth:`Sampler.sample` every ``interval_s`` until its stop event is set,
+``max_samples`` ticks have run or ``max_duration_s`` has passed. A failing sample becomes a
+gap record; nothing raises out of the thread, so telemetry never stops a load run. A sampler
+whose source cannot work at all here (no NVML) raises :class:`SourceUnavailable` from
+:meth:`Sampler.setup`: one gap record says why, and the thread ends quietly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+from servecheck.telemetry.nvml import NvmlBackend, NvmlUnavailable, PynvmlBackend
+from servecheck.telemetry.prometheus import MetricMap, extract, parse_samples
+from servecheck.telemetry.series import Gap, Sample, SeriesWriter, gap_from_exception
+
+DEFAULT_MAX_DURATION_S = 7 * 24 * 3600.0
+
+
+class SourceUnavailable(Exception):
+    """The sampler's source cannot be used at all; sampling ends after one gap record."""
+
+
+class MetricsMissing(Exception):
+    """A scrape worked but held none of the metrics the mapping looks for."""
+
+
+@dataclass(slots=True)
+class SamplerSummary:
+    """What a sampler did: counts, last error, why it stopped."""
+
+    source: str
+    path: str
+    interval_s: float
+    samples: int
+    gaps: int
+    ticks: int
+    last_error: str | None
+    stopped: str  # "stop event", "max_samples", "max_duration", "unavailable", "not started"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "source": self.source, "path": self.path, "interval_s": self.interval_s,
+            "samples": self.samples, "gaps": self.gaps, "ticks": self.ticks,
+            "last_error": self.last_error, "stopped": self.stopped,
+        }
+
+
+class Sampler:
+    """Base class: subclasses set ``source`` and implement :meth:`sample`.
+
+    ``stop_event`` may be shared by several samplers (one ``set()`` stops them all).
+    """
+
+    source = "sampler"
+
+    def __init__(
+        self, path: Path | str, interval_s: float = 0.5, *,
+        stop_event: threading.Event | None = None, max_samples: int | None = None,
+        max_duration_s: float = DEFAULT_MAX_DURATION_S,
+    ) -> None:
+        if interval_s <= 0:
+            raise ValueError(f"interval_s must be > 0, got {interval_s}")
+        self.path = Path(path)
+        self.interval_s = float(interval_s)
+        self.stop_event = stop_event if stop_event is not None else threading.Event()
+        self.max_samples = max_samples
+        self.max_duration_s = max_duration_s
+        self._samples = 0
+        self._gaps = 0
+        self._ticks = 0
+        self._last_error: str | None = None
+        self._stopped = "not started"
+        self._thread: threading.Thread | None = None
+
+    # -- subclass hooks -------------------------------------------------------------------
+    def setup(self) -> None:
+        """Prepare the source; raise :class:`SourceUnavailable` if it cannot work here."""
+
+    def teardown(self) -> None:
+        """Release the source."""
+
+    def sample(self, t: float, t_mono: float) -> list[Sample]:
+        """Take one sample stamped ``t``/``t_mono``; raise on failure (it becomes a gap)."""
+        raise NotImplementedError
+
+    # -- running --------------------------------------------------------------------------
+    def start(self) -> Sampler:
+        """Start the sampling thread (a daemon) and return ``self``."""
+        if self._thread is not None:
+            raise RuntimeError(f"{self.source} sampler already started")
+        self._thread = threading.Thread(target=self.run, name=f"telemetry-{self.source}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 5.0) -> SamplerSummary:
+        """Set the stop event, wait up to ``timeout_s`` for the thread, return the summary."""
+        self.stop_event.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        return self.summary()
+
+    def summary(self) -> SamplerSummary:
+        return SamplerSummary(
+            self.source, str(self.path), self.interval_s, self._samples, self._gaps,
+            self._ticks, self._last_error, self._stopped,
+        )
+
+    def _gap(self, writer: SeriesWriter, gap: Gap) -> None:
+        self._gaps += 1
+        self._last_error = f"{gap.error_class}: {gap.error}"
+        with contextlib.suppress(OSError):  # a full disk must not kill the run either
+            writer.write([gap])
+
+    def run(self) -> None:
+        """The thread body; also callable directly (it blocks until stopped)."""
+        writer = SeriesWriter(self.path)
+        try:
+            try:
+                self.setup()
+            except Exception as exc:
+                self._gap(writer, gap_from_exception(time.time(), time.monotonic(), self.source, exc))
+                self._stopped = "unavailable"
+                return
+            try:
+                self._loop(writer)
+            finally:
+                try:
+                    self.teardown()
+                except Exception as exc:
+                    self._last_error = f"teardown: {type(exc).__name__}: {exc}"
+        finally:
+            writer.close()
+
+    def _loop(self, writer: SeriesWriter) -> None:
+        start = time.monotonic()
+        tick = 0
+        while True:
+            if self.stop_event.is_set():
+                self._stopped = "stop event"
+                return
+            if self.max_samples is not None and self._ticks >= self.max_samples:
+                self._stopped = "max_samples"
+                return
+            if time.monotonic() - start >= self.max_duration_s:
+                self._stopped = "max_duration"
+                return
+            t, t_mono = time.time(), time.monotonic()
+            self._ticks += 1
+            try:
+                records = self.sample(t, t_mono)
+                writer.write(records)
+                self._samples += len(records)
+            except Exception as exc:  # every failure is data
+                self._gap(writer, gap_from_exception(t, t_mono, self.source, exc))
+            # Next tick on the fixed grid; a slow sample skips ticks instead of bunching up.
+            tick = max(tick + 1, int((time.monotonic() - start) / self.interval_s) + 1)
+            delay = start + tick * self.interval_s - time.monotonic()
+            if delay > 0:
+                self.stop_event.wait(delay)
+
+
+class PrometheusSampler(Sampler):
+    """Scrapes a ``/metrics`` URL and records the canonical metrics of ``engine``.
+
+    ``metric_map`` (``{canonical: sample name}``) extends or overrides the engine's mapping.
+    A scrape that fails, is not valid exposition text, or holds none of the mapped metrics is a
+    gap. Records carry ``labels={"from": <sample name>}``.
+    """
+
+    source = "prometheus"
+
+    def __init__(
+        self, path: Path | str, url: str, engine: str = "generic", *,
+        metric_map: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None,
+        timeout_s: float | None = None, interval_s: float = 0.5, **kwargs: Any,
+    ) -> None:
+        super().__init__(path, interval_s, **kwargs)
+        self.url = url
+        self.engine = engine
+        self.mapping = MetricMap.for_engine(engine, metric_map)
+        self.headers = dict(headers or {})
+        self.timeout_s = timeout_s if timeout_s is not None else max(0.2, min(5.0, self.interval_s * 2))
+        self._client: httpx.Client | None = None
+
+    def setup(self) -> None:
+        if not self.mapping.candidates:
+            raise SourceUnavailable(
+                f"no metric mapping for engine {self.engine!r}: give telemetry.metrics in targets.yaml"
+            )
+        self._client = httpx.Client(timeout=self.timeout_s, headers=self.headers, trust_env=False)
+
+    def teardown(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    def sample(self, t: float, t_mono: float) -> list[Sample]:
+        assert self._client is not None
+        response = self._client.get(self.url)
+        response.raise_for_status()
+        found = extract(response.text, self.mapping)
+        if not found:
+            wanted = ", ".join(sorted(self.mapping.all_names()))
+            raise MetricsMissing(f"{self.url} has none of: {wanted}")
+        return [
+            Sample(t, t_mono, self.source, v.name, v.value, {"from": v.source_metric})
+            for v in found.values()
+        ]
+
+
+class DcgmSampler(Sampler):
+    """Scrapes a DCGM exporter: framebuffer used/free per GPU, recorded in bytes.
+
+    DCGM reports ``DCGM_FI_DEV_FB_USED`` / ``DCGM_FI_DEV_FB_FREE`` in MiB; records are
+    ``gpu_mem_used_bytes`` / ``gpu_mem_free_bytes`` with labels ``gpu`` (and ``uuid``).
+    """
+
+    source = "dcgm"
+    FIELDS = {"DCGM_FI_DEV_FB_USED": "gpu_mem_used_bytes", "DCGM_FI_DEV_FB_FREE": "gpu_mem_free_bytes"}
+
+    def __init__(
+        self, path: Path | str, url: str, *, headers: Mapping[str, str] | None = None,
+        timeout_s: float | None = None, interval_s: float = 1.0, **kwargs: Any,
+    ) -> None:
+        super().__init__(path, interval_s, **kwargs)
+        self.url = url
+        self.headers = dict(headers or {})
+        self.timeout_s = timeout_s if timeout_s is not None else max(0.2, min(5.0, self.interval_s * 2))
+        self._client: httpx.Client | None = None
+
+    def setup(self) -> None:
+        self._client = httpx.Client(timeout=self.timeout_s, headers=self.headers, trust_env=False)
+
+    def teardown(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    def sample(self, t: float, t_mono: float) -> list[Sample]:
+        assert self._client is not None
+        response = self._client.get(self.url)
+        response.raise_for_status()
+        samples = parse_samples(response.text)
+        out: list[Sample] = []
+        for field_name, metric in self.FIELDS.items():
+            for labels, value in samples.get(field_name, []):
+                keep = {"gpu": labels.get("gpu", "")}
+                if "UUID" in labels:
+                    keep["uuid"] = labels["UUID"]
+                out.append(Sample(t, t_mono, self.source, metric, value * 1024 * 1024, keep))
+        if not out:
+            raise MetricsMissing(f"{self.url} has no {' / '.join(self.FIELDS)}")
+        return out
+
+
+class NvmlSampler(Sampler):
+    """Local GPUs through NVML: used/total memory per device and used memory per process.
+
+    Records: ``gpu_mem_used_bytes`` and ``gpu_mem_total_bytes`` (labels ``gpu``, ``name``,
+    ``uuid``) and ``gpu_proc_mem_bytes`` (labels ``gpu``, ``pid``). Without NVML the sampler
+    writes one gap "NVML not available: ..." and ends.
+    """
+
+    source = "nvml"
+
+    def __init__(
+        self, path: Path | str, *, backend: NvmlBackend | None = None, interval_s: float = 1.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(path, interval_s, **kwargs)
+        self.backend: NvmlBackend = backend if backend is not None else PynvmlBackend()
+
+    def setup(self) -> None:
+        try:
+            self.backend.init()
+        except NvmlUnavailable as exc:
+            raise SourceUnavailable(f"NVML not available: {exc}") from exc
+
+    def teardown(self) -> None:
+        self.backend.shutdown()
+
+    def sample(self, t: float, t_mono: float) -> list[Sample]:
+        out: list[Sample] = []
+        for dev in self.backend.devices():
+            labels = {"gpu": str(dev.index), "name": dev.name, "uuid": dev.uuid}
+            out.append(Sample(t, t_mono, self.source, "gpu_mem_used_bytes", float(dev.used), labels))
+            out.append(Sample(t, t_mono, self.source, "gpu_mem_total_bytes", float(dev.total), dict(labels)))
+            for proc in self.backend.processes(dev.index):
+                if proc.used is None:
+                    continue
+                out.append(Sample(
+                    t, t_mono, self.source, "gpu_proc_mem_bytes", float(proc.used),
+                    {"gpu": str(dev.index), "pid": str(proc.pid)},
+                ))
+        return out
+
+
+def find_pid_listening(port: int) -> int | None:
+    """The pid of the process listening on TCP ``port`` on this machine, or None.
+
+    Processes of other users may show no pid without privileges; then None.
+    """
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except (psutil.AccessDenied, PermissionError):
+        return None
+    for conn in conns:
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
+            return int(conn.pid)
+    return None
+
+
+class RssSampler(Sampler):
+    """Resident memory of an engine process and all its children (vLLM's engine core).
+
+    Give ``pid``, or ``port`` to find the process listening there (looked up again after the
+    process goes away, so a restarted engine is followed). Records ``rss_tree_bytes`` (sum over
+    the tree; shared pages count once per process), ``rss_process_bytes`` per process (labels
+    ``pid``, ``name``) and ``process_count``.
+    """
+
+    source = "rss"
+
+    def __init__(
+        self, path: Path | str, *, pid: int | None = None, port: int | None = None,
+        interval_s: float = 1.0, **kwargs: Any,
+    ) -> None:
+        if pid is None and port is None:
+            raise ValueError("RssSampler needs pid or port")
+        super().__init__(path, interval_s, **kwargs)
+        self.pid = pid
+        self.port = port
+        self._proc: psutil.Process | None = None
+
+    def _process(self) -> psutil.Process:
+        if self._proc is not None and self._proc.is_running():
+            return self._proc
+        pid = self.pid
+        if pid is None and self.port is not None:
+            pid = find_pid_listening(self.port)
+            if pid is None:
+                raise ProcessLookupError(f"no process listening on port {self.port}")
+        assert pid is not None
+        self._proc = psutil.Process(pid)
+        return self._proc
+
+    def sample(self, t: float, t_mono: float) -> list[Sample]:
+        root = self._process()
+        procs = [root]
+        try:
+            procs.extend(root.children(recursive=True))
+        except psutil.NoSuchProcess:
+            self._proc = None
+            raise
+        out: list[Sample] = []
+        total = 0
+        for proc in procs:
+            try:
+                rss = int(proc.memory_info().rss)
+                name = proc.name()
+            except psutil.NoSuchProcess:
+                if proc is root:
+                    self._proc = None
+                    raise
+                continue  # a child that just exited
+            total += rss
+            out.append(Sample(t, t_mono, self.source, "rss_process_bytes", float(rss),
+                              {"pid": str(proc.pid), "name": name}))
+        count = len(out)
+        root_label = {"pid": str(root.pid)}
+        out.append(Sample(t, t_mono, self.source, "rss_tree_bytes", float(total), root_label))
+        out.append(Sample(t, t_mono, self.source, "process_count", float(count), dict(root_label)))
+        return out
