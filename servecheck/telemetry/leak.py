@@ -379,7 +379,7 @@ def check_drain(
         baseline = float(base.median()) if len(base) else None
     if baseline is None:
         baseline = 0.0
-        note = " (baseline assumed 0)"
+        note = " (baseline assumed 0)" if len(kv) else ""
     verdict = DrainVerdict("insufficient_data", "", since, bound_s, tolerance, baseline)
     if running.empty:
         verdict.message = (
@@ -392,7 +392,7 @@ def check_drain(
     kv_after: float | None
     if kv.empty:
         kv_after = run_after
-        note += f"; {kv_metric} not exported, judged on {running_metric} alone"
+        note = f"; {kv_metric} not exported, judged on {running_metric} alone"
     else:
         verdict.last_kv = float(kv.iloc[-1])
         kv_after = _settled_after(kv, since, kv.to_numpy() <= baseline + tolerance)

@@ -52,8 +52,8 @@ def plot_timeseries(
     phases: Phases | None = None,
     panels: Sequence[tuple[str, tuple[str, ...], float, str]] | None = None,
     records: pd.DataFrame | None = None,
-    latency_col: str = "latency_s",
-    records_time_col: str = "t",
+    latency_col: str = "e2e",
+    records_time_col: str = "t_sent",
     title: str | None = None,
     time_col: str = "t",
 ) -> Path:
@@ -61,7 +61,9 @@ def plot_timeseries(
 
     One panel per entry of ``panels`` (default :data:`PANELS`: KV usage, running/waiting
     requests, GPU memory, engine RSS) that has data, plus a latency panel when ``records``
-    (one row per request, with ``records_time_col`` and ``latency_col``) is given. Series with
+    (one row per request, with ``records_time_col`` and ``latency_col``; the defaults fit
+    ``servecheck.load.records``: ``t_sent`` and ``e2e``) is given; rows without a latency
+    (failed requests) are left out. Series with
     a ``gpu`` or ``pid`` label are drawn one line per label. Gap records are red ticks on the
     x axis. ``phases`` shades the baseline (grey), each load (orange) and each measured drain
     window (blue). The x axis is seconds since the first sample or the baseline start.
@@ -113,8 +115,9 @@ def plot_timeseries(
     if has_latency:
         assert records is not None
         ax = axes[len(present)]
-        ax.scatter(records[records_time_col].to_numpy(dtype=float) - t0,
-                   records[latency_col].to_numpy(dtype=float), s=4, alpha=0.6)
+        done = records[[records_time_col, latency_col]].dropna()
+        ax.scatter(done[records_time_col].to_numpy(dtype=float) - t0,
+                   done[latency_col].to_numpy(dtype=float), s=4, alpha=0.6)
         ax.set_title(f"Request {latency_col}", fontsize=9, loc="left")
         ax.set_ylabel("s")
     for ax in axes:

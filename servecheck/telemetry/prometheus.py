@@ -93,9 +93,17 @@ def parse_samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     Raises ``ValueError`` on text the Prometheus parser rejects.
     """
     out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    aliases: dict[str, list[tuple[dict[str, str], float]]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            out.setdefault(sample.name, []).append((dict(sample.labels), float(sample.value)))
+            row = (dict(sample.labels), float(sample.value))
+            out.setdefault(sample.name, []).append(row)
+            # The parser adds "_total" to counter samples that lack it (llama.cpp's
+            # "llamacpp:n_busy_slots_per_decode" is a counter); keep the exposed name too.
+            if family.type == "counter" and sample.name == family.name + "_total":
+                aliases.setdefault(family.name, []).append(row)
+    for name, rows in aliases.items():
+        out.setdefault(name, rows)
     return out
 
 

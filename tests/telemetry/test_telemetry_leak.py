@@ -1,0 +1,218 @@
+"""Leak analysis and drain check on synthetic series."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from servecheck.telemetry import Cycle, Phases, analyse_leak, check_drain
+
+
+@pytest.mark.parametrize(
+    ("per_cycle", "noise"),
+    [
+        pytest.param(0.05, 0.0, id="fast-clean"),
+        pytest.param(0.05, 0.01, id="fast-noisy"),
+        pytest.param(0.008, 0.003, id="slow-climb"),
+    ],
+)
+def test_growing_post_drain_level_is_a_leak(make_soak, per_cycle, noise):
+    frame, phases = make_soak(lambda i: per_cycle * (i + 1), noise=noise, seed=3)
+    verdict = analyse_leak(frame, phases, "kv_usage", tolerance=0.02)
+    assert verdict.status == "leak", verdict.message
+    assert verdict.message.startswith("LEAK: kv_usage post-drain level rose ")
+    assert verdict.mk_p is not None and verdict.mk_p < 0.05
+    assert verdict.slope_ci is not None and verdict.slope_ci[0] > 0
+    assert verdict.slope == pytest.approx(per_cycle, rel=0.3)
+
+
+def test_leak_message_is_pinned(make_soak):
+    frame, phases = make_soak(lambda i: 0.05 * i)
+    verdict = analyse_leak(frame, phases)
+    assert verdict.message == (
+        "LEAK: kv_usage post-drain level rose 0.000 -> 0.250 over 6 cycles (baseline 0.000; "
+        "Theil-Sen slope 0.050/cycle, 95% CI [0.050, 0.050]; Mann-Kendall p=0.00139)"
+    )
+
+
+def test_clean_series_returns_to_baseline(make_soak):
+    frame, phases = make_soak(lambda i: 0.0)
+    verdict = analyse_leak(frame, phases)
+    assert verdict.status == "ok", verdict.message
+    assert verdict.passed
+    assert verdict.message == (
+        "kv_usage returned to baseline 0.000 within tolerance 0.020 after drain 10 s in 6/6 "
+        "cycles (max post-drain 0.000; Theil-Sen slope 0.000/cycle, 95% CI [0.000, 0.000]; "
+        "Mann-Kendall p=1)"
+    )
+    assert verdict.peaks == pytest.approx([0.6] * 6)
+    json.dumps(verdict.to_dict())  # summary.json-ready
+
+
+@pytest.mark.parametrize("seed", [pytest.param(s, id=f"seed-{s}") for s in range(12)])
+def test_noisy_but_flat_is_not_a_leak(make_soak, seed):
+    frame, phases = make_soak(lambda i: 0.0, noise=0.01, baseline=0.05, seed=seed)
+    verdict = analyse_leak(frame, phases, tolerance=0.02)
+    assert verdict.status == "ok", verdict.message
+
+
+@pytest.mark.parametrize("seed", [pytest.param(s, id=f"seed-{s}") for s in range(12)])
+def test_per_cycle_jitter_below_tolerance_is_not_a_leak(make_soak, seed):
+    rng = np.random.default_rng(100 + seed)
+    jitter = rng.uniform(0.0, 0.015, size=6)
+    frame, phases = make_soak(lambda i: float(jitter[i]), noise=0.003, seed=seed)
+    verdict = analyse_leak(frame, phases, tolerance=0.02)
+    assert verdict.status == "ok", verdict.message
+
+
+@pytest.mark.parametrize("seed", [pytest.param(s, id=f"seed-{s}") for s in range(6)])
+def test_prefix_cache_plateau_is_retention(make_soak, seed):
+    # The first cycle fills the prefix cache; later identical cycles reuse it: flat at 0.3.
+    frame, phases = make_soak(lambda i: 0.3, noise=0.01, seed=seed)
+    verdict = analyse_leak(frame, phases)
+    assert verdict.status == "retention", verdict.message
+    assert "possible retention (prefix cache?), not a growing leak" in verdict.message
+    assert not verdict.passed
+
+
+def test_plateau_reached_after_first_cycle_is_retention(make_soak):
+    frame, phases = make_soak(lambda i: 0.1 if i == 0 else 0.3, noise=0.005)
+    assert analyse_leak(frame, phases).status == "retention"
+
+
+def test_plateau_that_keeps_growing_is_a_leak(make_soak):
+    frame, phases = make_soak(lambda i: 0.3 + 0.04 * i, noise=0.005)
+    assert analyse_leak(frame, phases).status == "leak"
+
+
+def test_too_few_cycles_is_insufficient_data(make_soak):
+    frame, phases = make_soak(lambda i: 0.1 * i, cycles=3)
+    verdict = analyse_leak(frame, phases)
+    assert verdict.status == "insufficient_data"
+    assert verdict.message == (
+        "INSUFFICIENT DATA: kv_usage: 3 usable cycle(s) of 3 (need 5 for a trend test)"
+    )
+
+
+def test_no_baseline_is_insufficient_data(make_soak):
+    frame, phases = make_soak(lambda i: 0.0)
+    late = Phases((phases.baseline[0] - 100, phases.baseline[0] - 50), phases.cycles)
+    verdict = analyse_leak(frame, late)
+    assert verdict.status == "insufficient_data"
+    assert "0 sample(s) in the baseline window" in verdict.message
+
+
+def test_gaps_in_drain_windows_make_cycles_unusable(make_soak):
+    frame, phases = make_soak(lambda i: 0.05 * i)
+    # The scrape failed through the drains of cycles 2-4: gap records instead of samples.
+    lost = pd.Series(False, index=frame.index)
+    for cycle in phases.cycles[1:4]:
+        lost |= (frame["t"] >= cycle.measure_start) & (frame["t"] <= cycle.drain_end)
+    frame.loc[lost, ["kind", "metric", "value", "error_class"]] = ["gap", "gap", np.nan, "ConnectError"]
+    verdict = analyse_leak(frame, phases)
+    assert verdict.status == "insufficient_data", verdict.message
+    assert verdict.cycles_used == 3
+    assert verdict.gaps == int(lost.sum())
+    assert "cycle 2: 0 sample(s) in its drain window" in verdict.message
+
+
+def test_other_metrics_and_sources_are_ignored(make_soak):
+    frame, phases = make_soak(lambda i: 0.05 * i)
+    other, _ = make_soak(lambda i: 0.0, metric="requests_running")
+    both = pd.concat([frame, other], ignore_index=True)
+    assert analyse_leak(both, phases, "kv_usage").status == "leak"
+    assert analyse_leak(both, phases, "requests_running", tolerance=0.5).status == "ok"
+
+
+def test_vram_leak_in_bytes_summed_over_gpus(make_soak):
+    gib = 2**30
+    gpu0, phases = make_soak(lambda i: 0.25 * gib * i, baseline=40 * gib, peak=gib, metric="gpu_mem_used_bytes")
+    gpu1, _ = make_soak(lambda i: 0.0, baseline=40 * gib, peak=gib, metric="gpu_mem_used_bytes")
+    gpu0["labels"] = [{"gpu": "0"} for _ in range(len(gpu0))]
+    gpu1["labels"] = [{"gpu": "1"} for _ in range(len(gpu1))]
+    frame = pd.concat([gpu0, gpu1], ignore_index=True)
+    verdict = analyse_leak(frame, phases, "gpu_mem_used_bytes", tolerance=256 * 2**20)
+    assert verdict.status == "leak", verdict.message
+    assert "rose 81920.0 MiB -> 83200.0 MiB" in verdict.message
+    only_gpu1 = analyse_leak(frame, phases, "gpu_mem_used_bytes", tolerance=256 * 2**20, labels={"gpu": "1"})
+    assert only_gpu1.status == "ok", only_gpu1.message
+
+
+def test_phases_round_trip_and_schedule():
+    phases = Phases.from_schedule(100.0, baseline_s=5, load_s=10, drain_s=4, cycles=2, settle_s=1)
+    assert phases.baseline == (100.0, 105.0)
+    assert phases.cycles == [Cycle(105.0, 115.0, 119.0, 116.0), Cycle(119.0, 129.0, 133.0, 130.0)]
+    assert Phases.from_dict(json.loads(json.dumps(phases.to_dict()))) == phases
+    with pytest.raises(ValueError, match="settle_s"):
+        Phases.from_schedule(0.0, baseline_s=1, load_s=1, drain_s=2, cycles=1, settle_s=2)
+
+
+# -- drain check ---------------------------------------------------------------------------
+
+def _probe_frame(running: list[float], kv: list[float] | None, since: float = 1000.0, dt: float = 0.1) -> pd.DataFrame:
+    rows = []
+    for i, value in enumerate(running):
+        rows.append({"t": since + i * dt, "kind": "sample", "source": "prometheus",
+                     "metric": "requests_running", "value": value, "labels": {}})
+    for i, value in enumerate(kv or []):
+        rows.append({"t": since + i * dt, "kind": "sample", "source": "prometheus",
+                     "metric": "kv_usage", "value": value, "labels": {}})
+    return pd.DataFrame(rows)
+
+
+def test_drain_ok_reports_the_time_it_took():
+    frame = _probe_frame([12, 12, 3, 0, 0, 0, 0, 0, 0, 0, 0], [0.57, 0.57, 0.3, 0.1, 0.01, 0, 0, 0, 0, 0, 0])
+    verdict = check_drain(frame, since=1000.0, bound_s=1.0, baseline=0.0)
+    assert verdict.status == "ok", verdict.message
+    assert verdict.running_zero_after_s == pytest.approx(0.3)
+    assert verdict.kv_baseline_after_s == pytest.approx(0.4)
+    assert verdict.drained_after_s == pytest.approx(0.4)
+    assert verdict.message == (
+        "drained 0.40 s after the probe (bound 1 s): requests_running 0 after 0.30 s, "
+        "kv_usage at baseline 0.000 +/- 0.02 after 0.40 s"
+    )
+
+
+def test_drain_stuck_kv_is_not_drained():
+    frame = _probe_frame([12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], [0.57] + [0.31] * 10)
+    verdict = check_drain(frame, since=1000.0, bound_s=1.0, baseline=0.0)
+    assert verdict.status == "not_drained"
+    assert verdict.message == (
+        "NOT DRAINED within 1 s after the probe: last requests_running=0, "
+        "kv_usage=0.310 (baseline 0.000 +/- 0.02)"
+    )
+
+
+def test_drain_running_that_comes_back_counts_from_the_last_return():
+    frame = _probe_frame([5, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0], None)
+    verdict = check_drain(frame, since=1000.0, bound_s=1.0)
+    assert verdict.status == "ok"
+    assert verdict.running_zero_after_s == pytest.approx(0.4)
+    assert "kv_usage not exported, judged on requests_running alone" in verdict.message
+
+
+def test_drain_baseline_from_window():
+    frame = _probe_frame([0] * 11, [0.2] * 11)
+    early = _probe_frame([0] * 5, [0.19] * 5, since=900.0)
+    verdict = check_drain(pd.concat([early, frame]), since=1000.0, bound_s=1.0, baseline_window=(900.0, 901.0))
+    assert verdict.status == "ok", verdict.message
+    assert verdict.baseline == pytest.approx(0.19)
+
+
+@pytest.mark.parametrize(
+    ("running", "expected"),
+    [
+        pytest.param([], "INSUFFICIENT DATA: no requests_running samples in the 5 s after the probe", id="no-samples"),
+        pytest.param([4, 4, 4], "INSUFFICIENT DATA: telemetry ends 0.20 s after the probe, before the 5 s bound, "
+                     "not yet drained: requests_running=4; kv_usage not exported, judged on requests_running alone",
+                     id="ends-early"),
+    ],
+)
+def test_drain_insufficient_data(running, expected):
+    frame = _probe_frame(running, None) if running else _probe_frame([1], None, since=0.0)
+    verdict = check_drain(frame, since=1000.0, bound_s=5.0)
+    assert verdict.status == "insufficient_data"
+    assert verdict.message == expected
