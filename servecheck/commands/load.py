@@ -1,0 +1,575 @@
+"""``servecheck load``: a bounded Locust load test with exact percentiles and SLO verdicts.
+
+Locust runs as a subprocess (``python -m locust --headless``) so gevent's monkey-patching never
+touches this process. Each Locust process writes its own ``records-<worker>.jsonl`` as the run
+goes; at the end they are merged into ``reports/<run-id>/records.jsonl`` and summarised
+(``summary.json``, ``summary.txt``, Locust's CSVs). Exit code: 0 when every SLO held, 1 when one
+was breached (or the generator fell behind, or nothing finished), 2 for a usage error.
+
+Other commands (accept, capacity, soak, cutover) call :func:`run_load` with a :class:`LoadSpec`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servecheck.config.model import Target
+from servecheck.errors import UsageError, did_you_mean
+from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
+from servecheck.load.records import MERGED_NAME, merge_records, worker_files
+from servecheck.load.schedule import StageShape, parse_duration, parse_rate, shape_from_spec
+from servecheck.load.slo import SLO, Verdict, evaluate, parse_slos, request_predicate
+from servecheck.load.stats import RunStats, Schedule, compute_stats
+from servecheck.redact import redact
+
+SCHEMA_VERSION = 1
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCENARIO_DIRS = (Path("scenarios"), REPO_ROOT / "scenarios")
+LOADTEST_DIRS = (Path("loadtests"), REPO_ROOT / "loadtests")
+
+
+@dataclass(slots=True)
+class LoadSpec:
+    """What to run. Exactly one of ``users``, ``rate`` or ``shape``; at least one bound.
+
+    ``slos`` are expressions; the target's ``slo`` list from targets.yaml is added to them.
+    ``role`` is ``local`` (default; with ``processes`` > 1 Locust forks workers), ``master`` or
+    ``worker`` (``expect_workers`` is the number of workers in both of the latter).
+    """
+
+    target: Target
+    scenario: str = "chat"
+    users: int | None = None
+    rate: float | None = None
+    poisson: bool = False
+    seed: int = 0
+    shape: StageShape | None = None
+    duration_s: float | None = None
+    max_requests: int | None = None
+    slos: list[str] = field(default_factory=list)
+    model: str | None = None
+    processes: int | None = None
+    role: str = "local"  # local | master | worker
+    expect_workers: int = 1
+    master_host: str = "127.0.0.1"
+    master_port: int = 5557
+    out_dir: Path = Path("reports")
+    run_id: str | None = None
+    max_lag_ms: float = 25.0
+    max_inflight: int = 1024
+    drain_s: float | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    use_tokenize: bool = True
+    cpus: str | None = None  # taskset CPU list for the generator, e.g. "0"
+    progress: bool = True
+    allow_lag: bool = False  # do not fail the run when the generator fell behind
+
+
+@dataclass(slots=True)
+class LoadResult:
+    """The outcome of :func:`run_load`; ``summary`` is what summary.json holds."""
+
+    run_id: str
+    run_dir: Path
+    summary: dict[str, Any]
+    stats: RunStats
+    verdicts: list[Verdict]
+    passed: bool
+    behind: bool
+    exit_code: int
+    locust_rc: int | None
+
+    @property
+    def records_path(self) -> Path:
+        return self.run_dir / MERGED_NAME
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def scenario_path(name: str) -> Path:
+    """``chat`` -> scenarios/chat.py (cwd first, then the repository); a .py path as given."""
+    if name.endswith(".py"):
+        p = Path(name)
+        if not p.is_file():
+            raise UsageError(f"scenario file {name!r} not found")
+        return p.resolve()
+    known: list[str] = []
+    for d in SCENARIO_DIRS:
+        p = d / f"{name}.py"
+        if p.is_file():
+            return p.resolve()
+        if d.is_dir():
+            known += [f.stem for f in d.glob("*.py") if not f.stem.startswith("_")]
+    known = sorted(set(known))
+    raise UsageError(f"unknown scenario {name!r}{did_you_mean(name, known)}; scenarios: {', '.join(known) or '(none found)'}")
+
+
+def plan_path(name: str) -> Path:
+    if name.endswith((".yaml", ".yml")):
+        return Path(name)
+    for d in LOADTEST_DIRS:
+        p = d / f"{name}.yaml"
+        if p.is_file():
+            return p
+    return Path(name)
+
+
+def _resolve_model(target: Target, spec_model: str | None) -> str:
+    if spec_model:
+        return spec_model
+    if target.models:
+        return target.models[0]
+    import httpx
+
+    try:
+        r = httpx.get(target.base_url + "/models", headers={**target.headers, **target.auth_headers()},
+                      timeout=target.connect_timeout_s)
+        return str(r.json()["data"][0]["id"])
+    except Exception as exc:  # noqa: BLE001
+        raise UsageError(
+            f"target {target.name!r}: cannot list models at {target.base_url}/models ({type(exc).__name__}); "
+            "set models: in targets.yaml or pass --model"
+        ) from None
+
+
+def _new_run_id(scenario: str) -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + f"-{Path(scenario).stem}-{os.getpid() % 10000:04d}"
+
+
+def validate(spec: LoadSpec) -> list[SLO]:
+    """Check a spec before anything starts; returns the parsed SLOs (CLI first, then targets.yaml)."""
+    modes = [m for m, v in (("--users", spec.users), ("--rate", spec.rate), ("shape", spec.shape)) if v]
+    if spec.role != "worker":
+        if len(modes) != 1:
+            raise UsageError("give exactly one of --users N (closed loop), --rate R/s (open loop) or a plan with a shape"
+                             + (f"; got {' and '.join(modes)}" if modes else ""))
+        if spec.duration_s is None and spec.max_requests is None and spec.shape is None:
+            raise UsageError("refusing to start an unbounded load test: give --duration (e.g. 5m) or --max-requests N")
+    if spec.users is not None and spec.users < 1:
+        raise UsageError("--users must be >= 1")
+    if spec.max_requests is not None and spec.max_requests < 1:
+        raise UsageError("--max-requests must be >= 1")
+    if spec.role not in ("local", "master", "worker"):
+        raise UsageError(f"role {spec.role!r}: local, master or worker")
+    return [*parse_slos(spec.slos, "cli"), *parse_slos(spec.target.slo, "targets.yaml")]
+
+
+def _mode(spec: LoadSpec) -> str:
+    if spec.shape is not None:
+        return "shape"
+    if spec.rate is not None:
+        return "poisson" if spec.poisson else "fixed"
+    return "closed"
+
+
+def _workers(spec: LoadSpec) -> int:
+    if spec.role in ("master", "worker"):
+        return max(1, spec.expect_workers)
+    return max(1, spec.processes or 1)
+
+
+def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunConfig:
+    duration = spec.duration_s
+    if spec.shape is not None:
+        duration = min(duration, spec.shape.duration) if duration else spec.shape.duration
+    return RunConfig(
+        run_id=run_id, target=spec.target.name, scenario=Path(spec.scenario).stem, base_url=spec.target.base_url,
+        model=model, records_dir=str(run_dir), mode=_mode(spec), users=spec.users or 1, rate=spec.rate, seed=spec.seed,
+        duration_s=duration, max_requests=spec.max_requests, workers=_workers(spec), max_inflight=spec.max_inflight,
+        drain_s=_drain(spec), timeout_s=spec.target.timeout_s, connect_timeout_s=spec.target.connect_timeout_s,
+        api_key_header=spec.target.api_key_header, headers=dict(spec.target.headers),
+        shape=[{"end": s.end, "users": s.users, "spawn_rate": s.spawn_rate} for s in spec.shape.stages] if spec.shape else [],
+        extra_body=dict(spec.extra_body), use_tokenize=spec.use_tokenize,
+    )
+
+
+def _drain(spec: LoadSpec) -> float:
+    return spec.drain_s if spec.drain_s is not None else min(spec.target.timeout_s, 60.0)
+
+
+def locust_command(spec: LoadSpec, cfg: RunConfig, run_dir: Path) -> list[str]:
+    """The Locust command line for this spec (headless, CSVs and log in the run directory)."""
+    cmd = [sys.executable, "-m", "locust", "-f", str(scenario_path(spec.scenario)), "--headless",
+           "--host", spec.target.base_url, "--csv", str(run_dir / "locust"), "--exit-code-on-error", "0",
+           "--logfile", str(run_dir / "locust.log"), "--loglevel", "INFO", "--only-summary"]
+    if spec.role == "worker":
+        cmd += ["--worker", "--master-host", spec.master_host, "--master-port", str(spec.master_port)]
+    else:
+        bound = cfg.duration_s or 24 * 3600.0
+        # Locust's own timer is only a backstop: our controller ends the run at the bound and
+        # lets in-flight requests finish (drain).
+        cmd += ["-t", f"{int(bound + cfg.drain_s + 10)}s", "--stop-timeout", f"{int(cfg.drain_s)}"]
+        if cfg.mode in ("fixed", "poisson"):
+            n = _workers(spec)
+            cmd += ["-u", str(n), "-r", str(n)]
+        elif cfg.mode == "closed":
+            cmd += ["-u", str(cfg.users), "-r", str(max(1, cfg.users))]
+        if spec.role == "master":
+            cmd += ["--master", "--expect-workers", str(spec.expect_workers), "--master-bind-port", str(spec.master_port)]
+        elif spec.processes and spec.processes > 1:
+            cmd += ["--processes", str(spec.processes)]
+    if spec.cpus:
+        cmd = ["taskset", "-c", spec.cpus, *cmd]
+    return cmd
+
+
+class _Tail:
+    """Reads new lines of the worker record files as they grow (for live progress)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.offsets: dict[Path, int] = {}
+        self.total = self.errors = self.tokens = 0
+        self.ttfts: list[float] = []
+
+    def poll(self) -> None:
+        for p in worker_files(self.run_dir):
+            off = self.offsets.get(p, 0)
+            try:
+                with open(p, "rb") as fh:
+                    fh.seek(off)
+                    data = fh.read()
+            except OSError:
+                continue
+            cut = data.rfind(b"\n") + 1
+            self.offsets[p] = off + cut
+            for line in data[:cut].splitlines():
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                self.total += 1
+                if r.get("error"):
+                    self.errors += 1
+                elif r.get("ttft") is not None:
+                    self.ttfts.append(r["ttft"])
+                self.tokens += int(r.get("output_tokens") or r.get("output_tokens_client") or 0)
+        if len(self.ttfts) > 2000:
+            self.ttfts = self.ttfts[-1000:]
+
+    def line(self, elapsed: float, bound: float | None) -> str:
+        recent = sorted(self.ttfts[-200:])
+        p50 = f"{recent[len(recent) // 2] * 1000:.0f} ms" if recent else "-"
+        of = f"/{bound:.0f}s" if bound else ""
+        return (f"load {elapsed:5.0f}s{of}  done {self.total}  errors {self.errors}  "
+                f"tokens {self.tokens}  ttft p50 (recent) {p50}")
+
+
+def _run_locust(cmd: list[str], env: dict[str, str], run_dir: Path, wall_limit: float, progress: bool,
+                bound: float | None) -> int | None:
+    """Run Locust, show progress, enforce a wall-clock limit; return its exit code."""
+    console: Any = None
+    live: Any = None
+    if progress:
+        from rich.console import Console
+        from rich.live import Live
+
+        console = Console(stderr=True)
+        if console.is_terminal:
+            live = Live(console=console, refresh_per_second=2, transient=True)
+            live.start()
+    tail = _Tail(run_dir)
+    out = open(run_dir / "locust.stdout", "wb")  # noqa: SIM115
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    last_print = 0.0
+    try:
+        while True:
+            try:
+                rc = proc.wait(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            elapsed = time.monotonic() - t0
+            tail.poll()
+            if live is not None:
+                live.update(tail.line(elapsed, bound))
+            elif console is not None and elapsed - last_print >= 10:
+                console.print(tail.line(elapsed, bound))
+                last_print = elapsed
+            if elapsed > wall_limit:
+                _stop(proc)
+                return proc.returncode
+    except KeyboardInterrupt:
+        _stop(proc)
+        raise
+    finally:
+        if live is not None:
+            live.stop()
+        out.close()
+    return rc
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGINT first (Locust writes its CSVs), then SIGKILL the process group after 10 s."""
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=10)
+    except (subprocess.TimeoutExpired, ProcessLookupError):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=10)
+
+
+def _worker_infos(run_dir: Path) -> list[dict[str, Any]]:
+    infos = []
+    for p in sorted(run_dir.glob("worker-*.json")):
+        try:
+            infos.append(json.loads(p.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return infos
+
+
+# ------------------------------------------------------------------ the reusable entry point
+
+
+def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> LoadResult:
+    """Run one bounded load test and evaluate its SLOs. Raises :class:`UsageError` on bad input.
+
+    Safe to call repeatedly (a capacity sweep): each call gets its own run directory under
+    ``spec.out_dir`` and its own Locust process; nothing global is kept between calls.
+    """
+    say = on_log or (lambda s: None)
+    slos = validate(spec)
+    scenario_path(spec.scenario)  # fail early on an unknown scenario
+    model = _resolve_model(spec.target, spec.model)
+    run_id = spec.run_id or _new_run_id(spec.scenario)
+    run_dir = Path(spec.out_dir) / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cfg = build_config(spec, run_id, run_dir, model)
+    cfg_path = cfg.dump(run_dir / ("load-config.json" if spec.role != "worker" else f"load-config-worker-{os.getpid()}.json"))
+    env = dict(os.environ)
+    env[ENV_CONFIG] = str(cfg_path)
+    env["PYTHONUNBUFFERED"] = "1"
+    auth = spec.target.auth_headers()
+    if auth:
+        env[ENV_API_KEY] = next(iter(auth.values())).removeprefix("Bearer ")
+    cmd = locust_command(spec, cfg, run_dir)
+    say(f"run {run_id}: {cfg.mode} load on {spec.target.name} ({spec.target.base_url}), scenario {cfg.scenario}, model {model}")
+    started = time.time()
+    bound = cfg.duration_s
+    wall = (bound or 3600.0) + cfg.drain_s + 120.0
+    rc = _run_locust(cmd, env, run_dir, wall, spec.progress, bound)
+    ended = time.time()
+    if spec.role == "worker":
+        # The master merges and judges; a worker only reports where its records are.
+        empty = RunStats()
+        return LoadResult(run_id, run_dir, {}, empty, [], True, False, 0, rc)
+    return summarise(spec, cfg, slos, run_dir, rc, started, ended)
+
+
+def summarise(spec: LoadSpec, cfg: RunConfig, slos: Sequence[SLO], run_dir: Path, locust_rc: int | None,
+              started: float, ended: float) -> LoadResult:
+    """Merge the worker records, compute statistics and verdicts, write summary.json/.txt."""
+    read = merge_records(run_dir)
+    infos = _worker_infos(run_dir)
+    planned_parts = [i.get("planned") for i in infos]
+    planned = sum(int(p) for p in planned_parts if p is not None) if infos and all(p is not None for p in planned_parts) else None
+    if cfg.mode in ("fixed", "poisson") and planned is None and cfg.duration_s and cfg.rate and not infos:
+        planned = int(cfg.rate * cfg.duration_s)  # no worker reported (killed): judge against the plan
+    loop_lag = [x for i in infos for x in i.get("loop_lag_s", [])]
+    sched = Schedule(mode=cfg.mode, planned=planned, max_lag_ms=spec.max_lag_ms)
+    stats = compute_stats(read.records, sched, request_predicate(slos), loop_lag)
+    verdicts = evaluate(slos, stats)
+    slo_ok = all(v.passed for v in verdicts)
+    reasons: list[str] = []
+    if stats.total == 0:
+        reasons.append("no request finished")
+    if stats.behind and not spec.allow_lag:
+        reasons += stats.behind_reasons
+    if locust_rc not in (0, None) and stats.total == 0:
+        reasons.append(f"locust exited with code {locust_rc} (see {run_dir / 'locust.log'})")
+    passed = slo_ok and not reasons
+    verdict = "pass" if passed else ("fail" if not slo_ok else "inconclusive")
+    exit_code = 0 if passed else 1
+    cpu = sum(float(i.get("cpu_s", 0.0)) for i in infos)
+    tokens_client = sum(int(i.get("tokens_client", 0)) for i in infos)
+    methods = sorted({str(i.get("prompt_method")) for i in infos if i.get("prompt_method")})
+    summary: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": cfg.run_id,
+        "target": cfg.target,
+        "base_url": redact(cfg.base_url),
+        "model": cfg.model,
+        "scenario": cfg.scenario,
+        "mode": cfg.mode,
+        "users": cfg.users if cfg.mode == "closed" else None,
+        "rate": cfg.rate,
+        "seed": cfg.seed,
+        "duration_s": cfg.duration_s,
+        "max_requests": cfg.max_requests,
+        "workers": len(infos) or cfg.workers,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "ended_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ended)),
+        "prompt_method": ",".join(methods) or None,
+        "records": {"merged": len(read.records), "bad_lines": read.bad_lines,
+                    "per_worker": {Path(k).name: v for k, v in read.per_file.items()}},
+        **stats.as_dict(),
+        "slo": [v.as_dict() for v in verdicts],
+        "verdict": verdict,
+        "reasons": reasons,
+        "exit_code": exit_code,
+        "generator": {
+            "cpu_s": round(cpu, 3),
+            "tokens_streamed": tokens_client,
+            "cpu_s_per_10k_tokens": round(cpu / tokens_client * 10_000, 4) if tokens_client else None,
+            "locust_rc": locust_rc,
+        },
+        "files": sorted(p.name for p in run_dir.iterdir() if p.is_file()),
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    text = format_summary(summary, verdicts)
+    (run_dir / "summary.txt").write_text(text + "\n", encoding="utf-8")
+    return LoadResult(cfg.run_id, run_dir, summary, stats, verdicts, passed, stats.behind, exit_code, locust_rc)
+
+
+def _ms(d: dict[str, Any], key: str) -> str:
+    v = d.get(key)
+    return "-" if v is None else f"{v:.1f}"
+
+
+def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
+    """The short text summary printed at the end and kept as summary.txt."""
+    req, thr, lat = summary["requests"], summary["throughput"], summary["latency_ms"]
+    lines = [
+        f"run {summary['run_id']}  target {summary['target']}  scenario {summary['scenario']}  mode {summary['mode']}",
+        f"requests {req['total']}  ok {req['ok']}  failed {req['failed']} ({req['error_rate']:.2%})"
+        + (f"  errors {req['errors']}" if req["errors"] else ""),
+        f"throughput {thr['requests_per_s']:.2f} req/s  {thr['output_tokens_per_s']:.1f} output tokens/s"
+        f"  over {summary['window_s']:.1f} s  goodput {'-' if summary['goodput'] is None else format(summary['goodput'], '.1%')}",
+        f"{'ms':<20}{'p50':>9}{'p90':>9}{'p95':>9}{'p99':>9}{'p99.9':>9}{'max':>9}",
+    ]
+    for name in ("ttft", "itl", "tpot", "e2e", "ttft_from_intended", "e2e_from_intended", "lag"):
+        d = lat.get(name) or {}
+        if not d.get("count"):
+            continue
+        lines.append(f"{name:<20}" + "".join(f"{_ms(d, k):>9}" for k in ("p50", "p90", "p95", "p99", "p99.9", "max")))
+    tok = summary["tokens"]
+    if tok["discrepant_requests"] or tok["usage_missing"]:
+        lines.append(f"tokens: usage {tok['output_usage']}, client chunks {tok['output_client']}, "
+                     f"{tok['discrepant_requests']} requests differ, {tok['usage_missing']} without usage")
+    for v in verdicts:
+        lines.append(v.line())
+    sched = summary["schedule"]
+    if sched["behind"]:
+        lines += [f"WARNING: {r}" for r in sched["reasons"]]
+    lines.append(f"verdict: {summary['verdict'].upper()}" + (f" ({'; '.join(summary['reasons'])})" if summary["reasons"] else ""))
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``servecheck load`` (each also readable from a SERVECHECK_LOAD_* variable)."""
+    env = os.environ.get
+    g = parser.add_argument_group("load")
+    g.add_argument("--target", metavar="NAME", default=env("SERVECHECK_TARGET"), help="target name in targets.yaml (env SERVECHECK_TARGET)")
+    g.add_argument("--targets-file", metavar="FILE", default=env("SERVECHECK_TARGETS_FILE", "targets.yaml"),
+                   help="targets file (default: %(default)s; env SERVECHECK_TARGETS_FILE)")
+    g.add_argument("--plan", metavar="NAME|FILE", default=env("SERVECHECK_LOAD_PLAN"), help="load plan from loadtests/ (e.g. smoke); options override it")
+    g.add_argument("--scenario", metavar="NAME", default=None, help="scenario in scenarios/ or a locustfile path (default: chat)")
+    g.add_argument("--users", type=int, metavar="N", default=None, help="closed loop: N concurrent users")
+    g.add_argument("--rate", metavar="R/s", default=None, help="open loop: R requests per second (5/s, 300/min)")
+    g.add_argument("--poisson", action="store_true", default=None, help="open loop with Poisson (exponential) gaps instead of a fixed rate")
+    g.add_argument("--seed", type=int, metavar="N", default=None, help="seed for prompts and Poisson gaps (default: 0)")
+    g.add_argument("--duration", metavar="TIME", default=env("SERVECHECK_LOAD_DURATION"), help="how long to send (30s, 5m); env SERVECHECK_LOAD_DURATION")
+    g.add_argument("--max-requests", type=int, metavar="N", default=None, help="stop after N requests")
+    g.add_argument("--slo", action="append", metavar="EXPR", default=[], help="SLO such as ttft_p95<=500ms (repeatable; the target's slo list is added)")
+    g.add_argument("--model", metavar="NAME", default=None, help="model (default: the target's first, else GET /models)")
+    g.add_argument("--processes", type=int, metavar="N", default=None, help="Locust --processes N: N worker processes on this machine")
+    g.add_argument("--master", action="store_true", help="distributed: run the Locust master and merge the workers' records")
+    g.add_argument("--worker", action="store_true", help="distributed: run one Locust worker")
+    g.add_argument("--expect-workers", type=int, metavar="N", default=1, help="distributed: number of workers (give it to the master and to each worker)")
+    g.add_argument("--master-host", metavar="HOST", default="127.0.0.1", help="distributed: master address for a worker (default: %(default)s)")
+    g.add_argument("--master-port", type=int, metavar="PORT", default=5557, help="distributed: master port (default: %(default)s)")
+    g.add_argument("--run-id", metavar="ID", default=None, help="run directory name (give master and workers the same one)")
+    g.add_argument("--out", metavar="DIR", default=env("SERVECHECK_LOAD_OUT", "reports"), help="reports directory (default: %(default)s)")
+    g.add_argument("--max-lag", metavar="TIME", default="25ms", help="flag the run when schedule or generator lag p99 exceeds this (default: %(default)s)")
+    g.add_argument("--allow-lag", action="store_true", help="report a lagging generator as a warning, not a failed run")
+    g.add_argument("--max-inflight", type=int, metavar="N", default=None, help="open loop: cap on requests in flight per process (default: 1024)")
+    g.add_argument("--no-tokenize", action="store_true", help="size prompts with the chars-per-token estimate even when the target has /tokenize")
+    g.add_argument("--cpus", metavar="LIST", default=None, help="pin the generator to these CPUs (taskset -c LIST)")
+    g.add_argument("--quiet", action="store_true", help="no live progress")
+
+
+def spec_from_args(args: argparse.Namespace) -> LoadSpec:
+    """Build a :class:`LoadSpec` from CLI options layered over an optional load plan."""
+    from servecheck.config.loader import load_targets
+
+    plan: dict[str, Any] = load_plan(plan_path(args.plan)).values if args.plan else {}
+    if not args.target:
+        raise UsageError("--target is required (or set SERVECHECK_TARGET)")
+    target = load_targets(args.targets_file).get(args.target)
+
+    def pick(name: str, plan_key: str | None = None) -> Any:
+        v = getattr(args, name)
+        return v if v is not None else plan.get(plan_key or name)
+
+    users, rate = args.users, args.rate
+    shape = None
+    if users is None and rate is None:
+        users, rate = plan.get("users"), plan.get("rate")
+        if plan.get("shape"):
+            shape = shape_from_spec(dict(plan["shape"]))
+    duration = pick("duration")
+    max_lag = parse_duration(args.max_lag) * 1000.0
+    role = "master" if args.master else "worker" if args.worker else "local"
+    if args.master and args.worker:
+        raise UsageError("--master and --worker exclude each other")
+    return LoadSpec(
+        target=target,
+        scenario=pick("scenario") or "chat",
+        users=int(users) if users is not None else None,
+        rate=parse_rate(rate) if rate is not None else None,
+        poisson=bool(pick("poisson")),
+        seed=int(pick("seed") or 0),
+        shape=shape,
+        duration_s=parse_duration(duration) if duration is not None else None,
+        max_requests=pick("max_requests"),
+        slos=[*args.slo, *(plan.get("slo") or [])],
+        model=args.model,
+        processes=pick("processes"),
+        role=role,
+        expect_workers=args.expect_workers,
+        master_host=args.master_host,
+        master_port=args.master_port,
+        out_dir=Path(args.out),
+        run_id=args.run_id,
+        max_lag_ms=max_lag if args.max_lag != "25ms" or "max_lag" not in plan else parse_duration(plan["max_lag"]) * 1000.0,
+        max_inflight=int(pick("max_inflight") or 1024),
+        extra_body=dict(plan.get("extra_body") or {}),
+        use_tokenize=not args.no_tokenize,
+        cpus=args.cpus,
+        progress=not args.quiet,
+        allow_lag=args.allow_lag,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """``servecheck load``: run, print the summary, exit 0 (SLOs held) / 1 (breach) / 2 (usage)."""
+    spec = spec_from_args(args)
+    result = run_load(spec, on_log=lambda s: print(s, file=sys.stderr, flush=True))
+    if spec.role == "worker":
+        print(f"worker done: records in {result.run_dir}")
+        return 0
+    print(format_summary(result.summary, result.verdicts))
+    print(f"report: {result.run_dir}")
+    return result.exit_code
+
+
+__all__ = ["LoadResult", "LoadSpec", "add_arguments", "format_summary", "run", "run_load", "spec_from_args", "summarise"]

@@ -1,0 +1,588 @@
+"""The Locust adapter: the only module of the library that imports ``locust``.
+
+:class:`LLMUser` sends streaming chat completions and measures them the way
+``servecheck/client/timing.py`` defines (TTFT stops at the first chunk that carries content or a
+tool-call delta, never at the role-only chunk), writes one :class:`RequestRecord` per finished
+request to this process's JSONL file, and fires Locust request events named ``TTFT <scenario>``
+and ``E2E <scenario>`` so Locust's web UI and CSVs stay useful (their percentiles are rounded;
+the report uses the records).
+
+Reading: the body is read with ``read1`` on the raw response, which returns whatever bytes the
+socket has (never waits for a fixed block size as ``iter_content(1024)`` does); TCP_NODELAY is
+set on every connection. SSE is split with a small LF-only fast path; a stream that uses CR or
+CRLF line ends switches to the project's strict :class:`~servecheck.client.sse.SSEParser`.
+Whether a chunk carries a token is decided by the same function the timing client uses.
+
+Per process, :class:`_Controller` owns the record writer, the bounds (duration, request cap),
+the open-loop dispatcher and a generator-lag probe; when the bounds are reached and nothing is in
+flight it writes ``worker-<id>.json`` and quits the runner (a worker's quit ends a distributed run
+once every worker has quit).
+"""
+
+from __future__ import annotations
+
+import locust  # noqa: I001 - first: gevent monkey-patches the stdlib on import
+
+import json
+import logging
+import os
+import random
+import resource
+import socket
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gevent
+import requests
+from gevent.lock import Semaphore
+from locust import LoadTestShape, User, constant, events, task
+from locust.runners import MasterRunner, WorkerRunner
+from requests.adapters import HTTPAdapter
+
+from servecheck.client.http import _carries_token as carries_token  # same token predicate as Timing
+from servecheck.client.sse import DONE, SSEParser
+from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig
+from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tokenize_counter
+from servecheck.load.records import RecordWriter, RequestRecord
+from servecheck.load.schedule import Stage, StageShape, for_worker, split_count
+
+__all__ = ["LLMUser", "carries_token", "parse_stream_bytes", "scenario_shape", "locust"]
+
+log = logging.getLogger("servecheck.load")
+_perf = time.perf_counter
+_DONE_B = DONE.encode()
+LAG_PROBE_S = 0.05
+
+
+class _NoDelayAdapter(HTTPAdapter):
+    """HTTPAdapter whose connections set TCP_NODELAY (Nagle + delayed ACK can add ~40 ms)."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["socket_options"] = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+        super().init_poolmanager(*args, **kwargs)
+
+
+def make_session(pool: int) -> requests.Session:
+    s = requests.Session()
+    adapter = _NoDelayAdapter(pool_connections=1, pool_maxsize=max(1, pool), max_retries=0)
+    s.mount("http://", adapter)
+    s.mount("https://", adapter)
+    s.trust_env = False  # no proxies for load traffic
+    return s
+
+
+# ------------------------------------------------------------------ stream parsing
+
+
+class StreamState:
+    """What one streamed response produced, fed with raw bytes as they arrive."""
+
+    __slots__ = ("_buf", "_slow", "t_first", "token_times", "usage", "done", "problem", "problem_kind", "chunks")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._slow: SSEParser | None = None
+        self.t_first: float | None = None
+        self.token_times: list[float] = []
+        self.usage: dict[str, Any] | None = None
+        self.done = False
+        self.problem = ""
+        self.problem_kind = ""  # stream-error | invalid-sse
+        self.chunks = 0
+
+    def feed(self, data: bytes, t: float) -> None:
+        if self._slow is not None:
+            for ev in self._slow.feed(data, t):
+                self._data(ev.data.encode(), t)
+            return
+        if b"\r" in data:
+            # CR / CRLF framing: hand everything to the strict parser from here on.
+            self._slow = SSEParser()
+            buf, self._buf = self._buf + data, b""
+            for ev in self._slow.feed(buf, t):
+                self._data(ev.data.encode(), t)
+            return
+        buf = self._buf + data if self._buf else data
+        start = 0
+        while True:
+            end = buf.find(b"\n\n", start)
+            if end < 0:
+                break
+            self._event(buf[start:end], t)
+            start = end + 2
+        self._buf = buf[start:]
+
+    def close(self, t: float) -> None:
+        if self._slow is not None:
+            for ev in self._slow.close(t):
+                self._data(ev.data.encode(), t)
+        elif self._buf.strip():
+            self._event(self._buf.strip(b"\n"), t)
+            self._buf = b""
+
+    def _event(self, block: bytes, t: float) -> None:
+        if block.startswith(b"data:") and b"\n" not in block:
+            value = block[5:]
+            self._data(value[1:] if value[:1] == b" " else value, t)
+            return
+        parts = []
+        for line in block.split(b"\n"):
+            if line.startswith(b"data:"):
+                value = line[5:]
+                parts.append(value[1:] if value[:1] == b" " else value)
+        if parts:
+            self._data(b"\n".join(parts), t)
+
+    def _data(self, data: bytes, t: float) -> None:
+        if self.done:
+            return  # data after [DONE] is a conformance matter, not a load one
+        if data.strip() == _DONE_B:
+            self.done = True
+            return
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict):
+            if not self.problem:
+                self.problem_kind, self.problem = "invalid-sse", f"data is not a JSON object: {data[:80]!r}"
+            return
+        if obj.get("error") and "choices" not in obj:
+            if not self.problem:
+                self.problem_kind, self.problem = "stream-error", f"error object in stream: {str(obj.get('error'))[:200]}"
+            return
+        self.chunks += 1
+        if carries_token(obj):
+            if self.t_first is None:
+                self.t_first = t
+            self.token_times.append(t)
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            self.usage = usage
+
+
+def parse_stream_bytes(pieces: list[tuple[bytes, float]]) -> StreamState:
+    """Feed ``(bytes, arrival time)`` pieces through the load parser (used by the tests)."""
+    st = StreamState()
+    t = 0.0
+    for data, t in pieces:
+        st.feed(data, t)
+    st.close(t)
+    return st
+
+
+# ------------------------------------------------------------------ per-process controller
+
+
+class _Controller:
+    """One per Locust process that sends load (local runner or worker)."""
+
+    def __init__(self, environment: Any, cfg: RunConfig, index: int) -> None:
+        self.env = environment
+        self.cfg = cfg
+        self.index = index
+        self.worker = f"w{index}-{os.getpid()}" if cfg.workers > 1 or isinstance(environment.runner, WorkerRunner) else f"local-{os.getpid()}"
+        Path(cfg.records_dir).mkdir(parents=True, exist_ok=True)
+        self.writer = RecordWriter(Path(cfg.records_dir) / f"records-{self.worker}.jsonl")
+        self.epoch0 = time.time()
+        self.perf0 = _perf()
+        self.start = self.perf0
+        self.deadline = float("inf")
+        self.cap: int | None = None
+        if cfg.max_requests is not None:
+            self.cap = split_count(cfg.max_requests, index % max(1, cfg.workers), max(1, cfg.workers))
+        self.sent = 0
+        self.inflight = 0
+        self.tokens = 0
+        self.finished = False
+        self.planned: int | None = None
+        self.loop_lag: list[float] = []
+        self.session = make_session(min(cfg.max_inflight, 4096))
+        self.prompts = PromptSet()
+        self.dispatcher_claimed = False
+        self.url = cfg.base_url.rstrip("/") + "/chat/completions"
+        self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **cfg.headers}
+        self.headers.update(self.auth_headers())
+        self._probe: Any = None
+        self.cpu0 = 0.0
+
+    def auth_headers(self) -> dict[str, str]:
+        key = os.environ.get(ENV_API_KEY)
+        if not key:
+            return {}
+        if self.cfg.api_key_header == "authorization":
+            return {"Authorization": "Bearer " + key}
+        return {self.cfg.api_key_header: key}
+
+    def wall(self, t_perf: float) -> float:
+        return self.epoch0 + (t_perf - self.perf0)
+
+    def begin(self) -> None:
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        self.cpu0 = ru.ru_utime + ru.ru_stime
+        self.start = _perf()
+        if self.cfg.duration_s:
+            self.deadline = self.start + self.cfg.duration_s
+        if self.cfg.mode in ("fixed", "poisson") and self.cfg.rate:
+            sched = for_worker(self.cfg.rate, self.cfg.mode == "poisson", self.cfg.seed, self.index % self.cfg.workers, self.cfg.workers)
+            planned = sched.planned(self.cfg.duration_s) if self.cfg.duration_s else None
+            if self.cap is not None:
+                planned = self.cap if planned is None else min(planned, self.cap)
+            self.planned = planned
+        self._probe = gevent.spawn(self._lag_probe)
+
+    def _lag_probe(self) -> None:
+        """Sleep a fixed interval and record the overshoot: the generator's own scheduling delay."""
+        while not self.finished:
+            t = _perf()
+            gevent.sleep(LAG_PROBE_S)
+            self.loop_lag.append(max(0.0, _perf() - t - LAG_PROBE_S))
+
+    def accepting(self) -> bool:
+        if self.finished or _perf() >= self.deadline:
+            return False
+        return self.cap is None or self.sent < self.cap
+
+    def maybe_finish(self) -> None:
+        if not self.finished and not self.accepting() and self.inflight == 0 and self.bounded:
+            self.finish(quit_runner=True)
+
+    @property
+    def bounded(self) -> bool:
+        return self.cfg.duration_s is not None or self.cfg.max_requests is not None
+
+    def finish(self, quit_runner: bool) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        info = {
+            "worker": self.worker,
+            "index": self.index,
+            "pid": os.getpid(),
+            "mode": self.cfg.mode,
+            "sent": self.sent,
+            "records": self.writer.count,
+            "planned": self.planned,
+            "tokens_client": self.tokens,
+            "prompt_method": self.prompts.method,
+            "cpu_s": round(ru.ru_utime + ru.ru_stime - self.cpu0, 4),  # since the first request, not imports
+            "started": self.wall(self.start),
+            "ended": self.wall(_perf()),
+            "loop_lag_s": [round(x, 6) for x in self.loop_lag],
+        }
+        self.writer.close()
+        path = Path(self.cfg.records_dir) / f"worker-{self.worker}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(info), encoding="utf-8")
+        os.replace(tmp, path)
+        if quit_runner and self.env.runner is not None:
+            gevent.spawn_later(0.05, self.env.runner.quit)
+
+    # -- one request -------------------------------------------------------------
+
+    def send(self, user: LLMUser, intended: float) -> None:
+        """Send one streaming request; record it whatever happens. Never raises."""
+        cfg = self.cfg
+        prompt = self.prompts.pick(user.rng)
+        body: dict[str, Any] = {
+            "model": cfg.model,
+            "messages": [{"role": "user", "content": prompt.text}],
+            "max_tokens": prompt.max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "temperature": 0,
+            **user.kind_body(prompt.kind),
+            **cfg.extra_body,
+        }
+        payload = json.dumps(body).encode()
+        self.sent += 1
+        self.inflight += 1
+        seq = self.sent
+        t0 = _perf()
+        rec = RequestRecord(target=cfg.target, scenario=cfg.scenario, worker=self.worker, seq=seq,
+                            t_intended=self.wall(intended), t_sent=self.wall(t0), kind=prompt.kind,
+                            prompt_tokens=prompt.prompt_tokens)
+        st = StreamState()
+        t_end = t0
+        try:
+            resp = self.session.post(self.url, data=payload, headers=self.headers, stream=True,
+                                     timeout=(cfg.connect_timeout_s, cfg.timeout_s))
+        except requests.exceptions.ConnectTimeout as exc:
+            rec.error, rec.error_message = "connect", f"connect timeout: {exc}"
+            resp = None
+        except requests.exceptions.ConnectionError as exc:
+            rec.error, rec.error_message = "connect", f"cannot connect to {self.url}: {type(exc).__name__}"
+            resp = None
+        except requests.exceptions.Timeout:
+            rec.error, rec.error_message = "timeout", f"no response headers within {cfg.timeout_s:g} s"
+            resp = None
+        if resp is not None:
+            rec.status = resp.status_code
+            try:
+                if resp.status_code != 200:
+                    rec.error = f"http-{resp.status_code}"
+                    rec.error_message = resp.raw.read(2000, decode_content=True).decode("utf-8", "replace")[:300]
+                elif "text/event-stream" not in resp.headers.get("content-type", ""):
+                    rec.error, rec.error_message = "invalid-sse", f"content-type is {resp.headers.get('content-type')!r}, not text/event-stream"
+                else:
+                    raw = resp.raw
+                    limit = t0 + cfg.timeout_s
+                    while True:
+                        data = raw.read1(65536)
+                        t = _perf()
+                        if not data:
+                            break
+                        st.feed(data, t)
+                        if t > limit:
+                            rec.error, rec.error_message = "timeout", f"stream not finished after {cfg.timeout_s:g} s"
+                            break
+                    t_end = _perf()
+                    st.close(t_end)
+            except Exception as exc:  # noqa: BLE001 - errors are data in a load test
+                name = type(exc).__name__
+                rec.error = "timeout" if "Timeout" in name or "timed out" in str(exc) else "stream-error"
+                rec.error_message = f"{name}: {str(exc)[:200]}"
+            finally:
+                resp.close()
+        if t_end == t0:
+            t_end = _perf()
+        rec.t_done = self.wall(t_end)
+        if rec.error is None and rec.status == 200:
+            if st.problem:
+                rec.error, rec.error_message = st.problem_kind, st.problem
+            elif not st.done:
+                rec.error, rec.error_message = "stream-error", "the stream ended without data: [DONE]"
+        times = st.token_times
+        rec.output_tokens_client = len(times)
+        self.tokens += len(times)
+        if st.usage is not None and isinstance(st.usage.get("completion_tokens"), int):
+            rec.output_tokens = st.usage["completion_tokens"]
+            if isinstance(st.usage.get("prompt_tokens"), int):
+                rec.prompt_tokens = st.usage["prompt_tokens"]
+        if st.t_first is not None:
+            rec.ttft = st.t_first - t0
+            rec.itls = [b - a for a, b in zip(times, times[1:], strict=False)]
+        rec.e2e = t_end - t0
+        n_out = rec.tokens
+        if rec.ttft is not None and n_out >= 2:
+            rec.tpot = (rec.e2e - rec.ttft) / (n_out - 1)
+        self.writer.write(rec)
+        self.inflight -= 1
+        self._fire(rec)
+
+    def _fire(self, rec: RequestRecord) -> None:
+        fire = self.env.events.request.fire
+        scen = self.cfg.scenario
+        if rec.error is not None:
+            fire(request_type="LLM", name=f"E2E {scen}", response_time=(rec.e2e or 0.0) * 1000.0, response_length=0,
+                 exception=RuntimeError(f"{rec.error}: {rec.error_message[:120]}"), context={})
+            return
+        if rec.ttft is not None:
+            fire(request_type="LLM", name=f"TTFT {scen}", response_time=rec.ttft * 1000.0,
+                 response_length=rec.tokens, exception=None, context={})
+        fire(request_type="LLM", name=f"E2E {scen}", response_time=(rec.e2e or 0.0) * 1000.0,
+             response_length=rec.tokens, exception=None, context={})
+
+
+_CTRL: dict[str, _Controller] = {}
+_CTRL_LOCK = Semaphore(1)
+
+
+def _config_from_env(environment: Any, user_cls: type[LLMUser] | None) -> RunConfig:
+    """Web-UI / plain ``locust -f`` use: target from SERVECHECK_TARGET or ``--host``."""
+    path = os.environ.get(ENV_CONFIG)
+    if path:
+        return RunConfig.load(path)
+    base, headers, target_name, timeout = environment.host or "", {}, "host", 60.0
+    tname = os.environ.get("SERVECHECK_TARGET")
+    if tname:
+        from servecheck.config.loader import load_targets
+
+        target = load_targets(os.environ.get("SERVECHECK_TARGETS_FILE", "targets.yaml")).get(tname)
+        base, target_name, timeout = target.base_url, target.name, target.timeout_s
+        headers = dict(target.headers)
+        auth = target.auth_headers()
+        if auth and not os.environ.get(ENV_API_KEY):
+            os.environ[ENV_API_KEY] = next(iter(auth.values())).removeprefix("Bearer ")
+    if not base:
+        raise RuntimeError("no target: pass --host http://HOST:PORT/v1 or set SERVECHECK_TARGET")
+    model = os.environ.get("SERVECHECK_MODEL") or _discover_model(base, headers)
+    run_id = time.strftime("locust-%Y%m%d-%H%M%S")
+    return RunConfig(run_id=run_id, target=target_name, scenario=getattr(user_cls, "scenario", "chat"),
+                     base_url=base, model=model, headers=headers, timeout_s=timeout,
+                     records_dir=os.environ.get("SERVECHECK_RECORDS_DIR", str(Path("reports") / run_id)))
+
+
+def _discover_model(base: str, headers: dict[str, str]) -> str:
+    try:
+        r = requests.get(base.rstrip("/") + "/models", headers=headers, timeout=10)
+        return str(r.json()["data"][0]["id"])
+    except Exception:  # noqa: BLE001
+        return "default"
+
+
+def _user_class(environment: Any) -> type[LLMUser] | None:
+    for cls in environment.user_classes or ():
+        if issubclass(cls, LLMUser):
+            return cls
+    return None
+
+
+def controller(environment: Any) -> _Controller:
+    """This process's controller, created on first use (after the runner exists)."""
+    ctrl = _CTRL.get("c")
+    if ctrl is not None:
+        return ctrl
+    with _CTRL_LOCK:  # users start concurrently and model discovery yields: build one controller
+        ctrl = _CTRL.get("c")
+        if ctrl is not None:
+            return ctrl
+        user_cls = _user_class(environment)
+        cfg = _config_from_env(environment, user_cls)
+        runner = environment.runner
+        index = max(0, getattr(runner, "worker_index", 0)) if isinstance(runner, WorkerRunner) else 0
+        ctrl = _Controller(environment, cfg, index)
+        if cfg.prompts:
+            ctrl.prompts = PromptSet(
+                prompts=[_prompt(p) for p in cfg.prompts], weights=[float(p.get("weight", 1.0)) for p in cfg.prompts],
+                method=cfg.prompt_method,
+            )
+        else:
+            mix = user_cls.mix if user_cls is not None else [PromptSpec(128, 64)]
+            counter, flavour = (None, "")
+            if cfg.use_tokenize:
+                root = cfg.base_url.rstrip("/").removesuffix("/v1")
+                counter, flavour = tokenize_counter(root, cfg.model, ctrl.auth_headers())
+            ctrl.prompts = build_prompt_set(mix, seed=cfg.seed, count=counter, tokenizer=flavour)
+        ctrl.begin()
+        _CTRL["c"] = ctrl
+    return ctrl
+
+
+def _prompt(d: dict[str, Any]) -> Any:
+    from servecheck.load.prompts import Prompt
+
+    return Prompt(d["text"], int(d["prompt_tokens"]), int(d["max_tokens"]), d.get("kind", "chat"))
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment: Any, **_: Any) -> None:
+    ctrl = _CTRL.get("c")
+    if ctrl is not None and not ctrl.finished:
+        ctrl.finish(quit_runner=False)
+
+
+@events.quitting.add_listener
+def _on_quitting(environment: Any, **_: Any) -> None:
+    _on_test_stop(environment)
+
+
+# ------------------------------------------------------------------ the user
+
+
+class LLMUser(User):
+    """A streaming chat-completions user. Subclass it in a locustfile and set ``mix``/``kinds``.
+
+    Closed loop (default): each user sends its next request when the previous one ends.
+    Open loop (``servecheck load --rate``): the first user of each process becomes the dispatcher
+    that spawns a request at every scheduled time; other users idle.
+    """
+
+    abstract = True
+    wait_time = constant(0)
+    scenario: ClassVar[str] = "chat"
+    mix: ClassVar[list[PromptSpec]] = [PromptSpec(128, 64)]
+    # request kind -> extra body keys (response_format, tools ...)
+    kinds: ClassVar[dict[str, dict[str, Any]]] = {}
+
+    def __init__(self, environment: Any) -> None:
+        super().__init__(environment)
+        self.rng = random.Random()
+
+    def on_start(self) -> None:
+        if isinstance(self.environment.runner, MasterRunner):
+            return
+        ctrl = controller(self.environment)
+        self.rng = random.Random(ctrl.cfg.seed * 1_000_003 + ctrl.index * 10_007 + id(self) % 9973)
+
+    def kind_body(self, kind: str) -> dict[str, Any]:
+        return self.kinds.get(kind, {})
+
+    @task
+    def run_one(self) -> None:
+        ctrl = controller(self.environment)
+        if ctrl.cfg.mode in ("fixed", "poisson"):
+            if ctrl.dispatcher_claimed:
+                self._idle(ctrl)
+                return
+            ctrl.dispatcher_claimed = True
+            self._dispatch(ctrl)
+            return
+        if not ctrl.accepting():
+            self._idle(ctrl)
+            return
+        ctrl.send(self, _perf())
+        ctrl.maybe_finish()
+
+    def _idle(self, ctrl: _Controller) -> None:
+        ctrl.maybe_finish()
+        gevent.sleep(0.1)
+
+    def _dispatch(self, ctrl: _Controller) -> None:
+        """Open loop: sleep until each absolute slot time, then spawn the request."""
+        cfg = ctrl.cfg
+        sched = for_worker(cfg.rate or 1.0, cfg.mode == "poisson", cfg.seed, ctrl.index % cfg.workers, cfg.workers)
+        gate = Semaphore(cfg.max_inflight)
+        greenlets: list[Any] = []
+        start = ctrl.start
+        dispatched = 0
+        for offset in sched.offsets():
+            due = start + offset
+            if due >= ctrl.deadline or not ctrl.accepting() or (ctrl.cap is not None and dispatched >= ctrl.cap):
+                break
+            dispatched += 1
+            delay = due - _perf()
+            if delay > 0:
+                gevent.sleep(delay)
+            gate.acquire()  # at the in-flight cap the slot waits: that shows as lag, not as silence
+            greenlets.append(gevent.spawn(self._one, ctrl, due, gate))
+            if len(greenlets) > 4096:
+                greenlets = [g for g in greenlets if not g.dead]
+        gevent.joinall(greenlets, timeout=cfg.drain_s + cfg.timeout_s)
+        ctrl.maybe_finish()
+        while not ctrl.finished:
+            self._idle(ctrl)
+
+    def _one(self, ctrl: _Controller, due: float, gate: Semaphore) -> None:
+        try:
+            ctrl.send(self, due)
+        finally:
+            gate.release()
+
+
+# ------------------------------------------------------------------ shapes
+
+
+def scenario_shape() -> type[LoadTestShape] | None:
+    """A concrete LoadTestShape class when the run config has stages, else None.
+
+    A locustfile does ``LoadShape = scenario_shape()``: Locust picks up a shape class only when
+    one is defined, so plain closed/open-loop runs keep ``-u``/``-r`` control.
+    """
+    path = os.environ.get(ENV_CONFIG)
+    if not path:
+        return None
+    cfg = RunConfig.load(path)
+    if not cfg.shape:
+        return None
+    stages = StageShape([Stage(float(s["end"]), int(s["users"]), float(s["spawn_rate"])) for s in cfg.shape])
+
+    class PlanShape(LoadTestShape):
+        """Stages from the load plan (ramp / steps / spike)."""
+
+        def tick(self) -> tuple[int, float] | None:
+            return stages.tick(self.get_run_time())
+
+    return PlanShape

@@ -1,0 +1,103 @@
+"""What a load run does: the resolved run configuration and the YAML load plans.
+
+:class:`RunConfig` is the one object passed from ``servecheck load`` (our process) to the Locust
+processes (a JSON file named by ``SERVECHECK_LOAD_CONFIG``): target URL, model, prompts, arrival
+mode, bounds. The API key is never written into it; the Locust processes read it from
+``SERVECHECK_API_KEY`` in their environment.
+
+A load plan (``loadtests/*.yaml``) is a named set of defaults for ``servecheck load``::
+
+    scenario: chat
+    users: 8            # closed loop ... or
+    rate: 5/s           # open loop (add poisson: true)
+    shape: {kind: ramp, start: 1, end: 32, over: 60s}
+    duration: 30s
+    max_requests: 500
+    slo: ["ttft_p95<=500ms", "error_rate<=1%"]
+
+Options given on the command line override the plan's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servecheck.errors import UsageError, did_you_mean
+
+ENV_CONFIG = "SERVECHECK_LOAD_CONFIG"
+ENV_API_KEY = "SERVECHECK_API_KEY"
+PLAN_KEYS = ("description", "scenario", "users", "rate", "poisson", "seed", "shape", "duration",
+             "max_requests", "slo", "processes", "max_lag", "max_inflight", "drain", "extra_body")
+
+
+@dataclass(slots=True)
+class RunConfig:
+    """Everything a Locust process needs to run its share of the load (JSON-serialisable)."""
+
+    run_id: str
+    target: str
+    scenario: str
+    base_url: str
+    model: str
+    records_dir: str
+    mode: str = "closed"  # closed | fixed | poisson | shape
+    users: int = 1
+    rate: float | None = None
+    seed: int = 0
+    duration_s: float | None = None
+    max_requests: int | None = None
+    workers: int = 1
+    max_inflight: int = 1024
+    drain_s: float = 30.0
+    timeout_s: float = 60.0
+    connect_timeout_s: float = 10.0
+    api_key_header: str = "authorization"
+    headers: dict[str, str] = field(default_factory=dict)  # non-secret headers only
+    prompts: list[dict[str, Any]] = field(default_factory=list)  # {text, prompt_tokens, max_tokens, kind, weight}
+    prompt_method: str = ""
+    use_tokenize: bool = True  # measure prompt lengths with the target's /tokenize when it has one
+    shape: list[dict[str, Any]] = field(default_factory=list)  # stages {end, users, spawn_rate}
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    def dump(self, path: str | os.PathLike[str]) -> Path:
+        p = Path(path)
+        p.write_text(json.dumps(asdict(self), indent=1), encoding="utf-8")
+        return p
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> RunConfig:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return cls(**data)
+
+
+@dataclass(slots=True)
+class LoadPlan:
+    """A parsed ``loadtests/*.yaml`` file (every key optional)."""
+
+    path: str
+    values: dict[str, Any]
+
+
+def load_plan(path: str | os.PathLike[str]) -> LoadPlan:
+    """Read a load plan; unknown keys are a :class:`UsageError` with a did-you-mean."""
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"load plan {str(p)!r} not found")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{p}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{p}: a load plan is a mapping of keys ({', '.join(PLAN_KEYS)})")
+    for key in data:
+        if key not in PLAN_KEYS:
+            raise UsageError(f"{p}: unknown key {key!r}{did_you_mean(str(key), PLAN_KEYS)}; keys: {', '.join(PLAN_KEYS)}")
+    if "slo" in data and isinstance(data["slo"], str):
+        data["slo"] = [data["slo"]]
+    return LoadPlan(str(p), data)

@@ -1,0 +1,231 @@
+"""Per-request load records: one JSON line per finished request, written as the run goes.
+
+Why a line per request and a flush per line: a load run can die at any time (``kill -9``, OOM,
+a lost machine). Every request that finished before that must still be on disk, so the writer
+never buffers more than the line it is writing. A half-written last line (the process died
+inside ``write``) is skipped by the reader and counted, never fatal.
+
+Times: ``t_intended``, ``t_sent`` and ``t_done`` are wall-clock epoch seconds (derived from one
+``time.time()`` anchor plus ``perf_counter`` deltas, so they are monotonic inside a process and
+comparable across processes on one host). Durations (``ttft``, ``itls``, ``tpot``, ``e2e``) are
+seconds measured on ``perf_counter``. ``docs/metrics.md`` defines each one.
+
+Distributed runs: every worker writes its own ``records-<worker>.jsonl``; :func:`merge_records`
+concatenates them into one file at the end and reports the count per worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import IO, Any
+
+ERROR_CLASSES = ("connect", "timeout", "http-<status>", "stream-error", "invalid-sse")
+RECORD_GLOB = "records-*.jsonl"
+MERGED_NAME = "records.jsonl"
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request as the generator saw it. ``error`` is None for a success.
+
+    ``error`` is one of ``connect``, ``timeout``, ``http-<status>`` (e.g. ``http-503``),
+    ``stream-error`` (the stream broke, carried an error object or ended without ``[DONE]``) or
+    ``invalid-sse`` (data that is not SSE / not JSON).
+    """
+
+    target: str
+    scenario: str
+    worker: str
+    seq: int
+    t_intended: float
+    t_sent: float
+    t_done: float | None = None
+    ttft: float | None = None
+    e2e: float | None = None
+    tpot: float | None = None
+    itls: list[float] = field(default_factory=list)
+    output_tokens: int | None = None  # from the server's usage (trusted)
+    output_tokens_client: int = 0  # token-bearing chunks the client counted (cross-check only)
+    prompt_tokens: int | None = None
+    status: int | None = None
+    error: str | None = None
+    error_message: str = ""
+    kind: str = "chat"  # request kind within the scenario (chat, long, json, tools ...)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def lag(self) -> float:
+        """Schedule lag: actual minus intended send time (seconds, >= 0 in practice)."""
+        return self.t_sent - self.t_intended
+
+    @property
+    def token_discrepancy(self) -> int | None:
+        """Server usage minus client chunk count; None when the server sent no usage."""
+        if self.output_tokens is None:
+            return None
+        return self.output_tokens - self.output_tokens_client
+
+    @property
+    def tokens(self) -> int:
+        """Output tokens: the server's usage, else the client's chunk count (fallback)."""
+        return self.output_tokens if self.output_tokens is not None else self.output_tokens_client
+
+    def to_json(self) -> str:
+        """One compact JSON line (no newline). Floats are rounded to microseconds."""
+        d: dict[str, Any] = {
+            "target": self.target,
+            "scenario": self.scenario,
+            "kind": self.kind,
+            "worker": self.worker,
+            "seq": self.seq,
+            "t_intended": round(self.t_intended, 6),
+            "t_sent": round(self.t_sent, 6),
+            "t_done": None if self.t_done is None else round(self.t_done, 6),
+            "lag": round(self.t_sent - self.t_intended, 6),
+            "ttft": _r6(self.ttft),
+            "e2e": _r6(self.e2e),
+            "tpot": _r6(self.tpot),
+            "itls": [round(x, 6) for x in self.itls],
+            "output_tokens": self.output_tokens,
+            "output_tokens_client": self.output_tokens_client,
+            "token_discrepancy": self.token_discrepancy,
+            "prompt_tokens": self.prompt_tokens,
+            "status": self.status,
+            "error": self.error,
+            "error_message": self.error_message[:300],
+        }
+        return json.dumps(d, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def _r6(x: float | None) -> float | None:
+    return None if x is None else round(x, 6)
+
+
+class RecordWriter:
+    """Append-only JSONL writer; every line reaches the kernel before :meth:`write` returns.
+
+    The file is opened in append mode, so two writers never clobber each other's lines and a
+    restarted worker keeps what its predecessor wrote. ``fsync`` is not called: the goal is to
+    survive the death of *this* process (page cache survives it), not a power cut.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh: IO[str] | None = open(self.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+        self.count = 0
+
+    def write(self, record: RequestRecord) -> None:
+        """Write one record as one line and flush it."""
+        fh = self._fh
+        if fh is None:
+            raise ValueError(f"record writer for {self.path} is closed")
+        fh.write(record.to_json() + "\n")  # line buffered: one write(2) per line
+        self.count += 1
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(slots=True)
+class ReadResult:
+    """Records read from one or more files, plus the lines that could not be parsed."""
+
+    records: list[dict[str, Any]]
+    bad_lines: int = 0
+    per_file: dict[str, int] = field(default_factory=dict)
+
+
+def iter_lines(path: str | os.PathLike[str]) -> Iterator[dict[str, Any] | None]:
+    """Yield each line of a JSONL file parsed, or None for a line that is not valid JSON
+    (typically a last line cut short by a killed process)."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                yield None
+                continue
+            yield obj if isinstance(obj, dict) else None
+
+
+def read_files(paths: Iterable[str | os.PathLike[str]]) -> ReadResult:
+    """Read and parse record files, tolerating a broken last line in each."""
+    result = ReadResult(records=[])
+    for p in paths:
+        n = 0
+        for obj in iter_lines(p):
+            if obj is None:
+                result.bad_lines += 1
+            else:
+                result.records.append(obj)
+                n += 1
+        result.per_file[str(p)] = n
+    return result
+
+
+def worker_files(run_dir: str | os.PathLike[str]) -> list[Path]:
+    """The per-worker record files of a run directory, in a stable order."""
+    return sorted(Path(run_dir).glob(RECORD_GLOB))
+
+
+def merge_records(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> ReadResult:
+    """Concatenate every worker's file into ``records.jsonl`` (sorted by send time).
+
+    Returns what was merged, with the count per worker file, so a caller can check that the
+    merged total equals the sum of the workers.
+    """
+    run_dir = Path(run_dir)
+    target = Path(out) if out is not None else run_dir / MERGED_NAME
+    result = read_files(worker_files(run_dir))
+    result.records.sort(key=lambda r: (r.get("t_sent") or 0.0, str(r.get("worker")), r.get("seq") or 0))
+    tmp = target.with_suffix(".jsonl.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for rec in result.records:
+            fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
+    os.replace(tmp, target)
+    return result
+
+
+def to_dataframe(records: Iterable[dict[str, Any]] | str | os.PathLike[str]) -> Any:
+    """Records (dicts, or a JSONL path) as a pandas DataFrame, one row per request.
+
+    Adds ``ok`` (bool), ``lag`` (if absent) and ``tokens`` (usage, else the client count).
+    pandas is imported here, not at module import, to keep the writer path light.
+    """
+    import pandas as pd
+
+    if isinstance(records, str | os.PathLike):
+        rows = read_files([records]).records
+    else:
+        rows = list(records)
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    df["ok"] = df["error"].isna()
+    if "lag" not in df:
+        df["lag"] = df["t_sent"] - df["t_intended"]
+    df["tokens"] = df["output_tokens"].fillna(df["output_tokens_client"])
+    return df

@@ -1,0 +1,235 @@
+"""Arrival schedules and load shapes (pure: no locust, no gevent).
+
+* Closed loop: N users, each sends its next request as soon as the previous one ends.
+* Open loop: requests are *scheduled* at absolute offsets from the start, ``i / rate`` (fixed)
+  or cumulative exponential gaps (Poisson, seeded), whether or not earlier requests have
+  finished. The sender sleeps until ``start + offset(i)``; it never sleeps "a fresh interval
+  after each send" (that drifts by the send cost every time). The intended time is recorded
+  beside the actual one, so lag is measured, not hidden.
+
+Distributed runs split an open-loop schedule between W workers: worker k of a fixed-rate
+schedule takes slots ``k, k+W, k+2W ...``; Poisson workers each run at ``rate / W`` with their
+own seed (the superposition of independent Poisson processes is Poisson at the summed rate).
+
+Shapes (ramps, steps, spikes) are lists of :class:`Stage`; the locust adapter wraps them in a
+``LoadTestShape``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from servecheck.errors import UsageError
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:/\s*(s|sec|second|m|min|minute|h|hour))?\s*$")
+
+
+def parse_duration(text: str | float | int) -> float:
+    """``90``, ``90s``, ``5m``, ``1h30m``, ``250ms`` -> seconds (float)."""
+    if isinstance(text, int | float):
+        value = float(text)
+    else:
+        s = text.strip().lower()
+        if re.fullmatch(r"\d+(?:\.\d+)?", s):
+            value = float(s)
+        else:
+            pos, value = 0, 0.0
+            for m in _DURATION_PART.finditer(s):
+                if m.start() != pos:
+                    break
+                n, unit = float(m.group(1)), m.group(2)
+                value += n * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[unit]
+                pos = m.end()
+            if pos != len(s) or not s:
+                raise UsageError(f"duration {text!r}: write e.g. 30s, 5m, 1h30m or a number of seconds")
+    if value <= 0 or math.isinf(value):
+        raise UsageError(f"duration {text!r}: must be positive")
+    return value
+
+
+def parse_rate(text: str | float | int) -> float:
+    """``5``, ``5/s``, ``300/min``, ``2.5/s`` -> requests per second."""
+    if isinstance(text, int | float):
+        value = float(text)
+    else:
+        m = _RATE.match(text)
+        if not m:
+            raise UsageError(f"rate {text!r}: write requests per second, e.g. 5/s, 0.5/s or 300/min")
+        per = {None: 1.0, "s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0,
+               "h": 3600.0, "hour": 3600.0}[m.group(2)]
+        value = float(m.group(1)) / per
+    if value <= 0:
+        raise UsageError(f"rate {text!r}: must be positive")
+    return value
+
+
+@dataclass(slots=True)
+class FixedRate:
+    """Slots at ``(i * stride + phase) / rate``: worker ``phase`` of ``stride`` workers."""
+
+    rate: float
+    phase: int = 0
+    stride: int = 1
+
+    mode = "fixed"
+
+    def offsets(self) -> Iterator[float]:
+        """Intended send offsets (seconds from start), forever, increasing."""
+        i = 0
+        while True:
+            yield (i * self.stride + self.phase) / self.rate
+            i += 1
+
+    def planned(self, duration: float) -> int:
+        """How many slots fall in ``[0, duration)``."""
+        total = math.ceil(duration * self.rate - 1e-9)
+        return max(0, (total - self.phase + self.stride - 1) // self.stride)
+
+
+@dataclass(slots=True)
+class Poisson:
+    """Exponential gaps with mean ``1/rate``, seeded: the same seed gives the same offsets."""
+
+    rate: float
+    seed: int = 0
+
+    mode = "poisson"
+
+    def offsets(self) -> Iterator[float]:
+        rng = random.Random(self.seed)
+        t = 0.0
+        while True:
+            t += rng.expovariate(self.rate)
+            yield t
+
+    def planned(self, duration: float) -> int:
+        n = 0
+        for t in self.offsets():
+            if t >= duration:
+                return n
+            n += 1
+        return n  # pragma: no cover - the generator is infinite
+
+
+def for_worker(rate: float, poisson: bool, seed: int, index: int, workers: int) -> FixedRate | Poisson:
+    """This worker's share of an open-loop schedule of ``rate`` req/s over ``workers`` workers."""
+    if workers < 1 or not 0 <= index < workers:
+        raise ValueError(f"worker index {index} out of range for {workers} workers")
+    if poisson:
+        return Poisson(rate / workers, seed=seed * 1009 + index)
+    return FixedRate(rate, phase=index, stride=workers)
+
+
+def split_count(total: int, index: int, workers: int) -> int:
+    """Worker ``index``'s share of a request cap (shares differ by at most one)."""
+    return total // workers + (1 if index < total % workers else 0)
+
+
+@dataclass(slots=True)
+class LagTracker:
+    """Intended vs actual send times of one worker; cheap enough to call per request."""
+
+    count: int = 0
+    total_lag: float = 0.0
+    max_lag: float = 0.0
+
+    def add(self, intended: float, actual: float) -> float:
+        lag = actual - intended
+        self.count += 1
+        self.total_lag += lag
+        if lag > self.max_lag:
+            self.max_lag = lag
+        return lag
+
+
+# ---------------------------------------------------------------- shapes
+
+
+@dataclass(slots=True)
+class Stage:
+    """Hold ``users`` (reached at ``spawn_rate`` users/s) until ``end`` seconds into the run."""
+
+    end: float
+    users: int
+    spawn_rate: float
+
+
+@dataclass(slots=True)
+class StageShape:
+    """A piecewise-constant user count over time; ``tick`` is what a LoadTestShape returns."""
+
+    stages: list[Stage] = field(default_factory=list)
+
+    @property
+    def duration(self) -> float:
+        return self.stages[-1].end if self.stages else 0.0
+
+    @property
+    def peak_users(self) -> int:
+        return max((s.users for s in self.stages), default=0)
+
+    def tick(self, run_time: float) -> tuple[int, float] | None:
+        for stage in self.stages:
+            if run_time < stage.end:
+                return stage.users, stage.spawn_rate
+        return None
+
+
+def ramp(start: int, end: int, over: float, steps: int = 10, hold: float = 0.0) -> StageShape:
+    """Go from ``start`` to ``end`` users in ``steps`` equal steps over ``over`` s, then hold."""
+    if steps < 1 or over <= 0:
+        raise UsageError("ramp: steps must be >= 1 and the ramp time positive")
+    stages = []
+    for k in range(1, steps + 1):
+        users = round(start + (end - start) * k / steps)
+        stages.append(Stage(end=over * k / steps, users=max(1, users), spawn_rate=max(1.0, abs(end - start) / over * 4)))
+    if hold > 0:
+        stages.append(Stage(end=over + hold, users=end, spawn_rate=stages[-1].spawn_rate))
+    return StageShape(stages)
+
+
+def steps(start: int, step: int, every: float, count: int) -> StageShape:
+    """``count`` plateaus of ``every`` seconds: start, start+step, ... (a capacity staircase)."""
+    if count < 1 or every <= 0:
+        raise UsageError("steps: count must be >= 1 and every positive")
+    return StageShape([Stage(end=every * (k + 1), users=start + step * k, spawn_rate=float(max(1, abs(step)) * 10))
+                       for k in range(count)])
+
+
+def spike(base: int, peak: int, at: float, length: float, total: float) -> StageShape:
+    """``base`` users, ``peak`` users from ``at`` for ``length`` seconds, then ``base`` again."""
+    if not 0 <= at < at + length <= total:
+        raise UsageError("spike: need 0 <= at < at+length <= total")
+    fast = float(max(peak, 1) * 10)
+    stages = [Stage(end=at, users=base, spawn_rate=fast)] if at > 0 else []
+    stages += [Stage(end=at + length, users=peak, spawn_rate=fast), Stage(end=total, users=base, spawn_rate=fast)]
+    return StageShape([s for s in stages if s.end > 0])
+
+
+def shape_from_spec(spec: dict[str, object]) -> StageShape:
+    """Build a shape from a YAML/JSON mapping: ``{kind: ramp|steps|spike|stages, ...}``."""
+    kind = str(spec.get("kind", ""))
+    args = {k: v for k, v in spec.items() if k != "kind"}
+    try:
+        if kind == "ramp":
+            return ramp(int(args["start"]), int(args["end"]), parse_duration(args["over"]),  # type: ignore[arg-type]
+                        int(args.get("steps", 10)), parse_duration(args["hold"]) if args.get("hold") else 0.0)  # type: ignore[arg-type,call-overload]
+        if kind == "steps":
+            return steps(int(args["start"]), int(args["step"]), parse_duration(args["every"]), int(args["count"]))  # type: ignore[arg-type,call-overload]
+        if kind == "spike":
+            return spike(int(args["base"]), int(args["peak"]), parse_duration(args["at"]),  # type: ignore[arg-type,call-overload]
+                         parse_duration(args["length"]), parse_duration(args["total"]))  # type: ignore[arg-type]
+        if kind == "stages":
+            raw = args.get("stages")
+            if not isinstance(raw, Sequence):
+                raise UsageError("shape stages: give a list of {end, users, spawn_rate}")
+            return StageShape([Stage(parse_duration(s["end"]), int(s["users"]), float(s.get("spawn_rate", 10)))  # type: ignore[index,union-attr]
+                               for s in raw])
+    except KeyError as exc:
+        raise UsageError(f"shape {kind!r}: missing key {exc.args[0]!r}") from None
+    raise UsageError(f"shape kind {kind!r}: use ramp, steps, spike or stages")

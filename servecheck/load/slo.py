@@ -1,0 +1,251 @@
+"""SLO expressions: ``ttft_p95<=500ms``, ``error_rate<=0.5%``, ``goodput>=95%`` ...
+
+Grammar (whitespace allowed around the operator)::
+
+    slo      := metric [ "_" stat ] op number [ unit ]
+    metric   := ttft | itl | tpot | e2e | ttft_from_intended | e2e_from_intended | lag
+              | error_rate | goodput | throughput_tokens | throughput_requests
+    stat     := p50 | p90 | p95 | p99 | p99.9 | p999 | mean | min | max   (latency metrics only)
+    op       := <= | < | >= | >
+    unit     := us | ms | s            (latency: required)
+              | %                      (error_rate, goodput: optional, else a fraction 0..1)
+              | /s                     (throughput: optional)
+
+Every value is normalised: latencies to milliseconds, shares to fractions, throughput to per
+second. A parse problem raises :class:`~servecheck.errors.UsageError` naming the expression,
+with a "did you mean" for a misspelt metric.
+
+Goodput uses the *per-request* reading of the latency SLOs: a request is good when it succeeded
+and its own ``ttft`` / ``tpot`` / ``e2e`` (and its own ITL at the SLO's statistic) meet every
+latency bound. ``lag`` and ``*_from_intended`` bounds apply per request too.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from servecheck.errors import UsageError, did_you_mean
+from servecheck.load.stats import RunStats
+
+LATENCY = ("ttft", "itl", "tpot", "e2e", "ttft_from_intended", "e2e_from_intended", "lag")
+SHARES = ("error_rate", "goodput")
+RATES = ("throughput_tokens", "throughput_requests")
+METRICS = LATENCY + SHARES + RATES
+STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "min", "max")
+_STAT_ALIASES = {"p999": "p99.9", "median": "p50", "avg": "mean"}
+_OPS: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt}
+_EXPR = re.compile(r"^\s*(?P<lhs>[A-Za-z_][A-Za-z0-9_.]*)\s*(?P<op><=|>=|<|>|==|=)\s*(?P<num>[-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>[A-Za-z%/]*)\s*$")
+_LATENCY_UNITS = {"us": 0.001, "µs": 0.001, "ms": 1.0, "s": 1000.0}
+
+
+def _names() -> list[str]:
+    out = [f"{m}_{s}" for m in LATENCY for s in STATS]
+    return [*out, *SHARES, *RATES]
+
+
+@dataclass(slots=True, frozen=True)
+class SLO:
+    """One parsed SLO. ``bound`` is in ms (latency), a fraction (shares) or per second (rates)."""
+
+    text: str
+    metric: str
+    stat: str | None
+    op: str
+    bound: float
+    source: str = "cli"
+
+    @property
+    def name(self) -> str:
+        return f"{self.metric}_{self.stat}" if self.stat else self.metric
+
+    @property
+    def unit(self) -> str:
+        if self.metric in LATENCY:
+            return "ms"
+        if self.metric in SHARES:
+            return "fraction"
+        return "/s"
+
+    @property
+    def per_request(self) -> bool:
+        """True for latency SLOs: they also decide whether each request counts as good."""
+        return self.metric in LATENCY
+
+    def holds(self, value: float) -> bool:
+        return _OPS[self.op](value, self.bound)
+
+
+@dataclass(slots=True)
+class Verdict:
+    """An evaluated SLO: what was observed, the bound, and whether it held."""
+
+    slo: SLO
+    observed: float | None
+    passed: bool
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "slo": self.slo.text,
+            "source": self.slo.source,
+            "metric": self.slo.name,
+            "op": self.slo.op,
+            "bound": self.slo.bound,
+            "unit": self.slo.unit,
+            "observed": None if self.observed is None else round(self.observed, 6),
+            "passed": self.passed,
+            "note": self.note,
+        }
+
+    def line(self) -> str:
+        """One human line: ``PASS ttft_p95<=500ms  observed 103.2 ms``."""
+        mark = "PASS" if self.passed else "FAIL"
+        if self.observed is None:
+            seen = "no data"
+        elif self.slo.unit == "ms":
+            seen = f"{self.observed:.1f} ms"
+        elif self.slo.unit == "fraction":
+            seen = f"{self.observed * 100:.2f}%"
+        else:
+            seen = f"{self.observed:.2f}/s"
+        note = f" ({self.note})" if self.note else ""
+        return f"{mark} {self.slo.text}  observed {seen}{note}"
+
+
+def parse_slo(text: str, source: str = "cli") -> SLO:
+    """Parse one SLO expression; raise :class:`UsageError` with a hint when it is wrong."""
+    m = _EXPR.match(text)
+    if not m:
+        raise UsageError(
+            f"SLO {text!r}: cannot parse; write METRIC[_STAT] OP NUMBER[UNIT], e.g. ttft_p95<=500ms or error_rate<=0.5%"
+        )
+    lhs, op, num, unit = m.group("lhs"), m.group("op"), float(m.group("num")), m.group("unit")
+    if op in ("==", "="):
+        raise UsageError(f"SLO {text!r}: use one of <=, <, >=, > (an SLO is a bound, not an equality)")
+    metric, stat = _split(lhs, text)
+    if metric in LATENCY:
+        if unit not in _LATENCY_UNITS:
+            hint = "add a unit: us, ms or s" if not unit else f"unit {unit!r} is not a time unit (us, ms, s)"
+            raise UsageError(f"SLO {text!r}: {hint}")
+        bound = num * _LATENCY_UNITS[unit]
+    elif metric in SHARES:
+        if unit == "%":
+            bound = num / 100.0
+        elif not unit:
+            bound = num
+        else:
+            raise UsageError(f"SLO {text!r}: {metric} takes a percentage (0.5%) or a fraction (0.005), not {unit!r}")
+        if not 0.0 <= bound <= 1.0:
+            raise UsageError(f"SLO {text!r}: {metric} must be between 0% and 100%")
+    else:
+        if unit not in ("", "/s"):
+            raise UsageError(f"SLO {text!r}: {metric} is per second; write e.g. {metric}>=100/s")
+        bound = num
+    if bound < 0 or math.isnan(bound):
+        raise UsageError(f"SLO {text!r}: the bound must not be negative")
+    return SLO(text=text.strip(), metric=metric, stat=stat, op=op, bound=bound, source=source)
+
+
+def _split(lhs: str, text: str) -> tuple[str, str | None]:
+    if lhs in SHARES or lhs in RATES:
+        return lhs, None
+    if lhs in LATENCY:
+        raise UsageError(f"SLO {text!r}: {lhs} needs a statistic, e.g. {lhs}_p95 (one of {', '.join(STATS)})")
+    metric, _, stat = lhs.rpartition("_")
+    stat = _STAT_ALIASES.get(stat, stat)
+    if metric in LATENCY and stat in STATS:
+        return metric, stat
+    if metric in LATENCY:
+        raise UsageError(
+            f"SLO {text!r}: unknown statistic {stat!r}{did_you_mean(stat, STATS)}; use one of {', '.join(STATS)}"
+        )
+    if metric in SHARES or metric in RATES:
+        raise UsageError(f"SLO {text!r}: {metric} takes no statistic; write e.g. {metric}{'<=0.5%' if metric == 'error_rate' else '>=95%' if metric == 'goodput' else '>=100/s'}")
+    base = metric if metric else lhs
+    guess = did_you_mean(lhs, _names()) or did_you_mean(base, METRICS)
+    raise UsageError(f"SLO {text!r}: unknown metric {base!r}{guess}; metrics: {', '.join(METRICS)}")
+
+
+def parse_slos(texts: Iterable[str], source: str = "cli") -> list[SLO]:
+    """Parse several expressions; a comma inside one argument also separates SLOs."""
+    out: list[SLO] = []
+    for text in texts:
+        for part in str(text).split(","):
+            if part.strip():
+                out.append(parse_slo(part, source))
+    return out
+
+
+def observed(slo: SLO, stats: RunStats) -> float | None:
+    """The value of ``slo``'s metric in ``stats`` (ms, fraction or per second)."""
+    if slo.metric in LATENCY:
+        dist = stats.latency.get(slo.metric)
+        return None if dist is None or not dist.count else dist.get(slo.stat or "p50")
+    if slo.metric == "error_rate":
+        return stats.error_rate if stats.total else None
+    if slo.metric == "goodput":
+        return stats.goodput
+    if slo.metric == "throughput_tokens":
+        return stats.tokens_per_s if stats.window_s > 0 else None
+    return stats.requests_per_s if stats.window_s > 0 else None
+
+
+def evaluate(slos: Iterable[SLO], stats: RunStats) -> list[Verdict]:
+    """Evaluate each SLO against the run's statistics. Missing data fails the SLO."""
+    verdicts: list[Verdict] = []
+    for slo in slos:
+        value = observed(slo, stats)
+        if value is None:
+            verdicts.append(Verdict(slo, None, False, "no data: no successful request measured this"))
+        else:
+            verdicts.append(Verdict(slo, value, slo.holds(value)))
+    return verdicts
+
+
+def _request_value(slo: SLO, rec: Mapping[str, Any]) -> float | None:
+    m = slo.metric
+    lag = float(rec.get("t_sent", 0.0)) - float(rec.get("t_intended", rec.get("t_sent", 0.0)))
+    if m == "lag":
+        return lag * 1000.0
+    if m == "itl":
+        itls = sorted(rec.get("itls") or ())
+        if not itls:
+            return None
+        if slo.stat == "mean":
+            return 1000.0 * sum(itls) / len(itls)
+        if slo.stat == "min":
+            return 1000.0 * itls[0]
+        if slo.stat == "max":
+            return 1000.0 * itls[-1]
+        q = float((slo.stat or "p50")[1:]) / 100.0
+        return 1000.0 * itls[max(0, math.ceil(q * len(itls)) - 1)]
+    base = m.removesuffix("_from_intended")
+    v = rec.get(base)
+    if v is None:
+        return None
+    return 1000.0 * (float(v) + (lag if m.endswith("_from_intended") else 0.0))
+
+
+def request_predicate(slos: Iterable[SLO]) -> Callable[[Mapping[str, Any]], bool] | None:
+    """A function telling whether one record meets every per-request (latency) SLO.
+
+    A request with no value for a bounded metric (e.g. no ITL for a one-token answer) is not held
+    against that bound. Returns None when no SLO is per-request (goodput = success share).
+    """
+    latency = [s for s in slos if s.per_request]
+    if not latency:
+        return None
+
+    def good(rec: Mapping[str, Any]) -> bool:
+        for slo in latency:
+            v = _request_value(slo, rec)
+            if v is not None and not slo.holds(v):
+                return False
+        return True
+
+    return good

@@ -1,0 +1,274 @@
+"""Run statistics from per-request records: HDR percentiles, throughput, goodput, lag.
+
+Percentiles come from an HDR histogram (``hdrhistogram``) at microsecond resolution with three
+significant digits, never from Locust's rounded buckets. An HDR percentile is the recorded value
+at that rank ("nearest rank", like ``numpy.percentile(method="inverted_cdf")``) reported as the
+highest value equivalent to it in the histogram, i.e. within 0.1 % of the exact value.
+
+Coordinated omission: every latency is also reported from the *intended* send time
+(``ttft_from_intended``, ``e2e_from_intended``). In an open-loop run a generator or a server that
+falls behind shows up there even when the latencies from the actual send look fine.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hdrh.histogram import HdrHistogram
+
+PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("p99.9", 99.9))
+_LOWEST_US = 1
+_HIGHEST_US = 3600 * 1_000_000  # one hour
+_SIG = 3
+LATENCY_METRICS = ("ttft", "itl", "tpot", "e2e", "ttft_from_intended", "e2e_from_intended", "lag")
+
+
+@dataclass(slots=True)
+class Distribution:
+    """Summary of one latency metric, in milliseconds. Empty when ``count`` is 0."""
+
+    count: int = 0
+    min: float | None = None
+    mean: float | None = None
+    max: float | None = None
+    percentiles: dict[str, float] = field(default_factory=dict)
+
+    def get(self, stat: str) -> float | None:
+        """``p50`` ... ``p99.9``, ``mean``, ``min`` or ``max`` in ms (None when empty)."""
+        if stat in ("mean", "min", "max"):
+            return getattr(self, stat)  # type: ignore[no-any-return]
+        return self.percentiles.get(stat)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "min": self.min, "mean": self.mean, **self.percentiles, "max": self.max}
+
+
+class Histogram:
+    """An HDR histogram of durations given in seconds, stored in whole microseconds."""
+
+    __slots__ = ("_h", "clipped")
+
+    def __init__(self) -> None:
+        self._h = HdrHistogram(_LOWEST_US, _HIGHEST_US, _SIG)
+        self.clipped = 0
+
+    def record(self, seconds: float) -> None:
+        us = int(round(seconds * 1e6))
+        if us < _LOWEST_US:
+            us = _LOWEST_US  # zero / negative (clock granularity) counts as 1 us
+        elif us > _HIGHEST_US:
+            us = _HIGHEST_US
+            self.clipped += 1
+        self._h.record_value(us)
+
+    def record_many(self, values: Iterable[float | None]) -> None:
+        for v in values:
+            if v is not None and not (isinstance(v, float) and math.isnan(v)):
+                self.record(v)
+
+    @property
+    def count(self) -> int:
+        return int(self._h.get_total_count())
+
+    def percentile_us(self, p: float) -> int:
+        return int(self._h.get_value_at_percentile(p))
+
+    def summary(self) -> Distribution:
+        """Percentiles, min, mean and max in milliseconds."""
+        n = self.count
+        if n == 0:
+            return Distribution()
+        h = self._h
+        return Distribution(
+            count=n,
+            min=h.get_min_value() / 1000.0,
+            mean=round(h.get_mean_value() / 1000.0, 3),
+            max=h.get_max_value() / 1000.0,
+            percentiles={name: h.get_value_at_percentile(p) / 1000.0 for name, p in PERCENTILES},
+        )
+
+
+def distribution(values: Iterable[float | None]) -> Distribution:
+    """HDR summary (ms) of durations given in seconds; None values are skipped."""
+    h = Histogram()
+    h.record_many(values)
+    return h.summary()
+
+
+@dataclass(slots=True)
+class Schedule:
+    """What the generator meant to do, for lag and shortfall detection."""
+
+    mode: str = "closed"  # closed | fixed | poisson | shape
+    planned: int | None = None  # requests that should have been sent (open loop), None if unknown
+    max_lag_ms: float = 25.0  # lag p99 above this flags the run
+    min_sent_ratio: float = 0.98  # sent/planned below this flags the run
+
+
+@dataclass(slots=True)
+class RunStats:
+    """Everything the SLOs and the summary need, computed once from the records."""
+
+    total: int = 0
+    ok: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    window_s: float = 0.0
+    output_tokens: int = 0
+    output_tokens_usage: int = 0
+    output_tokens_client: int = 0
+    usage_missing: int = 0
+    discrepant: int = 0
+    latency: dict[str, Distribution] = field(default_factory=dict)
+    goodput: float | None = None  # share of requests meeting every per-request SLO
+    goodput_requests: int | None = None
+    schedule: Schedule = field(default_factory=Schedule)
+    behind: bool = False
+    behind_reasons: list[str] = field(default_factory=list)
+    loop_lag_ms: Distribution = field(default_factory=Distribution)
+
+    @property
+    def error_rate(self) -> float:
+        return (self.total - self.ok) / self.total if self.total else 0.0
+
+    @property
+    def requests_per_s(self) -> float:
+        return self.total / self.window_s if self.window_s > 0 else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.output_tokens / self.window_s if self.window_s > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The statistics part of summary.json (keys documented in docs/load.md)."""
+        return {
+            "requests": {
+                "total": self.total,
+                "ok": self.ok,
+                "failed": self.total - self.ok,
+                "error_rate": round(self.error_rate, 6),
+                "errors": dict(sorted(self.errors.items())),
+            },
+            "window_s": round(self.window_s, 6),
+            "throughput": {
+                "requests_per_s": round(self.requests_per_s, 4),
+                "output_tokens_per_s": round(self.tokens_per_s, 3),
+            },
+            "tokens": {
+                "output": self.output_tokens,
+                "output_usage": self.output_tokens_usage,
+                "output_client": self.output_tokens_client,
+                "usage_missing": self.usage_missing,
+                "discrepant_requests": self.discrepant,
+            },
+            "latency_ms": {name: d.as_dict() for name, d in self.latency.items()},
+            "goodput": None if self.goodput is None else round(self.goodput, 6),
+            "goodput_requests": self.goodput_requests,
+            "schedule": {
+                "mode": self.schedule.mode,
+                "planned": self.schedule.planned,
+                "sent": self.total,
+                "lag_ms": self.latency.get("lag", Distribution()).as_dict(),
+                "loop_lag_ms": self.loop_lag_ms.as_dict(),
+                "max_lag_ms": self.schedule.max_lag_ms,
+                "behind": self.behind,
+                "reasons": list(self.behind_reasons),
+            },
+        }
+
+
+# A per-request predicate used for goodput: record -> meets every per-request SLO.
+RequestPredicate = Any
+
+
+def compute_stats(
+    records: Sequence[Mapping[str, Any]],
+    schedule: Schedule | None = None,
+    per_request: RequestPredicate | None = None,
+    loop_lag_s: Iterable[float] = (),
+) -> RunStats:
+    """Compute :class:`RunStats` from record dicts (as read from JSONL).
+
+    ``per_request(record) -> bool`` decides goodput (see :func:`servecheck.load.slo.request_predicate`);
+    without it goodput is the share of successful requests. ``loop_lag_s`` are the generator's
+    event-loop delays sampled by the workers.
+    """
+    st = RunStats(schedule=schedule or Schedule())
+    hist = {name: Histogram() for name in LATENCY_METRICS}
+    first_send: float | None = None
+    last_done: float | None = None
+    good = 0
+    for r in records:
+        st.total += 1
+        err = r.get("error")
+        sent = float(r["t_sent"])
+        intended = float(r.get("t_intended", sent))
+        first_send = sent if first_send is None else min(first_send, sent)
+        done = r.get("t_done")
+        if done is not None:
+            last_done = done if last_done is None else max(last_done, done)
+        hist["lag"].record(max(0.0, sent - intended))
+        if err:
+            st.errors[err] = st.errors.get(err, 0) + 1
+        else:
+            st.ok += 1
+            ttft, e2e = r.get("ttft"), r.get("e2e")
+            if ttft is not None:
+                hist["ttft"].record(ttft)
+                hist["ttft_from_intended"].record(ttft + sent - intended)
+            if e2e is not None:
+                hist["e2e"].record(e2e)
+                hist["e2e_from_intended"].record(e2e + sent - intended)
+            if r.get("tpot") is not None:
+                hist["tpot"].record(r["tpot"])
+            hist["itl"].record_many(r.get("itls") or ())
+        usage = r.get("output_tokens")
+        client = int(r.get("output_tokens_client") or 0)
+        st.output_tokens_client += client
+        if usage is None:
+            st.usage_missing += 1 if not err else 0
+            st.output_tokens += client
+        else:
+            st.output_tokens_usage += int(usage)
+            st.output_tokens += int(usage)
+            if int(usage) != client:
+                st.discrepant += 1
+        if per_request is None:
+            good += 0 if err else 1
+        elif not err and per_request(r):
+            good += 1
+    if first_send is not None and last_done is not None:
+        st.window_s = max(0.0, last_done - first_send)
+    st.latency = {name: h.summary() for name, h in hist.items()}
+    if st.total:
+        st.goodput = good / st.total
+        st.goodput_requests = good
+    st.loop_lag_ms = distribution(loop_lag_s)
+    _judge_schedule(st)
+    return st
+
+
+def _judge_schedule(st: RunStats) -> None:
+    """Flag a run whose generator fell behind instead of quietly reporting its numbers."""
+    sched = st.schedule
+    lag = st.latency.get("lag")
+    if sched.mode in ("fixed", "poisson") and lag is not None and lag.count:
+        p99 = lag.get("p99") or 0.0
+        if p99 > sched.max_lag_ms:
+            st.behind_reasons.append(
+                f"schedule lag p99 {p99:.1f} ms > {sched.max_lag_ms:g} ms: the generator sent late"
+            )
+    if sched.planned:
+        ratio = st.total / sched.planned
+        if ratio < sched.min_sent_ratio:
+            st.behind_reasons.append(
+                f"sent {st.total} of {sched.planned} planned requests ({ratio:.1%}): the generator fell behind"
+            )
+    loop = st.loop_lag_ms
+    if loop.count and (loop.get("p99") or 0.0) > sched.max_lag_ms:
+        st.behind_reasons.append(
+            f"generator event-loop lag p99 {loop.get('p99'):.1f} ms > {sched.max_lag_ms:g} ms: the generator's CPU is saturated"
+        )
+    st.behind = bool(st.behind_reasons)
