@@ -14,6 +14,10 @@ from servecheck.preflight.safetensors_check import ShardInfo
 _SERIES = re.compile(r"^(?P<prefix>.+)-(?P<part>\d+)-of-(?P<total>\d+)\.safetensors$")
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def _names(names: list[str], limit: int = 5) -> str:
     shown = ", ".join(names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
@@ -58,7 +62,7 @@ def check_index(
                 ctx.add(
                     "PF-INDEX-MISSING-SHARD",
                     shard_path,
-                    f"{index_path.name} maps {len(tensors)} tensors to {shard}, which does not exist{hint}",
+                    f"{index_path.name} maps {_count(len(tensors), 'tensor')} to {shard}, which does not exist{hint}",
                     "download the missing shard (re-run the download for the same revision as the index)",
                 )
                 continue
@@ -75,7 +79,7 @@ def check_index(
                 ctx.add(
                     "PF-INDEX-MISSING-TENSOR",
                     shard_path,
-                    f"{index_path.name} maps {len(missing)} tensors here that the header lacks: "
+                    f"{index_path.name} maps {_count(len(missing), 'tensor')} here that the header lacks: "
                     f"{_names(missing)}{hint}",
                     "download index and shards from one revision",
                 )
@@ -84,7 +88,7 @@ def check_index(
                 ctx.add(
                     "PF-INDEX-UNINDEXED-TENSOR",
                     shard_path,
-                    f"{len(extra)} tensors are in the shard but not in {index_path.name}: {_names(extra)}; "
+                    f"{_count(len(extra), 'tensor')} in the shard but not in {index_path.name}: {_names(extra)}; "
                     "loaders that follow the index ignore them",
                     "download index and shards from one revision",
                 )
@@ -157,7 +161,7 @@ def check_series(ctx: Context, model_dir: Path, names: list[str], has_index: boo
             totals[match["prefix"]][int(match["total"])].append(int(match["part"]))
     for prefix, by_total in sorted(totals.items()):
         if len(by_total) > 1:
-            series = ", ".join(f"-of-{n:05d} ({len(parts)} files)" for n, parts in sorted(by_total.items()))
+            series = ", ".join(f"-of-{n:05d} ({_count(len(parts), 'file')})" for n, parts in sorted(by_total.items()))
             ctx.add(
                 "PF-MIXED-REVISION",
                 model_dir,
@@ -194,6 +198,6 @@ def check_duplicates(ctx: Context, model_dir: Path, shards: dict[str, ShardInfo]
         ctx.add(
             "PF-ST-DUPLICATE-TENSOR",
             model_dir / second,
-            f"{len(tensors)} tensors are also in {first}: {_names(sorted(tensors))}",
+            f"{_count(len(tensors), 'tensor')} also in {first}: {_names(sorted(tensors))}",
             "keep shards of one revision only (compare with the index, re-download)",
         )
