@@ -92,6 +92,10 @@ class TargetSettings(_Strict):
         default_factory=dict,
         description="check id (or glob) -> reason: a failure of that check is reported non-strict",
     )
+    known_failures: dict[str, str] = Field(
+        default_factory=dict,
+        description="check id (or glob) -> reason: the check is expected to fail here (xfail strict: a fix is noticed)",
+    )
     slo: list[str] = Field(default_factory=list)
     verify_tls: bool = True
 

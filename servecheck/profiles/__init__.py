@@ -1,0 +1,144 @@
+"""Engine profiles: what each engine legitimately does differently, with evidence.
+
+A check that sees a deviation raises its failure with a ``deviation`` key (for example
+``model-name-ignored``). When the target's engine profile lists that key, the outcome is
+*non-strict* with the profile's reason instead of a failure: visible in every report, never
+counted as a pass, never hidden. What is a genuine defect (silent truncation, an ignored JSON
+mode, a 5xx for bad input) is not listed here and stays a failure.
+
+Default capabilities: a target that writes ``capabilities: {x: auto}`` (the default) gets the
+profile's value for ``x``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from servecheck.config.model import CAPABILITIES, Target
+
+# Deviation keys checks may raise. One place, so that profiles and checks agree on the words.
+DEVIATIONS: dict[str, str] = {
+    "error-status-422": "validation errors answered with 422 instead of 400",
+    "error-shape-detail": "errors in FastAPI's {'detail': ...} shape instead of OpenAI's {'error': {...}}",
+    "model-name-ignored": "requests naming an unknown model are served by the loaded model",
+    "malformed-json-500": "malformed JSON answered with 500 instead of 400",
+    "empty-messages-accepted": "an empty messages list is served instead of rejected",
+    "health-path-differs": "readiness lives on another path than /health",
+    "models-no-context-field": "/v1/models does not report the context length",
+    "stream-extra-finish-chunk": "a second finish chunk before the usage chunk",
+    "usage-chunk-has-choices": "the include_usage chunk repeats the finish choice",
+    "tool-finish-stop": "finish_reason 'stop' after a tool call",
+    "seed-not-supported": "seed is accepted but does not make sampling repeatable",
+}
+
+_ALL_ON = dict.fromkeys(CAPABILITIES, True)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineProfile:
+    name: str
+    capabilities: dict[str, bool]
+    context_policy: str = "reject"  # reject | truncate
+    deviations: dict[str, str] = field(default_factory=dict)  # deviation key -> reason with evidence
+    health_path: str = "/health"
+    verified_live: bool = False
+
+    def allowance(self, deviation: str | None) -> str | None:
+        if deviation is None:
+            return None
+        return self.deviations.get(deviation)
+
+
+def _caps(**overrides: bool) -> dict[str, bool]:
+    return {**_ALL_ON, **overrides}
+
+
+PROFILES: dict[str, EngineProfile] = {
+    "reference": EngineProfile("reference", _caps(), verified_live=True),
+    "generic": EngineProfile("generic", _caps(logprobs=False, tokenize=False, metrics=False, completions=False)),
+    "openai": EngineProfile(
+        "openai", _caps(tokenize=False, metrics=False),
+        health_path="/v1/models",  # the API has no /health: a listed model is readiness
+        deviations={"health-path-differs": "OpenAI's API has no /health; /v1/models answering is readiness"},
+    ),
+    "vllm": EngineProfile(
+        "vllm", _caps(),
+        deviations={
+            # vLLM answers unknown routes through FastAPI: {"detail": "Not Found"}
+            # (vllm/entrypoints/openai/api_server.py mounts the OpenAI routes on a FastAPI app).
+            "error-shape-detail": "vLLM's unknown routes and wrong methods answer in FastAPI's {'detail': ...} shape",
+        },
+        verified_live=True,
+    ),
+    "llamacpp": EngineProfile(
+        "llamacpp", _caps(tool_choice_named=False, seed=True, n=False),
+        deviations={
+            # tools/server/README.md: "model" is accepted for compatibility and ignored.
+            "model-name-ignored": "llama.cpp serves one model and ignores the model field (tools/server/README.md)",
+            # server.cpp parses the body with nlohmann::json and reports the exception as a 500.
+            "malformed-json-500": "llama.cpp reports JSON parse errors as 500 server_error (tools/server/server.cpp)",
+            "empty-messages-accepted": "llama.cpp renders an empty conversation instead of rejecting it",
+            "models-no-context-field": "llama.cpp reports the context as meta.n_ctx and in /props, not max_model_len",
+        },
+        verified_live=True,
+    ),
+    "xinference": EngineProfile(
+        "xinference", _caps(tokenize=False, logprobs=False, n=False, completions=False),
+        health_path="/status",
+        deviations={
+            "health-path-differs": "Xinference has no /health; GET /status answers when the supervisor is up",
+            "error-shape-detail": "Xinference's REST layer (FastAPI) answers errors as {'detail': ...}",
+            "stream-extra-finish-chunk": "Xinference sends a second finish chunk with include_usage",
+            "usage-chunk-has-choices": "Xinference's usage chunk repeats the last choice",
+            "models-no-context-field": "Xinference's /v1/models does not report the context length",
+        },
+        verified_live=True,
+    ),
+    "litellm": EngineProfile(
+        "litellm", _caps(tokenize=False, metrics=False),
+        health_path="/health/liveliness",
+        deviations={
+            "health-path-differs": "LiteLLM's /health calls every upstream and needs the key; /health/liveliness is the probe",
+            "models-no-context-field": "LiteLLM's /v1/models does not report the upstream context length",
+        },
+        verified_live=True,
+    ),
+    "sglang": EngineProfile(
+        "sglang", _caps(),
+        deviations={"error-shape-detail": "SGLang's FastAPI routes answer unknown paths as {'detail': ...} (not verified live)"},
+    ),
+    "tgi": EngineProfile(
+        "tgi", _caps(tokenize=False, n=False, completions=True),
+        deviations={
+            # TGI validates with axum/serde and answers 422 Unprocessable Entity (router/src/server.rs).
+            "error-status-422": "TGI answers invalid parameters with 422 (router/src/server.rs; not verified live)",
+            "models-no-context-field": "TGI reports max_total_tokens in /info, not in /v1/models",
+        },
+    ),
+    "ollama": EngineProfile(
+        "ollama", _caps(tokenize=False, metrics=False, logprobs=False, n=False),
+        health_path="/",
+        deviations={
+            "health-path-differs": "Ollama answers GET / with 'Ollama is running'; there is no /health",
+            "models-no-context-field": "Ollama reports num_ctx through /api/show, not /v1/models",
+        },
+    ),
+}
+
+
+def profile_for(target: Target) -> EngineProfile:
+    return PROFILES[target.engine]
+
+
+def resolve_capabilities(target: Target) -> dict[str, bool]:
+    """Declared capability values, with ``auto`` filled from the engine profile."""
+    profile = profile_for(target)
+    declared = target.capabilities.model_dump()
+    caps = {name: (profile.capabilities.get(name, False) if value == "auto" else bool(value)) for name, value in declared.items()}
+    if not target.metrics_url and profile.name != "reference" and declared.get("metrics") == "auto":
+        caps["metrics"] = False
+    return caps
+
+
+def context_policy(target: Target) -> str:
+    return profile_for(target).context_policy if target.context_policy == "auto" else target.context_policy

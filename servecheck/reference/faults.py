@@ -27,6 +27,7 @@ def _fault(name: str, description: str, *catches: str) -> None:
 
 # Health and models
 _fault("health-down", "/health answers 500 as if the engine died", "HEALTH-READY")
+_fault("health-lies", "/health says ok while completions answer 503 (model not loaded)", "HEALTH-SERVES")
 _fault("health-loading-forever", "/health stays 503 'loading' forever", "HEALTH-READY")
 _fault("models-missing", "/v1/models lists no models", "MODELS-EXPECTED")
 _fault("models-wrong-name", "/v1/models lists a different served name than requests accept", "MODELS-EXPECTED")
@@ -103,6 +104,17 @@ _fault("fuzz-500", "unusual but valid-JSON bodies give 500 instead of 4xx", "FUZ
 _fault("latency-spikes", "every 5th request waits an extra second before its first token")
 _fault("kv-leak", "KV blocks of aborted (disconnected) requests are never freed")
 _fault("abort-leak", "disconnected requests stay in num_requests_running")
+
+
+# Legal variations: quirks a correct client must accept. With any of them on, the whole
+# catalogue must still pass (tests/test_fault_matrix.py).
+QUIRKS: dict[str, str] = {
+    "sse-no-space": "'data:' without the space after the colon",
+    "sse-crlf": "CRLF line endings in the event stream",
+    "sse-comments": "': keep-alive' comment lines between events",
+    "sse-split": "every event split across several TCP writes, cutting through multi-byte characters",
+    "extra-fields": "unknown extra fields in responses and chunks",
+}
 
 
 def describe(name: str) -> str:

@@ -26,7 +26,7 @@ import jsonschema
 from aiohttp import web
 
 from servecheck.reference import model
-from servecheck.reference.faults import FAULTS
+from servecheck.reference.faults import FAULTS, QUIRKS
 
 ROLES = {"system", "user", "assistant", "tool", "developer", "function"}
 _ids = itertools.count(1)
@@ -41,6 +41,7 @@ class ServerConfig:
     itl_ms: float = 0.0
     api_key: str | None = None
     faults: frozenset[str] = frozenset()
+    quirks: frozenset[str] = frozenset()
     loading_s: float = 0.0
     kv_blocks: int = 256
     block_size: int = 16
@@ -408,6 +409,8 @@ def _check_ready(state: State) -> None:
         raise ApiError(500, "EngineDeadError: the engine core died (RuntimeError: CPU Generator does not use offset)", "server_error")
     if "health-loading-forever" in state.faults or time.monotonic() - state.started < state.config.loading_s:
         raise ApiError(503, "Loading model", "unavailable_error")
+    if "health-lies" in state.faults:
+        raise ApiError(503, "no model is loaded", "unavailable_error")
 
 
 def _chunk_prefix(cid: str, created: int, model_name: str, obj: str) -> str:
@@ -542,9 +545,14 @@ def _full_body(state: State, body: dict[str, Any], chat: bool, choices: list[Cho
             entry = {"index": c.index, "text": "".join(c.pieces), "logprobs": None, "finish_reason": c.finish_reason}
         out_choices.append(entry)
     cid = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12)
-    return {"id": cid, "object": "chat.completion" if chat else "text_completion", "created": created,
+    full = {"id": cid, "object": "chat.completion" if chat else "text_completion", "created": created,
             "model": model_name, "system_fingerprint": "servecheck-ref", "choices": out_choices,
             "usage": _usage(prompt_tokens, completion_tokens, faults)}
+    if "extra-fields" in state.config.quirks:
+        full["x_servecheck_extra"] = {"note": "ignore me"}
+        for entry in out_choices:
+            entry["stop_reason"] = None
+    return full
 
 
 def _utf8_mangle(piece: str) -> list[str]:
@@ -589,9 +597,18 @@ async def _stream(request: web.Request, state: State, body: dict[str, Any], chat
         tail = f',"usage":{usage}' if usage else ""
         return f"data: {prefix}{choice_json}]{tail}}}\n\n".encode()
 
+    quirks = cfg.quirks
+
     async def send(data: bytes) -> None:
+        if quirks:
+            data = _apply_quirks(quirks, data)
         if "stream-buffered" in faults:
             buffered.append(data)
+        elif "sse-split" in quirks and len(data) > 3:
+            cuts = sorted({1, len(data) // 3, (2 * len(data)) // 3 + 1})
+            for a, b in zip([0, *cuts], [*cuts, len(data)], strict=False):
+                await response.write(data[a:b])
+                await asyncio.sleep(0)
         else:
             await response.write(data)
 
@@ -689,6 +706,19 @@ async def _stream(request: web.Request, state: State, body: dict[str, Any], chat
     state.prompt_tokens += prompt_tokens
     state.generation_tokens += completion_tokens
     return await _finish_stream(response, buffered)
+
+
+def _apply_quirks(quirks: frozenset[str], data: bytes) -> bytes:
+    if "extra-fields" in quirks and data.startswith(b"data: {") and data.rstrip().endswith(b"}"):
+        body = data.rstrip()
+        data = body[:-1] + b',"x_servecheck_extra":{"note":"ignore me"}}\n\n'
+    if "sse-no-space" in quirks:
+        data = data.replace(b"data: ", b"data:")
+    if "sse-comments" in quirks:
+        data = b": keep-alive\n\n" + data
+    if "sse-crlf" in quirks:
+        data = data.replace(b"\n", b"\r\n")
+    return data
 
 
 async def _finish_stream(response: web.StreamResponse, buffered: list[bytes]) -> web.StreamResponse:
@@ -804,7 +834,7 @@ async def auth_and_errors(request: web.Request, handler: Any) -> web.StreamRespo
 
 
 def build_app(config: ServerConfig) -> web.Application:
-    unknown = set(config.faults) - set(FAULTS)
+    unknown = set(config.faults) - set(FAULTS) | set(config.quirks) - set(QUIRKS)
     if unknown:
         raise ValueError(f"unknown fault(s): {', '.join(sorted(unknown))}")
     app = web.Application(middlewares=[auth_and_errors], client_max_size=64 * 1024 * 1024)

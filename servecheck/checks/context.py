@@ -1,0 +1,144 @@
+"""What a check sees (:class:`CheckContext`) and how it reports (:class:`CheckFailed`).
+
+A failure always carries what was expected, what was received and, when a request was
+involved, a curl reproduction with the key masked. Checks never use bare ``assert``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from servecheck.checks.discovery import TargetInfo
+from servecheck.client.http import AsyncServeClient, Exchange, ServeClient
+from servecheck.config.model import Target
+from servecheck.profiles import EngineProfile
+from servecheck.redact import redact
+
+
+class CheckFailed(Exception):
+    """A check found a defect. ``deviation`` names it when an engine profile may allow it."""
+
+    def __init__(self, check_id: str, summary: str, *, expected: str, received: str,
+                 exchange: Exchange | None = None, deviation: str | None = None, hint: str = "") -> None:
+        self.check_id = check_id
+        self.summary = summary
+        self.expected = expected
+        self.received = received
+        self.exchange = exchange
+        self.deviation = deviation
+        self.hint = hint
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        lines = [f"{self.check_id}: {self.summary}", f"  Expected: {self.expected}", f"  Received: {self.received}"]
+        if self.hint:
+            lines.append(f"  Hint: {self.hint}")
+        if self.exchange is not None:
+            lines.append(f"  Reproduce: {self.exchange.curl()}")
+        return redact("\n".join(lines))
+
+
+class NonStrict(Exception):
+    """A legal engine difference (from the profile or the target's ``allow``), with its reason."""
+
+    def __init__(self, check_id: str, reason: str, failure: CheckFailed) -> None:
+        self.check_id = check_id
+        self.reason = reason
+        self.failure = failure
+        super().__init__(redact(f"{check_id}: non-strict: {reason}\n  (would fail: {failure.summary})"))
+
+
+class CheckSkipped(Exception):
+    """The check cannot run here (a capability probe said no); reported as skipped with the reason."""
+
+
+def body_snippet(obj: Any, limit: int = 600) -> str:
+    text = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False)
+    return redact(text if len(text) <= limit else text[:limit] + "...")
+
+
+@dataclass(slots=True)
+class CheckContext:
+    check_id: str
+    target: Target
+    model: str
+    profile: EngineProfile
+    capabilities: dict[str, bool]
+    info: TargetInfo
+    client: ServeClient
+    exchanges: list[Exchange] = field(default_factory=list)
+
+    # ---- requests -----------------------------------------------------------------------
+    def post(self, path: str, body: Any = None, **kw: Any) -> Exchange:
+        ex = self.client.post(path, body, **kw)
+        self.exchanges.append(ex)
+        return ex
+
+    def get(self, path: str, **kw: Any) -> Exchange:
+        ex = self.client.get(path, **kw)
+        self.exchanges.append(ex)
+        return ex
+
+    def chat_body(self, messages: list[dict[str, Any]] | str | None = None, **params: Any) -> dict[str, Any]:
+        if messages is None:
+            messages = "Say hello."
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        body.update(params)
+        return body
+
+    def chat(self, messages: list[dict[str, Any]] | str | None = None, **params: Any) -> Exchange:
+        """POST /chat/completions (non-streaming) with this check's model."""
+        return self.post("/chat/completions", self.chat_body(messages, **params))
+
+    def stream_chat(self, messages: list[dict[str, Any]] | str | None = None, *, usage: bool | None = None, **params: Any) -> Exchange:
+        """POST /chat/completions with ``stream: true`` (and include_usage when supported)."""
+        body = self.chat_body(messages, stream=True, **params)
+        if usage is None:
+            usage = self.capabilities.get("usage_in_stream", False)
+        if usage:
+            body["stream_options"] = {"include_usage": True}
+        return self.post("/chat/completions", body, stream=True)
+
+    def async_client(self) -> AsyncServeClient:
+        return AsyncServeClient(self.client.settings)
+
+    @property
+    def server_root(self) -> str:
+        return self.target.server_root
+
+    # ---- verdicts -----------------------------------------------------------------------
+    def fail(self, summary: str, *, expected: str, received: str, exchange: Exchange | None = None,
+             deviation: str | None = None, hint: str = "") -> NoReturn:
+        raise CheckFailed(self.check_id, summary, expected=expected, received=received, exchange=exchange,
+                          deviation=deviation, hint=hint)
+
+    def expect(self, condition: bool, summary: str, *, expected: str, received: Any, exchange: Exchange | None = None,
+               deviation: str | None = None, hint: str = "") -> None:
+        if not condition:
+            self.fail(summary, expected=expected, received=received if isinstance(received, str) else body_snippet(received),
+                      exchange=exchange, deviation=deviation, hint=hint)
+
+    def ok_json(self, ex: Exchange, what: str) -> dict[str, Any]:
+        """The JSON object of a 2xx answer, or a failure that says what came back instead."""
+        if ex.error:
+            self.fail(f"{what}: the request did not complete", expected="a 2xx response", received=ex.describe(), exchange=ex)
+        if not ex.ok:
+            self.fail(f"{what}: the server refused a valid request", expected="HTTP 200", received=ex.describe(), exchange=ex)
+        data = ex.json()
+        if not isinstance(data, dict):
+            self.fail(f"{what}: the body is not a JSON object", expected="a JSON object", received=ex.describe(), exchange=ex)
+        return data
+
+    def ok_stream(self, ex: Exchange, what: str) -> Exchange:
+        """A completed 200 event stream, or a failure naming what broke (transport, status, SSE)."""
+        if ex.error:
+            self.fail(f"{what}: the stream did not complete", expected="a complete event stream within the timeout",
+                      received=ex.describe(), exchange=ex)
+        if ex.status != 200 or ex.stream is None:
+            self.fail(f"{what}: the server refused a valid streaming request", expected="HTTP 200 text/event-stream",
+                      received=ex.describe(), exchange=ex)
+        return ex

@@ -1,0 +1,96 @@
+"""What a target says about itself: served models, context length, version, reachability.
+
+Run once per target before any check (by the pytest controller, not by each xdist worker), so
+every worker parametrises the same cases and the report header can show what was found.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from servecheck.client.http import ServeClient
+from servecheck.config.model import Target
+from servecheck.profiles import profile_for
+
+
+@dataclass(slots=True)
+class TargetInfo:
+    name: str
+    engine: str
+    models: list[str] = field(default_factory=list)
+    models_source: str = "declared"  # declared | discovered | unknown
+    served: list[str] = field(default_factory=list)  # what /v1/models listed
+    context_length: int | None = None
+    context_source: str = "unknown"  # declared | discovered (where) | unknown
+    discovered_context: int | None = None
+    version: str | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TargetInfo:
+        return cls(**data)
+
+    def header(self) -> str:
+        models = ", ".join(self.models) or "(none)"
+        ctx = f"{self.context_length} ({self.context_source})" if self.context_length else "unknown"
+        text = f"{self.name}: engine {self.engine}, models {models} ({self.models_source}), context {ctx}"
+        if self.version:
+            text += f", version {self.version}"
+        if self.error:
+            text += f" -- {self.error}"
+        return text
+
+
+def _context_from_model_entry(entry: dict[str, Any]) -> tuple[int | None, str]:
+    if isinstance(entry.get("max_model_len"), int):
+        return entry["max_model_len"], "/v1/models max_model_len"
+    meta = entry.get("meta")
+    if isinstance(meta, dict) and isinstance(meta.get("n_ctx"), int):
+        return meta["n_ctx"], "/v1/models meta.n_ctx"
+    for key in ("context_length", "context_window", "max_context_length"):
+        if isinstance(entry.get(key), int):
+            return entry[key], f"/v1/models {key}"
+    return None, "unknown"
+
+
+def discover(target: Target, timeout_s: float = 10.0) -> TargetInfo:
+    """Ask the target for its models, context length and version. Never raises."""
+    info = TargetInfo(name=target.name, engine=target.engine)
+    with ServeClient.for_target(target, timeout_s=min(timeout_s, target.timeout_s)) as client:
+        ex = client.get("/models")
+        data = ex.json() if ex.ok else None
+        entries = data.get("data") if isinstance(data, dict) else None
+        if isinstance(entries, list):
+            info.served = [e["id"] for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)]
+            first = next((e for e in entries if isinstance(e, dict) and (not target.models or e.get("id") in target.models)), None)
+            if first is not None:
+                info.discovered_context, info.context_source = _context_from_model_entry(first)
+        else:
+            info.error = f"GET /v1/models failed: {ex.describe(300)}"
+        if info.discovered_context is None and target.engine == "llamacpp":
+            props = client.get(target.server_root + "/props")
+            pdata = props.json() if props.ok else None
+            if isinstance(pdata, dict):
+                n_ctx = pdata.get("default_generation_settings", {}).get("n_ctx") or pdata.get("n_ctx")
+                if isinstance(n_ctx, int):
+                    info.discovered_context, info.context_source = n_ctx, "/props n_ctx"
+        version = client.get(target.server_root + "/version", timeout_s=3)
+        vdata = version.json() if version.ok else None
+        if isinstance(vdata, dict) and isinstance(vdata.get("version"), str):
+            info.version = vdata["version"]
+    if target.models:
+        info.models, info.models_source = list(target.models), "declared"
+    elif info.served:
+        info.models, info.models_source = info.served[:1], "discovered"
+    else:
+        info.models, info.models_source = [], "unknown"
+    if target.context_length:
+        info.context_length, info.context_source = target.context_length, "declared"
+    else:
+        info.context_length = info.discovered_context
+    _ = profile_for(target)
+    return info

@@ -1,0 +1,121 @@
+"""The check registry: every conformance check is a named thing.
+
+A check is a plain function taking a :class:`~servecheck.checks.context.CheckContext`,
+registered with :func:`check` under a stable id (``STREAM-DONE``), a one-line description and an
+expectation, like an Autobahn|Testsuite case. The id is what users grep for in reports, put in
+``exclude``/``allow`` in targets.yaml, and find in docs/checks.md (generated from this registry).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from servecheck.checks.context import CheckContext
+
+SURFACES: dict[str, str] = {
+    "HEALTH": "health and readiness",
+    "MODELS": "/v1/models and served names",
+    "CHAT": "chat completions (non-streaming)",
+    "STREAM": "server-sent-event streaming",
+    "JSON": "JSON mode and JSON schema",
+    "TOOLS": "tool calls",
+    "CTX": "long context: rejection, truncation, max_tokens room",
+    "ERR": "errors for bad requests",
+    "AUTH": "API keys",
+    "CONC": "concurrency and robustness",
+    "FUZZ": "generated invalid and edge-case bodies",
+    "CLIENT": "the official openai SDK end to end",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    id: str
+    description: str
+    expectation: str
+    requires: tuple[str, ...]
+    func: Callable[[CheckContext], None]
+    needs_api_key: bool = False
+
+    @property
+    def surface(self) -> str:
+        return self.id.split("-", 1)[0]
+
+
+REGISTRY: dict[str, Check] = {}
+
+
+def check(id: str, description: str, expectation: str, *, requires: Iterable[str] = (),
+          needs_api_key: bool = False) -> Callable[[Callable[[CheckContext], None]], Callable[[CheckContext], None]]:
+    """Register a check function under a stable id."""
+    surface = id.split("-", 1)[0]
+    if surface not in SURFACES:
+        raise ValueError(f"check id {id!r} must start with one of {', '.join(SURFACES)}")
+
+    def decorate(func: Callable[[CheckContext], None]) -> Callable[[CheckContext], None]:
+        if id in REGISTRY and REGISTRY[id].func is not func:
+            raise ValueError(f"duplicate check id {id!r}")
+        REGISTRY[id] = Check(id, description, expectation, tuple(requires), func, needs_api_key)
+        return func
+
+    return decorate
+
+
+def load_all() -> dict[str, Check]:
+    """Import every surface module so that its checks register; return the registry."""
+    from servecheck.checks import surfaces  # noqa: F401
+
+    return REGISTRY
+
+
+def by_surface(surface: str) -> list[Check]:
+    return [c for c in load_all().values() if c.surface == surface]
+
+
+def matches(check_id: str, patterns: Iterable[str]) -> str | None:
+    """The first glob in ``patterns`` that matches ``check_id`` (case-insensitive), else None."""
+    for pattern in patterns:
+        if fnmatch.fnmatchcase(check_id.upper(), pattern.upper()):
+            return pattern
+    return None
+
+
+def catalogue_markdown() -> str:
+    """docs/checks.md, generated so it cannot drift from the code."""
+    from servecheck.config.model import CAPABILITIES
+    from servecheck.reference.faults import FAULTS
+
+    caught_by: dict[str, list[str]] = {}
+    for fault in FAULTS.values():
+        for cid in fault.catches:
+            caught_by.setdefault(cid, []).append(fault.name)
+    checks = load_all()
+    lines = [
+        "# Conformance check catalogue",
+        "",
+        "Generated from `servecheck/checks/` by `servecheck checks --markdown`; do not edit by hand.",
+        "Every check has a fault in the reference server that makes it fail (`servecheck reference-server",
+        "--fault NAME`); `tests/test_fault_matrix.py` proves each pair.",
+        "",
+        f"{len(checks)} checks.",
+        "",
+    ]
+    for surface, title in SURFACES.items():
+        members = [c for c in checks.values() if c.surface == surface]
+        if not members:
+            continue
+        lines += [f"## {surface}: {title}", "", "| id | description | expectation | needs | proven by fault |", "| --- | --- | --- | --- | --- |"]
+        for c in members:
+            needs = ", ".join(f"`{r}`" for r in c.requires) + (" an API key" if c.needs_api_key else "")
+            faults = ", ".join(f"`{f}`" for f in caught_by.get(c.id, [])) or "(none)"
+            lines.append(f"| `{c.id}` | {c.description} | {c.expectation} | {needs.strip() or '-'} | {faults} |")
+        lines.append("")
+    lines += ["## Capabilities", "", "| capability | meaning |", "| --- | --- |"]
+    lines += [f"| `{k}` | {v} |" for k, v in CAPABILITIES.items()]
+    return "\n".join(lines) + "\n"
+
+

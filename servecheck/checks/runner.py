@@ -1,0 +1,21 @@
+"""Run one check and decide its outcome: pass, fail, non-strict, or skipped."""
+
+from __future__ import annotations
+
+from servecheck.checks.context import CheckContext, CheckFailed, NonStrict
+from servecheck.checks.registry import Check, matches
+
+
+def run_check(check: Check, ctx: CheckContext) -> None:
+    """Run ``check``; a failure the profile or the target's ``allow`` accepts becomes :class:`NonStrict`."""
+    try:
+        check.func(ctx)
+    except CheckFailed as failure:
+        reason = ctx.profile.allowance(failure.deviation)
+        if reason is None:
+            pattern = matches(check.id, ctx.target.allow)
+            if pattern is not None:
+                reason = f"allowed in targets.yaml ({pattern}): {ctx.target.allow[pattern]}"
+        if reason is not None:
+            raise NonStrict(check.id, reason, failure) from None
+        raise

@@ -1,0 +1,3 @@
+"""One module per surface; importing this package registers every check."""
+
+from servecheck.checks.surfaces import health, models, chat  # noqa: F401

@@ -1,0 +1,348 @@
+"""The servecheck pytest plugin: options, target x model x check parametrisation, outcomes.
+
+Loaded by the root ``conftest.py``. It stays inert for test runs that collect no conformance
+suite. When active it:
+
+* reads targets.yaml once in ``pytest_configure`` (a broken file is a usage error: one line per
+  problem, exit 4, no traceback) and discovers each selected target's models and context length
+  in the controller; xdist workers receive that through ``workerinput`` so that every worker
+  collects exactly the same cases;
+* parametrises ``sc_case`` over target x model x the module's ``SURFACE`` checks, with ids like
+  ``reference/ref-tiny/CHAT-USAGE``; missing capabilities, excluded ids and checks needing a key
+  become skips with the reason; ``known_failures`` become strict xfails;
+* maps :class:`~servecheck.checks.NonStrict` to a visible ``nonstrict`` outcome (an xfail for
+  JUnit and allure, never a pass) and prints :class:`~servecheck.checks.CheckFailed` messages
+  without a traceback;
+* writes ``results.jsonl`` as tests finish (a killed run keeps what it measured) and
+  ``summary.json`` at the end when ``--sc-report-dir`` is set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servecheck.checks.context import CheckContext, CheckFailed, CheckSkipped, NonStrict
+from servecheck.checks.discovery import TargetInfo, discover
+from servecheck.checks.registry import Check, by_surface, matches
+from servecheck.client.http import ServeClient
+from servecheck.config import load_targets
+from servecheck.config.model import Target
+from servecheck.errors import UsageError
+from servecheck.profiles import profile_for, resolve_capabilities
+from servecheck.redact import redact
+
+ENV = {
+    "target": "SERVECHECK_TARGET",
+    "targets_file": "SERVECHECK_TARGETS_FILE",
+    "model": "SERVECHECK_MODEL",
+    "report_dir": "SERVECHECK_REPORT_DIR",
+}
+DEFAULT_TARGET = "reference"
+UNKNOWN_MODEL = "(unknown-model)"
+_SESSION_KEY = pytest.StashKey["ServecheckSession"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("servecheck", "servecheck: conformance checks against OpenAI-compatible targets")
+    group.addoption("--target", action="append", dest="sc_targets", metavar="NAME",
+                    help=f"target from targets.yaml; repeatable; 'all' for every target (default: ${ENV['target']} or '{DEFAULT_TARGET}')")
+    group.addoption("--targets-file", dest="sc_targets_file", metavar="PATH",
+                    help=f"the targets file (default: ${ENV['targets_file']} or targets.yaml)")
+    group.addoption("--model", action="append", dest="sc_models", metavar="NAME",
+                    help=f"check only this served model name; repeatable (default: ${ENV['model']}, else the target's models)")
+    group.addoption("--sc-report-dir", dest="sc_report_dir", metavar="DIR",
+                    help=f"write results.jsonl and summary.json here (default: ${ENV['report_dir']}, else nothing)")
+
+
+@dataclass(slots=True)
+class Case:
+    target: Target
+    model: str
+    check: Check
+
+    @property
+    def id(self) -> str:
+        return f"{self.target.name}/{self.model}/{self.check.id}"
+
+
+@dataclass(slots=True)
+class ServecheckSession:
+    targets: list[Target]
+    infos: dict[str, TargetInfo]
+    model_filter: list[str]
+    clients: dict[str, ServeClient] = field(default_factory=dict)
+
+    def models_for(self, target: Target) -> list[str]:
+        info = self.infos[target.name]
+        models = info.models or [UNKNOWN_MODEL]
+        if self.model_filter:
+            models = [m for m in self.model_filter if m in models or not target.models] or self.model_filter
+        return models
+
+    def client(self, target: Target) -> ServeClient:
+        if target.name not in self.clients:
+            self.clients[target.name] = ServeClient.for_target(target)
+        return self.clients[target.name]
+
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.close()
+        self.clients.clear()
+
+
+def _opt(config: pytest.Config, name: str) -> Any:
+    value = config.getoption(f"sc_{name}", default=None)
+    if value:
+        return value
+    env = os.environ.get(ENV[name.rstrip("s")] if name != "targets_file" else ENV["targets_file"])
+    if not env:
+        return None
+    return [v.strip() for v in env.split(",") if v.strip()] if name in ("targets", "models") else env
+
+
+def _collects_suites(config: pytest.Config) -> bool:
+    if config.getoption("sc_targets", default=None):
+        return True
+    for arg in config.args:
+        path = Path(str(arg).split("::", 1)[0])
+        if "suites" in path.resolve().parts or path.name == "suites":
+            return True
+    return False
+
+
+def _build_session(config: pytest.Config) -> ServecheckSession:
+    targets_file = _opt(config, "targets_file")
+    names = _opt(config, "targets") or [DEFAULT_TARGET]
+    try:
+        loaded = load_targets(targets_file)
+        targets = loaded.select(names)
+    except UsageError as exc:
+        raise pytest.UsageError(redact(str(exc))) from None
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "servecheck_infos" in workerinput:
+        infos = {name: TargetInfo.from_dict(d) for name, d in json.loads(workerinput["servecheck_infos"]).items()}
+    else:
+        infos = {t.name: discover(t) for t in targets}
+    return ServecheckSession(targets=targets, infos=infos, model_filter=_opt(config, "models") or [])
+
+
+def get_session(config: pytest.Config) -> ServecheckSession:
+    session = config.stash.get(_SESSION_KEY, None)
+    if session is None:
+        session = _build_session(config)
+        config.stash[_SESSION_KEY] = session
+    return session
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _collects_suites(config) or hasattr(config, "workerinput") and "servecheck_infos" in config.workerinput:  # type: ignore[attr-defined]
+        get_session(config)
+    report_dir = _opt(config, "report_dir")
+    if report_dir and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(ResultsWriter(Path(report_dir)), "servecheck-results")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = config.stash.get(_SESSION_KEY, None)
+    if session is not None:
+        session.close()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist controller -> worker: pass the discovered target facts so collection matches."""
+    session = node.config.stash.get(_SESSION_KEY, None)
+    if session is not None:
+        node.workerinput["servecheck_infos"] = json.dumps({k: v.to_dict() for k, v in session.infos.items()})
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    session = config.stash.get(_SESSION_KEY, None)
+    if session is None:
+        return None
+    return ["servecheck targets:"] + [f"  {redact(session.infos[t.name].header())}" for t in session.targets]
+
+
+def _case_marks(case: Case, session: ServecheckSession) -> list[pytest.MarkDecorator]:
+    target, check = case.target, case.check
+    pattern = matches(check.id, target.exclude)
+    if pattern is not None:
+        return [pytest.mark.skip(reason=f"{check.id}: excluded for {target.name} by targets.yaml exclude {pattern!r}")]
+    caps = resolve_capabilities(target)
+    missing = [c for c in check.requires if not caps.get(c, False)]
+    if missing:
+        return [pytest.mark.skip(reason=f"{check.id}: {target.name} does not declare capability {', '.join(missing)}"
+                                         f" (capabilities in targets.yaml, or the {target.engine} profile default)")]
+    if check.needs_api_key and target.api_key is None:
+        return [pytest.mark.skip(reason=f"{check.id}: no api_key configured for {target.name}")]
+    known = matches(check.id, target.known_failures)
+    if known is not None:
+        return [pytest.mark.xfail(strict=True, reason=f"known failure on {target.name}: {target.known_failures[known]}")]
+    return []
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "sc_case" not in metafunc.fixturenames:
+        return
+    surface = getattr(metafunc.module, "SURFACE", None)
+    if not isinstance(surface, str):
+        raise pytest.UsageError(f"{metafunc.module.__name__}: a suite module must set SURFACE = 'CHAT' (or another surface)")
+    session = get_session(metafunc.config)
+    params = []
+    for target in session.targets:
+        for model in session.models_for(target):
+            for check in by_surface(surface):
+                case = Case(target, model, check)
+                params.append(pytest.param(case, id=case.id, marks=_case_marks(case, session)))
+    metafunc.parametrize("sc_case", params)
+
+
+@pytest.fixture
+def sc_ctx(request: pytest.FixtureRequest, sc_case: Case) -> Iterator[CheckContext]:
+    """The context a check runs with: target, model, profile, capabilities and a client."""
+    session = get_session(request.config)
+    target = sc_case.target
+    info = session.infos[target.name]
+    ctx = CheckContext(
+        check_id=sc_case.check.id, target=target, model=sc_case.model, profile=profile_for(target),
+        capabilities=resolve_capabilities(target), info=info, client=session.client(target),
+    )
+    request.node.user_properties.append(("servecheck_check", sc_case.check.id))
+    request.node.user_properties.append(("servecheck_target", target.name))
+    request.node.user_properties.append(("servecheck_model", sc_case.model))
+    if sc_case.model == UNKNOWN_MODEL and sc_case.check.surface not in ("HEALTH", "MODELS", "AUTH"):
+        raise CheckFailed(sc_case.check.id, "no model to test: none declared and none discovered",
+                          expected="models in targets.yaml, or a /v1/models listing", received=info.error or "an empty model list")
+    yield ctx
+    request.node.user_properties.append(("servecheck_exchanges", len(ctx.exchanges)))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    outcome = yield
+    report = outcome.get_result()
+    excinfo = call.excinfo
+    if excinfo is None:
+        return
+    if isinstance(excinfo.value, NonStrict) and not hasattr(report, "wasxfail"):
+        report.outcome = "skipped"
+        report.wasxfail = redact(str(excinfo.value))
+        report.user_properties.append(("servecheck_outcome", "nonstrict"))
+    elif isinstance(excinfo.value, CheckSkipped):
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {redact(str(excinfo.value))}")
+    elif isinstance(excinfo.value, CheckFailed) and report.outcome == "failed":
+        report.longrepr = redact(str(excinfo.value))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, Any] | None:
+    if report.when == "call" and ("servecheck_outcome", "nonstrict") in report.user_properties:
+        return "nonstrict", "N", ("NON-STRICT", {"yellow": True})
+    return None
+
+
+def outcome_of(report: pytest.TestReport) -> str | None:
+    """passed | failed | nonstrict | skipped | xfailed | xpassed | error, or None (not final yet)."""
+    props = dict((k, v) for k, v in report.user_properties if isinstance(k, str))
+    if report.when == "setup":
+        if report.failed:
+            return "error" if not isinstance(getattr(report, "longrepr", None), str) else "failed"
+        if report.skipped:
+            return "xfailed" if hasattr(report, "wasxfail") else "skipped"
+        return None
+    if report.when == "call":
+        if props.get("servecheck_outcome") == "nonstrict":
+            return "nonstrict"
+        if hasattr(report, "wasxfail"):
+            return "xfailed" if report.skipped else "xpassed" if report.passed else "failed"
+        return report.outcome
+    if report.when == "teardown" and report.failed:
+        return "error"
+    return None
+
+
+class ResultsWriter:
+    """Writes one JSON line per finished check as it happens, then summary.json."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / "results.jsonl"
+        self._fh = self.path.open("a", encoding="utf-8")
+        self.counts: dict[str, int] = {}
+        self.rows: list[dict[str, Any]] = []
+        self.started = time.time()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        outcome = outcome_of(report)
+        if outcome is None:
+            return
+        props = dict((k, v) for k, v in report.user_properties if isinstance(k, str))
+        nodeid = report.nodeid
+        case_id = nodeid.rsplit("[", 1)[-1].rstrip("]") if "[" in nodeid else nodeid
+        parts = case_id.split("/")
+        message = ""
+        if outcome in ("failed", "error"):
+            message = str(report.longrepr) if isinstance(report.longrepr, str) else report.longreprtext
+        elif outcome in ("skipped",) and isinstance(report.longrepr, tuple):
+            message = str(report.longrepr[2]).removeprefix("Skipped: ")
+        elif outcome in ("nonstrict", "xfailed", "xpassed"):
+            message = str(getattr(report, "wasxfail", ""))
+        row = {
+            "check": props.get("servecheck_check", parts[-1] if len(parts) == 3 else None),
+            "target": props.get("servecheck_target", parts[0] if len(parts) == 3 else None),
+            "model": props.get("servecheck_model", parts[1] if len(parts) == 3 else None),
+            "outcome": outcome,
+            "duration_s": round(report.duration, 4),
+            "nodeid": nodeid,
+            "message": redact(message)[:4000],
+        }
+        self.rows.append(row)
+        self.counts[outcome] = self.counts.get(outcome, 0) + 1
+        self._fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        self._fh.flush()
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self._fh.close()
+        config = session.config
+        sc = config.stash.get(_SESSION_KEY, None)
+        summary = {
+            "kind": "conformance",
+            "started": self.started,
+            "finished": time.time(),
+            "exit_status": int(exitstatus),
+            "counts": self.counts,
+            "targets": {name: info.to_dict() for name, info in sc.infos.items()} if sc else {},
+            "failed": [r for r in self.rows if r["outcome"] in ("failed", "error", "xpassed")],
+        }
+        (self.directory / "summary.json").write_text(redact(json.dumps(summary, indent=2, ensure_ascii=False)), encoding="utf-8")
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        rows = [r for r in self.rows if r["check"]]
+        if not rows:
+            return
+        tr = terminalreporter
+        tr.section("servecheck summary")
+        per_target: dict[str, dict[str, int]] = {}
+        for r in rows:
+            bucket = per_target.setdefault(f"{r['target']}/{r['model']}", {})
+            bucket[r["outcome"]] = bucket.get(r["outcome"], 0) + 1
+        order = ["passed", "failed", "error", "nonstrict", "xfailed", "xpassed", "skipped"]
+        for name, counts in per_target.items():
+            tr.write_line(f"{name}: " + ", ".join(f"{counts[o]} {o}" for o in order if counts.get(o)))
+        bad = [r for r in rows if r["outcome"] in ("failed", "error", "xpassed")]
+        for r in bad[:40]:
+            first = (r["message"].splitlines() or [""])[0]
+            tr.write_line(f"  FAIL {r['target']}/{r['model']} {first}"[:200], red=True)
+        if len(bad) > 40:
+            tr.write_line(f"  ... and {len(bad) - 40} more (see {self.path})")
+        tr.write_line(f"results: {self.path}")
