@@ -126,6 +126,14 @@ def plot_timeseries(
             ax.plot(gaps[time_col].to_numpy(dtype=float) - t0, [0.0] * len(gaps), "|",
                     color="tab:red", ms=8, transform=ax.get_xaxis_transform(), label="_gap")
         ax.grid(alpha=0.3)
+    if phases is not None:
+        from matplotlib.patches import Patch
+
+        fig.legend(
+            handles=[Patch(color="0.85", label="idle baseline"), Patch(color="tab:orange", alpha=0.3, label="load"),
+                     Patch(color="tab:blue", alpha=0.2, label="drain (measured)")],
+            loc="outside lower center", ncols=3, fontsize=8, frameon=False,
+        )
     axes[-1].set_xlabel("seconds")
     fig.savefig(out)
     return out
