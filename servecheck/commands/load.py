@@ -12,6 +12,7 @@ Other commands (accept, capacity, soak, cutover) call :func:`run_load` with a :c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -317,10 +318,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=10)
     except (subprocess.TimeoutExpired, ProcessLookupError):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         proc.wait(timeout=10)
 
 

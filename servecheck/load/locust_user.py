@@ -21,8 +21,6 @@ once every worker has quit).
 
 from __future__ import annotations
 
-import locust  # noqa: I001 - first: gevent monkey-patches the stdlib on import
-
 import json
 import logging
 import os
@@ -40,18 +38,16 @@ from locust import LoadTestShape, User, constant, events, task
 from locust.runners import MasterRunner, WorkerRunner
 from requests.adapters import HTTPAdapter
 
-from servecheck.client.http import _carries_token as carries_token  # same token predicate as Timing
-from servecheck.client.sse import DONE, SSEParser
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig
 from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tokenize_counter
 from servecheck.load.records import RecordWriter, RequestRecord
 from servecheck.load.schedule import Stage, StageShape, for_worker, split_count
+from servecheck.load.stream import StreamState
 
-__all__ = ["LLMUser", "carries_token", "parse_stream_bytes", "scenario_shape", "locust"]
+__all__ = ["LLMUser", "scenario_shape"]
 
 log = logging.getLogger("servecheck.load")
 _perf = time.perf_counter
-_DONE_B = DONE.encode()
 LAG_PROBE_S = 0.05
 
 
@@ -70,106 +66,6 @@ def make_session(pool: int) -> requests.Session:
     s.mount("https://", adapter)
     s.trust_env = False  # no proxies for load traffic
     return s
-
-
-# ------------------------------------------------------------------ stream parsing
-
-
-class StreamState:
-    """What one streamed response produced, fed with raw bytes as they arrive."""
-
-    __slots__ = ("_buf", "_slow", "t_first", "token_times", "usage", "done", "problem", "problem_kind", "chunks")
-
-    def __init__(self) -> None:
-        self._buf = b""
-        self._slow: SSEParser | None = None
-        self.t_first: float | None = None
-        self.token_times: list[float] = []
-        self.usage: dict[str, Any] | None = None
-        self.done = False
-        self.problem = ""
-        self.problem_kind = ""  # stream-error | invalid-sse
-        self.chunks = 0
-
-    def feed(self, data: bytes, t: float) -> None:
-        if self._slow is not None:
-            for ev in self._slow.feed(data, t):
-                self._data(ev.data.encode(), t)
-            return
-        if b"\r" in data:
-            # CR / CRLF framing: hand everything to the strict parser from here on.
-            self._slow = SSEParser()
-            buf, self._buf = self._buf + data, b""
-            for ev in self._slow.feed(buf, t):
-                self._data(ev.data.encode(), t)
-            return
-        buf = self._buf + data if self._buf else data
-        start = 0
-        while True:
-            end = buf.find(b"\n\n", start)
-            if end < 0:
-                break
-            self._event(buf[start:end], t)
-            start = end + 2
-        self._buf = buf[start:]
-
-    def close(self, t: float) -> None:
-        if self._slow is not None:
-            for ev in self._slow.close(t):
-                self._data(ev.data.encode(), t)
-        elif self._buf.strip():
-            self._event(self._buf.strip(b"\n"), t)
-            self._buf = b""
-
-    def _event(self, block: bytes, t: float) -> None:
-        if block.startswith(b"data:") and b"\n" not in block:
-            value = block[5:]
-            self._data(value[1:] if value[:1] == b" " else value, t)
-            return
-        parts = []
-        for line in block.split(b"\n"):
-            if line.startswith(b"data:"):
-                value = line[5:]
-                parts.append(value[1:] if value[:1] == b" " else value)
-        if parts:
-            self._data(b"\n".join(parts), t)
-
-    def _data(self, data: bytes, t: float) -> None:
-        if self.done:
-            return  # data after [DONE] is a conformance matter, not a load one
-        if data.strip() == _DONE_B:
-            self.done = True
-            return
-        try:
-            obj = json.loads(data)
-        except ValueError:
-            obj = None
-        if not isinstance(obj, dict):
-            if not self.problem:
-                self.problem_kind, self.problem = "invalid-sse", f"data is not a JSON object: {data[:80]!r}"
-            return
-        if obj.get("error") and "choices" not in obj:
-            if not self.problem:
-                self.problem_kind, self.problem = "stream-error", f"error object in stream: {str(obj.get('error'))[:200]}"
-            return
-        self.chunks += 1
-        if carries_token(obj):
-            if self.t_first is None:
-                self.t_first = t
-            self.token_times.append(t)
-        usage = obj.get("usage")
-        if isinstance(usage, dict):
-            self.usage = usage
-
-
-def parse_stream_bytes(pieces: list[tuple[bytes, float]]) -> StreamState:
-    """Feed ``(bytes, arrival time)`` pieces through the load parser (used by the tests)."""
-    st = StreamState()
-    t = 0.0
-    for data, t in pieces:
-        st.feed(data, t)
-    st.close(t)
-    return st
 
 
 # ------------------------------------------------------------------ per-process controller
@@ -537,12 +433,10 @@ class LLMUser(User):
         gate = Semaphore(cfg.max_inflight)
         greenlets: list[Any] = []
         start = ctrl.start
-        dispatched = 0
-        for offset in sched.offsets():
+        for dispatched, offset in enumerate(sched.offsets()):
             due = start + offset
             if due >= ctrl.deadline or not ctrl.accepting() or (ctrl.cap is not None and dispatched >= ctrl.cap):
                 break
-            dispatched += 1
             delay = due - _perf()
             if delay > 0:
                 gevent.sleep(delay)

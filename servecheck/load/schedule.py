@@ -22,6 +22,7 @@ import random
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from servecheck.errors import UsageError
 
@@ -211,24 +212,24 @@ def spike(base: int, peak: int, at: float, length: float, total: float) -> Stage
     return StageShape([s for s in stages if s.end > 0])
 
 
-def shape_from_spec(spec: dict[str, object]) -> StageShape:
+def shape_from_spec(spec: dict[str, Any]) -> StageShape:
     """Build a shape from a YAML/JSON mapping: ``{kind: ramp|steps|spike|stages, ...}``."""
     kind = str(spec.get("kind", ""))
     args = {k: v for k, v in spec.items() if k != "kind"}
     try:
         if kind == "ramp":
-            return ramp(int(args["start"]), int(args["end"]), parse_duration(args["over"]),  # type: ignore[arg-type]
-                        int(args.get("steps", 10)), parse_duration(args["hold"]) if args.get("hold") else 0.0)  # type: ignore[arg-type,call-overload]
+            return ramp(int(args["start"]), int(args["end"]), parse_duration(args["over"]),
+                        int(args.get("steps", 10)), parse_duration(args["hold"]) if args.get("hold") else 0.0)
         if kind == "steps":
-            return steps(int(args["start"]), int(args["step"]), parse_duration(args["every"]), int(args["count"]))  # type: ignore[arg-type,call-overload]
+            return steps(int(args["start"]), int(args["step"]), parse_duration(args["every"]), int(args["count"]))
         if kind == "spike":
-            return spike(int(args["base"]), int(args["peak"]), parse_duration(args["at"]),  # type: ignore[arg-type,call-overload]
-                         parse_duration(args["length"]), parse_duration(args["total"]))  # type: ignore[arg-type]
+            return spike(int(args["base"]), int(args["peak"]), parse_duration(args["at"]),
+                         parse_duration(args["length"]), parse_duration(args["total"]))
         if kind == "stages":
             raw = args.get("stages")
             if not isinstance(raw, Sequence):
                 raise UsageError("shape stages: give a list of {end, users, spawn_rate}")
-            return StageShape([Stage(parse_duration(s["end"]), int(s["users"]), float(s.get("spawn_rate", 10)))  # type: ignore[index,union-attr]
+            return StageShape([Stage(parse_duration(s["end"]), int(s["users"]), float(s.get("spawn_rate", 10)))
                                for s in raw])
     except KeyError as exc:
         raise UsageError(f"shape {kind!r}: missing key {exc.args[0]!r}") from None

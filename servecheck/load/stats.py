@@ -39,7 +39,7 @@ class Distribution:
     def get(self, stat: str) -> float | None:
         """``p50`` ... ``p99.9``, ``mean``, ``min`` or ``max`` in ms (None when empty)."""
         if stat in ("mean", "min", "max"):
-            return getattr(self, stat)  # type: ignore[no-any-return]
+            return getattr(self, stat)
         return self.percentiles.get(stat)
 
     def as_dict(self) -> dict[str, Any]:

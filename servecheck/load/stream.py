@@ -1,0 +1,121 @@
+"""The load generator's stream reader: cheap per token, same TTFT as the timing client.
+
+Fed raw bytes as they arrive. SSE is split with a small LF-only fast path (what every engine
+sends); the first CR seen switches the stream to the project's strict
+:class:`~servecheck.client.sse.SSEParser`, so legal CRLF/CR framing is still read correctly.
+Whether a chunk carries a token (content, tool-call delta, reasoning, or ``text``) is decided by
+the very function :mod:`servecheck.client.http` uses for :class:`~servecheck.client.timing.Timing`,
+so TTFT here and in conformance checks is one definition (``tests/load/test_stream.py`` pins it).
+
+No locust or gevent here: this module is pure and unit-tested in the pytest process.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from servecheck.client.http import (
+    _carries_token as carries_token,  # one token predicate for the project
+)
+from servecheck.client.sse import DONE, SSEParser
+
+_DONE_B = DONE.encode()
+
+
+
+class StreamState:
+    """What one streamed response produced, fed with raw bytes as they arrive."""
+
+    __slots__ = ("_buf", "_slow", "t_first", "token_times", "usage", "done", "problem", "problem_kind", "chunks")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._slow: SSEParser | None = None
+        self.t_first: float | None = None
+        self.token_times: list[float] = []
+        self.usage: dict[str, Any] | None = None
+        self.done = False
+        self.problem = ""
+        self.problem_kind = ""  # stream-error | invalid-sse
+        self.chunks = 0
+
+    def feed(self, data: bytes, t: float) -> None:
+        if self._slow is not None:
+            for ev in self._slow.feed(data, t):
+                self._data(ev.data.encode(), t)
+            return
+        if b"\r" in data:
+            # CR / CRLF framing: hand everything to the strict parser from here on.
+            self._slow = SSEParser()
+            buf, self._buf = self._buf + data, b""
+            for ev in self._slow.feed(buf, t):
+                self._data(ev.data.encode(), t)
+            return
+        buf = self._buf + data if self._buf else data
+        start = 0
+        while True:
+            end = buf.find(b"\n\n", start)
+            if end < 0:
+                break
+            self._event(buf[start:end], t)
+            start = end + 2
+        self._buf = buf[start:]
+
+    def close(self, t: float) -> None:
+        if self._slow is not None:
+            for ev in self._slow.close(t):
+                self._data(ev.data.encode(), t)
+        elif self._buf.strip():
+            self._event(self._buf.strip(b"\n"), t)
+            self._buf = b""
+
+    def _event(self, block: bytes, t: float) -> None:
+        if block.startswith(b"data:") and b"\n" not in block:
+            value = block[5:]
+            self._data(value[1:] if value[:1] == b" " else value, t)
+            return
+        parts = []
+        for line in block.split(b"\n"):
+            if line.startswith(b"data:"):
+                value = line[5:]
+                parts.append(value[1:] if value[:1] == b" " else value)
+        if parts:
+            self._data(b"\n".join(parts), t)
+
+    def _data(self, data: bytes, t: float) -> None:
+        if self.done:
+            return  # data after [DONE] is a conformance matter, not a load one
+        if data.strip() == _DONE_B:
+            self.done = True
+            return
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict):
+            if not self.problem:
+                self.problem_kind, self.problem = "invalid-sse", f"data is not a JSON object: {data[:80]!r}"
+            return
+        if obj.get("error") and "choices" not in obj:
+            if not self.problem:
+                self.problem_kind, self.problem = "stream-error", f"error object in stream: {str(obj.get('error'))[:200]}"
+            return
+        self.chunks += 1
+        if carries_token(obj):
+            if self.t_first is None:
+                self.t_first = t
+            self.token_times.append(t)
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            self.usage = usage
+
+
+def parse_stream_bytes(pieces: list[tuple[bytes, float]]) -> StreamState:
+    """Feed ``(bytes, arrival time)`` pieces through the load parser (used by the tests)."""
+    st = StreamState()
+    t = 0.0
+    for data, t in pieces:
+        st.feed(data, t)
+    st.close(t)
+    return st

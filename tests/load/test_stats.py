@@ -1,0 +1,62 @@
+"""HDR statistics against numpy on known data; throughput, tokens, lag flags."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from servecheck.load.stats import PERCENTILES, Schedule, compute_stats, distribution
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pytest.param(np.linspace(0.001, 2.0, 10_001), id="uniform-1ms-2s"),
+        pytest.param(np.random.default_rng(7).lognormal(mean=-2.3, sigma=0.6, size=20_000), id="lognormal-100ms"),
+        pytest.param(np.concatenate([np.full(990, 0.1), np.full(10, 5.0)]), id="bimodal-tail"),
+    ],
+)
+def test_percentiles_match_numpy_within_hdr_precision(values: np.ndarray) -> None:
+    d = distribution(values.tolist())
+    assert d.count == len(values)
+    for name, p in PERCENTILES:
+        # nearest rank, as HDR defines it; np.percentile(method="inverted_cdf") agrees except where
+        # p/100*n lands a float ulp above an integer (99.9 % of 20 000), so the rank is computed exactly
+        rank = max(1, round(p * len(values) * 10) // 1000 + (1 if (round(p * len(values) * 10) % 1000) else 0))
+        exact = float(np.sort(values)[rank - 1]) * 1000.0
+        got = d.get(name)
+        assert got is not None
+        # 3 significant digits plus the 1 us rounding on the way in
+        assert got == pytest.approx(exact, rel=1e-3, abs=0.002), f"{name}: HDR {got} ms vs numpy {exact} ms"
+    assert d.max == pytest.approx(values.max() * 1000.0, rel=1e-3)
+    assert d.mean == pytest.approx(values.mean() * 1000.0, rel=1e-3)
+
+
+def _r(sent: float, e2e: float, tokens: int | None, client: int, intended: float | None = None, err: str | None = None) -> dict:
+    return {"t_intended": sent if intended is None else intended, "t_sent": sent, "t_done": sent + e2e,
+            "ttft": None if err else 0.1, "e2e": e2e, "tpot": None, "itls": [], "output_tokens": tokens,
+            "output_tokens_client": client, "error": err}
+
+
+def test_throughput_tokens_and_intended_latency() -> None:
+    records = [_r(0.0, 1.0, 10, 10), _r(1.0, 1.0, 20, 19), _r(2.0, 2.0, None, 5, intended=1.5), _r(3.0, 0.5, None, 0, err="http-500")]
+    st = compute_stats(records, Schedule(mode="fixed", planned=4, max_lag_ms=1000))
+    assert st.window_s == pytest.approx(4.0)  # first send 0.0 -> last done 4.0
+    assert st.output_tokens == 35 and st.output_tokens_usage == 30 and st.output_tokens_client == 34
+    assert st.usage_missing == 1 and st.discrepant == 1
+    assert st.tokens_per_s == pytest.approx(35 / 4.0)
+    assert st.requests_per_s == pytest.approx(1.0)
+    assert st.error_rate == pytest.approx(0.25) and st.errors == {"http-500": 1}
+    assert st.latency["e2e_from_intended"].max == pytest.approx(2500.0, rel=1e-3)
+    assert st.latency["e2e"].max == pytest.approx(2000.0, rel=1e-3)
+    assert not st.behind
+
+
+def test_lagging_generator_is_flagged() -> None:
+    late = [_r(i * 0.1 + 0.2, 0.5, 5, 5, intended=i * 0.1) for i in range(50)]
+    st = compute_stats(late, Schedule(mode="fixed", planned=100, max_lag_ms=25))
+    assert st.behind
+    assert st.behind_reasons[0].startswith("schedule lag p99 200.")
+    assert st.behind_reasons[1] == "sent 50 of 100 planned requests (50.0%): the generator fell behind"
+    loop = compute_stats([_r(0.0, 0.5, 5, 5)], Schedule(), loop_lag_s=[0.001] * 98 + [0.2, 0.3])
+    assert loop.behind and "event-loop lag p99" in loop.behind_reasons[0]
