@@ -1,0 +1,375 @@
+"""The life cycle every local engine shares: install, start, wait until ready, stop.
+
+An engine module describes *what* to install and run (:class:`Engine` subclass); this module
+does the *how*: detached server processes in their own session (they outlive the ``servecheck``
+command that started them), a JSON state file per running server, bounded readiness polling
+that tells "still loading" from "failed", and SIGTERM-then-SIGKILL shutdown of the whole
+process group. Every wait has a deadline; nothing here can hang.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from servecheck.engines.paths import cache_root, logs_dir, state_dir
+from servecheck.errors import ServecheckError
+
+
+class EngineError(ServecheckError):
+    """An engine could not be installed, started or stopped; the message says why."""
+
+
+class Readiness(StrEnum):
+    """What a readiness probe saw."""
+
+    STARTING = "starting"  # nothing listening yet
+    LOADING = "loading"  # listening, model not ready (e.g. llama.cpp 503 "Loading model")
+    READY = "ready"
+    FAILED = "failed"  # process gone or the server said it cannot serve
+
+
+@dataclass(slots=True)
+class HttpResult:
+    """A tiny HTTP response record (status -1: no connection)."""
+
+    status: int
+    body: str = ""
+    error: str = ""
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def http(method: str, url: str, body: object | None = None, *, timeout: float = 5.0,
+         headers: Mapping[str, str] | None = None) -> HttpResult:
+    """One bounded HTTP request with the stdlib; never raises for HTTP or socket errors."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    for key, value in (headers or {}).items():
+        req.add_header(key, value)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback only
+            return HttpResult(resp.status, resp.read().decode("utf-8", "replace"))
+    except urllib.error.HTTPError as exc:
+        return HttpResult(exc.code, exc.read().decode("utf-8", "replace"))
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        return HttpResult(-1, error=str(getattr(exc, "reason", exc)))
+
+
+@dataclass(slots=True)
+class InstallResult:
+    """Outcome of :meth:`Engine.install`: seconds spent and whether it was already there."""
+
+    seconds: float
+    cached: bool
+    location: Path
+
+
+@dataclass(slots=True)
+class LaunchPlan:
+    """The server command an engine wants run, and how to reach it afterwards."""
+
+    argv: list[str]
+    env: dict[str, str]
+    served_model: str
+    context_length: int
+    cwd: Path | None = None
+
+
+@dataclass(slots=True)
+class RunState:
+    """What ``engine up`` records so that ``down``/``status`` work from another process."""
+
+    name: str
+    port: int
+    pid: int
+    log: str
+    served_model: str
+    context_length: int
+    started_at: float
+    argv: list[str] = field(default_factory=list)
+    ready_s: float | None = None
+    extra_pids: list[int] = field(default_factory=list)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def path(self) -> Path:
+        return state_dir() / f"{self.name}-{self.port}.json"
+
+    def save(self) -> None:
+        self.path().parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path().with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        os.replace(tmp, self.path())
+
+    @classmethod
+    def load(cls, path: Path) -> RunState:
+        return cls(**json.loads(path.read_text()))
+
+
+class Engine:
+    """Base class: subclasses fill in install, launch plan and readiness probe."""
+
+    name: str = ""
+    default_port: int = 0
+    version: str = ""
+    ready_timeout_s: float = 300.0
+    stop_timeout_s: float = 20.0
+    auth_key_env: str | None = None  # env var holding the API key (None: no auth)
+
+    # -- to override -----------------------------------------------------------------
+    def install(self) -> InstallResult:
+        """Install the engine into its own cache folder (idempotent)."""
+        raise NotImplementedError
+
+    def plan(self, port: int) -> LaunchPlan:
+        """The server command line for ``port`` (install and model already done)."""
+        raise NotImplementedError
+
+    def probe(self, port: int) -> tuple[Readiness, str]:
+        """One readiness probe; returns the state and a short detail for messages."""
+        raise NotImplementedError
+
+    def after_ready(self, state: RunState, deadline: float) -> None:
+        """Hook for engines that need steps once the server listens (Xinference: launch)."""
+
+    def api_key(self) -> str | None:
+        """The key clients must send, if the engine is started with one."""
+        return None
+
+    # -- shared ----------------------------------------------------------------------
+    def log_path(self, port: int) -> Path:
+        return logs_dir() / f"{self.name}-{port}.log"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@contextlib.contextmanager
+def file_lock(name: str, timeout_s: float = 1800.0) -> Iterator[None]:
+    """An exclusive lock under the cache root so two installs of one engine never race."""
+    path = cache_root() / "locks" / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise EngineError(f"timed out after {timeout_s:.0f} s waiting for lock {path}") from None
+                time.sleep(1.0)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def run_logged(argv: Sequence[str], log: Path, *, timeout_s: float, env: Mapping[str, str] | None = None,
+               cwd: Path | None = None, what: str = "") -> None:
+    """Run a setup step with its output appended to ``log``; raise with the log tail on failure."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as fh:
+        fh.write(f"\n$ {' '.join(argv)}\n")
+        fh.flush()
+        try:
+            proc = subprocess.run(list(argv), stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s,
+                                  env=None if env is None else dict(env), cwd=cwd, stdin=subprocess.DEVNULL,
+                                  check=False)
+        except subprocess.TimeoutExpired:
+            raise EngineError(f"{what or argv[0]}: timed out after {timeout_s:.0f} s; log {log}\n"
+                              + tail(log)) from None
+    if proc.returncode != 0:
+        raise EngineError(f"{what or argv[0]}: exit {proc.returncode}; log {log}\n" + tail(log))
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` lines of a log file (empty string if it does not exist)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 64_000))
+            text = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join("    " + line for line in text.splitlines()[-lines:])
+
+
+def clean_env(extra: Mapping[str, str]) -> dict[str, str]:
+    """The current environment without the caller's venv, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}
+    env.update(extra)
+    return env
+
+
+def venv_python() -> str:
+    """A Python 3.11+ interpreter to build engine venvs with (not the project's venv)."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    return base
+
+
+def pid_alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def tree_rss_mb(pid: int) -> float:
+    """Resident memory of ``pid`` and all its descendants, in MiB (0 if gone)."""
+    try:
+        proc = psutil.Process(pid)
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    total = 0
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            total += p.memory_info().rss
+    return total / 2**20
+
+
+def port_in_use(port: int) -> bool:
+    """True if something accepts TCP connections on 127.0.0.1:``port``."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+# --------------------------------------------------------------------------- life cycle
+
+
+def running_states() -> list[RunState]:
+    """Every recorded server whose process is still alive (stale state files are removed)."""
+    out: list[RunState] = []
+    if not state_dir().is_dir():
+        return out
+    for path in sorted(state_dir().glob("*.json")):
+        try:
+            state = RunState.load(path)
+        except (OSError, ValueError, TypeError):
+            path.unlink(missing_ok=True)
+            continue
+        if pid_alive(state.pid):
+            out.append(state)
+        else:
+            path.unlink(missing_ok=True)
+    return out
+
+
+def start(engine: Engine, port: int | None = None, *, echo: Any = print) -> RunState:
+    """Start ``engine`` on ``port`` and wait until it serves; return its recorded state.
+
+    If the same engine already runs there and is ready, it is reused. A port taken by anything
+    else is an error (never silently talk to a different server).
+    """
+    port = port or engine.default_port
+    for state in running_states():
+        if state.port == port:
+            if state.name == engine.name and engine.probe(port)[0] is Readiness.READY:
+                echo(f"{engine.name}: already running on port {port} (pid {state.pid})")
+                return state
+            raise EngineError(f"port {port} is used by {state.name} (pid {state.pid}); "
+                              f"run `servecheck engine down {state.name}` first")
+    if port_in_use(port):
+        raise EngineError(f"port {port} on 127.0.0.1 is already in use by another program")
+
+    plan = engine.plan(port)
+    log = engine.log_path(port)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with open(log, "w") as fh:
+        fh.write(f"$ {' '.join(plan.argv)}\n")
+        fh.flush()
+        proc = subprocess.Popen(plan.argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=plan.env, cwd=plan.cwd, start_new_session=True)
+    state = RunState(name=engine.name, port=port, pid=proc.pid, log=str(log), served_model=plan.served_model,
+                     context_length=plan.context_length, started_at=time.time(), argv=plan.argv)
+    state.save()
+    deadline = started + engine.ready_timeout_s
+    try:
+        wait_ready(engine, state, proc, deadline)
+        engine.after_ready(state, deadline)
+    except BaseException:
+        stop_state(state, timeout_s=engine.stop_timeout_s)
+        raise
+    state.ready_s = round(time.monotonic() - started, 1)
+    state.save()
+    return state
+
+
+def wait_ready(engine: Engine, state: RunState, proc: subprocess.Popen[bytes] | None, deadline: float) -> None:
+    """Poll ``engine.probe`` until ready, the process dies, or ``deadline`` (monotonic) passes."""
+    last: tuple[Readiness, str] = (Readiness.STARTING, "")
+    while True:
+        exited = proc.poll() if proc is not None else (None if pid_alive(state.pid) else -1)
+        if exited is not None:
+            raise EngineError(f"{engine.name}: server exited with code {exited} before it was ready; "
+                              f"log {state.log}\n{tail(Path(state.log))}")
+        last = engine.probe(state.port)
+        if last[0] is Readiness.READY:
+            return
+        if last[0] is Readiness.FAILED:
+            raise EngineError(f"{engine.name}: server reports failure ({last[1]}); log {state.log}\n"
+                              + tail(Path(state.log)))
+        if time.monotonic() > deadline:
+            raise EngineError(f"{engine.name}: not ready after {engine.ready_timeout_s:.0f} s "
+                              f"(last state: {last[0].value} {last[1]}); log {state.log}\n{tail(Path(state.log))}")
+        time.sleep(0.5)
+
+
+def stop_state(state: RunState, timeout_s: float = 20.0) -> bool:
+    """SIGTERM the server's process group, SIGKILL what is left after ``timeout_s``.
+
+    Returns True if something was running. The state file is removed either way.
+    """
+    pids = [state.pid, *state.extra_pids]
+    procs: list[psutil.Process] = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            p = psutil.Process(pid)
+            procs.append(p)
+            procs.extend(p.children(recursive=True))
+    was_running = bool(procs)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            # The server runs in its own session: its pgid is its pid.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, sig)
+        for p in procs:
+            with contextlib.suppress(psutil.Error):
+                p.send_signal(sig)
+        _, alive = psutil.wait_procs(procs, timeout=timeout_s if sig == signal.SIGTERM else 5.0)
+        procs = alive
+        if not procs:
+            break
+    state.path().unlink(missing_ok=True)
+    if procs:
+        raise EngineError(f"{state.name}: processes {[p.pid for p in procs]} survived SIGKILL")
+    return was_running

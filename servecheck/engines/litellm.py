@@ -1,0 +1,115 @@
+"""LiteLLM proxy in its own venv, routing ``servecheck-tiny`` to the local llama.cpp server.
+
+The proxy is what many deployments put in front of an engine, so the catalogue runs through it
+too. The master key comes from ``SERVECHECK_LITELLM_KEY`` (default ``sk-servecheck-local``) and
+reaches the proxy as an environment variable, never through a file. ``prisma`` is installed
+because without it every auth failure is a 500; cooldowns are off so that one failed upstream
+call does not turn the next seconds into 429s.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from servecheck.engines.base import (
+    Engine,
+    InstallResult,
+    LaunchPlan,
+    Readiness,
+    clean_env,
+    file_lock,
+    http,
+    run_logged,
+    venv_python,
+)
+from servecheck.engines.models import SERVED_NAME
+from servecheck.engines.paths import logs_dir, state_dir, venvs_dir
+
+VERSION = "1.108.7"
+ENV_KEY = "SERVECHECK_LITELLM_KEY"
+DEFAULT_KEY = "sk-servecheck-local"
+ENV_UPSTREAM = "SERVECHECK_LITELLM_UPSTREAM"
+DEFAULT_UPSTREAM = "http://127.0.0.1:8021/v1"  # the llamacpp engine's default port
+UPSTREAM_CONTEXT = 512  # llama.cpp -c 2048 -np 4: 512 tokens per slot
+
+CONFIG = """\
+# written by servecheck engine up litellm
+model_list:
+  - model_name: {name}
+    litellm_params:
+      model: openai/{name}
+      api_base: {upstream}
+      api_key: "none"
+general_settings:
+  master_key: os.environ/LITELLM_MASTER_KEY
+router_settings:
+  disable_cooldowns: true
+litellm_settings:
+  num_retries: 0
+"""
+
+
+class LiteLlm(Engine):
+    """``litellm --config`` on 127.0.0.1; upstream llama.cpp (started first if needed)."""
+
+    name = "litellm"
+    default_port = 8041
+    version = VERSION
+    ready_timeout_s = 120.0
+    stop_timeout_s = 15.0
+    auth_key_env = ENV_KEY
+
+    @property
+    def venv(self) -> Path:
+        return venvs_dir() / f"litellm-{VERSION}"
+
+    def install(self) -> InstallResult:
+        """Create the venv and install ``litellm[proxy]`` and ``prisma``."""
+        start = time.monotonic()
+        marker = self.venv / ".servecheck-installed"
+        want = f"litellm[proxy]=={VERSION} prisma\n"
+        if marker.is_file() and marker.read_text() == want:
+            return InstallResult(0.0, True, self.venv)
+        with file_lock(f"litellm-{VERSION}"):
+            if marker.is_file() and marker.read_text() == want:
+                return InstallResult(time.monotonic() - start, True, self.venv)
+            log = logs_dir() / f"install-litellm-{VERSION}.log"
+            env = clean_env({"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+            py = self.venv / "bin" / "python"
+            if not py.is_file():
+                run_logged([venv_python(), "-m", "venv", str(self.venv)], log, timeout_s=120, env=env,
+                           what="litellm: create venv")
+            run_logged([str(py), "-m", "pip", "install", f"litellm[proxy]=={VERSION}", "prisma"], log,
+                       timeout_s=1200, env=env, what="litellm: install")
+            marker.write_text(want)
+        return InstallResult(time.monotonic() - start, False, self.venv)
+
+    def api_key(self) -> str | None:
+        return os.environ.get(ENV_KEY) or DEFAULT_KEY
+
+    def upstream(self) -> str:
+        return os.environ.get(ENV_UPSTREAM, DEFAULT_UPSTREAM).rstrip("/")
+
+    def plan(self, port: int) -> LaunchPlan:
+        config = state_dir() / f"litellm-{port}.yaml"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(CONFIG.format(name=SERVED_NAME, upstream=self.upstream()))
+        argv = [str(self.venv / "bin" / "litellm"), "--config", str(config), "--host", "127.0.0.1",
+                "--port", str(port), "--num_workers", "1"]
+        env = clean_env({
+            "LITELLM_MASTER_KEY": self.api_key() or DEFAULT_KEY,
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "LITELLM_TELEMETRY": "False",
+            "LITELLM_LOG": os.environ.get("LITELLM_LOG", "INFO"),
+        })
+        return LaunchPlan(argv=argv, env=env, served_model=SERVED_NAME, context_length=UPSTREAM_CONTEXT)
+
+    def probe(self, port: int) -> tuple[Readiness, str]:
+        r = http("GET", f"http://127.0.0.1:{port}/health/readiness", timeout=3.0)
+        if r.status == -1:
+            return Readiness.STARTING, r.error
+        if r.status == 200:
+            return Readiness.READY, "ok"
+        return Readiness.LOADING, f"/health/readiness HTTP {r.status}"

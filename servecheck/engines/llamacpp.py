@@ -1,0 +1,140 @@
+"""llama.cpp's ``llama-server``, built from the sources vendored in llama-cpp-python's sdist.
+
+PyPI carries llama.cpp only inside the ``llama-cpp-python`` source distribution, so the install
+downloads that sdist with pip, builds just the ``llama-server`` target (static, no UI, no
+OpenSSL: about 5.5 minutes on 2 cores) and keeps the one binary under
+``<cache>/llamacpp/<version>/bin``. Later installs find the binary and take no time.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+from servecheck.engines.base import (
+    Engine,
+    EngineError,
+    InstallResult,
+    LaunchPlan,
+    Readiness,
+    clean_env,
+    file_lock,
+    http,
+    run_logged,
+)
+from servecheck.engines.models import SERVED_NAME, ensure_tiny_model
+from servecheck.engines.paths import cache_root, logs_dir
+
+VERSION = "0.3.36"  # llama-cpp-python release whose vendored llama.cpp we build
+CTX_TOTAL = 2048
+PARALLEL = 4
+THREADS = 1  # 2 threads on a busy 2-core machine collapsed throughput once; 1 is stable
+ENV_API_KEY = "SERVECHECK_LLAMACPP_API_KEY"
+
+CMAKE_FLAGS = (
+    "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=OFF", "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+)
+
+
+class LlamaCpp(Engine):
+    """``llama-server`` with the tiny GGUF: ``-c 2048 -np 4`` gives 512 tokens per slot."""
+
+    name = "llamacpp"
+    default_port = 8021
+    version = VERSION
+    ready_timeout_s = 120.0
+    stop_timeout_s = 10.0
+    auth_key_env = ENV_API_KEY
+
+    @property
+    def root(self) -> Path:
+        return cache_root() / "llamacpp"
+
+    @property
+    def binary(self) -> Path:
+        return self.root / VERSION / "bin" / "llama-server"
+
+    def install(self) -> InstallResult:
+        """Build ``llama-server`` once (cached by version)."""
+        start = time.monotonic()
+        if self.binary.is_file():
+            return InstallResult(0.0, True, self.binary)
+        with file_lock(f"llamacpp-{VERSION}"):
+            if self.binary.is_file():
+                return InstallResult(time.monotonic() - start, True, self.binary)
+            if not shutil.which("cmake") or not (shutil.which("c++") or shutil.which("g++")):
+                raise EngineError("llamacpp: building llama-server needs cmake and a C++ compiler "
+                                  "(Debian: apt-get install -y cmake g++)")
+            log = logs_dir() / f"install-llamacpp-{VERSION}.log"
+            src = self.root / f"src-{VERSION}"
+            build = self.root / f"build-{VERSION}"
+            if not (src / "vendor" / "llama.cpp" / "CMakeLists.txt").is_file():
+                dl = self.root / "sdist"
+                run_logged([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+                            f"llama-cpp-python=={VERSION}", "-d", str(dl)], log, timeout_s=900,
+                           what="llamacpp: download sdist")
+                archives = sorted(dl.glob(f"llama_cpp_python-{VERSION}.tar.gz"))
+                if not archives:
+                    raise EngineError(f"llamacpp: sdist not found in {dl}")
+                shutil.rmtree(src, ignore_errors=True)
+                _extract(archives[0], src)
+            vendored = src / "vendor" / "llama.cpp"
+            run_logged(["cmake", "-S", str(vendored), "-B", str(build), *CMAKE_FLAGS], log, timeout_s=300,
+                       what="llamacpp: cmake configure")
+            jobs = str(max(1, os.cpu_count() or 1))
+            run_logged(["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs], log,
+                       timeout_s=3600, what="llamacpp: build llama-server")
+            built = build / "bin" / "llama-server"
+            if not built.is_file():
+                raise EngineError(f"llamacpp: build finished but {built} is missing; log {log}")
+            self.binary.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.binary.with_suffix(".tmp")
+            shutil.copy2(built, tmp)
+            os.replace(tmp, self.binary)
+            # The build tree is ~100x the binary; the sdist stays for a rebuild without network.
+            shutil.rmtree(build, ignore_errors=True)
+            shutil.rmtree(src, ignore_errors=True)
+        return InstallResult(time.monotonic() - start, False, self.binary)
+
+    def api_key(self) -> str | None:
+        return os.environ.get(ENV_API_KEY) or None
+
+    def plan(self, port: int) -> LaunchPlan:
+        model = ensure_tiny_model()
+        argv = [str(self.binary), "-m", str(model.gguf_path), "--host", "127.0.0.1", "--port", str(port),
+                "-c", str(CTX_TOTAL), "-np", str(PARALLEL), "-t", str(THREADS), "--jinja", "--metrics",
+                "--slots", "--alias", SERVED_NAME]
+        key = self.api_key()
+        if key:
+            argv += ["--api-key", key]
+        return LaunchPlan(argv=argv, env=clean_env({}), served_model=SERVED_NAME,
+                          context_length=CTX_TOTAL // PARALLEL)
+
+    def probe(self, port: int) -> tuple[Readiness, str]:
+        r = http("GET", f"http://127.0.0.1:{port}/health", timeout=2.0)
+        if r.status == -1:
+            return Readiness.STARTING, r.error
+        if r.status == 200:
+            return Readiness.READY, "ok"
+        if r.status == 503:
+            return Readiness.LOADING, r.body[:200]
+        return Readiness.LOADING, f"HTTP {r.status} {r.body[:200]}"
+
+
+def _extract(archive: Path, dest: Path) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive) as tar:
+        members = []
+        for m in tar.getmembers():
+            parts = Path(m.name).parts[1:]  # strip the top folder
+            if not parts or m.issym() or m.islnk() or ".." in parts:
+                continue
+            m.name = str(Path(*parts))
+            members.append(m)
+        tar.extractall(dest, members=members, filter="data")

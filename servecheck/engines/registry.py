@@ -1,0 +1,43 @@
+"""Names of the local engines and the objects behind them (imported lazily)."""
+
+from __future__ import annotations
+
+from servecheck.engines.base import Engine
+from servecheck.errors import UsageError, did_you_mean
+
+# name -> default port; the order is the start order of ``engine up all`` (LiteLLM routes to
+# llama.cpp, so it comes after it).
+ENGINE_PORTS: dict[str, int] = {
+    "vllm": 8011,
+    "vllm-chunked": 8012,
+    "llamacpp": 8021,
+    "xinference": 8031,
+    "litellm": 8041,
+}
+ENGINE_NAMES: tuple[str, ...] = tuple(ENGINE_PORTS)
+
+
+def get_engine(name: str) -> Engine:
+    """The engine called ``name``; a :class:`UsageError` with a suggestion for unknown names."""
+    if name == "vllm":
+        from servecheck.engines.vllm import Vllm
+
+        return Vllm()
+    if name == "vllm-chunked":
+        from servecheck.engines.vllm import Vllm
+
+        return Vllm(chunked=True)
+    if name == "llamacpp":
+        from servecheck.engines.llamacpp import LlamaCpp
+
+        return LlamaCpp()
+    if name == "xinference":
+        from servecheck.engines.xinference import Xinference
+
+        return Xinference()
+    if name == "litellm":
+        from servecheck.engines.litellm import LiteLlm
+
+        return LiteLlm()
+    raise UsageError(f"unknown engine {name!r}{did_you_mean(name, ENGINE_NAMES)}; "
+                     f"engines: {', '.join(ENGINE_NAMES)}")

