@@ -16,8 +16,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from prometheus_client.parser import text_string_to_metric_families
-
 # canonical name -> what it means (documented in docs/telemetry.md)
 CANONICAL: dict[str, str] = {
     "kv_usage": "KV-cache usage as a 0-1 fraction",
@@ -92,6 +90,8 @@ def parse_samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
 
     Raises ``ValueError`` on text the Prometheus parser rejects.
     """
+    from prometheus_client.parser import text_string_to_metric_families
+
     out: dict[str, list[tuple[dict[str, str], float]]] = {}
     aliases: dict[str, list[tuple[dict[str, str], float]]] = {}
     for family in text_string_to_metric_families(text):

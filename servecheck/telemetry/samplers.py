@@ -15,14 +15,18 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import httpx
-import psutil
+from typing import TYPE_CHECKING, Any
 
 from servecheck.telemetry.nvml import NvmlBackend, NvmlUnavailable, PynvmlBackend
 from servecheck.telemetry.prometheus import MetricMap, extract, parse_samples
 from servecheck.telemetry.series import Gap, Sample, SeriesWriter, gap_from_exception
+
+if TYPE_CHECKING:
+    import httpx
+    import psutil
+
+# httpx and psutil are imported where used: the NVML sampler must run where only the standard
+# library and pynvml exist (scripts/device_nvml_check.py on a bare GPU machine).
 
 DEFAULT_MAX_DURATION_S = 7 * 24 * 3600.0
 
@@ -198,6 +202,8 @@ class PrometheusSampler(Sampler):
             raise SourceUnavailable(
                 f"no metric mapping for engine {self.engine!r}: give telemetry.metrics in targets.yaml"
             )
+        import httpx
+
         self._client = httpx.Client(timeout=self.timeout_s, headers=self.headers, trust_env=False)
 
     def teardown(self) -> None:
@@ -239,6 +245,8 @@ class DcgmSampler(Sampler):
         self._client: httpx.Client | None = None
 
     def setup(self) -> None:
+        import httpx
+
         self._client = httpx.Client(timeout=self.timeout_s, headers=self.headers, trust_env=False)
 
     def teardown(self) -> None:
@@ -309,6 +317,8 @@ def find_pid_listening(port: int) -> int | None:
 
     Processes of other users may show no pid without privileges; then None.
     """
+    import psutil
+
     try:
         conns = psutil.net_connections(kind="tcp")
     except (psutil.AccessDenied, PermissionError):
@@ -342,6 +352,8 @@ class RssSampler(Sampler):
         self._proc: psutil.Process | None = None
 
     def _process(self) -> psutil.Process:
+        import psutil
+
         if self._proc is not None and self._proc.is_running():
             return self._proc
         pid = self.pid
@@ -354,6 +366,8 @@ class RssSampler(Sampler):
         return self._proc
 
     def sample(self, t: float, t_mono: float) -> list[Sample]:
+        import psutil
+
         root = self._process()
         procs = [root]
         try:

@@ -18,11 +18,12 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
-
-import pandas as pd
+from typing import IO, TYPE_CHECKING, Any
 
 from servecheck.redact import redact
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TELEMETRY_DIR = "telemetry"
 GAP = "gap"
@@ -140,6 +141,8 @@ def load_series(where: Path | str | Iterable[Path | str]) -> pd.DataFrame:
             paths.extend(sorted((sub if sub.is_dir() else p).glob("*.jsonl")))
         elif p.exists():
             paths.append(p)
+    import pandas as pd  # here, not at import: writers must work without pandas
+
     rows: list[dict[str, Any]] = []
     for p in paths:
         rows.extend(_read_jsonl(p))

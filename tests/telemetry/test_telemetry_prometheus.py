@@ -101,3 +101,13 @@ def test_every_engine_mapping_uses_canonical_names():
     for engine, mapping in ENGINE_METRICS.items():
         unknown = set(mapping) - set(CANONICAL)
         assert not unknown, f"{engine} maps non-canonical names {unknown}"
+
+
+def test_package_exports_resolve_lazily():
+    import servecheck.telemetry as telemetry
+
+    assert sorted(telemetry.__all__) == sorted(telemetry._MODULE_OF)
+    for name in telemetry.__all__:
+        assert getattr(telemetry, name) is not None
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        telemetry.nope  # noqa: B018

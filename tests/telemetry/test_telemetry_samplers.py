@@ -48,10 +48,12 @@ def test_prometheus_sampler_survives_the_server_going_down(tmp_path, metrics_ser
     samples = [r for r in rows if r["kind"] == "sample"]
     gaps = [r for r in rows if r["kind"] == "gap"]
     assert {r["metric"] for r in samples} == {"kv_usage", "requests_running", "requests_waiting", "preemptions_total"}
-    assert {r["error_class"] for r in gaps} == {"ConnectError"}
+    # A kept-alive connection cut mid-request reads as ReadError / RemoteProtocolError first.
+    assert {r["error_class"] for r in gaps} <= {"ConnectError", "ReadError", "RemoteProtocolError"}
+    assert gaps[-1]["error_class"] == "ConnectError"
     assert len(gaps) == summary.gaps
     assert all(r["t"] >= samples[-1]["t"] for r in gaps)
-    assert summary.last_error is not None and summary.last_error.startswith("ConnectError: ")
+    assert summary.last_error == f"ConnectError: {gaps[-1]['error']}"
 
 
 @pytest.mark.parametrize(
