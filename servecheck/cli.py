@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -71,6 +72,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"servecheck {name}: error: {redact(str(exc))}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # stdout closed early (``servecheck checks | head``): not an error worth a traceback.
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        except OSError:
+            pass
+        return 0
     except KeyboardInterrupt:
         print(f"servecheck {name}: interrupted", file=sys.stderr)
         return 130

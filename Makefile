@@ -1,0 +1,38 @@
+# The two commands of the README. Both create .venv and install what they need on first use.
+#   make check   conformance run against the embedded reference server, report under reports/
+#   make test    servecheck's own self-tests
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: check test venv docs lint typecheck bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
+	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+check: $(STAMP)
+	$(BIN)/servecheck check
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n auto
+
+docs: $(STAMP)
+	$(BIN)/python -m servecheck.docs
+
+lint: $(STAMP)
+	$(BIN)/ruff check servecheck tests suites scenarios
+
+typecheck: $(STAMP)
+	$(BIN)/mypy servecheck
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) reports/*/ .pytest_cache

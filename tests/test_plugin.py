@@ -1,0 +1,132 @@
+"""The pytest plugin as a user meets it: options, outcomes, messages (pytester)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+SUITE = textwrap.dedent('''
+    from servecheck.checks import run_check
+
+    SURFACE = "{surface}"
+
+
+    def test_conformance(sc_case, sc_ctx):
+        run_check(sc_case.check, sc_ctx)
+''')
+
+
+def _targets(pytester, server, extra: str = "") -> None:
+    pytester.makefile(".yaml", targets=textwrap.dedent(f"""\
+        targets:
+          - name: ref
+            base_url: {server.base_url}
+            engine: reference
+            models: [ref-tiny]
+            context_length: 512
+            timeout_s: 10
+        """) + extra)
+
+
+def _suite(pytester, surface: str) -> None:
+    pytester.makepyfile(**{f"test_{surface.lower()}": SUITE.format(surface=surface)})
+
+
+def test_failure_names_the_check_and_gives_curl(pytester, make_reference):
+    server = make_reference("usage-sum-wrong")
+    _targets(pytester, server)
+    _suite(pytester, "CHAT")
+    result = pytester.runpytest("-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml")
+    result.assert_outcomes(passed=8, failed=1)
+    result.stdout.fnmatch_lines([
+        "*test_conformance?ref/ref-tiny/CHAT-USAGE?*",
+        "CHAT-USAGE: usage.total_tokens is not prompt_tokens + completion_tokens",
+        "  Expected: total_tokens == * + * = *",
+        "  Received: total_tokens = *",
+        "  Reproduce: curl -sS -X POST http://127.0.0.1:*/v1/chat/completions *",
+    ])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_header_shows_engine_models_context(pytester, make_reference):
+    server = make_reference()
+    _targets(pytester, server)
+    _suite(pytester, "HEALTH")
+    result = pytester.runpytest("-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml")
+    result.stdout.fnmatch_lines(["servecheck targets:", "  ref: engine reference, models ref-tiny (declared), context 512 (declared)*"])
+    result.assert_outcomes(passed=2)
+
+
+def test_allowed_deviation_is_nonstrict_not_pass(pytester, make_reference):
+    server = make_reference("usage-sum-wrong")
+    _targets(pytester, server, "    allow: {CHAT-USAGE: 'billing done elsewhere'}\n")
+    _suite(pytester, "CHAT")
+    result = pytester.runpytest("-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml", "-rX", "-rx")
+    result.stdout.fnmatch_lines(["*1 nonstrict*"])
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed") == 8
+    assert outcomes.get("nonstrict") == 1
+    assert "failed" not in outcomes
+
+
+def test_missing_capability_and_exclude_are_skips_with_reasons(pytester, make_reference):
+    server = make_reference()
+    _targets(pytester, server, "    capabilities: {n: false}\n    exclude: ['CHAT-LOG*']\n")
+    _suite(pytester, "CHAT")
+    result = pytester.runpytest("-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml", "-rs")
+    result.assert_outcomes(passed=7, skipped=2)
+    result.stdout.fnmatch_lines([
+        "*CHAT-N: ref does not declare capability n*",
+        "*CHAT-LOGPROBS: excluded for ref by targets.yaml exclude 'CHAT-LOG*'*",
+    ])
+
+
+def test_known_failure_is_strict_xfail(pytester, make_reference):
+    clean = make_reference()
+    _targets(pytester, clean, "    known_failures: {CHAT-USAGE: 'engine bug #123'}\n")
+    _suite(pytester, "CHAT")
+    result = pytester.runpytest("-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml")
+    # the clean server passes CHAT-USAGE, so the strict xfail reports the fix as a failure
+    result.assert_outcomes(passed=8, failed=1)
+    result.stdout.fnmatch_lines(["*XPASS(strict)*known failure on ref: engine bug #123*"])
+
+
+def test_broken_targets_file_is_a_usage_error(pytester):
+    pytester.makefile(".yaml", targets="targets:\n  - name: ref\n    base_url: http://127.0.0.1:1/v1\n    engin: vllm\n")
+    _suite(pytester, "CHAT")
+    result = pytester.runpytest("-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: targets.yaml:4: targets[0].engin: unknown key 'engin' (did you mean \"engine\"?)"])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_options_listed_in_help(pytester):
+    result = pytester.runpytest("-p", "servecheck.pytest_plugin", "--help")
+    result.stdout.fnmatch_lines([
+        "servecheck: conformance checks against OpenAI-compatible targets:",
+        "  --target=NAME*",
+        "  --targets-file=PATH*",
+        "  --model=NAME*",
+        "  --sc-report-dir=DIR*",
+    ])
+
+
+def test_results_written_as_they_finish_and_key_redacted(pytester, make_reference, tmp_path, monkeypatch):
+    key = "sk-plugin-test-key-1234567890"
+    server = make_reference("usage-sum-wrong", api_key=key)
+    _targets(pytester, server, "    api_key: ${MY_KEY}\n")
+    _suite(pytester, "CHAT")
+    report = tmp_path / "rep"
+    monkeypatch.setenv("MY_KEY", key)
+    result = pytester.runpytest_subprocess("-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml",
+                                           "--sc-report-dir", str(report), "-n", "2")
+    result.assert_outcomes(passed=8, failed=1)
+    lines = (report / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 9
+    assert '"check": "CHAT-USAGE"' in (report / "summary.json").read_text()
+    for path in report.iterdir():
+        assert key not in path.read_text(), path
+    assert key not in result.stdout.str() + result.stderr.str()
