@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,13 @@ from servecheck.preflight.findings import Severity
 
 @dataclass(slots=True)
 class TokenizerInfo:
-    """What we could learn cheaply: token -> id lookups and the total number of tokens."""
+    """What we could learn cheaply: token -> id lookups and the total number of tokens.
 
-    vocab: dict[str, int] = field(default_factory=dict)
+    ``lookup`` answers one token at a time: building a Python dict of a 128k-token vocabulary
+    costs more than loading the tokenizer itself, and we only ask about two tokens.
+    """
+
+    lookup: Callable[[str], int | None]
     size: int | None = None
 
 
@@ -28,7 +33,7 @@ def _load_tokenizer_json(ctx: Context, path: Path) -> TokenizerInfo | None:
             from tokenizers import Tokenizer
 
             tok = Tokenizer.from_file(str(path))
-            return TokenizerInfo(vocab=tok.get_vocab(with_added_tokens=True), size=tok.get_vocab_size(True))
+            return TokenizerInfo(lookup=tok.token_to_id, size=tok.get_vocab_size(with_added_tokens=True))
         data = json.loads(path.read_text(encoding="utf-8"))
         vocab: dict[str, int] = {}
         model_vocab = data.get("model", {}).get("vocab")
@@ -38,7 +43,7 @@ def _load_tokenizer_json(ctx: Context, path: Path) -> TokenizerInfo | None:
             vocab.update({str(p[0]): i for i, p in enumerate(model_vocab) if p})
         for added in data.get("added_tokens") or []:
             vocab[added["content"]] = added["id"]
-        return TokenizerInfo(vocab=vocab, size=(max(vocab.values()) + 1) if vocab else 0)
+        return TokenizerInfo(lookup=vocab.get, size=(max(vocab.values()) + 1) if vocab else 0)
     except Exception as exc:  # noqa: BLE001 - any load failure is the finding itself
         ctx.add(
             "PF-TOK-UNREADABLE",
@@ -118,7 +123,7 @@ def _check_special(
         text = _token_text(tok_config.get(f"{role}_token"))
         if text is None:
             continue
-        tok_id = info.vocab.get(text)
+        tok_id = info.lookup(text)
         if tok_id is None:
             ctx.add(
                 "PF-TOK-SPECIAL-UNKNOWN",
