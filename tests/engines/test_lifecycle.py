@@ -1,0 +1,140 @@
+"""The shared engine life cycle (start, readiness, failure, stop) with a fake engine.
+
+The fake engine is a stdlib HTTP server in a subprocess that first answers 503 ("loading"),
+then 200, so these tests exercise the real process handling without installing anything.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from servecheck.engines import base
+from servecheck.engines.base import Engine, EngineError, LaunchPlan, Readiness, RunState
+
+FAKE_SERVER = textwrap.dedent('''
+    import http.server, sys, time
+    port, load_s, mode = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+    if mode == "crash":
+        print("fatal: cannot load model", flush=True)
+        sys.exit(3)
+    started = time.monotonic()
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            ok = time.monotonic() - started >= load_s
+            self.send_response(200 if ok else 503)
+            self.end_headers()
+            self.wfile.write(b"ok" if ok else b"loading")
+        def log_message(self, *a):
+            pass
+    if mode == "ignore-term":
+        import signal
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+''')
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class FakeEngine(Engine):
+    name = "fake"
+    ready_timeout_s = 10.0
+    stop_timeout_s = 1.0
+
+    def __init__(self, script: Path, *, load_s: float = 0.3, mode: str = "serve") -> None:
+        self.script, self.load_s, self.mode = script, load_s, mode
+        self.default_port = _free_port()
+
+    def plan(self, port: int) -> LaunchPlan:
+        argv = [sys.executable, str(self.script), str(port), str(self.load_s), self.mode]
+        return LaunchPlan(argv=argv, env=base.clean_env({}), served_model="fake-model", context_length=64)
+
+    def probe(self, port: int) -> tuple[Readiness, str]:
+        r = base.http("GET", f"http://127.0.0.1:{port}/health", timeout=1.0)
+        if r.status == -1:
+            return Readiness.STARTING, r.error
+        return (Readiness.READY, "ok") if r.status == 200 else (Readiness.LOADING, r.body)
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SERVECHECK_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "fake_server.py"
+    path.write_text(FAKE_SERVER)
+    return path
+
+
+def test_start_waits_through_loading_then_stop(cache: Path, script: Path) -> None:
+    engine = FakeEngine(script, load_s=0.8)
+    state = base.start(engine, echo=lambda *_: None)
+    try:
+        assert engine.probe(state.port)[0] is Readiness.READY
+        assert state.ready_s is not None and state.ready_s >= 0.5, f"ready too early: {state.ready_s}"
+        recorded = [s.pid for s in base.running_states()]
+        assert recorded == [state.pid], f"state dir holds {recorded}, expected [{state.pid}]"
+        again = base.start(engine, echo=lambda *_: None)
+        assert again.pid == state.pid, "a second `up` must reuse the running server"
+    finally:
+        assert base.stop_state(state, timeout_s=5.0) is True
+    assert not base.pid_alive(state.pid)
+    assert base.running_states() == []
+
+
+def test_crash_before_ready_reports_exit_code_and_log_tail(cache: Path, script: Path) -> None:
+    engine = FakeEngine(script, mode="crash")
+    with pytest.raises(EngineError) as info:
+        base.start(engine, echo=lambda *_: None)
+    message = str(info.value)
+    assert "exited with code 3 before it was ready" in message
+    assert "fatal: cannot load model" in message, f"log tail missing from: {message}"
+    assert base.running_states() == []
+
+
+def test_not_ready_in_time_is_bounded_and_cleans_up(cache: Path, script: Path) -> None:
+    engine = FakeEngine(script, load_s=60)
+    engine.ready_timeout_s = 1.5
+    t0 = time.monotonic()
+    with pytest.raises(EngineError, match=r"not ready after 2 s \(last state: loading"):
+        base.start(engine, echo=lambda *_: None)
+    assert time.monotonic() - t0 < 10, "readiness wait overran its deadline"
+    assert base.running_states() == []
+
+
+def test_stop_escalates_to_sigkill(cache: Path, script: Path) -> None:
+    engine = FakeEngine(script, load_s=0, mode="ignore-term")
+    state = base.start(engine, echo=lambda *_: None)
+    t0 = time.monotonic()
+    base.stop_state(state, timeout_s=0.5)
+    assert not base.pid_alive(state.pid)
+    assert time.monotonic() - t0 < 8
+
+
+def test_port_taken_by_another_program_is_refused(cache: Path, script: Path) -> None:
+    engine = FakeEngine(script)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", engine.default_port))
+        s.listen()
+        with pytest.raises(EngineError, match="already in use by another program"):
+            base.start(engine, echo=lambda *_: None)
+
+
+def test_stale_state_files_are_dropped(cache: Path) -> None:
+    dead = RunState(name="fake", port=1, pid=2**22 + 12345, log="x", served_model="m", context_length=1,
+                    started_at=0.0)
+    dead.save()
+    assert base.running_states() == []
+    assert not dead.path().exists()
