@@ -45,6 +45,16 @@ class Secret(str):
     def __format__(self, spec: str) -> str:
         return MASK
 
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        # Lets pydantic models hold a Secret (validated as a str, shown as a string in the schema)
+        # without this core module importing pydantic at import time.
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_after_validator_function(
+            cls, core_schema.str_schema(), serialization=core_schema.plain_serializer_function_ser_schema(lambda v: MASK)
+        )
+
 
 def register(secret: str | None) -> None:
     """Remember a secret so that :func:`redact` masks it everywhere."""

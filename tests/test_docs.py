@@ -1,0 +1,52 @@
+"""Docs that cannot rot: generated files match the code, README commands exist."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from servecheck.cli import COMMANDS
+from servecheck.docs import ROOT, generated
+
+
+def test_generated_docs_are_current():
+    stale = [str(p.relative_to(ROOT)) for p, text in generated().items() if not p.exists() or p.read_text() != text]
+    assert not stale, f"regenerate with `make docs` (python -m servecheck.docs): {stale}"
+
+
+def test_readme_commands_exist():
+    readme = (ROOT / "README.md").read_text()
+    for name in re.findall(r"servecheck ([a-z][a-z-]+)", readme):
+        assert name in COMMANDS, f"README mentions `servecheck {name}`, which is not a command"
+    makefile = (ROOT / "Makefile").read_text()
+    for target in re.findall(r"make ([a-z][a-z-]+)", readme):
+        assert re.search(rf"^{target}:", makefile, re.M), f"README mentions `make {target}`, not in the Makefile"
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "make test" in readme
+    assert re.search(r"^\s*make test\b", ci, re.M), ".ci/run must run the README's test command"
+
+
+def test_architecture_names_every_package():
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    for package in sorted(p.name for p in (ROOT / "servecheck").iterdir() if p.is_dir() and (p / "__init__.py").exists()):
+        assert f"servecheck/{package}/" in text, f"ARCHITECTURE.md does not place servecheck/{package}/"
+
+
+def test_layering_rules_hold():
+    """The library never imports suites/scenarios; only the adapters import pytest or locust."""
+    pkg = ROOT / "servecheck"
+    for path in pkg.rglob("*.py"):
+        rel = path.relative_to(ROOT).as_posix()
+        text = path.read_text()
+        assert not re.search(r"^\s*(from|import) (suites|scenarios|loadtests)\b", text, re.M), rel
+        if re.search(r"^\s*(import|from) locust\b", text, re.M):
+            assert rel == "servecheck/load/locust_user.py", f"{rel} imports locust"
+        if re.search(r"^\s*(import|from) pytest\b", text, re.M):
+            assert rel in ("servecheck/pytest_plugin.py", "servecheck/report/allure_glue.py"), f"{rel} imports pytest"
+    for path in (pkg / "reference").rglob("*.py"):
+        text = path.read_text()
+        assert "servecheck.client" not in text and "servecheck.checks" not in text, f"{path} must not share code with the checks"
