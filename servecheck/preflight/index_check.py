@@ -94,7 +94,9 @@ def check_index(
                 )
         _check_total_size(ctx, index_path, by_shard, shards)
     if indexed:
-        for name in sorted(set(shards) - indexed):
+        # consolidated*.safetensors is Mistral's native format, shipped next to the HF shards
+        # in official repos; engines choose one format, so it is not a leftover.
+        for name in sorted(n for n in set(shards) - indexed if not n.startswith("consolidated")):
             ctx.add(
                 "PF-INDEX-STRAY-SHARD",
                 model_dir / name,

@@ -44,8 +44,12 @@ def _is_repo_dir(path: Path) -> bool:
 
 def detect_layout(path: Path) -> Layout:
     """Classify ``path``; raise :class:`UsageError` for something preflight cannot check."""
-    if not path.exists() and not path.is_symlink():
-        raise UsageError(f"{path}: no such file or directory")
+    try:
+        path.stat()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file or directory") from None
+    except PermissionError:
+        raise UsageError(f"{path}: permission denied (a directory above it lacks x for you)") from None
     if path.is_file():
         if path.suffix not in (".safetensors", ".gguf"):
             raise UsageError(f"{path}: expected a model folder, a .safetensors or a .gguf file")

@@ -87,6 +87,8 @@ def run_preflight(
     options = options or PreflightOptions()
     root = Path(path)
     lay = layout.detect_layout(root)
+    if options.revision is not None and lay.kind != "hf-cache":
+        raise UsageError(f"--revision {options.revision}: {root} is not an HF cache repo (models--org--name)")
     if options.manifest is not None and not options.manifest.is_file():
         raise UsageError(f"--manifest {options.manifest}: no such file")
     # A single file's findings are shown relative to its folder ("model.gguf", not ".").
@@ -105,7 +107,17 @@ def run_preflight(
     if lay.single_file is not None:
         files = [lay.single_file]
     else:
-        files = sorted(p for p in model_dir.iterdir() if p.is_file() and p not in ctx.broken)
+        try:
+            files = sorted(p for p in model_dir.iterdir() if p.is_file() and p not in ctx.broken)
+        except OSError as exc:
+            # Only reachable when the folder cannot be listed by us; say so instead of a traceback.
+            ctx.add(
+                "PF-ACCESS-DIR",
+                model_dir,
+                f"cannot list the model folder: {exc.strerror or exc}",
+                f"chmod o+rx {model_dir} (or run as its owner/group)",
+            )
+            return _finish(report, ctx, started)
     host_check.check_access(ctx, model_dir, files)
     usable = [f for f in files if f not in ctx.broken]
     report.files_checked = len(usable)
@@ -114,7 +126,10 @@ def run_preflight(
     gguf_files = [f for f in usable if f.suffix == ".gguf"]
     shards: dict[str, ShardInfo] = {}
     for f in st_files:
-        shards[f.name] = check_safetensors_file(f, ctx)
+        try:
+            shards[f.name] = check_safetensors_file(f, ctx)
+        except OSError as exc:
+            _unreadable(ctx, f, exc)
     loaded = set(shards)
     if lay.single_file is None:
         other = []
@@ -126,7 +141,15 @@ def run_preflight(
         index_check.check_series(ctx, model_dir, all_names, has_index=bool(indexed))
         index_check.check_duplicates(ctx, model_dir, shards, loaded)
         gguf_check.check_gguf_splits(ctx, model_dir, [p.name for p in model_dir.iterdir() if p.suffix == ".gguf"])
-    ggufs = [info for f in gguf_files if (info := gguf_check.check_gguf_file(ctx, f)) is not None]
+    ggufs: list[gguf_check.GGUFInfo] = []
+    for f in gguf_files:
+        try:
+            info = gguf_check.check_gguf_file(ctx, f)
+        except OSError as exc:
+            _unreadable(ctx, f, exc)
+            continue
+        if info is not None:
+            ggufs.append(info)
 
     weight_suffixes = {p.suffix for p in files}
     if not weight_suffixes & {".safetensors", ".gguf"}:
@@ -152,7 +175,7 @@ def run_preflight(
     elif ggufs and not st_files:
         check_chat_template(ctx, model_dir, None, gguf_template=any(g.chat_template for g in ggufs))
 
-    report.weight_bytes = sum(shards[n].tensors and sum(shards[n].tensors.values()) or 0 for n in loaded if n in shards)
+    report.weight_bytes = sum(sum(shards[n].tensors.values()) for n in loaded if n in shards)
     if ggufs:
         report.weight_bytes += _gguf_weight_bytes(ggufs)
     model_bytes = sum(f.stat().st_size for f in usable if f.suffix in (".safetensors", ".gguf", *_PICKLE_SUFFIXES))
@@ -164,6 +187,18 @@ def run_preflight(
         jobs = integrity.hash_jobs(ctx, model_dir, lay.blobs, weights)
         report.hashed_bytes = integrity.verify(ctx, jobs, progress)
     return _finish(report, ctx, started)
+
+
+def _unreadable(ctx: Context, path: Path, exc: OSError) -> None:
+    # The mode-bit check passed but the read failed (ACLs, SELinux, a broken mount): report
+    # it as an access problem rather than abort the whole preflight.
+    ctx.broken.add(path)
+    ctx.add(
+        "PF-ACCESS-FILE",
+        path,
+        f"could not read it: {exc.strerror or exc}",
+        "check ACLs, SELinux labels and the mount, then the file's permissions",
+    )
 
 
 def _gguf_weight_bytes(ggufs: list[gguf_check.GGUFInfo]) -> int:

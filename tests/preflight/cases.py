@@ -161,7 +161,7 @@ PLAIN_CASES = {
         "warning",
     ),
     "stray-shard": Case(
-        _f(lambda d: save_file(shard_tensors(7), str(d / "consolidated.safetensors"))), "PF-INDEX-STRAY-SHARD", "warning"
+        _f(lambda d: save_file(shard_tensors(7), str(d / "model-old.safetensors"))), "PF-INDEX-STRAY-SHARD", "warning"
     ),
     "mixed-revisions-sharding": Case(
         _f(lambda d: save_file(shard_tensors(9), str(d / "model-00001-of-00003.safetensors"))),

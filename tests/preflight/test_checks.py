@@ -229,3 +229,80 @@ def test_quantization_aliases_and_online_methods_pass(tmp_path: Path) -> None:
     findings = run_preflight(plain, PreflightOptions(quantization="fp8")).findings
     if any(f.id == "PF-CONFIG-QUANT-MISMATCH" for f in findings):
         pytest.fail(f"fp8 is applied at load time to unquantized weights:\n{_describe(findings)}")
+
+
+def test_mistral_consolidated_file_is_not_a_stray_shard(tmp_path: Path) -> None:
+    from safetensors.numpy import save_file
+
+    from .builders import shard_tensors
+
+    folder = write_model(tmp_path / "model")
+    save_file(shard_tensors(1), str(folder / "consolidated.safetensors"))
+    findings = _problems(run_preflight(folder).findings)
+    if findings:
+        pytest.fail(f"consolidated.safetensors next to HF shards is legal:\n{_describe(findings)}")
+
+
+def test_revision_needs_an_hf_cache(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"--revision main: .* is not an HF cache repo"):
+        run_preflight(write_model(tmp_path / "model"), PreflightOptions(revision="main"))
+
+
+class _RecordingProgress:
+    def __init__(self) -> None:
+        self.total = -1
+        self.advanced = 0
+        self.files: list[str] = []
+        self.finished = False
+
+    def start(self, total_bytes: int) -> None:
+        self.total = total_bytes
+
+    def file(self, name: str) -> None:
+        self.files.append(name)
+
+    def advance(self, n_bytes: int) -> None:
+        self.advanced += n_bytes
+
+    def finish(self) -> None:
+        self.finished = True
+
+
+def test_hash_progress_is_reported(tmp_path: Path) -> None:
+    repo = to_hf_cache(write_model(tmp_path / "plain"), tmp_path / "hub")
+    progress = _RecordingProgress()
+    report = run_preflight(repo, PreflightOptions(verify_sha256=True), progress)
+    got = (progress.total, progress.advanced, progress.finished)
+    if got != (report.hashed_bytes, report.hashed_bytes, True) or not progress.files:
+        pytest.fail(f"Received (total, advanced, finished) {got}, files {progress.files}; hashed {report.hashed_bytes}")
+
+
+def test_gguf_tensor_data_is_never_read(tmp_path: Path) -> None:
+    """A 4 GiB sparse GGUF: truncation is computed from the tensor table, data stays unread."""
+    import time
+
+    import gguf
+    import numpy as np
+
+    path = tmp_path / "big.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_chat_template("{{ messages }}")
+    n = 1024**3  # float32 elements: 4 GiB
+    writer.add_tensor_info("big.weight", (n,), np.dtype(np.float32), n * 4)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    writer.close()
+    first = run_preflight(path).findings
+    truncated = [f for f in first if f.id == "PF-GGUF-TRUNCATED"]
+    if not truncated:
+        pytest.fail(f"header-only file must be reported truncated:\n{_describe(first)}")
+    with path.open("r+b") as fh:  # make it whole, sparsely
+        fh.truncate(int(truncated[0].message.split("ends at byte ")[1].split()[0]))
+    started = time.process_time()
+    report = run_preflight(path)
+    cpu = time.process_time() - started
+    if _problems(report.findings) or report.weight_bytes != n * 4:
+        pytest.fail(f"sparse whole GGUF should pass:\n{_describe(report.findings)}")
+    if cpu > 0.5:
+        pytest.fail(f"{cpu:.2f} s CPU for a 4 GiB GGUF: tensor data was read")
