@@ -306,3 +306,26 @@ def test_gguf_tensor_data_is_never_read(tmp_path: Path) -> None:
         pytest.fail(f"sparse whole GGUF should pass:\n{_describe(report.findings)}")
     if cpu > 0.5:
         pytest.fail(f"{cpu:.2f} s CPU for a 4 GiB GGUF: tensor data was read")
+
+
+@pytest.mark.parametrize(
+    ("method", "expected"),
+    [
+        pytest.param("open", "PF-ACCESS-FILE", id="read-fails-despite-mode-bits"),
+        pytest.param("iterdir", "PF-ACCESS-DIR", id="listing-fails"),
+    ],
+)
+def test_os_errors_become_findings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str, expected: str) -> None:
+    """What mode bits cannot predict (ACLs, SELinux, a dead mount) is a finding, not a traceback."""
+    folder = write_model(tmp_path / "model")
+    original = getattr(Path, method)
+
+    def denied(self: Path, *args: object, **kwargs: object) -> object:
+        if self.suffix == ".safetensors" or (method == "iterdir" and self == folder):
+            raise PermissionError(13, "Permission denied")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, method, denied)
+    findings = run_preflight(folder).findings
+    if not any(f.id == expected and "Permission denied" in f.message for f in findings):
+        pytest.fail(f"expected {expected}:\n{_describe(findings)}")
