@@ -78,10 +78,15 @@ def _rng(key: str, seed: int | None, temperature: float, index: int, fresh: bool
 
 
 def generate_text(key: str, *, max_tokens: int, seed: int | None, temperature: float, index: int = 0,
-                  stop: list[str] | None = None, fresh: bool = False) -> Generation:
-    """Deterministic text for ``key``; ``fresh`` draws a random key (temperature > 0, no seed)."""
+                  stop: list[str] | None = None, fresh: bool = False, ignore_eos: bool = False) -> Generation:
+    """Deterministic text for ``key``; ``fresh`` draws a random key (temperature > 0, no seed).
+
+    ``ignore_eos`` (vLLM's extension) generates exactly ``max_tokens``, as load benchmarks need.
+    """
     rng = _rng(key, seed, temperature, index, fresh)
     natural = rng.randint(12, 48)
+    if ignore_eos:
+        natural = max_tokens
     words = [rng.choice(VOCAB) for _ in range(natural)]
     pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
     finish = "stop"
