@@ -105,10 +105,10 @@ def run_preflight(
     report.model_dir, report.revision = str(model_dir), lay.revision
 
     if lay.single_file is not None:
-        files = [lay.single_file]
+        entries = [lay.single_file]
     else:
         try:
-            files = sorted(p for p in model_dir.iterdir() if p.is_file() and p not in ctx.broken)
+            entries = sorted(model_dir.iterdir())
         except OSError as exc:
             # Only reachable when the folder cannot be listed by us; say so instead of a traceback.
             ctx.add(
@@ -118,64 +118,24 @@ def run_preflight(
                 f"chmod o+rx {model_dir} (or run as its owner/group)",
             )
             return _finish(report, ctx, started)
+    files = [p for p in entries if p not in ctx.broken and p.is_file()]
     host_check.check_access(ctx, model_dir, files)
     usable = [f for f in files if f not in ctx.broken]
     report.files_checked = len(usable)
+    # Suffixes of every entry, broken ones included: a folder whose only shard is an empty
+    # blob has safetensors weights (already reported), not "no weights".
+    suffixes = {p.suffix for p in entries}
 
-    st_files = [f for f in usable if f.suffix == ".safetensors"]
-    gguf_files = [f for f in usable if f.suffix == ".gguf"]
-    shards: dict[str, ShardInfo] = {}
-    for f in st_files:
-        try:
-            shards[f.name] = check_safetensors_file(f, ctx)
-        except OSError as exc:
-            _unreadable(ctx, f, exc)
-    loaded = set(shards)
-    if lay.single_file is None:
-        other = []
-        if lay.repo_dir is not None:
-            other = [p for p in (lay.repo_dir / "snapshots").iterdir() if p.is_dir() and p != model_dir]
-        indexed = index_check.check_index(ctx, model_dir, shards, other)
-        loaded = indexed or loaded
-        all_names = [p.name for p in model_dir.iterdir() if p.name.endswith(".safetensors")]
-        index_check.check_series(ctx, model_dir, all_names, has_index=bool(indexed))
-        index_check.check_duplicates(ctx, model_dir, shards, loaded)
-        gguf_check.check_gguf_splits(ctx, model_dir, [p.name for p in model_dir.iterdir() if p.suffix == ".gguf"])
-    ggufs: list[gguf_check.GGUFInfo] = []
-    for f in gguf_files:
-        try:
-            info = gguf_check.check_gguf_file(ctx, f)
-        except OSError as exc:
-            _unreadable(ctx, f, exc)
-            continue
-        if info is not None:
-            ggufs.append(info)
-
-    weight_suffixes = {p.suffix for p in files}
-    if not weight_suffixes & {".safetensors", ".gguf"}:
-        ctx.add(
-            "PF-NO-WEIGHTS",
-            model_dir,
-            "no *.safetensors or *.gguf file" + (" (only pickle weights)" if weight_suffixes & set(_PICKLE_SUFFIXES) else ""),
-            "download the weights, or point preflight at the folder that holds them",
-        )
-    pickles = [f.name for f in usable if f.suffix in _PICKLE_SUFFIXES]
-    if pickles:
-        ctx.add(
-            "PF-WEIGHTS-NOT-CHECKED",
-            model_dir,
-            f"pickle weights are not checked: {', '.join(pickles[:5])}" + (" ..." if len(pickles) > 5 else ""),
-            "prefer the safetensors files of the repo; pickle files can also run code when loaded",
-        )
-
-    if st_files and lay.single_file is None:
+    shards, ggufs = _check_weights(ctx, lay, usable, entries)
+    _check_layout(ctx, model_dir, usable, suffixes)
+    if ".safetensors" in suffixes and lay.single_file is None:
         config = config_check.load_config(ctx, model_dir, required=True)
         tok_config = check_tokenizer(ctx, model_dir, config)
         check_chat_template(ctx, model_dir, tok_config)
-    elif ggufs and not st_files:
+    elif ggufs and ".safetensors" not in suffixes:
         check_chat_template(ctx, model_dir, None, gguf_template=any(g.chat_template for g in ggufs))
 
-    report.weight_bytes = sum(sum(shards[n].tensors.values()) for n in loaded if n in shards)
+    report.weight_bytes = sum(sum(info.tensors.values()) for info in shards.values())
     if ggufs:
         report.weight_bytes += _gguf_weight_bytes(ggufs)
     model_bytes = sum(f.stat().st_size for f in usable if f.suffix in (".safetensors", ".gguf", *_PICKLE_SUFFIXES))
@@ -187,6 +147,63 @@ def run_preflight(
         jobs = integrity.hash_jobs(ctx, model_dir, lay.blobs, weights)
         report.hashed_bytes = integrity.verify(ctx, jobs, progress)
     return _finish(report, ctx, started)
+
+
+def _check_weights(
+    ctx: Context, lay: layout.Layout, usable: list[Path], entries: list[Path]
+) -> tuple[dict[str, ShardInfo], list[gguf_check.GGUFInfo]]:
+    """Headers of every weight file, then the cross-file checks; returns the loaded shards."""
+    model_dir = ctx.model_dir
+    shards: dict[str, ShardInfo] = {}
+    for f in usable:
+        if f.suffix == ".safetensors":
+            try:
+                shards[f.name] = check_safetensors_file(f, ctx)
+            except OSError as exc:
+                _unreadable(ctx, f, exc)
+    loaded = set(shards)
+    if lay.single_file is None:
+        other: list[Path] = []
+        if lay.repo_dir is not None:
+            other = [p for p in (lay.repo_dir / "snapshots").iterdir() if p.is_dir() and p != model_dir]
+        indexed = index_check.check_index(ctx, model_dir, shards, other)
+        loaded = indexed or loaded
+        names = [p.name for p in entries]
+        index_check.check_series(ctx, model_dir, [n for n in names if n.endswith(".safetensors")], bool(indexed))
+        index_check.check_duplicates(ctx, model_dir, shards, loaded)
+        gguf_check.check_gguf_splits(ctx, model_dir, [n for n in names if n.endswith(".gguf")])
+    ggufs: list[gguf_check.GGUFInfo] = []
+    for f in usable:
+        if f.suffix != ".gguf":
+            continue
+        try:
+            info = gguf_check.check_gguf_file(ctx, f)
+        except OSError as exc:
+            _unreadable(ctx, f, exc)
+            continue
+        if info is not None:
+            ggufs.append(info)
+    return {n: shards[n] for n in sorted(loaded) if n in shards}, ggufs
+
+
+def _check_layout(ctx: Context, model_dir: Path, usable: list[Path], suffixes: set[str]) -> None:
+    """Weights of a checkable format exist; pickle weights are flagged as unchecked."""
+    if not suffixes & {".safetensors", ".gguf"}:
+        only_pickle = bool(suffixes & set(_PICKLE_SUFFIXES))
+        ctx.add(
+            "PF-NO-WEIGHTS",
+            model_dir,
+            "no *.safetensors or *.gguf file" + (" (only pickle weights)" if only_pickle else ""),
+            "download the weights, or point preflight at the folder that holds them",
+        )
+    pickles = [f.name for f in usable if f.suffix in _PICKLE_SUFFIXES]
+    if pickles:
+        ctx.add(
+            "PF-WEIGHTS-NOT-CHECKED",
+            model_dir,
+            f"pickle weights are not checked: {', '.join(pickles[:5])}" + (" ..." if len(pickles) > 5 else ""),
+            "prefer the safetensors files of the repo; pickle files can also run code when loaded",
+        )
 
 
 def _unreadable(ctx: Context, path: Path, exc: OSError) -> None:

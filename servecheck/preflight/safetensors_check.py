@@ -114,6 +114,7 @@ def check_safetensors_file(path: Path, ctx: Context) -> ShardInfo:
     fix = _REDOWNLOAD.format(name=path.name)
     spans: list[tuple[int, int, str]] = []
     ok = True
+    layout_ok = True  # False once an entry's offsets are unusable: packing cannot be judged
     meta = header.pop("__metadata__", {})
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         ctx.add("PF-ST-BAD-ENTRY", path, "__metadata__ must map strings to strings", fix)
@@ -129,11 +130,12 @@ def check_safetensors_file(path: Path, ctx: Context) -> ShardInfo:
                 "(list of non-negative ints) and data_offsets ([begin, end] ints)",
                 fix,
             )
-            ok = False
+            ok = layout_ok = False
             continue
         fields = cast(dict[str, Any], entry)
         dtype, shape, (begin, end) = fields["dtype"], fields["shape"], fields["data_offsets"]
-        if dtype not in DTYPE_BITS:
+        known = dtype in DTYPE_BITS
+        if not known:
             ctx.add(
                 "PF-ST-UNKNOWN-DTYPE",
                 path,
@@ -141,18 +143,18 @@ def check_safetensors_file(path: Path, ctx: Context) -> ShardInfo:
                 "upgrade the engine's safetensors, or re-export the checkpoint with a standard dtype",
             )
             ok = False
-            continue
         if end < begin:
             ctx.add("PF-ST-OFFSETS", path, f"tensor {name!r}: data_offsets [{begin}, {end}] end before begin", fix)
-            ok = False
+            ok = layout_ok = False
             continue
-        want = _tensor_bytes(dtype, shape)
+        want = _tensor_bytes(dtype, shape) if known else end - begin
         if want != end - begin:
             ctx.add(
                 "PF-ST-SIZE-MISMATCH",
                 path,
-                f"tensor {name!r}: {dtype} x {shape} needs {want} bytes, data_offsets [{begin}, {end}] "
-                f"span {end - begin}",
+                f"tensor {name!r}: {dtype} x {shape} needs "
+                + ("a partial byte" if want is None else f"{want} bytes")
+                + f", data_offsets [{begin}, {end}] span {end - begin}",
                 fix,
             )
             ok = False
@@ -160,9 +162,18 @@ def check_safetensors_file(path: Path, ctx: Context) -> ShardInfo:
         info.tensors[name] = end - begin
     if not header:
         ctx.add("PF-ST-NO-TENSORS", path, "the header declares no tensors", "remove the file if it is not part of the model")
-    spans.sort()
+    if layout_ok and not _check_packing(ctx, path, spans, header_len, size, fix):
+        ok = False
+    info.header_ok = ok
+    return info
+
+
+def _check_packing(
+    ctx: Context, path: Path, spans: list[tuple[int, int, str]], header_len: int, size: int, fix: str
+) -> bool:
+    """Tensors tile the data section from 0 without gaps, and the file ends where they do."""
     data_end = 0
-    for begin, end, name in spans:
+    for begin, end, name in sorted(spans):
         if begin != data_end:
             what = "gap" if begin > data_end else "overlap"
             ctx.add(
@@ -172,31 +183,28 @@ def check_safetensors_file(path: Path, ctx: Context) -> ShardInfo:
                 "safetensors requires tensors packed back to back from 0",
                 fix,
             )
-            ok = False
-            break
+            return False
         data_end = end
-    else:
-        expected = 8 + header_len + data_end
-        if size < expected:
-            ctx.add(
-                "PF-ST-TRUNCATED",
-                path,
-                f"file is {size} bytes but its header needs {expected} (8 + {header_len} header + "
-                f"{data_end} data): {expected - size} bytes missing, the download was cut short",
-                fix,
-            )
-            ok = False
-        elif size > expected:
-            ctx.add(
-                "PF-ST-TRAILING-BYTES",
-                path,
-                f"file is {size} bytes but its header accounts for {expected}: {size - expected} "
-                "trailing bytes (two downloads appended, or a wrong header)",
-                fix,
-            )
-            ok = False
-    info.header_ok = ok
-    return info
+    expected = 8 + header_len + data_end
+    if size < expected:
+        ctx.add(
+            "PF-ST-TRUNCATED",
+            path,
+            f"file is {size} bytes but its header needs {expected} (8 + {header_len} header + "
+            f"{data_end} data): {expected - size} bytes missing, the download was cut short",
+            fix,
+        )
+        return False
+    if size > expected:
+        ctx.add(
+            "PF-ST-TRAILING-BYTES",
+            path,
+            f"file is {size} bytes but its header accounts for {expected}: {size - expected} "
+            "trailing bytes (two downloads appended, or a wrong header)",
+            fix,
+        )
+        return False
+    return True
 
 
 def _entry_shape_ok(entry: object) -> bool:
