@@ -329,3 +329,25 @@ def test_os_errors_become_findings(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     findings = run_preflight(folder).findings
     if not any(f.id == expected and "Permission denied" in f.message for f in findings):
         pytest.fail(f"expected {expected}:\n{_describe(findings)}")
+
+
+@pytest.mark.parametrize(
+    ("eos_id", "expected"),
+    [pytest.param(2, [], id="consistent"), pytest.param(4, ["PF-TOK-SPECIAL-MISMATCH"], id="eos-mismatch")],
+)
+def test_tokenizer_checks_without_the_tokenizers_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, eos_id: int, expected: list[str]
+) -> None:
+    """Without ``tokenizers`` installed, tokenizer.json is read as plain JSON, same verdicts."""
+    import importlib.util
+
+    from .builders import model_config
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "tokenizers" else real_find_spec(name, *a)
+    )
+    folder = write_model(tmp_path / "model", config=model_config(eos_token_id=eos_id))
+    ids = [f.id for f in _problems(run_preflight(folder).findings)]
+    if ids != expected:
+        pytest.fail(f"Received: {ids}\nExpected: {expected}")
