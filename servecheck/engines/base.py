@@ -150,6 +150,10 @@ class Engine:
         """One readiness probe; returns the state and a short detail for messages."""
         raise NotImplementedError
 
+    def wait_startup(self, port: int) -> tuple[Readiness, str]:
+        """The probe ``start`` polls before :meth:`after_ready` (default: :meth:`probe`)."""
+        return self.probe(port)
+
     def after_ready(self, state: RunState, deadline: float) -> None:
         """Hook for engines that need steps once the server listens (Xinference: launch)."""
 
@@ -325,14 +329,14 @@ def start(engine: Engine, port: int | None = None, *, echo: Any = print) -> RunS
 
 
 def wait_ready(engine: Engine, state: RunState, proc: subprocess.Popen[bytes] | None, deadline: float) -> None:
-    """Poll ``engine.probe`` until ready, the process dies, or ``deadline`` (monotonic) passes."""
+    """Poll ``engine.wait_startup`` until ready, the process dies, or ``deadline`` (monotonic) passes."""
     last: tuple[Readiness, str] = (Readiness.STARTING, "")
     while True:
         exited = proc.poll() if proc is not None else (None if pid_alive(state.pid) else -1)
         if exited is not None:
             raise EngineError(f"{engine.name}: server exited with code {exited} before it was ready; "
                               f"log {state.log}\n{tail(Path(state.log))}")
-        last = engine.probe(state.port)
+        last = engine.wait_startup(state.port)
         if last[0] is Readiness.READY:
             return
         if last[0] is Readiness.FAILED:

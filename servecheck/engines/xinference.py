@@ -1,0 +1,173 @@
+"""Xinference (``xinference-local``) in its own venv, serving the tiny HF Llama on CPU.
+
+Xinference serves only models it knows, so ``up`` starts the supervisor+worker, registers the
+tiny model as a custom LLM (``model_family`` of a built-in tool-capable family so that tool
+calls are parsed, our own ChatML template, ``model_uri file://``) and launches it with the
+Transformers engine on CPU. The served name is the launch uid (``servecheck-tiny``); the
+registered name (``servecheck-tiny-custom``) would give 404 on the OpenAI routes.
+
+Auth is off (``XINFERENCE_AUTH_ADVANCED=0``): with it on (the 4.x default) every route needs a
+login, and ten wrong keys ban the client IP for an hour.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from servecheck.engines.base import (
+    Engine,
+    EngineError,
+    InstallResult,
+    LaunchPlan,
+    Readiness,
+    RunState,
+    clean_env,
+    file_lock,
+    http,
+    run_logged,
+    tail,
+    venv_python,
+)
+from servecheck.engines.models import CHAT_TEMPLATE, SERVED_NAME, ensure_tiny_model
+from servecheck.engines.paths import cache_root, logs_dir, venvs_dir
+
+VERSION = "4.1.0"
+TORCH = "2.13.0"
+REGISTERED_NAME = "servecheck-tiny-custom"
+# A built-in family whose tool calls use Hermes <tool_call> tags, like our template.
+MODEL_FAMILY = "qwen2.5-instruct"
+CONTEXT_LENGTH = 512
+REMOVE_AFTER = ("torchvision", "torchaudio", "torchcodec")
+
+
+class Xinference(Engine):
+    """``xinference-local`` + a registered custom LLM launched with the Transformers engine."""
+
+    name = "xinference"
+    default_port = 8031
+    version = VERSION
+    ready_timeout_s = 420.0
+    stop_timeout_s = 20.0
+
+    @property
+    def venv(self) -> Path:
+        return venvs_dir() / f"xinference-{VERSION}"
+
+    def install(self) -> InstallResult:
+        """Create the venv; torch is pinned in the same command (else pip takes a CUDA torch)."""
+        start = time.monotonic()
+        marker = self.venv / ".servecheck-installed"
+        want = f"xinference[transformers]=={VERSION} torch=={TORCH}\n"
+        if marker.is_file() and marker.read_text() == want:
+            return InstallResult(0.0, True, self.venv)
+        with file_lock(f"xinference-{VERSION}"):
+            if marker.is_file() and marker.read_text() == want:
+                return InstallResult(time.monotonic() - start, True, self.venv)
+            log = logs_dir() / f"install-xinference-{VERSION}.log"
+            env = clean_env({"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+            py = self.venv / "bin" / "python"
+            if not py.is_file():
+                run_logged([venv_python(), "-m", "venv", str(self.venv)], log, timeout_s=120, env=env,
+                           what="xinference: create venv")
+            pip = [str(py), "-m", "pip"]
+            run_logged([*pip, "install", f"torch=={TORCH}"], log, timeout_s=1200, env=env,
+                       what="xinference: install torch")
+            # torch pinned again here: a newer torchvision would otherwise pull torch 2.14 (CUDA).
+            run_logged([*pip, "install", f"xinference[transformers]=={VERSION}", f"torch=={TORCH}"], log,
+                       timeout_s=1800, env=env, what="xinference: install")
+            run_logged([*pip, "uninstall", "-y", *REMOVE_AFTER], log, timeout_s=300, env=env,
+                       what="xinference: remove CUDA-linked extras")
+            marker.write_text(want)
+        return InstallResult(time.monotonic() - start, False, self.venv)
+
+    def plan(self, port: int) -> LaunchPlan:
+        ensure_tiny_model()
+        home = cache_root() / "xinference-home"
+        home.mkdir(parents=True, exist_ok=True)
+        argv = [str(self.venv / "bin" / "xinference-local"), "--host", "127.0.0.1", "--port", str(port)]
+        env = clean_env({
+            "XINFERENCE_HOME": str(home),
+            "XINFERENCE_AUTH_ADVANCED": "0",
+            "XINFERENCE_ENABLE_VIRTUAL_ENV": "0",
+            "XINFERENCE_MODEL_SRC": "huggingface",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "CUDA_VISIBLE_DEVICES": "",
+        })
+        return LaunchPlan(argv=argv, env=env, served_model=SERVED_NAME, context_length=CONTEXT_LENGTH)
+
+    def registration(self) -> dict[str, object]:
+        """The custom-LLM registration (Xinference's v2 family format)."""
+        model = ensure_tiny_model()
+        tok = json.loads((model.hf_dir / "tokenizer.json").read_text())
+        ids = {t["content"]: t["id"] for t in tok["added_tokens"]}
+        return {
+            "version": 2,
+            "context_length": CONTEXT_LENGTH,
+            "model_name": REGISTERED_NAME,
+            "model_lang": ["en"],
+            "model_ability": ["chat", "tools"],
+            "model_description": "servecheck tiny random-weight Llama (generated locally)",
+            "model_family": MODEL_FAMILY,
+            "architectures": ["LlamaForCausalLM"],
+            "model_specs": [{
+                "model_format": "pytorch",
+                "model_size_in_billions": "0_001",
+                "quantization": "none",
+                "model_uri": model.hf_dir.as_uri(),
+            }],
+            "chat_template": CHAT_TEMPLATE,
+            "stop_token_ids": [ids["<|im_end|>"], ids["<|endoftext|>"]],
+            "stop": ["<|im_end|>", "<|endoftext|>"],
+        }
+
+    def probe(self, port: int) -> tuple[Readiness, str]:
+        status = http("GET", f"http://127.0.0.1:{port}/status", timeout=3.0)
+        if status.status == -1:
+            return Readiness.STARTING, status.error
+        if status.status != 200:
+            return Readiness.LOADING, f"/status HTTP {status.status}"
+        models = http("GET", f"http://127.0.0.1:{port}/v1/models", timeout=5.0)
+        if models.status == 200 and f'"{SERVED_NAME}"' in models.body:
+            return Readiness.READY, "ok"
+        return Readiness.LOADING, "supervisor up, model not launched"
+
+    def wait_startup(self, port: int) -> tuple[Readiness, str]:
+        """Readiness for the first phase: the supervisor answers (the model comes after)."""
+        ready, detail = self.probe(port)
+        if ready is Readiness.LOADING and detail == "supervisor up, model not launched":
+            return Readiness.READY, detail
+        return ready, detail
+
+    def after_ready(self, state: RunState, deadline: float) -> None:
+        """Register the tiny model and launch it; bounded by ``deadline`` (monotonic)."""
+        base = f"http://127.0.0.1:{state.port}"
+        if self.probe(state.port)[0] is Readiness.READY:
+            return
+        reg = http("POST", f"{base}/v1/model_registrations/LLM",
+                   {"model": json.dumps(self.registration()), "persist": False}, timeout=60)
+        if reg.status != 200 and "already" not in reg.body:
+            raise EngineError(f"xinference: registering the tiny model failed: HTTP {reg.status} {reg.body[:500]}; "
+                              f"log {state.log}\n{tail(Path(state.log))}")
+        launch_body = {
+            "model_uid": SERVED_NAME,
+            "model_name": REGISTERED_NAME,
+            "model_type": "LLM",
+            "model_engine": "Transformers",
+            "model_format": "pytorch",
+            "model_size_in_billions": "0_001",
+            "quantization": "none",
+            "n_gpu": None,
+            "replica": 1,
+        }
+        remaining = max(10.0, deadline - time.monotonic())
+        launch = http("POST", f"{base}/v1/models", launch_body, timeout=remaining)
+        if launch.status != 200:
+            raise EngineError(f"xinference: launching the tiny model failed: HTTP {launch.status} "
+                              f"{launch.body[:800] or launch.error}; log {state.log}\n{tail(Path(state.log))}")
+        while self.probe(state.port)[0] is not Readiness.READY:
+            if time.monotonic() > deadline:
+                raise EngineError(f"xinference: model {SERVED_NAME} not listed after launch; log {state.log}")
+            time.sleep(0.5)
