@@ -163,6 +163,8 @@ def validate(spec: LoadSpec) -> list[SLO]:
         raise UsageError("--max-requests must be >= 1")
     if spec.role not in ("local", "master", "worker"):
         raise UsageError(f"role {spec.role!r}: local, master or worker")
+    if spec.role != "local" and not spec.run_id:
+        raise UsageError("--master/--worker need --run-id ID (the same on the master and every worker, so the records meet in one directory)")
     return [*parse_slos(spec.slos, "cli"), *parse_slos(spec.target.slo, "targets.yaml")]
 
 
@@ -283,7 +285,8 @@ def _run_locust(cmd: list[str], env: dict[str, str], run_dir: Path, wall_limit: 
     tail = _Tail(run_dir)
     out = open(run_dir / "locust.stdout", "wb")  # noqa: SIM115
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=_die_with_parent)  # noqa: PLW1509 - only calls prctl
     last_print = 0.0
     try:
         while True:
@@ -310,6 +313,16 @@ def _run_locust(cmd: list[str], env: dict[str, str], run_dir: Path, wall_limit: 
             live.stop()
         out.close()
     return rc
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when servecheck dies (even by SIGKILL), so no load is orphaned."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

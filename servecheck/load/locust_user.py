@@ -26,7 +26,6 @@ import logging
 import os
 import random
 import resource
-import socket
 import time
 from pathlib import Path
 from typing import Any, ClassVar
@@ -36,36 +35,20 @@ import requests
 from gevent.lock import Semaphore
 from locust import LoadTestShape, User, constant, events, task
 from locust.runners import MasterRunner, WorkerRunner
-from requests.adapters import HTTPAdapter
 
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig
 from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tokenize_counter
 from servecheck.load.records import RecordWriter, RequestRecord
 from servecheck.load.schedule import Stage, StageShape, for_worker, split_count
 from servecheck.load.stream import StreamState
+from servecheck.load.wire import WireClient
 
 __all__ = ["LLMUser", "scenario_shape"]
 
 log = logging.getLogger("servecheck.load")
 _perf = time.perf_counter
 LAG_PROBE_S = 0.05
-
-
-class _NoDelayAdapter(HTTPAdapter):
-    """HTTPAdapter whose connections set TCP_NODELAY (Nagle + delayed ACK can add ~40 ms)."""
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["socket_options"] = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-        super().init_poolmanager(*args, **kwargs)
-
-
-def make_session(pool: int) -> requests.Session:
-    s = requests.Session()
-    adapter = _NoDelayAdapter(pool_connections=1, pool_maxsize=max(1, pool), max_retries=0)
-    s.mount("http://", adapter)
-    s.mount("https://", adapter)
-    s.trust_env = False  # no proxies for load traffic
-    return s
+DONE_MESSAGE = "servecheck_done"
 
 
 # ------------------------------------------------------------------ per-process controller
@@ -94,12 +77,12 @@ class _Controller:
         self.finished = False
         self.planned: int | None = None
         self.loop_lag: list[float] = []
-        self.session = make_session(min(cfg.max_inflight, 4096))
         self.prompts = PromptSet()
         self.dispatcher_claimed = False
         self.url = cfg.base_url.rstrip("/") + "/chat/completions"
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **cfg.headers}
         self.headers.update(self.auth_headers())
+        self.wire = WireClient(cfg.base_url, self.headers, cfg.connect_timeout_s, cfg.timeout_s)
         self._probe: Any = None
         self.cpu0 = 0.0
 
@@ -173,8 +156,14 @@ class _Controller:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(info), encoding="utf-8")
         os.replace(tmp, path)
-        if quit_runner and self.env.runner is not None:
-            gevent.spawn_later(0.05, self.env.runner.quit)
+        runner = self.env.runner
+        if quit_runner and runner is not None:
+            if isinstance(runner, WorkerRunner):
+                # Tell the master; it quits once every worker is done, and its quit collects the
+                # workers' final Locust stats (a worker quitting on its own loses its last report).
+                runner.send_message(DONE_MESSAGE, {"worker": self.worker, "records": self.writer.count})
+            else:
+                gevent.spawn_later(0.05, runner.quit)
 
     # -- one request -------------------------------------------------------------
 
@@ -201,47 +190,18 @@ class _Controller:
                             t_intended=self.wall(intended), t_sent=self.wall(t0), kind=prompt.kind,
                             prompt_tokens=prompt.prompt_tokens)
         st = StreamState()
-        t_end = t0
-        try:
-            resp = self.session.post(self.url, data=payload, headers=self.headers, stream=True,
-                                     timeout=(cfg.connect_timeout_s, cfg.timeout_s))
-        except requests.exceptions.ConnectTimeout as exc:
-            rec.error, rec.error_message = "connect", f"connect timeout: {exc}"
-            resp = None
-        except requests.exceptions.ConnectionError as exc:
-            rec.error, rec.error_message = "connect", f"cannot connect to {self.url}: {type(exc).__name__}"
-            resp = None
-        except requests.exceptions.Timeout:
-            rec.error, rec.error_message = "timeout", f"no response headers within {cfg.timeout_s:g} s"
-            resp = None
-        if resp is not None:
-            rec.status = resp.status_code
-            try:
-                if resp.status_code != 200:
-                    rec.error = f"http-{resp.status_code}"
-                    rec.error_message = resp.raw.read(2000, decode_content=True).decode("utf-8", "replace")[:300]
-                elif "text/event-stream" not in resp.headers.get("content-type", ""):
-                    rec.error, rec.error_message = "invalid-sse", f"content-type is {resp.headers.get('content-type')!r}, not text/event-stream"
-                else:
-                    raw = resp.raw
-                    limit = t0 + cfg.timeout_s
-                    while True:
-                        data = raw.read1(65536)
-                        t = _perf()
-                        if not data:
-                            break
-                        st.feed(data, t)
-                        if t > limit:
-                            rec.error, rec.error_message = "timeout", f"stream not finished after {cfg.timeout_s:g} s"
-                            break
-                    t_end = _perf()
-                    st.close(t_end)
-            except Exception as exc:  # noqa: BLE001 - errors are data in a load test
-                name = type(exc).__name__
-                rec.error = "timeout" if "Timeout" in name or "timed out" in str(exc) else "stream-error"
-                rec.error_message = f"{name}: {str(exc)[:200]}"
-            finally:
-                resp.close()
+        res = self.wire.post_stream("/chat/completions", payload, st.feed, deadline=t0 + cfg.timeout_s)
+        t_end = res.t_end or _perf()
+        rec.status = res.status
+        if res.error is not None:
+            rec.error, rec.error_message = res.error, res.error_message
+        elif res.status != 200:
+            rec.error = f"http-{res.status}"
+            rec.error_message = res.body_prefix.decode("utf-8", "replace")[:300]
+        elif "text/event-stream" not in res.headers.get("content-type", ""):
+            rec.error = "invalid-sse"
+            rec.error_message = f"content-type is {res.headers.get('content-type')!r}, not text/event-stream"
+        st.close(t_end)
         if t_end == t0:
             t_end = _perf()
         rec.t_done = self.wall(t_end)
@@ -361,6 +321,22 @@ def _prompt(d: dict[str, Any]) -> Any:
     from servecheck.load.prompts import Prompt
 
     return Prompt(d["text"], int(d["prompt_tokens"]), int(d["max_tokens"]), d.get("kind", "chat"))
+
+
+@events.init.add_listener
+def _on_init(environment: Any, **_: Any) -> None:
+    runner = environment.runner
+    if not isinstance(runner, MasterRunner):
+        return
+    done: set[str] = set()
+
+    def on_done(msg: Any, **_kw: Any) -> None:
+        done.add(str(msg.data.get("worker")))
+        expected = max(runner.worker_count, int(getattr(environment.parsed_options, "expect_workers", 1) or 1))
+        if len(done) >= expected:
+            gevent.spawn_later(0.05, runner.quit)
+
+    runner.register_message(DONE_MESSAGE, on_done)
 
 
 @events.test_stop.add_listener

@@ -68,6 +68,8 @@ _fault("stream-stall", "the stream stops sending mid-generation and never finish
 _fault("json-mode-ignored", "response_format json_object is ignored (prose output)", "JSON-OBJECT")
 _fault("json-schema-ignored", "json_schema output does not follow the schema", "JSON-SCHEMA")
 _fault("json-schema-invalid-500", "an invalid schema crashes the request with 500", "JSON-SCHEMA-INVALID")
+_fault("json-schema-nested-ignored", "json_schema is enforced at the top level only: arrays of objects get items that break "
+       "the item schema (a grammar backend that falls back on nested schemas)", "JSON-SCHEMA")
 
 # Tools
 _fault("tools-ignored", "tool_choice required is ignored (text answer)", "TOOLS-REQUIRED")
@@ -83,6 +85,8 @@ _fault("ctx-silent-truncate", "over-long prompts are silently truncated with a 2
 _fault("ctx-500", "over-long prompts crash with a 500", "CTX-OVERLONG")
 _fault("ctx-max-tokens-500", "max_tokens beyond the remaining room gives a 500", "CTX-MAX-TOKENS")
 _fault("ctx-max-tokens-overrun", "max_tokens beyond the room is neither rejected nor marked 'length'", "CTX-MAX-TOKENS")
+_fault("ctx-limit-lower", "the real context limit is 3/4 of the advertised max_model_len (llama.cpp's -c split across "
+       "-np slots, a KV cache smaller than --max-model-len)", "CTX-FITS")
 
 # Errors
 _fault("err-malformed-500", "malformed JSON gives 500", "ERR-MALFORMED-JSON")

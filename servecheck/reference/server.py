@@ -46,6 +46,7 @@ class ServerConfig:
     kv_blocks: int = 256
     block_size: int = 16
     max_num_seqs: int = 512
+    context_policy: str = "reject"  # reject | truncate (over-long prompts cut to fit, with a warning field)
 
 
 class ApiError(Exception):
@@ -298,6 +299,10 @@ def _make_choices(state: State, body: dict[str, Any], max_tokens: int, messages:
             rng = model.json_key_rng(key + str(index), seed)
             if fmt == "json_schema" and schema is not None and "json-schema-ignored" not in faults:
                 value = model.instance(schema, rng)
+                if "json-schema-nested-ignored" in faults and isinstance(value, dict):
+                    for item in value.values():
+                        if isinstance(item, list):
+                            item.append({"unexpected": "item"})
             else:
                 value = {"answer": rng.choice(model.VOCAB[:30]), "count": rng.randint(1, 9), "ok": True}
                 if fmt == "json_schema":  # json-schema-ignored: valid JSON, wrong shape
@@ -444,12 +449,17 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             prompt_tokens = len(model.tokenize(prompt if isinstance(prompt, str) else " ".join(prompt))) + 1
         cfg = state.config
         limit = cfg.max_model_len
+        if "ctx-limit-lower" in state.faults:
+            limit = limit * 3 // 4  # /v1/models and /tokenize still advertise max_model_len
+        truncated_from = 0  # with context_policy "truncate": the prompt size before the cut, reported as a warning
         if prompt_tokens > limit:
             if "ctx-500" in state.faults:
                 raise ApiError(500, "internal error: index out of range in self", "server_error")
-            if "ctx-silent-truncate" not in state.faults:
+            if "ctx-silent-truncate" not in state.faults and cfg.context_policy != "truncate":
                 raise ApiError(400, f"This model's maximum context length is {limit} tokens. However, your prompt contains at least {prompt_tokens} input tokens.",
                                param="messages" if chat else "prompt", code="context_length_exceeded")
+            if "ctx-silent-truncate" not in state.faults:
+                truncated_from = prompt_tokens
             prompt_tokens = limit - 1
         requested = body.get("max_completion_tokens", body.get("max_tokens"))
         if requested is not None and requested > limit:
@@ -497,7 +507,10 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         state.success += 1
         state.prompt_tokens += prompt_tokens
         state.generation_tokens += completion_tokens
-        return web.json_response(_full_body(state, body, chat, choices, prompt_tokens, completion_tokens, model_name), dumps=_dumps)
+        full = _full_body(state, body, chat, choices, prompt_tokens, completion_tokens, model_name)
+        if truncated_from:
+            full["warnings"] = [f"prompt truncated from {truncated_from} to {prompt_tokens} tokens (context {limit})"]
+        return web.json_response(full, dumps=_dumps)
     except (asyncio.CancelledError, ConnectionResetError):
         slot.aborted = True
         raise

@@ -1,0 +1,184 @@
+"""``servecheck load`` end to end against the reference server (Locust in subprocesses).
+
+No timed assertions: the reference server's latencies are only used to make SLOs fail for a
+reason (its latency-spikes fault), never to check how fast anything was measured.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+from servecheck.reference.inprocess import RunningServer
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _targets(tmp_path: Path, server: RunningServer, slo: list[str] | None = None) -> Path:
+    lines = ["targets:", "  - name: ref", f"    base_url: {server.base_url}", "    engine: reference", "    timeout_s: 20"]
+    if server.config.api_key:
+        lines.append(f"    api_key: {server.config.api_key}")
+    if slo:
+        lines.append("    slo: [" + ", ".join(json.dumps(s) for s in slo) + "]")
+    p = tmp_path / "targets.yaml"
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+def _cmd(targets: Path, out: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "servecheck", "load", "--target", "ref", "--targets-file", str(targets),
+            "--out", str(out), "--quiet", *args]
+
+
+def _run(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def _summary(out: Path) -> dict:
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def fast_server(make_reference: Callable[..., RunningServer]) -> RunningServer:
+    return make_reference(ttft_ms=20, itl_ms=2, api_key="sk-load-selftest-1234")
+
+
+def test_closed_loop_run_writes_the_report(fast_server: RunningServer, tmp_path: Path) -> None:
+    targets = _targets(tmp_path, fast_server, slo=["error_rate<=1%"])
+    out = tmp_path / "reports"
+    proc = _run(_cmd(targets, out, "--users", "3", "--max-requests", "12", "--slo", "ttft_p95<=30s", "--no-tokenize"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    s = _summary(out)
+    assert s["requests"]["total"] == 12 and s["requests"]["ok"] == 12, s["requests"]
+    assert s["records"]["merged"] == 12 and s["records"]["bad_lines"] == 0
+    assert [v["slo"] for v in s["slo"]] == ["ttft_p95<=30s", "error_rate<=1%"]
+    assert [v["source"] for v in s["slo"]] == ["cli", "targets.yaml"]
+    assert s["verdict"] == "pass" and s["exit_code"] == 0
+    assert s["tokens"]["output"] == s["tokens"]["output_usage"] > 0
+    assert s["prompt_method"].startswith("approx:chars-per-token")
+    run_dir = Path(out) / s["run_id"]
+    for name in ("records.jsonl", "summary.txt", "locust_stats.csv", "load-config.json"):
+        assert (run_dir / name).is_file(), f"{name} missing from {sorted(os.listdir(run_dir))}"
+    assert "sk-load-selftest-1234" not in (run_dir / "load-config.json").read_text()
+    assert "PASS ttft_p95<=30s" in proc.stdout
+
+
+def test_open_loop_plans_and_sends(fast_server: RunningServer, tmp_path: Path) -> None:
+    targets = _targets(tmp_path, fast_server)
+    out = tmp_path / "reports"
+    proc = _run(_cmd(targets, out, "--rate", "10/s", "--duration", "2s", "--allow-lag"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    s = _summary(out)
+    assert s["mode"] == "fixed" and s["schedule"]["planned"] == 20
+    assert s["requests"]["total"] == 20, s["schedule"]
+    assert s["latency_ms"]["lag"]["count"] == 20
+    assert s["prompt_method"] == "tokenize:vllm"
+
+
+def test_slo_breach_exits_1(make_reference: Callable[..., RunningServer], tmp_path: Path) -> None:
+    server = make_reference("latency-spikes", ttft_ms=5, itl_ms=1)
+    targets = _targets(tmp_path, server)
+    out = tmp_path / "reports"
+    proc = _run(_cmd(targets, out, "--users", "2", "--max-requests", "10", "--slo", "ttft_max<=500ms",
+                     "--slo", "error_rate<=1%", "--no-tokenize"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    s = _summary(out)
+    verdicts = {v["slo"]: v for v in s["slo"]}
+    assert not verdicts["ttft_max<=500ms"]["passed"] and verdicts["ttft_max<=500ms"]["observed"] > 500
+    assert verdicts["error_rate<=1%"]["passed"]
+    assert s["verdict"] == "fail" and s["goodput"] < 1.0
+    assert "FAIL ttft_max<=500ms" in proc.stdout and "verdict: FAIL" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(["--users", "2"], "servecheck load: error: refusing to start an unbounded load test: give --duration (e.g. 5m) or --max-requests N", id="no-bound"),
+        pytest.param(["--users", "2", "--rate", "3/s", "--duration", "1s"], "servecheck load: error: give exactly one of --users N (closed loop), --rate R/s (open loop) or a plan with a shape; got --users and --rate", id="two-modes"),
+        pytest.param(["--users", "2", "--duration", "1s", "--slo", "tfft_p95<=1s"], "servecheck load: error: SLO 'tfft_p95<=1s': unknown metric 'tfft' (did you mean \"ttft_p95\"?)*", id="bad-slo"),
+        pytest.param(["--users", "2", "--duration", "1s", "--scenario", "chta"], "servecheck load: error: unknown scenario 'chta' (did you mean \"chat\"?)*", id="bad-scenario"),
+    ],
+)
+def test_usage_errors_exit_2(fast_server: RunningServer, tmp_path: Path, args: list[str], message: str) -> None:
+    import fnmatch
+
+    proc = _run(_cmd(_targets(tmp_path, fast_server), tmp_path / "reports", *args))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert fnmatch.fnmatch(proc.stderr.strip(), message), proc.stderr
+
+
+def test_records_survive_kill_9(make_reference: Callable[..., RunningServer], tmp_path: Path) -> None:
+    server = make_reference(ttft_ms=20, itl_ms=5)
+    out = tmp_path / "reports"
+    cmd = _cmd(_targets(tmp_path, server), out, "--users", "4", "--duration", "60s", "--no-tokenize")
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        files: list[Path] = []
+        for _ in range(600):  # bounded wait (60 s) for at least 10 finished requests
+            files = list(out.glob("*/records-*.jsonl"))
+            if files and sum(f.read_bytes().count(b"\n") for f in files) >= 10:
+                break
+            time.sleep(0.1)
+        assert files, "no record file appeared"
+        victims = [proc.pid] + [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=20)
+    time.sleep(0.2)
+    total = 0
+    for f in files:
+        data = f.read_bytes()
+        complete = data[: data.rfind(b"\n") + 1].splitlines()
+        for line in complete:
+            rec = json.loads(line)  # every finished line parses
+            assert rec["error"] is None and rec["ttft"] is not None
+        total += len(complete)
+    assert total >= 10
+    assert not list(out.glob("*/summary.json")), "a killed run must not pretend to have a summary"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_distributed_master_and_two_workers(fast_server: RunningServer, tmp_path: Path) -> None:
+    targets = _targets(tmp_path, fast_server)
+    out = tmp_path / "reports"
+    port = str(_free_port())
+    common = ["--run-id", "dist", "--expect-workers", "2", "--master-port", port, "--max-requests", "24", "--no-tokenize"]
+    master = subprocess.Popen(_cmd(targets, out, "--master", "--users", "4", *common), cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    workers = [subprocess.Popen(_cmd(targets, out, "--worker", *common), cwd=ROOT, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL) for _ in range(2)]
+    try:
+        stdout, stderr = master.communicate(timeout=90)
+    finally:
+        for w in workers:
+            try:
+                w.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                w.kill()
+    assert master.returncode == 0, stdout + stderr
+    s = json.loads((out / "dist" / "summary.json").read_text())
+    per_worker = s["records"]["per_worker"]
+    assert len(per_worker) == 2, per_worker
+    assert s["records"]["merged"] == sum(per_worker.values()) == s["requests"]["total"] == 24
+    assert all(n == 12 for n in per_worker.values()), per_worker
+    stats = (out / "dist" / "locust_stats.csv").read_text().splitlines()
+    e2e = [line.split(",") for line in stats if ",E2E chat," in line]
+    assert int(e2e[0][2]) == 24, f"Locust's own count differs from the records: {e2e}"
