@@ -13,7 +13,10 @@ Verdicts (:class:`LeakVerdict.status`):
 
 - ``leak``: Mann-Kendall p < ``alpha``, the slope's CI excludes 0, and the fitted rise over the
   run (slope x (cycles - 1)) exceeds ``tolerance``.
-- ``retention``: no such trend, but the median post-drain level is above baseline +
+- ``leak`` also: the median post-drain level is within ``tolerance`` of the metric's ceiling
+  (1.0 for ``kv_usage``): the cache is full with nothing running; a leak that saturated early
+  has no trend left to test.
+- ``retention``: not a leak, but the median post-drain level is above baseline +
   ``tolerance``: a plateau, e.g. prefix/radix cache blocks kept on purpose.
 - ``ok``: no such trend and the median post-drain level is within baseline + ``tolerance``.
 - ``insufficient_data``: no baseline (fewer than ``min_samples`` samples in its window) or
@@ -238,6 +241,7 @@ def analyse_leak(
     min_cycles: int = 5,
     min_samples: int = 3,
     agg: str = "sum",
+    ceiling: float | None = None,
 ) -> LeakVerdict:
     """Decide whether ``metric`` leaks across the load cycles in ``phases``.
 
@@ -248,9 +252,12 @@ def analyse_leak(
     are counted in ``gaps``; a cycle is used when its drain window has ``min_samples`` samples.
     ``min_cycles`` defaults to 5, the fewest for which a one-sided Mann-Kendall test can reach
     p < 0.05 (with 4 the exact p is at least 1/24 ~ 0.042 only for a perfect order).
+    ``ceiling`` is the metric's maximum (default 1.0 for ``kv_usage``, else none): a median
+    post-drain level within ``tolerance`` of it is a leak that has saturated, not retention.
     See the module docstring for the verdict rules.
     """
     series = series_of(frame, metric, source=source, labels=labels, time_col=time_col, agg=agg)
+    top = ceiling if ceiling is not None else (1.0 if metric == "kv_usage" else None)
     gap_t = _gap_times(frame, metric, source, time_col)
     total = len(phases.cycles)
     base = _window(series, *phases.baseline)
@@ -314,6 +321,16 @@ def analyse_leak(
             f"LEAK: {metric} post-drain level rose {f(levels[0])} -> {f(levels[-1])} over {n} "
             f"cycles (baseline {f(baseline)}; {trend_text}){unused}{gap_text}"
         )
+    elif top is not None and float(np.median(levels)) >= top - tolerance:
+        # A full cache with nothing running is no benign plateau: the leak already hit the
+        # ceiling (often within the first cycle), which flattens the trend.
+        saturated = sum(1 for level in levels if level >= top - tolerance)
+        verdict.status = "leak"
+        verdict.message = (
+            f"LEAK: {metric} stays saturated at {f(float(np.median(levels)))} after drain in "
+            f"{saturated}/{n} cycles (baseline {f(baseline)}, ceiling {f(top)}): full with no "
+            f"load; levels {', '.join(f(v) for v in levels)}{unused}{gap_text}"
+        )
     elif float(np.median(excess)) > tolerance:
         verdict.status = "retention"
         verdict.message = (
@@ -327,6 +344,8 @@ def analyse_leak(
         note = ""
         if p < alpha and low > 0:
             note = f"; upward trend below tolerance (rise {f(rise)})"
+        if peaks and all(not peak > baseline + tolerance for peak in peaks):
+            note += f"; load never moved {metric} beyond tolerance, so a leak could not show"
         verdict.message = (
             f"{metric} returned to baseline {f(baseline)} within tolerance {f(tolerance)} after "
             f"drain {drain_text} in {returned}/{n} cycles (max post-drain {f(max(levels))}; "

@@ -88,6 +88,30 @@ def test_plateau_that_keeps_growing_is_a_leak(make_soak):
     assert analyse_leak(frame, phases).status == "leak"
 
 
+def test_leak_that_saturated_early_is_still_a_leak(make_soak):
+    # Seen on the reference server's kv-leak fault with a small cache: full after cycle 1.
+    frame, phases = make_soak(lambda i: 0.47 if i == 0 else 1.0, peak=0.0)
+    verdict = analyse_leak(frame, phases)
+    assert verdict.status == "leak", verdict.message
+    assert verdict.message == (
+        "LEAK: kv_usage stays saturated at 1.000 after drain in 5/6 cycles (baseline 0.000, "
+        "ceiling 1.000): full with no load; levels 0.470, 1.000, 1.000, 1.000, 1.000, 1.000"
+    )
+
+
+def test_ceiling_applies_to_other_metrics_only_when_given(make_soak):
+    frame, phases = make_soak(lambda i: 100.0, peak=0.0, metric="requests_running")
+    assert analyse_leak(frame, phases, "requests_running", tolerance=1).status == "retention"
+    assert analyse_leak(frame, phases, "requests_running", tolerance=1, ceiling=100).status == "leak"
+
+
+def test_load_that_never_moved_the_metric_is_noted(make_soak):
+    frame, phases = make_soak(lambda i: 0.0, peak=0.01)
+    verdict = analyse_leak(frame, phases)
+    assert verdict.status == "ok"
+    assert verdict.message.endswith("; load never moved kv_usage beyond tolerance, so a leak could not show")
+
+
 def test_too_few_cycles_is_insufficient_data(make_soak):
     frame, phases = make_soak(lambda i: 0.1 * i, cycles=3)
     verdict = analyse_leak(frame, phases)

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from servecheck.telemetry import load_series, plot_timeseries
 
 
-@pytest.mark.parametrize("suffix", [pytest.param(".png", id="png"), pytest.param(".svg", id="svg")])
-def test_plot_with_phases_gaps_and_latency(tmp_path, make_soak, suffix):
+def test_plot_with_phases_gaps_and_latency(tmp_path, make_soak):
     frame, phases = make_soak(lambda i: 0.05 * i, noise=0.01, cycles=5)
     running, _ = make_soak(lambda i: 0.0, metric="requests_running", peak=12, cycles=5)
     rss, _ = make_soak(lambda i: 2**28 * i, metric="rss_tree_bytes", baseline=2**31, peak=2**29, cycles=5)
@@ -20,14 +18,12 @@ def test_plot_with_phases_gaps_and_latency(tmp_path, make_soak, suffix):
     t = frame["t"].to_numpy()
     records = pd.DataFrame({"t_sent": t[::3], "e2e": np.linspace(0.2, 0.9, len(t[::3]))})
     records.loc[0, "e2e"] = np.nan  # a failed request has no latency
-    out = plot_timeseries(all_rows, tmp_path / f"soak{suffix}", phases=phases, records=records, title="soak")
-    assert out.exists() and out.stat().st_size > 5_000
-    if suffix == ".svg":
-        assert out.read_text().lstrip().startswith("<?xml")
-    else:
-        assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    out = plot_timeseries(all_rows, tmp_path / "soak.png", phases=phases, records=records, title="soak")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert out.stat().st_size > 20_000
 
 
-def test_plot_empty_frame_still_writes_a_figure(tmp_path):
-    out = plot_timeseries(load_series(tmp_path / "missing"), tmp_path / "sub" / "empty.png")
-    assert out.exists() and out.stat().st_size > 1_000
+def test_plot_empty_frame_still_writes_a_figure_as_svg(tmp_path):
+    out = plot_timeseries(load_series(tmp_path / "missing"), tmp_path / "sub" / "empty.svg")
+    text = out.read_text()
+    assert text.lstrip().startswith("<?xml") and "no telemetry samples" in text
