@@ -29,6 +29,7 @@ DEVIATIONS: dict[str, str] = {
     "usage-chunk-has-choices": "the include_usage chunk repeats the finish choice",
     "tool-finish-stop": "finish_reason 'stop' after a tool call",
     "seed-not-supported": "seed is accepted but does not make sampling repeatable",
+    "out-of-range-accepted": "out-of-range sampling values (negative max_tokens, temperature outside [0, 2]) are served, not rejected",
 }
 
 _ALL_ON = dict.fromkeys(CAPABILITIES, True)
@@ -67,6 +68,8 @@ PROFILES: dict[str, EngineProfile] = {
             # vLLM answers unknown routes through FastAPI: {"detail": "Not Found"}
             # (vllm/entrypoints/openai/api_server.py mounts the OpenAI routes on a FastAPI app).
             "error-shape-detail": "vLLM's unknown routes and wrong methods answer in FastAPI's {'detail': ...} shape",
+            # vllm/sampling_params.py _verify_args checks only temperature >= 0: 3.5 is served.
+            "out-of-range-accepted": "vLLM only requires temperature >= 0; a temperature above 2 is served (sampling_params.py)",
         },
         verified_live=True,
     ),
@@ -79,6 +82,9 @@ PROFILES: dict[str, EngineProfile] = {
             "malformed-json-500": "llama.cpp reports JSON parse errors as 500 server_error (tools/server/server.cpp)",
             "empty-messages-accepted": "llama.cpp renders an empty conversation instead of rejecting it",
             "models-no-context-field": "llama.cpp reports the context as meta.n_ctx and in /props, not max_model_len",
+            # tools/server/README.md: n_predict -1 means "no limit"; temperature <= 0 means greedy sampling.
+            "out-of-range-accepted": "llama.cpp reads negative max_tokens as 'no limit' and temperature <= 0 as greedy "
+                                     "(tools/server/README.md)",
         },
         verified_live=True,
     ),

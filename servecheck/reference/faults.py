@@ -95,19 +95,21 @@ _fault("err-empty-messages-200", "empty messages is served with a 200", "ERR-EMP
 _fault("err-negative-max-tokens-200", "negative max_tokens is accepted", "ERR-VALUES")
 _fault("err-temperature-500", "out-of-range temperature gives 500", "ERR-VALUES")
 _fault("err-wrong-type-500", "wrong field types give 500", "ERR-TYPES")
+_fault("err-route-html", "unknown routes answer 404 with an HTML page (a web UI catch-all or proxy error page)", "ERR-UNKNOWN-ROUTE")
 
 # Auth
 _fault("auth-none", "the API key is not enforced", "AUTH-REQUIRED")
 _fault("auth-echo-key", "error messages echo the presented key", "AUTH-NO-ECHO")
 
 # Concurrency and robustness
-_fault("crash-concurrent-seed", "concurrent requests with a seed crash the server (as vLLM CPU with chunked prefill)", "CONC-SEEDED")
-_fault("fuzz-500", "unusual but valid-JSON bodies give 500 instead of 4xx", "FUZZ-NO-5XX")
+_fault("crash-concurrent-seed", "seeded requests batched with long concurrent prompts (prefill over 2048 tokens) crash the "
+       "server for good (as vLLM CPU with chunked prefill)", "CONC-SEEDED")
+_fault("fuzz-500", "a stop list containing an empty string gives 500 (the stop matcher splits on it)", "FUZZ-NO-5XX")
 
 # Load and telemetry (not conformance checks; used by load and leak self-tests)
 _fault("latency-spikes", "every 5th request waits an extra second before its first token")
 _fault("kv-leak", "KV blocks of aborted (disconnected) requests are never freed")
-_fault("abort-leak", "disconnected requests stay in num_requests_running")
+_fault("abort-leak", "disconnected requests stay in num_requests_running", "CONC-DISCONNECT")
 
 
 # Legal variations: quirks a correct client must accept. With any of them on, the whole

@@ -49,6 +49,14 @@ class ServerConfig:
     context_policy: str = "reject"  # reject | truncate (over-long prompts cut to fit, with a warning field)
 
 
+class ClientGone(Exception):
+    """A streaming client disconnected; carries the prepared response so the handler can end quietly."""
+
+    def __init__(self, response: web.StreamResponse) -> None:
+        super().__init__("client disconnected")
+        self.response = response
+
+
 class ApiError(Exception):
     def __init__(self, status: int, message: str, type_: str = "invalid_request_error", param: str | None = None, code: str | None = None) -> None:
         super().__init__(message)
@@ -70,6 +78,8 @@ class State:
     generation_tokens: int = 0
     request_count: int = 0
     seeded_running: int = 0
+    step_tokens: int = 0  # prompt tokens waiting for the next scheduler step (crash-concurrent-seed)
+    step_seeded: int = 0
     dead: bool = False
     sem: asyncio.Semaphore | None = None
 
@@ -145,6 +155,9 @@ def _validate_common(state: State, body: dict[str, Any]) -> None:
     stop = body.get("stop")
     _expect(stop is None or isinstance(stop, str) or (isinstance(stop, list) and len(stop) <= 4 and all(isinstance(s, str) for s in stop)),
             "stop must be a string or a list of at most 4 strings", "stop")
+    if "fuzz-500" in state.faults and isinstance(stop, list) and "" in stop:
+        # A stop matcher that splits the output on each stop string: str.split("") raises.
+        raise ApiError(500, "internal error: ValueError: empty separator", "server_error")
     opts = body.get("stream_options")
     _expect(opts is None or isinstance(opts, dict), "stream_options must be an object", "stream_options")
     for key in ("presence_penalty", "frequency_penalty"):
@@ -170,7 +183,7 @@ def _validate_messages(state: State, body: dict[str, Any]) -> list[dict[str, Any
     for i, m in enumerate(messages):
         _expect(isinstance(m, dict), f"messages[{i}] must be an object", f"messages[{i}]")
         role = m.get("role")
-        _expect(role in ROLES, f"messages[{i}].role must be one of {sorted(ROLES)}, got {role!r}", f"messages[{i}].role")
+        _expect(isinstance(role, str) and role in ROLES, f"messages[{i}].role must be one of {sorted(ROLES)}, got {role!r}", f"messages[{i}].role")
         content = m.get("content")
         ok = isinstance(content, str) or (isinstance(content, list) and all(isinstance(p, dict) for p in content))
         ok = ok or (content is None and role == "assistant" and bool(m.get("tool_calls")))
@@ -418,6 +431,31 @@ def _check_ready(state: State) -> None:
         raise ApiError(503, "no model is loaded", "unavailable_error")
 
 
+STEP_TOKEN_BUDGET = 2048  # vLLM's default max_num_batched_tokens with chunked prefill
+STEP_WINDOW_S = 0.05
+
+
+async def _schedule_step_with_seed_crash(state: State, prompt_tokens: int, seeded: bool) -> None:
+    """The crash-concurrent-seed defect, as vLLM 0.32's CPU build shows it.
+
+    Requests that arrive together are prefilled in one scheduler step. When their prompts exceed
+    the step's token budget, chunked prefill splits them, and a seeded request in such a step
+    raises ``RuntimeError: CPU Generator does not use offset``: every request in flight gets a
+    500 and the engine core exits. Short or lone requests never trigger it.
+    """
+    state.step_tokens += prompt_tokens
+    state.step_seeded += int(seeded)
+    try:
+        await asyncio.sleep(STEP_WINDOW_S)  # wait for the rest of the batch
+        if state.step_seeded and state.step_tokens > STEP_TOKEN_BUDGET:
+            state.dead = True
+    finally:
+        state.step_tokens -= prompt_tokens
+        state.step_seeded -= int(seeded)
+    if state.dead:
+        raise ApiError(500, "RuntimeError: CPU Generator does not use offset", "server_error")
+
+
 def _chunk_prefix(cid: str, created: int, model_name: str, obj: str) -> str:
     return f'{{"id":"{cid}","object":"{obj}","created":{created},"model":{json.dumps(model_name)},"system_fingerprint":"servecheck-ref","choices":['
 
@@ -473,9 +511,8 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         if max_tokens < 1:
             max_tokens = 1
         seeded = body.get("seed") is not None
-        if "crash-concurrent-seed" in state.faults and seeded and state.running >= 1:
-            state.dead = True
-            raise ApiError(500, "RuntimeError: CPU Generator does not use offset", "server_error")
+        if "crash-concurrent-seed" in state.faults:
+            await _schedule_step_with_seed_crash(state, prompt_tokens, seeded)
         choices = _make_choices(state, body, max_tokens, messages, tools, tool_choice, fmt, schema)
         if "ctx-max-tokens-overrun" in state.faults and requested is not None and requested > room:
             for c in choices:
@@ -511,6 +548,9 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         if truncated_from:
             full["warnings"] = [f"prompt truncated from {truncated_from} to {prompt_tokens} tokens (context {limit})"]
         return web.json_response(full, dumps=_dumps)
+    except ClientGone as gone:
+        slot.aborted = True  # noticed at the next token write, like engines that abort on disconnect
+        return gone.response  # already prepared: aiohttp finishes it quietly
     except (asyncio.CancelledError, ConnectionResetError):
         slot.aborted = True
         raise
@@ -623,7 +663,10 @@ async def _stream(request: web.Request, state: State, body: dict[str, Any], chat
                 await response.write(data[a:b])
                 await asyncio.sleep(0)
         else:
-            await response.write(data)
+            try:
+                await response.write(data)
+            except ConnectionResetError as exc:  # the client went away mid-stream
+                raise ClientGone(response) from exc
 
     async def wait_step() -> None:
         # Absolute schedule from arrival: token k is due at ttft + k * itl, so a busy loop does
@@ -839,6 +882,9 @@ async def auth_and_errors(request: web.Request, handler: Any) -> web.StreamRespo
     try:
         return await handler(request)
     except web.HTTPNotFound:
+        if "err-route-html" in state.faults:
+            # a web UI's catch-all (or a reverse proxy's error page) answering for the API
+            return web.Response(status=404, text="<html><body><h1>404 Not Found</h1></body></html>", content_type="text/html")
         return web.json_response({"error": {"message": f"route {request.method} {request.path} not found", "type": "not_found_error",
                                             "param": None, "code": 404}}, status=404)
     except web.HTTPMethodNotAllowed:
