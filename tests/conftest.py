@@ -11,6 +11,8 @@ from servecheck.reference.inprocess import RunningServer
 from servecheck.reference.server import ServerConfig
 from tests.support import TEST_KEY
 
+SELFTEST_ITL_MS = 2.0
+
 
 @pytest.fixture(scope="session")
 def make_reference() -> Iterator[Callable[..., RunningServer]]:
@@ -18,6 +20,9 @@ def make_reference() -> Iterator[Callable[..., RunningServer]]:
     started: list[RunningServer] = []
 
     def factory(*faults: str, quirks: tuple[str, ...] = (), **options: Any) -> RunningServer:
+        # A small inter-token delay: STREAM-INCREMENTAL only judges streams that take >= 50 ms,
+        # and an instant server would make it (rightly) skip. 2 ms x ~40 tokens keeps it judged.
+        options.setdefault("itl_ms", SELFTEST_ITL_MS)
         config = ServerConfig(faults=frozenset(faults), quirks=frozenset(quirks), **options)
         server = RunningServer(config).start()
         started.append(server)

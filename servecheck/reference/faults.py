@@ -63,6 +63,17 @@ _fault("stream-differs", "streamed text differs from the non-streamed text at te
 _fault("utf8-split", "multi-byte characters split across chunks arrive as U+FFFD", "STREAM-UTF8")
 _fault("stream-buffered", "the whole stream is buffered and sent at once (gateway buffering)", "STREAM-INCREMENTAL")
 _fault("stream-stall", "the stream stops sending mid-generation and never finishes", "STREAM-NO-STALL")
+_fault("stream-non-json", "one chunk is written as a Python dict repr (single quotes) instead of JSON",
+       "STREAM-SSE-VALID", "CLIENT-SDK-STREAM")
+_fault("stream-data-after-done", "a trailing metrics event is sent after data: [DONE]", "STREAM-SSE-VALID")
+_fault("stream-wrong-content-type", "the event stream is served as application/json (a framework default)", "STREAM-SSE-VALID")
+
+# The official openai SDK end to end
+_fault("sdk-stale-content-encoding", "non-streamed answers keep 'Content-Encoding: gzip' on an uncompressed body (a gateway "
+       "that decompressed the upstream answer but forwarded its header); raw-byte clients don't notice, the SDK cannot decode",
+       "CLIENT-SDK-SYNC", "CLIENT-SDK-ASYNC", "CLIENT-SDK-PARSE")
+_fault("sdk-stream-null-delta", "the streamed finish chunk carries \"delta\": null instead of a delta object", "CLIENT-SDK-STREAM")
+_fault("sdk-json-fenced", "json_schema output is wrapped in a ```json markdown fence", "CLIENT-SDK-PARSE")
 
 # JSON
 _fault("json-mode-ignored", "response_format json_object is ignored (prose output)", "JSON-OBJECT")

@@ -321,13 +321,16 @@ def _make_choices(state: State, body: dict[str, Any], max_tokens: int, messages:
                 if fmt == "json_schema":  # json-schema-ignored: valid JSON, wrong shape
                     value = {"unexpected": "shape"}
             text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+            if "sdk-json-fenced" in faults and fmt == "json_schema":
+                text = "```json\n" + text + "\n```"
             pieces = model.split_json(text)
             finish = "stop"
             if len(pieces) > max_tokens:
                 pieces, finish = pieces[:max_tokens], "length"
             out.append(Choice(index, pieces, finish, [-0.01] * len(pieces)))
             continue
-        gen = model.generate_text(key, max_tokens=max_tokens, seed=seed, temperature=temperature, index=index, stop=stops, fresh=fresh)
+        gen = model.generate_text(key, max_tokens=max_tokens, seed=seed, temperature=temperature, index=index, stop=stops,
+                                  fresh=fresh, ignore_eos=body.get("ignore_eos") is True)
         pieces, finish = gen.pieces, gen.finish_reason
         if "max-tokens-ignored" in faults and finish == "length":
             more = model.generate_text(key + "more", max_tokens=8, seed=seed, temperature=temperature, index=index)
@@ -547,7 +550,10 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         full = _full_body(state, body, chat, choices, prompt_tokens, completion_tokens, model_name)
         if truncated_from:
             full["warnings"] = [f"prompt truncated from {truncated_from} to {prompt_tokens} tokens (context {limit})"]
-        return web.json_response(full, dumps=_dumps)
+        answer = web.json_response(full, dumps=_dumps)
+        if "sdk-stale-content-encoding" in state.faults:
+            answer.headers["Content-Encoding"] = "gzip"  # the body is not compressed: a gateway forwarded a stale header
+        return answer
     except ClientGone as gone:
         slot.aborted = True  # noticed at the next token write, like engines that abort on disconnect
         return gone.response  # already prepared: aiohttp finishes it quietly
@@ -621,7 +627,8 @@ async def _stream(request: web.Request, state: State, body: dict[str, Any], chat
                   prompt_tokens: int, completion_tokens: int, model_name: str, slot: _Slot) -> web.StreamResponse:
     faults = state.faults
     cfg = state.config
-    response = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    media_type = "application/json" if "stream-wrong-content-type" in faults else "text/event-stream"
+    response = web.StreamResponse(status=200, headers={"Content-Type": media_type, "Cache-Control": "no-cache"})
     await response.prepare(request)
     if request.transport is not None:
         with contextlib.suppress(OSError):
@@ -736,7 +743,10 @@ async def _stream(request: web.Request, state: State, body: dict[str, Any], chat
                 parts.append(delta_json(c.index, delta, logprobs=lp))
         for p in parts:
             # one choice per chunk, as engines do
-            await send(chunk(p))
+            data = chunk(p)
+            if "stream-non-json" in faults and i == 1:
+                data = b"data: " + repr(json.loads(data[6:])).encode() + b"\n\n"  # str(dict) instead of json.dumps
+            await send(data)
         streamed += 1
         slot.grow(prompt_tokens + streamed)
     if state.dead:
@@ -744,7 +754,7 @@ async def _stream(request: web.Request, state: State, body: dict[str, Any], chat
         return await _finish_stream(response, buffered)
     for c in choices:
         empty = '{}' if chat else '""'
-        await send(chunk(delta_json(c.index, empty, c.finish_reason)))
+        await send(chunk(delta_json(c.index, "null" if "sdk-stream-null-delta" in faults and chat else empty, c.finish_reason)))
         if "stream-finish-twice" in faults:
             await send(chunk(delta_json(c.index, empty, c.finish_reason)))
         if "stream-content-after-finish" in faults:
@@ -758,6 +768,8 @@ async def _stream(request: web.Request, state: State, body: dict[str, Any], chat
             await send(chunk("", usage))
     if "stream-no-done" not in faults:
         await send(b"data: [DONE]\n\n")
+    if "stream-data-after-done" in faults:
+        await send(b'data: {"metrics": {"tokens_per_second": 42.0}}\n\n')
     state.success += 1
     state.prompt_tokens += prompt_tokens
     state.generation_tokens += completion_tokens

@@ -1,0 +1,405 @@
+"""STREAM-*: server-sent-event streaming of chat completions.
+
+Every check sends a real ``stream: true`` request and judges what the strict SSE parser in
+:mod:`servecheck.client.sse` saw: the transport (framing, ``[DONE]``, UTF-8), the chunk protocol
+(role, id, object, finish, usage) and the timing (incremental delivery, stalls).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
+from servecheck.checks.registry import check
+from servecheck.checks.surfaces.chat import FINISH_REASONS
+from servecheck.client.http import Exchange, StreamResult
+
+PROMPT = "Say hello."
+LONG_PROMPT = "Write a long story about a river, a stone and a garden. Use many sentences."
+UTF8_PROMPT = "Répondez en français et en chinois: café, 你好, 世界"
+REPLACEMENT = "\ufffd"
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+# STREAM-INCREMENTAL: below this end-to-end time the difference between "streamed" and
+# "buffered" is within TCP/Nagle/scheduler noise, so the check does not judge.
+MIN_JUDGE_S = 0.05
+# Token arrival spread over the generation time below which the stream counts as buffered.
+MIN_SPREAD_RATIO = 0.2
+MIN_TOKEN_CHUNKS = 4
+
+
+def _streamed(ctx: CheckContext, what: str, prompt: str = PROMPT, *, usage: bool | None = None, **params: Any) -> tuple[Exchange, StreamResult]:
+    params.setdefault("max_tokens", 16)
+    params.setdefault("temperature", 0)
+    ex = ctx.ok_stream(ctx.stream_chat(prompt, usage=usage, **params), what)
+    assert ex.stream is not None  # noqa: S101 - ok_stream guarantees it
+    return ex, ex.stream
+
+
+def _problems(stream: StreamResult, *codes: str) -> list[str]:
+    return [f"{p.code}: {p.message}" for p in stream.problems if not codes or p.code in codes]
+
+
+def _chunks(ctx: CheckContext, ex: Exchange, stream: StreamResult) -> list[dict[str, Any]]:
+    """The stream's JSON chunks, or a failure when it carried none."""
+    ctx.expect(bool(stream.chunks), "the stream carried no JSON chunks",
+               expected="data: {...chat.completion.chunk...} events, then data: [DONE]",
+               received="; ".join(_problems(stream)) or ex.describe(600), exchange=ex)
+    return stream.chunks
+
+
+@dataclass(slots=True)
+class _ChoiceTrack:
+    """What one choice index did over a stream, by chunk position."""
+
+    positions: list[int] = field(default_factory=list)  # chunks that carry this choice
+    roles: list[tuple[int, Any]] = field(default_factory=list)  # (chunk, role) where a role was sent
+    first_role: Any = None
+    finishes: list[tuple[int, Any]] = field(default_factory=list)  # (chunk, finish_reason)
+    output_at: list[int] = field(default_factory=list)  # chunks with content / tool calls
+    no_delta: list[int] = field(default_factory=list)
+
+
+def _track(chunks: list[dict[str, Any]]) -> dict[int, _ChoiceTrack]:
+    tracks: dict[int, _ChoiceTrack] = {}
+    for k, chunk in enumerate(chunks):
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            continue
+        for choice in choices:
+            if not isinstance(choice, dict):
+                continue
+            index = choice.get("index", 0)
+            index = index if isinstance(index, int) else -1
+            t = tracks.setdefault(index, _ChoiceTrack())
+            delta = choice.get("delta")
+            if not t.positions:
+                t.first_role = delta.get("role") if isinstance(delta, dict) else None
+            t.positions.append(k)
+            if isinstance(delta, dict):
+                if delta.get("role") is not None:
+                    t.roles.append((k, delta.get("role")))
+                if delta.get("content") or delta.get("tool_calls") or delta.get("reasoning_content") or delta.get("reasoning"):
+                    t.output_at.append(k)
+            else:
+                t.no_delta.append(k)
+            if choice.get("finish_reason") is not None:
+                t.finishes.append((k, choice.get("finish_reason")))
+    return tracks
+
+
+def _tracks(ctx: CheckContext, ex: Exchange, chunks: list[dict[str, Any]]) -> dict[int, _ChoiceTrack]:
+    tracks = _track(chunks)
+    ctx.expect(bool(tracks), "no chunk in the stream carries a choice", expected="chunks with choices[{index, delta, finish_reason}]",
+               received=body_snippet(chunks[:3]), exchange=ex)
+    return tracks
+
+
+def _usage_chunks(chunks: list[dict[str, Any]]) -> list[int]:
+    return [k for k, c in enumerate(chunks) if isinstance(c.get("usage"), dict)]
+
+
+def _message_text(data: dict[str, Any]) -> str | None:
+    """choices[0].message.content of a non-streamed answer, when it is a string."""
+    choices = data.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    message = first.get("message") if isinstance(first, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, str) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Chunk protocol
+
+
+@check("STREAM-ROLE", "the role is sent first, once per choice",
+       "the first delta of every choice carries role 'assistant' and no later delta of that choice carries a role again")
+def stream_role(ctx: CheckContext) -> None:
+    ex, stream = _streamed(ctx, "streamed chat completion")
+    tracks = _tracks(ctx, ex, _chunks(ctx, ex, stream))
+    for index, t in sorted(tracks.items()):
+        ctx.expect(t.first_role == "assistant", f"the first chunk of choice {index} carries no role 'assistant'",
+                   expected=f"choices[{index}] first delta {{\"role\": \"assistant\", ...}}",
+                   received=f"first delta role {t.first_role!r} (chunk {t.positions[0]}: {body_snippet(stream.chunks[t.positions[0]], 300)})",
+                   exchange=ex, hint="clients that build the message from the first delta (the openai SDK's helpers, LangChain) lose the role")
+        ctx.expect(len(t.roles) <= 1, f"choice {index} sends its role {len(t.roles)} times",
+                   expected="role in the first delta only",
+                   received=f"role in chunks {[k for k, _ in t.roles][:10]} of {len(stream.chunks)}", exchange=ex,
+                   hint="clients that append a new message whenever a role appears split the answer into many messages")
+
+
+@check("STREAM-ID", "one id across the whole stream",
+       "every chunk (usage chunk included) carries the same non-empty string id")
+def stream_id(ctx: CheckContext) -> None:
+    ex, stream = _streamed(ctx, "streamed chat completion")
+    chunks = _chunks(ctx, ex, stream)
+    ids = [c.get("id") for c in chunks]
+    bad = [k for k, v in enumerate(ids) if not isinstance(v, str) or not v]
+    ctx.expect(not bad, "chunks without a string id", expected="every chunk has a non-empty string id",
+               received=f"chunk(s) {bad[:10]} have id {[ids[k] for k in bad[:3]]!r}", exchange=ex)
+    distinct = list(dict.fromkeys(ids))
+    ctx.expect(len(distinct) == 1, f"the id changes within one stream ({len(distinct)} different ids)",
+               expected=f"every chunk has id {distinct[0]!r}", received=f"ids {distinct[:5]!r}", exchange=ex,
+               hint="clients and gateways group chunks by id; a changing id splits one answer into several")
+
+
+@check("STREAM-OBJECT", "chunks say object 'chat.completion.chunk'",
+       "every chunk of a streamed chat completion has object 'chat.completion.chunk'")
+def stream_object(ctx: CheckContext) -> None:
+    ex, stream = _streamed(ctx, "streamed chat completion")
+    chunks = _chunks(ctx, ex, stream)
+    wrong = [(k, c.get("object")) for k, c in enumerate(chunks) if c.get("object") != "chat.completion.chunk"]
+    ctx.expect(not wrong, f"{len(wrong)} of {len(chunks)} chunks have the wrong object type",
+               expected="object 'chat.completion.chunk' in every chunk",
+               received=f"object {sorted({repr(o) for _, o in wrong})} in chunk(s) {[k for k, _ in wrong][:10]}", exchange=ex,
+               hint="typed clients dispatch on object; 'chat.completion' is the non-streaming type")
+
+
+@check("STREAM-FINISH", "finish_reason exactly once per choice, at its end",
+       "each choice has exactly one chunk with a non-null finish_reason from the OpenAI set, and no content, tool-call "
+       "or role delta of that choice follows it")
+def stream_finish(ctx: CheckContext) -> None:
+    ex, stream = _streamed(ctx, "streamed chat completion")
+    chunks = _chunks(ctx, ex, stream)
+    tracks = _tracks(ctx, ex, chunks)
+    for index, t in sorted(tracks.items()):
+        ctx.expect(bool(t.finishes), f"choice {index} never says finish_reason", expected=f"one chunk with choices[{index}].finish_reason set",
+                   received=f"{len(t.positions)} chunk(s) for choice {index}, all with finish_reason null", exchange=ex,
+                   hint="clients cannot tell a finished answer from a cut connection")
+        first_k, reason = t.finishes[0]
+        ctx.expect(reason in FINISH_REASONS, f"choice {index} finishes with {reason!r}, not an OpenAI value",
+                   expected=f"finish_reason one of {sorted(FINISH_REASONS)}", received=f"{reason!r} in chunk {first_k}", exchange=ex)
+        after = [k for k in t.output_at if k > first_k] + [k for k, _ in t.roles if k > first_k]
+        ctx.expect(not after, f"choice {index} sends output after its finish_reason",
+                   expected=f"nothing for choice {index} after chunk {first_k} (finish_reason {reason!r})",
+                   received=f"content/tool-call/role deltas in chunk(s) {sorted(after)[:10]}: {body_snippet(chunks[min(after)], 300) if after else ''}",
+                   exchange=ex, hint="clients stop reading a choice at its finish_reason and drop the rest")
+        if len(t.finishes) > 1:
+            # Xinference repeats the finish choice in its include_usage chunk: legal for its profile only.
+            benign = all(r == reason for _, r in t.finishes)
+            ctx.fail(f"choice {index} says finish_reason {len(t.finishes)} times",
+                     expected="exactly one chunk with a finish_reason per choice",
+                     received=f"finish_reason in chunks {[k for k, _ in t.finishes]}: {[r for _, r in t.finishes]}", exchange=ex,
+                     deviation="stream-extra-finish-chunk" if benign else None,
+                     hint="clients that finalise a message on finish_reason finalise it twice (duplicate messages, double billing events)")
+
+
+@check("STREAM-USAGE", "include_usage gives one consistent usage chunk",
+       "with stream_options.include_usage, exactly one chunk carries usage; it is the last chunk before [DONE] and has "
+       "choices: []; prompt + completion == total; and completion_tokens is the same as the non-streamed usage of the same "
+       "temperature-0 request when the texts match (otherwise at least the number of content chunks and at most max_tokens: "
+       "an engine may put several tokens in one chunk, never less than one)",
+       requires=("usage_in_stream",))
+def stream_usage(ctx: CheckContext) -> None:
+    max_tokens = 16
+    ex, stream = _streamed(ctx, "streamed chat completion with include_usage", usage=True, max_tokens=max_tokens)
+    chunks = _chunks(ctx, ex, stream)
+    found = _usage_chunks(chunks)
+    ctx.expect(bool(found), "no usage chunk although stream_options.include_usage was sent",
+               expected='a final chunk {"choices": [], "usage": {...}} before [DONE]',
+               received=f"{len(chunks)} chunks, none with a usage object; last: {body_snippet(chunks[-1], 300)}", exchange=ex,
+               hint="clients that meter tokens from the stream get nothing (LiteLLM drops usage unless include_usage is forwarded)")
+    ctx.expect(len(found) == 1, f"{len(found)} chunks carry a usage object", expected="exactly one usage chunk",
+               received=f"usage in chunks {found[:10]} of {len(chunks)}", exchange=ex,
+               hint="clients that add up usage chunks count the tokens several times")
+    k = found[0]
+    usage_chunk = chunks[k]
+    ctx.expect(k == len(chunks) - 1, "chunks follow the usage chunk", expected="the usage chunk is the last chunk before [DONE]",
+               received=f"usage in chunk {k}, then {len(chunks) - 1 - k} more chunk(s): {body_snippet(chunks[k + 1:][:2], 300)}",
+               exchange=ex)
+    ctx.expect(usage_chunk.get("choices") == [], "the usage chunk has non-empty choices",
+               expected='"choices": [] in the usage chunk', received=body_snippet(usage_chunk, 400), exchange=ex,
+               deviation="usage-chunk-has-choices",
+               hint="clients read choices[0] of every chunk; a choice in the usage chunk repeats or duplicates the finish")
+    usage = usage_chunk["usage"]
+    p, c, t = (usage.get(name) for name in ("prompt_tokens", "completion_tokens", "total_tokens"))
+    ints = all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (p, c, t))
+    ctx.expect(ints, "usage counts are not non-negative integers", expected="prompt_tokens, completion_tokens, total_tokens >= 0",
+               received=body_snippet(usage), exchange=ex)
+    ctx.expect(p + c == t, "usage.total_tokens is not prompt_tokens + completion_tokens",
+               expected=f"total_tokens == {p} + {c} = {p + c}", received=f"total_tokens = {t}", exchange=ex)
+    ctx.expect(p > 0, "usage.prompt_tokens is 0 for a non-empty prompt", expected="prompt_tokens > 0", received=body_snippet(usage), exchange=ex)
+    content_chunks = stream.content_chunk_count()
+    ns = ctx.chat(PROMPT, max_tokens=max_tokens, temperature=0)
+    ns_data = ctx.ok_json(ns, "non-streamed chat completion (for comparison)")
+    raw_usage = ns_data.get("usage")
+    ns_usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+    ns_text = _message_text(ns_data)
+    if ns_text == stream.text(0) and isinstance(ns_usage.get("completion_tokens"), int):
+        expected_c, expected_p = ns_usage["completion_tokens"], ns_usage.get("prompt_tokens")
+        ctx.expect(c == expected_c, "streamed completion_tokens differ from the non-streamed count for the same text",
+                   expected=f"completion_tokens {expected_c} (non-streamed usage of the identical temperature-0 answer)",
+                   received=f"completion_tokens {c} in the usage chunk ({content_chunks} content chunks)", exchange=ex,
+                   hint="the stream's token accounting is off (counting chunks, role/finish chunks or the prompt)")
+        ctx.expect(p == expected_p, "streamed prompt_tokens differ from the non-streamed count for the same prompt",
+                   expected=f"prompt_tokens {expected_p} (non-streamed usage)", received=f"prompt_tokens {p}", exchange=ex)
+    ctx.expect(content_chunks <= c <= max_tokens, "usage.completion_tokens does not fit what was streamed",
+               expected=f"{content_chunks} (content chunks) <= completion_tokens <= {max_tokens} (max_tokens)",
+               received=f"completion_tokens {c}", exchange=ex)
+
+
+@check("STREAM-DONE", "the stream ends with data: [DONE]",
+       "a complete stream ends with the event data: [DONE] (the OpenAI end-of-stream sentinel)")
+def stream_done(ctx: CheckContext) -> None:
+    ex, stream = _streamed(ctx, "streamed chat completion")
+    last = stream.events[-1].data[:200] if stream.events else "(no events)"
+    ctx.expect(stream.done, "the stream ended without data: [DONE]", expected="a final event data: [DONE]",
+               received=f"{len(stream.events)} event(s), the last: {last!r}", exchange=ex,
+               hint="the openai SDK and most clients treat a stream without [DONE] as cut off (or wait for more)")
+
+
+@check("STREAM-ERROR-OBJECT", "a valid streamed request gets content, not an error object in a 200",
+       "a valid streaming request answered HTTP 200 carries chat.completion.chunk events and no "
+       "data: {\"error\": ...} event")
+def stream_error_object(ctx: CheckContext) -> None:
+    ex, stream = _streamed(ctx, "streamed chat completion")
+    if stream.error_obj is not None:
+        error = stream.error_obj.get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+        ctx.fail("the server answered a valid request with an error object inside a 200 stream",
+                 expected="HTTP 200 with content chunks (and, for a real failure, an HTTP error status before streaming)",
+                 received=f"HTTP 200 text/event-stream carrying {body_snippet(stream.error_obj, 400)}"
+                          f" after {len(stream.chunks)} content chunk(s)", exchange=ex,
+                 hint=f"the engine failed while generating ({message!r}); clients that check only the status code report success "
+                      "with an empty answer; look at the engine's log")
+    _chunks(ctx, ex, stream)
+
+
+@check("STREAM-EQUALS-NONSTREAM", "the stream says what the non-streamed answer says",
+       "at temperature 0, the concatenated delta.content of a stream equals message.content of the same request without stream")
+def stream_equals_nonstream(ctx: CheckContext) -> None:
+    prompt = "Name three colours and say why you like them."
+    ns = ctx.chat(prompt, max_tokens=24, temperature=0)
+    data = ctx.ok_json(ns, "non-streamed chat completion")
+    ns_text = _message_text(data)
+    ctx.expect(ns_text is not None, "the non-streamed answer has no text content", expected="choices[0].message.content: str",
+               received=body_snippet(data), exchange=ns)
+    ex, stream = _streamed(ctx, "streamed chat completion", prompt, max_tokens=24)
+    text = stream.text(0)
+    if text == ns_text:
+        return
+    again = ctx.chat(prompt, max_tokens=24, temperature=0)
+    again_data = ctx.ok_json(again, "second non-streamed chat completion")
+    again_text = _message_text(again_data)
+    deterministic = again_text == ns_text
+    ctx.fail("the streamed text differs from the non-streamed text at temperature 0" if deterministic
+             else "temperature 0 is not deterministic here, so streamed and non-streamed answers differ",
+             expected=f"the non-streamed text {ns_text!r}", received=f"streamed {text!r}" + ("" if deterministic else
+             f"; a second non-streamed answer was {again_text!r}"), exchange=ex,
+             hint="the streaming path detokenizes differently (dropped or duplicated pieces, stop handling)" if deterministic
+             else "greedy decoding is not greedy (sampling defaults override temperature, or batching changes numerics)")
+
+
+@check("STREAM-UTF8", "multi-byte text survives chunking",
+       "a streamed answer to a French/Chinese prompt is valid UTF-8 on the wire, has no lone UTF-16 surrogates and no more "
+       "U+FFFD replacement characters than the non-streamed answer to the same temperature-0 request (a model may emit "
+       "U+FFFD itself; a character cut between two chunks adds more)")
+def stream_utf8(ctx: CheckContext) -> None:
+    ex, stream = _streamed(ctx, "streamed chat completion (French and Chinese)", UTF8_PROMPT, max_tokens=32)
+    bad = _problems(stream, "bad-utf8")
+    ctx.expect(not bad, "the stream is not valid UTF-8", expected="UTF-8 bytes on the wire (JSON text is UTF-8)",
+               received="; ".join(bad[:3]), exchange=ex,
+               hint="the server writes raw token bytes; it must hold back incomplete characters until the next token")
+    text = stream.text(0)
+    lone = _LONE_SURROGATE.findall(text)
+    ctx.expect(not lone, "the stream carries lone UTF-16 surrogates (a character split between two chunks' \\u escapes)",
+               expected="whole characters in every chunk", received=f"{len(lone)} lone surrogate(s) in {text!r}", exchange=ex,
+               hint="an emoji or other non-BMP character was split into its two \\uD8xx\\uDCxx halves across chunks")
+    ns = ctx.chat(UTF8_PROMPT, max_tokens=32, temperature=0)
+    data = ctx.ok_json(ns, "non-streamed chat completion (French and Chinese)")
+    ns_text = _message_text(data) or ""
+    extra = text.count(REPLACEMENT) - ns_text.count(REPLACEMENT)
+    if extra > 0:
+        at = text.find(REPLACEMENT)
+        ctx.fail(f"the stream has {extra} more U+FFFD replacement character(s) than the non-streamed answer",
+                 expected=f"the same characters as the non-streamed answer {ns_text[:200]!r}",
+                 received=f"...{text[max(0, at - 40):at + 40]!r}... (U+FFFD at {at})", exchange=ex,
+                 hint="the streaming detokenizer decodes each token's bytes alone; multi-byte characters cut across tokens "
+                      "must be held back until complete")
+    if not any(ord(ch) > 0x7F for ch in text + ns_text):
+        raise CheckSkipped("the model answered in ASCII only, so no multi-byte character crossed a chunk boundary")
+
+
+# ---------------------------------------------------------------------------------------------
+# Transport and timing
+
+
+@check("STREAM-SSE-VALID", "the event stream is well-formed",
+       "the answer is text/event-stream; every data: event is a JSON object or [DONE]; nothing follows [DONE]; the "
+       "body does not end inside an event (legal variations, e.g. 'data:' without a space, CRLF, comments, are accepted)")
+def stream_sse_valid(ctx: CheckContext) -> None:
+    ex, stream = _streamed(ctx, "streamed chat completion")
+    ctype = ex.content_type.split(";")[0].strip().lower()
+    ctx.expect(ctype == "text/event-stream", "the stream is not served as text/event-stream",
+               expected="Content-Type: text/event-stream", received=f"Content-Type: {ex.content_type or '(none)'}", exchange=ex,
+               hint="EventSource clients refuse other types and proxies buffer them; set the media type on the streaming response")
+    bad = _problems(stream, "non-json", "data-after-done", "truncated-event")
+    ctx.expect(not bad, "the event stream is malformed", expected="data: <JSON object> events, then data: [DONE] and nothing after",
+               received="; ".join(bad[:4]), exchange=ex,
+               hint="the openai SDK raises on non-JSON data and silently drops events after [DONE]")
+
+
+@check("STREAM-INCREMENTAL", "tokens arrive while they are generated (no buffering)",
+       f"in a stream of up to 64 tokens lasting at least {MIN_JUDGE_S * 1000:.0f} ms, the time between the first and the last "
+       f"token chunk is at least {MIN_SPREAD_RATIO:.0%} of the request's end-to-end time, or of its decode time (end-to-end "
+       "minus a max_tokens=1 request's time) when prefill or queueing is long; faster streams are not judged")
+def stream_incremental(ctx: CheckContext) -> None:
+    ex, stream = _streamed(ctx, "streamed chat completion", LONG_PROMPT, max_tokens=64, usage=False)
+    timing = ex.timing
+    times = timing.token_times
+    e2e = timing.e2e or 0.0
+    if len(times) < MIN_TOKEN_CHUNKS:
+        raise CheckSkipped(f"only {len(times)} token chunk(s) arrived; at least {MIN_TOKEN_CHUNKS} are needed to judge buffering")
+    if e2e < MIN_JUDGE_S:
+        raise CheckSkipped(f"generation too fast to judge buffering ({e2e * 1000:.1f} ms end to end, "
+                           f"under {MIN_JUDGE_S * 1000:.0f} ms)")
+    spread = times[-1] - times[0]
+    if spread >= MIN_SPREAD_RATIO * e2e:
+        return
+    # Suspicious: maybe a long prefill/queue rather than buffering. Time a 1-token request to
+    # estimate everything before decoding, and judge the spread against the decode time only.
+    base = ctx.stream_chat(LONG_PROMPT, usage=False, max_tokens=1, temperature=0)
+    before_decode = base.timing.e2e if base.ok and base.timing.e2e is not None else 0.0
+    decode = e2e - before_decode
+    if decode < MIN_JUDGE_S:
+        raise CheckSkipped(f"decoding too fast to judge buffering ({decode * 1000:.1f} ms after a "
+                           f"{before_decode * 1000:.0f} ms prefill)")
+    ctx.expect(spread >= MIN_SPREAD_RATIO * decode, "the stream arrives in one burst at the end (buffered)",
+               expected=f"{len(times)} token chunks spread over the ~{decode * 1000:.0f} ms of decoding "
+                        f"(first-to-last >= {MIN_SPREAD_RATIO:.0%} of it)",
+               received=f"first token at {(timing.ttft or 0) * 1000:.0f} ms, last at {(times[-1] - timing.t_start) * 1000:.0f} ms, "
+                        f"end {e2e * 1000:.0f} ms: all {len(times)} chunks within {spread * 1000:.1f} ms "
+                        f"({len(set(times))} distinct read(s))", exchange=ex,
+               hint="a proxy buffers the response: nginx `proxy_buffering off;` (or `X-Accel-Buffering: no`), disable "
+                    "response compression for text/event-stream, and check load balancers/API gateways for buffering")
+
+
+def _stall_limit(ctx: CheckContext, baseline_s: float) -> float:
+    return min(ctx.target.timeout_s, 10.0, max(3.0, 5 * baseline_s + 2.0))
+
+
+@check("STREAM-NO-STALL", "a stream finishes in bounded time",
+       "a streamed 16-token request completes with [DONE] within max(3 s, 5 x the non-streamed time of the same request "
+       "+ 2 s), capped at min(timeout_s, 10 s); a stream that stops sending is reported as a timeout, never waited on forever")
+def stream_no_stall(ctx: CheckContext) -> None:
+    base = ctx.chat(PROMPT, max_tokens=16, temperature=0)
+    ctx.ok_json(base, "non-streamed chat completion (the time a stream should take)")
+    limit = _stall_limit(ctx, base.timing.e2e or 0.0)
+    body = ctx.chat_body(PROMPT, stream=True, max_tokens=16, temperature=0)
+    ex = ctx.post("/chat/completions", body, stream=True, timeout_s=limit)
+    if ex.error == "timeout":
+        stream = ex.stream or StreamResult()
+        last = (stream.chunk_times[-1] - ex.timing.t_start) if stream.chunk_times else None
+        ctx.fail(f"the stream stalled: no complete answer within {limit:.1f} s",
+                 expected=f"data: [DONE] within {limit:.1f} s (the non-streamed answer took {(base.timing.e2e or 0) * 1000:.0f} ms)",
+                 received=f"{len(stream.chunks)} chunk(s), the last at "
+                          f"{'%.0f ms' % (last * 1000) if last is not None else 'never'}, then silence until the client gave up",
+                 exchange=ex,
+                 hint="the engine or a proxy stops forwarding mid-generation (a stuck request, a scheduler deadlock, a "
+                      "proxy read timeout); clients without their own timeout hang here")
+    ctx.ok_stream(ex, "streamed chat completion")
+    assert ex.stream is not None  # noqa: S101 - ok_stream guarantees it
+    ctx.expect(ex.stream.done, "the stream ended without completing", expected=f"data: [DONE] within {limit:.1f} s",
+               received=f"{len(ex.stream.chunks)} chunk(s), no [DONE]; " + "; ".join(_problems(ex.stream))[:300], exchange=ex)
