@@ -38,7 +38,7 @@ if TYPE_CHECKING:
         ProcessMemory,
         PynvmlBackend,
     )
-    from servecheck.telemetry.plot import plot_timeseries
+    from servecheck.telemetry.plot import plot_timeseries, timeseries_figure
     from servecheck.telemetry.prometheus import CANONICAL, ENGINE_METRICS, MetricMap, extract
     from servecheck.telemetry.recorder import TelemetryRecorder, load_markers
     from servecheck.telemetry.samplers import (
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 _WHERE = {
     "leak": ("Cycle", "DrainVerdict", "LeakVerdict", "Phases", "analyse_leak", "check_drain", "series_of"),
     "nvml": ("DeviceMemory", "FakeNvml", "NvmlBackend", "NvmlUnavailable", "ProcessMemory", "PynvmlBackend"),
-    "plot": ("plot_timeseries",),
+    "plot": ("plot_timeseries", "timeseries_figure"),
     "prometheus": ("CANONICAL", "ENGINE_METRICS", "MetricMap", "extract"),
     "recorder": ("TelemetryRecorder", "load_markers"),
     "samplers": ("DcgmSampler", "NvmlSampler", "PrometheusSampler", "RssSampler", "Sampler",
@@ -71,7 +71,7 @@ __all__ = [
     "Phases", "ProcessMemory", "PrometheusSampler", "PynvmlBackend", "RssSampler", "Sample",
     "Sampler", "SamplerSummary", "SeriesWriter", "SourceUnavailable", "TelemetryRecorder",
     "analyse_leak", "check_drain", "extract", "find_pid_listening", "load_markers",
-    "load_series", "plot_timeseries", "series_of",
+    "load_series", "plot_timeseries", "series_of", "timeseries_figure",
 ]
 
 

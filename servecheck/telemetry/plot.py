@@ -16,6 +16,7 @@ from servecheck.telemetry.leak import Phases
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 # (panel title, metrics drawn in it, unit scale, unit label)
 PANELS: list[tuple[str, tuple[str, ...], float, str]] = [
@@ -57,24 +58,49 @@ def plot_timeseries(
     title: str | None = None,
     time_col: str = "t",
 ) -> Path:
-    """Render telemetry against time to ``path`` (format from its suffix: .png, .svg, .pdf).
+    """Render :func:`timeseries_figure` to ``path`` (format from its suffix: .png, .svg, .pdf).
+
+    Returns the path written; parent folders are created.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig = timeseries_figure(
+        frame, phases=phases, panels=panels, records=records, latency_col=latency_col,
+        records_time_col=records_time_col, title=title, time_col=time_col,
+    )
+    FigureCanvasAgg(fig)
+    fig.savefig(out)
+    return out
+
+
+def timeseries_figure(
+    frame: pd.DataFrame,
+    *,
+    phases: Phases | None = None,
+    panels: Sequence[tuple[str, tuple[str, ...], float, str]] | None = None,
+    records: pd.DataFrame | None = None,
+    latency_col: str = "e2e",
+    records_time_col: str = "t_sent",
+    title: str | None = None,
+    time_col: str = "t",
+) -> Figure:
+    """Telemetry against time as a matplotlib ``Figure`` with no canvas attached (the report
+    layer turns it into inline SVG; :func:`plot_timeseries` writes it to a file).
 
     One panel per entry of ``panels`` (default :data:`PANELS`: KV usage, running/waiting
     requests, GPU memory, engine RSS) that has data, plus a latency panel when ``records``
     (one row per request, with ``records_time_col`` and ``latency_col``; the defaults fit
     ``servecheck.load.records``: ``t_sent`` and ``e2e``) is given; rows without a latency
-    (failed requests) are left out. Series with
-    a ``gpu`` or ``pid`` label are drawn one line per label. Gap records are red ticks on the
-    x axis. ``phases`` shades the baseline (grey), each load (orange) and each measured drain
-    window (blue). The x axis is seconds since the first sample or the baseline start.
-    Returns the path written; a frame with no data still gives a figure saying so.
+    (failed requests) are left out. Series with a ``gpu`` or ``pid`` label are drawn one line
+    per label. Gap records are red ticks on the x axis. ``phases`` shades the baseline (grey),
+    each load (orange) and each measured drain window (blue). The x axis is seconds since the
+    first sample or the baseline start. A frame with no data gives a figure saying so.
     """
     # matplotlib is imported here, not at module import: samplers should start fast.
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
     chosen = list(panels) if panels is not None else PANELS
     samples = frame[frame["kind"].fillna("sample") == "sample"] if "kind" in frame.columns else frame
     gaps = frame[frame["kind"] == "gap"] if "kind" in frame.columns else frame.iloc[0:0]
@@ -93,7 +119,6 @@ def plot_timeseries(
 
     n = max(1, len(present) + (1 if has_latency else 0))
     fig = Figure(figsize=(10, 2.2 * n + 0.6), layout="constrained")
-    FigureCanvasAgg(fig)
     axes = fig.subplots(n, 1, sharex=True, squeeze=False)[:, 0]
     if title:
         fig.suptitle(title)
@@ -135,5 +160,4 @@ def plot_timeseries(
             loc="outside lower center", ncols=3, fontsize=8, frameon=False,
         )
     axes[-1].set_xlabel("seconds")
-    fig.savefig(out)
-    return out
+    return fig

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from servecheck.telemetry import load_series, plot_timeseries
+from servecheck.telemetry import load_series, plot_timeseries, timeseries_figure
 
 
 def test_plot_with_phases_gaps_and_latency(tmp_path, make_soak):
@@ -27,3 +27,9 @@ def test_plot_empty_frame_still_writes_a_figure_as_svg(tmp_path):
     out = plot_timeseries(load_series(tmp_path / "missing"), tmp_path / "sub" / "empty.svg")
     text = out.read_text()
     assert text.lstrip().startswith("<?xml") and "no telemetry samples" in text
+
+
+def test_figure_for_the_report_layer_has_one_axis_per_panel(make_soak):
+    frame, phases = make_soak(lambda i: 0.0, cycles=2)
+    fig = timeseries_figure(frame, phases=phases)
+    assert [ax.get_title(loc="left") for ax in fig.axes] == ["KV-cache usage"]
