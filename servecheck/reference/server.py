@@ -501,7 +501,10 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
                                param="messages" if chat else "prompt", code="context_length_exceeded")
             if "ctx-silent-truncate" not in state.faults:
                 truncated_from = prompt_tokens
-            prompt_tokens = limit - 1
+            # Cut the prompt so the answer fits, as truncating engines do (Xinference keeps the tail):
+            # nothing in finish_reason then hints at the cut, only usage and the warning can.
+            wanted = body.get("max_completion_tokens", body.get("max_tokens")) or cfg.default_max_tokens
+            prompt_tokens = limit - min(wanted, limit // 2)
         requested = body.get("max_completion_tokens", body.get("max_tokens"))
         if requested is not None and requested > limit:
             if "ctx-max-tokens-500" in state.faults:

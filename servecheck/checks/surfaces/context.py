@@ -73,7 +73,7 @@ class Sizer:
 
     @classmethod
     def calibrate(cls, ctx: CheckContext) -> Sizer:
-        points = []
+        points: list[int | None] = []
         for words in CALIBRATION_WORDS:
             ex = ctx.chat(filler(words), max_tokens=1, temperature=0)
             data = ctx.ok_json(ex, f"calibration chat of {words} words")
@@ -83,9 +83,10 @@ class Sizer:
                 counted = tokenize_count(ctx, filler(words))
                 tokens = counted + 16 if counted is not None else None
             points.append(tokens)
-        if points[0] is None or points[1] is None or points[1] <= points[0]:
+        p1, p2 = points
+        if p1 is None or p2 is None or p2 <= p1:
             return cls(overhead=16, per_word=1.0, measured=False)
-        (w1, w2), (p1, p2) = CALIBRATION_WORDS, points
+        w1, w2 = CALIBRATION_WORDS
         per_word = (p2 - p1) / (w2 - w1)
         return cls(overhead=p1 - per_word * w1, per_word=per_word, measured=True)
 
@@ -235,10 +236,12 @@ def ctx_max_tokens(ctx: CheckContext) -> None:
         if kind == "4xx":
             continue
         data = ctx.ok_json(ex, what)
-        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        p, c = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        ctx.expect(isinstance(p, int) and isinstance(c, int), f"{what}: no usage to judge the clamp by",
-                   expected="usage.prompt_tokens and usage.completion_tokens", received=body_snippet(data, 300), exchange=ex)
+        usage = data.get("usage")
+        p = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        c = usage.get("completion_tokens") if isinstance(usage, dict) else None
+        if not isinstance(p, int) or not isinstance(c, int):
+            ctx.fail(f"{what}: no usage to judge the clamp by", expected="usage.prompt_tokens and usage.completion_tokens",
+                     received=body_snippet(data, 300), exchange=ex)
         choices = data.get("choices") if isinstance(data.get("choices"), list) else []
         finish = choices[0].get("finish_reason") if choices and isinstance(choices[0], dict) else None
         ctx.expect(p + c <= limit, f"{what}: the output ran past the context",

@@ -90,9 +90,9 @@ def json_schema_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
 
 def first_choice(ctx: CheckContext, data: dict[str, Any], ex: Exchange) -> dict[str, Any]:
     choices = data.get("choices")
-    ctx.expect(isinstance(choices, list) and bool(choices) and isinstance(choices[0], dict), "the response has no choices",
-               expected="a non-empty choices list", received=body_snippet(data), exchange=ex)
-    return choices[0]  # type: ignore[no-any-return]
+    if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)):
+        ctx.fail("the response has no choices", expected="a non-empty choices list", received=body_snippet(data), exchange=ex)
+    return choices[0]
 
 
 def _content_of(choice: dict[str, Any]) -> str:

@@ -72,10 +72,10 @@ def forced_call(ctx: CheckContext, tool_choice: Any = "required") -> tuple[dict[
     ex = ctx.post("/chat/completions", tool_request(ctx, tool_choice))
     data = ctx.ok_json(ex, "chat completion with tools")
     choices = data.get("choices")
-    ctx.expect(isinstance(choices, list) and bool(choices) and isinstance(choices[0], dict), "the response has no choices",
-               expected="a non-empty choices list", received=body_snippet(data), exchange=ex)
-    choice = choices[0]
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)):
+        ctx.fail("the response has no choices", expected="a non-empty choices list", received=body_snippet(data), exchange=ex)
+    choice: dict[str, Any] = choices[0]
+    message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
     calls = message.get("tool_calls")
     ctx.expect(isinstance(calls, list) and bool(calls), f"tool_choice {json.dumps(tool_choice)} returned no tool call",
                expected="choices[0].message.tool_calls with at least one call",
@@ -194,7 +194,7 @@ def _stream_calls(ctx: CheckContext, ex: Exchange) -> tuple[dict[int, dict[str, 
                 slot = calls.setdefault(index, {"id": None, "names": [], "arguments": ""})
                 if isinstance(part.get("id"), str) and part["id"]:
                     slot["id"] = slot["id"] or part["id"]
-                fn = part.get("function") if isinstance(part.get("function"), dict) else {}
+                fn: dict[str, Any] = part["function"] if isinstance(part.get("function"), dict) else {}
                 if isinstance(fn.get("name"), str) and fn["name"]:
                     slot["names"].append(fn["name"])
                 if isinstance(fn.get("arguments"), str):
@@ -270,7 +270,7 @@ def tools_result_turn(ctx: CheckContext) -> None:
             call = {"id": got["id"], "type": "function", "function": {"name": got["function"]["name"], "arguments": got["function"]["arguments"]}}
     except (KeyError, IndexError, TypeError, AttributeError):
         pass
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": PROMPT},
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": call["id"], "content": json.dumps({"temperature_c": 18, "sky": "clear"})},
