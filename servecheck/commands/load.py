@@ -287,19 +287,22 @@ def _run_locust(cmd: list[str], env: dict[str, str], run_dir: Path, wall_limit: 
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                             preexec_fn=_die_with_parent)  # noqa: PLW1509 - only calls prctl
-    last_print = 0.0
+    last_print = last_poll = 0.0
     try:
         while True:
             try:
-                rc = proc.wait(timeout=1.0)
+                rc = proc.wait(timeout=0.25)
                 break
             except subprocess.TimeoutExpired:
                 pass
             elapsed = time.monotonic() - t0
-            tail.poll()
-            if live is not None:
+            if elapsed - last_poll >= 1.0:
+                tail.poll()
+                last_poll = elapsed
+            if live is not None and elapsed - last_print >= 0.5:
                 live.update(tail.line(elapsed, bound))
-            elif console is not None and elapsed - last_print >= 10:
+                last_print = elapsed
+            elif live is None and console is not None and elapsed - last_print >= 10:
                 console.print(tail.line(elapsed, bound))
                 last_print = elapsed
             if elapsed > wall_limit:
