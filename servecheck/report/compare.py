@@ -1,0 +1,504 @@
+"""Compare a run with a baseline run: per-metric change, significance and a regression verdict.
+
+A metric *regresses* only when the change is both **significant** and **beyond its threshold**
+in the worse direction. Noise (two runs of one distribution) must not trip it; a real shift must.
+
+Significance, per metric:
+
+* latency percentiles (TTFT, ITL, E2E, TPOT; per-request samples from ``records.jsonl``): a seeded
+  bootstrap confidence interval (``1 - alpha``) of the percentile difference (current minus
+  baseline) must exclude zero. For the median the two-sided Mann-Whitney U test on the samples
+  must also give ``p < alpha``. Tail percentiles (p90 and up) need only the interval: a tail can
+  regress while the ranks of the bulk barely move, which a rank test does not see;
+* throughput (requests/s, output tokens/s): per-second completion counts of the two runs
+  (first and last partial seconds dropped), Mann-Whitney U plus a bootstrap interval of the mean;
+* error rate and goodput: Fisher's exact test on the 2x2 table of counts;
+* conformance: a check that passed (or was skipped, non-strict or a known failure) in the
+  baseline and now fails, errors or unexpectedly passes is *newly failing*; that is always a
+  regression (no statistics: checks are deterministic).
+
+Thresholds (``--threshold ttft_p95=+10%``): ``+N%`` relative, ``+Nms`` absolute for latencies,
+``+Npp`` percentage points for rates. A family name (``ttft=+15%``) sets every percentile of it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from servecheck.errors import UsageError, did_you_mean
+from servecheck.report.html import BAD_OUTCOMES, read_json, read_jsonl
+
+LATENCY_FAMILIES = ("ttft", "itl", "e2e", "tpot")
+PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))
+RATE_METRICS = ("error_rate", "goodput")
+THROUGHPUT_METRICS = ("throughput_rps", "throughput_tps")
+GOOD_OUTCOMES = ("passed", "skipped", "nonstrict", "xfailed")
+MAX_SAMPLES = 2000
+
+
+@dataclass(slots=True)
+class Threshold:
+    """How much worse a metric may get: ``value`` in ``unit`` (``%`` relative, ``ms`` or ``pp``)."""
+
+    value: float
+    unit: str  # % | ms | pp
+    text: str
+
+    def beyond(self, baseline: float, current: float, higher_is_better: bool) -> bool:
+        """True when the change from baseline to current is worse than the threshold allows."""
+        worse = (baseline - current) if higher_is_better else (current - baseline)
+        if self.unit == "%":
+            if baseline == 0:
+                return worse > 0
+            return worse / abs(baseline) * 100.0 > abs(self.value)
+        if self.unit == "pp":
+            return worse * 100.0 > abs(self.value)
+        return worse > abs(self.value)
+
+
+DEFAULT_THRESHOLDS: dict[str, str] = {
+    **{f"{fam}_{p}": "+10%" for fam in LATENCY_FAMILIES for p, _ in PERCENTILES},
+    "throughput_rps": "-10%",
+    "throughput_tps": "-10%",
+    "error_rate": "+1pp",
+    "goodput": "-5pp",
+}
+_THRESHOLD_RE = re.compile(r"^\s*([a-z0-9_.]+)\s*=\s*([+-]?)(\d+(?:\.\d+)?)\s*(%|ms|s|pp)\s*$")
+
+
+def metric_names() -> list[str]:
+    return list(DEFAULT_THRESHOLDS)
+
+
+def parse_threshold(text: str) -> tuple[list[str], Threshold]:
+    """``ttft_p95=+10%`` -> (["ttft_p95"], Threshold). Raises :class:`UsageError` with a suggestion."""
+    m = _THRESHOLD_RE.match(text)
+    if not m:
+        raise UsageError(f"--threshold {text!r}: expected METRIC=+N% (or +Nms, +Npp), e.g. ttft_p95=+10%")
+    name, sign, number, unit = m.groups()
+    value = float(number) * (1000.0 if unit == "s" else 1.0)
+    unit = "ms" if unit == "s" else unit
+    names = [name] if name in DEFAULT_THRESHOLDS else [n for n in DEFAULT_THRESHOLDS if n.startswith(name + "_")] if name in LATENCY_FAMILIES else []
+    if not names:
+        raise UsageError(f"--threshold {text!r}: unknown metric {name!r}{did_you_mean(name, [*DEFAULT_THRESHOLDS, *LATENCY_FAMILIES])}")
+    if unit == "ms" and not names[0].split("_")[0] in LATENCY_FAMILIES:
+        raise UsageError(f"--threshold {text!r}: ms applies to latencies only; use % or pp for {name}")
+    del sign  # the direction is the metric's own (latency up, throughput down is worse)
+    return names, Threshold(value, unit, text.split("=", 1)[1].strip())
+
+
+def thresholds(overrides: Iterable[str] = ()) -> dict[str, Threshold]:
+    """The default thresholds with ``overrides`` applied (later ones win)."""
+    out: dict[str, Threshold] = {}
+    for name, spec in DEFAULT_THRESHOLDS.items():
+        out.update(dict.fromkeys(parse_threshold(f"{name}={spec}")[0], parse_threshold(f"{name}={spec}")[1]))
+    for text in overrides:
+        names, th = parse_threshold(text)
+        out.update(dict.fromkeys(names, th))
+    return out
+
+
+@dataclass(slots=True)
+class MetricDelta:
+    """One compared metric. ``regression``: significant and beyond the threshold in the worse direction."""
+
+    name: str
+    unit: str
+    baseline: float | None
+    current: float | None
+    change: float | None = None
+    change_pct: float | None = None
+    p_value: float | None = None
+    test: str = ""
+    ci_low: float | None = None
+    ci_high: float | None = None
+    significant: bool = False
+    threshold: str = ""
+    beyond: bool = False
+    regression: bool = False
+    improvement: bool = False
+    note: str = ""
+    n_baseline: int = 0
+    n_current: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: (round(v, 6) if isinstance(v, float) and math.isfinite(v) else v) for k, v in asdict(self).items()}
+
+
+@dataclass(slots=True)
+class RunParts:
+    """Where a run folder keeps its parts (a plain check/load run, or accept's sub-folders)."""
+
+    path: Path
+    conformance: Path | None = None
+    load: Path | None = None
+    version: str | None = None
+    target: str | None = None
+
+
+def locate(run_dir: Path | str) -> RunParts:
+    """Find the conformance and load parts of a run folder; raises :class:`UsageError` if it has neither."""
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise UsageError(f"{root}: no such run folder")
+    parts = RunParts(root)
+    for cand in (root / "conformance", root):
+        if (cand / "results.jsonl").exists():
+            parts.conformance = cand
+            break
+    for cand in (root / "load", root):
+        if (cand / "records.jsonl").exists() or "requests" in read_json(cand / "summary.json"):
+            parts.load = cand
+            break
+    if parts.conformance is None and parts.load is None:
+        raise UsageError(f"{root}: neither results.jsonl (conformance) nor records.jsonl/summary.json (load) found")
+    if parts.conformance is not None:
+        targets = read_json(parts.conformance / "summary.json").get("targets") or {}
+        for name, info in targets.items():
+            parts.target = parts.target or name
+            if isinstance(info, dict) and info.get("version"):
+                parts.version = str(info["version"])
+                break
+    if parts.load is not None:
+        s = read_json(parts.load / "summary.json")
+        parts.target = parts.target or s.get("target")
+        parts.version = parts.version or s.get("engine_version")
+    return parts
+
+
+# ------------------------------------------------------------------ statistics
+
+
+def _subsample(values: np.ndarray, rng: np.random.Generator, cap: int = MAX_SAMPLES) -> np.ndarray:
+    if values.size <= cap:
+        return values
+    return rng.choice(values, size=cap, replace=False)
+
+
+def bootstrap_diff(a: np.ndarray, b: np.ndarray, qs: Sequence[float] | None, *, seed: int, n_boot: int = 1000,
+                   alpha: float = 0.01) -> list[tuple[float, float]]:
+    """Percentile-bootstrap CIs of ``stat(b) - stat(a)`` for each percentile in ``qs`` (None: the mean).
+
+    A resample of a sorted sample is a matrix of indices into it; the resample's k-th order
+    statistic is the sample at the k-th smallest index, which ``np.partition`` finds without a sort.
+    """
+    rng = np.random.default_rng(seed)
+
+    def stats(x: np.ndarray) -> np.ndarray:
+        xs = np.sort(x)
+        idx = rng.integers(0, xs.size, size=(n_boot, xs.size))
+        if qs is None:
+            return xs[idx].mean(axis=1)[None, :]
+        ks = [min(xs.size, max(1, int(np.ceil(q / 100.0 * xs.size)))) - 1 for q in qs]
+        part = np.partition(idx, sorted(set(ks)), axis=1)
+        return np.stack([xs[part[:, k]] for k in ks])
+
+    diffs = stats(b) - stats(a)
+    lo, hi = 100 * alpha / 2, 100 * (1 - alpha / 2)
+    return [(float(np.percentile(d, lo)), float(np.percentile(d, hi))) for d in diffs]
+
+
+def mann_whitney(a: np.ndarray, b: np.ndarray) -> float | None:
+    from scipy.stats import mannwhitneyu
+
+    if a.size < 2 or b.size < 2:
+        return None
+    return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+
+
+def fisher(bad_a: int, n_a: int, bad_b: int, n_b: int) -> float | None:
+    from scipy.stats import fisher_exact
+
+    if n_a == 0 or n_b == 0:
+        return None
+    return float(fisher_exact([[bad_a, n_a - bad_a], [bad_b, n_b - bad_b]]).pvalue)
+
+
+def _finish(d: MetricDelta, th: Threshold | None, higher_is_better: bool) -> MetricDelta:
+    if d.baseline is not None and d.current is not None:
+        d.change = d.current - d.baseline
+        d.change_pct = (d.change / abs(d.baseline) * 100.0) if d.baseline else None
+        if th is not None:
+            d.threshold = th.text
+            d.beyond = th.beyond(d.baseline, d.current, higher_is_better)
+            better = th.beyond(d.current, d.baseline, higher_is_better)  # the same size of change, the good way
+            d.regression = d.significant and d.beyond
+            d.improvement = d.significant and better
+    return d
+
+
+def _latency_samples(records: list[dict[str, Any]], family: str) -> np.ndarray:
+    if family == "itl":
+        vals = [x for r in records if not r.get("error") for x in (r.get("itls") or []) if isinstance(x, (int, float))]
+    else:
+        vals = [r[family] for r in records if not r.get("error") and isinstance(r.get(family), (int, float))]
+    return np.asarray(vals, dtype=float) * 1000.0
+
+
+def compare_latency(base: list[dict[str, Any]], cur: list[dict[str, Any]], ths: dict[str, Threshold], *,
+                    seed: int = 0, alpha: float = 0.01, n_boot: int = 1000) -> list[MetricDelta]:
+    """Percentile deltas with Mann-Whitney U and bootstrap CIs for every latency family present."""
+    out: list[MetricDelta] = []
+    rng = np.random.default_rng(seed)
+    for fam in LATENCY_FAMILIES:
+        a, b = _latency_samples(base, fam), _latency_samples(cur, fam)
+        if a.size < 5 or b.size < 5:
+            continue
+        a, b = _subsample(a, rng), _subsample(b, rng)
+        p = mann_whitney(a, b)
+        cis = bootstrap_diff(a, b, [q for _, q in PERCENTILES], seed=seed, n_boot=n_boot, alpha=alpha)
+        for (label, q), (lo, hi) in zip(PERCENTILES, cis):
+            name = f"{fam}_{label}"
+            ci_excludes_zero = lo > 0 or hi < 0
+            significant = ci_excludes_zero and (q >= 90 or (p is not None and p < alpha))
+            d = MetricDelta(name, "ms", float(np.percentile(a, q)), float(np.percentile(b, q)), p_value=p,
+                            test="mann-whitney-u + bootstrap", ci_low=lo, ci_high=hi, significant=significant,
+                            n_baseline=int(a.size), n_current=int(b.size))
+            out.append(_finish(d, ths.get(name), higher_is_better=False))
+    return out
+
+
+def _per_second(records: list[dict[str, Any]], tokens: bool) -> np.ndarray:
+    done = [r for r in records if not r.get("error") and isinstance(r.get("t_done"), (int, float))]
+    if len(done) < 2:
+        return np.asarray([], dtype=float)
+    t0 = min(float(r.get("t_sent") or r["t_done"]) for r in done)
+    n = int((max(float(r["t_done"]) for r in done) - t0) // 1.0) + 1
+    bins = np.zeros(n)
+    for r in done:
+        bins[int((float(r["t_done"]) - t0) // 1.0)] += float(r.get("output_tokens") or r.get("output_tokens_client") or 0) if tokens else 1.0
+    return bins[1:-1] if n > 3 else bins
+
+
+def compare_throughput(base_sum: dict[str, Any], cur_sum: dict[str, Any], base: list[dict[str, Any]], cur: list[dict[str, Any]],
+                       ths: dict[str, Threshold], *, seed: int = 0, alpha: float = 0.01) -> list[MetricDelta]:
+    out: list[MetricDelta] = []
+    for name, key, tokens in (("throughput_rps", "requests_per_s", False), ("throughput_tps", "output_tokens_per_s", True)):
+        bv = (base_sum.get("throughput") or {}).get(key)
+        cv = (cur_sum.get("throughput") or {}).get(key)
+        if bv is None or cv is None:
+            continue
+        a, b = _per_second(base, tokens), _per_second(cur, tokens)
+        d = MetricDelta(name, "req/s" if not tokens else "tok/s", float(bv), float(cv), n_baseline=int(a.size), n_current=int(b.size))
+        if a.size >= 3 and b.size >= 3:
+            d.p_value = mann_whitney(a, b)
+            ((lo, hi),) = bootstrap_diff(a, b, None, seed=seed, alpha=alpha)
+            d.ci_low, d.ci_high, d.test = lo, hi, "mann-whitney-u + bootstrap (per-second counts)"
+            d.significant = (lo > 0 or hi < 0) and d.p_value is not None and d.p_value < alpha
+        else:
+            d.note = "too few whole seconds for a test"
+        out.append(_finish(d, ths.get(name), higher_is_better=True))
+    return out
+
+
+def compare_rates(base_sum: dict[str, Any], cur_sum: dict[str, Any], ths: dict[str, Threshold], *,
+                  alpha: float = 0.01) -> list[MetricDelta]:
+    out: list[MetricDelta] = []
+    rb, rc = base_sum.get("requests") or {}, cur_sum.get("requests") or {}
+    na, nb = int(rb.get("total") or 0), int(rc.get("total") or 0)
+    if na and nb:
+        fa, fb = int(rb.get("failed") or 0), int(rc.get("failed") or 0)
+        d = MetricDelta("error_rate", "fraction", fa / na, fb / nb, p_value=fisher(fa, na, fb, nb), test="fisher-exact",
+                        n_baseline=na, n_current=nb)
+        d.significant = d.p_value is not None and d.p_value < alpha
+        out.append(_finish(d, ths.get("error_rate"), higher_is_better=False))
+    ga, gb = base_sum.get("goodput"), cur_sum.get("goodput")
+    if ga is not None and gb is not None and na and nb:
+        good_a, good_b = round(float(ga) * na), round(float(gb) * nb)
+        d = MetricDelta("goodput", "fraction", float(ga), float(gb), p_value=fisher(na - good_a, na, nb - good_b, nb),
+                        test="fisher-exact", n_baseline=na, n_current=nb)
+        d.significant = d.p_value is not None and d.p_value < alpha
+        out.append(_finish(d, ths.get("goodput"), higher_is_better=True))
+    return out
+
+
+@dataclass(slots=True)
+class ConformanceDelta:
+    """Checks whose outcome changed; ``newly_failing`` are regressions."""
+
+    newly_failing: list[dict[str, Any]] = field(default_factory=list)
+    fixed: list[dict[str, Any]] = field(default_factory=list)
+    new_checks: list[str] = field(default_factory=list)
+    missing_checks: list[str] = field(default_factory=list)
+    baseline_counts: dict[str, int] = field(default_factory=dict)
+    current_counts: dict[str, int] = field(default_factory=dict)
+
+
+def compare_conformance(base_dir: Path, cur_dir: Path) -> ConformanceDelta:
+    """Outcome changes per check (keyed by check id when each run has one target/model)."""
+    a = [r for r in read_jsonl(base_dir / "results.jsonl") if r.get("check")]
+    b = [r for r in read_jsonl(cur_dir / "results.jsonl") if r.get("check")]
+    single = len({(r.get("target"), r.get("model")) for r in a}) <= 1 and len({(r.get("target"), r.get("model")) for r in b}) <= 1
+
+    def key(r: dict[str, Any]) -> str:
+        return str(r["check"]) if single else f"{r.get('target')}/{r.get('model')}/{r['check']}"
+
+    ka, kb = {key(r): r for r in a}, {key(r): r for r in b}
+    delta = ConformanceDelta()
+    for r in a:
+        delta.baseline_counts[r["outcome"]] = delta.baseline_counts.get(r["outcome"], 0) + 1
+    for r in b:
+        delta.current_counts[r["outcome"]] = delta.current_counts.get(r["outcome"], 0) + 1
+    for k, rb in sorted(kb.items()):
+        ra = ka.get(k)
+        if ra is None:
+            delta.new_checks.append(k)
+            if rb["outcome"] in BAD_OUTCOMES:
+                delta.newly_failing.append({"check": k, "baseline": None, "current": rb["outcome"], "message": rb.get("message", "")})
+            continue
+        if ra["outcome"] in GOOD_OUTCOMES and rb["outcome"] in BAD_OUTCOMES:
+            delta.newly_failing.append({"check": k, "baseline": ra["outcome"], "current": rb["outcome"], "message": rb.get("message", "")})
+        elif ra["outcome"] in BAD_OUTCOMES and rb["outcome"] in GOOD_OUTCOMES:
+            delta.fixed.append({"check": k, "baseline": ra["outcome"], "current": rb["outcome"]})
+    delta.missing_checks = sorted(set(ka) - set(kb))
+    return delta
+
+
+@dataclass(slots=True)
+class Comparison:
+    """The whole comparison; ``regressed`` decides the exit code."""
+
+    baseline: RunParts
+    current: RunParts
+    metrics: list[MetricDelta] = field(default_factory=list)
+    conformance: ConformanceDelta | None = None
+    notes: list[str] = field(default_factory=list)
+    alpha: float = 0.01
+    seed: int = 0
+
+    @property
+    def regressions(self) -> list[str]:
+        out = [m.name for m in self.metrics if m.regression]
+        if self.conformance is not None:
+            out += [f"conformance:{c['check']}" for c in self.conformance.newly_failing]
+        return out
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.regressions)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "compare",
+            "baseline": {"path": str(self.baseline.path), "target": self.baseline.target, "version": self.baseline.version},
+            "current": {"path": str(self.current.path), "target": self.current.target, "version": self.current.version},
+            "alpha": self.alpha,
+            "seed": self.seed,
+            "verdict": "regression" if self.regressed else "ok",
+            "regressions": self.regressions,
+            "metrics": [m.as_dict() for m in self.metrics],
+            "conformance": None if self.conformance is None else asdict(self.conformance),
+            "notes": self.notes,
+        }
+
+
+def compare_runs(baseline: Path | str, current: Path | str, *, threshold_overrides: Iterable[str] = (),
+                 alpha: float = 0.01, seed: int = 0, n_boot: int = 1000) -> Comparison:
+    """Compare two run folders (load, conformance or accept runs). Raises :class:`UsageError` on bad input."""
+    ths = thresholds(threshold_overrides)
+    a, b = locate(baseline), locate(current)
+    cmp = Comparison(a, b, alpha=alpha, seed=seed)
+    if a.version and b.version and a.version != b.version:
+        cmp.notes.append(f"engine version changed: {a.version} -> {b.version}")
+    if a.target and b.target and a.target != b.target:
+        cmp.notes.append(f"different targets: {a.target} vs {b.target} (baselines are meant per target)")
+    if a.load is not None and b.load is not None:
+        sa, sb = read_json(a.load / "summary.json"), read_json(b.load / "summary.json")
+        ra, rb = read_jsonl(a.load / "records.jsonl"), read_jsonl(b.load / "records.jsonl")
+        for key in ("scenario", "mode", "users", "rate"):
+            if sa.get(key) != sb.get(key):
+                cmp.notes.append(f"load {key} differs: {sa.get(key)} vs {sb.get(key)} (the comparison may not be like for like)")
+        cmp.metrics += compare_latency(ra, rb, ths, seed=seed, alpha=alpha, n_boot=n_boot)
+        cmp.metrics += compare_throughput(sa, sb, ra, rb, ths, seed=seed, alpha=alpha)
+        cmp.metrics += compare_rates(sa, sb, ths, alpha=alpha)
+    elif a.load is not None or b.load is not None:
+        cmp.notes.append("only one of the runs has a load part: load metrics not compared")
+    if a.conformance is not None and b.conformance is not None:
+        cmp.conformance = compare_conformance(a.conformance, b.conformance)
+    elif a.conformance is not None or b.conformance is not None:
+        cmp.notes.append("only one of the runs has a conformance part: outcomes not compared")
+    return cmp
+
+
+__all__ = ["Comparison", "ConformanceDelta", "MetricDelta", "RunParts", "Threshold", "bootstrap_diff", "compare_conformance",
+           "compare_latency", "compare_runs", "locate", "parse_threshold", "thresholds"]
+
+
+# ------------------------------------------------------------------ presentation
+
+
+def _num(v: float | None, unit: str) -> str:
+    if v is None:
+        return "-"
+    if unit == "fraction":
+        return f"{v * 100:.2f}%"
+    return f"{v:.2f}" if abs(v) < 100 else f"{v:.1f}"
+
+
+def metric_rows(cmp: Comparison) -> list[tuple[str, ...]]:
+    """(metric, baseline, current, change, p, CI, threshold, verdict) rows for text, Markdown and HTML."""
+    rows = []
+    for m in cmp.metrics:
+        change = "-" if m.change is None else (f"{m.change * 100:+.2f} pp" if m.unit == "fraction" else
+                                                f"{m.change:+.2f} {m.unit}" + (f" ({m.change_pct:+.1f}%)" if m.change_pct is not None else ""))
+        ci = "-" if m.ci_low is None else f"[{m.ci_low:+.2f}, {m.ci_high:+.2f}]"
+        verdict = "REGRESSION" if m.regression else "improved" if m.improvement else ("changed (not significant)" if m.beyond else "ok")
+        rows.append((m.name, _num(m.baseline, m.unit), _num(m.current, m.unit), change,
+                     "-" if m.p_value is None else f"{m.p_value:.3g}", ci, m.threshold or "-", verdict))
+    return rows
+
+
+HEADERS = ("metric", "baseline", "current", "change", "p", "CI of diff", "threshold", "verdict")
+
+
+def format_text(cmp: Comparison) -> str:
+    """A plain-text table of the comparison for the terminal."""
+    rows = metric_rows(cmp)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(HEADERS)]
+    lines = [f"baseline {cmp.baseline.path}  ->  current {cmp.current.path}"]
+    lines += [f"note: {n}" for n in cmp.notes]
+    if rows:
+        lines.append("  ".join(h.ljust(w) for h, w in zip(HEADERS, widths)))
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    c = cmp.conformance
+    if c is not None:
+        lines.append(f"conformance: {len(c.newly_failing)} newly failing, {len(c.fixed)} fixed, "
+                     f"{len(c.new_checks)} new, {len(c.missing_checks)} missing")
+        lines += [f"  NEWLY FAILING {x['check']}: {x['baseline']} -> {x['current']}" for x in c.newly_failing]
+    lines.append("verdict: " + ("REGRESSION (" + ", ".join(cmp.regressions) + ")" if cmp.regressed else "no regression"))
+    return "\n".join(lines)
+
+
+def comparison_section(cmp: Comparison) -> Any:
+    """The HTML/Markdown :class:`~servecheck.report.html.Section` of a comparison."""
+    from servecheck.report.html import Section, badge, esc, md_table, table, verdict_badge
+
+    rows = metric_rows(cmp)
+    parts = [f"<p>{verdict_badge(not cmp.regressed, 'REGRESSION' if cmp.regressed else 'NO REGRESSION')} "
+             f"baseline <code>{esc(cmp.baseline.path)}</code> ({esc(cmp.baseline.version or 'version unknown')}) vs current "
+             f"<code>{esc(cmp.current.path)}</code> ({esc(cmp.current.version or 'version unknown')}); alpha {cmp.alpha}, seed {cmp.seed}</p>"]
+    parts += [f"<p class='flag'>{esc(n)}</p>" for n in cmp.notes]
+    md = [f"Verdict: **{'REGRESSION' if cmp.regressed else 'no regression'}**"] + [f"- note: {n}" for n in cmp.notes]
+    if rows:
+        kinds = {"REGRESSION": "fail", "improved": "pass", "ok": "passed"}
+        parts.append(table(HEADERS, ((*(esc(c) for c in r[:-1]), badge(r[-1], kinds.get(r[-1], "warn"))) for r in rows),
+                           numeric=(1, 2, 3, 4), raw=tuple(range(8))))
+        md += md_table(HEADERS, rows)
+    c = cmp.conformance
+    if c is not None:
+        parts.append(f"<h3>Conformance</h3><p>{len(c.newly_failing)} newly failing, {len(c.fixed)} fixed, "
+                     f"{len(c.new_checks)} new, {len(c.missing_checks)} missing checks.</p>")
+        if c.newly_failing:
+            parts.append(table(("check", "baseline", "current", "message"),
+                               ((x["check"], x["baseline"] or "(absent)", x["current"], str(x.get("message") or "").splitlines()[:1] and
+                                 str(x.get("message")).splitlines()[0]) for x in c.newly_failing)))
+        md.append(f"Conformance: {len(c.newly_failing)} newly failing, {len(c.fixed)} fixed")
+        md += [f"- NEWLY FAILING `{x['check']}`: {x['baseline']} -> {x['current']}" for x in c.newly_failing]
+    return Section("Comparison with the baseline", "".join(parts), md, not cmp.regressed)
