@@ -198,7 +198,7 @@ def steps(start: int, step: int, every: float, count: int) -> StageShape:
     """``count`` plateaus of ``every`` seconds: start, start+step, ... (a capacity staircase)."""
     if count < 1 or every <= 0:
         raise UsageError("steps: count must be >= 1 and every positive")
-    return StageShape([Stage(end=every * (k + 1), users=start + step * k, spawn_rate=float(max(1, abs(step)) * 10))
+    return StageShape([Stage(end=every * (k + 1), users=start + step * k, spawn_rate=float(min(100, max(1, abs(step)) * 10)))
                        for k in range(count)])
 
 
@@ -206,7 +206,7 @@ def spike(base: int, peak: int, at: float, length: float, total: float) -> Stage
     """``base`` users, ``peak`` users from ``at`` for ``length`` seconds, then ``base`` again."""
     if not 0 <= at < at + length <= total:
         raise UsageError("spike: need 0 <= at < at+length <= total")
-    fast = float(max(peak, 1) * 10)
+    fast = float(min(100, max(peak, 1) * 4))
     stages = [Stage(end=at, users=base, spawn_rate=fast)] if at > 0 else []
     stages += [Stage(end=at + length, users=peak, spawn_rate=fast), Stage(end=total, users=base, spawn_rate=fast)]
     return StageShape([s for s in stages if s.end > 0])
