@@ -69,8 +69,15 @@ def histogram(title: str, xlabel: str, values_ms: Sequence[float], *, bins: int 
               marks: dict[str, float] | None = None) -> str:
     """A histogram of millisecond values with optional vertical marks (p50, p95 ...)."""
     fig, (ax,) = new_figure(width=5.6, height=3.0)
-    if values_ms:
-        ax.hist(list(values_ms), bins=bins, color=PALETTE[0], alpha=0.85)
+    values = sorted(values_ms)
+    if values:
+        # A few outliers would squash the bulk into one bar: draw up to p99.5 and say what was cut.
+        hi = values[min(len(values) - 1, int(0.995 * len(values)))]
+        shown = [v for v in values if v <= hi] if values[-1] > 1.5 * hi > 0 else values
+        ax.hist(shown, bins=bins, color=PALETTE[0], alpha=0.85)
+        if len(shown) < len(values):
+            ax.annotate(f"{len(values) - len(shown)} above {hi:.1f} not shown (max {values[-1]:.1f})", (0.99, 0.8),
+                        xycoords="axes fraction", ha="right", fontsize=7, color="#555")
     for i, (label, x) in enumerate((marks or {}).items()):
         ax.axvline(x, color=PALETTE[(i + 1) % len(PALETTE)], ls="--", lw=1, label=f"{label} {x:.1f}")
     ax.set_title(title)

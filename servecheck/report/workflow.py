@@ -1,0 +1,155 @@
+"""Pieces shared by the workflow commands (accept, capacity, cutover): run folders, the embedded
+reference target, JUnit merging, calling ``servecheck check`` and ``run_load``.
+
+Kept in the report layer (not in ``commands/``) so the commands stay thin and the pieces can be
+tested without a CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servecheck.redact import redact
+
+
+def new_run_dir(out: str | Path, kind: str, label: str, run_id: str | None = None) -> Path:
+    """``<out>/<time>-<kind>-<label>`` (or ``<out>/<run_id>``), created."""
+    rid = run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{kind}-{label[:40]}"
+    path = Path(out) / rid
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write_json(path: Path, data: Any) -> Path:
+    """Redacted, indented JSON."""
+    path.write_text(redact(json.dumps(data, indent=2, ensure_ascii=False, default=str)) + "\n", encoding="utf-8")
+    return path
+
+
+@contextlib.contextmanager
+def reference_env(names: Sequence[str], enabled: bool = True, extra_args: Sequence[str] = (),
+                  log_path: Path | None = None) -> Iterator[bool]:
+    """Start the embedded reference server when a ``reference`` target is named and none is set.
+
+    The variables it exports (``SERVECHECK_REF_URL`` ...) are put into ``os.environ`` for the
+    block, so ``load_targets`` and child processes see them, and restored afterwards.
+    """
+    from servecheck.embedded import ENV_URL, embedded_reference
+
+    if not enabled or "reference" not in names or ENV_URL in os.environ:
+        yield False
+        return
+    saved = {k: os.environ.get(k) for k in ("SERVECHECK_REF_URL", "SERVECHECK_REF_API_KEY", "SERVECHECK_REF_METRICS_URL")}
+    with embedded_reference(extra_args, log_path=log_path) as env:
+        os.environ.update(env)
+        try:
+            yield True
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+def check_args(target: str, targets_file: str, out: Path, run_id: str, *, surface: Sequence[str] | None = None,
+               keyword: str | None = None, workers: str = "auto", models: Sequence[str] | None = None) -> argparse.Namespace:
+    """The namespace ``servecheck.commands.check.run`` expects (built like its own parser would)."""
+    return argparse.Namespace(target=[target], targets_file=targets_file, model=list(models) if models else None,
+                              surface=list(surface) if surface else None, keyword=keyword, workers=workers, out=str(out),
+                              run_id=run_id, no_embedded=True, reference_arg=[], pytest_args=[])
+
+
+def run_conformance(target: str, targets_file: str, run_dir: Path, name: str = "conformance", **kw: Any) -> int:
+    """Run ``servecheck check`` for one target into ``run_dir/name``; returns its exit code."""
+    from servecheck.commands import check
+
+    return int(check.run(check_args(target, targets_file, run_dir, name, **kw)) or 0)
+
+
+@dataclass(slots=True)
+class Case:
+    """One JUnit test case of a workflow stage (readiness, an SLO, an agreement check ...)."""
+
+    name: str
+    passed: bool
+    message: str = ""
+    classname: str = "servecheck"
+    time_s: float = 0.0
+    skipped: bool = False
+
+
+@dataclass(slots=True)
+class Suite:
+    name: str
+    cases: list[Case] = field(default_factory=list)
+
+
+def write_junit(path: Path, suites: Sequence[Suite], include: Sequence[Path] = ()) -> Path:
+    """A JUnit XML file with ``suites`` plus every ``<testsuite>`` of the files in ``include``."""
+    root = ET.Element("testsuites")
+    for inc in include:
+        try:
+            tree = ET.parse(inc)
+        except (OSError, ET.ParseError):
+            continue
+        r = tree.getroot()
+        for ts in ([r] if r.tag == "testsuite" else list(r.iter("testsuite"))):
+            root.append(ts)
+    for s in suites:
+        fails = sum(1 for c in s.cases if not c.passed and not c.skipped)
+        skips = sum(1 for c in s.cases if c.skipped)
+        ts = ET.SubElement(root, "testsuite", name=s.name, tests=str(len(s.cases)), failures=str(fails), errors="0",
+                           skipped=str(skips), time=f"{sum(c.time_s for c in s.cases):.3f}")
+        for c in s.cases:
+            tc = ET.SubElement(ts, "testcase", classname=c.classname, name=c.name, time=f"{c.time_s:.3f}")
+            if c.skipped:
+                ET.SubElement(tc, "skipped", message=redact(c.message)[:500])
+            elif not c.passed:
+                f = ET.SubElement(tc, "failure", message=redact(c.message.splitlines()[0] if c.message else "failed")[:500])
+                f.text = redact(c.message)
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+    return path
+
+
+def slo_cases(summary: dict[str, Any], classname: str = "servecheck.load") -> list[Case]:
+    """JUnit cases for a load summary: one per SLO, plus the run's own verdict."""
+    out = [Case(f"SLO {v.get('slo')}", bool(v.get("passed")),
+                f"observed {v.get('observed')} {v.get('unit')}; bound {v.get('op')} {v.get('bound')} ({v.get('source')})",
+                classname) for v in summary.get("slo") or []]
+    out.append(Case("load run verdict", summary.get("verdict") == "pass", "; ".join(summary.get("reasons") or []) or
+                    f"verdict {summary.get('verdict')}", classname))
+    return out
+
+
+def copy_allure(src: Path, dst: Path) -> int:
+    """Copy allure result files from a sub-run into the run's own allure-results."""
+    if not src.is_dir():
+        return 0
+    dst.mkdir(parents=True, exist_ok=True)
+    n = 0
+    for p in src.iterdir():
+        if p.is_file():
+            (dst / p.name).write_bytes(p.read_bytes())
+            n += 1
+    return n
+
+
+def say(text: str) -> None:
+    """A stage line on stderr (rich when it is a terminal)."""
+    from rich.console import Console
+
+    Console(stderr=True, highlight=False).print(redact(text), markup=False)
+
+
+__all__ = ["Case", "Suite", "check_args", "copy_allure", "new_run_dir", "reference_env", "run_conformance", "say", "slo_cases",
+           "write_json", "write_junit"]
