@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 STATUSES = ("ok", "leak", "retention", "insufficient_data")
+_FRACTIONS = frozenset({"kv_usage"})
 DRAIN_STATUSES = ("ok", "not_drained", "insufficient_data")
 
 
@@ -240,15 +241,16 @@ def analyse_leak(
     alpha: float = 0.05,
     min_cycles: int = 5,
     min_samples: int = 3,
-    agg: str = "sum",
+    agg: str | None = None,
     ceiling: float | None = None,
 ) -> LeakVerdict:
     """Decide whether ``metric`` leaks across the load cycles in ``phases``.
 
     ``frame``: a :func:`~servecheck.telemetry.series.load_series` frame (or any frame with
     ``t``/``value``). ``tolerance`` is absolute, in the metric's unit (0.02 = 2 points of KV
-    usage). Samples of one timestamp from several label sets are combined with ``agg``; pick a
-    label set with ``labels``. Gap records of the metric's source inside a cycle's drain window
+    usage). Samples of one timestamp from several label sets are combined with ``agg`` (default:
+    ``max`` for ``kv_usage``, ``sum`` otherwise, as the Prometheus sampler does); pick a label
+    set with ``labels``. Gap records of the metric's source inside a cycle's drain window
     are counted in ``gaps``; a cycle is used when its drain window has ``min_samples`` samples.
     ``min_cycles`` defaults to 5, the fewest for which a one-sided Mann-Kendall test can reach
     p < 0.05 (with 4 the exact p is at least 1/24 ~ 0.042 only for a perfect order).
@@ -256,6 +258,8 @@ def analyse_leak(
     post-drain level within ``tolerance`` of it is a leak that has saturated, not retention.
     See the module docstring for the verdict rules.
     """
+    if agg is None:
+        agg = "max" if metric in _FRACTIONS else "sum"
     series = series_of(frame, metric, source=source, labels=labels, time_col=time_col, agg=agg)
     top = ceiling if ceiling is not None else (1.0 if metric == "kv_usage" else None)
     gap_t = _gap_times(frame, metric, source, time_col)

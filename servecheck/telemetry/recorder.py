@@ -126,6 +126,15 @@ class TelemetryRecorder:
             sampler.start()
         return self
 
+    def wait_ready(self, timeout_s: float = 10.0) -> bool:
+        """Wait until every sampler has taken its first sample (or given up on its source).
+
+        Call it before the idle baseline starts: the first scrape pays for imports and a TCP
+        connection. Returns False when ``timeout_s`` passed first.
+        """
+        deadline = time.monotonic() + timeout_s
+        return all(s.ready.wait(max(0.0, deadline - time.monotonic())) for s in self.samplers)
+
     def mark(self, name: str, **labels: str) -> None:
         """Write a phase marker (``telemetry/markers.jsonl``: t, t_mono, name, labels)."""
         self.dir.mkdir(parents=True, exist_ok=True)

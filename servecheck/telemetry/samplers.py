@@ -31,6 +31,12 @@ if TYPE_CHECKING:
 DEFAULT_MAX_DURATION_S = 7 * 24 * 3600.0
 
 
+def _default_timeout(interval_s: float) -> float:
+    # A busy engine answers /metrics late; a slow scrape only skips ticks, a short timeout
+    # would turn every one of them into a gap exactly when the data matters.
+    return max(1.0, min(5.0, 4 * interval_s))
+
+
 class SourceUnavailable(Exception):
     """The sampler's source cannot be used at all; sampling ends after one gap record."""
 
@@ -86,6 +92,7 @@ class Sampler:
         self._last_error: str | None = None
         self._stopped = "not started"
         self._thread: threading.Thread | None = None
+        self.ready = threading.Event()  # set after the first tick (or when the source is unavailable)
 
     # -- subclass hooks -------------------------------------------------------------------
     def setup(self) -> None:
@@ -144,6 +151,7 @@ class Sampler:
                 except Exception as exc:
                     self._last_error = f"teardown: {type(exc).__name__}: {exc}"
         finally:
+            self.ready.set()  # never leave a waiter hanging
             writer.close()
 
     def _loop(self, writer: SeriesWriter) -> None:
@@ -167,6 +175,7 @@ class Sampler:
                 self._samples += len(records)
             except Exception as exc:  # every failure is data
                 self._gap(writer, gap_from_exception(t, t_mono, self.source, exc))
+            self.ready.set()
             # Next tick on the fixed grid; a slow sample skips ticks instead of bunching up.
             tick = max(tick + 1, int((time.monotonic() - start) / self.interval_s) + 1)
             delay = start + tick * self.interval_s - time.monotonic()
@@ -194,7 +203,7 @@ class PrometheusSampler(Sampler):
         self.engine = engine
         self.mapping = MetricMap.for_engine(engine, metric_map)
         self.headers = dict(headers or {})
-        self.timeout_s = timeout_s if timeout_s is not None else max(0.2, min(5.0, self.interval_s * 2))
+        self.timeout_s = timeout_s if timeout_s is not None else _default_timeout(self.interval_s)
         self._client: httpx.Client | None = None
 
     def setup(self) -> None:
@@ -241,7 +250,7 @@ class DcgmSampler(Sampler):
         super().__init__(path, interval_s, **kwargs)
         self.url = url
         self.headers = dict(headers or {})
-        self.timeout_s = timeout_s if timeout_s is not None else max(0.2, min(5.0, self.interval_s * 2))
+        self.timeout_s = timeout_s if timeout_s is not None else _default_timeout(self.interval_s)
         self._client: httpx.Client | None = None
 
     def setup(self) -> None:

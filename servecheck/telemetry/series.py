@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -74,9 +75,14 @@ class Gap:
         }
 
 
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s'\"]+@")
+
+
 def gap_from_exception(t: float, t_mono: float, source: str, exc: BaseException, prefix: str = "") -> Gap:
-    """A gap record for ``exc`` with its class name and a redacted, bounded message."""
+    """A gap record for ``exc`` with its class name and a redacted, bounded message
+    (registered secrets, bearer tokens and ``user:password@`` in URLs are masked)."""
     message = redact(prefix + (str(exc) or type(exc).__name__))
+    message = _URL_USERINFO.sub(lambda m: m.group(1) + "***@", message)
     if len(message) > _MAX_ERROR_CHARS:
         message = message[: _MAX_ERROR_CHARS - 3] + "..."
     return Gap(t, t_mono, source, type(exc).__name__, message)

@@ -248,3 +248,23 @@ def test_load_series_skips_a_torn_last_line(tmp_path):
     frame = load_series(tmp_path)
     assert list(frame["value"]) == [0.5]
     assert list(load_series(tmp_path / "nothing-here").columns) == list(frame.columns)
+
+
+def test_gap_messages_mask_url_credentials(tmp_path, metrics_server):
+    metrics_server.status = 502
+    url = f"http://scraper:hunter2-pass@127.0.0.1:{metrics_server.port}/metrics"
+    sampler = PrometheusSampler(tmp_path / "p.jsonl", url, "vllm", interval_s=0.01, max_samples=1)
+    sampler.run()
+    (row,) = _lines(tmp_path / "p.jsonl")
+    assert "hunter2" not in row["error"]
+    assert "http://***@127.0.0.1" in row["error"]
+
+
+def test_wait_ready_returns_after_the_first_tick(tmp_path, metrics_server, exposition):
+    metrics_server.body = exposition("vllm")
+    unavailable = FakeNvml(fail_init="no driver")
+    with TelemetryRecorder(tmp_path, metrics_server.url, "vllm", interval_s=0.05, nvml_backend=unavailable) as rec:
+        assert rec.wait_ready(10)
+        summaries = {s.source: s for s in rec.summaries()}
+        assert summaries["prometheus"].ticks >= 1
+        assert summaries["nvml"].stopped == "unavailable"

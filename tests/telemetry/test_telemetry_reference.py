@@ -1,0 +1,62 @@
+"""End to end against the reference server: abandoned streams, recorder, leak and drain verdicts.
+
+The reference server exposes vLLM's metric names; its ``kv-leak`` fault never frees the KV
+blocks of requests whose client disconnected. Cycles are short (a few abandoned streams, then a
+quarter second idle) so the whole test stays near two seconds per server.
+"""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+
+from servecheck.telemetry import Cycle, Phases, TelemetryRecorder, analyse_leak, check_drain
+
+CYCLES = 5
+DRAIN_S = 0.25
+
+
+def _abandon_streams(base_url: str, count: int) -> None:
+    body = {"model": "ref-tiny", "stream": True, "max_tokens": 200,
+            "messages": [{"role": "user", "content": "hello " * 40}]}
+    with httpx.Client(timeout=5, trust_env=False) as client:
+        for _ in range(count):
+            with client.stream("POST", base_url + "/chat/completions", json=body) as response:
+                for n, _line in enumerate(response.iter_lines()):
+                    if n >= 4:
+                        break  # the client goes away mid-stream
+
+
+def _soak(server, tmp_path):
+    with TelemetryRecorder(tmp_path, server.root + "/metrics", "reference", interval_s=0.02, nvml=False) as rec:
+        assert rec.wait_ready(10), rec.summaries()
+        t0 = time.time()
+        time.sleep(0.2)
+        cycles = []
+        for _ in range(CYCLES):
+            start = time.time()
+            _abandon_streams(server.base_url, 4)
+            end = time.time()
+            time.sleep(DRAIN_S)
+            cycles.append(Cycle(start, end, time.time(), end + 0.1))
+    return rec.frame(), Phases((t0, t0 + 0.2), cycles)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("faults", "leak_status", "drain_status"),
+    [
+        pytest.param((), "ok", "ok", id="clean"),
+        pytest.param(("kv-leak",), "leak", "not_drained", id="kv-leak"),
+    ],
+)
+def test_reference_server_soak(make_reference, tmp_path, faults, leak_status, drain_status):
+    server = make_reference(*faults, kv_blocks=1024)
+    frame, phases = _soak(server, tmp_path)
+    verdict = analyse_leak(frame, phases, "kv_usage", tolerance=0.01)
+    assert verdict.status == leak_status, verdict.message
+    assert max(verdict.peaks) > 0 or leak_status == "leak", "the load never reached the KV cache"
+    drain = check_drain(frame, phases.cycles[-1].end, DRAIN_S, baseline_window=phases.baseline, tolerance=0.01)
+    assert drain.status == drain_status, drain.message
