@@ -153,6 +153,12 @@ def render(levels: list[dict[str, Any]], sweep: list[dict[str, Any]], best: dict
         " +48 to +177 ms and p99 +250 to +310 ms; CPU 0.12-0.27 CPU-s per 10k tokens for a minimal Locust user, ~1.8 for"
         " the heaviest tool; open-loop schedule lag 0.14 ms p50 at 50 req/s for the best tool.",
         "",
+        "Reading: at 256 streams one generator core cannot keep up (ITL p50 0 ms means several events arrived in one"
+        " read, loop lag p99 far above 25 ms); the run is flagged `behind` and `servecheck load` reports it"
+        " `inconclusive` (exit 1) instead of presenting those latencies as the server's. CPU per token falls as"
+        " concurrency rises because one wake-up then reads several events; on this shared VM each wake-up runs with"
+        " cold caches, so the 16-stream figure is well above what the same code costs on an idle core.",
+        "",
         "Caveat: when the server's own core saturates, its tokens are late too and that shows in these errors; the"
         " generator's loop lag and the `behind` flag say whether the generator was the limit.",
         END,

@@ -79,7 +79,6 @@ class _Controller:
         self.loop_lag: list[float] = []
         self.prompts = PromptSet()
         self.dispatcher_claimed = False
-        self.url = cfg.base_url.rstrip("/") + "/chat/completions"
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **cfg.headers}
         self.headers.update(self.auth_headers())
         self.wire = WireClient(cfg.base_url, self.headers, cfg.connect_timeout_s, cfg.timeout_s)
@@ -341,7 +340,7 @@ def _on_init(environment: Any, **_: Any) -> None:
 
 @events.test_stop.add_listener
 def _on_test_stop(environment: Any, **_: Any) -> None:
-    ctrl = _CTRL.get("c")
+    ctrl = _CTRL.pop("c", None)  # a new test from the web UI gets a fresh controller and run directory
     if ctrl is not None and not ctrl.finished:
         ctrl.finish(quit_runner=False)
 
@@ -414,8 +413,10 @@ class LLMUser(User):
             if due >= ctrl.deadline or not ctrl.accepting() or (ctrl.cap is not None and dispatched >= ctrl.cap):
                 break
             delay = due - _perf()
-            if delay > 0:
-                gevent.sleep(delay)
+            if delay > 0.002:
+                gevent.sleep(delay - 0.0015)  # the hub's timers are ~1 ms coarse ...
+            while _perf() < due:
+                gevent.sleep(0)  # ... so yield-spin the last stretch (other greenlets still run)
             gate.acquire()  # at the in-flight cap the slot waits: that shows as lag, not as silence
             greenlets.append(gevent.spawn(self._one, ctrl, due, gate))
             if len(greenlets) > 4096:
