@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,8 +101,11 @@ class Sampler:
     def teardown(self) -> None:
         """Release the source."""
 
-    def sample(self, t: float, t_mono: float) -> list[Sample]:
-        """Take one sample stamped ``t``/``t_mono``; raise on failure (it becomes a gap)."""
+    def sample(self, t: float, t_mono: float) -> Sequence[Sample | Gap]:
+        """Take one sample stamped ``t``/``t_mono``; raise on failure (it becomes a gap).
+
+        A partial failure may return :class:`Gap` records among the samples.
+        """
         raise NotImplementedError
 
     # -- running --------------------------------------------------------------------------
@@ -135,7 +138,13 @@ class Sampler:
 
     def run(self) -> None:
         """The thread body; also callable directly (it blocks until stopped)."""
-        writer = SeriesWriter(self.path)
+        try:
+            writer = SeriesWriter(self.path)
+        except OSError as exc:  # no series file: nothing to record into, but do not raise
+            self._last_error = f"{type(exc).__name__}: {exc}"
+            self._stopped = "unwritable"
+            self.ready.set()
+            return
         try:
             try:
                 self.setup()
@@ -172,7 +181,12 @@ class Sampler:
             try:
                 records = self.sample(t, t_mono)
                 writer.write(records)
-                self._samples += len(records)
+                for record in records:
+                    if isinstance(record, Gap):
+                        self._gaps += 1
+                        self._last_error = f"{record.error_class}: {record.error}"
+                    else:
+                        self._samples += 1
             except Exception as exc:  # every failure is data
                 self._gap(writer, gap_from_exception(t, t_mono, self.source, exc))
             self.ready.set()
@@ -219,7 +233,7 @@ class PrometheusSampler(Sampler):
         if self._client is not None:
             self._client.close()
 
-    def sample(self, t: float, t_mono: float) -> list[Sample]:
+    def sample(self, t: float, t_mono: float) -> Sequence[Sample | Gap]:
         assert self._client is not None
         response = self._client.get(self.url)
         response.raise_for_status()
@@ -262,7 +276,7 @@ class DcgmSampler(Sampler):
         if self._client is not None:
             self._client.close()
 
-    def sample(self, t: float, t_mono: float) -> list[Sample]:
+    def sample(self, t: float, t_mono: float) -> Sequence[Sample | Gap]:
         assert self._client is not None
         response = self._client.get(self.url)
         response.raise_for_status()
@@ -305,13 +319,20 @@ class NvmlSampler(Sampler):
     def teardown(self) -> None:
         self.backend.shutdown()
 
-    def sample(self, t: float, t_mono: float) -> list[Sample]:
-        out: list[Sample] = []
+    def sample(self, t: float, t_mono: float) -> Sequence[Sample | Gap]:
+        out: list[Sample | Gap] = []
         for dev in self.backend.devices():
             labels = {"gpu": str(dev.index), "name": dev.name, "uuid": dev.uuid}
             out.append(Sample(t, t_mono, self.source, "gpu_mem_used_bytes", float(dev.used), labels))
             out.append(Sample(t, t_mono, self.source, "gpu_mem_total_bytes", float(dev.total), dict(labels)))
-            for proc in self.backend.processes(dev.index):
+            try:
+                procs = self.backend.processes(dev.index)
+            except Exception as exc:  # keep the device numbers; per-process data is a bonus
+                gap = gap_from_exception(t, t_mono, self.source, exc, prefix="per-process memory: ")
+                gap.labels = {"gpu": str(dev.index)}
+                out.append(gap)
+                continue
+            for proc in procs:
                 if proc.used is None:
                     continue
                 out.append(Sample(
@@ -374,7 +395,7 @@ class RssSampler(Sampler):
         self._proc = psutil.Process(pid)
         return self._proc
 
-    def sample(self, t: float, t_mono: float) -> list[Sample]:
+    def sample(self, t: float, t_mono: float) -> Sequence[Sample | Gap]:
         import psutil
 
         root = self._process()

@@ -268,3 +268,27 @@ def test_wait_ready_returns_after_the_first_tick(tmp_path, metrics_server, expos
         summaries = {s.source: s for s in rec.summaries()}
         assert summaries["prometheus"].ticks >= 1
         assert summaries["nvml"].stopped == "unavailable"
+
+
+class _NoProcesses(FakeNvml):
+    def processes(self, index: int) -> list[ProcessMemory]:
+        raise RuntimeError("NVML_ERROR_NO_PERMISSION")
+
+
+def test_nvml_per_process_failure_keeps_device_numbers(tmp_path):
+    fake = _NoProcesses(device_list=[DeviceMemory(0, "NVIDIA H200", "GPU-aaaa", 40 * GIB, 141 * GIB)])
+    sampler = NvmlSampler(tmp_path / "nvml.jsonl", backend=fake, interval_s=0.01, max_samples=1)
+    sampler.run()
+    rows = _lines(tmp_path / "nvml.jsonl")
+    assert [r["metric"] for r in rows] == ["gpu_mem_used_bytes", "gpu_mem_total_bytes", "gap"]
+    assert rows[2]["error"] == "per-process memory: NVML_ERROR_NO_PERMISSION"
+    assert (sampler.summary().samples, sampler.summary().gaps) == (2, 1)
+
+
+def test_unwritable_series_path_ends_the_sampler_quietly(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    sampler = NvmlSampler(blocker / "nvml.jsonl", backend=_fake_nvml(), interval_s=0.01, max_samples=1)
+    sampler.run()
+    assert sampler.summary().stopped == "unwritable"
+    assert sampler.ready.is_set()
