@@ -47,7 +47,7 @@ def to_svg(fig: Figure) -> str:
 def line_plot(title: str, xlabel: str, ylabel: str, series: Sequence[tuple[str, Sequence[float], Sequence[float | None]]],
               *, logy: bool = False, hline: float | None = None, hline_label: str = "") -> str:
     """One line chart; ``series`` is (label, xs, ys) with None gaps allowed."""
-    fig, (ax,) = new_figure()
+    fig, (ax,) = new_figure(width=5.6, height=3.2)
     for i, (label, xs, ys) in enumerate(series):
         pts = [(x, y) for x, y in zip(xs, ys) if y is not None]
         if not pts:

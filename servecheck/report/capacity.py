@@ -1,0 +1,146 @@
+"""Capacity planning: the sweep's stop rule, the highest load meeting the SLOs, the knee, replicas.
+
+Pure functions over :class:`Step` results, so the decisions are tested without running load.
+
+* **Stop rule** (:func:`should_stop`): stop after the second step that breached an SLO (one
+  breach can be a blip; two say the target is past its limit), or when throughput fell by more
+  than ``drop`` (default 10 %) below the best seen so far (a saturated server that starts
+  thrashing delivers less, not more).
+* **Best load** (:func:`best_step`): the highest load level whose step passed (every SLO held,
+  no errors beyond the SLOs, no generator lag).
+* **Knee** (:func:`knee`): Kneedle-style. Take the latency-vs-throughput points of the steps up
+  to the one with the highest throughput (past it the curve folds back), normalise both axes to
+  [0, 1], draw the chord from the first to the last point, and pick the point farthest *below*
+  the chord (largest perpendicular distance). That is where latency stops being flat and starts
+  climbing: more load buys little throughput and costs much latency. No knee when there are
+  fewer than three points or none lies below the chord (a straight or concave curve).
+* **Replicas** (:func:`replicas_for`): ``ceil(target_rate / (best throughput x headroom))``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class Step:
+    """One load level of the sweep and what it measured."""
+
+    level: float  # users (closed loop) or requests/s (open loop)
+    mode: str  # users | rate
+    passed: bool
+    requests_per_s: float
+    tokens_per_s: float
+    error_rate: float
+    goodput: float | None
+    latency_ms: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    slo: list[dict[str, Any]] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    run_id: str = ""
+    total: int = 0
+
+    @classmethod
+    def from_summary(cls, level: float, mode: str, summary: dict[str, Any], passed: bool) -> Step:
+        lat = summary.get("latency_ms") or {}
+        return cls(level=level, mode=mode, passed=passed,
+                   requests_per_s=float((summary.get("throughput") or {}).get("requests_per_s") or 0.0),
+                   tokens_per_s=float((summary.get("throughput") or {}).get("output_tokens_per_s") or 0.0),
+                   error_rate=float((summary.get("requests") or {}).get("error_rate") or 0.0), goodput=summary.get("goodput"),
+                   latency_ms={k: {p: (lat.get(k) or {}).get(p) for p in ("p50", "p90", "p95", "p99")} for k in ("ttft", "itl", "e2e", "tpot")},
+                   slo=list(summary.get("slo") or []), reasons=list(summary.get("reasons") or []),
+                   run_id=str(summary.get("run_id") or ""), total=int((summary.get("requests") or {}).get("total") or 0))
+
+    def metric(self, name: str) -> float | None:
+        """``e2e_p95`` -> the step's value (ms)."""
+        fam, _, stat = name.partition("_")
+        return (self.latency_ms.get(fam) or {}).get(stat)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def should_stop(steps: Sequence[Step], drop: float = 0.10) -> str | None:
+    """Why the sweep should stop after the last step, or None to go on."""
+    breaches = [s for s in steps if not s.passed]
+    if len(breaches) >= 2:
+        return f"SLOs breached at two load levels ({', '.join(_fmt_level(s) for s in breaches[:2])}): past saturation"
+    if len(steps) >= 2:
+        best = max(s.requests_per_s for s in steps[:-1])
+        last = steps[-1].requests_per_s
+        if best > 0 and last < (1.0 - drop) * best:
+            return (f"throughput dropped to {last:.2f} req/s at {_fmt_level(steps[-1])}, "
+                    f"{(1 - last / best) * 100:.0f}% below the best {best:.2f} req/s: past saturation")
+    return None
+
+
+def _fmt_level(s: Step) -> str:
+    return f"{s.level:g} users" if s.mode == "users" else f"{s.level:g} req/s"
+
+
+def best_step(steps: Sequence[Step]) -> Step | None:
+    """The highest load level that passed."""
+    ok = [s for s in steps if s.passed]
+    return max(ok, key=lambda s: s.level) if ok else None
+
+
+@dataclass(slots=True)
+class Knee:
+    index: int
+    level: float
+    throughput: float
+    latency_ms: float
+    distance: float
+    metric: str
+
+
+def knee(xs: Sequence[float], ys: Sequence[float]) -> tuple[int, float] | None:
+    """Index of the point farthest below the chord (normalised axes) and its distance, or None."""
+    pts = [(float(x), float(y)) for x, y in zip(xs, ys)]
+    if len(pts) < 3:
+        return None
+    x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
+    y0, y1 = min(p[1] for p in pts), max(p[1] for p in pts)
+    if x1 == x0 or y1 == y0:
+        return None
+    norm = [((x - x0) / (x1 - x0), (y - y0) / (y1 - y0)) for x, y in pts]
+    (ax, ay), (bx, by) = norm[0], norm[-1]
+    length = math.hypot(bx - ax, by - ay)
+    if length == 0:
+        return None
+    best: tuple[int, float] | None = None
+    for i, (px, py) in enumerate(norm[1:-1], start=1):
+        # Signed distance: positive when the point lies below/right of the chord (a convex bend).
+        d = ((bx - ax) * (ay - py) - (ax - px) * (by - ay)) / length
+        if d > 1e-9 and (best is None or d > best[1]):
+            best = (i, d)
+    return best
+
+
+def sweep_knee(steps: Sequence[Step], metric: str = "e2e_p95") -> Knee | None:
+    """The knee of latency (``metric``) vs throughput over the steps up to peak throughput."""
+    if not steps:
+        return None
+    peak = max(range(len(steps)), key=lambda i: steps[i].requests_per_s)
+    usable = [(i, s) for i, s in enumerate(steps[:peak + 1]) if s.metric(metric) is not None]
+    # Also keep the first point past the peak when it is the latency blow-up (it closes the chord).
+    if peak + 1 < len(steps) and steps[peak + 1].metric(metric) is not None:
+        usable.append((peak + 1, steps[peak + 1]))
+    found = knee([s.requests_per_s for _, s in usable], [float(s.metric(metric) or 0.0) for _, s in usable])
+    if found is None:
+        return None
+    i, dist = found
+    idx, s = usable[i]
+    return Knee(idx, s.level, s.requests_per_s, float(s.metric(metric) or 0.0), round(dist, 4), metric)
+
+
+def replicas_for(target_rate: float, per_replica_rate: float, headroom: float = 1.0) -> int | None:
+    """Replicas needed to serve ``target_rate`` req/s when one sustains ``per_replica_rate`` within SLOs."""
+    if per_replica_rate <= 0 or headroom <= 0:
+        return None
+    return max(1, math.ceil(target_rate / (per_replica_rate * headroom) - 1e-9))
+
+
+__all__ = ["Knee", "Step", "best_step", "knee", "replicas_for", "should_stop", "sweep_knee"]
