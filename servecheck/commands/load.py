@@ -339,6 +339,19 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
+def _last_error(path: Path) -> str:
+    """The last exception line Locust printed (e.g. an import error in the scenario), redacted."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        text = line.strip()
+        if text and ("Error" in text.split(":", 1)[0] or text.startswith(("Exception", "Traceback"))):
+            return redact(text[:300])
+    return ""
+
+
 def _worker_infos(run_dir: Path) -> list[dict[str, Any]]:
     infos = []
     for p in sorted(run_dir.glob("worker-*.json")):
@@ -406,8 +419,11 @@ def summarise(spec: LoadSpec, cfg: RunConfig, slos: Sequence[SLO], run_dir: Path
         reasons.append("no request finished")
     if stats.behind and not spec.allow_lag:
         reasons += stats.behind_reasons
-    if locust_rc not in (0, None) and stats.total == 0:
-        reasons.append(f"locust exited with code {locust_rc} (see {run_dir / 'locust.log'})")
+    if stats.total == 0:
+        tail = _last_error(run_dir / "locust.stdout")
+        if locust_rc not in (0, None) or tail:
+            reasons.append(f"locust exited with code {locust_rc}" + (f": {tail}" if tail else "")
+                           + f" (see {run_dir / 'locust.stdout'})")
     passed = slo_ok and not reasons
     verdict = "pass" if passed else ("fail" if not slo_ok else "inconclusive")
     exit_code = 0 if passed else 1

@@ -201,7 +201,7 @@ def evaluate(slos: Iterable[SLO], stats: RunStats) -> list[Verdict]:
     for slo in slos:
         value = observed(slo, stats)
         if value is None:
-            verdicts.append(Verdict(slo, None, False, "no data: no successful request measured this"))
+            verdicts.append(Verdict(slo, None, False, "no successful request measured this"))
         else:
             verdicts.append(Verdict(slo, value, slo.holds(value)))
     return verdicts

@@ -75,7 +75,7 @@ def test_evaluate_pass_fail_and_no_data() -> None:
     assert not verdicts["error_rate<=0.5%"].passed and verdicts["error_rate<=2%"].passed
     assert verdicts["ttft_max<=500ms"].line().startswith("FAIL ttft_max<=500ms  observed 90")
     empty = evaluate(parse_slos(["ttft_p95<=1s"]), compute_stats([], Schedule()))
-    assert not empty[0].passed and empty[0].note.startswith("no data")
+    assert not empty[0].passed and empty[0].line() == "FAIL ttft_p95<=1s  observed no data (no successful request measured this)"
 
 
 def test_goodput_is_per_request() -> None:
