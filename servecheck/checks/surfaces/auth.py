@@ -96,4 +96,5 @@ def auth_no_echo(ctx: CheckContext) -> None:
                    received=ex.describe(300) + (f" (presented key {wrong!r})" if "wrong" in " ".join(leaks) else ""),
                    exchange=ex,
                    hint="error messages and debug headers must not repeat credentials: they end up in client logs and "
-                        "browser consoles; log a key id or hash instead")
+                        "browser consoles; log a key id or hash instead"
+                        + (" (to reproduce, put any wrong key in the curl below)" if "wrong" in what else ""))

@@ -172,7 +172,11 @@ def running_requests(ctx: CheckContext, url: str) -> tuple[float | None, Exchang
 
 
 async def _open_and_drop(ctx: CheckContext, k: int, max_tokens: int, timeout_s: float) -> list[str]:
-    """Open ``k`` streams, read until each has sent content, then drop the connections. Returns per-stream notes."""
+    """Open ``k`` streams, read until each has sent content, then drop the connections. Returns per-stream notes.
+
+    Plain httpx on purpose: the servecheck client always reads a response to its end (that is its
+    job), and this check needs the opposite, a client that walks away mid-stream.
+    """
     settings = ctx.client.settings
     url = settings.base_url + "/chat/completions"
     notes: list[str] = []
