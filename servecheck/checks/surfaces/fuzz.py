@@ -96,6 +96,7 @@ def edge_corpus(model: str) -> list[tuple[str, dict[str, Any]]]:
         ("stop-five-strings", base(stop=["a", "b", "c", "d", "e"])),
         ("n-zero", base(n=0)),
         ("max-tokens-zero", base(max_tokens=0)),
+        ("max-tokens-int32-overflow", base(max_tokens=2**31)),
         ("temperature-huge", base(temperature=1e308)),
         ("top-p-zero", base(top_p=0)),
         ("seed-2-64", base(seed=2**64)),
