@@ -115,7 +115,8 @@ def err_shape(ctx: CheckContext) -> None:
     judged = 0
     for case in cases:
         ex = _send(ctx, case)
-        if ex.error or ex.status is None or not 400 <= ex.status < 500:
+        _transport_failed(ctx, ex, f"{case.name} ({case.what})")
+        if ex.status is None or not 400 <= ex.status < 500:
             continue  # 5xx and 200 are judged by ERR-VALUES / ERR-TYPES / MODELS-UNKNOWN-404
         judged += 1
         problem, deviation = error_shape_problem(ex)

@@ -160,6 +160,10 @@ def fuzz_no_5xx(ctx: CheckContext) -> None:
         if seen[key] is not None:
             raise _Found(seen[key] or "", exchanges[key])
 
+    baseline = ctx.post("/chat/completions", ctx.chat_body("Say hello.", max_tokens=4), timeout_s=timeout_s)
+    ctx.expect(baseline.ok, "the server does not answer a valid request, so generated bodies cannot be judged",
+               expected="HTTP 200 for the unmutated body", received=baseline.describe(300), exchange=baseline,
+               hint="fix the CHAT-* and HEALTH-* failures first")
     corpus = edge_corpus(ctx.model)
     names = {json.dumps(body, sort_keys=True, ensure_ascii=False): name for name, body in corpus}
     for _, body in reversed(corpus):
