@@ -180,7 +180,7 @@ def _pydantic_problems(exc: ValidationError, base_loc: tuple[Any, ...], model: t
 def _merge(defaults: dict[str, Any], target: dict[str, Any]) -> dict[str, Any]:
     merged = dict(defaults)
     for key, value in target.items():
-        if key in ("capabilities", "headers", "allow", "known_failures") and isinstance(value, dict) and isinstance(merged.get(key), dict):
+        if key in ("capabilities", "headers", "allow", "known_failures", "telemetry") and isinstance(value, dict) and isinstance(merged.get(key), dict):
             merged[key] = {**merged[key], **value}
         else:
             merged[key] = value

@@ -75,6 +75,31 @@ def _check_url(value: str | None, key: str) -> str | None:
     return value.rstrip("/")
 
 
+class TelemetrySettings(_Strict):
+    """The ``telemetry`` block: what the soak command and the abandoned-stream probe sample
+    (``servecheck.telemetry.TelemetryRecorder.for_target`` takes it as a dict)."""
+
+    metrics: dict[str, str] = Field(
+        default_factory=dict,
+        description="canonical metric -> Prometheus sample name (kv_usage, requests_running, ...); replaces the engine's",
+    )
+    metrics_url: str | None = None
+    pid: Annotated[int, Field(ge=1)] | None = None
+    port: Annotated[int, Field(ge=1, le=65535)] | None = None
+    interval_s: Annotated[float, Field(gt=0, le=60)] | None = None
+    dcgm_url: str | None = None
+    nvml: bool = True
+
+    @field_validator("metrics_url", "dcgm_url")
+    @classmethod
+    def _urls(cls, value: str | None) -> str | None:
+        return _check_url(value, "url")
+
+    def as_settings(self) -> dict[str, object]:
+        """The keys that were set, as the plain dict ``TelemetryRecorder.for_target`` takes."""
+        return self.model_dump(exclude_none=True, exclude_defaults=True)
+
+
 class TargetSettings(_Strict):
     """Keys that may appear both under ``defaults`` and in a target."""
 
@@ -98,6 +123,7 @@ class TargetSettings(_Strict):
     )
     slo: list[str] = Field(default_factory=list)
     verify_tls: bool = True
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
     @field_validator("api_key", mode="before")
     @classmethod
