@@ -9,6 +9,7 @@ failure names the SDK exception and, when useful, carries a raw reproduction of 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from servecheck.checks.context import CheckContext, CheckFailed
@@ -100,6 +101,16 @@ def _hint_for(exc: BaseException) -> str:
     return "the SDK cannot consume this answer; compare the raw reproduction with the OpenAI API reference"
 
 
+def _run_async(coro: Any) -> Any:
+    """``asyncio.run``, also when the caller already runs an event loop (then on a worker thread)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def _raw(ctx: CheckContext, body: dict[str, Any]) -> Exchange:
     """The same request through servecheck's raw client, for the curl line and the raw answer."""
     return ctx.post("/chat/completions", body, stream=bool(body.get("stream")))
@@ -160,7 +171,7 @@ def client_sdk_async(ctx: CheckContext) -> None:
         finally:
             await client.close()
 
-    for result in asyncio.run(main()):
+    for result in _run_async(main()):
         if isinstance(result, BaseException):
             _sdk_failed(ctx, "AsyncOpenAI chat.completions.create", result, body)
         _check_completion(ctx, result, "AsyncOpenAI chat.completions.create", body)
@@ -228,12 +239,12 @@ def client_sdk_parse(ctx: CheckContext) -> None:
         completions = client.chat.completions
         parse = getattr(completions, "parse", None) or client.beta.chat.completions.parse
         try:
-            result = parse(model=ctx.model, messages=messages, response_format=City, max_tokens=64, temperature=0)
+            result = parse(model=ctx.model, messages=messages, response_format=City, max_tokens=128, temperature=0)
         except Exception as exc:  # noqa: BLE001 - every SDK failure is the finding
             import openai.lib._pydantic as sdk_pydantic
 
             schema = sdk_pydantic.to_strict_json_schema(City)
-            body = ctx.chat_body(messages, max_tokens=64, temperature=0,
+            body = ctx.chat_body(messages, max_tokens=128, temperature=0,
                                  response_format={"type": "json_schema", "json_schema": {"name": "City", "schema": schema, "strict": True}})
             _sdk_failed(ctx, "chat.completions.parse(response_format=City)", exc, body)
     message = result.choices[0].message if result.choices else None

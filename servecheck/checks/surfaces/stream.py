@@ -209,10 +209,6 @@ def stream_usage(ctx: CheckContext) -> None:
     ctx.expect(k == len(chunks) - 1, "chunks follow the usage chunk", expected="the usage chunk is the last chunk before [DONE]",
                received=f"usage in chunk {k}, then {len(chunks) - 1 - k} more chunk(s): {body_snippet(chunks[k + 1:][:2], 300)}",
                exchange=ex)
-    ctx.expect(usage_chunk.get("choices") == [], "the usage chunk has non-empty choices",
-               expected='"choices": [] in the usage chunk', received=body_snippet(usage_chunk, 400), exchange=ex,
-               deviation="usage-chunk-has-choices",
-               hint="clients read choices[0] of every chunk; a choice in the usage chunk repeats or duplicates the finish")
     usage = usage_chunk["usage"]
     p, c, t = (usage.get(name) for name in ("prompt_tokens", "completion_tokens", "total_tokens"))
     ints = all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (p, c, t))
@@ -238,6 +234,11 @@ def stream_usage(ctx: CheckContext) -> None:
     ctx.expect(content_chunks <= c <= max_tokens, "usage.completion_tokens does not fit what was streamed",
                expected=f"{content_chunks} (content chunks) <= completion_tokens <= {max_tokens} (max_tokens)",
                received=f"completion_tokens {c}", exchange=ex)
+    # Last: the one defect an engine profile may allow (Xinference), so the counts are judged first.
+    ctx.expect(usage_chunk.get("choices") == [], "the usage chunk has non-empty choices",
+               expected='"choices": [] in the usage chunk', received=body_snippet(usage_chunk, 400), exchange=ex,
+               deviation="usage-chunk-has-choices",
+               hint="clients read choices[0] of every chunk; a choice in the usage chunk repeats or duplicates the finish")
 
 
 @check("STREAM-DONE", "the stream ends with data: [DONE]",
@@ -377,12 +378,13 @@ def stream_incremental(ctx: CheckContext) -> None:
 
 
 def _stall_limit(ctx: CheckContext, baseline_s: float) -> float:
-    return min(ctx.target.timeout_s, 10.0, max(3.0, 5 * baseline_s + 2.0))
+    return min(ctx.target.timeout_s, max(3.0, min(10.0, 5 * baseline_s + 2.0), 2 * baseline_s + 2.0))
 
 
 @check("STREAM-NO-STALL", "a stream finishes in bounded time",
-       "a streamed 16-token request completes with [DONE] within max(3 s, 5 x the non-streamed time of the same request "
-       "+ 2 s), capped at min(timeout_s, 10 s); a stream that stops sending is reported as a timeout, never waited on forever")
+       "a streamed 16-token request completes with [DONE] within min(timeout_s, max(3 s, min(10 s, 5 x t + 2 s), "
+       "2 x t + 2 s)), t being the non-streamed time of the same request; a stream that stops sending is reported as a "
+       "timeout, never waited on forever")
 def stream_no_stall(ctx: CheckContext) -> None:
     base = ctx.chat(PROMPT, max_tokens=16, temperature=0)
     ctx.ok_json(base, "non-streamed chat completion (the time a stream should take)")

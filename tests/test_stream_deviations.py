@@ -1,0 +1,45 @@
+"""Engine deviations on the STREAM surface are non-strict for the engine that has them, failures elsewhere.
+
+Xinference (4.1, measured) repeats the finish choice in its include_usage chunk; the reference
+server's ``stream-usage-in-choices`` fault produces the same bytes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from servecheck.checks import CheckFailed, NonStrict, load_all, run_check
+from tests.support import TEST_KEY, context_for
+
+CHECKS = load_all()
+
+
+@pytest.fixture(scope="module")
+def usage_with_choices(make_reference):
+    return make_reference("stream-usage-in-choices", api_key=TEST_KEY)
+
+
+@pytest.mark.parametrize("check_id,deviation", [
+    pytest.param("STREAM-USAGE", "usage-chunk-has-choices", id="usage-chunk-has-choices"),
+    pytest.param("STREAM-FINISH", "stream-extra-finish-chunk", id="stream-extra-finish-chunk"),
+])
+def test_xinference_profile_allows_its_usage_chunk(usage_with_choices, check_id, deviation):
+    ctx = context_for(usage_with_choices, check_id, engine="xinference")
+    try:
+        with pytest.raises(NonStrict) as excinfo:
+            run_check(CHECKS[check_id], ctx)
+    finally:
+        ctx.client.close()
+    assert excinfo.value.failure.deviation == deviation
+    assert "Xinference" in excinfo.value.reason
+
+
+@pytest.mark.parametrize("check_id", ["STREAM-USAGE", "STREAM-FINISH"])
+def test_other_engines_fail_on_it(usage_with_choices, check_id):
+    ctx = context_for(usage_with_choices, check_id, engine="vllm")
+    try:
+        with pytest.raises(CheckFailed) as excinfo:
+            run_check(CHECKS[check_id], ctx)
+    finally:
+        ctx.client.close()
+    assert excinfo.value.check_id == check_id
