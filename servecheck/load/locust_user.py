@@ -40,8 +40,8 @@ from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig
 from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tokenize_counter
 from servecheck.load.records import RecordWriter, RequestRecord
 from servecheck.load.schedule import Stage, StageShape, for_worker, split_count
-from servecheck.load.stream import StreamState
-from servecheck.load.wire import WireClient
+from servecheck.load.stream import StreamState, classify
+from servecheck.load.wire import WireClient, WireResult
 
 __all__ = ["LLMUser", "scenario_shape"]
 
@@ -189,26 +189,15 @@ class _Controller:
                             t_intended=self.wall(intended), t_sent=self.wall(t0), kind=prompt.kind,
                             prompt_tokens=prompt.prompt_tokens)
         st = StreamState()
-        res = self.wire.post_stream("/chat/completions", payload, st.feed, deadline=t0 + cfg.timeout_s)
+        try:
+            res = self.wire.post_stream("/chat/completions", payload, st.feed, deadline=t0 + cfg.timeout_s)
+        except Exception as exc:  # noqa: BLE001 - a bug here must cost one record, not the run
+            res = WireResult(error="stream-error", error_message=f"{type(exc).__name__}: {exc}", t_end=_perf())
         t_end = res.t_end or _perf()
-        rec.status = res.status
-        if res.error is not None:
-            rec.error, rec.error_message = res.error, res.error_message
-        elif res.status != 200:
-            rec.error = f"http-{res.status}"
-            rec.error_message = res.body_prefix.decode("utf-8", "replace")[:300]
-        elif "text/event-stream" not in res.headers.get("content-type", ""):
-            rec.error = "invalid-sse"
-            rec.error_message = f"content-type is {res.headers.get('content-type')!r}, not text/event-stream"
         st.close(t_end)
-        if t_end == t0:
-            t_end = _perf()
+        rec.status = res.status
         rec.t_done = self.wall(t_end)
-        if rec.error is None and rec.status == 200:
-            if st.problem:
-                rec.error, rec.error_message = st.problem_kind, st.problem
-            elif not st.done:
-                rec.error, rec.error_message = "stream-error", "the stream ended without data: [DONE]"
+        rec.error, rec.error_message = classify(res, st)
         times = st.token_times
         rec.output_tokens_client = len(times)
         self.tokens += len(times)

@@ -19,6 +19,7 @@ from servecheck.client.http import (
     _carries_token as carries_token,  # one token predicate for the project
 )
 from servecheck.client.sse import DONE, SSEParser
+from servecheck.load.wire import WireResult
 
 _DONE_B = DONE.encode()
 
@@ -171,3 +172,25 @@ def parse_stream_bytes(pieces: list[tuple[bytes, float]], fast: bool = True) -> 
         st.feed(data, t)
     st.close(t)
     return st
+
+
+def classify(res: WireResult, st: StreamState) -> tuple[str | None, str]:
+    """The record's error class and message for one exchange, or ``(None, "")`` for a success.
+
+    Transport errors first (``connect``, ``timeout``, ``stream-error`` from the wire), then
+    ``http-<status>``, then what the stream said: a 200 that is not ``text/event-stream`` or
+    carries non-JSON data is ``invalid-sse``; an error object inside it or a missing
+    ``data: [DONE]`` is ``stream-error``.
+    """
+    if res.error is not None:
+        return res.error, res.error_message
+    if res.status != 200:
+        return f"http-{res.status}", res.body_prefix.decode("utf-8", "replace")[:300]
+    ctype = res.headers.get("content-type", "")
+    if "text/event-stream" not in ctype:
+        return "invalid-sse", f"content-type is {ctype or 'missing'!r}, not text/event-stream"
+    if st.problem:
+        return st.problem_kind, st.problem
+    if not st.done:
+        return "stream-error", "the stream ended without data: [DONE]"
+    return None, ""
