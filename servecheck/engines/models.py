@@ -144,6 +144,7 @@ def ensure_tiny_model(spec: TinyModelSpec | None = None, out_dir: Path | None = 
         return model
     parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{spec.name}-", dir=parent))
+    os.chmod(tmp, 0o755)  # mkdtemp makes it private; engines may run as another user
     try:
         _write_all(spec, TinyModel(spec, tmp))
         (tmp / "DONE").write_text(json.dumps(asdict(spec), sort_keys=True) + "\n")
