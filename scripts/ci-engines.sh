@@ -13,7 +13,10 @@
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-.venv/bin/python}
+if [[ -z "${PYTHON:-}" ]]; then
+    if [[ -x .venv/bin/python ]]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
+fi
+PY=$PYTHON
 ENGINES=${ENGINES:-"vllm llamacpp xinference litellm"}
 SC=("$PY" -m servecheck.cli engine)
 LOGDIR=${SERVECHECK_CACHE:-$HOME/.cache/servecheck}/logs

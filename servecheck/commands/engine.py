@@ -151,7 +151,7 @@ def _down(names: list[str], *, all_: bool) -> int:
     from servecheck.engines.base import running_states, stop_state
     from servecheck.engines.registry import get_engine
 
-    states = running_states()
+    states = running_states(reap=True)
     stopped = 0
     for state in states:
         if not all_ and state.name not in names:

@@ -269,8 +269,13 @@ def port_in_use(port: int) -> bool:
 # --------------------------------------------------------------------------- life cycle
 
 
-def running_states() -> list[RunState]:
-    """Every recorded server whose process is still alive (stale state files are removed)."""
+def running_states(*, reap: bool = False) -> list[RunState]:
+    """Every recorded server whose process is still alive (stale state files are removed).
+
+    With ``reap``, what is left of a server whose main process died (vLLM's engine core,
+    Xinference's model actor) is killed too: the group id outlives the leader while any member
+    lives, and Linux does not hand out a pid that is still a live group id.
+    """
     out: list[RunState] = []
     if not state_dir().is_dir():
         return out
@@ -283,6 +288,9 @@ def running_states() -> list[RunState]:
         if pid_alive(state.pid):
             out.append(state)
         else:
+            if reap:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(state.pid, signal.SIGKILL)
             path.unlink(missing_ok=True)
     return out
 
