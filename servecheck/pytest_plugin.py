@@ -190,6 +190,10 @@ def _case_marks(case: Case, session: ServecheckSession) -> list[pytest.MarkDecor
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "sc_target" in metafunc.fixturenames:
+        # per-target suites (preflight): one case per selected target
+        targets = get_session(metafunc.config).targets
+        metafunc.parametrize("sc_target", [pytest.param(t, id=t.name) for t in targets])
     if "sc_case" not in metafunc.fixturenames:
         return
     surface = getattr(metafunc.module, "SURFACE", None)
