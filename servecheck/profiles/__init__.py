@@ -27,6 +27,7 @@ DEVIATIONS: dict[str, str] = {
     "models-no-context-field": "/v1/models does not report the context length",
     "stream-extra-finish-chunk": "a second finish chunk before the usage chunk",
     "usage-chunk-has-choices": "the include_usage chunk repeats the finish choice",
+    "usage-chunk-repeated": "usage (the same counts) is sent on the finish chunk and again on a repeat of it",
     "tool-finish-stop": "finish_reason 'stop' after a tool call",
     "seed-not-supported": "seed is accepted but does not make sampling repeatable",
     "out-of-range-accepted": "out-of-range sampling values (negative max_tokens, temperature outside [0, 2]) are served, not rejected",
@@ -68,8 +69,6 @@ PROFILES: dict[str, EngineProfile] = {
             # vLLM answers unknown routes through FastAPI: {"detail": "Not Found"}
             # (vllm/entrypoints/openai/api_server.py mounts the OpenAI routes on a FastAPI app).
             "error-shape-detail": "vLLM's unknown routes and wrong methods answer in FastAPI's {'detail': ...} shape",
-            # vllm/sampling_params.py _verify_args checks only temperature >= 0: 3.5 is served.
-            "out-of-range-accepted": "vLLM only requires temperature >= 0; a temperature above 2 is served (sampling_params.py)",
         },
         verified_live=True,
     ),
@@ -94,8 +93,12 @@ PROFILES: dict[str, EngineProfile] = {
         deviations={
             "health-path-differs": "Xinference has no /health; GET /status answers when the supervisor is up",
             "error-shape-detail": "Xinference's REST layer (FastAPI) answers errors as {'detail': ...}",
-            "stream-extra-finish-chunk": "Xinference sends a second finish chunk with include_usage",
+            # Measured on Xinference 4.1.0 (2026-11-29), stream with include_usage, max_tokens 16: the finish
+            # chunk {"delta": {"content": ""}, "finish_reason": "length", "usage": {...}} is followed by
+            # {"delta": {}, "finish_reason": "stop", "usage": <same counts>}, then [DONE]; no choices: [] chunk.
+            "stream-extra-finish-chunk": "Xinference sends a second finish chunk ('stop', even after 'length') with include_usage",
             "usage-chunk-has-choices": "Xinference's usage chunk repeats the last choice",
+            "usage-chunk-repeated": "Xinference puts the same usage on its finish chunk and on the repeated finish chunk",
             "models-no-context-field": "Xinference's /v1/models does not report the context length",
         },
         verified_live=True,

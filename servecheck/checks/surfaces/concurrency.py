@@ -31,8 +31,8 @@ FILLER = (
     "harbour", "boat", "lamp",
 )
 PROMPT_FRACTION = 0.82  # ~420 prompt tokens at a 512 context: the mix that crashes vLLM CPU with chunked prefill
-TEMPLATE_ROOM = 24  # tokens a chat template adds around the words
-DEFAULT_WORD_TOKENS = 1.3  # tokens per English word for a BPE tokenizer, when the server cannot say
+TEMPLATE_ROOM = 24  # tokens a chat template adds around the words, when usage cannot tell
+DEFAULT_WORD_TOKENS = 4.0  # tokens per filler word when usage cannot tell (the worst seen: a tiny test tokenizer)
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
@@ -62,17 +62,26 @@ def _words(n: int, tag: int) -> str:
     return f"Request {tag}: " + " ".join(FILLER[(tag * 7 + k) % len(FILLER)] for k in range(n))
 
 
-def _tokens_per_word(ctx: CheckContext) -> float:
-    """Ask /tokenize (vLLM, llama.cpp, reference) how many tokens a word of filler costs."""
-    if not ctx.capabilities.get("tokenize"):
-        return DEFAULT_WORD_TOKENS
-    sample = " ".join(FILLER * 3)
-    ex = ctx.post(ctx.server_root + "/tokenize", {"model": ctx.model, "prompt": sample, "content": sample}, timeout_s=10)
+def _prompt_tokens(ctx: CheckContext, text: str) -> int | None:
+    ex = ctx.chat(text, max_tokens=1, temperature=0)
     data = ex.json() if ex.ok else None
-    count = None
-    if isinstance(data, dict):
-        count = data.get("count") if isinstance(data.get("count"), int) else (len(data["tokens"]) if isinstance(data.get("tokens"), list) else None)
-    return max(0.5, count / (len(FILLER) * 3)) if count else DEFAULT_WORD_TOKENS
+    usage = data.get("usage") if isinstance(data, dict) else None
+    count = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
+def calibrate_words(ctx: CheckContext) -> tuple[int, float]:
+    """Template overhead and tokens per filler word, measured from two requests' usage.prompt_tokens.
+
+    Every OpenAI-compatible server reports usage, so this works where /tokenize does not exist;
+    tiny test tokenizers cost 3-4 tokens a word, BPE vocabularies about 1.3.
+    """
+    words = len(FILLER)
+    short = _prompt_tokens(ctx, _words(0, 0))
+    sample = _prompt_tokens(ctx, _words(words, 0))
+    if short is None or sample is None or sample <= short:
+        return TEMPLATE_ROOM, DEFAULT_WORD_TOKENS
+    return short, max(0.5, (sample - short) / words)
 
 
 def long_prompt_words(ctx: CheckContext, fraction: float = PROMPT_FRACTION) -> int:
@@ -80,8 +89,8 @@ def long_prompt_words(ctx: CheckContext, fraction: float = PROMPT_FRACTION) -> i
     context = ctx.info.context_length or ctx.target.context_length
     if not context:
         return 200
-    budget = int(context * fraction) - TEMPLATE_ROOM
-    return max(16, int(budget / _tokens_per_word(ctx)))
+    overhead, per_word = calibrate_words(ctx)
+    return max(16, int((int(context * fraction) - overhead) / per_word))
 
 
 def _summary(results: list[Exchange]) -> tuple[str, Exchange | None]:
@@ -122,7 +131,9 @@ def conc_seeded(ctx: CheckContext) -> None:
     elapsed = time.monotonic() - t0
     ctx.exchanges.extend(results)
     seeded = sum(1 for b in bodies if "seed" in b)
-    mix = f"{n} concurrent requests ({seeded} seeded, {sum(1 for i in range(n) if i % 4 != 2)} with ~{words}-word prompts)"
+    context = ctx.info.context_length or ctx.target.context_length
+    size = f"~{PROMPT_FRACTION:.0%} of the {context}-token context" if context else "200 words"
+    mix = f"{n} concurrent requests ({seeded} seeded, {sum(1 for i in range(n) if i % 4 != 2)} with {words}-word prompts, {size})"
     burst_text, first_bad = _summary(results) if results else (f"no answers within {cap:.0f} s", None)
 
     health = probe_health(ctx.client, ctx.target, timeout_s=5.0)

@@ -63,7 +63,13 @@ class BadCase:
 
 
 def _send(ctx: CheckContext, case: BadCase, timeout_s: float | None = None) -> Exchange:
-    return ctx.post("/chat/completions", case.body, timeout_s=timeout_s or min(ctx.target.timeout_s, 30.0))
+    timeout = timeout_s or min(ctx.target.timeout_s, 30.0)
+    ex = ctx.post("/chat/completions", case.body, timeout_s=timeout)
+    if ex.error in ("read", "protocol") and ex.status is None:
+        # A server that closed the kept-alive connection after its previous error answer (Xinference does
+        # after a 500): the request never reached it. Once more, on a fresh connection.
+        ex = ctx.post("/chat/completions", case.body, timeout_s=timeout)
+    return ex
 
 
 def _judge(cases: list[BadCase], results: list[Exchange]) -> tuple[list[str], list[str], list[str], Exchange | None]:
@@ -172,12 +178,13 @@ def err_values(ctx: CheckContext) -> None:
 
 
 @check("ERR-TYPES", "wrong field types are client errors",
-       "messages as a string, max_tokens as a string, temperature as a string and model as a number each get "
+       "messages as a string, max_tokens and temperature as words and the body as an array each get "
        "400 with an error object; never a 5xx")
 def err_types(ctx: CheckContext) -> None:
     cases = [
         BadCase("messages-string", "messages as a string", {"model": ctx.model, "messages": "Say hello.", "max_tokens": 1}),
-        BadCase("max-tokens-string", "max_tokens as a string", ctx.chat_body("Say hello.", max_tokens="4")),
+        # Not "4": pydantic-based servers (vLLM) coerce numeric strings, which is lenient rather than wrong.
+        BadCase("max-tokens-string", "max_tokens as a word", ctx.chat_body("Say hello.", max_tokens="four")),
         BadCase("temperature-string", "temperature as a string", ctx.chat_body("Say hello.", max_tokens=1, temperature="hot")),
         BadCase("body-array", "the body is a JSON array", [ctx.chat_body("Say hello.", max_tokens=1)]),
     ]
