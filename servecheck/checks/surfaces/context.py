@@ -151,16 +151,20 @@ def _truncation_signals(ex: Exchange, data: dict[str, Any], max_tokens: int) -> 
 def ctx_overlong(ctx: CheckContext) -> None:
     limit = context_length(ctx)
     margin = max(32, limit // 8)
-    words = math.ceil(limit * 1.5) + 16  # one token or more per filler word: surely over
+    words = fallback = math.ceil(limit * 1.5) + 16  # one token or more per filler word: surely over
     sent = words
     counted = tokenize_count(ctx, filler(words))
     if counted is not None:
         # Size with the target's own tokenizer: just over the limit, not an unbounded upload.
         words = max(1, math.ceil((limit + margin) * words / max(counted, 1)))
         counted = tokenize_count(ctx, filler(words))
-        while counted is not None and counted <= limit + margin // 2:
+        for _ in range(8):  # bounded: a /tokenize that does not grow with the text must not hang the check
+            if counted is None or counted > limit + margin // 2:
+                break
             words += margin
             counted = tokenize_count(ctx, filler(words))
+        if counted is None or counted <= limit:  # the tokenizer did not help: the word count is surely over
+            words, counted = max(words, fallback), None
         sent = counted if counted is not None else words
     max_tokens = 8
     ex = ctx.chat(filler(words), max_tokens=max_tokens, temperature=0)
