@@ -283,23 +283,23 @@ def wait_drained(recorder: TelemetryRecorder, since: float, bound_s: float, *,
     """Watch a running recorder after a probe; return the drain verdict.
 
     Returns early once the server has been drained for ``hold_s`` (default: the shorter of
-    2 s and a quarter of the bound), else when ``bound_s`` after ``since`` has passed (plus one
-    poll, so the last samples of the window are in). Bounded by ``bound_s`` + 2 polls.
+    2 s and a quarter of the bound); else once ``bound_s`` after ``since`` has passed and the
+    verdict is final. A busy engine answers ``/metrics`` late, so while telemetry lags behind
+    the bound (``insufficient_data``) it waits a grace of ``max(2 s, 4 polls)`` more, never longer.
     """
     hold = min(2.0, bound_s / 4) if hold_s is None else hold_s
-    deadline = since + bound_s + max(poll_s, 0.2)
+    end = since + bound_s
+    hard = end + max(2.0, 4 * poll_s)
     while True:
-        now = time.time()
         if on_poll is not None:
-            on_poll(now - since)
-        if now >= deadline:
-            break
-        time.sleep(min(poll_s, max(0.0, deadline - now)))
+            on_poll(time.time() - since)
+        time.sleep(max(0.0, min(poll_s, hard - time.time())))
         verdict = judge_drain(recorder.frame(), since, bound_s, baseline_window=baseline_window, tolerance=tolerance)
-        if verdict.status == "ok" and verdict.drained_after_s is not None and \
-                time.time() - since - verdict.drained_after_s >= hold:
+        now = time.time()
+        if verdict.status == "ok" and verdict.drained_after_s is not None and now - since - verdict.drained_after_s >= hold:
             return verdict
-    return judge_drain(recorder.frame(), since, bound_s, baseline_window=baseline_window, tolerance=tolerance)
+        if now >= hard or (now >= end and verdict.status != "insufficient_data"):
+            return verdict
 
 
 def discover_model(target: Target) -> str:

@@ -1,0 +1,126 @@
+"""``servecheck soak`` end to end against in-process reference servers, and its usage errors.
+
+Tiny plans: 5 cycles of 1.5 s load and 1 s idle, sampled every 0.1 s. The clean server gives
+no leak (exit 0); ``kv-leak`` never frees the blocks of the streams ``--abandon`` drops, so KV
+usage stays full after every drain (exit 1). No timing is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from servecheck.cli import main
+from servecheck.commands.soak import verdict_line
+from servecheck.reference.inprocess import RunningServer
+
+TINY = ["--cycles", "5", "--cycle", "1.5s", "--idle", "1s", "--settle", "0.4s", "--interval", "0.1s",
+        "--concurrency", "3", "--max-tokens", "40", "--no-progress"]
+SOAK_KEYS = {"kind", "version", "target", "engine", "run_id", "started_at", "ended_at", "plan", "phases", "requests",
+             "cycles", "primary", "leak", "drain", "probe", "telemetry", "failures", "ok", "exit_code"}
+
+
+def _targets(tmp_path: Path, base_url: str, root: str) -> Path:
+    path = tmp_path / "targets.yaml"
+    path.write_text(
+        "targets:\n"
+        "  - name: ref\n"
+        f"    base_url: {base_url}\n"
+        "    engine: reference\n"
+        "    models: [ref-tiny]\n"
+        f"    metrics_url: {root}/metrics\n"
+        "    timeout_s: 20\n"
+        "    telemetry: {nvml: false}\n"
+    )
+    return path
+
+
+@pytest.mark.slow
+def test_soak_clean_server_no_leak(make_reference: Callable[..., RunningServer], tmp_path: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    server = make_reference(kv_blocks=64, ttft_ms=5, itl_ms=5)
+    targets = _targets(tmp_path, server.base_url, server.root)
+    code = main(["soak", "--target", "ref", "--targets-file", str(targets), *TINY, "--no-rss",
+                 "--out", str(tmp_path / "reports"), "--run-id", "clean"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    run_dir = tmp_path / "reports" / "clean"
+    for name in ("records.jsonl", "soak.json", "soak.png", "report.html", "summary.md", "telemetry/prometheus.jsonl",
+                 "telemetry/markers.jsonl"):
+        assert (run_dir / name).exists(), f"{name} missing from {sorted(p.name for p in run_dir.iterdir())}"
+    data = json.loads((run_dir / "soak.json").read_text())
+    assert SOAK_KEYS <= set(data), sorted(SOAK_KEYS - set(data))
+    assert data["ok"] and data["exit_code"] == 0 and data["failures"] == []
+    assert data["leak"]["kv_usage"]["status"] == "ok", data["leak"]["kv_usage"]["message"]
+    assert data["leak"]["kv_usage"]["cycles_used"] == 5
+    assert max(data["leak"]["kv_usage"]["peaks"]) > 0.02, "the load never moved KV usage: the test proves nothing"
+    assert data["leak"]["requests_running"]["status"] == "ok"
+    assert data["drain"] is None and data["probe"] is None
+    lines = (run_dir / "records.jsonl").read_text().splitlines()
+    assert len(lines) == data["requests"]["total"] > 0
+    assert data["requests"]["failed"] == 0, data["cycles"][0]["first_error"]
+    assert "<svg" in (run_dir / "report.html").read_text()
+    assert "kv_usage: OK: kv_usage returned to baseline 0.000" in out
+
+
+@pytest.mark.slow
+def test_soak_kv_leak_with_abandoned_streams(make_reference: Callable[..., RunningServer], tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    server = make_reference("kv-leak", kv_blocks=64, ttft_ms=5, itl_ms=5)
+    targets = _targets(tmp_path, server.base_url, server.root)
+    code = main(["soak", "--target", "ref", "--targets-file", str(targets), *TINY, "--abandon", "--probe-streams", "4",
+                 "--probe-rounds", "1", "--drain-bound", "1.5s", "--out", str(tmp_path / "reports"), "--run-id", "leak"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    data = json.loads((tmp_path / "reports" / "leak" / "soak.json").read_text())
+    assert data["leak"]["kv_usage"]["status"] == "leak", data["leak"]["kv_usage"]["message"]
+    assert "kv_usage: leak" in data["failures"]
+    assert data["requests"]["abandoned"] > 0 and data["probe"]["abandoned"] == 4
+    assert data["drain"]["status"] != "ok", data["drain"]["message"]
+    assert "kv_usage: LEAK: kv_usage " in out
+    assert "FAIL kv_usage: leak" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param([], "a soak is bounded: give --cycles, --cycle, --idle", id="unbounded"),
+        pytest.param(["--cycles", "3", "--cycle", "10m", "--idle", "2m"], "--cycles 3: between 5 and 1000", id="too-few-cycles"),
+        pytest.param(["--cycles", "100", "--cycle", "1h", "--idle", "10m"],
+                     "the plan takes 116.8 h, more than --max-total 24.0 h", id="too-long"),
+        pytest.param(["--cycles", "5", "--cycle", "10s", "--idle", "1s", "--interval", "0.5s"],
+                     "--idle 1s with --settle 0.5s leaves 0.5s to measure each drain", id="drain-window-too-short"),
+        pytest.param(["--cycles", "5", "--cycle", "10", "--idle", "5x"], "duration '5x'", id="bad-duration"),
+        pytest.param(["--cycles", "5", "--cycle", "10s", "--idle", "4s", "--rss-tolerance", "lots"], "size 'lots'",
+                     id="bad-size"),
+    ],
+)
+def test_soak_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    # Nothing listens on port 9: a usage error must stop the run before any request.
+    targets = _targets(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9")
+    code = main(["soak", "--target", "ref", "--targets-file", str(targets), *argv, "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message in err, err
+    assert not any(tmp_path.glob("*soak*")), "a refused plan must not create a run folder"
+
+
+def test_soak_unknown_target(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    targets = _targets(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9")
+    assert main(["soak", "--target", "rf", "--targets-file", str(targets), "--cycles", "5", "--cycle", "1s", "--idle", "1s"]) == 2
+    assert 'no target named \'rf\' (did you mean "ref"?)' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "line"),
+    [
+        pytest.param("ok", "kv_usage returned to baseline", "kv_usage: OK: kv_usage returned to baseline", id="ok"),
+        pytest.param("leak", "LEAK: kv_usage rose", "kv_usage: LEAK: kv_usage rose", id="leak-once"),
+        pytest.param("insufficient_data", "INSUFFICIENT DATA: x", "kv_usage: INSUFFICIENT DATA: x", id="insufficient"),
+    ],
+)
+def test_verdict_line_says_the_status_once(status: str, message: str, line: str) -> None:
+    assert verdict_line("kv_usage", status, message) == line
