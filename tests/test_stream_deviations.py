@@ -1,7 +1,8 @@
 """Engine deviations on the STREAM surface are non-strict for the engine that has them, failures elsewhere.
 
-Xinference (4.1, measured) repeats the finish choice in its include_usage chunk; the reference
-server's ``stream-usage-in-choices`` fault produces the same bytes.
+Xinference (4.1.0, measured) puts usage on its finish chunk and repeats the finish choice, with the
+same usage, as its last chunk; the reference server's ``stream-usage-in-choices`` plus
+``stream-usage-repeated`` faults produce that shape.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ CHECKS = load_all()
 
 @pytest.fixture(scope="module")
 def usage_with_choices(make_reference):
-    return make_reference("stream-usage-in-choices", api_key=TEST_KEY)
+    return make_reference("stream-usage-in-choices", "stream-usage-repeated", api_key=TEST_KEY)
 
 
 @pytest.mark.parametrize("check_id,deviation", [
-    pytest.param("STREAM-USAGE", "usage-chunk-has-choices", id="usage-chunk-has-choices"),
+    pytest.param("STREAM-USAGE", "usage-chunk-repeated", id="usage-chunk-repeated"),
     pytest.param("STREAM-FINISH", "stream-extra-finish-chunk", id="stream-extra-finish-chunk"),
 ])
 def test_xinference_profile_allows_its_usage_chunk(usage_with_choices, check_id, deviation):

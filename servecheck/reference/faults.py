@@ -57,6 +57,7 @@ _fault("stream-finish-twice", "finish_reason appears in two chunks", "STREAM-FIN
 _fault("stream-content-after-finish", "content arrives after the finish chunk", "STREAM-FINISH")
 _fault("stream-usage-in-choices", "the usage chunk has non-empty choices", "STREAM-USAGE")
 _fault("stream-usage-wrong", "the usage chunk's completion_tokens differ from the tokens streamed", "STREAM-USAGE")
+_fault("stream-usage-repeated", "usage is sent on the finish chunk and again on the final usage chunk", "STREAM-USAGE")
 _fault("stream-no-done", "the stream ends without data: [DONE]", "STREAM-DONE")
 _fault("stream-error-in-200", "a 200 stream carries an error object and no content", "STREAM-ERROR-OBJECT")
 _fault("stream-differs", "streamed text differs from the non-streamed text at temperature 0", "STREAM-EQUALS-NONSTREAM")
