@@ -38,6 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--smoke-users", type=int, default=2, metavar="N", help="concurrent users of the smoke load (default: %(default)s)")
     parser.add_argument("--scenario", default="chat", metavar="NAME", help="load scenario (default: %(default)s)")
     parser.add_argument("--no-load", action="store_true", help="skip the smoke load (conformance only)")
+    parser.add_argument("--allow-lag", action="store_true",
+                        help="report a lagging load generator as a warning instead of failing the smoke load")
     parser.add_argument("--ready-timeout", default="300s", metavar="TIME", help="how long to wait for readiness (default: %(default)s)")
     parser.add_argument("--surface", action="append", choices=sorted(SURFACE_FILES), metavar="NAME",
                         help="run only these conformance surfaces (repeatable)")
@@ -130,10 +132,14 @@ def _smoke(args: argparse.Namespace, target: Any, run_dir: Path, smoke_s: float)
 
     t0 = time.monotonic()
     spec = LoadSpec(target=target, scenario=args.scenario, users=max(1, args.smoke_users), duration_s=smoke_s,
-                    slos=list(args.slo), out_dir=run_dir, run_id="load", progress=True)
+                    slos=list(args.slo), out_dir=run_dir, run_id="load", progress=True, allow_lag=args.allow_lag)
     result = run_load(spec, on_log=say)
     write_load_html(result.run_dir)
-    return {"ok": result.passed, "verdict": result.summary.get("verdict"), "reasons": result.summary.get("reasons"),
+    reasons = list(result.summary.get("reasons") or [])
+    failed_slos = [v.get("slo") for v in result.summary.get("slo") or [] if not v.get("passed")]
+    detail = f"{result.summary.get('verdict')}" + (f": SLO breached: {', '.join(map(str, failed_slos))}" if failed_slos else "") + (
+        f" ({'; '.join(reasons)})" if reasons else "")
+    return {"ok": result.passed, "verdict": result.summary.get("verdict"), "reasons": reasons, "detail": detail,
             "slo": result.summary.get("slo"), "exit_code": result.exit_code, "seconds": round(time.monotonic() - t0, 3),
             "folder": "load"}
 
