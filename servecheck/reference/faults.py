@@ -63,6 +63,8 @@ _fault("stream-error-in-200", "a 200 stream carries an error object and no conte
 _fault("stream-differs", "streamed text differs from the non-streamed text at temperature 0", "STREAM-EQUALS-NONSTREAM")
 _fault("utf8-split", "multi-byte characters split across chunks arrive as U+FFFD", "STREAM-UTF8")
 _fault("stream-buffered", "the whole stream is buffered and sent at once (gateway buffering)", "STREAM-INCREMENTAL")
+_fault("stream-block-buffered", "the stream is forwarded in 2 KiB blocks (a proxy's response buffers), several chunks per burst",
+       "STREAM-INCREMENTAL")
 _fault("stream-stall", "the stream stops sending mid-generation and never finishes", "STREAM-NO-STALL")
 _fault("stream-non-json", "one chunk is written as a Python dict repr (single quotes) instead of JSON",
        "STREAM-SSE-VALID", "CLIENT-SDK-STREAM")

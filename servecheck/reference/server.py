@@ -667,6 +667,11 @@ async def _stream(request: web.Request, state: State, body: dict[str, Any], chat
             data = _apply_quirks(quirks, data)
         if "stream-buffered" in faults:
             buffered.append(data)
+        elif "stream-block-buffered" in faults:
+            buffered.append(data)  # a proxy that forwards in 2 KiB blocks (nginx proxy_buffers); the tail at the end
+            if sum(map(len, buffered)) >= 2048:
+                await response.write(b"".join(buffered))
+                buffered.clear()
         elif "sse-split" in quirks and len(data) > 3:
             cuts = sorted({1, len(data) // 3, (2 * len(data)) // 3 + 1})
             for a, b in zip([0, *cuts], [*cuts, len(data)], strict=False):

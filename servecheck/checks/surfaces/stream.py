@@ -26,15 +26,14 @@ UTF8_PROMPTS = (
 REPLACEMENT = "\ufffd"
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
-# STREAM-INCREMENTAL. A buffering proxy delivers the token chunks in a few large writes at the
-# end; a streaming server in many small ones spread over decoding. Judging on time alone is not
-# robust: a tiny model on vLLM CPU prefills for 600 ms and decodes 63 tokens in 37 ms, and a
-# 1-token "prefill" probe is distorted by prefix caching. So a stream counts as buffered only
-# when both hold: many chunks per network read (bursts) AND the tokens came at the very end.
+# STREAM-INCREMENTAL. A buffering proxy delivers token chunks in a few large writes (all at the
+# end, or in blocks of its buffer size); a streaming server in many small ones. Judging on time
+# alone is not robust: a tiny model on vLLM CPU prefills for 600 ms and decodes 63 tokens in
+# 37 ms (still 63 separate reads), and a 1-token "prefill" probe is distorted by prefix caching.
+# So the measure is chunks per network read, taken twice so a momentarily busy client is not blamed.
 MIN_JUDGE_S = 0.05  # below this end to end, TCP/Nagle/scheduler noise decides the pattern
 MIN_TOKEN_CHUNKS = 8
 MAX_CHUNKS_PER_READ = 4.0  # mean token chunks per distinct arrival time (read) at or above: bursty
-MIN_SPREAD_RATIO = 0.2  # first-to-last token time over end-to-end time below: all at the end
 
 
 def _streamed(ctx: CheckContext, what: str, prompt: str = PROMPT, *, usage: bool | None = None, **params: Any) -> tuple[Exchange, StreamResult]:
@@ -377,34 +376,42 @@ def stream_sse_valid(ctx: CheckContext) -> None:
                hint="the openai SDK raises on non-JSON data and silently drops events after [DONE]")
 
 
-@check("STREAM-INCREMENTAL", "tokens arrive while they are generated (no buffering)",
-       f"a stream of up to 64 tokens is buffered when its token chunks arrive in bursts (on average >= "
-       f"{MAX_CHUNKS_PER_READ:.0f} per network read) and all at the end (first-to-last token time < {MIN_SPREAD_RATIO:.0%} "
-       f"of the end-to-end time); streams under {MIN_JUDGE_S * 1000:.0f} ms or with fewer than {MIN_TOKEN_CHUNKS} token "
-       "chunks are not judged")
-def stream_incremental(ctx: CheckContext) -> None:
-    ex, stream = _streamed(ctx, "streamed chat completion", LONG_PROMPT, max_tokens=64, usage=False)
-    timing = ex.timing
-    times = timing.token_times
-    e2e = timing.e2e or 0.0
+def _bursts(ctx: CheckContext) -> tuple[Exchange, int, int]:
+    """One 64-token stream: (exchange, token chunks, distinct reads they arrived in); skips when too short to judge."""
+    ex, _ = _streamed(ctx, "streamed chat completion", LONG_PROMPT, max_tokens=64, usage=False)
+    times = ex.timing.token_times
+    e2e = ex.timing.e2e or 0.0
     if len(times) < MIN_TOKEN_CHUNKS:
         raise CheckSkipped(f"only {len(times)} token chunk(s) arrived; at least {MIN_TOKEN_CHUNKS} are needed to judge buffering")
     if e2e < MIN_JUDGE_S:
         raise CheckSkipped(f"generation too fast to judge buffering ({e2e * 1000:.1f} ms end to end, "
                            f"under {MIN_JUDGE_S * 1000:.0f} ms)")
-    reads = len(set(times))
-    per_read = len(times) / reads
-    spread = times[-1] - times[0]
-    bursty = per_read >= MAX_CHUNKS_PER_READ
-    at_end = spread < MIN_SPREAD_RATIO * e2e
-    ctx.expect(not (bursty and at_end), "the stream arrives in bursts at the end (buffered)",
-               expected=f"{len(times)} token chunks delivered as they are generated (fewer than {MAX_CHUNKS_PER_READ:.0f} "
-                        f"chunks per read on average, or spread over >= {MIN_SPREAD_RATIO:.0%} of the request)",
-               received=f"{len(times)} chunks in {reads} read(s) ({per_read:.1f} per read), first token at "
-                        f"{(timing.ttft or 0) * 1000:.0f} ms, last at {(times[-1] - timing.t_start) * 1000:.0f} ms, "
-                        f"end {e2e * 1000:.0f} ms", exchange=ex,
-               hint="a proxy buffers the response: nginx `proxy_buffering off;` (or `X-Accel-Buffering: no`), no response "
-                    "compression for text/event-stream, and no buffering in load balancers or API gateways")
+    return ex, len(times), len(set(times))
+
+
+@check("STREAM-INCREMENTAL", "tokens arrive while they are generated (no buffering)",
+       f"the token chunks of a stream of up to 64 tokens arrive in separate network reads: a stream is buffered when, in "
+       f"two tries, they average >= {MAX_CHUNKS_PER_READ:.0f} chunks per read (all at the end, or in a proxy's blocks); "
+       f"streams under {MIN_JUDGE_S * 1000:.0f} ms or with fewer than {MIN_TOKEN_CHUNKS} token chunks are not judged")
+def stream_incremental(ctx: CheckContext) -> None:
+    ex, chunks, reads = _bursts(ctx)
+    if chunks / reads < MAX_CHUNKS_PER_READ:
+        return
+    ex, chunks, reads = _bursts(ctx)  # again: a busy client can coalesce reads once, a buffer does it every time
+    if chunks / reads < MAX_CHUNKS_PER_READ:
+        return
+    timing = ex.timing
+    times = timing.token_times
+    e2e = timing.e2e or 0.0
+    ms = [round((t - timing.t_start) * 1000) for t in sorted(set(times))]
+    where = "all at the end" if times[-1] - times[0] < 0.2 * e2e else f"in {reads} bursts at {ms[:8]} ms"
+    ctx.fail(f"the stream arrives in bursts, not token by token (buffered {where})",
+             expected=f"{chunks} token chunks delivered as they are generated (fewer than {MAX_CHUNKS_PER_READ:.0f} per read)",
+             received=f"{chunks} chunks in {reads} read(s) ({chunks / reads:.1f} per read) twice; first token at "
+                      f"{(timing.ttft or 0) * 1000:.0f} ms, last at {(times[-1] - timing.t_start) * 1000:.0f} ms, "
+                      f"end {e2e * 1000:.0f} ms", exchange=ex,
+             hint="a proxy buffers the response: nginx `proxy_buffering off;` (or `X-Accel-Buffering: no`), no response "
+                  "compression for text/event-stream, and no buffering in load balancers or API gateways")
 
 
 def _stall_limit(ctx: CheckContext, baseline_s: float) -> float:
