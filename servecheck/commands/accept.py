@@ -77,7 +77,15 @@ def _accept(args: argparse.Namespace, run_dir: Path, smoke_s: float, ready_s: fl
     from servecheck.checks.health import wait_ready
     from servecheck.client.http import ServeClient
     from servecheck.config import load_targets
-    from servecheck.report.workflow import Case, Suite, run_conformance, say, slo_cases, write_json, write_junit
+    from servecheck.report.workflow import (
+        Case,
+        Suite,
+        run_conformance,
+        say,
+        slo_cases,
+        write_json,
+        write_junit,
+    )
 
     target = load_targets(args.targets_file).get(args.target)
     stages: dict[str, dict[str, Any]] = {}
@@ -164,7 +172,16 @@ def _allure(run_dir: Path, load_summary: dict[str, Any]) -> None:
 
 def write_accept_html(run_dir: Path) -> Path:
     """The one-page acceptance report: readiness, conformance and smoke load sections."""
-    from servecheck.report.html import Section, conformance_section, esc, load_section, read_json, table, verdict_badge, write_page
+    from servecheck.report.html import (
+        Section,
+        conformance_section,
+        esc,
+        load_section,
+        read_json,
+        table,
+        verdict_badge,
+        write_page,
+    )
 
     data = read_json(run_dir / "accept.json")
     stages = data.get("stages") or {}

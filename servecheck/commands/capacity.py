@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -161,7 +160,17 @@ def _sweep(args: argparse.Namespace, run_dir: Path, levels: list[float], rates: 
 def write_capacity_html(run_dir: Path) -> Path:
     """The capacity page: findings, a step table and plots vs load (latency, throughput, goodput)."""
     from servecheck.report import svg
-    from servecheck.report.html import Section, esc, fmt, md_table, pct, read_json, table, verdict_badge, write_page
+    from servecheck.report.html import (
+        Section,
+        esc,
+        fmt,
+        md_table,
+        pct,
+        read_json,
+        table,
+        verdict_badge,
+        write_page,
+    )
 
     data = read_json(run_dir / "capacity.json")
     steps = data.get("steps") or []

@@ -90,7 +90,14 @@ def _pre(args: argparse.Namespace, run_dir: Path) -> int:
     from servecheck.report.compare import compare_runs
     from servecheck.report.cutover import agreement, read_prompts
     from servecheck.report.html import write_load_html
-    from servecheck.report.workflow import Case, Suite, run_conformance, say, write_json, write_junit
+    from servecheck.report.workflow import (
+        Case,
+        Suite,
+        run_conformance,
+        say,
+        write_json,
+        write_junit,
+    )
 
     loaded = load_targets(args.targets_file)
     old, new = loaded.get(args.old), loaded.get(args.new)
@@ -211,7 +218,15 @@ def write_cutover_html(run_dir: Path) -> Path:
     from servecheck.report import svg
     from servecheck.report.compare import compare_runs, comparison_section
     from servecheck.report.cutover import ProbeRecord, swap_timeline
-    from servecheck.report.html import Section, conformance_section, esc, read_json, table, verdict_badge, write_page
+    from servecheck.report.html import (
+        Section,
+        conformance_section,
+        esc,
+        read_json,
+        table,
+        verdict_badge,
+        write_page,
+    )
 
     data = read_json(run_dir / "cutover.json")
     parts = data.get("parts") or {}
@@ -232,7 +247,7 @@ def write_cutover_html(run_dir: Path) -> Path:
         fig = svg.timeline(f"Requests to {data.get('via')} during the swap", "per second", [("ok/s", ts, okr), ("failed/s", ts, badr)],
                            spans=[(rep.get("gap_start_s", 0), rep.get("gap_end_s", 0), f"longest gap {rep.get('longest_gap_s', 0):.2f} s")],
                            events=[(c["t"], f"{c['old']} -> {c['new']}") for c in rep.get("model_changes") or []])
-        rows = [("requests", rep.get("requests")), ("ok", rep.get("ok")), ("failed", rep.get("failed")),
+        rows: list[tuple[str, Any]] = [("requests", rep.get("requests")), ("ok", rep.get("ok")), ("failed", rep.get("failed")),
                 ("errors", ", ".join(f"{k}: {v}" for k, v in (rep.get("errors") or {}).items()) or "-"),
                 ("longest gap without a success", f"{rep.get('longest_gap_s')} s ({rep.get('gap_start_s')} s to {rep.get('gap_end_s')} s)"),
                 ("models seen", ", ".join(rep.get("models_seen") or []) or "-"),
@@ -244,14 +259,14 @@ def write_cutover_html(run_dir: Path) -> Path:
         sections.append(conformance_section(run_dir / "conformance", f"Conformance of {data.get('to')}"))
     agr = read_json(run_dir / "agreement.json")
     if agr:
-        rows = [(esc(r["prompt"]), verdict_badge(r["identical"], "same" if r["identical"] else "differs"),
+        agr_rows = [(esc(r["prompt"]), verdict_badge(r["identical"], "same" if r["identical"] else "differs"),
                  esc("-" if r["distance"] is None else f"{r['distance']:.3f}"), esc((r["old"] or r["old_error"])[:300]),
                  esc((r["new"] or r["new_error"])[:300])) for r in agr.get("results") or []]
         share = agr.get("identical_share")
         head = (f"<p>{esc(agr.get('old_model'))} vs {esc(agr.get('new_model'))}: identical answers "
                 f"<b>{'-' if share is None else f'{share:.0%}'}</b> of {agr.get('compared')}, mean word edit distance "
                 f"{esc('-' if agr.get('mean_distance') is None else round(agr['mean_distance'], 3))}</p>")
-        sections.append(Section("Greedy-output agreement", head + table(("prompt", "same?", "distance", "OLD", "NEW"), rows, raw=range(5)),
+        sections.append(Section("Greedy-output agreement", head + table(("prompt", "same?", "distance", "OLD", "NEW"), agr_rows, raw=range(5)),
                                 [f"identical {'-' if share is None else f'{share:.0%}'}, mean distance {agr.get('mean_distance')}"],
                                 (parts.get("agreement") or {}).get("ok")))
     if (run_dir / "load-old").is_dir() and (run_dir / "load-new").is_dir():

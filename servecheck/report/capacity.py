@@ -98,7 +98,7 @@ class Knee:
 
 def knee(xs: Sequence[float], ys: Sequence[float]) -> tuple[int, float] | None:
     """Index of the point farthest below the chord (normalised axes) and its distance, or None."""
-    pts = [(float(x), float(y)) for x, y in zip(xs, ys)]
+    pts = [(float(x), float(y)) for x, y in zip(xs, ys, strict=True)]
     if len(pts) < 3:
         return None
     x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)

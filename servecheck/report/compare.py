@@ -88,7 +88,7 @@ def parse_threshold(text: str) -> tuple[list[str], Threshold]:
     names = [name] if name in DEFAULT_THRESHOLDS else [n for n in DEFAULT_THRESHOLDS if n.startswith(name + "_")] if name in LATENCY_FAMILIES else []
     if not names:
         raise UsageError(f"--threshold {text!r}: unknown metric {name!r}{did_you_mean(name, [*DEFAULT_THRESHOLDS, *LATENCY_FAMILIES])}")
-    if unit == "ms" and not names[0].split("_")[0] in LATENCY_FAMILIES:
+    if unit == "ms" and names[0].split("_")[0] not in LATENCY_FAMILIES:
         raise UsageError(f"--threshold {text!r}: ms applies to latencies only; use % or pp for {name}")
     del sign  # the direction is the metric's own (latency up, throughput down is worse)
     return names, Threshold(value, unit, text.split("=", 1)[1].strip())
@@ -254,7 +254,7 @@ def compare_latency(base: list[dict[str, Any]], cur: list[dict[str, Any]], ths: 
         a, b = _subsample(a, rng), _subsample(b, rng)
         p = mann_whitney(a, b)
         cis = bootstrap_diff(a, b, [q for _, q in PERCENTILES], seed=seed, n_boot=n_boot, alpha=alpha)
-        for (label, q), (lo, hi) in zip(PERCENTILES, cis):
+        for (label, q), (lo, hi) in zip(PERCENTILES, cis, strict=True):
             name = f"{fam}_{label}"
             ci_excludes_zero = lo > 0 or hi < 0
             significant = ci_excludes_zero and (q >= 90 or (p is not None and p < alpha))
@@ -444,7 +444,7 @@ def _num(v: float | None, unit: str) -> str:
 
 def metric_rows(cmp: Comparison) -> list[tuple[str, ...]]:
     """(metric, baseline, current, change, p, CI, threshold, verdict) rows for text, Markdown and HTML."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for m in cmp.metrics:
         change = "-" if m.change is None else (f"{m.change * 100:+.2f} pp" if m.unit == "fraction" else
                                                 f"{m.change:+.2f} {m.unit}" + (f" ({m.change_pct:+.1f}%)" if m.change_pct is not None else ""))
@@ -465,8 +465,8 @@ def format_text(cmp: Comparison) -> str:
     lines = [f"baseline {cmp.baseline.path}  ->  current {cmp.current.path}"]
     lines += [f"note: {n}" for n in cmp.notes]
     if rows:
-        lines.append("  ".join(h.ljust(w) for h, w in zip(HEADERS, widths)))
-        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+        lines.append("  ".join(h.ljust(w) for h, w in zip(HEADERS, widths, strict=True)))
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     c = cmp.conformance
     if c is not None:
         lines.append(f"conformance: {len(c.newly_failing)} newly failing, {len(c.fixed)} fixed, "

@@ -155,7 +155,7 @@ def agreement(old: Target, new: Target, prompts: Sequence[str], max_tokens: int 
     a = greedy_outputs(old, mo, prompts, max_tokens)
     b = greedy_outputs(new, mn, prompts, max_tokens)
     res = Agreement(old_model=mo, new_model=mn)
-    for p, (ta, ea), (tb, eb) in zip(prompts, a, b):
+    for p, (ta, ea), (tb, eb) in zip(prompts, a, b, strict=True):
         both = ta is not None and tb is not None
         res.results.append(PromptResult(p, ta, tb, both and ta == tb, normalised_distance(ta or "", tb or "") if both else None, ea, eb))
     return res
@@ -279,7 +279,7 @@ def analyse_swap(records: Sequence[ProbeRecord], duration_s: float) -> SwapRepor
     end = max(duration_s, recs[-1].t_done if recs else 0.0)
     marks = [0.0, *(r.t_done for r in ok), end]
     gap, gs, ge = 0.0, 0.0, end
-    for a, b in zip(marks, marks[1:]):
+    for a, b in zip(marks, marks[1:], strict=False):
         if b - a > gap:
             gap, gs, ge = b - a, a, b
     changes: list[ModelChange] = []

@@ -52,7 +52,7 @@ def line_plot(title: str, xlabel: str, ylabel: str, series: Sequence[tuple[str, 
     """One line chart; ``series`` is (label, xs, ys) with None gaps allowed."""
     fig, (ax,) = new_figure(width=5.6, height=3.2)
     for i, (label, xs, ys) in enumerate(series):
-        pts = [(x, y) for x, y in zip(xs, ys) if y is not None]
+        pts = [(x, y) for x, y in zip(xs, ys, strict=False) if y is not None]
         if not pts:
             continue
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=label, color=PALETTE[i % len(PALETTE)])

@@ -55,10 +55,12 @@ def test_swap_under_load_names_the_gap_and_the_model_change(
     data = json.loads((tmp_path / "swap" / "cutover.json").read_text())
     rep = data["report"]
     assert code == 1, "failures during the swap must fail the cutover"
-    # The proxy refused for 1.5 s; the probe sends every 50 ms, so the gap seen is 1.5 s plus at most
-    # one send interval and a request's latency on either side.
-    assert 1.4 <= rep["longest_gap_s"] <= 2.0, rep
-    assert rep["failed"] >= 20 and set(rep["errors"]) == {"http-502"}, rep
+    # Every 502 the proxy served is a failed request in the report, and nothing else failed.
+    assert rep["failed"] == proxy.served_502 >= 10 and set(rep["errors"]) == {"http-502"}, rep  # type: ignore[attr-defined]
+    # The proxy refused for 1.5 s; the probe sends every 50 ms, so the gap seen is 1.5 s give or take a
+    # send interval and a request's latency on either side. The upper bound is loose because a
+    # starved CI machine delays the probe's own sends and completions.
+    assert 1.2 <= rep["longest_gap_s"] <= 3.5, rep
     assert [(c["old"], c["new"]) for c in rep["model_changes"]] == [("old-model", "new-model")], rep
     assert rep["gap_start_s"] <= rep["model_changes"][0]["t"] <= rep["gap_end_s"] + 0.5
     assert data["expected_models"] == {"from": "old-model", "to": "new-model"}
