@@ -42,7 +42,7 @@ def test_analyse_swap_finds_gap_failures_and_model_change() -> None:
     assert [(c.old, c.new) for c in rep.model_changes] == [("old", "new")]
 
 
-@pytest.mark.parametrize("seed", [pytest.param(1, id="seed-1"), pytest.param(2, id="seed-2")])
+@pytest.mark.parametrize("seed", [pytest.param(1, id="seed-1")])
 def test_swap_under_load_names_the_gap_and_the_model_change(
         tmp_path: Path, make_reference: Callable[..., RunningServer], make_proxy: Callable[..., object], seed: int) -> None:
     old = make_reference(models=["old-model"])
