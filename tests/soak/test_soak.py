@@ -7,14 +7,17 @@ usage stays full after every drain (exit 1). No timing is asserted.
 
 from __future__ import annotations
 
+import argparse
 import json
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from servecheck.cli import main
-from servecheck.commands.soak import verdict_line
+from servecheck.commands.soak import add_arguments, plan_from_args, verdict_line
+from servecheck.config.model import Target
 from servecheck.reference.inprocess import RunningServer
 
 TINY = ["--cycles", "5", "--cycle", "1.5s", "--idle", "1s", "--settle", "0.4s", "--interval", "0.1s",
@@ -124,3 +127,28 @@ def test_soak_unknown_target(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 )
 def test_verdict_line_says_the_status_once(status: str, message: str, line: str) -> None:
     assert verdict_line("kv_usage", status, message) == line
+
+
+def _doc_commands() -> list[list[str]]:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "telemetry.md").read_text()
+    section = text.split("## Soak and abandoned streams", 1)[1].split("### Measured", 1)[0]
+    block = section.split("```", 2)[1].replace("\\\n", " ")
+    return [shlex.split(line)[2:] for line in block.splitlines() if line.startswith("servecheck soak")]
+
+
+@pytest.mark.parametrize("argv", _doc_commands())
+def test_documented_soak_commands_make_valid_plans(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    target = Target(name="t", base_url="http://127.0.0.1:9/v1", engine="vllm")
+    plan = plan_from_args(args, target, "m")
+    assert plan.cycles >= 5 and plan.abandon and plan.extra == {"ignore_eos": True}
+
+
+def test_telemetry_block_typo_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    targets = _targets(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9")
+    targets.write_text(targets.read_text().replace("{nvml: false}", "{nvml: false, intervl_s: 1}"))
+    code = main(["soak", "--target", "ref", "--targets-file", str(targets), "--cycles", "5", "--cycle", "1s", "--idle", "1s"])
+    assert code == 2
+    assert "telemetry.intervl_s: unknown key 'intervl_s' (did you mean \"interval_s\"?)" in capsys.readouterr().err
