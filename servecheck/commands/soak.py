@@ -154,6 +154,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a = parser.add_argument_group("abandoned streams")
     a.add_argument("--abandon", action="store_true",
                    help="drop a share of each cycle's streams mid-generation, then run the abandoned-stream probe and the drain check")
+    a.add_argument("--probe-only", action="store_true",
+                   help="no load cycles: idle baseline (--baseline, default 5s), the abandoned-stream probe, the drain check")
     a.add_argument("--abandon-share", type=float, default=0.25, metavar="SHARE", help="share of streams dropped per cycle (default: %(default)s)")
     a.add_argument("--abandon-chunks", type=int, default=3, metavar="N", help="token chunks read before dropping (default: %(default)s)")
     a.add_argument("--probe-streams", type=int, default=8, metavar="N", help="concurrent streams per probe round (default: %(default)s)")
@@ -522,6 +524,71 @@ def _write_outputs(run_dir: Path, data: dict[str, Any], frame: pd.DataFrame, pha
     write_page(run_dir, f"servecheck soak: {data['target']}", sections, ok=data["ok"], subtitle=run_dir.name)
 
 
+def run_probe_only(args: argparse.Namespace, target: Target) -> int:
+    """``--probe-only``: baseline, abandoned-stream probe, drain verdict; ``soak.json`` with
+    ``kind: "abandon-probe"`` (keys ``probe``, ``drain``, ``telemetry``, ``failures``, ``ok``,
+    ``exit_code``) and ``probe.png``. Exit 0 drained, 1 not, 2 usage."""
+    from servecheck.load.abandon import ProbeSettings, discover_model, run_probe, wait_drained
+    from servecheck.load.schedule import parse_duration
+    from servecheck.report.workflow import new_run_dir, say, write_json
+    from servecheck.telemetry import Phases, TelemetryRecorder, plot_timeseries
+
+    if args.cycles is not None or args.cycle is not None or args.abandon:
+        raise UsageError("--probe-only runs no load cycles: leave out --cycles, --cycle and --abandon")
+    interval = parse_duration(args.interval) if args.interval else (target.telemetry.interval_s or 0.5)
+    baseline_s = parse_duration(args.baseline) if args.baseline else 5.0
+    bound_s = parse_duration(args.drain_bound)
+    if baseline_s < 3 * interval or not 0 < bound_s <= 3600 or not 0.01 <= interval <= 60:
+        raise UsageError(f"--probe-only: --baseline {baseline_s:g}s must hold 3 samples at --interval {interval:g}s "
+                         f"(10ms-60s), and --drain-bound {bound_s:g}s be at most 1h")
+    settings = ProbeSettings(streams=args.probe_streams, rounds=args.probe_rounds, chunks=args.abandon_chunks,
+                             max_tokens=args.max_tokens, prompt_words=args.prompt_words,
+                             extra={"ignore_eos": True} if target.engine == "vllm" else {})
+    settings.validate()
+    model = args.model or discover_model(target)
+    run_dir = new_run_dir(args.out, "probe", args.target, args.run_id)
+    say(f"servecheck soak --probe-only: target {target.name}, model {model}; {settings.rounds} x {settings.streams} "
+        f"streams dropped after {settings.chunks} chunk(s); drain bound {bound_s:g}s; report {run_dir}")
+    dummy = SoakPlan(model=model, cycles=MIN_CYCLES, cycle_s=1, idle_s=1, baseline_s=baseline_s, settle_s=0,
+                     concurrency=1, interval_s=interval)
+    rec = TelemetryRecorder.for_target(target, run_dir, target.telemetry.as_settings(),
+                                       **_telemetry_overrides(args, target, dummy))
+    started = time.time()
+    with rec:
+        rec.wait_ready(timeout_s=max(10.0, 4 * interval))
+        rec.mark("baseline")
+        b0 = time.time()
+        time.sleep(baseline_s)
+        baseline = (b0, time.time())
+        rec.mark("abandon-probe")
+        probe = asyncio.run(run_probe(target, model, settings))
+        say(probe.line())
+        rec.mark("drain")
+        drain = wait_drained(rec, probe.t_end, bound_s, baseline_window=baseline, tolerance=args.tolerance,
+                             poll_s=max(interval, 0.25))
+        rec.mark("end")
+    failures = [] if drain.passed else [f"drain: {drain.status}"]
+    if probe.abandoned == 0:
+        failures.append(f"probe: no stream was dropped mid-generation ({probe.line()})")
+    code = 1 if failures else 0
+    write_json(run_dir / "soak.json", {
+        "kind": "abandon-probe", "version": 1, "target": target.name, "engine": target.engine, "run_id": run_dir.name,
+        "started_at": started, "ended_at": time.time(), "model": model, "baseline": list(baseline),
+        "probe": probe.to_dict(), "drain": drain.to_dict(), "telemetry": [s.to_dict() for s in rec.summaries()],
+        "failures": failures, "ok": not failures, "exit_code": code,
+    })
+    try:
+        plot_timeseries(rec.frame(), run_dir / "probe.png", phases=Phases(baseline, []),
+                        title=f"abandoned-stream probe {target.name}")
+    except Exception as exc:  # noqa: BLE001 - a plot must not cost the verdict
+        say(f"(no plot: {type(exc).__name__}: {exc})")
+    print(verdict_line("drain", drain.status, drain.message))
+    for reason in failures:
+        print(f"FAIL {reason}")
+    print(f"probe {'PASS' if code == 0 else 'FAIL'}: {run_dir / 'soak.json'}")
+    return code
+
+
 def verdict_line(name: str, status: str, message: str) -> str:
     """``name: STATUS: numbers``; messages that already start with their status keep one."""
     word = status.replace("_", " ").upper()
@@ -536,6 +603,8 @@ def run(args: argparse.Namespace) -> int:
 
     with reference_env([args.target], extra_args=args.reference_arg):
         target = load_targets(args.targets_file).get(args.target)
+        if args.probe_only:
+            return run_probe_only(args, target)
         plan_from_args(args, target, "-")  # usage errors before any request
         plan = plan_from_args(args, target, args.model or discover_model(target))
         run_dir = new_run_dir(args.out, "soak", args.target, args.run_id)

@@ -152,3 +152,26 @@ def test_telemetry_block_typo_is_a_usage_error(tmp_path: Path, capsys: pytest.Ca
     code = main(["soak", "--target", "ref", "--targets-file", str(targets), "--cycles", "5", "--cycle", "1s", "--idle", "1s"])
     assert code == 2
     assert "telemetry.intervl_s: unknown key 'intervl_s' (did you mean \"interval_s\"?)" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_probe_only_reports_abort_leak(make_reference: Callable[..., RunningServer], tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    server = make_reference("abort-leak", kv_blocks=64, ttft_ms=5, itl_ms=5)
+    targets = _targets(tmp_path, server.base_url, server.root)
+    code = main(["soak", "--target", "ref", "--targets-file", str(targets), "--probe-only", "--baseline", "0.5s",
+                 "--interval", "0.1s", "--probe-streams", "4", "--probe-rounds", "1", "--drain-bound", "1.5s", "--no-rss",
+                 "--out", str(tmp_path / "reports"), "--run-id", "probe"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    data = json.loads((tmp_path / "reports" / "probe" / "soak.json").read_text())
+    assert data["kind"] == "abandon-probe" and data["probe"]["abandoned"] == 4
+    assert data["drain"]["status"] == "not_drained" and data["failures"] == ["drain: not_drained"]
+    assert "drain: NOT DRAINED within 1.5 s after the probe: last requests_running=4" in out
+    assert (tmp_path / "reports" / "probe" / "probe.png").exists()
+
+
+def test_probe_only_takes_no_cycles(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    targets = _targets(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9")
+    assert main(["soak", "--target", "ref", "--targets-file", str(targets), "--probe-only", "--cycles", "5"]) == 2
+    assert "--probe-only runs no load cycles" in capsys.readouterr().err
