@@ -49,4 +49,5 @@ def test_layering_rules_hold():
             assert rel in ("servecheck/pytest_plugin.py", "servecheck/report/allure_glue.py"), f"{rel} imports pytest"
     for path in (pkg / "reference").rglob("*.py"):
         text = path.read_text()
-        assert "servecheck.client" not in text and "servecheck.checks" not in text, f"{path} must not share code with the checks"
+        # Import statements only: the server's docstring names these packages to say why it avoids them.
+        assert not re.search(r"^\s*(from|import) servecheck\.(client|checks)\b", text, re.M), f"{path} must not share code with the checks"
