@@ -63,3 +63,11 @@ def test_auth_and_error_failures_do_not_show_the_key(make_reference, fault: str,
     text = str(excinfo.value)
     assert TEST_KEY not in text
     assert "Reproduce: curl" in text
+
+
+def test_curl_keeps_a_runnable_key_placeholder(registered_key: Target) -> None:
+    curl = _echoing_exchange().curl()
+    assert '-H "Authorization: Bearer $API_KEY"' in curl
+    assert TEST_KEY not in curl
+    other = Exchange(method="GET", url="http://127.0.0.1:1/v1/models", request_headers={"x-api-key": TEST_KEY}, request_body=None)
+    assert '-H "x-api-key: $API_KEY"' in other.curl()

@@ -12,6 +12,7 @@ from servecheck.redact import redact, redact_headers
 def curl_command(method: str, url: str, headers: dict[str, str] | None = None, body: Any = None, *, stream: bool = False) -> str:
     """Return a one-line ``curl`` that repeats a request. Keys become ``***`` (export the real one)."""
     parts = ["curl", "-sS"]
+    placeholders: set[int] = set()  # "$API_KEY" header parts: already masked, and redact() would mask them again
     if stream:
         parts.append("-N")
     if method.upper() != "GET" or body is not None:
@@ -24,10 +25,14 @@ def curl_command(method: str, url: str, headers: dict[str, str] | None = None, b
             value = "Bearer $API_KEY"
         elif value == "***":
             value = "$API_KEY"
-        parts += ["-H", shlex.quote(f"{name}: {value}") if "$API_KEY" not in value else f'"{name}: {value}"']
+        if "$API_KEY" in value:
+            placeholders.add(len(parts) + 1)
+            parts += ["-H", f'"{name}: {value}"']
+        else:
+            parts += ["-H", shlex.quote(f"{name}: {value}")]
     if body is not None:
         text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
         if "Content-Type" not in (headers or {}) and "content-type" not in (headers or {}):
             parts += ["-H", shlex.quote("Content-Type: application/json")]
         parts += ["--data-raw", shlex.quote(text)]
-    return redact(" ".join(parts))
+    return " ".join(p if i in placeholders else redact(p) for i, p in enumerate(parts))
