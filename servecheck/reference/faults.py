@@ -42,7 +42,7 @@ _fault("usage-sum-wrong", "usage.total_tokens != prompt_tokens + completion_toke
 _fault("max-tokens-ignored", "max_tokens is ignored: output runs past it", "CHAT-MAX-TOKENS")
 _fault("length-as-stop", "a cut output says finish_reason 'stop' instead of 'length'", "CHAT-MAX-TOKENS")
 _fault("stop-ignored", "stop sequences are ignored", "CHAT-STOP")
-_fault("n-ignored", "n > 1 returns a single choice", "CHAT-N")
+_fault("n-ignored", "n > 1 returns a single choice", "CHAT-N", "STREAM-N")
 _fault("nondeterministic", "temperature 0 still samples randomly", "CHAT-DETERMINISTIC", "STREAM-EQUALS-NONSTREAM")
 _fault("seed-ignored", "seed does not make sampling repeatable", "CHAT-SEED")
 _fault("completions-broken", "legacy /v1/completions answers with a chat-shaped body", "CHAT-COMPLETIONS")
@@ -57,6 +57,8 @@ _fault("stream-finish-twice", "finish_reason appears in two chunks", "STREAM-FIN
 _fault("stream-content-after-finish", "content arrives after the finish chunk", "STREAM-FINISH")
 _fault("stream-usage-in-choices", "the usage chunk has non-empty choices", "STREAM-USAGE")
 _fault("stream-usage-wrong", "the usage chunk's completion_tokens differ from the tokens streamed", "STREAM-USAGE")
+_fault("stream-length-as-stop", "a streamed answer cut at max_tokens says finish_reason 'stop' (non-streamed says 'length')",
+       "STREAM-EQUALS-NONSTREAM")
 _fault("stream-usage-repeated", "usage is sent on the finish chunk and again on the final usage chunk", "STREAM-USAGE")
 _fault("stream-no-done", "the stream ends without data: [DONE]", "STREAM-DONE")
 _fault("stream-error-in-200", "a 200 stream carries an error object and no content", "STREAM-ERROR-OBJECT")

@@ -763,7 +763,8 @@ async def _stream(request: web.Request, state: State, body: dict[str, Any], chat
     for c in choices:
         empty = '{}' if chat else '""'
         repeated = json.dumps(_usage(prompt_tokens, completion_tokens, faults)) if include_usage and "stream-usage-repeated" in faults else None
-        await send(chunk(delta_json(c.index, "null" if "sdk-stream-null-delta" in faults and chat else empty, c.finish_reason), repeated))
+        reason = "stop" if "stream-length-as-stop" in faults and c.finish_reason == "length" else c.finish_reason
+        await send(chunk(delta_json(c.index, "null" if "sdk-stream-null-delta" in faults and chat else empty, reason), repeated))
         if "stream-finish-twice" in faults:
             await send(chunk(delta_json(c.index, empty, c.finish_reason)))
         if "stream-content-after-finish" in faults:

@@ -192,6 +192,21 @@ def stream_finish(ctx: CheckContext) -> None:
                      hint="clients that finalise a message on finish_reason finalise it twice (duplicate messages, double billing events)")
 
 
+@check("STREAM-N", "n > 1 streams every choice",
+       "a stream with n=2 carries choices with index 0 and 1, each opened by role 'assistant' and closed by exactly one "
+       "finish_reason", requires=("n",))
+def stream_n(ctx: CheckContext) -> None:
+    ex, stream = _streamed(ctx, "streamed chat completion with n=2", n=2, temperature=0.8, seed=11, max_tokens=8)
+    tracks = _tracks(ctx, ex, _chunks(ctx, ex, stream))
+    ctx.expect(sorted(tracks) == [0, 1], "n=2 did not stream two indexed choices", expected="choices with index 0 and 1",
+               received=f"choice indexes {sorted(tracks)}", exchange=ex,
+               hint="clients that ask for several candidates in one stream get fewer than they pay for")
+    for index, t in sorted(tracks.items()):
+        ctx.expect(t.first_role == "assistant" and len(t.finishes) == 1, f"choice {index} of n=2 is not a complete stream",
+                   expected="role first and exactly one finish_reason per choice",
+                   received=f"first role {t.first_role!r}, finish_reasons {[r for _, r in t.finishes]}", exchange=ex)
+
+
 @dataclass(slots=True)
 class _Defect:
     summary: str
@@ -300,28 +315,35 @@ def stream_error_object(ctx: CheckContext) -> None:
 
 
 @check("STREAM-EQUALS-NONSTREAM", "the stream says what the non-streamed answer says",
-       "at temperature 0, the concatenated delta.content of a stream equals message.content of the same request without stream")
+       "at temperature 0, with max_tokens 12, the concatenated delta.content of a stream equals message.content of the same "
+       "request without stream, and the stream's (first) finish_reason equals the non-streamed finish_reason")
 def stream_equals_nonstream(ctx: CheckContext) -> None:
     prompt = "Name three colours and say why you like them."
-    ns = ctx.chat(prompt, max_tokens=24, temperature=0)
+    max_tokens = 12
+    ns = ctx.chat(prompt, max_tokens=max_tokens, temperature=0)
     data = ctx.ok_json(ns, "non-streamed chat completion")
     ns_text = _message_text(data)
     ctx.expect(ns_text is not None, "the non-streamed answer has no text content", expected="choices[0].message.content: str",
                received=body_snippet(data), exchange=ns)
-    ex, stream = _streamed(ctx, "streamed chat completion", prompt, max_tokens=24)
+    ex, stream = _streamed(ctx, "streamed chat completion", prompt, max_tokens=max_tokens)
     text = stream.text(0)
-    if text == ns_text:
-        return
-    again = ctx.chat(prompt, max_tokens=24, temperature=0)
-    again_data = ctx.ok_json(again, "second non-streamed chat completion")
-    again_text = _message_text(again_data)
-    deterministic = again_text == ns_text
-    ctx.fail("the streamed text differs from the non-streamed text at temperature 0" if deterministic
-             else "temperature 0 is not deterministic here, so streamed and non-streamed answers differ",
-             expected=f"the non-streamed text {ns_text!r}", received=f"streamed {text!r}" + ("" if deterministic else
-             f"; a second non-streamed answer was {again_text!r}"), exchange=ex,
-             hint="the streaming path detokenizes differently (dropped or duplicated pieces, stop handling)" if deterministic
-             else "greedy decoding is not greedy (sampling defaults override temperature, or batching changes numerics)")
+    if text != ns_text:
+        again = ctx.chat(prompt, max_tokens=max_tokens, temperature=0)
+        again_text = _message_text(ctx.ok_json(again, "second non-streamed chat completion"))
+        deterministic = again_text == ns_text
+        ctx.fail("the streamed text differs from the non-streamed text at temperature 0" if deterministic
+                 else "temperature 0 is not deterministic here, so streamed and non-streamed answers differ",
+                 expected=f"the non-streamed text {ns_text!r}", received=f"streamed {text!r}" + ("" if deterministic else
+                 f"; a second non-streamed answer was {again_text!r}"), exchange=ex,
+                 hint="the streaming path detokenizes differently (dropped or duplicated pieces, stop handling)" if deterministic
+                 else "greedy decoding is not greedy (sampling defaults override temperature, or batching changes numerics)")
+    choices = data.get("choices")
+    ns_finish = choices[0].get("finish_reason") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+    track = _track(stream.chunks).get(0)
+    finish = track.finishes[0][1] if track is not None and track.finishes else None
+    ctx.expect(finish == ns_finish, "the stream's finish_reason differs from the non-streamed one for the same answer",
+               expected=f"finish_reason {ns_finish!r} (non-streamed, same text)", received=f"streamed finish_reason {finish!r}",
+               exchange=ex, hint="streaming clients cannot tell a cut answer ('length') from a complete one ('stop')")
 
 
 @check("STREAM-UTF8", "multi-byte text survives chunking",
