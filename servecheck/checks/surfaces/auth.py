@@ -49,15 +49,16 @@ def auth_required(ctx: CheckContext) -> None:
     _real_key(ctx)
     cases = [("no key", _chat_without_key(ctx)), ("a wrong key", _chat_without_key(ctx, _key_headers(ctx, _wrong_key())))]
     for what, ex in cases:
+        redo = " (to reproduce, put any wrong key in the curl below)" if what == "a wrong key" else ""
         ctx.expect(not ex.error, f"a request with {what} did not complete", expected="401 or 403", received=ex.describe(), exchange=ex)
         ctx.expect(not ex.ok, f"a request with {what} was served", expected="401 or 403 with an error object",
                    received=ex.describe(300), exchange=ex,
                    hint="the key is not enforced on /v1/chat/completions: start the engine with its API-key option "
-                        "(vLLM --api-key, llama.cpp --api-key) or fix the gateway's auth")
+                        "(vLLM --api-key, llama.cpp --api-key) or fix the gateway's auth" + redo)
         ctx.expect(ex.status in AUTH_STATUSES, f"a request with {what} got the wrong status", expected="401 or 403",
                    received=ex.describe(300), exchange=ex,
                    hint="clients only recognise an auth failure as 401/403 (a 500 or 400 here usually means the gateway's "
-                        "key store is broken, e.g. LiteLLM without its database)")
+                        "key store is broken, e.g. LiteLLM without its database)" + redo)
         problem, deviation = error_shape_problem(ex)
         ctx.expect(problem is None, f"the {ex.status} for {what} has no OpenAI error object", expected=ERROR_SHAPE,
                    received=problem or "", exchange=ex, deviation=deviation)
