@@ -37,7 +37,7 @@ from servecheck.config import load_targets
 from servecheck.config.model import Target
 from servecheck.errors import UsageError
 from servecheck.profiles import profile_for, resolve_capabilities
-from servecheck.redact import redact
+from servecheck.redact import redact, redact_obj
 
 ENV = {
     "target": "SERVECHECK_TARGET",
@@ -328,7 +328,7 @@ class ResultsWriter:
             "targets": {name: info.to_dict() for name, info in sc.infos.items()} if sc else {},
             "failed": [r for r in self.rows if r["outcome"] in ("failed", "error", "xpassed")],
         }
-        (self.directory / "summary.json").write_text(redact(json.dumps(summary, indent=2, ensure_ascii=False)), encoding="utf-8")
+        (self.directory / "summary.json").write_text(json.dumps(redact_obj(summary), indent=2, ensure_ascii=False), encoding="utf-8")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         rows = [r for r in self.rows if r["check"]]

@@ -18,7 +18,7 @@ _lock = threading.Lock()
 _secrets: set[str] = set()
 _pattern: re.Pattern[str] | None = None
 # Bearer tokens and common key shapes are masked even when nobody registered them.
-_GENERIC = re.compile(r"(?i)(bearer\s+|x-api-key:\s*|api-key:\s*)([^\s'\"]+)")
+_GENERIC = re.compile(r"(?i)(bearer\s+|x-api-key:\s*|api-key:\s*)(?!\$API_KEY)([^\s'\"\\]+)")
 
 
 class Secret(str):

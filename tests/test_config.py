@@ -116,3 +116,13 @@ def test_cli_missing_file(tmp_path, capsys):
 def test_repo_targets_file_is_valid():
     targets = load_targets("targets.yaml", env={})
     assert "reference" in targets.names
+
+
+def test_redaction_keeps_json_valid_and_the_curl_placeholder():
+    import json
+
+    from servecheck.redact import redact
+
+    text = json.dumps({"curl": 'curl -H "Authorization: Bearer $API_KEY" -H "Authorization: Bearer sk-live-abcdef"'})
+    out = redact(text)
+    assert json.loads(out)["curl"] == 'curl -H "Authorization: Bearer $API_KEY" -H "Authorization: Bearer ***"'
