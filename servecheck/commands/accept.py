@@ -18,10 +18,37 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from servecheck.commands.check import SURFACE_FILES
+
+
+def check_args(target: str, targets_file: str, out: Path, run_id: str, *, surface: Sequence[str] | None = None,
+               keyword: str | None = None, workers: str = "auto", models: Sequence[str] | None = None) -> argparse.Namespace:
+    """Arguments for ``servecheck.commands.check.run``, parsed by its own parser (so its defaults and
+    any option it gains later are honoured)."""
+    from servecheck.commands import check
+
+    parser = argparse.ArgumentParser(prog="servecheck check")
+    check.add_arguments(parser)
+    argv = ["--target", target, "--targets-file", targets_file, "--out", str(out), "--run-id", run_id, "--no-embedded",
+            "-n", str(workers)]
+    for s in surface or []:
+        argv += ["--surface", s]
+    for m in models or []:
+        argv += ["--model", m]
+    if keyword:
+        argv += ["-k", keyword]
+    return parser.parse_args(argv)
+
+
+def run_conformance(target: str, targets_file: str, run_dir: Path, name: str = "conformance", **kw: Any) -> int:
+    """Run ``servecheck check`` for one target into ``run_dir/name``; returns its exit code."""
+    from servecheck.commands import check
+
+    return int(check.run(check_args(target, targets_file, run_dir, name, **kw)) or 0)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,7 +107,6 @@ def _accept(args: argparse.Namespace, run_dir: Path, smoke_s: float, ready_s: fl
     from servecheck.report.workflow import (
         Case,
         Suite,
-        run_conformance,
         say,
         slo_cases,
         write_json,

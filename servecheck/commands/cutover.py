@@ -84,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _pre(args: argparse.Namespace, run_dir: Path) -> int:
+    from servecheck.commands.accept import run_conformance
     from servecheck.commands.load import LoadSpec, run_load
     from servecheck.config import load_targets
     from servecheck.load.schedule import parse_duration
@@ -93,7 +94,6 @@ def _pre(args: argparse.Namespace, run_dir: Path) -> int:
     from servecheck.report.workflow import (
         Case,
         Suite,
-        run_conformance,
         say,
         write_json,
         write_junit,
@@ -198,11 +198,17 @@ def _swap(args: argparse.Namespace, run_dir: Path) -> int:
             "model_changes": [{"t": c.t, "old": c.old, "new": c.new} for c in rep.model_changes]}
     data = {"kind": "cutover", "mode": "swap", "via": via.name, "model": model, "rate": rate, "report": rep.as_dict(),
             "expected_models": expected, "parts": {"swap": part}, "ok": part["ok"], "finished": time.time()}
+    notes = []
     if expected.get("to") and rep.models_seen and rep.models_seen[-1] != expected["to"]:
-        data["note"] = f"the last served model is {rep.models_seen[-1]!r}, not NEW's {expected['to']!r}: was the swap done?"
+        notes.append(f"the last served model is {rep.models_seen[-1]!r}, not NEW's {expected['to']!r}: was the swap done?")
+    if rep.probe_lag_max_s > 0.25:
+        notes.append(f"the probe sent up to {rep.probe_lag_max_s:.2f} s late (a starved CPU?): gaps may be overstated")
+    if notes:
+        data["note"] = "; ".join(notes)
     write_json(run_dir / "cutover.json", data)
     write_json(run_dir / "probe.json", [{"t_sent": round(r.t_sent, 4), "t_done": round(r.t_done, 4), "ok": r.ok,
-                                         "status": r.status, "error": r.error, "model": r.model} for r in records])
+                                         "status": r.status, "error": r.error, "model": r.model, "lag": round(r.lag, 4)}
+                                        for r in records])
     write_junit(run_dir / "junit.xml", [Suite("servecheck.cutover", [Case("swap under load", part["ok"], _part_message("swap", part),
                                                                           "servecheck.cutover")])])
     page = write_cutover_html(run_dir)
@@ -242,7 +248,7 @@ def write_cutover_html(run_dir: Path) -> Path:
             raw = json.loads((run_dir / "probe.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             raw = []
-        recs = [ProbeRecord(r["t_sent"], r["t_done"], r["ok"], r["status"], r["error"], r["model"]) for r in raw]
+        recs = [ProbeRecord(r["t_sent"], r["t_done"], r["ok"], r["status"], r["error"], r["model"], r.get("lag", 0.0)) for r in raw]
         ts, okr, badr = swap_timeline(recs)
         fig = svg.timeline(f"Requests to {data.get('via')} during the swap", "per second", [("ok/s", ts, okr), ("failed/s", ts, badr)],
                            spans=[(rep.get("gap_start_s", 0), rep.get("gap_end_s", 0), f"longest gap {rep.get('longest_gap_s', 0):.2f} s")],
@@ -251,6 +257,7 @@ def write_cutover_html(run_dir: Path) -> Path:
                 ("errors", ", ".join(f"{k}: {v}" for k, v in (rep.get("errors") or {}).items()) or "-"),
                 ("longest gap without a success", f"{rep.get('longest_gap_s')} s ({rep.get('gap_start_s')} s to {rep.get('gap_end_s')} s)"),
                 ("models seen", ", ".join(rep.get("models_seen") or []) or "-"),
+                ("probe sent late by up to", f"{rep.get('probe_lag_max_s', 0)} s"),
                 ("model changes", "; ".join(f"{c['old']} -> {c['new']} at {c['t']} s" for c in rep.get("model_changes") or []) or "none")]
         sections.append(Section("Swap under load", table(("", ""), rows) + f"<div class='plots'>{fig}</div>",
                                 [f"- {k}: {v}" for k, v in rows], None))

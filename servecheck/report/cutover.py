@@ -174,6 +174,7 @@ class ProbeRecord:
     status: int | None
     error: str | None
     model: str | None
+    lag: float = 0.0  # how late the probe sent it (s): the probe's own health
 
 
 @dataclass(slots=True)
@@ -199,6 +200,7 @@ class SwapReport:
     model_changes: list[ModelChange]
     first_failure_s: float | None = None
     last_failure_s: float | None = None
+    probe_lag_max_s: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -217,7 +219,7 @@ async def _probe(target: Target, model: str, duration_s: float, rate: float, max
             "temperature": 0}
     limits = httpx.Limits(max_connections=max_inflight, max_keepalive_connections=max_inflight)
 
-    async def one(client: httpx.AsyncClient) -> None:
+    async def one(client: httpx.AsyncClient, due: float) -> None:
         async with sem:
             sent = time.perf_counter() - t0
             status: int | None = None
@@ -236,7 +238,7 @@ async def _probe(target: Target, model: str, duration_s: float, rate: float, max
                 ok, err, served = False, "timeout", None
             except httpx.TransportError:
                 ok, err, served = False, "connect", None
-            records.append(ProbeRecord(sent, time.perf_counter() - t0, ok, status, err, served if ok else None))
+            records.append(ProbeRecord(sent, time.perf_counter() - t0, ok, status, err, served if ok else None, max(0.0, sent - due)))
 
     async with httpx.AsyncClient(timeout=timeout, limits=limits, verify=target.verify_tls) as client:
         tasks: set[asyncio.Task[None]] = set()
@@ -248,7 +250,7 @@ async def _probe(target: Target, model: str, duration_s: float, rate: float, max
                 break
             if due > now:
                 await asyncio.sleep(due - now)
-            task = asyncio.create_task(one(client))
+            task = asyncio.create_task(one(client, due))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
             n += 1
@@ -294,7 +296,8 @@ def analyse_swap(records: Sequence[ProbeRecord], duration_s: float) -> SwapRepor
     return SwapReport(duration_s=round(end, 3), requests=len(recs), ok=len(ok), failed=len(bad), errors=errors,
                       longest_gap_s=round(gap, 3), gap_start_s=round(gs, 3), gap_end_s=round(ge, 3), models_seen=seen,
                       model_changes=changes, first_failure_s=round(bad[0].t_sent, 3) if bad else None,
-                      last_failure_s=round(bad[-1].t_done, 3) if bad else None)
+                      last_failure_s=round(bad[-1].t_done, 3) if bad else None,
+                      probe_lag_max_s=round(max((r.lag for r in recs), default=0.0), 3))
 
 
 def swap_timeline(records: Sequence[ProbeRecord], bin_s: float = 0.5) -> tuple[list[float], list[float], list[float]]:

@@ -1,13 +1,13 @@
 """Pieces shared by the workflow commands (accept, capacity, cutover): run folders, the embedded
-reference target, JUnit merging, calling ``servecheck check`` and ``run_load``.
+reference target, JUnit merging, allure copies.
 
-Kept in the report layer (not in ``commands/``) so the commands stay thin and the pieces can be
-tested without a CLI.
+Kept in the report layer so the commands stay thin; anything that calls another command
+(``servecheck check``) lives in ``servecheck/commands/accept.py`` instead, because the report
+layer must not import commands (ARCHITECTURE.md).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -59,21 +59,6 @@ def reference_env(names: Sequence[str], enabled: bool = True, extra_args: Sequen
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
-
-
-def check_args(target: str, targets_file: str, out: Path, run_id: str, *, surface: Sequence[str] | None = None,
-               keyword: str | None = None, workers: str = "auto", models: Sequence[str] | None = None) -> argparse.Namespace:
-    """The namespace ``servecheck.commands.check.run`` expects (built like its own parser would)."""
-    return argparse.Namespace(target=[target], targets_file=targets_file, model=list(models) if models else None,
-                              surface=list(surface) if surface else None, keyword=keyword, workers=workers, out=str(out),
-                              run_id=run_id, no_embedded=True, reference_arg=[], pytest_args=[])
-
-
-def run_conformance(target: str, targets_file: str, run_dir: Path, name: str = "conformance", **kw: Any) -> int:
-    """Run ``servecheck check`` for one target into ``run_dir/name``; returns its exit code."""
-    from servecheck.commands import check
-
-    return int(check.run(check_args(target, targets_file, run_dir, name, **kw)) or 0)
 
 
 @dataclass(slots=True)
@@ -151,5 +136,5 @@ def say(text: str) -> None:
     Console(stderr=True, highlight=False).print(redact(text), markup=False)
 
 
-__all__ = ["Case", "Suite", "check_args", "copy_allure", "new_run_dir", "reference_env", "run_conformance", "say", "slo_cases",
+__all__ = ["Case", "Suite", "copy_allure", "new_run_dir", "reference_env", "say", "slo_cases",
            "write_json", "write_junit"]

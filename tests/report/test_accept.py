@@ -35,3 +35,22 @@ def test_accept_runs_all_stages_and_fails_on_a_breached_slo(tmp_path: Path, monk
     assert "ttft_p50&lt;=0.001ms" in page
     key = next((line for line in (run / "reference-server.log").read_text().splitlines() if "sk-ref-" in line), None)
     assert key is None, "the embedded server's key must not be logged"
+
+
+def test_accept_stops_when_the_target_never_gets_ready(tmp_path: Path) -> None:
+    """Nothing listens: readiness fails within its bound, no catalogue or load runs, exit 1."""
+    import socket
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing answers there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    targets = tmp_path / "targets.yaml"
+    targets.write_text(f"targets:\n  - name: down\n    base_url: http://127.0.0.1:{port}/v1\n    models: [m]\n", encoding="utf-8")
+    code = main(["accept", "--target", "down", "--targets-file", str(targets), "--ready-timeout", "1s", "--out", str(tmp_path),
+                 "--run-id", "acc"])
+    data = json.loads((tmp_path / "acc" / "accept.json").read_text())
+    assert code == 1
+    assert list(data["stages"]) == ["ready"] and data["stages"]["ready"]["state"] == "down"
+    assert "nothing answers at" in (tmp_path / "acc" / "report.html").read_text()
+    junit = ET.parse(tmp_path / "acc" / "junit.xml").getroot()
+    assert [tc.get("name") for tc in junit.iter("testcase")] == ["readiness"]
