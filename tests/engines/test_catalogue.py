@@ -1,0 +1,91 @@
+"""The whole conformance catalogue against each real local engine (issue 4).
+
+Each run is ``servecheck check --target local-<engine>``; the engine's recorded defects are
+``known_failures`` in targets.yaml (strict xfails), so the run exits 0 only when every other check
+passes *and* every recorded defect is still there: a fixed defect is noticed. Results land in
+``reports/engines/<target>/`` and ``python -m servecheck.report.engine_matrix`` turns them into
+docs/engines.md.
+
+An engine that is not up skips with the command that starts it, unless CI brought it up and
+listed it in ``SERVECHECK_REQUIRE_ENGINES``: then an unreachable engine fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from servecheck.config import load_targets
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "reports" / "engines"
+TARGETS = {"vllm": "local-vllm", "llamacpp": "local-llamacpp", "xinference": "local-xinference", "litellm": "local-litellm"}
+
+
+def _required(engine: str) -> bool:
+    return engine in os.environ.get("SERVECHECK_REQUIRE_ENGINES", "").replace(",", " ").split()
+
+
+def _reachable(target_name: str, engine: str) -> None:
+    target = load_targets(ROOT / "targets.yaml").get(target_name)
+    try:
+        r = httpx.get(target.base_url + "/models", headers=target.auth_headers(), timeout=5)
+        ok = r.status_code == 200
+        why = f"GET /models -> {r.status_code}"
+    except httpx.HTTPError as exc:
+        ok, why = False, f"{type(exc).__name__}"
+    if not ok:
+        message = f"{target_name} is not answering at {target.base_url} ({why}); start it with `servecheck engine up {engine}`"
+        if _required(engine):
+            pytest.fail(message + " (CI brought it up earlier: it died)")
+        pytest.skip(message)
+
+
+def _run(target: str, *extra: str, run_id: str | None = None) -> tuple[int, Path, str]:
+    run_id = run_id or target
+    run_dir = OUT / run_id
+    if run_dir.exists():
+        for f in run_dir.glob("*.jsonl"):
+            f.unlink()
+    cmd = [sys.executable, "-m", "servecheck", "check", "--target", target, "--no-embedded", "-n", "1",
+           "--out", str(OUT), "--run-id", run_id, *extra]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1500)
+    return proc.returncode, run_dir, proc.stdout[-6000:] + proc.stderr[-3000:]
+
+
+def _outcomes(run_dir: Path) -> dict[str, str]:
+    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+    return {r["check"]: r["outcome"] for r in rows if r.get("check")}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", [pytest.param(e, marks=pytest.mark.engine(e), id=e) for e in TARGETS])
+def test_catalogue_against_engine(engine: str) -> None:
+    target = TARGETS[engine]
+    _reachable(target, engine)
+    code, run_dir, output = _run(target)
+    outcomes = _outcomes(run_dir)
+    unexpected = {cid: o for cid, o in outcomes.items() if o in ("failed", "error", "xpassed")}
+    assert code == 0 and not unexpected, (
+        f"{target}: unexpected outcomes {unexpected} (exit {code}); a new failure is a defect of the engine or a false"
+        f" alarm of the check; an xpassed known failure means the engine fixed it: update known_failures.\n{output}"
+    )
+    assert outcomes, f"{target}: no checks ran\n{output}"
+
+
+@pytest.mark.slow
+@pytest.mark.engine("vllm")
+def test_concurrency_check_catches_the_vllm_chunked_prefill_crash() -> None:
+    """CONC-SEEDED must fail on vLLM CPU with chunked prefill on, and pass with it off."""
+    _reachable("local-vllm-chunked", "vllm-chunked")
+    code, run_dir, output = _run("local-vllm-chunked", "--surface", "conc", "-k", "CONC-SEEDED", run_id="local-vllm-chunked-conc")
+    outcome = _outcomes(run_dir).get("CONC-SEEDED")
+    assert outcome == "xfailed", f"CONC-SEEDED on local-vllm-chunked: {outcome} (expected the recorded crash)\n{output}"
+    code, run_dir, output = _run("local-vllm", "--surface", "conc", "-k", "CONC-SEEDED", run_id="local-vllm-conc")
+    assert _outcomes(run_dir).get("CONC-SEEDED") == "passed", f"CONC-SEEDED on local-vllm (chunked prefill off)\n{output}"
