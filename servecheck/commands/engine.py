@@ -130,10 +130,15 @@ def _up(names: list[str], port: int | None, *, install: bool) -> int:
                 inst = f"install {res.seconds:.0f} s" + (" (cached)" if res.cached else "")
             else:
                 inst = "install skipped"
+            want_port = port or engine.default_port
+            already = any(s.name == name and s.port == want_port for s in running_states())
             t1 = time.monotonic()
-            state = start(engine, port)
-            ready = state.ready_s if state.ready_s is not None else time.monotonic() - t1
-            print(f"{name}: {inst}, ready in {ready:.0f} s: {state.base_url} model {state.served_model!r} "
+            state = start(engine, port, echo=lambda *_: None)
+            if already:
+                when = "already running"
+            else:
+                when = f"ready in {state.ready_s if state.ready_s is not None else time.monotonic() - t1:.0f} s"
+            print(f"{name}: {inst}, {when}: {state.base_url} model {state.served_model!r} "
                   f"context {state.context_length} (pid {state.pid}, log {state.log})", flush=True)
         except EngineError as exc:
             failed += 1
