@@ -55,6 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="use this fraction of a replica's sustained rate when planning (default: %(default)s)")
     parser.add_argument("--knee-metric", default="e2e_p95", metavar="NAME", help="latency for the knee (default: %(default)s)")
     parser.add_argument("--scenario", default="chat", metavar="NAME", help="load scenario (default: %(default)s)")
+    parser.add_argument("--allow-lag", action="store_true",
+                        help="count a step whose load generator lagged as judged by its SLOs (default: such a step does not pass)")
     parser.add_argument("--out", default=env("SERVECHECK_REPORTS", "reports"), metavar="DIR", help="reports folder (default: %(default)s)")
     parser.add_argument("--run-id", metavar="ID", help="run folder name (default: <time>-capacity-<target>)")
     parser.add_argument("--reference-arg", action="append", default=[], metavar="ARG", help="extra argument for the embedded reference server")
@@ -107,7 +109,8 @@ def _sweep(args: argparse.Namespace, run_dir: Path, levels: list[float], rates: 
             progress.update(task, description=f"capacity: step {i + 1} at {label}")
             spec = LoadSpec(target=target, scenario=args.scenario, users=None if rates else int(level),
                             rate=level if rates else None, duration_s=step_s, slos=list(args.slo),
-                            out_dir=run_dir / "steps", run_id=f"{i + 1:02d}-{label}", progress=False, seed=i)
+                            out_dir=run_dir / "steps", run_id=f"{i + 1:02d}-{label}", progress=False, seed=i,
+                            allow_lag=args.allow_lag)
             result = run_load(spec)
             try:
                 write_load_html(result.run_dir)

@@ -2,7 +2,8 @@
 
 Pure functions over :class:`Step` results, so the decisions are tested without running load.
 
-* **Stop rule** (:func:`should_stop`): stop after the second step that breached an SLO (one
+* **Stop rule** (:func:`should_stop`): stop after the second step that did not pass (an SLO
+  breached, or the run inconclusive because the generator lagged; one
   breach can be a blip; two say the target is past its limit), or when throughput fell by more
   than ``drop`` (default 10 %) below the best seen so far (a saturated server that starts
   thrashing delivers less, not more).
@@ -66,7 +67,7 @@ def should_stop(steps: Sequence[Step], drop: float = 0.10) -> str | None:
     """Why the sweep should stop after the last step, or None to go on."""
     breaches = [s for s in steps if not s.passed]
     if len(breaches) >= 2:
-        return f"SLOs breached at two load levels ({', '.join(_fmt_level(s) for s in breaches[:2])}): past saturation"
+        return f"SLOs not met at two load levels ({', '.join(_fmt_level(s) for s in breaches[:2])}): past saturation"
     if len(steps) >= 2:
         best = max(s.requests_per_s for s in steps[:-1])
         last = steps[-1].requests_per_s

@@ -33,7 +33,7 @@ def test_no_knee_on_a_straight_line_or_too_few_points() -> None:
 
 @pytest.mark.parametrize(("steps", "expected"), [
     pytest.param([step(1, 10, 100), step(2, 20, 110)], None, id="growing"),
-    pytest.param([step(1, 10, 100, False), step(2, 20, 110, False)], "SLOs breached at two load levels", id="two-breaches"),
+    pytest.param([step(1, 10, 100, False), step(2, 20, 110, False)], "SLOs not met at two load levels", id="two-breaches"),
     pytest.param([step(1, 10, 100), step(2, 20, 110), step(4, 15, 300)], "throughput dropped to 15.00 req/s", id="drop"),
     pytest.param([step(1, 10, 100), step(2, 20, 110), step(4, 19, 150)], None, id="small-dip"),
 ])
@@ -83,7 +83,7 @@ def test_sweep_stops_past_saturation_and_reports(tmp_path: Path, make_reference:
     data = json.loads((tmp_path / "cap" / "capacity.json").read_text())
     assert code == 0
     assert calls == [1, 4, 8, 16], "stops after the second breach, never reaching 32"
-    assert "SLOs breached at two load levels (8 users, 16 users)" in data["stop_reason"]
+    assert "SLOs not met at two load levels (8 users, 16 users)" in data["stop_reason"]
     assert data["best"]["level"] == 4
     assert data["replicas"] == replicas_for(100, data["best"]["requests_per_s"])
     assert data["knee"] is not None
