@@ -81,9 +81,9 @@ PROFILES: dict[str, EngineProfile] = {
             "malformed-json-500": "llama.cpp reports JSON parse errors as 500 server_error (tools/server/server.cpp)",
             "empty-messages-accepted": "llama.cpp renders an empty conversation instead of rejecting it",
             "models-no-context-field": "llama.cpp reports the context as meta.n_ctx and in /props, not max_model_len",
-            # tools/server/README.md: n_predict -1 means "no limit"; temperature <= 0 means greedy sampling.
-            "out-of-range-accepted": "llama.cpp reads negative max_tokens as 'no limit' and temperature <= 0 as greedy "
-                                     "(tools/server/README.md)",
+            # Measured 2026-11-29 (llama-cpp-python 0.3.36's server): temperature 3.5 and -1 answered 200
+            # (tools/server/README.md: temperature <= 0 is greedy); max_tokens -5 is a 400 (-1 means no limit).
+            "out-of-range-accepted": "llama.cpp accepts any temperature (<= 0 means greedy sampling; tools/server/README.md)",
         },
         verified_live=True,
     ),

@@ -124,7 +124,7 @@ _fault("fuzz-500", "a stop list containing an empty string gives 500 (the stop m
 
 # Load and telemetry (not conformance checks; used by load and leak self-tests)
 _fault("latency-spikes", "every 5th request waits an extra second before its first token")
-_fault("kv-leak", "KV blocks of aborted (disconnected) requests are never freed")
+_fault("kv-leak", "KV blocks of aborted (disconnected) requests are never freed", "CONC-DISCONNECT")
 _fault("abort-leak", "disconnected requests stay in num_requests_running", "CONC-DISCONNECT")
 
 

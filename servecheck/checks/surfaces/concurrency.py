@@ -162,7 +162,12 @@ def conc_seeded(ctx: CheckContext) -> None:
 
 # ---- CONC-DISCONNECT -------------------------------------------------------------------------
 
-RUNNING_GAUGES = ("vllm:num_requests_running", "llamacpp:requests_processing", "sglang:num_running_reqs")
+# Gauges that must return to their earlier level once dropped requests are cleaned up.
+GAUGES: dict[str, tuple[str, ...]] = {
+    "running requests": ("vllm:num_requests_running", "llamacpp:requests_processing", "sglang:num_running_reqs"),
+    "KV-cache usage": ("vllm:kv_cache_usage_perc", "sglang:token_usage"),
+}
+GAUGE_TOLERANCE = {"running requests": 0.0, "KV-cache usage": 0.005}
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfINFaN]+)", re.MULTILINE)
 DRAIN_BOUND_S = 3.0
 
@@ -173,13 +178,28 @@ def _metrics_url(ctx: CheckContext) -> str | None:
     return ctx.server_root + "/metrics" if ctx.capabilities.get("metrics") else None
 
 
-def running_requests(ctx: CheckContext, url: str) -> tuple[float | None, Exchange]:
-    """The engine's running-requests gauge (summed over label sets), or None when it has none."""
+def engine_gauges(ctx: CheckContext, url: str) -> tuple[dict[str, float], Exchange]:
+    """The engine's running-requests and KV-usage gauges (summed over label sets); absent ones are left out."""
     ex = ctx.client.get(url, timeout_s=5)
-    if not ex.ok:
-        return None, ex
-    values = [float(m.group(3)) for m in _SAMPLE.finditer(ex.text) if m.group(1) in RUNNING_GAUGES]
-    return (sum(values) if values else None), ex
+    found: dict[str, float] = {}
+    if ex.ok:
+        for m in _SAMPLE.finditer(ex.text):
+            for label, names in GAUGES.items():
+                if m.group(1) in names:
+                    found[label] = found.get(label, 0.0) + float(m.group(3))
+    return found, ex
+
+
+def _not_back(before: dict[str, float], now: dict[str, float]) -> dict[str, str]:
+    """Gauge label -> 'X before, Y after' for every gauge still above its earlier level."""
+    return {label: f"{label} {before[label]:g} before the drop, {now.get(label)} {DRAIN_BOUND_S:g} s after" for label in before
+            if now.get(label) is None or now[label] > before[label] + GAUGE_TOLERANCE[label]}
+
+
+def _notes_text(notes: list[str]) -> str:
+    """'8 streams: dropped after 2 event(s)' instead of eight lines that differ only in their number."""
+    counts = Counter(n.split(": ", 1)[1] for n in notes)
+    return "; ".join(f"{c} stream{'s' if c > 1 else ''}: {what}" for what, c in counts.items())
 
 
 async def _open_and_drop(ctx: CheckContext, k: int, max_tokens: int, timeout_s: float) -> list[str]:
@@ -217,36 +237,35 @@ async def _open_and_drop(ctx: CheckContext, k: int, max_tokens: int, timeout_s: 
 
 @check("CONC-DISCONNECT", "dropped streams are cleaned up",
        "after K streaming requests are dropped mid-generation, the server still serves, and (where it has a metrics "
-       f"endpoint) its running-requests gauge returns to its earlier level within {DRAIN_BOUND_S:.0f} s",
+       f"endpoint) its running-requests and KV-usage gauges return to their earlier level within {DRAIN_BOUND_S:.0f} s",
        requires=("streaming",))
 def conc_disconnect(ctx: CheckContext) -> None:
     k = min(8, ctx.target.concurrency)
     context = ctx.info.context_length or ctx.target.context_length or 512
     max_tokens = max(16, min(256, context // 2))
     url = _metrics_url(ctx)
-    before: float | None = None
-    if url is not None:
-        before, _ = running_requests(ctx, url)
+    before: dict[str, float] = engine_gauges(ctx, url)[0] if url is not None else {}
     notes = run_async(asyncio.wait_for(_open_and_drop(ctx, k, max_tokens, ctx.target.timeout_s), ctx.target.timeout_s + 15))
     if not any("dropped" in n for n in notes):
         probe = ctx.stream_chat("Stream: write a long story about a river.", max_tokens=4)
         ctx.fail(f"none of {k} streaming requests could be opened", expected="HTTP 200 event streams to drop",
-                 received="; ".join(notes), exchange=probe, hint="streaming is refused; see the STREAM-* checks")
-    gauge_text = "no metrics endpoint"
-    if url is not None and before is not None:
+                 received=_notes_text(notes), exchange=probe, hint="streaming is refused; see the STREAM-* checks")
+    gauge_text = "no engine gauges" if url is None or not before else ""
+    if url is not None and before:
         deadline = time.monotonic() + DRAIN_BOUND_S
-        now, ex = running_requests(ctx, url)
-        while now is not None and now > before and time.monotonic() < deadline:
+        now, ex = engine_gauges(ctx, url)
+        while _not_back(before, now) and time.monotonic() < deadline:
             time.sleep(0.1)
-            now, ex = running_requests(ctx, url)
+            now, ex = engine_gauges(ctx, url)
         ctx.exchanges.append(ex)
-        gauge_text = f"running requests {before:g} before, {now} {DRAIN_BOUND_S:.0f} s after the drop"
-        ctx.expect(now is not None and now <= before, "dropped streams still count as running",
-                   expected=f"the running-requests gauge back to {before:g} within {DRAIN_BOUND_S:.0f} s",
-                   received=f"{gauge_text} ({'; '.join(notes)})", exchange=ex,
-                   hint="the server does not notice client disconnects (or does not release their slots): aborted "
-                        "requests keep generating and hold KV cache until they finish, and the capacity leaks")
+        stuck = _not_back(before, now)
+        gauge_text = "; ".join(stuck.values()) or ", ".join(f"{label} back to {value:g}" for label, value in now.items())
+        ctx.expect(not stuck, f"dropped streams are not cleaned up: {' and '.join(stuck)} did not come back down",
+                   expected=f"{' and '.join(before)} back to the earlier level within {DRAIN_BOUND_S:.0f} s of dropping {k} streams",
+                   received=f"{gauge_text} ({_notes_text(notes)})", exchange=ex,
+                   hint="the server does not notice client disconnects, or does not release what they held: aborted "
+                        "requests keep a running slot or their KV blocks, and capacity leaks with every dropped client")
     follow = ctx.chat("Say OK.", max_tokens=1, temperature=0)
     ctx.expect(follow.ok, "the server does not serve after streams were dropped", expected="HTTP 200",
-               received=f"{follow.describe(300)} ({gauge_text}; {'; '.join(notes)})", exchange=follow,
+               received=f"{follow.describe(300)} ({gauge_text}; {_notes_text(notes)})", exchange=follow,
                hint="a client disconnect broke the server; read its log around the disconnects")
