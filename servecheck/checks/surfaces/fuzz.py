@@ -139,8 +139,10 @@ def fuzz_no_5xx(ctx: CheckContext) -> None:
     exchanges: dict[str, Exchange] = {}
     sent = 0
 
+    slow_is_fine = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much, HealthCheck.large_base_example]
+
     @settings(max_examples=examples, derandomize=True, database=None, deadline=None, verbosity=Verbosity.quiet,
-              phases=(Phase.explicit, Phase.generate, Phase.shrink), suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much, HealthCheck.large_base_example],
+              phases=(Phase.explicit, Phase.generate, Phase.shrink), suppress_health_check=slow_is_fine,
               report_multiple_bugs=False)
     @given(_strategies(ctx.model))
     def probe(body: dict[str, Any]) -> None:
