@@ -57,6 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenario", default="chat", metavar="NAME", help="load scenario (default: %(default)s)")
     parser.add_argument("--allow-lag", action="store_true",
                         help="count a step whose load generator lagged as judged by its SLOs (default: such a step does not pass)")
+    parser.add_argument("--ready-timeout", default="60s", metavar="TIME", help="wait this long for readiness first (default: %(default)s)")
     parser.add_argument("--out", default=env("SERVECHECK_REPORTS", "reports"), metavar="DIR", help="reports folder (default: %(default)s)")
     parser.add_argument("--run-id", metavar="ID", help="run folder name (default: <time>-capacity-<target>)")
     parser.add_argument("--reference-arg", action="append", default=[], metavar="ARG", help="extra argument for the embedded reference server")
@@ -90,13 +91,24 @@ def _sweep(args: argparse.Namespace, run_dir: Path, levels: list[float], rates: 
            target_rate: float | None) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from servecheck.checks.health import wait_ready
+    from servecheck.client.http import ServeClient
     from servecheck.commands.load import LoadSpec, run_load
     from servecheck.config import load_targets
+    from servecheck.load.schedule import parse_duration
     from servecheck.report.capacity import Step, best_step, replicas_for, should_stop, sweep_knee
     from servecheck.report.html import write_load_html
     from servecheck.report.workflow import Case, Suite, say, write_json, write_junit
 
     target = load_targets(args.targets_file).get(args.target)
+    with ServeClient.for_target(target) as client:
+        state = wait_ready(client, target, timeout_s=parse_duration(args.ready_timeout))
+    if state.state != "ready":
+        say(f"servecheck capacity: {target.name} is not ready ({state.state}: {state.detail}); no load was sent")
+        write_json(run_dir / "capacity.json", {"kind": "capacity", "target": args.target, "ok": False, "steps": [],
+                                               "stop_reason": f"not ready: {state.detail}", "best": None, "knee": None})
+        write_capacity_html(run_dir)
+        return 1
     mode = "rate" if rates else "users"
     steps: list[Step] = []
     stop_reason = "all levels run"

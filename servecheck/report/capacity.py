@@ -33,7 +33,7 @@ class Step:
     level: float  # users (closed loop) or requests/s (open loop)
     mode: str  # users | rate
     passed: bool
-    requests_per_s: float
+    requests_per_s: float  # successful requests per second
     tokens_per_s: float
     error_rate: float
     goodput: float | None
@@ -46,10 +46,12 @@ class Step:
     @classmethod
     def from_summary(cls, level: float, mode: str, summary: dict[str, Any], passed: bool) -> Step:
         lat = summary.get("latency_ms") or {}
+        error_rate = float((summary.get("requests") or {}).get("error_rate") or 0.0)
+        # Successful requests only: a server that fails fast would otherwise look like a fast one.
         return cls(level=level, mode=mode, passed=passed,
-                   requests_per_s=float((summary.get("throughput") or {}).get("requests_per_s") or 0.0),
+                   requests_per_s=float((summary.get("throughput") or {}).get("requests_per_s") or 0.0) * (1.0 - error_rate),
                    tokens_per_s=float((summary.get("throughput") or {}).get("output_tokens_per_s") or 0.0),
-                   error_rate=float((summary.get("requests") or {}).get("error_rate") or 0.0), goodput=summary.get("goodput"),
+                   error_rate=error_rate, goodput=summary.get("goodput"),
                    latency_ms={k: {p: (lat.get(k) or {}).get(p) for p in ("p50", "p90", "p95", "p99")} for k in ("ttft", "itl", "e2e", "tpot")},
                    slo=list(summary.get("slo") or []), reasons=list(summary.get("reasons") or []),
                    run_id=str(summary.get("run_id") or ""), total=int((summary.get("requests") or {}).get("total") or 0))
