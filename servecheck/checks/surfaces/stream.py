@@ -159,7 +159,7 @@ def stream_object(ctx: CheckContext) -> None:
     wrong = [(k, c.get("object")) for k, c in enumerate(chunks) if c.get("object") != "chat.completion.chunk"]
     ctx.expect(not wrong, f"{len(wrong)} of {len(chunks)} chunks have the wrong object type",
                expected="object 'chat.completion.chunk' in every chunk",
-               received=f"object {sorted({repr(o) for _, o in wrong})} in chunk(s) {[k for k, _ in wrong][:10]}", exchange=ex,
+               received=f"object {', '.join(sorted({repr(o) for _, o in wrong}))} in chunk(s) {[k for k, _ in wrong][:10]}", exchange=ex,
                hint="typed clients dispatch on object; 'chat.completion' is the non-streaming type")
 
 
