@@ -55,6 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="use this fraction of a replica's sustained rate when planning (default: %(default)s)")
     parser.add_argument("--knee-metric", default="e2e_p95", metavar="NAME", help="latency for the knee (default: %(default)s)")
     parser.add_argument("--scenario", default="chat", metavar="NAME", help="load scenario (default: %(default)s)")
+    parser.add_argument("--max-error-rate", default="1%", metavar="PCT",
+                        help="adds the SLO error_rate<=PCT unless an error_rate SLO is given (default: %(default)s; 'none' to drop it)")
     parser.add_argument("--allow-lag", action="store_true",
                         help="count a step whose load generator lagged as judged by its SLOs (default: such a step does not pass)")
     parser.add_argument("--ready-timeout", default="60s", metavar="TIME", help="wait this long for readiness first (default: %(default)s)")
@@ -80,6 +82,9 @@ def run(args: argparse.Namespace) -> int:
     fam, _, stat = args.knee_metric.partition("_")
     if fam not in ("ttft", "itl", "e2e", "tpot") or stat not in ("p50", "p90", "p95", "p99"):
         raise UsageError(f"--knee-metric {args.knee_metric!r}: one of ttft|itl|e2e|tpot _ p50|p90|p95|p99, e.g. e2e_p95")
+    from servecheck.load.slo import parse_slos
+
+    parse_slos([*args.slo, *([f"error_rate<={args.max_error_rate}"] if args.max_error_rate.lower() != "none" else [])])
     target_rate = parse_rate(args.target_rate) if args.target_rate else None
     run_dir = new_run_dir(args.out, "capacity", args.target, args.run_id)
     say(f"servecheck capacity: target {args.target}; {len(levels[:args.max_steps])} steps of {step_s:g} s at most; report {run_dir}")
@@ -110,6 +115,10 @@ def _sweep(args: argparse.Namespace, run_dir: Path, levels: list[float], rates: 
         write_capacity_html(run_dir)
         return 1
     mode = "rate" if rates else "users"
+    slos = list(args.slo)
+    if args.max_error_rate.lower() != "none" and not any(x.strip().startswith("error_rate") for x in [*slos, *target.slo]):
+        # A level that answers fast by failing a third of the requests has not "met the SLOs".
+        slos.append(f"error_rate<={args.max_error_rate}")
     steps: list[Step] = []
     stop_reason = "all levels run"
     (run_dir / "steps").mkdir(exist_ok=True)
@@ -120,7 +129,7 @@ def _sweep(args: argparse.Namespace, run_dir: Path, levels: list[float], rates: 
             label = f"{level:g}{'rps' if rates else 'u'}"
             progress.update(task, description=f"capacity: step {i + 1} at {label}")
             spec = LoadSpec(target=target, scenario=args.scenario, users=None if rates else int(level),
-                            rate=level if rates else None, duration_s=step_s, slos=list(args.slo),
+                            rate=level if rates else None, duration_s=step_s, slos=slos,
                             out_dir=run_dir / "steps", run_id=f"{i + 1:02d}-{label}", progress=False, seed=i,
                             allow_lag=args.allow_lag)
             result = run_load(spec)
@@ -144,7 +153,7 @@ def _sweep(args: argparse.Namespace, run_dir: Path, levels: list[float], rates: 
     kn = sweep_knee(steps, args.knee_metric)
     replicas = replicas_for(target_rate, best.requests_per_s, args.headroom) if target_rate and best else None
     data: dict[str, Any] = {
-        "kind": "capacity", "target": args.target, "mode": mode, "step_duration_s": step_s, "slo": list(args.slo) + list(target.slo),
+        "kind": "capacity", "target": args.target, "mode": mode, "step_duration_s": step_s, "slo": slos + list(target.slo),
         "steps": [s.as_dict() for s in steps], "stop_reason": stop_reason,
         "best": None if best is None else {"level": best.level, "requests_per_s": best.requests_per_s,
                                            "tokens_per_s": best.tokens_per_s, "run_id": best.run_id},
