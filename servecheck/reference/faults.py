@@ -68,6 +68,8 @@ _fault("stream-buffered", "the whole stream is buffered and sent at once (gatewa
 _fault("stream-block-buffered", "the stream is forwarded in 2 KiB blocks (a proxy's response buffers), several chunks per burst",
        "STREAM-INCREMENTAL")
 _fault("stream-stall", "the stream stops sending mid-generation and never finishes", "STREAM-NO-STALL")
+_fault("stream-stall-keepalive", "the stream stops generating mid-way but keeps sending ': ping' comments (an SSE layer's "
+       "heartbeat), so per-read timeouts never fire", "STREAM-NO-STALL")
 _fault("stream-non-json", "one chunk is written as a Python dict repr (single quotes) instead of JSON",
        "STREAM-SSE-VALID", "CLIENT-SDK-STREAM")
 _fault("stream-data-after-done", "a trailing metrics event is sent after data: [DONE]", "STREAM-SSE-VALID")

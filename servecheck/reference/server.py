@@ -718,6 +718,10 @@ async def _stream(request: web.Request, state: State, body: dict[str, Any], chat
             break
         if "stream-stall" in faults and i == stall_at:
             await asyncio.sleep(3600)
+        if "stream-stall-keepalive" in faults and i == stall_at:
+            for _ in range(7200):  # stuck, but the SSE layer keeps pinging: no read timeout ever fires
+                await response.write(b": ping\n\n")
+                await asyncio.sleep(0.5)
         await wait_step()
         parts = []
         for c in choices:

@@ -464,7 +464,8 @@ def stream_no_stall(ctx: CheckContext) -> None:
         ctx.fail(f"the stream stalled: no complete answer within {limit:.1f} s",
                  expected=f"data: [DONE] within {limit:.1f} s (the non-streamed answer took {(base.timing.e2e or 0) * 1000:.0f} ms)",
                  received=f"{len(stream.chunks)} chunk(s), the last at "
-                          f"{'%.0f ms' % (last * 1000) if last is not None else 'never'}, then silence until the client gave up",
+                          f"{'%.0f ms' % (last * 1000) if last is not None else 'never'}, then no chunk until the client gave up "
+                          f"({len(ex.body)} bytes in all)",
                  exchange=ex,
                  hint="the engine or a proxy stops forwarding mid-generation (a stuck request, a scheduler deadlock, a "
                       "proxy read timeout); clients without their own timeout hang here")
