@@ -293,7 +293,7 @@ def compare_throughput(base_sum: dict[str, Any], cur_sum: dict[str, Any], base: 
             d.ci_low, d.ci_high, d.test = lo, hi, "mann-whitney-u + bootstrap (per-second counts)"
             d.significant = (lo > 0 or hi < 0) and d.p_value is not None and d.p_value < alpha
         else:
-            d.note = "too few whole seconds for a test"
+            d.note = "too few whole seconds of samples for a test (a longer run gives one); not judged"
         out.append(_finish(d, ths.get(name), higher_is_better=True))
     return out
 
@@ -467,6 +467,7 @@ def format_text(cmp: Comparison) -> str:
     if rows:
         lines.append("  ".join(h.ljust(w) for h, w in zip(HEADERS, widths, strict=True)))
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    lines += [f"note: {m.name}: {m.note}" for m in cmp.metrics if m.note]
     c = cmp.conformance
     if c is not None:
         lines.append(f"conformance: {len(c.newly_failing)} newly failing, {len(c.fixed)} fixed, "
@@ -485,7 +486,9 @@ def comparison_section(cmp: Comparison) -> Any:
              f"baseline <code>{esc(cmp.baseline.path)}</code> ({esc(cmp.baseline.version or 'version unknown')}) vs current "
              f"<code>{esc(cmp.current.path)}</code> ({esc(cmp.current.version or 'version unknown')}); alpha {cmp.alpha}, seed {cmp.seed}</p>"]
     parts += [f"<p class='flag'>{esc(n)}</p>" for n in cmp.notes]
-    md = [f"Verdict: **{'REGRESSION' if cmp.regressed else 'no regression'}**"] + [f"- note: {n}" for n in cmp.notes]
+    notes = [*cmp.notes, *(f"{m.name}: {m.note}" for m in cmp.metrics if m.note)]
+    parts += [f"<p class='muted'>{esc(f'{m.name}: {m.note}')}</p>" for m in cmp.metrics if m.note]
+    md = [f"Verdict: **{'REGRESSION' if cmp.regressed else 'no regression'}**"] + [f"- note: {n}" for n in notes]
     if rows:
         kinds = {"REGRESSION": "fail", "improved": "pass", "ok": "passed"}
         parts.append(table(HEADERS, ((*(esc(c) for c in r[:-1]), badge(r[-1], kinds.get(r[-1], "warn"))) for r in rows),
