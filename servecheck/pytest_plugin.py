@@ -225,8 +225,15 @@ def sc_ctx(request: pytest.FixtureRequest, sc_case: Case) -> Iterator[CheckConte
     if sc_case.model == UNKNOWN_MODEL and sc_case.check.surface not in ("HEALTH", "MODELS", "AUTH"):
         raise CheckFailed(sc_case.check.id, "no model to test: none declared and none discovered",
                           expected="models in targets.yaml, or a /v1/models listing", received=info.error or "an empty model list")
-    yield ctx
-    request.node.user_properties.append(("servecheck_exchanges", len(ctx.exchanges)))
+    try:
+        yield ctx
+    finally:
+        request.node.user_properties.append(("servecheck_exchanges", len(ctx.exchanges)))
+        if request.config.pluginmanager.hasplugin("allure_pytest"):
+            # Title, description, labels and the redacted request/response of every exchange.
+            from servecheck.report.allure_glue import attach_exchanges
+
+            attach_exchanges(ctx, sc_case.check)
 
 
 @pytest.hookimpl(hookwrapper=True)
