@@ -10,7 +10,6 @@ import pytest
 
 from servecheck.checks import CheckFailed, NonStrict, load_all, run_check
 from servecheck.reference.faults import FAULTS, QUIRKS
-
 from tests.support import TEST_KEY, context_for
 
 CHECKS = load_all()

@@ -119,12 +119,10 @@ class SSEParser:
         elif name == "event":
             self._event = value
             self._has_fields = True
-        elif name == "id":
-            if "\0" not in value:
-                self._id = value
-        elif name == "retry":
-            if value.isdigit():
-                self._retry = int(value)
+        elif name == "id" and "\0" not in value:
+            self._id = value
+        elif name == "retry" and value.isdigit():
+            self._retry = int(value)
         # other field names are ignored, as the spec says
         return None
 

@@ -122,9 +122,9 @@ def _expand(value: Any, loc: tuple[Any, ...], env: Mapping[str, str], errors: li
             )
             return ""
         expanded = _VAR.sub(sub, value)
-        if loc and loc[-1] in _SECRET_KEYS or (len(loc) >= 2 and loc[-2] == "headers"):
-            if expanded != value:
-                register(expanded)
+        secret = bool(loc) and loc[-1] in _SECRET_KEYS or (len(loc) >= 2 and loc[-2] == "headers")
+        if secret and expanded != value:
+            register(expanded)
         return expanded
     if isinstance(value, dict):
         return {k: _expand(v, (*loc, k), env, errors) for k, v in value.items()}
@@ -249,10 +249,10 @@ def load_targets(path: str | os.PathLike[str] | None = None, env: Mapping[str, s
         try:
             target = Target.model_validate(merged)
         except ValidationError as exc:
-            fatal += [locator.problem(l, m) for l, m in _pydantic_problems(exc, loc, Target, merged)]
+            fatal += [locator.problem(where, m) for where, m in _pydantic_problems(exc, loc, Target, merged)]
             continue
         if target_env_errors:
-            broken[name] = [locator.problem(l, m) for l, m in target_env_errors]
+            broken[name] = [locator.problem(where, m) for where, m in target_env_errors]
         else:
             targets[name] = target
     if fatal:

@@ -1,3 +1,16 @@
 """One module per surface; importing this package registers every check."""
 
-from servecheck.checks.surfaces import health, models, chat, json_mode, tools, context, errors, auth, concurrency, fuzz, stream, client  # noqa: F401
+from servecheck.checks.surfaces import (  # noqa: F401
+    auth,
+    chat,
+    client,
+    concurrency,
+    context,
+    errors,
+    fuzz,
+    health,
+    json_mode,
+    models,
+    stream,
+    tools,
+)
