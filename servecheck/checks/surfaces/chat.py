@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from servecheck.checks.context import CheckContext, body_snippet
@@ -121,12 +122,12 @@ def chat_stop(ctx: CheckContext) -> None:
     first = ctx.chat(prompt, max_tokens=24, temperature=0, seed=7)
     text = _content(_choices(ctx, ctx.ok_json(first, "chat completion"), first)[0])
     # A stop string must be plain text the engine can match: tiny models emit U+FFFD for partial
-    # UTF-8 and long junk "words", so take four ASCII characters from a word in the second half.
-    half = text[len(text) // 3:]
-    words = [w for w in half.split() if w.isascii() and w.isalnum() and len(w) >= 3]
-    ctx.expect(len(words) >= 1, "the unconstrained answer has no plain word to use as a stop string",
-               expected="an ASCII word in the second half of a 24-token answer", received=repr(text), exchange=first)
-    stop_word = words[len(words) // 2][:4]
+    # UTF-8 and long junk "words", so take four ASCII letters/digits from a run past the start.
+    runs = [m for m in re.finditer(r"[A-Za-z0-9]{4,}", text) if m.start() >= 1]
+    ctx.expect(len(runs) >= 1, "the unconstrained answer has no plain text to use as a stop string",
+               expected="four ASCII letters or digits in a row after the first character of a 24-token answer",
+               received=repr(text), exchange=first)
+    stop_word = runs[len(runs) // 2].group()[:4]
     ex = ctx.chat(prompt, max_tokens=24, temperature=0, seed=7, stop=[stop_word])
     data = ctx.ok_json(ex, "chat completion with stop")
     choice = _choices(ctx, data, ex)[0]
