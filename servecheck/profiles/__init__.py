@@ -109,6 +109,9 @@ PROFILES: dict[str, EngineProfile] = {
         deviations={
             "health-path-differs": "LiteLLM's /health calls every upstream and needs the key; /health/liveliness is the probe",
             "models-no-context-field": "LiteLLM's /v1/models does not report the upstream context length",
+            # Measured on LiteLLM 1.108.7 over llama.cpp (2026-11-29), include_usage: the usage chunk is
+            # {"choices": [{"index": 0, "delta": {}}], "usage": {...}} (no finish_reason, no content), then [DONE].
+            "usage-chunk-has-choices": "LiteLLM's include_usage chunk carries an empty-delta choice instead of choices: []",
         },
         verified_live=True,
     ),
