@@ -46,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--out", type=Path, metavar="DIR",
                        help="parent directory (default: $SERVECHECK_CACHE/models)")
     model.add_argument("--seed", type=int, default=1234, metavar="N", help="weights/tokenizer seed (default: 1234)")
+    model.add_argument("--kind", choices=("tool-caller", "random"), metavar="KIND",
+                       help="tool-caller (answers with a tool call when tools are offered) or random "
+                            "(default: $SERVECHECK_TINY_MODEL, else tool-caller)")
 
 
 def _expand(names: list[str]) -> list[str]:
@@ -84,10 +87,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _model(args: argparse.Namespace) -> int:
-    from servecheck.engines.models import TinyModelSpec, ensure_tiny_model
+    import dataclasses
 
+    from servecheck.engines.models import default_spec, ensure_tiny_model
+
+    spec = default_spec()
+    if args.kind is not None:
+        spec = dataclasses.replace(spec, tool_caller=(args.kind == "tool-caller"))
     t0 = time.monotonic()
-    m = ensure_tiny_model(TinyModelSpec(seed=args.seed), args.out)
+    m = ensure_tiny_model(dataclasses.replace(spec, seed=args.seed), args.out)
     print(f"tiny model ({time.monotonic() - t0:.1f} s): {m.root}")
     print(f"  hf:   {m.hf_dir}")
     print(f"  gguf: {m.gguf_path}")

@@ -34,7 +34,7 @@ import numpy as np
 from servecheck.engines.paths import cache_root
 
 # Bump when the output of this module changes for the same spec.
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 
 SERVED_NAME = "servecheck-tiny"
 
@@ -99,6 +99,9 @@ class TinyModelSpec:
     rope_theta: float = 10000.0
     rms_norm_eps: float = 1e-5
     init_std: float = 0.02
+    # Hand-wire one attention head so that the first token is <tool_call> whenever the prompt
+    # holds a <tool_call> token (the tools preamble does): see wire_tool_caller.
+    tool_caller: bool = False
 
     def key(self) -> str:
         """A short hash of the spec and the generator version (the cache directory suffix)."""
@@ -124,6 +127,21 @@ class TinyModel:
         self.gguf_path = self.root / f"{self.spec.name}.gguf"
 
 
+ENV_MODEL = "SERVECHECK_TINY_MODEL"
+MODEL_KINDS = ("tool-caller", "random")
+
+
+def default_spec() -> TinyModelSpec:
+    """The spec the engines serve: ``$SERVECHECK_TINY_MODEL`` (``tool-caller``, the default, or
+    ``random``: no hand-wired head, never calls a tool on its own)."""
+    kind = os.environ.get(ENV_MODEL, "tool-caller")
+    if kind not in MODEL_KINDS:
+        from servecheck.errors import UsageError
+
+        raise UsageError(f"{ENV_MODEL}={kind!r}: expected one of {', '.join(MODEL_KINDS)}")
+    return TinyModelSpec(tool_caller=(kind == "tool-caller"))
+
+
 def default_models_dir() -> Path:
     """``<cache>/models`` (``SERVECHECK_CACHE`` or ``~/.cache/servecheck``)."""
     return cache_root() / "models"
@@ -136,7 +154,7 @@ def ensure_tiny_model(spec: TinyModelSpec | None = None, out_dir: Path | None = 
     into ``out_dir/<name>-<hash>/``. Generation writes to a temporary sibling and renames it,
     so a crash never leaves a half-written model that later runs would trust.
     """
-    spec = spec or TinyModelSpec()
+    spec = spec or default_spec()
     parent = out_dir or default_models_dir()
     root = parent / f"{spec.name}-{spec.key()}"
     model = TinyModel(spec, root)
@@ -248,6 +266,71 @@ def random_weights(spec: TinyModelSpec, vocab_size: int) -> dict[str, np.ndarray
     return w
 
 
+def wire_tool_caller(spec: TinyModelSpec, w: dict[str, np.ndarray], tok: Any) -> None:
+    """Make ``<tool_call>`` the top token at every position that can see a ``<tool_call>``.
+
+    Three residual channels are reserved: C (constant in every embedding), T (set only in the
+    ``<tool_call>`` embedding) and F (the flag). Layer 0, head 0 queries with C and keys with T
+    on the lowest-frequency RoPE pair (dims 15/31 of the head: under 0.1 rad of rotation over
+    512 tokens, so the match is content-based, not positional); its value copies T and its
+    output writes F. ``lm_head`` maps F to a large ``<tool_call>`` logit. Without such a token
+    in the prompt F stays 0 and the model is the random one. Engines then constrain the rest
+    of the call (name, arguments) with their tool grammars.
+    """
+    d, hd = spec.hidden_size, spec.head_dim
+    c_dim, t_dim, f_dim, e_dim = d - 1, d - 3, d - 2, d - 4
+    tool_call_id = tok.token_to_id("<tool_call>")
+    end_call_id = tok.token_to_id("</tool_call>")
+    newline_id = tok.token_to_id("\u010a")  # byte-level "\n"
+    im_end_id = tok.token_to_id("<|im_end|>")
+    vocab = tok.get_vocab(with_added_tokens=True)
+    blank_ids = [i for t, i in vocab.items() if t and set(t) <= {"\u0120", "\u010a", "\u0109"}]
+    pair_lo, pair_hi = hd // 2 - 1, hd - 1  # rotate-half partners of the lowest frequency
+    emb = w["model.embed_tokens.weight"]
+    emb[:, [c_dim, t_dim, f_dim, e_dim]] = 0.0
+    emb[:, c_dim] = 0.1
+    emb[tool_call_id, t_dim] = 1.0
+    emb[end_call_id, e_dim] = 1.0
+    p = "model.layers.0.self_attn."
+    for name in ("q_proj", "k_proj", "v_proj"):
+        w[p + name + ".weight"][:hd, :] = 0.0  # head 0 only
+    w[p + "q_proj.weight"][pair_lo, c_dim] = 2.0
+    w[p + "k_proj.weight"][pair_lo, t_dim] = 2.0
+    w[p + "v_proj.weight"][0, t_dim] = 2.0
+    o = w[p + "o_proj.weight"]
+    o[:, :hd] = 0.0
+    o[f_dim, 0] = 1.0
+    _ = pair_hi
+    # Keep the reserved channels clean of everything else.
+    for i in range(spec.num_layers):
+        q = f"model.layers.{i}."
+        for name in ("self_attn.o_proj.weight", "mlp.down_proj.weight"):
+            rows = w[q + name]
+            keep = rows[f_dim, 0] if (i == 0 and name.startswith("self_attn")) else 0.0
+            rows[[c_dim, t_dim, f_dim, e_dim], :] = 0.0
+            if i == 0 and name.startswith("self_attn"):
+                rows[f_dim, 0] = keep
+        for name in ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                     "mlp.gate_proj.weight", "mlp.up_proj.weight"):
+            cols = w[q + name]
+            saved = cols[:hd, [c_dim, t_dim]].copy() if (i == 0 and name.startswith("self_attn")) else None
+            cols[:, [c_dim, t_dim, f_dim, e_dim]] = 0.0
+            if saved is not None:
+                cols[:hd, [c_dim, t_dim]] = saved
+    lm = w["lm_head.weight"]
+    lm[:, [c_dim, t_dim, f_dim, e_dim]] = 0.0
+    # Under the flag: <tool_call> first; where a grammar forbids it, prefer ending the call
+    # over padding it with whitespace (random logits would pick blanks half the time).
+    lm[tool_call_id, f_dim] = 3.0
+    lm[end_call_id, f_dim] = 2.5
+    lm[blank_ids, f_dim] = -3.0
+    # C is constant, so this is a bias: never pick a blank token unless a grammar leaves
+    # nothing else. JSON grammars allow blanks between all tokens, and a random model that
+    # picks them can run out of room before a bounded object closes.
+    lm[blank_ids, c_dim] = -1.0
+    lm[newline_id, t_dim] = 200.0  # after <tool_call>: the "\n" the Hermes format wants
+    lm[im_end_id, e_dim] = 200.0  # after </tool_call>: end the turn
+
 # --------------------------------------------------------------------------- writers
 
 
@@ -255,6 +338,8 @@ def _write_all(spec: TinyModelSpec, model: TinyModel) -> None:
     tok = train_tokenizer(spec)
     vocab_size = tok.get_vocab_size(with_added_tokens=True)
     weights = random_weights(spec, vocab_size)
+    if spec.tool_caller:
+        wire_tool_caller(spec, weights, tok)
     write_hf(spec, tok, weights, model.hf_dir)
     write_gguf(spec, tok, weights, model.gguf_path)
 
