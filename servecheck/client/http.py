@@ -288,6 +288,9 @@ def _url(settings: ClientSettings, path: str) -> str:
 def _prepare(settings: ClientSettings, method: str, path: str, body: Any, headers: Mapping[str, str] | None, auth: bool) -> tuple[Exchange, bytes | None, dict[str, str]]:
     url = _url(settings, path)
     merged = dict(settings.headers) if auth else {k: v for k, v in settings.headers.items() if k.lower() not in ("authorization", "x-api-key", "api-key")}
+    # Bodies are read raw (iter_raw) so that timings see bytes as they arrive; ask for them
+    # uncompressed, or a compressing proxy would hand the SSE parser gzip.
+    merged.setdefault("Accept-Encoding", "identity")
     if headers:
         merged.update(headers)
     if body is None:

@@ -50,7 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-id", metavar="ID", help="name of the run folder (default: <time>-check-<targets>)")
     parser.add_argument("--no-embedded", action="store_true", help="do not start the embedded reference server")
     parser.add_argument("--reference-arg", action="append", default=[], metavar="ARG",
-                        help="extra argument for the embedded reference server, e.g. --reference-arg=--fault=stream-no-done")
+                        help="extra argument for the embedded reference server, e.g. --reference-arg=--fault=stream-no-done"
+                             " (it always runs with --itl-ms 2, so that streaming checks can see tokens arrive over time)")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: passed to pytest as they are")
 
 
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if needs_embedded:
         from servecheck.embedded import embedded_reference
 
-        with embedded_reference(args.reference_arg, log_path=run_dir / "reference-server.log") as ref_env:
+        with embedded_reference(["--itl-ms", "2", *args.reference_arg], log_path=run_dir / "reference-server.log") as ref_env:
             env.update(ref_env)
             code = subprocess.call(cmd, env=env)
     else:

@@ -73,7 +73,9 @@ PROFILES: dict[str, EngineProfile] = {
         verified_live=True,
     ),
     "llamacpp": EngineProfile(
-        "llamacpp", _caps(tool_choice_named=False, seed=True, n=False),
+        # n > 1 streams and answers correctly in this build (measured 2026-11-29); an object
+        # tool_choice is treated as "auto" (tools/server/README.md), so named choice is off.
+        "llamacpp", _caps(tool_choice_named=False, seed=True, n=True),
         deviations={
             # tools/server/README.md: "model" is accepted for compatibility and ignored.
             "model-name-ignored": "llama.cpp serves one model and ignores the model field (tools/server/README.md)",
