@@ -57,10 +57,20 @@ async def one_stream(port: int, body: bytes) -> tuple[float, float, int]:
     return ((first or end) - t0) * 1000, (end - t0) * 1000, chunks
 
 
-async def wave(port: int, n: int) -> list[tuple[float, float, int]]:
+async def wave(port: int, n: int, rounds: int = 3) -> list[tuple[float, float, int]]:
+    """Keep about ``n`` streams open: starts spread evenly over one stream's duration, for
+    ``rounds`` durations (a burst of n simultaneous connects would measure accept() instead)."""
     body = json.dumps({"model": "ref-tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": TOKENS,
                        "temperature": 0, "ignore_eos": True, "stream": True}).encode()
-    return await asyncio.gather(*(one_stream(port, body) for _ in range(n)))
+    period = (TTFT_MS + ITL_MS * (TOKENS - 1)) / 1000
+    t0 = time.perf_counter()
+
+    async def delayed(i: int) -> tuple[float, float, int]:
+        await asyncio.sleep(max(0.0, t0 + i * period / n - time.perf_counter()))
+        return await one_stream(port, body)
+
+    results = await asyncio.gather(*(delayed(i) for i in range(n * rounds)))
+    return results[n:]  # the first period ramps up
 
 
 def pct(values: list[float], q: float) -> float:
@@ -119,7 +129,8 @@ def write_section(rows: list[dict[str, float]]) -> None:
         "",
         f"`python benchmarks/bench_reference.py`, {time.strftime('%Y-%m-%d')}, 2-core machine, server pinned to CPU 0,",
         f"raw-socket client on CPU 1; configured TTFT {TTFT_MS:.0f} ms, {ITL_MS:.0f} ms per token, {TOKENS} tokens.",
-        "Lateness = observed minus configured (medians over repeats; the machine is shared and noisy).",
+        "Streams start evenly spread over one stream's duration, so about N are open at any time (the first",
+        "period, the ramp, is dropped). Lateness = observed minus configured; medians over repeats.",
         "",
         "| streams | TTFT late p50 (ms) | TTFT late p99 (ms) | E2E late p50 (ms) | E2E late p99 (ms) | server CPU (cores) | tokens/s offered |",
         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
