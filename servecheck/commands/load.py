@@ -193,7 +193,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         drain_s=_drain(spec), timeout_s=spec.target.timeout_s, connect_timeout_s=spec.target.connect_timeout_s,
         api_key_header=spec.target.api_key_header, headers=dict(spec.target.headers),
         shape=[{"end": s.end, "users": s.users, "spawn_rate": s.spawn_rate} for s in spec.shape.stages] if spec.shape else [],
-        extra_body=dict(spec.extra_body), use_tokenize=spec.use_tokenize,
+        extra_body=dict(spec.extra_body), use_tokenize=spec.use_tokenize, context_length=spec.target.context_length,
     )
 
 

@@ -27,6 +27,7 @@ import os
 import random
 import resource
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -299,6 +300,12 @@ def controller(environment: Any) -> _Controller:
             if cfg.use_tokenize:
                 root = cfg.base_url.rstrip("/").removesuffix("/v1")
                 counter, flavour = tokenize_counter(root, cfg.model, ctrl.auth_headers())
+            if cfg.context_length:
+                # A scenario's lengths are for a big model; on a small context keep every request
+                # inside it (16 tokens for the chat template), or the run measures 400s.
+                room = cfg.context_length - 16
+                mix = [replace(m, prompt_tokens=max(8, min(m.prompt_tokens, room - min(m.output_tokens, room // 2))),
+                               output_tokens=min(m.output_tokens, room // 2)) for m in mix]
             ctrl.prompts = build_prompt_set(mix, seed=cfg.seed, count=counter, tokenizer=flavour)
         ctrl.begin()
         _CTRL["c"] = ctrl

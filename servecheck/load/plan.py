@@ -60,6 +60,7 @@ class RunConfig:
     prompts: list[dict[str, Any]] = field(default_factory=list)  # {text, prompt_tokens, max_tokens, kind, weight}
     prompt_method: str = ""
     use_tokenize: bool = True  # measure prompt lengths with the target's /tokenize when it has one
+    context_length: int | None = None  # prompt + output of every request is kept inside it
     shape: list[dict[str, Any]] = field(default_factory=list)  # stages {end, users, spawn_rate}
     extra_body: dict[str, Any] = field(default_factory=dict)
 
