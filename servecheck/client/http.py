@@ -223,6 +223,17 @@ class _Collector:
         return ex
 
 
+def _stale_connection(exc: Exception, ex: Exchange) -> bool:
+    """A pooled keep-alive connection the server had already closed: nothing was answered.
+
+    Servers close idle connections on their own schedule (llama.cpp after a few seconds); a
+    request that lands on one fails before any byte comes back. Retrying once on a fresh
+    connection is what urllib3 and browsers do; it is not a server defect.
+    """
+    return (isinstance(exc, httpx.RemoteProtocolError) and ex.status is None and ex.timing.t_first_byte is None
+            and "without sending a response" in str(exc))
+
+
 def _error_class(exc: Exception) -> str:
     if isinstance(exc, httpx.ConnectTimeout | httpx.ConnectError):
         return "connect"
@@ -328,20 +339,24 @@ class ServeClient:
     def request(self, method: str, path: str, body: Any = None, *, stream: bool = False,
                 headers: Mapping[str, str] | None = None, auth: bool = True, timeout_s: float | None = None) -> Exchange:
         """Send one request and collect the whole response. Never raises for server behaviour."""
-        ex, content, merged = _prepare(self.settings, method, path, body, headers, auth)
         limit = timeout_s or self.settings.timeout_s
-        ex.timing.t_start = _now()
-        collector = _Collector(ex, stream, ex.timing.t_start + limit, self.settings.max_body_bytes)
-        try:
-            timeout = httpx.Timeout(limit, connect=min(limit, self.settings.connect_timeout_s))
-            with self._client.stream(method, ex.url, content=content, headers=merged, timeout=timeout) as response:
-                collector.headers(response)
-                for raw in response.iter_raw():
-                    if not collector.data(raw):
-                        break
-        except httpx.HTTPError as exc:
-            ex.error, ex.error_message = _error_class(exc), redact(_error_message(exc, ex.url))
-        return collector.finish()
+        for attempt in (0, 1):
+            ex, content, merged = _prepare(self.settings, method, path, body, headers, auth)
+            ex.timing.t_start = _now()
+            collector = _Collector(ex, stream, ex.timing.t_start + limit, self.settings.max_body_bytes)
+            try:
+                timeout = httpx.Timeout(limit, connect=min(limit, self.settings.connect_timeout_s))
+                with self._client.stream(method, ex.url, content=content, headers=merged, timeout=timeout) as response:
+                    collector.headers(response)
+                    for raw in response.iter_raw():
+                        if not collector.data(raw):
+                            break
+            except httpx.HTTPError as exc:
+                if attempt == 0 and _stale_connection(exc, ex):
+                    continue
+                ex.error, ex.error_message = _error_class(exc), redact(_error_message(exc, ex.url))
+            return collector.finish()
+        raise AssertionError("unreachable")  # noqa: EM101 - the loop always returns
 
     def get(self, path: str, **kw: Any) -> Exchange:
         return self.request("GET", path, **kw)
@@ -373,20 +388,24 @@ class AsyncServeClient:
 
     async def request(self, method: str, path: str, body: Any = None, *, stream: bool = False,
                       headers: Mapping[str, str] | None = None, auth: bool = True, timeout_s: float | None = None) -> Exchange:
-        ex, content, merged = _prepare(self.settings, method, path, body, headers, auth)
         limit = timeout_s or self.settings.timeout_s
-        ex.timing.t_start = _now()
-        collector = _Collector(ex, stream, ex.timing.t_start + limit, self.settings.max_body_bytes)
-        try:
-            timeout = httpx.Timeout(limit, connect=min(limit, self.settings.connect_timeout_s))
-            async with self._client.stream(method, ex.url, content=content, headers=merged, timeout=timeout) as response:
-                collector.headers(response)
-                async for raw in response.aiter_raw():
-                    if not collector.data(raw):
-                        break
-        except httpx.HTTPError as exc:
-            ex.error, ex.error_message = _error_class(exc), redact(_error_message(exc, ex.url))
-        return collector.finish()
+        for attempt in (0, 1):
+            ex, content, merged = _prepare(self.settings, method, path, body, headers, auth)
+            ex.timing.t_start = _now()
+            collector = _Collector(ex, stream, ex.timing.t_start + limit, self.settings.max_body_bytes)
+            try:
+                timeout = httpx.Timeout(limit, connect=min(limit, self.settings.connect_timeout_s))
+                async with self._client.stream(method, ex.url, content=content, headers=merged, timeout=timeout) as response:
+                    collector.headers(response)
+                    async for raw in response.aiter_raw():
+                        if not collector.data(raw):
+                            break
+            except httpx.HTTPError as exc:
+                if attempt == 0 and _stale_connection(exc, ex):
+                    continue
+                ex.error, ex.error_message = _error_class(exc), redact(_error_message(exc, ex.url))
+            return collector.finish()
+        raise AssertionError("unreachable")  # noqa: EM101 - the loop always returns
 
     async def post(self, path: str, body: Any = None, **kw: Any) -> Exchange:
         return await self.request("POST", path, body, **kw)
