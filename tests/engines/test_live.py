@@ -33,6 +33,13 @@ def _key(name: str) -> str | None:
     return None
 
 
+def _unavailable(name: str, message: str) -> None:
+    """Skip, unless CI brought this engine up (SERVECHECK_REQUIRE_ENGINES): then it is a failure."""
+    if name in os.environ.get("SERVECHECK_REQUIRE_ENGINES", "").replace(",", " ").split():
+        pytest.fail(message + " (CI brought it up earlier: it died)")
+    pytest.skip(message)
+
+
 def live(name: str) -> LiveEngine:
     """The engine ``name`` on its default port, or a skip that says how to start it."""
     base = f"http://127.0.0.1:{ENGINE_PORTS[name]}/v1"
@@ -41,10 +48,10 @@ def live(name: str) -> LiveEngine:
     try:
         r = httpx.get(f"{base}/models", headers=headers, timeout=5.0)
     except httpx.HTTPError as exc:
-        pytest.skip(f"{name} is not running on {base} ({type(exc).__name__}); start it with "
-                    f"`servecheck engine up {name}`")
+        _unavailable(name, f"{name} is not running on {base} ({type(exc).__name__}); start it with "
+                           f"`servecheck engine up {name}`")
     if r.status_code != 200 or SERVED_NAME not in r.text:
-        pytest.skip(f"{name} on {base} is not ready: GET /models -> {r.status_code} {r.text[:200]}")
+        _unavailable(name, f"{name} on {base} is not ready: GET /models -> {r.status_code} {r.text[:200]}")
     return LiveEngine(name, base, headers)
 
 
