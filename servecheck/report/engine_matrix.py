@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from servecheck.checks.registry import load_all
+from servecheck.checks.registry import SURFACES, load_all
 from servecheck.profiles import PROFILES
 
 SYMBOL = {
@@ -63,7 +63,8 @@ def render(run_dirs: list[Path], extra_notes: dict[str, str] | None = None) -> s
                      f" {counts.get('xfailed', 0)} | {counts.get('skipped', 0)} |")
     lines += ["", "## Check x engine", "", "| check | " + " | ".join(f"`{n}`" for n, _, _ in columns) + " |",
               "| --- | " + " | ".join("---" for _ in columns) + " |"]
-    for check_id in load_all():
+    order = list(SURFACES)
+    for check_id in sorted(load_all(), key=lambda cid: order.index(cid.split("-", 1)[0])):
         cells = []
         for _, _, by_check in columns:
             row = by_check.get(check_id)
