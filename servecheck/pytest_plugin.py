@@ -143,7 +143,8 @@ def get_session(config: pytest.Config) -> ServecheckSession:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if _collects_suites(config) or hasattr(config, "workerinput") and "servecheck_infos" in config.workerinput:  # type: ignore[attr-defined]
+    workerinput = getattr(config, "workerinput", None) or {}
+    if _collects_suites(config) or "servecheck_infos" in workerinput:
         get_session(config)
     report_dir = _opt(config, "report_dir")
     if report_dir and not hasattr(config, "workerinput"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from typing import Any
 
 from servecheck.config import load_targets, targets_json_schema
 from servecheck.config.loader import ConfigError
@@ -23,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(targets_json_schema(), indent=2))
         return 0
     loaded = load_targets(args.targets_file)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for target in loaded.targets.values():
         caps = resolve_capabilities(target)
         rows.append({

@@ -238,7 +238,7 @@ def load_targets(path: str | os.PathLike[str] | None = None, env: Mapping[str, s
         if not isinstance(raw, dict):
             fatal.append(locator.problem(loc, "each target must be a mapping with at least name and base_url"))
             continue
-        name = raw.get("name") if isinstance(raw.get("name"), str) else f"#{index}"
+        name: str = raw["name"] if isinstance(raw.get("name"), str) else f"#{index}"
         if name in seen_names:
             fatal.append(locator.problem((*loc, "name"), f"duplicate target name {name!r} (first at targets[{seen_names[name]}])"))
             continue

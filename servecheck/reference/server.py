@@ -487,7 +487,8 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             _expect(isinstance(prompt, str) or (isinstance(prompt, list) and all(isinstance(p, str) for p in prompt)),
                     "prompt must be a string or a list of strings", "prompt")
             messages, tools, tool_choice, fmt, schema = None, [], None, "text", None
-            prompt_tokens = len(model.tokenize(prompt if isinstance(prompt, str) else " ".join(prompt))) + 1
+            prompt_text = prompt if isinstance(prompt, str) else " ".join(str(p) for p in prompt or [])
+            prompt_tokens = len(model.tokenize(prompt_text)) + 1
         cfg = state.config
         limit = cfg.max_model_len
         if "ctx-limit-lower" in state.faults:
@@ -607,7 +608,7 @@ def _full_body(state: State, body: dict[str, Any], chat: bool, choices: list[Cho
             entry = {"index": c.index, "text": "".join(c.pieces), "logprobs": None, "finish_reason": c.finish_reason}
         out_choices.append(entry)
     cid = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12)
-    full = {"id": cid, "object": "chat.completion" if chat else "text_completion", "created": created,
+    full: dict[str, Any] = {"id": cid, "object": "chat.completion" if chat else "text_completion", "created": created,
             "model": model_name, "system_fingerprint": "servecheck-ref", "choices": out_choices,
             "usage": _usage(prompt_tokens, completion_tokens, faults)}
     if "extra-fields" in state.config.quirks:
@@ -848,7 +849,7 @@ async def tokenize(request: web.Request) -> web.Response:
         else:
             prompt = body.get("prompt", body.get("content"))
             _expect(isinstance(prompt, str), "prompt must be a string", "prompt")
-            ids = model.token_ids(prompt)
+            ids = model.token_ids(str(prompt))
     except ApiError as err:
         return _error_response(state, err)
     return web.json_response({"count": len(ids), "max_model_len": state.config.max_model_len, "tokens": ids})
@@ -969,7 +970,7 @@ def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, ready
         await runner.cleanup()
 
     try:
-        import uvloop  # type: ignore[import-not-found]
+        import uvloop
 
         uvloop.install()
     except ImportError:

@@ -67,8 +67,8 @@ def render(run_dirs: list[Path], extra_notes: dict[str, str] | None = None) -> s
     for check_id in sorted(load_all(), key=lambda cid: order.index(cid.split("-", 1)[0])):
         cells = []
         for _, _, by_check in columns:
-            row = by_check.get(check_id)
-            cells.append(SYMBOL.get(row["outcome"], row["outcome"]) if row else "not run")
+            found = by_check.get(check_id)
+            cells.append(SYMBOL.get(found["outcome"], found["outcome"]) if found else "not run")
         lines.append(f"| `{check_id}` | " + " | ".join(cells) + " |")
     lines += ["", "## Why each non-pass", ""]
     for name, _info, by_check in columns:
