@@ -1,0 +1,28 @@
+"""Run every benchmark (each writes its own section of docs/benchmarks.md): ``make bench``.
+
+They take minutes and want a quiet machine; they are never part of ``make test``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCRIPTS = ["bench_preflight.py", "bench_reference.py", "bench_suite_time.py", "bench_load.py"]
+
+
+def main() -> int:
+    failed = []
+    for name in SCRIPTS:
+        print(f"== {name}", flush=True)
+        if subprocess.call([sys.executable, str(HERE / name)], cwd=HERE.parent) != 0:
+            failed.append(name)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
