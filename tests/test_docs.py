@@ -50,3 +50,10 @@ def test_layering_rules_hold():
         text = path.read_text()
         # Import statements only: the server's docstring names these packages to say why it avoids them.
         assert not re.search(r"^\s*(from|import) servecheck\.(client|checks)\b", text, re.M), f"{path} must not share code with the checks"
+
+
+def test_targets_examples_validate():
+    from servecheck.config import load_targets
+
+    examples = load_targets(ROOT / "docs" / "targets-examples.yaml", env={"OPENAI_API_KEY": "sk-example-not-real"})
+    assert {"sglang", "tgi", "ollama", "openai", "gateway"} <= set(examples.names)
