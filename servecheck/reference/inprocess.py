@@ -7,6 +7,7 @@ subprocess costs half a second of imports.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from dataclasses import dataclass, field
 
@@ -74,8 +75,24 @@ class RunningServer:
         return self
 
     def stop(self) -> None:
-        if self._loop is not None and self._loop.is_running():
-            self._loop.call_soon_threadsafe(self._loop.stop)
+        loop = self._loop
+        if loop is not None and loop.is_running():
+            async def shutdown() -> None:
+                # Close connections and cancel handlers still running (a stalled stream), so
+                # that nothing is left pending when the loop stops.
+                if self._runner is not None:
+                    await self._runner.cleanup()
+                    self._runner = None
+                current = asyncio.current_task()
+                pending = [t for t in asyncio.all_tasks() if t is not current]
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+
+            future = asyncio.run_coroutine_threadsafe(shutdown(), loop)
+            with contextlib.suppress(Exception):  # stopping must never fail a test run
+                future.result(timeout=5)
+            loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(timeout=5)
 
