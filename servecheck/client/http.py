@@ -315,6 +315,24 @@ def _prepare(settings: ClientSettings, method: str, path: str, body: Any, header
     return Exchange(method=method, url=url, request_headers=merged, request_body=body), content, merged
 
 
+def _begin(settings: ClientSettings, method: str, path: str, body: Any, headers: Mapping[str, str] | None, auth: bool,
+           stream: bool, timeout_s: float | None) -> tuple[Exchange, bytes | None, dict[str, str], _Collector, httpx.Timeout]:
+    """Everything before the bytes flow, shared by the sync and async clients."""
+    limit = timeout_s or settings.timeout_s
+    ex, content, merged = _prepare(settings, method, path, body, headers, auth)
+    ex.timing.t_start = _now()
+    collector = _Collector(ex, stream, ex.timing.t_start + limit, settings.max_body_bytes)
+    return ex, content, merged, collector, httpx.Timeout(limit, connect=min(limit, settings.connect_timeout_s))
+
+
+def _retry_or_record(exc: httpx.HTTPError, ex: Exchange, attempt: int) -> bool:
+    """True to retry (a stale keep-alive connection, first attempt); else record the error as data."""
+    if attempt == 0 and _stale_connection(exc, ex):
+        return True
+    ex.error, ex.error_message = _error_class(exc), redact(_error_message(exc, ex.url))
+    return False
+
+
 class ServeClient:
     """Synchronous client. Use as a context manager; one connection pool per client."""
 
@@ -339,22 +357,17 @@ class ServeClient:
     def request(self, method: str, path: str, body: Any = None, *, stream: bool = False,
                 headers: Mapping[str, str] | None = None, auth: bool = True, timeout_s: float | None = None) -> Exchange:
         """Send one request and collect the whole response. Never raises for server behaviour."""
-        limit = timeout_s or self.settings.timeout_s
         for attempt in (0, 1):
-            ex, content, merged = _prepare(self.settings, method, path, body, headers, auth)
-            ex.timing.t_start = _now()
-            collector = _Collector(ex, stream, ex.timing.t_start + limit, self.settings.max_body_bytes)
+            ex, content, merged, collector, timeout = _begin(self.settings, method, path, body, headers, auth, stream, timeout_s)
             try:
-                timeout = httpx.Timeout(limit, connect=min(limit, self.settings.connect_timeout_s))
                 with self._client.stream(method, ex.url, content=content, headers=merged, timeout=timeout) as response:
                     collector.headers(response)
                     for raw in response.iter_raw():
                         if not collector.data(raw):
                             break
             except httpx.HTTPError as exc:
-                if attempt == 0 and _stale_connection(exc, ex):
+                if _retry_or_record(exc, ex, attempt):
                     continue
-                ex.error, ex.error_message = _error_class(exc), redact(_error_message(exc, ex.url))
             return collector.finish()
         raise AssertionError("unreachable")  # noqa: EM101 - the loop always returns
 
@@ -388,22 +401,17 @@ class AsyncServeClient:
 
     async def request(self, method: str, path: str, body: Any = None, *, stream: bool = False,
                       headers: Mapping[str, str] | None = None, auth: bool = True, timeout_s: float | None = None) -> Exchange:
-        limit = timeout_s or self.settings.timeout_s
         for attempt in (0, 1):
-            ex, content, merged = _prepare(self.settings, method, path, body, headers, auth)
-            ex.timing.t_start = _now()
-            collector = _Collector(ex, stream, ex.timing.t_start + limit, self.settings.max_body_bytes)
+            ex, content, merged, collector, timeout = _begin(self.settings, method, path, body, headers, auth, stream, timeout_s)
             try:
-                timeout = httpx.Timeout(limit, connect=min(limit, self.settings.connect_timeout_s))
                 async with self._client.stream(method, ex.url, content=content, headers=merged, timeout=timeout) as response:
                     collector.headers(response)
                     async for raw in response.aiter_raw():
                         if not collector.data(raw):
                             break
             except httpx.HTTPError as exc:
-                if attempt == 0 and _stale_connection(exc, ex):
+                if _retry_or_record(exc, ex, attempt):
                     continue
-                ex.error, ex.error_message = _error_class(exc), redact(_error_message(exc, ex.url))
             return collector.finish()
         raise AssertionError("unreachable")  # noqa: EM101 - the loop always returns
 
