@@ -223,6 +223,12 @@ def sc_ctx(request: pytest.FixtureRequest, sc_case: Case) -> Iterator[CheckConte
     request.node.user_properties.append(("servecheck_check", sc_case.check.id))
     request.node.user_properties.append(("servecheck_target", target.name))
     request.node.user_properties.append(("servecheck_model", sc_case.model))
+    if info.unreachable and sc_case.check.surface != "HEALTH":
+        # One bounded probe already showed that nothing answers; running every check would wait
+        # out every timeout (a hung server would take the catalogue an hour to fail).
+        raise CheckFailed(sc_case.check.id, "the target did not answer at all during discovery",
+                          expected=f"an HTTP answer from {target.base_url}/models", received=info.error or "no answer",
+                          hint="start the server or fix base_url; HEALTH-READY tells down from loading")
     if sc_case.model == UNKNOWN_MODEL and sc_case.check.surface not in ("HEALTH", "MODELS", "AUTH"):
         raise CheckFailed(sc_case.check.id, "no model to test: none declared and none discovered",
                           expected="models in targets.yaml, or a /v1/models listing", received=info.error or "an empty model list")

@@ -130,3 +130,56 @@ def test_results_written_as_they_finish_and_key_redacted(pytester, make_referenc
     for path in report.iterdir():
         assert key not in path.read_text(), path
     assert key not in result.stdout.str() + result.stderr.str()
+
+
+@pytest.fixture
+def hanging_server():
+    """A TCP server that accepts connections and never answers (a hung engine)."""
+    import socket
+    import threading
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    held = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        sock.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                continue
+            held.append(conn)
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield sock.getsockname()[1]
+    stop.set()
+    thread.join(timeout=2)
+    for conn in held:
+        conn.close()
+    sock.close()
+
+
+def test_hung_server_fails_every_check_fast_with_one_cause(pytester, hanging_server):
+    """Discovery's one bounded probe (timeout_s) decides; checks do not each wait out a timeout."""
+    pytester.makefile(".yaml", targets=textwrap.dedent(f"""\
+        targets:
+          - name: hung
+            base_url: http://127.0.0.1:{hanging_server}/v1
+            engine: generic
+            models: [m]
+            timeout_s: 2
+        """))
+    _suite(pytester, "CHAT")
+    result = pytester.runpytest("-p", "servecheck.pytest_plugin", "--target", "hung", "--targets-file", "targets.yaml",
+                                "-p", "no:randomly")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("errors", 0) + outcomes.get("failed", 0) >= 1
+    assert "passed" not in outcomes
+    result.stdout.fnmatch_lines([
+        "*: the target did not answer at all during discovery",
+        "  Received: GET /v1/models failed: timeout: *",
+    ])

@@ -26,6 +26,7 @@ class TargetInfo:
     discovered_context: int | None = None
     version: str | None = None
     error: str | None = None
+    unreachable: bool = False  # /v1/models got no HTTP answer at all (refused, or hung past the timeout)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,6 +89,14 @@ def discover(target: Target, timeout_s: float = 10.0) -> TargetInfo:
                 info.discovered_context, info.context_source = _context_from_model_entry(first)
         else:
             info.error = f"GET /v1/models failed: {ex.describe(300)}"
+            info.unreachable = ex.error in ("connect", "timeout")
+            if info.unreachable:
+                # Nothing answers: skip the other probes, each would wait out its own timeout.
+                if target.models:
+                    info.models, info.models_source = list(target.models), "declared"
+                if target.context_length:
+                    info.context_length, info.context_source = target.context_length, "declared"
+                return info
         if info.discovered_context is None and target.engine == "llamacpp":
             props = client.get(target.server_root + "/props")
             pdata = props.json() if props.ok else None
