@@ -79,7 +79,7 @@ def test_chat_completion(name: str) -> None:
 def test_streaming(name: str) -> None:
     eng = live(name)
     body = {"model": SERVED_NAME, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 6,
-            "stream": True, "stream_options": {"include_usage": True}}
+            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
     events: list[str] = []
     with httpx.stream("POST", f"{eng.base_url}/chat/completions", json=body, headers=eng.headers,
                       timeout=120) as r:
@@ -90,4 +90,10 @@ def test_streaming(name: str) -> None:
     chunks = [json.loads(e) for e in events[:-1]]
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)
     text = "".join((c["choices"][0]["delta"].get("content") or "") for c in chunks if c["choices"])
-    assert text, f"no content in {len(chunks)} chunks"
+    finishes = [ch.get("finish_reason") for c in chunks for ch in c["choices"] if ch.get("finish_reason")]
+    assert finishes, f"no finish_reason in {len(chunks)} chunks"
+    usage = next((c["usage"] for c in chunks if c.get("usage")), None)
+    assert usage, f"include_usage was asked but no usage chunk came in {len(chunks)} chunks"
+    # A model may end at once (EOS as its first token: nothing to show); anything longer must stream text.
+    if usage.get("completion_tokens", 0) > 1:
+        assert text, f"usage says {usage['completion_tokens']} tokens but no content arrived in {len(chunks)} chunks"
