@@ -600,6 +600,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(format_summary(result.summary, result.verdicts))
     print(f"report: {result.run_dir}")
+    if result.summary:
+        # One page a person reads instead of the CSVs (plots inline); the report layer sits above load.
+        from servecheck.report.html import write_load_html
+
+        print(f"HTML: {write_load_html(result.run_dir)}")
     return result.exit_code
 
 
