@@ -61,10 +61,10 @@ class StreamResult:
         return found[-1] if found else None
 
     def content_chunk_count(self) -> int:
-        return sum(1 for c in self.chunks if _carries_token(c))
+        return sum(1 for c in self.chunks if carries_token(c))
 
 
-def _carries_token(chunk: dict[str, Any]) -> bool:
+def carries_token(chunk: dict[str, Any]) -> bool:
     """True when a chunk holds generated output: content, a tool-call delta, reasoning or text."""
     for choice in chunk.get("choices") or ():
         if not isinstance(choice, dict):
@@ -205,7 +205,7 @@ class _Collector:
             assert parsed.obj is not None  # noqa: S101
             result.chunks.append(parsed.obj)
             result.chunk_times.append(event.t)
-            if _carries_token(parsed.obj):
+            if carries_token(parsed.obj):
                 if self.ex.timing.t_first_token is None:
                     self.ex.timing.t_first_token = event.t
                 self.ex.timing.token_times.append(event.t)
@@ -422,4 +422,4 @@ class AsyncServeClient:
         return await self.request("GET", path, **kw)
 
 
-__all__ = ["DONE", "AsyncServeClient", "ClientSettings", "Exchange", "ServeClient", "StreamResult"]
+__all__ = ["DONE", "AsyncServeClient", "ClientSettings", "Exchange", "ServeClient", "StreamResult", "carries_token"]

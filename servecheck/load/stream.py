@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from servecheck.client.http import (
-    _carries_token as carries_token,  # one token predicate for the project
+    carries_token,  # one token predicate for the project (the TTFT rule)
 )
 from servecheck.client.sse import DONE, SSEParser
 from servecheck.load.wire import WireResult
