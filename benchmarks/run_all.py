@@ -1,6 +1,8 @@
 """Run every benchmark (each writes its own section of docs/benchmarks.md): ``make bench``.
 
 They take minutes and want a quiet machine; they are never part of ``make test``.
+``bench_peers.py`` runs the peer load tools that ``scripts/install-peers.sh`` installs; without them
+it prints that and skips.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ["bench_preflight.py", "bench_reference.py", "bench_suite_time.py", "bench_load.py"]
+SCRIPTS = ["bench_preflight.py", "bench_reference.py", "bench_suite_time.py", "bench_load.py", "bench_peers.py"]
 
 
 def main() -> int:
