@@ -352,6 +352,17 @@ def _last_error(path: Path) -> str:
     return ""
 
 
+def _reader_summary(infos: list[dict[str, Any]]) -> dict[str, Any]:
+    """How tokens were timed across workers: ``kernel`` (receive timestamps from the kernel),
+    ``reader`` (the reader's clock when it got the bytes) or ``mixed``."""
+    readers = [i.get("reader") or {} for i in infos]
+    kinds = sorted({str(r.get("kind")) for r in readers if r.get("kind")})
+    kernel = sum(int(r.get("kernel_stamps") or 0) for r in readers)
+    user = sum(int(r.get("user_stamps") or 0) for r in readers)
+    clock = "kernel" if kernel and not user and "blocking" not in kinds else ("reader" if not kernel else "mixed")
+    return {"kinds": kinds, "clock": clock if kinds else None, "kernel_stamps": kernel, "reader_stamps": user}
+
+
 def _worker_infos(run_dir: Path) -> list[dict[str, Any]]:
     infos = []
     for p in sorted(run_dir.glob("worker-*.json")):
@@ -459,6 +470,7 @@ def summarise(spec: LoadSpec, cfg: RunConfig, slos: Sequence[SLO], run_dir: Path
             "tokens_streamed": tokens_client,
             "cpu_s_per_10k_tokens": round(cpu / tokens_client * 10_000, 4) if tokens_client else None,
             "locust_rc": locust_rc,
+            "reader": _reader_summary(infos),
         },
         "files": sorted(p.name for p in run_dir.iterdir() if p.is_file()),
     }

@@ -39,6 +39,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig
 from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tokenize_counter
+from servecheck.load.reactor import StreamReactor
 from servecheck.load.records import RecordWriter, RequestRecord
 from servecheck.load.schedule import Stage, StageShape, for_worker, split_count
 from servecheck.load.stream import StreamState, classify
@@ -82,7 +83,13 @@ class _Controller:
         self.dispatcher_claimed = False
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **cfg.headers}
         self.headers.update(self.auth_headers())
-        self.wire = WireClient(cfg.base_url, self.headers, cfg.connect_timeout_s, cfg.timeout_s)
+        # Plain HTTP: one epoll reader for all streams, kernel arrival times (reactor.py);
+        # https: a blocking read per greenlet (wire.py).
+        self.wire: StreamReactor | WireClient
+        if cfg.base_url.startswith("https:"):
+            self.wire = WireClient(cfg.base_url, self.headers, cfg.connect_timeout_s, cfg.timeout_s)
+        else:
+            self.wire = StreamReactor(cfg.base_url, self.headers, cfg.connect_timeout_s, cfg.timeout_s)
         self._probe: Any = None
         self.cpu0 = 0.0
 
@@ -150,8 +157,10 @@ class _Controller:
             "started": self.wall(self.start),
             "ended": self.wall(_perf()),
             "loop_lag_s": [round(x, 6) for x in self.loop_lag],
+            "reader": self.reader_info(),
         }
         self.writer.close()
+        self.wire.close()
         path = Path(self.cfg.records_dir) / f"worker-{self.worker}.json"
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(info), encoding="utf-8")
@@ -164,6 +173,14 @@ class _Controller:
                 runner.send_message(DONE_MESSAGE, {"worker": self.worker, "records": self.writer.count})
             else:
                 gevent.spawn_later(0.05, runner.quit)
+
+    def reader_info(self) -> dict[str, Any]:
+        """Which reader timed the tokens, and how (kernel receive stamps or the reader's clock)."""
+        w = self.wire
+        if isinstance(w, StreamReactor):
+            return {"kind": "reactor", "reads": w.reads, "wakes": w.wakes, "kernel_stamps": w.kernel_stamps,
+                    "user_stamps": w.user_stamps}
+        return {"kind": "blocking", "reads": None, "wakes": None, "kernel_stamps": 0, "user_stamps": None}
 
     # -- one request -------------------------------------------------------------
 

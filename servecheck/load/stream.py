@@ -88,10 +88,13 @@ class StreamState:
     def _data(self, data: bytes, t: float) -> None:
         if self.done:
             return  # data after [DONE] is a conformance matter, not a load one
-        if data == _DONE_B or data.strip() == _DONE_B:
+        if data[:1] == b"{":
+            fast = token_kind(data) if self.fast else None
+        elif data == _DONE_B or data.strip() == _DONE_B:
             self.done = True
             return
-        fast = token_kind(data) if self.fast else None
+        else:
+            fast = None
         if fast is not None:
             self.chunks += 1
             if fast:
@@ -122,25 +125,36 @@ class StreamState:
 
 
 _WS = b" \t\r\n"
-_SLOW_KEYS = (b'"tool_calls"', b'"reasoning', b'"usage"', b'"error"', b'"text"')
+_SLOW_KEYS = (b'"tool_calls"', b'"reasoning', b'"error"', b'"text"', b'"message"')
+_USAGE_NULL = (b'"usage":null', b'"usage": null')
 
 
 def token_kind(data: bytes) -> bool | None:
     """Does this chunk carry a token, decided from its bytes without parsing JSON?
 
     ``True``/``False`` only for the common shape (an object whose only token-bearing key is
-    ``"content"``); ``None`` means "parse it and ask :func:`carries_token`": tool calls,
-    reasoning, ``text``, usage, errors, a chunk without ``"content"`` (the finish chunk) and
-    anything unexpected. ``json.loads`` costs ~20 us per chunk on a small VM core, most of the
+    ``"content"``, with no usage or a ``"usage": null``); ``None`` means "parse it and ask
+    :func:`carries_token`": tool calls, reasoning, ``text``, a usage object, errors, a chunk
+    without ``"content"`` (the finish chunk) and anything unexpected. ``json.loads`` costs ~20 us per chunk on a small VM core, most of the
     per-token budget; this check costs about a tenth of that. An escaped ``\"content\"``
     inside a string cannot match because the quote after the key would be preceded by a
     backslash. Equivalence with the parsing path is pinned by tests/load/test_stream.py.
     """
     if data[:1] != b"{" or data[-1:] != b"}":
         return None
+    i = data.find(b'"delta":{"content":"')
+    if i >= 0 and data[i + 20] != 0x22:
+        # The shape vLLM, llama.cpp and OpenAI send for a token: a non-empty content string in a
+        # delta carries a token whatever else the chunk holds; only a usage object needs the parse.
+        u = data.find(b'"usage"')
+        if u < 0 or (data.startswith((b":null", b": null"), u + 7) and data.find(b'"usage"', u + 7) < 0):
+            return True
+        return None
     for key in _SLOW_KEYS:
         if key in data:
             return None
+    if b'"usage"' in data and data.count(b'"usage"') != data.count(_USAGE_NULL[0]) + data.count(_USAGE_NULL[1]):
+        return None  # a usage object (the last chunk): parse it; "usage": null (OpenAI, vLLM) is not one
     i = data.find(b'"content"')
     if i < 0:
         return None

@@ -40,6 +40,160 @@ class WireResult:
     t_end: float = 0.0
 
 
+class Exchange:
+    """One HTTP/1.1 response parsed incrementally from raw reads: status line, headers, then the
+    body (chunked, Content-Length or until close), whose payload goes to ``on_data(bytes, t)``.
+
+    Both readers drive it: :class:`WireClient` with blocking ``recv`` and
+    :class:`~servecheck.load.reactor.StreamReactor` from its epoll loop. ``feed`` is called with
+    each read and its arrival time; ``eof``/``fail`` end it. When ``done`` is set, ``res`` is the
+    result, ``keep`` says whether the connection can be reused, and ``retry`` asks the caller to
+    resend on a fresh connection (a stale pooled keep-alive connection, nothing received).
+    """
+
+    __slots__ = ("on_data", "deadline", "may_retry", "res", "buf", "dech", "length", "received", "keep", "limit",
+                 "prefix", "prefix_len", "done", "retry", "got_any", "in_body", "last")
+
+    def __init__(self, on_data: Callable[[bytes, float], None], deadline: float | None = None,
+                 may_retry: bool = False, now: float = 0.0) -> None:
+        self.on_data = on_data
+        self.deadline = deadline
+        self.may_retry = may_retry
+        self.res = WireResult()
+        self.buf = b""
+        self.dech: _Dechunker | None = None
+        self.length: int | None = None
+        self.received = 0
+        self.keep = False
+        self.limit: int | None = None
+        self.prefix: list[bytes] = []
+        self.prefix_len = 0
+        self.done = False
+        self.retry = False
+        self.got_any = False
+        self.in_body = False
+        self.last = now  # time of the last read (for the no-data timeout)
+
+    def feed(self, data: bytes, t: float) -> None:
+        self.got_any = True
+        self.last = t
+        if not self.in_body:
+            buf = self.buf + data if self.buf else data
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(buf) > MAX_HEADER_BYTES:
+                    self.fail("stream-error", "response headers larger than 64 KiB", t)
+                else:
+                    self.buf = buf
+                return
+            self.buf = b""
+            try:
+                self._head(buf[:end])
+            except (ValueError, IndexError) as exc:
+                self.fail("stream-error", f"malformed HTTP response: {exc}", t)
+                return
+            data = buf[end + 4:]
+            if not data:
+                if self.length == 0:
+                    self._complete(t)
+                return
+        try:
+            payload = self.dech.feed(data) if self.dech is not None else data
+        except (ValueError, IndexError) as exc:
+            self.fail("stream-error", f"malformed HTTP response: {exc}", t)
+            return
+        if self.length is not None:
+            self.received += len(payload)
+        if payload:
+            if self.limit is None:
+                self.on_data(payload, t)
+            elif self.prefix_len < self.limit:
+                self.prefix.append(payload)
+                self.prefix_len += len(payload)
+        if (self.dech is not None and self.dech.done) or (self.length is not None and self.received >= self.length):
+            self._complete(t)
+        elif self.limit is not None and self.prefix_len >= self.limit:
+            self.keep = False
+            self._complete(t)
+        elif self.deadline is not None and t > self.deadline:
+            self.fail("timeout", "the response did not complete before the deadline", t)
+
+    def _head(self, head: bytes) -> None:
+        lines = head.decode("latin-1").split("\r\n")
+        res = self.res
+        res.status = int(lines[0].split(" ", 2)[1])
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            headers[k.strip().lower()] = v.strip()
+        res.headers = headers
+        chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        self.length = int(headers["content-length"]) if "content-length" in headers and not chunked else None
+        self.keep = headers.get("connection", "").lower() != "close" and (chunked or self.length is not None)
+        self.dech = _Dechunker() if chunked else None
+        self.limit = 2000 if res.status != 200 else None
+        self.in_body = True
+
+    def eof(self, t: float) -> None:
+        """The server closed the connection."""
+        if self.done:
+            return
+        if not self.got_any and self.may_retry:
+            self.retry, self.done = True, True  # a stale keep-alive connection: try a fresh one
+            return
+        if not self.in_body:
+            self.fail("stream-error", "connection closed before the response headers", t)
+            return
+        self.keep = False
+        if self.dech is not None or (self.length is not None and self.received < self.length):
+            self.fail("stream-error", "the server closed the connection mid-body", t)
+            return
+        self._complete(t)
+
+    def broken(self, exc: OSError, t: float) -> None:
+        """The connection failed (reset, refused mid-way)."""
+        if not self.got_any and self.may_retry and self.res.status is None:
+            self.retry, self.done = True, True
+            return
+        self.fail("stream-error", f"{type(exc).__name__}: {exc}", t)
+
+    def fail(self, kind: str, message: str, t: float) -> None:
+        if self.done:
+            return
+        self.res.error, self.res.error_message = kind, message
+        self.keep = False
+        self._complete(t)
+
+    def _complete(self, t: float) -> None:
+        self.res.body_prefix = b"".join(self.prefix)[:2000]
+        self.res.t_end = t
+        self.done = True
+
+
+def request_bytes(host_hdr: str, prefix: str, head_tail: str, path: str, body: bytes) -> bytes:
+    head = (f"POST {prefix}{path} HTTP/1.1\r\nHost: {host_hdr}\r\nContent-Length: {len(body)}\r\n"
+            f"{head_tail}\r\n").encode("latin-1")
+    return head + body
+
+
+class Origin:
+    """Where requests go and the fixed part of their head, parsed once from the base URL."""
+
+    __slots__ = ("tls", "host", "port", "prefix", "host_hdr", "head_tail")
+
+    def __init__(self, base_url: str, headers: dict[str, str]) -> None:
+        parts = urlsplit(base_url)
+        self.tls = parts.scheme == "https"
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or (443 if self.tls else 80)
+        self.prefix = parts.path.rstrip("/")
+        self.host_hdr = self.host if self.port in (80, 443) else f"{self.host}:{self.port}"
+        self.head_tail = "".join(f"{k}: {v}\r\n" for k, v in headers.items() if k.lower() not in ("host", "content-length"))
+
+    def request(self, path: str, body: bytes) -> bytes:
+        return request_bytes(self.host_hdr, self.prefix, self.head_tail, path, body)
+
+
 class _Conn:
     __slots__ = ("sock", "buf")
 
@@ -106,16 +260,14 @@ class _Dechunker:
 
 
 class WireClient:
-    """Streams POST responses from one origin. Not thread-safe; fine for gevent (one pool, no
-    connection is shared by two greenlets at once)."""
+    """Streams POST responses from one origin with blocking reads (any scheme, TLS included).
+    Not thread-safe; fine for gevent (one pool, no connection is shared by two greenlets at once).
+    Plain-HTTP load runs use :class:`~servecheck.load.reactor.StreamReactor` instead."""
 
     def __init__(self, base_url: str, headers: dict[str, str], connect_timeout_s: float = 10.0,
                  read_timeout_s: float = 60.0, verify_tls: bool = True) -> None:
-        parts = urlsplit(base_url)
-        self.tls = parts.scheme == "https"
-        self.host = parts.hostname or "127.0.0.1"
-        self.port = parts.port or (443 if self.tls else 80)
-        self.prefix = parts.path.rstrip("/")
+        self.origin = Origin(base_url, headers)
+        self.tls, self.host, self.port = self.origin.tls, self.origin.host, self.origin.port
         self.headers = headers
         self.connect_timeout_s = connect_timeout_s
         self.read_timeout_s = read_timeout_s
@@ -126,9 +278,6 @@ class WireClient:
             if not verify_tls:
                 self._ctx.check_hostname = False
                 self._ctx.verify_mode = ssl.CERT_NONE
-        host_hdr = self.host if self.port in (80, 443) else f"{self.host}:{self.port}"
-        self._head_tail = "".join(f"{k}: {v}\r\n" for k, v in headers.items() if k.lower() not in ("host", "content-length"))
-        self._host_hdr = host_hdr
 
     def close(self) -> None:
         while self.pool:
@@ -145,9 +294,7 @@ class WireClient:
     def post_stream(self, path: str, body: bytes, on_data: Callable[[bytes, float], None],
                     deadline: float | None = None) -> WireResult:
         """POST ``body``; call ``on_data(payload_bytes, arrival_time)`` per socket read of the body."""
-        head = (f"POST {self.prefix}{path} HTTP/1.1\r\nHost: {self._host_hdr}\r\nContent-Length: {len(body)}\r\n"
-                f"{self._head_tail}\r\n").encode("latin-1")
-        request = head + body
+        request = self.origin.request(path, body)
         for attempt in (0, 1):
             reused = bool(self.pool)
             try:
@@ -156,100 +303,29 @@ class WireClient:
                 return WireResult(error="connect", error_message=f"connect timeout to {self.host}:{self.port}: {exc}", t_end=_perf())
             except OSError as exc:
                 return WireResult(error="connect", error_message=f"cannot connect to {self.host}:{self.port}: {exc}", t_end=_perf())
-            result, retry = self._exchange(conn, request, on_data, deadline, reused and attempt == 0)
-            if not retry:
-                return result
-        return result  # pragma: no cover - the second attempt never asks for a retry
+            ex = Exchange(on_data, deadline, may_retry=reused and attempt == 0)
+            self._exchange(conn, request, ex)
+            if not ex.retry:
+                if ex.keep and ex.res.error is None:
+                    self.pool.append(conn)
+                else:
+                    conn.close()
+                return ex.res
+            conn.close()
+        return ex.res  # pragma: no cover - the second attempt never asks for a retry
 
-    def _exchange(self, conn: _Conn, request: bytes, on_data: Callable[[bytes, float], None],
-                  deadline: float | None, may_retry: bool) -> tuple[WireResult, bool]:
-        res = WireResult()
+    def _exchange(self, conn: _Conn, request: bytes, ex: Exchange) -> None:
         sock = conn.sock
-        got_any = False
         try:
             sock.sendall(request)
-            buf = conn.buf
-            while True:
-                end = buf.find(b"\r\n\r\n")
-                if end >= 0:
-                    break
-                if len(buf) > MAX_HEADER_BYTES:
-                    conn.close()
-                    return WireResult(error="stream-error", error_message="response headers larger than 64 KiB", t_end=_perf()), False
+            while not ex.done:
                 data = sock.recv(RECV_BYTES)
-                if not data:
-                    conn.close()
-                    if may_retry and not buf:
-                        return res, True  # a stale keep-alive connection: try a fresh one
-                    return WireResult(error="stream-error", error_message="connection closed before the response headers",
-                                      t_end=_perf()), False
-                got_any = True
-                buf += data
-            head, rest = buf[:end], buf[end + 4:]
-            lines = head.decode("latin-1").split("\r\n")
-            status_parts = lines[0].split(" ", 2)
-            res.status = int(status_parts[1])
-            headers: dict[str, str] = {}
-            for line in lines[1:]:
-                k, _, v = line.partition(":")
-                headers[k.strip().lower()] = v.strip()
-            res.headers = headers
-            chunked = "chunked" in headers.get("transfer-encoding", "").lower()
-            length = int(headers["content-length"]) if "content-length" in headers and not chunked else None
-            keep = headers.get("connection", "").lower() != "close" and (chunked or length is not None)
-            dech = _Dechunker() if chunked else None
-            received = 0
-            limit = 2000 if res.status != 200 else None
-            prefix: list[bytes] = []
-            data = rest
-            while True:
+                t = _perf()
                 if data:
-                    t = _perf()
-                    payload = dech.feed(data) if dech is not None else data
-                    if length is not None:
-                        received += len(payload)
-                    if payload:
-                        if limit is None:
-                            on_data(payload, t)
-                        elif sum(map(len, prefix)) < limit:
-                            prefix.append(payload)
-                    if (dech is not None and dech.done) or (length is not None and received >= length):
-                        conn.buf = b""
-                        break
-                    if limit is not None and sum(map(len, prefix)) >= limit:
-                        keep = False
-                        break
-                    if deadline is not None and t > deadline:
-                        res.error, res.error_message = "timeout", "the response did not complete before the deadline"
-                        keep = False
-                        break
-                data = sock.recv(RECV_BYTES)
-                if not data:
-                    keep = False
-                    if dech is not None or (length is not None and received < length):
-                        res.error, res.error_message = "stream-error", "the server closed the connection mid-body"
-                    break
-            res.body_prefix = b"".join(prefix)[:2000]
+                    ex.feed(data, t)
+                else:
+                    ex.eof(t)
         except TimeoutError:
-            conn.close()
-            res.error, res.error_message = "timeout", f"no data for {self.read_timeout_s:g} s"
-            res.t_end = _perf()
-            return res, False
+            ex.fail("timeout", f"no data for {self.read_timeout_s:g} s", _perf())
         except OSError as exc:
-            conn.close()
-            if may_retry and not got_any and res.status is None:
-                return res, True
-            res.error, res.error_message = "stream-error", f"{type(exc).__name__}: {exc}"
-            res.t_end = _perf()
-            return res, False
-        except (ValueError, IndexError) as exc:
-            conn.close()
-            res.error, res.error_message = "stream-error", f"malformed HTTP response: {exc}"
-            res.t_end = _perf()
-            return res, False
-        res.t_end = _perf()
-        if keep and res.error is None:
-            self.pool.append(conn)
-        else:
-            conn.close()
-        return res, False
+            ex.broken(exc, _perf())

@@ -6,10 +6,12 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import servecheck.client.http as client_http
-from servecheck.client.http import Exchange, _Collector
-from servecheck.load.stream import parse_stream_bytes
+from servecheck.client.http import Exchange, _Collector, carries_token
+from servecheck.load.stream import parse_stream_bytes, token_kind
 
 
 def _chunk(delta: dict | None = None, usage: dict | None = None, choices: bool = True) -> str:
@@ -95,3 +97,38 @@ def test_usage_and_problems() -> None:
     assert bad.problem_kind == "invalid-sse"
     err = parse_stream_bytes([(_events('{"error": {"message": "boom"}}'), 1.0)])
     assert err.problem_kind == "stream-error" and not err.done
+
+
+# -- the byte-level fast path agrees with the parse ------------------------------------------
+
+_text = st.lists(st.sampled_from(["a", " ", '"', "\\", "é", "{", "}", ":", ",", '"content":"', "usage", "\n"]),
+                 max_size=5).map("".join)
+_delta = st.fixed_dictionaries({}, optional={
+    "role": st.sampled_from(["assistant", None]),
+    "content": st.one_of(st.none(), _text),
+    "tool_calls": st.just([{"index": 0, "function": {"arguments": "{}"}}]),
+    "reasoning_content": _text,
+})
+_choice = st.one_of(
+    st.fixed_dictionaries({"index": st.just(0), "delta": _delta}, optional={"finish_reason": st.sampled_from([None, "stop"]),
+                                                                            "logprobs": st.just({"content": [{"token": "a"}]})}),
+    st.fixed_dictionaries({"index": st.just(0), "text": _text}),
+    st.fixed_dictionaries({"index": st.just(0), "message": st.fixed_dictionaries({"content": _text})}),
+)
+_chunk_obj = st.fixed_dictionaries({"id": st.just("c"), "choices": st.lists(_choice, max_size=2)}, optional={
+    "usage": st.one_of(st.none(), st.just({"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3})),
+    "error": st.just({"message": "boom"}),
+})
+
+
+@settings(max_examples=400, deadline=None)
+@given(obj=_chunk_obj, compact=st.booleans())
+def test_token_kind_never_disagrees_with_carries_token(obj: dict, compact: bool) -> None:
+    data = json.dumps(obj, separators=(",", ":") if compact else None).encode()
+    kind = token_kind(data)
+    if kind is not None:
+        assert kind == carries_token(obj), data
+        assert not isinstance(obj.get("usage"), dict), "a usage object must go through the parse"
+    fast = parse_stream_bytes([(b"data: " + data + b"\n\n", 1.0)])
+    slow = parse_stream_bytes([(b"data: " + data + b"\n\n", 1.0)], fast=False)
+    assert (fast.token_times, fast.usage, fast.problem_kind) == (slow.token_times, slow.usage, slow.problem_kind)

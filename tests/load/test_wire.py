@@ -1,26 +1,48 @@
-"""The load client against the reference server: error classes per fault, legal SSE variations,
-token counts equal to the timing client's. No locust here (the wire client is plain sockets)."""
+"""The load readers against the reference server: error classes per fault, legal SSE variations,
+token counts equal to the timing client's. Every test runs on both readers: the blocking
+:class:`WireClient` (https targets) and the epoll :class:`StreamReactor` (plain HTTP, the default).
+No locust here (plain sockets and threads)."""
 
 from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from servecheck.client.http import ClientSettings, ServeClient
+from servecheck.load.reactor import StreamReactor
 from servecheck.load.stream import StreamState, classify
 from servecheck.load.wire import WireClient
 from servecheck.reference.inprocess import RunningServer
+
+Reader = WireClient | StreamReactor
 
 BODY = {"model": "ref-tiny", "messages": [{"role": "user", "content": "tell me about rivers"}], "max_tokens": 12,
         "stream": True, "stream_options": {"include_usage": True}, "temperature": 0}
 
 
-def _exchange(server: RunningServer, body: dict | None = None, read_timeout_s: float = 10.0,
-              client: WireClient | None = None) -> tuple[str | None, str, StreamState]:
-    wire = client or WireClient(server.base_url, {"Content-Type": "application/json"}, 5.0, read_timeout_s)
+@pytest.fixture(params=["blocking", "reactor"])
+def make_reader(request: pytest.FixtureRequest) -> Iterator[Callable[..., Reader]]:
+    made: list[Reader] = []
+
+    def make(base_url: str, headers: dict[str, str] | None = None, connect_timeout_s: float = 5.0,
+             read_timeout_s: float = 10.0) -> Reader:
+        cls = WireClient if request.param == "blocking" else StreamReactor
+        reader = cls(base_url, {"Content-Type": "application/json"} if headers is None else headers,
+                     connect_timeout_s, read_timeout_s)
+        made.append(reader)
+        return reader
+
+    yield make
+    for reader in made:
+        reader.close()
+
+
+def _exchange(server: RunningServer, make_reader: Callable[..., Reader], body: dict | None = None,
+              read_timeout_s: float = 10.0, client: Reader | None = None) -> tuple[str | None, str, StreamState]:
+    wire = client or make_reader(server.base_url, read_timeout_s=read_timeout_s)
     st = StreamState()
     res = wire.post_stream("/chat/completions", json.dumps(body or BODY).encode(), st.feed)
     st.close(res.t_end)
@@ -37,42 +59,45 @@ def _exchange(server: RunningServer, body: dict | None = None, read_timeout_s: f
         pytest.param("stream-wrong-content-type", "invalid-sse", "content-type is 'application/json*', not text/event-stream", id="content-type"),
     ],
 )
-def test_fault_error_classes(make_reference: Callable[..., RunningServer], fault: str, error: str, message: str) -> None:
+def test_fault_error_classes(make_reference: Callable[..., RunningServer], make_reader: Callable[..., Reader],
+                             fault: str, error: str, message: str) -> None:
     import fnmatch
 
-    err, msg, _ = _exchange(make_reference(fault))
+    err, msg, _ = _exchange(make_reference(fault), make_reader)
     assert err == error, f"{fault}: got {err} ({msg})"
     assert fnmatch.fnmatch(msg, message), msg
 
 
-def test_stall_is_a_timeout(make_reference: Callable[..., RunningServer]) -> None:
-    err, msg, st = _exchange(make_reference("stream-stall"), read_timeout_s=0.5)
+def test_stall_is_a_timeout(make_reference: Callable[..., RunningServer], make_reader: Callable[..., Reader]) -> None:
+    err, msg, st = _exchange(make_reference("stream-stall"), make_reader, read_timeout_s=0.5)
     assert err == "timeout" and msg == "no data for 0.5 s"
     assert st.t_first is not None  # tokens before the stall were timed
 
 
-def test_http_connect_errors_and_keepalive(make_reference: Callable[..., RunningServer]) -> None:
+def test_http_connect_errors_and_keepalive(make_reference: Callable[..., RunningServer],
+                                           make_reader: Callable[..., Reader]) -> None:
     server = make_reference(api_key="sk-wire-selftest-5678")
-    err, msg, _ = _exchange(server)
+    err, msg, _ = _exchange(server, make_reader)
     assert err == "http-401" and "Missing API key" in msg
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         closed_port = s.getsockname()[1]
-    wire = WireClient(f"http://127.0.0.1:{closed_port}/v1", {}, 2.0, 2.0)
+    wire = make_reader(f"http://127.0.0.1:{closed_port}/v1", {}, 2.0, 2.0)
     res = wire.post_stream("/chat/completions", b"{}", lambda b, t: None)
     assert res.error == "connect" and f"cannot connect to 127.0.0.1:{closed_port}" in res.error_message
     ok = make_reference()
-    client = WireClient(ok.base_url, {"Content-Type": "application/json"}, 5.0, 10.0)
+    client = make_reader(ok.base_url)
     for _ in range(3):
-        err, msg, st = _exchange(ok, client=client)
+        err, msg, st = _exchange(ok, make_reader, client=client)
         assert err is None, msg
     assert len(client.pool) == 1, "a finished chunked response must leave its connection reusable"
 
 
 @pytest.mark.parametrize("quirk", [pytest.param(q, id=q) for q in ("sse-no-space", "sse-crlf", "sse-comments", "sse-split")])
-def test_legal_variations_pass_and_count_like_the_timing_client(make_reference: Callable[..., RunningServer], quirk: str) -> None:
+def test_legal_variations_pass_and_count_like_the_timing_client(make_reference: Callable[..., RunningServer],
+                                                                make_reader: Callable[..., Reader], quirk: str) -> None:
     server = make_reference(quirks=(quirk,))
-    err, msg, st = _exchange(server)
+    err, msg, st = _exchange(server, make_reader)
     assert err is None, f"{quirk}: {msg}"
     with ServeClient(ClientSettings(base_url=server.base_url, headers={})) as client:
         ex = client.post("/chat/completions", BODY, stream=True)

@@ -1,0 +1,56 @@
+"""Start the calibration server (``servecheck.reference.fast``) for a benchmark, pinned to a core.
+
+Every request it answers has a known truth: TTFT ``ttft_s`` after the request arrived, one token
+every ``itl_s`` on an absolute schedule, ``tokens`` tokens (or the request's ``max_tokens``), so
+E2E = TTFT + (n - 1) x ITL. ``server_stats`` reads its own lateness (how long after the due time
+each write left), which a benchmark prints beside the generator's errors: when the server was
+late, the truth did not hold and the generator must not be blamed for it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def start_truth_server(tmp: Path, ttft_s: float, itl_s: float, tokens: int, cpu: str = "1") -> tuple[subprocess.Popen[bytes], str]:
+    """Start it on a free loopback port, pinned to ``cpu`` (when ``taskset`` exists); return the
+    process and its base URL (``http://127.0.0.1:PORT/v1``). Stop it with ``proc.terminate()``."""
+    ready = Path(tmp) / f"truth-port-{time.monotonic_ns()}"
+    cmd = [sys.executable, "-m", "servecheck.reference.fast", "--port", "0", "--ready-file", str(ready),
+           "--ttft-ms", str(ttft_s * 1000), "--itl-ms", str(itl_s * 1000), "--tokens", str(tokens)]
+    if cpu and shutil.which("taskset"):
+        cmd = ["taskset", "-c", cpu, *cmd]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    for _ in range(300):
+        if ready.exists():
+            return proc, f"http://127.0.0.1:{int(ready.read_text())}/v1"
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("the calibration server did not start within 15 s")
+
+
+def server_stats(base_url: str) -> dict[str, Any]:
+    """The server's lateness summary since it started (writes, late_p50/p99/p999/max_ms, cpu_s)."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    with urllib.request.urlopen(root + "/stats", timeout=10) as r:  # noqa: S310 - loopback
+        return dict(json.loads(r.read()))
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)

@@ -1,0 +1,307 @@
+"""The load generator's plain-HTTP reader: one epoll loop for every stream, kernel arrival times.
+
+Why not one blocking read per greenlet (:class:`~servecheck.load.wire.WireClient`): under gevent
+each ``recv`` that would block parks the greenlet, and every arriving token then costs a hub
+switch and a watcher round trip. That per-token wake-up was most of the generator's CPU
+(``docs/benchmarks.md``), and when the one core is busy every token waits its turn, which is
+what inflated TTFT at high concurrency.
+
+Here a request's greenlet sends its request and sleeps on an event until the whole response is
+in (one switch per request); a single loop (:meth:`StreamReactor._loop`) waits for the epoll
+descriptor to become readable, then drains every ready socket in one pass. Each read is timed by
+the kernel: the sockets have ``SO_TIMESTAMPNS`` set, and ``recvmsg`` returns when the latest
+segment of that read arrived on this host. So a token's time is when its bytes reached the
+machine, not when the busy generator got round to reading them; the generator's own delay drops
+out of TTFT and ITL. (Where the kernel gives no timestamp, the time of the poll that found the
+data is used; ``kernel_stamps`` / ``user_stamps`` count which.) Two tokens that arrive before one
+read share the later one's time; with a generator that keeps up that is rare, and it never makes a
+token earlier than it was.
+
+The loop and the requests' waits use ``select.select`` and ``threading.Event``: under Locust
+(gevent-patched) they are cooperative and the loop is a greenlet; in a plain process the loop is
+a thread. The sockets and the epoll object are the unpatched originals and never block.
+Plain HTTP only; ``https`` targets use :class:`~servecheck.load.wire.WireClient`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import select
+import socket
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from servecheck.load.wire import RECV_BYTES, Exchange, Origin, WireResult
+
+_perf = time.perf_counter
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform == "linux" else None)
+ANC_BYTES = socket.CMSG_SPACE(16)
+TICK_S = 0.1  # the loop's longest sleep: how often deadlines and no-data timeouts are checked
+_TS = struct.Struct("qq")
+
+
+def _original(module: str, name: str) -> Any:
+    """The unpatched ``module.name`` when gevent has patched the module, else the module's own."""
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is not None and monkey.is_module_patched(module):
+        return monkey.get_original(module, name)
+    return getattr(sys.modules[module], name)
+
+
+class _Live:
+    __slots__ = ("sock", "ex", "event")
+
+    def __init__(self, sock: socket.socket, ex: Exchange, event: threading.Event) -> None:
+        self.sock, self.ex, self.event = sock, ex, event
+
+
+class StreamReactor:
+    """Streams POST responses from one plain-HTTP origin; many requests in flight at once.
+
+    ``post_stream`` has :class:`~servecheck.load.wire.WireClient`'s signature and result; it may
+    be called from many greenlets (or threads) concurrently. Call :meth:`close` at the end.
+    """
+
+    def __init__(self, base_url: str, headers: dict[str, str], connect_timeout_s: float = 10.0,
+                 read_timeout_s: float = 60.0) -> None:
+        self.origin = Origin(base_url, headers)
+        if self.origin.tls:
+            raise ValueError("StreamReactor reads plain HTTP; use WireClient for https")
+        self.connect_timeout_s = connect_timeout_s
+        self.read_timeout_s = read_timeout_s
+        self._socket_cls = _original("socket", "socket")
+        self._ep = _original("select", "epoll")()
+        self._live: dict[int, _Live] = {}
+        self.pool: list[socket.socket] = []
+        self._addr: tuple[Any, ...] | None = None
+        self._family = socket.AF_INET
+        self._loop_thread: threading.Thread | None = None
+        self._loop_lock = threading.Lock()
+        self._closed = False
+        self.wakes = 0  # loop passes that found data
+        self.reads = 0
+        self.kernel_stamps = 0
+        self.user_stamps = 0
+
+    # -- requests (called from the users' greenlets) ---------------------------------------
+
+    def post_stream(self, path: str, body: bytes, on_data: Callable[[bytes, float], None],
+                    deadline: float | None = None) -> WireResult:
+        """POST ``body``; ``on_data(payload, arrival_time)`` per read of the body. Never raises."""
+        request = self.origin.request(path, body)
+        ex = Exchange(on_data, deadline)
+        for attempt in (0, 1):
+            reused = bool(self.pool)
+            if reused:
+                sock = self.pool.pop()
+            else:
+                sock_or_err = self._connect()
+                if isinstance(sock_or_err, WireResult):
+                    return sock_or_err
+                sock = sock_or_err
+            ex = Exchange(on_data, deadline, may_retry=reused and attempt == 0, now=_perf())
+            try:
+                self._sendall(sock, request)
+            except OSError as exc:
+                ex.broken(exc, _perf())
+            if not ex.done:
+                self._wait(sock, ex)
+            if not ex.retry:
+                if ex.keep and ex.res.error is None and not self._closed:
+                    self.pool.append(sock)
+                else:
+                    self._discard(sock)
+                return ex.res
+            self._discard(sock)
+        return ex.res  # pragma: no cover - the second attempt never asks for a retry
+
+    def _connect(self) -> socket.socket | WireResult:
+        host, port = self.origin.host, self.origin.port
+        try:
+            if self._addr is None:
+                info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+                self._family, self._addr = info[0], info[4]
+            sock = self._socket_cls(self._family, socket.SOCK_STREAM)
+        except OSError as exc:
+            return WireResult(error="connect", error_message=f"cannot connect to {host}:{port}: {exc}", t_end=_perf())
+        sock.setblocking(False)
+        try:
+            rc = sock.connect_ex(self._addr)
+            if rc in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
+                _, w, _ = select.select([], [sock.fileno()], [], self.connect_timeout_s)
+                if not w:
+                    sock.close()
+                    return WireResult(error="connect", error_message=f"connect timeout to {host}:{port}: "
+                                      f"no answer within {self.connect_timeout_s:g} s", t_end=_perf())
+                rc = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if rc:
+                sock.close()
+                return WireResult(error="connect", error_message=f"cannot connect to {host}:{port}: "
+                                  f"[Errno {rc}] {errno.errorcode.get(rc, '')} {_strerror(rc)}".replace("  ", " "),
+                                  t_end=_perf())
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if SO_TIMESTAMPNS is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        except OSError as exc:
+            sock.close()
+            return WireResult(error="connect", error_message=f"cannot connect to {host}:{port}: {exc}", t_end=_perf())
+        return sock
+
+    def _sendall(self, sock: socket.socket, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                n = sock.send(view)
+            except BlockingIOError:
+                _, w, _ = select.select([], [sock.fileno()], [], self.read_timeout_s)
+                if not w:
+                    raise TimeoutError(f"could not send the request within {self.read_timeout_s:g} s") from None
+                continue
+            view = view[n:]
+
+    def _wait(self, sock: socket.socket, ex: Exchange) -> None:
+        event = threading.Event()
+        fd = sock.fileno()
+        self._live[fd] = _Live(sock, ex, event)
+        self._ep.register(fd, select.EPOLLIN)
+        self._ensure_loop()
+        # The loop ends every exchange (data, close, deadline or the no-data timeout), so this
+        # wait ends; the check only guards against a loop that died.
+        while not event.wait(20 * TICK_S):
+            if self._loop_thread is None or not self._loop_thread.is_alive():
+                self._finish(fd, "fail", "stream-error", "the load generator's reader loop stopped")
+
+    def _discard(self, sock: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            sock.close()
+
+    def close(self) -> None:
+        self._closed = True
+        for fd in list(self._live):
+            self._finish(fd, "fail", "stream-error", "the load generator is shutting down")
+        while self.pool:
+            self._discard(self.pool.pop())
+        # The loop closes the epoll object on its way out: closing a descriptor that gevent's hub
+        # is still watching breaks the hub (and with it Locust's messaging to the master).
+        if self._loop_thread is None or not self._loop_thread.is_alive():
+            with contextlib.suppress(OSError):
+                self._ep.close()
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def _ensure_loop(self) -> None:
+        with self._loop_lock:
+            if self._loop_thread is None or not self._loop_thread.is_alive():
+                self._loop_thread = threading.Thread(target=self._loop, name="servecheck-stream-reactor", daemon=True)
+                self._loop_thread.start()
+
+    def _loop(self) -> None:
+        live, ep = self._live, self._ep
+        epfd = ep.fileno()
+        recv_flags = 0
+        next_check = _perf() + TICK_S
+        try:
+            self._run(live, ep, epfd, recv_flags, next_check)
+        finally:
+            with contextlib.suppress(OSError):
+                ep.close()
+
+    def _run(self, live: dict[int, _Live], ep: Any, epfd: int, recv_flags: int, next_check: float) -> None:
+        offset = clock_offset()
+        while not self._closed:  # idle, it wakes every TICK_S; close() ends it
+            try:
+                ready, _, _ = select.select([epfd], [], [], TICK_S)
+                events = ep.poll(0) if ready else ()
+            except (OSError, ValueError):
+                return  # closed under us
+            t_poll = _perf()
+            if events:
+                self.wakes += 1
+            for fd, _ev in events:
+                item = live.get(fd)
+                if item is None:
+                    continue
+                ex = item.ex
+                try:
+                    data, anc, _flags, _addr = item.sock.recvmsg(RECV_BYTES, ANC_BYTES, recv_flags)
+                except BlockingIOError:
+                    continue
+                except OSError as exc:
+                    ex.broken(exc, _perf())
+                    self._done(fd, item)
+                    continue
+                t_read = _perf()  # after the read: data that came in during this pass is not early
+                if not data:
+                    ex.eof(t_read)  # a close carries no receive timestamp
+                else:
+                    self.reads += 1
+                    t = t_read
+                    if anc:
+                        sec, nsec = _TS.unpack_from(anc[0][2])
+                        k = sec + nsec * 1e-9 - offset
+                        if t_read - 30.0 < k <= t_read + 0.0005:
+                            t = min(k, t_read)
+                            self.kernel_stamps += 1
+                        else:
+                            self.user_stamps += 1
+                    else:
+                        self.user_stamps += 1
+                    ex.feed(data, t)
+                if ex.done:
+                    self._done(fd, item)
+            if t_poll >= next_check:
+                next_check = t_poll + TICK_S
+                offset = clock_offset()
+                self._expire(t_poll)
+
+    def _expire(self, now: float) -> None:
+        for fd, item in list(self._live.items()):
+            ex = item.ex
+            if ex.deadline is not None and now > ex.deadline:
+                self._finish(fd, "fail", "timeout", "the response did not complete before the deadline")
+            elif now - ex.last > self.read_timeout_s:
+                self._finish(fd, "fail", "timeout", f"no data for {self.read_timeout_s:g} s")
+
+    def _finish(self, fd: int, how: str, kind: str, message: str) -> None:
+        item = self._live.get(fd)
+        if item is None:
+            return
+        if how == "fail":
+            item.ex.fail(kind, message, _perf())
+        self._done(fd, item)
+
+    def _done(self, fd: int, item: _Live) -> None:
+        self._live.pop(fd, None)
+        with contextlib.suppress(OSError, ValueError):
+            self._ep.unregister(fd)
+        item.event.set()
+
+
+def clock_offset(tries: int = 5) -> float:
+    """Realtime minus monotonic (``perf_counter``) clock, in seconds, to place the kernel's
+    realtime receive stamps on the generator's clock. Each try brackets one ``time.time()`` between
+    two ``perf_counter()`` reads; the tightest bracket wins, so a thread switch (or anything else)
+    landing between two reads cannot skew it by more than that bracket."""
+    best, width = 0.0, float("inf")
+    for _ in range(tries):
+        a = _perf()
+        r = time.time()
+        b = _perf()
+        if b - a < width:
+            best, width = r - (a + b) / 2, b - a
+    return best
+
+
+def _strerror(code: int) -> str:
+    import os
+
+    try:
+        return os.strerror(code)
+    except ValueError:
+        return ""

@@ -1,0 +1,151 @@
+"""The calibration server (servecheck.reference.fast) and the epoll reader together.
+
+No timing goals here (those are benchmarks): only what must hold on any machine. A token can
+never be timed before the server sent it (TTFT >= the configured TTFT), every token is counted,
+many concurrent streams on one reader all complete, and the server says how late it was.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servecheck.load.reactor import StreamReactor
+from servecheck.load.stream import StreamState, classify
+from servecheck.reference.fast import FastServer, Timing
+
+ROOT = Path(__file__).resolve().parents[2]
+TTFT_S, ITL_S = 0.050, 0.004
+
+
+@pytest.fixture()
+def fast() -> Iterator[str]:
+    server = FastServer("127.0.0.1", 0, Timing(TTFT_S, ITL_S, 16))
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.port}"
+    server.stop = True
+    thread.join(timeout=5)
+
+
+def _body(n: int = 16, **extra: object) -> bytes:
+    return json.dumps({"model": "truth", "messages": [{"role": "user", "content": "hi"}], "max_tokens": n,
+                       "stream": True, "stream_options": {"include_usage": True}, **extra}).encode()
+
+
+def _get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=5) as r:  # noqa: S310 - loopback test server
+        return json.loads(r.read())
+
+
+def test_concurrent_streams_on_one_reader_are_complete_and_never_early(fast: str) -> None:
+    reactor = StreamReactor(fast + "/v1", {"Content-Type": "application/json"}, 5.0, 10.0)
+    results: list[tuple[str | None, str, StreamState, float]] = []
+
+    def one() -> None:
+        for _ in range(3):
+            st = StreamState()
+            t0 = time.perf_counter()
+            res = reactor.post_stream("/chat/completions", _body(), st.feed, deadline=t0 + 20)
+            st.close(res.t_end)
+            err, msg = classify(res, st)
+            results.append((err, msg, st, t0))
+
+    threads = [threading.Thread(target=one) for _ in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    pooled = len(reactor.pool)
+    reactor.close()
+    assert len(results) == 72
+    for err, msg, st, t0 in results:
+        assert err is None, msg
+        assert len(st.token_times) == 16 and st.usage is not None and st.usage["completion_tokens"] == 16
+        assert st.t_first is not None and st.t_first - t0 >= TTFT_S, "a token was timed before the server sent it"
+        assert all(b >= a for a, b in zip(st.token_times, st.token_times[1:], strict=False))
+        assert st.token_times[-1] - t0 >= TTFT_S + 15 * ITL_S, "the last token was timed before it was due"
+    if sys.platform == "linux":
+        assert reactor.kernel_stamps > 0 and reactor.user_stamps == 0, "Linux gives receive timestamps on TCP"
+    assert reactor.reads >= 72 and pooled == 24  # keep-alive: one connection per concurrent caller
+
+
+def test_reader_deadline_and_a_server_that_never_answers() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        reactor = StreamReactor(f"http://127.0.0.1:{port}/v1", {}, 2.0, 0.3)
+        res = reactor.post_stream("/chat/completions", _body(), lambda b, t: None)
+        assert res.error == "timeout" and res.error_message == "no data for 0.3 s"
+        res = reactor.post_stream("/chat/completions", _body(), lambda b, t: None, deadline=time.perf_counter() + 0.2)
+        assert res.error == "timeout"
+        reactor.close()
+
+
+def test_server_closing_mid_response_is_a_stream_error() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as srv:
+        port = srv.getsockname()[1]
+
+        def serve() -> None:
+            conn, _ = srv.accept()
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         b"6\r\ndata: ")
+            conn.close()
+
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        reactor = StreamReactor(f"http://127.0.0.1:{port}/v1", {}, 2.0, 5.0)
+        res = reactor.post_stream("/chat/completions", _body(), lambda b, t: None)
+        reactor.close()
+        t.join(timeout=5)
+    assert res.error == "stream-error" and res.error_message == "the server closed the connection mid-body"
+
+
+def test_https_is_refused_by_the_reactor() -> None:
+    with pytest.raises(ValueError, match="plain HTTP"):
+        StreamReactor("https://127.0.0.1:1/v1", {})
+
+
+def test_fast_server_routes_and_lateness(fast: str) -> None:
+    assert _get(fast + "/v1/models")["data"][0]["id"] == "truth"
+    req = urllib.request.Request(fast + "/v1/completions", data=_body(5, prompt="x", stream=False), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=5) as r:  # noqa: S310
+        full = json.loads(r.read())
+    assert full["choices"][0]["text"] == " tok" * 5 and full["usage"]["completion_tokens"] == 5
+    bad = urllib.request.Request(fast + "/v1/chat/completions", data=b"{nope", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(bad, timeout=5)  # noqa: S310
+    assert info.value.code == 400
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(fast + "/nowhere", timeout=5)  # noqa: S310
+    assert info.value.code == 404
+    stats = _get(fast + "/stats")
+    assert stats["writes"] >= 1 and stats["late_p50_ms"] >= 0 and stats["late_max_ms"] >= stats["late_p99_ms"]
+
+
+def test_fast_server_survives_a_client_that_hangs_up_mid_stream(fast: str) -> None:
+    host, port = fast.removeprefix("http://").split(":")
+    body = _body(200)
+    with socket.create_connection((host, int(port))) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        assert s.recv(4096).startswith(b"HTTP/1.1 200 OK")
+    time.sleep(3 * ITL_S)
+    assert _get(fast + "/v1/models")["data"], "the server must go on serving after a client vanished"
+
+
+def test_fast_server_command_line_reports_a_busy_port() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        out = subprocess.run([sys.executable, "-m", "servecheck.reference.fast", "--port", str(port)],
+                             capture_output=True, text=True, timeout=30, cwd=ROOT)
+    assert out.returncode == 3 and f"cannot listen on 127.0.0.1:{port}" in out.stdout and "Traceback" not in out.stderr
