@@ -422,7 +422,7 @@ def summarise(spec: LoadSpec, cfg: RunConfig, slos: Sequence[SLO], run_dir: Path
         planned = int(cfg.rate * cfg.duration_s)  # no worker reported (killed): judge against the plan
     loop_lag = [x for i in infos for x in i.get("loop_lag_s", [])]
     sched = Schedule(mode=cfg.mode, planned=planned, max_lag_ms=spec.max_lag_ms)
-    stats = compute_stats(read.records, sched, request_predicate(slos), loop_lag)
+    stats = compute_stats(read.iter_records(), sched, request_predicate(slos), loop_lag)
     verdicts = evaluate(slos, stats)
     slo_ok = all(v.passed for v in verdicts)
     reasons: list[str] = []
@@ -458,7 +458,7 @@ def summarise(spec: LoadSpec, cfg: RunConfig, slos: Sequence[SLO], run_dir: Path
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "ended_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ended)),
         "prompt_method": ",".join(methods) or None,
-        "records": {"merged": len(read.records), "bad_lines": read.bad_lines,
+        "records": {"merged": read.count, "bad_lines": read.bad_lines,
                     "per_worker": {Path(k).name: v for k, v in read.per_file.items()}},
         **stats.as_dict(),
         "slo": [v.as_dict() for v in verdicts],

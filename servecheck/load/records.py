@@ -11,7 +11,9 @@ comparable across processes on one host). Durations (``ttft``, ``itls``, ``tpot`
 seconds measured on ``perf_counter``. ``docs/metrics.md`` defines each one.
 
 Distributed runs: every worker writes its own ``records-<worker>.jsonl``; :func:`merge_records`
-concatenates them into one file at the end and reports the count per worker.
+merges them into one file sorted by send time at the end and reports the count per worker. It
+keeps only a small index in memory (send time and file offset per line), never the records, so
+an hour-long run merges in tens of MB; statistics then stream over the merged file.
 """
 
 from __future__ import annotations
@@ -191,21 +193,69 @@ def worker_files(run_dir: str | os.PathLike[str]) -> list[Path]:
     return sorted(Path(run_dir).glob(RECORD_GLOB))
 
 
-def merge_records(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> ReadResult:
-    """Concatenate every worker's file into ``records.jsonl`` (sorted by send time).
+@dataclass(slots=True)
+class MergeResult:
+    """What :func:`merge_records` wrote: the merged file, its count and the count per worker file."""
 
-    Returns what was merged, with the count per worker file, so a caller can check that the
-    merged total equals the sum of the workers.
+    path: Path
+    count: int = 0
+    bad_lines: int = 0
+    per_file: dict[str, int] = field(default_factory=dict)
+
+    def iter_records(self) -> Iterator[dict[str, Any]]:
+        """The merged records one at a time, in send-time order (nothing is held)."""
+        for obj in iter_lines(self.path):
+            if obj is not None:
+                yield obj
+
+
+def merge_records(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> MergeResult:
+    """Merge every worker's file into ``records.jsonl``, sorted by send time.
+
+    Two passes: index each valid line by (send time, worker, seq) and its byte range, sort the
+    index, then copy the lines in that order. Memory is the index (~100 bytes a record), not the
+    records. The result carries the count per worker file, so a caller can check that the merged
+    total equals the sum of the workers.
     """
     run_dir = Path(run_dir)
     target = Path(out) if out is not None else run_dir / MERGED_NAME
-    result = read_files(worker_files(run_dir))
-    result.records.sort(key=lambda r: (r.get("t_sent") or 0.0, str(r.get("worker")), r.get("seq") or 0))
+    files = worker_files(run_dir)
+    result = MergeResult(path=target)
+    index: list[tuple[float, str, int, int, int, int]] = []
+    for fi, p in enumerate(files):
+        n = 0
+        offset = 0
+        with open(p, "rb") as fh:
+            for line in fh:
+                size = len(line)
+                if line.strip():
+                    try:
+                        obj = json.loads(line)
+                    except ValueError:
+                        obj = None
+                    if isinstance(obj, dict):
+                        index.append((float(obj.get("t_sent") or 0.0), str(obj.get("worker")), int(obj.get("seq") or 0),
+                                      fi, offset, size))
+                        n += 1
+                    else:
+                        result.bad_lines += 1
+                offset += size
+        result.per_file[str(p)] = n
+    index.sort()
     tmp = target.with_suffix(".jsonl.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for rec in result.records:
-            fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
+    handles = [open(p, "rb") for p in files]  # noqa: SIM115 - closed in the finally below
+    try:
+        with open(tmp, "wb") as out_fh:
+            for *_, fi, offset, size in index:
+                fh = handles[fi]
+                fh.seek(offset)
+                line = fh.read(size)
+                out_fh.write(line if line.endswith(b"\n") else line + b"\n")
+    finally:
+        for fh in handles:
+            fh.close()
     os.replace(tmp, target)
+    result.count = len(index)
     return result
 
 

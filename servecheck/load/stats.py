@@ -13,7 +13,7 @@ falls behind shows up there even when the latencies from the actual send look fi
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,12 +186,13 @@ RequestPredicate = Any
 
 
 def compute_stats(
-    records: Sequence[Mapping[str, Any]],
+    records: Iterable[Mapping[str, Any]],
     schedule: Schedule | None = None,
     per_request: RequestPredicate | None = None,
     loop_lag_s: Iterable[float] = (),
 ) -> RunStats:
-    """Compute :class:`RunStats` from record dicts (as read from JSONL).
+    """Compute :class:`RunStats` from record dicts (as read from JSONL), in one pass: an iterator
+    over a file is enough, nothing is kept but the histograms.
 
     ``per_request(record) -> bool`` decides goodput (see :func:`servecheck.load.slo.request_predicate`);
     without it goodput is the share of successful requests. ``loop_lag_s`` are the generator's

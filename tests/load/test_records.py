@@ -48,7 +48,7 @@ def test_merge_sums_workers(tmp_path: Path) -> None:
             for i in range(n):
                 w.write(_rec(worker, i, i * 0.1 + (0.05 if worker == "w1" else 0.0)))
     merged = merge_records(tmp_path)
-    assert len(merged.records) == 12 == sum(merged.per_file.values())
+    assert merged.count == 12 == sum(merged.per_file.values()) == len(list(merged.iter_records()))
     lines = (tmp_path / "records.jsonl").read_text().splitlines()
     assert len(lines) == 12
     sent = [json.loads(x)["t_sent"] for x in lines]
