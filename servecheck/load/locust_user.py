@@ -211,6 +211,11 @@ class _Controller:
             res = self.wire.post_stream("/chat/completions", payload, st.feed, deadline=t0 + cfg.timeout_s)
         except Exception as exc:  # noqa: BLE001 - a bug here must cost one record, not the run
             res = WireResult(error="stream-error", error_message=f"{type(exc).__name__}: {exc}", t_end=_perf())
+        except BaseException:
+            # Locust stopped this user mid-request (a shape stepping down, the run ending): the
+            # generator cancelled it, so it is neither a success nor a server error; no record.
+            self.inflight -= 1
+            raise
         t_end = res.t_end or _perf()
         st.close(t_end)
         rec.status = res.status

@@ -173,9 +173,16 @@ class StreamReactor:
         self._ensure_loop()
         # The loop ends every exchange (data, close, deadline or the no-data timeout), so this
         # wait ends; the check only guards against a loop that died.
-        while not event.wait(20 * TICK_S):
-            if self._loop_thread is None or not self._loop_thread.is_alive():
-                self._finish(fd, "fail", "stream-error", "the load generator's reader loop stopped")
+        try:
+            while not event.wait(20 * TICK_S):
+                if self._loop_thread is None or not self._loop_thread.is_alive():
+                    self._finish(fd, "fail", "stream-error", "the load generator's reader loop stopped")
+        except BaseException:
+            # The caller was cancelled (Locust stopping a user kills its greenlet): forget the
+            # exchange and drop its connection, whose response would otherwise still be arriving.
+            self._finish(fd, "fail", "stream-error", "the request was cancelled")
+            self._discard(sock)
+            raise
 
     def _discard(self, sock: socket.socket) -> None:
         with contextlib.suppress(OSError):

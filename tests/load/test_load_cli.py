@@ -187,3 +187,33 @@ def test_distributed_master_and_two_workers(fast_server: RunningServer, tmp_path
     stats = (out / "dist" / "locust_stats.csv").read_text().splitlines()
     e2e = [line.split(",") for line in stats if ",E2E chat," in line]
     assert int(e2e[0][2]) == 24, f"Locust's own count differs from the records: {e2e}"
+
+
+def _max_in_flight(records: list[dict], start: float, end: float) -> int:
+    """The most requests open at once between ``start`` and ``end`` (epoch seconds)."""
+    events = sorted([(r["t_sent"], 1) for r in records] + [(r["t_done"], -1) for r in records])
+    open_now, peak = 0, 0
+    for t, step in events:
+        open_now += step
+        if start <= t <= end:
+            peak = max(peak, open_now)
+    return peak
+
+
+def test_plan_shape_drives_the_user_count(fast_server: RunningServer, tmp_path: Path) -> None:
+    """A LoadTestShape run end to end: 1 user, 4 users from 2 s to 4.5 s, then 1 user again. The
+    records must show that concurrency (closed loop, no wait: each user always has a request open)."""
+    targets = _targets(tmp_path, fast_server)
+    plan = tmp_path / "spike.yaml"
+    plan.write_text("description: test spike\nscenario: chat\nshape: {kind: spike, base: 1, peak: 4, at: 2s, length: 2.5s, total: 6.5s}\n")
+    out = tmp_path / "reports"
+    res = _run(_cmd(targets, out, "--plan", str(plan), "--no-tokenize"), timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    s = _summary(out)
+    assert s["mode"] == "shape" and s["requests"]["errors"] == {}
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    records = [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
+    t0 = min(r["t_sent"] for r in records)
+    assert _max_in_flight(records, t0 + 0.5, t0 + 1.7) == 1, "base stage: one user"
+    assert _max_in_flight(records, t0 + 2.8, t0 + 4.2) == 4, "spike stage: four users"
+    assert _max_in_flight(records, t0 + 5.5, t0 + 6.2) == 1, "after the spike: back to one user"
