@@ -217,6 +217,12 @@ class _Controller:
             self.inflight -= 1
             raise
         t_end = res.t_end or _perf()
+        if res.t_sent:
+            # Time from the send itself, not from building the request (a pooled connection
+            # sends at once; a new one first connects, which is part of the request's latency
+            # only in TTFT-from-intended).
+            t0 = res.t_sent
+            rec.t_sent = self.wall(t0)
         st.close(t_end)
         rec.status = res.status
         rec.t_done = self.wall(t_end)

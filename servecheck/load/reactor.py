@@ -106,6 +106,7 @@ class StreamReactor:
                 sock = sock_or_err
             ex = Exchange(on_data, deadline, may_retry=reused and attempt == 0, now=_perf())
             try:
+                ex.res.t_sent = _perf()
                 self._sendall(sock, request)
             except OSError as exc:
                 ex.broken(exc, _perf())

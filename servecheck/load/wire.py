@@ -38,6 +38,7 @@ class WireResult:
     error: str | None = None
     error_message: str = ""
     t_end: float = 0.0
+    t_sent: float = 0.0  # just before the request's first byte was handed to the socket
 
 
 class Exchange:
@@ -317,6 +318,7 @@ class WireClient:
     def _exchange(self, conn: _Conn, request: bytes, ex: Exchange) -> None:
         sock = conn.sock
         try:
+            ex.res.t_sent = _perf()
             sock.sendall(request)
             while not ex.done:
                 data = sock.recv(RECV_BYTES)

@@ -33,6 +33,8 @@ import os
 import select
 import signal
 import socket
+import struct
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +47,8 @@ MAX_REQUEST_BYTES = 1 << 20
 LATE_BUCKET_S = 10e-6  # lateness histogram resolution
 LATE_BUCKETS = 20_000  # 0 .. 200 ms, then one overflow bucket
 SPIN_BELOW_S = 0.002
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform == "linux" else None)
+_ANC_BYTES = socket.CMSG_SPACE(16)
 
 
 @dataclass(slots=True)
@@ -58,6 +62,7 @@ class Timing:
 class _Conn:
     sock: socket.socket
     inbuf: bytearray = field(default_factory=bytearray)
+    arrived: float = 0.0  # when the bytes of the request being parsed reached this host
     outbuf: bytearray = field(default_factory=bytearray)
     busy: bool = False  # a response is in progress (no pipelining)
     closed: bool = False
@@ -108,6 +113,17 @@ class _Lateness:
                 "late_p999_ms": round(self.quantile(0.999) * ms, 3), "late_max_ms": round(self.worst * ms, 3)}
 
 
+def _clock_offset() -> float:
+    best, width = 0.0, float("inf")
+    for _ in range(5):
+        a = _perf()
+        r = time.time()
+        b = _perf()
+        if b - a < width:
+            best, width = r - (a + b) / 2, b - a
+    return best
+
+
 def _chunk(payload: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(payload), payload)
 
@@ -139,6 +155,8 @@ class FastServer:
         self.late = _Lateness()
         self.requests = 0
         self.cpu0 = time.process_time()
+        self.clock_offset = _clock_offset()  # realtime - perf_counter, for the kernel's stamps
+        self._arrived = 0.0  # arrival time of the request being handled
         self.stop = False
         self._routes: dict[tuple[str, str], Callable[[_Conn, bytes], None]] = {
             ("GET", "/health"): self._health, ("GET", "/v1/models"): self._models, ("GET", "/stats"): self._stats,
@@ -149,8 +167,11 @@ class FastServer:
 
     def serve(self) -> None:
         heap, ep, lfd = self.heap, self.ep, self.listener.fileno()
+        next_offset = _perf() + 1.0
         while not self.stop:
             now = _perf()
+            if now > next_offset:
+                self.clock_offset, next_offset = _clock_offset(), now + 1.0
             while heap and heap[0][0] <= now:
                 due, _, st = heapq.heappop(heap)
                 self._emit(st, due, now)
@@ -178,6 +199,9 @@ class FastServer:
                 return
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if SO_TIMESTAMPNS is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
             self.conns[sock.fileno()] = _Conn(sock)
             self.ep.register(sock.fileno(), select.EPOLLIN)
 
@@ -193,7 +217,7 @@ class FastServer:
 
     def _readable(self, conn: _Conn) -> None:
         try:
-            data = conn.sock.recv(65536)
+            data, anc, _flags, _addr = conn.sock.recvmsg(65536, _ANC_BYTES)
         except BlockingIOError:
             return
         except OSError:
@@ -202,6 +226,16 @@ class FastServer:
         if not data:
             self._close(conn)  # a client that hangs up mid-stream: its stream ends with the socket
             return
+        if not conn.inbuf:
+            # The schedule starts when the request reached this host (the kernel's receive stamp),
+            # not when this loop got round to it: a busy server is then late, and says so.
+            now = _perf()
+            conn.arrived = now
+            if anc:
+                sec, nsec = struct.unpack_from("qq", anc[0][2])
+                k = sec + nsec * 1e-9 - self.clock_offset
+                if now - 30.0 < k <= now:
+                    conn.arrived = k
         conn.inbuf += data
         if len(conn.inbuf) > MAX_REQUEST_BYTES:
             self._send(conn, _response("413 Payload Too Large", b'{"error":{"message":"request too large"}}'))
@@ -234,6 +268,9 @@ class FastServer:
         method, path = (parts[0], parts[1].split("?", 1)[0]) if len(parts) >= 2 else ("", "")
         handler = self._routes.get((method, path))
         self.requests += 1
+        self._arrived = conn.arrived or _perf()
+        # A pipelined request behind this one has no stamp of its own: it is taken as arrived now.
+        conn.arrived = _perf() if buf else 0.0
         if handler is None:
             self._send(conn, _response("404 Not Found", b'{"error":{"message":"not found","type":"not_found"}}'))
         else:
@@ -309,7 +346,7 @@ class FastServer:
         self._generate(conn, body, chat=False)
 
     def _generate(self, conn: _Conn, raw: bytes, chat: bool) -> None:
-        arrived = _perf()
+        arrived = self._arrived
         try:
             req = json.loads(raw)
             if not isinstance(req, dict):
