@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import select
 import socket
 import struct
@@ -43,6 +44,15 @@ SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform == "linux"
 ANC_BYTES = socket.CMSG_SPACE(16)
 TICK_S = 0.1  # the loop's longest sleep: how often deadlines and no-data timeouts are checked
 _TS = struct.Struct("qq")
+
+
+def _gevent_hub() -> Any:
+    """gevent's hub when this process is gevent-patched (under Locust), else None. Looked up in
+    ``sys.modules`` only: this module never imports gevent itself."""
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is None or not monkey.is_module_patched("threading"):
+        return None
+    return sys.modules["gevent"].get_hub()
 
 
 def _original(module: str, name: str) -> Any:
@@ -76,6 +86,10 @@ class StreamReactor:
         self.read_timeout_s = read_timeout_s
         self._socket_cls = _original("socket", "socket")
         self._ep = _original("select", "epoll")()
+        self._wake = os.pipe()  # close() writes here to wake the loop
+        os.set_blocking(self._wake[0], False)
+        self._ep.register(self._wake[0], select.EPOLLIN)
+        self._offset = clock_offset()  # realtime - perf_counter, for the kernel's stamps
         self._live: dict[int, _Live] = {}
         self.pool: list[socket.socket] = []
         self._addr: tuple[Any, ...] | None = None
@@ -200,6 +214,12 @@ class StreamReactor:
         if self._loop_thread is None or not self._loop_thread.is_alive():
             with contextlib.suppress(OSError):
                 self._ep.close()
+            for fd in self._wake:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        else:
+            with contextlib.suppress(OSError):
+                os.write(self._wake[1], b"x")  # wake the loop so it sees _closed
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -210,63 +230,99 @@ class StreamReactor:
                 self._loop_thread.start()
 
     def _loop(self) -> None:
-        live, ep = self._live, self._ep
-        epfd = ep.fileno()
-        recv_flags = 0
-        next_check = _perf() + TICK_S
+        hub = _gevent_hub()
         try:
-            self._run(live, ep, epfd, recv_flags, next_check)
+            if hub is not None:
+                self._run_gevent(hub)
+            else:
+                self._run_select()
         finally:
             with contextlib.suppress(OSError):
-                ep.close()
+                self._ep.close()
+            for fd in self._wake:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
-    def _run(self, live: dict[int, _Live], ep: Any, epfd: int, recv_flags: int, next_check: float) -> None:
-        offset = clock_offset()
-        while not self._closed:  # idle, it wakes every TICK_S; close() ends it
+    def _run_select(self) -> None:
+        """Plain threads: wait with ``select`` (woken by data, ``close`` or the tick)."""
+        epfd = self._ep.fileno()
+        next_check = _perf() + TICK_S
+        while not self._closed:
             try:
                 ready, _, _ = select.select([epfd], [], [], TICK_S)
-                events = ep.poll(0) if ready else ()
             except (OSError, ValueError):
                 return  # closed under us
-            t_poll = _perf()
-            if events:
-                self.wakes += 1
-            for fd, _ev in events:
-                item = live.get(fd)
-                if item is None:
-                    continue
-                ex = item.ex
-                try:
-                    data, anc, _flags, _addr = item.sock.recvmsg(RECV_BYTES, ANC_BYTES, recv_flags)
-                except BlockingIOError:
-                    continue
-                except OSError as exc:
-                    ex.broken(exc, _perf())
-                    self._done(fd, item)
-                    continue
-                t_read = _perf()  # after the read: data that came in during this pass is not early
-                if not data:
-                    ex.eof(t_read)  # a close carries no receive timestamp
-                else:
-                    self.reads += 1
-                    t = t_read
-                    if anc:
-                        sec, nsec = _TS.unpack_from(anc[0][2])
-                        k = sec + nsec * 1e-9 - offset
-                        if t_read - 30.0 < k <= t_read + 0.0005:
-                            t = min(k, t_read)
-                            self.kernel_stamps += 1
-                        else:
-                            self.user_stamps += 1
+            if ready:
+                self._drain()
+            now = _perf()
+            if now >= next_check:
+                next_check = now + TICK_S
+                self._tick()
+
+    def _run_gevent(self, hub: Any) -> None:
+        """Under gevent: one io watcher on the epoll descriptor, kept for the whole run, and a
+        repeating timer for deadlines. (``select.select`` would build and tear down watchers and
+        a timeout on every wake-up: at one read per wake-up that cost more than the read.)"""
+        watcher = hub.loop.io(self._ep.fileno(), 1)
+        timer = hub.loop.timer(TICK_S, TICK_S)
+        timer.start(self._tick)
+        try:
+            while not self._closed:
+                hub.wait(watcher)
+                self._drain()
+        finally:
+            timer.stop()
+            timer.close()
+            watcher.close()
+
+    def _tick(self) -> None:
+        self._offset = clock_offset()
+        self._expire(_perf())
+
+    def _drain(self) -> None:
+        """Read every ready socket once; time each read by its kernel receive stamp."""
+        try:
+            events = self._ep.poll(0)
+        except (OSError, ValueError):
+            return
+        if events:
+            self.wakes += 1
+        live, offset = self._live, self._offset
+        for fd, _ev in events:
+            item = live.get(fd)
+            if item is None:
+                if fd == self._wake[0]:
+                    with contextlib.suppress(OSError):
+                        os.read(fd, 64)
+                continue
+            ex = item.ex
+            try:
+                data, anc, _flags, _addr = item.sock.recvmsg(RECV_BYTES, ANC_BYTES)
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                ex.broken(exc, _perf())
+                self._done(fd, item)
+                continue
+            t_read = _perf()  # after the read: data that came in during this pass is not early
+            if not data:
+                ex.eof(t_read)  # a close carries no receive timestamp
+            else:
+                self.reads += 1
+                t = t_read
+                if anc:
+                    sec, nsec = _TS.unpack_from(anc[0][2])
+                    k = sec + nsec * 1e-9 - offset
+                    if t_read - 30.0 < k <= t_read + 0.0005:
+                        t = min(k, t_read)
+                        self.kernel_stamps += 1
                     else:
                         self.user_stamps += 1
-                    ex.feed(data, t)
-                if ex.done:
-                    self._done(fd, item)
-            if t_poll >= next_check:
-                next_check = t_poll + TICK_S
-                offset = clock_offset()
-                self._expire(t_poll)
+                else:
+                    self.user_stamps += 1
+                ex.feed(data, t)
+            if ex.done:
+                self._done(fd, item)
 
     def _expire(self, now: float) -> None:
         for fd, item in list(self._live.items()):
@@ -307,8 +363,6 @@ def clock_offset(tries: int = 5) -> float:
 
 
 def _strerror(code: int) -> str:
-    import os
-
     try:
         return os.strerror(code)
     except ValueError:
