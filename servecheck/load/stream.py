@@ -47,6 +47,10 @@ class StreamState:
             for ev in self._slow.feed(data, t):
                 self._data(ev.data.encode(), t)
             return
+        if (not self._buf and data[:6] == b"data: " and data[-2:] == b"\n\n" and data.find(b"\n", 6) == len(data) - 2
+                and b"\r" not in data):
+            self._data(data[6:-2], t)  # the common read: exactly one single-line event
+            return
         if b"\r" in data:
             # CR / CRLF framing: hand everything to the strict parser from here on.
             self._slow = SSEParser()

@@ -219,6 +219,16 @@ class _Dechunker:
         self.done = False
 
     def feed(self, data: bytes) -> bytes:
+        if self.state == 0 and not self.pending:
+            # The common read: exactly one whole chunk (one server write of one SSE event).
+            eol = data.find(b"\r\n")
+            if 0 < eol <= 8 and data[-2:] == b"\r\n":
+                try:
+                    size = int(data[:eol], 16)
+                except ValueError:
+                    size = -1
+                if size > 0 and len(data) == eol + 4 + size:
+                    return data[eol + 2:-2]
         buf = self.pending + data if self.pending else data
         self.pending = b""
         out: list[bytes] = []

@@ -10,11 +10,13 @@ import socket
 from collections.abc import Callable, Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from servecheck.client.http import ClientSettings, ServeClient
 from servecheck.load.reactor import StreamReactor
 from servecheck.load.stream import StreamState, classify
-from servecheck.load.wire import WireClient
+from servecheck.load.wire import WireClient, _Dechunker
 from servecheck.reference.inprocess import RunningServer
 
 Reader = WireClient | StreamReactor
@@ -103,3 +105,18 @@ def test_legal_variations_pass_and_count_like_the_timing_client(make_reference: 
         ex = client.post("/chat/completions", BODY, stream=True)
     assert len(st.token_times) == len(ex.timing.token_times) == 12
     assert st.usage is not None and st.usage["completion_tokens"] == ex.stream.usage()["completion_tokens"]  # type: ignore[union-attr]
+
+
+@settings(max_examples=300, deadline=None)
+@given(payloads=st.lists(st.binary(min_size=1, max_size=40), min_size=1, max_size=6),
+       cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=6), ext=st.booleans(), aligned=st.booleans())
+def test_dechunker_reassembles_any_split(payloads: list[bytes], cuts: list[int], ext: bool, aligned: bool) -> None:
+    """Chunked bodies cut at arbitrary read boundaries (and whole-chunk reads, the fast path)
+    decode to the same bytes; the terminating chunk ends the body."""
+    chunks = [b"%x%s\r\n%s\r\n" % (len(p), b";x=1" if ext else b"", p) for p in payloads] + [b"0\r\n\r\n"]
+    body = b"".join(chunks)
+    bounds = sorted({c for c in cuts if 0 < c < len(body)})
+    reads = chunks if aligned else [body[a:b] for a, b in zip([0, *bounds], [*bounds, len(body)], strict=True)]
+    dech = _Dechunker()
+    out = b"".join(dech.feed(r) for r in reads)
+    assert out == b"".join(payloads) and dech.done
