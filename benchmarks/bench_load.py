@@ -1,17 +1,20 @@
 """How accurate and how cheap is ``servecheck load``? Measured against a server with known timings.
 
-The reference server streams with TTFT 100 ms and 10 ms between tokens, 64 tokens per answer
-(``ignore_eos``), on an absolute schedule from each request's arrival; so every request's true
-TTFT is 100 ms and its true E2E 100 + 63 x 10 = 730 ms, and the true ITL is 10 ms. The server is
-pinned to one core (``taskset -c 1``) and the generator (Locust) to the other (``--cpus 0``).
+The calibration server (``servecheck.reference.fast``, started by ``benchmarks/_truth.py``) streams
+with TTFT 100 ms and one token every 10 ms on an absolute schedule, 64 tokens per answer; so every
+request's true TTFT is 100 ms, its true E2E 100 + 63 x 10 = 730 ms and the true ITL 10 ms. It is
+pinned to one core (``taskset -c 1``), the generator (Locust) to the other (``--cpus 0``), and it
+reports its own lateness (how long after its due time each write left): where that is small, the
+truth held and every error in the tables is the generator's.
 
-Reported, per level of concurrent streams: the error of each request's TTFT and E2E against that
-truth (p50/p99), ITL p50/p99, output tokens/s, generator CPU seconds per 10k streamed tokens and
-the generator's own lag (event-loop delay) with the run's "behind" flag. A sweep finds the
-highest streamed-token rate one generator core sustains with ITL p50 within 20 % of the truth.
+Reported per level of concurrent streams: the error of each request's TTFT and E2E against the
+truth (p50/p99), ITL p50/p99, output tokens/s, generator CPU seconds per 10k streamed tokens, the
+generator's event-loop lag and "behind" flag, how the tokens were timed (kernel receive stamps or
+the reader's clock) and the server's lateness. A sweep over more streams finds the highest
+streamed-token rate one generator core sustains with ITL p50 within 20 % of the truth.
 
-Caveat printed with the results: if the server's core is saturated its tokens are late too, and
-that lateness is (correctly) in the measured numbers; this bench cannot split the two.
+When ``docs/bench-peers.json`` exists (``benchmarks/bench_peers.py``: GuideLLM, AIPerf and
+inference-perf against the same server, same pinning), their figures are put beside ours.
 
     python benchmarks/bench_load.py                 # full: 16 and 256 streams, sweep
     python benchmarks/bench_load.py --quick         # short runs (a smoke test of the bench)
@@ -25,9 +28,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,6 +42,9 @@ sys.path.insert(0, str(ROOT))
 from servecheck.commands.load import LoadSpec, run_load  # noqa: E402
 from servecheck.config.model import Target  # noqa: E402
 from servecheck.load.records import read_files  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _truth import server_stats, start_truth_server, stop  # noqa: E402
 
 START, END = "<!-- load:start -->", "<!-- load:end -->"
 TTFT_S, ITL_S, TOKENS = 0.100, 0.010, 64
@@ -61,91 +64,71 @@ LoadShape = scenario_shape()
 '''
 
 
-def start_server(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
-    ready = tmp / "port"
-    cmd = [sys.executable, "-m", "servecheck", "reference-server", "--port", "0", "--ready-file", str(ready),
-           "--ttft-ms", str(TTFT_S * 1000), "--itl-ms", str(ITL_S * 1000), "--default-max-tokens", str(TOKENS),
-           "--max-model-len", "4096", "--kv-blocks", "100000", "--max-num-seqs", "4096"]
-    if shutil.which("taskset"):
-        cmd = ["taskset", "-c", "1", *cmd]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    for _ in range(300):
-        if ready.exists():
-            return proc, int(ready.read_text())
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("reference server did not start within 30 s")
+ITL_TOLERANCE = 0.20
 
 
-def one_level(target: Target, scenario: Path, out: Path, users: int, duration: float) -> dict[str, Any]:
-    spec = LoadSpec(target=target, scenario=str(scenario), users=users, duration_s=duration, out_dir=out,
-                    extra_body={"ignore_eos": True}, use_tokenize=False, cpus="0", progress=False, allow_lag=True,
-                    drain_s=10.0)
-    load_before = os.getloadavg()[0]
-    res = run_load(spec)
+def one_level(tmp: Path, scenario: Path, users: int, duration: float) -> dict[str, Any]:
+    """One closed-loop run of ``users`` streams against a fresh calibration server."""
+    proc, base = start_truth_server(tmp, TTFT_S, ITL_S, TOKENS, cpu="1")
+    try:
+        target = Target(name="bench", base_url=base, engine="reference", models=["truth"], timeout_s=120)
+        spec = LoadSpec(target=target, scenario=str(scenario), users=users, duration_s=duration, out_dir=tmp / "reports",
+                        use_tokenize=False, cpus="0", progress=False, allow_lag=True, drain_s=10.0)
+        load_before = os.getloadavg()[0]
+        res = run_load(spec)
+        server = server_stats(base)
+    finally:
+        stop(proc)
     recs = [r for r in read_files([res.records_path]).records if not r.get("error")]
     s = res.summary
+    row: dict[str, Any] = {"users": users, "ok": len(recs), "errors": s["requests"]["errors"],
+                           "loadavg": round(load_before, 2), "server": server,
+                           "clock": s["generator"]["reader"]["clock"]}
     if not recs:
-        return {"users": users, "ok": 0, "errors": s["requests"]["errors"]}
+        return row
     ttft_err = np.array([r["ttft"] - TTFT_S for r in recs]) * 1000
     e2e_err = np.array([r["e2e"] - E2E_S for r in recs]) * 1000
     itl = np.array([x for r in recs for x in r["itls"]]) * 1000
-    full = sum(1 for r in recs if r.get("output_tokens") == TOKENS)
-    return {
-        "users": users,
-        "ok": len(recs),
-        "errors": s["requests"]["errors"],
-        "full_answers": full,
+    row.update({
+        "full_answers": sum(1 for r in recs if r.get("output_tokens") == TOKENS),
         "ttft_err_p50": float(np.percentile(ttft_err, 50)), "ttft_err_p99": float(np.percentile(ttft_err, 99)),
         "e2e_err_p50": float(np.percentile(e2e_err, 50)), "e2e_err_p99": float(np.percentile(e2e_err, 99)),
         "itl_p50": float(np.percentile(itl, 50)) if len(itl) else None,
         "itl_p99": float(np.percentile(itl, 99)) if len(itl) else None,
+        "itl_mean": float(itl.mean()) if len(itl) else None,
         "tokens_per_s": s["throughput"]["output_tokens_per_s"],
         "cpu_per_10k": s["generator"]["cpu_s_per_10k_tokens"],
+        "gen_cpu_util": (s["generator"]["cpu_s"] / s["window_s"]) if s.get("window_s") else None,
         "loop_lag_p99": s["schedule"]["loop_lag_ms"].get("p99"),
         "behind": s["schedule"]["behind"],
-        "loadavg": round(load_before, 2),
-    }
+    })
+    return row
 
 
-def httpx_baseline(port: int, users: int, per_user: int = 6) -> dict[str, Any]:
-    """The project's own asyncio/httpx timing client at the same concurrency, pinned to CPU 0: a
-    same-machine, same-moment reference for what a general-purpose async client reports."""
-    code = f"""
-import asyncio, json, resource
-from servecheck.client.http import AsyncServeClient, ClientSettings
-async def main():
-    c = AsyncServeClient(ClientSettings(base_url="http://127.0.0.1:{port}/v1", headers={{}}))
-    body = {{"model": "ref-tiny", "messages": [{{"role": "user", "content": "hi"}}], "max_tokens": {TOKENS},
-            "ignore_eos": True, "stream": True, "stream_options": {{"include_usage": True}}}}
-    out = []
-    async def user():
-        for _ in range({per_user}):
-            ex = await c.post("/chat/completions", body, stream=True)
-            if ex.ok and ex.timing.ttft is not None:
-                out.append((ex.timing.ttft, ex.timing.e2e, len(ex.timing.token_times)))
-    r0 = resource.getrusage(resource.RUSAGE_SELF)
-    await asyncio.gather(*[user() for _ in range({users})])
-    r1 = resource.getrusage(resource.RUSAGE_SELF)
-    await c.aclose()
-    cpu = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
-    print(json.dumps({{"rows": out, "cpu": cpu}}))
-asyncio.run(main())
-"""
-    cmd = [sys.executable, "-c", code]
-    if shutil.which("taskset"):
-        cmd = ["taskset", "-c", "0", *cmd]
-    load_before = os.getloadavg()[0]
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    data = json.loads(out.stdout.strip().splitlines()[-1])
-    rows = data["rows"]
-    ttft = np.array([r[0] - TTFT_S for r in rows]) * 1000
-    e2e = np.array([r[1] - E2E_S for r in rows]) * 1000
-    tokens = sum(r[2] for r in rows)
-    return {"users": users, "ok": len(rows), "ttft_err_p50": float(np.percentile(ttft, 50)),
-            "ttft_err_p99": float(np.percentile(ttft, 99)), "e2e_err_p50": float(np.percentile(e2e, 50)),
-            "e2e_err_p99": float(np.percentile(e2e, 99)), "cpu_per_10k": data["cpu"] / tokens * 1e4 if tokens else None,
-            "loadavg": round(load_before, 2)}
+def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row of per-key medians over repeated runs (this machine is noisy); ``ok`` is summed and
+    ``runs``/``ttft_err_p99_range`` say how many runs and how far apart their TTFT p99 were."""
+    if len(runs) == 1:
+        return {**runs[0], "runs": 1}
+    row: dict[str, Any] = dict(runs[len(runs) // 2])
+    for key, value in runs[0].items():
+        values = [r.get(key) for r in runs]
+        if isinstance(value, float) and all(isinstance(v, float | int) for v in values):
+            row[key] = float(np.median([float(v) for v in values if v is not None]))
+    row["server"] = {k: float(np.median([r["server"][k] for r in runs])) for k in runs[0]["server"]
+                     if all(isinstance(r.get("server", {}).get(k), float | int) for r in runs)}
+    row["ok"] = sum(int(r.get("ok") or 0) for r in runs)
+    row["behind"] = any(r.get("behind") for r in runs)
+    p99s = [r["ttft_err_p99"] for r in runs if r.get("ttft_err_p99") is not None]
+    row["ttft_err_p99_range"] = (min(p99s), max(p99s)) if p99s else None
+    row["runs"] = len(runs)
+    return row
+
+
+def itl_ok(r: dict[str, Any]) -> bool:
+    truth = ITL_S * 1000
+    return (r.get("itl_p50") is not None and abs(r["itl_p50"] - truth) <= ITL_TOLERANCE * truth
+            and abs((r.get("itl_mean") or 0) - truth) <= ITL_TOLERANCE * truth and not r.get("errors"))
 
 
 def fmt(x: Any, spec: str = ".1f") -> str:
@@ -154,68 +137,115 @@ def fmt(x: Any, spec: str = ".1f") -> str:
     return format(x, spec) if isinstance(x, float) else str(x)
 
 
-def render(levels: list[dict[str, Any]], sweep: list[dict[str, Any]], best: dict[str, Any] | None, meta: dict[str, Any],
-           baseline: dict[str, Any] | None = None) -> str:
+def _range(r: dict[str, Any]) -> str:
+    rng = r.get("ttft_err_p99_range")
+    return f" ({rng[0]:.1f}-{rng[1]:.1f})" if rng else ""
+
+
+def _late(r: dict[str, Any]) -> str:
+    sv = r.get("server") or {}
+    return f"{fmt(sv.get('late_p50_ms'), '.2f')} / {fmt(sv.get('late_p99_ms'), '.1f')}"
+
+
+def peers_rows(streams: int) -> list[dict[str, Any]]:
+    """Figures of the peer tools at this concurrency from ``docs/bench-peers.json``, if present."""
+    path = ROOT / "docs" / "bench-peers.json"
+    if not path.exists():
+        return []
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return []
+    rows = data.get("summary", data) if isinstance(data, dict) else data
+    return [r for r in rows if isinstance(r, dict) and r.get("streams") == streams]
+
+
+def render(levels: list[dict[str, Any]], sweep: list[dict[str, Any]], best: dict[str, Any] | None, meta: dict[str, Any]) -> str:
     lines = [
         START,
         "## Load generator (`servecheck load`)",
         "",
         f"`benchmarks/bench_load.py` on {meta['machine']}, Python {meta['python']}, {meta['cpus']} CPUs, {meta['date']}.",
-        "Reference server: TTFT 100 ms, ITL 10 ms, 64 tokens (`ignore_eos`), pinned to CPU 1; Locust generator pinned"
-        " to CPU 0 (`--cpus 0`), closed loop. Truth per request: TTFT 100 ms, E2E 730 ms, ITL 10 ms.",
-        f"Errors are measured minus truth, in ms. Load average (1 min) of the shared machine when each run started is"
-        f" given ({meta['note']}).",
+        "Calibration server (`servecheck.reference.fast`): TTFT 100 ms, ITL 10 ms, 64 tokens, pinned to CPU 1;"
+        " Locust generator pinned to CPU 0 (`--cpus 0`), closed loop, one fresh server per run. Truth per request:"
+        " TTFT 100 ms, E2E 730 ms, ITL 10 ms. Errors are measured minus truth, in ms; `server late` is the server's own"
+        " lateness (p50 / p99 ms, how long after its due time each write left), so where it is small the truth held.",
+        f"Tokens are timed by the kernel's receive timestamps (`clock`). Load average (1 min) of the shared machine"
+        f" when each run started is given ({meta['note']}).",
         "",
-        "| streams | ok | TTFT err p50 | TTFT err p99 | E2E err p50 | E2E err p99 | ITL p50 | ITL p99 | tokens/s | CPU-s / 10k tokens | gen. loop lag p99 | behind | load avg |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "Each accuracy level is run several times (`runs`); the row shows per-column medians, and the range of"
+        " the runs' TTFT p99 in brackets; `ok` is the total of successful requests.",
+        "",
+        "| streams | runs | ok | TTFT err p50 | TTFT err p99 | E2E err p50 | E2E err p99 | ITL p50 | ITL p99 | tokens/s"
+        " | CPU-s / 10k tokens | gen. loop lag p99 | behind | clock | server late | load avg |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in levels:
         lines.append(
-            f"| {r['users']} | {r['ok']} | {fmt(r.get('ttft_err_p50'))} | {fmt(r.get('ttft_err_p99'))} | {fmt(r.get('e2e_err_p50'))}"
-            f" | {fmt(r.get('e2e_err_p99'))} | {fmt(r.get('itl_p50'))} | {fmt(r.get('itl_p99'))} | {fmt(r.get('tokens_per_s'), '.0f')}"
-            f" | {fmt(r.get('cpu_per_10k'), '.2f')} | {fmt(r.get('loop_lag_p99'))} | {'yes' if r.get('behind') else 'no'} | {fmt(r.get('loadavg'), '.1f')} |"
+            f"| {r['users']} | {r.get('runs', 1)} | {r['ok']} | {fmt(r.get('ttft_err_p50'), '.2f')} | {fmt(r.get('ttft_err_p99'))}{_range(r)}"
+            f" | {fmt(r.get('e2e_err_p50'), '.2f')} | {fmt(r.get('e2e_err_p99'))} | {fmt(r.get('itl_p50'))} | {fmt(r.get('itl_p99'))}"
+            f" | {fmt(r.get('tokens_per_s'), '.0f')} | {fmt(r.get('cpu_per_10k'), '.2f')} | {fmt(r.get('loop_lag_p99'))}"
+            f" | {'yes' if r.get('behind') else 'no'} | {r.get('clock') or '-'} | {_late(r)} | {fmt(r.get('loadavg'), '.1f')} |"
         )
-    if baseline:
-        b = baseline
-        lines += ["", f"Same server, same machine, right after: the project's own asyncio/httpx timing client"
-                      f" (`AsyncServeClient`, pinned to CPU 0) at {b['users']} streams: TTFT err p50 {b['ttft_err_p50']:.1f} ms,"
-                      f" p99 {b['ttft_err_p99']:.1f} ms; E2E err p50 {b['e2e_err_p50']:.1f} ms, p99 {b['e2e_err_p99']:.1f} ms;"
-                      f" {fmt(b.get('cpu_per_10k'), '.2f')} CPU-s per 10k tokens ({b['ok']} requests, load avg {b['loadavg']:.1f}).",
-                  "It is the conformance client, built for exactness of what it records, not for load; the gap is what"
-                  " a general-purpose async client costs at this concurrency on one shared core."]
-    lines += ["", "Sweep for the highest streamed-token rate with ITL p50 within 20 % of 10 ms (8-12 ms):", "",
-              "| streams | tokens/s | ITL p50 | ITL p99 | CPU-s / 10k tokens | behind |", "| --- | --- | --- | --- | --- | --- |"]
+    peer_lines = []
+    for r in levels:
+        for p in peers_rows(r["users"]):
+            peer_lines.append(
+                f"| {p.get('tool')} {p.get('version') or ''} | {r['users']} | {fmt(p.get('ttft_err_p50'))} | {fmt(p.get('ttft_err_p99'))}"
+                f" | {fmt(p.get('e2e_err_p50'))} | {fmt(p.get('e2e_err_p99'))} | {fmt(p.get('cpu_per_10k'), '.2f')}"
+                f" | {fmt(p.get('server_late_p99'))} |")
+        if r.get("ttft_err_p50") is not None:
+            peer_lines.append(
+                f"| **servecheck load** | {r['users']} | {fmt(r.get('ttft_err_p50'), '.2f')} | {fmt(r.get('ttft_err_p99'))}"
+                f" | {fmt(r.get('e2e_err_p50'), '.2f')} | {fmt(r.get('e2e_err_p99'))} | {fmt(r.get('cpu_per_10k'), '.2f')}"
+                f" | {fmt((r.get('server') or {}).get('late_p99_ms'))} |")
+    if any(not line.startswith("| **servecheck") for line in peer_lines):
+        lines += ["", "Beside the peer tools, same calibration server and pinning (their figures from"
+                      " `docs/bench-peers.json`, measured by `benchmarks/bench_peers.py`; how each was run is in the"
+                      " peers section; medians of its repeats):", "",
+                  "| tool | streams | TTFT err p50 | TTFT err p99 | E2E err p50 | E2E err p99 | CPU-s / 10k tokens | server late p99 |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |", *peer_lines,
+                  "", "Where `server late p99` is large the server's core was busy during that tool's runs, so part of that"
+                  " tool's error is the server's."]
+    lines += ["", f"Sweep for the highest streamed-token rate with ITL p50 and mean within {ITL_TOLERANCE:.0%} of 10 ms:", "",
+              "| streams | tokens/s | ITL p50 | ITL mean | ITL p99 | TTFT err p99 | CPU-s / 10k tokens | generator CPU | behind | server late |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in sweep:
-        lines.append(f"| {r['users']} | {fmt(r.get('tokens_per_s'), '.0f')} | {fmt(r.get('itl_p50'))} | {fmt(r.get('itl_p99'))}"
-                     f" | {fmt(r.get('cpu_per_10k'), '.2f')} | {'yes' if r.get('behind') else 'no'} |")
+        util = r.get("gen_cpu_util")
+        lines.append(f"| {r['users']} | {fmt(r.get('tokens_per_s'), '.0f')} | {fmt(r.get('itl_p50'))} | {fmt(r.get('itl_mean'))}"
+                     f" | {fmt(r.get('itl_p99'))} | {fmt(r.get('ttft_err_p99'))} | {fmt(r.get('cpu_per_10k'), '.2f')}"
+                     f" | {f'{util:.0%}' if util is not None else '-'} | {'yes' if r.get('behind') else 'no'} | {_late(r)} |")
     if best:
         lines += ["", f"Highest sustained: **{best['tokens_per_s']:.0f} streamed tokens/s** on one generator core"
                       f" ({best['users']} streams, ITL p50 {best['itl_p50']:.1f} ms)."]
     else:
-        lines += ["", "No level kept ITL p50 within 20 % of the truth."]
-    lines += [
-        "",
-        "Peer tools were not rerun here. Figures measured earlier on this machine class against the same server"
-        " (from `/work/shared/notes/load-measurement-pitfalls.md`, not rerun): `vllm bench serve` chat backend TTFT -99 ms"
-        " (stops the clock at the role-only chunk); a Locust `FastHttpUser` reading `iter_content(1024)` TTFT +41 ms, the"
-        " same user on `HttpUser` +1.4 ms; at 256 streams on one core, tools with heavy per-event Python work TTFT p50"
-        " +48 to +177 ms and p99 +250 to +310 ms; CPU 0.12-0.27 CPU-s per 10k tokens for a minimal Locust user, ~1.8 for"
-        " the heaviest tool; open-loop schedule lag 0.14 ms p50 at 50 req/s for the best tool.",
-        "",
-        "Reading: the generator is accurate to a few ms at p50 up to ~15k streamed tokens/s on one core (the"
-        " sweep). At 256 streams (20k tokens/s) the errors grow while the generator's loop lag stays bounded: the"
-        " reference server's own core saturates near 20k chunks/s (see its section below), so those tokens really are"
-        " late. When the generator is the limit instead, the run is flagged `behind` and `servecheck load` reports it"
-        " `inconclusive` (exit 1) rather than presenting those latencies as the server's. CPU per token falls as"
-        " concurrency rises because one wake-up then reads several events. The CPU goal (<= 0.3 CPU-s per 10k"
-        " tokens) is not met: 0.56-1.1 measured; the parsing path alone costs ~0.2 (tests/load), the rest is one"
-        " gevent wake-up per token.",
-        "",
-        "Caveat: when the server's own core saturates, its tokens are late too and that shows in these errors; the"
-        " generator's loop lag and the `behind` flag say whether the generator was the limit.",
-        END,
-    ]
+        lines += ["", "No level kept ITL within 20 % of the truth."]
+    lines += ["", *goals(levels, best), "", meta.get("reading", ""), END]
     return "\n".join(lines) + "\n"
+
+
+def goals(levels: list[dict[str, Any]], best: dict[str, Any] | None) -> list[str]:
+    """Issue 5's goals against this run's figures."""
+    by = {r["users"]: r for r in levels}
+    rows = ["Goals (issue 5) against this run:", "", "| goal | measured | met |", "| --- | --- | --- |"]
+
+    def row(goal: str, value: float | None, bound: float, unit: str, higher: bool = False) -> None:
+        ok = value is not None and (value >= bound if higher else value <= bound)
+        rows.append(f"| {goal} | {fmt(value, '.2f') if value is not None else '-'} {unit} | {'yes' if ok else '**no**'} |")
+
+    for n in (16, 256):
+        r = by.get(n)
+        if r is None:
+            continue
+        worst50 = max(abs(r.get("ttft_err_p50") or 0), abs(r.get("e2e_err_p50") or 0)) if r.get("ttft_err_p50") is not None else None
+        worst99 = max(abs(r.get("ttft_err_p99") or 0), abs(r.get("e2e_err_p99") or 0)) if r.get("ttft_err_p99") is not None else None
+        row(f"TTFT and E2E error p50 within 1 ms at {n} streams (worse of the two)", worst50, 1.0, "ms")
+        row(f"TTFT and E2E error p99 within 3 ms at {n} streams (worse of the two)", worst99, 3.0, "ms")
+    if 256 in by:
+        row("at most 0.3 CPU-s per 10k streamed tokens (256 streams)", by[256].get("cpu_per_10k"), 0.3, "CPU-s")
+    row("one generator core sustains 100,000 streamed tokens/s with ITL within 20 %", best["tokens_per_s"] if best else None,
+        100_000, "tokens/s", higher=True)
+    return rows
 
 
 def write_docs(block: str) -> None:
@@ -230,51 +260,64 @@ def write_docs(block: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
+READING = (
+    "Reading: the reader times each read by the kernel's receive timestamp (`SO_TIMESTAMPNS`), so the"
+    " generator's own scheduling delay does not enter TTFT or ITL, and the p50 errors stay at tens of"
+    " microseconds even at 256 streams. What the stamps cannot undo is two tokens of one stream that are"
+    " read together: they share the later stamp. On one core at 256 streams a pass over the ready sockets"
+    " sometimes takes several ms (mostly inside `recvmsg`, whose loopback TCP work runs on the reader's"
+    " core), the event loop then lags 10-15 ms at p99, and ~5 % of tokens (and more of the first tokens)"
+    " are read together with the next one: hence TTFT p99 at 10-30 ms, always a whole number of ITLs."
+    " The cost per token is about 10 us of kernel time per read plus ~15 us of Python (parse, per-request"
+    " record and Locust event); one core therefore tops out near 40k streamed tokens/s (levels flagged `behind` count when their ITL stays in the band), not 100k. A"
+    " level is flagged `behind` when the generator's event loop lagged (its closed-loop users then send"
+    " late, which lowers the offered load). The sweep stops at the first level whose ITL leaves the band or"
+    " that errors; where the server's own lateness is large, the server's core was the limit."
+)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="short runs; do not write docs")
     ap.add_argument("--duration", type=float, default=20.0)
     ap.add_argument("--levels", default="16,256")
-    ap.add_argument("--sweep", default="16,32,64,96,128,192")
+    ap.add_argument("--sweep", default="256,384,512,768,1024")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per accuracy level; the table shows medians")
     ap.add_argument("--no-docs", action="store_true")
     args = ap.parse_args()
     duration = 5.0 if args.quick else args.duration
     tmp = Path(tempfile.mkdtemp(prefix="bench-load-"))
     scenario = tmp / "bench_scenario.py"
     scenario.write_text(SCENARIO)
-    server, port = start_server(tmp)
-    try:
-        target = Target(name="bench", base_url=f"http://127.0.0.1:{port}/v1", engine="reference", models=["ref-tiny"], timeout_s=120)
-        levels = []
-        for users in (int(x) for x in args.levels.split(",")):
-            r = one_level(target, scenario, tmp / "reports", users, duration)
+    levels = []
+    for users in (int(x) for x in args.levels.split(",")):
+        runs = []
+        for _ in range(1 if args.quick else args.repeats):
+            r = one_level(tmp, scenario, users, duration)
             print(json.dumps(r), flush=True)
-            levels.append(r)
-        baseline = httpx_baseline(port, int(args.levels.split(",")[0]))
-        print(json.dumps(baseline), flush=True)
-        sweep: list[dict[str, Any]] = []
-        best: dict[str, Any] | None = None
-        if not args.quick:
-            for users in (int(x) for x in args.sweep.split(",")):
-                known = [lv for lv in levels if lv["users"] == users]
-                r = known[0] if known else one_level(target, scenario, tmp / "reports", users, duration / 2)
+            runs.append(r)
+        levels.append(median_row(runs))
+    sweep: list[dict[str, Any]] = []
+    best: dict[str, Any] | None = None
+    if not args.quick:
+        for users in (int(x) for x in args.sweep.split(",")):
+            known = [lv for lv in levels if lv["users"] == users]
+            r = known[0] if known else one_level(tmp, scenario, users, duration)  # the median row, if measured
+            if not known:
                 print(json.dumps(r), flush=True)
-                sweep.append(r)
-                ok = r.get("itl_p50") is not None and abs(r["itl_p50"] - ITL_S * 1000) <= 0.2 * ITL_S * 1000 and not r.get("errors")
-                if ok and (best is None or r["tokens_per_s"] > best["tokens_per_s"]):
-                    best = r
-                if not ok:
-                    break
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=10)
+            sweep.append(r)
+            ok = itl_ok(r)
+            if ok and (best is None or r["tokens_per_s"] > best["tokens_per_s"]):
+                best = r
+            if not ok:
+                break
     meta = {"machine": platform.machine(), "python": platform.python_version(), "cpus": os.cpu_count(),
-            "date": time.strftime("%Y-%m-%d"), "note": "last column; above ~2 other work shared the CPUs"}
-    block = render(levels, sweep, best, meta, baseline)
+            "date": time.strftime("%Y-%m-%d"), "note": "last column; above ~2 other work shared the CPUs",
+            "reading": READING}
+    block = render(levels, sweep, best, meta)
     print(block)
     if not args.quick and not args.no_docs:
         write_docs(block)
-    shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

@@ -145,7 +145,8 @@ def write_section(rows: list[dict[str, float]]) -> None:
               "Reading (medians, noisy shared machine): the server stays within ~3 ms (p50) of its configured",
               "timings up to about 6k chunks/s on its core (256 streams at 40 ms per token; 64 at 10 ms), within",
               "~12 ms at 11k chunks/s (128 streams at 10 ms), and saturates near 20k chunks/s (server CPU ~0.9).",
-              "As a calibration target keep its offered chunk rate under ~6k/s per core, or run one per core.",
+              "As a calibration target keep its offered chunk rate under ~6k/s per core; above that, load benchmarks use"
+              " the calibration server (`servecheck.reference.fast`), whose own lateness is shown beside every load figure.",
               "", "<!-- reference:end -->"]
     block = "\n".join(lines)
     if "<!-- reference:start -->" in text:

@@ -13,7 +13,7 @@ seconds measured on ``perf_counter``. ``docs/metrics.md`` defines each one.
 Distributed runs: every worker writes its own ``records-<worker>.jsonl``; :func:`merge_records`
 merges them into one file sorted by send time at the end and reports the count per worker. It
 keeps only a small index in memory (send time and file offset per line), never the records, so
-an hour-long run merges in tens of MB; statistics then stream over the merged file.
+an hour-long run merges in tens of MB (docs/benchmarks.md, merge section); statistics then stream over the merged file.
 """
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ def merge_records(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] |
     """Merge every worker's file into ``records.jsonl``, sorted by send time.
 
     Two passes: index each valid line by (send time, worker, seq) and its byte range, sort the
-    index, then copy the lines in that order. Memory is the index (~100 bytes a record), not the
+    index, then copy the lines in that order. Memory is the index (~300 bytes a record), not the
     records. The result carries the count per worker file, so a caller can check that the merged
     total equals the sum of the workers.
     """
