@@ -339,7 +339,12 @@ def controller(environment: Any) -> _Controller:
                 # A scenario's lengths are for a big model; on a small context keep every request
                 # inside it (16 tokens for the chat template), or the run measures 400s.
                 room = cfg.context_length - 16
-                mix = [replace(m, prompt_tokens=max(8, min(m.prompt_tokens, room - min(m.output_tokens, room // 2))),
+                # Without the target's /tokenize the prompt length is a chars-per-token guess, which a
+                # small or odd tokenizer can miss by 2x (measured: 253 guessed, 515 real on the
+                # project's tiny model): then only half the prompt's share of the room is used.
+                share = 1.0 if counter is not None else 0.5
+                mix = [replace(m, prompt_tokens=max(8, min(m.prompt_tokens,
+                                                           int((room - min(m.output_tokens, room // 2)) * share))),
                                output_tokens=min(m.output_tokens, room // 2)) for m in mix]
             ctrl.prompts = build_prompt_set(mix, seed=cfg.seed, count=counter, tokenizer=flavour)
         ctrl.begin()

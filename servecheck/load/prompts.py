@@ -156,7 +156,9 @@ def tokenize_counter(server_root: str, model: str, headers: dict[str, str] | Non
 
     for flavour, fn in (("vllm", vllm), ("llamacpp", llamacpp)):
         try:
-            if fn("hello world") is not None:
+            # llama.cpp answers the vLLM body too, with {"tokens": []} (it ignores "prompt"): a
+            # flavour counts only if it finds the tokens of a text that has some.
+            if (fn("hello world") or 0) > 0:
                 return _safe(fn), flavour
         except (httpx.HTTPError, ValueError):
             continue

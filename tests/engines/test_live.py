@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
 
 from servecheck.engines.models import SERVED_NAME
 from servecheck.engines.registry import ENGINE_PORTS
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(slots=True)
@@ -97,3 +102,23 @@ def test_streaming(name: str) -> None:
     # A model may end at once (EOS as its first token: nothing to show); anything longer must stream text.
     if usage.get("completion_tokens", 0) > 1:
         assert text, f"usage says {usage['completion_tokens']} tokens but no content arrived in {len(chunks)} chunks"
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_load_run_against_the_engine(name: str, tmp_path: Path) -> None:
+    """``servecheck load`` end to end against the real engine: every request recorded and timed by
+    the kernel's receive stamps, TTFT before E2E, and the output tokens the server's usage reports."""
+    live(name)
+    out = tmp_path / "reports"
+    cmd = [sys.executable, "-m", "servecheck", "load", "--target", f"local-{name}", "--targets-file",
+           str(ROOT / "targets.yaml"), "--users", "2", "--max-requests", "6", "--out", str(out), "--run-id", "live",
+           "--quiet", "--slo", "error_rate<=0%", "--allow-lag"]  # a busy CI machine may lag: not what is tested here
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    summary = json.loads((out / "live" / "summary.json").read_text())
+    assert res.returncode == 0, f"{res.stdout}\n{res.stderr}\nsummary reasons: {summary.get('reasons')}"
+    assert summary["requests"]["ok"] == 6 and summary["generator"]["reader"]["clock"] == "kernel", summary["generator"]
+    records = [json.loads(x) for x in (out / "live" / "records.jsonl").read_text().splitlines()]
+    for rec in records:
+        assert rec["output_tokens"] is not None, f"no usage from {name}: {rec}"
+        if rec["output_tokens"] > 0 and rec["output_tokens_client"] > 0:
+            assert 0 < rec["ttft"] <= rec["e2e"], rec

@@ -58,3 +58,33 @@ def test_reference_tokenize_is_detected(make_reference: Callable[..., RunningSer
     ps = build_prompt_set([PromptSpec(100, 16)], seed=0, count=counter, tokenizer=flavour, variants=2)
     assert ps.method == "tokenize:vllm"
     assert all(abs(p.prompt_tokens - 100) <= 2 for p in ps.prompts)
+
+
+def test_llamacpp_tokenize_is_not_mistaken_for_vllm() -> None:
+    """llama.cpp answers the vLLM body ({"model", "prompt"}) with {"tokens": []}: that must not pass
+    as the vLLM flavour (every prompt would count 0 tokens); its own {"content"} body is used."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            tokens = body.get("content", "").split()  # what llama.cpp does with the body it knows
+            data = json.dumps({"tokens": list(range(len(tokens)))}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        counter, flavour = tokenize_counter(f"http://127.0.0.1:{httpd.server_address[1]}", "m")
+        assert flavour == "llamacpp" and counter is not None and counter("one two three") == 3
+    finally:
+        httpd.shutdown()
