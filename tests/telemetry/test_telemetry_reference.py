@@ -2,7 +2,7 @@
 
 The reference server exposes vLLM's metric names; its ``kv-leak`` fault never frees the KV
 blocks of requests whose client disconnected. Cycles are short (a few abandoned streams, then a
-quarter second idle) so the whole test stays near two seconds per server.
+half second idle) so the whole test stays near four seconds per server.
 """
 
 from __future__ import annotations
@@ -15,7 +15,10 @@ import pytest
 from servecheck.telemetry import Cycle, Phases, TelemetryRecorder, analyse_leak, check_drain
 
 CYCLES = 5
-DRAIN_S = 0.25
+# Windows long enough for >= 3 samples at 20 ms even when a busy CI machine (five engines up and
+# pytest -n auto) delays the in-process sampler: shorter ones gave "insufficient_data" there.
+DRAIN_S = 0.5
+BASELINE_S = 0.5
 
 
 def _abandon_streams(base_url: str, count: int) -> None:
@@ -33,7 +36,7 @@ def _soak(server, tmp_path):
     with TelemetryRecorder(tmp_path, server.root + "/metrics", "reference", interval_s=0.02, nvml=False) as rec:
         assert rec.wait_ready(10), rec.summaries()
         t0 = time.time()
-        time.sleep(0.2)
+        time.sleep(BASELINE_S)
         cycles = []
         for _ in range(CYCLES):
             start = time.time()
@@ -41,7 +44,7 @@ def _soak(server, tmp_path):
             end = time.time()
             time.sleep(DRAIN_S)
             cycles.append(Cycle(start, end, time.time(), end + 0.1))
-    return rec.frame(), Phases((t0, t0 + 0.2), cycles)
+    return rec.frame(), Phases((t0, t0 + BASELINE_S), cycles)
 
 
 @pytest.mark.slow
