@@ -44,6 +44,7 @@ from servecheck.config.model import Target  # noqa: E402
 from servecheck.load.records import read_files  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from _docs import write_section  # noqa: E402
 from _truth import server_stats, start_truth_server, stop  # noqa: E402
 
 START, END = "<!-- load:start -->", "<!-- load:end -->"
@@ -248,18 +249,6 @@ def goals(levels: list[dict[str, Any]], best: dict[str, Any] | None) -> list[str
     return rows
 
 
-def write_docs(block: str) -> None:
-    path = ROOT / "docs" / "benchmarks.md"
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        _, tail = rest.split(END, 1)
-        text = head + block.rstrip("\n") + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    path.write_text(text, encoding="utf-8")
-
-
 READING = (
     "Reading: the reader times each read by the kernel's receive timestamp (`SO_TIMESTAMPNS`), so the"
     " generator's own scheduling delay does not enter TTFT or ITL, and the p50 errors stay at tens of"
@@ -317,7 +306,7 @@ def main() -> int:
     block = render(levels, sweep, best, meta)
     print(block)
     if not args.quick and not args.no_docs:
-        write_docs(block)
+        write_section(START, END, block)
     return 0
 
 

@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _docs import write_section  # benchmarks/ is on sys.path when run as a script
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- peers:start -->", "<!-- peers:end -->"
@@ -621,18 +622,6 @@ def render(summary: list[dict[str, Any]], how: dict[str, dict[str, Any]], meta: 
     return "\n".join(lines) + "\n"
 
 
-def write_docs(block: str) -> None:
-    path = ROOT / "docs" / "benchmarks.md"
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        _, tail = rest.split(END, 1)
-        text = head + block.rstrip("\n") + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    path.write_text(text, encoding="utf-8")
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tools", default=",".join(TOOLS))
@@ -688,7 +677,7 @@ def main() -> int:
     block = render(summary, how, meta)
     print(block)
     if not args.quick and not args.no_docs:
-        write_docs(block)
+        write_section(START, END, block)
         JSON_OUT.write_text(json.dumps({"meta": meta, "truth_ms": {"ttft": TTFT_S * 1000, "e2e": E2E_S * 1000,
                                                                    "itl": ITL_S * 1000},
                                         "summary": summary, "runs": rows, "how": how}, indent=1, default=str) + "\n")

@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from servecheck.clock import clock_offset
 from servecheck.load.wire import RECV_BYTES, Exchange, Origin, WireResult
 
 _perf = time.perf_counter
@@ -352,21 +353,6 @@ class StreamReactor:
         with contextlib.suppress(OSError, ValueError):
             self._ep.unregister(fd)
         item.event.set()
-
-
-def clock_offset(tries: int = 5) -> float:
-    """Realtime minus monotonic (``perf_counter``) clock, in seconds, to place the kernel's
-    realtime receive stamps on the generator's clock. Each try brackets one ``time.time()`` between
-    two ``perf_counter()`` reads; the tightest bracket wins, so a thread switch (or anything else)
-    landing between two reads cannot skew it by more than that bracket."""
-    best, width = 0.0, float("inf")
-    for _ in range(tries):
-        a = _perf()
-        r = time.time()
-        b = _perf()
-        if b - a < width:
-            best, width = r - (a + b) / 2, b - a
-    return best
 
 
 def _strerror(code: int) -> str:

@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servecheck.clock import clock_offset
+
 _perf = time.perf_counter
 MODEL = "truth"
 MAX_REQUEST_BYTES = 1 << 20
@@ -113,17 +115,6 @@ class _Lateness:
                 "late_p999_ms": round(self.quantile(0.999) * ms, 3), "late_max_ms": round(self.worst * ms, 3)}
 
 
-def _clock_offset() -> float:
-    best, width = 0.0, float("inf")
-    for _ in range(5):
-        a = _perf()
-        r = time.time()
-        b = _perf()
-        if b - a < width:
-            best, width = r - (a + b) / 2, b - a
-    return best
-
-
 def _chunk(payload: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(payload), payload)
 
@@ -155,7 +146,7 @@ class FastServer:
         self.late = _Lateness()
         self.requests = 0
         self.cpu0 = time.process_time()
-        self.clock_offset = _clock_offset()  # realtime - perf_counter, for the kernel's stamps
+        self.clock_offset = clock_offset()  # realtime - perf_counter, for the kernel's stamps
         self._arrived = 0.0  # arrival time of the request being handled
         self.stop = False
         self._routes: dict[tuple[str, str], Callable[[_Conn, bytes], None]] = {
@@ -171,7 +162,7 @@ class FastServer:
         while not self.stop:
             now = _perf()
             if now > next_offset:
-                self.clock_offset, next_offset = _clock_offset(), now + 1.0
+                self.clock_offset, next_offset = clock_offset(), now + 1.0
             while heap and heap[0][0] <= now:
                 due, _, st = heapq.heappop(heap)
                 self._emit(st, due, now)
