@@ -116,7 +116,9 @@ class StreamReactor:
         request = self.origin.request(path, body)
         ex = Exchange(on_data, deadline)
         for attempt in (0, 1):
-            reused = bool(self.pool)
+            # A retry always takes a fresh connection: the server that closed one idle connection
+            # has likely closed the other pooled ones too.
+            reused = bool(self.pool) and attempt == 0
             if reused:
                 sock = self.pool.pop()
             else:

@@ -307,7 +307,9 @@ class WireClient:
         """POST ``body``; call ``on_data(payload_bytes, arrival_time)`` per socket read of the body."""
         request = self.origin.request(path, body)
         for attempt in (0, 1):
-            reused = bool(self.pool)
+            # A retry always takes a fresh connection: the server that closed one idle connection
+            # has likely closed the other pooled ones too.
+            reused = bool(self.pool) and attempt == 0
             try:
                 conn = self.pool.pop() if reused else self._connect()
             except TimeoutError as exc:

@@ -111,14 +111,18 @@ def test_load_run_against_the_engine(name: str, tmp_path: Path) -> None:
     live(name)
     out = tmp_path / "reports"
     cmd = [sys.executable, "-m", "servecheck", "load", "--target", f"local-{name}", "--targets-file",
-           str(ROOT / "targets.yaml"), "--users", "2", "--max-requests", "6", "--out", str(out), "--run-id", "live",
-           "--quiet", "--slo", "error_rate<=0%", "--allow-lag"]  # a busy CI machine may lag: not what is tested here
+           str(ROOT / "targets.yaml"), "--users", "2", "--max-requests", "12", "--out", str(out), "--run-id", "live",
+           # One engine-side failure is tolerated: other engine tests fuzz the same server at the
+           # same time (seen once: llama.cpp closed a connection without answering). A busy CI
+           # machine may lag, which is not what is tested here.
+           "--quiet", "--slo", "error_rate<=10%", "--allow-lag"]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
     summary = json.loads((out / "live" / "summary.json").read_text())
     assert res.returncode == 0, f"{res.stdout}\n{res.stderr}\nsummary reasons: {summary.get('reasons')}"
-    assert summary["requests"]["ok"] == 6 and summary["generator"]["reader"]["clock"] == "kernel", summary["generator"]
+    assert summary["requests"]["ok"] >= 11 and summary["generator"]["reader"]["clock"] == "kernel", summary
+    assert set(summary["requests"]["errors"]) <= {"stream-error", "timeout", "http-500", "http-503"}, summary["requests"]
     records = [json.loads(x) for x in (out / "live" / "records.jsonl").read_text().splitlines()]
-    for rec in records:
+    for rec in (r for r in records if r["error"] is None):
         assert rec["output_tokens"] is not None, f"no usage from {name}: {rec}"
         if rec["output_tokens"] > 0 and rec["output_tokens_client"] > 0:
             assert 0 < rec["ttft"] <= rec["e2e"], rec

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from servecheck.client.http import ClientSettings, ServeClient
 from servecheck.load.reactor import StreamReactor
 from servecheck.load.stream import StreamState, classify
-from servecheck.load.wire import WireClient, _Dechunker
+from servecheck.load.wire import WireClient, _Conn, _Dechunker
 from servecheck.reference.inprocess import RunningServer
 
 Reader = WireClient | StreamReactor
@@ -120,3 +120,23 @@ def test_dechunker_reassembles_any_split(payloads: list[bytes], cuts: list[int],
     dech = _Dechunker()
     out = b"".join(dech.feed(r) for r in reads)
     assert out == b"".join(payloads) and dech.done
+
+
+def test_a_retry_takes_a_fresh_connection(make_reference: Callable[..., RunningServer],
+                                          make_reader: Callable[..., Reader]) -> None:
+    """Two pooled keep-alive connections the server has closed: the first fails, and the retry must
+    not take the second stale one (seen against llama.cpp: 'connection closed before the headers')."""
+    server = make_reference()
+    reader = make_reader(server.base_url)
+    for _ in range(2):
+        mine, theirs = socket.socketpair()
+        theirs.close()
+        if isinstance(reader, WireClient):
+            mine.settimeout(5)
+            reader.pool.append(_Conn(mine))
+        else:
+            mine.setblocking(False)
+            reader.pool.append(mine)
+    err, msg, st = _exchange(server, make_reader, client=reader)
+    assert err is None, msg
+    assert len(st.token_times) == 12
