@@ -126,7 +126,7 @@ class StreamReactor:
                 if isinstance(sock_or_err, WireResult):
                     return sock_or_err
                 sock = sock_or_err
-            ex = Exchange(on_data, deadline, may_retry=reused and attempt == 0, now=_perf())
+            ex = Exchange(on_data, deadline, may_retry=reused, now=_perf())
             try:
                 ex.res.t_sent = _perf()
                 self._sendall(sock, request)

@@ -278,13 +278,11 @@ class WireClient:
     def __init__(self, base_url: str, headers: dict[str, str], connect_timeout_s: float = 10.0,
                  read_timeout_s: float = 60.0, verify_tls: bool = True) -> None:
         self.origin = Origin(base_url, headers)
-        self.tls, self.host, self.port = self.origin.tls, self.origin.host, self.origin.port
-        self.headers = headers
         self.connect_timeout_s = connect_timeout_s
         self.read_timeout_s = read_timeout_s
         self.pool: list[_Conn] = []
         self._ctx: ssl.SSLContext | None = None
-        if self.tls:
+        if self.origin.tls:
             self._ctx = ssl.create_default_context()
             if not verify_tls:
                 self._ctx.check_hostname = False
@@ -295,10 +293,11 @@ class WireClient:
             self.pool.pop().close()
 
     def _connect(self) -> _Conn:
-        sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout_s)
+        host, port = self.origin.host, self.origin.port
+        sock = socket.create_connection((host, port), timeout=self.connect_timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self._ctx is not None:
-            sock = self._ctx.wrap_socket(sock, server_hostname=self.host)
+            sock = self._ctx.wrap_socket(sock, server_hostname=host)
         sock.settimeout(self.read_timeout_s)
         return _Conn(sock)
 
@@ -306,6 +305,7 @@ class WireClient:
                     deadline: float | None = None) -> WireResult:
         """POST ``body``; call ``on_data(payload_bytes, arrival_time)`` per socket read of the body."""
         request = self.origin.request(path, body)
+        where = f"{self.origin.host}:{self.origin.port}"
         for attempt in (0, 1):
             # A retry always takes a fresh connection: the server that closed one idle connection
             # has likely closed the other pooled ones too.
@@ -313,10 +313,10 @@ class WireClient:
             try:
                 conn = self.pool.pop() if reused else self._connect()
             except TimeoutError as exc:
-                return WireResult(error="connect", error_message=f"connect timeout to {self.host}:{self.port}: {exc}", t_end=_perf())
+                return WireResult(error="connect", error_message=f"connect timeout to {where}: {exc}", t_end=_perf())
             except OSError as exc:
-                return WireResult(error="connect", error_message=f"cannot connect to {self.host}:{self.port}: {exc}", t_end=_perf())
-            ex = Exchange(on_data, deadline, may_retry=reused and attempt == 0)
+                return WireResult(error="connect", error_message=f"cannot connect to {where}: {exc}", t_end=_perf())
+            ex = Exchange(on_data, deadline, may_retry=reused)
             self._exchange(conn, request, ex)
             if not ex.retry:
                 if ex.keep and ex.res.error is None:

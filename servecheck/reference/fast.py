@@ -147,9 +147,8 @@ class FastServer:
         self.requests = 0
         self.cpu0 = time.process_time()
         self.clock_offset = clock_offset()  # realtime - perf_counter, for the kernel's stamps
-        self._arrived = 0.0  # arrival time of the request being handled
         self.stop = False
-        self._routes: dict[tuple[str, str], Callable[[_Conn, bytes], None]] = {
+        self._routes: dict[tuple[str, str], Callable[[_Conn, bytes, float], None]] = {
             ("GET", "/health"): self._health, ("GET", "/v1/models"): self._models, ("GET", "/stats"): self._stats,
             ("POST", "/v1/chat/completions"): self._chat, ("POST", "/v1/completions"): self._completions,
         }
@@ -259,13 +258,13 @@ class FastServer:
         method, path = (parts[0], parts[1].split("?", 1)[0]) if len(parts) >= 2 else ("", "")
         handler = self._routes.get((method, path))
         self.requests += 1
-        self._arrived = conn.arrived or _perf()
+        arrived = conn.arrived or _perf()
         # A pipelined request behind this one has no stamp of its own: it is taken as arrived now.
         conn.arrived = _perf() if buf else 0.0
         if handler is None:
             self._send(conn, _response("404 Not Found", b'{"error":{"message":"not found","type":"not_found"}}'))
         else:
-            handler(conn, body)
+            handler(conn, body, arrived)
         return True
 
     def _send(self, conn: _Conn, data: bytes) -> None:
@@ -317,27 +316,26 @@ class FastServer:
 
     # -- routes -------------------------------------------------------------------
 
-    def _health(self, conn: _Conn, _body: bytes) -> None:
+    def _health(self, conn: _Conn, _body: bytes, _arrived: float) -> None:
         self._send(conn, _response("200 OK", b"ok", "text/plain"))
 
-    def _models(self, conn: _Conn, _body: bytes) -> None:
+    def _models(self, conn: _Conn, _body: bytes, _arrived: float) -> None:
         body = {"object": "list", "data": [{"id": MODEL, "object": "model", "created": 0, "owned_by": "servecheck",
                                             "max_model_len": 1 << 20}]}
         self._send(conn, _response("200 OK", json.dumps(body).encode()))
 
-    def _stats(self, conn: _Conn, _body: bytes) -> None:
+    def _stats(self, conn: _Conn, _body: bytes, _arrived: float) -> None:
         body = {"requests": self.requests, "open_streams": len(self.heap),
                 "cpu_s": round(time.process_time() - self.cpu0, 3), **self.late.summary()}
         self._send(conn, _response("200 OK", json.dumps(body).encode()))
 
-    def _chat(self, conn: _Conn, body: bytes) -> None:
-        self._generate(conn, body, chat=True)
+    def _chat(self, conn: _Conn, body: bytes, arrived: float) -> None:
+        self._generate(conn, body, arrived, chat=True)
 
-    def _completions(self, conn: _Conn, body: bytes) -> None:
-        self._generate(conn, body, chat=False)
+    def _completions(self, conn: _Conn, body: bytes, arrived: float) -> None:
+        self._generate(conn, body, arrived, chat=False)
 
-    def _generate(self, conn: _Conn, raw: bytes, chat: bool) -> None:
-        arrived = self._arrived
+    def _generate(self, conn: _Conn, raw: bytes, arrived: float, chat: bool) -> None:
         try:
             req = json.loads(raw)
             if not isinstance(req, dict):
