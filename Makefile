@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: check test venv docs lint typecheck bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py servecheck/load/_rxthread.c
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
 	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'

@@ -84,7 +84,8 @@ class _Controller:
         self.dispatcher_claimed = False
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **cfg.headers}
         self.headers.update(self.auth_headers())
-        # Plain HTTP: one epoll reader for all streams, kernel arrival times (reactor.py);
+        # Plain HTTP: one reader for all streams (the native thread or the epoll loop), kernel
+        # arrival times (reactor.py);
         # https: a blocking read per greenlet (wire.py).
         self.wire: StreamReactor | WireClient
         if cfg.base_url.startswith("https:"):
@@ -185,7 +186,7 @@ class _Controller:
         """Which reader timed the tokens, and how (kernel receive stamps or the reader's clock)."""
         w = self.wire
         if isinstance(w, StreamReactor):
-            return {"kind": "reactor", "reads": w.reads, "wakes": w.wakes, "kernel_stamps": w.kernel_stamps,
+            return {"kind": w.kind, "reads": w.reads, "wakes": w.wakes, "kernel_stamps": w.kernel_stamps,
                     "user_stamps": w.user_stamps}
         return {"kind": "blocking", "reads": None, "wakes": None, "kernel_stamps": 0, "user_stamps": None}
 

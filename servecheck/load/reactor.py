@@ -17,6 +17,18 @@ data is used; ``kernel_stamps`` / ``user_stamps`` count which.) Two tokens that 
 read share the later one's time; with a generator that keeps up that is rare, and it never makes a
 token earlier than it was.
 
+Who reads (``kind`` in ``summary.json``'s ``generator.reader``):
+
+- ``thread`` (the default where the optional C extension ``_rxthread`` is built): a native thread
+  that only reads. It waits in ``epoll_wait`` without the GIL and takes each socket's bytes and
+  stamp within microseconds of their arrival, however busy the Python side is; this loop then
+  takes the whole batch and parses it. With a Python reader, the pass over a few hundred ready
+  sockets plus the parsing lasted long enough on a small core (p99 11 ms at 256 streams,
+  ``docs/benchmarks.md``) for a stream's next token to arrive before the last one was read,
+  and the two shared the later stamp.
+- ``loop``: the same reads done by this loop itself with ``recvmsg`` (no compiler at install
+  time, not Linux, or ``SERVECHECK_READER=loop``).
+
 The loop and the requests' waits use ``select.select`` and ``threading.Event``: under Locust
 (gevent-patched) they are cooperative and the loop is a greenlet; in a plain process the loop is
 a thread. The sockets and the epoll object are the unpatched originals and never block.
@@ -35,6 +47,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from itertools import count
 from typing import Any
 
 from servecheck.clock import clock_offset
@@ -44,12 +57,23 @@ _perf = time.perf_counter
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform == "linux" else None)
 ANC_BYTES = socket.CMSG_SPACE(16)
 TICK_S = 0.1  # the loop's longest sleep: how often deadlines and no-data timeouts are checked
-# After each pass the loop pauses this long so that the next pass finds many sockets ready: one
+# After each pass the loop pauses this long so that the next pass has many reads to parse: one
 # wake-up then serves tens of reads. Accuracy does not suffer, since every read carries the
-# kernel's arrival stamp; only a stream's tokens that come closer together than this share one
-# read (and its later stamp).
+# kernel's arrival stamp. (With the loop reader, a stream's tokens that come closer together than
+# this share one read and its later stamp; the native thread reads as the data arrives.)
 BATCH_S = 0.001
 _TS = struct.Struct("qq")
+ENV_READER = "SERVECHECK_READER"  # "loop" forces the pure-Python reader
+
+_rxthread: Any
+try:  # the optional C extension (setup.py); absent where it could not be built
+    from servecheck.load import _rxthread
+except ImportError:  # pragma: no cover - depends on the build
+    _rxthread = None
+
+# One read: (key, kernel receive stamp in CLOCK_REALTIME seconds or 0.0, reader's perf_counter
+# time after the read, the bytes (b"" at EOF) or an errno when the connection failed).
+Read = tuple[int, float, float, "bytes | int"]
 
 
 def _gevent_hub() -> Any:
@@ -70,10 +94,115 @@ def _original(module: str, name: str) -> Any:
 
 
 class _Live:
-    __slots__ = ("sock", "ex", "event")
+    __slots__ = ("sock", "fd", "ex", "event")
 
     def __init__(self, sock: socket.socket, ex: Exchange, event: threading.Event) -> None:
-        self.sock, self.ex, self.event = sock, ex, event
+        self.sock, self.fd, self.ex, self.event = sock, sock.fileno(), ex, event
+
+
+class _LoopReads:
+    """Reads done by the loop itself: ``epoll`` plus one ``recvmsg`` per ready socket."""
+
+    kind = "loop"
+
+    def __init__(self) -> None:
+        self._ep = _original("select", "epoll")()
+        self._wake = os.pipe()  # wake() writes here
+        os.set_blocking(self._wake[0], False)
+        self._ep.register(self._wake[0], select.EPOLLIN)
+        self._socks: dict[int, tuple[int, socket.socket]] = {}
+
+    def fileno(self) -> int:
+        return self._ep.fileno()
+
+    def add(self, sock: socket.socket, key: int) -> None:
+        fd = sock.fileno()
+        self._socks[fd] = (key, sock)
+        self._ep.register(fd, select.EPOLLIN)
+
+    def remove(self, fd: int) -> None:
+        self._socks.pop(fd, None)
+        with contextlib.suppress(OSError, ValueError):
+            self._ep.unregister(fd)
+
+    def take(self) -> list[Read]:
+        try:
+            events = self._ep.poll(0)
+        except (OSError, ValueError):
+            return []
+        out: list[Read] = []
+        socks = self._socks
+        for fd, _ev in events:
+            entry = socks.get(fd)
+            if entry is None:
+                if fd == self._wake[0]:
+                    with contextlib.suppress(OSError):
+                        os.read(fd, 64)
+                continue
+            key, sock = entry
+            try:
+                data, anc, _flags, _addr = sock.recvmsg(RECV_BYTES, ANC_BYTES)
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                out.append((key, 0.0, _perf(), exc.errno or errno.EIO))
+                continue
+            t_read = _perf()  # after the read: data that came in during this pass is not early
+            stamp = 0.0
+            if anc:
+                sec, nsec = _TS.unpack_from(anc[0][2])
+                stamp = sec + nsec * 1e-9
+            out.append((key, stamp, t_read, data))
+        return out
+
+    def wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake[1], b"x")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._ep.close()
+        for fd in self._wake:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class _ThreadReads:
+    """Reads done by the native reader thread (``_rxthread.Reader``); ``take`` collects them."""
+
+    kind = "thread"
+
+    def __init__(self) -> None:
+        assert _rxthread is not None
+        self._rx = _rxthread.Reader()
+
+    def fileno(self) -> int:
+        return int(self._rx.fileno())
+
+    def add(self, sock: socket.socket, key: int) -> None:
+        self._rx.add(sock.fileno(), key)
+
+    def remove(self, fd: int) -> None:
+        self._rx.remove(fd)
+
+    def take(self) -> list[Read]:
+        reads: list[Read] = self._rx.take()
+        return reads
+
+    def wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._rx.fileno(), (1).to_bytes(8, sys.byteorder))
+
+    def close(self) -> None:
+        self._rx.close()  # stops and joins the thread; its descriptors go with the object
+
+
+def reader_kind(preferred: str | None = None) -> str:
+    """``thread`` when the native reader is built and not turned off, else ``loop``."""
+    want = preferred or os.environ.get(ENV_READER, "").strip().lower() or "thread"
+    if want not in ("thread", "loop"):
+        raise ValueError(f"{ENV_READER} must be 'thread' or 'loop', not {want!r}")
+    return "thread" if want == "thread" and _rxthread is not None else "loop"
 
 
 class StreamReactor:
@@ -84,19 +213,18 @@ class StreamReactor:
     """
 
     def __init__(self, base_url: str, headers: dict[str, str], connect_timeout_s: float = 10.0,
-                 read_timeout_s: float = 60.0) -> None:
+                 read_timeout_s: float = 60.0, reader: str | None = None) -> None:
         self.origin = Origin(base_url, headers)
         if self.origin.tls:
             raise ValueError("StreamReactor reads plain HTTP; use WireClient for https")
         self.connect_timeout_s = connect_timeout_s
         self.read_timeout_s = read_timeout_s
         self._socket_cls = _original("socket", "socket")
-        self._ep = _original("select", "epoll")()
-        self._wake = os.pipe()  # close() writes here to wake the loop
-        os.set_blocking(self._wake[0], False)
-        self._ep.register(self._wake[0], select.EPOLLIN)
+        self._src: _LoopReads | _ThreadReads = _ThreadReads() if reader_kind(reader) == "thread" else _LoopReads()
+        self.kind = self._src.kind
+        self._keys = count(1)
         self._offset = clock_offset()  # realtime - perf_counter, for the kernel's stamps
-        self._live: dict[int, _Live] = {}
+        self._live: dict[int, _Live] = {}  # by key
         self.pool: list[socket.socket] = []
         self._addr: tuple[Any, ...] | None = None
         self._family = socket.AF_INET
@@ -190,20 +318,20 @@ class StreamReactor:
 
     def _wait(self, sock: socket.socket, ex: Exchange) -> None:
         event = threading.Event()
-        fd = sock.fileno()
-        self._live[fd] = _Live(sock, ex, event)
-        self._ep.register(fd, select.EPOLLIN)
+        key = next(self._keys)
+        self._live[key] = _Live(sock, ex, event)
+        self._src.add(sock, key)
         self._ensure_loop()
         # The loop ends every exchange (data, close, deadline or the no-data timeout), so this
         # wait ends; the check only guards against a loop that died.
         try:
             while not event.wait(20 * TICK_S):
                 if self._loop_thread is None or not self._loop_thread.is_alive():
-                    self._finish(fd, "fail", "stream-error", "the load generator's reader loop stopped")
+                    self._finish(key, "fail", "stream-error", "the load generator's reader loop stopped")
         except BaseException:
             # The caller was cancelled (Locust stopping a user kills its greenlet): forget the
             # exchange and drop its connection, whose response would otherwise still be arriving.
-            self._finish(fd, "fail", "stream-error", "the request was cancelled")
+            self._finish(key, "fail", "stream-error", "the request was cancelled")
             self._discard(sock)
             raise
 
@@ -213,21 +341,16 @@ class StreamReactor:
 
     def close(self) -> None:
         self._closed = True
-        for fd in list(self._live):
-            self._finish(fd, "fail", "stream-error", "the load generator is shutting down")
+        for key in list(self._live):
+            self._finish(key, "fail", "stream-error", "the load generator is shutting down")
         while self.pool:
             self._discard(self.pool.pop())
-        # The loop closes the epoll object on its way out: closing a descriptor that gevent's hub
+        # The loop closes the read source on its way out: closing a descriptor that gevent's hub
         # is still watching breaks the hub (and with it Locust's messaging to the master).
         if self._loop_thread is None or not self._loop_thread.is_alive():
-            with contextlib.suppress(OSError):
-                self._ep.close()
-            for fd in self._wake:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            self._src.close()
         else:
-            with contextlib.suppress(OSError):
-                os.write(self._wake[1], b"x")  # wake the loop so it sees _closed
+            self._src.wake()  # wake the loop so it sees _closed
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -245,15 +368,11 @@ class StreamReactor:
             else:
                 self._run_select()
         finally:
-            with contextlib.suppress(OSError):
-                self._ep.close()
-            for fd in self._wake:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            self._src.close()
 
     def _run_select(self) -> None:
         """Plain threads: wait with ``select`` (woken by data, ``close`` or the tick)."""
-        epfd = self._ep.fileno()
+        epfd = self._src.fileno()
         next_check = _perf() + TICK_S
         while not self._closed:
             try:
@@ -272,7 +391,7 @@ class StreamReactor:
         """Under gevent: one io watcher on the epoll descriptor, kept for the whole run, and a
         repeating timer for deadlines. (``select.select`` would build and tear down watchers and
         a timeout on every wake-up: at one read per wake-up that cost more than the read.)"""
-        watcher = hub.loop.io(self._ep.fileno(), 1)
+        watcher = hub.loop.io(self._src.fileno(), 1)
         timer = hub.loop.timer(TICK_S, TICK_S)
         timer.start(self._tick)
         try:
@@ -290,70 +409,52 @@ class StreamReactor:
         self._expire(_perf())
 
     def _drain(self) -> None:
-        """Read every ready socket once; time each read by its kernel receive stamp."""
-        try:
-            events = self._ep.poll(0)
-        except (OSError, ValueError):
-            return
-        if events:
+        """Parse every read taken since the last pass; time each by its kernel receive stamp."""
+        reads = self._src.take()
+        if reads:
             self.wakes += 1
         live, offset = self._live, self._offset
-        for fd, _ev in events:
-            item = live.get(fd)
+        for key, stamp, t_read, data in reads:
+            item = live.get(key)
             if item is None:
-                if fd == self._wake[0]:
-                    with contextlib.suppress(OSError):
-                        os.read(fd, 64)
                 continue
             ex = item.ex
-            try:
-                data, anc, _flags, _addr = item.sock.recvmsg(RECV_BYTES, ANC_BYTES)
-            except BlockingIOError:
-                continue
-            except OSError as exc:
-                ex.broken(exc, _perf())
-                self._done(fd, item)
-                continue
-            t_read = _perf()  # after the read: data that came in during this pass is not early
-            if not data:
+            if isinstance(data, int):
+                ex.broken(OSError(data, _strerror(data)), t_read)
+            elif not data:
                 ex.eof(t_read)  # a close carries no receive timestamp
             else:
                 self.reads += 1
                 t = t_read
-                if anc:
-                    sec, nsec = _TS.unpack_from(anc[0][2])
-                    k = sec + nsec * 1e-9 - offset
-                    if t_read - 30.0 < k <= t_read + 0.0005:
-                        t = min(k, t_read)
-                        self.kernel_stamps += 1
-                    else:
-                        self.user_stamps += 1
+                k = stamp - offset
+                if stamp and t_read - 30.0 < k <= t_read + 0.0005:
+                    t = min(k, t_read)
+                    self.kernel_stamps += 1
                 else:
                     self.user_stamps += 1
                 ex.feed(data, t)
             if ex.done:
-                self._done(fd, item)
+                self._done(key, item)
 
     def _expire(self, now: float) -> None:
-        for fd, item in list(self._live.items()):
+        for key, item in list(self._live.items()):
             ex = item.ex
             if ex.deadline is not None and now > ex.deadline:
-                self._finish(fd, "fail", "timeout", "the response did not complete before the deadline")
+                self._finish(key, "fail", "timeout", "the response did not complete before the deadline")
             elif now - ex.last > self.read_timeout_s:
-                self._finish(fd, "fail", "timeout", f"no data for {self.read_timeout_s:g} s")
+                self._finish(key, "fail", "timeout", f"no data for {self.read_timeout_s:g} s")
 
-    def _finish(self, fd: int, how: str, kind: str, message: str) -> None:
-        item = self._live.get(fd)
+    def _finish(self, key: int, how: str, kind: str, message: str) -> None:
+        item = self._live.get(key)
         if item is None:
             return
         if how == "fail":
             item.ex.fail(kind, message, _perf())
-        self._done(fd, item)
+        self._done(key, item)
 
-    def _done(self, fd: int, item: _Live) -> None:
-        self._live.pop(fd, None)
-        with contextlib.suppress(OSError, ValueError):
-            self._ep.unregister(fd)
+    def _done(self, key: int, item: _Live) -> None:
+        self._live.pop(key, None)
+        self._src.remove(item.fd)
         item.event.set()
 
 

@@ -41,8 +41,9 @@ def _cmd(targets: Path, out: Path, *args: str) -> list[str]:
             "--out", str(out), "--quiet", *args]
 
 
-def _run(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+def _run(cmd: list[str], timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          env={**os.environ, **env} if env else None)
 
 
 def _summary(out: Path) -> dict:
@@ -73,14 +74,19 @@ def test_closed_loop_run_writes_the_report(fast_server: RunningServer, tmp_path:
         assert (run_dir / name).is_file(), f"{name} missing from {sorted(os.listdir(run_dir))}"
     assert "sk-load-selftest-1234" not in (run_dir / "load-config.json").read_text()
     assert "PASS ttft_p95<=30s" in proc.stdout
+    if sys.platform == "linux":  # the native reader thread read the streams, timed by the kernel
+        assert s["generator"]["reader"]["kinds"] == ["thread"], s["generator"]["reader"]
+        assert s["generator"]["reader"]["clock"] == "kernel", s["generator"]["reader"]
 
 
 def test_open_loop_plans_and_sends(fast_server: RunningServer, tmp_path: Path) -> None:
     targets = _targets(tmp_path, fast_server)
     out = tmp_path / "reports"
-    proc = _run(_cmd(targets, out, "--rate", "10/s", "--duration", "2s", "--allow-lag"))
+    # The pure-Python reader (what runs where the C extension is not built), under Locust.
+    proc = _run(_cmd(targets, out, "--rate", "10/s", "--duration", "2s", "--allow-lag"), env={"SERVECHECK_READER": "loop"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     s = _summary(out)
+    assert s["generator"]["reader"]["kinds"] == ["loop"], s["generator"]["reader"]
     assert s["mode"] == "fixed" and s["schedule"]["planned"] == 20
     assert s["requests"]["total"] == 20, s["schedule"]
     assert s["latency_ms"]["lag"]["count"] == 20

@@ -1,4 +1,5 @@
-"""The calibration server (servecheck.reference.fast) and the epoll reader together.
+"""The calibration server (servecheck.reference.fast) and the stream reactor together, with both
+of the reactor's readers (the native reader thread and the pure-Python loop).
 
 No timing goals here (those are benchmarks): only what must hold on any machine. A token can
 never be timed before the server sent it (TTFT >= the configured TTFT), every token is counted,
@@ -27,6 +28,11 @@ ROOT = Path(__file__).resolve().parents[2]
 TTFT_S, ITL_S = 0.050, 0.004
 
 
+@pytest.fixture(params=["thread", "loop"])
+def reader(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture()
 def fast() -> Iterator[str]:
     server = FastServer("127.0.0.1", 0, Timing(TTFT_S, ITL_S, 16))
@@ -47,8 +53,9 @@ def _get(url: str) -> dict:
         return json.loads(r.read())
 
 
-def test_concurrent_streams_on_one_reader_are_complete_and_never_early(fast: str) -> None:
-    reactor = StreamReactor(fast + "/v1", {"Content-Type": "application/json"}, 5.0, 10.0)
+def test_concurrent_streams_on_one_reader_are_complete_and_never_early(fast: str, reader: str) -> None:
+    reactor = StreamReactor(fast + "/v1", {"Content-Type": "application/json"}, 5.0, 10.0, reader=reader)
+    assert reactor.kind == reader, "the native reader (servecheck/load/_rxthread.c) is not built: pip install -e . needs a C compiler"
     results: list[tuple[str | None, str, StreamState, float]] = []
 
     def one() -> None:
@@ -79,10 +86,10 @@ def test_concurrent_streams_on_one_reader_are_complete_and_never_early(fast: str
     assert reactor.reads >= 72 and pooled == 24  # keep-alive: one connection per concurrent caller
 
 
-def test_reader_deadline_and_a_server_that_never_answers() -> None:
+def test_reader_deadline_and_a_server_that_never_answers(reader: str) -> None:
     with socket.create_server(("127.0.0.1", 0)) as silent:
         port = silent.getsockname()[1]
-        reactor = StreamReactor(f"http://127.0.0.1:{port}/v1", {}, 2.0, 0.3)
+        reactor = StreamReactor(f"http://127.0.0.1:{port}/v1", {}, 2.0, 0.3, reader=reader)
         res = reactor.post_stream("/chat/completions", _body(), lambda b, t: None)
         assert res.error == "timeout" and res.error_message == "no data for 0.3 s"
         res = reactor.post_stream("/chat/completions", _body(), lambda b, t: None, deadline=time.perf_counter() + 0.2)
@@ -90,7 +97,7 @@ def test_reader_deadline_and_a_server_that_never_answers() -> None:
         reactor.close()
 
 
-def test_server_closing_mid_response_is_a_stream_error() -> None:
+def test_server_closing_mid_response_is_a_stream_error(reader: str) -> None:
     with socket.create_server(("127.0.0.1", 0)) as srv:
         port = srv.getsockname()[1]
 
@@ -103,7 +110,7 @@ def test_server_closing_mid_response_is_a_stream_error() -> None:
 
         t = threading.Thread(target=serve, daemon=True)
         t.start()
-        reactor = StreamReactor(f"http://127.0.0.1:{port}/v1", {}, 2.0, 5.0)
+        reactor = StreamReactor(f"http://127.0.0.1:{port}/v1", {}, 2.0, 5.0, reader=reader)
         res = reactor.post_stream("/chat/completions", _body(), lambda b, t: None)
         reactor.close()
         t.join(timeout=5)

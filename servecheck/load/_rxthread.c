@@ -1,0 +1,381 @@
+/* The load generator's socket reader thread (optional C extension; see reactor.py).
+ *
+ * Why: the Python reader (StreamReactor's epoll pass) times every read by the kernel's receive
+ * stamp, so the generator's own delay is not in TTFT or ITL, except in one case: a token that is
+ * still unread when the stream's next token arrives shares that later stamp. At a few hundred
+ * streams the Python pass over all ready sockets plus the parsing takes long enough (several ms
+ * on a small core) for that to happen to a few percent of tokens. This thread only reads: it
+ * waits in epoll_wait without the GIL, takes each ready socket's bytes and kernel stamp into a
+ * buffer within microseconds of their arrival, and never runs Python. The Python side takes the
+ * buffer whenever it likes (an eventfd says there is something) and parses at leisure.
+ *
+ * Interface (module servecheck.load._rxthread):
+ *   r = Reader()            a reader; its thread starts on the first add()
+ *   r.fileno()              an eventfd that becomes readable when records are waiting
+ *   r.add(fd, key)          start reading fd; its records carry key (an int chosen by the caller,
+ *                           so that a reused descriptor number never mixes two connections)
+ *   r.remove(fd)            stop reading fd; no record of it is taken after this returns
+ *   r.take() -> list        records since the last take: (key, stamp, t_read, data) where stamp
+ *                           is the kernel's receive time (CLOCK_REALTIME seconds, or 0.0 when the
+ *                           kernel gave none), t_read the thread's CLOCK_MONOTONIC time after the
+ *                           read (time.perf_counter's clock on Linux) and data the bytes read;
+ *                           b"" means the peer closed; an int is an errno (the connection failed)
+ *   r.close()               stop and join the thread (idempotent)
+ * After EOF or an error the thread stops watching that descriptor by itself; the caller still
+ * calls remove().
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RECV_BYTES 65536
+#define MAX_EVENTS 256
+#define BUFFER_LIMIT (64u << 20) /* stop reading (back-pressure through TCP) above this */
+
+enum { REC_DATA = 0, REC_EOF = 1, REC_ERROR = 2 };
+
+typedef struct {
+    int64_t key;
+    double stamp;
+    double t_read;
+    int32_t kind;
+    int32_t len; /* bytes for REC_DATA, errno for REC_ERROR */
+} rec_head;
+
+typedef struct {
+    PyObject_HEAD
+    int ep;
+    int notify_fd; /* readable while records wait for take() */
+    int stop_fd;   /* written by close() to end the thread */
+    pthread_t thread;
+    int started;
+    pid_t owner; /* the process that started the thread (a forked child has no thread) */
+    int closed;
+    pthread_mutex_t mu; /* guards everything below, and every recvmsg */
+    int64_t *keys;      /* per descriptor number: the key, or -1 when not watched */
+    int nkeys;
+    char *buf;
+    size_t len, cap;
+    int notified;
+} Reader;
+
+static double now_mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int append(Reader *r, const rec_head *h, const char *data) {
+    size_t need = r->len + sizeof(rec_head) + (h->kind == REC_DATA ? (size_t)h->len : 0);
+    if (need > r->cap) {
+        size_t cap = r->cap ? r->cap : 1 << 16;
+        while (cap < need) cap *= 2;
+        char *nb = realloc(r->buf, cap);
+        if (nb == NULL) return -1;
+        r->buf = nb;
+        r->cap = cap;
+    }
+    memcpy(r->buf + r->len, h, sizeof(rec_head));
+    r->len += sizeof(rec_head);
+    if (h->kind == REC_DATA) {
+        memcpy(r->buf + r->len, data, (size_t)h->len);
+        r->len += (size_t)h->len;
+    }
+    return 0;
+}
+
+/* Read fd once (the caller holds r->mu); returns 1 when a record was added. */
+static int read_one(Reader *r, int fd, char *data, char *anc, size_t anc_len) {
+    if (fd < 0 || fd >= r->nkeys || r->keys[fd] < 0) return 0; /* removed meanwhile */
+    struct iovec iov = {data, RECV_BYTES};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = anc;
+    msg.msg_controllen = anc_len;
+    ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+    rec_head h;
+    memset(&h, 0, sizeof h);
+    h.key = r->keys[fd];
+    h.t_read = now_mono();
+    if (n > 0) {
+        h.kind = REC_DATA;
+        h.len = (int32_t)n;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPNS) {
+                struct timespec ts;
+                memcpy(&ts, CMSG_DATA(c), sizeof ts);
+                h.stamp = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+            }
+        }
+    } else {
+        h.kind = n == 0 ? REC_EOF : REC_ERROR;
+        h.len = n == 0 ? 0 : errno;
+        /* Nothing more will come: stop watching, or level-triggered epoll reports it forever. */
+        epoll_ctl(r->ep, EPOLL_CTL_DEL, fd, NULL);
+        r->keys[fd] = -1;
+    }
+    if (append(r, &h, data) < 0) return 0;
+    return 1;
+}
+
+static void *run(void *arg) {
+    Reader *r = (Reader *)arg;
+    struct epoll_event events[MAX_EVENTS];
+    char *data = malloc(RECV_BYTES);
+    char anc[CMSG_SPACE(sizeof(struct timespec)) * 2];
+    if (data == NULL) return NULL;
+    for (;;) {
+        int n = epoll_wait(r->ep, events, MAX_EVENTS, 1000);
+        if (n < 0 && errno != EINTR) break;
+        int stop = 0, added = 0;
+        for (int i = 0; i < n; i++) {
+            int fd = events[i].data.fd;
+            if (fd == r->stop_fd) {
+                stop = 1;
+                continue;
+            }
+            pthread_mutex_lock(&r->mu);
+            if (r->len < BUFFER_LIMIT) added |= read_one(r, fd, data, anc, sizeof anc);
+            pthread_mutex_unlock(&r->mu);
+        }
+        if (stop) break;
+        if (added) {
+            pthread_mutex_lock(&r->mu);
+            int signal = !r->notified && r->len > 0;
+            if (signal) r->notified = 1;
+            pthread_mutex_unlock(&r->mu);
+            if (signal) {
+                uint64_t one = 1;
+                ssize_t w = write(r->notify_fd, &one, sizeof one);
+                (void)w;
+            }
+        }
+        pthread_mutex_lock(&r->mu);
+        int full = r->len >= BUFFER_LIMIT;
+        pthread_mutex_unlock(&r->mu);
+        if (full) {
+            struct timespec pause = {0, 1000000}; /* the taker is behind: let it catch up */
+            nanosleep(&pause, NULL);
+        }
+    }
+    free(data);
+    return NULL;
+}
+
+static void reader_stop(Reader *r) {
+    if (r->closed) return;
+    r->closed = 1;
+    if (r->started && r->owner == getpid()) {
+        uint64_t one = 1;
+        ssize_t w = write(r->stop_fd, &one, sizeof one);
+        (void)w;
+        Py_BEGIN_ALLOW_THREADS
+        pthread_join(r->thread, NULL);
+        Py_END_ALLOW_THREADS
+        r->started = 0;
+    }
+}
+
+static PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    if (PyTuple_GET_SIZE(args) || (kwds && PyDict_GET_SIZE(kwds))) {
+        PyErr_SetString(PyExc_TypeError, "Reader() takes no arguments");
+        return NULL;
+    }
+    Reader *r = (Reader *)type->tp_alloc(type, 0);
+    if (r == NULL) return NULL;
+    r->ep = r->notify_fd = r->stop_fd = -1;
+    pthread_mutex_init(&r->mu, NULL);
+    r->ep = epoll_create1(EPOLL_CLOEXEC);
+    r->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (r->ep < 0 || r->notify_fd < 0 || r->stop_fd < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        Py_DECREF(r);
+        return NULL;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = r->stop_fd};
+    if (epoll_ctl(r->ep, EPOLL_CTL_ADD, r->stop_fd, &ev) < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        Py_DECREF(r);
+        return NULL;
+    }
+    return (PyObject *)r;
+}
+
+static void Reader_dealloc(Reader *r) {
+    reader_stop(r);
+    if (r->ep >= 0) close(r->ep);
+    if (r->notify_fd >= 0) close(r->notify_fd);
+    if (r->stop_fd >= 0) close(r->stop_fd);
+    pthread_mutex_destroy(&r->mu);
+    free(r->keys);
+    free(r->buf);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+static PyObject *Reader_add(Reader *r, PyObject *args) {
+    int fd;
+    long long key;
+    if (!PyArg_ParseTuple(args, "iL", &fd, &key)) return NULL;
+    if (r->closed) {
+        PyErr_SetString(PyExc_RuntimeError, "the reader is closed");
+        return NULL;
+    }
+    if (fd < 0 || key < 0) {
+        PyErr_SetString(PyExc_ValueError, "fd and key must be >= 0");
+        return NULL;
+    }
+    pthread_mutex_lock(&r->mu);
+    if (fd >= r->nkeys) {
+        int n = r->nkeys ? r->nkeys : 1024;
+        while (n <= fd) n *= 2;
+        int64_t *nk = realloc(r->keys, (size_t)n * sizeof(int64_t));
+        if (nk == NULL) {
+            pthread_mutex_unlock(&r->mu);
+            return PyErr_NoMemory();
+        }
+        for (int i = r->nkeys; i < n; i++) nk[i] = -1;
+        r->keys = nk;
+        r->nkeys = n;
+    }
+    r->keys[fd] = key;
+    pthread_mutex_unlock(&r->mu);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.fd = fd};
+    if (epoll_ctl(r->ep, EPOLL_CTL_ADD, fd, &ev) < 0 && errno != EEXIST) {
+        int err = errno;
+        pthread_mutex_lock(&r->mu);
+        r->keys[fd] = -1;
+        pthread_mutex_unlock(&r->mu);
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    if (!r->started) {
+        int rc = pthread_create(&r->thread, NULL, run, r);
+        if (rc != 0) {
+            errno = rc;
+            return PyErr_SetFromErrno(PyExc_OSError);
+        }
+        r->started = 1;
+        r->owner = getpid();
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *Reader_remove(Reader *r, PyObject *args) {
+    int fd;
+    if (!PyArg_ParseTuple(args, "i", &fd)) return NULL;
+    pthread_mutex_lock(&r->mu); /* waits out a recvmsg on fd that is under way */
+    if (fd >= 0 && fd < r->nkeys) r->keys[fd] = -1;
+    pthread_mutex_unlock(&r->mu);
+    if (fd >= 0) epoll_ctl(r->ep, EPOLL_CTL_DEL, fd, NULL); /* ENOENT after EOF: fine */
+    Py_RETURN_NONE;
+}
+
+static PyObject *Reader_take(Reader *r, PyObject *unused) {
+    /* Clear the eventfd first: a record appended after the swap below signals it again, so the
+     * caller's next wait cannot miss it. */
+    uint64_t count;
+    ssize_t rd = read(r->notify_fd, &count, sizeof count); /* EAGAIN when not signalled */
+    (void)rd;
+    pthread_mutex_lock(&r->mu);
+    char *buf = r->buf;
+    size_t len = r->len;
+    r->buf = NULL;
+    r->len = r->cap = 0;
+    r->notified = 0;
+    pthread_mutex_unlock(&r->mu);
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        free(buf);
+        return NULL;
+    }
+    size_t pos = 0;
+    while (pos + sizeof(rec_head) <= len) {
+        rec_head h;
+        memcpy(&h, buf + pos, sizeof h);
+        pos += sizeof h;
+        PyObject *payload;
+        if (h.kind == REC_DATA) {
+            payload = PyBytes_FromStringAndSize(buf + pos, h.len);
+            pos += (size_t)h.len;
+        } else if (h.kind == REC_EOF) {
+            payload = PyBytes_FromStringAndSize(NULL, 0);
+        } else {
+            payload = PyLong_FromLong(h.len);
+        }
+        PyObject *item = payload ? Py_BuildValue("(LddN)", (long long)h.key, h.stamp, h.t_read, payload) : NULL;
+        if (item == NULL || PyList_Append(out, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(out);
+            free(buf);
+            return NULL;
+        }
+        Py_DECREF(item);
+    }
+    free(buf);
+    return out;
+}
+
+static PyObject *Reader_fileno(Reader *r, PyObject *unused) { return PyLong_FromLong(r->notify_fd); }
+
+static PyObject *Reader_close(Reader *r, PyObject *unused) {
+    reader_stop(r);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Reader_running(Reader *r, void *closure) { return PyBool_FromLong(r->started && !r->closed); }
+
+static PyMethodDef Reader_methods[] = {
+    {"add", (PyCFunction)Reader_add, METH_VARARGS, "add(fd, key): start reading fd"},
+    {"remove", (PyCFunction)Reader_remove, METH_VARARGS, "remove(fd): stop reading fd"},
+    {"take", (PyCFunction)Reader_take, METH_NOARGS, "take() -> [(key, stamp, t_read, data)]"},
+    {"fileno", (PyCFunction)Reader_fileno, METH_NOARGS, "the eventfd that is readable while records wait"},
+    {"close", (PyCFunction)Reader_close, METH_NOARGS, "stop and join the thread"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Reader_getset[] = {
+    {"running", (getter)Reader_running, NULL, "whether the thread is running", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ReaderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "servecheck.load._rxthread.Reader",
+    .tp_basicsize = sizeof(Reader),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Reads registered sockets in a thread of its own, with their kernel receive stamps.",
+    .tp_new = Reader_new,
+    .tp_dealloc = (destructor)Reader_dealloc,
+    .tp_methods = Reader_methods,
+    .tp_getset = Reader_getset,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_rxthread", "The load generator's socket reader thread.", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__rxthread(void) {
+    if (PyType_Ready(&ReaderType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&ReaderType);
+    if (PyModule_AddObject(m, "Reader", (PyObject *)&ReaderType) < 0) {
+        Py_DECREF(&ReaderType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
