@@ -10,7 +10,11 @@
  * buffer whenever it likes (an eventfd says there is something) and parses at leisure.
  *
  * Interface (module servecheck.load._rxthread):
- *   r = Reader()            a reader; its thread starts on the first add()
+ *   r = Reader(pause_s)     a reader; its thread starts on the first add(). After each pass that
+ *                           read something the thread sleeps pause_s, so that one wake-up serves
+ *                           many reads (a context switch per token cost more than the read); only
+ *                           tokens of one stream closer together than that share a read
+ *                           and its stamp
  *   r.fileno()              an eventfd that becomes readable when records are waiting
  *   r.add(fd, key)          start reading fd; its records carry key (an int chosen by the caller,
  *                           so that a reused descriptor number never mixes two connections)
@@ -66,6 +70,7 @@ typedef struct {
     char *buf;
     size_t len, cap;
     int notified;
+    long pause_ns;
 } Reader;
 
 static double now_mono(void) {
@@ -168,6 +173,9 @@ static void *run(void *arg) {
         if (full) {
             struct timespec pause = {0, 1000000}; /* the taker is behind: let it catch up */
             nanosleep(&pause, NULL);
+        } else if (added && r->pause_ns > 0) {
+            struct timespec pause = {0, r->pause_ns};
+            nanosleep(&pause, NULL);
         }
     }
     free(data);
@@ -189,12 +197,16 @@ static void reader_stop(Reader *r) {
 }
 
 static PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    if (PyTuple_GET_SIZE(args) || (kwds && PyDict_GET_SIZE(kwds))) {
-        PyErr_SetString(PyExc_TypeError, "Reader() takes no arguments");
+    static char *kwlist[] = {"pause_s", NULL};
+    double pause_s = 0.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|d", kwlist, &pause_s)) return NULL;
+    if (!(pause_s >= 0.0 && pause_s < 1.0)) {
+        PyErr_SetString(PyExc_ValueError, "pause_s must be in [0, 1) seconds");
         return NULL;
     }
     Reader *r = (Reader *)type->tp_alloc(type, 0);
     if (r == NULL) return NULL;
+    r->pause_ns = (long)(pause_s * 1e9);
     r->ep = r->notify_fd = r->stop_fd = -1;
     pthread_mutex_init(&r->mu, NULL);
     r->ep = epoll_create1(EPOLL_CLOEXEC);

@@ -29,7 +29,7 @@ Who reads (``kind`` in ``summary.json``'s ``generator.reader``):
 - ``loop``: the same reads done by this loop itself with ``recvmsg`` (no compiler at install
   time, not Linux, or ``SERVECHECK_READER=loop``).
 
-The loop and the requests' waits use ``select.select`` and ``threading.Event``: under Locust
+The loop and the requests' waits use ``select.poll`` and ``threading.Event``: under Locust
 (gevent-patched) they are cooperative and the loop is a greenlet; in a plain process the loop is
 a thread. The sockets and the epoll object are the unpatched originals and never block.
 Plain HTTP only; ``https`` targets use :class:`~servecheck.load.wire.WireClient`.
@@ -62,6 +62,10 @@ TICK_S = 0.1  # the loop's longest sleep: how often deadlines and no-data timeou
 # kernel's arrival stamp. (With the loop reader, a stream's tokens that come closer together than
 # this share one read and its later stamp; the native thread reads as the data arrives.)
 BATCH_S = 0.001
+# The native thread sleeps this long after each pass that read something: one wake-up (and
+# context switch) then serves several reads. Only a stream's tokens closer together than this
+# share a read and its stamp.
+THREAD_PAUSE_S = 0.0005
 _TS = struct.Struct("qq")
 ENV_READER = "SERVECHECK_READER"  # "loop" forces the pure-Python reader
 
@@ -174,7 +178,7 @@ class _ThreadReads:
 
     def __init__(self) -> None:
         assert _rxthread is not None
-        self._rx = _rxthread.Reader()
+        self._rx = _rxthread.Reader(THREAD_PAUSE_S)
 
     def fileno(self) -> int:
         return int(self._rx.fileno())
@@ -284,8 +288,7 @@ class StreamReactor:
         try:
             rc = sock.connect_ex(self._addr)
             if rc in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
-                _, w, _ = select.select([], [sock.fileno()], [], self.connect_timeout_s)
-                if not w:
+                if not _ready(sock.fileno(), select.POLLOUT, self.connect_timeout_s):
                     sock.close()
                     return WireResult(error="connect", error_message=f"connect timeout to {host}:{port}: "
                                       f"no answer within {self.connect_timeout_s:g} s", t_end=_perf())
@@ -310,8 +313,7 @@ class StreamReactor:
             try:
                 n = sock.send(view)
             except BlockingIOError:
-                _, w, _ = select.select([], [sock.fileno()], [], self.read_timeout_s)
-                if not w:
+                if not _ready(sock.fileno(), select.POLLOUT, self.read_timeout_s):
                     raise TimeoutError(f"could not send the request within {self.read_timeout_s:g} s") from None
                 continue
             view = view[n:]
@@ -366,17 +368,17 @@ class StreamReactor:
             if hub is not None:
                 self._run_gevent(hub)
             else:
-                self._run_select()
+                self._run_poll()
         finally:
             self._src.close()
 
-    def _run_select(self) -> None:
-        """Plain threads: wait with ``select`` (woken by data, ``close`` or the tick)."""
+    def _run_poll(self) -> None:
+        """Plain threads: wait with ``poll`` (woken by data, ``close`` or the tick)."""
         epfd = self._src.fileno()
         next_check = _perf() + TICK_S
         while not self._closed:
             try:
-                ready, _, _ = select.select([epfd], [], [], TICK_S)
+                ready = _ready(epfd, select.POLLIN, TICK_S)
             except (OSError, ValueError):
                 return  # closed under us
             if ready:
@@ -389,7 +391,7 @@ class StreamReactor:
 
     def _run_gevent(self, hub: Any) -> None:
         """Under gevent: one io watcher on the epoll descriptor, kept for the whole run, and a
-        repeating timer for deadlines. (``select.select`` would build and tear down watchers and
+        repeating timer for deadlines. (``select.poll`` would build and tear down watchers and
         a timeout on every wake-up: at one read per wake-up that cost more than the read.)"""
         watcher = hub.loop.io(self._src.fileno(), 1)
         timer = hub.loop.timer(TICK_S, TICK_S)
@@ -456,6 +458,15 @@ class StreamReactor:
         self._live.pop(key, None)
         self._src.remove(item.fd)
         item.event.set()
+
+
+def _ready(fd: int, events: int, timeout_s: float) -> bool:
+    """Wait until ``fd`` is ready for ``events`` (``POLLIN``/``POLLOUT``), at most ``timeout_s``.
+    ``poll``, not ``select``: select refuses descriptors from 1024 (FD_SETSIZE) up, which a run of
+    a thousand streams reaches. (Cooperative under gevent, which patches ``select.poll``.)"""
+    p = select.poll()
+    p.register(fd, events)
+    return bool(p.poll(timeout_s * 1000.0))
 
 
 def _strerror(code: int) -> str:

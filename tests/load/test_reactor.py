@@ -9,6 +9,7 @@ many concurrent streams on one reader all complete, and the server says how late
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -156,3 +157,31 @@ def test_fast_server_command_line_reports_a_busy_port() -> None:
         out = subprocess.run([sys.executable, "-m", "servecheck.reference.fast", "--port", str(port)],
                              capture_output=True, text=True, timeout=30, cwd=ROOT)
     assert out.returncode == 3 and f"cannot listen on 127.0.0.1:{port}" in out.stdout and "Traceback" not in out.stderr
+
+
+def test_connections_on_descriptors_above_1024(fast: str, reader: str) -> None:
+    """A run of a thousand streams holds descriptors above 1023, which ``select`` refuses."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        if hard != resource.RLIM_INFINITY and hard < 1200:
+            pytest.fail(f"this test needs 1200 descriptors; the hard limit is {hard}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    filler = []
+    try:
+        while True:  # take every number below 1100, so the next socket lands above 1024
+            fd = os.open(os.devnull, os.O_RDONLY)
+            filler.append(fd)
+            if fd >= 1100:
+                break
+        reactor = StreamReactor(fast + "/v1", {"Content-Type": "application/json"}, 5.0, 10.0, reader=reader)
+        st = StreamState()
+        res = reactor.post_stream("/chat/completions", _body(), st.feed)
+        reactor.close()
+    finally:
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert res.error is None, res.error_message
+    assert len(st.token_times) == 16
