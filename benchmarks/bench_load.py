@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from servecheck.commands.load import LoadSpec, run_load  # noqa: E402
 from servecheck.config.model import Target  # noqa: E402
+from servecheck.load.reactor import ENV_READER  # noqa: E402
 from servecheck.load.records import read_files  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -68,9 +69,13 @@ LoadShape = scenario_shape()
 ITL_TOLERANCE = 0.20
 
 
-def one_level(tmp: Path, scenario: Path, users: int, duration: float) -> dict[str, Any]:
-    """One closed-loop run of ``users`` streams against a fresh calibration server."""
+def one_level(tmp: Path, scenario: Path, users: int, duration: float, reader: str | None = None) -> dict[str, Any]:
+    """One closed-loop run of ``users`` streams against a fresh calibration server; ``reader``
+    forces the generator's reader (``loop``: the pure-Python one) through ``SERVECHECK_READER``."""
     proc, base = start_truth_server(tmp, TTFT_S, ITL_S, TOKENS, cpu="1")
+    saved = os.environ.get(ENV_READER)
+    if reader:
+        os.environ[ENV_READER] = reader
     try:
         target = Target(name="bench", base_url=base, engine="reference", models=["truth"], timeout_s=120)
         spec = LoadSpec(target=target, scenario=str(scenario), users=users, duration_s=duration, out_dir=tmp / "reports",
@@ -80,11 +85,16 @@ def one_level(tmp: Path, scenario: Path, users: int, duration: float) -> dict[st
         server = server_stats(base)
     finally:
         stop(proc)
+        if saved is None:
+            os.environ.pop(ENV_READER, None)
+        else:
+            os.environ[ENV_READER] = saved
     recs = [r for r in read_files([res.records_path]).records if not r.get("error")]
     s = res.summary
     row: dict[str, Any] = {"users": users, "ok": len(recs), "errors": s["requests"]["errors"],
                            "loadavg": round(load_before, 2), "server": server,
-                           "clock": s["generator"]["reader"]["clock"]}
+                           "clock": s["generator"]["reader"]["clock"],
+                           "reader": "+".join(s["generator"]["reader"]["kinds"])}
     if not recs:
         return row
     ttft_err = np.array([r["ttft"] - TTFT_S for r in recs]) * 1000
@@ -171,14 +181,17 @@ def render(levels: list[dict[str, Any]], sweep: list[dict[str, Any]], best: dict
         " Locust generator pinned to CPU 0 (`--cpus 0`), closed loop, one fresh server per run. Truth per request:"
         " TTFT 100 ms, E2E 730 ms, ITL 10 ms. Errors are measured minus truth, in ms; `server late` is the server's own"
         " lateness (p50 / p99 ms, how long after its due time each write left), so where it is small the truth held.",
-        f"Tokens are timed by the kernel's receive timestamps (`clock`). Load average (1 min) of the shared machine"
+        "Tokens are timed by the kernel's receive timestamps (`clock`); `reader` is who did the reads: `thread`"
+        " (the native reader thread, the default) or `loop` (the pure-Python reader, used where the C extension"
+        " is not built; measured here for comparison).",
+        f"Load average (1 min) of the shared machine"
         f" when each run started is given ({meta['note']}).",
         "",
         "Each accuracy level is run several times (`runs`); the row shows per-column medians, and the range of"
         " the runs' TTFT p99 in brackets; `ok` is the total of successful requests.",
         "",
         "| streams | runs | ok | TTFT err p50 | TTFT err p99 | E2E err p50 | E2E err p99 | ITL p50 | ITL p99 | tokens/s"
-        " | CPU-s / 10k tokens | gen. loop lag p99 | behind | clock | server late | load avg |",
+        " | CPU-s / 10k tokens | gen. loop lag p99 | behind | reader / clock | server late | load avg |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in levels:
@@ -186,10 +199,11 @@ def render(levels: list[dict[str, Any]], sweep: list[dict[str, Any]], best: dict
             f"| {r['users']} | {r.get('runs', 1)} | {r['ok']} | {fmt(r.get('ttft_err_p50'), '.2f')} | {fmt(r.get('ttft_err_p99'))}{_range(r)}"
             f" | {fmt(r.get('e2e_err_p50'), '.2f')} | {fmt(r.get('e2e_err_p99'))} | {fmt(r.get('itl_p50'))} | {fmt(r.get('itl_p99'))}"
             f" | {fmt(r.get('tokens_per_s'), '.0f')} | {fmt(r.get('cpu_per_10k'), '.2f')} | {fmt(r.get('loop_lag_p99'))}"
-            f" | {'yes' if r.get('behind') else 'no'} | {r.get('clock') or '-'} | {_late(r)} | {fmt(r.get('loadavg'), '.1f')} |"
+            f" | {'yes' if r.get('behind') else 'no'} | {r.get('reader') or '-'} / {r.get('clock') or '-'} | {_late(r)}"
+            f" | {fmt(r.get('loadavg'), '.1f')} |"
         )
     peer_lines = []
-    for r in levels:
+    for r in (lv for lv in levels if lv.get("reader") != "loop"):
         for p in peers_rows(r["users"]):
             peer_lines.append(
                 f"| {p.get('tool')} {p.get('version') or ''} | {r['users']} | {fmt(p.get('ttft_err_p50'))} | {fmt(p.get('ttft_err_p99'))}"
@@ -227,7 +241,7 @@ def render(levels: list[dict[str, Any]], sweep: list[dict[str, Any]], best: dict
 
 def goals(levels: list[dict[str, Any]], best: dict[str, Any] | None) -> list[str]:
     """Issue 5's goals against this run's figures."""
-    by = {r["users"]: r for r in levels}
+    by = {r["users"]: r for r in levels if r.get("reader") != "loop"}
     rows = ["Goals (issue 5) against this run:", "", "| goal | measured | met |", "| --- | --- | --- |"]
 
     def row(goal: str, value: float | None, bound: float, unit: str, higher: bool = False) -> None:
@@ -250,18 +264,23 @@ def goals(levels: list[dict[str, Any]], best: dict[str, Any] | None) -> list[str
 
 
 READING = (
-    "Reading: the reader times each read by the kernel's receive timestamp (`SO_TIMESTAMPNS`), so the"
+    "Reading: every read is timed by the kernel's receive timestamp (`SO_TIMESTAMPNS`), so the"
     " generator's own scheduling delay does not enter TTFT or ITL, and the p50 errors stay at tens of"
-    " microseconds even at 256 streams. What the stamps cannot undo is two tokens of one stream that are"
-    " read together: they share the later stamp. On one core at 256 streams a pass over the ready sockets"
-    " sometimes takes several ms (mostly inside `recvmsg`, whose loopback TCP work runs on the reader's"
-    " core), the event loop then lags 10-15 ms at p99, and ~5 % of tokens (and more of the first tokens)"
-    " are read together with the next one: hence TTFT p99 at 10-30 ms, always a whole number of ITLs."
-    " The cost per token is about 10 us of kernel time per read plus ~15 us of Python (parse, per-request"
-    " record and Locust event); one core therefore tops out near 40k streamed tokens/s (levels flagged `behind` count when their ITL stays in the band), not 100k. A"
-    " level is flagged `behind` when the generator's event loop lagged (its closed-loop users then send"
-    " late, which lowers the offered load). The sweep stops at the first level whose ITL leaves the band or"
-    " that errors; where the server's own lateness is large, the server's core was the limit."
+    " microseconds. What the stamps cannot undo is two tokens of one stream read together: they share the"
+    " later stamp. So the reads are done by a native thread (reader `thread`) that holds no GIL and reads"
+    " within about a millisecond of arrival however busy the Python side is. The `loop` rows are the"
+    " pure-Python reader (used where the C extension is not built) on the same machine: its pass over a"
+    " few hundred ready sockets plus the parsing sometimes outlasts one ITL, and TTFT p99 rises to 11-20 ms,"
+    " whole multiples of the ITL. The p99 errors left track the server's own lateness (`server late`): at"
+    " 16 streams the calibration server's mostly idle core now and then wakes late (an idle vCPU), which is"
+    " in the truth, not in the generator. Cost per token: about 7 us of kernel time per read in the thread,"
+    " ~12 us of Python parsing per read and ~6 us of per-request work (record, Locust event) spread over"
+    " its tokens; the thread's wake-ups cost ~0.02 CPU-s per 10k tokens more than the loop reader. One core"
+    " therefore tops out near 40-45k streamed tokens/s, not 100k; from ~700 streams the calibration"
+    " server's own core (Python, one write per token) is late by tens of ms too, so this two-core machine"
+    " cannot show a 100k generator even with a faster one. A level is flagged `behind` when the generator's"
+    " event loop lagged (its closed-loop users then send late, which lowers the offered load). The sweep"
+    " stops at the first level whose ITL leaves the band or that errors."
 )
 
 
@@ -270,6 +289,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="short runs; do not write docs")
     ap.add_argument("--duration", type=float, default=20.0)
     ap.add_argument("--levels", default="16,256")
+    ap.add_argument("--loop-levels", default="256", help="levels also run with the pure-Python reader, for comparison")
     ap.add_argument("--sweep", default="256,384,512,768,1024")
     ap.add_argument("--repeats", type=int, default=3, help="runs per accuracy level; the table shows medians")
     ap.add_argument("--no-docs", action="store_true")
@@ -286,11 +306,18 @@ def main() -> int:
             print(json.dumps(r), flush=True)
             runs.append(r)
         levels.append(median_row(runs))
+    for users in (int(x) for x in args.loop_levels.split(",") if x and not args.quick):
+        runs = []
+        for _ in range(args.repeats):
+            r = one_level(tmp, scenario, users, duration, reader="loop")
+            print(json.dumps(r), flush=True)
+            runs.append(r)
+        levels.append(median_row(runs))
     sweep: list[dict[str, Any]] = []
     best: dict[str, Any] | None = None
     if not args.quick:
         for users in (int(x) for x in args.sweep.split(",")):
-            known = [lv for lv in levels if lv["users"] == users]
+            known = [lv for lv in levels if lv["users"] == users and lv.get("reader") != "loop"]
             r = known[0] if known else one_level(tmp, scenario, users, duration)  # the median row, if measured
             if not known:
                 print(json.dumps(r), flush=True)
