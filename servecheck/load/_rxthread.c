@@ -19,11 +19,17 @@
  *   r.add(fd, key)          start reading fd; its records carry key (an int chosen by the caller,
  *                           so that a reused descriptor number never mixes two connections)
  *   r.remove(fd)            stop reading fd; no record of it is taken after this returns
- *   r.take() -> list        records since the last take: (key, stamp, t_read, data) where stamp
+ *   r.take() -> list        records since the last take: (key, stamp, t_read, data, token) where stamp
  *                           is the kernel's receive time (CLOCK_REALTIME seconds, or 0.0 when the
  *                           kernel gave none), t_read the thread's CLOCK_MONOTONIC time after the
  *                           read (time.perf_counter's clock on Linux) and data the bytes read;
- *                           b"" means the peer closed; an int is an errno (the connection failed)
+ *                           b"" means the peer closed; an int is an errno (the connection failed);
+ *                           token is token_chunk(data) (below), worked out here in the thread
+ *   token_chunk(data)       True when data is exactly one HTTP chunk holding exactly one SSE event
+ *                           whose JSON carries a token in the common shape (a non-empty
+ *                           "delta":{"content":"..."}, and no usage object): the parser's own fast
+ *                           path would count one token and end where it began, so the caller can
+ *                           do just that (tests/load/test_rxthread.py pins the equivalence)
  *   r.close()               stop and join the thread (idempotent)
  * After EOF or an error the thread stops watching that descriptor by itself; the caller still
  * calls remove().
@@ -53,7 +59,45 @@ typedef struct {
     double t_read;
     int32_t kind;
     int32_t len; /* bytes for REC_DATA, errno for REC_ERROR */
+    int32_t token; /* token_chunk() of the data */
+    int32_t pad;
 } rec_head;
+
+static const char *find(const char *hay, size_t n, const char *needle, size_t m) {
+    return (const char *)memmem(hay, n, needle, m);
+}
+
+/* See token_chunk in the header comment. Mirrors, byte for byte, what wire._Dechunker's
+ * one-chunk path, StreamState.feed's one-event path and token_kind's first branch accept. */
+static int is_token_chunk(const char *p, size_t n) {
+    size_t i = 0, size = 0;
+    while (i < n && i < 8) {
+        char c = p[i];
+        int v = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+        if (v < 0) break;
+        size = size * 16 + (size_t)v;
+        i++;
+    }
+    if (i == 0 || size == 0 || i + 1 >= n || p[i] != '\r' || p[i + 1] != '\n') return 0;
+    if (n != i + 4 + size || p[n - 2] != '\r' || p[n - 1] != '\n') return 0;
+    const char *ev = p + i + 2; /* the SSE event: "data: " JSON "\n\n" */
+    size_t m = size;
+    if (m < 8 + 2 || memcmp(ev, "data: ", 6) != 0 || ev[m - 2] != '\n' || ev[m - 1] != '\n') return 0;
+    if (memchr(ev, '\r', m) != NULL) return 0;
+    if ((const char *)memchr(ev + 6, '\n', m - 6) != ev + m - 2) return 0; /* one line */
+    const char *js = ev + 6;
+    size_t jn = m - 8;
+    if (js[0] != '{' || js[jn - 1] != '}') return 0;
+    static const char key[] = "\"delta\":{\"content\":\"";
+    const char *k = find(js, jn, key, sizeof key - 1);
+    if (k == NULL || (size_t)(k - js) + 20 >= jn || k[20] == '"') return 0;
+    const char *u = find(js, jn, "\"usage\"", 7);
+    if (u == NULL) return 1;
+    size_t rest = jn - (size_t)(u - js) - 7;
+    const char *after = u + 7;
+    if (!((rest >= 5 && memcmp(after, ":null", 5) == 0) || (rest >= 6 && memcmp(after, ": null", 6) == 0))) return 0;
+    return find(after, rest, "\"usage\"", 7) == NULL;
+}
 
 typedef struct {
     PyObject_HEAD
@@ -117,6 +161,7 @@ static int read_one(Reader *r, int fd, char *data, char *anc, size_t anc_len) {
     if (n > 0) {
         h.kind = REC_DATA;
         h.len = (int32_t)n;
+        h.token = is_token_chunk(data, (size_t)n);
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
             if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPNS) {
                 struct timespec ts;
@@ -327,7 +372,8 @@ static PyObject *Reader_take(Reader *r, PyObject *unused) {
         } else {
             payload = PyLong_FromLong(h.len);
         }
-        PyObject *item = payload ? Py_BuildValue("(LddN)", (long long)h.key, h.stamp, h.t_read, payload) : NULL;
+        PyObject *item = payload ? Py_BuildValue("(LddNO)", (long long)h.key, h.stamp, h.t_read, payload,
+                                                 h.token ? Py_True : Py_False) : NULL;
         if (item == NULL || PyList_Append(out, item) < 0) {
             Py_XDECREF(item);
             Py_DECREF(out);
@@ -339,6 +385,19 @@ static PyObject *Reader_take(Reader *r, PyObject *unused) {
     free(buf);
     return out;
 }
+
+static PyObject *token_chunk(PyObject *mod, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    int yes = is_token_chunk((const char *)view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(yes);
+}
+
+static PyMethodDef module_methods[] = {
+    {"token_chunk", token_chunk, METH_O, "token_chunk(data): one chunk, one SSE event, one token (common shape)"},
+    {NULL, NULL, 0, NULL},
+};
 
 static PyObject *Reader_fileno(Reader *r, PyObject *unused) { return PyLong_FromLong(r->notify_fd); }
 
@@ -376,7 +435,7 @@ static PyTypeObject ReaderType = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_rxthread", "The load generator's socket reader thread.", -1, NULL,
+    PyModuleDef_HEAD_INIT, "_rxthread", "The load generator's socket reader thread.", -1, module_methods,
 };
 
 PyMODINIT_FUNC PyInit__rxthread(void) {

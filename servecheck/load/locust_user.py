@@ -216,7 +216,7 @@ class _Controller:
                             prompt_tokens=prompt.prompt_tokens)
         st = StreamState()
         try:
-            res = self.wire.post_stream("/chat/completions", payload, st.feed, deadline=t0 + cfg.timeout_s)
+            res = self.wire.post_stream("/chat/completions", payload, st.feed, deadline=t0 + cfg.timeout_s, on_token=st.token)
         except Exception as exc:  # noqa: BLE001 - a bug here must cost one record, not the run
             res = WireResult(error="stream-error", error_message=f"{type(exc).__name__}: {exc}", t_end=_perf())
         except BaseException:

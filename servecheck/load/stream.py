@@ -68,6 +68,18 @@ class StreamState:
             start = end + 2
         self._buf = buf[start:]
 
+    def token(self, t: float) -> bool:
+        """One token event already recognised from its bytes (the reader thread's ``token_chunk``:
+        what :meth:`feed`'s one-event path and :func:`token_kind` would conclude). Counted only
+        between events on the fast path; False means: ``feed`` the bytes instead."""
+        if self._buf or self._slow is not None or self.done or not self.fast:
+            return False
+        self.chunks += 1
+        if self.t_first is None:
+            self.t_first = t
+        self.token_times.append(t)
+        return True
+
     def close(self, t: float) -> None:
         if self._slow is not None:
             for ev in self._slow.close(t):

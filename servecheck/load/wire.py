@@ -52,12 +52,13 @@ class Exchange:
     resend on a fresh connection (a stale pooled keep-alive connection, nothing received).
     """
 
-    __slots__ = ("on_data", "deadline", "may_retry", "res", "buf", "dech", "length", "received", "keep", "limit",
-                 "prefix", "prefix_len", "done", "retry", "got_any", "in_body", "last")
+    __slots__ = ("on_data", "on_token", "deadline", "may_retry", "res", "buf", "dech", "length", "received", "keep",
+                 "limit", "prefix", "prefix_len", "done", "retry", "got_any", "in_body", "last")
 
     def __init__(self, on_data: Callable[[bytes, float], None], deadline: float | None = None,
-                 may_retry: bool = False, now: float = 0.0) -> None:
+                 may_retry: bool = False, now: float = 0.0, on_token: Callable[[float], bool] | None = None) -> None:
         self.on_data = on_data
+        self.on_token = on_token
         self.deadline = deadline
         self.may_retry = may_retry
         self.res = WireResult()
@@ -118,6 +119,22 @@ class Exchange:
             self._complete(t)
         elif self.deadline is not None and t > self.deadline:
             self.fail("timeout", "the response did not complete before the deadline", t)
+
+    def token(self, t: float) -> bool:
+        """Count a read that the reader thread recognised (``_rxthread.token_chunk``) as exactly one
+        chunk holding one token event, without parsing it: only between two chunks of a 200
+        response and when ``on_token`` takes it. False means: ``feed`` the bytes instead."""
+        dech = self.dech
+        if dech is None or dech.state or dech.pending or self.limit is not None or self.done:
+            return False
+        on_token = self.on_token
+        if on_token is None or not on_token(t):
+            return False
+        self.got_any = True
+        self.last = t
+        if self.deadline is not None and t > self.deadline:
+            self.fail("timeout", "the response did not complete before the deadline", t)
+        return True
 
     def _head(self, head: bytes) -> None:
         lines = head.decode("latin-1").split("\r\n")
@@ -302,8 +319,10 @@ class WireClient:
         return _Conn(sock)
 
     def post_stream(self, path: str, body: bytes, on_data: Callable[[bytes, float], None],
-                    deadline: float | None = None) -> WireResult:
-        """POST ``body``; call ``on_data(payload_bytes, arrival_time)`` per socket read of the body."""
+                    deadline: float | None = None, on_token: Callable[[float], bool] | None = None) -> WireResult:
+        """POST ``body``; call ``on_data(payload_bytes, arrival_time)`` per socket read of the body.
+        (``on_token`` is for :class:`~servecheck.load.reactor.StreamReactor`'s signature; this
+        reader parses every read.)"""
         request = self.origin.request(path, body)
         where = f"{self.origin.host}:{self.origin.port}"
         for attempt in (0, 1):

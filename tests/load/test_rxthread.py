@@ -2,12 +2,14 @@
 
 What the reactor relies on: every read arrives once, with its key and the kernel's receive stamp;
 a close and a reset are reported once and then the socket is no longer watched; nothing is
-reported for a socket after ``remove``; a reused descriptor number never takes an old key; and a
-record appended while the caller is taking the previous batch still wakes the caller.
+reported for a socket after ``remove``; a reused descriptor number never takes an old key; a
+record appended while the caller is taking the previous batch still wakes the caller; and where
+the thread marks a read as one token (``token_chunk``), the parser would have counted exactly that.
 """
 
 from __future__ import annotations
 
+import json
 import select
 import socket
 import struct
@@ -15,8 +17,12 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from servecheck.load import reactor as reactor_mod
+from servecheck.load.stream import StreamState
+from servecheck.load.wire import Exchange
 
 pytestmark = pytest.mark.skipif(reactor_mod.sys.platform != "linux", reason="the native reader is Linux-only")
 
@@ -54,7 +60,8 @@ def test_reads_carry_key_and_kernel_stamp(rx: object) -> None:
     assert rx.running  # type: ignore[attr-defined]
     before_wall, before_mono = time.time(), time.perf_counter()
     server.sendall(b"hello")
-    (key, stamp, t_read, data), = _wait_take(rx, 1)
+    (key, stamp, t_read, data, token), = _wait_take(rx, 1)
+    assert token is False, "not a chunk with a token event"
     assert (key, data) == (41, b"hello")
     assert before_wall - 0.001 <= stamp <= time.time() + 0.001, "stamp is the kernel's CLOCK_REALTIME receive time"
     assert before_mono <= t_read <= time.perf_counter(), "t_read is on time.perf_counter's clock"
@@ -160,3 +167,100 @@ def test_reader_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(reactor_mod.ENV_READER, "fast")
     with pytest.raises(ValueError, match="SERVECHECK_READER must be 'thread' or 'loop', not 'fast'"):
         reactor_mod.reader_kind()
+
+
+# -- token_chunk: the thread's shortcut must agree with the parser ------------------------------
+
+_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def _fresh() -> tuple[Exchange, StreamState]:
+    st = StreamState()
+    ex = Exchange(st.feed, on_token=st.token)
+    ex.feed(_HEAD, 0.0)
+    assert ex.in_body and ex.dech is not None
+    return ex, st
+
+
+def _state(ex: Exchange, st: StreamState) -> tuple:
+    assert ex.dech is not None
+    return (st.token_times, st.chunks, st.usage, st.done, st.problem, st._buf, st._slow is None,
+            ex.dech.state, ex.dech.pending, ex.dech.done, ex.done)
+
+
+_content = st.one_of(st.just(""), st.just(" tok"), st.just('\\"'), st.just('\\"delta\\":{\\"content\\":\\"x'),
+                     st.text(alphabet='ab "\\{}:,\n', max_size=6).map(lambda x: json.dumps(x)[1:-1]))
+_usage = st.sampled_from(["", ',"usage":null', ',"usage": null', ',"usage":{"completion_tokens":3}',
+                          ',"usage":null,"usage":{"completion_tokens":3}', ',"usage" :null'])
+_extra = st.sampled_from(["", ',"x":1', ',"tool_calls":[]', ',"text":"a"', ',"error":{"message":"boom"}'])
+
+
+@st.composite
+def _reads(draw: st.DrawFn) -> bytes:
+    """One read: a well-formed token chunk in some shape, or one with a single near miss."""
+    content = draw(_content)
+    delta = draw(st.sampled_from(['{"content":"%s"}', '{"content": "%s"}', '{"role":"assistant","content":"%s"}',
+                                  '{"content":"%s","tool_calls":null}']))
+    body = '{"id":"c1","choices":[{"index":0,"delta":' + (delta % content) + draw(_extra) + "}]" + draw(_usage) + "}"
+    event, size_fmt, tail, size_error = "data: %s\n\n", "%x", b"\r\n", 0
+    miss = draw(st.integers(0, 15))
+    if miss == 1:
+        event = draw(st.sampled_from(["data:%s\n\n", "data: %s\r\n\r\n", "data: %s\n", ": hi\ndata: %s\n\n",
+                                      "data: %s\n\ndata: %s\n\n", "data: %s\n\n\n", "event: x\ndata: %s\n\n"]))
+    elif miss == 2:
+        size_fmt = draw(st.sampled_from(["%X", "%x;ext=1", "0%x", " %x", "%x "]))
+    elif miss == 3:
+        size_error = draw(st.sampled_from([1, -1, 16]))
+    elif miss == 4:
+        tail = draw(st.sampled_from([b"\n", b"", b"\r\n0\r\n\r\n", b"\r\n5\r\n"]))
+    payload = (event % ((body,) * event.count("%s"))).encode()
+    if miss == 5:
+        i = draw(st.integers(0, len(payload) - 1))
+        payload = payload[:i] + payload[i + 1:]  # one byte lost (the size is still the new length)
+    read = (size_fmt % max(len(payload) + size_error, 0)).encode() + b"\r\n" + payload + tail
+    if miss == 6:
+        read = read[:draw(st.integers(0, len(read) - 1))]
+    if miss == 7:
+        return draw(st.binary(max_size=200))
+    return read
+
+
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_reads())
+def test_token_chunk_agrees_with_the_parser(read: bytes) -> None:
+    """Where the thread says "one chunk, one token event", parsing the bytes counts exactly one
+    token and ends between chunks and events; and taking the shortcut leaves the same state."""
+    rx_mod = reactor_mod._rxthread
+    assert rx_mod is not None, "the native reader is not built"
+    if not rx_mod.token_chunk(read):
+        return
+    parsed_ex, parsed = _fresh()
+    parsed_ex.feed(read, 1.0)
+    assert parsed.token_times == [1.0] and parsed.usage is None and not parsed.done and not parsed.problem, read
+    assert parsed_ex.dech is not None and parsed_ex.dech.state == 0 and not parsed_ex.dech.pending and not parsed._buf
+    short_ex, short = _fresh()
+    assert short_ex.token(1.0)
+    assert _state(short_ex, short) == _state(parsed_ex, parsed)
+
+
+def test_token_chunk_examples() -> None:
+    rx_mod = reactor_mod._rxthread
+    assert rx_mod is not None, "the native reader is not built"
+    ev = b'data: {"id":"x","choices":[{"index":0,"delta":{"content":" tok"}}],"usage":null}\n\n'
+    assert rx_mod.token_chunk(b"%x\r\n%s\r\n" % (len(ev), ev))
+    assert not rx_mod.token_chunk(b"%x\r\n%s\r\n" % (len(ev) + 1, ev)), "wrong chunk size"
+    assert not rx_mod.token_chunk(b"%x\r\n%s\r\n0\r\n\r\n" % (len(ev), ev)), "more than one chunk"
+    usage = ev.replace(b'"usage":null', b'"usage":{"completion_tokens":1}')
+    assert not rx_mod.token_chunk(b"%x\r\n%s\r\n" % (len(usage), usage)), "a usage object must be parsed"
+    empty = ev.replace(b'" tok"', b'""')
+    assert not rx_mod.token_chunk(b"%x\r\n%s\r\n" % (len(empty), empty)), "empty content is not a token"
+
+
+def test_shortcut_is_refused_mid_chunk_and_mid_event() -> None:
+    """The shortcut applies only at a boundary; elsewhere the bytes must be fed."""
+    ex, stt = _fresh()
+    ex.feed(b"10\r\ndata: {", 1.0)  # a chunk under way
+    assert not ex.token(2.0) and stt.token_times == []
+    ex2, st2 = _fresh()
+    ex2.feed(b"6\r\ndata: \r\n", 1.0)  # a whole chunk, but the SSE event is not finished
+    assert not ex2.token(2.0) and st2.token_times == []
