@@ -112,6 +112,7 @@ def one_level(tmp: Path, scenario: Path, users: int, duration: float, reader: st
         "gen_cpu_util": (s["generator"]["cpu_s"] / s["window_s"]) if s.get("window_s") else None,
         "loop_lag_p99": s["schedule"]["loop_lag_ms"].get("p99"),
         "behind": s["schedule"]["behind"],
+        "thread_us_per_read": (s["generator"]["reader"].get("thread") or {}).get("us_per_read"),
     })
     return row
 
@@ -223,13 +224,15 @@ def render(levels: list[dict[str, Any]], sweep: list[dict[str, Any]], best: dict
                   "", "Where `server late p99` is large the server's core was busy during that tool's runs, so part of that"
                   " tool's error is the server's."]
     lines += ["", f"Sweep for the highest streamed-token rate with ITL p50 and mean within {ITL_TOLERANCE:.0%} of 10 ms:", "",
-              "| streams | tokens/s | ITL p50 | ITL mean | ITL p99 | TTFT err p99 | CPU-s / 10k tokens | generator CPU | behind | server late |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "| streams | tokens/s | ITL p50 | ITL mean | ITL p99 | TTFT err p99 | CPU-s / 10k tokens | generator CPU"
+              " | reader thread us/read | behind | server late |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in sweep:
         util = r.get("gen_cpu_util")
         lines.append(f"| {r['users']} | {fmt(r.get('tokens_per_s'), '.0f')} | {fmt(r.get('itl_p50'))} | {fmt(r.get('itl_mean'))}"
                      f" | {fmt(r.get('itl_p99'))} | {fmt(r.get('ttft_err_p99'))} | {fmt(r.get('cpu_per_10k'), '.2f')}"
-                     f" | {f'{util:.0%}' if util is not None else '-'} | {'yes' if r.get('behind') else 'no'} | {_late(r)} |")
+                     f" | {f'{util:.0%}' if util is not None else '-'} | {fmt(r.get('thread_us_per_read'))}"
+                     f" | {'yes' if r.get('behind') else 'no'} | {_late(r)} |")
     if best:
         lines += ["", f"Highest sustained: **{best['tokens_per_s']:.0f} streamed tokens/s** on one generator core"
                       f" ({best['users']} streams, ITL p50 {best['itl_p50']:.1f} ms)."]

@@ -360,7 +360,17 @@ def _reader_summary(infos: list[dict[str, Any]]) -> dict[str, Any]:
     kernel = sum(int(r.get("kernel_stamps") or 0) for r in readers)
     user = sum(int(r.get("user_stamps") or 0) for r in readers)
     clock = "kernel" if kernel and not user and "blocking" not in kinds else ("reader" if not kernel else "mixed")
-    return {"kinds": kinds, "clock": clock if kinds else None, "kernel_stamps": kernel, "reader_stamps": user}
+    out: dict[str, Any] = {"kinds": kinds, "clock": clock if kinds else None, "kernel_stamps": kernel, "reader_stamps": user}
+    threads = [r["thread"] for r in readers if isinstance(r.get("thread"), dict)]
+    if threads:
+        # The native reader threads' own cost: their CPU is inside generator.cpu_s too.
+        reads = sum(int(t.get("reads") or 0) for t in threads)
+        cpu = sum(float(t.get("cpu_s") or 0.0) for t in threads)
+        passes = sum(int(t.get("passes") or 0) for t in threads)
+        out["thread"] = {"reads": reads, "passes": passes, "cpu_s": round(cpu, 4),
+                         "us_per_read": round(cpu / reads * 1e6, 2) if reads else None,
+                         "reads_per_pass": round(reads / passes, 2) if passes else None}
+    return out
 
 
 def _worker_infos(run_dir: Path) -> list[dict[str, Any]]:

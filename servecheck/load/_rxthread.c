@@ -30,6 +30,8 @@
  *                           "delta":{"content":"..."}, and no usage object): the parser's own fast
  *                           path would count one token and end where it began, so the caller can
  *                           do just that (tests/load/test_rxthread.py pins the equivalence)
+ *   r.stats() -> tuple      (reads, passes, cpu_s): reads done, epoll passes that read something,
+ *                           and the thread's own CPU time so far (kernel and user)
  *   r.close()               stop and join the thread (idempotent)
  * After EOF or an error the thread stops watching that descriptor by itself; the caller still
  * calls remove().
@@ -115,6 +117,8 @@ typedef struct {
     size_t len, cap;
     int notified;
     long pause_ns;
+    uint64_t reads, passes; /* written by the thread only */
+    double cpu_s;           /* the thread's CPU time when it stopped */
 } Reader;
 
 static double now_mono(void) {
@@ -177,6 +181,7 @@ static int read_one(Reader *r, int fd, char *data, char *anc, size_t anc_len) {
         r->keys[fd] = -1;
     }
     if (append(r, &h, data) < 0) return 0;
+    r->reads++;
     return 1;
 }
 
@@ -203,6 +208,7 @@ static void *run(void *arg) {
         if (stop) break;
         if (added) {
             pthread_mutex_lock(&r->mu);
+            r->passes++;
             int signal = !r->notified && r->len > 0;
             if (signal) r->notified = 1;
             pthread_mutex_unlock(&r->mu);
@@ -224,6 +230,8 @@ static void *run(void *arg) {
         }
     }
     free(data);
+    struct timespec cpu;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0) r->cpu_s = (double)cpu.tv_sec + (double)cpu.tv_nsec * 1e-9;
     return NULL;
 }
 
@@ -401,6 +409,19 @@ static PyMethodDef module_methods[] = {
 
 static PyObject *Reader_fileno(Reader *r, PyObject *unused) { return PyLong_FromLong(r->notify_fd); }
 
+static PyObject *Reader_stats(Reader *r, PyObject *unused) {
+    double cpu_s = r->cpu_s;
+    clockid_t cid;
+    struct timespec ts;
+    if (r->started && !r->closed && r->owner == getpid() && pthread_getcpuclockid(r->thread, &cid) == 0 &&
+        clock_gettime(cid, &ts) == 0)
+        cpu_s = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    pthread_mutex_lock(&r->mu);
+    unsigned long long reads = r->reads, passes = r->passes;
+    pthread_mutex_unlock(&r->mu);
+    return Py_BuildValue("(KKd)", reads, passes, cpu_s);
+}
+
 static PyObject *Reader_close(Reader *r, PyObject *unused) {
     reader_stop(r);
     Py_RETURN_NONE;
@@ -413,6 +434,7 @@ static PyMethodDef Reader_methods[] = {
     {"remove", (PyCFunction)Reader_remove, METH_VARARGS, "remove(fd): stop reading fd"},
     {"take", (PyCFunction)Reader_take, METH_NOARGS, "take() -> [(key, stamp, t_read, data)]"},
     {"fileno", (PyCFunction)Reader_fileno, METH_NOARGS, "the eventfd that is readable while records wait"},
+    {"stats", (PyCFunction)Reader_stats, METH_NOARGS, "(reads, passes, cpu_s) of the thread"},
     {"close", (PyCFunction)Reader_close, METH_NOARGS, "stop and join the thread"},
     {NULL, NULL, 0, NULL},
 };

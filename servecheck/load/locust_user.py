@@ -187,7 +187,7 @@ class _Controller:
         w = self.wire
         if isinstance(w, StreamReactor):
             return {"kind": w.kind, "reads": w.reads, "wakes": w.wakes, "kernel_stamps": w.kernel_stamps,
-                    "user_stamps": w.user_stamps}
+                    "user_stamps": w.user_stamps, "thread": w.thread_stats()}
         return {"kind": "blocking", "reads": None, "wakes": None, "kernel_stamps": 0, "user_stamps": None}
 
     # -- one request -------------------------------------------------------------

@@ -197,6 +197,10 @@ class _ThreadReads:
         reads: list[Read] = self._rx.take()
         return reads
 
+    def stats(self) -> dict[str, Any]:
+        reads, passes, cpu_s = self._rx.stats()
+        return {"reads": reads, "passes": passes, "cpu_s": round(cpu_s, 4)}
+
     def wake(self) -> None:
         with contextlib.suppress(OSError):
             os.write(self._rx.fileno(), (1).to_bytes(8, sys.byteorder))
@@ -344,6 +348,10 @@ class StreamReactor:
             self._finish(key, "fail", "stream-error", "the request was cancelled")
             self._discard(sock)
             raise
+
+    def thread_stats(self) -> dict[str, Any] | None:
+        """The native reader thread's reads, passes and own CPU seconds (None for the loop)."""
+        return self._src.stats() if isinstance(self._src, _ThreadReads) else None
 
     def _discard(self, sock: socket.socket) -> None:
         with contextlib.suppress(OSError):

@@ -77,6 +77,8 @@ def test_closed_loop_run_writes_the_report(fast_server: RunningServer, tmp_path:
     if sys.platform == "linux":  # the native reader thread read the streams, timed by the kernel
         assert s["generator"]["reader"]["kinds"] == ["thread"], s["generator"]["reader"]
         assert s["generator"]["reader"]["clock"] == "kernel", s["generator"]["reader"]
+        thread = s["generator"]["reader"]["thread"]
+        assert thread["reads"] >= 12 and 0 < thread["cpu_s"] <= s["generator"]["cpu_s"], thread
 
 
 def test_open_loop_plans_and_sends(fast_server: RunningServer, tmp_path: Path) -> None:

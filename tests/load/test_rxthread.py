@@ -65,6 +65,8 @@ def test_reads_carry_key_and_kernel_stamp(rx: object) -> None:
     assert (key, data) == (41, b"hello")
     assert before_wall - 0.001 <= stamp <= time.time() + 0.001, "stamp is the kernel's CLOCK_REALTIME receive time"
     assert before_mono <= t_read <= time.perf_counter(), "t_read is on time.perf_counter's clock"
+    reads, passes, cpu_s = rx.stats()  # type: ignore[attr-defined]
+    assert reads == 1 and passes == 1 and cpu_s > 0
     client.close()
     server.close()
 
