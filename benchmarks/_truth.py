@@ -47,6 +47,13 @@ def server_stats(base_url: str) -> dict[str, Any]:
         return dict(json.loads(r.read()))
 
 
+def server_requests(base_url: str) -> dict[str, list[float]]:
+    """Per X-Request-Id: how late (ms) the server sent that request's first and last token."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    with urllib.request.urlopen(root + "/stats/requests", timeout=30) as r:  # noqa: S310 - loopback
+        return dict(json.loads(r.read())["requests"])
+
+
 def stop(proc: subprocess.Popen[bytes]) -> None:
     proc.terminate()
     try:

@@ -46,7 +46,7 @@ from servecheck.load.records import read_files  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _docs import write_section  # noqa: E402
-from _truth import server_stats, start_truth_server, stop  # noqa: E402
+from _truth import server_requests, server_stats, start_truth_server, stop  # noqa: E402
 
 START, END = "<!-- load:start -->", "<!-- load:end -->"
 TTFT_S, ITL_S, TOKENS = 0.100, 0.010, 64
@@ -83,6 +83,7 @@ def one_level(tmp: Path, scenario: Path, users: int, duration: float, reader: st
         load_before = os.getloadavg()[0]
         res = run_load(spec)
         server = server_stats(base)
+        per_request = server_requests(base)
     finally:
         stop(proc)
         if saved is None:
@@ -100,10 +101,22 @@ def one_level(tmp: Path, scenario: Path, users: int, duration: float, reader: st
     ttft_err = np.array([r["ttft"] - TTFT_S for r in recs]) * 1000
     e2e_err = np.array([r["e2e"] - E2E_S for r in recs]) * 1000
     itl = np.array([x for r in recs for x in r["itls"]]) * 1000
+    # Net of the server's own lateness: each request's error against when the server actually sent
+    # its first and last token (/stats/requests, keyed by the X-Request-Id the generator sends).
+    net = [(r["ttft"] * 1000 - TTFT_S * 1000 - per_request[r["request_id"]][0],
+            r["e2e"] * 1000 - E2E_S * 1000 - per_request[r["request_id"]][1])
+           for r in recs if r.get("request_id") in per_request]
+    ttft_net = np.array([a for a, _ in net])
+    e2e_net = np.array([b for _, b in net])
     row.update({
         "full_answers": sum(1 for r in recs if r.get("output_tokens") == TOKENS),
         "ttft_err_p50": float(np.percentile(ttft_err, 50)), "ttft_err_p99": float(np.percentile(ttft_err, 99)),
         "e2e_err_p50": float(np.percentile(e2e_err, 50)), "e2e_err_p99": float(np.percentile(e2e_err, 99)),
+        "net_share": len(net) / len(recs),
+        "ttft_net_p50": float(np.percentile(ttft_net, 50)) if len(net) else None,
+        "ttft_net_p99": float(np.percentile(ttft_net, 99)) if len(net) else None,
+        "e2e_net_p50": float(np.percentile(e2e_net, 50)) if len(net) else None,
+        "e2e_net_p99": float(np.percentile(e2e_net, 99)) if len(net) else None,
         "itl_p50": float(np.percentile(itl, 50)) if len(itl) else None,
         "itl_p99": float(np.percentile(itl, 99)) if len(itl) else None,
         "itl_mean": float(itl.mean()) if len(itl) else None,
@@ -203,6 +216,16 @@ def render(levels: list[dict[str, Any]], sweep: list[dict[str, Any]], best: dict
             f" | {'yes' if r.get('behind') else 'no'} | {r.get('reader') or '-'} / {r.get('clock') or '-'} | {_late(r)}"
             f" | {fmt(r.get('loadavg'), '.1f')} |"
         )
+    lines += ["", "The same runs net of the server's own lateness: each request's TTFT and E2E against when the server"
+                  " actually sent its first and last token (`GET /stats/requests`, matched by the `X-Request-Id` the"
+                  " generator sends), so what is left is the generator's error (and the loopback's):", "",
+              "| streams | reader | requests matched | TTFT err p50 | TTFT err p99 | E2E err p50 | E2E err p99 |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in levels:
+        share = r.get("net_share")
+        lines.append(f"| {r['users']} | {r.get('reader') or '-'} | {f'{share:.0%}' if share is not None else '-'}"
+                     f" | {fmt(r.get('ttft_net_p50'), '.2f')} | {fmt(r.get('ttft_net_p99'), '.2f')}"
+                     f" | {fmt(r.get('e2e_net_p50'), '.2f')} | {fmt(r.get('e2e_net_p99'), '.2f')} |")
     peer_lines = []
     for r in (lv for lv in levels if lv.get("reader") != "loop"):
         for p in peers_rows(r["users"]):
@@ -247,18 +270,26 @@ def goals(levels: list[dict[str, Any]], best: dict[str, Any] | None) -> list[str
     by = {r["users"]: r for r in levels if r.get("reader") != "loop"}
     rows = ["Goals (issue 5) against this run:", "", "| goal | measured | met |", "| --- | --- | --- |"]
 
-    def row(goal: str, value: float | None, bound: float, unit: str, higher: bool = False) -> None:
+    def row(goal: str, value: float | None, bound: float, unit: str, higher: bool = False, note: str = "") -> None:
         ok = value is not None and (value >= bound if higher else value <= bound)
-        rows.append(f"| {goal} | {fmt(value, '.2f') if value is not None else '-'} {unit} | {'yes' if ok else '**no**'} |")
+        rows.append(f"| {goal} | {fmt(value, '.2f') if value is not None else '-'} {unit}{note} | {'yes' if ok else '**no**'} |")
 
+    def worst(r: dict[str, Any], a: str, b: str) -> float | None:
+        if r.get(a) is None or r.get(b) is None:
+            return None
+        return max(abs(r[a]), abs(r[b]))
+
+    rows[0] = ("Goals (issue 5) against this run. The error goals are judged net of the calibration server's own"
+               " lateness (the second accuracy table); the raw figure, which includes it, is in brackets:")
     for n in (16, 256):
         r = by.get(n)
         if r is None:
             continue
-        worst50 = max(abs(r.get("ttft_err_p50") or 0), abs(r.get("e2e_err_p50") or 0)) if r.get("ttft_err_p50") is not None else None
-        worst99 = max(abs(r.get("ttft_err_p99") or 0), abs(r.get("e2e_err_p99") or 0)) if r.get("ttft_err_p99") is not None else None
-        row(f"TTFT and E2E error p50 within 1 ms at {n} streams (worse of the two)", worst50, 1.0, "ms")
-        row(f"TTFT and E2E error p99 within 3 ms at {n} streams (worse of the two)", worst99, 3.0, "ms")
+        for q, bound in (("p50", 1.0), ("p99", 3.0)):
+            raw = worst(r, f"ttft_err_{q}", f"e2e_err_{q}")
+            net = worst(r, f"ttft_net_{q}", f"e2e_net_{q}")
+            row(f"TTFT and E2E error {q} within {bound:g} ms at {n} streams (worse of the two)", net, bound, "ms",
+                note=f" (raw {fmt(raw, '.2f')})")
     if 256 in by:
         row("at most 0.3 CPU-s per 10k streamed tokens (256 streams)", by[256].get("cpu_per_10k"), 0.3, "CPU-s")
     row("one generator core sustains 100,000 streamed tokens/s with ITL within 20 %", best["tokens_per_s"] if best else None,

@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import random
+import re
 import resource
 import time
 from dataclasses import replace
@@ -80,6 +81,8 @@ class _Controller:
         self.finished = False
         self.planned: int | None = None
         self.loop_lag: list[float] = []
+        # Each request's X-Request-Id (and the record's request_id): run, worker, sequence number.
+        self.rid_prefix = re.sub(r"[^A-Za-z0-9._:-]", "_", f"{cfg.run_id}-{self.worker}")
         self.prompts = PromptSet()
         self.dispatcher_claimed = False
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **cfg.headers}
@@ -213,10 +216,11 @@ class _Controller:
         t0 = _perf()
         rec = RequestRecord(target=cfg.target, scenario=cfg.scenario, worker=self.worker, seq=seq,
                             t_intended=self.wall(intended), t_sent=self.wall(t0), kind=prompt.kind,
-                            prompt_tokens=prompt.prompt_tokens)
+                            prompt_tokens=prompt.prompt_tokens, request_id=f"{self.rid_prefix}-{seq}")
         st = StreamState()
         try:
-            res = self.wire.post_stream("/chat/completions", payload, st.feed, deadline=t0 + cfg.timeout_s, on_token=st.token)
+            res = self.wire.post_stream("/chat/completions", payload, st.feed, deadline=t0 + cfg.timeout_s, on_token=st.token,
+                                        request_id=rec.request_id)
         except Exception as exc:  # noqa: BLE001 - a bug here must cost one record, not the run
             res = WireResult(error="stream-error", error_message=f"{type(exc).__name__}: {exc}", t_end=_perf())
         except BaseException:

@@ -251,13 +251,15 @@ class StreamReactor:
     # -- requests (called from the users' greenlets) ---------------------------------------
 
     def post_stream(self, path: str, body: bytes, on_data: Callable[[bytes, float], None],
-                    deadline: float | None = None, on_token: Callable[[float], bool] | None = None) -> WireResult:
+                    deadline: float | None = None, on_token: Callable[[float], bool] | None = None,
+                    request_id: str | None = None) -> WireResult:
         """POST ``body``; ``on_data(payload, arrival_time)`` per read of the body. Never raises.
+        ``request_id`` goes out as ``X-Request-Id`` (servers log it; vLLM takes it as its own id).
 
         ``on_token(arrival_time)``, when given, is offered each read that the reader thread found to
         be exactly one chunk with one token event (:meth:`Exchange.token`); it returns False to
         have the bytes go to ``on_data`` as usual. Saves parsing the common read."""
-        request = self.origin.request(path, body)
+        request = self.origin.request(path, body, request_id)
         ex = Exchange(on_data, deadline, on_token=on_token)
         for attempt in (0, 1):
             # A retry always takes a fresh connection: the server that closed one idle connection

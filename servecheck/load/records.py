@@ -57,6 +57,7 @@ class RequestRecord:
     error: str | None = None
     error_message: str = ""
     kind: str = "chat"  # request kind within the scenario (chat, long, json, tools ...)
+    request_id: str = ""  # sent as X-Request-Id: finds this request in the server's logs
 
     @property
     def ok(self) -> bool:
@@ -87,6 +88,7 @@ class RequestRecord:
             "kind": self.kind,
             "worker": self.worker,
             "seq": self.seq,
+            "request_id": self.request_id,
             "t_intended": round(self.t_intended, 6),
             "t_sent": round(self.t_sent, 6),
             "t_done": None if self.t_done is None else round(self.t_done, 6),

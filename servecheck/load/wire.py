@@ -208,8 +208,9 @@ class Origin:
         self.host_hdr = self.host if self.port in (80, 443) else f"{self.host}:{self.port}"
         self.head_tail = "".join(f"{k}: {v}\r\n" for k, v in headers.items() if k.lower() not in ("host", "content-length"))
 
-    def request(self, path: str, body: bytes) -> bytes:
-        return request_bytes(self.host_hdr, self.prefix, self.head_tail, path, body)
+    def request(self, path: str, body: bytes, request_id: str | None = None) -> bytes:
+        tail = self.head_tail if request_id is None else f"{self.head_tail}X-Request-Id: {request_id}\r\n"
+        return request_bytes(self.host_hdr, self.prefix, tail, path, body)
 
 
 class _Conn:
@@ -319,11 +320,12 @@ class WireClient:
         return _Conn(sock)
 
     def post_stream(self, path: str, body: bytes, on_data: Callable[[bytes, float], None],
-                    deadline: float | None = None, on_token: Callable[[float], bool] | None = None) -> WireResult:
+                    deadline: float | None = None, on_token: Callable[[float], bool] | None = None,
+                    request_id: str | None = None) -> WireResult:
         """POST ``body``; call ``on_data(payload_bytes, arrival_time)`` per socket read of the body.
-        (``on_token`` is for :class:`~servecheck.load.reactor.StreamReactor`'s signature; this
-        reader parses every read.)"""
-        request = self.origin.request(path, body)
+        ``request_id`` goes out as ``X-Request-Id``. (``on_token`` is for
+        :class:`~servecheck.load.reactor.StreamReactor`'s signature; this reader parses every read.)"""
+        request = self.origin.request(path, body, request_id)
         where = f"{self.origin.host}:{self.origin.port}"
         for attempt in (0, 1):
             # A retry always takes a fresh connection: the server that closed one idle connection

@@ -11,7 +11,9 @@ charged with the server's lateness. This server does only what calibration needs
   TTFT, then one every ITL on an absolute schedule (``first + k * ITL``), so the truth of every
   request is known in advance: TTFT, ITL and E2E = TTFT + (n - 1) * ITL;
 * ``GET /health``, ``GET /v1/models`` (one model, ``truth``), and ``GET /stats``: the server's own
-  lateness (how long after its due time each write left), so a benchmark can show the truth held.
+  lateness (how long after its due time each write left), so a benchmark can show the truth held;
+* ``GET /stats/requests``: per request that carried an ``X-Request-Id``, how late its first and its
+  last token left (ms), so a benchmark can take the server's lateness out of each request's error.
 
 One thread, one ``epoll`` loop, non-blocking sockets, chunk bytes built once per request and a heap
 of due times. When the next write is under 2 ms away the loop polls without sleeping (epoll's
@@ -48,6 +50,7 @@ MODEL = "truth"
 MAX_REQUEST_BYTES = 1 << 20
 LATE_BUCKET_S = 10e-6  # lateness histogram resolution
 LATE_BUCKETS = 20_000  # 0 .. 200 ms, then one overflow bucket
+MAX_TRACKED = 500_000  # requests whose first/last lateness /stats/requests keeps
 SPIN_BELOW_S = 0.002
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform == "linux" else None)
 _ANC_BYTES = socket.CMSG_SPACE(16)
@@ -68,6 +71,7 @@ class _Conn:
     outbuf: bytearray = field(default_factory=bytearray)
     busy: bool = False  # a response is in progress (no pipelining)
     closed: bool = False
+    request_id: str = ""  # X-Request-Id of the request being answered
 
 
 @dataclass(slots=True)
@@ -78,6 +82,7 @@ class _Stream:
     tail: bytes  # sent with the last token: finish, usage, [DONE], end of body
     first_due: float = 0.0
     sent: int = 0
+    rid: str = ""  # the request's X-Request-Id, if any
 
 
 class _Lateness:
@@ -144,12 +149,14 @@ class FastServer:
         self.heap: list[tuple[float, int, _Stream]] = []
         self.seq = itertools.count()
         self.late = _Lateness()
+        self.per_request: dict[str, list[float]] = {}  # X-Request-Id -> [first, last] lateness (s)
         self.requests = 0
         self.cpu0 = time.process_time()
         self.clock_offset = clock_offset()  # realtime - perf_counter, for the kernel's stamps
         self.stop = False
         self._routes: dict[tuple[str, str], Callable[[_Conn, bytes, float], None]] = {
             ("GET", "/health"): self._health, ("GET", "/v1/models"): self._models, ("GET", "/stats"): self._stats,
+            ("GET", "/stats/requests"): self._stats_requests,
             ("POST", "/v1/chat/completions"): self._chat, ("POST", "/v1/completions"): self._completions,
         }
 
@@ -246,10 +253,14 @@ class FastServer:
             return False
         head = bytes(buf[:end]).decode("latin-1").split("\r\n")
         length = 0
+        conn.request_id = ""
         for line in head[1:]:
             k, _, v = line.partition(":")
-            if k.strip().lower() == "content-length":
+            key = k.strip().lower()
+            if key == "content-length":
                 length = int(v.strip() or 0)
+            elif key == "x-request-id":
+                conn.request_id = v.strip()[:200]
         if len(buf) < end + 4 + length:
             return False
         body = bytes(buf[end + 4:end + 4 + length])
@@ -303,9 +314,16 @@ class FastServer:
         if conn.closed:
             st.left = 0
             return
-        self.late.add(now - due)
+        late = now - due
+        self.late.add(late)
         st.sent += 1
         st.left -= 1
+        if st.rid:
+            if st.sent == 1:
+                if len(self.per_request) < MAX_TRACKED:
+                    self.per_request[st.rid] = [late, late]
+            elif st.left <= 0 and st.rid in self.per_request:
+                self.per_request[st.rid][1] = late
         if st.left > 0:
             self._send(conn, st.token)
             return
@@ -328,6 +346,12 @@ class FastServer:
         body = {"requests": self.requests, "open_streams": len(self.heap),
                 "cpu_s": round(time.process_time() - self.cpu0, 3), **self.late.summary()}
         self._send(conn, _response("200 OK", json.dumps(body).encode()))
+
+    def _stats_requests(self, conn: _Conn, _body: bytes, _arrived: float) -> None:
+        ms = 1000.0
+        per = {rid: [round(a * ms, 4), round(b * ms, 4)] for rid, (a, b) in self.per_request.items()}
+        body = {"tracked": len(per), "limit": MAX_TRACKED, "unit": "ms", "requests": per}
+        self._send(conn, _response("200 OK", json.dumps(body, separators=(",", ":")).encode()))
 
     def _chat(self, conn: _Conn, body: bytes, arrived: float) -> None:
         self._generate(conn, body, arrived, chat=True)
@@ -367,7 +391,7 @@ class FastServer:
                        **({"message": {"role": "assistant", "content": text}} if chat else {"text": text})}
             full = json.dumps({**base, "object": "chat.completion" if chat else "text_completion",
                                "choices": [message], "usage": usage}).encode()
-            st = _Stream(conn, 1, b"", _response("200 OK", full))
+            st = _Stream(conn, 1, b"", _response("200 OK", full), rid=conn.request_id)
             conn.busy = True
             delay = self.timing.ttft_s + (n - 1) * self.timing.itl_s
             heapq.heappush(self.heap, (arrived + delay, next(self.seq), st))
@@ -383,7 +407,7 @@ class FastServer:
         head = _STREAM_HEAD + (_sse({**base, "choices": [choice(None, role=True)], **extra}) if chat else b"")
         conn.busy = True
         self._send(conn, head)
-        st = _Stream(conn, n, token, tail, first_due=arrived + self.timing.ttft_s)
+        st = _Stream(conn, n, token, tail, first_due=arrived + self.timing.ttft_s, rid=conn.request_id)
         heapq.heappush(self.heap, (st.first_due, next(self.seq), st))
 
 

@@ -73,6 +73,9 @@ def test_closed_loop_run_writes_the_report(fast_server: RunningServer, tmp_path:
     for name in ("records.jsonl", "summary.txt", "locust_stats.csv", "load-config.json"):
         assert (run_dir / name).is_file(), f"{name} missing from {sorted(os.listdir(run_dir))}"
     assert "sk-load-selftest-1234" not in (run_dir / "load-config.json").read_text()
+    recs = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+    ids = {r["request_id"] for r in recs}
+    assert len(ids) == 12 and all(i.startswith(s["run_id"] + "-") for i in ids), ids  # sent as X-Request-Id
     assert "PASS ttft_p95<=30s" in proc.stdout
     if sys.platform == "linux":  # the native reader thread read the streams, timed by the kernel
         assert s["generator"]["reader"]["kinds"] == ["thread"], s["generator"]["reader"]

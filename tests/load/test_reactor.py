@@ -185,3 +185,16 @@ def test_connections_on_descriptors_above_1024(fast: str, reader: str) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert res.error is None, res.error_message
     assert len(st.token_times) == 16
+
+
+def test_request_id_reaches_the_server_and_its_lateness_is_kept(fast: str, reader: str) -> None:
+    reactor = StreamReactor(fast + "/v1", {"Content-Type": "application/json"}, 5.0, 10.0, reader=reader)
+    st = StreamState()
+    res = reactor.post_stream("/chat/completions", _body(), st.feed, request_id="run1-w0-7")
+    plain = reactor.post_stream("/chat/completions", _body(), StreamState().feed)
+    reactor.close()
+    assert res.error is None and plain.error is None
+    per = _get(fast + "/stats/requests")
+    assert per["unit"] == "ms" and per["tracked"] == 1, "only requests with an X-Request-Id are kept"
+    first, last = per["requests"]["run1-w0-7"]
+    assert 0 <= first < 1000 and 0 <= last < 1000
