@@ -1,4 +1,4 @@
-"""The load generator's plain-HTTP reader: one epoll loop for every stream, kernel arrival times.
+"""The load generator's plain-HTTP reader: one reader for every stream, kernel arrival times.
 
 Why not one blocking read per greenlet (:class:`~servecheck.load.wire.WireClient`): under gevent
 each ``recv`` that would block parks the greenlet, and every arriving token then costs a hub
@@ -7,30 +7,29 @@ switch and a watcher round trip. That per-token wake-up was most of the generato
 what inflated TTFT at high concurrency.
 
 Here a request's greenlet sends its request and sleeps on an event until the whole response is
-in (one switch per request); a single loop (:meth:`StreamReactor._loop`) waits for the epoll
-descriptor to become readable, then drains every ready socket in one pass. Each read is timed by
-the kernel: the sockets have ``SO_TIMESTAMPNS`` set, and ``recvmsg`` returns when the latest
-segment of that read arrived on this host. So a token's time is when its bytes reached the
-machine, not when the busy generator got round to reading them; the generator's own delay drops
-out of TTFT and ITL. (Where the kernel gives no timestamp, the time of the poll that found the
-data is used; ``kernel_stamps`` / ``user_stamps`` count which.) Two tokens that arrive before one
-read share the later one's time; with a generator that keeps up that is rare, and it never makes a
-token earlier than it was.
+in (one switch per request); a single loop (:meth:`StreamReactor._loop`) waits until reads are
+ready, then handles all of them in one pass. Each read is timed by the kernel: the sockets have
+``SO_TIMESTAMPNS`` set, and ``recvmsg`` returns when the latest segment of that read arrived on
+this host. So a token's time is when its bytes reached the machine, not when the busy generator
+got round to it; the generator's own delay drops out of TTFT and ITL. (Where the kernel gives no
+timestamp, the reader's clock right after the read is used; ``kernel_stamps`` / ``user_stamps``
+count which.) Two tokens that arrive before one read share the later one's time; it never makes a
+token earlier than it was, and the reader below makes it rare.
 
 Who reads (``kind`` in ``summary.json``'s ``generator.reader``):
 
 - ``thread`` (the default where the optional C extension ``_rxthread`` is built): a native thread
   that only reads. It waits in ``epoll_wait`` without the GIL and takes each socket's bytes and
-  stamp within microseconds of their arrival, however busy the Python side is; this loop then
-  takes the whole batch and parses it. The thread also marks each read that is exactly one chunk
-  with one token event (``_rxthread.token_chunk``); such a read is counted without parsing
-  (:meth:`Exchange.token`) when the stream is between chunks, which cut the generator's CPU per
-  token by a quarter. With a Python reader, the pass over a few hundred ready
-  sockets plus the parsing lasted long enough on a small core (p99 11 ms at 256 streams,
-  ``docs/benchmarks.md``) for a stream's next token to arrive before the last one was read,
-  and the two shared the later stamp.
-- ``loop``: the same reads done by this loop itself with ``recvmsg`` (no compiler at install
-  time, not Linux, or ``SERVECHECK_READER=loop``).
+  stamp within about a millisecond of their arrival, however busy the Python side is; this loop
+  then takes the whole batch and parses it. With the Python reader, the pass over a few hundred
+  ready sockets plus the parsing ran long enough on a small core (p99 11 ms at 256 streams) for a
+  stream's next token to arrive before the last one was read, and the two shared the later stamp
+  (TTFT error p99 11-20 ms against under 1 ms with the thread: ``docs/benchmarks.md``). The thread
+  also marks each read that is exactly one chunk with one token event (``_rxthread.token_chunk``);
+  such a read is counted without parsing (:meth:`Exchange.token`) when the stream is between
+  chunks, which cut the generator's CPU per token by about a quarter.
+- ``loop``: the same reads done by this loop itself with ``epoll`` and ``recvmsg`` (no compiler at
+  install time, not Linux, or ``SERVECHECK_READER=loop``).
 
 The loop and the requests' waits use ``select.poll`` and ``threading.Event``: under Locust
 (gevent-patched) they are cooperative and the loop is a greenlet; in a plain process the loop is
