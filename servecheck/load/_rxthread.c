@@ -18,7 +18,8 @@
  *   r.fileno()              an eventfd that becomes readable when records are waiting
  *   r.add(fd, key)          start reading fd; its records carry key (an int chosen by the caller,
  *                           so that a reused descriptor number never mixes two connections)
- *   r.remove(fd)            stop reading fd; no record of it is taken after this returns
+ *   r.remove(fd)            stop reading fd: nothing more is read from it after this returns
+ *                           (records read before are still in the next take(), under their key)
  *   r.take() -> list        records since the last take: (key, stamp, t_read, data, token) where stamp
  *                           is the kernel's receive time (CLOCK_REALTIME seconds, or 0.0 when the
  *                           kernel gave none), t_read the thread's CLOCK_MONOTONIC time after the
@@ -32,7 +33,11 @@
  *                           do just that (tests/load/test_rxthread.py pins the equivalence)
  *   r.stats() -> tuple      (reads, passes, cpu_s): reads done, epoll passes that read something,
  *                           and the thread's own CPU time so far (kernel and user)
- *   r.close()               stop and join the thread (idempotent)
+ *   r.close()               stop and join the thread (idempotent; a second caller waits for it)
+ * A reader belongs to the process that made it: in a forked child every method but close()
+ * and fileno() raises RuntimeError (the child shares the epoll set and the eventfd, not the
+ * thread). Out of memory: the thread leaves bytes in the socket until it can store them; take()
+ * raises MemoryError and the batch it was converting is lost.
  * After EOF or an error the thread stops watching that descriptor by itself; the caller still
  * calls remove().
  */
@@ -40,7 +45,9 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -52,6 +59,7 @@
 #define RECV_BYTES 65536
 #define MAX_EVENTS 256
 #define BUFFER_LIMIT (64u << 20) /* stop reading (back-pressure through TCP) above this */
+#define MAX_FD (1 << 24)          /* descriptor numbers the key table accepts */
 
 enum { REC_DATA = 0, REC_EOF = 1, REC_ERROR = 2 };
 
@@ -107,7 +115,9 @@ typedef struct {
     int notify_fd; /* readable while records wait for take() */
     int stop_fd;   /* written by close() to end the thread */
     pthread_t thread;
+    pthread_mutex_t stop_mu; /* serialises close(): a second closer waits for the join */
     int started;
+    int dead; /* the thread could not run (out of memory at its start) */
     pid_t owner; /* the process that started the thread (a forked child has no thread) */
     int closed;
     pthread_mutex_t mu; /* guards everything below, and every recvmsg */
@@ -117,8 +127,8 @@ typedef struct {
     size_t len, cap;
     int notified;
     long pause_ns;
-    uint64_t reads, passes; /* written by the thread only */
-    double cpu_s;           /* the thread's CPU time when it stopped */
+    uint64_t reads, passes; /* under mu */
+    double cpu_s;           /* the thread's CPU time when it stopped; under mu */
 } Reader;
 
 static double now_mono(void) {
@@ -127,8 +137,9 @@ static double now_mono(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int append(Reader *r, const rec_head *h, const char *data) {
-    size_t need = r->len + sizeof(rec_head) + (h->kind == REC_DATA ? (size_t)h->len : 0);
+/* Room for one more record of up to RECV_BYTES; -1 when memory is short (then nothing is read). */
+static int reserve(Reader *r) {
+    size_t need = r->len + sizeof(rec_head) + RECV_BYTES;
     if (need > r->cap) {
         size_t cap = r->cap ? r->cap : 1 << 16;
         while (cap < need) cap *= 2;
@@ -137,18 +148,22 @@ static int append(Reader *r, const rec_head *h, const char *data) {
         r->buf = nb;
         r->cap = cap;
     }
+    return 0;
+}
+
+static void append(Reader *r, const rec_head *h, const char *data) { /* after reserve() */
     memcpy(r->buf + r->len, h, sizeof(rec_head));
     r->len += sizeof(rec_head);
     if (h->kind == REC_DATA) {
         memcpy(r->buf + r->len, data, (size_t)h->len);
         r->len += (size_t)h->len;
     }
-    return 0;
 }
 
 /* Read fd once (the caller holds r->mu); returns 1 when a record was added. */
 static int read_one(Reader *r, int fd, char *data, char *anc, size_t anc_len) {
     if (fd < 0 || fd >= r->nkeys || r->keys[fd] < 0) return 0; /* removed meanwhile */
+    if (reserve(r) < 0) return -1; /* leave the bytes in the socket and try again later */
     struct iovec iov = {data, RECV_BYTES};
     struct msghdr msg;
     memset(&msg, 0, sizeof msg);
@@ -157,7 +172,8 @@ static int read_one(Reader *r, int fd, char *data, char *anc, size_t anc_len) {
     msg.msg_control = anc;
     msg.msg_controllen = anc_len;
     ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+    int err = n < 0 ? errno : 0;
+    if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)) return 0;
     rec_head h;
     memset(&h, 0, sizeof h);
     h.key = r->keys[fd];
@@ -167,7 +183,8 @@ static int read_one(Reader *r, int fd, char *data, char *anc, size_t anc_len) {
         h.len = (int32_t)n;
         h.token = is_token_chunk(data, (size_t)n);
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPNS) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPNS &&
+                c->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
                 struct timespec ts;
                 memcpy(&ts, CMSG_DATA(c), sizeof ts);
                 h.stamp = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
@@ -175,12 +192,12 @@ static int read_one(Reader *r, int fd, char *data, char *anc, size_t anc_len) {
         }
     } else {
         h.kind = n == 0 ? REC_EOF : REC_ERROR;
-        h.len = n == 0 ? 0 : errno;
+        h.len = err;
         /* Nothing more will come: stop watching, or level-triggered epoll reports it forever. */
         epoll_ctl(r->ep, EPOLL_CTL_DEL, fd, NULL);
         r->keys[fd] = -1;
     }
-    if (append(r, &h, data) < 0) return 0;
+    append(r, &h, data);
     r->reads++;
     return 1;
 }
@@ -189,12 +206,23 @@ static void *run(void *arg) {
     Reader *r = (Reader *)arg;
     struct epoll_event events[MAX_EVENTS];
     char *data = malloc(RECV_BYTES);
-    char anc[CMSG_SPACE(sizeof(struct timespec)) * 2];
-    if (data == NULL) return NULL;
+    union {
+        struct cmsghdr align;
+        char bytes[CMSG_SPACE(sizeof(struct timespec)) * 2];
+    } anc;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the Python thread's business */
+    if (data == NULL) {
+        pthread_mutex_lock(&r->mu);
+        r->dead = 1;
+        pthread_mutex_unlock(&r->mu);
+        return NULL;
+    }
     for (;;) {
         int n = epoll_wait(r->ep, events, MAX_EVENTS, 1000);
         if (n < 0 && errno != EINTR) break;
-        int stop = 0, added = 0;
+        int stop = 0, added = 0, short_of_memory = 0;
         for (int i = 0; i < n; i++) {
             int fd = events[i].data.fd;
             if (fd == r->stop_fd) {
@@ -202,7 +230,11 @@ static void *run(void *arg) {
                 continue;
             }
             pthread_mutex_lock(&r->mu);
-            if (r->len < BUFFER_LIMIT) added |= read_one(r, fd, data, anc, sizeof anc);
+            if (r->len < BUFFER_LIMIT) {
+                int got = read_one(r, fd, data, anc.bytes, sizeof anc.bytes);
+                if (got < 0) short_of_memory = 1;
+                else added |= got;
+            }
             pthread_mutex_unlock(&r->mu);
         }
         if (stop) break;
@@ -221,7 +253,7 @@ static void *run(void *arg) {
         pthread_mutex_lock(&r->mu);
         int full = r->len >= BUFFER_LIMIT;
         pthread_mutex_unlock(&r->mu);
-        if (full) {
+        if (full || short_of_memory) {
             struct timespec pause = {0, 1000000}; /* the taker is behind: let it catch up */
             nanosleep(&pause, NULL);
         } else if (added && r->pause_ns > 0) {
@@ -231,22 +263,35 @@ static void *run(void *arg) {
     }
     free(data);
     struct timespec cpu;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0) r->cpu_s = (double)cpu.tv_sec + (double)cpu.tv_nsec * 1e-9;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0) {
+        pthread_mutex_lock(&r->mu);
+        r->cpu_s = (double)cpu.tv_sec + (double)cpu.tv_nsec * 1e-9;
+        pthread_mutex_unlock(&r->mu);
+    }
     return NULL;
 }
 
 static void reader_stop(Reader *r) {
-    if (r->closed) return;
     r->closed = 1;
-    if (r->started && r->owner == getpid()) {
+    if (r->owner != getpid()) return; /* a forked child: the thread is the parent's */
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&r->stop_mu); /* a concurrent closer waits here for the join */
+    if (r->started) {
         uint64_t one = 1;
         ssize_t w = write(r->stop_fd, &one, sizeof one);
         (void)w;
-        Py_BEGIN_ALLOW_THREADS
         pthread_join(r->thread, NULL);
-        Py_END_ALLOW_THREADS
         r->started = 0;
     }
+    pthread_mutex_unlock(&r->stop_mu);
+    Py_END_ALLOW_THREADS
+}
+
+/* Every method but close() refuses to work in a forked child (see the header comment). */
+static int owned(Reader *r) {
+    if (r->owner == getpid()) return 1;
+    PyErr_SetString(PyExc_RuntimeError, "this reader belongs to the process that created it (this is a forked child)");
+    return 0;
 }
 
 static PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
@@ -260,8 +305,10 @@ static PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     Reader *r = (Reader *)type->tp_alloc(type, 0);
     if (r == NULL) return NULL;
     r->pause_ns = (long)(pause_s * 1e9);
+    r->owner = getpid();
     r->ep = r->notify_fd = r->stop_fd = -1;
     pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->stop_mu, NULL);
     r->ep = epoll_create1(EPOLL_CLOEXEC);
     r->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -285,6 +332,7 @@ static void Reader_dealloc(Reader *r) {
     if (r->notify_fd >= 0) close(r->notify_fd);
     if (r->stop_fd >= 0) close(r->stop_fd);
     pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->stop_mu);
     free(r->keys);
     free(r->buf);
     Py_TYPE(r)->tp_free((PyObject *)r);
@@ -294,6 +342,7 @@ static PyObject *Reader_add(Reader *r, PyObject *args) {
     int fd;
     long long key;
     if (!PyArg_ParseTuple(args, "iL", &fd, &key)) return NULL;
+    if (!owned(r)) return NULL;
     if (r->closed) {
         PyErr_SetString(PyExc_RuntimeError, "the reader is closed");
         return NULL;
@@ -302,38 +351,41 @@ static PyObject *Reader_add(Reader *r, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "fd and key must be >= 0");
         return NULL;
     }
-    pthread_mutex_lock(&r->mu);
+    if (fd >= MAX_FD || fd == r->ep || fd == r->notify_fd || fd == r->stop_fd) {
+        PyErr_Format(PyExc_ValueError, "descriptor %d cannot be read by this reader", fd);
+        return NULL;
+    }
+    if (fcntl(fd, F_GETFD) < 0) return PyErr_SetFromErrno(PyExc_OSError); /* EBADF: not open */
+    pthread_mutex_lock(&r->mu); /* the key and the epoll registration change together */
     if (fd >= r->nkeys) {
-        int n = r->nkeys ? r->nkeys : 1024;
-        while (n <= fd) n *= 2;
-        int64_t *nk = realloc(r->keys, (size_t)n * sizeof(int64_t));
+        size_t n = r->nkeys ? (size_t)r->nkeys : 1024;
+        while (n <= (size_t)fd) n *= 2; /* fd < MAX_FD, so no overflow */
+        int64_t *nk = realloc(r->keys, n * sizeof(int64_t));
         if (nk == NULL) {
             pthread_mutex_unlock(&r->mu);
             return PyErr_NoMemory();
         }
-        for (int i = r->nkeys; i < n; i++) nk[i] = -1;
+        for (size_t i = (size_t)r->nkeys; i < n; i++) nk[i] = -1;
         r->keys = nk;
-        r->nkeys = n;
+        r->nkeys = (int)n;
     }
-    r->keys[fd] = key;
-    pthread_mutex_unlock(&r->mu);
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.fd = fd};
-    if (epoll_ctl(r->ep, EPOLL_CTL_ADD, fd, &ev) < 0 && errno != EEXIST) {
-        int err = errno;
-        pthread_mutex_lock(&r->mu);
-        r->keys[fd] = -1;
-        pthread_mutex_unlock(&r->mu);
+    int rc = epoll_ctl(r->ep, EPOLL_CTL_ADD, fd, &ev);
+    if (rc < 0 && errno == EEXIST) rc = epoll_ctl(r->ep, EPOLL_CTL_MOD, fd, &ev);
+    int err = errno;
+    if (rc == 0) r->keys[fd] = key;
+    pthread_mutex_unlock(&r->mu);
+    if (rc < 0) {
         errno = err;
         return PyErr_SetFromErrno(PyExc_OSError);
     }
     if (!r->started) {
-        int rc = pthread_create(&r->thread, NULL, run, r);
-        if (rc != 0) {
-            errno = rc;
+        int prc = pthread_create(&r->thread, NULL, run, r);
+        if (prc != 0) {
+            errno = prc;
             return PyErr_SetFromErrno(PyExc_OSError);
         }
         r->started = 1;
-        r->owner = getpid();
     }
     Py_RETURN_NONE;
 }
@@ -341,14 +393,16 @@ static PyObject *Reader_add(Reader *r, PyObject *args) {
 static PyObject *Reader_remove(Reader *r, PyObject *args) {
     int fd;
     if (!PyArg_ParseTuple(args, "i", &fd)) return NULL;
+    if (!owned(r)) return NULL;
     pthread_mutex_lock(&r->mu); /* waits out a recvmsg on fd that is under way */
     if (fd >= 0 && fd < r->nkeys) r->keys[fd] = -1;
+    if (fd >= 0 && fd != r->stop_fd) epoll_ctl(r->ep, EPOLL_CTL_DEL, fd, NULL); /* ENOENT after EOF: fine */
     pthread_mutex_unlock(&r->mu);
-    if (fd >= 0) epoll_ctl(r->ep, EPOLL_CTL_DEL, fd, NULL); /* ENOENT after EOF: fine */
     Py_RETURN_NONE;
 }
 
 static PyObject *Reader_take(Reader *r, PyObject *unused) {
+    if (!owned(r)) return NULL;
     /* Clear the eventfd first: a record appended after the swap below signals it again, so the
      * caller's next wait cannot miss it. */
     uint64_t count;
@@ -410,13 +464,12 @@ static PyMethodDef module_methods[] = {
 static PyObject *Reader_fileno(Reader *r, PyObject *unused) { return PyLong_FromLong(r->notify_fd); }
 
 static PyObject *Reader_stats(Reader *r, PyObject *unused) {
-    double cpu_s = r->cpu_s;
+    if (!owned(r)) return NULL;
     clockid_t cid;
     struct timespec ts;
-    if (r->started && !r->closed && r->owner == getpid() && pthread_getcpuclockid(r->thread, &cid) == 0 &&
-        clock_gettime(cid, &ts) == 0)
-        cpu_s = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    int live = r->started && !r->closed && pthread_getcpuclockid(r->thread, &cid) == 0 && clock_gettime(cid, &ts) == 0;
     pthread_mutex_lock(&r->mu);
+    double cpu_s = live ? (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 : r->cpu_s;
     unsigned long long reads = r->reads, passes = r->passes;
     pthread_mutex_unlock(&r->mu);
     return Py_BuildValue("(KKd)", reads, passes, cpu_s);
@@ -427,7 +480,12 @@ static PyObject *Reader_close(Reader *r, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-static PyObject *Reader_running(Reader *r, void *closure) { return PyBool_FromLong(r->started && !r->closed); }
+static PyObject *Reader_running(Reader *r, void *closure) {
+    pthread_mutex_lock(&r->mu);
+    int dead = r->dead;
+    pthread_mutex_unlock(&r->mu);
+    return PyBool_FromLong(r->started && !r->closed && !dead && r->owner == getpid());
+}
 
 static PyMethodDef Reader_methods[] = {
     {"add", (PyCFunction)Reader_add, METH_VARARGS, "add(fd, key): start reading fd"},

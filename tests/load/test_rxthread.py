@@ -30,9 +30,15 @@ pytestmark = pytest.mark.skipif(reactor_mod.sys.platform != "linux", reason="the
 @pytest.fixture()
 def rx() -> Iterator[object]:
     assert reactor_mod._rxthread is not None, "the native reader is not built: pip install -e . needs a C compiler"
+    # Linux turns receive timestamps on lazily (a work queue) when the first socket asks; the
+    # reactor holds a socket with them on for its whole life, and so does this fixture.
+    keeper = reactor_mod._stamps_keeper()
+    time.sleep(0.05)
     r = reactor_mod._rxthread.Reader()
     yield r
     r.close()
+    if keeper is not None:
+        keeper.close()
 
 
 def _pair() -> tuple[socket.socket, socket.socket]:
@@ -266,3 +272,41 @@ def test_shortcut_is_refused_mid_chunk_and_mid_event() -> None:
     ex2, st2 = _fresh()
     ex2.feed(b"6\r\ndata: \r\n", 1.0)  # a whole chunk, but the SSE event is not finished
     assert not ex2.token(2.0) and st2.token_times == []
+
+
+def test_bad_descriptors_are_refused(rx: object) -> None:
+    with pytest.raises(ValueError, match="cannot be read"):
+        rx.add(1 << 30, 1)  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="cannot be read"):
+        rx.add(rx.fileno(), 1)  # type: ignore[attr-defined]
+    spare = socket.socket()
+    fd = spare.fileno()
+    spare.close()
+    with pytest.raises(OSError):
+        rx.add(fd, 1)  # type: ignore[attr-defined]
+
+
+def test_a_forked_child_cannot_take_the_parents_records(rx: object) -> None:
+    import os
+
+    client, server = _pair()
+    rx.add(client.fileno(), 7)  # type: ignore[attr-defined]
+    server.sendall(b"one")
+    time.sleep(0.05)
+    pid = os.fork()
+    if pid == 0:  # the child: every use must be refused, and close() must not hang
+        code = 0
+        try:
+            rx.take()  # type: ignore[attr-defined]
+            code = 1
+        except RuntimeError:
+            pass
+        rx.close()  # type: ignore[attr-defined]
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the child's take() was not refused"
+    ready, _, _ = select.select([rx.fileno()], [], [], 2.0)  # type: ignore[attr-defined]
+    assert ready, "the parent's wake-up survived the child"
+    assert [r[3] for r in rx.take()] == [b"one"]  # type: ignore[attr-defined]
+    client.close()
+    server.close()
