@@ -501,6 +501,7 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
     lines = [
         f"run {summary['run_id']}  target {summary['target']}  scenario {summary['scenario']}  mode {summary['mode']}",
         f"requests {req['total']}  ok {req['ok']}  failed {req['failed']} ({req['error_rate']:.2%})"
+        + (f"  abandoned on purpose {req['abandoned']}" if req.get("abandoned") else "")
         + (f"  errors {req['errors']}" if req["errors"] else ""),
         f"throughput {thr['requests_per_s']:.2f} req/s  {thr['output_tokens_per_s']:.1f} output tokens/s"
         f"  over {summary['window_s']:.1f} s  goodput {'-' if summary['goodput'] is None else format(summary['goodput'], '.1%')}",

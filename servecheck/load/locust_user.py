@@ -218,9 +218,14 @@ class _Controller:
                             t_intended=self.wall(intended), t_sent=self.wall(t0), kind=prompt.kind,
                             prompt_tokens=prompt.prompt_tokens, request_id=f"{self.rid_prefix}-{seq}")
         st = StreamState()
+        until = None
+        stop_at = user.hang_up_after_tokens
+        if stop_at is not None and stop_at > 0 and user.rng.random() < user.hang_up_share:
+            def until() -> bool:
+                return len(st.token_times) >= stop_at
         try:
             res = self.wire.post_stream("/chat/completions", payload, st.feed, deadline=t0 + cfg.timeout_s, on_token=st.token,
-                                        request_id=rec.request_id)
+                                        request_id=rec.request_id, until=until)
         except Exception as exc:  # noqa: BLE001 - a bug here must cost one record, not the run
             res = WireResult(error="stream-error", error_message=f"{type(exc).__name__}: {exc}", t_end=_perf())
         except BaseException:
@@ -239,6 +244,7 @@ class _Controller:
         rec.status = res.status
         rec.t_done = self.wall(t_end)
         rec.error, rec.error_message = classify(res, st)
+        rec.abandoned = res.hung_up
         times = st.token_times
         rec.output_tokens_client = len(times)
         self.tokens += len(times)
@@ -263,6 +269,13 @@ class _Controller:
         if rec.error is not None:
             fire(request_type="LLM", name=f"E2E {scen}", response_time=(rec.e2e or 0.0) * 1000.0, response_length=0,
                  exception=RuntimeError(f"{rec.error}: {rec.error_message[:120]}"), context={})
+            return
+        if rec.abandoned:  # its TTFT is real; its "E2E" is only when the client gave up
+            if rec.ttft is not None:
+                fire(request_type="LLM", name=f"TTFT {scen}", response_time=rec.ttft * 1000.0,
+                     response_length=rec.tokens, exception=None, context={})
+            fire(request_type="LLM", name=f"ABANDONED {scen}", response_time=(rec.e2e or 0.0) * 1000.0,
+                 response_length=rec.tokens, exception=None, context={})
             return
         if rec.ttft is not None:
             fire(request_type="LLM", name=f"TTFT {scen}", response_time=rec.ttft * 1000.0,
@@ -408,6 +421,10 @@ class LLMUser(User):
     mix: ClassVar[list[PromptSpec]] = [PromptSpec(128, 64)]
     # request kind -> extra body keys (response_format, tools ...)
     kinds: ClassVar[dict[str, dict[str, Any]]] = {}
+    # Abandoned streams: this share of requests hangs up after this many tokens (the record says
+    # ``abandoned``); None never does. What a client that navigates away does to the server.
+    hang_up_after_tokens: ClassVar[int | None] = None
+    hang_up_share: ClassVar[float] = 1.0
 
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)

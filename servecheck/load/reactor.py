@@ -234,6 +234,7 @@ class StreamReactor:
         self._src: _LoopReads | _ThreadReads = _ThreadReads() if reader_kind(reader) == "thread" else _LoopReads()
         self.kind = self._src.kind
         self._keys = count(1)
+        self._stamps_on = _stamps_keeper()
         self._offset = clock_offset()  # realtime - perf_counter, for the kernel's stamps
         self._live: dict[int, _Live] = {}  # by key
         self.pool: list[socket.socket] = []
@@ -251,15 +252,16 @@ class StreamReactor:
 
     def post_stream(self, path: str, body: bytes, on_data: Callable[[bytes, float], None],
                     deadline: float | None = None, on_token: Callable[[float], bool] | None = None,
-                    request_id: str | None = None) -> WireResult:
+                    request_id: str | None = None, until: Callable[[], bool] | None = None) -> WireResult:
         """POST ``body``; ``on_data(payload, arrival_time)`` per read of the body. Never raises.
-        ``request_id`` goes out as ``X-Request-Id`` (servers log it; vLLM takes it as its own id).
+        ``request_id`` goes out as ``X-Request-Id`` (servers log it; vLLM takes it as its own id);
+        ``until()`` true hangs up mid-response (an abandoned stream, ``res.hung_up``).
 
         ``on_token(arrival_time)``, when given, is offered each read that the reader thread found to
         be exactly one chunk with one token event (:meth:`Exchange.token`); it returns False to
         have the bytes go to ``on_data`` as usual. Saves parsing the common read."""
         request = self.origin.request(path, body, request_id)
-        ex = Exchange(on_data, deadline, on_token=on_token)
+        ex = Exchange(on_data, deadline, on_token=on_token, until=until)
         for attempt in (0, 1):
             # A retry always takes a fresh connection: the server that closed one idle connection
             # has likely closed the other pooled ones too.
@@ -271,7 +273,7 @@ class StreamReactor:
                 if isinstance(sock_or_err, WireResult):
                     return sock_or_err
                 sock = sock_or_err
-            ex = Exchange(on_data, deadline, may_retry=reused, now=_perf(), on_token=on_token)
+            ex = Exchange(on_data, deadline, may_retry=reused, now=_perf(), on_token=on_token, until=until)
             try:
                 ex.res.t_sent = _perf()
                 self._sendall(sock, request)
@@ -360,6 +362,8 @@ class StreamReactor:
 
     def close(self) -> None:
         self._closed = True
+        if self._stamps_on is not None:
+            self._stamps_on.close()
         for key in list(self._live):
             self._finish(key, "fail", "stream-error", "the load generator is shutting down")
         while self.pool:
@@ -476,6 +480,25 @@ class StreamReactor:
         self._live.pop(key, None)
         self._src.remove(item.fd)
         item.event.set()
+
+
+def _stamps_keeper() -> socket.socket | None:
+    """An idle socket with receive timestamps on, kept for the reactor's life. Linux switches
+    timestamping on system-wide when the first socket asks (deferred to a work queue) and off when
+    the last one closes; a segment that arrives in between carries no stamp and is timed by the
+    reader's clock instead. Holding one on keeps stamps on across connection churn."""
+    if SO_TIMESTAMPNS is None:
+        return None
+    try:
+        keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    except OSError:
+        return None
+    try:
+        keeper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        keeper.close()
+        return None
+    return keeper
 
 
 def _ready(fd: int, events: int, timeout_s: float) -> bool:

@@ -58,6 +58,7 @@ class RequestRecord:
     error_message: str = ""
     kind: str = "chat"  # request kind within the scenario (chat, long, json, tools ...)
     request_id: str = ""  # sent as X-Request-Id: finds this request in the server's logs
+    abandoned: bool = False  # the client hung up mid-stream on purpose (hang_up_after_tokens)
 
     @property
     def ok(self) -> bool:
@@ -104,6 +105,7 @@ class RequestRecord:
             "status": self.status,
             "error": self.error,
             "error_message": self.error_message[:300],
+            "abandoned": self.abandoned,
         }
         return json.dumps(d, separators=(",", ":"))
 

@@ -123,6 +123,7 @@ class RunStats:
     output_tokens_client: int = 0
     usage_missing: int = 0
     discrepant: int = 0
+    abandoned: int = 0  # hung up by the client on purpose: counted ok, out of E2E and goodput
     latency: dict[str, Distribution] = field(default_factory=dict)
     goodput: float | None = None  # share of requests meeting every per-request SLO
     goodput_requests: int | None = None
@@ -152,6 +153,7 @@ class RunStats:
                 "failed": self.total - self.ok,
                 "error_rate": round(self.error_rate, 6),
                 "errors": dict(sorted(self.errors.items())),
+                "abandoned": self.abandoned,
             },
             "window_s": round(self.window_s, 6),
             "throughput": {
@@ -217,11 +219,13 @@ def compute_stats(
             st.errors[err] = st.errors.get(err, 0) + 1
         else:
             st.ok += 1
+            abandoned = bool(r.get("abandoned"))
+            st.abandoned += abandoned
             ttft, e2e = r.get("ttft"), r.get("e2e")
             if ttft is not None:
                 hist["ttft"].record(ttft)
                 hist["ttft_from_intended"].record(ttft + sent - intended)
-            if e2e is not None:
+            if e2e is not None and not abandoned:  # an abandoned stream's end is the client's choice
                 hist["e2e"].record(e2e)
                 hist["e2e_from_intended"].record(e2e + sent - intended)
             if r.get("tpot") is not None:
@@ -231,22 +235,25 @@ def compute_stats(
         client = int(r.get("output_tokens_client") or 0)
         st.output_tokens_client += client
         if usage is None:
-            st.usage_missing += 1 if not err else 0
+            st.usage_missing += 1 if not err and not r.get("abandoned") else 0
             st.output_tokens += client
         else:
             st.output_tokens_usage += int(usage)
             st.output_tokens += int(usage)
             if int(usage) != client:
                 st.discrepant += 1
-        if per_request is None:
+        if r.get("abandoned") and not err:
+            pass  # neither good nor bad: the client gave up on purpose
+        elif per_request is None:
             good += 0 if err else 1
         elif not err and per_request(r):
             good += 1
     if first_send is not None and last_done is not None:
         st.window_s = max(0.0, last_done - first_send)
     st.latency = {name: h.summary() for name, h in hist.items()}
-    if st.total:
-        st.goodput = good / st.total
+    judged = st.total - st.abandoned
+    if judged:
+        st.goodput = good / judged
         st.goodput_requests = good
     st.loop_lag_ms = distribution(loop_lag_s)
     _judge_schedule(st)

@@ -221,6 +221,8 @@ def classify(res: WireResult, st: StreamState) -> tuple[str | None, str]:
         return "invalid-sse", f"content-type is {ctype or 'missing'!r}, not text/event-stream"
     if st.problem:
         return st.problem_kind, st.problem
+    if res.hung_up:
+        return None, ""  # abandoned on purpose: no [DONE] to expect
     if not st.done:
         return "stream-error", "the stream ended without data: [DONE]"
     return None, ""

@@ -39,6 +39,7 @@ class WireResult:
     error_message: str = ""
     t_end: float = 0.0
     t_sent: float = 0.0  # just before the request's first byte was handed to the socket
+    hung_up: bool = False  # the client closed the connection on purpose (``until``), mid-response
 
 
 class Exchange:
@@ -50,15 +51,19 @@ class Exchange:
     each read and its arrival time; ``eof``/``fail`` end it. When ``done`` is set, ``res`` is the
     result, ``keep`` says whether the connection can be reused, and ``retry`` asks the caller to
     resend on a fresh connection (a stale pooled keep-alive connection, nothing received).
+    ``until()``, when given, is asked after each read of a 200 body; once it is true the client
+    hangs up (``res.hung_up``, the connection is not reused): an abandoned stream.
     """
 
-    __slots__ = ("on_data", "on_token", "deadline", "may_retry", "res", "buf", "dech", "length", "received", "keep",
+    __slots__ = ("on_data", "on_token", "until", "deadline", "may_retry", "res", "buf", "dech", "length", "received", "keep",
                  "limit", "prefix", "prefix_len", "done", "retry", "got_any", "in_body", "last")
 
     def __init__(self, on_data: Callable[[bytes, float], None], deadline: float | None = None,
-                 may_retry: bool = False, now: float = 0.0, on_token: Callable[[float], bool] | None = None) -> None:
+                 may_retry: bool = False, now: float = 0.0, on_token: Callable[[float], bool] | None = None,
+                 until: Callable[[], bool] | None = None) -> None:
         self.on_data = on_data
         self.on_token = on_token
+        self.until = until
         self.deadline = deadline
         self.may_retry = may_retry
         self.res = WireResult()
@@ -119,6 +124,16 @@ class Exchange:
             self._complete(t)
         elif self.deadline is not None and t > self.deadline:
             self.fail("timeout", "the response did not complete before the deadline", t)
+        elif self.until is not None and self.limit is None and self.until():
+            self.hang_up(t)
+
+    def hang_up(self, t: float) -> None:
+        """End the exchange here on purpose: the caller closes the connection mid-response."""
+        if self.done:
+            return
+        self.res.hung_up = True
+        self.keep = False
+        self._complete(t)
 
     def token(self, t: float) -> bool:
         """Count a read that the reader thread recognised (``_rxthread.token_chunk``) as exactly one
@@ -134,6 +149,8 @@ class Exchange:
         self.last = t
         if self.deadline is not None and t > self.deadline:
             self.fail("timeout", "the response did not complete before the deadline", t)
+        elif self.until is not None and self.until():
+            self.hang_up(t)
         return True
 
     def _head(self, head: bytes) -> None:
@@ -321,9 +338,10 @@ class WireClient:
 
     def post_stream(self, path: str, body: bytes, on_data: Callable[[bytes, float], None],
                     deadline: float | None = None, on_token: Callable[[float], bool] | None = None,
-                    request_id: str | None = None) -> WireResult:
+                    request_id: str | None = None, until: Callable[[], bool] | None = None) -> WireResult:
         """POST ``body``; call ``on_data(payload_bytes, arrival_time)`` per socket read of the body.
-        ``request_id`` goes out as ``X-Request-Id``. (``on_token`` is for
+        ``request_id`` goes out as ``X-Request-Id``; ``until()`` true hangs up mid-response
+        (:class:`Exchange`). (``on_token`` is for
         :class:`~servecheck.load.reactor.StreamReactor`'s signature; this reader parses every read.)"""
         request = self.origin.request(path, body, request_id)
         where = f"{self.origin.host}:{self.origin.port}"
@@ -337,7 +355,7 @@ class WireClient:
                 return WireResult(error="connect", error_message=f"connect timeout to {where}: {exc}", t_end=_perf())
             except OSError as exc:
                 return WireResult(error="connect", error_message=f"cannot connect to {where}: {exc}", t_end=_perf())
-            ex = Exchange(on_data, deadline, may_retry=reused)
+            ex = Exchange(on_data, deadline, may_retry=reused, until=until)
             self._exchange(conn, request, ex)
             if not ex.retry:
                 if ex.keep and ex.res.error is None:

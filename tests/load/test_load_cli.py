@@ -228,3 +228,18 @@ def test_plan_shape_drives_the_user_count(fast_server: RunningServer, tmp_path: 
     assert _max_in_flight(records, t0 + 0.5, t0 + 1.7) == 1, "base stage: one user"
     assert _max_in_flight(records, t0 + 2.8, t0 + 4.2) == 4, "spike stage: four users"
     assert _max_in_flight(records, t0 + 5.5, t0 + 6.2) == 1, "after the spike: back to one user"
+
+
+def test_abandon_scenario_hangs_up_on_purpose(fast_server: RunningServer, tmp_path: Path) -> None:
+    targets = _targets(tmp_path, fast_server)
+    out = tmp_path / "reports"
+    proc = _run(_cmd(targets, out, "--scenario", "abandon", "--users", "4", "--max-requests", "40", "--no-tokenize"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    s = _summary(out)
+    recs = [json.loads(line) for line in (out / s["run_id"] / "records.jsonl").read_text().splitlines()]
+    abandoned = [r for r in recs if r["abandoned"]]
+    assert s["requests"]["errors"] == {} and s["requests"]["abandoned"] == len(abandoned)
+    assert 0 < len(abandoned) < 40, "a quarter of the requests, drawn per request"
+    assert all(r["output_tokens"] is None and 4 <= r["output_tokens_client"] < 64 for r in abandoned)
+    assert s["latency_ms"]["e2e"]["count"] == 40 - len(abandoned) and s["latency_ms"]["ttft"]["count"] == 40
+    assert "abandoned on purpose" in proc.stdout

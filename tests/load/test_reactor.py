@@ -83,7 +83,11 @@ def test_concurrent_streams_on_one_reader_are_complete_and_never_early(fast: str
         assert all(b >= a for a, b in zip(st.token_times, st.token_times[1:], strict=False))
         assert st.token_times[-1] - t0 >= TTFT_S + 15 * ITL_S, "the last token was timed before it was due"
     if sys.platform == "linux":
-        assert reactor.kernel_stamps > 0 and reactor.user_stamps == 0, "Linux gives receive timestamps on TCP"
+        # Linux stamps TCP reads; the odd read without a usable stamp (one that raced the kernel's
+        # deferred switching-on of timestamps, or an offset measured while preempted) is timed by
+        # the reader's clock and counted, never more than a few.
+        assert reactor.kernel_stamps > 0 and reactor.user_stamps <= max(2, reactor.reads // 100), \
+            (reactor.kernel_stamps, reactor.user_stamps)
     assert reactor.reads >= 72 and pooled == 24  # keep-alive: one connection per concurrent caller
 
 
@@ -198,3 +202,22 @@ def test_request_id_reaches_the_server_and_its_lateness_is_kept(fast: str, reade
     assert per["unit"] == "ms" and per["tracked"] == 1, "only requests with an X-Request-Id are kept"
     first, last = per["requests"]["run1-w0-7"]
     assert 0 <= first < 1000 and 0 <= last < 1000
+
+
+def test_hanging_up_mid_stream_is_abandoned_not_failed(fast: str, reader: str) -> None:
+    reactor = StreamReactor(fast + "/v1", {"Content-Type": "application/json"}, 5.0, 10.0, reader=reader)
+    st = StreamState()
+    res = reactor.post_stream("/chat/completions", _body(200), st.feed, on_token=st.token,
+                              until=lambda: len(st.token_times) >= 3)
+    st.close(res.t_end)
+    pooled = len(reactor.pool)
+    full = StreamState()
+    after = reactor.post_stream("/chat/completions", _body(), full.feed, on_token=full.token)
+    reactor.close()
+    assert res.hung_up and res.error is None and classify(res, st) == (None, "")
+    assert 3 <= len(st.token_times) < 200 and pooled == 0, "the abandoned connection is closed, not pooled"
+    assert after.error is None and len(full.token_times) == 16, "the next request gets a fresh connection"
+    end = time.monotonic() + 5
+    while _get(fast + "/stats")["open_streams"] and time.monotonic() < end:
+        time.sleep(0.05)
+    assert _get(fast + "/stats")["open_streams"] == 0, "the server saw the hang-up and stopped that stream"

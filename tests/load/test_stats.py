@@ -60,3 +60,16 @@ def test_lagging_generator_is_flagged() -> None:
     assert st.behind_reasons[1] == "sent 50 of 100 planned requests (50.0%): the generator fell behind"
     loop = compute_stats([_r(0.0, 0.5, 5, 5)], Schedule(), loop_lag_s=[0.001] * 98 + [0.2, 0.3])
     assert loop.behind and "event-loop lag p99" in loop.behind_reasons[0]
+
+
+def test_abandoned_requests_keep_ttft_but_not_e2e_or_goodput() -> None:
+    done = _r(0.0, 1.0, 10, 10)
+    quit_early = {**_r(0.5, 0.2, None, 4), "abandoned": True, "ttft": 0.05}
+    failed = _r(1.0, 0.5, None, 0, err="http-500")
+    st = compute_stats([done, quit_early, failed], per_request=lambda r: True)
+    assert st.abandoned == 1 and st.ok == 2 and st.error_rate == pytest.approx(1 / 3)
+    assert st.latency["e2e"].count == 1 and st.latency["e2e"].max == pytest.approx(1000.0, rel=1e-3)
+    assert st.latency["ttft"].count == 2, "an abandoned stream's first token is a real TTFT"
+    assert st.usage_missing == 0, "an abandoned stream never gets its usage chunk"
+    assert st.goodput == pytest.approx(0.5) and st.goodput_requests == 1  # of the two that were not abandoned
+    assert st.as_dict()["requests"]["abandoned"] == 1

@@ -95,6 +95,18 @@ def test_http_connect_errors_and_keepalive(make_reference: Callable[..., Running
     assert len(client.pool) == 1, "a finished chunked response must leave its connection reusable"
 
 
+def test_hang_up_after_a_few_tokens(make_reference: Callable[..., RunningServer], make_reader: Callable[..., Reader]) -> None:
+    """Both readers end an abandoned stream the same way: no error, not pooled, next request fine."""
+    server = make_reference()
+    client = make_reader(server.base_url)
+    st = StreamState()
+    res = client.post_stream("/chat/completions", json.dumps(BODY).encode(), st.feed, until=lambda: len(st.token_times) >= 2)
+    assert res.hung_up and classify(res, st) == (None, "") and 2 <= len(st.token_times) < 12
+    assert client.pool == [], "an abandoned connection is closed, not pooled"
+    err, msg, full = _exchange(server, make_reader, client=client)
+    assert err is None and len(full.token_times) == 12, msg
+
+
 @pytest.mark.parametrize("quirk", [pytest.param(q, id=q) for q in ("sse-no-space", "sse-crlf", "sse-comments", "sse-split")])
 def test_legal_variations_pass_and_count_like_the_timing_client(make_reference: Callable[..., RunningServer],
                                                                 make_reader: Callable[..., Reader], quirk: str) -> None:
