@@ -19,11 +19,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from servecheck.embedded import stop_process  # noqa: E402
 
 
 def start_truth_server(tmp: Path, ttft_s: float, itl_s: float, tokens: int, cpu: str = "1") -> tuple[subprocess.Popen[bytes], str]:
     """Start it on a free loopback port, pinned to ``cpu`` (when ``taskset`` exists); return the
-    process and its base URL (``http://127.0.0.1:PORT/v1``). Stop it with ``proc.terminate()``."""
+    process and its base URL (``http://127.0.0.1:PORT/v1``). Stop it with :func:`stop`."""
     ready = Path(tmp) / f"truth-port-{time.monotonic_ns()}"
     cmd = [sys.executable, "-m", "servecheck.reference.fast", "--port", "0", "--ready-file", str(ready),
            "--ttft-ms", str(ttft_s * 1000), "--itl-ms", str(itl_s * 1000), "--tokens", str(tokens)]
@@ -54,10 +57,4 @@ def server_requests(base_url: str) -> dict[str, list[float]]:
         return dict(json.loads(r.read())["requests"])
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
+stop = stop_process  # SIGTERM, then SIGKILL after 10 s

@@ -226,18 +226,19 @@ def render(levels: list[dict[str, Any]], sweep: list[dict[str, Any]], best: dict
         lines.append(f"| {r['users']} | {r.get('reader') or '-'} | {f'{share:.0%}' if share is not None else '-'}"
                      f" | {fmt(r.get('ttft_net_p50'), '.2f')} | {fmt(r.get('ttft_net_p99'), '.2f')}"
                      f" | {fmt(r.get('e2e_net_p50'), '.2f')} | {fmt(r.get('e2e_net_p99'), '.2f')} |")
+    def tool_row(name: str, users: int, d: dict[str, Any], p50: str, late: Any) -> str:
+        return (f"| {name} | {users} | {fmt(d.get('ttft_err_p50'), p50)} | {fmt(d.get('ttft_err_p99'))}"
+                f" | {fmt(d.get('e2e_err_p50'), p50)} | {fmt(d.get('e2e_err_p99'))} | {fmt(d.get('cpu_per_10k'), '.2f')}"
+                f" | {fmt(late)} |")
+
     peer_lines = []
     for r in (lv for lv in levels if lv.get("reader") != "loop"):
         for p in peers_rows(r["users"]):
-            peer_lines.append(
-                f"| {p.get('tool')} {p.get('version') or ''} | {r['users']} | {fmt(p.get('ttft_err_p50'))} | {fmt(p.get('ttft_err_p99'))}"
-                f" | {fmt(p.get('e2e_err_p50'))} | {fmt(p.get('e2e_err_p99'))} | {fmt(p.get('cpu_per_10k'), '.2f')}"
-                f" | {fmt(p.get('server_late_p99'))} |")
+            peer_lines.append(tool_row(f"{p.get('tool')} {p.get('version') or ''}", r["users"], p, ".1f",
+                                       p.get("server_late_p99")))
         if r.get("ttft_err_p50") is not None:
-            peer_lines.append(
-                f"| **servecheck load** | {r['users']} | {fmt(r.get('ttft_err_p50'), '.2f')} | {fmt(r.get('ttft_err_p99'))}"
-                f" | {fmt(r.get('e2e_err_p50'), '.2f')} | {fmt(r.get('e2e_err_p99'))} | {fmt(r.get('cpu_per_10k'), '.2f')}"
-                f" | {fmt((r.get('server') or {}).get('late_p99_ms'))} |")
+            peer_lines.append(tool_row("**servecheck load**", r["users"], r, ".2f",
+                                       (r.get("server") or {}).get("late_p99_ms")))
     if any(not line.startswith("| **servecheck") for line in peer_lines):
         lines += ["", "Beside the peer tools, same calibration server and pinning (their figures from"
                       " `docs/bench-peers.json`, measured by `benchmarks/bench_peers.py`; how each was run is in the"
@@ -334,21 +335,16 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="bench-load-"))
     scenario = tmp / "bench_scenario.py"
     scenario.write_text(SCENARIO)
-    levels = []
-    for users in (int(x) for x in args.levels.split(",")):
+    def repeated(users: int, reader: str | None = None) -> dict[str, Any]:
         runs = []
         for _ in range(1 if args.quick else args.repeats):
-            r = one_level(tmp, scenario, users, duration)
-            print(json.dumps(r), flush=True)
-            runs.append(r)
-        levels.append(median_row(runs))
-    for users in (int(x) for x in args.loop_levels.split(",") if x and not args.quick):
-        runs = []
-        for _ in range(args.repeats):
-            r = one_level(tmp, scenario, users, duration, reader="loop")
-            print(json.dumps(r), flush=True)
-            runs.append(r)
-        levels.append(median_row(runs))
+            runs.append(one_level(tmp, scenario, users, duration, reader=reader))
+            print(json.dumps(runs[-1]), flush=True)
+        return median_row(runs)
+
+    levels = [repeated(int(x)) for x in args.levels.split(",")]
+    if not args.quick:
+        levels += [repeated(int(x), reader="loop") for x in args.loop_levels.split(",") if x]
     sweep: list[dict[str, Any]] = []
     best: dict[str, Any] | None = None
     if not args.quick:

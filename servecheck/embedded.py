@@ -56,10 +56,15 @@ def embedded_reference(extra_args: Sequence[str] = (), *, with_key: bool = True,
                 ENV_KEY: key,
             }
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+            stop_process(proc, timeout_s=5.0)
             log.close()
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+    """SIGTERM a server subprocess, SIGKILL it if it has not gone within ``timeout_s``."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=timeout_s)
