@@ -12,7 +12,13 @@ from setuptools import Extension, setup
 
 ext_modules = []
 if sys.platform.startswith("linux"):
-    ext_modules.append(Extension("servecheck.load._rxthread", ["servecheck/load/_rxthread.c"],
-                                 extra_compile_args=["-O2", "-std=gnu11"], optional=True))
+    ext_modules.append(
+        Extension(
+            "servecheck.load._rxthread",
+            ["servecheck/load/_rxthread.c"],
+            extra_compile_args=["-O2", "-std=gnu11"],
+            optional=True,
+        )
+    )
 
 setup(ext_modules=ext_modules)

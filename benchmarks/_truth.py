@@ -24,15 +24,32 @@ sys.path.insert(0, str(ROOT))
 from servecheck.embedded import stop_process  # noqa: E402
 
 
-def start_truth_server(tmp: Path, ttft_s: float, itl_s: float, tokens: int, cpu: str = "1") -> tuple[subprocess.Popen[bytes], str]:
+def start_truth_server(
+    tmp: Path, ttft_s: float, itl_s: float, tokens: int, cpu: str = "1"
+) -> tuple[subprocess.Popen[bytes], str]:
     """Start it on a free loopback port, pinned to ``cpu`` (when ``taskset`` exists); return the
     process and its base URL (``http://127.0.0.1:PORT/v1``). Stop it with :func:`stop`."""
     ready = Path(tmp) / f"truth-port-{time.monotonic_ns()}"
-    cmd = [sys.executable, "-m", "servecheck.reference.fast", "--port", "0", "--ready-file", str(ready),
-           "--ttft-ms", str(ttft_s * 1000), "--itl-ms", str(itl_s * 1000), "--tokens", str(tokens)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "servecheck.reference.fast",
+        "--port",
+        "0",
+        "--ready-file",
+        str(ready),
+        "--ttft-ms",
+        str(ttft_s * 1000),
+        "--itl-ms",
+        str(itl_s * 1000),
+        "--tokens",
+        str(tokens),
+    ]
     if cpu and shutil.which("taskset"):
         cmd = ["taskset", "-c", cpu, *cmd]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     for _ in range(300):
         if ready.exists():
             return proc, f"http://127.0.0.1:{int(ready.read_text())}/v1"

@@ -69,7 +69,9 @@ LoadShape = scenario_shape()
 ITL_TOLERANCE = 0.20
 
 
-def one_level(tmp: Path, scenario: Path, users: int, duration: float, reader: str | None = None) -> dict[str, Any]:
+def one_level(
+    tmp: Path, scenario: Path, users: int, duration: float, reader: str | None = None
+) -> dict[str, Any]:
     """One closed-loop run of ``users`` streams against a fresh calibration server; ``reader``
     forces the generator's reader (``loop``: the pure-Python one) through ``SERVECHECK_READER``."""
     proc, base = start_truth_server(tmp, TTFT_S, ITL_S, TOKENS, cpu="1")
@@ -77,9 +79,21 @@ def one_level(tmp: Path, scenario: Path, users: int, duration: float, reader: st
     if reader:
         os.environ[ENV_READER] = reader
     try:
-        target = Target(name="bench", base_url=base, engine="reference", models=["truth"], timeout_s=120)
-        spec = LoadSpec(target=target, scenario=str(scenario), users=users, duration_s=duration, out_dir=tmp / "reports",
-                        use_tokenize=False, cpus="0", progress=False, allow_lag=True, drain_s=10.0)
+        target = Target(
+            name="bench", base_url=base, engine="reference", models=["truth"], timeout_s=120
+        )
+        spec = LoadSpec(
+            target=target,
+            scenario=str(scenario),
+            users=users,
+            duration_s=duration,
+            out_dir=tmp / "reports",
+            use_tokenize=False,
+            cpus="0",
+            progress=False,
+            allow_lag=True,
+            drain_s=10.0,
+        )
         load_before = os.getloadavg()[0]
         res = run_load(spec)
         server = server_stats(base)
@@ -92,10 +106,15 @@ def one_level(tmp: Path, scenario: Path, users: int, duration: float, reader: st
             os.environ[ENV_READER] = saved
     recs = [r for r in read_files([res.records_path]).records if not r.get("error")]
     s = res.summary
-    row: dict[str, Any] = {"users": users, "ok": len(recs), "errors": s["requests"]["errors"],
-                           "loadavg": round(load_before, 2), "server": server,
-                           "clock": s["generator"]["reader"]["clock"],
-                           "reader": "+".join(s["generator"]["reader"]["kinds"])}
+    row: dict[str, Any] = {
+        "users": users,
+        "ok": len(recs),
+        "errors": s["requests"]["errors"],
+        "loadavg": round(load_before, 2),
+        "server": server,
+        "clock": s["generator"]["reader"]["clock"],
+        "reader": "+".join(s["generator"]["reader"]["kinds"]),
+    }
     if not recs:
         return row
     ttft_err = np.array([r["ttft"] - TTFT_S for r in recs]) * 1000
@@ -103,30 +122,41 @@ def one_level(tmp: Path, scenario: Path, users: int, duration: float, reader: st
     itl = np.array([x for r in recs for x in r["itls"]]) * 1000
     # Net of the server's own lateness: each request's error against when the server actually sent
     # its first and last token (/stats/requests, keyed by the X-Request-Id the generator sends).
-    net = [(r["ttft"] * 1000 - TTFT_S * 1000 - per_request[r["request_id"]][0],
-            r["e2e"] * 1000 - E2E_S * 1000 - per_request[r["request_id"]][1])
-           for r in recs if r.get("request_id") in per_request]
+    net = [
+        (
+            r["ttft"] * 1000 - TTFT_S * 1000 - per_request[r["request_id"]][0],
+            r["e2e"] * 1000 - E2E_S * 1000 - per_request[r["request_id"]][1],
+        )
+        for r in recs
+        if r.get("request_id") in per_request
+    ]
     ttft_net = np.array([a for a, _ in net])
     e2e_net = np.array([b for _, b in net])
-    row.update({
-        "full_answers": sum(1 for r in recs if r.get("output_tokens") == TOKENS),
-        "ttft_err_p50": float(np.percentile(ttft_err, 50)), "ttft_err_p99": float(np.percentile(ttft_err, 99)),
-        "e2e_err_p50": float(np.percentile(e2e_err, 50)), "e2e_err_p99": float(np.percentile(e2e_err, 99)),
-        "net_share": len(net) / len(recs),
-        "ttft_net_p50": float(np.percentile(ttft_net, 50)) if len(net) else None,
-        "ttft_net_p99": float(np.percentile(ttft_net, 99)) if len(net) else None,
-        "e2e_net_p50": float(np.percentile(e2e_net, 50)) if len(net) else None,
-        "e2e_net_p99": float(np.percentile(e2e_net, 99)) if len(net) else None,
-        "itl_p50": float(np.percentile(itl, 50)) if len(itl) else None,
-        "itl_p99": float(np.percentile(itl, 99)) if len(itl) else None,
-        "itl_mean": float(itl.mean()) if len(itl) else None,
-        "tokens_per_s": s["throughput"]["output_tokens_per_s"],
-        "cpu_per_10k": s["generator"]["cpu_s_per_10k_tokens"],
-        "gen_cpu_util": (s["generator"]["cpu_s"] / s["window_s"]) if s.get("window_s") else None,
-        "loop_lag_p99": s["schedule"]["loop_lag_ms"].get("p99"),
-        "behind": s["schedule"]["behind"],
-        "thread_us_per_read": (s["generator"]["reader"].get("thread") or {}).get("us_per_read"),
-    })
+    row.update(
+        {
+            "full_answers": sum(1 for r in recs if r.get("output_tokens") == TOKENS),
+            "ttft_err_p50": float(np.percentile(ttft_err, 50)),
+            "ttft_err_p99": float(np.percentile(ttft_err, 99)),
+            "e2e_err_p50": float(np.percentile(e2e_err, 50)),
+            "e2e_err_p99": float(np.percentile(e2e_err, 99)),
+            "net_share": len(net) / len(recs),
+            "ttft_net_p50": float(np.percentile(ttft_net, 50)) if len(net) else None,
+            "ttft_net_p99": float(np.percentile(ttft_net, 99)) if len(net) else None,
+            "e2e_net_p50": float(np.percentile(e2e_net, 50)) if len(net) else None,
+            "e2e_net_p99": float(np.percentile(e2e_net, 99)) if len(net) else None,
+            "itl_p50": float(np.percentile(itl, 50)) if len(itl) else None,
+            "itl_p99": float(np.percentile(itl, 99)) if len(itl) else None,
+            "itl_mean": float(itl.mean()) if len(itl) else None,
+            "tokens_per_s": s["throughput"]["output_tokens_per_s"],
+            "cpu_per_10k": s["generator"]["cpu_s_per_10k_tokens"],
+            "gen_cpu_util": (s["generator"]["cpu_s"] / s["window_s"])
+            if s.get("window_s")
+            else None,
+            "loop_lag_p99": s["schedule"]["loop_lag_ms"].get("p99"),
+            "behind": s["schedule"]["behind"],
+            "thread_us_per_read": (s["generator"]["reader"].get("thread") or {}).get("us_per_read"),
+        }
+    )
     return row
 
 
@@ -140,8 +170,11 @@ def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
         values = [r.get(key) for r in runs]
         if isinstance(value, float) and all(isinstance(v, float | int) for v in values):
             row[key] = float(np.median([float(v) for v in values if v is not None]))
-    row["server"] = {k: float(np.median([r["server"][k] for r in runs])) for k in runs[0]["server"]
-                     if all(isinstance(r.get("server", {}).get(k), float | int) for r in runs)}
+    row["server"] = {
+        k: float(np.median([r["server"][k] for r in runs]))
+        for k in runs[0]["server"]
+        if all(isinstance(r.get("server", {}).get(k), float | int) for r in runs)
+    }
     row["ok"] = sum(int(r.get("ok") or 0) for r in runs)
     row["behind"] = any(r.get("behind") for r in runs)
     p99s = [r["ttft_err_p99"] for r in runs if r.get("ttft_err_p99") is not None]
@@ -152,8 +185,12 @@ def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def itl_ok(r: dict[str, Any]) -> bool:
     truth = ITL_S * 1000
-    return (r.get("itl_p50") is not None and abs(r["itl_p50"] - truth) <= ITL_TOLERANCE * truth
-            and abs((r.get("itl_mean") or 0) - truth) <= ITL_TOLERANCE * truth and not r.get("errors"))
+    return (
+        r.get("itl_p50") is not None
+        and abs(r["itl_p50"] - truth) <= ITL_TOLERANCE * truth
+        and abs((r.get("itl_mean") or 0) - truth) <= ITL_TOLERANCE * truth
+        and not r.get("errors")
+    )
 
 
 def fmt(x: Any, spec: str = ".1f") -> str:
@@ -185,7 +222,12 @@ def peers_rows(streams: int) -> list[dict[str, Any]]:
     return [r for r in rows if isinstance(r, dict) and r.get("streams") == streams]
 
 
-def render(levels: list[dict[str, Any]], sweep: list[dict[str, Any]], best: dict[str, Any] | None, meta: dict[str, Any]) -> str:
+def render(
+    levels: list[dict[str, Any]],
+    sweep: list[dict[str, Any]],
+    best: dict[str, Any] | None,
+    meta: dict[str, Any],
+) -> str:
     lines = [
         START,
         "## Load generator (`servecheck load`)",
@@ -216,50 +258,88 @@ def render(levels: list[dict[str, Any]], sweep: list[dict[str, Any]], best: dict
             f" | {'yes' if r.get('behind') else 'no'} | {r.get('reader') or '-'} / {r.get('clock') or '-'} | {_late(r)}"
             f" | {fmt(r.get('loadavg'), '.1f')} |"
         )
-    lines += ["", "The same runs net of the server's own lateness: each request's TTFT and E2E against when the server"
-                  " actually sent its first and last token (`GET /stats/requests`, matched by the `X-Request-Id` the"
-                  " generator sends), so what is left is the generator's error (and the loopback's):", "",
-              "| streams | reader | requests matched | TTFT err p50 | TTFT err p99 | E2E err p50 | E2E err p99 |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [
+        "",
+        "The same runs net of the server's own lateness: each request's TTFT and E2E against when the server"
+        " actually sent its first and last token (`GET /stats/requests`, matched by the `X-Request-Id` the"
+        " generator sends), so what is left is the generator's error (and the loopback's):",
+        "",
+        "| streams | reader | requests matched | TTFT err p50 | TTFT err p99 | E2E err p50 | E2E err p99 |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in levels:
         share = r.get("net_share")
-        lines.append(f"| {r['users']} | {r.get('reader') or '-'} | {f'{share:.0%}' if share is not None else '-'}"
-                     f" | {fmt(r.get('ttft_net_p50'), '.2f')} | {fmt(r.get('ttft_net_p99'), '.2f')}"
-                     f" | {fmt(r.get('e2e_net_p50'), '.2f')} | {fmt(r.get('e2e_net_p99'), '.2f')} |")
+        lines.append(
+            f"| {r['users']} | {r.get('reader') or '-'} | {f'{share:.0%}' if share is not None else '-'}"
+            f" | {fmt(r.get('ttft_net_p50'), '.2f')} | {fmt(r.get('ttft_net_p99'), '.2f')}"
+            f" | {fmt(r.get('e2e_net_p50'), '.2f')} | {fmt(r.get('e2e_net_p99'), '.2f')} |"
+        )
+
     def tool_row(name: str, users: int, d: dict[str, Any], p50: str, late: Any) -> str:
-        return (f"| {name} | {users} | {fmt(d.get('ttft_err_p50'), p50)} | {fmt(d.get('ttft_err_p99'))}"
-                f" | {fmt(d.get('e2e_err_p50'), p50)} | {fmt(d.get('e2e_err_p99'))} | {fmt(d.get('cpu_per_10k'), '.2f')}"
-                f" | {fmt(late)} |")
+        return (
+            f"| {name} | {users} | {fmt(d.get('ttft_err_p50'), p50)} | {fmt(d.get('ttft_err_p99'))}"
+            f" | {fmt(d.get('e2e_err_p50'), p50)} | {fmt(d.get('e2e_err_p99'))} | {fmt(d.get('cpu_per_10k'), '.2f')}"
+            f" | {fmt(late)} |"
+        )
 
     peer_lines = []
     for r in (lv for lv in levels if lv.get("reader") != "loop"):
         for p in peers_rows(r["users"]):
-            peer_lines.append(tool_row(f"{p.get('tool')} {p.get('version') or ''}", r["users"], p, ".1f",
-                                       p.get("server_late_p99")))
+            peer_lines.append(
+                tool_row(
+                    f"{p.get('tool')} {p.get('version') or ''}",
+                    r["users"],
+                    p,
+                    ".1f",
+                    p.get("server_late_p99"),
+                )
+            )
         if r.get("ttft_err_p50") is not None:
-            peer_lines.append(tool_row("**servecheck load**", r["users"], r, ".2f",
-                                       (r.get("server") or {}).get("late_p99_ms")))
+            peer_lines.append(
+                tool_row(
+                    "**servecheck load**",
+                    r["users"],
+                    r,
+                    ".2f",
+                    (r.get("server") or {}).get("late_p99_ms"),
+                )
+            )
     if any(not line.startswith("| **servecheck") for line in peer_lines):
-        lines += ["", "Beside the peer tools, same calibration server and pinning (their figures from"
-                      " `docs/bench-peers.json`, measured by `benchmarks/bench_peers.py`; how each was run is in the"
-                      " peers section; medians of its repeats):", "",
-                  "| tool | streams | TTFT err p50 | TTFT err p99 | E2E err p50 | E2E err p99 | CPU-s / 10k tokens | server late p99 |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |", *peer_lines,
-                  "", "Where `server late p99` is large the server's core was busy during that tool's runs, so part of that"
-                  " tool's error is the server's."]
-    lines += ["", f"Sweep for the highest streamed-token rate with ITL p50 and mean within {ITL_TOLERANCE:.0%} of 10 ms:", "",
-              "| streams | tokens/s | ITL p50 | ITL mean | ITL p99 | TTFT err p99 | CPU-s / 10k tokens | generator CPU"
-              " | reader thread us/read | behind | server late |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [
+            "",
+            "Beside the peer tools, same calibration server and pinning (their figures from"
+            " `docs/bench-peers.json`, measured by `benchmarks/bench_peers.py`; how each was run is in the"
+            " peers section; medians of its repeats):",
+            "",
+            "| tool | streams | TTFT err p50 | TTFT err p99 | E2E err p50 | E2E err p99 | CPU-s / 10k tokens | server late p99 |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+            *peer_lines,
+            "",
+            "Where `server late p99` is large the server's core was busy during that tool's runs, so part of that"
+            " tool's error is the server's.",
+        ]
+    lines += [
+        "",
+        f"Sweep for the highest streamed-token rate with ITL p50 and mean within {ITL_TOLERANCE:.0%} of 10 ms:",
+        "",
+        "| streams | tokens/s | ITL p50 | ITL mean | ITL p99 | TTFT err p99 | CPU-s / 10k tokens | generator CPU"
+        " | reader thread us/read | behind | server late |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in sweep:
         util = r.get("gen_cpu_util")
-        lines.append(f"| {r['users']} | {fmt(r.get('tokens_per_s'), '.0f')} | {fmt(r.get('itl_p50'))} | {fmt(r.get('itl_mean'))}"
-                     f" | {fmt(r.get('itl_p99'))} | {fmt(r.get('ttft_err_p99'))} | {fmt(r.get('cpu_per_10k'), '.2f')}"
-                     f" | {f'{util:.0%}' if util is not None else '-'} | {fmt(r.get('thread_us_per_read'))}"
-                     f" | {'yes' if r.get('behind') else 'no'} | {_late(r)} |")
+        lines.append(
+            f"| {r['users']} | {fmt(r.get('tokens_per_s'), '.0f')} | {fmt(r.get('itl_p50'))} | {fmt(r.get('itl_mean'))}"
+            f" | {fmt(r.get('itl_p99'))} | {fmt(r.get('ttft_err_p99'))} | {fmt(r.get('cpu_per_10k'), '.2f')}"
+            f" | {f'{util:.0%}' if util is not None else '-'} | {fmt(r.get('thread_us_per_read'))}"
+            f" | {'yes' if r.get('behind') else 'no'} | {_late(r)} |"
+        )
     if best:
-        lines += ["", f"Highest sustained: **{best['tokens_per_s']:.0f} streamed tokens/s** on one generator core"
-                      f" ({best['users']} streams, ITL p50 {best['itl_p50']:.1f} ms)."]
+        lines += [
+            "",
+            f"Highest sustained: **{best['tokens_per_s']:.0f} streamed tokens/s** on one generator core"
+            f" ({best['users']} streams, ITL p50 {best['itl_p50']:.1f} ms).",
+        ]
     else:
         lines += ["", "No level kept ITL within 20 % of the truth."]
     lines += ["", *goals(levels, best), "", meta.get("reading", ""), END]
@@ -269,19 +349,35 @@ def render(levels: list[dict[str, Any]], sweep: list[dict[str, Any]], best: dict
 def goals(levels: list[dict[str, Any]], best: dict[str, Any] | None) -> list[str]:
     """Issue 5's goals against this run's figures."""
     by = {r["users"]: r for r in levels if r.get("reader") != "loop"}
-    rows = ["Goals (issue 5) against this run:", "", "| goal | measured | met |", "| --- | --- | --- |"]
+    rows = [
+        "Goals (issue 5) against this run:",
+        "",
+        "| goal | measured | met |",
+        "| --- | --- | --- |",
+    ]
 
-    def row(goal: str, value: float | None, bound: float, unit: str, higher: bool = False, note: str = "") -> None:
+    def row(
+        goal: str,
+        value: float | None,
+        bound: float,
+        unit: str,
+        higher: bool = False,
+        note: str = "",
+    ) -> None:
         ok = value is not None and (value >= bound if higher else value <= bound)
-        rows.append(f"| {goal} | {fmt(value, '.2f') if value is not None else '-'} {unit}{note} | {'yes' if ok else '**no**'} |")
+        rows.append(
+            f"| {goal} | {fmt(value, '.2f') if value is not None else '-'} {unit}{note} | {'yes' if ok else '**no**'} |"
+        )
 
     def worst(r: dict[str, Any], a: str, b: str) -> float | None:
         if r.get(a) is None or r.get(b) is None:
             return None
         return max(abs(r[a]), abs(r[b]))
 
-    rows[0] = ("Goals (issue 5) against this run. The error goals are judged net of the calibration server's own"
-               " lateness (the second accuracy table); the raw figure, which includes it, is in brackets:")
+    rows[0] = (
+        "Goals (issue 5) against this run. The error goals are judged net of the calibration server's own"
+        " lateness (the second accuracy table); the raw figure, which includes it, is in brackets:"
+    )
     for n in (16, 256):
         r = by.get(n)
         if r is None:
@@ -289,12 +385,27 @@ def goals(levels: list[dict[str, Any]], best: dict[str, Any] | None) -> list[str
         for q, bound in (("p50", 1.0), ("p99", 3.0)):
             raw = worst(r, f"ttft_err_{q}", f"e2e_err_{q}")
             net = worst(r, f"ttft_net_{q}", f"e2e_net_{q}")
-            row(f"TTFT and E2E error {q} within {bound:g} ms at {n} streams (worse of the two)", net, bound, "ms",
-                note=f" (raw {fmt(raw, '.2f')})")
+            row(
+                f"TTFT and E2E error {q} within {bound:g} ms at {n} streams (worse of the two)",
+                net,
+                bound,
+                "ms",
+                note=f" (raw {fmt(raw, '.2f')})",
+            )
     if 256 in by:
-        row("at most 0.3 CPU-s per 10k streamed tokens (256 streams)", by[256].get("cpu_per_10k"), 0.3, "CPU-s")
-    row("one generator core sustains 100,000 streamed tokens/s with ITL within 20 %", best["tokens_per_s"] if best else None,
-        100_000, "tokens/s", higher=True)
+        row(
+            "at most 0.3 CPU-s per 10k streamed tokens (256 streams)",
+            by[256].get("cpu_per_10k"),
+            0.3,
+            "CPU-s",
+        )
+    row(
+        "one generator core sustains 100,000 streamed tokens/s with ITL within 20 %",
+        best["tokens_per_s"] if best else None,
+        100_000,
+        "tokens/s",
+        higher=True,
+    )
     return rows
 
 
@@ -316,7 +427,7 @@ READING = (
     " per-request record and Locust event). The sweep's top level is near two limits at once: the generator"
     " core is ~90 % busy and the calibration server (Python, one write per token, on the other core) is late"
     " by a few hundred ms at p99. A level is flagged `behind` when the"
-" generator's event loop lagged (its closed-loop users then send late, which lowers the offered load)."
+    " generator's event loop lagged (its closed-loop users then send late, which lowers the offered load)."
     " The sweep stops at the first level whose ITL leaves the band or that errors."
 )
 
@@ -326,15 +437,22 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="short runs; do not write docs")
     ap.add_argument("--duration", type=float, default=20.0)
     ap.add_argument("--levels", default="16,256")
-    ap.add_argument("--loop-levels", default="256", help="levels also run with the pure-Python reader, for comparison")
+    ap.add_argument(
+        "--loop-levels",
+        default="256",
+        help="levels also run with the pure-Python reader, for comparison",
+    )
     ap.add_argument("--sweep", default="256,384,512,768,1024")
-    ap.add_argument("--repeats", type=int, default=3, help="runs per accuracy level; the table shows medians")
+    ap.add_argument(
+        "--repeats", type=int, default=3, help="runs per accuracy level; the table shows medians"
+    )
     ap.add_argument("--no-docs", action="store_true")
     args = ap.parse_args()
     duration = 5.0 if args.quick else args.duration
     tmp = Path(tempfile.mkdtemp(prefix="bench-load-"))
     scenario = tmp / "bench_scenario.py"
     scenario.write_text(SCENARIO)
+
     def repeated(users: int, reader: str | None = None) -> dict[str, Any]:
         runs = []
         for _ in range(1 if args.quick else args.repeats):
@@ -350,7 +468,9 @@ def main() -> int:
     if not args.quick:
         for users in (int(x) for x in args.sweep.split(",")):
             known = [lv for lv in levels if lv["users"] == users and lv.get("reader") != "loop"]
-            r = known[0] if known else one_level(tmp, scenario, users, duration)  # the median row, if measured
+            r = (
+                known[0] if known else one_level(tmp, scenario, users, duration)
+            )  # the median row, if measured
             if not known:
                 print(json.dumps(r), flush=True)
             sweep.append(r)
@@ -359,9 +479,14 @@ def main() -> int:
                 best = r
             if not ok:
                 break
-    meta = {"machine": platform.machine(), "python": platform.python_version(), "cpus": os.cpu_count(),
-            "date": time.strftime("%Y-%m-%d"), "note": "last column; above ~2 other work shared the CPUs",
-            "reading": READING}
+    meta = {
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d"),
+        "note": "last column; above ~2 other work shared the CPUs",
+        "reading": READING,
+    }
     block = render(levels, sweep, best, meta)
     print(block)
     if not args.quick and not args.no_docs:

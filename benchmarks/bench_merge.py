@@ -65,33 +65,66 @@ def write_records(run_dir: Path, n: int, seed: int = 1) -> int:
             for i in range(n // 2):
                 t += rng.expovariate(25.0)
                 itls = [round(0.01 + rng.random() * 0.002, 6) for _ in range(63)]
-                rec = {"target": "bench", "scenario": "chat", "worker": f"w{w}", "seq": i + 1, "t_intended": t, "t_sent": t,
-                       "t_done": t + 0.73, "kind": "chat", "status": 200, "error": None, "error_message": "",
-                       "ttft": 0.1 + rng.random() * 0.01, "itls": itls, "tpot": 0.01, "e2e": 0.73, "output_tokens": 64,
-                       "output_tokens_client": 64, "prompt_tokens": 32}
+                rec = {
+                    "target": "bench",
+                    "scenario": "chat",
+                    "worker": f"w{w}",
+                    "seq": i + 1,
+                    "t_intended": t,
+                    "t_sent": t,
+                    "t_done": t + 0.73,
+                    "kind": "chat",
+                    "status": 200,
+                    "error": None,
+                    "error_message": "",
+                    "ttft": 0.1 + rng.random() * 0.01,
+                    "itls": itls,
+                    "tpot": 0.01,
+                    "e2e": 0.73,
+                    "output_tokens": 64,
+                    "output_tokens_client": 64,
+                    "prompt_tokens": 32,
+                }
                 fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
         size += path.stat().st_size
     return size
 
 
 def measure(run_dir: Path, mode: str) -> dict[str, float]:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(run_dir), mode], cwd=ROOT, capture_output=True, text=True,
-                         timeout=1800, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(run_dir), mode],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=True,
+    )
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
 def render(rows: list[dict[str, float]]) -> str:
-    lines = [START, "## Summarising a long run: memory of merge + statistics", "",
-             f"`python benchmarks/bench_merge.py`, {time.strftime('%Y-%m-%d')}: synthetic records (64 ITLs each) in two"
-             " worker files; peak RSS of a fresh process doing the summary (interpreter and imports included, shown as"
-             " `base`).", "",
-             "| records | files (MiB) | streaming peak (MiB) | load-all peak (MiB) | base (MiB) | streaming wall (s) | load-all wall (s) |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        START,
+        "## Summarising a long run: memory of merge + statistics",
+        "",
+        f"`python benchmarks/bench_merge.py`, {time.strftime('%Y-%m-%d')}: synthetic records (64 ITLs each) in two"
+        " worker files; peak RSS of a fresh process doing the summary (interpreter and imports included, shown as"
+        " `base`).",
+        "",
+        "| records | files (MiB) | streaming peak (MiB) | load-all peak (MiB) | base (MiB) | streaming wall (s) | load-all wall (s) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
-        lines.append(f"| {r['n']} | {r['file_mib']:.0f} | {r['streaming']['peak_mib']:.0f} | {r['load_all']['peak_mib']:.0f}"
-                     f" | {r['streaming']['base_mib']:.0f} | {r['streaming']['wall_s']:.1f} | {r['load_all']['wall_s']:.1f} |")
-    lines += ["", "Reading: the streaming summary's peak grows with the index (~300 bytes a record), the load-all peak"
-                  " with the records themselves; an hour at 50 requests/s is 180k records.", END]
+        lines.append(
+            f"| {r['n']} | {r['file_mib']:.0f} | {r['streaming']['peak_mib']:.0f} | {r['load_all']['peak_mib']:.0f}"
+            f" | {r['streaming']['base_mib']:.0f} | {r['streaming']['wall_s']:.1f} | {r['load_all']['wall_s']:.1f} |"
+        )
+    lines += [
+        "",
+        "Reading: the streaming summary's peak grows with the index (~300 bytes a record), the load-all peak"
+        " with the records themselves; an hour at 50 requests/s is 180k records.",
+        END,
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -106,8 +139,12 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="bench-merge-") as d:
             run_dir = Path(d)
             size = write_records(run_dir, n)
-            row = {"n": n, "file_mib": size / 2**20, "streaming": measure(run_dir, "streaming"),
-                   "load_all": measure(run_dir, "load-all")}
+            row = {
+                "n": n,
+                "file_mib": size / 2**20,
+                "streaming": measure(run_dir, "streaming"),
+                "load_all": measure(run_dir, "load-all"),
+            }
             os.remove(run_dir / "records.jsonl")
         print(json.dumps(row), flush=True)
         rows.append(row)

@@ -98,15 +98,40 @@ def start_server(tmp: Path) -> tuple[subprocess.Popen[bytes], str, str]:
         proc, base = mod.start_truth_server(tmp, TTFT_S, ITL_S, TOKENS, cpu=SERVER_CPU)
         return proc, base.rstrip("/"), "calibration server (`benchmarks/_truth.py`)"
     ready = tmp / "port"
-    cmd = [sys.executable, "-m", "servecheck", "reference-server", "--port", "0", "--ready-file", str(ready),
-           "--ttft-ms", str(TTFT_S * 1000), "--itl-ms", str(ITL_S * 1000), "--default-max-tokens", str(TOKENS),
-           "--max-model-len", "4096", "--kv-blocks", "100000", "--max-num-seqs", "4096"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "servecheck",
+        "reference-server",
+        "--port",
+        "0",
+        "--ready-file",
+        str(ready),
+        "--ttft-ms",
+        str(TTFT_S * 1000),
+        "--itl-ms",
+        str(ITL_S * 1000),
+        "--default-max-tokens",
+        str(TOKENS),
+        "--max-model-len",
+        "4096",
+        "--kv-blocks",
+        "100000",
+        "--max-num-seqs",
+        "4096",
+    ]
     if shutil.which("taskset"):
         cmd = ["taskset", "-c", SERVER_CPU, *cmd]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     for _ in range(300):
         if ready.exists() and ready.read_text().strip():
-            return proc, f"http://127.0.0.1:{int(ready.read_text())}/v1", "reference server (aiohttp)"
+            return (
+                proc,
+                f"http://127.0.0.1:{int(ready.read_text())}/v1",
+                "reference server (aiohttp)",
+            )
         time.sleep(0.1)
     stop_group(proc)
     raise RuntimeError("reference server did not start within 30 s")
@@ -168,7 +193,7 @@ def _read_stats() -> dict[int, tuple[int, int, float]]:
                 raw = f.read().decode(errors="replace")
         except OSError:
             continue
-        rest = raw[raw.rfind(")") + 2:].split()
+        rest = raw[raw.rfind(")") + 2 :].split()
         # fields after "(comm)": state ppid pgrp session ... utime(14) stime(15), 1-based in stat(5)
         out[int(name)] = (int(rest[1]), int(rest[3]), (int(rest[11]) + int(rest[12])) / CLK_TCK)
     return out
@@ -245,27 +270,48 @@ class Tool:
     name: str
     package: str
     venv: str
-    build: Callable[[Path, Path, str, str, int, int], list[str]]  # (venv, out, root_url, model, streams, requests)
+    build: Callable[
+        [Path, Path, str, str, int, int], list[str]
+    ]  # (venv, out, root_url, model, streams, requests)
     parse: Callable[[Path], Parsed]
     api: str
 
 
-def _guidellm_cmd(venv: Path, out: Path, root_url: str, model: str, streams: int, requests: int) -> list[str]:
+def _guidellm_cmd(
+    venv: Path, out: Path, root_url: str, model: str, streams: int, requests: int
+) -> list[str]:
     scenario = {
         "metadata": {"name": "servecheck-peers"},
         "spec": {
-            "backend": {"kind": "openai_http", "target": root_url, "model": model,
-                        "request_format": "/v1/chat/completions", "max_tokens": TOKENS, "timeout": 120,
-                        "extras": {"body": {"ignore_eos": True}}},
+            "backend": {
+                "kind": "openai_http",
+                "target": root_url,
+                "model": model,
+                "request_format": "/v1/chat/completions",
+                "max_tokens": TOKENS,
+                "timeout": 120,
+                "extras": {"body": {"ignore_eos": True}},
+            },
             "profile": {"kind": "concurrent", "streams": streams},
-            "constraints": [{"kind": "max_requests", "count": requests}, {"kind": "max_duration", "seconds": 180}],
+            "constraints": [
+                {"kind": "max_requests", "count": requests},
+                {"kind": "max_duration", "seconds": 180},
+            ],
             "tokenizer": {"kind": "huggingface_auto", "model": str(tokenizer_dir())},
-            "data": [{"kind": "synthetic_text", "prompt_tokens": PROMPT_TOKENS, "output_tokens": TOKENS}],
+            "data": [
+                {"kind": "synthetic_text", "prompt_tokens": PROMPT_TOKENS, "output_tokens": TOKENS}
+            ],
             "outputs": [{"kind": "json", "path": str(out / "benchmarks.json")}],
         },
     }
     (out / "scenario.json").write_text(json.dumps(scenario))
-    return [str(venv / "bin" / "guidellm"), "run", "--scenario", str(out / "scenario.json"), "--disable-progress"]
+    return [
+        str(venv / "bin" / "guidellm"),
+        "run",
+        "--scenario",
+        str(out / "scenario.json"),
+        "--disable-progress",
+    ]
 
 
 def _guidellm_parse(out: Path) -> Parsed:
@@ -285,20 +331,58 @@ def _guidellm_parse(out: Path) -> Parsed:
     itl = bench["metrics"]["inter_token_latency_ms"]["successful"]
     notes = []
     if first_iter:
-        notes.append(f"first SSE event (the role-only chunk) at {np.median(first_iter) * 1000:.1f} ms p50; its TTFT"
-                     f" ({np.median(ttft) * 1000:.1f} ms p50) waits for the first content delta")
-    return Parsed(ttft, e2e, tokens, (min(starts), max(ends)) if starts else (0, 0), "wall",
-                  errors=len(reqs.get("errored") or []) + len(reqs.get("incomplete") or []),
-                  itl_p50_ms=itl.get("median"), itl_def="mean gap per request ((last - first token) / (tokens - 1)), p50 over requests",
-                  notes=notes)
+        notes.append(
+            f"first SSE event (the role-only chunk) at {np.median(first_iter) * 1000:.1f} ms p50; its TTFT"
+            f" ({np.median(ttft) * 1000:.1f} ms p50) waits for the first content delta"
+        )
+    return Parsed(
+        ttft,
+        e2e,
+        tokens,
+        (min(starts), max(ends)) if starts else (0, 0),
+        "wall",
+        errors=len(reqs.get("errored") or []) + len(reqs.get("incomplete") or []),
+        itl_p50_ms=itl.get("median"),
+        itl_def="mean gap per request ((last - first token) / (tokens - 1)), p50 over requests",
+        notes=notes,
+    )
 
 
-def _aiperf_cmd(venv: Path, out: Path, root_url: str, model: str, streams: int, requests: int) -> list[str]:
-    return [str(venv / "bin" / "aiperf"), "profile", "--model", model, "--url", root_url, "--endpoint-type", "chat",
-            "--streaming", "--concurrency", str(streams), "--request-count", str(requests),
-            "--isl", str(PROMPT_TOKENS), "--isl-stddev", "0", "--osl", str(TOKENS), "--extra-inputs", "ignore_eos:true",
-            "--tokenizer", HUB_NAME, "--use-server-token-count", "--artifact-dir", str(out / "artifacts"),
-            "--ui", "none", "--no-server-metrics", "--no-gpu-telemetry"]
+def _aiperf_cmd(
+    venv: Path, out: Path, root_url: str, model: str, streams: int, requests: int
+) -> list[str]:
+    return [
+        str(venv / "bin" / "aiperf"),
+        "profile",
+        "--model",
+        model,
+        "--url",
+        root_url,
+        "--endpoint-type",
+        "chat",
+        "--streaming",
+        "--concurrency",
+        str(streams),
+        "--request-count",
+        str(requests),
+        "--isl",
+        str(PROMPT_TOKENS),
+        "--isl-stddev",
+        "0",
+        "--osl",
+        str(TOKENS),
+        "--extra-inputs",
+        "ignore_eos:true",
+        "--tokenizer",
+        HUB_NAME,
+        "--use-server-token-count",
+        "--artifact-dir",
+        str(out / "artifacts"),
+        "--ui",
+        "none",
+        "--no-server-metrics",
+        "--no-gpu-telemetry",
+    ]
 
 
 def _aiperf_parse(out: Path) -> Parsed:
@@ -322,22 +406,48 @@ def _aiperf_parse(out: Path) -> Parsed:
             ends.append(md["request_end_ns"] / 1e9)
     summary = json.loads((art / "profile_export_aiperf.json").read_text())
     itl = (summary.get("inter_token_latency") or {}).get("p50")
-    return Parsed(ttft, e2e, tokens, (min(starts), max(ends)) if starts else (0, 0), "wall", errors=errors,
-                  itl_p50_ms=itl, itl_def="(E2E - TTFT) / (tokens - 1) per request, p50 over requests")
+    return Parsed(
+        ttft,
+        e2e,
+        tokens,
+        (min(starts), max(ends)) if starts else (0, 0),
+        "wall",
+        errors=errors,
+        itl_p50_ms=itl,
+        itl_def="(E2E - TTFT) / (tokens - 1) per request, p50 over requests",
+    )
 
 
-def _ip_cmd(venv: Path, out: Path, root_url: str, model: str, streams: int, requests: int) -> list[str]:
+def _ip_cmd(
+    venv: Path, out: Path, root_url: str, model: str, streams: int, requests: int
+) -> list[str]:
     import yaml  # the project's own dependency
 
     cfg = {
         "api": {"type": "completion", "streaming": True},
-        "data": {"type": "random",
-                 "input_distribution": {"type": "fixed", "mean": PROMPT_TOKENS, "min": PROMPT_TOKENS, "max": PROMPT_TOKENS,
-                                        "total_count": requests},
-                 "output_distribution": {"type": "fixed", "mean": TOKENS, "min": TOKENS, "max": TOKENS,
-                                         "total_count": requests}},
-        "load": {"type": "concurrent", "stages": [{"num_requests": requests, "concurrency_level": streams}],
-                 "worker_max_concurrency": max(256, streams), "request_timeout": 120},
+        "data": {
+            "type": "random",
+            "input_distribution": {
+                "type": "fixed",
+                "mean": PROMPT_TOKENS,
+                "min": PROMPT_TOKENS,
+                "max": PROMPT_TOKENS,
+                "total_count": requests,
+            },
+            "output_distribution": {
+                "type": "fixed",
+                "mean": TOKENS,
+                "min": TOKENS,
+                "max": TOKENS,
+                "total_count": requests,
+            },
+        },
+        "load": {
+            "type": "concurrent",
+            "stages": [{"num_requests": requests, "concurrency_level": streams}],
+            "worker_max_concurrency": max(256, streams),
+            "request_timeout": 120,
+        },
         "server": {"type": "vllm", "model_name": model, "base_url": root_url, "ignore_eos": True},
         "tokenizer": {"pretrained_model_name_or_path": str(tokenizer_dir())},
         "report": {"request_lifecycle": {"summary": True, "per_stage": True, "per_request": True}},
@@ -365,18 +475,42 @@ def _ip_parse(out: Path) -> Parsed:
     summary = json.loads((out / "reports" / "summary_lifecycle_metrics.json").read_text())
     itl = ((summary.get("successes") or {}).get("latency") or {}).get("inter_token_latency") or {}
     med = itl.get("median")
-    return Parsed(ttft, e2e, tokens, (min(starts), max(ends)) if starts else (0, 0), "mono", errors=errors,
-                  itl_p50_ms=med * 1000 if med is not None else None,
-                  itl_def="gaps between client re-tokenised output tokens (all tokens of one chunk share its time), p50")
+    return Parsed(
+        ttft,
+        e2e,
+        tokens,
+        (min(starts), max(ends)) if starts else (0, 0),
+        "mono",
+        errors=errors,
+        itl_p50_ms=med * 1000 if med is not None else None,
+        itl_def="gaps between client re-tokenised output tokens (all tokens of one chunk share its time), p50",
+    )
 
 
-HUB_NAME = "servecheck/tiny-llama"  # AIPerf offline mode only finds tokenizers in an HF hub cache layout
+HUB_NAME = (
+    "servecheck/tiny-llama"  # AIPerf offline mode only finds tokenizers in an HF hub cache layout
+)
 
 TOOLS = {
-    "guidellm": Tool("guidellm", "guidellm", "guidellm", _guidellm_cmd, _guidellm_parse, "chat (`/v1/chat/completions`)"),
-    "aiperf": Tool("aiperf", "aiperf", "aiperf", _aiperf_cmd, _aiperf_parse, "chat (`/v1/chat/completions`)"),
-    "inference-perf": Tool("inference-perf", "inference-perf", "inference-perf", _ip_cmd, _ip_parse,
-                           "completions (`/v1/completions`): its fixed-length random data only supports completions"),
+    "guidellm": Tool(
+        "guidellm",
+        "guidellm",
+        "guidellm",
+        _guidellm_cmd,
+        _guidellm_parse,
+        "chat (`/v1/chat/completions`)",
+    ),
+    "aiperf": Tool(
+        "aiperf", "aiperf", "aiperf", _aiperf_cmd, _aiperf_parse, "chat (`/v1/chat/completions`)"
+    ),
+    "inference-perf": Tool(
+        "inference-perf",
+        "inference-perf",
+        "inference-perf",
+        _ip_cmd,
+        _ip_parse,
+        "completions (`/v1/completions`): its fixed-length random data only supports completions",
+    ),
 }
 
 
@@ -404,8 +538,12 @@ def tool_version(tool: Tool) -> str | None:
     if not py.exists():
         return None
     try:
-        r = subprocess.run([str(py), "-c", f"import importlib.metadata as m; print(m.version({tool.package!r}))"],
-                           capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [str(py), "-c", f"import importlib.metadata as m; print(m.version({tool.package!r}))"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except subprocess.TimeoutExpired:
         return None
     return r.stdout.strip() or None
@@ -418,12 +556,31 @@ def pct(xs: list[float], q: float) -> float | None:
     return float(np.percentile(np.array(xs), q)) if xs else None
 
 
-def run_tool(tool: Tool, version: str | None, tmp: Path, base: str, model: str, streams: int, requests: int,
-             timeout_s: float, run_no: int) -> dict[str, Any]:
-    row: dict[str, Any] = {"tool": tool.name, "version": version, "streams": streams, "requests": requests, "run": run_no,
-                           "loadavg": round(os.getloadavg()[0], 2), "status": "ok"}
+def run_tool(
+    tool: Tool,
+    version: str | None,
+    tmp: Path,
+    base: str,
+    model: str,
+    streams: int,
+    requests: int,
+    timeout_s: float,
+    run_no: int,
+) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "tool": tool.name,
+        "version": version,
+        "streams": streams,
+        "requests": requests,
+        "run": run_no,
+        "loadavg": round(os.getloadavg()[0], 2),
+        "status": "ok",
+    }
     if version is None:
-        row.update(status="not installed", reason=f"no venv at {PEERS / tool.venv} (scripts/install-peers.sh)")
+        row.update(
+            status="not installed",
+            reason=f"no venv at {PEERS / tool.venv} (scripts/install-peers.sh)",
+        )
         return row
     if tokenizer_dir() is None:
         row.update(status="failed", reason="tiny tokenizer missing (servecheck engine model)")
@@ -439,14 +596,29 @@ def run_tool(tool: Tool, version: str | None, tmp: Path, base: str, model: str, 
     if shutil.which("taskset"):
         cmd = ["taskset", "-c", TOOL_CPU, *cmd]
     row["command"] = cmd
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_HUB_CACHE=str(hub_cache(tmp)),
-               TOKENIZERS_PARALLELISM="false", NO_COLOR="1", COLUMNS="200", PYTHONUNBUFFERED="1")
+    env = dict(
+        os.environ,
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        HF_HUB_CACHE=str(hub_cache(tmp)),
+        TOKENIZERS_PARALLELISM="false",
+        NO_COLOR="1",
+        COLUMNS="200",
+        PYTHONUNBUFFERED="1",
+    )
     env.pop("VIRTUAL_ENV", None)
     log = out / "tool.log"
     t0 = time.monotonic()
     with open(log, "wb") as lf:
-        proc = subprocess.Popen(cmd, cwd=out, stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=out,
+            stdout=lf,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
         cpu = TreeCPU(proc.pid)
         cpu.start()
         timed_out = False
@@ -461,13 +633,17 @@ def run_tool(tool: Tool, version: str | None, tmp: Path, base: str, model: str, 
     if timed_out:
         row.update(status="timed out", reason=f"killed after {timeout_s:.0f} s")
     elif proc.returncode != 0:
-        tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-1:] or ["(no output)"]
+        tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-1:] or [
+            "(no output)"
+        ]
         row.update(status="failed", reason=f"exit {proc.returncode}: {tail[0].strip()[:200]}")
     try:
         p = tool.parse(out)
     except Exception as exc:  # noqa: BLE001 - reported in the table
         if row["status"] == "ok":
-            row.update(status="failed", reason=f"no per-request results: {type(exc).__name__}: {exc}"[:300])
+            row.update(
+                status="failed", reason=f"no per-request results: {type(exc).__name__}: {exc}"[:300]
+            )
         return row
     if not p.ttft:
         if row["status"] == "ok":
@@ -477,11 +653,18 @@ def run_tool(tool: Tool, version: str | None, tmp: Path, base: str, model: str, 
     e2e_err = [(x - E2E_S) * 1000 for x in p.e2e]
     used = cpu.between(p.window[0], p.window[1], p.clock)
     row.update(
-        ok=len(p.ttft), errors=p.errors, tokens=p.tokens, window_s=round(p.window[1] - p.window[0], 2),
-        ttft_err_p50=pct(ttft_err, 50), ttft_err_p99=pct(ttft_err, 99),
-        e2e_err_p50=pct(e2e_err, 50), e2e_err_p99=pct(e2e_err, 99),
-        itl_p50=p.itl_p50_ms, itl_def=p.itl_def,
-        cpu_s=used, cpu_per_10k=used / p.tokens * 1e4 if used is not None and p.tokens else None,
+        ok=len(p.ttft),
+        errors=p.errors,
+        tokens=p.tokens,
+        window_s=round(p.window[1] - p.window[0], 2),
+        ttft_err_p50=pct(ttft_err, 50),
+        ttft_err_p99=pct(ttft_err, 99),
+        e2e_err_p50=pct(e2e_err, 50),
+        e2e_err_p99=pct(e2e_err, 99),
+        itl_p50=p.itl_p50_ms,
+        itl_def=p.itl_def,
+        cpu_s=used,
+        cpu_per_10k=used / p.tokens * 1e4 if used is not None and p.tokens else None,
         tokens_per_s=p.tokens / (p.window[1] - p.window[0]) if p.window[1] > p.window[0] else None,
         notes=p.notes,
     )
@@ -490,8 +673,18 @@ def run_tool(tool: Tool, version: str | None, tmp: Path, base: str, model: str, 
 
 # ---------------------------------------------------------------- report
 
-METRICS = ["ok", "ttft_err_p50", "ttft_err_p99", "e2e_err_p50", "e2e_err_p99", "itl_p50", "cpu_per_10k", "tokens_per_s",
-           "loadavg", "server_late_p99"]
+METRICS = [
+    "ok",
+    "ttft_err_p50",
+    "ttft_err_p99",
+    "e2e_err_p50",
+    "e2e_err_p99",
+    "itl_p50",
+    "cpu_per_10k",
+    "tokens_per_s",
+    "loadavg",
+    "server_late_p99",
+]
 
 
 def combine(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -504,8 +697,13 @@ def combine(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for tool, streams in keys:
         runs = [r for r in rows if r["tool"] == tool and r["streams"] == streams]
         good = [r for r in runs if r["status"] == "ok" and r.get("ok")]
-        s: dict[str, Any] = {"tool": tool, "version": runs[0]["version"], "streams": streams, "runs": len(runs),
-                             "good_runs": len(good)}
+        s: dict[str, Any] = {
+            "tool": tool,
+            "version": runs[0]["version"],
+            "streams": streams,
+            "runs": len(runs),
+            "good_runs": len(good),
+        }
         if not good:
             s.update(status=runs[0]["status"], reason=runs[0].get("reason", ""))
         else:
@@ -516,7 +714,9 @@ def combine(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             s["loadavgs"] = [r["loadavg"] for r in runs]
             bad = [r for r in runs if r not in good]
             if bad:
-                s["reason"] = "; ".join(f"run {r['run']}: {r['status']} ({r.get('reason', '')})" for r in bad)
+                s["reason"] = "; ".join(
+                    f"run {r['run']}: {r['status']} ({r.get('reason', '')})" for r in bad
+                )
             s["itl_def"] = good[0].get("itl_def", "")
             s["notes"] = good[0].get("notes", [])
         out.append(s)
@@ -532,14 +732,21 @@ def fmt(x: Any, spec: str = ".1f") -> str:
 def shorten(cmd: list[str], tmp: Path, base: str) -> str:
     text = shlex.join(cmd)
     root_url = base.removesuffix("/v1")
-    for a, b in ((str(tmp), "$TMP"), (str(PEERS), "~/.cache/servecheck/peers"), (str(CACHE), "~/.cache/servecheck"),
-                 (root_url, "http://127.0.0.1:$PORT"), (str(Path.home()), "~")):
+    for a, b in (
+        (str(tmp), "$TMP"),
+        (str(PEERS), "~/.cache/servecheck/peers"),
+        (str(CACHE), "~/.cache/servecheck"),
+        (root_url, "http://127.0.0.1:$PORT"),
+        (str(Path.home()), "~"),
+    ):
         text = text.replace(a, b)
     return text
 
 
 def config_text(tool: str, run_dir: Path, tmp: Path, base: str) -> str:
-    path = {"guidellm": run_dir / "scenario.json", "inference-perf": run_dir / "config.yaml"}.get(tool)
+    path = {"guidellm": run_dir / "scenario.json", "inference-perf": run_dir / "config.yaml"}.get(
+        tool
+    )
     if path is None or not path.exists():
         return ""
     if path.suffix == ".json":
@@ -564,7 +771,9 @@ def describe(tool: Tool, version: str | None, tmp: Path, base: str, model: str) 
     return {"command": text, "config": cfg, "api": tool.api, "version": version or "not installed"}
 
 
-def render(summary: list[dict[str, Any]], how: dict[str, dict[str, Any]], meta: dict[str, Any]) -> str:
+def render(
+    summary: list[dict[str, Any]], how: dict[str, dict[str, Any]], meta: dict[str, Any]
+) -> str:
     lines = [
         START,
         "## Peer load tools beside `servecheck load`",
@@ -585,21 +794,32 @@ def render(summary: list[dict[str, Any]], how: dict[str, dict[str, Any]], meta: 
     ]
     for s in summary:
         if s["status"] != "ok":
-            lines.append(f"| {s['tool']} | {fmt(s['version'])} | {s['streams']} | {s['status']}: {s.get('reason', '')}"
-                         " | | | | | | | | | |")
+            lines.append(
+                f"| {s['tool']} | {fmt(s['version'])} | {s['streams']} | {s['status']}: {s.get('reason', '')}"
+                " | | | | | | | | | |"
+            )
             continue
         la = "/".join(f"{x:.1f}" for x in s.get("loadavgs", []))
         lines.append(
             f"| {s['tool']} | {s['version']} | {s['streams']} | {fmt(s['ok'], '.0f')} | {fmt(s['ttft_err_p50'])}"
             f" | {fmt(s['ttft_err_p99'])} | {fmt(s['e2e_err_p50'])} | {fmt(s['e2e_err_p99'])} | {fmt(s['itl_p50'])}"
-            f" | {fmt(s['tokens_per_s'], '.0f')} | {fmt(s['cpu_per_10k'], '.2f')} | {fmt(s.get('server_late_p99'))} | {la} |")
+            f" | {fmt(s['tokens_per_s'], '.0f')} | {fmt(s['cpu_per_10k'], '.2f')} | {fmt(s.get('server_late_p99'))} | {la} |"
+        )
     failures = [s for s in summary if s["status"] == "ok" and s.get("reason")]
     if failures:
-        lines += ["", "Runs left out of the medians: " + "; ".join(f"{s['tool']} @ {s['streams']}: {s['reason']}"
-                                                                     for s in failures) + "."]
-    lines += ["", "How each tool was run (`$TMP` is the bench's temporary folder, `$PORT` the server's port; `{S}`"
-                  " streams, `{N}` requests: 25 per stream at 16 streams, 8 per stream at 256; every run is also bounded by a"
-                  f" {meta['timeout']:.0f} s timeout that kills its process group):", ""]
+        lines += [
+            "",
+            "Runs left out of the medians: "
+            + "; ".join(f"{s['tool']} @ {s['streams']}: {s['reason']}" for s in failures)
+            + ".",
+        ]
+    lines += [
+        "",
+        "How each tool was run (`$TMP` is the bench's temporary folder, `$PORT` the server's port; `{S}`"
+        " streams, `{N}` requests: 25 per stream at 16 streams, 8 per stream at 256; every run is also bounded by a"
+        f" {meta['timeout']:.0f} s timeout that kills its process group):",
+        "",
+    ]
     for tool, h in how.items():
         item = f"- **{tool}** {h.get('version', '')}: {h['api']}. `{h['command']}`"
         if h.get("config"):
@@ -626,10 +846,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tools", default=",".join(TOOLS))
     ap.add_argument("--streams", default="16,256")
-    ap.add_argument("--rounds", type=int, default=None, help="requests per stream (default 25 at 16 streams, 8 at 256)")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="requests per stream (default 25 at 16 streams, 8 at 256)",
+    )
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per tool run, start-up included")
-    ap.add_argument("--quick", action="store_true", help="one short run per level; do not write docs")
+    ap.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds per tool run, start-up included"
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="one short run per level; do not write docs"
+    )
     ap.add_argument("--no-docs", action="store_true")
     args = ap.parse_args()
     names = [t.strip() for t in args.tools.split(",") if t.strip()]
@@ -641,9 +870,13 @@ def main() -> int:
     repeats = 1 if args.quick else args.repeats
     versions = {n: tool_version(TOOLS[n]) for n in names}
     if not any(versions.values()):
-        print(f"bench_peers: no peer tool installed under {PEERS} (scripts/install-peers.sh); skipped")
+        print(
+            f"bench_peers: no peer tool installed under {PEERS} (scripts/install-peers.sh); skipped"
+        )
         return 0
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally blocks: stop what we started
+    signal.signal(
+        signal.SIGTERM, lambda *_: sys.exit(143)
+    )  # run the finally blocks: stop what we started
     tmp = Path(tempfile.mkdtemp(prefix="bench-peers-"))
     rows: list[dict[str, Any]] = []
     how: dict[str, dict[str, Any]] = {}
@@ -656,10 +889,29 @@ def main() -> int:
                 server, base, server_name = start_server(tmp)
                 try:
                     model = model_id(base)
-                    r = run_tool(TOOLS[n], versions[n], tmp, base, model, streams, streams * rounds, args.timeout, rep)
+                    r = run_tool(
+                        TOOLS[n],
+                        versions[n],
+                        tmp,
+                        base,
+                        model,
+                        streams,
+                        streams * rounds,
+                        args.timeout,
+                        rep,
+                    )
                     stats = server_lateness(base)
                     if stats:
-                        r["server"] = {k: stats.get(k) for k in ("writes", "late_p50_ms", "late_p99_ms", "late_max_ms", "cpu_s")}
+                        r["server"] = {
+                            k: stats.get(k)
+                            for k in (
+                                "writes",
+                                "late_p50_ms",
+                                "late_p99_ms",
+                                "late_max_ms",
+                                "cpu_s",
+                            )
+                        }
                         r["server_late_p99"] = stats.get("late_p99_ms")
                 finally:
                     stop_group(server)
@@ -672,15 +924,33 @@ def main() -> int:
         how[n] = describe(TOOLS[n], versions[n], tmp, base, model)
         first = next((r for r in rows if r["tool"] == n and r.get("itl_def")), {})
         how[n].update(itl_def=first.get("itl_def", ""), notes=first.get("notes", []))
-    meta = {"machine": platform.machine(), "python": platform.python_version(), "cpus": os.cpu_count(),
-            "date": time.strftime("%Y-%m-%d"), "server": server_name, "repeats": repeats, "timeout": args.timeout}
+    meta = {
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d"),
+        "server": server_name,
+        "repeats": repeats,
+        "timeout": args.timeout,
+    }
     block = render(summary, how, meta)
     print(block)
     if not args.quick and not args.no_docs:
         write_section(START, END, block)
-        JSON_OUT.write_text(json.dumps({"meta": meta, "truth_ms": {"ttft": TTFT_S * 1000, "e2e": E2E_S * 1000,
-                                                                   "itl": ITL_S * 1000},
-                                        "summary": summary, "runs": rows, "how": how}, indent=1, default=str) + "\n")
+        JSON_OUT.write_text(
+            json.dumps(
+                {
+                    "meta": meta,
+                    "truth_ms": {"ttft": TTFT_S * 1000, "e2e": E2E_S * 1000, "itl": ITL_S * 1000},
+                    "summary": summary,
+                    "runs": rows,
+                    "how": how,
+                },
+                indent=1,
+                default=str,
+            )
+            + "\n"
+        )
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

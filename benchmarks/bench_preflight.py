@@ -40,7 +40,9 @@ def _layer_tensors(shard: int, layers_per_shard: int) -> dict[str, np.ndarray]:
     for layer in range(shard * layers_per_shard, (shard + 1) * layers_per_shard):
         prefix = f"model.layers.{layer}"
         for part in PARTS:
-            group = "self_attn" if part.endswith(("q_proj", "k_proj", "v_proj", "o_proj")) else "mlp"
+            group = (
+                "self_attn" if part.endswith(("q_proj", "k_proj", "v_proj", "o_proj")) else "mlp"
+            )
             for kind in ("weight", "qweight", "scales", "qzeros"):
                 tensors[f"{prefix}.{group}.{part}.{kind}"] = np.zeros((2, 2), dtype=np.float16)
         tensors[f"{prefix}.input_layernorm.weight"] = np.zeros((2,), dtype=np.float16)
@@ -51,14 +53,18 @@ def _layer_tensors(shard: int, layers_per_shard: int) -> dict[str, np.ndarray]:
 def _sparse_shard(path: Path, name: str, gib: int) -> int:
     """A valid shard whose one tensor is ``gib`` GiB of holes: costs no disk, no write time."""
     n = gib * 1024**3 // 2
-    header = json.dumps({name: {"dtype": "BF16", "shape": [n], "data_offsets": [0, n * 2]}}).encode()
+    header = json.dumps(
+        {name: {"dtype": "BF16", "shape": [n], "data_offsets": [0, n * 2]}}
+    ).encode()
     with path.open("wb") as fh:
         fh.write(struct.pack("<Q", len(header)) + header)
         fh.truncate(8 + len(header) + n * 2)
     return n * 2
 
 
-def build_model(folder: Path, shards: int = 100, sparse: int = 3, layers_per_shard: int = 4) -> dict[str, int]:
+def build_model(
+    folder: Path, shards: int = 100, sparse: int = 3, layers_per_shard: int = 4
+) -> dict[str, int]:
     """Write the benchmark model; returns header statistics for the report."""
     from tokenizers import AddedToken, Tokenizer
     from tokenizers.models import WordLevel
@@ -115,7 +121,9 @@ def time_preflight(folder: Path, repeats: int, tokenizer: bool = True) -> tuple[
         errors = 0
         for _ in range(repeats):
             c0, w0 = time.process_time(), time.perf_counter()
-            report = run_preflight(folder, PreflightOptions(quantization="none", context_length=8192))
+            report = run_preflight(
+                folder, PreflightOptions(quantization="none", context_length=8192)
+            )
             cpu.append(time.process_time() - c0)
             wall.append(time.perf_counter() - w0)
             errors = report.count(Severity.ERROR)
@@ -143,7 +151,9 @@ def time_sha256(folder: Path, mib: int) -> tuple[float, float]:
     return size / cpu / 1e6, size / wall / 1e6
 
 
-def render(stats: dict[str, int], repeats: int, results: dict[str, float], shards: int, sparse: int) -> str:
+def render(
+    stats: dict[str, int], repeats: int, results: dict[str, float], shards: int, sparse: int
+) -> str:
     """The Markdown section written between the markers."""
     return "\n".join(
         [
@@ -187,10 +197,26 @@ def write_section(section: str, doc: Path = DOC) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Build, measure, print, and (unless --no-write) update docs/benchmarks.md."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=7, metavar="N", help="runs per measurement (default: %(default)s)")
-    parser.add_argument("--shards", type=int, default=100, metavar="N", help="shards (default: %(default)s)")
-    parser.add_argument("--hash-mib", type=int, default=256, metavar="MIB", help="size of the file hashed (default: %(default)s)")
-    parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=7,
+        metavar="N",
+        help="runs per measurement (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--shards", type=int, default=100, metavar="N", help="shards (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--hash-mib",
+        type=int,
+        default=256,
+        metavar="MIB",
+        help="size of the file hashed (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone"
+    )
     args = parser.parse_args(argv)
     sparse = 3
     with tempfile.TemporaryDirectory(prefix="bench-preflight-") as tmp:

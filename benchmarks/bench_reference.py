@@ -34,8 +34,10 @@ ITL_MS = 10.0  # set per sweep by run()
 async def one_stream(port: int, body: bytes) -> tuple[float, float, int]:
     t0 = time.perf_counter()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+    writer.write(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body
+    )
     await writer.drain()
     first = None
     chunks = 0
@@ -47,7 +49,7 @@ async def one_stream(port: int, body: bytes) -> tuple[float, float, int]:
         buf += data
         if first is None:
             idx = buf.find(b'{"content":"')
-            if idx >= 0 and buf[idx + 12: idx + 13] not in (b'"', b""):
+            if idx >= 0 and buf[idx + 12 : idx + 13] not in (b'"', b""):
                 first = time.perf_counter()  # the first non-empty content delta, not the role chunk
         chunks += data.count(b"data: ")
         if b"data: [DONE]" in buf[-64:]:
@@ -61,8 +63,16 @@ async def one_stream(port: int, body: bytes) -> tuple[float, float, int]:
 async def wave(port: int, n: int, rounds: int = 3) -> list[tuple[float, float, int]]:
     """Keep about ``n`` streams open: starts spread evenly over one stream's duration, for
     ``rounds`` durations (a burst of n simultaneous connects would measure accept() instead)."""
-    body = json.dumps({"model": "ref-tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": TOKENS,
-                       "temperature": 0, "ignore_eos": True, "stream": True}).encode()
+    body = json.dumps(
+        {
+            "model": "ref-tiny",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": TOKENS,
+            "temperature": 0,
+            "ignore_eos": True,
+            "stream": True,
+        }
+    ).encode()
     period = (TTFT_MS + ITL_MS * (TOKENS - 1)) / 1000
     t0 = time.perf_counter()
 
@@ -85,8 +95,24 @@ def run(concurrencies: list[int], repeats: int, itl_ms: float = 10.0) -> list[di
     taskset = shutil.which("taskset")
     with tempfile.TemporaryDirectory() as tmp:
         ready = Path(tmp) / "port"
-        cmd = [sys.executable, "-m", "servecheck", "reference-server", "--port", "0", "--ready-file", str(ready),
-               "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--default-max-tokens", str(TOKENS), "--max-num-seqs", "4096"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "servecheck",
+            "reference-server",
+            "--port",
+            "0",
+            "--ready-file",
+            str(ready),
+            "--ttft-ms",
+            str(TTFT_MS),
+            "--itl-ms",
+            str(ITL_MS),
+            "--default-max-tokens",
+            str(TOKENS),
+            "--max-num-seqs",
+            "4096",
+        ]
         if taskset:
             cmd = [taskset, "-c", "0", *cmd]
             os.sched_setaffinity(0, {1})
@@ -98,7 +124,11 @@ def run(concurrencies: list[int], repeats: int, itl_ms: float = 10.0) -> list[di
             port = int(ready.read_text())
             server = psutil.Process(proc.pid)
             if taskset:
-                server = next((c for c in server.children(recursive=True)), server) if server.name() == "taskset" else server
+                server = (
+                    next((c for c in server.children(recursive=True)), server)
+                    if server.name() == "taskset"
+                    else server
+                )
             rows = []
             for n in concurrencies:
                 ttft_late, e2e_late, cpu_share = [], [], []
@@ -110,12 +140,18 @@ def run(concurrencies: list[int], repeats: int, itl_ms: float = 10.0) -> list[di
                     cpu_share.append((sum(server.cpu_times()[:2]) - c0) / wall)
                     ttft_late += [r[0] - TTFT_MS for r in results]
                     e2e_late += [r[1] - (TTFT_MS + ITL_MS * (TOKENS - 1)) for r in results]
-                rows.append({
-                    "itl_ms": ITL_MS, "streams": n, "ttft_late_p50": statistics.median(ttft_late), "ttft_late_p99": pct(ttft_late, 99),
-                    "e2e_late_p50": statistics.median(e2e_late), "e2e_late_p99": pct(e2e_late, 99),
-                    "server_cpu": statistics.median(cpu_share),
-                    "tokens_per_s": n * TOKENS / ((TTFT_MS + ITL_MS * (TOKENS - 1)) / 1000),
-                })
+                rows.append(
+                    {
+                        "itl_ms": ITL_MS,
+                        "streams": n,
+                        "ttft_late_p50": statistics.median(ttft_late),
+                        "ttft_late_p99": pct(ttft_late, 99),
+                        "e2e_late_p50": statistics.median(e2e_late),
+                        "e2e_late_p99": pct(e2e_late, 99),
+                        "server_cpu": statistics.median(cpu_share),
+                        "tokens_per_s": n * TOKENS / ((TTFT_MS + ITL_MS * (TOKENS - 1)) / 1000),
+                    }
+                )
                 print(json.dumps(rows[-1]), flush=True)
             return rows
         finally:
@@ -139,15 +175,20 @@ def write_section(rows: list[dict[str, float]]) -> None:
         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
-        lines.append(f"| {r['itl_ms']:.0f} | {r['streams']} | {r['ttft_late_p50']:.1f} | {r['ttft_late_p99']:.1f} | {r['e2e_late_p50']:.1f} |"
-                     f" {r['e2e_late_p99']:.1f} | {r['server_cpu']:.2f} | {r['tokens_per_s']:.0f} |")
-    lines += ["",
-              "Reading (medians, noisy shared machine): the server stays within ~3 ms (p50) of its configured",
-              "timings up to about 6k chunks/s on its core (256 streams at 40 ms per token; 64 at 10 ms), within",
-              "~12 ms at 11k chunks/s (128 streams at 10 ms), and saturates near 20k chunks/s (server CPU ~0.9).",
-              "As a calibration target keep its offered chunk rate under ~6k/s per core; above that, load benchmarks use"
-              " the calibration server (`servecheck.reference.fast`), whose own lateness is shown beside every load figure.",
-              "", "<!-- reference:end -->"]
+        lines.append(
+            f"| {r['itl_ms']:.0f} | {r['streams']} | {r['ttft_late_p50']:.1f} | {r['ttft_late_p99']:.1f} | {r['e2e_late_p50']:.1f} |"
+            f" {r['e2e_late_p99']:.1f} | {r['server_cpu']:.2f} | {r['tokens_per_s']:.0f} |"
+        )
+    lines += [
+        "",
+        "Reading (medians, noisy shared machine): the server stays within ~3 ms (p50) of its configured",
+        "timings up to about 6k chunks/s on its core (256 streams at 40 ms per token; 64 at 10 ms), within",
+        "~12 ms at 11k chunks/s (128 streams at 10 ms), and saturates near 20k chunks/s (server CPU ~0.9).",
+        "As a calibration target keep its offered chunk rate under ~6k/s per core; above that, load benchmarks use"
+        " the calibration server (`servecheck.reference.fast`), whose own lateness is shown beside every load figure.",
+        "",
+        "<!-- reference:end -->",
+    ]
     block = "\n".join(lines)
     if "<!-- reference:start -->" in text:
         head, rest = text.split("<!-- reference:start -->", 1)

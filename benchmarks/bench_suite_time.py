@@ -24,8 +24,24 @@ ROOT = Path(__file__).resolve().parent.parent
 def one_run(workers: str) -> tuple[float, dict[str, int]]:
     with tempfile.TemporaryDirectory() as out:
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "servecheck", "check", "-n", workers, "--out", out, "--run-id", "bench"],
-                              cwd=ROOT, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "servecheck",
+                "check",
+                "-n",
+                workers,
+                "--out",
+                out,
+                "--run-id",
+                "bench",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         wall = time.perf_counter() - t0
         summary = Path(out) / "bench" / "summary.json"
         counts = json.loads(summary.read_text())["counts"] if summary.exists() else {}
@@ -59,7 +75,9 @@ def main() -> None:
         "| --- | ---: | ---: | ---: | --- |",
     ]
     for workers, med, lo, hi, counts in rows:
-        block.append(f"| `-n {workers}` | {med:.1f} | {lo:.1f} | {hi:.1f} | {', '.join(f'{v} {k}' for k, v in sorted(counts.items()))} |")
+        block.append(
+            f"| `-n {workers}` | {med:.1f} | {lo:.1f} | {hi:.1f} | {', '.join(f'{v} {k}' for k, v in sorted(counts.items()))} |"
+        )
     block += ["", "<!-- suite:end -->"]
     path = ROOT / "docs" / "benchmarks.md"
     text = path.read_text()

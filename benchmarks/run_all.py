@@ -13,7 +13,14 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 # bench_peers before bench_load: the load section puts the peers' figures beside its own.
-SCRIPTS = ["bench_preflight.py", "bench_reference.py", "bench_suite_time.py", "bench_merge.py", "bench_peers.py", "bench_load.py"]
+SCRIPTS = [
+    "bench_preflight.py",
+    "bench_reference.py",
+    "bench_suite_time.py",
+    "bench_merge.py",
+    "bench_peers.py",
+    "bench_load.py",
+]
 
 
 def main() -> int:

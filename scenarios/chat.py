@@ -1,7 +1,7 @@
 """Streaming chat: a mix of short and medium prompts and answers.
 
-    locust -f scenarios/chat.py --host http://127.0.0.1:8000/v1          # web UI
-    servecheck load --target local --scenario chat --users 8 --duration 1m
+locust -f scenarios/chat.py --host http://127.0.0.1:8000/v1          # web UI
+servecheck load --target local --scenario chat --users 8 --duration 1m
 """
 
 import locust  # noqa: F401,I001 - first: gevent monkey-patching before anything else

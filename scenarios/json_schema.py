@@ -7,7 +7,11 @@ from servecheck.load.prompts import PromptSpec
 
 SCHEMA = {
     "type": "object",
-    "properties": {"city": {"type": "string"}, "population": {"type": "integer"}, "rivers": {"type": "array", "items": {"type": "string"}}},
+    "properties": {
+        "city": {"type": "string"},
+        "population": {"type": "integer"},
+        "rivers": {"type": "array", "items": {"type": "string"}},
+    },
     "required": ["city", "population"],
     "additionalProperties": False,
 }
@@ -17,7 +21,12 @@ class JsonSchemaUser(LLMUser):
     scenario = "json_schema"
     mix = [PromptSpec(prompt_tokens=96, output_tokens=96, weight=1, kind="json")]
     kinds = {
-        "json": {"response_format": {"type": "json_schema", "json_schema": {"name": "city", "schema": SCHEMA, "strict": True}}},
+        "json": {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "city", "schema": SCHEMA, "strict": True},
+            }
+        },
     }
 
 

@@ -18,7 +18,12 @@ class MixedUser(LLMUser):
         PromptSpec(prompt_tokens=64, output_tokens=64, weight=2, kind="tools"),
     ]
     kinds = {
-        "json": {"response_format": {"type": "json_schema", "json_schema": {"name": "city", "schema": SCHEMA, "strict": True}}},
+        "json": {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "city", "schema": SCHEMA, "strict": True},
+            }
+        },
         "tools": {"tools": TOOLS, "tool_choice": "required"},
     }
 

@@ -5,15 +5,23 @@ import locust  # noqa: F401,I001 - first: gevent monkey-patching before anything
 from servecheck.load.locust_user import LLMUser, scenario_shape
 from servecheck.load.prompts import PromptSpec
 
-TOOLS = [{
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather for a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}},
-                       "required": ["city"]},
-    },
-}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather for a city",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string"},
+                    "unit": {"type": "string", "enum": ["c", "f"]},
+                },
+                "required": ["city"],
+            },
+        },
+    }
+]
 
 
 class ToolsUser(LLMUser):

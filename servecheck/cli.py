@@ -21,19 +21,49 @@ from servecheck.redact import redact
 
 # name -> (module, one-line help). Order is the order shown in --help.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "check": ("servecheck.commands.check", "run the conformance catalogue against targets (pytest)"),
-    "accept": ("servecheck.commands.accept", "post-deploy acceptance: readiness, conformance, smoke load, exit code"),
+    "check": (
+        "servecheck.commands.check",
+        "run the conformance catalogue against targets (pytest)",
+    ),
+    "accept": (
+        "servecheck.commands.accept",
+        "post-deploy acceptance: readiness, conformance, smoke load, exit code",
+    ),
     "load": ("servecheck.commands.load", "run a bounded Locust load test and evaluate SLOs"),
-    "capacity": ("servecheck.commands.capacity", "sweep load to find the highest level that meets the SLOs"),
+    "capacity": (
+        "servecheck.commands.capacity",
+        "sweep load to find the highest level that meets the SLOs",
+    ),
     "soak": ("servecheck.commands.soak", "repeated load cycles with telemetry and leak verdicts"),
-    "compare": ("servecheck.commands.compare", "compare a run with a baseline run (nightly regression)"),
+    "compare": (
+        "servecheck.commands.compare",
+        "compare a run with a baseline run (nightly regression)",
+    ),
     "cutover": ("servecheck.commands.cutover", "pre-cutover check before a hot model swap"),
-    "preflight": ("servecheck.commands.preflight", "check model files (safetensors, GGUF, config) before a launch"),
-    "wait-ready": ("servecheck.commands.wait_ready", "poll a target's health until ready, loading or down (bounded)"),
-    "targets": ("servecheck.commands.targets", "validate targets.yaml and show the targets it defines"),
-    "checks": ("servecheck.commands.checks", "list the conformance checks (id, description, expectation)"),
-    "reference-server": ("servecheck.commands.reference_server", "run the built-in deterministic reference server"),
-    "engine": ("servecheck.commands.engine", "bring a real local engine up or down (vllm, llamacpp, xinference, litellm)"),
+    "preflight": (
+        "servecheck.commands.preflight",
+        "check model files (safetensors, GGUF, config) before a launch",
+    ),
+    "wait-ready": (
+        "servecheck.commands.wait_ready",
+        "poll a target's health until ready, loading or down (bounded)",
+    ),
+    "targets": (
+        "servecheck.commands.targets",
+        "validate targets.yaml and show the targets it defines",
+    ),
+    "checks": (
+        "servecheck.commands.checks",
+        "list the conformance checks (id, description, expectation)",
+    ),
+    "reference-server": (
+        "servecheck.commands.reference_server",
+        "run the built-in deterministic reference server",
+    ),
+    "engine": (
+        "servecheck.commands.engine",
+        "bring a real local engine up or down (vllm, llamacpp, xinference, litellm)",
+    ),
 }
 
 

@@ -27,27 +27,48 @@ ENV_METRICS = "SERVECHECK_REF_METRICS_URL"
 
 
 @contextmanager
-def embedded_reference(extra_args: Sequence[str] = (), *, with_key: bool = True, timeout_s: float = 30.0,
-                       log_path: Path | None = None) -> Iterator[dict[str, str]]:
+def embedded_reference(
+    extra_args: Sequence[str] = (),
+    *,
+    with_key: bool = True,
+    timeout_s: float = 30.0,
+    log_path: Path | None = None,
+) -> Iterator[dict[str, str]]:
     """Run the reference server while the block runs; yield the env vars that point at it."""
     key = "sk-ref-" + secrets.token_hex(12) if with_key else ""
     if key:
         register(key)
     with tempfile.TemporaryDirectory(prefix="servecheck-ref-") as tmp:
         ready = Path(tmp) / "port"
-        cmd = [sys.executable, "-m", "servecheck", "reference-server", "--port", "0", "--ready-file", str(ready), *extra_args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "servecheck",
+            "reference-server",
+            "--port",
+            "0",
+            "--ready-file",
+            str(ready),
+            *extra_args,
+        ]
         env = dict(os.environ)
         if key:
             env[ENV_KEY] = key
         log = open(log_path or Path(tmp) / "server.log", "ab")  # noqa: SIM115 - closed below
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
         try:
             deadline = time.monotonic() + timeout_s
             while not ready.exists():
                 if proc.poll() is not None:
-                    raise ServecheckError(f"the embedded reference server exited with code {proc.returncode} before listening")
+                    raise ServecheckError(
+                        f"the embedded reference server exited with code {proc.returncode} before listening"
+                    )
                 if time.monotonic() > deadline:
-                    raise ServecheckError(f"the embedded reference server did not listen within {timeout_s:.0f} s")
+                    raise ServecheckError(
+                        f"the embedded reference server did not listen within {timeout_s:.0f} s"
+                    )
                 time.sleep(0.05)
             port = int(ready.read_text())
             yield {

@@ -51,15 +51,35 @@ _SESSION_KEY = pytest.StashKey["ServecheckSession"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("servecheck", "servecheck: conformance checks against OpenAI-compatible targets")
-    group.addoption("--target", action="append", dest="sc_targets", metavar="NAME",
-                    help=f"target from targets.yaml; repeatable; 'all' for every target (default: ${ENV['target']} or '{DEFAULT_TARGET}')")
-    group.addoption("--targets-file", dest="sc_targets_file", metavar="PATH",
-                    help=f"the targets file (default: ${ENV['targets_file']} or targets.yaml)")
-    group.addoption("--model", action="append", dest="sc_models", metavar="NAME",
-                    help=f"check only this served model name; repeatable (default: ${ENV['model']}, else the target's models)")
-    group.addoption("--sc-report-dir", dest="sc_report_dir", metavar="DIR",
-                    help=f"write results.jsonl and summary.json here (default: ${ENV['report_dir']}, else nothing)")
+    group = parser.getgroup(
+        "servecheck", "servecheck: conformance checks against OpenAI-compatible targets"
+    )
+    group.addoption(
+        "--target",
+        action="append",
+        dest="sc_targets",
+        metavar="NAME",
+        help=f"target from targets.yaml; repeatable; 'all' for every target (default: ${ENV['target']} or '{DEFAULT_TARGET}')",
+    )
+    group.addoption(
+        "--targets-file",
+        dest="sc_targets_file",
+        metavar="PATH",
+        help=f"the targets file (default: ${ENV['targets_file']} or targets.yaml)",
+    )
+    group.addoption(
+        "--model",
+        action="append",
+        dest="sc_models",
+        metavar="NAME",
+        help=f"check only this served model name; repeatable (default: ${ENV['model']}, else the target's models)",
+    )
+    group.addoption(
+        "--sc-report-dir",
+        dest="sc_report_dir",
+        metavar="DIR",
+        help=f"write results.jsonl and summary.json here (default: ${ENV['report_dir']}, else nothing)",
+    )
 
 
 @dataclass(slots=True)
@@ -84,7 +104,9 @@ class ServecheckSession:
         info = self.infos[target.name]
         models = info.models or [UNKNOWN_MODEL]
         if self.model_filter:
-            models = [m for m in self.model_filter if m in models or not target.models] or self.model_filter
+            models = [
+                m for m in self.model_filter if m in models or not target.models
+            ] or self.model_filter
         return models
 
     def client(self, target: Target) -> ServeClient:
@@ -105,7 +127,9 @@ def _opt(config: pytest.Config, name: str) -> Any:
     env = os.environ.get(ENV[name.rstrip("s")] if name != "targets_file" else ENV["targets_file"])
     if not env:
         return None
-    return [v.strip() for v in env.split(",") if v.strip()] if name in ("targets", "models") else env
+    return (
+        [v.strip() for v in env.split(",") if v.strip()] if name in ("targets", "models") else env
+    )
 
 
 def _collects_suites(config: pytest.Config) -> bool:
@@ -128,10 +152,15 @@ def _build_session(config: pytest.Config) -> ServecheckSession:
         raise pytest.UsageError(redact(str(exc))) from None
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "servecheck_infos" in workerinput:
-        infos = {name: TargetInfo.from_dict(d) for name, d in json.loads(workerinput["servecheck_infos"]).items()}
+        infos = {
+            name: TargetInfo.from_dict(d)
+            for name, d in json.loads(workerinput["servecheck_infos"]).items()
+        }
     else:
         infos = {t.name: discover(t) for t in targets}
-    return ServecheckSession(targets=targets, infos=infos, model_filter=_opt(config, "models") or [])
+    return ServecheckSession(
+        targets=targets, infos=infos, model_filter=_opt(config, "models") or []
+    )
 
 
 def get_session(config: pytest.Config) -> ServecheckSession:
@@ -162,31 +191,48 @@ def pytest_configure_node(node: Any) -> None:
     """xdist controller -> worker: pass the discovered target facts so collection matches."""
     session = node.config.stash.get(_SESSION_KEY, None)
     if session is not None:
-        node.workerinput["servecheck_infos"] = json.dumps({k: v.to_dict() for k, v in session.infos.items()})
+        node.workerinput["servecheck_infos"] = json.dumps(
+            {k: v.to_dict() for k, v in session.infos.items()}
+        )
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
     session = config.stash.get(_SESSION_KEY, None)
     if session is None:
         return None
-    return ["servecheck targets:"] + [f"  {redact(session.infos[t.name].header())}" for t in session.targets]
+    return ["servecheck targets:"] + [
+        f"  {redact(session.infos[t.name].header())}" for t in session.targets
+    ]
 
 
 def _case_marks(case: Case, session: ServecheckSession) -> list[pytest.MarkDecorator]:
     target, check = case.target, case.check
     pattern = matches(check.id, target.exclude)
     if pattern is not None:
-        return [pytest.mark.skip(reason=f"{check.id}: excluded for {target.name} by targets.yaml exclude {pattern!r}")]
+        return [
+            pytest.mark.skip(
+                reason=f"{check.id}: excluded for {target.name} by targets.yaml exclude {pattern!r}"
+            )
+        ]
     caps = resolve_capabilities(target)
     missing = [c for c in check.requires if not caps.get(c, False)]
     if missing:
-        return [pytest.mark.skip(reason=f"{check.id}: {target.name} does not declare capability {', '.join(missing)}"
-                                         f" (capabilities in targets.yaml, or the {target.engine} profile default)")]
+        return [
+            pytest.mark.skip(
+                reason=f"{check.id}: {target.name} does not declare capability {', '.join(missing)}"
+                f" (capabilities in targets.yaml, or the {target.engine} profile default)"
+            )
+        ]
     if check.needs_api_key and target.api_key is None:
         return [pytest.mark.skip(reason=f"{check.id}: no api_key configured for {target.name}")]
     known = matches(check.id, target.known_failures)
     if known is not None:
-        return [pytest.mark.xfail(strict=True, reason=f"known failure on {target.name}: {target.known_failures[known]}")]
+        return [
+            pytest.mark.xfail(
+                strict=True,
+                reason=f"known failure on {target.name}: {target.known_failures[known]}",
+            )
+        ]
     return []
 
 
@@ -199,7 +245,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     surface = getattr(metafunc.module, "SURFACE", None)
     if not isinstance(surface, str):
-        raise pytest.UsageError(f"{metafunc.module.__name__}: a suite module must set SURFACE = 'CHAT' (or another surface)")
+        raise pytest.UsageError(
+            f"{metafunc.module.__name__}: a suite module must set SURFACE = 'CHAT' (or another surface)"
+        )
     session = get_session(metafunc.config)
     params = []
     for target in session.targets:
@@ -217,8 +265,13 @@ def sc_ctx(request: pytest.FixtureRequest, sc_case: Case) -> Iterator[CheckConte
     target = sc_case.target
     info = session.infos[target.name]
     ctx = CheckContext(
-        check_id=sc_case.check.id, target=target, model=sc_case.model, profile=profile_for(target),
-        capabilities=resolve_capabilities(target), info=info, client=session.client(target),
+        check_id=sc_case.check.id,
+        target=target,
+        model=sc_case.model,
+        profile=profile_for(target),
+        capabilities=resolve_capabilities(target),
+        info=info,
+        client=session.client(target),
     )
     request.node.user_properties.append(("servecheck_check", sc_case.check.id))
     request.node.user_properties.append(("servecheck_target", target.name))
@@ -226,12 +279,20 @@ def sc_ctx(request: pytest.FixtureRequest, sc_case: Case) -> Iterator[CheckConte
     if info.unreachable and sc_case.check.surface != "HEALTH":
         # One bounded probe already showed that nothing answers; running every check would wait
         # out every timeout (a hung server would take the catalogue an hour to fail).
-        raise CheckFailed(sc_case.check.id, "the target did not answer at all during discovery",
-                          expected=f"an HTTP answer from {target.base_url}/models", received=info.error or "no answer",
-                          hint="start the server or fix base_url; HEALTH-READY tells down from loading")
+        raise CheckFailed(
+            sc_case.check.id,
+            "the target did not answer at all during discovery",
+            expected=f"an HTTP answer from {target.base_url}/models",
+            received=info.error or "no answer",
+            hint="start the server or fix base_url; HEALTH-READY tells down from loading",
+        )
     if sc_case.model == UNKNOWN_MODEL and sc_case.check.surface not in ("HEALTH", "MODELS", "AUTH"):
-        raise CheckFailed(sc_case.check.id, "no model to test: none declared and none discovered",
-                          expected="models in targets.yaml, or a /v1/models listing", received=info.error or "an empty model list")
+        raise CheckFailed(
+            sc_case.check.id,
+            "no model to test: none declared and none discovered",
+            expected="models in targets.yaml, or a /v1/models listing",
+            received=info.error or "an empty model list",
+        )
     try:
         yield ctx
     finally:
@@ -244,7 +305,9 @@ def sc_ctx(request: pytest.FixtureRequest, sc_case: Case) -> Iterator[CheckConte
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Any, None]:
     outcome = yield
     report = outcome.get_result()
     excinfo = call.excinfo
@@ -256,13 +319,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.user_properties.append(("servecheck_outcome", "nonstrict"))
     elif isinstance(excinfo.value, CheckSkipped):
         report.outcome = "skipped"
-        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {redact(str(excinfo.value))}")
+        report.longrepr = (
+            str(item.path),
+            item.location[1] or 0,
+            f"Skipped: {redact(str(excinfo.value))}",
+        )
     elif isinstance(excinfo.value, CheckFailed) and report.outcome == "failed":
         report.longrepr = redact(str(excinfo.value))
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, Any] | None:
+def pytest_report_teststatus(
+    report: pytest.TestReport, config: pytest.Config
+) -> tuple[str, str, Any] | None:
     if report.when == "call" and ("servecheck_outcome", "nonstrict") in report.user_properties:
         return "nonstrict", "N", ("NON-STRICT", {"yellow": True})
     return None
@@ -310,7 +379,9 @@ class ResultsWriter:
         parts = case_id.split("/")
         message = ""
         if outcome in ("failed", "error"):
-            message = str(report.longrepr) if isinstance(report.longrepr, str) else report.longreprtext
+            message = (
+                str(report.longrepr) if isinstance(report.longrepr, str) else report.longreprtext
+            )
         elif outcome in ("skipped",) and isinstance(report.longrepr, tuple):
             message = str(report.longrepr[2]).removeprefix("Skipped: ")
         elif outcome in ("nonstrict", "xfailed", "xpassed"):
@@ -342,7 +413,9 @@ class ResultsWriter:
             "targets": {name: info.to_dict() for name, info in sc.infos.items()} if sc else {},
             "failed": [r for r in self.rows if r["outcome"] in ("failed", "error", "xpassed")],
         }
-        (self.directory / "summary.json").write_text(json.dumps(redact_obj(summary), indent=2, ensure_ascii=False), encoding="utf-8")
+        (self.directory / "summary.json").write_text(
+            json.dumps(redact_obj(summary), indent=2, ensure_ascii=False), encoding="utf-8"
+        )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         rows = [r for r in self.rows if r["check"]]
@@ -356,7 +429,9 @@ class ResultsWriter:
             bucket[r["outcome"]] = bucket.get(r["outcome"], 0) + 1
         order = ["passed", "failed", "error", "nonstrict", "xfailed", "xpassed", "skipped"]
         for name, counts in per_target.items():
-            tr.write_line(f"{name}: " + ", ".join(f"{counts[o]} {o}" for o in order if counts.get(o)))
+            tr.write_line(
+                f"{name}: " + ", ".join(f"{counts[o]} {o}" for o in order if counts.get(o))
+            )
         bad = [r for r in rows if r["outcome"] in ("failed", "error", "xpassed")]
         for r in bad[:40]:
             first = (r["message"].splitlines() or [""])[0]

@@ -52,7 +52,9 @@ class Secret(str):
         from pydantic_core import core_schema
 
         return core_schema.no_info_after_validator_function(
-            cls, core_schema.str_schema(), serialization=core_schema.plain_serializer_function_ser_schema(lambda v: MASK)
+            cls,
+            core_schema.str_schema(),
+            serialization=core_schema.plain_serializer_function_ser_schema(lambda v: MASK),
         )
 
 

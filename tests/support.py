@@ -16,8 +16,13 @@ TEST_KEY = "sk-servecheck-selftest-9f8e7d6c"
 
 def target_for(server: RunningServer, **overrides: Any) -> Target:
     values: dict[str, Any] = {
-        "name": "ref", "base_url": server.base_url, "engine": "reference", "models": ["ref-tiny"],
-        "context_length": server.config.max_model_len, "metrics_url": server.root + "/metrics", "timeout_s": 10,
+        "name": "ref",
+        "base_url": server.base_url,
+        "engine": "reference",
+        "models": ["ref-tiny"],
+        "context_length": server.config.max_model_len,
+        "metrics_url": server.root + "/metrics",
+        "timeout_s": 10,
         "api_key": server.config.api_key,
     }
     values.update(overrides)
@@ -27,6 +32,11 @@ def target_for(server: RunningServer, **overrides: Any) -> Target:
 def context_for(server: RunningServer, check_id: str, **overrides: Any) -> CheckContext:
     target = target_for(server, **overrides)
     return CheckContext(
-        check_id=check_id, target=target, model=(target.models or ["ref-tiny"])[0], profile=profile_for(target),
-        capabilities=resolve_capabilities(target), info=discover(target), client=ServeClient.for_target(target),
+        check_id=check_id,
+        target=target,
+        model=(target.models or ["ref-tiny"])[0],
+        profile=profile_for(target),
+        capabilities=resolve_capabilities(target),
+        info=discover(target),
+        client=ServeClient.for_target(target),
     )

@@ -46,23 +46,42 @@ def test_issue_example_shape_loads(tmp_path):
 @pytest.mark.parametrize(
     "text,expected",
     [
-        pytest.param(GOOD.replace("models:", "modles:"),
-                     'targets.yaml:7: targets[0].modles: unknown key \'modles\' (did you mean "models"?)', id="unknown-key"),
-        pytest.param(GOOD.replace("engine: vllm", "engine: vlm"),
-                     "targets.yaml:6: targets[0].engine: 'vlm' is not one of vllm|sglang|xinference|tgi|llamacpp|ollama|litellm|openai|reference|generic (did you mean \"vllm\"?)",
-                     id="bad-engine"),
-        pytest.param(GOOD.replace("http://127.0.0.1:8011/v1", "127.0.0.1:8011/v1"),
-                     "targets.yaml:4: targets[0].base_url: base_url must be an http:// or https:// URL with a host, got '127.0.0.1:8011/v1'",
-                     id="bad-url"),
-        pytest.param(GOOD.replace("context_length: 512", "context_length: lots"),
-                     "targets.yaml:9: targets[0].context_length: Input should be a valid integer, unable to parse string as an integer (got 'lots')",
-                     id="wrong-type"),
-        pytest.param(GOOD.replace("timeout_s: 60", "timeout: 60"),
-                     'targets.yaml:1: defaults.timeout: unknown key \'timeout\' (did you mean "timeout_s"?)', id="defaults-unknown-key"),
-        pytest.param(GOOD + "  - name: local-vllm\n    base_url: http://127.0.0.1:9/v1\n",
-                     "targets.yaml:12: targets[1].name: duplicate target name 'local-vllm' (first at targets[0])", id="duplicate"),
+        pytest.param(
+            GOOD.replace("models:", "modles:"),
+            "targets.yaml:7: targets[0].modles: unknown key 'modles' (did you mean \"models\"?)",
+            id="unknown-key",
+        ),
+        pytest.param(
+            GOOD.replace("engine: vllm", "engine: vlm"),
+            "targets.yaml:6: targets[0].engine: 'vlm' is not one of vllm|sglang|xinference|tgi|llamacpp|ollama|litellm|openai|reference|generic (did you mean \"vllm\"?)",
+            id="bad-engine",
+        ),
+        pytest.param(
+            GOOD.replace("http://127.0.0.1:8011/v1", "127.0.0.1:8011/v1"),
+            "targets.yaml:4: targets[0].base_url: base_url must be an http:// or https:// URL with a host, got '127.0.0.1:8011/v1'",
+            id="bad-url",
+        ),
+        pytest.param(
+            GOOD.replace("context_length: 512", "context_length: lots"),
+            "targets.yaml:9: targets[0].context_length: Input should be a valid integer, unable to parse string as an integer (got 'lots')",
+            id="wrong-type",
+        ),
+        pytest.param(
+            GOOD.replace("timeout_s: 60", "timeout: 60"),
+            "targets.yaml:1: defaults.timeout: unknown key 'timeout' (did you mean \"timeout_s\"?)",
+            id="defaults-unknown-key",
+        ),
+        pytest.param(
+            GOOD + "  - name: local-vllm\n    base_url: http://127.0.0.1:9/v1\n",
+            "targets.yaml:12: targets[1].name: duplicate target name 'local-vllm' (first at targets[0])",
+            id="duplicate",
+        ),
         pytest.param("targets: [\n", "targets.yaml:2: invalid YAML:", id="bad-yaml"),
-        pytest.param("targts: []\n", 'targets.yaml:1: targts: unknown key \'targts\' (did you mean "targets"?)', id="top-level-typo"),
+        pytest.param(
+            "targts: []\n",
+            "targets.yaml:1: targts: unknown key 'targts' (did you mean \"targets\"?)",
+            id="top-level-typo",
+        ),
     ],
 )
 def test_config_errors_are_pinned(tmp_path, text, expected):
@@ -93,7 +112,9 @@ def test_env_default_syntax(tmp_path):
 
 def test_unknown_target_suggests(tmp_path):
     targets = load_targets(write(tmp_path, GOOD), env={"VLLM_API_KEY": "k" * 8})
-    with pytest.raises(Exception, match=r"no target named 'local-vlm' \(did you mean \"local-vllm\"\?\)"):
+    with pytest.raises(
+        Exception, match=r"no target named 'local-vlm' \(did you mean \"local-vllm\"\?\)"
+    ):
         targets.get("local-vlm")
 
 
@@ -102,7 +123,9 @@ def test_cli_reports_config_error_in_one_line_without_traceback(tmp_path, capsys
     code = main(["targets", "--targets-file", str(path)])
     err = capsys.readouterr().err
     assert code == 2
-    assert err.startswith(f"servecheck targets: error: {path}:6: targets[0].engine: 'vlm' is not one of")
+    assert err.startswith(
+        f"servecheck targets: error: {path}:6: targets[0].engine: 'vlm' is not one of"
+    )
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
 
@@ -123,6 +146,13 @@ def test_redaction_keeps_json_valid_and_the_curl_placeholder():
 
     from servecheck.redact import redact
 
-    text = json.dumps({"curl": 'curl -H "Authorization: Bearer $API_KEY" -H "Authorization: Bearer sk-live-abcdef"'})
+    text = json.dumps(
+        {
+            "curl": 'curl -H "Authorization: Bearer $API_KEY" -H "Authorization: Bearer sk-live-abcdef"'
+        }
+    )
     out = redact(text)
-    assert json.loads(out)["curl"] == 'curl -H "Authorization: Bearer $API_KEY" -H "Authorization: Bearer ***"'
+    assert (
+        json.loads(out)["curl"]
+        == 'curl -H "Authorization: Bearer $API_KEY" -H "Authorization: Bearer ***"'
+    )

@@ -45,7 +45,9 @@ def test_reject_policy_fails_a_signalled_truncation(make_reference):
     assert "context_policy is 'reject'" in str(excinfo.value)
 
 
-@pytest.mark.parametrize("check_id", [pytest.param(c, id=c) for c in ("CTX-OVERLONG", "CTX-MAX-TOKENS", "CTX-FITS")])
+@pytest.mark.parametrize(
+    "check_id", [pytest.param(c, id=c) for c in ("CTX-OVERLONG", "CTX-MAX-TOKENS", "CTX-FITS")]
+)
 def test_unknown_context_length_skips_with_advice(make_reference, check_id):
     server = make_reference("models-no-context", api_key=TEST_KEY)
     with pytest.raises(CheckSkipped, match="set context_length for target 'ref' in targets.yaml"):
@@ -57,7 +59,10 @@ def test_overlong_5xx_message_is_pinned(make_reference):
     with pytest.raises(CheckFailed) as excinfo:
         _run(server, "CTX-OVERLONG")
     lines = str(excinfo.value).splitlines()
-    assert lines[0] == "CTX-OVERLONG: a prompt of about 576 tokens (context 512) crashed the request with a server error"
+    assert (
+        lines[0]
+        == "CTX-OVERLONG: a prompt of about 576 tokens (context 512) crashed the request with a server error"
+    )
     assert lines[1] == "  Expected: HTTP 400 naming the limit (512 tokens)"
     assert lines[2].startswith("  Received: HTTP 500 application/json: ")
     assert lines[3].startswith("  Hint: check the prompt length before scheduling it")
@@ -70,5 +75,7 @@ def test_fits_names_a_lower_real_limit(make_reference):
     with pytest.raises(CheckFailed) as excinfo:
         _run(server, "CTX-FITS")
     text = str(excinfo.value)
-    assert text.startswith("CTX-FITS: a prompt of about 488 tokens with max_tokens 8 (context 512) was not served")
+    assert text.startswith(
+        "CTX-FITS: a prompt of about 488 tokens with max_tokens 8 (context 512) was not served"
+    )
     assert "the real context is lower than advertised" in text

@@ -9,7 +9,11 @@ from servecheck.docs import ROOT, generated
 
 
 def test_generated_docs_are_current():
-    stale = [str(p.relative_to(ROOT)) for p, text in generated().items() if not p.exists() or p.read_text() != text]
+    stale = [
+        str(p.relative_to(ROOT))
+        for p, text in generated().items()
+        if not p.exists() or p.read_text() != text
+    ]
     assert not stale, f"regenerate with `make docs` (python -m servecheck.docs): {stale}"
 
 
@@ -19,7 +23,9 @@ def test_readme_commands_exist():
         assert name in COMMANDS, f"README mentions `servecheck {name}`, which is not a command"
     makefile = (ROOT / "Makefile").read_text()
     for target in re.findall(r"make ([a-z][a-z-]+)", readme):
-        assert re.search(rf"^{target}:", makefile, re.M), f"README mentions `make {target}`, not in the Makefile"
+        assert re.search(rf"^{target}:", makefile, re.M), (
+            f"README mentions `make {target}`, not in the Makefile"
+        )
 
 
 def test_ci_runs_the_readme_test_command():
@@ -31,8 +37,14 @@ def test_ci_runs_the_readme_test_command():
 
 def test_architecture_names_every_package():
     text = (ROOT / "ARCHITECTURE.md").read_text()
-    for package in sorted(p.name for p in (ROOT / "servecheck").iterdir() if p.is_dir() and (p / "__init__.py").exists()):
-        assert f"servecheck/{package}/" in text, f"ARCHITECTURE.md does not place servecheck/{package}/"
+    for package in sorted(
+        p.name
+        for p in (ROOT / "servecheck").iterdir()
+        if p.is_dir() and (p / "__init__.py").exists()
+    ):
+        assert f"servecheck/{package}/" in text, (
+            f"ARCHITECTURE.md does not place servecheck/{package}/"
+        )
 
 
 def test_layering_rules_hold():
@@ -45,15 +57,21 @@ def test_layering_rules_hold():
         if re.search(r"^\s*(import|from) locust\b", text, re.M):
             assert rel == "servecheck/load/locust_user.py", f"{rel} imports locust"
         if re.search(r"^\s*(import|from) pytest\b", text, re.M):
-            assert rel in ("servecheck/pytest_plugin.py", "servecheck/report/allure_glue.py"), f"{rel} imports pytest"
+            assert rel in ("servecheck/pytest_plugin.py", "servecheck/report/allure_glue.py"), (
+                f"{rel} imports pytest"
+            )
     for path in (pkg / "reference").rglob("*.py"):
         text = path.read_text()
         # Import statements only: the server's docstring names these packages to say why it avoids them.
-        assert not re.search(r"^\s*(from|import) servecheck\.(client|checks)\b", text, re.M), f"{path} must not share code with the checks"
+        assert not re.search(r"^\s*(from|import) servecheck\.(client|checks)\b", text, re.M), (
+            f"{path} must not share code with the checks"
+        )
 
 
 def test_targets_examples_validate():
     from servecheck.config import load_targets
 
-    examples = load_targets(ROOT / "docs" / "targets-examples.yaml", env={"OPENAI_API_KEY": "sk-example-not-real"})
+    examples = load_targets(
+        ROOT / "docs" / "targets-examples.yaml", env={"OPENAI_API_KEY": "sk-example-not-real"}
+    )
     assert {"sglang", "tgi", "ollama", "openai", "gateway"} <= set(examples.names)

@@ -15,7 +15,10 @@ from tests.support import TEST_KEY, context_for
 CHECKS = load_all()
 PAIRS = [(fault.name, cid) for fault in FAULTS.values() for cid in fault.catches]
 # Faults that only show on a server slow enough to be caught mid-generation.
-FAULT_OPTIONS: dict[str, dict[str, object]] = {"abort-leak": {"itl_ms": 20.0}, "kv-leak": {"itl_ms": 20.0}}
+FAULT_OPTIONS: dict[str, dict[str, object]] = {
+    "abort-leak": {"itl_ms": 20.0},
+    "kv-leak": {"itl_ms": 20.0},
+}
 
 
 def _run(server, check_id):

@@ -11,7 +11,11 @@ from servecheck.checks.surfaces.fuzz import edge_corpus
 from tests.support import TEST_KEY, context_for
 
 CHECK = load_all()["FUZZ-NO-5XX"]
-BASE = {"model": "ref-tiny", "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 4}
+BASE = {
+    "model": "ref-tiny",
+    "messages": [{"role": "user", "content": "Say hello."}],
+    "max_tokens": 4,
+}
 
 
 def _fail(server) -> CheckFailed:
@@ -30,10 +34,14 @@ def test_a_generated_crash_is_shrunk_to_one_field(make_reference):
     assert failure.summary.startswith("a generated body (shrunk;")
     assert failure.exchange is not None
     body = failure.exchange.request_body
-    changed = {k for k in set(body) | set(BASE) if body.get(k, "<absent>") != BASE.get(k, "<absent>")}
+    changed = {
+        k for k in set(body) | set(BASE) if body.get(k, "<absent>") != BASE.get(k, "<absent>")
+    }
     assert len(changed) == 1, f"not shrunk to one field: {body}"
     text = str(failure)
-    assert "Reproduce: curl" in text and json.dumps(body, ensure_ascii=False) in text.replace("'\"'\"'", "'")
+    assert "Reproduce: curl" in text and json.dumps(body, ensure_ascii=False) in text.replace(
+        "'\"'\"'", "'"
+    )
     assert TEST_KEY not in text
 
 
@@ -44,5 +52,9 @@ def test_an_edge_case_is_named(make_reference):
 
 def test_the_corpus_is_one_field_per_case():
     for name, body in edge_corpus("ref-tiny"):
-        changed = {k for k in set(body) | set(BASE) if body.get(k, "<absent>") != BASE.get(k, "<absent>")}
-        assert 1 <= len(changed) <= 2, name  # logprobs + top_logprobs, tools + tool_choice travel together
+        changed = {
+            k for k in set(body) | set(BASE) if body.get(k, "<absent>") != BASE.get(k, "<absent>")
+        }
+        assert 1 <= len(changed) <= 2, (
+            name
+        )  # logprobs + top_logprobs, tools + tool_choice travel together

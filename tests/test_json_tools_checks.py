@@ -17,7 +17,9 @@ CHECKS = load_all()
 def test_tool_finish_stop_is_non_strict_where_the_profile_allows_it(make_reference):
     server = make_reference("tools-finish-stop", api_key=TEST_KEY)
     ctx = context_for(server, "TOOLS-FINISH")
-    ctx.profile = dataclasses.replace(ctx.profile, deviations={"tool-finish-stop": "engine X answers 'stop' (evidence)"})
+    ctx.profile = dataclasses.replace(
+        ctx.profile, deviations={"tool-finish-stop": "engine X answers 'stop' (evidence)"}
+    )
     try:
         with pytest.raises(NonStrict, match="engine X answers 'stop'"):
             run_check(CHECKS["TOOLS-FINISH"], ctx)
@@ -44,7 +46,13 @@ def test_named_tool_failure_message_is_pinned(make_reference):
 
 
 def _stream_exchange(chunks):
-    ex = Exchange(method="POST", url="http://x/v1/chat/completions", request_headers={}, request_body={}, status=200)
+    ex = Exchange(
+        method="POST",
+        url="http://x/v1/chat/completions",
+        request_headers={},
+        request_body={},
+        status=200,
+    )
     ex.stream = StreamResult(chunks=chunks, done=True)
     return ex
 
@@ -54,11 +62,20 @@ def _delta(tool_call):
 
 
 def test_stream_reassembly_flags_a_repeated_name_and_a_missing_index():
-    ex = _stream_exchange([
-        _delta({"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": ""}}),
-        _delta({"index": 0, "function": {"name": "get_time", "arguments": '{"zone": '}}),
-        _delta({"function": {"arguments": '"UTC", "hour24": true}'}}),
-    ])
+    ex = _stream_exchange(
+        [
+            _delta(
+                {
+                    "index": 0,
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_time", "arguments": ""},
+                }
+            ),
+            _delta({"index": 0, "function": {"name": "get_time", "arguments": '{"zone": '}}),
+            _delta({"function": {"arguments": '"UTC", "hour24": true}'}}),
+        ]
+    )
     calls, problems = tools._stream_calls(None, ex)  # type: ignore[arg-type]
     assert calls[0]["arguments"] == '{"zone": "UTC", "hour24": true}'
     assert any("without an integer index" in p for p in problems)
@@ -66,16 +83,35 @@ def test_stream_reassembly_flags_a_repeated_name_and_a_missing_index():
 
 
 def test_stream_reassembly_accepts_openai_deltas():
-    ex = _stream_exchange([
-        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None}]},
-        _delta({"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": ""}}),
-        _delta({"index": 0, "function": {"arguments": '{"zone":"UTC",'}}),
-        _delta({"index": 0, "function": {"arguments": '"hour24":false}'}}),
-        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
-    ])
+    ex = _stream_exchange(
+        [
+            {
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": None},
+                        "finish_reason": None,
+                    }
+                ]
+            },
+            _delta(
+                {
+                    "index": 0,
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_time", "arguments": ""},
+                }
+            ),
+            _delta({"index": 0, "function": {"arguments": '{"zone":"UTC",'}}),
+            _delta({"index": 0, "function": {"arguments": '"hour24":false}'}}),
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        ]
+    )
     calls, problems = tools._stream_calls(None, ex)  # type: ignore[arg-type]
     assert problems == []
-    assert calls == {0: {"id": "call_1", "names": ["get_time"], "arguments": '{"zone":"UTC","hour24":false}'}}
+    assert calls == {
+        0: {"id": "call_1", "names": ["get_time"], "arguments": '{"zone":"UTC","hour24":false}'}
+    }
 
 
 @pytest.fixture
@@ -86,27 +122,56 @@ def json_ctx(reference):
 
 
 def _choice(content, finish):
-    return {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}
+    return {
+        "index": 0,
+        "message": {"role": "assistant", "content": content},
+        "finish_reason": finish,
+    }
 
 
 def test_an_open_object_at_length_is_inconclusive_for_json_object(json_ctx):
     with pytest.raises(CheckSkipped, match="inconclusive"):
-        json_mode._parse(json_ctx, _choice('{"colour": "bl', "length"), None, what="x", hint="h", cut_is_inconclusive=True)
+        json_mode._parse(
+            json_ctx,
+            _choice('{"colour": "bl', "length"),
+            None,
+            what="x",
+            hint="h",
+            cut_is_inconclusive=True,
+        )
 
 
 def test_an_open_object_at_length_fails_a_bounded_schema(json_ctx):
-    with pytest.raises(CheckFailed, match="did not finish within 160 tokens although the schema is bounded"):
-        json_mode._parse(json_ctx, _choice('{"name": "bl', "length"), None, what="x", hint="h", cut_is_inconclusive=False)
+    with pytest.raises(
+        CheckFailed, match="did not finish within 160 tokens although the schema is bounded"
+    ):
+        json_mode._parse(
+            json_ctx,
+            _choice('{"name": "bl', "length"),
+            None,
+            what="x",
+            hint="h",
+            cut_is_inconclusive=False,
+        )
 
 
-@pytest.mark.parametrize("content", [
-    pytest.param('```json\n{"a": 1}\n```', id="code-fence"),
-    pytest.param('Sure! {"a": 1}', id="prose-prefix"),
-    pytest.param("", id="empty"),
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param('```json\n{"a": 1}\n```', id="code-fence"),
+        pytest.param('Sure! {"a": 1}', id="prose-prefix"),
+        pytest.param("", id="empty"),
+    ],
+)
 def test_json_mode_rejects_non_json_content(json_ctx, content):
     with pytest.raises(CheckFailed) as excinfo:
-        json_mode._parse(json_ctx, _choice(content, "stop"), None, what="the json_object answer",
-                         hint=json_mode.HINT_OBJECT, cut_is_inconclusive=True)
+        json_mode._parse(
+            json_ctx,
+            _choice(content, "stop"),
+            None,
+            what="the json_object answer",
+            hint=json_mode.HINT_OBJECT,
+            cut_is_inconclusive=True,
+        )
     assert str(excinfo.value).startswith("JSON-OBJECT: the json_object answer is not valid JSON")
     assert "Hint: JSON mode is ignored: enable guided decoding" in str(excinfo.value)

@@ -17,11 +17,20 @@ CHECKS = load_all()
 def _echoing_exchange() -> Exchange:
     """A server that repeats the caller's key in its error message and a debug header."""
     return Exchange(
-        method="POST", url="http://127.0.0.1:1/v1/chat/completions",
+        method="POST",
+        url="http://127.0.0.1:1/v1/chat/completions",
         request_headers={"Authorization": f"Bearer {TEST_KEY}", "Content-Type": "application/json"},
-        request_body={"model": "m", "messages": []}, status=400,
+        request_body={"model": "m", "messages": []},
+        status=400,
         response_headers={"content-type": "application/json", "x-debug-auth": TEST_KEY},
-        body=json.dumps({"error": {"message": f"bad request from key {TEST_KEY}", "type": "invalid_request_error"}}).encode(),
+        body=json.dumps(
+            {
+                "error": {
+                    "message": f"bad request from key {TEST_KEY}",
+                    "type": "invalid_request_error",
+                }
+            }
+        ).encode(),
     )
 
 
@@ -33,8 +42,14 @@ def registered_key(reference):
 
 def test_failure_text_masks_the_key_everywhere(registered_key: Target) -> None:
     ex = _echoing_exchange()
-    failure = CheckFailed("AUTH-NO-ECHO", f"summary with {TEST_KEY}", expected="no key", received=ex.describe(),
-                           exchange=ex, hint=f"hint with {TEST_KEY}")
+    failure = CheckFailed(
+        "AUTH-NO-ECHO",
+        f"summary with {TEST_KEY}",
+        expected="no key",
+        received=ex.describe(),
+        exchange=ex,
+        hint=f"hint with {TEST_KEY}",
+    )
     text = str(failure)
     assert TEST_KEY not in text
     assert "***" in text
@@ -47,12 +62,17 @@ def test_non_strict_text_masks_the_key(registered_key: Target) -> None:
     assert TEST_KEY not in str(NonStrict("ERR-SHAPE", f"reason {TEST_KEY}", failure))
 
 
-@pytest.mark.parametrize("fault,check_id", [
-    pytest.param("auth-echo-key", "AUTH-NO-ECHO", id="echoed-wrong-key"),
-    pytest.param("auth-none", "AUTH-REQUIRED", id="auth-not-enforced"),
-    pytest.param("err-plain-text", "ERR-SHAPE", id="plain-text-errors"),
-])
-def test_auth_and_error_failures_do_not_show_the_key(make_reference, fault: str, check_id: str) -> None:
+@pytest.mark.parametrize(
+    "fault,check_id",
+    [
+        pytest.param("auth-echo-key", "AUTH-NO-ECHO", id="echoed-wrong-key"),
+        pytest.param("auth-none", "AUTH-REQUIRED", id="auth-not-enforced"),
+        pytest.param("err-plain-text", "ERR-SHAPE", id="plain-text-errors"),
+    ],
+)
+def test_auth_and_error_failures_do_not_show_the_key(
+    make_reference, fault: str, check_id: str
+) -> None:
     server = make_reference(fault, api_key=TEST_KEY)
     ctx = context_for(server, check_id)
     try:
@@ -69,5 +89,10 @@ def test_curl_keeps_a_runnable_key_placeholder(registered_key: Target) -> None:
     curl = _echoing_exchange().curl()
     assert '-H "Authorization: Bearer $API_KEY"' in curl
     assert TEST_KEY not in curl
-    other = Exchange(method="GET", url="http://127.0.0.1:1/v1/models", request_headers={"x-api-key": TEST_KEY}, request_body=None)
+    other = Exchange(
+        method="GET",
+        url="http://127.0.0.1:1/v1/models",
+        request_headers={"x-api-key": TEST_KEY},
+        request_body=None,
+    )
     assert '-H "x-api-key: $API_KEY"' in other.curl()

@@ -8,7 +8,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-SUITE = textwrap.dedent('''
+SUITE = textwrap.dedent("""
     from servecheck.checks import run_check
 
     SURFACE = "{surface}"
@@ -16,11 +16,13 @@ SUITE = textwrap.dedent('''
 
     def test_conformance(sc_case, sc_ctx):
         run_check(sc_case.check, sc_ctx)
-''')
+""")
 
 
 def _targets(pytester, server, extra: str = "") -> None:
-    pytester.makefile(".yaml", targets=textwrap.dedent(f"""\
+    pytester.makefile(
+        ".yaml",
+        targets=textwrap.dedent(f"""\
         targets:
           - name: ref
             base_url: {server.base_url}
@@ -28,7 +30,9 @@ def _targets(pytester, server, extra: str = "") -> None:
             models: [ref-tiny]
             context_length: 512
             timeout_s: 10
-        """) + extra)
+        """)
+        + extra,
+    )
 
 
 def _suite(pytester, surface: str) -> None:
@@ -39,15 +43,19 @@ def test_failure_names_the_check_and_gives_curl(pytester, make_reference):
     server = make_reference("usage-sum-wrong")
     _targets(pytester, server)
     _suite(pytester, "CHAT")
-    result = pytester.runpytest("-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml")
+    result = pytester.runpytest(
+        "-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml"
+    )
     result.assert_outcomes(passed=8, failed=1)
-    result.stdout.fnmatch_lines([
-        "*test_conformance?ref/ref-tiny/CHAT-USAGE?*",
-        "CHAT-USAGE: usage.total_tokens is not prompt_tokens + completion_tokens",
-        "  Expected: total_tokens == * + * = *",
-        "  Received: total_tokens = *",
-        "  Reproduce: curl -sS -X POST http://127.0.0.1:*/v1/chat/completions *",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*test_conformance?ref/ref-tiny/CHAT-USAGE?*",
+            "CHAT-USAGE: usage.total_tokens is not prompt_tokens + completion_tokens",
+            "  Expected: total_tokens == * + * = *",
+            "  Received: total_tokens = *",
+            "  Reproduce: curl -sS -X POST http://127.0.0.1:*/v1/chat/completions *",
+        ]
+    )
     assert "Traceback" not in result.stdout.str()
 
 
@@ -55,8 +63,15 @@ def test_header_shows_engine_models_context(pytester, make_reference):
     server = make_reference()
     _targets(pytester, server)
     _suite(pytester, "HEALTH")
-    result = pytester.runpytest("-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml")
-    result.stdout.fnmatch_lines(["servecheck targets:", "  ref: engine reference, models ref-tiny (declared), context 512 (declared)*"])
+    result = pytester.runpytest(
+        "-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml"
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "servecheck targets:",
+            "  ref: engine reference, models ref-tiny (declared), context 512 (declared)*",
+        ]
+    )
     result.assert_outcomes(passed=2)
 
 
@@ -64,7 +79,16 @@ def test_allowed_deviation_is_nonstrict_not_pass(pytester, make_reference):
     server = make_reference("usage-sum-wrong")
     _targets(pytester, server, "    allow: {CHAT-USAGE: 'billing done elsewhere'}\n")
     _suite(pytester, "CHAT")
-    result = pytester.runpytest("-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml", "-rX", "-rx")
+    result = pytester.runpytest(
+        "-p",
+        "servecheck.pytest_plugin",
+        "--target",
+        "ref",
+        "--targets-file",
+        "targets.yaml",
+        "-rX",
+        "-rx",
+    )
     result.stdout.fnmatch_lines(["*1 nonstrict*"])
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed") == 8
@@ -76,53 +100,80 @@ def test_missing_capability_and_exclude_are_skips_with_reasons(pytester, make_re
     server = make_reference()
     _targets(pytester, server, "    capabilities: {n: false}\n    exclude: ['CHAT-LOG*']\n")
     _suite(pytester, "CHAT")
-    result = pytester.runpytest("-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml", "-rs")
+    result = pytester.runpytest(
+        "-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml", "-rs"
+    )
     result.assert_outcomes(passed=7, skipped=2)
-    result.stdout.fnmatch_lines([
-        "*CHAT-N: ref does not declare capability n*",
-        "*CHAT-LOGPROBS: excluded for ref by targets.yaml exclude 'CHAT-LOG*'*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*CHAT-N: ref does not declare capability n*",
+            "*CHAT-LOGPROBS: excluded for ref by targets.yaml exclude 'CHAT-LOG*'*",
+        ]
+    )
 
 
 def test_known_failure_is_strict_xfail(pytester, make_reference):
     clean = make_reference()
     _targets(pytester, clean, "    known_failures: {CHAT-USAGE: 'engine bug #123'}\n")
     _suite(pytester, "CHAT")
-    result = pytester.runpytest("-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml")
+    result = pytester.runpytest(
+        "-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml"
+    )
     # the clean server passes CHAT-USAGE, so the strict xfail reports the fix as a failure
     result.assert_outcomes(passed=8, failed=1)
     result.stdout.fnmatch_lines(["*XPASS(strict)*known failure on ref: engine bug #123*"])
 
 
 def test_broken_targets_file_is_a_usage_error(pytester):
-    pytester.makefile(".yaml", targets="targets:\n  - name: ref\n    base_url: http://127.0.0.1:1/v1\n    engin: vllm\n")
+    pytester.makefile(
+        ".yaml",
+        targets="targets:\n  - name: ref\n    base_url: http://127.0.0.1:1/v1\n    engin: vllm\n",
+    )
     _suite(pytester, "CHAT")
-    result = pytester.runpytest("-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml")
+    result = pytester.runpytest(
+        "-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: targets.yaml:4: targets[0].engin: unknown key 'engin' (did you mean \"engine\"?)"])
+    result.stderr.fnmatch_lines(
+        ["ERROR: targets.yaml:4: targets[0].engin: unknown key 'engin' (did you mean \"engine\"?)"]
+    )
     assert "Traceback" not in result.stderr.str()
 
 
 def test_options_listed_in_help(pytester):
     result = pytester.runpytest("-p", "servecheck.pytest_plugin", "--help")
-    result.stdout.fnmatch_lines([
-        "servecheck: conformance checks against OpenAI-compatible targets:",
-        "  --target=NAME*",
-        "  --targets-file=PATH*",
-        "  --model=NAME*",
-        "  --sc-report-dir=DIR*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "servecheck: conformance checks against OpenAI-compatible targets:",
+            "  --target=NAME*",
+            "  --targets-file=PATH*",
+            "  --model=NAME*",
+            "  --sc-report-dir=DIR*",
+        ]
+    )
 
 
-def test_results_written_as_they_finish_and_key_redacted(pytester, make_reference, tmp_path, monkeypatch):
+def test_results_written_as_they_finish_and_key_redacted(
+    pytester, make_reference, tmp_path, monkeypatch
+):
     key = "sk-plugin-test-key-1234567890"
     server = make_reference("usage-sum-wrong", api_key=key)
     _targets(pytester, server, "    api_key: ${MY_KEY}\n")
     _suite(pytester, "CHAT")
     report = tmp_path / "rep"
     monkeypatch.setenv("MY_KEY", key)
-    result = pytester.runpytest_subprocess("-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml",
-                                           "--sc-report-dir", str(report), "-n", "2")
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "servecheck.pytest_plugin",
+        "--target",
+        "ref",
+        "--targets-file",
+        "targets.yaml",
+        "--sc-report-dir",
+        str(report),
+        "-n",
+        "2",
+    )
     result.assert_outcomes(passed=8, failed=1)
     lines = (report / "results.jsonl").read_text().splitlines()
     assert len(lines) == 9
@@ -165,21 +216,34 @@ def hanging_server():
 
 def test_hung_server_fails_every_check_fast_with_one_cause(pytester, hanging_server):
     """Discovery's one bounded probe (timeout_s) decides; checks do not each wait out a timeout."""
-    pytester.makefile(".yaml", targets=textwrap.dedent(f"""\
+    pytester.makefile(
+        ".yaml",
+        targets=textwrap.dedent(f"""\
         targets:
           - name: hung
             base_url: http://127.0.0.1:{hanging_server}/v1
             engine: generic
             models: [m]
             timeout_s: 2
-        """))
+        """),
+    )
     _suite(pytester, "CHAT")
-    result = pytester.runpytest("-p", "servecheck.pytest_plugin", "--target", "hung", "--targets-file", "targets.yaml",
-                                "-p", "no:randomly")
+    result = pytester.runpytest(
+        "-p",
+        "servecheck.pytest_plugin",
+        "--target",
+        "hung",
+        "--targets-file",
+        "targets.yaml",
+        "-p",
+        "no:randomly",
+    )
     outcomes = result.parseoutcomes()
     assert outcomes.get("errors", 0) + outcomes.get("failed", 0) >= 1
     assert "passed" not in outcomes
-    result.stdout.fnmatch_lines([
-        "*: the target did not answer at all during discovery",
-        "  Received: GET /v1/models failed: timeout: *",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*: the target did not answer at all during discovery",
+            "  Received: GET /v1/models failed: timeout: *",
+        ]
+    )

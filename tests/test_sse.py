@@ -21,17 +21,44 @@ from servecheck.client.http import Exchange, StreamResult, _Collector
 from servecheck.client.sse import SSEParser, classify_data
 
 CHUNKS = [
-    {"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
-    {"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": "café"}}]},
-    {"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": " 你好"}}]},
-    {"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": " 🙂 Zürich"}}]},
-    {"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}],
+    },
+    {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"content": "café"}}],
+    },
+    {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"content": " 你好"}}],
+    },
+    {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"content": " 🙂 Zürich"}}],
+    },
+    {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+    },
 ]
 TEXT = "café 你好 🙂 Zürich"
 EXPECTED = [json.dumps(c, ensure_ascii=False) for c in CHUNKS] + ["[DONE]"]
 
 
-def encode(datas: list[str], *, space: bool = True, eol: str = "\n", comments: bool = False, multiline: bool = False) -> bytes:
+def encode(
+    datas: list[str],
+    *,
+    space: bool = True,
+    eol: str = "\n",
+    comments: bool = False,
+    multiline: bool = False,
+) -> bytes:
     """An event stream carrying ``datas`` in one of the legal spellings."""
     out = []
     prefix = "data: " if space else "data:"
@@ -70,7 +97,9 @@ VARIANTS = [
     pytest.param({"eol": "\r"}, id="lone-cr"),
     pytest.param({"comments": True}, id="comments"),
     pytest.param({"multiline": True}, id="multi-line-data"),
-    pytest.param({"space": False, "eol": "\r\n", "comments": True, "multiline": True}, id="all-at-once"),
+    pytest.param(
+        {"space": False, "eol": "\r\n", "comments": True, "multiline": True}, id="all-at-once"
+    ),
 ]
 
 
@@ -86,7 +115,9 @@ def test_split_at_every_byte_position(variant):
     raw = encode(EXPECTED, **variant)
     for cut in range(len(raw) + 1):
         datas, parser = parse(raw, [cut])
-        assert [joined(d) for d in datas] == EXPECTED, f"split at byte {cut}: {raw[max(0, cut - 8):cut + 8]!r}"
+        assert [joined(d) for d in datas] == EXPECTED, (
+            f"split at byte {cut}: {raw[max(0, cut - 8) : cut + 8]!r}"
+        )
         assert parser.problems == [], f"split at byte {cut}"
 
 
@@ -110,7 +141,9 @@ def test_split_inside_a_multibyte_character():
 @given(variant=st.sampled_from([v.values[0] for v in VARIANTS]), data=st.data())
 def test_any_splits_give_the_same_events(variant, data):
     raw = encode(EXPECTED, **variant)
-    cuts = data.draw(st.lists(st.integers(min_value=0, max_value=len(raw)), max_size=24), label="cuts")
+    cuts = data.draw(
+        st.lists(st.integers(min_value=0, max_value=len(raw)), max_size=24), label="cuts"
+    )
     datas, parser = parse(raw, cuts)
     assert [joined(d) for d in datas] == EXPECTED
     assert parser.problems == []
@@ -128,8 +161,12 @@ def test_classify_data():
 # The stream as a whole (what servecheck's client records for a response body)
 
 
-def collect(pieces: list[bytes], content_type: str = "text/event-stream", status: int = 200) -> StreamResult:
-    ex = Exchange(method="POST", url="http://test/v1/chat/completions", request_headers={}, request_body=None)
+def collect(
+    pieces: list[bytes], content_type: str = "text/event-stream", status: int = 200
+) -> StreamResult:
+    ex = Exchange(
+        method="POST", url="http://test/v1/chat/completions", request_headers={}, request_body=None
+    )
     collector = _Collector(ex, True, math.inf, 1 << 20)
     collector.headers(httpx.Response(status, headers={"content-type": content_type}))
     for piece in pieces:
@@ -146,23 +183,45 @@ def codes(stream: StreamResult) -> list[str]:
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_clean_stream_has_no_problems(variant):
     raw = encode(EXPECTED, **variant)
-    stream = collect([raw[i:i + 7] for i in range(0, len(raw), 7)])
+    stream = collect([raw[i : i + 7] for i in range(0, len(raw), 7)])
     assert codes(stream) == []
     assert stream.done
     assert stream.text(0) == TEXT
     assert len(stream.chunks) == len(CHUNKS)
 
 
-@pytest.mark.parametrize("body,code", [
-    pytest.param(encode(EXPECTED[:-1]), "missing-done", id="missing-done"),
-    pytest.param(encode([EXPECTED[0], "{'id': 'c1', 'choices': []}", "[DONE]"]), "non-json", id="non-json"),
-    pytest.param(encode([EXPECTED[0], "ping", "[DONE]"]), "non-json", id="bare-word"),
-    pytest.param(encode([EXPECTED[0], '{"error": {"message": "engine died", "type": "server_error"}}', "[DONE]"]),
-                 "error-object", id="error-object-in-200"),
-    pytest.param(encode([*EXPECTED, EXPECTED[1]]), "data-after-done", id="data-after-done"),
-    pytest.param(encode(EXPECTED[:-1]) + b'data: {"id": "c1", "choices": []}', "truncated-event", id="truncated-final-event"),
-    pytest.param(encode(EXPECTED).replace("你".encode(), "你".encode()[:2]), "bad-utf8", id="bad-utf8"),
-])
+@pytest.mark.parametrize(
+    "body,code",
+    [
+        pytest.param(encode(EXPECTED[:-1]), "missing-done", id="missing-done"),
+        pytest.param(
+            encode([EXPECTED[0], "{'id': 'c1', 'choices': []}", "[DONE]"]),
+            "non-json",
+            id="non-json",
+        ),
+        pytest.param(encode([EXPECTED[0], "ping", "[DONE]"]), "non-json", id="bare-word"),
+        pytest.param(
+            encode(
+                [
+                    EXPECTED[0],
+                    '{"error": {"message": "engine died", "type": "server_error"}}',
+                    "[DONE]",
+                ]
+            ),
+            "error-object",
+            id="error-object-in-200",
+        ),
+        pytest.param(encode([*EXPECTED, EXPECTED[1]]), "data-after-done", id="data-after-done"),
+        pytest.param(
+            encode(EXPECTED[:-1]) + b'data: {"id": "c1", "choices": []}',
+            "truncated-event",
+            id="truncated-final-event",
+        ),
+        pytest.param(
+            encode(EXPECTED).replace("你".encode(), "你".encode()[:2]), "bad-utf8", id="bad-utf8"
+        ),
+    ],
+)
 def test_defects_are_flagged(body, code):
     stream = collect([body])
     assert code in codes(stream), stream.problems

@@ -20,10 +20,13 @@ def usage_with_choices(make_reference):
     return make_reference("stream-usage-in-choices", "stream-usage-repeated", api_key=TEST_KEY)
 
 
-@pytest.mark.parametrize("check_id,deviation", [
-    pytest.param("STREAM-USAGE", "usage-chunk-repeated", id="usage-chunk-repeated"),
-    pytest.param("STREAM-FINISH", "stream-extra-finish-chunk", id="stream-extra-finish-chunk"),
-])
+@pytest.mark.parametrize(
+    "check_id,deviation",
+    [
+        pytest.param("STREAM-USAGE", "usage-chunk-repeated", id="usage-chunk-repeated"),
+        pytest.param("STREAM-FINISH", "stream-extra-finish-chunk", id="stream-extra-finish-chunk"),
+    ],
+)
 def test_xinference_profile_allows_its_usage_chunk(usage_with_choices, check_id, deviation):
     ctx = context_for(usage_with_choices, check_id, engine="xinference")
     try:

@@ -4,4 +4,16 @@ from servecheck.checks.context import CheckContext, CheckFailed, CheckSkipped, N
 from servecheck.checks.registry import REGISTRY, SURFACES, Check, by_surface, check, load_all
 from servecheck.checks.runner import run_check
 
-__all__ = ["REGISTRY", "SURFACES", "Check", "CheckContext", "CheckFailed", "CheckSkipped", "NonStrict", "by_surface", "check", "load_all", "run_check"]
+__all__ = [
+    "REGISTRY",
+    "SURFACES",
+    "Check",
+    "CheckContext",
+    "CheckFailed",
+    "CheckSkipped",
+    "NonStrict",
+    "by_surface",
+    "check",
+    "load_all",
+    "run_check",
+]

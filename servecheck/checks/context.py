@@ -20,8 +20,17 @@ from servecheck.redact import redact
 class CheckFailed(Exception):
     """A check found a defect. ``deviation`` names it when an engine profile may allow it."""
 
-    def __init__(self, check_id: str, summary: str, *, expected: str, received: str,
-                 exchange: Exchange | None = None, deviation: str | None = None, hint: str = "") -> None:
+    def __init__(
+        self,
+        check_id: str,
+        summary: str,
+        *,
+        expected: str,
+        received: str,
+        exchange: Exchange | None = None,
+        deviation: str | None = None,
+        hint: str = "",
+    ) -> None:
         self.check_id = check_id
         self.summary = summary
         self.expected = expected
@@ -32,7 +41,11 @@ class CheckFailed(Exception):
         super().__init__(self.render())
 
     def render(self) -> str:
-        lines = [f"{self.check_id}: {self.summary}", f"  Expected: {self.expected}", f"  Received: {self.received}"]
+        lines = [
+            f"{self.check_id}: {self.summary}",
+            f"  Expected: {self.expected}",
+            f"  Received: {self.received}",
+        ]
         if self.hint:
             lines.append(f"  Hint: {self.hint}")
         if self.exchange is not None:
@@ -47,7 +60,9 @@ class NonStrict(Exception):
         self.check_id = check_id
         self.reason = reason
         self.failure = failure
-        super().__init__(redact(f"{check_id}: non-strict: {reason}\n  (would fail: {failure.summary})"))
+        super().__init__(
+            redact(f"{check_id}: non-strict: {reason}\n  (would fail: {failure.summary})")
+        )
 
 
 class CheckSkipped(Exception):
@@ -81,7 +96,9 @@ class CheckContext:
         self.exchanges.append(ex)
         return ex
 
-    def chat_body(self, messages: list[dict[str, Any]] | str | None = None, **params: Any) -> dict[str, Any]:
+    def chat_body(
+        self, messages: list[dict[str, Any]] | str | None = None, **params: Any
+    ) -> dict[str, Any]:
         if messages is None:
             messages = "Say hello."
         if isinstance(messages, str):
@@ -94,7 +111,13 @@ class CheckContext:
         """POST /chat/completions (non-streaming) with this check's model."""
         return self.post("/chat/completions", self.chat_body(messages, **params))
 
-    def stream_chat(self, messages: list[dict[str, Any]] | str | None = None, *, usage: bool | None = None, **params: Any) -> Exchange:
+    def stream_chat(
+        self,
+        messages: list[dict[str, Any]] | str | None = None,
+        *,
+        usage: bool | None = None,
+        **params: Any,
+    ) -> Exchange:
         """POST /chat/completions with ``stream: true`` (and include_usage when supported)."""
         body = self.chat_body(messages, stream=True, **params)
         if usage is None:
@@ -111,34 +134,87 @@ class CheckContext:
         return self.target.server_root
 
     # ---- verdicts -----------------------------------------------------------------------
-    def fail(self, summary: str, *, expected: str, received: str, exchange: Exchange | None = None,
-             deviation: str | None = None, hint: str = "") -> NoReturn:
-        raise CheckFailed(self.check_id, summary, expected=expected, received=received, exchange=exchange,
-                          deviation=deviation, hint=hint)
+    def fail(
+        self,
+        summary: str,
+        *,
+        expected: str,
+        received: str,
+        exchange: Exchange | None = None,
+        deviation: str | None = None,
+        hint: str = "",
+    ) -> NoReturn:
+        raise CheckFailed(
+            self.check_id,
+            summary,
+            expected=expected,
+            received=received,
+            exchange=exchange,
+            deviation=deviation,
+            hint=hint,
+        )
 
-    def expect(self, condition: bool, summary: str, *, expected: str, received: Any, exchange: Exchange | None = None,
-               deviation: str | None = None, hint: str = "") -> None:
+    def expect(
+        self,
+        condition: bool,
+        summary: str,
+        *,
+        expected: str,
+        received: Any,
+        exchange: Exchange | None = None,
+        deviation: str | None = None,
+        hint: str = "",
+    ) -> None:
         if not condition:
-            self.fail(summary, expected=expected, received=received if isinstance(received, str) else body_snippet(received),
-                      exchange=exchange, deviation=deviation, hint=hint)
+            self.fail(
+                summary,
+                expected=expected,
+                received=received if isinstance(received, str) else body_snippet(received),
+                exchange=exchange,
+                deviation=deviation,
+                hint=hint,
+            )
 
     def ok_json(self, ex: Exchange, what: str) -> dict[str, Any]:
         """The JSON object of a 2xx answer, or a failure that says what came back instead."""
         if ex.error:
-            self.fail(f"{what}: the request did not complete", expected="a 2xx response", received=ex.describe(), exchange=ex)
+            self.fail(
+                f"{what}: the request did not complete",
+                expected="a 2xx response",
+                received=ex.describe(),
+                exchange=ex,
+            )
         if not ex.ok:
-            self.fail(f"{what}: the server refused a valid request", expected="HTTP 200", received=ex.describe(), exchange=ex)
+            self.fail(
+                f"{what}: the server refused a valid request",
+                expected="HTTP 200",
+                received=ex.describe(),
+                exchange=ex,
+            )
         data = ex.json()
         if not isinstance(data, dict):
-            self.fail(f"{what}: the body is not a JSON object", expected="a JSON object", received=ex.describe(), exchange=ex)
+            self.fail(
+                f"{what}: the body is not a JSON object",
+                expected="a JSON object",
+                received=ex.describe(),
+                exchange=ex,
+            )
         return data
 
     def ok_stream(self, ex: Exchange, what: str) -> Exchange:
         """A completed 200 event stream, or a failure naming what broke (transport, status, SSE)."""
         if ex.error:
-            self.fail(f"{what}: the stream did not complete", expected="a complete event stream within the timeout",
-                      received=ex.describe(), exchange=ex)
+            self.fail(
+                f"{what}: the stream did not complete",
+                expected="a complete event stream within the timeout",
+                received=ex.describe(),
+                exchange=ex,
+            )
         if ex.status != 200 or ex.stream is None:
-            self.fail(f"{what}: the server refused a valid streaming request", expected="HTTP 200 text/event-stream",
-                      received=ex.describe(), exchange=ex)
+            self.fail(
+                f"{what}: the server refused a valid streaming request",
+                expected="HTTP 200 text/event-stream",
+                received=ex.describe(),
+                exchange=ex,
+            )
         return ex

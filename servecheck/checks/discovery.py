@@ -26,7 +26,9 @@ class TargetInfo:
     discovered_context: int | None = None
     version: str | None = None
     error: str | None = None
-    unreachable: bool = False  # /v1/models got no HTTP answer at all (refused, or hung past the timeout)
+    unreachable: bool = (
+        False  # /v1/models got no HTTP answer at all (refused, or hung past the timeout)
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,8 +85,17 @@ def discover(target: Target, timeout_s: float = 10.0) -> TargetInfo:
         data = ex.json() if ex.ok else None
         entries = data.get("data") if isinstance(data, dict) else None
         if isinstance(entries, list):
-            info.served = [e["id"] for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)]
-            first = next((e for e in entries if isinstance(e, dict) and (not target.models or e.get("id") in target.models)), None)
+            info.served = [
+                e["id"] for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)
+            ]
+            first = next(
+                (
+                    e
+                    for e in entries
+                    if isinstance(e, dict) and (not target.models or e.get("id") in target.models)
+                ),
+                None,
+            )
             if first is not None:
                 info.discovered_context, info.context_source = _context_from_model_entry(first)
         else:
@@ -101,7 +112,9 @@ def discover(target: Target, timeout_s: float = 10.0) -> TargetInfo:
             props = client.get(target.server_root + "/props")
             pdata = props.json() if props.ok else None
             if isinstance(pdata, dict):
-                n_ctx = pdata.get("default_generation_settings", {}).get("n_ctx") or pdata.get("n_ctx")
+                n_ctx = pdata.get("default_generation_settings", {}).get("n_ctx") or pdata.get(
+                    "n_ctx"
+                )
                 if isinstance(n_ctx, int):
                     info.discovered_context, info.context_source = n_ctx, "/props n_ctx"
         info.version = _version(client, target)

@@ -21,7 +21,11 @@ def health_url(target: Target) -> str:
     if target.health_url:
         return target.health_url
     path = profile_for(target).health_path
-    return target.base_url + path.removeprefix("/v1") if path.startswith("/v1") else target.server_root + path
+    return (
+        target.base_url + path.removeprefix("/v1")
+        if path.startswith("/v1")
+        else target.server_root + path
+    )
 
 
 def probe_health(client: ServeClient, target: Target, timeout_s: float = 5.0) -> HealthState:
@@ -39,8 +43,15 @@ def probe_health(client: ServeClient, target: Target, timeout_s: float = 5.0) ->
     return HealthState("unhealthy", f"{url} answered {ex.describe(300)}", ex)
 
 
-def wait_ready(client: ServeClient, target: Target, *, timeout_s: float, initial_s: float = 0.25,
-               max_interval_s: float = 5.0, on_poll: object = None) -> HealthState:
+def wait_ready(
+    client: ServeClient,
+    target: Target,
+    *,
+    timeout_s: float,
+    initial_s: float = 0.25,
+    max_interval_s: float = 5.0,
+    on_poll: object = None,
+) -> HealthState:
     """Poll with exponential back-off until ready or ``timeout_s``; return the last state seen."""
     deadline = time.monotonic() + timeout_s
     interval = initial_s
@@ -53,5 +64,7 @@ def wait_ready(client: ServeClient, target: Target, *, timeout_s: float, initial
             break
         time.sleep(min(interval, remaining))
         interval = min(interval * 2, max_interval_s)
-        state = probe_health(client, target, timeout_s=min(5.0, max(0.5, deadline - time.monotonic())))
+        state = probe_health(
+            client, target, timeout_s=min(5.0, max(0.5, deadline - time.monotonic()))
+        )
     return state

@@ -49,8 +49,14 @@ class Check:
 REGISTRY: dict[str, Check] = {}
 
 
-def check(id: str, description: str, expectation: str, *, requires: Iterable[str] = (),
-          needs_api_key: bool = False) -> Callable[[Callable[[CheckContext], None]], Callable[[CheckContext], None]]:
+def check(
+    id: str,
+    description: str,
+    expectation: str,
+    *,
+    requires: Iterable[str] = (),
+    needs_api_key: bool = False,
+) -> Callable[[Callable[[CheckContext], None]], Callable[[CheckContext], None]]:
     """Register a check function under a stable id."""
     surface = id.split("-", 1)[0]
     if surface not in SURFACES:
@@ -108,14 +114,21 @@ def catalogue_markdown() -> str:
         members = [c for c in checks.values() if c.surface == surface]
         if not members:
             continue
-        lines += [f"## {surface}: {title}", "", "| id | description | expectation | needs | proven by fault |", "| --- | --- | --- | --- | --- |"]
+        lines += [
+            f"## {surface}: {title}",
+            "",
+            "| id | description | expectation | needs | proven by fault |",
+            "| --- | --- | --- | --- | --- |",
+        ]
         for c in members:
-            needs = ", ".join(f"`{r}`" for r in c.requires) + (" an API key" if c.needs_api_key else "")
+            needs = ", ".join(f"`{r}`" for r in c.requires) + (
+                " an API key" if c.needs_api_key else ""
+            )
             faults = ", ".join(f"`{f}`" for f in caught_by.get(c.id, [])) or "(none)"
-            lines.append(f"| `{c.id}` | {c.description} | {c.expectation} | {needs.strip() or '-'} | {faults} |")
+            lines.append(
+                f"| `{c.id}` | {c.description} | {c.expectation} | {needs.strip() or '-'} | {faults} |"
+            )
         lines.append("")
     lines += ["## Capabilities", "", "| capability | meaning |", "| --- | --- |"]
     lines += [f"| `{k}` | {v} |" for k, v in CAPABILITIES.items()]
     return "\n".join(lines) + "\n"
-
-

@@ -10,4 +10,15 @@ from servecheck.client.http import (
 from servecheck.client.sse import SSEEvent, SSEParser, StreamProblem, classify_data
 from servecheck.client.timing import Timing
 
-__all__ = ["AsyncServeClient", "ClientSettings", "Exchange", "SSEEvent", "SSEParser", "ServeClient", "StreamProblem", "StreamResult", "Timing", "classify_data"]
+__all__ = [
+    "AsyncServeClient",
+    "ClientSettings",
+    "Exchange",
+    "SSEEvent",
+    "SSEParser",
+    "ServeClient",
+    "StreamProblem",
+    "StreamResult",
+    "Timing",
+    "classify_data",
+]

@@ -71,7 +71,12 @@ def carries_token(chunk: dict[str, Any]) -> bool:
             continue
         delta = choice.get("delta")
         if isinstance(delta, dict):
-            if delta.get("content") or delta.get("tool_calls") or delta.get("reasoning_content") or delta.get("reasoning"):
+            if (
+                delta.get("content")
+                or delta.get("tool_calls")
+                or delta.get("reasoning_content")
+                or delta.get("reasoning")
+            ):
                 return True
         elif choice.get("text"):
             return True
@@ -119,7 +124,13 @@ class Exchange:
         return self.body.decode("utf-8", "replace")
 
     def curl(self) -> str:
-        return curl_command(self.method, self.url, self.request_headers, self.request_body, stream=self.stream is not None)
+        return curl_command(
+            self.method,
+            self.url,
+            self.request_headers,
+            self.request_body,
+            stream=self.stream is not None,
+        )
 
     def describe(self, limit: int = 1500) -> str:
         """A short, redacted account of what came back (for failure messages)."""
@@ -136,7 +147,9 @@ class Exchange:
             "method": self.method,
             "url": self.url,
             "headers": redact_headers(self.request_headers),
-            "body": self.request_body if not isinstance(self.request_body, bytes) else self.request_body.decode("utf-8", "replace"),
+            "body": self.request_body
+            if not isinstance(self.request_body, bytes)
+            else self.request_body.decode("utf-8", "replace"),
         }
 
 
@@ -157,13 +170,18 @@ class _Collector:
         self.ex.status = response.status_code
         self.ex.response_headers = {k.lower(): v for k, v in response.headers.items()}
         ctype = self.ex.response_headers.get("content-type", "")
-        if self.parser is not None and (response.status_code >= 400 or "text/event-stream" not in ctype):
+        if self.parser is not None and (
+            response.status_code >= 400 or "text/event-stream" not in ctype
+        ):
             # An error answer to a stream request is a plain body; keep it as such.
             self.parser = None
             self.ex.stream = StreamResult() if response.status_code < 400 else None
             if self.ex.stream is not None:
                 self.ex.stream.problems.append(
-                    StreamProblem("not-event-stream", f"stream requested but content-type is {ctype or 'missing'!r}")
+                    StreamProblem(
+                        "not-event-stream",
+                        f"stream requested but content-type is {ctype or 'missing'!r}",
+                    )
                 )
 
     def data(self, raw: bytes) -> bool:
@@ -173,7 +191,10 @@ class _Collector:
         if timing.t_first_byte is None:
             timing.t_first_byte = t
         if len(self.buf) + len(raw) > self.max_bytes:
-            self.ex.error, self.ex.error_message = "too-large", f"response exceeded {self.max_bytes} bytes"
+            self.ex.error, self.ex.error_message = (
+                "too-large",
+                f"response exceeded {self.max_bytes} bytes",
+            )
             return False
         self.buf += raw
         if self.parser is not None:
@@ -191,16 +212,26 @@ class _Collector:
         index = len(result.events)
         result.events.append(event)
         if result.done:
-            result.problems.append(StreamProblem("data-after-done", f"event after [DONE]: {event.data[:120]!r}", index))
+            result.problems.append(
+                StreamProblem("data-after-done", f"event after [DONE]: {event.data[:120]!r}", index)
+            )
             return
         parsed = classify_data(event.data)
         if parsed.kind == "done":
             result.done = True
         elif parsed.kind == "non-json":
-            result.problems.append(StreamProblem("non-json", f"data is not a JSON object: {event.data[:120]!r}", index))
+            result.problems.append(
+                StreamProblem("non-json", f"data is not a JSON object: {event.data[:120]!r}", index)
+            )
         elif parsed.kind == "error":
             result.error_obj = parsed.obj
-            result.problems.append(StreamProblem("error-object", f"error object inside the stream: {redact(event.data[:300])}", index))
+            result.problems.append(
+                StreamProblem(
+                    "error-object",
+                    f"error object inside the stream: {redact(event.data[:300])}",
+                    index,
+                )
+            )
         else:
             assert parsed.obj is not None  # noqa: S101
             result.chunks.append(parsed.obj)
@@ -219,7 +250,9 @@ class _Collector:
                 self._event(event)
             ex.stream.problems[:0] = self.parser.problems
             if not ex.stream.done and ex.error is None:
-                ex.stream.problems.append(StreamProblem("missing-done", "the stream ended without data: [DONE]"))
+                ex.stream.problems.append(
+                    StreamProblem("missing-done", "the stream ended without data: [DONE]")
+                )
         return ex
 
 
@@ -230,8 +263,12 @@ def _stale_connection(exc: Exception, ex: Exchange) -> bool:
     request that lands on one fails before any byte comes back. Retrying once on a fresh
     connection is what urllib3 and browsers do; it is not a server defect.
     """
-    return (isinstance(exc, httpx.RemoteProtocolError) and ex.status is None and ex.timing.t_first_byte is None
-            and "without sending a response" in str(exc))
+    return (
+        isinstance(exc, httpx.RemoteProtocolError)
+        and ex.status is None
+        and ex.timing.t_first_byte is None
+        and "without sending a response" in str(exc)
+    )
 
 
 def _error_class(exc: Exception) -> str:
@@ -296,9 +333,24 @@ def _url(settings: ClientSettings, path: str) -> str:
     return settings.base_url + (path if path.startswith("/") else "/" + path)
 
 
-def _prepare(settings: ClientSettings, method: str, path: str, body: Any, headers: Mapping[str, str] | None, auth: bool) -> tuple[Exchange, bytes | None, dict[str, str]]:
+def _prepare(
+    settings: ClientSettings,
+    method: str,
+    path: str,
+    body: Any,
+    headers: Mapping[str, str] | None,
+    auth: bool,
+) -> tuple[Exchange, bytes | None, dict[str, str]]:
     url = _url(settings, path)
-    merged = dict(settings.headers) if auth else {k: v for k, v in settings.headers.items() if k.lower() not in ("authorization", "x-api-key", "api-key")}
+    merged = (
+        dict(settings.headers)
+        if auth
+        else {
+            k: v
+            for k, v in settings.headers.items()
+            if k.lower() not in ("authorization", "x-api-key", "api-key")
+        }
+    )
     # Bodies are read raw (iter_raw) so that timings see bytes as they arrive; ask for them
     # uncompressed, or a compressing proxy would hand the SSE parser gzip.
     merged.setdefault("Accept-Encoding", "identity")
@@ -312,17 +364,35 @@ def _prepare(settings: ClientSettings, method: str, path: str, body: Any, header
     else:
         content = json.dumps(body, ensure_ascii=False).encode()
         merged.setdefault("Content-Type", "application/json")
-    return Exchange(method=method, url=url, request_headers=merged, request_body=body), content, merged
+    return (
+        Exchange(method=method, url=url, request_headers=merged, request_body=body),
+        content,
+        merged,
+    )
 
 
-def _begin(settings: ClientSettings, method: str, path: str, body: Any, headers: Mapping[str, str] | None, auth: bool,
-           stream: bool, timeout_s: float | None) -> tuple[Exchange, bytes | None, dict[str, str], _Collector, httpx.Timeout]:
+def _begin(
+    settings: ClientSettings,
+    method: str,
+    path: str,
+    body: Any,
+    headers: Mapping[str, str] | None,
+    auth: bool,
+    stream: bool,
+    timeout_s: float | None,
+) -> tuple[Exchange, bytes | None, dict[str, str], _Collector, httpx.Timeout]:
     """Everything before the bytes flow, shared by the sync and async clients."""
     limit = timeout_s or settings.timeout_s
     ex, content, merged = _prepare(settings, method, path, body, headers, auth)
     ex.timing.t_start = _now()
     collector = _Collector(ex, stream, ex.timing.t_start + limit, settings.max_body_bytes)
-    return ex, content, merged, collector, httpx.Timeout(limit, connect=min(limit, settings.connect_timeout_s))
+    return (
+        ex,
+        content,
+        merged,
+        collector,
+        httpx.Timeout(limit, connect=min(limit, settings.connect_timeout_s)),
+    )
 
 
 def _retry_or_record(exc: httpx.HTTPError, ex: Exchange, attempt: int) -> bool:
@@ -338,8 +408,14 @@ class ServeClient:
 
     def __init__(self, settings: ClientSettings) -> None:
         self.settings = settings
-        transport = httpx.HTTPTransport(socket_options=_NODELAY, verify=settings.verify_tls, limits=settings.httpx_kwargs()["limits"])
-        self._client = httpx.Client(transport=transport, timeout=settings.httpx_kwargs()["timeout"], follow_redirects=False)
+        transport = httpx.HTTPTransport(
+            socket_options=_NODELAY,
+            verify=settings.verify_tls,
+            limits=settings.httpx_kwargs()["limits"],
+        )
+        self._client = httpx.Client(
+            transport=transport, timeout=settings.httpx_kwargs()["timeout"], follow_redirects=False
+        )
 
     @classmethod
     def for_target(cls, target: Target, **overrides: Any) -> ServeClient:
@@ -354,13 +430,26 @@ class ServeClient:
     def close(self) -> None:
         self._client.close()
 
-    def request(self, method: str, path: str, body: Any = None, *, stream: bool = False,
-                headers: Mapping[str, str] | None = None, auth: bool = True, timeout_s: float | None = None) -> Exchange:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        stream: bool = False,
+        headers: Mapping[str, str] | None = None,
+        auth: bool = True,
+        timeout_s: float | None = None,
+    ) -> Exchange:
         """Send one request and collect the whole response. Never raises for server behaviour."""
         for attempt in (0, 1):
-            ex, content, merged, collector, timeout = _begin(self.settings, method, path, body, headers, auth, stream, timeout_s)
+            ex, content, merged, collector, timeout = _begin(
+                self.settings, method, path, body, headers, auth, stream, timeout_s
+            )
             try:
-                with self._client.stream(method, ex.url, content=content, headers=merged, timeout=timeout) as response:
+                with self._client.stream(
+                    method, ex.url, content=content, headers=merged, timeout=timeout
+                ) as response:
                     collector.headers(response)
                     for raw in response.iter_raw():
                         if not collector.data(raw):
@@ -383,8 +472,14 @@ class AsyncServeClient:
 
     def __init__(self, settings: ClientSettings) -> None:
         self.settings = settings
-        transport = httpx.AsyncHTTPTransport(socket_options=_NODELAY, verify=settings.verify_tls, limits=settings.httpx_kwargs()["limits"])
-        self._client = httpx.AsyncClient(transport=transport, timeout=settings.httpx_kwargs()["timeout"], follow_redirects=False)
+        transport = httpx.AsyncHTTPTransport(
+            socket_options=_NODELAY,
+            verify=settings.verify_tls,
+            limits=settings.httpx_kwargs()["limits"],
+        )
+        self._client = httpx.AsyncClient(
+            transport=transport, timeout=settings.httpx_kwargs()["timeout"], follow_redirects=False
+        )
 
     @classmethod
     def for_target(cls, target: Target, **overrides: Any) -> AsyncServeClient:
@@ -399,12 +494,25 @@ class AsyncServeClient:
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def request(self, method: str, path: str, body: Any = None, *, stream: bool = False,
-                      headers: Mapping[str, str] | None = None, auth: bool = True, timeout_s: float | None = None) -> Exchange:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        stream: bool = False,
+        headers: Mapping[str, str] | None = None,
+        auth: bool = True,
+        timeout_s: float | None = None,
+    ) -> Exchange:
         for attempt in (0, 1):
-            ex, content, merged, collector, timeout = _begin(self.settings, method, path, body, headers, auth, stream, timeout_s)
+            ex, content, merged, collector, timeout = _begin(
+                self.settings, method, path, body, headers, auth, stream, timeout_s
+            )
             try:
-                async with self._client.stream(method, ex.url, content=content, headers=merged, timeout=timeout) as response:
+                async with self._client.stream(
+                    method, ex.url, content=content, headers=merged, timeout=timeout
+                ) as response:
                     collector.headers(response)
                     async for raw in response.aiter_raw():
                         if not collector.data(raw):
@@ -422,4 +530,12 @@ class AsyncServeClient:
         return await self.request("GET", path, **kw)
 
 
-__all__ = ["DONE", "AsyncServeClient", "ClientSettings", "Exchange", "ServeClient", "StreamResult", "carries_token"]
+__all__ = [
+    "DONE",
+    "AsyncServeClient",
+    "ClientSettings",
+    "Exchange",
+    "ServeClient",
+    "StreamResult",
+    "carries_token",
+]

@@ -35,7 +35,9 @@ class SSEEvent:
 class StreamProblem:
     """Something wrong with a stream, with a stable code and a human message."""
 
-    code: str  # missing-done | non-json | error-object | data-after-done | bad-utf8 | truncated-event
+    code: (
+        str  # missing-done | non-json | error-object | data-after-done | bad-utf8 | truncated-event
+    )
     message: str
     event_index: int | None = None
 
@@ -97,7 +99,9 @@ class SSEParser:
         if not raw:
             if not self._has_fields:
                 return None
-            event = SSEEvent(data="\n".join(self._data), event=self._event, id=self._id, retry=self._retry, t=t)
+            event = SSEEvent(
+                data="\n".join(self._data), event=self._event, id=self._id, retry=self._retry, t=t
+            )
             self._data.clear()
             self._event = ""
             self._retry = None
@@ -106,7 +110,12 @@ class SSEParser:
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            self.problems.append(StreamProblem("bad-utf8", f"line is not valid UTF-8 ({exc.reason} at byte {exc.start}): {raw[:80]!r}"))
+            self.problems.append(
+                StreamProblem(
+                    "bad-utf8",
+                    f"line is not valid UTF-8 ({exc.reason} at byte {exc.start}): {raw[:80]!r}",
+                )
+            )
             line = raw.decode("utf-8", errors="replace")
         if line.startswith(":"):
             return None  # comment / keep-alive
@@ -136,7 +145,10 @@ class SSEParser:
                 events.append(event)
         if self._has_fields:
             self.problems.append(
-                StreamProblem("truncated-event", "the stream ended inside an event (no blank line after the last data: line)")
+                StreamProblem(
+                    "truncated-event",
+                    "the stream ended inside an event (no blank line after the last data: line)",
+                )
             )
             events.append(SSEEvent(data="\n".join(self._data), event=self._event, id=self._id, t=t))
             self._data.clear()

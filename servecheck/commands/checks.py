@@ -9,7 +9,12 @@ from servecheck.checks.registry import SURFACES, catalogue_markdown, load_all
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--markdown", action="store_true", help="print docs/checks.md")
-    parser.add_argument("--surface", choices=sorted(SURFACES), metavar="NAME", help=f"only one surface ({', '.join(SURFACES)})")
+    parser.add_argument(
+        "--surface",
+        choices=sorted(SURFACES),
+        metavar="NAME",
+        help=f"only one surface ({', '.join(SURFACES)})",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

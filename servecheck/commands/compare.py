@@ -18,18 +18,44 @@ from servecheck.redact import redact
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``servecheck compare``."""
     env = os.environ.get
-    parser.add_argument("baseline", metavar="BASELINE_RUN", help="run folder of the baseline (reports/<run-id>)")
+    parser.add_argument(
+        "baseline", metavar="BASELINE_RUN", help="run folder of the baseline (reports/<run-id>)"
+    )
     parser.add_argument("current", metavar="CURRENT_RUN", help="run folder to judge")
-    parser.add_argument("--threshold", action="append", default=[], metavar="METRIC=CHANGE",
-                        help="allowed worsening, e.g. ttft_p95=+10%%, e2e=+50ms, error_rate=+1pp, throughput_rps=-10%% "
-                             "(repeatable; defaults: latency +10%%, throughput -10%%, error_rate +1pp, goodput -5pp)")
-    parser.add_argument("--alpha", type=float, default=float(env("SERVECHECK_COMPARE_ALPHA", "0.01")), metavar="P",
-                        help="significance level for the tests and 1-alpha bootstrap intervals (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0, metavar="N", help="bootstrap seed (default: %(default)s)")
-    parser.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default: %(default)s)")
-    parser.add_argument("--json", action="store_true", help="print the comparison as JSON instead of a table")
-    parser.add_argument("--out", metavar="DIR", default=None,
-                        help="where compare.json, report.html and summary.md go (default: CURRENT_RUN/compare)")
+    parser.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="METRIC=CHANGE",
+        help="allowed worsening, e.g. ttft_p95=+10%%, e2e=+50ms, error_rate=+1pp, throughput_rps=-10%% "
+        "(repeatable; defaults: latency +10%%, throughput -10%%, error_rate +1pp, goodput -5pp)",
+    )
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        default=float(env("SERVECHECK_COMPARE_ALPHA", "0.01")),
+        metavar="P",
+        help="significance level for the tests and 1-alpha bootstrap intervals (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, metavar="N", help="bootstrap seed (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--bootstrap",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="bootstrap resamples (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the comparison as JSON instead of a table"
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        default=None,
+        help="where compare.json, report.html and summary.md go (default: CURRENT_RUN/compare)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,14 +68,24 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--alpha {args.alpha}: must be between 0 and 0.5")
     if not 100 <= args.bootstrap <= 20000:
         raise UsageError(f"--bootstrap {args.bootstrap}: must be between 100 and 20000")
-    cmp = compare_runs(args.baseline, args.current, threshold_overrides=args.threshold, alpha=args.alpha,
-                       seed=args.seed, n_boot=args.bootstrap)
+    cmp = compare_runs(
+        args.baseline,
+        args.current,
+        threshold_overrides=args.threshold,
+        alpha=args.alpha,
+        seed=args.seed,
+        n_boot=args.bootstrap,
+    )
     out = Path(args.out) if args.out else Path(args.current) / "compare"
     out.mkdir(parents=True, exist_ok=True)
     data = cmp.as_dict()
     (out / "compare.json").write_text(redact(json.dumps(data, indent=2)) + "\n", encoding="utf-8")
-    page = write_page(out, f"servecheck compare: {Path(args.current).name} vs {Path(args.baseline).name}",
-                      [comparison_section(cmp)], ok=not cmp.regressed)
+    page = write_page(
+        out,
+        f"servecheck compare: {Path(args.current).name} vs {Path(args.baseline).name}",
+        [comparison_section(cmp)],
+        ok=not cmp.regressed,
+    )
     if args.json:
         print(redact(json.dumps(data, indent=2)))
     else:

@@ -31,34 +31,117 @@ from servecheck.errors import UsageError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``servecheck cutover``."""
     env = os.environ.get
-    parser.add_argument("--from", dest="old", metavar="OLD", help="target serving the current model")
-    parser.add_argument("--to", dest="new", metavar="NEW", help="target serving the candidate model")
-    parser.add_argument("--targets-file", default=env("SERVECHECK_TARGETS_FILE", "targets.yaml"), metavar="PATH",
-                        help="targets file (default: %(default)s)")
+    parser.add_argument(
+        "--from", dest="old", metavar="OLD", help="target serving the current model"
+    )
+    parser.add_argument(
+        "--to", dest="new", metavar="NEW", help="target serving the candidate model"
+    )
+    parser.add_argument(
+        "--targets-file",
+        default=env("SERVECHECK_TARGETS_FILE", "targets.yaml"),
+        metavar="PATH",
+        help="targets file (default: %(default)s)",
+    )
     g = parser.add_argument_group("pre-cutover")
-    g.add_argument("--prompts", metavar="FILE", help="prompt set, one per line (default: a built-in set of 12)")
-    g.add_argument("--max-tokens", type=int, default=64, metavar="N", help="answer length for the agreement (default: %(default)s)")
-    g.add_argument("--min-agreement", type=float, default=0.8, metavar="SHARE",
-                   help="fail when fewer answers than this share are identical (default: %(default)s)")
-    g.add_argument("--skip-conformance", action="store_true", help="do not run the catalogue on NEW")
-    g.add_argument("--surface", action="append", choices=sorted(SURFACE_FILES), metavar="NAME", help="catalogue surfaces (repeatable)")
+    g.add_argument(
+        "--prompts", metavar="FILE", help="prompt set, one per line (default: a built-in set of 12)"
+    )
+    g.add_argument(
+        "--max-tokens",
+        type=int,
+        default=64,
+        metavar="N",
+        help="answer length for the agreement (default: %(default)s)",
+    )
+    g.add_argument(
+        "--min-agreement",
+        type=float,
+        default=0.8,
+        metavar="SHARE",
+        help="fail when fewer answers than this share are identical (default: %(default)s)",
+    )
+    g.add_argument(
+        "--skip-conformance", action="store_true", help="do not run the catalogue on NEW"
+    )
+    g.add_argument(
+        "--surface",
+        action="append",
+        choices=sorted(SURFACE_FILES),
+        metavar="NAME",
+        help="catalogue surfaces (repeatable)",
+    )
     g.add_argument("-k", dest="keyword", metavar="EXPR", help="pytest -k expression over check ids")
-    g.add_argument("-n", "--workers", default=env("SERVECHECK_WORKERS", "auto"), metavar="N", help="pytest-xdist workers (default: %(default)s)")
+    g.add_argument(
+        "-n",
+        "--workers",
+        default=env("SERVECHECK_WORKERS", "auto"),
+        metavar="N",
+        help="pytest-xdist workers (default: %(default)s)",
+    )
     g.add_argument("--no-load", action="store_true", help="skip the latency/throughput comparison")
-    g.add_argument("--users", type=int, default=2, metavar="N", help="users of each comparison load (default: %(default)s)")
-    g.add_argument("--load-duration", default="20s", metavar="TIME", help="length of each comparison load (default: %(default)s)")
-    g.add_argument("--threshold", action="append", default=[], metavar="METRIC=CHANGE",
-                   help="allowed worsening NEW vs OLD, as in servecheck compare (repeatable)")
+    g.add_argument(
+        "--users",
+        type=int,
+        default=2,
+        metavar="N",
+        help="users of each comparison load (default: %(default)s)",
+    )
+    g.add_argument(
+        "--load-duration",
+        default="20s",
+        metavar="TIME",
+        help="length of each comparison load (default: %(default)s)",
+    )
+    g.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="METRIC=CHANGE",
+        help="allowed worsening NEW vs OLD, as in servecheck compare (repeatable)",
+    )
     s = parser.add_argument_group("swap under load")
-    s.add_argument("--swap-under-load", action="store_true", help="probe an alias target while the operator swaps the model")
+    s.add_argument(
+        "--swap-under-load",
+        action="store_true",
+        help="probe an alias target while the operator swaps the model",
+    )
     s.add_argument("--via", metavar="ALIAS", help="the alias/gateway target the clients use")
-    s.add_argument("--duration", default="60s", metavar="TIME", help="how long to probe (default: %(default)s)")
-    s.add_argument("--rate", default="10/s", metavar="R/s", help="probe request rate (default: %(default)s)")
-    s.add_argument("--max-failed", type=int, default=0, metavar="N", help="failed requests allowed (default: %(default)s)")
-    s.add_argument("--max-gap", default="2s", metavar="TIME", help="longest time without a success allowed (default: %(default)s)")
-    parser.add_argument("--out", default=env("SERVECHECK_REPORTS", "reports"), metavar="DIR", help="reports folder (default: %(default)s)")
-    parser.add_argument("--run-id", metavar="ID", help="run folder name (default: <time>-cutover-<names>)")
-    parser.add_argument("--reference-arg", action="append", default=[], metavar="ARG", help="extra argument for the embedded reference server")
+    s.add_argument(
+        "--duration", default="60s", metavar="TIME", help="how long to probe (default: %(default)s)"
+    )
+    s.add_argument(
+        "--rate", default="10/s", metavar="R/s", help="probe request rate (default: %(default)s)"
+    )
+    s.add_argument(
+        "--max-failed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="failed requests allowed (default: %(default)s)",
+    )
+    s.add_argument(
+        "--max-gap",
+        default="2s",
+        metavar="TIME",
+        help="longest time without a success allowed (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--out",
+        default=env("SERVECHECK_REPORTS", "reports"),
+        metavar="DIR",
+        help="reports folder (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--run-id", metavar="ID", help="run folder name (default: <time>-cutover-<names>)"
+    )
+    parser.add_argument(
+        "--reference-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra argument for the embedded reference server",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,7 +162,9 @@ def run(args: argparse.Namespace) -> int:
         label = f"{args.old}-to-{args.new}"
     run_dir = new_run_dir(args.out, "cutover", label, args.run_id)
     say(f"servecheck cutover: {label}; report {run_dir}")
-    with reference_env(names, extra_args=args.reference_arg, log_path=run_dir / "reference-server.log"):
+    with reference_env(
+        names, extra_args=args.reference_arg, log_path=run_dir / "reference-server.log"
+    ):
         return _swap(args, run_dir) if args.swap_under_load else _pre(args, run_dir)
 
 
@@ -110,30 +195,71 @@ def _pre(args: argparse.Namespace, run_dir: Path) -> int:
     parts: dict[str, dict[str, Any]] = {}
     if not args.skip_conformance:
         say(f"conformance catalogue on {new.name}")
-        code = run_conformance(new.name, args.targets_file, run_dir, surface=args.surface, keyword=args.keyword,
-                               workers=str(args.workers))
+        code = run_conformance(
+            new.name,
+            args.targets_file,
+            run_dir,
+            surface=args.surface,
+            keyword=args.keyword,
+            workers=str(args.workers),
+        )
         parts["conformance"] = {"ok": code == 0, "exit_code": code, "folder": "conformance"}
     say(f"greedy agreement on {len(prompts)} prompts")
     agr = agreement(old, new, prompts, args.max_tokens)
     share = agr.identical_share
-    parts["agreement"] = {"ok": share is not None and share >= args.min_agreement and agr.errors == 0,
-                          "identical_share": share, "mean_distance": agr.mean_distance, "errors": agr.errors,
-                          "min_agreement": args.min_agreement}
+    parts["agreement"] = {
+        "ok": share is not None and share >= args.min_agreement and agr.errors == 0,
+        "identical_share": share,
+        "mean_distance": agr.mean_distance,
+        "errors": agr.errors,
+        "min_agreement": args.min_agreement,
+    }
     write_json(run_dir / "agreement.json", agr.as_dict())
     if not args.no_load:
         for name, tgt in (("load-old", old), ("load-new", new)):
             say(f"comparison load on {tgt.name}: {args.users} users for {load_s:g} s")
-            res = run_load(LoadSpec(target=tgt, users=args.users, duration_s=load_s, out_dir=run_dir, run_id=name, seed=0,
-                                    progress=True), on_log=say)
+            res = run_load(
+                LoadSpec(
+                    target=tgt,
+                    users=args.users,
+                    duration_s=load_s,
+                    out_dir=run_dir,
+                    run_id=name,
+                    seed=0,
+                    progress=True,
+                ),
+                on_log=say,
+            )
             write_load_html(res.run_dir)
-        cmp = compare_runs(run_dir / "load-old", run_dir / "load-new", threshold_overrides=args.threshold)
+        cmp = compare_runs(
+            run_dir / "load-old", run_dir / "load-new", threshold_overrides=args.threshold
+        )
         write_json(run_dir / "load-compare.json", cmp.as_dict())
-        parts["load"] = {"ok": not cmp.regressed, "regressions": cmp.regressions, "notes": cmp.notes}
+        parts["load"] = {
+            "ok": not cmp.regressed,
+            "regressions": cmp.regressions,
+            "notes": cmp.notes,
+        }
     ok = all(p["ok"] for p in parts.values())
-    data = {"kind": "cutover", "mode": "pre", "from": old.name, "to": new.name, "parts": parts, "ok": ok, "finished": time.time()}
+    data = {
+        "kind": "cutover",
+        "mode": "pre",
+        "from": old.name,
+        "to": new.name,
+        "parts": parts,
+        "ok": ok,
+        "finished": time.time(),
+    }
     write_json(run_dir / "cutover.json", data)
-    cases = [Case(name, p["ok"], _part_message(name, p), "servecheck.cutover") for name, p in parts.items()]
-    write_junit(run_dir / "junit.xml", [Suite("servecheck.cutover", cases)], include=[run_dir / "conformance" / "junit.xml"])
+    cases = [
+        Case(name, p["ok"], _part_message(name, p), "servecheck.cutover")
+        for name, p in parts.items()
+    ]
+    write_junit(
+        run_dir / "junit.xml",
+        [Suite("servecheck.cutover", cases)],
+        include=[run_dir / "conformance" / "junit.xml"],
+    )
     page = write_cutover_html(run_dir)
     for name, p in parts.items():
         say(f"{name}: {'ok' if p['ok'] else 'FAILED'}  {_part_message(name, p)}")
@@ -145,16 +271,23 @@ def _part_message(name: str, p: dict[str, Any]) -> str:
     if name == "agreement":
         share = p.get("identical_share")
         dist = p.get("mean_distance")
-        return (f"identical {'-' if share is None else f'{share:.0%}'} (minimum {p['min_agreement']:.0%}), mean word edit distance "
-                f"{'-' if dist is None else f'{dist:.3f}'}, {p['errors']} failed requests")
+        return (
+            f"identical {'-' if share is None else f'{share:.0%}'} (minimum {p['min_agreement']:.0%}), mean word edit distance "
+            f"{'-' if dist is None else f'{dist:.3f}'}, {p['errors']} failed requests"
+        )
     if name == "load":
         return "regressions: " + (", ".join(p["regressions"]) or "none")
     if name == "conformance":
         return f"servecheck check exit code {p['exit_code']}"
     if name == "swap":
-        return (f"{p['failed']} failed requests (allowed {p['max_failed']}), longest gap {p['longest_gap_s']:.2f} s "
-                f"(allowed {p['max_gap_s']:g} s), model changes: "
-                + (", ".join(f"{c['old']} -> {c['new']} at {c['t']:.2f} s" for c in p["model_changes"]) or "none"))
+        return (
+            f"{p['failed']} failed requests (allowed {p['max_failed']}), longest gap {p['longest_gap_s']:.2f} s "
+            f"(allowed {p['max_gap_s']:g} s), model changes: "
+            + (
+                ", ".join(f"{c['old']} -> {c['new']} at {c['t']:.2f} s" for c in p["model_changes"])
+                or "none"
+            )
+        )
     return ""
 
 
@@ -176,12 +309,20 @@ def _swap(args: argparse.Namespace, run_dir: Path) -> int:
     if not 0 < rate <= 1000:
         raise UsageError(f"--rate {args.rate}: between 0 and 1000/s")
     model = model_of(via)
-    say(f"probing {via.name} ({via.base_url}) at {rate:g} req/s for {duration:g} s with model {model!r}: swap the model now")
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), transient=True) as progress:
+    say(
+        f"probing {via.name} ({via.base_url}) at {rate:g} req/s for {duration:g} s with model {model!r}: swap the model now"
+    )
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), transient=True
+    ) as progress:
         task = progress.add_task("swap probe", total=duration)
 
         def tick(t: float, done: int, failed: int) -> None:
-            progress.update(task, completed=min(t, duration), description=f"swap probe: {done} done, {failed} failed")
+            progress.update(
+                task,
+                completed=min(t, duration),
+                description=f"swap probe: {done} done, {failed} failed",
+            )
 
         records, length = run_swap_probe(via, model, duration_s=duration, rate=rate, on_tick=tick)
     rep = analyse_swap(records, length)
@@ -193,24 +334,69 @@ def _swap(args: argparse.Namespace, run_dir: Path) -> int:
                     expected[key] = model_of(loaded.get(name))
                 except UsageError as exc:
                     expected[key] = f"(unknown: {exc})"
-    part = {"ok": rep.failed <= args.max_failed and rep.longest_gap_s <= max_gap, "failed": rep.failed,
-            "max_failed": args.max_failed, "longest_gap_s": rep.longest_gap_s, "max_gap_s": max_gap,
-            "model_changes": [{"t": c.t, "old": c.old, "new": c.new} for c in rep.model_changes]}
-    data = {"kind": "cutover", "mode": "swap", "via": via.name, "model": model, "rate": rate, "report": rep.as_dict(),
-            "expected_models": expected, "parts": {"swap": part}, "ok": part["ok"], "finished": time.time()}
+    part = {
+        "ok": rep.failed <= args.max_failed and rep.longest_gap_s <= max_gap,
+        "failed": rep.failed,
+        "max_failed": args.max_failed,
+        "longest_gap_s": rep.longest_gap_s,
+        "max_gap_s": max_gap,
+        "model_changes": [{"t": c.t, "old": c.old, "new": c.new} for c in rep.model_changes],
+    }
+    data = {
+        "kind": "cutover",
+        "mode": "swap",
+        "via": via.name,
+        "model": model,
+        "rate": rate,
+        "report": rep.as_dict(),
+        "expected_models": expected,
+        "parts": {"swap": part},
+        "ok": part["ok"],
+        "finished": time.time(),
+    }
     notes = []
     if expected.get("to") and rep.models_seen and rep.models_seen[-1] != expected["to"]:
-        notes.append(f"the last served model is {rep.models_seen[-1]!r}, not NEW's {expected['to']!r}: was the swap done?")
+        notes.append(
+            f"the last served model is {rep.models_seen[-1]!r}, not NEW's {expected['to']!r}: was the swap done?"
+        )
     if rep.probe_lag_max_s > 0.25:
-        notes.append(f"the probe sent up to {rep.probe_lag_max_s:.2f} s late (a starved CPU?): gaps may be overstated")
+        notes.append(
+            f"the probe sent up to {rep.probe_lag_max_s:.2f} s late (a starved CPU?): gaps may be overstated"
+        )
     if notes:
         data["note"] = "; ".join(notes)
     write_json(run_dir / "cutover.json", data)
-    write_json(run_dir / "probe.json", [{"t_sent": round(r.t_sent, 4), "t_done": round(r.t_done, 4), "ok": r.ok,
-                                         "status": r.status, "error": r.error, "model": r.model, "lag": round(r.lag, 4)}
-                                        for r in records])
-    write_junit(run_dir / "junit.xml", [Suite("servecheck.cutover", [Case("swap under load", part["ok"], _part_message("swap", part),
-                                                                          "servecheck.cutover")])])
+    write_json(
+        run_dir / "probe.json",
+        [
+            {
+                "t_sent": round(r.t_sent, 4),
+                "t_done": round(r.t_done, 4),
+                "ok": r.ok,
+                "status": r.status,
+                "error": r.error,
+                "model": r.model,
+                "lag": round(r.lag, 4),
+            }
+            for r in records
+        ],
+    )
+    write_junit(
+        run_dir / "junit.xml",
+        [
+            Suite(
+                "servecheck.cutover",
+                [
+                    Case(
+                        "swap under load",
+                        part["ok"],
+                        _part_message("swap", part),
+                        "servecheck.cutover",
+                    )
+                ],
+            )
+        ],
+    )
     page = write_cutover_html(run_dir)
     say(f"swap: {_part_message('swap', part)}")
     if data.get("note"):
@@ -236,10 +422,25 @@ def write_cutover_html(run_dir: Path) -> Path:
 
     data = read_json(run_dir / "cutover.json")
     parts = data.get("parts") or {}
-    sections = [Section("Verdict", table(("part", "verdict", "detail"),
-                                         ((esc(n), verdict_badge(p.get("ok")), esc(_part_message(n, p))) for n, p in parts.items()),
-                                         raw=(0, 1, 2)) + (f"<p class='flag'>{esc(data['note'])}</p>" if data.get("note") else ""),
-                        [f"- {n}: {'ok' if p.get('ok') else 'FAILED'}: {_part_message(n, p)}" for n, p in parts.items()], data.get("ok"))]
+    sections = [
+        Section(
+            "Verdict",
+            table(
+                ("part", "verdict", "detail"),
+                (
+                    (esc(n), verdict_badge(p.get("ok")), esc(_part_message(n, p)))
+                    for n, p in parts.items()
+                ),
+                raw=(0, 1, 2),
+            )
+            + (f"<p class='flag'>{esc(data['note'])}</p>" if data.get("note") else ""),
+            [
+                f"- {n}: {'ok' if p.get('ok') else 'FAILED'}: {_part_message(n, p)}"
+                for n, p in parts.items()
+            ],
+            data.get("ok"),
+        )
+    ]
     if data.get("mode") == "swap":
         rep = data.get("report") or {}
         import json
@@ -248,34 +449,99 @@ def write_cutover_html(run_dir: Path) -> Path:
             raw = json.loads((run_dir / "probe.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             raw = []
-        recs = [ProbeRecord(r["t_sent"], r["t_done"], r["ok"], r["status"], r["error"], r["model"], r.get("lag", 0.0)) for r in raw]
+        recs = [
+            ProbeRecord(
+                r["t_sent"],
+                r["t_done"],
+                r["ok"],
+                r["status"],
+                r["error"],
+                r["model"],
+                r.get("lag", 0.0),
+            )
+            for r in raw
+        ]
         ts, okr, badr = swap_timeline(recs)
-        fig = svg.timeline(f"Requests to {data.get('via')} during the swap", "per second", [("ok/s", ts, okr), ("failed/s", ts, badr)],
-                           spans=[(rep.get("gap_start_s", 0), rep.get("gap_end_s", 0), f"longest gap {rep.get('longest_gap_s', 0):.2f} s")],
-                           events=[(c["t"], f"{c['old']} -> {c['new']}") for c in rep.get("model_changes") or []])
-        rows: list[tuple[str, Any]] = [("requests", rep.get("requests")), ("ok", rep.get("ok")), ("failed", rep.get("failed")),
-                ("errors", ", ".join(f"{k}: {v}" for k, v in (rep.get("errors") or {}).items()) or "-"),
-                ("longest gap without a success", f"{rep.get('longest_gap_s')} s ({rep.get('gap_start_s')} s to {rep.get('gap_end_s')} s)"),
-                ("models seen", ", ".join(rep.get("models_seen") or []) or "-"),
-                ("probe sent late by up to", f"{rep.get('probe_lag_max_s', 0)} s"),
-                ("model changes", "; ".join(f"{c['old']} -> {c['new']} at {c['t']} s" for c in rep.get("model_changes") or []) or "none")]
-        sections.append(Section("Swap under load", table(("", ""), rows) + f"<div class='plots'>{fig}</div>",
-                                [f"- {k}: {v}" for k, v in rows], None))
-        return write_page(run_dir, f"servecheck cutover (swap via {data.get('via')})", sections, ok=data.get("ok"), subtitle=run_dir.name)
+        fig = svg.timeline(
+            f"Requests to {data.get('via')} during the swap",
+            "per second",
+            [("ok/s", ts, okr), ("failed/s", ts, badr)],
+            spans=[
+                (
+                    rep.get("gap_start_s", 0),
+                    rep.get("gap_end_s", 0),
+                    f"longest gap {rep.get('longest_gap_s', 0):.2f} s",
+                )
+            ],
+            events=[(c["t"], f"{c['old']} -> {c['new']}") for c in rep.get("model_changes") or []],
+        )
+        rows: list[tuple[str, Any]] = [
+            ("requests", rep.get("requests")),
+            ("ok", rep.get("ok")),
+            ("failed", rep.get("failed")),
+            ("errors", ", ".join(f"{k}: {v}" for k, v in (rep.get("errors") or {}).items()) or "-"),
+            (
+                "longest gap without a success",
+                f"{rep.get('longest_gap_s')} s ({rep.get('gap_start_s')} s to {rep.get('gap_end_s')} s)",
+            ),
+            ("models seen", ", ".join(rep.get("models_seen") or []) or "-"),
+            ("probe sent late by up to", f"{rep.get('probe_lag_max_s', 0)} s"),
+            (
+                "model changes",
+                "; ".join(
+                    f"{c['old']} -> {c['new']} at {c['t']} s"
+                    for c in rep.get("model_changes") or []
+                )
+                or "none",
+            ),
+        ]
+        sections.append(
+            Section(
+                "Swap under load",
+                table(("", ""), rows) + f"<div class='plots'>{fig}</div>",
+                [f"- {k}: {v}" for k, v in rows],
+                None,
+            )
+        )
+        return write_page(
+            run_dir,
+            f"servecheck cutover (swap via {data.get('via')})",
+            sections,
+            ok=data.get("ok"),
+            subtitle=run_dir.name,
+        )
     if (run_dir / "conformance").is_dir():
-        sections.append(conformance_section(run_dir / "conformance", f"Conformance of {data.get('to')}"))
+        sections.append(
+            conformance_section(run_dir / "conformance", f"Conformance of {data.get('to')}")
+        )
     agr = read_json(run_dir / "agreement.json")
     if agr:
-        agr_rows = [(esc(r["prompt"]), verdict_badge(r["identical"], "same" if r["identical"] else "differs"),
-                 esc("-" if r["distance"] is None else f"{r['distance']:.3f}"), esc((r["old"] or r["old_error"])[:300]),
-                 esc((r["new"] or r["new_error"])[:300])) for r in agr.get("results") or []]
+        agr_rows = [
+            (
+                esc(r["prompt"]),
+                verdict_badge(r["identical"], "same" if r["identical"] else "differs"),
+                esc("-" if r["distance"] is None else f"{r['distance']:.3f}"),
+                esc((r["old"] or r["old_error"])[:300]),
+                esc((r["new"] or r["new_error"])[:300]),
+            )
+            for r in agr.get("results") or []
+        ]
         share = agr.get("identical_share")
-        head = (f"<p>{esc(agr.get('old_model'))} vs {esc(agr.get('new_model'))}: identical answers "
-                f"<b>{'-' if share is None else f'{share:.0%}'}</b> of {agr.get('compared')}, mean word edit distance "
-                f"{esc('-' if agr.get('mean_distance') is None else round(agr['mean_distance'], 3))}</p>")
-        sections.append(Section("Greedy-output agreement", head + table(("prompt", "same?", "distance", "OLD", "NEW"), agr_rows, raw=range(5)),
-                                [f"identical {'-' if share is None else f'{share:.0%}'}, mean distance {agr.get('mean_distance')}"],
-                                (parts.get("agreement") or {}).get("ok")))
+        head = (
+            f"<p>{esc(agr.get('old_model'))} vs {esc(agr.get('new_model'))}: identical answers "
+            f"<b>{'-' if share is None else f'{share:.0%}'}</b> of {agr.get('compared')}, mean word edit distance "
+            f"{esc('-' if agr.get('mean_distance') is None else round(agr['mean_distance'], 3))}</p>"
+        )
+        sections.append(
+            Section(
+                "Greedy-output agreement",
+                head + table(("prompt", "same?", "distance", "OLD", "NEW"), agr_rows, raw=range(5)),
+                [
+                    f"identical {'-' if share is None else f'{share:.0%}'}, mean distance {agr.get('mean_distance')}"
+                ],
+                (parts.get("agreement") or {}).get("ok"),
+            )
+        )
     if (run_dir / "load-old").is_dir() and (run_dir / "load-new").is_dir():
         try:
             cmp = compare_runs(run_dir / "load-old", run_dir / "load-new")
@@ -283,6 +549,15 @@ def write_cutover_html(run_dir: Path) -> Path:
             sec.title = "Latency and throughput: NEW vs OLD at the same load"
             sections.append(sec)
         except UsageError as exc:
-            sections.append(Section("Latency and throughput", f"<p class='flag'>{esc(exc)}</p>", [str(exc)], False))
-    return write_page(run_dir, f"servecheck cutover: {data.get('from')} -> {data.get('to')}", sections, ok=data.get("ok"),
-                      subtitle=run_dir.name)
+            sections.append(
+                Section(
+                    "Latency and throughput", f"<p class='flag'>{esc(exc)}</p>", [str(exc)], False
+                )
+            )
+    return write_page(
+        run_dir,
+        f"servecheck cutover: {data.get('from')} -> {data.get('to')}",
+        sections,
+        ok=data.get("ok"),
+        subtitle=run_dir.name,
+    )

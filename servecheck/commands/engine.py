@@ -34,21 +34,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     up = sub.add_parser("up", help="install if needed, start and wait until the engine serves")
     up.add_argument("names", nargs="+", metavar="NAME", help="engine name(s) or 'all'")
-    up.add_argument("--port", type=int, metavar="P", help="port (default: the engine's fixed port); one engine only")
-    up.add_argument("--no-install", action="store_true", help="fail instead of installing a missing engine")
+    up.add_argument(
+        "--port",
+        type=int,
+        metavar="P",
+        help="port (default: the engine's fixed port); one engine only",
+    )
+    up.add_argument(
+        "--no-install", action="store_true", help="fail instead of installing a missing engine"
+    )
     down = sub.add_parser("down", help="stop an engine (SIGTERM, then SIGKILL)")
     down.add_argument("names", nargs="+", metavar="NAME", help="engine name(s) or 'all'")
     st = sub.add_parser("status", help="show the engines started from this machine's cache")
     st.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    inst = sub.add_parser("install", help="install an engine into its own cache folder (idempotent)")
+    inst = sub.add_parser(
+        "install", help="install an engine into its own cache folder (idempotent)"
+    )
     inst.add_argument("names", nargs="+", metavar="NAME", help="engine name(s) or 'all'")
     model = sub.add_parser("model", help="write the tiny test models (HF Llama + GGUF)")
-    model.add_argument("--out", type=Path, metavar="DIR",
-                       help="parent directory (default: $SERVECHECK_CACHE/models)")
-    model.add_argument("--seed", type=int, default=1234, metavar="N", help="weights/tokenizer seed (default: 1234)")
-    model.add_argument("--kind", choices=("tool-caller", "random"), metavar="KIND",
-                       help="tool-caller (answers with a tool call when tools are offered) or random "
-                            "(default: $SERVECHECK_TINY_MODEL, else tool-caller)")
+    model.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="parent directory (default: $SERVECHECK_CACHE/models)",
+    )
+    model.add_argument(
+        "--seed", type=int, default=1234, metavar="N", help="weights/tokenizer seed (default: 1234)"
+    )
+    model.add_argument(
+        "--kind",
+        choices=("tool-caller", "random"),
+        metavar="KIND",
+        help="tool-caller (answers with a tool call when tools are offered) or random "
+        "(default: $SERVECHECK_TINY_MODEL, else tool-caller)",
+    )
 
 
 def _expand(names: list[str]) -> list[str]:
@@ -129,9 +148,15 @@ def _up(names: list[str], port: int | None, *, install: bool) -> int:
     for name in names:
         engine = get_engine(name)
         try:
-            if (name == "litellm" and "llamacpp" not in names and _litellm_needs_llamacpp(engine)
-                    and not any(s.name == "llamacpp" for s in running_states())):
-                print("litellm: its upstream llamacpp is not running; starting it first", flush=True)
+            if (
+                name == "litellm"
+                and "llamacpp" not in names
+                and _litellm_needs_llamacpp(engine)
+                and not any(s.name == "llamacpp" for s in running_states())
+            ):
+                print(
+                    "litellm: its upstream llamacpp is not running; starting it first", flush=True
+                )
                 _up(["llamacpp"], None, install=install)
             if install:
                 res = engine.install()
@@ -146,8 +171,11 @@ def _up(names: list[str], port: int | None, *, install: bool) -> int:
                 when = "already running"
             else:
                 when = f"ready in {state.ready_s if state.ready_s is not None else time.monotonic() - t1:.0f} s"
-            print(f"{name}: {inst}, {when}: {state.base_url} model {state.served_model!r} "
-                  f"context {state.context_length} (pid {state.pid}, log {state.log})", flush=True)
+            print(
+                f"{name}: {inst}, {when}: {state.base_url} model {state.served_model!r} "
+                f"context {state.context_length} (pid {state.pid}, log {state.log})",
+                flush=True,
+            )
         except EngineError as exc:
             failed += 1
             print(f"{name}: FAILED: {exc}", flush=True)
@@ -173,7 +201,9 @@ def _down(names: list[str], *, all_: bool) -> int:
         timeout = get_engine(state.name).stop_timeout_s if state.name in names or all_ else 20.0
         stop_state(state, timeout_s=timeout)
         stopped += 1
-        print(f"{state.name}: stopped (port {state.port}, pid {state.pid}) in {time.monotonic() - t0:.1f} s")
+        print(
+            f"{state.name}: stopped (port {state.port}, pid {state.pid}) in {time.monotonic() - t0:.1f} s"
+        )
     if not stopped:
         print("no matching engine running")
     return 0
@@ -187,13 +217,22 @@ def _status(args: argparse.Namespace) -> int:
     for state in running_states():
         engine = get_engine(state.name)
         readiness, detail = engine.probe(state.port)
-        rows.append({
-            "name": state.name, "port": state.port, "pid": state.pid, "state": readiness.value,
-            "detail": detail if readiness.value != "ready" else "", "base_url": state.base_url,
-            "model": state.served_model, "context_length": state.context_length,
-            "rss_mb": round(tree_rss_mb(state.pid)), "uptime_s": round(time.time() - state.started_at),
-            "ready_s": state.ready_s, "log": state.log,
-        })
+        rows.append(
+            {
+                "name": state.name,
+                "port": state.port,
+                "pid": state.pid,
+                "state": readiness.value,
+                "detail": detail if readiness.value != "ready" else "",
+                "base_url": state.base_url,
+                "model": state.served_model,
+                "context_length": state.context_length,
+                "rss_mb": round(tree_rss_mb(state.pid)),
+                "uptime_s": round(time.time() - state.started_at),
+                "ready_s": state.ready_s,
+                "log": state.log,
+            }
+        )
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -203,6 +242,8 @@ def _status(args: argparse.Namespace) -> int:
     header = f"{'NAME':<13} {'PORT':>5} {'PID':>7} {'STATE':<8} {'RSS MB':>7} {'CTX':>5}  MODEL            BASE URL"
     print(header)
     for r in rows:
-        print(f"{r['name']:<13} {r['port']:>5} {r['pid']:>7} {r['state']:<8} {r['rss_mb']:>7} "
-              f"{r['context_length']:>5}  {r['model']:<16} {r['base_url']}")
+        print(
+            f"{r['name']:<13} {r['port']:>5} {r['pid']:>7} {r['state']:<8} {r['rss_mb']:>7} "
+            f"{r['context_length']:>5}  {r['model']:<16} {r['base_url']}"
+        )
     return 0

@@ -113,7 +113,9 @@ def scenario_path(name: str) -> Path:
         if d.is_dir():
             known += [f.stem for f in d.glob("*.py") if not f.stem.startswith("_")]
     known = sorted(set(known))
-    raise UsageError(f"unknown scenario {name!r}{did_you_mean(name, known)}; scenarios: {', '.join(known) or '(none found)'}")
+    raise UsageError(
+        f"unknown scenario {name!r}{did_you_mean(name, known)}; scenarios: {', '.join(known) or '(none found)'}"
+    )
 
 
 def plan_path(name: str) -> Path:
@@ -134,8 +136,11 @@ def _resolve_model(target: Target, spec_model: str | None) -> str:
     import httpx
 
     try:
-        r = httpx.get(target.base_url + "/models", headers={**target.headers, **target.auth_headers()},
-                      timeout=target.connect_timeout_s)
+        r = httpx.get(
+            target.base_url + "/models",
+            headers={**target.headers, **target.auth_headers()},
+            timeout=target.connect_timeout_s,
+        )
         return str(r.json()["data"][0]["id"])
     except Exception as exc:  # noqa: BLE001
         raise UsageError(
@@ -150,13 +155,19 @@ def _new_run_id(scenario: str) -> str:
 
 def validate(spec: LoadSpec) -> list[SLO]:
     """Check a spec before anything starts; returns the parsed SLOs (CLI first, then targets.yaml)."""
-    modes = [m for m, v in (("--users", spec.users), ("--rate", spec.rate), ("shape", spec.shape)) if v]
+    modes = [
+        m for m, v in (("--users", spec.users), ("--rate", spec.rate), ("shape", spec.shape)) if v
+    ]
     if spec.role != "worker":
         if len(modes) != 1:
-            raise UsageError("give exactly one of --users N (closed loop), --rate R/s (open loop) or a plan with a shape"
-                             + (f"; got {' and '.join(modes)}" if modes else ""))
+            raise UsageError(
+                "give exactly one of --users N (closed loop), --rate R/s (open loop) or a plan with a shape"
+                + (f"; got {' and '.join(modes)}" if modes else "")
+            )
         if spec.duration_s is None and spec.max_requests is None and spec.shape is None:
-            raise UsageError("refusing to start an unbounded load test: give --duration (e.g. 5m) or --max-requests N")
+            raise UsageError(
+                "refusing to start an unbounded load test: give --duration (e.g. 5m) or --max-requests N"
+            )
     if spec.users is not None and spec.users < 1:
         raise UsageError("--users must be >= 1")
     if spec.max_requests is not None and spec.max_requests < 1:
@@ -164,7 +175,9 @@ def validate(spec: LoadSpec) -> list[SLO]:
     if spec.role not in ("local", "master", "worker"):
         raise UsageError(f"role {spec.role!r}: local, master or worker")
     if spec.role != "local" and not spec.run_id:
-        raise UsageError("--master/--worker need --run-id ID (the same on the master and every worker, so the records meet in one directory)")
+        raise UsageError(
+            "--master/--worker need --run-id ID (the same on the master and every worker, so the records meet in one directory)"
+        )
     return [*parse_slos(spec.slos, "cli"), *parse_slos(spec.target.slo, "targets.yaml")]
 
 
@@ -187,13 +200,33 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
     if spec.shape is not None:
         duration = min(duration, spec.shape.duration) if duration else spec.shape.duration
     return RunConfig(
-        run_id=run_id, target=spec.target.name, scenario=Path(spec.scenario).stem, base_url=spec.target.base_url,
-        model=model, records_dir=str(run_dir), mode=_mode(spec), users=spec.users or 1, rate=spec.rate, seed=spec.seed,
-        duration_s=duration, max_requests=spec.max_requests, workers=_workers(spec), max_inflight=spec.max_inflight,
-        drain_s=_drain(spec), timeout_s=spec.target.timeout_s, connect_timeout_s=spec.target.connect_timeout_s,
-        api_key_header=spec.target.api_key_header, headers=dict(spec.target.headers),
-        shape=[{"end": s.end, "users": s.users, "spawn_rate": s.spawn_rate} for s in spec.shape.stages] if spec.shape else [],
-        extra_body=dict(spec.extra_body), use_tokenize=spec.use_tokenize, context_length=spec.target.context_length,
+        run_id=run_id,
+        target=spec.target.name,
+        scenario=Path(spec.scenario).stem,
+        base_url=spec.target.base_url,
+        model=model,
+        records_dir=str(run_dir),
+        mode=_mode(spec),
+        users=spec.users or 1,
+        rate=spec.rate,
+        seed=spec.seed,
+        duration_s=duration,
+        max_requests=spec.max_requests,
+        workers=_workers(spec),
+        max_inflight=spec.max_inflight,
+        drain_s=_drain(spec),
+        timeout_s=spec.target.timeout_s,
+        connect_timeout_s=spec.target.connect_timeout_s,
+        api_key_header=spec.target.api_key_header,
+        headers=dict(spec.target.headers),
+        shape=[
+            {"end": s.end, "users": s.users, "spawn_rate": s.spawn_rate} for s in spec.shape.stages
+        ]
+        if spec.shape
+        else [],
+        extra_body=dict(spec.extra_body),
+        use_tokenize=spec.use_tokenize,
+        context_length=spec.target.context_length,
     )
 
 
@@ -203,11 +236,33 @@ def _drain(spec: LoadSpec) -> float:
 
 def locust_command(spec: LoadSpec, cfg: RunConfig, run_dir: Path) -> list[str]:
     """The Locust command line for this spec (headless, CSVs and log in the run directory)."""
-    cmd = [sys.executable, "-m", "locust", "-f", str(scenario_path(spec.scenario)), "--headless",
-           "--host", spec.target.base_url, "--csv", str(run_dir / "locust"), "--exit-code-on-error", "0",
-           "--logfile", str(run_dir / "locust.log"), "--loglevel", "INFO", "--only-summary"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(scenario_path(spec.scenario)),
+        "--headless",
+        "--host",
+        spec.target.base_url,
+        "--csv",
+        str(run_dir / "locust"),
+        "--exit-code-on-error",
+        "0",
+        "--logfile",
+        str(run_dir / "locust.log"),
+        "--loglevel",
+        "INFO",
+        "--only-summary",
+    ]
     if spec.role == "worker":
-        cmd += ["--worker", "--master-host", spec.master_host, "--master-port", str(spec.master_port)]
+        cmd += [
+            "--worker",
+            "--master-host",
+            spec.master_host,
+            "--master-port",
+            str(spec.master_port),
+        ]
     else:
         bound = cfg.duration_s or 24 * 3600.0
         # Locust's own timer is only a backstop: our controller ends the run at the bound and
@@ -219,7 +274,13 @@ def locust_command(spec: LoadSpec, cfg: RunConfig, run_dir: Path) -> list[str]:
         elif cfg.mode == "closed":
             cmd += ["-u", str(cfg.users), "-r", str(max(1, cfg.users))]
         if spec.role == "master":
-            cmd += ["--master", "--expect-workers", str(spec.expect_workers), "--master-bind-port", str(spec.master_port)]
+            cmd += [
+                "--master",
+                "--expect-workers",
+                str(spec.expect_workers),
+                "--master-bind-port",
+                str(spec.master_port),
+            ]
         elif spec.processes and spec.processes > 1:
             cmd += ["--processes", str(spec.processes)]
     if spec.cpus:
@@ -265,12 +326,20 @@ class _Tail:
         recent = sorted(self.ttfts[-200:])
         p50 = f"{recent[len(recent) // 2] * 1000:.0f} ms" if recent else "-"
         of = f"/{bound:.0f}s" if bound else ""
-        return (f"load {elapsed:5.0f}s{of}  done {self.total}  errors {self.errors}  "
-                f"tokens {self.tokens}  ttft p50 (recent) {p50}")
+        return (
+            f"load {elapsed:5.0f}s{of}  done {self.total}  errors {self.errors}  "
+            f"tokens {self.tokens}  ttft p50 (recent) {p50}"
+        )
 
 
-def _run_locust(cmd: list[str], env: dict[str, str], run_dir: Path, wall_limit: float, progress: bool,
-                bound: float | None) -> int | None:
+def _run_locust(
+    cmd: list[str],
+    env: dict[str, str],
+    run_dir: Path,
+    wall_limit: float,
+    progress: bool,
+    bound: float | None,
+) -> int | None:
     """Run Locust, show progress, enforce a wall-clock limit; return its exit code."""
     console: Any = None
     live: Any = None
@@ -285,8 +354,14 @@ def _run_locust(cmd: list[str], env: dict[str, str], run_dir: Path, wall_limit: 
     tail = _Tail(run_dir)
     out = open(run_dir / "locust.stdout", "wb")  # noqa: SIM115
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                            preexec_fn=_die_with_parent)  # noqa: PLW1509 - only calls prctl
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+    )  # noqa: PLW1509 - only calls prctl
     last_print = last_poll = 0.0
     try:
         while True:
@@ -347,7 +422,9 @@ def _last_error(path: Path) -> str:
         return ""
     for line in reversed(lines):
         text = line.strip()
-        if text and ("Error" in text.split(":", 1)[0] or text.startswith(("Exception", "Traceback"))):
+        if text and (
+            "Error" in text.split(":", 1)[0] or text.startswith(("Exception", "Traceback"))
+        ):
             return redact(text[:300])
     return ""
 
@@ -359,17 +436,30 @@ def _reader_summary(infos: list[dict[str, Any]]) -> dict[str, Any]:
     kinds = sorted({str(r.get("kind")) for r in readers if r.get("kind")})
     kernel = sum(int(r.get("kernel_stamps") or 0) for r in readers)
     user = sum(int(r.get("user_stamps") or 0) for r in readers)
-    clock = "kernel" if kernel and not user and "blocking" not in kinds else ("reader" if not kernel else "mixed")
-    out: dict[str, Any] = {"kinds": kinds, "clock": clock if kinds else None, "kernel_stamps": kernel, "reader_stamps": user}
+    clock = (
+        "kernel"
+        if kernel and not user and "blocking" not in kinds
+        else ("reader" if not kernel else "mixed")
+    )
+    out: dict[str, Any] = {
+        "kinds": kinds,
+        "clock": clock if kinds else None,
+        "kernel_stamps": kernel,
+        "reader_stamps": user,
+    }
     threads = [r["thread"] for r in readers if isinstance(r.get("thread"), dict)]
     if threads:
         # The native reader threads' own cost: their CPU is inside generator.cpu_s too.
         reads = sum(int(t.get("reads") or 0) for t in threads)
         cpu = sum(float(t.get("cpu_s") or 0.0) for t in threads)
         passes = sum(int(t.get("passes") or 0) for t in threads)
-        out["thread"] = {"reads": reads, "passes": passes, "cpu_s": round(cpu, 4),
-                         "us_per_read": round(cpu / reads * 1e6, 2) if reads else None,
-                         "reads_per_pass": round(reads / passes, 2) if passes else None}
+        out["thread"] = {
+            "reads": reads,
+            "passes": passes,
+            "cpu_s": round(cpu, 4),
+            "us_per_read": round(cpu / reads * 1e6, 2) if reads else None,
+            "reads_per_pass": round(reads / passes, 2) if passes else None,
+        }
     return out
 
 
@@ -400,7 +490,14 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     run_dir = Path(spec.out_dir) / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg = build_config(spec, run_id, run_dir, model)
-    cfg_path = cfg.dump(run_dir / ("load-config.json" if spec.role != "worker" else f"load-config-worker-{os.getpid()}.json"))
+    cfg_path = cfg.dump(
+        run_dir
+        / (
+            "load-config.json"
+            if spec.role != "worker"
+            else f"load-config-worker-{os.getpid()}.json"
+        )
+    )
     env = dict(os.environ)
     env[ENV_CONFIG] = str(cfg_path)
     env["PYTHONUNBUFFERED"] = "1"
@@ -408,7 +505,9 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     if auth:
         env[ENV_API_KEY] = next(iter(auth.values())).removeprefix("Bearer ")
     cmd = locust_command(spec, cfg, run_dir)
-    say(f"run {run_id}: {cfg.mode} load on {spec.target.name} ({spec.target.base_url}), scenario {cfg.scenario}, model {model}")
+    say(
+        f"run {run_id}: {cfg.mode} load on {spec.target.name} ({spec.target.base_url}), scenario {cfg.scenario}, model {model}"
+    )
     started = time.time()
     bound = cfg.duration_s
     wall = (bound or 3600.0) + cfg.drain_s + 120.0
@@ -421,15 +520,34 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     return summarise(spec, cfg, slos, run_dir, rc, started, ended)
 
 
-def summarise(spec: LoadSpec, cfg: RunConfig, slos: Sequence[SLO], run_dir: Path, locust_rc: int | None,
-              started: float, ended: float) -> LoadResult:
+def summarise(
+    spec: LoadSpec,
+    cfg: RunConfig,
+    slos: Sequence[SLO],
+    run_dir: Path,
+    locust_rc: int | None,
+    started: float,
+    ended: float,
+) -> LoadResult:
     """Merge the worker records, compute statistics and verdicts, write summary.json/.txt."""
     read = merge_records(run_dir)
     infos = _worker_infos(run_dir)
     planned_parts = [i.get("planned") for i in infos]
-    planned = sum(int(p) for p in planned_parts if p is not None) if infos and all(p is not None for p in planned_parts) else None
-    if cfg.mode in ("fixed", "poisson") and planned is None and cfg.duration_s and cfg.rate and not infos:
-        planned = int(cfg.rate * cfg.duration_s)  # no worker reported (killed): judge against the plan
+    planned = (
+        sum(int(p) for p in planned_parts if p is not None)
+        if infos and all(p is not None for p in planned_parts)
+        else None
+    )
+    if (
+        cfg.mode in ("fixed", "poisson")
+        and planned is None
+        and cfg.duration_s
+        and cfg.rate
+        and not infos
+    ):
+        planned = int(
+            cfg.rate * cfg.duration_s
+        )  # no worker reported (killed): judge against the plan
     loop_lag = [x for i in infos for x in i.get("loop_lag_s", [])]
     sched = Schedule(mode=cfg.mode, planned=planned, max_lag_ms=spec.max_lag_ms)
     stats = compute_stats(read.iter_records(), sched, request_predicate(slos), loop_lag)
@@ -443,8 +561,11 @@ def summarise(spec: LoadSpec, cfg: RunConfig, slos: Sequence[SLO], run_dir: Path
     if stats.total == 0:
         tail = _last_error(run_dir / "locust.stdout")
         if locust_rc not in (0, None) or tail:
-            reasons.append(f"locust exited with code {locust_rc}" + (f": {tail}" if tail else "")
-                           + f" (see {run_dir / 'locust.stdout'})")
+            reasons.append(
+                f"locust exited with code {locust_rc}"
+                + (f": {tail}" if tail else "")
+                + f" (see {run_dir / 'locust.stdout'})"
+            )
     passed = slo_ok and not reasons
     verdict = "pass" if passed else ("fail" if not slo_ok else "inconclusive")
     exit_code = 0 if passed else 1
@@ -468,8 +589,11 @@ def summarise(spec: LoadSpec, cfg: RunConfig, slos: Sequence[SLO], run_dir: Path
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "ended_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ended)),
         "prompt_method": ",".join(methods) or None,
-        "records": {"merged": read.count, "bad_lines": read.bad_lines,
-                    "per_worker": {Path(k).name: v for k, v in read.per_file.items()}},
+        "records": {
+            "merged": read.count,
+            "bad_lines": read.bad_lines,
+            "per_worker": {Path(k).name: v for k, v in read.per_file.items()},
+        },
         **stats.as_dict(),
         "slo": [v.as_dict() for v in verdicts],
         "verdict": verdict,
@@ -478,7 +602,9 @@ def summarise(spec: LoadSpec, cfg: RunConfig, slos: Sequence[SLO], run_dir: Path
         "generator": {
             "cpu_s": round(cpu, 3),
             "tokens_streamed": tokens_client,
-            "cpu_s_per_10k_tokens": round(cpu / tokens_client * 10_000, 4) if tokens_client else None,
+            "cpu_s_per_10k_tokens": round(cpu / tokens_client * 10_000, 4)
+            if tokens_client
+            else None,
             "locust_rc": locust_rc,
             "reader": _reader_summary(infos),
         },
@@ -487,7 +613,9 @@ def summarise(spec: LoadSpec, cfg: RunConfig, slos: Sequence[SLO], run_dir: Path
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     text = format_summary(summary, verdicts)
     (run_dir / "summary.txt").write_text(text + "\n", encoding="utf-8")
-    return LoadResult(cfg.run_id, run_dir, summary, stats, verdicts, passed, stats.behind, exit_code, locust_rc)
+    return LoadResult(
+        cfg.run_id, run_dir, summary, stats, verdicts, passed, stats.behind, exit_code, locust_rc
+    )
 
 
 def _ms(d: dict[str, Any], key: str) -> str:
@@ -511,17 +639,25 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
         d = lat.get(name) or {}
         if not d.get("count"):
             continue
-        lines.append(f"{name:<20}" + "".join(f"{_ms(d, k):>9}" for k in ("p50", "p90", "p95", "p99", "p99.9", "max")))
+        lines.append(
+            f"{name:<20}"
+            + "".join(f"{_ms(d, k):>9}" for k in ("p50", "p90", "p95", "p99", "p99.9", "max"))
+        )
     tok = summary["tokens"]
     if tok["discrepant_requests"] or tok["usage_missing"]:
-        lines.append(f"tokens: usage {tok['output_usage']}, client chunks {tok['output_client']}, "
-                     f"{tok['discrepant_requests']} requests differ, {tok['usage_missing']} without usage")
+        lines.append(
+            f"tokens: usage {tok['output_usage']}, client chunks {tok['output_client']}, "
+            f"{tok['discrepant_requests']} requests differ, {tok['usage_missing']} without usage"
+        )
     for v in verdicts:
         lines.append(v.line())
     sched = summary["schedule"]
     if sched["behind"]:
         lines += [f"WARNING: {r}" for r in sched["reasons"]]
-    lines.append(f"verdict: {summary['verdict'].upper()}" + (f" ({'; '.join(summary['reasons'])})" if summary["reasons"] else ""))
+    lines.append(
+        f"verdict: {summary['verdict'].upper()}"
+        + (f" ({'; '.join(summary['reasons'])})" if summary["reasons"] else "")
+    )
     return "\n".join(lines)
 
 
@@ -532,32 +668,148 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``servecheck load`` (each also readable from a SERVECHECK_LOAD_* variable)."""
     env = os.environ.get
     g = parser.add_argument_group("load")
-    g.add_argument("--target", metavar="NAME", default=env("SERVECHECK_TARGET"), help="target name in targets.yaml (env SERVECHECK_TARGET)")
-    g.add_argument("--targets-file", metavar="FILE", default=env("SERVECHECK_TARGETS_FILE", "targets.yaml"),
-                   help="targets file (default: %(default)s; env SERVECHECK_TARGETS_FILE)")
-    g.add_argument("--plan", metavar="NAME|FILE", default=env("SERVECHECK_LOAD_PLAN"), help="load plan from loadtests/ (e.g. smoke); options override it")
-    g.add_argument("--scenario", metavar="NAME", default=None, help="scenario in scenarios/ or a locustfile path (default: chat)")
-    g.add_argument("--users", type=int, metavar="N", default=None, help="closed loop: N concurrent users")
-    g.add_argument("--rate", metavar="R/s", default=None, help="open loop: R requests per second (5/s, 300/min)")
-    g.add_argument("--poisson", action="store_true", default=None, help="open loop with Poisson (exponential) gaps instead of a fixed rate")
-    g.add_argument("--seed", type=int, metavar="N", default=None, help="seed for prompts and Poisson gaps (default: 0)")
-    g.add_argument("--duration", metavar="TIME", default=env("SERVECHECK_LOAD_DURATION"), help="how long to send (30s, 5m); env SERVECHECK_LOAD_DURATION")
-    g.add_argument("--max-requests", type=int, metavar="N", default=None, help="stop after N requests")
-    g.add_argument("--slo", action="append", metavar="EXPR", default=[], help="SLO such as ttft_p95<=500ms (repeatable; the target's slo list is added)")
-    g.add_argument("--model", metavar="NAME", default=None, help="model (default: the target's first, else GET /models)")
-    g.add_argument("--processes", type=int, metavar="N", default=None, help="Locust --processes N: N worker processes on this machine")
-    g.add_argument("--master", action="store_true", help="distributed: run the Locust master and merge the workers' records")
+    g.add_argument(
+        "--target",
+        metavar="NAME",
+        default=env("SERVECHECK_TARGET"),
+        help="target name in targets.yaml (env SERVECHECK_TARGET)",
+    )
+    g.add_argument(
+        "--targets-file",
+        metavar="FILE",
+        default=env("SERVECHECK_TARGETS_FILE", "targets.yaml"),
+        help="targets file (default: %(default)s; env SERVECHECK_TARGETS_FILE)",
+    )
+    g.add_argument(
+        "--plan",
+        metavar="NAME|FILE",
+        default=env("SERVECHECK_LOAD_PLAN"),
+        help="load plan from loadtests/ (e.g. smoke); options override it",
+    )
+    g.add_argument(
+        "--scenario",
+        metavar="NAME",
+        default=None,
+        help="scenario in scenarios/ or a locustfile path (default: chat)",
+    )
+    g.add_argument(
+        "--users", type=int, metavar="N", default=None, help="closed loop: N concurrent users"
+    )
+    g.add_argument(
+        "--rate",
+        metavar="R/s",
+        default=None,
+        help="open loop: R requests per second (5/s, 300/min)",
+    )
+    g.add_argument(
+        "--poisson",
+        action="store_true",
+        default=None,
+        help="open loop with Poisson (exponential) gaps instead of a fixed rate",
+    )
+    g.add_argument(
+        "--seed",
+        type=int,
+        metavar="N",
+        default=None,
+        help="seed for prompts and Poisson gaps (default: 0)",
+    )
+    g.add_argument(
+        "--duration",
+        metavar="TIME",
+        default=env("SERVECHECK_LOAD_DURATION"),
+        help="how long to send (30s, 5m); env SERVECHECK_LOAD_DURATION",
+    )
+    g.add_argument(
+        "--max-requests", type=int, metavar="N", default=None, help="stop after N requests"
+    )
+    g.add_argument(
+        "--slo",
+        action="append",
+        metavar="EXPR",
+        default=[],
+        help="SLO such as ttft_p95<=500ms (repeatable; the target's slo list is added)",
+    )
+    g.add_argument(
+        "--model",
+        metavar="NAME",
+        default=None,
+        help="model (default: the target's first, else GET /models)",
+    )
+    g.add_argument(
+        "--processes",
+        type=int,
+        metavar="N",
+        default=None,
+        help="Locust --processes N: N worker processes on this machine",
+    )
+    g.add_argument(
+        "--master",
+        action="store_true",
+        help="distributed: run the Locust master and merge the workers' records",
+    )
     g.add_argument("--worker", action="store_true", help="distributed: run one Locust worker")
-    g.add_argument("--expect-workers", type=int, metavar="N", default=1, help="distributed: number of workers (give it to the master and to each worker)")
-    g.add_argument("--master-host", metavar="HOST", default="127.0.0.1", help="distributed: master address for a worker (default: %(default)s)")
-    g.add_argument("--master-port", type=int, metavar="PORT", default=5557, help="distributed: master port (default: %(default)s)")
-    g.add_argument("--run-id", metavar="ID", default=None, help="run directory name (give master and workers the same one)")
-    g.add_argument("--out", metavar="DIR", default=env("SERVECHECK_LOAD_OUT", "reports"), help="reports directory (default: %(default)s)")
-    g.add_argument("--max-lag", metavar="TIME", default="25ms", help="flag the run when schedule or generator lag p99 exceeds this (default: %(default)s)")
-    g.add_argument("--allow-lag", action="store_true", help="report a lagging generator as a warning, not a failed run")
-    g.add_argument("--max-inflight", type=int, metavar="N", default=None, help="open loop: cap on requests in flight per process (default: 1024)")
-    g.add_argument("--no-tokenize", action="store_true", help="size prompts with the chars-per-token estimate even when the target has /tokenize")
-    g.add_argument("--cpus", metavar="LIST", default=None, help="pin the generator to these CPUs (taskset -c LIST)")
+    g.add_argument(
+        "--expect-workers",
+        type=int,
+        metavar="N",
+        default=1,
+        help="distributed: number of workers (give it to the master and to each worker)",
+    )
+    g.add_argument(
+        "--master-host",
+        metavar="HOST",
+        default="127.0.0.1",
+        help="distributed: master address for a worker (default: %(default)s)",
+    )
+    g.add_argument(
+        "--master-port",
+        type=int,
+        metavar="PORT",
+        default=5557,
+        help="distributed: master port (default: %(default)s)",
+    )
+    g.add_argument(
+        "--run-id",
+        metavar="ID",
+        default=None,
+        help="run directory name (give master and workers the same one)",
+    )
+    g.add_argument(
+        "--out",
+        metavar="DIR",
+        default=env("SERVECHECK_LOAD_OUT", "reports"),
+        help="reports directory (default: %(default)s)",
+    )
+    g.add_argument(
+        "--max-lag",
+        metavar="TIME",
+        default="25ms",
+        help="flag the run when schedule or generator lag p99 exceeds this (default: %(default)s)",
+    )
+    g.add_argument(
+        "--allow-lag",
+        action="store_true",
+        help="report a lagging generator as a warning, not a failed run",
+    )
+    g.add_argument(
+        "--max-inflight",
+        type=int,
+        metavar="N",
+        default=None,
+        help="open loop: cap on requests in flight per process (default: 1024)",
+    )
+    g.add_argument(
+        "--no-tokenize",
+        action="store_true",
+        help="size prompts with the chars-per-token estimate even when the target has /tokenize",
+    )
+    g.add_argument(
+        "--cpus",
+        metavar="LIST",
+        default=None,
+        help="pin the generator to these CPUs (taskset -c LIST)",
+    )
     g.add_argument("--quiet", action="store_true", help="no live progress")
 
 
@@ -604,7 +856,9 @@ def spec_from_args(args: argparse.Namespace) -> LoadSpec:
         master_port=args.master_port,
         out_dir=Path(args.out),
         run_id=args.run_id,
-        max_lag_ms=max_lag if args.max_lag != "25ms" or "max_lag" not in plan else parse_duration(plan["max_lag"]) * 1000.0,
+        max_lag_ms=max_lag
+        if args.max_lag != "25ms" or "max_lag" not in plan
+        else parse_duration(plan["max_lag"]) * 1000.0,
         max_inflight=int(pick("max_inflight") or 1024),
         extra_body=dict(plan.get("extra_body") or {}),
         use_tokenize=not args.no_tokenize,
@@ -631,4 +885,13 @@ def run(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-__all__ = ["LoadResult", "LoadSpec", "add_arguments", "format_summary", "run", "run_load", "spec_from_args", "summarise"]
+__all__ = [
+    "LoadResult",
+    "LoadSpec",
+    "add_arguments",
+    "format_summary",
+    "run",
+    "run_load",
+    "spec_from_args",
+    "summarise",
+]

@@ -22,24 +22,63 @@ _ENV = "SERVECHECK_PREFLIGHT_"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``servecheck preflight``; most also read a SERVECHECK_PREFLIGHT_* variable."""
     env = os.environ.get
-    parser.add_argument("path", metavar="PATH", help="model folder, HF cache repo (models--org--name) or snapshot, or one .safetensors/.gguf file")
+    parser.add_argument(
+        "path",
+        metavar="PATH",
+        help="model folder, HF cache repo (models--org--name) or snapshot, or one .safetensors/.gguf file",
+    )
     group = parser.add_argument_group("what the launch declares")
-    group.add_argument("--quantization", metavar="METHOD", default=env(_ENV + "QUANTIZATION"),
-                       help="declared method (awq, gptq, fp8, none ...); compared with config.json (env SERVECHECK_PREFLIGHT_QUANTIZATION)")
-    group.add_argument("--context-length", metavar="N", default=env(_ENV + "CONTEXT_LENGTH"),
-                       help="declared max context; error when above the model's (env SERVECHECK_PREFLIGHT_CONTEXT_LENGTH)")
-    group.add_argument("--gpu-memory-gib", metavar="GIB", default=env(_ENV + "GPU_MEMORY_GIB"),
-                       help="GPU memory budget for the weights; error when they need more (env SERVECHECK_PREFLIGHT_GPU_MEMORY_GIB)")
-    group.add_argument("--chat", action=argparse.BooleanOptionalAction, default=True,
-                       help="the model serves chat: a missing chat template is an error, else a warning (default: %(default)s)")
-    group.add_argument("--revision", metavar="REV", default=None,
-                       help="HF cache repo: branch or commit to check (default: refs/main)")
-    group.add_argument("--as-user", metavar="USER", default=env(_ENV + "AS_USER"),
-                       help="check permissions for this user name or uid (the engine's), not the current one (env SERVECHECK_PREFLIGHT_AS_USER)")
+    group.add_argument(
+        "--quantization",
+        metavar="METHOD",
+        default=env(_ENV + "QUANTIZATION"),
+        help="declared method (awq, gptq, fp8, none ...); compared with config.json (env SERVECHECK_PREFLIGHT_QUANTIZATION)",
+    )
+    group.add_argument(
+        "--context-length",
+        metavar="N",
+        default=env(_ENV + "CONTEXT_LENGTH"),
+        help="declared max context; error when above the model's (env SERVECHECK_PREFLIGHT_CONTEXT_LENGTH)",
+    )
+    group.add_argument(
+        "--gpu-memory-gib",
+        metavar="GIB",
+        default=env(_ENV + "GPU_MEMORY_GIB"),
+        help="GPU memory budget for the weights; error when they need more (env SERVECHECK_PREFLIGHT_GPU_MEMORY_GIB)",
+    )
+    group.add_argument(
+        "--chat",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the model serves chat: a missing chat template is an error, else a warning (default: %(default)s)",
+    )
+    group.add_argument(
+        "--revision",
+        metavar="REV",
+        default=None,
+        help="HF cache repo: branch or commit to check (default: refs/main)",
+    )
+    group.add_argument(
+        "--as-user",
+        metavar="USER",
+        default=env(_ENV + "AS_USER"),
+        help="check permissions for this user name or uid (the engine's), not the current one (env SERVECHECK_PREFLIGHT_AS_USER)",
+    )
     integrity = parser.add_argument_group("integrity (reads every byte)")
-    integrity.add_argument("--verify-sha256", action="store_true", help="hash weight files against their HF blob names (LFS sha256)")
-    integrity.add_argument("--manifest", metavar="FILE", default=None, help="sha256sum-format file; paths relative to the model folder")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON (keys in docs/preflight.md)")
+    integrity.add_argument(
+        "--verify-sha256",
+        action="store_true",
+        help="hash weight files against their HF blob names (LFS sha256)",
+    )
+    integrity.add_argument(
+        "--manifest",
+        metavar="FILE",
+        default=None,
+        help="sha256sum-format file; paths relative to the model folder",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the report as JSON (keys in docs/preflight.md)"
+    )
 
 
 def _positive(name: str, raw: str | None, kind: type[int] | type[float]) -> Any:
@@ -162,7 +201,10 @@ def print_report(report: PreflightReport) -> None:
         table.add_column("problem -> fix", overflow="fold")
         for f in findings:
             table.add_row(
-                f"[{style[f.severity]}]{f.severity.value}[/]", f.id, f.path, f"{f.message}\n-> {f.fix}"
+                f"[{style[f.severity]}]{f.severity.value}[/]",
+                f.id,
+                f.path,
+                f"{f.message}\n-> {f.fix}",
             )
         console.print(table)
     n_err, n_warn = report.count(Severity.ERROR), report.count(Severity.WARNING)

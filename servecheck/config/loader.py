@@ -109,8 +109,14 @@ class _Locator:
         return f"{self.where(loc)}: {_fmt_path(loc)}: {message}"
 
 
-def _expand(value: Any, loc: tuple[Any, ...], env: Mapping[str, str], errors: list[tuple[tuple[Any, ...], str]]) -> Any:
+def _expand(
+    value: Any,
+    loc: tuple[Any, ...],
+    env: Mapping[str, str],
+    errors: list[tuple[tuple[Any, ...], str]],
+) -> Any:
     if isinstance(value, str):
+
         def sub(match: re.Match[str]) -> str:
             var, fallback = match.group(1), match.group(2)
             if var in env:
@@ -118,9 +124,13 @@ def _expand(value: Any, loc: tuple[Any, ...], env: Mapping[str, str], errors: li
             if fallback is not None:
                 return fallback
             errors.append(
-                (loc, f"environment variable {var} is not set (export it, or write ${{{var}:-}} to make it optional)")
+                (
+                    loc,
+                    f"environment variable {var} is not set (export it, or write ${{{var}:-}} to make it optional)",
+                )
             )
             return ""
+
         expanded = _VAR.sub(sub, value)
         secret = bool(loc) and loc[-1] in _SECRET_KEYS or (len(loc) >= 2 and loc[-2] == "headers")
         if secret and expanded != value:
@@ -144,13 +154,17 @@ def _model_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
             return []
         annotation = field_info.annotation
         candidates = [annotation, *getattr(annotation, "__args__", ())]
-        current = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        current = next(
+            (c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None
+        )
         if current is None:
             return []
     return list(getattr(current, "model_fields", {}))
 
 
-def _pydantic_problems(exc: ValidationError, base_loc: tuple[Any, ...], model: type[BaseModel], raw: Any) -> list[tuple[tuple[Any, ...], str]]:
+def _pydantic_problems(
+    exc: ValidationError, base_loc: tuple[Any, ...], model: type[BaseModel], raw: Any
+) -> list[tuple[tuple[Any, ...], str]]:
     out = []
     for err in exc.errors():
         loc = tuple(err["loc"])
@@ -171,7 +185,12 @@ def _pydantic_problems(exc: ValidationError, base_loc: tuple[Any, ...], model: t
             message = err["msg"].removeprefix("Value error, ")
             given = err.get("input")
             secret = "api_key" in loc or "headers" in loc
-            if not secret and given is not None and not isinstance(given, dict | list) and repr(given) not in message:
+            if (
+                not secret
+                and given is not None
+                and not isinstance(given, dict | list)
+                and repr(given) not in message
+            ):
                 message += f" (got {given!r})"
         out.append(((*base_loc, *loc), message))
     return out
@@ -180,21 +199,29 @@ def _pydantic_problems(exc: ValidationError, base_loc: tuple[Any, ...], model: t
 def _merge(defaults: dict[str, Any], target: dict[str, Any]) -> dict[str, Any]:
     merged = dict(defaults)
     for key, value in target.items():
-        if key in ("capabilities", "headers", "allow", "known_failures", "telemetry") and isinstance(value, dict) and isinstance(merged.get(key), dict):
+        if (
+            key in ("capabilities", "headers", "allow", "known_failures", "telemetry")
+            and isinstance(value, dict)
+            and isinstance(merged.get(key), dict)
+        ):
             merged[key] = {**merged[key], **value}
         else:
             merged[key] = value
     return merged
 
 
-def load_targets(path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Targets:
+def load_targets(
+    path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+) -> Targets:
     """Read and validate a targets file. Raises :class:`ConfigError` (a UsageError) on problems."""
     env = os.environ if env is None else env
     file = Path(path or env.get(ENV_TARGETS_FILE) or DEFAULT_FILE)
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UsageError(f"{file}: targets file not found (pass --targets-file or set {ENV_TARGETS_FILE})") from None
+        raise UsageError(
+            f"{file}: targets file not found (pass --targets-file or set {ENV_TARGETS_FILE})"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{file}: cannot read targets file: {exc}") from None
     try:
@@ -210,9 +237,14 @@ def load_targets(path: str | os.PathLike[str] | None = None, env: Mapping[str, s
         raise ConfigError([f"{file}: the file must be a mapping with a 'targets' list"])
     unknown = [k for k in data if k not in ("defaults", "targets")]
     if unknown:
-        raise ConfigError([
-            locator.problem((k,), f"unknown key {k!r}{did_you_mean(str(k), ['defaults', 'targets'])}") for k in unknown
-        ])
+        raise ConfigError(
+            [
+                locator.problem(
+                    (k,), f"unknown key {k!r}{did_you_mean(str(k), ['defaults', 'targets'])}"
+                )
+                for k in unknown
+            ]
+        )
     raw_targets = data.get("targets")
     if not isinstance(raw_targets, list) or not raw_targets:
         raise ConfigError([locator.problem(("targets",), "must be a non-empty list of targets")])
@@ -228,7 +260,10 @@ def load_targets(path: str | os.PathLike[str] | None = None, env: Mapping[str, s
     try:
         Defaults.model_validate(defaults)
     except ValidationError as exc:
-        fatal += [locator.problem(loc, msg) for loc, msg in _pydantic_problems(exc, ("defaults",), Defaults, defaults)]
+        fatal += [
+            locator.problem(loc, msg)
+            for loc, msg in _pydantic_problems(exc, ("defaults",), Defaults, defaults)
+        ]
 
     targets: dict[str, Target] = {}
     broken: dict[str, list[str]] = {}
@@ -236,11 +271,20 @@ def load_targets(path: str | os.PathLike[str] | None = None, env: Mapping[str, s
     for index, raw in enumerate(raw_targets):
         loc = ("targets", index)
         if not isinstance(raw, dict):
-            fatal.append(locator.problem(loc, "each target must be a mapping with at least name and base_url"))
+            fatal.append(
+                locator.problem(
+                    loc, "each target must be a mapping with at least name and base_url"
+                )
+            )
             continue
         name: str = raw["name"] if isinstance(raw.get("name"), str) else f"#{index}"
         if name in seen_names:
-            fatal.append(locator.problem((*loc, "name"), f"duplicate target name {name!r} (first at targets[{seen_names[name]}])"))
+            fatal.append(
+                locator.problem(
+                    (*loc, "name"),
+                    f"duplicate target name {name!r} (first at targets[{seen_names[name]}])",
+                )
+            )
             continue
         seen_names[name] = index
         target_env_errors: list[tuple[tuple[Any, ...], str]] = []
@@ -249,7 +293,10 @@ def load_targets(path: str | os.PathLike[str] | None = None, env: Mapping[str, s
         try:
             target = Target.model_validate(merged)
         except ValidationError as exc:
-            fatal += [locator.problem(where, m) for where, m in _pydantic_problems(exc, loc, Target, merged)]
+            fatal += [
+                locator.problem(where, m)
+                for where, m in _pydantic_problems(exc, loc, Target, merged)
+            ]
             continue
         if target_env_errors:
             broken[name] = [locator.problem(where, m) for where, m in target_env_errors]

@@ -14,7 +14,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from servecheck.redact import Secret
 
 Engine = Literal[
-    "vllm", "sglang", "xinference", "tgi", "llamacpp", "ollama", "litellm", "openai", "reference", "generic"
+    "vllm",
+    "sglang",
+    "xinference",
+    "tgi",
+    "llamacpp",
+    "ollama",
+    "litellm",
+    "openai",
+    "reference",
+    "generic",
 ]
 ENGINES: tuple[str, ...] = Engine.__args__  # type: ignore[attr-defined]
 
@@ -36,8 +45,19 @@ CAPABILITIES: dict[str, str] = {
     "tokenize": "a /tokenize endpoint (vLLM, llama.cpp, reference)",
 }
 Capability = Literal[
-    "streaming", "usage_in_stream", "json_object", "json_schema", "tools", "tool_choice_named",
-    "completions", "logprobs", "seed", "n", "stop", "metrics", "tokenize",
+    "streaming",
+    "usage_in_stream",
+    "json_object",
+    "json_schema",
+    "tools",
+    "tool_choice_named",
+    "completions",
+    "logprobs",
+    "seed",
+    "n",
+    "stop",
+    "metrics",
+    "tokenize",
 ]
 CapValue = bool | Literal["auto"]
 

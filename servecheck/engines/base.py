@@ -56,8 +56,14 @@ class HttpResult:
         return json.loads(self.body)
 
 
-def http(method: str, url: str, body: object | None = None, *, timeout: float = 5.0,
-         headers: Mapping[str, str] | None = None) -> HttpResult:
+def http(
+    method: str,
+    url: str,
+    body: object | None = None,
+    *,
+    timeout: float = 5.0,
+    headers: Mapping[str, str] | None = None,
+) -> HttpResult:
     """One bounded HTTP request with the stdlib; never raises for HTTP or socket errors."""
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method)
@@ -182,7 +188,9 @@ def file_lock(name: str, timeout_s: float = 1800.0) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise EngineError(f"timed out after {timeout_s:.0f} s waiting for lock {path}") from None
+                    raise EngineError(
+                        f"timed out after {timeout_s:.0f} s waiting for lock {path}"
+                    ) from None
                 time.sleep(1.0)
         try:
             yield
@@ -190,20 +198,35 @@ def file_lock(name: str, timeout_s: float = 1800.0) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def run_logged(argv: Sequence[str], log: Path, *, timeout_s: float, env: Mapping[str, str] | None = None,
-               cwd: Path | None = None, what: str = "") -> None:
+def run_logged(
+    argv: Sequence[str],
+    log: Path,
+    *,
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    what: str = "",
+) -> None:
     """Run a setup step with its output appended to ``log``; raise with the log tail on failure."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as fh:
         fh.write(f"\n$ {' '.join(argv)}\n")
         fh.flush()
         try:
-            proc = subprocess.run(list(argv), stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s,
-                                  env=None if env is None else dict(env), cwd=cwd, stdin=subprocess.DEVNULL,
-                                  check=False)
+            proc = subprocess.run(
+                list(argv),
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                timeout=timeout_s,
+                env=None if env is None else dict(env),
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
-            raise EngineError(f"{what or argv[0]}: timed out after {timeout_s:.0f} s; log {log}\n"
-                              + tail(log)) from None
+            raise EngineError(
+                f"{what or argv[0]}: timed out after {timeout_s:.0f} s; log {log}\n" + tail(log)
+            ) from None
     if proc.returncode != 0:
         raise EngineError(f"{what or argv[0]}: exit {proc.returncode}; log {log}\n" + tail(log))
 
@@ -223,7 +246,9 @@ def tail(path: Path, lines: int = 30) -> str:
 
 def clean_env(extra: Mapping[str, str]) -> dict[str, str]:
     """The current environment without the caller's venv, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
+    }
     env.update(extra)
     return env
 
@@ -307,8 +332,10 @@ def start(engine: Engine, port: int | None = None, *, echo: Any = print) -> RunS
             if state.name == engine.name and engine.probe(port)[0] is Readiness.READY:
                 echo(f"{engine.name}: already running on port {port} (pid {state.pid})")
                 return state
-            raise EngineError(f"port {port} is used by {state.name} (pid {state.pid}); "
-                              f"run `servecheck engine down {state.name}` first")
+            raise EngineError(
+                f"port {port} is used by {state.name} (pid {state.pid}); "
+                f"run `servecheck engine down {state.name}` first"
+            )
     if port_in_use(port):
         raise EngineError(f"port {port} on 127.0.0.1 is already in use by another program")
 
@@ -319,10 +346,25 @@ def start(engine: Engine, port: int | None = None, *, echo: Any = print) -> RunS
     with open(log, "w") as fh:
         fh.write(f"$ {' '.join(plan.argv)}\n")
         fh.flush()
-        proc = subprocess.Popen(plan.argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=plan.env, cwd=plan.cwd, start_new_session=True)
-    state = RunState(name=engine.name, port=port, pid=proc.pid, log=str(log), served_model=plan.served_model,
-                     context_length=plan.context_length, started_at=time.time(), argv=plan.argv)
+        proc = subprocess.Popen(
+            plan.argv,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=plan.env,
+            cwd=plan.cwd,
+            start_new_session=True,
+        )
+    state = RunState(
+        name=engine.name,
+        port=port,
+        pid=proc.pid,
+        log=str(log),
+        served_model=plan.served_model,
+        context_length=plan.context_length,
+        started_at=time.time(),
+        argv=plan.argv,
+    )
     state.save()
     deadline = started + engine.ready_timeout_s
     try:
@@ -336,23 +378,31 @@ def start(engine: Engine, port: int | None = None, *, echo: Any = print) -> RunS
     return state
 
 
-def wait_ready(engine: Engine, state: RunState, proc: subprocess.Popen[bytes] | None, deadline: float) -> None:
+def wait_ready(
+    engine: Engine, state: RunState, proc: subprocess.Popen[bytes] | None, deadline: float
+) -> None:
     """Poll ``engine.wait_startup`` until ready, the process dies, or ``deadline`` (monotonic) passes."""
     last: tuple[Readiness, str] = (Readiness.STARTING, "")
     while True:
         exited = proc.poll() if proc is not None else (None if pid_alive(state.pid) else -1)
         if exited is not None:
-            raise EngineError(f"{engine.name}: server exited with code {exited} before it was ready; "
-                              f"log {state.log}\n{tail(Path(state.log))}")
+            raise EngineError(
+                f"{engine.name}: server exited with code {exited} before it was ready; "
+                f"log {state.log}\n{tail(Path(state.log))}"
+            )
         last = engine.wait_startup(state.port)
         if last[0] is Readiness.READY:
             return
         if last[0] is Readiness.FAILED:
-            raise EngineError(f"{engine.name}: server reports failure ({last[1]}); log {state.log}\n"
-                              + tail(Path(state.log)))
+            raise EngineError(
+                f"{engine.name}: server reports failure ({last[1]}); log {state.log}\n"
+                + tail(Path(state.log))
+            )
         if time.monotonic() > deadline:
-            raise EngineError(f"{engine.name}: not ready after {engine.ready_timeout_s:.0f} s "
-                              f"(last state: {last[0].value} {last[1]}); log {state.log}\n{tail(Path(state.log))}")
+            raise EngineError(
+                f"{engine.name}: not ready after {engine.ready_timeout_s:.0f} s "
+                f"(last state: {last[0].value} {last[1]}); log {state.log}\n{tail(Path(state.log))}"
+            )
         time.sleep(0.5)
 
 

@@ -79,10 +79,20 @@ class LiteLlm(Engine):
             env = clean_env({"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
             py = self.venv / "bin" / "python"
             if not py.is_file():
-                run_logged([venv_python(), "-m", "venv", str(self.venv)], log, timeout_s=120, env=env,
-                           what="litellm: create venv")
-            run_logged([str(py), "-m", "pip", "install", f"litellm[proxy]=={VERSION}", "prisma"], log,
-                       timeout_s=1200, env=env, what="litellm: install")
+                run_logged(
+                    [venv_python(), "-m", "venv", str(self.venv)],
+                    log,
+                    timeout_s=120,
+                    env=env,
+                    what="litellm: create venv",
+                )
+            run_logged(
+                [str(py), "-m", "pip", "install", f"litellm[proxy]=={VERSION}", "prisma"],
+                log,
+                timeout_s=1200,
+                env=env,
+                what="litellm: install",
+            )
             marker.write_text(want)
         return InstallResult(time.monotonic() - start, False, self.venv)
 
@@ -96,15 +106,28 @@ class LiteLlm(Engine):
         config = state_dir() / f"litellm-{port}.yaml"
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(CONFIG.format(name=SERVED_NAME, upstream=self.upstream()))
-        argv = [str(self.venv / "bin" / "litellm"), "--config", str(config), "--host", "127.0.0.1",
-                "--port", str(port), "--num_workers", "1"]
-        env = clean_env({
-            "LITELLM_MASTER_KEY": self.api_key() or DEFAULT_KEY,
-            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-            "LITELLM_TELEMETRY": "False",
-            "LITELLM_LOG": os.environ.get("LITELLM_LOG", "INFO"),
-        })
-        return LaunchPlan(argv=argv, env=env, served_model=SERVED_NAME, context_length=UPSTREAM_CONTEXT)
+        argv = [
+            str(self.venv / "bin" / "litellm"),
+            "--config",
+            str(config),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--num_workers",
+            "1",
+        ]
+        env = clean_env(
+            {
+                "LITELLM_MASTER_KEY": self.api_key() or DEFAULT_KEY,
+                "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                "LITELLM_TELEMETRY": "False",
+                "LITELLM_LOG": os.environ.get("LITELLM_LOG", "INFO"),
+            }
+        )
+        return LaunchPlan(
+            argv=argv, env=env, served_model=SERVED_NAME, context_length=UPSTREAM_CONTEXT
+        )
 
     def probe(self, port: int) -> tuple[Readiness, str]:
         r = http("GET", f"http://127.0.0.1:{port}/health/readiness", timeout=3.0)

@@ -36,8 +36,13 @@ THREADS = 1  # 2 threads on a busy 2-core machine collapsed throughput once; 1 i
 ENV_API_KEY = "SERVECHECK_LLAMACPP_API_KEY"
 
 CMAKE_FLAGS = (
-    "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=OFF", "-DLLAMA_OPENSSL=OFF",
-    "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_TESTS=OFF",
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=OFF",
+    "-DGGML_NATIVE=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_BUILD_UI=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
 )
 
@@ -69,27 +74,51 @@ class LlamaCpp(Engine):
             if self.binary.is_file():
                 return InstallResult(time.monotonic() - start, True, self.binary)
             if not shutil.which("cmake") or not (shutil.which("c++") or shutil.which("g++")):
-                raise EngineError("llamacpp: building llama-server needs cmake and a C++ compiler "
-                                  "(Debian: apt-get install -y cmake g++)")
+                raise EngineError(
+                    "llamacpp: building llama-server needs cmake and a C++ compiler "
+                    "(Debian: apt-get install -y cmake g++)"
+                )
             log = logs_dir() / f"install-llamacpp-{VERSION}.log"
             src = self.root / f"src-{VERSION}"
             build = self.root / f"build-{VERSION}"
             if not (src / "vendor" / "llama.cpp" / "CMakeLists.txt").is_file():
                 dl = self.root / "sdist"
-                run_logged([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                            f"llama-cpp-python=={VERSION}", "-d", str(dl)], log, timeout_s=900,
-                           what="llamacpp: download sdist")
+                run_logged(
+                    [
+                        sys.executable,
+                        "-m",
+                        "pip",
+                        "download",
+                        "--no-deps",
+                        "--no-binary",
+                        ":all:",
+                        f"llama-cpp-python=={VERSION}",
+                        "-d",
+                        str(dl),
+                    ],
+                    log,
+                    timeout_s=900,
+                    what="llamacpp: download sdist",
+                )
                 archives = sorted(dl.glob(f"llama_cpp_python-{VERSION}.tar.gz"))
                 if not archives:
                     raise EngineError(f"llamacpp: sdist not found in {dl}")
                 shutil.rmtree(src, ignore_errors=True)
                 _extract(archives[0], src)
             vendored = src / "vendor" / "llama.cpp"
-            run_logged(["cmake", "-S", str(vendored), "-B", str(build), *CMAKE_FLAGS], log, timeout_s=300,
-                       what="llamacpp: cmake configure")
+            run_logged(
+                ["cmake", "-S", str(vendored), "-B", str(build), *CMAKE_FLAGS],
+                log,
+                timeout_s=300,
+                what="llamacpp: cmake configure",
+            )
             jobs = str(max(1, os.cpu_count() or 1))
-            run_logged(["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs], log,
-                       timeout_s=3600, what="llamacpp: build llama-server")
+            run_logged(
+                ["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs],
+                log,
+                timeout_s=3600,
+                what="llamacpp: build llama-server",
+            )
             built = build / "bin" / "llama-server"
             if not built.is_file():
                 raise EngineError(f"llamacpp: build finished but {built} is missing; log {log}")
@@ -107,14 +136,35 @@ class LlamaCpp(Engine):
 
     def plan(self, port: int) -> LaunchPlan:
         model = ensure_tiny_model()
-        argv = [str(self.binary), "-m", str(model.gguf_path), "--host", "127.0.0.1", "--port", str(port),
-                "-c", str(CTX_TOTAL), "-np", str(PARALLEL), "-t", str(THREADS), "--jinja", "--metrics",
-                "--slots", "--alias", SERVED_NAME]
+        argv = [
+            str(self.binary),
+            "-m",
+            str(model.gguf_path),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "-c",
+            str(CTX_TOTAL),
+            "-np",
+            str(PARALLEL),
+            "-t",
+            str(THREADS),
+            "--jinja",
+            "--metrics",
+            "--slots",
+            "--alias",
+            SERVED_NAME,
+        ]
         key = self.api_key()
         if key:
             argv += ["--api-key", key]
-        return LaunchPlan(argv=argv, env=clean_env({}), served_model=SERVED_NAME,
-                          context_length=CTX_TOTAL // PARALLEL)
+        return LaunchPlan(
+            argv=argv,
+            env=clean_env({}),
+            served_model=SERVED_NAME,
+            context_length=CTX_TOTAL // PARALLEL,
+        )
 
     def probe(self, port: int) -> tuple[Readiness, str]:
         r = http("GET", f"http://127.0.0.1:{port}/health", timeout=2.0)

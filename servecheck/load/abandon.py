@@ -71,11 +71,19 @@ class StreamOutcome:
     error_message: str = ""
 
 
-def chat_body(model: str, *, max_tokens: int, prompt_words: int = 60, seed: int = 0,
-              extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def chat_body(
+    model: str,
+    *,
+    max_tokens: int,
+    prompt_words: int = 60,
+    seed: int = 0,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """A streaming chat-completion body with a deterministic prompt of ``prompt_words`` words."""
     body: dict[str, Any] = {
-        "model": model, "stream": True, "max_tokens": max_tokens,
+        "model": model,
+        "stream": True,
+        "max_tokens": max_tokens,
         "stream_options": {"include_usage": True},
         "messages": [{"role": "user", "content": words_text(prompt_words, seed)}],
     }
@@ -83,8 +91,15 @@ def chat_body(model: str, *, max_tokens: int, prompt_words: int = 60, seed: int 
     return body
 
 
-async def stream_chat(client: httpx.AsyncClient, url: str, body: Mapping[str, Any], headers: Mapping[str, str], *,
-                      abandon_after: int | None = None, timeout_s: float = 60.0) -> StreamOutcome:
+async def stream_chat(
+    client: httpx.AsyncClient,
+    url: str,
+    body: Mapping[str, Any],
+    headers: Mapping[str, str],
+    *,
+    abandon_after: int | None = None,
+    timeout_s: float = 60.0,
+) -> StreamOutcome:
     """Send one streaming request; read it to the end, or hang up after ``abandon_after``
     token-bearing chunks. Never raises for the server's behaviour (errors are data)."""
     out = StreamOutcome(t_sent=time.time())
@@ -112,7 +127,10 @@ async def stream_chat(client: httpx.AsyncClient, url: str, body: Mapping[str, An
                             break  # leaving the block closes the half-read connection
                     # closing the response here is the hang-up: httpx never pools a half-read one
     except TimeoutError:
-        out.error, out.error_message = "timeout", f"the stream did not finish within {timeout_s:g} s"
+        out.error, out.error_message = (
+            "timeout",
+            f"the stream did not finish within {timeout_s:g} s",
+        )
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         out.error, out.error_message = "connect", redact(f"cannot connect to {url}: {exc}")
     except httpx.TimeoutException as exc:
@@ -155,13 +173,21 @@ class ProbeSettings:
     def validate(self) -> None:
         """Raise :class:`UsageError` for settings outside the bounds."""
         if not 1 <= self.streams <= MAX_STREAMS:
-            raise UsageError(f"abandoned-stream probe: streams {self.streams}: between 1 and {MAX_STREAMS}")
+            raise UsageError(
+                f"abandoned-stream probe: streams {self.streams}: between 1 and {MAX_STREAMS}"
+            )
         if not 1 <= self.rounds <= MAX_ROUNDS:
-            raise UsageError(f"abandoned-stream probe: rounds {self.rounds}: between 1 and {MAX_ROUNDS}")
+            raise UsageError(
+                f"abandoned-stream probe: rounds {self.rounds}: between 1 and {MAX_ROUNDS}"
+            )
         if not 1 <= self.chunks < self.max_tokens:
-            raise UsageError(f"abandoned-stream probe: chunks {self.chunks}: at least 1 and below max_tokens {self.max_tokens}")
+            raise UsageError(
+                f"abandoned-stream probe: chunks {self.chunks}: at least 1 and below max_tokens {self.max_tokens}"
+            )
         if not 0 <= self.pause_s <= 600 or not 0 < self.timeout_s <= 3600:
-            raise UsageError("abandoned-stream probe: pause_s in [0, 600] and timeout_s in (0, 3600]")
+            raise UsageError(
+                "abandoned-stream probe: pause_s in [0, 600] and timeout_s in (0, 3600]"
+            )
 
 
 @dataclass(slots=True)
@@ -209,8 +235,10 @@ class ProbeResult:
     def line(self) -> str:
         """A one-line account for the console."""
         s = self.settings
-        text = (f"abandoned-stream probe: {self.abandoned}/{self.opened} streams dropped after {s.chunks} chunk(s) "
-                f"({len(self.rounds)} round(s) x {s.streams} concurrent)")
+        text = (
+            f"abandoned-stream probe: {self.abandoned}/{self.opened} streams dropped after {s.chunks} chunk(s) "
+            f"({len(self.rounds)} round(s) x {s.streams} concurrent)"
+        )
         if self.completed:
             text += f"; {self.completed} finished before the drop (raise max_tokens)"
         if self.failed:
@@ -219,19 +247,35 @@ class ProbeResult:
         return text
 
     def to_dict(self) -> dict[str, Any]:
-        return {"settings": asdict(self.settings), "t_start": self.t_start, "t_end": self.t_end,
-                "opened": self.opened, "abandoned": self.abandoned, "completed": self.completed, "failed": self.failed,
-                "rounds": [asdict(r) for r in self.rounds]}
+        return {
+            "settings": asdict(self.settings),
+            "t_start": self.t_start,
+            "t_end": self.t_end,
+            "opened": self.opened,
+            "abandoned": self.abandoned,
+            "completed": self.completed,
+            "failed": self.failed,
+            "rounds": [asdict(r) for r in self.rounds],
+        }
 
 
 def _client(settings: ClientSettings, streams: int) -> httpx.AsyncClient:
-    limits = httpx.Limits(max_connections=max(streams, 1), max_keepalive_connections=max(streams, 1))
+    limits = httpx.Limits(
+        max_connections=max(streams, 1), max_keepalive_connections=max(streams, 1)
+    )
     timeout = httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s)
-    return httpx.AsyncClient(timeout=timeout, limits=limits, verify=settings.verify_tls, trust_env=False)
+    return httpx.AsyncClient(
+        timeout=timeout, limits=limits, verify=settings.verify_tls, trust_env=False
+    )
 
 
-async def run_probe(target: Target, model: str, settings: ProbeSettings | None = None, *,
-                    on_round: Callable[[ProbeRound], None] | None = None) -> ProbeResult:
+async def run_probe(
+    target: Target,
+    model: str,
+    settings: ProbeSettings | None = None,
+    *,
+    on_round: Callable[[ProbeRound], None] | None = None,
+) -> ProbeResult:
     """Run the probe against ``target`` (see the module docstring); returns what each round did."""
     cfg = settings or ProbeSettings()
     cfg.validate()
@@ -244,11 +288,29 @@ async def run_probe(target: Target, model: str, settings: ProbeSettings | None =
             if index and cfg.pause_s:
                 await asyncio.sleep(cfg.pause_s)
             rnd = ProbeRound(index + 1, time.time(), 0.0)
-            bodies = [chat_body(model, max_tokens=cfg.max_tokens, prompt_words=cfg.prompt_words,
-                                seed=index * cfg.streams + i, extra=cfg.extra) for i in range(cfg.streams)]
-            outcomes = await asyncio.gather(*(
-                stream_chat(client, url, body, headers, abandon_after=cfg.chunks, timeout_s=cfg.timeout_s)
-                for body in bodies))
+            bodies = [
+                chat_body(
+                    model,
+                    max_tokens=cfg.max_tokens,
+                    prompt_words=cfg.prompt_words,
+                    seed=index * cfg.streams + i,
+                    extra=cfg.extra,
+                )
+                for i in range(cfg.streams)
+            ]
+            outcomes = await asyncio.gather(
+                *(
+                    stream_chat(
+                        client,
+                        url,
+                        body,
+                        headers,
+                        abandon_after=cfg.chunks,
+                        timeout_s=cfg.timeout_s,
+                    )
+                    for body in bodies
+                )
+            )
             rnd.t_end = time.time()
             for o in outcomes:
                 rnd.opened += 1
@@ -267,8 +329,14 @@ async def run_probe(target: Target, model: str, settings: ProbeSettings | None =
     return result
 
 
-def judge_drain(frame: pd.DataFrame, since: float, bound_s: float, *,
-                baseline_window: tuple[float, float] | None = None, tolerance: float = 0.02) -> DrainVerdict:
+def judge_drain(
+    frame: pd.DataFrame,
+    since: float,
+    bound_s: float,
+    *,
+    baseline_window: tuple[float, float] | None = None,
+    tolerance: float = 0.02,
+) -> DrainVerdict:
     """The telemetry library's :func:`~servecheck.telemetry.leak.check_drain` for a probe that
     ended at ``since`` (wall clock, like the frame's ``t``)."""
     from servecheck.telemetry.leak import check_drain
@@ -276,10 +344,17 @@ def judge_drain(frame: pd.DataFrame, since: float, bound_s: float, *,
     return check_drain(frame, since, bound_s, baseline_window=baseline_window, tolerance=tolerance)
 
 
-def wait_drained(recorder: TelemetryRecorder, since: float, bound_s: float, *,
-                 baseline_window: tuple[float, float] | None = None, tolerance: float = 0.02,
-                 poll_s: float = 0.5, hold_s: float | None = None,
-                 on_poll: Callable[[float], None] | None = None) -> DrainVerdict:
+def wait_drained(
+    recorder: TelemetryRecorder,
+    since: float,
+    bound_s: float,
+    *,
+    baseline_window: tuple[float, float] | None = None,
+    tolerance: float = 0.02,
+    poll_s: float = 0.5,
+    hold_s: float | None = None,
+    on_poll: Callable[[float], None] | None = None,
+) -> DrainVerdict:
     """Watch a running recorder after a probe; return the drain verdict.
 
     Returns early once the server has been drained for ``hold_s`` (default: the shorter of
@@ -294,9 +369,15 @@ def wait_drained(recorder: TelemetryRecorder, since: float, bound_s: float, *,
         if on_poll is not None:
             on_poll(time.time() - since)
         time.sleep(max(0.0, min(poll_s, hard - time.time())))
-        verdict = judge_drain(recorder.frame(), since, bound_s, baseline_window=baseline_window, tolerance=tolerance)
+        verdict = judge_drain(
+            recorder.frame(), since, bound_s, baseline_window=baseline_window, tolerance=tolerance
+        )
         now = time.time()
-        if verdict.status == "ok" and verdict.drained_after_s is not None and now - since - verdict.drained_after_s >= hold:
+        if (
+            verdict.status == "ok"
+            and verdict.drained_after_s is not None
+            and now - since - verdict.drained_after_s >= hold
+        ):
             return verdict
         if now >= hard or (now >= end and verdict.status != "insufficient_data"):
             return verdict
@@ -307,8 +388,12 @@ def discover_model(target: Target) -> str:
     if target.models:
         return target.models[0]
     try:
-        r = httpx.get(target.base_url + "/models", headers={**target.headers, **target.auth_headers()},
-                      timeout=target.connect_timeout_s, trust_env=False)
+        r = httpx.get(
+            target.base_url + "/models",
+            headers={**target.headers, **target.auth_headers()},
+            timeout=target.connect_timeout_s,
+            trust_env=False,
+        )
         return str(r.json()["data"][0]["id"])
     except Exception as exc:  # noqa: BLE001 - any failure means the same to the user
         raise UsageError(
@@ -330,10 +415,19 @@ class ProbeReport:
         return self.drain.passed and self.probe.abandoned > 0
 
 
-def probe_with_telemetry(target: Target, run_dir: Path | str, *, model: str | None = None,
-                         settings: ProbeSettings | None = None, bound_s: float = 30.0, baseline_s: float = 2.0,
-                         tolerance: float = 0.02, interval_s: float = 0.5, nvml: bool = False,
-                         telemetry: Mapping[str, Any] | None = None) -> ProbeReport:
+def probe_with_telemetry(
+    target: Target,
+    run_dir: Path | str,
+    *,
+    model: str | None = None,
+    settings: ProbeSettings | None = None,
+    bound_s: float = 30.0,
+    baseline_s: float = 2.0,
+    tolerance: float = 0.02,
+    interval_s: float = 0.5,
+    nvml: bool = False,
+    telemetry: Mapping[str, Any] | None = None,
+) -> ProbeReport:
     """Stand-alone probe: sample the target's metrics (``TelemetryRecorder.for_target``), take an
     idle baseline of ``baseline_s``, run the probe, then wait for the drain (:func:`wait_drained`).
     Telemetry goes to ``<run_dir>/telemetry/``."""
@@ -343,7 +437,9 @@ def probe_with_telemetry(target: Target, run_dir: Path | str, *, model: str | No
         raise UsageError("abandoned-stream probe: bound_s and baseline_s must be in (0, 3600]")
     model = model or discover_model(target)
     settings = settings or ProbeSettings()
-    with TelemetryRecorder.for_target(target, run_dir, dict(telemetry or {}), interval_s=interval_s, nvml=nvml) as rec:
+    with TelemetryRecorder.for_target(
+        target, run_dir, dict(telemetry or {}), interval_s=interval_s, nvml=nvml
+    ) as rec:
         rec.wait_ready()
         t0 = time.time()
         rec.mark("baseline")
@@ -352,11 +448,29 @@ def probe_with_telemetry(target: Target, run_dir: Path | str, *, model: str | No
         rec.mark("abandon-probe")
         probe = asyncio.run(run_probe(target, model, settings))
         rec.mark("drain")
-        drain = wait_drained(rec, probe.t_end, bound_s, baseline_window=baseline, tolerance=tolerance,
-                             poll_s=max(interval_s, 0.2))
+        drain = wait_drained(
+            rec,
+            probe.t_end,
+            bound_s,
+            baseline_window=baseline,
+            tolerance=tolerance,
+            poll_s=max(interval_s, 0.2),
+        )
         rec.mark("end")
     return ProbeReport(probe, drain, baseline)
 
 
-__all__ = ["ProbeReport", "ProbeResult", "ProbeRound", "ProbeSettings", "StreamOutcome", "chat_body", "discover_model",
-           "judge_drain", "probe_with_telemetry", "run_probe", "stream_chat", "wait_drained"]
+__all__ = [
+    "ProbeReport",
+    "ProbeResult",
+    "ProbeRound",
+    "ProbeSettings",
+    "StreamOutcome",
+    "chat_body",
+    "discover_model",
+    "judge_drain",
+    "probe_with_telemetry",
+    "run_probe",
+    "stream_chat",
+    "wait_drained",
+]

@@ -65,7 +65,11 @@ class _Controller:
         self.env = environment
         self.cfg = cfg
         self.index = index
-        self.worker = f"w{index}-{os.getpid()}" if cfg.workers > 1 or isinstance(environment.runner, WorkerRunner) else f"local-{os.getpid()}"
+        self.worker = (
+            f"w{index}-{os.getpid()}"
+            if cfg.workers > 1 or isinstance(environment.runner, WorkerRunner)
+            else f"local-{os.getpid()}"
+        )
         Path(cfg.records_dir).mkdir(parents=True, exist_ok=True)
         self.writer = RecordWriter(Path(cfg.records_dir) / f"records-{self.worker}.jsonl")
         self.epoch0 = time.time()
@@ -74,7 +78,9 @@ class _Controller:
         self.deadline = float("inf")
         self.cap: int | None = None
         if cfg.max_requests is not None:
-            self.cap = split_count(cfg.max_requests, index % max(1, cfg.workers), max(1, cfg.workers))
+            self.cap = split_count(
+                cfg.max_requests, index % max(1, cfg.workers), max(1, cfg.workers)
+            )
         self.sent = 0
         self.inflight = 0
         self.tokens = 0
@@ -85,7 +91,11 @@ class _Controller:
         self.rid_prefix = re.sub(r"[^A-Za-z0-9._:-]", "_", f"{cfg.run_id}-{self.worker}")
         self.prompts = PromptSet()
         self.dispatcher_claimed = False
-        self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **cfg.headers}
+        self.headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            **cfg.headers,
+        }
         self.headers.update(self.auth_headers())
         # Plain HTTP: one reader for all streams (the native thread or the epoll loop), kernel
         # arrival times (reactor.py);
@@ -94,7 +104,9 @@ class _Controller:
         if cfg.base_url.startswith("https:"):
             self.wire = WireClient(cfg.base_url, self.headers, cfg.connect_timeout_s, cfg.timeout_s)
         else:
-            self.wire = StreamReactor(cfg.base_url, self.headers, cfg.connect_timeout_s, cfg.timeout_s)
+            self.wire = StreamReactor(
+                cfg.base_url, self.headers, cfg.connect_timeout_s, cfg.timeout_s
+            )
         self._probe: Any = None
         self.cpu0 = 0.0
 
@@ -122,7 +134,13 @@ class _Controller:
         if self.cfg.duration_s:
             self.deadline = self.start + self.cfg.duration_s
         if self.cfg.mode in ("fixed", "poisson") and self.cfg.rate:
-            sched = for_worker(self.cfg.rate, self.cfg.mode == "poisson", self.cfg.seed, self.index % self.cfg.workers, self.cfg.workers)
+            sched = for_worker(
+                self.cfg.rate,
+                self.cfg.mode == "poisson",
+                self.cfg.seed,
+                self.index % self.cfg.workers,
+                self.cfg.workers,
+            )
             planned = sched.planned(self.cfg.duration_s) if self.cfg.duration_s else None
             if self.cap is not None:
                 planned = self.cap if planned is None else min(planned, self.cap)
@@ -164,7 +182,9 @@ class _Controller:
             "planned": self.planned,
             "tokens_client": self.tokens,
             "prompt_method": self.prompts.method,
-            "cpu_s": round(ru.ru_utime + ru.ru_stime - self.cpu0, 4),  # since the first request, not imports
+            "cpu_s": round(
+                ru.ru_utime + ru.ru_stime - self.cpu0, 4
+            ),  # since the first request, not imports
             "started": self.wall(self.start),
             "ended": self.wall(_perf()),
             "loop_lag_s": [round(x, 6) for x in self.loop_lag],
@@ -181,7 +201,9 @@ class _Controller:
             if isinstance(runner, WorkerRunner):
                 # Tell the master; it quits once every worker is done, and its quit collects the
                 # workers' final Locust stats (a worker quitting on its own loses its last report).
-                runner.send_message(DONE_MESSAGE, {"worker": self.worker, "records": self.writer.count})
+                runner.send_message(
+                    DONE_MESSAGE, {"worker": self.worker, "records": self.writer.count}
+                )
             else:
                 gevent.spawn_later(0.05, runner.quit)
 
@@ -189,9 +211,21 @@ class _Controller:
         """Which reader timed the tokens, and how (kernel receive stamps or the reader's clock)."""
         w = self.wire
         if isinstance(w, StreamReactor):
-            return {"kind": w.kind, "reads": w.reads, "wakes": w.wakes, "kernel_stamps": w.kernel_stamps,
-                    "user_stamps": w.user_stamps, "thread": w.thread_stats()}
-        return {"kind": "blocking", "reads": None, "wakes": None, "kernel_stamps": 0, "user_stamps": None}
+            return {
+                "kind": w.kind,
+                "reads": w.reads,
+                "wakes": w.wakes,
+                "kernel_stamps": w.kernel_stamps,
+                "user_stamps": w.user_stamps,
+                "thread": w.thread_stats(),
+            }
+        return {
+            "kind": "blocking",
+            "reads": None,
+            "wakes": None,
+            "kernel_stamps": 0,
+            "user_stamps": None,
+        }
 
     # -- one request -------------------------------------------------------------
 
@@ -214,20 +248,39 @@ class _Controller:
         self.inflight += 1
         seq = self.sent
         t0 = _perf()
-        rec = RequestRecord(target=cfg.target, scenario=cfg.scenario, worker=self.worker, seq=seq,
-                            t_intended=self.wall(intended), t_sent=self.wall(t0), kind=prompt.kind,
-                            prompt_tokens=prompt.prompt_tokens, request_id=f"{self.rid_prefix}-{seq}")
+        rec = RequestRecord(
+            target=cfg.target,
+            scenario=cfg.scenario,
+            worker=self.worker,
+            seq=seq,
+            t_intended=self.wall(intended),
+            t_sent=self.wall(t0),
+            kind=prompt.kind,
+            prompt_tokens=prompt.prompt_tokens,
+            request_id=f"{self.rid_prefix}-{seq}",
+        )
         st = StreamState()
         until = None
         stop_at = user.hang_up_after_tokens
         if stop_at is not None and stop_at > 0 and user.rng.random() < user.hang_up_share:
+
             def until() -> bool:
                 return len(st.token_times) >= stop_at
+
         try:
-            res = self.wire.post_stream("/chat/completions", payload, st.feed, deadline=t0 + cfg.timeout_s, on_token=st.token,
-                                        request_id=rec.request_id, until=until)
+            res = self.wire.post_stream(
+                "/chat/completions",
+                payload,
+                st.feed,
+                deadline=t0 + cfg.timeout_s,
+                on_token=st.token,
+                request_id=rec.request_id,
+                until=until,
+            )
         except Exception as exc:  # noqa: BLE001 - a bug here must cost one record, not the run
-            res = WireResult(error="stream-error", error_message=f"{type(exc).__name__}: {exc}", t_end=_perf())
+            res = WireResult(
+                error="stream-error", error_message=f"{type(exc).__name__}: {exc}", t_end=_perf()
+            )
         except BaseException:
             # Locust stopped this user mid-request (a shape stepping down, the run ending): the
             # generator cancelled it, so it is neither a success nor a server error; no record.
@@ -267,21 +320,51 @@ class _Controller:
         fire = self.env.events.request.fire
         scen = self.cfg.scenario
         if rec.error is not None:
-            fire(request_type="LLM", name=f"E2E {scen}", response_time=(rec.e2e or 0.0) * 1000.0, response_length=0,
-                 exception=RuntimeError(f"{rec.error}: {rec.error_message[:120]}"), context={})
+            fire(
+                request_type="LLM",
+                name=f"E2E {scen}",
+                response_time=(rec.e2e or 0.0) * 1000.0,
+                response_length=0,
+                exception=RuntimeError(f"{rec.error}: {rec.error_message[:120]}"),
+                context={},
+            )
             return
         if rec.abandoned:  # its TTFT is real; its "E2E" is only when the client gave up
             if rec.ttft is not None:
-                fire(request_type="LLM", name=f"TTFT {scen}", response_time=rec.ttft * 1000.0,
-                     response_length=rec.tokens, exception=None, context={})
-            fire(request_type="LLM", name=f"ABANDONED {scen}", response_time=(rec.e2e or 0.0) * 1000.0,
-                 response_length=rec.tokens, exception=None, context={})
+                fire(
+                    request_type="LLM",
+                    name=f"TTFT {scen}",
+                    response_time=rec.ttft * 1000.0,
+                    response_length=rec.tokens,
+                    exception=None,
+                    context={},
+                )
+            fire(
+                request_type="LLM",
+                name=f"ABANDONED {scen}",
+                response_time=(rec.e2e or 0.0) * 1000.0,
+                response_length=rec.tokens,
+                exception=None,
+                context={},
+            )
             return
         if rec.ttft is not None:
-            fire(request_type="LLM", name=f"TTFT {scen}", response_time=rec.ttft * 1000.0,
-                 response_length=rec.tokens, exception=None, context={})
-        fire(request_type="LLM", name=f"E2E {scen}", response_time=(rec.e2e or 0.0) * 1000.0,
-             response_length=rec.tokens, exception=None, context={})
+            fire(
+                request_type="LLM",
+                name=f"TTFT {scen}",
+                response_time=rec.ttft * 1000.0,
+                response_length=rec.tokens,
+                exception=None,
+                context={},
+            )
+        fire(
+            request_type="LLM",
+            name=f"E2E {scen}",
+            response_time=(rec.e2e or 0.0) * 1000.0,
+            response_length=rec.tokens,
+            exception=None,
+            context={},
+        )
 
 
 _CTRL: dict[str, _Controller] = {}
@@ -308,9 +391,16 @@ def _config_from_env(environment: Any, user_cls: type[LLMUser] | None) -> RunCon
         raise RuntimeError("no target: pass --host http://HOST:PORT/v1 or set SERVECHECK_TARGET")
     model = os.environ.get("SERVECHECK_MODEL") or _discover_model(base, headers)
     run_id = time.strftime("locust-%Y%m%d-%H%M%S")
-    return RunConfig(run_id=run_id, target=target_name, scenario=getattr(user_cls, "scenario", "chat"),
-                     base_url=base, model=model, headers=headers, timeout_s=timeout,
-                     records_dir=os.environ.get("SERVECHECK_RECORDS_DIR", str(Path("reports") / run_id)))
+    return RunConfig(
+        run_id=run_id,
+        target=target_name,
+        scenario=getattr(user_cls, "scenario", "chat"),
+        base_url=base,
+        model=model,
+        headers=headers,
+        timeout_s=timeout,
+        records_dir=os.environ.get("SERVECHECK_RECORDS_DIR", str(Path("reports") / run_id)),
+    )
 
 
 def _discover_model(base: str, headers: dict[str, str]) -> str:
@@ -340,11 +430,14 @@ def controller(environment: Any) -> _Controller:
         user_cls = _user_class(environment)
         cfg = _config_from_env(environment, user_cls)
         runner = environment.runner
-        index = max(0, getattr(runner, "worker_index", 0)) if isinstance(runner, WorkerRunner) else 0
+        index = (
+            max(0, getattr(runner, "worker_index", 0)) if isinstance(runner, WorkerRunner) else 0
+        )
         ctrl = _Controller(environment, cfg, index)
         if cfg.prompts:
             ctrl.prompts = PromptSet(
-                prompts=[_prompt(p) for p in cfg.prompts], weights=[float(p.get("weight", 1.0)) for p in cfg.prompts],
+                prompts=[_prompt(p) for p in cfg.prompts],
+                weights=[float(p.get("weight", 1.0)) for p in cfg.prompts],
                 method=cfg.prompt_method,
             )
         else:
@@ -361,9 +454,20 @@ def controller(environment: Any) -> _Controller:
                 # small or odd tokenizer can miss by 2x (measured: 253 guessed, 515 real on the
                 # project's tiny model): then only half the prompt's share of the room is used.
                 share = 1.0 if counter is not None else 0.5
-                mix = [replace(m, prompt_tokens=max(8, min(m.prompt_tokens,
-                                                           int((room - min(m.output_tokens, room // 2)) * share))),
-                               output_tokens=min(m.output_tokens, room // 2)) for m in mix]
+                mix = [
+                    replace(
+                        m,
+                        prompt_tokens=max(
+                            8,
+                            min(
+                                m.prompt_tokens,
+                                int((room - min(m.output_tokens, room // 2)) * share),
+                            ),
+                        ),
+                        output_tokens=min(m.output_tokens, room // 2),
+                    )
+                    for m in mix
+                ]
             ctrl.prompts = build_prompt_set(mix, seed=cfg.seed, count=counter, tokenizer=flavour)
         ctrl.begin()
         _CTRL["c"] = ctrl
@@ -385,7 +489,9 @@ def _on_init(environment: Any, **_: Any) -> None:
 
     def on_done(msg: Any, **_kw: Any) -> None:
         done.add(str(msg.data.get("worker")))
-        expected = max(runner.worker_count, int(getattr(environment.parsed_options, "expect_workers", 1) or 1))
+        expected = max(
+            runner.worker_count, int(getattr(environment.parsed_options, "expect_workers", 1) or 1)
+        )
         if len(done) >= expected:
             gevent.spawn_later(0.05, runner.quit)
 
@@ -394,7 +500,9 @@ def _on_init(environment: Any, **_: Any) -> None:
 
 @events.test_stop.add_listener
 def _on_test_stop(environment: Any, **_: Any) -> None:
-    ctrl = _CTRL.pop("c", None)  # a new test from the web UI gets a fresh controller and run directory
+    ctrl = _CTRL.pop(
+        "c", None
+    )  # a new test from the web UI gets a fresh controller and run directory
     if ctrl is not None and not ctrl.finished:
         ctrl.finish(quit_runner=False)
 
@@ -462,13 +570,19 @@ class LLMUser(User):
     def _dispatch(self, ctrl: _Controller) -> None:
         """Open loop: sleep until each absolute slot time, then spawn the request."""
         cfg = ctrl.cfg
-        sched = for_worker(cfg.rate or 1.0, cfg.mode == "poisson", cfg.seed, ctrl.index % cfg.workers, cfg.workers)
+        sched = for_worker(
+            cfg.rate or 1.0, cfg.mode == "poisson", cfg.seed, ctrl.index % cfg.workers, cfg.workers
+        )
         gate = Semaphore(cfg.max_inflight)
         greenlets: list[Any] = []
         start = ctrl.start
         for dispatched, offset in enumerate(sched.offsets()):
             due = start + offset
-            if due >= ctrl.deadline or not ctrl.accepting() or (ctrl.cap is not None and dispatched >= ctrl.cap):
+            if (
+                due >= ctrl.deadline
+                or not ctrl.accepting()
+                or (ctrl.cap is not None and dispatched >= ctrl.cap)
+            ):
                 break
             delay = due - _perf()
             if delay > 0.002:
@@ -506,7 +620,9 @@ def scenario_shape() -> type[LoadTestShape] | None:
     cfg = RunConfig.load(path)
     if not cfg.shape:
         return None
-    stages = StageShape([Stage(float(s["end"]), int(s["users"]), float(s["spawn_rate"])) for s in cfg.shape])
+    stages = StageShape(
+        [Stage(float(s["end"]), int(s["users"]), float(s["spawn_rate"])) for s in cfg.shape]
+    )
 
     class PlanShape(LoadTestShape):
         """Stages from the load plan (ramp / steps / spike)."""

@@ -30,8 +30,23 @@ from servecheck.errors import UsageError, did_you_mean
 
 ENV_CONFIG = "SERVECHECK_LOAD_CONFIG"
 ENV_API_KEY = "SERVECHECK_API_KEY"
-PLAN_KEYS = ("description", "scenario", "users", "rate", "poisson", "seed", "shape", "duration",
-             "max_requests", "slo", "processes", "max_lag", "max_inflight", "drain", "extra_body")
+PLAN_KEYS = (
+    "description",
+    "scenario",
+    "users",
+    "rate",
+    "poisson",
+    "seed",
+    "shape",
+    "duration",
+    "max_requests",
+    "slo",
+    "processes",
+    "max_lag",
+    "max_inflight",
+    "drain",
+    "extra_body",
+)
 
 
 @dataclass(slots=True)
@@ -57,7 +72,9 @@ class RunConfig:
     connect_timeout_s: float = 10.0
     api_key_header: str = "authorization"
     headers: dict[str, str] = field(default_factory=dict)  # non-secret headers only
-    prompts: list[dict[str, Any]] = field(default_factory=list)  # {text, prompt_tokens, max_tokens, kind, weight}
+    prompts: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # {text, prompt_tokens, max_tokens, kind, weight}
     prompt_method: str = ""
     use_tokenize: bool = True  # measure prompt lengths with the target's /tokenize when it has one
     context_length: int | None = None  # prompt + output of every request is kept inside it
@@ -98,7 +115,9 @@ def load_plan(path: str | os.PathLike[str]) -> LoadPlan:
         raise UsageError(f"{p}: a load plan is a mapping of keys ({', '.join(PLAN_KEYS)})")
     for key in data:
         if key not in PLAN_KEYS:
-            raise UsageError(f"{p}: unknown key {key!r}{did_you_mean(str(key), PLAN_KEYS)}; keys: {', '.join(PLAN_KEYS)}")
+            raise UsageError(
+                f"{p}: unknown key {key!r}{did_you_mean(str(key), PLAN_KEYS)}; keys: {', '.join(PLAN_KEYS)}"
+            )
     if "slo" in data and isinstance(data["slo"], str):
         data["slo"] = [data["slo"]]
     return LoadPlan(str(p), data)

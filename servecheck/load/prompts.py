@@ -25,7 +25,138 @@ from typing import Any
 CHARS_PER_TOKEN = 4.0
 APPROX_METHOD = f"approx:chars-per-token={CHARS_PER_TOKEN}"
 
-_WORDS = ["the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "by", "at", "from", "his", "her", "an", "were", "are", "which", "this", "be", "or", "has", "had", "not", "but", "first", "one", "their", "its", "new", "after", "who", "they", "have", "two", "been", "other", "when", "there", "all", "during", "into", "school", "time", "may", "years", "more", "most", "only", "over", "city", "some", "world", "would", "where", "later", "up", "such", "used", "many", "can", "state", "about", "national", "out", "known", "university", "united", "then", "made", "team", "season", "system", "people", "also", "both", "between", "under", "however", "while", "being", "since", "three", "through", "well", "part", "group", "number", "early", "several", "film", "river", "north", "south", "east", "west", "second", "music", "series", "work", "area", "history", "small", "large", "water", "light", "market", "report", "study", "model", "server", "request", "answer", "question", "table", "window", "garden", "travel", "winter", "summer", "morning", "evening", "letter", "station", "engine", "signal", "value"]
+_WORDS = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "was",
+    "for",
+    "on",
+    "that",
+    "with",
+    "as",
+    "by",
+    "at",
+    "from",
+    "his",
+    "her",
+    "an",
+    "were",
+    "are",
+    "which",
+    "this",
+    "be",
+    "or",
+    "has",
+    "had",
+    "not",
+    "but",
+    "first",
+    "one",
+    "their",
+    "its",
+    "new",
+    "after",
+    "who",
+    "they",
+    "have",
+    "two",
+    "been",
+    "other",
+    "when",
+    "there",
+    "all",
+    "during",
+    "into",
+    "school",
+    "time",
+    "may",
+    "years",
+    "more",
+    "most",
+    "only",
+    "over",
+    "city",
+    "some",
+    "world",
+    "would",
+    "where",
+    "later",
+    "up",
+    "such",
+    "used",
+    "many",
+    "can",
+    "state",
+    "about",
+    "national",
+    "out",
+    "known",
+    "university",
+    "united",
+    "then",
+    "made",
+    "team",
+    "season",
+    "system",
+    "people",
+    "also",
+    "both",
+    "between",
+    "under",
+    "however",
+    "while",
+    "being",
+    "since",
+    "three",
+    "through",
+    "well",
+    "part",
+    "group",
+    "number",
+    "early",
+    "several",
+    "film",
+    "river",
+    "north",
+    "south",
+    "east",
+    "west",
+    "second",
+    "music",
+    "series",
+    "work",
+    "area",
+    "history",
+    "small",
+    "large",
+    "water",
+    "light",
+    "market",
+    "report",
+    "study",
+    "model",
+    "server",
+    "request",
+    "answer",
+    "question",
+    "table",
+    "window",
+    "garden",
+    "travel",
+    "winter",
+    "summer",
+    "morning",
+    "evening",
+    "letter",
+    "station",
+    "engine",
+    "signal",
+    "value",
+]
 
 # (text) -> token count, or None when the target cannot count.
 Counter = Callable[[str], int | None]
@@ -105,8 +236,13 @@ class PromptSet:
         return rng.choices(self.prompts, weights=self.weights, k=1)[0]
 
 
-def build_prompt_set(mix: Sequence[PromptSpec], seed: int = 0, count: Counter | None = None,
-                     variants: int = 4, tokenizer: str = "") -> PromptSet:
+def build_prompt_set(
+    mix: Sequence[PromptSpec],
+    seed: int = 0,
+    count: Counter | None = None,
+    variants: int = 4,
+    tokenizer: str = "",
+) -> PromptSet:
     """``variants`` distinct prompts per mix entry (distinct text defeats prefix caching)."""
     ps = PromptSet()
     methods: set[str] = set()
@@ -125,8 +261,9 @@ def build_prompt_set(mix: Sequence[PromptSpec], seed: int = 0, count: Counter | 
     return ps
 
 
-def tokenize_counter(server_root: str, model: str, headers: dict[str, str] | None = None,
-                     timeout_s: float = 10.0) -> tuple[Counter | None, str]:
+def tokenize_counter(
+    server_root: str, model: str, headers: dict[str, str] | None = None, timeout_s: float = 10.0
+) -> tuple[Counter | None, str]:
     """Find the target's /tokenize flavour: returns ``(counter, flavour)`` or ``(None, "")``.
 
     Tries the vLLM body first (``{"model", "prompt"}`` -> ``count``), then llama.cpp's
@@ -172,4 +309,5 @@ def _safe(fn: Counter) -> Counter:
             return fn(text)
         except Exception:  # noqa: BLE001 - a failing tokenizer falls back to the estimate
             return None
+
     return wrapped

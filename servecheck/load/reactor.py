@@ -223,15 +223,23 @@ class StreamReactor:
     be called from many greenlets (or threads) concurrently. Call :meth:`close` at the end.
     """
 
-    def __init__(self, base_url: str, headers: dict[str, str], connect_timeout_s: float = 10.0,
-                 read_timeout_s: float = 60.0, reader: str | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        headers: dict[str, str],
+        connect_timeout_s: float = 10.0,
+        read_timeout_s: float = 60.0,
+        reader: str | None = None,
+    ) -> None:
         self.origin = Origin(base_url, headers)
         if self.origin.tls:
             raise ValueError("StreamReactor reads plain HTTP; use WireClient for https")
         self.connect_timeout_s = connect_timeout_s
         self.read_timeout_s = read_timeout_s
         self._socket_cls = _original("socket", "socket")
-        self._src: _LoopReads | _ThreadReads = _ThreadReads() if reader_kind(reader) == "thread" else _LoopReads()
+        self._src: _LoopReads | _ThreadReads = (
+            _ThreadReads() if reader_kind(reader) == "thread" else _LoopReads()
+        )
         self.kind = self._src.kind
         self._keys = count(1)
         self._stamps_on = _stamps_keeper()
@@ -250,9 +258,16 @@ class StreamReactor:
 
     # -- requests (called from the users' greenlets) ---------------------------------------
 
-    def post_stream(self, path: str, body: bytes, on_data: Callable[[bytes, float], None],
-                    deadline: float | None = None, on_token: Callable[[float], bool] | None = None,
-                    request_id: str | None = None, until: Callable[[], bool] | None = None) -> WireResult:
+    def post_stream(
+        self,
+        path: str,
+        body: bytes,
+        on_data: Callable[[bytes, float], None],
+        deadline: float | None = None,
+        on_token: Callable[[float], bool] | None = None,
+        request_id: str | None = None,
+        until: Callable[[], bool] | None = None,
+    ) -> WireResult:
         """POST ``body``; ``on_data(payload, arrival_time)`` per read of the body. Never raises.
         ``request_id`` goes out as ``X-Request-Id`` (servers log it; vLLM takes it as its own id);
         ``until()`` true hangs up mid-response (an abandoned stream, ``res.hung_up``).
@@ -273,7 +288,9 @@ class StreamReactor:
                 if isinstance(sock_or_err, WireResult):
                     return sock_or_err
                 sock = sock_or_err
-            ex = Exchange(on_data, deadline, may_retry=reused, now=_perf(), on_token=on_token, until=until)
+            ex = Exchange(
+                on_data, deadline, may_retry=reused, now=_perf(), on_token=on_token, until=until
+            )
             try:
                 ex.res.t_sent = _perf()
                 self._sendall(sock, request)
@@ -298,28 +315,45 @@ class StreamReactor:
                 self._family, self._addr = info[0], info[4]
             sock = self._socket_cls(self._family, socket.SOCK_STREAM)
         except OSError as exc:
-            return WireResult(error="connect", error_message=f"cannot connect to {host}:{port}: {exc}", t_end=_perf())
+            return WireResult(
+                error="connect",
+                error_message=f"cannot connect to {host}:{port}: {exc}",
+                t_end=_perf(),
+            )
         sock.setblocking(False)
         try:
             rc = sock.connect_ex(self._addr)
             if rc in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
                 if not _ready(sock.fileno(), select.POLLOUT, self.connect_timeout_s):
                     sock.close()
-                    return WireResult(error="connect", error_message=f"connect timeout to {host}:{port}: "
-                                      f"no answer within {self.connect_timeout_s:g} s", t_end=_perf())
+                    return WireResult(
+                        error="connect",
+                        error_message=f"connect timeout to {host}:{port}: "
+                        f"no answer within {self.connect_timeout_s:g} s",
+                        t_end=_perf(),
+                    )
                 rc = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if rc:
                 sock.close()
-                return WireResult(error="connect", error_message=f"cannot connect to {host}:{port}: "
-                                  f"[Errno {rc}] {errno.errorcode.get(rc, '')} {_strerror(rc)}".replace("  ", " "),
-                                  t_end=_perf())
+                return WireResult(
+                    error="connect",
+                    error_message=f"cannot connect to {host}:{port}: "
+                    f"[Errno {rc}] {errno.errorcode.get(rc, '')} {_strerror(rc)}".replace(
+                        "  ", " "
+                    ),
+                    t_end=_perf(),
+                )
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if SO_TIMESTAMPNS is not None:
                 with contextlib.suppress(OSError):
                     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         except OSError as exc:
             sock.close()
-            return WireResult(error="connect", error_message=f"cannot connect to {host}:{port}: {exc}", t_end=_perf())
+            return WireResult(
+                error="connect",
+                error_message=f"cannot connect to {host}:{port}: {exc}",
+                t_end=_perf(),
+            )
         return sock
 
     def _sendall(self, sock: socket.socket, data: bytes) -> None:
@@ -329,7 +363,9 @@ class StreamReactor:
                 n = sock.send(view)
             except BlockingIOError:
                 if not _ready(sock.fileno(), select.POLLOUT, self.read_timeout_s):
-                    raise TimeoutError(f"could not send the request within {self.read_timeout_s:g} s") from None
+                    raise TimeoutError(
+                        f"could not send the request within {self.read_timeout_s:g} s"
+                    ) from None
                 continue
             view = view[n:]
 
@@ -344,7 +380,9 @@ class StreamReactor:
         try:
             while not event.wait(20 * TICK_S):
                 if self._loop_thread is None or not self._loop_thread.is_alive():
-                    self._finish(key, "fail", "stream-error", "the load generator's reader loop stopped")
+                    self._finish(
+                        key, "fail", "stream-error", "the load generator's reader loop stopped"
+                    )
         except BaseException:
             # The caller was cancelled (Locust stopping a user kills its greenlet): forget the
             # exchange and drop its connection, whose response would otherwise still be arriving.
@@ -380,7 +418,9 @@ class StreamReactor:
     def _ensure_loop(self) -> None:
         with self._loop_lock:
             if self._loop_thread is None or not self._loop_thread.is_alive():
-                self._loop_thread = threading.Thread(target=self._loop, name="servecheck-stream-reactor", daemon=True)
+                self._loop_thread = threading.Thread(
+                    target=self._loop, name="servecheck-stream-reactor", daemon=True
+                )
                 self._loop_thread.start()
 
     def _loop(self) -> None:
@@ -464,7 +504,9 @@ class StreamReactor:
         for key, item in list(self._live.items()):
             ex = item.ex
             if ex.deadline is not None and now > ex.deadline:
-                self._finish(key, "fail", "timeout", "the response did not complete before the deadline")
+                self._finish(
+                    key, "fail", "timeout", "the response did not complete before the deadline"
+                )
             elif now - ex.last > self.read_timeout_s:
                 self._finish(key, "fail", "timeout", f"no data for {self.read_timeout_s:g} s")
 

@@ -213,7 +213,9 @@ class MergeResult:
                 yield obj
 
 
-def merge_records(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> MergeResult:
+def merge_records(
+    run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None = None
+) -> MergeResult:
     """Merge every worker's file into ``records.jsonl``, sorted by send time.
 
     Two passes: index each valid line by (send time, worker, seq) and its byte range, sort the
@@ -238,8 +240,16 @@ def merge_records(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] |
                     except ValueError:
                         obj = None
                     if isinstance(obj, dict):
-                        index.append((float(obj.get("t_sent") or 0.0), str(obj.get("worker")), int(obj.get("seq") or 0),
-                                      fi, offset, size))
+                        index.append(
+                            (
+                                float(obj.get("t_sent") or 0.0),
+                                str(obj.get("worker")),
+                                int(obj.get("seq") or 0),
+                                fi,
+                                offset,
+                                size,
+                            )
+                        )
                         n += 1
                     else:
                         result.bad_lines += 1

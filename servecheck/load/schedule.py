@@ -47,7 +47,9 @@ def parse_duration(text: str | float | int) -> float:
                 value += n * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[unit]
                 pos = m.end()
             if pos != len(s) or not s:
-                raise UsageError(f"duration {text!r}: write e.g. 30s, 5m, 1h30m or a number of seconds")
+                raise UsageError(
+                    f"duration {text!r}: write e.g. 30s, 5m, 1h30m or a number of seconds"
+                )
     if value <= 0 or math.isinf(value):
         raise UsageError(f"duration {text!r}: must be positive")
     return value
@@ -60,9 +62,20 @@ def parse_rate(text: str | float | int) -> float:
     else:
         m = _RATE.match(text)
         if not m:
-            raise UsageError(f"rate {text!r}: write requests per second, e.g. 5/s, 0.5/s or 300/min")
-        per = {None: 1.0, "s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0,
-               "h": 3600.0, "hour": 3600.0}[m.group(2)]
+            raise UsageError(
+                f"rate {text!r}: write requests per second, e.g. 5/s, 0.5/s or 300/min"
+            )
+        per = {
+            None: 1.0,
+            "s": 1.0,
+            "sec": 1.0,
+            "second": 1.0,
+            "m": 60.0,
+            "min": 60.0,
+            "minute": 60.0,
+            "h": 3600.0,
+            "hour": 3600.0,
+        }[m.group(2)]
         value = float(m.group(1)) / per
     if value <= 0:
         raise UsageError(f"rate {text!r}: must be positive")
@@ -117,7 +130,9 @@ class Poisson:
         return n  # pragma: no cover - the generator is infinite
 
 
-def for_worker(rate: float, poisson: bool, seed: int, index: int, workers: int) -> FixedRate | Poisson:
+def for_worker(
+    rate: float, poisson: bool, seed: int, index: int, workers: int
+) -> FixedRate | Poisson:
     """This worker's share of an open-loop schedule of ``rate`` req/s over ``workers`` workers."""
     if workers < 1 or not 0 <= index < workers:
         raise ValueError(f"worker index {index} out of range for {workers} workers")
@@ -188,7 +203,13 @@ def ramp(start: int, end: int, over: float, steps: int = 10, hold: float = 0.0) 
     stages = []
     for k in range(1, steps + 1):
         users = round(start + (end - start) * k / steps)
-        stages.append(Stage(end=over * k / steps, users=max(1, users), spawn_rate=max(1.0, abs(end - start) / over * 4)))
+        stages.append(
+            Stage(
+                end=over * k / steps,
+                users=max(1, users),
+                spawn_rate=max(1.0, abs(end - start) / over * 4),
+            )
+        )
     if hold > 0:
         stages.append(Stage(end=over + hold, users=end, spawn_rate=stages[-1].spawn_rate))
     return StageShape(stages)
@@ -198,8 +219,16 @@ def steps(start: int, step: int, every: float, count: int) -> StageShape:
     """``count`` plateaus of ``every`` seconds: start, start+step, ... (a capacity staircase)."""
     if count < 1 or every <= 0:
         raise UsageError("steps: count must be >= 1 and every positive")
-    return StageShape([Stage(end=every * (k + 1), users=start + step * k, spawn_rate=float(min(100, max(1, abs(step)) * 10)))
-                       for k in range(count)])
+    return StageShape(
+        [
+            Stage(
+                end=every * (k + 1),
+                users=start + step * k,
+                spawn_rate=float(min(100, max(1, abs(step)) * 10)),
+            )
+            for k in range(count)
+        ]
+    )
 
 
 def spike(base: int, peak: int, at: float, length: float, total: float) -> StageShape:
@@ -208,7 +237,10 @@ def spike(base: int, peak: int, at: float, length: float, total: float) -> Stage
         raise UsageError("spike: need 0 <= at < at+length <= total")
     fast = float(min(100, max(peak, 1) * 4))
     stages = [Stage(end=at, users=base, spawn_rate=fast)] if at > 0 else []
-    stages += [Stage(end=at + length, users=peak, spawn_rate=fast), Stage(end=total, users=base, spawn_rate=fast)]
+    stages += [
+        Stage(end=at + length, users=peak, spawn_rate=fast),
+        Stage(end=total, users=base, spawn_rate=fast),
+    ]
     return StageShape([s for s in stages if s.end > 0])
 
 
@@ -218,19 +250,38 @@ def shape_from_spec(spec: dict[str, Any]) -> StageShape:
     args = {k: v for k, v in spec.items() if k != "kind"}
     try:
         if kind == "ramp":
-            return ramp(int(args["start"]), int(args["end"]), parse_duration(args["over"]),
-                        int(args.get("steps", 10)), parse_duration(args["hold"]) if args.get("hold") else 0.0)
+            return ramp(
+                int(args["start"]),
+                int(args["end"]),
+                parse_duration(args["over"]),
+                int(args.get("steps", 10)),
+                parse_duration(args["hold"]) if args.get("hold") else 0.0,
+            )
         if kind == "steps":
-            return steps(int(args["start"]), int(args["step"]), parse_duration(args["every"]), int(args["count"]))
+            return steps(
+                int(args["start"]),
+                int(args["step"]),
+                parse_duration(args["every"]),
+                int(args["count"]),
+            )
         if kind == "spike":
-            return spike(int(args["base"]), int(args["peak"]), parse_duration(args["at"]),
-                         parse_duration(args["length"]), parse_duration(args["total"]))
+            return spike(
+                int(args["base"]),
+                int(args["peak"]),
+                parse_duration(args["at"]),
+                parse_duration(args["length"]),
+                parse_duration(args["total"]),
+            )
         if kind == "stages":
             raw = args.get("stages")
             if not isinstance(raw, Sequence):
                 raise UsageError("shape stages: give a list of {end, users, spawn_rate}")
-            return StageShape([Stage(parse_duration(s["end"]), int(s["users"]), float(s.get("spawn_rate", 10)))
-                               for s in raw])
+            return StageShape(
+                [
+                    Stage(parse_duration(s["end"]), int(s["users"]), float(s.get("spawn_rate", 10)))
+                    for s in raw
+                ]
+            )
     except KeyError as exc:
         raise UsageError(f"shape {kind!r}: missing key {exc.args[0]!r}") from None
     raise UsageError(f"shape kind {kind!r}: use ramp, steps, spike or stages")

@@ -38,8 +38,15 @@ RATES = ("throughput_tokens", "throughput_requests")
 METRICS = LATENCY + SHARES + RATES
 STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "min", "max")
 _STAT_ALIASES = {"p999": "p99.9", "median": "p50", "avg": "mean"}
-_OPS: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt}
-_EXPR = re.compile(r"^\s*(?P<lhs>[A-Za-z_][A-Za-z0-9_.]*)\s*(?P<op><=|>=|<|>|==|=)\s*(?P<num>[-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>[A-Za-z%/]*)\s*$")
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    "<=": operator.le,
+    "<": operator.lt,
+    ">=": operator.ge,
+    ">": operator.gt,
+}
+_EXPR = re.compile(
+    r"^\s*(?P<lhs>[A-Za-z_][A-Za-z0-9_.]*)\s*(?P<op><=|>=|<|>|==|=)\s*(?P<num>[-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>[A-Za-z%/]*)\s*$"
+)
 _LATENCY_UNITS = {"us": 0.001, "µs": 0.001, "ms": 1.0, "s": 1000.0}
 
 
@@ -126,11 +133,17 @@ def parse_slo(text: str, source: str = "cli") -> SLO:
         )
     lhs, op, num, unit = m.group("lhs"), m.group("op"), float(m.group("num")), m.group("unit")
     if op in ("==", "="):
-        raise UsageError(f"SLO {text!r}: use one of <=, <, >=, > (an SLO is a bound, not an equality)")
+        raise UsageError(
+            f"SLO {text!r}: use one of <=, <, >=, > (an SLO is a bound, not an equality)"
+        )
     metric, stat = _split(lhs, text)
     if metric in LATENCY:
         if unit not in _LATENCY_UNITS:
-            hint = "add a unit: us, ms or s" if not unit else f"unit {unit!r} is not a time unit (us, ms, s)"
+            hint = (
+                "add a unit: us, ms or s"
+                if not unit
+                else f"unit {unit!r} is not a time unit (us, ms, s)"
+            )
             raise UsageError(f"SLO {text!r}: {hint}")
         bound = num * _LATENCY_UNITS[unit]
     elif metric in SHARES:
@@ -139,7 +152,9 @@ def parse_slo(text: str, source: str = "cli") -> SLO:
         elif not unit:
             bound = num
         else:
-            raise UsageError(f"SLO {text!r}: {metric} takes a percentage (0.5%) or a fraction (0.005), not {unit!r}")
+            raise UsageError(
+                f"SLO {text!r}: {metric} takes a percentage (0.5%) or a fraction (0.005), not {unit!r}"
+            )
         if not 0.0 <= bound <= 1.0:
             raise UsageError(f"SLO {text!r}: {metric} must be between 0% and 100%")
     else:
@@ -155,7 +170,9 @@ def _split(lhs: str, text: str) -> tuple[str, str | None]:
     if lhs in SHARES or lhs in RATES:
         return lhs, None
     if lhs in LATENCY:
-        raise UsageError(f"SLO {text!r}: {lhs} needs a statistic, e.g. {lhs}_p95 (one of {', '.join(STATS)})")
+        raise UsageError(
+            f"SLO {text!r}: {lhs} needs a statistic, e.g. {lhs}_p95 (one of {', '.join(STATS)})"
+        )
     metric, _, stat = lhs.rpartition("_")
     stat = _STAT_ALIASES.get(stat, stat)
     if metric in LATENCY and stat in STATS:
@@ -165,7 +182,9 @@ def _split(lhs: str, text: str) -> tuple[str, str | None]:
             f"SLO {text!r}: unknown statistic {stat!r}{did_you_mean(stat, STATS)}; use one of {', '.join(STATS)}"
         )
     if metric in SHARES or metric in RATES:
-        raise UsageError(f"SLO {text!r}: {metric} takes no statistic; write e.g. {metric}{'<=0.5%' if metric == 'error_rate' else '>=95%' if metric == 'goodput' else '>=100/s'}")
+        raise UsageError(
+            f"SLO {text!r}: {metric} takes no statistic; write e.g. {metric}{'<=0.5%' if metric == 'error_rate' else '>=95%' if metric == 'goodput' else '>=100/s'}"
+        )
     base = metric if metric else lhs
     guess = did_you_mean(lhs, _names()) or did_you_mean(base, METRICS)
     raise UsageError(f"SLO {text!r}: unknown metric {base!r}{guess}; metrics: {', '.join(METRICS)}")

@@ -19,7 +19,13 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("p99.9", 99.9))
+PERCENTILES: tuple[tuple[str, float], ...] = (
+    ("p50", 50.0),
+    ("p90", 90.0),
+    ("p95", 95.0),
+    ("p99", 99.0),
+    ("p99.9", 99.9),
+)
 _LOWEST_US = 1
 _HIGHEST_US = 3600 * 1_000_000  # one hour
 _SIG = 3
@@ -43,7 +49,13 @@ class Distribution:
         return self.percentiles.get(stat)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"count": self.count, "min": self.min, "mean": self.mean, **self.percentiles, "max": self.max}
+        return {
+            "count": self.count,
+            "min": self.min,
+            "mean": self.mean,
+            **self.percentiles,
+            "max": self.max,
+        }
 
 
 class Histogram:
@@ -225,7 +237,9 @@ def compute_stats(
             if ttft is not None:
                 hist["ttft"].record(ttft)
                 hist["ttft_from_intended"].record(ttft + sent - intended)
-            if e2e is not None and not abandoned:  # an abandoned stream's end is the client's choice
+            if (
+                e2e is not None and not abandoned
+            ):  # an abandoned stream's end is the client's choice
                 hist["e2e"].record(e2e)
                 hist["e2e_from_intended"].record(e2e + sent - intended)
             if r.get("tpot") is not None:

@@ -24,11 +24,21 @@ from servecheck.load.wire import WireResult
 _DONE_B = DONE.encode()
 
 
-
 class StreamState:
     """What one streamed response produced, fed with raw bytes as they arrive."""
 
-    __slots__ = ("_buf", "_slow", "t_first", "token_times", "usage", "done", "problem", "problem_kind", "chunks", "fast")
+    __slots__ = (
+        "_buf",
+        "_slow",
+        "t_first",
+        "token_times",
+        "usage",
+        "done",
+        "problem",
+        "problem_kind",
+        "chunks",
+        "fast",
+    )
 
     def __init__(self, fast: bool = True) -> None:
         self.fast = fast
@@ -47,8 +57,13 @@ class StreamState:
             for ev in self._slow.feed(data, t):
                 self._data(ev.data.encode(), t)
             return
-        if (not self._buf and data[:6] == b"data: " and data[-2:] == b"\n\n" and data.find(b"\n", 6) == len(data) - 2
-                and b"\r" not in data):
+        if (
+            not self._buf
+            and data[:6] == b"data: "
+            and data[-2:] == b"\n\n"
+            and data.find(b"\n", 6) == len(data) - 2
+            and b"\r" not in data
+        ):
             self._data(data[6:-2], t)  # the common read: exactly one single-line event
             return
         if b"\r" in data:
@@ -124,11 +139,17 @@ class StreamState:
             obj = None
         if not isinstance(obj, dict):
             if not self.problem:
-                self.problem_kind, self.problem = "invalid-sse", f"data is not a JSON object: {data[:80]!r}"
+                self.problem_kind, self.problem = (
+                    "invalid-sse",
+                    f"data is not a JSON object: {data[:80]!r}",
+                )
             return
         if obj.get("error") and "choices" not in obj:
             if not self.problem:
-                self.problem_kind, self.problem = "stream-error", f"error object in stream: {str(obj.get('error'))[:200]}"
+                self.problem_kind, self.problem = (
+                    "stream-error",
+                    f"error object in stream: {str(obj.get('error'))[:200]}",
+                )
             return
         self.chunks += 1
         if carries_token(obj):
@@ -163,13 +184,17 @@ def token_kind(data: bytes) -> bool | None:
         # The shape vLLM, llama.cpp and OpenAI send for a token: a non-empty content string in a
         # delta carries a token whatever else the chunk holds; only a usage object needs the parse.
         u = data.find(b'"usage"')
-        if u < 0 or (data.startswith((b":null", b": null"), u + 7) and data.find(b'"usage"', u + 7) < 0):
+        if u < 0 or (
+            data.startswith((b":null", b": null"), u + 7) and data.find(b'"usage"', u + 7) < 0
+        ):
             return True
         return None
     for key in _SLOW_KEYS:
         if key in data:
             return None
-    if b'"usage"' in data and data.count(b'"usage"') != data.count(_USAGE_NULL[0]) + data.count(_USAGE_NULL[1]):
+    if b'"usage"' in data and data.count(b'"usage"') != data.count(_USAGE_NULL[0]) + data.count(
+        _USAGE_NULL[1]
+    ):
         return None  # a usage object (the last chunk): parse it; "usage": null (OpenAI, vLLM) is not one
     i = data.find(b'"content"')
     if i < 0:
@@ -184,9 +209,9 @@ def token_kind(data: bytes) -> bool | None:
         j += 1
         while j < n and data[j] in _WS:
             j += 1
-        c = data[j:j + 1]
+        c = data[j : j + 1]
         if c == b'"':
-            if data[j + 1:j + 2] != b'"':
+            if data[j + 1 : j + 2] != b'"':
                 return True  # a non-empty string
         elif c not in (b"n", b"["):  # null, or logprobs' "content": [...]
             return None

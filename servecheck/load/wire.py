@@ -55,12 +55,37 @@ class Exchange:
     hangs up (``res.hung_up``, the connection is not reused): an abandoned stream.
     """
 
-    __slots__ = ("on_data", "on_token", "until", "deadline", "may_retry", "res", "buf", "dech", "length", "received", "keep",
-                 "limit", "prefix", "prefix_len", "done", "retry", "got_any", "in_body", "last")
+    __slots__ = (
+        "on_data",
+        "on_token",
+        "until",
+        "deadline",
+        "may_retry",
+        "res",
+        "buf",
+        "dech",
+        "length",
+        "received",
+        "keep",
+        "limit",
+        "prefix",
+        "prefix_len",
+        "done",
+        "retry",
+        "got_any",
+        "in_body",
+        "last",
+    )
 
-    def __init__(self, on_data: Callable[[bytes, float], None], deadline: float | None = None,
-                 may_retry: bool = False, now: float = 0.0, on_token: Callable[[float], bool] | None = None,
-                 until: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        on_data: Callable[[bytes, float], None],
+        deadline: float | None = None,
+        may_retry: bool = False,
+        now: float = 0.0,
+        on_token: Callable[[float], bool] | None = None,
+        until: Callable[[], bool] | None = None,
+    ) -> None:
         self.on_data = on_data
         self.on_token = on_token
         self.until = until
@@ -99,7 +124,7 @@ class Exchange:
             except (ValueError, IndexError) as exc:
                 self.fail("stream-error", f"malformed HTTP response: {exc}", t)
                 return
-            data = buf[end + 4:]
+            data = buf[end + 4 :]
             if not data:
                 if self.length == 0:
                     self._complete(t)
@@ -117,7 +142,9 @@ class Exchange:
             elif self.prefix_len < self.limit:
                 self.prefix.append(payload)
                 self.prefix_len += len(payload)
-        if (self.dech is not None and self.dech.done) or (self.length is not None and self.received >= self.length):
+        if (self.dech is not None and self.dech.done) or (
+            self.length is not None and self.received >= self.length
+        ):
             self._complete(t)
         elif self.limit is not None and self.prefix_len >= self.limit:
             self.keep = False
@@ -163,8 +190,12 @@ class Exchange:
             headers[k.strip().lower()] = v.strip()
         res.headers = headers
         chunked = "chunked" in headers.get("transfer-encoding", "").lower()
-        self.length = int(headers["content-length"]) if "content-length" in headers and not chunked else None
-        self.keep = headers.get("connection", "").lower() != "close" and (chunked or self.length is not None)
+        self.length = (
+            int(headers["content-length"]) if "content-length" in headers and not chunked else None
+        )
+        self.keep = headers.get("connection", "").lower() != "close" and (
+            chunked or self.length is not None
+        )
         self.dech = _Dechunker() if chunked else None
         self.limit = 2000 if res.status != 200 else None
         self.in_body = True
@@ -206,8 +237,10 @@ class Exchange:
 
 
 def request_bytes(host_hdr: str, prefix: str, head_tail: str, path: str, body: bytes) -> bytes:
-    head = (f"POST {prefix}{path} HTTP/1.1\r\nHost: {host_hdr}\r\nContent-Length: {len(body)}\r\n"
-            f"{head_tail}\r\n").encode("latin-1")
+    head = (
+        f"POST {prefix}{path} HTTP/1.1\r\nHost: {host_hdr}\r\nContent-Length: {len(body)}\r\n"
+        f"{head_tail}\r\n"
+    ).encode("latin-1")
     return head + body
 
 
@@ -223,10 +256,18 @@ class Origin:
         self.port = parts.port or (443 if self.tls else 80)
         self.prefix = parts.path.rstrip("/")
         self.host_hdr = self.host if self.port in (80, 443) else f"{self.host}:{self.port}"
-        self.head_tail = "".join(f"{k}: {v}\r\n" for k, v in headers.items() if k.lower() not in ("host", "content-length"))
+        self.head_tail = "".join(
+            f"{k}: {v}\r\n"
+            for k, v in headers.items()
+            if k.lower() not in ("host", "content-length")
+        )
 
     def request(self, path: str, body: bytes, request_id: str | None = None) -> bytes:
-        tail = self.head_tail if request_id is None else f"{self.head_tail}X-Request-Id: {request_id}\r\n"
+        tail = (
+            self.head_tail
+            if request_id is None
+            else f"{self.head_tail}X-Request-Id: {request_id}\r\n"
+        )
         return request_bytes(self.host_hdr, self.prefix, tail, path, body)
 
 
@@ -263,7 +304,7 @@ class _Dechunker:
                 except ValueError:
                     size = -1
                 if size > 0 and len(data) == eol + 4 + size:
-                    return data[eol + 2:-2]
+                    return data[eol + 2 : -2]
         buf = self.pending + data if self.pending else data
         self.pending = b""
         out: list[bytes] = []
@@ -272,7 +313,7 @@ class _Dechunker:
             st = self.state
             if st == 1:
                 take = min(self.left, n - pos)
-                out.append(buf[pos:pos + take])
+                out.append(buf[pos : pos + take])
                 pos += take
                 self.left -= take
                 if self.left == 0:
@@ -310,8 +351,14 @@ class WireClient:
     Not thread-safe; fine for gevent (one pool, no connection is shared by two greenlets at once).
     Plain-HTTP load runs use :class:`~servecheck.load.reactor.StreamReactor` instead."""
 
-    def __init__(self, base_url: str, headers: dict[str, str], connect_timeout_s: float = 10.0,
-                 read_timeout_s: float = 60.0, verify_tls: bool = True) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        headers: dict[str, str],
+        connect_timeout_s: float = 10.0,
+        read_timeout_s: float = 60.0,
+        verify_tls: bool = True,
+    ) -> None:
         self.origin = Origin(base_url, headers)
         self.connect_timeout_s = connect_timeout_s
         self.read_timeout_s = read_timeout_s
@@ -336,9 +383,16 @@ class WireClient:
         sock.settimeout(self.read_timeout_s)
         return _Conn(sock)
 
-    def post_stream(self, path: str, body: bytes, on_data: Callable[[bytes, float], None],
-                    deadline: float | None = None, on_token: Callable[[float], bool] | None = None,
-                    request_id: str | None = None, until: Callable[[], bool] | None = None) -> WireResult:
+    def post_stream(
+        self,
+        path: str,
+        body: bytes,
+        on_data: Callable[[bytes, float], None],
+        deadline: float | None = None,
+        on_token: Callable[[float], bool] | None = None,
+        request_id: str | None = None,
+        until: Callable[[], bool] | None = None,
+    ) -> WireResult:
         """POST ``body``; call ``on_data(payload_bytes, arrival_time)`` per socket read of the body.
         ``request_id`` goes out as ``X-Request-Id``; ``until()`` true hangs up mid-response
         (:class:`Exchange`). (``on_token`` is for
@@ -352,9 +406,17 @@ class WireClient:
             try:
                 conn = self.pool.pop() if reused else self._connect()
             except TimeoutError as exc:
-                return WireResult(error="connect", error_message=f"connect timeout to {where}: {exc}", t_end=_perf())
+                return WireResult(
+                    error="connect",
+                    error_message=f"connect timeout to {where}: {exc}",
+                    t_end=_perf(),
+                )
             except OSError as exc:
-                return WireResult(error="connect", error_message=f"cannot connect to {where}: {exc}", t_end=_perf())
+                return WireResult(
+                    error="connect",
+                    error_message=f"cannot connect to {where}: {exc}",
+                    t_end=_perf(),
+                )
             ex = Exchange(on_data, deadline, may_retry=reused, until=until)
             self._exchange(conn, request, ex)
             if not ex.retry:

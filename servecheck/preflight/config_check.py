@@ -56,14 +56,19 @@ def load_config(ctx: Context, model_dir: Path, required: bool) -> dict[str, Any]
         ctx.add("PF-CONFIG-JSON", path, f"does not parse: {exc}", "re-download config.json")
         return None
     if not isinstance(config, dict):
-        ctx.add("PF-CONFIG-JSON", path, f"is a JSON {type(config).__name__}, expected an object", "re-download config.json")
+        ctx.add(
+            "PF-CONFIG-JSON",
+            path,
+            f"is a JSON {type(config).__name__}, expected an object",
+            "re-download config.json",
+        )
         return None
     if not isinstance(config.get("model_type"), str):
         ctx.add(
             "PF-CONFIG-NO-MODEL-TYPE",
             path,
             "no model_type: transformers' AutoConfig cannot pick a config class",
-            "re-download config.json; a hand-written config needs model_type (e.g. \"llama\")",
+            're-download config.json; a hand-written config needs model_type (e.g. "llama")',
         )
     archs = config.get("architectures")
     if not (isinstance(archs, list) and archs and all(isinstance(a, str) for a in archs)):
@@ -71,7 +76,7 @@ def load_config(ctx: Context, model_dir: Path, required: bool) -> dict[str, Any]
             "PF-CONFIG-NO-ARCHITECTURES",
             path,
             "no architectures list: vLLM cannot pick a model class",
-            "add e.g. \"architectures\": [\"LlamaForCausalLM\"] matching the weights",
+            'add e.g. "architectures": ["LlamaForCausalLM"] matching the weights',
         )
     if not any(k in config or k in _text_config(config) for k in ("torch_dtype", "dtype")):
         ctx.add(
@@ -106,7 +111,9 @@ def _check_remote_code(ctx: Context, model_dir: Path, path: Path, config: dict[s
         return
     refs: list[str] = []
     for value in auto_map.values():
-        refs.extend(v for v in (value if isinstance(value, list) else [value]) if isinstance(v, str))
+        refs.extend(
+            v for v in (value if isinstance(value, list) else [value]) if isinstance(v, str)
+        )
     local: dict[str, bool] = {}
     remote: list[str] = []
     for ref in refs:

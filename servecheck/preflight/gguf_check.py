@@ -78,7 +78,9 @@ def check_gguf_file(ctx: Context, path: Path) -> GGUFInfo | None:
         )
         return None
     if len(head) < 8:
-        ctx.add("PF-GGUF-UNREADABLE", path, f"file is {size} bytes, too short for a GGUF header", _FIX)
+        ctx.add(
+            "PF-GGUF-UNREADABLE", path, f"file is {size} bytes, too short for a GGUF header", _FIX
+        )
         return None
     version = struct.unpack("<I", head[4:8])[0]
     try:

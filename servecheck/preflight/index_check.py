@@ -163,7 +163,10 @@ def check_series(ctx: Context, model_dir: Path, names: list[str], has_index: boo
             totals[match["prefix"]][int(match["total"])].append(int(match["part"]))
     for prefix, by_total in sorted(totals.items()):
         if len(by_total) > 1:
-            series = ", ".join(f"-of-{n:05d} ({_count(len(parts), 'file')})" for n, parts in sorted(by_total.items()))
+            series = ", ".join(
+                f"-of-{n:05d} ({_count(len(parts), 'file')})"
+                for n, parts in sorted(by_total.items())
+            )
             ctx.add(
                 "PF-MIXED-REVISION",
                 model_dir,
@@ -184,7 +187,9 @@ def check_series(ctx: Context, model_dir: Path, names: list[str], has_index: boo
             )
 
 
-def check_duplicates(ctx: Context, model_dir: Path, shards: dict[str, ShardInfo], loaded: set[str]) -> None:
+def check_duplicates(
+    ctx: Context, model_dir: Path, shards: dict[str, ShardInfo], loaded: set[str]
+) -> None:
     """No tensor name is stored in two of the shards an engine will load."""
     seen: dict[str, str] = {}
     dupes: dict[tuple[str, str], list[str]] = defaultdict(list)

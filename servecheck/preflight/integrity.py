@@ -75,7 +75,9 @@ def read_manifest(manifest: Path) -> list[tuple[int, str, str]]:
     return entries
 
 
-def hash_jobs(ctx: Context, model_dir: Path, blobs: dict[Path, Path], weight_files: list[Path]) -> list[HashJob]:
+def hash_jobs(
+    ctx: Context, model_dir: Path, blobs: dict[Path, Path], weight_files: list[Path]
+) -> list[HashJob]:
     """Decide what to hash: manifest lines, else HF blobs named by sha256 (LFS files)."""
     jobs: list[HashJob] = []
     manifest = ctx.options.manifest

@@ -49,7 +49,9 @@ def detect_layout(path: Path) -> Layout:
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file or directory") from None
     except PermissionError:
-        raise UsageError(f"{path}: permission denied (a directory above it lacks x for you)") from None
+        raise UsageError(
+            f"{path}: permission denied (a directory above it lacks x for you)"
+        ) from None
     if path.is_file():
         if path.suffix not in (".safetensors", ".gguf"):
             raise UsageError(f"{path}: expected a model folder, a .safetensors or a .gguf file")

@@ -88,7 +88,9 @@ def run_preflight(
     root = Path(path)
     lay = layout.detect_layout(root)
     if options.revision is not None and lay.kind != "hf-cache":
-        raise UsageError(f"--revision {options.revision}: {root} is not an HF cache repo (models--org--name)")
+        raise UsageError(
+            f"--revision {options.revision}: {root} is not an HF cache repo (models--org--name)"
+        )
     if options.manifest is not None and not options.manifest.is_file():
         raise UsageError(f"--manifest {options.manifest}: no such file")
     # A single file's findings are shown relative to its folder ("model.gguf", not ".").
@@ -138,7 +140,9 @@ def run_preflight(
     report.weight_bytes = sum(sum(info.tensors.values()) for info in shards.values())
     if ggufs:
         report.weight_bytes += _gguf_weight_bytes(ggufs)
-    model_bytes = sum(f.stat().st_size for f in usable if f.suffix in (".safetensors", ".gguf", *_PICKLE_SUFFIXES))
+    model_bytes = sum(
+        f.stat().st_size for f in usable if f.suffix in (".safetensors", ".gguf", *_PICKLE_SUFFIXES)
+    )
     host_check.check_disk_space(ctx, model_dir, model_bytes)
     host_check.check_memory(ctx, model_dir, report.weight_bytes)
 
@@ -165,11 +169,15 @@ def _check_weights(
     if lay.single_file is None:
         other: list[Path] = []
         if lay.repo_dir is not None:
-            other = [p for p in (lay.repo_dir / "snapshots").iterdir() if p.is_dir() and p != model_dir]
+            other = [
+                p for p in (lay.repo_dir / "snapshots").iterdir() if p.is_dir() and p != model_dir
+            ]
         indexed = index_check.check_index(ctx, model_dir, shards, other)
         loaded = indexed or loaded
         names = [p.name for p in entries]
-        index_check.check_series(ctx, model_dir, [n for n in names if n.endswith(".safetensors")], bool(indexed))
+        index_check.check_series(
+            ctx, model_dir, [n for n in names if n.endswith(".safetensors")], bool(indexed)
+        )
         index_check.check_duplicates(ctx, model_dir, shards, loaded)
         gguf_check.check_gguf_splits(ctx, model_dir, [n for n in names if n.endswith(".gguf")])
     ggufs: list[gguf_check.GGUFInfo] = []
@@ -201,7 +209,8 @@ def _check_layout(ctx: Context, model_dir: Path, usable: list[Path], suffixes: s
         ctx.add(
             "PF-WEIGHTS-NOT-CHECKED",
             model_dir,
-            f"pickle weights are not checked: {', '.join(pickles[:5])}" + (" ..." if len(pickles) > 5 else ""),
+            f"pickle weights are not checked: {', '.join(pickles[:5])}"
+            + (" ..." if len(pickles) > 5 else ""),
             "prefer the safetensors files of the repo; pickle files can also run code when loaded",
         )
 

@@ -71,7 +71,12 @@ def read_header(path: Path, size: int, ctx: Context) -> tuple[int, dict[str, obj
         )
         return None
     if size < 8:
-        ctx.add("PF-ST-TOO-SMALL", path, f"file is {size} bytes, shorter than the 8-byte header length", fix)
+        ctx.add(
+            "PF-ST-TOO-SMALL",
+            path,
+            f"file is {size} bytes, shorter than the 8-byte header length",
+            fix,
+        )
         return None
     with path.open("rb") as fh:
         (header_len,) = struct.unpack("<Q", fh.read(8))
@@ -89,10 +94,17 @@ def read_header(path: Path, size: int, ctx: Context) -> tuple[int, dict[str, obj
     try:
         header = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        ctx.add("PF-ST-HEADER-JSON", path, f"header ({header_len} bytes) is not UTF-8 JSON: {exc}", fix)
+        ctx.add(
+            "PF-ST-HEADER-JSON", path, f"header ({header_len} bytes) is not UTF-8 JSON: {exc}", fix
+        )
         return None
     if not isinstance(header, dict):
-        ctx.add("PF-ST-HEADER-JSON", path, f"header is JSON {type(header).__name__}, expected an object", fix)
+        ctx.add(
+            "PF-ST-HEADER-JSON",
+            path,
+            f"header is JSON {type(header).__name__}, expected an object",
+            fix,
+        )
         return None
     return header_len, header
 
@@ -144,7 +156,12 @@ def check_safetensors_file(path: Path, ctx: Context) -> ShardInfo:
             )
             ok = False
         if end < begin:
-            ctx.add("PF-ST-OFFSETS", path, f"tensor {name!r}: data_offsets [{begin}, {end}] end before begin", fix)
+            ctx.add(
+                "PF-ST-OFFSETS",
+                path,
+                f"tensor {name!r}: data_offsets [{begin}, {end}] end before begin",
+                fix,
+            )
             ok = layout_ok = False
             continue
         want = _tensor_bytes(dtype, shape) if known else end - begin
@@ -161,7 +178,12 @@ def check_safetensors_file(path: Path, ctx: Context) -> ShardInfo:
         spans.append((begin, end, name))
         info.tensors[name] = end - begin
     if not header:
-        ctx.add("PF-ST-NO-TENSORS", path, "the header declares no tensors", "remove the file if it is not part of the model")
+        ctx.add(
+            "PF-ST-NO-TENSORS",
+            path,
+            "the header declares no tensors",
+            "remove the file if it is not part of the model",
+        )
     if layout_ok and not _check_packing(ctx, path, spans, header_len, size, fix):
         ok = False
     info.header_ok = ok
@@ -169,7 +191,12 @@ def check_safetensors_file(path: Path, ctx: Context) -> ShardInfo:
 
 
 def _check_packing(
-    ctx: Context, path: Path, spans: list[tuple[int, int, str]], header_len: int, size: int, fix: str
+    ctx: Context,
+    path: Path,
+    spans: list[tuple[int, int, str]],
+    header_len: int,
+    size: int,
+    fix: str,
 ) -> bool:
     """Tensors tile the data section from 0 without gaps, and the file ends where they do."""
     data_end = 0

@@ -33,7 +33,9 @@ def _load_tokenizer_json(ctx: Context, path: Path) -> TokenizerInfo | None:
             from tokenizers import Tokenizer
 
             tok = Tokenizer.from_file(str(path))
-            return TokenizerInfo(lookup=tok.token_to_id, size=tok.get_vocab_size(with_added_tokens=True))
+            return TokenizerInfo(
+                lookup=tok.token_to_id, size=tok.get_vocab_size(with_added_tokens=True)
+            )
         data = json.loads(path.read_text(encoding="utf-8"))
         vocab: dict[str, int] = {}
         model_vocab = data.get("model", {}).get("vocab")
@@ -79,12 +81,19 @@ def _ids(value: Any) -> set[int]:
     return set()
 
 
-def check_tokenizer(ctx: Context, model_dir: Path, config: dict[str, Any] | None) -> dict[str, Any] | None:
+def check_tokenizer(
+    ctx: Context, model_dir: Path, config: dict[str, Any] | None
+) -> dict[str, Any] | None:
     """Check tokenizer files against config.json; return tokenizer_config.json (or None)."""
     tok_json = model_dir / "tokenizer.json"
     present = [
         p.name
-        for p in (tok_json, model_dir / "tokenizer.model", model_dir / "vocab.txt", model_dir / "tiktoken.model")
+        for p in (
+            tok_json,
+            model_dir / "tokenizer.model",
+            model_dir / "vocab.txt",
+            model_dir / "tiktoken.model",
+        )
         if p.is_file() and p not in ctx.broken
     ]
     if (model_dir / "vocab.json").is_file() and (model_dir / "merges.txt").is_file():
@@ -97,7 +106,11 @@ def check_tokenizer(ctx: Context, model_dir: Path, config: dict[str, Any] | None
             "no tokenizer.json, tokenizer.model, vocab.json+merges.txt or *.tiktoken file",
             "download the tokenizer files from the same repo, or pass --tokenizer to the engine",
         )
-    info = _load_tokenizer_json(ctx, tok_json) if tok_json.is_file() and tok_json not in ctx.broken else None
+    info = (
+        _load_tokenizer_json(ctx, tok_json)
+        if tok_json.is_file() and tok_json not in ctx.broken
+        else None
+    )
     tok_config = _load_json(ctx, model_dir / "tokenizer_config.json")
     if info is not None and config is not None:
         _check_special(ctx, model_dir, config, tok_config or {}, info)
@@ -114,7 +127,11 @@ def check_tokenizer(ctx: Context, model_dir: Path, config: dict[str, Any] | None
 
 
 def _check_special(
-    ctx: Context, model_dir: Path, config: dict[str, Any], tok_config: dict[str, Any], info: TokenizerInfo
+    ctx: Context,
+    model_dir: Path,
+    config: dict[str, Any],
+    tok_config: dict[str, Any],
+    info: TokenizerInfo,
 ) -> None:
     generation = _load_json(ctx, model_dir / "generation_config.json") or {}
     for role in ("bos", "eos"):
@@ -150,7 +167,9 @@ def check_chat_template(
     template = (tok_config or {}).get("chat_template")
     if template or gguf_template:
         return
-    if (model_dir / "chat_template.jinja").is_file() or (model_dir / "chat_template.json").is_file():
+    if (model_dir / "chat_template.jinja").is_file() or (
+        model_dir / "chat_template.json"
+    ).is_file():
         return
     chat = ctx.options.chat
     ctx.add(

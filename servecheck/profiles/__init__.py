@@ -41,7 +41,9 @@ class EngineProfile:
     name: str
     capabilities: dict[str, bool]
     context_policy: str = "reject"  # reject | truncate
-    deviations: dict[str, str] = field(default_factory=dict)  # deviation key -> reason with evidence
+    deviations: dict[str, str] = field(
+        default_factory=dict
+    )  # deviation key -> reason with evidence
     health_path: str = "/health"
     verified_live: bool = False
 
@@ -57,14 +59,20 @@ def _caps(**overrides: bool) -> dict[str, bool]:
 
 PROFILES: dict[str, EngineProfile] = {
     "reference": EngineProfile("reference", _caps(), verified_live=True),
-    "generic": EngineProfile("generic", _caps(logprobs=False, tokenize=False, metrics=False, completions=False)),
+    "generic": EngineProfile(
+        "generic", _caps(logprobs=False, tokenize=False, metrics=False, completions=False)
+    ),
     "openai": EngineProfile(
-        "openai", _caps(tokenize=False, metrics=False),
+        "openai",
+        _caps(tokenize=False, metrics=False),
         health_path="/v1/models",  # the API has no /health: a listed model is readiness
-        deviations={"health-path-differs": "OpenAI's API has no /health; /v1/models answering is readiness"},
+        deviations={
+            "health-path-differs": "OpenAI's API has no /health; /v1/models answering is readiness"
+        },
     ),
     "vllm": EngineProfile(
-        "vllm", _caps(),
+        "vllm",
+        _caps(),
         deviations={
             # vLLM answers unknown routes through FastAPI: {"detail": "Not Found"}
             # (vllm/entrypoints/openai/api_server.py mounts the OpenAI routes on a FastAPI app).
@@ -75,7 +83,8 @@ PROFILES: dict[str, EngineProfile] = {
     "llamacpp": EngineProfile(
         # n > 1 streams and answers correctly in this build (measured 2026-11-29); an object
         # tool_choice is treated as "auto" (tools/server/README.md), so named choice is off.
-        "llamacpp", _caps(tool_choice_named=False, seed=True, n=True),
+        "llamacpp",
+        _caps(tool_choice_named=False, seed=True, n=True),
         deviations={
             # tools/server/README.md: "model" is accepted for compatibility and ignored.
             "model-name-ignored": "llama.cpp serves one model and ignores the model field (tools/server/README.md)",
@@ -90,7 +99,8 @@ PROFILES: dict[str, EngineProfile] = {
         verified_live=True,
     ),
     "xinference": EngineProfile(
-        "xinference", _caps(tokenize=False, logprobs=False, n=False, completions=False),
+        "xinference",
+        _caps(tokenize=False, logprobs=False, n=False, completions=False),
         health_path="/status",
         deviations={
             "health-path-differs": "Xinference has no /health; GET /status answers when the supervisor is up",
@@ -106,7 +116,8 @@ PROFILES: dict[str, EngineProfile] = {
         verified_live=True,
     ),
     "litellm": EngineProfile(
-        "litellm", _caps(tokenize=False, metrics=False),
+        "litellm",
+        _caps(tokenize=False, metrics=False),
         health_path="/health/liveliness",
         deviations={
             "health-path-differs": "LiteLLM's /health calls every upstream and needs the key; /health/liveliness is the probe",
@@ -118,11 +129,15 @@ PROFILES: dict[str, EngineProfile] = {
         verified_live=True,
     ),
     "sglang": EngineProfile(
-        "sglang", _caps(),
-        deviations={"error-shape-detail": "SGLang's FastAPI routes answer unknown paths as {'detail': ...} (not verified live)"},
+        "sglang",
+        _caps(),
+        deviations={
+            "error-shape-detail": "SGLang's FastAPI routes answer unknown paths as {'detail': ...} (not verified live)"
+        },
     ),
     "tgi": EngineProfile(
-        "tgi", _caps(tokenize=False, n=False, completions=True),
+        "tgi",
+        _caps(tokenize=False, n=False, completions=True),
         deviations={
             # TGI validates with axum/serde and answers 422 Unprocessable Entity (router/src/server.rs).
             "error-status-422": "TGI answers invalid parameters with 422 (router/src/server.rs; not verified live)",
@@ -130,7 +145,8 @@ PROFILES: dict[str, EngineProfile] = {
         },
     ),
     "ollama": EngineProfile(
-        "ollama", _caps(tokenize=False, metrics=False, logprobs=False, n=False),
+        "ollama",
+        _caps(tokenize=False, metrics=False, logprobs=False, n=False),
         health_path="/",
         deviations={
             "health-path-differs": "Ollama answers GET / with 'Ollama is running'; there is no /health",
@@ -148,11 +164,18 @@ def resolve_capabilities(target: Target) -> dict[str, bool]:
     """Declared capability values, with ``auto`` filled from the engine profile."""
     profile = profile_for(target)
     declared = target.capabilities.model_dump()
-    caps = {name: (profile.capabilities.get(name, False) if value == "auto" else bool(value)) for name, value in declared.items()}
+    caps = {
+        name: (profile.capabilities.get(name, False) if value == "auto" else bool(value))
+        for name, value in declared.items()
+    }
     if not target.metrics_url and profile.name != "reference" and declared.get("metrics") == "auto":
         caps["metrics"] = False
     return caps
 
 
 def context_policy(target: Target) -> str:
-    return profile_for(target).context_policy if target.context_policy == "auto" else target.context_policy
+    return (
+        profile_for(target).context_policy
+        if target.context_policy == "auto"
+        else target.context_policy
+    )

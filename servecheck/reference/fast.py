@@ -110,14 +110,20 @@ class _Lateness:
         for i, c in enumerate(self.counts):
             seen += c
             if seen > rank:
-                return min((i + 0.5) * LATE_BUCKET_S, self.worst) if i < LATE_BUCKETS else self.worst
+                return (
+                    min((i + 0.5) * LATE_BUCKET_S, self.worst) if i < LATE_BUCKETS else self.worst
+                )
         return self.worst
 
     def summary(self) -> dict[str, float | int]:
         ms = 1000.0
-        return {"writes": self.n, "late_p50_ms": round(self.quantile(0.5) * ms, 3),
-                "late_p99_ms": round(self.quantile(0.99) * ms, 3),
-                "late_p999_ms": round(self.quantile(0.999) * ms, 3), "late_max_ms": round(self.worst * ms, 3)}
+        return {
+            "writes": self.n,
+            "late_p50_ms": round(self.quantile(0.5) * ms, 3),
+            "late_p99_ms": round(self.quantile(0.99) * ms, 3),
+            "late_p999_ms": round(self.quantile(0.999) * ms, 3),
+            "late_max_ms": round(self.worst * ms, 3),
+        }
 
 
 def _chunk(payload: bytes) -> bytes:
@@ -130,11 +136,15 @@ def _sse(obj: dict[str, Any] | str) -> bytes:
 
 
 def _response(status: str, body: bytes, ctype: str = "application/json") -> bytes:
-    return (f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+    return (
+        f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
 
 
-_STREAM_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                b"Transfer-Encoding: chunked\r\n\r\n")
+_STREAM_HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n"
+)
 
 
 class FastServer:
@@ -155,9 +165,12 @@ class FastServer:
         self.clock_offset = clock_offset()  # realtime - perf_counter, for the kernel's stamps
         self.stop = False
         self._routes: dict[tuple[str, str], Callable[[_Conn, bytes, float], None]] = {
-            ("GET", "/health"): self._health, ("GET", "/v1/models"): self._models, ("GET", "/stats"): self._stats,
+            ("GET", "/health"): self._health,
+            ("GET", "/v1/models"): self._models,
+            ("GET", "/stats"): self._stats,
             ("GET", "/stats/requests"): self._stats_requests,
-            ("POST", "/v1/chat/completions"): self._chat, ("POST", "/v1/completions"): self._completions,
+            ("POST", "/v1/chat/completions"): self._chat,
+            ("POST", "/v1/completions"): self._completions,
         }
 
     # -- loop -------------------------------------------------------------------
@@ -173,7 +186,9 @@ class FastServer:
                 due, _, st = heapq.heappop(heap)
                 self._emit(st, due, now)
                 if st.left > 0:
-                    heapq.heappush(heap, (st.first_due + st.sent * self.timing.itl_s, next(self.seq), st))
+                    heapq.heappush(
+                        heap, (st.first_due + st.sent * self.timing.itl_s, next(self.seq), st)
+                    )
             wait = heap[0][0] - _perf() if heap else 0.5
             events = ep.poll(wait - 0.001 if wait > SPIN_BELOW_S else 0)
             for fd, ev in events:
@@ -235,7 +250,10 @@ class FastServer:
                     conn.arrived = k
         conn.inbuf += data
         if len(conn.inbuf) > MAX_REQUEST_BYTES:
-            self._send(conn, _response("413 Payload Too Large", b'{"error":{"message":"request too large"}}'))
+            self._send(
+                conn,
+                _response("413 Payload Too Large", b'{"error":{"message":"request too large"}}'),
+            )
             self._close(conn)
             return
         if not conn.busy:
@@ -263,8 +281,8 @@ class FastServer:
                 conn.request_id = v.strip()[:200]
         if len(buf) < end + 4 + length:
             return False
-        body = bytes(buf[end + 4:end + 4 + length])
-        del buf[:end + 4 + length]
+        body = bytes(buf[end + 4 : end + 4 + length])
+        del buf[: end + 4 + length]
         parts = head[0].split(" ")
         method, path = (parts[0], parts[1].split("?", 1)[0]) if len(parts) >= 2 else ("", "")
         handler = self._routes.get((method, path))
@@ -273,7 +291,10 @@ class FastServer:
         # A pipelined request behind this one has no stamp of its own: it is taken as arrived now.
         conn.arrived = _perf() if buf else 0.0
         if handler is None:
-            self._send(conn, _response("404 Not Found", b'{"error":{"message":"not found","type":"not_found"}}'))
+            self._send(
+                conn,
+                _response("404 Not Found", b'{"error":{"message":"not found","type":"not_found"}}'),
+            )
         else:
             handler(conn, body, arrived)
         return True
@@ -338,18 +359,34 @@ class FastServer:
         self._send(conn, _response("200 OK", b"ok", "text/plain"))
 
     def _models(self, conn: _Conn, _body: bytes, _arrived: float) -> None:
-        body = {"object": "list", "data": [{"id": MODEL, "object": "model", "created": 0, "owned_by": "servecheck",
-                                            "max_model_len": 1 << 20}]}
+        body = {
+            "object": "list",
+            "data": [
+                {
+                    "id": MODEL,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "servecheck",
+                    "max_model_len": 1 << 20,
+                }
+            ],
+        }
         self._send(conn, _response("200 OK", json.dumps(body).encode()))
 
     def _stats(self, conn: _Conn, _body: bytes, _arrived: float) -> None:
-        body = {"requests": self.requests, "open_streams": len(self.heap),
-                "cpu_s": round(time.process_time() - self.cpu0, 3), **self.late.summary()}
+        body = {
+            "requests": self.requests,
+            "open_streams": len(self.heap),
+            "cpu_s": round(time.process_time() - self.cpu0, 3),
+            **self.late.summary(),
+        }
         self._send(conn, _response("200 OK", json.dumps(body).encode()))
 
     def _stats_requests(self, conn: _Conn, _body: bytes, _arrived: float) -> None:
         ms = 1000.0
-        per = {rid: [round(a * ms, 4), round(b * ms, 4)] for rid, (a, b) in self.per_request.items()}
+        per = {
+            rid: [round(a * ms, 4), round(b * ms, 4)] for rid, (a, b) in self.per_request.items()
+        }
         body = {"tracked": len(per), "limit": MAX_TRACKED, "unit": "ms", "requests": per}
         self._send(conn, _response("200 OK", json.dumps(body, separators=(",", ":")).encode()))
 
@@ -368,7 +405,9 @@ class FastServer:
             if n < 1:
                 raise ValueError("max_tokens must be at least 1")
         except (ValueError, TypeError) as exc:
-            msg = json.dumps({"error": {"message": f"bad request: {exc}", "type": "invalid_request_error"}})
+            msg = json.dumps(
+                {"error": {"message": f"bad request: {exc}", "type": "invalid_request_error"}}
+            )
             self._send(conn, _response("400 Bad Request", msg.encode()))
             return
         prompt = req.get("messages") if chat else req.get("prompt")
@@ -377,20 +416,40 @@ class FastServer:
         obj = "chat.completion.chunk" if chat else "text_completion"
         created = int(time.time())
         base = {"id": rid, "object": obj, "created": created, "model": MODEL}
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": n,
+            "total_tokens": prompt_tokens + n,
+        }
 
-        def choice(piece: str | None, finish: str | None = None, role: bool = False) -> dict[str, Any]:
+        def choice(
+            piece: str | None, finish: str | None = None, role: bool = False
+        ) -> dict[str, Any]:
             if chat:
-                delta: dict[str, Any] = {"role": "assistant", "content": ""} if role else ({"content": piece} if piece else {})
+                delta: dict[str, Any] = (
+                    {"role": "assistant", "content": ""}
+                    if role
+                    else ({"content": piece} if piece else {})
+                )
                 return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
             return {"index": 0, "text": piece or "", "logprobs": None, "finish_reason": finish}
 
         if not req.get("stream"):
             text = " tok" * n
-            message = {"index": 0, "finish_reason": "length", "logprobs": None,
-                       **({"message": {"role": "assistant", "content": text}} if chat else {"text": text})}
-            full = json.dumps({**base, "object": "chat.completion" if chat else "text_completion",
-                               "choices": [message], "usage": usage}).encode()
+            message = {
+                "index": 0,
+                "finish_reason": "length",
+                "logprobs": None,
+                **({"message": {"role": "assistant", "content": text}} if chat else {"text": text}),
+            }
+            full = json.dumps(
+                {
+                    **base,
+                    "object": "chat.completion" if chat else "text_completion",
+                    "choices": [message],
+                    "usage": usage,
+                }
+            ).encode()
             st = _Stream(conn, 1, b"", _response("200 OK", full), rid=conn.request_id)
             conn.busy = True
             delay = self.timing.ttft_s + (n - 1) * self.timing.itl_s
@@ -404,26 +463,41 @@ class FastServer:
         if with_usage:
             tail += _sse({**base, "choices": [], "usage": usage})
         tail += _sse("[DONE]") + b"0\r\n\r\n"
-        head = _STREAM_HEAD + (_sse({**base, "choices": [choice(None, role=True)], **extra}) if chat else b"")
+        head = _STREAM_HEAD + (
+            _sse({**base, "choices": [choice(None, role=True)], **extra}) if chat else b""
+        )
         conn.busy = True
         self._send(conn, head)
-        st = _Stream(conn, n, token, tail, first_due=arrived + self.timing.ttft_s, rid=conn.request_id)
+        st = _Stream(
+            conn, n, token, tail, first_due=arrived + self.timing.ttft_s, rid=conn.request_id
+        )
         heapq.heappush(self.heap, (st.first_due, next(self.seq), st))
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m servecheck.reference.fast", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m servecheck.reference.fast", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8100, help="0 picks a free port (see --ready-file)")
     ap.add_argument("--ttft-ms", type=float, default=100.0)
     ap.add_argument("--itl-ms", type=float, default=10.0)
-    ap.add_argument("--tokens", type=int, default=64, help="tokens per answer when the request sets no max_tokens")
+    ap.add_argument(
+        "--tokens",
+        type=int,
+        default=64,
+        help="tokens per answer when the request sets no max_tokens",
+    )
     ap.add_argument("--ready-file", type=Path, help="write the bound port here once listening")
     args = ap.parse_args(argv)
     try:
-        server = FastServer(args.host, args.port, Timing(args.ttft_ms / 1000, args.itl_ms / 1000, args.tokens))
+        server = FastServer(
+            args.host, args.port, Timing(args.ttft_ms / 1000, args.itl_ms / 1000, args.tokens)
+        )
     except OSError as exc:
-        print(f"servecheck fast server: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+        print(
+            f"servecheck fast server: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}"
+        )
         return 2 if exc.errno != errno.EADDRINUSE else 3
 
     def _stop(*_: Any) -> None:
@@ -435,8 +509,11 @@ def main(argv: list[str] | None = None) -> int:
         tmp = args.ready_file.with_suffix(".tmp")
         tmp.write_text(str(server.port))
         os.replace(tmp, args.ready_file)
-    print(f"servecheck fast server on http://{args.host}:{server.port}/v1 (TTFT {args.ttft_ms:g} ms, "
-          f"ITL {args.itl_ms:g} ms)", flush=True)
+    print(
+        f"servecheck fast server on http://{args.host}:{server.port}/v1 (TTFT {args.ttft_ms:g} ms, "
+        f"ITL {args.itl_ms:g} ms)",
+        flush=True,
+    )
     with contextlib.suppress(KeyboardInterrupt):
         server.serve()
     return 0

@@ -27,25 +27,54 @@ def _fault(name: str, description: str, *catches: str) -> None:
 
 # Health and models
 _fault("health-down", "/health answers 500 as if the engine died", "HEALTH-READY")
-_fault("health-lies", "/health says ok while completions answer 503 (model not loaded)", "HEALTH-SERVES")
+_fault(
+    "health-lies",
+    "/health says ok while completions answer 503 (model not loaded)",
+    "HEALTH-SERVES",
+)
 _fault("health-loading-forever", "/health stays 503 'loading' forever", "HEALTH-READY")
 _fault("models-missing", "/v1/models lists no models", "MODELS-EXPECTED")
-_fault("models-wrong-name", "/v1/models lists a different served name than requests accept", "MODELS-EXPECTED")
+_fault(
+    "models-wrong-name",
+    "/v1/models lists a different served name than requests accept",
+    "MODELS-EXPECTED",
+)
 _fault("models-no-context", "/v1/models omits max_model_len", "MODELS-CONTEXT")
-_fault("models-context-mismatch", "/v1/models reports a max_model_len different from the real limit", "MODELS-CONTEXT")
-_fault("unknown-model-accepted", "requests naming an unknown model are served anyway", "MODELS-UNKNOWN-404")
+_fault(
+    "models-context-mismatch",
+    "/v1/models reports a max_model_len different from the real limit",
+    "MODELS-CONTEXT",
+)
+_fault(
+    "unknown-model-accepted",
+    "requests naming an unknown model are served anyway",
+    "MODELS-UNKNOWN-404",
+)
 
 # Chat shape and semantics
 _fault("chat-created-float", "'created' is a float, not an integer", "CHAT-SHAPE")
 _fault("chat-bad-finish-reason", "finish_reason is 'eos' instead of an OpenAI value", "CHAT-SHAPE")
 _fault("usage-sum-wrong", "usage.total_tokens != prompt_tokens + completion_tokens", "CHAT-USAGE")
 _fault("max-tokens-ignored", "max_tokens is ignored: output runs past it", "CHAT-MAX-TOKENS")
-_fault("length-as-stop", "a cut output says finish_reason 'stop' instead of 'length'", "CHAT-MAX-TOKENS")
+_fault(
+    "length-as-stop",
+    "a cut output says finish_reason 'stop' instead of 'length'",
+    "CHAT-MAX-TOKENS",
+)
 _fault("stop-ignored", "stop sequences are ignored", "CHAT-STOP")
 _fault("n-ignored", "n > 1 returns a single choice", "CHAT-N", "STREAM-N")
-_fault("nondeterministic", "temperature 0 still samples randomly", "CHAT-DETERMINISTIC", "STREAM-EQUALS-NONSTREAM")
+_fault(
+    "nondeterministic",
+    "temperature 0 still samples randomly",
+    "CHAT-DETERMINISTIC",
+    "STREAM-EQUALS-NONSTREAM",
+)
 _fault("seed-ignored", "seed does not make sampling repeatable", "CHAT-SEED")
-_fault("completions-broken", "legacy /v1/completions answers with a chat-shaped body", "CHAT-COMPLETIONS")
+_fault(
+    "completions-broken",
+    "legacy /v1/completions answers with a chat-shaped body",
+    "CHAT-COMPLETIONS",
+)
 _fault("logprobs-missing", "logprobs requested but absent", "CHAT-LOGPROBS")
 
 # Streaming
@@ -56,55 +85,140 @@ _fault("stream-wrong-object", "chunks say object 'chat.completion'", "STREAM-OBJ
 _fault("stream-finish-twice", "finish_reason appears in two chunks", "STREAM-FINISH")
 _fault("stream-content-after-finish", "content arrives after the finish chunk", "STREAM-FINISH")
 _fault("stream-usage-in-choices", "the usage chunk has non-empty choices", "STREAM-USAGE")
-_fault("stream-usage-wrong", "the usage chunk's completion_tokens differ from the tokens streamed", "STREAM-USAGE")
-_fault("stream-length-as-stop", "a streamed answer cut at max_tokens says finish_reason 'stop' (non-streamed says 'length')",
-       "STREAM-EQUALS-NONSTREAM")
-_fault("stream-usage-repeated", "usage is sent on the finish chunk and again on the final usage chunk", "STREAM-USAGE")
+_fault(
+    "stream-usage-wrong",
+    "the usage chunk's completion_tokens differ from the tokens streamed",
+    "STREAM-USAGE",
+)
+_fault(
+    "stream-length-as-stop",
+    "a streamed answer cut at max_tokens says finish_reason 'stop' (non-streamed says 'length')",
+    "STREAM-EQUALS-NONSTREAM",
+)
+_fault(
+    "stream-usage-repeated",
+    "usage is sent on the finish chunk and again on the final usage chunk",
+    "STREAM-USAGE",
+)
 _fault("stream-no-done", "the stream ends without data: [DONE]", "STREAM-DONE")
-_fault("stream-error-in-200", "a 200 stream carries an error object and no content", "STREAM-ERROR-OBJECT")
-_fault("stream-differs", "streamed text differs from the non-streamed text at temperature 0", "STREAM-EQUALS-NONSTREAM")
+_fault(
+    "stream-error-in-200",
+    "a 200 stream carries an error object and no content",
+    "STREAM-ERROR-OBJECT",
+)
+_fault(
+    "stream-differs",
+    "streamed text differs from the non-streamed text at temperature 0",
+    "STREAM-EQUALS-NONSTREAM",
+)
 _fault("utf8-split", "multi-byte characters split across chunks arrive as U+FFFD", "STREAM-UTF8")
-_fault("stream-buffered", "the whole stream is buffered and sent at once (gateway buffering)", "STREAM-INCREMENTAL")
-_fault("stream-block-buffered", "the stream is forwarded in 2 KiB blocks (a proxy's response buffers), several chunks per burst",
-       "STREAM-INCREMENTAL")
-_fault("stream-stall", "the stream stops sending mid-generation and never finishes", "STREAM-NO-STALL")
-_fault("stream-stall-keepalive", "the stream stops generating mid-way but keeps sending ': ping' comments (an SSE layer's "
-       "heartbeat), so per-read timeouts never fire", "STREAM-NO-STALL")
-_fault("stream-non-json", "one chunk is written as a Python dict repr (single quotes) instead of JSON",
-       "STREAM-SSE-VALID", "CLIENT-SDK-STREAM")
-_fault("stream-data-after-done", "a trailing metrics event is sent after data: [DONE]", "STREAM-SSE-VALID")
-_fault("stream-wrong-content-type", "the event stream is served as application/json (a framework default)", "STREAM-SSE-VALID")
+_fault(
+    "stream-buffered",
+    "the whole stream is buffered and sent at once (gateway buffering)",
+    "STREAM-INCREMENTAL",
+)
+_fault(
+    "stream-block-buffered",
+    "the stream is forwarded in 2 KiB blocks (a proxy's response buffers), several chunks per burst",
+    "STREAM-INCREMENTAL",
+)
+_fault(
+    "stream-stall", "the stream stops sending mid-generation and never finishes", "STREAM-NO-STALL"
+)
+_fault(
+    "stream-stall-keepalive",
+    "the stream stops generating mid-way but keeps sending ': ping' comments (an SSE layer's "
+    "heartbeat), so per-read timeouts never fire",
+    "STREAM-NO-STALL",
+)
+_fault(
+    "stream-non-json",
+    "one chunk is written as a Python dict repr (single quotes) instead of JSON",
+    "STREAM-SSE-VALID",
+    "CLIENT-SDK-STREAM",
+)
+_fault(
+    "stream-data-after-done",
+    "a trailing metrics event is sent after data: [DONE]",
+    "STREAM-SSE-VALID",
+)
+_fault(
+    "stream-wrong-content-type",
+    "the event stream is served as application/json (a framework default)",
+    "STREAM-SSE-VALID",
+)
 
 # The official openai SDK end to end
-_fault("sdk-stale-content-encoding", "non-streamed answers keep 'Content-Encoding: gzip' on an uncompressed body (a gateway "
-       "that decompressed the upstream answer but forwarded its header); raw-byte clients don't notice, the SDK cannot decode",
-       "CLIENT-SDK-SYNC", "CLIENT-SDK-ASYNC", "CLIENT-SDK-PARSE")
-_fault("sdk-stream-null-delta", "the streamed finish chunk carries \"delta\": null instead of a delta object", "CLIENT-SDK-STREAM")
-_fault("sdk-json-fenced", "json_schema output is wrapped in a ```json markdown fence", "CLIENT-SDK-PARSE")
+_fault(
+    "sdk-stale-content-encoding",
+    "non-streamed answers keep 'Content-Encoding: gzip' on an uncompressed body (a gateway "
+    "that decompressed the upstream answer but forwarded its header); raw-byte clients don't notice, the SDK cannot decode",
+    "CLIENT-SDK-SYNC",
+    "CLIENT-SDK-ASYNC",
+    "CLIENT-SDK-PARSE",
+)
+_fault(
+    "sdk-stream-null-delta",
+    'the streamed finish chunk carries "delta": null instead of a delta object',
+    "CLIENT-SDK-STREAM",
+)
+_fault(
+    "sdk-json-fenced",
+    "json_schema output is wrapped in a ```json markdown fence",
+    "CLIENT-SDK-PARSE",
+)
 
 # JSON
 _fault("json-mode-ignored", "response_format json_object is ignored (prose output)", "JSON-OBJECT")
 _fault("json-schema-ignored", "json_schema output does not follow the schema", "JSON-SCHEMA")
-_fault("json-schema-invalid-500", "an invalid schema crashes the request with 500", "JSON-SCHEMA-INVALID")
-_fault("json-schema-nested-ignored", "json_schema is enforced at the top level only: arrays of objects get items that break "
-       "the item schema (a grammar backend that falls back on nested schemas)", "JSON-SCHEMA")
+_fault(
+    "json-schema-invalid-500",
+    "an invalid schema crashes the request with 500",
+    "JSON-SCHEMA-INVALID",
+)
+_fault(
+    "json-schema-nested-ignored",
+    "json_schema is enforced at the top level only: arrays of objects get items that break "
+    "the item schema (a grammar backend that falls back on nested schemas)",
+    "JSON-SCHEMA",
+)
 
 # Tools
 _fault("tools-ignored", "tool_choice required is ignored (text answer)", "TOOLS-REQUIRED")
-_fault("tools-args-invalid", "tool arguments are not valid JSON for the parameters schema", "TOOLS-ARGS-SCHEMA")
+_fault(
+    "tools-args-invalid",
+    "tool arguments are not valid JSON for the parameters schema",
+    "TOOLS-ARGS-SCHEMA",
+)
 _fault("tools-wrong-name", "named tool_choice calls a different function", "TOOLS-NAMED")
 _fault("tools-finish-stop", "finish_reason is 'stop' after a tool call", "TOOLS-FINISH")
 _fault("tools-stream-no-index", "streamed tool-call deltas carry no index", "TOOLS-STREAM")
-_fault("tools-undefined-accepted", "a named tool that is not defined is accepted", "TOOLS-UNDEFINED-400")
-_fault("tools-result-rejected", "a 'tool' role message in the next turn is rejected", "TOOLS-RESULT-TURN")
+_fault(
+    "tools-undefined-accepted",
+    "a named tool that is not defined is accepted",
+    "TOOLS-UNDEFINED-400",
+)
+_fault(
+    "tools-result-rejected",
+    "a 'tool' role message in the next turn is rejected",
+    "TOOLS-RESULT-TURN",
+)
 
 # Context
 _fault("ctx-silent-truncate", "over-long prompts are silently truncated with a 200", "CTX-OVERLONG")
 _fault("ctx-500", "over-long prompts crash with a 500", "CTX-OVERLONG")
 _fault("ctx-max-tokens-500", "max_tokens beyond the remaining room gives a 500", "CTX-MAX-TOKENS")
-_fault("ctx-max-tokens-overrun", "max_tokens beyond the room is neither rejected nor marked 'length'", "CTX-MAX-TOKENS")
-_fault("ctx-limit-lower", "the real context limit is 3/4 of the advertised max_model_len (llama.cpp's -c split across "
-       "-np slots, a KV cache smaller than --max-model-len)", "CTX-FITS")
+_fault(
+    "ctx-max-tokens-overrun",
+    "max_tokens beyond the room is neither rejected nor marked 'length'",
+    "CTX-MAX-TOKENS",
+)
+_fault(
+    "ctx-limit-lower",
+    "the real context limit is 3/4 of the advertised max_model_len (llama.cpp's -c split across "
+    "-np slots, a KV cache smaller than --max-model-len)",
+    "CTX-FITS",
+)
 
 # Errors
 _fault("err-malformed-500", "malformed JSON gives 500", "ERR-MALFORMED-JSON")
@@ -113,16 +227,28 @@ _fault("err-empty-messages-200", "empty messages is served with a 200", "ERR-EMP
 _fault("err-negative-max-tokens-200", "negative max_tokens is accepted", "ERR-VALUES")
 _fault("err-temperature-500", "out-of-range temperature gives 500", "ERR-VALUES")
 _fault("err-wrong-type-500", "wrong field types give 500", "ERR-TYPES")
-_fault("err-route-html", "unknown routes answer 404 with an HTML page (a web UI catch-all or proxy error page)", "ERR-UNKNOWN-ROUTE")
+_fault(
+    "err-route-html",
+    "unknown routes answer 404 with an HTML page (a web UI catch-all or proxy error page)",
+    "ERR-UNKNOWN-ROUTE",
+)
 
 # Auth
 _fault("auth-none", "the API key is not enforced", "AUTH-REQUIRED")
 _fault("auth-echo-key", "error messages echo the presented key", "AUTH-NO-ECHO")
 
 # Concurrency and robustness
-_fault("crash-concurrent-seed", "seeded requests batched with long concurrent prompts (prefill over 2048 tokens) crash the "
-       "server for good (as vLLM CPU with chunked prefill)", "CONC-SEEDED")
-_fault("fuzz-500", "a stop list containing an empty string gives 500 (the stop matcher splits on it)", "FUZZ-NO-5XX")
+_fault(
+    "crash-concurrent-seed",
+    "seeded requests batched with long concurrent prompts (prefill over 2048 tokens) crash the "
+    "server for good (as vLLM CPU with chunked prefill)",
+    "CONC-SEEDED",
+)
+_fault(
+    "fuzz-500",
+    "a stop list containing an empty string gives 500 (the stop matcher splits on it)",
+    "FUZZ-NO-5XX",
+)
 
 # Load and telemetry (not conformance checks; used by load and leak self-tests)
 _fault("latency-spikes", "every 5th request waits an extra second before its first token")
@@ -147,4 +273,7 @@ def describe(name: str) -> str:
 
 def list_faults() -> str:
     width = max(len(n) for n in FAULTS)
-    return "\n".join(f"{f.name:<{width}}  {f.description}" + (f"  [{', '.join(f.catches)}]" if f.catches else "") for f in FAULTS.values())
+    return "\n".join(
+        f"{f.name:<{width}}  {f.description}" + (f"  [{', '.join(f.catches)}]" if f.catches else "")
+        for f in FAULTS.values()
+    )

@@ -45,7 +45,9 @@ class RunningServer:
 
             async def boot() -> None:
                 self.app = build_app(self.config)
-                runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
+                runner = web.AppRunner(
+                    self.app, access_log=None, handle_signals=False, shutdown_timeout=0.5
+                )
                 await runner.setup()
                 site = web.TCPSite(runner, self.host, self.port)
                 await site.start()
@@ -66,7 +68,9 @@ class RunningServer:
                 loop.run_until_complete(self._runner.cleanup())
             loop.close()
 
-        self._thread = threading.Thread(target=main, name=f"reference-server-{id(self)}", daemon=True)
+        self._thread = threading.Thread(
+            target=main, name=f"reference-server-{id(self)}", daemon=True
+        )
         self._thread.start()
         if not ready.wait(timeout_s):
             raise TimeoutError("the in-process reference server did not start")
@@ -77,6 +81,7 @@ class RunningServer:
     def stop(self) -> None:
         loop = self._loop
         if loop is not None and loop.is_running():
+
             async def shutdown() -> None:
                 # Close connections and cancel handlers still running (a stalled stream), so
                 # that nothing is left pending when the loop stops.

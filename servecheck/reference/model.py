@@ -18,14 +18,60 @@ import string
 from dataclasses import dataclass, field
 from typing import Any
 
-_TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|\w+|[^\w\s]", re.UNICODE)
+_TOKEN = re.compile(
+    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|\w+|[^\w\s]", re.UNICODE
+)
 
 VOCAB: tuple[str, ...] = (
-    "the", "model", "server", "token", "stream", "cache", "latency", "quick", "brown", "river",
-    "stone", "light", "window", "garden", "signal", "paper", "orbit", "cloud", "delta", "north",
-    "kernel", "batch", "queue", "answer", "value", "simple", "green", "metal", "glass", "field",
-    "café", "naïve", "déjà", "über", "señor", "façade", "crème", "Zürich",
-    "你", "好", "世", "界", "数", "据", "模", "型", "東", "京", "🙂",
+    "the",
+    "model",
+    "server",
+    "token",
+    "stream",
+    "cache",
+    "latency",
+    "quick",
+    "brown",
+    "river",
+    "stone",
+    "light",
+    "window",
+    "garden",
+    "signal",
+    "paper",
+    "orbit",
+    "cloud",
+    "delta",
+    "north",
+    "kernel",
+    "batch",
+    "queue",
+    "answer",
+    "value",
+    "simple",
+    "green",
+    "metal",
+    "glass",
+    "field",
+    "café",
+    "naïve",
+    "déjà",
+    "über",
+    "señor",
+    "façade",
+    "crème",
+    "Zürich",
+    "你",
+    "好",
+    "世",
+    "界",
+    "数",
+    "据",
+    "模",
+    "型",
+    "東",
+    "京",
+    "🙂",
 )
 
 
@@ -34,7 +80,10 @@ def tokenize(text: str) -> list[str]:
 
 
 def token_ids(text: str) -> list[int]:
-    return [int.from_bytes(hashlib.blake2s(t.encode(), digest_size=3).digest(), "little") for t in tokenize(text)]
+    return [
+        int.from_bytes(hashlib.blake2s(t.encode(), digest_size=3).digest(), "little")
+        for t in tokenize(text)
+    ]
 
 
 def content_text(content: Any) -> str:
@@ -42,7 +91,11 @@ def content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return " ".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+        return " ".join(
+            p.get("text", "")
+            for p in content
+            if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
     return ""
 
 
@@ -74,11 +127,22 @@ def _rng(key: str, seed: int | None, temperature: float, index: int, fresh: bool
     if fresh:
         return random.Random()
     material = f"{key}\x00{seed}\x00{temperature if seed is not None else 0}\x00{index}"
-    return random.Random(int.from_bytes(hashlib.blake2b(material.encode(), digest_size=8).digest(), "little"))
+    return random.Random(
+        int.from_bytes(hashlib.blake2b(material.encode(), digest_size=8).digest(), "little")
+    )
 
 
-def generate_text(key: str, *, max_tokens: int, seed: int | None, temperature: float, index: int = 0,
-                  stop: list[str] | None = None, fresh: bool = False, ignore_eos: bool = False) -> Generation:
+def generate_text(
+    key: str,
+    *,
+    max_tokens: int,
+    seed: int | None,
+    temperature: float,
+    index: int = 0,
+    stop: list[str] | None = None,
+    fresh: bool = False,
+    ignore_eos: bool = False,
+) -> Generation:
     """Deterministic text for ``key``; ``fresh`` draws a random key (temperature > 0, no seed).
 
     ``ignore_eos`` (vLLM's extension) generates exactly ``max_tokens``, as load benchmarks need.
@@ -136,7 +200,9 @@ def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def instance(schema: Any, rng: random.Random, root: dict[str, Any] | None = None, depth: int = 0) -> Any:
+def instance(
+    schema: Any, rng: random.Random, root: dict[str, Any] | None = None, depth: int = 0
+) -> Any:
     """A value valid for ``schema`` (object, array, string, number, integer, boolean, null, enum, const)."""
     if not isinstance(schema, dict):
         return {}
@@ -171,7 +237,10 @@ def instance(schema: Any, rng: random.Random, root: dict[str, Any] | None = None
     if kind == "array":
         lo = int(schema.get("minItems", 1))
         hi = int(schema.get("maxItems", max(lo, 3)))
-        return [instance(schema.get("items", {}), rng, root, depth + 1) for _ in range(rng.randint(lo, max(lo, min(hi, lo + 3))))]
+        return [
+            instance(schema.get("items", {}), rng, root, depth + 1)
+            for _ in range(rng.randint(lo, max(lo, min(hi, lo + 3))))
+        ]
     if kind in ("integer", "number"):
         lo = schema.get("minimum")
         if lo is None and "exclusiveMinimum" in schema:

@@ -46,7 +46,9 @@ class ServerConfig:
     kv_blocks: int = 256
     block_size: int = 16
     max_num_seqs: int = 512
-    context_policy: str = "reject"  # reject | truncate (over-long prompts cut to fit, with a warning field)
+    context_policy: str = (
+        "reject"  # reject | truncate (over-long prompts cut to fit, with a warning field)
+    )
 
 
 class ClientGone(Exception):
@@ -58,9 +60,22 @@ class ClientGone(Exception):
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, type_: str = "invalid_request_error", param: str | None = None, code: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type_: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
         super().__init__(message)
-        self.status, self.message, self.type, self.param, self.code = status, message, type_, param, code
+        self.status, self.message, self.type, self.param, self.code = (
+            status,
+            message,
+            type_,
+            param,
+            code,
+        )
 
 
 @dataclass(slots=True)
@@ -78,7 +93,9 @@ class State:
     generation_tokens: int = 0
     request_count: int = 0
     seeded_running: int = 0
-    step_tokens: int = 0  # prompt tokens waiting for the next scheduler step (crash-concurrent-seed)
+    step_tokens: int = (
+        0  # prompt tokens waiting for the next scheduler step (crash-concurrent-seed)
+    )
     step_seeded: int = 0
     dead: bool = False
     sem: asyncio.Semaphore | None = None
@@ -92,11 +109,17 @@ STATE = web.AppKey("state", State)
 
 
 def _error_body(err: ApiError) -> dict[str, Any]:
-    return {"error": {"message": err.message, "type": err.type, "param": err.param, "code": err.code}}
+    return {
+        "error": {"message": err.message, "type": err.type, "param": err.param, "code": err.code}
+    }
 
 
 def _error_response(state: State, err: ApiError) -> web.Response:
-    if "err-plain-text" in state.faults and 400 <= err.status < 500 and err.status not in (401, 403):
+    if (
+        "err-plain-text" in state.faults
+        and 400 <= err.status < 500
+        and err.status not in (401, 403)
+    ):
         return web.Response(status=err.status, text=err.message, content_type="text/plain")
     return web.json_response(_error_body(err), status=err.status)
 
@@ -123,10 +146,19 @@ def _validate_common(state: State, body: dict[str, Any]) -> None:
     model_name = body.get("model")
     if typed_500 and model_name is not None and not isinstance(model_name, str):
         raise ApiError(500, "internal error: 'int' object has no attribute 'lower'", "server_error")
-    _expect(isinstance(model_name, str) and model_name != "", "'model' is required and must be a string", "model")
+    _expect(
+        isinstance(model_name, str) and model_name != "",
+        "'model' is required and must be a string",
+        "model",
+    )
     if model_name not in state.config.models and "unknown-model-accepted" not in state.faults:
-        raise ApiError(404, f"The model `{model_name}` does not exist. Served models: {', '.join(state.config.models)}",
-                       "NotFoundError", "model", "model_not_found")
+        raise ApiError(
+            404,
+            f"The model `{model_name}` does not exist. Served models: {', '.join(state.config.models)}",
+            "NotFoundError",
+            "model",
+            "model_not_found",
+        )
     mt = body.get("max_completion_tokens", body.get("max_tokens"))
     if mt is not None:
         if typed_500 and not _is_int(mt):
@@ -137,12 +169,20 @@ def _validate_common(state: State, body: dict[str, Any]) -> None:
     temp = body.get("temperature")
     if temp is not None:
         if typed_500 and not _is_num(temp):
-            raise ApiError(500, "internal error: float() argument must be a string or a real number", "server_error")
+            raise ApiError(
+                500,
+                "internal error: float() argument must be a string or a real number",
+                "server_error",
+            )
         _expect(_is_num(temp), "temperature must be a number", "temperature")
         if not 0 <= temp <= 2:
             if "err-temperature-500" in state.faults:
-                raise ApiError(500, "internal error: probability tensor contains inf or nan", "server_error")
-            raise ApiError(400, f"temperature must be between 0 and 2, got {temp}", param="temperature")
+                raise ApiError(
+                    500, "internal error: probability tensor contains inf or nan", "server_error"
+                )
+            raise ApiError(
+                400, f"temperature must be between 0 and 2, got {temp}", param="temperature"
+            )
     top_p = body.get("top_p")
     if top_p is not None:
         _expect(_is_num(top_p) and 0 < top_p <= 1, "top_p must be a number in (0, 1]", "top_p")
@@ -153,28 +193,47 @@ def _validate_common(state: State, body: dict[str, Any]) -> None:
     stream = body.get("stream", False)
     _expect(isinstance(stream, bool) or stream is None, "stream must be a boolean", "stream")
     stop = body.get("stop")
-    _expect(stop is None or isinstance(stop, str) or (isinstance(stop, list) and len(stop) <= 4 and all(isinstance(s, str) for s in stop)),
-            "stop must be a string or a list of at most 4 strings", "stop")
+    _expect(
+        stop is None
+        or isinstance(stop, str)
+        or (isinstance(stop, list) and len(stop) <= 4 and all(isinstance(s, str) for s in stop)),
+        "stop must be a string or a list of at most 4 strings",
+        "stop",
+    )
     if "fuzz-500" in state.faults and isinstance(stop, list) and "" in stop:
         # A stop matcher that splits the output on each stop string: str.split("") raises.
         raise ApiError(500, "internal error: ValueError: empty separator", "server_error")
     opts = body.get("stream_options")
-    _expect(opts is None or isinstance(opts, dict), "stream_options must be an object", "stream_options")
+    _expect(
+        opts is None or isinstance(opts, dict), "stream_options must be an object", "stream_options"
+    )
     for key in ("presence_penalty", "frequency_penalty"):
         v = body.get(key)
-        _expect(v is None or (_is_num(v) and -2 <= v <= 2), f"{key} must be a number between -2 and 2", key)
+        _expect(
+            v is None or (_is_num(v) and -2 <= v <= 2),
+            f"{key} must be a number between -2 and 2",
+            key,
+        )
     lp = body.get("logprobs")
     if "messages" in body:
         _expect(lp is None or isinstance(lp, bool), "logprobs must be a boolean", "logprobs")
     tlp = body.get("top_logprobs")
-    _expect(tlp is None or (_is_int(tlp) and 0 <= tlp <= 20), "top_logprobs must be an integer between 0 and 20", "top_logprobs")
+    _expect(
+        tlp is None or (_is_int(tlp) and 0 <= tlp <= 20),
+        "top_logprobs must be an integer between 0 and 20",
+        "top_logprobs",
+    )
     user = body.get("user")
     _expect(user is None or isinstance(user, str), "user must be a string", "user")
 
 
 def _validate_messages(state: State, body: dict[str, Any]) -> list[dict[str, Any]]:
     messages = body.get("messages")
-    if "err-wrong-type-500" in state.faults and messages is not None and not isinstance(messages, list):
+    if (
+        "err-wrong-type-500" in state.faults
+        and messages is not None
+        and not isinstance(messages, list)
+    ):
         raise ApiError(500, "internal error: string indices must be integers", "server_error")
     _expect(isinstance(messages, list), "'messages' is required and must be a list", "messages")
     assert isinstance(messages, list)
@@ -183,16 +242,29 @@ def _validate_messages(state: State, body: dict[str, Any]) -> list[dict[str, Any
     for i, m in enumerate(messages):
         _expect(isinstance(m, dict), f"messages[{i}] must be an object", f"messages[{i}]")
         role = m.get("role")
-        _expect(isinstance(role, str) and role in ROLES, f"messages[{i}].role must be one of {sorted(ROLES)}, got {role!r}", f"messages[{i}].role")
+        _expect(
+            isinstance(role, str) and role in ROLES,
+            f"messages[{i}].role must be one of {sorted(ROLES)}, got {role!r}",
+            f"messages[{i}].role",
+        )
         content = m.get("content")
-        ok = isinstance(content, str) or (isinstance(content, list) and all(isinstance(p, dict) for p in content))
+        ok = isinstance(content, str) or (
+            isinstance(content, list) and all(isinstance(p, dict) for p in content)
+        )
         ok = ok or (content is None and role == "assistant" and bool(m.get("tool_calls")))
-        _expect(ok, f"messages[{i}].content must be a string or a list of content parts", f"messages[{i}].content")
+        _expect(
+            ok,
+            f"messages[{i}].content must be a string or a list of content parts",
+            f"messages[{i}].content",
+        )
         if role == "tool":
             if "tools-result-rejected" in state.faults:
                 raise ApiError(400, "tool messages are not supported", param=f"messages[{i}]")
-            _expect(isinstance(m.get("tool_call_id"), str), f"messages[{i}].tool_call_id is required for tool messages",
-                    f"messages[{i}].tool_call_id")
+            _expect(
+                isinstance(m.get("tool_call_id"), str),
+                f"messages[{i}].tool_call_id is required for tool messages",
+                f"messages[{i}].tool_call_id",
+            )
     return messages
 
 
@@ -205,24 +277,47 @@ def _validate_tools(state: State, body: dict[str, Any]) -> tuple[list[dict[str, 
     _expect(isinstance(tools, list), "tools must be a list", "tools")
     for i, tool in enumerate(tools):
         fn = tool.get("function") if isinstance(tool, dict) else None
-        _expect(isinstance(tool, dict) and tool.get("type") == "function" and isinstance(fn, dict) and isinstance(fn.get("name"), str),
-                f"tools[{i}] must be {{type: function, function: {{name, parameters}}}}", f"tools[{i}]")
+        _expect(
+            isinstance(tool, dict)
+            and tool.get("type") == "function"
+            and isinstance(fn, dict)
+            and isinstance(fn.get("name"), str),
+            f"tools[{i}] must be {{type: function, function: {{name, parameters}}}}",
+            f"tools[{i}]",
+        )
         assert isinstance(fn, dict)
         params = fn.get("parameters", {"type": "object", "properties": {}})
         try:
             jsonschema.Draft202012Validator.check_schema(params)
         except jsonschema.SchemaError as exc:
-            raise ApiError(400, f"tools[{i}].function.parameters is not a valid JSON Schema: {exc.message}", param=f"tools[{i}]") from None
+            raise ApiError(
+                400,
+                f"tools[{i}].function.parameters is not a valid JSON Schema: {exc.message}",
+                param=f"tools[{i}]",
+            ) from None
     names = [t["function"]["name"] for t in tools]
     if isinstance(choice, dict):
         fn = choice.get("function")
-        _expect(choice.get("type") == "function" and isinstance(fn, dict) and isinstance(fn.get("name"), str),
-                "tool_choice must be none, auto, required or {type: function, function: {name}}", "tool_choice")
+        _expect(
+            choice.get("type") == "function"
+            and isinstance(fn, dict)
+            and isinstance(fn.get("name"), str),
+            "tool_choice must be none, auto, required or {type: function, function: {name}}",
+            "tool_choice",
+        )
         assert isinstance(fn, dict)
         if fn["name"] not in names and "tools-undefined-accepted" not in state.faults:
-            raise ApiError(400, f"tool_choice names function {fn['name']!r}, which is not in tools ({', '.join(names)})", param="tool_choice")
+            raise ApiError(
+                400,
+                f"tool_choice names function {fn['name']!r}, which is not in tools ({', '.join(names)})",
+                param="tool_choice",
+            )
     else:
-        _expect(choice in (None, "none", "auto", "required"), "tool_choice must be none, auto, required or an object", "tool_choice")
+        _expect(
+            choice in (None, "none", "auto", "required"),
+            "tool_choice must be none, auto, required or an object",
+            "tool_choice",
+        )
     return tools, choice
 
 
@@ -232,19 +327,33 @@ def _response_format(state: State, body: dict[str, Any]) -> tuple[str, dict[str,
         return "text", None
     _expect(isinstance(rf, dict), "response_format must be an object", "response_format")
     kind = rf.get("type")
-    _expect(kind in ("text", "json_object", "json_schema"), "response_format.type must be text, json_object or json_schema", "response_format")
+    _expect(
+        kind in ("text", "json_object", "json_schema"),
+        "response_format.type must be text, json_object or json_schema",
+        "response_format",
+    )
     if kind != "json_schema":
         return kind, None
     spec = rf.get("json_schema")
-    _expect(isinstance(spec, dict) and isinstance(spec.get("schema", {}), dict), "response_format.json_schema must be {name, schema}", "response_format")
+    _expect(
+        isinstance(spec, dict) and isinstance(spec.get("schema", {}), dict),
+        "response_format.json_schema must be {name, schema}",
+        "response_format",
+    )
     assert isinstance(spec, dict)
     schema = spec.get("schema", {})
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
         if "json-schema-invalid-500" in state.faults:
-            raise ApiError(500, "internal error: grammar compilation failed", "server_error") from None
-        raise ApiError(400, f"response_format.json_schema.schema is not a valid JSON Schema: {exc.message}", param="response_format") from None
+            raise ApiError(
+                500, "internal error: grammar compilation failed", "server_error"
+            ) from None
+        raise ApiError(
+            400,
+            f"response_format.json_schema.schema is not a valid JSON Schema: {exc.message}",
+            param="response_format",
+        ) from None
     return "json_schema", schema
 
 
@@ -263,16 +372,23 @@ class Choice:
 
 def _prompt_key(body: dict[str, Any]) -> str:
     if "messages" in body:
-        return json.dumps(body.get("messages"), sort_keys=True, ensure_ascii=False) + json.dumps(body.get("response_format"), sort_keys=True)
+        return json.dumps(body.get("messages"), sort_keys=True, ensure_ascii=False) + json.dumps(
+            body.get("response_format"), sort_keys=True
+        )
     return json.dumps(body.get("prompt"), ensure_ascii=False)
 
 
-def _tool_choice_target(tools: list[dict[str, Any]], choice: Any, messages: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _tool_choice_target(
+    tools: list[dict[str, Any]], choice: Any, messages: list[dict[str, Any]]
+) -> dict[str, Any] | None:
     if not tools or choice == "none":
         return None
     if isinstance(choice, dict):
         name = choice["function"]["name"]
-        return next((t["function"] for t in tools if t["function"]["name"] == name), {"name": name, "parameters": {}})
+        return next(
+            (t["function"] for t in tools if t["function"]["name"] == name),
+            {"name": name, "parameters": {}},
+        )
     if choice == "required":
         return tools[0]["function"]
     last = model.content_text(messages[-1].get("content")) if messages else ""
@@ -281,12 +397,26 @@ def _tool_choice_target(tools: list[dict[str, Any]], choice: Any, messages: list
     return next((t["function"] for t in tools if t["function"]["name"] in last), None)
 
 
-def _make_choices(state: State, body: dict[str, Any], max_tokens: int, messages: list[dict[str, Any]] | None,
-                  tools: list[dict[str, Any]], tool_choice: Any, fmt: str, schema: dict[str, Any] | None) -> list[Choice]:
+def _make_choices(
+    state: State,
+    body: dict[str, Any],
+    max_tokens: int,
+    messages: list[dict[str, Any]] | None,
+    tools: list[dict[str, Any]],
+    tool_choice: Any,
+    fmt: str,
+    schema: dict[str, Any] | None,
+) -> list[Choice]:
     faults = state.faults
     seed = body.get("seed")
-    temperature = float(body.get("temperature", 1.0) if body.get("temperature") is not None else 1.0)
-    fresh = (temperature > 0 and seed is None) or "nondeterministic" in faults or ("seed-ignored" in faults and seed is not None)
+    temperature = float(
+        body.get("temperature", 1.0) if body.get("temperature") is not None else 1.0
+    )
+    fresh = (
+        (temperature > 0 and seed is None)
+        or "nondeterministic" in faults
+        or ("seed-ignored" in faults and seed is not None)
+    )
     stop = body.get("stop")
     stops = [stop] if isinstance(stop, str) else list(stop or [])
     if "stop-ignored" in faults:
@@ -298,14 +428,23 @@ def _make_choices(state: State, body: dict[str, Any], max_tokens: int, messages:
         target_fn = _tool_choice_target(tools, tool_choice, messages or [])
         if target_fn is not None and "tools-ignored" not in faults:
             if "tools-wrong-name" in faults and isinstance(tool_choice, dict):
-                target_fn = {"name": target_fn["name"] + "_other", "parameters": target_fn.get("parameters", {})}
+                target_fn = {
+                    "name": target_fn["name"] + "_other",
+                    "parameters": target_fn.get("parameters", {}),
+                }
             rng = model.json_key_rng(key, seed)
-            args = model.instance(target_fn.get("parameters") or {"type": "object", "properties": {}}, rng)
+            args = model.instance(
+                target_fn.get("parameters") or {"type": "object", "properties": {}}, rng
+            )
             arguments = json.dumps(args, ensure_ascii=False)
             if "tools-args-invalid" in faults:
                 arguments = arguments[:-1] if len(arguments) > 2 else "{'bad': }"
             finish = "stop" if "tools-finish-stop" in faults else "tool_calls"
-            call = {"id": f"call_{secrets.token_hex(6)}", "name": target_fn["name"], "arguments": arguments}
+            call = {
+                "id": f"call_{secrets.token_hex(6)}",
+                "name": target_fn["name"],
+                "arguments": arguments,
+            }
             out.append(Choice(index, [], finish, [], call))
             continue
         if fmt in ("json_object", "json_schema") and "json-mode-ignored" not in faults:
@@ -317,7 +456,11 @@ def _make_choices(state: State, body: dict[str, Any], max_tokens: int, messages:
                         if isinstance(item, list):
                             item.append({"unexpected": "item"})
             else:
-                value = {"answer": rng.choice(model.VOCAB[:30]), "count": rng.randint(1, 9), "ok": True}
+                value = {
+                    "answer": rng.choice(model.VOCAB[:30]),
+                    "count": rng.randint(1, 9),
+                    "ok": True,
+                }
                 if fmt == "json_schema":  # json-schema-ignored: valid JSON, wrong shape
                     value = {"unexpected": "shape"}
             text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -329,34 +472,60 @@ def _make_choices(state: State, body: dict[str, Any], max_tokens: int, messages:
                 pieces, finish = pieces[:max_tokens], "length"
             out.append(Choice(index, pieces, finish, [-0.01] * len(pieces)))
             continue
-        gen = model.generate_text(key, max_tokens=max_tokens, seed=seed, temperature=temperature, index=index, stop=stops,
-                                  fresh=fresh, ignore_eos=body.get("ignore_eos") is True)
+        gen = model.generate_text(
+            key,
+            max_tokens=max_tokens,
+            seed=seed,
+            temperature=temperature,
+            index=index,
+            stop=stops,
+            fresh=fresh,
+            ignore_eos=body.get("ignore_eos") is True,
+        )
         pieces, finish = gen.pieces, gen.finish_reason
         if "max-tokens-ignored" in faults and finish == "length":
-            more = model.generate_text(key + "more", max_tokens=8, seed=seed, temperature=temperature, index=index)
+            more = model.generate_text(
+                key + "more", max_tokens=8, seed=seed, temperature=temperature, index=index
+            )
             pieces = pieces + [" " + p.strip() for p in more.pieces]
             finish = "stop"
         if "length-as-stop" in faults and finish == "length":
             finish = "stop"
         if "chat-bad-finish-reason" in faults:
             finish = "eos"
-        out.append(Choice(index, pieces, finish, gen.logprobs + [-0.5] * (len(pieces) - len(gen.logprobs))))
+        out.append(
+            Choice(index, pieces, finish, gen.logprobs + [-0.5] * (len(pieces) - len(gen.logprobs)))
+        )
     return out
 
 
 def _usage(prompt_tokens: int, completion_tokens: int, faults: frozenset[str]) -> dict[str, int]:
     total = prompt_tokens + completion_tokens + (1 if "usage-sum-wrong" in faults else 0)
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": total}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": total,
+    }
 
 
 def _completion_tokens(choices: list[Choice]) -> int:
-    return sum(len(c.pieces) if c.tool_call is None else max(1, len(model.tokenize(c.tool_call["arguments"]))) for c in choices)
+    return sum(
+        len(c.pieces)
+        if c.tool_call is None
+        else max(1, len(model.tokenize(c.tool_call["arguments"])))
+        for c in choices
+    )
 
 
 def _logprobs_obj(choice: Choice, top: int | None) -> dict[str, Any]:
     content = []
     for piece, lp in zip(choice.pieces, choice.logprobs, strict=False):
-        entry: dict[str, Any] = {"token": piece, "logprob": lp, "bytes": list(piece.encode()), "top_logprobs": []}
+        entry: dict[str, Any] = {
+            "token": piece,
+            "logprob": lp,
+            "bytes": list(piece.encode()),
+            "top_logprobs": [],
+        }
         if top:
             entry["top_logprobs"] = [{"token": piece, "logprob": lp, "bytes": list(piece.encode())}]
         content.append(entry)
@@ -420,15 +589,24 @@ async def _read_json(request: web.Request, state: State) -> dict[str, Any]:
         raise ApiError(400, "the request body is not valid JSON") from None
     if not isinstance(body, dict):
         if "err-wrong-type-500" in state.faults:
-            raise ApiError(500, "internal error: 'list' object has no attribute 'get'", "server_error")
+            raise ApiError(
+                500, "internal error: 'list' object has no attribute 'get'", "server_error"
+            )
         raise ApiError(400, "the request body must be a JSON object")
     return body
 
 
 def _check_ready(state: State) -> None:
     if state.dead:
-        raise ApiError(500, "EngineDeadError: the engine core died (RuntimeError: CPU Generator does not use offset)", "server_error")
-    if "health-loading-forever" in state.faults or time.monotonic() - state.started < state.config.loading_s:
+        raise ApiError(
+            500,
+            "EngineDeadError: the engine core died (RuntimeError: CPU Generator does not use offset)",
+            "server_error",
+        )
+    if (
+        "health-loading-forever" in state.faults
+        or time.monotonic() - state.started < state.config.loading_s
+    ):
         raise ApiError(503, "Loading model", "unavailable_error")
     if "health-lies" in state.faults:
         raise ApiError(503, "no model is loaded", "unavailable_error")
@@ -484,10 +662,16 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             prompt_tokens = model.count_chat_tokens(messages, tools)
         else:
             prompt = body.get("prompt")
-            _expect(isinstance(prompt, str) or (isinstance(prompt, list) and all(isinstance(p, str) for p in prompt)),
-                    "prompt must be a string or a list of strings", "prompt")
+            _expect(
+                isinstance(prompt, str)
+                or (isinstance(prompt, list) and all(isinstance(p, str) for p in prompt)),
+                "prompt must be a string or a list of strings",
+                "prompt",
+            )
             messages, tools, tool_choice, fmt, schema = None, [], None, "text", None
-            prompt_text = prompt if isinstance(prompt, str) else " ".join(str(p) for p in prompt or [])
+            prompt_text = (
+                prompt if isinstance(prompt, str) else " ".join(str(p) for p in prompt or [])
+            )
             prompt_tokens = len(model.tokenize(prompt_text)) + 1
         cfg = state.config
         limit = cfg.max_model_len
@@ -498,21 +682,33 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             if "ctx-500" in state.faults:
                 raise ApiError(500, "internal error: index out of range in self", "server_error")
             if "ctx-silent-truncate" not in state.faults and cfg.context_policy != "truncate":
-                raise ApiError(400, f"This model's maximum context length is {limit} tokens. However, your prompt contains at least {prompt_tokens} input tokens.",
-                               param="messages" if chat else "prompt", code="context_length_exceeded")
+                raise ApiError(
+                    400,
+                    f"This model's maximum context length is {limit} tokens. However, your prompt contains at least {prompt_tokens} input tokens.",
+                    param="messages" if chat else "prompt",
+                    code="context_length_exceeded",
+                )
             if "ctx-silent-truncate" not in state.faults:
                 truncated_from = prompt_tokens
             # Cut the prompt so the answer fits, as truncating engines do (Xinference keeps the tail):
             # nothing in finish_reason then hints at the cut, only usage and the warning can.
-            wanted = body.get("max_completion_tokens", body.get("max_tokens")) or cfg.default_max_tokens
+            wanted = (
+                body.get("max_completion_tokens", body.get("max_tokens")) or cfg.default_max_tokens
+            )
             prompt_tokens = limit - min(wanted, limit // 2)
         requested = body.get("max_completion_tokens", body.get("max_tokens"))
         if requested is not None and requested > limit:
             if "ctx-max-tokens-500" in state.faults:
                 raise ApiError(500, "internal error: negative dimension", "server_error")
-            raise ApiError(400, f"max_tokens={requested} cannot be greater than max_model_len={limit}", param="max_tokens")
+            raise ApiError(
+                400,
+                f"max_tokens={requested} cannot be greater than max_model_len={limit}",
+                param="max_tokens",
+            )
         room = limit - prompt_tokens
-        max_tokens = min(requested if requested is not None else cfg.default_max_tokens, max(room, 0))
+        max_tokens = min(
+            requested if requested is not None else cfg.default_max_tokens, max(room, 0)
+        )
         if "ctx-max-tokens-overrun" in state.faults and requested is not None:
             max_tokens = requested
         if max_tokens < 1:
@@ -543,23 +739,42 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         completion_tokens = _completion_tokens(choices)
         model_name = body["model"]
         if body.get("stream"):
-            return await _stream(request, state, body, chat, choices, prompt_tokens, completion_tokens, model_name, slot)
+            return await _stream(
+                request,
+                state,
+                body,
+                chat,
+                choices,
+                prompt_tokens,
+                completion_tokens,
+                model_name,
+                slot,
+            )
         await _sleep_generation(state, choices, request)
         if state.dead:
-            return _error_response(state, ApiError(500, "RuntimeError: CPU Generator does not use offset", "server_error"))
+            return _error_response(
+                state,
+                ApiError(500, "RuntimeError: CPU Generator does not use offset", "server_error"),
+            )
         slot.grow(prompt_tokens + completion_tokens)
         state.success += 1
         state.prompt_tokens += prompt_tokens
         state.generation_tokens += completion_tokens
         full = _full_body(state, body, chat, choices, prompt_tokens, completion_tokens, model_name)
         if truncated_from:
-            full["warnings"] = [f"prompt truncated from {truncated_from} to {prompt_tokens} tokens (context {limit})"]
+            full["warnings"] = [
+                f"prompt truncated from {truncated_from} to {prompt_tokens} tokens (context {limit})"
+            ]
         answer = web.json_response(full, dumps=_dumps)
         if "sdk-stale-content-encoding" in state.faults:
-            answer.headers["Content-Encoding"] = "gzip"  # the body is not compressed: a gateway forwarded a stale header
+            answer.headers["Content-Encoding"] = (
+                "gzip"  # the body is not compressed: a gateway forwarded a stale header
+            )
         return answer
     except ClientGone as gone:
-        slot.aborted = True  # noticed at the next token write, like engines that abort on disconnect
+        slot.aborted = (
+            True  # noticed at the next token write, like engines that abort on disconnect
+        )
         return gone.response  # already prepared: aiohttp finishes it quietly
     except (asyncio.CancelledError, ConnectionResetError):
         slot.aborted = True
@@ -587,8 +802,15 @@ async def _sleep_generation(state: State, choices: list[Choice], request: web.Re
         await asyncio.sleep(total)
 
 
-def _full_body(state: State, body: dict[str, Any], chat: bool, choices: list[Choice], prompt_tokens: int,
-               completion_tokens: int, model_name: str) -> dict[str, Any]:
+def _full_body(
+    state: State,
+    body: dict[str, Any],
+    chat: bool,
+    choices: list[Choice],
+    prompt_tokens: int,
+    completion_tokens: int,
+    model_name: str,
+) -> dict[str, Any]:
     faults = state.faults
     created: int | float = int(time.time())
     if "chat-created-float" in faults:
@@ -596,21 +818,50 @@ def _full_body(state: State, body: dict[str, Any], chat: bool, choices: list[Cho
     want_logprobs = bool(body.get("logprobs")) and "logprobs-missing" not in faults
     out_choices = []
     for c in choices:
-        if chat and "completions-broken" not in faults or (not chat and "completions-broken" in faults):
-            message: dict[str, Any] = {"role": "assistant", "content": "".join(c.pieces) if c.tool_call is None else None}
+        if (
+            chat
+            and "completions-broken" not in faults
+            or (not chat and "completions-broken" in faults)
+        ):
+            message: dict[str, Any] = {
+                "role": "assistant",
+                "content": "".join(c.pieces) if c.tool_call is None else None,
+            }
             if c.tool_call is not None:
-                message["tool_calls"] = [{"id": c.tool_call["id"], "type": "function",
-                                          "function": {"name": c.tool_call["name"], "arguments": c.tool_call["arguments"]}}]
-            entry: dict[str, Any] = {"index": c.index, "message": message,
-                                     "logprobs": _logprobs_obj(c, body.get("top_logprobs")) if want_logprobs else None,
-                                     "finish_reason": c.finish_reason}
+                message["tool_calls"] = [
+                    {
+                        "id": c.tool_call["id"],
+                        "type": "function",
+                        "function": {
+                            "name": c.tool_call["name"],
+                            "arguments": c.tool_call["arguments"],
+                        },
+                    }
+                ]
+            entry: dict[str, Any] = {
+                "index": c.index,
+                "message": message,
+                "logprobs": _logprobs_obj(c, body.get("top_logprobs")) if want_logprobs else None,
+                "finish_reason": c.finish_reason,
+            }
         else:
-            entry = {"index": c.index, "text": "".join(c.pieces), "logprobs": None, "finish_reason": c.finish_reason}
+            entry = {
+                "index": c.index,
+                "text": "".join(c.pieces),
+                "logprobs": None,
+                "finish_reason": c.finish_reason,
+            }
         out_choices.append(entry)
     cid = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12)
-    full: dict[str, Any] = {"id": cid, "object": "chat.completion" if chat else "text_completion", "created": created,
-            "model": model_name, "system_fingerprint": "servecheck-ref", "choices": out_choices,
-            "usage": _usage(prompt_tokens, completion_tokens, faults)}
+    full: dict[str, Any] = {
+        "id": cid,
+        "object": "chat.completion" if chat else "text_completion",
+        "created": created,
+        "model": model_name,
+        "system_fingerprint": "servecheck-ref",
+        "choices": out_choices,
+        "usage": _usage(prompt_tokens, completion_tokens, faults),
+    }
     if "extra-fields" in state.config.quirks:
         full["x_servecheck_extra"] = {"note": "ignore me"}
         for entry in out_choices:
@@ -627,12 +878,25 @@ def _utf8_mangle(piece: str) -> list[str]:
     return [raw[:half].decode("utf-8", "replace"), raw[half:].decode("utf-8", "replace")]
 
 
-async def _stream(request: web.Request, state: State, body: dict[str, Any], chat: bool, choices: list[Choice],
-                  prompt_tokens: int, completion_tokens: int, model_name: str, slot: _Slot) -> web.StreamResponse:
+async def _stream(
+    request: web.Request,
+    state: State,
+    body: dict[str, Any],
+    chat: bool,
+    choices: list[Choice],
+    prompt_tokens: int,
+    completion_tokens: int,
+    model_name: str,
+    slot: _Slot,
+) -> web.StreamResponse:
     faults = state.faults
     cfg = state.config
-    media_type = "application/json" if "stream-wrong-content-type" in faults else "text/event-stream"
-    response = web.StreamResponse(status=200, headers={"Content-Type": media_type, "Cache-Control": "no-cache"})
+    media_type = (
+        "application/json" if "stream-wrong-content-type" in faults else "text/event-stream"
+    )
+    response = web.StreamResponse(
+        status=200, headers={"Content-Type": media_type, "Cache-Control": "no-cache"}
+    )
     await response.prepare(request)
     if request.transport is not None:
         with contextlib.suppress(OSError):
@@ -657,7 +921,9 @@ async def _stream(request: web.Request, state: State, body: dict[str, Any], chat
     def chunk(choice_json: str, usage: str | None = None) -> bytes:
         nonlocal prefix
         if "stream-id-changes" in faults:
-            prefix = _chunk_prefix(("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12), created, model_name, obj)
+            prefix = _chunk_prefix(
+                ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12), created, model_name, obj
+            )
         tail = f',"usage":{usage}' if usage else ""
         return f"data: {prefix}{choice_json}]{tail}}}\n\n".encode()
 
@@ -669,7 +935,9 @@ async def _stream(request: web.Request, state: State, body: dict[str, Any], chat
         if "stream-buffered" in faults:
             buffered.append(data)
         elif "stream-block-buffered" in faults:
-            buffered.append(data)  # a proxy that forwards in 2 KiB blocks (nginx proxy_buffers); the tail at the end
+            buffered.append(
+                data
+            )  # a proxy that forwards in 2 KiB blocks (nginx proxy_buffers); the tail at the end
             if sum(map(len, buffered)) >= 2048:
                 await response.write(b"".join(buffered))
                 buffered.clear()
@@ -696,12 +964,16 @@ async def _stream(request: web.Request, state: State, body: dict[str, Any], chat
 
     _extra = _extra_delay(state)
     if "stream-error-in-200" in faults:
-        await send(b'data: {"error": {"message": "upstream model crashed", "type": "server_error", "code": 500}}\n\n')
+        await send(
+            b'data: {"error": {"message": "upstream model crashed", "type": "server_error", "code": 500}}\n\n'
+        )
         if "stream-no-done" not in faults:
             await send(b"data: [DONE]\n\n")
         return await _finish_stream(response, buffered)
 
-    def delta_json(index: int, delta: str, finish: str | None = None, logprobs: str = "null") -> str:
+    def delta_json(
+        index: int, delta: str, finish: str | None = None, logprobs: str = "null"
+    ) -> str:
         fr = "null" if finish is None else json.dumps(finish)
         if chat:
             return f'{{"index":{index},"delta":{delta},"logprobs":{logprobs},"finish_reason":{fr}}}'
@@ -712,7 +984,15 @@ async def _stream(request: web.Request, state: State, body: dict[str, Any], chat
         if "stream-no-role" not in faults:
             await send(chunk(",".join(delta_json(c.index, role_json) for c in choices)))
     streamed = 0
-    steps = max((len(c.pieces) if c.tool_call is None else 1 + len(model.split_json(c.tool_call["arguments"], 8)) for c in choices), default=0)
+    steps = max(
+        (
+            len(c.pieces)
+            if c.tool_call is None
+            else 1 + len(model.split_json(c.tool_call["arguments"], 8))
+            for c in choices
+        ),
+        default=0,
+    )
     stall_at = max(1, steps // 2)
     for i in range(steps):
         if state.dead:
@@ -720,7 +1000,9 @@ async def _stream(request: web.Request, state: State, body: dict[str, Any], chat
         if "stream-stall" in faults and i == stall_at:
             await asyncio.sleep(3600)
         if "stream-stall-keepalive" in faults and i == stall_at:
-            for _ in range(7200):  # stuck, but the SSE layer keeps pinging: no read timeout ever fires
+            for _ in range(
+                7200
+            ):  # stuck, but the SSE layer keeps pinging: no read timeout ever fires
                 await response.write(b": ping\n\n")
                 await asyncio.sleep(0.5)
         await wait_step()
@@ -729,16 +1011,23 @@ async def _stream(request: web.Request, state: State, body: dict[str, Any], chat
             if c.tool_call is not None:
                 pieces = model.split_json(c.tool_call["arguments"], 8)
                 if i == 0:
-                    head: dict[str, Any] = {"id": c.tool_call["id"], "type": "function",
-                                            "function": {"name": c.tool_call["name"], "arguments": ""}}
+                    head: dict[str, Any] = {
+                        "id": c.tool_call["id"],
+                        "type": "function",
+                        "function": {"name": c.tool_call["name"], "arguments": ""},
+                    }
                     if "tools-stream-no-index" not in faults:
                         head = {"index": 0, **head}
-                    parts.append(delta_json(c.index, json.dumps({"tool_calls": [head]}, ensure_ascii=False)))
+                    parts.append(
+                        delta_json(c.index, json.dumps({"tool_calls": [head]}, ensure_ascii=False))
+                    )
                 elif i - 1 < len(pieces):
                     frag: dict[str, Any] = {"function": {"arguments": pieces[i - 1]}}
                     if "tools-stream-no-index" not in faults:
                         frag = {"index": 0, **frag}
-                    parts.append(delta_json(c.index, json.dumps({"tool_calls": [frag]}, ensure_ascii=False)))
+                    parts.append(
+                        delta_json(c.index, json.dumps({"tool_calls": [frag]}, ensure_ascii=False))
+                    )
                 continue
             if i >= len(c.pieces):
                 continue
@@ -748,28 +1037,62 @@ async def _stream(request: web.Request, state: State, body: dict[str, Any], chat
             texts = _utf8_mangle(piece) if "utf8-split" in faults else [piece]
             for text in texts:
                 role_extra = '"role":"assistant",' if "stream-role-twice" in faults and chat else ""
-                delta = f'{{{role_extra}"content":{json.dumps(text, ensure_ascii=False)}}}' if chat else json.dumps(text, ensure_ascii=False)
+                delta = (
+                    f'{{{role_extra}"content":{json.dumps(text, ensure_ascii=False)}}}'
+                    if chat
+                    else json.dumps(text, ensure_ascii=False)
+                )
                 lp = "null"
                 if want_logprobs and chat:
-                    lp = json.dumps({"content": [{"token": piece, "logprob": c.logprobs[i] if i < len(c.logprobs) else -0.5,
-                                                  "bytes": list(piece.encode()), "top_logprobs": []}]}, ensure_ascii=False)
+                    lp = json.dumps(
+                        {
+                            "content": [
+                                {
+                                    "token": piece,
+                                    "logprob": c.logprobs[i] if i < len(c.logprobs) else -0.5,
+                                    "bytes": list(piece.encode()),
+                                    "top_logprobs": [],
+                                }
+                            ]
+                        },
+                        ensure_ascii=False,
+                    )
                 parts.append(delta_json(c.index, delta, logprobs=lp))
         for p in parts:
             # one choice per chunk, as engines do
             data = chunk(p)
             if "stream-non-json" in faults and i == 1:
-                data = b"data: " + repr(json.loads(data[6:])).encode() + b"\n\n"  # str(dict) instead of json.dumps
+                data = (
+                    b"data: " + repr(json.loads(data[6:])).encode() + b"\n\n"
+                )  # str(dict) instead of json.dumps
             await send(data)
         streamed += 1
         slot.grow(prompt_tokens + streamed)
     if state.dead:
-        await send(b'data: {"error": {"message": "RuntimeError: CPU Generator does not use offset", "type": "server_error", "code": 500}}\n\n')
+        await send(
+            b'data: {"error": {"message": "RuntimeError: CPU Generator does not use offset", "type": "server_error", "code": 500}}\n\n'
+        )
         return await _finish_stream(response, buffered)
     for c in choices:
-        empty = '{}' if chat else '""'
-        repeated = json.dumps(_usage(prompt_tokens, completion_tokens, faults)) if include_usage and "stream-usage-repeated" in faults else None
-        reason = "stop" if "stream-length-as-stop" in faults and c.finish_reason == "length" else c.finish_reason
-        await send(chunk(delta_json(c.index, "null" if "sdk-stream-null-delta" in faults and chat else empty, reason), repeated))
+        empty = "{}" if chat else '""'
+        repeated = (
+            json.dumps(_usage(prompt_tokens, completion_tokens, faults))
+            if include_usage and "stream-usage-repeated" in faults
+            else None
+        )
+        reason = (
+            "stop"
+            if "stream-length-as-stop" in faults and c.finish_reason == "length"
+            else c.finish_reason
+        )
+        await send(
+            chunk(
+                delta_json(
+                    c.index, "null" if "sdk-stream-null-delta" in faults and chat else empty, reason
+                ),
+                repeated,
+            )
+        )
         if "stream-finish-twice" in faults:
             await send(chunk(delta_json(c.index, empty, c.finish_reason)))
         if "stream-content-after-finish" in faults:
@@ -778,7 +1101,9 @@ async def _stream(request: web.Request, state: State, body: dict[str, Any], chat
         usage_tokens = completion_tokens + (3 if "stream-usage-wrong" in faults else 0)
         usage = json.dumps(_usage(prompt_tokens, usage_tokens, faults))
         if "stream-usage-in-choices" in faults:
-            await send(chunk(delta_json(0, '{}' if chat else '""', choices[0].finish_reason), usage))
+            await send(
+                chunk(delta_json(0, "{}" if chat else '""', choices[0].finish_reason), usage)
+            )
         else:
             await send(chunk("", usage))
     if "stream-no-done" not in faults:
@@ -814,9 +1139,18 @@ async def _finish_stream(response: web.StreamResponse, buffered: list[bytes]) ->
 async def health(request: web.Request) -> web.Response:
     state = request.app[STATE]
     if "health-down" in state.faults or state.dead:
-        return web.json_response({"error": {"message": "engine is dead", "type": "server_error", "code": 500}}, status=500)
-    if "health-loading-forever" in state.faults or time.monotonic() - state.started < state.config.loading_s:
-        return web.json_response({"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}, status=503)
+        return web.json_response(
+            {"error": {"message": "engine is dead", "type": "server_error", "code": 500}},
+            status=500,
+        )
+    if (
+        "health-loading-forever" in state.faults
+        or time.monotonic() - state.started < state.config.loading_s
+    ):
+        return web.json_response(
+            {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}},
+            status=503,
+        )
     return web.json_response({"status": "ok"})
 
 
@@ -830,10 +1164,18 @@ async def models(request: web.Request) -> web.Response:
         names = [n + "-v2" for n in names]
     data = []
     for name in names:
-        entry: dict[str, Any] = {"id": name, "object": "model", "created": state.created_at, "owned_by": "servecheck",
-                                 "root": name, "parent": None}
+        entry: dict[str, Any] = {
+            "id": name,
+            "object": "model",
+            "created": state.created_at,
+            "owned_by": "servecheck",
+            "root": name,
+            "parent": None,
+        }
         if "models-no-context" not in state.faults:
-            entry["max_model_len"] = cfg.max_model_len * (2 if "models-context-mismatch" in state.faults else 1)
+            entry["max_model_len"] = cfg.max_model_len * (
+                2 if "models-context-mismatch" in state.faults else 1
+            )
         data.append(entry)
     return web.json_response({"object": "list", "data": data})
 
@@ -852,7 +1194,9 @@ async def tokenize(request: web.Request) -> web.Response:
             ids = model.token_ids(str(prompt))
     except ApiError as err:
         return _error_response(state, err)
-    return web.json_response({"count": len(ids), "max_model_len": state.config.max_model_len, "tokens": ids})
+    return web.json_response(
+        {"count": len(ids), "max_model_len": state.config.max_model_len, "tokens": ids}
+    )
 
 
 async def version(request: web.Request) -> web.Response:
@@ -899,24 +1243,63 @@ async def auth_and_errors(request: web.Request, handler: Any) -> web.StreamRespo
     public = request.path in ("/health", "/metrics", "/version", "/ping")
     if key and not public and "auth-none" not in state.faults:
         header = request.headers.get("Authorization", "")
-        presented = header[7:] if header.lower().startswith("bearer ") else request.headers.get("X-Api-Key", "")
+        presented = (
+            header[7:]
+            if header.lower().startswith("bearer ")
+            else request.headers.get("X-Api-Key", "")
+        )
         if not secrets.compare_digest(presented.encode(), key.encode()):
-            message = "Invalid API key" if presented else "Missing API key: send 'Authorization: Bearer <key>'"
+            message = (
+                "Invalid API key"
+                if presented
+                else "Missing API key: send 'Authorization: Bearer <key>'"
+            )
             if "auth-echo-key" in state.faults and presented:
                 message = f"Invalid API key: {presented}"
-            return web.json_response({"error": {"message": message, "type": "authentication_error", "param": None,
-                                                "code": "invalid_api_key"}}, status=401)
+            return web.json_response(
+                {
+                    "error": {
+                        "message": message,
+                        "type": "authentication_error",
+                        "param": None,
+                        "code": "invalid_api_key",
+                    }
+                },
+                status=401,
+            )
     try:
         return await handler(request)
     except web.HTTPNotFound:
         if "err-route-html" in state.faults:
             # a web UI's catch-all (or a reverse proxy's error page) answering for the API
-            return web.Response(status=404, text="<html><body><h1>404 Not Found</h1></body></html>", content_type="text/html")
-        return web.json_response({"error": {"message": f"route {request.method} {request.path} not found", "type": "not_found_error",
-                                            "param": None, "code": 404}}, status=404)
+            return web.Response(
+                status=404,
+                text="<html><body><h1>404 Not Found</h1></body></html>",
+                content_type="text/html",
+            )
+        return web.json_response(
+            {
+                "error": {
+                    "message": f"route {request.method} {request.path} not found",
+                    "type": "not_found_error",
+                    "param": None,
+                    "code": 404,
+                }
+            },
+            status=404,
+        )
     except web.HTTPMethodNotAllowed:
-        return web.json_response({"error": {"message": f"method {request.method} not allowed on {request.path}",
-                                            "type": "invalid_request_error", "param": None, "code": 405}}, status=405)
+        return web.json_response(
+            {
+                "error": {
+                    "message": f"method {request.method} not allowed on {request.path}",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": 405,
+                }
+            },
+            status=405,
+        )
 
 
 def build_app(config: ServerConfig) -> web.Application:
@@ -942,7 +1325,9 @@ def build_app(config: ServerConfig) -> web.Application:
     return app
 
 
-def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, ready_file: str | None = None) -> None:
+def serve(
+    config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, ready_file: str | None = None
+) -> None:
     """Run until SIGTERM/SIGINT. Writes the bound port to ``ready_file`` once listening (port 0 = any)."""
     app = build_app(config)
 
@@ -960,8 +1345,11 @@ def serve(config: ServerConfig, host: str = "127.0.0.1", port: int = 8000, ready
             with open(tmp, "w") as fh:
                 fh.write(str(bound))
             os.replace(tmp, ready_file)
-        print(f"servecheck reference server on http://{host}:{bound}/v1 (models: {', '.join(config.models)};"
-              f" faults: {', '.join(sorted(config.faults)) or 'none'})", flush=True)
+        print(
+            f"servecheck reference server on http://{host}:{bound}/v1 (models: {', '.join(config.models)};"
+            f" faults: {', '.join(sorted(config.faults)) or 'none'})",
+            flush=True,
+        )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

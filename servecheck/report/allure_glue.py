@@ -53,12 +53,14 @@ def exchange_texts(exchange: Any) -> tuple[str, str]:
             lines.append(f"{k}: {v}")
         lines.append("")
         body = exchange.text if hasattr(exchange, "text") else ""
-        lines.append(body if len(body) <= MAX_BODY else body[:MAX_BODY] + f"\n... ({len(body)} characters)")
+        lines.append(
+            body if len(body) <= MAX_BODY else body[:MAX_BODY] + f"\n... ({len(body)} characters)"
+        )
     timing = getattr(exchange, "timing", None)
     if timing is not None:
         lines.append("")
         lines.append(f"timing: {timing!r}")
-    return redact(request)[:MAX_BODY + 2000], redact("\n".join(lines))
+    return redact(request)[: MAX_BODY + 2000], redact("\n".join(lines))
 
 
 def attach_exchanges(ctx: Any, check: Any) -> int:
@@ -75,7 +77,8 @@ def attach_exchanges(ctx: Any, check: Any) -> int:
         allure.dynamic.title(f"{check.id}: {check.description}")
         allure.dynamic.description(
             f"{check.description}\n\nExpectation: {check.expectation}\n\nTarget {ctx.target.name}, model {ctx.model}, "
-            f"engine {ctx.target.engine}")
+            f"engine {ctx.target.engine}"
+        )
         allure.dynamic.label("check_id", check.id)
         allure.dynamic.label("surface", check.surface)
         allure.dynamic.label("target", ctx.target.name)
@@ -86,18 +89,33 @@ def attach_exchanges(ctx: Any, check: Any) -> int:
         n = 0
         for i, ex in enumerate(ctx.exchanges, 1):
             request, response = exchange_texts(ex)
-            allure.attach(request, name=f"{i} request {ex.method} {redact(ex.url)}", attachment_type=allure.attachment_type.JSON)
-            allure.attach(response, name=f"{i} response", attachment_type=allure.attachment_type.TEXT)
-            with contextlib.suppress(Exception):  # a body curl cannot quote must not cost the other attachments
-                allure.attach(redact(ex.curl()), name=f"{i} curl", attachment_type=allure.attachment_type.TEXT)
+            allure.attach(
+                request,
+                name=f"{i} request {ex.method} {redact(ex.url)}",
+                attachment_type=allure.attachment_type.JSON,
+            )
+            allure.attach(
+                response, name=f"{i} response", attachment_type=allure.attachment_type.TEXT
+            )
+            with contextlib.suppress(
+                Exception
+            ):  # a body curl cannot quote must not cost the other attachments
+                allure.attach(
+                    redact(ex.curl()), name=f"{i} curl", attachment_type=allure.attachment_type.TEXT
+                )
             n += 1
         return n
     except Exception:  # noqa: BLE001 - reporting must never change a check's outcome
         return 0
 
 
-def write_slo_results(alluredir: Path, verdicts: Sequence[dict[str, Any]], *, suite: str = "load",
-                      attachment: str | None = None) -> int:
+def write_slo_results(
+    alluredir: Path,
+    verdicts: Sequence[dict[str, Any]],
+    *,
+    suite: str = "load",
+    attachment: str | None = None,
+) -> int:
     """Write one allure result JSON per SLO verdict (``summary.json``'s ``slo`` entries)."""
     alluredir = Path(alluredir)
     alluredir.mkdir(parents=True, exist_ok=True)
@@ -109,16 +127,33 @@ def write_slo_results(alluredir: Path, verdicts: Sequence[dict[str, Any]], *, su
     for v in verdicts:
         name = f"SLO {v.get('slo')}"
         result = {
-            "uuid": str(uuid.uuid4()), "historyId": f"servecheck-slo-{v.get('slo')}", "name": name, "fullName": f"{suite}.{name}",
+            "uuid": str(uuid.uuid4()),
+            "historyId": f"servecheck-slo-{v.get('slo')}",
+            "name": name,
+            "fullName": f"{suite}.{name}",
             "status": "passed" if v.get("passed") else "failed",
-            "statusDetails": {"message": redact(f"observed {v.get('observed')} {v.get('unit')}, bound {v.get('op')} "
-                                                f"{v.get('bound')} ({v.get('source')}) {v.get('note') or ''}".strip())},
-            "stage": "finished", "start": now, "stop": now,
-            "labels": [{"name": "suite", "value": suite}, {"name": "parentSuite", "value": "servecheck"},
-                       {"name": "tag", "value": "SLO"}, {"name": "check_id", "value": f"SLO-{v.get('metric')}"}],
-            "attachments": [{"name": "load summary", "source": att_name, "type": "text/plain"}] if att_name else [],
+            "statusDetails": {
+                "message": redact(
+                    f"observed {v.get('observed')} {v.get('unit')}, bound {v.get('op')} "
+                    f"{v.get('bound')} ({v.get('source')}) {v.get('note') or ''}".strip()
+                )
+            },
+            "stage": "finished",
+            "start": now,
+            "stop": now,
+            "labels": [
+                {"name": "suite", "value": suite},
+                {"name": "parentSuite", "value": "servecheck"},
+                {"name": "tag", "value": "SLO"},
+                {"name": "check_id", "value": f"SLO-{v.get('metric')}"},
+            ],
+            "attachments": [{"name": "load summary", "source": att_name, "type": "text/plain"}]
+            if att_name
+            else [],
         }
-        (alluredir / f"{result['uuid']}-result.json").write_text(json.dumps(result), encoding="utf-8")
+        (alluredir / f"{result['uuid']}-result.json").write_text(
+            json.dumps(result), encoding="utf-8"
+        )
     return len(verdicts)
 
 

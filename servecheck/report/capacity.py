@@ -48,13 +48,24 @@ class Step:
         lat = summary.get("latency_ms") or {}
         error_rate = float((summary.get("requests") or {}).get("error_rate") or 0.0)
         # Successful requests only: a server that fails fast would otherwise look like a fast one.
-        return cls(level=level, mode=mode, passed=passed,
-                   requests_per_s=float((summary.get("throughput") or {}).get("requests_per_s") or 0.0) * (1.0 - error_rate),
-                   tokens_per_s=float((summary.get("throughput") or {}).get("output_tokens_per_s") or 0.0),
-                   error_rate=error_rate, goodput=summary.get("goodput"),
-                   latency_ms={k: {p: (lat.get(k) or {}).get(p) for p in ("p50", "p90", "p95", "p99")} for k in ("ttft", "itl", "e2e", "tpot")},
-                   slo=list(summary.get("slo") or []), reasons=list(summary.get("reasons") or []),
-                   run_id=str(summary.get("run_id") or ""), total=int((summary.get("requests") or {}).get("total") or 0))
+        return cls(
+            level=level,
+            mode=mode,
+            passed=passed,
+            requests_per_s=float((summary.get("throughput") or {}).get("requests_per_s") or 0.0)
+            * (1.0 - error_rate),
+            tokens_per_s=float((summary.get("throughput") or {}).get("output_tokens_per_s") or 0.0),
+            error_rate=error_rate,
+            goodput=summary.get("goodput"),
+            latency_ms={
+                k: {p: (lat.get(k) or {}).get(p) for p in ("p50", "p90", "p95", "p99")}
+                for k in ("ttft", "itl", "e2e", "tpot")
+            },
+            slo=list(summary.get("slo") or []),
+            reasons=list(summary.get("reasons") or []),
+            run_id=str(summary.get("run_id") or ""),
+            total=int((summary.get("requests") or {}).get("total") or 0),
+        )
 
     def metric(self, name: str) -> float | None:
         """``e2e_p95`` -> the step's value (ms)."""
@@ -74,8 +85,10 @@ def should_stop(steps: Sequence[Step], drop: float = 0.10) -> str | None:
         best = max(s.requests_per_s for s in steps[:-1])
         last = steps[-1].requests_per_s
         if best > 0 and last < (1.0 - drop) * best:
-            return (f"throughput dropped to {last:.2f} req/s at {_fmt_level(steps[-1])}, "
-                    f"{(1 - last / best) * 100:.0f}% below the best {best:.2f} req/s: past saturation")
+            return (
+                f"throughput dropped to {last:.2f} req/s at {_fmt_level(steps[-1])}, "
+                f"{(1 - last / best) * 100:.0f}% below the best {best:.2f} req/s: past saturation"
+            )
     return None
 
 
@@ -127,16 +140,20 @@ def sweep_knee(steps: Sequence[Step], metric: str = "e2e_p95") -> Knee | None:
     if not steps:
         return None
     peak = max(range(len(steps)), key=lambda i: steps[i].requests_per_s)
-    usable = [(i, s) for i, s in enumerate(steps[:peak + 1]) if s.metric(metric) is not None]
+    usable = [(i, s) for i, s in enumerate(steps[: peak + 1]) if s.metric(metric) is not None]
     # Also keep the first point past the peak when it is the latency blow-up (it closes the chord).
     if peak + 1 < len(steps) and steps[peak + 1].metric(metric) is not None:
         usable.append((peak + 1, steps[peak + 1]))
-    found = knee([s.requests_per_s for _, s in usable], [float(s.metric(metric) or 0.0) for _, s in usable])
+    found = knee(
+        [s.requests_per_s for _, s in usable], [float(s.metric(metric) or 0.0) for _, s in usable]
+    )
     if found is None:
         return None
     i, dist = found
     idx, s = usable[i]
-    return Knee(idx, s.level, s.requests_per_s, float(s.metric(metric) or 0.0), round(dist, 4), metric)
+    return Knee(
+        idx, s.level, s.requests_per_s, float(s.metric(metric) or 0.0), round(dist, 4), metric
+    )
 
 
 def replicas_for(target_rate: float, per_replica_rate: float, headroom: float = 1.0) -> int | None:

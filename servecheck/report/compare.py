@@ -81,15 +81,27 @@ def parse_threshold(text: str) -> tuple[list[str], Threshold]:
     """``ttft_p95=+10%`` -> (["ttft_p95"], Threshold). Raises :class:`UsageError` with a suggestion."""
     m = _THRESHOLD_RE.match(text)
     if not m:
-        raise UsageError(f"--threshold {text!r}: expected METRIC=+N% (or +Nms, +Npp), e.g. ttft_p95=+10%")
+        raise UsageError(
+            f"--threshold {text!r}: expected METRIC=+N% (or +Nms, +Npp), e.g. ttft_p95=+10%"
+        )
     name, sign, number, unit = m.groups()
     value = float(number) * (1000.0 if unit == "s" else 1.0)
     unit = "ms" if unit == "s" else unit
-    names = [name] if name in DEFAULT_THRESHOLDS else [n for n in DEFAULT_THRESHOLDS if n.startswith(name + "_")] if name in LATENCY_FAMILIES else []
+    names = (
+        [name]
+        if name in DEFAULT_THRESHOLDS
+        else [n for n in DEFAULT_THRESHOLDS if n.startswith(name + "_")]
+        if name in LATENCY_FAMILIES
+        else []
+    )
     if not names:
-        raise UsageError(f"--threshold {text!r}: unknown metric {name!r}{did_you_mean(name, [*DEFAULT_THRESHOLDS, *LATENCY_FAMILIES])}")
+        raise UsageError(
+            f"--threshold {text!r}: unknown metric {name!r}{did_you_mean(name, [*DEFAULT_THRESHOLDS, *LATENCY_FAMILIES])}"
+        )
     if unit == "ms" and names[0].split("_")[0] not in LATENCY_FAMILIES:
-        raise UsageError(f"--threshold {text!r}: ms applies to latencies only; use % or pp for {name}")
+        raise UsageError(
+            f"--threshold {text!r}: ms applies to latencies only; use % or pp for {name}"
+        )
     del sign  # the direction is the metric's own (latency up, throughput down is worse)
     return names, Threshold(value, unit, text.split("=", 1)[1].strip())
 
@@ -98,7 +110,11 @@ def thresholds(overrides: Iterable[str] = ()) -> dict[str, Threshold]:
     """The default thresholds with ``overrides`` applied (later ones win)."""
     out: dict[str, Threshold] = {}
     for name, spec in DEFAULT_THRESHOLDS.items():
-        out.update(dict.fromkeys(parse_threshold(f"{name}={spec}")[0], parse_threshold(f"{name}={spec}")[1]))
+        out.update(
+            dict.fromkeys(
+                parse_threshold(f"{name}={spec}")[0], parse_threshold(f"{name}={spec}")[1]
+            )
+        )
     for text in overrides:
         names, th = parse_threshold(text)
         out.update(dict.fromkeys(names, th))
@@ -129,7 +145,10 @@ class MetricDelta:
     n_current: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: (round(v, 6) if isinstance(v, float) and math.isfinite(v) else v) for k, v in asdict(self).items()}
+        return {
+            k: (round(v, 6) if isinstance(v, float) and math.isfinite(v) else v)
+            for k, v in asdict(self).items()
+        }
 
 
 @dataclass(slots=True)
@@ -158,7 +177,9 @@ def locate(run_dir: Path | str) -> RunParts:
             parts.load = cand
             break
     if parts.conformance is None and parts.load is None:
-        raise UsageError(f"{root}: neither results.jsonl (conformance) nor records.jsonl/summary.json (load) found")
+        raise UsageError(
+            f"{root}: neither results.jsonl (conformance) nor records.jsonl/summary.json (load) found"
+        )
     if parts.conformance is not None:
         targets = read_json(parts.conformance / "summary.json").get("targets") or {}
         for name, info in targets.items():
@@ -182,8 +203,15 @@ def _subsample(values: np.ndarray, rng: np.random.Generator, cap: int = MAX_SAMP
     return rng.choice(values, size=cap, replace=False)
 
 
-def bootstrap_diff(a: np.ndarray, b: np.ndarray, qs: Sequence[float] | None, *, seed: int, n_boot: int = 1000,
-                   alpha: float = 0.01) -> list[tuple[float, float]]:
+def bootstrap_diff(
+    a: np.ndarray,
+    b: np.ndarray,
+    qs: Sequence[float] | None,
+    *,
+    seed: int,
+    n_boot: int = 1000,
+    alpha: float = 0.01,
+) -> list[tuple[float, float]]:
     """Percentile-bootstrap CIs of ``stat(b) - stat(a)`` for each percentile in ``qs`` (None: the mean).
 
     A resample of a sorted sample is a matrix of indices into it; the resample's k-th order
@@ -228,7 +256,9 @@ def _finish(d: MetricDelta, th: Threshold | None, higher_is_better: bool) -> Met
         if th is not None:
             d.threshold = th.text
             d.beyond = th.beyond(d.baseline, d.current, higher_is_better)
-            better = th.beyond(d.current, d.baseline, higher_is_better)  # the same size of change, the good way
+            better = th.beyond(
+                d.current, d.baseline, higher_is_better
+            )  # the same size of change, the good way
             d.regression = d.significant and d.beyond
             d.improvement = d.significant and better
     return d
@@ -236,14 +266,31 @@ def _finish(d: MetricDelta, th: Threshold | None, higher_is_better: bool) -> Met
 
 def _latency_samples(records: list[dict[str, Any]], family: str) -> np.ndarray:
     if family == "itl":
-        vals = [x for r in records if not r.get("error") for x in (r.get("itls") or []) if isinstance(x, (int, float))]
+        vals = [
+            x
+            for r in records
+            if not r.get("error")
+            for x in (r.get("itls") or [])
+            if isinstance(x, (int, float))
+        ]
     else:
-        vals = [r[family] for r in records if not r.get("error") and isinstance(r.get(family), (int, float))]
+        vals = [
+            r[family]
+            for r in records
+            if not r.get("error") and isinstance(r.get(family), (int, float))
+        ]
     return np.asarray(vals, dtype=float) * 1000.0
 
 
-def compare_latency(base: list[dict[str, Any]], cur: list[dict[str, Any]], ths: dict[str, Threshold], *,
-                    seed: int = 0, alpha: float = 0.01, n_boot: int = 1000) -> list[MetricDelta]:
+def compare_latency(
+    base: list[dict[str, Any]],
+    cur: list[dict[str, Any]],
+    ths: dict[str, Threshold],
+    *,
+    seed: int = 0,
+    alpha: float = 0.01,
+    n_boot: int = 1000,
+) -> list[MetricDelta]:
     """Percentile deltas with Mann-Whitney U and bootstrap CIs for every latency family present."""
     out: list[MetricDelta] = []
     rng = np.random.default_rng(seed)
@@ -253,14 +300,26 @@ def compare_latency(base: list[dict[str, Any]], cur: list[dict[str, Any]], ths: 
             continue
         a, b = _subsample(a, rng), _subsample(b, rng)
         p = mann_whitney(a, b)
-        cis = bootstrap_diff(a, b, [q for _, q in PERCENTILES], seed=seed, n_boot=n_boot, alpha=alpha)
+        cis = bootstrap_diff(
+            a, b, [q for _, q in PERCENTILES], seed=seed, n_boot=n_boot, alpha=alpha
+        )
         for (label, q), (lo, hi) in zip(PERCENTILES, cis, strict=True):
             name = f"{fam}_{label}"
             ci_excludes_zero = lo > 0 or hi < 0
             significant = ci_excludes_zero and (q >= 90 or (p is not None and p < alpha))
-            d = MetricDelta(name, "ms", float(np.percentile(a, q)), float(np.percentile(b, q)), p_value=p,
-                            test="mann-whitney-u + bootstrap", ci_low=lo, ci_high=hi, significant=significant,
-                            n_baseline=int(a.size), n_current=int(b.size))
+            d = MetricDelta(
+                name,
+                "ms",
+                float(np.percentile(a, q)),
+                float(np.percentile(b, q)),
+                p_value=p,
+                test="mann-whitney-u + bootstrap",
+                ci_low=lo,
+                ci_high=hi,
+                significant=significant,
+                n_baseline=int(a.size),
+                n_current=int(b.size),
+            )
             out.append(_finish(d, ths.get(name), higher_is_better=False))
     return out
 
@@ -273,47 +332,90 @@ def _per_second(records: list[dict[str, Any]], tokens: bool) -> np.ndarray:
     n = int((max(float(r["t_done"]) for r in done) - t0) // 1.0) + 1
     bins = np.zeros(n)
     for r in done:
-        bins[int((float(r["t_done"]) - t0) // 1.0)] += float(r.get("output_tokens") or r.get("output_tokens_client") or 0) if tokens else 1.0
+        bins[int((float(r["t_done"]) - t0) // 1.0)] += (
+            float(r.get("output_tokens") or r.get("output_tokens_client") or 0) if tokens else 1.0
+        )
     return bins[1:-1] if n > 3 else bins
 
 
-def compare_throughput(base_sum: dict[str, Any], cur_sum: dict[str, Any], base: list[dict[str, Any]], cur: list[dict[str, Any]],
-                       ths: dict[str, Threshold], *, seed: int = 0, alpha: float = 0.01) -> list[MetricDelta]:
+def compare_throughput(
+    base_sum: dict[str, Any],
+    cur_sum: dict[str, Any],
+    base: list[dict[str, Any]],
+    cur: list[dict[str, Any]],
+    ths: dict[str, Threshold],
+    *,
+    seed: int = 0,
+    alpha: float = 0.01,
+) -> list[MetricDelta]:
     out: list[MetricDelta] = []
-    for name, key, tokens in (("throughput_rps", "requests_per_s", False), ("throughput_tps", "output_tokens_per_s", True)):
+    for name, key, tokens in (
+        ("throughput_rps", "requests_per_s", False),
+        ("throughput_tps", "output_tokens_per_s", True),
+    ):
         bv = (base_sum.get("throughput") or {}).get(key)
         cv = (cur_sum.get("throughput") or {}).get(key)
         if bv is None or cv is None:
             continue
         a, b = _per_second(base, tokens), _per_second(cur, tokens)
-        d = MetricDelta(name, "req/s" if not tokens else "tok/s", float(bv), float(cv), n_baseline=int(a.size), n_current=int(b.size))
+        d = MetricDelta(
+            name,
+            "req/s" if not tokens else "tok/s",
+            float(bv),
+            float(cv),
+            n_baseline=int(a.size),
+            n_current=int(b.size),
+        )
         if a.size >= 3 and b.size >= 3:
             d.p_value = mann_whitney(a, b)
             ((lo, hi),) = bootstrap_diff(a, b, None, seed=seed, alpha=alpha)
             d.ci_low, d.ci_high, d.test = lo, hi, "mann-whitney-u + bootstrap (per-second counts)"
             d.significant = (lo > 0 or hi < 0) and d.p_value is not None and d.p_value < alpha
         else:
-            d.note = "too few whole seconds of samples for a test (a longer run gives one); not judged"
+            d.note = (
+                "too few whole seconds of samples for a test (a longer run gives one); not judged"
+            )
         out.append(_finish(d, ths.get(name), higher_is_better=True))
     return out
 
 
-def compare_rates(base_sum: dict[str, Any], cur_sum: dict[str, Any], ths: dict[str, Threshold], *,
-                  alpha: float = 0.01) -> list[MetricDelta]:
+def compare_rates(
+    base_sum: dict[str, Any],
+    cur_sum: dict[str, Any],
+    ths: dict[str, Threshold],
+    *,
+    alpha: float = 0.01,
+) -> list[MetricDelta]:
     out: list[MetricDelta] = []
     rb, rc = base_sum.get("requests") or {}, cur_sum.get("requests") or {}
     na, nb = int(rb.get("total") or 0), int(rc.get("total") or 0)
     if na and nb:
         fa, fb = int(rb.get("failed") or 0), int(rc.get("failed") or 0)
-        d = MetricDelta("error_rate", "fraction", fa / na, fb / nb, p_value=fisher(fa, na, fb, nb), test="fisher-exact",
-                        n_baseline=na, n_current=nb)
+        d = MetricDelta(
+            "error_rate",
+            "fraction",
+            fa / na,
+            fb / nb,
+            p_value=fisher(fa, na, fb, nb),
+            test="fisher-exact",
+            n_baseline=na,
+            n_current=nb,
+        )
         d.significant = d.p_value is not None and d.p_value < alpha
         out.append(_finish(d, ths.get("error_rate"), higher_is_better=False))
     ga, gb = base_sum.get("goodput"), cur_sum.get("goodput")
     if ga is not None and gb is not None and na and nb:
         good_a, good_b = round(float(ga) * na), round(float(gb) * nb)
-        d = MetricDelta("goodput", "fraction", float(ga), float(gb), p_value=fisher(na - good_a, na, nb - good_b, nb),
-                        test="fisher-exact", n_baseline=na, n_current=nb)
+        d = MetricDelta(
+            "goodput",
+            "fraction",
+            float(ga),
+            float(gb),
+            p_value=fisher(na - good_a, na, nb - good_b, nb),
+            test="fisher-exact",
+            n_baseline=na,
+            n_current=nb,
+        )
         d.significant = d.p_value is not None and d.p_value < alpha
         out.append(_finish(d, ths.get("goodput"), higher_is_better=True))
     return out
@@ -335,7 +437,10 @@ def compare_conformance(base_dir: Path, cur_dir: Path) -> ConformanceDelta:
     """Outcome changes per check (keyed by check id when each run has one target/model)."""
     a = [r for r in read_jsonl(base_dir / "results.jsonl") if r.get("check")]
     b = [r for r in read_jsonl(cur_dir / "results.jsonl") if r.get("check")]
-    single = len({(r.get("target"), r.get("model")) for r in a}) <= 1 and len({(r.get("target"), r.get("model")) for r in b}) <= 1
+    single = (
+        len({(r.get("target"), r.get("model")) for r in a}) <= 1
+        and len({(r.get("target"), r.get("model")) for r in b}) <= 1
+    )
 
     def key(r: dict[str, Any]) -> str:
         return str(r["check"]) if single else f"{r.get('target')}/{r.get('model')}/{r['check']}"
@@ -351,10 +456,24 @@ def compare_conformance(base_dir: Path, cur_dir: Path) -> ConformanceDelta:
         if ra is None:
             delta.new_checks.append(k)
             if rb["outcome"] in BAD_OUTCOMES:
-                delta.newly_failing.append({"check": k, "baseline": None, "current": rb["outcome"], "message": rb.get("message", "")})
+                delta.newly_failing.append(
+                    {
+                        "check": k,
+                        "baseline": None,
+                        "current": rb["outcome"],
+                        "message": rb.get("message", ""),
+                    }
+                )
             continue
         if ra["outcome"] in GOOD_OUTCOMES and rb["outcome"] in BAD_OUTCOMES:
-            delta.newly_failing.append({"check": k, "baseline": ra["outcome"], "current": rb["outcome"], "message": rb.get("message", "")})
+            delta.newly_failing.append(
+                {
+                    "check": k,
+                    "baseline": ra["outcome"],
+                    "current": rb["outcome"],
+                    "message": rb.get("message", ""),
+                }
+            )
         elif ra["outcome"] in BAD_OUTCOMES and rb["outcome"] in GOOD_OUTCOMES:
             delta.fixed.append({"check": k, "baseline": ra["outcome"], "current": rb["outcome"]})
     delta.missing_checks = sorted(set(ka) - set(kb))
@@ -387,8 +506,16 @@ class Comparison:
     def as_dict(self) -> dict[str, Any]:
         return {
             "kind": "compare",
-            "baseline": {"path": str(self.baseline.path), "target": self.baseline.target, "version": self.baseline.version},
-            "current": {"path": str(self.current.path), "target": self.current.target, "version": self.current.version},
+            "baseline": {
+                "path": str(self.baseline.path),
+                "target": self.baseline.target,
+                "version": self.baseline.version,
+            },
+            "current": {
+                "path": str(self.current.path),
+                "target": self.current.target,
+                "version": self.current.version,
+            },
             "alpha": self.alpha,
             "seed": self.seed,
             "verdict": "regression" if self.regressed else "ok",
@@ -399,8 +526,15 @@ class Comparison:
         }
 
 
-def compare_runs(baseline: Path | str, current: Path | str, *, threshold_overrides: Iterable[str] = (),
-                 alpha: float = 0.01, seed: int = 0, n_boot: int = 1000) -> Comparison:
+def compare_runs(
+    baseline: Path | str,
+    current: Path | str,
+    *,
+    threshold_overrides: Iterable[str] = (),
+    alpha: float = 0.01,
+    seed: int = 0,
+    n_boot: int = 1000,
+) -> Comparison:
     """Compare two run folders (load, conformance or accept runs). Raises :class:`UsageError` on bad input."""
     ths = thresholds(threshold_overrides)
     a, b = locate(baseline), locate(current)
@@ -408,13 +542,17 @@ def compare_runs(baseline: Path | str, current: Path | str, *, threshold_overrid
     if a.version and b.version and a.version != b.version:
         cmp.notes.append(f"engine version changed: {a.version} -> {b.version}")
     if a.target and b.target and a.target != b.target:
-        cmp.notes.append(f"different targets: {a.target} vs {b.target} (baselines are meant per target)")
+        cmp.notes.append(
+            f"different targets: {a.target} vs {b.target} (baselines are meant per target)"
+        )
     if a.load is not None and b.load is not None:
         sa, sb = read_json(a.load / "summary.json"), read_json(b.load / "summary.json")
         ra, rb = read_jsonl(a.load / "records.jsonl"), read_jsonl(b.load / "records.jsonl")
         for key in ("scenario", "mode", "users", "rate"):
             if sa.get(key) != sb.get(key):
-                cmp.notes.append(f"load {key} differs: {sa.get(key)} vs {sb.get(key)} (the comparison may not be like for like)")
+                cmp.notes.append(
+                    f"load {key} differs: {sa.get(key)} vs {sb.get(key)} (the comparison may not be like for like)"
+                )
         cmp.metrics += compare_latency(ra, rb, ths, seed=seed, alpha=alpha, n_boot=n_boot)
         cmp.metrics += compare_throughput(sa, sb, ra, rb, ths, seed=seed, alpha=alpha)
         cmp.metrics += compare_rates(sa, sb, ths, alpha=alpha)
@@ -427,8 +565,20 @@ def compare_runs(baseline: Path | str, current: Path | str, *, threshold_overrid
     return cmp
 
 
-__all__ = ["Comparison", "ConformanceDelta", "MetricDelta", "RunParts", "Threshold", "bootstrap_diff", "compare_conformance",
-           "compare_latency", "compare_runs", "locate", "parse_threshold", "thresholds"]
+__all__ = [
+    "Comparison",
+    "ConformanceDelta",
+    "MetricDelta",
+    "RunParts",
+    "Threshold",
+    "bootstrap_diff",
+    "compare_conformance",
+    "compare_latency",
+    "compare_runs",
+    "locate",
+    "parse_threshold",
+    "thresholds",
+]
 
 
 # ------------------------------------------------------------------ presentation
@@ -446,12 +596,36 @@ def metric_rows(cmp: Comparison) -> list[tuple[str, ...]]:
     """(metric, baseline, current, change, p, CI, threshold, verdict) rows for text, Markdown and HTML."""
     rows: list[tuple[str, ...]] = []
     for m in cmp.metrics:
-        change = "-" if m.change is None else (f"{m.change * 100:+.2f} pp" if m.unit == "fraction" else
-                                                f"{m.change:+.2f} {m.unit}" + (f" ({m.change_pct:+.1f}%)" if m.change_pct is not None else ""))
+        change = (
+            "-"
+            if m.change is None
+            else (
+                f"{m.change * 100:+.2f} pp"
+                if m.unit == "fraction"
+                else f"{m.change:+.2f} {m.unit}"
+                + (f" ({m.change_pct:+.1f}%)" if m.change_pct is not None else "")
+            )
+        )
         ci = "-" if m.ci_low is None else f"[{m.ci_low:+.2f}, {m.ci_high:+.2f}]"
-        verdict = "REGRESSION" if m.regression else "improved" if m.improvement else ("changed (not significant)" if m.beyond else "ok")
-        rows.append((m.name, _num(m.baseline, m.unit), _num(m.current, m.unit), change,
-                     "-" if m.p_value is None else f"{m.p_value:.3g}", ci, m.threshold or "-", verdict))
+        verdict = (
+            "REGRESSION"
+            if m.regression
+            else "improved"
+            if m.improvement
+            else ("changed (not significant)" if m.beyond else "ok")
+        )
+        rows.append(
+            (
+                m.name,
+                _num(m.baseline, m.unit),
+                _num(m.current, m.unit),
+                change,
+                "-" if m.p_value is None else f"{m.p_value:.3g}",
+                ci,
+                m.threshold or "-",
+                verdict,
+            )
+        )
     return rows
 
 
@@ -461,7 +635,9 @@ HEADERS = ("metric", "baseline", "current", "change", "p", "CI of diff", "thresh
 def format_text(cmp: Comparison) -> str:
     """A plain-text table of the comparison for the terminal."""
     rows = metric_rows(cmp)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(HEADERS)]
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(HEADERS)
+    ]
     lines = [f"baseline {cmp.baseline.path}  ->  current {cmp.current.path}"]
     lines += [f"note: {n}" for n in cmp.notes]
     if rows:
@@ -470,10 +646,18 @@ def format_text(cmp: Comparison) -> str:
     lines += [f"note: {m.name}: {m.note}" for m in cmp.metrics if m.note]
     c = cmp.conformance
     if c is not None:
-        lines.append(f"conformance: {len(c.newly_failing)} newly failing, {len(c.fixed)} fixed, "
-                     f"{len(c.new_checks)} new, {len(c.missing_checks)} missing")
-        lines += [f"  NEWLY FAILING {x['check']}: {x['baseline']} -> {x['current']}" for x in c.newly_failing]
-    lines.append("verdict: " + ("REGRESSION (" + ", ".join(cmp.regressions) + ")" if cmp.regressed else "no regression"))
+        lines.append(
+            f"conformance: {len(c.newly_failing)} newly failing, {len(c.fixed)} fixed, "
+            f"{len(c.new_checks)} new, {len(c.missing_checks)} missing"
+        )
+        lines += [
+            f"  NEWLY FAILING {x['check']}: {x['baseline']} -> {x['current']}"
+            for x in c.newly_failing
+        ]
+    lines.append(
+        "verdict: "
+        + ("REGRESSION (" + ", ".join(cmp.regressions) + ")" if cmp.regressed else "no regression")
+    )
     return "\n".join(lines)
 
 
@@ -482,26 +666,53 @@ def comparison_section(cmp: Comparison) -> Any:
     from servecheck.report.html import Section, badge, esc, md_table, table, verdict_badge
 
     rows = metric_rows(cmp)
-    parts = [f"<p>{verdict_badge(not cmp.regressed, 'REGRESSION' if cmp.regressed else 'NO REGRESSION')} "
-             f"baseline <code>{esc(cmp.baseline.path)}</code> ({esc(cmp.baseline.version or 'version unknown')}) vs current "
-             f"<code>{esc(cmp.current.path)}</code> ({esc(cmp.current.version or 'version unknown')}); alpha {cmp.alpha}, seed {cmp.seed}</p>"]
+    parts = [
+        f"<p>{verdict_badge(not cmp.regressed, 'REGRESSION' if cmp.regressed else 'NO REGRESSION')} "
+        f"baseline <code>{esc(cmp.baseline.path)}</code> ({esc(cmp.baseline.version or 'version unknown')}) vs current "
+        f"<code>{esc(cmp.current.path)}</code> ({esc(cmp.current.version or 'version unknown')}); alpha {cmp.alpha}, seed {cmp.seed}</p>"
+    ]
     parts += [f"<p class='flag'>{esc(n)}</p>" for n in cmp.notes]
     notes = [*cmp.notes, *(f"{m.name}: {m.note}" for m in cmp.metrics if m.note)]
     parts += [f"<p class='muted'>{esc(f'{m.name}: {m.note}')}</p>" for m in cmp.metrics if m.note]
-    md = [f"Verdict: **{'REGRESSION' if cmp.regressed else 'no regression'}**"] + [f"- note: {n}" for n in notes]
+    md = [f"Verdict: **{'REGRESSION' if cmp.regressed else 'no regression'}**"] + [
+        f"- note: {n}" for n in notes
+    ]
     if rows:
         kinds = {"REGRESSION": "fail", "improved": "pass", "ok": "passed"}
-        parts.append(table(HEADERS, ((*(esc(c) for c in r[:-1]), badge(r[-1], kinds.get(r[-1], "warn"))) for r in rows),
-                           numeric=(1, 2, 3, 4), raw=tuple(range(8))))
+        parts.append(
+            table(
+                HEADERS,
+                ((*(esc(c) for c in r[:-1]), badge(r[-1], kinds.get(r[-1], "warn"))) for r in rows),
+                numeric=(1, 2, 3, 4),
+                raw=tuple(range(8)),
+            )
+        )
         md += md_table(HEADERS, rows)
     c = cmp.conformance
     if c is not None:
-        parts.append(f"<h3>Conformance</h3><p>{len(c.newly_failing)} newly failing, {len(c.fixed)} fixed, "
-                     f"{len(c.new_checks)} new, {len(c.missing_checks)} missing checks.</p>")
+        parts.append(
+            f"<h3>Conformance</h3><p>{len(c.newly_failing)} newly failing, {len(c.fixed)} fixed, "
+            f"{len(c.new_checks)} new, {len(c.missing_checks)} missing checks.</p>"
+        )
         if c.newly_failing:
-            parts.append(table(("check", "baseline", "current", "message"),
-                               ((x["check"], x["baseline"] or "(absent)", x["current"], str(x.get("message") or "").splitlines()[:1] and
-                                 str(x.get("message")).splitlines()[0]) for x in c.newly_failing)))
+            parts.append(
+                table(
+                    ("check", "baseline", "current", "message"),
+                    (
+                        (
+                            x["check"],
+                            x["baseline"] or "(absent)",
+                            x["current"],
+                            str(x.get("message") or "").splitlines()[:1]
+                            and str(x.get("message")).splitlines()[0],
+                        )
+                        for x in c.newly_failing
+                    ),
+                )
+            )
         md.append(f"Conformance: {len(c.newly_failing)} newly failing, {len(c.fixed)} fixed")
-        md += [f"- NEWLY FAILING `{x['check']}`: {x['baseline']} -> {x['current']}" for x in c.newly_failing]
+        md += [
+            f"- NEWLY FAILING `{x['check']}`: {x['baseline']} -> {x['current']}"
+            for x in c.newly_failing
+        ]
     return Section("Comparison with the baseline", "".join(parts), md, not cmp.regressed)

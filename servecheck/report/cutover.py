@@ -101,9 +101,16 @@ class Agreement:
         return sum(1 for r in self.results if r.old is None or r.new is None)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"old_model": self.old_model, "new_model": self.new_model, "prompts": len(self.results),
-                "compared": len(self.compared), "identical_share": self.identical_share, "mean_distance": self.mean_distance,
-                "errors": self.errors, "results": [asdict(r) for r in self.results]}
+        return {
+            "old_model": self.old_model,
+            "new_model": self.new_model,
+            "prompts": len(self.results),
+            "compared": len(self.compared),
+            "identical_share": self.identical_share,
+            "mean_distance": self.mean_distance,
+            "errors": self.errors,
+            "results": [asdict(r) for r in self.results],
+        }
 
 
 def read_prompts(path: str | Path | None) -> list[str]:
@@ -128,18 +135,27 @@ def model_of(target: Target) -> str:
     except (TypeError, KeyError, IndexError):
         from servecheck.errors import UsageError
 
-        raise UsageError(f"target {target.name!r}: no models declared and GET /models gave none ({ex.describe(200)})") from None
+        raise UsageError(
+            f"target {target.name!r}: no models declared and GET /models gave none ({ex.describe(200)})"
+        ) from None
 
 
-def greedy_outputs(target: Target, model: str, prompts: Sequence[str], max_tokens: int = 64) -> list[tuple[str | None, str]]:
+def greedy_outputs(
+    target: Target, model: str, prompts: Sequence[str], max_tokens: int = 64
+) -> list[tuple[str | None, str]]:
     """(text or None, error) per prompt, ``temperature: 0, seed: 0``, one request at a time."""
     from servecheck.client.http import ServeClient
 
     out: list[tuple[str | None, str]] = []
     with ServeClient.for_target(target) as client:
         for p in prompts:
-            body = {"model": model, "messages": [{"role": "user", "content": p}], "temperature": 0, "seed": 0,
-                    "max_tokens": max_tokens}
+            body = {
+                "model": model,
+                "messages": [{"role": "user", "content": p}],
+                "temperature": 0,
+                "seed": 0,
+                "max_tokens": max_tokens,
+            }
             ex = client.post("/chat/completions", body)
             data = ex.json() if ex.ok else None
             try:
@@ -157,7 +173,17 @@ def agreement(old: Target, new: Target, prompts: Sequence[str], max_tokens: int 
     res = Agreement(old_model=mo, new_model=mn)
     for p, (ta, ea), (tb, eb) in zip(prompts, a, b, strict=True):
         both = ta is not None and tb is not None
-        res.results.append(PromptResult(p, ta, tb, both and ta == tb, normalised_distance(ta or "", tb or "") if both else None, ea, eb))
+        res.results.append(
+            PromptResult(
+                p,
+                ta,
+                tb,
+                both and ta == tb,
+                normalised_distance(ta or "", tb or "") if both else None,
+                ea,
+                eb,
+            )
+        )
     return res
 
 
@@ -206,8 +232,14 @@ class SwapReport:
         return asdict(self)
 
 
-async def _probe(target: Target, model: str, duration_s: float, rate: float, max_inflight: int,
-                 on_tick: Callable[[float, int, int], None] | None) -> list[ProbeRecord]:
+async def _probe(
+    target: Target,
+    model: str,
+    duration_s: float,
+    rate: float,
+    max_inflight: int,
+    on_tick: Callable[[float, int, int], None] | None,
+) -> list[ProbeRecord]:
     import httpx
 
     headers = {**target.headers, **target.auth_headers(), "content-type": "application/json"}
@@ -215,8 +247,12 @@ async def _probe(target: Target, model: str, duration_s: float, rate: float, max
     records: list[ProbeRecord] = []
     sem = asyncio.Semaphore(max_inflight)
     t0 = time.perf_counter()
-    body = {"model": model, "messages": [{"role": "user", "content": "Reply with one word."}], "max_tokens": 4,
-            "temperature": 0}
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": "Reply with one word."}],
+        "max_tokens": 4,
+        "temperature": 0,
+    }
     limits = httpx.Limits(max_connections=max_inflight, max_keepalive_connections=max_inflight)
 
     async def one(client: httpx.AsyncClient, due: float) -> None:
@@ -224,7 +260,9 @@ async def _probe(target: Target, model: str, duration_s: float, rate: float, max
             sent = time.perf_counter() - t0
             status: int | None = None
             try:
-                r = await client.post(target.base_url + "/chat/completions", json=body, headers=headers)
+                r = await client.post(
+                    target.base_url + "/chat/completions", json=body, headers=headers
+                )
                 status = r.status_code
                 served = None
                 if 200 <= r.status_code < 300:
@@ -238,9 +276,21 @@ async def _probe(target: Target, model: str, duration_s: float, rate: float, max
                 ok, err, served = False, "timeout", None
             except httpx.TransportError:
                 ok, err, served = False, "connect", None
-            records.append(ProbeRecord(sent, time.perf_counter() - t0, ok, status, err, served if ok else None, max(0.0, sent - due)))
+            records.append(
+                ProbeRecord(
+                    sent,
+                    time.perf_counter() - t0,
+                    ok,
+                    status,
+                    err,
+                    served if ok else None,
+                    max(0.0, sent - due),
+                )
+            )
 
-    async with httpx.AsyncClient(timeout=timeout, limits=limits, verify=target.verify_tls) as client:
+    async with httpx.AsyncClient(
+        timeout=timeout, limits=limits, verify=target.verify_tls
+    ) as client:
         tasks: set[asyncio.Task[None]] = set()
         n = 0
         while True:
@@ -262,8 +312,15 @@ async def _probe(target: Target, model: str, duration_s: float, rate: float, max
     return records
 
 
-def run_swap_probe(target: Target, model: str, *, duration_s: float, rate: float = 10.0, max_inflight: int = 64,
-                   on_tick: Callable[[float, int, int], None] | None = None) -> tuple[list[ProbeRecord], float]:
+def run_swap_probe(
+    target: Target,
+    model: str,
+    *,
+    duration_s: float,
+    rate: float = 10.0,
+    max_inflight: int = 64,
+    on_tick: Callable[[float, int, int], None] | None = None,
+) -> tuple[list[ProbeRecord], float]:
     """Send ``rate`` requests/s to ``target`` for ``duration_s``; return the records and the run length."""
     t0 = time.perf_counter()
     records = asyncio.run(_probe(target, model, duration_s, rate, max_inflight, on_tick))
@@ -293,14 +350,26 @@ def analyse_swap(records: Sequence[ProbeRecord], duration_s: float) -> SwapRepor
         if last is not None and r.model != last:
             changes.append(ModelChange(round(r.t_done, 3), last, r.model))
         last = r.model
-    return SwapReport(duration_s=round(end, 3), requests=len(recs), ok=len(ok), failed=len(bad), errors=errors,
-                      longest_gap_s=round(gap, 3), gap_start_s=round(gs, 3), gap_end_s=round(ge, 3), models_seen=seen,
-                      model_changes=changes, first_failure_s=round(bad[0].t_sent, 3) if bad else None,
-                      last_failure_s=round(bad[-1].t_done, 3) if bad else None,
-                      probe_lag_max_s=round(max((r.lag for r in recs), default=0.0), 3))
+    return SwapReport(
+        duration_s=round(end, 3),
+        requests=len(recs),
+        ok=len(ok),
+        failed=len(bad),
+        errors=errors,
+        longest_gap_s=round(gap, 3),
+        gap_start_s=round(gs, 3),
+        gap_end_s=round(ge, 3),
+        models_seen=seen,
+        model_changes=changes,
+        first_failure_s=round(bad[0].t_sent, 3) if bad else None,
+        last_failure_s=round(bad[-1].t_done, 3) if bad else None,
+        probe_lag_max_s=round(max((r.lag for r in recs), default=0.0), 3),
+    )
 
 
-def swap_timeline(records: Sequence[ProbeRecord], bin_s: float = 0.5) -> tuple[list[float], list[float], list[float]]:
+def swap_timeline(
+    records: Sequence[ProbeRecord], bin_s: float = 0.5
+) -> tuple[list[float], list[float], list[float]]:
     """(t, ok/s, failed/s) in bins of completion time, for the plot."""
     if not records:
         return [], [], []
@@ -311,6 +380,20 @@ def swap_timeline(records: Sequence[ProbeRecord], bin_s: float = 0.5) -> tuple[l
     return [(i + 0.5) * bin_s for i in range(n)], ok, bad
 
 
-__all__ = ["Agreement", "DEFAULT_PROMPTS", "ModelChange", "ProbeRecord", "PromptResult", "SwapReport", "agreement",
-           "analyse_swap", "greedy_outputs", "levenshtein", "model_of", "normalised_distance", "read_prompts",
-           "run_swap_probe", "swap_timeline"]
+__all__ = [
+    "Agreement",
+    "DEFAULT_PROMPTS",
+    "ModelChange",
+    "ProbeRecord",
+    "PromptResult",
+    "SwapReport",
+    "agreement",
+    "analyse_swap",
+    "greedy_outputs",
+    "levenshtein",
+    "model_of",
+    "normalised_distance",
+    "read_prompts",
+    "run_swap_probe",
+    "swap_timeline",
+]

@@ -19,14 +19,23 @@ from servecheck.checks.registry import SURFACES, load_all
 from servecheck.profiles import PROFILES
 
 SYMBOL = {
-    "passed": "pass", "failed": "**FAIL**", "error": "**ERROR**", "nonstrict": "non-strict", "skipped": "skip",
-    "xfailed": "known defect", "xpassed": "**fixed?**",
+    "passed": "pass",
+    "failed": "**FAIL**",
+    "error": "**ERROR**",
+    "nonstrict": "non-strict",
+    "skipped": "skip",
+    "xfailed": "known defect",
+    "xpassed": "**fixed?**",
 }
 
 
 def _load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     summary = json.loads((run_dir / "summary.json").read_text())
-    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+    rows = [
+        json.loads(line)
+        for line in (run_dir / "results.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     return summary, rows
 
 
@@ -58,11 +67,18 @@ def render(run_dirs: list[Path], extra_notes: dict[str, str] | None = None) -> s
         counts: dict[str, int] = {}
         for row in by_check.values():
             counts[row["outcome"]] = counts.get(row["outcome"], 0) + 1
-        lines.append(f"| {info.get('engine')} (`{name}`) | {info.get('version') or 'unknown'} | {counts.get('passed', 0)} |"
-                     f" {counts.get('failed', 0) + counts.get('error', 0) + counts.get('xpassed', 0)} | {counts.get('nonstrict', 0)} |"
-                     f" {counts.get('xfailed', 0)} | {counts.get('skipped', 0)} |")
-    lines += ["", "## Check x engine", "", "| check | " + " | ".join(f"`{n}`" for n, _, _ in columns) + " |",
-              "| --- | " + " | ".join("---" for _ in columns) + " |"]
+        lines.append(
+            f"| {info.get('engine')} (`{name}`) | {info.get('version') or 'unknown'} | {counts.get('passed', 0)} |"
+            f" {counts.get('failed', 0) + counts.get('error', 0) + counts.get('xpassed', 0)} | {counts.get('nonstrict', 0)} |"
+            f" {counts.get('xfailed', 0)} | {counts.get('skipped', 0)} |"
+        )
+    lines += [
+        "",
+        "## Check x engine",
+        "",
+        "| check | " + " | ".join(f"`{n}`" for n, _, _ in columns) + " |",
+        "| --- | " + " | ".join("---" for _ in columns) + " |",
+    ]
     order = list(SURFACES)
     for check_id in sorted(load_all(), key=lambda cid: order.index(cid.split("-", 1)[0])):
         cells = []
@@ -72,26 +88,42 @@ def render(run_dirs: list[Path], extra_notes: dict[str, str] | None = None) -> s
         lines.append(f"| `{check_id}` | " + " | ".join(cells) + " |")
     lines += ["", "## Why each non-pass", ""]
     for name, _info, by_check in columns:
-        notable = [r for r in by_check.values() if r["outcome"] in ("failed", "error", "nonstrict", "xfailed", "xpassed")]
+        notable = [
+            r
+            for r in by_check.values()
+            if r["outcome"] in ("failed", "error", "nonstrict", "xfailed", "xpassed")
+        ]
         if not notable:
             continue
         lines += [f"### `{name}`", ""]
         for row in sorted(notable, key=lambda r: r["check"]):
             first = (row.get("message") or "").strip().splitlines()
             text = " ".join(first[:2]).replace("|", "\\|")[:300]
-            lines.append(f"- `{row['check']}` ({SYMBOL.get(row['outcome'], row['outcome'])}): {text}")
+            lines.append(
+                f"- `{row['check']}` ({SYMBOL.get(row['outcome'], row['outcome'])}): {text}"
+            )
         lines.append("")
     for title, note in (extra_notes or {}).items():
         lines += [f"## {title}", "", note, ""]
     verified = {info.get("engine") for _, info, _ in columns}
-    lines += ["## Profiles not verified live", "",
-              "These engines have targets.yaml examples (docs/targets.md) and profiles written from their documentation;",
-              "no run on this machine has proven them yet:", ""]
+    lines += [
+        "## Profiles not verified live",
+        "",
+        "These engines have targets.yaml examples (docs/targets.md) and profiles written from their documentation;",
+        "no run on this machine has proven them yet:",
+        "",
+    ]
     for name, profile in PROFILES.items():
         if name in ("reference", "generic") or name in verified:
             continue
-        lines.append(f"- `{name}`: not verified live" + (" (listed deviations: " + ", ".join(sorted(profile.deviations)) + ")"
-                                                         if profile.deviations else ""))
+        lines.append(
+            f"- `{name}`: not verified live"
+            + (
+                " (listed deviations: " + ", ".join(sorted(profile.deviations)) + ")"
+                if profile.deviations
+                else ""
+            )
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -26,8 +26,13 @@ SUMMARY_MD = "summary.md"
 OUTCOME_ORDER = ("failed", "error", "xpassed", "nonstrict", "xfailed", "skipped", "passed")
 BAD_OUTCOMES = ("failed", "error", "xpassed")
 OUTCOME_COLOURS = {
-    "passed": "#1a7f37", "failed": "#cf222e", "error": "#8b0000", "nonstrict": "#bf8700",
-    "skipped": "#6e7781", "xfailed": "#8250df", "xpassed": "#e16f24",
+    "passed": "#1a7f37",
+    "failed": "#cf222e",
+    "error": "#8b0000",
+    "nonstrict": "#bf8700",
+    "skipped": "#6e7781",
+    "xfailed": "#8250df",
+    "xpassed": "#e16f24",
 }
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1150px;padding:16px;color:#1f2328}
@@ -58,7 +63,9 @@ def md_esc(value: Any) -> str:
 
 def md_code(value: Any) -> str:
     """Redacted inline code for Markdown (backticks inside are replaced)."""
-    return "`" + redact("" if value is None else str(value)).replace("`", "'").replace("\n", " ") + "`"
+    return (
+        "`" + redact("" if value is None else str(value)).replace("`", "'").replace("\n", " ") + "`"
+    )
 
 
 @dataclass(slots=True)
@@ -82,10 +89,16 @@ def badge(text: str, kind: str) -> str:
 def verdict_badge(ok: bool | None, text: str | None = None) -> str:
     kind = "info" if ok is None else "pass" if ok else "fail"
     return badge(text or ("PASS" if ok else "FAIL" if ok is not None else "INFO"), kind).replace(
-        'class="badge', 'class="badge verdict', 1)
+        'class="badge', 'class="badge verdict', 1
+    )
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], numeric: Sequence[int] = (), raw: Sequence[int] = ()) -> str:
+def table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    numeric: Sequence[int] = (),
+    raw: Sequence[int] = (),
+) -> str:
     """An HTML table; cells are escaped unless their column index is in ``raw`` (pre-built HTML)."""
     out = ["<table>"]
     if any(headers):
@@ -170,7 +183,9 @@ def conformance_section(run_dir: Path, title: str = "Conformance") -> Section:
     parts: list[str] = []
     md: list[str] = []
     if not rows:
-        parts.append('<p class="flag">No check results were recorded (results.jsonl is missing or empty).</p>')
+        parts.append(
+            '<p class="flag">No check results were recorded (results.jsonl is missing or empty).</p>'
+        )
         md.append("No conformance results recorded.")
     targets = summary.get("targets") or {}
     for (target, model), items in sorted(groups.items()):
@@ -179,31 +194,70 @@ def conformance_section(run_dir: Path, title: str = "Conformance") -> Section:
             counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
         info = targets.get(target) or {}
         version = info.get("version") or info.get("engine_version")
-        parts.append(f"<h3>{esc(target)} / {esc(model)}"
-                     + (f' <span class="muted">version {esc(version)}</span>' if version else "") + "</h3><p>"
-                     + " ".join(badge(f"{counts[o]} {o}", o) for o in OUTCOME_ORDER if counts.get(o)) + "</p>")
-        md.append(f"**{md_esc(target)} / {md_esc(model)}**: " + ", ".join(f"{counts[o]} {o}" for o in OUTCOME_ORDER if counts.get(o)))
-        items.sort(key=lambda r: (OUTCOME_ORDER.index(r["outcome"]) if r["outcome"] in OUTCOME_ORDER else 99, r["check"]))
+        parts.append(
+            f"<h3>{esc(target)} / {esc(model)}"
+            + (f' <span class="muted">version {esc(version)}</span>' if version else "")
+            + "</h3><p>"
+            + " ".join(badge(f"{counts[o]} {o}", o) for o in OUTCOME_ORDER if counts.get(o))
+            + "</p>"
+        )
+        md.append(
+            f"**{md_esc(target)} / {md_esc(model)}**: "
+            + ", ".join(f"{counts[o]} {o}" for o in OUTCOME_ORDER if counts.get(o))
+        )
+        items.sort(
+            key=lambda r: (
+                OUTCOME_ORDER.index(r["outcome"]) if r["outcome"] in OUTCOME_ORDER else 99,
+                r["check"],
+            )
+        )
         bad = [r for r in items if r["outcome"] in BAD_OUTCOMES]
         if bad:
             parts.append("<h4>Failures</h4>")
             for r in bad:
-                parts.append(f"<p>{badge(r['outcome'], r['outcome'])} <b>{esc(r['check'])}</b> "
-                             f"<span class='muted'>{esc(descriptions.get(r['check'], ''))}</span></p>"
-                             f"<pre>{esc(r.get('message') or '(no message)')}</pre>")
+                parts.append(
+                    f"<p>{badge(r['outcome'], r['outcome'])} <b>{esc(r['check'])}</b> "
+                    f"<span class='muted'>{esc(descriptions.get(r['check'], ''))}</span></p>"
+                    f"<pre>{esc(r.get('message') or '(no message)')}</pre>"
+                )
                 first = (str(r.get("message") or "").splitlines() or [""])[0]
                 md.append(f"- FAIL {md_code(r['check'])} ({r['outcome']}): {md_esc(first[:200])}")
-        for outcome, label in (("nonstrict", "Non-strict (legal engine differences)"), ("xfailed", "Known failures"),
-                               ("skipped", "Skipped")):
+        for outcome, label in (
+            ("nonstrict", "Non-strict (legal engine differences)"),
+            ("xfailed", "Known failures"),
+            ("skipped", "Skipped"),
+        ):
             sel = [r for r in items if r["outcome"] == outcome]
             if sel:
-                parts.append(f"<h4>{esc(label)}</h4>" + table(
-                    ("check", "reason"), ((r["check"], (str(r.get("message") or "").splitlines() or [""])[0]) for r in sel)))
-        parts.append("<details><summary>All checks</summary>" + table(
-            ("check", "outcome", "description", "duration (s)", "message"),
-            ((esc(r["check"]), badge(r["outcome"], r["outcome"]), esc(descriptions.get(r["check"], "")),
-              esc(fmt(r.get("duration_s"), digits=3)), esc((str(r.get("message") or "").splitlines() or [""])[0][:300]))
-             for r in items), numeric=(3,), raw=(0, 1, 2, 3, 4)) + "</details>")
+                parts.append(
+                    f"<h4>{esc(label)}</h4>"
+                    + table(
+                        ("check", "reason"),
+                        (
+                            (r["check"], (str(r.get("message") or "").splitlines() or [""])[0])
+                            for r in sel
+                        ),
+                    )
+                )
+        parts.append(
+            "<details><summary>All checks</summary>"
+            + table(
+                ("check", "outcome", "description", "duration (s)", "message"),
+                (
+                    (
+                        esc(r["check"]),
+                        badge(r["outcome"], r["outcome"]),
+                        esc(descriptions.get(r["check"], "")),
+                        esc(fmt(r.get("duration_s"), digits=3)),
+                        esc((str(r.get("message") or "").splitlines() or [""])[0][:300]),
+                    )
+                    for r in items
+                ),
+                numeric=(3,),
+                raw=(0, 1, 2, 3, 4),
+            )
+            + "</details>"
+        )
     head = f"<p>{verdict_badge(ok)} {len(rows)} checks, {bad_total} failing.</p>"
     return Section(title, head + "".join(parts), md, ok)
 
@@ -212,7 +266,11 @@ def conformance_section(run_dir: Path, title: str = "Conformance") -> Section:
 
 
 def _records_ms(records: list[dict[str, Any]], key: str) -> list[float]:
-    return [float(r[key]) * 1000.0 for r in records if not r.get("error") and isinstance(r.get(key), (int, float))]
+    return [
+        float(r[key]) * 1000.0
+        for r in records
+        if not r.get("error") and isinstance(r.get(key), (int, float))
+    ]
 
 
 def _itls_ms(records: list[dict[str, Any]], cap: int = 200_000) -> list[float]:
@@ -226,7 +284,9 @@ def _itls_ms(records: list[dict[str, Any]], cap: int = 200_000) -> list[float]:
     return out
 
 
-def throughput_series(records: list[dict[str, Any]], bin_s: float = 1.0) -> tuple[list[float], list[float], list[float], list[float]]:
+def throughput_series(
+    records: list[dict[str, Any]], bin_s: float = 1.0
+) -> tuple[list[float], list[float], list[float], list[float]]:
     """Per-bin completions: (t, ok requests/s, failed requests/s, output tokens/s), t from the first send."""
     done = [r for r in records if isinstance(r.get("t_done"), (int, float))]
     if not done:
@@ -254,62 +314,147 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
 
     s = read_json(run_dir / "summary.json")
     if not s or "requests" not in s:
-        return Section(title, '<p class="flag">No load summary (summary.json) in this run.</p>', ["No load summary."], False)
+        return Section(
+            title,
+            '<p class="flag">No load summary (summary.json) in this run.</p>',
+            ["No load summary."],
+            False,
+        )
     verdict = str(s.get("verdict", "?"))
     ok = verdict == "pass"
     req, thr, lat = s.get("requests", {}), s.get("throughput", {}), s.get("latency_ms", {})
     sched = s.get("schedule", {})
-    parts = [f"<p>{verdict_badge(ok, verdict.upper())} target <b>{esc(s.get('target'))}</b>, model {esc(s.get('model'))}, "
-             f"scenario {esc(s.get('scenario'))}, mode {esc(s.get('mode'))}"
-             + (f", {esc(s.get('users'))} users" if s.get("users") else "")
-             + (f", {esc(s.get('rate'))} req/s" if s.get("rate") else "")
-             + f", window {fmt(s.get('window_s'), ' s')}</p>"]
+    parts = [
+        f"<p>{verdict_badge(ok, verdict.upper())} target <b>{esc(s.get('target'))}</b>, model {esc(s.get('model'))}, "
+        f"scenario {esc(s.get('scenario'))}, mode {esc(s.get('mode'))}"
+        + (f", {esc(s.get('users'))} users" if s.get("users") else "")
+        + (f", {esc(s.get('rate'))} req/s" if s.get("rate") else "")
+        + f", window {fmt(s.get('window_s'), ' s')}</p>"
+    ]
     if s.get("reasons"):
         parts.append("<p class='flag'>" + "<br>".join(esc(r) for r in s["reasons"]) + "</p>")
     if sched.get("behind"):
-        parts.append("<p class='flag'><b>Generator lag:</b> the load generator fell behind its schedule, so latencies "
-                     "may be understated: " + esc("; ".join(sched.get("reasons") or [])) + "</p>")
+        parts.append(
+            "<p class='flag'><b>Generator lag:</b> the load generator fell behind its schedule, so latencies "
+            "may be understated: " + esc("; ".join(sched.get("reasons") or [])) + "</p>"
+        )
     key_rows = [
         ("requests", req.get("total"), "ok", req.get("ok")),
-        ("failed", f"{req.get('failed')} ({pct(req.get('error_rate'))})", "errors", ", ".join(f"{k}: {v}" for k, v in (req.get("errors") or {}).items()) or "-"),
-        ("throughput", f"{fmt(thr.get('requests_per_s'), ' req/s', 2)}", "output tokens/s", fmt(thr.get("output_tokens_per_s"))),
-        ("goodput", pct(s.get("goodput"), 1), "generator lag p99", fmt((sched.get("lag_ms") or {}).get("p99"), " ms", 2)),
+        (
+            "failed",
+            f"{req.get('failed')} ({pct(req.get('error_rate'))})",
+            "errors",
+            ", ".join(f"{k}: {v}" for k, v in (req.get("errors") or {}).items()) or "-",
+        ),
+        (
+            "throughput",
+            f"{fmt(thr.get('requests_per_s'), ' req/s', 2)}",
+            "output tokens/s",
+            fmt(thr.get("output_tokens_per_s")),
+        ),
+        (
+            "goodput",
+            pct(s.get("goodput"), 1),
+            "generator lag p99",
+            fmt((sched.get("lag_ms") or {}).get("p99"), " ms", 2),
+        ),
     ]
     parts.append(table(("", "", "", ""), key_rows))
     slos = s.get("slo") or []
     if slos:
-        parts.append("<h3>SLOs</h3>" + table(
-            ("verdict", "SLO", "observed", "source", "note"),
-            ((verdict_badge(v.get("passed")), esc(v.get("slo")), esc(_observed(v)), esc(v.get("source")), esc(v.get("note")))
-             for v in slos), raw=(0, 1, 2, 3, 4)))
-    lat_rows = [(label, *(fmt((lat.get(k) or {}).get(p)) for p in PCTS), (lat.get(k) or {}).get("count", 0))
-                for k, label in LATENCY_KEYS if (lat.get(k) or {}).get("count")]
-    parts.append("<h3>Latency (ms)</h3>" + table(("metric", *PCTS, "samples"), lat_rows, numeric=range(1, 8)))
+        parts.append(
+            "<h3>SLOs</h3>"
+            + table(
+                ("verdict", "SLO", "observed", "source", "note"),
+                (
+                    (
+                        verdict_badge(v.get("passed")),
+                        esc(v.get("slo")),
+                        esc(_observed(v)),
+                        esc(v.get("source")),
+                        esc(v.get("note")),
+                    )
+                    for v in slos
+                ),
+                raw=(0, 1, 2, 3, 4),
+            )
+        )
+    lat_rows = [
+        (label, *(fmt((lat.get(k) or {}).get(p)) for p in PCTS), (lat.get(k) or {}).get("count", 0))
+        for k, label in LATENCY_KEYS
+        if (lat.get(k) or {}).get("count")
+    ]
+    parts.append(
+        "<h3>Latency (ms)</h3>" + table(("metric", *PCTS, "samples"), lat_rows, numeric=range(1, 8))
+    )
     if plots:
         records = read_jsonl(run_dir / "records.jsonl")
         figs: list[str] = []
-        groups = {label: {p: (lat.get(k) or {}).get(p) for p in PCTS[:-1]} for k, label in LATENCY_KEYS if (lat.get(k) or {}).get("count")}
+        groups = {
+            label: {p: (lat.get(k) or {}).get(p) for p in PCTS[:-1]}
+            for k, label in LATENCY_KEYS
+            if (lat.get(k) or {}).get("count")
+        }
         if groups:
             figs.append(svg.bar_chart("Latency percentiles", "ms", groups))
         ttft = _records_ms(records, "ttft")
         if ttft:
-            figs.append(svg.histogram("TTFT distribution", "ms", ttft, marks={k: v for k, v in (
-                ("p50", (lat.get("ttft") or {}).get("p50")), ("p95", (lat.get("ttft") or {}).get("p95"))) if v is not None}))
+            figs.append(
+                svg.histogram(
+                    "TTFT distribution",
+                    "ms",
+                    ttft,
+                    marks={
+                        k: v
+                        for k, v in (
+                            ("p50", (lat.get("ttft") or {}).get("p50")),
+                            ("p95", (lat.get("ttft") or {}).get("p95")),
+                        )
+                        if v is not None
+                    },
+                )
+            )
         itl = _itls_ms(records)
         if itl:
-            figs.append(svg.histogram("ITL distribution", "ms", itl, marks={k: v for k, v in (
-                ("p50", (lat.get("itl") or {}).get("p50")), ("p99", (lat.get("itl") or {}).get("p99"))) if v is not None}))
+            figs.append(
+                svg.histogram(
+                    "ITL distribution",
+                    "ms",
+                    itl,
+                    marks={
+                        k: v
+                        for k, v in (
+                            ("p50", (lat.get("itl") or {}).get("p50")),
+                            ("p99", (lat.get("itl") or {}).get("p99")),
+                        )
+                        if v is not None
+                    },
+                )
+            )
         ts, okr, badr, tok = throughput_series(records)
         if ts:
-            figs.append(svg.timeline("Throughput over the run", "per second",
-                                     [("ok req/s", ts, okr), ("failed req/s", ts, badr), ("tokens/s / 10", ts, [t / 10 for t in tok])]))
+            figs.append(
+                svg.timeline(
+                    "Throughput over the run",
+                    "per second",
+                    [
+                        ("ok req/s", ts, okr),
+                        ("failed req/s", ts, badr),
+                        ("tokens/s / 10", ts, [t / 10 for t in tok]),
+                    ],
+                )
+            )
         parts.append("<div class='plots'>" + "".join(figs) + "</div>")
-    md = [f"**Load** {md_esc(s.get('target'))}: {verdict.upper()}, {req.get('total')} requests, "
-          f"error rate {pct(req.get('error_rate'))}, {fmt(thr.get('requests_per_s'), ' req/s', 2)}, goodput {pct(s.get('goodput'), 1)}"]
+    md = [
+        f"**Load** {md_esc(s.get('target'))}: {verdict.upper()}, {req.get('total')} requests, "
+        f"error rate {pct(req.get('error_rate'))}, {fmt(thr.get('requests_per_s'), ' req/s', 2)}, goodput {pct(s.get('goodput'), 1)}"
+    ]
     if lat_rows:
         md += md_table(("ms", *PCTS, "n"), lat_rows)
     for v in slos:
-        md.append(f"- {'PASS' if v.get('passed') else 'FAIL'} {md_code(v.get('slo'))} observed {md_esc(_observed(v))}")
+        md.append(
+            f"- {'PASS' if v.get('passed') else 'FAIL'} {md_code(v.get('slo'))} observed {md_esc(_observed(v))}"
+        )
     if sched.get("behind"):
         md.append("- WARNING: generator lag: " + md_esc("; ".join(sched.get("reasons") or [])))
     return Section(title, "".join(parts), md, ok)
@@ -329,16 +474,25 @@ def _observed(v: dict[str, Any]) -> str:
 # ------------------------------------------------------------------ pages
 
 
-def render_page(title: str, sections: Sequence[Section], subtitle: str = "", ok: bool | None = None) -> str:
+def render_page(
+    title: str, sections: Sequence[Section], subtitle: str = "", ok: bool | None = None
+) -> str:
     """The whole HTML document (no external references)."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     nav = " · ".join(
-        f"<a href='#s{i}'>{esc(s.title)}</a>" + ("" if s.ok is None else f" {'✔' if s.ok else '✘'}") for i, s in enumerate(sections))
-    body = "".join(f"<section id='s{i}'><h2>{esc(s.title)}</h2>{s.html}</section>" for i, s in enumerate(sections))
-    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title>"
-            f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{CSS}</style></head><body>"
-            f"<h1>{esc(title)} {'' if ok is None else verdict_badge(ok)}</h1>"
-            f"<p class='muted'>{esc(subtitle)}{' · ' if subtitle else ''}generated {esc(stamp)}</p><p>{nav}</p>{body}</body></html>")
+        f"<a href='#s{i}'>{esc(s.title)}</a>" + ("" if s.ok is None else f" {'✔' if s.ok else '✘'}")
+        for i, s in enumerate(sections)
+    )
+    body = "".join(
+        f"<section id='s{i}'><h2>{esc(s.title)}</h2>{s.html}</section>"
+        for i, s in enumerate(sections)
+    )
+    return (
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title>"
+        f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{CSS}</style></head><body>"
+        f"<h1>{esc(title)} {'' if ok is None else verdict_badge(ok)}</h1>"
+        f"<p class='muted'>{esc(subtitle)}{' · ' if subtitle else ''}generated {esc(stamp)}</p><p>{nav}</p>{body}</body></html>"
+    )
 
 
 def render_markdown(title: str, sections: Sequence[Section], ok: bool | None = None) -> str:
@@ -349,8 +503,15 @@ def render_markdown(title: str, sections: Sequence[Section], ok: bool | None = N
     return "\n".join(lines)
 
 
-def write_page(run_dir: Path, title: str, sections: Sequence[Section], *, subtitle: str = "", ok: bool | None = None,
-               name: str = REPORT_NAME) -> Path:
+def write_page(
+    run_dir: Path,
+    title: str,
+    sections: Sequence[Section],
+    *,
+    subtitle: str = "",
+    ok: bool | None = None,
+    name: str = REPORT_NAME,
+) -> Path:
     """Write ``report.html`` and ``summary.md`` into ``run_dir``; return the HTML path."""
     run_dir = Path(run_dir)
     if ok is None and sections and all(s.ok is not None for s in sections):
@@ -361,7 +522,9 @@ def write_page(run_dir: Path, title: str, sections: Sequence[Section], *, subtit
     return page
 
 
-def write_summary_md(run_dir: Path, title: str, sections: Sequence[Section], ok: bool | None = None) -> Path:
+def write_summary_md(
+    run_dir: Path, title: str, sections: Sequence[Section], ok: bool | None = None
+) -> Path:
     """``summary.md``: the page's verdicts and key numbers for a CI log or job summary."""
     path = Path(run_dir) / SUMMARY_MD
     path.write_text(render_markdown(title, sections, ok), encoding="utf-8")
@@ -371,7 +534,9 @@ def write_summary_md(run_dir: Path, title: str, sections: Sequence[Section], ok:
 def write_conformance_html(run_dir: Path) -> Path:
     """The one-page report of a ``servecheck check`` run folder (results.jsonl + summary.json)."""
     run_dir = Path(run_dir)
-    return write_page(run_dir, f"servecheck conformance: {run_dir.name}", [conformance_section(run_dir)])
+    return write_page(
+        run_dir, f"servecheck conformance: {run_dir.name}", [conformance_section(run_dir)]
+    )
 
 
 def write_load_html(run_dir: Path) -> Path:
@@ -380,5 +545,14 @@ def write_load_html(run_dir: Path) -> Path:
     return write_page(run_dir, f"servecheck load: {run_dir.name}", [load_section(run_dir)])
 
 
-__all__ = ["Section", "conformance_section", "esc", "load_section", "render_page", "write_conformance_html",
-           "write_load_html", "write_page", "write_summary_md"]
+__all__ = [
+    "Section",
+    "conformance_section",
+    "esc",
+    "load_section",
+    "render_page",
+    "write_conformance_html",
+    "write_load_html",
+    "write_page",
+    "write_summary_md",
+]

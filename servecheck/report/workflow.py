@@ -31,13 +31,19 @@ def new_run_dir(out: str | Path, kind: str, label: str, run_id: str | None = Non
 
 def write_json(path: Path, data: Any) -> Path:
     """Redacted, indented JSON."""
-    path.write_text(redact(json.dumps(data, indent=2, ensure_ascii=False, default=str)) + "\n", encoding="utf-8")
+    path.write_text(
+        redact(json.dumps(data, indent=2, ensure_ascii=False, default=str)) + "\n", encoding="utf-8"
+    )
     return path
 
 
 @contextlib.contextmanager
-def reference_env(names: Sequence[str], enabled: bool = True, extra_args: Sequence[str] = (),
-                  log_path: Path | None = None) -> Iterator[bool]:
+def reference_env(
+    names: Sequence[str],
+    enabled: bool = True,
+    extra_args: Sequence[str] = (),
+    log_path: Path | None = None,
+) -> Iterator[bool]:
     """Start the embedded reference server when a ``reference`` target is named and none is set.
 
     The variables it exports (``SERVECHECK_REF_URL`` ...) are put into ``os.environ`` for the
@@ -48,7 +54,10 @@ def reference_env(names: Sequence[str], enabled: bool = True, extra_args: Sequen
     if not enabled or "reference" not in names or ENV_URL in os.environ:
         yield False
         return
-    saved = {k: os.environ.get(k) for k in ("SERVECHECK_REF_URL", "SERVECHECK_REF_API_KEY", "SERVECHECK_REF_METRICS_URL")}
+    saved = {
+        k: os.environ.get(k)
+        for k in ("SERVECHECK_REF_URL", "SERVECHECK_REF_API_KEY", "SERVECHECK_REF_METRICS_URL")
+    }
     with embedded_reference(extra_args, log_path=log_path) as env:
         os.environ.update(env)
         try:
@@ -88,19 +97,33 @@ def write_junit(path: Path, suites: Sequence[Suite], include: Sequence[Path] = (
         except (OSError, ET.ParseError):
             continue
         r = tree.getroot()
-        for ts in ([r] if r.tag == "testsuite" else list(r.iter("testsuite"))):
+        for ts in [r] if r.tag == "testsuite" else list(r.iter("testsuite")):
             root.append(ts)
     for s in suites:
         fails = sum(1 for c in s.cases if not c.passed and not c.skipped)
         skips = sum(1 for c in s.cases if c.skipped)
-        ts = ET.SubElement(root, "testsuite", name=s.name, tests=str(len(s.cases)), failures=str(fails), errors="0",
-                           skipped=str(skips), time=f"{sum(c.time_s for c in s.cases):.3f}")
+        ts = ET.SubElement(
+            root,
+            "testsuite",
+            name=s.name,
+            tests=str(len(s.cases)),
+            failures=str(fails),
+            errors="0",
+            skipped=str(skips),
+            time=f"{sum(c.time_s for c in s.cases):.3f}",
+        )
         for c in s.cases:
-            tc = ET.SubElement(ts, "testcase", classname=c.classname, name=c.name, time=f"{c.time_s:.3f}")
+            tc = ET.SubElement(
+                ts, "testcase", classname=c.classname, name=c.name, time=f"{c.time_s:.3f}"
+            )
             if c.skipped:
                 ET.SubElement(tc, "skipped", message=redact(c.message)[:500])
             elif not c.passed:
-                f = ET.SubElement(tc, "failure", message=redact(c.message.splitlines()[0] if c.message else "failed")[:500])
+                f = ET.SubElement(
+                    tc,
+                    "failure",
+                    message=redact(c.message.splitlines()[0] if c.message else "failed")[:500],
+                )
                 f.text = redact(c.message)
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
     return path
@@ -108,11 +131,23 @@ def write_junit(path: Path, suites: Sequence[Suite], include: Sequence[Path] = (
 
 def slo_cases(summary: dict[str, Any], classname: str = "servecheck.load") -> list[Case]:
     """JUnit cases for a load summary: one per SLO, plus the run's own verdict."""
-    out = [Case(f"SLO {v.get('slo')}", bool(v.get("passed")),
-                f"observed {v.get('observed')} {v.get('unit')}; bound {v.get('op')} {v.get('bound')} ({v.get('source')})",
-                classname) for v in summary.get("slo") or []]
-    out.append(Case("load run verdict", summary.get("verdict") == "pass", "; ".join(summary.get("reasons") or []) or
-                    f"verdict {summary.get('verdict')}", classname))
+    out = [
+        Case(
+            f"SLO {v.get('slo')}",
+            bool(v.get("passed")),
+            f"observed {v.get('observed')} {v.get('unit')}; bound {v.get('op')} {v.get('bound')} ({v.get('source')})",
+            classname,
+        )
+        for v in summary.get("slo") or []
+    ]
+    out.append(
+        Case(
+            "load run verdict",
+            summary.get("verdict") == "pass",
+            "; ".join(summary.get("reasons") or []) or f"verdict {summary.get('verdict')}",
+            classname,
+        )
+    )
     return out
 
 
@@ -136,5 +171,14 @@ def say(text: str) -> None:
     Console(stderr=True, highlight=False).print(redact(text), markup=False)
 
 
-__all__ = ["Case", "Suite", "copy_allure", "new_run_dir", "reference_env", "say", "slo_cases",
-           "write_json", "write_junit"]
+__all__ = [
+    "Case",
+    "Suite",
+    "copy_allure",
+    "new_run_dir",
+    "reference_env",
+    "say",
+    "slo_cases",
+    "write_json",
+    "write_junit",
+]

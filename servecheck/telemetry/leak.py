@@ -66,7 +66,13 @@ class Phases:
 
     @classmethod
     def from_schedule(
-        cls, t0: float, *, baseline_s: float, load_s: float, drain_s: float, cycles: int,
+        cls,
+        t0: float,
+        *,
+        baseline_s: float,
+        load_s: float,
+        drain_s: float,
+        cycles: int,
         settle_s: float | None = None,
     ) -> Phases:
         """Markers for a fixed schedule starting at ``t0``: idle baseline, then ``cycles`` x
@@ -170,8 +176,13 @@ def _fmt(value: float | None, metric: str) -> str:
 
 
 def series_of(
-    frame: pd.DataFrame, metric: str, *, source: str | None = None,
-    labels: Mapping[str, str] | None = None, time_col: str = "t", agg: str = "sum",
+    frame: pd.DataFrame,
+    metric: str,
+    *,
+    source: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    time_col: str = "t",
+    agg: str = "sum",
 ) -> pd.Series:
     """One metric as a time-indexed Series; rows sharing a timestamp are combined with ``agg``.
 
@@ -187,8 +198,10 @@ def series_of(
         mask &= frame["source"] == source
     rows = frame[mask]
     if labels and "labels" in rows.columns:
-        keep = [isinstance(lab, dict) and all(lab.get(k) == v for k, v in labels.items())
-                for lab in rows["labels"]]
+        keep = [
+            isinstance(lab, dict) and all(lab.get(k) == v for k, v in labels.items())
+            for lab in rows["labels"]
+        ]
         rows = rows[keep]
     rows = rows[[time_col, "value"]].dropna()
     if rows.empty:
@@ -299,7 +312,8 @@ def analyse_leak(
         why = "; ".join(problems[:3]) + (" ..." if len(problems) > 3 else "")
         verdict.message = (
             f"INSUFFICIENT DATA: {metric}: {len(levels)} usable cycle(s) of {total} "
-            f"(need {min_cycles} for a trend test)" + (f": {why}" if why else "")
+            f"(need {min_cycles} for a trend test)"
+            + (f": {why}" if why else "")
             + (f"; {gaps} gap record(s) in drain windows" if gaps else "")
         )
         return verdict
@@ -393,7 +407,9 @@ def check_drain(
     the bound without the server having drained.
     """
     end = since + bound_s
-    running = _window(series_of(frame, running_metric, source=source, time_col=time_col), since, end)
+    running = _window(
+        series_of(frame, running_metric, source=source, time_col=time_col), since, end
+    )
     kv_all = series_of(frame, kv_metric, source=source, time_col=time_col, agg="max")
     kv = _window(kv_all, since, end)
     note = ""
@@ -427,14 +443,18 @@ def check_drain(
         verdict.message = (
             f"drained {verdict.drained_after_s:.2f} s after the probe (bound {bound_s:g} s): "
             f"{running_metric} 0 after {run_after:.2f} s"
-            + (f", {kv_metric} at baseline {baseline:.3f} +/- {tolerance:g} after {kv_after:.2f} s"
-               if not kv.empty else "")
+            + (
+                f", {kv_metric} at baseline {baseline:.3f} +/- {tolerance:g} after {kv_after:.2f} s"
+                if not kv.empty
+                else ""
+            )
             + note
         )
         return verdict
     state = f"{running_metric}={verdict.last_running:g}" + (
         f", {kv_metric}={verdict.last_kv:.3f} (baseline {baseline:.3f} +/- {tolerance:g})"
-        if verdict.last_kv is not None else ""
+        if verdict.last_kv is not None
+        else ""
     )
     if last_t < since + 0.9 * bound_s:
         verdict.message = (

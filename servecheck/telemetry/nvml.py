@@ -85,17 +85,25 @@ class PynvmlBackend:
         for index in range(nv.nvmlDeviceGetCount()):
             handle = self._handle(index)
             mem = nv.nvmlDeviceGetMemoryInfo(handle)
-            out.append(DeviceMemory(
-                index, _text(nv.nvmlDeviceGetName(handle)), _text(nv.nvmlDeviceGetUUID(handle)),
-                int(mem.used), int(mem.total),
-            ))
+            out.append(
+                DeviceMemory(
+                    index,
+                    _text(nv.nvmlDeviceGetName(handle)),
+                    _text(nv.nvmlDeviceGetUUID(handle)),
+                    int(mem.used),
+                    int(mem.total),
+                )
+            )
         return out
 
     def processes(self, index: int) -> list[ProcessMemory]:
         nv = self._nvml
         handle = self._handle(index)
         seen: dict[int, ProcessMemory] = {}
-        for getter in (nv.nvmlDeviceGetComputeRunningProcesses, nv.nvmlDeviceGetGraphicsRunningProcesses):
+        for getter in (
+            nv.nvmlDeviceGetComputeRunningProcesses,
+            nv.nvmlDeviceGetGraphicsRunningProcesses,
+        ):
             try:
                 procs = getter(handle)
             except nv.NVMLError_NotSupported:

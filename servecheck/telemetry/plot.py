@@ -43,7 +43,9 @@ def _shade(ax: Axes, phases: Phases | None, t0: float) -> None:
     ax.axvspan(b0 - t0, b1 - t0, color="0.85", alpha=0.5, lw=0)
     for cycle in phases.cycles:
         ax.axvspan(cycle.start - t0, cycle.end - t0, color="tab:orange", alpha=0.15, lw=0)
-        ax.axvspan(cycle.measure_start - t0, cycle.drain_end - t0, color="tab:blue", alpha=0.08, lw=0)
+        ax.axvspan(
+            cycle.measure_start - t0, cycle.drain_end - t0, color="tab:blue", alpha=0.08, lw=0
+        )
 
 
 def plot_timeseries(
@@ -67,8 +69,14 @@ def plot_timeseries(
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig = timeseries_figure(
-        frame, phases=phases, panels=panels, records=records, latency_col=latency_col,
-        records_time_col=records_time_col, title=title, time_col=time_col,
+        frame,
+        phases=phases,
+        panels=panels,
+        records=records,
+        latency_col=latency_col,
+        records_time_col=records_time_col,
+        title=title,
+        time_col=time_col,
     )
     FigureCanvasAgg(fig)
     fig.savefig(out)
@@ -102,12 +110,16 @@ def timeseries_figure(
     from matplotlib.figure import Figure
 
     chosen = list(panels) if panels is not None else PANELS
-    samples = frame[frame["kind"].fillna("sample") == "sample"] if "kind" in frame.columns else frame
+    samples = (
+        frame[frame["kind"].fillna("sample") == "sample"] if "kind" in frame.columns else frame
+    )
     gaps = frame[frame["kind"] == "gap"] if "kind" in frame.columns else frame.iloc[0:0]
     present = [p for p in chosen if samples["metric"].isin(p[1]).any()] if len(samples) else []
     has_latency = (
-        records is not None and len(records) > 0
-        and latency_col in records.columns and records_time_col in records.columns
+        records is not None
+        and len(records) > 0
+        and latency_col in records.columns
+        and records_time_col in records.columns
     )
     starts = [float(frame[time_col].min())] if len(frame) else []
     if phases is not None:
@@ -123,17 +135,24 @@ def timeseries_figure(
     if title:
         fig.suptitle(title)
     if not present and not has_latency:
-        axes[0].text(0.5, 0.5, "no telemetry samples", ha="center", va="center",
-                     transform=axes[0].transAxes)
+        axes[0].text(
+            0.5, 0.5, "no telemetry samples", ha="center", va="center", transform=axes[0].transAxes
+        )
     for ax, (panel_title, metrics, scale, unit) in zip(axes, present, strict=False):
         for metric in metrics:
             rows = samples[samples["metric"] == metric]
             if rows.empty:
                 continue
-            keys = [_label(metric, lab) for lab in rows["labels"]] if "labels" in rows else [metric] * len(rows)
+            keys = (
+                [_label(metric, lab) for lab in rows["labels"]]
+                if "labels" in rows
+                else [metric] * len(rows)
+            )
             for key, group in rows.groupby(pd.Series(keys, index=rows.index), sort=True):
                 group = group.groupby(time_col)["value"].sum()
-                ax.plot(group.index.to_numpy() - t0, group.to_numpy() / scale, lw=1.2, label=str(key))
+                ax.plot(
+                    group.index.to_numpy() - t0, group.to_numpy() / scale, lw=1.2, label=str(key)
+                )
         ax.set_title(panel_title, fontsize=9, loc="left")
         ax.set_ylabel(unit)
         ax.legend(fontsize=7, loc="upper right")
@@ -141,23 +160,40 @@ def timeseries_figure(
         assert records is not None
         ax = axes[len(present)]
         done = records[[records_time_col, latency_col]].dropna()
-        ax.scatter(done[records_time_col].to_numpy(dtype=float) - t0,
-                   done[latency_col].to_numpy(dtype=float), s=4, alpha=0.6)
+        ax.scatter(
+            done[records_time_col].to_numpy(dtype=float) - t0,
+            done[latency_col].to_numpy(dtype=float),
+            s=4,
+            alpha=0.6,
+        )
         ax.set_title(f"Request {latency_col}", fontsize=9, loc="left")
         ax.set_ylabel("s")
     for ax in axes:
         _shade(ax, phases, t0)
         if len(gaps):
-            ax.plot(gaps[time_col].to_numpy(dtype=float) - t0, [0.0] * len(gaps), "|",
-                    color="tab:red", ms=8, transform=ax.get_xaxis_transform(), label="_gap")
+            ax.plot(
+                gaps[time_col].to_numpy(dtype=float) - t0,
+                [0.0] * len(gaps),
+                "|",
+                color="tab:red",
+                ms=8,
+                transform=ax.get_xaxis_transform(),
+                label="_gap",
+            )
         ax.grid(alpha=0.3)
     if phases is not None:
         from matplotlib.patches import Patch
 
         fig.legend(
-            handles=[Patch(color="0.85", label="idle baseline"), Patch(color="tab:orange", alpha=0.3, label="load"),
-                     Patch(color="tab:blue", alpha=0.2, label="drain (measured)")],
-            loc="outside lower center", ncols=3, fontsize=8, frameon=False,
+            handles=[
+                Patch(color="0.85", label="idle baseline"),
+                Patch(color="tab:orange", alpha=0.3, label="load"),
+                Patch(color="tab:blue", alpha=0.2, label="drain (measured)"),
+            ],
+            loc="outside lower center",
+            ncols=3,
+            fontsize=8,
+            frameon=False,
         )
     axes[-1].set_xlabel("seconds")
     return fig

@@ -71,24 +71,47 @@ class TelemetryRecorder:
         slow = max(interval_s, 1.0)  # memory moves slowly; NVML/DCGM/psutil calls are not free
         self.samplers: list[Sampler] = []
         if metrics_url:
-            self.samplers.append(PrometheusSampler(
-                self.dir / "prometheus.jsonl", metrics_url, engine, metric_map=metric_map,
-                headers=headers, interval_s=interval_s, **common,
-            ))
+            self.samplers.append(
+                PrometheusSampler(
+                    self.dir / "prometheus.jsonl",
+                    metrics_url,
+                    engine,
+                    metric_map=metric_map,
+                    headers=headers,
+                    interval_s=interval_s,
+                    **common,
+                )
+            )
         if nvml:
-            self.samplers.append(NvmlSampler(
-                self.dir / "nvml.jsonl", backend=nvml_backend, interval_s=slow, **common,
-            ))
+            self.samplers.append(
+                NvmlSampler(
+                    self.dir / "nvml.jsonl",
+                    backend=nvml_backend,
+                    interval_s=slow,
+                    **common,
+                )
+            )
         if dcgm_url:
-            self.samplers.append(DcgmSampler(self.dir / "dcgm.jsonl", dcgm_url, interval_s=slow, **common))
+            self.samplers.append(
+                DcgmSampler(self.dir / "dcgm.jsonl", dcgm_url, interval_s=slow, **common)
+            )
         if pid is not None or port is not None:
-            self.samplers.append(RssSampler(
-                self.dir / "rss.jsonl", pid=pid, port=port, interval_s=slow, **common,
-            ))
+            self.samplers.append(
+                RssSampler(
+                    self.dir / "rss.jsonl",
+                    pid=pid,
+                    port=port,
+                    interval_s=slow,
+                    **common,
+                )
+            )
 
     @classmethod
     def for_target(
-        cls, target: Target, run_dir: Path | str, settings: Mapping[str, Any] | None = None,
+        cls,
+        target: Target,
+        run_dir: Path | str,
+        settings: Mapping[str, Any] | None = None,
         **overrides: Any,
     ) -> TelemetryRecorder:
         """A recorder for a ``targets.yaml`` target.
@@ -108,10 +131,13 @@ class TelemetryRecorder:
                 )
         url = cfg.get("metrics_url") or target.metrics_url or target.server_root + "/metrics"
         kwargs: dict[str, Any] = {
-            "pid": cfg.get("pid"), "port": cfg.get("port"),
+            "pid": cfg.get("pid"),
+            "port": cfg.get("port"),
             "interval_s": float(cfg.get("interval_s", 0.5)),
-            "metric_map": cfg.get("metrics"), "headers": {**target.headers, **target.auth_headers()},
-            "nvml": bool(cfg.get("nvml", True)), "dcgm_url": cfg.get("dcgm_url"),
+            "metric_map": cfg.get("metrics"),
+            "headers": {**target.headers, **target.auth_headers()},
+            "nvml": bool(cfg.get("nvml", True)),
+            "dcgm_url": cfg.get("dcgm_url"),
         }
         kwargs.update(overrides)
         return cls(run_dir, url, target.engine, **kwargs)
@@ -164,7 +190,10 @@ class TelemetryRecorder:
         return self.start()
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.stop()
 

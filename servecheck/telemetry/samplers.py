@@ -60,9 +60,14 @@ class SamplerSummary:
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "source": self.source, "path": self.path, "interval_s": self.interval_s,
-            "samples": self.samples, "gaps": self.gaps, "ticks": self.ticks,
-            "last_error": self.last_error, "stopped": self.stopped,
+            "source": self.source,
+            "path": self.path,
+            "interval_s": self.interval_s,
+            "samples": self.samples,
+            "gaps": self.gaps,
+            "ticks": self.ticks,
+            "last_error": self.last_error,
+            "stopped": self.stopped,
         }
 
 
@@ -75,8 +80,12 @@ class Sampler:
     source = "sampler"
 
     def __init__(
-        self, path: Path | str, interval_s: float = 0.5, *,
-        stop_event: threading.Event | None = None, max_samples: int | None = None,
+        self,
+        path: Path | str,
+        interval_s: float = 0.5,
+        *,
+        stop_event: threading.Event | None = None,
+        max_samples: int | None = None,
         max_duration_s: float = DEFAULT_MAX_DURATION_S,
     ) -> None:
         if interval_s <= 0:
@@ -92,7 +101,9 @@ class Sampler:
         self._last_error: str | None = None
         self._stopped = "not started"
         self._thread: threading.Thread | None = None
-        self.ready = threading.Event()  # set after the first tick (or when the source is unavailable)
+        self.ready = (
+            threading.Event()
+        )  # set after the first tick (or when the source is unavailable)
 
     # -- subclass hooks -------------------------------------------------------------------
     def setup(self) -> None:
@@ -113,7 +124,9 @@ class Sampler:
         """Start the sampling thread (a daemon) and return ``self``."""
         if self._thread is not None:
             raise RuntimeError(f"{self.source} sampler already started")
-        self._thread = threading.Thread(target=self.run, name=f"telemetry-{self.source}", daemon=True)
+        self._thread = threading.Thread(
+            target=self.run, name=f"telemetry-{self.source}", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -126,8 +139,14 @@ class Sampler:
 
     def summary(self) -> SamplerSummary:
         return SamplerSummary(
-            self.source, str(self.path), self.interval_s, self._samples, self._gaps,
-            self._ticks, self._last_error, self._stopped,
+            self.source,
+            str(self.path),
+            self.interval_s,
+            self._samples,
+            self._gaps,
+            self._ticks,
+            self._last_error,
+            self._stopped,
         )
 
     def _gap(self, writer: SeriesWriter, gap: Gap) -> None:
@@ -149,7 +168,9 @@ class Sampler:
             try:
                 self.setup()
             except Exception as exc:
-                self._gap(writer, gap_from_exception(time.time(), time.monotonic(), self.source, exc))
+                self._gap(
+                    writer, gap_from_exception(time.time(), time.monotonic(), self.source, exc)
+                )
                 self._stopped = "unavailable"
                 return
             try:
@@ -208,9 +229,16 @@ class PrometheusSampler(Sampler):
     source = "prometheus"
 
     def __init__(
-        self, path: Path | str, url: str, engine: str = "generic", *,
-        metric_map: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None,
-        timeout_s: float | None = None, interval_s: float = 0.5, **kwargs: Any,
+        self,
+        path: Path | str,
+        url: str,
+        engine: str = "generic",
+        *,
+        metric_map: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+        interval_s: float = 0.5,
+        **kwargs: Any,
     ) -> None:
         super().__init__(path, interval_s, **kwargs)
         self.url = url
@@ -255,11 +283,20 @@ class DcgmSampler(Sampler):
     """
 
     source = "dcgm"
-    FIELDS = {"DCGM_FI_DEV_FB_USED": "gpu_mem_used_bytes", "DCGM_FI_DEV_FB_FREE": "gpu_mem_free_bytes"}
+    FIELDS = {
+        "DCGM_FI_DEV_FB_USED": "gpu_mem_used_bytes",
+        "DCGM_FI_DEV_FB_FREE": "gpu_mem_free_bytes",
+    }
 
     def __init__(
-        self, path: Path | str, url: str, *, headers: Mapping[str, str] | None = None,
-        timeout_s: float | None = None, interval_s: float = 1.0, **kwargs: Any,
+        self,
+        path: Path | str,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+        interval_s: float = 1.0,
+        **kwargs: Any,
     ) -> None:
         super().__init__(path, interval_s, **kwargs)
         self.url = url
@@ -304,7 +341,11 @@ class NvmlSampler(Sampler):
     source = "nvml"
 
     def __init__(
-        self, path: Path | str, *, backend: NvmlBackend | None = None, interval_s: float = 1.0,
+        self,
+        path: Path | str,
+        *,
+        backend: NvmlBackend | None = None,
+        interval_s: float = 1.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(path, interval_s, **kwargs)
@@ -323,8 +364,14 @@ class NvmlSampler(Sampler):
         out: list[Sample | Gap] = []
         for dev in self.backend.devices():
             labels = {"gpu": str(dev.index), "name": dev.name, "uuid": dev.uuid}
-            out.append(Sample(t, t_mono, self.source, "gpu_mem_used_bytes", float(dev.used), labels))
-            out.append(Sample(t, t_mono, self.source, "gpu_mem_total_bytes", float(dev.total), dict(labels)))
+            out.append(
+                Sample(t, t_mono, self.source, "gpu_mem_used_bytes", float(dev.used), labels)
+            )
+            out.append(
+                Sample(
+                    t, t_mono, self.source, "gpu_mem_total_bytes", float(dev.total), dict(labels)
+                )
+            )
             try:
                 procs = self.backend.processes(dev.index)
             except Exception as exc:  # keep the device numbers; per-process data is a bonus
@@ -335,10 +382,16 @@ class NvmlSampler(Sampler):
             for proc in procs:
                 if proc.used is None:
                     continue
-                out.append(Sample(
-                    t, t_mono, self.source, "gpu_proc_mem_bytes", float(proc.used),
-                    {"gpu": str(dev.index), "pid": str(proc.pid)},
-                ))
+                out.append(
+                    Sample(
+                        t,
+                        t_mono,
+                        self.source,
+                        "gpu_proc_mem_bytes",
+                        float(proc.used),
+                        {"gpu": str(dev.index), "pid": str(proc.pid)},
+                    )
+                )
         return out
 
 
@@ -354,7 +407,12 @@ def find_pid_listening(port: int) -> int | None:
     except (psutil.AccessDenied, PermissionError):
         return None
     for conn in conns:
-        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
+        if (
+            conn.status == psutil.CONN_LISTEN
+            and conn.laddr
+            and conn.laddr.port == port
+            and conn.pid
+        ):
             return int(conn.pid)
     return None
 
@@ -371,8 +429,13 @@ class RssSampler(Sampler):
     source = "rss"
 
     def __init__(
-        self, path: Path | str, *, pid: int | None = None, port: int | None = None,
-        interval_s: float = 1.0, **kwargs: Any,
+        self,
+        path: Path | str,
+        *,
+        pid: int | None = None,
+        port: int | None = None,
+        interval_s: float = 1.0,
+        **kwargs: Any,
     ) -> None:
         if pid is None and port is None:
             raise ValueError("RssSampler needs pid or port")
@@ -417,8 +480,16 @@ class RssSampler(Sampler):
                     raise
                 continue  # a child that just exited
             total += rss
-            out.append(Sample(t, t_mono, self.source, "rss_process_bytes", float(rss),
-                              {"pid": str(proc.pid), "name": name}))
+            out.append(
+                Sample(
+                    t,
+                    t_mono,
+                    self.source,
+                    "rss_process_bytes",
+                    float(rss),
+                    {"pid": str(proc.pid), "name": name},
+                )
+            )
         count = len(out)
         root_label = {"pid": str(root.pid)}
         out.append(Sample(t, t_mono, self.source, "rss_tree_bytes", float(total), root_label))

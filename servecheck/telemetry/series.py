@@ -51,8 +51,13 @@ class Sample:
     def to_json(self) -> dict[str, Any]:
         value: float | None = self.value if math.isfinite(self.value) else None
         return {
-            "t": self.t, "t_mono": self.t_mono, "source": self.source, "kind": "sample",
-            "metric": self.metric, "value": value, "labels": self.labels,
+            "t": self.t,
+            "t_mono": self.t_mono,
+            "source": self.source,
+            "kind": "sample",
+            "metric": self.metric,
+            "value": value,
+            "labels": self.labels,
         }
 
 
@@ -69,16 +74,24 @@ class Gap:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "t": self.t, "t_mono": self.t_mono, "source": self.source, "kind": GAP,
-            "metric": GAP, "value": None, "labels": self.labels,
-            "error_class": self.error_class, "error": self.error,
+            "t": self.t,
+            "t_mono": self.t_mono,
+            "source": self.source,
+            "kind": GAP,
+            "metric": GAP,
+            "value": None,
+            "labels": self.labels,
+            "error_class": self.error_class,
+            "error": self.error,
         }
 
 
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s'\"]+@")
 
 
-def gap_from_exception(t: float, t_mono: float, source: str, exc: BaseException, prefix: str = "") -> Gap:
+def gap_from_exception(
+    t: float, t_mono: float, source: str, exc: BaseException, prefix: str = ""
+) -> Gap:
     """A gap record for ``exc`` with its class name and a redacted, bounded message
     (registered secrets, bearer tokens and ``user:password@`` in URLs are masked)."""
     message = redact(prefix + (str(exc) or type(exc).__name__))
@@ -162,7 +175,10 @@ def load_series(where: Path | str | Iterable[Path | str]) -> pd.DataFrame:
 
 
 def select(
-    frame: pd.DataFrame, metric: str, *, source: str | None = None,
+    frame: pd.DataFrame,
+    metric: str,
+    *,
+    source: str | None = None,
     labels: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """Rows of ``metric`` (samples only), optionally of one source and matching ``labels``."""

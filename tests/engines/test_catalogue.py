@@ -25,7 +25,12 @@ from servecheck.config import load_targets
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "reports" / "engines"
-TARGETS = {"vllm": "local-vllm", "llamacpp": "local-llamacpp", "xinference": "local-xinference", "litellm": "local-litellm"}
+TARGETS = {
+    "vllm": "local-vllm",
+    "llamacpp": "local-llamacpp",
+    "xinference": "local-xinference",
+    "litellm": "local-litellm",
+}
 
 
 def _required(engine: str) -> bool:
@@ -53,19 +58,39 @@ def _run(target: str, *extra: str, run_id: str | None = None) -> tuple[int, Path
     if run_dir.exists():
         for f in run_dir.glob("*.jsonl"):
             f.unlink()
-    cmd = [sys.executable, "-m", "servecheck", "check", "--target", target, "--no-embedded", "-n", "1",
-           "--out", str(OUT), "--run-id", run_id, *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "servecheck",
+        "check",
+        "--target",
+        target,
+        "--no-embedded",
+        "-n",
+        "1",
+        "--out",
+        str(OUT),
+        "--run-id",
+        run_id,
+        *extra,
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1500)
     return proc.returncode, run_dir, proc.stdout[-6000:] + proc.stderr[-3000:]
 
 
 def _outcomes(run_dir: Path) -> dict[str, str]:
-    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+    rows = [
+        json.loads(line)
+        for line in (run_dir / "results.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     return {r["check"]: r["outcome"] for r in rows if r.get("check")}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("engine", [pytest.param(e, marks=pytest.mark.engine(e), id=e) for e in TARGETS])
+@pytest.mark.parametrize(
+    "engine", [pytest.param(e, marks=pytest.mark.engine(e), id=e) for e in TARGETS]
+)
 def test_catalogue_against_engine(engine: str) -> None:
     target = TARGETS[engine]
     _reachable(target, engine)
@@ -84,8 +109,21 @@ def test_catalogue_against_engine(engine: str) -> None:
 def test_concurrency_check_catches_the_vllm_chunked_prefill_crash() -> None:
     """CONC-SEEDED must fail on vLLM CPU with chunked prefill on, and pass with it off."""
     _reachable("local-vllm-chunked", "vllm-chunked")
-    code, run_dir, output = _run("local-vllm-chunked", "--surface", "conc", "-k", "CONC-SEEDED", run_id="local-vllm-chunked-conc")
+    code, run_dir, output = _run(
+        "local-vllm-chunked",
+        "--surface",
+        "conc",
+        "-k",
+        "CONC-SEEDED",
+        run_id="local-vllm-chunked-conc",
+    )
     outcome = _outcomes(run_dir).get("CONC-SEEDED")
-    assert outcome == "xfailed", f"CONC-SEEDED on local-vllm-chunked: {outcome} (expected the recorded crash)\n{output}"
-    code, run_dir, output = _run("local-vllm", "--surface", "conc", "-k", "CONC-SEEDED", run_id="local-vllm-conc")
-    assert _outcomes(run_dir).get("CONC-SEEDED") == "passed", f"CONC-SEEDED on local-vllm (chunked prefill off)\n{output}"
+    assert outcome == "xfailed", (
+        f"CONC-SEEDED on local-vllm-chunked: {outcome} (expected the recorded crash)\n{output}"
+    )
+    code, run_dir, output = _run(
+        "local-vllm", "--surface", "conc", "-k", "CONC-SEEDED", run_id="local-vllm-conc"
+    )
+    assert _outcomes(run_dir).get("CONC-SEEDED") == "passed", (
+        f"CONC-SEEDED on local-vllm (chunked prefill off)\n{output}"
+    )

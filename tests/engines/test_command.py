@@ -18,7 +18,9 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_unknown_engine_suggests_a_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["engine", "up", "vlm"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("servecheck engine: error: unknown engine 'vlm' (did you mean \"vllm\"?)"), err
+    assert err.startswith(
+        "servecheck engine: error: unknown engine 'vlm' (did you mean \"vllm\"?)"
+    ), err
 
 
 def test_port_needs_one_engine(capsys: pytest.CaptureFixture[str]) -> None:
@@ -39,8 +41,18 @@ def test_help_lists_engines_and_ports(capsys: pytest.CaptureFixture[str]) -> Non
     with pytest.raises(SystemExit):
         main(["engine", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    for fragment in ("up", "down", "status", "install", "model",
-                     "vllm (8011)", "vllm-chunked (8012)", "llamacpp (8021)", "xinference (8031)", "litellm (8041)"):
+    for fragment in (
+        "up",
+        "down",
+        "status",
+        "install",
+        "model",
+        "vllm (8011)",
+        "vllm-chunked (8012)",
+        "llamacpp (8021)",
+        "xinference (8031)",
+        "litellm (8041)",
+    ):
         assert fragment in out, f"{fragment!r} missing from engine --help"
 
 
@@ -48,8 +60,14 @@ def test_model_writes_both_artefacts(tmp_path: Path, capsys: pytest.CaptureFixtu
     pytest.importorskip("tokenizers")
     assert main(["engine", "model", "--out", str(tmp_path / "m")]) == 0
     out = capsys.readouterr().out
-    hf = next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.strip().startswith("hf:"))
-    gguf = next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.strip().startswith("gguf:"))
+    hf = next(
+        line.split(":", 1)[1].strip() for line in out.splitlines() if line.strip().startswith("hf:")
+    )
+    gguf = next(
+        line.split(":", 1)[1].strip()
+        for line in out.splitlines()
+        if line.strip().startswith("gguf:")
+    )
     assert (Path(hf) / "config.json").is_file() and (Path(hf) / "model.safetensors").is_file()
     assert Path(gguf).stat().st_size > 1_000_000
 
@@ -60,8 +78,17 @@ def test_targets_snippet_is_valid() -> None:
     snippet = Path(__file__).resolve().parents[2] / "docs" / "engines-targets.yaml"
     targets = load_targets(snippet, env={})
     assert targets.broken == {}
-    expected = {"local-vllm": 8011, "local-vllm-chunked": 8012, "local-llamacpp": 8021,
-                "local-xinference": 8031, "local-litellm": 8041}
-    got = {name: int(t.base_url.rsplit(":", 1)[1].split("/")[0]) for name, t in targets.targets.items()}
+    expected = {
+        "local-vllm": 8011,
+        "local-vllm-chunked": 8012,
+        "local-llamacpp": 8021,
+        "local-xinference": 8031,
+        "local-litellm": 8041,
+    }
+    got = {
+        name: int(t.base_url.rsplit(":", 1)[1].split("/")[0]) for name, t in targets.targets.items()
+    }
     assert got == expected
-    assert targets.get("local-litellm").api_key is not None, "the LiteLLM proxy needs its master key"
+    assert targets.get("local-litellm").api_key is not None, (
+        "the LiteLLM proxy needs its master key"
+    )

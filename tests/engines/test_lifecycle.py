@@ -17,7 +17,7 @@ import pytest
 from servecheck.engines import base
 from servecheck.engines.base import Engine, EngineError, LaunchPlan, Readiness, RunState
 
-FAKE_SERVER = textwrap.dedent('''
+FAKE_SERVER = textwrap.dedent("""
     import http.server, sys, time
     port, load_s, mode = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
     if mode == "crash":
@@ -36,7 +36,7 @@ FAKE_SERVER = textwrap.dedent('''
         import signal
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
-''')
+""")
 
 
 def _free_port() -> int:
@@ -56,7 +56,9 @@ class FakeEngine(Engine):
 
     def plan(self, port: int) -> LaunchPlan:
         argv = [sys.executable, str(self.script), str(port), str(self.load_s), self.mode]
-        return LaunchPlan(argv=argv, env=base.clean_env({}), served_model="fake-model", context_length=64)
+        return LaunchPlan(
+            argv=argv, env=base.clean_env({}), served_model="fake-model", context_length=64
+        )
 
     def probe(self, port: int) -> tuple[Readiness, str]:
         r = base.http("GET", f"http://127.0.0.1:{port}/health", timeout=1.0)
@@ -83,7 +85,9 @@ def test_start_waits_through_loading_then_stop(cache: Path, script: Path) -> Non
     state = base.start(engine, echo=lambda *_: None)
     try:
         assert engine.probe(state.port)[0] is Readiness.READY
-        assert state.ready_s is not None and state.ready_s >= 0.5, f"ready too early: {state.ready_s}"
+        assert state.ready_s is not None and state.ready_s >= 0.5, (
+            f"ready too early: {state.ready_s}"
+        )
         recorded = [s.pid for s in base.running_states()]
         assert recorded == [state.pid], f"state dir holds {recorded}, expected [{state.pid}]"
         again = base.start(engine, echo=lambda *_: None)
@@ -133,8 +137,15 @@ def test_port_taken_by_another_program_is_refused(cache: Path, script: Path) -> 
 
 
 def test_stale_state_files_are_dropped(cache: Path) -> None:
-    dead = RunState(name="fake", port=1, pid=2**22 + 12345, log="x", served_model="m", context_length=1,
-                    started_at=0.0)
+    dead = RunState(
+        name="fake",
+        port=1,
+        pid=2**22 + 12345,
+        log="x",
+        served_model="m",
+        context_length=1,
+        started_at=0.0,
+    )
     dead.save()
     assert base.running_states() == []
     assert not dead.path().exists()

@@ -48,7 +48,9 @@ def test_cached_directory_is_reused(model) -> None:
 def test_seed_changes_directory_and_weights(model, tmp_path: Path) -> None:
     other = ensure_tiny_model(TinyModelSpec(name="unit-tiny", vocab_size=600, seed=8), tmp_path)
     assert other.root.name != model.root.name
-    assert _digest(other.hf_dir / "model.safetensors") != _digest(model.hf_dir / "model.safetensors")
+    assert _digest(other.hf_dir / "model.safetensors") != _digest(
+        model.hf_dir / "model.safetensors"
+    )
 
 
 def test_hf_config_shape(model) -> None:
@@ -57,8 +59,12 @@ def test_hf_config_shape(model) -> None:
     head_dim = config["hidden_size"] // config["num_attention_heads"]
     assert head_dim in (32, 64, 80, 96, 112, 128), f"vLLM CPU cannot run head size {head_dim}"
     tok = json.loads((model.hf_dir / "tokenizer.json").read_text())
-    vocab = len(tok["model"]["vocab"]) + len([t for t in tok["added_tokens"] if t["content"] not in tok["model"]["vocab"]])
-    assert config["vocab_size"] == vocab, f"config vocab {config['vocab_size']} != tokenizer vocab {vocab}"
+    vocab = len(tok["model"]["vocab"]) + len(
+        [t for t in tok["added_tokens"] if t["content"] not in tok["model"]["vocab"]]
+    )
+    assert config["vocab_size"] == vocab, (
+        f"config vocab {config['vocab_size']} != tokenizer vocab {vocab}"
+    )
 
 
 def test_safetensors_names_and_shapes(model) -> None:
@@ -96,22 +102,42 @@ def _render(**kwargs: object) -> str:
 
 
 def test_chat_template_plain_chat() -> None:
-    text = _render(messages=[{"role": "system", "content": "S"}, {"role": "user", "content": "hi"}],
-                   add_generation_prompt=True, tools=None)
-    assert text == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    text = _render(
+        messages=[{"role": "system", "content": "S"}, {"role": "user", "content": "hi"}],
+        add_generation_prompt=True,
+        tools=None,
+    )
+    assert (
+        text
+        == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_chat_template_tools_and_tool_round_trip() -> None:
-    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+    tool = {
+        "type": "function",
+        "function": {"name": "get_weather", "parameters": {"type": "object"}},
+    }
     messages = [
         {"role": "user", "content": "weather?"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
     ]
     text = _render(messages=messages, tools=[tool], add_generation_prompt=True)
     assert "<tools>\n" + json.dumps(tool) + "\n</tools>" in text
-    assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>' in text
+    assert (
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>' in text
+    )
     assert "<tool_response>\nsunny\n</tool_response>" in text
     assert text.endswith("<|im_start|>assistant\n")
 
@@ -136,5 +162,10 @@ def test_gguf_metadata_and_tensors(model) -> None:
     assert scalar("llama.attention.head_count") == SPEC.num_heads
     assert scalar("llama.block_count") == SPEC.num_layers
     names = {t.name for t in reader.tensors}
-    assert {"token_embd.weight", "output.weight", "output_norm.weight", "blk.1.ffn_down.weight"} <= names
+    assert {
+        "token_embd.weight",
+        "output.weight",
+        "output_norm.weight",
+        "blk.1.ffn_down.weight",
+    } <= names
     assert len(names) == 3 + 9 * SPEC.num_layers

@@ -31,7 +31,7 @@ def _forward(weights: dict[str, np.ndarray], cfg: dict, ids: list[int]) -> np.nd
         return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
 
     def rope(x: np.ndarray) -> np.ndarray:
-        rot = np.concatenate([-x[..., hd // 2:], x[..., : hd // 2]], -1)
+        rot = np.concatenate([-x[..., hd // 2 :], x[..., : hd // 2]], -1)
         return x * cos + rot * sin
 
     mask = np.triu(np.full((n, n), -np.inf), 1)
@@ -39,8 +39,16 @@ def _forward(weights: dict[str, np.ndarray], cfg: dict, ids: list[int]) -> np.nd
         p = f"model.layers.{i}."
         x = norm(h, weights[p + "input_layernorm.weight"])
         q = (x @ weights[p + "self_attn.q_proj.weight"].T).reshape(n, heads, hd).transpose(1, 0, 2)
-        k = (x @ weights[p + "self_attn.k_proj.weight"].T).reshape(n, kv_heads, hd).transpose(1, 0, 2)
-        v = (x @ weights[p + "self_attn.v_proj.weight"].T).reshape(n, kv_heads, hd).transpose(1, 0, 2)
+        k = (
+            (x @ weights[p + "self_attn.k_proj.weight"].T)
+            .reshape(n, kv_heads, hd)
+            .transpose(1, 0, 2)
+        )
+        v = (
+            (x @ weights[p + "self_attn.v_proj.weight"].T)
+            .reshape(n, kv_heads, hd)
+            .transpose(1, 0, 2)
+        )
         scores = rope(q) @ rope(k).transpose(0, 2, 1) / np.sqrt(hd) + mask
         att = np.exp(scores - scores.max(-1, keepdims=True))
         att /= att.sum(-1, keepdims=True)
@@ -59,9 +67,14 @@ def model(tmp_path_factory: pytest.TempPathFactory):
     from safetensors.numpy import load_file
     from tokenizers import Tokenizer
 
-    m = ensure_tiny_model(TinyModelSpec(name="unit-tools", tool_caller=True), tmp_path_factory.mktemp("tc"))
-    return (load_file(str(m.hf_dir / "model.safetensors")), json.loads((m.hf_dir / "config.json").read_text()),
-            Tokenizer.from_file(str(m.hf_dir / "tokenizer.json")))
+    m = ensure_tiny_model(
+        TinyModelSpec(name="unit-tools", tool_caller=True), tmp_path_factory.mktemp("tc")
+    )
+    return (
+        load_file(str(m.hf_dir / "model.safetensors")),
+        json.loads((m.hf_dir / "config.json").read_text()),
+        Tokenizer.from_file(str(m.hf_dir / "tokenizer.json")),
+    )
 
 
 def _render(messages: list[dict], tools: list[dict] | None) -> str:
@@ -71,7 +84,9 @@ def _render(messages: list[dict], tools: list[dict] | None) -> str:
 
     env = jinja2.Environment()
     env.filters["tojson"] = json.dumps
-    return env.from_string(CHAT_TEMPLATE).render(messages=messages, tools=tools, add_generation_prompt=True)
+    return env.from_string(CHAT_TEMPLATE).render(
+        messages=messages, tools=tools, add_generation_prompt=True
+    )
 
 
 TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
@@ -95,7 +110,9 @@ def test_newline_follows_tool_call_and_turn_ends_after_the_call(model) -> None:
     assert _next_token(model, call) == "<|im_end|>"
 
 
-@pytest.mark.parametrize("content", ["hello", "Weather in Paris?", "1 2 3"], ids=["hello", "question", "digits"])
+@pytest.mark.parametrize(
+    "content", ["hello", "Weather in Paris?", "1 2 3"], ids=["hello", "question", "digits"]
+)
 def test_without_tools_the_model_does_not_call(model, content: str) -> None:
     prompt = _render([{"role": "user", "content": content}], None)
     assert _next_token(model, prompt) != "<tool_call>"

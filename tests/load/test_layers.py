@@ -23,9 +23,13 @@ def test_library_does_not_import_locust_or_gevent() -> None:
         "bad = sorted(m for m in ('locust', 'gevent') if m in sys.modules)\n"
         "print(','.join(bad))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "", f"imported by the library outside the adapter: {out.stdout.strip()}"
+    assert out.stdout.strip() == "", (
+        f"imported by the library outside the adapter: {out.stdout.strip()}"
+    )
 
 
 def _doc_slos() -> list[str]:

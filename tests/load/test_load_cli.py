@@ -26,7 +26,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _targets(tmp_path: Path, server: RunningServer, slo: list[str] | None = None) -> Path:
-    lines = ["targets:", "  - name: ref", f"    base_url: {server.base_url}", "    engine: reference", "    timeout_s: 20"]
+    lines = [
+        "targets:",
+        "  - name: ref",
+        f"    base_url: {server.base_url}",
+        "    engine: reference",
+        "    timeout_s: 20",
+    ]
     if server.config.api_key:
         lines.append(f"    api_key: {server.config.api_key}")
     if slo:
@@ -37,13 +43,33 @@ def _targets(tmp_path: Path, server: RunningServer, slo: list[str] | None = None
 
 
 def _cmd(targets: Path, out: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "servecheck", "load", "--target", "ref", "--targets-file", str(targets),
-            "--out", str(out), "--quiet", *args]
+    return [
+        sys.executable,
+        "-m",
+        "servecheck",
+        "load",
+        "--target",
+        "ref",
+        "--targets-file",
+        str(targets),
+        "--out",
+        str(out),
+        "--quiet",
+        *args,
+    ]
 
 
-def _run(cmd: list[str], timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                          env={**os.environ, **env} if env else None)
+def _run(
+    cmd: list[str], timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env={**os.environ, **env} if env else None,
+    )
 
 
 def _summary(out: Path) -> dict:
@@ -59,7 +85,19 @@ def fast_server(make_reference: Callable[..., RunningServer]) -> RunningServer:
 def test_closed_loop_run_writes_the_report(fast_server: RunningServer, tmp_path: Path) -> None:
     targets = _targets(tmp_path, fast_server, slo=["error_rate<=1%"])
     out = tmp_path / "reports"
-    proc = _run(_cmd(targets, out, "--users", "3", "--max-requests", "12", "--slo", "ttft_p95<=30s", "--no-tokenize"))
+    proc = _run(
+        _cmd(
+            targets,
+            out,
+            "--users",
+            "3",
+            "--max-requests",
+            "12",
+            "--slo",
+            "ttft_p95<=30s",
+            "--no-tokenize",
+        )
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     s = _summary(out)
     assert s["requests"]["total"] == 12 and s["requests"]["ok"] == 12, s["requests"]
@@ -75,7 +113,9 @@ def test_closed_loop_run_writes_the_report(fast_server: RunningServer, tmp_path:
     assert "sk-load-selftest-1234" not in (run_dir / "load-config.json").read_text()
     recs = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
     ids = {r["request_id"] for r in recs}
-    assert len(ids) == 12 and all(i.startswith(s["run_id"] + "-") for i in ids), ids  # sent as X-Request-Id
+    assert len(ids) == 12 and all(i.startswith(s["run_id"] + "-") for i in ids), (
+        ids
+    )  # sent as X-Request-Id
     assert "PASS ttft_p95<=30s" in proc.stdout
     if sys.platform == "linux":  # the native reader thread read the streams, timed by the kernel
         assert s["generator"]["reader"]["kinds"] == ["thread"], s["generator"]["reader"]
@@ -88,7 +128,10 @@ def test_open_loop_plans_and_sends(fast_server: RunningServer, tmp_path: Path) -
     targets = _targets(tmp_path, fast_server)
     out = tmp_path / "reports"
     # The pure-Python reader (what runs where the C extension is not built), under Locust.
-    proc = _run(_cmd(targets, out, "--rate", "10/s", "--duration", "2s", "--allow-lag"), env={"SERVECHECK_READER": "loop"})
+    proc = _run(
+        _cmd(targets, out, "--rate", "10/s", "--duration", "2s", "--allow-lag"),
+        env={"SERVECHECK_READER": "loop"},
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     s = _summary(out)
     assert s["generator"]["reader"]["kinds"] == ["loop"], s["generator"]["reader"]
@@ -102,12 +145,27 @@ def test_slo_breach_exits_1(make_reference: Callable[..., RunningServer], tmp_pa
     server = make_reference("latency-spikes", ttft_ms=5, itl_ms=1)
     targets = _targets(tmp_path, server)
     out = tmp_path / "reports"
-    proc = _run(_cmd(targets, out, "--users", "2", "--max-requests", "10", "--slo", "ttft_max<=500ms",
-                     "--slo", "error_rate<=1%", "--no-tokenize"))
+    proc = _run(
+        _cmd(
+            targets,
+            out,
+            "--users",
+            "2",
+            "--max-requests",
+            "10",
+            "--slo",
+            "ttft_max<=500ms",
+            "--slo",
+            "error_rate<=1%",
+            "--no-tokenize",
+        )
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     s = _summary(out)
     verdicts = {v["slo"]: v for v in s["slo"]}
-    assert not verdicts["ttft_max<=500ms"]["passed"] and verdicts["ttft_max<=500ms"]["observed"] > 500
+    assert (
+        not verdicts["ttft_max<=500ms"]["passed"] and verdicts["ttft_max<=500ms"]["observed"] > 500
+    )
     assert verdicts["error_rate<=1%"]["passed"]
     assert s["verdict"] == "fail" and s["goodput"] < 1.0
     assert "FAIL ttft_max<=500ms" in proc.stdout and "verdict: FAIL" in proc.stdout
@@ -116,14 +174,35 @@ def test_slo_breach_exits_1(make_reference: Callable[..., RunningServer], tmp_pa
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        pytest.param(["--users", "2"], "servecheck load: error: refusing to start an unbounded load test: give --duration (e.g. 5m) or --max-requests N", id="no-bound"),
-        pytest.param(["--users", "2", "--rate", "3/s", "--duration", "1s"], "servecheck load: error: give exactly one of --users N (closed loop), --rate R/s (open loop) or a plan with a shape; got --users and --rate", id="two-modes"),
-        pytest.param(["--users", "2", "--duration", "1s", "--slo", "tfft_p95<=1s"], "servecheck load: error: SLO 'tfft_p95<=1s': unknown metric 'tfft' (did you mean \"ttft_p95\"?)*", id="bad-slo"),
-        pytest.param(["--users", "2", "--duration", "1s", "--scenario", "chta"], "servecheck load: error: unknown scenario 'chta' (did you mean \"chat\"?)*", id="bad-scenario"),
+        pytest.param(
+            ["--users", "2"],
+            "servecheck load: error: refusing to start an unbounded load test: give --duration (e.g. 5m) or --max-requests N",
+            id="no-bound",
+        ),
+        pytest.param(
+            ["--users", "2", "--rate", "3/s", "--duration", "1s"],
+            "servecheck load: error: give exactly one of --users N (closed loop), --rate R/s (open loop) or a plan with a shape; got --users and --rate",
+            id="two-modes",
+        ),
+        pytest.param(
+            ["--users", "2", "--duration", "1s", "--slo", "tfft_p95<=1s"],
+            "servecheck load: error: SLO 'tfft_p95<=1s': unknown metric 'tfft' (did you mean \"ttft_p95\"?)*",
+            id="bad-slo",
+        ),
+        pytest.param(
+            ["--users", "2", "--duration", "1s", "--scenario", "chta"],
+            "servecheck load: error: unknown scenario 'chta' (did you mean \"chat\"?)*",
+            id="bad-scenario",
+        ),
     ],
 )
-def test_usage_errors_exit_2(fast_server: RunningServer, tmp_path: Path, args: list[str], message: str,
-                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_usage_errors_exit_2(
+    fast_server: RunningServer,
+    tmp_path: Path,
+    args: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     import fnmatch
 
     from servecheck.cli import main
@@ -132,13 +211,19 @@ def test_usage_errors_exit_2(fast_server: RunningServer, tmp_path: Path, args: l
     assert main(cmd[3:]) == 2  # in-process: usage errors stop before Locust starts
     err = capsys.readouterr().err.strip()
     assert fnmatch.fnmatch(err, message), err
-    assert not (tmp_path / "reports").exists(), "nothing may be written before the options are valid"
+    assert not (tmp_path / "reports").exists(), (
+        "nothing may be written before the options are valid"
+    )
 
 
-def test_records_survive_kill_9(make_reference: Callable[..., RunningServer], tmp_path: Path) -> None:
+def test_records_survive_kill_9(
+    make_reference: Callable[..., RunningServer], tmp_path: Path
+) -> None:
     server = make_reference(ttft_ms=20, itl_ms=5)
     out = tmp_path / "reports"
-    cmd = _cmd(_targets(tmp_path, server), out, "--users", "4", "--duration", "60s", "--no-tokenize")
+    cmd = _cmd(
+        _targets(tmp_path, server), out, "--users", "4", "--duration", "60s", "--no-tokenize"
+    )
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         files: list[Path] = []
@@ -176,11 +261,33 @@ def test_distributed_master_and_two_workers(fast_server: RunningServer, tmp_path
     targets = _targets(tmp_path, fast_server)
     out = tmp_path / "reports"
     port = str(_free_port())
-    common = ["--run-id", "dist", "--expect-workers", "2", "--master-port", port, "--max-requests", "24", "--no-tokenize"]
-    master = subprocess.Popen(_cmd(targets, out, "--master", "--users", "4", *common), cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    workers = [subprocess.Popen(_cmd(targets, out, "--worker", *common), cwd=ROOT, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL) for _ in range(2)]
+    common = [
+        "--run-id",
+        "dist",
+        "--expect-workers",
+        "2",
+        "--master-port",
+        port,
+        "--max-requests",
+        "24",
+        "--no-tokenize",
+    ]
+    master = subprocess.Popen(
+        _cmd(targets, out, "--master", "--users", "4", *common),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    workers = [
+        subprocess.Popen(
+            _cmd(targets, out, "--worker", *common),
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(2)
+    ]
     try:
         stdout, stderr = master.communicate(timeout=90)
     finally:
@@ -216,7 +323,9 @@ def test_plan_shape_drives_the_user_count(fast_server: RunningServer, tmp_path: 
     records must show that concurrency (closed loop, no wait: each user always has a request open)."""
     targets = _targets(tmp_path, fast_server)
     plan = tmp_path / "spike.yaml"
-    plan.write_text("description: test spike\nscenario: chat\nshape: {kind: spike, base: 1, peak: 4, at: 2s, length: 2.5s, total: 6.5s}\n")
+    plan.write_text(
+        "description: test spike\nscenario: chat\nshape: {kind: spike, base: 1, peak: 4, at: 2s, length: 2.5s, total: 6.5s}\n"
+    )
     out = tmp_path / "reports"
     res = _run(_cmd(targets, out, "--plan", str(plan), "--no-tokenize"), timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -233,13 +342,32 @@ def test_plan_shape_drives_the_user_count(fast_server: RunningServer, tmp_path: 
 def test_abandon_scenario_hangs_up_on_purpose(fast_server: RunningServer, tmp_path: Path) -> None:
     targets = _targets(tmp_path, fast_server)
     out = tmp_path / "reports"
-    proc = _run(_cmd(targets, out, "--scenario", "abandon", "--users", "4", "--max-requests", "40", "--no-tokenize"))
+    proc = _run(
+        _cmd(
+            targets,
+            out,
+            "--scenario",
+            "abandon",
+            "--users",
+            "4",
+            "--max-requests",
+            "40",
+            "--no-tokenize",
+        )
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     s = _summary(out)
-    recs = [json.loads(line) for line in (out / s["run_id"] / "records.jsonl").read_text().splitlines()]
+    recs = [
+        json.loads(line) for line in (out / s["run_id"] / "records.jsonl").read_text().splitlines()
+    ]
     abandoned = [r for r in recs if r["abandoned"]]
     assert s["requests"]["errors"] == {} and s["requests"]["abandoned"] == len(abandoned)
     assert 0 < len(abandoned) < 40, "a quarter of the requests, drawn per request"
-    assert all(r["output_tokens"] is None and 4 <= r["output_tokens_client"] < 64 for r in abandoned)
-    assert s["latency_ms"]["e2e"]["count"] == 40 - len(abandoned) and s["latency_ms"]["ttft"]["count"] == 40
+    assert all(
+        r["output_tokens"] is None and 4 <= r["output_tokens_client"] < 64 for r in abandoned
+    )
+    assert (
+        s["latency_ms"]["e2e"]["count"] == 40 - len(abandoned)
+        and s["latency_ms"]["ttft"]["count"] == 40
+    )
     assert "abandoned on purpose" in proc.stdout

@@ -55,7 +55,9 @@ def test_reference_tokenize_is_detected(make_reference: Callable[..., RunningSer
     server = make_reference()
     counter, flavour = tokenize_counter(server.root, "ref-tiny")
     assert flavour == "vllm" and counter is not None
-    ps = build_prompt_set([PromptSpec(100, 16)], seed=0, count=counter, tokenizer=flavour, variants=2)
+    ps = build_prompt_set(
+        [PromptSpec(100, 16)], seed=0, count=counter, tokenizer=flavour, variants=2
+    )
     assert ps.method == "tokenize:vllm"
     assert all(abs(p.prompt_tokens - 100) <= 2 for p in ps.prompts)
 

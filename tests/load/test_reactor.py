@@ -45,8 +45,16 @@ def fast() -> Iterator[str]:
 
 
 def _body(n: int = 16, **extra: object) -> bytes:
-    return json.dumps({"model": "truth", "messages": [{"role": "user", "content": "hi"}], "max_tokens": n,
-                       "stream": True, "stream_options": {"include_usage": True}, **extra}).encode()
+    return json.dumps(
+        {
+            "model": "truth",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": n,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            **extra,
+        }
+    ).encode()
 
 
 def _get(url: str) -> dict:
@@ -54,9 +62,15 @@ def _get(url: str) -> dict:
         return json.loads(r.read())
 
 
-def test_concurrent_streams_on_one_reader_are_complete_and_never_early(fast: str, reader: str) -> None:
-    reactor = StreamReactor(fast + "/v1", {"Content-Type": "application/json"}, 5.0, 10.0, reader=reader)
-    assert reactor.kind == reader, "the native reader (servecheck/load/_rxthread.c) is not built: pip install -e . needs a C compiler"
+def test_concurrent_streams_on_one_reader_are_complete_and_never_early(
+    fast: str, reader: str
+) -> None:
+    reactor = StreamReactor(
+        fast + "/v1", {"Content-Type": "application/json"}, 5.0, 10.0, reader=reader
+    )
+    assert reactor.kind == reader, (
+        "the native reader (servecheck/load/_rxthread.c) is not built: pip install -e . needs a C compiler"
+    )
     results: list[tuple[str | None, str, StreamState, float]] = []
 
     def one() -> None:
@@ -78,16 +92,26 @@ def test_concurrent_streams_on_one_reader_are_complete_and_never_early(fast: str
     assert len(results) == 72
     for err, msg, st, t0 in results:
         assert err is None, msg
-        assert len(st.token_times) == 16 and st.usage is not None and st.usage["completion_tokens"] == 16
-        assert st.t_first is not None and st.t_first - t0 >= TTFT_S, "a token was timed before the server sent it"
+        assert (
+            len(st.token_times) == 16
+            and st.usage is not None
+            and st.usage["completion_tokens"] == 16
+        )
+        assert st.t_first is not None and st.t_first - t0 >= TTFT_S, (
+            "a token was timed before the server sent it"
+        )
         assert all(b >= a for a, b in zip(st.token_times, st.token_times[1:], strict=False))
-        assert st.token_times[-1] - t0 >= TTFT_S + 15 * ITL_S, "the last token was timed before it was due"
+        assert st.token_times[-1] - t0 >= TTFT_S + 15 * ITL_S, (
+            "the last token was timed before it was due"
+        )
     if sys.platform == "linux":
         # Linux stamps TCP reads; the odd read without a usable stamp (one that raced the kernel's
         # deferred switching-on of timestamps, or an offset measured while preempted) is timed by
         # the reader's clock and counted, never more than a few.
-        assert reactor.kernel_stamps > 0 and reactor.user_stamps <= max(2, reactor.reads // 100), \
-            (reactor.kernel_stamps, reactor.user_stamps)
+        assert reactor.kernel_stamps > 0 and reactor.user_stamps <= max(2, reactor.reads // 100), (
+            reactor.kernel_stamps,
+            reactor.user_stamps,
+        )
     assert reactor.reads >= 72 and pooled == 24  # keep-alive: one connection per concurrent caller
 
 
@@ -97,7 +121,9 @@ def test_reader_deadline_and_a_server_that_never_answers(reader: str) -> None:
         reactor = StreamReactor(f"http://127.0.0.1:{port}/v1", {}, 2.0, 0.3, reader=reader)
         res = reactor.post_stream("/chat/completions", _body(), lambda b, t: None)
         assert res.error == "timeout" and res.error_message == "no data for 0.3 s"
-        res = reactor.post_stream("/chat/completions", _body(), lambda b, t: None, deadline=time.perf_counter() + 0.2)
+        res = reactor.post_stream(
+            "/chat/completions", _body(), lambda b, t: None, deadline=time.perf_counter() + 0.2
+        )
         assert res.error == "timeout"
         reactor.close()
 
@@ -109,8 +135,10 @@ def test_server_closing_mid_response_is_a_stream_error(reader: str) -> None:
         def serve() -> None:
             conn, _ = srv.accept()
             conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-                         b"6\r\ndata: ")
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                b"6\r\ndata: "
+            )
             conn.close()
 
         t = threading.Thread(target=serve, daemon=True)
@@ -119,7 +147,10 @@ def test_server_closing_mid_response_is_a_stream_error(reader: str) -> None:
         res = reactor.post_stream("/chat/completions", _body(), lambda b, t: None)
         reactor.close()
         t.join(timeout=5)
-    assert res.error == "stream-error" and res.error_message == "the server closed the connection mid-body"
+    assert (
+        res.error == "stream-error"
+        and res.error_message == "the server closed the connection mid-body"
+    )
 
 
 def test_https_is_refused_by_the_reactor() -> None:
@@ -129,8 +160,12 @@ def test_https_is_refused_by_the_reactor() -> None:
 
 def test_fast_server_routes_and_lateness(fast: str) -> None:
     assert _get(fast + "/v1/models")["data"][0]["id"] == "truth"
-    req = urllib.request.Request(fast + "/v1/completions", data=_body(5, prompt="x", stream=False), method="POST",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        fast + "/v1/completions",
+        data=_body(5, prompt="x", stream=False),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=5) as r:  # noqa: S310
         full = json.loads(r.read())
     assert full["choices"][0]["text"] == " tok" * 5 and full["usage"]["completion_tokens"] == 5
@@ -142,25 +177,43 @@ def test_fast_server_routes_and_lateness(fast: str) -> None:
         urllib.request.urlopen(fast + "/nowhere", timeout=5)  # noqa: S310
     assert info.value.code == 404
     stats = _get(fast + "/stats")
-    assert stats["writes"] >= 1 and stats["late_p50_ms"] >= 0 and stats["late_max_ms"] >= stats["late_p99_ms"]
+    assert (
+        stats["writes"] >= 1
+        and stats["late_p50_ms"] >= 0
+        and stats["late_max_ms"] >= stats["late_p99_ms"]
+    )
 
 
 def test_fast_server_survives_a_client_that_hangs_up_mid_stream(fast: str) -> None:
     host, port = fast.removeprefix("http://").split(":")
     body = _body(200)
     with socket.create_connection((host, int(port))) as s:
-        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        s.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(body), body)
+        )
         assert s.recv(4096).startswith(b"HTTP/1.1 200 OK")
     time.sleep(3 * ITL_S)
-    assert _get(fast + "/v1/models")["data"], "the server must go on serving after a client vanished"
+    assert _get(fast + "/v1/models")["data"], (
+        "the server must go on serving after a client vanished"
+    )
 
 
 def test_fast_server_command_line_reports_a_busy_port() -> None:
     with socket.create_server(("127.0.0.1", 0)) as busy:
         port = busy.getsockname()[1]
-        out = subprocess.run([sys.executable, "-m", "servecheck.reference.fast", "--port", str(port)],
-                             capture_output=True, text=True, timeout=30, cwd=ROOT)
-    assert out.returncode == 3 and f"cannot listen on 127.0.0.1:{port}" in out.stdout and "Traceback" not in out.stderr
+        out = subprocess.run(
+            [sys.executable, "-m", "servecheck.reference.fast", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd=ROOT,
+        )
+    assert (
+        out.returncode == 3
+        and f"cannot listen on 127.0.0.1:{port}" in out.stdout
+        and "Traceback" not in out.stderr
+    )
 
 
 def test_connections_on_descriptors_above_1024(fast: str, reader: str) -> None:
@@ -179,7 +232,9 @@ def test_connections_on_descriptors_above_1024(fast: str, reader: str) -> None:
             filler.append(fd)
             if fd >= 1100:
                 break
-        reactor = StreamReactor(fast + "/v1", {"Content-Type": "application/json"}, 5.0, 10.0, reader=reader)
+        reactor = StreamReactor(
+            fast + "/v1", {"Content-Type": "application/json"}, 5.0, 10.0, reader=reader
+        )
         st = StreamState()
         res = reactor.post_stream("/chat/completions", _body(), st.feed)
         reactor.close()
@@ -192,32 +247,49 @@ def test_connections_on_descriptors_above_1024(fast: str, reader: str) -> None:
 
 
 def test_request_id_reaches_the_server_and_its_lateness_is_kept(fast: str, reader: str) -> None:
-    reactor = StreamReactor(fast + "/v1", {"Content-Type": "application/json"}, 5.0, 10.0, reader=reader)
+    reactor = StreamReactor(
+        fast + "/v1", {"Content-Type": "application/json"}, 5.0, 10.0, reader=reader
+    )
     st = StreamState()
     res = reactor.post_stream("/chat/completions", _body(), st.feed, request_id="run1-w0-7")
     plain = reactor.post_stream("/chat/completions", _body(), StreamState().feed)
     reactor.close()
     assert res.error is None and plain.error is None
     per = _get(fast + "/stats/requests")
-    assert per["unit"] == "ms" and per["tracked"] == 1, "only requests with an X-Request-Id are kept"
+    assert per["unit"] == "ms" and per["tracked"] == 1, (
+        "only requests with an X-Request-Id are kept"
+    )
     first, last = per["requests"]["run1-w0-7"]
     assert 0 <= first < 1000 and 0 <= last < 1000
 
 
 def test_hanging_up_mid_stream_is_abandoned_not_failed(fast: str, reader: str) -> None:
-    reactor = StreamReactor(fast + "/v1", {"Content-Type": "application/json"}, 5.0, 10.0, reader=reader)
+    reactor = StreamReactor(
+        fast + "/v1", {"Content-Type": "application/json"}, 5.0, 10.0, reader=reader
+    )
     st = StreamState()
-    res = reactor.post_stream("/chat/completions", _body(200), st.feed, on_token=st.token,
-                              until=lambda: len(st.token_times) >= 3)
+    res = reactor.post_stream(
+        "/chat/completions",
+        _body(200),
+        st.feed,
+        on_token=st.token,
+        until=lambda: len(st.token_times) >= 3,
+    )
     st.close(res.t_end)
     pooled = len(reactor.pool)
     full = StreamState()
     after = reactor.post_stream("/chat/completions", _body(), full.feed, on_token=full.token)
     reactor.close()
     assert res.hung_up and res.error is None and classify(res, st) == (None, "")
-    assert 3 <= len(st.token_times) < 200 and pooled == 0, "the abandoned connection is closed, not pooled"
-    assert after.error is None and len(full.token_times) == 16, "the next request gets a fresh connection"
+    assert 3 <= len(st.token_times) < 200 and pooled == 0, (
+        "the abandoned connection is closed, not pooled"
+    )
+    assert after.error is None and len(full.token_times) == 16, (
+        "the next request gets a fresh connection"
+    )
     end = time.monotonic() + 5
     while _get(fast + "/stats")["open_streams"] and time.monotonic() < end:
         time.sleep(0.05)
-    assert _get(fast + "/stats")["open_streams"] == 0, "the server saw the hang-up and stopped that stream"
+    assert _get(fast + "/stats")["open_streams"] == 0, (
+        "the server saw the hang-up and stopped that stream"
+    )

@@ -15,9 +15,22 @@ from servecheck.load.records import (
 
 
 def _rec(worker: str, seq: int, t: float, error: str | None = None) -> RequestRecord:
-    return RequestRecord(target="ref", scenario="chat", worker=worker, seq=seq, t_intended=t, t_sent=t + 0.001,
-                         t_done=t + 0.5, ttft=0.1, e2e=0.5, tpot=0.01, itls=[0.01, 0.0123456789],
-                         output_tokens=3, output_tokens_client=2, error=error)
+    return RequestRecord(
+        target="ref",
+        scenario="chat",
+        worker=worker,
+        seq=seq,
+        t_intended=t,
+        t_sent=t + 0.001,
+        t_done=t + 0.5,
+        ttft=0.1,
+        e2e=0.5,
+        tpot=0.01,
+        itls=[0.01, 0.0123456789],
+        output_tokens=3,
+        output_tokens_client=2,
+        error=error,
+    )
 
 
 def test_each_write_is_on_disk_before_close(tmp_path: Path) -> None:

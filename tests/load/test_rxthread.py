@@ -24,12 +24,16 @@ from servecheck.load import reactor as reactor_mod
 from servecheck.load.stream import StreamState
 from servecheck.load.wire import Exchange
 
-pytestmark = pytest.mark.skipif(reactor_mod.sys.platform != "linux", reason="the native reader is Linux-only")
+pytestmark = pytest.mark.skipif(
+    reactor_mod.sys.platform != "linux", reason="the native reader is Linux-only"
+)
 
 
 @pytest.fixture()
 def rx() -> Iterator[object]:
-    assert reactor_mod._rxthread is not None, "the native reader is not built: pip install -e . needs a C compiler"
+    assert reactor_mod._rxthread is not None, (
+        "the native reader is not built: pip install -e . needs a C compiler"
+    )
     # Linux turns receive timestamps on lazily (a work queue) when the first socket asks; the
     # reactor holds a socket with them on for its whole life, and so does this fixture.
     keeper = reactor_mod._stamps_keeper()
@@ -66,10 +70,12 @@ def test_reads_carry_key_and_kernel_stamp(rx: object) -> None:
     assert rx.running  # type: ignore[attr-defined]
     before_wall, before_mono = time.time(), time.perf_counter()
     server.sendall(b"hello")
-    (key, stamp, t_read, data, token), = _wait_take(rx, 1)
+    ((key, stamp, t_read, data, token),) = _wait_take(rx, 1)
     assert token is False, "not a chunk with a token event"
     assert (key, data) == (41, b"hello")
-    assert before_wall - 0.001 <= stamp <= time.time() + 0.001, "stamp is the kernel's CLOCK_REALTIME receive time"
+    assert before_wall - 0.001 <= stamp <= time.time() + 0.001, (
+        "stamp is the kernel's CLOCK_REALTIME receive time"
+    )
     assert before_mono <= t_read <= time.perf_counter(), "t_read is on time.perf_counter's clock"
     reads, passes, cpu_s = rx.stats()  # type: ignore[attr-defined]
     assert reads == 1 and passes == 1 and cpu_s > 0
@@ -121,7 +127,9 @@ def test_a_reused_descriptor_number_gets_its_new_key(rx: object) -> None:
     server.close()
     client2, server2 = _pair()
     if client2.fileno() != fd:  # the lowest free number is normally the one just freed
-        pytest.fail(f"descriptor {fd} was not reused (got {client2.fileno()}); the test cannot show what it means to")
+        pytest.fail(
+            f"descriptor {fd} was not reused (got {client2.fileno()}); the test cannot show what it means to"
+        )
     rx.add(fd, 2)  # type: ignore[attr-defined]
     server2.sendall(b"new")
     records = _wait_take(rx, 2)
@@ -145,7 +153,9 @@ def test_no_wake_up_is_lost_while_taking(rx: object) -> None:
     end = time.monotonic() + 5
     while total < 7 * n and time.monotonic() < end:
         ready, _, _ = select.select([rx.fileno()], [], [], 1.0)  # type: ignore[attr-defined]
-        assert ready, f"records waiting ({total} of {7 * n} bytes taken) but the eventfd never became readable"
+        assert ready, (
+            f"records waiting ({total} of {7 * n} bytes taken) but the eventfd never became readable"
+        )
         total += sum(len(rec[3]) for rec in rx.take())  # type: ignore[attr-defined]
     assert total == 7 * n
     client.close()
@@ -173,7 +183,9 @@ def test_reader_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert reactor_mod.reader_kind() == "thread"
     assert reactor_mod.reader_kind("loop") == "loop"
     monkeypatch.setenv(reactor_mod.ENV_READER, "fast")
-    with pytest.raises(ValueError, match="SERVECHECK_READER must be 'thread' or 'loop', not 'fast'"):
+    with pytest.raises(
+        ValueError, match="SERVECHECK_READER must be 'thread' or 'loop', not 'fast'"
+    ):
         reactor_mod.reader_kind()
 
 
@@ -192,29 +204,81 @@ def _fresh() -> tuple[Exchange, StreamState]:
 
 def _state(ex: Exchange, st: StreamState) -> tuple:
     assert ex.dech is not None
-    return (st.token_times, st.chunks, st.usage, st.done, st.problem, st._buf, st._slow is None,
-            ex.dech.state, ex.dech.pending, ex.dech.done, ex.done)
+    return (
+        st.token_times,
+        st.chunks,
+        st.usage,
+        st.done,
+        st.problem,
+        st._buf,
+        st._slow is None,
+        ex.dech.state,
+        ex.dech.pending,
+        ex.dech.done,
+        ex.done,
+    )
 
 
-_content = st.one_of(st.just(""), st.just(" tok"), st.just('\\"'), st.just('\\"delta\\":{\\"content\\":\\"x'),
-                     st.text(alphabet='ab "\\{}:,\n', max_size=6).map(lambda x: json.dumps(x)[1:-1]))
-_usage = st.sampled_from(["", ',"usage":null', ',"usage": null', ',"usage":{"completion_tokens":3}',
-                          ',"usage":null,"usage":{"completion_tokens":3}', ',"usage" :null'])
-_extra = st.sampled_from(["", ',"x":1', ',"tool_calls":[]', ',"text":"a"', ',"error":{"message":"boom"}'])
+_content = st.one_of(
+    st.just(""),
+    st.just(" tok"),
+    st.just('\\"'),
+    st.just('\\"delta\\":{\\"content\\":\\"x'),
+    st.text(alphabet='ab "\\{}:,\n', max_size=6).map(lambda x: json.dumps(x)[1:-1]),
+)
+_usage = st.sampled_from(
+    [
+        "",
+        ',"usage":null',
+        ',"usage": null',
+        ',"usage":{"completion_tokens":3}',
+        ',"usage":null,"usage":{"completion_tokens":3}',
+        ',"usage" :null',
+    ]
+)
+_extra = st.sampled_from(
+    ["", ',"x":1', ',"tool_calls":[]', ',"text":"a"', ',"error":{"message":"boom"}']
+)
 
 
 @st.composite
 def _reads(draw: st.DrawFn) -> bytes:
     """One read: a well-formed token chunk in some shape, or one with a single near miss."""
     content = draw(_content)
-    delta = draw(st.sampled_from(['{"content":"%s"}', '{"content": "%s"}', '{"role":"assistant","content":"%s"}',
-                                  '{"content":"%s","tool_calls":null}']))
-    body = '{"id":"c1","choices":[{"index":0,"delta":' + (delta % content) + draw(_extra) + "}]" + draw(_usage) + "}"
+    delta = draw(
+        st.sampled_from(
+            [
+                '{"content":"%s"}',
+                '{"content": "%s"}',
+                '{"role":"assistant","content":"%s"}',
+                '{"content":"%s","tool_calls":null}',
+            ]
+        )
+    )
+    body = (
+        '{"id":"c1","choices":[{"index":0,"delta":'
+        + (delta % content)
+        + draw(_extra)
+        + "}]"
+        + draw(_usage)
+        + "}"
+    )
     event, size_fmt, tail, size_error = "data: %s\n\n", "%x", b"\r\n", 0
     miss = draw(st.integers(0, 15))
     if miss == 1:
-        event = draw(st.sampled_from(["data:%s\n\n", "data: %s\r\n\r\n", "data: %s\n", ": hi\ndata: %s\n\n",
-                                      "data: %s\n\ndata: %s\n\n", "data: %s\n\n\n", "event: x\ndata: %s\n\n"]))
+        event = draw(
+            st.sampled_from(
+                [
+                    "data:%s\n\n",
+                    "data: %s\r\n\r\n",
+                    "data: %s\n",
+                    ": hi\ndata: %s\n\n",
+                    "data: %s\n\ndata: %s\n\n",
+                    "data: %s\n\n\n",
+                    "event: x\ndata: %s\n\n",
+                ]
+            )
+        )
     elif miss == 2:
         size_fmt = draw(st.sampled_from(["%X", "%x;ext=1", "0%x", " %x", "%x "]))
     elif miss == 3:
@@ -224,10 +288,10 @@ def _reads(draw: st.DrawFn) -> bytes:
     payload = (event % ((body,) * event.count("%s"))).encode()
     if miss == 5:
         i = draw(st.integers(0, len(payload) - 1))
-        payload = payload[:i] + payload[i + 1:]  # one byte lost (the size is still the new length)
+        payload = payload[:i] + payload[i + 1 :]  # one byte lost (the size is still the new length)
     read = (size_fmt % max(len(payload) + size_error, 0)).encode() + b"\r\n" + payload + tail
     if miss == 6:
-        read = read[:draw(st.integers(0, len(read) - 1))]
+        read = read[: draw(st.integers(0, len(read) - 1))]
     if miss == 7:
         return draw(st.binary(max_size=200))
     return read
@@ -244,8 +308,18 @@ def test_token_chunk_agrees_with_the_parser(read: bytes) -> None:
         return
     parsed_ex, parsed = _fresh()
     parsed_ex.feed(read, 1.0)
-    assert parsed.token_times == [1.0] and parsed.usage is None and not parsed.done and not parsed.problem, read
-    assert parsed_ex.dech is not None and parsed_ex.dech.state == 0 and not parsed_ex.dech.pending and not parsed._buf
+    assert (
+        parsed.token_times == [1.0]
+        and parsed.usage is None
+        and not parsed.done
+        and not parsed.problem
+    ), read
+    assert (
+        parsed_ex.dech is not None
+        and parsed_ex.dech.state == 0
+        and not parsed_ex.dech.pending
+        and not parsed._buf
+    )
     short_ex, short = _fresh()
     assert short_ex.token(1.0)
     assert _state(short_ex, short) == _state(parsed_ex, parsed)
@@ -259,9 +333,13 @@ def test_token_chunk_examples() -> None:
     assert not rx_mod.token_chunk(b"%x\r\n%s\r\n" % (len(ev) + 1, ev)), "wrong chunk size"
     assert not rx_mod.token_chunk(b"%x\r\n%s\r\n0\r\n\r\n" % (len(ev), ev)), "more than one chunk"
     usage = ev.replace(b'"usage":null', b'"usage":{"completion_tokens":1}')
-    assert not rx_mod.token_chunk(b"%x\r\n%s\r\n" % (len(usage), usage)), "a usage object must be parsed"
+    assert not rx_mod.token_chunk(b"%x\r\n%s\r\n" % (len(usage), usage)), (
+        "a usage object must be parsed"
+    )
     empty = ev.replace(b'" tok"', b'""')
-    assert not rx_mod.token_chunk(b"%x\r\n%s\r\n" % (len(empty), empty)), "empty content is not a token"
+    assert not rx_mod.token_chunk(b"%x\r\n%s\r\n" % (len(empty), empty)), (
+        "empty content is not a token"
+    )
 
 
 def test_shortcut_is_refused_mid_chunk_and_mid_event() -> None:

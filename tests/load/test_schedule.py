@@ -32,8 +32,10 @@ def test_fixed_rate_is_absolute() -> None:
 def test_workers_partition_the_fixed_schedule() -> None:
     rate, workers = 10.0, 3
     merged = sorted(
-        t for k in range(workers)
-        for t in itertools.islice(for_worker(rate, False, 0, k, workers).offsets(), 100) if t < 20.0
+        t
+        for k in range(workers)
+        for t in itertools.islice(for_worker(rate, False, 0, k, workers).offsets(), 100)
+        if t < 20.0
     )
     assert merged == [i / rate for i in range(200)]
     assert sum(for_worker(rate, False, 0, k, workers).planned(20.0) for k in range(workers)) == 200
@@ -51,24 +53,34 @@ def test_poisson_mean_rate_and_seed() -> None:
     assert len({w.seed for w in worker_rates if isinstance(w, Poisson)}) == 3
 
 
-@pytest.mark.parametrize(("total", "workers"), [pytest.param(10, 3, id="10-over-3"), pytest.param(2, 4, id="fewer-than-workers")])
+@pytest.mark.parametrize(
+    ("total", "workers"),
+    [pytest.param(10, 3, id="10-over-3"), pytest.param(2, 4, id="fewer-than-workers")],
+)
 def test_split_count(total: int, workers: int) -> None:
     shares = [split_count(total, k, workers) for k in range(workers)]
     assert sum(shares) == total and max(shares) - min(shares) <= 1
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("90", 90.0), ("90s", 90.0), ("5m", 300.0), ("1h30m", 5400.0), ("250ms", 0.25)])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90", 90.0), ("90s", 90.0), ("5m", 300.0), ("1h30m", 5400.0), ("250ms", 0.25)],
+)
 def test_parse_duration(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize(("text", "rate"), [("5", 5.0), ("5/s", 5.0), ("300/min", 5.0), ("0.5/s", 0.5), ("3600/h", 1.0)])
+@pytest.mark.parametrize(
+    ("text", "rate"), [("5", 5.0), ("5/s", 5.0), ("300/min", 5.0), ("0.5/s", 0.5), ("3600/h", 1.0)]
+)
 def test_parse_rate(text: str, rate: float) -> None:
     assert parse_rate(text) == rate
 
 
 def test_parse_errors() -> None:
-    with pytest.raises(UsageError, match=r"duration '5 minutes': write e.g. 30s, 5m, 1h30m or a number of seconds"):
+    with pytest.raises(
+        UsageError, match=r"duration '5 minutes': write e.g. 30s, 5m, 1h30m or a number of seconds"
+    ):
         parse_duration("5 minutes")
     with pytest.raises(UsageError, match=r"rate 'fast': write requests per second"):
         parse_rate("fast")

@@ -18,11 +18,22 @@ from servecheck.load.stats import Schedule, compute_stats
         pytest.param("tpot_mean <= 250us", "tpot", "mean", "<=", 0.25, id="spaces-us"),
         pytest.param("ttft_p99.9<=1s", "ttft", "p99.9", "<=", 1000.0, id="p99.9"),
         pytest.param("ttft_p999<=1s", "ttft", "p99.9", "<=", 1000.0, id="p999-alias"),
-        pytest.param("ttft_from_intended_p99<=2s", "ttft_from_intended", "p99", "<=", 2000.0, id="from-intended"),
+        pytest.param(
+            "ttft_from_intended_p99<=2s",
+            "ttft_from_intended",
+            "p99",
+            "<=",
+            2000.0,
+            id="from-intended",
+        ),
         pytest.param("error_rate<=0.5%", "error_rate", None, "<=", 0.005, id="error-rate-percent"),
         pytest.param("error_rate<0.01", "error_rate", None, "<", 0.01, id="error-rate-fraction"),
-        pytest.param("throughput_tokens>=100/s", "throughput_tokens", None, ">=", 100.0, id="tokens-per-s"),
-        pytest.param("throughput_requests>2", "throughput_requests", None, ">", 2.0, id="requests-no-unit"),
+        pytest.param(
+            "throughput_tokens>=100/s", "throughput_tokens", None, ">=", 100.0, id="tokens-per-s"
+        ),
+        pytest.param(
+            "throughput_requests>2", "throughput_requests", None, ">", 2.0, id="requests-no-unit"
+        ),
         pytest.param("goodput>=95%", "goodput", None, ">=", 0.95, id="goodput"),
     ],
 )
@@ -35,15 +46,47 @@ def test_parse(text: str, metric: str, stat: str | None, op: str, bound: float) 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        pytest.param("tfft_p95<=500ms", "SLO 'tfft_p95<=500ms': unknown metric 'tfft' (did you mean \"ttft_p95\"?); metrics: ttft, itl, tpot, e2e, ttft_from_intended, e2e_from_intended, lag, error_rate, goodput, throughput_tokens, throughput_requests", id="typo-metric"),
+        pytest.param(
+            "tfft_p95<=500ms",
+            "SLO 'tfft_p95<=500ms': unknown metric 'tfft' (did you mean \"ttft_p95\"?); metrics: ttft, itl, tpot, e2e, ttft_from_intended, e2e_from_intended, lag, error_rate, goodput, throughput_tokens, throughput_requests",
+            id="typo-metric",
+        ),
         pytest.param("ttft_p95<=500", "SLO 'ttft_p95<=500': add a unit: us, ms or s", id="no-unit"),
-        pytest.param("ttft_p95<=5kg", "SLO 'ttft_p95<=5kg': unit 'kg' is not a time unit (us, ms, s)", id="bad-unit"),
-        pytest.param("ttft<=500ms", "SLO 'ttft<=500ms': ttft needs a statistic, e.g. ttft_p95 (one of p50, p90, p95, p99, p99.9, mean, min, max)", id="no-stat"),
-        pytest.param("ttft_p96<=500ms", "SLO 'ttft_p96<=500ms': unknown statistic 'p96' (did you mean \"p99\"?); use one of p50, p90, p95, p99, p99.9, mean, min, max", id="bad-stat"),
-        pytest.param("error_rate==0", "SLO 'error_rate==0': use one of <=, <, >=, > (an SLO is a bound, not an equality)", id="equality"),
-        pytest.param("goodput>=120%", "SLO 'goodput>=120%': goodput must be between 0% and 100%", id="share-range"),
-        pytest.param("ttft p95 under 1s", "SLO 'ttft p95 under 1s': cannot parse; write METRIC[_STAT] OP NUMBER[UNIT], e.g. ttft_p95<=500ms or error_rate<=0.5%", id="garbage"),
-        pytest.param("error_rate_p95<=1%", "SLO 'error_rate_p95<=1%': error_rate takes no statistic; write e.g. error_rate<=0.5%", id="stat-on-share"),
+        pytest.param(
+            "ttft_p95<=5kg",
+            "SLO 'ttft_p95<=5kg': unit 'kg' is not a time unit (us, ms, s)",
+            id="bad-unit",
+        ),
+        pytest.param(
+            "ttft<=500ms",
+            "SLO 'ttft<=500ms': ttft needs a statistic, e.g. ttft_p95 (one of p50, p90, p95, p99, p99.9, mean, min, max)",
+            id="no-stat",
+        ),
+        pytest.param(
+            "ttft_p96<=500ms",
+            "SLO 'ttft_p96<=500ms': unknown statistic 'p96' (did you mean \"p99\"?); use one of p50, p90, p95, p99, p99.9, mean, min, max",
+            id="bad-stat",
+        ),
+        pytest.param(
+            "error_rate==0",
+            "SLO 'error_rate==0': use one of <=, <, >=, > (an SLO is a bound, not an equality)",
+            id="equality",
+        ),
+        pytest.param(
+            "goodput>=120%",
+            "SLO 'goodput>=120%': goodput must be between 0% and 100%",
+            id="share-range",
+        ),
+        pytest.param(
+            "ttft p95 under 1s",
+            "SLO 'ttft p95 under 1s': cannot parse; write METRIC[_STAT] OP NUMBER[UNIT], e.g. ttft_p95<=500ms or error_rate<=0.5%",
+            id="garbage",
+        ),
+        pytest.param(
+            "error_rate_p95<=1%",
+            "SLO 'error_rate_p95<=1%': error_rate takes no statistic; write e.g. error_rate<=0.5%",
+            id="stat-on-share",
+        ),
     ],
 )
 def test_errors_are_pinned(text: str, message: str) -> None:
@@ -58,15 +101,32 @@ def test_comma_separated() -> None:
     assert {s.source for s in slos} == {"targets.yaml"}
 
 
-def _rec(ttft: float, e2e: float, err: str | None = None, lag: float = 0.0, itls: list[float] | None = None) -> dict:
-    return {"t_intended": 100.0, "t_sent": 100.0 + lag, "t_done": 100.0 + lag + e2e, "ttft": None if err else ttft,
-            "e2e": e2e, "tpot": 0.01, "itls": itls or [0.01, 0.01], "output_tokens": 3, "output_tokens_client": 3,
-            "error": err}
+def _rec(
+    ttft: float,
+    e2e: float,
+    err: str | None = None,
+    lag: float = 0.0,
+    itls: list[float] | None = None,
+) -> dict:
+    return {
+        "t_intended": 100.0,
+        "t_sent": 100.0 + lag,
+        "t_done": 100.0 + lag + e2e,
+        "ttft": None if err else ttft,
+        "e2e": e2e,
+        "tpot": 0.01,
+        "itls": itls or [0.01, 0.01],
+        "output_tokens": 3,
+        "output_tokens_client": 3,
+        "error": err,
+    }
 
 
 def test_evaluate_pass_fail_and_no_data() -> None:
     records = [_rec(0.1, 1.0) for _ in range(98)] + [_rec(0.9, 2.0), _rec(0.0, 0.1, err="http-503")]
-    slos = parse_slos(["ttft_p50<=200ms", "ttft_max<=500ms", "error_rate<=0.5%", "error_rate<=2%", "lag_p99<=5ms"])
+    slos = parse_slos(
+        ["ttft_p50<=200ms", "ttft_max<=500ms", "error_rate<=0.5%", "error_rate<=2%", "lag_p99<=5ms"]
+    )
     st = compute_stats(records, Schedule(), request_predicate(slos))
     verdicts = {v.slo.text: v for v in evaluate(slos, st)}
     assert verdicts["ttft_p50<=200ms"].passed
@@ -75,7 +135,11 @@ def test_evaluate_pass_fail_and_no_data() -> None:
     assert not verdicts["error_rate<=0.5%"].passed and verdicts["error_rate<=2%"].passed
     assert verdicts["ttft_max<=500ms"].line().startswith("FAIL ttft_max<=500ms  observed 90")
     empty = evaluate(parse_slos(["ttft_p95<=1s"]), compute_stats([], Schedule()))
-    assert not empty[0].passed and empty[0].line() == "FAIL ttft_p95<=1s  observed no data (no successful request measured this)"
+    assert (
+        not empty[0].passed
+        and empty[0].line()
+        == "FAIL ttft_p95<=1s  observed no data (no successful request measured this)"
+    )
 
 
 def test_goodput_is_per_request() -> None:

@@ -12,7 +12,10 @@ from servecheck.load.stats import PERCENTILES, Schedule, compute_stats, distribu
     "values",
     [
         pytest.param(np.linspace(0.001, 2.0, 10_001), id="uniform-1ms-2s"),
-        pytest.param(np.random.default_rng(7).lognormal(mean=-2.3, sigma=0.6, size=20_000), id="lognormal-100ms"),
+        pytest.param(
+            np.random.default_rng(7).lognormal(mean=-2.3, sigma=0.6, size=20_000),
+            id="lognormal-100ms",
+        ),
         pytest.param(np.concatenate([np.full(990, 0.1), np.full(10, 5.0)]), id="bimodal-tail"),
     ],
 )
@@ -22,24 +25,51 @@ def test_percentiles_match_numpy_within_hdr_precision(values: np.ndarray) -> Non
     for name, p in PERCENTILES:
         # nearest rank, as HDR defines it; np.percentile(method="inverted_cdf") agrees except where
         # p/100*n lands a float ulp above an integer (99.9 % of 20 000), so the rank is computed exactly
-        rank = max(1, round(p * len(values) * 10) // 1000 + (1 if (round(p * len(values) * 10) % 1000) else 0))
+        rank = max(
+            1,
+            round(p * len(values) * 10) // 1000
+            + (1 if (round(p * len(values) * 10) % 1000) else 0),
+        )
         exact = float(np.sort(values)[rank - 1]) * 1000.0
         got = d.get(name)
         assert got is not None
         # 3 significant digits plus the 1 us rounding on the way in
-        assert got == pytest.approx(exact, rel=1e-3, abs=0.002), f"{name}: HDR {got} ms vs numpy {exact} ms"
+        assert got == pytest.approx(exact, rel=1e-3, abs=0.002), (
+            f"{name}: HDR {got} ms vs numpy {exact} ms"
+        )
     assert d.max == pytest.approx(values.max() * 1000.0, rel=1e-3)
     assert d.mean == pytest.approx(values.mean() * 1000.0, rel=1e-3)
 
 
-def _r(sent: float, e2e: float, tokens: int | None, client: int, intended: float | None = None, err: str | None = None) -> dict:
-    return {"t_intended": sent if intended is None else intended, "t_sent": sent, "t_done": sent + e2e,
-            "ttft": None if err else 0.1, "e2e": e2e, "tpot": None, "itls": [], "output_tokens": tokens,
-            "output_tokens_client": client, "error": err}
+def _r(
+    sent: float,
+    e2e: float,
+    tokens: int | None,
+    client: int,
+    intended: float | None = None,
+    err: str | None = None,
+) -> dict:
+    return {
+        "t_intended": sent if intended is None else intended,
+        "t_sent": sent,
+        "t_done": sent + e2e,
+        "ttft": None if err else 0.1,
+        "e2e": e2e,
+        "tpot": None,
+        "itls": [],
+        "output_tokens": tokens,
+        "output_tokens_client": client,
+        "error": err,
+    }
 
 
 def test_throughput_tokens_and_intended_latency() -> None:
-    records = [_r(0.0, 1.0, 10, 10), _r(1.0, 1.0, 20, 19), _r(2.0, 2.0, None, 5, intended=1.5), _r(3.0, 0.5, None, 0, err="http-500")]
+    records = [
+        _r(0.0, 1.0, 10, 10),
+        _r(1.0, 1.0, 20, 19),
+        _r(2.0, 2.0, None, 5, intended=1.5),
+        _r(3.0, 0.5, None, 0, err="http-500"),
+    ]
     st = compute_stats(records, Schedule(mode="fixed", planned=4, max_lag_ms=1000))
     assert st.window_s == pytest.approx(4.0)  # first send 0.0 -> last done 4.0
     assert st.output_tokens == 35 and st.output_tokens_usage == 30 and st.output_tokens_client == 34
@@ -57,7 +87,9 @@ def test_lagging_generator_is_flagged() -> None:
     st = compute_stats(late, Schedule(mode="fixed", planned=100, max_lag_ms=25))
     assert st.behind
     assert st.behind_reasons[0].startswith("schedule lag p99 200.")
-    assert st.behind_reasons[1] == "sent 50 of 100 planned requests (50.0%): the generator fell behind"
+    assert (
+        st.behind_reasons[1] == "sent 50 of 100 planned requests (50.0%): the generator fell behind"
+    )
     loop = compute_stats([_r(0.0, 0.5, 5, 5)], Schedule(), loop_lag_s=[0.001] * 98 + [0.2, 0.3])
     assert loop.behind and "event-loop lag p99" in loop.behind_reasons[0]
 
@@ -71,5 +103,7 @@ def test_abandoned_requests_keep_ttft_but_not_e2e_or_goodput() -> None:
     assert st.latency["e2e"].count == 1 and st.latency["e2e"].max == pytest.approx(1000.0, rel=1e-3)
     assert st.latency["ttft"].count == 2, "an abandoned stream's first token is a real TTFT"
     assert st.usage_missing == 0, "an abandoned stream never gets its usage chunk"
-    assert st.goodput == pytest.approx(0.5) and st.goodput_requests == 1  # of the two that were not abandoned
+    assert (
+        st.goodput == pytest.approx(0.5) and st.goodput_requests == 1
+    )  # of the two that were not abandoned
     assert st.as_dict()["requests"]["abandoned"] == 1

@@ -15,7 +15,11 @@ from servecheck.load.stream import parse_stream_bytes, token_kind
 
 
 def _chunk(delta: dict | None = None, usage: dict | None = None, choices: bool = True) -> str:
-    obj: dict = {"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta or {}, "finish_reason": None}] if choices else []}
+    obj: dict = {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta or {}, "finish_reason": None}] if choices else [],
+    }
     if usage is not None:
         obj["usage"] = usage
     return json.dumps(obj)
@@ -24,7 +28,13 @@ def _chunk(delta: dict | None = None, usage: dict | None = None, choices: bool =
 ROLE = _chunk({"role": "assistant", "content": ""})
 EMPTY = _chunk({"content": ""})
 TOK = _chunk({"content": "hi"})
-TOOL = _chunk({"tool_calls": [{"index": 0, "id": "t1", "type": "function", "function": {"name": "f", "arguments": ""}}]})
+TOOL = _chunk(
+    {
+        "tool_calls": [
+            {"index": 0, "id": "t1", "type": "function", "function": {"name": "f", "arguments": ""}}
+        ]
+    }
+)
 REASON = _chunk({"reasoning_content": "hmm"})
 USAGE = _chunk(usage={"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}, choices=False)
 
@@ -35,11 +45,25 @@ def _events(*datas: str, sep: bytes = b"\n", space: bool = True) -> bytes:
 
 
 CASES = {
-    "role-then-content": [_events(ROLE), _events(EMPTY), _events(TOK), _events(TOK), _events(USAGE, "[DONE]")],
+    "role-then-content": [
+        _events(ROLE),
+        _events(EMPTY),
+        _events(TOK),
+        _events(TOK),
+        _events(USAGE, "[DONE]"),
+    ],
     "tool-call-first": [_events(ROLE), _events(TOOL), _events(TOK), _events("[DONE]")],
     "reasoning-first": [_events(ROLE), _events(REASON), _events(TOK), _events("[DONE]")],
-    "crlf-framing": [_events(ROLE, sep=b"\r\n"), _events(TOK, sep=b"\r\n"), _events(TOK, "[DONE]", sep=b"\r\n")],
-    "no-space-and-comments": [b": keep-alive\n\n" + _events(ROLE, space=False), _events(TOK, space=False), b": ping\n\n" + _events("[DONE]")],
+    "crlf-framing": [
+        _events(ROLE, sep=b"\r\n"),
+        _events(TOK, sep=b"\r\n"),
+        _events(TOK, "[DONE]", sep=b"\r\n"),
+    ],
+    "no-space-and-comments": [
+        b": keep-alive\n\n" + _events(ROLE, space=False),
+        _events(TOK, space=False),
+        b": ping\n\n" + _events("[DONE]"),
+    ],
 }
 
 
@@ -55,10 +79,14 @@ def _split_anywhere(pieces: list[bytes]) -> list[bytes]:
     return [p for p in out if p]
 
 
-def _client_times(pieces: list[bytes], times: list[float], monkeypatch: pytest.MonkeyPatch) -> tuple[float | None, list[float]]:
+def _client_times(
+    pieces: list[bytes], times: list[float], monkeypatch: pytest.MonkeyPatch
+) -> tuple[float | None, list[float]]:
     clock: Iterator[float] = iter([*times, times[-1], times[-1]])
     monkeypatch.setattr(client_http, "_now", lambda: next(clock))
-    ex = Exchange(method="POST", url="http://x/v1/chat/completions", request_headers={}, request_body={})
+    ex = Exchange(
+        method="POST", url="http://x/v1/chat/completions", request_headers={}, request_body={}
+    )
     col = _Collector(ex, stream=True, deadline=1e9, max_bytes=1 << 20)
 
     class _Resp:
@@ -73,26 +101,37 @@ def _client_times(pieces: list[bytes], times: list[float], monkeypatch: pytest.M
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, id=n) for n in CASES])
-@pytest.mark.parametrize("split", [pytest.param(False, id="as-sent"), pytest.param(True, id="split-anywhere")])
-def test_ttft_and_itl_agree_with_timing_client(name: str, split: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "split", [pytest.param(False, id="as-sent"), pytest.param(True, id="split-anywhere")]
+)
+def test_ttft_and_itl_agree_with_timing_client(
+    name: str, split: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pieces = _split_anywhere(CASES[name]) if split else CASES[name]
     # the client reads the header time first, then one clock reading per read
     times = [10.0 + i for i in range(len(pieces))]
     client_first, client_tokens = _client_times(pieces, [9.0, *times], monkeypatch)
     st = parse_stream_bytes(list(zip(pieces, times, strict=True)))
-    assert st.t_first == client_first, f"load reader TTFT at {st.t_first}, timing client at {client_first}"
+    assert st.t_first == client_first, (
+        f"load reader TTFT at {st.t_first}, timing client at {client_first}"
+    )
     assert st.token_times == client_tokens
     assert st.done and not st.problem
 
 
 def test_role_only_chunk_is_not_the_first_token() -> None:
-    st = parse_stream_bytes([(_events(ROLE), 1.0), (_events(EMPTY), 2.0), (_events(TOK), 3.0), (_events("[DONE]"), 4.0)])
+    st = parse_stream_bytes(
+        [(_events(ROLE), 1.0), (_events(EMPTY), 2.0), (_events(TOK), 3.0), (_events("[DONE]"), 4.0)]
+    )
     assert st.t_first == 3.0
 
 
 def test_usage_and_problems() -> None:
     st = parse_stream_bytes([(_events(TOK, TOK, USAGE, "[DONE]"), 1.0)])
-    assert st.usage == {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8} and len(st.token_times) == 2
+    assert (
+        st.usage == {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+        and len(st.token_times) == 2
+    )
     bad = parse_stream_bytes([(_events("not json", "[DONE]"), 1.0)])
     assert bad.problem_kind == "invalid-sse"
     err = parse_stream_bytes([(_events('{"error": {"message": "boom"}}'), 1.0)])
@@ -101,24 +140,41 @@ def test_usage_and_problems() -> None:
 
 # -- the byte-level fast path agrees with the parse ------------------------------------------
 
-_text = st.lists(st.sampled_from(["a", " ", '"', "\\", "é", "{", "}", ":", ",", '"content":"', "usage", "\n"]),
-                 max_size=5).map("".join)
-_delta = st.fixed_dictionaries({}, optional={
-    "role": st.sampled_from(["assistant", None]),
-    "content": st.one_of(st.none(), _text),
-    "tool_calls": st.just([{"index": 0, "function": {"arguments": "{}"}}]),
-    "reasoning_content": _text,
-})
-_choice = st.one_of(
-    st.fixed_dictionaries({"index": st.just(0), "delta": _delta}, optional={"finish_reason": st.sampled_from([None, "stop"]),
-                                                                            "logprobs": st.just({"content": [{"token": "a"}]})}),
-    st.fixed_dictionaries({"index": st.just(0), "text": _text}),
-    st.fixed_dictionaries({"index": st.just(0), "message": st.fixed_dictionaries({"content": _text})}),
+_text = st.lists(
+    st.sampled_from(["a", " ", '"', "\\", "é", "{", "}", ":", ",", '"content":"', "usage", "\n"]),
+    max_size=5,
+).map("".join)
+_delta = st.fixed_dictionaries(
+    {},
+    optional={
+        "role": st.sampled_from(["assistant", None]),
+        "content": st.one_of(st.none(), _text),
+        "tool_calls": st.just([{"index": 0, "function": {"arguments": "{}"}}]),
+        "reasoning_content": _text,
+    },
 )
-_chunk_obj = st.fixed_dictionaries({"id": st.just("c"), "choices": st.lists(_choice, max_size=2)}, optional={
-    "usage": st.one_of(st.none(), st.just({"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3})),
-    "error": st.just({"message": "boom"}),
-})
+_choice = st.one_of(
+    st.fixed_dictionaries(
+        {"index": st.just(0), "delta": _delta},
+        optional={
+            "finish_reason": st.sampled_from([None, "stop"]),
+            "logprobs": st.just({"content": [{"token": "a"}]}),
+        },
+    ),
+    st.fixed_dictionaries({"index": st.just(0), "text": _text}),
+    st.fixed_dictionaries(
+        {"index": st.just(0), "message": st.fixed_dictionaries({"content": _text})}
+    ),
+)
+_chunk_obj = st.fixed_dictionaries(
+    {"id": st.just("c"), "choices": st.lists(_choice, max_size=2)},
+    optional={
+        "usage": st.one_of(
+            st.none(), st.just({"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3})
+        ),
+        "error": st.just({"message": "boom"}),
+    },
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -131,4 +187,8 @@ def test_token_kind_never_disagrees_with_carries_token(obj: dict, compact: bool)
         assert not isinstance(obj.get("usage"), dict), "a usage object must go through the parse"
     fast = parse_stream_bytes([(b"data: " + data + b"\n\n", 1.0)])
     slow = parse_stream_bytes([(b"data: " + data + b"\n\n", 1.0)], fast=False)
-    assert (fast.token_times, fast.usage, fast.problem_kind) == (slow.token_times, slow.usage, slow.problem_kind)
+    assert (fast.token_times, fast.usage, fast.problem_kind) == (
+        slow.token_times,
+        slow.usage,
+        slow.problem_kind,
+    )

@@ -86,7 +86,9 @@ def write_model(
     return folder
 
 
-def to_hf_cache(plain: Path, cache_root: Path, repo: str = "org/tiny", revision: str = "a" * 40) -> Path:
+def to_hf_cache(
+    plain: Path, cache_root: Path, repo: str = "org/tiny", revision: str = "a" * 40
+) -> Path:
     """Lay a plain folder out as an HF hub cache repo; returns ``models--org--name``."""
     repo_dir = cache_root / ("models--" + repo.replace("/", "--"))
     blobs, snap = repo_dir / "blobs", repo_dir / "snapshots" / revision

@@ -35,7 +35,10 @@ def open_tmp() -> Iterator[Path]:
 
 
 def _describe(findings: list[Finding]) -> str:
-    return "\n".join(f"  {f.severity.value} {f.id} {f.path}: {f.message}" for f in findings) or "  (none)"
+    return (
+        "\n".join(f"  {f.severity.value} {f.id} {f.path}: {f.message}" for f in findings)
+        or "  (none)"
+    )
 
 
 def _expect(case: Case, findings: list[Finding]) -> None:
@@ -80,7 +83,9 @@ def test_gguf_defect(name: str, tmp_path: Path) -> None:
 
 
 def test_every_catalogued_id_has_a_defect_case() -> None:
-    covered = {c.expected_id for cases in (PLAIN_CASES, HF_CASES, GGUF_CASES) for c in cases.values()}
+    covered = {
+        c.expected_id for cases in (PLAIN_CASES, HF_CASES, GGUF_CASES) for c in cases.values()
+    }
     covered |= {"PF-MANIFEST-MISSING-FILE", "PF-SHA256-UNVERIFIED", "PF-DISK-SPACE"}  # tests below
     missing = sorted(set(CATALOGUE) - covered)
     if missing:
@@ -149,11 +154,20 @@ def _manifest(folder: Path, tamper: str | None = None, extra: str | None = None)
     ("tamper", "extra", "expected"),
     [
         pytest.param(None, None, None, id="manifest-good"),
-        pytest.param("model-00002-of-00002.safetensors", None, "PF-SHA256-MISMATCH", id="manifest-mismatch"),
-        pytest.param(None, "model-00003-of-00002.safetensors", "PF-MANIFEST-MISSING-FILE", id="manifest-missing-file"),
+        pytest.param(
+            "model-00002-of-00002.safetensors", None, "PF-SHA256-MISMATCH", id="manifest-mismatch"
+        ),
+        pytest.param(
+            None,
+            "model-00003-of-00002.safetensors",
+            "PF-MANIFEST-MISSING-FILE",
+            id="manifest-missing-file",
+        ),
     ],
 )
-def test_manifest(tmp_path: Path, tamper: str | None, extra: str | None, expected: str | None) -> None:
+def test_manifest(
+    tmp_path: Path, tamper: str | None, extra: str | None, expected: str | None
+) -> None:
     folder = write_model(tmp_path / "model")
     report = run_preflight(folder, PreflightOptions(manifest=_manifest(folder, tamper, extra)))
     ids = [f.id for f in _problems(report.findings)]
@@ -190,8 +204,16 @@ def test_low_disk_space_warns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     ("make", "pattern"),
     [
         pytest.param(lambda p: p / "missing", r"no such file or directory", id="nonexistent"),
-        pytest.param(lambda p: _hub_root(p), r"looks like an HF cache root; pass one repo folder", id="cache-root"),
-        pytest.param(lambda p: _text_file(p), r"expected a model folder, a .safetensors or a .gguf file", id="other-file"),
+        pytest.param(
+            lambda p: _hub_root(p),
+            r"looks like an HF cache root; pass one repo folder",
+            id="cache-root",
+        ),
+        pytest.param(
+            lambda p: _text_file(p),
+            r"expected a model folder, a .safetensors or a .gguf file",
+            id="other-file",
+        ),
     ],
 )
 def test_bad_path_is_a_usage_error(tmp_path: Path, make: object, pattern: str) -> None:
@@ -201,7 +223,9 @@ def test_bad_path_is_a_usage_error(tmp_path: Path, make: object, pattern: str) -
 
 def test_unknown_revision_suggests_one(tmp_path: Path) -> None:
     repo = to_hf_cache(write_model(tmp_path / "plain"), tmp_path / "hub")
-    with pytest.raises(UsageError, match=r'revision \'mian\' has no snapshot \(did you mean "main"\?\)'):
+    with pytest.raises(
+        UsageError, match=r'revision \'mian\' has no snapshot \(did you mean "main"\?\)'
+    ):
         run_preflight(repo, PreflightOptions(revision="mian"))
 
 
@@ -274,7 +298,9 @@ def test_hash_progress_is_reported(tmp_path: Path) -> None:
     report = run_preflight(repo, PreflightOptions(verify_sha256=True), progress)
     got = (progress.total, progress.advanced, progress.finished)
     if got != (report.hashed_bytes, report.hashed_bytes, True) or not progress.files:
-        pytest.fail(f"Received (total, advanced, finished) {got}, files {progress.files}; hashed {report.hashed_bytes}")
+        pytest.fail(
+            f"Received (total, advanced, finished) {got}, files {progress.files}; hashed {report.hashed_bytes}"
+        )
 
 
 def test_gguf_tensor_data_is_never_read(tmp_path: Path) -> None:
@@ -315,7 +341,9 @@ def test_gguf_tensor_data_is_never_read(tmp_path: Path) -> None:
         pytest.param("iterdir", "PF-ACCESS-DIR", id="listing-fails"),
     ],
 )
-def test_os_errors_become_findings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str, expected: str) -> None:
+def test_os_errors_become_findings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str, expected: str
+) -> None:
     """What mode bits cannot predict (ACLs, SELinux, a dead mount) is a finding, not a traceback."""
     folder = write_model(tmp_path / "model")
     original = getattr(Path, method)
@@ -333,7 +361,10 @@ def test_os_errors_become_findings(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 @pytest.mark.parametrize(
     ("eos_id", "expected"),
-    [pytest.param(2, [], id="consistent"), pytest.param(4, ["PF-TOK-SPECIAL-MISMATCH"], id="eos-mismatch")],
+    [
+        pytest.param(2, [], id="consistent"),
+        pytest.param(4, ["PF-TOK-SPECIAL-MISMATCH"], id="eos-mismatch"),
+    ],
 )
 def test_tokenizer_checks_without_the_tokenizers_package(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, eos_id: int, expected: list[str]
@@ -345,7 +376,9 @@ def test_tokenizer_checks_without_the_tokenizers_package(
 
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "tokenizers" else real_find_spec(name, *a)
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "tokenizers" else real_find_spec(name, *a),
     )
     folder = write_model(tmp_path / "model", config=model_config(eos_token_id=eos_id))
     ids = [f.id for f in _problems(run_preflight(folder).findings)]

@@ -34,7 +34,9 @@ def broken(tmp_path: Path) -> Path:
     return folder
 
 
-def test_human_output_is_pinned(broken: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_human_output_is_pinned(
+    broken: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("COLUMNS", raising=False)
     code = main(["preflight", str(broken), "--context-length", "4096"])
     out = capsys.readouterr().out
@@ -59,7 +61,9 @@ def test_good_hf_repo_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     code = main(["preflight", str(repo), "--verify-sha256", "--quantization", "none"])
     out = capsys.readouterr().out
     pytest.LineMatcher(out.splitlines()).fnmatch_lines(
-        [f"preflight PASS: 0 errors, 0 warnings, 1 info | hf-cache, revision {'a' * 40} | 6 files, 128 B weights | *"]
+        [
+            f"preflight PASS: 0 errors, 0 warnings, 1 info | hf-cache, revision {'a' * 40} | 6 files, 128 B weights | *"
+        ]
     )
     if code != 0:
         pytest.fail(f"exit code {code}, expected 0:\n{out}")
@@ -84,7 +88,10 @@ def test_json_shape_is_pinned(broken: Path, capsys: pytest.CaptureFixture[str]) 
     if got != expected:
         pytest.fail(f"Received: {got}\nExpected: {expected}")
     first = doc["findings"][0]
-    if set(first) != {"id", "severity", "path", "message", "fix"} or first["id"] != "PF-ST-ZERO-BYTE":
+    if (
+        set(first) != {"id", "severity", "path", "message", "fix"}
+        or first["id"] != "PF-ST-ZERO-BYTE"
+    ):
         pytest.fail(f"finding shape changed: {first}")
     if first["path"] != "model-00002-of-00002.safetensors" or first["severity"] != "error":
         pytest.fail(f"finding fields changed: {first}")
@@ -95,7 +102,11 @@ def test_json_shape_is_pinned(broken: Path, capsys: pytest.CaptureFixture[str]) 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        pytest.param(["{tmp}/missing"], "servecheck preflight: error: {tmp}/missing: no such file or directory", id="nonexistent-path"),
+        pytest.param(
+            ["{tmp}/missing"],
+            "servecheck preflight: error: {tmp}/missing: no such file or directory",
+            id="nonexistent-path",
+        ),
         pytest.param(
             ["{tmp}", "--context-length", "lots"],
             "servecheck preflight: error: --context-length: expected a positive int, got 'lots'",
@@ -120,10 +131,14 @@ def test_usage_errors_are_one_line_exit_2(
     code = main(["preflight", *(a.format(tmp=tmp_path) for a in argv)])
     captured = capsys.readouterr()
     if code != 2 or captured.err.splitlines() != [message.format(tmp=tmp_path)] or captured.out:
-        pytest.fail(f"exit {code}\nstderr: {captured.err!r}\nstdout: {captured.out!r}\nexpected: {message}")
+        pytest.fail(
+            f"exit {code}\nstderr: {captured.err!r}\nstdout: {captured.out!r}\nexpected: {message}"
+        )
 
 
-def test_help_lists_the_options(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_help_lists_the_options(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     with pytest.raises(SystemExit) as exc:
         main(["preflight", "--help"])

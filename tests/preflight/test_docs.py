@@ -31,4 +31,6 @@ def test_documented_json_keys_match_the_report(tmp_path: Path) -> None:
     if set(documented) != set(actual):
         pytest.fail(f"Received keys: {sorted(actual)}\nDocumented: {sorted(documented)}")
     if set(documented["findings"][0]) != set(actual["findings"][0]):
-        pytest.fail(f"finding keys: {sorted(actual['findings'][0])} vs documented {sorted(documented['findings'][0])}")
+        pytest.fail(
+            f"finding keys: {sorted(actual['findings'][0])} vs documented {sorted(documented['findings'][0])}"
+        )

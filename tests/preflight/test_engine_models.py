@@ -8,7 +8,9 @@ import pytest
 
 from servecheck.preflight import PreflightOptions, Severity, run_preflight
 
-models = pytest.importorskip("servecheck.engines.models", reason="tiny-model generator not in this build")
+models = pytest.importorskip(
+    "servecheck.engines.models", reason="tiny-model generator not in this build"
+)
 
 
 @pytest.fixture(scope="module")
@@ -17,10 +19,14 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return models.ensure_tiny_model(models.TinyModelSpec(), out_dir=tmp_path_factory.mktemp("tiny"))
 
 
-@pytest.mark.parametrize("artifact", [pytest.param("hf_dir", id="hf-llama"), pytest.param("gguf_path", id="gguf")])
+@pytest.mark.parametrize(
+    "artifact", [pytest.param("hf_dir", id="hf-llama"), pytest.param("gguf_path", id="gguf")]
+)
 def test_generated_tiny_model_passes(tiny_model: Any, artifact: str) -> None:
     spec, model = tiny_model.spec, tiny_model
-    options = PreflightOptions(quantization="none", context_length=spec.max_position_embeddings, chat=True)
+    options = PreflightOptions(
+        quantization="none", context_length=spec.max_position_embeddings, chat=True
+    )
     report = run_preflight(getattr(model, artifact), options)
     problems = [f for f in report.findings if f.severity is not Severity.INFO]
     if problems:

@@ -52,11 +52,17 @@ class SwitchingProxy:
         upstream = self._upstream()
         if upstream is None:
             self.served_502 += 1
-            return web.json_response({"error": {"message": "upstream is being swapped", "type": "bad_gateway"}}, status=502)
+            return web.json_response(
+                {"error": {"message": "upstream is being swapped", "type": "bad_gateway"}},
+                status=502,
+            )
         body = await request.json() if request.can_read_body else None
         if isinstance(body, dict) and "model" in body:
             body["model"] = upstream.config.models[0]
-        async with ClientSession() as s, s.request(request.method, upstream.root + request.path, json=body) as r:
+        async with (
+            ClientSession() as s,
+            s.request(request.method, upstream.root + request.path, json=body) as r,
+        ):
             return web.Response(body=await r.read(), status=r.status, content_type=r.content_type)
 
     def start(self) -> SwitchingProxy:
@@ -94,8 +100,12 @@ class SwitchingProxy:
 def make_proxy() -> Iterator[Callable[..., SwitchingProxy]]:
     made: list[SwitchingProxy] = []
 
-    def factory(first: RunningServer, second: RunningServer, *, seed: int, gap_s: float = 1.5) -> SwitchingProxy:
-        switch_after = 1.0 + random.Random(seed).random()  # seeded: the swap starts 1-2 s into the run
+    def factory(
+        first: RunningServer, second: RunningServer, *, seed: int, gap_s: float = 1.5
+    ) -> SwitchingProxy:
+        switch_after = (
+            1.0 + random.Random(seed).random()
+        )  # seeded: the swap starts 1-2 s into the run
         proxy = SwitchingProxy(first, second, switch_after, gap_s).start()
         made.append(proxy)
         return proxy
@@ -109,7 +119,12 @@ def write_targets(path: Path, **urls: tuple[str, list[str]]) -> Path:
     """A targets.yaml naming each in-process server (name -> (base_url, models))."""
     lines = ["targets:"]
     for name, (url, models) in urls.items():
-        lines += [f"  - name: {name}", f"    base_url: {url}", "    engine: reference", f"    models: [{', '.join(models)}]",
-                  "    timeout_s: 10"]
+        lines += [
+            f"  - name: {name}",
+            f"    base_url: {url}",
+            "    engine: reference",
+            f"    models: [{', '.join(models)}]",
+            "    timeout_s: 10",
+        ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path

@@ -11,29 +11,68 @@ import pytest
 from servecheck.cli import main
 
 
-def test_accept_runs_all_stages_and_fails_on_a_breached_slo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_accept_runs_all_stages_and_fails_on_a_breached_slo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Readiness and the HEALTH checks pass; an impossible SLO fails the smoke load, so exit 1."""
     for var in ("SERVECHECK_REF_URL", "SERVECHECK_REF_API_KEY", "SERVECHECK_REF_METRICS_URL"):
         monkeypatch.delenv(var, raising=False)
-    code = main(["accept", "--target", "reference", "--smoke-duration", "2s", "-n", "0", "--surface", "health",
-                 "--slo", "ttft_p50<=0.001ms", "--ready-timeout", "30s", "--out", str(tmp_path), "--run-id", "acc"])
+    code = main(
+        [
+            "accept",
+            "--target",
+            "reference",
+            "--smoke-duration",
+            "2s",
+            "-n",
+            "0",
+            "--surface",
+            "health",
+            "--slo",
+            "ttft_p50<=0.001ms",
+            "--ready-timeout",
+            "30s",
+            "--out",
+            str(tmp_path),
+            "--run-id",
+            "acc",
+        ]
+    )
     run = tmp_path / "acc"
     data = json.loads((run / "accept.json").read_text())
     assert code == 1
     assert data["stages"]["ready"]["ok"] and data["stages"]["conformance"]["ok"], data["stages"]
     assert not data["stages"]["load"]["ok"]
-    assert {"accept.json", "junit.xml", "report.html", "summary.md", "allure-results", "conformance", "load"} <= {
-        p.name for p in run.iterdir()}
+    assert {
+        "accept.json",
+        "junit.xml",
+        "report.html",
+        "summary.md",
+        "allure-results",
+        "conformance",
+        "load",
+    } <= {p.name for p in run.iterdir()}
     junit = ET.parse(run / "junit.xml").getroot()
     names = {tc.get("name"): tc for tc in junit.iter("testcase")}
     assert "readiness" in names and names["SLO ttft_p50<=0.001ms"].find("failure") is not None
     assert any("HEALTH-" in n for n in names), "the conformance cases are merged in"
-    slo_results = [json.loads(p.read_text()) for p in (run / "allure-results").glob("*-result.json")]
-    assert any(r["name"] == "SLO ttft_p50<=0.001ms" and r["status"] == "failed" for r in slo_results)
+    slo_results = [
+        json.loads(p.read_text()) for p in (run / "allure-results").glob("*-result.json")
+    ]
+    assert any(
+        r["name"] == "SLO ttft_p50<=0.001ms" and r["status"] == "failed" for r in slo_results
+    )
     page = (run / "report.html").read_text()
     assert "Smoke load" in page and "Conformance" in page and page.count("<svg") >= 3
     assert "ttft_p50&lt;=0.001ms" in page
-    key = next((line for line in (run / "reference-server.log").read_text().splitlines() if "sk-ref-" in line), None)
+    key = next(
+        (
+            line
+            for line in (run / "reference-server.log").read_text().splitlines()
+            if "sk-ref-" in line
+        ),
+        None,
+    )
     assert key is None, "the embedded server's key must not be logged"
 
 
@@ -45,9 +84,25 @@ def test_accept_stops_when_the_target_never_gets_ready(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     targets = tmp_path / "targets.yaml"
-    targets.write_text(f"targets:\n  - name: down\n    base_url: http://127.0.0.1:{port}/v1\n    models: [m]\n", encoding="utf-8")
-    code = main(["accept", "--target", "down", "--targets-file", str(targets), "--ready-timeout", "1s", "--out", str(tmp_path),
-                 "--run-id", "acc"])
+    targets.write_text(
+        f"targets:\n  - name: down\n    base_url: http://127.0.0.1:{port}/v1\n    models: [m]\n",
+        encoding="utf-8",
+    )
+    code = main(
+        [
+            "accept",
+            "--target",
+            "down",
+            "--targets-file",
+            str(targets),
+            "--ready-timeout",
+            "1s",
+            "--out",
+            str(tmp_path),
+            "--run-id",
+            "acc",
+        ]
+    )
     data = json.loads((tmp_path / "acc" / "accept.json").read_text())
     assert code == 1
     assert list(data["stages"]) == ["ready"] and data["stages"]["ready"]["state"] == "down"

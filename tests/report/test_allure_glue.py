@@ -54,8 +54,22 @@ def test_attach_exchanges_titles_labels_and_redacts(pytester: pytest.Pytester) -
 
 
 def test_slo_results_are_allure_results(tmp_path: Path) -> None:
-    n = write_slo_results(tmp_path, [{"slo": "ttft_p95<=500ms", "metric": "ttft_p95", "passed": False, "observed": 612.0,
-                                      "unit": "ms", "op": "<=", "bound": 500.0, "source": "cli"}], attachment="summary")
+    n = write_slo_results(
+        tmp_path,
+        [
+            {
+                "slo": "ttft_p95<=500ms",
+                "metric": "ttft_p95",
+                "passed": False,
+                "observed": 612.0,
+                "unit": "ms",
+                "op": "<=",
+                "bound": 500.0,
+                "source": "cli",
+            }
+        ],
+        attachment="summary",
+    )
     assert n == 1
     (res,) = [json.loads(p.read_text()) for p in tmp_path.glob("*-result.json")]
     assert res["status"] == "failed" and res["name"] == "SLO ttft_p95<=500ms"

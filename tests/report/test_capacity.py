@@ -15,13 +15,27 @@ from tests.report.conftest import write_targets
 
 
 def step(level: float, rps: float, e2e_p95: float, passed: bool = True) -> Step:
-    return Step(level=level, mode="users", passed=passed, requests_per_s=rps, tokens_per_s=rps * 16, error_rate=0.0,
-                goodput=1.0, latency_ms={"e2e": {"p95": e2e_p95}})
+    return Step(
+        level=level,
+        mode="users",
+        passed=passed,
+        requests_per_s=rps,
+        tokens_per_s=rps * 16,
+        error_rate=0.0,
+        goodput=1.0,
+        latency_ms={"e2e": {"p95": e2e_p95}},
+    )
 
 
 def test_knee_is_where_latency_starts_to_climb() -> None:
     # Throughput grows then flattens while latency first stays flat, then climbs steeply.
-    steps = [step(1, 10, 100), step(2, 20, 105), step(4, 38, 115), step(8, 45, 220), step(16, 47, 480)]
+    steps = [
+        step(1, 10, 100),
+        step(2, 20, 105),
+        step(4, 38, 115),
+        step(8, 45, 220),
+        step(16, 47, 480),
+    ]
     kn = sweep_knee(steps, "e2e_p95")
     assert kn is not None and kn.level == 4, kn
 
@@ -31,15 +45,28 @@ def test_no_knee_on_a_straight_line_or_too_few_points() -> None:
     assert knee([1, 2], [10, 50]) is None
 
 
-@pytest.mark.parametrize(("steps", "expected"), [
-    pytest.param([step(1, 10, 100), step(2, 20, 110)], None, id="growing"),
-    pytest.param([step(1, 10, 100, False), step(2, 20, 110, False)], "SLOs not met at two load levels", id="two-breaches"),
-    pytest.param([step(1, 10, 100), step(2, 20, 110), step(4, 15, 300)], "throughput dropped to 15.00 req/s", id="drop"),
-    pytest.param([step(1, 10, 100), step(2, 20, 110), step(4, 19, 150)], None, id="small-dip"),
-])
+@pytest.mark.parametrize(
+    ("steps", "expected"),
+    [
+        pytest.param([step(1, 10, 100), step(2, 20, 110)], None, id="growing"),
+        pytest.param(
+            [step(1, 10, 100, False), step(2, 20, 110, False)],
+            "SLOs not met at two load levels",
+            id="two-breaches",
+        ),
+        pytest.param(
+            [step(1, 10, 100), step(2, 20, 110), step(4, 15, 300)],
+            "throughput dropped to 15.00 req/s",
+            id="drop",
+        ),
+        pytest.param([step(1, 10, 100), step(2, 20, 110), step(4, 19, 150)], None, id="small-dip"),
+    ],
+)
 def test_stop_rule(steps: list[Step], expected: str | None) -> None:
     reason = should_stop(steps, 0.10)
-    assert (reason is None) if expected is None else (reason is not None and expected in reason), reason
+    assert (reason is None) if expected is None else (reason is not None and expected in reason), (
+        reason
+    )
 
 
 def test_best_step_and_replicas() -> None:
@@ -52,8 +79,9 @@ def test_best_step_and_replicas() -> None:
     assert replicas_for(10, 0) is None
 
 
-def test_sweep_stops_past_saturation_and_reports(tmp_path: Path, make_reference: Callable[..., RunningServer],
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sweep_stops_past_saturation_and_reports(
+    tmp_path: Path, make_reference: Callable[..., RunningServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The sweep loop, stop rule and page, with ``run_load`` replaced by synthetic steps (fast, deterministic).
 
     Latency grows with the number of users and the SLO (e2e p95 <= 400 ms) breaks from 8 users on;
@@ -69,17 +97,43 @@ def test_sweep_stops_past_saturation_and_reports(tmp_path: Path, make_reference:
         users = int(spec.users or 0)
         calls.append(users)
         passed = users < 8
-        run_dir = write_load_run(Path(spec.out_dir) / str(spec.run_id),
-                                 synth_records(60, seed=users, ttft_ms=20.0 * users, rate=10.0 * min(users, 6)),
-                                 users=users, verdict="pass" if passed else "fail")
+        run_dir = write_load_run(
+            Path(spec.out_dir) / str(spec.run_id),
+            synth_records(60, seed=users, ttft_ms=20.0 * users, rate=10.0 * min(users, 6)),
+            users=users,
+            verdict="pass" if passed else "fail",
+        )
         summary = json.loads((run_dir / "summary.json").read_text())
-        return load_cmd.LoadResult(str(spec.run_id), run_dir, summary, RunStats(), [], passed, False, 0 if passed else 1, 0)
+        return load_cmd.LoadResult(
+            str(spec.run_id), run_dir, summary, RunStats(), [], passed, False, 0 if passed else 1, 0
+        )
 
     monkeypatch.setattr(load_cmd, "run_load", fake_run_load)
     ref = make_reference(models=["ref-tiny"])
     targets = write_targets(tmp_path / "targets.yaml", ref=(ref.base_url, ["ref-tiny"]))
-    code = main(["capacity", "--target", "ref", "--targets-file", str(targets), "--users", "1,4,8,16,32", "--step-duration", "1s",
-                 "--max-steps", "6", "--slo", "e2e_p95<=400ms", "--target-rate", "100/s", "--out", str(tmp_path), "--run-id", "cap"])
+    code = main(
+        [
+            "capacity",
+            "--target",
+            "ref",
+            "--targets-file",
+            str(targets),
+            "--users",
+            "1,4,8,16,32",
+            "--step-duration",
+            "1s",
+            "--max-steps",
+            "6",
+            "--slo",
+            "e2e_p95<=400ms",
+            "--target-rate",
+            "100/s",
+            "--out",
+            str(tmp_path),
+            "--run-id",
+            "cap",
+        ]
+    )
     data = json.loads((tmp_path / "cap" / "capacity.json").read_text())
     assert code == 0
     assert calls == [1, 4, 8, 16], "stops after the second breach, never reaching 32"

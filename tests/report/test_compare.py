@@ -37,7 +37,9 @@ def test_a_small_significant_shift_within_threshold_is_not_a_regression(tmp_path
     base = write_load_run(tmp_path / "base", synth_records(2000, seed=1, sigma=0.1))
     cur = write_load_run(tmp_path / "cur", synth_records(2000, seed=2, ttft_ms=52.5, sigma=0.1))
     by = {m.name: m for m in compare_runs(base, cur).metrics}
-    assert by["ttft_p50"].significant and not by["ttft_p50"].beyond and not by["ttft_p50"].regression
+    assert (
+        by["ttft_p50"].significant and not by["ttft_p50"].beyond and not by["ttft_p50"].regression
+    )
     # ... and a tighter threshold turns the same data into a regression.
     by = {m.name: m for m in compare_runs(base, cur, threshold_overrides=["ttft=+2%"]).metrics}
     assert by["ttft_p50"].regression
@@ -50,16 +52,26 @@ def test_error_rate_increase_is_caught(tmp_path: Path) -> None:
     assert by["error_rate"].regression and by["error_rate"].test == "fisher-exact"
 
 
-def test_newly_failing_check_is_a_regression_and_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    base = write_check_run(tmp_path / "base", {"CHAT-BASIC": "passed", "STREAM-DONE": "passed", "TOOLS-ARGS-JSON": "failed"})
-    cur = write_check_run(tmp_path / "cur", {"CHAT-BASIC": "passed", "STREAM-DONE": "failed", "TOOLS-ARGS-JSON": "passed"},
-                          version="1.1")
+def test_newly_failing_check_is_a_regression_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = write_check_run(
+        tmp_path / "base",
+        {"CHAT-BASIC": "passed", "STREAM-DONE": "passed", "TOOLS-ARGS-JSON": "failed"},
+    )
+    cur = write_check_run(
+        tmp_path / "cur",
+        {"CHAT-BASIC": "passed", "STREAM-DONE": "failed", "TOOLS-ARGS-JSON": "passed"},
+        version="1.1",
+    )
     code = main(["compare", str(base), str(cur)])
     out = capsys.readouterr().out
     assert code == 1
     assert "NEWLY FAILING STREAM-DONE: passed -> failed" in out
     assert "engine version changed: 1.0 -> 1.1" in out
-    assert (cur / "compare" / "report.html").exists() and (cur / "compare" / "compare.json").exists()
+    assert (cur / "compare" / "report.html").exists() and (
+        cur / "compare" / "compare.json"
+    ).exists()
 
 
 def test_no_regression_exit_0_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -69,11 +81,16 @@ def test_no_regression_exit_0_and_json(tmp_path: Path, capsys: pytest.CaptureFix
     assert '"verdict": "ok"' in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    pytest.param("ttft_p96=+10%", "unknown metric 'ttft_p96' (did you mean", id="unknown-metric"),
-    pytest.param("ttft_p95=10", "expected METRIC=+N%", id="no-unit"),
-    pytest.param("error_rate=+5ms", "ms applies to latencies only", id="ms-on-rate"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(
+            "ttft_p96=+10%", "unknown metric 'ttft_p96' (did you mean", id="unknown-metric"
+        ),
+        pytest.param("ttft_p95=10", "expected METRIC=+N%", id="no-unit"),
+        pytest.param("error_rate=+5ms", "ms applies to latencies only", id="ms-on-rate"),
+    ],
+)
 def test_bad_threshold_is_a_usage_error(text: str, message: str) -> None:
     with pytest.raises(UsageError, match=re.escape(message)):
         parse_threshold(text)

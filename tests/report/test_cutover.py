@@ -14,14 +14,17 @@ from servecheck.report.cutover import ProbeRecord, analyse_swap, levenshtein, no
 from tests.report.conftest import write_targets
 
 
-@pytest.mark.parametrize(("a", "b", "d"), [
-    pytest.param("", "", 0, id="empty"),
-    pytest.param("the cat sat", "the cat sat", 0, id="same"),
-    pytest.param("the cat sat", "the dog sat", 1, id="substitution"),
-    pytest.param("the cat sat", "the cat sat down", 1, id="insertion"),
-    pytest.param("a b c d", "b c d", 1, id="deletion"),
-    pytest.param("one two three", "four five", 3, id="disjoint"),
-])
+@pytest.mark.parametrize(
+    ("a", "b", "d"),
+    [
+        pytest.param("", "", 0, id="empty"),
+        pytest.param("the cat sat", "the cat sat", 0, id="same"),
+        pytest.param("the cat sat", "the dog sat", 1, id="substitution"),
+        pytest.param("the cat sat", "the cat sat down", 1, id="insertion"),
+        pytest.param("a b c d", "b c d", 1, id="deletion"),
+        pytest.param("one two three", "four five", 3, id="disjoint"),
+    ],
+)
 def test_word_levenshtein(a: str, b: str, d: int) -> None:
     assert levenshtein(a.split(), b.split()) == d
     assert levenshtein(b.split(), a.split()) == d
@@ -44,14 +47,42 @@ def test_analyse_swap_finds_gap_failures_and_model_change() -> None:
 
 @pytest.mark.parametrize("seed", [pytest.param(1, id="seed-1")])
 def test_swap_under_load_names_the_gap_and_the_model_change(
-        tmp_path: Path, make_reference: Callable[..., RunningServer], make_proxy: Callable[..., object], seed: int) -> None:
+    tmp_path: Path,
+    make_reference: Callable[..., RunningServer],
+    make_proxy: Callable[..., object],
+    seed: int,
+) -> None:
     old = make_reference(models=["old-model"])
     new = make_reference(models=["new-model"])
     proxy = make_proxy(old, new, seed=seed, gap_s=1.5)
-    targets = write_targets(tmp_path / "targets.yaml", alias=(proxy.base_url, ["served-alias"]),  # type: ignore[attr-defined]
-                            old=(old.base_url, ["old-model"]), new=(new.base_url, ["new-model"]))
-    code = main(["cutover", "--swap-under-load", "--via", "alias", "--from", "old", "--to", "new", "--duration", "5s",
-                 "--rate", "20/s", "--targets-file", str(targets), "--out", str(tmp_path), "--run-id", "swap"])
+    targets = write_targets(
+        tmp_path / "targets.yaml",
+        alias=(proxy.base_url, ["served-alias"]),  # type: ignore[attr-defined]
+        old=(old.base_url, ["old-model"]),
+        new=(new.base_url, ["new-model"]),
+    )
+    code = main(
+        [
+            "cutover",
+            "--swap-under-load",
+            "--via",
+            "alias",
+            "--from",
+            "old",
+            "--to",
+            "new",
+            "--duration",
+            "5s",
+            "--rate",
+            "20/s",
+            "--targets-file",
+            str(targets),
+            "--out",
+            str(tmp_path),
+            "--run-id",
+            "swap",
+        ]
+    )
     data = json.loads((tmp_path / "swap" / "cutover.json").read_text())
     rep = data["report"]
     assert code == 1, "failures during the swap must fail the cutover"
@@ -69,13 +100,33 @@ def test_swap_under_load_names_the_gap_and_the_model_change(
     assert "old-model -&gt; new-model" in html and "<svg" in html
 
 
-def test_pre_cutover_agreement_only(tmp_path: Path, make_reference: Callable[..., RunningServer],
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_pre_cutover_agreement_only(
+    tmp_path: Path, make_reference: Callable[..., RunningServer], capsys: pytest.CaptureFixture[str]
+) -> None:
     old = make_reference(models=["old-model"])
     new = make_reference(models=["new-model"])
-    targets = write_targets(tmp_path / "targets.yaml", old=(old.base_url, ["old-model"]), new=(new.base_url, ["new-model"]))
-    code = main(["cutover", "--from", "old", "--to", "new", "--skip-conformance", "--no-load", "--targets-file", str(targets),
-                 "--out", str(tmp_path), "--run-id", "pre"])
+    targets = write_targets(
+        tmp_path / "targets.yaml",
+        old=(old.base_url, ["old-model"]),
+        new=(new.base_url, ["new-model"]),
+    )
+    code = main(
+        [
+            "cutover",
+            "--from",
+            "old",
+            "--to",
+            "new",
+            "--skip-conformance",
+            "--no-load",
+            "--targets-file",
+            str(targets),
+            "--out",
+            str(tmp_path),
+            "--run-id",
+            "pre",
+        ]
+    )
     assert code == 0
     agr = json.loads((tmp_path / "pre" / "agreement.json").read_text())
     assert agr["identical_share"] == 1.0 and agr["compared"] == 12

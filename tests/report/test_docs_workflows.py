@@ -28,7 +28,10 @@ def doc_commands() -> list[str]:
     return lines
 
 
-@pytest.mark.parametrize("line", [pytest.param(line, id=line.split()[1] + f"-{i}") for i, line in enumerate(doc_commands())])
+@pytest.mark.parametrize(
+    "line",
+    [pytest.param(line, id=line.split()[1] + f"-{i}") for i, line in enumerate(doc_commands())],
+)
 def test_documented_command_parses(line: str) -> None:
     argv = shlex.split(line)[1:]
     module_name, _ = COMMANDS[argv[0]]

@@ -36,11 +36,16 @@ PROBE = ProbeSettings(streams=4, rounds=2, chunks=3, max_tokens=200, pause_s=0.1
         pytest.param(("abort-leak",), "not_drained", id="abort-leak-not-drained"),
     ],
 )
-def test_probe_drain_verdict(make_reference: Callable[..., RunningServer], tmp_path: Path,
-                             faults: tuple[str, ...], status: str) -> None:
+def test_probe_drain_verdict(
+    make_reference: Callable[..., RunningServer],
+    tmp_path: Path,
+    faults: tuple[str, ...],
+    status: str,
+) -> None:
     server = make_reference(*faults, kv_blocks=64, ttft_ms=5, itl_ms=5)
-    report = probe_with_telemetry(target_for(server), tmp_path, settings=PROBE, bound_s=2.0, baseline_s=0.5,
-                                  interval_s=0.1)
+    report = probe_with_telemetry(
+        target_for(server), tmp_path, settings=PROBE, bound_s=2.0, baseline_s=0.5, interval_s=0.1
+    )
     assert report.probe.abandoned == 8, report.probe.line()
     assert report.drain.status == status, report.drain.message
     running = server.app[STATE].running if server.app is not None else None
@@ -50,20 +55,29 @@ def test_probe_drain_verdict(make_reference: Callable[..., RunningServer], tmp_p
         assert report.drain.drained_after_s is not None and report.drain.drained_after_s <= 2.0
     else:
         assert not report.passed
-        assert running == 8, f"abort-leak should keep the 8 dropped requests running, server says {running}"
+        assert running == 8, (
+            f"abort-leak should keep the 8 dropped requests running, server says {running}"
+        )
         assert report.drain.message.startswith("NOT DRAINED within 2 s"), report.drain.message
     assert (tmp_path / "telemetry" / "prometheus.jsonl").exists()
 
 
-def test_stream_read_to_the_end_is_not_abandoned(make_reference: Callable[..., RunningServer]) -> None:
+def test_stream_read_to_the_end_is_not_abandoned(
+    make_reference: Callable[..., RunningServer],
+) -> None:
     server = make_reference(ttft_ms=1, itl_ms=1)
 
     async def go() -> tuple[StreamOutcome, StreamOutcome]:
         async with httpx.AsyncClient(trust_env=False) as client:
             body = chat_body("ref-tiny", max_tokens=8)
             full = await stream_chat(client, server.base_url + "/chat/completions", body, {})
-            dropped = await stream_chat(client, server.base_url + "/chat/completions", {**body, "max_tokens": 50}, {},
-                                        abandon_after=2)
+            dropped = await stream_chat(
+                client,
+                server.base_url + "/chat/completions",
+                {**body, "max_tokens": 50},
+                {},
+                abandon_after=2,
+            )
             return full, dropped
 
     full, dropped = asyncio.run(go())
@@ -75,8 +89,13 @@ def test_stream_read_to_the_end_is_not_abandoned(make_reference: Callable[..., R
 def test_stream_errors_are_data() -> None:
     async def go() -> StreamOutcome:
         async with httpx.AsyncClient(trust_env=False) as client:
-            return await stream_chat(client, "http://127.0.0.1:9/v1/chat/completions", chat_body("m", max_tokens=4), {},
-                                     timeout_s=5)
+            return await stream_chat(
+                client,
+                "http://127.0.0.1:9/v1/chat/completions",
+                chat_body("m", max_tokens=4),
+                {},
+                timeout_s=5,
+            )
 
     out = asyncio.run(go())
     assert out.error == "connect", out
@@ -86,9 +105,14 @@ def test_stream_errors_are_data() -> None:
     ("settings", "message"),
     [
         pytest.param(ProbeSettings(streams=0), "streams 0: between 1 and 256", id="no-streams"),
-        pytest.param(ProbeSettings(rounds=101), "rounds 101: between 1 and 100", id="too-many-rounds"),
-        pytest.param(ProbeSettings(chunks=300, max_tokens=256), "chunks 300: at least 1 and below max_tokens 256",
-                     id="chunks-past-max-tokens"),
+        pytest.param(
+            ProbeSettings(rounds=101), "rounds 101: between 1 and 100", id="too-many-rounds"
+        ),
+        pytest.param(
+            ProbeSettings(chunks=300, max_tokens=256),
+            "chunks 300: at least 1 and below max_tokens 256",
+            id="chunks-past-max-tokens",
+        ),
     ],
 )
 def test_probe_settings_are_bounded(settings: ProbeSettings, message: str) -> None:

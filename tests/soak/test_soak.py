@@ -20,10 +20,44 @@ from servecheck.commands.soak import add_arguments, plan_from_args, verdict_line
 from servecheck.config.model import Target
 from servecheck.reference.inprocess import RunningServer
 
-TINY = ["--cycles", "5", "--cycle", "1.5s", "--idle", "1s", "--settle", "0.4s", "--interval", "0.1s",
-        "--concurrency", "3", "--max-tokens", "40", "--no-progress"]
-SOAK_KEYS = {"kind", "version", "target", "engine", "run_id", "started_at", "ended_at", "plan", "phases", "requests",
-             "cycles", "primary", "leak", "drain", "probe", "telemetry", "failures", "ok", "exit_code"}
+TINY = [
+    "--cycles",
+    "5",
+    "--cycle",
+    "1.5s",
+    "--idle",
+    "1s",
+    "--settle",
+    "0.4s",
+    "--interval",
+    "0.1s",
+    "--concurrency",
+    "3",
+    "--max-tokens",
+    "40",
+    "--no-progress",
+]
+SOAK_KEYS = {
+    "kind",
+    "version",
+    "target",
+    "engine",
+    "run_id",
+    "started_at",
+    "ended_at",
+    "plan",
+    "phases",
+    "requests",
+    "cycles",
+    "primary",
+    "leak",
+    "drain",
+    "probe",
+    "telemetry",
+    "failures",
+    "ok",
+    "exit_code",
+}
 
 
 def _targets(tmp_path: Path, base_url: str, root: str) -> Path:
@@ -42,24 +76,49 @@ def _targets(tmp_path: Path, base_url: str, root: str) -> Path:
 
 
 @pytest.mark.slow
-def test_soak_clean_server_no_leak(make_reference: Callable[..., RunningServer], tmp_path: Path,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_soak_clean_server_no_leak(
+    make_reference: Callable[..., RunningServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     server = make_reference(kv_blocks=64, ttft_ms=5, itl_ms=5)
     targets = _targets(tmp_path, server.base_url, server.root)
-    code = main(["soak", "--target", "ref", "--targets-file", str(targets), *TINY, "--no-rss",
-                 "--out", str(tmp_path / "reports"), "--run-id", "clean"])
+    code = main(
+        [
+            "soak",
+            "--target",
+            "ref",
+            "--targets-file",
+            str(targets),
+            *TINY,
+            "--no-rss",
+            "--out",
+            str(tmp_path / "reports"),
+            "--run-id",
+            "clean",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     run_dir = tmp_path / "reports" / "clean"
-    for name in ("records.jsonl", "soak.json", "soak.png", "report.html", "summary.md", "telemetry/prometheus.jsonl",
-                 "telemetry/markers.jsonl"):
-        assert (run_dir / name).exists(), f"{name} missing from {sorted(p.name for p in run_dir.iterdir())}"
+    for name in (
+        "records.jsonl",
+        "soak.json",
+        "soak.png",
+        "report.html",
+        "summary.md",
+        "telemetry/prometheus.jsonl",
+        "telemetry/markers.jsonl",
+    ):
+        assert (run_dir / name).exists(), (
+            f"{name} missing from {sorted(p.name for p in run_dir.iterdir())}"
+        )
     data = json.loads((run_dir / "soak.json").read_text())
     assert set(data) >= SOAK_KEYS, sorted(SOAK_KEYS - set(data))
     assert data["ok"] and data["exit_code"] == 0 and data["failures"] == []
     assert data["leak"]["kv_usage"]["status"] == "ok", data["leak"]["kv_usage"]["message"]
     assert data["leak"]["kv_usage"]["cycles_used"] == 5
-    assert max(data["leak"]["kv_usage"]["peaks"]) > 0.02, "the load never moved KV usage: the test proves nothing"
+    assert max(data["leak"]["kv_usage"]["peaks"]) > 0.02, (
+        "the load never moved KV usage: the test proves nothing"
+    )
     assert data["leak"]["requests_running"]["status"] == "ok"
     assert data["drain"] is None and data["probe"] is None
     lines = (run_dir / "records.jsonl").read_text().splitlines()
@@ -70,12 +129,32 @@ def test_soak_clean_server_no_leak(make_reference: Callable[..., RunningServer],
 
 
 @pytest.mark.slow
-def test_soak_kv_leak_with_abandoned_streams(make_reference: Callable[..., RunningServer], tmp_path: Path,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_soak_kv_leak_with_abandoned_streams(
+    make_reference: Callable[..., RunningServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     server = make_reference("kv-leak", kv_blocks=64, ttft_ms=5, itl_ms=5)
     targets = _targets(tmp_path, server.base_url, server.root)
-    code = main(["soak", "--target", "ref", "--targets-file", str(targets), *TINY, "--abandon", "--probe-streams", "4",
-                 "--probe-rounds", "1", "--drain-bound", "1.5s", "--out", str(tmp_path / "reports"), "--run-id", "leak"])
+    code = main(
+        [
+            "soak",
+            "--target",
+            "ref",
+            "--targets-file",
+            str(targets),
+            *TINY,
+            "--abandon",
+            "--probe-streams",
+            "4",
+            "--probe-rounds",
+            "1",
+            "--drain-bound",
+            "1.5s",
+            "--out",
+            str(tmp_path / "reports"),
+            "--run-id",
+            "leak",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 1, out
     data = json.loads((tmp_path / "reports" / "leak" / "soak.json").read_text())
@@ -91,20 +170,39 @@ def test_soak_kv_leak_with_abandoned_streams(make_reference: Callable[..., Runni
     ("argv", "message"),
     [
         pytest.param([], "a soak is bounded: give --cycles, --cycle, --idle", id="unbounded"),
-        pytest.param(["--cycles", "3", "--cycle", "10m", "--idle", "2m"], "--cycles 3: between 5 and 1000", id="too-few-cycles"),
-        pytest.param(["--cycles", "100", "--cycle", "1h", "--idle", "10m"],
-                     "the plan takes 116.8 h, more than --max-total 24.0 h", id="too-long"),
-        pytest.param(["--cycles", "5", "--cycle", "10s", "--idle", "1s", "--interval", "0.5s"],
-                     "--idle 1s with --settle 0.5s leaves 0.5s to measure each drain", id="drain-window-too-short"),
-        pytest.param(["--cycles", "5", "--cycle", "10", "--idle", "5x"], "duration '5x'", id="bad-duration"),
-        pytest.param(["--cycles", "5", "--cycle", "10s", "--idle", "4s", "--rss-tolerance", "lots"], "size 'lots'",
-                     id="bad-size"),
+        pytest.param(
+            ["--cycles", "3", "--cycle", "10m", "--idle", "2m"],
+            "--cycles 3: between 5 and 1000",
+            id="too-few-cycles",
+        ),
+        pytest.param(
+            ["--cycles", "100", "--cycle", "1h", "--idle", "10m"],
+            "the plan takes 116.8 h, more than --max-total 24.0 h",
+            id="too-long",
+        ),
+        pytest.param(
+            ["--cycles", "5", "--cycle", "10s", "--idle", "1s", "--interval", "0.5s"],
+            "--idle 1s with --settle 0.5s leaves 0.5s to measure each drain",
+            id="drain-window-too-short",
+        ),
+        pytest.param(
+            ["--cycles", "5", "--cycle", "10", "--idle", "5x"], "duration '5x'", id="bad-duration"
+        ),
+        pytest.param(
+            ["--cycles", "5", "--cycle", "10s", "--idle", "4s", "--rss-tolerance", "lots"],
+            "size 'lots'",
+            id="bad-size",
+        ),
     ],
 )
-def test_soak_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+def test_soak_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
     # Nothing listens on port 9: a usage error must stop the run before any request.
     targets = _targets(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9")
-    code = main(["soak", "--target", "ref", "--targets-file", str(targets), *argv, "--out", str(tmp_path)])
+    code = main(
+        ["soak", "--target", "ref", "--targets-file", str(targets), *argv, "--out", str(tmp_path)]
+    )
     err = capsys.readouterr().err
     assert code == 2, err
     assert message in err, err
@@ -113,16 +211,45 @@ def test_soak_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], a
 
 def test_soak_unknown_target(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     targets = _targets(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9")
-    assert main(["soak", "--target", "rf", "--targets-file", str(targets), "--cycles", "5", "--cycle", "1s", "--idle", "1s"]) == 2
-    assert 'no target named \'rf\' (did you mean "ref"?)' in capsys.readouterr().err
+    assert (
+        main(
+            [
+                "soak",
+                "--target",
+                "rf",
+                "--targets-file",
+                str(targets),
+                "--cycles",
+                "5",
+                "--cycle",
+                "1s",
+                "--idle",
+                "1s",
+            ]
+        )
+        == 2
+    )
+    assert "no target named 'rf' (did you mean \"ref\"?)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
     ("status", "message", "line"),
     [
-        pytest.param("ok", "kv_usage returned to baseline", "kv_usage: OK: kv_usage returned to baseline", id="ok"),
-        pytest.param("leak", "LEAK: kv_usage rose", "kv_usage: LEAK: kv_usage rose", id="leak-once"),
-        pytest.param("insufficient_data", "INSUFFICIENT DATA: x", "kv_usage: INSUFFICIENT DATA: x", id="insufficient"),
+        pytest.param(
+            "ok",
+            "kv_usage returned to baseline",
+            "kv_usage: OK: kv_usage returned to baseline",
+            id="ok",
+        ),
+        pytest.param(
+            "leak", "LEAK: kv_usage rose", "kv_usage: LEAK: kv_usage rose", id="leak-once"
+        ),
+        pytest.param(
+            "insufficient_data",
+            "INSUFFICIENT DATA: x",
+            "kv_usage: INSUFFICIENT DATA: x",
+            id="insufficient",
+        ),
     ],
 )
 def test_verdict_line_says_the_status_once(status: str, message: str, line: str) -> None:
@@ -133,7 +260,9 @@ def _doc_commands() -> list[list[str]]:
     text = (Path(__file__).resolve().parents[2] / "docs" / "telemetry.md").read_text()
     section = text.split("## Soak and abandoned streams", 1)[1].split("### Measured", 1)[0]
     block = section.split("```", 2)[1].replace("\\\n", " ")
-    return [shlex.split(line)[2:] for line in block.splitlines() if line.startswith("servecheck soak")]
+    return [
+        shlex.split(line)[2:] for line in block.splitlines() if line.startswith("servecheck soak")
+    ]
 
 
 @pytest.mark.parametrize("argv", _doc_commands())
@@ -146,22 +275,64 @@ def test_documented_soak_commands_make_valid_plans(argv: list[str]) -> None:
     assert plan.cycles >= 5 and plan.abandon and plan.extra == {"ignore_eos": True}
 
 
-def test_telemetry_block_typo_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_telemetry_block_typo_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     targets = _targets(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9")
     targets.write_text(targets.read_text().replace("{nvml: false}", "{nvml: false, intervl_s: 1}"))
-    code = main(["soak", "--target", "ref", "--targets-file", str(targets), "--cycles", "5", "--cycle", "1s", "--idle", "1s"])
+    code = main(
+        [
+            "soak",
+            "--target",
+            "ref",
+            "--targets-file",
+            str(targets),
+            "--cycles",
+            "5",
+            "--cycle",
+            "1s",
+            "--idle",
+            "1s",
+        ]
+    )
     assert code == 2
-    assert "telemetry.intervl_s: unknown key 'intervl_s' (did you mean \"interval_s\"?)" in capsys.readouterr().err
+    assert (
+        "telemetry.intervl_s: unknown key 'intervl_s' (did you mean \"interval_s\"?)"
+        in capsys.readouterr().err
+    )
 
 
 @pytest.mark.slow
-def test_probe_only_reports_abort_leak(make_reference: Callable[..., RunningServer], tmp_path: Path,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_probe_only_reports_abort_leak(
+    make_reference: Callable[..., RunningServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     server = make_reference("abort-leak", kv_blocks=64, ttft_ms=5, itl_ms=5)
     targets = _targets(tmp_path, server.base_url, server.root)
-    code = main(["soak", "--target", "ref", "--targets-file", str(targets), "--probe-only", "--baseline", "0.5s",
-                 "--interval", "0.1s", "--probe-streams", "4", "--probe-rounds", "1", "--drain-bound", "1.5s", "--no-rss",
-                 "--out", str(tmp_path / "reports"), "--run-id", "probe"])
+    code = main(
+        [
+            "soak",
+            "--target",
+            "ref",
+            "--targets-file",
+            str(targets),
+            "--probe-only",
+            "--baseline",
+            "0.5s",
+            "--interval",
+            "0.1s",
+            "--probe-streams",
+            "4",
+            "--probe-rounds",
+            "1",
+            "--drain-bound",
+            "1.5s",
+            "--no-rss",
+            "--out",
+            str(tmp_path / "reports"),
+            "--run-id",
+            "probe",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 1, out
     data = json.loads((tmp_path / "reports" / "probe" / "soak.json").read_text())
@@ -173,5 +344,19 @@ def test_probe_only_reports_abort_leak(make_reference: Callable[..., RunningServ
 
 def test_probe_only_takes_no_cycles(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     targets = _targets(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9")
-    assert main(["soak", "--target", "ref", "--targets-file", str(targets), "--probe-only", "--cycles", "5"]) == 2
+    assert (
+        main(
+            [
+                "soak",
+                "--target",
+                "ref",
+                "--targets-file",
+                str(targets),
+                "--probe-only",
+                "--cycles",
+                "5",
+            ]
+        )
+        == 2
+    )
     assert "--probe-only runs no load cycles" in capsys.readouterr().err

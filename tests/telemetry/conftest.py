@@ -66,7 +66,9 @@ class MetricsServer:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 
@@ -118,8 +120,15 @@ def make_soak() -> SoakMaker:
     """
 
     def make(
-        post: Callable[[int], float], *, cycles: int = 6, noise: float = 0.0, seed: int = 0,
-        baseline: float = 0.0, peak: float = 0.6, dt: float = 0.5, metric: str = "kv_usage",
+        post: Callable[[int], float],
+        *,
+        cycles: int = 6,
+        noise: float = 0.0,
+        seed: int = 0,
+        baseline: float = 0.0,
+        peak: float = 0.6,
+        dt: float = 0.5,
+        metric: str = "kv_usage",
         t0: float = 1_764_000_000.0,
     ) -> tuple[pd.DataFrame, Phases]:
         rng = np.random.default_rng(seed)
@@ -133,10 +142,19 @@ def make_soak() -> SoakMaker:
             values[(ts > cycle.end) & (ts <= cycle.drain_end)] = level
         if noise:
             values = values + rng.normal(0.0, noise, len(ts))
-        frame = pd.DataFrame({
-            "t": ts, "t_mono": ts - t0, "source": "prometheus", "kind": "sample", "metric": metric,
-            "value": values, "labels": [{} for _ in ts], "error_class": None, "error": None,
-        })
+        frame = pd.DataFrame(
+            {
+                "t": ts,
+                "t_mono": ts - t0,
+                "source": "prometheus",
+                "kind": "sample",
+                "metric": metric,
+                "value": values,
+                "labels": [{} for _ in ts],
+                "error_class": None,
+                "error": None,
+            }
+        )
         return frame, phases
 
     return make

@@ -12,9 +12,16 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "telemetry.md"
 
 def test_engine_mapping_table_matches_the_code():
     rows = re.findall(r"^\| (\w+) \| (\w+) \| (`.+`) \|$", DOC.read_text(), flags=re.M)
-    documented = {(engine, canonical): tuple(re.findall(r"`([^`]+)`", names)) for engine, canonical, names in rows}
-    in_code = {(engine, canonical): names for engine, mapping in ENGINE_METRICS.items()
-               if engine != "reference" for canonical, names in mapping.items()}
+    documented = {
+        (engine, canonical): tuple(re.findall(r"`([^`]+)`", names))
+        for engine, canonical, names in rows
+    }
+    in_code = {
+        (engine, canonical): names
+        for engine, mapping in ENGINE_METRICS.items()
+        if engine != "reference"
+        for canonical, names in mapping.items()
+    }
     assert documented == in_code
 
 

@@ -102,14 +102,18 @@ def test_leak_that_saturated_early_is_still_a_leak(make_soak):
 def test_ceiling_applies_to_other_metrics_only_when_given(make_soak):
     frame, phases = make_soak(lambda i: 100.0, peak=0.0, metric="requests_running")
     assert analyse_leak(frame, phases, "requests_running", tolerance=1).status == "retention"
-    assert analyse_leak(frame, phases, "requests_running", tolerance=1, ceiling=100).status == "leak"
+    assert (
+        analyse_leak(frame, phases, "requests_running", tolerance=1, ceiling=100).status == "leak"
+    )
 
 
 def test_load_that_never_moved_the_metric_is_noted(make_soak):
     frame, phases = make_soak(lambda i: 0.0, peak=0.01)
     verdict = analyse_leak(frame, phases)
     assert verdict.status == "ok"
-    assert verdict.message.endswith("; load never moved kv_usage beyond tolerance, so a leak could not show")
+    assert verdict.message.endswith(
+        "; load never moved kv_usage beyond tolerance, so a leak could not show"
+    )
 
 
 def test_too_few_cycles_is_insufficient_data(make_soak):
@@ -135,7 +139,12 @@ def test_gaps_in_drain_windows_make_cycles_unusable(make_soak):
     lost = pd.Series(False, index=frame.index)
     for cycle in phases.cycles[1:4]:
         lost |= (frame["t"] >= cycle.measure_start) & (frame["t"] <= cycle.drain_end)
-    frame.loc[lost, ["kind", "metric", "value", "error_class"]] = ["gap", "gap", np.nan, "ConnectError"]
+    frame.loc[lost, ["kind", "metric", "value", "error_class"]] = [
+        "gap",
+        "gap",
+        np.nan,
+        "ConnectError",
+    ]
     verdict = analyse_leak(frame, phases)
     assert verdict.status == "insufficient_data", verdict.message
     assert verdict.cycles_used == 3
@@ -153,7 +162,9 @@ def test_other_metrics_and_sources_are_ignored(make_soak):
 
 def test_vram_leak_in_bytes_summed_over_gpus(make_soak):
     gib = 2**30
-    gpu0, phases = make_soak(lambda i: 0.25 * gib * i, baseline=40 * gib, peak=gib, metric="gpu_mem_used_bytes")
+    gpu0, phases = make_soak(
+        lambda i: 0.25 * gib * i, baseline=40 * gib, peak=gib, metric="gpu_mem_used_bytes"
+    )
     gpu1, _ = make_soak(lambda i: 0.0, baseline=40 * gib, peak=gib, metric="gpu_mem_used_bytes")
     gpu0["labels"] = [{"gpu": "0"} for _ in range(len(gpu0))]
     gpu1["labels"] = [{"gpu": "1"} for _ in range(len(gpu1))]
@@ -161,7 +172,9 @@ def test_vram_leak_in_bytes_summed_over_gpus(make_soak):
     verdict = analyse_leak(frame, phases, "gpu_mem_used_bytes", tolerance=256 * 2**20)
     assert verdict.status == "leak", verdict.message
     assert "rose 81920.0 MiB -> 83200.0 MiB" in verdict.message
-    only_gpu1 = analyse_leak(frame, phases, "gpu_mem_used_bytes", tolerance=256 * 2**20, labels={"gpu": "1"})
+    only_gpu1 = analyse_leak(
+        frame, phases, "gpu_mem_used_bytes", tolerance=256 * 2**20, labels={"gpu": "1"}
+    )
     assert only_gpu1.status == "ok", only_gpu1.message
 
 
@@ -176,19 +189,40 @@ def test_phases_round_trip_and_schedule():
 
 # -- drain check ---------------------------------------------------------------------------
 
-def _probe_frame(running: list[float], kv: list[float] | None, since: float = 1000.0, dt: float = 0.1) -> pd.DataFrame:
+
+def _probe_frame(
+    running: list[float], kv: list[float] | None, since: float = 1000.0, dt: float = 0.1
+) -> pd.DataFrame:
     rows = []
     for i, value in enumerate(running):
-        rows.append({"t": since + i * dt, "kind": "sample", "source": "prometheus",
-                     "metric": "requests_running", "value": value, "labels": {}})
+        rows.append(
+            {
+                "t": since + i * dt,
+                "kind": "sample",
+                "source": "prometheus",
+                "metric": "requests_running",
+                "value": value,
+                "labels": {},
+            }
+        )
     for i, value in enumerate(kv or []):
-        rows.append({"t": since + i * dt, "kind": "sample", "source": "prometheus",
-                     "metric": "kv_usage", "value": value, "labels": {}})
+        rows.append(
+            {
+                "t": since + i * dt,
+                "kind": "sample",
+                "source": "prometheus",
+                "metric": "kv_usage",
+                "value": value,
+                "labels": {},
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def test_drain_ok_reports_the_time_it_took():
-    frame = _probe_frame([12, 12, 3, 0, 0, 0, 0, 0, 0, 0, 0], [0.57, 0.57, 0.3, 0.1, 0.01, 0, 0, 0, 0, 0, 0])
+    frame = _probe_frame(
+        [12, 12, 3, 0, 0, 0, 0, 0, 0, 0, 0], [0.57, 0.57, 0.3, 0.1, 0.01, 0, 0, 0, 0, 0, 0]
+    )
     verdict = check_drain(frame, since=1000.0, bound_s=1.0, baseline=0.0)
     assert verdict.status == "ok", verdict.message
     assert verdict.running_zero_after_s == pytest.approx(0.3)
@@ -221,7 +255,9 @@ def test_drain_running_that_comes_back_counts_from_the_last_return():
 def test_drain_baseline_from_window():
     frame = _probe_frame([0] * 11, [0.2] * 11)
     early = _probe_frame([0] * 5, [0.19] * 5, since=900.0)
-    verdict = check_drain(pd.concat([early, frame]), since=1000.0, bound_s=1.0, baseline_window=(900.0, 901.0))
+    verdict = check_drain(
+        pd.concat([early, frame]), since=1000.0, bound_s=1.0, baseline_window=(900.0, 901.0)
+    )
     assert verdict.status == "ok", verdict.message
     assert verdict.baseline == pytest.approx(0.19)
 
@@ -229,10 +265,17 @@ def test_drain_baseline_from_window():
 @pytest.mark.parametrize(
     ("running", "expected"),
     [
-        pytest.param([], "INSUFFICIENT DATA: no requests_running samples in the 5 s after the probe", id="no-samples"),
-        pytest.param([4, 4, 4], "INSUFFICIENT DATA: telemetry ends 0.20 s after the probe, before the 5 s bound, "
-                     "not yet drained: requests_running=4; kv_usage not exported, judged on requests_running alone",
-                     id="ends-early"),
+        pytest.param(
+            [],
+            "INSUFFICIENT DATA: no requests_running samples in the 5 s after the probe",
+            id="no-samples",
+        ),
+        pytest.param(
+            [4, 4, 4],
+            "INSUFFICIENT DATA: telemetry ends 0.20 s after the probe, before the 5 s bound, "
+            "not yet drained: requests_running=4; kv_usage not exported, judged on requests_running alone",
+            id="ends-early",
+        ),
     ],
 )
 def test_drain_insufficient_data(running, expected):

@@ -11,14 +11,18 @@ from servecheck.telemetry import load_series, plot_timeseries, timeseries_figure
 def test_plot_with_phases_gaps_and_latency(tmp_path, make_soak):
     frame, phases = make_soak(lambda i: 0.05 * i, noise=0.01, cycles=5)
     running, _ = make_soak(lambda i: 0.0, metric="requests_running", peak=12, cycles=5)
-    rss, _ = make_soak(lambda i: 2**28 * i, metric="rss_tree_bytes", baseline=2**31, peak=2**29, cycles=5)
+    rss, _ = make_soak(
+        lambda i: 2**28 * i, metric="rss_tree_bytes", baseline=2**31, peak=2**29, cycles=5
+    )
     gaps = frame.iloc[40:44].copy()
     gaps[["kind", "metric", "value", "error_class"]] = ["gap", "gap", np.nan, "ConnectError"]
     all_rows = pd.concat([frame, running, rss, gaps], ignore_index=True)
     t = frame["t"].to_numpy()
     records = pd.DataFrame({"t_sent": t[::3], "e2e": np.linspace(0.2, 0.9, len(t[::3]))})
     records.loc[0, "e2e"] = np.nan  # a failed request has no latency
-    out = plot_timeseries(all_rows, tmp_path / "soak.png", phases=phases, records=records, title="soak")
+    out = plot_timeseries(
+        all_rows, tmp_path / "soak.png", phases=phases, records=records, title="soak"
+    )
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert out.stat().st_size > 20_000
 

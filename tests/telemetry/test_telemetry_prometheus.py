@@ -7,51 +7,91 @@ import pytest
 from servecheck.telemetry import CANONICAL, MetricMap, extract
 
 
-def _values(text: str, engine: str, user: dict[str, str] | None = None) -> dict[str, tuple[float, str]]:
-    return {k: (v.value, v.source_metric) for k, v in extract(text, MetricMap.for_engine(engine, user)).items()}
+def _values(
+    text: str, engine: str, user: dict[str, str] | None = None
+) -> dict[str, tuple[float, str]]:
+    return {
+        k: (v.value, v.source_metric)
+        for k, v in extract(text, MetricMap.for_engine(engine, user)).items()
+    }
 
 
 @pytest.mark.parametrize(
     ("fixture", "engine", "expected"),
     [
-        pytest.param("vllm", "vllm", {
-            "kv_usage": (0.5703125, "vllm:kv_cache_usage_perc"),
-            "requests_running": (12.0, "vllm:num_requests_running"),
-            "requests_waiting": (3.0, "vllm:num_requests_waiting"),
-            "preemptions_total": (7.0, "vllm:num_preemptions_total"),
-        }, id="vllm-v1"),
-        pytest.param("vllm_v0", "vllm", {
-            "kv_usage": (0.0421875, "vllm:gpu_cache_usage_perc"),
-            "requests_running": (2.0, "vllm:num_requests_running"),
-            "requests_waiting": (0.0, "vllm:num_requests_waiting"),
-            "preemptions_total": (0.0, "vllm:num_preemptions_total"),
-        }, id="vllm-v0-old-kv-name"),
-        pytest.param("vllm", "reference", {
-            "kv_usage": (0.5703125, "vllm:kv_cache_usage_perc"),
-            "requests_running": (12.0, "vllm:num_requests_running"),
-            "requests_waiting": (3.0, "vllm:num_requests_waiting"),
-            "preemptions_total": (7.0, "vllm:num_preemptions_total"),
-        }, id="reference-uses-vllm-names"),
-        pytest.param("sglang", "sglang", {
-            "kv_usage": (0.28, "sglang:token_usage"),
-            "requests_running": (4.0, "sglang:num_running_reqs"),
-            "requests_waiting": (9.0, "sglang:num_queue_reqs"),
-        }, id="sglang"),
-        pytest.param("tgi", "tgi", {
-            "requests_running": (16.0, "tgi_batch_current_size"),
-            "requests_waiting": (6.0, "tgi_queue_size"),
-        }, id="tgi"),
-        pytest.param("llamacpp", "llamacpp", {
-            "requests_running": (3.0, "llamacpp:requests_processing"),
-            "requests_waiting": (1.0, "llamacpp:requests_deferred"),
-            "busy_slots": (2.5, "llamacpp:n_busy_slots_per_decode"),
-        }, id="llamacpp-without-kv"),
-        pytest.param("llamacpp_kv", "llamacpp", {
-            "kv_usage": (0.125, "llamacpp:kv_cache_usage_ratio"),
-            "requests_running": (3.0, "llamacpp:requests_processing"),
-            "requests_waiting": (1.0, "llamacpp:requests_deferred"),
-            "busy_slots": (2.5, "llamacpp:n_busy_slots_per_decode"),
-        }, id="llamacpp-with-kv"),
+        pytest.param(
+            "vllm",
+            "vllm",
+            {
+                "kv_usage": (0.5703125, "vllm:kv_cache_usage_perc"),
+                "requests_running": (12.0, "vllm:num_requests_running"),
+                "requests_waiting": (3.0, "vllm:num_requests_waiting"),
+                "preemptions_total": (7.0, "vllm:num_preemptions_total"),
+            },
+            id="vllm-v1",
+        ),
+        pytest.param(
+            "vllm_v0",
+            "vllm",
+            {
+                "kv_usage": (0.0421875, "vllm:gpu_cache_usage_perc"),
+                "requests_running": (2.0, "vllm:num_requests_running"),
+                "requests_waiting": (0.0, "vllm:num_requests_waiting"),
+                "preemptions_total": (0.0, "vllm:num_preemptions_total"),
+            },
+            id="vllm-v0-old-kv-name",
+        ),
+        pytest.param(
+            "vllm",
+            "reference",
+            {
+                "kv_usage": (0.5703125, "vllm:kv_cache_usage_perc"),
+                "requests_running": (12.0, "vllm:num_requests_running"),
+                "requests_waiting": (3.0, "vllm:num_requests_waiting"),
+                "preemptions_total": (7.0, "vllm:num_preemptions_total"),
+            },
+            id="reference-uses-vllm-names",
+        ),
+        pytest.param(
+            "sglang",
+            "sglang",
+            {
+                "kv_usage": (0.28, "sglang:token_usage"),
+                "requests_running": (4.0, "sglang:num_running_reqs"),
+                "requests_waiting": (9.0, "sglang:num_queue_reqs"),
+            },
+            id="sglang",
+        ),
+        pytest.param(
+            "tgi",
+            "tgi",
+            {
+                "requests_running": (16.0, "tgi_batch_current_size"),
+                "requests_waiting": (6.0, "tgi_queue_size"),
+            },
+            id="tgi",
+        ),
+        pytest.param(
+            "llamacpp",
+            "llamacpp",
+            {
+                "requests_running": (3.0, "llamacpp:requests_processing"),
+                "requests_waiting": (1.0, "llamacpp:requests_deferred"),
+                "busy_slots": (2.5, "llamacpp:n_busy_slots_per_decode"),
+            },
+            id="llamacpp-without-kv",
+        ),
+        pytest.param(
+            "llamacpp_kv",
+            "llamacpp",
+            {
+                "kv_usage": (0.125, "llamacpp:kv_cache_usage_ratio"),
+                "requests_running": (3.0, "llamacpp:requests_processing"),
+                "requests_waiting": (1.0, "llamacpp:requests_deferred"),
+                "busy_slots": (2.5, "llamacpp:n_busy_slots_per_decode"),
+            },
+            id="llamacpp-with-kv",
+        ),
     ],
 )
 def test_engine_mapping(exposition, fixture, engine, expected):
@@ -84,10 +124,18 @@ def test_generic_engine_needs_a_user_mapping(exposition):
 
 
 def test_counter_exposed_without_total_is_found_by_either_name(exposition):
-    values = _values(exposition("llamacpp"), "generic", {
-        "a": "llamacpp:n_busy_slots_per_decode", "b": "llamacpp:n_busy_slots_per_decode_total",
-    })
-    assert values == {"a": (2.5, "llamacpp:n_busy_slots_per_decode"), "b": (2.5, "llamacpp:n_busy_slots_per_decode_total")}
+    values = _values(
+        exposition("llamacpp"),
+        "generic",
+        {
+            "a": "llamacpp:n_busy_slots_per_decode",
+            "b": "llamacpp:n_busy_slots_per_decode_total",
+        },
+    )
+    assert values == {
+        "a": (2.5, "llamacpp:n_busy_slots_per_decode"),
+        "b": (2.5, "llamacpp:n_busy_slots_per_decode_total"),
+    }
 
 
 def test_invalid_text_raises_value_error():

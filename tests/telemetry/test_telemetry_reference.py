@@ -22,8 +22,12 @@ BASELINE_S = 0.5
 
 
 def _abandon_streams(base_url: str, count: int) -> None:
-    body = {"model": "ref-tiny", "stream": True, "max_tokens": 200,
-            "messages": [{"role": "user", "content": "hello " * 40}]}
+    body = {
+        "model": "ref-tiny",
+        "stream": True,
+        "max_tokens": 200,
+        "messages": [{"role": "user", "content": "hello " * 40}],
+    }
     with httpx.Client(timeout=5, trust_env=False) as client:
         for _ in range(count):
             with client.stream("POST", base_url + "/chat/completions", json=body) as response:
@@ -33,7 +37,9 @@ def _abandon_streams(base_url: str, count: int) -> None:
 
 
 def _soak(server, tmp_path):
-    with TelemetryRecorder(tmp_path, server.root + "/metrics", "reference", interval_s=0.02, nvml=False) as rec:
+    with TelemetryRecorder(
+        tmp_path, server.root + "/metrics", "reference", interval_s=0.02, nvml=False
+    ) as rec:
         assert rec.wait_ready(10), rec.summaries()
         t0 = time.time()
         time.sleep(BASELINE_S)
@@ -61,5 +67,7 @@ def test_reference_server_soak(make_reference, tmp_path, faults, leak_status, dr
     verdict = analyse_leak(frame, phases, "kv_usage", tolerance=0.01)
     assert verdict.status == leak_status, verdict.message
     assert max(verdict.peaks) > 0 or leak_status == "leak", "the load never reached the KV cache"
-    drain = check_drain(frame, phases.cycles[-1].end, DRAIN_S, baseline_window=phases.baseline, tolerance=0.01)
+    drain = check_drain(
+        frame, phases.cycles[-1].end, DRAIN_S, baseline_window=phases.baseline, tolerance=0.01
+    )
     assert drain.status == drain_status, drain.message

@@ -34,7 +34,9 @@ def _lines(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_prometheus_sampler_survives_the_server_going_down(tmp_path, metrics_server, exposition, wait):
+def test_prometheus_sampler_survives_the_server_going_down(
+    tmp_path, metrics_server, exposition, wait
+):
     metrics_server.body = exposition("vllm")
     path = tmp_path / "prometheus.jsonl"
     sampler = PrometheusSampler(path, metrics_server.url, "vllm", interval_s=0.05).start()
@@ -47,7 +49,12 @@ def test_prometheus_sampler_survives_the_server_going_down(tmp_path, metrics_ser
     rows = _lines(path)
     samples = [r for r in rows if r["kind"] == "sample"]
     gaps = [r for r in rows if r["kind"] == "gap"]
-    assert {r["metric"] for r in samples} == {"kv_usage", "requests_running", "requests_waiting", "preemptions_total"}
+    assert {r["metric"] for r in samples} == {
+        "kv_usage",
+        "requests_running",
+        "requests_waiting",
+        "preemptions_total",
+    }
     # A kept-alive connection cut mid-request reads as ReadError / RemoteProtocolError first.
     assert {r["error_class"] for r in gaps} <= {"ConnectError", "ReadError", "RemoteProtocolError"}
     assert gaps[-1]["error_class"] == "ConnectError"
@@ -59,14 +66,30 @@ def test_prometheus_sampler_survives_the_server_going_down(tmp_path, metrics_ser
 @pytest.mark.parametrize(
     ("body", "status", "error_class", "message"),
     [
-        pytest.param("# TYPE x gauge\nx 1\n", 200, "MetricsMissing", "has none of: vllm:gpu_cache_usage_perc", id="no-mapped-metric"),
+        pytest.param(
+            "# TYPE x gauge\nx 1\n",
+            200,
+            "MetricsMissing",
+            "has none of: vllm:gpu_cache_usage_perc",
+            id="no-mapped-metric",
+        ),
         pytest.param("vllm:kv_cache_usage_perc{ oops\n", 200, "ValueError", "", id="invalid-text"),
-        pytest.param("oops", 500, "HTTPStatusError", "Server error '500 Internal Server Error'", id="http-500"),
+        pytest.param(
+            "oops",
+            500,
+            "HTTPStatusError",
+            "Server error '500 Internal Server Error'",
+            id="http-500",
+        ),
     ],
 )
-def test_prometheus_sampler_bad_answers_are_gaps(tmp_path, metrics_server, body, status, error_class, message):
+def test_prometheus_sampler_bad_answers_are_gaps(
+    tmp_path, metrics_server, body, status, error_class, message
+):
     metrics_server.body, metrics_server.status = body, status
-    sampler = PrometheusSampler(tmp_path / "p.jsonl", metrics_server.url, "vllm", interval_s=0.01, max_samples=2)
+    sampler = PrometheusSampler(
+        tmp_path / "p.jsonl", metrics_server.url, "vllm", interval_s=0.01, max_samples=2
+    )
     sampler.run()
     summary = sampler.summary()
     assert (summary.samples, summary.gaps, summary.stopped) == (0, 2, "max_samples")
@@ -88,22 +111,32 @@ def test_gap_messages_are_redacted(tmp_path, metrics_server):
 
 
 def test_prometheus_sampler_without_mapping_ends_with_one_gap(tmp_path, metrics_server):
-    sampler = PrometheusSampler(tmp_path / "p.jsonl", metrics_server.url, "xinference", interval_s=0.01, max_samples=5)
+    sampler = PrometheusSampler(
+        tmp_path / "p.jsonl", metrics_server.url, "xinference", interval_s=0.01, max_samples=5
+    )
     sampler.run()
     assert sampler.summary().stopped == "unavailable"
     (row,) = _lines(tmp_path / "p.jsonl")
-    assert row["error"] == "no metric mapping for engine 'xinference': give telemetry.metrics in targets.yaml"
+    assert (
+        row["error"]
+        == "no metric mapping for engine 'xinference': give telemetry.metrics in targets.yaml"
+    )
     assert metrics_server.hits == 0
 
 
 def test_dcgm_sampler_records_bytes_per_gpu(tmp_path, metrics_server, exposition):
     metrics_server.body = exposition("dcgm")
-    sampler = DcgmSampler(tmp_path / "dcgm.jsonl", metrics_server.url, interval_s=0.01, max_samples=1)
+    sampler = DcgmSampler(
+        tmp_path / "dcgm.jsonl", metrics_server.url, interval_s=0.01, max_samples=1
+    )
     sampler.run()
     rows = {(r["metric"], r["labels"]["gpu"]): r for r in _lines(tmp_path / "dcgm.jsonl")}
     assert rows[("gpu_mem_used_bytes", "0")]["value"] == 129321 * 2**20
     assert rows[("gpu_mem_free_bytes", "1")]["value"] == 143166 * 2**20
-    assert rows[("gpu_mem_used_bytes", "1")]["labels"]["uuid"] == "GPU-6f0d2a8e-1111-0000-0000-000000000000"
+    assert (
+        rows[("gpu_mem_used_bytes", "1")]["labels"]["uuid"]
+        == "GPU-6f0d2a8e-1111-0000-0000-000000000000"
+    )
 
 
 def _fake_nvml() -> FakeNvml:
@@ -147,7 +180,10 @@ def test_nvml_error_is_a_gap_and_sampling_goes_on(tmp_path):
     frame = load_series(tmp_path / "nvml.jsonl")
     gap = frame[frame["kind"] == "gap"].iloc[0]
     assert (gap["error_class"], gap["error"]) == ("RuntimeError", "NVML_ERROR_GPU_IS_LOST")
-    used0 = frame[(frame["metric"] == "gpu_mem_used_bytes") & (frame["labels"].map(lambda x: x.get("gpu")) == "0")]
+    used0 = frame[
+        (frame["metric"] == "gpu_mem_used_bytes")
+        & (frame["labels"].map(lambda x: x.get("gpu")) == "0")
+    ]
     assert list(used0["value"]) == [42 * GIB, 43 * GIB]
 
 
@@ -156,13 +192,18 @@ def test_nvml_missing_is_one_clear_gap(tmp_path):
     sampler = NvmlSampler(tmp_path / "nvml.jsonl", backend=fake, interval_s=0.01, max_samples=5)
     sampler.run()
     (row,) = _lines(tmp_path / "nvml.jsonl")
-    assert row["error"] == "NVML not available: NVMLError_LibraryNotFound: NVML Shared Library Not Found"
+    assert (
+        row["error"]
+        == "NVML not available: NVMLError_LibraryNotFound: NVML Shared Library Not Found"
+    )
     assert row["error_class"] == "SourceUnavailable"
     assert sampler.summary().stopped == "unavailable"
 
 
 def test_real_nvml_here_samples_or_says_unavailable(tmp_path):
-    sampler = NvmlSampler(tmp_path / "nvml.jsonl", backend=PynvmlBackend(), interval_s=0.01, max_samples=1)
+    sampler = NvmlSampler(
+        tmp_path / "nvml.jsonl", backend=PynvmlBackend(), interval_s=0.01, max_samples=1
+    )
     sampler.run()
     rows = _lines(tmp_path / "nvml.jsonl")
     if sampler.summary().stopped == "unavailable":
@@ -174,7 +215,9 @@ def test_real_nvml_here_samples_or_says_unavailable(tmp_path):
 def test_rss_sampler_on_this_process_and_a_child(tmp_path):
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(20)"])
     try:
-        sampler = RssSampler(tmp_path / "rss.jsonl", pid=os.getpid(), interval_s=0.01, max_samples=2)
+        sampler = RssSampler(
+            tmp_path / "rss.jsonl", pid=os.getpid(), interval_s=0.01, max_samples=2
+        )
         sampler.run()
     finally:
         child.kill()
@@ -200,7 +243,9 @@ def test_rss_sampler_finds_the_pid_by_port(tmp_path, metrics_server):
     if find_pid_listening(metrics_server.port) is None:
         pytest.skip("this system hides socket owners from psutil")
     assert find_pid_listening(metrics_server.port) == os.getpid()
-    sampler = RssSampler(tmp_path / "rss.jsonl", port=metrics_server.port, interval_s=0.01, max_samples=1)
+    sampler = RssSampler(
+        tmp_path / "rss.jsonl", port=metrics_server.port, interval_s=0.01, max_samples=1
+    )
     sampler.run()
     assert sampler.summary().gaps == 0
 
@@ -208,7 +253,11 @@ def test_rss_sampler_finds_the_pid_by_port(tmp_path, metrics_server):
 def test_recorder_runs_all_samplers_and_loads_a_frame(tmp_path, metrics_server, exposition, wait):
     metrics_server.body = exposition("vllm")
     recorder = TelemetryRecorder(
-        tmp_path, metrics_server.url, "vllm", pid=os.getpid(), interval_s=0.05,
+        tmp_path,
+        metrics_server.url,
+        "vllm",
+        pid=os.getpid(),
+        interval_s=0.05,
         nvml_backend=_fake_nvml(),
     )
     with recorder:
@@ -230,20 +279,32 @@ def test_recorder_runs_all_samplers_and_loads_a_frame(tmp_path, metrics_server, 
 
 def test_recorder_for_target(tmp_path, metrics_server, exposition):
     metrics_server.body = exposition("sglang")
-    target = Target(name="local", base_url=f"http://127.0.0.1:{metrics_server.port}/v1", engine="sglang")
+    target = Target(
+        name="local", base_url=f"http://127.0.0.1:{metrics_server.port}/v1", engine="sglang"
+    )
     recorder = TelemetryRecorder.for_target(target, tmp_path, {"interval_s": 0.05, "nvml": False})
     assert [s.source for s in recorder.samplers] == ["prometheus"]
     sampler = recorder.samplers[0]
     assert isinstance(sampler, PrometheusSampler)
     assert (sampler.url, sampler.interval_s) == (metrics_server.url, 0.05)
-    with pytest.raises(UsageError, match=r'local\.telemetry\.interval: unknown key \(did you mean "interval_s"\?\)'):
+    with pytest.raises(
+        UsageError, match=r'local\.telemetry\.interval: unknown key \(did you mean "interval_s"\?\)'
+    ):
         TelemetryRecorder.for_target(target, tmp_path, {"interval": 1})
 
 
 def test_load_series_skips_a_torn_last_line(tmp_path):
     path = tmp_path / "telemetry" / "prometheus.jsonl"
     path.parent.mkdir()
-    good = {"t": 1.0, "t_mono": 1.0, "source": "prometheus", "kind": "sample", "metric": "kv_usage", "value": 0.5, "labels": {}}
+    good = {
+        "t": 1.0,
+        "t_mono": 1.0,
+        "source": "prometheus",
+        "kind": "sample",
+        "metric": "kv_usage",
+        "value": 0.5,
+        "labels": {},
+    }
     path.write_text(json.dumps(good) + "\n" + '{"t": 2.0, "t_mono": 2.0, "sour')
     frame = load_series(tmp_path)
     assert list(frame["value"]) == [0.5]
@@ -263,7 +324,9 @@ def test_gap_messages_mask_url_credentials(tmp_path, metrics_server):
 def test_wait_ready_returns_after_the_first_tick(tmp_path, metrics_server, exposition):
     metrics_server.body = exposition("vllm")
     unavailable = FakeNvml(fail_init="no driver")
-    with TelemetryRecorder(tmp_path, metrics_server.url, "vllm", interval_s=0.05, nvml_backend=unavailable) as rec:
+    with TelemetryRecorder(
+        tmp_path, metrics_server.url, "vllm", interval_s=0.05, nvml_backend=unavailable
+    ) as rec:
         assert rec.wait_ready(10)
         summaries = {s.source: s for s in rec.summaries()}
         assert summaries["prometheus"].ticks >= 1
@@ -276,7 +339,9 @@ class _NoProcesses(FakeNvml):
 
 
 def test_nvml_per_process_failure_keeps_device_numbers(tmp_path):
-    fake = _NoProcesses(device_list=[DeviceMemory(0, "NVIDIA H200", "GPU-aaaa", 40 * GIB, 141 * GIB)])
+    fake = _NoProcesses(
+        device_list=[DeviceMemory(0, "NVIDIA H200", "GPU-aaaa", 40 * GIB, 141 * GIB)]
+    )
     sampler = NvmlSampler(tmp_path / "nvml.jsonl", backend=fake, interval_s=0.01, max_samples=1)
     sampler.run()
     rows = _lines(tmp_path / "nvml.jsonl")
@@ -288,7 +353,9 @@ def test_nvml_per_process_failure_keeps_device_numbers(tmp_path):
 def test_unwritable_series_path_ends_the_sampler_quietly(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    sampler = NvmlSampler(blocker / "nvml.jsonl", backend=_fake_nvml(), interval_s=0.01, max_samples=1)
+    sampler = NvmlSampler(
+        blocker / "nvml.jsonl", backend=_fake_nvml(), interval_s=0.01, max_samples=1
+    )
     sampler.run()
     assert sampler.summary().stopped == "unwritable"
     assert sampler.ready.is_set()

@@ -38,33 +38,74 @@ def _key_headers(ctx: CheckContext, key: str) -> dict[str, str]:
 
 
 def _chat_without_key(ctx: CheckContext, headers: dict[str, str] | None = None) -> Exchange:
-    return ctx.post("/chat/completions", ctx.chat_body("Say OK.", max_tokens=1, temperature=0), auth=False, headers=headers)
+    return ctx.post(
+        "/chat/completions",
+        ctx.chat_body("Say OK.", max_tokens=1, temperature=0),
+        auth=False,
+        headers=headers,
+    )
 
 
-@check("AUTH-REQUIRED", "the API key is enforced",
-       "with a key configured, a chat request without a key and one with a wrong key each get 401 or 403 with an "
-       "OpenAI error object, and the same request with the right key gets 200",
-       needs_api_key=True)
+@check(
+    "AUTH-REQUIRED",
+    "the API key is enforced",
+    "with a key configured, a chat request without a key and one with a wrong key each get 401 or 403 with an "
+    "OpenAI error object, and the same request with the right key gets 200",
+    needs_api_key=True,
+)
 def auth_required(ctx: CheckContext) -> None:
     _real_key(ctx)
-    cases = [("no key", _chat_without_key(ctx)), ("a wrong key", _chat_without_key(ctx, _key_headers(ctx, _wrong_key())))]
+    cases = [
+        ("no key", _chat_without_key(ctx)),
+        ("a wrong key", _chat_without_key(ctx, _key_headers(ctx, _wrong_key()))),
+    ]
     for what, ex in cases:
-        redo = " (to reproduce, put any wrong key in the curl below)" if what == "a wrong key" else ""
-        ctx.expect(not ex.error, f"a request with {what} did not complete", expected="401 or 403", received=ex.describe(), exchange=ex)
-        ctx.expect(not ex.ok, f"a request with {what} was served", expected="401 or 403 with an error object",
-                   received=ex.describe(300), exchange=ex,
-                   hint="the key is not enforced on /v1/chat/completions: start the engine with its API-key option "
-                        "(vLLM --api-key, llama.cpp --api-key) or fix the gateway's auth" + redo)
-        ctx.expect(ex.status in AUTH_STATUSES, f"a request with {what} got the wrong status", expected="401 or 403",
-                   received=ex.describe(300), exchange=ex,
-                   hint="clients only recognise an auth failure as 401/403 (a 500 or 400 here usually means the gateway's "
-                        "key store is broken, e.g. LiteLLM without its database)" + redo)
+        redo = (
+            " (to reproduce, put any wrong key in the curl below)" if what == "a wrong key" else ""
+        )
+        ctx.expect(
+            not ex.error,
+            f"a request with {what} did not complete",
+            expected="401 or 403",
+            received=ex.describe(),
+            exchange=ex,
+        )
+        ctx.expect(
+            not ex.ok,
+            f"a request with {what} was served",
+            expected="401 or 403 with an error object",
+            received=ex.describe(300),
+            exchange=ex,
+            hint="the key is not enforced on /v1/chat/completions: start the engine with its API-key option "
+            "(vLLM --api-key, llama.cpp --api-key) or fix the gateway's auth" + redo,
+        )
+        ctx.expect(
+            ex.status in AUTH_STATUSES,
+            f"a request with {what} got the wrong status",
+            expected="401 or 403",
+            received=ex.describe(300),
+            exchange=ex,
+            hint="clients only recognise an auth failure as 401/403 (a 500 or 400 here usually means the gateway's "
+            "key store is broken, e.g. LiteLLM without its database)" + redo,
+        )
         problem, deviation = error_shape_problem(ex)
-        ctx.expect(problem is None, f"the {ex.status} for {what} has no OpenAI error object", expected=ERROR_SHAPE,
-                   received=problem or "", exchange=ex, deviation=deviation)
+        ctx.expect(
+            problem is None,
+            f"the {ex.status} for {what} has no OpenAI error object",
+            expected=ERROR_SHAPE,
+            received=problem or "",
+            exchange=ex,
+            deviation=deviation,
+        )
     ok = ctx.chat("Say OK.", max_tokens=1, temperature=0)
-    ctx.expect(ok.ok, "the configured key is refused", expected="HTTP 200 with the configured key", received=ok.describe(300),
-               exchange=ok, hint="the api_key in targets.yaml is not the server's key (or its header is wrong: api_key_header)")
+    ctx.expect(
+        ok.ok,
+        "the configured key is refused",
+        expected="HTTP 200 with the configured key",
+        received=ok.describe(300),
+        exchange=ok,
+        hint="the api_key in targets.yaml is not the server's key (or its header is wrong: api_key_header)",
+    )
 
 
 def _leaks(ex: Exchange, secrets_: dict[str, str]) -> list[str]:
@@ -78,24 +119,38 @@ def _leaks(ex: Exchange, secrets_: dict[str, str]) -> list[str]:
     return found
 
 
-@check("AUTH-NO-ECHO", "keys are never echoed back",
-       "neither a presented wrong key nor the real key appears in any response body or header (401s, other errors "
-       "and successful answers)",
-       needs_api_key=True)
+@check(
+    "AUTH-NO-ECHO",
+    "keys are never echoed back",
+    "neither a presented wrong key nor the real key appears in any response body or header (401s, other errors "
+    "and successful answers)",
+    needs_api_key=True,
+)
 def auth_no_echo(ctx: CheckContext) -> None:
     real = _real_key(ctx)
     wrong = _wrong_key()
     exchanges = [
         ("the 401 for a wrong key", _chat_without_key(ctx, _key_headers(ctx, wrong))),
-        ("a 4xx with the real key", ctx.post("/chat/completions", {**ctx.chat_body("hi", max_tokens=1), "model": "servecheck-no-such-model"})),
+        (
+            "a 4xx with the real key",
+            ctx.post(
+                "/chat/completions",
+                {**ctx.chat_body("hi", max_tokens=1), "model": "servecheck-no-such-model"},
+            ),
+        ),
         ("a 200 with the real key", ctx.chat("Say OK.", max_tokens=1, temperature=0)),
     ]
     for what, ex in exchanges:
         leaks = _leaks(ex, {"the presented wrong key": wrong, "the real API key": real})
         # The received text is redacted (the real key becomes ***); the wrong key is shown on purpose.
-        ctx.expect(not leaks, f"{what}: {'; '.join(leaks)}", expected="no key material in responses",
-                   received=ex.describe(300) + (f" (presented key {wrong!r})" if "wrong" in " ".join(leaks) else ""),
-                   exchange=ex,
-                   hint="error messages and debug headers must not repeat credentials: they end up in client logs and "
-                        "browser consoles; log a key id or hash instead"
-                        + (" (to reproduce, put any wrong key in the curl below)" if "wrong" in what else ""))
+        ctx.expect(
+            not leaks,
+            f"{what}: {'; '.join(leaks)}",
+            expected="no key material in responses",
+            received=ex.describe(300)
+            + (f" (presented key {wrong!r})" if "wrong" in " ".join(leaks) else ""),
+            exchange=ex,
+            hint="error messages and debug headers must not repeat credentials: they end up in client logs and "
+            "browser consoles; log a key id or hash instead"
+            + (" (to reproduce, put any wrong key in the curl below)" if "wrong" in what else ""),
+        )

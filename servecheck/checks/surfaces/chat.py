@@ -15,8 +15,17 @@ LONG_PROMPT = "Write a long story about a river, a stone and a garden. Use many 
 
 def _choices(ctx: CheckContext, data: dict[str, Any], ex: Exchange) -> list[dict[str, Any]]:
     choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not all(isinstance(c, dict) for c in choices):
-        ctx.fail("the response has no choices", expected="a non-empty choices list", received=body_snippet(data), exchange=ex)
+    if (
+        not isinstance(choices, list)
+        or not choices
+        or not all(isinstance(c, dict) for c in choices)
+    ):
+        ctx.fail(
+            "the response has no choices",
+            expected="a non-empty choices list",
+            received=body_snippet(data),
+            exchange=ex,
+        )
     return choices
 
 
@@ -45,11 +54,15 @@ def shape_problems(data: dict[str, Any], *, obj: str = "chat.completion") -> lis
         if choice.get("index") != i:
             problems.append(f"choices[{i}].index is {choice.get('index')!r}")
         if choice.get("finish_reason") not in FINISH_REASONS:
-            problems.append(f"choices[{i}].finish_reason {choice.get('finish_reason')!r} is not one of {sorted(FINISH_REASONS)}")
+            problems.append(
+                f"choices[{i}].finish_reason {choice.get('finish_reason')!r} is not one of {sorted(FINISH_REASONS)}"
+            )
         if obj == "chat.completion":
             message = choice.get("message")
             if not isinstance(message, dict) or message.get("role") != "assistant":
-                problems.append(f"choices[{i}].message must be an object with role 'assistant', got {body_snippet(message, 120)}")
+                problems.append(
+                    f"choices[{i}].message must be an object with role 'assistant', got {body_snippet(message, 120)}"
+                )
             elif not isinstance(message.get("content"), str | None):
                 problems.append(f"choices[{i}].message.content must be a string or null")
         elif not isinstance(choice.get("text"), str):
@@ -57,9 +70,12 @@ def shape_problems(data: dict[str, Any], *, obj: str = "chat.completion") -> lis
     return problems
 
 
-@check("CHAT-SHAPE", "a chat completion has the OpenAI shape",
-       "the body validates against the openai SDK's ChatCompletion type and has id, object 'chat.completion', integer created, "
-       "model, choices[].message with role assistant and a finish_reason from the OpenAI set")
+@check(
+    "CHAT-SHAPE",
+    "a chat completion has the OpenAI shape",
+    "the body validates against the openai SDK's ChatCompletion type and has id, object 'chat.completion', integer created, "
+    "model, choices[].message with role assistant and a finish_reason from the OpenAI set",
+)
 def chat_shape(ctx: CheckContext) -> None:
     from openai.types.chat import ChatCompletion
     from pydantic import ValidationError
@@ -71,33 +87,67 @@ def chat_shape(ctx: CheckContext) -> None:
     try:
         ChatCompletion.model_validate(data)
     except ValidationError as exc:
-        problems += [f"openai SDK: {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]]
-    ctx.expect(not problems, "the response departs from the OpenAI chat.completion shape",
-               expected="the OpenAI chat.completion object", received="; ".join(problems), exchange=ex)
+        problems += [
+            f"openai SDK: {'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+            for e in exc.errors()[:5]
+        ]
+    ctx.expect(
+        not problems,
+        "the response departs from the OpenAI chat.completion shape",
+        expected="the OpenAI chat.completion object",
+        received="; ".join(problems),
+        exchange=ex,
+    )
 
 
-@check("CHAT-USAGE", "usage counts add up",
-       "usage.prompt_tokens, completion_tokens and total_tokens are non-negative integers and prompt + completion == total")
+@check(
+    "CHAT-USAGE",
+    "usage counts add up",
+    "usage.prompt_tokens, completion_tokens and total_tokens are non-negative integers and prompt + completion == total",
+)
 def chat_usage(ctx: CheckContext) -> None:
     ex = ctx.chat("Say hello.", max_tokens=8, temperature=0)
     data = ctx.ok_json(ex, "chat completion")
     usage = data.get("usage")
     if not isinstance(usage, dict):
-        ctx.fail("the response has no usage object", expected="usage {prompt_tokens, completion_tokens, total_tokens}",
-                 received=body_snippet(data), exchange=ex)
+        ctx.fail(
+            "the response has no usage object",
+            expected="usage {prompt_tokens, completion_tokens, total_tokens}",
+            received=body_snippet(data),
+            exchange=ex,
+        )
     p, c, t = (usage.get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens"))
     if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (p, c, t)):
-        ctx.fail("usage counts are not non-negative integers", expected="three integers >= 0", received=body_snippet(usage), exchange=ex)
+        ctx.fail(
+            "usage counts are not non-negative integers",
+            expected="three integers >= 0",
+            received=body_snippet(usage),
+            exchange=ex,
+        )
     p, c, t = int(p), int(c), int(t)  # type: ignore[arg-type]  # checked just above
-    ctx.expect(p + c == t, "usage.total_tokens is not prompt_tokens + completion_tokens",
-               expected=f"total_tokens == {p} + {c} = {p + c}", received=f"total_tokens = {t}", exchange=ex,
-               hint="billing and capacity reports built on usage will be wrong")
-    ctx.expect(p > 0, "usage.prompt_tokens is 0 for a non-empty prompt", expected="prompt_tokens > 0", received=body_snippet(usage), exchange=ex)
+    ctx.expect(
+        p + c == t,
+        "usage.total_tokens is not prompt_tokens + completion_tokens",
+        expected=f"total_tokens == {p} + {c} = {p + c}",
+        received=f"total_tokens = {t}",
+        exchange=ex,
+        hint="billing and capacity reports built on usage will be wrong",
+    )
+    ctx.expect(
+        p > 0,
+        "usage.prompt_tokens is 0 for a non-empty prompt",
+        expected="prompt_tokens > 0",
+        received=body_snippet(usage),
+        exchange=ex,
+    )
 
 
-@check("CHAT-MAX-TOKENS", "max_tokens is honoured and a cut says 'length'",
-       "with max_tokens=5 on a prompt that wants a long answer, completion_tokens <= 5, and an answer cut at the limit "
-       "has finish_reason 'length'")
+@check(
+    "CHAT-MAX-TOKENS",
+    "max_tokens is honoured and a cut says 'length'",
+    "with max_tokens=5 on a prompt that wants a long answer, completion_tokens <= 5, and an answer cut at the limit "
+    "has finish_reason 'length'",
+)
 def chat_max_tokens(ctx: CheckContext) -> None:
     limit = 5
     ex = ctx.chat(LONG_PROMPT, max_tokens=limit, temperature=0)
@@ -106,20 +156,37 @@ def chat_max_tokens(ctx: CheckContext) -> None:
     usage = data.get("usage") or {}
     tokens = usage.get("completion_tokens")
     if not isinstance(tokens, int):
-        ctx.fail("no usage.completion_tokens to judge max_tokens by", expected="usage.completion_tokens",
-                 received=body_snippet(data), exchange=ex)
-    ctx.expect(tokens <= limit, "the output is longer than max_tokens", expected=f"completion_tokens <= {limit}",
-               received=f"completion_tokens = {tokens}, text {_content(choice)[:200]!r}", exchange=ex,
-               hint="max_tokens is ignored or overridden by a server default; clients and cost limits depend on it")
+        ctx.fail(
+            "no usage.completion_tokens to judge max_tokens by",
+            expected="usage.completion_tokens",
+            received=body_snippet(data),
+            exchange=ex,
+        )
+    ctx.expect(
+        tokens <= limit,
+        "the output is longer than max_tokens",
+        expected=f"completion_tokens <= {limit}",
+        received=f"completion_tokens = {tokens}, text {_content(choice)[:200]!r}",
+        exchange=ex,
+        hint="max_tokens is ignored or overridden by a server default; clients and cost limits depend on it",
+    )
     if tokens == limit:
-        ctx.expect(choice.get("finish_reason") == "length", "an output cut at max_tokens does not say finish_reason 'length'",
-                   expected="finish_reason 'length'", received=f"finish_reason {choice.get('finish_reason')!r}", exchange=ex,
-                   hint="clients cannot tell a truncated answer from a complete one")
+        ctx.expect(
+            choice.get("finish_reason") == "length",
+            "an output cut at max_tokens does not say finish_reason 'length'",
+            expected="finish_reason 'length'",
+            received=f"finish_reason {choice.get('finish_reason')!r}",
+            exchange=ex,
+            hint="clients cannot tell a truncated answer from a complete one",
+        )
 
 
-@check("CHAT-STOP", "stop sequences are honoured",
-       "at temperature 0, a stop string taken from the unconstrained answer ends the output before it, with finish_reason 'stop'",
-       requires=("stop",))
+@check(
+    "CHAT-STOP",
+    "stop sequences are honoured",
+    "at temperature 0, a stop string taken from the unconstrained answer ends the output before it, with finish_reason 'stop'",
+    requires=("stop",),
+)
 def chat_stop(ctx: CheckContext) -> None:
     prompt = "List some words about rivers, stones and gardens."
     first = ctx.chat(prompt, max_tokens=24, temperature=0, seed=7)
@@ -127,32 +194,58 @@ def chat_stop(ctx: CheckContext) -> None:
     # A stop string must be plain text the engine can match: tiny models emit U+FFFD for partial
     # UTF-8 and long junk "words", so take four ASCII letters/digits from a run past the start.
     runs = [m for m in re.finditer(r"[A-Za-z0-9]{4,}", text) if m.start() >= 1]
-    ctx.expect(len(runs) >= 1, "the unconstrained answer has no plain text to use as a stop string",
-               expected="four ASCII letters or digits in a row after the first character of a 24-token answer",
-               received=repr(text), exchange=first)
+    ctx.expect(
+        len(runs) >= 1,
+        "the unconstrained answer has no plain text to use as a stop string",
+        expected="four ASCII letters or digits in a row after the first character of a 24-token answer",
+        received=repr(text),
+        exchange=first,
+    )
     stop_word = runs[len(runs) // 2].group()[:4]
     ex = ctx.chat(prompt, max_tokens=24, temperature=0, seed=7, stop=[stop_word])
     data = ctx.ok_json(ex, "chat completion with stop")
     choice = _choices(ctx, data, ex)[0]
     out = _content(choice)
-    ctx.expect(stop_word not in out, f"the output contains the stop string {stop_word!r}",
-               expected=f"output ends before {stop_word!r}", received=repr(out), exchange=ex)
-    ctx.expect(choice.get("finish_reason") == "stop", "a stop-sequence end does not say finish_reason 'stop'",
-               expected="finish_reason 'stop'", received=f"finish_reason {choice.get('finish_reason')!r}, output {out!r}", exchange=ex)
+    ctx.expect(
+        stop_word not in out,
+        f"the output contains the stop string {stop_word!r}",
+        expected=f"output ends before {stop_word!r}",
+        received=repr(out),
+        exchange=ex,
+    )
+    ctx.expect(
+        choice.get("finish_reason") == "stop",
+        "a stop-sequence end does not say finish_reason 'stop'",
+        expected="finish_reason 'stop'",
+        received=f"finish_reason {choice.get('finish_reason')!r}, output {out!r}",
+        exchange=ex,
+    )
 
 
-@check("CHAT-N", "n returns n choices", "with n=2 the response has exactly two choices with index 0 and 1", requires=("n",))
+@check(
+    "CHAT-N",
+    "n returns n choices",
+    "with n=2 the response has exactly two choices with index 0 and 1",
+    requires=("n",),
+)
 def chat_n(ctx: CheckContext) -> None:
     ex = ctx.chat("Say hello.", max_tokens=6, n=2, temperature=0.8, seed=3)
     data = ctx.ok_json(ex, "chat completion with n=2")
     choices = _choices(ctx, data, ex)
-    ctx.expect(len(choices) == 2 and {c.get("index") for c in choices} == {0, 1}, "n=2 did not return two indexed choices",
-               expected="2 choices, index 0 and 1", received=f"{len(choices)} choice(s), indexes {[c.get('index') for c in choices]}",
-               exchange=ex)
+    ctx.expect(
+        len(choices) == 2 and {c.get("index") for c in choices} == {0, 1},
+        "n=2 did not return two indexed choices",
+        expected="2 choices, index 0 and 1",
+        received=f"{len(choices)} choice(s), indexes {[c.get('index') for c in choices]}",
+        exchange=ex,
+    )
 
 
-@check("CHAT-DETERMINISTIC", "temperature 0 is repeatable",
-       "two identical requests at temperature 0 return the same text")
+@check(
+    "CHAT-DETERMINISTIC",
+    "temperature 0 is repeatable",
+    "two identical requests at temperature 0 return the same text",
+)
 def chat_deterministic(ctx: CheckContext) -> None:
     prompt = "Name three colours."
     texts = []
@@ -160,13 +253,22 @@ def chat_deterministic(ctx: CheckContext) -> None:
     for _ in range(2):
         last = ctx.chat(prompt, max_tokens=12, temperature=0)
         texts.append(_content(_choices(ctx, ctx.ok_json(last, "chat completion"), last)[0]))
-    ctx.expect(texts[0] == texts[1], "two temperature-0 answers differ", expected=f"the same text twice: {texts[0]!r}",
-               received=f"{texts[1]!r}", exchange=last,
-               hint="greedy decoding is not greedy here (sampling defaults override temperature, or batching changes numerics)")
+    ctx.expect(
+        texts[0] == texts[1],
+        "two temperature-0 answers differ",
+        expected=f"the same text twice: {texts[0]!r}",
+        received=f"{texts[1]!r}",
+        exchange=last,
+        hint="greedy decoding is not greedy here (sampling defaults override temperature, or batching changes numerics)",
+    )
 
 
-@check("CHAT-SEED", "seed makes sampling repeatable", "two identical requests at temperature 1 with the same seed return the same text",
-       requires=("seed",))
+@check(
+    "CHAT-SEED",
+    "seed makes sampling repeatable",
+    "two identical requests at temperature 1 with the same seed return the same text",
+    requires=("seed",),
+)
 def chat_seed(ctx: CheckContext) -> None:
     prompt = "Name three animals."
     texts = []
@@ -174,25 +276,45 @@ def chat_seed(ctx: CheckContext) -> None:
     for _ in range(2):
         last = ctx.chat(prompt, max_tokens=12, temperature=1.0, seed=1234)
         texts.append(_content(_choices(ctx, ctx.ok_json(last, "chat completion"), last)[0]))
-    ctx.expect(texts[0] == texts[1], "two seeded answers differ", expected=f"the same text twice: {texts[0]!r}",
-               received=f"{texts[1]!r}", exchange=last, deviation="seed-not-supported")
+    ctx.expect(
+        texts[0] == texts[1],
+        "two seeded answers differ",
+        expected=f"the same text twice: {texts[0]!r}",
+        received=f"{texts[1]!r}",
+        exchange=last,
+        deviation="seed-not-supported",
+    )
 
 
-@check("CHAT-COMPLETIONS", "legacy /v1/completions works",
-       "POST /v1/completions with a prompt returns object 'text_completion' with choices[].text and usage",
-       requires=("completions",))
+@check(
+    "CHAT-COMPLETIONS",
+    "legacy /v1/completions works",
+    "POST /v1/completions with a prompt returns object 'text_completion' with choices[].text and usage",
+    requires=("completions",),
+)
 def chat_completions_legacy(ctx: CheckContext) -> None:
-    ex = ctx.post("/completions", {"model": ctx.model, "prompt": "Once upon a time", "max_tokens": 6, "temperature": 0})
+    ex = ctx.post(
+        "/completions",
+        {"model": ctx.model, "prompt": "Once upon a time", "max_tokens": 6, "temperature": 0},
+    )
     data = ctx.ok_json(ex, "legacy completion")
     _choices(ctx, data, ex)
     problems = shape_problems(data, obj="text_completion")
-    ctx.expect(not problems, "the legacy completion departs from the OpenAI text_completion shape",
-               expected="object 'text_completion' with choices[].text", received="; ".join(problems), exchange=ex)
+    ctx.expect(
+        not problems,
+        "the legacy completion departs from the OpenAI text_completion shape",
+        expected="object 'text_completion' with choices[].text",
+        received="; ".join(problems),
+        exchange=ex,
+    )
 
 
-@check("CHAT-LOGPROBS", "logprobs are returned when asked",
-       "with logprobs=true and top_logprobs=2, choices[0].logprobs.content lists tokens with numeric logprob <= 0",
-       requires=("logprobs",))
+@check(
+    "CHAT-LOGPROBS",
+    "logprobs are returned when asked",
+    "with logprobs=true and top_logprobs=2, choices[0].logprobs.content lists tokens with numeric logprob <= 0",
+    requires=("logprobs",),
+)
 def chat_logprobs(ctx: CheckContext) -> None:
     ex = ctx.chat("Say hello.", max_tokens=4, temperature=0, logprobs=True, top_logprobs=2)
     data = ctx.ok_json(ex, "chat completion with logprobs")
@@ -200,7 +322,26 @@ def chat_logprobs(ctx: CheckContext) -> None:
     lp = choice.get("logprobs")
     content = lp.get("content") if isinstance(lp, dict) else None
     if not isinstance(content, list) or not content:
-        ctx.fail("no logprobs in the answer", expected="choices[0].logprobs.content: [...]", received=body_snippet(choice), exchange=ex)
-    bad = [e for e in content if not (isinstance(e, dict) and isinstance(e.get("token"), str)
-                                      and isinstance(e.get("logprob"), int | float) and e["logprob"] <= 0)]
-    ctx.expect(not bad, "logprob entries are malformed", expected="{token: str, logprob: number <= 0}", received=body_snippet(bad[:3]), exchange=ex)
+        ctx.fail(
+            "no logprobs in the answer",
+            expected="choices[0].logprobs.content: [...]",
+            received=body_snippet(choice),
+            exchange=ex,
+        )
+    bad = [
+        e
+        for e in content
+        if not (
+            isinstance(e, dict)
+            and isinstance(e.get("token"), str)
+            and isinstance(e.get("logprob"), int | float)
+            and e["logprob"] <= 0
+        )
+    ]
+    ctx.expect(
+        not bad,
+        "logprob entries are malformed",
+        expected="{token: str, logprob: number <= 0}",
+        received=body_snippet(bad[:3]),
+        exchange=ex,
+    )

@@ -37,8 +37,13 @@ def _sdk_options(ctx: CheckContext) -> dict[str, Any]:
         else:
             headers[name] = value  # x-api-key / api-key: sent as the target declares
             key = value
-    return {"base_url": target.base_url, "api_key": key, "max_retries": 0, "timeout": target.timeout_s,
-            "default_headers": headers or None}
+    return {
+        "base_url": target.base_url,
+        "api_key": key,
+        "max_retries": 0,
+        "timeout": target.timeout_s,
+        "default_headers": headers or None,
+    }
 
 
 def sdk_client(ctx: CheckContext) -> OpenAI:
@@ -66,8 +71,10 @@ def describe_exception(exc: BaseException) -> str:
     seen: BaseException | None = exc
     while seen is not None and len(parts) < 4:
         status = getattr(seen, "status_code", None)
-        parts.append(f"{type(seen).__module__.split('.')[0]}.{type(seen).__name__}"
-                     f"{f' (HTTP {status})' if status else ''}: {str(seen)[:400] or '(no message)'}")
+        parts.append(
+            f"{type(seen).__module__.split('.')[0]}.{type(seen).__name__}"
+            f"{f' (HTTP {status})' if status else ''}: {str(seen)[:400] or '(no message)'}"
+        )
         seen = seen.__cause__ or seen.__context__
     return redact(" <- caused by ".join(parts))
 
@@ -87,11 +94,15 @@ def _hint_for(exc: BaseException) -> str:
     if "LengthFinishReasonError" in names:
         return "the structured output hit max_tokens before the JSON was complete; the engine must keep it short or stop it"
     if "ValidationError" in names:
-        return ("message.content is not bare JSON valid for the schema (a markdown fence, prose or a schema the engine "
-                "ignored); the engine must constrain the output to response_format.json_schema")
+        return (
+            "message.content is not bare JSON valid for the schema (a markdown fence, prose or a schema the engine "
+            "ignored); the engine must constrain the output to response_format.json_schema"
+        )
     if "DecodingError" in names or "decompress" in text or "incorrect header check" in text:
-        return ("the response's Content-Encoding does not match its body: a proxy that decompresses upstream answers must "
-                "drop the Content-Encoding header (or re-compress)")
+        return (
+            "the response's Content-Encoding does not match its body: a proxy that decompresses upstream answers must "
+            "drop the Content-Encoding header (or re-compress)"
+        )
     if isinstance(exc, openai.APITimeoutError):
         return "the server did not answer within the target's timeout_s"
     if isinstance(exc, openai.APIConnectionError):
@@ -118,9 +129,13 @@ def _raw(ctx: CheckContext, body: dict[str, Any]) -> Exchange:
 
 def _sdk_failed(ctx: CheckContext, call: str, exc: BaseException, body: dict[str, Any]) -> NoReturn:
     raw = _raw(ctx, body)
-    ctx.fail(f"the openai SDK failed on {call}: {type(exc).__name__}",
-             expected=f"{call} returns a result", received=f"{describe_exception(exc)}; raw answer: {raw.describe(300)}",
-             exchange=raw, hint=_hint_for(exc))
+    ctx.fail(
+        f"the openai SDK failed on {call}: {type(exc).__name__}",
+        expected=f"{call} returns a result",
+        received=f"{describe_exception(exc)}; raw answer: {raw.describe(300)}",
+        exchange=raw,
+        hint=_hint_for(exc),
+    )
 
 
 def _check_completion(ctx: CheckContext, result: Any, call: str, body: dict[str, Any]) -> str:
@@ -129,44 +144,67 @@ def _check_completion(ctx: CheckContext, result: Any, call: str, body: dict[str,
 
     if not isinstance(result, ChatCompletion):
         raw = _raw(ctx, body)
-        ctx.fail(f"{call} returned {type(result).__name__}, not a ChatCompletion",
-                 expected="a ChatCompletion object", received=f"{type(result).__name__}: {redact(str(result))[:300]}",
-                 exchange=raw, hint="the SDK returns the raw text when the body is not JSON: check the Content-Type and the body")
+        ctx.fail(
+            f"{call} returned {type(result).__name__}, not a ChatCompletion",
+            expected="a ChatCompletion object",
+            received=f"{type(result).__name__}: {redact(str(result))[:300]}",
+            exchange=raw,
+            hint="the SDK returns the raw text when the body is not JSON: check the Content-Type and the body",
+        )
     choices = result.choices
-    ok = isinstance(choices, list) and len(choices) > 0 and getattr(choices[0], "message", None) is not None
+    ok = (
+        isinstance(choices, list)
+        and len(choices) > 0
+        and getattr(choices[0], "message", None) is not None
+    )
     content = getattr(choices[0].message, "content", None) if ok else None
     finish = getattr(choices[0], "finish_reason", None) if ok else None
     if not (ok and isinstance(content, str) and finish in FINISH_REASONS):
         raw = _raw(ctx, body)
-        ctx.fail(f"{call} returned a ChatCompletion users' code cannot read",
-                 expected="choices[0].message.content as a string and choices[0].finish_reason from the OpenAI set",
-                 received=redact(f"choices={str(choices)[:300]}"), exchange=raw)
+        ctx.fail(
+            f"{call} returned a ChatCompletion users' code cannot read",
+            expected="choices[0].message.content as a string and choices[0].finish_reason from the OpenAI set",
+            received=redact(f"choices={str(choices)[:300]}"),
+            exchange=raw,
+        )
     return str(content)
 
 
-@check("CLIENT-SDK-SYNC", "openai.OpenAI chat.completions.create works",
-       "the official openai SDK (OpenAI(base_url, api_key, max_retries=0)) gets a ChatCompletion whose "
-       "choices[0].message.content is a string and finish_reason is an OpenAI value")
+@check(
+    "CLIENT-SDK-SYNC",
+    "openai.OpenAI chat.completions.create works",
+    "the official openai SDK (OpenAI(base_url, api_key, max_retries=0)) gets a ChatCompletion whose "
+    "choices[0].message.content is a string and finish_reason is an OpenAI value",
+)
 def client_sdk_sync(ctx: CheckContext) -> None:
     body = ctx.chat_body(PROMPT, max_tokens=16, temperature=0)
     with sdk_client(ctx) as client:
         try:
-            result = client.chat.completions.create(model=ctx.model, messages=body["messages"], max_tokens=16, temperature=0)
+            result = client.chat.completions.create(
+                model=ctx.model, messages=body["messages"], max_tokens=16, temperature=0
+            )
         except Exception as exc:  # noqa: BLE001 - every SDK failure is the finding
             _sdk_failed(ctx, "chat.completions.create", exc, body)
         _check_completion(ctx, result, "chat.completions.create", body)
 
 
-@check("CLIENT-SDK-ASYNC", "openai.AsyncOpenAI works, also with two requests at once",
-       "two concurrent AsyncOpenAI chat.completions.create calls both return a readable ChatCompletion")
+@check(
+    "CLIENT-SDK-ASYNC",
+    "openai.AsyncOpenAI works, also with two requests at once",
+    "two concurrent AsyncOpenAI chat.completions.create calls both return a readable ChatCompletion",
+)
 def client_sdk_async(ctx: CheckContext) -> None:
     body = ctx.chat_body(PROMPT, max_tokens=16, temperature=0)
 
     async def main() -> list[Any]:
         client = async_sdk_client(ctx)
         try:
-            calls = [client.chat.completions.create(model=ctx.model, messages=body["messages"], max_tokens=16, temperature=0)
-                     for _ in range(2)]
+            calls = [
+                client.chat.completions.create(
+                    model=ctx.model, messages=body["messages"], max_tokens=16, temperature=0
+                )
+                for _ in range(2)
+            ]
             return await asyncio.gather(*calls, return_exceptions=True)
         finally:
             await client.close()
@@ -177,33 +215,48 @@ def client_sdk_async(ctx: CheckContext) -> None:
         _check_completion(ctx, result, "AsyncOpenAI chat.completions.create", body)
 
 
-@check("CLIENT-SDK-STREAM", "the SDK's stream=True iteration works",
-       "iterating chat.completions.create(stream=True) raises nothing, every chunk has a choices list whose items carry a "
-       "delta object, the pieces reassemble the same text servecheck's raw parser reads from the same temperature-0 "
-       "request, and the last choice-bearing chunk has a finish_reason")
+@check(
+    "CLIENT-SDK-STREAM",
+    "the SDK's stream=True iteration works",
+    "iterating chat.completions.create(stream=True) raises nothing, every chunk has a choices list whose items carry a "
+    "delta object, the pieces reassemble the same text servecheck's raw parser reads from the same temperature-0 "
+    "request, and the last choice-bearing chunk has a finish_reason",
+)
 def client_sdk_stream(ctx: CheckContext) -> None:
     body = ctx.chat_body(PROMPT, stream=True, max_tokens=16, temperature=0)
     pieces: list[str] = []
     finishes: list[Any] = []
     with sdk_client(ctx) as client:
         try:
-            stream = client.chat.completions.create(model=ctx.model, messages=body["messages"], max_tokens=16, temperature=0,
-                                                    stream=True)
+            stream = client.chat.completions.create(
+                model=ctx.model,
+                messages=body["messages"],
+                max_tokens=16,
+                temperature=0,
+                stream=True,
+            )
             for k, chunk in enumerate(stream):
                 choices = chunk.choices
                 if not isinstance(choices, list):
                     raw = _raw(ctx, body)
-                    ctx.fail("the SDK yielded a chunk whose choices is not a list",
-                             expected="chunk.choices: list", received=redact(f"chunk {k}: choices={str(choices)[:200]}"),
-                             exchange=raw, hint="users' code `chunk.choices[0]` breaks; choices must be a JSON array")
+                    ctx.fail(
+                        "the SDK yielded a chunk whose choices is not a list",
+                        expected="chunk.choices: list",
+                        received=redact(f"chunk {k}: choices={str(choices)[:200]}"),
+                        exchange=raw,
+                        hint="users' code `chunk.choices[0]` breaks; choices must be a JSON array",
+                    )
                 for choice in choices:
                     delta = getattr(choice, "delta", None)
                     if delta is None:
                         raw = _raw(ctx, body)
-                        ctx.fail("the SDK yielded a chunk whose choice has no delta object",
-                                 expected="every streamed choice carries a delta object ({} when empty)",
-                                 received=redact(f"chunk {k}: {str(choice)[:300]}"), exchange=raw,
-                                 hint="users' code `chunk.choices[0].delta.content` raises AttributeError on this chunk")
+                        ctx.fail(
+                            "the SDK yielded a chunk whose choice has no delta object",
+                            expected="every streamed choice carries a delta object ({} when empty)",
+                            received=redact(f"chunk {k}: {str(choice)[:300]}"),
+                            exchange=raw,
+                            hint="users' code `chunk.choices[0].delta.content` raises AttributeError on this chunk",
+                        )
                     if getattr(delta, "content", None):
                         pieces.append(delta.content)
                     finishes.append(getattr(choice, "finish_reason", None))
@@ -214,19 +267,31 @@ def client_sdk_stream(ctx: CheckContext) -> None:
     text = "".join(pieces)
     raw = ctx.stream_chat(PROMPT, usage=False, max_tokens=16, temperature=0)
     raw_text = raw.stream.text(0) if raw.stream is not None else ""
-    ctx.expect(bool(finishes) and finishes[-1] in FINISH_REASONS, "the SDK stream's last choice has no finish_reason",
-               expected=f"finish_reason from {sorted(FINISH_REASONS)} on the last choice-bearing chunk",
-               received=f"finish_reasons seen: {finishes[-5:]!r}", exchange=raw)
-    ctx.expect(text == raw_text, "the SDK reassembles a different text than the raw stream carries",
-               expected=f"{raw_text!r} (raw SSE parse of the same temperature-0 request)", received=f"{text!r} (SDK)", exchange=raw,
-               hint="if STREAM-EQUALS-NONSTREAM fails too, temperature 0 is not deterministic; otherwise the SDK decodes these "
-                    "events differently (multi-line data:, event: fields, encoding)")
+    ctx.expect(
+        bool(finishes) and finishes[-1] in FINISH_REASONS,
+        "the SDK stream's last choice has no finish_reason",
+        expected=f"finish_reason from {sorted(FINISH_REASONS)} on the last choice-bearing chunk",
+        received=f"finish_reasons seen: {finishes[-5:]!r}",
+        exchange=raw,
+    )
+    ctx.expect(
+        text == raw_text,
+        "the SDK reassembles a different text than the raw stream carries",
+        expected=f"{raw_text!r} (raw SSE parse of the same temperature-0 request)",
+        received=f"{text!r} (SDK)",
+        exchange=raw,
+        hint="if STREAM-EQUALS-NONSTREAM fails too, temperature 0 is not deterministic; otherwise the SDK decodes these "
+        "events differently (multi-line data:, event: fields, encoding)",
+    )
 
 
-@check("CLIENT-SDK-PARSE", "structured outputs through the SDK's parse() work",
-       "chat.completions.parse with a small pydantic model (name: str <= 20 chars, population: int) as response_format "
-       "returns message.parsed as that model, without refusal, LengthFinishReasonError or validation error",
-       requires=("json_schema",))
+@check(
+    "CLIENT-SDK-PARSE",
+    "structured outputs through the SDK's parse() work",
+    "chat.completions.parse with a small pydantic model (name: str <= 20 chars, population: int) as response_format "
+    "returns message.parsed as that model, without refusal, LengthFinishReasonError or validation error",
+    requires=("json_schema",),
+)
 def client_sdk_parse(ctx: CheckContext) -> None:
     from pydantic import BaseModel, Field
 
@@ -239,16 +304,33 @@ def client_sdk_parse(ctx: CheckContext) -> None:
         completions = client.chat.completions
         parse = getattr(completions, "parse", None) or client.beta.chat.completions.parse
         try:
-            result = parse(model=ctx.model, messages=messages, response_format=City, max_tokens=128, temperature=0)
+            result = parse(
+                model=ctx.model,
+                messages=messages,
+                response_format=City,
+                max_tokens=128,
+                temperature=0,
+            )
         except Exception as exc:  # noqa: BLE001 - every SDK failure is the finding
             import openai.lib._pydantic as sdk_pydantic
 
             schema = sdk_pydantic.to_strict_json_schema(City)
-            body = ctx.chat_body(messages, max_tokens=128, temperature=0,
-                                 response_format={"type": "json_schema", "json_schema": {"name": "City", "schema": schema, "strict": True}})
+            body = ctx.chat_body(
+                messages,
+                max_tokens=128,
+                temperature=0,
+                response_format={
+                    "type": "json_schema",
+                    "json_schema": {"name": "City", "schema": schema, "strict": True},
+                },
+            )
             _sdk_failed(ctx, "chat.completions.parse(response_format=City)", exc, body)
     message = result.choices[0].message if result.choices else None
     parsed = getattr(message, "parsed", None)
-    ctx.expect(isinstance(parsed, City), "parse() returned no parsed object",
-               expected="choices[0].message.parsed is a City", received=redact(f"message={str(message)[:300]}"),
-               hint="the answer was refused or empty; the engine must constrain output to the json_schema")
+    ctx.expect(
+        isinstance(parsed, City),
+        "parse() returned no parsed object",
+        expected="choices[0].message.parsed is a City",
+        received=redact(f"message={str(message)[:300]}"),
+        hint="the answer was refused or empty; the engine must constrain output to the json_schema",
+    )

@@ -25,14 +25,55 @@ from servecheck.client.http import Exchange
 T = TypeVar("T")
 
 FILLER = (
-    "river", "stone", "garden", "light", "water", "tree", "cloud", "bird", "field", "road", "house", "window", "morning",
-    "evening", "green", "quiet", "small", "old", "bright", "cold", "warm", "long", "story", "music", "table", "chair",
-    "paper", "letter", "city", "market", "bread", "apple", "winter", "summer", "forest", "mountain", "valley", "bridge",
-    "harbour", "boat", "lamp",
+    "river",
+    "stone",
+    "garden",
+    "light",
+    "water",
+    "tree",
+    "cloud",
+    "bird",
+    "field",
+    "road",
+    "house",
+    "window",
+    "morning",
+    "evening",
+    "green",
+    "quiet",
+    "small",
+    "old",
+    "bright",
+    "cold",
+    "warm",
+    "long",
+    "story",
+    "music",
+    "table",
+    "chair",
+    "paper",
+    "letter",
+    "city",
+    "market",
+    "bread",
+    "apple",
+    "winter",
+    "summer",
+    "forest",
+    "mountain",
+    "valley",
+    "bridge",
+    "harbour",
+    "boat",
+    "lamp",
 )
-PROMPT_FRACTION = 0.82  # ~420 prompt tokens at a 512 context: the mix that crashes vLLM CPU with chunked prefill
+PROMPT_FRACTION = (
+    0.82  # ~420 prompt tokens at a 512 context: the mix that crashes vLLM CPU with chunked prefill
+)
 TEMPLATE_ROOM = 24  # tokens a chat template adds around the words, when usage cannot tell
-DEFAULT_WORD_TOKENS = 4.0  # tokens per filler word when usage cannot tell (the worst seen: a tiny test tokenizer)
+DEFAULT_WORD_TOKENS = (
+    4.0  # tokens per filler word when usage cannot tell (the worst seen: a tiny test tokenizer)
+)
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
@@ -102,14 +143,21 @@ def _summary(results: list[Exchange]) -> tuple[str, Exchange | None]:
     return text, first_bad
 
 
-async def _burst(ctx: CheckContext, bodies: list[dict[str, Any]], timeout_s: float) -> list[Exchange]:
+async def _burst(
+    ctx: CheckContext, bodies: list[dict[str, Any]], timeout_s: float
+) -> list[Exchange]:
     async with ctx.async_client() as client:
-        return await asyncio.gather(*(client.post("/chat/completions", b, timeout_s=timeout_s) for b in bodies))
+        return await asyncio.gather(
+            *(client.post("/chat/completions", b, timeout_s=timeout_s) for b in bodies)
+        )
 
 
-@check("CONC-SEEDED", "concurrent seeded long-prompt requests all succeed and the server survives",
-       "N concurrent chat requests (N = `concurrency`, default 16; most with a seed, most with a prompt of ~80% of "
-       "the context) all get 200, and afterwards health is ready and one more request succeeds")
+@check(
+    "CONC-SEEDED",
+    "concurrent seeded long-prompt requests all succeed and the server survives",
+    "N concurrent chat requests (N = `concurrency`, default 16; most with a seed, most with a prompt of ~80% of "
+    "the context) all get 200, and afterwards health is ready and one more request succeeds",
+)
 def conc_seeded(ctx: CheckContext) -> None:
     n = ctx.target.concurrency
     words = long_prompt_words(ctx)
@@ -134,41 +182,61 @@ def conc_seeded(ctx: CheckContext) -> None:
     context = ctx.info.context_length or ctx.target.context_length
     size = f"~{PROMPT_FRACTION:.0%} of the {context}-token context" if context else "200 words"
     mix = f"{n} concurrent requests ({seeded} seeded, {sum(1 for i in range(n) if i % 4 != 2)} with {words}-word prompts, {size})"
-    burst_text, first_bad = _summary(results) if results else (f"no answers within {cap:.0f} s", None)
+    burst_text, first_bad = (
+        _summary(results) if results else (f"no answers within {cap:.0f} s", None)
+    )
 
     health = probe_health(ctx.client, ctx.target, timeout_s=5.0)
     if health.exchange is not None:
         ctx.exchanges.append(health.exchange)
     follow = ctx.chat("Say OK.", max_tokens=1, temperature=0)
     if health.state != "ready" or not follow.ok:
-        ctx.fail("the server died under concurrent seeded requests: on vLLM CPU, disable chunked prefill "
-                 "(--no-enable-chunked-prefill)",
-                 expected=f"all of {mix} answered 200, then health ready and one more request 200",
-                 received=f"burst: {burst_text}; afterwards health: {health.detail}; one more request: {follow.describe(200)}",
-                 exchange=first_bad or follow,
-                 hint="vLLM's CPU build raises 'RuntimeError: CPU Generator does not use offset' when a seeded request "
-                      "meets chunked prefill, and the engine core exits; elsewhere, read the server log for the crash "
-                      "and restart it (a supervisor with restarts hides, not fixes, this). The curl below is one of the "
-                      f"{n} requests: send {n} such requests at once to reproduce")
-    ctx.expect(bool(results), f"{mix} did not finish within {cap:.0f} s", expected="every request answered within the timeout",
-               received=burst_text, exchange=follow,
-               hint="requests queue without bound or deadlock under concurrency; check max_num_seqs / -np slots")
+        ctx.fail(
+            "the server died under concurrent seeded requests: on vLLM CPU, disable chunked prefill "
+            "(--no-enable-chunked-prefill)",
+            expected=f"all of {mix} answered 200, then health ready and one more request 200",
+            received=f"burst: {burst_text}; afterwards health: {health.detail}; one more request: {follow.describe(200)}",
+            exchange=first_bad or follow,
+            hint="vLLM's CPU build raises 'RuntimeError: CPU Generator does not use offset' when a seeded request "
+            "meets chunked prefill, and the engine core exits; elsewhere, read the server log for the crash "
+            "and restart it (a supervisor with restarts hides, not fixes, this). The curl below is one of the "
+            f"{n} requests: send {n} such requests at once to reproduce",
+        )
+    ctx.expect(
+        bool(results),
+        f"{mix} did not finish within {cap:.0f} s",
+        expected="every request answered within the timeout",
+        received=burst_text,
+        exchange=follow,
+        hint="requests queue without bound or deadlock under concurrency; check max_num_seqs / -np slots",
+    )
     bad = [ex for ex in results if not ex.ok]
-    ctx.expect(not bad, f"{len(bad)} of {mix} failed (in {elapsed:.1f} s)", expected="every request answered 200",
-               received=burst_text, exchange=first_bad,
-               hint="a server that queues excess requests is fine; one that fails them under ordinary concurrency is not "
-                    "(lower `concurrency` in targets.yaml only if the limit is intended, e.g. a gateway rate limit)")
+    ctx.expect(
+        not bad,
+        f"{len(bad)} of {mix} failed (in {elapsed:.1f} s)",
+        expected="every request answered 200",
+        received=burst_text,
+        exchange=first_bad,
+        hint="a server that queues excess requests is fine; one that fails them under ordinary concurrency is not "
+        "(lower `concurrency` in targets.yaml only if the limit is intended, e.g. a gateway rate limit)",
+    )
 
 
 # ---- CONC-DISCONNECT -------------------------------------------------------------------------
 
 # Gauges that must return to their earlier level once dropped requests are cleaned up.
 GAUGES: dict[str, tuple[str, ...]] = {
-    "running requests": ("vllm:num_requests_running", "llamacpp:requests_processing", "sglang:num_running_reqs"),
+    "running requests": (
+        "vllm:num_requests_running",
+        "llamacpp:requests_processing",
+        "sglang:num_running_reqs",
+    ),
     "KV-cache usage": ("vllm:kv_cache_usage_perc", "sglang:token_usage"),
 }
 GAUGE_TOLERANCE = {"running requests": 0.0, "KV-cache usage": 0.005}
-_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfINFaN]+)", re.MULTILINE)
+_SAMPLE = re.compile(
+    r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfINFaN]+)", re.MULTILINE
+)
 DRAIN_BOUND_S = 3.0
 
 
@@ -192,8 +260,11 @@ def engine_gauges(ctx: CheckContext, url: str) -> tuple[dict[str, float], Exchan
 
 def _not_back(before: dict[str, float], now: dict[str, float]) -> dict[str, str]:
     """Gauge label -> 'X before, Y after' for every gauge still above its earlier level."""
-    return {label: f"{label} {before[label]:g} before the drop, {now.get(label)} {DRAIN_BOUND_S:g} s after" for label in before
-            if now.get(label) is None or now[label] > before[label] + GAUGE_TOLERANCE[label]}
+    return {
+        label: f"{label} {before[label]:g} before the drop, {now.get(label)} {DRAIN_BOUND_S:g} s after"
+        for label in before
+        if now.get(label) is None or now[label] > before[label] + GAUGE_TOLERANCE[label]
+    }
 
 
 def _notes_text(notes: list[str]) -> str:
@@ -212,12 +283,21 @@ async def _open_and_drop(ctx: CheckContext, k: int, max_tokens: int, timeout_s: 
     url = settings.base_url + "/chat/completions"
     notes: list[str] = []
     limits = httpx.Limits(max_connections=k, max_keepalive_connections=0)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), limits=limits, verify=settings.verify_tls) as client:
+    async with httpx.AsyncClient(
+        timeout=httpx.Timeout(timeout_s), limits=limits, verify=settings.verify_tls
+    ) as client:
 
         async def one(i: int) -> None:
-            body = ctx.chat_body(f"Stream {i}: write a long story about a river.", stream=True, max_tokens=max_tokens, temperature=0.7)
+            body = ctx.chat_body(
+                f"Stream {i}: write a long story about a river.",
+                stream=True,
+                max_tokens=max_tokens,
+                temperature=0.7,
+            )
             try:
-                async with client.stream("POST", url, json=body, headers=settings.headers) as response:
+                async with client.stream(
+                    "POST", url, json=body, headers=settings.headers
+                ) as response:
                     if response.status_code != 200:
                         await response.aread()
                         notes.append(f"stream {i}: HTTP {response.status_code}")
@@ -235,21 +315,33 @@ async def _open_and_drop(ctx: CheckContext, k: int, max_tokens: int, timeout_s: 
     return notes
 
 
-@check("CONC-DISCONNECT", "dropped streams are cleaned up",
-       "after K streaming requests are dropped mid-generation, the server still serves, and (where it has a metrics "
-       f"endpoint) its running-requests and KV-usage gauges return to their earlier level within {DRAIN_BOUND_S:.0f} s",
-       requires=("streaming",))
+@check(
+    "CONC-DISCONNECT",
+    "dropped streams are cleaned up",
+    "after K streaming requests are dropped mid-generation, the server still serves, and (where it has a metrics "
+    f"endpoint) its running-requests and KV-usage gauges return to their earlier level within {DRAIN_BOUND_S:.0f} s",
+    requires=("streaming",),
+)
 def conc_disconnect(ctx: CheckContext) -> None:
     k = min(8, ctx.target.concurrency)
     context = ctx.info.context_length or ctx.target.context_length or 512
     max_tokens = max(16, min(256, context // 2))
     url = _metrics_url(ctx)
     before: dict[str, float] = engine_gauges(ctx, url)[0] if url is not None else {}
-    notes = run_async(asyncio.wait_for(_open_and_drop(ctx, k, max_tokens, ctx.target.timeout_s), ctx.target.timeout_s + 15))
+    notes = run_async(
+        asyncio.wait_for(
+            _open_and_drop(ctx, k, max_tokens, ctx.target.timeout_s), ctx.target.timeout_s + 15
+        )
+    )
     if not any("dropped" in n for n in notes):
         probe = ctx.stream_chat("Stream: write a long story about a river.", max_tokens=4)
-        ctx.fail(f"none of {k} streaming requests could be opened", expected="HTTP 200 event streams to drop",
-                 received=_notes_text(notes), exchange=probe, hint="streaming is refused; see the STREAM-* checks")
+        ctx.fail(
+            f"none of {k} streaming requests could be opened",
+            expected="HTTP 200 event streams to drop",
+            received=_notes_text(notes),
+            exchange=probe,
+            hint="streaming is refused; see the STREAM-* checks",
+        )
     gauge_text = "no engine gauges" if url is None or not before else ""
     if url is not None and before:
         deadline = time.monotonic() + DRAIN_BOUND_S
@@ -259,13 +351,24 @@ def conc_disconnect(ctx: CheckContext) -> None:
             now, ex = engine_gauges(ctx, url)
         ctx.exchanges.append(ex)
         stuck = _not_back(before, now)
-        gauge_text = "; ".join(stuck.values()) or ", ".join(f"{label} back to {value:g}" for label, value in now.items())
-        ctx.expect(not stuck, f"dropped streams are not cleaned up: {' and '.join(stuck)} did not come back down",
-                   expected=f"{' and '.join(before)} back to the earlier level within {DRAIN_BOUND_S:.0f} s of dropping {k} streams",
-                   received=f"{gauge_text} ({_notes_text(notes)})", exchange=ex,
-                   hint="the server does not notice client disconnects, or does not release what they held: aborted "
-                        "requests keep a running slot or their KV blocks, and capacity leaks with every dropped client")
+        gauge_text = "; ".join(stuck.values()) or ", ".join(
+            f"{label} back to {value:g}" for label, value in now.items()
+        )
+        ctx.expect(
+            not stuck,
+            f"dropped streams are not cleaned up: {' and '.join(stuck)} did not come back down",
+            expected=f"{' and '.join(before)} back to the earlier level within {DRAIN_BOUND_S:.0f} s of dropping {k} streams",
+            received=f"{gauge_text} ({_notes_text(notes)})",
+            exchange=ex,
+            hint="the server does not notice client disconnects, or does not release what they held: aborted "
+            "requests keep a running slot or their KV blocks, and capacity leaks with every dropped client",
+        )
     follow = ctx.chat("Say OK.", max_tokens=1, temperature=0)
-    ctx.expect(follow.ok, "the server does not serve after streams were dropped", expected="HTTP 200",
-               received=f"{follow.describe(300)} ({gauge_text}; {_notes_text(notes)})", exchange=follow,
-               hint="a client disconnect broke the server; read its log around the disconnects")
+    ctx.expect(
+        follow.ok,
+        "the server does not serve after streams were dropped",
+        expected="HTTP 200",
+        received=f"{follow.describe(300)} ({gauge_text}; {_notes_text(notes)})",
+        exchange=follow,
+        hint="a client disconnect broke the server; read its log around the disconnects",
+    )

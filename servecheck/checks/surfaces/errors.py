@@ -32,25 +32,42 @@ def error_shape_problem(ex: Exchange) -> tuple[str | None, str | None]:
     err = data.get("error")
     if not isinstance(err, dict):
         if "detail" in data and "error" not in data:
-            return f"FastAPI's {{'detail': ...}} shape: {body_snippet(data, 160)}", "error-shape-detail"
+            return (
+                f"FastAPI's {{'detail': ...}} shape: {body_snippet(data, 160)}",
+                "error-shape-detail",
+            )
         return f"no 'error' object: {body_snippet(data, 160)}", None
     missing = [k for k in ("message", "type") if not isinstance(err.get(k), str)]
     if missing:
-        return f"error.{' and error.'.join(missing)} missing or not a string: {body_snippet(err, 160)}", None
+        return (
+            f"error.{' and error.'.join(missing)} missing or not a string: {body_snippet(err, 160)}",
+            None,
+        )
     return None, None
 
 
 def _transport_failed(ctx: CheckContext, ex: Exchange, what: str) -> None:
     if ex.error:
-        ctx.fail(f"{what}: the request did not complete", expected="an HTTP answer within the timeout",
-                 received=ex.describe(), exchange=ex, hint="the server hangs or drops the connection on bad input")
+        ctx.fail(
+            f"{what}: the request did not complete",
+            expected="an HTTP answer within the timeout",
+            received=ex.describe(),
+            exchange=ex,
+            hint="the server hangs or drops the connection on bad input",
+        )
 
 
 def _expect_error_object(ctx: CheckContext, ex: Exchange, what: str) -> None:
     problem, deviation = error_shape_problem(ex)
-    ctx.expect(problem is None, f"{what}: the {ex.status} has no OpenAI error object", expected=ERROR_SHAPE,
-               received=problem or "", exchange=ex, deviation=deviation,
-               hint="return errors as {\"error\": {\"message\", \"type\", \"param\", \"code\"}} so SDKs can report them")
+    ctx.expect(
+        problem is None,
+        f"{what}: the {ex.status} has no OpenAI error object",
+        expected=ERROR_SHAPE,
+        received=problem or "",
+        exchange=ex,
+        deviation=deviation,
+        hint='return errors as {"error": {"message", "type", "param", "code"}} so SDKs can report them',
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +89,9 @@ def _send(ctx: CheckContext, case: BadCase, timeout_s: float | None = None) -> E
     return ex
 
 
-def _judge(cases: list[BadCase], results: list[Exchange]) -> tuple[list[str], list[str], list[str], Exchange | None]:
+def _judge(
+    cases: list[BadCase], results: list[Exchange]
+) -> tuple[list[str], list[str], list[str], Exchange | None]:
     """Split the answers into 5xx/transport failures, 2xx acceptances and 422s (each 'name (what): status')."""
     broken, accepted, status_422 = [], [], []
     first: Exchange | None = None
@@ -90,29 +109,55 @@ def _judge(cases: list[BadCase], results: list[Exchange]) -> tuple[list[str], li
     return broken, accepted, status_422, first
 
 
-@check("ERR-MALFORMED-JSON", "malformed JSON is a client error",
-       "a body that is not valid JSON gets 400 with an OpenAI error object (not 500, not a dropped connection)")
+@check(
+    "ERR-MALFORMED-JSON",
+    "malformed JSON is a client error",
+    "a body that is not valid JSON gets 400 with an OpenAI error object (not 500, not a dropped connection)",
+)
 def err_malformed_json(ctx: CheckContext) -> None:
     raw = json.dumps(ctx.chat_body("Say hello."))[:-2]  # cut before the closing ]}
     ex = ctx.post("/chat/completions", raw)
     _transport_failed(ctx, ex, "malformed JSON")
-    ctx.expect(ex.status is not None and ex.status < 500, "malformed JSON is answered as a server error",
-               expected="400 with an error object", received=ex.describe(300), exchange=ex, deviation="malformed-json-500",
-               hint="catch the JSON parse error and answer 400 invalid_request_error; a 5xx makes clients retry a request that can never work")
-    ctx.expect(ex.status != 422 and ex.status is not None and 400 <= ex.status < 500, "wrong status for malformed JSON",
-               expected="400", received=ex.describe(300), exchange=ex, deviation="error-status-422" if ex.status == 422 else None,
-               hint="a body that cannot be parsed is a 400 Bad Request")
+    ctx.expect(
+        ex.status is not None and ex.status < 500,
+        "malformed JSON is answered as a server error",
+        expected="400 with an error object",
+        received=ex.describe(300),
+        exchange=ex,
+        deviation="malformed-json-500",
+        hint="catch the JSON parse error and answer 400 invalid_request_error; a 5xx makes clients retry a request that can never work",
+    )
+    ctx.expect(
+        ex.status != 422 and ex.status is not None and 400 <= ex.status < 500,
+        "wrong status for malformed JSON",
+        expected="400",
+        received=ex.describe(300),
+        exchange=ex,
+        deviation="error-status-422" if ex.status == 422 else None,
+        hint="a body that cannot be parsed is a 400 Bad Request",
+    )
     _expect_error_object(ctx, ex, "malformed JSON")
 
 
-@check("ERR-SHAPE", "every 4xx carries an OpenAI error object",
-       "4xx answers to bad requests (missing messages, a bad role, an unknown parameter value, a wrong type) are JSON "
-       '{"error": {"message": str, "type": str, ...}}')
+@check(
+    "ERR-SHAPE",
+    "every 4xx carries an OpenAI error object",
+    "4xx answers to bad requests (missing messages, a bad role, an unknown parameter value, a wrong type) are JSON "
+    '{"error": {"message": str, "type": str, ...}}',
+)
 def err_shape(ctx: CheckContext) -> None:
     cases = [
         BadCase("missing-messages", "no messages field", {"model": ctx.model, "max_tokens": 1}),
-        BadCase("bad-role", "role 'wizard'", ctx.chat_body([{"role": "wizard", "content": "hi"}], max_tokens=1)),
-        BadCase("unknown-model", "a model that is not served", {**ctx.chat_body("hi", max_tokens=1), "model": "servecheck-no-such-model"}),
+        BadCase(
+            "bad-role",
+            "role 'wizard'",
+            ctx.chat_body([{"role": "wizard", "content": "hi"}], max_tokens=1),
+        ),
+        BadCase(
+            "unknown-model",
+            "a model that is not served",
+            {**ctx.chat_body("hi", max_tokens=1), "model": "servecheck-no-such-model"},
+        ),
         BadCase("max-tokens-string", "max_tokens 'ten'", ctx.chat_body("hi", max_tokens="ten")),
     ]
     problems: list[str] = []
@@ -131,84 +176,173 @@ def err_shape(ctx: CheckContext) -> None:
             deviations.add(deviation)
             first = first or ex
     if judged == 0:
-        raise CheckSkipped("ERR-SHAPE: none of the bad requests got a 4xx, so there is no error body to judge")
-    ctx.expect(not problems, f"{len(problems)} of {judged} 4xx answers have no OpenAI error object", expected=ERROR_SHAPE,
-               received="; ".join(problems), exchange=first,
-               deviation=deviations.pop() if len(deviations) == 1 else None,
-               hint="answer every client error as JSON {\"error\": {\"message\", \"type\", \"param\", \"code\"}}; "
-                    "the openai SDK shows error.message to the user")
+        raise CheckSkipped(
+            "ERR-SHAPE: none of the bad requests got a 4xx, so there is no error body to judge"
+        )
+    ctx.expect(
+        not problems,
+        f"{len(problems)} of {judged} 4xx answers have no OpenAI error object",
+        expected=ERROR_SHAPE,
+        received="; ".join(problems),
+        exchange=first,
+        deviation=deviations.pop() if len(deviations) == 1 else None,
+        hint='answer every client error as JSON {"error": {"message", "type", "param", "code"}}; '
+        "the openai SDK shows error.message to the user",
+    )
 
 
-@check("ERR-EMPTY-MESSAGES", "an empty conversation is rejected",
-       "messages: [] gets a 4xx with an OpenAI error object (there is nothing to answer)")
+@check(
+    "ERR-EMPTY-MESSAGES",
+    "an empty conversation is rejected",
+    "messages: [] gets a 4xx with an OpenAI error object (there is nothing to answer)",
+)
 def err_empty_messages(ctx: CheckContext) -> None:
     ex = ctx.post("/chat/completions", ctx.chat_body([], max_tokens=4))
     _transport_failed(ctx, ex, "empty messages")
-    ctx.expect(ex.status is not None and ex.status < 500, "an empty messages list is answered as a server error",
-               expected="400 with an error object", received=ex.describe(300), exchange=ex,
-               hint="validate that messages has at least one entry before rendering the chat template")
-    ctx.expect(not ex.ok, "an empty messages list was served", expected="4xx: 'messages' must contain at least one message",
-               received=ex.describe(300), exchange=ex, deviation="empty-messages-accepted",
-               hint="the model answers an empty prompt; reject messages: [] with 400")
+    ctx.expect(
+        ex.status is not None and ex.status < 500,
+        "an empty messages list is answered as a server error",
+        expected="400 with an error object",
+        received=ex.describe(300),
+        exchange=ex,
+        hint="validate that messages has at least one entry before rendering the chat template",
+    )
+    ctx.expect(
+        not ex.ok,
+        "an empty messages list was served",
+        expected="4xx: 'messages' must contain at least one message",
+        received=ex.describe(300),
+        exchange=ex,
+        deviation="empty-messages-accepted",
+        hint="the model answers an empty prompt; reject messages: [] with 400",
+    )
     _expect_error_object(ctx, ex, "empty messages")
 
 
-@check("ERR-VALUES", "out-of-range values are client errors",
-       "negative max_tokens and a negative or above-2 temperature each get a 4xx with an error object; never a 5xx or a 200")
+@check(
+    "ERR-VALUES",
+    "out-of-range values are client errors",
+    "negative max_tokens and a negative or above-2 temperature each get a 4xx with an error object; never a 5xx or a 200",
+)
 def err_values(ctx: CheckContext) -> None:
     cases = [
         BadCase("negative-max-tokens", "max_tokens=-5", ctx.chat_body("Say hello.", max_tokens=-5)),
-        BadCase("negative-temperature", "temperature=-1", ctx.chat_body("Say hello.", max_tokens=1, temperature=-1.0)),
-        BadCase("temperature-above-2", "temperature=3.5", ctx.chat_body("Say hello.", max_tokens=1, temperature=3.5)),
+        BadCase(
+            "negative-temperature",
+            "temperature=-1",
+            ctx.chat_body("Say hello.", max_tokens=1, temperature=-1.0),
+        ),
+        BadCase(
+            "temperature-above-2",
+            "temperature=3.5",
+            ctx.chat_body("Say hello.", max_tokens=1, temperature=3.5),
+        ),
     ]
     results = [_send(ctx, c) for c in cases]
     broken, accepted, status_422, first = _judge(cases, results)
-    ctx.expect(not broken, f"{len(broken)} out-of-range value(s) crashed the request (5xx or no answer)",
-               expected="4xx with an error object for each", received="; ".join(broken), exchange=first,
-               hint="validate sampling parameters before they reach the sampler; a 5xx makes clients retry a request that can never work")
-    ctx.expect(not accepted, f"{len(accepted)} out-of-range value(s) were accepted with a 2xx",
-               expected="4xx with an error object for each", received="; ".join(accepted), exchange=first,
-               deviation="out-of-range-accepted",
-               hint="reject max_tokens < 1 and temperature outside [0, 2] with 400 (the OpenAI API does); "
-                    "silently clamping hides client bugs")
-    ctx.expect(not status_422, "out-of-range values answered 422", expected="400", received="; ".join(status_422),
-               exchange=first, deviation="error-status-422")
+    ctx.expect(
+        not broken,
+        f"{len(broken)} out-of-range value(s) crashed the request (5xx or no answer)",
+        expected="4xx with an error object for each",
+        received="; ".join(broken),
+        exchange=first,
+        hint="validate sampling parameters before they reach the sampler; a 5xx makes clients retry a request that can never work",
+    )
+    ctx.expect(
+        not accepted,
+        f"{len(accepted)} out-of-range value(s) were accepted with a 2xx",
+        expected="4xx with an error object for each",
+        received="; ".join(accepted),
+        exchange=first,
+        deviation="out-of-range-accepted",
+        hint="reject max_tokens < 1 and temperature outside [0, 2] with 400 (the OpenAI API does); "
+        "silently clamping hides client bugs",
+    )
+    ctx.expect(
+        not status_422,
+        "out-of-range values answered 422",
+        expected="400",
+        received="; ".join(status_422),
+        exchange=first,
+        deviation="error-status-422",
+    )
     for case, ex in zip(cases, results, strict=True):
         _expect_error_object(ctx, ex, f"{case.name} ({case.what})")
 
 
-@check("ERR-TYPES", "wrong field types are client errors",
-       "messages as a string, max_tokens and temperature as words and the body as an array each get "
-       "400 with an error object; never a 5xx")
+@check(
+    "ERR-TYPES",
+    "wrong field types are client errors",
+    "messages as a string, max_tokens and temperature as words and the body as an array each get "
+    "400 with an error object; never a 5xx",
+)
 def err_types(ctx: CheckContext) -> None:
     cases = [
-        BadCase("messages-string", "messages as a string", {"model": ctx.model, "messages": "Say hello.", "max_tokens": 1}),
+        BadCase(
+            "messages-string",
+            "messages as a string",
+            {"model": ctx.model, "messages": "Say hello.", "max_tokens": 1},
+        ),
         # Not "4": pydantic-based servers (vLLM) coerce numeric strings, which is lenient rather than wrong.
-        BadCase("max-tokens-string", "max_tokens as a word", ctx.chat_body("Say hello.", max_tokens="four")),
-        BadCase("temperature-string", "temperature as a string", ctx.chat_body("Say hello.", max_tokens=1, temperature="hot")),
-        BadCase("body-array", "the body is a JSON array", [ctx.chat_body("Say hello.", max_tokens=1)]),
+        BadCase(
+            "max-tokens-string",
+            "max_tokens as a word",
+            ctx.chat_body("Say hello.", max_tokens="four"),
+        ),
+        BadCase(
+            "temperature-string",
+            "temperature as a string",
+            ctx.chat_body("Say hello.", max_tokens=1, temperature="hot"),
+        ),
+        BadCase(
+            "body-array", "the body is a JSON array", [ctx.chat_body("Say hello.", max_tokens=1)]
+        ),
     ]
     results = [_send(ctx, c) for c in cases]
     broken, accepted, status_422, first = _judge(cases, results)
-    ctx.expect(not broken, f"{len(broken)} wrong type(s) crashed the request (5xx or no answer)",
-               expected="400 with an error object for each", received="; ".join(broken), exchange=first,
-               hint="validate the request body against the schema (types first) before using it")
-    ctx.expect(not accepted, f"{len(accepted)} wrong type(s) were accepted with a 2xx", expected="400 with an error object for each",
-               received="; ".join(accepted), exchange=first,
-               hint="coercing '4' to 4 hides client bugs; reject wrong types with 400")
-    ctx.expect(not status_422, f"{len(status_422)} wrong type(s) answered 422", expected="400", received="; ".join(status_422),
-               exchange=first, deviation="error-status-422",
-               hint="the OpenAI API answers invalid types with 400 invalid_request_error")
+    ctx.expect(
+        not broken,
+        f"{len(broken)} wrong type(s) crashed the request (5xx or no answer)",
+        expected="400 with an error object for each",
+        received="; ".join(broken),
+        exchange=first,
+        hint="validate the request body against the schema (types first) before using it",
+    )
+    ctx.expect(
+        not accepted,
+        f"{len(accepted)} wrong type(s) were accepted with a 2xx",
+        expected="400 with an error object for each",
+        received="; ".join(accepted),
+        exchange=first,
+        hint="coercing '4' to 4 hides client bugs; reject wrong types with 400",
+    )
+    ctx.expect(
+        not status_422,
+        f"{len(status_422)} wrong type(s) answered 422",
+        expected="400",
+        received="; ".join(status_422),
+        exchange=first,
+        deviation="error-status-422",
+        hint="the OpenAI API answers invalid types with 400 invalid_request_error",
+    )
     for case, ex in zip(cases, results, strict=True):
         _expect_error_object(ctx, ex, f"{case.name} ({case.what})")
 
 
-@check("ERR-UNKNOWN-ROUTE", "an unknown route is a JSON 404",
-       "GET /v1/no-such-route gets 404 with an OpenAI error object (not a web page, not 200)")
+@check(
+    "ERR-UNKNOWN-ROUTE",
+    "an unknown route is a JSON 404",
+    "GET /v1/no-such-route gets 404 with an OpenAI error object (not a web page, not 200)",
+)
 def err_unknown_route(ctx: CheckContext) -> None:
     ex = ctx.get(NO_SUCH_ROUTE)
     _transport_failed(ctx, ex, "unknown route")
-    ctx.expect(ex.status == 404, "an unknown route is not answered 404", expected="HTTP 404 with an error object",
-               received=ex.describe(300), exchange=ex,
-               hint="a 200 (or a web UI page) for unknown API paths makes typos in base_url look like a working server")
+    ctx.expect(
+        ex.status == 404,
+        "an unknown route is not answered 404",
+        expected="HTTP 404 with an error object",
+        received=ex.describe(300),
+        exchange=ex,
+        hint="a 200 (or a web UI page) for unknown API paths makes typos in base_url look like a working server",
+    )
     _expect_error_object(ctx, ex, "unknown route")

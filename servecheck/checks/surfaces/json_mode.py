@@ -16,10 +16,14 @@ from servecheck.checks.registry import check
 from servecheck.client.http import Exchange
 
 JSON_MAX_TOKENS = 160
-HINT_OBJECT = ("JSON mode is ignored: enable guided decoding / a structured outputs backend "
-               "(vLLM --structured-outputs-config, llama.cpp grammars) or route response_format to the engine")
-HINT_SCHEMA = ("the schema is not enforced: enable a structured outputs backend that supports json_schema "
-               "(vLLM xgrammar/guidance, llama.cpp json_schema_to_grammar) or stop advertising json_schema")
+HINT_OBJECT = (
+    "JSON mode is ignored: enable guided decoding / a structured outputs backend "
+    "(vLLM --structured-outputs-config, llama.cpp grammars) or route response_format to the engine"
+)
+HINT_SCHEMA = (
+    "the schema is not enforced: enable a structured outputs backend that supports json_schema "
+    "(vLLM xgrammar/guidance, llama.cpp json_schema_to_grammar) or stop advertising json_schema"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +95,12 @@ def json_schema_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
 def first_choice(ctx: CheckContext, data: dict[str, Any], ex: Exchange) -> dict[str, Any]:
     choices = data.get("choices")
     if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)):
-        ctx.fail("the response has no choices", expected="a non-empty choices list", received=body_snippet(data), exchange=ex)
+        ctx.fail(
+            "the response has no choices",
+            expected="a non-empty choices list",
+            received=body_snippet(data),
+            exchange=ex,
+        )
     return choices[0]
 
 
@@ -101,7 +110,15 @@ def _content_of(choice: dict[str, Any]) -> str:
     return content if isinstance(content, str) else ""
 
 
-def _parse(ctx: CheckContext, choice: dict[str, Any], ex: Exchange, *, what: str, hint: str, cut_is_inconclusive: bool) -> Any:
+def _parse(
+    ctx: CheckContext,
+    choice: dict[str, Any],
+    ex: Exchange,
+    *,
+    what: str,
+    hint: str,
+    cut_is_inconclusive: bool,
+) -> Any:
     """The JSON value of the answer's content, or a failure saying what came back instead."""
     text = _content_of(choice)
     finish = choice.get("finish_reason")
@@ -112,64 +129,140 @@ def _parse(ctx: CheckContext, choice: dict[str, Any], ex: Exchange, *, what: str
             if cut_is_inconclusive:
                 # An unconstrained object can legitimately run past max_tokens with random weights;
                 # the output looked like JSON, so this says nothing about the server.
-                raise CheckSkipped(f"{ctx.check_id}: inconclusive: the JSON object was still open after {JSON_MAX_TOKENS} tokens "
-                                   f"(finish_reason 'length'); a real model (or JSON-SCHEMA's bounded schemas) gives a verdict") from None
-            ctx.fail(f"{what} did not finish within {JSON_MAX_TOKENS} tokens although the schema is bounded",
-                     expected=f"a complete JSON document with finish_reason 'stop' within {JSON_MAX_TOKENS} tokens",
-                     received=f"finish_reason 'length', content {text[:300]!r}", exchange=ex,
-                     hint="the backend lets the model emit unbounded whitespace or ignores maxLength/maxItems: "
-                          "vLLM needs --structured-outputs-config '{\"disable_any_whitespace\": true}'")
-        ctx.fail(f"{what} is not valid JSON", expected="content that parses as JSON",
-                 received=f"{exc}; finish_reason {finish!r}; content {text[:300]!r}", exchange=ex, hint=hint)
+                raise CheckSkipped(
+                    f"{ctx.check_id}: inconclusive: the JSON object was still open after {JSON_MAX_TOKENS} tokens "
+                    f"(finish_reason 'length'); a real model (or JSON-SCHEMA's bounded schemas) gives a verdict"
+                ) from None
+            ctx.fail(
+                f"{what} did not finish within {JSON_MAX_TOKENS} tokens although the schema is bounded",
+                expected=f"a complete JSON document with finish_reason 'stop' within {JSON_MAX_TOKENS} tokens",
+                received=f"finish_reason 'length', content {text[:300]!r}",
+                exchange=ex,
+                hint="the backend lets the model emit unbounded whitespace or ignores maxLength/maxItems: "
+                "vLLM needs --structured-outputs-config '{\"disable_any_whitespace\": true}'",
+            )
+        ctx.fail(
+            f"{what} is not valid JSON",
+            expected="content that parses as JSON",
+            received=f"{exc}; finish_reason {finish!r}; content {text[:300]!r}",
+            exchange=ex,
+            hint=hint,
+        )
 
 
-@check("JSON-OBJECT", "response_format json_object returns a JSON object",
-       "with response_format {type: json_object}, choices[0].message.content parses as a JSON object (no prose, no code fence)",
-       requires=("json_object",))
+@check(
+    "JSON-OBJECT",
+    "response_format json_object returns a JSON object",
+    "with response_format {type: json_object}, choices[0].message.content parses as a JSON object (no prose, no code fence)",
+    requires=("json_object",),
+)
 def json_object(ctx: CheckContext) -> None:
-    ex = ctx.chat([{"role": "system", "content": "You answer in JSON."},
-                   {"role": "user", "content": "Give a JSON object with a colour name and a number from 1 to 9."}],
-                  response_format={"type": "json_object"}, max_tokens=JSON_MAX_TOKENS, temperature=0)
+    ex = ctx.chat(
+        [
+            {"role": "system", "content": "You answer in JSON."},
+            {
+                "role": "user",
+                "content": "Give a JSON object with a colour name and a number from 1 to 9.",
+            },
+        ],
+        response_format={"type": "json_object"},
+        max_tokens=JSON_MAX_TOKENS,
+        temperature=0,
+    )
     data = ctx.ok_json(ex, "chat completion with json_object")
     choice = first_choice(ctx, data, ex)
-    value = _parse(ctx, choice, ex, what="the json_object answer", hint=HINT_OBJECT, cut_is_inconclusive=True)
-    ctx.expect(isinstance(value, dict), "the json_object answer is JSON but not an object",
-               expected="a JSON object {...}", received=f"{type(value).__name__}: {body_snippet(value, 300)}", exchange=ex,
-               hint=HINT_OBJECT)
+    value = _parse(
+        ctx, choice, ex, what="the json_object answer", hint=HINT_OBJECT, cut_is_inconclusive=True
+    )
+    ctx.expect(
+        isinstance(value, dict),
+        "the json_object answer is JSON but not an object",
+        expected="a JSON object {...}",
+        received=f"{type(value).__name__}: {body_snippet(value, 300)}",
+        exchange=ex,
+        hint=HINT_OBJECT,
+    )
 
 
-@check("JSON-SCHEMA", "response_format json_schema output validates against the schema",
-       "for a flat schema (maxLength, enum, min/max, required, additionalProperties false) and a nested one with an array of "
-       "objects, the content parses and validates with jsonschema",
-       requires=("json_schema",))
+@check(
+    "JSON-SCHEMA",
+    "response_format json_schema output validates against the schema",
+    "for a flat schema (maxLength, enum, min/max, required, additionalProperties false) and a nested one with an array of "
+    "objects, the content parses and validates with jsonschema",
+    requires=("json_schema",),
+)
 def json_schema(ctx: CheckContext) -> None:
     import jsonschema
 
     for case in SCHEMA_CASES:
-        ex = ctx.chat(case.prompt, response_format=json_schema_format(case.id.replace("-", "_"), case.schema),
-                      max_tokens=JSON_MAX_TOKENS, temperature=0)
+        ex = ctx.chat(
+            case.prompt,
+            response_format=json_schema_format(case.id.replace("-", "_"), case.schema),
+            max_tokens=JSON_MAX_TOKENS,
+            temperature=0,
+        )
         data = ctx.ok_json(ex, f"[{case.id}] chat completion with json_schema")
         choice = first_choice(ctx, data, ex)
-        value = _parse(ctx, choice, ex, what=f"[{case.id}] the json_schema answer", hint=HINT_SCHEMA, cut_is_inconclusive=False)
-        errors = sorted(jsonschema.Draft202012Validator(case.schema).iter_errors(value), key=lambda e: list(e.absolute_path))
-        ctx.expect(not errors, f"[{case.id}] the json_schema answer does not validate against the schema",
-                   expected=f"an instance of {json.dumps(case.schema)[:400]}",
-                   received="; ".join(f"at /{'/'.join(str(p) for p in e.absolute_path)}: {e.message}" for e in errors[:4])
-                   + f" -- content {body_snippet(value, 300)}",
-                   exchange=ex, hint=HINT_SCHEMA)
+        value = _parse(
+            ctx,
+            choice,
+            ex,
+            what=f"[{case.id}] the json_schema answer",
+            hint=HINT_SCHEMA,
+            cut_is_inconclusive=False,
+        )
+        errors = sorted(
+            jsonschema.Draft202012Validator(case.schema).iter_errors(value),
+            key=lambda e: list(e.absolute_path),
+        )
+        ctx.expect(
+            not errors,
+            f"[{case.id}] the json_schema answer does not validate against the schema",
+            expected=f"an instance of {json.dumps(case.schema)[:400]}",
+            received="; ".join(
+                f"at /{'/'.join(str(p) for p in e.absolute_path)}: {e.message}" for e in errors[:4]
+            )
+            + f" -- content {body_snippet(value, 300)}",
+            exchange=ex,
+            hint=HINT_SCHEMA,
+        )
 
 
-@check("JSON-SCHEMA-INVALID", "an invalid JSON schema is refused with a 4xx",
-       "response_format json_schema with a schema that breaks the metaschema (unknown type, non-list required) gets a 4xx, "
-       "not a 5xx and not a 200",
-       requires=("json_schema",))
+@check(
+    "JSON-SCHEMA-INVALID",
+    "an invalid JSON schema is refused with a 4xx",
+    "response_format json_schema with a schema that breaks the metaschema (unknown type, non-list required) gets a 4xx, "
+    "not a 5xx and not a 200",
+    requires=("json_schema",),
+)
 def json_schema_invalid(ctx: CheckContext) -> None:
-    ex = ctx.chat("Give a name as JSON.", response_format=json_schema_format("broken", INVALID_SCHEMA), max_tokens=16, temperature=0)
-    ctx.expect(not ex.error, "the request did not complete", expected="a 4xx answer", received=ex.describe(), exchange=ex)
+    ex = ctx.chat(
+        "Give a name as JSON.",
+        response_format=json_schema_format("broken", INVALID_SCHEMA),
+        max_tokens=16,
+        temperature=0,
+    )
+    ctx.expect(
+        not ex.error,
+        "the request did not complete",
+        expected="a 4xx answer",
+        received=ex.describe(),
+        exchange=ex,
+    )
     status = ex.status or 0
-    ctx.expect(status < 500, "an invalid schema crashed the request with a server error",
-               expected="HTTP 400 naming the schema problem", received=ex.describe(400), exchange=ex,
-               hint="validate response_format schemas before compiling a grammar and answer 400; a 5xx counts as an outage")
-    ctx.expect(400 <= status < 500, "an invalid schema was accepted",
-               expected="HTTP 400 naming the schema problem", received=ex.describe(400), exchange=ex,
-               hint="the schema is not validated (or response_format is ignored): a client's typo yields unconstrained output")
+    ctx.expect(
+        status < 500,
+        "an invalid schema crashed the request with a server error",
+        expected="HTTP 400 naming the schema problem",
+        received=ex.describe(400),
+        exchange=ex,
+        hint="validate response_format schemas before compiling a grammar and answer 400; a 5xx counts as an outage",
+    )
+    ctx.expect(
+        400 <= status < 500,
+        "an invalid schema was accepted",
+        expected="HTTP 400 naming the schema problem",
+        received=ex.describe(400),
+        exchange=ex,
+        hint="the schema is not validated (or response_format is ignored): a client's typo yields unconstrained output",
+    )

@@ -34,10 +34,14 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 MIN_JUDGE_S = 0.05  # below this end to end, TCP/Nagle/scheduler noise decides the pattern
 MIN_TOKEN_CHUNKS = 8
 MAX_CHUNKS_PER_READ = 4.0  # mean token chunks per distinct arrival time (read) at or above: bursty
-LONG_STREAM_TOKENS = 512  # the second, longer request for engines that stream 64 tokens too fast to judge
+LONG_STREAM_TOKENS = (
+    512  # the second, longer request for engines that stream 64 tokens too fast to judge
+)
 
 
-def _streamed(ctx: CheckContext, what: str, prompt: str = PROMPT, *, usage: bool | None = None, **params: Any) -> tuple[Exchange, StreamResult]:
+def _streamed(
+    ctx: CheckContext, what: str, prompt: str = PROMPT, *, usage: bool | None = None, **params: Any
+) -> tuple[Exchange, StreamResult]:
     params.setdefault("max_tokens", 16)
     params.setdefault("temperature", 0)
     ex = ctx.ok_stream(ctx.stream_chat(prompt, usage=usage, **params), what)
@@ -51,9 +55,13 @@ def _problems(stream: StreamResult, *codes: str) -> list[str]:
 
 def _chunks(ctx: CheckContext, ex: Exchange, stream: StreamResult) -> list[dict[str, Any]]:
     """The stream's JSON chunks, or a failure when it carried none."""
-    ctx.expect(bool(stream.chunks), "the stream carried no JSON chunks",
-               expected="data: {...chat.completion.chunk...} events, then data: [DONE]",
-               received="; ".join(_problems(stream)) or ex.describe(600), exchange=ex)
+    ctx.expect(
+        bool(stream.chunks),
+        "the stream carried no JSON chunks",
+        expected="data: {...chat.completion.chunk...} events, then data: [DONE]",
+        received="; ".join(_problems(stream)) or ex.describe(600),
+        exchange=ex,
+    )
     return stream.chunks
 
 
@@ -62,7 +70,9 @@ class _ChoiceTrack:
     """What one choice index did over a stream, by chunk position."""
 
     positions: list[int] = field(default_factory=list)  # chunks that carry this choice
-    roles: list[tuple[int, Any]] = field(default_factory=list)  # (chunk, role) where a role was sent
+    roles: list[tuple[int, Any]] = field(
+        default_factory=list
+    )  # (chunk, role) where a role was sent
     first_role: Any = None
     finishes: list[tuple[int, Any]] = field(default_factory=list)  # (chunk, finish_reason)
     output_at: list[int] = field(default_factory=list)  # chunks with content / tool calls
@@ -88,7 +98,12 @@ def _track(chunks: list[dict[str, Any]]) -> dict[int, _ChoiceTrack]:
             if isinstance(delta, dict):
                 if delta.get("role") is not None:
                     t.roles.append((k, delta.get("role")))
-                if delta.get("content") or delta.get("tool_calls") or delta.get("reasoning_content") or delta.get("reasoning"):
+                if (
+                    delta.get("content")
+                    or delta.get("tool_calls")
+                    or delta.get("reasoning_content")
+                    or delta.get("reasoning")
+                ):
                     t.output_at.append(k)
             else:
                 t.no_delta.append(k)
@@ -97,10 +112,17 @@ def _track(chunks: list[dict[str, Any]]) -> dict[int, _ChoiceTrack]:
     return tracks
 
 
-def _tracks(ctx: CheckContext, ex: Exchange, chunks: list[dict[str, Any]]) -> dict[int, _ChoiceTrack]:
+def _tracks(
+    ctx: CheckContext, ex: Exchange, chunks: list[dict[str, Any]]
+) -> dict[int, _ChoiceTrack]:
     tracks = _track(chunks)
-    ctx.expect(bool(tracks), "no chunk in the stream carries a choice", expected="chunks with choices[{index, delta, finish_reason}]",
-               received=body_snippet(chunks[:3]), exchange=ex)
+    ctx.expect(
+        bool(tracks),
+        "no chunk in the stream carries a choice",
+        expected="chunks with choices[{index, delta, finish_reason}]",
+        received=body_snippet(chunks[:3]),
+        exchange=ex,
+    )
     return tracks
 
 
@@ -121,91 +143,161 @@ def _message_text(data: dict[str, Any]) -> str | None:
 # Chunk protocol
 
 
-@check("STREAM-ROLE", "the role is sent first, once per choice",
-       "the first delta of every choice carries role 'assistant' and no later delta of that choice carries a role again")
+@check(
+    "STREAM-ROLE",
+    "the role is sent first, once per choice",
+    "the first delta of every choice carries role 'assistant' and no later delta of that choice carries a role again",
+)
 def stream_role(ctx: CheckContext) -> None:
     ex, stream = _streamed(ctx, "streamed chat completion")
     tracks = _tracks(ctx, ex, _chunks(ctx, ex, stream))
     for index, t in sorted(tracks.items()):
-        ctx.expect(t.first_role == "assistant", f"the first chunk of choice {index} carries no role 'assistant'",
-                   expected=f"choices[{index}] first delta {{\"role\": \"assistant\", ...}}",
-                   received=f"first delta role {t.first_role!r} (chunk {t.positions[0]}: {body_snippet(stream.chunks[t.positions[0]], 300)})",
-                   exchange=ex, hint="clients that build the message from the first delta (the openai SDK's helpers, LangChain) lose the role")
-        ctx.expect(len(t.roles) <= 1, f"choice {index} sends its role {len(t.roles)} times",
-                   expected="role in the first delta only",
-                   received=f"role in chunks {[k for k, _ in t.roles][:10]} of {len(stream.chunks)}", exchange=ex,
-                   hint="clients that append a new message whenever a role appears split the answer into many messages")
+        ctx.expect(
+            t.first_role == "assistant",
+            f"the first chunk of choice {index} carries no role 'assistant'",
+            expected=f'choices[{index}] first delta {{"role": "assistant", ...}}',
+            received=f"first delta role {t.first_role!r} (chunk {t.positions[0]}: {body_snippet(stream.chunks[t.positions[0]], 300)})",
+            exchange=ex,
+            hint="clients that build the message from the first delta (the openai SDK's helpers, LangChain) lose the role",
+        )
+        ctx.expect(
+            len(t.roles) <= 1,
+            f"choice {index} sends its role {len(t.roles)} times",
+            expected="role in the first delta only",
+            received=f"role in chunks {[k for k, _ in t.roles][:10]} of {len(stream.chunks)}",
+            exchange=ex,
+            hint="clients that append a new message whenever a role appears split the answer into many messages",
+        )
 
 
-@check("STREAM-ID", "one id across the whole stream",
-       "every chunk (usage chunk included) carries the same non-empty string id")
+@check(
+    "STREAM-ID",
+    "one id across the whole stream",
+    "every chunk (usage chunk included) carries the same non-empty string id",
+)
 def stream_id(ctx: CheckContext) -> None:
     ex, stream = _streamed(ctx, "streamed chat completion")
     chunks = _chunks(ctx, ex, stream)
     ids = [c.get("id") for c in chunks]
     bad = [k for k, v in enumerate(ids) if not isinstance(v, str) or not v]
-    ctx.expect(not bad, "chunks without a string id", expected="every chunk has a non-empty string id",
-               received=f"chunk(s) {bad[:10]} have id {[ids[k] for k in bad[:3]]!r}", exchange=ex)
+    ctx.expect(
+        not bad,
+        "chunks without a string id",
+        expected="every chunk has a non-empty string id",
+        received=f"chunk(s) {bad[:10]} have id {[ids[k] for k in bad[:3]]!r}",
+        exchange=ex,
+    )
     distinct = list(dict.fromkeys(ids))
-    ctx.expect(len(distinct) == 1, f"the id changes within one stream ({len(distinct)} different ids)",
-               expected=f"every chunk has id {distinct[0]!r}", received=f"ids {distinct[:5]!r}", exchange=ex,
-               hint="clients and gateways group chunks by id; a changing id splits one answer into several")
+    ctx.expect(
+        len(distinct) == 1,
+        f"the id changes within one stream ({len(distinct)} different ids)",
+        expected=f"every chunk has id {distinct[0]!r}",
+        received=f"ids {distinct[:5]!r}",
+        exchange=ex,
+        hint="clients and gateways group chunks by id; a changing id splits one answer into several",
+    )
 
 
-@check("STREAM-OBJECT", "chunks say object 'chat.completion.chunk'",
-       "every chunk of a streamed chat completion has object 'chat.completion.chunk'")
+@check(
+    "STREAM-OBJECT",
+    "chunks say object 'chat.completion.chunk'",
+    "every chunk of a streamed chat completion has object 'chat.completion.chunk'",
+)
 def stream_object(ctx: CheckContext) -> None:
     ex, stream = _streamed(ctx, "streamed chat completion")
     chunks = _chunks(ctx, ex, stream)
-    wrong = [(k, c.get("object")) for k, c in enumerate(chunks) if c.get("object") != "chat.completion.chunk"]
-    ctx.expect(not wrong, f"{len(wrong)} of {len(chunks)} chunks have the wrong object type",
-               expected="object 'chat.completion.chunk' in every chunk",
-               received=f"object {', '.join(sorted({repr(o) for _, o in wrong}))} in chunk(s) {[k for k, _ in wrong][:10]}", exchange=ex,
-               hint="typed clients dispatch on object; 'chat.completion' is the non-streaming type")
+    wrong = [
+        (k, c.get("object"))
+        for k, c in enumerate(chunks)
+        if c.get("object") != "chat.completion.chunk"
+    ]
+    ctx.expect(
+        not wrong,
+        f"{len(wrong)} of {len(chunks)} chunks have the wrong object type",
+        expected="object 'chat.completion.chunk' in every chunk",
+        received=f"object {', '.join(sorted({repr(o) for _, o in wrong}))} in chunk(s) {[k for k, _ in wrong][:10]}",
+        exchange=ex,
+        hint="typed clients dispatch on object; 'chat.completion' is the non-streaming type",
+    )
 
 
-@check("STREAM-FINISH", "finish_reason exactly once per choice, at its end",
-       "each choice has exactly one chunk with a non-null finish_reason from the OpenAI set, and no content, tool-call "
-       "or role delta of that choice follows it")
+@check(
+    "STREAM-FINISH",
+    "finish_reason exactly once per choice, at its end",
+    "each choice has exactly one chunk with a non-null finish_reason from the OpenAI set, and no content, tool-call "
+    "or role delta of that choice follows it",
+)
 def stream_finish(ctx: CheckContext) -> None:
     ex, stream = _streamed(ctx, "streamed chat completion")
     chunks = _chunks(ctx, ex, stream)
     tracks = _tracks(ctx, ex, chunks)
     for index, t in sorted(tracks.items()):
-        ctx.expect(bool(t.finishes), f"choice {index} never says finish_reason", expected=f"one chunk with choices[{index}].finish_reason set",
-                   received=f"{len(t.positions)} chunk(s) for choice {index}, all with finish_reason null", exchange=ex,
-                   hint="clients cannot tell a finished answer from a cut connection")
+        ctx.expect(
+            bool(t.finishes),
+            f"choice {index} never says finish_reason",
+            expected=f"one chunk with choices[{index}].finish_reason set",
+            received=f"{len(t.positions)} chunk(s) for choice {index}, all with finish_reason null",
+            exchange=ex,
+            hint="clients cannot tell a finished answer from a cut connection",
+        )
         first_k, reason = t.finishes[0]
-        ctx.expect(reason in FINISH_REASONS, f"choice {index} finishes with {reason!r}, not an OpenAI value",
-                   expected=f"finish_reason one of {sorted(FINISH_REASONS)}", received=f"{reason!r} in chunk {first_k}", exchange=ex)
+        ctx.expect(
+            reason in FINISH_REASONS,
+            f"choice {index} finishes with {reason!r}, not an OpenAI value",
+            expected=f"finish_reason one of {sorted(FINISH_REASONS)}",
+            received=f"{reason!r} in chunk {first_k}",
+            exchange=ex,
+        )
         after = [k for k in t.output_at if k > first_k] + [k for k, _ in t.roles if k > first_k]
-        ctx.expect(not after, f"choice {index} sends output after its finish_reason",
-                   expected=f"nothing for choice {index} after chunk {first_k} (finish_reason {reason!r})",
-                   received=f"content/tool-call/role deltas in chunk(s) {sorted(after)[:10]}: {body_snippet(chunks[min(after)], 300) if after else ''}",
-                   exchange=ex, hint="clients stop reading a choice at its finish_reason and drop the rest")
+        ctx.expect(
+            not after,
+            f"choice {index} sends output after its finish_reason",
+            expected=f"nothing for choice {index} after chunk {first_k} (finish_reason {reason!r})",
+            received=f"content/tool-call/role deltas in chunk(s) {sorted(after)[:10]}: {body_snippet(chunks[min(after)], 300) if after else ''}",
+            exchange=ex,
+            hint="clients stop reading a choice at its finish_reason and drop the rest",
+        )
         if len(t.finishes) > 1:
             # Extra finish chunks without output (Xinference repeats the finish with include_usage, even
             # 'stop' after 'length'): legal for that profile only; output after a finish failed above.
-            ctx.fail(f"choice {index} says finish_reason {len(t.finishes)} times ({', '.join(repr(r) for _, r in t.finishes)})",
-                     expected="exactly one chunk with a finish_reason per choice",
-                     received=f"finish_reason in chunks {[k for k, _ in t.finishes]}: {[r for _, r in t.finishes]}", exchange=ex,
-                     deviation="stream-extra-finish-chunk",
-                     hint="clients that finalise a message on finish_reason finalise it twice (duplicate messages, double billing events)")
+            ctx.fail(
+                f"choice {index} says finish_reason {len(t.finishes)} times ({', '.join(repr(r) for _, r in t.finishes)})",
+                expected="exactly one chunk with a finish_reason per choice",
+                received=f"finish_reason in chunks {[k for k, _ in t.finishes]}: {[r for _, r in t.finishes]}",
+                exchange=ex,
+                deviation="stream-extra-finish-chunk",
+                hint="clients that finalise a message on finish_reason finalise it twice (duplicate messages, double billing events)",
+            )
 
 
-@check("STREAM-N", "n > 1 streams every choice",
-       "a stream with n=2 carries choices with index 0 and 1, each opened by role 'assistant' and closed by exactly one "
-       "finish_reason", requires=("n",))
+@check(
+    "STREAM-N",
+    "n > 1 streams every choice",
+    "a stream with n=2 carries choices with index 0 and 1, each opened by role 'assistant' and closed by exactly one "
+    "finish_reason",
+    requires=("n",),
+)
 def stream_n(ctx: CheckContext) -> None:
-    ex, stream = _streamed(ctx, "streamed chat completion with n=2", n=2, temperature=0.8, seed=11, max_tokens=8)
+    ex, stream = _streamed(
+        ctx, "streamed chat completion with n=2", n=2, temperature=0.8, seed=11, max_tokens=8
+    )
     tracks = _tracks(ctx, ex, _chunks(ctx, ex, stream))
-    ctx.expect(sorted(tracks) == [0, 1], "n=2 did not stream two indexed choices", expected="choices with index 0 and 1",
-               received=f"choice indexes {sorted(tracks)}", exchange=ex,
-               hint="clients that ask for several candidates in one stream get fewer than they pay for")
+    ctx.expect(
+        sorted(tracks) == [0, 1],
+        "n=2 did not stream two indexed choices",
+        expected="choices with index 0 and 1",
+        received=f"choice indexes {sorted(tracks)}",
+        exchange=ex,
+        hint="clients that ask for several candidates in one stream get fewer than they pay for",
+    )
     for index, t in sorted(tracks.items()):
-        ctx.expect(t.first_role == "assistant" and len(t.finishes) == 1, f"choice {index} of n=2 is not a complete stream",
-                   expected="role first and exactly one finish_reason per choice",
-                   received=f"first role {t.first_role!r}, finish_reasons {[r for _, r in t.finishes]}", exchange=ex)
+        ctx.expect(
+            t.first_role == "assistant" and len(t.finishes) == 1,
+            f"choice {index} of n=2 is not a complete stream",
+            expected="role first and exactly one finish_reason per choice",
+            received=f"first role {t.first_role!r}, finish_reasons {[r for _, r in t.finishes]}",
+            exchange=ex,
+        )
 
 
 @dataclass(slots=True)
@@ -223,41 +315,88 @@ def _fail_first(ctx: CheckContext, defects: list[_Defect], ex: Exchange) -> None
         return
     defects = sorted(defects, key=lambda d: ctx.profile.allowance(d.deviation) is not None)
     d = defects[0]
-    ctx.fail(d.summary, expected=d.expected, received=d.received, exchange=ex, deviation=d.deviation, hint=d.hint)
+    ctx.fail(
+        d.summary,
+        expected=d.expected,
+        received=d.received,
+        exchange=ex,
+        deviation=d.deviation,
+        hint=d.hint,
+    )
 
 
-@check("STREAM-USAGE", "include_usage gives one consistent usage chunk",
-       "with stream_options.include_usage, exactly one chunk carries usage; it is the last chunk before [DONE] and has "
-       "choices: []; prompt + completion == total; and completion_tokens is the same as the non-streamed usage of the same "
-       "temperature-0 request when the texts match (otherwise at least the number of content chunks and at most max_tokens: "
-       "an engine may put several tokens in one chunk, never less than one)",
-       requires=("usage_in_stream",))
+@check(
+    "STREAM-USAGE",
+    "include_usage gives one consistent usage chunk",
+    "with stream_options.include_usage, exactly one chunk carries usage; it is the last chunk before [DONE] and has "
+    "choices: []; prompt + completion == total; and completion_tokens is the same as the non-streamed usage of the same "
+    "temperature-0 request when the texts match (otherwise at least the number of content chunks and at most max_tokens: "
+    "an engine may put several tokens in one chunk, never less than one)",
+    requires=("usage_in_stream",),
+)
 def stream_usage(ctx: CheckContext) -> None:
     max_tokens = 16
-    ex, stream = _streamed(ctx, "streamed chat completion with include_usage", usage=True, max_tokens=max_tokens)
+    ex, stream = _streamed(
+        ctx, "streamed chat completion with include_usage", usage=True, max_tokens=max_tokens
+    )
     chunks = _chunks(ctx, ex, stream)
     found = _usage_chunks(chunks)
-    ctx.expect(bool(found), "no usage chunk although stream_options.include_usage was sent",
-               expected='a final chunk {"choices": [], "usage": {...}} before [DONE]',
-               received=f"{len(chunks)} chunks, none with a usage object; last: {body_snippet(chunks[-1], 300)}", exchange=ex,
-               hint="clients that meter tokens from the stream get nothing (LiteLLM drops usage unless include_usage is forwarded)")
+    ctx.expect(
+        bool(found),
+        "no usage chunk although stream_options.include_usage was sent",
+        expected='a final chunk {"choices": [], "usage": {...}} before [DONE]',
+        received=f"{len(chunks)} chunks, none with a usage object; last: {body_snippet(chunks[-1], 300)}",
+        exchange=ex,
+        hint="clients that meter tokens from the stream get nothing (LiteLLM drops usage unless include_usage is forwarded)",
+    )
     k = found[-1]
     usage_chunk = chunks[k]
     usage = usage_chunk["usage"]
-    ctx.expect(k == len(chunks) - 1, "chunks follow the usage chunk", expected="the usage chunk is the last chunk before [DONE]",
-               received=f"usage in chunk {k}, then {len(chunks) - 1 - k} more chunk(s): {body_snippet(chunks[k + 1:][:2], 300)}",
-               exchange=ex)
-    counts = [{n: chunks[i]["usage"].get(n) for n in ("prompt_tokens", "completion_tokens", "total_tokens")} for i in found]
-    ctx.expect(all(c == counts[-1] for c in counts), f"{len(found)} chunks carry different usage counts",
-               expected="one usage object", received=f"usage in chunks {found[:10]}: {body_snippet(counts[:4], 300)}", exchange=ex,
-               hint="clients cannot tell which usage is the bill")
+    ctx.expect(
+        k == len(chunks) - 1,
+        "chunks follow the usage chunk",
+        expected="the usage chunk is the last chunk before [DONE]",
+        received=f"usage in chunk {k}, then {len(chunks) - 1 - k} more chunk(s): {body_snippet(chunks[k + 1 :][:2], 300)}",
+        exchange=ex,
+    )
+    counts = [
+        {
+            n: chunks[i]["usage"].get(n)
+            for n in ("prompt_tokens", "completion_tokens", "total_tokens")
+        }
+        for i in found
+    ]
+    ctx.expect(
+        all(c == counts[-1] for c in counts),
+        f"{len(found)} chunks carry different usage counts",
+        expected="one usage object",
+        received=f"usage in chunks {found[:10]}: {body_snippet(counts[:4], 300)}",
+        exchange=ex,
+        hint="clients cannot tell which usage is the bill",
+    )
     p, c, t = (usage.get(name) for name in ("prompt_tokens", "completion_tokens", "total_tokens"))
     ints = all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (p, c, t))
-    ctx.expect(ints, "usage counts are not non-negative integers", expected="prompt_tokens, completion_tokens, total_tokens >= 0",
-               received=body_snippet(usage), exchange=ex)
-    ctx.expect(p + c == t, "usage.total_tokens is not prompt_tokens + completion_tokens",
-               expected=f"total_tokens == {p} + {c} = {p + c}", received=f"total_tokens = {t}", exchange=ex)
-    ctx.expect(p > 0, "usage.prompt_tokens is 0 for a non-empty prompt", expected="prompt_tokens > 0", received=body_snippet(usage), exchange=ex)
+    ctx.expect(
+        ints,
+        "usage counts are not non-negative integers",
+        expected="prompt_tokens, completion_tokens, total_tokens >= 0",
+        received=body_snippet(usage),
+        exchange=ex,
+    )
+    ctx.expect(
+        p + c == t,
+        "usage.total_tokens is not prompt_tokens + completion_tokens",
+        expected=f"total_tokens == {p} + {c} = {p + c}",
+        received=f"total_tokens = {t}",
+        exchange=ex,
+    )
+    ctx.expect(
+        p > 0,
+        "usage.prompt_tokens is 0 for a non-empty prompt",
+        expected="prompt_tokens > 0",
+        received=body_snippet(usage),
+        exchange=ex,
+    )
     content_chunks = stream.content_chunk_count()
     ns = ctx.chat(PROMPT, max_tokens=max_tokens, temperature=0)
     ns_data = ctx.ok_json(ns, "non-streamed chat completion (for comparison)")
@@ -266,192 +405,314 @@ def stream_usage(ctx: CheckContext) -> None:
     ns_text = _message_text(ns_data)
     if ns_text == stream.text(0) and isinstance(ns_usage.get("completion_tokens"), int):
         expected_c, expected_p = ns_usage["completion_tokens"], ns_usage.get("prompt_tokens")
-        ctx.expect(c == expected_c, "streamed completion_tokens differ from the non-streamed count for the same text",
-                   expected=f"completion_tokens {expected_c} (non-streamed usage of the identical temperature-0 answer)",
-                   received=f"completion_tokens {c} in the usage chunk ({content_chunks} content chunks)", exchange=ex,
-                   hint="the stream's token accounting is off (counting chunks, role/finish chunks or the prompt)")
-        ctx.expect(p == expected_p, "streamed prompt_tokens differ from the non-streamed count for the same prompt",
-                   expected=f"prompt_tokens {expected_p} (non-streamed usage)", received=f"prompt_tokens {p}", exchange=ex)
-    ctx.expect(content_chunks <= c <= max_tokens, "usage.completion_tokens does not fit what was streamed",
-               expected=f"{content_chunks} (content chunks) <= completion_tokens <= {max_tokens} (max_tokens)",
-               received=f"completion_tokens {c}", exchange=ex)
+        ctx.expect(
+            c == expected_c,
+            "streamed completion_tokens differ from the non-streamed count for the same text",
+            expected=f"completion_tokens {expected_c} (non-streamed usage of the identical temperature-0 answer)",
+            received=f"completion_tokens {c} in the usage chunk ({content_chunks} content chunks)",
+            exchange=ex,
+            hint="the stream's token accounting is off (counting chunks, role/finish chunks or the prompt)",
+        )
+        ctx.expect(
+            p == expected_p,
+            "streamed prompt_tokens differ from the non-streamed count for the same prompt",
+            expected=f"prompt_tokens {expected_p} (non-streamed usage)",
+            received=f"prompt_tokens {p}",
+            exchange=ex,
+        )
+    ctx.expect(
+        content_chunks <= c <= max_tokens,
+        "usage.completion_tokens does not fit what was streamed",
+        expected=f"{content_chunks} (content chunks) <= completion_tokens <= {max_tokens} (max_tokens)",
+        received=f"completion_tokens {c}",
+        exchange=ex,
+    )
     # Last: the shape defects an engine profile may allow (Xinference), so the counts are judged first.
     defects = []
     if len(found) > 1:
-        defects.append(_Defect(f"{len(found)} chunks carry a usage object", "exactly one usage chunk",
-                               f"usage in chunks {found[:10]} of {len(chunks)} (same counts)", "usage-chunk-repeated",
-                               "clients that add up usage chunks count the tokens several times"))
+        defects.append(
+            _Defect(
+                f"{len(found)} chunks carry a usage object",
+                "exactly one usage chunk",
+                f"usage in chunks {found[:10]} of {len(chunks)} (same counts)",
+                "usage-chunk-repeated",
+                "clients that add up usage chunks count the tokens several times",
+            )
+        )
     if usage_chunk.get("choices") != []:
-        defects.append(_Defect("the usage chunk has non-empty choices", '"choices": [] in the usage chunk',
-                               body_snippet(usage_chunk, 400), "usage-chunk-has-choices",
-                               "clients read choices[0] of every chunk; a choice in the usage chunk repeats or duplicates the finish"))
+        defects.append(
+            _Defect(
+                "the usage chunk has non-empty choices",
+                '"choices": [] in the usage chunk',
+                body_snippet(usage_chunk, 400),
+                "usage-chunk-has-choices",
+                "clients read choices[0] of every chunk; a choice in the usage chunk repeats or duplicates the finish",
+            )
+        )
     _fail_first(ctx, defects, ex)
 
 
-@check("STREAM-DONE", "the stream ends with data: [DONE]",
-       "a complete stream ends with the event data: [DONE] (the OpenAI end-of-stream sentinel)")
+@check(
+    "STREAM-DONE",
+    "the stream ends with data: [DONE]",
+    "a complete stream ends with the event data: [DONE] (the OpenAI end-of-stream sentinel)",
+)
 def stream_done(ctx: CheckContext) -> None:
     ex, stream = _streamed(ctx, "streamed chat completion")
     last = stream.events[-1].data[:200] if stream.events else "(no events)"
-    ctx.expect(stream.done, "the stream ended without data: [DONE]", expected="a final event data: [DONE]",
-               received=f"{len(stream.events)} event(s), the last: {last!r}", exchange=ex,
-               hint="the openai SDK and most clients treat a stream without [DONE] as cut off (or wait for more)")
+    ctx.expect(
+        stream.done,
+        "the stream ended without data: [DONE]",
+        expected="a final event data: [DONE]",
+        received=f"{len(stream.events)} event(s), the last: {last!r}",
+        exchange=ex,
+        hint="the openai SDK and most clients treat a stream without [DONE] as cut off (or wait for more)",
+    )
 
 
-@check("STREAM-ERROR-OBJECT", "a valid streamed request gets content, not an error object in a 200",
-       "a valid streaming request answered HTTP 200 carries chat.completion.chunk events and no "
-       "data: {\"error\": ...} event")
+@check(
+    "STREAM-ERROR-OBJECT",
+    "a valid streamed request gets content, not an error object in a 200",
+    "a valid streaming request answered HTTP 200 carries chat.completion.chunk events and no "
+    'data: {"error": ...} event',
+)
 def stream_error_object(ctx: CheckContext) -> None:
     ex, stream = _streamed(ctx, "streamed chat completion")
     if stream.error_obj is not None:
         error = stream.error_obj.get("error")
         message = error.get("message") if isinstance(error, dict) else error
-        ctx.fail("the server answered a valid request with an error object inside a 200 stream",
-                 expected="HTTP 200 with content chunks (and, for a real failure, an HTTP error status before streaming)",
-                 received=f"HTTP 200 text/event-stream carrying {body_snippet(stream.error_obj, 400)}"
-                          f" after {len(stream.chunks)} content chunk(s)", exchange=ex,
-                 hint=f"the engine failed while generating ({message!r}); clients that check only the status code report success "
-                      "with an empty answer; look at the engine's log")
+        ctx.fail(
+            "the server answered a valid request with an error object inside a 200 stream",
+            expected="HTTP 200 with content chunks (and, for a real failure, an HTTP error status before streaming)",
+            received=f"HTTP 200 text/event-stream carrying {body_snippet(stream.error_obj, 400)}"
+            f" after {len(stream.chunks)} content chunk(s)",
+            exchange=ex,
+            hint=f"the engine failed while generating ({message!r}); clients that check only the status code report success "
+            "with an empty answer; look at the engine's log",
+        )
     _chunks(ctx, ex, stream)
 
 
-@check("STREAM-EQUALS-NONSTREAM", "the stream says what the non-streamed answer says",
-       "at temperature 0, with max_tokens 12, the concatenated delta.content of a stream equals message.content of the same "
-       "request without stream, and the stream's (first) finish_reason equals the non-streamed finish_reason")
+@check(
+    "STREAM-EQUALS-NONSTREAM",
+    "the stream says what the non-streamed answer says",
+    "at temperature 0, with max_tokens 12, the concatenated delta.content of a stream equals message.content of the same "
+    "request without stream, and the stream's (first) finish_reason equals the non-streamed finish_reason",
+)
 def stream_equals_nonstream(ctx: CheckContext) -> None:
     prompt = "Name three colours and say why you like them."
     max_tokens = 12
     ns = ctx.chat(prompt, max_tokens=max_tokens, temperature=0)
     data = ctx.ok_json(ns, "non-streamed chat completion")
     ns_text = _message_text(data)
-    ctx.expect(ns_text is not None, "the non-streamed answer has no text content", expected="choices[0].message.content: str",
-               received=body_snippet(data), exchange=ns)
+    ctx.expect(
+        ns_text is not None,
+        "the non-streamed answer has no text content",
+        expected="choices[0].message.content: str",
+        received=body_snippet(data),
+        exchange=ns,
+    )
     ex, stream = _streamed(ctx, "streamed chat completion", prompt, max_tokens=max_tokens)
     text = stream.text(0)
     if text != ns_text:
         again = ctx.chat(prompt, max_tokens=max_tokens, temperature=0)
         again_text = _message_text(ctx.ok_json(again, "second non-streamed chat completion"))
         deterministic = again_text == ns_text
-        ctx.fail("the streamed text differs from the non-streamed text at temperature 0" if deterministic
-                 else "temperature 0 is not deterministic here, so streamed and non-streamed answers differ",
-                 expected=f"the non-streamed text {ns_text!r}", received=f"streamed {text!r}" + ("" if deterministic else
-                 f"; a second non-streamed answer was {again_text!r}"), exchange=ex,
-                 hint="the streaming path detokenizes differently (dropped or duplicated pieces, stop handling)" if deterministic
-                 else "greedy decoding is not greedy (sampling defaults override temperature, or batching changes numerics)")
+        ctx.fail(
+            "the streamed text differs from the non-streamed text at temperature 0"
+            if deterministic
+            else "temperature 0 is not deterministic here, so streamed and non-streamed answers differ",
+            expected=f"the non-streamed text {ns_text!r}",
+            received=f"streamed {text!r}"
+            + ("" if deterministic else f"; a second non-streamed answer was {again_text!r}"),
+            exchange=ex,
+            hint="the streaming path detokenizes differently (dropped or duplicated pieces, stop handling)"
+            if deterministic
+            else "greedy decoding is not greedy (sampling defaults override temperature, or batching changes numerics)",
+        )
     choices = data.get("choices")
-    ns_finish = choices[0].get("finish_reason") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+    ns_finish = (
+        choices[0].get("finish_reason")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict)
+        else None
+    )
     track = _track(stream.chunks).get(0)
     finish = track.finishes[0][1] if track is not None and track.finishes else None
-    ctx.expect(finish == ns_finish, "the stream's finish_reason differs from the non-streamed one for the same answer",
-               expected=f"finish_reason {ns_finish!r} (non-streamed, same text)", received=f"streamed finish_reason {finish!r}",
-               exchange=ex, hint="streaming clients cannot tell a cut answer ('length') from a complete one ('stop')")
+    ctx.expect(
+        finish == ns_finish,
+        "the stream's finish_reason differs from the non-streamed one for the same answer",
+        expected=f"finish_reason {ns_finish!r} (non-streamed, same text)",
+        received=f"streamed finish_reason {finish!r}",
+        exchange=ex,
+        hint="streaming clients cannot tell a cut answer ('length') from a complete one ('stop')",
+    )
 
 
-@check("STREAM-UTF8", "multi-byte text survives chunking",
-       "streamed answers to French/Chinese/Japanese prompts are valid UTF-8 on the wire, have no lone UTF-16 surrogates and "
-       "no more U+FFFD replacement characters than the non-streamed answer to the same temperature-0 request (a model may "
-       "emit U+FFFD itself; a character cut between two chunks adds more); prompts are tried until an answer contains a "
-       "multi-byte character, and the check is skipped when none does")
+@check(
+    "STREAM-UTF8",
+    "multi-byte text survives chunking",
+    "streamed answers to French/Chinese/Japanese prompts are valid UTF-8 on the wire, have no lone UTF-16 surrogates and "
+    "no more U+FFFD replacement characters than the non-streamed answer to the same temperature-0 request (a model may "
+    "emit U+FFFD itself; a character cut between two chunks adds more); prompts are tried until an answer contains a "
+    "multi-byte character, and the check is skipped when none does",
+)
 def stream_utf8(ctx: CheckContext) -> None:
     for prompt in UTF8_PROMPTS:
-        ex, stream = _streamed(ctx, "streamed chat completion (non-ASCII prompt)", prompt, max_tokens=32)
+        ex, stream = _streamed(
+            ctx, "streamed chat completion (non-ASCII prompt)", prompt, max_tokens=32
+        )
         bad = _problems(stream, "bad-utf8")
-        ctx.expect(not bad, "the stream is not valid UTF-8", expected="UTF-8 bytes on the wire (JSON text is UTF-8)",
-                   received="; ".join(bad[:3]), exchange=ex,
-                   hint="the server writes raw token bytes; it must hold back incomplete characters until the next token")
+        ctx.expect(
+            not bad,
+            "the stream is not valid UTF-8",
+            expected="UTF-8 bytes on the wire (JSON text is UTF-8)",
+            received="; ".join(bad[:3]),
+            exchange=ex,
+            hint="the server writes raw token bytes; it must hold back incomplete characters until the next token",
+        )
         text = stream.text(0)
         lone = _LONE_SURROGATE.findall(text)
-        ctx.expect(not lone, "the stream carries lone UTF-16 surrogates (a character split between two chunks' \\u escapes)",
-                   expected="whole characters in every chunk", received=f"{len(lone)} lone surrogate(s) in {text!r}", exchange=ex,
-                   hint="an emoji or other non-BMP character was split into its two \\uD8xx\\uDCxx halves across chunks")
+        ctx.expect(
+            not lone,
+            "the stream carries lone UTF-16 surrogates (a character split between two chunks' \\u escapes)",
+            expected="whole characters in every chunk",
+            received=f"{len(lone)} lone surrogate(s) in {text!r}",
+            exchange=ex,
+            hint="an emoji or other non-BMP character was split into its two \\uD8xx\\uDCxx halves across chunks",
+        )
         ns = ctx.chat(prompt, max_tokens=32, temperature=0)
-        ns_text = _message_text(ctx.ok_json(ns, "non-streamed chat completion (non-ASCII prompt)")) or ""
+        ns_text = (
+            _message_text(ctx.ok_json(ns, "non-streamed chat completion (non-ASCII prompt)")) or ""
+        )
         extra = text.count(REPLACEMENT) - ns_text.count(REPLACEMENT)
         if extra > 0:
             at = text.find(REPLACEMENT)
-            ctx.fail(f"the stream has {extra} more U+FFFD replacement character(s) than the non-streamed answer",
-                     expected=f"the same characters as the non-streamed answer {ns_text[:200]!r}",
-                     received=f"...{text[max(0, at - 40):at + 40]!r}... (U+FFFD at {at})", exchange=ex,
-                     hint="the streaming detokenizer decodes each token's bytes alone; multi-byte characters cut across tokens "
-                          "must be held back until complete")
+            ctx.fail(
+                f"the stream has {extra} more U+FFFD replacement character(s) than the non-streamed answer",
+                expected=f"the same characters as the non-streamed answer {ns_text[:200]!r}",
+                received=f"...{text[max(0, at - 40) : at + 40]!r}... (U+FFFD at {at})",
+                exchange=ex,
+                hint="the streaming detokenizer decodes each token's bytes alone; multi-byte characters cut across tokens "
+                "must be held back until complete",
+            )
         if any(ord(ch) > 0x7F for ch in text + ns_text):
             return
-    raise CheckSkipped(f"the model answered {len(UTF8_PROMPTS)} non-ASCII prompts in ASCII only, so no multi-byte "
-                       "character crossed a chunk boundary")
+    raise CheckSkipped(
+        f"the model answered {len(UTF8_PROMPTS)} non-ASCII prompts in ASCII only, so no multi-byte "
+        "character crossed a chunk boundary"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Transport and timing
 
 
-@check("STREAM-SSE-VALID", "the event stream is well-formed",
-       "the answer is text/event-stream; every data: event is a JSON object or [DONE]; nothing follows [DONE]; the "
-       "body does not end inside an event (legal variations, e.g. 'data:' without a space, CRLF, comments, are accepted)")
+@check(
+    "STREAM-SSE-VALID",
+    "the event stream is well-formed",
+    "the answer is text/event-stream; every data: event is a JSON object or [DONE]; nothing follows [DONE]; the "
+    "body does not end inside an event (legal variations, e.g. 'data:' without a space, CRLF, comments, are accepted)",
+)
 def stream_sse_valid(ctx: CheckContext) -> None:
     ex, stream = _streamed(ctx, "streamed chat completion")
     ctype = ex.content_type.split(";")[0].strip().lower()
-    ctx.expect(ctype == "text/event-stream", "the stream is not served as text/event-stream",
-               expected="Content-Type: text/event-stream", received=f"Content-Type: {ex.content_type or '(none)'}", exchange=ex,
-               hint="EventSource clients refuse other types and proxies buffer them; set the media type on the streaming response")
+    ctx.expect(
+        ctype == "text/event-stream",
+        "the stream is not served as text/event-stream",
+        expected="Content-Type: text/event-stream",
+        received=f"Content-Type: {ex.content_type or '(none)'}",
+        exchange=ex,
+        hint="EventSource clients refuse other types and proxies buffer them; set the media type on the streaming response",
+    )
     bad = _problems(stream, "non-json", "data-after-done", "truncated-event")
-    ctx.expect(not bad, "the event stream is malformed", expected="data: <JSON object> events, then data: [DONE] and nothing after",
-               received="; ".join(bad[:4]), exchange=ex,
-               hint="the openai SDK raises on non-JSON data and silently drops events after [DONE]")
+    ctx.expect(
+        not bad,
+        "the event stream is malformed",
+        expected="data: <JSON object> events, then data: [DONE] and nothing after",
+        received="; ".join(bad[:4]),
+        exchange=ex,
+        hint="the openai SDK raises on non-JSON data and silently drops events after [DONE]",
+    )
 
 
 def _bursts(ctx: CheckContext, max_tokens: int) -> tuple[Exchange, int, int]:
     """One stream: (exchange, token chunks, distinct reads they arrived in); skips when too short to judge."""
-    ex, _ = _streamed(ctx, "streamed chat completion", LONG_PROMPT, max_tokens=max_tokens, usage=False)
+    ex, _ = _streamed(
+        ctx, "streamed chat completion", LONG_PROMPT, max_tokens=max_tokens, usage=False
+    )
     times = ex.timing.token_times
     e2e = ex.timing.e2e or 0.0
     if len(times) < MIN_TOKEN_CHUNKS:
-        raise CheckSkipped(f"only {len(times)} token chunk(s) arrived; at least {MIN_TOKEN_CHUNKS} are needed to judge buffering")
+        raise CheckSkipped(
+            f"only {len(times)} token chunk(s) arrived; at least {MIN_TOKEN_CHUNKS} are needed to judge buffering"
+        )
     if e2e < MIN_JUDGE_S:
-        raise CheckSkipped(f"generation too fast to judge buffering ({len(times)} token chunks in {e2e * 1000:.1f} ms end "
-                           f"to end, under {MIN_JUDGE_S * 1000:.0f} ms)")
+        raise CheckSkipped(
+            f"generation too fast to judge buffering ({len(times)} token chunks in {e2e * 1000:.1f} ms end "
+            f"to end, under {MIN_JUDGE_S * 1000:.0f} ms)"
+        )
     return ex, len(times), len(set(times))
 
 
-@check("STREAM-INCREMENTAL", "tokens arrive while they are generated (no buffering)",
-       f"the token chunks of a stream of up to 64 tokens (up to {LONG_STREAM_TOKENS} when 64 take under "
-       f"{MIN_JUDGE_S * 1000:.0f} ms) arrive in separate network reads: a stream is buffered when, in two tries, they "
-       f"average >= {MAX_CHUNKS_PER_READ:.0f} chunks per read (all at the end, or in a proxy's blocks); streams still "
-       f"under {MIN_JUDGE_S * 1000:.0f} ms or with fewer than {MIN_TOKEN_CHUNKS} token chunks are not judged")
+@check(
+    "STREAM-INCREMENTAL",
+    "tokens arrive while they are generated (no buffering)",
+    f"the token chunks of a stream of up to 64 tokens (up to {LONG_STREAM_TOKENS} when 64 take under "
+    f"{MIN_JUDGE_S * 1000:.0f} ms) arrive in separate network reads: a stream is buffered when, in two tries, they "
+    f"average >= {MAX_CHUNKS_PER_READ:.0f} chunks per read (all at the end, or in a proxy's blocks); streams still "
+    f"under {MIN_JUDGE_S * 1000:.0f} ms or with fewer than {MIN_TOKEN_CHUNKS} token chunks are not judged",
+)
 def stream_incremental(ctx: CheckContext) -> None:
     max_tokens = 64
     try:
         ex, chunks, reads = _bursts(ctx, max_tokens)
     except CheckSkipped:
         # A fast engine (llama.cpp with a tiny model: 64 tokens in 25 ms): ask for more, within the context.
-        max_tokens = max(max_tokens, min(LONG_STREAM_TOKENS, (ctx.target.context_length or 4096) - 100))
+        max_tokens = max(
+            max_tokens, min(LONG_STREAM_TOKENS, (ctx.target.context_length or 4096) - 100)
+        )
         ex, chunks, reads = _bursts(ctx, max_tokens)
     if chunks / reads < MAX_CHUNKS_PER_READ:
         return
-    ex, chunks, reads = _bursts(ctx, max_tokens)  # again: a busy client can coalesce reads once, a buffer does it every time
+    ex, chunks, reads = _bursts(
+        ctx, max_tokens
+    )  # again: a busy client can coalesce reads once, a buffer does it every time
     if chunks / reads < MAX_CHUNKS_PER_READ:
         return
     timing = ex.timing
     times = timing.token_times
     e2e = timing.e2e or 0.0
     ms = [round((t - timing.t_start) * 1000) for t in sorted(set(times))]
-    where = "all at the end" if times[-1] - times[0] < 0.2 * e2e else f"in {reads} bursts at {ms[:8]} ms"
-    ctx.fail(f"the stream arrives in bursts, not token by token (buffered {where})",
-             expected=f"{chunks} token chunks delivered as they are generated (fewer than {MAX_CHUNKS_PER_READ:.0f} per read)",
-             received=f"{chunks} chunks in {reads} read(s) ({chunks / reads:.1f} per read) twice; first token at "
-                      f"{(timing.ttft or 0) * 1000:.0f} ms, last at {(times[-1] - timing.t_start) * 1000:.0f} ms, "
-                      f"end {e2e * 1000:.0f} ms", exchange=ex,
-             hint="a proxy buffers the response: nginx `proxy_buffering off;` (or `X-Accel-Buffering: no`), no response "
-                  "compression for text/event-stream, and no buffering in load balancers or API gateways")
+    where = (
+        "all at the end"
+        if times[-1] - times[0] < 0.2 * e2e
+        else f"in {reads} bursts at {ms[:8]} ms"
+    )
+    ctx.fail(
+        f"the stream arrives in bursts, not token by token (buffered {where})",
+        expected=f"{chunks} token chunks delivered as they are generated (fewer than {MAX_CHUNKS_PER_READ:.0f} per read)",
+        received=f"{chunks} chunks in {reads} read(s) ({chunks / reads:.1f} per read) twice; first token at "
+        f"{(timing.ttft or 0) * 1000:.0f} ms, last at {(times[-1] - timing.t_start) * 1000:.0f} ms, "
+        f"end {e2e * 1000:.0f} ms",
+        exchange=ex,
+        hint="a proxy buffers the response: nginx `proxy_buffering off;` (or `X-Accel-Buffering: no`), no response "
+        "compression for text/event-stream, and no buffering in load balancers or API gateways",
+    )
 
 
 def _stall_limit(ctx: CheckContext, baseline_s: float) -> float:
-    return min(ctx.target.timeout_s, max(3.0, min(10.0, 5 * baseline_s + 2.0), 2 * baseline_s + 2.0))
+    return min(
+        ctx.target.timeout_s, max(3.0, min(10.0, 5 * baseline_s + 2.0), 2 * baseline_s + 2.0)
+    )
 
 
-@check("STREAM-NO-STALL", "a stream finishes in bounded time",
-       "a streamed 16-token request completes with [DONE] within min(timeout_s, max(3 s, min(10 s, 5 x t + 2 s), "
-       "2 x t + 2 s)), t being the non-streamed time of the same request; a stream that stops sending is reported as a "
-       "timeout, never waited on forever")
+@check(
+    "STREAM-NO-STALL",
+    "a stream finishes in bounded time",
+    "a streamed 16-token request completes with [DONE] within min(timeout_s, max(3 s, min(10 s, 5 x t + 2 s), "
+    "2 x t + 2 s)), t being the non-streamed time of the same request; a stream that stops sending is reported as a "
+    "timeout, never waited on forever",
+)
 def stream_no_stall(ctx: CheckContext) -> None:
     base = ctx.chat(PROMPT, max_tokens=16, temperature=0)
     ctx.ok_json(base, "non-streamed chat completion (the time a stream should take)")
@@ -461,15 +722,23 @@ def stream_no_stall(ctx: CheckContext) -> None:
     if ex.error == "timeout":
         stream = ex.stream or StreamResult()
         last = (stream.chunk_times[-1] - ex.timing.t_start) if stream.chunk_times else None
-        ctx.fail(f"the stream stalled: no complete answer within {limit:.1f} s",
-                 expected=f"data: [DONE] within {limit:.1f} s (the non-streamed answer took {(base.timing.e2e or 0) * 1000:.0f} ms)",
-                 received=f"{len(stream.chunks)} chunk(s), the last at "
-                          f"{'%.0f ms' % (last * 1000) if last is not None else 'never'}, then no chunk until the client gave up "
-                          f"({len(ex.body)} bytes in all)",
-                 exchange=ex,
-                 hint="the engine or a proxy stops forwarding mid-generation (a stuck request, a scheduler deadlock, a "
-                      "proxy read timeout); clients without their own timeout hang here")
+        ctx.fail(
+            f"the stream stalled: no complete answer within {limit:.1f} s",
+            expected=f"data: [DONE] within {limit:.1f} s (the non-streamed answer took {(base.timing.e2e or 0) * 1000:.0f} ms)",
+            received=f"{len(stream.chunks)} chunk(s), the last at "
+            f"{'%.0f ms' % (last * 1000) if last is not None else 'never'}, then no chunk until the client gave up "
+            f"({len(ex.body)} bytes in all)",
+            exchange=ex,
+            hint="the engine or a proxy stops forwarding mid-generation (a stuck request, a scheduler deadlock, a "
+            "proxy read timeout); clients without their own timeout hang here",
+        )
     ctx.ok_stream(ex, "streamed chat completion")
     assert ex.stream is not None  # noqa: S101 - ok_stream guarantees it
-    ctx.expect(ex.stream.done, "the stream ended without completing", expected=f"data: [DONE] within {limit:.1f} s",
-               received=f"{len(ex.stream.chunks)} chunk(s), no [DONE]; " + "; ".join(_problems(ex.stream))[:300], exchange=ex)
+    ctx.expect(
+        ex.stream.done,
+        "the stream ended without completing",
+        expected=f"data: [DONE] within {limit:.1f} s",
+        received=f"{len(ex.stream.chunks)} chunk(s), no [DONE]; "
+        + "; ".join(_problems(ex.stream))[:300],
+        exchange=ex,
+    )

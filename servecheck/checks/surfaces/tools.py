@@ -51,24 +51,39 @@ PARAMS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}  # 
 NAMED = "get_time"
 UNDEFINED = "servecheck_undefined_tool"
 
-HINT_TOOLS = ("tool calling is not wired up: enable it on the engine (vLLM --enable-auto-tool-choice --tool-call-parser ...; "
-              "llama.cpp --jinja) or stop advertising the tools capability")
+HINT_TOOLS = (
+    "tool calling is not wired up: enable it on the engine (vLLM --enable-auto-tool-choice --tool-call-parser ...; "
+    "llama.cpp --jinja) or stop advertising the tools capability"
+)
 
 
 def tool_request(ctx: CheckContext, tool_choice: Any, **params: Any) -> dict[str, Any]:
-    body = ctx.chat_body(PROMPT, tools=TOOLS, tool_choice=tool_choice, parallel_tool_calls=False,
-                         max_tokens=TOOL_MAX_TOKENS, temperature=0)
+    body = ctx.chat_body(
+        PROMPT,
+        tools=TOOLS,
+        tool_choice=tool_choice,
+        parallel_tool_calls=False,
+        max_tokens=TOOL_MAX_TOKENS,
+        temperature=0,
+    )
     body.update(params)
     return body
 
 
-def forced_call(ctx: CheckContext, tool_choice: Any = "required") -> tuple[dict[str, Any], list[dict[str, Any]], Exchange]:
+def forced_call(
+    ctx: CheckContext, tool_choice: Any = "required"
+) -> tuple[dict[str, Any], list[dict[str, Any]], Exchange]:
     """A non-streaming forced tool call: (choice, tool_calls, exchange), or a failure if no call came back."""
     ex = ctx.post("/chat/completions", tool_request(ctx, tool_choice))
     data = ctx.ok_json(ex, "chat completion with tools")
     choices = data.get("choices")
     if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)):
-        ctx.fail("the response has no choices", expected="a non-empty choices list", received=body_snippet(data), exchange=ex)
+        ctx.fail(
+            "the response has no choices",
+            expected="a non-empty choices list",
+            received=body_snippet(data),
+            exchange=ex,
+        )
     choice: dict[str, Any] = choices[0]
     message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
     calls = message.get("tool_calls")
@@ -76,12 +91,19 @@ def forced_call(ctx: CheckContext, tool_choice: Any = "required") -> tuple[dict[
     if choice.get("finish_reason") == "length":
         # Measured on llama.cpp (--jinja, hermes template): `required` still lets the model write text
         # first, and a random-weight model writes text until the context is full.
-        hint = ("the answer ran to the length limit without a call: either 'required' is not enforced from the first "
-                "token (a lazy tool-call grammar lets a weak model write text until it runs out of room) or " + HINT_TOOLS)
-    ctx.expect(isinstance(calls, list) and bool(calls), f"tool_choice {json.dumps(tool_choice)} returned no tool call",
-               expected="choices[0].message.tool_calls with at least one call",
-               received=f"finish_reason {choice.get('finish_reason')!r}, message {body_snippet(message, 400)}", exchange=ex,
-               hint=hint)
+        hint = (
+            "the answer ran to the length limit without a call: either 'required' is not enforced from the first "
+            "token (a lazy tool-call grammar lets a weak model write text until it runs out of room) or "
+            + HINT_TOOLS
+        )
+    ctx.expect(
+        isinstance(calls, list) and bool(calls),
+        f"tool_choice {json.dumps(tool_choice)} returned no tool call",
+        expected="choices[0].message.tool_calls with at least one call",
+        received=f"finish_reason {choice.get('finish_reason')!r}, message {body_snippet(message, 400)}",
+        exchange=ex,
+        hint=hint,
+    )
     return choice, calls, ex  # type: ignore[return-value]
 
 
@@ -94,15 +116,21 @@ def call_problems(calls: list[Any]) -> list[str]:
         if call.get("type") != "function":
             problems.append(f"tool_calls[{i}].type is {call.get('type')!r}, not 'function'")
         if not isinstance(call.get("id"), str) or not call.get("id"):
-            problems.append(f"tool_calls[{i}].id must be a non-empty string, got {call.get('id')!r}")
+            problems.append(
+                f"tool_calls[{i}].id must be a non-empty string, got {call.get('id')!r}"
+            )
         fn = call.get("function")
         if not isinstance(fn, dict):
             problems.append(f"tool_calls[{i}].function is missing")
             continue
         if fn.get("name") not in TOOL_NAMES:
-            problems.append(f"tool_calls[{i}].function.name {fn.get('name')!r} is not one of the tools {TOOL_NAMES}")
+            problems.append(
+                f"tool_calls[{i}].function.name {fn.get('name')!r} is not one of the tools {TOOL_NAMES}"
+            )
         if not isinstance(fn.get("arguments"), str):
-            problems.append(f"tool_calls[{i}].function.arguments must be a JSON string, got {type(fn.get('arguments')).__name__}")
+            problems.append(
+                f"tool_calls[{i}].function.arguments must be a JSON string, got {type(fn.get('arguments')).__name__}"
+            )
     return problems
 
 
@@ -116,62 +144,104 @@ def _arguments(call: dict[str, Any]) -> tuple[Any, str | None]:
         return None, f"arguments is not JSON ({exc}): {raw[:200]!r}"
 
 
-@check("TOOLS-REQUIRED", "tool_choice required returns a well-formed tool call",
-       "with tool_choice 'required', choices[0].message.tool_calls holds a call with type 'function', a string id and "
-       "function.name one of the offered tools",
-       requires=("tools",))
+@check(
+    "TOOLS-REQUIRED",
+    "tool_choice required returns a well-formed tool call",
+    "with tool_choice 'required', choices[0].message.tool_calls holds a call with type 'function', a string id and "
+    "function.name one of the offered tools",
+    requires=("tools",),
+)
 def tools_required(ctx: CheckContext) -> None:
     _, calls, ex = forced_call(ctx, "required")
     problems = call_problems(calls)
-    ctx.expect(not problems, "the tool call departs from the OpenAI shape",
-               expected="[{id: str, type: 'function', function: {name: one of the tools, arguments: str}}]",
-               received="; ".join(problems), exchange=ex, hint="clients (the openai SDK, agents) cannot dispatch malformed calls")
+    ctx.expect(
+        not problems,
+        "the tool call departs from the OpenAI shape",
+        expected="[{id: str, type: 'function', function: {name: one of the tools, arguments: str}}]",
+        received="; ".join(problems),
+        exchange=ex,
+        hint="clients (the openai SDK, agents) cannot dispatch malformed calls",
+    )
 
 
-@check("TOOLS-ARGS-SCHEMA", "tool arguments are JSON that validates against the tool's parameters",
-       "function.arguments of a forced call is a JSON string whose value validates against that tool's parameters schema",
-       requires=("tools",))
+@check(
+    "TOOLS-ARGS-SCHEMA",
+    "tool arguments are JSON that validates against the tool's parameters",
+    "function.arguments of a forced call is a JSON string whose value validates against that tool's parameters schema",
+    requires=("tools",),
+)
 def tools_args_schema(ctx: CheckContext) -> None:
     import jsonschema
 
     _, calls, ex = forced_call(ctx, "required")
     for i, call in enumerate(calls):
         name = (call.get("function") or {}).get("name") if isinstance(call, dict) else None
-        ctx.expect(name in PARAMS, f"tool_calls[{i}] names no offered tool", expected=f"one of {TOOL_NAMES}",
-                   received=repr(name), exchange=ex)
+        ctx.expect(
+            name in PARAMS,
+            f"tool_calls[{i}] names no offered tool",
+            expected=f"one of {TOOL_NAMES}",
+            received=repr(name),
+            exchange=ex,
+        )
         value, problem = _arguments(call)
-        ctx.expect(problem is None, f"tool_calls[{i}].function.arguments is not a JSON string",
-                   expected="a JSON object serialised as a string", received=problem or "", exchange=ex,
-                   hint="constrain tool arguments with the parameters schema (guided decoding for forced calls)")
+        ctx.expect(
+            problem is None,
+            f"tool_calls[{i}].function.arguments is not a JSON string",
+            expected="a JSON object serialised as a string",
+            received=problem or "",
+            exchange=ex,
+            hint="constrain tool arguments with the parameters schema (guided decoding for forced calls)",
+        )
         errors = list(jsonschema.Draft202012Validator(PARAMS[name]).iter_errors(value))
-        ctx.expect(not errors, f"tool_calls[{i}] arguments do not validate against {name}'s parameters",
-                   expected=f"an instance of {json.dumps(PARAMS[name])}",
-                   received="; ".join(e.message for e in errors[:4]) + f" -- arguments {body_snippet(value, 200)}", exchange=ex,
-                   hint="constrain tool arguments with the parameters schema (guided decoding for forced calls)")
+        ctx.expect(
+            not errors,
+            f"tool_calls[{i}] arguments do not validate against {name}'s parameters",
+            expected=f"an instance of {json.dumps(PARAMS[name])}",
+            received="; ".join(e.message for e in errors[:4])
+            + f" -- arguments {body_snippet(value, 200)}",
+            exchange=ex,
+            hint="constrain tool arguments with the parameters schema (guided decoding for forced calls)",
+        )
 
 
-@check("TOOLS-NAMED", "a named tool_choice calls exactly that function",
-       f"with tool_choice {{type: function, function: {{name: {NAMED!r}}}}} every returned call names {NAMED!r} "
-       "(the second of two tools, so 'call the first tool' is caught)",
-       requires=("tools", "tool_choice_named"))
+@check(
+    "TOOLS-NAMED",
+    "a named tool_choice calls exactly that function",
+    f"with tool_choice {{type: function, function: {{name: {NAMED!r}}}}} every returned call names {NAMED!r} "
+    "(the second of two tools, so 'call the first tool' is caught)",
+    requires=("tools", "tool_choice_named"),
+)
 def tools_named(ctx: CheckContext) -> None:
     _, calls, ex = forced_call(ctx, {"type": "function", "function": {"name": NAMED}})
     names = [(c.get("function") or {}).get("name") if isinstance(c, dict) else None for c in calls]
-    ctx.expect(all(n == NAMED for n in names), f"the named tool_choice did not call {NAMED!r}",
-               expected=f"tool_calls naming only {NAMED!r}", received=f"calls to {names}", exchange=ex,
-               hint="the named tool_choice is ignored or treated as 'auto'/'required'")
+    ctx.expect(
+        all(n == NAMED for n in names),
+        f"the named tool_choice did not call {NAMED!r}",
+        expected=f"tool_calls naming only {NAMED!r}",
+        received=f"calls to {names}",
+        exchange=ex,
+        hint="the named tool_choice is ignored or treated as 'auto'/'required'",
+    )
 
 
-@check("TOOLS-FINISH", "a forced tool call finishes with 'tool_calls'",
-       "with tool_choice 'required' the choice's finish_reason is 'tool_calls' (OpenAI's value; a named choice is not "
-       "used because OpenAI itself answers 'stop' there)",
-       requires=("tools",))
+@check(
+    "TOOLS-FINISH",
+    "a forced tool call finishes with 'tool_calls'",
+    "with tool_choice 'required' the choice's finish_reason is 'tool_calls' (OpenAI's value; a named choice is not "
+    "used because OpenAI itself answers 'stop' there)",
+    requires=("tools",),
+)
 def tools_finish(ctx: CheckContext) -> None:
     choice, _, ex = forced_call(ctx, "required")
-    ctx.expect(choice.get("finish_reason") == "tool_calls", "a tool call does not finish with 'tool_calls'",
-               expected="finish_reason 'tool_calls'", received=f"finish_reason {choice.get('finish_reason')!r}", exchange=ex,
-               deviation="tool-finish-stop",
-               hint="agents branch on finish_reason == 'tool_calls' and will treat the call as a final answer")
+    ctx.expect(
+        choice.get("finish_reason") == "tool_calls",
+        "a tool call does not finish with 'tool_calls'",
+        expected="finish_reason 'tool_calls'",
+        received=f"finish_reason {choice.get('finish_reason')!r}",
+        exchange=ex,
+        deviation="tool-finish-stop",
+        hint="agents branch on finish_reason == 'tool_calls' and will treat the call as a final answer",
+    )
 
 
 def _stream_calls(ctx: CheckContext, ex: Exchange) -> tuple[dict[int, dict[str, Any]], list[str]]:
@@ -190,98 +260,184 @@ def _stream_calls(ctx: CheckContext, ex: Exchange) -> tuple[dict[int, dict[str, 
                     continue
                 index = part.get("index")
                 if not isinstance(index, int) or isinstance(index, bool):
-                    problems.append(f"chunk {n}: tool_calls delta without an integer index: {body_snippet(part, 160)}")
+                    problems.append(
+                        f"chunk {n}: tool_calls delta without an integer index: {body_snippet(part, 160)}"
+                    )
                     index = 0
                 slot = calls.setdefault(index, {"id": None, "names": [], "arguments": ""})
                 if isinstance(part.get("id"), str) and part["id"]:
                     slot["id"] = slot["id"] or part["id"]
-                fn: dict[str, Any] = part["function"] if isinstance(part.get("function"), dict) else {}
+                fn: dict[str, Any] = (
+                    part["function"] if isinstance(part.get("function"), dict) else {}
+                )
                 if isinstance(fn.get("name"), str) and fn["name"]:
                     slot["names"].append(fn["name"])
                 if isinstance(fn.get("arguments"), str):
                     slot["arguments"] += fn["arguments"]
     for index, slot in sorted(calls.items()):
         if len(slot["names"]) != 1:
-            problems.append(f"call {index}: the function name arrived {len(slot['names'])} times ({slot['names']}), expected once")
+            problems.append(
+                f"call {index}: the function name arrived {len(slot['names'])} times ({slot['names']}), expected once"
+            )
         if not slot["id"]:
             problems.append(f"call {index}: no id in any delta")
     return calls, problems
 
 
-@check("TOOLS-STREAM", "streamed tool calls reassemble into the non-streamed call",
-       "at temperature 0 with tool_choice 'required', every tool_calls delta carries an integer index, the name arrives "
-       "once with an id, and the concatenated arguments equal the non-streamed arguments (as JSON values)",
-       requires=("tools", "streaming"))
+@check(
+    "TOOLS-STREAM",
+    "streamed tool calls reassemble into the non-streamed call",
+    "at temperature 0 with tool_choice 'required', every tool_calls delta carries an integer index, the name arrives "
+    "once with an id, and the concatenated arguments equal the non-streamed arguments (as JSON values)",
+    requires=("tools", "streaming"),
+)
 def tools_stream(ctx: CheckContext) -> None:
     _, calls, plain_ex = forced_call(ctx, "required")
     plain_value, problem = _arguments(calls[0])
-    ctx.expect(problem is None, "the non-streamed call has unparseable arguments", expected="JSON arguments",
-               received=problem or "", exchange=plain_ex)
+    ctx.expect(
+        problem is None,
+        "the non-streamed call has unparseable arguments",
+        expected="JSON arguments",
+        received=problem or "",
+        exchange=plain_ex,
+    )
     plain_name = (calls[0].get("function") or {}).get("name")
     body = tool_request(ctx, "required", stream=True)
-    ex = ctx.ok_stream(ctx.post("/chat/completions", body, stream=True), "streamed chat completion with tools")
+    ex = ctx.ok_stream(
+        ctx.post("/chat/completions", body, stream=True), "streamed chat completion with tools"
+    )
     streamed, problems = _stream_calls(ctx, ex)
-    ctx.expect(bool(streamed), "the stream carried no tool-call deltas", expected="delta.tool_calls chunks",
-               received=f"text {ex.stream.text()[:200]!r}" if ex.stream else "no stream", exchange=ex, hint=HINT_TOOLS)
-    ctx.expect(not problems, "streamed tool-call deltas are malformed",
-               expected="deltas {index, id, type, function: {name}} once, then {index, function: {arguments}}",
-               received="; ".join(problems[:4]), exchange=ex,
-               hint="the openai SDK and agent frameworks merge deltas by index; without it calls are lost or mixed")
+    ctx.expect(
+        bool(streamed),
+        "the stream carried no tool-call deltas",
+        expected="delta.tool_calls chunks",
+        received=f"text {ex.stream.text()[:200]!r}" if ex.stream else "no stream",
+        exchange=ex,
+        hint=HINT_TOOLS,
+    )
+    ctx.expect(
+        not problems,
+        "streamed tool-call deltas are malformed",
+        expected="deltas {index, id, type, function: {name}} once, then {index, function: {arguments}}",
+        received="; ".join(problems[:4]),
+        exchange=ex,
+        hint="the openai SDK and agent frameworks merge deltas by index; without it calls are lost or mixed",
+    )
     first = streamed[min(streamed)]
     try:
         stream_value = json.loads(first["arguments"])
     except ValueError as exc:
-        ctx.fail("the reassembled streamed arguments are not JSON", expected="JSON arguments after concatenating the deltas",
-                 received=f"{exc}: {first['arguments'][:200]!r}", exchange=ex)
-    ctx.expect(first["names"][:1] == [plain_name] and stream_value == plain_value,
-               "the streamed tool call differs from the non-streamed one at temperature 0",
-               expected=f"{plain_name}({json.dumps(plain_value)})",
-               received=f"{(first['names'] or [None])[0]}({first['arguments'][:300]})", exchange=ex,
-               hint="argument deltas are dropped, duplicated or re-ordered when streaming")
+        ctx.fail(
+            "the reassembled streamed arguments are not JSON",
+            expected="JSON arguments after concatenating the deltas",
+            received=f"{exc}: {first['arguments'][:200]!r}",
+            exchange=ex,
+        )
+    ctx.expect(
+        first["names"][:1] == [plain_name] and stream_value == plain_value,
+        "the streamed tool call differs from the non-streamed one at temperature 0",
+        expected=f"{plain_name}({json.dumps(plain_value)})",
+        received=f"{(first['names'] or [None])[0]}({first['arguments'][:300]})",
+        exchange=ex,
+        hint="argument deltas are dropped, duplicated or re-ordered when streaming",
+    )
 
 
-@check("TOOLS-UNDEFINED-400", "a named tool_choice for an undefined tool is refused",
-       "tool_choice naming a function that is not in tools gets 400 (not a 200 with a made-up call, not a 5xx)",
-       requires=("tools", "tool_choice_named"))
+@check(
+    "TOOLS-UNDEFINED-400",
+    "a named tool_choice for an undefined tool is refused",
+    "tool_choice naming a function that is not in tools gets 400 (not a 200 with a made-up call, not a 5xx)",
+    requires=("tools", "tool_choice_named"),
+)
 def tools_undefined(ctx: CheckContext) -> None:
-    ex = ctx.post("/chat/completions", tool_request(ctx, {"type": "function", "function": {"name": UNDEFINED}}))
-    ctx.expect(not ex.error, "the request did not complete", expected="a 400 answer", received=ex.describe(), exchange=ex)
+    ex = ctx.post(
+        "/chat/completions",
+        tool_request(ctx, {"type": "function", "function": {"name": UNDEFINED}}),
+    )
+    ctx.expect(
+        not ex.error,
+        "the request did not complete",
+        expected="a 400 answer",
+        received=ex.describe(),
+        exchange=ex,
+    )
     status = ex.status or 0
-    ctx.expect(status != 422, "a named tool that is not defined was refused with 422", expected="HTTP 400",
-               received=ex.describe(300), exchange=ex, deviation="error-status-422")
-    ctx.expect(status == 400, f"tool_choice naming the undefined function {UNDEFINED!r} was not refused with 400",
-               expected="HTTP 400 saying the function is not in tools", received=ex.describe(400), exchange=ex,
-               hint="validate tool_choice against tools; otherwise the model is forced to call a function nobody implements")
+    ctx.expect(
+        status != 422,
+        "a named tool that is not defined was refused with 422",
+        expected="HTTP 400",
+        received=ex.describe(300),
+        exchange=ex,
+        deviation="error-status-422",
+    )
+    ctx.expect(
+        status == 400,
+        f"tool_choice naming the undefined function {UNDEFINED!r} was not refused with 400",
+        expected="HTTP 400 saying the function is not in tools",
+        received=ex.describe(400),
+        exchange=ex,
+        hint="validate tool_choice against tools; otherwise the model is forced to call a function nobody implements",
+    )
 
 
-@check("TOOLS-RESULT-TURN", "a tool result is accepted in the next turn",
-       "after an assistant message with tool_calls, a 'tool' role message with tool_call_id and the result is accepted "
-       "(200 with an assistant message)",
-       requires=("tools",))
+@check(
+    "TOOLS-RESULT-TURN",
+    "a tool result is accepted in the next turn",
+    "after an assistant message with tool_calls, a 'tool' role message with tool_call_id and the result is accepted "
+    "(200 with an assistant message)",
+    requires=("tools",),
+)
 def tools_result_turn(ctx: CheckContext) -> None:
     # Take a real call when the server makes one (its id format is then one it accepts); otherwise
     # a 9-character alphanumeric id, the strictest format in use (Mistral templates).
     first = ctx.post("/chat/completions", tool_request(ctx, "required"))
     data = first.json() if first.ok else None
-    call: dict[str, Any] = {"id": "call0abc1", "type": "function",
-                            "function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}
+    call: dict[str, Any] = {
+        "id": "call0abc1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})},
+    }
     try:
         got = data["choices"][0]["message"]["tool_calls"][0]  # type: ignore[index]
-        if isinstance(got.get("id"), str) and got["function"]["name"] in TOOL_NAMES and isinstance(got["function"]["arguments"], str):
-            call = {"id": got["id"], "type": "function", "function": {"name": got["function"]["name"], "arguments": got["function"]["arguments"]}}
+        if (
+            isinstance(got.get("id"), str)
+            and got["function"]["name"] in TOOL_NAMES
+            and isinstance(got["function"]["arguments"], str)
+        ):
+            call = {
+                "id": got["id"],
+                "type": "function",
+                "function": {
+                    "name": got["function"]["name"],
+                    "arguments": got["function"]["arguments"],
+                },
+            }
     except (KeyError, IndexError, TypeError, AttributeError):
         pass
     messages: list[dict[str, Any]] = [
         {"role": "user", "content": PROMPT},
         {"role": "assistant", "content": None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": call["id"], "content": json.dumps({"temperature_c": 18, "sky": "clear"})},
+        {
+            "role": "tool",
+            "tool_call_id": call["id"],
+            "content": json.dumps({"temperature_c": 18, "sky": "clear"}),
+        },
     ]
     # Only the called tool: every tool costs ~125 prompt tokens in a template, and 512-token contexts are common here.
     offered = [t for t in TOOLS if t["function"]["name"] == call["function"]["name"]]  # type: ignore[index]
     ex = ctx.chat(messages, tools=offered, max_tokens=16, temperature=0)
     data = ctx.ok_json(ex, "chat completion with a tool result")
     choices = data.get("choices")
-    message = choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
-    ctx.expect(isinstance(message, dict) and message.get("role") == "assistant", "the tool-result turn has no assistant message",
-               expected="choices[0].message with role 'assistant'", received=body_snippet(data), exchange=ex,
-               hint="the chat template cannot render tool messages; the agent loop stops after the first call")
+    message = (
+        choices[0].get("message")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict)
+        else None
+    )
+    ctx.expect(
+        isinstance(message, dict) and message.get("role") == "assistant",
+        "the tool-result turn has no assistant message",
+        expected="choices[0].message with role 'assistant'",
+        received=body_snippet(data),
+        exchange=ex,
+        hint="the chat template cannot render tool messages; the agent loop stops after the first call",
+    )
