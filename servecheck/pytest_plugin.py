@@ -32,6 +32,11 @@ import pytest
 from servecheck.checks.context import CheckContext, CheckFailed, CheckSkipped, NonStrict
 from servecheck.checks.discovery import TargetInfo, discover
 from servecheck.checks.registry import Check, by_surface, matches
+from servecheck.checks.surfaces.embeddings import (
+    POOLING_SURFACES,
+    no_pooling_reason,
+    pooling_models,
+)
 from servecheck.client.http import ServeClient
 from servecheck.config import load_targets
 from servecheck.config.model import Target
@@ -47,6 +52,7 @@ ENV = {
 }
 DEFAULT_TARGET = "reference"
 UNKNOWN_MODEL = "(unknown-model)"
+NO_POOLING_MODEL = "(no-pooling-model)"  # EMBED/RERANK on a target that serves none
 _SESSION_KEY = pytest.StashKey["ServecheckSession"]()
 
 
@@ -100,8 +106,11 @@ class ServecheckSession:
     model_filter: list[str]
     clients: dict[str, ServeClient] = field(default_factory=dict)
 
-    def models_for(self, target: Target) -> list[str]:
+    def models_for(self, target: Target, surface: str = "") -> list[str]:
         info = self.infos[target.name]
+        if surface in POOLING_SURFACES:
+            # EMBED and RERANK run on the pooling models, not the chat models
+            return pooling_models(info, surface) or [NO_POOLING_MODEL]
         models = info.models or [UNKNOWN_MODEL]
         if self.model_filter:
             models = [
@@ -207,6 +216,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 
 def _case_marks(case: Case, session: ServecheckSession) -> list[pytest.MarkDecorator]:
     target, check = case.target, case.check
+    if case.model == NO_POOLING_MODEL:
+        return [pytest.mark.skip(reason=no_pooling_reason(target, check.surface))]
     pattern = matches(check.id, target.exclude)
     if pattern is not None:
         return [
@@ -251,7 +262,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     session = get_session(metafunc.config)
     params = []
     for target in session.targets:
-        for model in session.models_for(target):
+        for model in session.models_for(target, surface):
             for check in by_surface(surface):
                 case = Case(target, model, check)
                 params.append(pytest.param(case, id=case.id, marks=_case_marks(case, session)))

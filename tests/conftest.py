@@ -23,6 +23,8 @@ def make_reference() -> Iterator[Callable[..., RunningServer]]:
         # A small inter-token delay: STREAM-INCREMENTAL only judges streams that take >= 50 ms,
         # and an instant server would make it (rightly) skip. 2 ms x ~40 tokens keeps it judged.
         options.setdefault("itl_ms", SELFTEST_ITL_MS)
+        # The prefix cache is off by default (it shortens TTFT); the CACHE checks need it on.
+        options.setdefault("prefix_cache_blocks", 1024)
         config = ServerConfig(faults=frozenset(faults), quirks=frozenset(quirks), **options)
         server = RunningServer(config).start()
         started.append(server)

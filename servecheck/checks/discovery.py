@@ -29,6 +29,8 @@ class TargetInfo:
     unreachable: bool = (
         False  # /v1/models got no HTTP answer at all (refused, or hung past the timeout)
     )
+    embedding_models: list[str] = field(default_factory=list)  # declared, else typed in /v1/models
+    rerank_models: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -41,11 +43,25 @@ class TargetInfo:
         models = ", ".join(self.models) or "(none)"
         ctx = f"{self.context_length} ({self.context_source})" if self.context_length else "unknown"
         text = f"{self.name}: engine {self.engine}, models {models} ({self.models_source}), context {ctx}"
+        if self.embedding_models or self.rerank_models:
+            pooling = ", ".join(self.embedding_models + self.rerank_models)
+            text += f", pooling models {pooling}"
         if self.version:
             text += f", version {self.version}"
         if self.error:
             text += f" -- {self.error}"
         return text
+
+
+# /v1/models entry types of pooling models (Xinference's model_type; some gateways say type).
+_POOLING_TYPES = {"embedding": "embedding", "embeddings": "embedding", "rerank": "rerank"}
+
+
+def _pooling_kind(entry: Any) -> str | None:
+    if not isinstance(entry, dict):
+        return None
+    kind = entry.get("model_type", entry.get("type"))
+    return _POOLING_TYPES.get(kind.lower()) if isinstance(kind, str) else None
 
 
 def _context_from_model_entry(entry: dict[str, Any]) -> tuple[int | None, str]:
@@ -88,11 +104,19 @@ def discover(target: Target, timeout_s: float = 10.0) -> TargetInfo:
             info.served = [
                 e["id"] for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)
             ]
+            typed = {
+                e["id"]: _pooling_kind(e)
+                for e in entries
+                if isinstance(e, dict) and e.get("id") in info.served
+            }
+            info.embedding_models = [m for m, k in typed.items() if k == "embedding"]
+            info.rerank_models = [m for m, k in typed.items() if k == "rerank"]
             first = next(
                 (
                     e
                     for e in entries
-                    if isinstance(e, dict) and (not target.models or e.get("id") in target.models)
+                    if isinstance(e, dict)
+                    and (e.get("id") in target.models if target.models else not _pooling_kind(e))
                 ),
                 None,
             )
@@ -107,6 +131,8 @@ def discover(target: Target, timeout_s: float = 10.0) -> TargetInfo:
                     info.models, info.models_source = list(target.models), "declared"
                 if target.context_length:
                     info.context_length, info.context_source = target.context_length, "declared"
+                info.embedding_models = list(target.embedding_models or [])
+                info.rerank_models = list(target.rerank_models or [])
                 return info
         if info.discovered_context is None and target.engine == "llamacpp":
             props = client.get(target.server_root + "/props")
@@ -121,12 +147,17 @@ def discover(target: Target, timeout_s: float = 10.0) -> TargetInfo:
     if target.models:
         info.models, info.models_source = list(target.models), "declared"
     elif info.served:
-        info.models, info.models_source = info.served[:1], "discovered"
+        chat = [m for m in info.served if m not in info.embedding_models + info.rerank_models]
+        info.models, info.models_source = (chat or info.served)[:1], "discovered"
     else:
         info.models, info.models_source = [], "unknown"
     if target.context_length:
         info.context_length, info.context_source = target.context_length, "declared"
     else:
         info.context_length = info.discovered_context
+    if target.embedding_models is not None:
+        info.embedding_models = list(target.embedding_models)
+    if target.rerank_models is not None:
+        info.rerank_models = list(target.rerank_models)
     _ = profile_for(target)
     return info

@@ -29,6 +29,10 @@ SURFACES: dict[str, str] = {
     "CONC": "concurrency and robustness",
     "FUZZ": "generated invalid and edge-case bodies",
     "CLIENT": "the official openai SDK end to end",
+    "EMBED": "/v1/embeddings",
+    "RERANK": "/v1/rerank (or /rerank)",
+    "CACHE": "prompt (prefix) cache usage and counters",
+    "TEXT": "text integrity: multilingual answers, tokenizer round trips",
 }
 
 

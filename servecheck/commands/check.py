@@ -32,6 +32,10 @@ SURFACE_FILES = {
     "conc": "test_conc.py",
     "fuzz": "test_fuzz.py",
     "client": "test_client.py",
+    "embed": "test_embed.py",
+    "rerank": "test_rerank.py",
+    "cache": "test_cache.py",
+    "text": "test_text.py",
 }
 
 

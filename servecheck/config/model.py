@@ -43,6 +43,8 @@ CAPABILITIES: dict[str, str] = {
     "stop": "stop sequences",
     "metrics": "Prometheus /metrics endpoint",
     "tokenize": "a /tokenize endpoint (vLLM, llama.cpp, reference)",
+    "prefix_cache": "repeated prompt prefixes are served from a prefix cache and reported as "
+    "usage.prompt_tokens_details.cached_tokens (vLLM: --enable-prompt-tokens-details; off unless declared)",
 }
 Capability = Literal[
     "streaming",
@@ -58,6 +60,7 @@ Capability = Literal[
     "stop",
     "metrics",
     "tokenize",
+    "prefix_cache",
 ]
 CapValue = bool | Literal["auto"]
 
@@ -80,6 +83,7 @@ class Capabilities(_Strict):
     stop: CapValue = "auto"
     metrics: CapValue = "auto"
     tokenize: CapValue = "auto"
+    prefix_cache: CapValue = "auto"
 
 
 def _check_url(value: str | None, key: str) -> str | None:
@@ -160,6 +164,14 @@ class Target(TargetSettings):
     base_url: str
     engine: Engine = "generic"
     models: list[str] | None = None
+    embedding_models: list[str] | None = Field(
+        default=None,
+        description="served names of embedding models (EMBED checks); unset: what /v1/models types as embedding",
+    )
+    rerank_models: list[str] | None = Field(
+        default=None,
+        description="served names of rerank models (RERANK checks); unset: what /v1/models types as rerank",
+    )
     context_length: Annotated[int, Field(ge=1)] | None = None
     health_url: str | None = None
     metrics_url: str | None = None

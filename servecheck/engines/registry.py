@@ -13,6 +13,10 @@ ENGINE_PORTS: dict[str, int] = {
     "llamacpp": 8021,
     "xinference": 8031,
     "litellm": 8041,
+    # issue 16: pooling models and vLLM with prompt-cache usage (servecheck/engines/pooling.py)
+    "vllm-embed": 8013,
+    "vllm-cache": 8014,
+    "llamacpp-embed": 8022,
 }
 ENGINE_NAMES: tuple[str, ...] = tuple(ENGINE_PORTS)
 
@@ -39,6 +43,12 @@ def get_engine(name: str) -> Engine:
         from servecheck.engines.litellm import LiteLlm
 
         return LiteLlm()
+    if name in ("vllm-embed", "vllm-cache", "llamacpp-embed"):
+        from servecheck.engines import pooling
+
+        return {"vllm-embed": pooling.VllmEmbed, "vllm-cache": pooling.VllmCache}.get(
+            name, pooling.LlamaCppEmbed
+        )()
     raise UsageError(
         f"unknown engine {name!r}{did_you_mean(name, ENGINE_NAMES)}; "
         f"engines: {', '.join(ENGINE_NAMES)}"

@@ -33,7 +33,9 @@ DEVIATIONS: dict[str, str] = {
     "out-of-range-accepted": "out-of-range sampling values (negative max_tokens, temperature outside [0, 2]) are served, not rejected",
 }
 
-_ALL_ON = dict.fromkeys(CAPABILITIES, True)
+# Capabilities no profile may assume: a target turns them on (prefix_cache needs engine flags).
+_OPT_IN = ("prefix_cache",)
+_ALL_ON = {name: name not in _OPT_IN for name in CAPABILITIES}
 
 
 @dataclass(frozen=True, slots=True)

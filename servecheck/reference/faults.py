@@ -250,6 +250,83 @@ _fault(
     "FUZZ-NO-5XX",
 )
 
+# Embeddings and rerank (servecheck/reference/embeddings.py)
+_fault("embed-nan", "an embedding carries NaN (a pooling overflow)", "EMBED-SHAPE")
+_fault(
+    "embed-base64-float64",
+    "encoding_format base64 packs float64 instead of float32 (the float answer is right)",
+    "EMBED-BASE64",
+)
+_fault(
+    "embed-batch-reversed",
+    "a batch's vectors come back in reverse order with indexes renumbered",
+    "EMBED-BATCH-ORDER",
+)
+_fault("embed-dims-vary", "inputs over 8 tokens get one dimension less", "EMBED-DIMS")
+_fault(
+    "embed-dimensions-ignored",
+    "the dimensions parameter is accepted (200) but full-size vectors come back",
+    "EMBED-DIMS",
+)
+_fault(
+    "embed-nondeterministic",
+    "identical inputs get different vectors (noise added per request)",
+    "EMBED-DETERMINISTIC",
+)
+_fault("embed-overlong-500", "an input over the context crashes with 500", "EMBED-OVERLONG")
+_fault(
+    "embed-overlong-silent",
+    "an input over the context is embedded anyway and usage claims all its tokens",
+    "EMBED-OVERLONG",
+)
+_fault("embed-usage-zero", "usage.prompt_tokens is 0 for embeddings", "EMBED-USAGE")
+_fault(
+    "rerank-unsorted", "rerank results come back in document order, not by score", "RERANK-SHAPE"
+)
+_fault("rerank-top-n-ignored", "top_n is ignored: every document comes back", "RERANK-TOP-N")
+_fault(
+    "rerank-top-n-500",
+    "top_n above the number of documents crashes with a bare KeyError 500 (xorbitsai/inference#4679)",
+    "RERANK-TOP-N",
+)
+
+# Prompt cache (servecheck/reference/prefix_cache.py)
+_fault(
+    "cache-details-missing",
+    "usage carries no prompt_tokens_details although the prefix cache hit (vllm#16162)",
+    "CACHE-HIT",
+)
+_fault("cache-over-prompt", "cached_tokens exceeds prompt_tokens on a cache hit", "CACHE-BOUNDS")
+_fault(
+    "cache-metrics-frozen",
+    "the prefix-cache counters on /metrics never move while cached_tokens are reported",
+    "CACHE-METRICS",
+)
+
+# Text integrity (servecheck/reference/text.py)
+_fault(
+    "text-mojibake",
+    "non-streamed answers are UTF-8 read as Latin-1 (cafÃ© for café), as a gateway with the wrong charset",
+    "TEXT-CLEAN",
+    "TEXT-EXACT",
+)
+_fault(
+    "text-byte-tokens",
+    "streamed multi-byte characters arrive as raw byte tokens (<0xE4><0xBD><0xA0>)",
+    "TEXT-CLEAN",
+)
+_fault(
+    "text-lossy",
+    "non-ASCII characters of non-streamed answers come back as U+FFFD",
+    "TEXT-EXACT",
+)
+_fault("detok-mojibake", "/detokenize answers UTF-8 read as Latin-1", "TEXT-TOKENIZE-ROUNDTRIP")
+_fault(
+    "prompt-tokens-double-bos",
+    "chat usage counts one prompt token more than the rendered template (a BOS added twice)",
+    "TEXT-PROMPT-TOKENS",
+)
+
 # Load and telemetry (not conformance checks; used by load and leak self-tests)
 _fault("latency-spikes", "every 5th request waits an extra second before its first token")
 _fault("kv-leak", "KV blocks of aborted (disconnected) requests are never freed", "CONC-DISCONNECT")

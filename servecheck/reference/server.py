@@ -25,7 +25,8 @@ from typing import Any
 import jsonschema
 from aiohttp import web
 
-from servecheck.reference import model
+from servecheck.reference import cache_faults, model, prefix_cache
+from servecheck.reference import text as reftext
 from servecheck.reference.faults import FAULTS, QUIRKS
 
 ROLES = {"system", "user", "assistant", "tool", "developer", "function"}
@@ -49,6 +50,7 @@ class ServerConfig:
     context_policy: str = (
         "reject"  # reject | truncate (over-long prompts cut to fit, with a warning field)
     )
+    prefix_cache_blocks: int = 0  # > 0: a prefix cache of this many blocks (prefix_cache.py)
 
 
 class ClientGone(Exception):
@@ -99,6 +101,7 @@ class State:
     step_seeded: int = 0
     dead: bool = False
     sem: asyncio.Semaphore | None = None
+    pcache: Any = None  # prefix_cache.PrefixCache, made on first use when configured
 
     @property
     def faults(self) -> frozenset[str]:
@@ -546,6 +549,7 @@ class _Slot:
         self.prompt_tokens = prompt_tokens
         self.aborted = False
         self.released = False
+        self.cached: int | None = None  # prompt tokens served by the prefix cache
         state.running += 1
         if seeded:
             state.seeded_running += 1
@@ -660,6 +664,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             tools, tool_choice = _validate_tools(state, body)
             fmt, schema = _response_format(state, body)
             prompt_tokens = model.count_chat_tokens(messages, tools)
+            prompt_tokens += 1 if "prompt-tokens-double-bos" in state.faults else 0
         else:
             prompt = body.get("prompt")
             _expect(
@@ -717,6 +722,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         if "crash-concurrent-seed" in state.faults:
             await _schedule_step_with_seed_crash(state, prompt_tokens, seeded)
         choices = _make_choices(state, body, max_tokens, messages, tools, tool_choice, fmt, schema)
+        reftext.garble(state.faults, choices, bool(body.get("stream")))  # text-* faults
         if "ctx-max-tokens-overrun" in state.faults and requested is not None and requested > room:
             for c in choices:
                 if c.finish_reason == "length":
@@ -735,6 +741,8 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     else:
         await state.sem.acquire()
     slot = _Slot(state, prompt_tokens, seeded)
+    slot.cached = prefix_cache.lookup(state, messages, prompt_tokens)
+    slot.cached = cache_faults.apply(state, slot.cached, prompt_tokens)
     try:
         completion_tokens = _completion_tokens(choices)
         model_name = body["model"]
@@ -761,6 +769,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         state.prompt_tokens += prompt_tokens
         state.generation_tokens += completion_tokens
         full = _full_body(state, body, chat, choices, prompt_tokens, completion_tokens, model_name)
+        prefix_cache.annotate(full["usage"], slot.cached)
         if truncated_from:
             full["warnings"] = [
                 f"prompt truncated from {truncated_from} to {prompt_tokens} tokens (context {limit})"
@@ -956,13 +965,14 @@ async def _stream(
         # Absolute schedule from arrival: token k is due at ttft + k * itl, so a busy loop does
         # not make the delays drift (the load benchmark's "truth").
         nonlocal step
-        target = t0 + cfg.ttft_ms / 1000 + _extra + step * cfg.itl_ms / 1000
+        target = t0 + ttft_s + _extra + step * cfg.itl_ms / 1000
         step += 1
         now = time.monotonic()
         if target > now:
             await asyncio.sleep(target - now)
 
     _extra = _extra_delay(state)
+    ttft_s = prefix_cache.ttft_s(cfg, slot.cached, prompt_tokens)
     if "stream-error-in-200" in faults:
         await send(
             b'data: {"error": {"message": "upstream model crashed", "type": "server_error", "code": 500}}\n\n'
@@ -1099,7 +1109,9 @@ async def _stream(
             await send(chunk(delta_json(c.index, '{"content":" extra"}' if chat else '" extra"')))
     if include_usage:
         usage_tokens = completion_tokens + (3 if "stream-usage-wrong" in faults else 0)
-        usage = json.dumps(_usage(prompt_tokens, usage_tokens, faults))
+        usage = json.dumps(
+            prefix_cache.annotate(_usage(prompt_tokens, usage_tokens, faults), slot.cached)
+        )
         if "stream-usage-in-choices" in faults:
             await send(
                 chunk(delta_json(0, "{}" if chat else '""', choices[0].finish_reason), usage)
@@ -1177,6 +1189,9 @@ async def models(request: web.Request) -> web.Response:
                 2 if "models-context-mismatch" in state.faults else 1
             )
         data.append(entry)
+    from servecheck.reference.embeddings import model_entries  # imports this module: bind late
+
+    data += model_entries(state)  # the pooling models, typed as Xinference types them
     return web.json_response({"object": "list", "data": data})
 
 
@@ -1192,6 +1207,7 @@ async def tokenize(request: web.Request) -> web.Response:
             prompt = body.get("prompt", body.get("content"))
             _expect(isinstance(prompt, str), "prompt must be a string", "prompt")
             ids = model.token_ids(str(prompt))
+            reftext.remember(request.app, str(prompt))  # for /detokenize
     except ApiError as err:
         return _error_response(state, err)
     return web.json_response(
@@ -1232,6 +1248,7 @@ async def metrics(request: web.Request) -> web.Response:
         "# HELP vllm:generation_tokens_total Number of generation tokens processed.",
         "# TYPE vllm:generation_tokens_total counter",
         f'vllm:generation_tokens_total{{engine="0",model_name="{name}"}} {st.generation_tokens}',
+        *prefix_cache.metric_lines(st),
     ]
     return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
 
@@ -1322,6 +1339,10 @@ def build_app(config: ServerConfig) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/version", version)
     app.router.add_post("/tokenize", tokenize)
+    from servecheck.reference import embeddings  # it imports this module: bind it late
+
+    embeddings.register(app)
+    reftext.register(app)
     return app
 
 

@@ -2,15 +2,18 @@
 
 from servecheck.checks.surfaces import (  # noqa: F401
     auth,
+    cache,
     chat,
     client,
     concurrency,
     context,
+    embeddings,
     errors,
     fuzz,
     health,
     json_mode,
     models,
     stream,
+    text,
     tools,
 )

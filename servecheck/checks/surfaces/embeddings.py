@@ -1,0 +1,511 @@
+"""EMBED-* and RERANK-*: the pooling endpoints, ``/v1/embeddings`` and ``/v1/rerank``.
+
+These checks run on a target's embedding and rerank models (``embedding_models`` /
+``rerank_models`` in targets.yaml, else the entries ``/v1/models`` types as such), not on its
+chat models. Vectors are compared by cosine similarity with tolerances that real engines' float
+noise stays far inside (batching changes the last bits, never the direction), so a random-weight
+tiny model passes as long as it is served correctly.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import struct
+from typing import Any
+
+from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
+from servecheck.checks.discovery import TargetInfo
+from servecheck.checks.registry import check
+from servecheck.client.http import Exchange
+from servecheck.config.model import Target
+
+POOLING_SURFACES: dict[str, tuple[str, str]] = {
+    "EMBED": ("embedding", "embedding_models"),
+    "RERANK": ("rerank", "rerank_models"),
+}
+
+# Distinct texts with distinct last words (last-token pooling must still tell them apart),
+# in three scripts so that tokenizers meet multi-byte input.
+TEXTS = (
+    "The quick brown fox jumps over the river",
+    "数据模型的服务器",
+    "Un café crème à Zürich, s'il vous plaît",
+    "queue batch kernel latency signal",
+)
+SAME = 0.99  # cosine above which two vectors are "the same embedding" (batching noise ~1e-6)
+IDENTICAL = 0.9999  # identical inputs: only float noise allowed
+
+
+def pooling_models(info: TargetInfo, surface: str) -> list[str]:
+    """The models EMBED (embedding) or RERANK (rerank) checks run on."""
+    return list(info.embedding_models if surface == "EMBED" else info.rerank_models)
+
+
+def no_pooling_reason(target: Target, surface: str) -> str:
+    kind, key = POOLING_SURFACES[surface]
+    return (
+        f"{surface}: {target.name} serves no {kind} model (declare `{key}` in targets.yaml; "
+        f"/v1/models typed none as {kind})"
+    )
+
+
+def _model(ctx: CheckContext, surface: str) -> str:
+    models = pooling_models(ctx.info, surface)
+    if ctx.model in models:
+        return ctx.model
+    if not models:
+        raise CheckSkipped(no_pooling_reason(ctx.target, surface))
+    return models[0]
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    return dot / (na * nb) if na and nb else 0.0
+
+
+def _post_embeddings(ctx: CheckContext, inputs: str | list[str], **params: Any) -> Exchange:
+    body: dict[str, Any] = {"model": _model(ctx, "EMBED"), "input": inputs, **params}
+    return ctx.post("/embeddings", body)
+
+
+def _vectors(ctx: CheckContext, ex: Exchange, n: int, what: str) -> list[list[float]]:
+    """The float vectors of a 2xx embeddings answer, ordered by ``index``; fails on a bad shape."""
+    data = ctx.ok_json(ex, what)
+    items = data.get("data")
+    ctx.expect(
+        isinstance(items, list) and len(items) == n,
+        f"{what}: 'data' does not hold one item per input",
+        expected=f'{{"object": "list", "data": [{n} x {{"object": "embedding", "index", "embedding"}}]}}',
+        received=body_snippet(data),
+        exchange=ex,
+    )
+    by_index: dict[int, list[float]] = {}
+    for item in items:
+        index = item.get("index") if isinstance(item, dict) else None
+        vec = item.get("embedding") if isinstance(item, dict) else None
+        ctx.expect(
+            isinstance(index, int) and 0 <= index < n and index not in by_index,
+            f"{what}: item indexes are not 0..{n - 1}, each once",
+            expected=f"indexes 0..{n - 1}",
+            received=body_snippet([i.get("index") if isinstance(i, dict) else i for i in items]),
+            exchange=ex,
+        )
+        ctx.expect(
+            isinstance(vec, list)
+            and bool(vec)
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in vec),
+            f"{what}: an embedding is not a list of numbers",
+            expected="embedding: [float, ...] (encoding_format float)",
+            received=body_snippet(item),
+            exchange=ex,
+        )
+        by_index[index] = [float(v) for v in vec]
+    return [by_index[i] for i in range(n)]
+
+
+@check(
+    "EMBED-SHAPE",
+    "an embeddings answer has the OpenAI shape",
+    "object 'list', one data item per input with object 'embedding', its index and a non-empty "
+    "vector of finite numbers, the model name and usage",
+)
+def embed_shape(ctx: CheckContext) -> None:
+    for inputs in (TEXTS[0], list(TEXTS[:2])):
+        n = 1 if isinstance(inputs, str) else len(inputs)
+        ex = _post_embeddings(ctx, inputs)
+        vectors = _vectors(ctx, ex, n, "POST /v1/embeddings")
+        data = ex.json()
+        ctx.expect(
+            data.get("object") == "list"
+            and all(isinstance(i, dict) and i.get("object") == "embedding" for i in data["data"])
+            and isinstance(data.get("model"), str)
+            and isinstance(data.get("usage"), dict),
+            "the embeddings answer misses OpenAI fields",
+            expected="object 'list', data[].object 'embedding', model, usage",
+            received=body_snippet({k: v for k, v in data.items() if k != "data"}),
+            exchange=ex,
+        )
+        for i, vec in enumerate(vectors):
+            bad = [j for j, v in enumerate(vec) if not math.isfinite(v)]
+            ctx.expect(
+                not bad,
+                f"embedding {i} holds non-finite values (NaN or infinity)",
+                expected="finite floats only",
+                received=f"{len(bad)} of {len(vec)} values non-finite, first at position {bad[:1]}",
+                exchange=ex,
+                hint="NaN in a vector poisons every similarity computed with it; often a "
+                "half-precision overflow in pooling",
+            )
+            ctx.expect(
+                any(vec),
+                f"embedding {i} is all zeros",
+                expected="a non-zero vector",
+                received=f"{len(vec)} zeros",
+                exchange=ex,
+            )
+
+
+def _decode_base64(text: Any) -> list[float] | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if len(raw) % 4:
+        return None
+    return list(struct.unpack(f"<{len(raw) // 4}f", raw))
+
+
+@check(
+    "EMBED-BASE64",
+    "encoding_format base64 and float give the same vector",
+    "with encoding_format 'base64' each embedding is base64 of little-endian float32 values "
+    "equal to the 'float' answer's (what the openai SDK decodes)",
+)
+def embed_base64(ctx: CheckContext) -> None:
+    floats = _vectors(ctx, _post_embeddings(ctx, TEXTS[2]), 1, "encoding_format float")[0]
+    ex = _post_embeddings(ctx, TEXTS[2], encoding_format="base64")
+    data = ctx.ok_json(ex, "encoding_format base64")
+    items = data.get("data")
+    item = items[0] if isinstance(items, list) and items and isinstance(items[0], dict) else {}
+    decoded = _decode_base64(item.get("embedding"))
+    ctx.expect(
+        decoded is not None,
+        "the base64 embedding is not base64 of float32 values",
+        expected="a base64 string whose length decodes to a multiple of 4 bytes",
+        received=body_snippet(item),
+        exchange=ex,
+    )
+    assert decoded is not None
+    ctx.expect(
+        len(decoded) == len(floats),
+        "the base64 vector has another length than the float one",
+        expected=f"{len(floats)} float32 values (as encoding_format float gives)",
+        received=f"{len(decoded)} float32 values"
+        + (" (float64 packed as float32?)" if len(decoded) == 2 * len(floats) else ""),
+        exchange=ex,
+        hint="clients (the openai SDK, LangChain) decode base64 as float32: float64 bytes read "
+        "that way are garbage",
+    )
+    cos = _cosine(decoded, floats)
+    ctx.expect(
+        cos >= IDENTICAL,
+        "the base64 vector differs from the float one",
+        expected=f"cosine >= {IDENTICAL} between the two encodings",
+        received=f"cosine {cos:.6f}",
+        exchange=ex,
+    )
+
+
+@check(
+    "EMBED-BATCH-ORDER",
+    "a batch's vectors keep the inputs' order",
+    "the item with index i of a batched request is input i's vector: it matches a single "
+    f"request for input i (cosine >= {SAME}) better than any other input's",
+)
+def embed_batch_order(ctx: CheckContext) -> None:
+    singles = [
+        _vectors(ctx, _post_embeddings(ctx, t), 1, f"single input {i}")[0]
+        for i, t in enumerate(TEXTS)
+    ]
+    ex = _post_embeddings(ctx, list(TEXTS))
+    batch = _vectors(ctx, ex, len(TEXTS), "batched input")
+    for i, vec in enumerate(batch):
+        sims = [_cosine(vec, s) for s in singles]
+        best = max(range(len(sims)), key=sims.__getitem__)
+        ctx.expect(
+            best == i and sims[i] >= SAME,
+            f"batch item {i} is not input {i}'s vector",
+            expected=f"item {i} closest to the single-request vector of input {i} "
+            f"(cosine >= {SAME})",
+            received=f"closest to input {best}; cosines to inputs 0..{len(sims) - 1}: "
+            + ", ".join(f"{s:.4f}" for s in sims),
+            exchange=ex,
+            hint="results reordered (by completion or by length) without their original index "
+            "attach each vector to the wrong text",
+        )
+
+
+@check(
+    "EMBED-DIMS",
+    "vector length is stable and 'dimensions' is honoured or refused",
+    "every vector of a model has the same length across inputs and requests; a request with "
+    "dimensions: 8 gets 8-value vectors, or a 4xx error object if the model cannot shorten",
+)
+def embed_dims(ctx: CheckContext) -> None:
+    short, long = "kernel", " ".join(TEXTS)
+    ex = _post_embeddings(ctx, [short, long])
+    first = _vectors(ctx, ex, 2, "inputs of two lengths")
+    again = _vectors(ctx, _post_embeddings(ctx, TEXTS[1]), 1, "another request")[0]
+    lengths = [len(first[0]), len(first[1]), len(again)]
+    ctx.expect(
+        len(set(lengths)) == 1,
+        "vectors of one model have different lengths",
+        expected="one length for every vector",
+        received=f"short input {lengths[0]}, long input {lengths[1]}, another request {lengths[2]}",
+        exchange=ex,
+    )
+    want = 8 if lengths[0] > 8 else max(1, lengths[0] // 2)
+    ex = _post_embeddings(ctx, short, dimensions=want)
+    if ex.ok:
+        got = _vectors(ctx, ex, 1, f"dimensions {want}")[0]
+        ctx.expect(
+            len(got) == want,
+            "'dimensions' was accepted but not applied",
+            expected=f"{want} values (or a 400 if the model cannot shorten its vectors)",
+            received=f"{len(got)} values with HTTP {ex.status}",
+            exchange=ex,
+            hint="a client that stores short vectors gets full ones; refuse what you cannot do",
+        )
+        return
+    data = ex.json()
+    ctx.expect(
+        not ex.error
+        and ex.status is not None
+        and 400 <= ex.status < 500
+        and isinstance(data, dict)
+        and isinstance(data.get("error"), dict | str),
+        "'dimensions' was neither honoured nor refused cleanly",
+        expected="200 with shortened vectors, or a 4xx error object",
+        received=ex.describe(300),
+        exchange=ex,
+        deviation="error-shape-detail" if isinstance(data, dict) and "detail" in data else None,
+    )
+
+
+@check(
+    "EMBED-DETERMINISTIC",
+    "identical inputs give identical vectors",
+    f"the same text twice in one batch and once more in another request: cosine >= {IDENTICAL} "
+    "between all three",
+)
+def embed_deterministic(ctx: CheckContext) -> None:
+    ex = _post_embeddings(ctx, [TEXTS[3], TEXTS[0], TEXTS[3]])
+    batch = _vectors(ctx, ex, 3, "a batch with a repeated input")
+    alone = _vectors(ctx, _post_embeddings(ctx, TEXTS[3]), 1, "the input alone")[0]
+    for label, a, b in (
+        ("items 0 and 2 of one batch", batch[0], batch[2]),
+        ("the batch and a separate request", batch[0], alone),
+    ):
+        cos = _cosine(a, b)
+        diff = max((abs(x - y) for x, y in zip(a, b, strict=False)), default=0.0)
+        ctx.expect(
+            cos >= IDENTICAL and len(a) == len(b),
+            f"identical inputs got different vectors ({label})",
+            expected=f"cosine >= {IDENTICAL}",
+            received=f"cosine {cos:.6f}, largest difference {diff:.4g}",
+            exchange=ex,
+            hint="a cache or an index built on these vectors will not find the same text twice",
+        )
+
+
+def _context(ctx: CheckContext, model: str) -> int:
+    if ctx.info.context_length:
+        return ctx.info.context_length
+    ex = ctx.get("/models")
+    data = ex.json() if ex.ok else None
+    for entry in data.get("data", []) if isinstance(data, dict) else []:
+        if isinstance(entry, dict) and entry.get("id") == model:
+            for key in ("max_model_len", "context_length"):
+                if isinstance(entry.get(key), int):
+                    return int(entry[key])
+    raise CheckSkipped(
+        f"EMBED-OVERLONG: the context length of {model} is unknown (set context_length)"
+    )
+
+
+@check(
+    "EMBED-OVERLONG",
+    "an input over the context is refused or truncated visibly",
+    "an input about twice the context length gets a 4xx error object, or a 200 whose "
+    "usage.prompt_tokens shows the cut (at most the context length); never a 5xx or a "
+    "silent full-length claim",
+)
+def embed_overlong(ctx: CheckContext) -> None:
+    name = _model(ctx, "EMBED")
+    limit = _context(ctx, name)
+    words = ("river", "stone", "light", "garden", "signal", "orbit", "cloud", "kernel")
+    text = " ".join(words[i % len(words)] for i in range(2 * limit + 16))
+    ex = _post_embeddings(ctx, text)
+    ctx.expect(
+        not ex.error and ex.status is not None and ex.status < 500,
+        "an over-long input crashed the request",
+        expected="a 4xx error object naming the limit, or a 200 that shows the truncation",
+        received=ex.describe(300),
+        exchange=ex,
+    )
+    data = ex.json()
+    if not ex.ok:
+        ctx.expect(
+            isinstance(data, dict) and isinstance(data.get("error"), dict | str),
+            "the refusal of an over-long input has no error object",
+            expected='{"error": {"message": ...}}',
+            received=ex.describe(300),
+            exchange=ex,
+            deviation="error-shape-detail" if isinstance(data, dict) and "detail" in data else None,
+        )
+        return
+    usage = data.get("usage") if isinstance(data, dict) else None
+    used = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    ctx.expect(
+        isinstance(used, int) and 0 < used <= limit,
+        "an over-long input was embedded without showing a cut",
+        expected=f"400, or 200 with usage.prompt_tokens <= {limit} (the context)",
+        received=f"HTTP 200, usage {body_snippet(usage)} for about {2 * limit + 16} words",
+        exchange=ex,
+        hint="the vector covers only part of the text, or the engine read past its context; "
+        "the client cannot tell which",
+    )
+
+
+@check(
+    "EMBED-USAGE",
+    "embeddings usage counts the input tokens",
+    "usage.prompt_tokens > 0, total_tokens equals it (no completion), and a batch's count is "
+    "the sum of its inputs' single counts",
+)
+def embed_usage(ctx: CheckContext) -> None:
+    counts = []
+    for text in TEXTS[:2]:
+        ex = _post_embeddings(ctx, text)
+        data = ctx.ok_json(ex, "POST /v1/embeddings")
+        usage = data.get("usage")
+        prompt = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        ctx.expect(
+            isinstance(prompt, int) and prompt > 0 and usage.get("total_tokens") == prompt,
+            "embeddings usage is missing or wrong",
+            expected="usage: {prompt_tokens: > 0, total_tokens: = prompt_tokens}",
+            received=body_snippet(usage),
+            exchange=ex,
+        )
+        counts.append(prompt)
+    ex = _post_embeddings(ctx, list(TEXTS[:2]))
+    data = ctx.ok_json(ex, "a batch of two")
+    usage = data.get("usage")
+    got = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    ctx.expect(
+        got == sum(counts),
+        "a batch's usage is not the sum of its inputs'",
+        expected=f"prompt_tokens {sum(counts)} ({' + '.join(map(str, counts))})",
+        received=body_snippet(usage),
+        exchange=ex,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Rerank
+
+QUERY = "which garden has a stone path"
+DOCUMENTS = (
+    "the garden has a stone path by the river",
+    "数据模型",
+    "kernel batch queue",
+    "a stone garden path",
+)
+
+
+def _rerank(ctx: CheckContext, **params: Any) -> Exchange:
+    body = {"model": _model(ctx, "RERANK"), "query": QUERY, "documents": list(DOCUMENTS), **params}
+    ex = ctx.post("/rerank", body)
+    if ex.status in (404, 405):
+        # vLLM and llama.cpp also serve it at the root (/rerank), Cohere-style
+        ex = ctx.post(ctx.server_root + "/rerank", body)
+    return ex
+
+
+def _results(ctx: CheckContext, ex: Exchange, what: str) -> list[tuple[int, float]]:
+    data = ctx.ok_json(ex, what)
+    results = data.get("results")
+    ctx.expect(
+        isinstance(results, list) and bool(results),
+        f"{what}: no 'results' list",
+        expected='{"results": [{"index": 0, "relevance_score": 0.9}, ...]}',
+        received=body_snippet(data),
+        exchange=ex,
+    )
+    out: list[tuple[int, float]] = []
+    for r in results:
+        index = r.get("index") if isinstance(r, dict) else None
+        score = r.get("relevance_score") if isinstance(r, dict) else None
+        ctx.expect(
+            isinstance(index, int)
+            and 0 <= index < len(DOCUMENTS)
+            and index not in {i for i, _ in out}
+            and isinstance(score, int | float)
+            and not isinstance(score, bool)
+            and math.isfinite(score),
+            f"{what}: a result has a bad index or score",
+            expected=f"distinct indexes in 0..{len(DOCUMENTS) - 1}, finite relevance_score",
+            received=body_snippet(results),
+            exchange=ex,
+        )
+        out.append((index, float(score)))
+    return out
+
+
+@check(
+    "RERANK-SHAPE",
+    "rerank returns every document once, best first",
+    "POST /v1/rerank (or /rerank) with a query and 4 documents gives 4 results, each a distinct "
+    "document index with a finite relevance_score, sorted by score, highest first",
+)
+def rerank_shape(ctx: CheckContext) -> None:
+    ex = _rerank(ctx)
+    results = _results(ctx, ex, "POST /v1/rerank")
+    ctx.expect(
+        len(results) == len(DOCUMENTS),
+        "rerank did not return every document",
+        expected=f"{len(DOCUMENTS)} results (no top_n)",
+        received=f"{len(results)} results",
+        exchange=ex,
+    )
+    scores = [s for _, s in results]
+    ctx.expect(
+        scores == sorted(scores, reverse=True),
+        "rerank results are not sorted by relevance",
+        expected="relevance_score descending",
+        received=", ".join(f"#{i}: {s:.4f}" for i, s in results),
+        exchange=ex,
+        hint="clients take results[0] as the best match",
+    )
+
+
+@check(
+    "RERANK-TOP-N",
+    "top_n keeps the best n, and a large top_n is harmless",
+    "top_n 2 gives exactly the 2 best results of the full ranking; top_n above the number of "
+    "documents gives at most all of them (or a 4xx), never a 5xx",
+)
+def rerank_top_n(ctx: CheckContext) -> None:
+    full = _results(ctx, _rerank(ctx), "rerank without top_n")
+    ex = _rerank(ctx, top_n=2)
+    top = _results(ctx, ex, "top_n 2")
+    ctx.expect(
+        len(top) == 2 and {i for i, _ in top} == {i for i, _ in full[:2]},
+        "top_n 2 did not give the two best documents",
+        expected=f"2 results, documents {sorted(i for i, _ in full[:2])}",
+        received=f"{len(top)} results, documents {[i for i, _ in top]}",
+        exchange=ex,
+    )
+    ex = _rerank(ctx, top_n=len(DOCUMENTS) + 6)
+    ctx.expect(
+        not ex.error and ex.status is not None and ex.status < 500,
+        "top_n above the number of documents crashed the request",
+        expected=f"200 with at most {len(DOCUMENTS)} results, or a 4xx error object",
+        received=ex.describe(300),
+        exchange=ex,
+    )
+    if ex.ok:
+        many = _results(ctx, ex, f"top_n {len(DOCUMENTS) + 6}")
+        ctx.expect(
+            len(many) <= len(DOCUMENTS),
+            "more results than documents",
+            expected=f"at most {len(DOCUMENTS)} results",
+            received=f"{len(many)} results",
+            exchange=ex,
+        )

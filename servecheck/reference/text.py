@@ -1,0 +1,84 @@
+"""Text-integrity defects of the reference server, and its ``/detokenize``.
+
+:func:`garble` runs on a request's generated choices before they are sent and applies the
+``text-*`` faults the TEXT checks hunt:
+
+* ``text-mojibake``: non-streamed answers are UTF-8 read as Latin-1 (``café`` -> ``cafÃ©``), as
+  a gateway that decodes the upstream body with the wrong charset;
+* ``text-byte-tokens``: streamed multi-byte characters arrive as raw byte tokens
+  (``你`` -> ``<0xE4><0xBD><0xA0>``), as a detokenizer that does not merge byte-fallback pieces;
+* ``text-lossy``: non-ASCII characters of non-streamed answers become U+FFFD, as a
+  detokenizer that decodes each token's bytes on their own.
+
+``/detokenize`` turns ids from ``/tokenize`` back into text (the ids are hashes, so the server
+remembers the tokens it has handed out); ``detok-mojibake`` makes it answer in mojibake.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+
+from servecheck.reference import model
+
+VOCAB = web.AppKey("token_vocabulary", dict)
+
+
+def _latin1(text: str) -> str:
+    return text.encode("utf-8").decode("latin-1")
+
+
+def _byte_tokens(text: str) -> str:
+    return "".join(c if ord(c) < 128 else "".join(f"<0x{b:02X}>" for b in c.encode()) for c in text)
+
+
+def garble(faults: frozenset[str], choices: list[Any], stream: bool) -> None:
+    """Apply the text faults to the choices' pieces in place."""
+    for c in choices:
+        if not stream and "text-mojibake" in faults:
+            c.pieces = [_latin1(p) for p in c.pieces]
+        if not stream and "text-lossy" in faults:
+            c.pieces = ["".join(ch if ord(ch) < 128 else "\ufffd" for ch in p) for p in c.pieces]
+        if stream and "text-byte-tokens" in faults:
+            c.pieces = [_byte_tokens(p) for p in c.pieces]
+
+
+def remember(app: web.Application, text: str) -> None:
+    """Record the tokens of a /tokenize call so /detokenize can map their ids back."""
+    vocab = app[VOCAB]
+    if len(vocab) > 100_000:  # bounded: a long-running server does not grow without limit
+        vocab.clear()
+    for token, tid in zip(model.tokenize(text), model.token_ids(text), strict=True):
+        vocab[tid] = token
+
+
+async def detokenize(request: web.Request) -> web.Response:
+    from servecheck.reference.server import STATE, ApiError, _error_response, _expect, _read_json
+
+    state = request.app[STATE]
+    try:
+        body = await _read_json(request, state)
+        ids = body.get("tokens")
+        _expect(
+            isinstance(ids, list) and all(isinstance(i, int) for i in ids),
+            "'tokens' must be a list of token ids",
+            "tokens",
+        )
+        assert isinstance(ids, list)
+        vocab = request.app[VOCAB]
+        unknown = [i for i in ids if i not in vocab]
+        if unknown:
+            raise ApiError(400, f"unknown token id(s): {unknown[:5]}", param="tokens")
+    except ApiError as err:
+        return _error_response(state, err)
+    text = " ".join(vocab[i] for i in ids)
+    if "detok-mojibake" in state.faults:
+        text = _latin1(text)
+    return web.json_response({"prompt": text}, dumps=lambda o: json.dumps(o, ensure_ascii=False))
+
+
+def register(app: web.Application) -> None:
+    app[VOCAB] = {}
+    app.router.add_post("/detokenize", detokenize)
