@@ -32,10 +32,23 @@ METRICS_WAIT_S = 5.0  # counters are published once the engine's step stats arri
 
 
 def _prefix(ctx: CheckContext) -> str:
-    words = max(32, (ctx.info.context_length or 512) // 2)
+    """A unique prefix of about 60% of the context in tokens (measured with /tokenize if it can)."""
+    context = ctx.info.context_length or 512
     nonce = secrets.token_hex(4)
-    body = " ".join(WORDS[i % len(WORDS)] for i in range(words))
-    return f"Reference {nonce}. {body}"
+
+    def text(words: int) -> str:
+        return f"Reference {nonce}. " + " ".join(WORDS[i % len(WORDS)] for i in range(words))
+
+    words = max(32, context // 4)  # a word is one to three tokens in the tokenizers seen
+    if ctx.capabilities.get("tokenize"):
+        ex = ctx.client.post(
+            ctx.server_root + "/tokenize", {"model": ctx.model, "prompt": text(words)}
+        )
+        data = ex.json() if ex.ok else None
+        count = data.get("count") if isinstance(data, dict) else None
+        if isinstance(count, int) and count > 0:
+            words = max(32, int(words * 0.6 * context / count))
+    return text(words)
 
 
 def _ask(ctx: CheckContext, prefix: str, question: str, *, stream: bool = False) -> Exchange:

@@ -1,0 +1,86 @@
+"""EMBED/RERANK cases run on a target's pooling models, CACHE on declared prefix caches (pytester)."""
+
+from __future__ import annotations
+
+import textwrap
+
+from servecheck.checks.discovery import discover
+from servecheck.checks.surfaces.text import garbling, mojibake
+from tests.support import target_for
+
+pytest_plugins = ["pytester"]
+
+SUITE = textwrap.dedent("""
+    from servecheck.checks import run_check
+
+    SURFACE = "{surface}"
+
+
+    def test_conformance(sc_case, sc_ctx):
+        run_check(sc_case.check, sc_ctx)
+""")
+
+
+def _run(pytester, server, surface: str, extra: str = ""):
+    pytester.makefile(
+        ".yaml",
+        targets=textwrap.dedent(f"""\
+        targets:
+          - name: ref
+            base_url: {server.base_url}
+            engine: reference
+            models: [ref-tiny]
+            context_length: 512
+            timeout_s: 10
+        """)
+        + extra,
+    )
+    pytester.makepyfile(**{f"test_{surface.lower()}": SUITE.format(surface=surface)})
+    return pytester.runpytest(
+        "-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml", "-rs"
+    )
+
+
+def test_discovery_finds_the_typed_pooling_models(reference):
+    info = discover(target_for(reference))
+    assert info.embedding_models == ["ref-embed"]
+    assert info.rerank_models == ["ref-rerank"]
+    assert "ref-embed" not in info.models
+
+
+def test_declared_pooling_models_win_over_discovery(reference):
+    info = discover(target_for(reference, embedding_models=[], rerank_models=["ref-embed"]))
+    assert info.embedding_models == []
+    assert info.rerank_models == ["ref-embed"]
+
+
+def test_embed_cases_run_on_the_embedding_model(pytester, make_reference):
+    result = _run(pytester, make_reference(), "EMBED")
+    result.assert_outcomes(passed=7)
+    result.stdout.no_fnmatch_line("*ref-tiny/EMBED*")
+
+
+def test_a_target_without_embedding_models_skips_with_the_reason(pytester, make_reference):
+    result = _run(pytester, make_reference(), "EMBED", "    embedding_models: []\n")
+    result.assert_outcomes(skipped=7)
+    result.stdout.fnmatch_lines(
+        ["*EMBED: ref serves no embedding model (declare `embedding_models` in targets.yaml*"]
+    )
+
+
+def test_cache_checks_skip_unless_the_target_declares_prefix_cache(pytester, make_reference):
+    result = _run(pytester, make_reference(), "CACHE")
+    result.assert_outcomes(skipped=3)
+    result.stdout.fnmatch_lines(["*does not declare capability prefix_cache*"])
+    declared = _run(pytester, make_reference(), "CACHE", "    capabilities: {prefix_cache: true}\n")
+    declared.assert_outcomes(passed=3)
+
+
+def test_garbling_detector_accepts_random_valid_text_and_flags_real_garbling():
+    # what a random model over a byte-level vocabulary may legitimately produce
+    for ok in ("café 你好 東京 🙂", "\ufffd\ufffd tokens", "Ångström £5 ©2026 naïve", "50°C ±1"):
+        assert garbling(ok) is None, ok
+    assert mojibake("cafÃ© au lait") == ("Ã©", "é")
+    assert mojibake("ä½\xa0好") is not None
+    assert "raw byte tokens" in (garbling("hello <0xE4><0xBD><0xA0>") or "")
+    assert "mojibake" in (garbling("itâ€™s") or "")
