@@ -176,7 +176,7 @@ def plan_from_options(
     ``model`` resolved by the caller)."""
     from servecheck.load.schedule import parse_duration
 
-    o = options.get
+    o: Callable[[str], Any] = options.get  # Any: the options are argparse values
 
     missing = [
         opt
@@ -244,7 +244,7 @@ def telemetry_overrides(
     options: Mapping[str, Any], target: Target, plan: SoakPlan
 ) -> dict[str, Any]:
     """The recorder settings the options change (interval, NVML off, which process for RSS)."""
-    o = options.get
+    o: Callable[[str], Any] = options.get  # Any: the options are argparse values
     settings = target.telemetry
     out: dict[str, Any] = {"interval_s": plan.interval_s}
     if o("no_nvml"):
@@ -619,7 +619,7 @@ class ProbeOnlyPlan:
         from servecheck.load.abandon import ProbeSettings
         from servecheck.load.schedule import parse_duration
 
-        o = options.get
+        o: Callable[[str], Any] = options.get
         if o("cycles") is not None or o("cycle") is not None or o("abandon"):
             raise UsageError(
                 "--probe-only runs no load cycles: leave out --cycles, --cycle and --abandon"

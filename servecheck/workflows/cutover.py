@@ -111,7 +111,8 @@ def _pre(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
     from servecheck.workflows.accept import run_conformance
 
     loaded = load_targets(spec.targets_file)
-    old, new = loaded.get(spec.old), loaded.get(spec.new)
+    # run_cutover checked that both are named
+    old, new = loaded.get(str(spec.old)), loaded.get(str(spec.new))
     prompts = read_prompts(spec.prompts)
     if not prompts:
         raise UsageError(f"--prompts {spec.prompts}: no prompts in the file")
@@ -203,7 +204,7 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
     from servecheck.report.workflow import Case, Suite, say, write_json, write_junit
 
     loaded = load_targets(spec.targets_file)
-    via = loaded.get(spec.via)
+    via = loaded.get(str(spec.via))  # run_cutover checked it is named
     duration, rate, max_gap = spec.duration_s, spec.rate, spec.max_gap_s
     if not 1 <= duration <= 4 * 3600:
         raise UsageError(f"--duration {duration:g}s: between 1s and 4h")
@@ -235,7 +236,7 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
                     expected[key] = model_of(loaded.get(name))
                 except UsageError as exc:
                     expected[key] = f"(unknown: {exc})"
-    part = {
+    part: dict[str, Any] = {
         "ok": rep.failed <= spec.max_failed and rep.longest_gap_s <= max_gap,
         "failed": rep.failed,
         "max_failed": spec.max_failed,
