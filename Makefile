@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml setup.py servecheck/load/_rxthread.c
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,langchain]'
 	@touch $(STAMP)
 
 venv: $(STAMP)

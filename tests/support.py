@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from servecheck.checks.context import CheckContext
@@ -14,6 +17,16 @@ from servecheck.reference.inprocess import RunningServer
 TEST_KEY = "sk-servecheck-selftest-9f8e7d6c"
 
 
+@functools.cache
+def reference_model_dir() -> Path:
+    """A model folder holding the reference server's tokenizer.json, written once per session."""
+    from servecheck.reference.text import write_tokenizer
+
+    directory = Path(tempfile.mkdtemp(prefix="servecheck-ref-model-"))
+    write_tokenizer(directory)
+    return directory
+
+
 def target_for(server: RunningServer, **overrides: Any) -> Target:
     values: dict[str, Any] = {
         "name": "ref",
@@ -24,6 +37,7 @@ def target_for(server: RunningServer, **overrides: Any) -> Target:
         "metrics_url": server.root + "/metrics",
         "timeout_s": 10,
         "api_key": server.config.api_key,
+        "model_dir": str(reference_model_dir()),  # the reference tokenizer (TEXT-LOCAL-TOKENIZER)
     }
     values.update(overrides)
     return Target.model_validate(values)

@@ -84,3 +84,20 @@ def test_garbling_detector_accepts_random_valid_text_and_flags_real_garbling():
     assert mojibake("ä½\xa0好") is not None
     assert "raw byte tokens" in (garbling("hello <0xE4><0xBD><0xA0>") or "")
     assert "mojibake" in (garbling("itâ€™s") or "")
+
+
+def test_langchain_checks_skip_with_the_install_command_without_the_package(reference, monkeypatch):
+    import sys
+
+    import pytest
+
+    from servecheck.checks import CheckSkipped, load_all, run_check
+    from tests.support import context_for
+
+    monkeypatch.setitem(sys.modules, "langchain_openai", None)  # import raises ImportError
+    ctx = context_for(reference, "CLIENT-LANGCHAIN-INVOKE")
+    try:
+        with pytest.raises(CheckSkipped, match=r"langchain-openai is not installed \(pip install"):
+            run_check(load_all()["CLIENT-LANGCHAIN-INVOKE"], ctx)
+    finally:
+        ctx.client.close()

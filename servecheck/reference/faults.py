@@ -136,6 +136,7 @@ _fault(
     "one chunk is written as a Python dict repr (single quotes) instead of JSON",
     "STREAM-SSE-VALID",
     "CLIENT-SDK-STREAM",
+    "CLIENT-LANGCHAIN-STREAM",
 )
 _fault(
     "stream-data-after-done",
@@ -156,6 +157,7 @@ _fault(
     "CLIENT-SDK-SYNC",
     "CLIENT-SDK-ASYNC",
     "CLIENT-SDK-PARSE",
+    "CLIENT-LANGCHAIN-INVOKE",
 )
 _fault(
     "sdk-stream-null-delta",
@@ -170,7 +172,12 @@ _fault(
 
 # JSON
 _fault("json-mode-ignored", "response_format json_object is ignored (prose output)", "JSON-OBJECT")
-_fault("json-schema-ignored", "json_schema output does not follow the schema", "JSON-SCHEMA")
+_fault(
+    "json-schema-ignored",
+    "json_schema output does not follow the schema",
+    "JSON-SCHEMA",
+    "CLIENT-LANGCHAIN-STRUCTURED",
+)
 _fault(
     "json-schema-invalid-500",
     "an invalid schema crashes the request with 500",
@@ -189,6 +196,7 @@ _fault(
     "tools-args-invalid",
     "tool arguments are not valid JSON for the parameters schema",
     "TOOLS-ARGS-SCHEMA",
+    "CLIENT-LANGCHAIN-TOOL",
 )
 _fault("tools-wrong-name", "named tool_choice calls a different function", "TOOLS-NAMED")
 _fault("tools-finish-stop", "finish_reason is 'stop' after a tool call", "TOOLS-FINISH")
@@ -321,6 +329,11 @@ _fault(
     "TEXT-EXACT",
 )
 _fault("detok-mojibake", "/detokenize answers UTF-8 read as Latin-1", "TEXT-TOKENIZE-ROUNDTRIP")
+_fault(
+    "tokenizer-mismatch",
+    "/tokenize serves another tokenizer than the model's (CJK characters counted twice)",
+    "TEXT-LOCAL-TOKENIZER",
+)
 _fault(
     "prompt-tokens-double-bos",
     "chat usage counts one prompt token more than the rendered template (a BOS added twice)",

@@ -18,9 +18,8 @@ import string
 from dataclasses import dataclass, field
 from typing import Any
 
-_TOKEN = re.compile(
-    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|\w+|[^\w\s]", re.UNICODE
-)
+TOKEN_PATTERN = r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|\w+|[^\w\s]"
+_TOKEN = re.compile(TOKEN_PATTERN, re.UNICODE)
 
 VOCAB: tuple[str, ...] = (
     "the",

@@ -1206,7 +1206,7 @@ async def tokenize(request: web.Request) -> web.Response:
         else:
             prompt = body.get("prompt", body.get("content"))
             _expect(isinstance(prompt, str), "prompt must be a string", "prompt")
-            ids = model.token_ids(str(prompt))
+            ids = reftext.served_ids(state.faults, str(prompt), model.token_ids(str(prompt)))
             reftext.remember(request.app, str(prompt))  # for /detokenize
     except ApiError as err:
         return _error_response(state, err)

@@ -17,6 +17,7 @@ remembers the tokens it has handed out); ``detok-mojibake`` makes it answer in m
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -77,6 +78,35 @@ async def detokenize(request: web.Request) -> web.Response:
     if "detok-mojibake" in state.faults:
         text = _latin1(text)
     return web.json_response({"prompt": text}, dumps=lambda o: json.dumps(o, ensure_ascii=False))
+
+
+def served_ids(faults: frozenset[str], text: str, ids: list[int]) -> list[int]:
+    """/tokenize ids; ``tokenizer-mismatch`` serves another tokenizer's (CJK split in two)."""
+    if "tokenizer-mismatch" not in faults:
+        return ids
+    extra = [1 for t in model.tokenize(text) if len(t) == 1 and ord(t) >= 0x3040]
+    return ids + extra
+
+
+def write_tokenizer(directory: Path) -> Path:
+    """Write the reference tokenizer as a ``tokenizer.json`` (a model_dir for TEXT-LOCAL-TOKENIZER).
+
+    A word-level tokenizer with the reference's split rule and one unknown token: its counts
+    are the reference server's, its ids are not (the server's ids are hashes).
+    """
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.WhitespaceSplit(),
+            pre_tokenizers.Split(Regex(model.TOKEN_PATTERN), behavior="isolated"),
+        ]
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "tokenizer.json"
+    tok.save(str(path))
+    return path
 
 
 def register(app: web.Application) -> None:

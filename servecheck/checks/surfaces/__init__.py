@@ -12,6 +12,7 @@ from servecheck.checks.surfaces import (  # noqa: F401
     fuzz,
     health,
     json_mode,
+    langchain,
     models,
     stream,
     text,

@@ -99,7 +99,8 @@ def _schema() -> dict[str, Any]:
 
 
 def _forced(ctx: CheckContext, ex: Exchange, content: str | None, finish: Any, what: str) -> None:
-    if finish == "length":
+    if finish == "length" and (content or "").lstrip().startswith("{"):
+        # a JSON answer cut short: the cut explains it, there is nothing to judge
         raise CheckSkipped(f"TEXT-EXACT: the {what} answer was cut at max_tokens: {content!r}")
     try:
         value = json.loads(content or "").get("text")
@@ -251,3 +252,64 @@ def text_prompt_tokens(ctx: CheckContext) -> None:
             else "the chat route renders another template or tokenizer than /tokenize"
         ),
     )
+
+
+def _local_tokenizer(ctx: CheckContext) -> Any:
+    from pathlib import Path
+
+    if not ctx.target.model_dir:
+        raise CheckSkipped("TEXT-LOCAL-TOKENIZER: the target names no model_dir to compare with")
+    directory = Path(ctx.target.model_dir).expanduser()
+    path = next(
+        (
+            p
+            for p in (directory / "tokenizer.json", directory / "hf" / "tokenizer.json")
+            if p.is_file()
+        ),
+        None,
+    )
+    if path is None:
+        raise CheckSkipped(f"TEXT-LOCAL-TOKENIZER: no tokenizer.json in {directory}")
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise CheckSkipped(
+            "TEXT-LOCAL-TOKENIZER: the tokenizers package is not installed"
+        ) from None
+    try:
+        return Tokenizer.from_file(str(path)), path
+    except Exception as exc:  # noqa: BLE001 - a file the library cannot read is preflight's finding
+        raise CheckSkipped(
+            f"TEXT-LOCAL-TOKENIZER: {path} does not load ({exc}); see servecheck preflight"
+        ) from None
+
+
+@check(
+    "TEXT-LOCAL-TOKENIZER",
+    "the served tokenizer counts as the local model folder's does",
+    "for Chinese, Japanese, accented-Latin and emoji text, /tokenize (no special tokens) gives "
+    "as many tokens as the tokenizer.json in the target's model_dir",
+    requires=("tokenize",),
+)
+def text_local_tokenizer(ctx: CheckContext) -> None:
+    local, path = _local_tokenizer(ctx)
+    for text in ROUND_TRIP:
+        tokens, ex = _tokenize(ctx, text)
+        ctx.expect(
+            tokens is not None,
+            "/tokenize gave no token ids",
+            expected='{"tokens": [int, ...]}',
+            received=ex.describe(300),
+            exchange=ex,
+        )
+        assert tokens is not None
+        want = len(local.encode(text, add_special_tokens=False).ids)
+        ctx.expect(
+            len(tokens) == want,
+            "the served tokenizer counts differently from the local one",
+            expected=f"{want} tokens for {text!r} ({path})",
+            received=f"{len(tokens)} tokens from /tokenize",
+            exchange=ex,
+            hint="the engine loaded another tokenizer than the model folder's (a wrong "
+            "--tokenizer, a stale cache, a GGUF converted from another revision)",
+        )
