@@ -2,40 +2,17 @@
 
 from __future__ import annotations
 
-import textwrap
-
 from servecheck.checks.discovery import discover
 from servecheck.checks.surfaces.text import garbling, mojibake
 from tests.support import target_for
+from tests.test_plugin import _suite, _targets
 
 pytest_plugins = ["pytester"]
 
-SUITE = textwrap.dedent("""
-    from servecheck.checks import run_check
-
-    SURFACE = "{surface}"
-
-
-    def test_conformance(sc_case, sc_ctx):
-        run_check(sc_case.check, sc_ctx)
-""")
-
 
 def _run(pytester, server, surface: str, extra: str = ""):
-    pytester.makefile(
-        ".yaml",
-        targets=textwrap.dedent(f"""\
-        targets:
-          - name: ref
-            base_url: {server.base_url}
-            engine: reference
-            models: [ref-tiny]
-            context_length: 512
-            timeout_s: 10
-        """)
-        + extra,
-    )
-    pytester.makepyfile(**{f"test_{surface.lower()}": SUITE.format(surface=surface)})
+    _targets(pytester, server, extra)
+    _suite(pytester, surface)
     return pytester.runpytest(
         "-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml", "-rs"
     )

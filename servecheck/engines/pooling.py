@@ -15,7 +15,7 @@ They reuse the ``vllm`` and ``llamacpp`` installs.
 
 from __future__ import annotations
 
-from servecheck.engines.base import LaunchPlan, Readiness, clean_env, http
+from servecheck.engines.base import LaunchPlan
 from servecheck.engines.llamacpp import LlamaCpp
 from servecheck.engines.models import TinyModel, TinyModelSpec, ensure_tiny_model
 from servecheck.engines.vllm import Vllm
@@ -69,16 +69,7 @@ class VllmEmbed(Vllm):
             argv=argv, env=base.env, served_model=EMBED_SERVED_NAME, context_length=EMBED_CONTEXT
         )
 
-    def probe(self, port: int) -> tuple[Readiness, str]:
-        r = http("GET", f"http://127.0.0.1:{port}/health", timeout=2.0)
-        if r.status == -1:
-            return Readiness.STARTING, r.error
-        if r.status != 200:
-            return Readiness.LOADING, f"/health HTTP {r.status}"
-        models = http("GET", f"http://127.0.0.1:{port}/v1/models", timeout=5.0)
-        if models.status == 200 and EMBED_SERVED_NAME in models.body:
-            return Readiness.READY, "ok"
-        return Readiness.LOADING, f"/v1/models HTTP {models.status}"
+    # probe: Vllm's (it looks for SERVED_NAME, a prefix of EMBED_SERVED_NAME)
 
 
 class VllmCache(Vllm):
@@ -102,41 +93,18 @@ class LlamaCppEmbed(LlamaCpp):
     default_port = 8022
 
     def plan(self, port: int) -> LaunchPlan:
-        model = ensure_embedding_model()
-        argv = [
-            str(self.binary),
-            "-m",
-            str(model.gguf_path),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "-c",
-            str(EMBED_CONTEXT),
-            "-b",
-            str(EMBED_CONTEXT),
-            "-ub",
-            str(EMBED_CONTEXT),
-            "-np",
-            "1",
-            "-t",
-            "1",
-            "--embeddings",
-            "--pooling",
-            "last",
-            "--metrics",
-            "--alias",
-            EMBED_SERVED_NAME,
-        ]
-        key = self.api_key()
-        if key:
-            argv += ["--api-key", key]
-        return LaunchPlan(
-            argv=argv,
-            env=clean_env({}),
-            served_model=EMBED_SERVED_NAME,
-            context_length=EMBED_CONTEXT,
-        )
+        plan = super().plan(port)  # the binary, host, port, threads, metrics and key
+        argv = plan.argv
+        argv[argv.index("-m") + 1] = str(ensure_embedding_model().gguf_path)
+        argv[argv.index("--alias") + 1] = EMBED_SERVED_NAME
+        argv[argv.index("-c") + 1] = str(EMBED_CONTEXT)
+        argv[argv.index("-np") + 1] = "1"
+        argv.remove("--jinja")  # no chat template use: this server only embeds
+        # a whole input in one batch: llama.cpp refuses inputs over its physical batch
+        argv += ["-b", str(EMBED_CONTEXT), "-ub", str(EMBED_CONTEXT)]
+        argv += ["--embeddings", "--pooling", "last"]
+        plan.served_model, plan.context_length = EMBED_SERVED_NAME, EMBED_CONTEXT
+        return plan
 
 
 __all__ = ["EMBED_SERVED_NAME", "LlamaCppEmbed", "VllmCache", "VllmEmbed", "embedding_spec"]

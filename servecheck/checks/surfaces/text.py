@@ -160,6 +160,19 @@ def _tokenize(ctx: CheckContext, text: str) -> tuple[list[int] | None, Exchange]
     return None, ex
 
 
+def _served_tokens(ctx: CheckContext, text: str) -> tuple[list[int], Exchange]:
+    """/tokenize's ids for ``text``, or a failure saying what came back instead."""
+    tokens, ex = _tokenize(ctx, text)
+    if tokens is None:
+        ctx.fail(
+            "/tokenize gave no token ids",
+            expected='{"tokens": [int, ...]}',
+            received=ex.describe(300),
+            exchange=ex,
+        )
+    return tokens, ex
+
+
 @check(
     "TEXT-TOKENIZE-ROUNDTRIP",
     "multilingual text survives /tokenize and /detokenize",
@@ -169,14 +182,7 @@ def _tokenize(ctx: CheckContext, text: str) -> tuple[list[int] | None, Exchange]
 )
 def text_roundtrip(ctx: CheckContext) -> None:
     for text in ROUND_TRIP:
-        tokens, ex = _tokenize(ctx, text)
-        ctx.expect(
-            tokens is not None,
-            "/tokenize gave no token ids",
-            expected='{"tokens": [int, ...]}',
-            received=ex.describe(300),
-            exchange=ex,
-        )
+        tokens, ex = _served_tokens(ctx, text)
         dx = ctx.post(ctx.server_root + "/detokenize", {"model": ctx.model, "tokens": tokens})
         data = ctx.ok_json(dx, "POST /detokenize")
         back = data.get("prompt", data.get("content"))
@@ -294,15 +300,7 @@ def _local_tokenizer(ctx: CheckContext) -> Any:
 def text_local_tokenizer(ctx: CheckContext) -> None:
     local, path = _local_tokenizer(ctx)
     for text in ROUND_TRIP:
-        tokens, ex = _tokenize(ctx, text)
-        ctx.expect(
-            tokens is not None,
-            "/tokenize gave no token ids",
-            expected='{"tokens": [int, ...]}',
-            received=ex.describe(300),
-            exchange=ex,
-        )
-        assert tokens is not None
+        tokens, ex = _served_tokens(ctx, text)
         want = len(local.encode(text, add_special_tokens=False).ids)
         ctx.expect(
             len(tokens) == want,
