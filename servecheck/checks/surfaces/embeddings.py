@@ -83,6 +83,7 @@ def _vectors(ctx: CheckContext, ex: Exchange, n: int, what: str) -> list[list[fl
         received=body_snippet(data),
         exchange=ex,
     )
+    assert isinstance(items, list)
     by_index: dict[int, list[float]] = {}
     for item in items:
         index = item.get("index") if isinstance(item, dict) else None
@@ -103,6 +104,7 @@ def _vectors(ctx: CheckContext, ex: Exchange, n: int, what: str) -> list[list[fl
             received=body_snippet(item),
             exchange=ex,
         )
+        assert isinstance(index, int) and isinstance(vec, list)
         by_index[index] = [float(v) for v in vec]
     return [by_index[i] for i in range(n)]
 
@@ -376,13 +378,15 @@ def embed_usage(ctx: CheckContext) -> None:
         data = ctx.ok_json(ex, "POST /v1/embeddings")
         usage = data.get("usage")
         prompt = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        total = usage.get("total_tokens") if isinstance(usage, dict) else None
         ctx.expect(
-            isinstance(prompt, int) and prompt > 0 and usage.get("total_tokens") == prompt,
+            isinstance(prompt, int) and prompt > 0 and total == prompt,
             "embeddings usage is missing or wrong",
             expected="usage: {prompt_tokens: > 0, total_tokens: = prompt_tokens}",
             received=body_snippet(usage),
             exchange=ex,
         )
+        assert isinstance(prompt, int)
         counts.append(prompt)
     ex = _post_embeddings(ctx, list(TEXTS[:2]))
     data = ctx.ok_json(ex, "a batch of two")
@@ -428,6 +432,7 @@ def _results(ctx: CheckContext, ex: Exchange, what: str) -> list[tuple[int, floa
         received=body_snippet(data),
         exchange=ex,
     )
+    assert isinstance(results, list)
     out: list[tuple[int, float]] = []
     for r in results:
         index = r.get("index") if isinstance(r, dict) else None
@@ -444,6 +449,7 @@ def _results(ctx: CheckContext, ex: Exchange, what: str) -> list[tuple[int, floa
             received=body_snippet(results),
             exchange=ex,
         )
+        assert isinstance(index, int) and isinstance(score, int | float)
         out.append((index, float(score)))
     return out
 

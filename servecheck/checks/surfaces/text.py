@@ -130,7 +130,7 @@ def _forced(ctx: CheckContext, ex: Exchange, content: str | None, finish: Any, w
 )
 def text_exact(ctx: CheckContext) -> None:
     prompt = "Greet me in one of the allowed languages."
-    params = {"max_tokens": 64, "temperature": 0, "response_format": _schema()}
+    params: dict[str, Any] = {"max_tokens": 64, "temperature": 0, "response_format": _schema()}
     ex = ctx.chat(prompt, **params)
     data = ctx.ok_json(ex, "schema-forced answer")
     choice = (data.get("choices") or [{}])[0]
