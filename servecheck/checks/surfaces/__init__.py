@@ -1,19 +1,21 @@
-"""One module per surface; importing this package registers every check."""
+"""One module per surface, named after the surface's id (``ctx`` holds CTX-*); importing this
+package registers every check."""
 
 from servecheck.checks.surfaces import (  # noqa: F401
     auth,
     cache,
     chat,
     client,
-    concurrency,
-    context,
-    embeddings,
-    errors,
+    conc,
+    ctx,
+    embed,
+    err,
     fuzz,
     health,
-    json_mode,
+    json,
     langchain,
     models,
+    rerank,
     stream,
     text,
     tools,

@@ -19,7 +19,7 @@ from typing import Any
 
 from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
 from servecheck.checks.registry import check
-from servecheck.checks.surfaces.concurrency import _SAMPLE, _metrics_url
+from servecheck.checks.surfaces.conc import _SAMPLE, _metrics_url
 from servecheck.client.http import Exchange
 
 WORDS = ("river", "stone", "light", "garden", "signal", "orbit", "cloud", "kernel", "paper")
