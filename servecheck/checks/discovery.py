@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from servecheck.client.http import ServeClient
-from servecheck.config.model import Target
+from servecheck.config.model import Target, pooling_kind
 from servecheck.profiles import profile_for
 
 
@@ -51,17 +51,6 @@ class TargetInfo:
         if self.error:
             text += f" -- {self.error}"
         return text
-
-
-# /v1/models entry types of pooling models (Xinference's model_type; some gateways say type).
-_POOLING_TYPES = {"embedding": "embedding", "embeddings": "embedding", "rerank": "rerank"}
-
-
-def _pooling_kind(entry: Any) -> str | None:
-    if not isinstance(entry, dict):
-        return None
-    kind = entry.get("model_type", entry.get("type"))
-    return _POOLING_TYPES.get(kind.lower()) if isinstance(kind, str) else None
 
 
 def _context_from_model_entry(entry: dict[str, Any]) -> tuple[int | None, str]:
@@ -105,7 +94,7 @@ def discover(target: Target, timeout_s: float = 10.0) -> TargetInfo:
                 e["id"] for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)
             ]
             typed = {
-                e["id"]: _pooling_kind(e)
+                e["id"]: pooling_kind(e)
                 for e in entries
                 if isinstance(e, dict) and e.get("id") in info.served
             }
@@ -116,7 +105,7 @@ def discover(target: Target, timeout_s: float = 10.0) -> TargetInfo:
                     e
                     for e in entries
                     if isinstance(e, dict)
-                    and (e.get("id") in target.models if target.models else not _pooling_kind(e))
+                    and (e.get("id") in target.models if target.models else not pooling_kind(e))
                 ),
                 None,
             )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from servecheck.config.model import Target
+from servecheck.config.model import Target, pooling_kind
 from servecheck.errors import UsageError
 from servecheck.redact import redact
 
@@ -46,7 +46,8 @@ def choose_model(
     url = base_url.rstrip("/") + "/models"
     try:
         r = httpx.get(url, headers=dict(headers), timeout=timeout_s, trust_env=False)
-        ids = [str(m["id"]) for m in r.json()["data"]]
+        # never an embedding or rerank model: a chat run sent there only gets errors
+        ids = [str(m["id"]) for m in r.json()["data"] if not pooling_kind(m)]
         if not ids:
             raise ValueError("an empty list")
     except Exception as exc:  # noqa: BLE001 - any failure means the same to the user

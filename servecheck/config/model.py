@@ -64,6 +64,22 @@ Capability = Literal[
 ]
 CapValue = bool | Literal["auto"]
 
+# /v1/models entry types of pooling models (Xinference's model_type; some gateways say type):
+# discovery files them under embedding_models / rerank_models, and no run sends chat to them.
+POOLING_MODEL_TYPES: dict[str, str] = {
+    "embedding": "embedding",
+    "embeddings": "embedding",
+    "rerank": "rerank",
+}
+
+
+def pooling_kind(entry: object) -> str | None:
+    """``embedding`` or ``rerank`` for a /v1/models entry typed as one, else None."""
+    if not isinstance(entry, dict):
+        return None
+    kind = entry.get("model_type", entry.get("type"))
+    return POOLING_MODEL_TYPES.get(kind.lower()) if isinstance(kind, str) else None
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
