@@ -31,6 +31,7 @@ from servecheck.load.records import MERGED_NAME, merge_records, worker_files
 from servecheck.load.schedule import StageShape, parse_duration, parse_rate, shape_from_spec
 from servecheck.load.slo import SLO, Verdict, evaluate, parse_slos, request_predicate
 from servecheck.load.stats import RunStats, Schedule, compute_stats
+from servecheck.load.transport import read_transport, transport_reasons
 from servecheck.redact import redact
 
 SCHEMA_VERSION = 1
@@ -566,6 +567,11 @@ def summarise(
                 + (f": {tail}" if tail else "")
                 + f" (see {run_dir / 'locust.stdout'})"
             )
+    transport = read_transport(run_dir)  # workers' records came over Locust's channel
+    if transport is not None:
+        reasons += transport_reasons(transport)
+    elif spec.role == "master" or (spec.role == "local" and (spec.processes or 1) > 1):
+        reasons.append("the master kept no ledger of its workers (transport.json): see locust.log")
     passed = slo_ok and not reasons
     verdict = "pass" if passed else ("fail" if not slo_ok else "inconclusive")
     exit_code = 0 if passed else 1
@@ -593,6 +599,7 @@ def summarise(
             "merged": read.count,
             "bad_lines": read.bad_lines,
             "per_worker": {Path(k).name: v for k, v in read.per_file.items()},
+            **({"transport": transport} if transport is not None else {}),
         },
         **stats.as_dict(),
         "slo": [v.as_dict() for v in verdicts],
@@ -873,7 +880,7 @@ def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     result = run_load(spec, on_log=lambda s: print(s, file=sys.stderr, flush=True))
     if spec.role == "worker":
-        print(f"worker done: records in {result.run_dir}")
+        print(f"worker done: records sent to the master, local copy in {result.run_dir / 'local'}")
         return 0
     print(format_summary(result.summary, result.verdicts))
     print(f"report: {result.run_dir}")

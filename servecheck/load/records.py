@@ -133,13 +133,15 @@ class RecordWriter:
         self._fh: IO[str] | None = open(self.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
         self.count = 0
 
-    def write(self, record: RequestRecord) -> None:
-        """Write one record as one line and flush it."""
+    def write(self, record: RequestRecord) -> str:
+        """Write one record as one line and flush it; returns the line (without its newline)."""
         fh = self._fh
         if fh is None:
             raise ValueError(f"record writer for {self.path} is closed")
-        fh.write(record.to_json() + "\n")  # line buffered: one write(2) per line
+        line = record.to_json()
+        fh.write(line + "\n")  # line buffered: one write(2) per line
         self.count += 1
+        return line
 
     def close(self) -> None:
         if self._fh is not None:
