@@ -177,7 +177,7 @@ def validate(spec: LoadSpec) -> list[SLO]:
         raise UsageError(f"role {spec.role!r}: local, master or worker")
     if spec.role != "local" and not spec.run_id:
         raise UsageError(
-            "--master/--worker need --run-id ID (the same on the master and every worker, so the records meet in one directory)"
+            "--master/--worker need --run-id ID (the same on the master and every worker, so every request id names the run)"
         )
     return [*parse_slos(spec.slos, "cli"), *parse_slos(spec.target.slo, "targets.yaml")]
 
