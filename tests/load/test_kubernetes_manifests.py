@@ -14,7 +14,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from servecheck.commands.load import add_arguments, spec_from_args, validate
+from servecheck.commands.load import add_arguments, spec_from_args
+from servecheck.load.run import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "kubernetes"
