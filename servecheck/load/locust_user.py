@@ -50,6 +50,8 @@ from servecheck.load.transport import (
     BATCH_INTERVAL_S,
     DONE_MESSAGE,
     LOCAL_DIR,
+    LOST_AFTER_S,
+    QUIT_GRACE_S,
     RECORDS_MESSAGE,
     BatchSender,
     Collector,
@@ -565,14 +567,24 @@ def _on_init(environment: Any, **_: Any) -> None:
             log.error("worker %s: records differ from what it sent: %s", led.worker, led.mismatch)
         maybe_quit()
 
+    missing_since: dict[str, float] = {}
+
     def watch() -> None:
         # Locust marks a worker missing after its heartbeats stop (about 3 s) and forgets one that
-        # quit; either way, one that never said done is lost, and the run says so.
+        # quit; either way, one that never said done is lost, and the run says so. Missing
+        # heartbeats also happen to a live worker on a starved machine (Locust heals it on the
+        # next one), so a missing worker is lost only after LOST_AFTER_S; one that quit gets
+        # QUIT_GRACE_S for a done message still on its way.
         while True:
             gevent.sleep(0.5)
+            now = _perf()
             for led in collector.running():
                 node = runner.clients.get(led.node)
-                if node is None or node.state == STATE_MISSING:
+                if node is not None and node.state != STATE_MISSING:
+                    missing_since.pop(led.node, None)
+                    continue
+                since = missing_since.setdefault(led.node, now)
+                if now - since >= (QUIT_GRACE_S if node is None else LOST_AFTER_S):
                     collector.on_lost(led.node)
                     log.error(
                         "worker %s disconnected: %d records kept, %d requests lost",

@@ -20,9 +20,9 @@ histograms (TTFT, ITL, E2E) taken from its local copy.
 Master side (:class:`Collector`): writes each batch as it arrives and keeps a ledger per worker
 (keyed by Locust's node id, so two workers with the same name on different hosts stay apart).
 A worker is counted from its first batch, so one that joins late is simply counted from its
-first request. A worker that disconnects or is killed (Locust marks it missing after its
-heartbeats stop, or it leaves without a done message) is ``lost``: what it sent up to its last
-batch is kept, the requests it had sent by then without a record are counted as lost, and
+first request. A worker that disconnects or is killed is ``lost`` once Locust has had it missing
+(no heartbeat) for :data:`LOST_AFTER_S`, or :data:`QUIT_GRACE_S` after it left without a done
+message: what it sent up to its last batch is kept, the requests it had sent by then without a record are counted as lost, and
 :func:`transport_reasons` makes the run inconclusive. For a worker that finished, the master's
 count, ok count, tokens and digest must equal the worker's own, or the run is not trusted.
 ``transport.json`` in the run folder holds the ledgers; ``summary.json`` carries them under
@@ -48,6 +48,8 @@ __all__ = [
     "Collector",
     "DONE_MESSAGE",
     "LOCAL_DIR",
+    "LOST_AFTER_S",
+    "QUIT_GRACE_S",
     "RECORDS_MESSAGE",
     "TRANSPORT_NAME",
     "decode_batch",
@@ -65,6 +67,10 @@ BATCH_RECORDS = 256
 BATCH_INTERVAL_S = 0.25
 COMPRESS_OVER = 1024  # below this zlib saves little and costs a call per batch
 HIST_METRICS = ("ttft", "itl", "e2e")
+# The master takes a worker for lost when Locust has had it missing (no heartbeat) this long, or
+# this long after it left without a done message; a starved machine can miss a few heartbeats.
+LOST_AFTER_S = 10.0
+QUIT_GRACE_S = 2.0
 
 
 def encode_batch(payload: bytes) -> tuple[bytes, str]:
