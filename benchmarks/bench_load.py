@@ -70,10 +70,17 @@ ITL_TOLERANCE = 0.20
 
 
 def one_level(
-    tmp: Path, scenario: Path, users: int, duration: float, reader: str | None = None
+    tmp: Path,
+    scenario: Path,
+    users: int,
+    duration: float,
+    reader: str | None = None,
+    processes: int | None = None,
+    cpus: str = "0",
 ) -> dict[str, Any]:
     """One closed-loop run of ``users`` streams against a fresh calibration server; ``reader``
-    forces the generator's reader (``loop``: the pure-Python one) through ``SERVECHECK_READER``."""
+    forces the generator's reader (``loop``: the pure-Python one) through ``SERVECHECK_READER``;
+    ``processes`` > 1 runs that many Locust worker processes, on ``cpus``."""
     proc, base = start_truth_server(tmp, TTFT_S, ITL_S, TOKENS, cpu="1")
     saved = os.environ.get(ENV_READER)
     if reader:
@@ -89,7 +96,8 @@ def one_level(
             duration_s=duration,
             out_dir=tmp / "reports",
             use_tokenize=False,
-            cpus="0",
+            cpus=cpus,
+            processes=processes,
             progress=False,
             allow_lag=True,
             drain_s=10.0,

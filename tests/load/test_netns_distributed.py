@@ -86,7 +86,7 @@ def _wait(cond: object, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-def _load(net: Lan, host: str, cwd: Path, *args: str) -> subprocess.Popen[str]:
+def _load(net: Lan, host: str, cwd: Path, *args: str, workers: int = 2) -> subprocess.Popen[str]:
     cmd = [
         *net.exec(host),
         sys.executable,
@@ -103,7 +103,7 @@ def _load(net: Lan, host: str, cwd: Path, *args: str) -> subprocess.Popen[str]:
         "--run-id",
         RUN_ID,
         "--expect-workers",
-        "2",
+        str(workers),
         "--no-tokenize",
         *args,
     ]
@@ -230,3 +230,55 @@ def test_a_worker_killed_mid_run_shows_in_the_verdict(lan: tuple[Lan, dict[str, 
         == len(kept) + len(_lines(alive))
     )
     _no_shared_path(dirs)
+
+
+def test_a_late_worker_is_counted_from_its_first_request(
+    lan: tuple[Lan, dict[str, Path]],
+) -> None:
+    net, dirs = lan
+    # The first worker runs 15 s, the late one 4 s from when it starts (a worker's bounds are its
+    # own), so it joins and finishes inside the first one's run even on a slow machine.
+    args = ("--users", "4", "--duration", "15s")
+    master = _load(net, "m", dirs["m"], "--master", *args, workers=1)
+    first = _load(
+        net, "w1", dirs["w1"], "--worker", "--master-host", net.addr["m"], *args, workers=1
+    )
+    run = dirs["m"] / "reports" / RUN_ID
+    workers = [first]
+    try:
+        _wait(
+            lambda: any(len(_lines(p)) >= 5 for p in run.glob("records-*.jsonl")),
+            60,
+            "the first worker's records at the master",
+        )
+        started_late = time.time()
+        workers.append(
+            _load(
+                net,
+                "w2",
+                dirs["w2"],
+                "--worker",
+                "--master-host",
+                net.addr["m"],
+                "--users",
+                "4",
+                "--duration",
+                "4s",
+                workers=1,
+            )  # fmt: skip
+        )
+    finally:
+        rc, out = _finish(master, workers)
+    assert rc == 0, out + (run / "locust.log").read_text()[-3000:]
+    s = json.loads((run / "summary.json").read_text())
+    transport = s["records"]["transport"]
+    assert transport["verified"] is True and len(transport["workers"]) == 2
+    late_local, early_local = _local_copy(dirs, "w2"), _local_copy(dirs, "w1")
+    late = transport["workers"][late_local.name.removeprefix("records-").removesuffix(".jsonl")]
+    early = transport["workers"][early_local.name.removeprefix("records-").removesuffix(".jsonl")]
+    # Counted from its own first request, which went out after it was started.
+    assert late["first_request_at"] >= started_late > early["first_request_at"]
+    assert late["records"] == len(_lines(late_local)) > 0
+    for local in (early_local, late_local):
+        assert (run / local.name).read_bytes() == local.read_bytes()
+    assert s["records"]["merged"] == early["records"] + late["records"] == s["requests"]["total"]
