@@ -17,7 +17,7 @@ For each client the best sustained level's tokens/s is its capacity; the ratios 
 (wrk's from its own rusage). The rows at which the server itself fell behind (``server late``
 p99 above a few ms) measure the server, not the client: say so rather than read them as a limit.
 
-    python benchmarks/bench_capacity.py                  # 256..1024 streams, writes the docs
+    python benchmarks/bench_capacity.py                  # 128..1024 streams, writes the docs
     python benchmarks/bench_capacity.py --quick          # 3 s levels, no docs
 
 Writes ``docs/benchmarks.md`` between the ``capacity`` markers.
@@ -118,13 +118,26 @@ def wrk_ok(r: dict[str, Any]) -> bool:
     return not r.get("errors") and abs(r["e2e_mean"] - truth) <= ITL_TOLERANCE * truth
 
 
+def rate(r: dict[str, Any]) -> float:
+    """Streamed tokens/s by wrk's definition (responses completed within the run)."""
+    return float(r["tokens_per_s"] if r["client"] == "wrk" else r.get("steady_tokens_per_s") or 0)
+
+
+def offered(r: dict[str, Any]) -> float:
+    """What ``streams`` closed-loop streams ask for when every answer takes the true E2E."""
+    return r["users"] * TOKENS / E2E_S
+
+
 def sustained(r: dict[str, Any]) -> bool:
-    return wrk_ok(r) if r["client"] == "wrk" else itl_ok(r)
+    """Timing within 20 % of the truth, and at least 80 % of the offered rate read (a client that
+    falls behind in a closed loop sends late, which keeps its ITL right but its rate low)."""
+    timing = wrk_ok(r) if r["client"] == "wrk" else itl_ok(r)
+    return timing and rate(r) >= (1 - ITL_TOLERANCE) * offered(r)
 
 
 def best(rows: list[dict[str, Any]], client: str) -> dict[str, Any] | None:
     ok = [r for r in rows if r["client"] == client and sustained(r)]
-    return max(ok, key=lambda r: r["tokens_per_s"]) if ok else None
+    return max(ok, key=rate) if ok else None
 
 
 def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
@@ -140,9 +153,9 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         " work (load average in the last column, 2 cores): these are lower bounds, noisy, and"
         " not asserted anywhere.",
         "",
-        "| client | streams | tokens/s | sustained | ITL p50 / mean ms | E2E mean ms |"
+        "| client | streams | tokens/s | of offered | sustained | ITL p50 / mean ms | E2E ms (wrk mean, servecheck p50) |"
         " CPU-s / 10k tokens | client CPU util | server late p99 ms | load avg |",
-        "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         itl = (
@@ -154,18 +167,18 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         if e2e is None and r.get("e2e_err_p50") is not None:
             e2e = E2E_S * 1000 + r["e2e_err_p50"]
         lines.append(
-            f"| {r['client']} | {r['users']} | {r.get('tokens_per_s', 0):,.0f} |"
+            f"| {r['client']} | {r['users']} | {rate(r):,.0f} | {rate(r) / offered(r):.0%} |"
             f" {'yes' if sustained(r) else '**no**'} | {itl} | {fmt(e2e, '.1f')} |"
             f" {fmt(r.get('cpu_per_10k'), '.3f')} | {fmt(r.get('gen_cpu_util'), '.2f')} |"
             f" {fmt((r.get('server') or {}).get('late_p99_ms'), '.1f')} | {r.get('loadavg')} |"
         )
     b = {c: best(rows, c) for c in ("wrk", "servecheck", "servecheck x2")}
 
-    def rate(c: str) -> str:
-        return f"{b[c]['tokens_per_s']:,.0f} tokens/s at {b[c]['users']} streams" if b[c] else "-"
+    def best_rate(c: str) -> str:
+        return f"{rate(b[c]):,.0f} tokens/s at {b[c]['users']} streams" if b[c] else "-"
 
     def ratio(a: str, c: str) -> float | None:
-        return b[a]["tokens_per_s"] / b[c]["tokens_per_s"] if b[a] and b[c] else None
+        return rate(b[a]) / rate(b[c]) if b[a] and b[c] else None
 
     r1, r2 = ratio("servecheck", "wrk"), ratio("servecheck x2", "servecheck")
     at256 = next((r for r in rows if r["client"] == "servecheck" and r["users"] == 256), None)
@@ -173,10 +186,10 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "",
         "| figure | value | goal |",
         "| --- | --- | --- |",
-        f"| wrk (C), one core, best sustained | {rate('wrk')} | |",
-        f"| servecheck, one process, best sustained | {rate('servecheck')} | |",
+        f"| wrk (C), one core, best sustained | {best_rate('wrk')} | |",
+        f"| servecheck, one process, best sustained | {best_rate('servecheck')} | |",
         f"| servecheck / wrk, one core | {fmt(r1, '.2f')} | >= 0.80 |",
-        f"| servecheck, two processes, best sustained | {rate('servecheck x2')} | |",
+        f"| servecheck, two processes, best sustained | {best_rate('servecheck x2')} | |",
         f"| two processes / one | {fmt(r2, '.2f')} | ~2 with a core each |",
         f"| CPU-s per 10k streamed tokens, 256 streams, one process |"
         f" {fmt(at256.get('cpu_per_10k') if at256 else None, '.3f')} | <= 0.15 |",
@@ -196,7 +209,12 @@ READING = (
     " upper bound on servecheck's share. Two servecheck processes here share two cores with the"
     " server, so they cannot show scaling to two free cores; on a machine with a core per process"
     " and one for the server, run `--clients 'servecheck x2'` with `--cpus-x2` set to two free"
-    " cores."
+    " cores. Definitions: tokens/s is, for both, the tokens of the responses completed within the"
+    " run's duration over that duration (wrk's requests/s times 64); `of offered` is that over"
+    " what the streams ask for when every answer takes the true 730 ms; a level is sustained"
+    " when its timing is within 20 % of the truth (wrk: mean latency against E2E; servecheck: ITL"
+    " p50 and mean) and it read at least 80 % of the offered rate. The two-process rows'"
+    " CPU is the two workers' (the master, which only writes what arrives, is left out)."
 )
 
 
@@ -204,14 +222,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="3 s levels; do not write docs")
     ap.add_argument("--duration", type=float, default=8.0)
-    ap.add_argument("--levels", default="256,512,768,1024")
+    ap.add_argument("--levels", default="128,256,384,512,768,1024")
     ap.add_argument("--clients", default="wrk,servecheck,servecheck x2")
     ap.add_argument("--cpus-x2", default="0,1", help="CPUs for the two-process runs")
     ap.add_argument("--no-docs", action="store_true")
     args = ap.parse_args()
     if shutil.which("wrk") is None or shutil.which("taskset") is None:
-        print("bench_capacity: needs wrk and taskset (apt-get install wrk util-linux)")
-        return 2
+        print("bench_capacity: skipped: needs wrk and taskset (apt-get install wrk util-linux)")
+        return 0
     duration = 3.0 if args.quick else args.duration
     tmp = Path(tempfile.mkdtemp(prefix="bench-capacity-"))
     scenario = tmp / "bench_scenario.py"

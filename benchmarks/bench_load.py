@@ -156,6 +156,9 @@ def one_level(
             "itl_p99": float(np.percentile(itl, 99)) if len(itl) else None,
             "itl_mean": float(itl.mean()) if len(itl) else None,
             "tokens_per_s": s["throughput"]["output_tokens_per_s"],
+            # wrk's definition (bench_capacity.py): tokens of the responses completed within the
+            # run's duration from the first send, over that duration (no ramp or drain in it).
+            "steady_tokens_per_s": _steady(recs, duration),
             "cpu_per_10k": s["generator"]["cpu_s_per_10k_tokens"],
             "gen_cpu_util": (s["generator"]["cpu_s"] / s["window_s"])
             if s.get("window_s")
@@ -166,6 +169,12 @@ def one_level(
         }
     )
     return row
+
+
+def _steady(recs: list[dict[str, Any]], duration: float) -> float:
+    t0 = min(r["t_sent"] for r in recs)
+    done = [r for r in recs if r.get("t_done") is not None and r["t_done"] <= t0 + duration]
+    return sum(int(r.get("output_tokens") or 0) for r in done) / duration
 
 
 def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
