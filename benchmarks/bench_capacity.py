@@ -182,6 +182,12 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
 
     r1, r2 = ratio("servecheck", "wrk"), ratio("servecheck x2", "servecheck")
     at256 = next((r for r in rows if r["client"] == "servecheck" and r["users"] == 256), None)
+    wrk256 = next((r for r in rows if r["client"] == "wrk" and r["users"] == 256), None)
+    cost = (
+        at256["cpu_per_10k"] / wrk256["cpu_per_10k"]
+        if at256 and wrk256 and at256.get("cpu_per_10k") and wrk256.get("cpu_per_10k")
+        else None
+    )
     lines += [
         "",
         "| figure | value | goal |",
@@ -193,6 +199,7 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"| two processes / one | {fmt(r2, '.2f')} | ~2 with a core each |",
         f"| CPU-s per 10k streamed tokens, 256 streams, one process |"
         f" {fmt(at256.get('cpu_per_10k') if at256 else None, '.3f')} | <= 0.15 |",
+        f"| CPU per streamed token, servecheck / wrk, 256 streams | {fmt(cost, '.1f')}x | - |",
         "",
         meta["reading"],
         END,
@@ -201,12 +208,16 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
 
 
 READING = (
-    "Reading: a level is only a client's limit when the server kept its schedule (`server late`"
+    "Reading: where a servecheck row is not sustained while its `client CPU util` is far below 1,"
+    " other work on the machine held the core: that row measures the machine's load, not the"
+    " generator, and the rate ratio with it; the CPU cost per token (CPU-s / 10k tokens, and the"
+    " servecheck / wrk ratio of it) depends far less on what else runs, though a starved reader"
+    " batches more reads per wake-up and so reads a little cheaper. A level is only a client's limit when the server kept its schedule (`server late`"
     " small); where the server is late by tens or hundreds of ms, every client's rate is the"
     " server's, and the ratio there says nothing about the clients. The calibration server is one"
-    " Python process making one write per token, so on this machine it, not wrk, sets wrk's top;"
-    " the C client's figure is therefore a lower bound on what a C client reads, and the ratio an"
-    " upper bound on servecheck's share. Two servecheck processes here share two cores with the"
+    " Python process making one write per token, so on this machine it, not wrk, sets wrk's top"
+    " (its lateness grows past 512 streams): the C client's figure is a lower bound on what a C"
+    " client reads. Two servecheck processes here share two cores with the"
     " server, so they cannot show scaling to two free cores; on a machine with a core per process"
     " and one for the server, run `--clients 'servecheck x2'` with `--cpus-x2` set to two free"
     " cores. Definitions: tokens/s is, for both, the tokens of the responses completed within the"
@@ -218,6 +229,25 @@ READING = (
 )
 
 
+def rerender(path: Path) -> str:
+    """The section again from a saved run's printed rows (``--from FILE``: its JSON lines)."""
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x.startswith("{")]
+    return render(rows, _meta(float(rows[0].get("duration") or 8.0) if rows else 8.0))
+
+
+def _meta(duration: float) -> dict[str, Any]:
+    wrk_version = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.split()
+    return {
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d"),
+        "duration": duration,
+        "wrk": wrk_version[1] if len(wrk_version) > 1 else "?",
+        "reading": READING,
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="3 s levels; do not write docs")
@@ -226,7 +256,14 @@ def main() -> int:
     ap.add_argument("--clients", default="wrk,servecheck,servecheck x2")
     ap.add_argument("--cpus-x2", default="0,1", help="CPUs for the two-process runs")
     ap.add_argument("--no-docs", action="store_true")
+    ap.add_argument("--from", dest="saved", type=Path, help="re-render a saved run's output")
     args = ap.parse_args()
+    if args.saved:
+        block = rerender(args.saved)
+        print(block)
+        if not args.no_docs:
+            write_section(START, END, block)
+        return 0
     if shutil.which("wrk") is None or shutil.which("taskset") is None:
         print("bench_capacity: skipped: needs wrk and taskset (apt-get install wrk util-linux)")
         return 0
@@ -251,21 +288,12 @@ def main() -> int:
                     cpus=args.cpus_x2 if two else "0",
                 )
                 r["client"] = client
+            r["duration"] = duration
             rows.append(r)
             print(json.dumps(r), flush=True)
             if not sustained(r):
                 break  # higher levels only fall further behind
-    wrk_version = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.split()
-    meta = {
-        "machine": platform.machine(),
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "date": time.strftime("%Y-%m-%d"),
-        "duration": duration,
-        "wrk": wrk_version[1] if len(wrk_version) > 1 else "?",
-        "reading": READING,
-    }
-    block = render(rows, meta)
+    block = render(rows, _meta(duration))
     print(block)
     if not args.quick and not args.no_docs:
         write_section(START, END, block)
