@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servecheck.client.models import model_for_target
 from servecheck.config.model import Target
 from servecheck.errors import UsageError, did_you_mean
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
@@ -36,9 +37,10 @@ from servecheck.load.transport import read_transport, transport_reasons
 from servecheck.redact import redact
 
 SCHEMA_VERSION = 1
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SCENARIO_DIRS = (Path("scenarios"), REPO_ROOT / "scenarios")
-LOADTEST_DIRS = (Path("loadtests"), REPO_ROOT / "loadtests")
+PACKAGE = Path(__file__).resolve().parents[1]
+# ./scenarios and ./loadtests first (a user's own), then the ones shipped in the package.
+SCENARIO_DIRS = (Path("scenarios"), PACKAGE / "scenarios")
+LOADTEST_DIRS = (Path("loadtests"), PACKAGE / "loadtests")
 
 
 @dataclass(slots=True)
@@ -101,7 +103,7 @@ class LoadResult:
 
 
 def scenario_path(name: str) -> Path:
-    """``chat`` -> scenarios/chat.py (cwd first, then the repository); a .py path as given."""
+    """``chat`` -> ./scenarios/chat.py, else the packaged servecheck/scenarios/chat.py; a .py path as given."""
     if name.endswith(".py"):
         p = Path(name)
         if not p.is_file():
@@ -128,27 +130,6 @@ def plan_path(name: str) -> Path:
         if p.is_file():
             return p
     return Path(name)
-
-
-def _resolve_model(target: Target, spec_model: str | None) -> str:
-    if spec_model:
-        return spec_model
-    if target.models:
-        return target.models[0]
-    import httpx
-
-    try:
-        r = httpx.get(
-            target.base_url + "/models",
-            headers={**target.headers, **target.auth_headers()},
-            timeout=target.connect_timeout_s,
-        )
-        return str(r.json()["data"][0]["id"])
-    except Exception as exc:  # noqa: BLE001
-        raise UsageError(
-            f"target {target.name!r}: cannot list models at {target.base_url}/models ({type(exc).__name__}); "
-            "set models: in targets.yaml or pass --model"
-        ) from None
 
 
 def _new_run_id(scenario: str) -> str:
@@ -487,7 +468,8 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     say = on_log or (lambda s: None)
     slos = validate(spec)
     scenario_path(spec.scenario)  # fail early on an unknown scenario
-    model = _resolve_model(spec.target, spec.model)
+    choice = model_for_target(spec.target, spec.model)
+    model = choice.model
     run_id = spec.run_id or _new_run_id(spec.scenario)
     run_dir = Path(spec.out_dir) / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -508,7 +490,7 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
         env[ENV_API_KEY] = next(iter(auth.values())).removeprefix("Bearer ")
     cmd = locust_command(spec, cfg, run_dir)
     say(
-        f"run {run_id}: {cfg.mode} load on {spec.target.name} ({spec.target.base_url}), scenario {cfg.scenario}, model {model}"
+        f"run {run_id}: {cfg.mode} load on {spec.target.name} ({spec.target.base_url}), scenario {cfg.scenario}, {choice.line()}"
     )
     started = time.time()
     bound = cfg.duration_s
