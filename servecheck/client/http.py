@@ -106,6 +106,13 @@ class Exchange:
         return self.error is None and self.status is not None and 200 <= self.status < 300
 
     @property
+    def served(self) -> bool:
+        """A 2xx that is a JSON completion (an object with a ``choices`` list), not just any 2xx:
+        a proxy's HTML sign-in page answers 200 too."""
+        data = self.json() if self.ok else None
+        return isinstance(data, dict) and isinstance(data.get("choices"), list)
+
+    @property
     def content_type(self) -> str:
         return self.response_headers.get("content-type", "")
 

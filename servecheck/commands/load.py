@@ -27,10 +27,11 @@ from typing import Any
 from servecheck.config.model import Target
 from servecheck.errors import UsageError, did_you_mean
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
-from servecheck.load.records import MERGED_NAME, merge_records, worker_files
+from servecheck.load.records import MERGED_NAME, merge_records, refuse_used_run_dir, worker_files
 from servecheck.load.schedule import StageShape, parse_duration, parse_rate, shape_from_spec
 from servecheck.load.slo import SLO, Verdict, evaluate, parse_slos, request_predicate
 from servecheck.load.stats import RunStats, Schedule, compute_stats
+from servecheck.load.verdict import judge
 from servecheck.redact import redact
 
 SCHEMA_VERSION = 1
@@ -488,6 +489,8 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     model = _resolve_model(spec.target, spec.model)
     run_id = spec.run_id or _new_run_id(spec.scenario)
     run_dir = Path(spec.out_dir) / run_id
+    if spec.role != "worker":
+        refuse_used_run_dir(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg = build_config(spec, run_id, run_dir, model)
     cfg_path = cfg.dump(
@@ -553,22 +556,22 @@ def summarise(
     stats = compute_stats(read.iter_records(), sched, request_predicate(slos), loop_lag)
     verdicts = evaluate(slos, stats)
     slo_ok = all(v.passed for v in verdicts)
-    reasons: list[str] = []
-    if stats.total == 0:
-        reasons.append("no request finished")
-    if stats.behind and not spec.allow_lag:
-        reasons += stats.behind_reasons
+    unmeasured: list[str] = []
+    if stats.behind and not spec.allow_lag and stats.ok:
+        unmeasured += stats.behind_reasons  # with nothing ok the server is to blame, not the CPU
     if stats.total == 0:
         tail = _last_error(run_dir / "locust.stdout")
         if locust_rc not in (0, None) or tail:
-            reasons.append(
+            unmeasured.append(
                 f"locust exited with code {locust_rc}"
                 + (f": {tail}" if tail else "")
                 + f" (see {run_dir / 'locust.stdout'})"
             )
-    passed = slo_ok and not reasons
-    verdict = "pass" if passed else ("fail" if not slo_ok else "inconclusive")
-    exit_code = 0 if passed else 1
+    judged = judge(
+        total=stats.total, ok=stats.ok, errors=stats.errors, slo_ok=slo_ok, unmeasured=unmeasured
+    )
+    reasons, passed, verdict = judged.reasons, judged.passed, judged.status
+    exit_code = judged.exit_code
     cpu = sum(float(i.get("cpu_s", 0.0)) for i in infos)
     tokens_client = sum(int(i.get("tokens_client", 0)) for i in infos)
     methods = sorted({str(i.get("prompt_method")) for i in infos if i.get("prompt_method")})
