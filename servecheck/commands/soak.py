@@ -612,6 +612,10 @@ def judge(
         )
     elif verdicts[primary].status == "insufficient_data":
         failures.append(f"{primary}: insufficient data")
+    elif verdicts[primary].status == "inconclusive":
+        failures.append(
+            f"{primary}: inconclusive (the load never moved it, so a leak could not show)"
+        )
     if drain is not None and drain.status != "ok":
         failures.append(f"drain: {drain.status}")
     return verdicts, primary, failures
@@ -760,7 +764,7 @@ def _write_outputs(
     drain: DrainVerdict | None,
 ) -> None:
     from servecheck.report import svg
-    from servecheck.report.html import Section, esc, fmt, table, verdict_badge, write_page
+    from servecheck.report.html import Section, esc, fmt, status_badge, table, write_page
     from servecheck.report.workflow import write_json
     from servecheck.telemetry import timeseries_figure
 
@@ -780,7 +784,7 @@ def _write_outputs(
     lines = [(m, v.status, v.message) for m, v in verdicts.items()]
     if drain is not None:
         lines.append(("drain", drain.status, drain.message))
-    rows = [(esc(m), verdict_badge(s == "ok", s.upper()), esc(msg)) for m, s, msg in lines]
+    rows = [(esc(m), status_badge(s), esc(msg)) for m, s, msg in lines]
     head = table(("metric", "verdict", "numbers"), rows, raw=(0, 1, 2))
     md = [f"- **{m}** {s}: {msg}" for m, s, msg in lines]
     cyc_rows = [

@@ -41,3 +41,20 @@ def test_wait_ready_does_not_accept_an_html_page(
     out = capsys.readouterr().out
     assert rc == 1, out
     assert "NOT READY" in out and "HTML page" in out, out
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        pytest.param("ok", "pass", id="ok"),
+        pytest.param("leak", "fail", id="leak"),
+        pytest.param("insufficient_data", "warn", id="insufficient-data"),
+        pytest.param("inconclusive", "warn", id="inconclusive"),
+    ],
+)
+def test_what_could_not_be_judged_is_not_red(status: str, kind: str) -> None:
+    from servecheck.report.html import status_badge
+
+    html = status_badge(status)
+    assert f"badge verdict {kind}" in html, html
+    assert status.replace("_", " ").upper() in html
