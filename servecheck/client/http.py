@@ -21,7 +21,14 @@ from typing import Any
 import httpx
 
 from servecheck.client.curl import curl_command
-from servecheck.client.sse import DONE, SSEEvent, SSEParser, StreamProblem, classify_data
+from servecheck.client.sse import (
+    DONE,
+    MAX_EVENT_BYTES,
+    SSEEvent,
+    SSEParser,
+    StreamProblem,
+    classify_data,
+)
 from servecheck.client.timing import Timing
 from servecheck.config.model import Target
 from servecheck.redact import redact, redact_headers
@@ -207,6 +214,12 @@ class _Collector:
         if self.parser is not None:
             for event in self.parser.feed(raw, t):
                 self._event(event)
+            if self.parser.pending_bytes > MAX_EVENT_BYTES:
+                self.ex.error, self.ex.error_message = (
+                    "too-large",
+                    f"an SSE event exceeded {MAX_EVENT_BYTES} bytes without ending (one giant line?)",
+                )
+                return False
         if t > self.deadline:
             self.ex.error = "timeout"
             self.ex.error_message = "the response did not complete before the deadline"

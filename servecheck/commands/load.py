@@ -655,7 +655,7 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
     for v in verdicts:
         lines.append(v.line())
     sched = summary["schedule"]
-    if sched["behind"]:
+    if sched["behind"] and req["ok"]:  # with nothing ok the server is to blame (the verdict says)
         lines += [f"WARNING: {r}" for r in sched["reasons"]]
     lines.append(
         f"verdict: {summary['verdict'].upper()}"

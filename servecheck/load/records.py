@@ -37,8 +37,9 @@ class RequestRecord:
     """One request as the generator saw it. ``error`` is None for a success.
 
     ``error`` is one of ``connect``, ``timeout``, ``http-<status>`` (e.g. ``http-503``),
-    ``stream-error`` (the stream broke, carried an error object or ended without ``[DONE]``) or
-    ``invalid-sse`` (data that is not SSE / not JSON).
+    ``stream-error`` (the stream broke, carried an error object or ended without ``[DONE]``),
+    ``too-large`` (an SSE event or body past the reader's bound) or ``invalid-sse`` (data that
+    is not SSE / not JSON).
     """
 
     target: str

@@ -104,6 +104,7 @@ def _endless_sse(conn: socket.socket, srv: HostileServer, path: str) -> None:
     event = f"data: {_chunk('la')}\n\n".encode()
     while srv.alive():
         conn.sendall(event)
+        srv.sent_bytes += len(event)
         time.sleep(0.005)
 
 
@@ -114,6 +115,7 @@ def _giant_line(conn: socket.socket, srv: HostileServer, path: str) -> None:
         if not srv.alive():
             return
         conn.sendall(block)
+        srv.sent_bytes += len(block)
     srv.wait()  # never ends the line
 
 
@@ -124,6 +126,7 @@ def _huge_body(conn: socket.socket, srv: HostileServer, path: str) -> None:
         if not srv.alive():
             return
         conn.sendall(block)
+        srv.sent_bytes += len(block)
 
 
 CATALOGUE: dict[str, Hostile] = {
@@ -167,6 +170,7 @@ class HostileServer:
     host: str = "127.0.0.1"
     port: int = 0
     requests: int = 0
+    sent_bytes: int = 0  # body bytes the completion handlers handed to the kernel
     _sock: socket.socket | None = field(default=None, repr=False)
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
     _t0: float = 0.0
