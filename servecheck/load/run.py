@@ -505,12 +505,13 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     env = dict(os.environ)
     env[ENV_CONFIG] = str(cfg_path)
     env["PYTHONUNBUFFERED"] = "1"
+    env.update(cfg.secret_env())
     auth = spec.target.auth_headers()
     if auth:
         env[ENV_API_KEY] = next(iter(auth.values())).removeprefix("Bearer ")
     cmd = locust_command(spec, cfg, run_dir)
     say(
-        f"run {run_id}: {cfg.mode} load on {spec.target.name} ({spec.target.base_url}), scenario {cfg.scenario}, model {model}"
+        f"run {run_id}: {cfg.mode} load on {spec.target.name} ({redact(spec.target.base_url)}), scenario {cfg.scenario}, model {model}"
     )
     started = time.time()
     bound = cfg.duration_s
