@@ -163,7 +163,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Readiness, conformance, smoke load; one report; exit 0 only if everything held."""
     from servecheck.load.schedule import parse_duration
-    from servecheck.report.workflow import new_run_dir, reference_env, say
+    from servecheck.report.workflow import new_run_dir, reference_env, say, validate_before_run
 
     smoke_s = parse_duration(args.smoke_duration)
     ready_s = parse_duration(args.ready_timeout)
@@ -173,6 +173,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--smoke-duration {args.smoke_duration}: between 1s and 1h")
     if not 0 < ready_s <= 3 * 3600:
         raise UsageError(f"--ready-timeout {args.ready_timeout}: between 1s and 3h")
+    validate_before_run(
+        targets_file=args.targets_file,
+        names=[args.target],
+        slos=args.slo,
+        reference_args=args.reference_arg,
+    )
     run_dir = new_run_dir(args.out, "accept", args.target, args.run_id)
     say(f"servecheck accept: target {args.target}; report {run_dir}")
     with reference_env(

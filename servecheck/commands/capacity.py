@@ -153,7 +153,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Sweep, write capacity.json + report.html + summary.md, print the findings."""
     from servecheck.load.schedule import parse_duration, parse_rate
-    from servecheck.report.workflow import new_run_dir, reference_env, say
+    from servecheck.report.workflow import new_run_dir, reference_env, say, validate_before_run
 
     rates = args.rates is not None
     levels = _levels(args.rates if rates else (args.users or "1,2,4,8,16"), rates)
@@ -182,6 +182,9 @@ def run(args: argparse.Namespace) -> int:
         ]
     )
     target_rate = parse_rate(args.target_rate) if args.target_rate else None
+    validate_before_run(
+        targets_file=args.targets_file, names=[args.target], reference_args=args.reference_arg
+    )
     run_dir = new_run_dir(args.out, "capacity", args.target, args.run_id)
     say(
         f"servecheck capacity: target {args.target}; {len(levels[: args.max_steps])} steps of {step_s:g} s at most; report {run_dir}"

@@ -18,6 +18,7 @@ import servecheck
 from servecheck.config import load_targets
 from servecheck.errors import UsageError
 from servecheck.redact import redact
+from servecheck.report.workflow import validate_before_run
 
 SURFACE_FILES = {
     "health": "test_health.py",
@@ -168,6 +169,15 @@ def run(args: argparse.Namespace) -> int:
     )
     if "reference" in targets and "reference" not in loaded.names:
         raise UsageError(f"{loaded.path}: no 'reference' target; name one with --target")
+    # Every usage problem before the run folder and pytest (which would print it as "ERROR:"
+    # and exit 4): a named target's missing ${VAR}, a bad --reference-arg.
+    validate_before_run(
+        targets_file=args.targets_file,
+        names=[t for t in targets if t != "all"],
+        reference_args=args.reference_arg,
+    )
+    if "all" in targets:
+        loaded.select(["all"])
     run_id = args.run_id or _run_id(targets)
     run_dir = Path(args.out) / run_id
     run_dir.mkdir(parents=True, exist_ok=True)

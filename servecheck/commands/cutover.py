@@ -146,7 +146,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Pre-cutover checks, or the swap-under-load probe; one report; exit 0 only if all held."""
-    from servecheck.report.workflow import new_run_dir, reference_env, say
+    from servecheck.report.workflow import new_run_dir, reference_env, say, validate_before_run
 
     if args.swap_under_load:
         if not args.via:
@@ -160,6 +160,13 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--from and --to are both {args.old!r}")
         names = [args.old, args.new]
         label = f"{args.old}-to-{args.new}"
+    validate_before_run(
+        targets_file=args.targets_file,
+        names=names,
+        slos=getattr(args, "slo", None) or [],
+        thresholds=getattr(args, "threshold", None) or [],
+        reference_args=args.reference_arg,
+    )
     run_dir = new_run_dir(args.out, "cutover", label, args.run_id)
     say(f"servecheck cutover: {label}; report {run_dir}")
     with reference_env(

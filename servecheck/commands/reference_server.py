@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Sequence
+from typing import NoReturn
 
 from servecheck.errors import UsageError, did_you_mean
 
@@ -108,12 +110,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    from servecheck.reference.faults import FAULTS, QUIRKS, list_faults
+def check_names(args: argparse.Namespace) -> None:
+    """Raise :class:`UsageError` for an unknown ``--fault`` or ``--quirk``, with a did-you-mean."""
+    from servecheck.reference.faults import FAULTS, QUIRKS
 
-    if args.list_faults:
-        print(list_faults())
-        return 0
     for name in args.fault:
         if name not in FAULTS:
             raise UsageError(
@@ -124,6 +124,34 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"--quirk: unknown quirk {name!r}{did_you_mean(name, QUIRKS)}; choices: {', '.join(QUIRKS)}"
             )
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"--reference-arg: {message}")
+
+
+def validate_reference_args(extra_args: Sequence[str]) -> None:
+    """Parse ``--reference-arg`` values as the embedded server will, before it starts: a bad
+    value is a usage error naming it (rc 2), not a traceback from the child process."""
+    if not extra_args:
+        return
+    parser = _Parser(prog="servecheck reference-server", add_help=False, exit_on_error=False)
+    add_arguments(parser)
+    try:
+        args = parser.parse_args(list(extra_args))
+    except argparse.ArgumentError as exc:
+        raise UsageError(f"--reference-arg: {exc}") from None
+    check_names(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    from servecheck.reference.faults import list_faults
+
+    if args.list_faults:
+        print(list_faults())
+        return 0
+    check_names(args)
     from servecheck.reference.server import ServerConfig, serve
 
     config = ServerConfig(

@@ -32,6 +32,7 @@ from servecheck.load.records import MERGED_NAME, merge_records, refuse_used_run_
 from servecheck.load.schedule import StageShape, parse_duration, parse_rate, shape_from_spec
 from servecheck.load.slo import SLO, Verdict, evaluate, parse_slos, request_predicate
 from servecheck.load.stats import RunStats, Schedule, compute_stats
+from servecheck.load.reach import target_down
 from servecheck.load.verdict import judge
 from servecheck.redact import redact
 
@@ -487,7 +488,12 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     say = on_log or (lambda s: None)
     slos = validate(spec)
     scenario_path(spec.scenario)  # fail early on an unknown scenario
-    model = _resolve_model(spec.target, spec.model)
+    down = target_down(spec.target.base_url, spec.target.connect_timeout_s)
+    model = (
+        _resolve_model(spec.target, spec.model)
+        if not down
+        else spec.model or (spec.target.models or ["(not discovered: target down)"])[0]
+    )
     run_id = spec.run_id or _new_run_id(spec.scenario)
     run_dir = Path(spec.out_dir) / run_id
     if spec.role != "worker":
@@ -509,6 +515,10 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     auth = spec.target.auth_headers()
     if auth:
         env[ENV_API_KEY] = next(iter(auth.values())).removeprefix("Bearer ")
+    if down and spec.role != "worker":
+        say(down)
+        now = time.time()
+        return summarise(spec, cfg, slos, run_dir, None, now, now, down=down)
     cmd = locust_command(spec, cfg, run_dir)
     say(
         f"run {run_id}: {cfg.mode} load on {spec.target.name} ({redact(spec.target.base_url)}), scenario {cfg.scenario}, model {model}"
@@ -533,8 +543,10 @@ def summarise(
     locust_rc: int | None,
     started: float,
     ended: float,
+    down: str | None = None,
 ) -> LoadResult:
-    """Merge the worker records, compute statistics and verdicts, write summary.json/.txt."""
+    """Merge the worker records, compute statistics and verdicts, write summary.json/.txt.
+    ``down``: why the target could not be reached before the load started (then FAIL)."""
     read = merge_records(run_dir)
     infos = _worker_infos(run_dir)
     planned_parts = [i.get("planned") for i in infos]
@@ -570,7 +582,12 @@ def summarise(
                 + f" (see {run_dir / 'locust.stdout'})"
             )
     judged = judge(
-        total=stats.total, ok=stats.ok, errors=stats.errors, slo_ok=slo_ok, unmeasured=unmeasured
+        total=stats.total,
+        ok=stats.ok,
+        errors=stats.errors,
+        slo_ok=slo_ok,
+        unmeasured=unmeasured,
+        down=down,
     )
     reasons, passed, verdict = judged.reasons, judged.passed, judged.status
     exit_code = judged.exit_code

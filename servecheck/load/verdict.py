@@ -63,9 +63,13 @@ def judge(
     errors: Mapping[str, int],
     slo_ok: bool,
     unmeasured: Iterable[str] = (),
+    down: str | None = None,
 ) -> RunVerdict:
     """The run's verdict. ``unmeasured`` are reasons the run could not measure what it claims
-    (the generator fell behind, no request finished, locust died): they make it inconclusive."""
+    (the generator fell behind, no request finished, locust died): they make it inconclusive.
+    ``down`` (the target did not accept a connection before the load) is a FAIL."""
+    if down:
+        return RunVerdict(FAIL, [down])
     dead = nothing_succeeded(total, ok, errors)
     other = list(unmeasured)
     if dead is not None:
