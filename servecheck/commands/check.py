@@ -7,8 +7,10 @@ free port for the duration of the run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +21,7 @@ from servecheck.config import load_targets
 from servecheck.errors import UsageError
 from servecheck.redact import redact
 from servecheck.report.workflow import validate_before_run
+from servecheck.signals import die_with_parent
 
 SURFACE_FILES = {
     "health": "test_health.py",
@@ -155,6 +158,29 @@ def build_pytest_command(args: argparse.Namespace, run_dir: Path, targets: list[
     return cmd + extra
 
 
+def _pytest(cmd: list[str], env: dict[str, str], run_dir: Path) -> int:
+    """Run pytest as a child that dies with us. Interrupted (Ctrl-C, SIGTERM): pytest gets
+    SIGINT (it writes what finished), then we say where the partial results are."""
+    proc = subprocess.Popen(cmd, env=env, preexec_fn=die_with_parent)  # noqa: PLW1509 - prctl only
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        print(
+            f"servecheck check: interrupted; partial results in {run_dir} "
+            f"(results.jsonl has a line for every check that finished)",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise
+
+
 def run(args: argparse.Namespace) -> int:
     targets = (
         args.target
@@ -176,8 +202,6 @@ def run(args: argparse.Namespace) -> int:
         names=[t for t in targets if t != "all"],
         reference_args=args.reference_arg,
     )
-    if "all" in targets:
-        loaded.select(["all"])
     run_id = args.run_id or _run_id(targets)
     run_dir = Path(args.out) / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -191,9 +215,9 @@ def run(args: argparse.Namespace) -> int:
             ["--itl-ms", "2", *args.reference_arg], log_path=run_dir / "reference-server.log"
         ) as ref_env:
             env.update(ref_env)
-            code = subprocess.call(cmd, env=env)
+            code = _pytest(cmd, env, run_dir)
     else:
-        code = subprocess.call(cmd, env=env)
+        code = _pytest(cmd, env, run_dir)
     summary = run_dir / "summary.json"
     if summary.exists():
         data = json.loads(summary.read_text())

@@ -28,13 +28,14 @@ from typing import Any
 from servecheck.config.model import Target
 from servecheck.errors import UsageError, did_you_mean
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
+from servecheck.load.reach import target_down
 from servecheck.load.records import MERGED_NAME, merge_records, refuse_used_run_dir, worker_files
 from servecheck.load.schedule import StageShape, parse_duration, parse_rate, shape_from_spec
 from servecheck.load.slo import SLO, Verdict, evaluate, parse_slos, request_predicate
 from servecheck.load.stats import RunStats, Schedule, compute_stats
-from servecheck.load.reach import target_down
 from servecheck.load.verdict import judge
 from servecheck.redact import redact
+from servecheck.signals import Interrupted, die_with_parent, signum_of
 
 SCHEMA_VERSION = 1
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -363,7 +364,7 @@ def _run_locust(
         stdout=out,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=_die_with_parent,
+        preexec_fn=die_with_parent,
     )  # noqa: PLW1509 - only calls prctl
     last_print = last_poll = 0.0
     try:
@@ -394,16 +395,6 @@ def _run_locust(
             live.stop()
         out.close()
     return rc
-
-
-def _die_with_parent() -> None:
-    """In the child: get SIGTERM when servecheck dies (even by SIGKILL), so no load is orphaned."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -526,7 +517,17 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     started = time.time()
     bound = cfg.duration_s
     wall = (bound or 3600.0) + cfg.drain_s + 120.0
-    rc = _run_locust(cmd, env, run_dir, wall, spec.progress, bound)
+    try:
+        rc = _run_locust(cmd, env, run_dir, wall, spec.progress, bound)
+    except KeyboardInterrupt as exc:
+        # Ctrl-C or SIGTERM: Locust has been stopped; what finished is summarised, marked.
+        if spec.role == "worker":
+            raise
+        signum = signum_of(exc)
+        why = f"interrupted by {signal.Signals(signum).name} after {time.time() - started:.1f} s"
+        partial = summarise(spec, cfg, slos, run_dir, None, started, time.time(), partial=why)
+        say(f"{why}: partial summary in {run_dir / 'summary.json'}; records in {run_dir}")
+        raise Interrupted(signum, partial) from None
     ended = time.time()
     if spec.role == "worker":
         # The master merges and judges; a worker only reports where its records are.
@@ -544,9 +545,11 @@ def summarise(
     started: float,
     ended: float,
     down: str | None = None,
+    partial: str | None = None,
 ) -> LoadResult:
     """Merge the worker records, compute statistics and verdicts, write summary.json/.txt.
-    ``down``: why the target could not be reached before the load started (then FAIL)."""
+    ``down``: why the target could not be reached before the load started (then FAIL).
+    ``partial``: why the run stopped early (the summary is marked; never a pass)."""
     read = merge_records(run_dir)
     infos = _worker_infos(run_dir)
     planned_parts = [i.get("planned") for i in infos]
@@ -581,6 +584,8 @@ def summarise(
                 + (f": {tail}" if tail else "")
                 + f" (see {run_dir / 'locust.stdout'})"
             )
+    if partial:
+        unmeasured.insert(0, f"partial run: {partial}")
     judged = judge(
         total=stats.total,
         ok=stats.ok,
@@ -619,6 +624,7 @@ def summarise(
         **stats.as_dict(),
         "slo": [v.as_dict() for v in verdicts],
         "verdict": verdict,
+        "partial": bool(partial),
         "reasons": reasons,
         "exit_code": exit_code,
         "generator": {

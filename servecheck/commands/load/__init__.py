@@ -24,6 +24,7 @@ from servecheck.load.run import (
     spec_from_options,
     summarise,
 )
+from servecheck.signals import Interrupted
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -189,7 +190,15 @@ def spec_from_args(args: argparse.Namespace) -> LoadSpec:
 def run(args: argparse.Namespace) -> int:
     """``servecheck load``: run, print the summary, exit 0 (SLOs held) / 1 (breach) / 2 (usage)."""
     spec = spec_from_args(args)
-    result = run_load(spec, on_log=lambda s: print(s, file=sys.stderr, flush=True))
+    try:
+        result = run_load(spec, on_log=lambda s: print(s, file=sys.stderr, flush=True))
+    except Interrupted as stop:
+        if stop.partial is None:
+            raise
+        result = stop.partial
+        print(format_summary(result.summary, result.verdicts))
+        print(f"report (partial): {result.run_dir}; records: {result.run_dir}/records*.jsonl")
+        return stop.exit_code
     if spec.role == "worker":
         print(f"worker done: records in {result.run_dir}")
         return 0
