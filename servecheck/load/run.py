@@ -38,9 +38,10 @@ from servecheck.redact import redact
 from servecheck.signals import Interrupted, die_with_parent, signum_of
 
 SCHEMA_VERSION = 1
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SCENARIO_DIRS = (Path("scenarios"), REPO_ROOT / "scenarios")
-LOADTEST_DIRS = (Path("loadtests"), REPO_ROOT / "loadtests")
+PACKAGE = Path(__file__).resolve().parents[1]
+# ./scenarios and ./loadtests first (a user's own), then the ones shipped in the package.
+SCENARIO_DIRS = (Path("scenarios"), PACKAGE / "scenarios")
+LOADTEST_DIRS = (Path("loadtests"), PACKAGE / "loadtests")
 
 
 @dataclass(slots=True)
@@ -103,7 +104,7 @@ class LoadResult:
 
 
 def scenario_path(name: str) -> Path:
-    """``chat`` -> scenarios/chat.py (cwd first, then the repository); a .py path as given."""
+    """``chat`` -> ./scenarios/chat.py, else the packaged servecheck/scenarios/chat.py; a .py path as given."""
     if name.endswith(".py"):
         p = Path(name)
         if not p.is_file():
@@ -706,7 +707,7 @@ def spec_from_options(
     ``max_lag`` ..., as in ``vars(args)``); an option that is ``None`` takes the plan's value.
     """
     plan = dict(plan or {})
-    o = options.get
+    o: Callable[[str], Any] = options.get  # Any: the options are argparse values
 
     def pick(name: str) -> Any:
         v = o(name)

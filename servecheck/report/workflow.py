@@ -24,7 +24,7 @@ from servecheck.redact import redact
 def validate_before_run(
     *,
     targets_file: str | Path | None = None,
-    names: Sequence[str] = (),
+    names: Sequence[str] | None = None,
     slos: Sequence[str] = (),
     thresholds: Sequence[str] = (),
     reference_args: Sequence[str] = (),
@@ -43,8 +43,8 @@ def validate_before_run(
     for text in thresholds:
         parse_threshold(text)
     validate_reference_args(reference_args)
-    if targets_file is not None:
-        loaded = load_targets(targets_file)
+    if names is not None:
+        loaded = load_targets(targets_file)  # None: the default file, as the run will read it
         for name in names:
             if name == "reference" and ENV_URL not in os.environ:
                 continue  # its ${SERVECHECK_REF_URL} is set once the embedded server listens
