@@ -37,7 +37,7 @@ def embedded_reference(
     log_path: Path | None = None,
 ) -> Iterator[dict[str, str]]:
     """Run the reference server while the block runs; yield the env vars that point at it."""
-    from servecheck.commands.reference_server import validate_reference_args
+    from servecheck.reference.options import validate_reference_args
 
     validate_reference_args(extra_args)
     key = "sk-ref-" + secrets.token_hex(12) if with_key else ""

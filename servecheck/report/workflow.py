@@ -33,10 +33,10 @@ def validate_before_run(
     the targets file and the named targets (a missing ``${VAR}``, an SLO typo in it), ``--slo``
     expressions, compare ``--threshold`` overrides and ``--reference-arg`` values. Raises
     :class:`~servecheck.errors.UsageError` (exit code 2)."""
-    from servecheck.commands.reference_server import validate_reference_args
     from servecheck.config import load_targets
     from servecheck.embedded import ENV_URL
     from servecheck.load.slo import parse_slos
+    from servecheck.reference.options import validate_reference_args
     from servecheck.report.compare import parse_threshold
 
     parse_slos(list(slos), "cli")
