@@ -87,6 +87,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="requests running at once; more wait (default: %(default)s)",
     )
     parser.add_argument(
+        "--reasoning",
+        metavar="SPEC",
+        help="serve a reasoning model: tokens=N,field=reasoning_content|reasoning,markers=OPEN|CLOSE"
+        " (each part optional; '' for the defaults: 12 tokens, reasoning_content, <think>|</think>)",
+    )
+    parser.add_argument(
         "--fault",
         action="append",
         default=[],
@@ -124,7 +130,13 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"--quirk: unknown quirk {name!r}{did_you_mean(name, QUIRKS)}; choices: {', '.join(QUIRKS)}"
             )
+    from servecheck.reference.reasoning import parse_spec
     from servecheck.reference.server import ServerConfig, serve
+
+    try:
+        mode = None if args.reasoning is None else parse_spec(args.reasoning)
+    except ValueError as exc:
+        raise UsageError(f"--reasoning: {exc}") from None
 
     config = ServerConfig(
         models=args.models or ["ref-tiny"],
@@ -138,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         loading_s=args.loading_s,
         kv_blocks=args.kv_blocks,
         max_num_seqs=args.max_num_seqs,
+        reasoning=mode,
     )
     serve(config, host=args.host, port=args.port, ready_file=args.ready_file)
     return 0

@@ -11,6 +11,7 @@ from servecheck.checks.surfaces import (  # noqa: F401
     health,
     json_mode,
     models,
+    reasoning,
     stream,
     tools,
 )
