@@ -165,9 +165,14 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.headroom <= 1:
         raise UsageError(f"--headroom {args.headroom}: between 0 (exclusive) and 1")
     fam, _, stat = args.knee_metric.partition("_")
-    if fam not in ("ttft", "itl", "e2e", "tpot") or stat not in ("p50", "p90", "p95", "p99"):
+    if fam not in ("ttft", "itl", "e2e", "tpot", "ttfa", "ttfr") or stat not in (
+        "p50",
+        "p90",
+        "p95",
+        "p99",
+    ):
         raise UsageError(
-            f"--knee-metric {args.knee_metric!r}: one of ttft|itl|e2e|tpot _ p50|p90|p95|p99, e.g. e2e_p95"
+            f"--knee-metric {args.knee_metric!r}: one of ttft|itl|e2e|tpot|ttfa|ttfr _ p50|p90|p95|p99, e.g. e2e_p95"
         )
     from servecheck.load.slo import parse_slos
 
