@@ -18,6 +18,7 @@ from typing import Any
 
 from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
 from servecheck.checks.registry import check
+from servecheck.checks.surfaces.json_mode import SCHEMA_CASES, json_schema_format
 from servecheck.checks.surfaces.tools import TOOL_NAMES, tool_request
 from servecheck.client.http import Exchange
 from servecheck.config.model import ReasoningSettings
@@ -388,33 +389,57 @@ def _after_reasoning(text: str, s: ReasoningSettings) -> str:
 @check(
     "REASON-JSON",
     "JSON mode holds with reasoning on",
-    "with response_format json_object and the reasoning mode on, content (not the reasoning) "
-    "parses as a JSON object by itself, with no reasoning text or markers around it",
+    "with the reasoning mode on and response_format json_schema (a bounded schema; json_object "
+    "where the target has no json_schema), content (not the reasoning) parses by itself as a JSON "
+    "object that validates, with no reasoning text or markers around it",
     requires=("json_object",),
 )
 def reason_json(ctx: CheckContext) -> None:
+    import jsonschema
+
     s = settings(ctx)
+    case = SCHEMA_CASES[0]
+    bounded = ctx.capabilities.get("json_schema", False)
+    fmt = json_schema_format("reason_json", case.schema) if bounded else {"type": "json_object"}
     parts, ex = answer(
-        ctx,
-        s,
-        "chat completion in JSON mode",
-        max_tokens=JSON_MAX_TOKENS,
-        response_format={"type": "json_object"},
+        ctx, s, "chat completion in JSON mode", max_tokens=JSON_MAX_TOKENS, response_format=fmt
     )
     try:
         value = json.loads(parts.content)
     except ValueError:
         value = None
     if isinstance(value, dict):
+        errors = (
+            []
+            if not bounded
+            else list(jsonschema.Draft202012Validator(case.schema).iter_errors(value))
+        )
+        ctx.expect(
+            not errors,
+            "the JSON answer does not validate against the schema with reasoning on",
+            expected=f"content valid for {json.dumps(case.schema)[:200]}",
+            received=f"{errors[0].message if errors else ''}: {parts.content[:200]!r}",
+            exchange=ex,
+            hint="the grammar is dropped or started in the wrong place when a reasoning parser runs",
+        )
         return
-    if parts.finish_reason == "length" and not parts.content:
-        raise CheckSkipped(f"{ctx.check_id}: the reasoning used all {JSON_MAX_TOKENS} tokens")
     stripped = _after_reasoning(parts.content, s)
     try:
         json.loads(stripped)
         only_after_strip = stripped != parts.content
     except ValueError:
         only_after_strip = False
+    open_object = parts.content.lstrip().startswith("{") and not bounded
+    if (
+        not only_after_strip
+        and parts.finish_reason == "length"
+        and (not parts.content or open_object)
+    ):
+        # reasoning took every token, or an unbounded object ran on (random weights)
+        raise CheckSkipped(
+            f"{ctx.check_id}: inconclusive: cut at {JSON_MAX_TOKENS} tokens before the JSON "
+            f"answer closed (content {parts.content[:60]!r})"
+        )
     ctx.fail(
         "the JSON answer parses only once the reasoning is stripped from content"
         if only_after_strip
