@@ -17,6 +17,7 @@ ENGINE_PORTS: dict[str, int] = {
     "vllm-reasoning": 8016,
     "llamacpp-reasoning": 8026,
     "litellm-reasoning": 8046,
+    "xinference-reasoning": 8036,
 }
 ENGINE_NAMES: tuple[str, ...] = tuple(ENGINE_PORTS)
 
@@ -31,7 +32,12 @@ def get_engine(name: str) -> Engine:
         from servecheck.engines.vllm import Vllm
 
         return Vllm(chunked=True)
-    if name in ("vllm-reasoning", "llamacpp-reasoning", "litellm-reasoning"):
+    if name in (
+        "vllm-reasoning",
+        "llamacpp-reasoning",
+        "litellm-reasoning",
+        "xinference-reasoning",
+    ):
         return _reasoning_engine(name)
     if name == "llamacpp":
         from servecheck.engines.llamacpp import LlamaCpp
@@ -60,6 +66,10 @@ def _reasoning_engine(name: str) -> Engine:
         from servecheck.engines.llamacpp import LlamaCpp
 
         return LlamaCpp(reasoning=True)
+    if name == "xinference-reasoning":
+        from servecheck.engines.xinference import Xinference
+
+        return Xinference(reasoning=True)
     from servecheck.engines.litellm import LiteLlm
 
     return LiteLlm(reasoning=True)

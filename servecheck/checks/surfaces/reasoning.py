@@ -37,6 +37,12 @@ HINT_PARSER = (
 )
 
 
+def _hint(ctx: CheckContext) -> str:
+    """The parser hint, with what the target's engine profile records about reasoning."""
+    known = ctx.profile.reasoning
+    return HINT_PARSER + (f" ({ctx.profile.name}: {known})" if known else "")
+
+
 def settings(ctx: CheckContext) -> ReasoningSettings:
     """The target's reasoning block, or a skip saying the target declares none."""
     declared = ctx.target.reasoning
@@ -189,7 +195,7 @@ def _expect_reasoning(
         expected=f"non-empty {' or '.join(_fields(s))} with the model's reasoning",
         received=f"content {parts.content[:300]!r}, {parts.seen()}",
         exchange=ex,
-        hint=HINT_PARSER,
+        hint=_hint(ctx),
     )
 
 
@@ -213,7 +219,7 @@ def reason_separated(ctx: CheckContext) -> None:
         expected=f"content without {', '.join(_markers(s))}",
         received=f"content {parts.content[:300]!r} holds {', '.join(leaked)}; {parts.seen()}",
         exchange=ex,
-        hint=HINT_PARSER,
+        hint=_hint(ctx),
     )
     _expect_reasoning(ctx, s, parts, ex, "non-streamed answer")
     in_reasoning = [m for m in _markers(s) if m in parts.reasoning]
@@ -450,7 +456,7 @@ def reason_json(ctx: CheckContext) -> None:
         hint="the structured-output grammar must start after the reasoning ends (vLLM applies it "
         "after the reasoning parser's end marker) and the parser must take the reasoning out"
         if only_after_strip
-        else HINT_PARSER,
+        else _hint(ctx),
     )
 
 
