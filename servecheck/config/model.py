@@ -143,6 +143,12 @@ class ReasoningSettings(_Strict):
         default_factory=lambda: dict(DEFAULT_THINKING_OFF),
         description="extra request body that turns thinking off; false: the target has no switch",
     )
+    thinking_on: dict[str, Any] = Field(
+        default_factory=dict,
+        description="extra request body every reasoning request carries, for engines whose "
+        "default is thinking off (e.g. Xinference hybrid models: "
+        "{chat_template_kwargs: {enable_thinking: true}})",
+    )
 
 
 class TargetSettings(_Strict):

@@ -148,9 +148,13 @@ def stream_parts(chunks: list[dict[str, Any]], s: ReasoningSettings) -> Parts:
 
 
 def _asked(ctx: CheckContext, **params: Any) -> dict[str, Any]:
-    params.setdefault("max_tokens", MAX_TOKENS)
-    params.setdefault("temperature", 0)
-    return params
+    """Request parameters: the target's thinking_on body, then the check's own on top."""
+    declared = ctx.target.reasoning
+    asked = dict(declared.thinking_on) if declared is not None else {}
+    asked.update(params)
+    asked.setdefault("max_tokens", MAX_TOKENS)
+    asked.setdefault("temperature", 0)
+    return asked
 
 
 def answer(
@@ -469,7 +473,7 @@ def reason_json(ctx: CheckContext) -> None:
 )
 def reason_tools(ctx: CheckContext) -> None:
     s = settings(ctx)
-    body = tool_request(ctx, "required", max_tokens=MAX_TOKENS)
+    body = tool_request(ctx, "required", **_asked(ctx))
     ex = ctx.post("/chat/completions", body)
     parts = message_parts(ctx, ctx.ok_json(ex, "chat completion with tools"), ex, s)
     names = [
