@@ -36,12 +36,12 @@ sys.path.insert(0, str(ROOT))
 
 from servecheck.config.model import Target  # noqa: E402
 from servecheck.load.records import read_files  # noqa: E402
-from servecheck.load.run import LoadSpec, run_load  # noqa: E402
+from servecheck.load.run import run_load  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _docs import write_section  # noqa: E402
 from _truth import server_requests, server_stats, start_truth_server, stop  # noqa: E402
-from bench_load import SCENARIO, fmt  # noqa: E402
+from bench_load import SCENARIO, bench_spec, fmt  # noqa: E402
 
 START, END = "<!-- reasoning:start -->", "<!-- reasoning:end -->"
 TTFT_S, ITL_S, TOKENS, THINK = 0.100, 0.010, 64, 24
@@ -67,20 +67,8 @@ def one_level(tmp: Path, scenario: Path, users: int, duration: float) -> dict[st
             timeout_s=120,
             reasoning="auto",
         )
-        spec = LoadSpec(
-            target=target,
-            scenario=str(scenario),
-            users=users,
-            duration_s=duration,
-            out_dir=tmp / "reports",
-            use_tokenize=False,
-            cpus="0",
-            progress=False,
-            allow_lag=True,
-            drain_s=10.0,
-        )
         load_before = os.getloadavg()[0]
-        res = run_load(spec)
+        res = run_load(bench_spec(target, tmp, scenario, users, duration))
         server = server_stats(base)
         late = server_requests(base)
     finally:

@@ -403,6 +403,18 @@ def random_weights(spec: TinyModelSpec, vocab_size: int) -> dict[str, np.ndarray
     return w
 
 
+# The weights that read the residual stream (their columns) and those that write it (their rows):
+# a reserved channel is kept clean by zeroing its columns in the first and its rows in the second.
+_READERS = (
+    "self_attn.q_proj.weight",
+    "self_attn.k_proj.weight",
+    "self_attn.v_proj.weight",
+    "mlp.gate_proj.weight",
+    "mlp.up_proj.weight",
+)
+_WRITERS = ("self_attn.o_proj.weight", "mlp.down_proj.weight")
+
+
 def wire_tool_caller(spec: TinyModelSpec, w: dict[str, np.ndarray], tok: Any) -> None:
     """Make ``<tool_call>`` the top token at every position that can see a ``<tool_call>``.
 
@@ -441,19 +453,13 @@ def wire_tool_caller(spec: TinyModelSpec, w: dict[str, np.ndarray], tok: Any) ->
     # Keep the reserved channels clean of everything else.
     for i in range(spec.num_layers):
         q = f"model.layers.{i}."
-        for name in ("self_attn.o_proj.weight", "mlp.down_proj.weight"):
+        for name in _WRITERS:
             rows = w[q + name]
             keep = rows[f_dim, 0] if (i == 0 and name.startswith("self_attn")) else 0.0
             rows[[c_dim, t_dim, f_dim, e_dim], :] = 0.0
             if i == 0 and name.startswith("self_attn"):
                 rows[f_dim, 0] = keep
-        for name in (
-            "self_attn.q_proj.weight",
-            "self_attn.k_proj.weight",
-            "self_attn.v_proj.weight",
-            "mlp.gate_proj.weight",
-            "mlp.up_proj.weight",
-        ):
+        for name in _READERS:
             cols = w[q + name]
             saved = (
                 cols[:hd, [c_dim, t_dim]].copy()
@@ -501,15 +507,9 @@ def wire_reasoner(spec: TinyModelSpec, w: dict[str, np.ndarray], tok: Any) -> No
         emb[token_id, dim] = 1.0
     for i in range(spec.num_layers):
         q = f"model.layers.{i}."
-        for name in ("self_attn.o_proj.weight", "mlp.down_proj.weight"):
+        for name in _WRITERS:
             w[q + name][dims, :] = 0.0  # nothing writes into the chain channels
-        for name in (
-            "self_attn.q_proj.weight",
-            "self_attn.k_proj.weight",
-            "self_attn.v_proj.weight",
-            "mlp.gate_proj.weight",
-            "mlp.up_proj.weight",
-        ):
+        for name in _READERS:
             w[q + name][:, dims] = 0.0  # and they feed nothing but lm_head
     lm = w["lm_head.weight"]
     lm[:, dims] = 0.0

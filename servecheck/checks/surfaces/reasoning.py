@@ -1,10 +1,11 @@
 """REASON-*: reasoning models (DeepSeek-R1 distills, Qwen3 / gpt-oss style thinking).
 
 A target declares its reasoning model in targets.yaml (``reasoning: auto`` or
-``{field, markers, parser, thinking_off}``); without the block these checks are skipped with that
-reason. Engines put the reasoning in ``reasoning_content`` (vLLM's and llama.cpp's parsers,
-LiteLLM) or ``reasoning`` (vLLM's newer name); ``field: auto`` accepts either, and every failure
-names the field it saw.
+``{field, markers, parser, thinking_off, thinking_on}``); without the block these checks are
+skipped with that reason. Engines put the reasoning in ``reasoning_content`` (llama.cpp, LiteLLM,
+Xinference, older vLLM) or ``reasoning`` (vLLM 0.32); ``field: auto`` accepts either, and every
+failure names the field it saw. ``thinking_on`` is merged into every request (engines whose
+default is thinking off), ``thinking_off`` into REASON-THINKING-OFF's.
 
 Every request is made at temperature 0 with room for the reasoning and a short answer: a cut
 inside the reasoning is what REASON-CUT-LENGTH asks for on purpose, and nowhere else.
