@@ -151,7 +151,15 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             f"| {fmt(r.get('ttfa_net_p99'), '.2f')} | {fmt(r.get('itl_reasoning_p50'))} "
             f"| {fmt(r.get('itl_answer_p50'))} | {fmt(r.get('server_late_p99'))} | {r['loadavg']} |"
         )
+    busy = max(float(r["loadavg"]) for r in rows)
     lines += [
+        "",
+        f"Taken with the shared machine at load average up to {busy:g} (other sessions running); "
+        "where that is above ~2 both cores were contended and the p99 columns show it (the "
+        "server's own lateness too), so compare TTFA with TTFT of the same row rather than with "
+        "the load section's rows taken on a quiet machine."
+        if busy > 2
+        else "",
         "",
         "`counts right`: requests whose reasoning tokens were 24 both in usage and by the client's "
         "count of reasoning chunks. TTFA is the same kind of measurement as TTFT (one arrival "
@@ -163,13 +171,42 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _meta() -> dict[str, Any]:
+    return {
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
+def rerender(log: Path) -> int:
+    """Write the section from a saved run log (its per-run JSON lines), grouped by level."""
+    runs: dict[int, list[dict[str, Any]]] = {}
+    for line in log.read_text().splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            runs.setdefault(int(row["users"]), []).append(row)
+    block = render([median(r) for r in runs.values()], _meta())
+    print(block)
+    write_section(START, END, block)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one short run per level; no docs")
     ap.add_argument("--duration", type=float, default=20.0)
     ap.add_argument("--levels", default="16,256")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--from-log",
+        type=Path,
+        help="re-render from the JSON lines (one per run) a previous run printed, in level order",
+    )
     args = ap.parse_args()
+    if args.from_log:
+        return rerender(args.from_log)
     duration = 5.0 if args.quick else args.duration
     tmp = Path(tempfile.mkdtemp(prefix="bench-reasoning-"))
     scenario = tmp / "bench_scenario.py"
@@ -181,13 +218,7 @@ def main() -> int:
             runs.append(one_level(tmp, scenario, users, duration))
             print(json.dumps(runs[-1]), flush=True)
         rows.append(median(runs))
-    meta = {
-        "machine": platform.machine(),
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "date": time.strftime("%Y-%m-%d"),
-    }
-    block = render(rows, meta)
+    block = render(rows, _meta())
     print(block)
     if not args.quick:
         write_section(START, END, block)
