@@ -164,7 +164,7 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "`counts right`: requests whose reasoning tokens were 24 both in usage and by the client's "
         "count of reasoning chunks. TTFA is the same kind of measurement as TTFT (one arrival "
         "stamp, taken by the same reader), so its error is bounded the same way; compare the TTFA "
-        "columns with the TTFT columns of the same run and with the load section's rows.",
+        "columns with the TTFT columns of the same run.",
         END,
         "",
     ]
