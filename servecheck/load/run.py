@@ -651,7 +651,12 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
     if reasoned:
         lines.append(
             f"tokens: reasoning {tok['reasoning']}, answer {tok['answer']} "
-            f"({tok['reasoning_requests']} requests reasoned)"
+            f"({tok['reasoning_requests']} requests reasoned"
+            + (
+                f"; usage said 0 reasoning tokens for {tok['reasoning_usage_zero']}: counted from the stream)"
+                if tok.get("reasoning_usage_zero")
+                else ")"
+            )
         )
     if tok["discrepant_requests"] or tok["usage_missing"]:
         lines.append(

@@ -137,6 +137,9 @@ class RunStats:
     output_tokens_client: int = 0
     reasoning_tokens: int = 0  # usage's reasoning_tokens where reported, else reasoning chunks
     reasoning_requests: int = 0  # successful requests whose stream carried reasoning
+    reasoning_usage_zero: int = (
+        0  # of those, usage said 0 reasoning tokens (counted from the stream)
+    )
     usage_missing: int = 0
     discrepant: int = 0
     abandoned: int = 0  # hung up by the client on purpose: counted ok, out of E2E and goodput
@@ -185,6 +188,7 @@ class RunStats:
                 "reasoning": self.reasoning_tokens,
                 "answer": self.output_tokens - self.reasoning_tokens,
                 "reasoning_requests": self.reasoning_requests,
+                "reasoning_usage_zero": self.reasoning_usage_zero,
             },
             "latency_ms": {name: d.as_dict() for name, d in self.latency.items()},
             "goodput": None if self.goodput is None else round(self.goodput, 6),
@@ -296,9 +300,14 @@ def _record_phases(st: RunStats, hist: dict[str, Histogram], r: Mapping[str, Any
     if reasoned:
         st.reasoning_requests += 1
     usage = r.get("reasoning_tokens")
-    st.reasoning_tokens += int(
-        usage if usage is not None else r.get("reasoning_tokens_client") or 0
-    )
+    client = int(r.get("reasoning_tokens_client") or 0)
+    if usage is not None and not (usage == 0 and client):
+        st.reasoning_tokens += int(usage)
+        return
+    # No usage count, or a 0 from a server that streamed reasoning (vLLM 0.32 with an R1-style
+    # template): the stream's own count of reasoning chunks is the better number.
+    st.reasoning_tokens += client
+    st.reasoning_usage_zero += usage == 0
 
 
 def _judge_schedule(st: RunStats) -> None:
