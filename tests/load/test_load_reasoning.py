@@ -30,7 +30,8 @@ def test_load_on_a_reasoning_target_reports_ttfa(
     out = tmp_path / "reports"
     cmd = [sys.executable, "-m", "servecheck", "load", "--target", "ref"]
     cmd += ["--targets-file", str(targets), "--out", str(out), "--quiet", "--no-tokenize"]
-    cmd += ["--users", "2", "--max-requests", "8", "--slo", "ttfa_p95<=30s"]
+    # --allow-lag: this test judges what is measured, not whether a busy machine kept up
+    cmd += ["--users", "2", "--max-requests", "8", "--slo", "ttfa_p95<=30s", "--allow-lag"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
