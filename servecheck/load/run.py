@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servecheck.client.models import model_for_target
 from servecheck.config.model import Target
 from servecheck.errors import UsageError, did_you_mean
 from servecheck.load.phases import phase_lines
@@ -129,27 +130,6 @@ def plan_path(name: str) -> Path:
         if p.is_file():
             return p
     return Path(name)
-
-
-def _resolve_model(target: Target, spec_model: str | None) -> str:
-    if spec_model:
-        return spec_model
-    if target.models:
-        return target.models[0]
-    import httpx
-
-    try:
-        r = httpx.get(
-            target.base_url + "/models",
-            headers={**target.headers, **target.auth_headers()},
-            timeout=target.connect_timeout_s,
-        )
-        return str(r.json()["data"][0]["id"])
-    except Exception as exc:  # noqa: BLE001
-        raise UsageError(
-            f"target {target.name!r}: cannot list models at {target.base_url}/models ({type(exc).__name__}); "
-            "set models: in targets.yaml or pass --model"
-        ) from None
 
 
 def _new_run_id(scenario: str) -> str:
@@ -488,7 +468,8 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     say = on_log or (lambda s: None)
     slos = validate(spec)
     scenario_path(spec.scenario)  # fail early on an unknown scenario
-    model = _resolve_model(spec.target, spec.model)
+    choice = model_for_target(spec.target, spec.model)
+    model = choice.model
     run_id = spec.run_id or _new_run_id(spec.scenario)
     run_dir = Path(spec.out_dir) / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -509,7 +490,7 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
         env[ENV_API_KEY] = next(iter(auth.values())).removeprefix("Bearer ")
     cmd = locust_command(spec, cfg, run_dir)
     say(
-        f"run {run_id}: {cfg.mode} load on {spec.target.name} ({spec.target.base_url}), scenario {cfg.scenario}, model {model}"
+        f"run {run_id}: {cfg.mode} load on {spec.target.name} ({spec.target.base_url}), scenario {cfg.scenario}, {choice.line()}"
     )
     started = time.time()
     bound = cfg.duration_s
