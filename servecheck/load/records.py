@@ -62,6 +62,14 @@ class RequestRecord:
     kind: str = "chat"  # request kind within the scenario (chat, long, json, tools ...)
     request_id: str = ""  # sent as X-Request-Id: finds this request in the server's logs
     abandoned: bool = False  # the client hung up mid-stream on purpose (hang_up_after_tokens)
+    # Reasoning phases (docs/metrics.md). ttfa is the first answer token (== ttft without
+    # reasoning); the rest is written only when the stream carried reasoning.
+    ttfa: float | None = None
+    ttfr: float | None = None
+    reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens
+    reasoning_tokens_client: int = 0  # reasoning chunks the client counted
+    itls_reasoning: list[float] = field(default_factory=list)
+    itls_answer: list[float] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -109,7 +117,15 @@ class RequestRecord:
             "error": self.error,
             "error_message": self.error_message[:300],
             "abandoned": self.abandoned,
+            "ttfa": _r6(self.ttfa),
         }
+        if self.reasoning_tokens is not None:
+            d["reasoning_tokens"] = self.reasoning_tokens
+        if self.reasoning_tokens_client or self.ttfr is not None:
+            d["ttfr"] = _r6(self.ttfr)
+            d["reasoning_tokens_client"] = self.reasoning_tokens_client
+            d["itls_reasoning"] = [round(x, 6) for x in self.itls_reasoning]
+            d["itls_answer"] = [round(x, 6) for x in self.itls_answer]
         return json.dumps(d, separators=(",", ":"))
 
     @classmethod

@@ -28,6 +28,7 @@ from typing import Any
 from servecheck.client.models import ModelChoice, model_for_target
 from servecheck.config.model import Target
 from servecheck.errors import UsageError, did_you_mean
+from servecheck.load.phases import phase_lines
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
 from servecheck.load.reach import target_down
 from servecheck.load.records import MERGED_NAME, merge_records, refuse_used_run_dir, worker_files
@@ -647,6 +648,7 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
         f"  over {summary['window_s']:.1f} s  goodput {'-' if summary['goodput'] is None else format(summary['goodput'], '.1%')}",
         f"{'ms':<20}{'p50':>9}{'p90':>9}{'p95':>9}{'p99':>9}{'p99.9':>9}{'max':>9}",
     ]
+    reasoned = bool(summary["tokens"].get("reasoning_requests"))
     for name in ("ttft", "itl", "tpot", "e2e", "ttft_from_intended", "e2e_from_intended", "lag"):
         d = lat.get(name) or {}
         if not d.get("count"):
@@ -655,7 +657,18 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
             f"{name:<20}"
             + "".join(f"{_ms(d, k):>9}" for k in ("p50", "p90", "p95", "p99", "p99.9", "max"))
         )
+    lines += phase_lines(lat) if reasoned else []
     tok = summary["tokens"]
+    if reasoned:
+        lines.append(
+            f"tokens: reasoning {tok['reasoning']}, answer {tok['answer']} "
+            f"({tok['reasoning_requests']} requests reasoned"
+            + (
+                f"; usage said 0 reasoning tokens for {tok['reasoning_usage_zero']}: counted from the stream)"
+                if tok.get("reasoning_usage_zero")
+                else ")"
+            )
+        )
     if tok["discrepant_requests"] or tok["usage_missing"]:
         lines.append(
             f"tokens: usage {tok['output_usage']}, client chunks {tok['output_client']}, "

@@ -38,6 +38,7 @@ SURFACE_FILES = {
     "conc": "test_conc.py",
     "fuzz": "test_fuzz.py",
     "client": "test_client.py",
+    "reason": "test_reasoning.py",
 }
 
 
