@@ -69,6 +69,32 @@ LoadShape = scenario_shape()
 ITL_TOLERANCE = 0.20
 
 
+def bench_spec(
+    target: Target,
+    tmp: Path,
+    scenario: Path,
+    users: int,
+    duration: float,
+    processes: int | None = None,
+    cpus: str = "0",
+) -> LoadSpec:
+    """The closed-loop run every calibration benchmark makes: generator pinned to CPU 0 (or to
+    ``cpus``, with ``processes`` Locust workers)."""
+    return LoadSpec(
+        target=target,
+        scenario=str(scenario),
+        users=users,
+        duration_s=duration,
+        out_dir=tmp / "reports",
+        use_tokenize=False,
+        cpus=cpus,
+        processes=processes,
+        progress=False,
+        allow_lag=True,
+        drain_s=10.0,
+    )
+
+
 def one_level(
     tmp: Path,
     scenario: Path,
@@ -89,21 +115,8 @@ def one_level(
         target = Target(
             name="bench", base_url=base, engine="reference", models=["truth"], timeout_s=120
         )
-        spec = LoadSpec(
-            target=target,
-            scenario=str(scenario),
-            users=users,
-            duration_s=duration,
-            out_dir=tmp / "reports",
-            use_tokenize=False,
-            cpus=cpus,
-            processes=processes,
-            progress=False,
-            allow_lag=True,
-            drain_s=10.0,
-        )
         load_before = os.getloadavg()[0]
-        res = run_load(spec)
+        res = run_load(bench_spec(target, tmp, scenario, users, duration, processes, cpus))
         server = server_stats(base)
         per_request = server_requests(base)
     finally:

@@ -29,6 +29,7 @@ SURFACES: dict[str, str] = {
     "CONC": "concurrency and robustness",
     "FUZZ": "generated invalid and edge-case bodies",
     "CLIENT": "the official openai SDK end to end",
+    "REASON": "reasoning models: reasoning separated from the answer",
 }
 
 

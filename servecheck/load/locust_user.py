@@ -44,7 +44,7 @@ from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tok
 from servecheck.load.reactor import StreamReactor
 from servecheck.load.records import RecordWriter, RequestRecord
 from servecheck.load.schedule import Stage, StageShape, for_worker, split_count
-from servecheck.load.stream import StreamState, classify
+from servecheck.load.stream import StreamState, classify, record_phases
 from servecheck.load.transport import (
     BATCH_INTERVAL_S,
     DONE_MESSAGE,
@@ -359,6 +359,7 @@ class _Controller:
         if st.t_first is not None:
             rec.ttft = st.t_first - t0
             rec.itls = [b - a for a, b in zip(times, times[1:], strict=False)]
+        record_phases(rec, st, t0)
         rec.e2e = t_end - t0
         n_out = rec.tokens
         if rec.ttft is not None and n_out >= 2:

@@ -25,7 +25,7 @@ from typing import Any
 import jsonschema
 from aiohttp import web
 
-from servecheck.reference import model
+from servecheck.reference import model, reasoning
 from servecheck.reference.faults import FAULTS, QUIRKS
 
 ROLES = {"system", "user", "assistant", "tool", "developer", "function"}
@@ -49,6 +49,7 @@ class ServerConfig:
     context_policy: str = (
         "reject"  # reject | truncate (over-long prompts cut to fit, with a warning field)
     )
+    reasoning: reasoning.ReasoningMode | None = None  # a reasoning model (reference/reasoning.py)
 
 
 class ClientGone(Exception):
@@ -103,6 +104,10 @@ class State:
     @property
     def faults(self) -> frozenset[str]:
         return self.config.faults
+
+    @property
+    def reasoning(self) -> reasoning.ReasoningMode | None:
+        return reasoning.mode_for(self.config.reasoning, self.config.faults)
 
 
 STATE = web.AppKey("state", State)
@@ -368,6 +373,7 @@ class Choice:
     finish_reason: str
     logprobs: list[float]
     tool_call: dict[str, Any] | None = None  # {"id", "name", "arguments"}
+    reasoning: list[str] = field(default_factory=list)  # reasoning pieces, before the answer
 
 
 def _prompt_key(body: dict[str, Any]) -> str:
@@ -499,13 +505,27 @@ def _make_choices(
     return out
 
 
-def _usage(prompt_tokens: int, completion_tokens: int, faults: frozenset[str]) -> dict[str, int]:
+def _usage(
+    prompt_tokens: int,
+    completion_tokens: int,
+    faults: frozenset[str],
+    reasoning_tokens: int | None = None,
+) -> dict[str, Any]:
     total = prompt_tokens + completion_tokens + (1 if "usage-sum-wrong" in faults else 0)
-    return {
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": total,
     }
+    if reasoning_tokens is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+    return usage
+
+
+def _reasoning_tokens(state: State, choices: list[Choice]) -> int | None:
+    if state.reasoning is None:
+        return None
+    return reasoning.reasoning_tokens(choices, state.faults)
 
 
 def _completion_tokens(choices: list[Choice]) -> int:
@@ -514,7 +534,7 @@ def _completion_tokens(choices: list[Choice]) -> int:
         if c.tool_call is None
         else max(1, len(model.tokenize(c.tool_call["arguments"])))
         for c in choices
-    )
+    ) + sum(len(c.reasoning) for c in choices)
 
 
 def _logprobs_obj(choice: Choice, top: int | None) -> dict[str, Any]:
@@ -717,6 +737,8 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         if "crash-concurrent-seed" in state.faults:
             await _schedule_step_with_seed_crash(state, prompt_tokens, seeded)
         choices = _make_choices(state, body, max_tokens, messages, tools, tool_choice, fmt, schema)
+        if chat and state.reasoning is not None:
+            reasoning.apply(state.reasoning, state.faults, body, choices, max_tokens, fmt)
         if "ctx-max-tokens-overrun" in state.faults and requested is not None and requested > room:
             for c in choices:
                 if c.finish_reason == "length":
@@ -838,6 +860,8 @@ def _full_body(
                         },
                     }
                 ]
+            if state.reasoning is not None:
+                message.update(reasoning.message_fields(state.reasoning, c))
             entry: dict[str, Any] = {
                 "index": c.index,
                 "message": message,
@@ -860,7 +884,9 @@ def _full_body(
         "model": model_name,
         "system_fingerprint": "servecheck-ref",
         "choices": out_choices,
-        "usage": _usage(prompt_tokens, completion_tokens, faults),
+        "usage": _usage(
+            prompt_tokens, completion_tokens, faults, _reasoning_tokens(state, choices)
+        ),
     }
     if "extra-fields" in state.config.quirks:
         full["x_servecheck_extra"] = {"note": "ignore me"}
@@ -984,13 +1010,19 @@ async def _stream(
         if "stream-no-role" not in faults:
             await send(chunk(",".join(delta_json(c.index, role_json) for c in choices)))
     streamed = 0
+    answer_steps = [
+        len(c.pieces)
+        if c.tool_call is None
+        else 1 + len(model.split_json(c.tool_call["arguments"], 8))
+        for c in choices
+    ]
+    # A reasoning choice streams its reasoning first (reference/reasoning.py decides the order).
+    plans = [
+        reasoning.stream_plan(c, n, faults) if c.reasoning else None
+        for c, n in zip(choices, answer_steps, strict=True)
+    ]
     steps = max(
-        (
-            len(c.pieces)
-            if c.tool_call is None
-            else 1 + len(model.split_json(c.tool_call["arguments"], 8))
-            for c in choices
-        ),
+        (len(p) if p is not None else n for p, n in zip(plans, answer_steps, strict=True)),
         default=0,
     )
     stall_at = max(1, steps // 2)
@@ -1007,10 +1039,19 @@ async def _stream(
                 await asyncio.sleep(0.5)
         await wait_step()
         parts = []
-        for c in choices:
+        for c, plan in zip(choices, plans, strict=True):
+            j = i  # this choice's answer step
+            if plan is not None:
+                kind, j = plan[i] if i < len(plan) else ("answer", steps)
+                if kind != "answer":
+                    assert state.reasoning is not None
+                    parts.append(
+                        delta_json(c.index, reasoning.stream_delta(state.reasoning, c, (kind, j)))
+                    )
+                    continue
             if c.tool_call is not None:
                 pieces = model.split_json(c.tool_call["arguments"], 8)
-                if i == 0:
+                if j == 0:
                     head: dict[str, Any] = {
                         "id": c.tool_call["id"],
                         "type": "function",
@@ -1021,18 +1062,18 @@ async def _stream(
                     parts.append(
                         delta_json(c.index, json.dumps({"tool_calls": [head]}, ensure_ascii=False))
                     )
-                elif i - 1 < len(pieces):
-                    frag: dict[str, Any] = {"function": {"arguments": pieces[i - 1]}}
+                elif j - 1 < len(pieces):
+                    frag: dict[str, Any] = {"function": {"arguments": pieces[j - 1]}}
                     if "tools-stream-no-index" not in faults:
                         frag = {"index": 0, **frag}
                     parts.append(
                         delta_json(c.index, json.dumps({"tool_calls": [frag]}, ensure_ascii=False))
                     )
                 continue
-            if i >= len(c.pieces):
+            if j >= len(c.pieces):
                 continue
-            piece = c.pieces[i]
-            if "stream-differs" in faults and i == 1:
+            piece = c.pieces[j]
+            if "stream-differs" in faults and j == 1:
                 piece = piece.upper() + "!"
             texts = _utf8_mangle(piece) if "utf8-split" in faults else [piece]
             for text in texts:
@@ -1049,7 +1090,7 @@ async def _stream(
                             "content": [
                                 {
                                     "token": piece,
-                                    "logprob": c.logprobs[i] if i < len(c.logprobs) else -0.5,
+                                    "logprob": c.logprobs[j] if j < len(c.logprobs) else -0.5,
                                     "bytes": list(piece.encode()),
                                     "top_logprobs": [],
                                 }
@@ -1076,7 +1117,9 @@ async def _stream(
     for c in choices:
         empty = "{}" if chat else '""'
         repeated = (
-            json.dumps(_usage(prompt_tokens, completion_tokens, faults))
+            json.dumps(
+                _usage(prompt_tokens, completion_tokens, faults, _reasoning_tokens(state, choices))
+            )
             if include_usage and "stream-usage-repeated" in faults
             else None
         )
@@ -1099,7 +1142,9 @@ async def _stream(
             await send(chunk(delta_json(c.index, '{"content":" extra"}' if chat else '" extra"')))
     if include_usage:
         usage_tokens = completion_tokens + (3 if "stream-usage-wrong" in faults else 0)
-        usage = json.dumps(_usage(prompt_tokens, usage_tokens, faults))
+        usage = json.dumps(
+            _usage(prompt_tokens, usage_tokens, faults, _reasoning_tokens(state, choices))
+        )
         if "stream-usage-in-choices" in faults:
             await send(
                 chunk(delta_json(0, "{}" if chat else '""', choices[0].finish_reason), usage)

@@ -12,6 +12,7 @@ from servecheck.checks.surfaces import (  # noqa: F401
     health,
     json,
     models,
+    reason,
     stream,
     tools,
 )
