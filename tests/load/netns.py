@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -46,12 +47,45 @@ def unavailable() -> str | None:
     return None
 
 
+_OURS = re.compile(r"^sc(\d+)x[0-9a-f]{4}-\w+$")
+
+
+def sweep_orphans() -> list[str]:
+    """Delete the namespaces a Lan made in a process that no longer exists (killed before its
+    teardown); returns their names. Namespaces of live processes are left alone."""
+    listed = _ip("netns", "list", check=False).stdout.split("\n")
+    gone = []
+    for line in listed:
+        name = line.split(" ")[0].strip()
+        m = _OURS.match(name)
+        if m is None or _alive(int(m.group(1))):
+            continue
+        for pid in _ip("netns", "pids", name, check=False).stdout.split():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
+        _ip("netns", "del", name, check=False)
+        gone.append(name)
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 @dataclass(slots=True)
 class Lan:
     """Hosts (name -> address) on one private /24; ``exec`` prefixes a command to run on a host."""
 
     hosts: list[str]
-    tag: str = field(default_factory=lambda: secrets.token_hex(3))
+    # The creating process's pid is in every name, so a later Lan can remove the namespaces of a
+    # test process that was killed before its teardown ran (SIGKILL, a CI timeout).
+    tag: str = field(default_factory=lambda: f"{os.getpid()}x{secrets.token_hex(2)}")
     made: list[str] = field(default_factory=list)
     addr: dict[str, str] = field(default_factory=dict)
 
@@ -59,6 +93,7 @@ class Lan:
         return f"sc{self.tag}-{host}"
 
     def up(self) -> Lan:
+        sweep_orphans()
         lan = self.ns("lan")
         _ip("netns", "add", lan)
         self.made.append(lan)
