@@ -46,6 +46,7 @@ class EngineProfile:
     )  # deviation key -> reason with evidence
     health_path: str = "/health"
     verified_live: bool = False
+    retry_after: bool = False  # its 429/503 answers carry Retry-After (OVERLOAD-BURST demands it)
 
     def allowance(self, deviation: str | None) -> str | None:
         if deviation is None:
@@ -58,9 +59,10 @@ def _caps(**overrides: bool) -> dict[str, bool]:
 
 
 PROFILES: dict[str, EngineProfile] = {
-    "reference": EngineProfile("reference", _caps(), verified_live=True),
+    "reference": EngineProfile("reference", _caps(), verified_live=True, retry_after=True),
     "generic": EngineProfile(
-        "generic", _caps(logprobs=False, tokenize=False, metrics=False, completions=False)
+        "generic",
+        _caps(logprobs=False, tokenize=False, metrics=False, completions=False, responses=False),
     ),
     "openai": EngineProfile(
         "openai",
@@ -84,7 +86,7 @@ PROFILES: dict[str, EngineProfile] = {
         # n > 1 streams and answers correctly in this build (measured 2026-11-29); an object
         # tool_choice is treated as "auto" (tools/server/README.md), so named choice is off.
         "llamacpp",
-        _caps(tool_choice_named=False, seed=True, n=True),
+        _caps(tool_choice_named=False, seed=True, n=True, responses=False),
         deviations={
             # tools/server/README.md: "model" is accepted for compatibility and ignored.
             "model-name-ignored": "llama.cpp serves one model and ignores the model field (tools/server/README.md)",
@@ -100,7 +102,7 @@ PROFILES: dict[str, EngineProfile] = {
     ),
     "xinference": EngineProfile(
         "xinference",
-        _caps(tokenize=False, logprobs=False, n=False, completions=False),
+        _caps(tokenize=False, logprobs=False, n=False, completions=False, responses=False),
         health_path="/status",
         deviations={
             "health-path-differs": "Xinference has no /health; GET /status answers when the supervisor is up",
@@ -137,7 +139,7 @@ PROFILES: dict[str, EngineProfile] = {
     ),
     "tgi": EngineProfile(
         "tgi",
-        _caps(tokenize=False, n=False, completions=True),
+        _caps(tokenize=False, n=False, completions=True, responses=False),
         deviations={
             # TGI validates with axum/serde and answers 422 Unprocessable Entity (router/src/server.rs).
             "error-status-422": "TGI answers invalid parameters with 422 (router/src/server.rs; not verified live)",

@@ -11,6 +11,9 @@ from servecheck.checks.surfaces import (  # noqa: F401
     health,
     json_mode,
     models,
+    overload,
+    responses,
     stream,
     tools,
+    tools_parallel,
 )
