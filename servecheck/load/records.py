@@ -25,7 +25,17 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
 
-ERROR_CLASSES = ("connect", "timeout", "http-<status>", "stream-error", "invalid-sse")
+ERROR_CLASSES = (
+    "connect",
+    "timeout",
+    "http-<status>",
+    "stream-error",
+    "invalid-sse",
+    "rate-limited",
+)
+# The server shed the request (429, or 503 with Retry-After): counted apart from failures in
+# stats and reports; the server answered as a loaded server should, but served nothing.
+RATE_LIMITED = "rate-limited"
 RECORD_GLOB = "records-*.jsonl"
 MERGED_NAME = "records.jsonl"
 
@@ -36,7 +46,8 @@ class RequestRecord:
 
     ``error`` is one of ``connect``, ``timeout``, ``http-<status>`` (e.g. ``http-503``),
     ``stream-error`` (the stream broke, carried an error object or ended without ``[DONE]``) or
-    ``invalid-sse`` (data that is not SSE / not JSON).
+    ``invalid-sse`` (data that is not SSE / not JSON), or ``rate-limited`` (429, or 503 with
+    ``Retry-After``: shed, not failed; ``retry_after_s`` holds the header's seconds).
     """
 
     target: str
@@ -59,6 +70,7 @@ class RequestRecord:
     kind: str = "chat"  # request kind within the scenario (chat, long, json, tools ...)
     request_id: str = ""  # sent as X-Request-Id: finds this request in the server's logs
     abandoned: bool = False  # the client hung up mid-stream on purpose (hang_up_after_tokens)
+    retry_after_s: float | None = None  # a rate-limited answer's Retry-After, in seconds
 
     @property
     def ok(self) -> bool:
@@ -106,6 +118,7 @@ class RequestRecord:
             "error": self.error,
             "error_message": self.error_message[:300],
             "abandoned": self.abandoned,
+            "retry_after_s": self.retry_after_s,
         }
         return json.dumps(d, separators=(",", ":"))
 
