@@ -87,6 +87,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="requests running at once; more wait (default: %(default)s)",
     )
     parser.add_argument(
+        "--max-inflight",
+        type=int,
+        default=0,
+        metavar="N",
+        help="shed generation requests above N in flight with 429 + Retry-After (default: 0, never)",
+    )
+    parser.add_argument(
         "--fault",
         action="append",
         default=[],
@@ -138,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
         loading_s=args.loading_s,
         kv_blocks=args.kv_blocks,
         max_num_seqs=args.max_num_seqs,
+        max_inflight=args.max_inflight,
     )
     serve(config, host=args.host, port=args.port, ready_file=args.ready_file)
     return 0
