@@ -17,7 +17,7 @@ CHECKS = load_all()
 
 
 def test_clean_shedding_passes_and_sheds(make_reference: Callable[..., RunningServer]) -> None:
-    server = make_reference(max_inflight=4, ttft_ms=30)
+    server = make_reference(max_inflight=4, ttft_ms=300)
     ctx = context_for(server, "OVERLOAD-BURST")
     try:
         burst = run_burst(ctx)
@@ -33,7 +33,7 @@ def test_clean_shedding_passes_and_sheds(make_reference: Callable[..., RunningSe
 def test_retry_after_only_where_the_profile_says(
     make_reference: Callable[..., RunningServer],
 ) -> None:
-    server = make_reference("overload-no-retry-after", ttft_ms=30)
+    server = make_reference("overload-no-retry-after", ttft_ms=300)
     # vLLM's profile does not promise Retry-After: 429s with an error object are enough there.
     ctx = context_for(server, "OVERLOAD-BURST", engine="vllm")
     try:

@@ -29,6 +29,7 @@ from servecheck.reference.server import (
     STATE,
     ApiError,
     State,
+    _apply_quirks,
     _check_ready,
     _error_response,
     _expect,
@@ -457,12 +458,7 @@ async def _stream(
         event = {"type": kind, "sequence_number": seq, **fields}
         seq += 1
         data = f"event: {kind}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
-        if "sse-no-space" in quirks:
-            data = data.replace(b"data: ", b"data:")
-        if "sse-comments" in quirks:
-            data = b": keep-alive\n\n" + data
-        if "sse-crlf" in quirks:
-            data = data.replace(b"\n", b"\r\n")
+        data = _apply_quirks(quirks, data)
         if "sse-split" in quirks and len(data) > 3:
             third = len(data) // 3
             for a, b in ((0, third), (third, 2 * third), (2 * third, len(data))):

@@ -18,12 +18,12 @@ from typing import Any
 
 from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
 from servecheck.checks.registry import check
+from servecheck.checks.surfaces.json_mode import first_choice
 from servecheck.checks.surfaces.tools import (
     HINT_TOOLS,
-    TOOL_MAX_TOKENS,
     TOOL_NAMES,
-    TOOLS,
     _stream_calls,
+    tool_request,
 )
 
 BOTH = "Call get_weather for Paris and get_time for UTC, both at once."
@@ -31,28 +31,9 @@ CUT_TOKENS = 3  # fewer than any complete call's arguments: {"city": "Paris"} is
 
 
 def _body(ctx: CheckContext, parallel: bool, **params: Any) -> dict[str, Any]:
-    body = ctx.chat_body(
-        BOTH,
-        tools=TOOLS,
-        tool_choice="required",
-        parallel_tool_calls=parallel,
-        max_tokens=TOOL_MAX_TOKENS,
-        temperature=0,
-    )
-    body.update(params)
+    body = tool_request(ctx, "required", parallel_tool_calls=parallel, **params)
+    body["messages"] = [{"role": "user", "content": BOTH}]
     return body
-
-
-def _choice(ctx: CheckContext, data: dict[str, Any], ex: Any) -> dict[str, Any]:
-    choices = data.get("choices")
-    if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)):
-        ctx.fail(
-            "the response has no choices",
-            expected="a non-empty choices list",
-            received=body_snippet(data),
-            exchange=ex,
-        )
-    return choices[0]
 
 
 @check(
@@ -64,7 +45,7 @@ def _choice(ctx: CheckContext, data: dict[str, Any], ex: Any) -> dict[str, Any]:
 )
 def tools_parallel_off(ctx: CheckContext) -> None:
     ex = ctx.post("/chat/completions", _body(ctx, parallel=False))
-    choice = _choice(ctx, ctx.ok_json(ex, "chat completion with tools"), ex)
+    choice = first_choice(ctx, ctx.ok_json(ex, "chat completion with tools"), ex)
     calls = (choice.get("message") or {}).get("tool_calls") or []
     ctx.expect(
         isinstance(calls, list) and len(calls) >= 1,
@@ -97,7 +78,7 @@ def tools_parallel_off(ctx: CheckContext) -> None:
 def tools_length(ctx: CheckContext) -> None:
     ex = ctx.post("/chat/completions", _body(ctx, parallel=False, max_tokens=CUT_TOKENS))
     data = ctx.ok_json(ex, "chat completion with tools and a tiny max_tokens")
-    choice = _choice(ctx, data, ex)
+    choice = first_choice(ctx, data, ex)
     calls = (choice.get("message") or {}).get("tool_calls") or []
     reason = choice.get("finish_reason")
     broken = []
