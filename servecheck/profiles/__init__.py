@@ -85,8 +85,9 @@ PROFILES: dict[str, EngineProfile] = {
     "llamacpp": EngineProfile(
         # n > 1 streams and answers correctly in this build (measured 2026-11-29); an object
         # tool_choice is treated as "auto" (tools/server/README.md), so named choice is off.
+        # /v1/responses is served, partially (measured 2026-12-01; targets.yaml lists what fails).
         "llamacpp",
-        _caps(tool_choice_named=False, seed=True, n=True, responses=False),
+        _caps(tool_choice_named=False, seed=True, n=True),
         deviations={
             # tools/server/README.md: "model" is accepted for compatibility and ignored.
             "model-name-ignored": "llama.cpp serves one model and ignores the model field (tools/server/README.md)",
@@ -102,7 +103,8 @@ PROFILES: dict[str, EngineProfile] = {
     ),
     "xinference": EngineProfile(
         "xinference",
-        _caps(tokenize=False, logprobs=False, n=False, completions=False, responses=False),
+        # /v1/responses is served (measured on 4.1.0, 2026-12-01; targets.yaml lists what fails).
+        _caps(tokenize=False, logprobs=False, n=False, completions=False),
         health_path="/status",
         deviations={
             "health-path-differs": "Xinference has no /health; GET /status answers when the supervisor is up",

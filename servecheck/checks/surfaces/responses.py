@@ -284,8 +284,8 @@ def responses_stream_events(ctx: CheckContext) -> None:
     types = _event_types()
     problems: list[str] = []
     kinds = [str(e.get("type")) for e in events]
-    if any(e.get("object") == "chat.completion.chunk" for e in events) or ex.stream.done:
-        problems.append("chat-completion chunks / data: [DONE] on the responses route")
+    if any(e.get("object") == "chat.completion.chunk" for e in events):
+        problems.append("chat.completion.chunk objects on the responses route")
     for n, event in enumerate(events):
         found = event_problems(event, types)
         if found:
