@@ -262,6 +262,11 @@ _fault(
     "RESPONSES-TOOL-CALL",
 )
 _fault(
+    "responses-stream-args-dropped",
+    "one function_call_arguments delta is missing from a streamed call (done and completed are whole)",
+    "RESPONSES-STREAM-TOOL",
+)
+_fault(
     "responses-tool-output-rejected",
     "a function_call_output input item is refused with 400",
     "RESPONSES-TOOL-OUTPUT",

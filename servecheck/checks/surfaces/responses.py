@@ -488,6 +488,80 @@ def responses_tool_call(ctx: CheckContext) -> None:
 
 
 @check(
+    "RESPONSES-STREAM-TOOL",
+    "a streamed function call adds up",
+    "streamed with tool_choice 'required', the function_call item's "
+    "response.function_call_arguments.delta events concatenate to the arguments of the "
+    "function_call in response.completed (and of the .done event when one is sent), and parse "
+    "as JSON",
+    requires=("responses", "tools", "streaming"),
+)
+def responses_stream_tool(ctx: CheckContext) -> None:
+    events, ex = stream(
+        ctx,
+        "What is the weather in Paris?",
+        tools=[WEATHER],
+        tool_choice="required",
+        max_output_tokens=64,
+        parallel_tool_calls=False,
+    )
+    added = [
+        e["item"]
+        for e in events
+        if e.get("type") == "response.output_item.added"
+        and isinstance(e.get("item"), dict)
+        and e["item"].get("type") == "function_call"
+    ]
+    ctx.expect(
+        bool(added),
+        "the stream announced no function_call item",
+        expected="response.output_item.added with item {type: function_call}",
+        received=f"event types {sorted({str(e.get('type')) for e in events})}",
+        exchange=ex,
+        hint="the tool-call parser is not applied to streamed responses",
+    )
+    item_id = added[0].get("id")
+    streamed = "".join(
+        str(e.get("delta", ""))
+        for e in events
+        if e.get("type") == "response.function_call_arguments.delta" and e.get("item_id") == item_id
+    )
+    done = next(
+        (
+            e.get("arguments")
+            for e in events
+            if e.get("type") == "response.function_call_arguments.done"
+            and e.get("item_id") == item_id
+        ),
+        None,
+    )
+    final = [
+        i for i in output_items(terminal(events) or {}, "function_call") if i.get("id") == item_id
+    ]
+    final_args = final[0].get("arguments") if final else None
+    # llama.cpp sends no .done event; output_item.done and response.completed carry the call, so
+    # SDK users lose nothing: only a .done that disagrees is a defect.
+    ctx.expect(
+        streamed == final_args and done in (None, streamed),
+        "the streamed function-call arguments do not add up",
+        expected=f"deltas == completed arguments ({str(final_args)[:120]!r}) == .done (when sent)",
+        received=f"deltas {streamed[:120]!r}, .done {str(done)[:120]!r}, completed {str(final_args)[:120]!r}",
+        exchange=ex,
+        hint="clients that assemble arguments from the deltas (the SDK's stream helpers, agent "
+        "UIs) run a different call than the one the server reports",
+    )
+    try:
+        json.loads(streamed)
+    except ValueError as exc:
+        ctx.fail(
+            "the streamed function-call arguments are not JSON",
+            expected="a JSON object",
+            received=f"{exc}: {streamed[:200]!r}",
+            exchange=ex,
+        )
+
+
+@check(
     "RESPONSES-TOOL-OUTPUT",
     "a function_call_output turn is accepted",
     "input [user message, the function_call item, a function_call_output with its call_id] gets "
