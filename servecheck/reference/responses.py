@@ -421,7 +421,6 @@ async def handle(request: web.Request) -> web.StreamResponse:
         return await _stream(request, state, body, turn, out, resp_id, msg_id, fc_id, created)
     cfg = state.config
     await asyncio.sleep((cfg.ttft_ms + cfg.itl_ms * max(len(out.text_pieces) - 1, 0)) / 1000)
-    status = "incomplete" if out.incomplete else "completed"
     item_status = "incomplete" if out.incomplete else "completed"
     output = _final_output(state, out, msg_id, fc_id, item_status)
     state.success += 1
@@ -430,7 +429,6 @@ async def handle(request: web.Request) -> web.StreamResponse:
     resp = _response(
         state, body, turn, resp_id, created, "completed", output, _usage(state, out), out.incomplete
     )
-    del status
     return web.json_response(resp, dumps=lambda o: json.dumps(o, ensure_ascii=False))
 
 
