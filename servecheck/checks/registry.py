@@ -31,6 +31,7 @@ SURFACES: dict[str, str] = {
     "CLIENT": "the official openai SDK end to end",
     "RESPONSES": "the Responses API, /v1/responses",
     "OVERLOAD": "bursts above capacity: shed with 429/503, never crash",
+    "REASON": "reasoning models: reasoning separated from the answer",
 }
 
 

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import gevent
-import requests
 from gevent.lock import Semaphore
 from locust import LoadTestShape, User, constant, events, task
 from locust.runners import MasterRunner, WorkerRunner
@@ -44,7 +43,7 @@ from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tok
 from servecheck.load.reactor import StreamReactor
 from servecheck.load.records import RATE_LIMITED, RecordWriter, RequestRecord
 from servecheck.load.schedule import Stage, StageShape, for_worker, split_count
-from servecheck.load.stream import StreamState, classify, retry_after_seconds
+from servecheck.load.stream import StreamState, classify, record_phases, retry_after_seconds
 from servecheck.load.wire import WireClient, WireResult
 
 __all__ = ["LLMUser", "scenario_shape"]
@@ -310,6 +309,7 @@ class _Controller:
         if st.t_first is not None:
             rec.ttft = st.t_first - t0
             rec.itls = [b - a for a, b in zip(times, times[1:], strict=False)]
+        record_phases(rec, st, t0)
         rec.e2e = t_end - t0
         n_out = rec.tokens
         if rec.ttft is not None and n_out >= 2:
@@ -397,7 +397,14 @@ def _config_from_env(environment: Any, user_cls: type[LLMUser] | None) -> RunCon
             os.environ[ENV_API_KEY] = next(iter(auth.values())).removeprefix("Bearer ")
     if not base:
         raise RuntimeError("no target: pass --host http://HOST:PORT/v1 or set SERVECHECK_TARGET")
-    model = os.environ.get("SERVECHECK_MODEL") or _discover_model(base, headers)
+    from servecheck.client.models import choose_model
+
+    # Never a guessed model: a failed listing stops the run and says how to name one.
+    choice = choose_model(
+        base, headers, explicit=os.environ.get("SERVECHECK_MODEL"), what=target_name
+    )
+    logging.getLogger(__name__).info("servecheck: %s", choice.line())
+    model = choice.model
     run_id = time.strftime("locust-%Y%m%d-%H%M%S")
     return RunConfig(
         run_id=run_id,
@@ -409,14 +416,6 @@ def _config_from_env(environment: Any, user_cls: type[LLMUser] | None) -> RunCon
         timeout_s=timeout,
         records_dir=os.environ.get("SERVECHECK_RECORDS_DIR", str(Path("reports") / run_id)),
     )
-
-
-def _discover_model(base: str, headers: dict[str, str]) -> str:
-    try:
-        r = requests.get(base.rstrip("/") + "/models", headers=headers, timeout=10)
-        return str(r.json()["data"][0]["id"])
-    except Exception:  # noqa: BLE001
-        return "default"
 
 
 def _user_class(environment: Any) -> type[LLMUser] | None:

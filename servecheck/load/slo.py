@@ -4,6 +4,7 @@ Grammar (whitespace allowed around the operator)::
 
     slo      := metric [ "_" stat ] op number [ unit ]
     metric   := ttft | itl | tpot | e2e | ttft_from_intended | e2e_from_intended | lag
+              | ttfr | ttfa | itl_reasoning | itl_answer    (reasoning phases, docs/metrics.md)
               | error_rate | rate_limited | goodput | throughput_tokens | throughput_requests
     stat     := p50 | p90 | p95 | p99 | p99.9 | p999 | mean | min | max   (latency metrics only)
     op       := <= | < | >= | >
@@ -32,7 +33,21 @@ from typing import Any
 from servecheck.errors import UsageError, did_you_mean
 from servecheck.load.stats import RunStats
 
-LATENCY = ("ttft", "itl", "tpot", "e2e", "ttft_from_intended", "e2e_from_intended", "lag")
+LATENCY = (
+    "ttft",
+    "itl",
+    "tpot",
+    "e2e",
+    "ttft_from_intended",
+    "e2e_from_intended",
+    "lag",
+    "ttfr",
+    "ttfa",
+    "itl_reasoning",
+    "itl_answer",
+)
+# The per-request ITL list each ITL metric reads (itl_answer of a record without reasoning: all).
+_ITL_KEYS = {"itl": "itls", "itl_reasoning": "itls_reasoning", "itl_answer": "itls_answer"}
 SHARES = ("error_rate", "rate_limited", "goodput")
 RATES = ("throughput_tokens", "throughput_requests")
 METRICS = LATENCY + SHARES + RATES
@@ -233,8 +248,11 @@ def _request_value(slo: SLO, rec: Mapping[str, Any]) -> float | None:
     lag = float(rec.get("t_sent", 0.0)) - float(rec.get("t_intended", rec.get("t_sent", 0.0)))
     if m == "lag":
         return lag * 1000.0
-    if m == "itl":
-        itls = sorted(rec.get("itls") or ())
+    if m in _ITL_KEYS:
+        key = _ITL_KEYS[m]
+        if key == "itls_answer" and key not in rec:
+            key = "itls"  # no reasoning: every ITL is an answer ITL
+        itls = sorted(rec.get(key) or ())
         if not itls:
             return None
         if slo.stat == "mean":
@@ -247,6 +265,10 @@ def _request_value(slo: SLO, rec: Mapping[str, Any]) -> float | None:
         return 1000.0 * itls[max(0, math.ceil(q * len(itls)) - 1)]
     base = m.removesuffix("_from_intended")
     v = rec.get(base)
+    if m == "ttfa" and v is None:
+        if "itls_reasoning" in rec or rec.get("ttfr") is not None:
+            return math.inf  # it reasoned and never answered: no TTFA bound is met
+        v = rec.get("ttft")  # a record without reasoning (or from before ttfa): its TTFT
     if v is None:
         return None
     return 1000.0 * (float(v) + (lag if m.endswith("_from_intended") else 0.0))

@@ -47,6 +47,9 @@ class EngineProfile:
     health_path: str = "/health"
     verified_live: bool = False
     retry_after: bool = False  # its 429/503 answers carry Retry-After (OVERLOAD-BURST demands it)
+    # How the engine serves reasoning models: the field it writes, the server option that turns
+    # the parser on and the per-request thinking switch (REASON-* checks; docs/engines.md).
+    reasoning: str = ""
 
     def allowance(self, deviation: str | None) -> str | None:
         if deviation is None:
@@ -81,6 +84,8 @@ PROFILES: dict[str, EngineProfile] = {
             "error-shape-detail": "vLLM's unknown routes and wrong methods answer in FastAPI's {'detail': ...} shape",
         },
         verified_live=True,
+        reasoning="--reasoning-parser NAME; 0.32 writes `reasoning` (message and delta); thinking "
+        "off via chat_template_kwargs {enable_thinking: false} where the template reads it",
     ),
     "llamacpp": EngineProfile(
         # n > 1 streams and answers correctly in this build (measured 2026-11-29); an object
@@ -100,6 +105,8 @@ PROFILES: dict[str, EngineProfile] = {
             "out-of-range-accepted": "llama.cpp accepts any temperature (<= 0 means greedy sampling; tools/server/README.md)",
         },
         verified_live=True,
+        reasoning="--reasoning-format deepseek (default auto) writes `reasoning_content`; thinking "
+        "off per request via chat_template_kwargs {enable_thinking: false}, or server-wide --reasoning off",
     ),
     "xinference": EngineProfile(
         "xinference",
@@ -131,6 +138,8 @@ PROFILES: dict[str, EngineProfile] = {
             "usage-chunk-has-choices": "LiteLLM's include_usage chunk carries an empty-delta choice instead of choices: []",
         },
         verified_live=True,
+        reasoning="passes the upstream's reasoning on as `reasoning_content` (it renames vLLM's "
+        "`reasoning`, litellm#20246); chat_template_kwargs forwarded to the upstream",
     ),
     "sglang": EngineProfile(
         "sglang",

@@ -357,6 +357,51 @@ _fault(
     "FUZZ-NO-5XX",
 )
 
+# Reasoning (any reasoning-* fault turns the reasoning mode on: reference/reasoning.py)
+_fault(
+    "reasoning-leak",
+    "no reasoning parser: <think>...</think> and the reasoning arrive in content, the reasoning "
+    "field is empty",
+    "REASON-SEPARATED",
+)
+_fault(
+    "reasoning-stream-split",
+    "the streaming parser misses the end of the reasoning: its last pieces arrive as content "
+    "(non-streamed answers split correctly)",
+    "REASON-STREAM-EQUALS",
+)
+_fault(
+    "reasoning-after-answer",
+    "the last reasoning delta is sent after the first answer delta",
+    "REASON-STREAM-ORDER",
+)
+_fault(
+    "reasoning-cut-as-stop",
+    "a max_tokens cut inside the reasoning says finish_reason 'stop' with an empty answer",
+    "REASON-CUT-LENGTH",
+)
+_fault(
+    "reasoning-tokens-zero",
+    "usage.completion_tokens_details.reasoning_tokens is 0 although the answer reasoned",
+    "REASON-USAGE",
+)
+_fault(
+    "reasoning-json-leak",
+    "with response_format JSON the reasoning is written into content before the JSON, which "
+    "parses only once the reasoning is stripped",
+    "REASON-JSON",
+)
+_fault(
+    "reasoning-tool-in-reasoning",
+    "a forced tool call is written as text inside the reasoning; tool_calls is empty",
+    "REASON-TOOLS",
+)
+_fault(
+    "reasoning-off-ignored",
+    "chat_template_kwargs enable_thinking: false is ignored: the model reasons anyway",
+    "REASON-THINKING-OFF",
+)
+
 # Load and telemetry (not conformance checks; used by load and leak self-tests)
 _fault("latency-spikes", "every 5th request waits an extra second before its first token")
 _fault("kv-leak", "KV blocks of aborted (disconnected) requests are never freed", "CONC-DISCONNECT")

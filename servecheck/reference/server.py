@@ -25,7 +25,7 @@ from typing import Any
 import jsonschema
 from aiohttp import web
 
-from servecheck.reference import model
+from servecheck.reference import model, reasoning
 from servecheck.reference.faults import FAULTS, QUIRKS
 
 ROLES = {"system", "user", "assistant", "tool", "developer", "function"}
@@ -50,6 +50,7 @@ class ServerConfig:
     context_policy: str = (
         "reject"  # reject | truncate (over-long prompts cut to fit, with a warning field)
     )
+    reasoning: reasoning.ReasoningMode | None = None  # a reasoning model (reference/reasoning.py)
 
 
 class ClientGone(Exception):
@@ -104,6 +105,10 @@ class State:
     @property
     def faults(self) -> frozenset[str]:
         return self.config.faults
+
+    @property
+    def reasoning(self) -> reasoning.ReasoningMode | None:
+        return reasoning.mode_for(self.config.reasoning, self.config.faults)
 
 
 STATE = web.AppKey("state", State)
@@ -372,6 +377,7 @@ class Choice:
     extra_calls: list[dict[str, Any]] = field(
         default_factory=list
     )  # parallel calls after the first
+    reasoning: list[str] = field(default_factory=list)  # reasoning pieces, before the answer
 
     def calls(self) -> list[dict[str, Any]]:
         return [] if self.tool_call is None else [self.tool_call, *self.extra_calls]
@@ -549,13 +555,27 @@ def _parallel_and_cut(
             choice.finish_reason = "length"
 
 
-def _usage(prompt_tokens: int, completion_tokens: int, faults: frozenset[str]) -> dict[str, int]:
+def _usage(
+    prompt_tokens: int,
+    completion_tokens: int,
+    faults: frozenset[str],
+    reasoning_tokens: int | None = None,
+) -> dict[str, Any]:
     total = prompt_tokens + completion_tokens + (1 if "usage-sum-wrong" in faults else 0)
-    return {
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": total,
     }
+    if reasoning_tokens is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+    return usage
+
+
+def _reasoning_tokens(state: State, choices: list[Choice]) -> int | None:
+    if state.reasoning is None:
+        return None
+    return reasoning.reasoning_tokens(choices, state.faults)
 
 
 def _completion_tokens(choices: list[Choice]) -> int:
@@ -564,7 +584,7 @@ def _completion_tokens(choices: list[Choice]) -> int:
         if c.tool_call is None
         else max(1, sum(len(model.tokenize(t["arguments"])) for t in c.calls()))
         for c in choices
-    )
+    ) + sum(len(c.reasoning) for c in choices)
 
 
 def _logprobs_obj(choice: Choice, top: int | None) -> dict[str, Any]:
@@ -767,6 +787,8 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         if "crash-concurrent-seed" in state.faults:
             await _schedule_step_with_seed_crash(state, prompt_tokens, seeded)
         choices = _make_choices(state, body, max_tokens, messages, tools, tool_choice, fmt, schema)
+        if chat and state.reasoning is not None:
+            reasoning.apply(state.reasoning, state.faults, body, choices, max_tokens, fmt)
         if "ctx-max-tokens-overrun" in state.faults and requested is not None and requested > room:
             for c in choices:
                 if c.finish_reason == "length":
@@ -886,6 +908,8 @@ def _full_body(
                     }
                     for t in c.calls()
                 ]
+            if state.reasoning is not None:
+                message.update(reasoning.message_fields(state.reasoning, c))
             entry: dict[str, Any] = {
                 "index": c.index,
                 "message": message,
@@ -908,7 +932,9 @@ def _full_body(
         "model": model_name,
         "system_fingerprint": "servecheck-ref",
         "choices": out_choices,
-        "usage": _usage(prompt_tokens, completion_tokens, faults),
+        "usage": _usage(
+            prompt_tokens, completion_tokens, faults, _reasoning_tokens(state, choices)
+        ),
     }
     if "extra-fields" in state.config.quirks:
         full["x_servecheck_extra"] = {"note": "ignore me"}
@@ -1054,8 +1080,16 @@ async def _stream(
             await send(chunk(",".join(delta_json(c.index, role_json) for c in choices)))
     streamed = 0
     tool_deltas = {c.index: _tool_deltas(c, faults) for c in choices if c.tool_call is not None}
+    answer_steps = [
+        len(c.pieces) if c.tool_call is None else len(tool_deltas[c.index]) for c in choices
+    ]
+    # A reasoning choice streams its reasoning first (reference/reasoning.py decides the order).
+    plans = [
+        reasoning.stream_plan(c, n, faults) if c.reasoning else None
+        for c, n in zip(choices, answer_steps, strict=True)
+    ]
     steps = max(
-        (len(c.pieces) if c.tool_call is None else len(tool_deltas[c.index]) for c in choices),
+        (len(p) if p is not None else n for p, n in zip(plans, answer_steps, strict=True)),
         default=0,
     )
     stall_at = max(1, steps // 2)
@@ -1072,16 +1106,25 @@ async def _stream(
                 await asyncio.sleep(0.5)
         await wait_step()
         parts = []
-        for c in choices:
+        for c, plan in zip(choices, plans, strict=True):
+            j = i  # this choice's answer step
+            if plan is not None:
+                kind, j = plan[i] if i < len(plan) else ("answer", steps)
+                if kind != "answer":
+                    assert state.reasoning is not None
+                    parts.append(
+                        delta_json(c.index, reasoning.stream_delta(state.reasoning, c, (kind, j)))
+                    )
+                    continue
             if c.tool_call is not None:
-                if i < len(tool_deltas[c.index]):
-                    frag = {"tool_calls": [tool_deltas[c.index][i]]}
+                if j < len(tool_deltas[c.index]):
+                    frag = {"tool_calls": [tool_deltas[c.index][j]]}
                     parts.append(delta_json(c.index, json.dumps(frag, ensure_ascii=False)))
                 continue
-            if i >= len(c.pieces):
+            if j >= len(c.pieces):
                 continue
-            piece = c.pieces[i]
-            if "stream-differs" in faults and i == 1:
+            piece = c.pieces[j]
+            if "stream-differs" in faults and j == 1:
                 piece = piece.upper() + "!"
             texts = _utf8_mangle(piece) if "utf8-split" in faults else [piece]
             for text in texts:
@@ -1098,7 +1141,7 @@ async def _stream(
                             "content": [
                                 {
                                     "token": piece,
-                                    "logprob": c.logprobs[i] if i < len(c.logprobs) else -0.5,
+                                    "logprob": c.logprobs[j] if j < len(c.logprobs) else -0.5,
                                     "bytes": list(piece.encode()),
                                     "top_logprobs": [],
                                 }
@@ -1125,7 +1168,9 @@ async def _stream(
     for c in choices:
         empty = "{}" if chat else '""'
         repeated = (
-            json.dumps(_usage(prompt_tokens, completion_tokens, faults))
+            json.dumps(
+                _usage(prompt_tokens, completion_tokens, faults, _reasoning_tokens(state, choices))
+            )
             if include_usage and "stream-usage-repeated" in faults
             else None
         )
@@ -1148,7 +1193,9 @@ async def _stream(
             await send(chunk(delta_json(c.index, '{"content":" extra"}' if chat else '" extra"')))
     if include_usage:
         usage_tokens = completion_tokens + (3 if "stream-usage-wrong" in faults else 0)
-        usage = json.dumps(_usage(prompt_tokens, usage_tokens, faults))
+        usage = json.dumps(
+            _usage(prompt_tokens, usage_tokens, faults, _reasoning_tokens(state, choices))
+        )
         if "stream-usage-in-choices" in faults:
             await send(
                 chunk(delta_json(0, "{}" if chat else '""', choices[0].finish_reason), usage)

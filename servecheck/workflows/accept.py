@@ -58,7 +58,7 @@ class AcceptSpec:
     """What ``servecheck accept`` checks; ``target`` ``reference`` starts the embedded server."""
 
     target: str = "reference"
-    targets_file: str = "targets.yaml"
+    targets_file: str | None = None  # None: ./targets.yaml, else the built-in reference target
     slos: list[str] = field(default_factory=list)
     smoke_duration_s: float = 20.0
     smoke_users: int = 2
@@ -97,9 +97,15 @@ class AcceptResult:
 
 def run_accept(spec: AcceptSpec) -> AcceptResult:
     """Readiness, conformance, smoke load; one report; exit code 0 only if everything held."""
-    from servecheck.report.workflow import new_run_dir, reference_env, say
+    from servecheck.report.workflow import new_run_dir, reference_env, say, validate_before_run
 
     spec.validate()
+    validate_before_run(
+        targets_file=spec.targets_file,
+        names=[spec.target],
+        slos=spec.slos,
+        reference_args=spec.reference_args,
+    )
     run_dir = new_run_dir(spec.out, "accept", spec.target, spec.run_id)
     say(f"servecheck accept: target {spec.target}; report {run_dir}")
     with reference_env(

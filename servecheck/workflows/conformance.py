@@ -8,8 +8,10 @@ and no ``SERVECHECK_REF_URL`` it starts the embedded reference server for the ru
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -17,10 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import servecheck
 from servecheck.config import load_targets
 from servecheck.errors import UsageError
 from servecheck.redact import redact
+from servecheck.report.workflow import validate_before_run
+from servecheck.signals import die_with_parent
 
 SURFACE_FILES = {
     "health": "test_health.py",
@@ -37,17 +40,14 @@ SURFACE_FILES = {
     "client": "test_client.py",
     "responses": "test_responses.py",
     "overload": "test_overload.py",
+    "reason": "test_reasoning.py",
 }
 
 
 def suites_dir() -> Path:
-    for candidate in (
-        Path.cwd() / "suites",
-        Path(servecheck.__file__).resolve().parent.parent / "suites",
-    ):
-        if (candidate / "test_health.py").exists():
-            return candidate
-    raise UsageError("cannot find the suites/ folder: run servecheck from the project checkout")
+    """The conformance suites shipped inside the package (``servecheck/suites/``): the same
+    files wherever servecheck is installed and whichever folder it runs from."""
+    return Path(__file__).resolve().parents[1] / "suites"
 
 
 @dataclass(slots=True)
@@ -57,7 +57,7 @@ class CheckSpec:
     (``"0"`` runs in-process); ``pytest_args`` go to pytest as they are."""
 
     targets: list[str] = field(default_factory=lambda: ["reference"])
-    targets_file: str = "targets.yaml"
+    targets_file: str | None = None  # None: ./targets.yaml, else the built-in reference target
     models: list[str] = field(default_factory=list)
     surfaces: list[str] = field(default_factory=list)
     keyword: str | None = None
@@ -100,12 +100,17 @@ def build_pytest_command(spec: CheckSpec, run_dir: Path) -> list[str]:
         "pytest",
         *files,
         "-q",
+        # The catalogue's own pytest settings, not those of the folder it runs from.
+        "-c",
+        str(root / "catalogue.ini"),
+        # Named, so it loads where plugin autoloading is off (the entry point has the same name).
+        "-p",
+        "servecheck.pytest_plugin",
         "-p",
         "no:randomly",
         "--sc-report-dir",
         str(run_dir),
-        "--targets-file",
-        spec.targets_file,
+        *(["--targets-file", spec.targets_file] if spec.targets_file else []),
         f"--junitxml={run_dir / 'junit.xml'}",
         "-o",
         "junit_family=xunit2",
@@ -132,6 +137,29 @@ def build_pytest_command(spec: CheckSpec, run_dir: Path) -> list[str]:
     return cmd + extra
 
 
+def _pytest(cmd: list[str], env: dict[str, str], run_dir: Path) -> int:
+    """Run pytest as a child that dies with us. Interrupted (Ctrl-C, SIGTERM): pytest gets
+    SIGINT (it writes what finished), then we say where the partial results are."""
+    proc = subprocess.Popen(cmd, env=env, preexec_fn=die_with_parent)  # noqa: PLW1509 - prctl only
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        print(
+            f"servecheck check: interrupted; partial results in {run_dir} "
+            f"(results.jsonl has a line for every check that finished)",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise
+
+
 def run_check(spec: CheckSpec, say: Callable[[str], None] | None = None) -> CheckResult:
     """Run the catalogue for ``spec``; ``say`` gets the progress lines (default: stdout).
 
@@ -146,6 +174,13 @@ def run_check(spec: CheckSpec, say: Callable[[str], None] | None = None) -> Chec
     )
     if "reference" in targets and "reference" not in loaded.names:
         raise UsageError(f"{loaded.path}: no 'reference' target; name one with --target")
+    # Every usage problem before the run folder and pytest (which would print it as "ERROR:"
+    # and exit 4): a named target's missing ${VAR}, a bad --reference-arg.
+    validate_before_run(
+        targets_file=spec.targets_file,
+        names=[t for t in targets if t != "all"],
+        reference_args=spec.reference_args,
+    )
     run_id = spec.run_id or _run_id(targets)
     run_dir = Path(spec.out) / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -159,9 +194,9 @@ def run_check(spec: CheckSpec, say: Callable[[str], None] | None = None) -> Chec
             ["--itl-ms", "2", *spec.reference_args], log_path=run_dir / "reference-server.log"
         ) as ref_env:
             env.update(ref_env)
-            code = subprocess.call(cmd, env=env)
+            code = _pytest(cmd, env, run_dir)
     else:
-        code = subprocess.call(cmd, env=env)
+        code = _pytest(cmd, env, run_dir)
     counts: dict[str, int] = {}
     page = None
     summary = run_dir / "summary.json"

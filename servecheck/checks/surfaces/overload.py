@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from servecheck.checks.context import CheckContext, CheckSkipped
 from servecheck.checks.health import probe_health
 from servecheck.checks.registry import check
-from servecheck.checks.surfaces.concurrency import run_async
+from servecheck.checks.surfaces.conc import run_async
 from servecheck.client.http import AsyncServeClient, Exchange
 
 SHED_STATUSES = (429, 503)

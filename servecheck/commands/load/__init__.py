@@ -14,6 +14,7 @@ import sys
 
 # Re-exported: callers wrote ``from servecheck.commands.load import LoadSpec, run_load`` before
 # the run moved into the library; new code imports servecheck.load.run.
+from servecheck.commands.options import add_target_arguments
 from servecheck.errors import UsageError
 from servecheck.load.run import (
     LoadResult,
@@ -24,24 +25,14 @@ from servecheck.load.run import (
     spec_from_options,
     summarise,
 )
+from servecheck.signals import Interrupted
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``servecheck load`` (each also readable from a SERVECHECK_LOAD_* variable)."""
     env = os.environ.get
     g = parser.add_argument_group("load")
-    g.add_argument(
-        "--target",
-        metavar="NAME",
-        default=env("SERVECHECK_TARGET"),
-        help="target name in targets.yaml (env SERVECHECK_TARGET)",
-    )
-    g.add_argument(
-        "--targets-file",
-        metavar="FILE",
-        default=env("SERVECHECK_TARGETS_FILE", "targets.yaml"),
-        help="targets file (default: %(default)s; env SERVECHECK_TARGETS_FILE)",
-    )
+    add_target_arguments(g, target="one", target_default="none: required")
     g.add_argument(
         "--plan",
         metavar="NAME|FILE",
@@ -138,12 +129,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run directory name (give master and workers the same one)",
     )
     g.add_argument(
-        "--out",
-        metavar="DIR",
-        default=env("SERVECHECK_LOAD_OUT", "reports"),
-        help="reports directory (default: %(default)s)",
-    )
-    g.add_argument(
         "--max-lag",
         metavar="TIME",
         default="25ms",
@@ -196,17 +181,25 @@ def spec_from_args(args: argparse.Namespace) -> LoadSpec:
 def run(args: argparse.Namespace) -> int:
     """``servecheck load``: run, print the summary, exit 0 (SLOs held) / 1 (breach) / 2 (usage)."""
     spec = spec_from_args(args)
-    result = run_load(spec, on_log=lambda s: print(s, file=sys.stderr, flush=True))
+    from servecheck import api
+
+    try:
+        result = api.load(spec, on_log=lambda s: print(s, file=sys.stderr, flush=True))
+    except Interrupted as stop:
+        if stop.partial is None:
+            raise
+        result = stop.partial
+        print(format_summary(result.summary, result.verdicts))
+        print(f"report (partial): {result.run_dir}; records: {result.run_dir}/records*.jsonl")
+        return stop.exit_code
     if spec.role == "worker":
         print(f"worker done: records in {result.run_dir}")
         return 0
     print(format_summary(result.summary, result.verdicts))
     print(f"report: {result.run_dir}")
     if result.summary:
-        # One page a person reads instead of the CSVs (plots inline); the report layer sits above load.
-        from servecheck.report.html import write_load_html
-
-        print(f"HTML: {write_load_html(result.run_dir)}")
+        # One page a person reads instead of the CSVs (plots inline), written by api.load.
+        print(f"HTML: {result.run_dir / 'report.html'}")
     return result.exit_code
 
 
