@@ -12,7 +12,7 @@ from servecheck.checks.surfaces import (  # noqa: F401
     health,
     json,
     models,
-    reasoning,
+    reason,
     stream,
     tools,
 )

@@ -19,7 +19,7 @@ from typing import Any
 
 from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
 from servecheck.checks.registry import check
-from servecheck.checks.surfaces.json_mode import SCHEMA_CASES, json_schema_format
+from servecheck.checks.surfaces.json import SCHEMA_CASES, json_schema_format
 from servecheck.checks.surfaces.tools import TOOL_NAMES, tool_request
 from servecheck.client.http import Exchange
 from servecheck.config.model import ReasoningSettings
