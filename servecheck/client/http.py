@@ -21,7 +21,14 @@ from typing import Any
 import httpx
 
 from servecheck.client.curl import curl_command
-from servecheck.client.sse import DONE, SSEEvent, SSEParser, StreamProblem, classify_data
+from servecheck.client.sse import (
+    DONE,
+    MAX_EVENT_BYTES,
+    SSEEvent,
+    SSEParser,
+    StreamProblem,
+    classify_data,
+)
 from servecheck.client.timing import Timing
 from servecheck.config.model import Target
 from servecheck.redact import redact, redact_headers
@@ -112,6 +119,13 @@ class Exchange:
     @property
     def ok(self) -> bool:
         return self.error is None and self.status is not None and 200 <= self.status < 300
+
+    @property
+    def served(self) -> bool:
+        """A 2xx that is a JSON completion (an object with a ``choices`` list), not just any 2xx:
+        a proxy's HTML sign-in page answers 200 too."""
+        data = self.json() if self.ok else None
+        return isinstance(data, dict) and isinstance(data.get("choices"), list)
 
     @property
     def content_type(self) -> str:
@@ -208,6 +222,12 @@ class _Collector:
         if self.parser is not None:
             for event in self.parser.feed(raw, t):
                 self._event(event)
+            if self.parser.pending_bytes > MAX_EVENT_BYTES:
+                self.ex.error, self.ex.error_message = (
+                    "too-large",
+                    f"an SSE event exceeded {MAX_EVENT_BYTES} bytes without ending (one giant line?)",
+                )
+                return False
         if t > self.deadline:
             self.ex.error = "timeout"
             self.ex.error_message = "the response did not complete before the deadline"

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from servecheck.redact import Secret
+from servecheck.redact import Secret, redact, register_headers, register_url
 
 Engine = Literal[
     "vllm",
@@ -228,6 +228,18 @@ class Target(TargetSettings):
         """The base URL without its trailing ``/v1`` (where /health and /metrics live)."""
         root = self.base_url
         return root[: -len("/v1")] if root.endswith("/v1") else root
+
+    @model_validator(mode="after")
+    def _register_secrets(self) -> Target:
+        # One redaction path: every secret a target carries is known to servecheck.redact from
+        # the moment the target exists, so every byte written later can be masked.
+        for url in (self.base_url, self.health_url, self.metrics_url, self.telemetry.metrics_url):
+            register_url(url)
+        register_headers(self.headers)
+        return self
+
+    def __repr__(self) -> str:  # allure and pytest show parameters by their repr
+        return redact(super().__repr__())
 
     def auth_headers(self) -> dict[str, str]:
         if self.api_key is None:

@@ -27,9 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.errors import UsageError, did_you_mean
+from servecheck.redact import redact_obj
 
 ENV_CONFIG = "SERVECHECK_LOAD_CONFIG"
 ENV_API_KEY = "SERVECHECK_API_KEY"
+ENV_SECRETS = "SERVECHECK_LOAD_SECRETS"  # the masked parts of load-config.json, for Locust
 PLAN_KEYS = (
     "description",
     "scenario",
@@ -82,13 +84,26 @@ class RunConfig:
     extra_body: dict[str, Any] = field(default_factory=dict)
 
     def dump(self, path: str | os.PathLike[str]) -> Path:
+        """Write the config, every secret masked (header values, URL credentials): the file
+        stays in the run folder. The Locust processes get the real values from
+        :meth:`secret_env` through their environment."""
         p = Path(path)
-        p.write_text(json.dumps(asdict(self), indent=1), encoding="utf-8")
+        p.write_text(json.dumps(redact_obj(asdict(self)), indent=1), encoding="utf-8")
         return p
+
+    def secret_env(self) -> dict[str, str]:
+        """``{ENV_SECRETS: json}`` with the values :meth:`dump` masked (empty when none was)."""
+        secret = {"base_url": self.base_url, "headers": dict(self.headers)}
+        if redact_obj(secret) == secret:
+            return {}
+        return {ENV_SECRETS: json.dumps(secret)}
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> RunConfig:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
+        overlay = os.environ.get(ENV_SECRETS)
+        if overlay:
+            data.update(json.loads(overlay))
         return cls(**data)
 
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
 
+from servecheck.errors import UsageError
+
 ERROR_CLASSES = ("connect", "timeout", "http-<status>", "stream-error", "invalid-sse")
 RECORD_GLOB = "records-*.jsonl"
 MERGED_NAME = "records.jsonl"
@@ -35,8 +37,9 @@ class RequestRecord:
     """One request as the generator saw it. ``error`` is None for a success.
 
     ``error`` is one of ``connect``, ``timeout``, ``http-<status>`` (e.g. ``http-503``),
-    ``stream-error`` (the stream broke, carried an error object or ended without ``[DONE]``) or
-    ``invalid-sse`` (data that is not SSE / not JSON).
+    ``stream-error`` (the stream broke, carried an error object or ended without ``[DONE]``),
+    ``too-large`` (an SSE event or body past the reader's bound) or ``invalid-sse`` (data that
+    is not SSE / not JSON).
     """
 
     target: str
@@ -211,6 +214,23 @@ def read_files(paths: Iterable[str | os.PathLike[str]]) -> ReadResult:
 def worker_files(run_dir: str | os.PathLike[str]) -> list[Path]:
     """The per-worker record files of a run directory, in a stable order."""
     return sorted(Path(run_dir).glob(RECORD_GLOB))
+
+
+def refuse_used_run_dir(run_dir: str | os.PathLike[str]) -> None:
+    """Raise :class:`UsageError` when ``run_dir`` already holds a run's records or summary.
+
+    Workers append to ``records-<worker>.jsonl``; a second run with the same ``--run-id`` would
+    add to the first one's records and summarise both (totals doubled), so it is refused before
+    anything starts."""
+    path = Path(run_dir)
+    used = worker_files(path) or [
+        p for p in (path / MERGED_NAME, path / "summary.json") if p.exists()
+    ]
+    if used:
+        raise UsageError(
+            f"run folder {path} already holds a run ({used[0].name}); give a new --run-id "
+            "or remove the folder"
+        )
 
 
 @dataclass(slots=True)

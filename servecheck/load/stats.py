@@ -133,6 +133,7 @@ class RunStats:
     errors: dict[str, int] = field(default_factory=dict)
     window_s: float = 0.0
     output_tokens: int = 0
+    output_tokens_ok: int = 0  # of successful requests only: what throughput counts
     output_tokens_usage: int = 0
     output_tokens_client: int = 0
     reasoning_tokens: int = 0  # usage's reasoning_tokens where reported, else reasoning chunks
@@ -157,11 +158,18 @@ class RunStats:
 
     @property
     def requests_per_s(self) -> float:
+        """Successful requests per second: a failed request is not throughput."""
+        return self.ok / self.window_s if self.window_s > 0 else 0.0
+
+    @property
+    def attempted_per_s(self) -> float:
+        """Every request sent per second, failed ones included (the offered load)."""
         return self.total / self.window_s if self.window_s > 0 else 0.0
 
     @property
     def tokens_per_s(self) -> float:
-        return self.output_tokens / self.window_s if self.window_s > 0 else 0.0
+        """Output tokens of successful requests per second."""
+        return self.output_tokens_ok / self.window_s if self.window_s > 0 else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """The statistics part of summary.json (keys documented in docs/load.md)."""
@@ -177,6 +185,7 @@ class RunStats:
             "window_s": round(self.window_s, 6),
             "throughput": {
                 "requests_per_s": round(self.requests_per_s, 4),
+                "attempted_per_s": round(self.attempted_per_s, 4),
                 "output_tokens_per_s": round(self.tokens_per_s, 3),
             },
             "tokens": {
@@ -263,9 +272,11 @@ def compute_stats(
         if usage is None:
             st.usage_missing += 1 if not err and not r.get("abandoned") else 0
             st.output_tokens += client
+            st.output_tokens_ok += 0 if err else client
         else:
             st.output_tokens_usage += int(usage)
             st.output_tokens += int(usage)
+            st.output_tokens_ok += 0 if err else int(usage)
             if int(usage) != client:
                 st.discrepant += 1
         if r.get("abandoned") and not err:

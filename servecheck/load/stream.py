@@ -21,13 +21,15 @@ from typing import TYPE_CHECKING, Any
 from servecheck.client.http import (
     token_phase,  # one token predicate for the project (the TTFT rule), with its phase
 )
-from servecheck.client.sse import DONE, SSEParser
+from servecheck.client.sse import DONE, MAX_EVENT_BYTES, SSEParser
 from servecheck.load.wire import WireResult
 
 if TYPE_CHECKING:
     from servecheck.load.records import RequestRecord
 
 _DONE_B = DONE.encode()
+# MAX_EVENT_BYTES also bounds a non-SSE body here: without it one endless line is copied on every
+# read (quadratic) and blocks the generator's loop for tens of seconds.
 
 
 class StreamState:
@@ -62,7 +64,22 @@ class StreamState:
         self.problem_kind = ""  # stream-error | invalid-sse
         self.chunks = 0
 
-    def feed(self, data: bytes, t: float) -> None:
+    def feed(self, data: bytes, t: float) -> str | None:
+        """Take one read. Returns why the exchange must stop (an event past
+        :data:`MAX_EVENT_BYTES`; also recorded as ``problem_kind`` ``too-large``), else None."""
+        self._feed(data, t)
+        pending = len(self._buf) if self._slow is None else self._slow.pending_bytes
+        if pending > MAX_EVENT_BYTES:
+            self.problem_kind = "too-large"
+            self.problem = (
+                f"the server sent more than {MAX_EVENT_BYTES} bytes without ending an SSE event "
+                "(one giant line or a huge non-event-stream body)"
+            )
+            self._buf = b""
+            return self.problem
+        return None
+
+    def _feed(self, data: bytes, t: float) -> None:
         if self._slow is not None:
             for ev in self._slow.feed(data, t):
                 self._data(ev.data.encode(), t)

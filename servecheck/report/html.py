@@ -93,6 +93,18 @@ def verdict_badge(ok: bool | None, text: str | None = None) -> str:
     )
 
 
+_GOOD_STATUSES = frozenset({"ok", "pass", "passed"})
+_BAD_STATUSES = frozenset({"fail", "failed", "leak", "not_drained", "regression"})
+
+
+def status_badge(status: str) -> str:
+    """A verdict pill for a status word: green for ok/pass, red for fail/leak/not drained,
+    amber for what could not be judged (inconclusive, insufficient data, retention)."""
+    kind = "pass" if status in _GOOD_STATUSES else "fail" if status in _BAD_STATUSES else "warn"
+    text = status.replace("_", " ").upper()
+    return badge(text, kind).replace('class="badge', 'class="badge verdict', 1)
+
+
 def table(
     headers: Sequence[str],
     rows: Iterable[Sequence[Any]],
@@ -332,7 +344,7 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
     req, thr, lat = s.get("requests", {}), s.get("throughput", {}), s.get("latency_ms", {})
     sched = s.get("schedule", {})
     parts = [
-        f"<p>{verdict_badge(ok, verdict.upper())} target <b>{esc(s.get('target'))}</b>, model {esc(s.get('model'))}, "
+        f"<p>{status_badge(verdict)} target <b>{esc(s.get('target'))}</b>, model {esc(s.get('model'))}, "
         f"scenario {esc(s.get('scenario'))}, mode {esc(s.get('mode'))}"
         + (f", {esc(s.get('users'))} users" if s.get("users") else "")
         + (f", {esc(s.get('rate'))} req/s" if s.get("rate") else "")

@@ -110,10 +110,13 @@ class CapacityResult:
 
 def run_capacity(spec: CapacitySpec) -> CapacityResult:
     """Sweep, write capacity.json + report.html + summary.md, say the findings."""
-    from servecheck.report.workflow import new_run_dir, reference_env, say
+    from servecheck.report.workflow import new_run_dir, reference_env, say, validate_before_run
 
     spec.validate()
     levels = list(spec.levels[: spec.max_steps])
+    validate_before_run(
+        targets_file=spec.targets_file, names=[spec.target], reference_args=spec.reference_args
+    )
     run_dir = new_run_dir(spec.out, "capacity", spec.target, spec.run_id)
     say(
         f"servecheck capacity: target {spec.target}; {len(levels)} steps of {spec.step_duration_s:g} s at most; report {run_dir}"
