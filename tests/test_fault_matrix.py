@@ -19,6 +19,9 @@ PAIRS = [(fault.name, cid) for fault in FAULTS.values() for cid in fault.catches
 FAULT_OPTIONS: dict[str, dict[str, object]] = {
     "abort-leak": {"itl_ms": 20.0},
     "kv-leak": {"itl_ms": 20.0},
+    # A burst exceeds the limit only while earlier requests are still in flight: hold each for
+    # 300 ms, far longer than a loaded 2-core machine takes to send the 12 requests.
+    **{f: {"ttft_ms": 300.0} for f in FAULTS if f.startswith("overload-")},
 }
 # A surface whose checks need a server mode and a target declaration (REASON: a reasoning model;
 # without one its checks skip). Its faults get the same mode, and so do its clean runs.

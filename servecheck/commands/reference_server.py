@@ -31,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
         loading_s=args.loading_s,
         kv_blocks=args.kv_blocks,
         max_num_seqs=args.max_num_seqs,
+        max_inflight=args.max_inflight,
         reasoning=mode,
     )
     serve(config, host=args.host, port=args.port, ready_file=args.ready_file)

@@ -43,6 +43,7 @@ CAPABILITIES: dict[str, str] = {
     "stop": "stop sequences",
     "metrics": "Prometheus /metrics endpoint",
     "tokenize": "a /tokenize endpoint (vLLM, llama.cpp, reference)",
+    "responses": "the Responses API, POST /v1/responses (vLLM, SGLang, LiteLLM, Ollama, reference)",
 }
 Capability = Literal[
     "streaming",
@@ -58,6 +59,7 @@ Capability = Literal[
     "stop",
     "metrics",
     "tokenize",
+    "responses",
 ]
 CapValue = bool | Literal["auto"]
 
@@ -80,6 +82,7 @@ class Capabilities(_Strict):
     stop: CapValue = "auto"
     metrics: CapValue = "auto"
     tokenize: CapValue = "auto"
+    responses: CapValue = "auto"
 
 
 def _check_url(value: str | None, key: str) -> str | None:
@@ -162,6 +165,11 @@ class TargetSettings(_Strict):
     capabilities: Capabilities = Field(default_factory=Capabilities)
     context_policy: Literal["reject", "truncate", "auto"] = "auto"
     concurrency: Annotated[int, Field(ge=1, le=1024)] = 16
+    capacity: Annotated[int, Field(ge=1, le=1024)] | None = Field(
+        default=None,
+        description="requests the deployment serves at once (vLLM --max-num-seqs, llama.cpp -np, a "
+        "gateway's limit); OVERLOAD checks burst above it, and skip without it",
+    )
     fuzz_examples: Annotated[int, Field(ge=0, le=10_000)] = 40
     exclude: list[str] = Field(default_factory=list)
     allow: dict[str, str] = Field(

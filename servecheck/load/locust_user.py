@@ -42,9 +42,9 @@ from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig
 from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tokenize_counter
 from servecheck.load.reactor import StreamReactor
-from servecheck.load.records import RecordWriter, RequestRecord
+from servecheck.load.records import RATE_LIMITED, RecordWriter, RequestRecord
 from servecheck.load.schedule import Stage, StageShape, for_worker, split_count
-from servecheck.load.stream import StreamState, classify, record_phases
+from servecheck.load.stream import StreamState, classify, record_phases, retry_after_seconds
 from servecheck.load.transport import (
     BATCH_INTERVAL_S,
     DONE_MESSAGE,
@@ -348,6 +348,8 @@ class _Controller:
         rec.status = res.status
         rec.t_done = self.wall(t_end)
         rec.error, rec.error_message = classify(res, st)
+        if rec.error == RATE_LIMITED:
+            rec.retry_after_s = retry_after_seconds(res.headers.get("retry-after"))
         rec.abandoned = res.hung_up
         times = st.token_times
         rec.output_tokens_client = len(times)
@@ -369,6 +371,12 @@ class _Controller:
             self._flush()
         self.inflight -= 1
         self._fire(rec)
+        if rec.retry_after_s and cfg.retry_after_max_s and cfg.mode not in ("fixed", "poisson"):
+            # Closed loop, --honour-retry-after: this user backs off as a well-behaved client
+            # would (open-loop arrivals are the schedule and are not delayed).
+            gevent.sleep(
+                max(0.0, min(rec.retry_after_s, cfg.retry_after_max_s, self.deadline - _perf()))
+            )
 
     def _fire(self, rec: RequestRecord) -> None:
         fire = self.env.events.request.fire
@@ -376,7 +384,7 @@ class _Controller:
         if rec.error is not None:
             fire(
                 request_type="LLM",
-                name=f"E2E {scen}",
+                name=f"RATE-LIMITED {scen}" if rec.error == RATE_LIMITED else f"E2E {scen}",
                 response_time=(rec.e2e or 0.0) * 1000.0,
                 response_length=0,
                 exception=RuntimeError(f"{rec.error}: {rec.error_message[:120]}"),

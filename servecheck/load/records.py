@@ -27,7 +27,17 @@ from typing import IO, Any
 
 from servecheck.errors import UsageError
 
-ERROR_CLASSES = ("connect", "timeout", "http-<status>", "stream-error", "invalid-sse")
+ERROR_CLASSES = (
+    "connect",
+    "timeout",
+    "http-<status>",
+    "stream-error",
+    "invalid-sse",
+    "rate-limited",
+)
+# The server shed the request (429, or 503 with Retry-After): counted apart from failures in
+# stats and reports; the server answered as a loaded server should, but served nothing.
+RATE_LIMITED = "rate-limited"
 RECORD_GLOB = "records-*.jsonl"
 MERGED_NAME = "records.jsonl"
 
@@ -39,7 +49,8 @@ class RequestRecord:
     ``error`` is one of ``connect``, ``timeout``, ``http-<status>`` (e.g. ``http-503``),
     ``stream-error`` (the stream broke, carried an error object or ended without ``[DONE]``),
     ``too-large`` (an SSE event or body past the reader's bound) or ``invalid-sse`` (data that
-    is not SSE / not JSON).
+    is not SSE / not JSON), or ``rate-limited`` (429, or 503 with ``Retry-After``: shed,
+    not failed; ``retry_after_s`` holds the header's seconds).
     """
 
     target: str
@@ -62,6 +73,7 @@ class RequestRecord:
     kind: str = "chat"  # request kind within the scenario (chat, long, json, tools ...)
     request_id: str = ""  # sent as X-Request-Id: finds this request in the server's logs
     abandoned: bool = False  # the client hung up mid-stream on purpose (hang_up_after_tokens)
+    retry_after_s: float | None = None  # a rate-limited answer's Retry-After, in seconds
     # Reasoning phases (docs/metrics.md). ttfa is the first answer token (== ttft without
     # reasoning); the rest is written only when the stream carried reasoning.
     ttfa: float | None = None
@@ -121,6 +133,7 @@ class RequestRecord:
             "error": self.error,
             "error_message": self.error_message[:300],
             "abandoned": self.abandoned,
+            "retry_after_s": self.retry_after_s,
             "ttfa": _r6(self.ttfa),
         }
         if self.reasoning_tokens is not None:

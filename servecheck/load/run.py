@@ -35,6 +35,7 @@ from servecheck.load.records import MERGED_NAME, merge_records, refuse_used_run_
 from servecheck.load.schedule import StageShape, parse_duration, parse_rate, shape_from_spec
 from servecheck.load.slo import SLO, Verdict, evaluate, parse_slos, request_predicate
 from servecheck.load.stats import RunStats, Schedule, compute_stats
+from servecheck.load.stream import parse_retry_after_cap
 from servecheck.load.transport import read_transport, transport_reasons
 from servecheck.load.verdict import judge
 from servecheck.redact import redact
@@ -77,6 +78,7 @@ class LoadSpec:
     max_lag_ms: float = 25.0
     max_inflight: int = 1024
     drain_s: float | None = None
+    retry_after_max_s: float = 0.0  # > 0: closed-loop users wait Retry-After (capped) after a 429
     extra_body: dict[str, Any] = field(default_factory=dict)
     use_tokenize: bool = True
     cpus: str | None = None  # taskset CPU list for the generator, e.g. "0"
@@ -202,6 +204,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         workers=_workers(spec),
         max_inflight=spec.max_inflight,
         drain_s=_drain(spec),
+        retry_after_max_s=spec.retry_after_max_s,
         timeout_s=spec.target.timeout_s,
         connect_timeout_s=spec.target.connect_timeout_s,
         api_key_header=spec.target.api_key_header,
@@ -652,6 +655,7 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
         f"run {summary['run_id']}  target {summary['target']}  scenario {summary['scenario']}  mode {summary['mode']}",
         f"requests {req['total']}  ok {req['ok']}  failed {req['failed']} ({req['error_rate']:.2%})"
         + (f"  abandoned on purpose {req['abandoned']}" if req.get("abandoned") else "")
+        + (f"  rate-limited {req['rate_limited']}" if req.get("rate_limited") else "")
         + (f"  errors {req['errors']}" if req["errors"] else ""),
         f"throughput {thr['requests_per_s']:.2f} req/s  {thr['output_tokens_per_s']:.1f} output tokens/s"
         f"  over {summary['window_s']:.1f} s  goodput {'-' if summary['goodput'] is None else format(summary['goodput'], '.1%')}",
@@ -753,6 +757,7 @@ def spec_from_options(
         if max_lag_text != "25ms" or "max_lag" not in plan
         else parse_duration(plan["max_lag"]) * 1000.0,
         max_inflight=int(pick("max_inflight") or 1024),
+        retry_after_max_s=parse_retry_after_cap(pick("honour_retry_after")),
         extra_body=dict(plan.get("extra_body") or {}),
         use_tokenize=not o("no_tokenize"),
         cpus=o("cpus"),

@@ -19,6 +19,8 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
+from servecheck.load.records import RATE_LIMITED
+
 PERCENTILES: tuple[tuple[str, float], ...] = (
     ("p50", 50.0),
     ("p90", 90.0),
@@ -148,6 +150,7 @@ class RunStats:
     usage_missing: int = 0
     discrepant: int = 0
     abandoned: int = 0  # hung up by the client on purpose: counted ok, out of E2E and goodput
+    rate_limited: int = 0  # shed by the server (429 / 503 + Retry-After): not ok, not failed
     latency: dict[str, Distribution] = field(default_factory=dict)
     goodput: float | None = None  # share of requests meeting every per-request SLO
     goodput_requests: int | None = None
@@ -158,7 +161,16 @@ class RunStats:
 
     @property
     def error_rate(self) -> float:
-        return (self.total - self.ok) / self.total if self.total else 0.0
+        """Failed requests (rate-limited ones excluded) over all requests."""
+        return self.failed / self.total if self.total else 0.0
+
+    @property
+    def failed(self) -> int:
+        return self.total - self.ok - self.rate_limited
+
+    @property
+    def rate_limited_rate(self) -> float:
+        return self.rate_limited / self.total if self.total else 0.0
 
     @property
     def requests_per_s(self) -> float:
@@ -181,8 +193,10 @@ class RunStats:
             "requests": {
                 "total": self.total,
                 "ok": self.ok,
-                "failed": self.total - self.ok,
+                "failed": self.failed,
                 "error_rate": round(self.error_rate, 6),
+                "rate_limited": self.rate_limited,
+                "rate_limited_rate": round(self.rate_limited_rate, 6),
                 "errors": dict(sorted(self.errors.items())),
                 "abandoned": self.abandoned,
             },
@@ -251,7 +265,9 @@ def compute_stats(
         if done is not None:
             last_done = done if last_done is None else max(last_done, done)
         hist["lag"].record(max(0.0, sent - intended))
-        if err:
+        if err == RATE_LIMITED:
+            st.rate_limited += 1
+        elif err:
             st.errors[err] = st.errors.get(err, 0) + 1
         else:
             st.ok += 1

@@ -16,12 +16,17 @@ No locust or gevent here: this module is pure and unit-tested in the pytest proc
 from __future__ import annotations
 
 import json
+import time
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 from servecheck.client.http import (
     token_phase,  # one token predicate for the project (the TTFT rule), with its phase
 )
 from servecheck.client.sse import DONE, MAX_EVENT_BYTES, SSEParser
+from servecheck.errors import UsageError
+from servecheck.load.records import RATE_LIMITED
+from servecheck.load.schedule import parse_duration
 from servecheck.load.wire import WireResult
 
 if TYPE_CHECKING:
@@ -302,18 +307,52 @@ def parse_stream_bytes(pieces: list[tuple[bytes, float]], fast: bool = True) -> 
     return st
 
 
+RETRY_AFTER_CAP_S = 600.0  # the most --honour-retry-after may wait
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """A ``Retry-After`` header in seconds: delta-seconds or an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    text = value.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(text).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
+
+
+def parse_retry_after_cap(text: str | float | None) -> float:
+    """``--honour-retry-after MAX``: 0 (off) when not given, else seconds in (0, 600]."""
+    if text is None or text == 0:
+        return 0.0
+    cap = parse_duration(text)
+    if cap > RETRY_AFTER_CAP_S:
+        raise UsageError(
+            f"--honour-retry-after {text}: at most {RETRY_AFTER_CAP_S:.0f}s (a bound on each wait)"
+        )
+    return cap
+
+
 def classify(res: WireResult, st: StreamState) -> tuple[str | None, str]:
     """The record's error class and message for one exchange, or ``(None, "")`` for a success.
 
     Transport errors first (``connect``, ``timeout``, ``stream-error`` from the wire), then
-    ``http-<status>``, then what the stream said: a 200 that is not ``text/event-stream`` or
+    ``http-<status>`` (``rate-limited`` for 429, and for 503 with ``Retry-After``), then what the stream said: a 200 that is not ``text/event-stream`` or
     carries non-JSON data is ``invalid-sse``; an error object inside it or a missing
     ``data: [DONE]`` is ``stream-error``.
     """
     if res.error is not None:
         return res.error, res.error_message
     if res.status != 200:
-        return f"http-{res.status}", res.body_prefix.decode("utf-8", "replace")[:300]
+        message = res.body_prefix.decode("utf-8", "replace")[:300]
+        if res.status == 429 or (res.status == 503 and "retry-after" in res.headers):
+            return RATE_LIMITED, message
+        return f"http-{res.status}", message
     ctype = res.headers.get("content-type", "")
     if "text/event-stream" not in ctype:
         return "invalid-sse", f"content-type is {ctype or 'missing'!r}, not text/event-stream"

@@ -46,6 +46,7 @@ class EngineProfile:
     )  # deviation key -> reason with evidence
     health_path: str = "/health"
     verified_live: bool = False
+    retry_after: bool = False  # its 429/503 answers carry Retry-After (OVERLOAD-BURST demands it)
     # How the engine serves reasoning models: the field it writes, the server option that turns
     # the parser on and the per-request thinking switch (REASON-* checks; docs/engines.md).
     reasoning: str = ""
@@ -61,9 +62,10 @@ def _caps(**overrides: bool) -> dict[str, bool]:
 
 
 PROFILES: dict[str, EngineProfile] = {
-    "reference": EngineProfile("reference", _caps(), verified_live=True),
+    "reference": EngineProfile("reference", _caps(), verified_live=True, retry_after=True),
     "generic": EngineProfile(
-        "generic", _caps(logprobs=False, tokenize=False, metrics=False, completions=False)
+        "generic",
+        _caps(logprobs=False, tokenize=False, metrics=False, completions=False, responses=False),
     ),
     "openai": EngineProfile(
         "openai",
@@ -88,6 +90,7 @@ PROFILES: dict[str, EngineProfile] = {
     "llamacpp": EngineProfile(
         # n > 1 streams and answers correctly in this build (measured 2026-11-29); an object
         # tool_choice is treated as "auto" (tools/server/README.md), so named choice is off.
+        # /v1/responses is served, partially (measured 2026-12-01; targets.yaml lists what fails).
         "llamacpp",
         _caps(tool_choice_named=False, seed=True, n=True),
         deviations={
@@ -107,6 +110,7 @@ PROFILES: dict[str, EngineProfile] = {
     ),
     "xinference": EngineProfile(
         "xinference",
+        # /v1/responses is served (measured on 4.1.0, 2026-12-01; targets.yaml lists what fails).
         _caps(tokenize=False, logprobs=False, n=False, completions=False),
         health_path="/status",
         deviations={
@@ -146,7 +150,7 @@ PROFILES: dict[str, EngineProfile] = {
     ),
     "tgi": EngineProfile(
         "tgi",
-        _caps(tokenize=False, n=False, completions=True),
+        _caps(tokenize=False, n=False, completions=True, responses=False),
         deviations={
             # TGI validates with axum/serde and answers 422 Unprocessable Entity (router/src/server.rs).
             "error-status-422": "TGI answers invalid parameters with 422 (router/src/server.rs; not verified live)",

@@ -91,6 +91,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="requests running at once; more wait (default: %(default)s)",
     )
     parser.add_argument(
+        "--max-inflight",
+        type=int,
+        default=0,
+        metavar="N",
+        help="shed generation requests above N in flight with 429 + Retry-After (default: 0, never)",
+    )
+    parser.add_argument(
         "--reasoning",
         metavar="SPEC",
         help="serve a reasoning model: tokens=N,field=reasoning_content|reasoning,markers=OPEN|CLOSE"

@@ -46,6 +46,7 @@ class ServerConfig:
     kv_blocks: int = 256
     block_size: int = 16
     max_num_seqs: int = 512
+    max_inflight: int = 0  # > 0: shed generation requests above it with 429 (reference/overload.py)
     context_policy: str = (
         "reject"  # reject | truncate (over-long prompts cut to fit, with a warning field)
     )
@@ -373,7 +374,13 @@ class Choice:
     finish_reason: str
     logprobs: list[float]
     tool_call: dict[str, Any] | None = None  # {"id", "name", "arguments"}
+    extra_calls: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # parallel calls after the first
     reasoning: list[str] = field(default_factory=list)  # reasoning pieces, before the answer
+
+    def calls(self) -> list[dict[str, Any]]:
+        return [] if self.tool_call is None else [self.tool_call, *self.extra_calls]
 
 
 def _prompt_key(body: dict[str, Any]) -> str:
@@ -451,7 +458,9 @@ def _make_choices(
                 "name": target_fn["name"],
                 "arguments": arguments,
             }
-            out.append(Choice(index, [], finish, [], call))
+            choice = Choice(index, [], finish, [], call)
+            _parallel_and_cut(state, body, choice, tools, messages or [], key, seed, max_tokens)
+            out.append(choice)
             continue
         if fmt in ("json_object", "json_schema") and "json-mode-ignored" not in faults:
             rng = model.json_key_rng(key + str(index), seed)
@@ -505,6 +514,47 @@ def _make_choices(
     return out
 
 
+def _parallel_and_cut(
+    state: State,
+    body: dict[str, Any],
+    choice: Choice,
+    tools: list[dict[str, Any]],
+    messages: list[dict[str, Any]],
+    key: str,
+    seed: int | None,
+    max_tokens: int,
+) -> None:
+    """Parallel calls (tool_choice required, a prompt naming several tools, parallel_tool_calls
+    not false) and the max_tokens cut of a call, which ends with 'length' as a cut text does."""
+    assert choice.tool_call is not None
+    last = model.content_text(messages[-1].get("content")) if messages else ""
+    parallel = (
+        body.get("parallel_tool_calls") is not False or "tools-parallel-ignored" in state.faults
+    )
+    if parallel and body.get("tool_choice") == "required":
+        for tool in tools[1:]:
+            fn = tool["function"]
+            if fn["name"] in last and tools[0]["function"]["name"] in last:
+                args = model.instance(
+                    fn.get("parameters") or {}, model.json_key_rng(key + fn["name"], seed)
+                )
+                choice.extra_calls.append(
+                    {
+                        "id": f"call_{secrets.token_hex(6)}",
+                        "name": fn["name"],
+                        "arguments": json.dumps(args),
+                    }
+                )
+    need = sum(len(model.tokenize(c["arguments"])) for c in choice.calls())
+    if need > max_tokens:
+        first = choice.tool_call["arguments"]
+        keep = max(1, len(first) * max_tokens // max(need, 1))
+        choice.tool_call["arguments"] = first[:keep]
+        choice.extra_calls.clear()
+        if "tools-length-as-tool-calls" not in state.faults:
+            choice.finish_reason = "length"
+
+
 def _usage(
     prompt_tokens: int,
     completion_tokens: int,
@@ -532,7 +582,7 @@ def _completion_tokens(choices: list[Choice]) -> int:
     return sum(
         len(c.pieces)
         if c.tool_call is None
-        else max(1, len(model.tokenize(c.tool_call["arguments"])))
+        else max(1, sum(len(model.tokenize(t["arguments"])) for t in c.calls()))
         for c in choices
     ) + sum(len(c.reasoning) for c in choices)
 
@@ -852,13 +902,11 @@ def _full_body(
             if c.tool_call is not None:
                 message["tool_calls"] = [
                     {
-                        "id": c.tool_call["id"],
+                        "id": t["id"],
                         "type": "function",
-                        "function": {
-                            "name": c.tool_call["name"],
-                            "arguments": c.tool_call["arguments"],
-                        },
+                        "function": {"name": t["name"], "arguments": t["arguments"]},
                     }
+                    for t in c.calls()
                 ]
             if state.reasoning is not None:
                 message.update(reasoning.message_fields(state.reasoning, c))
@@ -893,6 +941,27 @@ def _full_body(
         for entry in out_choices:
             entry["stop_reason"] = None
     return full
+
+
+def _tool_deltas(choice: Choice, faults: frozenset[str]) -> list[dict[str, Any]]:
+    """The streamed tool_calls deltas of a choice, in order: per call a head, then argument pieces."""
+    out: list[dict[str, Any]] = []
+    calls = choice.calls()
+    for k, call in enumerate(calls):
+        index, call_id = k, call["id"]
+        if "tools-stream-shared-index" in faults:
+            index, call_id = 0, calls[0]["id"]
+        head: dict[str, Any] = {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": call["name"], "arguments": ""},
+        }
+        frags: list[dict[str, Any]] = [
+            {"function": {"arguments": p}} for p in model.split_json(call["arguments"], 8)
+        ]
+        for delta in [head, *frags]:
+            out.append(delta if "tools-stream-no-index" in faults else {"index": index, **delta})
+    return out
 
 
 def _utf8_mangle(piece: str) -> list[str]:
@@ -1010,11 +1079,9 @@ async def _stream(
         if "stream-no-role" not in faults:
             await send(chunk(",".join(delta_json(c.index, role_json) for c in choices)))
     streamed = 0
+    tool_deltas = {c.index: _tool_deltas(c, faults) for c in choices if c.tool_call is not None}
     answer_steps = [
-        len(c.pieces)
-        if c.tool_call is None
-        else 1 + len(model.split_json(c.tool_call["arguments"], 8))
-        for c in choices
+        len(c.pieces) if c.tool_call is None else len(tool_deltas[c.index]) for c in choices
     ]
     # A reasoning choice streams its reasoning first (reference/reasoning.py decides the order).
     plans = [
@@ -1050,25 +1117,9 @@ async def _stream(
                     )
                     continue
             if c.tool_call is not None:
-                pieces = model.split_json(c.tool_call["arguments"], 8)
-                if j == 0:
-                    head: dict[str, Any] = {
-                        "id": c.tool_call["id"],
-                        "type": "function",
-                        "function": {"name": c.tool_call["name"], "arguments": ""},
-                    }
-                    if "tools-stream-no-index" not in faults:
-                        head = {"index": 0, **head}
-                    parts.append(
-                        delta_json(c.index, json.dumps({"tool_calls": [head]}, ensure_ascii=False))
-                    )
-                elif j - 1 < len(pieces):
-                    frag: dict[str, Any] = {"function": {"arguments": pieces[j - 1]}}
-                    if "tools-stream-no-index" not in faults:
-                        frag = {"index": 0, **frag}
-                    parts.append(
-                        delta_json(c.index, json.dumps({"tool_calls": [frag]}, ensure_ascii=False))
-                    )
+                if j < len(tool_deltas[c.index]):
+                    frag = {"tool_calls": [tool_deltas[c.index][j]]}
+                    parts.append(delta_json(c.index, json.dumps(frag, ensure_ascii=False)))
                 continue
             if j >= len(c.pieces):
                 continue
@@ -1367,6 +1418,10 @@ def build_app(config: ServerConfig) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/version", version)
     app.router.add_post("/tokenize", tokenize)
+    from servecheck.reference import overload, responses  # they import this module
+
+    responses.install(app)
+    overload.install(app, config.max_inflight, config.faults, lambda: setattr(state, "dead", True))
     return app
 
 

@@ -366,6 +366,12 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
             ", ".join(f"{k}: {v}" for k, v in (req.get("errors") or {}).items()) or "-",
         ),
         (
+            "rate-limited",
+            f"{req.get('rate_limited') or 0} ({pct(req.get('rate_limited_rate') or 0)})",
+            "",
+            "shed by the server (429, 503 + Retry-After): not counted as failed",
+        ),
+        (
             "throughput",
             f"{fmt(thr.get('requests_per_s'), ' req/s', 2)}",
             "output tokens/s",

@@ -25,6 +25,7 @@ from servecheck.config import load_targets
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "reports" / "engines"
+LIVE_SURFACES = ("RESPONSES-", "OVERLOAD-")
 TARGETS = {
     "vllm": "local-vllm",
     "llamacpp": "local-llamacpp",
@@ -102,6 +103,12 @@ def test_catalogue_against_engine(engine: str) -> None:
         f" alarm of the check; an xpassed known failure means the engine fixed it: update known_failures.\n{output}"
     )
     assert outcomes, f"{target}: no checks ran\n{output}"
+    # Every local engine serves /v1/responses and declares a capacity (issue 16): a skip here
+    # would mean a capability or capacity got lost, and the surface went untested unnoticed.
+    skipped = sorted(
+        cid for cid, o in outcomes.items() if cid.startswith(LIVE_SURFACES) and o == "skipped"
+    )
+    assert not skipped, f"{target}: {skipped} skipped; they must run on every local engine"
 
 
 @pytest.mark.slow

@@ -140,6 +140,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="report a lagging generator as a warning, not a failed run",
     )
     g.add_argument(
+        "--honour-retry-after",
+        metavar="MAX",
+        default=None,
+        help="closed loop: after a rate-limited answer (429, 503 with Retry-After) a user waits "
+        "the Retry-After it was given, at most MAX (e.g. 10s); default: no wait",
+    )
+    g.add_argument(
         "--max-inflight",
         type=int,
         metavar="N",
