@@ -42,8 +42,9 @@ def test_load_on_a_reasoning_target_reports_ttfa(
     assert s["tokens"]["answer"] == s["tokens"]["output"] - 8 * THINK_TOKENS
     recs = [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
     for r in recs:
-        # the answer starts after all the reasoning: TTFR is the TTFT, TTFA comes later
-        assert r["ttfr"] == r["ttft"] < r["ttfa"], r
+        # the answer starts after all the reasoning: TTFR is the TTFT, TTFA comes no earlier
+        # (equal only when a delayed read delivered the whole thought with the first answer token)
+        assert r["ttfr"] == r["ttft"] <= r["ttfa"], r
         assert r["reasoning_tokens"] == r["reasoning_tokens_client"] == THINK_TOKENS
         assert len(r["itls_reasoning"]) == THINK_TOKENS - 1
         assert len(r["itls_answer"]) == r["output_tokens"] - THINK_TOKENS - 1
