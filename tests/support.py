@@ -38,6 +38,7 @@ def target_for(server: RunningServer, **overrides: Any) -> Target:
         "timeout_s": 10,
         "api_key": server.config.api_key,
         "model_dir": str(reference_model_dir()),  # the reference tokenizer (TEXT-LOCAL-TOKENIZER)
+        "capacity": 4,  # OVERLOAD bursts 12 requests; the overload-* faults shed above 4
     }
     values.update(overrides)
     return Target.model_validate(values)

@@ -33,6 +33,9 @@ SURFACES: dict[str, str] = {
     "RERANK": "/v1/rerank (or /rerank)",
     "CACHE": "prompt (prefix) cache usage and counters",
     "TEXT": "text integrity: multilingual answers, tokenizer round trips",
+    "RESPONSES": "the Responses API, /v1/responses",
+    "OVERLOAD": "bursts above capacity: shed with 429/503, never crash",
+    "REASON": "reasoning models: reasoning separated from the answer",
 }
 
 
