@@ -25,9 +25,8 @@ from typing import Any
 import jsonschema
 from aiohttp import web
 
-from servecheck.reference import cache_faults, model, prefix_cache
+from servecheck.reference import cache_faults, model, prefix_cache, reasoning
 from servecheck.reference import text as reftext
-from servecheck.reference import model, reasoning
 from servecheck.reference.faults import FAULTS, QUIRKS
 
 ROLES = {"system", "user", "assistant", "tool", "developer", "function"}
