@@ -585,7 +585,12 @@ def summarise(
     judged = judge(
         total=stats.total,
         ok=stats.ok,
-        errors=stats.errors,
+        # Shed requests are not failures, but a run in which every answer was a 429 still
+        # served nobody: the rule sees them beside the error classes.
+        errors={
+            **stats.errors,
+            **({"rate-limited": stats.rate_limited} if stats.rate_limited else {}),
+        },
         slo_ok=slo_ok,
         unmeasured=unmeasured,
         down=down,

@@ -62,7 +62,9 @@ def _soak(server, tmp_path):
     ],
 )
 def test_reference_server_soak(make_reference, tmp_path, faults, leak_status, drain_status):
-    server = make_reference(*faults, kv_blocks=1024)
+    # 64 blocks: one abandoned stream (~4 blocks) moves kv_usage ~0.06, past the 0.01 tolerance,
+    # so the clean run is judged (a load that never moves it is inconclusive, issue 14).
+    server = make_reference(*faults, kv_blocks=64)
     frame, phases = _soak(server, tmp_path)
     verdict = analyse_leak(frame, phases, "kv_usage", tolerance=0.01)
     assert verdict.status == leak_status, verdict.message
