@@ -26,12 +26,14 @@ from typing import Any
 
 from servecheck.config.model import Target
 from servecheck.errors import UsageError, did_you_mean
+from servecheck.load.breakdown import ENGINE_FILE, format_breakdown, scenario_breakdown
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
 from servecheck.load.records import MERGED_NAME, merge_records, worker_files
 from servecheck.load.schedule import StageShape, parse_duration, parse_rate, shape_from_spec
 from servecheck.load.slo import SLO, Verdict, evaluate, parse_slos, request_predicate
 from servecheck.load.stats import RunStats, Schedule, compute_stats
 from servecheck.redact import redact
+from servecheck.telemetry import prefix_cache
 
 SCHEMA_VERSION = 1
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -511,8 +513,12 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     started = time.time()
     bound = cfg.duration_s
     wall = (bound or 3600.0) + cfg.drain_s + 120.0
+    cache0 = prefix_cache.snapshot(spec.target, 2.0) if spec.role != "worker" else {}
     rc = _run_locust(cmd, env, run_dir, wall, spec.progress, bound)
     ended = time.time()
+    if spec.role != "worker":  # the engine's prefix-cache counters over the run (breakdown.py)
+        delta = prefix_cache.run_delta(cache0, prefix_cache.snapshot(spec.target, 2.0))
+        (run_dir / ENGINE_FILE).write_text(json.dumps(delta) + "\n", encoding="utf-8")
     if spec.role == "worker":
         # The master merges and judges; a worker only reports where its records are.
         empty = RunStats()
@@ -610,6 +616,7 @@ def summarise(
         },
         "files": sorted(p.name for p in run_dir.iterdir() if p.is_file()),
     }
+    summary.update(scenario_breakdown(read.iter_records(), run_dir))  # turns, prefix cache
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     text = format_summary(summary, verdicts)
     (run_dir / "summary.txt").write_text(text + "\n", encoding="utf-8")
@@ -649,6 +656,7 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
             f"tokens: usage {tok['output_usage']}, client chunks {tok['output_client']}, "
             f"{tok['discrepant_requests']} requests differ, {tok['usage_missing']} without usage"
         )
+    lines += format_breakdown(summary)
     for v in verdicts:
         lines.append(v.line())
     sched = summary["schedule"]

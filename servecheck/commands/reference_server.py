@@ -106,6 +106,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ready-file", metavar="PATH", help="write the bound port here once listening"
     )
+    parser.add_argument(
+        "--prefix-cache-blocks",
+        type=int,
+        default=0,
+        metavar="N",
+        help="a prefix cache of N blocks: cached_tokens in usage, prefix-cache metrics (default: off)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -138,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
         loading_s=args.loading_s,
         kv_blocks=args.kv_blocks,
         max_num_seqs=args.max_num_seqs,
+        prefix_cache_blocks=args.prefix_cache_blocks,
     )
     serve(config, host=args.host, port=args.port, ready_file=args.ready_file)
     return 0

@@ -39,10 +39,11 @@ from gevent.lock import Semaphore
 from locust import LoadTestShape, User, constant, events, task
 from locust.runners import MasterRunner, WorkerRunner
 
+from servecheck.load.conversation import PlannedRequest, reply_text, single_turn
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig
 from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tokenize_counter
 from servecheck.load.reactor import StreamReactor
-from servecheck.load.records import RecordWriter, RequestRecord
+from servecheck.load.records import RecordWriter, RequestRecord, cached_tokens
 from servecheck.load.schedule import Stage, StageShape, for_worker, split_count
 from servecheck.load.stream import StreamState, classify
 from servecheck.load.wire import WireClient, WireResult
@@ -232,10 +233,10 @@ class _Controller:
     def send(self, user: LLMUser, intended: float) -> None:
         """Send one streaming request; record it whatever happens. Never raises."""
         cfg = self.cfg
-        prompt = self.prompts.pick(user.rng)
+        prompt = user.plan_request(self)  # a PlannedRequest (servecheck/load/conversation.py)
         body: dict[str, Any] = {
             "model": cfg.model,
-            "messages": [{"role": "user", "content": prompt.text}],
+            "messages": prompt.messages,
             "max_tokens": prompt.max_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -258,8 +259,13 @@ class _Controller:
             kind=prompt.kind,
             prompt_tokens=prompt.prompt_tokens,
             request_id=f"{self.rid_prefix}-{seq}",
+            **prompt.fields,
         )
         st = StreamState()
+        # A scenario that continues from the reply (multi-turn) gets the stream's bytes: every read
+        # then goes through the parser (no token shortcut), and the text is taken after the end.
+        raw: list[bytes] | None = [] if prompt.capture else None
+        feed = st.feed if raw is None else _capture(st.feed, raw)
         until = None
         stop_at = user.hang_up_after_tokens
         if stop_at is not None and stop_at > 0 and user.rng.random() < user.hang_up_share:
@@ -271,9 +277,9 @@ class _Controller:
             res = self.wire.post_stream(
                 "/chat/completions",
                 payload,
-                st.feed,
+                feed,
                 deadline=t0 + cfg.timeout_s,
-                on_token=st.token,
+                on_token=st.token if raw is None else None,
                 request_id=rec.request_id,
                 until=until,
             )
@@ -305,6 +311,7 @@ class _Controller:
             rec.output_tokens = st.usage["completion_tokens"]
             if isinstance(st.usage.get("prompt_tokens"), int):
                 rec.prompt_tokens = st.usage["prompt_tokens"]
+            rec.cached_tokens = cached_tokens(st.usage)
         if st.t_first is not None:
             rec.ttft = st.t_first - t0
             rec.itls = [b - a for a, b in zip(times, times[1:], strict=False)]
@@ -314,6 +321,8 @@ class _Controller:
             rec.tpot = (rec.e2e - rec.ttft) / (n_out - 1)
         self.writer.write(rec)
         self.inflight -= 1
+        if prompt.state is not None:
+            user.after_response(prompt, rec, reply_text(b"".join(raw or ())), st.usage)
         self._fire(rec)
 
     def _fire(self, rec: RequestRecord) -> None:
@@ -365,6 +374,14 @@ class _Controller:
             exception=None,
             context={},
         )
+
+
+def _capture(feed: Any, raw: list[bytes]) -> Any:
+    def capturing(data: bytes, t: float) -> None:
+        raw.append(data)
+        feed(data, t)
+
+    return capturing
 
 
 _CTRL: dict[str, _Controller] = {}
@@ -543,9 +560,23 @@ class LLMUser(User):
             return
         ctrl = controller(self.environment)
         self.rng = random.Random(ctrl.cfg.seed * 1_000_003 + ctrl.index * 10_007 + id(self) % 9973)
+        self.prepare(ctrl)
+
+    def prepare(self, ctrl: _Controller) -> None:
+        """Before this user's first request: a scenario builds what it needs here, untimed."""
 
     def kind_body(self, kind: str) -> dict[str, Any]:
         return self.kinds.get(kind, {})
+
+    def plan_request(self, ctrl: _Controller) -> PlannedRequest:
+        """The next request to send: one user message from the mix. Scenarios that build their
+        own (multi-turn, shared prefix) override it and get the reply in :meth:`after_response`."""
+        return single_turn(ctrl.prompts.pick(self.rng))
+
+    def after_response(
+        self, req: PlannedRequest, rec: RequestRecord, reply: str, usage: dict[str, Any] | None
+    ) -> None:
+        """Called after a request whose ``state`` is set, with its record and reply text."""
 
     @task
     def run_one(self) -> None:

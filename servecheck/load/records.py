@@ -59,6 +59,12 @@ class RequestRecord:
     kind: str = "chat"  # request kind within the scenario (chat, long, json, tools ...)
     request_id: str = ""  # sent as X-Request-Id: finds this request in the server's logs
     abandoned: bool = False  # the client hung up mid-stream on purpose (hang_up_after_tokens)
+    # Production-like scenarios (load/conversation.py); written only when set.
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens
+    conversation: str | None = None
+    turn: int | None = None  # 0-based turn of its conversation
+    history_tokens: int | None = None  # tokens resent before this turn's new user message
+    prefix_group: str | None = None  # which shared system prompt it opened with
 
     @property
     def ok(self) -> bool:
@@ -107,12 +113,28 @@ class RequestRecord:
             "error_message": self.error_message[:300],
             "abandoned": self.abandoned,
         }
+        for key in _OPTIONAL:
+            value = getattr(self, key)
+            if value is not None:
+                d[key] = value
         return json.dumps(d, separators=(",", ":"))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
+
+
+_OPTIONAL = ("cached_tokens", "conversation", "turn", "history_tokens", "prefix_group")
+
+
+def cached_tokens(usage: dict[str, Any]) -> int | None:
+    """``usage.prompt_tokens_details.cached_tokens`` (prompt tokens the engine's prefix cache
+    served), or None when the server does not report it (vLLM needs
+    ``--enable-prompt-tokens-details``)."""
+    details = usage.get("prompt_tokens_details")
+    value = details.get("cached_tokens") if isinstance(details, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _r6(x: float | None) -> float | None:
