@@ -32,6 +32,8 @@ from servecheck.load.records import MERGED_NAME, merge_records, worker_files
 from servecheck.load.schedule import StageShape, parse_duration, parse_rate, shape_from_spec
 from servecheck.load.slo import SLO, Verdict, evaluate, parse_slos, request_predicate
 from servecheck.load.stats import RunStats, Schedule, compute_stats
+from servecheck.load.trace import FORMATS as TRACE_FORMATS
+from servecheck.load.trace import trace_duration
 from servecheck.redact import redact
 from servecheck.telemetry import prefix_cache
 
@@ -76,6 +78,9 @@ class LoadSpec:
     cpus: str | None = None  # taskset CPU list for the generator, e.g. "0"
     progress: bool = True
     allow_lag: bool = False  # do not fail the run when the generator fell behind
+    trace: str | None = None  # replay this trace file on its schedule (mode "trace")
+    trace_format: str = "auto"
+    trace_speed: float = 1.0  # 2.0 replays twice as fast
 
 
 @dataclass(slots=True)
@@ -158,7 +163,14 @@ def _new_run_id(scenario: str) -> str:
 def validate(spec: LoadSpec) -> list[SLO]:
     """Check a spec before anything starts; returns the parsed SLOs (CLI first, then targets.yaml)."""
     modes = [
-        m for m, v in (("--users", spec.users), ("--rate", spec.rate), ("shape", spec.shape)) if v
+        m
+        for m, v in (
+            ("--users", spec.users),
+            ("--rate", spec.rate),
+            ("shape", spec.shape),
+            ("--trace", spec.trace),
+        )
+        if v
     ]
     if spec.role != "worker":
         if len(modes) != 1:
@@ -166,7 +178,8 @@ def validate(spec: LoadSpec) -> list[SLO]:
                 "give exactly one of --users N (closed loop), --rate R/s (open loop) or a plan with a shape"
                 + (f"; got {' and '.join(modes)}" if modes else "")
             )
-        if spec.duration_s is None and spec.max_requests is None and spec.shape is None:
+        bounded = spec.shape is not None or spec.trace is not None  # a trace ends by itself
+        if spec.duration_s is None and spec.max_requests is None and not bounded:
             raise UsageError(
                 "refusing to start an unbounded load test: give --duration (e.g. 5m) or --max-requests N"
             )
@@ -186,6 +199,8 @@ def validate(spec: LoadSpec) -> list[SLO]:
 def _mode(spec: LoadSpec) -> str:
     if spec.shape is not None:
         return "shape"
+    if spec.trace is not None:
+        return "trace"
     if spec.rate is not None:
         return "poisson" if spec.poisson else "fixed"
     return "closed"
@@ -201,6 +216,8 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
     duration = spec.duration_s
     if spec.shape is not None:
         duration = min(duration, spec.shape.duration) if duration else spec.shape.duration
+    if spec.trace is not None and duration is None:  # the trace's span, its last send inside
+        duration = trace_duration(spec.trace, spec.trace_format, spec.trace_speed)
     return RunConfig(
         run_id=run_id,
         target=spec.target.name,
@@ -229,6 +246,9 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         extra_body=dict(spec.extra_body),
         use_tokenize=spec.use_tokenize,
         context_length=spec.target.context_length,
+        trace=str(Path(spec.trace).resolve()) if spec.trace else None,
+        trace_format=spec.trace_format,
+        trace_speed=spec.trace_speed,
     )
 
 
@@ -270,7 +290,7 @@ def locust_command(spec: LoadSpec, cfg: RunConfig, run_dir: Path) -> list[str]:
         # Locust's own timer is only a backstop: our controller ends the run at the bound and
         # lets in-flight requests finish (drain).
         cmd += ["-t", f"{int(bound + cfg.drain_s + 10)}s", "--stop-timeout", f"{int(cfg.drain_s)}"]
-        if cfg.mode in ("fixed", "poisson"):
+        if cfg.mode in ("fixed", "poisson", "trace"):
             n = _workers(spec)
             cmd += ["-u", str(n), "-r", str(n)]
         elif cfg.mode == "closed":
@@ -818,6 +838,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="pin the generator to these CPUs (taskset -c LIST)",
     )
+    g.add_argument(
+        "--trace",
+        metavar="FILE",
+        default=None,
+        help="replay a trace file on its schedule (Mooncake, BurstGPT, Azure or servecheck JSONL)",
+    )
+    g.add_argument(
+        "--trace-format",
+        choices=TRACE_FORMATS,
+        default="auto",
+        help="trace file format (default: detected from the file)",
+    )
+    g.add_argument(
+        "--speed",
+        type=float,
+        metavar="F",
+        default=1.0,
+        help="trace replay speed factor: 2 sends twice as fast (default: 1)",
+    )
     g.add_argument("--quiet", action="store_true", help="no live progress")
 
 
@@ -836,7 +875,9 @@ def spec_from_args(args: argparse.Namespace) -> LoadSpec:
 
     users, rate = args.users, args.rate
     shape = None
-    if users is None and rate is None:
+    if args.speed <= 0:
+        raise UsageError(f"--speed {args.speed:g}: must be > 0")
+    if users is None and rate is None and args.trace is None:
         users, rate = plan.get("users"), plan.get("rate")
         if plan.get("shape"):
             shape = shape_from_spec(dict(plan["shape"]))
@@ -847,7 +888,7 @@ def spec_from_args(args: argparse.Namespace) -> LoadSpec:
         raise UsageError("--master and --worker exclude each other")
     return LoadSpec(
         target=target,
-        scenario=pick("scenario") or "chat",
+        scenario=pick("scenario") or ("trace" if args.trace else "chat"),
         users=int(users) if users is not None else None,
         rate=parse_rate(rate) if rate is not None else None,
         poisson=bool(pick("poisson")),
@@ -873,6 +914,9 @@ def spec_from_args(args: argparse.Namespace) -> LoadSpec:
         cpus=args.cpus,
         progress=not args.quiet,
         allow_lag=args.allow_lag,
+        trace=args.trace,
+        trace_format=args.trace_format,
+        trace_speed=args.speed,
     )
 
 

@@ -402,9 +402,11 @@ class MultiTurnMixin:
             )
         return self._pool
 
-    def prepare(self, ctrl: Any) -> None:
-        """Before the first request (LLMUser.on_start): shared prompts are built untimed."""
-        self._conversations(ctrl)
+    @classmethod
+    def prepare_run(cls, ctrl: Any) -> None:
+        """Before the run's clock starts (LLMUser.prepare_run): the shared prompts are built."""
+        if cls.prefix_tokens > 0:
+            shared_prefixes(ctrl, cls.prefix_tokens, cls.prefix_groups)
 
     def plan_request(self, ctrl: Any) -> PlannedRequest:
         import time
@@ -436,9 +438,10 @@ class SharedPrefixMixin:
     prefix_groups: int = 4
     rng: random.Random
 
-    def prepare(self, ctrl: Any) -> None:
-        """Before the first request (LLMUser.on_start): the shared prompts are built untimed."""
-        shared_prefixes(ctrl, self.prefix_tokens, self.prefix_groups)
+    @classmethod
+    def prepare_run(cls, ctrl: Any) -> None:
+        """Before the run's clock starts (LLMUser.prepare_run): the shared prompts are built."""
+        shared_prefixes(ctrl, cls.prefix_tokens, cls.prefix_groups)
 
     def plan_request(self, ctrl: Any) -> PlannedRequest:
         sp = shared_prefixes(ctrl, self.prefix_tokens, self.prefix_groups)

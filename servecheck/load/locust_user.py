@@ -44,8 +44,9 @@ from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig
 from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tokenize_counter
 from servecheck.load.reactor import StreamReactor
 from servecheck.load.records import RecordWriter, RequestRecord, cached_tokens
-from servecheck.load.schedule import Stage, StageShape, for_worker, split_count
+from servecheck.load.schedule import FixedRate, Poisson, Stage, StageShape, for_worker, split_count
 from servecheck.load.stream import StreamState, classify
+from servecheck.load.trace import TraceSchedule, open_schedule
 from servecheck.load.wire import WireClient, WireResult
 
 __all__ = ["LLMUser", "scenario_shape"]
@@ -54,6 +55,7 @@ log = logging.getLogger("servecheck.load")
 _perf = time.perf_counter
 LAG_PROBE_S = 0.05
 DONE_MESSAGE = "servecheck_done"
+OPEN_MODES = ("fixed", "poisson", "trace")  # one dispatcher sends at scheduled times
 
 
 # ------------------------------------------------------------------ per-process controller
@@ -92,6 +94,7 @@ class _Controller:
         self.rid_prefix = re.sub(r"[^A-Za-z0-9._:-]", "_", f"{cfg.run_id}-{self.worker}")
         self.prompts = PromptSet()
         self.dispatcher_claimed = False
+        self.sched: FixedRate | Poisson | TraceSchedule | None = None
         self.headers = {
             "Content-Type": "application/json",
             "Accept": "text/event-stream",
@@ -134,19 +137,22 @@ class _Controller:
         self.start = _perf()
         if self.cfg.duration_s:
             self.deadline = self.start + self.cfg.duration_s
-        if self.cfg.mode in ("fixed", "poisson") and self.cfg.rate:
-            sched = for_worker(
-                self.cfg.rate,
-                self.cfg.mode == "poisson",
-                self.cfg.seed,
-                self.index % self.cfg.workers,
-                self.cfg.workers,
-            )
+        if self.cfg.mode in OPEN_MODES and (self.cfg.rate or self.cfg.trace):
+            sched = self.sched = self.arrivals()
             planned = sched.planned(self.cfg.duration_s) if self.cfg.duration_s else None
             if self.cap is not None:
                 planned = self.cap if planned is None else min(planned, self.cap)
             self.planned = planned
         self._probe = gevent.spawn(self._lag_probe)
+
+    def arrivals(self) -> FixedRate | Poisson | TraceSchedule:
+        """This worker's open-loop schedule: a fixed rate, Poisson, or its share of a trace."""
+        cfg = self.cfg
+        if cfg.trace:
+            return open_schedule(cfg, self.index)
+        return for_worker(
+            cfg.rate or 1.0, cfg.mode == "poisson", cfg.seed, self.index % cfg.workers, cfg.workers
+        )
 
     def _lag_probe(self) -> None:
         """Sleep a fixed interval and record the overshoot: the generator's own scheduling delay."""
@@ -486,6 +492,8 @@ def controller(environment: Any) -> _Controller:
                     for m in mix
                 ]
             ctrl.prompts = build_prompt_set(mix, seed=cfg.seed, count=counter, tokenizer=flavour)
+        if user_cls is not None:
+            user_cls.prepare_run(ctrl)
         ctrl.begin()
         _CTRL["c"] = ctrl
     return ctrl
@@ -560,10 +568,11 @@ class LLMUser(User):
             return
         ctrl = controller(self.environment)
         self.rng = random.Random(ctrl.cfg.seed * 1_000_003 + ctrl.index * 10_007 + id(self) % 9973)
-        self.prepare(ctrl)
 
-    def prepare(self, ctrl: _Controller) -> None:
-        """Before this user's first request: a scenario builds what it needs here, untimed."""
+    @classmethod
+    def prepare_run(cls, ctrl: _Controller) -> None:
+        """Once per process, before the run's clock starts: a scenario builds what it needs
+        (shared prompts, a trace's corpus) here, so the time is in no request's lag."""
 
     def kind_body(self, kind: str) -> dict[str, Any]:
         return self.kinds.get(kind, {})
@@ -581,7 +590,7 @@ class LLMUser(User):
     @task
     def run_one(self) -> None:
         ctrl = controller(self.environment)
-        if ctrl.cfg.mode in ("fixed", "poisson"):
+        if ctrl.cfg.mode in OPEN_MODES:
             if ctrl.dispatcher_claimed:
                 self._idle(ctrl)
                 return
@@ -601,9 +610,7 @@ class LLMUser(User):
     def _dispatch(self, ctrl: _Controller) -> None:
         """Open loop: sleep until each absolute slot time, then spawn the request."""
         cfg = ctrl.cfg
-        sched = for_worker(
-            cfg.rate or 1.0, cfg.mode == "poisson", cfg.seed, ctrl.index % cfg.workers, cfg.workers
-        )
+        sched = ctrl.sched or ctrl.arrivals()
         gate = Semaphore(cfg.max_inflight)
         greenlets: list[Any] = []
         start = ctrl.start
