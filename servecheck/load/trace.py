@@ -307,7 +307,8 @@ class Corpus:
 
     def piece(self, key: int, tokens: int) -> str:
         n = max(1, min(self.words // 2, round(tokens / self.tokens_per_word)))
-        start = (key * 7919) % (self.words - n)
+        # The start depends on the key only: a shorter piece at a key is a prefix of a longer one.
+        start = (key * 7919) % (self.words - self.words // 2)
         return self.text[self.offs[start] : self.offs[start + n]]
 
 
