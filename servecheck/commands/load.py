@@ -34,6 +34,7 @@ from servecheck.load.slo import SLO, Verdict, evaluate, parse_slos, request_pred
 from servecheck.load.stats import RunStats, Schedule, compute_stats
 from servecheck.load.trace import FORMATS as TRACE_FORMATS
 from servecheck.load.trace import trace_duration
+from servecheck.load.warmup import Warmup, extend_bounds, format_warmup
 from servecheck.redact import redact
 from servecheck.telemetry import prefix_cache
 
@@ -81,6 +82,8 @@ class LoadSpec:
     trace: str | None = None  # replay this trace file on its schedule (mode "trace")
     trace_format: str = "auto"
     trace_speed: float = 1.0  # 2.0 replays twice as fast
+    warmup_s: float | None = None  # sent on top of the bounds, kept out of the statistics
+    warmup_requests: int | None = None
 
 
 @dataclass(slots=True)
@@ -218,6 +221,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         duration = min(duration, spec.shape.duration) if duration else spec.shape.duration
     if spec.trace is not None and duration is None:  # the trace's span, its last send inside
         duration = trace_duration(spec.trace, spec.trace_format, spec.trace_speed)
+    duration, max_requests = extend_bounds(duration, spec.max_requests, _warmup(spec))
     return RunConfig(
         run_id=run_id,
         target=spec.target.name,
@@ -230,7 +234,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         rate=spec.rate,
         seed=spec.seed,
         duration_s=duration,
-        max_requests=spec.max_requests,
+        max_requests=max_requests,
         workers=_workers(spec),
         max_inflight=spec.max_inflight,
         drain_s=_drain(spec),
@@ -250,6 +254,10 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         trace_format=spec.trace_format,
         trace_speed=spec.trace_speed,
     )
+
+
+def _warmup(spec: LoadSpec) -> Warmup:
+    return Warmup(spec.warmup_s, spec.warmup_requests)
 
 
 def _drain(spec: LoadSpec) -> float:
@@ -575,8 +583,18 @@ def summarise(
             cfg.rate * cfg.duration_s
         )  # no worker reported (killed): judge against the plan
     loop_lag = [x for i in infos for x in i.get("loop_lag_s", [])]
+    warm = _warmup(spec)
+    if warm.active:  # a first pass takes the warm-up's own figures; they count for nothing else
+        for _ in warm.measured(read.iter_records()):
+            pass
+        planned = None if planned is None else max(0, planned - warm.count)
+
+    def records() -> Any:
+        its = read.iter_records()
+        return _warmup(spec).measured(its) if warm.active else its
+
     sched = Schedule(mode=cfg.mode, planned=planned, max_lag_ms=spec.max_lag_ms)
-    stats = compute_stats(read.iter_records(), sched, request_predicate(slos), loop_lag)
+    stats = compute_stats(records(), sched, request_predicate(slos), loop_lag)
     verdicts = evaluate(slos, stats)
     slo_ok = all(v.passed for v in verdicts)
     reasons: list[str] = []
@@ -636,7 +654,9 @@ def summarise(
         },
         "files": sorted(p.name for p in run_dir.iterdir() if p.is_file()),
     }
-    summary.update(scenario_breakdown(read.iter_records(), run_dir))  # turns, prefix cache
+    summary.update(scenario_breakdown(records(), run_dir))  # turns, prefix cache
+    if warm.active:
+        summary["warmup"] = warm.as_dict()
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     text = format_summary(summary, verdicts)
     (run_dir / "summary.txt").write_text(text + "\n", encoding="utf-8")
@@ -676,7 +696,7 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
             f"tokens: usage {tok['output_usage']}, client chunks {tok['output_client']}, "
             f"{tok['discrepant_requests']} requests differ, {tok['usage_missing']} without usage"
         )
-    lines += format_breakdown(summary)
+    lines += format_breakdown(summary) + format_warmup(summary)
     for v in verdicts:
         lines.append(v.line())
     sched = summary["schedule"]
@@ -857,6 +877,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1.0,
         help="trace replay speed factor: 2 sends twice as fast (default: 1)",
     )
+    g.add_argument(
+        "--warmup",
+        metavar="TIME",
+        default=None,
+        help="send this long first (on top of --duration), recorded but kept out of the figures and SLOs",
+    )
+    g.add_argument(
+        "--warmup-requests",
+        type=int,
+        metavar="N",
+        default=None,
+        help="the first N requests (on top of --max-requests) are warm-up",
+    )
     g.add_argument("--quiet", action="store_true", help="no live progress")
 
 
@@ -917,6 +950,8 @@ def spec_from_args(args: argparse.Namespace) -> LoadSpec:
         trace=args.trace,
         trace_format=args.trace_format,
         trace_speed=args.speed,
+        warmup_s=parse_duration(args.warmup) if args.warmup else None,
+        warmup_requests=args.warmup_requests,
     )
 
 
