@@ -288,7 +288,7 @@ def _accept(args: argparse.Namespace, run_dir: Path, smoke_s: float, ready_s: fl
 
 
 def _smoke(args: argparse.Namespace, target: Any, run_dir: Path, smoke_s: float) -> dict[str, Any]:
-    from servecheck.commands.load import LoadSpec, run_load
+    from servecheck.load.run import LoadSpec, run_load
     from servecheck.report.html import write_load_html
     from servecheck.report.workflow import say
 

@@ -204,7 +204,7 @@ def _sweep(
 
     from servecheck.checks.health import wait_ready
     from servecheck.client.http import ServeClient
-    from servecheck.commands.load import LoadSpec, run_load
+    from servecheck.load.run import LoadSpec, run_load
     from servecheck.config import load_targets
     from servecheck.load.schedule import parse_duration
     from servecheck.report.capacity import Step, best_step, replicas_for, should_stop, sweep_knee

@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _pre(args: argparse.Namespace, run_dir: Path) -> int:
     from servecheck.commands.accept import run_conformance
-    from servecheck.commands.load import LoadSpec, run_load
+    from servecheck.load.run import LoadSpec, run_load
     from servecheck.config import load_targets
     from servecheck.load.schedule import parse_duration
     from servecheck.report.compare import compare_runs

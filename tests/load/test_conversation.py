@@ -18,11 +18,11 @@ from servecheck.load.conversation import (
     env_turns,
     reply_text,
 )
+from servecheck.load.engine_cache import read_counters, run_delta
 from servecheck.load.prompts import Prompt
 from servecheck.load.records import RequestRecord, cached_tokens
 from servecheck.reference.prefix_cache import PrefixCache, ttft_s
 from servecheck.reference.server import ServerConfig
-from servecheck.telemetry.prefix_cache import read_counters, run_delta
 
 
 def _sse(*pieces: str, usage: dict[str, Any] | None = None, crlf: bool = False) -> bytes:

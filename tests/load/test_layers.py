@@ -19,7 +19,7 @@ def test_library_does_not_import_locust_or_gevent() -> None:
         "import sys\n"
         "import servecheck.load.records, servecheck.load.stats, servecheck.load.slo, servecheck.load.schedule\n"
         "import servecheck.load.prompts, servecheck.load.plan, servecheck.load.stream, servecheck.load.wire\n"
-        "import servecheck.commands.load\n"
+        "import servecheck.load.run, servecheck.commands.load\n"
         "bad = sorted(m for m in ('locust', 'gevent') if m in sys.modules)\n"
         "print(','.join(bad))\n"
     )

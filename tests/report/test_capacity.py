@@ -87,7 +87,7 @@ def test_sweep_stops_past_saturation_and_reports(
     Latency grows with the number of users and the SLO (e2e p95 <= 400 ms) breaks from 8 users on;
     the real ``run_load`` path is exercised by the accept test.
     """
-    from servecheck.commands import load as load_cmd
+    from servecheck.load import run as load_cmd
     from servecheck.load.stats import RunStats
     from tests.report.synth import synth_records, write_load_run
 

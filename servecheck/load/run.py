@@ -1,4 +1,4 @@
-"""``servecheck load``: a bounded Locust load test with exact percentiles and SLO verdicts.
+"""A bounded Locust load run with exact percentiles and SLO verdicts: :func:`run_load`.
 
 Locust runs as a subprocess (``python -m locust --headless``) so gevent's monkey-patching never
 touches this process. Each Locust process writes its own ``records-<worker>.jsonl`` as the run
@@ -6,12 +6,13 @@ goes; at the end they are merged into ``reports/<run-id>/records.jsonl`` and sum
 (``summary.json``, ``summary.txt``, Locust's CSVs). Exit code: 0 when every SLO held, 1 when one
 was breached (or the generator fell behind, or nothing finished), 2 for a usage error.
 
-Other commands (accept, capacity, soak, cutover) call :func:`run_load` with a :class:`LoadSpec`.
+``servecheck load`` (``servecheck/commands/load.py``) parses options into a :class:`LoadSpec`
+and calls :func:`run_load`; accept, capacity and cutover call it the same way. The summary
+schema (``summary.json``, :data:`SCHEMA_VERSION`) is defined here.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -19,24 +20,23 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from servecheck.config.model import Target
 from servecheck.errors import UsageError, did_you_mean
+from servecheck.load import engine_cache
 from servecheck.load.breakdown import ENGINE_FILE, format_breakdown, scenario_breakdown
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
 from servecheck.load.records import MERGED_NAME, merge_records, worker_files
 from servecheck.load.schedule import StageShape, parse_duration, parse_rate, shape_from_spec
 from servecheck.load.slo import SLO, Verdict, evaluate, parse_slos, request_predicate
 from servecheck.load.stats import RunStats, Schedule, compute_stats
-from servecheck.load.trace import FORMATS as TRACE_FORMATS
 from servecheck.load.trace import trace_duration
 from servecheck.load.warmup import Warmup, extend_bounds, format_warmup
 from servecheck.redact import redact
-from servecheck.telemetry import prefix_cache
 
 SCHEMA_VERSION = 1
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -541,11 +541,11 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     started = time.time()
     bound = cfg.duration_s
     wall = (bound or 3600.0) + cfg.drain_s + 120.0
-    cache0 = prefix_cache.snapshot(spec.target, 2.0) if spec.role != "worker" else {}
+    cache0 = engine_cache.snapshot(spec.target, 2.0) if spec.role != "worker" else {}
     rc = _run_locust(cmd, env, run_dir, wall, spec.progress, bound)
     ended = time.time()
     if spec.role != "worker":  # the engine's prefix-cache counters over the run (breakdown.py)
-        delta = prefix_cache.run_delta(cache0, prefix_cache.snapshot(spec.target, 2.0))
+        delta = engine_cache.run_delta(cache0, engine_cache.snapshot(spec.target, 2.0))
         (run_dir / ENGINE_FILE).write_text(json.dumps(delta) + "\n", encoding="utf-8")
     if spec.role == "worker":
         # The master merges and judges; a worker only reports where its records are.
@@ -709,219 +709,46 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
     return "\n".join(lines)
 
 
-# ------------------------------------------------------------------ CLI
+# ------------------------------------------------------------------ options and plans
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``servecheck load`` (each also readable from a SERVECHECK_LOAD_* variable)."""
-    env = os.environ.get
-    g = parser.add_argument_group("load")
-    g.add_argument(
-        "--target",
-        metavar="NAME",
-        default=env("SERVECHECK_TARGET"),
-        help="target name in targets.yaml (env SERVECHECK_TARGET)",
-    )
-    g.add_argument(
-        "--targets-file",
-        metavar="FILE",
-        default=env("SERVECHECK_TARGETS_FILE", "targets.yaml"),
-        help="targets file (default: %(default)s; env SERVECHECK_TARGETS_FILE)",
-    )
-    g.add_argument(
-        "--plan",
-        metavar="NAME|FILE",
-        default=env("SERVECHECK_LOAD_PLAN"),
-        help="load plan from loadtests/ (e.g. smoke); options override it",
-    )
-    g.add_argument(
-        "--scenario",
-        metavar="NAME",
-        default=None,
-        help="scenario in scenarios/ or a locustfile path (default: chat)",
-    )
-    g.add_argument(
-        "--users", type=int, metavar="N", default=None, help="closed loop: N concurrent users"
-    )
-    g.add_argument(
-        "--rate",
-        metavar="R/s",
-        default=None,
-        help="open loop: R requests per second (5/s, 300/min)",
-    )
-    g.add_argument(
-        "--poisson",
-        action="store_true",
-        default=None,
-        help="open loop with Poisson (exponential) gaps instead of a fixed rate",
-    )
-    g.add_argument(
-        "--seed",
-        type=int,
-        metavar="N",
-        default=None,
-        help="seed for prompts and Poisson gaps (default: 0)",
-    )
-    g.add_argument(
-        "--duration",
-        metavar="TIME",
-        default=env("SERVECHECK_LOAD_DURATION"),
-        help="how long to send (30s, 5m); env SERVECHECK_LOAD_DURATION",
-    )
-    g.add_argument(
-        "--max-requests", type=int, metavar="N", default=None, help="stop after N requests"
-    )
-    g.add_argument(
-        "--slo",
-        action="append",
-        metavar="EXPR",
-        default=[],
-        help="SLO such as ttft_p95<=500ms (repeatable; the target's slo list is added)",
-    )
-    g.add_argument(
-        "--model",
-        metavar="NAME",
-        default=None,
-        help="model (default: the target's first, else GET /models)",
-    )
-    g.add_argument(
-        "--processes",
-        type=int,
-        metavar="N",
-        default=None,
-        help="Locust --processes N: N worker processes on this machine",
-    )
-    g.add_argument(
-        "--master",
-        action="store_true",
-        help="distributed: run the Locust master and merge the workers' records",
-    )
-    g.add_argument("--worker", action="store_true", help="distributed: run one Locust worker")
-    g.add_argument(
-        "--expect-workers",
-        type=int,
-        metavar="N",
-        default=1,
-        help="distributed: number of workers (give it to the master and to each worker)",
-    )
-    g.add_argument(
-        "--master-host",
-        metavar="HOST",
-        default="127.0.0.1",
-        help="distributed: master address for a worker (default: %(default)s)",
-    )
-    g.add_argument(
-        "--master-port",
-        type=int,
-        metavar="PORT",
-        default=5557,
-        help="distributed: master port (default: %(default)s)",
-    )
-    g.add_argument(
-        "--run-id",
-        metavar="ID",
-        default=None,
-        help="run directory name (give master and workers the same one)",
-    )
-    g.add_argument(
-        "--out",
-        metavar="DIR",
-        default=env("SERVECHECK_LOAD_OUT", "reports"),
-        help="reports directory (default: %(default)s)",
-    )
-    g.add_argument(
-        "--max-lag",
-        metavar="TIME",
-        default="25ms",
-        help="flag the run when schedule or generator lag p99 exceeds this (default: %(default)s)",
-    )
-    g.add_argument(
-        "--allow-lag",
-        action="store_true",
-        help="report a lagging generator as a warning, not a failed run",
-    )
-    g.add_argument(
-        "--max-inflight",
-        type=int,
-        metavar="N",
-        default=None,
-        help="open loop: cap on requests in flight per process (default: 1024)",
-    )
-    g.add_argument(
-        "--no-tokenize",
-        action="store_true",
-        help="size prompts with the chars-per-token estimate even when the target has /tokenize",
-    )
-    g.add_argument(
-        "--cpus",
-        metavar="LIST",
-        default=None,
-        help="pin the generator to these CPUs (taskset -c LIST)",
-    )
-    g.add_argument(
-        "--trace",
-        metavar="FILE",
-        default=None,
-        help="replay a trace file on its schedule (Mooncake, BurstGPT, Azure or servecheck JSONL)",
-    )
-    g.add_argument(
-        "--trace-format",
-        choices=TRACE_FORMATS,
-        default="auto",
-        help="trace file format (default: detected from the file)",
-    )
-    g.add_argument(
-        "--speed",
-        type=float,
-        metavar="F",
-        default=1.0,
-        help="trace replay speed factor: 2 sends twice as fast (default: 1)",
-    )
-    g.add_argument(
-        "--warmup",
-        metavar="TIME",
-        default=None,
-        help="send this long first (on top of --duration), recorded but kept out of the figures and SLOs",
-    )
-    g.add_argument(
-        "--warmup-requests",
-        type=int,
-        metavar="N",
-        default=None,
-        help="the first N requests (on top of --max-requests) are warm-up",
-    )
-    g.add_argument("--quiet", action="store_true", help="no live progress")
+def read_plan(name: str | None) -> dict[str, Any]:
+    """The values of the load plan ``name`` (loadtests/<name>.yaml or a path); ``{}`` for none."""
+    return dict(load_plan(plan_path(name)).values) if name else {}
 
 
-def spec_from_args(args: argparse.Namespace) -> LoadSpec:
-    """Build a :class:`LoadSpec` from CLI options layered over an optional load plan."""
-    from servecheck.config.loader import load_targets
+def spec_from_options(
+    target: Target, options: Mapping[str, Any], plan: Mapping[str, Any] | None = None
+) -> LoadSpec:
+    """A :class:`LoadSpec` from ``servecheck load``'s options layered over a load plan.
 
-    plan: dict[str, Any] = load_plan(plan_path(args.plan)).values if args.plan else {}
-    if not args.target:
-        raise UsageError("--target is required (or set SERVECHECK_TARGET)")
-    target = load_targets(args.targets_file).get(args.target)
+    ``options`` uses the option names of the command (``users``, ``rate``, ``duration``,
+    ``max_lag`` ..., as in ``vars(args)``); an option that is ``None`` takes the plan's value.
+    """
+    plan = dict(plan or {})
+    o = options.get
 
-    def pick(name: str, plan_key: str | None = None) -> Any:
-        v = getattr(args, name)
-        return v if v is not None else plan.get(plan_key or name)
+    def pick(name: str) -> Any:
+        v = o(name)
+        return v if v is not None else plan.get(name)
 
-    users, rate = args.users, args.rate
+    users, rate = o("users"), o("rate")
     shape = None
-    if args.speed <= 0:
-        raise UsageError(f"--speed {args.speed:g}: must be > 0")
-    if users is None and rate is None and args.trace is None:
+    if o("speed") is not None and o("speed") <= 0:
+        raise UsageError(f"--speed {o('speed'):g}: must be > 0")
+    if users is None and rate is None and o("trace") is None:
         users, rate = plan.get("users"), plan.get("rate")
         if plan.get("shape"):
             shape = shape_from_spec(dict(plan["shape"]))
     duration = pick("duration")
-    max_lag = parse_duration(args.max_lag) * 1000.0
-    role = "master" if args.master else "worker" if args.worker else "local"
-    if args.master and args.worker:
+    max_lag_text = o("max_lag") or "25ms"
+    max_lag = parse_duration(max_lag_text) * 1000.0
+    role = "master" if o("master") else "worker" if o("worker") else "local"
+    if o("master") and o("worker"):
         raise UsageError("--master and --worker exclude each other")
     return LoadSpec(
         target=target,
-        scenario=pick("scenario") or ("trace" if args.trace else "chat"),
+        scenario=pick("scenario") or ("trace" if o("trace") else "chat"),
         users=int(users) if users is not None else None,
         rate=parse_rate(rate) if rate is not None else None,
         poisson=bool(pick("poisson")),
@@ -929,56 +756,41 @@ def spec_from_args(args: argparse.Namespace) -> LoadSpec:
         shape=shape,
         duration_s=parse_duration(duration) if duration is not None else None,
         max_requests=pick("max_requests"),
-        slos=[*args.slo, *(plan.get("slo") or [])],
-        model=args.model,
+        slos=[*(o("slo") or []), *(plan.get("slo") or [])],
+        model=o("model"),
         processes=pick("processes"),
         role=role,
-        expect_workers=args.expect_workers,
-        master_host=args.master_host,
-        master_port=args.master_port,
-        out_dir=Path(args.out),
-        run_id=args.run_id,
+        expect_workers=o("expect_workers") or 1,
+        master_host=o("master_host") or "127.0.0.1",
+        master_port=o("master_port") or 5557,
+        out_dir=Path(o("out") or "reports"),
+        run_id=o("run_id"),
         max_lag_ms=max_lag
-        if args.max_lag != "25ms" or "max_lag" not in plan
+        if max_lag_text != "25ms" or "max_lag" not in plan
         else parse_duration(plan["max_lag"]) * 1000.0,
         max_inflight=int(pick("max_inflight") or 1024),
         extra_body=dict(plan.get("extra_body") or {}),
-        use_tokenize=not args.no_tokenize,
-        cpus=args.cpus,
-        progress=not args.quiet,
-        allow_lag=args.allow_lag,
-        trace=args.trace,
-        trace_format=args.trace_format,
-        trace_speed=args.speed,
-        warmup_s=parse_duration(args.warmup) if args.warmup else None,
-        warmup_requests=args.warmup_requests,
+        use_tokenize=not o("no_tokenize"),
+        cpus=o("cpus"),
+        progress=not o("quiet"),
+        allow_lag=bool(o("allow_lag")),
+        trace=o("trace"),
+        trace_format=o("trace_format") or "auto",
+        trace_speed=float(o("speed") or 1.0),
+        warmup_s=parse_duration(o("warmup")) if o("warmup") else None,
+        warmup_requests=o("warmup_requests"),
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    """``servecheck load``: run, print the summary, exit 0 (SLOs held) / 1 (breach) / 2 (usage)."""
-    spec = spec_from_args(args)
-    result = run_load(spec, on_log=lambda s: print(s, file=sys.stderr, flush=True))
-    if spec.role == "worker":
-        print(f"worker done: records in {result.run_dir}")
-        return 0
-    print(format_summary(result.summary, result.verdicts))
-    print(f"report: {result.run_dir}")
-    if result.summary:
-        # One page a person reads instead of the CSVs (plots inline); the report layer sits above load.
-        from servecheck.report.html import write_load_html
-
-        print(f"HTML: {write_load_html(result.run_dir)}")
-    return result.exit_code
-
-
 __all__ = [
+    "SCHEMA_VERSION",
     "LoadResult",
     "LoadSpec",
-    "add_arguments",
     "format_summary",
-    "run",
+    "plan_path",
+    "read_plan",
     "run_load",
-    "spec_from_args",
+    "scenario_path",
+    "spec_from_options",
     "summarise",
 ]

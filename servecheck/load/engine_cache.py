@@ -9,7 +9,8 @@ whether the server reports ``usage.prompt_tokens_details.cached_tokens`` (vLLM o
 
 A counter that went down between the scrapes means the engine restarted: the delta is not used
 (``note`` says why). Scrape failures are data (``note``), never an exception: the load run must
-not fail because /metrics is absent.
+not fail because /metrics is absent. (Load layer: reads the Prometheus text itself with
+``prometheus_client``'s parser rather than through ``servecheck/telemetry``.)
 """
 
 from __future__ import annotations
@@ -30,12 +31,15 @@ COUNTERS: tuple[tuple[str, str], ...] = (
 
 def read_counters(text: str) -> dict[str, Any] | None:
     """``{"source", "queries", "hits"}`` summed over label sets, or None when absent."""
-    from servecheck.telemetry.prometheus import parse_samples
+    from prometheus_client.parser import text_string_to_metric_families
 
-    samples = parse_samples(text)
+    samples: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append(float(sample.value))
     for q_name, h_name in COUNTERS:
-        q = [v for _, v in samples.get(q_name, []) if not math.isnan(v)]
-        h = [v for _, v in samples.get(h_name, []) if not math.isnan(v)]
+        q = [v for v in samples.get(q_name, []) if not math.isnan(v)]
+        h = [v for v in samples.get(h_name, []) if not math.isnan(v)]
         if q and h:
             return {
                 "source": q_name.removesuffix("_queries_total"),

@@ -1,31 +1,27 @@
-"""``servecheck soak``: identical load cycles with telemetry, then leak and drain verdicts.
+"""The soak run: identical load cycles with telemetry, then leak and drain verdicts.
 
-A run is: an idle baseline, then ``--cycles`` x (load ``--cycle`` at a fixed concurrency of
-streaming chat completions, idle ``--idle``), with the target's metrics (and the engine's RSS)
-sampled throughout by :class:`~servecheck.telemetry.TelemetryRecorder`. With ``--abandon`` a
+A run is: an idle baseline, then ``cycles`` x (load ``cycle_s`` at a fixed concurrency of
+streaming chat completions, idle ``idle_s``), with the target's metrics (and the engine's RSS)
+sampled throughout by :class:`~servecheck.telemetry.TelemetryRecorder`. With ``abandon`` a
 share of each cycle's streams is dropped mid-generation, and after the cycles the
 abandoned-stream probe (:mod:`servecheck.load.abandon`) runs and the server must drain within
-``--drain-bound``. Verdicts: :func:`~servecheck.telemetry.analyse_leak` for ``kv_usage``,
+``drain_bound_s``. Verdicts: :func:`~servecheck.telemetry.analyse_leak` for ``kv_usage``,
 ``requests_running`` and ``rss_tree_bytes`` (whichever were sampled), and
 :func:`~servecheck.telemetry.check_drain` after the probe.
 
-Everything goes to ``<out>/<run-id>/``: ``records.jsonl`` (one line per request, written as it
-finishes), ``telemetry/`` (series, markers), ``soak.json`` (keys in docs/telemetry.md),
-``soak.png`` and ``report.html`` (the figure inline as SVG) plus ``summary.md``.
-
-Exit codes: 0 no leak (and drained, with ``--abandon``); 1 a leak, not drained, or the primary
-metric could not be judged; 2 a usage error.
+``servecheck soak`` (``servecheck/commands/soak.py``) parses the options into a
+:class:`SoakPlan` and calls :func:`run_soak`; the run folder's ``records.jsonl`` (one line per
+request, written as it finishes) and ``telemetry/`` are written here, ``soak.json`` (keys in
+docs/telemetry.md), ``soak.png``, ``report.html`` and ``summary.md`` by
+:mod:`servecheck.report.soak`. Telemetry is imported inside functions (ARCHITECTURE.md).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
-import os
-import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -149,170 +145,8 @@ def _dur(seconds: float) -> str:
     return f"{seconds:.3g} s"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``servecheck soak``."""
-    env = os.environ.get
-    parser.add_argument(
-        "--target",
-        default=env("SERVECHECK_TARGET", "reference"),
-        metavar="NAME",
-        help="target (default: %(default)s, env SERVECHECK_TARGET)",
-    )
-    parser.add_argument(
-        "--targets-file",
-        default=env("SERVECHECK_TARGETS_FILE", "targets.yaml"),
-        metavar="PATH",
-        help="targets file (default: %(default)s, env SERVECHECK_TARGETS_FILE)",
-    )
-    g = parser.add_argument_group("schedule (required: --cycles, --cycle, --idle)")
-    g.add_argument(
-        "--cycles", type=int, metavar="K", help=f"identical load cycles ({MIN_CYCLES}-{MAX_CYCLES})"
-    )
-    g.add_argument("--cycle", metavar="TIME", help="load time per cycle, e.g. 10m")
-    g.add_argument("--idle", metavar="TIME", help="idle (drain) time after each cycle, e.g. 2m")
-    g.add_argument(
-        "--baseline", metavar="TIME", help="idle baseline before the first cycle (default: --idle)"
-    )
-    g.add_argument(
-        "--settle",
-        metavar="TIME",
-        help="part of each idle not measured, so queues empty first (default: half of --idle)",
-    )
-    g.add_argument(
-        "--max-total",
-        default="24h",
-        metavar="TIME",
-        help="refuse a plan longer than this (default: %(default)s)",
-    )
-    w = parser.add_argument_group("load")
-    c = w.add_mutually_exclusive_group()
-    c.add_argument(
-        "--concurrency",
-        "--users",
-        dest="concurrency",
-        type=int,
-        default=4,
-        metavar="N",
-        help="streams in flight during a cycle (closed loop; default: %(default)s)",
-    )
-    w.add_argument(
-        "--model", metavar="NAME", help="model (default: the target's first, else /v1/models)"
-    )
-    w.add_argument(
-        "--max-tokens",
-        type=int,
-        default=128,
-        metavar="N",
-        help="max_tokens per request (default: %(default)s)",
-    )
-    w.add_argument(
-        "--prompt-words",
-        type=int,
-        default=60,
-        metavar="N",
-        help="prompt length in words (default: %(default)s)",
-    )
-    a = parser.add_argument_group("abandoned streams")
-    a.add_argument(
-        "--abandon",
-        action="store_true",
-        help="drop a share of each cycle's streams mid-generation, then run the abandoned-stream probe and the drain check",
-    )
-    a.add_argument(
-        "--probe-only",
-        action="store_true",
-        help="no load cycles: idle baseline (--baseline, default 5s), the abandoned-stream probe, the drain check",
-    )
-    a.add_argument(
-        "--abandon-share",
-        type=float,
-        default=0.25,
-        metavar="SHARE",
-        help="share of streams dropped per cycle (default: %(default)s)",
-    )
-    a.add_argument(
-        "--abandon-chunks",
-        type=int,
-        default=3,
-        metavar="N",
-        help="token chunks read before dropping (default: %(default)s)",
-    )
-    a.add_argument(
-        "--probe-streams",
-        type=int,
-        default=8,
-        metavar="N",
-        help="concurrent streams per probe round (default: %(default)s)",
-    )
-    a.add_argument(
-        "--probe-rounds",
-        type=int,
-        default=3,
-        metavar="N",
-        help="probe rounds (default: %(default)s)",
-    )
-    a.add_argument(
-        "--drain-bound",
-        default="30s",
-        metavar="TIME",
-        help="time allowed to drain after the probe (default: %(default)s)",
-    )
-    v = parser.add_argument_group("telemetry and verdicts")
-    v.add_argument(
-        "--tolerance",
-        type=float,
-        default=0.02,
-        metavar="F",
-        help="KV-usage tolerance above baseline (default: %(default)s)",
-    )
-    v.add_argument(
-        "--rss-tolerance",
-        default="256MiB",
-        metavar="SIZE",
-        help="RSS tolerance (default: %(default)s)",
-    )
-    v.add_argument(
-        "--fail-on-retention",
-        action="store_true",
-        help="treat a flat KV plateau above baseline as a failure (when prefix caching is off)",
-    )
-    v.add_argument(
-        "--interval",
-        metavar="TIME",
-        help="sampling interval (default: the target's telemetry.interval_s, else 0.5s)",
-    )
-    v.add_argument(
-        "--pid", type=int, metavar="PID", help="engine process for RSS (default: telemetry.pid)"
-    )
-    v.add_argument(
-        "--port",
-        type=int,
-        metavar="PORT",
-        help="find the engine process by its port (default: telemetry.port, "
-        "else a loopback target's port)",
-    )
-    v.add_argument("--no-rss", action="store_true", help="do not sample process RSS")
-    v.add_argument("--no-nvml", action="store_true", help="do not sample NVML GPU memory")
-    parser.add_argument(
-        "--out",
-        default=env("SERVECHECK_REPORTS", "reports"),
-        metavar="DIR",
-        help="reports folder (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--run-id", metavar="ID", help="run folder name (default: <time>-soak-<target>)"
-    )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument(
-        "--reference-arg",
-        action="append",
-        default=[],
-        metavar="ARG",
-        help="extra argument for the embedded reference server (e.g. --fault=kv-leak)",
-    )
-
-
-def _size(text: str) -> float:
+def parse_size(text: str) -> float:
+    """``256MiB``, ``1GiB``, ``1e9`` -> bytes; a clear error otherwise."""
     units = {
         "": 1,
         "b": 1,
@@ -335,16 +169,21 @@ def _size(text: str) -> float:
     return value
 
 
-def plan_from_args(args: argparse.Namespace, target: Target, model: str | None = None) -> SoakPlan:
-    """Build and validate the plan from the options (``model`` resolved by the caller)."""
+def plan_from_options(
+    options: Mapping[str, Any], target: Target, model: str | None = None
+) -> SoakPlan:
+    """Build and validate the plan from ``servecheck soak``'s options (as in ``vars(args)``;
+    ``model`` resolved by the caller)."""
     from servecheck.load.schedule import parse_duration
+
+    o = options.get
 
     missing = [
         opt
         for opt, value in (
-            ("--cycles", args.cycles),
-            ("--cycle", args.cycle),
-            ("--idle", args.idle),
+            ("--cycles", o("cycles")),
+            ("--cycle", o("cycle")),
+            ("--idle", o("idle")),
         )
         if value is None
     ]
@@ -352,42 +191,43 @@ def plan_from_args(args: argparse.Namespace, target: Target, model: str | None =
         raise UsageError(
             f"a soak is bounded: give {', '.join(missing)} (e.g. --cycles 6 --cycle 10m --idle 2m)"
         )
-    cycle_s, idle_s = parse_duration(args.cycle), parse_duration(args.idle)
+    cycle_s, idle_s = parse_duration(o("cycle")), parse_duration(o("idle"))
     settings = target.telemetry
-    interval = parse_duration(args.interval) if args.interval else (settings.interval_s or 0.5)
+    interval = parse_duration(o("interval")) if o("interval") else (settings.interval_s or 0.5)
     if not 0.01 <= interval <= 60:
         raise UsageError(f"--interval {interval:g}s: between 10ms and 60s")
     plan = SoakPlan(
         model=model or "",
-        cycles=args.cycles,
+        cycles=o("cycles"),
         cycle_s=cycle_s,
         idle_s=idle_s,
-        baseline_s=parse_duration(args.baseline) if args.baseline else idle_s,
-        settle_s=parse_duration(args.settle) if args.settle else idle_s / 2,
-        concurrency=args.concurrency,
-        max_tokens=args.max_tokens,
-        prompt_words=args.prompt_words,
+        baseline_s=parse_duration(o("baseline")) if o("baseline") else idle_s,
+        settle_s=parse_duration(o("settle")) if o("settle") else idle_s / 2,
+        concurrency=o("concurrency"),
+        max_tokens=o("max_tokens"),
+        prompt_words=o("prompt_words"),
         interval_s=interval,
-        tolerance=args.tolerance,
-        rss_tolerance=_size(args.rss_tolerance),
-        abandon=args.abandon,
-        abandon_share=args.abandon_share,
-        abandon_chunks=args.abandon_chunks,
-        drain_bound_s=parse_duration(args.drain_bound),
-        probe_streams=args.probe_streams,
-        probe_rounds=args.probe_rounds,
-        fail_on_retention=args.fail_on_retention,
-        max_total_s=parse_duration(args.max_total),
+        tolerance=o("tolerance"),
+        rss_tolerance=parse_size(o("rss_tolerance")),
+        abandon=o("abandon"),
+        abandon_share=o("abandon_share"),
+        abandon_chunks=o("abandon_chunks"),
+        drain_bound_s=parse_duration(o("drain_bound")),
+        probe_streams=o("probe_streams"),
+        probe_rounds=o("probe_rounds"),
+        fail_on_retention=o("fail_on_retention"),
+        max_total_s=parse_duration(o("max_total")),
         # A random tiny model may stop at once; vLLM can be told to ignore EOS so cycles stay identical.
         extra={"ignore_eos": True} if target.engine == "vllm" else {},
     )
     plan.validate()
     if plan.abandon:
-        _probe_settings(plan).validate()
+        probe_settings(plan).validate()
     return plan
 
 
-def _probe_settings(plan: SoakPlan) -> ProbeSettings:
+def probe_settings(plan: SoakPlan) -> ProbeSettings:
+    """The abandoned-stream probe's settings for a soak plan with ``--abandon``."""
     from servecheck.load.abandon import ProbeSettings
 
     return ProbeSettings(
@@ -400,17 +240,19 @@ def _probe_settings(plan: SoakPlan) -> ProbeSettings:
     )
 
 
-def _telemetry_overrides(
-    args: argparse.Namespace, target: Target, plan: SoakPlan
+def telemetry_overrides(
+    options: Mapping[str, Any], target: Target, plan: SoakPlan
 ) -> dict[str, Any]:
+    """The recorder settings the options change (interval, NVML off, which process for RSS)."""
+    o = options.get
     settings = target.telemetry
     out: dict[str, Any] = {"interval_s": plan.interval_s}
-    if args.no_nvml:
+    if o("no_nvml"):
         out["nvml"] = False
-    if args.no_rss:
+    if o("no_rss"):
         out["pid"], out["port"] = None, None
-    elif args.pid is not None or args.port is not None:
-        out["pid"], out["port"] = args.pid, args.port
+    elif o("pid") is not None or o("port") is not None:
+        out["pid"], out["port"] = o("pid"), o("port")
     elif settings.pid is None and settings.port is None:
         parts = urlsplit(target.base_url)
         if parts.hostname in LOOPBACK:
@@ -576,13 +418,19 @@ async def load_cycle(
 
 @dataclass(slots=True)
 class SoakResult:
-    """Everything a soak produced; ``data`` is what ``soak.json`` holds."""
+    """Everything a soak produced; ``data`` is what ``soak.json`` holds.
+
+    ``frame`` (the telemetry) and ``phases`` are what the report's figure is drawn from:
+    :func:`servecheck.report.soak.write_soak_report` writes soak.json, soak.png and report.html.
+    """
 
     run_dir: Path
     data: dict[str, Any]
     leak: dict[str, LeakVerdict]
     drain: DrainVerdict | None
     exit_code: int
+    frame: pd.DataFrame | None = None
+    phases: Phases | None = None
 
 
 def judge(
@@ -626,12 +474,16 @@ def run_soak(
     progress: bool = True,
     say: Callable[[str], None] | None = None,
 ) -> SoakResult:
-    """Run a validated plan against ``target``; write the run folder; return the verdicts."""
+    """Run a validated plan against ``target``; return the verdicts.
+
+    Writes ``records.jsonl`` and ``telemetry/`` into ``run_dir`` as the run goes; the report files
+    are written by :func:`servecheck.report.soak.write_soak_report`.
+    """
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from servecheck.load.abandon import run_probe, wait_drained
-    from servecheck.load.records import RecordWriter, to_dataframe
+    from servecheck.load.records import RecordWriter
     from servecheck.telemetry import Cycle, Phases, TelemetryRecorder
 
     say = say or (lambda text: None)
@@ -700,7 +552,7 @@ def run_soak(
         if plan.abandon:
             rec.mark("abandon-probe")
             tick("soak: abandoned-stream probe")
-            probe = asyncio.run(run_probe(target, plan.model, _probe_settings(plan)))
+            probe = asyncio.run(run_probe(target, plan.model, probe_settings(plan)))
             say(probe.line())
             rec.mark("drain")
             tick("soak: waiting for the drain")
@@ -744,137 +596,109 @@ def run_soak(
         "ok": not failures,
         "exit_code": exit_code,
     }
-    _write_outputs(
-        run_dir, data, frame, phases, to_dataframe(run_dir / "records.jsonl"), verdicts, drain
-    )
-    return SoakResult(run_dir, data, verdicts, drain, exit_code)
+    return SoakResult(run_dir, data, verdicts, drain, exit_code, frame, phases)
 
 
-def _write_outputs(
+# ---------------------------------------------------------------------------------------------
+# --probe-only: baseline, the abandoned-stream probe, the drain verdict; no load cycles
+
+
+@dataclass(slots=True)
+class ProbeOnlyPlan:
+    """What ``servecheck soak --probe-only`` does; built and checked by :meth:`from_options`."""
+
+    settings: ProbeSettings
+    baseline_s: float
+    bound_s: float
+    interval_s: float
+    tolerance: float
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], target: Target) -> ProbeOnlyPlan:
+        """From ``servecheck soak``'s options; raises :class:`UsageError` naming the option."""
+        from servecheck.load.abandon import ProbeSettings
+        from servecheck.load.schedule import parse_duration
+
+        o = options.get
+        if o("cycles") is not None or o("cycle") is not None or o("abandon"):
+            raise UsageError(
+                "--probe-only runs no load cycles: leave out --cycles, --cycle and --abandon"
+            )
+        interval = (
+            parse_duration(o("interval")) if o("interval") else (target.telemetry.interval_s or 0.5)
+        )
+        baseline_s = parse_duration(o("baseline")) if o("baseline") else 5.0
+        bound_s = parse_duration(o("drain_bound"))
+        if baseline_s < 3 * interval or not 0 < bound_s <= 3600 or not 0.01 <= interval <= 60:
+            raise UsageError(
+                f"--probe-only: --baseline {baseline_s:g}s must hold 3 samples at --interval {interval:g}s "
+                f"(10ms-60s), and --drain-bound {bound_s:g}s be at most 1h"
+            )
+        settings = ProbeSettings(
+            streams=o("probe_streams"),
+            rounds=o("probe_rounds"),
+            chunks=o("abandon_chunks"),
+            max_tokens=o("max_tokens"),
+            prompt_words=o("prompt_words"),
+            extra={"ignore_eos": True} if target.engine == "vllm" else {},
+        )
+        settings.validate()
+        return cls(settings, baseline_s, bound_s, interval, o("tolerance"))
+
+    def telemetry_plan(self, model: str) -> SoakPlan:
+        """A stand-in soak plan for :func:`telemetry_overrides` (only its interval is read)."""
+        return SoakPlan(
+            model=model,
+            cycles=MIN_CYCLES,
+            cycle_s=1,
+            idle_s=1,
+            baseline_s=self.baseline_s,
+            settle_s=0,
+            concurrency=1,
+            interval_s=self.interval_s,
+        )
+
+
+@dataclass(slots=True)
+class ProbeOnlyResult:
+    """What ``--probe-only`` produced; ``data`` is what ``soak.json`` holds
+    (``kind: "abandon-probe"``)."""
+
+    run_dir: Path
+    data: dict[str, Any]
+    drain: DrainVerdict
+    failures: list[str]
+    exit_code: int
+    frame: pd.DataFrame | None = None
+    baseline: tuple[float, float] = (0.0, 0.0)
+
+
+def run_probe_only(
+    target: Target,
+    model: str,
+    plan: ProbeOnlyPlan,
     run_dir: Path,
-    data: dict[str, Any],
-    frame: pd.DataFrame,
-    phases: Phases,
-    records: pd.DataFrame,
-    verdicts: dict[str, LeakVerdict],
-    drain: DrainVerdict | None,
-) -> None:
-    from servecheck.report import svg
-    from servecheck.report.html import Section, esc, fmt, table, verdict_badge, write_page
-    from servecheck.report.workflow import write_json
-    from servecheck.telemetry import timeseries_figure
+    *,
+    telemetry_overrides: dict[str, Any] | None = None,
+    say: Callable[[str], None] | None = None,
+) -> ProbeOnlyResult:
+    """Baseline, abandoned-stream probe, drain verdict. Drained: exit code 0; not: 1.
 
-    write_json(run_dir / "soak.json", data)
-    ok_records = records[records["ok"]] if len(records) else None
-    title = f"soak {data['target']}: {len(phases.cycles)} cycles"
-    try:
-        # One figure for both files (what plot_timeseries does, without building it twice).
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
+    :func:`servecheck.report.soak.write_probe_report` writes soak.json and probe.png."""
+    from servecheck.load.abandon import run_probe, wait_drained
+    from servecheck.telemetry import TelemetryRecorder
 
-        fig = timeseries_figure(frame, phases=phases, records=ok_records, title=title)
-        FigureCanvasAgg(fig)
-        fig.savefig(run_dir / "soak.png")
-        figure = svg.to_svg(fig)
-    except Exception as exc:  # noqa: BLE001 - a plot must not cost the verdicts
-        figure = f"<p class='muted'>no plot: {esc(type(exc).__name__)}: {esc(exc)}</p>"
-    lines = [(m, v.status, v.message) for m, v in verdicts.items()]
-    if drain is not None:
-        lines.append(("drain", drain.status, drain.message))
-    rows = [(esc(m), verdict_badge(s == "ok", s.upper()), esc(msg)) for m, s, msg in lines]
-    head = table(("metric", "verdict", "numbers"), rows, raw=(0, 1, 2))
-    md = [f"- **{m}** {s}: {msg}" for m, s, msg in lines]
-    cyc_rows = [
-        (
-            str(c["index"]),
-            str(c["requests"]),
-            str(c["ok"]),
-            str(c["failed"]),
-            str(c["abandoned"]),
-            fmt(None if c["ttft_p50"] is None else c["ttft_p50"] * 1000),
-            fmt(None if c["e2e_p50"] is None else c["e2e_p50"] * 1000),
-        )
-        for c in data["cycles"]
-    ]
-    cyc = table(
-        ("cycle", "requests", "ok", "failed", "dropped", "TTFT p50 ms", "E2E p50 ms"),
-        cyc_rows,
-        numeric=range(1, 7),
-    )
-    legend = (
-        "<p class='muted'>grey: idle baseline; orange: load; blue: drain window measured. "
-        "Files: soak.json, records.jsonl, telemetry/*.jsonl, soak.png.</p>"
-    )
-    sections = [
-        Section("Verdicts", head, md, data["ok"]),
-        Section("Telemetry", figure + legend),
-        Section("Cycles", cyc),
-    ]
-    write_page(
-        run_dir,
-        f"servecheck soak: {data['target']}",
-        sections,
-        ok=data["ok"],
-        subtitle=run_dir.name,
-    )
-
-
-def run_probe_only(args: argparse.Namespace, target: Target) -> int:
-    """``--probe-only``: baseline, abandoned-stream probe, drain verdict; ``soak.json`` with
-    ``kind: "abandon-probe"`` (keys ``probe``, ``drain``, ``telemetry``, ``failures``, ``ok``,
-    ``exit_code``) and ``probe.png``. Exit 0 drained, 1 not, 2 usage."""
-    from servecheck.load.abandon import ProbeSettings, discover_model, run_probe, wait_drained
-    from servecheck.load.schedule import parse_duration
-    from servecheck.report.workflow import new_run_dir, say, write_json
-    from servecheck.telemetry import Phases, TelemetryRecorder, plot_timeseries
-
-    if args.cycles is not None or args.cycle is not None or args.abandon:
-        raise UsageError(
-            "--probe-only runs no load cycles: leave out --cycles, --cycle and --abandon"
-        )
-    interval = (
-        parse_duration(args.interval) if args.interval else (target.telemetry.interval_s or 0.5)
-    )
-    baseline_s = parse_duration(args.baseline) if args.baseline else 5.0
-    bound_s = parse_duration(args.drain_bound)
-    if baseline_s < 3 * interval or not 0 < bound_s <= 3600 or not 0.01 <= interval <= 60:
-        raise UsageError(
-            f"--probe-only: --baseline {baseline_s:g}s must hold 3 samples at --interval {interval:g}s "
-            f"(10ms-60s), and --drain-bound {bound_s:g}s be at most 1h"
-        )
-    settings = ProbeSettings(
-        streams=args.probe_streams,
-        rounds=args.probe_rounds,
-        chunks=args.abandon_chunks,
-        max_tokens=args.max_tokens,
-        prompt_words=args.prompt_words,
-        extra={"ignore_eos": True} if target.engine == "vllm" else {},
-    )
-    settings.validate()
-    model = args.model or discover_model(target)
-    run_dir = new_run_dir(args.out, "probe", args.target, args.run_id)
-    say(
-        f"servecheck soak --probe-only: target {target.name}, model {model}; {settings.rounds} x {settings.streams} "
-        f"streams dropped after {settings.chunks} chunk(s); drain bound {bound_s:g}s; report {run_dir}"
-    )
-    dummy = SoakPlan(
-        model=model,
-        cycles=MIN_CYCLES,
-        cycle_s=1,
-        idle_s=1,
-        baseline_s=baseline_s,
-        settle_s=0,
-        concurrency=1,
-        interval_s=interval,
-    )
+    say = say or (lambda text: None)
+    settings = plan.settings
     rec = TelemetryRecorder.for_target(
-        target, run_dir, target.telemetry.as_settings(), **_telemetry_overrides(args, target, dummy)
+        target, run_dir, target.telemetry.as_settings(), **(telemetry_overrides or {})
     )
     started = time.time()
     with rec:
-        rec.wait_ready(timeout_s=max(10.0, 4 * interval))
+        rec.wait_ready(timeout_s=max(10.0, 4 * plan.interval_s))
         rec.mark("baseline")
         b0 = time.time()
-        time.sleep(baseline_s)
+        time.sleep(plan.baseline_s)
         baseline = (b0, time.time())
         rec.mark("abandon-probe")
         probe = asyncio.run(run_probe(target, model, settings))
@@ -883,50 +707,34 @@ def run_probe_only(args: argparse.Namespace, target: Target) -> int:
         drain = wait_drained(
             rec,
             probe.t_end,
-            bound_s,
+            plan.bound_s,
             baseline_window=baseline,
-            tolerance=args.tolerance,
-            poll_s=max(interval, 0.25),
+            tolerance=plan.tolerance,
+            poll_s=max(plan.interval_s, 0.25),
         )
         rec.mark("end")
     failures = [] if drain.passed else [f"drain: {drain.status}"]
     if probe.abandoned == 0:
         failures.append(f"probe: no stream was dropped mid-generation ({probe.line()})")
     code = 1 if failures else 0
-    write_json(
-        run_dir / "soak.json",
-        {
-            "kind": "abandon-probe",
-            "version": 1,
-            "target": target.name,
-            "engine": target.engine,
-            "run_id": run_dir.name,
-            "started_at": started,
-            "ended_at": time.time(),
-            "model": model,
-            "baseline": list(baseline),
-            "probe": probe.to_dict(),
-            "drain": drain.to_dict(),
-            "telemetry": [s.to_dict() for s in rec.summaries()],
-            "failures": failures,
-            "ok": not failures,
-            "exit_code": code,
-        },
-    )
-    try:
-        plot_timeseries(
-            rec.frame(),
-            run_dir / "probe.png",
-            phases=Phases(baseline, []),
-            title=f"abandoned-stream probe {target.name}",
-        )
-    except Exception as exc:  # noqa: BLE001 - a plot must not cost the verdict
-        say(f"(no plot: {type(exc).__name__}: {exc})")
-    print(verdict_line("drain", drain.status, drain.message))
-    for reason in failures:
-        print(f"FAIL {reason}")
-    print(f"probe {'PASS' if code == 0 else 'FAIL'}: {run_dir / 'soak.json'}")
-    return code
+    data = {
+        "kind": "abandon-probe",
+        "version": 1,
+        "target": target.name,
+        "engine": target.engine,
+        "run_id": run_dir.name,
+        "started_at": started,
+        "ended_at": time.time(),
+        "model": model,
+        "baseline": list(baseline),
+        "probe": probe.to_dict(),
+        "drain": drain.to_dict(),
+        "telemetry": [s.to_dict() for s in rec.summaries()],
+        "failures": failures,
+        "ok": not failures,
+        "exit_code": code,
+    }
+    return ProbeOnlyResult(run_dir, data, drain, failures, code, rec.frame(), baseline)
 
 
 def verdict_line(name: str, status: str, message: str) -> str:
@@ -937,50 +745,22 @@ def verdict_line(name: str, status: str, message: str) -> str:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the soak; print the verdict lines; exit 0 no leak, 1 leak / not drained, 2 usage."""
-    from servecheck.config import load_targets
-    from servecheck.load.abandon import discover_model
-    from servecheck.report.workflow import new_run_dir, reference_env, say
-
-    with reference_env([args.target], extra_args=args.reference_arg):
-        target = load_targets(args.targets_file).get(args.target)
-        if args.probe_only:
-            return run_probe_only(args, target)
-        plan_from_args(args, target, "-")  # usage errors before any request
-        plan = plan_from_args(args, target, args.model or discover_model(target))
-        run_dir = new_run_dir(args.out, "soak", args.target, args.run_id)
-        say(
-            f"servecheck soak: target {target.name} ({target.engine}), model {plan.model}; {plan.cycles} x "
-            f"({_dur(plan.cycle_s)} load at {plan.concurrency} streams, {_dur(plan.idle_s)} idle)"
-            f"{' with abandoned streams' if plan.abandon else ''}; about {_dur(plan.planned_s())}; report {run_dir}"
-        )
-        result = run_soak(
-            target,
-            plan,
-            run_dir,
-            telemetry_overrides=_telemetry_overrides(args, target, plan),
-            progress=not args.no_progress and sys.stderr.isatty(),
-            say=say,
-        )
-    for metric, v in result.leak.items():
-        print(verdict_line(metric, v.status, v.message))
-    if result.drain is not None:
-        print(verdict_line("drain", result.drain.status, result.drain.message))
-    for reason in result.data["failures"]:
-        print(f"FAIL {reason}")
-    print(f"soak {'PASS' if result.exit_code == 0 else 'FAIL'}: {result.run_dir / 'report.html'}")
-    return result.exit_code
-
-
 __all__ = [
+    "LEAK_METRICS",
+    "MAX_CYCLES",
+    "MIN_CYCLES",
     "CycleStats",
+    "ProbeOnlyPlan",
+    "ProbeOnlyResult",
     "SoakPlan",
     "SoakResult",
-    "add_arguments",
     "judge",
     "load_cycle",
-    "plan_from_args",
-    "run",
+    "parse_size",
+    "plan_from_options",
+    "probe_settings",
+    "run_probe_only",
     "run_soak",
+    "telemetry_overrides",
+    "verdict_line",
 ]

@@ -1,0 +1,248 @@
+"""``servecheck load``: a bounded Locust load test with exact percentiles and SLO verdicts.
+
+Parse the options, call :func:`servecheck.load.run.run_load`, print the summary. Exit code: 0
+when every SLO held, 1 when one was breached (or the generator fell behind, or nothing
+finished), 2 for a usage error. The run itself (Locust subprocesses, records, summary schema)
+is in ``servecheck/load/run.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+# Re-exported: callers wrote ``from servecheck.commands.load import LoadSpec, run_load`` before
+# the run moved into the library; new code imports servecheck.load.run.
+from servecheck.errors import UsageError
+from servecheck.load.run import (
+    LoadResult,
+    LoadSpec,
+    format_summary,
+    read_plan,
+    run_load,
+    spec_from_options,
+    summarise,
+)
+from servecheck.load.trace import FORMATS as TRACE_FORMATS
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``servecheck load`` (each also readable from a SERVECHECK_LOAD_* variable)."""
+    env = os.environ.get
+    g = parser.add_argument_group("load")
+    g.add_argument(
+        "--target",
+        metavar="NAME",
+        default=env("SERVECHECK_TARGET"),
+        help="target name in targets.yaml (env SERVECHECK_TARGET)",
+    )
+    g.add_argument(
+        "--targets-file",
+        metavar="FILE",
+        default=env("SERVECHECK_TARGETS_FILE", "targets.yaml"),
+        help="targets file (default: %(default)s; env SERVECHECK_TARGETS_FILE)",
+    )
+    g.add_argument(
+        "--plan",
+        metavar="NAME|FILE",
+        default=env("SERVECHECK_LOAD_PLAN"),
+        help="load plan from loadtests/ (e.g. smoke); options override it",
+    )
+    g.add_argument(
+        "--scenario",
+        metavar="NAME",
+        default=None,
+        help="scenario in scenarios/ or a locustfile path (default: chat)",
+    )
+    g.add_argument(
+        "--users", type=int, metavar="N", default=None, help="closed loop: N concurrent users"
+    )
+    g.add_argument(
+        "--rate",
+        metavar="R/s",
+        default=None,
+        help="open loop: R requests per second (5/s, 300/min)",
+    )
+    g.add_argument(
+        "--poisson",
+        action="store_true",
+        default=None,
+        help="open loop with Poisson (exponential) gaps instead of a fixed rate",
+    )
+    g.add_argument(
+        "--seed",
+        type=int,
+        metavar="N",
+        default=None,
+        help="seed for prompts and Poisson gaps (default: 0)",
+    )
+    g.add_argument(
+        "--duration",
+        metavar="TIME",
+        default=env("SERVECHECK_LOAD_DURATION"),
+        help="how long to send (30s, 5m); env SERVECHECK_LOAD_DURATION",
+    )
+    g.add_argument(
+        "--max-requests", type=int, metavar="N", default=None, help="stop after N requests"
+    )
+    g.add_argument(
+        "--slo",
+        action="append",
+        metavar="EXPR",
+        default=[],
+        help="SLO such as ttft_p95<=500ms (repeatable; the target's slo list is added)",
+    )
+    g.add_argument(
+        "--model",
+        metavar="NAME",
+        default=None,
+        help="model (default: the target's first, else GET /models)",
+    )
+    g.add_argument(
+        "--processes",
+        type=int,
+        metavar="N",
+        default=None,
+        help="Locust --processes N: N worker processes on this machine",
+    )
+    g.add_argument(
+        "--master",
+        action="store_true",
+        help="distributed: run the Locust master and merge the workers' records",
+    )
+    g.add_argument("--worker", action="store_true", help="distributed: run one Locust worker")
+    g.add_argument(
+        "--expect-workers",
+        type=int,
+        metavar="N",
+        default=1,
+        help="distributed: number of workers (give it to the master and to each worker)",
+    )
+    g.add_argument(
+        "--master-host",
+        metavar="HOST",
+        default="127.0.0.1",
+        help="distributed: master address for a worker (default: %(default)s)",
+    )
+    g.add_argument(
+        "--master-port",
+        type=int,
+        metavar="PORT",
+        default=5557,
+        help="distributed: master port (default: %(default)s)",
+    )
+    g.add_argument(
+        "--run-id",
+        metavar="ID",
+        default=None,
+        help="run directory name (give master and workers the same one)",
+    )
+    g.add_argument(
+        "--out",
+        metavar="DIR",
+        default=env("SERVECHECK_LOAD_OUT", "reports"),
+        help="reports directory (default: %(default)s)",
+    )
+    g.add_argument(
+        "--max-lag",
+        metavar="TIME",
+        default="25ms",
+        help="flag the run when schedule or generator lag p99 exceeds this (default: %(default)s)",
+    )
+    g.add_argument(
+        "--allow-lag",
+        action="store_true",
+        help="report a lagging generator as a warning, not a failed run",
+    )
+    g.add_argument(
+        "--max-inflight",
+        type=int,
+        metavar="N",
+        default=None,
+        help="open loop: cap on requests in flight per process (default: 1024)",
+    )
+    g.add_argument(
+        "--no-tokenize",
+        action="store_true",
+        help="size prompts with the chars-per-token estimate even when the target has /tokenize",
+    )
+    g.add_argument(
+        "--cpus",
+        metavar="LIST",
+        default=None,
+        help="pin the generator to these CPUs (taskset -c LIST)",
+    )
+    g.add_argument(
+        "--trace",
+        metavar="FILE",
+        default=None,
+        help="replay a trace file on its schedule (Mooncake, BurstGPT, Azure or servecheck JSONL)",
+    )
+    g.add_argument(
+        "--trace-format",
+        choices=TRACE_FORMATS,
+        default="auto",
+        help="trace file format (default: detected from the file)",
+    )
+    g.add_argument(
+        "--speed",
+        type=float,
+        metavar="F",
+        default=None,
+        help="trace replay speed factor: 2 sends twice as fast (default: 1)",
+    )
+    g.add_argument(
+        "--warmup",
+        metavar="TIME",
+        default=None,
+        help="send this long first (on top of --duration), recorded but kept out of the figures and SLOs",
+    )
+    g.add_argument(
+        "--warmup-requests",
+        type=int,
+        metavar="N",
+        default=None,
+        help="the first N requests (on top of --max-requests) are warm-up",
+    )
+    g.add_argument("--quiet", action="store_true", help="no live progress")
+
+
+def spec_from_args(args: argparse.Namespace) -> LoadSpec:
+    """Build a :class:`LoadSpec` from CLI options layered over an optional load plan."""
+    from servecheck.config.loader import load_targets
+
+    plan = read_plan(args.plan)
+    if not args.target:
+        raise UsageError("--target is required (or set SERVECHECK_TARGET)")
+    target = load_targets(args.targets_file).get(args.target)
+    return spec_from_options(target, vars(args), plan)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``servecheck load``: run, print the summary, exit 0 (SLOs held) / 1 (breach) / 2 (usage)."""
+    spec = spec_from_args(args)
+    result = run_load(spec, on_log=lambda s: print(s, file=sys.stderr, flush=True))
+    if spec.role == "worker":
+        print(f"worker done: records in {result.run_dir}")
+        return 0
+    print(format_summary(result.summary, result.verdicts))
+    print(f"report: {result.run_dir}")
+    if result.summary:
+        # One page a person reads instead of the CSVs (plots inline); the report layer sits above load.
+        from servecheck.report.html import write_load_html
+
+        print(f"HTML: {write_load_html(result.run_dir)}")
+    return result.exit_code
+
+
+__all__ = [
+    "LoadResult",
+    "LoadSpec",
+    "add_arguments",
+    "format_summary",
+    "run",
+    "run_load",
+    "spec_from_args",
+    "summarise",
+]

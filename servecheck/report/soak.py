@@ -1,0 +1,101 @@
+"""The soak report: ``soak.json``, ``soak.png`` and ``report.html`` of a soak run, and the
+``--probe-only`` run's ``soak.json`` and ``probe.png`` (the runs are in
+:mod:`servecheck.load.soak`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from servecheck.load.soak import ProbeOnlyResult, SoakResult
+
+
+def write_soak_report(result: SoakResult) -> Path:
+    """soak.json, soak.png and report.html (the figure inline as SVG) plus summary.md; returns
+    the page's path."""
+    from servecheck.load.records import to_dataframe
+    from servecheck.report import svg
+    from servecheck.report.html import Section, esc, fmt, table, verdict_badge, write_page
+    from servecheck.report.workflow import write_json
+    from servecheck.telemetry import timeseries_figure
+
+    run_dir, data, frame, phases = result.run_dir, result.data, result.frame, result.phases
+    verdicts, drain = result.leak, result.drain
+    assert phases is not None and frame is not None, "write_soak_report needs run_soak's result"
+    records = to_dataframe(run_dir / "records.jsonl")
+    write_json(run_dir / "soak.json", data)
+    ok_records = records[records["ok"]] if len(records) else None
+    title = f"soak {data['target']}: {len(phases.cycles)} cycles"
+    try:
+        # One figure for both files (what plot_timeseries does, without building it twice).
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        fig = timeseries_figure(frame, phases=phases, records=ok_records, title=title)
+        FigureCanvasAgg(fig)
+        fig.savefig(run_dir / "soak.png")
+        figure = svg.to_svg(fig)
+    except Exception as exc:  # noqa: BLE001 - a plot must not cost the verdicts
+        figure = f"<p class='muted'>no plot: {esc(type(exc).__name__)}: {esc(exc)}</p>"
+    lines = [(m, v.status, v.message) for m, v in verdicts.items()]
+    if drain is not None:
+        lines.append(("drain", drain.status, drain.message))
+    rows = [(esc(m), verdict_badge(s == "ok", s.upper()), esc(msg)) for m, s, msg in lines]
+    head = table(("metric", "verdict", "numbers"), rows, raw=(0, 1, 2))
+    md = [f"- **{m}** {s}: {msg}" for m, s, msg in lines]
+    cyc_rows = [
+        (
+            str(c["index"]),
+            str(c["requests"]),
+            str(c["ok"]),
+            str(c["failed"]),
+            str(c["abandoned"]),
+            fmt(None if c["ttft_p50"] is None else c["ttft_p50"] * 1000),
+            fmt(None if c["e2e_p50"] is None else c["e2e_p50"] * 1000),
+        )
+        for c in data["cycles"]
+    ]
+    cyc = table(
+        ("cycle", "requests", "ok", "failed", "dropped", "TTFT p50 ms", "E2E p50 ms"),
+        cyc_rows,
+        numeric=range(1, 7),
+    )
+    legend = (
+        "<p class='muted'>grey: idle baseline; orange: load; blue: drain window measured. "
+        "Files: soak.json, records.jsonl, telemetry/*.jsonl, soak.png.</p>"
+    )
+    sections = [
+        Section("Verdicts", head, md, data["ok"]),
+        Section("Telemetry", figure + legend),
+        Section("Cycles", cyc),
+    ]
+    return write_page(
+        run_dir,
+        f"servecheck soak: {data['target']}",
+        sections,
+        ok=data["ok"],
+        subtitle=run_dir.name,
+    )
+
+
+def write_probe_report(result: ProbeOnlyResult, say: Callable[[str], None] | None = None) -> Path:
+    """``--probe-only``: soak.json (``kind: "abandon-probe"``) and probe.png; returns soak.json."""
+    from servecheck.report.workflow import write_json
+    from servecheck.telemetry import Phases, plot_timeseries
+
+    path = write_json(result.run_dir / "soak.json", result.data)
+    try:
+        plot_timeseries(
+            result.frame,
+            result.run_dir / "probe.png",
+            phases=Phases(result.baseline, []),
+            title=f"abandoned-stream probe {result.data['target']}",
+        )
+    except Exception as exc:  # noqa: BLE001 - a plot must not cost the verdict
+        if say is not None:
+            say(f"(no plot: {type(exc).__name__}: {exc})")
+    return path
+
+
+__all__ = ["write_probe_report", "write_soak_report"]
