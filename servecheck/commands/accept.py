@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from servecheck.commands import _coldstart
 from servecheck.commands.check import SURFACE_FILES
 
 
@@ -151,6 +152,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--run-id", metavar="ID", help="run folder name (default: <time>-accept-<target>)"
     )
+    _coldstart.add_arguments(parser)
     parser.add_argument(
         "--reference-arg",
         action="append",
@@ -175,13 +177,22 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--ready-timeout {args.ready_timeout}: between 1s and 3h")
     run_dir = new_run_dir(args.out, "accept", args.target, args.run_id)
     say(f"servecheck accept: target {args.target}; report {run_dir}")
-    with reference_env(
-        [args.target], extra_args=args.reference_arg, log_path=run_dir / "reference-server.log"
+    with (
+        reference_env(
+            [args.target], extra_args=args.reference_arg, log_path=run_dir / "reference-server.log"
+        ),
+        _coldstart.launched(args, run_dir) as launch,
     ):
-        return _accept(args, run_dir, smoke_s, ready_s)
+        return _accept(args, run_dir, smoke_s, ready_s, launch)
 
 
-def _accept(args: argparse.Namespace, run_dir: Path, smoke_s: float, ready_s: float) -> int:
+def _accept(
+    args: argparse.Namespace,
+    run_dir: Path,
+    smoke_s: float,
+    ready_s: float,
+    launch: _coldstart.Launch | None = None,
+) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from servecheck.checks.health import wait_ready
@@ -209,15 +220,20 @@ def _accept(args: argparse.Namespace, run_dir: Path, smoke_s: float, ready_s: fl
     ) as progress:
         task = progress.add_task("accept: readiness", total=steps)
         t0 = time.monotonic()
-        with ServeClient.for_target(target) as client:
-            state = wait_ready(client, target, timeout_s=ready_s)
-        stages["ready"] = {
-            "ok": state.state == "ready",
-            "state": state.state,
-            "detail": state.detail,
-            "seconds": round(time.monotonic() - t0, 3),
-        }
-        say(f"readiness: {state.state}: {state.detail}")
+        if launch is not None and _coldstart.enabled(args):  # readiness, then the first requests
+            stages["ready"], stages["cold_start"] = _coldstart.run_stage(
+                args, target, launch, ready_s
+            )
+        else:
+            with ServeClient.for_target(target) as client:
+                state = wait_ready(client, target, timeout_s=ready_s)
+            stages["ready"] = {
+                "ok": state.state == "ready",
+                "state": state.state,
+                "detail": state.detail,
+                "seconds": round(time.monotonic() - t0, 3),
+            }
+            say(f"readiness: {state.state}: {state.detail}")
         progress.advance(task)
         if stages["ready"]["ok"]:
             progress.update(task, description="accept: conformance")
@@ -380,6 +396,8 @@ def write_accept_html(run_dir: Path) -> Path:
         data.get("ok"),
     )
     sections = [overview]
+    if "cold_start" in stages:
+        sections.append(_coldstart.section(stages["cold_start"]))
     if (run_dir / "conformance").is_dir():
         sections.append(conformance_section(run_dir / "conformance"))
     if (run_dir / "load").is_dir():

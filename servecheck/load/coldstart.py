@@ -12,8 +12,8 @@ sends ``requests`` sequential streaming chat completions and times each the way 
 
 Figures: ``time_to_ready_s`` (from launch, or from when the wait began), the first request's TTFT
 and E2E, the warm medians (over the last ``warm_window`` requests), their ratios, and
-``requests_to_warm``: how many requests came before the first one from which every TTFT stays
-within ``tolerance`` of the warm median (25 %, at least 5 ms). Bounded: a request count, a
+``requests_to_warm``: how many requests came before the first one within ``tolerance`` of the
+warm median (25 %, at least 5 ms), itself and as the median of it and the next two. Bounded: a request count, a
 per-request timeout, the readiness timeout.
 """
 
@@ -77,23 +77,26 @@ class ColdStart:
         good = self._good(key)
         if len(good) < 2:
             return None
-        return statistics.median(good[-self.warm_window :])
+        # The last requests, never more than half the series (the first ones are the cold part).
+        return statistics.median(good[-min(self.warm_window, max(1, len(good) // 2)) :])
 
     @property
     def requests_to_warm(self) -> int | None:
-        """Requests before the first one from which every TTFT is within tolerance of warm."""
+        """Requests before the first warm one: within tolerance of the warm median itself and as
+        the median of it and the next two (so one lucky or unlucky request does not decide it)."""
         warm = self.warm_median("ttft_ms")
         if warm is None:
             return None
         bound = warm + max(5.0, warm * self.tolerance)
-        ttfts = [p.ttft_ms if p.error is None else None for p in self.probes]
-        k = len(ttfts)
-        for i in range(len(ttfts) - 1, -1, -1):
-            t = ttfts[i]
-            if t is None or t > bound:
-                break
-            k = i
-        return k
+        inf = float("inf")
+        ttfts = [
+            p.ttft_ms if p.error is None and p.ttft_ms is not None else inf for p in self.probes
+        ]
+        for i in range(len(ttfts)):
+            window = sorted(ttfts[i : i + 3])
+            if ttfts[i] <= bound and window[len(window) // 2] <= bound:
+                return i
+        return None
 
     def as_dict(self) -> dict[str, Any]:
         first = self.probes[0] if self.probes else None
@@ -245,6 +248,11 @@ def measure(
     timeout = httpx.Timeout(target.timeout_s, connect=target.connect_timeout_s)
     with httpx.Client(headers=headers, timeout=timeout) as client:
         for i in range(requests):
-            result.probes.append(timed_request(client, target, model, max_tokens, seed=i))
+            probe = timed_request(client, target, model, max_tokens, seed=i)
+            if probe.error == "RemoteProtocolError":
+                # A kept-alive connection the server had closed (seen on llama.cpp): the request
+                # never reached it; one retry on a fresh connection, as the load reader does.
+                probe = timed_request(client, target, model, max_tokens, seed=i)
+            result.probes.append(probe)
     say(f"cold start: {result.line()}")
     return result, proc
