@@ -63,6 +63,10 @@ def launched(args: argparse.Namespace, run_dir: Path) -> Iterator[Launch]:
     if launch.command:
         launch.started = time.monotonic()
         launch.proc = coldstart.launch(launch.command, run_dir / "launch.log")
+        from servecheck.redact import redact
+        from servecheck.report.workflow import say
+
+        say(f"cold start: launched {redact(launch.command)} (pid {launch.proc.pid})")
     try:
         yield launch
     finally:
@@ -90,31 +94,24 @@ def run_stage(
             return False, f"the launched command exited with code {launch.proc.returncode}"
         return state.state == "ready", f"{state.state}: {state.detail}"
 
-    ok, detail = ready(max(0.1, ready_s - (time.monotonic() - t0)))
-    waited = round(time.monotonic() - t0, 3)
+    cold = coldstart.measure(
+        target,
+        lambda: resolve_model(target, None),
+        ready,
+        ready_s,
+        started=t0,
+        launched=launch.proc is not None,
+        requests=args.cold_start_requests,
+        on_log=say,
+    )
     ready_stage = {
-        "ok": ok,
-        "state": "ready" if ok else "not-ready",
-        "detail": detail,
-        "seconds": waited,
+        "ok": cold.ready,
+        "state": "ready" if cold.ready else "not-ready",
+        "detail": cold.ready_detail,
+        "seconds": cold.time_to_ready_s
+        if cold.time_to_ready_s is not None
+        else round(time.monotonic() - t0, 3),
     }
-    say(f"readiness: {detail} after {waited:.1f} s")
-    if not ok:
-        cold = coldstart.ColdStart(
-            launched=launch.proc is not None, ready=False, ready_detail=detail, time_to_ready_s=None
-        )
-    else:
-        cold, _ = coldstart.measure(
-            target,
-            resolve_model(target, None),
-            lambda _t: (True, detail),
-            0.0,
-            launch.run_dir,
-            requests=args.cold_start_requests,
-            on_log=say,
-        )
-        cold.time_to_ready_s = waited
-        cold.launched = launch.proc is not None
     d = cold.as_dict()
     stage = {
         "ok": cold.ok,

@@ -204,8 +204,8 @@ def _sweep(
 
     from servecheck.checks.health import wait_ready
     from servecheck.client.http import ServeClient
-    from servecheck.load.run import LoadSpec, run_load
     from servecheck.config import load_targets
+    from servecheck.load.run import LoadSpec, run_load
     from servecheck.load.schedule import parse_duration
     from servecheck.report.capacity import Step, best_step, replicas_for, should_stop, sweep_knee
     from servecheck.report.html import write_load_html

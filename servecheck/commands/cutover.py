@@ -24,8 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from servecheck.commands import _coldstart
 from servecheck.commands.check import SURFACE_FILES
 from servecheck.errors import UsageError
+
+COLD_READY_S = 900.0  # how long a launched candidate may take to become ready
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -135,6 +138,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--run-id", metavar="ID", help="run folder name (default: <time>-cutover-<names>)"
     )
+    _coldstart.add_arguments(parser)  # --launch / --cold-start: the candidate (NEW) starts now
     parser.add_argument(
         "--reference-arg",
         action="append",
@@ -162,16 +166,19 @@ def run(args: argparse.Namespace) -> int:
         label = f"{args.old}-to-{args.new}"
     run_dir = new_run_dir(args.out, "cutover", label, args.run_id)
     say(f"servecheck cutover: {label}; report {run_dir}")
-    with reference_env(
-        names, extra_args=args.reference_arg, log_path=run_dir / "reference-server.log"
+    with (
+        reference_env(
+            names, extra_args=args.reference_arg, log_path=run_dir / "reference-server.log"
+        ),
+        _coldstart.launched(args, run_dir) as launch,
     ):
-        return _swap(args, run_dir) if args.swap_under_load else _pre(args, run_dir)
+        return _swap(args, run_dir) if args.swap_under_load else _pre(args, run_dir, launch)
 
 
-def _pre(args: argparse.Namespace, run_dir: Path) -> int:
+def _pre(args: argparse.Namespace, run_dir: Path, launch: _coldstart.Launch | None = None) -> int:
     from servecheck.commands.accept import run_conformance
-    from servecheck.load.run import LoadSpec, run_load
     from servecheck.config import load_targets
+    from servecheck.load.run import LoadSpec, run_load
     from servecheck.load.schedule import parse_duration
     from servecheck.report.compare import compare_runs
     from servecheck.report.cutover import agreement, read_prompts
@@ -193,6 +200,8 @@ def _pre(args: argparse.Namespace, run_dir: Path) -> int:
         raise UsageError(f"--min-agreement {args.min_agreement}: a share between 0 and 1")
     load_s = parse_duration(args.load_duration)
     parts: dict[str, dict[str, Any]] = {}
+    if launch is not None and _coldstart.enabled(args):  # NEW just started: its cold start first
+        _, parts["cold_start"] = _coldstart.run_stage(args, new, launch, COLD_READY_S)
     if not args.skip_conformance:
         say(f"conformance catalogue on {new.name}")
         code = run_conformance(
@@ -279,6 +288,8 @@ def _part_message(name: str, p: dict[str, Any]) -> str:
         return "regressions: " + (", ".join(p["regressions"]) or "none")
     if name == "conformance":
         return f"servecheck check exit code {p['exit_code']}"
+    if name == "cold_start":
+        return str(p.get("detail") or "")
     if name == "swap":
         return (
             f"{p['failed']} failed requests (allowed {p['max_failed']}), longest gap {p['longest_gap_s']:.2f} s "
@@ -441,6 +452,8 @@ def write_cutover_html(run_dir: Path) -> Path:
             data.get("ok"),
         )
     ]
+    if "cold_start" in parts:
+        sections.append(_coldstart.section(parts["cold_start"]))
     if data.get("mode") == "swap":
         rep = data.get("report") or {}
         import json

@@ -4,8 +4,8 @@ Why: the first requests after a launch or a hot swap are slower (weights paged i
 compiled or graphs captured, caches empty). An acceptance gate and a cutover check must measure
 that and keep it out of the steady-state numbers (the smoke load then runs on a warm server).
 
-:func:`measure` optionally launches the server (``--launch CMD``: a command line, run in its own
-process group with its output in ``launch.log``), waits for readiness with the caller's probe
+:func:`launch` starts the server (``--launch CMD``: a command line, run in its own process
+group, its output in ``launch.log``); :func:`measure` waits for readiness with the caller's probe
 (the command layer passes the checks' ``wait_ready``: this module does not import checks), then
 sends ``requests`` sequential streaming chat completions and times each the way load records do
 (TTFT stops at the first token-bearing chunk, :class:`~servecheck.load.stream.StreamState`).
@@ -37,7 +37,6 @@ from servecheck.config.model import Target
 from servecheck.errors import UsageError
 from servecheck.load.prompts import words_text
 from servecheck.load.stream import StreamState
-from servecheck.redact import redact
 
 _perf = time.perf_counter
 MAX_REQUESTS = 200
@@ -64,7 +63,6 @@ class ColdStart:
     probes: list[Probe] = field(default_factory=list)
     warm_window: int = 10
     tolerance: float = 0.25
-    launch_rc: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -108,7 +106,6 @@ class ColdStart:
         return {
             "ok": self.ok,
             "launched": self.launched,
-            "launch_rc": self.launch_rc,
             "ready": self.ready,
             "ready_detail": self.ready_detail,
             "time_to_ready_s": self.time_to_ready_s,
@@ -209,50 +206,46 @@ def timed_request(
 
 def measure(
     target: Target,
-    model: str,
+    model: Callable[[], str],
     wait_ready: Callable[[float], tuple[bool, str]],
     ready_timeout_s: float,
-    run_dir: Path,
     *,
-    launch_cmd: str | None = None,
+    started: float | None = None,
+    launched: bool = False,
     requests: int = 30,
     max_tokens: int = 32,
     on_log: Callable[[str], None] | None = None,
-) -> tuple[ColdStart, subprocess.Popen[bytes] | None]:
-    """Launch (optionally), wait for readiness, time ``requests`` sequential requests.
+) -> ColdStart:
+    """Wait for readiness, then time ``requests`` sequential requests.
 
-    ``wait_ready(timeout_s) -> (ready, detail)``. Returns the result and the launched process
-    (still running: the caller stops it with :func:`stop` when it is done with the server).
+    ``started``: the ``time.monotonic()`` of the launch (time to ready counts from it; default:
+    now). ``wait_ready(timeout_s) -> (ready, detail)``; ``model()`` is asked after readiness
+    (a starting server cannot list its models yet).
     """
     if not 2 <= requests <= MAX_REQUESTS:
         raise UsageError(f"--cold-start-requests {requests}: between 2 and {MAX_REQUESTS}")
     say = on_log or (lambda s: None)
-    proc = None
-    t0 = time.monotonic()
-    if launch_cmd:
-        proc = launch(launch_cmd, run_dir / "launch.log")
-        say(f"cold start: launched {redact(launch_cmd)} (pid {proc.pid})")
-    ready, detail = wait_ready(ready_timeout_s)
-    waited = round(time.monotonic() - t0, 3)
+    t0 = started if started is not None else time.monotonic()
+    ready, detail = wait_ready(max(0.1, ready_timeout_s - (time.monotonic() - t0)))
     result = ColdStart(
-        launched=proc is not None,
+        launched=launched,
         ready=ready,
         ready_detail=detail,
-        time_to_ready_s=waited if ready else None,
+        time_to_ready_s=round(time.monotonic() - t0, 3) if ready else None,
     )
-    if proc is not None and proc.poll() is not None:
-        result.launch_rc = proc.returncode
     if not ready:
-        return result, proc
+        say(f"cold start: {result.line()}")
+        return result
+    name = model()
     headers = {**target.headers, **target.auth_headers()}
     timeout = httpx.Timeout(target.timeout_s, connect=target.connect_timeout_s)
     with httpx.Client(headers=headers, timeout=timeout) as client:
         for i in range(requests):
-            probe = timed_request(client, target, model, max_tokens, seed=i)
+            probe = timed_request(client, target, name, max_tokens, seed=i)
             if probe.error == "RemoteProtocolError":
                 # A kept-alive connection the server had closed (seen on llama.cpp): the request
                 # never reached it; one retry on a fresh connection, as the load reader does.
-                probe = timed_request(client, target, model, max_tokens, seed=i)
+                probe = timed_request(client, target, name, max_tokens, seed=i)
             result.probes.append(probe)
     say(f"cold start: {result.line()}")
-    return result, proc
+    return result
