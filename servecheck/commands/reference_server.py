@@ -113,6 +113,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="a prefix cache of N blocks: cached_tokens in usage, prefix-cache metrics (default: off)",
     )
+    parser.add_argument(
+        "--prefix-cache-counted",
+        action="store_true",
+        help="idle cached prefix blocks count as KV usage (a soak sees a retained-cache plateau)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -146,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
         kv_blocks=args.kv_blocks,
         max_num_seqs=args.max_num_seqs,
         prefix_cache_blocks=args.prefix_cache_blocks,
+        prefix_cache_counted=args.prefix_cache_counted,
     )
     serve(config, host=args.host, port=args.port, ready_file=args.ready_file)
     return 0

@@ -50,6 +50,7 @@ class ServerConfig:
         "reject"  # reject | truncate (over-long prompts cut to fit, with a warning field)
     )
     prefix_cache_blocks: int = 0  # > 0: a prefix cache of this many blocks (prefix_cache.py)
+    prefix_cache_counted: bool = False  # idle cached blocks count as KV usage (prefix_cache.py)
 
 
 class ClientGone(Exception):
@@ -1217,7 +1218,9 @@ async def metrics(request: web.Request) -> web.Response:
     st = request.app[STATE]
     cfg = st.config
     name = cfg.models[0]
-    used = min(cfg.kv_blocks, st.kv_used_blocks + st.kv_leaked_blocks)
+    used = min(
+        cfg.kv_blocks, st.kv_used_blocks + st.kv_leaked_blocks + prefix_cache.resident_blocks(st)
+    )
     lines = [
         "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.",
         "# TYPE vllm:kv_cache_usage_perc gauge",
