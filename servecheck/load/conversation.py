@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -76,33 +77,54 @@ def single_turn(prompt: Prompt) -> PlannedRequest:
     )
 
 
+_CONTENT = re.compile(rb'"delta":\{"content":"((?:[^"\\]|\\.)*)"')
+
+
 def reply_text(raw: bytes) -> str:
     """The assistant's content in a streamed chat completion (choice 0), from the raw SSE bytes.
 
-    Read after the stream ended, so its cost (a JSON parse per chunk) is not on the token-timing
-    path. CR/CRLF framing is folded to LF first. Reasoning and tool-call deltas are not content.
+    Read after the stream ended, not on the token-timing path. The common chunk (one choice,
+    ``"delta":{"content":"..."}`` first in the delta) has its string cut out with a regex and
+    decoded only if it holds an escape; anything else is parsed as JSON (:func:`_parsed_text`,
+    which the tests hold the fast path to). CR/CRLF framing is folded to LF first. Reasoning and
+    tool-call deltas are not content.
     """
-    text = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    text = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n") if b"\r" in raw else raw
     out: list[str] = []
     for block in text.split(b"\n\n"):
-        data = b"\n".join(
-            line[6:] if line[5:6] == b" " else line[5:]
-            for line in block.split(b"\n")
-            if line.startswith(b"data:")
-        )
-        if not data or data[:1] != b"{":
-            continue
-        try:
-            obj = json.loads(data)
-        except ValueError:
-            continue
-        for ch in obj.get("choices") or ():
-            if not isinstance(ch, dict) or ch.get("index", 0) != 0:
+        if block.startswith(b"data: {") and b"\n" not in block:
+            data = block[6:]
+            m = _CONTENT.search(data)
+            if m is not None and data.count(b'"index"') == 1 and b'"index":0' in data:
+                piece = m.group(1)
+                out.append(json.loads(b'"' + piece + b'"') if b"\\" in piece else piece.decode())
                 continue
-            delta = ch.get("delta")
-            piece = delta.get("content") if isinstance(delta, dict) else ch.get("text")
-            if isinstance(piece, str):
-                out.append(piece)
+        else:
+            data = b"\n".join(
+                line[6:] if line[5:6] == b" " else line[5:]
+                for line in block.split(b"\n")
+                if line.startswith(b"data:")
+            )
+        out.append(_parsed_text(data))
+    return "".join(out)
+
+
+def _parsed_text(data: bytes) -> str:
+    """Choice 0's content (chat) or text (completions) of one SSE data payload, by parsing it."""
+    if not data or data[:1] != b"{":
+        return ""
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        return ""
+    out = []
+    for ch in obj.get("choices") or ():
+        if not isinstance(ch, dict) or ch.get("index", 0) != 0:
+            continue
+        delta = ch.get("delta")
+        piece = delta.get("content") if isinstance(delta, dict) else ch.get("text")
+        if isinstance(piece, str):
+            out.append(piece)
     return "".join(out)
 
 

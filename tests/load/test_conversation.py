@@ -243,3 +243,31 @@ def test_reference_ttft_shrinks_with_the_cached_share() -> None:
     assert ttft_s(cfg, None, 100) == pytest.approx(0.1)
     assert ttft_s(cfg, 0, 100) == pytest.approx(0.1)
     assert ttft_s(cfg, 80, 100) == pytest.approx(0.1 * (0.25 + 0.75 * 0.2))
+
+
+def test_reply_text_fast_path_equals_parsing_every_chunk() -> None:
+    from servecheck.load.conversation import _parsed_text
+
+    rng = random.Random(5)
+    pieces = ["a", ' "q" ', "\\n", "\u00e9\u6a21", "\U0001f642", "tab\there", "", "x\\y"]
+    events: list[dict[str, Any]] = []
+    for _ in range(300):
+        kind = rng.randrange(6)
+        p = rng.choice(pieces)
+        if kind == 0:
+            events.append({"choices": [{"index": 0, "delta": {"content": p}}]})
+        elif kind == 1:
+            events.append({"choices": [{"index": 1, "delta": {"content": p}}]})
+        elif kind == 2:
+            events.append({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0}]}}]})
+        elif kind == 3:
+            events.append({"choices": [], "usage": {"prompt_tokens": 1}})
+        elif kind == 4:
+            events.append({"choices": [{"index": 0, "delta": {"content": p, "role": "x"}}]})
+        else:
+            events.append(
+                {"choices": [{"index": 0, "delta": {"content": p}}, {"index": 1, "delta": {}}]}
+            )
+    datas = [json.dumps(e, separators=(",", ":"), ensure_ascii=rng.random() < 0.5) for e in events]
+    raw = "".join(f"data: {d}\n\n" for d in datas).encode() + b"data: [DONE]\n\n"
+    assert reply_text(raw) == "".join(_parsed_text(d.encode()) for d in datas)
