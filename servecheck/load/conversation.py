@@ -183,6 +183,7 @@ class Conversation:
     history_tokens: int = 0  # tokens of the earlier turns (server usage where it gave one)
     ready_at: float = 0.0  # perf time the next turn may go (think time)
     prefix_group: str | None = None
+    script: list[Prompt] | None = None  # a dataset conversation's own user turns
 
 
 @dataclass(slots=True)
@@ -200,6 +201,8 @@ class ConversationPool:
     name: str = "c"
     context_length: int | None = None
     system: Callable[[random.Random], tuple[str, str, int]] | None = None
+    # A dataset: each new conversation's system prompt (or None) and user turns (dataset.py).
+    opener: Callable[[random.Random], tuple[str | None, list[Prompt]]] | None = None
     idle: deque[Conversation] = field(default_factory=deque)
     started: int = 0
     completed: int = 0  # reached their last turn
@@ -214,6 +217,12 @@ class ConversationPool:
             conv.prefix_group = group
             conv.messages.append({"role": "system", "content": text})
             conv.history_tokens = tokens
+        if self.opener is not None:
+            system, script = self.opener(rng)
+            conv.script, conv.turns = script, min(self.turns, len(script))
+            if system and self.system is None:
+                conv.messages.append({"role": "system", "content": system})
+                conv.history_tokens = approx_tokens(system)
         return conv
 
     def checkout(self, now: float, rng: random.Random) -> PlannedRequest:
@@ -224,7 +233,7 @@ class ConversationPool:
         while True:
             if conv is None:
                 conv = self._new(rng)
-            prompt = self.pick(rng)
+            prompt = conv.script[conv.turn] if conv.script else self.pick(rng)
             fits = self.context_length is None or (
                 conv.history_tokens + prompt.prompt_tokens + prompt.max_tokens
                 <= self.context_length - CHAT_TEMPLATE_TOKENS
@@ -414,7 +423,13 @@ class MultiTurnMixin:
             system = None
             if self.prefix_tokens > 0:
                 system = shared_prefixes(ctrl, self.prefix_tokens, self.prefix_groups).choose
+            opener = None
+            if os.environ.get("SERVECHECK_DATASET"):
+                from servecheck.load.dataset import opener as dataset_opener
+
+                opener = dataset_opener(ctrl)
             self._pool = ConversationPool(
+                opener=opener,
                 turns=self.turns,
                 think_s=self.think_s,
                 pick=ctrl.prompts.pick,
@@ -429,6 +444,10 @@ class MultiTurnMixin:
         """Before the run's clock starts (LLMUser.prepare_run): the shared prompts are built."""
         if cls.prefix_tokens > 0:
             shared_prefixes(ctrl, cls.prefix_tokens, cls.prefix_groups)
+        if os.environ.get("SERVECHECK_DATASET"):
+            from servecheck.load.dataset import dataset_prompts
+
+            dataset_prompts(ctrl)
 
     def plan_request(self, ctrl: Any) -> PlannedRequest:
         import time

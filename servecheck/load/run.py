@@ -29,6 +29,7 @@ from servecheck.config.model import Target
 from servecheck.errors import UsageError, did_you_mean
 from servecheck.load import engine_cache
 from servecheck.load.breakdown import ENGINE_FILE, format_breakdown, scenario_breakdown
+from servecheck.load.dataset import check_env as check_dataset_env
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
 from servecheck.load.records import MERGED_NAME, merge_records, worker_files
 from servecheck.load.schedule import StageShape, parse_duration, parse_rate, shape_from_spec
@@ -515,6 +516,7 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     say = on_log or (lambda s: None)
     slos = validate(spec)
     scenario_path(spec.scenario)  # fail early on an unknown scenario
+    check_dataset_env()  # SERVECHECK_DATASET: a bad file is a usage error before any load
     model = _resolve_model(spec.target, spec.model)
     run_id = spec.run_id or _new_run_id(spec.scenario)
     run_dir = Path(spec.out_dir) / run_id
