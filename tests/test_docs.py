@@ -60,6 +60,20 @@ def test_layering_rules_hold():
             assert rel in ("servecheck/pytest_plugin.py", "servecheck/report/allure_glue.py"), (
                 f"{rel} imports pytest"
             )
+    for path in pkg.rglob("*.py"):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith("servecheck/commands/") or rel == "servecheck/cli.py":
+            continue
+        # Commands sit on top: the library (workflows included) never reaches up into them.
+        assert not re.search(r"^\s*(from|import) servecheck\.commands\b", path.read_text(), re.M), (
+            f"{rel} imports a command module"
+        )
+    for path in (pkg / "commands").rglob("*.py"):
+        # A command calls the library, never another command (accept used to run `check` that way).
+        text = path.read_text()
+        own = path.relative_to(pkg / "commands").parts[0].removesuffix(".py")
+        for other in re.findall(r"^\s*(?:from|import) servecheck\.commands\.(\w+)", text, re.M):
+            assert other == own, f"{path.relative_to(ROOT)} imports servecheck.commands.{other}"
     for path in (pkg / "reference").rglob("*.py"):
         text = path.read_text()
         # Import statements only: the server's docstring names these packages to say why it avoids them.

@@ -728,7 +728,7 @@ def spec_from_options(
     ``max_lag`` ..., as in ``vars(args)``); an option that is ``None`` takes the plan's value.
     """
     plan = dict(plan or {})
-    o = options.get
+    o: Callable[[str], Any] = options.get  # Any: the options are argparse values
 
     def pick(name: str) -> Any:
         v = o(name)

@@ -13,7 +13,7 @@ abandoned-stream probe (:mod:`servecheck.load.abandon`) runs and the server must
 :class:`SoakPlan` and calls :func:`run_soak`; the run folder's ``records.jsonl`` (one line per
 request, written as it finishes) and ``telemetry/`` are written here, ``soak.json`` (keys in
 docs/telemetry.md), ``soak.png``, ``report.html`` and ``summary.md`` by
-:mod:`servecheck.report.soak`. Telemetry is imported inside functions (ARCHITECTURE.md).
+:mod:`servecheck.report.soak_html`. Telemetry is imported inside functions (ARCHITECTURE.md).
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ def plan_from_options(
     ``model`` resolved by the caller)."""
     from servecheck.load.schedule import parse_duration
 
-    o = options.get
+    o: Callable[[str], Any] = options.get  # Any: the options are argparse values
 
     missing = [
         opt
@@ -248,7 +248,7 @@ def telemetry_overrides(
     options: Mapping[str, Any], target: Target, plan: SoakPlan
 ) -> dict[str, Any]:
     """The recorder settings the options change (interval, NVML off, which process for RSS)."""
-    o = options.get
+    o: Callable[[str], Any] = options.get  # Any: the options are argparse values
     settings = target.telemetry
     out: dict[str, Any] = {"interval_s": plan.interval_s}
     if o("no_nvml"):
@@ -438,7 +438,7 @@ class SoakResult:
     """Everything a soak produced; ``data`` is what ``soak.json`` holds.
 
     ``frame`` (the telemetry) and ``phases`` are what the report's figure is drawn from:
-    :func:`servecheck.report.soak.write_soak_report` writes soak.json, soak.png and report.html.
+    :func:`servecheck.report.soak_html.write_soak_report` writes soak.json, soak.png and report.html.
     """
 
     run_dir: Path
@@ -494,7 +494,7 @@ def run_soak(
     """Run a validated plan against ``target``; return the verdicts.
 
     Writes ``records.jsonl`` and ``telemetry/`` into ``run_dir`` as the run goes; the report files
-    are written by :func:`servecheck.report.soak.write_soak_report`.
+    are written by :func:`servecheck.report.soak_html.write_soak_report`.
     """
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -636,7 +636,7 @@ class ProbeOnlyPlan:
         from servecheck.load.abandon import ProbeSettings
         from servecheck.load.schedule import parse_duration
 
-        o = options.get
+        o: Callable[[str], Any] = options.get
         if o("cycles") is not None or o("cycle") is not None or o("abandon"):
             raise UsageError(
                 "--probe-only runs no load cycles: leave out --cycles, --cycle and --abandon"
@@ -701,7 +701,7 @@ def run_probe_only(
 ) -> ProbeOnlyResult:
     """Baseline, abandoned-stream probe, drain verdict. Drained: exit code 0; not: 1.
 
-    :func:`servecheck.report.soak.write_probe_report` writes soak.json and probe.png."""
+    :func:`servecheck.report.soak_html.write_probe_report` writes soak.json and probe.png."""
     from servecheck.load.abandon import run_probe, wait_drained
     from servecheck.telemetry import TelemetryRecorder
 

@@ -2,7 +2,7 @@
 
 Parse the options into a :class:`~servecheck.load.soak.SoakPlan`, call
 :func:`~servecheck.load.soak.run_soak` (the run, :mod:`servecheck.load.soak`), write the report
-(:mod:`servecheck.report.soak`), print the verdict lines. Everything goes to
+(:mod:`servecheck.report.soak_html`), print the verdict lines. Everything goes to
 ``<out>/<run-id>/``: ``records.jsonl``, ``telemetry/``, ``soak.json`` (keys in
 docs/telemetry.md), ``soak.png``, ``report.html`` and ``summary.md``.
 
@@ -214,7 +214,7 @@ def _probe_only(args: argparse.Namespace, target: Target) -> int:
     """``--probe-only``: baseline, abandoned-stream probe, drain verdict; ``soak.json`` with
     ``kind: "abandon-probe"`` and ``probe.png``. Exit 0 drained, 1 not, 2 usage."""
     from servecheck.load.abandon import discover_model
-    from servecheck.report.soak import write_probe_report
+    from servecheck.report.soak_html import write_probe_report
     from servecheck.report.workflow import new_run_dir, say
 
     plan = ProbeOnlyPlan.from_options(vars(args), target)
@@ -239,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the soak; print the verdict lines; exit 0 no leak, 1 leak / not drained, 2 usage."""
     from servecheck.config import load_targets
     from servecheck.load.abandon import discover_model
-    from servecheck.report.soak import write_soak_report
+    from servecheck.report.soak_html import write_soak_report
     from servecheck.report.workflow import new_run_dir, reference_env, say
 
     with reference_env([args.target], extra_args=args.reference_arg):

@@ -1,6 +1,7 @@
-"""The cold-start stage of ``servecheck accept`` and ``servecheck cutover`` (thin: options, the
-launched process's lifetime, the stage dict and its report section). The measurement is
-:mod:`servecheck.load.coldstart`."""
+"""The cold-start stage of ``servecheck accept`` and ``servecheck cutover``: its options, the
+launched process's lifetime and the stage dict (the measurement is :mod:`servecheck.load.coldstart`,
+the report section :mod:`servecheck.report.coldstart_html`). ``spec`` is an accept or cutover
+spec: anything with ``launch``, ``cold_start`` and ``cold_start_requests``."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 from servecheck.config.model import Target
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:  # the commands' options
     """``--launch CMD``, ``--cold-start``, ``--cold-start-requests N``."""
     parser.add_argument(
         "--launch",
@@ -50,16 +51,16 @@ class Launch:
     started: float = 0.0
 
 
-def enabled(args: argparse.Namespace) -> bool:
-    return bool(getattr(args, "launch", None) or getattr(args, "cold_start", False))
+def enabled(spec: Any) -> bool:
+    return bool(getattr(spec, "launch", None) or getattr(spec, "cold_start", False))
 
 
 @contextlib.contextmanager
-def launched(args: argparse.Namespace, run_dir: Path) -> Iterator[Launch]:
+def launched(spec: Any, run_dir: Path) -> Iterator[Launch]:
     """Start ``--launch`` (if given) now, stop it when the command is done."""
     from servecheck.load import coldstart
 
-    launch = Launch(getattr(args, "launch", None), run_dir)
+    launch = Launch(getattr(spec, "launch", None), run_dir)
     if launch.command:
         launch.started = time.monotonic()
         launch.proc = coldstart.launch(launch.command, run_dir / "launch.log")
@@ -75,7 +76,7 @@ def launched(args: argparse.Namespace, run_dir: Path) -> Iterator[Launch]:
 
 
 def run_stage(
-    args: argparse.Namespace, target: Target, launch: Launch, ready_s: float
+    spec: Any, target: Target, launch: Launch, ready_s: float
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Wait for readiness and time the first requests: ``(ready stage, cold_start stage)``."""
     from servecheck.checks.health import wait_ready
@@ -101,7 +102,7 @@ def run_stage(
         ready_s,
         started=t0,
         launched=launch.proc is not None,
-        requests=args.cold_start_requests,
+        requests=spec.cold_start_requests,
         on_log=say,
     )
     ready_stage = {
@@ -120,34 +121,3 @@ def run_stage(
         **{k: v for k, v in d.items() if k != "ok"},
     }
     return ready_stage, stage
-
-
-def section(stage: dict[str, Any]) -> Any:
-    """The cold-start section of an HTML report."""
-    from servecheck.report.html import Section, esc, table
-
-    def ms(v: Any) -> str:
-        return "-" if v is None else f"{v:.1f} ms"
-
-    rows = [
-        ("time to ready", f"{stage.get('time_to_ready_s')} s"),
-        ("first request TTFT", ms(stage.get("first_ttft_ms"))),
-        ("first request E2E", ms(stage.get("first_e2e_ms"))),
-        ("warm median TTFT", ms(stage.get("warm_ttft_median_ms"))),
-        ("warm median E2E", ms(stage.get("warm_e2e_median_ms"))),
-        ("first / warm TTFT", str(stage.get("first_vs_warm_ttft"))),
-        ("first / warm E2E", str(stage.get("first_vs_warm_e2e"))),
-        ("requests to warm up", str(stage.get("requests_to_warm"))),
-        ("requests timed (failed)", f"{stage.get('requests')} ({stage.get('failed')})"),
-    ]
-    series = ", ".join(
-        "-" if p.get("ttft_ms") is None else f"{p['ttft_ms']:.0f}"
-        for p in stage.get("series") or []
-    )
-    return Section(
-        "Cold start",
-        table(("figure", "value"), rows)
-        + f"<p>TTFT of each request after readiness (ms): {esc(series)}</p>",
-        [f"- cold start: {stage.get('detail')}"],
-        stage.get("ok"),
-    )

@@ -1,0 +1,139 @@
+"""``servecheck accept``: the post-deploy acceptance gate for one target.
+
+Readiness, the conformance catalogue and a smoke load into one run folder; the run is
+:func:`servecheck.workflows.accept.run_accept` (stages and files described there).
+
+Exit codes: 0 when every stage held, 1 when one did not, 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from servecheck.workflows import coldstart
+from servecheck.workflows.accept import AcceptSpec, run_accept
+from servecheck.workflows.conformance import SURFACE_FILES
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``servecheck accept`` (defaults from SERVECHECK_* variables where noted)."""
+    env = os.environ.get
+    parser.add_argument(
+        "--target",
+        default=env("SERVECHECK_TARGET", "reference"),
+        metavar="NAME",
+        help="target in targets.yaml (default: %(default)s; env SERVECHECK_TARGET; 'reference' starts the embedded server)",
+    )
+    parser.add_argument(
+        "--targets-file",
+        default=env("SERVECHECK_TARGETS_FILE", "targets.yaml"),
+        metavar="PATH",
+        help="targets file (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--slo",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="SLO for the smoke load, e.g. ttft_p95<=500ms (repeatable; the target's slo list is added)",
+    )
+    parser.add_argument(
+        "--smoke-duration",
+        default=env("SERVECHECK_SMOKE_DURATION", "20s"),
+        metavar="TIME",
+        help="length of the smoke load (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--smoke-users",
+        type=int,
+        default=2,
+        metavar="N",
+        help="concurrent users of the smoke load (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--scenario", default="chat", metavar="NAME", help="load scenario (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--no-load", action="store_true", help="skip the smoke load (conformance only)"
+    )
+    parser.add_argument(
+        "--allow-lag",
+        action="store_true",
+        help="report a lagging load generator as a warning instead of failing the smoke load",
+    )
+    parser.add_argument(
+        "--ready-timeout",
+        default="300s",
+        metavar="TIME",
+        help="how long to wait for readiness (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--surface",
+        action="append",
+        choices=sorted(SURFACE_FILES),
+        metavar="NAME",
+        help="run only these conformance surfaces (repeatable)",
+    )
+    parser.add_argument(
+        "-k", dest="keyword", metavar="EXPR", help="pytest -k expression over check ids"
+    )
+    parser.add_argument(
+        "-n",
+        "--workers",
+        default=env("SERVECHECK_WORKERS", "auto"),
+        metavar="N",
+        help="pytest-xdist workers for the catalogue (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--out",
+        default=env("SERVECHECK_REPORTS", "reports"),
+        metavar="DIR",
+        help="reports folder (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--run-id", metavar="ID", help="run folder name (default: <time>-accept-<target>)"
+    )
+    parser.add_argument(
+        "--reference-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra argument for the embedded reference server, e.g. --reference-arg=--fault=stream-no-done",
+    )
+    coldstart.add_arguments(parser)
+
+
+def spec_from_args(args: argparse.Namespace) -> AcceptSpec:
+    """The :class:`AcceptSpec` for the options."""
+    from servecheck.load.schedule import parse_duration
+
+    return AcceptSpec(
+        target=args.target,
+        targets_file=args.targets_file,
+        slos=list(args.slo),
+        smoke_duration_s=parse_duration(args.smoke_duration),
+        smoke_users=args.smoke_users,
+        scenario=args.scenario,
+        load=not args.no_load,
+        allow_lag=args.allow_lag,
+        ready_timeout_s=parse_duration(args.ready_timeout),
+        surfaces=list(args.surface or []),
+        keyword=args.keyword,
+        workers=str(args.workers),
+        out=Path(args.out),
+        run_id=args.run_id,
+        reference_args=list(args.reference_arg),
+        launch=args.launch,
+        cold_start=args.cold_start,
+        cold_start_requests=args.cold_start_requests,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Readiness, conformance, smoke load; one report; exit 0 only if everything held."""
+    return run_accept(spec_from_args(args)).exit_code
+
+
+__all__ = ["add_arguments", "run", "spec_from_args"]

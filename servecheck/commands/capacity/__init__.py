@@ -1,0 +1,164 @@
+"""``servecheck capacity``: a bounded load sweep to find the highest load that meets the SLOs.
+
+Each step is one load run at the next level of ``--users`` (closed loop) or ``--rates`` (open
+loop); the sweep stops early past saturation and never runs more than ``--max-steps`` steps. The
+sweep is :func:`servecheck.workflows.capacity.run_capacity` (docs/workflows.md).
+
+Exit codes: 0 when at least one level met the SLOs (and, with ``--target-rate``, a replica count
+could be computed), 1 when none did, 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from servecheck.workflows.capacity import CapacitySpec, parse_levels, run_capacity
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``servecheck capacity``."""
+    env = os.environ.get
+    parser.add_argument(
+        "--target",
+        default=env("SERVECHECK_TARGET", "reference"),
+        metavar="NAME",
+        help="target (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--targets-file",
+        default=env("SERVECHECK_TARGETS_FILE", "targets.yaml"),
+        metavar="PATH",
+        help="targets file (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--slo",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="SLO each step must meet (repeatable; the target's are added)",
+    )
+    g = parser.add_mutually_exclusive_group()
+    g.add_argument(
+        "--users",
+        default=None,
+        metavar="LIST",
+        help="closed-loop levels, e.g. 1,2,4,8,16 (default)",
+    )
+    g.add_argument(
+        "--rates",
+        default=None,
+        metavar="LIST",
+        help="open-loop levels in requests/s, e.g. 1,2,5,10",
+    )
+    parser.add_argument(
+        "--step-duration",
+        default="20s",
+        metavar="TIME",
+        help="length of each step (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        default=8,
+        metavar="N",
+        help="never run more than N steps (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--throughput-drop",
+        type=float,
+        default=10.0,
+        metavar="PCT",
+        help="stop when throughput falls this many %% below the best step (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--target-rate",
+        default=None,
+        metavar="R/s",
+        help="request rate to plan replicas for, e.g. 50/s",
+    )
+    parser.add_argument(
+        "--headroom",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="use this fraction of a replica's sustained rate when planning (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--knee-metric",
+        default="e2e_p95",
+        metavar="NAME",
+        help="latency for the knee (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--scenario", default="chat", metavar="NAME", help="load scenario (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--max-error-rate",
+        default="1%",
+        metavar="PCT",
+        help="adds the SLO error_rate<=PCT unless an error_rate SLO is given (default: %(default)s; 'none' to drop it)",
+    )
+    parser.add_argument(
+        "--allow-lag",
+        action="store_true",
+        help="count a step whose load generator lagged as judged by its SLOs (default: such a step does not pass)",
+    )
+    parser.add_argument(
+        "--ready-timeout",
+        default="60s",
+        metavar="TIME",
+        help="wait this long for readiness first (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--out",
+        default=env("SERVECHECK_REPORTS", "reports"),
+        metavar="DIR",
+        help="reports folder (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--run-id", metavar="ID", help="run folder name (default: <time>-capacity-<target>)"
+    )
+    parser.add_argument(
+        "--reference-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra argument for the embedded reference server",
+    )
+
+
+def spec_from_args(args: argparse.Namespace) -> CapacitySpec:
+    """The :class:`CapacitySpec` for the options (default levels: 1,2,4,8,16 users)."""
+    from servecheck.load.schedule import parse_duration, parse_rate
+
+    rates = args.rates is not None
+    return CapacitySpec(
+        target=args.target,
+        targets_file=args.targets_file,
+        slos=list(args.slo),
+        levels=parse_levels(args.rates if rates else (args.users or "1,2,4,8,16"), rates),
+        rates=rates,
+        step_duration_s=parse_duration(args.step_duration),
+        max_steps=args.max_steps,
+        throughput_drop_pct=args.throughput_drop,
+        target_rate=parse_rate(args.target_rate) if args.target_rate else None,
+        headroom=args.headroom,
+        knee_metric=args.knee_metric,
+        scenario=args.scenario,
+        max_error_rate=args.max_error_rate,
+        allow_lag=args.allow_lag,
+        ready_timeout_s=parse_duration(args.ready_timeout),
+        out=Path(args.out),
+        run_id=args.run_id,
+        reference_args=list(args.reference_arg),
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Sweep, write capacity.json + report.html + summary.md, print the findings."""
+    return run_capacity(spec_from_args(args)).exit_code
+
+
+__all__ = ["add_arguments", "run", "spec_from_args"]

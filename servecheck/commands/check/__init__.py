@@ -1,0 +1,106 @@
+"""``servecheck check``: run the conformance catalogue (pytest + xdist) and write a report.
+
+With no ``--target`` it checks the embedded default target: the reference server, started on a
+free port for the duration of the run. The run is :func:`servecheck.workflows.conformance.run_check`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from servecheck.workflows.conformance import SURFACE_FILES, CheckSpec, run_check
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    parser.add_argument(
+        "--target",
+        action="append",
+        metavar="NAME",
+        help="target from targets.yaml; repeatable; 'all' (default: env SERVECHECK_TARGET, else the embedded reference)",
+    )
+    parser.add_argument(
+        "--targets-file",
+        default=env("SERVECHECK_TARGETS_FILE", "targets.yaml"),
+        metavar="PATH",
+        help="targets file (default: %(default)s, env SERVECHECK_TARGETS_FILE)",
+    )
+    parser.add_argument(
+        "--model", action="append", metavar="NAME", help="check only this served model; repeatable"
+    )
+    parser.add_argument(
+        "--surface",
+        action="append",
+        choices=sorted(SURFACE_FILES),
+        metavar="NAME",
+        help=f"run only these surfaces; repeatable ({', '.join(SURFACE_FILES)})",
+    )
+    parser.add_argument(
+        "-k",
+        dest="keyword",
+        metavar="EXPR",
+        help="pytest -k expression over case ids, e.g. 'STREAM-DONE or CHAT-'",
+    )
+    parser.add_argument(
+        "-n",
+        "--workers",
+        default=env("SERVECHECK_WORKERS", "auto"),
+        metavar="N",
+        help="pytest-xdist workers, 'auto' or a number; 0 runs in-process (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--out",
+        default=env("SERVECHECK_REPORTS", "reports"),
+        metavar="DIR",
+        help="where the run folder goes (default: %(default)s, env SERVECHECK_REPORTS)",
+    )
+    parser.add_argument(
+        "--run-id", metavar="ID", help="name of the run folder (default: <time>-check-<targets>)"
+    )
+    parser.add_argument(
+        "--no-embedded", action="store_true", help="do not start the embedded reference server"
+    )
+    parser.add_argument(
+        "--reference-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra argument for the embedded reference server, e.g. --reference-arg=--fault=stream-no-done"
+        " (it always runs with --itl-ms 2, so that streaming checks can see tokens arrive over time)",
+    )
+    parser.add_argument(
+        "pytest_args", nargs=argparse.REMAINDER, help="after --: passed to pytest as they are"
+    )
+
+
+def spec_from_args(args: argparse.Namespace) -> CheckSpec:
+    """The :class:`CheckSpec` for the options (targets: ``--target``, else SERVECHECK_TARGET,
+    else the embedded reference)."""
+    targets = (
+        args.target
+        or [t for t in os.environ.get("SERVECHECK_TARGET", "").split(",") if t]
+        or ["reference"]
+    )
+    return CheckSpec(
+        targets=list(targets),
+        targets_file=args.targets_file,
+        models=list(args.model or []),
+        surfaces=list(args.surface or []),
+        keyword=args.keyword,
+        workers=str(args.workers),
+        out=Path(args.out),
+        run_id=args.run_id,
+        embedded=not args.no_embedded,
+        reference_args=list(args.reference_arg),
+        pytest_args=list(args.pytest_args or []),
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the catalogue; exit with pytest's code (3 when no check was selected)."""
+    return run_check(spec_from_args(args)).exit_code
+
+
+__all__ = ["SURFACE_FILES", "add_arguments", "run", "spec_from_args"]

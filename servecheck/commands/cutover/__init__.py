@@ -1,0 +1,179 @@
+"""``servecheck cutover``: checks before (and during) a hot model swap.
+
+Before the swap, ``servecheck cutover --from OLD --to NEW``: the catalogue on NEW, greedy-output
+agreement between OLD and NEW, latency/throughput deltas at the same load. During the swap,
+``servecheck cutover --swap-under-load --via ALIAS --duration 60s``: a steady load on the alias
+while the operator swaps the model behind it. The run is
+:func:`servecheck.workflows.cutover.run_cutover`.
+
+Exit codes: 0 when every part held, 1 when one did not, 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from servecheck.workflows import coldstart
+from servecheck.workflows.conformance import SURFACE_FILES
+from servecheck.workflows.cutover import CutoverSpec, run_cutover
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``servecheck cutover``."""
+    env = os.environ.get
+    parser.add_argument(
+        "--from", dest="old", metavar="OLD", help="target serving the current model"
+    )
+    parser.add_argument(
+        "--to", dest="new", metavar="NEW", help="target serving the candidate model"
+    )
+    parser.add_argument(
+        "--targets-file",
+        default=env("SERVECHECK_TARGETS_FILE", "targets.yaml"),
+        metavar="PATH",
+        help="targets file (default: %(default)s)",
+    )
+    g = parser.add_argument_group("pre-cutover")
+    g.add_argument(
+        "--prompts", metavar="FILE", help="prompt set, one per line (default: a built-in set of 12)"
+    )
+    g.add_argument(
+        "--max-tokens",
+        type=int,
+        default=64,
+        metavar="N",
+        help="answer length for the agreement (default: %(default)s)",
+    )
+    g.add_argument(
+        "--min-agreement",
+        type=float,
+        default=0.8,
+        metavar="SHARE",
+        help="fail when fewer answers than this share are identical (default: %(default)s)",
+    )
+    g.add_argument(
+        "--skip-conformance", action="store_true", help="do not run the catalogue on NEW"
+    )
+    g.add_argument(
+        "--surface",
+        action="append",
+        choices=sorted(SURFACE_FILES),
+        metavar="NAME",
+        help="catalogue surfaces (repeatable)",
+    )
+    g.add_argument("-k", dest="keyword", metavar="EXPR", help="pytest -k expression over check ids")
+    g.add_argument(
+        "-n",
+        "--workers",
+        default=env("SERVECHECK_WORKERS", "auto"),
+        metavar="N",
+        help="pytest-xdist workers (default: %(default)s)",
+    )
+    g.add_argument("--no-load", action="store_true", help="skip the latency/throughput comparison")
+    g.add_argument(
+        "--users",
+        type=int,
+        default=2,
+        metavar="N",
+        help="users of each comparison load (default: %(default)s)",
+    )
+    g.add_argument(
+        "--load-duration",
+        default="20s",
+        metavar="TIME",
+        help="length of each comparison load (default: %(default)s)",
+    )
+    g.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="METRIC=CHANGE",
+        help="allowed worsening NEW vs OLD, as in servecheck compare (repeatable)",
+    )
+    s = parser.add_argument_group("swap under load")
+    s.add_argument(
+        "--swap-under-load",
+        action="store_true",
+        help="probe an alias target while the operator swaps the model",
+    )
+    s.add_argument("--via", metavar="ALIAS", help="the alias/gateway target the clients use")
+    s.add_argument(
+        "--duration", default="60s", metavar="TIME", help="how long to probe (default: %(default)s)"
+    )
+    s.add_argument(
+        "--rate", default="10/s", metavar="R/s", help="probe request rate (default: %(default)s)"
+    )
+    s.add_argument(
+        "--max-failed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="failed requests allowed (default: %(default)s)",
+    )
+    s.add_argument(
+        "--max-gap",
+        default="2s",
+        metavar="TIME",
+        help="longest time without a success allowed (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--out",
+        default=env("SERVECHECK_REPORTS", "reports"),
+        metavar="DIR",
+        help="reports folder (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--run-id", metavar="ID", help="run folder name (default: <time>-cutover-<names>)"
+    )
+    parser.add_argument(
+        "--reference-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra argument for the embedded reference server",
+    )
+    coldstart.add_arguments(parser)  # --launch / --cold-start: the candidate (NEW) starts now
+
+
+def spec_from_args(args: argparse.Namespace) -> CutoverSpec:
+    """The :class:`CutoverSpec` for the options."""
+    from servecheck.load.schedule import parse_duration, parse_rate
+
+    return CutoverSpec(
+        old=args.old,
+        new=args.new,
+        targets_file=args.targets_file,
+        prompts=args.prompts,
+        max_tokens=args.max_tokens,
+        min_agreement=args.min_agreement,
+        conformance=not args.skip_conformance,
+        surfaces=list(args.surface or []),
+        keyword=args.keyword,
+        workers=str(args.workers),
+        load=not args.no_load,
+        users=args.users,
+        load_duration_s=parse_duration(args.load_duration),
+        thresholds=list(args.threshold),
+        swap_under_load=args.swap_under_load,
+        via=args.via,
+        duration_s=parse_duration(args.duration),
+        rate=parse_rate(args.rate),
+        max_failed=args.max_failed,
+        max_gap_s=parse_duration(args.max_gap),
+        out=Path(args.out),
+        run_id=args.run_id,
+        reference_args=list(args.reference_arg),
+        launch=args.launch,
+        cold_start=args.cold_start,
+        cold_start_requests=args.cold_start_requests,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Pre-cutover checks, or the swap-under-load probe; one report; exit 0 only if all held."""
+    return run_cutover(spec_from_args(args)).exit_code
+
+
+__all__ = ["add_arguments", "run", "spec_from_args"]

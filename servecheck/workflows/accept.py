@@ -1,0 +1,293 @@
+"""The post-deploy acceptance gate for one target: :class:`AcceptSpec` -> :func:`run_accept`.
+
+Stages, in one run folder ``<out>/<run-id>/``:
+
+1. readiness: poll the health endpoint (bounded by ``ready_timeout_s``);
+2. conformance: the check catalogue (:func:`~servecheck.workflows.conformance.run_check`) into
+   ``conformance/``;
+3. smoke load: a short closed-loop load with SLOs (:func:`~servecheck.load.run.run_load`) into
+   ``load/``.
+
+Top level: ``accept.json`` (stages and verdict), ``junit.xml`` (the checks plus one case per
+stage and per SLO), ``allure-results/`` (checks with their exchanges, plus the SLOs),
+``report.html`` (one page, :func:`servecheck.report.accept_html.write_accept_html`) and
+``summary.md``. Exit code 0 when every stage held, 1 when one did not.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servecheck.errors import UsageError
+from servecheck.workflows import coldstart
+from servecheck.workflows.conformance import CheckSpec, run_check
+
+
+def run_conformance(
+    target: str,
+    targets_file: str,
+    run_dir: Path,
+    name: str = "conformance",
+    *,
+    surface: Sequence[str] | None = None,
+    keyword: str | None = None,
+    workers: str = "auto",
+    models: Sequence[str] | None = None,
+) -> int:
+    """Run the catalogue for one target into ``run_dir/name`` (the embedded server is the
+    caller's: ``embedded=False``); returns its exit code."""
+    spec = CheckSpec(
+        targets=[target],
+        targets_file=targets_file,
+        models=list(models or []),
+        surfaces=list(surface or []),
+        keyword=keyword,
+        workers=str(workers),
+        out=run_dir,
+        run_id=name,
+        embedded=False,
+    )
+    return run_check(spec).exit_code
+
+
+@dataclass(slots=True)
+class AcceptSpec:
+    """What ``servecheck accept`` checks; ``target`` ``reference`` starts the embedded server."""
+
+    target: str = "reference"
+    targets_file: str = "targets.yaml"
+    slos: list[str] = field(default_factory=list)
+    smoke_duration_s: float = 20.0
+    smoke_users: int = 2
+    scenario: str = "chat"
+    load: bool = True
+    allow_lag: bool = False
+    ready_timeout_s: float = 300.0
+    surfaces: list[str] = field(default_factory=list)
+    keyword: str | None = None
+    workers: str = "auto"
+    out: Path = Path("reports")
+    run_id: str | None = None
+    reference_args: list[str] = field(default_factory=list)
+    launch: str | None = None  # start the server with this command line; measure its cold start
+    cold_start: bool = False  # measure the cold start of a server starting now (no launch)
+    cold_start_requests: int = 30
+
+    def validate(self) -> None:
+        """Raise :class:`UsageError` naming the option when a bound is out of range."""
+        if not 1 <= self.smoke_duration_s <= 3600:
+            raise UsageError(f"--smoke-duration {self.smoke_duration_s:g}s: between 1s and 1h")
+        if not 0 < self.ready_timeout_s <= 3 * 3600:
+            raise UsageError(f"--ready-timeout {self.ready_timeout_s:g}s: between 1s and 3h")
+
+
+@dataclass(slots=True)
+class AcceptResult:
+    """The outcome of :func:`run_accept`; ``data`` is what ``accept.json`` holds."""
+
+    run_dir: Path
+    data: dict[str, Any]
+    page: Path
+    exit_code: int
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0
+
+
+def run_accept(spec: AcceptSpec) -> AcceptResult:
+    """Readiness, conformance, smoke load; one report; exit code 0 only if everything held."""
+    from servecheck.report.workflow import new_run_dir, reference_env, say
+
+    spec.validate()
+    run_dir = new_run_dir(spec.out, "accept", spec.target, spec.run_id)
+    say(f"servecheck accept: target {spec.target}; report {run_dir}")
+    with (
+        reference_env(
+            [spec.target], extra_args=spec.reference_args, log_path=run_dir / "reference-server.log"
+        ),
+        coldstart.launched(spec, run_dir) as launch,
+    ):
+        return _accept(spec, run_dir, launch)
+
+
+def _accept(
+    spec: AcceptSpec, run_dir: Path, launch: coldstart.Launch | None = None
+) -> AcceptResult:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from servecheck.checks.health import wait_ready
+    from servecheck.client.http import ServeClient
+    from servecheck.config import load_targets
+    from servecheck.report.workflow import (
+        Case,
+        Suite,
+        say,
+        slo_cases,
+        write_json,
+        write_junit,
+    )
+
+    target = load_targets(spec.targets_file).get(spec.target)
+    stages: dict[str, dict[str, Any]] = {}
+    started = time.time()
+    steps = 2 + (1 if spec.load else 0)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        transient=True,
+    ) as progress:
+        task = progress.add_task("accept: readiness", total=steps)
+        t0 = time.monotonic()
+        if launch is not None and coldstart.enabled(spec):  # readiness, then the first requests
+            stages["ready"], stages["cold_start"] = coldstart.run_stage(
+                spec, target, launch, spec.ready_timeout_s
+            )
+        else:
+            with ServeClient.for_target(target) as client:
+                state = wait_ready(client, target, timeout_s=spec.ready_timeout_s)
+            stages["ready"] = {
+                "ok": state.state == "ready",
+                "state": state.state,
+                "detail": state.detail,
+                "seconds": round(time.monotonic() - t0, 3),
+            }
+            say(f"readiness: {state.state}: {state.detail}")
+        progress.advance(task)
+        if stages["ready"]["ok"]:
+            progress.update(task, description="accept: conformance")
+            t0 = time.monotonic()
+            code = run_conformance(
+                spec.target,
+                spec.targets_file,
+                run_dir,
+                surface=spec.surfaces,
+                keyword=spec.keyword,
+                workers=str(spec.workers),
+            )
+            stages["conformance"] = {
+                "ok": code == 0,
+                "exit_code": code,
+                "seconds": round(time.monotonic() - t0, 3),
+                "folder": "conformance",
+            }
+            progress.advance(task)
+            if spec.load:
+                progress.update(task, description="accept: smoke load")
+                stages["load"] = _smoke(spec, target, run_dir)
+                progress.advance(task)
+    ok = bool(stages) and all(s.get("ok") for s in stages.values()) and "conformance" in stages
+    verdict = {
+        "kind": "accept",
+        "target": spec.target,
+        "base_url": target.base_url,
+        "engine": target.engine,
+        "started": started,
+        "finished": time.time(),
+        "stages": stages,
+        "ok": ok,
+        "exit_code": 0 if ok else 1,
+    }
+    write_json(run_dir / "accept.json", verdict)
+    cases = [
+        Case(
+            "readiness",
+            stages["ready"]["ok"],
+            stages["ready"]["detail"],
+            "servecheck.accept",
+            stages["ready"]["seconds"],
+        )
+    ]
+    if "conformance" in stages:
+        cases.append(
+            Case(
+                "conformance catalogue",
+                stages["conformance"]["ok"],
+                f"servecheck check exit code {stages['conformance']['exit_code']}",
+                "servecheck.accept",
+            )
+        )
+    load_summary = _load_summary(run_dir)
+    suites = [Suite("servecheck.accept", cases)]
+    if load_summary:
+        suites.append(Suite("servecheck.load", slo_cases(load_summary)))
+    write_junit(run_dir / "junit.xml", suites, include=[run_dir / "conformance" / "junit.xml"])
+    _allure(run_dir, load_summary)
+    from servecheck.report.accept_html import write_accept_html
+
+    page = write_accept_html(run_dir)
+    say(
+        f"servecheck accept: {'PASS' if ok else 'FAIL'}; "
+        + ", ".join(f"{k} {'ok' if v.get('ok') else 'FAILED'}" for k, v in stages.items())
+        + f"; report {page}"
+    )
+    return AcceptResult(run_dir, verdict, page, 0 if ok else 1)
+
+
+def _smoke(spec: AcceptSpec, target: Any, run_dir: Path) -> dict[str, Any]:
+    from servecheck.load.run import LoadSpec, run_load
+    from servecheck.report.html import write_load_html
+    from servecheck.report.workflow import say
+
+    t0 = time.monotonic()
+    load_spec = LoadSpec(
+        target=target,
+        scenario=spec.scenario,
+        users=max(1, spec.smoke_users),
+        duration_s=spec.smoke_duration_s,
+        slos=list(spec.slos),
+        out_dir=run_dir,
+        run_id="load",
+        progress=True,
+        allow_lag=spec.allow_lag,
+    )
+    result = run_load(load_spec, on_log=say)
+    write_load_html(result.run_dir)
+    reasons = list(result.summary.get("reasons") or [])
+    failed_slos = [v.get("slo") for v in result.summary.get("slo") or [] if not v.get("passed")]
+    detail = (
+        f"{result.summary.get('verdict')}"
+        + (f": SLO breached: {', '.join(map(str, failed_slos))}" if failed_slos else "")
+        + (f" ({'; '.join(reasons)})" if reasons else "")
+    )
+    return {
+        "ok": result.passed,
+        "verdict": result.summary.get("verdict"),
+        "reasons": reasons,
+        "detail": detail,
+        "slo": result.summary.get("slo"),
+        "exit_code": result.exit_code,
+        "seconds": round(time.monotonic() - t0, 3),
+        "folder": "load",
+    }
+
+
+def _load_summary(run_dir: Path) -> dict[str, Any]:
+    from servecheck.report.html import read_json
+
+    s = read_json(run_dir / "load" / "summary.json")
+    return s if "requests" in s else {}
+
+
+def _allure(run_dir: Path, load_summary: dict[str, Any]) -> None:
+    from servecheck.report.allure_glue import write_slo_results
+    from servecheck.report.workflow import copy_allure
+
+    dst = run_dir / "allure-results"
+    copy_allure(run_dir / "conformance" / "allure-results", dst)
+    if load_summary:
+        text = (
+            (run_dir / "load" / "summary.txt").read_text(encoding="utf-8")
+            if (run_dir / "load" / "summary.txt").exists()
+            else ""
+        )
+        write_slo_results(dst, load_summary.get("slo") or [], suite="smoke load", attachment=text)
+
+
+__all__ = ["AcceptResult", "AcceptSpec", "run_accept", "run_conformance"]

@@ -1,0 +1,191 @@
+"""A conformance run: the check catalogue under pytest (+ xdist) in a subprocess, into one run
+folder (``results.jsonl``, ``summary.json``, JUnit, allure results, ``report.html``).
+
+:class:`CheckSpec` -> :func:`run_check` -> :class:`CheckResult`. With the ``reference`` target
+and no ``SERVECHECK_REF_URL`` it starts the embedded reference server for the run.
+``servecheck check``, ``accept`` and ``cutover`` call it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import servecheck
+from servecheck.config import load_targets
+from servecheck.errors import UsageError
+from servecheck.redact import redact
+
+SURFACE_FILES = {
+    "health": "test_health.py",
+    "models": "test_models.py",
+    "chat": "test_chat.py",
+    "stream": "test_stream.py",
+    "json": "test_json.py",
+    "tools": "test_tools.py",
+    "ctx": "test_ctx.py",
+    "err": "test_err.py",
+    "auth": "test_auth.py",
+    "conc": "test_conc.py",
+    "fuzz": "test_fuzz.py",
+    "client": "test_client.py",
+}
+
+
+def suites_dir() -> Path:
+    for candidate in (
+        Path.cwd() / "suites",
+        Path(servecheck.__file__).resolve().parent.parent / "suites",
+    ):
+        if (candidate / "test_health.py").exists():
+            return candidate
+    raise UsageError("cannot find the suites/ folder: run servecheck from the project checkout")
+
+
+@dataclass(slots=True)
+class CheckSpec:
+    """What to check. ``targets`` are names in ``targets_file`` (``all`` for every target);
+    ``surfaces`` are keys of :data:`SURFACE_FILES`; ``workers`` is pytest-xdist's ``-n``
+    (``"0"`` runs in-process); ``pytest_args`` go to pytest as they are."""
+
+    targets: list[str] = field(default_factory=lambda: ["reference"])
+    targets_file: str = "targets.yaml"
+    models: list[str] = field(default_factory=list)
+    surfaces: list[str] = field(default_factory=list)
+    keyword: str | None = None
+    workers: str = "auto"
+    out: Path = Path("reports")
+    run_id: str | None = None
+    embedded: bool = True
+    reference_args: list[str] = field(default_factory=list)
+    pytest_args: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class CheckResult:
+    """The outcome of :func:`run_check`: pytest's exit code (3 when nothing was selected), the
+    outcome counts from ``summary.json`` and the HTML page (``None`` when none was written)."""
+
+    run_dir: Path
+    exit_code: int
+    counts: dict[str, int]
+    page: Path | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0
+
+
+def _run_id(targets: list[str]) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    label = "-".join(targets)[:40] if targets else "reference"
+    return f"{stamp}-check-{label}"
+
+
+def build_pytest_command(spec: CheckSpec, run_dir: Path) -> list[str]:
+    """The pytest command line for ``spec`` (the suites shipped with servecheck)."""
+    root = suites_dir()
+    files = [str(root / SURFACE_FILES[s]) for s in spec.surfaces] if spec.surfaces else [str(root)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *files,
+        "-q",
+        "-p",
+        "no:randomly",
+        "--sc-report-dir",
+        str(run_dir),
+        "--targets-file",
+        spec.targets_file,
+        f"--junitxml={run_dir / 'junit.xml'}",
+        "-o",
+        "junit_family=xunit2",
+        "--rootdir",
+        str(root.parent),
+    ]
+    try:
+        import allure_pytest  # noqa: F401
+
+        cmd.append(f"--alluredir={run_dir / 'allure-results'}")
+    except ImportError:
+        pass
+    for target in spec.targets:
+        cmd += ["--target", target]
+    for model in spec.models:
+        cmd += ["--model", model]
+    if spec.keyword:
+        cmd += ["-k", spec.keyword]
+    if str(spec.workers) not in ("0", ""):
+        cmd += ["-n", str(spec.workers)]
+    extra = list(spec.pytest_args)
+    if extra[:1] == ["--"]:
+        extra = extra[1:]
+    return cmd + extra
+
+
+def run_check(spec: CheckSpec, say: Callable[[str], None] | None = None) -> CheckResult:
+    """Run the catalogue for ``spec``; ``say`` gets the progress lines (default: stdout).
+
+    Raises :class:`UsageError` on a bad targets file or a missing ``reference`` target."""
+    say = say or (lambda text: print(text, flush=True))
+    targets = spec.targets
+    loaded = load_targets(spec.targets_file)
+    needs_embedded = (
+        ("reference" in targets or "all" in targets)
+        and spec.embedded
+        and "SERVECHECK_REF_URL" not in os.environ
+    )
+    if "reference" in targets and "reference" not in loaded.names:
+        raise UsageError(f"{loaded.path}: no 'reference' target; name one with --target")
+    run_id = spec.run_id or _run_id(targets)
+    run_dir = Path(spec.out) / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cmd = build_pytest_command(spec, run_dir)
+    env = dict(os.environ)
+    say(f"servecheck check: targets {', '.join(targets)}; report {run_dir}")
+    if needs_embedded:
+        from servecheck.embedded import embedded_reference
+
+        with embedded_reference(
+            ["--itl-ms", "2", *spec.reference_args], log_path=run_dir / "reference-server.log"
+        ) as ref_env:
+            env.update(ref_env)
+            code = subprocess.call(cmd, env=env)
+    else:
+        code = subprocess.call(cmd, env=env)
+    counts: dict[str, int] = {}
+    page = None
+    summary = run_dir / "summary.json"
+    if summary.exists():
+        data = json.loads(summary.read_text())
+        counts = dict(data.get("counts", {}))
+        line = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+        say(f"servecheck check: {line or 'no checks ran'} -> {run_dir}")
+        try:
+            from servecheck.report.html import write_conformance_html
+
+            page = write_conformance_html(run_dir)
+            say(f"servecheck check: HTML summary {page}")
+        except ImportError:
+            pass
+    if code == 5:
+        print(redact("servecheck check: no checks were selected (pytest exit 5)"), file=sys.stderr)
+        code = 3
+    return CheckResult(run_dir, code, counts, page)
+
+
+__all__ = [
+    "SURFACE_FILES",
+    "CheckResult",
+    "CheckSpec",
+    "build_pytest_command",
+    "run_check",
+    "suites_dir",
+]

@@ -1,0 +1,323 @@
+"""Checks before (and during) a hot model swap: :class:`CutoverSpec` -> :func:`run_cutover`.
+
+Before the swap (``old`` and ``new``):
+
+1. the conformance catalogue on NEW (``conformance/``);
+2. greedy-output agreement between OLD and NEW on a prompt set (temperature 0): the share of
+   identical answers and the word-level edit distance where they differ;
+3. latency/throughput deltas at the same load (``load-old/``, ``load-new/``, judged like
+   ``servecheck compare``).
+
+During the swap (``swap_under_load`` with ``via``): a steady load on the alias/gateway target
+while the operator swaps the model behind it; the report names the failed requests, the longest
+time without a successful response and each change of the served ``model`` field.
+
+Exit code 0 when every part held, 1 when one did not. The page is
+:func:`servecheck.report.cutover_html.write_cutover_html`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servecheck.errors import UsageError
+from servecheck.report.cutover_html import part_message as _part_message
+from servecheck.workflows import coldstart
+
+COLD_READY_S = 900.0  # how long a launched candidate may take to become ready
+
+
+@dataclass(slots=True)
+class CutoverSpec:
+    """What ``servecheck cutover`` does: the pre-cutover checks of ``old`` -> ``new``, or with
+    ``swap_under_load`` the probe through ``via`` (``old``/``new`` then name the expected models)."""
+
+    old: str | None = None
+    new: str | None = None
+    targets_file: str = "targets.yaml"
+    prompts: str | None = None
+    max_tokens: int = 64
+    min_agreement: float = 0.8
+    conformance: bool = True
+    surfaces: list[str] = field(default_factory=list)
+    keyword: str | None = None
+    workers: str = "auto"
+    load: bool = True
+    users: int = 2
+    load_duration_s: float = 20.0
+    thresholds: list[str] = field(default_factory=list)
+    swap_under_load: bool = False
+    via: str | None = None
+    duration_s: float = 60.0
+    rate: float = 10.0
+    max_failed: int = 0
+    max_gap_s: float = 2.0
+    out: Path = Path("reports")
+    run_id: str | None = None
+    reference_args: list[str] = field(default_factory=list)
+    launch: str | None = None  # start NEW with this command line; measure its cold start
+    cold_start: bool = False
+    cold_start_requests: int = 30
+
+
+@dataclass(slots=True)
+class CutoverResult:
+    """The outcome of :func:`run_cutover`; ``data`` is what ``cutover.json`` holds."""
+
+    run_dir: Path
+    data: dict[str, Any]
+    page: Path
+    exit_code: int
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0
+
+
+def run_cutover(spec: CutoverSpec) -> CutoverResult:
+    """Pre-cutover checks, or the swap-under-load probe; one report; exit 0 only if all held."""
+    from servecheck.report.workflow import new_run_dir, reference_env, say
+
+    if spec.swap_under_load:
+        if not spec.via:
+            raise UsageError("--swap-under-load needs --via ALIAS (the target the clients use)")
+        names = [spec.via]
+        label = f"swap-{spec.via}"
+    else:
+        if not spec.old or not spec.new:
+            raise UsageError("give --from OLD and --to NEW (or --swap-under-load --via ALIAS)")
+        if spec.old == spec.new:
+            raise UsageError(f"--from and --to are both {spec.old!r}")
+        names = [spec.old, spec.new]
+        label = f"{spec.old}-to-{spec.new}"
+    run_dir = new_run_dir(spec.out, "cutover", label, spec.run_id)
+    say(f"servecheck cutover: {label}; report {run_dir}")
+    with (
+        reference_env(
+            names, extra_args=spec.reference_args, log_path=run_dir / "reference-server.log"
+        ),
+        coldstart.launched(spec, run_dir) as launch,
+    ):
+        return _swap(spec, run_dir) if spec.swap_under_load else _pre(spec, run_dir, launch)
+
+
+def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = None) -> CutoverResult:
+    from servecheck.config import load_targets
+    from servecheck.load.run import LoadSpec, run_load
+    from servecheck.report.compare import compare_runs
+    from servecheck.report.cutover import agreement, read_prompts
+    from servecheck.report.html import write_load_html
+    from servecheck.report.workflow import (
+        Case,
+        Suite,
+        say,
+        write_json,
+        write_junit,
+    )
+    from servecheck.workflows.accept import run_conformance
+
+    loaded = load_targets(spec.targets_file)
+    # run_cutover checked that both are named
+    old, new = loaded.get(str(spec.old)), loaded.get(str(spec.new))
+    prompts = read_prompts(spec.prompts)
+    if not prompts:
+        raise UsageError(f"--prompts {spec.prompts}: no prompts in the file")
+    if not 0 <= spec.min_agreement <= 1:
+        raise UsageError(f"--min-agreement {spec.min_agreement}: a share between 0 and 1")
+    load_s = spec.load_duration_s
+    parts: dict[str, dict[str, Any]] = {}
+    if launch is not None and coldstart.enabled(spec):  # NEW just started: its cold start first
+        _, parts["cold_start"] = coldstart.run_stage(spec, new, launch, COLD_READY_S)
+    if spec.conformance:
+        say(f"conformance catalogue on {new.name}")
+        code = run_conformance(
+            new.name,
+            spec.targets_file,
+            run_dir,
+            surface=spec.surfaces,
+            keyword=spec.keyword,
+            workers=str(spec.workers),
+        )
+        parts["conformance"] = {"ok": code == 0, "exit_code": code, "folder": "conformance"}
+    say(f"greedy agreement on {len(prompts)} prompts")
+    agr = agreement(old, new, prompts, spec.max_tokens)
+    share = agr.identical_share
+    parts["agreement"] = {
+        "ok": share is not None and share >= spec.min_agreement and agr.errors == 0,
+        "identical_share": share,
+        "mean_distance": agr.mean_distance,
+        "errors": agr.errors,
+        "min_agreement": spec.min_agreement,
+    }
+    write_json(run_dir / "agreement.json", agr.as_dict())
+    if spec.load:
+        for name, tgt in (("load-old", old), ("load-new", new)):
+            say(f"comparison load on {tgt.name}: {spec.users} users for {load_s:g} s")
+            res = run_load(
+                LoadSpec(
+                    target=tgt,
+                    users=spec.users,
+                    duration_s=load_s,
+                    out_dir=run_dir,
+                    run_id=name,
+                    seed=0,
+                    progress=True,
+                ),
+                on_log=say,
+            )
+            write_load_html(res.run_dir)
+        cmp = compare_runs(
+            run_dir / "load-old", run_dir / "load-new", threshold_overrides=spec.thresholds
+        )
+        write_json(run_dir / "load-compare.json", cmp.as_dict())
+        parts["load"] = {
+            "ok": not cmp.regressed,
+            "regressions": cmp.regressions,
+            "notes": cmp.notes,
+        }
+    ok = all(p["ok"] for p in parts.values())
+    data = {
+        "kind": "cutover",
+        "mode": "pre",
+        "from": old.name,
+        "to": new.name,
+        "parts": parts,
+        "ok": ok,
+        "finished": time.time(),
+    }
+    write_json(run_dir / "cutover.json", data)
+    cases = [
+        Case(name, p["ok"], _part_message(name, p), "servecheck.cutover")
+        for name, p in parts.items()
+    ]
+    write_junit(
+        run_dir / "junit.xml",
+        [Suite("servecheck.cutover", cases)],
+        include=[run_dir / "conformance" / "junit.xml"],
+    )
+    from servecheck.report.cutover_html import write_cutover_html
+
+    page = write_cutover_html(run_dir)
+    for name, p in parts.items():
+        say(f"{name}: {'ok' if p['ok'] else 'FAILED'}  {_part_message(name, p)}")
+    say(f"servecheck cutover: {'PASS' if ok else 'FAIL'}; report {page}")
+    return CutoverResult(run_dir, data, page, 0 if ok else 1)
+
+
+def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from servecheck.config import load_targets
+    from servecheck.report.cutover import analyse_swap, model_of, run_swap_probe
+    from servecheck.report.workflow import Case, Suite, say, write_json, write_junit
+
+    loaded = load_targets(spec.targets_file)
+    via = loaded.get(str(spec.via))  # run_cutover checked it is named
+    duration, rate, max_gap = spec.duration_s, spec.rate, spec.max_gap_s
+    if not 1 <= duration <= 4 * 3600:
+        raise UsageError(f"--duration {duration:g}s: between 1s and 4h")
+    if not 0 < rate <= 1000:
+        raise UsageError(f"--rate {rate:g}/s: between 0 and 1000/s")
+    model = model_of(via)
+    say(
+        f"probing {via.name} ({via.base_url}) at {rate:g} req/s for {duration:g} s with model {model!r}: swap the model now"
+    )
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), transient=True
+    ) as progress:
+        task = progress.add_task("swap probe", total=duration)
+
+        def tick(t: float, done: int, failed: int) -> None:
+            progress.update(
+                task,
+                completed=min(t, duration),
+                description=f"swap probe: {done} done, {failed} failed",
+            )
+
+        records, length = run_swap_probe(via, model, duration_s=duration, rate=rate, on_tick=tick)
+    rep = analyse_swap(records, length)
+    expected = {}
+    if spec.old or spec.new:
+        for key, name in (("from", spec.old), ("to", spec.new)):
+            if name:
+                try:
+                    expected[key] = model_of(loaded.get(name))
+                except UsageError as exc:
+                    expected[key] = f"(unknown: {exc})"
+    part: dict[str, Any] = {
+        "ok": rep.failed <= spec.max_failed and rep.longest_gap_s <= max_gap,
+        "failed": rep.failed,
+        "max_failed": spec.max_failed,
+        "longest_gap_s": rep.longest_gap_s,
+        "max_gap_s": max_gap,
+        "model_changes": [{"t": c.t, "old": c.old, "new": c.new} for c in rep.model_changes],
+    }
+    data = {
+        "kind": "cutover",
+        "mode": "swap",
+        "via": via.name,
+        "model": model,
+        "rate": rate,
+        "report": rep.as_dict(),
+        "expected_models": expected,
+        "parts": {"swap": part},
+        "ok": part["ok"],
+        "finished": time.time(),
+    }
+    notes = []
+    if expected.get("to") and rep.models_seen and rep.models_seen[-1] != expected["to"]:
+        notes.append(
+            f"the last served model is {rep.models_seen[-1]!r}, not NEW's {expected['to']!r}: was the swap done?"
+        )
+    if rep.probe_lag_max_s > 0.25:
+        notes.append(
+            f"the probe sent up to {rep.probe_lag_max_s:.2f} s late (a starved CPU?): gaps may be overstated"
+        )
+    if notes:
+        data["note"] = "; ".join(notes)
+    write_json(run_dir / "cutover.json", data)
+    write_json(
+        run_dir / "probe.json",
+        [
+            {
+                "t_sent": round(r.t_sent, 4),
+                "t_done": round(r.t_done, 4),
+                "ok": r.ok,
+                "status": r.status,
+                "error": r.error,
+                "model": r.model,
+                "lag": round(r.lag, 4),
+            }
+            for r in records
+        ],
+    )
+    write_junit(
+        run_dir / "junit.xml",
+        [
+            Suite(
+                "servecheck.cutover",
+                [
+                    Case(
+                        "swap under load",
+                        part["ok"],
+                        _part_message("swap", part),
+                        "servecheck.cutover",
+                    )
+                ],
+            )
+        ],
+    )
+    from servecheck.report.cutover_html import write_cutover_html
+
+    page = write_cutover_html(run_dir)
+    say(f"swap: {_part_message('swap', part)}")
+    if data.get("note"):
+        say(f"note: {data['note']}")
+    say(f"servecheck cutover: {'PASS' if part['ok'] else 'FAIL'}; report {page}")
+    return CutoverResult(run_dir, data, page, 0 if part["ok"] else 1)
+
+
+__all__ = ["CutoverResult", "CutoverSpec", "run_cutover"]
