@@ -31,7 +31,9 @@ MAX_TURN_ROWS = 64  # turns past this share the last row ("64+")
 
 
 @dataclass(slots=True)
-class _Group:
+class Group:
+    """Requests of one kind (a turn, cached or not, warm-up): counts, TTFT / E2E, token means."""
+
     count: int = 0
     errors: int = 0
     ttft: Histogram = field(default_factory=Histogram)
@@ -98,17 +100,17 @@ def scenario_breakdown(
     records: Iterable[Mapping[str, Any]], run_dir: str | Path | None = None
 ) -> dict[str, Any]:
     """``{"turns": ..., "prefix_cache": ...}`` for the keys the records support (may be empty)."""
-    turns: dict[int, _Group] = {}
+    turns: dict[int, Group] = {}
     conversations: set[str] = set()
-    hit, miss = _Group(), _Group()
-    first, later = _Group(), _Group()
+    hit, miss = Group(), Group()
+    first, later = Group(), Group()
     seen_groups: set[str] = set()
     reporting = hits = prompt_sum = cached_sum = 0
     grouped = False
     for r in records:
         turn = r.get("turn")
         if isinstance(turn, int):
-            turns.setdefault(min(turn, MAX_TURN_ROWS), _Group()).add(r)
+            turns.setdefault(min(turn, MAX_TURN_ROWS), Group()).add(r)
             if r.get("conversation"):
                 conversations.add(str(r["conversation"]))
         group = r.get("prefix_group")

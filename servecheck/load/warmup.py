@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servecheck.errors import UsageError
-from servecheck.load.stats import Histogram
+from servecheck.load.breakdown import Group
 
 
 @dataclass(slots=True)
@@ -28,12 +28,9 @@ class Warmup:
 
     seconds: float | None = None
     requests: int | None = None
-    count: int = 0
-    errors: int = 0
     first_sent: float | None = None
     last_sent: float | None = None
-    ttft: Histogram = field(default_factory=Histogram)
-    e2e: Histogram = field(default_factory=Histogram)
+    group: Group = field(default_factory=Group)  # count, errors, TTFT and E2E histograms
 
     def __post_init__(self) -> None:
         if self.seconds is not None and self.seconds < 0:
@@ -62,27 +59,24 @@ class Warmup:
             return True
         return bool(self.seconds) and since_start < float(self.seconds or 0.0)
 
+    @property
+    def count(self) -> int:
+        return self.group.count
+
     def _add(self, r: Mapping[str, Any], sent: float) -> None:
-        self.count += 1
         self.first_sent = sent if self.first_sent is None else self.first_sent
         self.last_sent = sent
-        if r.get("error"):
-            self.errors += 1
-            return
-        if r.get("ttft") is not None:
-            self.ttft.record(float(r["ttft"]))
-        if r.get("e2e") is not None and not r.get("abandoned"):
-            self.e2e.record(float(r["e2e"]))
+        self.group.add(r)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "seconds": self.seconds,
             "requests_asked": self.requests,
             "requests": self.count,
-            "errors": self.errors,
+            "errors": self.group.errors,
             "span_s": round((self.last_sent or 0.0) - (self.first_sent or 0.0), 6),
-            "ttft_ms": self.ttft.summary().as_dict(),
-            "e2e_ms": self.e2e.summary().as_dict(),
+            "ttft_ms": self.group.ttft.summary().as_dict(),
+            "e2e_ms": self.group.e2e.summary().as_dict(),
         }
 
 
