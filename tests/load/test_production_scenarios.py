@@ -198,3 +198,45 @@ def test_plain_locust_runs_the_scenario(cache_server: RunningServer, tmp_path: P
     # The run stops mid-conversation: drop requests cut by the stop, check the rest.
     _check_conversations([r for r in recs if r["error"] is None])
     assert "TTFT multi_turn" in proc.stdout + proc.stderr
+
+
+def test_capacity_sweeps_the_shared_prefix_scenario(
+    cache_server: RunningServer, tmp_path: Path
+) -> None:
+    targets = _targets(tmp_path, cache_server)
+    out = tmp_path / "cap"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "servecheck",
+            "capacity",
+            "--target",
+            "ref",
+            "--targets-file",
+            str(targets),
+            "--out",
+            str(out),
+            "--users",
+            "1,2",
+            "--step-duration",
+            "2s",
+            "--scenario",
+            "shared_prefix",
+            "--allow-lag",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = list(out.iterdir())
+    data = json.loads((run_dir / "capacity.json").read_text())
+    assert [s["level"] for s in data["steps"]] == [1, 2] and all(s["total"] for s in data["steps"])
+    # Each step is a shared_prefix load run: its summary has the prefix-cache section.
+    summaries = sorted(run_dir.glob("steps/*/summary.json"))
+    assert len(summaries) == 2
+    for p in summaries:
+        s = json.loads(p.read_text())
+        assert s["scenario"] == "shared_prefix" and s["prefix_cache"]["requests_reporting"] > 0
