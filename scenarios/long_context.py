@@ -1,24 +1,8 @@
-"""Long prompts, short answers: prefill-heavy load (TTFT is the number to watch).
+"""The `long_context` scenario from a checkout: `locust -f scenarios/long_context.py` or `--scenario long_context`.
 
-Prompt lengths are capped by the target's context: pass SERVECHECK_LONG_TOKENS to change them.
+The locustfile ships inside the package (servecheck/scenarios/long_context.py); this file only imports it.
 """
 
 import locust  # noqa: F401,I001 - first: gevent monkey-patching before anything else
 
-import os
-
-from servecheck.load.locust_user import LLMUser, scenario_shape
-from servecheck.load.prompts import PromptSpec
-
-_LONG = int(os.environ.get("SERVECHECK_LONG_TOKENS", "3000"))
-
-
-class LongContextUser(LLMUser):
-    scenario = "long_context"
-    mix = [
-        PromptSpec(prompt_tokens=_LONG, output_tokens=32, weight=2, kind="long"),
-        PromptSpec(prompt_tokens=_LONG // 2, output_tokens=64, weight=1, kind="long"),
-    ]
-
-
-LoadShape = scenario_shape()
+from servecheck.scenarios.long_context import *  # noqa: F403

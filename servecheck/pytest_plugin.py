@@ -1,7 +1,8 @@
 """The servecheck pytest plugin: options, target x model x check parametrisation, outcomes.
 
-Loaded by the root ``conftest.py``. It stays inert for test runs that collect no conformance
-suite. When active it:
+Loaded by its ``pytest11`` entry point wherever servecheck is installed (and by the root
+``conftest.py`` of a checkout). It stays inert for test runs that neither collect a conformance
+suite nor name a target nor use its fixtures. When active it:
 
 * reads targets.yaml once in ``pytest_configure`` (a broken file is a usage error: one line per
   problem, exit 4, no traceback) and discovers each selected target's models and context length
@@ -14,7 +15,11 @@ suite. When active it:
   JUnit and allure, never a pass) and prints :class:`~servecheck.checks.CheckFailed` messages
   without a traceback;
 * writes ``results.jsonl`` as tests finish (a killed run keeps what it measured) and
-  ``summary.json`` at the end when ``--sc-report-dir`` is set.
+  ``summary.json`` at the end when ``--sc-report-dir`` is set;
+* gives a user's own tests documented fixtures (docs/pytest-plugin.md): ``servecheck_session``,
+  ``servecheck_target``, ``servecheck_client_factory`` (override it for mTLS, a proxy or extra
+  headers: the catalogue's clients are made by it too), ``servecheck_client`` and
+  ``servecheck_context``.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,9 +114,13 @@ class ServecheckSession:
             ] or self.model_filter
         return models
 
-    def client(self, target: Target) -> ServeClient:
+    def client(
+        self, target: Target, factory: Callable[[Target], ServeClient] | None = None
+    ) -> ServeClient:
+        """One client per target for the session, made by ``factory`` (default
+        :meth:`ServeClient.for_target`) the first time it is asked for."""
         if target.name not in self.clients:
-            self.clients[target.name] = ServeClient.for_target(target)
+            self.clients[target.name] = (factory or ServeClient.for_target)(target)
         return self.clients[target.name]
 
     def close(self) -> None:
@@ -132,12 +141,24 @@ def _opt(config: pytest.Config, name: str) -> Any:
     )
 
 
+def _suite_dirs() -> tuple[Path, ...]:
+    """servecheck's suites: the packaged ones, and a checkout's top-level ``suites/``."""
+    pkg = Path(__file__).resolve().parent
+    return (pkg / "suites", pkg.parent / "suites")
+
+
 def _collects_suites(config: pytest.Config) -> bool:
+    """Whether this run collects servecheck's suites (or names a target); only then are the
+    targets read in ``pytest_configure``. Another project's ``suites/`` folder does not count."""
     if config.getoption("sc_targets", default=None):
         return True
+    dirs = _suite_dirs()
     for arg in config.args:
-        path = Path(str(arg).split("::", 1)[0])
-        if "suites" in path.resolve().parts or path.name == "suites":
+        text = str(arg).split("::", 1)[0]
+        if text == "servecheck.suites" or text.startswith("servecheck.suites."):
+            return True  # --pyargs
+        path = Path(text).resolve()
+        if any(path == d or d in path.parents for d in dirs):
             return True
     return False
 
@@ -271,7 +292,7 @@ def sc_ctx(request: pytest.FixtureRequest, sc_case: Case) -> Iterator[CheckConte
         profile=profile_for(target),
         capabilities=resolve_capabilities(target),
         info=info,
-        client=session.client(target),
+        client=session.client(target, request.getfixturevalue("servecheck_client_factory")),
     )
     request.node.user_properties.append(("servecheck_check", sc_case.check.id))
     request.node.user_properties.append(("servecheck_target", target.name))
@@ -302,6 +323,61 @@ def sc_ctx(request: pytest.FixtureRequest, sc_case: Case) -> Iterator[CheckConte
             from servecheck.report.allure_glue import attach_exchanges
 
             attach_exchanges(ctx, sc_case.check)
+
+
+# ---- fixtures for a user's own tests (docs/pytest-plugin.md) ---------------------------------
+
+
+@pytest.fixture(scope="session")
+def servecheck_session(request: pytest.FixtureRequest) -> ServecheckSession:
+    """The selected targets (``--target``, ``$SERVECHECK_TARGET``, else ``reference``) and what
+    discovery found for each (``.infos[name]``: models, context length, version)."""
+    return get_session(request.config)
+
+
+@pytest.fixture(scope="session")
+def servecheck_target(servecheck_session: ServecheckSession) -> Target:
+    """The first selected target."""
+    return servecheck_session.targets[0]
+
+
+@pytest.fixture(scope="session")
+def servecheck_client_factory() -> Callable[[Target], ServeClient]:
+    """How the session makes a client for a target: override it in your conftest.py for mTLS,
+    a proxy or extra headers; the catalogue's checks use the clients it makes too."""
+    return ServeClient.for_target
+
+
+@pytest.fixture(scope="session")
+def servecheck_client(
+    servecheck_session: ServecheckSession,
+    servecheck_target: Target,
+    servecheck_client_factory: Callable[[Target], ServeClient],
+) -> ServeClient:
+    """The session's client for :func:`servecheck_target` (closed when the session ends)."""
+    return servecheck_session.client(servecheck_target, servecheck_client_factory)
+
+
+@pytest.fixture
+def servecheck_context(
+    request: pytest.FixtureRequest,
+    servecheck_session: ServecheckSession,
+    servecheck_target: Target,
+    servecheck_client: ServeClient,
+) -> CheckContext:
+    """A :class:`~servecheck.checks.context.CheckContext` for the first target and its first
+    model (``--model`` narrows it), as the catalogue's checks get: ``ctx.post``, ``ctx.chat_body``,
+    ``ctx.fail``/``ctx.expect`` raise the check exceptions that the plugin reports."""
+    target = servecheck_target
+    return CheckContext(
+        check_id=f"USER-{request.node.name}",
+        target=target,
+        model=servecheck_session.models_for(target)[0],
+        profile=profile_for(target),
+        capabilities=resolve_capabilities(target),
+        info=servecheck_session.infos[target.name],
+        client=servecheck_client,
+    )
 
 
 @pytest.hookimpl(hookwrapper=True)

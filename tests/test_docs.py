@@ -54,12 +54,21 @@ def test_layering_rules_hold():
         rel = path.relative_to(ROOT).as_posix()
         text = path.read_text()
         assert not re.search(r"^\s*(from|import) (suites|scenarios|loadtests)\b", text, re.M), rel
+        # The packaged suites and locustfiles are run by pytest and Locust, never imported.
+        shipped = rel.startswith(("servecheck/suites/", "servecheck/scenarios/"))
+        if not shipped:
+            assert not re.search(
+                r"^\s*(from|import) servecheck\.(suites|scenarios)\b", text, re.M
+            ), f"{rel} imports a shipped suite or scenario"
         if re.search(r"^\s*(import|from) locust\b", text, re.M):
-            assert rel == "servecheck/load/locust_user.py", f"{rel} imports locust"
+            assert rel == "servecheck/load/locust_user.py" or rel.startswith(
+                "servecheck/scenarios/"
+            ), f"{rel} imports locust"
         if re.search(r"^\s*(import|from) pytest\b", text, re.M):
-            assert rel in ("servecheck/pytest_plugin.py", "servecheck/report/allure_glue.py"), (
-                f"{rel} imports pytest"
-            )
+            assert rel in (
+                "servecheck/pytest_plugin.py",
+                "servecheck/report/allure_glue.py",
+            ) or rel.startswith("servecheck/suites/"), f"{rel} imports pytest"
     for path in pkg.rglob("*.py"):
         rel = path.relative_to(ROOT).as_posix()
         if rel.startswith("servecheck/commands/") or rel == "servecheck/cli.py":
@@ -73,7 +82,10 @@ def test_layering_rules_hold():
         text = path.read_text()
         own = path.relative_to(pkg / "commands").parts[0].removesuffix(".py")
         for other in re.findall(r"^\s*(?:from|import) servecheck\.commands\.(\w+)", text, re.M):
-            assert other == own, f"{path.relative_to(ROOT)} imports servecheck.commands.{other}"
+            # options.py is the shared option definitions, not a command.
+            assert other in (own, "options"), (
+                f"{path.relative_to(ROOT)} imports servecheck.commands.{other}"
+            )
     for path in (pkg / "reference").rglob("*.py"):
         text = path.read_text()
         # Import statements only: the server's docstring names these packages to say why it avoids them.

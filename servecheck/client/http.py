@@ -406,9 +406,13 @@ def _retry_or_record(exc: httpx.HTTPError, ex: Exchange, attempt: int) -> bool:
 class ServeClient:
     """Synchronous client. Use as a context manager; one connection pool per client."""
 
-    def __init__(self, settings: ClientSettings) -> None:
+    def __init__(
+        self, settings: ClientSettings, transport: httpx.BaseTransport | None = None
+    ) -> None:
+        """``transport``: an httpx transport of your own (a client certificate for mTLS, a
+        proxy); by default one with TCP_NODELAY and the settings' TLS verification."""
         self.settings = settings
-        transport = httpx.HTTPTransport(
+        transport = transport or httpx.HTTPTransport(
             socket_options=_NODELAY,
             verify=settings.verify_tls,
             limits=settings.httpx_kwargs()["limits"],
@@ -418,8 +422,12 @@ class ServeClient:
         )
 
     @classmethod
-    def for_target(cls, target: Target, **overrides: Any) -> ServeClient:
-        return cls(ClientSettings.for_target(target, **overrides))
+    def for_target(
+        cls, target: Target, transport: httpx.BaseTransport | None = None, **overrides: Any
+    ) -> ServeClient:
+        """A client for ``target``; ``overrides`` replace :class:`ClientSettings` fields (e.g.
+        ``headers``), ``transport`` as in :meth:`__init__`."""
+        return cls(ClientSettings.for_target(target, **overrides), transport)
 
     def __enter__(self) -> ServeClient:
         return self

@@ -28,6 +28,8 @@ from servecheck.redact import register
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 ENV_TARGETS_FILE = "SERVECHECK_TARGETS_FILE"
 DEFAULT_FILE = "targets.yaml"
+# Where no targets file is named and ./targets.yaml does not exist: the embedded reference alone.
+BUILTIN_FILE = Path(__file__).with_name("builtin_targets.yaml")
 _SECRET_KEYS = ("api_key",)
 
 
@@ -213,9 +215,16 @@ def _merge(defaults: dict[str, Any], target: dict[str, Any]) -> dict[str, Any]:
 def load_targets(
     path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
 ) -> Targets:
-    """Read and validate a targets file. Raises :class:`ConfigError` (a UsageError) on problems."""
+    """Read and validate a targets file. Raises :class:`ConfigError` (a UsageError) on problems.
+
+    ``path`` ``None``: ``$SERVECHECK_TARGETS_FILE``, else ``./targets.yaml``, else (no such file)
+    the built-in file with only the embedded ``reference`` target (:data:`BUILTIN_FILE`).
+    """
     env = os.environ if env is None else env
-    file = Path(path or env.get(ENV_TARGETS_FILE) or DEFAULT_FILE)
+    named = path or env.get(ENV_TARGETS_FILE)
+    file = Path(named or DEFAULT_FILE)
+    if not named and not file.exists():
+        file = BUILTIN_FILE
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:

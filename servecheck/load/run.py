@@ -40,9 +40,10 @@ from servecheck.load.warmup import Warmup, extend_bounds, format_warmup
 from servecheck.redact import redact
 
 SCHEMA_VERSION = 1
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SCENARIO_DIRS = (Path("scenarios"), REPO_ROOT / "scenarios")
-LOADTEST_DIRS = (Path("loadtests"), REPO_ROOT / "loadtests")
+PACKAGE = Path(__file__).resolve().parents[1]
+# ./scenarios and ./loadtests first (a user's own), then the ones shipped in the package.
+SCENARIO_DIRS = (Path("scenarios"), PACKAGE / "scenarios")
+LOADTEST_DIRS = (Path("loadtests"), PACKAGE / "loadtests")
 
 
 @dataclass(slots=True)
@@ -110,7 +111,7 @@ class LoadResult:
 
 
 def scenario_path(name: str) -> Path:
-    """``chat`` -> scenarios/chat.py (cwd first, then the repository); a .py path as given."""
+    """``chat`` -> ./scenarios/chat.py, else the packaged servecheck/scenarios/chat.py; a .py path as given."""
     if name.endswith(".py"):
         p = Path(name)
         if not p.is_file():

@@ -59,7 +59,7 @@ class AcceptSpec:
     """What ``servecheck accept`` checks; ``target`` ``reference`` starts the embedded server."""
 
     target: str = "reference"
-    targets_file: str = "targets.yaml"
+    targets_file: str | None = None  # None: ./targets.yaml, else the built-in reference target
     slos: list[str] = field(default_factory=list)
     smoke_duration_s: float = 20.0
     smoke_users: int = 2

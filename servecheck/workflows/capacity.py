@@ -48,7 +48,7 @@ class CapacitySpec:
     ``error_rate`` SLO is given."""
 
     target: str = "reference"
-    targets_file: str = "targets.yaml"
+    targets_file: str | None = None  # None: ./targets.yaml, else the built-in reference target
     slos: list[str] = field(default_factory=list)
     levels: list[float] = field(default_factory=lambda: [1.0, 2.0, 4.0, 8.0, 16.0])
     rates: bool = False

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import servecheck
 from servecheck.config import load_targets
 from servecheck.errors import UsageError
 from servecheck.redact import redact
@@ -39,13 +38,9 @@ SURFACE_FILES = {
 
 
 def suites_dir() -> Path:
-    for candidate in (
-        Path.cwd() / "suites",
-        Path(servecheck.__file__).resolve().parent.parent / "suites",
-    ):
-        if (candidate / "test_health.py").exists():
-            return candidate
-    raise UsageError("cannot find the suites/ folder: run servecheck from the project checkout")
+    """The conformance suites shipped inside the package (``servecheck/suites/``): the same
+    files wherever servecheck is installed and whichever folder it runs from."""
+    return Path(__file__).resolve().parents[1] / "suites"
 
 
 @dataclass(slots=True)
@@ -55,7 +50,7 @@ class CheckSpec:
     (``"0"`` runs in-process); ``pytest_args`` go to pytest as they are."""
 
     targets: list[str] = field(default_factory=lambda: ["reference"])
-    targets_file: str = "targets.yaml"
+    targets_file: str | None = None  # None: ./targets.yaml, else the built-in reference target
     models: list[str] = field(default_factory=list)
     surfaces: list[str] = field(default_factory=list)
     keyword: str | None = None
@@ -98,12 +93,17 @@ def build_pytest_command(spec: CheckSpec, run_dir: Path) -> list[str]:
         "pytest",
         *files,
         "-q",
+        # The catalogue's own pytest settings, not those of the folder it runs from.
+        "-c",
+        str(root / "catalogue.ini"),
+        # Named, so it loads where plugin autoloading is off (the entry point has the same name).
+        "-p",
+        "servecheck.pytest_plugin",
         "-p",
         "no:randomly",
         "--sc-report-dir",
         str(run_dir),
-        "--targets-file",
-        spec.targets_file,
+        *(["--targets-file", spec.targets_file] if spec.targets_file else []),
         f"--junitxml={run_dir / 'junit.xml'}",
         "-o",
         "junit_family=xunit2",

@@ -37,7 +37,7 @@ class CutoverSpec:
 
     old: str | None = None
     new: str | None = None
-    targets_file: str = "targets.yaml"
+    targets_file: str | None = None  # None: ./targets.yaml, else the built-in reference target
     prompts: str | None = None
     max_tokens: int = 64
     min_agreement: float = 0.8

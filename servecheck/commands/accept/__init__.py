@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
+from servecheck.commands.options import add_target_arguments, out_dir
 from servecheck.workflows import coldstart
 from servecheck.workflows.accept import AcceptSpec, run_accept
 from servecheck.workflows.conformance import SURFACE_FILES
@@ -20,18 +20,7 @@ from servecheck.workflows.conformance import SURFACE_FILES
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``servecheck accept`` (defaults from SERVECHECK_* variables where noted)."""
     env = os.environ.get
-    parser.add_argument(
-        "--target",
-        default=env("SERVECHECK_TARGET", "reference"),
-        metavar="NAME",
-        help="target in targets.yaml (default: %(default)s; env SERVECHECK_TARGET; 'reference' starts the embedded server)",
-    )
-    parser.add_argument(
-        "--targets-file",
-        default=env("SERVECHECK_TARGETS_FILE", "targets.yaml"),
-        metavar="PATH",
-        help="targets file (default: %(default)s)",
-    )
+    add_target_arguments(parser, target="one", target_default="reference, the embedded server")
     parser.add_argument(
         "--slo",
         action="append",
@@ -87,12 +76,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="pytest-xdist workers for the catalogue (default: %(default)s)",
     )
     parser.add_argument(
-        "--out",
-        default=env("SERVECHECK_REPORTS", "reports"),
-        metavar="DIR",
-        help="reports folder (default: %(default)s)",
-    )
-    parser.add_argument(
         "--run-id", metavar="ID", help="run folder name (default: <time>-accept-<target>)"
     )
     parser.add_argument(
@@ -110,7 +93,7 @@ def spec_from_args(args: argparse.Namespace) -> AcceptSpec:
     from servecheck.load.schedule import parse_duration
 
     return AcceptSpec(
-        target=args.target,
+        target=args.target or "reference",
         targets_file=args.targets_file,
         slos=list(args.slo),
         smoke_duration_s=parse_duration(args.smoke_duration),
@@ -122,7 +105,7 @@ def spec_from_args(args: argparse.Namespace) -> AcceptSpec:
         surfaces=list(args.surface or []),
         keyword=args.keyword,
         workers=str(args.workers),
-        out=Path(args.out),
+        out=out_dir(args),
         run_id=args.run_id,
         reference_args=list(args.reference_arg),
         launch=args.launch,

@@ -11,27 +11,14 @@ could be computed), 1 when none did, 2 for a usage error.
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 
+from servecheck.commands.options import add_target_arguments, out_dir
 from servecheck.workflows.capacity import CapacitySpec, parse_levels, run_capacity
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``servecheck capacity``."""
-    env = os.environ.get
-    parser.add_argument(
-        "--target",
-        default=env("SERVECHECK_TARGET", "reference"),
-        metavar="NAME",
-        help="target (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--targets-file",
-        default=env("SERVECHECK_TARGETS_FILE", "targets.yaml"),
-        metavar="PATH",
-        help="targets file (default: %(default)s)",
-    )
+    add_target_arguments(parser, target="one", target_default="reference, the embedded server")
     parser.add_argument(
         "--slo",
         action="append",
@@ -112,12 +99,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="wait this long for readiness first (default: %(default)s)",
     )
     parser.add_argument(
-        "--out",
-        default=env("SERVECHECK_REPORTS", "reports"),
-        metavar="DIR",
-        help="reports folder (default: %(default)s)",
-    )
-    parser.add_argument(
         "--run-id", metavar="ID", help="run folder name (default: <time>-capacity-<target>)"
     )
     parser.add_argument(
@@ -135,7 +116,7 @@ def spec_from_args(args: argparse.Namespace) -> CapacitySpec:
 
     rates = args.rates is not None
     return CapacitySpec(
-        target=args.target,
+        target=args.target or "reference",
         targets_file=args.targets_file,
         slos=list(args.slo),
         levels=parse_levels(args.rates if rates else (args.users or "1,2,4,8,16"), rates),
@@ -150,7 +131,7 @@ def spec_from_args(args: argparse.Namespace) -> CapacitySpec:
         max_error_rate=args.max_error_rate,
         allow_lag=args.allow_lag,
         ready_timeout_s=parse_duration(args.ready_timeout),
-        out=Path(args.out),
+        out=out_dir(args),
         run_id=args.run_id,
         reference_args=list(args.reference_arg),
     )

@@ -8,25 +8,14 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
+from servecheck.commands.options import add_target_arguments, out_dir, target_names
 from servecheck.workflows.conformance import SURFACE_FILES, CheckSpec, run_check
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
-    parser.add_argument(
-        "--target",
-        action="append",
-        metavar="NAME",
-        help="target from targets.yaml; repeatable; 'all' (default: env SERVECHECK_TARGET, else the embedded reference)",
-    )
-    parser.add_argument(
-        "--targets-file",
-        default=env("SERVECHECK_TARGETS_FILE", "targets.yaml"),
-        metavar="PATH",
-        help="targets file (default: %(default)s, env SERVECHECK_TARGETS_FILE)",
-    )
+    add_target_arguments(parser, target="many", target_default="the embedded reference")
     parser.add_argument(
         "--model", action="append", metavar="NAME", help="check only this served model; repeatable"
     )
@@ -51,12 +40,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="pytest-xdist workers, 'auto' or a number; 0 runs in-process (default: %(default)s)",
     )
     parser.add_argument(
-        "--out",
-        default=env("SERVECHECK_REPORTS", "reports"),
-        metavar="DIR",
-        help="where the run folder goes (default: %(default)s, env SERVECHECK_REPORTS)",
-    )
-    parser.add_argument(
         "--run-id", metavar="ID", help="name of the run folder (default: <time>-check-<targets>)"
     )
     parser.add_argument(
@@ -78,11 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def spec_from_args(args: argparse.Namespace) -> CheckSpec:
     """The :class:`CheckSpec` for the options (targets: ``--target``, else SERVECHECK_TARGET,
     else the embedded reference)."""
-    targets = (
-        args.target
-        or [t for t in os.environ.get("SERVECHECK_TARGET", "").split(",") if t]
-        or ["reference"]
-    )
+    targets = target_names(args)
     return CheckSpec(
         targets=list(targets),
         targets_file=args.targets_file,
@@ -90,7 +69,7 @@ def spec_from_args(args: argparse.Namespace) -> CheckSpec:
         surfaces=list(args.surface or []),
         keyword=args.keyword,
         workers=str(args.workers),
-        out=Path(args.out),
+        out=out_dir(args),
         run_id=args.run_id,
         embedded=not args.no_embedded,
         reference_args=list(args.reference_arg),

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
+from servecheck.commands.options import add_target_arguments, out_dir
 from servecheck.workflows import coldstart
 from servecheck.workflows.conformance import SURFACE_FILES
 from servecheck.workflows.cutover import CutoverSpec, run_cutover
@@ -29,12 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--to", dest="new", metavar="NEW", help="target serving the candidate model"
     )
-    parser.add_argument(
-        "--targets-file",
-        default=env("SERVECHECK_TARGETS_FILE", "targets.yaml"),
-        metavar="PATH",
-        help="targets file (default: %(default)s)",
-    )
+    add_target_arguments(parser, target=None)
     g = parser.add_argument_group("pre-cutover")
     g.add_argument(
         "--prompts", metavar="FILE", help="prompt set, one per line (default: a built-in set of 12)"
@@ -119,12 +114,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="longest time without a success allowed (default: %(default)s)",
     )
     parser.add_argument(
-        "--out",
-        default=env("SERVECHECK_REPORTS", "reports"),
-        metavar="DIR",
-        help="reports folder (default: %(default)s)",
-    )
-    parser.add_argument(
         "--run-id", metavar="ID", help="run folder name (default: <time>-cutover-<names>)"
     )
     parser.add_argument(
@@ -162,7 +151,7 @@ def spec_from_args(args: argparse.Namespace) -> CutoverSpec:
         rate=parse_rate(args.rate),
         max_failed=args.max_failed,
         max_gap_s=parse_duration(args.max_gap),
-        out=Path(args.out),
+        out=out_dir(args),
         run_id=args.run_id,
         reference_args=list(args.reference_arg),
         launch=args.launch,

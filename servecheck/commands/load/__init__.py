@@ -14,6 +14,7 @@ import sys
 
 # Re-exported: callers wrote ``from servecheck.commands.load import LoadSpec, run_load`` before
 # the run moved into the library; new code imports servecheck.load.run.
+from servecheck.commands.options import add_target_arguments
 from servecheck.errors import UsageError
 from servecheck.load.run import (
     LoadResult,
@@ -31,18 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``servecheck load`` (each also readable from a SERVECHECK_LOAD_* variable)."""
     env = os.environ.get
     g = parser.add_argument_group("load")
-    g.add_argument(
-        "--target",
-        metavar="NAME",
-        default=env("SERVECHECK_TARGET"),
-        help="target name in targets.yaml (env SERVECHECK_TARGET)",
-    )
-    g.add_argument(
-        "--targets-file",
-        metavar="FILE",
-        default=env("SERVECHECK_TARGETS_FILE", "targets.yaml"),
-        help="targets file (default: %(default)s; env SERVECHECK_TARGETS_FILE)",
-    )
+    add_target_arguments(g, target="one", target_default="none: required")
     g.add_argument(
         "--plan",
         metavar="NAME|FILE",
@@ -137,12 +127,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ID",
         default=None,
         help="run directory name (give master and workers the same one)",
-    )
-    g.add_argument(
-        "--out",
-        metavar="DIR",
-        default=env("SERVECHECK_LOAD_OUT", "reports"),
-        help="reports directory (default: %(default)s)",
     )
     g.add_argument(
         "--max-lag",

@@ -13,10 +13,10 @@ metric could not be judged; 2 a usage error.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import TYPE_CHECKING
 
+from servecheck.commands.options import add_target_arguments, out_dir
 from servecheck.load.soak import (
     MAX_CYCLES,
     MIN_CYCLES,
@@ -36,19 +36,7 @@ if TYPE_CHECKING:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``servecheck soak``."""
-    env = os.environ.get
-    parser.add_argument(
-        "--target",
-        default=env("SERVECHECK_TARGET", "reference"),
-        metavar="NAME",
-        help="target (default: %(default)s, env SERVECHECK_TARGET)",
-    )
-    parser.add_argument(
-        "--targets-file",
-        default=env("SERVECHECK_TARGETS_FILE", "targets.yaml"),
-        metavar="PATH",
-        help="targets file (default: %(default)s, env SERVECHECK_TARGETS_FILE)",
-    )
+    add_target_arguments(parser, target="one", target_default="reference, the embedded server")
     g = parser.add_argument_group("schedule (required: --cycles, --cycle, --idle)")
     g.add_argument(
         "--cycles", type=int, metavar="K", help=f"identical load cycles ({MIN_CYCLES}-{MAX_CYCLES})"
@@ -187,12 +175,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     v.add_argument("--no-rss", action="store_true", help="do not sample process RSS")
     v.add_argument("--no-nvml", action="store_true", help="do not sample NVML GPU memory")
     parser.add_argument(
-        "--out",
-        default=env("SERVECHECK_REPORTS", "reports"),
-        metavar="DIR",
-        help="reports folder (default: %(default)s)",
-    )
-    parser.add_argument(
         "--run-id", metavar="ID", help="run folder name (default: <time>-soak-<target>)"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -219,7 +201,7 @@ def _probe_only(args: argparse.Namespace, target: Target) -> int:
 
     plan = ProbeOnlyPlan.from_options(vars(args), target)
     model = args.model or discover_model(target)
-    run_dir = new_run_dir(args.out, "probe", args.target, args.run_id)
+    run_dir = new_run_dir(out_dir(args), "probe", target.name, args.run_id)
     s = plan.settings
     say(
         f"servecheck soak --probe-only: target {target.name}, model {model}; {s.rounds} x {s.streams} "
@@ -242,13 +224,14 @@ def run(args: argparse.Namespace) -> int:
     from servecheck.report.soak_html import write_soak_report
     from servecheck.report.workflow import new_run_dir, reference_env, say
 
-    with reference_env([args.target], extra_args=args.reference_arg):
-        target = load_targets(args.targets_file).get(args.target)
+    name = args.target or "reference"
+    with reference_env([name], extra_args=args.reference_arg):
+        target = load_targets(args.targets_file).get(name)
         if args.probe_only:
             return _probe_only(args, target)
         plan_from_args(args, target, "-")  # usage errors before any request
         plan = plan_from_args(args, target, args.model or discover_model(target))
-        run_dir = new_run_dir(args.out, "soak", args.target, args.run_id)
+        run_dir = new_run_dir(out_dir(args), "soak", name, args.run_id)
         say(
             f"servecheck soak: target {target.name} ({target.engine}), model {plan.model}; {plan.cycles} x "
             f"({_dur(plan.cycle_s)} load at {plan.concurrency} streams, {_dur(plan.idle_s)} idle)"

@@ -1,0 +1,87 @@
+"""The options every target-facing command shares: ``--target``, ``--targets-file``, ``--out``.
+
+One definition, so that the names, the environment variables and the help read the same in
+every command (``--help`` is pinned by tests/test_cli_help.py). Defaults are ``None`` (the
+variable's value when it is set): a command says what ``None`` means, e.g. the embedded
+``reference`` target, ``./targets.yaml`` (else the built-in file with the reference alone,
+:data:`servecheck.config.loader.BUILTIN_FILE`) and ``./reports``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from servecheck.config.loader import ENV_TARGETS_FILE
+
+ENV_TARGET = "SERVECHECK_TARGET"
+ENV_OUT = "SERVECHECK_REPORTS"
+DEFAULT_OUT = "reports"
+
+
+def add_target_arguments(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    *,
+    target: str | None = "one",
+    target_default: str = "the embedded reference",
+    out: bool = True,
+) -> None:
+    """Add ``--target`` (``target``: ``"one"``, ``"many"`` (repeatable) or ``None`` for none),
+    ``--targets-file`` and, with ``out``, ``--out``."""
+    env = os.environ.get
+    if target == "many":
+        parser.add_argument(
+            "--target",
+            action="append",
+            metavar="NAME",
+            default=None,
+            help=f"target from the targets file; repeatable; 'all' for every one "
+            f"(env {ENV_TARGET}, comma-separated; default: {target_default})",
+        )
+    elif target == "one":
+        parser.add_argument(
+            "--target",
+            metavar="NAME",
+            default=env(ENV_TARGET),
+            help=f"target from the targets file (env {ENV_TARGET}; default: {target_default})",
+        )
+    parser.add_argument(
+        "--targets-file",
+        metavar="PATH",
+        default=env(ENV_TARGETS_FILE),
+        help=f"targets file (env {ENV_TARGETS_FILE}; default: ./targets.yaml, "
+        "else the built-in file with only the reference target)",
+    )
+    if out:
+        parser.add_argument(
+            "--out",
+            metavar="DIR",
+            default=env(ENV_OUT),
+            help=f"where run folders go (env {ENV_OUT}; default: ./{DEFAULT_OUT})",
+        )
+
+
+def out_dir(args: argparse.Namespace) -> Path:
+    """``--out``, else ``./reports``."""
+    return Path(args.out or DEFAULT_OUT)
+
+
+def target_names(args: argparse.Namespace, default: str = "reference") -> list[str]:
+    """A repeatable ``--target``: the options, else ``$SERVECHECK_TARGET`` (comma-separated),
+    else ``[default]``."""
+    return (
+        list(args.target or [])
+        or [t for t in os.environ.get(ENV_TARGET, "").split(",") if t.strip()]
+        or [default]
+    )
+
+
+__all__ = [
+    "DEFAULT_OUT",
+    "ENV_OUT",
+    "ENV_TARGET",
+    "add_target_arguments",
+    "out_dir",
+    "target_names",
+]
