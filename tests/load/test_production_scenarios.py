@@ -77,6 +77,8 @@ def test_multi_turn_builds_history_from_replies(
     pc = s["prefix_cache"]
     assert pc["requests_reporting"] == 24 and pc["engine"]["source"] == "vllm:prefix_cache"
     assert "turns (" in proc.stdout and "turn 2" in proc.stdout
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    assert "turns (" in (run_dir / "report.html").read_text()  # the HTML page shows them too
 
 
 def test_shared_prefix_hit_rate_from_usage_and_engine_agree(
