@@ -11,7 +11,8 @@ cooperative; in tests they are plain blocking sockets. Keep-alive connections ar
 client; a pooled connection the server closed meanwhile is retried once on a fresh one (only
 when nothing of the response was received). TCP_NODELAY is set on every connection.
 
-Errors are data: :class:`WireResult` carries ``error`` = connect | timeout | stream-error
+Errors are data: :class:`WireResult` carries ``error`` = connect | timeout | too-large (``on_data``
+returned why it must stop: the reader's size bound) | stream-error
 (the connection broke mid-body) and a message; it never raises for server behaviour.
 """
 
@@ -42,7 +43,7 @@ class WireResult:
     hung_up: bool = False  # the client closed the connection on purpose (``until``), mid-response
 
 
-class Exchange:
+class ResponseParser:
     """One HTTP/1.1 response parsed incrementally from raw reads: status line, headers, then the
     body (chunked, Content-Length or until close), whose payload goes to ``on_data(bytes, t)``.
 
@@ -79,7 +80,7 @@ class Exchange:
 
     def __init__(
         self,
-        on_data: Callable[[bytes, float], None],
+        on_data: Callable[[bytes, float], str | None],
         deadline: float | None = None,
         may_retry: bool = False,
         now: float = 0.0,
@@ -138,7 +139,10 @@ class Exchange:
             self.received += len(payload)
         if payload:
             if self.limit is None:
-                self.on_data(payload, t)
+                stop = self.on_data(payload, t)
+                if stop:  # the reader's size bound: end here, in time, with bounded memory
+                    self.fail("too-large", stop, t)
+                    return
             elif self.prefix_len < self.limit:
                 self.prefix.append(payload)
                 self.prefix_len += len(payload)
@@ -387,7 +391,7 @@ class WireClient:
         self,
         path: str,
         body: bytes,
-        on_data: Callable[[bytes, float], None],
+        on_data: Callable[[bytes, float], str | None],
         deadline: float | None = None,
         on_token: Callable[[float], bool] | None = None,
         request_id: str | None = None,
@@ -395,7 +399,7 @@ class WireClient:
     ) -> WireResult:
         """POST ``body``; call ``on_data(payload_bytes, arrival_time)`` per socket read of the body.
         ``request_id`` goes out as ``X-Request-Id``; ``until()`` true hangs up mid-response
-        (:class:`Exchange`). (``on_token`` is for
+        (:class:`ResponseParser`). (``on_token`` is for
         :class:`~servecheck.load.reactor.StreamReactor`'s signature; this reader parses every read.)"""
         request = self.origin.request(path, body, request_id)
         where = f"{self.origin.host}:{self.origin.port}"
@@ -417,7 +421,7 @@ class WireClient:
                     error_message=f"cannot connect to {where}: {exc}",
                     t_end=_perf(),
                 )
-            ex = Exchange(on_data, deadline, may_retry=reused, until=until)
+            ex = ResponseParser(on_data, deadline, may_retry=reused, until=until)
             self._exchange(conn, request, ex)
             if not ex.retry:
                 if ex.keep and ex.res.error is None:
@@ -428,7 +432,7 @@ class WireClient:
             conn.close()
         return ex.res  # pragma: no cover - the second attempt never asks for a retry
 
-    def _exchange(self, conn: _Conn, request: bytes, ex: Exchange) -> None:
+    def _exchange(self, conn: _Conn, request: bytes, ex: ResponseParser) -> None:
         sock = conn.sock
         try:
             ex.res.t_sent = _perf()

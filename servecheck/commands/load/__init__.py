@@ -26,6 +26,7 @@ from servecheck.load.run import (
     summarise,
 )
 from servecheck.load.trace import FORMATS as TRACE_FORMATS
+from servecheck.signals import Interrupted
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -140,6 +141,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="report a lagging generator as a warning, not a failed run",
     )
     g.add_argument(
+        "--honour-retry-after",
+        metavar="MAX",
+        default=None,
+        help="closed loop: after a rate-limited answer (429, 503 with Retry-After) a user waits "
+        "the Retry-After it was given, at most MAX (e.g. 10s); default: no wait",
+    )
+    g.add_argument(
         "--max-inflight",
         type=int,
         metavar="N",
@@ -206,17 +214,25 @@ def spec_from_args(args: argparse.Namespace) -> LoadSpec:
 def run(args: argparse.Namespace) -> int:
     """``servecheck load``: run, print the summary, exit 0 (SLOs held) / 1 (breach) / 2 (usage)."""
     spec = spec_from_args(args)
-    result = run_load(spec, on_log=lambda s: print(s, file=sys.stderr, flush=True))
+    from servecheck import api
+
+    try:
+        result = api.load(spec, on_log=lambda s: print(s, file=sys.stderr, flush=True))
+    except Interrupted as stop:
+        if stop.partial is None:
+            raise
+        result = stop.partial
+        print(format_summary(result.summary, result.verdicts))
+        print(f"report (partial): {result.run_dir}; records: {result.run_dir}/records*.jsonl")
+        return stop.exit_code
     if spec.role == "worker":
-        print(f"worker done: records in {result.run_dir}")
+        print(f"worker done: records sent to the master, local copy in {result.run_dir / 'local'}")
         return 0
     print(format_summary(result.summary, result.verdicts))
     print(f"report: {result.run_dir}")
     if result.summary:
-        # One page a person reads instead of the CSVs (plots inline); the report layer sits above load.
-        from servecheck.report.html import write_load_html
-
-        print(f"HTML: {write_load_html(result.run_dir)}")
+        # One page a person reads instead of the CSVs (plots inline), written by api.load.
+        print(f"HTML: {result.run_dir / 'report.html'}")
     return result.exit_code
 
 
