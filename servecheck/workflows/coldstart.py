@@ -81,8 +81,8 @@ def run_stage(
     """Wait for readiness and time the first requests: ``(ready stage, cold_start stage)``."""
     from servecheck.checks.health import wait_ready
     from servecheck.client.http import ServeClient
+    from servecheck.client.models import model_for_target
     from servecheck.load import coldstart
-    from servecheck.load.run import _resolve_model as resolve_model
     from servecheck.report.workflow import say
 
     t0 = launch.started or time.monotonic()
@@ -97,7 +97,7 @@ def run_stage(
 
     cold = coldstart.measure(
         target,
-        lambda: resolve_model(target, None),
+        lambda: model_for_target(target, None).model,
         ready,
         ready_s,
         started=t0,
