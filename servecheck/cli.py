@@ -50,6 +50,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "servecheck.commands.wait_ready",
         "poll a target's health until ready, loading or down (bounded)",
     ),
+    "init": (
+        "servecheck.commands.init",
+        "probe an endpoint and write a commented targets.yaml entry",
+    ),
     "targets": (
         "servecheck.commands.targets",
         "validate targets.yaml and show the targets it defines",

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from servecheck.checks.surfaces.errors import error_shape_problem
+from servecheck.checks.surfaces.err import error_shape_problem
 from servecheck.client.http import Exchange
 from servecheck.profiles import DEVIATIONS, PROFILES
 

@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 
 from servecheck.checks import CheckFailed, CheckSkipped, NonStrict, load_all, run_check
-from servecheck.checks.surfaces import json_mode, tools
+from servecheck.checks.surfaces import json as json_mode
+from servecheck.checks.surfaces import tools
 from servecheck.client.http import Exchange, StreamResult
 from tests.support import TEST_KEY, context_for
 

@@ -60,35 +60,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Compare, write compare.json + report.html + summary.md, print, exit 1 on regression."""
-    from servecheck.errors import UsageError
-    from servecheck.report.compare import compare_runs, comparison_section, format_text
-    from servecheck.report.html import write_page
+    from servecheck import api
+    from servecheck.report.compare import format_text
 
-    if not 0 < args.alpha < 0.5:
-        raise UsageError(f"--alpha {args.alpha}: must be between 0 and 0.5")
-    if not 100 <= args.bootstrap <= 20000:
-        raise UsageError(f"--bootstrap {args.bootstrap}: must be between 100 and 20000")
-    cmp = compare_runs(
-        args.baseline,
-        args.current,
-        threshold_overrides=args.threshold,
-        alpha=args.alpha,
-        seed=args.seed,
-        n_boot=args.bootstrap,
-    )
-    out = Path(args.out) if args.out else Path(args.current) / "compare"
-    out.mkdir(parents=True, exist_ok=True)
-    data = cmp.as_dict()
-    (out / "compare.json").write_text(redact(json.dumps(data, indent=2)) + "\n", encoding="utf-8")
-    page = write_page(
-        out,
-        f"servecheck compare: {Path(args.current).name} vs {Path(args.baseline).name}",
-        [comparison_section(cmp)],
-        ok=not cmp.regressed,
+    result = api.compare(
+        api.CompareSpec(
+            baseline=Path(args.baseline),
+            current=Path(args.current),
+            thresholds=list(args.threshold),
+            alpha=args.alpha,
+            seed=args.seed,
+            bootstrap=args.bootstrap,
+            out=Path(args.out) if args.out else None,
+        )
     )
     if args.json:
-        print(redact(json.dumps(data, indent=2)))
+        print(redact(json.dumps(result.comparison.as_dict(), indent=2)))
     else:
-        print(redact(format_text(cmp)))
-        print(f"report: {page}", file=sys.stderr)
-    return 1 if cmp.regressed else 0
+        print(redact(format_text(result.comparison)))
+        print(f"report: {result.page}", file=sys.stderr)
+    return result.exit_code

@@ -154,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
     """Run the preflight and print a table (or JSON); 1 when any finding is an error."""
     from pathlib import Path
 
-    from servecheck.preflight import PreflightOptions, run_preflight
+    from servecheck import api
+    from servecheck.preflight import PreflightOptions
 
     uid, gids = _user(args.as_user)
     options = PreflightOptions(
@@ -170,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     )
     hashing = args.verify_sha256 or args.manifest
     progress = _RichHashProgress() if hashing and sys.stderr.isatty() and not args.json else None
-    report = run_preflight(args.path, options, progress)
+    report = api.preflight(args.path, options, progress)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:

@@ -387,22 +387,11 @@ def wait_drained(
 
 
 def discover_model(target: Target) -> str:
-    """The target's first ``models`` entry, else the first id ``/v1/models`` lists."""
-    if target.models:
-        return target.models[0]
-    try:
-        r = httpx.get(
-            target.base_url + "/models",
-            headers={**target.headers, **target.auth_headers()},
-            timeout=target.connect_timeout_s,
-            trust_env=False,
-        )
-        return str(r.json()["data"][0]["id"])
-    except Exception as exc:  # noqa: BLE001 - any failure means the same to the user
-        raise UsageError(
-            f"target {target.name!r}: cannot list models at {target.base_url}/models ({type(exc).__name__}); "
-            "set models: in targets.yaml or pass --model"
-        ) from None
+    """The target's first ``models`` entry, else the first id ``/v1/models`` lists
+    (:func:`servecheck.client.models.model_for_target`)."""
+    from servecheck.client.models import model_for_target
+
+    return model_for_target(target).model
 
 
 @dataclass(slots=True)

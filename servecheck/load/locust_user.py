@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import gevent
-import requests
 from gevent.lock import Semaphore
 from locust import LoadTestShape, User, constant, events, task
 from locust.runners import MasterRunner, WorkerRunner
@@ -394,7 +393,14 @@ def _config_from_env(environment: Any, user_cls: type[LLMUser] | None) -> RunCon
             os.environ[ENV_API_KEY] = next(iter(auth.values())).removeprefix("Bearer ")
     if not base:
         raise RuntimeError("no target: pass --host http://HOST:PORT/v1 or set SERVECHECK_TARGET")
-    model = os.environ.get("SERVECHECK_MODEL") or _discover_model(base, headers)
+    from servecheck.client.models import choose_model
+
+    # Never a guessed model: a failed listing stops the run and says how to name one.
+    choice = choose_model(
+        base, headers, explicit=os.environ.get("SERVECHECK_MODEL"), what=target_name
+    )
+    logging.getLogger(__name__).info("servecheck: %s", choice.line())
+    model = choice.model
     run_id = time.strftime("locust-%Y%m%d-%H%M%S")
     return RunConfig(
         run_id=run_id,
@@ -406,14 +412,6 @@ def _config_from_env(environment: Any, user_cls: type[LLMUser] | None) -> RunCon
         timeout_s=timeout,
         records_dir=os.environ.get("SERVECHECK_RECORDS_DIR", str(Path("reports") / run_id)),
     )
-
-
-def _discover_model(base: str, headers: dict[str, str]) -> str:
-    try:
-        r = requests.get(base.rstrip("/") + "/models", headers=headers, timeout=10)
-        return str(r.json()["data"][0]["id"])
-    except Exception:  # noqa: BLE001
-        return "default"
 
 
 def _user_class(environment: Any) -> type[LLMUser] | None:

@@ -26,7 +26,7 @@ Who reads (``kind`` in ``summary.json``'s ``generator.reader``):
   stream's next token to arrive before the last one was read, and the two shared the later stamp
   (TTFT error p99 11-20 ms against under 1 ms with the thread: ``docs/benchmarks.md``). The thread
   also marks each read that is exactly one chunk with one token event (``_rxthread.token_chunk``);
-  such a read is counted without parsing (:meth:`Exchange.token`) when the stream is between
+  such a read is counted without parsing (:meth:`ResponseParser.token`) when the stream is between
   chunks, which cut the generator's CPU per token by about a quarter.
 - ``loop``: the same reads done by this loop itself with ``epoll`` and ``recvmsg`` (no compiler at
   install time, not Linux, or ``SERVECHECK_READER=loop``).
@@ -53,7 +53,7 @@ from itertools import count
 from typing import Any
 
 from servecheck.clock import clock_offset
-from servecheck.load.wire import RECV_BYTES, Exchange, Origin, WireResult
+from servecheck.load.wire import RECV_BYTES, Origin, ResponseParser, WireResult
 
 _perf = time.perf_counter
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform == "linux" else None)
@@ -103,7 +103,7 @@ def _original(module: str, name: str) -> Any:
 class _Live:
     __slots__ = ("sock", "fd", "ex", "event")
 
-    def __init__(self, sock: socket.socket, ex: Exchange, event: threading.Event) -> None:
+    def __init__(self, sock: socket.socket, ex: ResponseParser, event: threading.Event) -> None:
         self.sock, self.fd, self.ex, self.event = sock, sock.fileno(), ex, event
 
 
@@ -273,10 +273,10 @@ class StreamReactor:
         ``until()`` true hangs up mid-response (an abandoned stream, ``res.hung_up``).
 
         ``on_token(arrival_time)``, when given, is offered each read that the reader thread found to
-        be exactly one chunk with one token event (:meth:`Exchange.token`); it returns False to
+        be exactly one chunk with one token event (:meth:`ResponseParser.token`); it returns False to
         have the bytes go to ``on_data`` as usual. Saves parsing the common read."""
         request = self.origin.request(path, body, request_id)
-        ex = Exchange(on_data, deadline, on_token=on_token, until=until)
+        ex = ResponseParser(on_data, deadline, on_token=on_token, until=until)
         for attempt in (0, 1):
             # A retry always takes a fresh connection: the server that closed one idle connection
             # has likely closed the other pooled ones too.
@@ -288,7 +288,7 @@ class StreamReactor:
                 if isinstance(sock_or_err, WireResult):
                     return sock_or_err
                 sock = sock_or_err
-            ex = Exchange(
+            ex = ResponseParser(
                 on_data, deadline, may_retry=reused, now=_perf(), on_token=on_token, until=until
             )
             try:
@@ -369,7 +369,7 @@ class StreamReactor:
                 continue
             view = view[n:]
 
-    def _wait(self, sock: socket.socket, ex: Exchange) -> None:
+    def _wait(self, sock: socket.socket, ex: ResponseParser) -> None:
         event = threading.Event()
         key = next(self._keys)
         self._live[key] = _Live(sock, ex, event)

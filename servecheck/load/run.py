@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servecheck.client.models import ModelChoice, model_for_target
 from servecheck.config.model import Target
 from servecheck.errors import UsageError, did_you_mean
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
@@ -131,27 +132,6 @@ def plan_path(name: str) -> Path:
         if p.is_file():
             return p
     return Path(name)
-
-
-def _resolve_model(target: Target, spec_model: str | None) -> str:
-    if spec_model:
-        return spec_model
-    if target.models:
-        return target.models[0]
-    import httpx
-
-    try:
-        r = httpx.get(
-            target.base_url + "/models",
-            headers={**target.headers, **target.auth_headers()},
-            timeout=target.connect_timeout_s,
-        )
-        return str(r.json()["data"][0]["id"])
-    except Exception as exc:  # noqa: BLE001
-        raise UsageError(
-            f"target {target.name!r}: cannot list models at {target.base_url}/models ({type(exc).__name__}); "
-            "set models: in targets.yaml or pass --model"
-        ) from None
 
 
 def _new_run_id(scenario: str) -> str:
@@ -490,11 +470,14 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     slos = validate(spec)
     scenario_path(spec.scenario)  # fail early on an unknown scenario
     down = target_down(spec.target.base_url, spec.target.connect_timeout_s)
-    model = (
-        _resolve_model(spec.target, spec.model)
-        if not down
-        else spec.model or (spec.target.models or ["(not discovered: target down)"])[0]
-    )
+    if down:
+        choice = ModelChoice(
+            spec.model or (spec.target.models or ["(not discovered: target down)"])[0],
+            "given" if spec.model else "not discovered: target down",
+        )
+    else:
+        choice = model_for_target(spec.target, spec.model)
+    model = choice.model
     run_id = spec.run_id or _new_run_id(spec.scenario)
     run_dir = Path(spec.out_dir) / run_id
     if spec.role != "worker":
@@ -522,7 +505,7 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
         return summarise(spec, cfg, slos, run_dir, None, now, now, down=down)
     cmd = locust_command(spec, cfg, run_dir)
     say(
-        f"run {run_id}: {cfg.mode} load on {spec.target.name} ({redact(spec.target.base_url)}), scenario {cfg.scenario}, model {model}"
+        f"run {run_id}: {cfg.mode} load on {spec.target.name} ({redact(spec.target.base_url)}), scenario {cfg.scenario}, {choice.line()}"
     )
     started = time.time()
     bound = cfg.duration_s

@@ -43,7 +43,7 @@ class WireResult:
     hung_up: bool = False  # the client closed the connection on purpose (``until``), mid-response
 
 
-class Exchange:
+class ResponseParser:
     """One HTTP/1.1 response parsed incrementally from raw reads: status line, headers, then the
     body (chunked, Content-Length or until close), whose payload goes to ``on_data(bytes, t)``.
 
@@ -399,7 +399,7 @@ class WireClient:
     ) -> WireResult:
         """POST ``body``; call ``on_data(payload_bytes, arrival_time)`` per socket read of the body.
         ``request_id`` goes out as ``X-Request-Id``; ``until()`` true hangs up mid-response
-        (:class:`Exchange`). (``on_token`` is for
+        (:class:`ResponseParser`). (``on_token`` is for
         :class:`~servecheck.load.reactor.StreamReactor`'s signature; this reader parses every read.)"""
         request = self.origin.request(path, body, request_id)
         where = f"{self.origin.host}:{self.origin.port}"
@@ -421,7 +421,7 @@ class WireClient:
                     error_message=f"cannot connect to {where}: {exc}",
                     t_end=_perf(),
                 )
-            ex = Exchange(on_data, deadline, may_retry=reused, until=until)
+            ex = ResponseParser(on_data, deadline, may_retry=reused, until=until)
             self._exchange(conn, request, ex)
             if not ex.retry:
                 if ex.keep and ex.res.error is None:
@@ -432,7 +432,7 @@ class WireClient:
             conn.close()
         return ex.res  # pragma: no cover - the second attempt never asks for a retry
 
-    def _exchange(self, conn: _Conn, request: bytes, ex: Exchange) -> None:
+    def _exchange(self, conn: _Conn, request: bytes, ex: ResponseParser) -> None:
         sock = conn.sock
         try:
             ex.res.t_sent = _perf()

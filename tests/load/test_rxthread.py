@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from servecheck.load import reactor as reactor_mod
 from servecheck.load.stream import StreamState
-from servecheck.load.wire import Exchange
+from servecheck.load.wire import ResponseParser
 
 pytestmark = pytest.mark.skipif(
     reactor_mod.sys.platform != "linux", reason="the native reader is Linux-only"
@@ -194,15 +194,15 @@ def test_reader_choice(monkeypatch: pytest.MonkeyPatch) -> None:
 _HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 
-def _fresh() -> tuple[Exchange, StreamState]:
+def _fresh() -> tuple[ResponseParser, StreamState]:
     st = StreamState()
-    ex = Exchange(st.feed, on_token=st.token)
+    ex = ResponseParser(st.feed, on_token=st.token)
     ex.feed(_HEAD, 0.0)
     assert ex.in_body and ex.dech is not None
     return ex, st
 
 
-def _state(ex: Exchange, st: StreamState) -> tuple:
+def _state(ex: ResponseParser, st: StreamState) -> tuple:
     assert ex.dech is not None
     return (
         st.token_times,

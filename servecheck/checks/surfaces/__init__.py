@@ -1,15 +1,16 @@
-"""One module per surface; importing this package registers every check."""
+"""One module per surface, named after the surface's id (``ctx`` holds CTX-*); importing this
+package registers every check."""
 
 from servecheck.checks.surfaces import (  # noqa: F401
     auth,
     chat,
     client,
-    concurrency,
-    context,
-    errors,
+    conc,
+    ctx,
+    err,
     fuzz,
     health,
-    json_mode,
+    json,
     models,
     stream,
     tools,

@@ -11,7 +11,7 @@ import secrets
 
 from servecheck.checks.context import CheckContext, CheckSkipped
 from servecheck.checks.registry import check
-from servecheck.checks.surfaces.errors import ERROR_SHAPE, error_shape_problem
+from servecheck.checks.surfaces.err import ERROR_SHAPE, error_shape_problem
 from servecheck.client.http import Exchange
 from servecheck.redact import Secret
 

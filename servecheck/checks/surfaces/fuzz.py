@@ -13,7 +13,7 @@ from typing import Any
 
 from servecheck.checks.context import CheckContext, CheckSkipped
 from servecheck.checks.registry import check
-from servecheck.checks.surfaces.errors import ERROR_SHAPE, error_shape_problem
+from servecheck.checks.surfaces.err import ERROR_SHAPE, error_shape_problem
 from servecheck.client.http import Exchange
 
 WALL_CAP_S = 90.0  # generation and shrinking together; after it, no more requests are sent

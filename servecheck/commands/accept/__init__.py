@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import os
 
+from servecheck import api
 from servecheck.commands.options import add_target_arguments, out_dir
-from servecheck.workflows.accept import AcceptSpec, run_accept
+from servecheck.workflows.accept import AcceptSpec
 from servecheck.workflows.conformance import SURFACE_FILES
 
 
@@ -111,7 +112,7 @@ def spec_from_args(args: argparse.Namespace) -> AcceptSpec:
 
 def run(args: argparse.Namespace) -> int:
     """Readiness, conformance, smoke load; one report; exit 0 only if everything held."""
-    return run_accept(spec_from_args(args)).exit_code
+    return api.accept(spec_from_args(args)).exit_code
 
 
 __all__ = ["add_arguments", "run", "spec_from_args"]

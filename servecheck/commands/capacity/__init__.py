@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import argparse
 
+from servecheck import api
 from servecheck.commands.options import add_target_arguments, out_dir
-from servecheck.workflows.capacity import CapacitySpec, parse_levels, run_capacity
+from servecheck.workflows.capacity import CapacitySpec, parse_levels
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -139,7 +140,7 @@ def spec_from_args(args: argparse.Namespace) -> CapacitySpec:
 
 def run(args: argparse.Namespace) -> int:
     """Sweep, write capacity.json + report.html + summary.md, print the findings."""
-    return run_capacity(spec_from_args(args)).exit_code
+    return api.capacity(spec_from_args(args)).exit_code
 
 
 __all__ = ["add_arguments", "run", "spec_from_args"]

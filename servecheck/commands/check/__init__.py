@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import os
 
+from servecheck import api
 from servecheck.commands.options import add_target_arguments, out_dir, target_names
-from servecheck.workflows.conformance import SURFACE_FILES, CheckSpec, run_check
+from servecheck.workflows.conformance import SURFACE_FILES, CheckSpec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,7 +80,7 @@ def spec_from_args(args: argparse.Namespace) -> CheckSpec:
 
 def run(args: argparse.Namespace) -> int:
     """Run the catalogue; exit with pytest's code (3 when no check was selected)."""
-    return run_check(spec_from_args(args)).exit_code
+    return api.check(spec_from_args(args)).exit_code
 
 
 __all__ = ["SURFACE_FILES", "add_arguments", "run", "spec_from_args"]

@@ -14,9 +14,10 @@ from __future__ import annotations
 import argparse
 import os
 
+from servecheck import api
 from servecheck.commands.options import add_target_arguments, out_dir
 from servecheck.workflows.conformance import SURFACE_FILES
-from servecheck.workflows.cutover import CutoverSpec, run_cutover
+from servecheck.workflows.cutover import CutoverSpec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -157,7 +158,7 @@ def spec_from_args(args: argparse.Namespace) -> CutoverSpec:
 
 def run(args: argparse.Namespace) -> int:
     """Pre-cutover checks, or the swap-under-load probe; one report; exit 0 only if all held."""
-    return run_cutover(spec_from_args(args)).exit_code
+    return api.cutover(spec_from_args(args)).exit_code
 
 
 __all__ = ["add_arguments", "run", "spec_from_args"]

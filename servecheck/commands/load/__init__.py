@@ -174,8 +174,10 @@ def spec_from_args(args: argparse.Namespace) -> LoadSpec:
 def run(args: argparse.Namespace) -> int:
     """``servecheck load``: run, print the summary, exit 0 (SLOs held) / 1 (breach) / 2 (usage)."""
     spec = spec_from_args(args)
+    from servecheck import api
+
     try:
-        result = run_load(spec, on_log=lambda s: print(s, file=sys.stderr, flush=True))
+        result = api.load(spec, on_log=lambda s: print(s, file=sys.stderr, flush=True))
     except Interrupted as stop:
         if stop.partial is None:
             raise
@@ -189,10 +191,8 @@ def run(args: argparse.Namespace) -> int:
     print(format_summary(result.summary, result.verdicts))
     print(f"report: {result.run_dir}")
     if result.summary:
-        # One page a person reads instead of the CSVs (plots inline); the report layer sits above load.
-        from servecheck.report.html import write_load_html
-
-        print(f"HTML: {write_load_html(result.run_dir)}")
+        # One page a person reads instead of the CSVs (plots inline), written by api.load.
+        print(f"HTML: {result.run_dir / 'report.html'}")
     return result.exit_code
 
 

@@ -16,6 +16,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from servecheck import api
 from servecheck.commands.options import add_target_arguments, out_dir
 from servecheck.load.soak import (
     MAX_CYCLES,
@@ -25,7 +26,6 @@ from servecheck.load.soak import (
     _dur,
     plan_from_options,
     run_probe_only,
-    run_soak,
     telemetry_overrides,
     verdict_line,
 )
@@ -213,7 +213,6 @@ def run(args: argparse.Namespace) -> int:
     """Run the soak; print the verdict lines; exit 0 no leak, 1 leak / not drained, 2 usage."""
     from servecheck.config import load_targets
     from servecheck.load.abandon import discover_model
-    from servecheck.report.soak_html import write_soak_report
     from servecheck.report.workflow import new_run_dir, reference_env, say
 
     name = args.target or "reference"
@@ -229,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
             f"({_dur(plan.cycle_s)} load at {plan.concurrency} streams, {_dur(plan.idle_s)} idle)"
             f"{' with abandoned streams' if plan.abandon else ''}; about {_dur(plan.planned_s())}; report {run_dir}"
         )
-        result = run_soak(
+        result = api.soak(
             target,
             plan,
             run_dir,
@@ -237,14 +236,13 @@ def run(args: argparse.Namespace) -> int:
             progress=not args.no_progress and sys.stderr.isatty(),
             say=say,
         )
-        page = write_soak_report(result)
     for metric, v in result.leak.items():
         print(verdict_line(metric, v.status, v.message))
     if result.drain is not None:
         print(verdict_line("drain", result.drain.status, result.drain.message))
     for reason in result.data["failures"]:
         print(f"FAIL {reason}")
-    print(f"soak {'PASS' if result.exit_code == 0 else 'FAIL'}: {page}")
+    print(f"soak {'PASS' if result.exit_code == 0 else 'FAIL'}: {result.run_dir / 'report.html'}")
     return result.exit_code
 
 

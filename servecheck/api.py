@@ -1,0 +1,146 @@
+"""servecheck as a library: one function per command, each taking a typed spec and returning a
+typed result (the same files and exit code as the command; nothing is printed but progress on
+stderr). The commands parse their options into these specs and call these functions.
+
+    from servecheck import api
+
+    result = api.check(api.CheckSpec(targets=["mine"], targets_file="targets.yaml"))
+    gate = api.accept(api.AcceptSpec(target="mine", slos=["ttft_p95<=800ms"]))
+    run = api.load(api.LoadSpec(target=api.target("mine"), users=8, duration_s=60))
+    if not (result.passed and gate.passed and run.passed):
+        raise SystemExit(1)
+
+Bad input raises :class:`servecheck.errors.UsageError` with a message naming the problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from servecheck.config.model import Target
+from servecheck.load.run import LoadResult, LoadSpec
+from servecheck.load.soak import SoakPlan, SoakResult
+from servecheck.preflight import PreflightOptions, PreflightReport
+from servecheck.workflows.accept import AcceptResult, AcceptSpec
+from servecheck.workflows.capacity import CapacityResult, CapacitySpec
+from servecheck.workflows.compare import CompareResult, CompareSpec
+from servecheck.workflows.conformance import CheckResult, CheckSpec
+from servecheck.workflows.cutover import CutoverResult, CutoverSpec
+
+
+def target(name: str, targets_file: str | Path | None = None) -> Target:
+    """A target from a targets file (``None``: ./targets.yaml, else the built-in reference)."""
+    from servecheck.config import load_targets
+
+    return load_targets(targets_file).get(name)
+
+
+def check(spec: CheckSpec, say: Callable[[str], None] | None = None) -> CheckResult:
+    """The conformance catalogue (pytest in a subprocess) into one run folder."""
+    from servecheck.workflows.conformance import run_check
+
+    return run_check(spec, say)
+
+
+def load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> LoadResult:
+    """One bounded load run with SLO verdicts; also writes the run's HTML page."""
+    from servecheck.load.run import run_load
+
+    result = run_load(spec, on_log=on_log)
+    if result.summary:
+        from servecheck.report.html import write_load_html
+
+        write_load_html(result.run_dir)
+    return result
+
+
+def soak(
+    target: Target,
+    plan: SoakPlan,
+    run_dir: Path,
+    *,
+    telemetry_overrides: dict[str, Any] | None = None,
+    progress: bool = False,
+    say: Callable[[str], None] | None = None,
+) -> SoakResult:
+    """A validated soak plan against ``target`` (``plan.model`` set); writes soak.json,
+    soak.png and report.html into ``run_dir``."""
+    from servecheck.load.soak import run_soak
+    from servecheck.report.soak_html import write_soak_report
+
+    plan.validate()
+    result = run_soak(
+        target, plan, run_dir, telemetry_overrides=telemetry_overrides, progress=progress, say=say
+    )
+    write_soak_report(result)
+    return result
+
+
+def accept(spec: AcceptSpec) -> AcceptResult:
+    """Readiness, the catalogue and a smoke load: the post-deploy gate."""
+    from servecheck.workflows.accept import run_accept
+
+    return run_accept(spec)
+
+
+def compare(spec: CompareSpec) -> CompareResult:
+    """A regression verdict between two run folders."""
+    from servecheck.workflows.compare import run_compare
+
+    return run_compare(spec)
+
+
+def capacity(spec: CapacitySpec) -> CapacityResult:
+    """A bounded load sweep: the highest load within the SLOs, the knee, replicas."""
+    from servecheck.workflows.capacity import run_capacity
+
+    return run_capacity(spec)
+
+
+def cutover(spec: CutoverSpec) -> CutoverResult:
+    """Pre-cutover checks of OLD -> NEW, or the swap-under-load probe."""
+    from servecheck.workflows.cutover import run_cutover
+
+    return run_cutover(spec)
+
+
+def preflight(
+    path: str | Path, options: PreflightOptions | None = None, progress: Any = None
+) -> PreflightReport:
+    """Model files (safetensors, GGUF, config, tokenizer) before a launch; ``progress`` reports
+    hashing (``servecheck.preflight.integrity.HashProgress``)."""
+    from servecheck.preflight import run_preflight
+
+    return run_preflight(str(path), options or PreflightOptions(), progress)
+
+
+__all__ = [
+    "AcceptResult",
+    "AcceptSpec",
+    "CapacityResult",
+    "CapacitySpec",
+    "CheckResult",
+    "CheckSpec",
+    "CompareResult",
+    "CompareSpec",
+    "CutoverResult",
+    "CutoverSpec",
+    "LoadResult",
+    "LoadSpec",
+    "PreflightOptions",
+    "PreflightReport",
+    "SoakPlan",
+    "SoakResult",
+    "Target",
+    "accept",
+    "capacity",
+    "check",
+    "compare",
+    "cutover",
+    "load",
+    "preflight",
+    "soak",
+    "target",
+]

@@ -1,0 +1,78 @@
+"""Which model a run sends to, and why: the one model discovery every runner uses.
+
+Order: the model given explicitly (``--model``, ``SERVECHECK_MODEL``), else the first of the
+target's ``models`` in targets.yaml, else the first id ``GET /v1/models`` lists. The choice
+carries its source, so a run can say what it chose; nothing is ever guessed (no "default"
+model): when the listing fails the caller gets a :class:`UsageError` naming the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from servecheck.config.model import Target
+from servecheck.errors import UsageError
+from servecheck.redact import redact
+
+
+@dataclass(slots=True, frozen=True)
+class ModelChoice:
+    """The model and where it came from (``given``, ``targets.yaml`` or ``/v1/models``)."""
+
+    model: str
+    source: str
+
+    def line(self) -> str:
+        return f"model {self.model} ({self.source})"
+
+
+def choose_model(
+    base_url: str,
+    headers: Mapping[str, str],
+    *,
+    explicit: str | None = None,
+    declared: Sequence[str] = (),
+    timeout_s: float = 10.0,
+    what: str = "the target",
+) -> ModelChoice:
+    """See the module docstring; ``what`` names the target in the error."""
+    if explicit:
+        return ModelChoice(explicit, "given")
+    if declared:
+        return ModelChoice(declared[0], "the first of the target's models in targets.yaml")
+    url = base_url.rstrip("/") + "/models"
+    try:
+        r = httpx.get(url, headers=dict(headers), timeout=timeout_s, trust_env=False)
+        ids = [str(m["id"]) for m in r.json()["data"]]
+        if not ids:
+            raise ValueError("an empty list")
+    except Exception as exc:  # noqa: BLE001 - any failure means the same to the user
+        why = (
+            str(exc)
+            if isinstance(exc, ValueError) and str(exc) == "an empty list"
+            else type(exc).__name__
+        )
+        raise UsageError(
+            f"{what}: cannot list models at {redact(url)} ({why}); "
+            "set models: in targets.yaml or pass --model"
+        ) from None
+    more = f" of {len(ids)}: {', '.join(ids[:5])}" if len(ids) > 1 else ""
+    return ModelChoice(ids[0], f"the first that GET /v1/models lists{more}")
+
+
+def model_for_target(target: Target, explicit: str | None = None) -> ModelChoice:
+    """:func:`choose_model` for a target of targets.yaml."""
+    return choose_model(
+        target.base_url,
+        {**target.headers, **target.auth_headers()},
+        explicit=explicit,
+        declared=target.models,
+        timeout_s=target.connect_timeout_s,
+        what=f"target {target.name!r}",
+    )
+
+
+__all__ = ["ModelChoice", "choose_model", "model_for_target"]

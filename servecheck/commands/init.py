@@ -1,0 +1,86 @@
+"""``servecheck init URL``: probe an endpoint and print (or append) a commented targets.yaml entry.
+
+The probe is :func:`servecheck.workflows.init.probe_endpoint`; each value of the entry carries a
+comment saying where it came from. A key is read from the variable ``--api-key-env`` names and
+written as ``${VAR}``, never as itself. Exit codes: 0 written, 2 usage error (nothing
+OpenAI-compatible at URL, a key needed and not given, the name taken in ``--append``'s file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``servecheck init``."""
+    parser.add_argument("url", metavar="URL", help="the endpoint, e.g. http://host:8000 or .../v1")
+    parser.add_argument(
+        "--name", default="mine", metavar="NAME", help="target name (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        default=None,
+        help="environment variable holding the API key; the entry says ${VAR} (default: none)",
+    )
+    parser.add_argument(
+        "--append",
+        metavar="FILE",
+        default=None,
+        help="append the entry to this targets file (created with a targets: list if missing)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=20.0,
+        metavar="S",
+        help="per request (default: %(default)s)",
+    )
+
+
+def _valid(entry: str, key_env: str | None) -> None:
+    """The entry parses as a targets file (the key variable set to a dummy)."""
+    from servecheck.config import load_targets
+
+    with tempfile.TemporaryDirectory(prefix="servecheck-init-") as tmp:
+        path = Path(tmp) / "targets.yaml"
+        path.write_text("targets:\n" + entry, encoding="utf-8")
+        load_targets(path, env={key_env: "probe"} if key_env else {})
+
+
+def run(args: argparse.Namespace) -> int:
+    """Probe, print the entry, append it with ``--append``."""
+    from servecheck.errors import UsageError
+    from servecheck.workflows.init import probe_endpoint, render_entry
+
+    key = None
+    if args.api_key_env:
+        key = os.environ.get(args.api_key_env)
+        if not key:
+            raise UsageError(f"--api-key-env {args.api_key_env}: that variable is not set")
+    facts = probe_endpoint(args.url, key, timeout_s=args.timeout)
+    entry = render_entry(facts, args.name, args.api_key_env or "SERVECHECK_API_KEY")
+    _valid(entry, args.api_key_env or "SERVECHECK_API_KEY")
+    print(entry, end="")
+    if args.append:
+        path = Path(args.append)
+        if path.exists():
+            from servecheck.config import load_targets
+
+            text = path.read_text(encoding="utf-8")
+            if args.name in load_targets(path, env=dict.fromkeys(_vars(text), "x")).names:
+                raise UsageError(f"{path}: a target named {args.name!r} exists; pass --name")
+            path.write_text(text.rstrip("\n") + "\n\n" + entry, encoding="utf-8")
+        else:
+            path.write_text("targets:\n" + entry, encoding="utf-8")
+        print(f"# appended to {path}")
+    return 0
+
+
+def _vars(text: str) -> list[str]:
+    import re
+
+    return re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)", text)

@@ -1,0 +1,299 @@
+"""``servecheck init URL``: probe an endpoint and write a commented targets.yaml entry.
+
+What it finds, and how (each line of the entry says where its value came from):
+
+* the base URL: ``URL`` itself when ``URL/models`` lists models, else ``URL/v1``;
+* whether a key is needed: ``GET /models`` without one answers 401/403; the entry then names an
+  environment variable (``api_key: ${VAR}``), never the key;
+* the engine: from the routes and fields only that engine has (``owned_by`` in ``/v1/models``,
+  ``/props``, ``/v1/cluster/version``, ``/get_server_info``, ``/info``, ``/api/version``,
+  ``x-litellm-*`` headers), else ``generic``;
+* the served models and the context length (``max_model_len``, ``meta.n_ctx``, ``/props``);
+* capabilities by trying them: one small request each (streaming, usage in the stream, JSON
+  object and schema modes, tools, logprobs, n, legacy completions, /tokenize, /metrics). A
+  capability is ``true`` when the server accepted the request and answered in the expected shape;
+  whether the answers are right is what ``servecheck check`` is for.
+
+Every request is bounded (``timeout_s``) and there are at most about 15 of them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from servecheck.client.http import ClientSettings, Exchange, ServeClient
+from servecheck.errors import UsageError
+from servecheck.redact import redact, register
+
+
+@dataclass(slots=True)
+class Finding:
+    """One value of the entry and where it came from (the comment after it)."""
+
+    value: Any
+    why: str
+
+
+@dataclass(slots=True)
+class EndpointFacts:
+    """What :func:`probe_endpoint` found."""
+
+    url: str
+    base_url: str
+    auth_needed: bool
+    auth_why: str
+    engine: Finding
+    models: Finding
+    context_length: Finding
+    metrics_url: Finding
+    capabilities: dict[str, Finding] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _client(base_url: str, key: str | None, timeout_s: float) -> ServeClient:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return ServeClient(
+        ClientSettings(base_url, headers, timeout_s=timeout_s, connect_timeout_s=timeout_s)
+    )
+
+
+def _root(base_url: str) -> str:
+    return base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
+
+
+def _models_of(ex: Exchange) -> list[dict[str, Any]] | None:
+    data = ex.json() if ex.ok else None
+    entries = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        return None
+    return [e for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)]
+
+
+def _find_base(url: str, key: str | None, timeout_s: float) -> tuple[str, Exchange, str | None]:
+    """The base URL whose ``/models`` lists models (with the key where one is needed), its
+    listing, and why a key is needed (``None``: it is not)."""
+    url = url.rstrip("/")
+    candidates = [url] if url.endswith("/v1") else [url, url + "/v1"]
+    last: Exchange | None = None
+    refused: str | None = None
+    for base in candidates:
+        with _client(base, None, timeout_s) as client:
+            ex = client.get("/models")
+        if _models_of(ex) is not None:
+            return base, ex, None
+        if ex.status in (401, 403):
+            why = f"GET {base}/models without a key: HTTP {ex.status}"
+            if key:
+                with _client(base, key, timeout_s) as client:
+                    keyed = client.get("/models")
+                if _models_of(keyed) is not None:
+                    return base, keyed, why
+                refused = f"{why}; with the key: {keyed.describe(120)}"
+            else:
+                refused = why
+        last = ex
+        if ex.error in ("connect", "timeout"):
+            break  # nothing listens there: the other candidate is the same host
+    if refused and not key:
+        raise UsageError(f"{redact(refused)}: export the key and pass --api-key-env VAR")
+    if refused:
+        raise UsageError(f"{redact(url)}: the key was refused ({redact(refused)})")
+    assert last is not None
+    raise UsageError(f"{redact(url)}: no OpenAI-compatible /models there ({last.describe(200)})")
+
+
+def _engine(client: ServeClient, base: str, entries: list[dict[str, Any]], ex: Exchange) -> Finding:
+    owned = {str(e.get("owned_by")) for e in entries}
+    by_owner = {"servecheck": "reference", "vllm": "vllm", "llamacpp": "llamacpp"}
+    for owner, engine in by_owner.items():
+        if owner in owned:
+            return Finding(engine, f'/v1/models owned_by "{owner}"')
+    if any(k.startswith("x-litellm") for k in ex.response_headers):
+        return Finding("litellm", "x-litellm-* response headers")
+    root = _root(base)
+    routes = (
+        ("/v1/cluster/version", "xinference"),
+        ("/get_server_info", "sglang"),
+        ("/props", "llamacpp"),
+        ("/api/version", "ollama"),
+        ("/info", "tgi"),
+    )
+    for path, engine in routes:
+        probe = client.get(root + path, timeout_s=3)
+        if probe.ok and isinstance(probe.json(), dict):
+            return Finding(engine, f"{path} answers (only {engine} has it)")
+    if "api.openai.com" in base:
+        return Finding("openai", "the host is api.openai.com")
+    return Finding("generic", "no engine-specific route or field answered")
+
+
+def _context(client: ServeClient, base: str, entry: dict[str, Any] | None) -> Finding:
+    from servecheck.checks.discovery import _context_from_model_entry
+
+    if entry is not None:
+        n, where = _context_from_model_entry(entry)
+        if n is not None:
+            return Finding(n, where)
+    props = client.get(_root(base) + "/props", timeout_s=3)
+    data = props.json() if props.ok else None
+    if isinstance(data, dict):
+        n_ctx = (data.get("default_generation_settings") or {}).get("n_ctx") or data.get("n_ctx")
+        if isinstance(n_ctx, int):
+            return Finding(n_ctx, "/props n_ctx")
+    return Finding(None, "not advertised: set it if you know it (CTX-* checks need it)")
+
+
+def _chat(model: str, **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": "Say OK."}],
+        "max_tokens": 8,
+        "temperature": 0,
+    }
+    body.update(extra)
+    return body
+
+
+def _message(ex: Exchange) -> dict[str, Any] | None:
+    data = ex.json() if ex.ok else None
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        return choices[0]
+    return None
+
+
+def _tried(ok: bool, what: str, ex: Exchange) -> Finding:
+    return Finding(ok, f"tried {what}: " + ("accepted" if ok else ex.describe(80)))
+
+
+def _capabilities(client: ServeClient, base: str, model: str) -> dict[str, Finding]:
+    caps: dict[str, Finding] = {}
+    ex = client.post("/chat/completions", _chat(model, stream=True), stream=True)
+    chunks = ex.stream.chunks if ex.stream else []
+    caps["streaming"] = _tried(ex.ok and bool(chunks), "a streamed chat completion", ex)
+    ex = client.post(
+        "/chat/completions",
+        _chat(model, stream=True, stream_options={"include_usage": True}),
+        stream=True,
+    )
+    usage = any(isinstance(c.get("usage"), dict) for c in (ex.stream.chunks if ex.stream else []))
+    caps["usage_in_stream"] = _tried(ex.ok and usage, "stream_options.include_usage", ex)
+    ex = client.post("/chat/completions", _chat(model, response_format={"type": "json_object"}))
+    caps["json_object"] = _tried(_message(ex) is not None, "response_format json_object", ex)
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    ex = client.post(
+        "/chat/completions",
+        _chat(
+            model,
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "probe", "schema": schema},
+            },
+        ),
+    )
+    caps["json_schema"] = _tried(_message(ex) is not None, "response_format json_schema", ex)
+    tool = {
+        "type": "function",
+        "function": {"name": "ping", "description": "ping", "parameters": {"type": "object"}},
+    }
+    ex = client.post("/chat/completions", _chat(model, tools=[tool], tool_choice="required"))
+    msg = (_message(ex) or {}).get("message") or {}
+    caps["tools"] = _tried(bool(msg.get("tool_calls")), "tools with tool_choice required", ex)
+    ex = client.post("/chat/completions", _chat(model, logprobs=True, top_logprobs=1))
+    caps["logprobs"] = _tried(bool((_message(ex) or {}).get("logprobs")), "logprobs", ex)
+    ex = client.post("/chat/completions", _chat(model, n=2))
+    data = ex.json() if ex.ok else None
+    two = isinstance(data, dict) and len(data.get("choices") or []) == 2
+    caps["n"] = _tried(two, "n=2", ex)
+    ex = client.post("/completions", {"model": model, "prompt": "Say OK.", "max_tokens": 4})
+    caps["completions"] = _tried(_message(ex) is not None, "/v1/completions", ex)
+    ex = client.post(_root(base) + "/tokenize", {"model": model, "prompt": "hello"})
+    caps["tokenize"] = _tried(ex.ok and isinstance(ex.json(), dict), "/tokenize", ex)
+    return caps
+
+
+def _metrics(client: ServeClient, base: str) -> Finding:
+    url = _root(base) + "/metrics"
+    ex = client.get(url, timeout_s=5)
+    if ex.ok and ("# TYPE" in ex.text or "# HELP" in ex.text):
+        return Finding(url, "answers with Prometheus text")
+    return Finding(None, f"{url}: {ex.describe(60)}")
+
+
+def probe_endpoint(url: str, api_key: str | None = None, timeout_s: float = 20.0) -> EndpointFacts:
+    """Probe ``url`` (with ``api_key`` when given); raises :class:`UsageError` when nothing
+    OpenAI-compatible answers there."""
+    if api_key:
+        register(api_key)
+    base, listing, auth_why = _find_base(url, api_key, timeout_s)
+    auth_needed = auth_why is not None
+    notes: list[str] = []
+    entries = _models_of(listing) or []
+    ids = [str(e["id"]) for e in entries]
+    with _client(base, api_key if auth_needed else None, timeout_s) as client:
+        engine = _engine(client, base, entries, listing)
+        context = _context(client, base, entries[0] if entries else None)
+        metrics = _metrics(client, base)
+        caps: dict[str, Finding] = {}
+        if ids:
+            caps = _capabilities(client, base, ids[0])
+        else:
+            notes.append("no model listed: capabilities were not tried; name models by hand")
+    caps["metrics"] = Finding(metrics.value is not None, f"GET /metrics: {metrics.why}")
+    models = Finding(
+        ids[:1], f"served: {', '.join(ids) or 'none'} (/v1/models); the first is checked"
+    )
+    return EndpointFacts(
+        url,
+        base,
+        auth_needed,
+        auth_why or f"GET {base}/models answered without a key",
+        engine,
+        models,
+        context,
+        metrics,
+        caps,
+        notes,
+    )
+
+
+def render_entry(facts: EndpointFacts, name: str, key_env: str | None) -> str:
+    """The commented YAML entry (a list item for ``targets:``). No secret is written: the key
+    is named as ``${VAR}``."""
+
+    def line(indent: str, key: str, value: str, why: str) -> str:
+        return f"{indent}{key}: {value}  # {redact(why)}"
+
+    out = [
+        f"  # `servecheck init {redact(facts.url)}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        f"  - name: {name}",
+        f"    base_url: {redact(facts.base_url)}",
+        line("    ", "engine", str(facts.engine.value), facts.engine.why),
+    ]
+    if facts.auth_needed:
+        out.append(line("    ", "api_key", "${" + str(key_env) + "}", facts.auth_why))
+    else:
+        out.append(f"    # no api_key: {facts.auth_why}")
+    models = facts.models.value
+    out.append(line("    ", "models", "[" + ", ".join(models) + "]", facts.models.why))
+    if facts.context_length.value is not None:
+        out.append(
+            line(
+                "    ", "context_length", str(facts.context_length.value), facts.context_length.why
+            )
+        )
+    else:
+        out.append(f"    # context_length: unknown ({facts.context_length.why})")
+    if facts.metrics_url.value:
+        out.append(line("    ", "metrics_url", str(facts.metrics_url.value), facts.metrics_url.why))
+    if facts.capabilities:
+        out.append("    capabilities:")
+        for cap, found in facts.capabilities.items():
+            out.append(line("      ", cap, "true" if found.value else "false", found.why))
+    out += [f"    # note: {redact(n)}" for n in facts.notes]
+    return "\n".join(out) + "\n"
+
+
+__all__ = ["EndpointFacts", "Finding", "probe_endpoint", "render_entry"]

@@ -1,0 +1,71 @@
+"""``--help`` of every command: it works, and the shared target options read the same everywhere
+(one definition: servecheck/commands/options.py)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+
+import pytest
+
+from servecheck.cli import COMMANDS, main
+
+TARGET_COMMANDS = ("check", "accept", "load", "capacity", "soak", "cutover")
+
+
+def _help(name: str) -> str:
+    module = importlib.import_module(COMMANDS[name][0])
+    parser = argparse.ArgumentParser(prog=f"servecheck {name}")
+    module.add_arguments(parser)
+    return " ".join(parser.format_help().split())
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_help_exits_zero_and_shows_no_sentinel_default(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([name, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: servecheck {name}")
+    assert "(default: None)" not in out and "default: None)" not in out
+
+
+@pytest.mark.parametrize("name", TARGET_COMMANDS)
+def test_shared_target_options_read_the_same(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("SERVECHECK_TARGET", "SERVECHECK_TARGETS_FILE", "SERVECHECK_REPORTS"):
+        monkeypatch.delenv(var, raising=False)
+    text = _help(name)
+    assert (
+        "--targets-file PATH targets file (env SERVECHECK_TARGETS_FILE; default: ./targets.yaml, "
+        "else the built-in file with only the reference target)" in text
+    )
+    assert "--out DIR where run folders go (env SERVECHECK_REPORTS; default: ./reports)" in text
+    if name != "cutover":
+        assert re.search(
+            r"--target NAME target from the targets file.*\(env SERVECHECK_TARGET", text
+        )
+
+
+@pytest.mark.parametrize("name", TARGET_COMMANDS)
+def test_shared_options_default_to_none_and_read_their_variables(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = importlib.import_module(COMMANDS[name][0])
+    required = {"cutover": [], "check": []}.get(name, [])
+
+    def parse() -> argparse.Namespace:
+        parser = argparse.ArgumentParser()
+        module.add_arguments(parser)
+        return parser.parse_args(required)
+
+    for var in ("SERVECHECK_TARGET", "SERVECHECK_TARGETS_FILE", "SERVECHECK_REPORTS"):
+        monkeypatch.delenv(var, raising=False)
+    args = parse()
+    assert args.targets_file is None and args.out is None
+    monkeypatch.setenv("SERVECHECK_TARGETS_FILE", "elsewhere.yaml")
+    monkeypatch.setenv("SERVECHECK_REPORTS", "out-dir")
+    args = parse()
+    assert (args.targets_file, args.out) == ("elsewhere.yaml", "out-dir")
