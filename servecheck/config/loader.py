@@ -270,8 +270,9 @@ def _slo_problems(
     command here, not only ``load`` after readiness and the whole catalogue."""
     from servecheck.load.slo import parse_slos
 
-    own = merged.get("slo") if isinstance(merged.get("slo"), list) else []
-    problems = []
+    raw = merged.get("slo")
+    own: list[Any] = raw if isinstance(raw, list) else []
+    problems: list[tuple[tuple[Any, ...], str]] = []
     for i, text in enumerate(slos):
         try:
             parse_slos([text], "targets.yaml")
