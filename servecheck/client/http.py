@@ -73,21 +73,29 @@ class StreamResult:
 
 def carries_token(chunk: dict[str, Any]) -> bool:
     """True when a chunk holds generated output: content, a tool-call delta, reasoning or text."""
+    return token_phase(chunk) is not None
+
+
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def token_phase(chunk: dict[str, Any]) -> str | None:
+    """Which phase a chunk's token belongs to: ``"answer"`` (content, a tool-call delta or
+    ``text``; a chunk with both answer and reasoning counts as answer), ``"reasoning"``
+    (``reasoning_content`` / ``reasoning`` only) or None (no generated output)."""
+    phase = None
     for choice in chunk.get("choices") or ():
         if not isinstance(choice, dict):
             continue
         delta = choice.get("delta")
         if isinstance(delta, dict):
-            if (
-                delta.get("content")
-                or delta.get("tool_calls")
-                or delta.get("reasoning_content")
-                or delta.get("reasoning")
-            ):
-                return True
+            if delta.get("content") or delta.get("tool_calls"):
+                return "answer"
+            if delta.get("reasoning_content") or delta.get("reasoning"):
+                phase = "reasoning"
         elif choice.get("text"):
-            return True
-    return False
+            return "answer"
+    return phase
 
 
 @dataclass(slots=True)

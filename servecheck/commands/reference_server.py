@@ -14,7 +14,10 @@ def run(args: argparse.Namespace) -> int:
         print(list_faults())
         return 0
     check_names(args)
+    from servecheck.reference.reasoning import parse_spec
     from servecheck.reference.server import ServerConfig, serve
+
+    mode = None if args.reasoning is None else parse_spec(args.reasoning)  # checked above
 
     config = ServerConfig(
         models=args.models or ["ref-tiny"],
@@ -28,6 +31,8 @@ def run(args: argparse.Namespace) -> int:
         loading_s=args.loading_s,
         kv_blocks=args.kv_blocks,
         max_num_seqs=args.max_num_seqs,
+        max_inflight=args.max_inflight,
+        reasoning=mode,
     )
     serve(config, host=args.host, port=args.port, ready_file=args.ready_file)
     return 0

@@ -48,6 +48,7 @@ PLAN_KEYS = (
     "max_inflight",
     "drain",
     "extra_body",
+    "honour_retry_after",
 )
 
 
@@ -70,6 +71,7 @@ class RunConfig:
     workers: int = 1
     max_inflight: int = 1024
     drain_s: float = 30.0
+    retry_after_max_s: float = 0.0  # > 0: closed-loop users honour Retry-After, capped at this
     timeout_s: float = 60.0
     connect_timeout_s: float = 10.0
     api_key_header: str = "authorization"

@@ -28,12 +28,15 @@ from typing import Any
 from servecheck.client.models import ModelChoice, model_for_target
 from servecheck.config.model import Target
 from servecheck.errors import UsageError, did_you_mean
+from servecheck.load.phases import phase_lines
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
 from servecheck.load.reach import target_down
 from servecheck.load.records import MERGED_NAME, merge_records, refuse_used_run_dir, worker_files
 from servecheck.load.schedule import StageShape, parse_duration, parse_rate, shape_from_spec
 from servecheck.load.slo import SLO, Verdict, evaluate, parse_slos, request_predicate
 from servecheck.load.stats import RunStats, Schedule, compute_stats
+from servecheck.load.stream import parse_retry_after_cap
+from servecheck.load.transport import read_transport, transport_reasons
 from servecheck.load.verdict import judge
 from servecheck.redact import redact
 from servecheck.signals import Interrupted, die_with_parent, signum_of
@@ -75,6 +78,7 @@ class LoadSpec:
     max_lag_ms: float = 25.0
     max_inflight: int = 1024
     drain_s: float | None = None
+    retry_after_max_s: float = 0.0  # > 0: closed-loop users wait Retry-After (capped) after a 429
     extra_body: dict[str, Any] = field(default_factory=dict)
     use_tokenize: bool = True
     cpus: str | None = None  # taskset CPU list for the generator, e.g. "0"
@@ -161,7 +165,7 @@ def validate(spec: LoadSpec) -> list[SLO]:
         raise UsageError(f"role {spec.role!r}: local, master or worker")
     if spec.role != "local" and not spec.run_id:
         raise UsageError(
-            "--master/--worker need --run-id ID (the same on the master and every worker, so the records meet in one directory)"
+            "--master/--worker need --run-id ID (the same on the master and every worker, so every request id names the run)"
         )
     slos = [*parse_slos(spec.slos, "cli"), *parse_slos(spec.target.slo, "targets.yaml")]
     # The same bound from --slo and targets.yaml is one SLO (judged and printed once, as "cli").
@@ -209,6 +213,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         workers=_workers(spec),
         max_inflight=spec.max_inflight,
         drain_s=_drain(spec),
+        retry_after_max_s=spec.retry_after_max_s,
         timeout_s=spec.target.timeout_s,
         connect_timeout_s=spec.target.connect_timeout_s,
         api_key_header=spec.target.api_key_header,
@@ -577,6 +582,13 @@ def summarise(
                 + (f": {tail}" if tail else "")
                 + f" (see {run_dir / 'locust.stdout'})"
             )
+    transport = read_transport(run_dir)  # workers' records came over Locust's channel
+    if transport is not None:
+        unmeasured += transport_reasons(transport)
+    elif spec.role == "master" or (spec.role == "local" and (spec.processes or 1) > 1):
+        unmeasured.append(
+            "the master kept no ledger of its workers (transport.json): see locust.log"
+        )
     if partial:
         unmeasured.insert(0, f"partial run: {partial}")
     judged = judge(
@@ -613,6 +625,7 @@ def summarise(
             "merged": read.count,
             "bad_lines": read.bad_lines,
             "per_worker": {Path(k).name: v for k, v in read.per_file.items()},
+            **({"transport": transport} if transport is not None else {}),
         },
         **stats.as_dict(),
         "slo": [v.as_dict() for v in verdicts],
@@ -651,11 +664,13 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
         f"run {summary['run_id']}  target {summary['target']}  scenario {summary['scenario']}  mode {summary['mode']}",
         f"requests {req['total']}  ok {req['ok']}  failed {req['failed']} ({req['error_rate']:.2%})"
         + (f"  abandoned on purpose {req['abandoned']}" if req.get("abandoned") else "")
+        + (f"  rate-limited {req['rate_limited']}" if req.get("rate_limited") else "")
         + (f"  errors {req['errors']}" if req["errors"] else ""),
         f"throughput {thr['requests_per_s']:.2f} req/s  {thr['output_tokens_per_s']:.1f} output tokens/s"
         f"  over {summary['window_s']:.1f} s  goodput {'-' if summary['goodput'] is None else format(summary['goodput'], '.1%')}",
         f"{'ms':<20}{'p50':>9}{'p90':>9}{'p95':>9}{'p99':>9}{'p99.9':>9}{'max':>9}",
     ]
+    reasoned = bool(summary["tokens"].get("reasoning_requests"))
     for name in ("ttft", "itl", "tpot", "e2e", "ttft_from_intended", "e2e_from_intended", "lag"):
         d = lat.get(name) or {}
         if not d.get("count"):
@@ -664,7 +679,18 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
             f"{name:<20}"
             + "".join(f"{_ms(d, k):>9}" for k in ("p50", "p90", "p95", "p99", "p99.9", "max"))
         )
+    lines += phase_lines(lat) if reasoned else []
     tok = summary["tokens"]
+    if reasoned:
+        lines.append(
+            f"tokens: reasoning {tok['reasoning']}, answer {tok['answer']} "
+            f"({tok['reasoning_requests']} requests reasoned"
+            + (
+                f"; usage said 0 reasoning tokens for {tok['reasoning_usage_zero']}: counted from the stream)"
+                if tok.get("reasoning_usage_zero")
+                else ")"
+            )
+        )
     if tok["discrepant_requests"] or tok["usage_missing"]:
         lines.append(
             f"tokens: usage {tok['output_usage']}, client chunks {tok['output_client']}, "
@@ -739,6 +765,7 @@ def spec_from_options(
         if max_lag_text != "25ms" or "max_lag" not in plan
         else parse_duration(plan["max_lag"]) * 1000.0,
         max_inflight=int(pick("max_inflight") or 1024),
+        retry_after_max_s=parse_retry_after_cap(pick("honour_retry_after")),
         extra_body=dict(plan.get("extra_body") or {}),
         use_tokenize=not o("no_tokenize"),
         cpus=o("cpus"),

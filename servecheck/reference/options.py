@@ -91,6 +91,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="requests running at once; more wait (default: %(default)s)",
     )
     parser.add_argument(
+        "--max-inflight",
+        type=int,
+        default=0,
+        metavar="N",
+        help="shed generation requests above N in flight with 429 + Retry-After (default: 0, never)",
+    )
+    parser.add_argument(
+        "--reasoning",
+        metavar="SPEC",
+        help="serve a reasoning model: tokens=N,field=reasoning_content|reasoning,markers=OPEN|CLOSE"
+        " (each part optional; '' for the defaults: 12 tokens, reasoning_content, <think>|</think>)",
+    )
+    parser.add_argument(
         "--fault",
         action="append",
         default=[],
@@ -126,6 +139,13 @@ def check_names(args: argparse.Namespace) -> None:
             raise UsageError(
                 f"--quirk: unknown quirk {name!r}{did_you_mean(name, QUIRKS)}; choices: {', '.join(QUIRKS)}"
             )
+    if getattr(args, "reasoning", None) is not None:
+        from servecheck.reference.reasoning import parse_spec
+
+        try:
+            parse_spec(args.reasoning)
+        except ValueError as exc:
+            raise UsageError(f"--reasoning: {exc}") from None
 
 
 class _Parser(argparse.ArgumentParser):

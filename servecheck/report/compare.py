@@ -36,7 +36,7 @@ from servecheck.errors import UsageError, did_you_mean
 from servecheck.load.records import worker_files
 from servecheck.report.html import BAD_OUTCOMES, read_json, read_jsonl
 
-LATENCY_FAMILIES = ("ttft", "itl", "e2e", "tpot")
+LATENCY_FAMILIES = ("ttft", "itl", "e2e", "tpot", "ttfa", "ttfr")  # ttfa/ttfr: reasoning phases
 PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))
 RATE_METRICS = ("error_rate", "goodput")
 THROUGHPUT_METRICS = ("throughput_rps", "throughput_tps")
@@ -324,7 +324,10 @@ def compare_latency(
     """Percentile deltas with Mann-Whitney U and bootstrap CIs for every latency family present."""
     out: list[MetricDelta] = []
     rng = np.random.default_rng(seed)
+    reasoned = any("ttfr" in r for r in (*base, *cur))
     for fam in LATENCY_FAMILIES:
+        if fam == "ttfa" and not reasoned:
+            continue  # without reasoning TTFA is TTFT: one row says it
         a, b = _latency_samples(base, fam), _latency_samples(cur, fam)
         if a.size < 5 or b.size < 5:
             continue

@@ -317,6 +317,13 @@ def throughput_series(
 
 
 LATENCY_KEYS = (("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"), ("e2e", "E2E"))
+# Shown when the run's streams carried reasoning (docs/metrics.md: reasoning phases).
+PHASE_KEYS = (
+    ("ttfr", "TTFR (first reasoning token)"),
+    ("ttfa", "TTFA (first answer token)"),
+    ("itl_reasoning", "ITL reasoning"),
+    ("itl_answer", "ITL answer"),
+)
 PCTS = ("p50", "p90", "p95", "p99", "p99.9", "max")
 
 
@@ -359,6 +366,12 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
             ", ".join(f"{k}: {v}" for k, v in (req.get("errors") or {}).items()) or "-",
         ),
         (
+            "rate-limited",
+            f"{req.get('rate_limited') or 0} ({pct(req.get('rate_limited_rate') or 0)})",
+            "",
+            "shed by the server (429, 503 + Retry-After): not counted as failed",
+        ),
+        (
             "throughput",
             f"{fmt(thr.get('requests_per_s'), ' req/s', 2)}",
             "output tokens/s",
@@ -391,9 +404,11 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
                 raw=(0, 1, 2, 3, 4),
             )
         )
+    reasoned = bool((s.get("tokens") or {}).get("reasoning_requests"))
+    keys = LATENCY_KEYS + (PHASE_KEYS if reasoned else ())
     lat_rows = [
         (label, *(fmt((lat.get(k) or {}).get(p)) for p in PCTS), (lat.get(k) or {}).get("count", 0))
-        for k, label in LATENCY_KEYS
+        for k, label in keys
         if (lat.get(k) or {}).get("count")
     ]
     parts.append(
@@ -403,8 +418,8 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
         records = read_jsonl(run_dir / "records.jsonl")
         figs: list[str] = []
         groups = {
-            label: {p: (lat.get(k) or {}).get(p) for p in PCTS[:-1]}
-            for k, label in LATENCY_KEYS
+            label.split(" (")[0]: {p: (lat.get(k) or {}).get(p) for p in PCTS[:-1]}
+            for k, label in keys
             if (lat.get(k) or {}).get("count")
         }
         if groups:

@@ -77,9 +77,10 @@ class CapacitySpec:
         if not 0 < self.headroom <= 1:
             raise UsageError(f"--headroom {self.headroom}: between 0 (exclusive) and 1")
         fam, _, stat = self.knee_metric.partition("_")
-        if fam not in ("ttft", "itl", "e2e", "tpot") or stat not in ("p50", "p90", "p95", "p99"):
+        families = ("ttft", "itl", "e2e", "tpot", "ttfa", "ttfr")  # ttfa/ttfr: reasoning phases
+        if fam not in families or stat not in ("p50", "p90", "p95", "p99"):
             raise UsageError(
-                f"--knee-metric {self.knee_metric!r}: one of ttft|itl|e2e|tpot _ p50|p90|p95|p99, e.g. e2e_p95"
+                f"--knee-metric {self.knee_metric!r}: one of ttft|itl|e2e|tpot|ttfa|ttfr _ p50|p90|p95|p99, e.g. e2e_p95"
             )
         parse_slos(
             [

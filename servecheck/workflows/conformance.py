@@ -38,6 +38,9 @@ SURFACE_FILES = {
     "conc": "test_conc.py",
     "fuzz": "test_fuzz.py",
     "client": "test_client.py",
+    "responses": "test_responses.py",
+    "overload": "test_overload.py",
+    "reason": "test_reasoning.py",
 }
 
 

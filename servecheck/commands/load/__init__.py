@@ -140,6 +140,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="report a lagging generator as a warning, not a failed run",
     )
     g.add_argument(
+        "--honour-retry-after",
+        metavar="MAX",
+        default=None,
+        help="closed loop: after a rate-limited answer (429, 503 with Retry-After) a user waits "
+        "the Retry-After it was given, at most MAX (e.g. 10s); default: no wait",
+    )
+    g.add_argument(
         "--max-inflight",
         type=int,
         metavar="N",
@@ -186,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"report (partial): {result.run_dir}; records: {result.run_dir}/records*.jsonl")
         return stop.exit_code
     if spec.role == "worker":
-        print(f"worker done: records in {result.run_dir}")
+        print(f"worker done: records sent to the master, local copy in {result.run_dir / 'local'}")
         return 0
     print(format_summary(result.summary, result.verdicts))
     print(f"report: {result.run_dir}")
