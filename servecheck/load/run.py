@@ -185,7 +185,16 @@ def validate(spec: LoadSpec) -> list[SLO]:
         raise UsageError(
             "--master/--worker need --run-id ID (the same on the master and every worker, so every request id names the run)"
         )
-    return [*parse_slos(spec.slos, "cli"), *parse_slos(spec.target.slo, "targets.yaml")]
+    slos = [*parse_slos(spec.slos, "cli"), *parse_slos(spec.target.slo, "targets.yaml")]
+    # The same bound from --slo and targets.yaml is one SLO (judged and printed once, as "cli").
+    seen: set[tuple[str, str, float]] = set()
+    unique = []
+    for slo in slos:
+        key = (slo.name, slo.op, slo.bound)
+        if key not in seen:
+            seen.add(key)
+            unique.append(slo)
+    return unique
 
 
 def _mode(spec: LoadSpec) -> str:
@@ -746,10 +755,9 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
     sched = summary["schedule"]
     if sched["behind"] and req["ok"]:  # with nothing ok the server is to blame (the verdict says)
         lines += [f"WARNING: {r}" for r in sched["reasons"]]
-    lines.append(
-        f"verdict: {summary['verdict'].upper()}"
-        + (f" ({'; '.join(summary['reasons'])})" if summary["reasons"] else "")
-    )
+    breached = [str(v.get("slo")) for v in summary.get("slo") or [] if not v.get("passed")]
+    why = [*summary["reasons"], *([f"SLO breached: {', '.join(breached)}"] if breached else [])]
+    lines.append(f"verdict: {summary['verdict'].upper()}" + (f" ({'; '.join(why)})" if why else ""))
     return "\n".join(lines)
 
 

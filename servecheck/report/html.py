@@ -456,6 +456,7 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
                     "ITL distribution",
                     "ms",
                     itl,
+                    ylabel="inter-token gaps",
                     marks={
                         k: v
                         for k, v in (

@@ -230,7 +230,12 @@ def _accept(
     page = write_accept_html(run_dir)
     say(
         f"servecheck accept: {'PASS' if ok else 'FAIL'}; "
-        + ", ".join(f"{k} {'ok' if v.get('ok') else 'FAILED'}" for k, v in stages.items())
+        + ", ".join(
+            f"{k} ok"
+            if v.get("ok")
+            else f"{k} FAILED" + (f" ({v['detail']})" if v.get("detail") else "")
+            for k, v in stages.items()
+        )
         + f"; report {page}"
     )
     return AcceptResult(run_dir, verdict, page, 0 if ok else 1)
