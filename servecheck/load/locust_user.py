@@ -43,7 +43,7 @@ from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tok
 from servecheck.load.reactor import StreamReactor
 from servecheck.load.records import RecordWriter, RequestRecord
 from servecheck.load.schedule import Stage, StageShape, for_worker, split_count
-from servecheck.load.stream import StreamState, classify
+from servecheck.load.stream import StreamState, classify, record_from_stream
 from servecheck.load.wire import WireClient, WireResult
 
 __all__ = ["LLMUser", "scenario_shape"]
@@ -297,20 +297,14 @@ class _Controller:
         rec.t_done = self.wall(t_end)
         rec.error, rec.error_message = classify(res, st)
         rec.abandoned = res.hung_up
-        times = st.token_times
-        rec.output_tokens_client = len(times)
-        self.tokens += len(times)
-        if st.usage is not None and isinstance(st.usage.get("completion_tokens"), int):
-            rec.output_tokens = st.usage["completion_tokens"]
-            if isinstance(st.usage.get("prompt_tokens"), int):
-                rec.prompt_tokens = st.usage["prompt_tokens"]
-        if st.t_first is not None:
-            rec.ttft = st.t_first - t0
-            rec.itls = [b - a for a, b in zip(times, times[1:], strict=False)]
-        rec.e2e = t_end - t0
-        n_out = rec.tokens
-        if rec.ttft is not None and n_out >= 2:
-            rec.tpot = (rec.e2e - rec.ttft) / (n_out - 1)
+        self.tokens += len(st.token_times)
+        record_from_stream(
+            rec,
+            ttft=None if st.t_first is None else st.t_first - t0,
+            e2e=t_end - t0,
+            token_times=st.token_times,
+            usage=st.usage,
+        )
         self.writer.write(rec)
         self.inflight -= 1
         self._fire(rec)
