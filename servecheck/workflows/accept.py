@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.errors import UsageError
+from servecheck.workflows import RunResult
 from servecheck.workflows.conformance import CheckSpec, run_check
 
 
@@ -82,17 +83,8 @@ class AcceptSpec:
 
 
 @dataclass(slots=True)
-class AcceptResult:
+class AcceptResult(RunResult):
     """The outcome of :func:`run_accept`; ``data`` is what ``accept.json`` holds."""
-
-    run_dir: Path
-    data: dict[str, Any]
-    page: Path
-    exit_code: int
-
-    @property
-    def passed(self) -> bool:
-        return self.exit_code == 0
 
 
 def run_accept(spec: AcceptSpec) -> AcceptResult:

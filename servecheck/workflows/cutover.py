@@ -25,6 +25,7 @@ from typing import Any
 
 from servecheck.errors import UsageError
 from servecheck.report.cutover_html import part_message as _part_message
+from servecheck.workflows import RunResult
 
 
 @dataclass(slots=True)
@@ -58,17 +59,8 @@ class CutoverSpec:
 
 
 @dataclass(slots=True)
-class CutoverResult:
+class CutoverResult(RunResult):
     """The outcome of :func:`run_cutover`; ``data`` is what ``cutover.json`` holds."""
-
-    run_dir: Path
-    data: dict[str, Any]
-    page: Path
-    exit_code: int
-
-    @property
-    def passed(self) -> bool:
-        return self.exit_code == 0
 
 
 def run_cutover(spec: CutoverSpec) -> CutoverResult:
