@@ -29,7 +29,7 @@ from servecheck.workflows.conformance import CheckSpec, run_check
 
 def run_conformance(
     target: str,
-    targets_file: str,
+    targets_file: str | None,
     run_dir: Path,
     name: str = "conformance",
     *,
