@@ -25,7 +25,7 @@ from servecheck.embedded import stop_process  # noqa: E402
 
 
 def start_truth_server(
-    tmp: Path, ttft_s: float, itl_s: float, tokens: int, cpu: str = "1"
+    tmp: Path, ttft_s: float, itl_s: float, tokens: int, cpu: str = "1", reasoning_tokens: int = 0
 ) -> tuple[subprocess.Popen[bytes], str]:
     """Start it on a free loopback port, pinned to ``cpu`` (when ``taskset`` exists); return the
     process and its base URL (``http://127.0.0.1:PORT/v1``). Stop it with :func:`stop`."""
@@ -44,6 +44,8 @@ def start_truth_server(
         str(itl_s * 1000),
         "--tokens",
         str(tokens),
+        "--reasoning-tokens",
+        str(reasoning_tokens),
     ]
     if cpu and shutil.which("taskset"):
         cmd = ["taskset", "-c", cpu, *cmd]

@@ -69,6 +69,22 @@ LoadShape = scenario_shape()
 ITL_TOLERANCE = 0.20
 
 
+def bench_spec(target: Target, tmp: Path, scenario: Path, users: int, duration: float) -> LoadSpec:
+    """The closed-loop run every calibration benchmark makes: generator pinned to CPU 0."""
+    return LoadSpec(
+        target=target,
+        scenario=str(scenario),
+        users=users,
+        duration_s=duration,
+        out_dir=tmp / "reports",
+        use_tokenize=False,
+        cpus="0",
+        progress=False,
+        allow_lag=True,
+        drain_s=10.0,
+    )
+
+
 def one_level(
     tmp: Path, scenario: Path, users: int, duration: float, reader: str | None = None
 ) -> dict[str, Any]:
@@ -82,20 +98,8 @@ def one_level(
         target = Target(
             name="bench", base_url=base, engine="reference", models=["truth"], timeout_s=120
         )
-        spec = LoadSpec(
-            target=target,
-            scenario=str(scenario),
-            users=users,
-            duration_s=duration,
-            out_dir=tmp / "reports",
-            use_tokenize=False,
-            cpus="0",
-            progress=False,
-            allow_lag=True,
-            drain_s=10.0,
-        )
         load_before = os.getloadavg()[0]
-        res = run_load(spec)
+        res = run_load(bench_spec(target, tmp, scenario, users, duration))
         server = server_stats(base)
         per_request = server_requests(base)
     finally:

@@ -37,14 +37,15 @@ timeout 300 "${SC[@]}" model || { echo "engines: model generation failed"; exit 
 has() { [[ " $ENGINES " == *" $1 "* ]]; }
 
 build_pid=""
-if has llamacpp || has litellm; then
+if has llamacpp || has litellm || has llamacpp-reasoning; then
     echo "== engines: llamacpp install (background)"
     timeout 2400 "${SC[@]}" install llamacpp > "$LOGDIR/ci-install-llamacpp.out" 2>&1 &
     build_pid=$!
 fi
 
 for name in vllm xinference litellm; do
-    if has "$name" || { [[ $name == vllm ]] && has vllm-chunked; }; then
+    if has "$name" || { [[ $name == vllm ]] && { has vllm-chunked || has vllm-reasoning; }; } \
+        || { [[ $name == litellm ]] && has litellm-reasoning; }; then
         echo "== engines: $name install"
         if ! timeout 1800 "${SC[@]}" install "$name"; then
             failed+=("$name(install)")
@@ -61,8 +62,10 @@ if [[ -n "$build_pid" ]]; then
     fi
 fi
 
-# Start order: llama.cpp first (LiteLLM routes to it), the heavy Python servers one at a time.
-for name in llamacpp vllm vllm-chunked xinference litellm; do
+# Start order: llama.cpp first (LiteLLM routes to it), the heavy Python servers one at a time;
+# litellm-reasoning routes to vllm-reasoning, so it comes after it.
+for name in llamacpp llamacpp-reasoning vllm vllm-chunked vllm-reasoning xinference litellm \
+    litellm-reasoning; do
     has "$name" || continue
     [[ " ${failed[*]:-} " == *" $name(install)"* ]] && continue
     echo "== engines: $name up"

@@ -12,12 +12,14 @@ import argparse
 import contextlib
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
 from servecheck import __version__
 from servecheck.errors import UsageError
 from servecheck.redact import redact
+from servecheck.signals import install_sigterm_handler, signum_of
 
 # name -> (module, one-line help). Order is the order shown in --help.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -102,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = argparse.ArgumentParser(prog=f"servecheck {name}", description=help_text)
     module.add_arguments(sub)
     args = sub.parse_args(args_list[1:])
+    install_sigterm_handler()  # SIGTERM cleans up like Ctrl-C: no orphaned child, no temp folder
     try:
         return int(module.run(args) or 0)
     except UsageError as exc:
@@ -112,9 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115
         return 0
-    except KeyboardInterrupt:
-        print(f"servecheck {name}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = signum_of(exc)
+        print(f"servecheck {name}: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
+        return 128 + signum
 
 
 if __name__ == "__main__":

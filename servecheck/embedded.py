@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from servecheck.errors import ServecheckError
 from servecheck.redact import register
+from servecheck.signals import die_with_parent
 
 ENV_URL = "SERVECHECK_REF_URL"
 ENV_KEY = "SERVECHECK_REF_API_KEY"
@@ -35,10 +37,14 @@ def embedded_reference(
     log_path: Path | None = None,
 ) -> Iterator[dict[str, str]]:
     """Run the reference server while the block runs; yield the env vars that point at it."""
+    from servecheck.reference.options import validate_reference_args
+
+    validate_reference_args(extra_args)
     key = "sk-ref-" + secrets.token_hex(12) if with_key else ""
     if key:
         register(key)
-    with tempfile.TemporaryDirectory(prefix="servecheck-ref-") as tmp:
+    tmp = tempfile.mkdtemp(prefix="servecheck-ref-")
+    try:
         ready = Path(tmp) / "port"
         cmd = [
             sys.executable,
@@ -56,7 +62,12 @@ def embedded_reference(
             env[ENV_KEY] = key
         log = open(log_path or Path(tmp) / "server.log", "ab")  # noqa: SIM115 - closed below
         proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=die_with_parent,  # noqa: PLW1509 - only calls prctl
         )
         try:
             deadline = time.monotonic() + timeout_s
@@ -71,6 +82,9 @@ def embedded_reference(
                     )
                 time.sleep(0.05)
             port = int(ready.read_text())
+            # The folder only carried the ready file (and the log when none was asked for, which
+            # the server keeps open): gone now, so no kill -9 of servecheck can leave it behind.
+            shutil.rmtree(tmp, ignore_errors=True)
             yield {
                 ENV_URL: f"http://127.0.0.1:{port}/v1",
                 ENV_METRICS: f"http://127.0.0.1:{port}/metrics",
@@ -79,6 +93,8 @@ def embedded_reference(
         finally:
             stop_process(proc, timeout_s=5.0)
             log.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def stop_process(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:

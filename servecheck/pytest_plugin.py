@@ -97,6 +97,9 @@ class Case:
     def id(self) -> str:
         return f"{self.target.name}/{self.model}/{self.check.id}"
 
+    def __repr__(self) -> str:  # what allure records as the parameter's value: no target config
+        return self.id
+
 
 @dataclass(slots=True)
 class ServecheckSession:

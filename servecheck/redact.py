@@ -19,6 +19,15 @@ _secrets: set[str] = set()
 _pattern: re.Pattern[str] | None = None
 # Bearer tokens and common key shapes are masked even when nobody registered them.
 _GENERIC = re.compile(r"(?i)(bearer\s+|x-api-key:\s*|api-key:\s*)(?!\$API_KEY)([^\s'\"\\]+)")
+# Credentials in a URL (``scheme://user:password@host``) and secret-looking query parameters
+# (``?api-key=...``, ``&token=...``), masked wherever a URL is written.
+_URL_PASSWORD = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@'\"]*:)([^@\s/'\"]+)(@)")
+_SECRET_QUERY = re.compile(
+    r"(?i)([?&](?:api[-_]?key|key|token|access[-_]?token|auth|secret|password|sig|signature|code)=)"
+    r"([^&#\s'\"]+)"
+)
+# Header names whose values are secrets wherever they come from (a literal in targets.yaml too).
+SENSITIVE_HEADER = re.compile(r"(?i)(authorization|api[-_]?key|token|secret|password|cookie|auth)")
 
 
 class Secret(str):
@@ -73,14 +82,44 @@ def register(secret: str | None) -> None:
         _pattern = re.compile("|".join(re.escape(s) for s in ordered))
 
 
+def register_url(url: str | None) -> None:
+    """Register the secrets a configured URL carries: the password (and ``user:password``) of its
+    userinfo and the values of secret-named query parameters (``?api-key=...`` on gateways)."""
+    if not url:
+        return
+    from urllib.parse import parse_qsl, urlsplit
+
+    parts = urlsplit(url)
+    if parts.password:
+        register(parts.password)
+        register(f"{parts.username}:{parts.password}")
+    for name, value in parse_qsl(parts.query, keep_blank_values=False):
+        # Only secret-named parameters: an ``api-version=2024-02-01`` must not mask every date.
+        if _SECRET_QUERY.search(f"?{name}={value}") or SENSITIVE_HEADER.search(name):
+            register(value)
+
+
+def register_headers(headers: dict[str, str]) -> None:
+    """Register the values of headers whose names say they are secrets (``X-Auth-Token``,
+    ``Cookie``...). Values expanded from ``${VAR}`` are registered by the loader whatever the name."""
+    for name, value in headers.items():
+        if SENSITIVE_HEADER.search(name):
+            register(value)
+
+
 def redact(text: str) -> str:
-    """Mask every registered secret and any bearer token in ``text``."""
+    """Mask every registered secret, any bearer token, URL password and secret query value."""
     if not text:
         return text
     pattern = _pattern
     if pattern is not None:
         text = pattern.sub(MASK, text)
-    return _GENERIC.sub(lambda m: m.group(1) + MASK, text)
+    text = _GENERIC.sub(lambda m: m.group(1) + MASK, text)
+    if "://" in text:
+        text = _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+    if "=" in text:
+        text = _SECRET_QUERY.sub(lambda m: m.group(1) + MASK, text)
+    return text
 
 
 def redact_obj(obj: Any) -> Any:
@@ -95,5 +134,5 @@ def redact_obj(obj: Any) -> Any:
 
 
 def redact_headers(headers: dict[str, str]) -> dict[str, str]:
-    sensitive = {"authorization", "x-api-key", "api-key", "proxy-authorization"}
-    return {k: (MASK if k.lower() in sensitive else redact(v)) for k, v in headers.items()}
+    """Headers as they may be shown: secret-named ones masked, every other value redacted."""
+    return {k: (MASK if SENSITIVE_HEADER.search(k) else redact(v)) for k, v in headers.items()}

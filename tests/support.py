@@ -24,6 +24,7 @@ def target_for(server: RunningServer, **overrides: Any) -> Target:
         "metrics_url": server.root + "/metrics",
         "timeout_s": 10,
         "api_key": server.config.api_key,
+        "capacity": 4,  # OVERLOAD bursts 12 requests; the overload-* faults shed above 4
     }
     values.update(overrides)
     return Target.model_validate(values)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from servecheck.checks import CheckFailed, NonStrict, load_all, run_check
+from servecheck.checks import CheckFailed, CheckSkipped, NonStrict, load_all, run_check
 from servecheck.reference.faults import FAULTS, QUIRKS
+from servecheck.reference.reasoning import ReasoningMode
 from tests.support import TEST_KEY, context_for
 
 CHECKS = load_all()
@@ -18,11 +19,22 @@ PAIRS = [(fault.name, cid) for fault in FAULTS.values() for cid in fault.catches
 FAULT_OPTIONS: dict[str, dict[str, object]] = {
     "abort-leak": {"itl_ms": 20.0},
     "kv-leak": {"itl_ms": 20.0},
+    # A burst exceeds the limit only while earlier requests are still in flight: hold each for
+    # 300 ms, far longer than a loaded 2-core machine takes to send the 12 requests.
+    **{f: {"ttft_ms": 300.0} for f in FAULTS if f.startswith("overload-")},
 }
+# A surface whose checks need a server mode and a target declaration (REASON: a reasoning model;
+# without one its checks skip). Its faults get the same mode, and so do its clean runs.
+SURFACE_SERVER: dict[str, dict[str, object]] = {"REASON": {"reasoning": ReasoningMode()}}
+SURFACE_TARGET: dict[str, dict[str, object]] = {"REASON": {"reasoning": "auto"}}
 
 
-def _run(server, check_id):
-    ctx = context_for(server, check_id)
+def _surface(check_id):
+    return check_id.split("-", 1)[0]
+
+
+def _run(server, check_id, **target):
+    ctx = context_for(server, check_id, **{**SURFACE_TARGET.get(_surface(check_id), {}), **target})
     try:
         run_check(CHECKS[check_id], ctx)
     finally:
@@ -30,15 +42,17 @@ def _run(server, check_id):
 
 
 @pytest.mark.parametrize("check_id", [pytest.param(cid, id=cid) for cid in CHECKS])
-def test_clean_server_passes(reference, check_id):
-    _run(reference, check_id)
+def test_clean_server_passes(reference, make_reference, check_id):
+    options = SURFACE_SERVER.get(_surface(check_id))
+    _run(make_reference(api_key=TEST_KEY, **options) if options else reference, check_id)
 
 
 @pytest.mark.parametrize("fault,check_id", [pytest.param(f, c, id=f"{f}->{c}") for f, c in PAIRS])
 def test_fault_is_caught(make_reference, fault, check_id):
     if check_id not in CHECKS:
         pytest.fail(f"fault {fault!r} names check {check_id!r}, which is not in the registry")
-    server = make_reference(fault, api_key=TEST_KEY, **FAULT_OPTIONS.get(fault, {}))
+    options = {**SURFACE_SERVER.get(_surface(check_id), {}), **FAULT_OPTIONS.get(fault, {})}
+    server = make_reference(fault, api_key=TEST_KEY, **options)
     with pytest.raises(CheckFailed) as excinfo:
         _run(server, check_id)
     assert excinfo.value.check_id == check_id
@@ -55,9 +69,14 @@ def test_every_check_has_a_fault():
 @pytest.mark.parametrize("quirk", [pytest.param(q, id=q) for q in QUIRKS])
 def test_legal_variations_pass(make_reference, quirk):
     server = make_reference(quirks=(quirk,), api_key=TEST_KEY)
+    servers = {
+        surface: make_reference(quirks=(quirk,), api_key=TEST_KEY, **options)
+        for surface, options in SURFACE_SERVER.items()
+    }
     failures = []
     for check_id, check in CHECKS.items():
-        ctx = context_for(server, check_id)
+        surface = _surface(check_id)
+        ctx = context_for(servers.get(surface, server), check_id, **SURFACE_TARGET.get(surface, {}))
         try:
             run_check(check, ctx)
         except (CheckFailed, NonStrict) as exc:
@@ -65,3 +84,51 @@ def test_legal_variations_pass(make_reference, quirk):
         finally:
             ctx.client.close()
     assert not failures, f"legal variation {quirk!r} failed: {failures}"
+
+
+REASONING_VARIANTS = {
+    "field-reasoning": (ReasoningMode(field="reasoning"), {"reasoning": "auto"}),
+    "field-declared": (
+        ReasoningMode(field="reasoning"),
+        {"reasoning": {"field": "reasoning", "parser": "deepseek_r1"}},
+    ),
+    "long-reasoning": (ReasoningMode(tokens=40), {"reasoning": "auto"}),
+    "own-markers": (
+        ReasoningMode(markers=("<|begin_of_thought|>", "<|end_of_thought|>")),
+        {"reasoning": {"markers": ["<|begin_of_thought|>", "<|end_of_thought|>"]}},
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", [pytest.param(v, id=v) for v in REASONING_VARIANTS])
+def test_reasoning_variations_pass(make_reference, variant):
+    """Either field name, a declared parser, long reasoning and other markers are all legal."""
+    mode, target = REASONING_VARIANTS[variant]
+    server = make_reference(api_key=TEST_KEY, reasoning=mode)
+    for check_id in (c for c in CHECKS if _surface(c) == "REASON"):
+        _run(server, check_id, **target)
+
+
+@pytest.mark.parametrize(
+    "fault", [pytest.param(f, id=f) for f in FAULTS if f.startswith("reasoning-")]
+)
+def test_reasoning_fault_caught_with_own_markers(make_reference, fault):
+    """The reasoning faults are caught whatever markers and field the target declares."""
+    mode = ReasoningMode(field="reasoning", markers=("<|begin_of_thought|>", "<|end_of_thought|>"))
+    server = make_reference(fault, api_key=TEST_KEY, reasoning=mode)
+    (check_id,) = FAULTS[fault].catches
+    target = {"reasoning": {"field": "reasoning", "markers": list(mode.markers)}}
+    with pytest.raises(CheckFailed) as excinfo:
+        _run(server, check_id, **target)
+    assert excinfo.value.check_id == check_id
+
+
+def test_reasoning_checks_skip_without_declaration(reference):
+    """A target with no reasoning block skips every REASON check and says why."""
+    for check_id in (c for c in CHECKS if _surface(c) == "REASON"):
+        ctx = context_for(reference, check_id)
+        try:
+            with pytest.raises(CheckSkipped, match="declares no reasoning model"):
+                run_check(CHECKS[check_id], ctx)
+        finally:
+            ctx.client.close()

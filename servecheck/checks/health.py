@@ -36,6 +36,14 @@ def probe_health(client: ServeClient, target: Target, timeout_s: float = 5.0) ->
         return HealthState("down", f"nothing answers at {url}: {ex.error_message}", ex)
     if ex.error:
         return HealthState("down", f"{url} did not answer: {ex.describe()}", ex)
+    if ex.status is not None and 200 <= ex.status < 300 and "html" in ex.content_type:
+        # No engine answers health with a web page; a sign-in proxy or a wrong base_url does.
+        return HealthState(
+            "unhealthy",
+            f"{url} answered {ex.status} with an HTML page, not the server's health "
+            f"(a sign-in proxy or the wrong URL?): {ex.describe(200)}",
+            ex,
+        )
     if ex.status is not None and 200 <= ex.status < 300:
         return HealthState("ready", f"{url} answered {ex.status}", ex)
     if ex.status == 503:

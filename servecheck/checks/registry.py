@@ -29,6 +29,9 @@ SURFACES: dict[str, str] = {
     "CONC": "concurrency and robustness",
     "FUZZ": "generated invalid and edge-case bodies",
     "CLIENT": "the official openai SDK end to end",
+    "RESPONSES": "the Responses API, /v1/responses",
+    "OVERLOAD": "bursts above capacity: shed with 429/503, never crash",
+    "REASON": "reasoning models: reasoning separated from the answer",
 }
 
 

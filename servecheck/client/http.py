@@ -21,7 +21,14 @@ from typing import Any
 import httpx
 
 from servecheck.client.curl import curl_command
-from servecheck.client.sse import DONE, SSEEvent, SSEParser, StreamProblem, classify_data
+from servecheck.client.sse import (
+    DONE,
+    MAX_EVENT_BYTES,
+    SSEEvent,
+    SSEParser,
+    StreamProblem,
+    classify_data,
+)
 from servecheck.client.timing import Timing
 from servecheck.config.model import Target
 from servecheck.redact import redact, redact_headers
@@ -66,21 +73,29 @@ class StreamResult:
 
 def carries_token(chunk: dict[str, Any]) -> bool:
     """True when a chunk holds generated output: content, a tool-call delta, reasoning or text."""
+    return token_phase(chunk) is not None
+
+
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def token_phase(chunk: dict[str, Any]) -> str | None:
+    """Which phase a chunk's token belongs to: ``"answer"`` (content, a tool-call delta or
+    ``text``; a chunk with both answer and reasoning counts as answer), ``"reasoning"``
+    (``reasoning_content`` / ``reasoning`` only) or None (no generated output)."""
+    phase = None
     for choice in chunk.get("choices") or ():
         if not isinstance(choice, dict):
             continue
         delta = choice.get("delta")
         if isinstance(delta, dict):
-            if (
-                delta.get("content")
-                or delta.get("tool_calls")
-                or delta.get("reasoning_content")
-                or delta.get("reasoning")
-            ):
-                return True
+            if delta.get("content") or delta.get("tool_calls"):
+                return "answer"
+            if delta.get("reasoning_content") or delta.get("reasoning"):
+                phase = "reasoning"
         elif choice.get("text"):
-            return True
-    return False
+            return "answer"
+    return phase
 
 
 @dataclass(slots=True)
@@ -104,6 +119,13 @@ class Exchange:
     @property
     def ok(self) -> bool:
         return self.error is None and self.status is not None and 200 <= self.status < 300
+
+    @property
+    def served(self) -> bool:
+        """A 2xx that is a JSON completion (an object with a ``choices`` list), not just any 2xx:
+        a proxy's HTML sign-in page answers 200 too."""
+        data = self.json() if self.ok else None
+        return isinstance(data, dict) and isinstance(data.get("choices"), list)
 
     @property
     def content_type(self) -> str:
@@ -200,6 +222,12 @@ class _Collector:
         if self.parser is not None:
             for event in self.parser.feed(raw, t):
                 self._event(event)
+            if self.parser.pending_bytes > MAX_EVENT_BYTES:
+                self.ex.error, self.ex.error_message = (
+                    "too-large",
+                    f"an SSE event exceeded {MAX_EVENT_BYTES} bytes without ending (one giant line?)",
+                )
+                return False
         if t > self.deadline:
             self.ex.error = "timeout"
             self.ex.error_message = "the response did not complete before the deadline"

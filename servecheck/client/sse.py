@@ -20,6 +20,12 @@ from typing import Any
 DONE = "[DONE]"
 
 
+# The longest SSE event any reader here holds while waiting for its end (its unfinished line and
+# its data lines). A token chunk is a few hundred bytes; without a bound one endless line grows
+# until memory runs out and is re-scanned on every read.
+MAX_EVENT_BYTES = 1024 * 1024
+
+
 @dataclass(slots=True)
 class SSEEvent:
     """One dispatched event. ``data`` is the joined data lines; ``t`` the arrival time (monotonic)."""
@@ -62,6 +68,11 @@ class SSEParser:
     _has_fields: bool = False
     problems: list[StreamProblem] = field(default_factory=list)
     bytes_seen: int = 0
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes held for the event in progress (its unfinished line and its data lines)."""
+        return len(self._buffer) + sum(len(d) for d in self._data)
 
     def feed(self, chunk: bytes, t: float = 0.0) -> list[SSEEvent]:
         """Parse ``chunk`` and return the events it completed (possibly none)."""

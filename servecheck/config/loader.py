@@ -212,6 +212,51 @@ def _merge(defaults: dict[str, Any], target: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+MAX_FILE_BYTES = 1024 * 1024  # a targets file is a few KiB; a huge one is a mistake
+MAX_NODES = 100_000  # YAML values after alias expansion (a "billion laughs" file has 10^9)
+
+
+def _expanded_size(node: yaml.Node | None) -> int:
+    """How many values the document holds once every alias is expanded, computed without
+    expanding (an alias is the same node object; its size is counted once per use)."""
+    sizes: dict[int, int] = {}
+
+    def size(n: yaml.Node) -> int:
+        key = id(n)
+        if key in sizes:
+            return sizes[key]
+        sizes[key] = 1  # a recursive alias counts once; SafeLoader rejects it later anyway
+        if isinstance(n, yaml.MappingNode):
+            total = 1 + sum(size(k) + size(v) for k, v in n.value)
+        elif isinstance(n, yaml.SequenceNode):
+            total = 1 + sum(size(v) for v in n.value)
+        else:
+            total = 1
+        sizes[key] = min(total, MAX_NODES + 1)
+        return sizes[key]
+
+    return 0 if node is None else size(node)
+
+
+def _slo_problems(
+    slos: list[str], loc: tuple[Any, ...], merged: dict[str, Any]
+) -> list[tuple[tuple[Any, ...], str]]:
+    """``slo:`` lines that do not parse, each at its own line. The grammar lives with the load
+    engine (``servecheck/load/slo.py``, imported here only); a typo must stop every
+    command here, not only ``load`` after readiness and the whole catalogue."""
+    from servecheck.load.slo import parse_slos
+
+    own = merged.get("slo") if isinstance(merged.get("slo"), list) else []
+    problems = []
+    for i, text in enumerate(slos):
+        try:
+            parse_slos([text], "targets.yaml")
+        except UsageError as exc:
+            where = (*loc, i) if i < len(own) else ("defaults", "slo")
+            problems.append((where, str(exc)))
+    return problems
+
+
 def load_targets(
     path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
 ) -> Targets:
@@ -226,6 +271,12 @@ def load_targets(
     if not named and not file.exists():
         file = BUILTIN_FILE
     try:
+        size = file.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise UsageError(
+                f"{file}: {size} bytes; a targets file is at most {MAX_FILE_BYTES} bytes "
+                "(is this the right file?)"
+            )
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UsageError(
@@ -235,6 +286,12 @@ def load_targets(
         raise UsageError(f"{file}: cannot read targets file: {exc}") from None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+        expanded = _expanded_size(node)
+        if expanded > MAX_NODES:
+            raise UsageError(
+                f"{file}: YAML aliases expand to more than {MAX_NODES} values (an alias bomb?); "
+                "refusing to load it"
+            )
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -306,6 +363,10 @@ def load_targets(
                 locator.problem(where, m)
                 for where, m in _pydantic_problems(exc, loc, Target, merged)
             ]
+            continue
+        slo_problems = _slo_problems(target.slo, (*loc, "slo"), merged)
+        if slo_problems:
+            fatal += [locator.problem(where, m) for where, m in slo_problems]
             continue
         if target_env_errors:
             broken[name] = [locator.problem(where, m) for where, m in target_env_errors]

@@ -6,12 +6,12 @@ One source of truth for every key a user may write. ``docs/targets.md`` document
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from servecheck.redact import Secret
+from servecheck.redact import Secret, redact, register_headers, register_url
 
 Engine = Literal[
     "vllm",
@@ -43,6 +43,7 @@ CAPABILITIES: dict[str, str] = {
     "stop": "stop sequences",
     "metrics": "Prometheus /metrics endpoint",
     "tokenize": "a /tokenize endpoint (vLLM, llama.cpp, reference)",
+    "responses": "the Responses API, POST /v1/responses (vLLM, SGLang, LiteLLM, Ollama, reference)",
 }
 Capability = Literal[
     "streaming",
@@ -58,6 +59,7 @@ Capability = Literal[
     "stop",
     "metrics",
     "tokenize",
+    "responses",
 ]
 CapValue = bool | Literal["auto"]
 
@@ -80,6 +82,7 @@ class Capabilities(_Strict):
     stop: CapValue = "auto"
     metrics: CapValue = "auto"
     tokenize: CapValue = "auto"
+    responses: CapValue = "auto"
 
 
 def _check_url(value: str | None, key: str) -> str | None:
@@ -120,6 +123,37 @@ class TelemetrySettings(_Strict):
         return self.model_dump(exclude_none=True, exclude_defaults=True)
 
 
+DEFAULT_THINKING_OFF: dict[str, Any] = {"chat_template_kwargs": {"enable_thinking": False}}
+
+
+class ReasoningSettings(_Strict):
+    """The ``reasoning`` block of a target that serves a reasoning model (REASON-* checks,
+    reasoning latency phases in load). ``reasoning: auto`` is this block with every default."""
+
+    field: Literal["auto", "reasoning_content", "reasoning"] = Field(
+        "auto",
+        description="the message/delta field the reasoning arrives in; auto accepts either",
+    )
+    markers: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=lambda: ["<think>", "</think>"],
+        description="strings that must never appear in content (the model's reasoning markers)",
+    )
+    parser: str | None = Field(
+        None,
+        description="the engine's reasoning parser (deepseek_r1, qwen3, ...), recorded in reports",
+    )
+    thinking_off: dict[str, Any] | Literal[False] = Field(
+        default_factory=lambda: dict(DEFAULT_THINKING_OFF),
+        description="extra request body that turns thinking off; false: the target has no switch",
+    )
+    thinking_on: dict[str, Any] = Field(
+        default_factory=dict,
+        description="extra request body every reasoning request carries, for engines whose "
+        "default is thinking off (e.g. Xinference hybrid models: "
+        "{chat_template_kwargs: {enable_thinking: true}})",
+    )
+
+
 class TargetSettings(_Strict):
     """Keys that may appear both under ``defaults`` and in a target."""
 
@@ -131,6 +165,11 @@ class TargetSettings(_Strict):
     capabilities: Capabilities = Field(default_factory=Capabilities)
     context_policy: Literal["reject", "truncate", "auto"] = "auto"
     concurrency: Annotated[int, Field(ge=1, le=1024)] = 16
+    capacity: Annotated[int, Field(ge=1, le=1024)] | None = Field(
+        default=None,
+        description="requests the deployment serves at once (vLLM --max-num-seqs, llama.cpp -np, a "
+        "gateway's limit); OVERLOAD checks burst above it, and skip without it",
+    )
     fuzz_examples: Annotated[int, Field(ge=0, le=10_000)] = 40
     exclude: list[str] = Field(default_factory=list)
     allow: dict[str, str] = Field(
@@ -166,6 +205,19 @@ class Target(TargetSettings):
     model_dir: str | None = None
     quantization: str | None = None
     description: str = ""
+    reasoning: ReasoningSettings | None = Field(
+        None, description="a reasoning model: 'auto' or {field, markers, parser, thinking_off}"
+    )
+
+    @field_validator("reasoning", mode="before")
+    @classmethod
+    def _reasoning_auto(cls, value: object) -> object:
+        # `reasoning: auto` (or true) is the block with its defaults; false/absent: no reasoning
+        if value == "auto" or value is True:
+            return {}
+        if value is False:
+            return None
+        return value
 
     @field_validator("base_url")
     @classmethod
@@ -184,6 +236,18 @@ class Target(TargetSettings):
         """The base URL without its trailing ``/v1`` (where /health and /metrics live)."""
         root = self.base_url
         return root[: -len("/v1")] if root.endswith("/v1") else root
+
+    @model_validator(mode="after")
+    def _register_secrets(self) -> Target:
+        # One redaction path: every secret a target carries is known to servecheck.redact from
+        # the moment the target exists, so every byte written later can be masked.
+        for url in (self.base_url, self.health_url, self.metrics_url, self.telemetry.metrics_url):
+            register_url(url)
+        register_headers(self.headers)
+        return self
+
+    def __repr__(self) -> str:  # allure and pytest show parameters by their repr
+        return redact(super().__repr__())
 
     def auth_headers(self) -> dict[str, str]:
         if self.api_key is None:

@@ -51,11 +51,23 @@ litellm_settings:
 """
 
 
+REASONING_UPSTREAM = "http://127.0.0.1:8016/v1"  # the vllm-reasoning engine's default port
+
+
 class LiteLlm(Engine):
-    """``litellm --config`` on 127.0.0.1; upstream llama.cpp (started first if needed)."""
+    """``litellm --config`` on 127.0.0.1; upstream llama.cpp (started first if needed).
+    ``litellm-reasoning`` (port 8046) routes to vllm-reasoning instead: LiteLLM renames vLLM's
+    reasoning field, which the REASON checks must see through."""
 
     name = "litellm"
     default_port = 8041
+    default_upstream = DEFAULT_UPSTREAM
+
+    def __init__(self, *, reasoning: bool = False) -> None:
+        if reasoning:
+            self.name, self.default_port = "litellm-reasoning", 8046
+            self.default_upstream = REASONING_UPSTREAM
+
     version = VERSION
     ready_timeout_s = 120.0
     stop_timeout_s = 15.0
@@ -100,6 +112,8 @@ class LiteLlm(Engine):
         return os.environ.get(ENV_KEY) or DEFAULT_KEY
 
     def upstream(self) -> str:
+        if self.default_upstream != DEFAULT_UPSTREAM:
+            return self.default_upstream
         return os.environ.get(ENV_UPSTREAM, DEFAULT_UPSTREAM).rstrip("/")
 
     def plan(self, port: int) -> LaunchPlan:

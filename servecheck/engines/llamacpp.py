@@ -26,7 +26,7 @@ from servecheck.engines.base import (
     http,
     run_logged,
 )
-from servecheck.engines.models import SERVED_NAME, ensure_tiny_model
+from servecheck.engines.models import SERVED_NAME, ensure_tiny_model, reasoning_spec
 from servecheck.engines.paths import cache_root, logs_dir
 
 VERSION = "0.3.36"  # llama-cpp-python release whose vendored llama.cpp we build
@@ -53,6 +53,12 @@ class LlamaCpp(Engine):
     name = "llamacpp"
     default_port = 8021
     version = VERSION
+    reasoning = False  # llamacpp-reasoning: the tiny reasoning model, --reasoning-format deepseek
+
+    def __init__(self, *, reasoning: bool = False) -> None:
+        if reasoning:
+            self.name, self.default_port, self.reasoning = "llamacpp-reasoning", 8026, True
+
     ready_timeout_s = 120.0
     stop_timeout_s = 10.0
     auth_key_env = ENV_API_KEY
@@ -135,7 +141,7 @@ class LlamaCpp(Engine):
         return os.environ.get(ENV_API_KEY) or None
 
     def plan(self, port: int) -> LaunchPlan:
-        model = ensure_tiny_model()
+        model = ensure_tiny_model(reasoning_spec() if self.reasoning else None)
         argv = [
             str(self.binary),
             "-m",
@@ -156,6 +162,8 @@ class LlamaCpp(Engine):
             "--alias",
             SERVED_NAME,
         ]
+        if self.reasoning:
+            argv += ["--reasoning-format", "deepseek"]
         key = self.api_key()
         if key:
             argv += ["--api-key", key]

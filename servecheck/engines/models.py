@@ -81,6 +81,28 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 
+# The reasoning model's markers and the thought it is wired to think (one added token each, so
+# the wiring can chain them: see wire_reasoner). Not special: they stay in decoded text, where
+# the engines' reasoning parsers (vLLM deepseek_r1, llama.cpp --reasoning-format) look for them.
+THINK_START, THINK_END = "<think>", "</think>"
+THOUGHT_TOKENS = ("Hmm,", " let me", " think.")
+REASONING_TOKENS = (THINK_START, THINK_END, *THOUGHT_TOKENS)
+
+# DeepSeek-R1 / Qwen3 style: the generation prompt opens <think> (the model only closes it);
+# chat_template_kwargs enable_thinking: false renders an empty, closed thought instead. Earlier
+# assistant turns show their reasoning_content inside <think>...</think> (llama.cpp's template
+# analysis finds the markers that way).
+REASONING_CHAT_TEMPLATE = CHAT_TEMPLATE.replace(
+    "{% if message.content %}{{ message.content }}{% endif %}",
+    "{% if message.reasoning_content %}<think>{{ message.reasoning_content }}</think>{% endif %}"
+    "{% if message.content %}{{ message.content }}{% endif %}",
+).replace(
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+    "{% if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% if enable_thinking is defined and not enable_thinking %}<think></think>"
+    "{% else %}<think>{% endif %}{% endif %}",
+)
+
 
 @dataclass(slots=True, frozen=True)
 class TinyModelSpec:
@@ -102,10 +124,16 @@ class TinyModelSpec:
     # Hand-wire one attention head so that the first token is <tool_call> whenever the prompt
     # holds a <tool_call> token (the tools preamble does): see wire_tool_caller.
     tool_caller: bool = False
+    # A reasoning model: R1-style template and weights wired to think THOUGHT_TOKENS, then
+    # close with </think> (see wire_reasoner).
+    reasoner: bool = False
 
     def key(self) -> str:
         """A short hash of the spec and the generator version (the cache directory suffix)."""
-        blob = json.dumps({"spec": asdict(self), "gen": GENERATOR_VERSION}, sort_keys=True)
+        spec = asdict(self)
+        if not spec["reasoner"]:
+            del spec["reasoner"]  # specs from before the field keep their directories
+        blob = json.dumps({"spec": spec, "gen": GENERATOR_VERSION}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     @property
@@ -129,6 +157,11 @@ class TinyModel:
 
 ENV_MODEL = "SERVECHECK_TINY_MODEL"
 MODEL_KINDS = ("tool-caller", "random")
+
+
+def reasoning_spec() -> TinyModelSpec:
+    """The spec the reasoning engines serve: the tool caller that also thinks."""
+    return TinyModelSpec(name="tiny-reasoner", tool_caller=True, reasoner=True)
 
 
 def default_spec() -> TinyModelSpec:
@@ -336,6 +369,8 @@ def train_tokenizer(spec: TinyModelSpec) -> Any:
     # Re-register the markers as added, non-special tokens (they stay in decoded text).
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in CONTROL_TOKENS])
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in MARKER_TOKENS])
+    if spec.reasoner:
+        tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in REASONING_TOKENS])
     return tok
 
 
@@ -366,6 +401,18 @@ def random_weights(spec: TinyModelSpec, vocab_size: int) -> dict[str, np.ndarray
     w["model.norm.weight"] = np.ones(h, dtype=np.float32)
     w["lm_head.weight"] = normal(vocab_size, h)
     return w
+
+
+# The weights that read the residual stream (their columns) and those that write it (their rows):
+# a reserved channel is kept clean by zeroing its columns in the first and its rows in the second.
+_READERS = (
+    "self_attn.q_proj.weight",
+    "self_attn.k_proj.weight",
+    "self_attn.v_proj.weight",
+    "mlp.gate_proj.weight",
+    "mlp.up_proj.weight",
+)
+_WRITERS = ("self_attn.o_proj.weight", "mlp.down_proj.weight")
 
 
 def wire_tool_caller(spec: TinyModelSpec, w: dict[str, np.ndarray], tok: Any) -> None:
@@ -406,19 +453,13 @@ def wire_tool_caller(spec: TinyModelSpec, w: dict[str, np.ndarray], tok: Any) ->
     # Keep the reserved channels clean of everything else.
     for i in range(spec.num_layers):
         q = f"model.layers.{i}."
-        for name in ("self_attn.o_proj.weight", "mlp.down_proj.weight"):
+        for name in _WRITERS:
             rows = w[q + name]
             keep = rows[f_dim, 0] if (i == 0 and name.startswith("self_attn")) else 0.0
             rows[[c_dim, t_dim, f_dim, e_dim], :] = 0.0
             if i == 0 and name.startswith("self_attn"):
                 rows[f_dim, 0] = keep
-        for name in (
-            "self_attn.q_proj.weight",
-            "self_attn.k_proj.weight",
-            "self_attn.v_proj.weight",
-            "mlp.gate_proj.weight",
-            "mlp.up_proj.weight",
-        ):
+        for name in _READERS:
             cols = w[q + name]
             saved = (
                 cols[:hd, [c_dim, t_dim]].copy()
@@ -443,6 +484,40 @@ def wire_tool_caller(spec: TinyModelSpec, w: dict[str, np.ndarray], tok: Any) ->
     lm[im_end_id, e_dim] = 200.0  # after </tool_call>: end the turn
 
 
+def wire_reasoner(spec: TinyModelSpec, w: dict[str, np.ndarray], tok: Any) -> None:
+    """Make the model think ``Hmm, let me think.`` after an open ``<think>``, then close it.
+
+    A bigram chain on five reserved residual channels (below the tool caller's four): each chain
+    token's embedding sets its own channel, and ``lm_head`` maps that channel to the next chain
+    token with a logit no random logit (nor the tool caller's flag) comes near. So a prompt that
+    ends in ``<think>`` (the generation prompt) is answered ``Hmm,`` ``let me`` ``think.``
+    ``</think>`` ``\n``, and then the random model (or the tool caller) goes on. A constant-channel
+    bias keeps the chain tokens from ever being picked otherwise, so the answer never reopens or
+    recloses a thought. With thinking off the prompt ends in ``</think>``: straight to the answer.
+    """
+    d = spec.hidden_size
+    c_dim = d - 1  # the tool caller's constant channel (0.1 in every embedding)
+    chain = [tok.token_to_id(t) for t in (THINK_START, *THOUGHT_TOKENS, THINK_END)]
+    successors = [*chain[1:], tok.token_to_id("\u010a")]  # </think> is followed by "\n"
+    dims = [d - 5 - i for i in range(len(chain))]
+    emb = w["model.embed_tokens.weight"]
+    emb[:, dims] = 0.0
+    emb[:, c_dim] = 0.1
+    for token_id, dim in zip(chain, dims, strict=True):
+        emb[token_id, dim] = 1.0
+    for i in range(spec.num_layers):
+        q = f"model.layers.{i}."
+        for name in _WRITERS:
+            w[q + name][dims, :] = 0.0  # nothing writes into the chain channels
+        for name in _READERS:
+            w[q + name][:, dims] = 0.0  # and they feed nothing but lm_head
+    lm = w["lm_head.weight"]
+    lm[:, dims] = 0.0
+    for dim, nxt in zip(dims, successors, strict=True):
+        lm[nxt, dim] = 200.0
+    lm[chain, c_dim] = -5.0
+
+
 # --------------------------------------------------------------------------- writers
 
 
@@ -452,12 +527,23 @@ def _write_all(spec: TinyModelSpec, model: TinyModel) -> None:
     weights = random_weights(spec, vocab_size)
     if spec.tool_caller:
         wire_tool_caller(spec, weights, tok)
+    if spec.reasoner:
+        if not spec.tool_caller:
+            raise ValueError(
+                "a reasoner spec needs tool_caller: its wiring uses that constant channel"
+            )
+        wire_reasoner(spec, weights, tok)
     write_hf(spec, tok, weights, model.hf_dir)
     write_gguf(spec, tok, weights, model.gguf_path)
 
 
 def _ids(tok: Any) -> dict[str, int]:
-    return {t: tok.token_to_id(t) for t in (*CONTROL_TOKENS, *MARKER_TOKENS)}
+    extra = tuple(t for t in REASONING_TOKENS if tok.token_to_id(t) is not None)
+    return {t: tok.token_to_id(t) for t in (*CONTROL_TOKENS, *MARKER_TOKENS, *extra)}
+
+
+def _template(spec: TinyModelSpec) -> str:
+    return REASONING_CHAT_TEMPLATE if spec.reasoner else CHAT_TEMPLATE
 
 
 def write_hf(spec: TinyModelSpec, tok: Any, weights: dict[str, np.ndarray], out: Path) -> None:
@@ -510,7 +596,7 @@ def write_hf(spec: TinyModelSpec, tok: Any, weights: dict[str, np.ndarray], out:
             "single_word": False,
             "special": t in CONTROL_TOKENS,
         }
-        for t in (*CONTROL_TOKENS, *MARKER_TOKENS)
+        for t in ids
     }
     _dump(
         out / "tokenizer_config.json",
@@ -525,7 +611,7 @@ def write_hf(spec: TinyModelSpec, tok: Any, weights: dict[str, np.ndarray], out:
             "add_eos_token": False,
             "clean_up_tokenization_spaces": False,
             "model_max_length": spec.max_position_embeddings,
-            "chat_template": CHAT_TEMPLATE,
+            "chat_template": _template(spec),
         },
     )
     _dump(
@@ -559,7 +645,7 @@ def write_gguf(spec: TinyModelSpec, tok: Any, weights: dict[str, np.ndarray], pa
     for t in tokens:
         if t in CONTROL_TOKENS:
             types.append(gguf.TokenType.CONTROL)
-        elif t in MARKER_TOKENS:
+        elif t in MARKER_TOKENS or t in REASONING_TOKENS:
             types.append(gguf.TokenType.USER_DEFINED)
         else:
             types.append(gguf.TokenType.NORMAL)
@@ -593,7 +679,7 @@ def write_gguf(spec: TinyModelSpec, tok: Any, weights: dict[str, np.ndarray], pa
     w.add_pad_token_id(ids["<|endoftext|>"])
     w.add_add_bos_token(False)
     w.add_add_eos_token(False)
-    w.add_chat_template(CHAT_TEMPLATE)
+    w.add_chat_template(_template(spec))
 
     names = {
         "model.embed_tokens.weight": "token_embd.weight",

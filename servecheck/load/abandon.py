@@ -122,7 +122,10 @@ async def stream_chat(
                     out.error_message = redact(prefix[:300].decode("utf-8", "replace"))
                 else:
                     async for raw in response.aiter_raw():
-                        state.feed(raw, _perf())
+                        too_large = state.feed(raw, _perf())
+                        if too_large:
+                            out.error, out.error_message = "too-large", too_large
+                            break
                         if abandon_after is not None and len(state.token_times) >= abandon_after:
                             out.abandoned = True
                             break  # leaving the block closes the half-read connection

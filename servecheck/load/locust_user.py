@@ -41,9 +41,15 @@ from locust.runners import MasterRunner, WorkerRunner
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig
 from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tokenize_counter
 from servecheck.load.reactor import StreamReactor
-from servecheck.load.records import RecordWriter, RequestRecord
+from servecheck.load.records import RATE_LIMITED, RecordWriter, RequestRecord
 from servecheck.load.schedule import Stage, StageShape, for_worker, split_count
-from servecheck.load.stream import StreamState, classify, record_from_stream
+from servecheck.load.stream import (
+    StreamState,
+    classify,
+    record_from_stream,
+    record_phases,
+    retry_after_seconds,
+)
 from servecheck.load.wire import WireClient, WireResult
 
 __all__ = ["LLMUser", "scenario_shape"]
@@ -296,6 +302,8 @@ class _Controller:
         rec.status = res.status
         rec.t_done = self.wall(t_end)
         rec.error, rec.error_message = classify(res, st)
+        if rec.error == RATE_LIMITED:
+            rec.retry_after_s = retry_after_seconds(res.headers.get("retry-after"))
         rec.abandoned = res.hung_up
         self.tokens += len(st.token_times)
         record_from_stream(
@@ -305,9 +313,16 @@ class _Controller:
             token_times=st.token_times,
             usage=st.usage,
         )
+        record_phases(rec, st, t0)
         self.writer.write(rec)
         self.inflight -= 1
         self._fire(rec)
+        if rec.retry_after_s and cfg.retry_after_max_s and cfg.mode not in ("fixed", "poisson"):
+            # Closed loop, --honour-retry-after: this user backs off as a well-behaved client
+            # would (open-loop arrivals are the schedule and are not delayed).
+            gevent.sleep(
+                max(0.0, min(rec.retry_after_s, cfg.retry_after_max_s, self.deadline - _perf()))
+            )
 
     def _fire(self, rec: RequestRecord) -> None:
         fire = self.env.events.request.fire
@@ -315,7 +330,7 @@ class _Controller:
         if rec.error is not None:
             fire(
                 request_type="LLM",
-                name=f"E2E {scen}",
+                name=f"RATE-LIMITED {scen}" if rec.error == RATE_LIMITED else f"E2E {scen}",
                 response_time=(rec.e2e or 0.0) * 1000.0,
                 response_length=0,
                 exception=RuntimeError(f"{rec.error}: {rec.error_message[:120]}"),

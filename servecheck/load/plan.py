@@ -27,9 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.errors import UsageError, did_you_mean
+from servecheck.redact import redact_obj
 
 ENV_CONFIG = "SERVECHECK_LOAD_CONFIG"
 ENV_API_KEY = "SERVECHECK_API_KEY"
+ENV_SECRETS = "SERVECHECK_LOAD_SECRETS"  # the masked parts of load-config.json, for Locust
 PLAN_KEYS = (
     "description",
     "scenario",
@@ -46,6 +48,7 @@ PLAN_KEYS = (
     "max_inflight",
     "drain",
     "extra_body",
+    "honour_retry_after",
 )
 
 
@@ -68,6 +71,7 @@ class RunConfig:
     workers: int = 1
     max_inflight: int = 1024
     drain_s: float = 30.0
+    retry_after_max_s: float = 0.0  # > 0: closed-loop users honour Retry-After, capped at this
     timeout_s: float = 60.0
     connect_timeout_s: float = 10.0
     api_key_header: str = "authorization"
@@ -82,13 +86,26 @@ class RunConfig:
     extra_body: dict[str, Any] = field(default_factory=dict)
 
     def dump(self, path: str | os.PathLike[str]) -> Path:
+        """Write the config, every secret masked (header values, URL credentials): the file
+        stays in the run folder. The Locust processes get the real values from
+        :meth:`secret_env` through their environment."""
         p = Path(path)
-        p.write_text(json.dumps(asdict(self), indent=1), encoding="utf-8")
+        p.write_text(json.dumps(redact_obj(asdict(self)), indent=1), encoding="utf-8")
         return p
+
+    def secret_env(self) -> dict[str, str]:
+        """``{ENV_SECRETS: json}`` with the values :meth:`dump` masked (empty when none was)."""
+        secret = {"base_url": self.base_url, "headers": dict(self.headers)}
+        if redact_obj(secret) == secret:
+            return {}
+        return {ENV_SECRETS: json.dumps(secret)}
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> RunConfig:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
+        overlay = os.environ.get(ENV_SECRETS)
+        if overlay:
+            data.update(json.loads(overlay))
         return cls(**data)
 
 

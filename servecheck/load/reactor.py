@@ -262,7 +262,7 @@ class StreamReactor:
         self,
         path: str,
         body: bytes,
-        on_data: Callable[[bytes, float], None],
+        on_data: Callable[[bytes, float], str | None],
         deadline: float | None = None,
         on_token: Callable[[float], bool] | None = None,
         request_id: str | None = None,

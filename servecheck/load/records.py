@@ -25,7 +25,19 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
 
-ERROR_CLASSES = ("connect", "timeout", "http-<status>", "stream-error", "invalid-sse")
+from servecheck.errors import UsageError
+
+ERROR_CLASSES = (
+    "connect",
+    "timeout",
+    "http-<status>",
+    "stream-error",
+    "invalid-sse",
+    "rate-limited",
+)
+# The server shed the request (429, or 503 with Retry-After): counted apart from failures in
+# stats and reports; the server answered as a loaded server should, but served nothing.
+RATE_LIMITED = "rate-limited"
 RECORD_GLOB = "records-*.jsonl"
 MERGED_NAME = "records.jsonl"
 
@@ -35,8 +47,10 @@ class RequestRecord:
     """One request as the generator saw it. ``error`` is None for a success.
 
     ``error`` is one of ``connect``, ``timeout``, ``http-<status>`` (e.g. ``http-503``),
-    ``stream-error`` (the stream broke, carried an error object or ended without ``[DONE]``) or
-    ``invalid-sse`` (data that is not SSE / not JSON).
+    ``stream-error`` (the stream broke, carried an error object or ended without ``[DONE]``),
+    ``too-large`` (an SSE event or body past the reader's bound) or ``invalid-sse`` (data that
+    is not SSE / not JSON), or ``rate-limited`` (429, or 503 with ``Retry-After``: shed,
+    not failed; ``retry_after_s`` holds the header's seconds).
     """
 
     target: str
@@ -59,6 +73,15 @@ class RequestRecord:
     kind: str = "chat"  # request kind within the scenario (chat, long, json, tools ...)
     request_id: str = ""  # sent as X-Request-Id: finds this request in the server's logs
     abandoned: bool = False  # the client hung up mid-stream on purpose (hang_up_after_tokens)
+    retry_after_s: float | None = None  # a rate-limited answer's Retry-After, in seconds
+    # Reasoning phases (docs/metrics.md). ttfa is the first answer token (== ttft without
+    # reasoning); the rest is written only when the stream carried reasoning.
+    ttfa: float | None = None
+    ttfr: float | None = None
+    reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens
+    reasoning_tokens_client: int = 0  # reasoning chunks the client counted
+    itls_reasoning: list[float] = field(default_factory=list)
+    itls_answer: list[float] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -106,7 +129,16 @@ class RequestRecord:
             "error": self.error,
             "error_message": self.error_message[:300],
             "abandoned": self.abandoned,
+            "retry_after_s": self.retry_after_s,
+            "ttfa": _r6(self.ttfa),
         }
+        if self.reasoning_tokens is not None:
+            d["reasoning_tokens"] = self.reasoning_tokens
+        if self.reasoning_tokens_client or self.ttfr is not None:
+            d["ttfr"] = _r6(self.ttfr)
+            d["reasoning_tokens_client"] = self.reasoning_tokens_client
+            d["itls_reasoning"] = [round(x, 6) for x in self.itls_reasoning]
+            d["itls_answer"] = [round(x, 6) for x in self.itls_answer]
         return json.dumps(d, separators=(",", ":"))
 
     @classmethod
@@ -195,6 +227,23 @@ def read_files(paths: Iterable[str | os.PathLike[str]]) -> ReadResult:
 def worker_files(run_dir: str | os.PathLike[str]) -> list[Path]:
     """The per-worker record files of a run directory, in a stable order."""
     return sorted(Path(run_dir).glob(RECORD_GLOB))
+
+
+def refuse_used_run_dir(run_dir: str | os.PathLike[str]) -> None:
+    """Raise :class:`UsageError` when ``run_dir`` already holds a run's records or summary.
+
+    Workers append to ``records-<worker>.jsonl``; a second run with the same ``--run-id`` would
+    add to the first one's records and summarise both (totals doubled), so it is refused before
+    anything starts."""
+    path = Path(run_dir)
+    used = worker_files(path) or [
+        p for p in (path / MERGED_NAME, path / "summary.json") if p.exists()
+    ]
+    if used:
+        raise UsageError(
+            f"run folder {path} already holds a run ({used[0].name}); give a new --run-id "
+            "or remove the folder"
+        )
 
 
 @dataclass(slots=True)

@@ -25,15 +25,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servecheck.client.models import model_for_target
+from servecheck.client.models import ModelChoice, model_for_target
 from servecheck.config.model import Target
 from servecheck.errors import UsageError, did_you_mean
+from servecheck.load.phases import phase_lines
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
-from servecheck.load.records import MERGED_NAME, merge_records, worker_files
+from servecheck.load.reach import target_down
+from servecheck.load.records import MERGED_NAME, merge_records, refuse_used_run_dir, worker_files
 from servecheck.load.schedule import StageShape, parse_duration, parse_rate, shape_from_spec
 from servecheck.load.slo import SLO, Verdict, evaluate, parse_slos, request_predicate
 from servecheck.load.stats import RunStats, Schedule, compute_stats
+from servecheck.load.stream import parse_retry_after_cap
+from servecheck.load.verdict import judge
 from servecheck.redact import redact
+from servecheck.signals import Interrupted, die_with_parent, signum_of
 
 SCHEMA_VERSION = 1
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -72,6 +77,7 @@ class LoadSpec:
     max_lag_ms: float = 25.0
     max_inflight: int = 1024
     drain_s: float | None = None
+    retry_after_max_s: float = 0.0  # > 0: closed-loop users wait Retry-After (capped) after a 429
     extra_body: dict[str, Any] = field(default_factory=dict)
     use_tokenize: bool = True
     cpus: str | None = None  # taskset CPU list for the generator, e.g. "0"
@@ -197,6 +203,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         workers=_workers(spec),
         max_inflight=spec.max_inflight,
         drain_s=_drain(spec),
+        retry_after_max_s=spec.retry_after_max_s,
         timeout_s=spec.target.timeout_s,
         connect_timeout_s=spec.target.connect_timeout_s,
         api_key_header=spec.target.api_key_header,
@@ -342,7 +349,7 @@ def _run_locust(
         stdout=out,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=_die_with_parent,
+        preexec_fn=die_with_parent,
     )  # noqa: PLW1509 - only calls prctl
     last_print = last_poll = 0.0
     try:
@@ -373,16 +380,6 @@ def _run_locust(
             live.stop()
         out.close()
     return rc
-
-
-def _die_with_parent() -> None:
-    """In the child: get SIGTERM when servecheck dies (even by SIGKILL), so no load is orphaned."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -467,10 +464,19 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     say = on_log or (lambda s: None)
     slos = validate(spec)
     scenario_path(spec.scenario)  # fail early on an unknown scenario
-    choice = model_for_target(spec.target, spec.model)
+    down = target_down(spec.target.base_url, spec.target.connect_timeout_s)
+    if down:
+        choice = ModelChoice(
+            spec.model or (spec.target.models or ["(not discovered: target down)"])[0],
+            "given" if spec.model else "not discovered: target down",
+        )
+    else:
+        choice = model_for_target(spec.target, spec.model)
     model = choice.model
     run_id = spec.run_id or _new_run_id(spec.scenario)
     run_dir = Path(spec.out_dir) / run_id
+    if spec.role != "worker":
+        refuse_used_run_dir(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg = build_config(spec, run_id, run_dir, model)
     cfg_path = cfg.dump(
@@ -484,17 +490,32 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     env = dict(os.environ)
     env[ENV_CONFIG] = str(cfg_path)
     env["PYTHONUNBUFFERED"] = "1"
+    env.update(cfg.secret_env())
     auth = spec.target.auth_headers()
     if auth:
         env[ENV_API_KEY] = next(iter(auth.values())).removeprefix("Bearer ")
+    if down and spec.role != "worker":
+        say(down)
+        now = time.time()
+        return summarise(spec, cfg, slos, run_dir, None, now, now, down=down)
     cmd = locust_command(spec, cfg, run_dir)
     say(
-        f"run {run_id}: {cfg.mode} load on {spec.target.name} ({spec.target.base_url}), scenario {cfg.scenario}, {choice.line()}"
+        f"run {run_id}: {cfg.mode} load on {spec.target.name} ({redact(spec.target.base_url)}), scenario {cfg.scenario}, {choice.line()}"
     )
     started = time.time()
     bound = cfg.duration_s
     wall = (bound or 3600.0) + cfg.drain_s + 120.0
-    rc = _run_locust(cmd, env, run_dir, wall, spec.progress, bound)
+    try:
+        rc = _run_locust(cmd, env, run_dir, wall, spec.progress, bound)
+    except KeyboardInterrupt as exc:
+        # Ctrl-C or SIGTERM: Locust has been stopped; what finished is summarised, marked.
+        if spec.role == "worker":
+            raise
+        signum = signum_of(exc)
+        why = f"interrupted by {signal.Signals(signum).name} after {time.time() - started:.1f} s"
+        partial = summarise(spec, cfg, slos, run_dir, None, started, time.time(), partial=why)
+        say(f"{why}: partial summary in {run_dir / 'summary.json'}; records in {run_dir}")
+        raise Interrupted(signum, partial) from None
     ended = time.time()
     if spec.role == "worker":
         # The master merges and judges; a worker only reports where its records are.
@@ -511,8 +532,12 @@ def summarise(
     locust_rc: int | None,
     started: float,
     ended: float,
+    down: str | None = None,
+    partial: str | None = None,
 ) -> LoadResult:
-    """Merge the worker records, compute statistics and verdicts, write summary.json/.txt."""
+    """Merge the worker records, compute statistics and verdicts, write summary.json/.txt.
+    ``down``: why the target could not be reached before the load started (then FAIL).
+    ``partial``: why the run stopped early (the summary is marked; never a pass)."""
     read = merge_records(run_dir)
     infos = _worker_infos(run_dir)
     planned_parts = [i.get("planned") for i in infos]
@@ -536,22 +561,29 @@ def summarise(
     stats = compute_stats(read.iter_records(), sched, request_predicate(slos), loop_lag)
     verdicts = evaluate(slos, stats)
     slo_ok = all(v.passed for v in verdicts)
-    reasons: list[str] = []
-    if stats.total == 0:
-        reasons.append("no request finished")
-    if stats.behind and not spec.allow_lag:
-        reasons += stats.behind_reasons
+    unmeasured: list[str] = []
+    if stats.behind and not spec.allow_lag and stats.ok:
+        unmeasured += stats.behind_reasons  # with nothing ok the server is to blame, not the CPU
     if stats.total == 0:
         tail = _last_error(run_dir / "locust.stdout")
         if locust_rc not in (0, None) or tail:
-            reasons.append(
+            unmeasured.append(
                 f"locust exited with code {locust_rc}"
                 + (f": {tail}" if tail else "")
                 + f" (see {run_dir / 'locust.stdout'})"
             )
-    passed = slo_ok and not reasons
-    verdict = "pass" if passed else ("fail" if not slo_ok else "inconclusive")
-    exit_code = 0 if passed else 1
+    if partial:
+        unmeasured.insert(0, f"partial run: {partial}")
+    judged = judge(
+        total=stats.total,
+        ok=stats.ok,
+        errors=stats.errors,
+        slo_ok=slo_ok,
+        unmeasured=unmeasured,
+        down=down,
+    )
+    reasons, passed, verdict = judged.reasons, judged.passed, judged.status
+    exit_code = judged.exit_code
     cpu = sum(float(i.get("cpu_s", 0.0)) for i in infos)
     tokens_client = sum(int(i.get("tokens_client", 0)) for i in infos)
     methods = sorted({str(i.get("prompt_method")) for i in infos if i.get("prompt_method")})
@@ -580,6 +612,7 @@ def summarise(
         **stats.as_dict(),
         "slo": [v.as_dict() for v in verdicts],
         "verdict": verdict,
+        "partial": bool(partial),
         "reasons": reasons,
         "exit_code": exit_code,
         "generator": {
@@ -613,11 +646,13 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
         f"run {summary['run_id']}  target {summary['target']}  scenario {summary['scenario']}  mode {summary['mode']}",
         f"requests {req['total']}  ok {req['ok']}  failed {req['failed']} ({req['error_rate']:.2%})"
         + (f"  abandoned on purpose {req['abandoned']}" if req.get("abandoned") else "")
+        + (f"  rate-limited {req['rate_limited']}" if req.get("rate_limited") else "")
         + (f"  errors {req['errors']}" if req["errors"] else ""),
         f"throughput {thr['requests_per_s']:.2f} req/s  {thr['output_tokens_per_s']:.1f} output tokens/s"
         f"  over {summary['window_s']:.1f} s  goodput {'-' if summary['goodput'] is None else format(summary['goodput'], '.1%')}",
         f"{'ms':<20}{'p50':>9}{'p90':>9}{'p95':>9}{'p99':>9}{'p99.9':>9}{'max':>9}",
     ]
+    reasoned = bool(summary["tokens"].get("reasoning_requests"))
     for name in ("ttft", "itl", "tpot", "e2e", "ttft_from_intended", "e2e_from_intended", "lag"):
         d = lat.get(name) or {}
         if not d.get("count"):
@@ -626,7 +661,18 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
             f"{name:<20}"
             + "".join(f"{_ms(d, k):>9}" for k in ("p50", "p90", "p95", "p99", "p99.9", "max"))
         )
+    lines += phase_lines(lat) if reasoned else []
     tok = summary["tokens"]
+    if reasoned:
+        lines.append(
+            f"tokens: reasoning {tok['reasoning']}, answer {tok['answer']} "
+            f"({tok['reasoning_requests']} requests reasoned"
+            + (
+                f"; usage said 0 reasoning tokens for {tok['reasoning_usage_zero']}: counted from the stream)"
+                if tok.get("reasoning_usage_zero")
+                else ")"
+            )
+        )
     if tok["discrepant_requests"] or tok["usage_missing"]:
         lines.append(
             f"tokens: usage {tok['output_usage']}, client chunks {tok['output_client']}, "
@@ -635,7 +681,7 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
     for v in verdicts:
         lines.append(v.line())
     sched = summary["schedule"]
-    if sched["behind"]:
+    if sched["behind"] and req["ok"]:  # with nothing ok the server is to blame (the verdict says)
         lines += [f"WARNING: {r}" for r in sched["reasons"]]
     lines.append(
         f"verdict: {summary['verdict'].upper()}"
@@ -702,6 +748,7 @@ def spec_from_options(
         if max_lag_text != "25ms" or "max_lag" not in plan
         else parse_duration(plan["max_lag"]) * 1000.0,
         max_inflight=int(pick("max_inflight") or 1024),
+        retry_after_max_s=parse_retry_after_cap(pick("honour_retry_after")),
         extra_body=dict(plan.get("extra_body") or {}),
         use_tokenize=not o("no_tokenize"),
         cpus=o("cpus"),

@@ -4,11 +4,12 @@ Grammar (whitespace allowed around the operator)::
 
     slo      := metric [ "_" stat ] op number [ unit ]
     metric   := ttft | itl | tpot | e2e | ttft_from_intended | e2e_from_intended | lag
-              | error_rate | goodput | throughput_tokens | throughput_requests
+              | ttfr | ttfa | itl_reasoning | itl_answer    (reasoning phases, docs/metrics.md)
+              | error_rate | rate_limited | goodput | throughput_tokens | throughput_requests
     stat     := p50 | p90 | p95 | p99 | p99.9 | p999 | mean | min | max   (latency metrics only)
     op       := <= | < | >= | >
     unit     := us | ms | s            (latency: required)
-              | %                      (error_rate, goodput: optional, else a fraction 0..1)
+              | %                      (error_rate, rate_limited, goodput: optional, else a fraction 0..1)
               | /s                     (throughput: optional)
 
 Every value is normalised: latencies to milliseconds, shares to fractions, throughput to per
@@ -32,8 +33,22 @@ from typing import Any
 from servecheck.errors import UsageError, did_you_mean
 from servecheck.load.stats import RunStats
 
-LATENCY = ("ttft", "itl", "tpot", "e2e", "ttft_from_intended", "e2e_from_intended", "lag")
-SHARES = ("error_rate", "goodput")
+LATENCY = (
+    "ttft",
+    "itl",
+    "tpot",
+    "e2e",
+    "ttft_from_intended",
+    "e2e_from_intended",
+    "lag",
+    "ttfr",
+    "ttfa",
+    "itl_reasoning",
+    "itl_answer",
+)
+# The per-request ITL list each ITL metric reads (itl_answer of a record without reasoning: all).
+_ITL_KEYS = {"itl": "itls", "itl_reasoning": "itls_reasoning", "itl_answer": "itls_answer"}
+SHARES = ("error_rate", "rate_limited", "goodput")
 RATES = ("throughput_tokens", "throughput_requests")
 METRICS = LATENCY + SHARES + RATES
 STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "min", "max")
@@ -183,7 +198,7 @@ def _split(lhs: str, text: str) -> tuple[str, str | None]:
         )
     if metric in SHARES or metric in RATES:
         raise UsageError(
-            f"SLO {text!r}: {metric} takes no statistic; write e.g. {metric}{'<=0.5%' if metric == 'error_rate' else '>=95%' if metric == 'goodput' else '>=100/s'}"
+            f"SLO {text!r}: {metric} takes no statistic; write e.g. {metric}{'<=0.5%' if metric in ('error_rate', 'rate_limited') else '>=95%' if metric == 'goodput' else '>=100/s'}"
         )
     base = metric if metric else lhs
     guess = did_you_mean(lhs, _names()) or did_you_mean(base, METRICS)
@@ -207,6 +222,8 @@ def observed(slo: SLO, stats: RunStats) -> float | None:
         return None if dist is None or not dist.count else dist.get(slo.stat or "p50")
     if slo.metric == "error_rate":
         return stats.error_rate if stats.total else None
+    if slo.metric == "rate_limited":  # shed requests (429 / 503 + Retry-After), not in error_rate
+        return stats.rate_limited_rate if stats.total else None
     if slo.metric == "goodput":
         return stats.goodput
     if slo.metric == "throughput_tokens":
@@ -231,8 +248,11 @@ def _request_value(slo: SLO, rec: Mapping[str, Any]) -> float | None:
     lag = float(rec.get("t_sent", 0.0)) - float(rec.get("t_intended", rec.get("t_sent", 0.0)))
     if m == "lag":
         return lag * 1000.0
-    if m == "itl":
-        itls = sorted(rec.get("itls") or ())
+    if m in _ITL_KEYS:
+        key = _ITL_KEYS[m]
+        if key == "itls_answer" and key not in rec:
+            key = "itls"  # no reasoning: every ITL is an answer ITL
+        itls = sorted(rec.get(key) or ())
         if not itls:
             return None
         if slo.stat == "mean":
@@ -245,6 +265,10 @@ def _request_value(slo: SLO, rec: Mapping[str, Any]) -> float | None:
         return 1000.0 * itls[max(0, math.ceil(q * len(itls)) - 1)]
     base = m.removesuffix("_from_intended")
     v = rec.get(base)
+    if m == "ttfa" and v is None:
+        if "itls_reasoning" in rec or rec.get("ttfr") is not None:
+            return math.inf  # it reasoned and never answered: no TTFA bound is met
+        v = rec.get("ttft")  # a record without reasoning (or from before ttfa): its TTFT
     if v is None:
         return None
     return 1000.0 * (float(v) + (lag if m.endswith("_from_intended") else 0.0))

@@ -450,6 +450,10 @@ def judge(
         )
     elif verdicts[primary].status == "insufficient_data":
         failures.append(f"{primary}: insufficient data")
+    elif verdicts[primary].status == "inconclusive":
+        failures.append(
+            f"{primary}: inconclusive (the load never moved it, so a leak could not show)"
+        )
     if drain is not None and drain.status != "ok":
         failures.append(f"drain: {drain.status}")
     return verdicts, primary, failures

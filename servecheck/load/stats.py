@@ -19,6 +19,8 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
+from servecheck.load.records import RATE_LIMITED
+
 PERCENTILES: tuple[tuple[str, float], ...] = (
     ("p50", 50.0),
     ("p90", 90.0),
@@ -30,6 +32,8 @@ _LOWEST_US = 1
 _HIGHEST_US = 3600 * 1_000_000  # one hour
 _SIG = 3
 LATENCY_METRICS = ("ttft", "itl", "tpot", "e2e", "ttft_from_intended", "e2e_from_intended", "lag")
+# Reasoning phases (docs/metrics.md): first reasoning token, first answer token, ITL per phase.
+PHASE_METRICS = ("ttfr", "ttfa", "itl_reasoning", "itl_answer")
 
 
 @dataclass(slots=True)
@@ -131,11 +135,18 @@ class RunStats:
     errors: dict[str, int] = field(default_factory=dict)
     window_s: float = 0.0
     output_tokens: int = 0
+    output_tokens_ok: int = 0  # of successful requests only: what throughput counts
     output_tokens_usage: int = 0
     output_tokens_client: int = 0
+    reasoning_tokens: int = 0  # usage's reasoning_tokens where reported, else reasoning chunks
+    reasoning_requests: int = 0  # successful requests whose stream carried reasoning
+    reasoning_usage_zero: int = (
+        0  # of those, usage said 0 reasoning tokens (counted from the stream)
+    )
     usage_missing: int = 0
     discrepant: int = 0
     abandoned: int = 0  # hung up by the client on purpose: counted ok, out of E2E and goodput
+    rate_limited: int = 0  # shed by the server (429 / 503 + Retry-After): not ok, not failed
     latency: dict[str, Distribution] = field(default_factory=dict)
     goodput: float | None = None  # share of requests meeting every per-request SLO
     goodput_requests: int | None = None
@@ -146,15 +157,31 @@ class RunStats:
 
     @property
     def error_rate(self) -> float:
-        return (self.total - self.ok) / self.total if self.total else 0.0
+        """Failed requests (rate-limited ones excluded) over all requests."""
+        return self.failed / self.total if self.total else 0.0
+
+    @property
+    def failed(self) -> int:
+        return self.total - self.ok - self.rate_limited
+
+    @property
+    def rate_limited_rate(self) -> float:
+        return self.rate_limited / self.total if self.total else 0.0
 
     @property
     def requests_per_s(self) -> float:
+        """Successful requests per second: a failed request is not throughput."""
+        return self.ok / self.window_s if self.window_s > 0 else 0.0
+
+    @property
+    def attempted_per_s(self) -> float:
+        """Every request sent per second, failed ones included (the offered load)."""
         return self.total / self.window_s if self.window_s > 0 else 0.0
 
     @property
     def tokens_per_s(self) -> float:
-        return self.output_tokens / self.window_s if self.window_s > 0 else 0.0
+        """Output tokens of successful requests per second."""
+        return self.output_tokens_ok / self.window_s if self.window_s > 0 else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """The statistics part of summary.json (keys documented in docs/load.md)."""
@@ -162,14 +189,17 @@ class RunStats:
             "requests": {
                 "total": self.total,
                 "ok": self.ok,
-                "failed": self.total - self.ok,
+                "failed": self.failed,
                 "error_rate": round(self.error_rate, 6),
+                "rate_limited": self.rate_limited,
+                "rate_limited_rate": round(self.rate_limited_rate, 6),
                 "errors": dict(sorted(self.errors.items())),
                 "abandoned": self.abandoned,
             },
             "window_s": round(self.window_s, 6),
             "throughput": {
                 "requests_per_s": round(self.requests_per_s, 4),
+                "attempted_per_s": round(self.attempted_per_s, 4),
                 "output_tokens_per_s": round(self.tokens_per_s, 3),
             },
             "tokens": {
@@ -178,6 +208,10 @@ class RunStats:
                 "output_client": self.output_tokens_client,
                 "usage_missing": self.usage_missing,
                 "discrepant_requests": self.discrepant,
+                "reasoning": self.reasoning_tokens,
+                "answer": self.output_tokens - self.reasoning_tokens,
+                "reasoning_requests": self.reasoning_requests,
+                "reasoning_usage_zero": self.reasoning_usage_zero,
             },
             "latency_ms": {name: d.as_dict() for name, d in self.latency.items()},
             "goodput": None if self.goodput is None else round(self.goodput, 6),
@@ -213,7 +247,7 @@ def compute_stats(
     event-loop delays sampled by the workers.
     """
     st = RunStats(schedule=schedule or Schedule())
-    hist = {name: Histogram() for name in LATENCY_METRICS}
+    hist = {name: Histogram() for name in (*LATENCY_METRICS, *PHASE_METRICS)}
     first_send: float | None = None
     last_done: float | None = None
     good = 0
@@ -227,7 +261,9 @@ def compute_stats(
         if done is not None:
             last_done = done if last_done is None else max(last_done, done)
         hist["lag"].record(max(0.0, sent - intended))
-        if err:
+        if err == RATE_LIMITED:
+            st.rate_limited += 1
+        elif err:
             st.errors[err] = st.errors.get(err, 0) + 1
         else:
             st.ok += 1
@@ -245,15 +281,18 @@ def compute_stats(
             if r.get("tpot") is not None:
                 hist["tpot"].record(r["tpot"])
             hist["itl"].record_many(r.get("itls") or ())
+            _record_phases(st, hist, r)
         usage = r.get("output_tokens")
         client = int(r.get("output_tokens_client") or 0)
         st.output_tokens_client += client
         if usage is None:
             st.usage_missing += 1 if not err and not r.get("abandoned") else 0
             st.output_tokens += client
+            st.output_tokens_ok += 0 if err else client
         else:
             st.output_tokens_usage += int(usage)
             st.output_tokens += int(usage)
+            st.output_tokens_ok += 0 if err else int(usage)
             if int(usage) != client:
                 st.discrepant += 1
         if r.get("abandoned") and not err:
@@ -272,6 +311,30 @@ def compute_stats(
     st.loop_lag_ms = distribution(loop_lag_s)
     _judge_schedule(st)
     return st
+
+
+def _record_phases(st: RunStats, hist: dict[str, Histogram], r: Mapping[str, Any]) -> None:
+    """A successful record's reasoning phases: without reasoning, TTFA is its TTFT (an older
+    record without ``ttfa``) and its answer ITLs are all its ITLs."""
+    reasoned = "itls_reasoning" in r or r.get("ttfr") is not None
+    ttfa = r.get("ttfa", None if reasoned else r.get("ttft"))
+    if ttfa is not None:
+        hist["ttfa"].record(ttfa)
+    if r.get("ttfr") is not None:
+        hist["ttfr"].record(r["ttfr"])
+    hist["itl_reasoning"].record_many(r.get("itls_reasoning") or ())
+    hist["itl_answer"].record_many((r.get("itls_answer") if reasoned else r.get("itls")) or ())
+    if reasoned:
+        st.reasoning_requests += 1
+    usage = r.get("reasoning_tokens")
+    client = int(r.get("reasoning_tokens_client") or 0)
+    if usage is not None and not (usage == 0 and client):
+        st.reasoning_tokens += int(usage)
+        return
+    # No usage count, or a 0 from a server that streamed reasoning (vLLM 0.32 with an R1-style
+    # template): the stream's own count of reasoning chunks is the better number.
+    st.reasoning_tokens += client
+    st.reasoning_usage_zero += usage == 0
 
 
 def _judge_schedule(st: RunStats) -> None:

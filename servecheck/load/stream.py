@@ -7,6 +7,9 @@ Whether a chunk carries a token (content, tool-call delta, reasoning, or ``text`
 the very function :mod:`servecheck.client.http` uses for :class:`~servecheck.client.timing.Timing`
 (``carries_token``; the abandon probe and the Locust user read through this class),
 so TTFT here and in conformance checks is one definition (``tests/load/test_stream.py`` pins it).
+The same function says the token's phase: reasoning (``reasoning_content`` / ``reasoning``) or
+answer (everything else); ``token_times`` holds every token, ``reasoning_at`` the positions of
+the reasoning ones in it, ``t_first_answer`` the first answer token (docs/metrics.md: TTFT, TTFR, TTFA).
 
 No locust or gevent here: this module is pure and unit-tested in the pytest process.
 """
@@ -14,19 +17,26 @@ No locust or gevent here: this module is pure and unit-tested in the pytest proc
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 from servecheck.client.http import (
-    carries_token,  # one token predicate for the project (the TTFT rule)
+    token_phase,  # one token predicate for the project (the TTFT rule), with its phase
 )
-from servecheck.client.sse import DONE, SSEParser
+from servecheck.client.sse import DONE, MAX_EVENT_BYTES, SSEParser
+from servecheck.errors import UsageError
+from servecheck.load.records import RATE_LIMITED
+from servecheck.load.schedule import parse_duration
 from servecheck.load.wire import WireResult
 
 if TYPE_CHECKING:
     from servecheck.load.records import RequestRecord
 
 _DONE_B = DONE.encode()
+# MAX_EVENT_BYTES also bounds a non-SSE body here: without it one endless line is copied on every
+# read (quadratic) and blocks the generator's loop for tens of seconds.
 
 
 class StreamState:
@@ -36,7 +46,9 @@ class StreamState:
         "_buf",
         "_slow",
         "t_first",
+        "t_first_answer",
         "token_times",
+        "reasoning_at",
         "usage",
         "done",
         "problem",
@@ -50,14 +62,31 @@ class StreamState:
         self._buf = b""
         self._slow: SSEParser | None = None
         self.t_first: float | None = None
+        self.t_first_answer: float | None = None
         self.token_times: list[float] = []
+        self.reasoning_at: list[int] = []  # indices into token_times of reasoning tokens
         self.usage: dict[str, Any] | None = None
         self.done = False
         self.problem = ""
         self.problem_kind = ""  # stream-error | invalid-sse
         self.chunks = 0
 
-    def feed(self, data: bytes, t: float) -> None:
+    def feed(self, data: bytes, t: float) -> str | None:
+        """Take one read. Returns why the exchange must stop (an event past
+        :data:`MAX_EVENT_BYTES`; also recorded as ``problem_kind`` ``too-large``), else None."""
+        self._feed(data, t)
+        pending = len(self._buf) if self._slow is None else self._slow.pending_bytes
+        if pending > MAX_EVENT_BYTES:
+            self.problem_kind = "too-large"
+            self.problem = (
+                f"the server sent more than {MAX_EVENT_BYTES} bytes without ending an SSE event "
+                "(one giant line or a huge non-event-stream body)"
+            )
+            self._buf = b""
+            return self.problem
+        return None
+
+    def _feed(self, data: bytes, t: float) -> None:
         if self._slow is not None:
             for ev in self._slow.feed(data, t):
                 self._data(ev.data.encode(), t)
@@ -94,11 +123,37 @@ class StreamState:
         between events on the fast path; False means: ``feed`` the bytes instead."""
         if self._buf or self._slow is not None or self.done or not self.fast:
             return False
+        self._answer(t)  # the shortcut's shape is a non-empty delta.content: an answer token
+        return True
+
+    def _answer(self, t: float) -> None:
+        """Count one chunk carrying an answer token (content, tool call or text) at ``t``."""
         self.chunks += 1
         if self.t_first is None:
             self.t_first = t
+        if self.t_first_answer is None:
+            self.t_first_answer = t
         self.token_times.append(t)
-        return True
+
+    def phase_itls(self) -> tuple[list[float], list[float]]:
+        """(reasoning ITLs, answer ITLs): gaps between consecutive tokens of the same phase.
+        The gap from the last reasoning token to the first answer token is in neither (it is
+        in the overall ITLs): it is the end of thinking, not a decode step of either phase."""
+        times = self.token_times
+        if not self.reasoning_at:
+            return [], [b - a for a, b in zip(times, times[1:], strict=False)]
+        reasoning = set(self.reasoning_at)
+        r_gaps: list[float] = []
+        a_gaps: list[float] = []
+        for k in range(1, len(times)):
+            is_r = k in reasoning
+            if is_r == ((k - 1) in reasoning):
+                (r_gaps if is_r else a_gaps).append(times[k] - times[k - 1])
+        return r_gaps, a_gaps
+
+    @property
+    def t_first_reasoning(self) -> float | None:
+        return self.token_times[self.reasoning_at[0]] if self.reasoning_at else None
 
     def close(self, t: float) -> None:
         if self._slow is not None:
@@ -132,11 +187,10 @@ class StreamState:
         else:
             fast = None
         if fast is not None:
-            self.chunks += 1
             if fast:
-                if self.t_first is None:
-                    self.t_first = t
-                self.token_times.append(t)
+                self._answer(t)  # token_kind's True is a non-empty delta.content
+            else:
+                self.chunks += 1
             return
         try:
             obj = json.loads(data)
@@ -156,11 +210,16 @@ class StreamState:
                     f"error object in stream: {str(obj.get('error'))[:200]}",
                 )
             return
-        self.chunks += 1
-        if carries_token(obj):
-            if self.t_first is None:
-                self.t_first = t
-            self.token_times.append(t)
+        phase = token_phase(obj)
+        if phase == "answer":
+            self._answer(t)
+        else:
+            self.chunks += 1
+            if phase == "reasoning":
+                if self.t_first is None:
+                    self.t_first = t
+                self.reasoning_at.append(len(self.token_times))
+                self.token_times.append(t)
         usage = obj.get("usage")
         if isinstance(usage, dict):
             self.usage = usage
@@ -224,6 +283,22 @@ def token_kind(data: bytes) -> bool | None:
     return False
 
 
+def record_phases(rec: RequestRecord, st: StreamState, t0: float) -> None:
+    """Fill a record's reasoning-phase fields from a finished stream sent at ``t0``."""
+    if st.t_first_answer is not None:
+        rec.ttfa = st.t_first_answer - t0
+    usage = st.usage
+    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
+    value = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        rec.reasoning_tokens = value
+    if st.reasoning_at:
+        first = st.t_first_reasoning
+        rec.ttfr = None if first is None else first - t0
+        rec.reasoning_tokens_client = len(st.reasoning_at)
+        rec.itls_reasoning, rec.itls_answer = st.phase_itls()
+
+
 def parse_stream_bytes(pieces: list[tuple[bytes, float]], fast: bool = True) -> StreamState:
     """Feed ``(bytes, arrival time)`` pieces through the load parser (used by the tests)."""
     st = StreamState(fast)
@@ -234,18 +309,52 @@ def parse_stream_bytes(pieces: list[tuple[bytes, float]], fast: bool = True) -> 
     return st
 
 
+RETRY_AFTER_CAP_S = 600.0  # the most --honour-retry-after may wait
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """A ``Retry-After`` header in seconds: delta-seconds or an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    text = value.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(text).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
+
+
+def parse_retry_after_cap(text: str | float | None) -> float:
+    """``--honour-retry-after MAX``: 0 (off) when not given, else seconds in (0, 600]."""
+    if text is None or text == 0:
+        return 0.0
+    cap = parse_duration(text)
+    if cap > RETRY_AFTER_CAP_S:
+        raise UsageError(
+            f"--honour-retry-after {text}: at most {RETRY_AFTER_CAP_S:.0f}s (a bound on each wait)"
+        )
+    return cap
+
+
 def classify(res: WireResult, st: StreamState) -> tuple[str | None, str]:
     """The record's error class and message for one exchange, or ``(None, "")`` for a success.
 
     Transport errors first (``connect``, ``timeout``, ``stream-error`` from the wire), then
-    ``http-<status>``, then what the stream said: a 200 that is not ``text/event-stream`` or
+    ``http-<status>`` (``rate-limited`` for 429, and for 503 with ``Retry-After``), then what the stream said: a 200 that is not ``text/event-stream`` or
     carries non-JSON data is ``invalid-sse``; an error object inside it or a missing
     ``data: [DONE]`` is ``stream-error``.
     """
     if res.error is not None:
         return res.error, res.error_message
     if res.status != 200:
-        return f"http-{res.status}", res.body_prefix.decode("utf-8", "replace")[:300]
+        message = res.body_prefix.decode("utf-8", "replace")[:300]
+        if res.status == 429 or (res.status == 503 and "retry-after" in res.headers):
+            return RATE_LIMITED, message
+        return f"http-{res.status}", message
     ctype = res.headers.get("content-type", "")
     if "text/event-stream" not in ctype:
         return "invalid-sse", f"content-type is {ctype or 'missing'!r}, not text/event-stream"

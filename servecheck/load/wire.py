@@ -11,7 +11,8 @@ cooperative; in tests they are plain blocking sockets. Keep-alive connections ar
 client; a pooled connection the server closed meanwhile is retried once on a fresh one (only
 when nothing of the response was received). TCP_NODELAY is set on every connection.
 
-Errors are data: :class:`WireResult` carries ``error`` = connect | timeout | stream-error
+Errors are data: :class:`WireResult` carries ``error`` = connect | timeout | too-large (``on_data``
+returned why it must stop: the reader's size bound) | stream-error
 (the connection broke mid-body) and a message; it never raises for server behaviour.
 """
 
@@ -79,7 +80,7 @@ class ResponseParser:
 
     def __init__(
         self,
-        on_data: Callable[[bytes, float], None],
+        on_data: Callable[[bytes, float], str | None],
         deadline: float | None = None,
         may_retry: bool = False,
         now: float = 0.0,
@@ -138,7 +139,10 @@ class ResponseParser:
             self.received += len(payload)
         if payload:
             if self.limit is None:
-                self.on_data(payload, t)
+                stop = self.on_data(payload, t)
+                if stop:  # the reader's size bound: end here, in time, with bounded memory
+                    self.fail("too-large", stop, t)
+                    return
             elif self.prefix_len < self.limit:
                 self.prefix.append(payload)
                 self.prefix_len += len(payload)
@@ -387,7 +391,7 @@ class WireClient:
         self,
         path: str,
         body: bytes,
-        on_data: Callable[[bytes, float], None],
+        on_data: Callable[[bytes, float], str | None],
         deadline: float | None = None,
         on_token: Callable[[float], bool] | None = None,
         request_id: str | None = None,

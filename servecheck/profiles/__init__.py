@@ -46,6 +46,10 @@ class EngineProfile:
     )  # deviation key -> reason with evidence
     health_path: str = "/health"
     verified_live: bool = False
+    retry_after: bool = False  # its 429/503 answers carry Retry-After (OVERLOAD-BURST demands it)
+    # How the engine serves reasoning models: the field it writes, the server option that turns
+    # the parser on and the per-request thinking switch (REASON-* checks; docs/engines.md).
+    reasoning: str = ""
 
     def allowance(self, deviation: str | None) -> str | None:
         if deviation is None:
@@ -58,9 +62,10 @@ def _caps(**overrides: bool) -> dict[str, bool]:
 
 
 PROFILES: dict[str, EngineProfile] = {
-    "reference": EngineProfile("reference", _caps(), verified_live=True),
+    "reference": EngineProfile("reference", _caps(), verified_live=True, retry_after=True),
     "generic": EngineProfile(
-        "generic", _caps(logprobs=False, tokenize=False, metrics=False, completions=False)
+        "generic",
+        _caps(logprobs=False, tokenize=False, metrics=False, completions=False, responses=False),
     ),
     "openai": EngineProfile(
         "openai",
@@ -79,10 +84,13 @@ PROFILES: dict[str, EngineProfile] = {
             "error-shape-detail": "vLLM's unknown routes and wrong methods answer in FastAPI's {'detail': ...} shape",
         },
         verified_live=True,
+        reasoning="--reasoning-parser NAME; 0.32 writes `reasoning` (message and delta); thinking "
+        "off via chat_template_kwargs {enable_thinking: false} where the template reads it",
     ),
     "llamacpp": EngineProfile(
         # n > 1 streams and answers correctly in this build (measured 2026-11-29); an object
         # tool_choice is treated as "auto" (tools/server/README.md), so named choice is off.
+        # /v1/responses is served, partially (measured 2026-12-01; targets.yaml lists what fails).
         "llamacpp",
         _caps(tool_choice_named=False, seed=True, n=True),
         deviations={
@@ -97,9 +105,12 @@ PROFILES: dict[str, EngineProfile] = {
             "out-of-range-accepted": "llama.cpp accepts any temperature (<= 0 means greedy sampling; tools/server/README.md)",
         },
         verified_live=True,
+        reasoning="--reasoning-format deepseek (default auto) writes `reasoning_content`; thinking "
+        "off per request via chat_template_kwargs {enable_thinking: false}, or server-wide --reasoning off",
     ),
     "xinference": EngineProfile(
         "xinference",
+        # /v1/responses is served (measured on 4.1.0, 2026-12-01; targets.yaml lists what fails).
         _caps(tokenize=False, logprobs=False, n=False, completions=False),
         health_path="/status",
         deviations={
@@ -127,6 +138,8 @@ PROFILES: dict[str, EngineProfile] = {
             "usage-chunk-has-choices": "LiteLLM's include_usage chunk carries an empty-delta choice instead of choices: []",
         },
         verified_live=True,
+        reasoning="passes the upstream's reasoning on as `reasoning_content` (it renames vLLM's "
+        "`reasoning`, litellm#20246); chat_template_kwargs forwarded to the upstream",
     ),
     "sglang": EngineProfile(
         "sglang",
@@ -137,7 +150,7 @@ PROFILES: dict[str, EngineProfile] = {
     ),
     "tgi": EngineProfile(
         "tgi",
-        _caps(tokenize=False, n=False, completions=True),
+        _caps(tokenize=False, n=False, completions=True, responses=False),
         deviations={
             # TGI validates with axum/serde and answers 422 Unprocessable Entity (router/src/server.rs).
             "error-status-422": "TGI answers invalid parameters with 422 (router/src/server.rs; not verified live)",

@@ -13,7 +13,10 @@ charged with the server's lateness. This server does only what calibration needs
 * ``GET /health``, ``GET /v1/models`` (one model, ``truth``), and ``GET /stats``: the server's own
   lateness (how long after its due time each write left), so a benchmark can show the truth held;
 * ``GET /stats/requests``: per request that carried an ``X-Request-Id``, how late its first and its
-  last token left (ms), so a benchmark can take the server's lateness out of each request's error.
+  last token left (ms), so a benchmark can take the server's lateness out of each request's error;
+  with ``--reasoning-tokens R`` a third value: how late its first answer token left;
+* ``--reasoning-tokens R``: the first R token chunks are reasoning (``delta.reasoning_content``),
+  the rest answer, so the truth also holds TTFR = TTFT and TTFA = TTFT + R * ITL.
 
 One thread, one ``epoll`` loop, non-blocking sockets, chunk bytes built once per request and a heap
 of due times. When the next write is under 2 ms away the loop polls without sleeping (epoll's
@@ -61,6 +64,7 @@ class Timing:
     ttft_s: float = 0.100
     itl_s: float = 0.010
     tokens: int = 64
+    reasoning_tokens: int = 0  # the first ones of every answer are reasoning
 
 
 @dataclass(slots=True)
@@ -83,6 +87,9 @@ class _Stream:
     first_due: float = 0.0
     sent: int = 0
     rid: str = ""  # the request's X-Request-Id, if any
+    think: bytes = b""  # a reasoning token chunk, sent instead of ``token`` while thinking
+    think_left: int = 0  # reasoning chunks still to send
+    think_n: int = 0  # reasoning chunks in all
 
 
 class _Lateness:
@@ -339,12 +346,19 @@ class FastServer:
         self.late.add(late)
         st.sent += 1
         st.left -= 1
+        thinking = st.think_left > 0
+        st.think_left -= thinking
         if st.rid:
-            if st.sent == 1:
-                if len(self.per_request) < MAX_TRACKED:
-                    self.per_request[st.rid] = [late, late]
-            elif st.left <= 0 and st.rid in self.per_request:
-                self.per_request[st.rid][1] = late
+            if st.sent == 1 and len(self.per_request) < MAX_TRACKED:
+                self.per_request[st.rid] = [late, late] + ([0.0] if st.think_n else [])
+            tracked = self.per_request.get(st.rid)
+            if tracked is not None and st.left <= 0:
+                tracked[1] = late
+            if tracked is not None and st.think_n and st.sent == st.think_n + 1:
+                tracked[2] = late  # the first answer token
+        if thinking and st.left > 0:
+            self._send(conn, st.think)
+            return
         if st.left > 0:
             self._send(conn, st.token)
             return
@@ -384,9 +398,7 @@ class FastServer:
 
     def _stats_requests(self, conn: _Conn, _body: bytes, _arrived: float) -> None:
         ms = 1000.0
-        per = {
-            rid: [round(a * ms, 4), round(b * ms, 4)] for rid, (a, b) in self.per_request.items()
-        }
+        per = {rid: [round(x * ms, 4) for x in late] for rid, late in self.per_request.items()}
         body = {"tracked": len(per), "limit": MAX_TRACKED, "unit": "ms", "requests": per}
         self._send(conn, _response("200 OK", json.dumps(body, separators=(",", ":")).encode()))
 
@@ -416,11 +428,14 @@ class FastServer:
         obj = "chat.completion.chunk" if chat else "text_completion"
         created = int(time.time())
         base = {"id": rid, "object": obj, "created": created, "model": MODEL}
-        usage = {
+        usage: dict[str, Any] = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": n,
             "total_tokens": prompt_tokens + n,
         }
+        think = min(self.timing.reasoning_tokens, n - 1) if chat else 0  # leave one answer token
+        if think:
+            usage["completion_tokens_details"] = {"reasoning_tokens": think}
 
         def choice(
             piece: str | None, finish: str | None = None, role: bool = False
@@ -435,12 +450,15 @@ class FastServer:
             return {"index": 0, "text": piece or "", "logprobs": None, "finish_reason": finish}
 
         if not req.get("stream"):
-            text = " tok" * n
+            text = " tok" * (n - think)
+            msg: dict[str, Any] = {"role": "assistant", "content": text}
+            if think:
+                msg["reasoning_content"] = " think" * think
             message = {
                 "index": 0,
                 "finish_reason": "length",
                 "logprobs": None,
-                **({"message": {"role": "assistant", "content": text}} if chat else {"text": text}),
+                **({"message": msg} if chat else {"text": text}),
             }
             full = json.dumps(
                 {
@@ -471,6 +489,10 @@ class FastServer:
         st = _Stream(
             conn, n, token, tail, first_due=arrived + self.timing.ttft_s, rid=conn.request_id
         )
+        if think:
+            reasoning = {"index": 0, "delta": {"reasoning_content": " think"}, "logprobs": None}
+            st.think = _sse({**base, "choices": [{**reasoning, "finish_reason": None}], **extra})
+            st.think_left = st.think_n = think
         heapq.heappush(self.heap, (st.first_due, next(self.seq), st))
 
 
@@ -488,11 +510,19 @@ def main(argv: list[str] | None = None) -> int:
         default=64,
         help="tokens per answer when the request sets no max_tokens",
     )
+    ap.add_argument(
+        "--reasoning-tokens",
+        type=int,
+        default=0,
+        help="the first N tokens of every chat answer are reasoning (reasoning_content)",
+    )
     ap.add_argument("--ready-file", type=Path, help="write the bound port here once listening")
     args = ap.parse_args(argv)
     try:
         server = FastServer(
-            args.host, args.port, Timing(args.ttft_ms / 1000, args.itl_ms / 1000, args.tokens)
+            args.host,
+            args.port,
+            Timing(args.ttft_ms / 1000, args.itl_ms / 1000, args.tokens, args.reasoning_tokens),
         )
     except OSError as exc:
         print(

@@ -204,6 +204,113 @@ _fault(
     "TOOLS-RESULT-TURN",
 )
 
+_fault(
+    "tools-parallel-ignored",
+    "parallel_tool_calls false is ignored: a prompt naming two tools gets two calls",
+    "TOOLS-PARALLEL-OFF",
+)
+_fault(
+    "tools-length-as-tool-calls",
+    "a tool call cut by max_tokens says finish_reason 'tool_calls' (vllm#9053), not 'length'",
+    "TOOLS-LENGTH",
+)
+_fault(
+    "tools-stream-shared-index",
+    "parallel streamed tool calls all use index 0 and the first call's id (the SDK merges them)",
+    "TOOLS-PARALLEL-STREAM",
+)
+
+# Responses API (/v1/responses, servecheck/reference/responses.py)
+_fault(
+    "responses-content-type-text",
+    "output message parts are typed 'text' (chat-style) instead of 'output_text'",
+    "RESPONSES-SHAPE",
+)
+_fault(
+    "responses-usage-sum-wrong",
+    "usage.total_tokens != input_tokens + output_tokens",
+    "RESPONSES-USAGE",
+)
+_fault(
+    "responses-chat-sse",
+    "the /responses stream is chat-completion chunks with data: [DONE] (a chat route behind it)",
+    "RESPONSES-STREAM-EVENTS",
+)
+_fault(
+    "responses-completed-empty-output",
+    "response.completed carries an empty output list (vllm PR#30223)",
+    "RESPONSES-STREAM-COMPLETED",
+)
+_fault(
+    "responses-stream-differs",
+    "streamed output_text deltas differ from the non-streamed text at temperature 0",
+    "RESPONSES-STREAM-EQUALS",
+)
+_fault(
+    "responses-stream-usage-wrong",
+    "response.completed's usage counts 3 more output tokens than the non-streamed answer",
+    "RESPONSES-STREAM-EQUALS",
+)
+_fault(
+    "responses-instructions-dropped",
+    "instructions are ignored: not in the prompt, not echoed",
+    "RESPONSES-INSTRUCTIONS",
+)
+_fault(
+    "responses-tool-as-text",
+    "a forced function call comes back as <tool_call> text in an output_text part",
+    "RESPONSES-TOOL-CALL",
+)
+_fault(
+    "responses-stream-args-dropped",
+    "one function_call_arguments delta is missing from a streamed call (done and completed are whole)",
+    "RESPONSES-STREAM-TOOL",
+)
+_fault(
+    "responses-tool-output-rejected",
+    "a function_call_output input item is refused with 400",
+    "RESPONSES-TOOL-OUTPUT",
+)
+_fault(
+    "responses-format-ignored",
+    "text.format json_schema is ignored (prose output)",
+    "RESPONSES-FORMAT",
+)
+_fault(
+    "responses-error-500",
+    "invalid /responses bodies get a plain-text 500 instead of a 400 error object",
+    "RESPONSES-ERROR",
+)
+_fault(
+    "responses-incomplete-as-completed",
+    "an answer cut by max_output_tokens says status 'completed' with no incomplete_details",
+    "RESPONSES-MAX-OUTPUT",
+)
+
+# Overload (servecheck/reference/overload.py; each brings a limit of 4 in flight when
+# --max-inflight is not set)
+_fault("overload-reset", "requests above capacity get their connection reset", "OVERLOAD-BURST")
+_fault(
+    "overload-500",
+    "requests above capacity get a plain-text 500 (a crashed worker)",
+    "OVERLOAD-BURST",
+)
+_fault(
+    "overload-429-bare",
+    "requests above capacity get 429 with a plain-text body, no OpenAI error object",
+    "OVERLOAD-BURST",
+)
+_fault(
+    "overload-no-retry-after",
+    "429 answers above capacity carry no Retry-After header",
+    "OVERLOAD-BURST",
+)
+_fault(
+    "overload-wedged",
+    "after a burst that was shed, the engine stays dead (health 500, every request 500)",
+    "OVERLOAD-RECOVERS",
+)
+
 # Context
 _fault("ctx-silent-truncate", "over-long prompts are silently truncated with a 200", "CTX-OVERLONG")
 _fault("ctx-500", "over-long prompts crash with a 500", "CTX-OVERLONG")
@@ -248,6 +355,51 @@ _fault(
     "fuzz-500",
     "a stop list containing an empty string gives 500 (the stop matcher splits on it)",
     "FUZZ-NO-5XX",
+)
+
+# Reasoning (any reasoning-* fault turns the reasoning mode on: reference/reasoning.py)
+_fault(
+    "reasoning-leak",
+    "no reasoning parser: <think>...</think> and the reasoning arrive in content, the reasoning "
+    "field is empty",
+    "REASON-SEPARATED",
+)
+_fault(
+    "reasoning-stream-split",
+    "the streaming parser misses the end of the reasoning: its last pieces arrive as content "
+    "(non-streamed answers split correctly)",
+    "REASON-STREAM-EQUALS",
+)
+_fault(
+    "reasoning-after-answer",
+    "the last reasoning delta is sent after the first answer delta",
+    "REASON-STREAM-ORDER",
+)
+_fault(
+    "reasoning-cut-as-stop",
+    "a max_tokens cut inside the reasoning says finish_reason 'stop' with an empty answer",
+    "REASON-CUT-LENGTH",
+)
+_fault(
+    "reasoning-tokens-zero",
+    "usage.completion_tokens_details.reasoning_tokens is 0 although the answer reasoned",
+    "REASON-USAGE",
+)
+_fault(
+    "reasoning-json-leak",
+    "with response_format JSON the reasoning is written into content before the JSON, which "
+    "parses only once the reasoning is stripped",
+    "REASON-JSON",
+)
+_fault(
+    "reasoning-tool-in-reasoning",
+    "a forced tool call is written as text inside the reasoning; tool_calls is empty",
+    "REASON-TOOLS",
+)
+_fault(
+    "reasoning-off-ignored",
+    "chat_template_kwargs enable_thinking: false is ignored: the model reasons anyway",
+    "REASON-THINKING-OFF",
 )
 
 # Load and telemetry (not conformance checks; used by load and leak self-tests)

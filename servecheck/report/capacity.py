@@ -59,7 +59,7 @@ class Step:
             goodput=summary.get("goodput"),
             latency_ms={
                 k: {p: (lat.get(k) or {}).get(p) for p in ("p50", "p90", "p95", "p99")}
-                for k in ("ttft", "itl", "e2e", "tpot")
+                for k in ("ttft", "itl", "e2e", "tpot", "ttfa", "ttfr")  # ttfa/ttfr: reasoning
             },
             slo=list(summary.get("slo") or []),
             reasons=list(summary.get("reasons") or []),

@@ -33,9 +33,10 @@ from typing import Any
 import numpy as np
 
 from servecheck.errors import UsageError, did_you_mean
+from servecheck.load.records import worker_files
 from servecheck.report.html import BAD_OUTCOMES, read_json, read_jsonl
 
-LATENCY_FAMILIES = ("ttft", "itl", "e2e", "tpot")
+LATENCY_FAMILIES = ("ttft", "itl", "e2e", "tpot", "ttfa", "ttfr")  # ttfa/ttfr: reasoning phases
 PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))
 RATE_METRICS = ("error_rate", "goodput")
 THROUGHPUT_METRICS = ("throughput_rps", "throughput_tps")
@@ -173,12 +174,16 @@ def locate(run_dir: Path | str) -> RunParts:
             parts.conformance = cand
             break
     for cand in (root / "load", root):
-        if (cand / "records.jsonl").exists() or "requests" in read_json(cand / "summary.json"):
+        if (
+            (cand / "records.jsonl").exists()
+            or worker_files(cand)  # a killed run: its per-worker records are all there is
+            or "requests" in read_json(cand / "summary.json")
+        ):
             parts.load = cand
             break
     if parts.conformance is None and parts.load is None:
         raise UsageError(
-            f"{root}: neither results.jsonl (conformance) nor records.jsonl/summary.json (load) found"
+            f"{root}: neither results.jsonl (conformance) nor records*.jsonl/summary.json (load) found"
         )
     if parts.conformance is not None:
         targets = read_json(parts.conformance / "summary.json").get("targets") or {}
@@ -192,6 +197,31 @@ def locate(run_dir: Path | str) -> RunParts:
         parts.target = parts.target or s.get("target")
         parts.version = parts.version or s.get("engine_version")
     return parts
+
+
+def _kinds(parts: RunParts) -> str:
+    kinds = [k for k, v in (("conformance", parts.conformance), ("load", parts.load)) if v]
+    return " and ".join(kinds) + " results only" if kinds else "no results"
+
+
+def load_part(
+    folder: Path, notes: list[str], which: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The summary and records of a load part. A run killed before it summarised has only its
+    ``records-<worker>.jsonl``: they are read as they are and summarised here (noted)."""
+    summary = read_json(folder / "summary.json")
+    if (folder / "records.jsonl").exists():
+        return summary, read_jsonl(folder / "records.jsonl")
+    records = [r for f in worker_files(folder) for r in read_jsonl(f) if "t_sent" in r]
+    if "requests" not in summary:
+        from servecheck.load.stats import compute_stats
+
+        summary = {**summary, **compute_stats(records).as_dict()}
+        notes.append(
+            f"{which} {folder} was not summarised (killed?): compared from its "
+            f"{len(records)} per-worker records"
+        )
+    return summary, records
 
 
 # ------------------------------------------------------------------ statistics
@@ -294,7 +324,10 @@ def compare_latency(
     """Percentile deltas with Mann-Whitney U and bootstrap CIs for every latency family present."""
     out: list[MetricDelta] = []
     rng = np.random.default_rng(seed)
+    reasoned = any("ttfr" in r for r in (*base, *cur))
     for fam in LATENCY_FAMILIES:
+        if fam == "ttfa" and not reasoned:
+            continue  # without reasoning TTFA is TTFT: one row says it
         a, b = _latency_samples(base, fam), _latency_samples(cur, fam)
         if a.size < 5 or b.size < 5:
             continue
@@ -545,9 +578,14 @@ def compare_runs(
         cmp.notes.append(
             f"different targets: {a.target} vs {b.target} (baselines are meant per target)"
         )
+    if (a.load is None or b.load is None) and (a.conformance is None or b.conformance is None):
+        raise UsageError(
+            f"nothing to compare: baseline {a.path} has {_kinds(a)}, current {b.path} has "
+            f"{_kinds(b)}; compare a load run with a load run or a check run with a check run"
+        )
     if a.load is not None and b.load is not None:
-        sa, sb = read_json(a.load / "summary.json"), read_json(b.load / "summary.json")
-        ra, rb = read_jsonl(a.load / "records.jsonl"), read_jsonl(b.load / "records.jsonl")
+        sa, ra = load_part(a.load, cmp.notes, "baseline")
+        sb, rb = load_part(b.load, cmp.notes, "current")
         for key in ("scenario", "mode", "users", "rate"):
             if sa.get(key) != sb.get(key):
                 cmp.notes.append(

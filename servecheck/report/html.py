@@ -93,6 +93,18 @@ def verdict_badge(ok: bool | None, text: str | None = None) -> str:
     )
 
 
+_GOOD_STATUSES = frozenset({"ok", "pass", "passed"})
+_BAD_STATUSES = frozenset({"fail", "failed", "leak", "not_drained", "regression"})
+
+
+def status_badge(status: str) -> str:
+    """A verdict pill for a status word: green for ok/pass, red for fail/leak/not drained,
+    amber for what could not be judged (inconclusive, insufficient data, retention)."""
+    kind = "pass" if status in _GOOD_STATUSES else "fail" if status in _BAD_STATUSES else "warn"
+    text = status.replace("_", " ").upper()
+    return badge(text, kind).replace('class="badge', 'class="badge verdict', 1)
+
+
 def table(
     headers: Sequence[str],
     rows: Iterable[Sequence[Any]],
@@ -305,6 +317,13 @@ def throughput_series(
 
 
 LATENCY_KEYS = (("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"), ("e2e", "E2E"))
+# Shown when the run's streams carried reasoning (docs/metrics.md: reasoning phases).
+PHASE_KEYS = (
+    ("ttfr", "TTFR (first reasoning token)"),
+    ("ttfa", "TTFA (first answer token)"),
+    ("itl_reasoning", "ITL reasoning"),
+    ("itl_answer", "ITL answer"),
+)
 PCTS = ("p50", "p90", "p95", "p99", "p99.9", "max")
 
 
@@ -325,7 +344,7 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
     req, thr, lat = s.get("requests", {}), s.get("throughput", {}), s.get("latency_ms", {})
     sched = s.get("schedule", {})
     parts = [
-        f"<p>{verdict_badge(ok, verdict.upper())} target <b>{esc(s.get('target'))}</b>, model {esc(s.get('model'))}, "
+        f"<p>{status_badge(verdict)} target <b>{esc(s.get('target'))}</b>, model {esc(s.get('model'))}, "
         f"scenario {esc(s.get('scenario'))}, mode {esc(s.get('mode'))}"
         + (f", {esc(s.get('users'))} users" if s.get("users") else "")
         + (f", {esc(s.get('rate'))} req/s" if s.get("rate") else "")
@@ -345,6 +364,12 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
             f"{req.get('failed')} ({pct(req.get('error_rate'))})",
             "errors",
             ", ".join(f"{k}: {v}" for k, v in (req.get("errors") or {}).items()) or "-",
+        ),
+        (
+            "rate-limited",
+            f"{req.get('rate_limited') or 0} ({pct(req.get('rate_limited_rate') or 0)})",
+            "",
+            "shed by the server (429, 503 + Retry-After): not counted as failed",
         ),
         (
             "throughput",
@@ -379,9 +404,11 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
                 raw=(0, 1, 2, 3, 4),
             )
         )
+    reasoned = bool((s.get("tokens") or {}).get("reasoning_requests"))
+    keys = LATENCY_KEYS + (PHASE_KEYS if reasoned else ())
     lat_rows = [
         (label, *(fmt((lat.get(k) or {}).get(p)) for p in PCTS), (lat.get(k) or {}).get("count", 0))
-        for k, label in LATENCY_KEYS
+        for k, label in keys
         if (lat.get(k) or {}).get("count")
     ]
     parts.append(
@@ -391,8 +418,8 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
         records = read_jsonl(run_dir / "records.jsonl")
         figs: list[str] = []
         groups = {
-            label: {p: (lat.get(k) or {}).get(p) for p in PCTS[:-1]}
-            for k, label in LATENCY_KEYS
+            label.split(" (")[0]: {p: (lat.get(k) or {}).get(p) for p in PCTS[:-1]}
+            for k, label in keys
             if (lat.get(k) or {}).get("count")
         }
         if groups:

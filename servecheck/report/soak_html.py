@@ -17,7 +17,7 @@ def write_soak_report(result: SoakResult) -> Path:
     the page's path."""
     from servecheck.load.records import to_dataframe
     from servecheck.report import svg
-    from servecheck.report.html import Section, esc, fmt, table, verdict_badge, write_page
+    from servecheck.report.html import Section, esc, fmt, status_badge, table, write_page
     from servecheck.report.workflow import write_json
     from servecheck.telemetry import timeseries_figure
 
@@ -41,7 +41,7 @@ def write_soak_report(result: SoakResult) -> Path:
     lines = [(m, v.status, v.message) for m, v in verdicts.items()]
     if drain is not None:
         lines.append(("drain", drain.status, drain.message))
-    rows = [(esc(m), verdict_badge(s == "ok", s.upper()), esc(msg)) for m, s, msg in lines]
+    rows = [(esc(m), status_badge(s), esc(msg)) for m, s, msg in lines]
     head = table(("metric", "verdict", "numbers"), rows, raw=(0, 1, 2))
     md = [f"- **{m}** {s}: {msg}" for m, s, msg in lines]
     cyc_rows = [

@@ -21,6 +21,36 @@ from typing import Any
 from servecheck.redact import redact
 
 
+def validate_before_run(
+    *,
+    targets_file: str | Path | None = None,
+    names: Sequence[str] | None = None,
+    slos: Sequence[str] = (),
+    thresholds: Sequence[str] = (),
+    reference_args: Sequence[str] = (),
+) -> None:
+    """Every usage check a workflow can make before it creates its run folder or sends a byte:
+    the targets file and the named targets (a missing ``${VAR}``, an SLO typo in it), ``--slo``
+    expressions, compare ``--threshold`` overrides and ``--reference-arg`` values. Raises
+    :class:`~servecheck.errors.UsageError` (exit code 2)."""
+    from servecheck.config import load_targets
+    from servecheck.embedded import ENV_URL
+    from servecheck.load.slo import parse_slos
+    from servecheck.reference.options import validate_reference_args
+    from servecheck.report.compare import parse_threshold
+
+    parse_slos(list(slos), "cli")
+    for text in thresholds:
+        parse_threshold(text)
+    validate_reference_args(reference_args)
+    if names is not None:
+        loaded = load_targets(targets_file)  # None: the default file, as the run will read it
+        for name in names:
+            if name == "reference" and ENV_URL not in os.environ:
+                continue  # its ${SERVECHECK_REF_URL} is set once the embedded server listens
+            loaded.get(name)
+
+
 def new_run_dir(out: str | Path, kind: str, label: str, run_id: str | None = None) -> Path:
     """``<out>/<time>-<kind>-<label>`` (or ``<out>/<run_id>``), created."""
     rid = run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{kind}-{label[:40]}"

@@ -19,6 +19,9 @@ Verdicts (:class:`LeakVerdict.status`):
 - ``retention``: not a leak, but the median post-drain level is above baseline +
   ``tolerance``: a plateau, e.g. prefix/radix cache blocks kept on purpose.
 - ``ok``: no such trend and the median post-drain level is within baseline + ``tolerance``.
+- ``inconclusive``: no trend and back to baseline, but no cycle's load peak moved the metric
+  beyond baseline + ``tolerance``: the run did not exercise what it measures, so a leak could not
+  show (a load whose every request failed, or a metric that does not follow the load).
 - ``insufficient_data``: no baseline (fewer than ``min_samples`` samples in its window) or
   fewer than ``min_cycles`` cycles with ``min_samples`` samples in their drain window.
 
@@ -36,7 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-STATUSES = ("ok", "leak", "retention", "insufficient_data")
+STATUSES = ("ok", "leak", "retention", "inconclusive", "insufficient_data")
 _FRACTIONS = frozenset({"kv_usage"})
 DRAIN_STATUSES = ("ok", "not_drained", "insufficient_data")
 
@@ -357,13 +360,18 @@ def analyse_leak(
             f"({trend_text}): possible retention (prefix cache?), not a growing leak"
             f"{unused}{gap_text}"
         )
+    elif peaks and all(not peak > baseline + tolerance for peak in peaks):
+        verdict.status = "inconclusive"
+        verdict.message = (
+            f"INCONCLUSIVE: load never moved {metric} beyond tolerance {f(tolerance)} (baseline "
+            f"{f(baseline)}, highest peak {f(max(peaks))}), so a leak could not show; raise the "
+            f"load or check that requests succeed ({trend_text}){unused}{gap_text}"
+        )
     else:
         verdict.status = "ok"
         note = ""
         if p < alpha and low > 0:
             note = f"; upward trend below tolerance (rise {f(rise)})"
-        if peaks and all(not peak > baseline + tolerance for peak in peaks):
-            note += f"; load never moved {metric} beyond tolerance, so a leak could not show"
         verdict.message = (
             f"{metric} returned to baseline {f(baseline)} within tolerance {f(tolerance)} after "
             f"drain {drain_text} in {returned}/{n} cycles (max post-drain {f(max(levels))}; "

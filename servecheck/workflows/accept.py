@@ -89,9 +89,15 @@ class AcceptResult(RunResult):
 
 def run_accept(spec: AcceptSpec) -> AcceptResult:
     """Readiness, conformance, smoke load; one report; exit code 0 only if everything held."""
-    from servecheck.report.workflow import new_run_dir, reference_env, say
+    from servecheck.report.workflow import new_run_dir, reference_env, say, validate_before_run
 
     spec.validate()
+    validate_before_run(
+        targets_file=spec.targets_file,
+        names=[spec.target],
+        slos=spec.slos,
+        reference_args=spec.reference_args,
+    )
     run_dir = new_run_dir(spec.out, "accept", spec.target, spec.run_id)
     say(f"servecheck accept: target {spec.target}; report {run_dir}")
     with reference_env(

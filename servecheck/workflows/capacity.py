@@ -78,9 +78,10 @@ class CapacitySpec:
         if not 0 < self.headroom <= 1:
             raise UsageError(f"--headroom {self.headroom}: between 0 (exclusive) and 1")
         fam, _, stat = self.knee_metric.partition("_")
-        if fam not in ("ttft", "itl", "e2e", "tpot") or stat not in ("p50", "p90", "p95", "p99"):
+        families = ("ttft", "itl", "e2e", "tpot", "ttfa", "ttfr")  # ttfa/ttfr: reasoning phases
+        if fam not in families or stat not in ("p50", "p90", "p95", "p99"):
             raise UsageError(
-                f"--knee-metric {self.knee_metric!r}: one of ttft|itl|e2e|tpot _ p50|p90|p95|p99, e.g. e2e_p95"
+                f"--knee-metric {self.knee_metric!r}: one of ttft|itl|e2e|tpot|ttfa|ttfr _ p50|p90|p95|p99, e.g. e2e_p95"
             )
         parse_slos(
             [
@@ -101,10 +102,13 @@ class CapacityResult(RunResult):
 
 def run_capacity(spec: CapacitySpec) -> CapacityResult:
     """Sweep, write capacity.json + report.html + summary.md, say the findings."""
-    from servecheck.report.workflow import new_run_dir, reference_env, say
+    from servecheck.report.workflow import new_run_dir, reference_env, say, validate_before_run
 
     spec.validate()
     levels = list(spec.levels[: spec.max_steps])
+    validate_before_run(
+        targets_file=spec.targets_file, names=[spec.target], reference_args=spec.reference_args
+    )
     run_dir = new_run_dir(spec.out, "capacity", spec.target, spec.run_id)
     say(
         f"servecheck capacity: target {spec.target}; {len(levels)} steps of {spec.step_duration_s:g} s at most; report {run_dir}"

@@ -8,8 +8,10 @@ and no ``SERVECHECK_REF_URL`` it starts the embedded reference server for the ru
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -20,6 +22,8 @@ from pathlib import Path
 from servecheck.config import load_targets
 from servecheck.errors import UsageError
 from servecheck.redact import redact
+from servecheck.report.workflow import validate_before_run
+from servecheck.signals import die_with_parent
 
 SURFACE_FILES = {
     "health": "test_health.py",
@@ -34,6 +38,9 @@ SURFACE_FILES = {
     "conc": "test_conc.py",
     "fuzz": "test_fuzz.py",
     "client": "test_client.py",
+    "responses": "test_responses.py",
+    "overload": "test_overload.py",
+    "reason": "test_reasoning.py",
 }
 
 
@@ -130,6 +137,29 @@ def build_pytest_command(spec: CheckSpec, run_dir: Path) -> list[str]:
     return cmd + extra
 
 
+def _pytest(cmd: list[str], env: dict[str, str], run_dir: Path) -> int:
+    """Run pytest as a child that dies with us. Interrupted (Ctrl-C, SIGTERM): pytest gets
+    SIGINT (it writes what finished), then we say where the partial results are."""
+    proc = subprocess.Popen(cmd, env=env, preexec_fn=die_with_parent)  # noqa: PLW1509 - prctl only
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        print(
+            f"servecheck check: interrupted; partial results in {run_dir} "
+            f"(results.jsonl has a line for every check that finished)",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise
+
+
 def run_check(spec: CheckSpec, say: Callable[[str], None] | None = None) -> CheckResult:
     """Run the catalogue for ``spec``; ``say`` gets the progress lines (default: stdout).
 
@@ -144,6 +174,13 @@ def run_check(spec: CheckSpec, say: Callable[[str], None] | None = None) -> Chec
     )
     if "reference" in targets and "reference" not in loaded.names:
         raise UsageError(f"{loaded.path}: no 'reference' target; name one with --target")
+    # Every usage problem before the run folder and pytest (which would print it as "ERROR:"
+    # and exit 4): a named target's missing ${VAR}, a bad --reference-arg.
+    validate_before_run(
+        targets_file=spec.targets_file,
+        names=[t for t in targets if t != "all"],
+        reference_args=spec.reference_args,
+    )
     run_id = spec.run_id or _run_id(targets)
     run_dir = Path(spec.out) / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -157,9 +194,9 @@ def run_check(spec: CheckSpec, say: Callable[[str], None] | None = None) -> Chec
             ["--itl-ms", "2", *spec.reference_args], log_path=run_dir / "reference-server.log"
         ) as ref_env:
             env.update(ref_env)
-            code = subprocess.call(cmd, env=env)
+            code = _pytest(cmd, env, run_dir)
     else:
-        code = subprocess.call(cmd, env=env)
+        code = _pytest(cmd, env, run_dir)
     counts: dict[str, int] = {}
     page = None
     summary = run_dir / "summary.json"

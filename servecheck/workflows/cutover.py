@@ -65,7 +65,7 @@ class CutoverResult(RunResult):
 
 def run_cutover(spec: CutoverSpec) -> CutoverResult:
     """Pre-cutover checks, or the swap-under-load probe; one report; exit 0 only if all held."""
-    from servecheck.report.workflow import new_run_dir, reference_env, say
+    from servecheck.report.workflow import new_run_dir, reference_env, say, validate_before_run
 
     if spec.swap_under_load:
         if not spec.via:
@@ -79,6 +79,12 @@ def run_cutover(spec: CutoverSpec) -> CutoverResult:
             raise UsageError(f"--from and --to are both {spec.old!r}")
         names = [spec.old, spec.new]
         label = f"{spec.old}-to-{spec.new}"
+    validate_before_run(
+        targets_file=spec.targets_file,
+        names=names,
+        thresholds=spec.thresholds,
+        reference_args=spec.reference_args,
+    )
     run_dir = new_run_dir(spec.out, "cutover", label, spec.run_id)
     say(f"servecheck cutover: {label}; report {run_dir}")
     with reference_env(

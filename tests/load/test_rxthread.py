@@ -206,6 +206,8 @@ def _state(ex: ResponseParser, st: StreamState) -> tuple:
     assert ex.dech is not None
     return (
         st.token_times,
+        st.reasoning_at,
+        st.t_first_answer,
         st.chunks,
         st.usage,
         st.done,
@@ -237,7 +239,15 @@ _usage = st.sampled_from(
     ]
 )
 _extra = st.sampled_from(
-    ["", ',"x":1', ',"tool_calls":[]', ',"text":"a"', ',"error":{"message":"boom"}']
+    [
+        "",
+        ',"x":1',
+        ',"tool_calls":[]',
+        ',"text":"a"',
+        ',"error":{"message":"boom"}',
+        ',"reasoning":"hmm"',  # a reasoning delta: never the shortcut's answer token
+        ',"reasoning_content":""',
+    ]
 )
 
 
@@ -252,6 +262,9 @@ def _reads(draw: st.DrawFn) -> bytes:
                 '{"content": "%s"}',
                 '{"role":"assistant","content":"%s"}',
                 '{"content":"%s","tool_calls":null}',
+                '{"reasoning_content":"r","content":"%s"}',
+                '{"reasoning":"%s"}',
+                '{"reasoning_content":"%s","content":null}',
             ]
         )
     )
@@ -310,6 +323,8 @@ def test_token_chunk_agrees_with_the_parser(read: bytes) -> None:
     parsed_ex.feed(read, 1.0)
     assert (
         parsed.token_times == [1.0]
+        and parsed.reasoning_at == []  # the shortcut's token is an answer token, as parsed
+        and parsed.t_first_answer == 1.0
         and parsed.usage is None
         and not parsed.done
         and not parsed.problem

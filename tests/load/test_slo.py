@@ -48,7 +48,7 @@ def test_parse(text: str, metric: str, stat: str | None, op: str, bound: float) 
     [
         pytest.param(
             "tfft_p95<=500ms",
-            "SLO 'tfft_p95<=500ms': unknown metric 'tfft' (did you mean \"ttft_p95\"?); metrics: ttft, itl, tpot, e2e, ttft_from_intended, e2e_from_intended, lag, error_rate, goodput, throughput_tokens, throughput_requests",
+            "SLO 'tfft_p95<=500ms': unknown metric 'tfft' (did you mean \"ttft_p95\"?); metrics: ttft, itl, tpot, e2e, ttft_from_intended, e2e_from_intended, lag, ttfr, ttfa, itl_reasoning, itl_answer, error_rate, rate_limited, goodput, throughput_tokens, throughput_requests",
             id="typo-metric",
         ),
         pytest.param("ttft_p95<=500", "SLO 'ttft_p95<=500': add a unit: us, ms or s", id="no-unit"),

@@ -75,7 +75,8 @@ def test_throughput_tokens_and_intended_latency() -> None:
     assert st.output_tokens == 35 and st.output_tokens_usage == 30 and st.output_tokens_client == 34
     assert st.usage_missing == 1 and st.discrepant == 1
     assert st.tokens_per_s == pytest.approx(35 / 4.0)
-    assert st.requests_per_s == pytest.approx(1.0)
+    assert st.requests_per_s == pytest.approx(3 / 4.0)  # the failed request is not throughput
+    assert st.attempted_per_s == pytest.approx(1.0)
     assert st.error_rate == pytest.approx(0.25) and st.errors == {"http-500": 1}
     assert st.latency["e2e_from_intended"].max == pytest.approx(2500.0, rel=1e-3)
     assert st.latency["e2e"].max == pytest.approx(2000.0, rel=1e-3)

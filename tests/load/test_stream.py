@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import servecheck.client.http as client_http
-from servecheck.client.http import Exchange, _Collector, carries_token
-from servecheck.load.stream import parse_stream_bytes, token_kind
+from servecheck.client.http import Exchange, _Collector, carries_token, token_phase
+from servecheck.load.records import RequestRecord
+from servecheck.load.stream import parse_stream_bytes, record_phases, token_kind
 
 
 def _chunk(delta: dict | None = None, usage: dict | None = None, choices: bool = True) -> str:
@@ -151,6 +152,7 @@ _delta = st.fixed_dictionaries(
         "content": st.one_of(st.none(), _text),
         "tool_calls": st.just([{"index": 0, "function": {"arguments": "{}"}}]),
         "reasoning_content": _text,
+        "reasoning": _text,
     },
 )
 _choice = st.one_of(
@@ -184,11 +186,68 @@ def test_token_kind_never_disagrees_with_carries_token(obj: dict, compact: bool)
     kind = token_kind(data)
     if kind is not None:
         assert kind == carries_token(obj), data
+        # the fast path only ever says "answer token": a reasoning-only chunk goes to the parse
+        assert not kind or token_phase(obj) == "answer", data
         assert not isinstance(obj.get("usage"), dict), "a usage object must go through the parse"
     fast = parse_stream_bytes([(b"data: " + data + b"\n\n", 1.0)])
     slow = parse_stream_bytes([(b"data: " + data + b"\n\n", 1.0)], fast=False)
-    assert (fast.token_times, fast.usage, fast.problem_kind) == (
-        slow.token_times,
-        slow.usage,
-        slow.problem_kind,
+    assert (
+        fast.token_times,
+        fast.usage,
+        fast.problem_kind,
+        fast.reasoning_at,
+        fast.t_first_answer,
+    ) == (slow.token_times, slow.usage, slow.problem_kind, slow.reasoning_at, slow.t_first_answer)
+
+
+# -- reasoning phases -----------------------------------------------------------------------
+
+REASONING = _chunk({"reasoning": "hmm"})
+
+
+def test_reasoning_phases_split_ttft_ttfr_and_ttfa() -> None:
+    """TTFT is the first token of any kind; TTFR the first reasoning one, TTFA the first answer
+    one; each phase's ITLs leave out the gap from thinking to answering."""
+    st = parse_stream_bytes(
+        [
+            (_events(ROLE), 1.0),
+            (_events(REASON), 2.0),
+            (_events(REASONING), 2.5),
+            (_events(REASON), 3.5),
+            (_events(TOK), 6.0),
+            (_events(TOK, TOK), 6.25),
+            (_events(TOK), 7.0),
+            (_events(USAGE, "[DONE]"), 7.5),
+        ]
     )
+    assert st.t_first == 2.0 and st.t_first_reasoning == 2.0 and st.t_first_answer == 6.0
+    assert st.reasoning_at == [0, 1, 2] and len(st.token_times) == 7
+    assert st.phase_itls() == ([0.5, 1.0], [0.25, 0.0, 0.75])
+    rec = RequestRecord("t", "chat", "w", 0, 0.0, 0.5)
+    record_phases(rec, st, 0.5)
+    assert (rec.ttfr, rec.ttfa, rec.reasoning_tokens_client) == (1.5, 5.5, 3)
+    assert rec.reasoning_tokens is None  # usage without completion_tokens_details
+    line = json.loads(rec.to_json())
+    assert line["itls_reasoning"] == [0.5, 1.0] and line["itls_answer"] == [0.25, 0.0, 0.75]
+
+
+def test_no_reasoning_means_ttfa_is_ttft_and_no_phase_fields() -> None:
+    st = parse_stream_bytes(
+        [(_events(ROLE), 1.0), (_events(TOK), 2.0), (_events(TOK, "[DONE]"), 3.0)]
+    )
+    rec = RequestRecord("t", "chat", "w", 0, 0.0, 0.0)
+    record_phases(rec, st, 0.0)
+    line = json.loads(rec.to_json())
+    assert line["ttfa"] == 2.0 and "ttfr" not in line and "itls_answer" not in line
+
+
+def test_reasoning_tokens_come_from_usage_details() -> None:
+    usage = _chunk(
+        usage={"completion_tokens": 5, "completion_tokens_details": {"reasoning_tokens": 2}},
+        choices=False,
+    )
+    st = parse_stream_bytes([(_events(REASON, REASON, TOK, usage, "[DONE]"), 1.0)])
+    rec = RequestRecord("t", "chat", "w", 0, 0.0, 0.0)
+    record_phases(rec, st, 0.0)
+    assert rec.reasoning_tokens == 2 and rec.reasoning_tokens_client == 2
+    assert rec.itls_reasoning == [0.0] and rec.itls_answer == []

@@ -151,3 +151,19 @@ def test_capacity_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert "levels must increase" in capsys.readouterr().err
     assert main(["capacity", "--knee-metric", "foo"]) == 2
     assert "--knee-metric 'foo'" in capsys.readouterr().err
+
+
+def test_a_step_keeps_the_first_answer_token_time_for_the_knee() -> None:
+    """capacity --knee-metric ttfa_p95: a reasoning target's steps carry TTFA beside TTFT."""
+    summary = {
+        "requests": {"error_rate": 0.0, "total": 10},
+        "throughput": {"requests_per_s": 2.0, "output_tokens_per_s": 30.0},
+        "latency_ms": {"ttft": {"p95": 40.0}, "ttfa": {"p95": 900.0}, "ttfr": {"p95": 40.0}},
+    }
+    s = Step.from_summary(4, "users", summary, True)
+    assert (s.metric("ttfa_p95"), s.metric("ttft_p95"), s.metric("ttfr_p95")) == (900.0, 40.0, 40.0)
+
+
+def test_knee_metric_names_the_reasoning_phases(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["capacity", "--knee-metric", "ttfb_p95"]) == 2
+    assert "one of ttft|itl|e2e|tpot|ttfa|ttfr" in capsys.readouterr().err

@@ -99,3 +99,34 @@ def test_bad_threshold_is_a_usage_error(text: str, message: str) -> None:
 def test_missing_run_folder_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compare", str(tmp_path / "nope"), str(tmp_path / "nope2")]) == 2
     assert "no such run folder" in capsys.readouterr().err
+
+
+def _reasoned(records: list[dict], think_ms: float) -> list[dict]:
+    """The same requests as a reasoning model's: the answer starts ``think_ms`` after the TTFT."""
+    return [
+        {**r, "ttfr": r["ttft"], "ttfa": r["ttft"] + think_ms / 1000.0}
+        if r.get("ttft") is not None
+        else r
+        for r in records
+    ]
+
+
+def test_longer_thinking_is_a_ttfa_regression_with_ttft_unchanged(tmp_path: Path) -> None:
+    """A model that thinks longer before answering: TTFT (first token of any kind) stays, the
+    first answer token moves, and compare says so on ttfa."""
+    recs = synth_records(400, seed=1)
+    base = write_load_run(tmp_path / "base", _reasoned(recs, 200.0))
+    cur = write_load_run(tmp_path / "cur", _reasoned(recs, 400.0))
+    by = {m.name: m for m in compare_runs(base, cur).metrics}
+    assert by["ttfa_p50"].regression and not by["ttft_p50"].regression, (
+        by["ttfa_p50"],
+        by["ttft_p50"],
+    )
+    assert "ttfr_p50" in by and not by["ttfr_p50"].regression
+
+
+def test_without_reasoning_compare_has_no_ttfa_rows(tmp_path: Path) -> None:
+    base = write_load_run(tmp_path / "base", synth_records(100, seed=1))
+    cur = write_load_run(tmp_path / "cur", synth_records(100, seed=2))
+    names = {m.name for m in compare_runs(base, cur).metrics}
+    assert "ttft_p50" in names and not any(n.startswith(("ttfa", "ttfr")) for n in names)

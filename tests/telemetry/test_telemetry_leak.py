@@ -107,13 +107,14 @@ def test_ceiling_applies_to_other_metrics_only_when_given(make_soak):
     )
 
 
-def test_load_that_never_moved_the_metric_is_noted(make_soak):
+def test_load_that_never_moved_the_metric_is_inconclusive(make_soak):
     frame, phases = make_soak(lambda i: 0.0, peak=0.01)
     verdict = analyse_leak(frame, phases)
-    assert verdict.status == "ok"
-    assert verdict.message.endswith(
-        "; load never moved kv_usage beyond tolerance, so a leak could not show"
-    )
+    assert verdict.status == "inconclusive" and not verdict.passed
+    assert verdict.message.startswith(
+        "INCONCLUSIVE: load never moved kv_usage beyond tolerance 0.020 (baseline 0.000, "
+        "highest peak 0.010), so a leak could not show"
+    ), verdict.message
 
 
 def test_too_few_cycles_is_insufficient_data(make_soak):

@@ -12,6 +12,9 @@ from servecheck.checks.surfaces import (  # noqa: F401
     health,
     json,
     models,
+    overload,
+    reason,
+    responses,
     stream,
     tools,
 )

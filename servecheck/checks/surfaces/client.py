@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import importlib
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from servecheck.checks.context import CheckContext, CheckFailed
@@ -46,22 +48,41 @@ def _sdk_options(ctx: CheckContext) -> dict[str, Any]:
     }
 
 
+def _sdk_httpx(client_class: type) -> ModuleType:
+    """The httpx module the SDK's client class is built on (``httpx``, or the ``httpx2`` fork)."""
+    base = next(c for c in client_class.__mro__ if c.__name__ in ("Client", "AsyncClient"))
+    return importlib.import_module(base.__module__.split(".")[0])
+
+
 def sdk_client(ctx: CheckContext) -> OpenAI:
-    """An ``openai.OpenAI`` for the target: its base_url and key, no retries, the target's timeout."""
+    """An ``openai.OpenAI`` for the target: its base_url and key, no retries, the target's timeout
+    for every read and for each whole response (the SDK's own timeout is per read only, so an
+    endless stream or a giant line would hang the check), and servecheck's size bound."""
     import openai
 
+    from servecheck.client.bounded import bounded_transport
+
     options = _sdk_options(ctx)
-    if not ctx.target.verify_tls:
-        options["http_client"] = openai.DefaultHttpxClient(verify=False)
+    transport = bounded_transport(
+        _sdk_httpx(openai.DefaultHttpxClient), ctx.target.timeout_s, verify=ctx.target.verify_tls
+    )
+    options["http_client"] = openai.DefaultHttpxClient(transport=transport)
     return openai.OpenAI(**options)
 
 
 def async_sdk_client(ctx: CheckContext) -> AsyncOpenAI:
+    """The asynchronous twin of :func:`sdk_client`, with the same bounds."""
     import openai
 
+    from servecheck.client.bounded import async_bounded_transport
+
     options = _sdk_options(ctx)
-    if not ctx.target.verify_tls:
-        options["http_client"] = openai.DefaultAsyncHttpxClient(verify=False)
+    transport = async_bounded_transport(
+        _sdk_httpx(openai.DefaultAsyncHttpxClient),
+        ctx.target.timeout_s,
+        verify=ctx.target.verify_tls,
+    )
+    options["http_client"] = openai.DefaultAsyncHttpxClient(transport=transport)
     return openai.AsyncOpenAI(**options)
 
 
@@ -103,8 +124,10 @@ def _hint_for(exc: BaseException) -> str:
             "the response's Content-Encoding does not match its body: a proxy that decompresses upstream answers must "
             "drop the Content-Encoding header (or re-compress)"
         )
-    if isinstance(exc, openai.APITimeoutError):
-        return "the server did not answer within the target's timeout_s"
+    if isinstance(exc, openai.APITimeoutError) or "servecheck's bound" in text:
+        return "the server did not finish the response within the target's timeout_s"
+    if "servecheck's size bound" in text:
+        return "the response passed servecheck's size bound (an endless body or one giant SSE line)"
     if isinstance(exc, openai.APIConnectionError):
         return "the SDK's HTTP client could not complete the exchange (connection, TLS, encoding or framing)"
     if isinstance(exc, openai.APIStatusError):

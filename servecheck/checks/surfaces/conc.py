@@ -136,7 +136,7 @@ def long_prompt_words(ctx: CheckContext, fraction: float = PROMPT_FRACTION) -> i
 
 def _summary(results: list[Exchange]) -> tuple[str, Exchange | None]:
     counts = Counter((f"HTTP {ex.status}" if not ex.error else ex.error) for ex in results)
-    first_bad = next((ex for ex in results if not ex.ok), None)
+    first_bad = next((ex for ex in results if not ex.served), None)
     text = ", ".join(f"{k} x{v}" for k, v in sorted(counts.items()))
     if first_bad is not None:
         text += f"; first error: {first_bad.describe(300)}"
@@ -190,7 +190,7 @@ def conc_seeded(ctx: CheckContext) -> None:
     if health.exchange is not None:
         ctx.exchanges.append(health.exchange)
     follow = ctx.chat("Say OK.", max_tokens=1, temperature=0)
-    if health.state != "ready" or not follow.ok:
+    if health.state != "ready" or not follow.served:
         ctx.fail(
             "the server died under concurrent seeded requests: on vLLM CPU, disable chunked prefill "
             "(--no-enable-chunked-prefill)",
@@ -210,11 +210,11 @@ def conc_seeded(ctx: CheckContext) -> None:
         exchange=follow,
         hint="requests queue without bound or deadlock under concurrency; check max_num_seqs / -np slots",
     )
-    bad = [ex for ex in results if not ex.ok]
+    bad = [ex for ex in results if not ex.served]
     ctx.expect(
         not bad,
         f"{len(bad)} of {mix} failed (in {elapsed:.1f} s)",
-        expected="every request answered 200",
+        expected="every request answered 200 with a JSON chat completion",
         received=burst_text,
         exchange=first_bad,
         hint="a server that queues excess requests is fine; one that fails them under ordinary concurrency is not "

@@ -47,9 +47,9 @@ def health_serves(ctx: CheckContext) -> None:
     )
     ex = ctx.chat("Say OK.", max_tokens=1, temperature=0)
     ctx.expect(
-        ex.ok,
+        ex.served,
         "health says ready but a minimal completion fails",
-        expected="HTTP 200 for a 1-token completion",
+        expected="HTTP 200 with a JSON chat completion for a 1-token request",
         received=ex.describe(),
         exchange=ex,
         hint="the health route answers before the model is loaded or after it died; make readiness depend on the engine",

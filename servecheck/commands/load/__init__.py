@@ -25,6 +25,7 @@ from servecheck.load.run import (
     spec_from_options,
     summarise,
 )
+from servecheck.signals import Interrupted
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -139,6 +140,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="report a lagging generator as a warning, not a failed run",
     )
     g.add_argument(
+        "--honour-retry-after",
+        metavar="MAX",
+        default=None,
+        help="closed loop: after a rate-limited answer (429, 503 with Retry-After) a user waits "
+        "the Retry-After it was given, at most MAX (e.g. 10s); default: no wait",
+    )
+    g.add_argument(
         "--max-inflight",
         type=int,
         metavar="N",
@@ -175,7 +183,15 @@ def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     from servecheck import api
 
-    result = api.load(spec, on_log=lambda s: print(s, file=sys.stderr, flush=True))
+    try:
+        result = api.load(spec, on_log=lambda s: print(s, file=sys.stderr, flush=True))
+    except Interrupted as stop:
+        if stop.partial is None:
+            raise
+        result = stop.partial
+        print(format_summary(result.summary, result.verdicts))
+        print(f"report (partial): {result.run_dir}; records: {result.run_dir}/records*.jsonl")
+        return stop.exit_code
     if spec.role == "worker":
         print(f"worker done: records in {result.run_dir}")
         return 0

@@ -1,0 +1,86 @@
+"""One verdict rule for every run (load, accept, capacity, cutover, soak): nothing succeeded is
+never a pass.
+
+A run is ``pass`` only when something was measured and every SLO held; a run in which no request
+succeeded is ``fail`` (the server answered, wrongly, or not at all), whether or not an SLO was
+given, because a pipeline gated on the exit code must not ship a dead endpoint. A run that could
+not measure what it claims (no request finished, the generator fell behind) is ``inconclusive``.
+Both exit 1; only ``pass`` exits 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+
+# What the error classes of the records say about who is at fault: shown in the reason, so a
+# reader sees "the server" and not the generator's CPU when every response was broken.
+_ERROR_MEANING = {
+    "connect": "the target refused or did not accept connections",
+    "timeout": "the server did not finish a response within the target's timeout_s",
+    "too-large": "the server's responses exceeded the reader's size bound",
+    "stream-error": "the server broke its streams",
+    "invalid-sse": "the server did not answer with an event stream (e.g. an HTML page)",
+}
+
+
+@dataclass(slots=True)
+class RunVerdict:
+    """``status`` (pass | fail | inconclusive), why, and the exit code it implies."""
+
+    status: str
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASS
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.status == PASS else 1
+
+
+def nothing_succeeded(total: int, ok: int, errors: Mapping[str, int]) -> str | None:
+    """The reason a run with ``total`` requests of which ``ok`` succeeded fails, or None."""
+    if total <= 0 or ok > 0:
+        return None
+    top = sorted(errors.items(), key=lambda kv: -kv[1])[:3]
+    named = ", ".join(f"{n} {kind}" for kind, n in top) or "no error class"
+    meaning = _ERROR_MEANING.get(top[0][0], "") if top else ""
+    if top and top[0][0].startswith("http-"):
+        meaning = f"the server answered HTTP {top[0][0][5:]}"
+    return f"nothing succeeded: 0 of {total} requests ok ({named})" + (
+        f": {meaning}" if meaning else ""
+    )
+
+
+def judge(
+    *,
+    total: int,
+    ok: int,
+    errors: Mapping[str, int],
+    slo_ok: bool,
+    unmeasured: Iterable[str] = (),
+    down: str | None = None,
+) -> RunVerdict:
+    """The run's verdict. ``unmeasured`` are reasons the run could not measure what it claims
+    (the generator fell behind, no request finished, locust died): they make it inconclusive.
+    ``down`` (the target did not accept a connection before the load) is a FAIL."""
+    if down:
+        return RunVerdict(FAIL, [down])
+    dead = nothing_succeeded(total, ok, errors)
+    other = list(unmeasured)
+    if dead is not None:
+        return RunVerdict(FAIL, [dead, *other])
+    if not slo_ok:
+        return RunVerdict(FAIL, other)
+    if total == 0:
+        return RunVerdict(INCONCLUSIVE, ["no request finished", *other])
+    if other:
+        return RunVerdict(INCONCLUSIVE, other)
+    return RunVerdict(PASS, [])
+
+
+__all__ = ["FAIL", "INCONCLUSIVE", "PASS", "RunVerdict", "judge", "nothing_succeeded"]

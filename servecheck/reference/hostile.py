@@ -1,0 +1,294 @@
+"""A catalogue of hostile servers: named loopback servers that break HTTP the way broken
+deployments do, for the self-tests of verdicts, bounds and timeouts.
+
+The reference server (``server.py`` + ``faults.py``) is a correct OpenAI-compatible server with
+one switch per *protocol* defect a check must catch. These are different: they do not speak the
+API at all, or stop speaking it half way (a socket that accepts and never answers, a body that
+never ends, one SSE line of hundreds of megabytes). They exist so that a test can prove that
+servecheck never gives a green verdict, never hangs and never grows without bound against them.
+
+Each server is a plain-socket thread on 127.0.0.1 (stdlib only, like the rest of
+``reference/``): ``with hostile("endless-sse") as srv: ... srv.base_url``. ``/v1/models`` and
+``/health`` answer normally on the servers whose fault is in the completion endpoints, so that
+discovery gets as far as the request that misbehaves. Every send loop ends when the client hangs
+up, when the server is stopped, or after ``max_s`` seconds (bounded, even if a test forgets it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+MODEL = "hostile-tiny"
+_MAX_REQUEST_BYTES = 1024 * 1024
+
+
+@dataclass(slots=True)
+class Hostile:
+    """One catalogue entry: what it does and which paths misbehave."""
+
+    name: str
+    description: str
+    handler: Callable[[socket.socket, HostileServer, str], None]
+    api_paths_only: bool = True  # False: every path (models, health) misbehaves too
+
+
+def _head(status: str, ctype: str, extra: str = "", length: int | None = None) -> bytes:
+    lines = [f"HTTP/1.1 {status}", f"Content-Type: {ctype}", "Connection: close"]
+    if length is not None:
+        lines.append(f"Content-Length: {length}")
+    if extra:
+        lines.append(extra)
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def _send_json(conn: socket.socket, status: str, obj: object, extra: str = "") -> None:
+    body = json.dumps(obj).encode()
+    conn.sendall(_head(status, "application/json", extra, len(body)) + body)
+
+
+def _chunk(text: str) -> str:
+    return json.dumps(
+        {
+            "id": "chatcmpl-hostile",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": MODEL,
+            "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}],
+        }
+    )
+
+
+def _never_answers(conn: socket.socket, srv: HostileServer, path: str) -> None:
+    srv.wait()
+
+
+def _headers_then_stall(conn: socket.socket, srv: HostileServer, path: str) -> None:
+    conn.sendall(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    srv.wait()
+
+
+def _close_mid_chunk(conn: socket.socket, srv: HostileServer, path: str) -> None:
+    event = f"data: {_chunk('hi')}\n\n".encode()
+    conn.sendall(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + f"{len(event) + 100:x}\r\n".encode()  # promises 100 bytes more than it sends
+        + event
+    )
+
+
+_HTML = (
+    b"<!doctype html><html><head><title>Sign in</title></head>"
+    b"<body><form action='/login'><input name='user'></form></body></html>"
+)
+
+
+def _html_login_page(conn: socket.socket, srv: HostileServer, path: str) -> None:
+    conn.sendall(_head("200 OK", "text/html; charset=utf-8", length=len(_HTML)) + _HTML)
+
+
+def _always_429(conn: socket.socket, srv: HostileServer, path: str) -> None:
+    err = {"error": {"message": "rate limited", "type": "rate_limit_error", "code": 429}}
+    _send_json(conn, "429 Too Many Requests", err, "Retry-After: 1")
+
+
+def _endless_sse(conn: socket.socket, srv: HostileServer, path: str) -> None:
+    conn.sendall(_head("200 OK", "text/event-stream"))
+    event = f"data: {_chunk('la')}\n\n".encode()
+    while srv.alive():
+        conn.sendall(event)
+        srv.sent_bytes += len(event)
+        time.sleep(0.005)
+
+
+def _giant_line(conn: socket.socket, srv: HostileServer, path: str) -> None:
+    conn.sendall(_head("200 OK", "text/event-stream") + b'data: {"choices":[{"delta":{"content":"')
+    block = b"x" * 65536
+    for _ in range(srv.giant_bytes // len(block)):
+        if not srv.alive():
+            return
+        conn.sendall(block)
+        srv.sent_bytes += len(block)
+    srv.wait()  # never ends the line
+
+
+def _huge_body(conn: socket.socket, srv: HostileServer, path: str) -> None:
+    conn.sendall(_head("200 OK", "application/json", length=srv.giant_bytes))
+    block = b" " * 65536
+    for _ in range(srv.giant_bytes // len(block)):
+        if not srv.alive():
+            return
+        conn.sendall(block)
+        srv.sent_bytes += len(block)
+
+
+CATALOGUE: dict[str, Hostile] = {
+    h.name: h
+    for h in (
+        Hostile(
+            "accepts-never-answers",
+            "accepts the connection, reads, never answers",
+            _never_answers,
+            False,
+        ),
+        Hostile(
+            "headers-then-stall",
+            "sends 200 event-stream headers, then nothing",
+            _headers_then_stall,
+        ),
+        Hostile(
+            "close-mid-chunk", "one SSE chunk shorter than its size, then closes", _close_mid_chunk
+        ),
+        Hostile(
+            "html-login-page",
+            "answers 200 with an HTML sign-in page on every path",
+            _html_login_page,
+            False,
+        ),
+        Hostile("always-429", "answers 429 (rate limited) on every path", _always_429, False),
+        Hostile("endless-sse", "a valid token stream that never sends data: [DONE]", _endless_sse),
+        Hostile("giant-line", "one SSE data line of giant_bytes that never ends", _giant_line),
+        Hostile("huge-body", "a 200 application/json body of giant_bytes spaces", _huge_body),
+    )
+}
+
+
+@dataclass(slots=True)
+class HostileServer:
+    """A running catalogue server; ``base_url`` ends in ``/v1`` like a target's."""
+
+    kind: Hostile
+    giant_bytes: int = 200 * 1024 * 1024
+    max_s: float = 120.0
+    host: str = "127.0.0.1"
+    port: int = 0
+    requests: int = 0
+    sent_bytes: int = 0  # body bytes the completion handlers handed to the kernel
+    _sock: socket.socket | None = field(default=None, repr=False)
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _t0: float = 0.0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def alive(self) -> bool:
+        return not self._stop.is_set() and time.monotonic() - self._t0 < self.max_s
+
+    def wait(self) -> None:
+        """Hold the connection open until stopped (or ``max_s``)."""
+        self._stop.wait(max(0.0, self.max_s - (time.monotonic() - self._t0)))
+
+    def start(self) -> HostileServer:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.port))
+        sock.listen(128)
+        sock.settimeout(0.2)
+        self._sock, self.port, self._t0 = sock, sock.getsockname()[1], time.monotonic()
+        threading.Thread(target=self._accept, name=f"hostile-{self.kind.name}", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._sock is not None:
+            self._sock.close()
+
+    def __enter__(self) -> HostileServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _accept(self) -> None:
+        assert self._sock is not None  # noqa: S101 - set by start()
+        while self.alive():
+            try:
+                conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with contextlib.closing(conn):
+            conn.settimeout(self.max_s)
+            path = _read_request(conn)
+            if path is None:
+                return
+            self.requests += 1
+            try:
+                if self.kind.api_paths_only and _is_plain(path):
+                    _plain(conn, path)
+                else:
+                    self.kind.handler(conn, self, path)
+            except OSError:
+                pass  # the client hung up: what a bounded client does
+
+
+def _read_request(conn: socket.socket) -> str | None:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        try:
+            part = conn.recv(65536)
+        except OSError:
+            return None
+        if not part or len(data) > _MAX_REQUEST_BYTES:
+            return None
+        data += part
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    length = 0
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        if k.strip().lower() == "content-length":
+            length = min(int(v.strip() or 0), _MAX_REQUEST_BYTES)
+    while len(rest) < length:
+        part = conn.recv(65536)
+        if not part:
+            return None
+        rest += part
+    parts = lines[0].split(" ")
+    return parts[1] if len(parts) > 1 else "/"
+
+
+def _is_plain(path: str) -> bool:
+    return path.split("?")[0].rstrip("/") in ("/v1/models", "/health", "/v1/health", "/metrics")
+
+
+def _plain(conn: socket.socket, path: str) -> None:
+    if path.startswith("/v1/models"):
+        models = {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "x"}]}
+        _send_json(conn, "200 OK", models)
+    elif path.startswith("/metrics"):
+        conn.sendall(_head("404 Not Found", "text/plain", length=0))
+    else:
+        _send_json(conn, "200 OK", {"status": "ok"})
+
+
+def closed_port() -> int:
+    """A loopback port with nothing listening: a target that is down."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def hostile(name: str, **options: object) -> Iterator[HostileServer]:
+    """Start the catalogue server ``name`` for the ``with`` block."""
+    server = HostileServer(CATALOGUE[name], **options).start()  # type: ignore[arg-type]
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+__all__ = ["CATALOGUE", "MODEL", "Hostile", "HostileServer", "closed_port", "hostile"]

@@ -1,0 +1,108 @@
+"""Admission control for the reference server: shedding load the way a good engine or gateway does.
+
+With ``ServerConfig.max_inflight`` set, a generation request that arrives while that many are in
+flight is answered at once with 429, an OpenAI error object and ``Retry-After`` (what LiteLLM's
+and OpenAI's rate limiters send), instead of queueing. The ``overload-*`` faults turn that answer
+into the defects users meet under bursts: a reset connection, a 500, a bare 429, no Retry-After,
+or a server that is wedged after the burst. A fault that needs a limit brings one
+(:data:`FAULT_LIMIT`) when the config sets none, so ``servecheck reference-server --fault
+overload-500`` shows the defect as it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+GENERATION_PATHS = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/responses"})
+FAULT_LIMIT = 4
+RETRY_AFTER_S = 1
+OVERLOAD_FAULTS = frozenset(
+    {
+        "overload-reset",
+        "overload-500",
+        "overload-429-bare",
+        "overload-no-retry-after",
+        "overload-wedged",
+    }
+)
+
+
+@dataclass(slots=True)
+class Admission:
+    """Requests in flight on the generation routes, and how many were shed."""
+
+    inflight: int = 0
+    shed: int = 0
+
+
+ADMISSION = web.AppKey("admission", Admission)
+
+
+def _limit(max_inflight: int, faults: frozenset[str]) -> int:
+    if max_inflight:
+        return max_inflight
+    return FAULT_LIMIT if faults & OVERLOAD_FAULTS else 0
+
+
+def _shed_answer(request: web.Request, faults: frozenset[str], limit: int) -> web.StreamResponse:
+    if "overload-reset" in faults:
+        # An accept queue overflowing or a worker killed mid-request: the client sees a reset.
+        if request.transport is not None:
+            request.transport.abort()
+        raise ConnectionResetError("overload-reset")
+    if "overload-500" in faults:
+        return web.Response(
+            status=500,
+            text="Internal Server Error: worker crashed (out of memory)",
+            content_type="text/plain",
+        )
+    if "overload-429-bare" in faults:
+        return web.Response(status=429, text="Too Many Requests", content_type="text/plain")
+    headers = {} if "overload-no-retry-after" in faults else {"Retry-After": str(RETRY_AFTER_S)}
+    body: dict[str, Any] = {
+        "error": {
+            "message": f"the server is at capacity ({limit} requests in flight); retry later",
+            "type": "rate_limit_error",
+            "param": None,
+            "code": "rate_limit_exceeded",
+        }
+    }
+    return web.json_response(body, status=429, headers=headers)
+
+
+def middleware(max_inflight: int, faults: frozenset[str], on_wedged: Any) -> Any:
+    """An aiohttp middleware that sheds generation requests above the limit.
+
+    ``on_wedged`` is called once, when a burst that shed requests has drained, under the
+    ``overload-wedged`` fault (the server then stays broken, as an engine whose scheduler died).
+    """
+    limit = _limit(max_inflight, faults)
+
+    @web.middleware
+    async def admission(request: web.Request, handler: Any) -> web.StreamResponse:
+        if not limit or request.path not in GENERATION_PATHS:
+            return await handler(request)
+        state = request.app[ADMISSION]
+        if state.inflight >= limit:
+            state.shed += 1
+            return _shed_answer(request, faults, limit)
+        state.inflight += 1
+        try:
+            return await handler(request)
+        finally:
+            state.inflight -= 1
+            if "overload-wedged" in faults and state.shed and not state.inflight:
+                on_wedged()
+
+    return admission
+
+
+def install(
+    app: web.Application, max_inflight: int, faults: frozenset[str], on_wedged: Any
+) -> None:
+    """Add admission control to ``app`` (before it starts): its state and its middleware."""
+    app[ADMISSION] = Admission()
+    app.middlewares.append(middleware(max_inflight, faults, on_wedged))

@@ -1,0 +1,593 @@
+"""The reference server's ``POST /v1/responses`` (the OpenAI Responses API, stateless).
+
+Served beside chat completions by :func:`install` (called from ``server.build_app``). It speaks
+what clients of the Responses API rely on: a ``response`` object with ``output`` items
+(``message`` with ``output_text`` parts, ``function_call``), ``instructions`` in the prompt,
+``function_call_output`` turns, ``text.format`` structured output, ``max_output_tokens`` cuts
+marked ``incomplete``, usage, error objects, and the typed event stream (``response.created`` ...
+``response.output_text.delta`` ... ``response.completed``). Every ``responses-*`` fault in
+:mod:`servecheck.reference.faults` switches one defect on here.
+
+Generation reuses the chat path's deterministic model: the same conversation gives the same text
+at temperature 0, streamed or not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+from aiohttp import web
+
+from servecheck.reference import model
+from servecheck.reference.server import (
+    STATE,
+    ApiError,
+    State,
+    _apply_quirks,
+    _check_ready,
+    _error_response,
+    _expect,
+    _is_int,
+    _read_json,
+    _validate_common,
+)
+
+INPUT_ROLES = {"user", "system", "developer", "assistant"}
+TOOL_TEXT_OPEN, TOOL_TEXT_CLOSE = "<tool_call>", "</tool_call>"  # responses-tool-as-text
+
+
+@dataclass(slots=True)
+class Turn:
+    """A validated request, reduced to what generation needs."""
+
+    messages: list[dict[str, Any]]  # chat-style, for the prompt count and the generation key
+    tools: list[dict[str, Any]]
+    tool_choice: Any
+    fmt: dict[str, Any]
+    max_output_tokens: int | None
+    call_ids: list[str] = field(default_factory=list)
+
+
+def _fault(state: State, name: str) -> bool:
+    return name in state.faults
+
+
+def _input_items(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """``input`` as chat-style messages (and the call ids a function_call_output may answer)."""
+    raw = body.get("input")
+    if isinstance(raw, str):
+        _expect(raw != "", "'input' must not be empty", "input")
+        return [{"role": "user", "content": raw}], []
+    _expect(
+        isinstance(raw, list) and bool(raw),
+        "'input' is required: a string or a non-empty list of input items",
+        "input",
+    )
+    assert isinstance(raw, list)
+    messages: list[dict[str, Any]] = []
+    calls: list[str] = []
+    for i, item in enumerate(raw):
+        _expect(isinstance(item, dict), f"input[{i}] must be an object", f"input[{i}]")
+        kind = item.get("type", "message")
+        if kind == "message":
+            role = item.get("role")
+            _expect(
+                role in INPUT_ROLES,
+                f"input[{i}].role must be one of {sorted(INPUT_ROLES)}, got {role!r}",
+                f"input[{i}].role",
+            )
+            content = item.get("content")
+            ok = isinstance(content, str) or (
+                isinstance(content, list)
+                and all(
+                    isinstance(p, dict)
+                    and p.get("type") in ("input_text", "output_text")
+                    and isinstance(p.get("text"), str)
+                    for p in content
+                )
+            )
+            _expect(
+                ok,
+                f"input[{i}].content must be a string or a list of input_text parts",
+                f"input[{i}].content",
+            )
+            messages.append({"role": role, "content": model.content_text(content)})
+        elif kind == "function_call":
+            for key in ("call_id", "name", "arguments"):
+                _expect(
+                    isinstance(item.get(key), str),
+                    f"input[{i}].{key} must be a string",
+                    f"input[{i}].{key}",
+                )
+            calls.append(item["call_id"])
+            messages.append({"role": "assistant", "content": item["name"] + item["arguments"]})
+        elif kind == "function_call_output":
+            if _fault(state, "responses-tool-output-rejected"):
+                raise ApiError(400, f"input[{i}]: unsupported input item type", param=f"input[{i}]")
+            _expect(
+                isinstance(item.get("call_id"), str) and isinstance(item.get("output"), str),
+                f"input[{i}] needs call_id and output strings",
+                f"input[{i}]",
+            )
+            _expect(
+                item["call_id"] in calls,
+                f"input[{i}].call_id {item['call_id']!r} answers no function_call earlier in input",
+                f"input[{i}].call_id",
+            )
+            messages.append({"role": "tool", "content": item["output"]})
+        else:
+            raise ApiError(
+                400,
+                f"input[{i}].type must be message, function_call or function_call_output, got {kind!r}",
+                param=f"input[{i}].type",
+            )
+    return messages, calls
+
+
+def _tools(body: dict[str, Any]) -> tuple[list[dict[str, Any]], Any]:
+    tools = body.get("tools") or []
+    _expect(isinstance(tools, list), "tools must be a list", "tools")
+    for i, tool in enumerate(tools):
+        _expect(
+            isinstance(tool, dict)
+            and tool.get("type") == "function"
+            and isinstance(tool.get("name"), str),
+            f"tools[{i}] must be {{type: function, name, parameters}}",
+            f"tools[{i}]",
+        )
+        try:
+            jsonschema.Draft202012Validator.check_schema(tool.get("parameters") or {})
+        except jsonschema.SchemaError as exc:
+            raise ApiError(
+                400,
+                f"tools[{i}].parameters is not a valid JSON Schema: {exc.message}",
+                param=f"tools[{i}].parameters",
+            ) from None
+    choice = body.get("tool_choice", "auto")
+    names = [t["name"] for t in tools]
+    if isinstance(choice, dict):
+        _expect(
+            choice.get("type") == "function" and isinstance(choice.get("name"), str),
+            "tool_choice must be none, auto, required or {type: function, name}",
+            "tool_choice",
+        )
+        _expect(
+            choice["name"] in names,
+            f"tool_choice names {choice['name']!r}, which is not in tools",
+            "tool_choice",
+        )
+    else:
+        _expect(
+            choice in ("none", "auto", "required"),
+            "tool_choice must be none, auto, required or an object",
+            "tool_choice",
+        )
+        _expect(choice != "required" or bool(tools), "tool_choice required needs tools", "tools")
+    return tools, choice
+
+
+def _format(body: dict[str, Any]) -> dict[str, Any]:
+    text = body.get("text")
+    if text is None:
+        return {"type": "text"}
+    _expect(isinstance(text, dict), "text must be an object", "text")
+    fmt = text.get("format", {"type": "text"})
+    _expect(
+        isinstance(fmt, dict) and fmt.get("type") in ("text", "json_object", "json_schema"),
+        "text.format.type must be text, json_object or json_schema",
+        "text.format",
+    )
+    if fmt["type"] == "json_schema":
+        _expect(
+            isinstance(fmt.get("name"), str) and isinstance(fmt.get("schema"), dict),
+            "text.format json_schema needs name and schema",
+            "text.format",
+        )
+        try:
+            jsonschema.Draft202012Validator.check_schema(fmt["schema"])
+        except jsonschema.SchemaError as exc:
+            raise ApiError(
+                400, f"text.format.schema is not a valid JSON Schema: {exc.message}", "text.format"
+            ) from None
+    return fmt
+
+
+def _validate(state: State, body: dict[str, Any]) -> Turn:
+    _validate_common(state, body)
+    messages, calls = _input_items(state, body)
+    instructions = body.get("instructions")
+    _expect(
+        instructions is None or isinstance(instructions, str),
+        "instructions must be a string",
+        "instructions",
+    )
+    if instructions and not _fault(state, "responses-instructions-dropped"):
+        messages = [{"role": "system", "content": instructions}, *messages]
+    mot = body.get("max_output_tokens")
+    _expect(
+        mot is None or (_is_int(mot) and mot >= 1),
+        "max_output_tokens must be an integer >= 1",
+        "max_output_tokens",
+    )
+    _expect(
+        body.get("previous_response_id") is None,
+        "previous_response_id is not supported: this server stores no responses (send the "
+        "whole conversation in input)",
+        "previous_response_id",
+    )
+    tools, choice = _tools(body)
+    return Turn(messages, tools, choice, _format(body), mot, calls)
+
+
+@dataclass(slots=True)
+class Output:
+    text_pieces: list[str]
+    call: dict[str, Any] | None  # {"call_id", "name", "arguments"}
+    incomplete: bool
+    prompt_tokens: int
+    output_tokens: int
+
+
+def _generate(state: State, body: dict[str, Any], turn: Turn) -> Output:
+    cfg = state.config
+    chat_tools = [{"type": "function", "function": t} for t in turn.tools]
+    prompt_tokens = model.count_chat_tokens(turn.messages, chat_tools)
+    if prompt_tokens > cfg.max_model_len:
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {cfg.max_model_len} tokens. However, your "
+            f"prompt contains at least {prompt_tokens} input tokens.",
+            param="input",
+            code="context_length_exceeded",
+        )
+    room = max(cfg.max_model_len - prompt_tokens, 1)
+    limit = min(turn.max_output_tokens or cfg.default_max_tokens, room)
+    key = json.dumps(turn.messages, sort_keys=True, ensure_ascii=False) + json.dumps(
+        turn.fmt, sort_keys=True
+    )
+    seed = body.get("seed")
+    temperature = body.get("temperature")
+    temperature = 1.0 if temperature is None else float(temperature)
+    last = turn.messages[-1] if turn.messages else {}
+    target = None
+    if turn.tools and turn.tool_choice != "none" and last.get("role") != "tool":
+        if isinstance(turn.tool_choice, dict):
+            target = next(t for t in turn.tools if t["name"] == turn.tool_choice["name"])
+        elif turn.tool_choice == "required":
+            target = turn.tools[0]
+        else:
+            target = next((t for t in turn.tools if t["name"] in last.get("content", "")), None)
+    if target is not None:
+        args = model.instance(
+            target.get("parameters") or {"type": "object"}, model.json_key_rng(key, seed)
+        )
+        arguments = json.dumps(args, ensure_ascii=False)
+        call = {
+            "call_id": f"call_{secrets.token_hex(6)}",
+            "name": target["name"],
+            "arguments": arguments,
+        }
+        tokens = max(1, len(model.tokenize(arguments)))
+        if _fault(state, "responses-tool-as-text"):
+            # A server that does not parse the model's tool-call markup passes it on as text.
+            text = (
+                TOOL_TEXT_OPEN
+                + json.dumps({"name": target["name"], "arguments": args})
+                + TOOL_TEXT_CLOSE
+            )
+            return Output(model.split_json(text), None, False, prompt_tokens, tokens)
+        return Output([], call, False, prompt_tokens, tokens)
+    fmt = turn.fmt.get("type")
+    if fmt in ("json_object", "json_schema") and not _fault(state, "responses-format-ignored"):
+        rng = model.json_key_rng(key, seed)
+        value = (
+            model.instance(turn.fmt["schema"], rng)
+            if fmt == "json_schema"
+            else {"answer": rng.choice(model.VOCAB[:30]), "ok": True}
+        )
+        pieces = model.split_json(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+        cut = len(pieces) > limit
+        return Output(pieces[:limit], None, cut, prompt_tokens, min(len(pieces), limit))
+    gen = model.generate_text(
+        key,
+        max_tokens=limit,
+        seed=seed,
+        temperature=temperature,
+        fresh=temperature > 0 and seed is None,
+    )
+    incomplete = gen.finish_reason == "length"
+    return Output(gen.pieces, None, incomplete, prompt_tokens, len(gen.pieces))
+
+
+def _usage(state: State, out: Output) -> dict[str, Any]:
+    total = out.prompt_tokens + out.output_tokens
+    if _fault(state, "responses-usage-sum-wrong"):
+        total += 1
+    return {
+        "input_tokens": out.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens": out.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": total,
+    }
+
+
+def _message_item(
+    item_id: str, text: str, status: str, part_type: str = "output_text"
+) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "id": item_id,
+        "role": "assistant",
+        "status": status,
+        "content": [{"type": part_type, "text": text, "annotations": [], "logprobs": []}],
+    }
+
+
+def _call_item(
+    item_id: str, call: dict[str, Any], status: str, arguments: str | None = None
+) -> dict[str, Any]:
+    return {
+        "type": "function_call",
+        "id": item_id,
+        "call_id": call["call_id"],
+        "name": call["name"],
+        "arguments": call["arguments"] if arguments is None else arguments,
+        "status": status,
+    }
+
+
+def _response(
+    state: State,
+    body: dict[str, Any],
+    turn: Turn,
+    resp_id: str,
+    created: int,
+    status: str,
+    output: list[dict[str, Any]],
+    usage: dict[str, Any] | None,
+    incomplete: bool = False,
+) -> dict[str, Any]:
+    if status == "completed" and incomplete:
+        status = "incomplete"
+        if _fault(state, "responses-incomplete-as-completed"):
+            status = "completed"
+    resp: dict[str, Any] = {
+        "id": resp_id,
+        "object": "response",
+        "created_at": created,
+        "status": status,
+        "error": None,
+        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "instructions": body.get("instructions"),
+        "max_output_tokens": turn.max_output_tokens,
+        "model": body["model"],
+        "output": output,
+        "parallel_tool_calls": body.get("parallel_tool_calls", True) is not False,
+        "previous_response_id": None,
+        "temperature": body.get("temperature", 1.0),
+        "top_p": body.get("top_p", 1.0),
+        "text": {"format": turn.fmt},
+        "tool_choice": turn.tool_choice,
+        "tools": [{"strict": False, **t} for t in turn.tools],
+        "truncation": "disabled",
+        "metadata": {},
+        "usage": usage,
+    }
+    if _fault(state, "responses-instructions-dropped"):
+        resp["instructions"] = None
+    if "extra-fields" in state.config.quirks:
+        resp["x_servecheck_extra"] = {"note": "ignore me"}
+    return resp
+
+
+def _final_output(
+    state: State, out: Output, msg_id: str, fc_id: str, status: str
+) -> list[dict[str, Any]]:
+    if out.call is not None:
+        return [_call_item(fc_id, out.call, "completed")]
+    part = "text" if _fault(state, "responses-content-type-text") else "output_text"
+    return [_message_item(msg_id, "".join(out.text_pieces), status, part)]
+
+
+async def handle(request: web.Request) -> web.StreamResponse:
+    """POST /v1/responses."""
+    state = request.app[STATE]
+    try:
+        _check_ready(state)
+        try:
+            body = await _read_json(request, state)
+            turn = _validate(state, body)
+        except ApiError as err:
+            if _fault(state, "responses-error-500") and err.status == 400:
+                return web.Response(
+                    status=500, text="Internal Server Error", content_type="text/plain"
+                )
+            raise
+        out = _generate(state, body, turn)
+    except ApiError as err:
+        return _error_response(state, err)
+    resp_id = "resp_" + secrets.token_hex(12)
+    msg_id, fc_id = "msg_" + secrets.token_hex(8), "fc_" + secrets.token_hex(8)
+    created = int(time.time())
+    state.request_count += 1
+    if body.get("stream"):
+        return await _stream(request, state, body, turn, out, resp_id, msg_id, fc_id, created)
+    cfg = state.config
+    await asyncio.sleep((cfg.ttft_ms + cfg.itl_ms * max(len(out.text_pieces) - 1, 0)) / 1000)
+    item_status = "incomplete" if out.incomplete else "completed"
+    output = _final_output(state, out, msg_id, fc_id, item_status)
+    state.success += 1
+    state.prompt_tokens += out.prompt_tokens
+    state.generation_tokens += out.output_tokens
+    resp = _response(
+        state, body, turn, resp_id, created, "completed", output, _usage(state, out), out.incomplete
+    )
+    return web.json_response(resp, dumps=lambda o: json.dumps(o, ensure_ascii=False))
+
+
+async def _stream(
+    request: web.Request,
+    state: State,
+    body: dict[str, Any],
+    turn: Turn,
+    out: Output,
+    resp_id: str,
+    msg_id: str,
+    fc_id: str,
+    created: int,
+) -> web.StreamResponse:
+    cfg = state.config
+    response = web.StreamResponse(
+        status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
+    await response.prepare(request)
+    seq = 0
+    quirks = cfg.quirks
+
+    async def emit(kind: str, **fields: Any) -> None:
+        nonlocal seq
+        event = {"type": kind, "sequence_number": seq, **fields}
+        seq += 1
+        data = f"event: {kind}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
+        data = _apply_quirks(quirks, data)
+        if "sse-split" in quirks and len(data) > 3:
+            third = len(data) // 3
+            for a, b in ((0, third), (third, 2 * third), (2 * third, len(data))):
+                await response.write(data[a:b])
+                await asyncio.sleep(0)
+        else:
+            await response.write(data)
+
+    async def tick() -> None:
+        if cfg.itl_ms:
+            await asyncio.sleep(cfg.itl_ms / 1000)
+
+    if _fault(state, "responses-chat-sse"):
+        # A server that routes /responses to its chat streaming path: chat chunks and [DONE].
+        text_pieces = out.text_pieces or [out.call["arguments"] if out.call else ""]
+        for piece in text_pieces:
+            chunk = {
+                "id": "chatcmpl-" + resp_id[5:],
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": body["model"],
+                "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+            }
+            await response.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    await asyncio.sleep(cfg.ttft_ms / 1000)
+    shell = _response(state, body, turn, resp_id, created, "in_progress", [], None)
+    await emit("response.created", response=shell)
+    await emit("response.in_progress", response=shell)
+    item_status = "incomplete" if out.incomplete else "completed"
+    if out.call is not None:
+        await emit(
+            "response.output_item.added",
+            output_index=0,
+            item=_call_item(fc_id, out.call, "in_progress", ""),
+        )
+        pieces = model.split_json(out.call["arguments"], 8)
+        if _fault(state, "responses-stream-args-dropped") and len(pieces) > 1:
+            del pieces[1]  # a delta lost between the parser and the event writer
+        for piece in pieces:
+            await tick()
+            await emit(
+                "response.function_call_arguments.delta", item_id=fc_id, output_index=0, delta=piece
+            )
+        await emit(
+            "response.function_call_arguments.done",
+            item_id=fc_id,
+            output_index=0,
+            name=out.call["name"],
+            arguments=out.call["arguments"],
+        )
+        await emit(
+            "response.output_item.done",
+            output_index=0,
+            item=_call_item(fc_id, out.call, "completed"),
+        )
+    else:
+        pieces = list(out.text_pieces)
+        if _fault(state, "responses-stream-differs") and len(pieces) > 1:
+            pieces[1] = pieces[1].upper() + "!"
+        text = "".join(pieces)
+        await emit(
+            "response.output_item.added",
+            output_index=0,
+            item=_message_item(msg_id, "", "in_progress") | {"content": []},
+        )
+        empty_part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+        await emit(
+            "response.content_part.added",
+            item_id=msg_id,
+            output_index=0,
+            content_index=0,
+            part=empty_part,
+        )
+        for piece in pieces:
+            await tick()
+            await emit(
+                "response.output_text.delta",
+                item_id=msg_id,
+                output_index=0,
+                content_index=0,
+                delta=piece,
+                logprobs=[],
+            )
+        await emit(
+            "response.output_text.done",
+            item_id=msg_id,
+            output_index=0,
+            content_index=0,
+            text=text,
+            logprobs=[],
+        )
+        await emit(
+            "response.content_part.done",
+            item_id=msg_id,
+            output_index=0,
+            content_index=0,
+            part={**empty_part, "text": text},
+        )
+        await emit(
+            "response.output_item.done",
+            output_index=0,
+            item=_message_item(msg_id, text, item_status),
+        )
+    output = (
+        []
+        if _fault(state, "responses-completed-empty-output")
+        else _final_output(state, out, msg_id, fc_id, item_status)
+    )
+    usage = _usage(state, out)
+    if _fault(state, "responses-stream-usage-wrong"):
+        usage = {
+            **usage,
+            "output_tokens": usage["output_tokens"] + 3,
+            "total_tokens": usage["total_tokens"] + 3,
+        }
+    final = _response(
+        state, body, turn, resp_id, created, "completed", output, usage, out.incomplete
+    )
+    await emit(
+        "response.incomplete" if final["status"] == "incomplete" else "response.completed",
+        response=final,
+    )
+    state.success += 1
+    await response.write_eof()
+    return response
+
+
+def install(app: web.Application) -> None:
+    """Add the Responses API routes to the reference server."""
+    app.router.add_post("/v1/responses", handle)

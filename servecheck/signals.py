@@ -1,0 +1,65 @@
+"""Signal-safe cleanup for every child process servecheck starts.
+
+Two rules, used by every command:
+
+- SIGTERM (what a CI system sends when it cancels a job) is turned into :class:`Interrupted`, a
+  ``KeyboardInterrupt``, in the main thread: every ``finally`` and ``except KeyboardInterrupt``
+  runs as it does for Ctrl-C, so child processes are stopped, temporary folders removed and the
+  command says where its partial results are. Python's default for SIGTERM runs none of that.
+- Every child is started with :func:`die_with_parent` as its ``preexec_fn``: Linux sends it
+  SIGTERM when servecheck dies, even by SIGKILL (``PR_SET_PDEATHSIG``), so nothing is orphaned.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from typing import Any
+
+_PR_SET_PDEATHSIG = 1
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM. ``partial`` may carry what the interrupted work had finished."""
+
+    def __init__(self, signum: int = signal.SIGINT, partial: Any = None) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.partial = partial
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal number: 130 for SIGINT, 143 for SIGTERM (what shells report)."""
+        return 128 + int(self.signum)
+
+
+def signum_of(exc: BaseException) -> int:
+    """The signal behind a KeyboardInterrupt (SIGINT unless it is an :class:`Interrupted`)."""
+    return exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Interrupted(signum)
+
+
+def install_sigterm_handler() -> None:
+    """Make SIGTERM raise :class:`Interrupted` in the main thread (a no-op elsewhere)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def die_with_parent() -> None:
+    """``preexec_fn`` for a child: SIGTERM it when its parent dies, however the parent dies."""
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        return  # not Linux: the parent's own cleanup is all there is
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+__all__ = ["Interrupted", "die_with_parent", "install_sigterm_handler", "signum_of"]

@@ -1,0 +1,56 @@
+"""Targets and check contexts pointed at a server of the hostile catalogue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from servecheck.checks.context import CheckContext
+from servecheck.checks.discovery import discover
+from servecheck.client.http import ServeClient
+from servecheck.config.model import Target
+from servecheck.profiles import profile_for, resolve_capabilities
+from servecheck.reference.hostile import MODEL, HostileServer
+
+
+def hostile_target(server: HostileServer, **overrides: Any) -> Target:
+    values: dict[str, Any] = {
+        "name": "hostile",
+        "base_url": server.base_url,
+        "engine": "vllm",
+        "models": [MODEL],
+        "context_length": 2048,
+        "timeout_s": 3,
+        "concurrency": 2,
+    }
+    values.update(overrides)
+    return Target.model_validate(values)
+
+
+def hostile_context(server: HostileServer, check_id: str, **overrides: Any) -> CheckContext:
+    target = hostile_target(server, **overrides)
+    return CheckContext(
+        check_id=check_id,
+        target=target,
+        model=MODEL,
+        profile=profile_for(target),
+        capabilities=resolve_capabilities(target),
+        info=discover(target),
+        client=ServeClient.for_target(target),
+    )
+
+
+def write_targets(path: Path, server: HostileServer, *extra: str, timeout_s: float = 3) -> Path:
+    """A targets.yaml with one target ``hostile`` at ``server`` (``extra``: more YAML lines)."""
+    lines = [
+        "targets:",
+        "  - name: hostile",
+        f"    base_url: {server.base_url}",
+        "    engine: vllm",
+        f"    models: [{MODEL}]",
+        "    context_length: 2048",
+        f"    timeout_s: {timeout_s}",
+        *extra,
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path

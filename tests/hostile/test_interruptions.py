@@ -1,0 +1,147 @@
+"""Interruptions: SIGTERM or kill -9 of ``check`` leaves no embedded reference server and no
+temp folder behind, and SIGTERM says where the results are; SIGINT of ``load`` writes a marked
+partial summary and says where the records are. Each test waits for the event it needs (a
+first result line, ten records), never for a fixed time."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+from servecheck.reference.inprocess import RunningServer
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _wait_for(predicate: Callable[[], bool], what: str, bound_s: float = 90.0) -> None:
+    deadline = time.monotonic() + bound_s  # a bound against a hang, not a speed expectation
+    while not predicate():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.05)
+
+
+def _lines(paths: list[Path]) -> int:
+    return sum(p.read_bytes().count(b"\n") for p in paths if p.exists())
+
+
+def _reference_child(proc: subprocess.Popen[str]) -> psutil.Process:
+    found: list[psutil.Process] = []
+
+    def spawned() -> bool:
+        found[:] = [
+            c
+            for c in psutil.Process(proc.pid).children(recursive=True)
+            if "reference-server" in " ".join(c.cmdline())
+        ]
+        return bool(found)
+
+    _wait_for(spawned, "the embedded reference server")
+    return found[0]
+
+
+def _start_check(out: Path) -> subprocess.Popen[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "servecheck",
+        "check",
+        "--out",
+        str(out),
+        "--run-id",
+        "run",
+        "--surface",
+        "stream",
+        "-n",
+        "0",
+        "--reference-arg=--ttft-ms=300",
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVECHECK_REF_")}
+    return subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+@pytest.mark.parametrize(
+    "sig", [pytest.param(signal.SIGTERM, id="sigterm"), pytest.param(signal.SIGKILL, id="kill-9")]
+)
+def test_check_interrupted_leaves_no_server_and_no_temp_folder(tmp_path: Path, sig: int) -> None:
+    out = tmp_path / "reports"
+    proc = _start_check(out)
+    try:
+        server = _reference_child(proc)
+        ready = next(a for a in server.cmdline() if a.endswith("/port"))
+        _wait_for(lambda: _lines([out / "run" / "results.jsonl"]) >= 1, "a first finished check")
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    gone, alive = psutil.wait_procs([server], timeout=30)
+    assert not alive, f"the embedded reference server {server.pid} was orphaned"
+    assert not Path(ready).parent.exists(), f"{Path(ready).parent} left behind"
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 143, stderr
+        assert f"partial results in {out / 'run'}" in stderr, stderr
+        assert "interrupted (SIGTERM)" in stderr, stderr
+
+
+def test_load_sigint_writes_a_marked_partial_summary(
+    make_reference: Callable[..., RunningServer], tmp_path: Path
+) -> None:
+    server = make_reference(ttft_ms=20, itl_ms=5)
+    targets = tmp_path / "targets.yaml"
+    targets.write_text(
+        f"targets:\n  - name: ref\n    base_url: {server.base_url}\n    engine: reference\n    models: [ref-tiny]\n"
+    )
+    out = tmp_path / "reports"
+    cmd = [
+        sys.executable,
+        "-m",
+        "servecheck",
+        "load",
+        "--target",
+        "ref",
+        "--targets-file",
+        str(targets),
+        "--out",
+        str(out),
+        "--run-id",
+        "cut",
+        "--users",
+        "4",
+        "--duration",
+        "5m",
+        "--no-tokenize",
+        "--quiet",
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        _wait_for(
+            lambda: _lines(list(out.glob("cut/records-*.jsonl"))) >= 10, "ten finished requests"
+        )
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stdout + stderr
+    s = json.loads((out / "cut" / "summary.json").read_text())
+    assert s["partial"] is True and s["verdict"] == "inconclusive", s["reasons"]
+    assert s["reasons"][0].startswith("partial run: interrupted by SIGINT after "), s["reasons"]
+    assert s["requests"]["ok"] >= 10
+    assert f"records: {out / 'cut'}/records*.jsonl" in stdout, stdout
+    assert "partial summary in" in stderr, stderr

@@ -1,0 +1,132 @@
+"""``servecheck load`` against the hostile catalogue: nothing succeeded is FAIL, whatever the SLOs;
+throughput counts only successes; a re-used --run-id is refused; compare needs comparable runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from servecheck.cli import main
+from servecheck.load.stats import compute_stats
+from servecheck.load.verdict import judge
+from servecheck.reference.hostile import hostile
+from tests.hostile.support import write_targets
+from tests.report.synth import synth_records, write_check_run, write_load_run
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_cmd(targets: Path, out: Path, *args: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "servecheck",
+        "load",
+        "--target",
+        "hostile",
+        "--targets-file",
+        str(targets),
+        "--out",
+        str(out),
+        "--quiet",
+        "--no-tokenize",
+        *args,
+    ]
+
+
+def run_cmd(cmd: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=dict(os.environ)
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "error"),
+    [
+        pytest.param("html-login-page", "invalid-sse", id="html-login-page"),
+        pytest.param("always-429", "http-429", id="always-429"),
+        pytest.param("close-mid-chunk", "stream-error", id="close-mid-chunk"),
+    ],
+)
+def test_load_with_no_slo_fails_when_nothing_succeeded(
+    tmp_path: Path, name: str, error: str
+) -> None:
+    with hostile(name) as srv:
+        targets = write_targets(tmp_path / "targets.yaml", srv)
+        proc = run_cmd(load_cmd(targets, tmp_path / "r", "--users", "2", "--max-requests", "10"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "r").iterdir()
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["verdict"] == "fail" and s["exit_code"] == 1, s["reasons"]
+    assert s["requests"]["ok"] == 0 and s["requests"]["errors"] == {error: 10}
+    assert s["throughput"]["requests_per_s"] == 0 and s["throughput"]["output_tokens_per_s"] == 0
+    assert s["throughput"]["attempted_per_s"] > 0
+    assert s["reasons"][0].startswith(f"nothing succeeded: 0 of 10 requests ok (10 {error})")
+    assert "verdict: FAIL (nothing succeeded" in proc.stdout
+
+
+def test_the_verdict_rule() -> None:
+    assert judge(total=5, ok=0, errors={"timeout": 5}, slo_ok=True).status == "fail"
+    assert judge(total=5, ok=1, errors={"timeout": 4}, slo_ok=True).status == "pass"
+    assert judge(total=0, ok=0, errors={}, slo_ok=True).status == "inconclusive"
+    lagged = judge(total=5, ok=5, errors={}, slo_ok=True, unmeasured=["generator behind"])
+    assert (lagged.status, lagged.exit_code) == ("inconclusive", 1)
+    dead = judge(total=5, ok=0, errors={"timeout": 5}, slo_ok=True, unmeasured=["cpu"])
+    assert dead.reasons[0].endswith("within the target's timeout_s"), dead.reasons
+
+
+def test_throughput_counts_only_successes() -> None:
+    records = synth_records(200, seed=3, error_share=0.5)
+    st = compute_stats(records)
+    assert 0 < st.ok < st.total
+    assert st.requests_per_s == pytest.approx(st.ok / st.window_s)
+    assert st.attempted_per_s == pytest.approx(st.total / st.window_s)
+    ok_tokens = sum(r["output_tokens"] for r in records if not r["error"])
+    assert st.tokens_per_s == pytest.approx(ok_tokens / st.window_s)
+
+
+def test_a_used_run_id_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with hostile("always-429") as srv:
+        targets = write_targets(tmp_path / "targets.yaml", srv)
+        used = tmp_path / "r" / "again"
+        used.mkdir(parents=True)
+        (used / "records-w1.jsonl").write_text("{}\n")
+        cmd = load_cmd(targets, tmp_path / "r", "--users", "1", "--max-requests", "2")
+        assert main([*cmd[3:], "--run-id", "again"]) == 2
+        assert srv.requests == 0, "refused before any request"
+    err = capsys.readouterr().err
+    assert "already holds a run (records-w1.jsonl)" in err and "new --run-id" in err
+    assert sorted(p.name for p in used.iterdir()) == ["records-w1.jsonl"]
+
+
+def test_compare_of_incomparable_runs_is_not_no_regression(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    load = write_load_run(tmp_path / "load", synth_records(50, seed=1))
+    check = write_check_run(tmp_path / "check", {"CHAT-BASIC": "passed"})
+    assert main(["compare", str(load), str(check)]) == 2
+    err = capsys.readouterr().err
+    assert "nothing to compare" in err and "load results only" in err, err
+    assert not (check / "compare").exists()
+
+
+def test_compare_accepts_a_killed_runs_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = write_load_run(tmp_path / "base", synth_records(200, seed=1))
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    with (killed / "records-w1.jsonl").open("w") as fh:
+        for r in synth_records(200, seed=2):
+            fh.write(json.dumps(r) + "\n")
+        fh.write('{"half a line')  # what kill -9 leaves
+    assert main(["compare", str(base), str(killed)]) == 0
+    out = capsys.readouterr().out
+    assert "was not summarised (killed?): compared from its 200 per-worker records" in out
+    assert "ttft_p50" in out
