@@ -69,8 +69,17 @@ LoadShape = scenario_shape()
 ITL_TOLERANCE = 0.20
 
 
-def bench_spec(target: Target, tmp: Path, scenario: Path, users: int, duration: float) -> LoadSpec:
-    """The closed-loop run every calibration benchmark makes: generator pinned to CPU 0."""
+def bench_spec(
+    target: Target,
+    tmp: Path,
+    scenario: Path,
+    users: int,
+    duration: float,
+    processes: int | None = None,
+    cpus: str = "0",
+) -> LoadSpec:
+    """The closed-loop run every calibration benchmark makes: generator pinned to CPU 0 (or to
+    ``cpus``, with ``processes`` Locust workers)."""
     return LoadSpec(
         target=target,
         scenario=str(scenario),
@@ -78,7 +87,8 @@ def bench_spec(target: Target, tmp: Path, scenario: Path, users: int, duration: 
         duration_s=duration,
         out_dir=tmp / "reports",
         use_tokenize=False,
-        cpus="0",
+        cpus=cpus,
+        processes=processes,
         progress=False,
         allow_lag=True,
         drain_s=10.0,
@@ -86,10 +96,17 @@ def bench_spec(target: Target, tmp: Path, scenario: Path, users: int, duration: 
 
 
 def one_level(
-    tmp: Path, scenario: Path, users: int, duration: float, reader: str | None = None
+    tmp: Path,
+    scenario: Path,
+    users: int,
+    duration: float,
+    reader: str | None = None,
+    processes: int | None = None,
+    cpus: str = "0",
 ) -> dict[str, Any]:
     """One closed-loop run of ``users`` streams against a fresh calibration server; ``reader``
-    forces the generator's reader (``loop``: the pure-Python one) through ``SERVECHECK_READER``."""
+    forces the generator's reader (``loop``: the pure-Python one) through ``SERVECHECK_READER``;
+    ``processes`` > 1 runs that many Locust worker processes, on ``cpus``."""
     proc, base = start_truth_server(tmp, TTFT_S, ITL_S, TOKENS, cpu="1")
     saved = os.environ.get(ENV_READER)
     if reader:
@@ -99,7 +116,7 @@ def one_level(
             name="bench", base_url=base, engine="reference", models=["truth"], timeout_s=120
         )
         load_before = os.getloadavg()[0]
-        res = run_load(bench_spec(target, tmp, scenario, users, duration))
+        res = run_load(bench_spec(target, tmp, scenario, users, duration, processes, cpus))
         server = server_stats(base)
         per_request = server_requests(base)
     finally:
@@ -152,6 +169,9 @@ def one_level(
             "itl_p99": float(np.percentile(itl, 99)) if len(itl) else None,
             "itl_mean": float(itl.mean()) if len(itl) else None,
             "tokens_per_s": s["throughput"]["output_tokens_per_s"],
+            # wrk's definition (bench_capacity.py): tokens of the responses completed within the
+            # run's duration from the first send, over that duration (no ramp or drain in it).
+            "steady_tokens_per_s": _steady(recs, duration),
             "cpu_per_10k": s["generator"]["cpu_s_per_10k_tokens"],
             "gen_cpu_util": (s["generator"]["cpu_s"] / s["window_s"])
             if s.get("window_s")
@@ -162,6 +182,12 @@ def one_level(
         }
     )
     return row
+
+
+def _steady(recs: list[dict[str, Any]], duration: float) -> float:
+    t0 = min(r["t_sent"] for r in recs)
+    done = [r for r in recs if r.get("t_done") is not None and r["t_done"] <= t0 + duration]
+    return sum(int(r.get("output_tokens") or 0) for r in done) / duration
 
 
 def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 They take minutes and want a quiet machine; they are never part of ``make test``.
 ``bench_peers.py`` runs the peer load tools that ``scripts/install-peers.sh`` installs; without them
-it prints that and skips.
+it prints that and skips; so does ``bench_capacity.py`` without ``wrk`` (``apt-get install wrk``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ SCRIPTS = [
     "bench_merge.py",
     "bench_peers.py",
     "bench_load.py",
+    "bench_capacity.py",
 ]
 
 

@@ -3,7 +3,7 @@
 :class:`LLMUser` sends streaming chat completions and measures them the way
 ``servecheck/client/timing.py`` defines (TTFT stops at the first chunk that carries content or a
 tool-call delta, never at the role-only chunk), writes one :class:`RequestRecord` per finished
-request to this process's JSONL file, and fires Locust request events named ``TTFT <scenario>``
+request to this process's JSONL file (a worker also sends it to the master: transport.py), and fires Locust request events named ``TTFT <scenario>``
 and ``E2E <scenario>`` so Locust's web UI and CSVs stay useful (their percentiles are rounded;
 the report uses the records).
 
@@ -15,8 +15,9 @@ Whether a chunk carries a token is decided by the same function the timing clien
 
 Per process, :class:`_Controller` owns the record writer, the bounds (duration, request cap),
 the open-loop dispatcher and a generator-lag probe; when the bounds are reached and nothing is in
-flight it writes ``worker-<id>.json`` and quits the runner (a worker's quit ends a distributed run
-once every worker has quit).
+flight it writes ``worker-<id>.json`` and quits the runner. A worker instead sends its last batch
+and its totals to the master, whose :class:`~servecheck.load.transport.Collector` writes the run
+folder and quits once every worker is done or lost.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from typing import Any, ClassVar
 import gevent
 from gevent.lock import Semaphore
 from locust import LoadTestShape, User, constant, events, task
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig
 from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tokenize_counter
@@ -50,6 +51,17 @@ from servecheck.load.stream import (
     record_phases,
     retry_after_seconds,
 )
+from servecheck.load.transport import (
+    BATCH_INTERVAL_S,
+    DONE_MESSAGE,
+    LOCAL_DIR,
+    LOST_AFTER_S,
+    QUIT_GRACE_S,
+    RECORDS_MESSAGE,
+    BatchSender,
+    Collector,
+    worker_histograms,
+)
 from servecheck.load.wire import WireClient, WireResult
 
 __all__ = ["LLMUser", "scenario_shape"]
@@ -57,7 +69,6 @@ __all__ = ["LLMUser", "scenario_shape"]
 log = logging.getLogger("servecheck.load")
 _perf = time.perf_counter
 LAG_PROBE_S = 0.05
-DONE_MESSAGE = "servecheck_done"
 
 
 # ------------------------------------------------------------------ per-process controller
@@ -75,8 +86,18 @@ class _Controller:
             if cfg.workers > 1 or isinstance(environment.runner, WorkerRunner)
             else f"local-{os.getpid()}"
         )
-        Path(cfg.records_dir).mkdir(parents=True, exist_ok=True)
-        self.writer = RecordWriter(Path(cfg.records_dir) / f"records-{self.worker}.jsonl")
+        # A worker's records go to the master over Locust's channel (transport.py); its own
+        # folder keeps an append-only copy in local/, apart from the files the master writes.
+        runner = environment.runner
+        self.sender: BatchSender | None = None
+        self.out_dir = Path(cfg.records_dir)
+        if isinstance(runner, WorkerRunner):
+            self.out_dir = self.out_dir / LOCAL_DIR
+            self.sender = BatchSender(
+                self.worker, lambda data: runner.send_message(RECORDS_MESSAGE, data)
+            )
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.writer = RecordWriter(self.out_dir / f"records-{self.worker}.jsonl")
         self.epoch0 = time.time()
         self.perf0 = _perf()
         self.start = self.perf0
@@ -151,6 +172,22 @@ class _Controller:
                 planned = self.cap if planned is None else min(planned, self.cap)
             self.planned = planned
         self._probe = gevent.spawn(self._lag_probe)
+        if self.sender is not None:
+            gevent.spawn(self._send_batches)
+
+    def _send_batches(self) -> None:
+        """Hand queued records to the master every BATCH_INTERVAL_S (full batches go at once)."""
+        while not self.finished and self.sender is not None:
+            gevent.sleep(BATCH_INTERVAL_S)
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.sender is None:
+            return
+        try:
+            self.sender.flush(self.sent)
+        except Exception as exc:  # noqa: BLE001 - the local copy still has them; the master counts the gap
+            log.warning("could not send records to the master: %s", exc)
 
     def _lag_probe(self) -> None:
         """Sleep a fixed interval and record the overshoot: the generator's own scheduling delay."""
@@ -197,20 +234,35 @@ class _Controller:
         }
         self.writer.close()
         self.wire.close()
-        path = Path(self.cfg.records_dir) / f"worker-{self.worker}.json"
+        path = self.out_dir / f"worker-{self.worker}.json"
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(info), encoding="utf-8")
         os.replace(tmp, path)
         runner = self.env.runner
-        if quit_runner and runner is not None:
-            if isinstance(runner, WorkerRunner):
-                # Tell the master; it quits once every worker is done, and its quit collects the
-                # workers' final Locust stats (a worker quitting on its own loses its last report).
+        if isinstance(runner, WorkerRunner) and self.sender is not None:
+            # The last batch, then the totals the master checks it received (same connection,
+            # so they arrive in this order). Then the master quits once every worker is done,
+            # and its quit collects the workers' final Locust stats.
+            self._flush()
+            hist = worker_histograms(self.writer.path)
+            info["histograms"] = hist["histograms"]
+            totals = {**self.sender.totals(), "ok": hist["ok"], "tokens": hist["tokens"]}
+            try:
                 runner.send_message(
-                    DONE_MESSAGE, {"worker": self.worker, "records": self.writer.count}
+                    DONE_MESSAGE,
+                    {
+                        "worker": self.worker,
+                        "records": self.writer.count,
+                        "sent": self.sent,
+                        "complete": quit_runner,
+                        "totals": totals,
+                        "info": info,
+                    },
                 )
-            else:
-                gevent.spawn_later(0.05, runner.quit)
+            except Exception as exc:  # noqa: BLE001 - the master then reports this worker lost
+                log.warning("could not tell the master this worker is done: %s", exc)
+        elif quit_runner and runner is not None:
+            gevent.spawn_later(0.05, runner.quit)
 
     def reader_info(self) -> dict[str, Any]:
         """Which reader timed the tokens, and how (kernel receive stamps or the reader's clock)."""
@@ -314,7 +366,9 @@ class _Controller:
             usage=st.usage,
         )
         record_phases(rec, st, t0)
-        self.writer.write(rec)
+        line = self.writer.write(rec)
+        if self.sender is not None and self.sender.add(line):
+            self._flush()
         self.inflight -= 1
         self._fire(rec)
         if rec.retry_after_s and cfg.retry_after_max_s and cfg.mode not in ("fixed", "poisson"):
@@ -487,22 +541,70 @@ def _prompt(d: dict[str, Any]) -> Any:
     return Prompt(d["text"], int(d["prompt_tokens"]), int(d["max_tokens"]), d.get("kind", "chat"))
 
 
+def _master_records_dir() -> str:
+    path = os.environ.get(ENV_CONFIG)
+    if path:
+        return RunConfig.load(path).records_dir
+    return os.environ.get(
+        "SERVECHECK_RECORDS_DIR", str(Path("reports") / time.strftime("locust-%Y%m%d-%H%M%S"))
+    )
+
+
 @events.init.add_listener
 def _on_init(environment: Any, **_: Any) -> None:
     runner = environment.runner
     if not isinstance(runner, MasterRunner):
         return
-    done: set[str] = set()
+    expected = int(getattr(environment.parsed_options, "expect_workers", 1) or 1)
+    # The master alone writes the run folder: records arrive over Locust's channel.
+    collector = Collector(_master_records_dir(), expected)
+    quitting: list[bool] = []
 
-    def on_done(msg: Any, **_kw: Any) -> None:
-        done.add(str(msg.data.get("worker")))
-        expected = max(
-            runner.worker_count, int(getattr(environment.parsed_options, "expect_workers", 1) or 1)
-        )
-        if len(done) >= expected:
+    def maybe_quit() -> None:
+        if not quitting and collector.finished(runner.worker_count):
+            quitting.append(True)
             gevent.spawn_later(0.05, runner.quit)
 
+    def on_records(msg: Any, **_kw: Any) -> None:
+        collector.on_batch(str(msg.node_id), msg.data)
+
+    def on_done(msg: Any, **_kw: Any) -> None:
+        led = collector.on_done(str(msg.node_id), msg.data)
+        if led.mismatch:
+            log.error("worker %s: records differ from what it sent: %s", led.worker, led.mismatch)
+        maybe_quit()
+
+    missing_since: dict[str, float] = {}
+
+    def watch() -> None:
+        # Locust marks a worker missing after its heartbeats stop (about 3 s) and forgets one that
+        # quit; either way, one that never said done is lost, and the run says so. Missing
+        # heartbeats also happen to a live worker on a starved machine (Locust heals it on the
+        # next one), so a missing worker is lost only after LOST_AFTER_S; one that quit gets
+        # QUIT_GRACE_S for a done message still on its way.
+        while True:
+            gevent.sleep(0.5)
+            now = _perf()
+            for led in collector.running():
+                node = runner.clients.get(led.node)
+                if node is not None and node.state != STATE_MISSING:
+                    missing_since.pop(led.node, None)
+                    continue
+                since = missing_since.setdefault(led.node, now)
+                if now - since >= (QUIT_GRACE_S if node is None else LOST_AFTER_S):
+                    collector.on_lost(led.node)
+                    log.error(
+                        "worker %s disconnected: %d records kept, %d requests lost",
+                        led.worker,
+                        led.records,
+                        led.lost_requests,
+                    )
+            maybe_quit()
+
+    runner.register_message(RECORDS_MESSAGE, on_records)
     runner.register_message(DONE_MESSAGE, on_done)
+    gevent.spawn(watch)
+    environment.events.quitting.add_listener(lambda **_kw: collector.close())
 
 
 @events.test_stop.add_listener

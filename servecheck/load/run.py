@@ -36,6 +36,7 @@ from servecheck.load.schedule import StageShape, parse_duration, parse_rate, sha
 from servecheck.load.slo import SLO, Verdict, evaluate, parse_slos, request_predicate
 from servecheck.load.stats import RunStats, Schedule, compute_stats
 from servecheck.load.stream import parse_retry_after_cap
+from servecheck.load.transport import read_transport, transport_reasons
 from servecheck.load.verdict import judge
 from servecheck.redact import redact
 from servecheck.signals import Interrupted, die_with_parent, signum_of
@@ -164,7 +165,7 @@ def validate(spec: LoadSpec) -> list[SLO]:
         raise UsageError(f"role {spec.role!r}: local, master or worker")
     if spec.role != "local" and not spec.run_id:
         raise UsageError(
-            "--master/--worker need --run-id ID (the same on the master and every worker, so the records meet in one directory)"
+            "--master/--worker need --run-id ID (the same on the master and every worker, so every request id names the run)"
         )
     return [*parse_slos(spec.slos, "cli"), *parse_slos(spec.target.slo, "targets.yaml")]
 
@@ -572,6 +573,13 @@ def summarise(
                 + (f": {tail}" if tail else "")
                 + f" (see {run_dir / 'locust.stdout'})"
             )
+    transport = read_transport(run_dir)  # workers' records came over Locust's channel
+    if transport is not None:
+        unmeasured += transport_reasons(transport)
+    elif spec.role == "master" or (spec.role == "local" and (spec.processes or 1) > 1):
+        unmeasured.append(
+            "the master kept no ledger of its workers (transport.json): see locust.log"
+        )
     if partial:
         unmeasured.insert(0, f"partial run: {partial}")
     judged = judge(
@@ -608,6 +616,7 @@ def summarise(
             "merged": read.count,
             "bad_lines": read.bad_lines,
             "per_worker": {Path(k).name: v for k, v in read.per_file.items()},
+            **({"transport": transport} if transport is not None else {}),
         },
         **stats.as_dict(),
         "slo": [v.as_dict() for v in verdicts],

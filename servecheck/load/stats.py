@@ -91,6 +91,10 @@ class Histogram:
     def count(self) -> int:
         return int(self._h.get_total_count())
 
+    def encode(self) -> str:
+        """The histogram in HDR's portable base64 encoding (what a worker sends its master)."""
+        return self._h.encode().decode("ascii")
+
     def percentile_us(self, p: float) -> int:
         return int(self._h.get_value_at_percentile(p))
 

@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"report (partial): {result.run_dir}; records: {result.run_dir}/records*.jsonl")
         return stop.exit_code
     if spec.role == "worker":
-        print(f"worker done: records in {result.run_dir}")
+        print(f"worker done: records sent to the master, local copy in {result.run_dir / 'local'}")
         return 0
     print(format_summary(result.summary, result.verdicts))
     print(f"report: {result.run_dir}")
