@@ -45,7 +45,13 @@ from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tok
 from servecheck.load.reactor import StreamReactor
 from servecheck.load.records import RATE_LIMITED, RecordWriter, RequestRecord, cached_tokens
 from servecheck.load.schedule import FixedRate, Poisson, Stage, StageShape, for_worker, split_count
-from servecheck.load.stream import StreamState, classify, record_phases, retry_after_seconds
+from servecheck.load.stream import (
+    StreamState,
+    classify,
+    record_from_stream,
+    record_phases,
+    retry_after_seconds,
+)
 from servecheck.load.trace import TraceSchedule, open_schedule
 from servecheck.load.transport import (
     BATCH_INTERVAL_S,
@@ -368,22 +374,17 @@ class _Controller:
         if rec.error == RATE_LIMITED:
             rec.retry_after_s = retry_after_seconds(res.headers.get("retry-after"))
         rec.abandoned = res.hung_up
-        times = st.token_times
-        rec.output_tokens_client = len(times)
-        self.tokens += len(times)
-        if st.usage is not None and isinstance(st.usage.get("completion_tokens"), int):
-            rec.output_tokens = st.usage["completion_tokens"]
-            if isinstance(st.usage.get("prompt_tokens"), int):
-                rec.prompt_tokens = st.usage["prompt_tokens"]
+        self.tokens += len(st.token_times)
+        record_from_stream(
+            rec,
+            ttft=None if st.t_first is None else st.t_first - t0,
+            e2e=t_end - t0,
+            token_times=st.token_times,
+            usage=st.usage,
+        )
+        if st.usage is not None:
             rec.cached_tokens = cached_tokens(st.usage)
-        if st.t_first is not None:
-            rec.ttft = st.t_first - t0
-            rec.itls = [b - a for a, b in zip(times, times[1:], strict=False)]
         record_phases(rec, st, t0)
-        rec.e2e = t_end - t0
-        n_out = rec.tokens
-        if rec.ttft is not None and n_out >= 2:
-            rec.tpot = (rec.e2e - rec.ttft) / (n_out - 1)
         line = self.writer.write(rec)
         if self.sender is not None and self.sender.add(line):
             self._flush()

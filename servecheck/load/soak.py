@@ -323,6 +323,7 @@ async def load_cycle(
     from servecheck.client.http import ClientSettings
     from servecheck.load.abandon import chat_body, stream_chat
     from servecheck.load.records import RequestRecord
+    from servecheck.load.stream import record_from_stream
 
     settings = ClientSettings.for_target(target)
     url = target.base_url + "/chat/completions"
@@ -359,39 +360,28 @@ async def load_cycle(
                 abandon_after=plan.abandon_chunks if drop else None,
                 timeout_s=target.timeout_s,
             )
-            usage = out.usage or {}
-            n_out = (
-                usage.get("completion_tokens")
-                if isinstance(usage.get("completion_tokens"), int)
-                else None
-            )
-            tokens = n_out if n_out is not None else out.tokens_client
-            rec = RequestRecord(
-                target=target.name,
-                scenario="soak",
-                worker=f"cycle-{index}",
-                seq=next(seq),
-                t_intended=out.t_sent,
-                t_sent=out.t_sent,
-                t_done=out.t_done,
+            rec = record_from_stream(
+                RequestRecord(
+                    target=target.name,
+                    scenario="soak",
+                    worker=f"cycle-{index}",
+                    seq=next(seq),
+                    t_intended=out.t_sent,
+                    t_sent=out.t_sent,
+                    t_done=out.t_done,
+                    status=out.status,
+                    kind="abandon" if out.abandoned else "chat",
+                    error="abandoned" if out.abandoned else out.error,
+                    error_message=f"dropped on purpose after {plan.abandon_chunks} chunk(s)"
+                    if out.abandoned
+                    else out.error_message,
+                ),
                 ttft=out.ttft,
                 e2e=out.e2e,
-                tpot=(out.e2e - out.ttft) / (tokens - 1)
-                if out.e2e is not None and out.ttft is not None and tokens > 1
-                else None,
-                itls=out.itls,
-                output_tokens=n_out,
-                output_tokens_client=out.tokens_client,
-                prompt_tokens=usage.get("prompt_tokens")
-                if isinstance(usage.get("prompt_tokens"), int)
-                else None,
-                status=out.status,
-                kind="abandon" if out.abandoned else "chat",
-                error="abandoned" if out.abandoned else out.error,
-                error_message=f"dropped on purpose after {plan.abandon_chunks} chunk(s)"
-                if out.abandoned
-                else out.error_message,
+                token_times=out.token_times,
+                usage=out.usage,
             )
+            tokens = rec.tokens
             writer.write(rec)
             stats.requests += 1
             stats.tokens += tokens

@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.errors import UsageError
-from servecheck.workflows import coldstart
+from servecheck.workflows import RunResult, coldstart
 from servecheck.workflows.conformance import CheckSpec, run_check
 
 
 def run_conformance(
     target: str,
-    targets_file: str,
+    targets_file: str | None,
     run_dir: Path,
     name: str = "conformance",
     *,
@@ -86,17 +86,8 @@ class AcceptSpec:
 
 
 @dataclass(slots=True)
-class AcceptResult:
+class AcceptResult(RunResult):
     """The outcome of :func:`run_accept`; ``data`` is what ``accept.json`` holds."""
-
-    run_dir: Path
-    data: dict[str, Any]
-    page: Path
-    exit_code: int
-
-    @property
-    def passed(self) -> bool:
-        return self.exit_code == 0
 
 
 def run_accept(spec: AcceptSpec) -> AcceptResult:

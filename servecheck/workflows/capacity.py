@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.errors import UsageError
+from servecheck.workflows import RunResult
 
 
 def parse_levels(text: str, rates: bool) -> list[float]:
@@ -95,17 +96,8 @@ class CapacitySpec:
 
 
 @dataclass(slots=True)
-class CapacityResult:
+class CapacityResult(RunResult):
     """The outcome of :func:`run_capacity`; ``data`` is what ``capacity.json`` holds."""
-
-    run_dir: Path
-    data: dict[str, Any]
-    page: Path
-    exit_code: int
-
-    @property
-    def passed(self) -> bool:
-        return self.exit_code == 0
 
 
 def run_capacity(spec: CapacitySpec) -> CapacityResult:

@@ -25,7 +25,7 @@ from typing import Any
 
 from servecheck.errors import UsageError
 from servecheck.report.cutover_html import part_message as _part_message
-from servecheck.workflows import coldstart
+from servecheck.workflows import RunResult, coldstart
 
 COLD_READY_S = 900.0  # how long a launched candidate may take to become ready
 
@@ -64,17 +64,8 @@ class CutoverSpec:
 
 
 @dataclass(slots=True)
-class CutoverResult:
+class CutoverResult(RunResult):
     """The outcome of :func:`run_cutover`; ``data`` is what ``cutover.json`` holds."""
-
-    run_dir: Path
-    data: dict[str, Any]
-    page: Path
-    exit_code: int
-
-    @property
-    def passed(self) -> bool:
-        return self.exit_code == 0
 
 
 def run_cutover(spec: CutoverSpec) -> CutoverResult:

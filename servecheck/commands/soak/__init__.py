@@ -17,7 +17,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from servecheck import api
-from servecheck.commands.options import add_target_arguments, out_dir
+from servecheck.commands.options import add_run_arguments, add_target_arguments, out_dir
 from servecheck.load.soak import (
     MAX_CYCLES,
     MIN_CYCLES,
@@ -174,17 +174,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     v.add_argument("--no-rss", action="store_true", help="do not sample process RSS")
     v.add_argument("--no-nvml", action="store_true", help="do not sample NVML GPU memory")
-    parser.add_argument(
-        "--run-id", metavar="ID", help="run folder name (default: <time>-soak-<target>)"
-    )
+    add_run_arguments(parser, "soak", "<target>")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument(
-        "--reference-arg",
-        action="append",
-        default=[],
-        metavar="ARG",
-        help="extra argument for the embedded reference server (e.g. --fault=kv-leak)",
-    )
 
 
 def plan_from_args(args: argparse.Namespace, target: Target, model: str | None = None) -> SoakPlan:
