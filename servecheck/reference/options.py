@@ -123,6 +123,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ready-file", metavar="PATH", help="write the bound port here once listening"
     )
+    parser.add_argument(
+        "--prefix-cache-blocks",
+        type=int,
+        default=0,
+        metavar="N",
+        help="a prefix cache of N blocks: cached_tokens in usage, prefix-cache metrics (default: off)",
+    )
+    parser.add_argument(
+        "--prefix-cache-counted",
+        action="store_true",
+        help="idle cached prefix blocks count as KV usage (a soak sees a retained-cache plateau)",
+    )
 
 
 def check_names(args: argparse.Namespace) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 import jsonschema
 from aiohttp import web
 
-from servecheck.reference import model, reasoning
+from servecheck.reference import model, prefix_cache, reasoning
 from servecheck.reference.faults import FAULTS, QUIRKS
 
 ROLES = {"system", "user", "assistant", "tool", "developer", "function"}
@@ -50,6 +50,8 @@ class ServerConfig:
     context_policy: str = (
         "reject"  # reject | truncate (over-long prompts cut to fit, with a warning field)
     )
+    prefix_cache_blocks: int = 0  # > 0: a prefix cache of this many blocks (prefix_cache.py)
+    prefix_cache_counted: bool = False  # idle cached blocks count as KV usage (prefix_cache.py)
     reasoning: reasoning.ReasoningMode | None = None  # a reasoning model (reference/reasoning.py)
 
 
@@ -101,6 +103,7 @@ class State:
     step_seeded: int = 0
     dead: bool = False
     sem: asyncio.Semaphore | None = None
+    pcache: Any = None  # prefix_cache.PrefixCache, made on first use when configured
 
     @property
     def faults(self) -> frozenset[str]:
@@ -616,6 +619,7 @@ class _Slot:
         self.prompt_tokens = prompt_tokens
         self.aborted = False
         self.released = False
+        self.cached: int | None = None  # prompt tokens served by the prefix cache
         state.running += 1
         if seeded:
             state.seeded_running += 1
@@ -807,6 +811,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     else:
         await state.sem.acquire()
     slot = _Slot(state, prompt_tokens, seeded)
+    slot.cached = prefix_cache.lookup(state, messages, prompt_tokens)
     try:
         completion_tokens = _completion_tokens(choices)
         model_name = body["model"]
@@ -833,6 +838,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         state.prompt_tokens += prompt_tokens
         state.generation_tokens += completion_tokens
         full = _full_body(state, body, chat, choices, prompt_tokens, completion_tokens, model_name)
+        prefix_cache.annotate(full["usage"], slot.cached)
         if truncated_from:
             full["warnings"] = [
                 f"prompt truncated from {truncated_from} to {prompt_tokens} tokens (context {limit})"
@@ -1051,13 +1057,14 @@ async def _stream(
         # Absolute schedule from arrival: token k is due at ttft + k * itl, so a busy loop does
         # not make the delays drift (the load benchmark's "truth").
         nonlocal step
-        target = t0 + cfg.ttft_ms / 1000 + _extra + step * cfg.itl_ms / 1000
+        target = t0 + ttft_s + _extra + step * cfg.itl_ms / 1000
         step += 1
         now = time.monotonic()
         if target > now:
             await asyncio.sleep(target - now)
 
     _extra = _extra_delay(state)
+    ttft_s = prefix_cache.ttft_s(cfg, slot.cached, prompt_tokens)
     if "stream-error-in-200" in faults:
         await send(
             b'data: {"error": {"message": "upstream model crashed", "type": "server_error", "code": 500}}\n\n'
@@ -1194,7 +1201,10 @@ async def _stream(
     if include_usage:
         usage_tokens = completion_tokens + (3 if "stream-usage-wrong" in faults else 0)
         usage = json.dumps(
-            _usage(prompt_tokens, usage_tokens, faults, _reasoning_tokens(state, choices))
+            prefix_cache.annotate(
+                _usage(prompt_tokens, usage_tokens, faults, _reasoning_tokens(state, choices)),
+                slot.cached,
+            )
         )
         if "stream-usage-in-choices" in faults:
             await send(
@@ -1305,7 +1315,9 @@ async def metrics(request: web.Request) -> web.Response:
     st = request.app[STATE]
     cfg = st.config
     name = cfg.models[0]
-    used = min(cfg.kv_blocks, st.kv_used_blocks + st.kv_leaked_blocks)
+    used = min(
+        cfg.kv_blocks, st.kv_used_blocks + st.kv_leaked_blocks + prefix_cache.resident_blocks(st)
+    )
     lines = [
         "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.",
         "# TYPE vllm:kv_cache_usage_perc gauge",
@@ -1328,6 +1340,7 @@ async def metrics(request: web.Request) -> web.Response:
         "# HELP vllm:generation_tokens_total Number of generation tokens processed.",
         "# TYPE vllm:generation_tokens_total counter",
         f'vllm:generation_tokens_total{{engine="0",model_name="{name}"}} {st.generation_tokens}',
+        *prefix_cache.metric_lines(st),
     ]
     return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
 

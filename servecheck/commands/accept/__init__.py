@@ -13,6 +13,7 @@ import os
 
 from servecheck import api
 from servecheck.commands.options import add_target_arguments, out_dir
+from servecheck.workflows import coldstart
 from servecheck.workflows.accept import AcceptSpec
 from servecheck.workflows.conformance import SURFACE_FILES
 
@@ -85,6 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ARG",
         help="extra argument for the embedded reference server, e.g. --reference-arg=--fault=stream-no-done",
     )
+    coldstart.add_arguments(parser)
 
 
 def spec_from_args(args: argparse.Namespace) -> AcceptSpec:
@@ -107,6 +109,9 @@ def spec_from_args(args: argparse.Namespace) -> AcceptSpec:
         out=out_dir(args),
         run_id=args.run_id,
         reference_args=list(args.reference_arg),
+        launch=args.launch,
+        cold_start=args.cold_start,
+        cold_start_requests=args.cold_start_requests,
     )
 
 

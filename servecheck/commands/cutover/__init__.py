@@ -16,6 +16,7 @@ import os
 
 from servecheck import api
 from servecheck.commands.options import add_target_arguments, out_dir
+from servecheck.workflows import coldstart
 from servecheck.workflows.conformance import SURFACE_FILES
 from servecheck.workflows.cutover import CutoverSpec
 
@@ -123,6 +124,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ARG",
         help="extra argument for the embedded reference server",
     )
+    coldstart.add_arguments(parser)  # --launch / --cold-start: the candidate (NEW) starts now
 
 
 def spec_from_args(args: argparse.Namespace) -> CutoverSpec:
@@ -153,6 +155,9 @@ def spec_from_args(args: argparse.Namespace) -> CutoverSpec:
         out=out_dir(args),
         run_id=args.run_id,
         reference_args=list(args.reference_arg),
+        launch=args.launch,
+        cold_start=args.cold_start,
+        cold_start_requests=args.cold_start_requests,
     )
 
 

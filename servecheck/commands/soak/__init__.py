@@ -85,6 +85,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="prompt length in words (default: %(default)s)",
     )
+    w.add_argument(
+        "--shared-prefix",
+        type=int,
+        default=0,
+        metavar="WORDS",
+        help="every request opens with one of 4 shared system prompts of WORDS words, so the "
+        "engine's prefix cache is in play (a retained cache must read as retention, not a leak)",
+    )
     a = parser.add_argument_group("abandoned streams")
     a.add_argument(
         "--abandon",
