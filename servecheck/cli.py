@@ -104,7 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = argparse.ArgumentParser(prog=f"servecheck {name}", description=help_text)
     module.add_arguments(sub)
     args = sub.parse_args(args_list[1:])
-    install_sigterm_handler()  # SIGTERM cleans up like Ctrl-C: no orphaned child, no temp folder
+    if argv is None:
+        # The process is servecheck (console script, python -m): SIGTERM cleans up like Ctrl-C,
+        # no orphaned child, no temp folder. Called in-process (tests), the host keeps its own.
+        install_sigterm_handler()
     try:
         return int(module.run(args) or 0)
     except UsageError as exc:

@@ -314,12 +314,19 @@ def sc_ctx(request: pytest.FixtureRequest, sc_case: Case) -> Iterator[CheckConte
     if info.unreachable and sc_case.check.surface != "HEALTH":
         # One bounded probe already showed that nothing answers; running every check would wait
         # out every timeout (a hung server would take the catalogue an hour to fail).
+        slow = info.unreachable_kind == "timeout"
         raise CheckFailed(
             sc_case.check.id,
-            "the target did not answer at all during discovery",
+            f"the target accepted the connection but GET /v1/models did not answer within "
+            f"timeout_s={target.timeout_s:g} s during discovery"
+            if slow
+            else "nothing accepted a connection at the target during discovery",
             expected=f"an HTTP answer from {target.base_url}/models",
             received=info.error or "no answer",
-            hint="start the server or fix base_url; HEALTH-READY tells down from loading",
+            hint="the server is up but slow or hung: read its log, or raise timeout_s if it is "
+            "only slow; HEALTH-READY tells down from loading"
+            if slow
+            else "start the server or fix base_url; HEALTH-READY tells down from loading",
         )
     if sc_case.model == UNKNOWN_MODEL and sc_case.check.surface not in ("HEALTH", "MODELS", "AUTH"):
         raise CheckFailed(

@@ -69,3 +69,16 @@ def test_shared_options_default_to_none_and_read_their_variables(
     monkeypatch.setenv("SERVECHECK_REPORTS", "out-dir")
     args = parse()
     assert (args.targets_file, args.out) == ("elsewhere.yaml", "out-dir")
+
+
+def test_commands_stay_thin() -> None:
+    """A command parses, calls the library and prints (ARCHITECTURE.md): about 250 lines at most;
+    a run that grows belongs in servecheck/workflows/ or servecheck/load/."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "servecheck" / "commands"
+    sizes = {
+        p.relative_to(root).as_posix(): len(p.read_text().splitlines()) for p in root.rglob("*.py")
+    }
+    fat = {name: n for name, n in sizes.items() if n > 260}
+    assert not fat, f"command modules over ~250 lines: {fat}"

@@ -243,7 +243,9 @@ def test_hung_server_fails_every_check_fast_with_one_cause(pytester, hanging_ser
     assert "passed" not in outcomes
     result.stdout.fnmatch_lines(
         [
-            "*: the target did not answer at all during discovery",
+            "*: the target accepted the connection but GET /v1/models did not answer within "
+            "timeout_s=2 s during discovery",
             "  Received: GET /v1/models failed: timeout: *",
+            "  Hint: the server is up but slow or hung: read its log, or raise timeout_s*",
         ]
     )

@@ -31,6 +31,7 @@ class TargetInfo:
     )
     embedding_models: list[str] = field(default_factory=list)  # declared, else typed in /v1/models
     rerank_models: list[str] = field(default_factory=list)
+    unreachable_kind: str = ""  # connect (nothing listens) | timeout (listens, did not answer)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -114,6 +115,7 @@ def discover(target: Target, timeout_s: float = 10.0) -> TargetInfo:
         else:
             info.error = f"GET /v1/models failed: {ex.describe(300)}"
             info.unreachable = ex.error in ("connect", "timeout")
+            info.unreachable_kind = ex.error or ""
             if info.unreachable:
                 # Nothing answers: skip the other probes, each would wait out its own timeout.
                 if target.models:

@@ -37,7 +37,7 @@ def bounded_transports(mod: ModuleType) -> tuple[type[Any], type[Any]]:
         if time.monotonic() > deadline:
             raise mod.ReadTimeout(TOO_SLOW.format(timeout_s=timeout_s))
 
-    class BoundedStream(mod.SyncByteStream):  # type: ignore[misc,name-defined]
+    class BoundedStream(mod.SyncByteStream):  # type: ignore[name-defined]
         def __init__(self, inner: Any, timeout_s: float, max_bytes: int) -> None:
             self._inner, self._timeout_s, self._max = inner, timeout_s, max_bytes
             self._deadline = time.monotonic() + timeout_s
@@ -52,7 +52,7 @@ def bounded_transports(mod: ModuleType) -> tuple[type[Any], type[Any]]:
         def close(self) -> None:
             self._inner.close()
 
-    class AsyncBoundedStream(mod.AsyncByteStream):  # type: ignore[misc,name-defined]
+    class AsyncBoundedStream(mod.AsyncByteStream):  # type: ignore[name-defined]
         def __init__(self, inner: Any, timeout_s: float, max_bytes: int) -> None:
             self._inner, self._timeout_s, self._max = inner, timeout_s, max_bytes
             self._deadline = time.monotonic() + timeout_s
@@ -67,7 +67,7 @@ def bounded_transports(mod: ModuleType) -> tuple[type[Any], type[Any]]:
         async def aclose(self) -> None:
             await self._inner.aclose()
 
-    class BoundedTransport(mod.BaseTransport):  # type: ignore[misc,name-defined]
+    class BoundedTransport(mod.BaseTransport):  # type: ignore[name-defined]
         """Wraps a transport: every response ends within ``timeout_s`` and ``max_bytes``."""
 
         def __init__(self, inner: Any, timeout_s: float, max_bytes: int = MAX_BODY_BYTES) -> None:
@@ -81,7 +81,7 @@ def bounded_transports(mod: ModuleType) -> tuple[type[Any], type[Any]]:
         def close(self) -> None:
             self._inner.close()
 
-    class AsyncBoundedTransport(mod.AsyncBaseTransport):  # type: ignore[misc,name-defined]
+    class AsyncBoundedTransport(mod.AsyncBaseTransport):  # type: ignore[name-defined]
         """The asynchronous twin of ``BoundedTransport``."""
 
         def __init__(self, inner: Any, timeout_s: float, max_bytes: int = MAX_BODY_BYTES) -> None:

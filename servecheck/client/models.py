@@ -70,7 +70,7 @@ def model_for_target(target: Target, explicit: str | None = None) -> ModelChoice
         target.base_url,
         {**target.headers, **target.auth_headers()},
         explicit=explicit,
-        declared=target.models,
+        declared=target.models or (),
         timeout_s=target.connect_timeout_s,
         what=f"target {target.name!r}",
     )

@@ -62,6 +62,53 @@ def add_target_arguments(
         )
 
 
+def add_catalogue_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--surface``, ``-k`` and ``-n/--workers``: which checks of the catalogue run, how wide."""
+    from servecheck.workflows.conformance import SURFACE_FILES
+
+    parser.add_argument(
+        "--surface",
+        action="append",
+        choices=sorted(SURFACE_FILES),
+        metavar="NAME",
+        help=f"run only these surfaces; repeatable ({', '.join(SURFACE_FILES)})",
+    )
+    parser.add_argument(
+        "-k",
+        dest="keyword",
+        metavar="EXPR",
+        help="pytest -k expression over case ids, e.g. 'STREAM-DONE or CHAT-'",
+    )
+    parser.add_argument(
+        "-n",
+        "--workers",
+        default=os.environ.get("SERVECHECK_WORKERS", "auto"),
+        metavar="N",
+        help="pytest-xdist workers, 'auto' or a number; 0 runs in-process "
+        "(env SERVECHECK_WORKERS; default: %(default)s)",
+    )
+
+
+def add_run_arguments(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    kind: str,
+    label: str = "<target>",
+    reference_note: str = "",
+) -> None:
+    """``--run-id`` (the run folder's name) and ``--reference-arg`` (for the embedded server)."""
+    parser.add_argument(
+        "--run-id", metavar="ID", help=f"run folder name (default: <time>-{kind}-{label})"
+    )
+    parser.add_argument(
+        "--reference-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra argument for the embedded reference server, "
+        "e.g. --reference-arg=--fault=stream-no-done" + reference_note,
+    )
+
+
 def out_dir(args: argparse.Namespace) -> Path:
     """``--out``, else ``./reports``."""
     return Path(args.out or DEFAULT_OUT)
@@ -81,6 +128,8 @@ __all__ = [
     "DEFAULT_OUT",
     "ENV_OUT",
     "ENV_TARGET",
+    "add_catalogue_arguments",
+    "add_run_arguments",
     "add_target_arguments",
     "out_dir",
     "target_names",

@@ -31,9 +31,10 @@ def run(args: argparse.Namespace) -> int:
         loading_s=args.loading_s,
         kv_blocks=args.kv_blocks,
         max_num_seqs=args.max_num_seqs,
-        prefix_cache_blocks=args.prefix_cache_blocks,
         max_inflight=args.max_inflight,
         reasoning=mode,
+        prefix_cache_blocks=args.prefix_cache_blocks,
+        prefix_cache_counted=args.prefix_cache_counted,
     )
     serve(config, host=args.host, port=args.port, ready_file=args.ready_file)
     return 0

@@ -167,10 +167,29 @@ def _model_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
 def _pydantic_problems(
     exc: ValidationError, base_loc: tuple[Any, ...], model: type[BaseModel], raw: Any
 ) -> list[tuple[tuple[Any, ...], str]]:
-    out = []
+    out: list[tuple[tuple[Any, ...], str]] = []
+    unions: dict[tuple[Any, ...], tuple[list[str], Any]] = {}
     for err in exc.errors():
         loc = tuple(err["loc"])
         kind = err["type"]
+        if loc and isinstance(loc[-1], str) and _UNION_TAG.match(loc[-1]):
+            # One error per branch of a union (``bool | Literal["auto"]``): pydantic's internal
+            # tags (``.bool``, ``.literal['auto']``) mean nothing to a user; say it once.
+            choices, _ = unions.setdefault(loc[:-1], ([], err.get("input")))
+            tag = loc[-1]
+            choices += (
+                re.findall(r"'([^']*)'", tag)
+                if tag.startswith("literal")
+                else [
+                    {
+                        "bool": "true|false",
+                        "int": "a whole number",
+                        "float": "a number",
+                        "str": "a string",
+                    }.get(tag, tag)
+                ]
+            )
+            continue
         if kind == "extra_forbidden":
             key = str(loc[-1])
             hint = did_you_mean(key, _model_fields(model, loc[:-1]))
@@ -195,7 +214,12 @@ def _pydantic_problems(
             ):
                 message += f" (got {given!r})"
         out.append(((*base_loc, *loc), message))
+    for loc, (choices, given) in unions.items():
+        out.append(((*base_loc, *loc), f"{given!r} is not one of {'|'.join(choices)}"))
     return out
+
+
+_UNION_TAG = re.compile(r"^(bool|int|float|str|literal\[.*\]|function-\w+\[.*\])$")
 
 
 def _merge(defaults: dict[str, Any], target: dict[str, Any]) -> dict[str, Any]:
@@ -246,8 +270,9 @@ def _slo_problems(
     command here, not only ``load`` after readiness and the whole catalogue."""
     from servecheck.load.slo import parse_slos
 
-    own = merged.get("slo") if isinstance(merged.get("slo"), list) else []
-    problems = []
+    raw = merged.get("slo")
+    own: list[Any] = raw if isinstance(raw, list) else []
+    problems: list[tuple[tuple[Any, ...], str]] = []
     for i, text in enumerate(slos):
         try:
             parse_slos([text], "targets.yaml")

@@ -64,6 +64,7 @@ class StreamOutcome:
     ttft: float | None = None
     e2e: float | None = None
     itls: list[float] = field(default_factory=list)
+    token_times: list[float] = field(default_factory=list)  # perf_counter, per token chunk
     tokens_client: int = 0
     usage: dict[str, Any] | None = None
     abandoned: bool = False
@@ -152,6 +153,7 @@ async def stream_chat(
     out.ttft = None if state.t_first is None else state.t_first - t0
     times = state.token_times
     out.itls = [b - a for a, b in zip(times, times[1:], strict=False)]
+    out.token_times = list(times)
     out.tokens_client = len(times)
     out.usage = state.usage
     return out

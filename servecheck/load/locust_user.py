@@ -39,12 +39,20 @@ from gevent.lock import Semaphore
 from locust import LoadTestShape, User, constant, events, task
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
+from servecheck.load.conversation import PlannedRequest, reply_text, single_turn
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig
 from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tokenize_counter
 from servecheck.load.reactor import StreamReactor
-from servecheck.load.records import RATE_LIMITED, RecordWriter, RequestRecord
-from servecheck.load.schedule import Stage, StageShape, for_worker, split_count
-from servecheck.load.stream import StreamState, classify, record_phases, retry_after_seconds
+from servecheck.load.records import RATE_LIMITED, RecordWriter, RequestRecord, cached_tokens
+from servecheck.load.schedule import FixedRate, Poisson, Stage, StageShape, for_worker, split_count
+from servecheck.load.stream import (
+    StreamState,
+    classify,
+    record_from_stream,
+    record_phases,
+    retry_after_seconds,
+)
+from servecheck.load.trace import TraceSchedule, open_schedule
 from servecheck.load.transport import (
     BATCH_INTERVAL_S,
     DONE_MESSAGE,
@@ -63,6 +71,7 @@ __all__ = ["LLMUser", "scenario_shape"]
 log = logging.getLogger("servecheck.load")
 _perf = time.perf_counter
 LAG_PROBE_S = 0.05
+OPEN_MODES = ("fixed", "poisson", "trace")  # one dispatcher sends at scheduled times
 
 
 # ------------------------------------------------------------------ per-process controller
@@ -111,6 +120,7 @@ class _Controller:
         self.rid_prefix = re.sub(r"[^A-Za-z0-9._:-]", "_", f"{cfg.run_id}-{self.worker}")
         self.prompts = PromptSet()
         self.dispatcher_claimed = False
+        self.sched: FixedRate | Poisson | TraceSchedule | None = None
         self.headers = {
             "Content-Type": "application/json",
             "Accept": "text/event-stream",
@@ -153,14 +163,8 @@ class _Controller:
         self.start = _perf()
         if self.cfg.duration_s:
             self.deadline = self.start + self.cfg.duration_s
-        if self.cfg.mode in ("fixed", "poisson") and self.cfg.rate:
-            sched = for_worker(
-                self.cfg.rate,
-                self.cfg.mode == "poisson",
-                self.cfg.seed,
-                self.index % self.cfg.workers,
-                self.cfg.workers,
-            )
+        if self.cfg.mode in OPEN_MODES and (self.cfg.rate or self.cfg.trace):
+            sched = self.sched = self.arrivals()
             planned = sched.planned(self.cfg.duration_s) if self.cfg.duration_s else None
             if self.cap is not None:
                 planned = self.cap if planned is None else min(planned, self.cap)
@@ -182,6 +186,15 @@ class _Controller:
             self.sender.flush(self.sent)
         except Exception as exc:  # noqa: BLE001 - the local copy still has them; the master counts the gap
             log.warning("could not send records to the master: %s", exc)
+
+    def arrivals(self) -> FixedRate | Poisson | TraceSchedule:
+        """This worker's open-loop schedule: a fixed rate, Poisson, or its share of a trace."""
+        cfg = self.cfg
+        if cfg.trace:
+            return open_schedule(cfg, self.index)
+        return for_worker(
+            cfg.rate or 1.0, cfg.mode == "poisson", cfg.seed, self.index % cfg.workers, cfg.workers
+        )
 
     def _lag_probe(self) -> None:
         """Sleep a fixed interval and record the overshoot: the generator's own scheduling delay."""
@@ -241,7 +254,12 @@ class _Controller:
             hist = worker_histograms(self.writer.path)
             info["histograms"] = hist["histograms"]
             totals = {**self.sender.totals(), "ok": hist["ok"], "tokens": hist["tokens"]}
+            # Our last Locust stats go first too: the master's quit waits only a fixed 0.5 s for
+            # final reports, which a loaded machine misses (its CSV then counted 12 of 24).
+            send_stats = getattr(runner, "_send_stats", None)
             try:
+                if callable(send_stats):
+                    send_stats()
                 runner.send_message(
                     DONE_MESSAGE,
                     {
@@ -283,10 +301,10 @@ class _Controller:
     def send(self, user: LLMUser, intended: float) -> None:
         """Send one streaming request; record it whatever happens. Never raises."""
         cfg = self.cfg
-        prompt = self.prompts.pick(user.rng)
+        prompt = user.plan_request(self)  # a PlannedRequest (servecheck/load/conversation.py)
         body: dict[str, Any] = {
             "model": cfg.model,
-            "messages": [{"role": "user", "content": prompt.text}],
+            "messages": prompt.messages,
             "max_tokens": prompt.max_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -309,8 +327,13 @@ class _Controller:
             kind=prompt.kind,
             prompt_tokens=prompt.prompt_tokens,
             request_id=f"{self.rid_prefix}-{seq}",
+            **prompt.fields,
         )
         st = StreamState()
+        # A scenario that continues from the reply (multi-turn) gets the stream's bytes: every read
+        # then goes through the parser (no token shortcut), and the text is taken after the end.
+        raw: list[bytes] | None = [] if prompt.capture else None
+        feed = st.feed if raw is None else _capture(st.feed, raw)
         until = None
         stop_at = user.hang_up_after_tokens
         if stop_at is not None and stop_at > 0 and user.rng.random() < user.hang_up_share:
@@ -322,9 +345,9 @@ class _Controller:
             res = self.wire.post_stream(
                 "/chat/completions",
                 payload,
-                st.feed,
+                feed,
                 deadline=t0 + cfg.timeout_s,
-                on_token=st.token,
+                on_token=st.token if raw is None else None,
                 request_id=rec.request_id,
                 until=until,
             )
@@ -351,25 +374,23 @@ class _Controller:
         if rec.error == RATE_LIMITED:
             rec.retry_after_s = retry_after_seconds(res.headers.get("retry-after"))
         rec.abandoned = res.hung_up
-        times = st.token_times
-        rec.output_tokens_client = len(times)
-        self.tokens += len(times)
-        if st.usage is not None and isinstance(st.usage.get("completion_tokens"), int):
-            rec.output_tokens = st.usage["completion_tokens"]
-            if isinstance(st.usage.get("prompt_tokens"), int):
-                rec.prompt_tokens = st.usage["prompt_tokens"]
-        if st.t_first is not None:
-            rec.ttft = st.t_first - t0
-            rec.itls = [b - a for a, b in zip(times, times[1:], strict=False)]
+        self.tokens += len(st.token_times)
+        record_from_stream(
+            rec,
+            ttft=None if st.t_first is None else st.t_first - t0,
+            e2e=t_end - t0,
+            token_times=st.token_times,
+            usage=st.usage,
+        )
+        if st.usage is not None:
+            rec.cached_tokens = cached_tokens(st.usage)
         record_phases(rec, st, t0)
-        rec.e2e = t_end - t0
-        n_out = rec.tokens
-        if rec.ttft is not None and n_out >= 2:
-            rec.tpot = (rec.e2e - rec.ttft) / (n_out - 1)
         line = self.writer.write(rec)
         if self.sender is not None and self.sender.add(line):
             self._flush()
         self.inflight -= 1
+        if prompt.state is not None:
+            user.after_response(prompt, rec, reply_text(b"".join(raw or ())), st.usage)
         self._fire(rec)
         if rec.retry_after_s and cfg.retry_after_max_s and cfg.mode not in ("fixed", "poisson"):
             # Closed loop, --honour-retry-after: this user backs off as a well-behaved client
@@ -427,6 +448,14 @@ class _Controller:
             exception=None,
             context={},
         )
+
+
+def _capture(feed: Any, raw: list[bytes]) -> Any:
+    def capturing(data: bytes, t: float) -> None:
+        raw.append(data)
+        feed(data, t)
+
+    return capturing
 
 
 _CTRL: dict[str, _Controller] = {}
@@ -530,6 +559,8 @@ def controller(environment: Any) -> _Controller:
                     for m in mix
                 ]
             ctrl.prompts = build_prompt_set(mix, seed=cfg.seed, count=counter, tokenizer=flavour)
+        if user_cls is not None:
+            user_cls.prepare_run(ctrl)
         ctrl.begin()
         _CTRL["c"] = ctrl
     return ctrl
@@ -653,13 +684,28 @@ class LLMUser(User):
         ctrl = controller(self.environment)
         self.rng = random.Random(ctrl.cfg.seed * 1_000_003 + ctrl.index * 10_007 + id(self) % 9973)
 
+    @classmethod
+    def prepare_run(cls, ctrl: _Controller) -> None:
+        """Once per process, before the run's clock starts: a scenario builds what it needs
+        (shared prompts, a trace's corpus) here, so the time is in no request's lag."""
+
     def kind_body(self, kind: str) -> dict[str, Any]:
         return self.kinds.get(kind, {})
+
+    def plan_request(self, ctrl: _Controller) -> PlannedRequest:
+        """The next request to send: one user message from the mix. Scenarios that build their
+        own (multi-turn, shared prefix) override it and get the reply in :meth:`after_response`."""
+        return single_turn(ctrl.prompts.pick(self.rng))
+
+    def after_response(
+        self, req: PlannedRequest, rec: RequestRecord, reply: str, usage: dict[str, Any] | None
+    ) -> None:
+        """Called after a request whose ``state`` is set, with its record and reply text."""
 
     @task
     def run_one(self) -> None:
         ctrl = controller(self.environment)
-        if ctrl.cfg.mode in ("fixed", "poisson"):
+        if ctrl.cfg.mode in OPEN_MODES:
             if ctrl.dispatcher_claimed:
                 self._idle(ctrl)
                 return
@@ -679,9 +725,7 @@ class LLMUser(User):
     def _dispatch(self, ctrl: _Controller) -> None:
         """Open loop: sleep until each absolute slot time, then spawn the request."""
         cfg = ctrl.cfg
-        sched = for_worker(
-            cfg.rate or 1.0, cfg.mode == "poisson", cfg.seed, ctrl.index % cfg.workers, cfg.workers
-        )
+        sched = ctrl.sched or ctrl.arrivals()
         gate = Semaphore(cfg.max_inflight)
         greenlets: list[Any] = []
         start = ctrl.start

@@ -62,7 +62,7 @@ class RunConfig:
     base_url: str
     model: str
     records_dir: str
-    mode: str = "closed"  # closed | fixed | poisson | shape
+    mode: str = "closed"  # closed | fixed | poisson | shape | trace
     users: int = 1
     rate: float | None = None
     seed: int = 0
@@ -84,6 +84,9 @@ class RunConfig:
     context_length: int | None = None  # prompt + output of every request is kept inside it
     shape: list[dict[str, Any]] = field(default_factory=list)  # stages {end, users, spawn_rate}
     extra_body: dict[str, Any] = field(default_factory=dict)
+    trace: str | None = None  # mode "trace": replay this file (load/trace.py)
+    trace_format: str = "auto"
+    trace_speed: float = 1.0
 
     def dump(self, path: str | os.PathLike[str]) -> Path:
         """Write the config, every secret masked (header values, URL credentials): the file

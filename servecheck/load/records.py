@@ -82,6 +82,12 @@ class RequestRecord:
     reasoning_tokens_client: int = 0  # reasoning chunks the client counted
     itls_reasoning: list[float] = field(default_factory=list)
     itls_answer: list[float] = field(default_factory=list)
+    # Production-like scenarios (load/conversation.py); written only when set.
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens
+    conversation: str | None = None
+    turn: int | None = None  # 0-based turn of its conversation
+    history_tokens: int | None = None  # tokens resent before this turn's new user message
+    prefix_group: str | None = None  # which shared system prompt it opened with
 
     @property
     def ok(self) -> bool:
@@ -136,6 +142,10 @@ class RequestRecord:
             "retry_after_s": self.retry_after_s,
             "ttfa": _r6(self.ttfa),
         }
+        for key in _OPTIONAL:
+            value = getattr(self, key)
+            if value is not None:
+                tail[key] = value
         if self.reasoning_tokens is not None:
             tail["reasoning_tokens"] = self.reasoning_tokens
         if self.reasoning_tokens_client or self.ttfr is not None:
@@ -149,6 +159,18 @@ class RequestRecord:
     def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
+
+
+_OPTIONAL = ("cached_tokens", "conversation", "turn", "history_tokens", "prefix_group")
+
+
+def cached_tokens(usage: dict[str, Any]) -> int | None:
+    """``usage.prompt_tokens_details.cached_tokens`` (prompt tokens the engine's prefix cache
+    served), or None when the server does not report it (vLLM needs
+    ``--enable-prompt-tokens-details``)."""
+    details = usage.get("prompt_tokens_details")
+    value = details.get("cached_tokens") if isinstance(details, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _r6(x: float | None) -> float | None:

@@ -28,6 +28,9 @@ from typing import Any
 from servecheck.client.models import ModelChoice, model_for_target
 from servecheck.config.model import Target
 from servecheck.errors import UsageError, did_you_mean
+from servecheck.load import engine_cache
+from servecheck.load.breakdown import ENGINE_FILE, format_breakdown, scenario_breakdown
+from servecheck.load.dataset import check_env as check_dataset_env
 from servecheck.load.phases import phase_lines
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
 from servecheck.load.reach import target_down
@@ -36,8 +39,10 @@ from servecheck.load.schedule import StageShape, parse_duration, parse_rate, sha
 from servecheck.load.slo import SLO, Verdict, evaluate, parse_slos, request_predicate
 from servecheck.load.stats import RunStats, Schedule, compute_stats
 from servecheck.load.stream import parse_retry_after_cap
+from servecheck.load.trace import trace_duration
 from servecheck.load.transport import read_transport, transport_reasons
 from servecheck.load.verdict import judge
+from servecheck.load.warmup import Warmup, extend_bounds, format_warmup
 from servecheck.redact import redact
 from servecheck.signals import Interrupted, die_with_parent, signum_of
 
@@ -84,6 +89,11 @@ class LoadSpec:
     cpus: str | None = None  # taskset CPU list for the generator, e.g. "0"
     progress: bool = True
     allow_lag: bool = False  # do not fail the run when the generator fell behind
+    trace: str | None = None  # replay this trace file on its schedule (mode "trace")
+    trace_format: str = "auto"
+    trace_speed: float = 1.0  # 2.0 replays twice as fast
+    warmup_s: float | None = None  # sent on top of the bounds, kept out of the statistics
+    warmup_requests: int | None = None
 
 
 @dataclass(slots=True)
@@ -145,7 +155,14 @@ def _new_run_id(scenario: str) -> str:
 def validate(spec: LoadSpec) -> list[SLO]:
     """Check a spec before anything starts; returns the parsed SLOs (CLI first, then targets.yaml)."""
     modes = [
-        m for m, v in (("--users", spec.users), ("--rate", spec.rate), ("shape", spec.shape)) if v
+        m
+        for m, v in (
+            ("--users", spec.users),
+            ("--rate", spec.rate),
+            ("shape", spec.shape),
+            ("--trace", spec.trace),
+        )
+        if v
     ]
     if spec.role != "worker":
         if len(modes) != 1:
@@ -153,7 +170,8 @@ def validate(spec: LoadSpec) -> list[SLO]:
                 "give exactly one of --users N (closed loop), --rate R/s (open loop) or a plan with a shape"
                 + (f"; got {' and '.join(modes)}" if modes else "")
             )
-        if spec.duration_s is None and spec.max_requests is None and spec.shape is None:
+        bounded = spec.shape is not None or spec.trace is not None  # a trace ends by itself
+        if spec.duration_s is None and spec.max_requests is None and not bounded:
             raise UsageError(
                 "refusing to start an unbounded load test: give --duration (e.g. 5m) or --max-requests N"
             )
@@ -167,12 +185,23 @@ def validate(spec: LoadSpec) -> list[SLO]:
         raise UsageError(
             "--master/--worker need --run-id ID (the same on the master and every worker, so every request id names the run)"
         )
-    return [*parse_slos(spec.slos, "cli"), *parse_slos(spec.target.slo, "targets.yaml")]
+    slos = [*parse_slos(spec.slos, "cli"), *parse_slos(spec.target.slo, "targets.yaml")]
+    # The same bound from --slo and targets.yaml is one SLO (judged and printed once, as "cli").
+    seen: set[tuple[str, str, float]] = set()
+    unique = []
+    for slo in slos:
+        key = (slo.name, slo.op, slo.bound)
+        if key not in seen:
+            seen.add(key)
+            unique.append(slo)
+    return unique
 
 
 def _mode(spec: LoadSpec) -> str:
     if spec.shape is not None:
         return "shape"
+    if spec.trace is not None:
+        return "trace"
     if spec.rate is not None:
         return "poisson" if spec.poisson else "fixed"
     return "closed"
@@ -188,6 +217,9 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
     duration = spec.duration_s
     if spec.shape is not None:
         duration = min(duration, spec.shape.duration) if duration else spec.shape.duration
+    if spec.trace is not None and duration is None:  # the trace's span, its last send inside
+        duration = trace_duration(spec.trace, spec.trace_format, spec.trace_speed)
+    duration, max_requests = extend_bounds(duration, spec.max_requests, _warmup(spec))
     return RunConfig(
         run_id=run_id,
         target=spec.target.name,
@@ -200,7 +232,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         rate=spec.rate,
         seed=spec.seed,
         duration_s=duration,
-        max_requests=spec.max_requests,
+        max_requests=max_requests,
         workers=_workers(spec),
         max_inflight=spec.max_inflight,
         drain_s=_drain(spec),
@@ -217,7 +249,14 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         extra_body=dict(spec.extra_body),
         use_tokenize=spec.use_tokenize,
         context_length=spec.target.context_length,
+        trace=str(Path(spec.trace).resolve()) if spec.trace else None,
+        trace_format=spec.trace_format,
+        trace_speed=spec.trace_speed,
     )
+
+
+def _warmup(spec: LoadSpec) -> Warmup:
+    return Warmup(spec.warmup_s, spec.warmup_requests)
 
 
 def _drain(spec: LoadSpec) -> float:
@@ -258,7 +297,7 @@ def locust_command(spec: LoadSpec, cfg: RunConfig, run_dir: Path) -> list[str]:
         # Locust's own timer is only a backstop: our controller ends the run at the bound and
         # lets in-flight requests finish (drain).
         cmd += ["-t", f"{int(bound + cfg.drain_s + 10)}s", "--stop-timeout", f"{int(cfg.drain_s)}"]
-        if cfg.mode in ("fixed", "poisson"):
+        if cfg.mode in ("fixed", "poisson", "trace"):
             n = _workers(spec)
             cmd += ["-u", str(n), "-r", str(n)]
         elif cfg.mode == "closed":
@@ -465,6 +504,7 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     say = on_log or (lambda s: None)
     slos = validate(spec)
     scenario_path(spec.scenario)  # fail early on an unknown scenario
+    check_dataset_env()  # SERVECHECK_DATASET: a bad file is a usage error before any load
     down = target_down(spec.target.base_url, spec.target.connect_timeout_s)
     if down:
         choice = ModelChoice(
@@ -506,6 +546,7 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     started = time.time()
     bound = cfg.duration_s
     wall = (bound or 3600.0) + cfg.drain_s + 120.0
+    cache0 = engine_cache.snapshot(spec.target, 2.0) if spec.role != "worker" else {}
     try:
         rc = _run_locust(cmd, env, run_dir, wall, spec.progress, bound)
     except KeyboardInterrupt as exc:
@@ -518,6 +559,9 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
         say(f"{why}: partial summary in {run_dir / 'summary.json'}; records in {run_dir}")
         raise Interrupted(signum, partial) from None
     ended = time.time()
+    if spec.role != "worker":  # the engine's prefix-cache counters over the run (breakdown.py)
+        delta = engine_cache.run_delta(cache0, engine_cache.snapshot(spec.target, 2.0))
+        (run_dir / ENGINE_FILE).write_text(json.dumps(delta) + "\n", encoding="utf-8")
     if spec.role == "worker":
         # The master merges and judges; a worker only reports where its records are.
         empty = RunStats()
@@ -558,8 +602,18 @@ def summarise(
             cfg.rate * cfg.duration_s
         )  # no worker reported (killed): judge against the plan
     loop_lag = [x for i in infos for x in i.get("loop_lag_s", [])]
+    warm = _warmup(spec)
+    if warm.active:  # a first pass takes the warm-up's own figures; they count for nothing else
+        for _ in warm.measured(read.iter_records()):
+            pass
+        planned = None if planned is None else max(0, planned - warm.count)
+
+    def records() -> Any:
+        its = read.iter_records()
+        return _warmup(spec).measured(its) if warm.active else its
+
     sched = Schedule(mode=cfg.mode, planned=planned, max_lag_ms=spec.max_lag_ms)
-    stats = compute_stats(read.iter_records(), sched, request_predicate(slos), loop_lag)
+    stats = compute_stats(records(), sched, request_predicate(slos), loop_lag)
     verdicts = evaluate(slos, stats)
     slo_ok = all(v.passed for v in verdicts)
     unmeasured: list[str] = []
@@ -585,7 +639,12 @@ def summarise(
     judged = judge(
         total=stats.total,
         ok=stats.ok,
-        errors=stats.errors,
+        # Shed requests are not failures, but a run in which every answer was a 429 still
+        # served nobody: the rule sees them beside the error classes.
+        errors={
+            **stats.errors,
+            **({"rate-limited": stats.rate_limited} if stats.rate_limited else {}),
+        },
         slo_ok=slo_ok,
         unmeasured=unmeasured,
         down=down,
@@ -635,6 +694,9 @@ def summarise(
         },
         "files": sorted(p.name for p in run_dir.iterdir() if p.is_file()),
     }
+    summary.update(scenario_breakdown(records(), run_dir))  # turns, prefix cache
+    if warm.active:
+        summary["warmup"] = warm.as_dict()
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     text = format_summary(summary, verdicts)
     (run_dir / "summary.txt").write_text(text + "\n", encoding="utf-8")
@@ -687,15 +749,15 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
             f"tokens: usage {tok['output_usage']}, client chunks {tok['output_client']}, "
             f"{tok['discrepant_requests']} requests differ, {tok['usage_missing']} without usage"
         )
+    lines += format_breakdown(summary) + format_warmup(summary)
     for v in verdicts:
         lines.append(v.line())
     sched = summary["schedule"]
     if sched["behind"] and req["ok"]:  # with nothing ok the server is to blame (the verdict says)
         lines += [f"WARNING: {r}" for r in sched["reasons"]]
-    lines.append(
-        f"verdict: {summary['verdict'].upper()}"
-        + (f" ({'; '.join(summary['reasons'])})" if summary["reasons"] else "")
-    )
+    breached = [str(v.get("slo")) for v in summary.get("slo") or [] if not v.get("passed")]
+    why = [*summary["reasons"], *([f"SLO breached: {', '.join(breached)}"] if breached else [])]
+    lines.append(f"verdict: {summary['verdict'].upper()}" + (f" ({'; '.join(why)})" if why else ""))
     return "\n".join(lines)
 
 
@@ -724,7 +786,9 @@ def spec_from_options(
 
     users, rate = o("users"), o("rate")
     shape = None
-    if users is None and rate is None:
+    if o("speed") is not None and o("speed") <= 0:
+        raise UsageError(f"--speed {o('speed'):g}: must be > 0")
+    if users is None and rate is None and o("trace") is None:
         users, rate = plan.get("users"), plan.get("rate")
         if plan.get("shape"):
             shape = shape_from_spec(dict(plan["shape"]))
@@ -736,7 +800,7 @@ def spec_from_options(
         raise UsageError("--master and --worker exclude each other")
     return LoadSpec(
         target=target,
-        scenario=pick("scenario") or "chat",
+        scenario=pick("scenario") or ("trace" if o("trace") else "chat"),
         users=int(users) if users is not None else None,
         rate=parse_rate(rate) if rate is not None else None,
         poisson=bool(pick("poisson")),
@@ -763,6 +827,11 @@ def spec_from_options(
         cpus=o("cpus"),
         progress=not o("quiet"),
         allow_lag=bool(o("allow_lag")),
+        trace=o("trace"),
+        trace_format=o("trace_format") or "auto",
+        trace_speed=float(o("speed") or 1.0),
+        warmup_s=parse_duration(o("warmup")) if o("warmup") else None,
+        warmup_requests=o("warmup_requests"),
     )
 
 

@@ -136,7 +136,7 @@ class Verdict:
         else:
             seen = f"{self.observed:.2f}/s"
         note = f" ({self.note})" if self.note else ""
-        return f"{mark} {self.slo.text}  observed {seen}{note}"
+        return f"{mark} {self.slo.text}  observed {seen}{note}  [{self.slo.source}]"
 
 
 def parse_slo(text: str, source: str = "cli") -> SLO:

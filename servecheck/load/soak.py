@@ -61,6 +61,7 @@ class SoakPlan:
     concurrency: int
     max_tokens: int = 128
     prompt_words: int = 60
+    shared_prefix_words: int = 0  # > 0: requests open with one of 4 shared system prompts
     interval_s: float = 0.5
     tolerance: float = 0.02
     rss_tolerance: float = 256 * 2**20
@@ -97,6 +98,8 @@ class SoakPlan:
             )
         if not 1 <= self.concurrency <= 1024:
             raise UsageError(f"--concurrency {self.concurrency}: between 1 and 1024")
+        if not 0 <= self.shared_prefix_words <= 100_000:
+            raise UsageError(f"--shared-prefix {self.shared_prefix_words}: between 0 and 100000")
         if not 1 <= self.max_tokens <= 100_000 or not 1 <= self.prompt_words <= 100_000:
             raise UsageError("--max-tokens and --prompt-words must be between 1 and 100000")
         if not 0 <= self.settle_s < self.idle_s:
@@ -206,6 +209,7 @@ def plan_from_options(
         concurrency=o("concurrency"),
         max_tokens=o("max_tokens"),
         prompt_words=o("prompt_words"),
+        shared_prefix_words=int(o("shared_prefix") or 0),
         interval_s=interval,
         tolerance=o("tolerance"),
         rss_tolerance=parse_size(o("rss_tolerance")),
@@ -282,6 +286,17 @@ class CycleStats:
     ttft_p50: float | None = None
 
 
+SHARED_GROUPS = 4
+
+
+def shared_system_message(words: int, k: int) -> dict[str, str]:
+    """Request ``k``'s system prompt: one of :data:`SHARED_GROUPS` texts of ``words`` words."""
+    from servecheck.load.prompts import words_text
+
+    g = k % SHARED_GROUPS
+    return {"role": "system", "content": f"Group {g}. " + words_text(words, 7_000_001 + g)}
+
+
 def _median(values: list[float]) -> float | None:
     if not values:
         return None
@@ -308,6 +323,7 @@ async def load_cycle(
     from servecheck.client.http import ClientSettings
     from servecheck.load.abandon import chat_body, stream_chat
     from servecheck.load.records import RequestRecord
+    from servecheck.load.stream import record_from_stream
 
     settings = ClientSettings.for_target(target)
     url = target.base_url + "/chat/completions"
@@ -334,6 +350,8 @@ async def load_cycle(
                 seed=k % 64,
                 extra=plan.extra,
             )
+            if plan.shared_prefix_words:
+                body["messages"].insert(0, shared_system_message(plan.shared_prefix_words, k))
             out = await stream_chat(
                 client,
                 url,
@@ -342,39 +360,28 @@ async def load_cycle(
                 abandon_after=plan.abandon_chunks if drop else None,
                 timeout_s=target.timeout_s,
             )
-            usage = out.usage or {}
-            n_out = (
-                usage.get("completion_tokens")
-                if isinstance(usage.get("completion_tokens"), int)
-                else None
-            )
-            tokens = n_out if n_out is not None else out.tokens_client
-            rec = RequestRecord(
-                target=target.name,
-                scenario="soak",
-                worker=f"cycle-{index}",
-                seq=next(seq),
-                t_intended=out.t_sent,
-                t_sent=out.t_sent,
-                t_done=out.t_done,
+            rec = record_from_stream(
+                RequestRecord(
+                    target=target.name,
+                    scenario="soak",
+                    worker=f"cycle-{index}",
+                    seq=next(seq),
+                    t_intended=out.t_sent,
+                    t_sent=out.t_sent,
+                    t_done=out.t_done,
+                    status=out.status,
+                    kind="abandon" if out.abandoned else "chat",
+                    error="abandoned" if out.abandoned else out.error,
+                    error_message=f"dropped on purpose after {plan.abandon_chunks} chunk(s)"
+                    if out.abandoned
+                    else out.error_message,
+                ),
                 ttft=out.ttft,
                 e2e=out.e2e,
-                tpot=(out.e2e - out.ttft) / (tokens - 1)
-                if out.e2e is not None and out.ttft is not None and tokens > 1
-                else None,
-                itls=out.itls,
-                output_tokens=n_out,
-                output_tokens_client=out.tokens_client,
-                prompt_tokens=usage.get("prompt_tokens")
-                if isinstance(usage.get("prompt_tokens"), int)
-                else None,
-                status=out.status,
-                kind="abandon" if out.abandoned else "chat",
-                error="abandoned" if out.abandoned else out.error,
-                error_message=f"dropped on purpose after {plan.abandon_chunks} chunk(s)"
-                if out.abandoned
-                else out.error_message,
+                token_times=out.token_times,
+                usage=out.usage,
             )
+            tokens = rec.tokens
             writer.write(rec)
             stats.requests += 1
             stats.tokens += tokens

@@ -4,7 +4,8 @@ Fed raw bytes as they arrive. SSE is split with a small LF-only fast path (what 
 sends); the first CR seen switches the stream to the project's strict
 :class:`~servecheck.client.sse.SSEParser`, so legal CRLF/CR framing is still read correctly.
 Whether a chunk carries a token (content, tool-call delta, reasoning, or ``text``) is decided by
-the very function :mod:`servecheck.client.http` uses for :class:`~servecheck.client.timing.Timing`,
+the very function :mod:`servecheck.client.http` uses for :class:`~servecheck.client.timing.Timing`
+(``carries_token``; the abandon probe and the Locust user read through this class),
 so TTFT here and in conformance checks is one definition (``tests/load/test_stream.py`` pins it).
 The same function says the token's phase: reasoning (``reasoning_content`` / ``reasoning``) or
 answer (everything else); ``token_times`` holds every token, ``reasoning_at`` the positions of
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
@@ -363,3 +365,30 @@ def classify(res: WireResult, st: StreamState) -> tuple[str | None, str]:
     if not st.done:
         return "stream-error", "the stream ended without data: [DONE]"
     return None, ""
+
+
+def record_from_stream(
+    rec: RequestRecord,
+    *,
+    ttft: float | None,
+    e2e: float | None,
+    token_times: Sequence[float],
+    usage: dict[str, Any] | None,
+) -> RequestRecord:
+    """Fill a record's measurements from one read stream (the one place they are derived):
+    TTFT, E2E, the gaps between token-bearing chunks (ITLs), the client's chunk count, the
+    server's usage counts where it sent them, and TPOT over the output tokens after the first.
+    Times in seconds; ``token_times`` on the same clock as each other. Returns ``rec``."""
+    rec.e2e = e2e
+    rec.output_tokens_client = len(token_times)
+    if usage is not None and isinstance(usage.get("completion_tokens"), int):
+        rec.output_tokens = usage["completion_tokens"]
+        if isinstance(usage.get("prompt_tokens"), int):
+            rec.prompt_tokens = usage["prompt_tokens"]
+    if ttft is not None:
+        rec.ttft = ttft
+        rec.itls = [b - a for a, b in zip(token_times, token_times[1:], strict=False)]
+    n_out = rec.tokens
+    if rec.ttft is not None and rec.e2e is not None and n_out >= 2:
+        rec.tpot = (rec.e2e - rec.ttft) / (n_out - 1)
+    return rec

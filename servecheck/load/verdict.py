@@ -23,6 +23,7 @@ _ERROR_MEANING = {
     "too-large": "the server's responses exceeded the reader's size bound",
     "stream-error": "the server broke its streams",
     "invalid-sse": "the server did not answer with an event stream (e.g. an HTML page)",
+    "rate-limited": "the server shed every request (HTTP 429, or 503 with Retry-After)",
 }
 
 

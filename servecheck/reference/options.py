@@ -98,13 +98,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="shed generation requests above N in flight with 429 + Retry-After (default: 0, never)",
     )
     parser.add_argument(
-        "--prefix-cache-blocks",
-        type=int,
-        default=0,
-        metavar="N",
-        help="a prefix cache of N blocks: cached_tokens in usage, prefix-cache metrics (default: off)",
-    )
-    parser.add_argument(
         "--reasoning",
         metavar="SPEC",
         help="serve a reasoning model: tokens=N,field=reasoning_content|reasoning,markers=OPEN|CLOSE"
@@ -129,6 +122,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--ready-file", metavar="PATH", help="write the bound port here once listening"
+    )
+    parser.add_argument(
+        "--prefix-cache-blocks",
+        type=int,
+        default=0,
+        metavar="N",
+        help="a prefix cache of N blocks: cached_tokens in usage, prefix-cache metrics (default: off)",
+    )
+    parser.add_argument(
+        "--prefix-cache-counted",
+        action="store_true",
+        help="idle cached prefix blocks count as KV usage (a soak sees a retained-cache plateau)",
     )
 
 

@@ -9,7 +9,10 @@ at the level a load test sees it:
 * a request's cached tokens are its leading blocks already in the cache (never the whole prompt:
   the last token is always computed, as in vLLM), then its blocks are inserted; the cache keeps
   at most ``prefix_cache_blocks`` blocks, least recently used evicted first. Idle cached blocks
-  are not counted as KV usage (vLLM counts them as free: evictable);
+  are not counted as KV usage (vLLM counts them as free: evictable), unless
+  ``prefix_cache_counted``: then they are, as in an engine whose usage metric includes a cache
+  it evicts only under pressure; a soak then sees a plateau at the cache's size (retention)
+  that must not read as a leak;
 * the reply reports them in ``usage.prompt_tokens_details.cached_tokens``; ``/metrics`` has
   ``vllm:prefix_cache_queries_total`` / ``vllm:prefix_cache_hits_total`` (tokens);
 * TTFT shrinks with the cached share: ``ttft_ms * (0.25 + 0.75 * uncached / prompt)`` (prefill
@@ -114,3 +117,11 @@ def metric_lines(state: Any) -> list[str]:
         "# TYPE vllm:prefix_cache_hits_total counter",
         f'vllm:prefix_cache_hits_total{{engine="0",model_name="{name}"}} {h}',
     ]
+
+
+def resident_blocks(state: Any) -> int:
+    """Cached blocks that count as KV usage (``prefix_cache_counted``), else 0."""
+    pc = state.pcache
+    if pc is None or not state.config.prefix_cache_counted:
+        return 0
+    return len(pc.blocks)

@@ -27,6 +27,7 @@ from aiohttp import web
 
 from servecheck.reference import cache_faults, model, prefix_cache, reasoning
 from servecheck.reference import text as reftext
+from servecheck.reference import model, prefix_cache, reasoning
 from servecheck.reference.faults import FAULTS, QUIRKS
 
 ROLES = {"system", "user", "assistant", "tool", "developer", "function"}
@@ -52,6 +53,7 @@ class ServerConfig:
         "reject"  # reject | truncate (over-long prompts cut to fit, with a warning field)
     )
     prefix_cache_blocks: int = 0  # > 0: a prefix cache of this many blocks (prefix_cache.py)
+    prefix_cache_counted: bool = False  # idle cached blocks count as KV usage (prefix_cache.py)
     reasoning: reasoning.ReasoningMode | None = None  # a reasoning model (reference/reasoning.py)
 
 
@@ -1322,7 +1324,9 @@ async def metrics(request: web.Request) -> web.Response:
     st = request.app[STATE]
     cfg = st.config
     name = cfg.models[0]
-    used = min(cfg.kv_blocks, st.kv_used_blocks + st.kv_leaked_blocks)
+    used = min(
+        cfg.kv_blocks, st.kv_used_blocks + st.kv_leaked_blocks + prefix_cache.resident_blocks(st)
+    )
     lines = [
         "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.",
         "# TYPE vllm:kv_cache_usage_perc gauge",

@@ -39,6 +39,10 @@ def write_accept_html(run_dir: Path) -> Path:
         data.get("ok"),
     )
     sections = [overview]
+    if "cold_start" in stages:
+        from servecheck.report.coldstart_html import cold_start_section
+
+        sections.append(cold_start_section(stages["cold_start"]))
     if (run_dir / "conformance").is_dir():
         sections.append(conformance_section(run_dir / "conformance"))
     if (run_dir / "load").is_dir():

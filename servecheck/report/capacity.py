@@ -78,6 +78,10 @@ class Step:
 
 def should_stop(steps: Sequence[Step], drop: float = 0.10) -> str | None:
     """Why the sweep should stop after the last step, or None to go on."""
+    dead = [s for s in steps if s.total and s.requests_per_s == 0 and s.error_rate >= 1.0]
+    if dead:
+        # Every request failed at a level: that is a broken target, not a saturated one.
+        return f"nothing succeeded at {_fmt_level(dead[0])} (every request failed): the target is broken, not saturated"
     breaches = [s for s in steps if not s.passed]
     if len(breaches) >= 2:
         return f"SLOs not met at two load levels ({', '.join(_fmt_level(s) for s in breaches[:2])}): past saturation"

@@ -21,6 +21,8 @@ def part_message(name: str, p: dict[str, Any]) -> str:
         return "regressions: " + (", ".join(p["regressions"]) or "none")
     if name == "conformance":
         return f"servecheck check exit code {p['exit_code']}"
+    if name == "cold_start":
+        return str(p.get("detail") or "")
     if name == "swap":
         return (
             f"{p['failed']} failed requests (allowed {p['max_failed']}), longest gap {p['longest_gap_s']:.2f} s "
@@ -69,6 +71,10 @@ def write_cutover_html(run_dir: Path) -> Path:
             data.get("ok"),
         )
     ]
+    if "cold_start" in parts:
+        from servecheck.report.coldstart_html import cold_start_section
+
+        sections.append(cold_start_section(parts["cold_start"]))
     if data.get("mode") == "swap":
         rep = data.get("report") or {}
         import json

@@ -414,6 +414,14 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
     parts.append(
         "<h3>Latency (ms)</h3>" + table(("metric", *PCTS, "samples"), lat_rows, numeric=range(1, 8))
     )
+    from servecheck.load.breakdown import format_breakdown
+    from servecheck.load.warmup import format_warmup
+
+    extra = format_breakdown(s) + format_warmup(s)  # multi-turn, prefix cache, warm-up
+    if extra:
+        parts.append(
+            "<h3>Turns, prefix cache, warm-up</h3><pre>" + esc("\n".join(extra)) + "</pre>"
+        )
     if plots:
         records = read_jsonl(run_dir / "records.jsonl")
         figs: list[str] = []
@@ -448,6 +456,7 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
                     "ITL distribution",
                     "ms",
                     itl,
+                    ylabel="inter-token gaps",
                     marks={
                         k: v
                         for k, v in (

@@ -92,8 +92,10 @@ def histogram(
     *,
     bins: int = 40,
     marks: dict[str, float] | None = None,
+    ylabel: str = "requests",
 ) -> str:
-    """A histogram of millisecond values with optional vertical marks (p50, p95 ...)."""
+    """A histogram of millisecond values with optional vertical marks (p50, p95 ...); ``ylabel``
+    says what is counted (requests for TTFT, token gaps for ITL)."""
     fig, (ax,) = new_figure(width=5.6, height=3.0)
     values = sorted(values_ms)
     if values:
@@ -116,7 +118,7 @@ def histogram(
         )
     ax.set_title(title)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("requests")
+    ax.set_ylabel(ylabel)
     if marks:
         ax.legend(fontsize=8)
     return to_svg(fig)

@@ -36,6 +36,14 @@ def _label(metric: str, labels: object) -> str:
     return metric
 
 
+def _byte_unit(values: pd.Series, scale: float, unit: str) -> tuple[float, str]:
+    """A byte panel in GiB whose values stay under 1 GiB (an engine RSS of 40 MB reads as
+    0.04) is drawn in MiB instead; other panels keep their unit."""
+    if unit == "GiB" and not values.empty and float(values.max()) < 2**30:
+        return 2**20, "MiB"
+    return scale, unit
+
+
 def _shade(ax: Axes, phases: Phases | None, t0: float) -> None:
     if phases is None:
         return
@@ -139,6 +147,7 @@ def timeseries_figure(
             0.5, 0.5, "no telemetry samples", ha="center", va="center", transform=axes[0].transAxes
         )
     for ax, (panel_title, metrics, scale, unit) in zip(axes, present, strict=False):
+        scale, unit = _byte_unit(samples[samples["metric"].isin(metrics)]["value"], scale, unit)
         for metric in metrics:
             rows = samples[samples["metric"] == metric]
             if rows.empty:

@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.errors import UsageError
+from servecheck.workflows import RunResult, coldstart
 from servecheck.workflows.conformance import CheckSpec, run_check
 
 
 def run_conformance(
     target: str,
-    targets_file: str,
+    targets_file: str | None,
     run_dir: Path,
     name: str = "conformance",
     *,
@@ -72,6 +73,9 @@ class AcceptSpec:
     out: Path = Path("reports")
     run_id: str | None = None
     reference_args: list[str] = field(default_factory=list)
+    launch: str | None = None  # start the server with this command line; measure its cold start
+    cold_start: bool = False  # measure the cold start of a server starting now (no launch)
+    cold_start_requests: int = 30
 
     def validate(self) -> None:
         """Raise :class:`UsageError` naming the option when a bound is out of range."""
@@ -82,17 +86,8 @@ class AcceptSpec:
 
 
 @dataclass(slots=True)
-class AcceptResult:
+class AcceptResult(RunResult):
     """The outcome of :func:`run_accept`; ``data`` is what ``accept.json`` holds."""
-
-    run_dir: Path
-    data: dict[str, Any]
-    page: Path
-    exit_code: int
-
-    @property
-    def passed(self) -> bool:
-        return self.exit_code == 0
 
 
 def run_accept(spec: AcceptSpec) -> AcceptResult:
@@ -108,13 +103,18 @@ def run_accept(spec: AcceptSpec) -> AcceptResult:
     )
     run_dir = new_run_dir(spec.out, "accept", spec.target, spec.run_id)
     say(f"servecheck accept: target {spec.target}; report {run_dir}")
-    with reference_env(
-        [spec.target], extra_args=spec.reference_args, log_path=run_dir / "reference-server.log"
+    with (
+        reference_env(
+            [spec.target], extra_args=spec.reference_args, log_path=run_dir / "reference-server.log"
+        ),
+        coldstart.launched(spec, run_dir) as launch,
     ):
-        return _accept(spec, run_dir)
+        return _accept(spec, run_dir, launch)
 
 
-def _accept(spec: AcceptSpec, run_dir: Path) -> AcceptResult:
+def _accept(
+    spec: AcceptSpec, run_dir: Path, launch: coldstart.Launch | None = None
+) -> AcceptResult:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from servecheck.checks.health import wait_ready
@@ -142,15 +142,20 @@ def _accept(spec: AcceptSpec, run_dir: Path) -> AcceptResult:
     ) as progress:
         task = progress.add_task("accept: readiness", total=steps)
         t0 = time.monotonic()
-        with ServeClient.for_target(target) as client:
-            state = wait_ready(client, target, timeout_s=spec.ready_timeout_s)
-        stages["ready"] = {
-            "ok": state.state == "ready",
-            "state": state.state,
-            "detail": state.detail,
-            "seconds": round(time.monotonic() - t0, 3),
-        }
-        say(f"readiness: {state.state}: {state.detail}")
+        if launch is not None and coldstart.enabled(spec):  # readiness, then the first requests
+            stages["ready"], stages["cold_start"] = coldstart.run_stage(
+                spec, target, launch, spec.ready_timeout_s
+            )
+        else:
+            with ServeClient.for_target(target) as client:
+                state = wait_ready(client, target, timeout_s=spec.ready_timeout_s)
+            stages["ready"] = {
+                "ok": state.state == "ready",
+                "state": state.state,
+                "detail": state.detail,
+                "seconds": round(time.monotonic() - t0, 3),
+            }
+            say(f"readiness: {state.state}: {state.detail}")
         progress.advance(task)
         if stages["ready"]["ok"]:
             progress.update(task, description="accept: conformance")
@@ -216,7 +221,12 @@ def _accept(spec: AcceptSpec, run_dir: Path) -> AcceptResult:
     page = write_accept_html(run_dir)
     say(
         f"servecheck accept: {'PASS' if ok else 'FAIL'}; "
-        + ", ".join(f"{k} {'ok' if v.get('ok') else 'FAILED'}" for k, v in stages.items())
+        + ", ".join(
+            f"{k} ok"
+            if v.get("ok")
+            else f"{k} FAILED" + (f" ({v['detail']})" if v.get("detail") else "")
+            for k, v in stages.items()
+        )
         + f"; report {page}"
     )
     return AcceptResult(run_dir, verdict, page, 0 if ok else 1)

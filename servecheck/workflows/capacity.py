@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.errors import UsageError
+from servecheck.workflows import RunResult
 
 
 def parse_levels(text: str, rates: bool) -> list[float]:
@@ -95,17 +96,8 @@ class CapacitySpec:
 
 
 @dataclass(slots=True)
-class CapacityResult:
+class CapacityResult(RunResult):
     """The outcome of :func:`run_capacity`; ``data`` is what ``capacity.json`` holds."""
-
-    run_dir: Path
-    data: dict[str, Any]
-    page: Path
-    exit_code: int
-
-    @property
-    def passed(self) -> bool:
-        return self.exit_code == 0
 
 
 def run_capacity(spec: CapacitySpec) -> CapacityResult:
@@ -206,7 +198,7 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
             progress.advance(task)
             say(
                 f"step {i + 1} {label}: {'PASS' if step.passed else 'FAIL'}  {step.requests_per_s:.2f} req/s  "
-                f"{spec.knee_metric} {step.metric(spec.knee_metric) or 0:.1f} ms  errors {step.error_rate:.2%}"
+                f"{spec.knee_metric} {_ms(step.metric(spec.knee_metric))}  errors {step.error_rate:.2%}"
             )
             reason = should_stop(steps, spec.throughput_drop_pct / 100.0)
             if reason:
@@ -296,6 +288,11 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
         )
     say(f"report: {page}")
     return CapacityResult(run_dir, data, page, 0 if ok else 1)
+
+
+def _ms(value: float | None) -> str:
+    """A latency for the console; "no data" when no request succeeded (not a 0.0 ms that reads as fast)."""
+    return "no data" if value is None else f"{value:.1f} ms"
 
 
 __all__ = ["CapacityResult", "CapacitySpec", "parse_levels", "run_capacity"]

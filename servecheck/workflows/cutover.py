@@ -25,6 +25,9 @@ from typing import Any
 
 from servecheck.errors import UsageError
 from servecheck.report.cutover_html import part_message as _part_message
+from servecheck.workflows import RunResult, coldstart
+
+COLD_READY_S = 900.0  # how long a launched candidate may take to become ready
 
 
 @dataclass(slots=True)
@@ -55,20 +58,14 @@ class CutoverSpec:
     out: Path = Path("reports")
     run_id: str | None = None
     reference_args: list[str] = field(default_factory=list)
+    launch: str | None = None  # start NEW with this command line; measure its cold start
+    cold_start: bool = False
+    cold_start_requests: int = 30
 
 
 @dataclass(slots=True)
-class CutoverResult:
+class CutoverResult(RunResult):
     """The outcome of :func:`run_cutover`; ``data`` is what ``cutover.json`` holds."""
-
-    run_dir: Path
-    data: dict[str, Any]
-    page: Path
-    exit_code: int
-
-    @property
-    def passed(self) -> bool:
-        return self.exit_code == 0
 
 
 def run_cutover(spec: CutoverSpec) -> CutoverResult:
@@ -95,13 +92,16 @@ def run_cutover(spec: CutoverSpec) -> CutoverResult:
     )
     run_dir = new_run_dir(spec.out, "cutover", label, spec.run_id)
     say(f"servecheck cutover: {label}; report {run_dir}")
-    with reference_env(
-        names, extra_args=spec.reference_args, log_path=run_dir / "reference-server.log"
+    with (
+        reference_env(
+            names, extra_args=spec.reference_args, log_path=run_dir / "reference-server.log"
+        ),
+        coldstart.launched(spec, run_dir) as launch,
     ):
-        return _swap(spec, run_dir) if spec.swap_under_load else _pre(spec, run_dir)
+        return _swap(spec, run_dir) if spec.swap_under_load else _pre(spec, run_dir, launch)
 
 
-def _pre(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
+def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = None) -> CutoverResult:
     from servecheck.config import load_targets
     from servecheck.load.run import LoadSpec, run_load
     from servecheck.report.compare import compare_runs
@@ -126,6 +126,8 @@ def _pre(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
         raise UsageError(f"--min-agreement {spec.min_agreement}: a share between 0 and 1")
     load_s = spec.load_duration_s
     parts: dict[str, dict[str, Any]] = {}
+    if launch is not None and coldstart.enabled(spec):  # NEW just started: its cold start first
+        _, parts["cold_start"] = coldstart.run_stage(spec, new, launch, COLD_READY_S)
     if spec.conformance:
         say(f"conformance catalogue on {new.name}")
         code = run_conformance(

@@ -51,9 +51,8 @@ def test_the_raw_client_ends_in_time_and_bounded(name: str, error: str, message:
     ("name", "message"),
     [
         pytest.param("endless-sse", "within timeout_s=2 s (servecheck's bound)", id="endless-sse"),
-        pytest.param(
-            "giant-line", "exceeded 33554432 bytes (servecheck's size bound)", id="giant-line"
-        ),
+        # 32 MiB or 2 s, whichever comes first on the machine: both are the bound working.
+        pytest.param("giant-line", "(servecheck's", id="giant-line"),
     ],
 )
 def test_the_sdk_stream_check_ends_in_time_and_bounded(name: str, message: str) -> None:

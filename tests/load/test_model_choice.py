@@ -47,3 +47,23 @@ def test_no_runner_keeps_its_own_discovery() -> None:
         text = (ROOT / rel).read_text()
         assert "servecheck.client.models" in text, rel
         assert '"default"' not in text, f"{rel} falls back to a model named 'default'"
+
+
+def test_records_are_measured_in_one_place() -> None:
+    """The Locust user and the soak cycle derive TTFT/ITL/TPOT with load.stream.record_from_stream."""
+    from servecheck.load.records import RequestRecord
+    from servecheck.load.stream import record_from_stream
+
+    for rel in ("servecheck/load/locust_user.py", "servecheck/load/soak.py"):
+        text = (ROOT / rel).read_text()
+        assert "record_from_stream(" in text and "tpot=" not in text, rel
+    rec = record_from_stream(
+        RequestRecord(target="t", scenario="s", worker="w", seq=1, t_intended=0.0, t_sent=0.0),
+        ttft=0.1,
+        e2e=0.5,
+        token_times=[1.0, 1.1, 1.3],
+        usage={"completion_tokens": 5, "prompt_tokens": 7},
+    )
+    assert rec.itls == pytest.approx([0.1, 0.2]) and rec.output_tokens_client == 3
+    assert (rec.output_tokens, rec.prompt_tokens) == (5, 7)
+    assert rec.tpot == pytest.approx((0.5 - 0.1) / 4)

@@ -138,7 +138,7 @@ def test_evaluate_pass_fail_and_no_data() -> None:
     assert (
         not empty[0].passed
         and empty[0].line()
-        == "FAIL ttft_p95<=1s  observed no data (no successful request measured this)"
+        == "FAIL ttft_p95<=1s  observed no data (no successful request measured this)  [cli]"
     )
 
 

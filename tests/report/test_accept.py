@@ -12,7 +12,7 @@ from servecheck.cli import main
 
 
 def test_accept_runs_all_stages_and_fails_on_a_breached_slo(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Readiness and the HEALTH checks pass; an impossible SLO fails the smoke load, so exit 1."""
     for var in ("SERVECHECK_REF_URL", "SERVECHECK_REF_API_KEY", "SERVECHECK_REF_METRICS_URL"):
@@ -41,6 +41,9 @@ def test_accept_runs_all_stages_and_fails_on_a_breached_slo(
     run = tmp_path / "acc"
     data = json.loads((run / "accept.json").read_text())
     assert code == 1
+    console = capsys.readouterr()
+    said = " ".join((console.out + console.err).split())  # rich wraps long lines
+    assert "load FAILED (fail: SLO breached: ttft_p50<=0.001ms" in said, said
     assert data["stages"]["ready"]["ok"] and data["stages"]["conformance"]["ok"], data["stages"]
     assert not data["stages"]["load"]["ok"]
     assert {

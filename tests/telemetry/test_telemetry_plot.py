@@ -37,3 +37,14 @@ def test_figure_for_the_report_layer_has_one_axis_per_panel(make_soak):
     frame, phases = make_soak(lambda i: 0.0, cycles=2)
     fig = timeseries_figure(frame, phases=phases)
     assert [ax.get_title(loc="left") for ax in fig.axes] == ["KV-cache usage"]
+
+
+def test_a_small_byte_panel_is_drawn_in_mib_not_as_a_fraction_of_a_gib():
+    """Issue 14: a soak RSS of ~40 MB was drawn as 0.04 GiB; under 1 GiB the panel says MiB."""
+    from servecheck.telemetry.plot import _byte_unit
+
+    small = pd.Series([40 * 2**20, 45 * 2**20])
+    assert _byte_unit(small, 2**30, "GiB") == (2**20, "MiB")
+    big = pd.Series([3 * 2**30])
+    assert _byte_unit(big, 2**30, "GiB") == (2**30, "GiB")
+    assert _byte_unit(pd.Series([0.5]), 1.0, "fraction") == (1.0, "fraction")

@@ -62,11 +62,13 @@ def _soak(server, tmp_path):
     ],
 )
 def test_reference_server_soak(make_reference, tmp_path, faults, leak_status, drain_status):
-    server = make_reference(*faults, kv_blocks=1024)
+    # Few enough blocks that the load moves kv_usage past the tolerance: on 1024 blocks its peak
+    # stayed at 0.4 %, where no leak could show (servecheck now calls that INCONCLUSIVE).
+    server = make_reference(*faults, kv_blocks=128)
     frame, phases = _soak(server, tmp_path)
     verdict = analyse_leak(frame, phases, "kv_usage", tolerance=0.01)
     assert verdict.status == leak_status, verdict.message
-    assert max(verdict.peaks) > 0 or leak_status == "leak", "the load never reached the KV cache"
+    assert max(verdict.peaks) > 0.01 or leak_status == "leak", "the load never moved the KV cache"
     drain = check_drain(
         frame, phases.cycles[-1].end, DRAIN_S, baseline_window=phases.baseline, tolerance=0.01
     )

@@ -12,9 +12,14 @@ import argparse
 import os
 
 from servecheck import api
-from servecheck.commands.options import add_target_arguments, out_dir
+from servecheck.commands.options import (
+    add_catalogue_arguments,
+    add_run_arguments,
+    add_target_arguments,
+    out_dir,
+)
+from servecheck.workflows import coldstart
 from servecheck.workflows.accept import AcceptSpec
-from servecheck.workflows.conformance import SURFACE_FILES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,33 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TIME",
         help="how long to wait for readiness (default: %(default)s)",
     )
-    parser.add_argument(
-        "--surface",
-        action="append",
-        choices=sorted(SURFACE_FILES),
-        metavar="NAME",
-        help="run only these conformance surfaces (repeatable)",
-    )
-    parser.add_argument(
-        "-k", dest="keyword", metavar="EXPR", help="pytest -k expression over check ids"
-    )
-    parser.add_argument(
-        "-n",
-        "--workers",
-        default=env("SERVECHECK_WORKERS", "auto"),
-        metavar="N",
-        help="pytest-xdist workers for the catalogue (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--run-id", metavar="ID", help="run folder name (default: <time>-accept-<target>)"
-    )
-    parser.add_argument(
-        "--reference-arg",
-        action="append",
-        default=[],
-        metavar="ARG",
-        help="extra argument for the embedded reference server, e.g. --reference-arg=--fault=stream-no-done",
-    )
+    add_catalogue_arguments(parser)
+    add_run_arguments(parser, "accept", "<target>")
+    coldstart.add_arguments(parser)
 
 
 def spec_from_args(args: argparse.Namespace) -> AcceptSpec:
@@ -107,6 +88,9 @@ def spec_from_args(args: argparse.Namespace) -> AcceptSpec:
         out=out_dir(args),
         run_id=args.run_id,
         reference_args=list(args.reference_arg),
+        launch=args.launch,
+        cold_start=args.cold_start,
+        cold_start_requests=args.cold_start_requests,
     )
 
 

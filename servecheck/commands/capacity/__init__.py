@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 from servecheck import api
-from servecheck.commands.options import add_target_arguments, out_dir
+from servecheck.commands.options import add_run_arguments, add_target_arguments, out_dir
 from servecheck.workflows.capacity import CapacitySpec, parse_levels
 
 
@@ -99,16 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TIME",
         help="wait this long for readiness first (default: %(default)s)",
     )
-    parser.add_argument(
-        "--run-id", metavar="ID", help="run folder name (default: <time>-capacity-<target>)"
-    )
-    parser.add_argument(
-        "--reference-arg",
-        action="append",
-        default=[],
-        metavar="ARG",
-        help="extra argument for the embedded reference server",
-    )
+    add_run_arguments(parser, "capacity", "<target>")
 
 
 def spec_from_args(args: argparse.Namespace) -> CapacitySpec:

@@ -7,52 +7,32 @@ free port for the duration of the run. The run is :func:`servecheck.workflows.co
 from __future__ import annotations
 
 import argparse
-import os
 
 from servecheck import api
-from servecheck.commands.options import add_target_arguments, out_dir, target_names
+from servecheck.commands.options import (
+    add_catalogue_arguments,
+    add_run_arguments,
+    add_target_arguments,
+    out_dir,
+    target_names,
+)
 from servecheck.workflows.conformance import SURFACE_FILES, CheckSpec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    env = os.environ.get
     add_target_arguments(parser, target="many", target_default="the embedded reference")
     parser.add_argument(
         "--model", action="append", metavar="NAME", help="check only this served model; repeatable"
     )
-    parser.add_argument(
-        "--surface",
-        action="append",
-        choices=sorted(SURFACE_FILES),
-        metavar="NAME",
-        help=f"run only these surfaces; repeatable ({', '.join(SURFACE_FILES)})",
-    )
-    parser.add_argument(
-        "-k",
-        dest="keyword",
-        metavar="EXPR",
-        help="pytest -k expression over case ids, e.g. 'STREAM-DONE or CHAT-'",
-    )
-    parser.add_argument(
-        "-n",
-        "--workers",
-        default=env("SERVECHECK_WORKERS", "auto"),
-        metavar="N",
-        help="pytest-xdist workers, 'auto' or a number; 0 runs in-process (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--run-id", metavar="ID", help="name of the run folder (default: <time>-check-<targets>)"
+    add_catalogue_arguments(parser)
+    add_run_arguments(
+        parser,
+        "check",
+        "<targets>",
+        " (it always runs with --itl-ms 2, so that streaming checks can see tokens arrive over time)",
     )
     parser.add_argument(
         "--no-embedded", action="store_true", help="do not start the embedded reference server"
-    )
-    parser.add_argument(
-        "--reference-arg",
-        action="append",
-        default=[],
-        metavar="ARG",
-        help="extra argument for the embedded reference server, e.g. --reference-arg=--fault=stream-no-done"
-        " (it always runs with --itl-ms 2, so that streaming checks can see tokens arrive over time)",
     )
     parser.add_argument(
         "pytest_args", nargs=argparse.REMAINDER, help="after --: passed to pytest as they are"

@@ -12,17 +12,20 @@ Exit codes: 0 when every part held, 1 when one did not, 2 for a usage error.
 from __future__ import annotations
 
 import argparse
-import os
 
 from servecheck import api
-from servecheck.commands.options import add_target_arguments, out_dir
-from servecheck.workflows.conformance import SURFACE_FILES
+from servecheck.commands.options import (
+    add_catalogue_arguments,
+    add_run_arguments,
+    add_target_arguments,
+    out_dir,
+)
+from servecheck.workflows import coldstart
 from servecheck.workflows.cutover import CutoverSpec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``servecheck cutover``."""
-    env = os.environ.get
     parser.add_argument(
         "--from", dest="old", metavar="OLD", help="target serving the current model"
     )
@@ -51,21 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--skip-conformance", action="store_true", help="do not run the catalogue on NEW"
     )
-    g.add_argument(
-        "--surface",
-        action="append",
-        choices=sorted(SURFACE_FILES),
-        metavar="NAME",
-        help="catalogue surfaces (repeatable)",
-    )
-    g.add_argument("-k", dest="keyword", metavar="EXPR", help="pytest -k expression over check ids")
-    g.add_argument(
-        "-n",
-        "--workers",
-        default=env("SERVECHECK_WORKERS", "auto"),
-        metavar="N",
-        help="pytest-xdist workers (default: %(default)s)",
-    )
+    add_catalogue_arguments(g)
     g.add_argument("--no-load", action="store_true", help="skip the latency/throughput comparison")
     g.add_argument(
         "--users",
@@ -113,16 +102,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TIME",
         help="longest time without a success allowed (default: %(default)s)",
     )
-    parser.add_argument(
-        "--run-id", metavar="ID", help="run folder name (default: <time>-cutover-<names>)"
-    )
-    parser.add_argument(
-        "--reference-arg",
-        action="append",
-        default=[],
-        metavar="ARG",
-        help="extra argument for the embedded reference server",
-    )
+    add_run_arguments(parser, "cutover", "<names>")
+    coldstart.add_arguments(parser)  # --launch / --cold-start: the candidate (NEW) starts now
 
 
 def spec_from_args(args: argparse.Namespace) -> CutoverSpec:
@@ -153,6 +134,9 @@ def spec_from_args(args: argparse.Namespace) -> CutoverSpec:
         out=out_dir(args),
         run_id=args.run_id,
         reference_args=list(args.reference_arg),
+        launch=args.launch,
+        cold_start=args.cold_start,
+        cold_start_requests=args.cold_start_requests,
     )
 
 

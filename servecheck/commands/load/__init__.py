@@ -25,6 +25,7 @@ from servecheck.load.run import (
     spec_from_options,
     summarise,
 )
+from servecheck.load.trace import FORMATS as TRACE_FORMATS
 from servecheck.signals import Interrupted
 
 
@@ -163,6 +164,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="LIST",
         default=None,
         help="pin the generator to these CPUs (taskset -c LIST)",
+    )
+    g.add_argument(
+        "--trace",
+        metavar="FILE",
+        default=None,
+        help="replay a trace file on its schedule (Mooncake, BurstGPT, Azure or servecheck JSONL)",
+    )
+    g.add_argument(
+        "--trace-format",
+        choices=TRACE_FORMATS,
+        default="auto",
+        help="trace file format (default: detected from the file)",
+    )
+    g.add_argument(
+        "--speed",
+        type=float,
+        metavar="F",
+        default=None,
+        help="trace replay speed factor: 2 sends twice as fast (default: 1)",
+    )
+    g.add_argument(
+        "--warmup",
+        metavar="TIME",
+        default=None,
+        help="send this long first (on top of --duration), recorded but kept out of the figures and SLOs",
+    )
+    g.add_argument(
+        "--warmup-requests",
+        type=int,
+        metavar="N",
+        default=None,
+        help="the first N requests (on top of --max-requests) are warm-up",
     )
     g.add_argument("--quiet", action="store_true", help="no live progress")
 

@@ -17,7 +17,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from servecheck import api
-from servecheck.commands.options import add_target_arguments, out_dir
+from servecheck.commands.options import add_run_arguments, add_target_arguments, out_dir
 from servecheck.load.soak import (
     MAX_CYCLES,
     MIN_CYCLES,
@@ -84,6 +84,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=60,
         metavar="N",
         help="prompt length in words (default: %(default)s)",
+    )
+    w.add_argument(
+        "--shared-prefix",
+        type=int,
+        default=0,
+        metavar="WORDS",
+        help="every request opens with one of 4 shared system prompts of WORDS words, so the "
+        "engine's prefix cache is in play (a retained cache must read as retention, not a leak)",
     )
     a = parser.add_argument_group("abandoned streams")
     a.add_argument(
@@ -166,17 +174,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     v.add_argument("--no-rss", action="store_true", help="do not sample process RSS")
     v.add_argument("--no-nvml", action="store_true", help="do not sample NVML GPU memory")
-    parser.add_argument(
-        "--run-id", metavar="ID", help="run folder name (default: <time>-soak-<target>)"
-    )
+    add_run_arguments(parser, "soak", "<target>")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument(
-        "--reference-arg",
-        action="append",
-        default=[],
-        metavar="ARG",
-        help="extra argument for the embedded reference server (e.g. --fault=kv-leak)",
-    )
 
 
 def plan_from_args(args: argparse.Namespace, target: Target, model: str | None = None) -> SoakPlan:

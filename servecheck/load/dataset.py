@@ -1,0 +1,278 @@
+"""Prompts from the user's own dataset file: JSONL or ShareGPT, single- or multi-turn.
+
+Nothing is downloaded: ``SERVECHECK_DATASET=FILE`` names a local file. Formats (detected per
+record):
+
+* ShareGPT: ``{"conversations": [{"from": "system"|"human"|"gpt", "value": "..."}, ...]}``, as a
+  JSON array or one object per line;
+* OpenAI chat: ``{"messages": [{"role": "system"|"user"|"assistant", "content": "..."}, ...]}``;
+* plain: ``{"prompt": "..."}`` (or ``"text"``), optionally ``"max_tokens"`` / ``"output_tokens"``.
+
+A record becomes a :class:`DatasetItem`: an optional system prompt, its user turns in order and,
+where the file has them, the reference answers' lengths (used as ``max_tokens``, as the usual
+ShareGPT benchmarks do; else ``SERVECHECK_DATASET_MAX_TOKENS``, 128). The file's own assistant
+turns are never sent: in multi-turn use the history is the server's real replies.
+
+Per Locust process the items are shuffled with the run's seed and up to
+``SERVECHECK_DATASET_SAMPLE`` (1000) are kept; their first turn is sized with the target's
+``/tokenize`` where it has one (else the 4-characters-per-token estimate), and items that cannot
+fit the target's context are left out (counted). A bad file is a usage error before any load
+(:func:`check_env`, called by the load run), naming the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servecheck.errors import UsageError
+from servecheck.load.conversation import CHAT_TEMPLATE_TOKENS, PlannedRequest
+from servecheck.load.prompts import APPROX_METHOD, Counter, Prompt, approx_tokens
+
+ENV_DATASET = "SERVECHECK_DATASET"
+ENV_SAMPLE = "SERVECHECK_DATASET_SAMPLE"
+ENV_MAX_TOKENS = "SERVECHECK_DATASET_MAX_TOKENS"
+MAX_RECORDS = 2_000_000
+_ROLES = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "chatgpt": "assistant",
+    "bing": "assistant",
+    "bard": "assistant",
+    "system": "system",
+}
+
+
+@dataclass(slots=True)
+class DatasetItem:
+    """One conversation of the file: user turns in order, reference answer lengths (chars)."""
+
+    turns: list[str]
+    system: str | None = None
+    answer_chars: list[int] = field(default_factory=list)
+    max_tokens: int | None = None
+
+
+def _item(obj: Any, where: str) -> DatasetItem | None:
+    if not isinstance(obj, dict):
+        raise UsageError(f"{where}: a record must be a JSON object")
+    fixed = obj.get("max_tokens", obj.get("output_tokens"))
+    if fixed is not None and (not isinstance(fixed, int) or isinstance(fixed, bool) or fixed < 1):
+        raise UsageError(f"{where}: max_tokens must be a positive integer")
+    msgs = obj.get("conversations", obj.get("messages"))
+    if msgs is not None:
+        if not isinstance(msgs, list):
+            raise UsageError(f"{where}: conversations/messages must be a list")
+        item = DatasetItem([], max_tokens=fixed)
+        for m in msgs:
+            if not isinstance(m, dict):
+                raise UsageError(f"{where}: each turn must be an object")
+            role = _ROLES.get(str(m.get("from", m.get("role", ""))).lower())
+            text = m.get("value", m.get("content"))
+            if role is None or not isinstance(text, str):
+                raise UsageError(
+                    f"{where}: a turn needs from/role (human, gpt, system, user, assistant) and "
+                    "a string value/content"
+                )
+            if role == "system" and not item.turns:
+                item.system = text
+            elif role == "user":
+                item.turns.append(text)
+            elif role == "assistant" and item.turns:
+                item.answer_chars.append(len(text))
+        return item if item.turns else None
+    text = obj.get("prompt", obj.get("text"))
+    if text is None:
+        raise UsageError(f"{where}: needs conversations (ShareGPT), messages or prompt")
+    if not isinstance(text, str):
+        raise UsageError(f"{where}: prompt must be a string")
+    return DatasetItem([text], max_tokens=fixed) if text.strip() else None
+
+
+def load_dataset(path: str | Path) -> list[DatasetItem]:
+    """Every usable conversation of the file (records without a user turn are skipped)."""
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"{ENV_DATASET}={str(path)!r}: file not found")
+    items: list[DatasetItem] = []
+    with open(p, encoding="utf-8", errors="replace") as fh:
+        head = fh.read(1)
+        while head and head.isspace():
+            head = fh.read(1)
+        fh.seek(0)
+        if head == "[":
+            try:
+                data = json.load(fh)
+            except ValueError as exc:
+                raise UsageError(f"{p}: not valid JSON ({exc})") from None
+            if not isinstance(data, list):
+                raise UsageError(f"{p}: a JSON dataset must be an array of records")
+            for i, obj in enumerate(data[:MAX_RECORDS]):
+                it = _item(obj, f"{p}: record {i}")
+                if it is not None:
+                    items.append(it)
+        else:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                if n > MAX_RECORDS:
+                    break
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    raise UsageError(f"{p}:{n}: not a JSON object") from None
+                it = _item(obj, f"{p}:{n}")
+                if it is not None:
+                    items.append(it)
+    if not items:
+        raise UsageError(f"{p}: no record with a user turn")
+    return items
+
+
+def check_env() -> None:
+    """Fail before the run when ``SERVECHECK_DATASET`` names a bad file (a usage error)."""
+    path = os.environ.get(ENV_DATASET)
+    if path:
+        load_dataset(path)
+        for name in (ENV_SAMPLE, ENV_MAX_TOKENS):
+            raw = os.environ.get(name)
+            if raw and (not raw.isdigit() or int(raw) < 1):
+                raise UsageError(f"{name}={raw!r}: a positive whole number")
+
+
+@dataclass(slots=True)
+class DatasetPrompts:
+    """The sampled, sized items of one process; ``pick`` gives single-turn prompts in order."""
+
+    items: list[DatasetItem]
+    first_tokens: list[int]
+    method: str
+    default_max_tokens: int
+    dropped_for_context: int = 0
+    next: int = 0
+
+    @classmethod
+    def build(
+        cls,
+        items: list[DatasetItem],
+        seed: int,
+        sample: int,
+        count: Counter | None,
+        context_length: int | None,
+        default_max_tokens: int = 128,
+    ) -> DatasetPrompts:
+        rng = random.Random(seed * 9176 + 17)
+        order = list(range(len(items)))
+        rng.shuffle(order)
+        chosen = [items[i] for i in order[:sample]]
+        kept: list[DatasetItem] = []
+        sizes: list[int] = []
+        dropped = 0
+        counted = count is not None
+        for it in chosen:
+            text = it.turns[0] if it.system is None else it.system + "\n" + it.turns[0]
+            n = count(text) if count is not None else None
+            if n is None:
+                n, counted = approx_tokens(text), False
+            out = _max_tokens(it, 0, default_max_tokens)
+            if context_length and n + out > context_length - CHAT_TEMPLATE_TOKENS:
+                dropped += 1
+                continue
+            kept.append(it)
+            sizes.append(n)
+        if not kept:
+            raise UsageError(
+                f"no dataset record fits the target's context ({context_length} tokens)"
+            )
+        method = "tokenize" if counted else APPROX_METHOD
+        return cls(kept, sizes, method, default_max_tokens, dropped)
+
+    def pick_item(self) -> tuple[DatasetItem, int]:
+        i = self.next % len(self.items)
+        self.next += 1
+        return self.items[i], self.first_tokens[i]
+
+    def request(self) -> PlannedRequest:
+        """A single-turn request: the item's system prompt (if any) and its first user turn."""
+        it, n = self.pick_item()
+        msgs = ([{"role": "system", "content": it.system}] if it.system else []) + [
+            {"role": "user", "content": it.turns[0]}
+        ]
+        return PlannedRequest(msgs, _max_tokens(it, 0, self.default_max_tokens), "dataset", n)
+
+
+def _max_tokens(it: DatasetItem, turn: int, default: int) -> int:
+    if it.max_tokens is not None:
+        return it.max_tokens
+    if turn < len(it.answer_chars):
+        return max(1, approx_tokens("x" * it.answer_chars[turn]))
+    return default
+
+
+def turn_prompt(it: DatasetItem, turn: int, default: int) -> Prompt:
+    """Turn ``turn`` of an item as a :class:`Prompt` (multi-turn use; lengths estimated)."""
+    text = it.turns[turn]
+    return Prompt(text, approx_tokens(text), _max_tokens(it, turn, default), "dataset")
+
+
+# ------------------------------------------------------------------ per process, the mixin
+
+_BUILT: dict[int, DatasetPrompts] = {}
+
+
+def dataset_prompts(ctrl: Any) -> DatasetPrompts:
+    """This process's sampled and sized dataset (built once, before the run's clock starts)."""
+    cfg = ctrl.cfg
+    dp = _BUILT.get(cfg.seed)
+    if dp is not None:
+        return dp
+    path = os.environ.get(ENV_DATASET)
+    if not path:
+        raise UsageError(f"the dataset scenario needs {ENV_DATASET}=FILE (JSONL or ShareGPT)")
+    count, flavour = None, ""
+    if cfg.use_tokenize:
+        from servecheck.load.prompts import tokenize_counter
+
+        root = cfg.base_url.rstrip("/").removesuffix("/v1")
+        count, flavour = tokenize_counter(root, cfg.model, ctrl.auth_headers())
+    dp = DatasetPrompts.build(
+        load_dataset(path),
+        seed=cfg.seed * 31 + ctrl.index,
+        sample=int(os.environ.get(ENV_SAMPLE) or 1000),
+        count=count,
+        context_length=cfg.context_length,
+        default_max_tokens=int(os.environ.get(ENV_MAX_TOKENS) or 128),
+    )
+    # The run's prompt_method says how the dataset's lengths were measured.
+    ctrl.prompts.method = f"{dp.method}:{flavour}" if dp.method == "tokenize" else dp.method
+    _BUILT[cfg.seed] = dp
+    return dp
+
+
+def opener(ctrl: Any) -> Any:
+    """For :class:`~servecheck.load.conversation.ConversationPool`: each new conversation follows
+    one dataset item's user turns (the replies are the server's)."""
+    dp = dataset_prompts(ctrl)
+
+    def open_one(rng: random.Random) -> tuple[str | None, list[Prompt]]:
+        it, _ = dp.pick_item()
+        return it.system, [turn_prompt(it, k, dp.default_max_tokens) for k in range(len(it.turns))]
+
+    return open_one
+
+
+class DatasetMixin:
+    """Single-turn requests from ``SERVECHECK_DATASET`` (each item's first user turn)."""
+
+    @classmethod
+    def prepare_run(cls, ctrl: Any) -> None:
+        dataset_prompts(ctrl)
+
+    def plan_request(self, ctrl: Any) -> PlannedRequest:
+        return dataset_prompts(ctrl).request()

@@ -1,0 +1,123 @@
+"""The cold-start stage of ``servecheck accept`` and ``servecheck cutover``: its options, the
+launched process's lifetime and the stage dict (the measurement is :mod:`servecheck.load.coldstart`,
+the report section :mod:`servecheck.report.coldstart_html`). ``spec`` is an accept or cutover
+spec: anything with ``launch``, ``cold_start`` and ``cold_start_requests``."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from servecheck.config.model import Target
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:  # the commands' options
+    """``--launch CMD``, ``--cold-start``, ``--cold-start-requests N``."""
+    parser.add_argument(
+        "--launch",
+        metavar="CMD",
+        default=None,
+        help="start the server with this command line first and measure its cold start "
+        "(stopped at the end; output in launch.log)",
+    )
+    parser.add_argument(
+        "--cold-start",
+        action="store_true",
+        help="measure a cold start of a server that is starting now: time to ready, the first "
+        "requests against the warm median, requests to warm up",
+    )
+    parser.add_argument(
+        "--cold-start-requests",
+        type=int,
+        default=30,
+        metavar="N",
+        help="sequential requests timed after readiness (default: %(default)s)",
+    )
+
+
+@dataclass(slots=True)
+class Launch:
+    """The server this command started (``--launch``), if any."""
+
+    command: str | None
+    run_dir: Path
+    proc: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+
+
+def enabled(spec: Any) -> bool:
+    return bool(getattr(spec, "launch", None) or getattr(spec, "cold_start", False))
+
+
+@contextlib.contextmanager
+def launched(spec: Any, run_dir: Path) -> Iterator[Launch]:
+    """Start ``--launch`` (if given) now, stop it when the command is done."""
+    from servecheck.load import coldstart
+
+    launch = Launch(getattr(spec, "launch", None), run_dir)
+    if launch.command:
+        launch.started = time.monotonic()
+        launch.proc = coldstart.launch(launch.command, run_dir / "launch.log")
+        from servecheck.redact import redact
+        from servecheck.report.workflow import say
+
+        say(f"cold start: launched {redact(launch.command)} (pid {launch.proc.pid})")
+    try:
+        yield launch
+    finally:
+        if launch.proc is not None:
+            coldstart.stop(launch.proc)
+
+
+def run_stage(
+    spec: Any, target: Target, launch: Launch, ready_s: float
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Wait for readiness and time the first requests: ``(ready stage, cold_start stage)``."""
+    from servecheck.checks.health import wait_ready
+    from servecheck.client.http import ServeClient
+    from servecheck.client.models import model_for_target
+    from servecheck.load import coldstart
+    from servecheck.report.workflow import say
+
+    t0 = launch.started or time.monotonic()
+
+    def ready(timeout_s: float) -> tuple[bool, str]:
+        with ServeClient.for_target(target) as client:
+            # Fine polling: the time to ready is a measurement here, not only a gate.
+            state = wait_ready(client, target, timeout_s=timeout_s, max_interval_s=0.5)
+        if launch.proc is not None and launch.proc.poll() is not None and state.state != "ready":
+            return False, f"the launched command exited with code {launch.proc.returncode}"
+        return state.state == "ready", f"{state.state}: {state.detail}"
+
+    cold = coldstart.measure(
+        target,
+        lambda: model_for_target(target, None).model,
+        ready,
+        ready_s,
+        started=t0,
+        launched=launch.proc is not None,
+        requests=spec.cold_start_requests,
+        on_log=say,
+    )
+    ready_stage = {
+        "ok": cold.ready,
+        "state": "ready" if cold.ready else "not-ready",
+        "detail": cold.ready_detail,
+        "seconds": cold.time_to_ready_s
+        if cold.time_to_ready_s is not None
+        else round(time.monotonic() - t0, 3),
+    }
+    d = cold.as_dict()
+    stage = {
+        "ok": cold.ok,
+        "detail": cold.line(),
+        "seconds": round(time.monotonic() - t0, 3),
+        **{k: v for k, v in d.items() if k != "ok"},
+    }
+    return ready_stage, stage

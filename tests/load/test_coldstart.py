@@ -1,0 +1,104 @@
+"""Cold start: the figures from a series of timed requests, and ``servecheck accept --launch``
+on a reference server that takes a while to load (no timed assertions: what is checked is that
+the figures are there, consistent with the series, and that the launched server is stopped)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from servecheck.load.coldstart import ColdStart, Probe
+from tests.load.test_load_cli import ROOT
+
+
+def _cold(ttfts: list[float | None]) -> ColdStart:
+    cs = ColdStart(launched=True, ready=True, ready_detail="ready", time_to_ready_s=2.0)
+    cs.probes = [Probe(t, (t or 0) + 50, None if t is not None else "http-500") for t in ttfts]
+    return cs
+
+
+def test_first_against_warm_and_requests_to_warm() -> None:
+    cs = _cold([400.0, 300.0, 150.0, 30.0, 31.0, 29.0, 30.0, 32.0, 30.0, 31.0, 30.0, 29.0])
+    d = cs.as_dict()
+    assert d["warm_ttft_median_ms"] == 30.0  # the last half: never the cold part
+    assert d["first_ttft_ms"] == 400.0 and d["first_vs_warm_ttft"] == pytest.approx(13.333, 1e-3)
+    assert d["requests_to_warm"] == 3
+    # One lucky request early does not make the server warm; one slow one late does not undo it.
+    assert (
+        _cold([400.0, 30.0, 300.0, 250.0, 30.0, 31.0, 60.0, 30.0, 31.0, 30.0]).as_dict()[
+            "requests_to_warm"
+        ]
+        == 4
+    )
+    # Failed requests count as not warm; a series that never settles says so.
+    assert _cold([None, None, 30.0, 30.0, 31.0, 30.0]).requests_to_warm == 2
+    assert _cold([100.0, None, None, None, 100.0, None]).requests_to_warm is None
+    not_ready = ColdStart(launched=True, ready=False, ready_detail="timeout", time_to_ready_s=None)
+    assert not not_ready.ok and not_ready.line() == "not ready: timeout"
+    assert not _cold([None, None]).ok
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_accept_launches_measures_and_stops_the_server(tmp_path: Path) -> None:
+    port = _free_port()
+    targets = tmp_path / "targets.yaml"
+    targets.write_text(
+        "targets:\n  - name: cold\n"
+        f"    base_url: http://127.0.0.1:{port}/v1\n    engine: reference\n    timeout_s: 20\n"
+    )
+    launch = (
+        f"{sys.executable} -m servecheck reference-server --port {port} --loading-s 1.5 "
+        "--ttft-ms 10 --itl-ms 1"
+    )
+    out = tmp_path / "reports"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "servecheck",
+            "accept",
+            "--target",
+            "cold",
+            "--targets-file",
+            str(targets),
+            "--out",
+            str(out),
+            "--launch",
+            launch,
+            "--cold-start-requests",
+            "8",
+            "--no-load",
+            "-k",
+            "MODELS",
+            "-n",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = list(out.iterdir())
+    data = json.loads((run_dir / "accept.json").read_text())
+    cold = data["stages"]["cold_start"]
+    assert cold["ok"] and cold["launched"] and cold["requests"] == 8 and cold["failed"] == 0
+    # The server reported "loading" for 1.5 s after its start: ready cannot come sooner.
+    assert cold["time_to_ready_s"] >= 1.5
+    assert cold["first_ttft_ms"] == cold["series"][0]["ttft_ms"] > 0
+    assert cold["warm_ttft_median_ms"] > 0 and cold["requests_to_warm"] is not None
+    assert "Cold start" in (run_dir / "report.html").read_text()
+    assert (run_dir / "launch.log").is_file()
+    with socket.socket() as s:  # stopped at the end: nothing listens on its port
+        assert s.connect_ex(("127.0.0.1", port)) != 0

@@ -1,0 +1,188 @@
+"""User datasets: the formats, their errors, seeded sampling and sizing, and runs on the
+reference server (single-turn ``dataset``, ``multi_turn`` following the file's conversations)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from servecheck.errors import UsageError
+from servecheck.load.conversation import ConversationPool
+from servecheck.load.dataset import DatasetPrompts, load_dataset, turn_prompt
+from servecheck.reference.inprocess import RunningServer
+from tests.load.test_load_cli import _cmd, _run, _summary, _targets
+
+SHAREGPT = [
+    {
+        "id": "a",
+        "conversations": [
+            {"from": "system", "value": "Be brief."},
+            {"from": "human", "value": "first question"},
+            {"from": "gpt", "value": "x" * 40},
+            {"from": "human", "value": "second question"},
+            {"from": "gpt", "value": "y" * 8},
+        ],
+    },
+    {"id": "b", "conversations": [{"from": "gpt", "value": "no user turn: skipped"}]},
+    {"id": "c", "conversations": [{"from": "human", "value": "only one"}]},
+]
+
+
+def test_formats_are_read(tmp_path: Path) -> None:
+    sg = tmp_path / "sg.json"
+    sg.write_text(json.dumps(SHAREGPT))
+    items = load_dataset(sg)
+    assert len(items) == 2
+    a = items[0]
+    assert a.system == "Be brief." and a.turns == ["first question", "second question"]
+    assert a.answer_chars == [40, 8]
+    # max_tokens: the reference answer's length (4 chars a token), else the default.
+    assert (
+        turn_prompt(a, 0, 128).max_tokens == 10 and turn_prompt(items[1], 0, 128).max_tokens == 128
+    )
+    jl = tmp_path / "p.jsonl"
+    jl.write_text(
+        '{"prompt": "hello", "max_tokens": 7}\n\n'
+        '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n'
+        + json.dumps(SHAREGPT[0])
+        + "\n"
+    )
+    items = load_dataset(jl)
+    assert [i.turns for i in items] == [["hello"], ["hi"], ["first question", "second question"]]
+    assert items[0].max_tokens == 7
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"prompt": 5}\n', ":1: prompt must be a string"),
+        ('{"x": 1}\n', ":1: needs conversations (ShareGPT), messages or prompt"),
+        ("not json\n", ":1: not a JSON object"),
+        ('{"prompt": "a", "max_tokens": 0}\n', "max_tokens must be a positive integer"),
+        ('{"conversations": [{"from": "robot", "value": "a"}]}\n', "a turn needs from/role"),
+        ('{"prompt": ""}\n', "no record with a user turn"),
+        ("[1, 2]", "record 0: a record must be a JSON object"),
+    ],
+)
+def test_bad_files_name_the_problem(tmp_path: Path, text: str, message: str) -> None:
+    p = tmp_path / "bad.jsonl"
+    p.write_text(text)
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_dataset(p)
+
+
+def test_sampling_is_seeded_and_sized_and_kept_inside_the_context(tmp_path: Path) -> None:
+    p = tmp_path / "p.jsonl"
+    p.write_text("".join(json.dumps({"prompt": "w " * (i + 1)}) + "\n" for i in range(50)))
+    items = load_dataset(p)
+    a = DatasetPrompts.build(items, seed=1, sample=10, count=None, context_length=None)
+    b = DatasetPrompts.build(items, seed=1, sample=10, count=None, context_length=None)
+    c = DatasetPrompts.build(items, seed=2, sample=10, count=None, context_length=None)
+    assert [i.turns for i in a.items] == [i.turns for i in b.items] != [i.turns for i in c.items]
+    counted = DatasetPrompts.build(
+        items, seed=1, sample=50, count=lambda t: len(t.split()), context_length=None
+    )
+    assert counted.method == "tokenize"
+    assert all(
+        n == len(i.turns[0].split())
+        for i, n in zip(counted.items, counted.first_tokens, strict=True)
+    )
+    small = DatasetPrompts.build(
+        items,
+        seed=1,
+        sample=50,
+        count=lambda t: len(t.split()),
+        context_length=16 + 8 + 30,
+        default_max_tokens=8,
+    )
+    assert small.dropped_for_context == 50 - 30 and max(small.first_tokens) <= 30
+    with pytest.raises(UsageError, match="no dataset record fits"):
+        DatasetPrompts.build(items, seed=1, sample=50, count=None, context_length=20)
+
+
+def test_a_dataset_conversation_follows_its_own_turns(tmp_path: Path) -> None:
+    sg = tmp_path / "sg.json"
+    sg.write_text(json.dumps(SHAREGPT))
+    item = load_dataset(sg)[0]
+    pool = ConversationPool(
+        turns=8,
+        think_s=0,
+        pick=lambda rng: pytest.fail("a dataset conversation never draws from the mix"),
+        opener=lambda rng: (item.system, [turn_prompt(item, k, 64) for k in range(2)]),
+    )
+    import random
+
+    rng = random.Random(0)
+    r0 = pool.checkout(0.0, rng)
+    assert r0.messages[0] == {"role": "system", "content": "Be brief."}
+    assert r0.messages[1]["content"].endswith("first question")
+    pool.checkin(r0, True, "server reply", {"prompt_tokens": 9, "completion_tokens": 2}, 0.0)
+    r1 = pool.checkout(0.0, rng)
+    assert [m["content"] for m in r1.messages[2:]] == ["server reply", "second question"]
+    pool.checkin(r1, True, "r2", None, 0.0)
+    assert pool.completed == 1  # two turns in the file: the conversation ends there
+
+
+@pytest.mark.slow
+def test_dataset_runs_on_the_reference_server(
+    make_reference: Callable[..., RunningServer], tmp_path: Path
+) -> None:
+    server = make_reference(ttft_ms=5, itl_ms=1, max_model_len=2048)
+    targets = _targets(tmp_path, server)
+    data = tmp_path / "sg.json"
+    convs = [
+        {
+            "conversations": sum(
+                (
+                    [
+                        {"from": "human", "value": f"q{i} {k} " * 5},
+                        {"from": "gpt", "value": "a " * 10},
+                    ]
+                    for k in range(1 + i % 3)
+                ),
+                [],
+            )
+        }
+        for i in range(12)
+    ]
+    data.write_text(json.dumps(convs))
+    out = tmp_path / "single"
+    proc = _run(
+        _cmd(targets, out, "--scenario", "dataset", "--users", "2", "--max-requests", "10"),
+        env={"SERVECHECK_DATASET": str(data)},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    s = _summary(out)
+    assert s["requests"]["ok"] == 10 and s["prompt_method"].startswith("tokenize:")
+    out = tmp_path / "multi"
+    proc = _run(
+        _cmd(targets, out, "--scenario", "multi_turn", "--users", "2", "--max-requests", "16"),
+        env={"SERVECHECK_DATASET": str(data), "SERVECHECK_TURNS": "8"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    recs = [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
+    turns: dict[str, int] = defaultdict(int)
+    for r in recs:
+        turns[r["conversation"]] = max(turns[r["conversation"]], r["turn"])
+    assert max(turns.values()) <= 2  # the file's conversations have 1 to 3 user turns
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": 5}\n')
+    proc = _run(
+        _cmd(
+            targets,
+            tmp_path / "bad",
+            "--scenario",
+            "dataset",
+            "--users",
+            "1",
+            "--max-requests",
+            "1",
+        ),
+        env={"SERVECHECK_DATASET": str(bad)},
+    )
+    assert proc.returncode == 2 and "prompt must be a string" in proc.stderr, proc.stderr

@@ -1,0 +1,244 @@
+"""The multi-turn and shared-prefix scenarios end to end on the reference server (its optional
+prefix cache on or off), through ``servecheck load``, distributed workers and plain ``locust``.
+
+No timed assertions: the reference's TTFT model only makes cached and uncached requests differ;
+what is checked is what the records and the summary say, and that they agree with the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from servecheck.reference.inprocess import RunningServer
+from tests.load.test_load_cli import ROOT, _cmd, _run, _summary, _targets
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cache_server(make_reference: Callable[..., RunningServer]) -> RunningServer:
+    return make_reference(ttft_ms=20, itl_ms=1, max_model_len=4096, prefix_cache_blocks=8192)
+
+
+def _records(out: Path) -> list[dict]:
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    return [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
+
+
+def _check_conversations(recs: list[dict]) -> dict[str, list[dict]]:
+    convs: dict[str, list[dict]] = defaultdict(list)
+    for r in recs:
+        assert r["error"] is None, r
+        convs[r["conversation"]].append(r)
+    for cid, turns in convs.items():
+        turns.sort(key=lambda r: r["turn"])
+        assert [r["turn"] for r in turns] == list(range(len(turns))), cid
+        assert len(turns) <= 3
+        assert turns[0]["history_tokens"] == 0 and turns[0]["cached_tokens"] == 0
+        for prev, cur in zip(turns, turns[1:], strict=False):
+            # Each turn resends the previous one as the server counted it (prompt + reply) ...
+            assert cur["history_tokens"] == prev["prompt_tokens"] + prev["output_tokens"], cid
+            # ... plus a new message on top; and the cache served some of that history.
+            assert cur["prompt_tokens"] > cur["history_tokens"]
+            assert 0 < cur["cached_tokens"] <= cur["history_tokens"]
+            assert cur["t_sent"] >= prev["t_done"]  # a turn waits for its reply
+    return convs
+
+
+def test_multi_turn_builds_history_from_replies(
+    cache_server: RunningServer, tmp_path: Path
+) -> None:
+    targets = _targets(tmp_path, cache_server)
+    out = tmp_path / "reports"
+    proc = _run(
+        _cmd(targets, out, "--scenario", "multi_turn", "--users", "3", "--max-requests", "24"),
+        env={"SERVECHECK_TURNS": "3"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    recs = _records(out)
+    assert len(recs) == 24
+    convs = _check_conversations(recs)
+    assert len(convs) >= 8
+    s = _summary(out)
+    by_turn = s["turns"]["by_turn"]
+    assert set(by_turn) == {"0", "1", "2"}
+    assert sum(t["count"] for t in by_turn.values()) == 24
+    assert by_turn["0"]["cache_hit_rate"] == 0 and by_turn["2"]["cache_hit_rate"] > 0
+    assert by_turn["2"]["history_tokens_mean"] > by_turn["1"]["history_tokens_mean"] > 0
+    assert s["turns"]["conversations"] == len(convs)
+    pc = s["prefix_cache"]
+    assert pc["requests_reporting"] == 24 and pc["engine"]["source"] == "vllm:prefix_cache"
+    assert "turns (" in proc.stdout and "turn 2" in proc.stdout
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    assert "turns (" in (run_dir / "report.html").read_text()  # the HTML page shows them too
+
+
+def test_shared_prefix_hit_rate_from_usage_and_engine_agree(
+    make_reference: Callable[..., RunningServer], tmp_path: Path
+) -> None:
+    server = make_reference(ttft_ms=20, itl_ms=1, max_model_len=4096, prefix_cache_blocks=8192)
+    targets = _targets(tmp_path, server)
+    out = tmp_path / "reports"
+    proc = _run(
+        _cmd(targets, out, "--scenario", "shared_prefix", "--users", "4", "--max-requests", "40"),
+        env={"SERVECHECK_PREFIX_TOKENS": "256", "SERVECHECK_PREFIX_GROUPS": "3"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    recs = _records(out)
+    assert {r["prefix_group"] for r in recs} == {"g0", "g1", "g2"}
+    # A fresh server: exactly the first request of each group (in arrival order at the server,
+    # which sends overlap can reorder) finds nothing cached; every later one finds its prefix.
+    misses = [r for r in recs if r["cached_tokens"] == 0]
+    assert 3 <= len(misses) <= 3 + 3  # concurrent firsts of a group may both miss
+    hits = [r for r in recs if r["cached_tokens"] > 0]
+    assert all(240 <= r["cached_tokens"] < r["prompt_tokens"] for r in hits)
+    s = _summary(out)
+    pc = s["prefix_cache"]
+    used = sum(r["cached_tokens"] for r in recs) / sum(r["prompt_tokens"] for r in recs)
+    assert pc["hit_rate"] == pytest.approx(used, abs=1e-4)
+    assert pc["engine"]["hit_rate"] == pytest.approx(used, abs=1e-3), pc["engine"]
+    assert pc["requests_hit"] == len(hits)
+    assert pc["ttft_cached_ms"]["count"] == len(hits)
+    assert pc["ttft_uncached_ms"]["count"] == len(misses)
+    assert pc["ttft_first_of_group_ms"]["count"] == 3
+    assert "prefix cache (usage.cached_tokens): hit rate" in proc.stdout
+
+
+def test_without_a_prefix_cache_the_report_says_not_reported(
+    make_reference: Callable[..., RunningServer], tmp_path: Path
+) -> None:
+    server = make_reference(ttft_ms=5, itl_ms=1, max_model_len=4096)
+    targets = _targets(tmp_path, server)
+    out = tmp_path / "reports"
+    proc = _run(
+        _cmd(targets, out, "--scenario", "shared_prefix", "--users", "2", "--max-requests", "8")
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    pc = _summary(out)["prefix_cache"]
+    assert pc["requests_reporting"] == 0 and pc["hit_rate"] is None
+    assert pc["engine"] == {"note": "the engine exposes no prefix-cache counters"}
+    assert "not reported by the server" in proc.stdout
+    assert pc["ttft_first_of_group_ms"]["count"] + pc["ttft_later_in_group_ms"]["count"] == 8
+
+
+def test_multi_turn_in_open_loop_and_with_two_processes(
+    cache_server: RunningServer, tmp_path: Path
+) -> None:
+    targets = _targets(tmp_path, cache_server)
+    out = tmp_path / "open"
+    proc = _run(
+        _cmd(targets, out, "--scenario", "multi_turn", "--rate", "30/s", "--max-requests", "30"),
+        env={"SERVECHECK_TURNS": "3"},
+    )
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # 1 only if the generator lagged
+    recs = _records(out)
+    assert len(recs) == 30
+    _check_conversations(recs)
+
+    out = tmp_path / "procs"
+    proc = _run(
+        _cmd(
+            targets,
+            out,
+            "--scenario",
+            "multi_turn",
+            "--users",
+            "4",
+            "--max-requests",
+            "24",
+            "--processes",
+            "2",
+        ),
+        env={"SERVECHECK_TURNS": "3"},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    recs = _records(out)
+    assert len({r["worker"] for r in recs}) == 2 and len(recs) == 24
+    convs = _check_conversations(recs)
+    assert all(len({r["worker"] for r in turns}) == 1 for turns in convs.values())
+
+
+def test_plain_locust_runs_the_scenario(cache_server: RunningServer, tmp_path: Path) -> None:
+    rec_dir = tmp_path / "plain"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            str(ROOT / "scenarios" / "multi_turn.py"),
+            "--host",
+            cache_server.base_url,
+            "--headless",
+            "-u",
+            "2",
+            "-r",
+            "2",
+            "-t",
+            "5s",
+            "--only-summary",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**os.environ, "SERVECHECK_RECORDS_DIR": str(rec_dir), "SERVECHECK_TURNS": "3"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (path,) = rec_dir.glob("records-*.jsonl")
+    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    assert len(recs) >= 3  # a timed run on a busy machine: a few turns are enough to check
+    # The run stops mid-conversation: drop requests cut by the stop, check the rest.
+    _check_conversations([r for r in recs if r["error"] is None])
+    assert "TTFT multi_turn" in proc.stdout + proc.stderr
+
+
+def test_capacity_sweeps_the_shared_prefix_scenario(
+    cache_server: RunningServer, tmp_path: Path
+) -> None:
+    targets = _targets(tmp_path, cache_server)
+    out = tmp_path / "cap"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "servecheck",
+            "capacity",
+            "--target",
+            "ref",
+            "--targets-file",
+            str(targets),
+            "--out",
+            str(out),
+            "--users",
+            "1,2",
+            "--step-duration",
+            "2s",
+            "--scenario",
+            "shared_prefix",
+            "--allow-lag",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = list(out.iterdir())
+    data = json.loads((run_dir / "capacity.json").read_text())
+    assert [s["level"] for s in data["steps"]] == [1, 2] and all(s["total"] for s in data["steps"])
+    # Each step is a shared_prefix load run: its summary has the prefix-cache section.
+    summaries = sorted(run_dir.glob("steps/*/summary.json"))
+    assert len(summaries) == 2
+    for p in summaries:
+        s = json.loads(p.read_text())
+        assert s["scenario"] == "shared_prefix" and s["prefix_cache"]["requests_reporting"] > 0

@@ -1,0 +1,77 @@
+"""Soak with shared prefixes on a server whose KV-usage metric counts its prefix cache: the
+retained cache is a plateau (``retention``, exit 0), a real leak beside it is still a ``leak``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from servecheck.cli import main
+from servecheck.reference.inprocess import RunningServer
+from tests.soak.test_soak import TINY, _targets
+
+pytestmark = pytest.mark.slow
+CACHE = {"kv_blocks": 64, "prefix_cache_blocks": 16, "prefix_cache_counted": True}
+
+
+def _soak(server: RunningServer, tmp_path: Path, run_id: str, *extra: str) -> tuple[int, dict]:
+    targets = _targets(tmp_path, server.base_url, server.root)
+    code = main(
+        [
+            "soak",
+            "--target",
+            "ref",
+            "--targets-file",
+            str(targets),
+            *TINY,
+            "--shared-prefix",
+            "40",
+            "--no-rss",
+            "--out",
+            str(tmp_path / "reports"),
+            "--run-id",
+            run_id,
+            *extra,
+        ]
+    )
+    return code, json.loads((tmp_path / "reports" / run_id / "soak.json").read_text())
+
+
+def test_a_retained_prefix_cache_is_retention_not_a_leak(
+    make_reference: Callable[..., RunningServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = make_reference(ttft_ms=5, itl_ms=5, **CACHE)
+    code, data = _soak(server, tmp_path, "retained")
+    out = capsys.readouterr().out
+    kv = data["leak"]["kv_usage"]
+    assert code == 0, out
+    assert kv["status"] == "retention", kv["message"]
+    # The plateau is the cache's size (16 of 64 blocks), flat from cycle to cycle.
+    assert all(abs(level - 0.25) < 0.02 for level in kv["post_drain"]), kv["post_drain"]
+    assert data["plan"]["shared_prefix_words"] == 40
+
+
+def test_a_leak_beside_a_retained_prefix_cache_is_still_a_leak(
+    make_reference: Callable[..., RunningServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = make_reference("kv-leak", ttft_ms=5, itl_ms=5, **CACHE)
+    code, data = _soak(
+        server,
+        tmp_path,
+        "leak",
+        "--abandon",
+        "--probe-streams",
+        "4",
+        "--probe-rounds",
+        "1",
+        "--drain-bound",
+        "1.5s",
+    )
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert data["leak"]["kv_usage"]["status"] == "leak", data["leak"]["kv_usage"]["message"]
+    levels = data["leak"]["kv_usage"]["post_drain"]
+    assert min(levels) > 0.25 + 0.02  # above the cache's plateau (here: the leak filled it)
