@@ -27,7 +27,6 @@ from aiohttp import web
 
 from servecheck.reference import cache_faults, model, prefix_cache, reasoning
 from servecheck.reference import text as reftext
-from servecheck.reference import model, prefix_cache, reasoning
 from servecheck.reference.faults import FAULTS, QUIRKS
 
 ROLES = {"system", "user", "assistant", "tool", "developer", "function"}
