@@ -39,10 +39,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from servecheck.load.run import LoadSpec, run_load  # noqa: E402
 from servecheck.config.model import Target  # noqa: E402
 from servecheck.load.reactor import ENV_READER  # noqa: E402
 from servecheck.load.records import read_files  # noqa: E402
+from servecheck.load.run import LoadSpec, run_load  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _docs import write_section  # noqa: E402
