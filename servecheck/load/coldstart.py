@@ -37,6 +37,7 @@ from servecheck.config.model import Target
 from servecheck.errors import UsageError
 from servecheck.load.prompts import words_text
 from servecheck.load.stream import StreamState
+from servecheck.signals import die_with_parent
 
 _perf = time.perf_counter
 MAX_REQUESTS = 200
@@ -147,7 +148,13 @@ def launch(command: str, log_path: Path) -> subprocess.Popen[bytes]:
     log = open(log_path, "wb")  # noqa: SIM115 - the child holds it; closed with the process
     try:
         return subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=os.environ
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=os.environ,
+            # A servecheck killed with -9 must not leave the launched server running (issue 14).
+            preexec_fn=die_with_parent,
         )
     except OSError as exc:
         log.close()

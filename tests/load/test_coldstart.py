@@ -102,3 +102,63 @@ def test_accept_launches_measures_and_stops_the_server(tmp_path: Path) -> None:
     assert (run_dir / "launch.log").is_file()
     with socket.socket() as s:  # stopped at the end: nothing listens on its port
         assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_a_killed_accept_does_not_leave_the_launched_server_running(tmp_path: Path) -> None:
+    """kill -9 of ``accept --launch`` gives it no chance to clean up: the launched server must
+    still go (it dies with its parent), not stay listening as an orphan (issue 14)."""
+    import contextlib
+    import os
+    import re
+    import signal
+    import time
+
+    port = _free_port()
+    targets = tmp_path / "targets.yaml"
+    targets.write_text(
+        "targets:\n  - name: cold\n"
+        f"    base_url: http://127.0.0.1:{port}/v1\n    engine: reference\n    timeout_s: 20\n"
+    )
+    # Loading for 60 s: accept is still waiting for readiness when it is killed.
+    launch = f"{sys.executable} -m servecheck reference-server --port {port} --loading-s 60"
+    cmd = [sys.executable, "-m", "servecheck", "accept", "--target", "cold"]
+    cmd += ["--targets-file", str(targets), "--out", str(tmp_path / "r"), "--launch", launch]
+    cmd += ["--no-load", "-n", "0"]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    pid = None
+    try:
+        assert proc.stdout is not None
+        seen = ""
+        for line in proc.stdout:  # the launch line comes before any readiness wait
+            seen += line  # the console may wrap it
+            found = re.search(r"cold start: launched .*?\(pid (\d+)\)", seen, re.S)
+            if found:
+                pid = int(found.group(1))
+                break
+        assert pid is not None, "accept never said what it launched"
+        with socket.socket() as s:  # the server is up (loading): it listens before it is ready
+            deadline = time.monotonic() + 30
+            while s.connect_ex(("127.0.0.1", port)) != 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            # Reap it if it is our grandchild turned zombie under init: a zombie is gone.
+            if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"the launched server (pid {pid}) outlived the killed accept")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
