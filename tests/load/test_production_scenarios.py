@@ -115,7 +115,8 @@ def test_shared_prefix_hit_rate_from_usage_and_engine_agree(
 def test_without_a_prefix_cache_the_report_says_not_reported(
     make_reference: Callable[..., RunningServer], tmp_path: Path
 ) -> None:
-    server = make_reference(ttft_ms=5, itl_ms=1, max_model_len=4096)
+    # No prefix cache at all (the self-test factory turns one on for the CACHE checks).
+    server = make_reference(ttft_ms=5, itl_ms=1, max_model_len=4096, prefix_cache_blocks=0)
     targets = _targets(tmp_path, server)
     out = tmp_path / "reports"
     proc = _run(
