@@ -412,42 +412,21 @@ class _Controller:
                 context={},
             )
             return
-        if rec.abandoned:  # its TTFT is real; its "E2E" is only when the client gave up
-            if rec.ttft is not None:
-                fire(
-                    request_type="LLM",
-                    name=f"TTFT {scen}",
-                    response_time=rec.ttft * 1000.0,
-                    response_length=rec.tokens,
-                    exception=None,
-                    context={},
-                )
+        # An abandoned request's TTFT is real; its "E2E" is only when the client gave up.
+        for kind, seconds in (
+            ("TTFT", rec.ttft),
+            ("ABANDONED" if rec.abandoned else "E2E", rec.e2e or 0.0),
+        ):
+            if seconds is None:
+                continue
             fire(
                 request_type="LLM",
-                name=f"ABANDONED {scen}",
-                response_time=(rec.e2e or 0.0) * 1000.0,
+                name=f"{kind} {scen}",
+                response_time=seconds * 1000.0,
                 response_length=rec.tokens,
                 exception=None,
                 context={},
             )
-            return
-        if rec.ttft is not None:
-            fire(
-                request_type="LLM",
-                name=f"TTFT {scen}",
-                response_time=rec.ttft * 1000.0,
-                response_length=rec.tokens,
-                exception=None,
-                context={},
-            )
-        fire(
-            request_type="LLM",
-            name=f"E2E {scen}",
-            response_time=(rec.e2e or 0.0) * 1000.0,
-            response_length=rec.tokens,
-            exception=None,
-            context={},
-        )
 
 
 def _capture(feed: Any, raw: list[bytes]) -> Any:
