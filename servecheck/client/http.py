@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpcore
 import httpx
 
 from servecheck.client.curl import curl_command
@@ -292,30 +293,52 @@ def _stale_connection(exc: Exception, ex: Exchange) -> bool:
     connection is what urllib3 and browsers do; it is not a server defect.
     """
     return (
-        isinstance(exc, httpx.RemoteProtocolError)
+        isinstance(exc, httpx.RemoteProtocolError | httpcore.RemoteProtocolError)
         and ex.status is None
         and ex.timing.t_first_byte is None
         and "without sending a response" in str(exc)
     )
 
 
+# Every exception a transport can raise while a request is sent or its response read or closed.
+# httpx maps httpcore's exceptions only inside its own calls: one raised while a response stream
+# is closed (a read timing out as the connection is released) escaped as httpcore.ReadTimeout
+# and ended discovery with a traceback. OSError: a socket failing outside both libraries' maps.
+TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
+    httpx.HTTPError,
+    httpx.StreamError,
+    httpcore.TimeoutException,
+    httpcore.NetworkError,
+    httpcore.ProtocolError,
+    httpcore.ProxyError,
+    httpcore.UnsupportedProtocol,
+    httpcore.ConnectionNotAvailable,
+    OSError,
+)
+
+
 def _error_class(exc: Exception) -> str:
-    if isinstance(exc, httpx.ConnectTimeout | httpx.ConnectError):
+    if isinstance(
+        exc,
+        httpx.ConnectTimeout | httpx.ConnectError | httpcore.ConnectTimeout | httpcore.ConnectError,
+    ):
         return "connect"
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, httpx.TimeoutException | httpcore.TimeoutException | TimeoutError):
         return "timeout"
-    if isinstance(exc, httpx.RemoteProtocolError | httpx.LocalProtocolError):
+    if isinstance(
+        exc, httpx.RemoteProtocolError | httpx.LocalProtocolError | httpcore.ProtocolError
+    ):
         return "protocol"
     return "read"
 
 
 def _error_message(exc: Exception, url: str) -> str:
     text = str(exc) or type(exc).__name__
-    if isinstance(exc, httpx.ConnectError):
+    if isinstance(exc, httpx.ConnectError | httpcore.ConnectError | ConnectionRefusedError):
         return f"cannot connect to {url}: {text} (is the server up and the base_url right?)"
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, httpx.TimeoutException | httpcore.TimeoutException | TimeoutError):
         return f"{type(exc).__name__}: no data within the timeout ({text})"
-    if isinstance(exc, httpx.RemoteProtocolError):
+    if isinstance(exc, httpx.RemoteProtocolError | httpcore.RemoteProtocolError):
         return f"the server broke the HTTP exchange: {text}"
     return f"{type(exc).__name__}: {text}"
 
@@ -423,7 +446,7 @@ def _begin(
     )
 
 
-def _retry_or_record(exc: httpx.HTTPError, ex: Exchange, attempt: int) -> bool:
+def _retry_or_record(exc: Exception, ex: Exchange, attempt: int) -> bool:
     """True to retry (a stale keep-alive connection, first attempt); else record the error as data."""
     if attempt == 0 and _stale_connection(exc, ex):
         return True
@@ -490,7 +513,7 @@ class ServeClient:
                     for raw in response.iter_raw():
                         if not collector.data(raw):
                             break
-            except httpx.HTTPError as exc:
+            except TRANSPORT_ERRORS as exc:
                 if _retry_or_record(exc, ex, attempt):
                     continue
             return collector.finish()
@@ -553,7 +576,7 @@ class AsyncServeClient:
                     async for raw in response.aiter_raw():
                         if not collector.data(raw):
                             break
-            except httpx.HTTPError as exc:
+            except TRANSPORT_ERRORS as exc:
                 if _retry_or_record(exc, ex, attempt):
                     continue
             return collector.finish()
