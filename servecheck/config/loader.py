@@ -25,7 +25,7 @@ from servecheck.config.model import ENGINES, Defaults, Target, TargetsFile
 from servecheck.errors import UsageError, did_you_mean
 from servecheck.redact import register
 
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ENV_TARGETS_FILE = "SERVECHECK_TARGETS_FILE"
 DEFAULT_FILE = "targets.yaml"
 # Where no targets file is named and ./targets.yaml does not exist: the embedded reference alone.
@@ -111,37 +111,84 @@ class _Locator:
         return f"{self.where(loc)}: {_fmt_path(loc)}: {message}"
 
 
+class _BadReference(ValueError):
+    """A ``${...}`` that is not ``${NAME}`` or ``${NAME:-fallback}``."""
+
+
+def _expand_text(text: str, env: Mapping[str, str], missing: list[str]) -> str:
+    """``text`` with every ``${NAME}`` / ``${NAME:-fallback}`` replaced; a fallback may itself
+    hold references (``${A:-${B:-x}}``), expanded only when it is used. Unset names without a
+    fallback go to ``missing``. A ``$`` not followed by ``{`` and a name stays as written."""
+    out: list[str] = []
+    i = 0
+    while (j := text.find("${", i)) >= 0:
+        name = _VAR_NAME.match(text, j + 2)
+        if name is None:  # "${" without a name: literal text, as before
+            out.append(text[i : j + 2])
+            i = j + 2
+            continue
+        out.append(text[i:j])
+        var, k = name.group(0), name.end()
+        if text.startswith("}", k):
+            if var in env:
+                out.append(env[var])
+            else:
+                missing.append(var)
+            i = k + 1
+            continue
+        if not text.startswith(":-", k):
+            raise _BadReference(
+                f"${{{var}{text[k : k + 1]}...: write ${{{var}}} or ${{{var}:-fallback}}"
+            )
+        depth, p = 0, k + 2
+        while p < len(text):
+            if text.startswith("${", p):
+                depth, p = depth + 1, p + 2
+                continue
+            if text[p] == "}":
+                if depth == 0:
+                    break
+                depth -= 1
+            p += 1
+        else:
+            raise _BadReference(f"${{{var}:-... has no closing '}}'")
+        out.append(env[var] if var in env else _expand_text(text[k + 2 : p], env, missing))
+        i = p + 1
+    out.append(text[i:])
+    return "".join(out)
+
+
 def _expand(
     value: Any,
     loc: tuple[Any, ...],
     env: Mapping[str, str],
     errors: list[tuple[tuple[Any, ...], str]],
+    bad: list[tuple[tuple[Any, ...], str]] | None = None,
 ) -> Any:
+    """``value`` with its references expanded; unset variables go to ``errors`` and malformed
+    references to ``bad`` (a mistake in the file, never a matter of the environment)."""
     if isinstance(value, str):
-
-        def sub(match: re.Match[str]) -> str:
-            var, fallback = match.group(1), match.group(2)
-            if var in env:
-                return env[var]
-            if fallback is not None:
-                return fallback
+        missing: list[str] = []
+        try:
+            expanded = _expand_text(value, env, missing)
+        except _BadReference as exc:
+            (errors if bad is None else bad).append((loc, f"bad variable reference {exc}"))
+            return ""
+        for var in dict.fromkeys(missing):
             errors.append(
                 (
                     loc,
                     f"environment variable {var} is not set (export it, or write ${{{var}:-}} to make it optional)",
                 )
             )
-            return ""
-
-        expanded = _VAR.sub(sub, value)
         secret = bool(loc) and loc[-1] in _SECRET_KEYS or (len(loc) >= 2 and loc[-2] == "headers")
         if secret and expanded != value:
             register(expanded)
         return expanded
     if isinstance(value, dict):
-        return {k: _expand(v, (*loc, k), env, errors) for k, v in value.items()}
+        return {k: _expand(v, (*loc, k), env, errors, bad) for k, v in value.items()}
     if isinstance(value, list):
-        return [_expand(v, (*loc, i), env, errors) for i, v in enumerate(value)]
+        return [_expand(v, (*loc, i), env, errors, bad) for i, v in enumerate(value)]
     return value
 
 
@@ -379,15 +426,23 @@ def load_targets(
             continue
         seen_names[name] = index
         target_env_errors: list[tuple[tuple[Any, ...], str]] = []
-        expanded = _expand(raw, loc, env, target_env_errors)
+        bad_refs: list[tuple[tuple[Any, ...], str]] = []
+        expanded = _expand(raw, loc, env, target_env_errors, bad_refs)
+        if bad_refs:
+            fatal += [locator.problem(where, m) for where, m in bad_refs]
+            continue
         merged = _merge(defaults if isinstance(defaults, dict) else {}, expanded)
         try:
             target = Target.model_validate(merged)
         except ValidationError as exc:
-            fatal += [
-                locator.problem(where, m)
-                for where, m in _pydantic_problems(exc, loc, Target, merged)
-            ]
+            problems = _pydantic_problems(exc, loc, Target, merged)
+            emptied = {where for where, _ in target_env_errors}
+            if target_env_errors and all(where in emptied for where, _ in problems):
+                # Only the values an unset variable left empty (base_url '') are invalid: the
+                # variable is the cause to name, and it stops only a run that selects this target.
+                broken[name] = [locator.problem(where, m) for where, m in target_env_errors]
+                continue
+            fatal += [locator.problem(where, m) for where, m in problems if where not in emptied]
             continue
         slo_problems = _slo_problems(target.slo, (*loc, "slo"), merged)
         if slo_problems:
