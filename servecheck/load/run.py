@@ -31,6 +31,7 @@ from servecheck.errors import UsageError, did_you_mean
 from servecheck.load import engine_cache
 from servecheck.load.breakdown import ENGINE_FILE, format_breakdown, scenario_breakdown
 from servecheck.load.dataset import check_env as check_dataset_env
+from servecheck.load.down import DownRule, DownWatch, parse_down_after
 from servecheck.load.phases import phase_lines
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
 from servecheck.load.reach import target_down
@@ -94,6 +95,8 @@ class LoadSpec:
     trace_speed: float = 1.0  # 2.0 replays twice as fast
     warmup_s: float | None = None  # sent on top of the bounds, kept out of the statistics
     warmup_requests: int | None = None
+    # Stop early when the target goes down mid-run (load/down.py); DownRule(0) turns it off.
+    down_after: DownRule = field(default_factory=DownRule)
 
 
 @dataclass(slots=True)
@@ -326,7 +329,9 @@ class _Tail:
         self.total = self.errors = self.tokens = 0
         self.ttfts: list[float] = []
 
-    def poll(self) -> None:
+    def poll(self) -> list[dict[str, Any]]:
+        """Read what the workers wrote since the last poll; returns those records."""
+        new: list[dict[str, Any]] = []
         for p in worker_files(self.run_dir):
             off = self.offsets.get(p, 0)
             try:
@@ -342,6 +347,9 @@ class _Tail:
                     r = json.loads(line)
                 except ValueError:
                     continue
+                if not isinstance(r, dict):
+                    continue
+                new.append(r)
                 self.total += 1
                 if r.get("error"):
                     self.errors += 1
@@ -350,6 +358,7 @@ class _Tail:
                 self.tokens += int(r.get("output_tokens") or r.get("output_tokens_client") or 0)
         if len(self.ttfts) > 2000:
             self.ttfts = self.ttfts[-1000:]
+        return new
 
     def line(self, elapsed: float, bound: float | None) -> str:
         recent = sorted(self.ttfts[-200:])
@@ -368,8 +377,11 @@ def _run_locust(
     wall_limit: float,
     progress: bool,
     bound: float | None,
+    watch: DownWatch | None = None,
 ) -> int | None:
-    """Run Locust, show progress, enforce a wall-clock limit; return its exit code."""
+    """Run Locust, show progress, enforce a wall-clock limit; return its exit code. With
+    ``watch``, Locust is stopped as soon as the records say the target went down
+    (``watch.down`` then holds why)."""
     console: Any = None
     live: Any = None
     if progress:
@@ -401,8 +413,11 @@ def _run_locust(
                 pass
             elapsed = time.monotonic() - t0
             if elapsed - last_poll >= 1.0:
-                tail.poll()
+                new = tail.poll()
                 last_poll = elapsed
+                if watch is not None and watch.feed_batch(new) is not None:
+                    _stop(proc)  # the master stops its workers too
+                    return proc.returncode
             if live is not None and elapsed - last_print >= 0.5:
                 live.update(tail.line(elapsed, bound))
                 last_print = elapsed
@@ -547,8 +562,10 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     bound = cfg.duration_s
     wall = (bound or 3600.0) + cfg.drain_s + 120.0
     cache0 = engine_cache.snapshot(spec.target, 2.0) if spec.role != "worker" else {}
+    # A worker's controller does not judge: its master sees every record and stops the run.
+    watch = DownWatch(spec.down_after, started) if spec.role != "worker" else None
     try:
-        rc = _run_locust(cmd, env, run_dir, wall, spec.progress, bound)
+        rc = _run_locust(cmd, env, run_dir, wall, spec.progress, bound, watch)
     except KeyboardInterrupt as exc:
         # Ctrl-C or SIGTERM: Locust has been stopped; what finished is summarised, marked.
         if spec.role == "worker":
@@ -566,6 +583,11 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
         # The master merges and judges; a worker only reports where its records are.
         empty = RunStats()
         return LoadResult(run_id, run_dir, {}, empty, [], True, False, 0, rc)
+    if watch is not None and watch.down is not None:
+        say(f"{watch.down}: run stopped; partial summary in {run_dir / 'summary.json'}")
+        return summarise(
+            spec, cfg, slos, run_dir, rc, started, ended, down=watch.down, partial=watch.down
+        )
     return summarise(spec, cfg, slos, run_dir, rc, started, ended)
 
 
@@ -832,6 +854,7 @@ def spec_from_options(
         trace_speed=float(o("speed") or 1.0),
         warmup_s=parse_duration(o("warmup")) if o("warmup") else None,
         warmup_requests=o("warmup_requests"),
+        down_after=parse_down_after(o("down_after")),
     )
 
 

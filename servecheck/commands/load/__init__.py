@@ -141,6 +141,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="report a lagging generator as a warning, not a failed run",
     )
     g.add_argument(
+        "--down-after",
+        metavar="N,WINDOW",
+        default=None,
+        help="stop the run and fail it when N consecutive requests over WINDOW failed to connect "
+        "(the target went down mid-run; an HTTP error is not down); 'off' never stops "
+        "(default: 10,5s)",
+    )
+    g.add_argument(
         "--honour-retry-after",
         metavar="MAX",
         default=None,
