@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from servecheck.config.model import Target
     from servecheck.load.abandon import ProbeSettings
+    from servecheck.load.down import DownWatch
     from servecheck.load.records import RecordWriter
     from servecheck.telemetry import DrainVerdict, LeakVerdict, Phases, TelemetryRecorder
 
@@ -74,6 +75,9 @@ class SoakPlan:
     fail_on_retention: bool = False
     max_total_s: float = 24 * 3600.0
     extra: dict[str, Any] = field(default_factory=dict)
+    # A target down this long (load/down.py) ends the soak: no more cycles against a dead target.
+    down_errors: int = 10
+    down_window_s: float = 5.0
 
     @property
     def abandon_every(self) -> int:
@@ -284,6 +288,7 @@ class CycleStats:
     first_error: str = ""
     e2e_p50: float | None = None
     ttft_p50: float | None = None
+    down: str | None = None  # the target went down during this cycle (load/down.py): why
 
 
 SHARED_GROUPS = 4
@@ -312,12 +317,14 @@ async def load_cycle(
     writer: RecordWriter,
     seq: itertools.count[int],
     tick: Callable[[], None] | None = None,
+    watch: DownWatch | None = None,
 ) -> CycleStats:
     """One load cycle: ``plan.concurrency`` workers send streams back to back for ``plan.cycle_s``;
     requests in flight at the end finish (bounded by the target's timeout). Prompts repeat the
     same seeded sequence every cycle, so cycles are identical. Every request becomes a
     :class:`~servecheck.load.records.RequestRecord` in ``writer`` as it finishes; a dropped
-    stream (``--abandon``) is recorded with ``error="abandoned"``, ``kind="abandon"``."""
+    stream (``--abandon``) is recorded with ``error="abandoned"``, ``kind="abandon"``. With
+    ``watch``, the cycle ends as soon as the records say the target went down (``down``)."""
     import httpx
 
     from servecheck.client.http import ClientSettings
@@ -340,7 +347,7 @@ async def load_cycle(
     timeout = httpx.Timeout(target.timeout_s, connect=target.connect_timeout_s)
 
     async def worker(client: httpx.AsyncClient) -> None:
-        while time.monotonic() < stop_at:
+        while time.monotonic() < stop_at and stats.down is None:
             k = next(local)
             drop = bool(every) and k % every == every - 1
             body = chat_body(
@@ -383,6 +390,15 @@ async def load_cycle(
             )
             tokens = rec.tokens
             writer.write(rec)
+            if watch is not None and stats.down is None:
+                stats.down = watch.feed(
+                    {
+                        "t_sent": rec.t_sent,
+                        "error": rec.error,
+                        "status": rec.status,
+                        "error_message": rec.error_message,
+                    }
+                )
             stats.requests += 1
             stats.tokens += tokens
             if out.abandoned:
@@ -494,6 +510,7 @@ def run_soak(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from servecheck.load.abandon import run_probe, wait_drained
+    from servecheck.load.down import DownRule, DownWatch
     from servecheck.load.records import RecordWriter
     from servecheck.telemetry import Cycle, Phases, TelemetryRecorder
 
@@ -516,6 +533,7 @@ def run_soak(
         disable=not progress,
     )
     started = time.time()
+    watch = DownWatch(DownRule(plan.down_errors, plan.down_window_s), started)
     with rec, RecordWriter(run_dir / "records.jsonl") as writer, bar:
         task = bar.add_task("soak: starting telemetry", total=plan.planned_s())
         t_origin = time.monotonic()
@@ -545,8 +563,14 @@ def run_soak(
         for i in range(1, plan.cycles + 1):
             rec.mark("load", cycle=str(i))
             tick(f"soak: cycle {i}/{plan.cycles} load")
-            stats = asyncio.run(load_cycle(target, plan, i, writer, seq, tick=tick))
+            stats = asyncio.run(load_cycle(target, plan, i, writer, seq, tick=tick, watch=watch))
             cycles.append(stats)
+            if stats.down is not None:
+                # No idle, no more cycles, no probe: every one would fail to connect.
+                say(f"cycle {i}/{plan.cycles}: {stats.down}: soak stopped")
+                stats.end = time.time()
+                phase_cycles.append(Cycle(stats.start, stats.end, stats.end, stats.end))
+                break
             rec.mark("idle", cycle=str(i))
             idle(plan.idle_s, f"soak: cycle {i}/{plan.cycles} idle")
             drain_end = time.time()
@@ -560,7 +584,7 @@ def run_soak(
             )
             say(line)
         phases = Phases(baseline, phase_cycles)
-        if plan.abandon:
+        if plan.abandon and watch.down is None:
             rec.mark("abandon-probe")
             tick("soak: abandoned-stream probe")
             probe = asyncio.run(run_probe(target, plan.model, probe_settings(plan)))
@@ -580,6 +604,8 @@ def run_soak(
     ended = time.time()
     frame = rec.frame()
     verdicts, primary, failures = judge(frame, phases, plan, drain)
+    if watch.down is not None:
+        failures.insert(0, watch.down)
     exit_code = 1 if failures else 0
     data: dict[str, Any] = {
         "kind": "soak",

@@ -360,3 +360,43 @@ def test_probe_only_takes_no_cycles(tmp_path: Path, capsys: pytest.CaptureFixtur
         == 2
     )
     assert "--probe-only runs no load cycles" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_soak_stops_cycling_against_a_target_that_went_down(
+    make_reference: Callable[..., RunningServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The server is stopped once the soak has recorded five successes (an event, not a time);
+    100 planned cycles would take minutes: the soak ends after the one in which it went down."""
+    import threading
+    import time
+
+    server = make_reference(kv_blocks=64, ttft_ms=5, itl_ms=5)
+    targets = _targets(tmp_path, server.base_url, server.root)
+    records = tmp_path / "reports" / "gone" / "records.jsonl"
+    stopped = threading.Event()
+
+    def stop_after_five_ok() -> None:
+        deadline = time.monotonic() + 120  # a bound against a hang, not a speed expectation
+        while time.monotonic() < deadline:
+            text = records.read_text() if records.exists() else ""
+            if sum('"error":null' in line for line in text.splitlines()) >= 5:
+                server.stop()
+                stopped.set()
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=stop_after_five_ok, daemon=True)
+    killer.start()
+    argv = ["soak", "--target", "ref", "--targets-file", str(targets)]
+    plan = [*TINY[:1], "100", *TINY[2:]]
+    code = main([*argv, *plan, "--no-rss", "--out", str(tmp_path / "reports"), "--run-id", "gone"])
+    killer.join(timeout=5)
+    out = capsys.readouterr().out
+    assert stopped.is_set(), "the server was never stopped: the test proves nothing"
+    assert code == 1, out
+    data = json.loads((tmp_path / "reports" / "gone" / "soak.json").read_text())
+    assert data["failures"][0].startswith("target went down at t="), data["failures"]
+    assert "consecutive connection errors: " in data["failures"][0]
+    assert len(data["cycles"]) < 100 and data["cycles"][-1]["down"], len(data["cycles"])
+    assert data["requests"]["ok"] >= 5
