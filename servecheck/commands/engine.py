@@ -190,7 +190,7 @@ def _litellm_needs_llamacpp(engine: object) -> bool:
 
 def _down(names: list[str], *, all_: bool) -> int:
     from servecheck.engines.base import running_states, stop_state
-    from servecheck.engines.registry import get_engine
+    from servecheck.engines.registry import ENGINE_NAMES, get_engine
 
     states = running_states(reap=True)
     stopped = 0
@@ -198,7 +198,9 @@ def _down(names: list[str], *, all_: bool) -> int:
         if not all_ and state.name not in names:
             continue
         t0 = time.monotonic()
-        timeout = get_engine(state.name).stop_timeout_s if state.name in names or all_ else 20.0
+        timeout = 20.0
+        if state.name in ENGINE_NAMES:  # another servecheck's engine: the default bound
+            timeout = get_engine(state.name).stop_timeout_s
         stop_state(state, timeout_s=timeout)
         stopped += 1
         print(
@@ -214,16 +216,28 @@ def _status(args: argparse.Namespace) -> int:
     from servecheck.engines.registry import get_engine
 
     rows = []
+    notes = []
     for state in running_states():
-        engine = get_engine(state.name)
-        readiness, detail = engine.probe(state.port)
+        try:
+            engine = get_engine(state.name)
+        except UsageError:
+            # A state file written by another servecheck (a newer branch, a renamed engine) in the
+            # shared cache: list it, do not probe it with a guess, never stop the listing.
+            state_value, detail = "unknown", f"not an engine of this servecheck ({state.path()})"
+            notes.append(
+                f"note: {state.name} (pid {state.pid}, port {state.port}) was started by another "
+                f"servecheck; this one cannot probe or stop it by name (`engine down all` does)"
+            )
+        else:
+            readiness, detail = engine.probe(state.port)
+            state_value = readiness.value
         rows.append(
             {
                 "name": state.name,
                 "port": state.port,
                 "pid": state.pid,
-                "state": readiness.value,
-                "detail": detail if readiness.value != "ready" else "",
+                "state": state_value,
+                "detail": detail if state_value != "ready" else "",
                 "base_url": state.base_url,
                 "model": state.served_model,
                 "context_length": state.context_length,
@@ -246,4 +260,6 @@ def _status(args: argparse.Namespace) -> int:
             f"{r['name']:<13} {r['port']:>5} {r['pid']:>7} {r['state']:<8} {r['rss_mb']:>7} "
             f"{r['context_length']:>5}  {r['model']:<16} {r['base_url']}"
         )
+    for note in notes:
+        print(note)
     return 0

@@ -20,7 +20,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -130,7 +130,13 @@ class RunState:
 
     @classmethod
     def load(cls, path: Path) -> RunState:
-        return cls(**json.loads(path.read_text()))
+        """Read a state file; keys this version does not know (a newer servecheck wrote it into
+        the shared cache) are ignored rather than taking the file for broken."""
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: not a state object")
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 class Engine:

@@ -92,3 +92,41 @@ def test_targets_snippet_is_valid() -> None:
     assert targets.get("local-litellm").api_key is not None, (
         "the LiteLLM proxy needs its master key"
     )
+
+
+def _state_file(cache: Path, name: str, pid: int, **extra: object) -> Path:
+    import json
+
+    state = cache / "state" / f"{name}-8999.json"
+    state.parent.mkdir(parents=True, exist_ok=True)
+    body = {
+        "name": name,
+        "port": 8999,
+        "pid": pid,
+        "log": "/tmp/x.log",
+        "served_model": "m",
+        "context_length": 512,
+        "started_at": 0.0,
+        **extra,
+    }
+    state.write_text(json.dumps(body))
+    return state
+
+
+def test_status_lists_an_engine_another_servecheck_started(
+    cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A state file in the shared cache from another branch (an engine this one does not know,
+    a key it does not know): listed with a note, never a traceback, and the file is kept."""
+    import json
+    import os
+
+    state = _state_file(cache, "vllm-from-elsewhere", os.getpid(), future_key=1)
+    assert main(["engine", "status"]) == 0
+    out = capsys.readouterr().out
+    assert "vllm-from-elsewhere  8999" in out and " unknown " in out, out
+    assert "note: vllm-from-elsewhere (pid" in out and "started by another servecheck" in out
+    assert main(["engine", "status", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["state"] == "unknown" and row["name"] == "vllm-from-elsewhere"
+    assert state.exists(), "a live server's state file was taken for broken and removed"
