@@ -386,7 +386,7 @@ class TraceMixin:
     def plan_request(self, ctrl: Any) -> PlannedRequest:
         sched = getattr(ctrl, "sched", None)
         entry = sched.next_entry() if isinstance(sched, TraceSchedule) else None
-        if entry is None:
+        if entry is None or not isinstance(sched, TraceSchedule):
             raise UsageError("the trace scenario needs servecheck load --trace FILE")
         TraceMixin._seq += 1
         return trace_request(

@@ -417,10 +417,10 @@ class FastServer:
             if n < 1:
                 raise ValueError("max_tokens must be at least 1")
         except (ValueError, TypeError) as exc:
-            msg = json.dumps(
+            bad = json.dumps(
                 {"error": {"message": f"bad request: {exc}", "type": "invalid_request_error"}}
             )
-            self._send(conn, _response("400 Bad Request", msg.encode()))
+            self._send(conn, _response("400 Bad Request", bad.encode()))
             return
         prompt = req.get("messages") if chat else req.get("prompt")
         prompt_tokens = max(1, len(json.dumps(prompt)) // 4)

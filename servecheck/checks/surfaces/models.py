@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from servecheck.checks.context import CheckContext, body_snippet
 from servecheck.checks.registry import check
+from servecheck.client.http import Exchange
 
 NO_SUCH_MODEL = "servecheck-no-such-model"
 
 
-def _list(ctx: CheckContext) -> tuple[list[dict], object]:
+def _list(ctx: CheckContext) -> tuple[list[dict[str, Any]], Exchange]:
+    """The model entries of GET /v1/models (checked to be a model list) and the exchange."""
     ex = ctx.get("/models")
     data = ctx.ok_json(ex, "GET /v1/models")
     entries = data.get("data")
@@ -20,7 +24,8 @@ def _list(ctx: CheckContext) -> tuple[list[dict], object]:
         received=body_snippet(data),
         exchange=ex,
     )
-    return entries, ex  # type: ignore[return-value]
+    listed: list[dict[str, Any]] = entries if isinstance(entries, list) else []
+    return listed, ex
 
 
 @check(
@@ -38,7 +43,7 @@ def models_expected(ctx: CheckContext) -> None:
         f"expected model name(s) not served: {', '.join(missing)}",
         expected=f"/v1/models lists {', '.join(expected)}",
         received=f"it lists {', '.join(served) or 'nothing'}",
-        exchange=ex,  # type: ignore[arg-type]
+        exchange=ex,
         hint="clients will get 404s: fix --served-model-name on the engine or `models` in targets.yaml",
     )
 
@@ -58,7 +63,7 @@ def models_context(ctx: CheckContext) -> None:
             received="no context length field",
             exchange=ex,
             deviation="models-no-context-field",
-        )  # type: ignore[arg-type]
+        )
     declared = ctx.target.context_length
     if declared is not None:
         ctx.expect(
@@ -66,7 +71,7 @@ def models_context(ctx: CheckContext) -> None:
             "the served context length differs from targets.yaml",
             expected=f"context_length {declared} (targets.yaml)",
             received=f"{info.discovered_context} from {info.context_source}",
-            exchange=ex,  # type: ignore[arg-type]
+            exchange=ex,
             hint="the engine was launched with another --max-model-len / -c than planned, or targets.yaml is stale",
         )
 
