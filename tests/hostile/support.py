@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,3 +57,30 @@ def write_targets(path: Path, server: HostileServer, *extra: str, timeout_s: flo
     ]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def load_cmd(targets: Path, out: Path, *args: str, target: str = "hostile") -> list[str]:
+    """``servecheck load`` on ``target`` of ``targets``, quiet, prompts sized without /tokenize."""
+    return [
+        sys.executable,
+        "-m",
+        "servecheck",
+        "load",
+        "--target",
+        target,
+        "--targets-file",
+        str(targets),
+        "--out",
+        str(out),
+        "--quiet",
+        "--no-tokenize",
+        *args,
+    ]
+
+
+def wait_for(predicate: Callable[[], bool], what: str, bound_s: float = 90.0) -> None:
+    """Poll until ``predicate()`` holds: a test waits for the event it needs, never for a time."""
+    deadline = time.monotonic() + bound_s  # a bound against a hang, not a speed expectation
+    while not predicate():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.05)

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,16 +17,10 @@ import psutil
 import pytest
 
 from servecheck.reference.inprocess import RunningServer
+from tests.hostile.support import load_cmd, wait_for
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _wait_for(predicate: Callable[[], bool], what: str, bound_s: float = 90.0) -> None:
-    deadline = time.monotonic() + bound_s  # a bound against a hang, not a speed expectation
-    while not predicate():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.05)
 
 
 def _lines(paths: list[Path]) -> int:
@@ -45,7 +38,7 @@ def _reference_child(proc: subprocess.Popen[str]) -> psutil.Process:
         ]
         return bool(found)
 
-    _wait_for(spawned, "the embedded reference server")
+    wait_for(spawned, "the embedded reference server")
     return found[0]
 
 
@@ -80,7 +73,7 @@ def test_check_interrupted_leaves_no_server_and_no_temp_folder(tmp_path: Path, s
     try:
         server = _reference_child(proc)
         ready = next(a for a in server.cmdline() if a.endswith("/port"))
-        _wait_for(lambda: _lines([out / "run" / "results.jsonl"]) >= 1, "a first finished check")
+        wait_for(lambda: _lines([out / "run" / "results.jsonl"]) >= 1, "a first finished check")
         proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
@@ -105,31 +98,14 @@ def test_load_sigint_writes_a_marked_partial_summary(
         f"targets:\n  - name: ref\n    base_url: {server.base_url}\n    engine: reference\n    models: [ref-tiny]\n"
     )
     out = tmp_path / "reports"
-    cmd = [
-        sys.executable,
-        "-m",
-        "servecheck",
-        "load",
-        "--target",
-        "ref",
-        "--targets-file",
-        str(targets),
-        "--out",
-        str(out),
-        "--run-id",
-        "cut",
-        "--users",
-        "4",
-        "--duration",
-        "5m",
-        "--no-tokenize",
-        "--quiet",
-    ]
+    cmd = load_cmd(
+        targets, out, "--run-id", "cut", "--users", "4", "--duration", "5m", target="ref"
+    )
     proc = subprocess.Popen(
         cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
-        _wait_for(
+        wait_for(
             lambda: _lines(list(out.glob("cut/records-*.jsonl"))) >= 10, "ten finished requests"
         )
         proc.send_signal(signal.SIGINT)

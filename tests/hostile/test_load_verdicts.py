@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,28 +14,10 @@ from servecheck.cli import main
 from servecheck.load.stats import compute_stats
 from servecheck.load.verdict import judge
 from servecheck.reference.hostile import hostile
-from tests.hostile.support import write_targets
+from tests.hostile.support import load_cmd, write_targets
 from tests.report.synth import synth_records, write_check_run, write_load_run
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def load_cmd(targets: Path, out: Path, *args: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "servecheck",
-        "load",
-        "--target",
-        "hostile",
-        "--targets-file",
-        str(targets),
-        "--out",
-        str(out),
-        "--quiet",
-        "--no-tokenize",
-        *args,
-    ]
 
 
 def run_cmd(cmd: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,16 +16,10 @@ import pytest
 from servecheck.errors import UsageError
 from servecheck.load.down import DownRule, DownWatch, parse_down_after
 from servecheck.reference.inprocess import RunningServer
+from tests.hostile.support import load_cmd, wait_for
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _wait_for(predicate: Callable[[], bool], what: str, bound_s: float = 90.0) -> None:
-    deadline = time.monotonic() + bound_s  # a bound against a hang, not a speed expectation
-    while not predicate():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.05)
 
 
 def _ok_records(run_dir: Path) -> int:
@@ -48,28 +40,9 @@ def _free_port() -> int:
 
 
 def _load(targets: Path, out: Path, *args: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "servecheck",
-        "load",
-        "--target",
-        "ref",
-        "--targets-file",
-        str(targets),
-        "--out",
-        str(out),
-        "--run-id",
-        "gone",
-        "--duration",
-        "5m",
-        "--no-tokenize",
-        "--quiet",
-        "--allow-lag",  # about the stop: a loaded core's loop lag is not what is judged here
-        "--down-after",
-        "5,2s",
-        *args,
-    ]
+    # --allow-lag: the stop is judged here, not a loaded core's loop lag.
+    extra = ["--run-id", "gone", "--duration", "5m", "--allow-lag", "--down-after", "5,2s"]
+    return load_cmd(targets, out, *extra, *args, target="ref")
 
 
 @pytest.mark.parametrize(
@@ -105,7 +78,7 @@ def test_a_target_killed_mid_run_stops_the_run_and_fails_it(
             stderr=subprocess.DEVNULL,
         )
     try:
-        _wait_for(lambda: _ok_records(out / "gone") >= 10, "ten successful requests")
+        wait_for(lambda: _ok_records(out / "gone") >= 10, "ten successful requests")
         kept = _ok_records(out / "gone")
         server.stop()
         stdout, stderr = proc.communicate(timeout=120)
