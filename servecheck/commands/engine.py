@@ -212,41 +212,9 @@ def _down(names: list[str], *, all_: bool) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from servecheck.engines.base import running_states, tree_rss_mb
-    from servecheck.engines.registry import get_engine
+    from servecheck.engines.status import status_rows
 
-    rows = []
-    notes = []
-    for state in running_states():
-        try:
-            engine = get_engine(state.name)
-        except UsageError:
-            # A state file written by another servecheck (a newer branch, a renamed engine) in the
-            # shared cache: list it, do not probe it with a guess, never stop the listing.
-            state_value, detail = "unknown", f"not an engine of this servecheck ({state.path()})"
-            notes.append(
-                f"note: {state.name} (pid {state.pid}, port {state.port}) was started by another "
-                f"servecheck; this one cannot probe or stop it by name (`engine down all` does)"
-            )
-        else:
-            readiness, detail = engine.probe(state.port)
-            state_value = readiness.value
-        rows.append(
-            {
-                "name": state.name,
-                "port": state.port,
-                "pid": state.pid,
-                "state": state_value,
-                "detail": detail if state_value != "ready" else "",
-                "base_url": state.base_url,
-                "model": state.served_model,
-                "context_length": state.context_length,
-                "rss_mb": round(tree_rss_mb(state.pid)),
-                "uptime_s": round(time.time() - state.started_at),
-                "ready_s": state.ready_s,
-                "log": state.log,
-            }
-        )
+    rows, notes = status_rows()
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

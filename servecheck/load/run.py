@@ -41,7 +41,7 @@ from servecheck.load.slo import SLO, Verdict, evaluate, parse_slos, request_pred
 from servecheck.load.stats import RunStats, Schedule, compute_stats
 from servecheck.load.stream import parse_retry_after_cap
 from servecheck.load.trace import trace_duration
-from servecheck.load.transport import read_transport, transport_reasons
+from servecheck.load.transport import LOCAL_DIR, read_transport, transport_reasons
 from servecheck.load.verdict import judge
 from servecheck.load.warmup import Warmup, extend_bounds, format_warmup
 from servecheck.redact import redact
@@ -378,10 +378,12 @@ def _run_locust(
     progress: bool,
     bound: float | None,
     watch: DownWatch | None = None,
+    records_dir: Path | None = None,
 ) -> int | None:
     """Run Locust, show progress, enforce a wall-clock limit; return its exit code. With
     ``watch``, Locust is stopped as soon as the records say the target went down
-    (``watch.down`` then holds why)."""
+    (``watch.down`` then holds why). ``records_dir``: where the records are written (default
+    ``run_dir``)."""
     console: Any = None
     live: Any = None
     if progress:
@@ -392,7 +394,7 @@ def _run_locust(
         if console.is_terminal:
             live = Live(console=console, refresh_per_second=2, transient=True)
             live.start()
-    tail = _Tail(run_dir)
+    tail = _Tail(records_dir or run_dir)
     out = open(run_dir / "locust.stdout", "wb")  # noqa: SIM115
     t0 = time.monotonic()
     proc = subprocess.Popen(
@@ -562,10 +564,13 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     bound = cfg.duration_s
     wall = (bound or 3600.0) + cfg.drain_s + 120.0
     cache0 = engine_cache.snapshot(spec.target, 2.0) if spec.role != "worker" else {}
-    # A worker's controller does not judge: its master sees every record and stops the run.
-    watch = DownWatch(spec.down_after, started) if spec.role != "worker" else None
+    # A worker watches its own records too: it stops by itself when the target is gone, even
+    # when its master's quit message never comes (a master killed after a slow shutdown).
+    watch = DownWatch(spec.down_after, started)
     try:
-        rc = _run_locust(cmd, env, run_dir, wall, spec.progress, bound, watch)
+        # A worker's records go to its own copy (local/); the master's come over the wire.
+        records_dir = run_dir / LOCAL_DIR if spec.role == "worker" else run_dir
+        rc = _run_locust(cmd, env, run_dir, wall, spec.progress, bound, watch, records_dir)
     except KeyboardInterrupt as exc:
         # Ctrl-C or SIGTERM: Locust has been stopped; what finished is summarised, marked.
         if spec.role == "worker":
@@ -581,9 +586,11 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
         (run_dir / ENGINE_FILE).write_text(json.dumps(delta) + "\n", encoding="utf-8")
     if spec.role == "worker":
         # The master merges and judges; a worker only reports where its records are.
+        if watch.down is not None:
+            say(f"{watch.down}: worker stopped; its records are in {run_dir / LOCAL_DIR}")
         empty = RunStats()
         return LoadResult(run_id, run_dir, {}, empty, [], True, False, 0, rc)
-    if watch is not None and watch.down is not None:
+    if watch.down is not None:
         say(f"{watch.down}: run stopped; partial summary in {run_dir / 'summary.json'}")
         return summarise(
             spec, cfg, slos, run_dir, rc, started, ended, down=watch.down, partial=watch.down
