@@ -477,6 +477,9 @@ def _config_from_env(environment: Any, user_cls: type[LLMUser] | None) -> RunCon
         headers=headers,
         timeout_s=timeout,
         records_dir=os.environ.get("SERVECHECK_RECORDS_DIR", str(Path("reports") / run_id)),
+        # Plain locust -f has no --dataset: the variable names the file (load/dataset.py).
+        dataset=os.environ.get("SERVECHECK_DATASET") or None,
+        dataset_format=os.environ.get("SERVECHECK_DATASET_FORMAT") or "auto",
     )
 
 

@@ -60,6 +60,8 @@ class CapacitySpec:
     headroom: float = 1.0
     knee_metric: str = "e2e_p95"
     scenario: str = "chat"
+    dataset: str | None = None  # every step's prompts from this file (load/dataset.py)
+    dataset_format: str = "auto"
     max_error_rate: str = "1%"
     allow_lag: bool = False
     ready_timeout_s: float = 60.0
@@ -69,8 +71,10 @@ class CapacitySpec:
 
     def validate(self) -> None:
         """Raise :class:`UsageError` naming the option when the sweep cannot run."""
-        from servecheck.load.slo import parse_slos
+        from servecheck.load.dataset import check_dataset
+        from servecheck.load.slo import parse_slos, reject_cold
 
+        check_dataset(self.dataset, self.dataset_format, self.scenario)
         if not 1 <= self.step_duration_s <= 3600:
             raise UsageError(f"--step-duration {self.step_duration_s:g}s: between 1s and 1h")
         if not 1 <= self.max_steps <= 50:
@@ -83,6 +87,7 @@ class CapacitySpec:
             raise UsageError(
                 f"--knee-metric {self.knee_metric!r}: one of ttft|itl|e2e|tpot|ttfa|ttfr _ p50|p90|p95|p99, e.g. e2e_p95"
             )
+        reject_cold(parse_slos(self.slos), "servecheck capacity")
         parse_slos(
             [
                 *self.slos,
@@ -178,6 +183,8 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
             load_spec = LoadSpec(
                 target=target,
                 scenario=spec.scenario,
+                dataset=spec.dataset,
+                dataset_format=spec.dataset_format,
                 users=None if rates else int(level),
                 rate=level if rates else None,
                 duration_s=step_s,

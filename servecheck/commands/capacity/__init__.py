@@ -13,7 +13,12 @@ from __future__ import annotations
 import argparse
 
 from servecheck import api
-from servecheck.commands.options import add_run_arguments, add_target_arguments, out_dir
+from servecheck.commands.options import (
+    add_dataset_arguments,
+    add_run_arguments,
+    add_target_arguments,
+    out_dir,
+)
 from servecheck.workflows.capacity import CapacitySpec, parse_levels
 
 
@@ -82,6 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scenario", default="chat", metavar="NAME", help="load scenario (default: %(default)s)"
     )
+    add_dataset_arguments(parser)
     parser.add_argument(
         "--max-error-rate",
         default="1%",
@@ -120,6 +126,8 @@ def spec_from_args(args: argparse.Namespace) -> CapacitySpec:
         headroom=args.headroom,
         knee_metric=args.knee_metric,
         scenario=args.scenario,
+        dataset=args.dataset,
+        dataset_format=args.dataset_format,
         max_error_rate=args.max_error_rate,
         allow_lag=args.allow_lag,
         ready_timeout_s=parse_duration(args.ready_timeout),
