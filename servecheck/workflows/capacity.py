@@ -206,6 +206,7 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
             say(
                 f"step {i + 1} {label}: {'PASS' if step.passed else 'FAIL'}  {step.requests_per_s:.2f} req/s  "
                 f"{spec.knee_metric} {_ms(step.metric(spec.knee_metric))}  errors {step.error_rate:.2%}"
+                + _breakdown_line(step.breakdown)
             )
             reason = should_stop(steps, spec.throughput_drop_pct / 100.0)
             if reason:
@@ -295,6 +296,21 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
         )
     say(f"report: {page}")
     return CapacityResult(run_dir, data, page, 0 if ok else 1)
+
+
+def _breakdown_line(b: dict[str, Any] | None) -> str:
+    """TTFT first vs later and the hit rate, for a multi-turn / shared-prefix / trace step."""
+    if not b:
+        return ""
+    first, later = b.get("ttft_first_ms") or {}, b.get("ttft_later_ms") or {}
+    out = ""
+    if first.get("count") or later.get("count"):
+        out += f"  ttft p50 first {_ms(first.get('p50'))} / later {_ms(later.get('p50'))}"
+    if b.get("hit_rate") is not None:
+        out += f"  cache hit {b['hit_rate']:.0%}"
+    if b.get("engine_hit_rate") is not None:
+        out += f" (engine {b['engine_hit_rate']:.0%})"
+    return out
 
 
 def _ms(value: float | None) -> str:
