@@ -100,6 +100,6 @@ def test_dataset_options_read_the_same(name: str, monkeypatch: pytest.MonkeyPatc
 def test_cold_start_slo_option_reads_the_same(name: str) -> None:
     assert (
         "--cold-start-slo EXPR cold-start SLO, e.g. time_to_ready<=120s, first_ttft<=5s, "
-        "first_ttft_ratio<=10, requests_to_warm<=5 (repeatable; the target's cold-start slo "
-        "entries are added)" in _help(name)
+        "first_ttft_ratio<=10, requests_to_warm<=5 (repeatable; the target's slo entries for "
+        "cold starts are added)" in _help(name)
     )

@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:  # the commands' opt
         default=[],
         metavar="EXPR",
         help="cold-start SLO, e.g. time_to_ready<=120s, first_ttft<=5s, first_ttft_ratio<=10, "
-        "requests_to_warm<=5 (repeatable; the target's cold-start slo entries are added)",
+        "requests_to_warm<=5 (repeatable; the target's slo entries for cold starts are added)",
     )
 
 
