@@ -468,6 +468,8 @@ def _config_from_env(environment: Any, user_cls: type[LLMUser] | None) -> RunCon
     logging.getLogger(__name__).info("servecheck: %s", choice.line())
     model = choice.model
     run_id = time.strftime("locust-%Y%m%d-%H%M%S")
+    # Plain locust -f has no --trace either: SERVECHECK_TRACE replays a file on its schedule.
+    trace = os.environ.get("SERVECHECK_TRACE") or None
     return RunConfig(
         run_id=run_id,
         target=target_name,
@@ -480,6 +482,10 @@ def _config_from_env(environment: Any, user_cls: type[LLMUser] | None) -> RunCon
         # Plain locust -f has no --dataset: the variable names the file (load/dataset.py).
         dataset=os.environ.get("SERVECHECK_DATASET") or None,
         dataset_format=os.environ.get("SERVECHECK_DATASET_FORMAT") or "auto",
+        mode="trace" if trace else "closed",
+        trace=str(Path(trace).resolve()) if trace else None,
+        trace_format=os.environ.get("SERVECHECK_TRACE_FORMAT") or "auto",
+        trace_speed=float(os.environ.get("SERVECHECK_TRACE_SPEED") or 1.0),
     )
 
 
