@@ -36,8 +36,8 @@ from typing import Any
 class Step:
     """One load level of the sweep and what it measured."""
 
-    level: float  # users (closed loop) or requests/s (open loop)
-    mode: str  # users | rate
+    level: float  # users (closed loop), requests/s (open loop) or a trace's speed factor
+    mode: str  # users | rate | speed
     passed: bool
     requests_per_s: float  # successful requests per second
     tokens_per_s: float
@@ -151,7 +151,11 @@ def should_stop(steps: Sequence[Step], drop: float = 0.10) -> str | None:
 
 
 def _fmt_level(s: Step) -> str:
-    return f"{s.level:g} users" if s.mode == "users" else f"{s.level:g} req/s"
+    return f"{s.level:g} {UNITS.get(s.mode, s.mode)}"
+
+
+# How a level is written: users, requests/s, or the speed factor of a replayed trace.
+UNITS = {"users": "users", "rate": "req/s", "speed": "x trace speed"}
 
 
 def best_step(steps: Sequence[Step]) -> Step | None:
@@ -222,6 +226,7 @@ def replicas_for(target_rate: float, per_replica_rate: float, headroom: float = 
 
 
 __all__ = [
+    "UNITS",
     "Knee",
     "Step",
     "best_step",

@@ -24,7 +24,9 @@ def write_capacity_html(run_dir: Path) -> Path:
 
     data = read_json(run_dir / "capacity.json")
     steps = data.get("steps") or []
-    unit = "users" if data.get("mode") == "users" else "req/s"
+    from servecheck.report.capacity import UNITS
+
+    unit = UNITS.get(str(data.get("mode")), "req/s")
     best, kn = data.get("best"), data.get("knee")
     lines = [
         f"Stopped: {data.get('stop_reason')}.",
