@@ -89,16 +89,26 @@ def test_plain_locust_runs_the_scenario(
     rec_dir = tmp_path / "plain"
     proc = subprocess.run(
         [sys.executable, "-m", "locust", "-f", str(ROOT / "scenarios" / f"{scenario}.py")]
-        + ["--host", server.base_url, "--headless", "-u", "2", "-r", "2", "-t", "4s"]
+        + ["--host", server.base_url, "--headless", "-u", "2", "-r", "2", "-t", "90s"]
         + ["--only-summary"],
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=150,
         cwd=tmp_path,
-        env={**os.environ, **env, **extra, "SERVECHECK_RECORDS_DIR": str(rec_dir)},
+        # The run ends after 12 requests (the -t above is only a backstop on a busy machine).
+        env={
+            **os.environ,
+            **env,
+            **extra,
+            "SERVECHECK_RECORDS_DIR": str(rec_dir),
+            "SERVECHECK_MAX_REQUESTS": "12",
+        },
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    recs = [json.loads(x) for p in rec_dir.glob("records-*.jsonl") for x in p.read_text().split()]
+    recs = [
+        json.loads(x) for p in rec_dir.glob("records-*.jsonl") for x in p.read_text().splitlines()
+    ]
+    assert len(recs) == 12, proc.stdout + proc.stderr
     _check(scenario, recs, data)
     assert f"TTFT {scenario}" in proc.stdout + proc.stderr  # Locust's own table names it
 

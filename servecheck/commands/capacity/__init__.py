@@ -134,9 +134,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def spec_from_args(args: argparse.Namespace) -> CapacitySpec:
     """The :class:`CapacitySpec` for the options (default levels: 1,2,4,8,16 users)."""
-    from servecheck.load.schedule import parse_duration, parse_rate
-
     from servecheck.errors import UsageError
+    from servecheck.load.schedule import parse_duration, parse_rate
 
     rates = args.rates is not None
     if args.speeds is not None and not args.trace:
