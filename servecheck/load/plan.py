@@ -156,6 +156,15 @@ def load_plan(path: str | os.PathLike[str]) -> LoadPlan:
     return LoadPlan(str(p), data)
 
 
+def _known_keys(p: Path, section: str, raw: dict[str, Any], keys: tuple[str, ...]) -> None:
+    for key in raw:
+        if key not in keys:
+            raise UsageError(
+                f"{p}: {section}: unknown key {key!r}{did_you_mean(str(key), keys)}; "
+                f"keys: {', '.join(keys)}"
+            )
+
+
 def _plan_warmup(p: Path, raw: Any) -> dict[str, Any]:
     """``warmup: 10s`` or ``{seconds: 10s, requests: 20}`` -> ``{"seconds": s, "requests": n}``."""
     from servecheck.load.schedule import parse_duration
@@ -164,12 +173,7 @@ def _plan_warmup(p: Path, raw: Any) -> dict[str, Any]:
         raw = {"seconds": raw}
     if not isinstance(raw, dict) or not raw:
         raise UsageError(f"{p}: warmup: a duration (10s) or {{seconds: 10s, requests: 20}}")
-    for key in raw:
-        if key not in WARMUP_KEYS:
-            raise UsageError(
-                f"{p}: warmup: unknown key {key!r}{did_you_mean(str(key), WARMUP_KEYS)}; "
-                f"keys: {', '.join(WARMUP_KEYS)}"
-            )
+    _known_keys(p, "warmup", raw, WARMUP_KEYS)
     out: dict[str, Any] = {"seconds": None, "requests": None}
     if raw.get("seconds") is not None:
         sec = raw["seconds"]
@@ -195,12 +199,7 @@ def _plan_dataset(p: Path, raw: Any) -> dict[str, Any]:
         raw = {"path": raw}
     if not isinstance(raw, dict) or not isinstance(raw.get("path"), str) or not raw["path"]:
         raise UsageError(f"{p}: dataset: a file path, or {{path: FILE, format: auto}}")
-    for key in raw:
-        if key not in DATASET_KEYS:
-            raise UsageError(
-                f"{p}: dataset: unknown key {key!r}{did_you_mean(str(key), DATASET_KEYS)}; "
-                f"keys: {', '.join(DATASET_KEYS)}"
-            )
+    _known_keys(p, "dataset", raw, DATASET_KEYS)
     fmt = raw.get("format", "auto")
     if fmt not in FORMATS:
         raise UsageError(

@@ -193,7 +193,7 @@ def test_dataset_runs_on_the_reference_server(
     assert not (tmp_path / "bad").exists()  # nothing ran, no run folder
 
 
-def _usage(tmp_path: Path, *args: str) -> str:
+def usage_error(tmp_path: Path, *args: str) -> str:
     """``servecheck ARGS``: must be a usage error (rc 2, no traceback); its stderr, one line."""
     import subprocess
     import sys
@@ -215,18 +215,18 @@ def test_a_bad_dataset_is_a_usage_error_before_any_traffic(tmp_path: Path, comma
     load = ["--users", "1", "--max-requests", "1"] if command == "load" else []
     run = [command, "--target", "reference", *load, "--scenario", "dataset"]
     missing = tmp_path / "missing.jsonl"
-    assert f"--dataset '{missing}': file not found" in _usage(
+    assert f"--dataset '{missing}': file not found" in usage_error(
         tmp_path, *run, "--dataset", str(missing)
     )
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    assert f"{empty}: empty file" in _usage(tmp_path, *run, "--dataset", str(empty))
+    assert f"{empty}: empty file" in usage_error(tmp_path, *run, "--dataset", str(empty))
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "ok"}\n{"messages": [{"role": "user", "content": "hi"}]}\n')
-    assert f"{bad}:2: not a prompt record" in _usage(
+    assert f"{bad}:2: not a prompt record" in usage_error(
         tmp_path, *run, "--dataset", str(bad), "--dataset-format", "prompt"
     )
-    assert "the dataset scenario needs --dataset FILE" in _usage(tmp_path, *run)
+    assert "the dataset scenario needs --dataset FILE" in usage_error(tmp_path, *run)
 
 
 def test_plan_dataset_and_warmup_keys_are_checked(tmp_path: Path) -> None:

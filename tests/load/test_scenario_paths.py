@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from servecheck.reference.inprocess import RunningServer
-from tests.load.test_load_cli import ROOT, _cmd, _free_port, _targets
+from tests.load.test_load_cli import ROOT, _free_port, _targets, run_distributed
 
 pytestmark = pytest.mark.slow
 TRACE = ROOT / "servecheck" / "loadtests" / "traces" / "synthetic.jsonl"
@@ -126,33 +126,8 @@ def test_distributed_master_and_two_workers_run_the_scenario(
     load = [] if scenario == "trace" else ["--users", "4"]  # a trace brings its own schedule
     full_env = {**os.environ, **env}
     full_env.pop("SERVECHECK_DATASET", None)  # each process is given the file by its option
-    master = subprocess.Popen(
-        _cmd(targets, out, "--master", *load, *common),
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=full_env,
-    )
-    workers = [
-        subprocess.Popen(
-            _cmd(targets, out, "--worker", *common),
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=full_env,
-        )
-        for _ in range(2)
-    ]
-    try:
-        stdout, stderr = master.communicate(timeout=120)
-    finally:
-        for w in workers:
-            try:
-                w.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                w.kill()
-    assert master.returncode == 0, stdout + stderr
+    rc, output = run_distributed(targets, out, load, common, env=full_env)
+    assert rc == 0, output
     s = json.loads((out / "dist" / "summary.json").read_text())
     assert s["scenario"] == scenario and s["records"]["transport"]["verified"]
     assert len(s["records"]["per_worker"]) == 2
