@@ -18,6 +18,7 @@ from typing import Any
 
 from servecheck.checks.context import CheckContext, body_snippet
 from servecheck.checks.registry import check
+from servecheck.checks.surfaces.err import detail_deviation
 from servecheck.client.http import Exchange
 
 MAX_OUTPUT = 24
@@ -681,7 +682,7 @@ def responses_error(ctx: CheckContext) -> None:
             expected="{error: {message: str, type: ..., code: ...}}",
             received=ex.describe(300),
             exchange=ex,
-            deviation="error-shape-detail" if isinstance(data, dict) and "detail" in data else None,
+            deviation=detail_deviation(data),
         )
 
 
