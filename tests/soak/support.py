@@ -25,6 +25,8 @@ TINY = [
     "40",
     "--no-progress",
 ]
+# A small abandoned-stream probe: 4 streams dropped once, their slots freed within 1.5 s.
+PROBE = ["--probe-streams", "4", "--probe-rounds", "1", "--drain-bound", "1.5s"]
 
 
 def write_targets(tmp_path: Path, base_url: str, root: str) -> Path:
@@ -43,24 +45,16 @@ def write_targets(tmp_path: Path, base_url: str, root: str) -> Path:
     return path
 
 
+def soak(targets: Path, *args: str, target: str = "ref") -> int:
+    """The exit code of ``servecheck soak --target TARGET --targets-file TARGETS ARGS``."""
+    return main(["soak", "--target", target, "--targets-file", str(targets), *args])
+
+
 def run_soak(server: RunningServer, tmp_path: Path, run_id: str, *args: str) -> tuple[int, Path]:
     """``servecheck soak --target ref ARGS`` against ``server``: its exit code and run folder.
 
     The run writes into ``tmp_path/reports/<run_id>``; the plan is all in ``args``.
     """
     targets = write_targets(tmp_path, server.base_url, server.root)
-    code = main(
-        [
-            "soak",
-            "--target",
-            "ref",
-            "--targets-file",
-            str(targets),
-            *args,
-            "--out",
-            str(tmp_path / "reports"),
-            "--run-id",
-            run_id,
-        ]
-    )
+    code = soak(targets, *args, "--out", str(tmp_path / "reports"), "--run-id", run_id)
     return code, tmp_path / "reports" / run_id

@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from servecheck.cli import main
 from servecheck.commands.soak import add_arguments, plan_from_args, verdict_line
 from servecheck.config.model import Target
 from servecheck.reference.inprocess import RunningServer
-from tests.soak.support import TINY, run_soak, write_targets
+from tests.soak.support import PROBE, TINY, run_soak, soak, write_targets
 
 SOAK_KEYS = {
     "kind",
@@ -86,19 +85,7 @@ def test_soak_kv_leak_with_abandoned_streams(
     make_reference: Callable[..., RunningServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server = make_reference("kv-leak", kv_blocks=64, ttft_ms=5, itl_ms=5)
-    code, run_dir = run_soak(
-        server,
-        tmp_path,
-        "leak",
-        *TINY,
-        "--abandon",
-        "--probe-streams",
-        "4",
-        "--probe-rounds",
-        "1",
-        "--drain-bound",
-        "1.5s",
-    )
+    code, run_dir = run_soak(server, tmp_path, "leak", *TINY, "--abandon", *PROBE)
     out = capsys.readouterr().out
     assert code == 1, out
     data = json.loads((run_dir / "soak.json").read_text())
@@ -144,9 +131,7 @@ def test_soak_usage_errors(
 ) -> None:
     # Nothing listens on port 9: a usage error must stop the run before any request.
     targets = write_targets(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9")
-    code = main(
-        ["soak", "--target", "ref", "--targets-file", str(targets), *argv, "--out", str(tmp_path)]
-    )
+    code = soak(targets, *argv, "--out", str(tmp_path))
     err = capsys.readouterr().err
     assert code == 2, err
     assert message in err, err
@@ -155,24 +140,7 @@ def test_soak_usage_errors(
 
 def test_soak_unknown_target(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     targets = write_targets(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9")
-    assert (
-        main(
-            [
-                "soak",
-                "--target",
-                "rf",
-                "--targets-file",
-                str(targets),
-                "--cycles",
-                "5",
-                "--cycle",
-                "1s",
-                "--idle",
-                "1s",
-            ]
-        )
-        == 2
-    )
+    assert soak(targets, "--cycles", "5", "--cycle", "1s", "--idle", "1s", target="rf") == 2
     assert "no target named 'rf' (did you mean \"ref\"?)" in capsys.readouterr().err
 
 
@@ -224,21 +192,7 @@ def test_telemetry_block_typo_is_a_usage_error(
 ) -> None:
     targets = write_targets(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9")
     targets.write_text(targets.read_text().replace("{nvml: false}", "{nvml: false, intervl_s: 1}"))
-    code = main(
-        [
-            "soak",
-            "--target",
-            "ref",
-            "--targets-file",
-            str(targets),
-            "--cycles",
-            "5",
-            "--cycle",
-            "1s",
-            "--idle",
-            "1s",
-        ]
-    )
+    code = soak(targets, "--cycles", "5", "--cycle", "1s", "--idle", "1s")
     assert code == 2
     assert (
         "telemetry.intervl_s: unknown key 'intervl_s' (did you mean \"interval_s\"?)"
@@ -260,12 +214,7 @@ def test_probe_only_reports_abort_leak(
         "0.5s",
         "--interval",
         "0.1s",
-        "--probe-streams",
-        "4",
-        "--probe-rounds",
-        "1",
-        "--drain-bound",
-        "1.5s",
+        *PROBE,
         "--no-rss",
     )
     out = capsys.readouterr().out
@@ -279,19 +228,5 @@ def test_probe_only_reports_abort_leak(
 
 def test_probe_only_takes_no_cycles(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     targets = write_targets(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9")
-    assert (
-        main(
-            [
-                "soak",
-                "--target",
-                "ref",
-                "--targets-file",
-                str(targets),
-                "--probe-only",
-                "--cycles",
-                "5",
-            ]
-        )
-        == 2
-    )
+    assert soak(targets, "--probe-only", "--cycles", "5") == 2
     assert "--probe-only runs no load cycles" in capsys.readouterr().err

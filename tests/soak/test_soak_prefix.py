@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from servecheck.reference.inprocess import RunningServer
-from tests.soak.support import TINY, run_soak
+from tests.soak.support import PROBE, TINY, run_soak
 
 pytestmark = pytest.mark.slow
 CACHE = {"kv_blocks": 64, "prefix_cache_blocks": 16, "prefix_cache_counted": True}
@@ -41,18 +41,7 @@ def test_a_leak_beside_a_retained_prefix_cache_is_still_a_leak(
     make_reference: Callable[..., RunningServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server = make_reference("kv-leak", ttft_ms=5, itl_ms=5, **CACHE)
-    code, data = _soak(
-        server,
-        tmp_path,
-        "leak",
-        "--abandon",
-        "--probe-streams",
-        "4",
-        "--probe-rounds",
-        "1",
-        "--drain-bound",
-        "1.5s",
-    )
+    code, data = _soak(server, tmp_path, "leak", "--abandon", *PROBE)
     out = capsys.readouterr().out
     assert code == 1, out
     assert data["leak"]["kv_usage"]["status"] == "leak", data["leak"]["kv_usage"]["message"]
