@@ -126,6 +126,22 @@ class StreamState:
         self._answer(t)  # the shortcut's shape is a non-empty delta.content: an answer token
         return True
 
+    def between_events(self) -> bool:
+        """Whether :meth:`token` would count a token chunk arriving now."""
+        return not self._buf and self._slow is None and not self.done and self.fast
+
+    def tokens(self, times: list[float]) -> None:
+        """Token chunks counted by the reader thread while :meth:`between_events` held (which
+        they do not change): the same as :meth:`token` for each time, in order."""
+        if not times:
+            return
+        self.chunks += len(times)
+        if self.t_first is None:
+            self.t_first = times[0]
+        if self.t_first_answer is None:
+            self.t_first_answer = times[0]
+        self.token_times.extend(times)
+
     def _answer(self, t: float) -> None:
         """Count one chunk carrying an answer token (content, tool call or text) at ``t``."""
         self.chunks += 1

@@ -1,0 +1,298 @@
+"""Token chunks counted by the native reader thread itself (``Reader.arm``, ``ResponseParser.tokens``).
+
+An armed stream's token chunks never reach Python one by one: the thread keeps their arrival
+times and hands them over in batches, before the stream's next other read. What must hold: the
+batch goes first and in order; nothing is counted for a stream that was not armed, or armed with a
+stale count of records; the first read that is not a token chunk disarms; a batch goes within
+about 50 ms even while the stream is quiet; and a stream read this way ends with exactly the
+state (token times, phases, usage, [DONE], deadline failure) that parsing every read gives, over
+real sockets against the calibration server too.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from servecheck.load import reactor as reactor_mod
+from servecheck.load.reactor import StreamReactor
+from servecheck.load.stream import StreamState, classify
+from servecheck.load.wire import ResponseParser
+from servecheck.reference.fast import FastServer, Timing
+
+pytestmark = pytest.mark.skipif(
+    reactor_mod.sys.platform != "linux", reason="the native reader is Linux-only"
+)
+
+_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def _chunk(event: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(event), event)
+
+
+def _sse(obj: object) -> bytes:
+    return _chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
+
+
+TOKEN = _sse({"choices": [{"index": 0, "delta": {"content": " tok"}}], "usage": None})
+ROLE = _sse({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+THINK = _sse({"choices": [{"index": 0, "delta": {"reasoning_content": " hm"}}]})
+FINISH = _sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}], "usage": None})
+USAGE = _sse({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 5}})
+END = _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+
+
+@pytest.fixture()
+def rx() -> Iterator[object]:
+    assert reactor_mod._rxthread is not None, "the native reader is not built"
+    keeper = reactor_mod._stamps_keeper()
+    time.sleep(0.05)
+    r = reactor_mod._rxthread.Reader(0.0005)
+    yield r
+    r.close()
+    if keeper is not None:
+        keeper.close()
+
+
+def _pair() -> tuple[socket.socket, socket.socket]:
+    with socket.create_server(("127.0.0.1", 0)) as srv:
+        client = socket.create_connection(srv.getsockname())
+        server, _ = srv.accept()
+    client.setsockopt(socket.SOL_SOCKET, reactor_mod.SO_TIMESTAMPNS, 1)
+    client.setblocking(False)
+    server.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return client, server
+
+
+def _take_until(rx: object, done: object, timeout: float = 5.0) -> list[tuple]:
+    got: list[tuple] = []
+    end = time.monotonic() + timeout
+    while not done(got) and time.monotonic() < end:  # type: ignore[operator]
+        ready, _, _ = select.select([rx.fileno()], [], [], 0.05)  # type: ignore[attr-defined]
+        if ready:
+            got.extend(rx.take())  # type: ignore[attr-defined]
+    return got
+
+
+def _times(recs: list[tuple]) -> list[float]:
+    return [t for r in recs if isinstance(r[3], list) for t in r[3]]
+
+
+def _send_tokens(server: socket.socket, n: int, gap_s: float = 0.002) -> None:
+    for _ in range(n):
+        server.sendall(TOKEN)
+        time.sleep(gap_s)  # one read per chunk, as a server's writes a token apart arrive
+
+
+def test_an_armed_stream_hands_its_token_times_over_in_batches_then_its_next_read(
+    rx: object,
+) -> None:
+    client, server = _pair()
+    rx.add(client.fileno(), 7)  # type: ignore[attr-defined]
+    server.sendall(_HEAD + ROLE)
+    first = _take_until(rx, lambda g: len(g) >= 1)
+    assert [(r[0], r[3]) for r in first] == [(7, _HEAD + ROLE)]
+    assert not rx.arm(client.fileno(), 7, 0), (
+        "refused: a record was made that the caller has not counted"
+    )  # type: ignore[attr-defined]
+    assert not rx.arm(client.fileno(), 8, 1), "refused: another exchange's key"  # type: ignore[attr-defined]
+    assert rx.arm(client.fileno(), 7, 1)  # type: ignore[attr-defined]
+    before = time.perf_counter()
+    _send_tokens(server, 20)
+    server.sendall(FINISH + USAGE + END)
+    recs = _take_until(rx, lambda g: any(isinstance(r[3], bytes) for r in g))
+    after = time.perf_counter()
+    kinds = ["tokens" if isinstance(r[3], list) else "bytes" for r in recs]
+    assert kinds[-1] == "bytes" and set(kinds[:-1]) == {"tokens"}, kinds
+    assert recs[-1][3] == FINISH + USAGE + END and recs[-1][4] is False
+    times = _times(recs)
+    assert len(times) == 20
+    assert all(before <= t <= after for t in times), "arrival times are on perf_counter's clock"
+    assert times == sorted(times)
+    assert all(r[0] == 7 and r[2] == r[3][-1] for r in recs[:-1]), "t_read is the batch's last"
+    tokens, kernel, user = rx.counted()  # type: ignore[attr-defined]
+    assert tokens == 20 and kernel + user == 20 and kernel >= 18, (tokens, kernel, user)
+    assert rx.stats()[0] == 22, "the counted reads are reads too"  # type: ignore[attr-defined]
+    # Disarmed by the read that was not a token chunk: the next token chunk comes as bytes.
+    server.sendall(TOKEN)
+    (late,) = _take_until(rx, lambda g: len(g) >= 1)
+    assert late[3] == TOKEN and late[4] is True
+    client.close()
+    server.close()
+
+
+def test_a_quiet_armed_stream_still_gets_its_batch_within_about_50_ms(rx: object) -> None:
+    client, server = _pair()
+    rx.add(client.fileno(), 3)  # type: ignore[attr-defined]
+    server.sendall(_HEAD)
+    assert len(_take_until(rx, lambda g: len(g) >= 1)) == 1
+    assert rx.arm(client.fileno(), 3, 1)  # type: ignore[attr-defined]
+    _send_tokens(server, 3)
+    sent = time.perf_counter()
+    recs = _take_until(rx, lambda g: len(_times(g)) >= 3, timeout=2.0)
+    assert len(_times(recs)) == 3, "the sweep sends a batch that no read follows"
+    assert time.perf_counter() - sent < 1.0
+    client.close()
+    server.close()
+
+
+def test_an_unarmed_stream_and_a_removed_one_count_nothing(rx: object) -> None:
+    client, server = _pair()
+    rx.add(client.fileno(), 4)  # type: ignore[attr-defined]
+    server.sendall(_HEAD)
+    _take_until(rx, lambda g: len(g) >= 1)
+    _send_tokens(server, 3, gap_s=0.02)
+    recs = _take_until(rx, lambda g: len(g) >= 3)
+    assert [r[3] for r in recs] == [TOKEN] * 3, "not armed: every read is handed over"
+    assert rx.arm(client.fileno(), 4, 4)  # type: ignore[attr-defined]
+    _send_tokens(server, 2)
+    time.sleep(0.01)
+    rx.remove(client.fileno())  # type: ignore[attr-defined]
+    time.sleep(0.1)
+    assert not _times(rx.take()), "a removed stream's batch is dropped"  # type: ignore[attr-defined]
+    assert not rx.arm(client.fileno(), 4, 4), "a removed descriptor cannot be armed"  # type: ignore[attr-defined]
+    client.close()
+    server.close()
+
+
+# -- the parser: a batch leaves the state one read per token leaves ---------------------------
+
+
+def _parser(deadline: float | None = None) -> tuple[ResponseParser, StreamState]:
+    st = StreamState()
+    ex = ResponseParser(st.feed, deadline, tokens=st)
+    ex.feed(_HEAD + ROLE, 0.5)
+    return ex, st
+
+
+def _state(ex: ResponseParser, st: StreamState) -> tuple:
+    return (
+        st.token_times,
+        st.reasoning_at,
+        st.t_first,
+        st.t_first_answer,
+        st.chunks,
+        st.usage,
+        st.done,
+        ex.done,
+        ex.res.error,
+        ex.res.t_end,
+        ex.last,
+    )
+
+
+@pytest.mark.parametrize("deadline", [None, 1.035, 5.0])
+def test_a_batch_equals_one_token_read_each(deadline: float | None) -> None:
+    times = [1.0 + 0.01 * i for i in range(10)]
+    one, one_st = _parser(deadline)
+    for t in times:
+        if not one.done:
+            assert one.token(t)
+    batch, batch_st = _parser(deadline)
+    assert batch.countable()
+    batch.tokens(times[:4])
+    batch.tokens(times[4:])
+    assert _state(batch, batch_st) == _state(one, one_st)
+    if deadline == 1.035:
+        # As a read per token: the token that arrived past the deadline counts, then it fails.
+        assert batch.res.error == "timeout" and batch_st.token_times == times[:5]
+    for ex, st in ((one, one_st), (batch, batch_st)):
+        if not ex.done:
+            ex.feed(FINISH + USAGE + END, 1.2)
+            st.close(1.2)
+    assert _state(batch, batch_st) == _state(one, one_st)
+
+
+def test_countable_only_between_chunks_and_events_with_a_sink_and_no_hang_up() -> None:
+    ex, st = _parser()
+    assert ex.countable() and st.between_events()
+    ex.feed(TOKEN[:10], 1.0)
+    assert not ex.countable(), "mid-chunk"
+    ex.feed(TOKEN[10:], 1.0)
+    assert ex.countable()
+    half = _chunk(b'data: {"choices":[{"delta":{"content":"a"}}]}\n')
+    ex.feed(half, 1.1)
+    assert not ex.countable() and not st.between_events(), "mid-event"
+    plain = StreamState()
+    no_sink = ResponseParser(plain.feed, on_token=plain.token)
+    no_sink.feed(_HEAD, 0.0)
+    assert not no_sink.countable(), "no sink"
+    hang = StreamState()
+    until = ResponseParser(hang.feed, tokens=hang, until=lambda: False)
+    until.feed(_HEAD, 0.0)
+    assert not until.countable(), "a hang-up check runs per token"
+    err = StreamState()
+    not_ok = ResponseParser(err.feed, tokens=err)
+    not_ok.feed(b"HTTP/1.1 500 Oops\r\nTransfer-Encoding: chunked\r\n\r\n", 0.0)
+    assert not not_ok.countable(), "an error body is kept, not counted"
+
+
+# -- over real sockets: the calibration server, both readers -------------------------------------
+
+
+@pytest.fixture()
+def server_url() -> Iterator[str]:
+    server = FastServer("127.0.0.1", 0, Timing(0.02, 0.004, 40, reasoning_tokens=6))
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.port}/v1"
+    server.stop = True
+    thread.join(timeout=5)
+
+
+def _run(url: str, reader: str, n: int = 40) -> tuple[list[tuple], StreamReactor]:
+    reactor = StreamReactor(url, {"Content-Type": "application/json"}, 5.0, 10.0, reader=reader)
+    out: list[tuple] = []
+    body = json.dumps(
+        {
+            "model": "truth",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": n,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+    ).encode()
+
+    def one() -> None:
+        for _ in range(2):
+            st = StreamState()
+            t0 = time.perf_counter()
+            res = reactor.post_stream("/chat/completions", body, st.feed, t0 + 20, tokens=st)
+            st.close(res.t_end)
+            out.append((classify(res, st), st, t0))
+
+    threads = [threading.Thread(target=one) for _ in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    reactor.close()
+    return out, reactor
+
+
+def test_streams_read_through_the_thread_count_what_the_python_loop_counts(
+    server_url: str,
+) -> None:
+    thread, rt = _run(server_url, "thread")
+    loop, _ = _run(server_url, "loop")
+    assert rt.kind == "thread", "the native reader is not built"
+    assert len(thread) == len(loop) == 24
+    for (err, st, t0), (lerr, lst, _) in zip(thread, loop, strict=True):
+        assert err == (None, "") and lerr == (None, "")
+        assert len(st.token_times) == len(lst.token_times) == 40
+        assert st.reasoning_at == lst.reasoning_at == list(range(6))
+        assert st.usage == lst.usage and st.usage is not None
+        assert st.done and lst.done
+        assert st.t_first is not None and st.t_first - t0 >= 0.02, "never early"
+        assert st.token_times == sorted(st.token_times)
+        assert st.t_first_answer == st.token_times[6]
+    counted = rt._counted()[0]
+    assert counted >= 24 * 20, f"the thread counted only {counted} of the 24 x 34 answer tokens"
+    assert rt.reads >= 24 * 40 and rt.kernel_stamps >= rt.reads - 24 * 2
