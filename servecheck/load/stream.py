@@ -269,6 +269,9 @@ def token_kind(data: bytes) -> bool | None:
         ):
             return True
         return None
+    i = data.find(b'"content"')
+    if i < 0:
+        return None  # the finish chunk, a usage chunk: parse it (checked first: it is the cheapest)
     for key in _SLOW_KEYS:
         if key in data:
             return None
@@ -276,9 +279,6 @@ def token_kind(data: bytes) -> bool | None:
         _USAGE_NULL[1]
     ):
         return None  # a usage object (the last chunk): parse it; "usage": null (OpenAI, vLLM) is not one
-    i = data.find(b'"content"')
-    if i < 0:
-        return None
     n = len(data)
     while i >= 0:
         j = i + 9

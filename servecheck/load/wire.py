@@ -364,7 +364,31 @@ class _Dechunker:
                     size = -1
                 if size > 0 and len(data) == eol + 4 + size:
                     return data[eol + 2 : -2]
-        buf = self.pending + data if self.pending else data
+            # Several whole chunks (writes that arrived together: the last token, the finish and
+            # usage chunks, [DONE]): taken with locals, the rest by the state machine below.
+            whole: list[bytes] = []
+            pos, n = 0, len(data)
+            while True:
+                eol = data.find(b"\r\n", pos)
+                if eol < 0 or eol - pos > 8:
+                    break
+                try:
+                    size = int(data[pos:eol], 16)
+                except ValueError:
+                    break
+                end = eol + 2 + size
+                if size <= 0 or end + 2 > n or data[end : end + 2] != b"\r\n":
+                    break
+                whole.append(data[eol + 2 : end])
+                pos = end + 2
+            if whole:
+                if pos < n:
+                    whole.append(self._states(data[pos:]))
+                return b"".join(whole)
+        return self._states(self.pending + data if self.pending else data)
+
+    def _states(self, buf: bytes) -> bytes:
+        """The general case: any bytes, from whatever state the last read left."""
         self.pending = b""
         out: list[bytes] = []
         pos, n = 0, len(buf)

@@ -19,11 +19,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hst
 
 from servecheck.load import reactor as reactor_mod
 from servecheck.load.reactor import StreamReactor
 from servecheck.load.stream import StreamState, classify
-from servecheck.load.wire import ResponseParser
+from servecheck.load.wire import ResponseParser, _Dechunker
 from servecheck.reference.fast import FastServer, Timing
 
 pytestmark = pytest.mark.skipif(
@@ -296,3 +298,36 @@ def test_streams_read_through_the_thread_count_what_the_python_loop_counts(
     counted = rt._counted()[0]
     assert counted >= 24 * 20, f"the thread counted only {counted} of the 24 x 34 answer tokens"
     assert rt.reads >= 24 * 40 and rt.kernel_stamps >= rt.reads - 24 * 2
+
+
+# -- the dechunker's several-whole-chunks path agrees with its state machine -----------------
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    payloads=hst.lists(hst.binary(min_size=1, max_size=40), min_size=1, max_size=5),
+    tail=hst.sampled_from([b"", b"0\r\n\r\n", b"0\r\n", b"5\r\nab", b"3;x\r\nabc\r\n", b"zz\r\n"]),
+    bad_crlf=hst.booleans(),
+)
+def test_several_whole_chunks_decode_as_the_state_machine_does(
+    payloads: list[bytes], tail: bytes, bad_crlf: bool
+) -> None:
+    read = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in payloads) + tail
+    if bad_crlf:
+        read = read.replace(b"\r\n", b"\r.", 2)  # a size line or a chunk's end broken
+    fast, slow = _Dechunker(), _Dechunker()
+    try:
+        got = fast.feed(read)
+    except ValueError as exc:
+        got = exc.__class__
+    try:
+        want = slow._states(read)
+    except ValueError as exc:
+        want = exc.__class__
+    assert got == want
+    assert (fast.state, fast.pending, fast.left, fast.done) == (
+        slow.state,
+        slow.pending,
+        slow.left,
+        slow.done,
+    )
