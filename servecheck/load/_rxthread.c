@@ -78,8 +78,8 @@
 #define MAX_FD (1 << 24)          /* descriptor numbers the key table accepts */
 
 #define FLUSH_TOKENS 512     /* a batch this long goes at once */
-#define FLUSH_S 0.05         /* ... and so does one this old (checked at each read and sweep) */
-#define SWEEP_S 0.01         /* how often the thread looks for batches to send */
+#define FLUSH_S 0.1          /* ... and so does one this old (checked at each read and sweep) */
+#define SWEEP_S 0.02         /* how often the thread looks for batches to send */
 
 enum { REC_DATA = 0, REC_EOF = 1, REC_ERROR = 2, REC_TOKENS = 3 };
 
@@ -192,13 +192,15 @@ static double now_real(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Realtime minus monotonic: the tightest of three brackets (as servecheck.clock.clock_offset). */
-static double clock_offset(void) {
-    double best = 0.0, width = 1e9;
-    for (int i = 0; i < 3; i++) {
+/* Realtime minus monotonic: the tightest of a few brackets (as servecheck.clock.clock_offset);
+ * *width is that bracket's width (a preempted thread's brackets are wide). */
+static double clock_offset(int tries, double *width) {
+    double best = 0.0;
+    *width = 1e9;
+    for (int i = 0; i < tries; i++) {
         double a = now_mono(), rt = now_real(), b = now_mono();
-        if (b - a < width) {
-            width = b - a;
+        if (b - a < *width) {
+            *width = b - a;
             best = rt - (a + b) / 2;
         }
     }
@@ -355,7 +357,11 @@ static void *run(void *arg) {
         pthread_mutex_unlock(&r->mu);
         return NULL;
     }
-    double last_sweep = now_mono();
+    double last_sweep = now_mono(), offset_at = last_sweep, width0;
+    double offset0 = clock_offset(20, &width0);
+    pthread_mutex_lock(&r->mu);
+    r->offset = offset0;
+    pthread_mutex_unlock(&r->mu);
     for (;;) {
         pthread_mutex_lock(&r->mu);
         int pending = r->npending > 0;
@@ -363,10 +369,15 @@ static void *run(void *arg) {
         int n = epoll_wait(r->ep, events, MAX_EVENTS, pending ? (int)(SWEEP_S * 1000) : 1000);
         if (n < 0 && errno != EINTR) break;
         int stop = 0, added = 0, short_of_memory = 0;
-        double offset = clock_offset();
-        pthread_mutex_lock(&r->mu);
-        r->offset = offset;
-        pthread_mutex_unlock(&r->mu);
+        /* The offset moves only when the realtime clock is stepped or slewed: take a new one
+         * where its bracket is tight, or where the one in use is a second old. */
+        double width, offset = clock_offset(3, &width), mono = now_mono();
+        if (width <= 20e-6 || mono - offset_at >= 1.0) {
+            offset_at = mono;
+            pthread_mutex_lock(&r->mu);
+            r->offset = offset;
+            pthread_mutex_unlock(&r->mu);
+        }
         for (int i = 0; i < n; i++) {
             int fd = events[i].data.fd;
             if (fd == r->stop_fd) {

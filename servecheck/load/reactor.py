@@ -31,7 +31,7 @@ Who reads (``kind`` in ``summary.json``'s ``generator.reader``):
   every read of a stream so far and the stream is between chunks and events
   (:meth:`ResponseParser.countable`), it arms the stream in the thread (``Reader.arm``): the
   thread then keeps the arrival times of that stream's token chunks itself and hands them over a
-  batch at a time (``ResponseParser.tokens``: at the stream's next other read, or every 50 ms),
+  batch at a time (``ResponseParser.tokens``: at the stream's next other read, or every 100 ms),
   so a streamed token costs this loop no record, no tuple and no call of its own. The first read
   that is not a token chunk disarms the stream and goes after its batch, in order.
 - ``loop``: the same reads done by this loop itself with ``epoll`` and ``recvmsg`` (no compiler at
@@ -120,7 +120,7 @@ class _LoopReads:
     """Reads done by the loop itself: ``epoll`` plus one ``recvmsg`` per ready socket."""
 
     kind = "loop"
-    arm = None  # only the thread counts token chunks itself
+    arm: Any = None  # only the thread counts token chunks itself
 
     def __init__(self) -> None:
         self._ep = _original("select", "epoll")()
@@ -192,6 +192,7 @@ class _ThreadReads:
     def __init__(self) -> None:
         assert _rxthread is not None
         self._rx = _rxthread.Reader(THREAD_PAUSE_S)
+        self.arm: Any = self._rx.arm  # arm(fd, key, records seen) -> bool; bound once, called often
 
     def fileno(self) -> int:
         return int(self._rx.fileno())
@@ -205,9 +206,6 @@ class _ThreadReads:
     def take(self) -> list[Read]:
         reads: list[Read] = self._rx.take()
         return reads
-
-    def arm(self, fd: int, key: int, seen: int) -> bool:
-        return bool(self._rx.arm(fd, key, seen))
 
     def counted(self) -> tuple[int, int, int]:
         """(token chunks counted in the thread, of them timed by the kernel, by the thread)."""
