@@ -229,7 +229,8 @@ static int flush_batch(Reader *r, int fd) {
     return 1;
 }
 
-/* Count one token chunk in fd's batch (the caller holds r->mu); 1 when a record was made. */
+/* Count one token chunk in fd's batch (the caller holds r->mu); 1 when a record was made, -1 when
+ * there was no memory to count it (then nothing changed). */
 static int count_token(Reader *r, int fd, double stamp, double t_read) {
     slot *s = &r->slots[fd];
     if (s->ntok == s->cap) {
@@ -252,7 +253,8 @@ static int count_token(Reader *r, int fd, double stamp, double t_read) {
         r->npending++;
     }
     s->t[s->ntok++] = t;
-    if (s->ntok >= FLUSH_TOKENS || t_read - s->first >= FLUSH_S) return flush_batch(r, fd);
+    /* Counted either way: a batch that finds no memory to go now goes at the next chance. */
+    if (s->ntok >= FLUSH_TOKENS || t_read - s->first >= FLUSH_S) return flush_batch(r, fd) > 0;
     return 0;
 }
 
