@@ -108,25 +108,29 @@ def _endless_sse(conn: socket.socket, srv: HostileServer, path: str) -> None:
         time.sleep(0.005)
 
 
-def _giant_line(conn: socket.socket, srv: HostileServer, path: str) -> None:
-    conn.sendall(_head("200 OK", "text/event-stream") + b'data: {"choices":[{"delta":{"content":"')
-    block = b"x" * 65536
+def _send_filler(conn: socket.socket, srv: HostileServer, byte: bytes) -> bool:
+    """Send ``srv.giant_bytes`` of ``byte`` in 64 KiB blocks, counted in ``sent_bytes``.
+
+    False as soon as the server is stopped, True when all of it went out.
+    """
+    block = byte * 65536
     for _ in range(srv.giant_bytes // len(block)):
         if not srv.alive():
-            return
+            return False
         conn.sendall(block)
         srv.sent_bytes += len(block)
-    srv.wait()  # never ends the line
+    return True
+
+
+def _giant_line(conn: socket.socket, srv: HostileServer, path: str) -> None:
+    conn.sendall(_head("200 OK", "text/event-stream") + b'data: {"choices":[{"delta":{"content":"')
+    if _send_filler(conn, srv, b"x"):
+        srv.wait()  # never ends the line
 
 
 def _huge_body(conn: socket.socket, srv: HostileServer, path: str) -> None:
     conn.sendall(_head("200 OK", "application/json", length=srv.giant_bytes))
-    block = b" " * 65536
-    for _ in range(srv.giant_bytes // len(block)):
-        if not srv.alive():
-            return
-        conn.sendall(block)
-        srv.sent_bytes += len(block)
+    _send_filler(conn, srv, b" ")
 
 
 CATALOGUE: dict[str, Hostile] = {

@@ -88,6 +88,12 @@ def _outcomes(run_dir: Path) -> dict[str, str]:
     return {r["check"]: r["outcome"] for r in rows if r.get("check")}
 
 
+def _unexpected(outcomes: dict[str, str]) -> dict[str, str]:
+    """The outcomes that make a live run fail: a failure, an error, or a recorded known failure
+    that passed (the engine fixed it: update known_failures)."""
+    return {cid: o for cid, o in outcomes.items() if o in ("failed", "error", "xpassed")}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "engine", [pytest.param(e, marks=pytest.mark.engine(e), id=e) for e in TARGETS]
@@ -97,7 +103,7 @@ def test_catalogue_against_engine(engine: str) -> None:
     _reachable(target, engine)
     code, run_dir, output = _run(target)
     outcomes = _outcomes(run_dir)
-    unexpected = {cid: o for cid, o in outcomes.items() if o in ("failed", "error", "xpassed")}
+    unexpected = _unexpected(outcomes)
     assert code == 0 and not unexpected, (
         f"{target}: unexpected outcomes {unexpected} (exit {code}); a new failure is a defect of the engine or a false"
         f" alarm of the check; an xpassed known failure means the engine fixed it: update known_failures.\n{output}"
@@ -157,7 +163,7 @@ def test_reasoning_surface_against_engine(engine: str) -> None:
     _reachable(target, engine)
     code, run_dir, output = _run(target, "--surface", "reason")
     outcomes = _outcomes(run_dir)
-    unexpected = {cid: o for cid, o in outcomes.items() if o in ("failed", "error", "xpassed")}
+    unexpected = _unexpected(outcomes)
     assert code == 0 and not unexpected, (
         f"{target}: unexpected REASON outcomes {unexpected} (exit {code}); record an engine defect "
         f"as a known failure in targets.yaml, or fix the check.\n{output}"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engines.test_catalogue import _outcomes, _reachable, _run
+from tests.engines.test_catalogue import _outcomes, _reachable, _run, _unexpected
 
 RUNS = {
     "vllm-embed": ("local-vllm-embed", ("embed", "rerank")),
@@ -32,7 +32,7 @@ def test_new_surfaces_against_engine(engine: str) -> None:
     extra = [arg for s in surfaces for arg in ("--surface", s)]
     code, run_dir, output = _run(target, *extra)
     outcomes = _outcomes(run_dir)
-    unexpected = {cid: o for cid, o in outcomes.items() if o in ("failed", "error", "xpassed")}
+    unexpected = _unexpected(outcomes)
     assert code == 0 and not unexpected, f"{target}: unexpected outcomes {unexpected}\n{output}"
     ran = [cid for cid, o in outcomes.items() if o in ("passed", "xfailed")]
     assert ran, f"{target}: nothing ran\n{output}"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from servecheck.engines.models import (
@@ -18,71 +17,44 @@ from servecheck.engines.models import (
     ensure_tiny_model,
     reasoning_spec,
 )
-from tests.engines.test_tool_caller import TOOL, _forward
+from tests.engines.numpy_llama import TOOL, greedy, load, render
 
 pytest.importorskip("tokenizers", reason="tokenizers (dev extra) trains the tiny BPE")
 
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory):
-    from safetensors.numpy import load_file
-    from tokenizers import Tokenizer
-
-    m = ensure_tiny_model(reasoning_spec(), tmp_path_factory.mktemp("reasoner"))
-    return (
-        load_file(str(m.hf_dir / "model.safetensors")),
-        json.loads((m.hf_dir / "config.json").read_text()),
-        Tokenizer.from_file(str(m.hf_dir / "tokenizer.json")),
-    )
-
-
-def _render(messages: list[dict], tools: list[dict] | None = None, **kwargs: object) -> str:
-    import jinja2
-
-    env = jinja2.Environment()
-    env.filters["tojson"] = json.dumps
-    return env.from_string(REASONING_CHAT_TEMPLATE).render(
-        messages=messages, tools=tools, add_generation_prompt=True, **kwargs
-    )
-
-
-def _greedy(model, text: str, n: int) -> list[str]:
-    weights, cfg, tok = model
-    ids = tok.encode(text).ids
-    out = []
-    for _ in range(n):
-        nxt = int(np.argmax(_forward(weights, cfg, ids)))
-        ids.append(nxt)
-        out.append(tok.id_to_token(nxt))
-    return out
+    return load(ensure_tiny_model(reasoning_spec(), tmp_path_factory.mktemp("reasoner")))
 
 
 USER = [{"role": "user", "content": "What is 7 times 6?"}]
 
 
 def test_the_generation_prompt_opens_a_thought_and_the_model_closes_it(model) -> None:
-    prompt = _render(USER)
+    prompt = render(REASONING_CHAT_TEMPLATE, USER)
     assert prompt.endswith("<|im_start|>assistant\n" + THINK_START)
-    out = _greedy(model, prompt, 12)
+    out = greedy(model, prompt, 12)
     assert out[:5] == [*THOUGHT_TOKENS, THINK_END, "\u010a"], out
     assert THINK_START not in out[5:] and THINK_END not in out[5:], out
 
 
 def test_thinking_off_answers_at_once(model) -> None:
-    prompt = _render(USER, enable_thinking=False)
+    prompt = render(REASONING_CHAT_TEMPLATE, USER, enable_thinking=False)
     assert prompt.endswith(THINK_START + THINK_END)
-    out = _greedy(model, prompt, 8)
+    out = greedy(model, prompt, 8)
     assert not {THINK_START, THINK_END, *THOUGHT_TOKENS} & set(out), out
 
 
 def test_with_tools_the_call_comes_after_the_thought(model) -> None:
-    out = _greedy(model, _render(USER, [TOOL]), 6)
+    out = greedy(model, render(REASONING_CHAT_TEMPLATE, USER, [TOOL]), 6)
     assert out[:6] == [*THOUGHT_TOKENS, THINK_END, "\u010a", "<tool_call>"], out
 
 
 def test_earlier_reasoning_is_rendered_inside_think_tags() -> None:
     turn = {"role": "assistant", "content": "42", "reasoning_content": "six sevens"}
-    text = _render([*USER, turn, {"role": "user", "content": "and 8 times 6?"}])
+    text = render(
+        REASONING_CHAT_TEMPLATE, [*USER, turn, {"role": "user", "content": "and 8 times 6?"}]
+    )
     assert "<think>six sevens</think>42<|im_end|>" in text
 
 

@@ -15,28 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from servecheck.cli import main
 from servecheck.commands.soak import add_arguments, plan_from_args, verdict_line
 from servecheck.config.model import Target
 from servecheck.reference.inprocess import RunningServer
+from tests.soak.support import PROBE, TINY, run_soak, soak, write_targets
 
-TINY = [
-    "--cycles",
-    "5",
-    "--cycle",
-    "1.5s",
-    "--idle",
-    "1s",
-    "--settle",
-    "0.4s",
-    "--interval",
-    "0.1s",
-    "--concurrency",
-    "3",
-    "--max-tokens",
-    "40",
-    "--no-progress",
-]
 SOAK_KEYS = {
     "kind",
     "version",
@@ -60,45 +43,14 @@ SOAK_KEYS = {
 }
 
 
-def _targets(tmp_path: Path, base_url: str, root: str) -> Path:
-    path = tmp_path / "targets.yaml"
-    path.write_text(
-        "targets:\n"
-        "  - name: ref\n"
-        f"    base_url: {base_url}\n"
-        "    engine: reference\n"
-        "    models: [ref-tiny]\n"
-        f"    metrics_url: {root}/metrics\n"
-        "    timeout_s: 20\n"
-        "    telemetry: {nvml: false}\n"
-    )
-    return path
-
-
 @pytest.mark.slow
 def test_soak_clean_server_no_leak(
     make_reference: Callable[..., RunningServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server = make_reference(kv_blocks=64, ttft_ms=5, itl_ms=5)
-    targets = _targets(tmp_path, server.base_url, server.root)
-    code = main(
-        [
-            "soak",
-            "--target",
-            "ref",
-            "--targets-file",
-            str(targets),
-            *TINY,
-            "--no-rss",
-            "--out",
-            str(tmp_path / "reports"),
-            "--run-id",
-            "clean",
-        ]
-    )
+    code, run_dir = run_soak(server, tmp_path, "clean", *TINY, "--no-rss")
     out = capsys.readouterr().out
     assert code == 0, out
-    run_dir = tmp_path / "reports" / "clean"
     for name in (
         "records.jsonl",
         "soak.json",
@@ -133,31 +85,10 @@ def test_soak_kv_leak_with_abandoned_streams(
     make_reference: Callable[..., RunningServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server = make_reference("kv-leak", kv_blocks=64, ttft_ms=5, itl_ms=5)
-    targets = _targets(tmp_path, server.base_url, server.root)
-    code = main(
-        [
-            "soak",
-            "--target",
-            "ref",
-            "--targets-file",
-            str(targets),
-            *TINY,
-            "--abandon",
-            "--probe-streams",
-            "4",
-            "--probe-rounds",
-            "1",
-            "--drain-bound",
-            "1.5s",
-            "--out",
-            str(tmp_path / "reports"),
-            "--run-id",
-            "leak",
-        ]
-    )
+    code, run_dir = run_soak(server, tmp_path, "leak", *TINY, "--abandon", *PROBE)
     out = capsys.readouterr().out
     assert code == 1, out
-    data = json.loads((tmp_path / "reports" / "leak" / "soak.json").read_text())
+    data = json.loads((run_dir / "soak.json").read_text())
     assert data["leak"]["kv_usage"]["status"] == "leak", data["leak"]["kv_usage"]["message"]
     assert "kv_usage: leak" in data["failures"]
     assert data["requests"]["abandoned"] > 0 and data["probe"]["abandoned"] == 4
@@ -199,10 +130,8 @@ def test_soak_usage_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
 ) -> None:
     # Nothing listens on port 9: a usage error must stop the run before any request.
-    targets = _targets(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9")
-    code = main(
-        ["soak", "--target", "ref", "--targets-file", str(targets), *argv, "--out", str(tmp_path)]
-    )
+    targets = write_targets(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9")
+    code = soak(targets, *argv, "--out", str(tmp_path))
     err = capsys.readouterr().err
     assert code == 2, err
     assert message in err, err
@@ -210,25 +139,8 @@ def test_soak_usage_errors(
 
 
 def test_soak_unknown_target(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    targets = _targets(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9")
-    assert (
-        main(
-            [
-                "soak",
-                "--target",
-                "rf",
-                "--targets-file",
-                str(targets),
-                "--cycles",
-                "5",
-                "--cycle",
-                "1s",
-                "--idle",
-                "1s",
-            ]
-        )
-        == 2
-    )
+    targets = write_targets(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9")
+    assert soak(targets, "--cycles", "5", "--cycle", "1s", "--idle", "1s", target="rf") == 2
     assert "no target named 'rf' (did you mean \"ref\"?)" in capsys.readouterr().err
 
 
@@ -278,23 +190,9 @@ def test_documented_soak_commands_make_valid_plans(argv: list[str]) -> None:
 def test_telemetry_block_typo_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    targets = _targets(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9")
+    targets = write_targets(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9")
     targets.write_text(targets.read_text().replace("{nvml: false}", "{nvml: false, intervl_s: 1}"))
-    code = main(
-        [
-            "soak",
-            "--target",
-            "ref",
-            "--targets-file",
-            str(targets),
-            "--cycles",
-            "5",
-            "--cycle",
-            "1s",
-            "--idle",
-            "1s",
-        ]
-    )
+    code = soak(targets, "--cycles", "5", "--cycle", "1s", "--idle", "1s")
     assert code == 2
     assert (
         "telemetry.intervl_s: unknown key 'intervl_s' (did you mean \"interval_s\"?)"
@@ -307,56 +205,28 @@ def test_probe_only_reports_abort_leak(
     make_reference: Callable[..., RunningServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server = make_reference("abort-leak", kv_blocks=64, ttft_ms=5, itl_ms=5)
-    targets = _targets(tmp_path, server.base_url, server.root)
-    code = main(
-        [
-            "soak",
-            "--target",
-            "ref",
-            "--targets-file",
-            str(targets),
-            "--probe-only",
-            "--baseline",
-            "0.5s",
-            "--interval",
-            "0.1s",
-            "--probe-streams",
-            "4",
-            "--probe-rounds",
-            "1",
-            "--drain-bound",
-            "1.5s",
-            "--no-rss",
-            "--out",
-            str(tmp_path / "reports"),
-            "--run-id",
-            "probe",
-        ]
+    code, run_dir = run_soak(
+        server,
+        tmp_path,
+        "probe",
+        "--probe-only",
+        "--baseline",
+        "0.5s",
+        "--interval",
+        "0.1s",
+        *PROBE,
+        "--no-rss",
     )
     out = capsys.readouterr().out
     assert code == 1, out
-    data = json.loads((tmp_path / "reports" / "probe" / "soak.json").read_text())
+    data = json.loads((run_dir / "soak.json").read_text())
     assert data["kind"] == "abandon-probe" and data["probe"]["abandoned"] == 4
     assert data["drain"]["status"] == "not_drained" and data["failures"] == ["drain: not_drained"]
     assert "drain: NOT DRAINED within 1.5 s after the probe: last requests_running=4" in out
-    assert (tmp_path / "reports" / "probe" / "probe.png").exists()
+    assert (run_dir / "probe.png").exists()
 
 
 def test_probe_only_takes_no_cycles(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    targets = _targets(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9")
-    assert (
-        main(
-            [
-                "soak",
-                "--target",
-                "ref",
-                "--targets-file",
-                str(targets),
-                "--probe-only",
-                "--cycles",
-                "5",
-            ]
-        )
-        == 2
-    )
+    targets = write_targets(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9")
+    assert soak(targets, "--probe-only", "--cycles", "5") == 2
     assert "--probe-only runs no load cycles" in capsys.readouterr().err

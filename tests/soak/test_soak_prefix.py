@@ -9,35 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from servecheck.cli import main
 from servecheck.reference.inprocess import RunningServer
-from tests.soak.test_soak import TINY, _targets
+from tests.soak.support import PROBE, TINY, run_soak
 
 pytestmark = pytest.mark.slow
 CACHE = {"kv_blocks": 64, "prefix_cache_blocks": 16, "prefix_cache_counted": True}
 
 
 def _soak(server: RunningServer, tmp_path: Path, run_id: str, *extra: str) -> tuple[int, dict]:
-    targets = _targets(tmp_path, server.base_url, server.root)
-    code = main(
-        [
-            "soak",
-            "--target",
-            "ref",
-            "--targets-file",
-            str(targets),
-            *TINY,
-            "--shared-prefix",
-            "40",
-            "--no-rss",
-            "--out",
-            str(tmp_path / "reports"),
-            "--run-id",
-            run_id,
-            *extra,
-        ]
+    code, run_dir = run_soak(
+        server, tmp_path, run_id, *TINY, "--shared-prefix", "40", "--no-rss", *extra
     )
-    return code, json.loads((tmp_path / "reports" / run_id / "soak.json").read_text())
+    return code, json.loads((run_dir / "soak.json").read_text())
 
 
 def test_a_retained_prefix_cache_is_retention_not_a_leak(
@@ -58,18 +41,7 @@ def test_a_leak_beside_a_retained_prefix_cache_is_still_a_leak(
     make_reference: Callable[..., RunningServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server = make_reference("kv-leak", ttft_ms=5, itl_ms=5, **CACHE)
-    code, data = _soak(
-        server,
-        tmp_path,
-        "leak",
-        "--abandon",
-        "--probe-streams",
-        "4",
-        "--probe-rounds",
-        "1",
-        "--drain-bound",
-        "1.5s",
-    )
+    code, data = _soak(server, tmp_path, "leak", "--abandon", *PROBE)
     out = capsys.readouterr().out
     assert code == 1, out
     assert data["leak"]["kv_usage"]["status"] == "leak", data["leak"]["kv_usage"]["message"]

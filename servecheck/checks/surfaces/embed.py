@@ -18,6 +18,7 @@ from typing import Any
 from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
 from servecheck.checks.discovery import TargetInfo
 from servecheck.checks.registry import check
+from servecheck.checks.surfaces.err import detail_deviation
 from servecheck.client.http import Exchange
 from servecheck.config.model import Target
 
@@ -276,7 +277,7 @@ def embed_dims(ctx: CheckContext) -> None:
         expected="200 with shortened vectors, or a 4xx error object",
         received=ex.describe(300),
         exchange=ex,
-        deviation="error-shape-detail" if isinstance(data, dict) and "detail" in data else None,
+        deviation=detail_deviation(data),
     )
 
 
@@ -349,7 +350,7 @@ def embed_overlong(ctx: CheckContext) -> None:
             expected='{"error": {"message": ...}}',
             received=ex.describe(300),
             exchange=ex,
-            deviation="error-shape-detail" if isinstance(data, dict) and "detail" in data else None,
+            deviation=detail_deviation(data),
         )
         return
     usage = data.get("usage") if isinstance(data, dict) else None

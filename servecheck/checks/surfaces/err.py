@@ -46,6 +46,15 @@ def error_shape_problem(ex: Exchange) -> tuple[str | None, str | None]:
     return None, None
 
 
+def detail_deviation(data: Any) -> str | None:
+    """``error-shape-detail`` where ``data`` is FastAPI's ``{"detail": ...}`` body, else None.
+
+    The deviation key a check names when an error answer lacks the OpenAI error object: profiles
+    allow it for engines whose routes outside the OpenAI layer answer that way.
+    """
+    return "error-shape-detail" if isinstance(data, dict) and "detail" in data else None
+
+
 def _transport_failed(ctx: CheckContext, ex: Exchange, what: str) -> None:
     if ex.error:
         ctx.fail(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from servecheck.checks.context import CheckContext, body_snippet
 from servecheck.checks.registry import check
+from servecheck.checks.surfaces.err import detail_deviation
 
 NO_SUCH_MODEL = "servecheck-no-such-model"
 
@@ -113,5 +114,5 @@ def models_unknown(ctx: CheckContext) -> None:
         expected='{"error": {"message": ..., "type": ...}}',
         received=ex.describe(300),
         exchange=ex,
-        deviation="error-shape-detail" if isinstance(data, dict) and "detail" in data else None,
+        deviation=detail_deviation(data),
     )

@@ -18,6 +18,8 @@ from typing import Any
 
 from servecheck.checks.context import CheckContext, body_snippet
 from servecheck.checks.registry import check
+from servecheck.checks.surfaces.err import detail_deviation
+from servecheck.checks.surfaces.tools import PARAMS
 from servecheck.client.http import Exchange
 
 MAX_OUTPUT = 24
@@ -26,16 +28,12 @@ INSTRUCTIONS = (
     "You are a terse assistant for a paint shop. Answer in one short line, lower case, "
     "and never mention prices, brands or delivery times."
 )
+# The chat surface's get_weather tool in the Responses API's flat function-tool shape.
 WEATHER = {
     "type": "function",
     "name": "get_weather",
     "description": "Current weather for a city",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string", "enum": ["Paris", "Tokyo", "Lima"]}},
-        "required": ["city"],
-        "additionalProperties": False,
-    },
+    "parameters": PARAMS["get_weather"],
     "strict": True,
 }
 COLOUR_SCHEMA = {
@@ -681,7 +679,7 @@ def responses_error(ctx: CheckContext) -> None:
             expected="{error: {message: str, type: ..., code: ...}}",
             received=ex.describe(300),
             exchange=ex,
-            deviation="error-shape-detail" if isinstance(data, dict) and "detail" in data else None,
+            deviation=detail_deviation(data),
         )
 
 
