@@ -530,7 +530,7 @@ class StreamReactor:
             item.seen += 1
             ex = item.ex
             if data.__class__ is list:
-                ex.tokens(data)  # type: ignore[arg-type]  # counted by the thread (armed)
+                ex.tokens(data)  # counted by the thread (an armed stream)
             elif isinstance(data, int):
                 ex.broken(OSError(data, _strerror(data)), t_read)
             elif not data:

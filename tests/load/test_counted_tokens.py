@@ -300,3 +300,36 @@ def test_streams_read_through_the_thread_count_what_the_python_loop_counts(
     counted, kernel, user = rt._counted()
     assert counted > 0 and kernel + user == counted
     assert rt.kernel_stamps + rt.user_stamps == rt.reads >= counted
+
+
+# -- the dechunker's several-whole-chunks path agrees with its state machine -----------------
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    payloads=hst.lists(hst.binary(min_size=1, max_size=40), min_size=1, max_size=5),
+    tail=hst.sampled_from([b"", b"0\r\n\r\n", b"0\r\n", b"5\r\nab", b"3;x\r\nabc\r\n", b"zz\r\n"]),
+    bad_crlf=hst.booleans(),
+)
+def test_several_whole_chunks_decode_as_the_state_machine_does(
+    payloads: list[bytes], tail: bytes, bad_crlf: bool
+) -> None:
+    read = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in payloads) + tail
+    if bad_crlf:
+        read = read.replace(b"\r\n", b"\r.", 2)  # a size line or a chunk's end broken
+    fast, slow = _Dechunker(), _Dechunker()
+    try:
+        got: bytes | type = fast.feed(read)
+    except ValueError as exc:
+        got = exc.__class__
+    try:
+        want: bytes | type = slow._states(read)
+    except ValueError as exc:
+        want = exc.__class__
+    assert got == want
+    assert (fast.state, fast.pending, fast.left, fast.done) == (
+        slow.state,
+        slow.pending,
+        slow.left,
+        slow.done,
+    )
