@@ -31,12 +31,12 @@
  *                           "delta":{"content":"..."}, and no usage object): the parser's own fast
  *                           path would count one token and end where it began, so the caller can
  *                           do just that (tests/load/test_rxthread.py pins the equivalence)
- *   r.arm(fd, n)            count fd's token chunks here instead of handing each over: from now
+ *   r.arm(fd, key, n)       count fd's token chunks here instead of handing each over: from now
  *                           on a read of fd that is token_chunk() becomes one arrival time in a
- *                           batch held for fd, and no record. Refused (False) unless exactly n
- *                           records of fd were made since add(): the caller has parsed all of
- *                           them and ends between chunks and events, which a token chunk does
- *                           not change. The first read that is not a token chunk (or EOF, an
+ *                           batch held for fd, and no record. Refused (False) unless fd is
+ *                           watched under key and exactly n records of it were made since add():
+ *                           the caller has parsed all of them and ends between chunks and events,
+ *                           which a token chunk does not change. The first read that is not a token chunk (or EOF, an
  *                           error) disarms fd; the batch always goes first, in order
  *   records of armed fds    (key, 0.0, t_last, [t, ...], False): the arrival times (perf_counter
  *                           clock: the kernel stamp moved by the thread's own realtime-minus-
