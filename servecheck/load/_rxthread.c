@@ -31,13 +31,18 @@
  *                           "delta":{"content":"..."}, and no usage object): the parser's own fast
  *                           path would count one token and end where it began, so the caller can
  *                           do just that (tests/load/test_rxthread.py pins the equivalence)
+ *   token_prefix(data)      the bytes of the whole token chunks (token_chunk() each) that data
+ *                           begins with, 0 when none
  *   r.arm(fd, key, n)       count fd's token chunks here instead of handing each over: from now
- *                           on a read of fd that is token_chunk() becomes one arrival time in a
- *                           batch held for fd, and no record. Refused (False) unless fd is
- *                           watched under key and exactly n records of it were made since add():
+ *                           on the token chunks a read of fd begins with (token_prefix()) become
+ *                           arrival times in a batch held for fd, this read's time each, and only
+ *                           the rest of the read, if any, becomes a record. Refused (False)
+ *                           unless fd is watched under key and exactly n records of it were made
+ *                           since add():
  *                           the caller has parsed all of them and ends between chunks and events,
- *                           which a token chunk does not change. The first read that is not a token chunk (or EOF, an
- *                           error) disarms fd; the batch always goes first, in order
+ *                           which a token chunk does not change. The first read that is not only
+ *                           token chunks (or EOF, an error) disarms fd; the batch always goes
+ *                           first, in order
  *   records of armed fds    (key, 0.0, t_last, [t, ...], False): the arrival times (perf_counter
  *                           clock: the kernel stamp moved by the thread's own realtime-minus-
  *                           monotonic offset, or t_read where that is implausible, as the Python
@@ -137,6 +142,27 @@ static int is_token_chunk(const char *p, size_t n) {
     const char *after = u + 7;
     if (!((rest >= 5 && memcmp(after, ":null", 5) == 0) || (rest >= 6 && memcmp(after, ": null", 6) == 0))) return 0;
     return find(after, rest, "\"usage\"", 7) == NULL;
+}
+
+/* The length of the token chunk (is_token_chunk) that p begins with, 0 when it does not. */
+static size_t token_span(const char *p, size_t n) {
+    size_t i = 0, size = 0;
+    while (i < n && i < 8) {
+        char c = p[i];
+        int v = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+        if (v < 0) break;
+        size = size * 16 + (size_t)v;
+        i++;
+    }
+    size_t span = i + 4 + size;
+    return (i > 0 && span <= n && is_token_chunk(p, span)) ? span : 0;
+}
+
+/* Bytes of the whole token chunks that data begins with: 0 when none. */
+static size_t token_prefix(const char *p, size_t n) {
+    size_t pos = 0, span;
+    while (pos < n && (span = token_span(p + pos, n - pos)) > 0) pos += span;
+    return pos;
 }
 
 typedef struct {
@@ -310,9 +336,22 @@ static int read_one(Reader *r, int fd, char *data, char *anc, size_t anc_len) {
                 h.stamp = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
             }
         }
-        if (s->armed && h.token) {
-            if (count_token(r, fd, h.stamp, h.t_read) >= 0) return 1;
-            /* no memory for the batch: hand this read over as a record, in order, below */
+        if (s->armed) {
+            /* Whole token chunks first (a read that took several writes: the server caught up, or
+             * the last token before the finish and usage chunks): each counts at this read's
+             * time, as the parser times every event of one read; the rest goes as a record. */
+            size_t done = 0, span;
+            while ((span = token_span(data + done, (size_t)n - done)) > 0) {
+                if (count_token(r, fd, h.stamp, h.t_read) < 0) break; /* no memory: a record */
+                done += span;
+            }
+            if (done == (size_t)n) return 1;
+            if (done > 0) {
+                memmove(data, data + done, (size_t)n - done);
+                n -= (ssize_t)done;
+                h.len = (int32_t)n;
+                h.token = is_token_chunk(data, (size_t)n);
+            }
         }
     } else {
         h.kind = n == 0 ? REC_EOF : REC_ERROR;
@@ -657,8 +696,17 @@ static PyObject *token_chunk(PyObject *mod, PyObject *arg) {
     return PyBool_FromLong(yes);
 }
 
+static PyObject *py_token_prefix(PyObject *mod, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    size_t n = token_prefix((const char *)view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromSize_t(n);
+}
+
 static PyMethodDef module_methods[] = {
     {"token_chunk", token_chunk, METH_O, "token_chunk(data): one chunk, one SSE event, one token (common shape)"},
+    {"token_prefix", py_token_prefix, METH_O, "token_prefix(data): bytes of the whole token chunks data begins with"},
     {NULL, NULL, 0, NULL},
 };
 

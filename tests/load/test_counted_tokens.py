@@ -316,3 +316,72 @@ def test_several_whole_chunks_decode_as_the_state_machine_does(
         slow.left,
         slow.done,
     )
+
+
+# -- a read that holds several writes: its leading token chunks are counted, the rest parsed ----
+
+_PIECES = [
+    TOKEN,
+    _sse({"choices": [{"index": 0, "delta": {"content": "é\\n"}}], "usage": None}),
+    ROLE,
+    THINK,
+    FINISH,
+    USAGE,
+    END,
+    TOKEN[:7],
+    _chunk(b'data: {"choices":[{"delta":{"content":"a"}}]}\n'),
+    _chunk(b": keep-alive\n\n"),
+]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(hst.lists(hst.sampled_from(range(len(_PIECES))), min_size=1, max_size=6))
+def test_counting_the_leading_token_chunks_then_parsing_the_rest_equals_parsing_it_all(
+    picks: list[int],
+) -> None:
+    """What the thread does with an armed stream's read (its leading token chunks counted at the
+    read's time, the rest a record) leaves the state that reading each of those chunks alone and
+    then the rest leaves; and, for a well-formed body, the state that parsing the read whole does."""
+    rx_mod = reactor_mod._rxthread
+    assert rx_mod is not None, "the native reader is not built"
+    read = b"".join(_PIECES[i] for i in picks)
+    lead = rx_mod.token_prefix(read)
+    tokens = 0
+    for i in picks:
+        if i not in (0, 1):
+            break
+        tokens += 1
+    assert lead == sum(len(_PIECES[i]) for i in picks[:tokens]), "the prefix is the token chunks"
+    split, split_st = _parser()
+    split.tokens([2.0] * tokens)
+    if lead < len(read):
+        split.feed(read[lead:], 2.0)
+    one_by_one, one_st = _parser()
+    for i in picks[:tokens]:
+        one_by_one.feed(_PIECES[i], 2.0)
+    if lead < len(read):
+        one_by_one.feed(read[lead:], 2.0)
+    assert _state(split, split_st) == _state(one_by_one, one_st), read
+    if 7 not in picks:  # a broken chunk: where reads end then changes what follows it
+        whole, whole_st = _parser()
+        whole.feed(read, 2.0)
+        assert _state(split, split_st)[:-1] == _state(whole, whole_st)[:-1], read
+
+
+def test_an_armed_stream_counts_the_token_chunks_a_read_begins_with(rx: object) -> None:
+    client, server = _streaming(rx, 9, _HEAD)
+    assert rx.arm(client.fileno(), 9, 1)  # type: ignore[attr-defined]
+    before = rx.stats()[0]  # type: ignore[attr-defined]
+    server.sendall(TOKEN * 3)  # one write: one read of three token chunks
+    end = time.monotonic() + 5
+    while rx.stats()[0] == before and time.monotonic() < end:  # type: ignore[attr-defined]
+        time.sleep(0.0002)
+    server.sendall(TOKEN + FINISH + USAGE + END)
+    recs = _take_until(rx, lambda g: any(isinstance(r[3], bytes) for r in g))
+    assert recs[-1][3] == FINISH + USAGE + END, "the rest of the read, after its token chunk"
+    times = _times(recs)
+    assert len(times) == 4 and times[0] == times[1] == times[2] < times[3], (
+        "the chunks of one read share its time"
+    )
+    client.close()
+    server.close()
