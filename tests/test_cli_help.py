@@ -82,3 +82,24 @@ def test_commands_stay_thin() -> None:
     }
     fat = {name: n for name, n in sizes.items() if n > 260}
     assert not fat, f"command modules over ~250 lines: {fat}"
+
+
+@pytest.mark.parametrize("name", ("load", "capacity", "accept"))
+def test_dataset_options_read_the_same(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SERVECHECK_DATASET", raising=False)
+    text = _help(name)
+    assert (
+        "--dataset FILE prompts from this local JSONL / ShareGPT file, sampled with the seed "
+        "(scenarios dataset, multi_turn; env SERVECHECK_DATASET); a distributed worker needs the "
+        "file at the path given to its own --dataset" in text
+    )
+    assert "--dataset-format {auto,sharegpt,openai,prompt}" in text
+
+
+@pytest.mark.parametrize("name", ("accept", "cutover"))
+def test_cold_start_slo_option_reads_the_same(name: str) -> None:
+    assert (
+        "--cold-start-slo EXPR cold-start SLO, e.g. time_to_ready<=120s, first_ttft<=5s, "
+        "first_ttft_ratio<=10, requests_to_warm<=5 (repeatable; the target's slo entries for "
+        "cold starts are added)" in _help(name)
+    )

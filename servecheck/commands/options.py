@@ -109,6 +109,28 @@ def add_run_arguments(
     )
 
 
+def add_dataset_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--dataset FILE`` and ``--dataset-format``: prompts from the user's own file (the
+    ``dataset`` scenario's requests, the ``multi_turn`` scenario's conversations)."""
+    from servecheck.load.dataset import ENV_DATASET, FORMATS
+
+    parser.add_argument(
+        "--dataset",
+        metavar="FILE",
+        default=os.environ.get(ENV_DATASET) or None,
+        help=f"prompts from this local JSONL / ShareGPT file, sampled with the seed "
+        f"(scenarios dataset, multi_turn; env {ENV_DATASET}); a distributed worker needs the "
+        "file at the path given to its own --dataset",
+    )
+    parser.add_argument(
+        "--dataset-format",
+        choices=FORMATS,
+        default="auto",
+        help="record shape: auto (per record), sharegpt (conversations), openai (messages), "
+        "prompt (default: %(default)s)",
+    )
+
+
 def out_dir(args: argparse.Namespace) -> Path:
     """``--out``, else ``./reports``."""
     return Path(args.out or DEFAULT_OUT)
@@ -129,6 +151,7 @@ __all__ = [
     "ENV_OUT",
     "ENV_TARGET",
     "add_catalogue_arguments",
+    "add_dataset_arguments",
     "add_run_arguments",
     "add_target_arguments",
     "out_dir",

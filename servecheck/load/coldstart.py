@@ -15,6 +15,12 @@ and E2E, the warm medians (over the last ``warm_window`` requests), their ratios
 ``requests_to_warm``: how many requests came before the first one within ``tolerance`` of the
 warm median (25 %, at least 5 ms), itself and as the median of it and the next two. Bounded: a request count, a
 per-request timeout, the readiness timeout.
+
+Cold-start SLOs (:func:`judge`; the grammar is :mod:`servecheck.load.slo`'s): ``time_to_ready``,
+``first_ttft``, ``first_e2e`` (times), ``first_ttft_ratio``, ``first_e2e_ratio`` (first over warm
+median) and ``requests_to_warm``. A figure that was not measured (the server never became ready,
+too few requests succeeded for a warm median, none warmed up) fails its SLO as *not measured*:
+the stage is INCONCLUSIVE, never a pass.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import httpx
 from servecheck.config.model import Target
 from servecheck.errors import UsageError
 from servecheck.load.prompts import words_text
+from servecheck.load.slo import SLO, Verdict
 from servecheck.load.stream import StreamState
 from servecheck.signals import die_with_parent
 
@@ -138,6 +145,39 @@ class ColdStart:
             f" / E2E {ms(d['first_e2e_ms'])} vs warm median {ms(d['warm_ttft_median_ms'])} / "
             f"{ms(d['warm_e2e_median_ms'])}; warm after {d['requests_to_warm']} request(s)"
         )
+
+
+# The SLO metric -> (the ColdStart.as_dict key, the factor to the SLO's unit).
+SLO_VALUES = {
+    "time_to_ready": ("time_to_ready_s", 1000.0),
+    "first_ttft": ("first_ttft_ms", 1.0),
+    "first_e2e": ("first_e2e_ms", 1.0),
+    "first_ttft_ratio": ("first_vs_warm_ttft", 1.0),
+    "first_e2e_ratio": ("first_vs_warm_e2e", 1.0),
+    "requests_to_warm": ("requests_to_warm", 1.0),
+}
+
+
+def judge(slos: list[SLO], cold: ColdStart) -> list[Verdict]:
+    """Each cold-start SLO against what :func:`measure` found; a missing figure fails it with
+    the note ``not measured: ...`` (the caller reports the stage INCONCLUSIVE)."""
+    d = cold.as_dict()
+    why = (
+        f"the server never became ready ({cold.ready_detail})"
+        if not cold.ready
+        else "no request succeeded"
+        if not cold.ok
+        else "too few successful requests for a warm median, or none warmed up"
+    )
+    out: list[Verdict] = []
+    for slo in slos:
+        key, factor = SLO_VALUES[slo.metric]
+        value = d.get(key)
+        if value is None:
+            out.append(Verdict(slo, None, False, f"not measured: {why}"))
+        else:
+            out.append(Verdict(slo, float(value) * factor, slo.holds(float(value) * factor)))
+    return out
 
 
 def launch(command: str, log_path: Path) -> subprocess.Popen[bytes]:

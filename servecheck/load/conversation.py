@@ -424,7 +424,9 @@ class MultiTurnMixin:
             if self.prefix_tokens > 0:
                 system = shared_prefixes(ctrl, self.prefix_tokens, self.prefix_groups).choose
             opener = None
-            if os.environ.get("SERVECHECK_DATASET"):
+            from servecheck.load.dataset import configured
+
+            if configured(ctrl.cfg):
                 from servecheck.load.dataset import opener as dataset_opener
 
                 opener = dataset_opener(ctrl)
@@ -444,7 +446,9 @@ class MultiTurnMixin:
         """Before the run's clock starts (LLMUser.prepare_run): the shared prompts are built."""
         if cls.prefix_tokens > 0:
             shared_prefixes(ctrl, cls.prefix_tokens, cls.prefix_groups)
-        if os.environ.get("SERVECHECK_DATASET"):
+        from servecheck.load.dataset import configured
+
+        if configured(ctrl.cfg):
             from servecheck.load.dataset import dataset_prompts
 
             dataset_prompts(ctrl)

@@ -1,7 +1,9 @@
 """Prompts from the user's own dataset file: JSONL or ShareGPT, single- or multi-turn.
 
-Nothing is downloaded: ``SERVECHECK_DATASET=FILE`` names a local file. Formats (detected per
-record):
+Nothing is downloaded: ``--dataset FILE`` (``servecheck load``, ``capacity``, ``accept``; a load
+plan's ``dataset:``; for plain ``locust -f`` the variable ``SERVECHECK_DATASET=FILE``, also the
+option's default) names a local file. Formats (``--dataset-format``: ``auto`` detects them per
+record; a named one makes every record of another shape an error at its line):
 
 * ShareGPT: ``{"conversations": [{"from": "system"|"human"|"gpt", "value": "..."}, ...]}``, as a
   JSON array or one object per line;
@@ -17,7 +19,9 @@ Per Locust process the items are shuffled with the run's seed and up to
 ``SERVECHECK_DATASET_SAMPLE`` (1000) are kept; their first turn is sized with the target's
 ``/tokenize`` where it has one (else the 4-characters-per-token estimate), and items that cannot
 fit the target's context are left out (counted). A bad file is a usage error before any load
-(:func:`check_env`, called by the load run), naming the file and line.
+(:func:`check_dataset`, called by the load run, capacity and accept before any traffic), naming
+the file and line. The path travels in the run configuration: a distributed worker reads the
+file at the path given to its own ``--dataset`` (the same file must be on every worker's host).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servecheck.errors import UsageError
+from servecheck.errors import UsageError, did_you_mean
 from servecheck.load.conversation import CHAT_TEMPLATE_TOKENS, PlannedRequest
 from servecheck.load.prompts import APPROX_METHOD, Counter, Prompt, approx_tokens
 
@@ -37,6 +41,9 @@ ENV_DATASET = "SERVECHECK_DATASET"
 ENV_SAMPLE = "SERVECHECK_DATASET_SAMPLE"
 ENV_MAX_TOKENS = "SERVECHECK_DATASET_MAX_TOKENS"
 MAX_RECORDS = 2_000_000
+FORMATS = ("auto", "sharegpt", "openai", "prompt")
+# The key each named format's records carry (auto: any of them, per record).
+_FORMAT_KEY = {"sharegpt": "conversations", "openai": "messages", "prompt": "prompt"}
 _ROLES = {
     "human": "user",
     "user": "user",
@@ -59,9 +66,15 @@ class DatasetItem:
     max_tokens: int | None = None
 
 
-def _item(obj: Any, where: str) -> DatasetItem | None:
+def _item(obj: Any, where: str, fmt: str = "auto") -> DatasetItem | None:
     if not isinstance(obj, dict):
         raise UsageError(f"{where}: a record must be a JSON object")
+    key = _FORMAT_KEY.get(fmt)
+    if key is not None and key not in obj and not (key == "prompt" and "text" in obj):
+        raise UsageError(
+            f"{where}: not a {fmt} record (no {key!r} key); --dataset-format auto reads "
+            "ShareGPT, OpenAI messages and prompt records side by side"
+        )
     fixed = obj.get("max_tokens", obj.get("output_tokens"))
     if fixed is not None and (not isinstance(fixed, int) or isinstance(fixed, bool) or fixed < 1):
         raise UsageError(f"{where}: max_tokens must be a positive integer")
@@ -95,11 +108,22 @@ def _item(obj: Any, where: str) -> DatasetItem | None:
     return DatasetItem([text], max_tokens=fixed) if text.strip() else None
 
 
-def load_dataset(path: str | Path) -> list[DatasetItem]:
+def load_dataset(path: str | Path, fmt: str = "auto") -> list[DatasetItem]:
     """Every usable conversation of the file (records without a user turn are skipped)."""
+    if fmt not in FORMATS:
+        raise UsageError(
+            f"--dataset-format {fmt!r}{did_you_mean(fmt, FORMATS)}: {', '.join(FORMATS)}"
+        )
     p = Path(path)
     if not p.is_file():
-        raise UsageError(f"{ENV_DATASET}={str(path)!r}: file not found")
+        raise UsageError(f"--dataset {str(path)!r}: file not found")
+    try:
+        return _read(p, fmt)
+    except OSError as exc:
+        raise UsageError(f"--dataset {str(path)!r}: cannot read it ({exc.strerror})") from None
+
+
+def _read(p: Path, fmt: str) -> list[DatasetItem]:
     items: list[DatasetItem] = []
     with open(p, encoding="utf-8", errors="replace") as fh:
         head = fh.read(1)
@@ -114,7 +138,7 @@ def load_dataset(path: str | Path) -> list[DatasetItem]:
             if not isinstance(data, list):
                 raise UsageError(f"{p}: a JSON dataset must be an array of records")
             for i, obj in enumerate(data[:MAX_RECORDS]):
-                it = _item(obj, f"{p}: record {i}")
+                it = _item(obj, f"{p}: record {i}", fmt)
                 if it is not None:
                     items.append(it)
         else:
@@ -127,23 +151,34 @@ def load_dataset(path: str | Path) -> list[DatasetItem]:
                     obj = json.loads(line)
                 except ValueError:
                     raise UsageError(f"{p}:{n}: not a JSON object") from None
-                it = _item(obj, f"{p}:{n}")
+                it = _item(obj, f"{p}:{n}", fmt)
                 if it is not None:
                     items.append(it)
     if not items:
-        raise UsageError(f"{p}: no record with a user turn")
+        empty = p.stat().st_size == 0
+        raise UsageError(f"{p}: " + ("empty file" if empty else "no record with a user turn"))
     return items
 
 
-def check_env() -> None:
-    """Fail before the run when ``SERVECHECK_DATASET`` names a bad file (a usage error)."""
-    path = os.environ.get(ENV_DATASET)
+def check_dataset(path: str | None, fmt: str = "auto", scenario: str | None = None) -> None:
+    """Fail before any traffic when the dataset file is bad (a :class:`UsageError` naming the
+    file and line), when the ``dataset`` scenario has no file, or when a sizing variable is not
+    a positive number."""
+    if scenario is not None and Path(scenario).stem == "dataset" and not path:
+        raise UsageError(
+            f"the dataset scenario needs --dataset FILE (JSONL or ShareGPT; env {ENV_DATASET})"
+        )
     if path:
-        load_dataset(path)
+        load_dataset(path, fmt)
         for name in (ENV_SAMPLE, ENV_MAX_TOKENS):
             raw = os.environ.get(name)
             if raw and (not raw.isdigit() or int(raw) < 1):
                 raise UsageError(f"{name}={raw!r}: a positive whole number")
+
+
+def configured(cfg: Any) -> bool:
+    """Whether this run's requests come from a dataset file (``RunConfig.dataset``)."""
+    return bool(getattr(cfg, "dataset", None))
 
 
 @dataclass(slots=True)
@@ -232,9 +267,11 @@ def dataset_prompts(ctrl: Any) -> DatasetPrompts:
     dp = _BUILT.get(cfg.seed)
     if dp is not None:
         return dp
-    path = os.environ.get(ENV_DATASET)
+    path = cfg.dataset
     if not path:
-        raise UsageError(f"the dataset scenario needs {ENV_DATASET}=FILE (JSONL or ShareGPT)")
+        raise UsageError(
+            f"the dataset scenario needs --dataset FILE (JSONL or ShareGPT; env {ENV_DATASET})"
+        )
     count, flavour = None, ""
     if cfg.use_tokenize:
         from servecheck.load.prompts import tokenize_counter
@@ -242,7 +279,7 @@ def dataset_prompts(ctrl: Any) -> DatasetPrompts:
         root = cfg.base_url.rstrip("/").removesuffix("/v1")
         count, flavour = tokenize_counter(root, cfg.model, ctrl.auth_headers())
     dp = DatasetPrompts.build(
-        load_dataset(path),
+        load_dataset(path, cfg.dataset_format),
         seed=cfg.seed * 31 + ctrl.index,
         sample=int(os.environ.get(ENV_SAMPLE) or 1000),
         count=count,
@@ -268,7 +305,7 @@ def opener(ctrl: Any) -> Any:
 
 
 class DatasetMixin:
-    """Single-turn requests from ``SERVECHECK_DATASET`` (each item's first user turn)."""
+    """Single-turn requests from the run's dataset file (each item's first user turn)."""
 
     @classmethod
     def prepare_run(cls, ctrl: Any) -> None:

@@ -468,6 +468,12 @@ def _config_from_env(environment: Any, user_cls: type[LLMUser] | None) -> RunCon
     logging.getLogger(__name__).info("servecheck: %s", choice.line())
     model = choice.model
     run_id = time.strftime("locust-%Y%m%d-%H%M%S")
+    # Plain locust -f has no --trace either: SERVECHECK_TRACE replays a file on its schedule.
+    trace = os.environ.get("SERVECHECK_TRACE") or None
+    # A bound Locust has no option for: stop after N requests (-t stays the backstop).
+    cap = os.environ.get("SERVECHECK_MAX_REQUESTS") or None
+    if cap is not None and (not cap.isdigit() or int(cap) < 1):
+        raise RuntimeError(f"SERVECHECK_MAX_REQUESTS={cap!r}: a positive whole number")
     return RunConfig(
         run_id=run_id,
         target=target_name,
@@ -477,6 +483,14 @@ def _config_from_env(environment: Any, user_cls: type[LLMUser] | None) -> RunCon
         headers=headers,
         timeout_s=timeout,
         records_dir=os.environ.get("SERVECHECK_RECORDS_DIR", str(Path("reports") / run_id)),
+        # Plain locust -f has no --dataset: the variable names the file (load/dataset.py).
+        dataset=os.environ.get("SERVECHECK_DATASET") or None,
+        dataset_format=os.environ.get("SERVECHECK_DATASET_FORMAT") or "auto",
+        mode="trace" if trace else "closed",
+        max_requests=int(cap) if cap else None,
+        trace=str(Path(trace).resolve()) if trace else None,
+        trace_format=os.environ.get("SERVECHECK_TRACE_FORMAT") or "auto",
+        trace_speed=float(os.environ.get("SERVECHECK_TRACE_SPEED") or 1.0),
     )
 
 

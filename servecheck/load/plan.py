@@ -14,6 +14,9 @@ A load plan (``loadtests/*.yaml``) is a named set of defaults for ``servecheck l
     duration: 30s
     max_requests: 500
     slo: ["ttft_p95<=500ms", "error_rate<=1%"]
+    dataset: prompts.jsonl           # or {path: prompts.jsonl, format: sharegpt}; a relative
+                                     # path is read from the plan's folder
+    warmup: 10s                      # or {seconds: 10, requests: 20}: sent first, kept out
 
 Options given on the command line override the plan's.
 """
@@ -49,7 +52,11 @@ PLAN_KEYS = (
     "drain",
     "extra_body",
     "honour_retry_after",
+    "dataset",
+    "warmup",
 )
+WARMUP_KEYS = ("seconds", "requests")
+DATASET_KEYS = ("path", "format")
 
 
 @dataclass(slots=True)
@@ -87,6 +94,8 @@ class RunConfig:
     trace: str | None = None  # mode "trace": replay this file (load/trace.py)
     trace_format: str = "auto"
     trace_speed: float = 1.0
+    dataset: str | None = None  # prompts from this local file (load/dataset.py), absolute path
+    dataset_format: str = "auto"
 
     def dump(self, path: str | os.PathLike[str]) -> Path:
         """Write the config, every secret masked (header values, URL credentials): the file
@@ -140,4 +149,63 @@ def load_plan(path: str | os.PathLike[str]) -> LoadPlan:
             )
     if "slo" in data and isinstance(data["slo"], str):
         data["slo"] = [data["slo"]]
+    if "warmup" in data:
+        data["warmup"] = _plan_warmup(p, data["warmup"])
+    if "dataset" in data:
+        data["dataset"] = _plan_dataset(p, data["dataset"])
     return LoadPlan(str(p), data)
+
+
+def _known_keys(p: Path, section: str, raw: dict[str, Any], keys: tuple[str, ...]) -> None:
+    for key in raw:
+        if key not in keys:
+            raise UsageError(
+                f"{p}: {section}: unknown key {key!r}{did_you_mean(str(key), keys)}; "
+                f"keys: {', '.join(keys)}"
+            )
+
+
+def _plan_warmup(p: Path, raw: Any) -> dict[str, Any]:
+    """``warmup: 10s`` or ``{seconds: 10s, requests: 20}`` -> ``{"seconds": s, "requests": n}``."""
+    from servecheck.load.schedule import parse_duration
+
+    if isinstance(raw, (str, int, float)) and not isinstance(raw, bool):
+        raw = {"seconds": raw}
+    if not isinstance(raw, dict) or not raw:
+        raise UsageError(f"{p}: warmup: a duration (10s) or {{seconds: 10s, requests: 20}}")
+    _known_keys(p, "warmup", raw, WARMUP_KEYS)
+    out: dict[str, Any] = {"seconds": None, "requests": None}
+    if raw.get("seconds") is not None:
+        sec = raw["seconds"]
+        try:
+            out["seconds"] = parse_duration(f"{sec}s" if isinstance(sec, (int, float)) else sec)
+        except UsageError as exc:
+            raise UsageError(f"{p}: warmup.seconds: {exc}") from None
+        if out["seconds"] < 0:
+            raise UsageError(f"{p}: warmup.seconds must be >= 0")
+    n = raw.get("requests")
+    if n is not None:
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise UsageError(f"{p}: warmup.requests: a whole number >= 0, not {n!r}")
+        out["requests"] = n
+    return out
+
+
+def _plan_dataset(p: Path, raw: Any) -> dict[str, Any]:
+    """``dataset: FILE`` or ``{path: FILE, format: sharegpt}``; a relative path is the plan's."""
+    from servecheck.load.dataset import FORMATS
+
+    if isinstance(raw, str):
+        raw = {"path": raw}
+    if not isinstance(raw, dict) or not isinstance(raw.get("path"), str) or not raw["path"]:
+        raise UsageError(f"{p}: dataset: a file path, or {{path: FILE, format: auto}}")
+    _known_keys(p, "dataset", raw, DATASET_KEYS)
+    fmt = raw.get("format", "auto")
+    if fmt not in FORMATS:
+        raise UsageError(
+            f"{p}: dataset.format {fmt!r}{did_you_mean(str(fmt), FORMATS)}; one of {', '.join(FORMATS)}"
+        )
+    path = Path(os.path.expanduser(raw["path"]))
+    if not path.is_absolute():
+        path = p.resolve().parent / path
+    return {"path": str(path), "format": fmt}

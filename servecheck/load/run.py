@@ -30,13 +30,20 @@ from servecheck.config.model import Target
 from servecheck.errors import UsageError, did_you_mean
 from servecheck.load import engine_cache
 from servecheck.load.breakdown import ENGINE_FILE, format_breakdown, scenario_breakdown
-from servecheck.load.dataset import check_env as check_dataset_env
+from servecheck.load.dataset import check_dataset
 from servecheck.load.phases import phase_lines
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
 from servecheck.load.reach import target_down
 from servecheck.load.records import MERGED_NAME, merge_records, refuse_used_run_dir, worker_files
 from servecheck.load.schedule import StageShape, parse_duration, parse_rate, shape_from_spec
-from servecheck.load.slo import SLO, Verdict, evaluate, parse_slos, request_predicate
+from servecheck.load.slo import (
+    SLO,
+    Verdict,
+    evaluate,
+    parse_slos,
+    reject_cold,
+    request_predicate,
+)
 from servecheck.load.stats import RunStats, Schedule, compute_stats
 from servecheck.load.stream import parse_retry_after_cap
 from servecheck.load.trace import trace_duration
@@ -94,6 +101,8 @@ class LoadSpec:
     trace_speed: float = 1.0  # 2.0 replays twice as fast
     warmup_s: float | None = None  # sent on top of the bounds, kept out of the statistics
     warmup_requests: int | None = None
+    dataset: str | None = None  # prompts from this local file (JSONL / ShareGPT, load/dataset.py)
+    dataset_format: str = "auto"
 
 
 @dataclass(slots=True)
@@ -185,7 +194,10 @@ def validate(spec: LoadSpec) -> list[SLO]:
         raise UsageError(
             "--master/--worker need --run-id ID (the same on the master and every worker, so every request id names the run)"
         )
-    slos = [*parse_slos(spec.slos, "cli"), *parse_slos(spec.target.slo, "targets.yaml")]
+    cli = parse_slos(spec.slos, "cli")
+    reject_cold(cli)
+    # targets.yaml may list cold-start SLOs too: accept/cutover judge those, a load run cannot.
+    slos = [*cli, *(s for s in parse_slos(spec.target.slo, "targets.yaml") if not s.cold)]
     # The same bound from --slo and targets.yaml is one SLO (judged and printed once, as "cli").
     seen: set[tuple[str, str, float]] = set()
     unique = []
@@ -252,6 +264,8 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         trace=str(Path(spec.trace).resolve()) if spec.trace else None,
         trace_format=spec.trace_format,
         trace_speed=spec.trace_speed,
+        dataset=str(Path(spec.dataset).resolve()) if spec.dataset else None,
+        dataset_format=spec.dataset_format,
     )
 
 
@@ -504,7 +518,8 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     say = on_log or (lambda s: None)
     slos = validate(spec)
     scenario_path(spec.scenario)  # fail early on an unknown scenario
-    check_dataset_env()  # SERVECHECK_DATASET: a bad file is a usage error before any load
+    # A bad dataset file is a usage error before any load (its file and line named).
+    check_dataset(spec.dataset, spec.dataset_format, spec.scenario)
     down = target_down(spec.target.base_url, spec.target.connect_timeout_s)
     if down:
         choice = ModelChoice(
@@ -796,6 +811,8 @@ def spec_from_options(
     max_lag_text = o("max_lag") or "25ms"
     max_lag = parse_duration(max_lag_text) * 1000.0
     role = "master" if o("master") else "worker" if o("worker") else "local"
+    warm_plan: dict[str, Any] = dict(plan.get("warmup") or {})  # load_plan normalised both
+    data_plan: dict[str, Any] = dict(plan.get("dataset") or {})
     if o("master") and o("worker"):
         raise UsageError("--master and --worker exclude each other")
     return LoadSpec(
@@ -830,8 +847,14 @@ def spec_from_options(
         trace=o("trace"),
         trace_format=o("trace_format") or "auto",
         trace_speed=float(o("speed") or 1.0),
-        warmup_s=parse_duration(o("warmup")) if o("warmup") else None,
-        warmup_requests=o("warmup_requests"),
+        warmup_s=parse_duration(o("warmup")) if o("warmup") else warm_plan.get("seconds"),
+        warmup_requests=o("warmup_requests")
+        if o("warmup_requests") is not None
+        else warm_plan.get("requests"),
+        dataset=o("dataset") or data_plan.get("path"),
+        dataset_format=o("dataset_format")
+        if o("dataset") or o("dataset_format") not in (None, "auto")
+        else data_plan.get("format", "auto"),
     )
 
 

@@ -7,14 +7,22 @@ Grammar (whitespace allowed around the operator)::
               | ttfr | ttfa | itl_reasoning | itl_answer    (reasoning phases, docs/metrics.md)
               | error_rate | rate_limited | goodput | throughput_tokens | throughput_requests
     stat     := p50 | p90 | p95 | p99 | p99.9 | p999 | mean | min | max   (latency metrics only)
+              | time_to_ready | first_ttft | first_e2e        (cold start: a time, no statistic)
+              | first_ttft_ratio | first_e2e_ratio | requests_to_warm   (cold start: plain numbers)
     op       := <= | < | >= | >
-    unit     := us | ms | s            (latency: required)
+    unit     := us | ms | s            (latency, cold-start times: required)
               | %                      (error_rate, rate_limited, goodput: optional, else a fraction 0..1)
               | /s                     (throughput: optional)
 
 Every value is normalised: latencies to milliseconds, shares to fractions, throughput to per
 second. A parse problem raises :class:`~servecheck.errors.UsageError` naming the expression,
 with a "did you mean" for a misspelt metric.
+
+The cold-start metrics are judged by ``servecheck accept`` / ``cutover`` with ``--launch`` or
+``--cold-start`` (:func:`servecheck.load.coldstart.judge`), never by a load run: ``servecheck load
+--slo first_ttft<=5s`` is a usage error, and a targets.yaml ``slo:`` list may hold both kinds
+(each command takes the ones it measures). ``first_ttft_ratio`` is the first request's TTFT over
+the warm median; ``requests_to_warm`` how many requests came before the first warm one.
 
 Goodput uses the *per-request* reading of the latency SLOs: a request is good when it succeeded
 and its own ``ttft`` / ``tpot`` / ``e2e`` (and its own ITL at the SLO's statistic) meet every
@@ -50,7 +58,10 @@ LATENCY = (
 _ITL_KEYS = {"itl": "itls", "itl_reasoning": "itls_reasoning", "itl_answer": "itls_answer"}
 SHARES = ("error_rate", "rate_limited", "goodput")
 RATES = ("throughput_tokens", "throughput_requests")
-METRICS = LATENCY + SHARES + RATES
+COLD_TIMES = ("time_to_ready", "first_ttft", "first_e2e")  # cold start (coldstart.py), ms
+COLD_NUMBERS = ("first_ttft_ratio", "first_e2e_ratio", "requests_to_warm")
+COLD = COLD_TIMES + COLD_NUMBERS
+METRICS = LATENCY + SHARES + RATES + COLD
 STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "min", "max")
 _STAT_ALIASES = {"p999": "p99.9", "median": "p50", "avg": "mean"}
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -67,7 +78,7 @@ _LATENCY_UNITS = {"us": 0.001, "µs": 0.001, "ms": 1.0, "s": 1000.0}
 
 def _names() -> list[str]:
     out = [f"{m}_{s}" for m in LATENCY for s in STATS]
-    return [*out, *SHARES, *RATES]
+    return [*out, *SHARES, *RATES, *COLD]
 
 
 @dataclass(slots=True, frozen=True)
@@ -87,11 +98,18 @@ class SLO:
 
     @property
     def unit(self) -> str:
-        if self.metric in LATENCY:
+        if self.metric in LATENCY or self.metric in COLD_TIMES:
             return "ms"
         if self.metric in SHARES:
             return "fraction"
+        if self.metric in COLD_NUMBERS:
+            return "x" if self.metric.endswith("_ratio") else "requests"
         return "/s"
+
+    @property
+    def cold(self) -> bool:
+        """True for the cold-start metrics (judged by accept/cutover, not by a load run)."""
+        return self.metric in COLD
 
     @property
     def per_request(self) -> bool:
@@ -133,6 +151,10 @@ class Verdict:
             seen = f"{self.observed:.1f} ms"
         elif self.slo.unit == "fraction":
             seen = f"{self.observed * 100:.2f}%"
+        elif self.slo.unit == "x":
+            seen = f"{self.observed:.2f}x"
+        elif self.slo.unit == "requests":
+            seen = f"{self.observed:g} requests"
         else:
             seen = f"{self.observed:.2f}/s"
         note = f" ({self.note})" if self.note else ""
@@ -152,7 +174,7 @@ def parse_slo(text: str, source: str = "cli") -> SLO:
             f"SLO {text!r}: use one of <=, <, >=, > (an SLO is a bound, not an equality)"
         )
     metric, stat = _split(lhs, text)
-    if metric in LATENCY:
+    if metric in LATENCY or metric in COLD_TIMES:
         if unit not in _LATENCY_UNITS:
             hint = (
                 "add a unit: us, ms or s"
@@ -172,6 +194,13 @@ def parse_slo(text: str, source: str = "cli") -> SLO:
             )
         if not 0.0 <= bound <= 1.0:
             raise UsageError(f"SLO {text!r}: {metric} must be between 0% and 100%")
+    elif metric in COLD_NUMBERS:
+        if unit not in ("", "x"):
+            raise UsageError(
+                f"SLO {text!r}: {metric} is a plain number; write e.g. "
+                f"{metric}<={'10' if metric.endswith('_ratio') else '5'}"
+            )
+        bound = num
     else:
         if unit not in ("", "/s"):
             raise UsageError(f"SLO {text!r}: {metric} is per second; write e.g. {metric}>=100/s")
@@ -182,7 +211,7 @@ def parse_slo(text: str, source: str = "cli") -> SLO:
 
 
 def _split(lhs: str, text: str) -> tuple[str, str | None]:
-    if lhs in SHARES or lhs in RATES:
+    if lhs in SHARES or lhs in RATES or lhs in COLD:
         return lhs, None
     if lhs in LATENCY:
         raise UsageError(
@@ -196,6 +225,8 @@ def _split(lhs: str, text: str) -> tuple[str, str | None]:
         raise UsageError(
             f"SLO {text!r}: unknown statistic {stat!r}{did_you_mean(stat, STATS)}; use one of {', '.join(STATS)}"
         )
+    if metric in COLD:
+        raise UsageError(f"SLO {text!r}: {metric} takes no statistic (one cold start, one value)")
     if metric in SHARES or metric in RATES:
         raise UsageError(
             f"SLO {text!r}: {metric} takes no statistic; write e.g. {metric}{'<=0.5%' if metric in ('error_rate', 'rate_limited') else '>=95%' if metric == 'goodput' else '>=100/s'}"
@@ -213,6 +244,16 @@ def parse_slos(texts: Iterable[str], source: str = "cli") -> list[SLO]:
             if part.strip():
                 out.append(parse_slo(part, source))
     return out
+
+
+def reject_cold(slos: Iterable[SLO], where: str = "servecheck load") -> None:
+    """A cold-start SLO given to a command that does not measure a cold start: a usage error."""
+    for slo in slos:
+        if slo.cold and slo.source == "cli":
+            raise UsageError(
+                f"SLO {slo.text!r}: a cold-start SLO, which {where} does not measure; give it to "
+                "servecheck accept / cutover as --cold-start-slo with --launch CMD or --cold-start"
+            )
 
 
 def observed(slo: SLO, stats: RunStats) -> float | None:

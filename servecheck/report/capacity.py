@@ -16,6 +16,12 @@ Pure functions over :class:`Step` results, so the decisions are tested without r
   climbing: more load buys little throughput and costs much latency. No knee when there are
   fewer than three points or none lies below the chord (a straight or concave curve).
 * **Replicas** (:func:`replicas_for`): ``ceil(target_rate / (best throughput x headroom))``.
+* **Production-like levels** (:func:`level_breakdown`): for multi-turn, shared-prefix, trace and
+  dataset steps, what the step's summary says about turns and the prefix cache (the sections of
+  :mod:`servecheck.load.breakdown`), cut to what a planner compares across levels: TTFT of the
+  first request of a conversation or prefix group against the later ones, TTFT p50 by turn, the
+  hit rate from ``cached_tokens`` and from the engine's own counters, TTFT with and without a
+  cached prefix. A plain chat step has none (``None``).
 """
 
 from __future__ import annotations
@@ -30,8 +36,8 @@ from typing import Any
 class Step:
     """One load level of the sweep and what it measured."""
 
-    level: float  # users (closed loop) or requests/s (open loop)
-    mode: str  # users | rate
+    level: float  # users (closed loop), requests/s (open loop) or a trace's speed factor
+    mode: str  # users | rate | speed
     passed: bool
     requests_per_s: float  # successful requests per second
     tokens_per_s: float
@@ -42,6 +48,7 @@ class Step:
     reasons: list[str] = field(default_factory=list)
     run_id: str = ""
     total: int = 0
+    breakdown: dict[str, Any] | None = None  # turns and prefix cache (level_breakdown)
 
     @classmethod
     def from_summary(cls, level: float, mode: str, summary: dict[str, Any], passed: bool) -> Step:
@@ -65,6 +72,7 @@ class Step:
             reasons=list(summary.get("reasons") or []),
             run_id=str(summary.get("run_id") or ""),
             total=int((summary.get("requests") or {}).get("total") or 0),
+            breakdown=level_breakdown(summary),
         )
 
     def metric(self, name: str) -> float | None:
@@ -74,6 +82,52 @@ class Step:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+MAX_TURN_COLUMNS = 8  # turns past this are in the step's own report
+
+
+def level_breakdown(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The turns / prefix-cache figures of one step's summary, for the per-level table."""
+    turns, pc = summary.get("turns"), summary.get("prefix_cache")
+    if not turns and not pc:
+        return None
+
+    def brief(d: Any) -> dict[str, Any]:
+        d = d or {}
+        return {k: d.get(k) for k in ("count", "p50", "p90", "p99")}
+
+    out: dict[str, Any] = {}
+    if turns:
+        out["conversations"] = turns.get("conversations")
+        out["by_turn"] = {
+            t: {
+                "count": g.get("count"),
+                "ttft_p50": (g.get("ttft_ms") or {}).get("p50"),
+                "ttft_p90": (g.get("ttft_ms") or {}).get("p90"),
+                "cache_hit_rate": g.get("cache_hit_rate"),
+                "history_tokens_mean": g.get("history_tokens_mean"),
+            }
+            for t, g in list((turns.get("by_turn") or {}).items())[:MAX_TURN_COLUMNS]
+        }
+    if pc:
+        eng = pc.get("engine") or {}
+        out.update(
+            {
+                # First request of a conversation / prefix group (nothing to reuse) vs the rest.
+                "ttft_first_ms": brief(pc.get("ttft_first_of_group_ms")),
+                "ttft_later_ms": brief(pc.get("ttft_later_in_group_ms")),
+                "ttft_cached_ms": brief(pc.get("ttft_cached_ms")),
+                "ttft_uncached_ms": brief(pc.get("ttft_uncached_ms")),
+                "hit_rate": pc.get("hit_rate"),
+                "requests_reporting": pc.get("requests_reporting"),
+                "requests_hit": pc.get("requests_hit"),
+                "engine_hit_rate": eng.get("hit_rate"),
+                "engine_source": eng.get("source"),
+                "engine_note": eng.get("note"),
+            }
+        )
+    return out
 
 
 def should_stop(steps: Sequence[Step], drop: float = 0.10) -> str | None:
@@ -97,7 +151,11 @@ def should_stop(steps: Sequence[Step], drop: float = 0.10) -> str | None:
 
 
 def _fmt_level(s: Step) -> str:
-    return f"{s.level:g} users" if s.mode == "users" else f"{s.level:g} req/s"
+    return f"{s.level:g} {UNITS.get(s.mode, s.mode)}"
+
+
+# How a level is written: users, requests/s, or the speed factor of a replayed trace.
+UNITS = {"users": "users", "rate": "req/s", "speed": "x trace speed"}
 
 
 def best_step(steps: Sequence[Step]) -> Step | None:
@@ -167,4 +225,14 @@ def replicas_for(target_rate: float, per_replica_rate: float, headroom: float = 
     return max(1, math.ceil(target_rate / (per_replica_rate * headroom) - 1e-9))
 
 
-__all__ = ["Knee", "Step", "best_step", "knee", "replicas_for", "should_stop", "sweep_knee"]
+__all__ = [
+    "UNITS",
+    "Knee",
+    "Step",
+    "best_step",
+    "knee",
+    "level_breakdown",
+    "replicas_for",
+    "should_stop",
+    "sweep_knee",
+]

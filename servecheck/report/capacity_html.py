@@ -4,6 +4,7 @@ analysis: :mod:`servecheck.report.capacity`)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 
 def write_capacity_html(run_dir: Path) -> Path:
@@ -23,7 +24,9 @@ def write_capacity_html(run_dir: Path) -> Path:
 
     data = read_json(run_dir / "capacity.json")
     steps = data.get("steps") or []
-    unit = "users" if data.get("mode") == "users" else "req/s"
+    from servecheck.report.capacity import UNITS
+
+    unit = UNITS.get(str(data.get("mode")), "req/s")
     best, kn = data.get("best"), data.get("knee")
     lines = [
         f"Stopped: {data.get('stop_reason')}.",
@@ -129,10 +132,24 @@ def write_capacity_html(run_dir: Path) -> Path:
             )
         )
         parts.append("<div class='plots'>" + "".join(figs) + "</div>")
+    prod = production_table(steps, unit, kn)
+    if prod is not None:
+        p_headers, p_rows, p_figs = prod
+        parts.append(
+            "<h3>Turns and prefix cache per level</h3><p class='muted'>First: the first request "
+            "of each conversation or prefix group (nothing to reuse); later: the rest. Hit rate: "
+            "cached prompt tokens from usage.cached_tokens, and the engine's own counters.</p>"
+            + table(
+                p_headers, [[esc(c) for c in r] for r in p_rows], numeric=range(1, len(p_headers))
+            )
+            + ("<div class='plots'>" + "".join(p_figs) + "</div>" if p_figs else "")
+        )
     parts.append(
         "<p class='muted'>Each step's own report: steps/&lt;nn&gt;-&lt;level&gt;/report.html</p>"
     )
     md = [f"- {x}" for x in lines] + [""] + md_table(headers, rows)
+    if prod is not None:
+        md += ["", "Turns and prefix cache per level:", ""] + md_table(prod[0], prod[1])
     return write_page(
         run_dir,
         f"servecheck capacity: {data.get('target')}",
@@ -142,4 +159,99 @@ def write_capacity_html(run_dir: Path) -> Path:
     )
 
 
-__all__ = ["write_capacity_html"]
+def production_table(
+    steps: list[dict[str, Any]], unit: str, kn: dict[str, Any] | None
+) -> tuple[list[str], list[list[str]], list[str]] | None:
+    """Headers, rows and plots of the per-level turns / prefix-cache table (steps whose summary
+    had those sections: multi-turn, shared-prefix, trace, dataset), or None for plain chat."""
+    from servecheck.report import svg
+    from servecheck.report.html import fmt, pct
+
+    rows_of = [s for s in steps if s.get("breakdown")]
+    if not rows_of:
+        return None
+    turn_keys: list[str] = []
+    for s in rows_of:
+        for t in s["breakdown"].get("by_turn") or {}:
+            if t not in turn_keys:
+                turn_keys.append(t)
+    headers = [
+        f"load ({unit})",
+        "TTFT first p50",
+        "first p90",
+        "TTFT later p50",
+        "later p90",
+        *(f"turn {t} p50" for t in turn_keys),
+        "hit rate (usage)",
+        "requests hit",
+        "hit rate (engine)",
+        "TTFT cached p50",
+        "uncached p50",
+    ]
+    rows = []
+    for s in rows_of:
+        b = s["breakdown"]
+        first, later = b.get("ttft_first_ms") or {}, b.get("ttft_later_ms") or {}
+        by_turn = b.get("by_turn") or {}
+        reporting = b.get("requests_reporting")
+        rows.append(
+            [
+                f"{s['level']:g}" + (" (knee)" if kn and kn.get("level") == s["level"] else ""),
+                fmt(first.get("p50")),
+                fmt(first.get("p90")),
+                fmt(later.get("p50")),
+                fmt(later.get("p90")),
+                *(fmt((by_turn.get(t) or {}).get("ttft_p50")) for t in turn_keys),
+                pct(b.get("hit_rate"), 1) if b.get("hit_rate") is not None else "not reported",
+                f"{b.get('requests_hit')}/{reporting}" if reporting else "-",
+                pct(b.get("engine_hit_rate"), 1)
+                if b.get("engine_hit_rate") is not None
+                else (b.get("engine_note") or "-"),
+                fmt((b.get("ttft_cached_ms") or {}).get("p50")),
+                fmt((b.get("ttft_uncached_ms") or {}).get("p50")),
+            ]
+        )
+    xs = [s["level"] for s in rows_of]
+    figs = [
+        svg.line_plot(
+            "TTFT p90: first vs later requests",
+            f"load ({unit})",
+            "ms",
+            [
+                (
+                    "first p90",
+                    xs,
+                    [(s["breakdown"].get("ttft_first_ms") or {}).get("p90") for s in rows_of],
+                ),
+                (
+                    "later p90",
+                    xs,
+                    [(s["breakdown"].get("ttft_later_ms") or {}).get("p90") for s in rows_of],
+                ),
+            ],
+        )
+    ]
+    if any(
+        s["breakdown"].get("hit_rate") is not None
+        or s["breakdown"].get("engine_hit_rate") is not None
+        for s in rows_of
+    ):
+        figs.append(
+            svg.line_plot(
+                "Prefix-cache hit rate vs load",
+                f"load ({unit})",
+                "share",
+                [
+                    ("usage.cached_tokens", xs, [s["breakdown"].get("hit_rate") for s in rows_of]),
+                    (
+                        "engine counters",
+                        xs,
+                        [s["breakdown"].get("engine_hit_rate") for s in rows_of],
+                    ),
+                ],
+            )
+        )
+    return headers, rows, figs
+
+
+__all__ = ["production_table", "write_capacity_html"]

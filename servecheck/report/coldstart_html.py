@@ -28,10 +28,28 @@ def cold_start_section(stage: dict[str, Any]) -> Any:
         "-" if p.get("ttft_ms") is None else f"{p['ttft_ms']:.0f}"
         for p in stage.get("series") or []
     )
+    slos = stage.get("slo") or []
+    slo_html = ""
+    if slos:
+        # The cold-start SLOs (workflows/coldstart.py): held, breached, or not measured.
+        slo_rows = [
+            (
+                str(v.get("slo")),
+                "PASS" if v.get("passed") else "FAIL",
+                "not measured" if v.get("observed") is None else f"{v['observed']:g} {v['unit']}",
+                f"{v.get('source')}{': ' + v['note'] if v.get('note') else ''}",
+            )
+            for v in slos
+        ]
+        slo_html = f"<p>Cold-start SLOs: {esc(str(stage.get('verdict', '')).upper())}</p>" + table(
+            ("SLO", "verdict", "observed", "source"), slo_rows
+        )
     return Section(
         "Cold start",
         table(("figure", "value"), rows)
-        + f"<p>TTFT of each request after readiness (ms): {esc(series)}</p>",
-        [f"- cold start: {stage.get('detail')}"],
+        + f"<p>TTFT of each request after readiness (ms): {esc(series)}</p>"
+        + slo_html,
+        [f"- cold start: {stage.get('detail')}"]
+        + [f"- SLO {v.get('slo')}: {'PASS' if v.get('passed') else 'FAIL'}" for v in slos],
         stage.get("ok"),
     )

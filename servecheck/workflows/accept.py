@@ -64,6 +64,8 @@ class AcceptSpec:
     smoke_duration_s: float = 20.0
     smoke_users: int = 2
     scenario: str = "chat"
+    dataset: str | None = None  # the smoke load's prompts from this file (load/dataset.py)
+    dataset_format: str = "auto"
     load: bool = True
     allow_lag: bool = False
     ready_timeout_s: float = 300.0
@@ -76,9 +78,16 @@ class AcceptSpec:
     launch: str | None = None  # start the server with this command line; measure its cold start
     cold_start: bool = False  # measure the cold start of a server starting now (no launch)
     cold_start_requests: int = 30
+    cold_start_slos: list[str] = field(default_factory=list)  # time_to_ready<=120s ...
 
     def validate(self) -> None:
-        """Raise :class:`UsageError` naming the option when a bound is out of range."""
+        """Raise :class:`UsageError` naming the option when a bound is out of range, a dataset
+        file is bad or a cold-start SLO cannot be judged (all before any traffic)."""
+        from servecheck.load.dataset import check_dataset
+
+        coldstart.validate(self)
+        if self.load:
+            check_dataset(self.dataset, self.dataset_format, self.scenario)
         if not 1 <= self.smoke_duration_s <= 3600:
             raise UsageError(f"--smoke-duration {self.smoke_duration_s:g}s: between 1s and 1h")
         if not 0 < self.ready_timeout_s <= 3 * 3600:
@@ -241,6 +250,8 @@ def _smoke(spec: AcceptSpec, target: Any, run_dir: Path) -> dict[str, Any]:
     load_spec = LoadSpec(
         target=target,
         scenario=spec.scenario,
+        dataset=spec.dataset,
+        dataset_format=spec.dataset_format,
         users=max(1, spec.smoke_users),
         duration_s=spec.smoke_duration_s,
         slos=list(spec.slos),

@@ -2,7 +2,8 @@
 :class:`CapacitySpec` -> :func:`run_capacity`.
 
 Each step is one :func:`~servecheck.load.run.run_load` (its own folder
-``steps/<nn>-<level>/``) at the next level of users (closed loop) or rates (open loop). The sweep
+``steps/<nn>-<level>/``) at the next level of users (closed loop), rates (open loop) or, with a
+trace, the speed factor it is replayed at (production's arrivals, 2x, 4x ...). The sweep
 stops early past saturation (two SLO breaches, or throughput falling more than
 ``throughput_drop_pct`` below the best), and never runs more than ``max_steps`` steps. The report
 gives the highest passing level, the knee of latency vs throughput, and with ``target_rate`` the
@@ -23,21 +24,30 @@ from servecheck.errors import UsageError
 from servecheck.workflows import RunResult
 
 
-def parse_levels(text: str, rates: bool) -> list[float]:
-    """``1,2,4,8`` (users) or ``1/s,2/s`` (rates) -> increasing positive levels."""
+def parse_levels(text: str, rates: bool, speeds: bool = False) -> list[float]:
+    """``1,2,4,8`` (users), ``1/s,2/s`` (rates) or ``0.5,1,2`` (trace speeds) -> increasing
+    positive levels."""
     from servecheck.load.schedule import parse_rate
 
+    option, example = (
+        ("--speeds", "0.5,1,2,4")
+        if speeds
+        else ("--rates", "1/s,2/s,5/s")
+        if rates
+        else ("--users", "1,2,4,8")
+    )
     try:
-        vals = [parse_rate(p) if rates else float(int(p)) for p in text.split(",") if p.strip()]
+        vals = [
+            float(p) if speeds else parse_rate(p) if rates else float(int(p))
+            for p in text.split(",")
+            if p.strip()
+        ]
     except (ValueError, UsageError) as exc:
-        raise UsageError(
-            f"{'--rates' if rates else '--users'} {text!r}: a comma-separated list "
-            f"({'1/s,2/s,5/s' if rates else '1,2,4,8'}): {exc}"
-        ) from None
+        raise UsageError(f"{option} {text!r}: a comma-separated list ({example}): {exc}") from None
     if not vals or any(v <= 0 for v in vals):
-        raise UsageError(f"{'--rates' if rates else '--users'} {text!r}: give positive levels")
+        raise UsageError(f"{option} {text!r}: give positive levels")
     if vals != sorted(vals):
-        raise UsageError(f"{'--rates' if rates else '--users'} {text!r}: levels must increase")
+        raise UsageError(f"{option} {text!r}: levels must increase")
     return vals
 
 
@@ -60,6 +70,10 @@ class CapacitySpec:
     headroom: float = 1.0
     knee_metric: str = "e2e_p95"
     scenario: str = "chat"
+    dataset: str | None = None  # every step's prompts from this file (load/dataset.py)
+    dataset_format: str = "auto"
+    trace: str | None = None  # levels are speed factors of this trace's replay (mode "speed")
+    trace_format: str = "auto"
     max_error_rate: str = "1%"
     allow_lag: bool = False
     ready_timeout_s: float = 60.0
@@ -69,8 +83,18 @@ class CapacitySpec:
 
     def validate(self) -> None:
         """Raise :class:`UsageError` naming the option when the sweep cannot run."""
-        from servecheck.load.slo import parse_slos
+        from servecheck.load.dataset import check_dataset
+        from servecheck.load.slo import parse_slos, reject_cold
 
+        check_dataset(self.dataset, self.dataset_format, self.scenario)
+        if self.trace is not None:
+            from servecheck.load.trace import load_trace
+
+            load_trace(self.trace, self.trace_format)  # a bad trace: file:line, before any load
+            if self.scenario != "trace":
+                raise UsageError(f"--trace replays with the trace scenario, not {self.scenario!r}")
+        elif self.scenario == "trace":
+            raise UsageError("the trace scenario needs --trace FILE (levels: --speeds 1,2,4)")
         if not 1 <= self.step_duration_s <= 3600:
             raise UsageError(f"--step-duration {self.step_duration_s:g}s: between 1s and 1h")
         if not 1 <= self.max_steps <= 50:
@@ -83,6 +107,7 @@ class CapacitySpec:
             raise UsageError(
                 f"--knee-metric {self.knee_metric!r}: one of ttft|itl|e2e|tpot|ttfa|ttfr _ p50|p90|p95|p99, e.g. e2e_p95"
             )
+        reject_cold(parse_slos(self.slos), "servecheck capacity")
         parse_slos(
             [
                 *self.slos,
@@ -129,7 +154,14 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
     from servecheck.client.http import ServeClient
     from servecheck.config import load_targets
     from servecheck.load.run import LoadSpec, run_load
-    from servecheck.report.capacity import Step, best_step, replicas_for, should_stop, sweep_knee
+    from servecheck.report.capacity import (
+        UNITS,
+        Step,
+        best_step,
+        replicas_for,
+        should_stop,
+        sweep_knee,
+    )
     from servecheck.report.html import read_json, write_load_html
     from servecheck.report.workflow import Case, Suite, say, write_json, write_junit
 
@@ -154,7 +186,7 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
         )
         page = write_capacity_html(run_dir)
         return CapacityResult(run_dir, read_json(run_dir / "capacity.json"), page, 1)
-    mode = "rate" if rates else "users"
+    mode = "speed" if spec.trace else "rate" if rates else "users"
     slos = list(spec.slos)
     if spec.max_error_rate.lower() != "none" and not any(
         x.strip().startswith("error_rate") for x in [*slos, *target.slo]
@@ -173,13 +205,19 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
     ) as progress:
         task = progress.add_task("capacity", total=len(levels))
         for i, level in enumerate(levels):
-            label = f"{level:g}{'rps' if rates else 'u'}"
+            label = f"{level:g}{'x' if spec.trace else 'rps' if rates else 'u'}"
             progress.update(task, description=f"capacity: step {i + 1} at {label}")
             load_spec = LoadSpec(
                 target=target,
                 scenario=spec.scenario,
-                users=None if rates else int(level),
-                rate=level if rates else None,
+                dataset=spec.dataset,
+                dataset_format=spec.dataset_format,
+                users=None if rates or spec.trace else int(level),
+                rate=level if rates and not spec.trace else None,
+                # A trace: each step replays it at the next speed, cut at the step's duration.
+                trace=spec.trace,
+                trace_format=spec.trace_format,
+                trace_speed=level if spec.trace else 1.0,
                 duration_s=step_s,
                 slos=slos,
                 out_dir=run_dir / "steps",
@@ -199,6 +237,7 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
             say(
                 f"step {i + 1} {label}: {'PASS' if step.passed else 'FAIL'}  {step.requests_per_s:.2f} req/s  "
                 f"{spec.knee_metric} {_ms(step.metric(spec.knee_metric))}  errors {step.error_rate:.2%}"
+                + _breakdown_line(step.breakdown)
             )
             reason = should_stop(steps, spec.throughput_drop_pct / 100.0)
             if reason:
@@ -271,7 +310,7 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
         ],
     )
     page = write_capacity_html(run_dir)
-    unit = "users" if mode == "users" else "req/s"
+    unit = UNITS[mode]
     say(f"stopped: {stop_reason}")
     say(
         f"highest load meeting the SLOs: {best.level:g} {unit} ({best.requests_per_s:.2f} req/s)"
@@ -288,6 +327,21 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
         )
     say(f"report: {page}")
     return CapacityResult(run_dir, data, page, 0 if ok else 1)
+
+
+def _breakdown_line(b: dict[str, Any] | None) -> str:
+    """TTFT first vs later and the hit rate, for a multi-turn / shared-prefix / trace step."""
+    if not b:
+        return ""
+    first, later = b.get("ttft_first_ms") or {}, b.get("ttft_later_ms") or {}
+    out = ""
+    if first.get("count") or later.get("count"):
+        out += f"  ttft p50 first {_ms(first.get('p50'))} / later {_ms(later.get('p50'))}"
+    if b.get("hit_rate") is not None:
+        out += f"  cache hit {b['hit_rate']:.0%}"
+    if b.get("engine_hit_rate") is not None:
+        out += f" (engine {b['engine_hit_rate']:.0%})"
+    return out
 
 
 def _ms(value: float | None) -> str:

@@ -1,7 +1,12 @@
 """The cold-start stage of ``servecheck accept`` and ``servecheck cutover``: its options, the
 launched process's lifetime and the stage dict (the measurement is :mod:`servecheck.load.coldstart`,
 the report section :mod:`servecheck.report.coldstart_html`). ``spec`` is an accept or cutover
-spec: anything with ``launch``, ``cold_start`` and ``cold_start_requests``."""
+spec: anything with ``launch``, ``cold_start``, ``cold_start_requests`` and ``cold_start_slos``.
+
+The stage's SLOs are ``--cold-start-slo`` (source ``cli``) and the cold-start metrics of the
+measured target's targets.yaml ``slo:`` list; they are parsed before any traffic
+(:func:`validate`). The stage holds when the server became ready, a request succeeded and every
+SLO held; a figure an SLO needs that was not measured makes it INCONCLUSIVE (never a pass)."""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.config.model import Target
+from servecheck.errors import UsageError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:  # the commands' options
@@ -39,6 +45,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:  # the commands' opt
         metavar="N",
         help="sequential requests timed after readiness (default: %(default)s)",
     )
+    parser.add_argument(
+        "--cold-start-slo",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="cold-start SLO, e.g. time_to_ready<=120s, first_ttft<=5s, first_ttft_ratio<=10, "
+        "requests_to_warm<=5 (repeatable; the target's slo entries for cold starts are added)",
+    )
+
+
+def validate(spec: Any) -> None:
+    """Before any traffic: every ``--cold-start-slo`` parses, is a cold-start metric and has a
+    cold start to judge; an accept ``--slo`` that is a cold-start metric points here."""
+    from servecheck.load.slo import COLD, parse_slos, reject_cold
+
+    given = parse_slos(getattr(spec, "cold_start_slos", None) or [], "cli")
+    for slo in given:
+        if not slo.cold:
+            raise UsageError(
+                f"--cold-start-slo {slo.text!r}: not a cold-start metric ({', '.join(COLD)}); "
+                "a load SLO goes to --slo"
+            )
+    if given and not enabled(spec):
+        raise UsageError("--cold-start-slo needs a cold start: --launch CMD or --cold-start")
+    reject_cold(parse_slos(getattr(spec, "slos", None) or [], "cli"), "the smoke load")
+
+
+def stage_slos(spec: Any, target: Target) -> list[Any]:
+    """The cold-start SLOs of this stage: the command line's, then the target's (deduplicated)."""
+    from servecheck.load.slo import parse_slos
+
+    slos = [
+        *parse_slos(getattr(spec, "cold_start_slos", None) or [], "cli"),
+        *(s for s in parse_slos(target.slo, "targets.yaml") if s.cold),
+    ]
+    seen: set[tuple[str, str, float]] = set()
+    out = []
+    for slo in slos:
+        if (slo.name, slo.op, slo.bound) not in seen:
+            seen.add((slo.name, slo.op, slo.bound))
+            out.append(slo)
+    return out
 
 
 @dataclass(slots=True)
@@ -114,10 +162,31 @@ def run_stage(
         else round(time.monotonic() - t0, 3),
     }
     d = cold.as_dict()
+    verdicts = coldstart.judge(stage_slos(spec, target), cold)
+    for v in verdicts:
+        say(f"cold start SLO: {v.line()}")
+    unmeasured = [v for v in verdicts if v.observed is None]
+    breached = [v for v in verdicts if v.observed is not None and not v.passed]
+    ok = cold.ok and not unmeasured and not breached
+    verdict = "pass" if ok else "inconclusive" if cold.ok and not breached else "fail"
+    why = [
+        *(f"SLO breached: {v.slo.text} observed {_seen(v)}" for v in breached),
+        *(f"SLO {v.slo.text} {v.note}" for v in unmeasured),
+    ]
     stage = {
-        "ok": cold.ok,
-        "detail": cold.line(),
+        "ok": ok,
+        "verdict": verdict,
+        "detail": (f"{verdict.upper()}: " + "; ".join(why) + "; " if why else "") + cold.line(),
         "seconds": round(time.monotonic() - t0, 3),
         **{k: v for k, v in d.items() if k != "ok"},
+        "slo": [v.as_dict() for v in verdicts],
     }
     return ready_stage, stage
+
+
+def _seen(v: Any) -> str:
+    """The observed value as the SLO line writes it (``7.2 s`` reads better than ms here)."""
+    unit = v.slo.unit
+    if unit == "ms":
+        return f"{v.observed / 1000:.2f} s" if v.observed >= 1000 else f"{v.observed:.1f} ms"
+    return f"{v.observed:.2f}x" if unit == "x" else f"{v.observed:g} requests"

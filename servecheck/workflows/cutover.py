@@ -61,6 +61,7 @@ class CutoverSpec:
     launch: str | None = None  # start NEW with this command line; measure its cold start
     cold_start: bool = False
     cold_start_requests: int = 30
+    cold_start_slos: list[str] = field(default_factory=list)  # time_to_ready<=900s ...
 
 
 @dataclass(slots=True)
@@ -72,6 +73,7 @@ def run_cutover(spec: CutoverSpec) -> CutoverResult:
     """Pre-cutover checks, or the swap-under-load probe; one report; exit 0 only if all held."""
     from servecheck.report.workflow import new_run_dir, reference_env, say, validate_before_run
 
+    coldstart.validate(spec)  # cold-start SLOs, before any traffic
     if spec.swap_under_load:
         if not spec.via:
             raise UsageError("--swap-under-load needs --via ALIAS (the target the clients use)")

@@ -49,16 +49,19 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.mark.slow
-def test_accept_launches_measures_and_stops_the_server(tmp_path: Path) -> None:
+def _accept_launch(
+    tmp_path: Path, *extra: str, loading_s: float = 1.5, target_slo: str = ""
+) -> tuple[subprocess.CompletedProcess[str], Path, int]:
+    """``accept --launch`` of a reference server that loads for ``loading_s``; (proc, out, port)."""
     port = _free_port()
     targets = tmp_path / "targets.yaml"
     targets.write_text(
         "targets:\n  - name: cold\n"
         f"    base_url: http://127.0.0.1:{port}/v1\n    engine: reference\n    timeout_s: 20\n"
+        + (f"    slo: [{target_slo!r}]\n" if target_slo else "")
     )
     launch = (
-        f"{sys.executable} -m servecheck reference-server --port {port} --loading-s 1.5 "
+        f"{sys.executable} -m servecheck reference-server --port {port} --loading-s {loading_s} "
         "--ttft-ms 10 --itl-ms 1"
     )
     out = tmp_path / "reports"
@@ -83,11 +86,21 @@ def test_accept_launches_measures_and_stops_the_server(tmp_path: Path) -> None:
             "MODELS",
             "-n",
             "0",
+            *extra,
         ],
         capture_output=True,
         text=True,
         timeout=180,
         cwd=ROOT,
+    )
+    return proc, out, port
+
+
+@pytest.mark.slow
+def test_accept_launches_measures_and_stops_the_server(tmp_path: Path) -> None:
+    # Generous cold-start SLOs (one from the command line, one from targets.yaml) hold.
+    proc, out, port = _accept_launch(
+        tmp_path, "--cold-start-slo", "time_to_ready<=120s", target_slo="first_ttft_ratio<=1000"
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run_dir,) = list(out.iterdir())
@@ -100,8 +113,68 @@ def test_accept_launches_measures_and_stops_the_server(tmp_path: Path) -> None:
     assert cold["warm_ttft_median_ms"] > 0 and cold["requests_to_warm"] is not None
     assert "Cold start" in (run_dir / "report.html").read_text()
     assert (run_dir / "launch.log").is_file()
+    assert cold["verdict"] == "pass"
+    assert [(v["slo"], v["source"], v["passed"]) for v in cold["slo"]] == [
+        ("time_to_ready<=120s", "cli", True),
+        ("first_ttft_ratio<=1000", "targets.yaml", True),
+    ]
     with socket.socket() as s:  # stopped at the end: nothing listens on its port
         assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.mark.slow
+def test_a_cold_start_slower_than_its_slo_fails_accept(tmp_path: Path) -> None:
+    # The server reports "loading" for 1.5 s: ready within 1 s cannot hold, whatever the machine.
+    proc, out, port = _accept_launch(tmp_path, "--cold-start-slo", "time_to_ready<=1s")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (run_dir,) = list(out.iterdir())
+    cold = json.loads((run_dir / "accept.json").read_text())["stages"]["cold_start"]
+    assert not cold["ok"] and cold["verdict"] == "fail"
+    (v,) = cold["slo"]
+    assert v["slo"] == "time_to_ready<=1s" and not v["passed"] and v["observed"] >= 1500
+    assert cold["detail"].startswith("FAIL: SLO breached: time_to_ready<=1s observed ")
+    console = " ".join((proc.stdout + proc.stderr).split())  # rich may wrap the line
+    assert "cold_start FAILED (FAIL: SLO breached: time_to_ready<=1s observed" in console
+    assert "time_to_ready&lt;=1s" in (run_dir / "report.html").read_text()
+
+
+def test_an_unmeasured_cold_start_figure_is_inconclusive_never_a_pass() -> None:
+    from servecheck.load.coldstart import judge
+    from servecheck.load.slo import parse_slos
+
+    slos = parse_slos(["requests_to_warm<=5", "first_ttft<=5s", "time_to_ready<=60s"])
+    never = _cold([100.0, None, None, None, 100.0, None])  # never settles: no requests_to_warm
+    verdicts = judge(slos, never)
+    assert [v.passed for v in verdicts] == [False, True, True]
+    assert verdicts[0].observed is None and verdicts[0].note.startswith("not measured: ")
+    not_ready = ColdStart(launched=True, ready=False, ready_detail="timeout", time_to_ready_s=None)
+    assert all(v.observed is None and not v.passed for v in judge(slos, not_ready))
+    assert "never became ready (timeout)" in judge(slos, not_ready)[0].note
+    slow = _cold([7200.0, 30.0, 30.0, 31.0, 30.0, 30.0])
+    assert [v.passed for v in judge(slos, slow)] == [True, False, True]
+    assert judge(slos, slow)[1].observed == 7200.0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["accept", "--cold-start-slo", "ttft_p95<=1s", "--cold-start"], "not a cold-start metric"),
+        (["accept", "--cold-start-slo", "first_ttft<=1s"], "needs a cold start: --launch CMD"),
+        (["accept", "--slo", "first_ttft<=1s"], "a cold-start SLO, which the smoke load"),
+        (["accept", "--cold-start-slo", "first_ttft<=1"], "add a unit"),
+        (["load", "--target", "reference", "--users", "1", "--max-requests", "1",
+          "--slo", "time_to_ready<=60s"], "a cold-start SLO, which servecheck load"),
+        (["capacity", "--slo", "requests_to_warm<=3"], "which servecheck capacity does not"),
+        (["cutover", "--from", "a", "--to", "b", "--cold-start-slo", "time_to_ready<=9s"],
+         "needs a cold start"),
+    ],
+)  # fmt: skip
+def test_cold_start_slos_are_checked_before_any_traffic(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    from tests.load.test_dataset import usage_error
+
+    assert message in usage_error(tmp_path, *args)
 
 
 def test_a_killed_accept_does_not_leave_the_launched_server_running(tmp_path: Path) -> None:

@@ -152,37 +152,105 @@ def test_dataset_runs_on_the_reference_server(
     data.write_text(json.dumps(convs))
     out = tmp_path / "single"
     proc = _run(
-        _cmd(targets, out, "--scenario", "dataset", "--users", "2", "--max-requests", "10"),
-        env={"SERVECHECK_DATASET": str(data)},
+        _cmd(targets, out, "--scenario", "dataset", "--users", "2", "--max-requests", "10")
+        + ["--dataset", str(data), "--dataset-format", "sharegpt"]
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     s = _summary(out)
     assert s["requests"]["ok"] == 10 and s["prompt_method"].startswith("tokenize:")
-    out = tmp_path / "multi"
-    proc = _run(
-        _cmd(targets, out, "--scenario", "multi_turn", "--users", "2", "--max-requests", "16"),
-        env={"SERVECHECK_DATASET": str(data), "SERVECHECK_TURNS": "8"},
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    cfg = json.loads((run_dir / "load-config.json").read_text())
+    assert cfg["dataset"] == str(data.resolve()) and cfg["dataset_format"] == "sharegpt"
+    # A plan's dataset: (relative to the plan's folder) and warmup: keys, multi-turn.
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    (plans / "data.json").write_text(json.dumps(convs))
+    plan = plans / "mine.yaml"
+    plan.write_text(
+        "scenario: multi_turn\nusers: 2\nmax_requests: 16\n"
+        "dataset: {path: data.json, format: sharegpt}\nwarmup: {requests: 3}\n"
     )
+    out = tmp_path / "multi"
+    proc = _run(_cmd(targets, out, "--plan", str(plan)), env={"SERVECHECK_TURNS": "8"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    s = _summary(out)
+    assert s["warmup"]["requests"] == 3 and s["requests"]["total"] == 16
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
     recs = [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
     turns: dict[str, int] = defaultdict(int)
     for r in recs:
         turns[r["conversation"]] = max(turns[r["conversation"]], r["turn"])
     assert max(turns.values()) <= 2  # the file's conversations have 1 to 3 user turns
+    # The variable still names the file (it is --dataset's default, and plain locust's way).
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"prompt": 5}\n')
+    bad.write_text('{"prompt": "fine"}\n{"prompt": 5}\n')
     proc = _run(
-        _cmd(
-            targets,
-            tmp_path / "bad",
-            "--scenario",
-            "dataset",
-            "--users",
-            "1",
-            "--max-requests",
-            "1",
-        ),
+        _cmd(targets, tmp_path / "bad", "--scenario", "dataset", "--users", "1")
+        + ["--max-requests", "1"],
         env={"SERVECHECK_DATASET": str(bad)},
     )
-    assert proc.returncode == 2 and "prompt must be a string" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and f"{bad}:2: prompt must be a string" in proc.stderr, proc.stderr
+    assert not (tmp_path / "bad").exists()  # nothing ran, no run folder
+
+
+def usage_error(tmp_path: Path, *args: str) -> str:
+    """``servecheck ARGS``: must be a usage error (rc 2, no traceback); its stderr, one line."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "servecheck", *args, "--out", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert not (tmp_path / "r").exists()  # before any traffic: not even a run folder
+    return " ".join(proc.stderr.split())
+
+
+@pytest.mark.parametrize("command", ["load", "capacity", "accept"])
+def test_a_bad_dataset_is_a_usage_error_before_any_traffic(tmp_path: Path, command: str) -> None:
+    load = ["--users", "1", "--max-requests", "1"] if command == "load" else []
+    run = [command, "--target", "reference", *load, "--scenario", "dataset"]
+    missing = tmp_path / "missing.jsonl"
+    assert f"--dataset '{missing}': file not found" in usage_error(
+        tmp_path, *run, "--dataset", str(missing)
+    )
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert f"{empty}: empty file" in usage_error(tmp_path, *run, "--dataset", str(empty))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "ok"}\n{"messages": [{"role": "user", "content": "hi"}]}\n')
+    assert f"{bad}:2: not a prompt record" in usage_error(
+        tmp_path, *run, "--dataset", str(bad), "--dataset-format", "prompt"
+    )
+    assert "the dataset scenario needs --dataset FILE" in usage_error(tmp_path, *run)
+
+
+def test_plan_dataset_and_warmup_keys_are_checked(tmp_path: Path) -> None:
+    from servecheck.load.plan import load_plan
+
+    def plan(text: str) -> dict:
+        p = tmp_path / "p.yaml"
+        p.write_text(text)
+        return load_plan(p).values
+
+    v = plan("dataset: d.jsonl\nwarmup: 10s\n")
+    assert v["dataset"] == {"path": str(tmp_path.resolve() / "d.jsonl"), "format": "auto"}
+    assert v["warmup"] == {"seconds": 10.0, "requests": None}
+    v = plan("dataset: {path: /x/d.json, format: sharegpt}\nwarmup: {seconds: 5, requests: 20}\n")
+    assert v["dataset"] == {"path": "/x/d.json", "format": "sharegpt"}
+    assert v["warmup"] == {"seconds": 5.0, "requests": 20}
+    for text, message in (
+        ("dataset: {path: d, fromat: x}\n", "unknown key 'fromat' (did you mean \"format\"?)"),
+        ("dataset: {path: d, format: csv}\n", "dataset.format 'csv'"),
+        ("dataset: [a]\n", "dataset: a file path"),
+        ("warmup: {request: 3}\n", "unknown key 'request' (did you mean \"requests\"?)"),
+        ("warmup: {requests: -1}\n", "warmup.requests: a whole number >= 0"),
+        ("warmup: soon\n", "warmup.seconds"),
+    ):
+        with pytest.raises(UsageError) as err:
+            plan(text)
+        assert message in str(err.value) and str(tmp_path / "p.yaml") in str(err.value)

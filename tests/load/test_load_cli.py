@@ -257,6 +257,45 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def run_distributed(
+    targets: Path,
+    out: Path,
+    master_only: list[str],
+    common: list[str],
+    env: dict[str, str] | None = None,
+    workers: int = 2,
+) -> tuple[int, str]:
+    """A ``--master`` (with ``master_only`` and ``common``) and ``workers`` ``--worker``
+    processes (``common``) on loopback; the master's exit code and output."""
+    master = subprocess.Popen(
+        _cmd(targets, out, "--master", *master_only, *common),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    procs = [
+        subprocess.Popen(
+            _cmd(targets, out, "--worker", *common),
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        for _ in range(workers)
+    ]
+    try:
+        stdout, stderr = master.communicate(timeout=120)
+    finally:
+        for w in procs:
+            try:
+                w.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                w.kill()
+    return master.returncode, stdout + stderr
+
+
 def test_distributed_master_and_two_workers(fast_server: RunningServer, tmp_path: Path) -> None:
     targets = _targets(tmp_path, fast_server)
     out = tmp_path / "reports"
@@ -273,31 +312,8 @@ def test_distributed_master_and_two_workers(fast_server: RunningServer, tmp_path
         "--no-tokenize",
         "--allow-lag",  # about distribution: a loaded CI core's loop lag would make it INCONCLUSIVE
     ]
-    master = subprocess.Popen(
-        _cmd(targets, out, "--master", "--users", "4", *common),
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    workers = [
-        subprocess.Popen(
-            _cmd(targets, out, "--worker", *common),
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for _ in range(2)
-    ]
-    try:
-        stdout, stderr = master.communicate(timeout=90)
-    finally:
-        for w in workers:
-            try:
-                w.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                w.kill()
-    assert master.returncode == 0, stdout + stderr
+    rc, output = run_distributed(targets, out, ["--users", "4"], common)
+    assert rc == 0, output
     s = json.loads((out / "dist" / "summary.json").read_text())
     per_worker = s["records"]["per_worker"]
     assert len(per_worker) == 2, per_worker

@@ -203,11 +203,35 @@ def test_plain_locust_runs_the_scenario(cache_server: RunningServer, tmp_path: P
     assert "TTFT multi_turn" in proc.stdout + proc.stderr
 
 
-def test_capacity_sweeps_the_shared_prefix_scenario(
-    cache_server: RunningServer, tmp_path: Path
+@pytest.mark.parametrize(
+    ("scenario", "dataset"),
+    [("shared_prefix", False), ("multi_turn", True), ("dataset", True)],
+)
+def test_capacity_sweeps_the_scenario_and_shows_turns_and_cache_per_level(
+    cache_server: RunningServer, tmp_path: Path, scenario: str, dataset: bool
 ) -> None:
     targets = _targets(tmp_path, cache_server)
     out = tmp_path / "cap"
+    extra: list[str] = []
+    if dataset:
+        data = tmp_path / "sg.jsonl"
+        data.write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "conversations": [
+                            {"from": "system", "value": "You answer briefly. " * 20},
+                            {"from": "human", "value": f"question {i} " * 4},
+                            {"from": "gpt", "value": "an answer " * 4},
+                            {"from": "human", "value": f"and then {i}?"},
+                        ]
+                    }
+                )
+                + "\n"
+                for i in range(20)
+            )
+        )
+        extra = ["--dataset", str(data)]
     proc = subprocess.run(
         [
             sys.executable,
@@ -225,21 +249,38 @@ def test_capacity_sweeps_the_shared_prefix_scenario(
             "--step-duration",
             "2s",
             "--scenario",
-            "shared_prefix",
+            scenario,
             "--allow-lag",
+            *extra,
         ],
         capture_output=True,
         text=True,
         timeout=180,
         cwd=ROOT,
+        env={**os.environ, "SERVECHECK_TURNS": "3"},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run_dir,) = list(out.iterdir())
-    data = json.loads((run_dir / "capacity.json").read_text())
-    assert [s["level"] for s in data["steps"]] == [1, 2] and all(s["total"] for s in data["steps"])
-    # Each step is a shared_prefix load run: its summary has the prefix-cache section.
+    data_ = json.loads((run_dir / "capacity.json").read_text())
+    steps = data_["steps"]
+    assert [s["level"] for s in steps] == [1, 2] and all(s["total"] for s in steps)
+    # Each step is a load run of the scenario; its turns / prefix-cache figures reach the
+    # sweep's per-level table, the same numbers as the step's own summary.
     summaries = sorted(run_dir.glob("steps/*/summary.json"))
     assert len(summaries) == 2
-    for p in summaries:
+    for p, step in zip(summaries, steps, strict=True):
         s = json.loads(p.read_text())
-        assert s["scenario"] == "shared_prefix" and s["prefix_cache"]["requests_reporting"] > 0
+        assert s["scenario"] == scenario
+        b = step["breakdown"]
+        if scenario == "dataset":  # single turn, no groups: only the usage hit rate
+            assert b["requests_reporting"] == s["prefix_cache"]["requests_reporting"] > 0
+            continue
+        assert b["hit_rate"] == s["prefix_cache"]["hit_rate"] and b["hit_rate"] > 0
+        assert b["requests_hit"] > 0 and b["engine_hit_rate"] is not None
+        assert b["ttft_later_ms"]["count"] == s["prefix_cache"]["ttft_later_in_group_ms"]["count"]
+        if scenario == "multi_turn":
+            assert set(b["by_turn"]) >= {"0", "1"}
+            assert b["by_turn"]["0"]["ttft_p50"] == s["turns"]["by_turn"]["0"]["ttft_ms"]["p50"]
+    page = (run_dir / "report.html").read_text()
+    assert "Turns and prefix cache per level" in page and "hit rate (engine)" in page
+    assert "Turns and prefix cache per level" in (run_dir / "summary.md").read_text()

@@ -48,8 +48,23 @@ def test_parse(text: str, metric: str, stat: str | None, op: str, bound: float) 
     [
         pytest.param(
             "tfft_p95<=500ms",
-            "SLO 'tfft_p95<=500ms': unknown metric 'tfft' (did you mean \"ttft_p95\"?); metrics: ttft, itl, tpot, e2e, ttft_from_intended, e2e_from_intended, lag, ttfr, ttfa, itl_reasoning, itl_answer, error_rate, rate_limited, goodput, throughput_tokens, throughput_requests",
+            "SLO 'tfft_p95<=500ms': unknown metric 'tfft' (did you mean \"ttft_p95\"?); metrics: ttft, itl, tpot, e2e, ttft_from_intended, e2e_from_intended, lag, ttfr, ttfa, itl_reasoning, itl_answer, error_rate, rate_limited, goodput, throughput_tokens, throughput_requests, time_to_ready, first_ttft, first_e2e, first_ttft_ratio, first_e2e_ratio, requests_to_warm",
             id="typo-metric",
+        ),
+        pytest.param(
+            "first_ttft_p95<=5s",
+            "SLO 'first_ttft_p95<=5s': first_ttft takes no statistic (one cold start, one value)",
+            id="stat-on-cold-start",
+        ),
+        pytest.param(
+            "time_to_ready<=120",
+            "SLO 'time_to_ready<=120': add a unit: us, ms or s",
+            id="cold-start-time-unit",
+        ),
+        pytest.param(
+            "first_ttft_ratio<=10%",
+            "SLO 'first_ttft_ratio<=10%': first_ttft_ratio is a plain number; write e.g. first_ttft_ratio<=10",
+            id="cold-start-ratio-unit",
         ),
         pytest.param("ttft_p95<=500", "SLO 'ttft_p95<=500': add a unit: us, ms or s", id="no-unit"),
         pytest.param(

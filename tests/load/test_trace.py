@@ -175,3 +175,63 @@ def test_a_bad_trace_is_a_usage_error_before_any_load(
     assert proc.returncode == 2 and "unknown JSONL trace keys" in proc.stderr, proc.stderr
     proc = _run(_cmd(targets, tmp_path / "r", "--trace", str(SHIPPED), "--users", "2"))
     assert proc.returncode == 2 and "--users and --trace" in proc.stderr, proc.stderr
+
+
+def _capacity(tmp_path: Path, *args: str) -> tuple[int, str]:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "servecheck", "capacity", "--out", str(tmp_path / "cap"), *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_capacity_sweeps_the_replay_speed(
+    make_reference: Callable[..., RunningServer], tmp_path: Path
+) -> None:
+    server = make_reference(ttft_ms=5, itl_ms=1, max_model_len=4096, prefix_cache_blocks=8192)
+    targets = _targets(tmp_path, server)
+    rc, out = _capacity(
+        tmp_path,
+        *("--target", "ref", "--targets-file", str(targets), "--trace", str(SHIPPED)),
+        *("--speeds", "2,4", "--step-duration", "2s", "--allow-lag"),
+    )
+    assert rc == 0, out
+    (run_dir,) = list((tmp_path / "cap").iterdir())
+    data = json.loads((run_dir / "capacity.json").read_text())
+    assert data["mode"] == "speed" and [s["level"] for s in data["steps"]] == [2, 4]
+    for p in sorted(run_dir.glob("steps/*/summary.json")):
+        s = json.loads(p.read_text())
+        # Each step replays the trace (its schedule, cut at the step's 2 s) at its speed.
+        assert s["mode"] == "trace" and s["scenario"] == "trace"
+        assert s["requests"]["total"] == s["schedule"]["planned"] > 0
+    # Twice the speed: more requests in the same 2 s (the trace's own arrivals, not a guess).
+    first, second = data["steps"]
+    assert second["total"] > first["total"]
+    assert all(s["breakdown"]["requests_hit"] > 0 for s in data["steps"])  # shared blocks hit
+    assert "x trace speed" in (run_dir / "report.html").read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--speeds", "1,2"], "--speeds sweeps a trace's replay speed: give --trace FILE"),
+        (["--trace", str(SHIPPED), "--users", "1,2"], "--trace sweeps replay speeds"),
+        (["--trace", str(SHIPPED), "--speeds", "2,1"], "--speeds '2,1': levels must increase"),
+        (["--scenario", "trace"], "the trace scenario needs --trace FILE"),
+        (["--trace", "{bad}"], "unknown JSONL trace keys"),
+    ],
+)
+def test_capacity_trace_options_are_checked_before_any_load(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    bad = _write(tmp_path, "bad.jsonl", '{"t": 0, "input_tokens": 5}\n')
+    rc, out = _capacity(tmp_path, *(a.format(bad=bad) for a in args))
+    assert rc == 2 and message in " ".join(out.split()), out
+    assert "Traceback" not in out and not (tmp_path / "cap").exists()

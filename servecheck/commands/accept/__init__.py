@@ -14,6 +14,7 @@ import os
 from servecheck import api
 from servecheck.commands.options import (
     add_catalogue_arguments,
+    add_dataset_arguments,
     add_run_arguments,
     add_target_arguments,
     out_dir,
@@ -49,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scenario", default="chat", metavar="NAME", help="load scenario (default: %(default)s)"
     )
+    add_dataset_arguments(parser)
     parser.add_argument(
         "--no-load", action="store_true", help="skip the smoke load (conformance only)"
     )
@@ -79,6 +81,8 @@ def spec_from_args(args: argparse.Namespace) -> AcceptSpec:
         smoke_duration_s=parse_duration(args.smoke_duration),
         smoke_users=args.smoke_users,
         scenario=args.scenario,
+        dataset=args.dataset,
+        dataset_format=args.dataset_format,
         load=not args.no_load,
         allow_lag=args.allow_lag,
         ready_timeout_s=parse_duration(args.ready_timeout),
@@ -91,6 +95,7 @@ def spec_from_args(args: argparse.Namespace) -> AcceptSpec:
         launch=args.launch,
         cold_start=args.cold_start,
         cold_start_requests=args.cold_start_requests,
+        cold_start_slos=list(args.cold_start_slo),
     )
 
 

@@ -1,7 +1,7 @@
 """``servecheck capacity``: a bounded load sweep to find the highest load that meets the SLOs.
 
-Each step is one load run at the next level of ``--users`` (closed loop) or ``--rates`` (open
-loop); the sweep stops early past saturation and never runs more than ``--max-steps`` steps. The
+Each step is one load run at the next level of ``--users`` (closed loop), ``--rates`` (open
+loop) or, with ``--trace FILE``, ``--speeds`` (the trace replayed faster each step); the sweep stops early past saturation and never runs more than ``--max-steps`` steps. The
 sweep is :func:`servecheck.workflows.capacity.run_capacity` (docs/workflows.md).
 
 Exit codes: 0 when at least one level met the SLOs (and, with ``--target-rate``, a replica count
@@ -13,7 +13,12 @@ from __future__ import annotations
 import argparse
 
 from servecheck import api
-from servecheck.commands.options import add_run_arguments, add_target_arguments, out_dir
+from servecheck.commands.options import (
+    add_dataset_arguments,
+    add_run_arguments,
+    add_target_arguments,
+    out_dir,
+)
 from servecheck.workflows.capacity import CapacitySpec, parse_levels
 
 
@@ -39,6 +44,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="LIST",
         help="open-loop levels in requests/s, e.g. 1,2,5,10",
+    )
+    g.add_argument(
+        "--speeds",
+        default=None,
+        metavar="LIST",
+        help="with --trace: replay speeds, e.g. 1,2,4,8 (default with --trace)",
+    )
+    from servecheck.load.trace import FORMATS as TRACE_FORMATS
+
+    parser.add_argument(
+        "--trace",
+        metavar="FILE",
+        default=None,
+        help="sweep a trace's replay speed: each step replays it (Mooncake, BurstGPT, Azure or "
+        "servecheck JSONL) at the next --speeds factor, for at most --step-duration",
+    )
+    parser.add_argument(
+        "--trace-format",
+        choices=TRACE_FORMATS,
+        default="auto",
+        help="trace file format (default: detected from the file)",
     )
     parser.add_argument(
         "--step-duration",
@@ -80,8 +106,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="latency for the knee (default: %(default)s)",
     )
     parser.add_argument(
-        "--scenario", default="chat", metavar="NAME", help="load scenario (default: %(default)s)"
+        "--scenario",
+        default=None,
+        metavar="NAME",
+        help="load scenario (default: chat; trace with --trace)",
     )
+    add_dataset_arguments(parser)
     parser.add_argument(
         "--max-error-rate",
         default="1%",
@@ -104,14 +134,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def spec_from_args(args: argparse.Namespace) -> CapacitySpec:
     """The :class:`CapacitySpec` for the options (default levels: 1,2,4,8,16 users)."""
+    from servecheck.errors import UsageError
     from servecheck.load.schedule import parse_duration, parse_rate
 
     rates = args.rates is not None
+    if args.speeds is not None and not args.trace:
+        raise UsageError("--speeds sweeps a trace's replay speed: give --trace FILE")
+    if args.trace and (rates or args.users is not None):
+        raise UsageError("--trace sweeps replay speeds (--speeds 1,2,4), not --users or --rates")
+    levels = (
+        parse_levels(args.speeds or "1,2,4,8", rates=False, speeds=True)
+        if args.trace
+        else parse_levels(args.rates if rates else (args.users or "1,2,4,8,16"), rates)
+    )
     return CapacitySpec(
         target=args.target or "reference",
         targets_file=args.targets_file,
         slos=list(args.slo),
-        levels=parse_levels(args.rates if rates else (args.users or "1,2,4,8,16"), rates),
+        levels=levels,
         rates=rates,
         step_duration_s=parse_duration(args.step_duration),
         max_steps=args.max_steps,
@@ -119,7 +159,11 @@ def spec_from_args(args: argparse.Namespace) -> CapacitySpec:
         target_rate=parse_rate(args.target_rate) if args.target_rate else None,
         headroom=args.headroom,
         knee_metric=args.knee_metric,
-        scenario=args.scenario,
+        scenario=args.scenario or ("trace" if args.trace else "chat"),
+        trace=args.trace,
+        trace_format=args.trace_format,
+        dataset=args.dataset,
+        dataset_format=args.dataset_format,
         max_error_rate=args.max_error_rate,
         allow_lag=args.allow_lag,
         ready_timeout_s=parse_duration(args.ready_timeout),

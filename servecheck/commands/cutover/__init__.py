@@ -137,6 +137,7 @@ def spec_from_args(args: argparse.Namespace) -> CutoverSpec:
         launch=args.launch,
         cold_start=args.cold_start,
         cold_start_requests=args.cold_start_requests,
+        cold_start_slos=list(args.cold_start_slo),
     )
 
 

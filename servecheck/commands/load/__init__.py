@@ -14,7 +14,7 @@ import sys
 
 # Re-exported: callers wrote ``from servecheck.commands.load import LoadSpec, run_load`` before
 # the run moved into the library; new code imports servecheck.load.run.
-from servecheck.commands.options import add_target_arguments
+from servecheck.commands.options import add_dataset_arguments, add_target_arguments
 from servecheck.errors import UsageError
 from servecheck.load.run import (
     LoadResult,
@@ -184,6 +184,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="trace replay speed factor: 2 sends twice as fast (default: 1)",
     )
+    add_dataset_arguments(g)
     g.add_argument(
         "--warmup",
         metavar="TIME",
