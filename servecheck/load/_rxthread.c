@@ -112,17 +112,24 @@ static const char *find(const char *hay, size_t n, const char *needle, size_t m)
     return (const char *)memmem(hay, n, needle, m);
 }
 
-/* See token_chunk in the header comment. Mirrors, byte for byte, what wire._Dechunker's
- * one-chunk path, StreamState.feed's one-event path and token_kind's first branch accept. */
-static int is_token_chunk(const char *p, size_t n) {
-    size_t i = 0, size = 0;
+/* The chunk size line's hex digits that p begins with (at most 8): how many, and *size. */
+static size_t hex_size(const char *p, size_t n, size_t *size) {
+    size_t i = 0;
+    *size = 0;
     while (i < n && i < 8) {
         char c = p[i];
         int v = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
         if (v < 0) break;
-        size = size * 16 + (size_t)v;
+        *size = *size * 16 + (size_t)v;
         i++;
     }
+    return i;
+}
+
+/* See token_chunk in the header comment. Mirrors, byte for byte, what wire._Dechunker's
+ * one-chunk path, StreamState.feed's one-event path and token_kind's first branch accept. */
+static int is_token_chunk(const char *p, size_t n) {
+    size_t size, i = hex_size(p, n, &size);
     if (i == 0 || size == 0 || i + 1 >= n || p[i] != '\r' || p[i + 1] != '\n') return 0;
     if (n != i + 4 + size || p[n - 2] != '\r' || p[n - 1] != '\n') return 0;
     const char *ev = p + i + 2; /* the SSE event: "data: " JSON "\n\n" */
@@ -146,14 +153,7 @@ static int is_token_chunk(const char *p, size_t n) {
 
 /* The length of the token chunk (is_token_chunk) that p begins with, 0 when it does not. */
 static size_t token_span(const char *p, size_t n) {
-    size_t i = 0, size = 0;
-    while (i < n && i < 8) {
-        char c = p[i];
-        int v = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
-        if (v < 0) break;
-        size = size * 16 + (size_t)v;
-        i++;
-    }
+    size_t size, i = hex_size(p, n, &size);
     size_t span = i + 4 + size;
     return (i > 0 && span <= n && is_token_chunk(p, span)) ? span : 0;
 }
