@@ -10,7 +10,12 @@ token every 10 ms, 64 tokens, pinned to core 1), the same closed-loop streams, t
 * ``servecheck load``, one process pinned to core 0: sustained when ITL p50 and mean are within
   20 % of the true 10 ms and nothing failed (``bench_load.itl_ok``).
 * ``servecheck load --processes 2``: two Locust workers (and their master); on a 2-core machine
-  they share the cores with the server, which the table says.
+  they share the cores with the server, which the table says, and the figure that carries over
+  is their CPU per token against one process's (``--cpus-x2 2,3`` on a bigger machine).
+
+Each level also measures the CPU that other work took meanwhile (``_others.py``: the machine's
+busy time minus this benchmark's own processes'), and the text says quiet or loaded from that,
+not from the load average, which this benchmark's own server and client keep near 1.5.
 
 For each client the best sustained level's tokens/s is its capacity; the ratios servecheck / wrk
 (one process) and two processes / one are the figures. CPU per 10k streamed tokens for every row
@@ -42,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _docs import write_section  # noqa: E402
+from _others import OtherCpu  # noqa: E402
 from _truth import server_stats, start_truth_server, stop  # noqa: E402
 from bench_load import (  # noqa: E402
     E2E_S,
@@ -149,13 +155,12 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f" {meta['wrk']}. Calibration server: TTFT {TTFT_S * 1000:.0f} ms, ITL {ITL_S * 1000:.0f}"
         f" ms, {TOKENS} tokens, pinned to core 1; wrk and one servecheck process pinned to core 0;"
         " two servecheck processes on cores 0-1 (shared with the server: this machine has two)."
-        f" {meta['duration']:g} s per level, one run each. **The machine was loaded** by other"
-        " work (load average in the last column, 2 cores): these are lower bounds, noisy, and"
-        " not asserted anywhere.",
+        f" {meta['duration']:g} s per level, one run each. {machine_sentence(rows, meta)}"
+        " Nothing here is asserted anywhere.",
         "",
         "| client | streams | tokens/s | of offered | sustained | ITL p50 / mean ms | E2E ms (wrk mean, servecheck p50) |"
-        " CPU-s / 10k tokens | client CPU util | server late p99 ms | load avg |",
-        "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        " CPU-s / 10k tokens | client CPU util | server late p99 ms | other work, cores | load avg |",
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         itl = (
@@ -170,7 +175,8 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             f"| {r['client']} | {r['users']} | {rate(r):,.0f} | {rate(r) / offered(r):.0%} |"
             f" {'yes' if sustained(r) else '**no**'} | {itl} | {fmt(e2e, '.1f')} |"
             f" {fmt(r.get('cpu_per_10k'), '.3f')} | {fmt(r.get('gen_cpu_util'), '.2f')} |"
-            f" {fmt((r.get('server') or {}).get('late_p99_ms'), '.1f')} | {r.get('loadavg')} |"
+            f" {fmt((r.get('server') or {}).get('late_p99_ms'), '.1f')} |"
+            f" {fmt(r.get('others_cores'), '.2f')} | {r.get('loadavg')} |"
         )
     b = {c: best(rows, c) for c in ("wrk", "servecheck", "servecheck x2")}
 
@@ -188,6 +194,11 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         if at256 and wrk256 and at256.get("cpu_per_10k") and wrk256.get("cpu_per_10k")
         else None
     )
+    x1 = {r["users"]: r for r in rows if r["client"] == "servecheck" and r.get("cpu_per_10k")}
+    x2 = {r["users"]: r for r in rows if r["client"] == "servecheck x2" and r.get("cpu_per_10k")}
+    both = [u for u in sorted(x1) if u in x2]  # CPU per token means something unsustained too
+    split = both[-1] if both else None
+    per_process = x2[split]["cpu_per_10k"] / x1[split]["cpu_per_10k"] if split else None
     lines += [
         "",
         "| figure | value | goal |",
@@ -197,6 +208,8 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"| servecheck / wrk, one core | {fmt(r1, '.2f')} | >= 0.80 |",
         f"| servecheck, two processes, best sustained | {best_rate('servecheck x2')} | |",
         f"| two processes / one | {fmt(r2, '.2f')} | ~2 with a core each |",
+        f"| CPU per streamed token, two processes / one, {split or '-'} streams |"
+        f" {fmt(per_process, '.2f')} | ~1 |",
         f"| CPU-s per 10k streamed tokens, 256 streams, one process |"
         f" {fmt(at256.get('cpu_per_10k') if at256 else None, '.3f')} | <= 0.15 |",
         f"| CPU per streamed token, servecheck / wrk, 256 streams | {fmt(cost, '.1f')}x | - |",
@@ -205,6 +218,31 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         END,
     ]
     return "\n".join(lines) + "\n"
+
+
+QUIET_CORES = 0.25  # other work below this (cores, mean over a level) leaves the figures alone
+
+
+def machine_sentence(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    """What the machine was doing besides this benchmark, from each level's ``others_cores``
+    (``_others.OtherCpu``: CPU outside the benchmark's own server and client processes)."""
+    seen = [float(r["others_cores"]) for r in rows if r.get("others_cores") is not None]
+    what = (
+        "`other work` is the CPU that processes outside this benchmark (not its server, not its"
+        f" client) used during each level, in cores of the machine's {meta['cpus']}, from /proc;"
+        " `load avg` is the 1-minute load average as each level started, which counts the"
+        " benchmark's own server and client too (about 1.5 at the top levels) and the levels"
+        " before it, so it is no measure of other work."
+    )
+    if not seen:
+        return what
+    top = max(seen)
+    if top <= QUIET_CORES:
+        return f"The machine was quiet: other work used at most {top:.2f} cores during any level. {what}"
+    return (
+        f"**The machine was loaded**: other work used up to {top:.2f} cores during a level, so"
+        f" the rows where it was high are lower bounds and noisy. {what}"
+    )
 
 
 READING = (
@@ -218,9 +256,15 @@ READING = (
     " Python process making one write per token, so on this machine it, not wrk, sets wrk's top"
     " (its lateness grows past 512 streams): the C client's figure is a lower bound on what a C"
     " client reads. Two servecheck processes here share two cores with the"
-    " server, so they cannot show scaling to two free cores; on a machine with a core per process"
-    " and one for the server, run `--clients 'servecheck x2'` with `--cpus-x2` set to two free"
-    " cores. Definitions: tokens/s is, for both, the tokens of the responses completed within the"
+    " server (which itself needs most of a core at the top levels), so this machine cannot show"
+    " their rate scaling to two free cores. What it does show is the condition for it: the CPU"
+    " per streamed token of two processes against one at the same streams (`two processes /"
+    " one` in the figures, at the highest level both ran): near 1 means splitting the"
+    " streams over processes costs nothing per token, so N processes on N free cores read N"
+    " times one's rate until the server or the network is the limit. To see the rate itself on"
+    " a machine with 4 or more cores: `python benchmarks/bench_capacity.py --clients"
+    " 'servecheck,servecheck x2' --cpus-x2 2,3` (the server stays on core 1, one process on"
+    " core 0, the two on cores 2 and 3). Definitions: tokens/s is, for both, the tokens of the responses completed within the"
     " run's duration over that duration (wrk's requests/s times 64); `of offered` is that over"
     " what the streams ask for when every answer takes the true 730 ms; a level is sustained"
     " when its timing is within 20 % of the truth (wrk: mean latency against E2E; servecheck: ITL"
@@ -275,19 +319,21 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     for client in clients:
         for streams in (int(x) for x in args.levels.split(",")):
-            if client == "wrk":
-                r = wrk_level(tmp, streams, duration)
-            else:
-                two = client == "servecheck x2"
-                r = one_level(
-                    tmp,
-                    scenario,
-                    streams,
-                    duration,
-                    processes=2 if two else None,
-                    cpus=args.cpus_x2 if two else "0",
-                )
-                r["client"] = client
+            with OtherCpu() as other:
+                if client == "wrk":
+                    r = wrk_level(tmp, streams, duration)
+                else:
+                    two = client == "servecheck x2"
+                    r = one_level(
+                        tmp,
+                        scenario,
+                        streams,
+                        duration,
+                        processes=2 if two else None,
+                        cpus=args.cpus_x2 if two else "0",
+                    )
+                    r["client"] = client
+            r["others_cores"] = other.cores
             r["duration"] = duration
             rows.append(r)
             print(json.dumps(r), flush=True)

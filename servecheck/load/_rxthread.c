@@ -31,8 +31,29 @@
  *                           "delta":{"content":"..."}, and no usage object): the parser's own fast
  *                           path would count one token and end where it began, so the caller can
  *                           do just that (tests/load/test_rxthread.py pins the equivalence)
+ *   token_prefix(data)      the bytes of the whole token chunks (token_chunk() each) that data
+ *                           begins with, 0 when none
+ *   r.arm(fd, key, n)       count fd's token chunks here instead of handing each over: from now
+ *                           on the token chunks a read of fd begins with (token_prefix()) become
+ *                           arrival times in a batch held for fd, this read's time each, and only
+ *                           the rest of the read, if any, becomes a record. Refused (False)
+ *                           unless fd is watched under key and exactly n records of it were made
+ *                           since add():
+ *                           the caller has parsed all of them and ends between chunks and events,
+ *                           which a token chunk does not change. The first read that is not only
+ *                           token chunks (or EOF, an error) disarms fd; the batch always goes
+ *                           first, in order
+ *   records of armed fds    (key, 0.0, t_last, [t, ...], False): the arrival times (perf_counter
+ *                           clock: the kernel stamp moved by the thread's own realtime-minus-
+ *                           monotonic offset, or t_read where that is implausible, as the Python
+ *                           side does) of token chunks counted here; sent before fd's next
+ *                           record, when a batch is FLUSH_S old or FLUSH_TOKENS long, and by a
+ *                           sweep every SWEEP_S, so the taker's view of a stream is at most about
+ *                           FLUSH_S behind (remove() drops a batch not yet sent)
  *   r.stats() -> tuple      (reads, passes, cpu_s): reads done, epoll passes that read something,
  *                           and the thread's own CPU time so far (kernel and user)
+ *   r.counted() -> tuple    (tokens, kernel_stamps, reader_stamps): token chunks counted in
+ *                           batches, and how each was timed
  *   r.close()               stop and join the thread (idempotent; a second caller waits for it)
  * A reader belongs to the process that made it: in a forked child every method but close()
  * and fileno() raises RuntimeError (the child shares the epoll set and the eventfd, not the
@@ -61,14 +82,28 @@
 #define BUFFER_LIMIT (64u << 20) /* stop reading (back-pressure through TCP) above this */
 #define MAX_FD (1 << 24)          /* descriptor numbers the key table accepts */
 
-enum { REC_DATA = 0, REC_EOF = 1, REC_ERROR = 2 };
+#define FLUSH_TOKENS 512     /* a batch this long goes at once */
+#define FLUSH_S 0.1          /* ... and so does one this old (checked at each read and sweep) */
+#define SWEEP_S 0.02         /* how often the thread looks for batches to send */
+
+enum { REC_DATA = 0, REC_EOF = 1, REC_ERROR = 2, REC_TOKENS = 3 };
+
+/* Per descriptor number. */
+typedef struct {
+    int64_t key;  /* -1 when not watched */
+    int64_t made; /* records made for fd since add() */
+    int armed;
+    int ntok, cap;
+    double first; /* t_read of the batch's first token */
+    double *t;    /* the batch: arrival times */
+} slot;
 
 typedef struct {
     int64_t key;
     double stamp;
     double t_read;
     int32_t kind;
-    int32_t len; /* bytes for REC_DATA, errno for REC_ERROR */
+    int32_t len; /* bytes for REC_DATA, errno for REC_ERROR, times for REC_TOKENS */
     int32_t token; /* token_chunk() of the data */
     int32_t pad;
 } rec_head;
@@ -77,17 +112,24 @@ static const char *find(const char *hay, size_t n, const char *needle, size_t m)
     return (const char *)memmem(hay, n, needle, m);
 }
 
-/* See token_chunk in the header comment. Mirrors, byte for byte, what wire._Dechunker's
- * one-chunk path, StreamState.feed's one-event path and token_kind's first branch accept. */
-static int is_token_chunk(const char *p, size_t n) {
-    size_t i = 0, size = 0;
+/* The chunk size line's hex digits that p begins with (at most 8): how many, and *size. */
+static size_t hex_size(const char *p, size_t n, size_t *size) {
+    size_t i = 0;
+    *size = 0;
     while (i < n && i < 8) {
         char c = p[i];
         int v = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
         if (v < 0) break;
-        size = size * 16 + (size_t)v;
+        *size = *size * 16 + (size_t)v;
         i++;
     }
+    return i;
+}
+
+/* See token_chunk in the header comment. Mirrors, byte for byte, what wire._Dechunker's
+ * one-chunk path, StreamState.feed's one-event path and token_kind's first branch accept. */
+static int is_token_chunk(const char *p, size_t n) {
+    size_t size, i = hex_size(p, n, &size);
     if (i == 0 || size == 0 || i + 1 >= n || p[i] != '\r' || p[i + 1] != '\n') return 0;
     if (n != i + 4 + size || p[n - 2] != '\r' || p[n - 1] != '\n') return 0;
     const char *ev = p + i + 2; /* the SSE event: "data: " JSON "\n\n" */
@@ -109,6 +151,20 @@ static int is_token_chunk(const char *p, size_t n) {
     return find(after, rest, "\"usage\"", 7) == NULL;
 }
 
+/* The length of the token chunk (is_token_chunk) that p begins with, 0 when it does not. */
+static size_t token_span(const char *p, size_t n) {
+    size_t size, i = hex_size(p, n, &size);
+    size_t span = i + 4 + size;
+    return (i > 0 && span <= n && is_token_chunk(p, span)) ? span : 0;
+}
+
+/* Bytes of the whole token chunks that data begins with: 0 when none. */
+static size_t token_prefix(const char *p, size_t n) {
+    size_t pos = 0, span;
+    while (pos < n && (span = token_span(p + pos, n - pos)) > 0) pos += span;
+    return pos;
+}
+
 typedef struct {
     PyObject_HEAD
     int ep;
@@ -121,8 +177,11 @@ typedef struct {
     pid_t owner; /* the process that started the thread (a forked child has no thread) */
     int closed;
     pthread_mutex_t mu; /* guards everything below, and every recvmsg */
-    int64_t *keys;      /* per descriptor number: the key, or -1 when not watched */
+    slot *slots;        /* per descriptor number */
     int nkeys;
+    int npending;       /* slots with a batch not yet sent */
+    double offset;      /* CLOCK_REALTIME minus CLOCK_MONOTONIC, refreshed every pass */
+    uint64_t counted, counted_kernel, counted_user;
     char *buf;
     size_t len, cap;
     int notified;
@@ -138,8 +197,8 @@ static double now_mono(void) {
 }
 
 /* Room for one more record of up to RECV_BYTES; -1 when memory is short (then nothing is read). */
-static int reserve(Reader *r) {
-    size_t need = r->len + sizeof(rec_head) + RECV_BYTES;
+static int reserve_n(Reader *r, size_t bytes) {
+    size_t need = r->len + sizeof(rec_head) + bytes;
     if (need > r->cap) {
         size_t cap = r->cap ? r->cap : 1 << 16;
         while (cap < need) cap *= 2;
@@ -151,6 +210,90 @@ static int reserve(Reader *r) {
     return 0;
 }
 
+static int reserve(Reader *r) { return reserve_n(r, RECV_BYTES); }
+
+static double now_real(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Realtime minus monotonic: the tightest of a few brackets (as servecheck.clock.clock_offset);
+ * *width is that bracket's width (a preempted thread's brackets are wide). */
+static double clock_offset(int tries, double *width) {
+    double best = 0.0;
+    *width = 1e9;
+    for (int i = 0; i < tries; i++) {
+        double a = now_mono(), rt = now_real(), b = now_mono();
+        if (b - a < *width) {
+            *width = b - a;
+            best = rt - (a + b) / 2;
+        }
+    }
+    return best;
+}
+
+/* Send fd's batch as one REC_TOKENS record (the caller holds r->mu). -1: no memory (kept). */
+static int flush_batch(Reader *r, int fd) {
+    slot *s = &r->slots[fd];
+    if (s->ntok == 0) return 0;
+    size_t bytes = (size_t)s->ntok * sizeof(double);
+    if (reserve_n(r, bytes) < 0) return -1;
+    rec_head h;
+    memset(&h, 0, sizeof h);
+    h.key = s->key;
+    h.kind = REC_TOKENS;
+    h.len = s->ntok;
+    h.t_read = s->t[s->ntok - 1];
+    memcpy(r->buf + r->len, &h, sizeof h);
+    r->len += sizeof h;
+    memcpy(r->buf + r->len, s->t, bytes);
+    r->len += bytes;
+    s->made++;
+    s->ntok = 0;
+    r->npending--;
+    return 1;
+}
+
+/* Count one token chunk in fd's batch (the caller holds r->mu); 1 when a record was made, -1 when
+ * there was no memory to count it (then nothing changed). */
+static int count_token(Reader *r, int fd, double stamp, double t_read) {
+    slot *s = &r->slots[fd];
+    if (s->ntok == s->cap) {
+        int cap = s->cap ? s->cap * 2 : 64;
+        double *nt = realloc(s->t, (size_t)cap * sizeof(double));
+        if (nt == NULL) return -1;
+        s->t = nt;
+        s->cap = cap;
+    }
+    double t = t_read, k = stamp - r->offset;
+    if (stamp != 0.0 && t_read - 30.0 < k && k <= t_read + 0.0005) {
+        t = k < t_read ? k : t_read;
+        r->counted_kernel++;
+    } else {
+        r->counted_user++;
+    }
+    r->counted++;
+    if (s->ntok == 0) {
+        s->first = t_read;
+        r->npending++;
+    }
+    s->t[s->ntok++] = t;
+    /* Counted either way: a batch that finds no memory to go now goes at the next chance. */
+    if (s->ntok >= FLUSH_TOKENS || t_read - s->first >= FLUSH_S) return flush_batch(r, fd) > 0;
+    return 0;
+}
+
+/* Drop fd's batch and state (the caller holds r->mu). */
+static void clear_slot(Reader *r, int fd) {
+    slot *s = &r->slots[fd];
+    if (s->ntok) r->npending--;
+    s->ntok = 0;
+    s->armed = 0;
+    s->made = 0;
+    s->key = -1;
+}
+
 static void append(Reader *r, const rec_head *h, const char *data) { /* after reserve() */
     memcpy(r->buf + r->len, h, sizeof(rec_head));
     r->len += sizeof(rec_head);
@@ -160,10 +303,12 @@ static void append(Reader *r, const rec_head *h, const char *data) { /* after re
     }
 }
 
-/* Read fd once (the caller holds r->mu); returns 1 when a record was added. */
+/* Read fd once (the caller holds r->mu); returns 1 when something was read. */
 static int read_one(Reader *r, int fd, char *data, char *anc, size_t anc_len) {
-    if (fd < 0 || fd >= r->nkeys || r->keys[fd] < 0) return 0; /* removed meanwhile */
-    if (reserve(r) < 0) return -1; /* leave the bytes in the socket and try again later */
+    if (fd < 0 || fd >= r->nkeys || r->slots[fd].key < 0) return 0; /* removed meanwhile */
+    slot *s = &r->slots[fd];
+    /* Room for the batch and one read, so that the batch can always go first. */
+    if (reserve_n(r, RECV_BYTES + sizeof(rec_head) + (size_t)s->ntok * sizeof(double)) < 0) return -1;
     struct iovec iov = {data, RECV_BYTES};
     struct msghdr msg;
     memset(&msg, 0, sizeof msg);
@@ -176,8 +321,9 @@ static int read_one(Reader *r, int fd, char *data, char *anc, size_t anc_len) {
     if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)) return 0;
     rec_head h;
     memset(&h, 0, sizeof h);
-    h.key = r->keys[fd];
+    h.key = s->key;
     h.t_read = now_mono();
+    r->reads++;
     if (n > 0) {
         h.kind = REC_DATA;
         h.len = (int32_t)n;
@@ -190,16 +336,49 @@ static int read_one(Reader *r, int fd, char *data, char *anc, size_t anc_len) {
                 h.stamp = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
             }
         }
+        if (s->armed) {
+            /* Whole token chunks first (a read that took several writes: the server caught up, or
+             * the last token before the finish and usage chunks): each counts at this read's
+             * time, as the parser times every event of one read; the rest goes as a record. */
+            size_t done = 0, span;
+            while ((span = token_span(data + done, (size_t)n - done)) > 0) {
+                if (count_token(r, fd, h.stamp, h.t_read) < 0) break; /* no memory: a record */
+                done += span;
+            }
+            if (done == (size_t)n) return 1;
+            if (done > 0) {
+                memmove(data, data + done, (size_t)n - done);
+                n -= (ssize_t)done;
+                h.len = (int32_t)n;
+                h.token = is_token_chunk(data, (size_t)n);
+            }
+        }
     } else {
         h.kind = n == 0 ? REC_EOF : REC_ERROR;
         h.len = err;
         /* Nothing more will come: stop watching, or level-triggered epoll reports it forever. */
         epoll_ctl(r->ep, EPOLL_CTL_DEL, fd, NULL);
-        r->keys[fd] = -1;
     }
+    flush_batch(r, fd); /* room was reserved above */
+    s->armed = 0;
     append(r, &h, data);
-    r->reads++;
+    s->made++;
+    if (h.kind != REC_DATA) {
+        if (s->ntok) r->npending--;
+        s->ntok = 0;
+        s->key = -1; /* keeps made: arm() for it is refused anyway (key < 0) */
+    }
     return 1;
+}
+
+/* Send every batch older than FLUSH_S (the caller holds r->mu); 1 when a record was made. */
+static int sweep(Reader *r, double now) {
+    int made = 0;
+    for (int fd = 0; fd < r->nkeys && r->npending > 0; fd++) {
+        slot *s = &r->slots[fd];
+        if (s->ntok && now - s->first >= FLUSH_S && flush_batch(r, fd) > 0) made = 1;
+    }
+    return made;
 }
 
 static void *run(void *arg) {
@@ -219,10 +398,27 @@ static void *run(void *arg) {
         pthread_mutex_unlock(&r->mu);
         return NULL;
     }
+    double last_sweep = now_mono(), offset_at = last_sweep, width0;
+    double offset0 = clock_offset(20, &width0);
+    pthread_mutex_lock(&r->mu);
+    r->offset = offset0;
+    pthread_mutex_unlock(&r->mu);
     for (;;) {
-        int n = epoll_wait(r->ep, events, MAX_EVENTS, 1000);
+        pthread_mutex_lock(&r->mu);
+        int pending = r->npending > 0;
+        pthread_mutex_unlock(&r->mu);
+        int n = epoll_wait(r->ep, events, MAX_EVENTS, pending ? (int)(SWEEP_S * 1000) : 1000);
         if (n < 0 && errno != EINTR) break;
         int stop = 0, added = 0, short_of_memory = 0;
+        /* The offset moves only when the realtime clock is stepped or slewed: take a new one
+         * where its bracket is tight, or where the one in use is a second old. */
+        double width, offset = clock_offset(3, &width), mono = now_mono();
+        if (width <= 20e-6 || mono - offset_at >= 1.0) {
+            offset_at = mono;
+            pthread_mutex_lock(&r->mu);
+            r->offset = offset;
+            pthread_mutex_unlock(&r->mu);
+        }
         for (int i = 0; i < n; i++) {
             int fd = events[i].data.fd;
             if (fd == r->stop_fd) {
@@ -238,6 +434,13 @@ static void *run(void *arg) {
             pthread_mutex_unlock(&r->mu);
         }
         if (stop) break;
+        double now = now_mono();
+        if (now - last_sweep >= SWEEP_S) {
+            last_sweep = now;
+            pthread_mutex_lock(&r->mu);
+            if (r->npending > 0 && sweep(r, now)) added = 1;
+            pthread_mutex_unlock(&r->mu);
+        }
         if (added) {
             pthread_mutex_lock(&r->mu);
             r->passes++;
@@ -333,7 +536,8 @@ static void Reader_dealloc(Reader *r) {
     if (r->stop_fd >= 0) close(r->stop_fd);
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->stop_mu);
-    free(r->keys);
+    for (int i = 0; i < r->nkeys; i++) free(r->slots[i].t);
+    free(r->slots);
     free(r->buf);
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
@@ -360,20 +564,24 @@ static PyObject *Reader_add(Reader *r, PyObject *args) {
     if (fd >= r->nkeys) {
         size_t n = r->nkeys ? (size_t)r->nkeys : 1024;
         while (n <= (size_t)fd) n *= 2; /* fd < MAX_FD, so no overflow */
-        int64_t *nk = realloc(r->keys, n * sizeof(int64_t));
+        slot *nk = realloc(r->slots, n * sizeof(slot));
         if (nk == NULL) {
             pthread_mutex_unlock(&r->mu);
             return PyErr_NoMemory();
         }
-        for (size_t i = (size_t)r->nkeys; i < n; i++) nk[i] = -1;
-        r->keys = nk;
+        memset(nk + r->nkeys, 0, (n - (size_t)r->nkeys) * sizeof(slot));
+        for (size_t i = (size_t)r->nkeys; i < n; i++) nk[i].key = -1;
+        r->slots = nk;
         r->nkeys = (int)n;
     }
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.fd = fd};
     int rc = epoll_ctl(r->ep, EPOLL_CTL_ADD, fd, &ev);
     if (rc < 0 && errno == EEXIST) rc = epoll_ctl(r->ep, EPOLL_CTL_MOD, fd, &ev);
     int err = errno;
-    if (rc == 0) r->keys[fd] = key;
+    if (rc == 0) {
+        clear_slot(r, fd); /* a batch of the descriptor's last user is not this one's */
+        r->slots[fd].key = key;
+    }
     pthread_mutex_unlock(&r->mu);
     if (rc < 0) {
         errno = err;
@@ -395,10 +603,32 @@ static PyObject *Reader_remove(Reader *r, PyObject *args) {
     if (!PyArg_ParseTuple(args, "i", &fd)) return NULL;
     if (!owned(r)) return NULL;
     pthread_mutex_lock(&r->mu); /* waits out a recvmsg on fd that is under way */
-    if (fd >= 0 && fd < r->nkeys) r->keys[fd] = -1;
+    if (fd >= 0 && fd < r->nkeys) clear_slot(r, fd);
     if (fd >= 0 && fd != r->stop_fd) epoll_ctl(r->ep, EPOLL_CTL_DEL, fd, NULL); /* ENOENT after EOF: fine */
     pthread_mutex_unlock(&r->mu);
     Py_RETURN_NONE;
+}
+
+static PyObject *Reader_arm(Reader *r, PyObject *args) {
+    int fd;
+    long long key, n;
+    if (!PyArg_ParseTuple(args, "iLL", &fd, &key, &n)) return NULL;
+    if (!owned(r)) return NULL;
+    int ok = 0;
+    pthread_mutex_lock(&r->mu);
+    if (fd >= 0 && fd < r->nkeys && r->slots[fd].key == key && key >= 0 && r->slots[fd].made == n) {
+        r->slots[fd].armed = 1;
+        ok = 1;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return PyBool_FromLong(ok);
+}
+
+static PyObject *Reader_counted(Reader *r, PyObject *unused) {
+    pthread_mutex_lock(&r->mu);
+    unsigned long long a = r->counted, b = r->counted_kernel, c = r->counted_user;
+    pthread_mutex_unlock(&r->mu);
+    return Py_BuildValue("(KKK)", a, b, c);
 }
 
 static PyObject *Reader_take(Reader *r, PyObject *unused) {
@@ -429,6 +659,16 @@ static PyObject *Reader_take(Reader *r, PyObject *unused) {
         if (h.kind == REC_DATA) {
             payload = PyBytes_FromStringAndSize(buf + pos, h.len);
             pos += (size_t)h.len;
+        } else if (h.kind == REC_TOKENS) {
+            payload = PyList_New(h.len);
+            for (int32_t i = 0; payload != NULL && i < h.len; i++) {
+                double t;
+                memcpy(&t, buf + pos + (size_t)i * sizeof(double), sizeof t);
+                PyObject *f = PyFloat_FromDouble(t);
+                if (f == NULL) Py_CLEAR(payload);
+                else PyList_SET_ITEM(payload, i, f);
+            }
+            pos += (size_t)h.len * sizeof(double);
         } else if (h.kind == REC_EOF) {
             payload = PyBytes_FromStringAndSize(NULL, 0);
         } else {
@@ -456,8 +696,17 @@ static PyObject *token_chunk(PyObject *mod, PyObject *arg) {
     return PyBool_FromLong(yes);
 }
 
+static PyObject *py_token_prefix(PyObject *mod, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    size_t n = token_prefix((const char *)view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromSize_t(n);
+}
+
 static PyMethodDef module_methods[] = {
     {"token_chunk", token_chunk, METH_O, "token_chunk(data): one chunk, one SSE event, one token (common shape)"},
+    {"token_prefix", py_token_prefix, METH_O, "token_prefix(data): bytes of the whole token chunks data begins with"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -490,7 +739,9 @@ static PyObject *Reader_running(Reader *r, void *closure) {
 static PyMethodDef Reader_methods[] = {
     {"add", (PyCFunction)Reader_add, METH_VARARGS, "add(fd, key): start reading fd"},
     {"remove", (PyCFunction)Reader_remove, METH_VARARGS, "remove(fd): stop reading fd"},
-    {"take", (PyCFunction)Reader_take, METH_NOARGS, "take() -> [(key, stamp, t_read, data)]"},
+    {"take", (PyCFunction)Reader_take, METH_NOARGS, "take() -> [(key, stamp, t_read, data, token)]"},
+    {"arm", (PyCFunction)Reader_arm, METH_VARARGS, "arm(fd, key, n) -> bool: count fd's token chunks here"},
+    {"counted", (PyCFunction)Reader_counted, METH_NOARGS, "(tokens, kernel_stamps, reader_stamps) counted here"},
     {"fileno", (PyCFunction)Reader_fileno, METH_NOARGS, "the eventfd that is readable while records wait"},
     {"stats", (PyCFunction)Reader_stats, METH_NOARGS, "(reads, passes, cpu_s) of the thread"},
     {"close", (PyCFunction)Reader_close, METH_NOARGS, "stop and join the thread"},

@@ -347,7 +347,7 @@ class _Controller:
                 payload,
                 feed,
                 deadline=t0 + cfg.timeout_s,
-                on_token=st.token if raw is None else None,
+                tokens=st if raw is None else None,
                 request_id=rec.request_id,
                 until=until,
             )

@@ -27,7 +27,13 @@ Who reads (``kind`` in ``summary.json``'s ``generator.reader``):
   (TTFT error p99 11-20 ms against under 1 ms with the thread: ``docs/benchmarks.md``). The thread
   also marks each read that is exactly one chunk with one token event (``_rxthread.token_chunk``);
   such a read is counted without parsing (:meth:`ResponseParser.token`) when the stream is between
-  chunks, which cut the generator's CPU per token by about a quarter.
+  chunks, which cut the generator's CPU per token by about a quarter. Once this loop has parsed
+  every read of a stream so far and the stream is between chunks and events
+  (:meth:`ResponseParser.countable`), it arms the stream in the thread (``Reader.arm``): the
+  thread then keeps the arrival times of that stream's token chunks itself and hands them over a
+  batch at a time (``ResponseParser.tokens``: at the stream's next other read, or every 100 ms),
+  so a streamed token costs this loop no record, no tuple and no call of its own. The first read
+  that is not a token chunk disarms the stream and goes after its batch, in order.
 - ``loop``: the same reads done by this loop itself with ``epoll`` and ``recvmsg`` (no compiler at
   install time, not Linux, or ``SERVECHECK_READER=loop``).
 
@@ -53,7 +59,7 @@ from itertools import count
 from typing import Any
 
 from servecheck.clock import clock_offset
-from servecheck.load.wire import RECV_BYTES, Origin, ResponseParser, WireResult
+from servecheck.load.wire import RECV_BYTES, Origin, ResponseParser, TokenSink, WireResult
 
 _perf = time.perf_counter
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform == "linux" else None)
@@ -79,8 +85,10 @@ except ImportError:  # pragma: no cover - depends on the build
 
 # One read: (key, kernel receive stamp in CLOCK_REALTIME seconds or 0.0, reader's perf_counter
 # time after the read, the bytes (b"" at EOF) or an errno when the connection failed, and whether
-# the bytes are exactly one chunk with one token event: ``_rxthread.token_chunk``).
-Read = tuple[int, float, float, "bytes | int", bool]
+# the bytes are exactly one chunk with one token event: ``_rxthread.token_chunk``). From the
+# thread also: (key, 0.0, time of the last, [arrival times], False), token chunks of an armed
+# stream that the thread counted itself.
+Read = tuple[int, float, float, "bytes | int | list[float]", bool]
 
 
 def _gevent_hub() -> Any:
@@ -101,16 +109,18 @@ def _original(module: str, name: str) -> Any:
 
 
 class _Live:
-    __slots__ = ("sock", "fd", "ex", "event")
+    __slots__ = ("sock", "fd", "ex", "event", "seen")
 
     def __init__(self, sock: socket.socket, ex: ResponseParser, event: threading.Event) -> None:
         self.sock, self.fd, self.ex, self.event = sock, sock.fileno(), ex, event
+        self.seen = 0  # records of this exchange parsed so far (``Reader.arm`` checks the count)
 
 
 class _LoopReads:
     """Reads done by the loop itself: ``epoll`` plus one ``recvmsg`` per ready socket."""
 
     kind = "loop"
+    arm: Any = None  # only the thread counts token chunks itself
 
     def __init__(self) -> None:
         self._ep = _original("select", "epoll")()
@@ -182,6 +192,7 @@ class _ThreadReads:
     def __init__(self) -> None:
         assert _rxthread is not None
         self._rx = _rxthread.Reader(THREAD_PAUSE_S)
+        self.arm: Any = self._rx.arm  # arm(fd, key, records seen) -> bool; bound once, called often
 
     def fileno(self) -> int:
         return int(self._rx.fileno())
@@ -195,6 +206,11 @@ class _ThreadReads:
     def take(self) -> list[Read]:
         reads: list[Read] = self._rx.take()
         return reads
+
+    def counted(self) -> tuple[int, int, int]:
+        """(token chunks counted in the thread, of them timed by the kernel, by the thread)."""
+        tokens, kernel, user = self._rx.counted()
+        return int(tokens), int(kernel), int(user)
 
     def stats(self) -> dict[str, Any]:
         reads, passes, cpu_s = self._rx.stats()
@@ -252,9 +268,9 @@ class StreamReactor:
         self._loop_lock = threading.Lock()
         self._closed = False
         self.wakes = 0  # loop passes that found data
-        self.reads = 0
-        self.kernel_stamps = 0
-        self.user_stamps = 0
+        self._reads = 0  # reads this loop was handed (the thread's counted ones are apart)
+        self._kernel = 0
+        self._user = 0
 
     # -- requests (called from the users' greenlets) ---------------------------------------
 
@@ -267,6 +283,7 @@ class StreamReactor:
         on_token: Callable[[float], bool] | None = None,
         request_id: str | None = None,
         until: Callable[[], bool] | None = None,
+        tokens: TokenSink | None = None,
     ) -> WireResult:
         """POST ``body``; ``on_data(payload, arrival_time)`` per read of the body. Never raises.
         ``request_id`` goes out as ``X-Request-Id`` (servers log it; vLLM takes it as its own id);
@@ -274,9 +291,12 @@ class StreamReactor:
 
         ``on_token(arrival_time)``, when given, is offered each read that the reader thread found to
         be exactly one chunk with one token event (:meth:`ResponseParser.token`); it returns False to
-        have the bytes go to ``on_data`` as usual. Saves parsing the common read."""
+        have the bytes go to ``on_data`` as usual. Saves parsing the common read. ``tokens`` (a
+        :class:`~servecheck.load.wire.TokenSink`, e.g. the stream's ``StreamState``) does that and
+        more: with the reader thread, the thread counts the token chunks of a stream that is
+        between chunks and events itself and hands them over in batches (``sink.tokens``)."""
         request = self.origin.request(path, body, request_id)
-        ex = ResponseParser(on_data, deadline, on_token=on_token, until=until)
+        ex = ResponseParser(on_data, deadline, on_token=on_token, until=until, tokens=tokens)
         for attempt in (0, 1):
             # A retry always takes a fresh connection: the server that closed one idle connection
             # has likely closed the other pooled ones too.
@@ -289,7 +309,13 @@ class StreamReactor:
                     return sock_or_err
                 sock = sock_or_err
             ex = ResponseParser(
-                on_data, deadline, may_retry=reused, now=_perf(), on_token=on_token, until=until
+                on_data,
+                deadline,
+                may_retry=reused,
+                now=_perf(),
+                on_token=on_token,
+                until=until,
+                tokens=tokens,
             )
             try:
                 ex.res.t_sent = _perf()
@@ -394,6 +420,25 @@ class StreamReactor:
         """The native reader thread's reads, passes and own CPU seconds (None for the loop)."""
         return self._src.stats() if isinstance(self._src, _ThreadReads) else None
 
+    def _counted(self) -> tuple[int, int, int]:
+        src = self._src
+        return src.counted() if isinstance(src, _ThreadReads) else (0, 0, 0)
+
+    @property
+    def reads(self) -> int:
+        """Reads of response bytes, the token chunks the thread counted itself included."""
+        return self._reads + self._counted()[0]
+
+    @property
+    def kernel_stamps(self) -> int:
+        """Reads timed by the kernel's receive stamp."""
+        return self._kernel + self._counted()[1]
+
+    @property
+    def user_stamps(self) -> int:
+        """Reads timed by the reader's clock (no plausible kernel stamp)."""
+        return self._user + self._counted()[2]
+
     def _discard(self, sock: socket.socket) -> None:
         with contextlib.suppress(OSError):
             sock.close()
@@ -473,30 +518,38 @@ class StreamReactor:
 
     def _drain(self) -> None:
         """Parse every read taken since the last pass; time each by its kernel receive stamp."""
-        reads = self._src.take()
+        src = self._src
+        reads = src.take()
         if reads:
             self.wakes += 1
-        live, offset = self._live, self._offset
+        live, offset, arm = self._live, self._offset, src.arm
         for key, stamp, t_read, data, token in reads:
             item = live.get(key)
             if item is None:
                 continue
+            item.seen += 1
             ex = item.ex
-            if isinstance(data, int):
+            if data.__class__ is list:
+                ex.tokens(data)  # counted by the thread (an armed stream)
+            elif isinstance(data, int):
                 ex.broken(OSError(data, _strerror(data)), t_read)
             elif not data:
                 ex.eof(t_read)  # a close carries no receive timestamp
             else:
-                self.reads += 1
+                self._reads += 1
                 t = t_read
                 k = stamp - offset
                 if stamp and t_read - 30.0 < k <= t_read + 0.0005:
                     t = min(k, t_read)
-                    self.kernel_stamps += 1
+                    self._kernel += 1
                 else:
-                    self.user_stamps += 1
+                    self._user += 1
                 if not (token and ex.token(t)):
-                    ex.feed(data, t)
+                    ex.feed(data, t)  # type: ignore[arg-type]
+                # A record of bytes means the thread is not counting this stream's tokens (any
+                # more): arm it (again) where every read so far is parsed and it is between events.
+                if arm is not None and not ex.done and ex.countable():
+                    arm(item.fd, key, item.seen)
             if ex.done:
                 self._done(key, item)
 

@@ -126,6 +126,22 @@ class StreamState:
         self._answer(t)  # the shortcut's shape is a non-empty delta.content: an answer token
         return True
 
+    def between_events(self) -> bool:
+        """Whether :meth:`token` would count a token chunk arriving now."""
+        return not self._buf and self._slow is None and not self.done and self.fast
+
+    def tokens(self, times: list[float]) -> None:
+        """Token chunks counted by the reader thread while :meth:`between_events` held (which
+        they do not change): the same as :meth:`token` for each time, in order."""
+        if not times:
+            return
+        self.chunks += len(times)
+        if self.t_first is None:
+            self.t_first = times[0]
+        if self.t_first_answer is None:
+            self.t_first_answer = times[0]
+        self.token_times.extend(times)
+
     def _answer(self, t: float) -> None:
         """Count one chunk carrying an answer token (content, tool call or text) at ``t``."""
         self.chunks += 1
@@ -253,6 +269,9 @@ def token_kind(data: bytes) -> bool | None:
         ):
             return True
         return None
+    i = data.find(b'"content"')
+    if i < 0:
+        return None  # the finish chunk, a usage chunk: parse it (checked first: it is the cheapest)
     for key in _SLOW_KEYS:
         if key in data:
             return None
@@ -260,9 +279,6 @@ def token_kind(data: bytes) -> bool | None:
         _USAGE_NULL[1]
     ):
         return None  # a usage object (the last chunk): parse it; "usage": null (OpenAI, vLLM) is not one
-    i = data.find(b'"content"')
-    if i < 0:
-        return None
     n = len(data)
     while i >= 0:
         j = i + 9

@@ -24,11 +24,29 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 from urllib.parse import urlsplit
 
 _perf = time.perf_counter
 MAX_HEADER_BYTES = 64 * 1024
 RECV_BYTES = 65536
+
+
+class TokenSink(Protocol):
+    """Where a response's recognised token chunks are counted without parsing their bytes
+    (:class:`~servecheck.load.stream.StreamState` is one)."""
+
+    def token(self, t: float) -> bool:
+        """One token chunk that arrived at ``t``; False: not between events, parse it instead."""
+        ...
+
+    def tokens(self, times: list[float]) -> None:
+        """Token chunks counted by the reader thread, one arrival time each, in order."""
+        ...
+
+    def between_events(self) -> bool:
+        """Whether a token chunk arriving now would be counted by :meth:`token`."""
+        ...
 
 
 @dataclass(slots=True)
@@ -59,6 +77,7 @@ class ResponseParser:
     __slots__ = (
         "on_data",
         "on_token",
+        "sink",
         "until",
         "deadline",
         "may_retry",
@@ -86,9 +105,11 @@ class ResponseParser:
         now: float = 0.0,
         on_token: Callable[[float], bool] | None = None,
         until: Callable[[], bool] | None = None,
+        tokens: TokenSink | None = None,
     ) -> None:
         self.on_data = on_data
-        self.on_token = on_token
+        self.on_token = on_token if on_token is not None or tokens is None else tokens.token
+        self.sink = tokens
         self.until = until
         self.deadline = deadline
         self.may_retry = may_retry
@@ -183,6 +204,40 @@ class ResponseParser:
         elif self.until is not None and self.until():
             self.hang_up(t)
         return True
+
+    def countable(self) -> bool:
+        """Whether the reader thread may count this response's token chunks itself from now on
+        (``_rxthread.Reader.arm``): a 200 chunked body, between chunks, with a token sink that is
+        between events, and no per-token check to make (``until``)."""
+        dech, sink = self.dech, self.sink
+        return (
+            sink is not None
+            and dech is not None
+            and not dech.state
+            and not dech.pending
+            and self.limit is None
+            and self.until is None
+            and not self.done
+            and sink.between_events()
+        )
+
+    def tokens(self, times: list[float]) -> None:
+        """Token chunks the reader thread counted while :meth:`countable` held (which they do
+        not change), one arrival time each: what :meth:`token` would have done for each, the
+        deadline included (the tokens up to the first one past it count, then it fails there)."""
+        sink = self.sink
+        if self.done or sink is None or not times:
+            return
+        self.got_any = True
+        deadline = self.deadline
+        if deadline is not None and times[-1] > deadline:
+            i = next(k for k, t in enumerate(times) if t > deadline)
+            sink.tokens(times[: i + 1])
+            self.last = times[i]
+            self.fail("timeout", "the response did not complete before the deadline", times[i])
+            return
+        sink.tokens(times)
+        self.last = times[-1]
 
     def _head(self, head: bytes) -> None:
         lines = head.decode("latin-1").split("\r\n")
@@ -309,7 +364,31 @@ class _Dechunker:
                     size = -1
                 if size > 0 and len(data) == eol + 4 + size:
                     return data[eol + 2 : -2]
-        buf = self.pending + data if self.pending else data
+            # Several whole chunks (writes that arrived together: the last token, the finish and
+            # usage chunks, [DONE]): taken with locals, the rest by the state machine below.
+            whole: list[bytes] = []
+            pos, n = 0, len(data)
+            while True:
+                eol = data.find(b"\r\n", pos)
+                if eol < 0 or eol - pos > 8:
+                    break
+                try:
+                    size = int(data[pos:eol], 16)
+                except ValueError:
+                    break
+                end = eol + 2 + size
+                if size <= 0 or end + 2 > n or data[end : end + 2] != b"\r\n":
+                    break
+                whole.append(data[eol + 2 : end])
+                pos = end + 2
+            if whole:
+                if pos < n:
+                    whole.append(self._states(data[pos:]))
+                return b"".join(whole)
+        return self._states(self.pending + data if self.pending else data)
+
+    def _states(self, buf: bytes) -> bytes:
+        """The general case: any bytes, from whatever state the last read left."""
         self.pending = b""
         out: list[bytes] = []
         pos, n = 0, len(buf)
@@ -396,10 +475,11 @@ class WireClient:
         on_token: Callable[[float], bool] | None = None,
         request_id: str | None = None,
         until: Callable[[], bool] | None = None,
+        tokens: TokenSink | None = None,
     ) -> WireResult:
         """POST ``body``; call ``on_data(payload_bytes, arrival_time)`` per socket read of the body.
         ``request_id`` goes out as ``X-Request-Id``; ``until()`` true hangs up mid-response
-        (:class:`ResponseParser`). (``on_token`` is for
+        (:class:`ResponseParser`). (``on_token`` and ``tokens`` are for
         :class:`~servecheck.load.reactor.StreamReactor`'s signature; this reader parses every read.)"""
         request = self.origin.request(path, body, request_id)
         where = f"{self.origin.host}:{self.origin.port}"
