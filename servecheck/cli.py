@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from servecheck import __version__
 from servecheck.errors import UsageError
 from servecheck.redact import redact
-from servecheck.signals import install_sigterm_handler, signum_of
+from servecheck.signals import install_sigterm_handler, install_stack_dump, signum_of
 
 # name -> (module, one-line help). Order is the order shown in --help.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -108,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The process is servecheck (console script, python -m): SIGTERM cleans up like Ctrl-C,
         # no orphaned child, no temp folder. Called in-process (tests), the host keeps its own.
         install_sigterm_handler()
+        install_stack_dump()
     try:
         return int(module.run(args) or 0)
     except UsageError as exc:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -84,3 +86,22 @@ def wait_for(predicate: Callable[[], bool], what: str, bound_s: float = 90.0) ->
     while not predicate():
         assert time.monotonic() < deadline, f"gave up waiting for {what}"
         time.sleep(0.05)
+
+
+def communicate(proc: subprocess.Popen[str], bound_s: float) -> tuple[str, str]:
+    """``proc.communicate()`` bounded against a hang. Past the bound the child is asked for its
+    stacks (SIGUSR1: ``servecheck.signals.install_stack_dump``) before it is killed, so the
+    failure says where it was stuck, not only that it was."""
+    try:
+        return proc.communicate(timeout=bound_s)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)
+        try:
+            stdout, stderr = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+        raise AssertionError(
+            f"servecheck did not exit within {bound_s:g} s; its stacks:\n{stderr[-6000:]}"
+            f"\nstdout:\n{stdout[-2000:]}"
+        ) from None

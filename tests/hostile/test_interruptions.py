@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from servecheck.reference.inprocess import RunningServer
-from tests.hostile.support import load_cmd, wait_for
+from tests.hostile.support import communicate, load_cmd, wait_for
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,7 +75,7 @@ def test_check_interrupted_leaves_no_server_and_no_temp_folder(tmp_path: Path, s
         ready = next(a for a in server.cmdline() if a.endswith("/port"))
         wait_for(lambda: _lines([out / "run" / "results.jsonl"]) >= 1, "a first finished check")
         proc.send_signal(sig)
-        stdout, stderr = proc.communicate(timeout=60)
+        stdout, stderr = communicate(proc, 60)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -109,7 +109,7 @@ def test_load_sigint_writes_a_marked_partial_summary(
             lambda: _lines(list(out.glob("cut/records-*.jsonl"))) >= 10, "ten finished requests"
         )
         proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=90)
+        stdout, stderr = communicate(proc, 90)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -121,3 +121,35 @@ def test_load_sigint_writes_a_marked_partial_summary(
     assert s["requests"]["ok"] >= 10
     assert f"records: {out / 'cut'}/records*.jsonl" in stdout, stdout
     assert "partial summary in" in stderr, stderr
+
+
+def test_sigusr1_prints_the_stacks_and_the_run_goes_on(
+    make_reference: Callable[..., RunningServer], tmp_path: Path
+) -> None:
+    """The aid for a run that seems stuck (and what communicate() uses when a test's run hangs)."""
+    server = make_reference(ttft_ms=20, itl_ms=5)
+    targets = tmp_path / "targets.yaml"
+    targets.write_text(
+        f"targets:\n  - name: ref\n    base_url: {server.base_url}\n    engine: reference\n    models: [ref-tiny]\n"
+    )
+    out = tmp_path / "reports"
+    cmd = load_cmd(
+        targets, out, "--run-id", "dump", "--users", "2", "--duration", "5m", target="ref"
+    )
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        records = lambda: _lines(list(out.glob("dump/records-*.jsonl")))  # noqa: E731
+        wait_for(lambda: records() >= 3, "three finished requests")
+        proc.send_signal(signal.SIGUSR1)
+        seen = records()
+        wait_for(lambda: records() > seen, "a request finished after the dump")  # it went on
+        proc.send_signal(signal.SIGINT)
+        _stdout, stderr = communicate(proc, 90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert "(most recent call first)" in stderr and "servecheck/load/run.py" in stderr, stderr

@@ -16,7 +16,7 @@ import pytest
 from servecheck.errors import UsageError
 from servecheck.load.down import DownRule, DownWatch, parse_down_after
 from servecheck.reference.inprocess import RunningServer
-from tests.hostile.support import load_cmd, wait_for
+from tests.hostile.support import communicate, load_cmd, wait_for
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,7 +81,7 @@ def test_a_target_killed_mid_run_stops_the_run_and_fails_it(
         wait_for(lambda: _ok_records(out / "gone") >= 10, "ten successful requests")
         kept = _ok_records(out / "gone")
         server.stop()
-        stdout, stderr = proc.communicate(timeout=120)
+        stdout, stderr = communicate(proc, 120)
         if worker is not None:
             assert worker.wait(timeout=60) is not None, "the worker kept running"
     finally:

@@ -210,7 +210,10 @@ def test_capacity_sweeps_the_replay_speed(
         s = json.loads(p.read_text())
         # Each step replays the trace (its schedule, cut at the step's 2 s) at its speed.
         assert s["mode"] == "trace" and s["scenario"] == "trace"
-        assert s["requests"]["total"] == s["schedule"]["planned"] > 0
+        sent, planned = s["requests"]["total"], s["schedule"]["planned"]
+        assert 0 < sent <= planned
+        if sent < 0.98 * planned:  # a busy core fell behind the schedule: the run must say so
+            assert any("fell behind" in r for r in s["schedule"]["reasons"]), s["schedule"]
     # Twice the speed: more requests in the same 2 s (the trace's own arrivals, not a guess).
     first, second = data["steps"]
     assert second["total"] > first["total"]
