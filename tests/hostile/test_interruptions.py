@@ -5,12 +5,13 @@ first result line, ten records), never for a fixed time."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -89,9 +90,12 @@ def test_check_interrupted_leaves_no_server_and_no_temp_folder(tmp_path: Path, s
         assert "interrupted (SIGTERM)" in stderr, stderr
 
 
-def test_load_sigint_writes_a_marked_partial_summary(
-    make_reference: Callable[..., RunningServer], tmp_path: Path
-) -> None:
+@contextlib.contextmanager
+def _long_load(
+    make_reference: Callable[..., RunningServer], tmp_path: Path, run_id: str, users: int
+) -> Iterator[tuple[subprocess.Popen[str], Path, Callable[[], int]]]:
+    """A 5-minute ``servecheck load`` on a reference server, for a test to signal: the process,
+    its run folder and a count of its finished requests; killed if the test leaves it running."""
     server = make_reference(ttft_ms=20, itl_ms=5)
     targets = tmp_path / "targets.yaml"
     targets.write_text(
@@ -99,27 +103,32 @@ def test_load_sigint_writes_a_marked_partial_summary(
     )
     out = tmp_path / "reports"
     cmd = load_cmd(
-        targets, out, "--run-id", "cut", "--users", "4", "--duration", "5m", target="ref"
+        targets, out, "--run-id", run_id, "--users", str(users), "--duration", "5m", target="ref"
     )
     proc = subprocess.Popen(
         cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
-        wait_for(
-            lambda: _lines(list(out.glob("cut/records-*.jsonl"))) >= 10, "ten finished requests"
-        )
-        proc.send_signal(signal.SIGINT)
-        stdout, stderr = communicate(proc, 90)
+        yield proc, out / run_id, lambda: _lines(list((out / run_id).glob("records-*.jsonl")))
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_load_sigint_writes_a_marked_partial_summary(
+    make_reference: Callable[..., RunningServer], tmp_path: Path
+) -> None:
+    with _long_load(make_reference, tmp_path, "cut", users=4) as (proc, run_dir, records):
+        wait_for(lambda: records() >= 10, "ten finished requests")
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = communicate(proc, 90)
     assert proc.returncode == 130, stdout + stderr
-    s = json.loads((out / "cut" / "summary.json").read_text())
+    s = json.loads((run_dir / "summary.json").read_text())
     assert s["partial"] is True and s["verdict"] == "inconclusive", s["reasons"]
     assert s["reasons"][0].startswith("partial run: interrupted by SIGINT after "), s["reasons"]
     assert s["requests"]["ok"] >= 10
-    assert f"records: {out / 'cut'}/records*.jsonl" in stdout, stdout
+    assert f"records: {run_dir}/records*.jsonl" in stdout, stdout
     assert "partial summary in" in stderr, stderr
 
 
@@ -127,29 +136,12 @@ def test_sigusr1_prints_the_stacks_and_the_run_goes_on(
     make_reference: Callable[..., RunningServer], tmp_path: Path
 ) -> None:
     """The aid for a run that seems stuck (and what communicate() uses when a test's run hangs)."""
-    server = make_reference(ttft_ms=20, itl_ms=5)
-    targets = tmp_path / "targets.yaml"
-    targets.write_text(
-        f"targets:\n  - name: ref\n    base_url: {server.base_url}\n    engine: reference\n    models: [ref-tiny]\n"
-    )
-    out = tmp_path / "reports"
-    cmd = load_cmd(
-        targets, out, "--run-id", "dump", "--users", "2", "--duration", "5m", target="ref"
-    )
-    proc = subprocess.Popen(
-        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        records = lambda: _lines(list(out.glob("dump/records-*.jsonl")))  # noqa: E731
+    with _long_load(make_reference, tmp_path, "dump", users=2) as (proc, _run_dir, records):
         wait_for(lambda: records() >= 3, "three finished requests")
         proc.send_signal(signal.SIGUSR1)
         seen = records()
         wait_for(lambda: records() > seen, "a request finished after the dump")  # it went on
         proc.send_signal(signal.SIGINT)
         _stdout, stderr = communicate(proc, 90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 130, stderr
     assert "(most recent call first)" in stderr and "servecheck/load/run.py" in stderr, stderr
