@@ -53,6 +53,16 @@ def install_sigterm_handler() -> None:
         signal.signal(signal.SIGTERM, _on_sigterm)
 
 
+def stoppable_child() -> None:
+    """``preexec_fn`` for a child that servecheck stops with SIGINT (Locust: it then writes its
+    CSVs): :func:`die_with_parent`, and SIGINT back at its default. A shell starts a background
+    job (``cmd &`` in a script, ``nohup``, some CI runners) with SIGINT ignored, that survives
+    exec, and the child would not hear our stop until the SIGKILL after it. The child runs in
+    its own session, so no terminal's Ctrl-C reaches it either way; only ours does."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    die_with_parent()
+
+
 def install_stack_dump() -> None:
     """``kill -USR1 <pid>`` prints every thread's stack to stderr and the run goes on: where a
     run seems stuck, this says where (file, line and function names only: no values, so no
@@ -80,4 +90,5 @@ __all__ = [
     "install_sigterm_handler",
     "install_stack_dump",
     "signum_of",
+    "stoppable_child",
 ]

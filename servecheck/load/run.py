@@ -52,7 +52,7 @@ from servecheck.load.transport import LOCAL_DIR, read_transport, transport_reaso
 from servecheck.load.verdict import judge
 from servecheck.load.warmup import Warmup, extend_bounds, format_warmup
 from servecheck.redact import redact
-from servecheck.signals import Interrupted, die_with_parent, signum_of
+from servecheck.signals import Interrupted, signum_of, stoppable_child
 
 SCHEMA_VERSION = 1
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -417,8 +417,8 @@ def _run_locust(
         stdout=out,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=die_with_parent,
-    )  # noqa: PLW1509 - only calls prctl
+        preexec_fn=stoppable_child,  # _stop() sends SIGINT: Locust must not inherit SIG_IGN
+    )  # noqa: PLW1509 - only calls prctl and signal
     last_print = last_poll = 0.0
     try:
         while True:

@@ -105,3 +105,15 @@ def communicate(proc: subprocess.Popen[str], bound_s: float) -> tuple[str, str]:
             f"servecheck did not exit within {bound_s:g} s; its stacks:\n{stderr[-6000:]}"
             f"\nstdout:\n{stdout[-2000:]}"
         ) from None
+
+
+def with_sigint(cmd: list[str], disposition: str = "SIG_DFL") -> list[str]:
+    """``cmd`` started with SIGINT at ``disposition`` (``SIG_DFL`` or ``SIG_IGN``) through an
+    exec, whatever the test runner's own is. A shell's background job (``nohup make test &``)
+    inherits SIGINT ignored, and servecheck rightly keeps that; a test that sends SIGINT must
+    start its run with the default, and one about the ignored case says so."""
+    set_and_exec = (
+        f"import os, signal, sys; signal.signal(signal.SIGINT, signal.{disposition}); "
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )
+    return [sys.executable, "-c", set_and_exec, *cmd]

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from servecheck.reference.inprocess import RunningServer
-from tests.hostile.support import communicate, load_cmd, wait_for
+from tests.hostile.support import communicate, load_cmd, wait_for, with_sigint
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,7 +92,11 @@ def test_check_interrupted_leaves_no_server_and_no_temp_folder(tmp_path: Path, s
 
 @contextlib.contextmanager
 def _long_load(
-    make_reference: Callable[..., RunningServer], tmp_path: Path, run_id: str, users: int
+    make_reference: Callable[..., RunningServer],
+    tmp_path: Path,
+    run_id: str,
+    users: int,
+    sigint: str = "SIG_DFL",
 ) -> Iterator[tuple[subprocess.Popen[str], Path, Callable[[], int]]]:
     """A 5-minute ``servecheck load`` on a reference server, for a test to signal: the process,
     its run folder and a count of its finished requests; killed if the test leaves it running."""
@@ -106,7 +110,11 @@ def _long_load(
         targets, out, "--run-id", run_id, "--users", str(users), "--duration", "5m", target="ref"
     )
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        with_sigint(cmd, sigint),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         yield proc, out / run_id, lambda: _lines(list((out / run_id).glob("records-*.jsonl")))
@@ -145,3 +153,34 @@ def test_sigusr1_prints_the_stacks_and_the_run_goes_on(
         _stdout, stderr = communicate(proc, 90)
     assert proc.returncode == 130, stderr
     assert "(most recent call first)" in stderr and "servecheck/load/run.py" in stderr, stderr
+
+
+def test_load_started_with_sigint_ignored_still_stops_locust_with_it(
+    make_reference: Callable[..., RunningServer], tmp_path: Path
+) -> None:
+    """A background job (``nohup servecheck load ... &``, some CI runners) starts with SIGINT
+    ignored. Cancelled with SIGTERM, servecheck stops Locust with SIGINT; Locust must hear it
+    (and write its final stats) instead of inheriting the ignore and waiting for the SIGKILL."""
+    with _long_load(make_reference, tmp_path, "bg", users=2, sigint="SIG_IGN") as (
+        proc,
+        run_dir,
+        records,
+    ):
+        wait_for(lambda: records() >= 3, "three finished requests")
+        assert "SigIgn" in Path(f"/proc/{proc.pid}/status").read_text()
+        ignored = int(
+            next(
+                line.split()[1]
+                for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+                if line.startswith("SigIgn:")
+            ),
+            16,
+        )
+        assert ignored & (1 << (signal.SIGINT - 1)), "the run should have started deaf to SIGINT"
+        proc.send_signal(signal.SIGTERM)
+        _stdout, stderr = communicate(proc, 90)
+    assert proc.returncode == 143, stderr
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["partial"] is True and "interrupted by SIGTERM" in s["reasons"][0], s["reasons"]
+    # Locust got our SIGINT (not only the SIGKILL 10 s later): it says so, then its final stats.
+    assert "KeyboardInterrupt" in (run_dir / "locust.stdout").read_text()
