@@ -121,7 +121,10 @@ def test_a_reused_descriptor_number_gets_its_new_key(rx: object) -> None:
     fd = client.fileno()
     rx.add(fd, 1)  # type: ignore[attr-defined]
     server.sendall(b"old")
-    time.sleep(0.05)  # read by the thread, not yet taken
+    # Wait until the thread has read it (its eventfd is readable while records wait), not yet
+    # taken: a fixed sleep here lost the race on a busy CI core.
+    ready, _, _ = select.select([rx.fileno()], [], [], 5.0)  # type: ignore[attr-defined]
+    assert ready, "the reader thread did not read b'old' within 5 s"
     rx.remove(fd)  # type: ignore[attr-defined]
     client.close()
     server.close()
