@@ -23,7 +23,7 @@ from servecheck.config import load_targets
 from servecheck.errors import UsageError
 from servecheck.redact import redact
 from servecheck.report.workflow import validate_before_run
-from servecheck.signals import die_with_parent
+from servecheck.signals import die_with_parent, stoppable_child
 
 SURFACE_FILES = {
     "health": "test_health.py",
@@ -143,8 +143,19 @@ def build_pytest_command(spec: CheckSpec, run_dir: Path) -> list[str]:
 
 def _pytest(cmd: list[str], env: dict[str, str], run_dir: Path) -> int:
     """Run pytest as a child that dies with us. Interrupted (Ctrl-C, SIGTERM): pytest gets
-    SIGINT (it writes what finished), then we say where the partial results are."""
-    proc = subprocess.Popen(cmd, env=env, preexec_fn=die_with_parent)  # noqa: PLW1509 - prctl only
+    SIGINT (it writes what finished), then we say where the partial results are.
+
+    Started with SIGINT ignored (a background job: ``servecheck check ... &`` in a script,
+    ``nohup``, some CI runners), pytest would inherit the ignore and hear nothing until the
+    kill 15 s later, so no JUnit and no summary. Then it runs in its own session with SIGINT at
+    its default: only our SIGINT reaches it, as the shell meant. Otherwise it stays in our
+    process group, where a terminal's Ctrl-C reaches it as it does any pytest."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        proc = subprocess.Popen(  # noqa: PLW1509 - signal reset and prctl only
+            cmd, env=env, preexec_fn=stoppable_child, start_new_session=True
+        )
+    else:
+        proc = subprocess.Popen(cmd, env=env, preexec_fn=die_with_parent)  # noqa: PLW1509
     try:
         return proc.wait()
     except KeyboardInterrupt:

@@ -43,7 +43,7 @@ def _reference_child(proc: subprocess.Popen[str]) -> psutil.Process:
     return found[0]
 
 
-def _start_check(out: Path) -> subprocess.Popen[str]:
+def _start_check(out: Path, sigint: str = "SIG_DFL", ttft_ms: int = 300) -> subprocess.Popen[str]:
     cmd = [
         sys.executable,
         "-m",
@@ -57,11 +57,16 @@ def _start_check(out: Path) -> subprocess.Popen[str]:
         "stream",
         "-n",
         "0",
-        "--reference-arg=--ttft-ms=300",
+        f"--reference-arg=--ttft-ms={ttft_ms}",
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVECHECK_REF_")}
     return subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        with_sigint(cmd, sigint),
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -88,6 +93,30 @@ def test_check_interrupted_leaves_no_server_and_no_temp_folder(tmp_path: Path, s
         assert proc.returncode == 143, stderr
         assert f"partial results in {out / 'run'}" in stderr, stderr
         assert "interrupted (SIGTERM)" in stderr, stderr
+
+
+def test_check_started_with_sigint_ignored_still_lets_pytest_finish_its_report(
+    tmp_path: Path,
+) -> None:
+    """A background ``servecheck check`` (started with SIGINT ignored) cancelled with SIGTERM
+    forwards SIGINT to pytest; pytest must hear it and write its JUnit, not inherit the ignore
+    and be killed 15 s later with nothing written but results.jsonl."""
+    out = tmp_path / "reports"
+    # Slow enough that the surface cannot finish within the 15 s before the kill.
+    proc = _start_check(out, sigint="SIG_IGN", ttft_ms=3000)
+    try:
+        _reference_child(proc)
+        wait_for(lambda: _lines([out / "run" / "results.jsonl"]) >= 1, "a first finished check")
+        proc.send_signal(signal.SIGTERM)
+        _stdout, stderr = communicate(proc, 60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, stderr
+    junit = out / "run" / "junit.xml"
+    assert junit.exists(), f"pytest was killed before writing {junit}:\n{stderr}"
+    assert "<testcase" in junit.read_text(), junit.read_text()
 
 
 @contextlib.contextmanager
