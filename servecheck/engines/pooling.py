@@ -42,31 +42,14 @@ class VllmEmbed(Vllm):
         self.default_port = 8013
 
     def plan(self, port: int) -> LaunchPlan:
-        base = super().plan(port)  # the launcher, env and common flags
         model = ensure_embedding_model()
-        argv = [
-            base.argv[0],
-            base.argv[1],
-            "serve",
-            str(model.hf_dir),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--served-model-name",
-            EMBED_SERVED_NAME,
-            "--max-model-len",
-            str(EMBED_CONTEXT),
-            "--enforce-eager",
-            "--runner",
-            "pooling",
-            "--convert",
-            "embed",
-            "--num-gpu-blocks-override",
-            "16",
-        ]
+        argv = self.serve_argv(model.hf_dir, port, EMBED_SERVED_NAME, EMBED_CONTEXT, blocks=16)
+        argv += ["--runner", "pooling", "--convert", "embed"]
         return LaunchPlan(
-            argv=argv, env=base.env, served_model=EMBED_SERVED_NAME, context_length=EMBED_CONTEXT
+            argv=argv,
+            env=self.serve_env(),
+            served_model=EMBED_SERVED_NAME,
+            context_length=EMBED_CONTEXT,
         )
 
     # probe: Vllm's (it looks for SERVED_NAME, a prefix of EMBED_SERVED_NAME)

@@ -140,36 +140,34 @@ class Vllm(Engine):
             marker.write_text(want)
         return InstallResult(time.monotonic() - start, False, self.venv)
 
-    def plan(self, port: int) -> LaunchPlan:
-        model = ensure_tiny_model(reasoning_spec() if self.reasoning else None)
+    def serve_argv(
+        self, model_dir: Path, port: int, name: str, context: int, blocks: int
+    ) -> list[str]:
+        """``vllm serve`` with what every servecheck vLLM engine shares: loopback, the served
+        name, the context, eager mode (no CPU graph capture) and a small KV-cache."""
         if not self.launcher.is_file():
             self.launcher.write_text(LAUNCHER)
-        argv = [
+        return [
             str(self.python),
             str(self.launcher),
             "serve",
-            str(model.hf_dir),
+            str(model_dir),
             "--host",
             "127.0.0.1",
             "--port",
             str(port),
             "--served-model-name",
-            SERVED_NAME,
+            name,
             "--max-model-len",
-            str(MAX_MODEL_LEN),
+            str(context),
             "--enforce-eager",
-            "--enable-chunked-prefill" if self.chunked else "--no-enable-chunked-prefill",
             "--num-gpu-blocks-override",
-            "64",
-            "--structured-outputs-config",
-            json.dumps({"backend": "xgrammar", "disable_any_whitespace": True}),
-            "--enable-auto-tool-choice",
-            "--tool-call-parser",
-            "hermes",
+            str(blocks),
         ]
-        if self.reasoning:
-            argv += ["--reasoning-parser", "deepseek_r1"]
-        env = clean_env(
+
+    def serve_env(self) -> dict[str, str]:
+        """Offline, loopback-only, no usage stats, no GPU."""
+        return clean_env(
             {
                 "VLLM_CPU_KVCACHE_SPACE": "1",
                 "VLLM_HOST_IP": "127.0.0.1",
@@ -181,8 +179,22 @@ class Vllm(Engine):
                 "CUDA_VISIBLE_DEVICES": "",
             }
         )
+
+    def plan(self, port: int) -> LaunchPlan:
+        model = ensure_tiny_model(reasoning_spec() if self.reasoning else None)
+        argv = self.serve_argv(model.hf_dir, port, SERVED_NAME, MAX_MODEL_LEN, blocks=64)
+        argv += [
+            "--enable-chunked-prefill" if self.chunked else "--no-enable-chunked-prefill",
+            "--structured-outputs-config",
+            json.dumps({"backend": "xgrammar", "disable_any_whitespace": True}),
+            "--enable-auto-tool-choice",
+            "--tool-call-parser",
+            "hermes",
+        ]
+        if self.reasoning:
+            argv += ["--reasoning-parser", "deepseek_r1"]
         return LaunchPlan(
-            argv=argv, env=env, served_model=SERVED_NAME, context_length=MAX_MODEL_LEN
+            argv=argv, env=self.serve_env(), served_model=SERVED_NAME, context_length=MAX_MODEL_LEN
         )
 
     def probe(self, port: int) -> tuple[Readiness, str]:
