@@ -231,7 +231,8 @@ def _split(lhs: str, text: str) -> tuple[str, str | None]:
         raise UsageError(
             f"SLO {text!r}: {metric} takes no statistic; write e.g. {metric}{'<=0.5%' if metric in ('error_rate', 'rate_limited') else '>=95%' if metric == 'goodput' else '>=100/s'}"
         )
-    base = metric if metric else lhs
+    # 'tfft_p95': the metric is 'tfft'; 'first_tft': no statistic there, the whole name is.
+    base = metric if metric and stat in STATS else lhs
     guess = did_you_mean(lhs, _names()) or did_you_mean(base, METRICS)
     raise UsageError(f"SLO {text!r}: unknown metric {base!r}{guess}; metrics: {', '.join(METRICS)}")
 
