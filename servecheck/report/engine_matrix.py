@@ -9,6 +9,7 @@ where the run came from, plus the profiles that were *not* verified live.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -128,14 +129,30 @@ def render(run_dirs: list[Path], extra_notes: dict[str, str] | None = None) -> s
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    out = Path("docs/engines.md")
-    if args[:1] == ["--out"]:
-        out, args = Path(args[1]), args[2:]
-    notes_file = Path("docs/engines-notes.json")
-    notes = json.loads(notes_file.read_text()) if notes_file.exists() else {}
-    out.write_text(render([Path(a) for a in args], notes))
-    print(f"wrote {out}")
+    parser = argparse.ArgumentParser(
+        prog="python -m servecheck.report.engine_matrix",
+        description="Write docs/engines.md from real conformance runs, one folder per target "
+        "(results.jsonl + summary.json, as servecheck check writes them).",
+    )
+    parser.add_argument("runs", nargs="+", type=Path, help="run folders, one per target")
+    parser.add_argument("--out", type=Path, default=Path("docs/engines.md"))
+    parser.add_argument(
+        "--notes",
+        type=Path,
+        default=Path("docs/engines-notes.json"),
+        help="sections appended after the matrix (title -> markdown); skipped when absent",
+    )
+    args = parser.parse_args(argv)
+    for run in args.runs:
+        missing = [n for n in ("summary.json", "results.jsonl") if not (run / n).is_file()]
+        if missing:
+            parser.error(f"{run}: not a conformance run folder (no {' or '.join(missing)})")
+    try:
+        notes = json.loads(args.notes.read_text()) if args.notes.exists() else {}
+    except json.JSONDecodeError as exc:
+        parser.error(f"{args.notes}: not JSON ({exc})")
+    args.out.write_text(render(args.runs, notes))
+    print(f"wrote {args.out}")
     return 0
 
 
