@@ -61,8 +61,11 @@ def write_targets(path: Path, server: HostileServer, *extra: str, timeout_s: flo
     return path
 
 
-def load_cmd(targets: Path, out: Path, *args: str, target: str = "hostile") -> list[str]:
-    """``servecheck load`` on ``target`` of ``targets``, quiet, prompts sized without /tokenize."""
+def load_cmd(
+    targets: Path, out: Path, *args: str, target: str = "hostile", tokenize: bool = False
+) -> list[str]:
+    """``servecheck load`` on ``target`` of ``targets``, quiet; prompts are sized without
+    /tokenize unless ``tokenize`` (a hostile server has none)."""
     return [
         sys.executable,
         "-m",
@@ -75,7 +78,7 @@ def load_cmd(targets: Path, out: Path, *args: str, target: str = "hostile") -> l
         "--out",
         str(out),
         "--quiet",
-        "--no-tokenize",
+        *([] if tokenize else ["--no-tokenize"]),
         *args,
     ]
 

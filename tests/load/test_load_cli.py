@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from servecheck.reference.inprocess import RunningServer
+from tests.hostile.support import load_cmd
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,21 +48,8 @@ def _cmd(targets: Path, out: Path, *args: str) -> list[str]:
     what the run measured and how it ended, not whether a busy CI core kept up (there a run is
     rightly INCONCLUSIVE for generator lag, which flaked them); the lag rule itself is tested in
     tests/load/test_stats.py and tests/hostile/test_load_verdicts.py."""
-    return [
-        sys.executable,
-        "-m",
-        "servecheck",
-        "load",
-        "--target",
-        "ref",
-        "--targets-file",
-        str(targets),
-        "--out",
-        str(out),
-        "--quiet",
-        *([] if "--allow-lag" in args else ["--allow-lag"]),
-        *args,
-    ]
+    lag = [] if "--allow-lag" in args else ["--allow-lag"]
+    return load_cmd(targets, out, *lag, *args, target="ref", tokenize=True)
 
 
 def _run(
