@@ -22,10 +22,14 @@ fit the target's context are left out (counted). A bad file is a usage error bef
 (:func:`check_dataset`, called by the load run, capacity and accept before any traffic), naming
 the file and line. The path travels in the run configuration: a distributed worker reads the
 file at the path given to its own ``--dataset`` (the same file must be on every worker's host).
+Each worker's done message carries :func:`dataset_fingerprint` of the file it read; the master
+compares it with its own, so a worker started without ``--dataset`` (which would send synthetic
+prompts) or with another file makes the run inconclusive, naming the worker.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -54,6 +58,21 @@ _ROLES = {
     "bard": "assistant",
     "system": "system",
 }
+
+
+def dataset_fingerprint(path: str | os.PathLike[str] | None) -> str | None:
+    """``sha256:<hex>`` of the dataset file's bytes (None without a dataset or when it cannot be
+    read): what a distributed run's master and workers compare, whatever path each was given."""
+    if not path:
+        return None
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return f"sha256:{digest.hexdigest()}"
 
 
 @dataclass(slots=True)

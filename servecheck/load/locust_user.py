@@ -40,6 +40,7 @@ from locust import LoadTestShape, User, constant, events, task
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from servecheck.load.conversation import PlannedRequest, reply_text, single_turn
+from servecheck.load.dataset import ENV_DATASET, dataset_fingerprint
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig
 from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tokenize_counter
 from servecheck.load.reactor import StreamReactor
@@ -267,6 +268,7 @@ class _Controller:
                         "records": self.writer.count,
                         "sent": self.sent,
                         "complete": quit_runner,
+                        "dataset": dataset_fingerprint(self.cfg.dataset),
                         "totals": totals,
                         "info": info,
                     },
@@ -574,6 +576,13 @@ def _master_records_dir() -> str:
     )
 
 
+def _master_dataset() -> str | None:
+    """The fingerprint of the dataset the master was given (run config, else the variable)."""
+    path = os.environ.get(ENV_CONFIG)
+    dataset = RunConfig.load(path).dataset if path else os.environ.get(ENV_DATASET) or None
+    return dataset_fingerprint(dataset)
+
+
 @events.init.add_listener
 def _on_init(environment: Any, **_: Any) -> None:
     runner = environment.runner
@@ -581,7 +590,7 @@ def _on_init(environment: Any, **_: Any) -> None:
         return
     expected = int(getattr(environment.parsed_options, "expect_workers", 1) or 1)
     # The master alone writes the run folder: records arrive over Locust's channel.
-    collector = Collector(_master_records_dir(), expected)
+    collector = Collector(_master_records_dir(), expected, dataset=_master_dataset())
     quitting: list[bool] = []
 
     def maybe_quit() -> None:

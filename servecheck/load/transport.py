@@ -207,6 +207,7 @@ class WorkerLedger:
     reported: dict[str, Any] = field(default_factory=dict)  # the worker's done totals
     verified: bool | None = None  # the master's count/ok/tokens/digest equal the worker's
     mismatch: list[str] = field(default_factory=list)
+    dataset: str | None = None  # the worker's dataset_fingerprint, from its done message
     digest: Any = field(default_factory=hashlib.sha256, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
@@ -221,10 +222,16 @@ class Collector:
     Not thread-safe: Locust calls message handlers on its one gevent loop, one at a time.
     """
 
-    def __init__(self, run_dir: str | os.PathLike[str], expect_workers: int = 1) -> None:
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        expect_workers: int = 1,
+        dataset: str | None = None,
+    ) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.expect_workers = max(1, expect_workers)
+        self.dataset = dataset  # the master's dataset_fingerprint: every worker must have read it
         self.ledgers: dict[str, WorkerLedger] = {}
         self._files: dict[str, IO[bytes]] = {}
 
@@ -301,6 +308,7 @@ class Collector:
         if led.bad_lines:
             led.mismatch.append(f"{led.bad_lines} lines the master could not parse")
         led.verified = not led.mismatch
+        led.dataset = data.get("dataset")
         info = data.get("info")
         if isinstance(info, dict):
             info = {**info, "worker": led.worker, "node": node}
@@ -340,6 +348,7 @@ class Collector:
         return {
             "channel": "locust",
             "expect_workers": self.expect_workers,
+            "dataset": self.dataset,
             "workers": workers,
             "received": sum(x.records for x in self.ledgers.values()),
             "lost_workers": sorted(x.worker for x in lost),
@@ -381,9 +390,27 @@ def read_transport(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def _dataset_reason(worker: str, master: str | None, theirs: str | None) -> str:
+    if theirs is None:
+        return (
+            f"worker {worker} ran without the master's dataset, so it sent synthetic prompts: "
+            "start every worker with --dataset and the same file"
+        )
+    if master is None:
+        return (
+            f"worker {worker} read a dataset the master was not given ({theirs[:19]}): give the "
+            "master and every worker the same --dataset, or none"
+        )
+    return (
+        f"worker {worker} read another dataset file than the master ({theirs[:19]}, master "
+        f"{master[:19]}): give every worker the same file"
+    )
+
+
 def transport_reasons(report: dict[str, Any]) -> list[str]:
     """Why a run's records cannot be trusted as the whole run: lost workers, workers whose totals
-    differ from what the master received, fewer workers than expected. Empty when all is well."""
+        differ from what the master received, workers that read another dataset than the master (or
+    none), fewer workers than expected. Empty when all is well."""
     reasons: list[str] = []
     workers = report.get("workers") or {}
     for name, w in sorted(workers.items()):
@@ -403,6 +430,8 @@ def transport_reasons(report: dict[str, Any]) -> list[str]:
             reasons.append(f"worker {name}: {w['missing_batches']} record batches never arrived")
         elif (w.get("reported") or {}).get("complete") is False:
             reasons.append(f"worker {name} stopped before reaching its bounds")
+        if w.get("state") == "done" and w.get("dataset") != report.get("dataset"):
+            reasons.append(_dataset_reason(name, report.get("dataset"), w.get("dataset")))
     expected = int(report.get("expect_workers") or 0)
     if len(workers) < expected:
         reasons.append(f"{expected} workers expected, {len(workers)} sent records")

@@ -137,3 +137,28 @@ def test_distributed_master_and_two_workers_run_the_scenario(
     if scenario == "dataset":
         # Each worker read the file named by its own --dataset and sized it with /tokenize.
         assert s["prompt_method"].startswith("tokenize:")
+
+
+def test_a_distributed_worker_without_the_masters_dataset_makes_the_run_inconclusive(
+    server: RunningServer, tmp_path: Path
+) -> None:
+    """The master was given --dataset, the workers were not: on multi_turn they silently send
+    synthetic prompts. The run is INCONCLUSIVE, naming each worker, not a PASS on a workload
+    nobody asked for."""
+    targets = _targets(tmp_path, server)
+    data = _dataset(tmp_path)
+    out = tmp_path / "reports"
+    common = ["--scenario", "multi_turn", "--run-id", "dist", "--expect-workers", "2"]
+    common += ["--master-port", str(_free_port()), "--max-requests", "12", "--allow-lag"]
+    env = {k: v for k, v in os.environ.items() if k != "SERVECHECK_DATASET"}
+    rc, output = run_distributed(
+        targets, out, ["--users", "2", "--dataset", str(data)], common, env=env
+    )
+    assert rc == 1, output
+    s = json.loads((out / "dist" / "summary.json").read_text())
+    assert s["verdict"] == "inconclusive", s["verdict"]
+    said = [r for r in s["reasons"] if "ran without the master's dataset" in r]
+    assert len(said) == 2, s["reasons"]
+    assert s["records"]["transport"][
+        "verified"
+    ]  # the records arrived whole: only the workload is wrong

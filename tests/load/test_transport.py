@@ -71,7 +71,14 @@ def _run_worker(
     return sender, local, wire
 
 
-def _done(collector: Collector, node: str, sender: BatchSender, local: Path, n: int) -> None:
+def _done(
+    collector: Collector,
+    node: str,
+    sender: BatchSender,
+    local: Path,
+    n: int,
+    dataset: str | None = None,
+) -> None:
     hist = worker_histograms(local)
     collector.on_done(
         node,
@@ -79,6 +86,7 @@ def _done(collector: Collector, node: str, sender: BatchSender, local: Path, n: 
             "worker": sender.worker,
             "sent": n,
             "complete": True,
+            "dataset": dataset,
             "totals": {**sender.totals(), "ok": hist["ok"], "tokens": hist["tokens"]},
             "info": {"planned": None, "cpu_s": 0.1, "histograms": hist["histograms"]},
         },
@@ -159,6 +167,32 @@ def test_a_worker_whose_totals_differ_is_not_trusted(tmp_path: Path) -> None:
     (reason,) = transport_reasons(rep)
     assert reason.startswith("worker w0-1: what the master received differs from what it sent (")
     assert "records: worker 15, master 10" in reason and "sha256: worker" in reason
+
+
+@pytest.mark.parametrize(
+    ("master", "worker", "says"),
+    [
+        pytest.param("sha256:aa", None, "ran without the master's dataset", id="worker-has-none"),
+        pytest.param("sha256:aa", "sha256:bb", "another dataset file", id="another-file"),
+        pytest.param(None, "sha256:bb", "the master was not given", id="master-has-none"),
+    ],
+)
+def test_a_worker_that_read_another_dataset_is_a_reason(
+    tmp_path: Path, master: str | None, worker: str | None, says: str
+) -> None:
+    """A distributed worker started without the master's --dataset sends synthetic prompts: its
+    records are whole and verified, yet the run did not measure the workload it names."""
+    col = Collector(tmp_path / "master", expect_workers=2, dataset=master)
+    for node, name, theirs in (("hostA_1", "w0-1", master), ("hostB_2", "w1-2", worker)):
+        sender, local, _ = _run_worker(tmp_path, col, node, name, 10)
+        _done(col, node, sender, local, 10, dataset=theirs)
+    col.close()
+    rep = read_transport(tmp_path / "master")
+    assert rep is not None and rep["verified"] is True  # the records themselves arrived whole
+    reasons = transport_reasons(rep)
+    assert len(reasons) == 1 and reasons[0].startswith("worker w1-2 ") and says in reasons[0], (
+        reasons
+    )
 
 
 def test_fewer_workers_than_expected_is_a_reason(tmp_path: Path) -> None:
