@@ -8,11 +8,13 @@ import json
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from servecheck.load.coldstart import ColdStart, Probe
+from servecheck.reference.inprocess import RunningServer
 from tests.load.test_load_cli import ROOT
 
 
@@ -235,3 +237,66 @@ def test_a_killed_accept_does_not_leave_the_launched_server_running(tmp_path: Pa
         if pid is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("slo", "rc", "verdict"),
+    [
+        pytest.param("time_to_ready<=120s", 0, "pass", id="holds"),
+        # The server reports "loading" for 1.5 s: ready within 1 s cannot hold, whatever the machine.
+        pytest.param("time_to_ready<=1s", 1, "fail", id="breached"),
+    ],
+)
+def test_cutover_launches_the_candidate_and_judges_its_cold_start(
+    tmp_path: Path,
+    make_reference: Callable[..., RunningServer],
+    slo: str,
+    rc: int,
+    verdict: str,
+) -> None:
+    """``cutover --launch``: NEW is started by the command line, its cold start measured and
+    judged before the comparison, and a breached cold-start SLO fails the cutover by name."""
+    old = make_reference()
+    port = _free_port()
+    targets = tmp_path / "targets.yaml"
+    targets.write_text(
+        "targets:\n"
+        f"  - name: old\n    base_url: {old.base_url}\n    engine: reference\n    timeout_s: 20\n"
+        f"  - name: new\n    base_url: http://127.0.0.1:{port}/v1\n    engine: reference\n"
+        "    timeout_s: 20\n"
+    )
+    launch = (
+        f"{sys.executable} -m servecheck reference-server --port {port} --loading-s 1.5 "
+        "--ttft-ms 10 --itl-ms 1"
+    )
+    out = tmp_path / "reports"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "servecheck",
+            "cutover",
+            *("--from", "old", "--to", "new"),
+            *("--targets-file", str(targets), "--out", str(out), "--run-id", "cut"),
+            *("--skip-conformance", "--no-load", "--launch", launch),
+            *("--cold-start-requests", "4", "--cold-start-slo", slo),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
+    assert proc.returncode == rc, proc.stdout + proc.stderr
+    data = json.loads((out / "cut" / "cutover.json").read_text())
+    cold = data["parts"]["cold_start"]
+    assert data["ok"] is (rc == 0) and cold["launched"] and cold["verdict"] == verdict
+    assert cold["time_to_ready_s"] >= 1.5 and cold["requests"] == 4 and cold["failed"] == 0
+    (v,) = cold["slo"]
+    assert (v["slo"], v["source"], v["passed"]) == (slo, "cli", rc == 0)
+    if rc:
+        assert cold["detail"].startswith(f"FAIL: SLO breached: {slo} observed "), cold["detail"]
+        assert f"SLO breached: {slo}" in " ".join((proc.stdout + proc.stderr).split())
+    assert data["parts"]["agreement"]["ok"]  # the comparison still ran after the cold start
+    with socket.socket() as s:  # the launched candidate is stopped at the end
+        assert s.connect_ex(("127.0.0.1", port)) != 0
