@@ -347,6 +347,12 @@ def trace_request(
     fields: dict[str, Any] = {}
     if e.session is not None:
         fields["conversation"] = e.session
+    # The prefix a cache could reuse: the first block's hash (Mooncake), else the session. The
+    # summary then splits TTFT of each group's first request from the later ones'.
+    if e.hash_ids:
+        fields["prefix_group"] = f"block-{e.hash_ids[0]}"
+    elif e.session is not None:
+        fields["prefix_group"] = f"session-{e.session}"
     return PlannedRequest([{"role": "user", "content": text}], out, kind, want_in, fields=fields)
 
 

@@ -118,15 +118,18 @@ def test_prompts_share_text_exactly_where_the_trace_shares_blocks() -> None:
     assert t1.startswith(shared) and t2.startswith(shared)
     assert t1[len(shared) :] != t2[len(shared) :]
     assert len(t2.split()) == 25 and one.max_tokens == 4
+    # Their first block is their prefix group: the summary splits its first request's TTFT.
+    assert one.fields["prefix_group"] == two.fields["prefix_group"] == "block-7"
     # Sessions: a later, longer request extends the earlier one's text.
     s1 = trace_request(TraceEntry(0, 20, 4, session="s"), 3, corpus, 10, None)
     s2 = trace_request(TraceEntry(0, 40, 4, session="s"), 4, corpus, 10, None)
     assert s2.messages[0]["content"].startswith(s1.messages[0]["content"])
-    assert s2.fields == {"conversation": "s"}
+    assert s2.fields == {"conversation": "s", "prefix_group": "session-s"}
     # Neither: no two requests share a first word.
     n1 = trace_request(TraceEntry(0, 20, 4), 5, corpus, 10, None)
     n2 = trace_request(TraceEntry(0, 20, 4), 6, corpus, 10, None)
     assert n1.messages[0]["content"].split()[:2] != n2.messages[0]["content"].split()[:2]
+    assert "prefix_group" not in n1.fields
     # Too long for the context: clipped to fit, and said so.
     big = trace_request(TraceEntry(0, 5000, 100), 7, corpus, 10, 1024)
     assert big.kind == "trace-clipped" and big.prompt_tokens + big.max_tokens <= 1024 - 16
@@ -218,6 +221,11 @@ def test_capacity_sweeps_the_replay_speed(
     first, second = data["steps"]
     assert second["total"] > first["total"]
     assert all(s["breakdown"]["requests_hit"] > 0 for s in data["steps"])  # shared blocks hit
+    # TTFT of each prefix group's first request against the later ones, per step.
+    for step in data["steps"]:
+        b = step["breakdown"]
+        assert b["ttft_first_ms"]["count"] > 0 and b["ttft_later_ms"]["count"] > 0, b
+    assert "ttft p50 first" in out
     assert "x trace speed" in (run_dir / "report.html").read_text()
 
 
