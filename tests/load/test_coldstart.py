@@ -51,6 +51,24 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _slow_loader(port: int, loading_s: float) -> str:
+    """A ``--launch`` command line: a reference server that reports "loading" for ``loading_s``."""
+    return (
+        f"{sys.executable} -m servecheck reference-server --port {port} --loading-s {loading_s} "
+        "--ttft-ms 10 --itl-ms 1"
+    )
+
+
+def _servecheck(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "servecheck", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
+
+
 def _accept_launch(
     tmp_path: Path, *extra: str, loading_s: float = 1.5, target_slo: str = ""
 ) -> tuple[subprocess.CompletedProcess[str], Path, int]:
@@ -62,16 +80,9 @@ def _accept_launch(
         f"    base_url: http://127.0.0.1:{port}/v1\n    engine: reference\n    timeout_s: 20\n"
         + (f"    slo: [{target_slo!r}]\n" if target_slo else "")
     )
-    launch = (
-        f"{sys.executable} -m servecheck reference-server --port {port} --loading-s {loading_s} "
-        "--ttft-ms 10 --itl-ms 1"
-    )
     out = tmp_path / "reports"
-    proc = subprocess.run(
+    proc = _servecheck(
         [
-            sys.executable,
-            "-m",
-            "servecheck",
             "accept",
             "--target",
             "cold",
@@ -80,7 +91,7 @@ def _accept_launch(
             "--out",
             str(out),
             "--launch",
-            launch,
+            _slow_loader(port, loading_s),
             "--cold-start-requests",
             "8",
             "--no-load",
@@ -89,11 +100,7 @@ def _accept_launch(
             "-n",
             "0",
             *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=ROOT,
+        ]
     )
     return proc, out, port
 
@@ -266,26 +273,14 @@ def test_cutover_launches_the_candidate_and_judges_its_cold_start(
         f"  - name: new\n    base_url: http://127.0.0.1:{port}/v1\n    engine: reference\n"
         "    timeout_s: 20\n"
     )
-    launch = (
-        f"{sys.executable} -m servecheck reference-server --port {port} --loading-s 1.5 "
-        "--ttft-ms 10 --itl-ms 1"
-    )
     out = tmp_path / "reports"
-    proc = subprocess.run(
+    proc = _servecheck(
         [
-            sys.executable,
-            "-m",
-            "servecheck",
-            "cutover",
-            *("--from", "old", "--to", "new"),
+            *("cutover", "--from", "old", "--to", "new"),
             *("--targets-file", str(targets), "--out", str(out), "--run-id", "cut"),
-            *("--skip-conformance", "--no-load", "--launch", launch),
+            *("--skip-conformance", "--no-load", "--launch", _slow_loader(port, 1.5)),
             *("--cold-start-requests", "4", "--cold-start-slo", slo),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=ROOT,
+        ]
     )
     assert proc.returncode == rc, proc.stdout + proc.stderr
     data = json.loads((out / "cut" / "cutover.json").read_text())
