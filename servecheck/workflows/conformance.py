@@ -23,7 +23,7 @@ from servecheck.config import load_targets
 from servecheck.errors import UsageError
 from servecheck.redact import redact
 from servecheck.report.workflow import validate_before_run
-from servecheck.signals import die_with_parent, stoppable_child
+from servecheck.signals import die_with_parent, signum_of, stoppable_child
 
 SURFACE_FILES = {
     "health": "test_health.py",
@@ -52,6 +52,10 @@ def suites_dir() -> Path:
     """The conformance suites shipped inside the package (``servecheck/suites/``): the same
     files wherever servecheck is installed and whichever folder it runs from."""
     return Path(__file__).resolve().parents[1] / "suites"
+
+
+# After a Ctrl-C that reached pytest too: how long it gets to end on its own before our SIGINT.
+SIGINT_GRACE_S = 30.0
 
 
 @dataclass(slots=True)
@@ -142,25 +146,32 @@ def build_pytest_command(spec: CheckSpec, run_dir: Path) -> list[str]:
 
 
 def _pytest(cmd: list[str], env: dict[str, str], run_dir: Path) -> int:
-    """Run pytest as a child that dies with us. Interrupted (Ctrl-C, SIGTERM): pytest gets
+    """Run pytest as a child that dies with us. Interrupted (Ctrl-C, SIGTERM): pytest gets one
     SIGINT (it writes what finished), then we say where the partial results are.
 
     Started with SIGINT ignored (a background job: ``servecheck check ... &`` in a script,
     ``nohup``, some CI runners), pytest would inherit the ignore and hear nothing until the
     kill 15 s later, so no JUnit and no summary. Then it runs in its own session with SIGINT at
     its default: only our SIGINT reaches it, as the shell meant. Otherwise it stays in our
-    process group, where a terminal's Ctrl-C reaches it as it does any pytest."""
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    process group, where a terminal's Ctrl-C reaches it as it does any pytest: then it already
+    has its SIGINT, and a second one from us would land while it writes its report (a
+    traceback from inside pytest's summary), so it first gets :data:`SIGINT_GRACE_S` to end."""
+    own_group = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    if own_group:
+        proc = subprocess.Popen(cmd, env=env, preexec_fn=die_with_parent)  # noqa: PLW1509
+    else:
         proc = subprocess.Popen(  # noqa: PLW1509 - signal reset and prctl only
             cmd, env=env, preexec_fn=stoppable_child, start_new_session=True
         )
-    else:
-        proc = subprocess.Popen(cmd, env=env, preexec_fn=die_with_parent)  # noqa: PLW1509
     try:
         return proc.wait()
-    except KeyboardInterrupt:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGINT)
+    except KeyboardInterrupt as exc:
+        grace = SIGINT_GRACE_S if own_group and signum_of(exc) == signal.SIGINT else 0.0
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGINT)
         try:
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:

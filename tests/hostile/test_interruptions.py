@@ -43,7 +43,9 @@ def _reference_child(proc: subprocess.Popen[str]) -> psutil.Process:
     return found[0]
 
 
-def _start_check(out: Path, sigint: str = "SIG_DFL", ttft_ms: int = 300) -> subprocess.Popen[str]:
+def _start_check(
+    out: Path, sigint: str = "SIG_DFL", ttft_ms: int = 300, workers: str = "0"
+) -> subprocess.Popen[str]:
     cmd = [
         sys.executable,
         "-m",
@@ -56,10 +58,11 @@ def _start_check(out: Path, sigint: str = "SIG_DFL", ttft_ms: int = 300) -> subp
         "--surface",
         "stream",
         "-n",
-        "0",
+        workers,
         f"--reference-arg=--ttft-ms={ttft_ms}",
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVECHECK_REF_")}
+    # Its own session: like a terminal's foreground job, and a signal to its group stays there.
     return subprocess.Popen(
         with_sigint(cmd, sigint),
         cwd=ROOT,
@@ -67,6 +70,7 @@ def _start_check(out: Path, sigint: str = "SIG_DFL", ttft_ms: int = 300) -> subp
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
 
 
@@ -93,6 +97,33 @@ def test_check_interrupted_leaves_no_server_and_no_temp_folder(tmp_path: Path, s
         assert proc.returncode == 143, stderr
         assert f"partial results in {out / 'run'}" in stderr, stderr
         assert "interrupted (SIGTERM)" in stderr, stderr
+
+
+@pytest.mark.parametrize(
+    "workers", [pytest.param("0", id="in-process"), pytest.param("2", id="xdist")]
+)
+def test_ctrl_c_of_check_on_a_terminal_ends_without_a_traceback(
+    tmp_path: Path, workers: str
+) -> None:
+    """A terminal's Ctrl-C reaches the whole foreground group: servecheck and pytest (and its
+    xdist workers) at once. pytest must end on that one SIGINT and write its report; a second
+    one from servecheck used to land mid-report, printing a traceback from pytest's internals."""
+    out = tmp_path / "reports"
+    proc = _start_check(out, ttft_ms=3000, workers=workers)
+    try:
+        _reference_child(proc)
+        wait_for(lambda: _lines([out / "run" / "results.jsonl"]) >= 1, "a first finished check")
+        os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        stdout, stderr = communicate(proc, 120)  # past check's own 30 s grace + 15 s bound
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    output = stdout + stderr
+    assert proc.returncode == 130, output
+    assert 'File "' not in output and "Traceback" not in output, output[-3000:]
+    assert f"partial results in {out / 'run'}" in stderr, stderr
+    assert "<testcase" in (out / "run" / "junit.xml").read_text()
 
 
 def test_check_started_with_sigint_ignored_still_lets_pytest_finish_its_report(
