@@ -567,20 +567,17 @@ def _prompt(d: dict[str, Any]) -> Any:
     return Prompt(d["text"], int(d["prompt_tokens"]), int(d["max_tokens"]), d.get("kind", "chat"))
 
 
-def _master_records_dir() -> str:
+def _master_run() -> tuple[str, str | None]:
+    """The master's run folder and the fingerprint of the dataset it was given, from its run
+    configuration (``servecheck load --master``), else the variables (plain ``locust -f``)."""
     path = os.environ.get(ENV_CONFIG)
     if path:
-        return RunConfig.load(path).records_dir
-    return os.environ.get(
+        cfg = RunConfig.load(path)
+        return cfg.records_dir, dataset_fingerprint(cfg.dataset)
+    records_dir = os.environ.get(
         "SERVECHECK_RECORDS_DIR", str(Path("reports") / time.strftime("locust-%Y%m%d-%H%M%S"))
     )
-
-
-def _master_dataset() -> str | None:
-    """The fingerprint of the dataset the master was given (run config, else the variable)."""
-    path = os.environ.get(ENV_CONFIG)
-    dataset = RunConfig.load(path).dataset if path else os.environ.get(ENV_DATASET) or None
-    return dataset_fingerprint(dataset)
+    return records_dir, dataset_fingerprint(os.environ.get(ENV_DATASET) or None)
 
 
 @events.init.add_listener
@@ -590,7 +587,8 @@ def _on_init(environment: Any, **_: Any) -> None:
         return
     expected = int(getattr(environment.parsed_options, "expect_workers", 1) or 1)
     # The master alone writes the run folder: records arrive over Locust's channel.
-    collector = Collector(_master_records_dir(), expected, dataset=_master_dataset())
+    records_dir, dataset = _master_run()
+    collector = Collector(records_dir, expected, dataset=dataset)
     quitting: list[bool] = []
 
     def maybe_quit() -> None:

@@ -409,7 +409,7 @@ def _dataset_reason(worker: str, master: str | None, theirs: str | None) -> str:
 
 def transport_reasons(report: dict[str, Any]) -> list[str]:
     """Why a run's records cannot be trusted as the whole run: lost workers, workers whose totals
-        differ from what the master received, workers that read another dataset than the master (or
+    differ from what the master received, workers that read another dataset than the master (or
     none), fewer workers than expected. Empty when all is well."""
     reasons: list[str] = []
     workers = report.get("workers") or {}

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -74,22 +75,32 @@ def _start_check(
     )
 
 
+@contextlib.contextmanager
+def _running_check(
+    out: Path, **start: Any
+) -> Iterator[tuple[subprocess.Popen[str], psutil.Process]]:
+    """``check`` (``_start_check(out, **start)``) once its embedded reference server is up and
+    a first check has finished: (the process, its reference server). Killed if still running."""
+    proc = _start_check(out, **start)
+    try:
+        server = _reference_child(proc)
+        wait_for(lambda: _lines([out / "run" / "results.jsonl"]) >= 1, "a first finished check")
+        yield proc, server
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.mark.parametrize(
     "sig", [pytest.param(signal.SIGTERM, id="sigterm"), pytest.param(signal.SIGKILL, id="kill-9")]
 )
 def test_check_interrupted_leaves_no_server_and_no_temp_folder(tmp_path: Path, sig: int) -> None:
     out = tmp_path / "reports"
-    proc = _start_check(out)
-    try:
-        server = _reference_child(proc)
+    with _running_check(out) as (proc, server):
         ready = next(a for a in server.cmdline() if a.endswith("/port"))
-        wait_for(lambda: _lines([out / "run" / "results.jsonl"]) >= 1, "a first finished check")
         proc.send_signal(sig)
         stdout, stderr = communicate(proc, 60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     gone, alive = psutil.wait_procs([server], timeout=30)
     assert not alive, f"the embedded reference server {server.pid} was orphaned"
     assert not Path(ready).parent.exists(), f"{Path(ready).parent} left behind"
@@ -109,16 +120,9 @@ def test_ctrl_c_of_check_on_a_terminal_ends_without_a_traceback(
     xdist workers) at once. pytest must end on that one SIGINT and write its report; a second
     one from servecheck used to land mid-report, printing a traceback from pytest's internals."""
     out = tmp_path / "reports"
-    proc = _start_check(out, ttft_ms=3000, workers=workers)
-    try:
-        _reference_child(proc)
-        wait_for(lambda: _lines([out / "run" / "results.jsonl"]) >= 1, "a first finished check")
+    with _running_check(out, ttft_ms=3000, workers=workers) as (proc, _server):
         os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
         stdout, stderr = communicate(proc, 120)  # past check's own 30 s grace + 15 s bound
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     output = stdout + stderr
     assert proc.returncode == 130, output
     assert 'File "' not in output and "Traceback" not in output, output[-3000:]
@@ -134,16 +138,9 @@ def test_check_started_with_sigint_ignored_still_lets_pytest_finish_its_report(
     and be killed 15 s later with nothing written but results.jsonl."""
     out = tmp_path / "reports"
     # Slow enough that the surface cannot finish within the 15 s before the kill.
-    proc = _start_check(out, sigint="SIG_IGN", ttft_ms=3000)
-    try:
-        _reference_child(proc)
-        wait_for(lambda: _lines([out / "run" / "results.jsonl"]) >= 1, "a first finished check")
+    with _running_check(out, sigint="SIG_IGN", ttft_ms=3000) as (proc, _server):
         proc.send_signal(signal.SIGTERM)
         _stdout, stderr = communicate(proc, 60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 143, stderr
     junit = out / "run" / "junit.xml"
     assert junit.exists(), f"pytest was killed before writing {junit}:\n{stderr}"
