@@ -49,7 +49,7 @@ from servecheck.load.stats import RunStats, Schedule, compute_stats
 from servecheck.load.stream import parse_retry_after_cap
 from servecheck.load.trace import trace_duration
 from servecheck.load.transport import LOCAL_DIR, read_transport, transport_reasons
-from servecheck.load.verdict import judge
+from servecheck.load.verdict import load_run_verdict
 from servecheck.load.warmup import Warmup, extend_bounds, format_warmup
 from servecheck.redact import redact
 from servecheck.signals import Interrupted, signum_of, stoppable_child
@@ -680,7 +680,7 @@ def summarise(
         )
     if partial:
         unmeasured.insert(0, f"partial run: {partial}")
-    judged = judge(
+    judged = load_run_verdict(
         total=stats.total,
         ok=stats.ok,
         # Shed requests are not failures, but a run in which every answer was a 429 still

@@ -456,7 +456,7 @@ class SoakResult:
     phases: Phases | None = None
 
 
-def judge(
+def leak_verdicts(
     frame: pd.DataFrame, phases: Phases, plan: SoakPlan, drain: DrainVerdict | None
 ) -> tuple[dict[str, LeakVerdict], str, list[str]]:
     """Leak verdicts for every sampled metric of :data:`LEAK_METRICS`, the primary metric
@@ -603,7 +603,7 @@ def run_soak(
         rec.mark("end")
     ended = time.time()
     frame = rec.frame()
-    verdicts, primary, failures = judge(frame, phases, plan, drain)
+    verdicts, primary, failures = leak_verdicts(frame, phases, plan, drain)
     if watch.down is not None:
         failures.insert(0, watch.down)
     exit_code = 1 if failures else 0
@@ -791,7 +791,7 @@ __all__ = [
     "ProbeOnlyResult",
     "SoakPlan",
     "SoakResult",
-    "judge",
+    "leak_verdicts",
     "load_cycle",
     "parse_size",
     "plan_from_options",

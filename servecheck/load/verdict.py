@@ -57,7 +57,7 @@ def nothing_succeeded(total: int, ok: int, errors: Mapping[str, int]) -> str | N
     )
 
 
-def judge(
+def load_run_verdict(
     *,
     total: int,
     ok: int,
@@ -84,4 +84,4 @@ def judge(
     return RunVerdict(PASS, [])
 
 
-__all__ = ["FAIL", "INCONCLUSIVE", "PASS", "RunVerdict", "judge", "nothing_succeeded"]
+__all__ = ["FAIL", "INCONCLUSIVE", "PASS", "RunVerdict", "load_run_verdict", "nothing_succeeded"]

@@ -162,7 +162,7 @@ def run_stage(
         else round(time.monotonic() - t0, 3),
     }
     d = cold.as_dict()
-    verdicts = coldstart.judge(stage_slos(spec, target), cold)
+    verdicts = coldstart.cold_start_verdicts(stage_slos(spec, target), cold)
     for v in verdicts:
         say(f"cold start SLO: {v.line()}")
     unmeasured = [v for v in verdicts if v.observed is None]
