@@ -20,7 +20,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,22 +31,22 @@ from servecheck.errors import UsageError, did_you_mean
 from servecheck.load import engine_cache
 from servecheck.load.breakdown import ENGINE_FILE, format_breakdown, scenario_breakdown
 from servecheck.load.dataset import check_dataset
-from servecheck.load.down import DownRule, DownWatch, parse_down_after
+from servecheck.load.down import DownRule, DownWatch
 from servecheck.load.phases import phase_lines
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
 from servecheck.load.reach import target_down
 from servecheck.load.records import MERGED_NAME, merge_records, refuse_used_run_dir, worker_files
-from servecheck.load.schedule import StageShape, parse_duration, parse_rate, shape_from_spec
+from servecheck.load.schedule import StageShape
 from servecheck.load.slo import (
     SLO,
     Verdict,
+    as_slos,
     evaluate,
     parse_slos,
     reject_cold,
     request_predicate,
 )
 from servecheck.load.stats import RunStats, Schedule, compute_stats
-from servecheck.load.stream import parse_retry_after_cap
 from servecheck.load.trace import trace_duration
 from servecheck.load.transport import LOCAL_DIR, read_transport, transport_reasons
 from servecheck.load.verdict import load_run_verdict
@@ -65,7 +65,8 @@ LOADTEST_DIRS = (Path("loadtests"), PACKAGE / "loadtests")
 class LoadSpec:
     """What to run. Exactly one of ``users``, ``rate`` or ``shape``; at least one bound.
 
-    ``slos`` are expressions; the target's ``slo`` list from targets.yaml is added to them.
+    ``slos`` are parsed SLOs (expressions given here are parsed once, when the spec is made);
+    the target's ``slo`` list from targets.yaml is added to them.
     ``role`` is ``local`` (default; with ``processes`` > 1 Locust forks workers), ``master`` or
     ``worker`` (``expect_workers`` is the number of workers in both of the latter).
     """
@@ -79,7 +80,7 @@ class LoadSpec:
     shape: StageShape | None = None
     duration_s: float | None = None
     max_requests: int | None = None
-    slos: list[str] = field(default_factory=list)
+    slos: list[SLO] = field(default_factory=list)
     model: str | None = None
     processes: int | None = None
     role: str = "local"  # local | master | worker
@@ -106,6 +107,9 @@ class LoadSpec:
     dataset_format: str = "auto"
     # Stop early when the target goes down mid-run (load/down.py); DownRule(0) turns it off.
     down_after: DownRule = field(default_factory=DownRule)
+
+    def __post_init__(self) -> None:
+        self.slos = as_slos(self.slos)
 
 
 @dataclass(slots=True)
@@ -197,7 +201,7 @@ def validate(spec: LoadSpec) -> list[SLO]:
         raise UsageError(
             "--master/--worker need --run-id ID (the same on the master and every worker, so every request id names the run)"
         )
-    cli = parse_slos(spec.slos, "cli")
+    cli = list(spec.slos)
     reject_cold(cli)
     # targets.yaml may list cold-start SLOs too: accept/cutover judge those, a load run cannot.
     slos = [*cli, *(s for s in parse_slos(spec.target.slo, "targets.yaml") if not s.cold)]
@@ -813,81 +817,6 @@ def read_plan(name: str | None) -> dict[str, Any]:
     return dict(load_plan(plan_path(name)).values) if name else {}
 
 
-def spec_from_options(
-    target: Target, options: Mapping[str, Any], plan: Mapping[str, Any] | None = None
-) -> LoadSpec:
-    """A :class:`LoadSpec` from ``servecheck load``'s options layered over a load plan.
-
-    ``options`` uses the option names of the command (``users``, ``rate``, ``duration``,
-    ``max_lag`` ..., as in ``vars(args)``); an option that is ``None`` takes the plan's value.
-    """
-    plan = dict(plan or {})
-    o: Callable[[str], Any] = options.get  # Any: the options are argparse values
-
-    def pick(name: str) -> Any:
-        v = o(name)
-        return v if v is not None else plan.get(name)
-
-    users, rate = o("users"), o("rate")
-    shape = None
-    if o("speed") is not None and o("speed") <= 0:
-        raise UsageError(f"--speed {o('speed'):g}: must be > 0")
-    if users is None and rate is None and o("trace") is None:
-        users, rate = plan.get("users"), plan.get("rate")
-        if plan.get("shape"):
-            shape = shape_from_spec(dict(plan["shape"]))
-    duration = pick("duration")
-    max_lag_text = o("max_lag") or "25ms"
-    max_lag = parse_duration(max_lag_text) * 1000.0
-    role = "master" if o("master") else "worker" if o("worker") else "local"
-    warm_plan: dict[str, Any] = dict(plan.get("warmup") or {})  # load_plan normalised both
-    data_plan: dict[str, Any] = dict(plan.get("dataset") or {})
-    if o("master") and o("worker"):
-        raise UsageError("--master and --worker exclude each other")
-    return LoadSpec(
-        target=target,
-        scenario=pick("scenario") or ("trace" if o("trace") else "chat"),
-        users=int(users) if users is not None else None,
-        rate=parse_rate(rate) if rate is not None else None,
-        poisson=bool(pick("poisson")),
-        seed=int(pick("seed") or 0),
-        shape=shape,
-        duration_s=parse_duration(duration) if duration is not None else None,
-        max_requests=pick("max_requests"),
-        slos=[*(o("slo") or []), *(plan.get("slo") or [])],
-        model=o("model"),
-        processes=pick("processes"),
-        role=role,
-        expect_workers=o("expect_workers") or 1,
-        master_host=o("master_host") or "127.0.0.1",
-        master_port=o("master_port") or 5557,
-        out_dir=Path(o("out") or "reports"),
-        run_id=o("run_id"),
-        max_lag_ms=max_lag
-        if max_lag_text != "25ms" or "max_lag" not in plan
-        else parse_duration(plan["max_lag"]) * 1000.0,
-        max_inflight=int(pick("max_inflight") or 1024),
-        retry_after_max_s=parse_retry_after_cap(pick("honour_retry_after")),
-        extra_body=dict(plan.get("extra_body") or {}),
-        use_tokenize=not o("no_tokenize"),
-        cpus=o("cpus"),
-        progress=not o("quiet"),
-        allow_lag=bool(o("allow_lag")),
-        trace=o("trace"),
-        trace_format=o("trace_format") or "auto",
-        trace_speed=float(o("speed") or 1.0),
-        warmup_s=parse_duration(o("warmup")) if o("warmup") else warm_plan.get("seconds"),
-        warmup_requests=o("warmup_requests")
-        if o("warmup_requests") is not None
-        else warm_plan.get("requests"),
-        dataset=o("dataset") or data_plan.get("path"),
-        dataset_format=o("dataset_format")
-        if o("dataset") or o("dataset_format") not in (None, "auto")
-        else data_plan.get("format", "auto"),
-        down_after=parse_down_after(o("down_after")),
-    )
-
-
 __all__ = [
     "SCHEMA_VERSION",
     "LoadResult",
@@ -897,6 +826,5 @@ __all__ = [
     "read_plan",
     "run_load",
     "scenario_path",
-    "spec_from_options",
     "summarise",
 ]

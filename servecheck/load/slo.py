@@ -247,6 +247,14 @@ def parse_slos(texts: Iterable[str], source: str = "cli") -> list[SLO]:
     return out
 
 
+def as_slos(items: Iterable[SLO | str], source: str = "cli") -> list[SLO]:
+    """SLOs as a spec holds them: parsed ones kept, expressions parsed here, once."""
+    out: list[SLO] = []
+    for item in items:
+        out += [item] if isinstance(item, SLO) else parse_slos([item], source)
+    return out
+
+
 def reject_cold(slos: Iterable[SLO], where: str = "servecheck load") -> None:
     """A cold-start SLO given to a command that does not measure a cold start: a usage error."""
     for slo in slos:
