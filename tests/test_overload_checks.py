@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from servecheck.checks import CheckSkipped, load_all, run_check
+from servecheck.checks import CheckSkipped, load_all, run_with_allowances
 from servecheck.checks.surfaces.overload import run_burst
 from servecheck.reference.inprocess import RunningServer
 from tests.support import context_for
@@ -25,7 +25,7 @@ def test_clean_shedding_passes_and_sheds(make_reference: Callable[..., RunningSe
         assert burst.shed, f"the burst was never shed: {burst.tally()}"
         assert all(ex.response_headers.get("retry-after") == "1" for ex in burst.shed)
         for check_id in ("OVERLOAD-BURST", "OVERLOAD-RECOVERS"):
-            run_check(CHECKS[check_id], context_for(server, check_id))
+            run_with_allowances(CHECKS[check_id], context_for(server, check_id))
     finally:
         ctx.client.close()
 
@@ -37,7 +37,7 @@ def test_retry_after_only_where_the_profile_says(
     # vLLM's profile does not promise Retry-After: 429s with an error object are enough there.
     ctx = context_for(server, "OVERLOAD-BURST", engine="vllm")
     try:
-        run_check(CHECKS["OVERLOAD-BURST"], ctx)
+        run_with_allowances(CHECKS["OVERLOAD-BURST"], ctx)
     finally:
         ctx.client.close()
 
@@ -46,6 +46,6 @@ def test_no_capacity_is_a_skip_with_the_reason(reference: RunningServer) -> None
     ctx = context_for(reference, "OVERLOAD-BURST", capacity=None)
     try:
         with pytest.raises(CheckSkipped, match="declares no capacity"):
-            run_check(CHECKS["OVERLOAD-BURST"], ctx)
+            run_with_allowances(CHECKS["OVERLOAD-BURST"], ctx)
     finally:
         ctx.client.close()

@@ -9,13 +9,13 @@ import pytest
 pytest_plugins = ["pytester"]
 
 SUITE = textwrap.dedent("""
-    from servecheck.checks import run_check
+    from servecheck.checks import run_with_allowances
 
     SURFACE = "{surface}"
 
 
     def test_conformance(sc_case, sc_ctx):
-        run_check(sc_case.check, sc_ctx)
+        run_with_allowances(sc_case.check, sc_ctx)
 """)
 
 

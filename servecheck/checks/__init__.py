@@ -2,7 +2,7 @@
 
 from servecheck.checks.context import CheckContext, CheckFailed, CheckSkipped, NonStrict
 from servecheck.checks.registry import REGISTRY, SURFACES, Check, by_surface, check, load_all
-from servecheck.checks.runner import run_check
+from servecheck.checks.runner import run_with_allowances
 
 __all__ = [
     "REGISTRY",
@@ -15,5 +15,5 @@ __all__ = [
     "by_surface",
     "check",
     "load_all",
-    "run_check",
+    "run_with_allowances",
 ]

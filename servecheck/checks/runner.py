@@ -6,8 +6,8 @@ from servecheck.checks.context import CheckContext, CheckFailed, NonStrict
 from servecheck.checks.registry import Check, matches
 
 
-def run_check(check: Check, ctx: CheckContext) -> None:
-    """Run ``check``; a failure the profile or the target's ``allow`` accepts becomes :class:`NonStrict`."""
+def run_with_allowances(check: Check, ctx: CheckContext) -> None:
+    """Run ``check`` and apply the allowances: a failure the profile or the target's ``allow`` accepts becomes :class:`NonStrict`."""
     try:
         check.func(ctx)
     except CheckFailed as failure:

@@ -146,11 +146,45 @@ def target_names(args: argparse.Namespace, default: str = "reference") -> list[s
     )
 
 
+def add_cold_start_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--launch CMD``, ``--cold-start``, ``--cold-start-requests N``, ``--cold-start-slo``
+    (accept and cutover; the stage is :mod:`servecheck.workflows.coldstart`)."""
+    parser.add_argument(
+        "--launch",
+        metavar="CMD",
+        default=None,
+        help="start the server with this command line first and measure its cold start "
+        "(stopped at the end; output in launch.log)",
+    )
+    parser.add_argument(
+        "--cold-start",
+        action="store_true",
+        help="measure a cold start of a server that is starting now: time to ready, the first "
+        "requests against the warm median, requests to warm up",
+    )
+    parser.add_argument(
+        "--cold-start-requests",
+        type=int,
+        default=30,
+        metavar="N",
+        help="sequential requests timed after readiness (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--cold-start-slo",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="cold-start SLO, e.g. time_to_ready<=120s, first_ttft<=5s, first_ttft_ratio<=10, "
+        "requests_to_warm<=5 (repeatable; the target's slo entries for cold starts are added)",
+    )
+
+
 __all__ = [
     "DEFAULT_OUT",
     "ENV_OUT",
     "ENV_TARGET",
     "add_catalogue_arguments",
+    "add_cold_start_arguments",
     "add_dataset_arguments",
     "add_run_arguments",
     "add_target_arguments",

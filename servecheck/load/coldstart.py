@@ -16,7 +16,7 @@ and E2E, the warm medians (over the last ``warm_window`` requests), their ratios
 warm median (25 %, at least 5 ms), itself and as the median of it and the next two. Bounded: a request count, a
 per-request timeout, the readiness timeout.
 
-Cold-start SLOs (:func:`judge`; the grammar is :mod:`servecheck.load.slo`'s): ``time_to_ready``,
+Cold-start SLOs (:func:`cold_start_verdicts`; the grammar is :mod:`servecheck.load.slo`'s): ``time_to_ready``,
 ``first_ttft``, ``first_e2e`` (times), ``first_ttft_ratio``, ``first_e2e_ratio`` (first over warm
 median) and ``requests_to_warm``. A figure that was not measured (the server never became ready,
 too few requests succeeded for a warm median, none warmed up) fails its SLO as *not measured*:
@@ -158,7 +158,7 @@ SLO_VALUES = {
 }
 
 
-def judge(slos: list[SLO], cold: ColdStart) -> list[Verdict]:
+def cold_start_verdicts(slos: list[SLO], cold: ColdStart) -> list[Verdict]:
     """Each cold-start SLO against what :func:`measure` found; a missing figure fails it with
     the note ``not measured: ...`` (the caller reports the stage INCONCLUSIVE)."""
     d = cold.as_dict()

@@ -6,9 +6,11 @@ goes; at the end they are merged into ``reports/<run-id>/records.jsonl`` and sum
 (``summary.json``, ``summary.txt``, Locust's CSVs). Exit code: 0 when every SLO held, 1 when one
 was breached (or the generator fell behind, or nothing finished), 2 for a usage error.
 
-``servecheck load`` (``servecheck/commands/load.py``) parses options into a :class:`LoadSpec`
-and calls :func:`run_load`; accept, capacity and cutover call it the same way. The summary
-schema (``summary.json``, :data:`SCHEMA_VERSION`) is defined here.
+``servecheck load`` (``servecheck/commands/load``) parses options into a :class:`LoadSpec`
+and calls :func:`run_load`; accept, capacity and cutover call it the same way. This module is
+the run's Locust-process half (the spec, the command line, the child process and its progress);
+the summary half (``summary.json``, :data:`SCHEMA_VERSION`, the verdict) is
+:mod:`servecheck.load.summary`, re-exported here.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,32 +31,33 @@ from servecheck.client.models import ModelChoice, model_for_target
 from servecheck.config.model import Target
 from servecheck.errors import UsageError, did_you_mean
 from servecheck.load import engine_cache
-from servecheck.load.breakdown import ENGINE_FILE, format_breakdown, scenario_breakdown
+from servecheck.load.breakdown import ENGINE_FILE
 from servecheck.load.dataset import check_dataset
-from servecheck.load.down import DownRule, DownWatch, parse_down_after
-from servecheck.load.phases import phase_lines
+from servecheck.load.down import DownRule, DownWatch
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
 from servecheck.load.reach import target_down
-from servecheck.load.records import MERGED_NAME, merge_records, refuse_used_run_dir, worker_files
-from servecheck.load.schedule import StageShape, parse_duration, parse_rate, shape_from_spec
+from servecheck.load.records import refuse_used_run_dir, worker_files
+from servecheck.load.schedule import StageShape
 from servecheck.load.slo import (
     SLO,
-    Verdict,
-    evaluate,
+    as_slos,
     parse_slos,
     reject_cold,
-    request_predicate,
 )
-from servecheck.load.stats import RunStats, Schedule, compute_stats
-from servecheck.load.stream import parse_retry_after_cap
+from servecheck.load.stats import RunStats
+from servecheck.load.summary import (
+    SCHEMA_VERSION,
+    LoadResult,
+    format_summary,
+    summarise,
+    warmup_of,
+)
 from servecheck.load.trace import trace_duration
-from servecheck.load.transport import LOCAL_DIR, read_transport, transport_reasons
-from servecheck.load.verdict import judge
-from servecheck.load.warmup import Warmup, extend_bounds, format_warmup
+from servecheck.load.transport import LOCAL_DIR
+from servecheck.load.warmup import extend_bounds
 from servecheck.redact import redact
 from servecheck.signals import Interrupted, signum_of, stoppable_child
 
-SCHEMA_VERSION = 1
 PACKAGE = Path(__file__).resolve().parents[1]
 # ./scenarios and ./loadtests first (a user's own), then the ones shipped in the package.
 SCENARIO_DIRS = (Path("scenarios"), PACKAGE / "scenarios")
@@ -65,7 +68,8 @@ LOADTEST_DIRS = (Path("loadtests"), PACKAGE / "loadtests")
 class LoadSpec:
     """What to run. Exactly one of ``users``, ``rate`` or ``shape``; at least one bound.
 
-    ``slos`` are expressions; the target's ``slo`` list from targets.yaml is added to them.
+    ``slos`` are parsed SLOs (expressions given here are parsed once, when the spec is made);
+    the target's ``slo`` list from targets.yaml is added to them.
     ``role`` is ``local`` (default; with ``processes`` > 1 Locust forks workers), ``master`` or
     ``worker`` (``expect_workers`` is the number of workers in both of the latter).
     """
@@ -79,7 +83,7 @@ class LoadSpec:
     shape: StageShape | None = None
     duration_s: float | None = None
     max_requests: int | None = None
-    slos: list[str] = field(default_factory=list)
+    slos: list[SLO] = field(default_factory=list)
     model: str | None = None
     processes: int | None = None
     role: str = "local"  # local | master | worker
@@ -107,24 +111,8 @@ class LoadSpec:
     # Stop early when the target goes down mid-run (load/down.py); DownRule(0) turns it off.
     down_after: DownRule = field(default_factory=DownRule)
 
-
-@dataclass(slots=True)
-class LoadResult:
-    """The outcome of :func:`run_load`; ``summary`` is what summary.json holds."""
-
-    run_id: str
-    run_dir: Path
-    summary: dict[str, Any]
-    stats: RunStats
-    verdicts: list[Verdict]
-    passed: bool
-    behind: bool
-    exit_code: int
-    locust_rc: int | None
-
-    @property
-    def records_path(self) -> Path:
-        return self.run_dir / MERGED_NAME
+    def __post_init__(self) -> None:
+        self.slos = as_slos(self.slos)
 
 
 # ------------------------------------------------------------------ helpers
@@ -197,7 +185,7 @@ def validate(spec: LoadSpec) -> list[SLO]:
         raise UsageError(
             "--master/--worker need --run-id ID (the same on the master and every worker, so every request id names the run)"
         )
-    cli = parse_slos(spec.slos, "cli")
+    cli = list(spec.slos)
     reject_cold(cli)
     # targets.yaml may list cold-start SLOs too: accept/cutover judge those, a load run cannot.
     slos = [*cli, *(s for s in parse_slos(spec.target.slo, "targets.yaml") if not s.cold)]
@@ -234,7 +222,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         duration = min(duration, spec.shape.duration) if duration else spec.shape.duration
     if spec.trace is not None and duration is None:  # the trace's span, its last send inside
         duration = trace_duration(spec.trace, spec.trace_format, spec.trace_speed)
-    duration, max_requests = extend_bounds(duration, spec.max_requests, _warmup(spec))
+    duration, max_requests = extend_bounds(duration, spec.max_requests, warmup_of(spec))
     return RunConfig(
         run_id=run_id,
         target=spec.target.name,
@@ -270,10 +258,6 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         dataset=str(Path(spec.dataset).resolve()) if spec.dataset else None,
         dataset_format=spec.dataset_format,
     )
-
-
-def _warmup(spec: LoadSpec) -> Warmup:
-    return Warmup(spec.warmup_s, spec.warmup_requests)
 
 
 def _drain(spec: LoadSpec) -> float:
@@ -464,65 +448,6 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
-def _last_error(path: Path) -> str:
-    """The last exception line Locust printed (e.g. an import error in the scenario), redacted."""
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return ""
-    for line in reversed(lines):
-        text = line.strip()
-        if text and (
-            "Error" in text.split(":", 1)[0] or text.startswith(("Exception", "Traceback"))
-        ):
-            return redact(text[:300])
-    return ""
-
-
-def _reader_summary(infos: list[dict[str, Any]]) -> dict[str, Any]:
-    """How tokens were timed across workers: ``kernel`` (receive timestamps from the kernel),
-    ``reader`` (the reader's clock when it got the bytes) or ``mixed``."""
-    readers = [i.get("reader") or {} for i in infos]
-    kinds = sorted({str(r.get("kind")) for r in readers if r.get("kind")})
-    kernel = sum(int(r.get("kernel_stamps") or 0) for r in readers)
-    user = sum(int(r.get("user_stamps") or 0) for r in readers)
-    clock = (
-        "kernel"
-        if kernel and not user and "blocking" not in kinds
-        else ("reader" if not kernel else "mixed")
-    )
-    out: dict[str, Any] = {
-        "kinds": kinds,
-        "clock": clock if kinds else None,
-        "kernel_stamps": kernel,
-        "reader_stamps": user,
-    }
-    threads = [r["thread"] for r in readers if isinstance(r.get("thread"), dict)]
-    if threads:
-        # The native reader threads' own cost: their CPU is inside generator.cpu_s too.
-        reads = sum(int(t.get("reads") or 0) for t in threads)
-        cpu = sum(float(t.get("cpu_s") or 0.0) for t in threads)
-        passes = sum(int(t.get("passes") or 0) for t in threads)
-        out["thread"] = {
-            "reads": reads,
-            "passes": passes,
-            "cpu_s": round(cpu, 4),
-            "us_per_read": round(cpu / reads * 1e6, 2) if reads else None,
-            "reads_per_pass": round(reads / passes, 2) if passes else None,
-        }
-    return out
-
-
-def _worker_infos(run_dir: Path) -> list[dict[str, Any]]:
-    infos = []
-    for p in sorted(run_dir.glob("worker-*.json")):
-        try:
-            infos.append(json.loads(p.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            continue
-    return infos
-
-
 # ------------------------------------------------------------------ the reusable entry point
 
 
@@ -613,279 +538,12 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     return summarise(spec, cfg, slos, run_dir, rc, started, ended)
 
 
-def summarise(
-    spec: LoadSpec,
-    cfg: RunConfig,
-    slos: Sequence[SLO],
-    run_dir: Path,
-    locust_rc: int | None,
-    started: float,
-    ended: float,
-    down: str | None = None,
-    partial: str | None = None,
-) -> LoadResult:
-    """Merge the worker records, compute statistics and verdicts, write summary.json/.txt.
-    ``down``: why the target could not be reached before the load started (then FAIL).
-    ``partial``: why the run stopped early (the summary is marked; never a pass)."""
-    read = merge_records(run_dir)
-    infos = _worker_infos(run_dir)
-    planned_parts = [i.get("planned") for i in infos]
-    planned = (
-        sum(int(p) for p in planned_parts if p is not None)
-        if infos and all(p is not None for p in planned_parts)
-        else None
-    )
-    if (
-        cfg.mode in ("fixed", "poisson")
-        and planned is None
-        and cfg.duration_s
-        and cfg.rate
-        and not infos
-    ):
-        planned = int(
-            cfg.rate * cfg.duration_s
-        )  # no worker reported (killed): judge against the plan
-    loop_lag = [x for i in infos for x in i.get("loop_lag_s", [])]
-    warm = _warmup(spec)
-    if warm.active:  # a first pass takes the warm-up's own figures; they count for nothing else
-        for _ in warm.measured(read.iter_records()):
-            pass
-        planned = None if planned is None else max(0, planned - warm.count)
-
-    def records() -> Any:
-        its = read.iter_records()
-        return _warmup(spec).measured(its) if warm.active else its
-
-    sched = Schedule(mode=cfg.mode, planned=planned, max_lag_ms=spec.max_lag_ms)
-    stats = compute_stats(records(), sched, request_predicate(slos), loop_lag)
-    verdicts = evaluate(slos, stats)
-    slo_ok = all(v.passed for v in verdicts)
-    unmeasured: list[str] = []
-    if stats.behind and not spec.allow_lag and stats.ok:
-        unmeasured += stats.behind_reasons  # with nothing ok the server is to blame, not the CPU
-    if stats.total == 0:
-        tail = _last_error(run_dir / "locust.stdout")
-        if locust_rc not in (0, None) or tail:
-            unmeasured.append(
-                f"locust exited with code {locust_rc}"
-                + (f": {tail}" if tail else "")
-                + f" (see {run_dir / 'locust.stdout'})"
-            )
-    transport = read_transport(run_dir)  # workers' records came over Locust's channel
-    if transport is not None:
-        unmeasured += transport_reasons(transport)
-    elif spec.role == "master" or (spec.role == "local" and (spec.processes or 1) > 1):
-        unmeasured.append(
-            "the master kept no ledger of its workers (transport.json): see locust.log"
-        )
-    if partial:
-        unmeasured.insert(0, f"partial run: {partial}")
-    judged = judge(
-        total=stats.total,
-        ok=stats.ok,
-        # Shed requests are not failures, but a run in which every answer was a 429 still
-        # served nobody: the rule sees them beside the error classes.
-        errors={
-            **stats.errors,
-            **({"rate-limited": stats.rate_limited} if stats.rate_limited else {}),
-        },
-        slo_ok=slo_ok,
-        unmeasured=unmeasured,
-        down=down,
-    )
-    reasons, passed, verdict = judged.reasons, judged.passed, judged.status
-    exit_code = judged.exit_code
-    cpu = sum(float(i.get("cpu_s", 0.0)) for i in infos)
-    tokens_client = sum(int(i.get("tokens_client", 0)) for i in infos)
-    methods = sorted({str(i.get("prompt_method")) for i in infos if i.get("prompt_method")})
-    summary: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": cfg.run_id,
-        "target": cfg.target,
-        "base_url": redact(cfg.base_url),
-        "model": cfg.model,
-        "scenario": cfg.scenario,
-        "mode": cfg.mode,
-        "users": cfg.users if cfg.mode == "closed" else None,
-        "rate": cfg.rate,
-        "seed": cfg.seed,
-        "duration_s": cfg.duration_s,
-        "max_requests": cfg.max_requests,
-        "workers": len(infos) or cfg.workers,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "ended_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ended)),
-        "prompt_method": ",".join(methods) or None,
-        "records": {
-            "merged": read.count,
-            "bad_lines": read.bad_lines,
-            "per_worker": {Path(k).name: v for k, v in read.per_file.items()},
-            **({"transport": transport} if transport is not None else {}),
-        },
-        **stats.as_dict(),
-        "slo": [v.as_dict() for v in verdicts],
-        "verdict": verdict,
-        "partial": bool(partial),
-        "reasons": reasons,
-        "exit_code": exit_code,
-        "generator": {
-            "cpu_s": round(cpu, 3),
-            "tokens_streamed": tokens_client,
-            "cpu_s_per_10k_tokens": round(cpu / tokens_client * 10_000, 4)
-            if tokens_client
-            else None,
-            "locust_rc": locust_rc,
-            "reader": _reader_summary(infos),
-        },
-        "files": sorted(p.name for p in run_dir.iterdir() if p.is_file()),
-    }
-    summary.update(scenario_breakdown(records(), run_dir))  # turns, prefix cache
-    if warm.active:
-        summary["warmup"] = warm.as_dict()
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    text = format_summary(summary, verdicts)
-    (run_dir / "summary.txt").write_text(text + "\n", encoding="utf-8")
-    return LoadResult(
-        cfg.run_id, run_dir, summary, stats, verdicts, passed, stats.behind, exit_code, locust_rc
-    )
-
-
-def _ms(d: dict[str, Any], key: str) -> str:
-    v = d.get(key)
-    return "-" if v is None else f"{v:.1f}"
-
-
-def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
-    """The short text summary printed at the end and kept as summary.txt."""
-    req, thr, lat = summary["requests"], summary["throughput"], summary["latency_ms"]
-    lines = [
-        f"run {summary['run_id']}  target {summary['target']}  scenario {summary['scenario']}  mode {summary['mode']}",
-        f"requests {req['total']}  ok {req['ok']}  failed {req['failed']} ({req['error_rate']:.2%})"
-        + (f"  abandoned on purpose {req['abandoned']}" if req.get("abandoned") else "")
-        + (f"  rate-limited {req['rate_limited']}" if req.get("rate_limited") else "")
-        + (f"  errors {req['errors']}" if req["errors"] else ""),
-        f"throughput {thr['requests_per_s']:.2f} req/s  {thr['output_tokens_per_s']:.1f} output tokens/s"
-        f"  over {summary['window_s']:.1f} s  goodput {'-' if summary['goodput'] is None else format(summary['goodput'], '.1%')}",
-        f"{'ms':<20}{'p50':>9}{'p90':>9}{'p95':>9}{'p99':>9}{'p99.9':>9}{'max':>9}",
-    ]
-    reasoned = bool(summary["tokens"].get("reasoning_requests"))
-    for name in ("ttft", "itl", "tpot", "e2e", "ttft_from_intended", "e2e_from_intended", "lag"):
-        d = lat.get(name) or {}
-        if not d.get("count"):
-            continue
-        lines.append(
-            f"{name:<20}"
-            + "".join(f"{_ms(d, k):>9}" for k in ("p50", "p90", "p95", "p99", "p99.9", "max"))
-        )
-    lines += phase_lines(lat) if reasoned else []
-    tok = summary["tokens"]
-    if reasoned:
-        lines.append(
-            f"tokens: reasoning {tok['reasoning']}, answer {tok['answer']} "
-            f"({tok['reasoning_requests']} requests reasoned"
-            + (
-                f"; usage said 0 reasoning tokens for {tok['reasoning_usage_zero']}: counted from the stream)"
-                if tok.get("reasoning_usage_zero")
-                else ")"
-            )
-        )
-    if tok["discrepant_requests"] or tok["usage_missing"]:
-        lines.append(
-            f"tokens: usage {tok['output_usage']}, client chunks {tok['output_client']}, "
-            f"{tok['discrepant_requests']} requests differ, {tok['usage_missing']} without usage"
-        )
-    lines += format_breakdown(summary) + format_warmup(summary)
-    for v in verdicts:
-        lines.append(v.line())
-    sched = summary["schedule"]
-    if sched["behind"] and req["ok"]:  # with nothing ok the server is to blame (the verdict says)
-        lines += [f"WARNING: {r}" for r in sched["reasons"]]
-    breached = [str(v.get("slo")) for v in summary.get("slo") or [] if not v.get("passed")]
-    why = [*summary["reasons"], *([f"SLO breached: {', '.join(breached)}"] if breached else [])]
-    lines.append(f"verdict: {summary['verdict'].upper()}" + (f" ({'; '.join(why)})" if why else ""))
-    return "\n".join(lines)
-
-
 # ------------------------------------------------------------------ options and plans
 
 
 def read_plan(name: str | None) -> dict[str, Any]:
     """The values of the load plan ``name`` (loadtests/<name>.yaml or a path); ``{}`` for none."""
     return dict(load_plan(plan_path(name)).values) if name else {}
-
-
-def spec_from_options(
-    target: Target, options: Mapping[str, Any], plan: Mapping[str, Any] | None = None
-) -> LoadSpec:
-    """A :class:`LoadSpec` from ``servecheck load``'s options layered over a load plan.
-
-    ``options`` uses the option names of the command (``users``, ``rate``, ``duration``,
-    ``max_lag`` ..., as in ``vars(args)``); an option that is ``None`` takes the plan's value.
-    """
-    plan = dict(plan or {})
-    o: Callable[[str], Any] = options.get  # Any: the options are argparse values
-
-    def pick(name: str) -> Any:
-        v = o(name)
-        return v if v is not None else plan.get(name)
-
-    users, rate = o("users"), o("rate")
-    shape = None
-    if o("speed") is not None and o("speed") <= 0:
-        raise UsageError(f"--speed {o('speed'):g}: must be > 0")
-    if users is None and rate is None and o("trace") is None:
-        users, rate = plan.get("users"), plan.get("rate")
-        if plan.get("shape"):
-            shape = shape_from_spec(dict(plan["shape"]))
-    duration = pick("duration")
-    max_lag_text = o("max_lag") or "25ms"
-    max_lag = parse_duration(max_lag_text) * 1000.0
-    role = "master" if o("master") else "worker" if o("worker") else "local"
-    warm_plan: dict[str, Any] = dict(plan.get("warmup") or {})  # load_plan normalised both
-    data_plan: dict[str, Any] = dict(plan.get("dataset") or {})
-    if o("master") and o("worker"):
-        raise UsageError("--master and --worker exclude each other")
-    return LoadSpec(
-        target=target,
-        scenario=pick("scenario") or ("trace" if o("trace") else "chat"),
-        users=int(users) if users is not None else None,
-        rate=parse_rate(rate) if rate is not None else None,
-        poisson=bool(pick("poisson")),
-        seed=int(pick("seed") or 0),
-        shape=shape,
-        duration_s=parse_duration(duration) if duration is not None else None,
-        max_requests=pick("max_requests"),
-        slos=[*(o("slo") or []), *(plan.get("slo") or [])],
-        model=o("model"),
-        processes=pick("processes"),
-        role=role,
-        expect_workers=o("expect_workers") or 1,
-        master_host=o("master_host") or "127.0.0.1",
-        master_port=o("master_port") or 5557,
-        out_dir=Path(o("out") or "reports"),
-        run_id=o("run_id"),
-        max_lag_ms=max_lag
-        if max_lag_text != "25ms" or "max_lag" not in plan
-        else parse_duration(plan["max_lag"]) * 1000.0,
-        max_inflight=int(pick("max_inflight") or 1024),
-        retry_after_max_s=parse_retry_after_cap(pick("honour_retry_after")),
-        extra_body=dict(plan.get("extra_body") or {}),
-        use_tokenize=not o("no_tokenize"),
-        cpus=o("cpus"),
-        progress=not o("quiet"),
-        allow_lag=bool(o("allow_lag")),
-        trace=o("trace"),
-        trace_format=o("trace_format") or "auto",
-        trace_speed=float(o("speed") or 1.0),
-        warmup_s=parse_duration(o("warmup")) if o("warmup") else warm_plan.get("seconds"),
-        warmup_requests=o("warmup_requests")
-        if o("warmup_requests") is not None
-        else warm_plan.get("requests"),
-        dataset=o("dataset") or data_plan.get("path"),
-        dataset_format=o("dataset_format")
-        if o("dataset") or o("dataset_format") not in (None, "auto")
-        else data_plan.get("format", "auto"),
-        down_after=parse_down_after(o("down_after")),
-    )
 
 
 __all__ = [
@@ -897,6 +555,5 @@ __all__ = [
     "read_plan",
     "run_load",
     "scenario_path",
-    "spec_from_options",
     "summarise",
 ]

@@ -19,7 +19,7 @@ second. A parse problem raises :class:`~servecheck.errors.UsageError` naming the
 with a "did you mean" for a misspelt metric.
 
 The cold-start metrics are judged by ``servecheck accept`` / ``cutover`` with ``--launch`` or
-``--cold-start`` (:func:`servecheck.load.coldstart.judge`), never by a load run: ``servecheck load
+``--cold-start`` (:func:`servecheck.load.coldstart.cold_start_verdicts`), never by a load run: ``servecheck load
 --slo first_ttft<=5s`` is a usage error, and a targets.yaml ``slo:`` list may hold both kinds
 (each command takes the ones it measures). ``first_ttft_ratio`` is the first request's TTFT over
 the warm median; ``requests_to_warm`` how many requests came before the first warm one.
@@ -244,6 +244,14 @@ def parse_slos(texts: Iterable[str], source: str = "cli") -> list[SLO]:
         for part in str(text).split(","):
             if part.strip():
                 out.append(parse_slo(part, source))
+    return out
+
+
+def as_slos(items: Iterable[SLO | str], source: str = "cli") -> list[SLO]:
+    """SLOs as a spec holds them: parsed ones kept, expressions parsed here, once."""
+    out: list[SLO] = []
+    for item in items:
+        out += [item] if isinstance(item, SLO) else parse_slos([item], source)
     return out
 
 

@@ -21,13 +21,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from servecheck.errors import UsageError
+from servecheck.load.verdict import INCONCLUSIVE, RunVerdict, compose
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -176,64 +176,6 @@ def parse_size(text: str) -> float:
     return value
 
 
-def plan_from_options(
-    options: Mapping[str, Any], target: Target, model: str | None = None
-) -> SoakPlan:
-    """Build and validate the plan from ``servecheck soak``'s options (as in ``vars(args)``;
-    ``model`` resolved by the caller)."""
-    from servecheck.load.schedule import parse_duration
-
-    o: Callable[[str], Any] = options.get  # Any: the options are argparse values
-
-    missing = [
-        opt
-        for opt, value in (
-            ("--cycles", o("cycles")),
-            ("--cycle", o("cycle")),
-            ("--idle", o("idle")),
-        )
-        if value is None
-    ]
-    if missing:
-        raise UsageError(
-            f"a soak is bounded: give {', '.join(missing)} (e.g. --cycles 6 --cycle 10m --idle 2m)"
-        )
-    cycle_s, idle_s = parse_duration(o("cycle")), parse_duration(o("idle"))
-    settings = target.telemetry
-    interval = parse_duration(o("interval")) if o("interval") else (settings.interval_s or 0.5)
-    if not 0.01 <= interval <= 60:
-        raise UsageError(f"--interval {interval:g}s: between 10ms and 60s")
-    plan = SoakPlan(
-        model=model or "",
-        cycles=o("cycles"),
-        cycle_s=cycle_s,
-        idle_s=idle_s,
-        baseline_s=parse_duration(o("baseline")) if o("baseline") else idle_s,
-        settle_s=parse_duration(o("settle")) if o("settle") else idle_s / 2,
-        concurrency=o("concurrency"),
-        max_tokens=o("max_tokens"),
-        prompt_words=o("prompt_words"),
-        shared_prefix_words=int(o("shared_prefix") or 0),
-        interval_s=interval,
-        tolerance=o("tolerance"),
-        rss_tolerance=parse_size(o("rss_tolerance")),
-        abandon=o("abandon"),
-        abandon_share=o("abandon_share"),
-        abandon_chunks=o("abandon_chunks"),
-        drain_bound_s=parse_duration(o("drain_bound")),
-        probe_streams=o("probe_streams"),
-        probe_rounds=o("probe_rounds"),
-        fail_on_retention=o("fail_on_retention"),
-        max_total_s=parse_duration(o("max_total")),
-        # A random tiny model may stop at once; vLLM can be told to ignore EOS so cycles stay identical.
-        extra={"ignore_eos": True} if target.engine == "vllm" else {},
-    )
-    plan.validate()
-    if plan.abandon:
-        probe_settings(plan).validate()
-    return plan
-
-
 def probe_settings(plan: SoakPlan) -> ProbeSettings:
     """The abandoned-stream probe's settings for a soak plan with ``--abandon``."""
     from servecheck.load.abandon import ProbeSettings
@@ -246,26 +188,6 @@ def probe_settings(plan: SoakPlan) -> ProbeSettings:
         prompt_words=plan.prompt_words,
         extra=dict(plan.extra),
     )
-
-
-def telemetry_overrides(
-    options: Mapping[str, Any], target: Target, plan: SoakPlan
-) -> dict[str, Any]:
-    """The recorder settings the options change (interval, NVML off, which process for RSS)."""
-    o: Callable[[str], Any] = options.get  # Any: the options are argparse values
-    settings = target.telemetry
-    out: dict[str, Any] = {"interval_s": plan.interval_s}
-    if o("no_nvml"):
-        out["nvml"] = False
-    if o("no_rss"):
-        out["pid"], out["port"] = None, None
-    elif o("pid") is not None or o("port") is not None:
-        out["pid"], out["port"] = o("pid"), o("port")
-    elif settings.pid is None and settings.port is None:
-        parts = urlsplit(target.base_url)
-        if parts.hostname in LOOPBACK:
-            out["port"] = parts.port or (443 if parts.scheme == "https" else 80)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -456,11 +378,12 @@ class SoakResult:
     phases: Phases | None = None
 
 
-def judge(
+def leak_verdicts(
     frame: pd.DataFrame, phases: Phases, plan: SoakPlan, drain: DrainVerdict | None
-) -> tuple[dict[str, LeakVerdict], str, list[str]]:
+) -> tuple[dict[str, LeakVerdict], str, list[RunVerdict]]:
     """Leak verdicts for every sampled metric of :data:`LEAK_METRICS`, the primary metric
-    (``kv_usage``, else ``requests_running``) and the reasons the run fails (empty: it passed)."""
+    (``kv_usage``, else ``requests_running``) and the run's stage verdicts (a leak and a drain
+    that did not finish fail; a primary metric that could not be judged is inconclusive)."""
     from servecheck.telemetry import analyse_leak
 
     present = set(frame.loc[frame["kind"] == "sample", "metric"]) if len(frame) else set()
@@ -471,25 +394,25 @@ def judge(
         if m in present
     }
     primary = "kv_usage" if "kv_usage" in present else "requests_running"
-    failures: list[str] = []
+    stages: list[RunVerdict] = []
     for metric, v in verdicts.items():
         if v.status == "leak":
-            failures.append(f"{metric}: leak")
+            stages.append(RunVerdict.of(False, f"{metric}: leak"))
         elif v.status == "retention" and plan.fail_on_retention and metric == "kv_usage":
-            failures.append(f"{metric}: retention (--fail-on-retention)")
-    if primary not in verdicts:
-        failures.append(
-            f"{primary}: not sampled (check the metrics URL and the engine's metric names)"
-        )
-    elif verdicts[primary].status == "insufficient_data":
-        failures.append(f"{primary}: insufficient data")
-    elif verdicts[primary].status == "inconclusive":
-        failures.append(
-            f"{primary}: inconclusive (the load never moved it, so a leak could not show)"
-        )
-    if drain is not None and drain.status != "ok":
-        failures.append(f"drain: {drain.status}")
-    return verdicts, primary, failures
+            stages.append(RunVerdict.of(False, f"{metric}: retention (--fail-on-retention)"))
+    unjudged = (
+        f"{primary}: not sampled (check the metrics URL and the engine's metric names)"
+        if primary not in verdicts
+        else f"{primary}: insufficient data"
+        if verdicts[primary].status == "insufficient_data"
+        else f"{primary}: inconclusive (the load never moved it, so a leak could not show)"
+        if verdicts[primary].status == "inconclusive"
+        else ""
+    )
+    stages.append(RunVerdict.of(not unjudged, unjudged, otherwise=INCONCLUSIVE))
+    if drain is not None:
+        stages.append(RunVerdict.of(drain.status == "ok", f"drain: {drain.status}"))
+    return verdicts, primary, stages
 
 
 def run_soak(
@@ -577,12 +500,7 @@ def run_soak(
             phase_cycles.append(
                 Cycle(stats.start, stats.end, drain_end, min(stats.end + plan.settle_s, drain_end))
             )
-            line = (
-                f"cycle {i}/{plan.cycles}: {stats.requests} requests, {stats.ok} ok, {stats.failed} failed"
-                + (f", {stats.abandoned} dropped" if plan.abandon else "")
-                + (f" (first error {stats.first_error})" if stats.first_error else "")
-            )
-            say(line)
+            say(_cycle_line(plan, stats))
         phases = Phases(baseline, phase_cycles)
         if plan.abandon and watch.down is None:
             rec.mark("abandon-probe")
@@ -603,18 +521,48 @@ def run_soak(
         rec.mark("end")
     ended = time.time()
     frame = rec.frame()
-    verdicts, primary, failures = judge(frame, phases, plan, drain)
-    if watch.down is not None:
-        failures.insert(0, watch.down)
-    exit_code = 1 if failures else 0
-    data: dict[str, Any] = {
+    verdicts, primary, stages = leak_verdicts(frame, phases, plan, drain)
+    verdict = compose([RunVerdict.of(watch.down is None, watch.down or ""), *stages])  # down first
+    data = _soak_data(target, plan, run_dir, (started, ended), phases, cycles, primary)
+    data.update(
+        leak={m: v.to_dict() for m, v in verdicts.items()},
+        drain=None if drain is None else drain.to_dict(),
+        probe=None if probe is None else probe.to_dict(),
+        telemetry=[x.to_dict() for x in rec.summaries()],
+        failures=verdict.reasons,
+        verdict=verdict.status,
+        ok=verdict.passed,
+        exit_code=verdict.exit_code,
+    )
+    return SoakResult(run_dir, data, verdicts, drain, verdict.exit_code, frame, phases)
+
+
+def _cycle_line(plan: SoakPlan, stats: CycleStats) -> str:
+    return (
+        f"cycle {stats.index}/{plan.cycles}: {stats.requests} requests, {stats.ok} ok, {stats.failed} failed"
+        + (f", {stats.abandoned} dropped" if plan.abandon else "")
+        + (f" (first error {stats.first_error})" if stats.first_error else "")
+    )
+
+
+def _soak_data(
+    target: Target,
+    plan: SoakPlan,
+    run_dir: Path,
+    span: tuple[float, float],
+    phases: Phases,
+    cycles: list[CycleStats],
+    primary: str,
+) -> dict[str, Any]:
+    """soak.json's keys up to the verdicts (docs/telemetry.md)."""
+    return {
         "kind": "soak",
         "version": 1,
         "target": target.name,
         "engine": target.engine,
         "run_id": run_dir.name,
-        "started_at": started,
-        "ended_at": ended,
+        "started_at": span[0],
+        "ended_at": span[1],
         "plan": plan.to_dict(),
         "phases": phases.to_dict(),
         "requests": {
@@ -625,15 +573,7 @@ def run_soak(
         },
         "cycles": [asdict(c) for c in cycles],
         "primary": primary,
-        "leak": {m: v.to_dict() for m, v in verdicts.items()},
-        "drain": None if drain is None else drain.to_dict(),
-        "probe": None if probe is None else probe.to_dict(),
-        "telemetry": [s.to_dict() for s in rec.summaries()],
-        "failures": failures,
-        "ok": not failures,
-        "exit_code": exit_code,
     }
-    return SoakResult(run_dir, data, verdicts, drain, exit_code, frame, phases)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -642,45 +582,14 @@ def run_soak(
 
 @dataclass(slots=True)
 class ProbeOnlyPlan:
-    """What ``servecheck soak --probe-only`` does; built and checked by :meth:`from_options`."""
+    """What ``servecheck soak --probe-only`` does (built and checked from the options by
+    ``servecheck.commands.soak``)."""
 
     settings: ProbeSettings
     baseline_s: float
     bound_s: float
     interval_s: float
     tolerance: float
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, Any], target: Target) -> ProbeOnlyPlan:
-        """From ``servecheck soak``'s options; raises :class:`UsageError` naming the option."""
-        from servecheck.load.abandon import ProbeSettings
-        from servecheck.load.schedule import parse_duration
-
-        o: Callable[[str], Any] = options.get
-        if o("cycles") is not None or o("cycle") is not None or o("abandon"):
-            raise UsageError(
-                "--probe-only runs no load cycles: leave out --cycles, --cycle and --abandon"
-            )
-        interval = (
-            parse_duration(o("interval")) if o("interval") else (target.telemetry.interval_s or 0.5)
-        )
-        baseline_s = parse_duration(o("baseline")) if o("baseline") else 5.0
-        bound_s = parse_duration(o("drain_bound"))
-        if baseline_s < 3 * interval or not 0 < bound_s <= 3600 or not 0.01 <= interval <= 60:
-            raise UsageError(
-                f"--probe-only: --baseline {baseline_s:g}s must hold 3 samples at --interval {interval:g}s "
-                f"(10ms-60s), and --drain-bound {bound_s:g}s be at most 1h"
-            )
-        settings = ProbeSettings(
-            streams=o("probe_streams"),
-            rounds=o("probe_rounds"),
-            chunks=o("abandon_chunks"),
-            max_tokens=o("max_tokens"),
-            prompt_words=o("prompt_words"),
-            extra={"ignore_eos": True} if target.engine == "vllm" else {},
-        )
-        settings.validate()
-        return cls(settings, baseline_s, bound_s, interval, o("tolerance"))
 
     def telemetry_plan(self, model: str) -> SoakPlan:
         """A stand-in soak plan for :func:`telemetry_overrides` (only its interval is read)."""
@@ -750,10 +659,17 @@ def run_probe_only(
             poll_s=max(plan.interval_s, 0.25),
         )
         rec.mark("end")
-    failures = [] if drain.passed else [f"drain: {drain.status}"]
-    if probe.abandoned == 0:
-        failures.append(f"probe: no stream was dropped mid-generation ({probe.line()})")
-    code = 1 if failures else 0
+    verdict = compose(
+        [
+            RunVerdict.of(drain.passed, f"drain: {drain.status}"),
+            RunVerdict.of(
+                probe.abandoned > 0,
+                f"probe: no stream was dropped mid-generation ({probe.line()})",
+                otherwise=INCONCLUSIVE,  # nothing was abandoned, so nothing was tested
+            ),
+        ]
+    )
+    failures, code = verdict.reasons, verdict.exit_code
     data = {
         "kind": "abandon-probe",
         "version": 1,
@@ -768,7 +684,8 @@ def run_probe_only(
         "drain": drain.to_dict(),
         "telemetry": [s.to_dict() for s in rec.summaries()],
         "failures": failures,
-        "ok": not failures,
+        "verdict": verdict.status,
+        "ok": verdict.passed,
         "exit_code": code,
     }
     return ProbeOnlyResult(run_dir, data, drain, failures, code, rec.frame(), baseline)
@@ -791,13 +708,11 @@ __all__ = [
     "ProbeOnlyResult",
     "SoakPlan",
     "SoakResult",
-    "judge",
+    "leak_verdicts",
     "load_cycle",
     "parse_size",
-    "plan_from_options",
     "probe_settings",
     "run_probe_only",
     "run_soak",
-    "telemetry_overrides",
     "verdict_line",
 ]

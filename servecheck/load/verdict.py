@@ -1,17 +1,23 @@
-"""One verdict rule for every run (load, accept, capacity, cutover, soak): nothing succeeded is
-never a pass.
+"""One verdict model for every run (load, accept, capacity, cutover, soak): PASS / FAIL /
+INCONCLUSIVE with reasons, folded from the run's stage verdicts by :func:`compose`; nothing
+succeeded is never a pass.
 
 A run is ``pass`` only when something was measured and every SLO held; a run in which no request
 succeeded is ``fail`` (the server answered, wrongly, or not at all), whether or not an SLO was
 given, because a pipeline gated on the exit code must not ship a dead endpoint. A run that could
 not measure what it claims (no request finished, the generator fell behind) is ``inconclusive``.
 Both exit 1; only ``pass`` exits 0.
+
+Each workflow turns its stages (readiness, conformance, a load, a cold start, a leak test, a
+drain ...) into :class:`RunVerdict` values and lets :func:`compose` decide: a stage that failed
+fails the run, one that could not measure makes it inconclusive, no stage at all is never a pass.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 
@@ -42,6 +48,37 @@ class RunVerdict:
     def exit_code(self) -> int:
         return 0 if self.status == PASS else 1
 
+    @classmethod
+    def of(cls, ok: bool, *reasons: str, otherwise: str = FAIL) -> RunVerdict:
+        """PASS when ``ok`` (no reasons), else ``otherwise`` (FAIL) with ``reasons``."""
+        return cls(PASS, []) if ok else cls(otherwise, [r for r in reasons if r])
+
+
+def compose(stages: Iterable[RunVerdict]) -> RunVerdict:
+    """The one rule that folds stage verdicts into a run's: FAIL when a stage failed, else
+    INCONCLUSIVE when a stage could not measure, else PASS; no stage at all is INCONCLUSIVE.
+    The reasons are the stages' reasons, in order."""
+    parts = list(stages)
+    reasons = [r for v in parts for r in v.reasons]
+    if not parts:
+        return RunVerdict(INCONCLUSIVE, ["nothing was run", *reasons])
+    if any(v.status == FAIL for v in parts):
+        return RunVerdict(FAIL, reasons)
+    if any(v.status != PASS for v in parts):
+        return RunVerdict(INCONCLUSIVE, reasons)
+    return RunVerdict(PASS, reasons)
+
+
+def stage_verdict(name: str, stage: Mapping[str, Any]) -> RunVerdict:
+    """A workflow stage's dict (``ok``, and ``verdict`` where the stage has its own, as a load
+    or a cold start does) as a verdict; the reason names the stage and gives its ``detail``."""
+    status = str(stage.get("verdict") or (PASS if stage.get("ok") else FAIL))
+    if status == PASS and not stage.get("ok"):
+        status = FAIL  # a stage's ok is the last word on a pass
+    if status == PASS:
+        return RunVerdict(PASS, [])
+    return RunVerdict(status, [f"{name}: {stage.get('detail') or status}"])
+
 
 def nothing_succeeded(total: int, ok: int, errors: Mapping[str, int]) -> str | None:
     """The reason a run with ``total`` requests of which ``ok`` succeeded fails, or None."""
@@ -57,7 +94,7 @@ def nothing_succeeded(total: int, ok: int, errors: Mapping[str, int]) -> str | N
     )
 
 
-def judge(
+def load_run_verdict(
     *,
     total: int,
     ok: int,
@@ -69,19 +106,27 @@ def judge(
     """The run's verdict. ``unmeasured`` are reasons the run could not measure what it claims
     (the generator fell behind, no request finished, locust died): they make it inconclusive.
     ``down`` (the target did not accept a connection before the load) is a FAIL."""
-    if down:
+    if down:  # nothing else about the run means anything then
         return RunVerdict(FAIL, [down])
     dead = nothing_succeeded(total, ok, errors)
     other = list(unmeasured)
-    if dead is not None:
-        return RunVerdict(FAIL, [dead, *other])
-    if not slo_ok:
-        return RunVerdict(FAIL, other)
-    if total == 0:
-        return RunVerdict(INCONCLUSIVE, ["no request finished", *other])
-    if other:
-        return RunVerdict(INCONCLUSIVE, other)
-    return RunVerdict(PASS, [])
+    finished = ["no request finished"] if total == 0 and slo_ok else []
+    return compose(
+        [
+            RunVerdict.of(dead is None, dead or ""),
+            RunVerdict.of(slo_ok),  # the breached SLOs are listed by their own verdicts
+            RunVerdict.of(not (finished or other), *finished, *other, otherwise=INCONCLUSIVE),
+        ]
+    )
 
 
-__all__ = ["FAIL", "INCONCLUSIVE", "PASS", "RunVerdict", "judge", "nothing_succeeded"]
+__all__ = [
+    "FAIL",
+    "INCONCLUSIVE",
+    "PASS",
+    "RunVerdict",
+    "compose",
+    "load_run_verdict",
+    "nothing_succeeded",
+    "stage_verdict",
+]

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.errors import UsageError
+from servecheck.load.slo import SLO, as_slos
+from servecheck.load.verdict import compose, stage_verdict
 from servecheck.workflows import RunResult, coldstart
 from servecheck.workflows.conformance import CheckSpec, run_check
 
@@ -60,7 +62,7 @@ class AcceptSpec:
 
     target: str = "reference"
     targets_file: str | None = None  # None: ./targets.yaml, else the built-in reference target
-    slos: list[str] = field(default_factory=list)
+    slos: list[SLO] = field(default_factory=list)  # the smoke load's (expressions parsed once)
     smoke_duration_s: float = 20.0
     smoke_users: int = 2
     scenario: str = "chat"
@@ -78,7 +80,10 @@ class AcceptSpec:
     launch: str | None = None  # start the server with this command line; measure its cold start
     cold_start: bool = False  # measure the cold start of a server starting now (no launch)
     cold_start_requests: int = 30
-    cold_start_slos: list[str] = field(default_factory=list)  # time_to_ready<=120s ...
+    cold_start_slos: list[SLO] = field(default_factory=list)  # time_to_ready<=120s ...
+
+    def __post_init__(self) -> None:
+        self.slos, self.cold_start_slos = as_slos(self.slos), as_slos(self.cold_start_slos)
 
     def validate(self) -> None:
         """Raise :class:`UsageError` naming the option when a bound is out of range, a dataset
@@ -106,8 +111,7 @@ def run_accept(spec: AcceptSpec) -> AcceptResult:
     spec.validate()
     validate_before_run(
         targets_file=spec.targets_file,
-        names=[spec.target],
-        slos=spec.slos,
+        names=[spec.target],  # the SLOs were parsed with the spec
         reference_args=spec.reference_args,
     )
     run_dir = new_run_dir(spec.out, "accept", spec.target, spec.run_id)
@@ -188,7 +192,8 @@ def _accept(
                 progress.update(task, description="accept: smoke load")
                 stages["load"] = _smoke(spec, target, run_dir)
                 progress.advance(task)
-    ok = bool(stages) and all(s.get("ok") for s in stages.values()) and "conformance" in stages
+    run_verdict = compose(stage_verdict(name, s) for name, s in stages.items())
+    ok = run_verdict.passed
     verdict = {
         "kind": "accept",
         "target": spec.target,
@@ -197,8 +202,10 @@ def _accept(
         "started": started,
         "finished": time.time(),
         "stages": stages,
+        "verdict": run_verdict.status,
+        "reasons": run_verdict.reasons,
         "ok": ok,
-        "exit_code": 0 if ok else 1,
+        "exit_code": run_verdict.exit_code,
     }
     write_json(run_dir / "accept.json", verdict)
     cases = [
@@ -229,16 +236,20 @@ def _accept(
 
     page = write_accept_html(run_dir)
     say(
-        f"servecheck accept: {'PASS' if ok else 'FAIL'}; "
-        + ", ".join(
-            f"{k} ok"
-            if v.get("ok")
-            else f"{k} FAILED" + (f" ({v['detail']})" if v.get("detail") else "")
-            for k, v in stages.items()
-        )
+        f"servecheck accept: {run_verdict.status.upper()}; "
+        + ", ".join(_stage_line(k, v) for k, v in stages.items())
         + f"; report {page}"
     )
-    return AcceptResult(run_dir, verdict, page, 0 if ok else 1)
+    return AcceptResult(run_dir, verdict, page, run_verdict.exit_code)
+
+
+def _stage_line(name: str, stage: dict[str, Any]) -> str:
+    """``load ok``, ``load FAILED (why)``, ``load INCONCLUSIVE (why)``."""
+    status = stage_verdict(name, stage).status
+    if status == "pass":
+        return f"{name} ok"
+    word = "FAILED" if status == "fail" else status.upper()
+    return f"{name} {word}" + (f" ({stage['detail']})" if stage.get("detail") else "")
 
 
 def _smoke(spec: AcceptSpec, target: Any, run_dir: Path) -> dict[str, Any]:

@@ -21,34 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.errors import UsageError
+from servecheck.load.slo import SLO, as_slos, parse_slo, reject_cold
+from servecheck.load.verdict import RunVerdict
 from servecheck.workflows import RunResult
-
-
-def parse_levels(text: str, rates: bool, speeds: bool = False) -> list[float]:
-    """``1,2,4,8`` (users), ``1/s,2/s`` (rates) or ``0.5,1,2`` (trace speeds) -> increasing
-    positive levels."""
-    from servecheck.load.schedule import parse_rate
-
-    option, example = (
-        ("--speeds", "0.5,1,2,4")
-        if speeds
-        else ("--rates", "1/s,2/s,5/s")
-        if rates
-        else ("--users", "1,2,4,8")
-    )
-    try:
-        vals = [
-            float(p) if speeds else parse_rate(p) if rates else float(int(p))
-            for p in text.split(",")
-            if p.strip()
-        ]
-    except (ValueError, UsageError) as exc:
-        raise UsageError(f"{option} {text!r}: a comma-separated list ({example}): {exc}") from None
-    if not vals or any(v <= 0 for v in vals):
-        raise UsageError(f"{option} {text!r}: give positive levels")
-    if vals != sorted(vals):
-        raise UsageError(f"{option} {text!r}: levels must increase")
-    return vals
 
 
 @dataclass(slots=True)
@@ -60,7 +35,7 @@ class CapacitySpec:
 
     target: str = "reference"
     targets_file: str | None = None  # None: ./targets.yaml, else the built-in reference target
-    slos: list[str] = field(default_factory=list)
+    slos: list[SLO] = field(default_factory=list)  # expressions given are parsed once, here
     levels: list[float] = field(default_factory=lambda: [1.0, 2.0, 4.0, 8.0, 16.0])
     rates: bool = False
     step_duration_s: float = 20.0
@@ -81,10 +56,12 @@ class CapacitySpec:
     run_id: str | None = None
     reference_args: list[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self.slos = as_slos(self.slos)
+
     def validate(self) -> None:
         """Raise :class:`UsageError` naming the option when the sweep cannot run."""
         from servecheck.load.dataset import check_dataset
-        from servecheck.load.slo import parse_slos, reject_cold
 
         check_dataset(self.dataset, self.dataset_format, self.scenario)
         if self.trace is not None:
@@ -107,17 +84,14 @@ class CapacitySpec:
             raise UsageError(
                 f"--knee-metric {self.knee_metric!r}: one of ttft|itl|e2e|tpot|ttfa|ttfr _ p50|p90|p95|p99, e.g. e2e_p95"
             )
-        reject_cold(parse_slos(self.slos), "servecheck capacity")
-        parse_slos(
-            [
-                *self.slos,
-                *(
-                    [f"error_rate<={self.max_error_rate}"]
-                    if self.max_error_rate.lower() != "none"
-                    else []
-                ),
-            ]
-        )
+        reject_cold(self.slos, "servecheck capacity")
+        self.error_rate_slo()  # a bad --max-error-rate is a usage error before any load
+
+    def error_rate_slo(self) -> SLO | None:
+        """``error_rate<=max_error_rate`` (None for ``none``)."""
+        if self.max_error_rate.lower() == "none":
+            return None
+        return parse_slo(f"error_rate<={self.max_error_rate}")
 
 
 @dataclass(slots=True)
@@ -145,55 +119,114 @@ def run_capacity(spec: CapacitySpec) -> CapacityResult:
 
 
 def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityResult:
-    from servecheck.report.capacity_html import write_capacity_html
-
-    rates, step_s, target_rate = spec.rates, spec.step_duration_s, spec.target_rate
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
     from servecheck.checks.health import wait_ready
     from servecheck.client.http import ServeClient
     from servecheck.config import load_targets
-    from servecheck.load.run import LoadSpec, run_load
-    from servecheck.report.capacity import (
-        UNITS,
-        Step,
-        best_step,
-        replicas_for,
-        should_stop,
-        sweep_knee,
-    )
-    from servecheck.report.html import read_json, write_load_html
-    from servecheck.report.workflow import Case, Suite, say, write_json, write_junit
+    from servecheck.report.capacity_html import write_capacity_html
+    from servecheck.report.workflow import write_json
 
     target = load_targets(spec.targets_file).get(spec.target)
     with ServeClient.for_target(target) as client:
         state = wait_ready(client, target, timeout_s=spec.ready_timeout_s)
     if state.state != "ready":
-        say(
-            f"servecheck capacity: {target.name} is not ready ({state.state}: {state.detail}); no load was sent"
-        )
-        write_json(
-            run_dir / "capacity.json",
-            {
-                "kind": "capacity",
-                "target": spec.target,
-                "ok": False,
-                "steps": [],
-                "stop_reason": f"not ready: {state.detail}",
-                "best": None,
-                "knee": None,
-            },
-        )
-        page = write_capacity_html(run_dir)
-        return CapacityResult(run_dir, read_json(run_dir / "capacity.json"), page, 1)
-    mode = "speed" if spec.trace else "rate" if rates else "users"
+        return _not_ready(spec, run_dir, target, f"{state.state}: {state.detail}", state.detail)
+    mode = "speed" if spec.trace else "rate" if spec.rates else "users"
     slos = list(spec.slos)
-    if spec.max_error_rate.lower() != "none" and not any(
-        x.strip().startswith("error_rate") for x in [*slos, *target.slo]
+    error_rate = spec.error_rate_slo()
+    if error_rate is not None and not any(
+        x.strip().startswith("error_rate") for x in [*(s.text for s in slos), *target.slo]
     ):
         # A level that answers fast by failing a third of the requests has not "met the SLOs".
-        slos.append(f"error_rate<={spec.max_error_rate}")
+        slos.append(error_rate)
+    steps, statuses, stop_reason = _run_steps(spec, target, run_dir, levels, slos, mode)
+    data = _findings(spec, target, mode, slos, steps, stop_reason)
+    verdict = _verdict(spec, data, statuses)
+    data.update(verdict=verdict.status, reasons=verdict.reasons, ok=verdict.passed)
+    write_json(run_dir / "capacity.json", data)
+    _write_junit(run_dir, steps, mode)
+    page = write_capacity_html(run_dir)
+    _say_findings(data, mode, page)
+    return CapacityResult(run_dir, data, page, verdict.exit_code)
+
+
+def _not_ready(
+    spec: CapacitySpec, run_dir: Path, target: Any, why: str, detail: str
+) -> CapacityResult:
+    """No load is sent to a target that never became ready: a FAIL with its own page."""
+    from servecheck.load.verdict import FAIL
+    from servecheck.report.capacity_html import write_capacity_html
+    from servecheck.report.html import read_json
+    from servecheck.report.workflow import say, write_json
+
+    say(f"servecheck capacity: {target.name} is not ready ({why}); no load was sent")
+    write_json(
+        run_dir / "capacity.json",
+        {
+            "kind": "capacity",
+            "target": spec.target,
+            "verdict": FAIL,
+            "reasons": [f"not ready: {detail}"],
+            "ok": False,
+            "steps": [],
+            "stop_reason": f"not ready: {detail}",
+            "best": None,
+            "knee": None,
+        },
+    )
+    page = write_capacity_html(run_dir)
+    return CapacityResult(run_dir, read_json(run_dir / "capacity.json"), page, 1)
+
+
+def _step_spec(
+    spec: CapacitySpec, target: Any, run_dir: Path, i: int, level: float, slos: list[SLO]
+) -> Any:
+    """Step ``i``'s :class:`~servecheck.load.run.LoadSpec` at ``level``."""
+    from servecheck.load.run import LoadSpec
+
+    rates = spec.rates
+    return LoadSpec(
+        target=target,
+        scenario=spec.scenario,
+        dataset=spec.dataset,
+        dataset_format=spec.dataset_format,
+        users=None if rates or spec.trace else int(level),
+        rate=level if rates and not spec.trace else None,
+        # A trace: each step replays it at the next speed, cut at the step's duration.
+        trace=spec.trace,
+        trace_format=spec.trace_format,
+        trace_speed=level if spec.trace else 1.0,
+        duration_s=spec.step_duration_s,
+        slos=slos,
+        out_dir=run_dir / "steps",
+        run_id=f"{i + 1:02d}-{_label(spec, level)}",
+        progress=False,
+        seed=i,
+        allow_lag=spec.allow_lag,
+    )
+
+
+def _label(spec: CapacitySpec, level: float) -> str:
+    return f"{level:g}{'x' if spec.trace else 'rps' if spec.rates else 'u'}"
+
+
+def _run_steps(
+    spec: CapacitySpec,
+    target: Any,
+    run_dir: Path,
+    levels: list[float],
+    slos: list[SLO],
+    mode: str,
+) -> tuple[list[Any], list[str], str]:
+    """Run the steps until saturation or the last level: (steps, their verdicts, why it stopped)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from servecheck.load.run import run_load
+    from servecheck.report.capacity import Step, should_stop
+    from servecheck.report.html import write_load_html
+    from servecheck.report.workflow import say
+
     steps: list[Step] = []
+    statuses: list[str] = []
     stop_reason = "all levels run"
     (run_dir / "steps").mkdir(exist_ok=True)
     with Progress(
@@ -205,34 +238,16 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
     ) as progress:
         task = progress.add_task("capacity", total=len(levels))
         for i, level in enumerate(levels):
-            label = f"{level:g}{'x' if spec.trace else 'rps' if rates else 'u'}"
+            label = _label(spec, level)
             progress.update(task, description=f"capacity: step {i + 1} at {label}")
-            load_spec = LoadSpec(
-                target=target,
-                scenario=spec.scenario,
-                dataset=spec.dataset,
-                dataset_format=spec.dataset_format,
-                users=None if rates or spec.trace else int(level),
-                rate=level if rates and not spec.trace else None,
-                # A trace: each step replays it at the next speed, cut at the step's duration.
-                trace=spec.trace,
-                trace_format=spec.trace_format,
-                trace_speed=level if spec.trace else 1.0,
-                duration_s=step_s,
-                slos=slos,
-                out_dir=run_dir / "steps",
-                run_id=f"{i + 1:02d}-{label}",
-                progress=False,
-                seed=i,
-                allow_lag=spec.allow_lag,
-            )
-            result = run_load(load_spec)
+            result = run_load(_step_spec(spec, target, run_dir, i, level, slos))
             try:
                 write_load_html(result.run_dir)
             except Exception as exc:  # noqa: BLE001 - a step's page is a nicety; the sweep goes on
                 say(f"  (no page for step {i + 1}: {type(exc).__name__}: {exc})")
             step = Step.from_summary(level, mode, result.summary, result.passed)
             steps.append(step)
+            statuses.append(str(result.summary.get("verdict") or ""))
             progress.advance(task)
             say(
                 f"step {i + 1} {label}: {'PASS' if step.passed else 'FAIL'}  {step.requests_per_s:.2f} req/s  "
@@ -246,19 +261,34 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
         else:
             if len(levels) == spec.max_steps:
                 stop_reason = f"--max-steps {spec.max_steps} reached"
+    return steps, statuses, stop_reason
+
+
+def _findings(
+    spec: CapacitySpec,
+    target: Any,
+    mode: str,
+    slos: list[SLO],
+    steps: list[Any],
+    stop_reason: str,
+) -> dict[str, Any]:
+    """capacity.json's figures: the steps, the best level, the knee, the replicas."""
+    from servecheck.report.capacity import best_step, replicas_for, sweep_knee
+
     best = best_step(steps)
     kn = sweep_knee(steps, spec.knee_metric)
+    target_rate = spec.target_rate
     replicas = (
         replicas_for(target_rate, best.requests_per_s, spec.headroom)
         if target_rate and best
         else None
     )
-    data: dict[str, Any] = {
+    return {
         "kind": "capacity",
         "target": spec.target,
         "mode": mode,
-        "step_duration_s": step_s,
-        "slo": slos + list(target.slo),
+        "step_duration_s": spec.step_duration_s,
+        "slo": [s.text for s in slos] + list(target.slo),
         "steps": [s.as_dict() for s in steps],
         "stop_reason": stop_reason,
         "best": None
@@ -282,51 +312,73 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
         "headroom": spec.headroom,
         "replicas": replicas,
     }
-    ok = best is not None and (target_rate is None or replicas is not None)
-    data["ok"] = ok
-    write_json(run_dir / "capacity.json", data)
-    write_junit(
-        run_dir / "junit.xml",
-        [
-            Suite(
-                "servecheck.capacity",
-                [
-                    Case(
-                        f"step {i + 1}: {s.level:g} {mode}",
-                        s.passed,
-                        "; ".join(
-                            [
-                                f"{v.get('slo')} observed {v.get('observed')}"
-                                for v in s.slo
-                                if not v.get("passed")
-                            ]
-                            + s.reasons
-                        ),
-                        "servecheck.capacity",
-                    )
-                    for i, s in enumerate(steps)
-                ],
-            )
-        ],
+
+
+def _verdict(spec: CapacitySpec, data: dict[str, Any], statuses: list[str]) -> RunVerdict:
+    """A sweep passes when a level met the SLOs (and, with a target rate, the replicas could be
+    counted); when every step was inconclusive, so is the sweep (load/verdict.py's rule)."""
+    from servecheck.load.verdict import FAIL, INCONCLUSIVE, compose
+
+    unmeasured = bool(statuses) and all(s == INCONCLUSIVE for s in statuses)
+    found = RunVerdict.of(
+        data["best"] is not None,
+        "no load level could be measured" if unmeasured else "no load level met the SLOs",
+        otherwise=INCONCLUSIVE if unmeasured else FAIL,
     )
-    page = write_capacity_html(run_dir)
-    unit = UNITS[mode]
-    say(f"stopped: {stop_reason}")
+    counted = RunVerdict.of(
+        data["best"] is None or spec.target_rate is None or data["replicas"] is not None,
+        f"replicas for {spec.target_rate:g} req/s: unknown" if spec.target_rate else "",
+    )
+    return compose([found, counted])
+
+
+def _write_junit(run_dir: Path, steps: list[Any], mode: str) -> None:
+    from servecheck.report.workflow import Case, Suite, write_junit
+
+    cases = [
+        Case(
+            f"step {i + 1}: {s.level:g} {mode}",
+            s.passed,
+            "; ".join(
+                [
+                    f"{v.get('slo')} observed {v.get('observed')}"
+                    for v in s.slo
+                    if not v.get("passed")
+                ]
+                + s.reasons
+            ),
+            "servecheck.capacity",
+        )
+        for i, s in enumerate(steps)
+    ]
+    write_junit(run_dir / "junit.xml", [Suite("servecheck.capacity", cases)])
+
+
+def _say_findings(data: dict[str, Any], mode: str, page: Path) -> None:
+    from servecheck.report.capacity import UNITS
+    from servecheck.report.workflow import say
+
+    unit, best, kn = UNITS[mode], data["best"], data["knee"]
+    target_rate, replicas = data["target_rate"], data["replicas"]
+    say(f"stopped: {data['stop_reason']}")
     say(
-        f"highest load meeting the SLOs: {best.level:g} {unit} ({best.requests_per_s:.2f} req/s)"
+        f"highest load meeting the SLOs: {best['level']:g} {unit} ({best['requests_per_s']:.2f} req/s)"
         if best
         else "no load level met the SLOs"
     )
     if kn:
         say(
-            f"knee: {kn.level:g} {unit} ({kn.throughput:.2f} req/s, {kn.metric} {kn.latency_ms:.1f} ms)"
+            f"knee: {kn['level']:g} {unit} ({kn['requests_per_s']:.2f} req/s, {kn['metric']} {kn['latency_ms']:.1f} ms)"
         )
     if target_rate:
         say(
             f"replicas for {target_rate:g} req/s: {replicas if replicas is not None else 'unknown (no passing level)'}"
         )
+    say(
+        f"verdict: {data['verdict'].upper()}"
+        + (f" ({'; '.join(data['reasons'])})" if data["reasons"] else "")
+    )
     say(f"report: {page}")
-    return CapacityResult(run_dir, data, page, 0 if ok else 1)
 
 
 def _breakdown_line(b: dict[str, Any] | None) -> str:
@@ -349,4 +401,4 @@ def _ms(value: float | None) -> str:
     return "no data" if value is None else f"{value:.1f} ms"
 
 
-__all__ = ["CapacityResult", "CapacitySpec", "parse_levels", "run_capacity"]
+__all__ = ["CapacityResult", "CapacitySpec", "run_capacity"]

@@ -1,4 +1,4 @@
-"""The cold-start stage of ``servecheck accept`` and ``servecheck cutover``: its options, the
+"""The cold-start stage of ``servecheck accept`` and ``servecheck cutover``: the
 launched process's lifetime and the stage dict (the measurement is :mod:`servecheck.load.coldstart`,
 the report section :mod:`servecheck.report.coldstart_html`). ``spec`` is an accept or cutover
 spec: anything with ``launch``, ``cold_start``, ``cold_start_requests`` and ``cold_start_slos``.
@@ -10,7 +10,6 @@ SLO held; a figure an SLO needs that was not measured makes it INCONCLUSIVE (nev
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import subprocess
 import time
@@ -23,44 +22,12 @@ from servecheck.config.model import Target
 from servecheck.errors import UsageError
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:  # the commands' options
-    """``--launch CMD``, ``--cold-start``, ``--cold-start-requests N``."""
-    parser.add_argument(
-        "--launch",
-        metavar="CMD",
-        default=None,
-        help="start the server with this command line first and measure its cold start "
-        "(stopped at the end; output in launch.log)",
-    )
-    parser.add_argument(
-        "--cold-start",
-        action="store_true",
-        help="measure a cold start of a server that is starting now: time to ready, the first "
-        "requests against the warm median, requests to warm up",
-    )
-    parser.add_argument(
-        "--cold-start-requests",
-        type=int,
-        default=30,
-        metavar="N",
-        help="sequential requests timed after readiness (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--cold-start-slo",
-        action="append",
-        default=[],
-        metavar="EXPR",
-        help="cold-start SLO, e.g. time_to_ready<=120s, first_ttft<=5s, first_ttft_ratio<=10, "
-        "requests_to_warm<=5 (repeatable; the target's slo entries for cold starts are added)",
-    )
-
-
 def validate(spec: Any) -> None:
     """Before any traffic: every ``--cold-start-slo`` parses, is a cold-start metric and has a
     cold start to judge; an accept ``--slo`` that is a cold-start metric points here."""
-    from servecheck.load.slo import COLD, parse_slos, reject_cold
+    from servecheck.load.slo import COLD, reject_cold
 
-    given = parse_slos(getattr(spec, "cold_start_slos", None) or [], "cli")
+    given = list(getattr(spec, "cold_start_slos", None) or [])
     for slo in given:
         if not slo.cold:
             raise UsageError(
@@ -69,7 +36,7 @@ def validate(spec: Any) -> None:
             )
     if given and not enabled(spec):
         raise UsageError("--cold-start-slo needs a cold start: --launch CMD or --cold-start")
-    reject_cold(parse_slos(getattr(spec, "slos", None) or [], "cli"), "the smoke load")
+    reject_cold(getattr(spec, "slos", None) or [], "the smoke load")
 
 
 def stage_slos(spec: Any, target: Target) -> list[Any]:
@@ -77,7 +44,7 @@ def stage_slos(spec: Any, target: Target) -> list[Any]:
     from servecheck.load.slo import parse_slos
 
     slos = [
-        *parse_slos(getattr(spec, "cold_start_slos", None) or [], "cli"),
+        *(getattr(spec, "cold_start_slos", None) or []),
         *(s for s in parse_slos(target.slo, "targets.yaml") if s.cold),
     ]
     seen: set[tuple[str, str, float]] = set()
@@ -162,7 +129,7 @@ def run_stage(
         else round(time.monotonic() - t0, 3),
     }
     d = cold.as_dict()
-    verdicts = coldstart.judge(stage_slos(spec, target), cold)
+    verdicts = coldstart.cold_start_verdicts(stage_slos(spec, target), cold)
     for v in verdicts:
         say(f"cold start SLO: {v.line()}")
     unmeasured = [v for v in verdicts if v.observed is None]

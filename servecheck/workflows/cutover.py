@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.errors import UsageError
+from servecheck.load.slo import SLO, as_slos
+from servecheck.load.verdict import RunVerdict, compose, stage_verdict
 from servecheck.report.cutover_html import part_message as _part_message
 from servecheck.workflows import RunResult, coldstart
 
@@ -61,7 +63,10 @@ class CutoverSpec:
     launch: str | None = None  # start NEW with this command line; measure its cold start
     cold_start: bool = False
     cold_start_requests: int = 30
-    cold_start_slos: list[str] = field(default_factory=list)  # time_to_ready<=900s ...
+    cold_start_slos: list[SLO] = field(default_factory=list)  # time_to_ready<=900s ...
+
+    def __post_init__(self) -> None:
+        self.cold_start_slos = as_slos(self.cold_start_slos)  # expressions: parsed once, here
 
 
 @dataclass(slots=True)
@@ -177,13 +182,16 @@ def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = Non
             "regressions": cmp.regressions,
             "notes": cmp.notes,
         }
-    ok = all(p["ok"] for p in parts.values())
+    verdict = _verdict(parts)
+    ok = verdict.passed
     data = {
         "kind": "cutover",
         "mode": "pre",
         "from": old.name,
         "to": new.name,
         "parts": parts,
+        "verdict": verdict.status,
+        "reasons": verdict.reasons,
         "ok": ok,
         "finished": time.time(),
     }
@@ -202,8 +210,16 @@ def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = Non
     page = write_cutover_html(run_dir)
     for name, p in parts.items():
         say(f"{name}: {'ok' if p['ok'] else 'FAILED'}  {_part_message(name, p)}")
-    say(f"servecheck cutover: {'PASS' if ok else 'FAIL'}; report {page}")
-    return CutoverResult(run_dir, data, page, 0 if ok else 1)
+    say(f"servecheck cutover: {verdict.status.upper()}; report {page}")
+    return CutoverResult(run_dir, data, page, verdict.exit_code)
+
+
+def _verdict(parts: dict[str, dict[str, Any]]) -> RunVerdict:
+    """The run's verdict from its parts (load/verdict.py's rule); each reason is the part's
+    message."""
+    return compose(
+        stage_verdict(name, {**p, "detail": _part_message(name, p)}) for name, p in parts.items()
+    )
 
 
 def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
@@ -254,6 +270,7 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
         "max_gap_s": max_gap,
         "model_changes": [{"t": c.t, "old": c.old, "new": c.new} for c in rep.model_changes],
     }
+    verdict = _verdict({"swap": part})
     data = {
         "kind": "cutover",
         "mode": "swap",
@@ -263,7 +280,9 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
         "report": rep.as_dict(),
         "expected_models": expected,
         "parts": {"swap": part},
-        "ok": part["ok"],
+        "verdict": verdict.status,
+        "reasons": verdict.reasons,
+        "ok": verdict.passed,
         "finished": time.time(),
     }
     notes = []
@@ -315,8 +334,8 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
     say(f"swap: {_part_message('swap', part)}")
     if data.get("note"):
         say(f"note: {data['note']}")
-    say(f"servecheck cutover: {'PASS' if part['ok'] else 'FAIL'}; report {page}")
-    return CutoverResult(run_dir, data, page, 0 if part["ok"] else 1)
+    say(f"servecheck cutover: {verdict.status.upper()}; report {page}")
+    return CutoverResult(run_dir, data, page, verdict.exit_code)
 
 
 __all__ = ["CutoverResult", "CutoverSpec", "run_cutover"]

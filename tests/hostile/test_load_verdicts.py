@@ -12,7 +12,7 @@ import pytest
 
 from servecheck.cli import main
 from servecheck.load.stats import compute_stats
-from servecheck.load.verdict import judge
+from servecheck.load.verdict import load_run_verdict
 from servecheck.reference.hostile import hostile
 from tests.hostile.support import load_cmd, write_targets
 from tests.report.synth import synth_records, write_check_run, write_load_run
@@ -60,12 +60,14 @@ def test_load_with_no_slo_fails_when_nothing_succeeded(
 
 
 def test_the_verdict_rule() -> None:
-    assert judge(total=5, ok=0, errors={"timeout": 5}, slo_ok=True).status == "fail"
-    assert judge(total=5, ok=1, errors={"timeout": 4}, slo_ok=True).status == "pass"
-    assert judge(total=0, ok=0, errors={}, slo_ok=True).status == "inconclusive"
-    lagged = judge(total=5, ok=5, errors={}, slo_ok=True, unmeasured=["generator behind"])
+    assert load_run_verdict(total=5, ok=0, errors={"timeout": 5}, slo_ok=True).status == "fail"
+    assert load_run_verdict(total=5, ok=1, errors={"timeout": 4}, slo_ok=True).status == "pass"
+    assert load_run_verdict(total=0, ok=0, errors={}, slo_ok=True).status == "inconclusive"
+    lagged = load_run_verdict(
+        total=5, ok=5, errors={}, slo_ok=True, unmeasured=["generator behind"]
+    )
     assert (lagged.status, lagged.exit_code) == ("inconclusive", 1)
-    dead = judge(total=5, ok=0, errors={"timeout": 5}, slo_ok=True, unmeasured=["cpu"])
+    dead = load_run_verdict(total=5, ok=0, errors={"timeout": 5}, slo_ok=True, unmeasured=["cpu"])
     assert dead.reasons[0].endswith("within the target's timeout_s"), dead.reasons
 
 

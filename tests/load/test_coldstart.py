@@ -148,20 +148,20 @@ def test_a_cold_start_slower_than_its_slo_fails_accept(tmp_path: Path) -> None:
 
 
 def test_an_unmeasured_cold_start_figure_is_inconclusive_never_a_pass() -> None:
-    from servecheck.load.coldstart import judge
+    from servecheck.load.coldstart import cold_start_verdicts
     from servecheck.load.slo import parse_slos
 
     slos = parse_slos(["requests_to_warm<=5", "first_ttft<=5s", "time_to_ready<=60s"])
     never = _cold([100.0, None, None, None, 100.0, None])  # never settles: no requests_to_warm
-    verdicts = judge(slos, never)
+    verdicts = cold_start_verdicts(slos, never)
     assert [v.passed for v in verdicts] == [False, True, True]
     assert verdicts[0].observed is None and verdicts[0].note.startswith("not measured: ")
     not_ready = ColdStart(launched=True, ready=False, ready_detail="timeout", time_to_ready_s=None)
-    assert all(v.observed is None and not v.passed for v in judge(slos, not_ready))
-    assert "never became ready (timeout)" in judge(slos, not_ready)[0].note
+    assert all(v.observed is None and not v.passed for v in cold_start_verdicts(slos, not_ready))
+    assert "never became ready (timeout)" in cold_start_verdicts(slos, not_ready)[0].note
     slow = _cold([7200.0, 30.0, 30.0, 31.0, 30.0, 30.0])
-    assert [v.passed for v in judge(slos, slow)] == [True, False, True]
-    assert judge(slos, slow)[1].observed == 7200.0
+    assert [v.passed for v in cold_start_verdicts(slos, slow)] == [True, False, True]
+    assert cold_start_verdicts(slos, slow)[1].observed == 7200.0
 
 
 @pytest.mark.parametrize(

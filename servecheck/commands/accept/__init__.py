@@ -14,12 +14,12 @@ import os
 from servecheck import api
 from servecheck.commands.options import (
     add_catalogue_arguments,
+    add_cold_start_arguments,
     add_dataset_arguments,
     add_run_arguments,
     add_target_arguments,
     out_dir,
 )
-from servecheck.workflows import coldstart
 from servecheck.workflows.accept import AcceptSpec
 
 
@@ -67,17 +67,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_catalogue_arguments(parser)
     add_run_arguments(parser, "accept", "<target>")
-    coldstart.add_arguments(parser)
+    add_cold_start_arguments(parser)
 
 
 def spec_from_args(args: argparse.Namespace) -> AcceptSpec:
     """The :class:`AcceptSpec` for the options."""
     from servecheck.load.schedule import parse_duration
+    from servecheck.load.slo import parse_slos
 
     return AcceptSpec(
         target=args.target or "reference",
         targets_file=args.targets_file,
-        slos=list(args.slo),
+        slos=parse_slos(args.slo, "cli"),
         smoke_duration_s=parse_duration(args.smoke_duration),
         smoke_users=args.smoke_users,
         scenario=args.scenario,
@@ -95,7 +96,7 @@ def spec_from_args(args: argparse.Namespace) -> AcceptSpec:
         launch=args.launch,
         cold_start=args.cold_start,
         cold_start_requests=args.cold_start_requests,
-        cold_start_slos=list(args.cold_start_slo),
+        cold_start_slos=parse_slos(args.cold_start_slo, "cli"),
     )
 
 

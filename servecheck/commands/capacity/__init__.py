@@ -19,7 +19,35 @@ from servecheck.commands.options import (
     add_target_arguments,
     out_dir,
 )
-from servecheck.workflows.capacity import CapacitySpec, parse_levels
+from servecheck.errors import UsageError
+from servecheck.workflows.capacity import CapacitySpec
+
+
+def parse_levels(text: str, rates: bool, speeds: bool = False) -> list[float]:
+    """``1,2,4,8`` (users), ``1/s,2/s`` (rates) or ``0.5,1,2`` (trace speeds) -> increasing
+    positive levels."""
+    from servecheck.load.schedule import parse_rate
+
+    option, example = (
+        ("--speeds", "0.5,1,2,4")
+        if speeds
+        else ("--rates", "1/s,2/s,5/s")
+        if rates
+        else ("--users", "1,2,4,8")
+    )
+    try:
+        vals = [
+            float(p) if speeds else parse_rate(p) if rates else float(int(p))
+            for p in text.split(",")
+            if p.strip()
+        ]
+    except (ValueError, UsageError) as exc:
+        raise UsageError(f"{option} {text!r}: a comma-separated list ({example}): {exc}") from None
+    if not vals or any(v <= 0 for v in vals):
+        raise UsageError(f"{option} {text!r}: give positive levels")
+    if vals != sorted(vals):
+        raise UsageError(f"{option} {text!r}: levels must increase")
+    return vals
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -134,8 +162,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def spec_from_args(args: argparse.Namespace) -> CapacitySpec:
     """The :class:`CapacitySpec` for the options (default levels: 1,2,4,8,16 users)."""
-    from servecheck.errors import UsageError
     from servecheck.load.schedule import parse_duration, parse_rate
+    from servecheck.load.slo import parse_slos
 
     rates = args.rates is not None
     if args.speeds is not None and not args.trace:
@@ -150,7 +178,7 @@ def spec_from_args(args: argparse.Namespace) -> CapacitySpec:
     return CapacitySpec(
         target=args.target or "reference",
         targets_file=args.targets_file,
-        slos=list(args.slo),
+        slos=parse_slos(args.slo, "cli"),
         levels=levels,
         rates=rates,
         step_duration_s=parse_duration(args.step_duration),

@@ -16,11 +16,11 @@ import argparse
 from servecheck import api
 from servecheck.commands.options import (
     add_catalogue_arguments,
+    add_cold_start_arguments,
     add_run_arguments,
     add_target_arguments,
     out_dir,
 )
-from servecheck.workflows import coldstart
 from servecheck.workflows.cutover import CutoverSpec
 
 
@@ -103,12 +103,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="longest time without a success allowed (default: %(default)s)",
     )
     add_run_arguments(parser, "cutover", "<names>")
-    coldstart.add_arguments(parser)  # --launch / --cold-start: the candidate (NEW) starts now
+    add_cold_start_arguments(parser)  # --launch / --cold-start: the candidate (NEW) starts now
 
 
 def spec_from_args(args: argparse.Namespace) -> CutoverSpec:
     """The :class:`CutoverSpec` for the options."""
     from servecheck.load.schedule import parse_duration, parse_rate
+    from servecheck.load.slo import parse_slos
 
     return CutoverSpec(
         old=args.old,
@@ -137,7 +138,7 @@ def spec_from_args(args: argparse.Namespace) -> CutoverSpec:
         launch=args.launch,
         cold_start=args.cold_start,
         cold_start_requests=args.cold_start_requests,
-        cold_start_slos=list(args.cold_start_slo),
+        cold_start_slos=parse_slos(args.cold_start_slo, "cli"),
     )
 
 

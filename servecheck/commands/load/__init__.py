@@ -12,6 +12,8 @@ import argparse
 import os
 import sys
 
+from servecheck.commands.load.spec import spec_from_options
+
 # Re-exported: callers wrote ``from servecheck.commands.load import LoadSpec, run_load`` before
 # the run moved into the library; new code imports servecheck.load.run.
 from servecheck.commands.options import add_dataset_arguments, add_target_arguments
@@ -22,7 +24,6 @@ from servecheck.load.run import (
     format_summary,
     read_plan,
     run_load,
-    spec_from_options,
     summarise,
 )
 from servecheck.load.trace import FORMATS as TRACE_FORMATS

@@ -18,15 +18,17 @@ from typing import TYPE_CHECKING
 
 from servecheck import api
 from servecheck.commands.options import add_run_arguments, add_target_arguments, out_dir
+from servecheck.commands.soak.plans import (
+    plan_from_options,
+    probe_plan_from_options,
+    telemetry_overrides,
+)
 from servecheck.load.soak import (
     MAX_CYCLES,
     MIN_CYCLES,
-    ProbeOnlyPlan,
     SoakPlan,
     _dur,
-    plan_from_options,
     run_probe_only,
-    telemetry_overrides,
     verdict_line,
 )
 
@@ -190,7 +192,7 @@ def _probe_only(args: argparse.Namespace, target: Target) -> int:
     from servecheck.report.soak_html import write_probe_report
     from servecheck.report.workflow import new_run_dir, say
 
-    plan = ProbeOnlyPlan.from_options(vars(args), target)
+    plan = probe_plan_from_options(vars(args), target)
     model = args.model or discover_model(target)
     run_dir = new_run_dir(out_dir(args), "probe", target.name, args.run_id)
     s = plan.settings
@@ -202,9 +204,10 @@ def _probe_only(args: argparse.Namespace, target: Target) -> int:
     result = run_probe_only(target, model, plan, run_dir, telemetry_overrides=overrides, say=say)
     path = write_probe_report(result, say)
     print(verdict_line("drain", result.drain.status, result.drain.message))
+    word = str(result.data["verdict"]).upper()
     for reason in result.failures:
-        print(f"FAIL {reason}")
-    print(f"probe {'PASS' if result.exit_code == 0 else 'FAIL'}: {path}")
+        print(f"{word} {reason}")
+    print(f"probe {word}: {path}")
     return result.exit_code
 
 
@@ -239,9 +242,10 @@ def run(args: argparse.Namespace) -> int:
         print(verdict_line(metric, v.status, v.message))
     if result.drain is not None:
         print(verdict_line("drain", result.drain.status, result.drain.message))
+    word = str(result.data["verdict"]).upper()
     for reason in result.data["failures"]:
-        print(f"FAIL {reason}")
-    print(f"soak {'PASS' if result.exit_code == 0 else 'FAIL'}: {result.run_dir / 'report.html'}")
+        print(f"{word} {reason}")
+    print(f"soak {word}: {result.run_dir / 'report.html'}")
     return result.exit_code
 
 

@@ -1,0 +1,126 @@
+"""``servecheck soak``'s options -> a typed :class:`~servecheck.load.soak.SoakPlan` or
+:class:`~servecheck.load.soak.ProbeOnlyPlan` and the telemetry overrides (parsed and checked
+here, at the edge: the library never sees the options)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from servecheck.config.model import Target
+from servecheck.errors import UsageError
+from servecheck.load.soak import LOOPBACK, ProbeOnlyPlan, SoakPlan, parse_size, probe_settings
+
+
+def plan_from_options(
+    options: Mapping[str, Any], target: Target, model: str | None = None
+) -> SoakPlan:
+    """Build and validate the plan from ``servecheck soak``'s options (as in ``vars(args)``;
+    ``model`` resolved by the caller)."""
+    from servecheck.load.schedule import parse_duration
+
+    o: Callable[[str], Any] = options.get  # Any: the options are argparse values
+
+    missing = [
+        opt
+        for opt, value in (
+            ("--cycles", o("cycles")),
+            ("--cycle", o("cycle")),
+            ("--idle", o("idle")),
+        )
+        if value is None
+    ]
+    if missing:
+        raise UsageError(
+            f"a soak is bounded: give {', '.join(missing)} (e.g. --cycles 6 --cycle 10m --idle 2m)"
+        )
+    cycle_s, idle_s = parse_duration(o("cycle")), parse_duration(o("idle"))
+    settings = target.telemetry
+    interval = parse_duration(o("interval")) if o("interval") else (settings.interval_s or 0.5)
+    if not 0.01 <= interval <= 60:
+        raise UsageError(f"--interval {interval:g}s: between 10ms and 60s")
+    plan = SoakPlan(
+        model=model or "",
+        cycles=o("cycles"),
+        cycle_s=cycle_s,
+        idle_s=idle_s,
+        baseline_s=parse_duration(o("baseline")) if o("baseline") else idle_s,
+        settle_s=parse_duration(o("settle")) if o("settle") else idle_s / 2,
+        concurrency=o("concurrency"),
+        max_tokens=o("max_tokens"),
+        prompt_words=o("prompt_words"),
+        shared_prefix_words=int(o("shared_prefix") or 0),
+        interval_s=interval,
+        tolerance=o("tolerance"),
+        rss_tolerance=parse_size(o("rss_tolerance")),
+        abandon=o("abandon"),
+        abandon_share=o("abandon_share"),
+        abandon_chunks=o("abandon_chunks"),
+        drain_bound_s=parse_duration(o("drain_bound")),
+        probe_streams=o("probe_streams"),
+        probe_rounds=o("probe_rounds"),
+        fail_on_retention=o("fail_on_retention"),
+        max_total_s=parse_duration(o("max_total")),
+        # A random tiny model may stop at once; vLLM can be told to ignore EOS so cycles stay identical.
+        extra={"ignore_eos": True} if target.engine == "vllm" else {},
+    )
+    plan.validate()
+    if plan.abandon:
+        probe_settings(plan).validate()
+    return plan
+
+
+def probe_plan_from_options(options: Mapping[str, Any], target: Target) -> ProbeOnlyPlan:
+    """The ``--probe-only`` plan from ``servecheck soak``'s options; raises :class:`UsageError` naming the option."""
+    from servecheck.load.abandon import ProbeSettings
+    from servecheck.load.schedule import parse_duration
+
+    o: Callable[[str], Any] = options.get
+    if o("cycles") is not None or o("cycle") is not None or o("abandon"):
+        raise UsageError(
+            "--probe-only runs no load cycles: leave out --cycles, --cycle and --abandon"
+        )
+    interval = (
+        parse_duration(o("interval")) if o("interval") else (target.telemetry.interval_s or 0.5)
+    )
+    baseline_s = parse_duration(o("baseline")) if o("baseline") else 5.0
+    bound_s = parse_duration(o("drain_bound"))
+    if baseline_s < 3 * interval or not 0 < bound_s <= 3600 or not 0.01 <= interval <= 60:
+        raise UsageError(
+            f"--probe-only: --baseline {baseline_s:g}s must hold 3 samples at --interval {interval:g}s "
+            f"(10ms-60s), and --drain-bound {bound_s:g}s be at most 1h"
+        )
+    settings = ProbeSettings(
+        streams=o("probe_streams"),
+        rounds=o("probe_rounds"),
+        chunks=o("abandon_chunks"),
+        max_tokens=o("max_tokens"),
+        prompt_words=o("prompt_words"),
+        extra={"ignore_eos": True} if target.engine == "vllm" else {},
+    )
+    settings.validate()
+    return ProbeOnlyPlan(settings, baseline_s, bound_s, interval, o("tolerance"))
+
+
+def telemetry_overrides(
+    options: Mapping[str, Any], target: Target, plan: SoakPlan
+) -> dict[str, Any]:
+    """The recorder settings the options change (interval, NVML off, which process for RSS)."""
+    o: Callable[[str], Any] = options.get  # Any: the options are argparse values
+    settings = target.telemetry
+    out: dict[str, Any] = {"interval_s": plan.interval_s}
+    if o("no_nvml"):
+        out["nvml"] = False
+    if o("no_rss"):
+        out["pid"], out["port"] = None, None
+    elif o("pid") is not None or o("port") is not None:
+        out["pid"], out["port"] = o("pid"), o("port")
+    elif settings.pid is None and settings.port is None:
+        parts = urlsplit(target.base_url)
+        if parts.hostname in LOOPBACK:
+            out["port"] = parts.port or (443 if parts.scheme == "https" else 80)
+    return out
+
+
+__all__ = ["plan_from_options", "probe_plan_from_options", "telemetry_overrides"]

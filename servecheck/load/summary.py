@@ -1,0 +1,306 @@
+"""The summary half of a load run: merged records -> statistics, SLO verdicts and the run's
+verdict -> ``summary.json`` (schema :data:`SCHEMA_VERSION`) and ``summary.txt``
+(:func:`summarise`, :func:`format_summary`). The Locust-process half is :mod:`servecheck.load.run`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from servecheck.load.breakdown import format_breakdown, scenario_breakdown
+from servecheck.load.phases import phase_lines
+from servecheck.load.plan import RunConfig
+from servecheck.load.records import MERGED_NAME, merge_records
+from servecheck.load.slo import SLO, Verdict, evaluate, request_predicate
+from servecheck.load.stats import RunStats, Schedule, compute_stats
+from servecheck.load.transport import read_transport, transport_reasons
+from servecheck.load.verdict import load_run_verdict
+from servecheck.load.warmup import Warmup, format_warmup
+from servecheck.redact import redact
+
+if TYPE_CHECKING:
+    from servecheck.load.run import LoadSpec
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(slots=True)
+class LoadResult:
+    """The outcome of :func:`run_load`; ``summary`` is what summary.json holds."""
+
+    run_id: str
+    run_dir: Path
+    summary: dict[str, Any]
+    stats: RunStats
+    verdicts: list[Verdict]
+    passed: bool
+    behind: bool
+    exit_code: int
+    locust_rc: int | None
+
+    @property
+    def records_path(self) -> Path:
+        return self.run_dir / MERGED_NAME
+
+
+def warmup_of(spec: LoadSpec) -> Warmup:
+    return Warmup(spec.warmup_s, spec.warmup_requests)
+
+
+def _last_error(path: Path) -> str:
+    """The last exception line Locust printed (e.g. an import error in the scenario), redacted."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        text = line.strip()
+        if text and (
+            "Error" in text.split(":", 1)[0] or text.startswith(("Exception", "Traceback"))
+        ):
+            return redact(text[:300])
+    return ""
+
+
+def _reader_summary(infos: list[dict[str, Any]]) -> dict[str, Any]:
+    """How tokens were timed across workers: ``kernel`` (receive timestamps from the kernel),
+    ``reader`` (the reader's clock when it got the bytes) or ``mixed``."""
+    readers = [i.get("reader") or {} for i in infos]
+    kinds = sorted({str(r.get("kind")) for r in readers if r.get("kind")})
+    kernel = sum(int(r.get("kernel_stamps") or 0) for r in readers)
+    user = sum(int(r.get("user_stamps") or 0) for r in readers)
+    clock = (
+        "kernel"
+        if kernel and not user and "blocking" not in kinds
+        else ("reader" if not kernel else "mixed")
+    )
+    out: dict[str, Any] = {
+        "kinds": kinds,
+        "clock": clock if kinds else None,
+        "kernel_stamps": kernel,
+        "reader_stamps": user,
+    }
+    threads = [r["thread"] for r in readers if isinstance(r.get("thread"), dict)]
+    if threads:
+        # The native reader threads' own cost: their CPU is inside generator.cpu_s too.
+        reads = sum(int(t.get("reads") or 0) for t in threads)
+        cpu = sum(float(t.get("cpu_s") or 0.0) for t in threads)
+        passes = sum(int(t.get("passes") or 0) for t in threads)
+        out["thread"] = {
+            "reads": reads,
+            "passes": passes,
+            "cpu_s": round(cpu, 4),
+            "us_per_read": round(cpu / reads * 1e6, 2) if reads else None,
+            "reads_per_pass": round(reads / passes, 2) if passes else None,
+        }
+    return out
+
+
+def _worker_infos(run_dir: Path) -> list[dict[str, Any]]:
+    infos = []
+    for p in sorted(run_dir.glob("worker-*.json")):
+        try:
+            infos.append(json.loads(p.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return infos
+
+
+def summarise(
+    spec: LoadSpec,
+    cfg: RunConfig,
+    slos: Sequence[SLO],
+    run_dir: Path,
+    locust_rc: int | None,
+    started: float,
+    ended: float,
+    down: str | None = None,
+    partial: str | None = None,
+) -> LoadResult:
+    """Merge the worker records, compute statistics and verdicts, write summary.json/.txt.
+    ``down``: why the target could not be reached before the load started (then FAIL).
+    ``partial``: why the run stopped early (the summary is marked; never a pass)."""
+    read = merge_records(run_dir)
+    infos = _worker_infos(run_dir)
+    planned_parts = [i.get("planned") for i in infos]
+    planned = (
+        sum(int(p) for p in planned_parts if p is not None)
+        if infos and all(p is not None for p in planned_parts)
+        else None
+    )
+    if (
+        cfg.mode in ("fixed", "poisson")
+        and planned is None
+        and cfg.duration_s
+        and cfg.rate
+        and not infos
+    ):
+        planned = int(
+            cfg.rate * cfg.duration_s
+        )  # no worker reported (killed): judge against the plan
+    loop_lag = [x for i in infos for x in i.get("loop_lag_s", [])]
+    warm = warmup_of(spec)
+    if warm.active:  # a first pass takes the warm-up's own figures; they count for nothing else
+        for _ in warm.measured(read.iter_records()):
+            pass
+        planned = None if planned is None else max(0, planned - warm.count)
+
+    def records() -> Any:
+        its = read.iter_records()
+        return warmup_of(spec).measured(its) if warm.active else its
+
+    sched = Schedule(mode=cfg.mode, planned=planned, max_lag_ms=spec.max_lag_ms)
+    stats = compute_stats(records(), sched, request_predicate(slos), loop_lag)
+    verdicts = evaluate(slos, stats)
+    slo_ok = all(v.passed for v in verdicts)
+    unmeasured: list[str] = []
+    if stats.behind and not spec.allow_lag and stats.ok:
+        unmeasured += stats.behind_reasons  # with nothing ok the server is to blame, not the CPU
+    if stats.total == 0:
+        tail = _last_error(run_dir / "locust.stdout")
+        if locust_rc not in (0, None) or tail:
+            unmeasured.append(
+                f"locust exited with code {locust_rc}"
+                + (f": {tail}" if tail else "")
+                + f" (see {run_dir / 'locust.stdout'})"
+            )
+    transport = read_transport(run_dir)  # workers' records came over Locust's channel
+    if transport is not None:
+        unmeasured += transport_reasons(transport)
+    elif spec.role == "master" or (spec.role == "local" and (spec.processes or 1) > 1):
+        unmeasured.append(
+            "the master kept no ledger of its workers (transport.json): see locust.log"
+        )
+    if partial:
+        unmeasured.insert(0, f"partial run: {partial}")
+    judged = load_run_verdict(
+        total=stats.total,
+        ok=stats.ok,
+        # Shed requests are not failures, but a run in which every answer was a 429 still
+        # served nobody: the rule sees them beside the error classes.
+        errors={
+            **stats.errors,
+            **({"rate-limited": stats.rate_limited} if stats.rate_limited else {}),
+        },
+        slo_ok=slo_ok,
+        unmeasured=unmeasured,
+        down=down,
+    )
+    reasons, passed, verdict = judged.reasons, judged.passed, judged.status
+    exit_code = judged.exit_code
+    cpu = sum(float(i.get("cpu_s", 0.0)) for i in infos)
+    tokens_client = sum(int(i.get("tokens_client", 0)) for i in infos)
+    methods = sorted({str(i.get("prompt_method")) for i in infos if i.get("prompt_method")})
+    summary: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": cfg.run_id,
+        "target": cfg.target,
+        "base_url": redact(cfg.base_url),
+        "model": cfg.model,
+        "scenario": cfg.scenario,
+        "mode": cfg.mode,
+        "users": cfg.users if cfg.mode == "closed" else None,
+        "rate": cfg.rate,
+        "seed": cfg.seed,
+        "duration_s": cfg.duration_s,
+        "max_requests": cfg.max_requests,
+        "workers": len(infos) or cfg.workers,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "ended_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ended)),
+        "prompt_method": ",".join(methods) or None,
+        "records": {
+            "merged": read.count,
+            "bad_lines": read.bad_lines,
+            "per_worker": {Path(k).name: v for k, v in read.per_file.items()},
+            **({"transport": transport} if transport is not None else {}),
+        },
+        **stats.as_dict(),
+        "slo": [v.as_dict() for v in verdicts],
+        "verdict": verdict,
+        "partial": bool(partial),
+        "reasons": reasons,
+        "exit_code": exit_code,
+        "generator": {
+            "cpu_s": round(cpu, 3),
+            "tokens_streamed": tokens_client,
+            "cpu_s_per_10k_tokens": round(cpu / tokens_client * 10_000, 4)
+            if tokens_client
+            else None,
+            "locust_rc": locust_rc,
+            "reader": _reader_summary(infos),
+        },
+        "files": sorted(p.name for p in run_dir.iterdir() if p.is_file()),
+    }
+    summary.update(scenario_breakdown(records(), run_dir))  # turns, prefix cache
+    if warm.active:
+        summary["warmup"] = warm.as_dict()
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    text = format_summary(summary, verdicts)
+    (run_dir / "summary.txt").write_text(text + "\n", encoding="utf-8")
+    return LoadResult(
+        cfg.run_id, run_dir, summary, stats, verdicts, passed, stats.behind, exit_code, locust_rc
+    )
+
+
+def _ms(d: dict[str, Any], key: str) -> str:
+    v = d.get(key)
+    return "-" if v is None else f"{v:.1f}"
+
+
+def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
+    """The short text summary printed at the end and kept as summary.txt."""
+    req, thr, lat = summary["requests"], summary["throughput"], summary["latency_ms"]
+    lines = [
+        f"run {summary['run_id']}  target {summary['target']}  scenario {summary['scenario']}  mode {summary['mode']}",
+        f"requests {req['total']}  ok {req['ok']}  failed {req['failed']} ({req['error_rate']:.2%})"
+        + (f"  abandoned on purpose {req['abandoned']}" if req.get("abandoned") else "")
+        + (f"  rate-limited {req['rate_limited']}" if req.get("rate_limited") else "")
+        + (f"  errors {req['errors']}" if req["errors"] else ""),
+        f"throughput {thr['requests_per_s']:.2f} req/s  {thr['output_tokens_per_s']:.1f} output tokens/s"
+        f"  over {summary['window_s']:.1f} s  goodput {'-' if summary['goodput'] is None else format(summary['goodput'], '.1%')}",
+        f"{'ms':<20}{'p50':>9}{'p90':>9}{'p95':>9}{'p99':>9}{'p99.9':>9}{'max':>9}",
+    ]
+    reasoned = bool(summary["tokens"].get("reasoning_requests"))
+    for name in ("ttft", "itl", "tpot", "e2e", "ttft_from_intended", "e2e_from_intended", "lag"):
+        d = lat.get(name) or {}
+        if not d.get("count"):
+            continue
+        lines.append(
+            f"{name:<20}"
+            + "".join(f"{_ms(d, k):>9}" for k in ("p50", "p90", "p95", "p99", "p99.9", "max"))
+        )
+    lines += phase_lines(lat) if reasoned else []
+    tok = summary["tokens"]
+    if reasoned:
+        lines.append(
+            f"tokens: reasoning {tok['reasoning']}, answer {tok['answer']} "
+            f"({tok['reasoning_requests']} requests reasoned"
+            + (
+                f"; usage said 0 reasoning tokens for {tok['reasoning_usage_zero']}: counted from the stream)"
+                if tok.get("reasoning_usage_zero")
+                else ")"
+            )
+        )
+    if tok["discrepant_requests"] or tok["usage_missing"]:
+        lines.append(
+            f"tokens: usage {tok['output_usage']}, client chunks {tok['output_client']}, "
+            f"{tok['discrepant_requests']} requests differ, {tok['usage_missing']} without usage"
+        )
+    lines += format_breakdown(summary) + format_warmup(summary)
+    for v in verdicts:
+        lines.append(v.line())
+    sched = summary["schedule"]
+    if sched["behind"] and req["ok"]:  # with nothing ok the server is to blame (the verdict says)
+        lines += [f"WARNING: {r}" for r in sched["reasons"]]
+    breached = [str(v.get("slo")) for v in summary.get("slo") or [] if not v.get("passed")]
+    why = [*summary["reasons"], *([f"SLO breached: {', '.join(breached)}"] if breached else [])]
+    lines.append(f"verdict: {summary['verdict'].upper()}" + (f" ({'; '.join(why)})" if why else ""))
+    return "\n".join(lines)
+
+
+__all__ = ["SCHEMA_VERSION", "LoadResult", "format_summary", "summarise", "warmup_of"]

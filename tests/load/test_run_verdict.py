@@ -1,0 +1,35 @@
+"""The one verdict model: stage verdicts fold into a run's with :func:`compose`."""
+
+from __future__ import annotations
+
+import pytest
+
+from servecheck.load.verdict import FAIL, INCONCLUSIVE, PASS, RunVerdict, compose, stage_verdict
+
+
+@pytest.mark.parametrize(
+    ("statuses", "expected"),
+    [
+        pytest.param([PASS, PASS], PASS, id="all-pass"),
+        pytest.param([PASS, INCONCLUSIVE], INCONCLUSIVE, id="one-unmeasured"),
+        pytest.param([INCONCLUSIVE, FAIL, PASS], FAIL, id="fail-beats-inconclusive"),
+        pytest.param([], INCONCLUSIVE, id="nothing-run-is-never-a-pass"),
+    ],
+)
+def test_compose_folds_stages(statuses: list[str], expected: str) -> None:
+    stages = [RunVerdict(s, [] if s == PASS else [f"stage {i}: {s}"]) for i, s in enumerate(statuses)]
+    folded = compose(stages)
+    assert folded.status == expected, folded
+    assert folded.exit_code == (0 if expected == PASS else 1)
+    if statuses:
+        assert folded.reasons == [r for v in stages for r in v.reasons]
+
+
+def test_stage_dicts_keep_their_own_verdict() -> None:
+    load = stage_verdict("load", {"ok": False, "verdict": "inconclusive", "detail": "lag"})
+    assert (load.status, load.reasons) == (INCONCLUSIVE, ["load: lag"])
+    ready = stage_verdict("ready", {"ok": False, "detail": "timeout"})
+    assert (ready.status, ready.reasons) == (FAIL, ["ready: timeout"])
+    # a stage that says pass but is not ok is not a pass
+    assert stage_verdict("x", {"ok": False, "verdict": "pass"}).status == FAIL
+    assert stage_verdict("conformance", {"ok": True}) == RunVerdict(PASS, [])
