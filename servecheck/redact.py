@@ -18,7 +18,10 @@ _lock = threading.Lock()
 _secrets: set[str] = set()
 _pattern: re.Pattern[str] | None = None
 # Bearer tokens and common key shapes are masked even when nobody registered them.
-_GENERIC = re.compile(r"(?i)(bearer\s+|x-api-key:\s*|api-key:\s*)(?!\$API_KEY)([^\s'\"\\]+)")
+# A ``$NAME`` / ``${NAME}`` or ``<secret:...>`` there is a curl line's placeholder, not a key.
+_GENERIC = re.compile(
+    r"(?i)(bearer\s+|x-api-key:\s*|api-key:\s*)(?!\$\{?[A-Za-z_]|<secret:)([^\s'\"\\]+)"
+)
 # Credentials in a URL (``scheme://user:password@host``) and secret-looking query parameters
 # (``?api-key=...``, ``&token=...``), masked wherever a URL is written.
 _URL_PASSWORD = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@'\"]*:)([^@\s/'\"]+)(@)")

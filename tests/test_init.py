@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,3 +71,120 @@ def test_init_needs_the_key_when_the_server_does(
 def test_init_says_when_nothing_answers(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["init", "http://127.0.0.1:9", "--timeout", "2"]) == 2
     assert "no OpenAI-compatible /models there" in capsys.readouterr().err
+
+
+# --append edits the user's file: its layout, comments and other keys must survive, and a
+# result that would not load must never be written.
+
+
+@pytest.fixture
+def canned_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``init`` without a server: the probe answers with fixed facts."""
+    from servecheck.workflows import init as workflow
+
+    def probe(url: str, api_key: str | None = None, timeout_s: float = 20.0) -> Any:
+        return workflow.EndpointFacts(
+            url=url,
+            base_url=url.rstrip("/") + "/v1",
+            auth_needed=False,
+            auth_why="GET /models answered without a key",
+            engine=workflow.Finding("vllm", 'owned_by "vllm"'),
+            models=workflow.Finding(["m1"], "served: m1"),
+            context_length=workflow.Finding(4096, "max_model_len"),
+            metrics_url=workflow.Finding(None, "no /metrics"),
+            capabilities={"streaming": workflow.Finding(True, "tried: accepted")},
+        )
+
+    monkeypatch.setattr(workflow, "probe_endpoint", probe)
+
+
+def _append(path: Path, *extra: str) -> int:
+    return main(["init", "http://127.0.0.1:8001", "--append", str(path), *extra])
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        pytest.param(
+            "targets:\n  - name: a\n    base_url: http://a:1/v1\ndefaults:\n  timeout_s: 5\n",
+            id="another-top-level-key-after-targets",
+        ),
+        pytest.param(
+            "targets:\n- name: a\n  base_url: http://a:1/v1\n  capabilities:\n    tools: false\n",
+            id="items-at-column-0",
+        ),
+    ],
+)
+def test_append_keeps_the_file_loading(
+    tmp_path: Path, canned_probe: None, capsys: pytest.CaptureFixture[str], layout: str
+) -> None:
+    path = tmp_path / "targets.yaml"
+    path.write_text(layout)
+    assert _append(path) == 0, capsys.readouterr().err
+    targets = load_targets(path, env={})
+    assert targets.names == ["a", "mine"]
+    assert targets.get("mine").base_url == "http://127.0.0.1:8001/v1"
+    assert targets.get("mine").context_length == 4096
+    if "defaults" in layout:
+        assert targets.get("a").timeout_s == 5 and targets.get("mine").timeout_s == 5
+    else:
+        assert targets.get("a").capabilities.tools is False
+
+
+def test_append_keeps_comments_key_order_and_indentation(
+    tmp_path: Path, canned_probe: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = (
+        "# our endpoints (do not reorder)\n"
+        "targets:\n"
+        "  # the old box\n"
+        "  - name: a\n"
+        "    engine: vllm\n"
+        "    base_url: http://a:1/v1  # behind the VPN\n"
+    )
+    tail = "# shared by every target\ndefaults:\n  timeout_s: 30  # slow gateway\n"
+    path = tmp_path / "targets.yaml"
+    path.write_text(head + tail)
+    assert _append(path) == 0, capsys.readouterr().err
+    text = path.read_text()
+    # The user's lines are all there, unchanged and in their order; the entry goes between the
+    # last target and the next top-level key, at the file's own indentation.
+    assert text.startswith(head) and text.endswith(tail), text
+    added = text[len(head) : -len(tail)]
+    assert added.startswith("  # `servecheck init http://127.0.0.1:8001` on "), added
+    assert "\n  - name: mine\n    base_url: http://127.0.0.1:8001/v1\n" in added
+    assert "    engine: vllm  # owned_by" in added and "      streaming: true  # tried" in added
+    targets = load_targets(path, env={})
+    assert targets.names == ["a", "mine"] and targets.get("mine").timeout_s == 30
+
+
+def test_append_refuses_a_taken_name_and_leaves_the_file(
+    tmp_path: Path,
+    canned_probe: None,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # base_url from a variable: the file is read as a run reads it, not with dummy values
+    monkeypatch.setenv("SC_INIT_URL", "http://a:1/v1")
+    original = "targets:\n  - name: mine  # keep\n    base_url: ${SC_INIT_URL}\n"
+    path = tmp_path / "targets.yaml"
+    path.write_text(original)
+    assert _append(path) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(f"{path}: a target named 'mine' exists; pass --name"), err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert path.read_text() == original
+
+
+def test_append_never_writes_a_file_that_does_not_load(
+    tmp_path: Path, canned_probe: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    original = "targets:\n  - name: a\n    base_url: http://a:1/v1\nextra: 1\n"
+    path = tmp_path / "targets.yaml"
+    path.write_text(original)
+    assert _append(path, "--name", "b") == 2
+    err = capsys.readouterr().err.strip()
+    assert "not changed: the result would not load:" in err and "unknown key 'extra'" in err
+    assert str(path) in err and ".tmp" not in err and len(err.splitlines()) == 1
+    assert path.read_text() == original
+    assert [p.name for p in tmp_path.iterdir()] == ["targets.yaml"]  # no temp file left

@@ -2,8 +2,10 @@
 
 The probe is :func:`servecheck.workflows.init.probe_endpoint`; each value of the entry carries a
 comment saying where it came from. A key is read from the variable ``--api-key-env`` names and
-written as ``${VAR}``, never as itself. Exit codes: 0 written, 2 usage error (nothing
-OpenAI-compatible at URL, a key needed and not given, the name taken in ``--append``'s file).
+written as ``${VAR}``, never as itself. ``--append`` edits the file with a round-trip YAML
+library (comments, order and indentation kept) and writes it only when the whole result loads.
+Exit codes: 0 written, 2 usage error (nothing OpenAI-compatible at URL, a key needed and not
+given, the name taken in ``--append``'s file, a result that would not load: nothing written).
 """
 
 from __future__ import annotations
@@ -66,21 +68,10 @@ def run(args: argparse.Namespace) -> int:
     _valid(entry, args.api_key_env or "SERVECHECK_API_KEY")
     print(entry, end="")
     if args.append:
-        path = Path(args.append)
-        if path.exists():
-            from servecheck.config import load_targets
+        from servecheck.workflows.init import append_entry
 
-            text = path.read_text(encoding="utf-8")
-            if args.name in load_targets(path, env=dict.fromkeys(_vars(text), "x")).names:
-                raise UsageError(f"{path}: a target named {args.name!r} exists; pass --name")
-            path.write_text(text.rstrip("\n") + "\n\n" + entry, encoding="utf-8")
-        else:
-            path.write_text("targets:\n" + entry, encoding="utf-8")
-        print(f"# appended to {path}")
+        key_env = args.api_key_env or "SERVECHECK_API_KEY"
+        # The new entry names its key variable; the rest of the file loads as it would in a run.
+        append_entry(args.append, entry, args.name, {**os.environ, key_env: "probe"})
+        print(f"# appended to {args.append}")
     return 0
-
-
-def _vars(text: str) -> list[str]:
-    import re
-
-    return re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)", text)

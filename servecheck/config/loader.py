@@ -22,6 +22,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from servecheck.config.model import ENGINES, Defaults, Target, TargetsFile
+from servecheck.config.provenance import remember
 from servecheck.errors import UsageError, did_you_mean
 from servecheck.redact import register
 
@@ -115,10 +116,16 @@ class _BadReference(ValueError):
     """A ``${...}`` that is not ``${NAME}`` or ``${NAME:-fallback}``."""
 
 
-def _expand_text(text: str, env: Mapping[str, str], missing: list[str]) -> str:
+def _expand_text(
+    text: str,
+    env: Mapping[str, str],
+    missing: list[str],
+    used: list[tuple[str, str]] | None = None,
+) -> str:
     """``text`` with every ``${NAME}`` / ``${NAME:-fallback}`` replaced; a fallback may itself
     hold references (``${A:-${B:-x}}``), expanded only when it is used. Unset names without a
-    fallback go to ``missing``. A ``$`` not followed by ``{`` and a name stays as written."""
+    fallback go to ``missing``; each variable whose value was used goes to ``used`` with it. A
+    ``$`` not followed by ``{`` and a name stays as written."""
     out: list[str] = []
     i = 0
     while (j := text.find("${", i)) >= 0:
@@ -132,6 +139,8 @@ def _expand_text(text: str, env: Mapping[str, str], missing: list[str]) -> str:
         if text.startswith("}", k):
             if var in env:
                 out.append(env[var])
+                if used is not None:
+                    used.append((var, env[var]))
             else:
                 missing.append(var)
             i = k + 1
@@ -152,7 +161,12 @@ def _expand_text(text: str, env: Mapping[str, str], missing: list[str]) -> str:
             p += 1
         else:
             raise _BadReference(f"${{{var}:-... has no closing '}}'")
-        out.append(env[var] if var in env else _expand_text(text[k + 2 : p], env, missing))
+        if var in env:
+            out.append(env[var])
+            if used is not None:
+                used.append((var, env[var]))
+        else:
+            out.append(_expand_text(text[k + 2 : p], env, missing, used))
         i = p + 1
     out.append(text[i:])
     return "".join(out)
@@ -169,8 +183,9 @@ def _expand(
     references to ``bad`` (a mistake in the file, never a matter of the environment)."""
     if isinstance(value, str):
         missing: list[str] = []
+        used: list[tuple[str, str]] = []
         try:
-            expanded = _expand_text(value, env, missing)
+            expanded = _expand_text(value, env, missing, used)
         except _BadReference as exc:
             (errors if bad is None else bad).append((loc, f"bad variable reference {exc}"))
             return ""
@@ -184,6 +199,8 @@ def _expand(
         secret = bool(loc) and loc[-1] in _SECRET_KEYS or (len(loc) >= 2 and loc[-2] == "headers")
         if secret and expanded != value:
             register(expanded)
+            for var, var_value in used:  # a curl line names ${VAR}, never its value
+                remember(var_value, var)
         return expanded
     if isinstance(value, dict):
         return {k: _expand(v, (*loc, k), env, errors, bad) for k, v in value.items()}

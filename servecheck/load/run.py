@@ -29,8 +29,8 @@ from typing import Any
 
 from servecheck.client.models import ModelChoice, model_for_target
 from servecheck.config.model import Target
-from servecheck.errors import UsageError, did_you_mean
-from servecheck.load import engine_cache
+from servecheck.errors import UsageError
+from servecheck.load import engine_cache, shipped
 from servecheck.load.breakdown import ENGINE_FILE
 from servecheck.load.dataset import check_dataset
 from servecheck.load.down import DownRule, DownWatch
@@ -57,11 +57,6 @@ from servecheck.load.transport import LOCAL_DIR
 from servecheck.load.warmup import extend_bounds
 from servecheck.redact import redact
 from servecheck.signals import Interrupted, signum_of, stoppable_child
-
-PACKAGE = Path(__file__).resolve().parents[1]
-# ./scenarios and ./loadtests first (a user's own), then the ones shipped in the package.
-SCENARIO_DIRS = (Path("scenarios"), PACKAGE / "scenarios")
-LOADTEST_DIRS = (Path("loadtests"), PACKAGE / "loadtests")
 
 
 @dataclass(slots=True)
@@ -119,33 +114,13 @@ class LoadSpec:
 
 
 def scenario_path(name: str) -> Path:
-    """``chat`` -> ./scenarios/chat.py, else the packaged servecheck/scenarios/chat.py; a .py path as given."""
-    if name.endswith(".py"):
-        p = Path(name)
-        if not p.is_file():
-            raise UsageError(f"scenario file {name!r} not found")
-        return p.resolve()
-    known: list[str] = []
-    for d in SCENARIO_DIRS:
-        p = d / f"{name}.py"
-        if p.is_file():
-            return p.resolve()
-        if d.is_dir():
-            known += [f.stem for f in d.glob("*.py") if not f.stem.startswith("_")]
-    known = sorted(set(known))
-    raise UsageError(
-        f"unknown scenario {name!r}{did_you_mean(name, known)}; scenarios: {', '.join(known) or '(none found)'}"
-    )
+    """``chat`` -> ./scenarios/chat.py, else the packaged one; a .py path as given (load/shipped.py)."""
+    return shipped.scenario_path(name)
 
 
 def plan_path(name: str) -> Path:
-    if name.endswith((".yaml", ".yml")):
-        return Path(name)
-    for d in LOADTEST_DIRS:
-        p = d / f"{name}.yaml"
-        if p.is_file():
-            return p
-    return Path(name)
+    """``smoke`` -> ./loadtests/smoke.yaml, else the packaged one; a path as given."""
+    return shipped.plan_path(name)
 
 
 def _new_run_id(scenario: str) -> str:
@@ -252,7 +227,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         extra_body=dict(spec.extra_body),
         use_tokenize=spec.use_tokenize,
         context_length=spec.target.context_length,
-        trace=str(Path(spec.trace).resolve()) if spec.trace else None,
+        trace=str(shipped.trace_path(spec.trace)) if spec.trace else None,
         trace_format=spec.trace_format,
         trace_speed=spec.trace_speed,
         dataset=str(Path(spec.dataset).resolve()) if spec.dataset else None,
@@ -460,6 +435,8 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     say = on_log or (lambda s: None)
     slos = validate(spec)
     scenario_path(spec.scenario)  # fail early on an unknown scenario
+    if spec.trace is not None:  # a trace that is nowhere: a usage error before any probe
+        shipped.trace_path(spec.trace)
     # A bad dataset file is a usage error before any load (its file and line named).
     check_dataset(spec.dataset, spec.dataset_format, spec.scenario)
     down = target_down(spec.target.base_url, spec.target.connect_timeout_s)

@@ -136,12 +136,13 @@ def _detect(path: Path) -> str:
 
 
 def load_trace(path: str | Path, fmt: str = "auto") -> Trace:
-    """Read a trace file. Raises :class:`UsageError` naming the file, line and field at fault."""
-    p = Path(path)
+    """Read a trace file (``path``, or a shipped trace: ``synthetic``). Raises
+    :class:`UsageError` naming the file, line and field at fault."""
+    from servecheck.load.shipped import trace_path
+
     if fmt not in FORMATS:
         raise UsageError(f"trace format {fmt!r}: one of {', '.join(FORMATS)}")
-    if not p.is_file():
-        raise UsageError(f"trace file {str(path)!r} not found")
+    p = trace_path(str(path))  # a file, or a shipped trace by name or checkout path
     if fmt == "auto":
         fmt = _detect(p)
     raw: list[TraceEntry] = []

@@ -15,12 +15,21 @@ What it finds, and how (each line of the entry says where its value came from):
   whether the answers are right is what ``servecheck check`` is for.
 
 Every request is bounded (``timeout_s``) and there are at most about 15 of them.
+
+:func:`append_entry` adds the entry to an existing targets file with a round-trip YAML editor
+(ruamel.yaml: the user's comments, key order and indentation stay), checks the whole result
+with the targets loader, and replaces the file atomically only when it loads.
 """
 
 from __future__ import annotations
 
+import io
+import os
+import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from servecheck.client.http import ClientSettings, Exchange, ServeClient
@@ -296,4 +305,156 @@ def render_entry(facts: EndpointFacts, name: str, key_env: str | None) -> str:
     return "\n".join(out) + "\n"
 
 
-__all__ = ["EndpointFacts", "Finding", "probe_endpoint", "render_entry"]
+def _yaml() -> Any:
+    from ruamel.yaml import YAML
+
+    rt = YAML(typ="rt")
+    rt.preserve_quotes = True
+    rt.width = 4096  # never fold a long comment or URL onto a second line
+    return rt
+
+
+def _shifted(entry: str, offset: int) -> str:
+    """``entry`` (written with its dash at column 2) moved to the file's dash column."""
+    if offset >= 2:
+        return "".join(" " * (offset - 2) + ln for ln in entry.splitlines(keepends=True))
+    cut = 2 - offset
+    return "".join(ln[cut:] if ln[:cut].isspace() else ln for ln in entry.splitlines(True))
+
+
+def _tail_slot(node: Any) -> tuple[Any, Any, int] | None:
+    """Where ruamel keeps the comment after ``node``'s last scalar: (container, key, slot)."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    while True:
+        if isinstance(node, CommentedMap) and node:
+            key, slot = list(node)[-1], 2
+        elif isinstance(node, CommentedSeq) and node:
+            key, slot = len(node) - 1, 0
+        else:
+            return None
+        child = node[key]
+        if isinstance(child, CommentedMap | CommentedSeq) and child:
+            node = child
+            continue
+        return node, key, slot
+
+
+def _move_trailing_comments(old: Any, new: Any) -> None:
+    """Comment lines after the old last target (those before the next top-level key, which
+    ruamel keeps with that target's last value) move below the new last target, so they still
+    sit where the user put them: just before the key that follows ``targets:``."""
+    from ruamel.yaml.error import CommentMark
+    from ruamel.yaml.tokens import CommentToken
+
+    src, dst = _tail_slot(old), _tail_slot(new)
+    if src is None or dst is None:
+        return
+    holder, key, slot = src
+    tokens = holder.ca.items.get(key)
+    token = tokens[slot] if tokens and len(tokens) > slot else None
+    if token is None or "\n" not in token.value:
+        return
+    cut = token.value.index("\n") + 1
+    rest = token.value[cut:]
+    if not rest.strip():
+        return
+    token.value = token.value[:cut]
+    holder, key, slot = dst
+    tokens = holder.ca.items.setdefault(key, [None, None, None, None])
+    if tokens[slot] is None:
+        tokens[slot] = CommentToken("\n" + rest, CommentMark(0), None)
+    else:
+        tokens[slot].value = tokens[slot].value.rstrip("\n") + "\n" + rest
+
+
+def _merged_text(text: str, entry: str, name: str, where: Path) -> str:
+    """``text`` (a targets file) with ``entry`` added at the end of its ``targets:`` list."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+    from ruamel.yaml.error import YAMLError
+    from ruamel.yaml.util import load_yaml_guess_indent
+
+    try:
+        _, seq_indent, offset = load_yaml_guess_indent(text) if text.strip() else (None, 4, 2)
+        rt = _yaml()
+        doc = rt.load(text) if text.strip() else CommentedMap()
+    except YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f"{where}:{mark.line + 1}" if mark else str(where)
+        raise UsageError(
+            f"{at}: invalid YAML ({getattr(exc, 'problem', exc)}); not changed"
+        ) from None
+    offset = offset or 0
+    seq_indent = seq_indent or offset + 2
+    rt.indent(mapping=max(seq_indent - offset, 2), sequence=seq_indent, offset=offset)
+    if doc is None:
+        doc = CommentedMap()
+    if not isinstance(doc, CommentedMap):
+        raise UsageError(f"{where}: not a mapping with a 'targets' list; not changed")
+    targets = doc.get("targets")
+    if targets is None:
+        targets = doc["targets"] = CommentedSeq()
+    if not isinstance(targets, CommentedSeq):
+        raise UsageError(f"{where}: 'targets' is not a list; not changed")
+    names = [t.get("name") for t in targets if isinstance(t, Mapping)]
+    if name in names:
+        raise UsageError(f"{where}: a target named {name!r} exists; pass --name")
+    head, _, body = _shifted(entry, offset).partition("\n")
+    parsed = rt.load("targets:\n" + body)
+    if targets:
+        _move_trailing_comments(targets[-1], parsed["targets"][0])
+    targets.append(parsed["targets"][0])
+    targets.yaml_set_comment_before_after_key(
+        len(targets) - 1, before=head.strip().removeprefix("# "), indent=offset
+    )
+    out = io.StringIO()
+    rt.dump(doc, out)
+    return out.getvalue()
+
+
+def append_entry(
+    path: str | os.PathLike[str], entry: str, name: str, env: Mapping[str, str] | None = None
+) -> None:
+    """Add ``entry`` (from :func:`render_entry`) to the targets file ``path`` (created when
+    missing). The whole result must load with :func:`servecheck.config.load_targets` (``env``:
+    the variables its ``${VAR}`` name, ``os.environ`` by default) and hold ``name``; otherwise
+    nothing is written and :class:`UsageError` says why in one line. The file is replaced by a
+    rename, so a reader never sees half of it."""
+    from servecheck.config import ConfigError, load_targets
+
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8") if file.exists() else ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{file}: cannot read it ({exc}); not changed") from None
+    merged = _merged_text(text, entry, name, file)
+    fd, tmp = tempfile.mkstemp(prefix=f".{file.name}.", suffix=".tmp", dir=file.parent or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(merged)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            loaded = load_targets(tmp, env=os.environ if env is None else env)
+        except ConfigError as exc:
+            first = exc.problems[0].replace(tmp, str(file))
+            more = f" (and {len(exc.problems) - 1} more)" if len(exc.problems) > 1 else ""
+            raise UsageError(
+                f"{file}: not changed: the result would not load: {first}{more}"
+            ) from None
+        if name not in loaded.targets:
+            why = "; ".join(loaded.broken.get(name, ["it is missing"])).replace(tmp, str(file))
+            raise UsageError(f"{file}: not changed: the new target {name!r} would not load: {why}")
+        if file.exists():
+            os.chmod(tmp, file.stat().st_mode & 0o7777)
+        else:  # mkstemp's 0600, widened as a plain open() would create it
+            mask = os.umask(0)
+            os.umask(mask)
+            os.chmod(tmp, 0o666 & ~mask)
+        os.replace(tmp, file)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+__all__ = ["EndpointFacts", "Finding", "append_entry", "probe_endpoint", "render_entry"]

@@ -154,3 +154,61 @@ def test_load_against_a_target_that_is_down_stops_at_once(
     s = json.loads((run_dir / "summary.json").read_text())
     assert s["verdict"] == "fail" and s["requests"]["total"] == 0 and s["exit_code"] == 1
     assert not list(run_dir.glob("records-*.jsonl")), "no Locust process ran"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(
+            ["load", "--trace", "loadtests/traces/nope.jsonl"],
+            "trace file 'loadtests/traces/nope.jsonl' not found; shipped traces: synthetic",
+            id="load-trace",
+        ),
+        pytest.param(
+            ["load", "--trace", "synthetc"],
+            "unknown trace 'synthetc' (did you mean \"synthetic\"?)",
+            id="load-trace-name",
+        ),
+        pytest.param(
+            ["load", "--plan", "smok", "--duration", "5s"],
+            "unknown load plan 'smok' (did you mean \"smoke\"?)",
+            id="load-plan",
+        ),
+        pytest.param(
+            ["capacity", "--trace", "nope.jsonl", "--speeds", "1,2"],
+            "unknown trace 'nope.jsonl'",
+            id="capacity-trace",
+        ),
+    ],
+)
+def test_a_missing_file_is_reported_before_probing_a_down_target(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    message: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)  # outside the checkout: only the package's files are shipped
+    path = tmp_path / "targets.yaml"
+    path.write_text(
+        f"targets:\n  - name: down\n    base_url: http://127.0.0.1:{closed_port()}/v1\n"
+    )
+    out = tmp_path / "out"
+    common = ["--target", "down", "--targets-file", str(path), "--out", str(out)]
+    err = _usage([args[0], *common, *args[1:]], capsys, out)
+    assert message in err and "target down" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_a_shipped_trace_by_name_reaches_the_down_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "targets.yaml"
+    path.write_text(
+        f"targets:\n  - name: down\n    base_url: http://127.0.0.1:{closed_port()}/v1\n"
+    )
+    out = tmp_path / "out"
+    argv = ["load", "--target", "down", "--targets-file", str(path), "--out", str(out), "--quiet"]
+    assert main([*argv, "--trace", "synthetic"]) == 1
+    assert "verdict: FAIL (target down: cannot connect to 127.0.0.1:" in capsys.readouterr().out

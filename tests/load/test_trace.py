@@ -246,3 +246,80 @@ def test_capacity_trace_options_are_checked_before_any_load(
     rc, out = _capacity(tmp_path, *(a.format(bad=bad) for a in args))
     assert rc == 2 and message in " ".join(out.split()), out
     assert "Traceback" not in out and not (tmp_path / "cap").exists()
+
+
+# Shipped traces, plans and scenarios by name or checkout path, from any folder (issue 24 #12).
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "packaged"),
+    [
+        pytest.param("trace", "synthetic", "loadtests/traces/synthetic.jsonl", id="trace-name"),
+        pytest.param(
+            "trace",
+            "loadtests/traces/synthetic.jsonl",
+            "loadtests/traces/synthetic.jsonl",
+            id="trace-checkout-path",
+        ),
+        pytest.param("plan", "loadtests/smoke.yaml", "loadtests/smoke.yaml", id="plan-path"),
+        pytest.param("plan", "smoke", "loadtests/smoke.yaml", id="plan-name"),
+        pytest.param("scenario", "scenarios/trace.py", "scenarios/trace.py", id="scenario-path"),
+    ],
+)
+def test_shipped_files_are_found_outside_the_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, name: str, packaged: str
+) -> None:
+    import servecheck
+    from servecheck.load import shipped
+
+    monkeypatch.chdir(tmp_path)  # no ./loadtests, no ./scenarios here
+    found = {"trace": shipped.trace_path, "plan": shipped.plan_path}.get(
+        kind, shipped.scenario_path
+    )(name)
+    assert found == Path(servecheck.__file__).parent.resolve() / packaged
+
+
+def test_a_file_of_the_folder_wins_and_a_missing_one_lists_the_shipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from servecheck.load.shipped import plan_path, trace_path
+
+    monkeypatch.chdir(tmp_path)
+    own = _write(tmp_path, "synthetic", '{"t": 0, "input_tokens": 5, "output_tokens": 2}\n')
+    assert trace_path("synthetic") == own.resolve()
+    (tmp_path / "loadtests").mkdir()
+    mine = _write(tmp_path / "loadtests", "smoke.yaml", "users: 1\n")
+    assert plan_path("smoke") == mine.resolve()
+    with pytest.raises(
+        UsageError,
+        match=r"^unknown trace 'synthetc' \(did you mean \"synthetic\"\?\); traces: synthetic$",
+    ):
+        trace_path("synthetc")
+    with pytest.raises(
+        UsageError,
+        match=r"^trace file 'loadtests/traces/nope.jsonl' not found; shipped traces: synthetic",
+    ):
+        trace_path("loadtests/traces/nope.jsonl")
+
+
+def test_replay_of_a_shipped_trace_from_another_folder(
+    make_reference: Callable[..., RunningServer], tmp_path: Path
+) -> None:
+    import os
+    import subprocess
+
+    server = make_reference(ttft_ms=1, itl_ms=1, max_model_len=4096)
+    targets = _targets(tmp_path, server)
+    out = tmp_path / "reports"
+    cmd = _cmd(targets, out, "--trace", "loadtests/traces/synthetic.jsonl", "--speed", "40")
+    proc = subprocess.run(
+        [*cmd, "--max-requests", "8"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,  # outside the checkout, as after `pip install`
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    s = _summary(out)
+    assert s["mode"] == "trace" and s["requests"]["ok"] == 8, s["requests"]
