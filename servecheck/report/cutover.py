@@ -242,8 +242,15 @@ async def _probe(
 ) -> list[ProbeRecord]:
     import httpx
 
-    headers = {**target.headers, **target.auth_headers(), "content-type": "application/json"}
-    timeout = httpx.Timeout(min(target.timeout_s, 30.0), connect=min(target.connect_timeout_s, 5.0))
+    from servecheck.client.factory import ClientSettings, async_client
+
+    settings = ClientSettings.for_target(
+        target,
+        timeout_s=min(target.timeout_s, 30.0),
+        connect_timeout_s=min(target.connect_timeout_s, 5.0),
+        max_connections=max_inflight,
+    )
+    headers = {**settings.headers, "content-type": "application/json"}
     records: list[ProbeRecord] = []
     sem = asyncio.Semaphore(max_inflight)
     t0 = time.perf_counter()
@@ -253,7 +260,6 @@ async def _probe(
         "max_tokens": 4,
         "temperature": 0,
     }
-    limits = httpx.Limits(max_connections=max_inflight, max_keepalive_connections=max_inflight)
 
     async def one(client: httpx.AsyncClient, due: float) -> None:
         async with sem:
@@ -288,9 +294,7 @@ async def _probe(
                 )
             )
 
-    async with httpx.AsyncClient(
-        timeout=timeout, limits=limits, verify=target.verify_tls
-    ) as client:
+    async with async_client(settings, default_headers=False) as client:
         tasks: set[asyncio.Task[None]] = set()
         n = 0
         while True:
