@@ -46,7 +46,11 @@ def choose_model(
     url = base_url.rstrip("/") + "/models"
     try:
         settings = ClientSettings.for_url(
-            url, dict(headers), timeout_s=timeout_s, connect_timeout_s=timeout_s, verify_tls=verify_tls
+            url,
+            dict(headers),
+            timeout_s=timeout_s,
+            connect_timeout_s=timeout_s,
+            verify_tls=verify_tls,
         )
         with sync_client(settings) as client:
             r = client.get(url)
