@@ -127,7 +127,7 @@ class CapacityResult(RunResult):
 
 def run_capacity(spec: CapacitySpec) -> CapacityResult:
     """Sweep, write capacity.json + report.html + summary.md, say the findings."""
-    from servecheck.report.workflow import new_run_dir, reference_env, say, validate_before_run
+    from servecheck.workflows.support import new_run_dir, reference_env, say, validate_before_run
 
     spec.validate()
     levels = list(spec.levels[: spec.max_steps])
@@ -163,7 +163,7 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
         sweep_knee,
     )
     from servecheck.report.html import read_json, write_load_html
-    from servecheck.report.workflow import Case, Suite, say, write_json, write_junit
+    from servecheck.workflows.support import Case, Suite, say, write_json, write_junit
 
     target = load_targets(spec.targets_file).get(spec.target)
     with ServeClient.for_target(target) as client:

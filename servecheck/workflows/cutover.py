@@ -71,7 +71,7 @@ class CutoverResult(RunResult):
 
 def run_cutover(spec: CutoverSpec) -> CutoverResult:
     """Pre-cutover checks, or the swap-under-load probe; one report; exit 0 only if all held."""
-    from servecheck.report.workflow import new_run_dir, reference_env, say, validate_before_run
+    from servecheck.workflows.support import new_run_dir, reference_env, say, validate_before_run
 
     coldstart.validate(spec)  # cold-start SLOs, before any traffic
     if spec.swap_under_load:
@@ -109,14 +109,14 @@ def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = Non
     from servecheck.report.compare import compare_runs
     from servecheck.report.cutover import agreement, read_prompts
     from servecheck.report.html import write_load_html
-    from servecheck.report.workflow import (
+    from servecheck.workflows.accept import run_conformance
+    from servecheck.workflows.support import (
         Case,
         Suite,
         say,
         write_json,
         write_junit,
     )
-    from servecheck.workflows.accept import run_conformance
 
     loaded = load_targets(spec.targets_file)
     # run_cutover checked that both are named
@@ -211,7 +211,7 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
 
     from servecheck.config import load_targets
     from servecheck.report.cutover import analyse_swap, model_of, run_swap_probe
-    from servecheck.report.workflow import Case, Suite, say, write_json, write_junit
+    from servecheck.workflows.support import Case, Suite, say, write_json, write_junit
 
     loaded = load_targets(spec.targets_file)
     via = loaded.get(str(spec.via))  # run_cutover checked it is named
