@@ -105,9 +105,9 @@ def run_cutover(spec: CutoverSpec) -> CutoverResult:
 
 def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = None) -> CutoverResult:
     from servecheck.config import load_targets
+    from servecheck.load.agreement import agreement, read_prompts
     from servecheck.load.run import LoadSpec, run_load
     from servecheck.report.compare import compare_runs
-    from servecheck.report.cutover import agreement, read_prompts
     from servecheck.report.html import write_load_html
     from servecheck.workflows.accept import run_conformance
     from servecheck.workflows.support import (
@@ -210,7 +210,9 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from servecheck.config import load_targets
-    from servecheck.report.cutover import analyse_swap, model_of, run_swap_probe
+    from servecheck.load.agreement import model_of
+    from servecheck.load.swap_probe import run_swap_probe
+    from servecheck.report.cutover import analyse_swap
     from servecheck.workflows.support import Case, Suite, say, write_json, write_junit
 
     loaded = load_targets(spec.targets_file)
