@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servecheck.client.models import model_for_target
 from servecheck.config.model import Target
 
 DEFAULT_PROMPTS: tuple[str, ...] = (
@@ -112,25 +113,6 @@ def read_prompts(path: str | Path | None) -> list[str]:
     return [ln for ln in lines if ln and not ln.startswith("#")]
 
 
-def model_of(target: Target) -> str:
-    """The target's first declared model, else the first one its /models lists."""
-    if target.models:
-        return target.models[0]
-    from servecheck.client.http import ServeClient
-
-    with ServeClient.for_target(target) as client:
-        ex = client.get("/models")
-        data = ex.json() if ex.ok else None
-    try:
-        return str(data["data"][0]["id"])  # type: ignore[index]
-    except (TypeError, KeyError, IndexError):
-        from servecheck.errors import UsageError
-
-        raise UsageError(
-            f"target {target.name!r}: no models declared and GET /models gave none ({ex.describe(200)})"
-        ) from None
-
-
 def greedy_outputs(
     target: Target, model: str, prompts: Sequence[str], max_tokens: int = 64
 ) -> list[tuple[str | None, str]]:
@@ -158,7 +140,8 @@ def greedy_outputs(
 
 def agreement(old: Target, new: Target, prompts: Sequence[str], max_tokens: int = 64) -> Agreement:
     """Send every prompt to both targets greedily and compare the answers."""
-    mo, mn = model_of(old), model_of(new)
+    # The one model discovery (never a pooling model: a chat prompt sent there only errors).
+    mo, mn = model_for_target(old).model, model_for_target(new).model
     a = greedy_outputs(old, mo, prompts, max_tokens)
     b = greedy_outputs(new, mn, prompts, max_tokens)
     res = Agreement(old_model=mo, new_model=mn)
@@ -185,7 +168,6 @@ __all__ = [
     "agreement",
     "greedy_outputs",
     "levenshtein",
-    "model_of",
     "normalised_distance",
     "read_prompts",
 ]

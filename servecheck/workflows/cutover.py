@@ -209,8 +209,8 @@ def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = Non
 def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from servecheck.client.models import model_for_target
     from servecheck.config import load_targets
-    from servecheck.load.agreement import model_of
     from servecheck.load.swap_probe import run_swap_probe
     from servecheck.report.cutover import analyse_swap
     from servecheck.workflows.support import Case, Suite, say, write_json, write_junit
@@ -222,7 +222,7 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
         raise UsageError(f"--duration {duration:g}s: between 1s and 4h")
     if not 0 < rate <= 1000:
         raise UsageError(f"--rate {rate:g}/s: between 0 and 1000/s")
-    model = model_of(via)
+    model = model_for_target(via).model
     say(
         f"probing {via.name} ({via.base_url}) at {rate:g} req/s for {duration:g} s with model {model!r}: swap the model now"
     )
@@ -245,7 +245,7 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
         for key, name in (("from", spec.old), ("to", spec.new)):
             if name:
                 try:
-                    expected[key] = model_of(loaded.get(name))
+                    expected[key] = model_for_target(loaded.get(name)).model
                 except UsageError as exc:
                     expected[key] = f"(unknown: {exc})"
     part: dict[str, Any] = {
