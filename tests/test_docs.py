@@ -92,6 +92,16 @@ def test_layering_rules_hold():
         assert not re.search(r"^\s*(from|import) servecheck\.(client|checks)\b", text, re.M), (
             f"{path} must not share code with the checks"
         )
+    for path in (pkg / "report").rglob("*.py"):
+        # report/ only renders: it sends no request, starts no server and runs no workflow.
+        found = re.findall(
+            r"^\s*(?:from|import) servecheck\.(client|embedded|reference|workflows)\b",
+            path.read_text(),
+            re.M,
+        )
+        assert not found, (
+            f"{path.relative_to(ROOT)} imports servecheck.{found[0]} (report/ only reports)"
+        )
 
 
 def test_targets_examples_validate():

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
 from typing import Any
 
-from servecheck.client.http import MAX_BODY_BYTES
+from servecheck.client.factory import MAX_BODY_BYTES
 
 TOO_LARGE = "the response exceeded {max_bytes} bytes (servecheck's size bound)"
 TOO_SLOW = "the response did not complete within timeout_s={timeout_s:g} s (servecheck's bound)"

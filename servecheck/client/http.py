@@ -12,7 +12,6 @@ a byte a second is cut off at the deadline), and ``max_body_bytes`` caps what is
 from __future__ import annotations
 
 import json
-import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ import httpcore
 import httpx
 
 from servecheck.client.curl import curl_command
+from servecheck.client.factory import ClientSettings, async_client, sync_client
 from servecheck.client.sse import (
     DONE,
     MAX_EVENT_BYTES,
@@ -34,8 +34,6 @@ from servecheck.client.timing import Timing
 from servecheck.config.model import Target
 from servecheck.redact import redact, redact_headers
 
-MAX_BODY_BYTES = 32 * 1024 * 1024
-_NODELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 _now = time.perf_counter
 
 
@@ -343,41 +341,6 @@ def _error_message(exc: Exception, url: str) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
-@dataclass(slots=True)
-class ClientSettings:
-    base_url: str
-    headers: dict[str, str]
-    timeout_s: float = 60.0
-    connect_timeout_s: float = 10.0
-    verify_tls: bool = True
-    max_connections: int = 100
-    keepalive: bool = True
-    max_body_bytes: int = MAX_BODY_BYTES
-
-    @classmethod
-    def for_target(cls, target: Target, **overrides: Any) -> ClientSettings:
-        headers = {**target.headers, **target.auth_headers()}
-        values: dict[str, Any] = {
-            "base_url": target.base_url,
-            "headers": headers,
-            "timeout_s": target.timeout_s,
-            "connect_timeout_s": target.connect_timeout_s,
-            "verify_tls": target.verify_tls,
-        }
-        values.update(overrides)
-        return cls(**values)
-
-    def httpx_kwargs(self) -> dict[str, Any]:
-        limits = httpx.Limits(
-            max_connections=self.max_connections,
-            max_keepalive_connections=self.max_connections if self.keepalive else 0,
-        )
-        return {
-            "timeout": httpx.Timeout(self.timeout_s, connect=self.connect_timeout_s),
-            "limits": limits,
-        }
-
-
 def _url(settings: ClientSettings, path: str) -> str:
     if path.startswith(("http://", "https://")):
         return path
@@ -463,14 +426,8 @@ class ServeClient:
         """``transport``: an httpx transport of your own (a client certificate for mTLS, a
         proxy); by default one with TCP_NODELAY and the settings' TLS verification."""
         self.settings = settings
-        transport = transport or httpx.HTTPTransport(
-            socket_options=_NODELAY,
-            verify=settings.verify_tls,
-            limits=settings.httpx_kwargs()["limits"],
-        )
-        self._client = httpx.Client(
-            transport=transport, timeout=settings.httpx_kwargs()["timeout"], follow_redirects=False
-        )
+        # Headers are merged per request (``auth=False`` leaves the auth headers out).
+        self._client = sync_client(settings, transport=transport, default_headers=False)
 
     @classmethod
     def for_target(
@@ -531,14 +488,7 @@ class AsyncServeClient:
 
     def __init__(self, settings: ClientSettings) -> None:
         self.settings = settings
-        transport = httpx.AsyncHTTPTransport(
-            socket_options=_NODELAY,
-            verify=settings.verify_tls,
-            limits=settings.httpx_kwargs()["limits"],
-        )
-        self._client = httpx.AsyncClient(
-            transport=transport, timeout=settings.httpx_kwargs()["timeout"], follow_redirects=False
-        )
+        self._client = async_client(settings, default_headers=False)
 
     @classmethod
     def for_target(cls, target: Target, **overrides: Any) -> AsyncServeClient:

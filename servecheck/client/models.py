@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import httpx
-
+from servecheck.client.factory import ClientSettings, sync_client
 from servecheck.config.model import Target, pooling_kind
 from servecheck.errors import UsageError
 from servecheck.redact import redact
@@ -37,6 +36,7 @@ def choose_model(
     declared: Sequence[str] = (),
     timeout_s: float = 10.0,
     what: str = "the target",
+    verify_tls: bool = True,
 ) -> ModelChoice:
     """See the module docstring; ``what`` names the target in the error."""
     if explicit:
@@ -45,7 +45,15 @@ def choose_model(
         return ModelChoice(declared[0], "the first of the target's models in targets.yaml")
     url = base_url.rstrip("/") + "/models"
     try:
-        r = httpx.get(url, headers=dict(headers), timeout=timeout_s, trust_env=False)
+        settings = ClientSettings.for_url(
+            url,
+            dict(headers),
+            timeout_s=timeout_s,
+            connect_timeout_s=timeout_s,
+            verify_tls=verify_tls,
+        )
+        with sync_client(settings) as client:
+            r = client.get(url)
         # never an embedding or rerank model: a chat run sent there only gets errors
         ids = [str(m["id"]) for m in r.json()["data"] if not pooling_kind(m)]
         if not ids:
@@ -73,6 +81,7 @@ def model_for_target(target: Target, explicit: str | None = None) -> ModelChoice
         declared=target.models or (),
         timeout_s=target.connect_timeout_s,
         what=f"target {target.name!r}",
+        verify_tls=target.verify_tls,
     )
 
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from servecheck.client.http import ClientSettings
+from servecheck.client.factory import ClientSettings, async_client
 from servecheck.config.model import Target
 from servecheck.errors import UsageError
 from servecheck.load.prompts import words_text
@@ -265,12 +265,9 @@ class ProbeResult:
 
 
 def _client(settings: ClientSettings, streams: int) -> httpx.AsyncClient:
-    limits = httpx.Limits(
-        max_connections=max(streams, 1), max_keepalive_connections=max(streams, 1)
-    )
-    timeout = httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s)
-    return httpx.AsyncClient(
-        timeout=timeout, limits=limits, verify=settings.verify_tls, trust_env=False
+    # Headers are sent per request (stream_chat adds the stream's own).
+    return async_client(
+        settings.with_(max_connections=max(streams, 1), keepalive=True), default_headers=False
     )
 
 

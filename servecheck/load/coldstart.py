@@ -39,6 +39,7 @@ from typing import Any
 
 import httpx
 
+from servecheck.client.factory import ClientSettings, sync_client
 from servecheck.config.model import Target
 from servecheck.errors import UsageError
 from servecheck.load.prompts import words_text
@@ -284,9 +285,8 @@ def measure(
         say(f"cold start: {result.line()}")
         return result
     name = model()
-    headers = {**target.headers, **target.auth_headers()}
-    timeout = httpx.Timeout(target.timeout_s, connect=target.connect_timeout_s)
-    with httpx.Client(headers=headers, timeout=timeout) as client:
+    # The target's own client: its verify_tls, never a proxy of the environment.
+    with sync_client(ClientSettings.for_target(target)) as client:
         for i in range(requests):
             probe = timed_request(client, target, name, max_tokens, seed=i)
             if probe.error == "RemoteProtocolError":

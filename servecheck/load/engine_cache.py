@@ -53,9 +53,13 @@ def snapshot(target: Target, timeout_s: float = 5.0) -> dict[str, Any]:
     """One scrape of the target's /metrics: the counters, or ``{"note": why not}``."""
     import httpx
 
+    from servecheck.client.factory import ClientSettings, sync_client
+
     url = target.metrics_url or target.server_root + "/metrics"
+    settings = ClientSettings.for_target(target, timeout_s=timeout_s, connect_timeout_s=timeout_s)
     try:
-        r = httpx.get(url, headers={**target.headers, **target.auth_headers()}, timeout=timeout_s)
+        with sync_client(settings) as client:
+            r = client.get(url)
     except httpx.HTTPError as exc:
         return {"note": f"cannot read {redact(url)}: {type(exc).__name__}"}
     if r.status_code != 200:

@@ -271,8 +271,12 @@ def tokenize_counter(
     """
     import httpx
 
+    from servecheck.client.factory import ClientSettings, sync_client
+
     url = server_root.rstrip("/") + "/tokenize"
-    client = httpx.Client(timeout=timeout_s, headers=headers or {})
+    client = sync_client(
+        ClientSettings.for_url(url, headers, timeout_s=timeout_s, connect_timeout_s=timeout_s)
+    )
 
     def vllm(text: str) -> int | None:
         r = client.post(url, json={"model": model, "prompt": text})

@@ -249,7 +249,7 @@ async def load_cycle(
     ``watch``, the cycle ends as soon as the records say the target went down (``down``)."""
     import httpx
 
-    from servecheck.client.http import ClientSettings
+    from servecheck.client.factory import ClientSettings, async_client
     from servecheck.load.abandon import chat_body, stream_chat
     from servecheck.load.records import RequestRecord
     from servecheck.load.stream import record_from_stream
@@ -263,10 +263,6 @@ async def load_cycle(
     local = itertools.count()
     every = plan.abandon_every
     stop_at = time.monotonic() + plan.cycle_s
-    limits = httpx.Limits(
-        max_connections=plan.concurrency, max_keepalive_connections=plan.concurrency
-    )
-    timeout = httpx.Timeout(target.timeout_s, connect=target.connect_timeout_s)
 
     async def worker(client: httpx.AsyncClient) -> None:
         while time.monotonic() < stop_at and stats.down is None:
@@ -344,8 +340,8 @@ async def load_cycle(
             tick()
             await asyncio.sleep(0.25)
 
-    async with httpx.AsyncClient(
-        timeout=timeout, limits=limits, verify=target.verify_tls, trust_env=False
+    async with async_client(
+        settings.with_(max_connections=plan.concurrency), default_headers=False
     ) as client:
         ticking = asyncio.create_task(ticker())
         try:

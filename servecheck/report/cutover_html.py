@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servecheck.errors import UsageError
+
+if TYPE_CHECKING:
+    from servecheck.load.swap_probe import ProbeRecord
+    from servecheck.report.html import Section
 
 
 def part_message(name: str, p: dict[str, Any]) -> str:
@@ -37,106 +41,17 @@ def part_message(name: str, p: dict[str, Any]) -> str:
 
 def write_cutover_html(run_dir: Path) -> Path:
     """The cutover page: parts and verdicts, agreement table, load deltas or the swap timeline."""
-    from servecheck.report import svg
-    from servecheck.report.compare import compare_runs, comparison_section
-    from servecheck.report.cutover import ProbeRecord, swap_timeline
-    from servecheck.report.html import (
-        Section,
-        conformance_section,
-        esc,
-        read_json,
-        table,
-        verdict_badge,
-        write_page,
-    )
+    from servecheck.report.html import conformance_section, read_json, write_page
 
     data = read_json(run_dir / "cutover.json")
     parts = data.get("parts") or {}
-    sections = [
-        Section(
-            "Verdict",
-            table(
-                ("part", "verdict", "detail"),
-                (
-                    (esc(n), verdict_badge(p.get("ok")), esc(part_message(n, p)))
-                    for n, p in parts.items()
-                ),
-                raw=(0, 1, 2),
-            )
-            + (f"<p class='flag'>{esc(data['note'])}</p>" if data.get("note") else ""),
-            [
-                f"- {n}: {'ok' if p.get('ok') else 'FAILED'}: {part_message(n, p)}"
-                for n, p in parts.items()
-            ],
-            data.get("ok"),
-        )
-    ]
+    sections = [_verdict_section(data, parts)]
     if "cold_start" in parts:
         from servecheck.report.coldstart_html import cold_start_section
 
         sections.append(cold_start_section(parts["cold_start"]))
     if data.get("mode") == "swap":
-        rep = data.get("report") or {}
-        import json
-
-        try:
-            raw = json.loads((run_dir / "probe.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            raw = []
-        recs = [
-            ProbeRecord(
-                r["t_sent"],
-                r["t_done"],
-                r["ok"],
-                r["status"],
-                r["error"],
-                r["model"],
-                r.get("lag", 0.0),
-            )
-            for r in raw
-        ]
-        ts, okr, badr = swap_timeline(recs)
-        fig = svg.timeline(
-            f"Requests to {data.get('via')} during the swap",
-            "per second",
-            [("ok/s", ts, okr), ("failed/s", ts, badr)],
-            spans=[
-                (
-                    rep.get("gap_start_s", 0),
-                    rep.get("gap_end_s", 0),
-                    f"longest gap {rep.get('longest_gap_s', 0):.2f} s",
-                )
-            ],
-            events=[(c["t"], f"{c['old']} -> {c['new']}") for c in rep.get("model_changes") or []],
-        )
-        rows: list[tuple[str, Any]] = [
-            ("requests", rep.get("requests")),
-            ("ok", rep.get("ok")),
-            ("failed", rep.get("failed")),
-            ("errors", ", ".join(f"{k}: {v}" for k, v in (rep.get("errors") or {}).items()) or "-"),
-            (
-                "longest gap without a success",
-                f"{rep.get('longest_gap_s')} s ({rep.get('gap_start_s')} s to {rep.get('gap_end_s')} s)",
-            ),
-            ("models seen", ", ".join(rep.get("models_seen") or []) or "-"),
-            ("probe sent late by up to", f"{rep.get('probe_lag_max_s', 0)} s"),
-            (
-                "model changes",
-                "; ".join(
-                    f"{c['old']} -> {c['new']} at {c['t']} s"
-                    for c in rep.get("model_changes") or []
-                )
-                or "none",
-            ),
-        ]
-        sections.append(
-            Section(
-                "Swap under load",
-                table(("", ""), rows) + f"<div class='plots'>{fig}</div>",
-                [f"- {k}: {v}" for k, v in rows],
-                None,
-            )
-        )
+        sections.append(_swap_section(run_dir, data))
         return write_page(
             run_dir,
             f"servecheck cutover (swap via {data.get('via')})",
@@ -150,44 +65,9 @@ def write_cutover_html(run_dir: Path) -> Path:
         )
     agr = read_json(run_dir / "agreement.json")
     if agr:
-        agr_rows = [
-            (
-                esc(r["prompt"]),
-                verdict_badge(r["identical"], "same" if r["identical"] else "differs"),
-                esc("-" if r["distance"] is None else f"{r['distance']:.3f}"),
-                esc((r["old"] or r["old_error"])[:300]),
-                esc((r["new"] or r["new_error"])[:300]),
-            )
-            for r in agr.get("results") or []
-        ]
-        share = agr.get("identical_share")
-        head = (
-            f"<p>{esc(agr.get('old_model'))} vs {esc(agr.get('new_model'))}: identical answers "
-            f"<b>{'-' if share is None else f'{share:.0%}'}</b> of {agr.get('compared')}, mean word edit distance "
-            f"{esc('-' if agr.get('mean_distance') is None else round(agr['mean_distance'], 3))}</p>"
-        )
-        sections.append(
-            Section(
-                "Greedy-output agreement",
-                head + table(("prompt", "same?", "distance", "OLD", "NEW"), agr_rows, raw=range(5)),
-                [
-                    f"identical {'-' if share is None else f'{share:.0%}'}, mean distance {agr.get('mean_distance')}"
-                ],
-                (parts.get("agreement") or {}).get("ok"),
-            )
-        )
+        sections.append(_agreement_section(agr, parts))
     if (run_dir / "load-old").is_dir() and (run_dir / "load-new").is_dir():
-        try:
-            cmp = compare_runs(run_dir / "load-old", run_dir / "load-new")
-            sec = comparison_section(cmp)
-            sec.title = "Latency and throughput: NEW vs OLD at the same load"
-            sections.append(sec)
-        except UsageError as exc:
-            sections.append(
-                Section(
-                    "Latency and throughput", f"<p class='flag'>{esc(exc)}</p>", [str(exc)], False
-                )
-            )
+        sections.append(_load_section(run_dir))
     return write_page(
         run_dir,
         f"servecheck cutover: {data.get('from')} -> {data.get('to')}",
@@ -195,6 +75,145 @@ def write_cutover_html(run_dir: Path) -> Path:
         ok=data.get("ok"),
         subtitle=run_dir.name,
     )
+
+
+def _verdict_section(data: dict[str, Any], parts: dict[str, Any]) -> Section:
+    """Each part's verdict and one line about it."""
+    from servecheck.report.html import Section, esc, table, verdict_badge
+
+    return Section(
+        "Verdict",
+        table(
+            ("part", "verdict", "detail"),
+            (
+                (esc(n), verdict_badge(p.get("ok")), esc(part_message(n, p)))
+                for n, p in parts.items()
+            ),
+            raw=(0, 1, 2),
+        )
+        + (f"<p class='flag'>{esc(data['note'])}</p>" if data.get("note") else ""),
+        [
+            f"- {n}: {'ok' if p.get('ok') else 'FAILED'}: {part_message(n, p)}"
+            for n, p in parts.items()
+        ],
+        data.get("ok"),
+    )
+
+
+def _probe_records(run_dir: Path) -> list[ProbeRecord]:
+    """The swap probe's records (probe.json), none where the file is missing or broken."""
+    import json
+
+    from servecheck.report.cutover import ProbeRecord
+
+    try:
+        raw = json.loads((run_dir / "probe.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raw = []
+    return [
+        ProbeRecord(
+            r["t_sent"],
+            r["t_done"],
+            r["ok"],
+            r["status"],
+            r["error"],
+            r["model"],
+            r.get("lag", 0.0),
+        )
+        for r in raw
+    ]
+
+
+def _swap_section(run_dir: Path, data: dict[str, Any]) -> Section:
+    """The swap report's figures and the timeline of ok / failed requests per second."""
+    from servecheck.report import svg
+    from servecheck.report.cutover import swap_timeline
+    from servecheck.report.html import Section, table
+
+    rep = data.get("report") or {}
+    ts, okr, badr = swap_timeline(_probe_records(run_dir))
+    fig = svg.timeline(
+        f"Requests to {data.get('via')} during the swap",
+        "per second",
+        [("ok/s", ts, okr), ("failed/s", ts, badr)],
+        spans=[
+            (
+                rep.get("gap_start_s", 0),
+                rep.get("gap_end_s", 0),
+                f"longest gap {rep.get('longest_gap_s', 0):.2f} s",
+            )
+        ],
+        events=[(c["t"], f"{c['old']} -> {c['new']}") for c in rep.get("model_changes") or []],
+    )
+    changes = rep.get("model_changes") or []
+    rows: list[tuple[str, Any]] = [
+        ("requests", rep.get("requests")),
+        ("ok", rep.get("ok")),
+        ("failed", rep.get("failed")),
+        ("errors", ", ".join(f"{k}: {v}" for k, v in (rep.get("errors") or {}).items()) or "-"),
+        (
+            "longest gap without a success",
+            f"{rep.get('longest_gap_s')} s ({rep.get('gap_start_s')} s to {rep.get('gap_end_s')} s)",
+        ),
+        ("models seen", ", ".join(rep.get("models_seen") or []) or "-"),
+        ("probe sent late by up to", f"{rep.get('probe_lag_max_s', 0)} s"),
+        (
+            "model changes",
+            "; ".join(f"{c['old']} -> {c['new']} at {c['t']} s" for c in changes) or "none",
+        ),
+    ]
+    return Section(
+        "Swap under load",
+        table(("", ""), rows) + f"<div class='plots'>{fig}</div>",
+        [f"- {k}: {v}" for k, v in rows],
+        None,
+    )
+
+
+def _agreement_section(agr: dict[str, Any], parts: dict[str, Any]) -> Section:
+    """Greedy-output agreement: the share of identical answers and each prompt's pair."""
+    from servecheck.report.html import Section, esc, table, verdict_badge
+
+    agr_rows = [
+        (
+            esc(r["prompt"]),
+            verdict_badge(r["identical"], "same" if r["identical"] else "differs"),
+            esc("-" if r["distance"] is None else f"{r['distance']:.3f}"),
+            esc((r["old"] or r["old_error"])[:300]),
+            esc((r["new"] or r["new_error"])[:300]),
+        )
+        for r in agr.get("results") or []
+    ]
+    share = agr.get("identical_share")
+    head = (
+        f"<p>{esc(agr.get('old_model'))} vs {esc(agr.get('new_model'))}: identical answers "
+        f"<b>{'-' if share is None else f'{share:.0%}'}</b> of {agr.get('compared')}, mean word edit distance "
+        f"{esc('-' if agr.get('mean_distance') is None else round(agr['mean_distance'], 3))}</p>"
+    )
+    return Section(
+        "Greedy-output agreement",
+        head + table(("prompt", "same?", "distance", "OLD", "NEW"), agr_rows, raw=range(5)),
+        [
+            f"identical {'-' if share is None else f'{share:.0%}'}, mean distance {agr.get('mean_distance')}"
+        ],
+        (parts.get("agreement") or {}).get("ok"),
+    )
+
+
+def _load_section(run_dir: Path) -> Section:
+    """NEW's load run against OLD's at the same load (or why they cannot be compared)."""
+    from servecheck.report.compare import compare_runs, comparison_section
+    from servecheck.report.html import Section, esc
+
+    try:
+        cmp = compare_runs(run_dir / "load-old", run_dir / "load-new")
+        sec = comparison_section(cmp)
+        sec.title = "Latency and throughput: NEW vs OLD at the same load"
+        return sec
+    except UsageError as exc:
+        return Section(
+            "Latency and throughput", f"<p class='flag'>{esc(exc)}</p>", [str(exc)], False
+        )
 
 
 __all__ = ["part_message", "write_cutover_html"]

@@ -329,8 +329,6 @@ PCTS = ("p50", "p90", "p95", "p99", "p99.9", "max")
 
 def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Section:
     """SLO verdicts, generator-lag flag, throughput/goodput, latency percentiles and distributions."""
-    from servecheck.report import svg
-
     s = read_json(run_dir / "summary.json")
     if not s or "requests" not in s:
         return Section(
@@ -340,9 +338,39 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
             False,
         )
     verdict = str(s.get("verdict", "?"))
-    ok = verdict == "pass"
     req, thr, lat = s.get("requests", {}), s.get("throughput", {}), s.get("latency_ms", {})
     sched = s.get("schedule", {})
+    parts = _load_head(s, verdict, sched)
+    parts.append(table(("", "", "", ""), _load_key_rows(s, req, thr, sched)))
+    slos = s.get("slo") or []
+    if slos:
+        parts.append("<h3>SLOs</h3>" + _slo_table(slos))
+    reasoned = bool((s.get("tokens") or {}).get("reasoning_requests"))
+    keys = LATENCY_KEYS + (PHASE_KEYS if reasoned else ())
+    lat_rows = [
+        (label, *(fmt((lat.get(k) or {}).get(p)) for p in PCTS), (lat.get(k) or {}).get("count", 0))
+        for k, label in keys
+        if (lat.get(k) or {}).get("count")
+    ]
+    parts.append(
+        "<h3>Latency (ms)</h3>" + table(("metric", *PCTS, "samples"), lat_rows, numeric=range(1, 8))
+    )
+    from servecheck.load.breakdown import format_breakdown
+    from servecheck.load.warmup import format_warmup
+
+    extra = format_breakdown(s) + format_warmup(s)  # multi-turn, prefix cache, warm-up
+    if extra:
+        parts.append(
+            "<h3>Turns, prefix cache, warm-up</h3><pre>" + esc("\n".join(extra)) + "</pre>"
+        )
+    if plots:
+        parts.append("<div class='plots'>" + "".join(_load_plots(run_dir, lat, keys)) + "</div>")
+    md = _load_markdown(s, verdict, req, thr, sched, slos, lat_rows)
+    return Section(title, "".join(parts), md, verdict == "pass")
+
+
+def _load_head(s: dict[str, Any], verdict: str, sched: dict[str, Any]) -> list[str]:
+    """The run line (verdict, target, model, scenario, mode, window), its reasons and the lag flag."""
     parts = [
         f"<p>{status_badge(verdict)} target <b>{esc(s.get('target'))}</b>, model {esc(s.get('model'))}, "
         f"scenario {esc(s.get('scenario'))}, mode {esc(s.get('mode'))}"
@@ -357,7 +385,14 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
             "<p class='flag'><b>Generator lag:</b> the load generator fell behind its schedule, so latencies "
             "may be understated: " + esc("; ".join(sched.get("reasons") or [])) + "</p>"
         )
-    key_rows = [
+    return parts
+
+
+def _load_key_rows(
+    s: dict[str, Any], req: dict[str, Any], thr: dict[str, Any], sched: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    """Requests, failures, rate-limited, throughput and goodput: the key figures, two per row."""
+    return [
         ("requests", req.get("total"), "ok", req.get("ok")),
         (
             "failed",
@@ -384,103 +419,79 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
             fmt((sched.get("lag_ms") or {}).get("p99"), " ms", 2),
         ),
     ]
-    parts.append(table(("", "", "", ""), key_rows))
-    slos = s.get("slo") or []
-    if slos:
-        parts.append(
-            "<h3>SLOs</h3>"
-            + table(
-                ("verdict", "SLO", "observed", "source", "note"),
-                (
-                    (
-                        verdict_badge(v.get("passed")),
-                        esc(v.get("slo")),
-                        esc(_observed(v)),
-                        esc(v.get("source")),
-                        esc(v.get("note")),
-                    )
-                    for v in slos
-                ),
-                raw=(0, 1, 2, 3, 4),
+
+
+def _slo_table(slos: list[dict[str, Any]]) -> str:
+    return table(
+        ("verdict", "SLO", "observed", "source", "note"),
+        (
+            (
+                verdict_badge(v.get("passed")),
+                esc(v.get("slo")),
+                esc(_observed(v)),
+                esc(v.get("source")),
+                esc(v.get("note")),
             )
-        )
-    reasoned = bool((s.get("tokens") or {}).get("reasoning_requests"))
-    keys = LATENCY_KEYS + (PHASE_KEYS if reasoned else ())
-    lat_rows = [
-        (label, *(fmt((lat.get(k) or {}).get(p)) for p in PCTS), (lat.get(k) or {}).get("count", 0))
+            for v in slos
+        ),
+        raw=(0, 1, 2, 3, 4),
+    )
+
+
+def _marks(stat: dict[str, Any], names: tuple[str, str]) -> dict[str, Any]:
+    """The percentile lines drawn on a histogram, those that were measured."""
+    return {k: v for k, v in ((n, stat.get(n)) for n in names) if v is not None}
+
+
+def _load_plots(run_dir: Path, lat: dict[str, Any], keys: tuple[tuple[str, str], ...]) -> list[str]:
+    """Latency percentiles, TTFT and ITL distributions, throughput over the run (SVG)."""
+    from servecheck.report import svg
+
+    records = read_jsonl(run_dir / "records.jsonl")
+    figs: list[str] = []
+    groups = {
+        label.split(" (")[0]: {p: (lat.get(k) or {}).get(p) for p in PCTS[:-1]}
         for k, label in keys
         if (lat.get(k) or {}).get("count")
-    ]
-    parts.append(
-        "<h3>Latency (ms)</h3>" + table(("metric", *PCTS, "samples"), lat_rows, numeric=range(1, 8))
-    )
-    from servecheck.load.breakdown import format_breakdown
-    from servecheck.load.warmup import format_warmup
-
-    extra = format_breakdown(s) + format_warmup(s)  # multi-turn, prefix cache, warm-up
-    if extra:
-        parts.append(
-            "<h3>Turns, prefix cache, warm-up</h3><pre>" + esc("\n".join(extra)) + "</pre>"
+    }
+    if groups:
+        figs.append(svg.bar_chart("Latency percentiles", "ms", groups))
+    ttft = _records_ms(records, "ttft")
+    if ttft:
+        marks = _marks(lat.get("ttft") or {}, ("p50", "p95"))
+        figs.append(svg.histogram("TTFT distribution", "ms", ttft, marks=marks))
+    itl = _itls_ms(records)
+    if itl:
+        marks = _marks(lat.get("itl") or {}, ("p50", "p99"))
+        figs.append(
+            svg.histogram("ITL distribution", "ms", itl, ylabel="inter-token gaps", marks=marks)
         )
-    if plots:
-        records = read_jsonl(run_dir / "records.jsonl")
-        figs: list[str] = []
-        groups = {
-            label.split(" (")[0]: {p: (lat.get(k) or {}).get(p) for p in PCTS[:-1]}
-            for k, label in keys
-            if (lat.get(k) or {}).get("count")
-        }
-        if groups:
-            figs.append(svg.bar_chart("Latency percentiles", "ms", groups))
-        ttft = _records_ms(records, "ttft")
-        if ttft:
-            figs.append(
-                svg.histogram(
-                    "TTFT distribution",
-                    "ms",
-                    ttft,
-                    marks={
-                        k: v
-                        for k, v in (
-                            ("p50", (lat.get("ttft") or {}).get("p50")),
-                            ("p95", (lat.get("ttft") or {}).get("p95")),
-                        )
-                        if v is not None
-                    },
-                )
+    ts, okr, badr, tok = throughput_series(records)
+    if ts:
+        figs.append(
+            svg.timeline(
+                "Throughput over the run",
+                "per second",
+                [
+                    ("ok req/s", ts, okr),
+                    ("failed req/s", ts, badr),
+                    ("tokens/s / 10", ts, [t / 10 for t in tok]),
+                ],
             )
-        itl = _itls_ms(records)
-        if itl:
-            figs.append(
-                svg.histogram(
-                    "ITL distribution",
-                    "ms",
-                    itl,
-                    ylabel="inter-token gaps",
-                    marks={
-                        k: v
-                        for k, v in (
-                            ("p50", (lat.get("itl") or {}).get("p50")),
-                            ("p99", (lat.get("itl") or {}).get("p99")),
-                        )
-                        if v is not None
-                    },
-                )
-            )
-        ts, okr, badr, tok = throughput_series(records)
-        if ts:
-            figs.append(
-                svg.timeline(
-                    "Throughput over the run",
-                    "per second",
-                    [
-                        ("ok req/s", ts, okr),
-                        ("failed req/s", ts, badr),
-                        ("tokens/s / 10", ts, [t / 10 for t in tok]),
-                    ],
-                )
-            )
-        parts.append("<div class='plots'>" + "".join(figs) + "</div>")
+        )
+    return figs
+
+
+def _load_markdown(
+    s: dict[str, Any],
+    verdict: str,
+    req: dict[str, Any],
+    thr: dict[str, Any],
+    sched: dict[str, Any],
+    slos: list[dict[str, Any]],
+    lat_rows: list[tuple[Any, ...]],
+) -> list[str]:
+    """The summary.md lines of a load run."""
     md = [
         f"**Load** {md_esc(s.get('target'))}: {verdict.upper()}, {req.get('total')} requests, "
         f"error rate {pct(req.get('error_rate'))}, {fmt(thr.get('requests_per_s'), ' req/s', 2)}, goodput {pct(s.get('goodput'), 1)}"
@@ -493,7 +504,7 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
         )
     if sched.get("behind"):
         md.append("- WARNING: generator lag: " + md_esc("; ".join(sched.get("reasons") or [])))
-    return Section(title, "".join(parts), md, ok)
+    return md
 
 
 def _observed(v: dict[str, Any]) -> str:

@@ -18,7 +18,7 @@ def write_soak_report(result: SoakResult) -> Path:
     from servecheck.load.records import to_dataframe
     from servecheck.report import svg
     from servecheck.report.html import Section, esc, fmt, status_badge, table, write_page
-    from servecheck.report.workflow import write_json
+    from servecheck.report.output import write_json
     from servecheck.telemetry import timeseries_figure
 
     run_dir, data, frame, phases = result.run_dir, result.data, result.frame, result.phases
@@ -81,7 +81,7 @@ def write_soak_report(result: SoakResult) -> Path:
 
 def write_probe_report(result: ProbeOnlyResult, say: Callable[[str], None] | None = None) -> Path:
     """``--probe-only``: soak.json (``kind: "abandon-probe"``) and probe.png; returns soak.json."""
-    from servecheck.report.workflow import write_json
+    from servecheck.report.output import write_json
     from servecheck.telemetry import Phases, plot_timeseries
 
     path = write_json(result.run_dir / "soak.json", result.data)

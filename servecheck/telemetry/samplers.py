@@ -253,9 +253,12 @@ class PrometheusSampler(Sampler):
             raise SourceUnavailable(
                 f"no metric mapping for engine {self.engine!r}: give telemetry.metrics in targets.yaml"
             )
-        import httpx
+        from servecheck.client.factory import ClientSettings, sync_client
 
-        self._client = httpx.Client(timeout=self.timeout_s, headers=self.headers, trust_env=False)
+        settings = ClientSettings.for_url(
+            self.url, self.headers, timeout_s=self.timeout_s, connect_timeout_s=self.timeout_s
+        )
+        self._client = sync_client(settings)
 
     def teardown(self) -> None:
         if self._client is not None:
@@ -305,9 +308,12 @@ class DcgmSampler(Sampler):
         self._client: httpx.Client | None = None
 
     def setup(self) -> None:
-        import httpx
+        from servecheck.client.factory import ClientSettings, sync_client
 
-        self._client = httpx.Client(timeout=self.timeout_s, headers=self.headers, trust_env=False)
+        settings = ClientSettings.for_url(
+            self.url, self.headers, timeout_s=self.timeout_s, connect_timeout_s=self.timeout_s
+        )
+        self._client = sync_client(settings)
 
     def teardown(self) -> None:
         if self._client is not None:

@@ -106,7 +106,7 @@ class AcceptResult(RunResult):
 
 def run_accept(spec: AcceptSpec) -> AcceptResult:
     """Readiness, conformance, smoke load; one report; exit code 0 only if everything held."""
-    from servecheck.report.workflow import new_run_dir, reference_env, say, validate_before_run
+    from servecheck.workflows.support import new_run_dir, reference_env, say, validate_before_run
 
     spec.validate()
     validate_before_run(
@@ -133,7 +133,7 @@ def _accept(
     from servecheck.checks.health import wait_ready
     from servecheck.client.http import ServeClient
     from servecheck.config import load_targets
-    from servecheck.report.workflow import (
+    from servecheck.workflows.support import (
         Case,
         Suite,
         say,
@@ -255,7 +255,7 @@ def _stage_line(name: str, stage: dict[str, Any]) -> str:
 def _smoke(spec: AcceptSpec, target: Any, run_dir: Path) -> dict[str, Any]:
     from servecheck.load.run import LoadSpec, run_load
     from servecheck.report.html import write_load_html
-    from servecheck.report.workflow import say
+    from servecheck.workflows.support import say
 
     t0 = time.monotonic()
     load_spec = LoadSpec(
@@ -301,7 +301,7 @@ def _load_summary(run_dir: Path) -> dict[str, Any]:
 
 def _allure(run_dir: Path, load_summary: dict[str, Any]) -> None:
     from servecheck.report.allure_glue import write_slo_results
-    from servecheck.report.workflow import copy_allure
+    from servecheck.workflows.support import copy_allure
 
     dst = run_dir / "allure-results"
     copy_allure(run_dir / "conformance" / "allure-results", dst)

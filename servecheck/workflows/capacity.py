@@ -101,7 +101,7 @@ class CapacityResult(RunResult):
 
 def run_capacity(spec: CapacitySpec) -> CapacityResult:
     """Sweep, write capacity.json + report.html + summary.md, say the findings."""
-    from servecheck.report.workflow import new_run_dir, reference_env, say, validate_before_run
+    from servecheck.workflows.support import new_run_dir, reference_env, say, validate_before_run
 
     spec.validate()
     levels = list(spec.levels[: spec.max_steps])
@@ -123,7 +123,7 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
     from servecheck.client.http import ServeClient
     from servecheck.config import load_targets
     from servecheck.report.capacity_html import write_capacity_html
-    from servecheck.report.workflow import write_json
+    from servecheck.workflows.support import write_json
 
     target = load_targets(spec.targets_file).get(spec.target)
     with ServeClient.for_target(target) as client:
@@ -156,7 +156,7 @@ def _not_ready(
     from servecheck.load.verdict import FAIL
     from servecheck.report.capacity_html import write_capacity_html
     from servecheck.report.html import read_json
-    from servecheck.report.workflow import say, write_json
+    from servecheck.workflows.support import say, write_json
 
     say(f"servecheck capacity: {target.name} is not ready ({why}); no load was sent")
     write_json(
@@ -223,7 +223,7 @@ def _run_steps(
     from servecheck.load.run import run_load
     from servecheck.report.capacity import Step, should_stop
     from servecheck.report.html import write_load_html
-    from servecheck.report.workflow import say
+    from servecheck.workflows.support import say
 
     steps: list[Step] = []
     statuses: list[str] = []
@@ -333,7 +333,7 @@ def _verdict(spec: CapacitySpec, data: dict[str, Any], statuses: list[str]) -> R
 
 
 def _write_junit(run_dir: Path, steps: list[Any], mode: str) -> None:
-    from servecheck.report.workflow import Case, Suite, write_junit
+    from servecheck.workflows.support import Case, Suite, write_junit
 
     cases = [
         Case(
@@ -356,7 +356,7 @@ def _write_junit(run_dir: Path, steps: list[Any], mode: str) -> None:
 
 def _say_findings(data: dict[str, Any], mode: str, page: Path) -> None:
     from servecheck.report.capacity import UNITS
-    from servecheck.report.workflow import say
+    from servecheck.workflows.support import say
 
     unit, best, kn = UNITS[mode], data["best"], data["knee"]
     target_rate, replicas = data["target_rate"], data["replicas"]

@@ -80,7 +80,7 @@ def launched(spec: Any, run_dir: Path) -> Iterator[Launch]:
         launch.started = time.monotonic()
         launch.proc = coldstart.launch(launch.command, run_dir / "launch.log")
         from servecheck.redact import redact
-        from servecheck.report.workflow import say
+        from servecheck.workflows.support import say
 
         say(f"cold start: launched {redact(launch.command)} (pid {launch.proc.pid})")
     try:
@@ -98,7 +98,7 @@ def run_stage(
     from servecheck.client.http import ServeClient
     from servecheck.client.models import model_for_target
     from servecheck.load import coldstart
-    from servecheck.report.workflow import say
+    from servecheck.workflows.support import say
 
     t0 = launch.started or time.monotonic()
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from servecheck.config import load_targets
 from servecheck.errors import UsageError
 from servecheck.redact import redact
-from servecheck.report.workflow import validate_before_run
 from servecheck.signals import die_with_parent, signum_of, stoppable_child
+from servecheck.workflows.support import validate_before_run
 
 SURFACE_FILES = {
     "health": "test_health.py",

@@ -76,7 +76,7 @@ class CutoverResult(RunResult):
 
 def run_cutover(spec: CutoverSpec) -> CutoverResult:
     """Pre-cutover checks, or the swap-under-load probe; one report; exit 0 only if all held."""
-    from servecheck.report.workflow import new_run_dir, reference_env, say, validate_before_run
+    from servecheck.workflows.support import new_run_dir, reference_env, say, validate_before_run
 
     coldstart.validate(spec)  # cold-start SLOs, before any traffic
     if spec.swap_under_load:
@@ -110,18 +110,18 @@ def run_cutover(spec: CutoverSpec) -> CutoverResult:
 
 def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = None) -> CutoverResult:
     from servecheck.config import load_targets
+    from servecheck.load.agreement import agreement, read_prompts
     from servecheck.load.run import LoadSpec, run_load
     from servecheck.report.compare import compare_runs
-    from servecheck.report.cutover import agreement, read_prompts
     from servecheck.report.html import write_load_html
-    from servecheck.report.workflow import (
+    from servecheck.workflows.accept import run_conformance
+    from servecheck.workflows.support import (
         Case,
         Suite,
         say,
         write_json,
         write_junit,
     )
-    from servecheck.workflows.accept import run_conformance
 
     loaded = load_targets(spec.targets_file)
     # run_cutover checked that both are named
@@ -225,9 +225,11 @@ def _verdict(parts: dict[str, dict[str, Any]]) -> RunVerdict:
 def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from servecheck.client.models import model_for_target
     from servecheck.config import load_targets
-    from servecheck.report.cutover import analyse_swap, model_of, run_swap_probe
-    from servecheck.report.workflow import Case, Suite, say, write_json, write_junit
+    from servecheck.load.swap_probe import run_swap_probe
+    from servecheck.report.cutover import analyse_swap
+    from servecheck.workflows.support import Case, Suite, say, write_json, write_junit
 
     loaded = load_targets(spec.targets_file)
     via = loaded.get(str(spec.via))  # run_cutover checked it is named
@@ -236,7 +238,7 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
         raise UsageError(f"--duration {duration:g}s: between 1s and 4h")
     if not 0 < rate <= 1000:
         raise UsageError(f"--rate {rate:g}/s: between 0 and 1000/s")
-    model = model_of(via)
+    model = model_for_target(via).model
     say(
         f"probing {via.name} ({via.base_url}) at {rate:g} req/s for {duration:g} s with model {model!r}: swap the model now"
     )
@@ -259,7 +261,7 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
         for key, name in (("from", spec.old), ("to", spec.new)):
             if name:
                 try:
-                    expected[key] = model_of(loaded.get(name))
+                    expected[key] = model_for_target(loaded.get(name)).model
                 except UsageError as exc:
                     expected[key] = f"(unknown: {exc})"
     part: dict[str, Any] = {

@@ -64,7 +64,7 @@ class EndpointFacts:
 def _client(base_url: str, key: str | None, timeout_s: float) -> ServeClient:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     return ServeClient(
-        ClientSettings(base_url, headers, timeout_s=timeout_s, connect_timeout_s=timeout_s)
+        ClientSettings.for_url(base_url, headers, timeout_s=timeout_s, connect_timeout_s=timeout_s)
     )
 
 

@@ -295,3 +295,23 @@ def test_cutover_launches_the_candidate_and_judges_its_cold_start(
     assert data["parts"]["agreement"]["ok"]  # the comparison still ran after the cold start
     with socket.socket() as s:  # the launched candidate is stopped at the end
         assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_cold_start_requests_go_to_the_target_not_to_a_proxy_of_the_environment(
+    make_reference: Callable[..., RunningServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first requests are the target's, built by the client factory: a shell's HTTP_PROXY
+    (here a port where nothing listens) must not swallow them and fail the cold start."""
+    from servecheck.load.coldstart import measure
+    from tests.support import target_for
+
+    target = target_for(make_reference())
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
+        monkeypatch.setenv(name, dead)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    cold = measure(target, lambda: target.models[0], lambda t: (True, "ready"), 5.0, requests=2)
+    assert [p.error for p in cold.probes] == [None, None], cold.line()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -38,11 +41,15 @@ def test_a_failed_listing_is_a_usage_error_not_a_guess() -> None:
 
 
 def test_no_runner_keeps_its_own_discovery() -> None:
-    """The Locust user, the load run and the abandon probe all call servecheck.client.models."""
+    """The Locust user, the load run, the abandon probe, cutover and cold start all call
+    servecheck.client.models."""
     for rel in (
         "servecheck/load/locust_user.py",
         "servecheck/load/run.py",
         "servecheck/load/abandon.py",
+        "servecheck/load/agreement.py",
+        "servecheck/workflows/cutover.py",
+        "servecheck/workflows/coldstart.py",
     ):
         text = (ROOT / rel).read_text()
         assert "servecheck.client.models" in text, rel
@@ -67,3 +74,48 @@ def test_records_are_measured_in_one_place() -> None:
     assert rec.itls == pytest.approx([0.1, 0.2]) and rec.output_tokens_client == 3
     assert (rec.output_tokens, rec.prompt_tokens) == (5, 7)
     assert rec.tpot == pytest.approx((0.5 - 0.1) / 4)
+
+
+class _PoolingFirst(BaseHTTPRequestHandler):
+    """Lists an embedding model before the chat model; answers chat with the model it was sent."""
+
+    def _send(self, body: dict[str, object]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._send(
+            {"data": [{"id": "emb-m", "model_type": "embedding"}, {"id": "chat-m", "type": "LLM"}]}
+        )
+
+    def do_POST(self) -> None:
+        sent = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        reply = {"role": "assistant", "content": f"answered by {sent['model']}"}
+        self._send({"model": sent["model"], "choices": [{"index": 0, "message": reply}]})
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_cutover_agreement_never_sends_chat_to_a_pooling_model() -> None:
+    """Cutover chose its model with a rule of its own (the first id /models lists, an embedding
+    model here); it now uses model_for_target, which skips pooling models."""
+    from servecheck.config.model import Target
+    from servecheck.load.agreement import agreement
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _PoolingFirst)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        old = Target.model_validate({"name": "old", "base_url": url})
+        new = Target.model_validate({"name": "new", "base_url": url})
+        agr = agreement(old, new, ["Say hi."], max_tokens=4)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (agr.old_model, agr.new_model) == ("chat-m", "chat-m")
+    assert agr.results[0].old == "answered by chat-m" and agr.errors == 0

@@ -20,6 +20,7 @@ import httpx
 from servecheck.checks.context import CheckContext
 from servecheck.checks.health import probe_health
 from servecheck.checks.registry import check
+from servecheck.client.factory import async_client
 from servecheck.client.http import Exchange
 
 T = TypeVar("T")
@@ -276,16 +277,17 @@ def _notes_text(notes: list[str]) -> str:
 async def _open_and_drop(ctx: CheckContext, k: int, max_tokens: int, timeout_s: float) -> list[str]:
     """Open ``k`` streams, read until each has sent content, then drop the connections. Returns per-stream notes.
 
-    Plain httpx on purpose: the servecheck client always reads a response to its end (that is its
-    job), and this check needs the opposite, a client that walks away mid-stream.
+    A plain httpx client (from the client factory) on purpose: the servecheck client always
+    reads a response to its end (that is its job), and this check needs the opposite, a client
+    that walks away mid-stream.
     """
     settings = ctx.client.settings
     url = settings.base_url + "/chat/completions"
     notes: list[str] = []
-    limits = httpx.Limits(max_connections=k, max_keepalive_connections=0)
-    async with httpx.AsyncClient(
-        timeout=httpx.Timeout(timeout_s), limits=limits, verify=settings.verify_tls
-    ) as client:
+    own = settings.with_(
+        timeout_s=timeout_s, connect_timeout_s=timeout_s, max_connections=k, keepalive=False
+    )
+    async with async_client(own, default_headers=False) as client:
 
         async def one(i: int) -> None:
             body = ctx.chat_body(

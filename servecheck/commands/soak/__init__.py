@@ -190,7 +190,7 @@ def _probe_only(args: argparse.Namespace, target: Target) -> int:
     ``kind: "abandon-probe"`` and ``probe.png``. Exit 0 drained, 1 not, 2 usage."""
     from servecheck.load.abandon import discover_model
     from servecheck.report.soak_html import write_probe_report
-    from servecheck.report.workflow import new_run_dir, say
+    from servecheck.workflows.support import new_run_dir, say
 
     plan = probe_plan_from_options(vars(args), target)
     model = args.model or discover_model(target)
@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the soak; print the verdict lines; exit 0 no leak, 1 leak / not drained, 2 usage."""
     from servecheck.config import load_targets
     from servecheck.load.abandon import discover_model
-    from servecheck.report.workflow import new_run_dir, reference_env, say
+    from servecheck.workflows.support import new_run_dir, reference_env, say
 
     name = args.target or "reference"
     with reference_env([name], extra_args=args.reference_arg):

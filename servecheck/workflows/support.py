@@ -1,15 +1,14 @@
-"""Pieces shared by the workflow commands (accept, capacity, cutover): run folders, the embedded
-reference target, JUnit merging, allure copies.
+"""Pieces shared by the workflows (accept, capacity, cutover, soak): validation before a run,
+run folders, the embedded reference target, JUnit merging, allure copies, the console line.
 
-Kept in the report layer so the commands stay thin; anything that calls another command
-(``servecheck check``) lives in ``servecheck/commands/accept.py`` instead, because the report
-layer must not import commands (ARCHITECTURE.md).
+Workflow plumbing, not reporting: it starts the embedded server, so it lives in workflows/
+(report/ only renders; ``write_json``, a report's own file, is ``report/output.py``'s and is
+re-exported here for the workflows).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 import xml.etree.ElementTree as ET
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.redact import redact
+from servecheck.report.output import write_json
 
 
 def validate_before_run(
@@ -56,14 +56,6 @@ def new_run_dir(out: str | Path, kind: str, label: str, run_id: str | None = Non
     rid = run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{kind}-{label[:40]}"
     path = Path(out) / rid
     path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def write_json(path: Path, data: Any) -> Path:
-    """Redacted, indented JSON."""
-    path.write_text(
-        redact(json.dumps(data, indent=2, ensure_ascii=False, default=str)) + "\n", encoding="utf-8"
-    )
     return path
 
 

@@ -1,0 +1,75 @@
+"""Every httpx client that talks to a target comes from servecheck.client.factory."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from servecheck.client.factory import ClientSettings, async_client, sync_client
+
+ROOT = Path(__file__).resolve().parents[1]
+FACTORY = "servecheck/client/factory.py"
+# httpx.get(...) and friends build a client of their own, with httpx's defaults (env proxies).
+BUILDERS = {
+    *("Client", "AsyncClient"),
+    *("get", "post", "put", "patch", "delete", "head", "options", "request", "stream"),
+}
+
+
+def _builders(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, name) of every ``httpx.X(...)`` / ``from httpx import X; X(...)`` that builds a client."""
+    imported = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "httpx"
+        for alias in node.names
+        if alias.name in BUILDERS
+    }
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "httpx":
+            if f.attr in BUILDERS:
+                found.append((node.lineno, f"httpx.{f.attr}"))
+        elif isinstance(f, ast.Name) and f.id in imported:
+            found.append((node.lineno, f.id))
+    return found
+
+
+def test_only_the_factory_builds_an_httpx_client() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT).as_posix()}:{line}: {name}(...)"
+        for path in sorted((ROOT / "servecheck").rglob("*.py"))
+        if path.relative_to(ROOT).as_posix() != FACTORY
+        for line, name in _builders(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    assert not offenders, "build it with servecheck.client.factory:\n" + "\n".join(offenders)
+
+
+def test_the_walk_sees_both_spellings() -> None:
+    """The guard itself: it finds ``httpx.Client(...)`` and ``from httpx import AsyncClient``."""
+    tree = ast.parse(
+        "import httpx\nfrom httpx import AsyncClient as A\nhttpx.Client()\nA()\nhttpx.get('u')\n"
+    )
+    assert sorted(_builders(tree)) == [(3, "httpx.Client"), (4, "A"), (5, "httpx.get")]
+
+
+@pytest.mark.parametrize("make", [sync_client, async_client], ids=["sync", "async"])
+def test_a_target_client_ignores_proxy_settings_of_the_environment(
+    make: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("ALL_PROXY", "http://127.0.0.1:9")
+    settings = ClientSettings("http://example.invalid/v1", {"X-Api-Key": "k"}, verify_tls=False)
+    client = make(settings)  # type: ignore[operator]
+    assert client.trust_env is False
+    assert not client._mounts, "an environment proxy was mounted"
+    assert client.headers["X-Api-Key"] == "k"
+    pool = client._transport._pool
+    assert pool._ssl_context.verify_mode.name == "CERT_NONE"
+    assert pool._max_connections == settings.max_connections
