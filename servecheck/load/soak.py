@@ -229,6 +229,9 @@ def plan_from_options(
         extra={"ignore_eos": True} if target.engine == "vllm" else {},
     )
     plan.validate()
+    from servecheck.telemetry.windows import check_soak_windows
+
+    check_soak_windows(plan, target, telemetry_overrides(options, target, plan))
     if plan.abandon:
         probe_settings(plan).validate()
     return plan
@@ -457,16 +460,30 @@ class SoakResult:
 
 
 def judge(
-    frame: pd.DataFrame, phases: Phases, plan: SoakPlan, drain: DrainVerdict | None
+    frame: pd.DataFrame,
+    phases: Phases,
+    plan: SoakPlan,
+    drain: DrainVerdict | None,
+    prefix_cache: bool | str | None = None,
 ) -> tuple[dict[str, LeakVerdict], str, list[str]]:
     """Leak verdicts for every sampled metric of :data:`LEAK_METRICS`, the primary metric
-    (``kv_usage``, else ``requests_running``) and the reasons the run fails (empty: it passed)."""
-    from servecheck.telemetry import analyse_leak
+    (``kv_usage``, else ``requests_running``) and the reasons the run fails (empty: it passed).
+    ``prefix_cache``: the target's ``capabilities.prefix_cache`` (a kv_usage plateau is
+    retention only where a prefix cache is declared or seen)."""
+    from servecheck.telemetry.leak import analyse_leak, prefix_cache_evidence, unjudged
 
     present = set(frame.loc[frame["kind"] == "sample", "metric"]) if len(frame) else set()
     tolerances = {**LEAK_METRICS, "kv_usage": plan.tolerance, "rss_tree_bytes": plan.rss_tolerance}
+    cache = prefix_cache_evidence(frame, prefix_cache)
     verdicts = {
-        m: analyse_leak(frame, phases, m, tol, min_cycles=MIN_CYCLES)
+        m: analyse_leak(
+            frame,
+            phases,
+            m,
+            tol,
+            min_cycles=MIN_CYCLES,
+            prefix_cache=cache if m == "kv_usage" else None,
+        )
         for m, tol in tolerances.items()
         if m in present
     }
@@ -487,6 +504,7 @@ def judge(
         failures.append(
             f"{primary}: inconclusive (the load never moved it, so a leak could not show)"
         )
+    failures += unjudged(verdicts, skip=primary)  # a sampled series without a verdict
     if drain is not None and drain.status != "ok":
         failures.append(f"drain: {drain.status}")
     return verdicts, primary, failures
@@ -603,7 +621,9 @@ def run_soak(
         rec.mark("end")
     ended = time.time()
     frame = rec.frame()
-    verdicts, primary, failures = judge(frame, phases, plan, drain)
+    verdicts, primary, failures = judge(
+        frame, phases, plan, drain, target.capabilities.prefix_cache
+    )
     if watch.down is not None:
         failures.insert(0, watch.down)
     exit_code = 1 if failures else 0
