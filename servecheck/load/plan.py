@@ -149,6 +149,13 @@ def load_plan(path: str | os.PathLike[str]) -> LoadPlan:
             )
     if "slo" in data and isinstance(data["slo"], str):
         data["slo"] = [data["slo"]]
+    if "slo" in data:  # a bad SLO names the plan file, before any target is probed
+        from servecheck.load.slo import parse_slos
+
+        try:
+            parse_slos(data["slo"] or [], "cli")
+        except UsageError as exc:
+            raise UsageError(f"{p}: slo: {exc}") from None
     if "warmup" in data:
         data["warmup"] = _plan_warmup(p, data["warmup"])
     if "dataset" in data:

@@ -11,11 +11,13 @@ Grammar (whitespace allowed around the operator)::
               | first_ttft_ratio | first_e2e_ratio | requests_to_warm   (cold start: plain numbers)
     op       := <= | < | >= | >
     unit     := us | ms | s            (latency, cold-start times: required)
-              | %                      (error_rate, rate_limited, goodput: optional, else a fraction 0..1)
+              | %                      (error_rate, rate_limited, goodput: required)
               | /s                     (throughput: optional)
 
 Every value is normalised: latencies to milliseconds, shares to fractions, throughput to per
-second. A parse problem raises :class:`~servecheck.errors.UsageError` naming the expression,
+second. A share without ``%`` is refused, as a latency without a unit is: ``error_rate<=1`` read
+as a fraction is 100 % and can never fail, and read as a percentage it is 1 %; the grammar has
+one spelling for a share so that nobody has to guess which. A parse problem raises :class:`~servecheck.errors.UsageError` naming the expression,
 with a "did you mean" for a misspelt metric.
 
 The cold-start metrics are judged by ``servecheck accept`` / ``cutover`` with ``--launch`` or
@@ -184,14 +186,11 @@ def parse_slo(text: str, source: str = "cli") -> SLO:
             raise UsageError(f"SLO {text!r}: {hint}")
         bound = num * _LATENCY_UNITS[unit]
     elif metric in SHARES:
-        if unit == "%":
-            bound = num / 100.0
-        elif not unit:
-            bound = num
-        else:
-            raise UsageError(
-                f"SLO {text!r}: {metric} takes a percentage (0.5%) or a fraction (0.005), not {unit!r}"
-            )
+        if not unit:
+            raise UsageError(f"SLO {text!r}: {_share_hint(lhs, op, num)}")
+        if unit != "%":
+            raise UsageError(f"SLO {text!r}: {metric} takes a percentage (0.5%), not {unit!r}")
+        bound = num / 100.0
         if not 0.0 <= bound <= 1.0:
             raise UsageError(f"SLO {text!r}: {metric} must be between 0% and 100%")
     elif metric in COLD_NUMBERS:
@@ -208,6 +207,17 @@ def parse_slo(text: str, source: str = "cli") -> SLO:
     if bound < 0 or math.isnan(bound):
         raise UsageError(f"SLO {text!r}: the bound must not be negative")
     return SLO(text=text.strip(), metric=metric, stat=stat, op=op, bound=bound, source=source)
+
+
+def _share_hint(metric: str, op: str, num: float) -> str:
+    """What to write for a share given as a bare number: both readings where both are possible."""
+    pct = f"{metric}{op}{num:.10g}%"
+    if num > 1:  # no fraction is above 1: it can only be a percentage
+        return f"a share needs %: write {pct}"
+    return (
+        f"a share needs %: write {pct}, or {metric}{op}{num * 100:.10g}% "
+        f"if {num:.10g} was a fraction"
+    )
 
 
 def _split(lhs: str, text: str) -> tuple[str, str | None]:

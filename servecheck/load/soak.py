@@ -375,17 +375,32 @@ class SoakResult:
 
 
 def leak_verdicts(
-    frame: pd.DataFrame, phases: Phases, plan: SoakPlan, drain: DrainVerdict | None
+    frame: pd.DataFrame,
+    phases: Phases,
+    plan: SoakPlan,
+    drain: DrainVerdict | None,
+    prefix_cache: bool | str | None = None,
 ) -> tuple[dict[str, LeakVerdict], str, list[RunVerdict]]:
     """Leak verdicts for every sampled metric of :data:`LEAK_METRICS`, the primary metric
     (``kv_usage``, else ``requests_running``) and the run's stage verdicts (a leak and a drain
-    that did not finish fail; a primary metric that could not be judged is inconclusive)."""
-    from servecheck.telemetry import analyse_leak
+    that did not finish fail; a sampled series that could not be judged is inconclusive).
+    ``prefix_cache``: the target's ``capabilities.prefix_cache`` (a kv_usage plateau is
+    retention only where a prefix cache is declared or seen)."""
+    from servecheck.telemetry.leak import analyse_leak, prefix_cache_evidence
+    from servecheck.telemetry.leak import unjudged as unjudged_series
 
     present = set(frame.loc[frame["kind"] == "sample", "metric"]) if len(frame) else set()
     tolerances = {**LEAK_METRICS, "kv_usage": plan.tolerance, "rss_tree_bytes": plan.rss_tolerance}
+    cache = prefix_cache_evidence(frame, prefix_cache)
     verdicts = {
-        m: analyse_leak(frame, phases, m, tol, min_cycles=MIN_CYCLES)
+        m: analyse_leak(
+            frame,
+            phases,
+            m,
+            tol,
+            min_cycles=MIN_CYCLES,
+            prefix_cache=cache if m == "kv_usage" else None,
+        )
         for m, tol in tolerances.items()
         if m in present
     }
@@ -406,6 +421,11 @@ def leak_verdicts(
         else ""
     )
     stages.append(RunVerdict.of(not unjudged, unjudged, otherwise=INCONCLUSIVE))
+    # Any other sampled series without a verdict: no PASS on a memory verdict never made.
+    stages += [
+        RunVerdict.of(False, reason, otherwise=INCONCLUSIVE)
+        for reason in unjudged_series(verdicts, skip=primary)
+    ]
     if drain is not None:
         stages.append(RunVerdict.of(drain.status == "ok", f"drain: {drain.status}"))
     return verdicts, primary, stages
@@ -517,7 +537,9 @@ def run_soak(
         rec.mark("end")
     ended = time.time()
     frame = rec.frame()
-    verdicts, primary, stages = leak_verdicts(frame, phases, plan, drain)
+    verdicts, primary, stages = leak_verdicts(
+        frame, phases, plan, drain, target.capabilities.prefix_cache
+    )
     verdict = compose([RunVerdict.of(watch.down is None, watch.down or ""), *stages])  # down first
     data = _soak_data(target, plan, run_dir, (started, ended), phases, cycles, primary)
     data.update(

@@ -17,7 +17,10 @@ Verdicts (:class:`LeakVerdict.status`):
   (1.0 for ``kv_usage``): the cache is full with nothing running; a leak that saturated early
   has no trend left to test.
 - ``retention``: not a leak, but the median post-drain level is above baseline +
-  ``tolerance``: a plateau, e.g. prefix/radix cache blocks kept on purpose.
+  ``tolerance``: a plateau, e.g. prefix/radix cache blocks kept on purpose. Only where a prefix
+  cache may hold them: given ``prefix_cache`` (:func:`prefix_cache_evidence`) that says the
+  target has none (declared none, or no prefix-cache counter on /metrics, or counters that
+  stayed 0), the same plateau is a ``leak``: nothing is meant to keep those blocks.
 - ``ok``: no such trend and the median post-drain level is within baseline + ``tolerance``.
 - ``inconclusive``: no trend and back to baseline, but no cycle's load peak moved the metric
   beyond baseline + ``tolerance``: the run did not exercise what it measures, so a leak could not
@@ -98,6 +101,50 @@ class Phases:
     def from_dict(cls, data: Mapping[str, Any]) -> Phases:
         start, end = data["baseline"]
         return cls((float(start), float(end)), [Cycle(**c) for c in data.get("cycles", [])])
+
+
+@dataclass(slots=True, frozen=True)
+class PrefixCache:
+    """Whether the target has a prefix cache that may keep KV blocks after a drain, and why we
+    think so (:func:`prefix_cache_evidence`)."""
+
+    present: bool
+    why: str
+
+
+PREFIX_COUNTERS = ("prefix_cache_queries_total", "prefix_cache_hits_total")
+
+
+def prefix_cache_evidence(frame: pd.DataFrame, declared: bool | str | None) -> PrefixCache:
+    """A prefix cache as the target declares it (``capabilities.prefix_cache``: true / false),
+    else as its telemetry shows it (``auto``, None): the prefix-cache counters of /metrics
+    (``prefix_cache_queries_total`` / ``_hits_total``, canonical names) above 0."""
+    if declared is True:
+        return PrefixCache(True, "the target declares a prefix cache (capabilities.prefix_cache)")
+    if declared is False:
+        return PrefixCache(
+            False, "the target declares no prefix cache (capabilities.prefix_cache: false)"
+        )
+    counters = [series_of(frame, name) for name in PREFIX_COUNTERS]
+    seen = [s for s in counters if len(s)]
+    if not seen:
+        return PrefixCache(False, "the target reports no prefix cache (no counters on /metrics)")
+    top = max(float(s.max()) for s in seen)
+    if top <= 0:
+        return PrefixCache(False, "the target's prefix-cache counters stayed 0")
+    return PrefixCache(True, f"the target's prefix cache was used ({top:g} tokens counted)")
+
+
+def unjudged(verdicts: Mapping[str, LeakVerdict], skip: str = "") -> list[str]:
+    """A reason for each series that was sampled but could not be judged (insufficient data):
+    the run gave no verdict on it, so it must not pass (``skip``: a metric the caller reports
+    itself)."""
+    out = []
+    for metric, v in verdicts.items():
+        if metric != skip and v.status == "insufficient_data":
+            detail = v.message.removeprefix("INSUFFICIENT DATA: ").removeprefix(f"{metric}: ")
+            out.append(f"{metric}: inconclusive: insufficient data, no verdict ({detail})")
+    return out
 
 
 @dataclass(slots=True)
@@ -259,6 +306,7 @@ def analyse_leak(
     min_samples: int = 3,
     agg: str | None = None,
     ceiling: float | None = None,
+    prefix_cache: PrefixCache | None = None,
 ) -> LeakVerdict:
     """Decide whether ``metric`` leaks across the load cycles in ``phases``.
 
@@ -272,6 +320,7 @@ def analyse_leak(
     p < 0.05 (with 4 the exact p is at least 1/24 ~ 0.042 only for a perfect order).
     ``ceiling`` is the metric's maximum (default 1.0 for ``kv_usage``, else none): a median
     post-drain level within ``tolerance`` of it is a leak that has saturated, not retention.
+    ``prefix_cache`` (None: unknown) decides whether a plateau is retention or a leak.
     See the module docstring for the verdict rules.
     """
     if agg is None:
@@ -352,12 +401,31 @@ def analyse_leak(
             f"{saturated}/{n} cycles (baseline {f(baseline)}, ceiling {f(top)}): full with no "
             f"load; levels {', '.join(f(v) for v in levels)}{unused}{gap_text}"
         )
+    elif (
+        float(np.median(excess)) > tolerance
+        and prefix_cache is not None
+        and not prefix_cache.present
+    ):
+        # Kept blocks with no cache to keep them: a leak that stopped growing (the kv-leak
+        # fault fills the cache and flattens, seen 0.26 -> 0.45 and flat), not retention.
+        verdict.status = "leak"
+        verdict.message = (
+            f"LEAK: {metric} stayed at {f(float(np.median(levels)))} after drain "
+            f"(baseline {f(baseline)}, tolerance {f(tolerance)}) and {prefix_cache.why}, so "
+            f"nothing should keep it; levels {', '.join(f(v) for v in levels)} ({trend_text})"
+            f"{unused}{gap_text}"
+        )
     elif float(np.median(excess)) > tolerance:
         verdict.status = "retention"
+        cause = (
+            f"retention: {prefix_cache.why}"
+            if prefix_cache is not None
+            else "possible retention (prefix cache?)"
+        )
         verdict.message = (
             f"RETENTION: {metric} stayed at {f(float(np.median(levels)))} after drain "
             f"(baseline {f(baseline)}, tolerance {f(tolerance)}) but flat over {n} cycles "
-            f"({trend_text}): possible retention (prefix cache?), not a growing leak"
+            f"({trend_text}): {cause}, not a growing leak"
             f"{unused}{gap_text}"
         )
     elif peaks and all(not peak > baseline + tolerance for peak in peaks):

@@ -23,6 +23,8 @@ CANONICAL: dict[str, str] = {
     "requests_waiting": "requests queued, not yet scheduled",
     "preemptions_total": "requests preempted since start (counter)",
     "busy_slots": "busy slots per decode step (llama.cpp)",
+    "prefix_cache_queries_total": "prompt tokens looked up in the prefix cache (counter)",
+    "prefix_cache_hits_total": "prompt tokens found in the prefix cache (counter)",
 }
 MAX_COMBINED = frozenset({"kv_usage"})
 
@@ -32,11 +34,21 @@ ENGINE_METRICS: dict[str, dict[str, tuple[str, ...]]] = {
         "requests_running": ("vllm:num_requests_running",),
         "requests_waiting": ("vllm:num_requests_waiting",),
         "preemptions_total": ("vllm:num_preemptions_total",),
+        "prefix_cache_queries_total": (
+            "vllm:prefix_cache_queries_total",
+            "vllm:gpu_prefix_cache_queries_total",
+        ),
+        "prefix_cache_hits_total": (
+            "vllm:prefix_cache_hits_total",
+            "vllm:gpu_prefix_cache_hits_total",
+        ),
     },
     "sglang": {
         "kv_usage": ("sglang:token_usage",),
         "requests_running": ("sglang:num_running_reqs",),
         "requests_waiting": ("sglang:num_queue_reqs",),
+        "prefix_cache_queries_total": ("sglang:cache_queries_total",),
+        "prefix_cache_hits_total": ("sglang:cache_hits_total",),
     },
     "tgi": {
         "requests_running": ("tgi_batch_current_size",),

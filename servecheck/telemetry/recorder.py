@@ -28,6 +28,15 @@ if TYPE_CHECKING:
     from servecheck.config.model import Target
 
 SETTINGS_KEYS = ("metrics", "pid", "port", "interval_s", "dcgm_url", "nvml", "metrics_url")
+# Memory moves slowly, and NVML/DCGM/psutil calls are not free: these samplers never run faster,
+# whatever ``interval_s`` says (a plan that counts their samples must use this floor).
+SLOW_FLOOR_S = 1.0
+SLOW_SOURCES = ("nvml", "dcgm", "rss")
+
+
+def real_interval(source: str, interval_s: float) -> float:
+    """How often ``source``'s sampler really samples when asked for ``interval_s``."""
+    return max(interval_s, SLOW_FLOOR_S) if source in SLOW_SOURCES else interval_s
 
 
 class TelemetryRecorder:
@@ -68,7 +77,7 @@ class TelemetryRecorder:
         self._started = False
         self._summaries: list[SamplerSummary] = []
         common: dict[str, Any] = {"stop_event": self.stop_event, "max_duration_s": max_duration_s}
-        slow = max(interval_s, 1.0)  # memory moves slowly; NVML/DCGM/psutil calls are not free
+        slow = real_interval("rss", interval_s)
         self.samplers: list[Sampler] = []
         if metrics_url:
             self.samplers.append(
@@ -122,25 +131,24 @@ class TelemetryRecorder:
         ``metrics_url``, ``<server root>/metrics``. The target's auth headers are sent (some
         proxies guard /metrics). Raises :class:`UsageError` on an unknown settings key.
         """
-        cfg = dict(settings or {})
-        for key in cfg:
-            if key not in SETTINGS_KEYS:
-                raise UsageError(
-                    f"targets.yaml: {target.name}.telemetry.{key}: unknown key"
-                    f"{did_you_mean(key, SETTINGS_KEYS)}; known: {', '.join(SETTINGS_KEYS)}"
-                )
-        url = cfg.get("metrics_url") or target.metrics_url or target.server_root + "/metrics"
-        kwargs: dict[str, Any] = {
-            "pid": cfg.get("pid"),
-            "port": cfg.get("port"),
-            "interval_s": float(cfg.get("interval_s", 0.5)),
-            "metric_map": cfg.get("metrics"),
-            "headers": {**target.headers, **target.auth_headers()},
-            "nvml": bool(cfg.get("nvml", True)),
-            "dcgm_url": cfg.get("dcgm_url"),
-        }
-        kwargs.update(overrides)
+        url, kwargs = _target_kwargs(target, settings, overrides)
         return cls(run_dir, url, target.engine, **kwargs)
+
+    @staticmethod
+    def intervals_for(
+        target: Target, settings: Mapping[str, Any] | None = None, **overrides: Any
+    ) -> dict[str, float]:
+        """Source -> real sampling interval of each sampler :meth:`for_target` would start with
+        the same arguments (nothing is started): for a plan to count the samples it will get."""
+        url, kw = _target_kwargs(target, settings, overrides)
+        wanted = {
+            "prometheus": bool(url),
+            "nvml": bool(kw.get("nvml", True)),
+            "dcgm": bool(kw.get("dcgm_url")),
+            "rss": kw.get("pid") is not None or kw.get("port") is not None,
+        }
+        interval = float(kw.get("interval_s", 0.5))
+        return {src: real_interval(src, interval) for src, on in wanted.items() if on}
 
     def start(self) -> TelemetryRecorder:
         """Start every sampler thread."""
@@ -196,6 +204,31 @@ class TelemetryRecorder:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _target_kwargs(
+    target: Target, settings: Mapping[str, Any] | None, overrides: Mapping[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """The metrics URL and the recorder's keyword arguments for ``target`` (see ``for_target``)."""
+    cfg = dict(settings or {})
+    for key in cfg:
+        if key not in SETTINGS_KEYS:
+            raise UsageError(
+                f"targets.yaml: {target.name}.telemetry.{key}: unknown key"
+                f"{did_you_mean(key, SETTINGS_KEYS)}; known: {', '.join(SETTINGS_KEYS)}"
+            )
+    url = cfg.get("metrics_url") or target.metrics_url or target.server_root + "/metrics"
+    kwargs: dict[str, Any] = {
+        "pid": cfg.get("pid"),
+        "port": cfg.get("port"),
+        "interval_s": float(cfg.get("interval_s", 0.5)),
+        "metric_map": cfg.get("metrics"),
+        "headers": {**target.headers, **target.auth_headers()},
+        "nvml": bool(cfg.get("nvml", True)),
+        "dcgm_url": cfg.get("dcgm_url"),
+    }
+    kwargs.update(overrides)
+    return url, kwargs
 
 
 def load_markers(run_dir: Path | str) -> pd.DataFrame:

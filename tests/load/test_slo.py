@@ -27,7 +27,7 @@ from servecheck.load.stats import Schedule, compute_stats
             id="from-intended",
         ),
         pytest.param("error_rate<=0.5%", "error_rate", None, "<=", 0.005, id="error-rate-percent"),
-        pytest.param("error_rate<0.01", "error_rate", None, "<", 0.01, id="error-rate-fraction"),
+        pytest.param("rate_limited<5%", "rate_limited", None, "<", 0.05, id="rate-limited-percent"),
         pytest.param(
             "throughput_tokens>=100/s", "throughput_tokens", None, ">=", 100.0, id="tokens-per-s"
         ),
@@ -101,6 +101,31 @@ def test_parse(text: str, metric: str, stat: str | None, op: str, bound: float) 
             "ttft p95 under 1s",
             "SLO 'ttft p95 under 1s': cannot parse; write METRIC[_STAT] OP NUMBER[UNIT], e.g. ttft_p95<=500ms or error_rate<=0.5%",
             id="garbage",
+        ),
+        pytest.param(
+            "error_rate<=1",
+            "SLO 'error_rate<=1': a share needs %: write error_rate<=1%, or error_rate<=100% if 1 was a fraction",
+            id="share-bare-one",
+        ),
+        pytest.param(
+            "error_rate<0.01",
+            "SLO 'error_rate<0.01': a share needs %: write error_rate<0.01%, or error_rate<1% if 0.01 was a fraction",
+            id="share-bare-fraction",
+        ),
+        pytest.param(
+            "rate_limited<=0.005",
+            "SLO 'rate_limited<=0.005': a share needs %: write rate_limited<=0.005%, or rate_limited<=0.5% if 0.005 was a fraction",
+            id="rate-limited-bare",
+        ),
+        pytest.param(
+            "goodput>=95",
+            "SLO 'goodput>=95': a share needs %: write goodput>=95%",
+            id="goodput-bare-above-one",
+        ),
+        pytest.param(
+            "goodput>=0.9ratio",
+            "SLO 'goodput>=0.9ratio': goodput takes a percentage (0.5%), not 'ratio'",
+            id="share-bad-unit",
         ),
         pytest.param(
             "error_rate_p95<=1%",
@@ -177,3 +202,74 @@ def test_goodput_itl_uses_the_requests_own_percentile() -> None:
     assert pred is not None
     assert pred(_rec(0.1, 1.0, itls=[0.01, 0.01, 0.5]))  # one long gap: median still 10 ms
     assert not pred(_rec(0.1, 1.0, itls=[0.03, 0.03, 0.01]))
+
+
+# A bare share is refused wherever an SLO string comes from, each with the place it came from.
+_BARE = "SLO 'error_rate<=1': a share needs %: write error_rate<=1%, or error_rate<=100% if 1 was a fraction"
+
+
+def _dead_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _targets_file(tmp_path, slo: str | None = None):
+    lines = [
+        "targets:",
+        "  - name: dead",
+        f"    base_url: http://127.0.0.1:{_dead_port()}/v1",
+        "    engine: reference",
+    ]
+    if slo is not None:
+        lines += ["    slo:", "      - ttft_p95<=1s", f"      - {slo}"]
+    path = tmp_path / "targets.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_bare_share_in_targets_yaml_is_reported_at_its_line(tmp_path) -> None:
+    from servecheck.config import ConfigError, load_targets
+
+    path = _targets_file(tmp_path, "error_rate<=1")
+    with pytest.raises(ConfigError) as info:
+        load_targets(path, env={})
+    assert str(info.value) == f"{path}:7: targets[0].slo[1]: {_BARE}"
+
+
+def test_bare_share_in_a_load_plan_names_the_plan(tmp_path) -> None:
+    from servecheck.load.plan import load_plan
+
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("users: 2\nslo: [ttft_p95<=1s, error_rate<=1]\n")
+    with pytest.raises(UsageError) as info:
+        load_plan(plan)
+    assert str(info.value) == f"{plan}: slo: {_BARE}"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["load", "--duration", "2s", "--users", "1"], id="load"),
+        pytest.param(["accept", "--no-load"], id="accept"),
+        pytest.param(["capacity", "--step-duration", "2s"], id="capacity"),
+    ],
+)
+def test_bare_share_on_the_command_line_is_a_usage_error(tmp_path, capsys, argv) -> None:
+    """Every command that takes ``--slo`` (cutover and soak take none; their SLOs come from
+    targets.yaml, above) stops with rc 2 and one line, before it probes the
+    (dead) target."""
+    from servecheck.cli import main
+
+    path = _targets_file(tmp_path)
+    cmd, *rest = argv
+    code = main(
+        [cmd, "--target", "dead", "--targets-file", str(path), "--out", str(tmp_path / "out")]
+        + rest
+        + ["--slo", "error_rate<=1"]
+    )
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.strip() == f"servecheck {cmd}: error: {_BARE}"

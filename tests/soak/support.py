@@ -29,8 +29,9 @@ TINY = [
 PROBE = ["--probe-streams", "4", "--probe-rounds", "1", "--drain-bound", "1.5s"]
 
 
-def write_targets(tmp_path: Path, base_url: str, root: str) -> Path:
-    """A targets.yaml in ``tmp_path`` with one target, ``ref``, at ``base_url`` (metrics at ``root``)."""
+def write_targets(tmp_path: Path, base_url: str, root: str, more: str = "") -> Path:
+    """A targets.yaml in ``tmp_path`` with one target, ``ref``, at ``base_url`` (metrics at
+    ``root``); ``more``: further lines of its entry (indented 4)."""
     path = tmp_path / "targets.yaml"
     path.write_text(
         "targets:\n"
@@ -40,7 +41,7 @@ def write_targets(tmp_path: Path, base_url: str, root: str) -> Path:
         "    models: [ref-tiny]\n"
         f"    metrics_url: {root}/metrics\n"
         "    timeout_s: 20\n"
-        "    telemetry: {nvml: false}\n"
+        "    telemetry: {nvml: false}\n" + more
     )
     return path
 
@@ -50,11 +51,14 @@ def soak(targets: Path, *args: str, target: str = "ref") -> int:
     return main(["soak", "--target", target, "--targets-file", str(targets), *args])
 
 
-def run_soak(server: RunningServer, tmp_path: Path, run_id: str, *args: str) -> tuple[int, Path]:
+def run_soak(
+    server: RunningServer, tmp_path: Path, run_id: str, *args: str, more: str = ""
+) -> tuple[int, Path]:
     """``servecheck soak --target ref ARGS`` against ``server``: its exit code and run folder.
 
-    The run writes into ``tmp_path/reports/<run_id>``; the plan is all in ``args``.
+    The run writes into ``tmp_path/reports/<run_id>``; the plan is all in ``args``; ``more``
+    adds lines to the target's entry (:func:`write_targets`).
     """
-    targets = write_targets(tmp_path, server.base_url, server.root)
+    targets = write_targets(tmp_path, server.base_url, server.root, more)
     code = soak(targets, *args, "--out", str(tmp_path / "reports"), "--run-id", run_id)
     return code, tmp_path / "reports" / run_id

@@ -85,7 +85,7 @@ def test_soak_kv_leak_with_abandoned_streams(
     make_reference: Callable[..., RunningServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server = make_reference("kv-leak", kv_blocks=64, ttft_ms=5, itl_ms=5)
-    code, run_dir = run_soak(server, tmp_path, "leak", *TINY, "--abandon", *PROBE)
+    code, run_dir = run_soak(server, tmp_path, "leak", *TINY, "--abandon", "--no-rss", *PROBE)
     out = capsys.readouterr().out
     assert code == 1, out
     data = json.loads((run_dir / "soak.json").read_text())
@@ -100,6 +100,13 @@ def test_soak_kv_leak_with_abandoned_streams(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
+        pytest.param(
+            ["--cycles", "5", "--cycle", "2s", "--idle", "4s", "--interval", "0.1s"],
+            "--idle 4s with --settle 2s leaves 2s to measure each drain: fewer than 3 samples "
+            "of engine RSS (rss_tree_bytes), sampled every 1s (never faster than 1s, whatever "
+            "--interval); lengthen --idle, or leave RSS out with --no-rss",
+            id="drain-window-too-short-for-rss",
+        ),
         pytest.param([], "a soak is bounded: give --cycles, --cycle, --idle", id="unbounded"),
         pytest.param(
             ["--cycles", "3", "--cycle", "10m", "--idle", "2m"],

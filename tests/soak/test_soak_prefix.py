@@ -16,9 +16,11 @@ pytestmark = pytest.mark.slow
 CACHE = {"kv_blocks": 64, "prefix_cache_blocks": 16, "prefix_cache_counted": True}
 
 
-def _soak(server: RunningServer, tmp_path: Path, run_id: str, *extra: str) -> tuple[int, dict]:
+def _soak(
+    server: RunningServer, tmp_path: Path, run_id: str, *extra: str, more: str = ""
+) -> tuple[int, dict]:
     code, run_dir = run_soak(
-        server, tmp_path, run_id, *TINY, "--shared-prefix", "40", "--no-rss", *extra
+        server, tmp_path, run_id, *TINY, "--shared-prefix", "40", "--no-rss", *extra, more=more
     )
     return code, json.loads((run_dir / "soak.json").read_text())
 
@@ -32,6 +34,8 @@ def test_a_retained_prefix_cache_is_retention_not_a_leak(
     kv = data["leak"]["kv_usage"]
     assert code == 0, out
     assert kv["status"] == "retention", kv["message"]
+    # Retention because the cache was seen on /metrics, and the message says so.
+    assert "retention: the target's prefix cache was used (" in kv["message"], kv["message"]
     # The plateau is the cache's size (16 of 64 blocks), flat from cycle to cycle.
     assert all(abs(level - 0.25) < 0.02 for level in kv["post_drain"]), kv["post_drain"]
     assert data["plan"]["shared_prefix_words"] == 40
@@ -47,3 +51,20 @@ def test_a_leak_beside_a_retained_prefix_cache_is_still_a_leak(
     assert data["leak"]["kv_usage"]["status"] == "leak", data["leak"]["kv_usage"]["message"]
     levels = data["leak"]["kv_usage"]["post_drain"]
     assert min(levels) > 0.25 + 0.02  # above the cache's plateau (here: the leak filled it)
+
+
+def test_a_plateau_on_a_target_that_declares_no_prefix_cache_is_a_leak(
+    make_reference: Callable[..., RunningServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same retained plateau (16 of 64 blocks), but targets.yaml says the target has no
+    prefix cache: then nothing should keep those blocks, and the plateau is a leak."""
+    server = make_reference(ttft_ms=5, itl_ms=5, **CACHE)
+    code, data = _soak(
+        server, tmp_path, "declared-none", more="    capabilities: {prefix_cache: false}\n"
+    )
+    out = capsys.readouterr().out
+    kv = data["leak"]["kv_usage"]
+    assert code == 1, out
+    assert kv["status"] == "leak", kv["message"]
+    assert "the target declares no prefix cache (capabilities.prefix_cache: false)" in kv["message"]
+    assert "kv_usage: leak" in data["failures"]

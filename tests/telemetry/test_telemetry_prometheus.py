@@ -27,6 +27,8 @@ def _values(
                 "requests_running": (12.0, "vllm:num_requests_running"),
                 "requests_waiting": (3.0, "vllm:num_requests_waiting"),
                 "preemptions_total": (7.0, "vllm:num_preemptions_total"),
+                # vLLM's prefix-cache counter: the soak's evidence of a prefix cache
+                "prefix_cache_queries_total": (8192.0, "vllm:prefix_cache_queries_total"),
             },
             id="vllm-v1",
         ),
@@ -49,6 +51,8 @@ def _values(
                 "requests_running": (12.0, "vllm:num_requests_running"),
                 "requests_waiting": (3.0, "vllm:num_requests_waiting"),
                 "preemptions_total": (7.0, "vllm:num_preemptions_total"),
+                # vLLM's prefix-cache counter: the soak's evidence of a prefix cache
+                "prefix_cache_queries_total": (8192.0, "vllm:prefix_cache_queries_total"),
             },
             id="reference-uses-vllm-names",
         ),

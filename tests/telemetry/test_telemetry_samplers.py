@@ -54,6 +54,7 @@ def test_prometheus_sampler_survives_the_server_going_down(
         "requests_running",
         "requests_waiting",
         "preemptions_total",
+        "prefix_cache_queries_total",
     }
     # A kept-alive connection cut mid-request reads as ReadError / RemoteProtocolError first.
     assert {r["error_class"] for r in gaps} <= {"ConnectError", "ReadError", "RemoteProtocolError"}

@@ -66,6 +66,9 @@ def plan_from_options(
         extra={"ignore_eos": True} if target.engine == "vllm" else {},
     )
     plan.validate()
+    from servecheck.telemetry.windows import check_soak_windows
+
+    check_soak_windows(plan, target, telemetry_overrides(options, target, plan))
     if plan.abandon:
         probe_settings(plan).validate()
     return plan
