@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.config.model import Target
+from servecheck.load.records import RecordError, http_error
 
 DEFAULT_PROMPTS: tuple[str, ...] = (
     "What is the capital of France? Answer in one word.",
@@ -271,7 +272,7 @@ async def _probe(
                     except ValueError:
                         served = None
                 ok = 200 <= r.status_code < 300
-                err = None if ok else f"http-{r.status_code}"
+                err: RecordError | None = None if ok else http_error(r.status_code)
             except httpx.TimeoutException:
                 ok, err, served = False, "timeout", None
             except httpx.TransportError:
