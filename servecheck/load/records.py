@@ -385,7 +385,8 @@ def merge_records(
 def to_dataframe(records: Iterable[dict[str, Any]] | str | os.PathLike[str]) -> Any:
     """Records (dicts, or a JSONL path) as a pandas DataFrame, one row per request.
 
-    Adds ``ok`` (bool), ``lag`` (if absent) and ``tokens`` (usage, else the client count).
+    Adds ``ok`` (bool: no error, and not a stream the client dropped on purpose, whose E2E is
+    only when it hung up), ``lag`` (if absent) and ``tokens`` (usage, else the client count).
     pandas is imported here, not at module import, to keep the writer path light.
     """
     import pandas as pd
@@ -398,6 +399,8 @@ def to_dataframe(records: Iterable[dict[str, Any]] | str | os.PathLike[str]) -> 
     if df.empty:
         return df
     df["ok"] = df["error"].isna()
+    if "abandoned" in df:
+        df["ok"] &= ~df["abandoned"].fillna(False).astype(bool)
     if "lag" not in df:
         df["lag"] = df["t_sent"] - df["t_intended"]
     df["tokens"] = df["output_tokens"].fillna(df["output_tokens_client"])
