@@ -30,7 +30,9 @@ from servecheck.errors import UsageError
 # The one vocabulary of a failed request's ``error``, for every producer of records and probe
 # outcomes (the stream reader, the wire, the reactor, the abandoned-stream probe, cold start, the
 # swap probe). A non-200 answer is ``http-<status>``, built only by :func:`status_error`.
-ErrorClass = Literal["connect", "timeout", "stream-error", "invalid-sse", "too-large", "rate-limited"]
+ErrorClass = Literal[
+    "connect", "timeout", "stream-error", "invalid-sse", "too-large", "rate-limited"
+]
 HttpError = NewType("HttpError", str)  # "http-<status>", e.g. "http-503"
 RecordError = ErrorClass | HttpError
 # The server shed the request (429, or 503 with Retry-After): counted apart from failures in
