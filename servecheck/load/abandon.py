@@ -34,7 +34,7 @@ from servecheck.client.http import ClientSettings
 from servecheck.config.model import Target
 from servecheck.errors import UsageError
 from servecheck.load.prompts import words_text
-from servecheck.load.records import RecordError, http_error
+from servecheck.load.records import RecordError, status_error
 from servecheck.load.stream import StreamState
 from servecheck.redact import redact
 
@@ -55,8 +55,8 @@ class StreamOutcome:
 
     Times: ``t_sent`` / ``t_done`` wall-clock epoch seconds; ``ttft`` / ``e2e`` / ``itls``
     seconds on ``perf_counter``. ``error`` uses the load records' classes (``connect``,
-    ``timeout``, ``http-<status>``, ``stream-error``, ``invalid-sse``); an abandoned stream has
-    ``abandoned=True`` and no error.
+    ``timeout``, ``http-<status>``, ``rate-limited``, ``stream-error``, ``invalid-sse``,
+    ``too-large``); an abandoned stream has ``abandoned=True`` and no error.
     """
 
     t_sent: float
@@ -119,7 +119,7 @@ async def stream_chat(
                         prefix += raw
                         if len(prefix) > 2000:
                             break
-                    out.error = http_error(response.status_code)
+                    out.error = status_error(response.status_code, response.headers)
                     out.error_message = redact(prefix[:300].decode("utf-8", "replace"))
                 else:
                     async for raw in response.aiter_raw():
