@@ -13,13 +13,14 @@ Everything else is internal (``ARCHITECTURE.md`` lists the modules). The names l
 use, so ``import servecheck`` (and ``servecheck --help``) stays light.
 """
 
+# ruff: noqa: F401  (the TYPE_CHECKING imports are the re-exports __all__ names)
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ loads each name
     from servecheck.api import (
         AcceptResult,
         AcceptSpec,
@@ -49,35 +50,16 @@ if TYPE_CHECKING:
     from servecheck.api import preflight as run_preflight
     from servecheck.api import soak as run_soak
 
-__all__ = [
-    "AcceptResult",
-    "AcceptSpec",
-    "CapacityResult",
-    "CapacitySpec",
-    "CheckResult",
-    "CheckSpec",
-    "CompareResult",
-    "CompareSpec",
-    "CutoverResult",
-    "CutoverSpec",
-    "LoadResult",
-    "LoadSpec",
-    "PreflightOptions",
-    "PreflightReport",
-    "SoakPlan",
-    "SoakResult",
-    "Target",
-    "__version__",
-    "run_accept",
-    "run_capacity",
-    "run_check",
-    "run_compare",
-    "run_cutover",
-    "run_load",
-    "run_preflight",
-    "run_soak",
-    "target",
-]
+_COMMANDS = ("accept", "capacity", "check", "compare", "cutover", "load", "preflight", "soak")
+_TYPES = ("PreflightOptions", "PreflightReport", "SoakPlan", "SoakResult", "Target", "target")
+__all__ = sorted(
+    [
+        "__version__",
+        *(f"{c.title()}{kind}" for c in _COMMANDS[:6] for kind in ("Spec", "Result")),
+        *_TYPES,
+        *(f"run_{c}" for c in _COMMANDS),
+    ]
+)
 
 
 def _api_name(name: str) -> str | None:
