@@ -39,3 +39,21 @@ def test_bad_specs_are_usage_errors_naming_the_option(tmp_path: Path) -> None:
         api.accept(api.AcceptSpec(smoke_duration_s=0, out=tmp_path))
     with pytest.raises(UsageError, match="--alpha"):
         api.compare(api.CompareSpec(tmp_path, tmp_path, alpha=0.9))
+
+
+def test_the_package_names_the_public_entry_points() -> None:
+    import subprocess
+    import sys
+
+    import servecheck
+
+    exported = set(servecheck.__all__) - {"__version__"}
+    assert exported == {n if n[:1].isupper() or n == "target" else f"run_{n}" for n in api.__all__}
+    for name in exported:
+        assert getattr(servecheck, name) is getattr(api, name.removeprefix("run_")), name
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = servecheck.nope
+    # ...and loads them on first use: `import servecheck` (and so `servecheck --help`) stays light
+    code = "import sys, servecheck; print('servecheck.api' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", "import servecheck pulled in servecheck.api"

@@ -34,6 +34,7 @@ from servecheck.client.factory import ClientSettings, async_client
 from servecheck.config.model import Target
 from servecheck.errors import UsageError
 from servecheck.load.prompts import words_text
+from servecheck.load.records import RecordError, status_error
 from servecheck.load.stream import StreamState
 from servecheck.redact import redact
 
@@ -54,8 +55,8 @@ class StreamOutcome:
 
     Times: ``t_sent`` / ``t_done`` wall-clock epoch seconds; ``ttft`` / ``e2e`` / ``itls``
     seconds on ``perf_counter``. ``error`` uses the load records' classes (``connect``,
-    ``timeout``, ``http-<status>``, ``stream-error``, ``invalid-sse``); an abandoned stream has
-    ``abandoned=True`` and no error.
+    ``timeout``, ``http-<status>``, ``rate-limited``, ``stream-error``, ``invalid-sse``,
+    ``too-large``); an abandoned stream has ``abandoned=True`` and no error.
     """
 
     t_sent: float
@@ -68,7 +69,7 @@ class StreamOutcome:
     tokens_client: int = 0
     usage: dict[str, Any] | None = None
     abandoned: bool = False
-    error: str | None = None
+    error: RecordError | None = None
     error_message: str = ""
 
 
@@ -118,7 +119,7 @@ async def stream_chat(
                         prefix += raw
                         if len(prefix) > 2000:
                             break
-                    out.error = f"http-{response.status_code}"
+                    out.error = status_error(response.status_code, response.headers)
                     out.error_message = redact(prefix[:300].decode("utf-8", "replace"))
                 else:
                     async for raw in response.aiter_raw():

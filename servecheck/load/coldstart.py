@@ -43,6 +43,7 @@ from servecheck.client.factory import ClientSettings, sync_client
 from servecheck.config.model import Target
 from servecheck.errors import UsageError
 from servecheck.load.prompts import words_text
+from servecheck.load.records import http_error
 from servecheck.load.slo import SLO, Verdict
 from servecheck.load.stream import StreamState
 from servecheck.signals import die_with_parent
@@ -239,7 +240,7 @@ def timed_request(
         ) as r:
             if r.status_code != 200:
                 r.read()
-                return Probe(None, (_perf() - t0) * 1000, f"http-{r.status_code}")
+                return Probe(None, (_perf() - t0) * 1000, http_error(r.status_code))
             for chunk in r.iter_raw():
                 st.feed(chunk, _perf())
         t_end = _perf()

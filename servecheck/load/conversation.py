@@ -17,8 +17,8 @@ footprint. Single-turn random prompts miss both (they defeat the cache on purpos
   user message, so the prefix can be cached and the rest cannot.
 
 The user class (``scenarios/multi_turn.py``, ``scenarios/shared_prefix.py``) is a thin
-:class:`~servecheck.load.locust_user.LLMUser` that returns :class:`PlannedRequest` objects from
-here. No locust or gevent in this module: it is unit-tested in the pytest process.
+:class:`~servecheck.load.locust_user.LLMUser` that returns
+:class:`~servecheck.load.planned.PlannedRequest` objects from here. No locust or gevent in this module: it is unit-tested in the pytest process.
 
 Record fields (``docs/metrics.md``): ``conversation``, ``turn`` (0-based), ``history_tokens``
 (tokens this request resends before its new user message: a shared system prompt and the
@@ -39,6 +39,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servecheck.errors import UsageError
+from servecheck.load.dataset import configured, dataset_prompts
+from servecheck.load.dataset import opener as dataset_opener
+from servecheck.load.planned import CHAT_TEMPLATE_TOKENS, PlannedRequest
 from servecheck.load.prompts import APPROX_METHOD, Counter, Prompt, approx_tokens, make_prompt
 
 ENV_TURNS = "SERVECHECK_TURNS"
@@ -46,37 +49,6 @@ ENV_THINK = "SERVECHECK_THINK_S"
 ENV_PREFIX_TOKENS = "SERVECHECK_PREFIX_TOKENS"
 ENV_PREFIX_GROUPS = "SERVECHECK_PREFIX_GROUPS"
 MAX_IDLE = 10_000  # open loop: conversations waiting out their think time, oldest dropped beyond
-CHAT_TEMPLATE_TOKENS = 16  # room kept for the chat template, as the controller does
-
-
-@dataclass(slots=True)
-class PlannedRequest:
-    """One request as a scenario wants it sent: messages, limits and what its record carries.
-
-    ``capture``: keep the reply's text (the controller then reads every byte through the parser
-    instead of the reader thread's token shortcut); ``fields``: record fields (``turn`` ...);
-    ``state``: the scenario's own handle (a :class:`Conversation`), given back after the reply.
-    """
-
-    messages: list[dict[str, Any]]
-    max_tokens: int
-    kind: str = "chat"
-    prompt_tokens: int | None = None
-    capture: bool = False
-    fields: dict[str, Any] = field(default_factory=dict)
-    state: Any = None
-
-
-def single_turn(prompt: Prompt) -> PlannedRequest:
-    """The plain request every scenario sent before: one user message."""
-    return PlannedRequest(
-        [{"role": "user", "content": prompt.text}],
-        prompt.max_tokens,
-        prompt.kind,
-        prompt.prompt_tokens,
-    )
-
-
 _CONTENT = re.compile(rb'"delta":\{"content":"((?:[^"\\]|\\.)*)"')
 
 
@@ -423,13 +395,7 @@ class MultiTurnMixin:
             system = None
             if self.prefix_tokens > 0:
                 system = shared_prefixes(ctrl, self.prefix_tokens, self.prefix_groups).choose
-            opener = None
-            from servecheck.load.dataset import configured
-
-            if configured(ctrl.cfg):
-                from servecheck.load.dataset import opener as dataset_opener
-
-                opener = dataset_opener(ctrl)
+            opener = dataset_opener(ctrl) if configured(ctrl.cfg) else None
             self._pool = ConversationPool(
                 opener=opener,
                 turns=self.turns,
@@ -446,11 +412,7 @@ class MultiTurnMixin:
         """Before the run's clock starts (LLMUser.prepare_run): the shared prompts are built."""
         if cls.prefix_tokens > 0:
             shared_prefixes(ctrl, cls.prefix_tokens, cls.prefix_groups)
-        from servecheck.load.dataset import configured
-
         if configured(ctrl.cfg):
-            from servecheck.load.dataset import dataset_prompts
-
             dataset_prompts(ctrl)
 
     def plan_request(self, ctrl: Any) -> PlannedRequest:

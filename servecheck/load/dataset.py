@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.errors import UsageError, did_you_mean
-from servecheck.load.conversation import CHAT_TEMPLATE_TOKENS, PlannedRequest
+from servecheck.load.planned import CHAT_TEMPLATE_TOKENS, PlannedRequest
 from servecheck.load.prompts import APPROX_METHOD, Counter, Prompt, approx_tokens
 
 ENV_DATASET = "SERVECHECK_DATASET"

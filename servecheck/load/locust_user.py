@@ -39,9 +39,10 @@ from gevent.lock import Semaphore
 from locust import LoadTestShape, User, constant, events, task
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
-from servecheck.load.conversation import PlannedRequest, reply_text, single_turn
+from servecheck.load.conversation import reply_text
 from servecheck.load.dataset import ENV_DATASET, dataset_fingerprint
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig
+from servecheck.load.planned import PlannedRequest, single_turn
 from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tokenize_counter
 from servecheck.load.reactor import StreamReactor
 from servecheck.load.records import RATE_LIMITED, RecordWriter, RequestRecord, cached_tokens

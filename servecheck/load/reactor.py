@@ -59,6 +59,7 @@ from itertools import count
 from typing import Any
 
 from servecheck.clock import clock_offset
+from servecheck.load.records import ErrorClass
 from servecheck.load.wire import RECV_BYTES, Origin, ResponseParser, TokenSink, WireResult
 
 _perf = time.perf_counter
@@ -563,7 +564,7 @@ class StreamReactor:
             elif now - ex.last > self.read_timeout_s:
                 self._finish(key, "fail", "timeout", f"no data for {self.read_timeout_s:g} s")
 
-    def _finish(self, key: int, how: str, kind: str, message: str) -> None:
+    def _finish(self, key: int, how: str, kind: ErrorClass, message: str) -> None:
         item = self._live.get(key)
         if item is None:
             return

@@ -20,24 +20,40 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final, Literal, NewType
 
 from servecheck.errors import UsageError
 
-ERROR_CLASSES = (
-    "connect",
-    "timeout",
-    "http-<status>",
-    "stream-error",
-    "invalid-sse",
-    "rate-limited",
-)
+# The one vocabulary of a failed request's ``error``, for every producer of records and probe
+# outcomes (the stream reader, the wire, the reactor, the abandoned-stream probe, cold start, the
+# swap probe). A non-200 answer is ``http-<status>``, built only by :func:`status_error`.
+ErrorClass = Literal[
+    "connect", "timeout", "stream-error", "invalid-sse", "too-large", "rate-limited"
+]
+HttpError = NewType("HttpError", str)  # "http-<status>", e.g. "http-503"
+RecordError = ErrorClass | HttpError
 # The server shed the request (429, or 503 with Retry-After): counted apart from failures in
 # stats and reports; the server answered as a loaded server should, but served nothing.
-RATE_LIMITED = "rate-limited"
+RATE_LIMITED: Final = "rate-limited"
+
+
+def status_error(status: int, headers: Mapping[str, str]) -> RecordError:
+    """The error class of a non-200 answer: ``rate-limited`` for 429, and for 503 with a
+    ``Retry-After`` header (shed, not failed); else ``http-<status>``. ``headers`` with
+    lower-case names (httpx's headers match either case)."""
+    if status == 429 or (status == 503 and "retry-after" in headers):
+        return RATE_LIMITED
+    return http_error(status)
+
+
+def http_error(status: int) -> HttpError:
+    """``http-<status>``: the class of an answer whose status alone is the failure."""
+    return HttpError(f"http-{status}")
+
+
 RECORD_GLOB = "records-*.jsonl"
 MERGED_NAME = "records.jsonl"
 
@@ -68,7 +84,7 @@ class RequestRecord:
     output_tokens_client: int = 0  # token-bearing chunks the client counted (cross-check only)
     prompt_tokens: int | None = None
     status: int | None = None
-    error: str | None = None
+    error: RecordError | None = None
     error_message: str = ""
     kind: str = "chat"  # request kind within the scenario (chat, long, json, tools ...)
     request_id: str = ""  # sent as X-Request-Id: finds this request in the server's logs
@@ -371,7 +387,8 @@ def merge_records(
 def to_dataframe(records: Iterable[dict[str, Any]] | str | os.PathLike[str]) -> Any:
     """Records (dicts, or a JSONL path) as a pandas DataFrame, one row per request.
 
-    Adds ``ok`` (bool), ``lag`` (if absent) and ``tokens`` (usage, else the client count).
+    Adds ``ok`` (bool: no error, and not a stream the client dropped on purpose, whose E2E is
+    only when it hung up), ``lag`` (if absent) and ``tokens`` (usage, else the client count).
     pandas is imported here, not at module import, to keep the writer path light.
     """
     import pandas as pd
@@ -384,6 +401,8 @@ def to_dataframe(records: Iterable[dict[str, Any]] | str | os.PathLike[str]) -> 
     if df.empty:
         return df
     df["ok"] = df["error"].isna()
+    if "abandoned" in df:
+        df["ok"] &= ~df["abandoned"].fillna(False).astype(bool)
     if "lag" not in df:
         df["lag"] = df["t_sent"] - df["t_intended"]
     df["tokens"] = df["output_tokens"].fillna(df["output_tokens_client"])

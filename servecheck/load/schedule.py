@@ -146,23 +146,6 @@ def split_count(total: int, index: int, workers: int) -> int:
     return total // workers + (1 if index < total % workers else 0)
 
 
-@dataclass(slots=True)
-class LagTracker:
-    """Intended vs actual send times of one worker; cheap enough to call per request."""
-
-    count: int = 0
-    total_lag: float = 0.0
-    max_lag: float = 0.0
-
-    def add(self, intended: float, actual: float) -> float:
-        lag = actual - intended
-        self.count += 1
-        self.total_lag += lag
-        if lag > self.max_lag:
-            self.max_lag = lag
-        return lag
-
-
 # ---------------------------------------------------------------- shapes
 
 

@@ -245,7 +245,7 @@ async def load_cycle(
     requests in flight at the end finish (bounded by the target's timeout). Prompts repeat the
     same seeded sequence every cycle, so cycles are identical. Every request becomes a
     :class:`~servecheck.load.records.RequestRecord` in ``writer`` as it finishes; a dropped
-    stream (``--abandon``) is recorded with ``error="abandoned"``, ``kind="abandon"``. With
+    stream (``--abandon``) is recorded with ``abandoned=True``, ``kind="abandon"``, no error. With
     ``watch``, the cycle ends as soon as the records say the target went down (``down``)."""
     import httpx
 
@@ -296,10 +296,9 @@ async def load_cycle(
                     t_done=out.t_done,
                     status=out.status,
                     kind="abandon" if out.abandoned else "chat",
-                    error="abandoned" if out.abandoned else out.error,
-                    error_message=f"dropped on purpose after {plan.abandon_chunks} chunk(s)"
-                    if out.abandoned
-                    else out.error_message,
+                    error=out.error,
+                    error_message=out.error_message,
+                    abandoned=out.abandoned,
                 ),
                 ttft=out.ttft,
                 e2e=out.e2e,
@@ -313,6 +312,7 @@ async def load_cycle(
                     {
                         "t_sent": rec.t_sent,
                         "error": rec.error,
+                        "abandoned": rec.abandoned,
                         "status": rec.status,
                         "error_message": rec.error_message,
                     }

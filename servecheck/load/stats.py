@@ -95,9 +95,6 @@ class Histogram:
         """The histogram in HDR's portable base64 encoding (what a worker sends its master)."""
         return self._h.encode().decode("ascii")
 
-    def percentile_us(self, p: float) -> int:
-        return int(self._h.get_value_at_percentile(p))
-
     def summary(self) -> Distribution:
         """Percentiles, min, mean and max in milliseconds."""
         n = self.count

@@ -27,7 +27,7 @@ from servecheck.client.http import (
 )
 from servecheck.client.sse import DONE, MAX_EVENT_BYTES, SSEParser
 from servecheck.errors import UsageError
-from servecheck.load.records import RATE_LIMITED
+from servecheck.load.records import ErrorClass, RecordError, status_error
 from servecheck.load.schedule import parse_duration
 from servecheck.load.wire import WireResult
 
@@ -68,7 +68,7 @@ class StreamState:
         self.usage: dict[str, Any] | None = None
         self.done = False
         self.problem = ""
-        self.problem_kind = ""  # stream-error | invalid-sse
+        self.problem_kind: ErrorClass = "stream-error"  # what ``problem`` is, once set
         self.chunks = 0
 
     def feed(self, data: bytes, t: float) -> str | None:
@@ -356,7 +356,7 @@ def parse_retry_after_cap(text: str | float | None) -> float:
     return cap
 
 
-def classify(res: WireResult, st: StreamState) -> tuple[str | None, str]:
+def classify(res: WireResult, st: StreamState) -> tuple[RecordError | None, str]:
     """The record's error class and message for one exchange, or ``(None, "")`` for a success.
 
     Transport errors first (``connect``, ``timeout``, ``stream-error`` from the wire), then
@@ -368,9 +368,7 @@ def classify(res: WireResult, st: StreamState) -> tuple[str | None, str]:
         return res.error, res.error_message
     if res.status != 200:
         message = res.body_prefix.decode("utf-8", "replace")[:300]
-        if res.status == 429 or (res.status == 503 and "retry-after" in res.headers):
-            return RATE_LIMITED, message
-        return f"http-{res.status}", message
+        return status_error(res.status or 0, res.headers), message
     ctype = res.headers.get("content-type", "")
     if "text/event-stream" not in ctype:
         return "invalid-sse", f"content-type is {ctype or 'missing'!r}, not text/event-stream"

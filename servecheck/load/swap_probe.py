@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from servecheck.config.model import Target
+from servecheck.load.records import RecordError, http_error
 
 
 @dataclass(slots=True)
@@ -74,7 +75,7 @@ async def _probe(
                     except ValueError:
                         served = None
                 ok = 200 <= r.status_code < 300
-                err = None if ok else f"http-{r.status_code}"
+                err: RecordError | None = None if ok else http_error(r.status_code)
             except httpx.TimeoutException:
                 ok, err, served = False, "timeout", None
             except httpx.TransportError:

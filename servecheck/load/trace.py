@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.errors import UsageError
-from servecheck.load.conversation import CHAT_TEMPLATE_TOKENS, PlannedRequest
+from servecheck.load.planned import CHAT_TEMPLATE_TOKENS, PlannedRequest
 from servecheck.load.prompts import CHARS_PER_TOKEN, Counter, words_text
 
 FORMATS = ("auto", "servecheck", "mooncake", "burstgpt", "azure")

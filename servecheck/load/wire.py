@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from servecheck.load.records import ErrorClass
+
 _perf = time.perf_counter
 MAX_HEADER_BYTES = 64 * 1024
 RECV_BYTES = 65536
@@ -54,7 +56,7 @@ class WireResult:
     status: int | None = None
     headers: dict[str, str] = field(default_factory=dict)
     body_prefix: bytes = b""  # first bytes of a non-200 body
-    error: str | None = None
+    error: ErrorClass | None = None
     error_message: str = ""
     t_end: float = 0.0
     t_sent: float = 0.0  # just before the request's first byte was handed to the socket
@@ -282,7 +284,7 @@ class ResponseParser:
             return
         self.fail("stream-error", f"{type(exc).__name__}: {exc}", t)
 
-    def fail(self, kind: str, message: str, t: float) -> None:
+    def fail(self, kind: ErrorClass, message: str, t: float) -> None:
         if self.done:
             return
         self.res.error, self.res.error_message = kind, message

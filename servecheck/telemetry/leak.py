@@ -292,6 +292,29 @@ def _trend(levels: Sequence[float]) -> tuple[float, float, float, float, float]:
     return float(ts.slope), float(ts.low_slope), float(ts.high_slope), tau, p
 
 
+def _cycle_levels(
+    series: pd.Series, phases: Phases, gap_t: np.ndarray, min_samples: int
+) -> tuple[list[float], list[float], list[float], list[str], int]:
+    """Per usable cycle: the post-drain median, the load peak and the drain time (s); why the
+    other cycles are unusable; and the gap records inside drain windows."""
+    levels: list[float] = []
+    peaks: list[float] = []
+    drains: list[float] = []
+    problems: list[str] = []
+    gaps = 0
+    for number, cycle in enumerate(phases.cycles, start=1):
+        gaps += int(((gap_t >= cycle.measure_start) & (gap_t <= cycle.drain_end)).sum())
+        drain = _window(series, cycle.measure_start, cycle.drain_end)
+        load = _window(series, cycle.start, cycle.end)
+        if len(drain) < min_samples:
+            problems.append(f"cycle {number}: {len(drain)} sample(s) in its drain window")
+            continue
+        levels.append(float(drain.median()))
+        peaks.append(float(load.max()) if len(load) else math.nan)
+        drains.append(cycle.drain_end - cycle.end)
+    return levels, peaks, drains, problems, gaps
+
+
 def analyse_leak(
     frame: pd.DataFrame,
     phases: Phases,
@@ -340,21 +363,7 @@ def analyse_leak(
         return verdict
     baseline = float(base.median())
     verdict.baseline = baseline
-    levels: list[float] = []
-    peaks: list[float] = []
-    drains: list[float] = []
-    problems: list[str] = []
-    gaps = 0
-    for number, cycle in enumerate(phases.cycles, start=1):
-        gaps += int(((gap_t >= cycle.measure_start) & (gap_t <= cycle.drain_end)).sum())
-        drain = _window(series, cycle.measure_start, cycle.drain_end)
-        load = _window(series, cycle.start, cycle.end)
-        if len(drain) < min_samples:
-            problems.append(f"cycle {number}: {len(drain)} sample(s) in its drain window")
-            continue
-        levels.append(float(drain.median()))
-        peaks.append(float(load.max()) if len(load) else math.nan)
-        drains.append(cycle.drain_end - cycle.end)
+    levels, peaks, drains, problems, gaps = _cycle_levels(series, phases, gap_t, min_samples)
     verdict.gaps = gaps
     verdict.cycles_used = len(levels)
     verdict.post_drain = levels

@@ -118,3 +118,27 @@ def test_stream_errors_are_data() -> None:
 def test_probe_settings_are_bounded(settings: ProbeSettings, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         settings.validate()
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "error"),
+    [
+        pytest.param(429, {}, "rate-limited", id="429"),
+        pytest.param(503, {"Retry-After": "1"}, "rate-limited", id="503-retry-after"),
+        pytest.param(503, {}, "http-503", id="503"),
+    ],
+)
+def test_probe_classifies_a_shed_request_like_the_load_records(
+    status: int, headers: dict[str, str], error: str
+) -> None:
+    def shed(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, headers=headers, stream=httpx.ByteStream(b"slow down"))
+
+    async def go() -> StreamOutcome:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(shed)) as client:
+            return await stream_chat(
+                client, "http://probe.invalid/v1/chat/completions", chat_body("m", max_tokens=4), {}
+            )
+
+    out = asyncio.run(go())
+    assert (out.status, out.error, out.error_message) == (status, error, "slow down"), out
