@@ -320,7 +320,7 @@ async def _open_and_drop(ctx: CheckContext, k: int, max_tokens: int, timeout_s: 
     "dropped streams are cleaned up",
     "after K streaming requests are dropped mid-generation, the server still serves, and (where it has a metrics "
     f"endpoint) its running-requests and KV-usage gauges return to their earlier level within {DRAIN_BOUND_S:.0f} s",
-    requires=("streaming",),
+    requires=("streaming", "route-accepts:/chat/completions"),
 )
 def conc_disconnect(ctx: CheckContext) -> None:
     k = min(8, ctx.target.concurrency)
