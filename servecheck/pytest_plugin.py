@@ -477,7 +477,7 @@ def pytest_report_teststatus(
     if report.when == "call" and ("servecheck_outcome", "nonstrict") in report.user_properties:
         return "nonstrict", "N", ("NON-STRICT", {"yellow": True})
     if report.when == "setup" and ("servecheck_outcome", "notrun") in report.user_properties:
-        return "not run", "-", ("NOT RUN", {"yellow": True})
+        return "notrun", "-", ("NOT RUN", {"yellow": True})
     return None
 
 

@@ -43,7 +43,11 @@ def _good_responses(ctx: CheckContext) -> Exchange:
 
 
 def _good_embeddings(ctx: CheckContext) -> Exchange:
-    return ctx.client.post("/embeddings", {"model": ctx.model, "input": "hello"})
+    from servecheck.checks.surfaces.embed import pooling_models
+
+    models = pooling_models(ctx.info, "EMBED")  # the model EMBED-* checks send
+    model = ctx.model if ctx.model in models or not models else models[0]
+    return ctx.client.post("/embeddings", {"model": model, "input": "hello"})
 
 
 # route -> (the good request, the JSON key its answer must carry, what to call the request)
