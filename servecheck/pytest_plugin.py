@@ -34,8 +34,10 @@ from typing import Any
 
 import pytest
 
+from servecheck.checks import preconditions
 from servecheck.checks.context import CheckContext, CheckFailed, CheckSkipped, NonStrict
 from servecheck.checks.discovery import TargetInfo, discover
+from servecheck.checks.preconditions import CheckError
 from servecheck.checks.registry import Check, by_surface, matches
 from servecheck.checks.surfaces.embed import (
     POOLING_SURFACES,
@@ -113,6 +115,11 @@ class ServecheckSession:
     infos: dict[str, TargetInfo]
     model_filter: list[str]
     clients: dict[str, ServeClient] = field(default_factory=dict)
+    # the checks' preconditions, probed once per target, model and route in this process
+    preconditions: dict[tuple[str, str, str], Any] = field(default_factory=dict)
+    # per target that discovery found down: the case ids collected for it (the first runs
+    # and reports "target down"; the others are not run)
+    down_cases: dict[str, list[str]] = field(default_factory=dict)
 
     def models_for(self, target: Target, surface: str = "") -> list[str]:
         info = self.infos[target.name]
@@ -250,7 +257,7 @@ def _case_marks(case: Case, session: ServecheckSession) -> list[pytest.MarkDecor
             )
         ]
     caps = resolve_capabilities(target)
-    missing = [c for c in check.requires if not caps.get(c, False)]
+    missing = [c for c in check.capabilities if not caps.get(c, False)]
     if missing:
         return [
             pytest.mark.skip(
@@ -293,6 +300,27 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("sc_case", params)
 
 
+class _NotRun(Exception):
+    """A case that was collected but not run (its target is down): counted, not judged."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Per target found down: the collected cases, so that only the first one that would run
+    reports the target down and the others are counted as not run. The same in every xdist
+    worker: the infos come from the controller and the order from collection."""
+    session = config.stash.get(_SESSION_KEY, None)
+    if session is None:
+        return
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        case = callspec.params.get("sc_case") if callspec is not None else None
+        if not isinstance(case, Case) or not session.infos[case.target.name].unreachable:
+            continue
+        if item.get_closest_marker("skip") or item.get_closest_marker("xfail"):
+            continue  # decided at collection: a skip stays a skip
+        session.down_cases.setdefault(case.target.name, []).append(case.id)
+
+
 @pytest.fixture
 def sc_ctx(request: pytest.FixtureRequest, sc_case: Case) -> Iterator[CheckContext]:
     """The context a check runs with: target, model, profile, capabilities and a client."""
@@ -307,26 +335,35 @@ def sc_ctx(request: pytest.FixtureRequest, sc_case: Case) -> Iterator[CheckConte
         capabilities=resolve_capabilities(target),
         info=info,
         client=session.client(target, request.getfixturevalue("servecheck_client_factory")),
+        preconditions=session.preconditions,
     )
     request.node.user_properties.append(("servecheck_check", sc_case.check.id))
     request.node.user_properties.append(("servecheck_target", target.name))
     request.node.user_properties.append(("servecheck_model", sc_case.model))
-    if info.unreachable and sc_case.check.surface != "HEALTH":
+    if info.unreachable:
         # One bounded probe already showed that nothing answers; running every check would wait
-        # out every timeout (a hung server would take the catalogue an hour to fail).
+        # out every timeout (a hung server would take the catalogue an hour to fail) and repeat
+        # one message per check. One case reports the target down; the others are not run.
+        cases = session.down_cases.get(target.name) or [sc_case.id]
+        if sc_case.id != cases[0]:
+            raise _NotRun(f"not run: target {target.name} is down (reported by {cases[0]})")
         slow = info.unreachable_kind == "timeout"
+        rest = f"; the other {len(cases) - 1} check(s) were not run" if len(cases) > 1 else ""
         raise CheckFailed(
             sc_case.check.id,
-            f"the target accepted the connection but GET /v1/models did not answer within "
-            f"timeout_s={target.timeout_s:g} s during discovery"
-            if slow
-            else "nothing accepted a connection at the target during discovery",
+            (
+                f"target down: it accepted the connection but GET /v1/models did not answer "
+                f"within timeout_s={target.timeout_s:g} s during discovery"
+                if slow
+                else "target down: nothing accepted a connection at the target during discovery"
+            )
+            + rest,
             expected=f"an HTTP answer from {target.base_url}/models",
             received=info.error or "no answer",
             hint="the server is up but slow or hung: read its log, or raise timeout_s if it is "
-            "only slow; HEALTH-READY tells down from loading"
+            "only slow"
             if slow
-            else "start the server or fix base_url; HEALTH-READY tells down from loading",
+            else "start the server or fix base_url",
         )
     if sc_case.model == UNKNOWN_MODEL and sc_case.check.surface not in ("HEALTH", "MODELS", "AUTH"):
         raise CheckFailed(
@@ -335,6 +372,7 @@ def sc_ctx(request: pytest.FixtureRequest, sc_case: Case) -> Iterator[CheckConte
             expected="models in targets.yaml, or a /v1/models listing",
             received=info.error or "an empty model list",
         )
+    preconditions.ensure(sc_case.check, ctx)  # unmet: an error at setup, before the check
     try:
         yield ctx
     finally:
@@ -414,6 +452,13 @@ def pytest_runtest_makereport(
         report.outcome = "skipped"
         report.wasxfail = redact(str(excinfo.value))
         report.user_properties.append(("servecheck_outcome", "nonstrict"))
+    elif isinstance(excinfo.value, _NotRun):
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {excinfo.value}")
+        report.user_properties.append(("servecheck_outcome", "notrun"))
+    elif isinstance(excinfo.value, CheckError):
+        report.longrepr = redact(str(excinfo.value))
+        report.user_properties.append(("servecheck_outcome", "error"))
     elif isinstance(excinfo.value, CheckSkipped):
         report.outcome = "skipped"
         report.longrepr = (
@@ -431,6 +476,8 @@ def pytest_report_teststatus(
 ) -> tuple[str, str, Any] | None:
     if report.when == "call" and ("servecheck_outcome", "nonstrict") in report.user_properties:
         return "nonstrict", "N", ("NON-STRICT", {"yellow": True})
+    if report.when == "setup" and ("servecheck_outcome", "notrun") in report.user_properties:
+        return "notrun", "-", ("NOT RUN", {"yellow": True})
     return None
 
 
@@ -438,6 +485,8 @@ def outcome_of(report: pytest.TestReport) -> str | None:
     """passed | failed | nonstrict | skipped | xfailed | xpassed | error, or None (not final yet)."""
     props = dict((k, v) for k, v in report.user_properties if isinstance(k, str))
     if report.when == "setup":
+        if props.get("servecheck_outcome") in ("error", "notrun"):
+            return str(props["servecheck_outcome"])
         if report.failed:
             return "error" if not isinstance(getattr(report, "longrepr", None), str) else "failed"
         if report.skipped:
@@ -465,6 +514,22 @@ class ResultsWriter:
         self.counts: dict[str, int] = {}
         self.rows: list[dict[str, Any]] = []
         self.started = time.time()
+        self.collected = 0  # cases collected (in this process, or by the xdist workers)
+        self.interrupted = False
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if session.items:
+            self.collected = len(session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.collected = max(self.collected, len(ids))  # every worker collects every case
+
+    def not_run(self) -> int:
+        """Cases collected but not finished: counted as not run (a down target's, or an
+        interrupted run's)."""
+        finished = sum(v for k, v in self.counts.items() if k != "notrun")
+        return max(self.counts.get("notrun", 0), self.collected - finished)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         outcome = outcome_of(report)
@@ -501,11 +566,15 @@ class ResultsWriter:
         self._fh.close()
         config = session.config
         sc = config.stash.get(_SESSION_KEY, None)
+        # Interrupted (Ctrl-C, SIGTERM as Ctrl-C): what finished is written, marked partial.
+        self.interrupted = int(exitstatus) == int(pytest.ExitCode.INTERRUPTED)
         summary = {
             "kind": "conformance",
             "started": self.started,
             "finished": time.time(),
             "exit_status": int(exitstatus),
+            "partial": self.interrupted,
+            "not_run": self.not_run(),
             "counts": self.counts,
             "targets": {name: info.to_dict() for name, info in sc.infos.items()} if sc else {},
             "failed": [r for r in self.rows if r["outcome"] in ("failed", "error", "xpassed")],
@@ -521,10 +590,20 @@ class ResultsWriter:
         tr = terminalreporter
         tr.section("servecheck summary")
         per_target: dict[str, dict[str, int]] = {}
-        for r in rows:
-            bucket = per_target.setdefault(f"{r['target']}/{r['model']}", {})
+        for r in self.rows:  # the per-line counts add up to pytest's total line
+            key = f"{r['target']}/{r['model']}" if r["check"] else "other tests"
+            bucket = per_target.setdefault(key, {})
             bucket[r["outcome"]] = bucket.get(r["outcome"], 0) + 1
-        order = ["passed", "failed", "error", "nonstrict", "xfailed", "xpassed", "skipped"]
+        order = [
+            "passed",
+            "failed",
+            "error",
+            "nonstrict",
+            "xfailed",
+            "xpassed",
+            "skipped",
+            "notrun",
+        ]
         for name, counts in per_target.items():
             tr.write_line(
                 f"{name}: " + ", ".join(f"{counts[o]} {o}" for o in order if counts.get(o))
@@ -535,4 +614,9 @@ class ResultsWriter:
             tr.write_line(f"  FAIL {r['target']}/{r['model']} {first}"[:200], red=True)
         if len(bad) > 40:
             tr.write_line(f"  ... and {len(bad) - 40} more (see {self.path})")
+        if self.interrupted:
+            tr.write_line(
+                f"PARTIAL: the run was interrupted; {self.not_run()} check(s) did not run",
+                red=True,
+            )
         tr.write_line(f"results: {self.path}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -243,9 +244,55 @@ def test_hung_server_fails_every_check_fast_with_one_cause(pytester, hanging_ser
     assert "passed" not in outcomes
     result.stdout.fnmatch_lines(
         [
-            "*: the target accepted the connection but GET /v1/models did not answer within "
-            "timeout_s=2 s during discovery",
+            "*: target down: it accepted the connection but GET /v1/models did not answer "
+            "within timeout_s=2 s during discovery; the other * check(s) were not run",
             "  Received: GET /v1/models failed: timeout: *",
             "  Hint: the server is up but slow or hung: read its log, or raise timeout_s*",
         ]
     )
+
+
+def test_down_target_gives_one_finding_and_counts_the_rest_as_not_run(pytester):
+    """Issue 24 item 7: a target that is down gives one "target down" failure, not one
+    five-line failure per check; the other cases are counted as not run."""
+    from servecheck.reference.hostile import closed_port
+
+    pytester.makefile(
+        ".yaml",
+        targets=textwrap.dedent(f"""\
+        targets:
+          - name: down
+            base_url: http://127.0.0.1:{closed_port()}/v1
+            engine: generic
+            models: [m]
+            timeout_s: 2
+        """),
+    )
+    _suite(pytester, "CHAT")
+    pytester.makepyfile(test_err=SUITE.format(surface="ERR"))
+    result = pytester.runpytest(
+        "-p",
+        "servecheck.pytest_plugin",
+        "--target",
+        "down",
+        "--targets-file",
+        "targets.yaml",
+        "-p",
+        "no:randomly",
+        "--sc-report-dir",
+        "out",
+    )
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("errors", 0) + outcomes.get("failed", 0) == 1, outcomes
+    assert "passed" not in outcomes and outcomes.get("notrun") == 12, outcomes
+    result.stdout.fnmatch_lines(
+        [
+            "*: target down: nothing accepted a connection at the target during discovery; "
+            "the other * check(s) were not run"
+        ]
+    )
+    assert result.stdout.str().count("Expected: an HTTP answer") == 1, result.stdout.str()
+    summary = json.loads((pytester.path / "out" / "summary.json").read_text())
+    assert summary["counts"]["failed"] == 1, summary["counts"]
+    assert summary["counts"]["notrun"] == summary["not_run"] >= 10, summary
+    assert summary["partial"] is False

@@ -84,6 +84,9 @@ class CheckContext:
     info: TargetInfo
     client: ServeClient
     exchanges: list[Exchange] = field(default_factory=list)
+    # (target, model, route) -> why the route refused a good request (None: it served it);
+    # the pytest plugin shares one dict per session, so each precondition is probed once.
+    preconditions: dict[tuple[str, str, str], Any] = field(default_factory=dict)
 
     # ---- requests -----------------------------------------------------------------------
     def post(self, path: str, body: Any = None, **kw: Any) -> Exchange:

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from servecheck.checks.preconditions import ROUTE_ACCEPTS, known
+
 if TYPE_CHECKING:
     from servecheck.checks.context import CheckContext
 
@@ -52,6 +54,17 @@ class Check:
     def surface(self) -> str:
         return self.id.split("-", 1)[0]
 
+    @property
+    def capabilities(self) -> tuple[str, ...]:
+        """The capabilities the target must declare (else the check is skipped)."""
+        return tuple(r for r in self.requires if not r.startswith(ROUTE_ACCEPTS))
+
+    @property
+    def preconditions(self) -> tuple[str, ...]:
+        """What the target must show before the verdict means anything (``route-accepts:/...``,
+        see :mod:`servecheck.checks.preconditions`); unmet, the check is an error."""
+        return tuple(r for r in self.requires if r.startswith(ROUTE_ACCEPTS))
+
 
 REGISTRY: dict[str, Check] = {}
 
@@ -64,10 +77,15 @@ def check(
     requires: Iterable[str] = (),
     needs_api_key: bool = False,
 ) -> Callable[[Callable[[CheckContext], None]], Callable[[CheckContext], None]]:
-    """Register a check function under a stable id."""
+    """Register a check function under a stable id. ``requires`` names capabilities and
+    preconditions (``route-accepts:/chat/completions``: the route must serve a good request
+    first, else the check is an error naming why)."""
     surface = id.split("-", 1)[0]
     if surface not in SURFACES:
         raise ValueError(f"check id {id!r} must start with one of {', '.join(SURFACES)}")
+    for requirement in requires:
+        if requirement.startswith(ROUTE_ACCEPTS) and not known(requirement):
+            raise ValueError(f"check {id!r}: unknown precondition {requirement!r}")
 
     def decorate(func: Callable[[CheckContext], None]) -> Callable[[CheckContext], None]:
         if id in REGISTRY and REGISTRY[id].func is not func:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from servecheck.checks import preconditions
 from servecheck.checks.context import CheckContext, CheckFailed, NonStrict
 from servecheck.checks.registry import Check, matches
 
 
 def run_with_allowances(check: Check, ctx: CheckContext) -> None:
-    """Run ``check`` and apply the allowances: a failure the profile or the target's ``allow`` accepts becomes :class:`NonStrict`."""
+    """Run ``check`` and apply the allowances: a failure the profile or the target's ``allow`` accepts becomes :class:`NonStrict`.
+    An unmet precondition raises :class:`~servecheck.checks.preconditions.CheckError` first."""
+    preconditions.ensure(check, ctx)
     try:
         check.func(ctx)
     except CheckFailed as failure:

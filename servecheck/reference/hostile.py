@@ -99,6 +99,19 @@ def _always_429(conn: socket.socket, srv: HostileServer, path: str) -> None:
     _send_json(conn, "429 Too Many Requests", err, "Retry-After: 1")
 
 
+def _always(
+    status: str, message: str, kind: str
+) -> Callable[[socket.socket, HostileServer, str], None]:
+    """A handler that answers ``status`` with an OpenAI error object on every path: a wrong
+    API key (401), a base_url without /v1 (404), a broken backend behind a gateway (500)."""
+
+    def handler(conn: socket.socket, srv: HostileServer, path: str) -> None:
+        code = int(status.split()[0])
+        _send_json(conn, status, {"error": {"message": message, "type": kind, "code": code}})
+
+    return handler
+
+
 def _endless_sse(conn: socket.socket, srv: HostileServer, path: str) -> None:
     conn.sendall(_head("200 OK", "text/event-stream"))
     event = f"data: {_chunk('la')}\n\n".encode()
@@ -157,6 +170,24 @@ CATALOGUE: dict[str, Hostile] = {
             False,
         ),
         Hostile("always-429", "answers 429 (rate limited) on every path", _always_429, False),
+        Hostile(
+            "always-401",
+            "answers 401 with an OpenAI error object on every path (a wrong API key)",
+            _always("401 Unauthorized", "Incorrect API key provided", "invalid_request_error"),
+            False,
+        ),
+        Hostile(
+            "always-404",
+            "answers 404 with an OpenAI error object on every path (a base_url without /v1)",
+            _always("404 Not Found", "Not Found", "not_found_error"),
+            False,
+        ),
+        Hostile(
+            "always-500",
+            "answers 500 with an OpenAI error object on every path (a broken backend)",
+            _always("500 Internal Server Error", "Internal Server Error", "server_error"),
+            False,
+        ),
         Hostile("endless-sse", "a valid token stream that never sends data: [DONE]", _endless_sse),
         Hostile("giant-line", "one SSE data line of giant_bytes that never ends", _giant_line),
         Hostile("huge-body", "a 200 application/json body of giant_bytes spaces", _huge_body),

@@ -23,7 +23,16 @@ from servecheck.redact import redact
 
 REPORT_NAME = "report.html"
 SUMMARY_MD = "summary.md"
-OUTCOME_ORDER = ("failed", "error", "xpassed", "nonstrict", "xfailed", "skipped", "passed")
+OUTCOME_ORDER = (
+    "failed",
+    "error",
+    "xpassed",
+    "nonstrict",
+    "xfailed",
+    "skipped",
+    "notrun",
+    "passed",
+)
 BAD_OUTCOMES = ("failed", "error", "xpassed")
 OUTCOME_COLOURS = {
     "passed": "#1a7f37",
@@ -33,6 +42,7 @@ OUTCOME_COLOURS = {
     "skipped": "#6e7781",
     "xfailed": "#8250df",
     "xpassed": "#e16f24",
+    "notrun": "#6e7781",
 }
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1150px;padding:16px;color:#1f2328}
@@ -191,7 +201,13 @@ def conformance_section(run_dir: Path, title: str = "Conformance") -> Section:
     for r in rows:
         groups.setdefault((str(r.get("target")), str(r.get("model"))), []).append(r)
     bad_total = sum(1 for r in rows if r.get("outcome") in BAD_OUTCOMES)
-    ok = bool(rows) and bad_total == 0 and int(summary.get("exit_status", 0) or 0) in (0,)
+    partial = bool(summary.get("partial"))
+    ok = (
+        bool(rows)
+        and bad_total == 0
+        and not partial
+        and int(summary.get("exit_status", 0) or 0) in (0,)
+    )
     parts: list[str] = []
     md: list[str] = []
     if not rows:
@@ -271,6 +287,14 @@ def conformance_section(run_dir: Path, title: str = "Conformance") -> Section:
             + "</details>"
         )
     head = f"<p>{verdict_badge(ok)} {len(rows)} checks, {bad_total} failing.</p>"
+    if partial:
+        # An interrupted run is not green, however clean what finished was.
+        note = (
+            f"PARTIAL: the run was interrupted; {int(summary.get('not_run') or 0)} check(s) did "
+            "not run."
+        )
+        head += f'<p class="flag">{esc(note)}</p>'
+        md.insert(0, f"**{note}**")
     return Section(title, head + "".join(parts), md, ok)
 
 

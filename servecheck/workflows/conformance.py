@@ -25,6 +25,8 @@ from servecheck.redact import redact
 from servecheck.signals import die_with_parent, signum_of, stoppable_child
 from servecheck.workflows.support import validate_before_run
 
+PARTIAL_PROPERTY = "servecheck_partial"
+
 SURFACE_FILES = {
     "health": "test_health.py",
     "models": "test_models.py",
@@ -186,6 +188,107 @@ def _pytest(cmd: list[str], env: dict[str, str], run_dir: Path) -> int:
         raise
 
 
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def mark_partial(run_dir: Path, reason: str) -> dict[str, object]:
+    """Mark an interrupted run partial in every output it left: ``summary.json`` (``partial``,
+    ``not_run``, ``interrupted``; written from results.jsonl when pytest was killed before it
+    wrote one) and ``junit.xml`` (a ``servecheck_partial`` testsuite property and one error
+    case for the interruption, so no JUnit consumer counts the run as green). Returns the
+    summary. Idempotent: a second call changes nothing more."""
+    path = run_dir / "summary.json"
+    summary: dict[str, object] = {}
+    if path.exists():
+        with contextlib.suppress(ValueError):
+            summary = json.loads(path.read_text(encoding="utf-8"))
+    if not summary:
+        counts: dict[str, int] = {}
+        results = run_dir / "results.jsonl"
+        for line in results.read_text(encoding="utf-8").splitlines() if results.exists() else []:
+            with contextlib.suppress(ValueError):
+                outcome = str(json.loads(line).get("outcome"))
+                counts[outcome] = counts.get(outcome, 0) + 1
+        summary = {"kind": "conformance", "counts": counts, "not_run": None}
+    summary["partial"] = True
+    summary.setdefault("interrupted", reason)
+    path.write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
+    _mark_junit_partial(run_dir / "junit.xml", reason, summary.get("not_run"))
+    return summary
+
+
+def _mark_junit_partial(path: Path, reason: str, not_run: object) -> None:
+    import xml.etree.ElementTree as ET  # noqa: N817, S405 - our own pytest's file, not input
+
+    if path.exists():
+        try:
+            root = ET.parse(path).getroot()  # noqa: S314
+        except ET.ParseError:
+            root = ET.Element("testsuites")  # pytest was killed while writing it
+    else:
+        root = ET.Element("testsuites")
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    if suite is None:
+        suite = ET.SubElement(root, "testsuite", name="servecheck", tests="0", errors="0")
+    props = suite.find("properties")
+    if props is None:
+        props = ET.Element("properties")
+        suite.insert(0, props)
+    if any(p.get("name") == PARTIAL_PROPERTY for p in props):
+        return
+    ET.SubElement(props, "property", name=PARTIAL_PROPERTY, value="true")
+    if not_run is not None:
+        ET.SubElement(props, "property", name="servecheck_not_run", value=str(not_run))
+    case = ET.SubElement(suite, "testcase", classname="servecheck", name="interrupted", time="0")
+    message = f"partial run: {reason}" + (
+        f"; {not_run} check(s) did not run" if not_run is not None else ""
+    )
+    ET.SubElement(case, "error", message=message, type="interrupted").text = message
+    for node in {root, suite}:
+        for key in ("errors", "tests"):
+            node.set(key, str(int(node.get(key) or 0) + 1))
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def _conclude(
+    run_dir: Path, say: Callable[[str], None], interrupted: str | None
+) -> tuple[dict[str, int], Path | None]:
+    """Counts from summary.json, the partial mark when the run was cut short, the HTML page."""
+    counts: dict[str, int] = {}
+    page = None
+    summary = run_dir / "summary.json"
+    data: dict[str, object] = {}
+    if summary.exists():
+        with contextlib.suppress(ValueError):
+            data = json.loads(summary.read_text())
+    if interrupted is not None or data.get("partial"):
+        data = mark_partial(run_dir, interrupted or "interrupted")
+    if not data:
+        return counts, page
+    raw = data.get("counts")
+    counts = {str(k): int(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+    line = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+    say(f"servecheck check: {line or 'no checks ran'} -> {run_dir}")
+    if data.get("partial"):
+        not_run = data.get("not_run")
+        say(
+            "servecheck check: PARTIAL: the run was interrupted"
+            + (f"; {not_run} check(s) did not run" if not_run is not None else "")
+        )
+    try:
+        from servecheck.report.html import write_conformance_html
+
+        page = write_conformance_html(run_dir)
+        say(f"servecheck check: HTML summary {page}")
+    except ImportError:
+        pass
+    return counts, page
+
+
 def run_check(spec: CheckSpec, say: Callable[[str], None] | None = None) -> CheckResult:
     """Run the catalogue for ``spec``; ``say`` gets the progress lines (default: stdout).
 
@@ -213,31 +316,22 @@ def run_check(spec: CheckSpec, say: Callable[[str], None] | None = None) -> Chec
     cmd = build_pytest_command(spec, run_dir)
     env = dict(os.environ)
     say(f"servecheck check: targets {', '.join(targets)}; report {run_dir}")
-    if needs_embedded:
-        from servecheck.embedded import embedded_reference
+    try:
+        if needs_embedded:
+            from servecheck.embedded import embedded_reference
 
-        with embedded_reference(
-            ["--itl-ms", "2", *spec.reference_args], log_path=run_dir / "reference-server.log"
-        ) as ref_env:
-            env.update(ref_env)
+            with embedded_reference(
+                ["--itl-ms", "2", *spec.reference_args], log_path=run_dir / "reference-server.log"
+            ) as ref_env:
+                env.update(ref_env)
+                code = _pytest(cmd, env, run_dir)
+        else:
             code = _pytest(cmd, env, run_dir)
-    else:
-        code = _pytest(cmd, env, run_dir)
-    counts: dict[str, int] = {}
-    page = None
-    summary = run_dir / "summary.json"
-    if summary.exists():
-        data = json.loads(summary.read_text())
-        counts = dict(data.get("counts", {}))
-        line = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-        say(f"servecheck check: {line or 'no checks ran'} -> {run_dir}")
-        try:
-            from servecheck.report.html import write_conformance_html
-
-            page = write_conformance_html(run_dir)
-            say(f"servecheck check: HTML summary {page}")
-        except ImportError:
-            pass
+    except KeyboardInterrupt as exc:
+        # Partial in every output (summary.json, junit.xml, the page), then the interrupt goes on.
+        _conclude(run_dir, say, f"interrupted by {_signal_name(signum_of(exc))}")
+        raise
+    counts, page = _conclude(run_dir, say, None)
     if code == 5:
         print(redact("servecheck check: no checks were selected (pytest exit 5)"), file=sys.stderr)
         code = 3
@@ -245,10 +339,12 @@ def run_check(spec: CheckSpec, say: Callable[[str], None] | None = None) -> Chec
 
 
 __all__ = [
+    "PARTIAL_PROPERTY",
     "SURFACE_FILES",
     "CheckResult",
     "CheckSpec",
     "build_pytest_command",
+    "mark_partial",
     "run_check",
     "suites_dir",
 ]

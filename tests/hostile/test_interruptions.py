@@ -241,3 +241,26 @@ def test_load_started_with_sigint_ignored_still_stops_locust_with_it(
     assert s["partial"] is True and "interrupted by SIGTERM" in s["reasons"][0], s["reasons"]
     # Locust got our SIGINT (not only the SIGKILL 10 s later): it says so, then its final stats.
     assert "KeyboardInterrupt" in (run_dir / "locust.stdout").read_text()
+
+
+def test_interrupted_check_is_marked_partial_in_every_output(tmp_path: Path) -> None:
+    """Issue 24 item 4: after SIGTERM, junit.xml said failures=0 errors=0 and summary.json
+    failed: [] with no partial flag, and there was no HTML page: an interrupted run looked
+    green. Every output now says partial and how many checks did not run."""
+    out = tmp_path / "reports"
+    with _running_check(out, ttft_ms=3000) as (proc, _server):
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = communicate(proc, 90)
+    assert proc.returncode == 143, stderr
+    run = out / "run"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["partial"] is True, summary
+    assert summary["not_run"] >= 1, summary
+    assert summary["interrupted"] == "interrupted by SIGTERM", summary
+    junit = (run / "junit.xml").read_text()
+    assert '<property name="servecheck_partial" value="true"' in junit, junit[:2000]
+    assert 'name="interrupted"' in junit and 'type="interrupted"' in junit, junit[-2000:]
+    assert 'errors="0"' not in junit, junit[:600]
+    page = (run / "report.html").read_text()
+    assert "PARTIAL: the run was interrupted" in page
+    assert "check(s) did not run" in stdout and "PARTIAL" in stdout, stdout

@@ -58,3 +58,19 @@ def test_what_could_not_be_judged_is_not_red(status: str, kind: str) -> None:
     html = status_badge(status)
     assert f"badge verdict {kind}" in html, html
     assert status.replace("_", " ").upper() in html
+
+
+def test_conc_seeded_says_what_it_saw_on_an_html_page_not_a_crash() -> None:
+    """Issue 24 item 15: CONC-SEEDED said "server died" with a vLLM-only hint for a server that
+    answers every request with an HTML page; nothing died, the API is not there."""
+    with hostile("html-login-page") as srv:
+        ctx = hostile_context(srv, "CONC-SEEDED")
+        try:
+            with pytest.raises(CheckFailed) as excinfo:
+                run_with_allowances(CHECKS["CONC-SEEDED"], ctx)
+        finally:
+            ctx.client.close()
+    failure = excinfo.value
+    assert "does not serve chat completions" in failure.summary, failure.summary
+    assert "died" not in failure.summary and "chunked prefill" not in str(failure), str(failure)
+    assert failure.hint == "base_url reaches a sign-in proxy or a web UI, not the API", failure.hint

@@ -125,6 +125,7 @@ def _leaks(ex: Exchange, secrets_: dict[str, str]) -> list[str]:
     "neither a presented wrong key nor the real key appears in any response body or header (401s, other errors "
     "and successful answers)",
     needs_api_key=True,
+    requires=("route-accepts:/chat/completions",),
 )
 def auth_no_echo(ctx: CheckContext) -> None:
     real = _real_key(ctx)

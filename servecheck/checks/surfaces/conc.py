@@ -19,6 +19,7 @@ import httpx
 
 from servecheck.checks.context import CheckContext
 from servecheck.checks.health import probe_health
+from servecheck.checks.preconditions import classify
 from servecheck.checks.registry import check
 from servecheck.client.factory import async_client
 from servecheck.client.http import Exchange
@@ -191,16 +192,37 @@ def conc_seeded(ctx: CheckContext) -> None:
     if health.exchange is not None:
         ctx.exchanges.append(health.exchange)
     follow = ctx.chat("Say OK.", max_tokens=1, temperature=0)
-    if health.state != "ready" or not follow.served:
+    seen = classify(follow, "one more request", "choices", ctx.target.base_url)
+    if seen is not None and seen.cause not in ("down", "server-error"):
+        # It answers, but not with completions (an HTML page, 401, 404): nothing died; say what
+        # was seen, not a crash hint.
         ctx.fail(
-            "the server died under concurrent seeded requests: on vLLM CPU, disable chunked prefill "
-            "(--no-enable-chunked-prefill)",
+            f"the server does not serve chat completions ({seen.summary})",
+            expected=f"all of {mix} answered 200, then health ready and one more request 200",
+            received=f"burst: {burst_text}; afterwards health: {health.detail}; one more request: {follow.describe(200)}",
+            exchange=follow,
+            hint=seen.hint,
+        )
+    if health.state != "ready" or not follow.served:
+        vllm = ctx.target.engine == "vllm"
+        ctx.fail(
+            "the server died under concurrent seeded requests"
+            + (
+                ": on vLLM CPU, disable chunked prefill (--no-enable-chunked-prefill)"
+                if vllm
+                else ""
+            ),
             expected=f"all of {mix} answered 200, then health ready and one more request 200",
             received=f"burst: {burst_text}; afterwards health: {health.detail}; one more request: {follow.describe(200)}",
             exchange=first_bad or follow,
-            hint="vLLM's CPU build raises 'RuntimeError: CPU Generator does not use offset' when a seeded request "
-            "meets chunked prefill, and the engine core exits; elsewhere, read the server log for the crash "
-            "and restart it (a supervisor with restarts hides, not fixes, this). The curl below is one of the "
+            hint=(
+                "vLLM's CPU build raises 'RuntimeError: CPU Generator does not use offset' when a "
+                "seeded request meets chunked prefill, and the engine core exits; elsewhere, "
+                if vllm
+                else ""
+            )
+            + "read the server log for the crash and restart it (a supervisor with restarts "
+            "hides, not fixes, this). The curl below is one of the "
             f"{n} requests: send {n} such requests at once to reproduce",
         )
     ctx.expect(
@@ -322,7 +344,7 @@ async def _open_and_drop(ctx: CheckContext, k: int, max_tokens: int, timeout_s: 
     "dropped streams are cleaned up",
     "after K streaming requests are dropped mid-generation, the server still serves, and (where it has a metrics "
     f"endpoint) its running-requests and KV-usage gauges return to their earlier level within {DRAIN_BOUND_S:.0f} s",
-    requires=("streaming",),
+    requires=("streaming", "route-accepts:/chat/completions"),
 )
 def conc_disconnect(ctx: CheckContext) -> None:
     k = min(8, ctx.target.concurrency)

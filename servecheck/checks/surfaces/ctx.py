@@ -191,6 +191,7 @@ def _truncation_signals(ex: Exchange, data: dict[str, Any], max_tokens: int) -> 
     "a prompt over the context length gets a 4xx whose message names the limit; with context_policy 'truncate', a 200 "
     "must report fewer prompt tokens than were sent and say so (a warning field/header or finish_reason 'length'); "
     "never a silent 200, never a 5xx",
+    requires=("route-accepts:/chat/completions",),
 )
 def ctx_overlong(ctx: CheckContext) -> None:
     limit = context_length(ctx)

@@ -328,6 +328,7 @@ def _context(ctx: CheckContext, model: str) -> int:
     "an input about twice the context length gets a 4xx error object, or a 200 whose "
     "usage.prompt_tokens shows the cut (at most the context length); never a 5xx or a "
     "silent full-length claim",
+    requires=("route-accepts:/embeddings",),
 )
 def embed_overlong(ctx: CheckContext) -> None:
     name = _model(ctx, "EMBED")

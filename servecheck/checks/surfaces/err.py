@@ -122,6 +122,7 @@ def _judge(
     "ERR-MALFORMED-JSON",
     "malformed JSON is a client error",
     "a body that is not valid JSON gets 400 with an OpenAI error object (not 500, not a dropped connection)",
+    requires=("route-accepts:/chat/completions",),
 )
 def err_malformed_json(ctx: CheckContext) -> None:
     raw = json.dumps(ctx.chat_body("Say hello."))[:-2]  # cut before the closing ]}
@@ -153,6 +154,7 @@ def err_malformed_json(ctx: CheckContext) -> None:
     "every 4xx carries an OpenAI error object",
     "4xx answers to bad requests (missing messages, a bad role, an unknown parameter value, a wrong type) are JSON "
     '{"error": {"message": str, "type": str, ...}}',
+    requires=("route-accepts:/chat/completions",),
 )
 def err_shape(ctx: CheckContext) -> None:
     cases = [
@@ -204,6 +206,7 @@ def err_shape(ctx: CheckContext) -> None:
     "ERR-EMPTY-MESSAGES",
     "an empty conversation is rejected",
     "messages: [] gets a 4xx with an OpenAI error object (there is nothing to answer)",
+    requires=("route-accepts:/chat/completions",),
 )
 def err_empty_messages(ctx: CheckContext) -> None:
     ex = ctx.post("/chat/completions", ctx.chat_body([], max_tokens=4))
@@ -232,6 +235,7 @@ def err_empty_messages(ctx: CheckContext) -> None:
     "ERR-VALUES",
     "out-of-range values are client errors",
     "negative max_tokens and a negative or above-2 temperature each get a 4xx with an error object; never a 5xx or a 200",
+    requires=("route-accepts:/chat/completions",),
 )
 def err_values(ctx: CheckContext) -> None:
     cases = [
@@ -284,6 +288,7 @@ def err_values(ctx: CheckContext) -> None:
     "wrong field types are client errors",
     "messages as a string, max_tokens and temperature as words and the body as an array each get "
     "400 with an error object; never a 5xx",
+    requires=("route-accepts:/chat/completions",),
 )
 def err_types(ctx: CheckContext) -> None:
     cases = [
@@ -342,6 +347,7 @@ def err_types(ctx: CheckContext) -> None:
     "ERR-UNKNOWN-ROUTE",
     "an unknown route is a JSON 404",
     "GET /v1/no-such-route gets 404 with an OpenAI error object (not a web page, not 200)",
+    requires=("route-accepts:/models",),
 )
 def err_unknown_route(ctx: CheckContext) -> None:
     ex = ctx.get(NO_SUCH_ROUTE)

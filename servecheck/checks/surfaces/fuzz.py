@@ -172,6 +172,7 @@ def _severe(ex: Exchange, timeout_s: float) -> str | None:
     "for a corpus of known edge cases and `fuzz_examples` (default 40) hypothesis-generated chat bodies (wrong types, huge and negative numbers, "
     "unicode, nested junk, missing and extra fields) the server answers within the timeout, never with a 5xx, and "
     "every 4xx carries an OpenAI error object",
+    requires=("route-accepts:/chat/completions",),
 )
 def fuzz_no_5xx(ctx: CheckContext) -> None:
     from hypothesis import HealthCheck, Phase, Verbosity, example, given, settings

@@ -233,7 +233,7 @@ def json_schema(ctx: CheckContext) -> None:
     "an invalid JSON schema is refused with a 4xx",
     "response_format json_schema with a schema that breaks the metaschema (unknown type, non-list required) gets a 4xx, "
     "not a 5xx and not a 200",
-    requires=("json_schema",),
+    requires=("json_schema", "route-accepts:/chat/completions"),
 )
 def json_schema_invalid(ctx: CheckContext) -> None:
     ex = ctx.chat(

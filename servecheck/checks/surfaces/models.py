@@ -81,6 +81,7 @@ def models_context(ctx: CheckContext) -> None:
     "MODELS-UNKNOWN-404",
     "an unknown model name is refused",
     "a chat request naming a model that is not served gets 404 (or 400) with an OpenAI error object",
+    requires=("route-accepts:/chat/completions",),
 )
 def models_unknown(ctx: CheckContext) -> None:
     body = ctx.chat_body("Say hello.", max_tokens=1)

@@ -657,7 +657,7 @@ BAD_BODIES: list[tuple[str, dict[str, Any]]] = [
     "invalid /responses bodies get a 400 error object",
     "a body without input, with input 42, or with an unknown input item type gets a 4xx (not 5xx) "
     "with an OpenAI error object {error: {message, ...}}",
-    requires=("responses",),
+    requires=("responses", "route-accepts:/responses"),
 )
 def responses_error(ctx: CheckContext) -> None:
     for name, extra in BAD_BODIES:

@@ -348,7 +348,7 @@ def tools_stream(ctx: CheckContext) -> None:
     "TOOLS-UNDEFINED-400",
     "a named tool_choice for an undefined tool is refused",
     "tool_choice naming a function that is not in tools gets 400 (not a 200 with a made-up call, not a 5xx)",
-    requires=("tools", "tool_choice_named"),
+    requires=("tools", "tool_choice_named", "route-accepts:/chat/completions"),
 )
 def tools_undefined(ctx: CheckContext) -> None:
     ex = ctx.post(
