@@ -19,222 +19,43 @@ import os
 import secrets
 import signal
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
 from aiohttp import web
 
-from servecheck.reference import cache_faults, model, prefix_cache, reasoning
+from servecheck.reference import (
+    cache_faults,
+    embeddings,
+    model,
+    overload,
+    prefix_cache,
+    reasoning,
+    responses,
+)
 from servecheck.reference import text as reftext
 from servecheck.reference.faults import FAULTS, QUIRKS
+from servecheck.reference.http import (
+    STATE,
+    ApiError,
+    ClientGone,
+    ServerConfig,
+    State,
+    apply_quirks,
+    check_ready,
+    error_response,
+    expect,
+    read_json,
+    validate_common,
+)
+from servecheck.reference.model import Choice
 
 ROLES = {"system", "user", "assistant", "tool", "developer", "function"}
 _ids = itertools.count(1)
 
 
-@dataclass(slots=True)
-class ServerConfig:
-    models: list[str] = field(default_factory=lambda: ["ref-tiny"])
-    max_model_len: int = 512
-    default_max_tokens: int = 16
-    ttft_ms: float = 0.0
-    itl_ms: float = 0.0
-    api_key: str | None = None
-    faults: frozenset[str] = frozenset()
-    quirks: frozenset[str] = frozenset()
-    loading_s: float = 0.0
-    kv_blocks: int = 256
-    block_size: int = 16
-    max_num_seqs: int = 512
-    max_inflight: int = 0  # > 0: shed generation requests above it with 429 (reference/overload.py)
-    context_policy: str = (
-        "reject"  # reject | truncate (over-long prompts cut to fit, with a warning field)
-    )
-    prefix_cache_blocks: int = 0  # > 0: a prefix cache of this many blocks (prefix_cache.py)
-    prefix_cache_counted: bool = False  # idle cached blocks count as KV usage (prefix_cache.py)
-    reasoning: reasoning.ReasoningMode | None = None  # a reasoning model (reference/reasoning.py)
-
-
-class ClientGone(Exception):
-    """A streaming client disconnected; carries the prepared response so the handler can end quietly."""
-
-    def __init__(self, response: web.StreamResponse) -> None:
-        super().__init__("client disconnected")
-        self.response = response
-
-
-class ApiError(Exception):
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        type_: str = "invalid_request_error",
-        param: str | None = None,
-        code: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status, self.message, self.type, self.param, self.code = (
-            status,
-            message,
-            type_,
-            param,
-            code,
-        )
-
-
-@dataclass(slots=True)
-class State:
-    config: ServerConfig
-    started: float = field(default_factory=time.monotonic)
-    created_at: int = field(default_factory=lambda: int(time.time()))
-    running: int = 0
-    waiting: int = 0
-    kv_used_blocks: int = 0
-    kv_leaked_blocks: int = 0
-    preemptions: int = 0
-    success: int = 0
-    prompt_tokens: int = 0
-    generation_tokens: int = 0
-    request_count: int = 0
-    seeded_running: int = 0
-    step_tokens: int = (
-        0  # prompt tokens waiting for the next scheduler step (crash-concurrent-seed)
-    )
-    step_seeded: int = 0
-    dead: bool = False
-    sem: asyncio.Semaphore | None = None
-    pcache: Any = None  # prefix_cache.PrefixCache, made on first use when configured
-
-    @property
-    def faults(self) -> frozenset[str]:
-        return self.config.faults
-
-    @property
-    def reasoning(self) -> reasoning.ReasoningMode | None:
-        return reasoning.mode_for(self.config.reasoning, self.config.faults)
-
-
-STATE = web.AppKey("state", State)
-
-
-def _error_body(err: ApiError) -> dict[str, Any]:
-    return {
-        "error": {"message": err.message, "type": err.type, "param": err.param, "code": err.code}
-    }
-
-
-def _error_response(state: State, err: ApiError) -> web.Response:
-    if (
-        "err-plain-text" in state.faults
-        and 400 <= err.status < 500
-        and err.status not in (401, 403)
-    ):
-        return web.Response(status=err.status, text=err.message, content_type="text/plain")
-    return web.json_response(_error_body(err), status=err.status)
-
-
 # ---------------------------------------------------------------------------------------------
 # Request validation
-
-
-def _expect(cond: bool, message: str, param: str | None = None) -> None:
-    if not cond:
-        raise ApiError(400, message, param=param)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _validate_common(state: State, body: dict[str, Any]) -> None:
-    typed_500 = "err-wrong-type-500" in state.faults
-    model_name = body.get("model")
-    if typed_500 and model_name is not None and not isinstance(model_name, str):
-        raise ApiError(500, "internal error: 'int' object has no attribute 'lower'", "server_error")
-    _expect(
-        isinstance(model_name, str) and model_name != "",
-        "'model' is required and must be a string",
-        "model",
-    )
-    if model_name not in state.config.models and "unknown-model-accepted" not in state.faults:
-        raise ApiError(
-            404,
-            f"The model `{model_name}` does not exist. Served models: {', '.join(state.config.models)}",
-            "NotFoundError",
-            "model",
-            "model_not_found",
-        )
-    mt = body.get("max_completion_tokens", body.get("max_tokens"))
-    if mt is not None:
-        if typed_500 and not _is_int(mt):
-            raise ApiError(500, "internal error: comparison of str and int", "server_error")
-        _expect(_is_int(mt), "max_tokens must be an integer", "max_tokens")
-        if mt < 1 and "err-negative-max-tokens-200" not in state.faults:
-            raise ApiError(400, f"max_tokens must be at least 1, got {mt}", param="max_tokens")
-    temp = body.get("temperature")
-    if temp is not None:
-        if typed_500 and not _is_num(temp):
-            raise ApiError(
-                500,
-                "internal error: float() argument must be a string or a real number",
-                "server_error",
-            )
-        _expect(_is_num(temp), "temperature must be a number", "temperature")
-        if not 0 <= temp <= 2:
-            if "err-temperature-500" in state.faults:
-                raise ApiError(
-                    500, "internal error: probability tensor contains inf or nan", "server_error"
-                )
-            raise ApiError(
-                400, f"temperature must be between 0 and 2, got {temp}", param="temperature"
-            )
-    top_p = body.get("top_p")
-    if top_p is not None:
-        _expect(_is_num(top_p) and 0 < top_p <= 1, "top_p must be a number in (0, 1]", "top_p")
-    n = body.get("n", 1)
-    _expect(_is_int(n) and 1 <= n <= 16, "n must be an integer between 1 and 16", "n")
-    seed = body.get("seed")
-    _expect(seed is None or _is_int(seed), "seed must be an integer", "seed")
-    stream = body.get("stream", False)
-    _expect(isinstance(stream, bool) or stream is None, "stream must be a boolean", "stream")
-    stop = body.get("stop")
-    _expect(
-        stop is None
-        or isinstance(stop, str)
-        or (isinstance(stop, list) and len(stop) <= 4 and all(isinstance(s, str) for s in stop)),
-        "stop must be a string or a list of at most 4 strings",
-        "stop",
-    )
-    if "fuzz-500" in state.faults and isinstance(stop, list) and "" in stop:
-        # A stop matcher that splits the output on each stop string: str.split("") raises.
-        raise ApiError(500, "internal error: ValueError: empty separator", "server_error")
-    opts = body.get("stream_options")
-    _expect(
-        opts is None or isinstance(opts, dict), "stream_options must be an object", "stream_options"
-    )
-    for key in ("presence_penalty", "frequency_penalty"):
-        v = body.get(key)
-        _expect(
-            v is None or (_is_num(v) and -2 <= v <= 2),
-            f"{key} must be a number between -2 and 2",
-            key,
-        )
-    lp = body.get("logprobs")
-    if "messages" in body:
-        _expect(lp is None or isinstance(lp, bool), "logprobs must be a boolean", "logprobs")
-    tlp = body.get("top_logprobs")
-    _expect(
-        tlp is None or (_is_int(tlp) and 0 <= tlp <= 20),
-        "top_logprobs must be an integer between 0 and 20",
-        "top_logprobs",
-    )
-    user = body.get("user")
-    _expect(user is None or isinstance(user, str), "user must be a string", "user")
 
 
 def _validate_messages(state: State, body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -245,14 +66,14 @@ def _validate_messages(state: State, body: dict[str, Any]) -> list[dict[str, Any
         and not isinstance(messages, list)
     ):
         raise ApiError(500, "internal error: string indices must be integers", "server_error")
-    _expect(isinstance(messages, list), "'messages' is required and must be a list", "messages")
+    expect(isinstance(messages, list), "'messages' is required and must be a list", "messages")
     assert isinstance(messages, list)
     if not messages and "err-empty-messages-200" not in state.faults:
         raise ApiError(400, "'messages' must contain at least one message", param="messages")
     for i, m in enumerate(messages):
-        _expect(isinstance(m, dict), f"messages[{i}] must be an object", f"messages[{i}]")
+        expect(isinstance(m, dict), f"messages[{i}] must be an object", f"messages[{i}]")
         role = m.get("role")
-        _expect(
+        expect(
             isinstance(role, str) and role in ROLES,
             f"messages[{i}].role must be one of {sorted(ROLES)}, got {role!r}",
             f"messages[{i}].role",
@@ -262,7 +83,7 @@ def _validate_messages(state: State, body: dict[str, Any]) -> list[dict[str, Any
             isinstance(content, list) and all(isinstance(p, dict) for p in content)
         )
         ok = ok or (content is None and role == "assistant" and bool(m.get("tool_calls")))
-        _expect(
+        expect(
             ok,
             f"messages[{i}].content must be a string or a list of content parts",
             f"messages[{i}].content",
@@ -270,7 +91,7 @@ def _validate_messages(state: State, body: dict[str, Any]) -> list[dict[str, Any
         if role == "tool":
             if "tools-result-rejected" in state.faults:
                 raise ApiError(400, "tool messages are not supported", param=f"messages[{i}]")
-            _expect(
+            expect(
                 isinstance(m.get("tool_call_id"), str),
                 f"messages[{i}].tool_call_id is required for tool messages",
                 f"messages[{i}].tool_call_id",
@@ -282,12 +103,12 @@ def _validate_tools(state: State, body: dict[str, Any]) -> tuple[list[dict[str, 
     tools = body.get("tools")
     choice = body.get("tool_choice")
     if tools is None:
-        _expect(choice in (None, "none", "auto"), "tool_choice requires tools", "tool_choice")
+        expect(choice in (None, "none", "auto"), "tool_choice requires tools", "tool_choice")
         return [], None
-    _expect(isinstance(tools, list), "tools must be a list", "tools")
+    expect(isinstance(tools, list), "tools must be a list", "tools")
     for i, tool in enumerate(tools):
         fn = tool.get("function") if isinstance(tool, dict) else None
-        _expect(
+        expect(
             isinstance(tool, dict)
             and tool.get("type") == "function"
             and isinstance(fn, dict)
@@ -308,7 +129,7 @@ def _validate_tools(state: State, body: dict[str, Any]) -> tuple[list[dict[str, 
     names = [t["function"]["name"] for t in tools]
     if isinstance(choice, dict):
         fn = choice.get("function")
-        _expect(
+        expect(
             choice.get("type") == "function"
             and isinstance(fn, dict)
             and isinstance(fn.get("name"), str),
@@ -323,7 +144,7 @@ def _validate_tools(state: State, body: dict[str, Any]) -> tuple[list[dict[str, 
                 param="tool_choice",
             )
     else:
-        _expect(
+        expect(
             choice in (None, "none", "auto", "required"),
             "tool_choice must be none, auto, required or an object",
             "tool_choice",
@@ -335,9 +156,9 @@ def _response_format(state: State, body: dict[str, Any]) -> tuple[str, dict[str,
     rf = body.get("response_format")
     if rf is None:
         return "text", None
-    _expect(isinstance(rf, dict), "response_format must be an object", "response_format")
+    expect(isinstance(rf, dict), "response_format must be an object", "response_format")
     kind = rf.get("type")
-    _expect(
+    expect(
         kind in ("text", "json_object", "json_schema"),
         "response_format.type must be text, json_object or json_schema",
         "response_format",
@@ -345,7 +166,7 @@ def _response_format(state: State, body: dict[str, Any]) -> tuple[str, dict[str,
     if kind != "json_schema":
         return kind, None
     spec = rf.get("json_schema")
-    _expect(
+    expect(
         isinstance(spec, dict) and isinstance(spec.get("schema", {}), dict),
         "response_format.json_schema must be {name, schema}",
         "response_format",
@@ -369,22 +190,6 @@ def _response_format(state: State, body: dict[str, Any]) -> tuple[str, dict[str,
 
 # ---------------------------------------------------------------------------------------------
 # Producing output
-
-
-@dataclass(slots=True)
-class Choice:
-    index: int
-    pieces: list[str]
-    finish_reason: str
-    logprobs: list[float]
-    tool_call: dict[str, Any] | None = None  # {"id", "name", "arguments"}
-    extra_calls: list[dict[str, Any]] = field(
-        default_factory=list
-    )  # parallel calls after the first
-    reasoning: list[str] = field(default_factory=list)  # reasoning pieces, before the answer
-
-    def calls(self) -> list[dict[str, Any]]:
-        return [] if self.tool_call is None else [self.tool_call, *self.extra_calls]
 
 
 def _prompt_key(body: dict[str, Any]) -> str:
@@ -654,39 +459,6 @@ class _Slot:
 # Handlers
 
 
-async def _read_json(request: web.Request, state: State) -> dict[str, Any]:
-    raw = await request.read()
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        if "err-malformed-500" in state.faults:
-            raise ApiError(500, "internal error: Expecting value", "server_error") from None
-        raise ApiError(400, "the request body is not valid JSON") from None
-    if not isinstance(body, dict):
-        if "err-wrong-type-500" in state.faults:
-            raise ApiError(
-                500, "internal error: 'list' object has no attribute 'get'", "server_error"
-            )
-        raise ApiError(400, "the request body must be a JSON object")
-    return body
-
-
-def _check_ready(state: State) -> None:
-    if state.dead:
-        raise ApiError(
-            500,
-            "EngineDeadError: the engine core died (RuntimeError: CPU Generator does not use offset)",
-            "server_error",
-        )
-    if (
-        "health-loading-forever" in state.faults
-        or time.monotonic() - state.started < state.config.loading_s
-    ):
-        raise ApiError(503, "Loading model", "unavailable_error")
-    if "health-lies" in state.faults:
-        raise ApiError(503, "no model is loaded", "unavailable_error")
-
-
 STEP_TOKEN_BUDGET = 2048  # vLLM's default max_num_batched_tokens with chunked prefill
 STEP_WINDOW_S = 0.05
 
@@ -727,9 +499,9 @@ async def completions(request: web.Request) -> web.StreamResponse:
 async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     state = request.app[STATE]
     try:
-        _check_ready(state)
-        body = await _read_json(request, state)
-        _validate_common(state, body)
+        check_ready(state)
+        body = await read_json(request, state)
+        validate_common(state, body)
         if chat:
             messages = _validate_messages(state, body)
             tools, tool_choice = _validate_tools(state, body)
@@ -738,7 +510,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             prompt_tokens += 1 if "prompt-tokens-double-bos" in state.faults else 0
         else:
             prompt = body.get("prompt")
-            _expect(
+            expect(
                 isinstance(prompt, str)
                 or (isinstance(prompt, list) and all(isinstance(p, str) for p in prompt)),
                 "prompt must be a string or a list of strings",
@@ -801,7 +573,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
                 if c.finish_reason == "length":
                     c.finish_reason = "stop"
     except ApiError as err:
-        return _error_response(state, err)
+        return error_response(state, err)
 
     state.request_count += 1
     assert state.sem is not None
@@ -833,7 +605,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             )
         await _sleep_generation(state, choices, request)
         if state.dead:
-            return _error_response(
+            return error_response(
                 state,
                 ApiError(500, "RuntimeError: CPU Generator does not use offset", "server_error"),
             )
@@ -1036,7 +808,7 @@ async def _stream(
 
     async def send(data: bytes) -> None:
         if quirks:
-            data = _apply_quirks(quirks, data)
+            data = apply_quirks(quirks, data)
         if "stream-buffered" in faults:
             buffered.append(data)
         elif "stream-block-buffered" in faults:
@@ -1226,19 +998,6 @@ async def _stream(
     return await _finish_stream(response, buffered)
 
 
-def _apply_quirks(quirks: frozenset[str], data: bytes) -> bytes:
-    if "extra-fields" in quirks and data.startswith(b"data: {") and data.rstrip().endswith(b"}"):
-        body = data.rstrip()
-        data = body[:-1] + b',"x_servecheck_extra":{"note":"ignore me"}}\n\n'
-    if "sse-no-space" in quirks:
-        data = data.replace(b"data: ", b"data:")
-    if "sse-comments" in quirks:
-        data = b": keep-alive\n\n" + data
-    if "sse-crlf" in quirks:
-        data = data.replace(b"\n", b"\r\n")
-    return data
-
-
 async def _finish_stream(response: web.StreamResponse, buffered: list[bytes]) -> web.StreamResponse:
     if buffered:
         await response.write(b"".join(buffered))
@@ -1287,27 +1046,25 @@ async def models(request: web.Request) -> web.Response:
                 2 if "models-context-mismatch" in state.faults else 1
             )
         data.append(entry)
-    from servecheck.reference.embeddings import model_entries  # imports this module: bind late
-
-    data += model_entries(state)  # the pooling models, typed as Xinference types them
+    data += embeddings.model_entries(state)  # the pooling models, typed as Xinference types them
     return web.json_response({"object": "list", "data": data})
 
 
 async def tokenize(request: web.Request) -> web.Response:
     state = request.app[STATE]
     try:
-        body = await _read_json(request, state)
+        body = await read_json(request, state)
         if "messages" in body:
             messages = _validate_messages(state, body)
             count = model.count_chat_tokens(messages)
             ids = list(range(count))
         else:
             prompt = body.get("prompt", body.get("content"))
-            _expect(isinstance(prompt, str), "prompt must be a string", "prompt")
+            expect(isinstance(prompt, str), "prompt must be a string", "prompt")
             ids = reftext.served_ids(state.faults, str(prompt), model.token_ids(str(prompt)))
             reftext.remember(request.app, str(prompt))  # for /detokenize
     except ApiError as err:
-        return _error_response(state, err)
+        return error_response(state, err)
     return web.json_response(
         {"count": len(ids), "max_model_len": state.config.max_model_len, "tokens": ids}
     )
@@ -1439,12 +1196,8 @@ def build_app(config: ServerConfig) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/version", version)
     app.router.add_post("/tokenize", tokenize)
-    from servecheck.reference import embeddings  # it imports this module: bind it late
-
     embeddings.register(app)
     reftext.register(app)
-    from servecheck.reference import overload, responses  # they import this module
-
     responses.install(app)
     overload.install(app, config.max_inflight, config.faults, lambda: setattr(state, "dead", True))
     return app
