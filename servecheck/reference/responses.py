@@ -18,6 +18,7 @@ import asyncio
 import json
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -432,6 +433,84 @@ async def handle(request: web.Request) -> web.StreamResponse:
     return web.json_response(resp, dumps=lambda o: json.dumps(o, ensure_ascii=False))
 
 
+async def _chat_sse(
+    response: web.StreamResponse, body: dict[str, Any], out: Output, resp_id: str, created: int
+) -> web.StreamResponse:
+    """responses-chat-sse: a server that routes /responses to its chat streaming path, so chat
+    chunks and [DONE] come back."""
+    text_pieces = out.text_pieces or [out.call["arguments"] if out.call else ""]
+    for piece in text_pieces:
+        chunk = {
+            "id": "chatcmpl-" + resp_id[5:],
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": body["model"],
+            "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+        }
+        await response.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode())
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response
+
+
+async def _stream_message(
+    state: State,
+    out: Output,
+    msg_id: str,
+    item_status: str,
+    emit: Callable[..., Awaitable[None]],
+    tick: Callable[[], Awaitable[None]],
+) -> None:
+    """The events of a text answer: the item, its content part, the text deltas, the ends."""
+    pieces = list(out.text_pieces)
+    if _fault(state, "responses-stream-differs") and len(pieces) > 1:
+        pieces[1] = pieces[1].upper() + "!"
+    text = "".join(pieces)
+    await emit(
+        "response.output_item.added",
+        output_index=0,
+        item=_message_item(msg_id, "", "in_progress") | {"content": []},
+    )
+    empty_part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+    await emit(
+        "response.content_part.added",
+        item_id=msg_id,
+        output_index=0,
+        content_index=0,
+        part=empty_part,
+    )
+    for piece in pieces:
+        await tick()
+        await emit(
+            "response.output_text.delta",
+            item_id=msg_id,
+            output_index=0,
+            content_index=0,
+            delta=piece,
+            logprobs=[],
+        )
+    await emit(
+        "response.output_text.done",
+        item_id=msg_id,
+        output_index=0,
+        content_index=0,
+        text=text,
+        logprobs=[],
+    )
+    await emit(
+        "response.content_part.done",
+        item_id=msg_id,
+        output_index=0,
+        content_index=0,
+        part={**empty_part, "text": text},
+    )
+    await emit(
+        "response.output_item.done",
+        output_index=0,
+        item=_message_item(msg_id, text, item_status),
+    )
+
+
 async def _stream(
     request: web.Request,
     state: State,
@@ -470,20 +549,7 @@ async def _stream(
             await asyncio.sleep(cfg.itl_ms / 1000)
 
     if _fault(state, "responses-chat-sse"):
-        # A server that routes /responses to its chat streaming path: chat chunks and [DONE].
-        text_pieces = out.text_pieces or [out.call["arguments"] if out.call else ""]
-        for piece in text_pieces:
-            chunk = {
-                "id": "chatcmpl-" + resp_id[5:],
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": body["model"],
-                "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
-            }
-            await response.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode())
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
-        return response
+        return await _chat_sse(response, body, out, resp_id, created)
 
     await asyncio.sleep(cfg.ttft_ms / 1000)
     shell = _response(state, body, turn, resp_id, created, "in_progress", [], None)
@@ -517,53 +583,7 @@ async def _stream(
             item=_call_item(fc_id, out.call, "completed"),
         )
     else:
-        pieces = list(out.text_pieces)
-        if _fault(state, "responses-stream-differs") and len(pieces) > 1:
-            pieces[1] = pieces[1].upper() + "!"
-        text = "".join(pieces)
-        await emit(
-            "response.output_item.added",
-            output_index=0,
-            item=_message_item(msg_id, "", "in_progress") | {"content": []},
-        )
-        empty_part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
-        await emit(
-            "response.content_part.added",
-            item_id=msg_id,
-            output_index=0,
-            content_index=0,
-            part=empty_part,
-        )
-        for piece in pieces:
-            await tick()
-            await emit(
-                "response.output_text.delta",
-                item_id=msg_id,
-                output_index=0,
-                content_index=0,
-                delta=piece,
-                logprobs=[],
-            )
-        await emit(
-            "response.output_text.done",
-            item_id=msg_id,
-            output_index=0,
-            content_index=0,
-            text=text,
-            logprobs=[],
-        )
-        await emit(
-            "response.content_part.done",
-            item_id=msg_id,
-            output_index=0,
-            content_index=0,
-            part={**empty_part, "text": text},
-        )
-        await emit(
-            "response.output_item.done",
-            output_index=0,
-            item=_message_item(msg_id, text, item_status),
-        )
+        await _stream_message(state, out, msg_id, item_status, emit, tick)
     output = (
         []
         if _fault(state, "responses-completed-empty-output")

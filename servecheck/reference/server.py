@@ -49,6 +49,7 @@ from servecheck.reference.http import (
     validate_common,
 )
 from servecheck.reference.model import Choice
+from servecheck.reference.stream_faults import StreamHooks, stream_hooks
 
 ROLES = {"system", "user", "assistant", "tool", "developer", "function"}
 _ids = itertools.count(1)
@@ -496,6 +497,52 @@ async def completions(request: web.Request) -> web.StreamResponse:
     return await _generate(request, chat=False)
 
 
+def _fit_context(
+    state: State, body: dict[str, Any], chat: bool, prompt_tokens: int
+) -> tuple[int, int, int, int | None, int, int]:
+    """Fit a request into the context: (prompt tokens after any cut, the limit, the prompt size
+    before a cut or 0, the max_tokens asked for, the room left, the max_tokens served)."""
+    cfg = state.config
+    limit = cfg.max_model_len
+    if "ctx-limit-lower" in state.faults:
+        limit = limit * 3 // 4  # /v1/models and /tokenize still advertise max_model_len
+    truncated_from = (
+        0  # with context_policy "truncate": the prompt size before the cut, reported as a warning
+    )
+    if prompt_tokens > limit:
+        if "ctx-500" in state.faults:
+            raise ApiError(500, "internal error: index out of range in self", "server_error")
+        if "ctx-silent-truncate" not in state.faults and cfg.context_policy != "truncate":
+            raise ApiError(
+                400,
+                f"This model's maximum context length is {limit} tokens. However, your prompt contains at least {prompt_tokens} input tokens.",
+                param="messages" if chat else "prompt",
+                code="context_length_exceeded",
+            )
+        if "ctx-silent-truncate" not in state.faults:
+            truncated_from = prompt_tokens
+        # Cut the prompt so the answer fits, as truncating engines do (Xinference keeps the tail):
+        # nothing in finish_reason then hints at the cut, only usage and the warning can.
+        wanted = body.get("max_completion_tokens", body.get("max_tokens")) or cfg.default_max_tokens
+        prompt_tokens = limit - min(wanted, limit // 2)
+    requested = body.get("max_completion_tokens", body.get("max_tokens"))
+    if requested is not None and requested > limit:
+        if "ctx-max-tokens-500" in state.faults:
+            raise ApiError(500, "internal error: negative dimension", "server_error")
+        raise ApiError(
+            400,
+            f"max_tokens={requested} cannot be greater than max_model_len={limit}",
+            param="max_tokens",
+        )
+    room = limit - prompt_tokens
+    max_tokens = min(requested if requested is not None else cfg.default_max_tokens, max(room, 0))
+    if "ctx-max-tokens-overrun" in state.faults and requested is not None:
+        max_tokens = requested
+    if max_tokens < 1:
+        max_tokens = 1
+    return prompt_tokens, limit, truncated_from, requested, room, max_tokens
+
+
 async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     state = request.app[STATE]
     try:
@@ -521,46 +568,9 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
                 prompt if isinstance(prompt, str) else " ".join(str(p) for p in prompt or [])
             )
             prompt_tokens = len(model.tokenize(prompt_text)) + 1
-        cfg = state.config
-        limit = cfg.max_model_len
-        if "ctx-limit-lower" in state.faults:
-            limit = limit * 3 // 4  # /v1/models and /tokenize still advertise max_model_len
-        truncated_from = 0  # with context_policy "truncate": the prompt size before the cut, reported as a warning
-        if prompt_tokens > limit:
-            if "ctx-500" in state.faults:
-                raise ApiError(500, "internal error: index out of range in self", "server_error")
-            if "ctx-silent-truncate" not in state.faults and cfg.context_policy != "truncate":
-                raise ApiError(
-                    400,
-                    f"This model's maximum context length is {limit} tokens. However, your prompt contains at least {prompt_tokens} input tokens.",
-                    param="messages" if chat else "prompt",
-                    code="context_length_exceeded",
-                )
-            if "ctx-silent-truncate" not in state.faults:
-                truncated_from = prompt_tokens
-            # Cut the prompt so the answer fits, as truncating engines do (Xinference keeps the tail):
-            # nothing in finish_reason then hints at the cut, only usage and the warning can.
-            wanted = (
-                body.get("max_completion_tokens", body.get("max_tokens")) or cfg.default_max_tokens
-            )
-            prompt_tokens = limit - min(wanted, limit // 2)
-        requested = body.get("max_completion_tokens", body.get("max_tokens"))
-        if requested is not None and requested > limit:
-            if "ctx-max-tokens-500" in state.faults:
-                raise ApiError(500, "internal error: negative dimension", "server_error")
-            raise ApiError(
-                400,
-                f"max_tokens={requested} cannot be greater than max_model_len={limit}",
-                param="max_tokens",
-            )
-        room = limit - prompt_tokens
-        max_tokens = min(
-            requested if requested is not None else cfg.default_max_tokens, max(room, 0)
+        prompt_tokens, limit, truncated_from, requested, room, max_tokens = _fit_context(
+            state, body, chat, prompt_tokens
         )
-        if "ctx-max-tokens-overrun" in state.faults and requested is not None:
-            max_tokens = requested
-        if max_tokens < 1:
-            max_tokens = 1
         seeded = body.get("seed") is not None
         if "crash-concurrent-seed" in state.faults:
             await _schedule_step_with_seed_crash(state, prompt_tokens, seeded)
@@ -746,13 +756,99 @@ def _tool_deltas(choice: Choice, faults: frozenset[str]) -> list[dict[str, Any]]
     return out
 
 
-def _utf8_mangle(piece: str) -> list[str]:
-    """Split a piece's UTF-8 bytes in two and decode each half alone (the utf8-split defect)."""
-    raw = piece.encode()
-    if len(raw) == len(piece):
-        return [piece]
-    half = len(raw) // 2
-    return [raw[:half].decode("utf-8", "replace"), raw[half:].decode("utf-8", "replace")]
+ERROR_IN_200 = b'data: {"error": {"message": "upstream model crashed", "type": "server_error", "code": 500}}\n\n'
+DEAD_EVENT = b'data: {"error": {"message": "RuntimeError: CPU Generator does not use offset", "type": "server_error", "code": 500}}\n\n'
+DONE = b"data: [DONE]\n\n"
+ROLE_DELTA = '{"role":"assistant","content":""}'
+
+
+class _Sse:
+    """One chat / completions stream: chunk framing, delta JSON, and the writes (held, split or
+    direct, as the stream's hooks and the server's quirks say)."""
+
+    def __init__(
+        self,
+        response: web.StreamResponse,
+        hooks: StreamHooks,
+        quirks: frozenset[str],
+        chat: bool,
+        model_name: str,
+    ) -> None:
+        self.response, self.hooks, self.quirks, self.chat = response, hooks, quirks, chat
+        self.model_name = model_name
+        self.created = int(time.time())
+        self.obj = hooks.chunk_object or ("chat.completion.chunk" if chat else "text_completion")
+        self.prefix = self._new_prefix()
+        self.held: list[bytes] = []
+
+    def _new_prefix(self) -> str:
+        cid = ("chatcmpl-" if self.chat else "cmpl-") + secrets.token_hex(12)
+        return _chunk_prefix(cid, self.created, self.model_name, self.obj)
+
+    def chunk(self, choice_json: str, usage: str | None = None) -> bytes:
+        if self.hooks.fresh_id_per_chunk:
+            self.prefix = self._new_prefix()
+        tail = f',"usage":{usage}' if usage else ""
+        return f"data: {self.prefix}{choice_json}]{tail}}}\n\n".encode()
+
+    def delta(
+        self, index: int, delta: str, finish: str | None = None, logprobs: str = "null"
+    ) -> str:
+        fr = "null" if finish is None else json.dumps(finish)
+        if self.chat:
+            return f'{{"index":{index},"delta":{delta},"logprobs":{logprobs},"finish_reason":{fr}}}'
+        return f'{{"index":{index},"text":{delta},"logprobs":null,"finish_reason":{fr}}}'
+
+    async def send(self, data: bytes) -> None:
+        if self.quirks:
+            data = apply_quirks(self.quirks, data)
+        if self.hooks.hold == "all":
+            self.held.append(data)
+        elif self.hooks.hold == "blocks":
+            # a proxy that forwards in 2 KiB blocks (nginx proxy_buffers); the tail at the end
+            self.held.append(data)
+            if sum(map(len, self.held)) >= 2048:
+                await self.response.write(b"".join(self.held))
+                self.held.clear()
+        elif "sse-split" in self.quirks and len(data) > 3:
+            cuts = sorted({1, len(data) // 3, (2 * len(data)) // 3 + 1})
+            for a, b in zip([0, *cuts], [*cuts, len(data)], strict=False):
+                await self.response.write(data[a:b])
+                await asyncio.sleep(0)
+        else:
+            try:
+                await self.response.write(data)
+            except ConnectionResetError as exc:  # the client went away mid-stream
+                raise ClientGone(self.response) from exc
+
+    async def close(self) -> web.StreamResponse:
+        return await _finish_stream(self.response, self.held)
+
+
+class _Schedule:
+    """Absolute schedule from arrival: token k is due at ttft + k * itl, so a busy loop does
+    not make the delays drift (the load benchmark's "truth")."""
+
+    def __init__(self, t0: float, ttft_s: float, extra_s: float, itl_ms: float) -> None:
+        self.t0, self.ttft_s, self.extra_s, self.itl_ms = t0, ttft_s, extra_s, itl_ms
+        self.step = 0
+
+    async def wait(self) -> None:
+        target = self.t0 + self.ttft_s + self.extra_s + self.step * self.itl_ms / 1000
+        self.step += 1
+        now = time.monotonic()
+        if target > now:
+            await asyncio.sleep(target - now)
+
+
+def _no_delay(request: web.Request) -> None:
+    if request.transport is not None:
+        with contextlib.suppress(OSError):
+            sock = request.transport.get_extra_info("socket")
+            if sock is not None:
+                import socket as _socket
+
+                sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
 
 
 async def _stream(
@@ -766,102 +862,59 @@ async def _stream(
     model_name: str,
     slot: _Slot,
 ) -> web.StreamResponse:
-    faults = state.faults
+    hooks = stream_hooks(state.faults)  # the stream faults, looked up once
     cfg = state.config
-    media_type = (
-        "application/json" if "stream-wrong-content-type" in faults else "text/event-stream"
-    )
     response = web.StreamResponse(
-        status=200, headers={"Content-Type": media_type, "Cache-Control": "no-cache"}
+        status=200, headers={"Content-Type": hooks.content_type, "Cache-Control": "no-cache"}
     )
     await response.prepare(request)
-    if request.transport is not None:
-        with contextlib.suppress(OSError):
-            sock = request.transport.get_extra_info("socket")
-            if sock is not None:
-                import socket as _socket
+    _no_delay(request)
+    sse = _Sse(response, hooks, cfg.quirks, chat, model_name)
+    schedule = _Schedule(
+        time.monotonic(),
+        prefix_cache.ttft_s(cfg, slot.cached, prompt_tokens),
+        _extra_delay(state),
+        cfg.itl_ms,
+    )
+    if hooks.error_in_200:
+        await sse.send(ERROR_IN_200)
+        if hooks.done:
+            await sse.send(DONE)
+        return await sse.close()
+    if chat and hooks.role_chunk:
+        await sse.send(sse.chunk(",".join(sse.delta(c.index, ROLE_DELTA) for c in choices)))
+    await _stream_tokens(state, body, choices, prompt_tokens, slot, sse, schedule)
+    if state.dead:
+        await sse.send(DEAD_EVENT)
+        return await sse.close()
+    await _stream_tail(state, body, choices, prompt_tokens, completion_tokens, slot, sse)
+    state.success += 1
+    state.prompt_tokens += prompt_tokens
+    state.generation_tokens += completion_tokens
+    return await sse.close()
 
-                sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
-    created = int(time.time())
-    cid = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12)
-    obj = "chat.completion.chunk" if chat else "text_completion"
-    if "stream-wrong-object" in faults:
-        obj = "chat.completion"
-    prefix = _chunk_prefix(cid, created, model_name, obj)
-    opts = body.get("stream_options") or {}
-    include_usage = bool(opts.get("include_usage"))
-    want_logprobs = bool(body.get("logprobs")) and "logprobs-missing" not in faults
-    buffered: list[bytes] = []
-    t0 = time.monotonic()
-    step = 0
 
-    def chunk(choice_json: str, usage: str | None = None) -> bytes:
-        nonlocal prefix
-        if "stream-id-changes" in faults:
-            prefix = _chunk_prefix(
-                ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12), created, model_name, obj
-            )
-        tail = f',"usage":{usage}' if usage else ""
-        return f"data: {prefix}{choice_json}]{tail}}}\n\n".encode()
+async def _stall(response: web.StreamResponse, hooks: StreamHooks) -> None:
+    if hooks.stall_s:
+        await asyncio.sleep(hooks.stall_s)
+    for _ in range(hooks.keepalive_pings):
+        # stuck, but the SSE layer keeps pinging: no read timeout ever fires
+        await response.write(b": ping\n\n")
+        await asyncio.sleep(0.5)
 
-    quirks = cfg.quirks
 
-    async def send(data: bytes) -> None:
-        if quirks:
-            data = apply_quirks(quirks, data)
-        if "stream-buffered" in faults:
-            buffered.append(data)
-        elif "stream-block-buffered" in faults:
-            buffered.append(
-                data
-            )  # a proxy that forwards in 2 KiB blocks (nginx proxy_buffers); the tail at the end
-            if sum(map(len, buffered)) >= 2048:
-                await response.write(b"".join(buffered))
-                buffered.clear()
-        elif "sse-split" in quirks and len(data) > 3:
-            cuts = sorted({1, len(data) // 3, (2 * len(data)) // 3 + 1})
-            for a, b in zip([0, *cuts], [*cuts, len(data)], strict=False):
-                await response.write(data[a:b])
-                await asyncio.sleep(0)
-        else:
-            try:
-                await response.write(data)
-            except ConnectionResetError as exc:  # the client went away mid-stream
-                raise ClientGone(response) from exc
-
-    async def wait_step() -> None:
-        # Absolute schedule from arrival: token k is due at ttft + k * itl, so a busy loop does
-        # not make the delays drift (the load benchmark's "truth").
-        nonlocal step
-        target = t0 + ttft_s + _extra + step * cfg.itl_ms / 1000
-        step += 1
-        now = time.monotonic()
-        if target > now:
-            await asyncio.sleep(target - now)
-
-    _extra = _extra_delay(state)
-    ttft_s = prefix_cache.ttft_s(cfg, slot.cached, prompt_tokens)
-    if "stream-error-in-200" in faults:
-        await send(
-            b'data: {"error": {"message": "upstream model crashed", "type": "server_error", "code": 500}}\n\n'
-        )
-        if "stream-no-done" not in faults:
-            await send(b"data: [DONE]\n\n")
-        return await _finish_stream(response, buffered)
-
-    def delta_json(
-        index: int, delta: str, finish: str | None = None, logprobs: str = "null"
-    ) -> str:
-        fr = "null" if finish is None else json.dumps(finish)
-        if chat:
-            return f'{{"index":{index},"delta":{delta},"logprobs":{logprobs},"finish_reason":{fr}}}'
-        return f'{{"index":{index},"text":{delta},"logprobs":null,"finish_reason":{fr}}}'
-
-    if chat:
-        role_json = '{"role":"assistant","content":""}'
-        if "stream-no-role" not in faults:
-            await send(chunk(",".join(delta_json(c.index, role_json) for c in choices)))
-    streamed = 0
+async def _stream_tokens(
+    state: State,
+    body: dict[str, Any],
+    choices: list[Choice],
+    prompt_tokens: int,
+    slot: _Slot,
+    sse: _Sse,
+    schedule: _Schedule,
+) -> None:
+    """The token steps: each step one chunk per choice that still has something to send."""
+    faults = state.faults
+    want_logprobs = bool(body.get("logprobs")) and sse.hooks.logprobs
     tool_deltas = {c.index: _tool_deltas(c, faults) for c in choices if c.tool_call is not None}
     answer_steps = [
         len(c.pieces) if c.tool_call is None else len(tool_deltas[c.index]) for c in choices
@@ -876,18 +929,13 @@ async def _stream(
         default=0,
     )
     stall_at = max(1, steps // 2)
+    streamed = 0
     for i in range(steps):
         if state.dead:
             break
-        if "stream-stall" in faults and i == stall_at:
-            await asyncio.sleep(3600)
-        if "stream-stall-keepalive" in faults and i == stall_at:
-            for _ in range(
-                7200
-            ):  # stuck, but the SSE layer keeps pinging: no read timeout ever fires
-                await response.write(b": ping\n\n")
-                await asyncio.sleep(0.5)
-        await wait_step()
+        if i == stall_at:
+            await _stall(sse.response, sse.hooks)
+        await schedule.wait()
         parts = []
         for c, plan in zip(choices, plans, strict=True):
             j = i  # this choice's answer step
@@ -896,106 +944,106 @@ async def _stream(
                 if kind != "answer":
                     assert state.reasoning is not None
                     parts.append(
-                        delta_json(c.index, reasoning.stream_delta(state.reasoning, c, (kind, j)))
+                        sse.delta(c.index, reasoning.stream_delta(state.reasoning, c, (kind, j)))
                     )
                     continue
             if c.tool_call is not None:
                 if j < len(tool_deltas[c.index]):
                     frag = {"tool_calls": [tool_deltas[c.index][j]]}
-                    parts.append(delta_json(c.index, json.dumps(frag, ensure_ascii=False)))
+                    parts.append(sse.delta(c.index, json.dumps(frag, ensure_ascii=False)))
                 continue
-            if j >= len(c.pieces):
-                continue
-            piece = c.pieces[j]
-            if "stream-differs" in faults and j == 1:
-                piece = piece.upper() + "!"
-            texts = _utf8_mangle(piece) if "utf8-split" in faults else [piece]
-            for text in texts:
-                role_extra = '"role":"assistant",' if "stream-role-twice" in faults and chat else ""
-                delta = (
-                    f'{{{role_extra}"content":{json.dumps(text, ensure_ascii=False)}}}'
-                    if chat
-                    else json.dumps(text, ensure_ascii=False)
-                )
-                lp = "null"
-                if want_logprobs and chat:
-                    lp = json.dumps(
-                        {
-                            "content": [
-                                {
-                                    "token": piece,
-                                    "logprob": c.logprobs[j] if j < len(c.logprobs) else -0.5,
-                                    "bytes": list(piece.encode()),
-                                    "top_logprobs": [],
-                                }
-                            ]
-                        },
-                        ensure_ascii=False,
-                    )
-                parts.append(delta_json(c.index, delta, logprobs=lp))
+            if j < len(c.pieces):
+                parts += _piece_deltas(sse, c, j, want_logprobs)
         for p in parts:
             # one choice per chunk, as engines do
-            data = chunk(p)
-            if "stream-non-json" in faults and i == 1:
-                data = (
-                    b"data: " + repr(json.loads(data[6:])).encode() + b"\n\n"
-                )  # str(dict) instead of json.dumps
-            await send(data)
+            data = sse.chunk(p)
+            if sse.hooks.non_json_step == i:
+                # str(dict) instead of json.dumps
+                data = b"data: " + repr(json.loads(data[6:])).encode() + b"\n\n"
+            await sse.send(data)
         streamed += 1
         slot.grow(prompt_tokens + streamed)
-    if state.dead:
-        await send(
-            b'data: {"error": {"message": "RuntimeError: CPU Generator does not use offset", "type": "server_error", "code": 500}}\n\n'
+
+
+def _piece_deltas(sse: _Sse, c: Choice, j: int, want_logprobs: bool) -> list[str]:
+    """The delta(s) of a choice's answer piece ``j`` (one, or two halves under utf8-split)."""
+    chat = sse.chat
+    piece = sse.hooks.piece(j, c.pieces[j])
+    out = []
+    for text in sse.hooks.split(piece):
+        role_extra = '"role":"assistant",' if sse.hooks.role_in_deltas and chat else ""
+        delta = (
+            f'{{{role_extra}"content":{json.dumps(text, ensure_ascii=False)}}}'
+            if chat
+            else json.dumps(text, ensure_ascii=False)
         )
-        return await _finish_stream(response, buffered)
+        lp = "null"
+        if want_logprobs and chat:
+            lp = json.dumps(
+                {
+                    "content": [
+                        {
+                            "token": piece,
+                            "logprob": c.logprobs[j] if j < len(c.logprobs) else -0.5,
+                            "bytes": list(piece.encode()),
+                            "top_logprobs": [],
+                        }
+                    ]
+                },
+                ensure_ascii=False,
+            )
+        out.append(sse.delta(c.index, delta, logprobs=lp))
+    return out
+
+
+async def _stream_tail(
+    state: State,
+    body: dict[str, Any],
+    choices: list[Choice],
+    prompt_tokens: int,
+    completion_tokens: int,
+    slot: _Slot,
+    sse: _Sse,
+) -> None:
+    """Finish reasons, the usage chunk and [DONE]."""
+    hooks, faults, chat = sse.hooks, state.faults, sse.chat
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     for c in choices:
         empty = "{}" if chat else '""'
         repeated = (
             json.dumps(
                 _usage(prompt_tokens, completion_tokens, faults, _reasoning_tokens(state, choices))
             )
-            if include_usage and "stream-usage-repeated" in faults
+            if include_usage and hooks.usage_in_finish
             else None
         )
-        reason = (
-            "stop"
-            if "stream-length-as-stop" in faults and c.finish_reason == "length"
-            else c.finish_reason
-        )
-        await send(
-            chunk(
-                delta_json(
-                    c.index, "null" if "sdk-stream-null-delta" in faults and chat else empty, reason
-                ),
-                repeated,
+        reason = "stop" if hooks.length_as_stop and c.finish_reason == "length" else c.finish_reason
+        last = "null" if hooks.null_final_delta and chat else empty
+        await sse.send(sse.chunk(sse.delta(c.index, last, reason), repeated))
+        if hooks.finish_twice:
+            await sse.send(sse.chunk(sse.delta(c.index, empty, c.finish_reason)))
+        if hooks.content_after_finish:
+            await sse.send(
+                sse.chunk(sse.delta(c.index, '{"content":" extra"}' if chat else '" extra"'))
             )
-        )
-        if "stream-finish-twice" in faults:
-            await send(chunk(delta_json(c.index, empty, c.finish_reason)))
-        if "stream-content-after-finish" in faults:
-            await send(chunk(delta_json(c.index, '{"content":" extra"}' if chat else '" extra"')))
     if include_usage:
-        usage_tokens = completion_tokens + (3 if "stream-usage-wrong" in faults else 0)
+        usage_tokens = completion_tokens + hooks.usage_extra_tokens
         usage = json.dumps(
             prefix_cache.annotate(
                 _usage(prompt_tokens, usage_tokens, faults, _reasoning_tokens(state, choices)),
                 slot.cached,
             )
         )
-        if "stream-usage-in-choices" in faults:
-            await send(
-                chunk(delta_json(0, "{}" if chat else '""', choices[0].finish_reason), usage)
+        if hooks.usage_in_choices:
+            await sse.send(
+                sse.chunk(sse.delta(0, "{}" if chat else '""', choices[0].finish_reason), usage)
             )
         else:
-            await send(chunk("", usage))
-    if "stream-no-done" not in faults:
-        await send(b"data: [DONE]\n\n")
-    if "stream-data-after-done" in faults:
-        await send(b'data: {"metrics": {"tokens_per_second": 42.0}}\n\n')
-    state.success += 1
-    state.prompt_tokens += prompt_tokens
-    state.generation_tokens += completion_tokens
-    return await _finish_stream(response, buffered)
+            await sse.send(sse.chunk("", usage))
+    if hooks.done:
+        await sse.send(DONE)
+    if hooks.after_done:
+        await sse.send(hooks.after_done)
 
 
 async def _finish_stream(response: web.StreamResponse, buffered: list[bytes]) -> web.StreamResponse:
