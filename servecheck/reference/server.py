@@ -24,6 +24,7 @@ from typing import Any
 import jsonschema
 from aiohttp import web
 
+from servecheck.errors import UsageError
 from servecheck.reference import (
     cache_faults,
     embeddings,
@@ -1261,7 +1262,12 @@ def serve(
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
         site = web.TCPSite(runner, host, port, backlog=2048, reuse_address=True)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:  # a busy port, an address this host does not have
+            await runner.cleanup()
+            reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+            raise UsageError(f"cannot listen on {host}:{port}: {reason}") from None
         bound = port
         server = getattr(site, "_server", None)
         if server is not None and server.sockets:
