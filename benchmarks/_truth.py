@@ -33,7 +33,7 @@ def start_truth_server(
     cmd = [
         sys.executable,
         "-m",
-        "servecheck.reference.fast",
+        "servecheck.commands.fast_server",
         "--port",
         "0",
         "--ready-file",

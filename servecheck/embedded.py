@@ -37,9 +37,6 @@ def embedded_reference(
     log_path: Path | None = None,
 ) -> Iterator[dict[str, str]]:
     """Run the reference server while the block runs; yield the env vars that point at it."""
-    from servecheck.reference.options import validate_reference_args
-
-    validate_reference_args(extra_args)
     key = "sk-ref-" + secrets.token_hex(12) if with_key else ""
     if key:
         register(key)
@@ -74,7 +71,8 @@ def embedded_reference(
             while not ready.exists():
                 if proc.poll() is not None:
                     raise ServecheckError(
-                        f"the embedded reference server exited with code {proc.returncode} before listening"
+                        f"the embedded reference server exited with code {proc.returncode} before"
+                        f" listening{_last_line(log_path or Path(tmp) / 'server.log')}"
                     )
                 if time.monotonic() > deadline:
                     raise ServecheckError(
@@ -95,6 +93,15 @@ def embedded_reference(
             log.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _last_line(log: Path) -> str:
+    """': <the last line of the log>' (the child's own one-line error), or '' without one."""
+    try:
+        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return f": {lines[-1].strip()}" if lines else ""
 
 
 def stop_process(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:

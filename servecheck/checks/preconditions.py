@@ -43,9 +43,7 @@ def _good_responses(ctx: CheckContext) -> Exchange:
 
 
 def _good_embeddings(ctx: CheckContext) -> Exchange:
-    from servecheck.checks.surfaces.embed import pooling_models
-
-    models = pooling_models(ctx.info, "EMBED")  # the model EMBED-* checks send
+    models = list(ctx.info.embedding_models)  # the models EMBED-* checks send (embed.pooling_models)
     model = ctx.model if ctx.model in models or not models else models[0]
     return ctx.client.post("/embeddings", {"model": model, "input": "hello"})
 

@@ -237,6 +237,49 @@ def run_logged(
         raise EngineError(f"{what or argv[0]}: exit {proc.returncode}; log {log}\n" + tail(log))
 
 
+@dataclass(frozen=True, slots=True)
+class PipStep:
+    """One ``pip`` command of an engine's venv install (``pip <args>``), bounded and logged."""
+
+    args: tuple[str, ...]
+    timeout_s: float
+    what: str
+
+
+def install_venv(engine: str, venv: Path, want: str, steps: Sequence[PipStep]) -> InstallResult:
+    """Create ``venv`` and run ``steps`` in it, once: a marker file holds ``want`` (what was
+    installed), so a second call with the same ``want`` is free; a file lock named after the
+    venv keeps concurrent installs apart, and ``install-<venv name>.log`` gets the output."""
+    start = time.monotonic()
+    marker = venv / ".servecheck-installed"
+    if marker.is_file() and marker.read_text() == want:
+        return InstallResult(0.0, True, venv)
+    with file_lock(venv.name):
+        if marker.is_file() and marker.read_text() == want:
+            return InstallResult(time.monotonic() - start, True, venv)
+        log = logs_dir() / f"install-{venv.name}.log"
+        env = clean_env({"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+        py = venv / "bin" / "python"
+        if not py.is_file():
+            run_logged(
+                [venv_python(), "-m", "venv", str(venv)],
+                log,
+                timeout_s=120,
+                env=env,
+                what=f"{engine}: create venv",
+            )
+        for step in steps:
+            run_logged(
+                [str(py), "-m", "pip", *step.args],
+                log,
+                timeout_s=step.timeout_s,
+                env=env,
+                what=step.what,
+            )
+        marker.write_text(want)
+    return InstallResult(time.monotonic() - start, False, venv)
+
+
 def tail(path: Path, lines: int = 30) -> str:
     """The last ``lines`` lines of a log file (empty string if it does not exist)."""
     try:

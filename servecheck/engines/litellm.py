@@ -10,22 +10,20 @@ call does not turn the next seconds into 429s.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 from servecheck.engines.base import (
     Engine,
     InstallResult,
     LaunchPlan,
+    PipStep,
     Readiness,
     clean_env,
-    file_lock,
     http,
-    run_logged,
-    venv_python,
+    install_venv,
 )
 from servecheck.engines.models import SERVED_NAME
-from servecheck.engines.paths import logs_dir, state_dir, venvs_dir
+from servecheck.engines.paths import state_dir, venvs_dir
 
 VERSION = "1.108.7"
 ENV_KEY = "SERVECHECK_LITELLM_KEY"
@@ -79,34 +77,10 @@ class LiteLlm(Engine):
 
     def install(self) -> InstallResult:
         """Create the venv and install ``litellm[proxy]`` and ``prisma``."""
-        start = time.monotonic()
-        marker = self.venv / ".servecheck-installed"
-        want = f"litellm[proxy]=={VERSION} prisma\n"
-        if marker.is_file() and marker.read_text() == want:
-            return InstallResult(0.0, True, self.venv)
-        with file_lock(f"litellm-{VERSION}"):
-            if marker.is_file() and marker.read_text() == want:
-                return InstallResult(time.monotonic() - start, True, self.venv)
-            log = logs_dir() / f"install-litellm-{VERSION}.log"
-            env = clean_env({"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
-            py = self.venv / "bin" / "python"
-            if not py.is_file():
-                run_logged(
-                    [venv_python(), "-m", "venv", str(self.venv)],
-                    log,
-                    timeout_s=120,
-                    env=env,
-                    what="litellm: create venv",
-                )
-            run_logged(
-                [str(py), "-m", "pip", "install", f"litellm[proxy]=={VERSION}", "prisma"],
-                log,
-                timeout_s=1200,
-                env=env,
-                what="litellm: install",
-            )
-            marker.write_text(want)
-        return InstallResult(time.monotonic() - start, False, self.venv)
+        step = PipStep(
+            ("install", f"litellm[proxy]=={VERSION}", "prisma"), 1200, "litellm: install"
+        )
+        return install_venv("litellm", self.venv, f"litellm[proxy]=={VERSION} prisma\n", [step])
 
     def api_key(self) -> str | None:
         return os.environ.get(ENV_KEY) or DEFAULT_KEY

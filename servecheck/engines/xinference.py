@@ -21,14 +21,13 @@ from servecheck.engines.base import (
     EngineError,
     InstallResult,
     LaunchPlan,
+    PipStep,
     Readiness,
     RunState,
     clean_env,
-    file_lock,
     http,
-    run_logged,
+    install_venv,
     tail,
-    venv_python,
 )
 from servecheck.engines.models import (
     CHAT_TEMPLATE,
@@ -40,7 +39,7 @@ from servecheck.engines.models import (
     ensure_tiny_model,
     reasoning_spec,
 )
-from servecheck.engines.paths import cache_root, logs_dir, venvs_dir
+from servecheck.engines.paths import cache_root, venvs_dir
 
 VERSION = "4.1.0"
 TORCH = "2.13.0"
@@ -79,50 +78,20 @@ class Xinference(Engine):
 
     def install(self) -> InstallResult:
         """Create the venv; torch is pinned in the same command (else pip takes a CUDA torch)."""
-        start = time.monotonic()
-        marker = self.venv / ".servecheck-installed"
-        want = f"xinference[transformers]=={VERSION} torch=={TORCH}\n"
-        if marker.is_file() and marker.read_text() == want:
-            return InstallResult(0.0, True, self.venv)
-        with file_lock(f"xinference-{VERSION}"):
-            if marker.is_file() and marker.read_text() == want:
-                return InstallResult(time.monotonic() - start, True, self.venv)
-            log = logs_dir() / f"install-xinference-{VERSION}.log"
-            env = clean_env({"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
-            py = self.venv / "bin" / "python"
-            if not py.is_file():
-                run_logged(
-                    [venv_python(), "-m", "venv", str(self.venv)],
-                    log,
-                    timeout_s=120,
-                    env=env,
-                    what="xinference: create venv",
-                )
-            pip = [str(py), "-m", "pip"]
-            run_logged(
-                [*pip, "install", f"torch=={TORCH}"],
-                log,
-                timeout_s=1200,
-                env=env,
-                what="xinference: install torch",
-            )
+        steps = [
+            PipStep(("install", f"torch=={TORCH}"), 1200, "xinference: install torch"),
             # torch pinned again here: a newer torchvision would otherwise pull torch 2.14 (CUDA).
-            run_logged(
-                [*pip, "install", f"xinference[transformers]=={VERSION}", f"torch=={TORCH}"],
-                log,
-                timeout_s=1800,
-                env=env,
-                what="xinference: install",
-            )
-            run_logged(
-                [*pip, "uninstall", "-y", *REMOVE_AFTER],
-                log,
-                timeout_s=300,
-                env=env,
-                what="xinference: remove CUDA-linked extras",
-            )
-            marker.write_text(want)
-        return InstallResult(time.monotonic() - start, False, self.venv)
+            PipStep(
+                ("install", f"xinference[transformers]=={VERSION}", f"torch=={TORCH}"),
+                1800,
+                "xinference: install",
+            ),
+            PipStep(
+                ("uninstall", "-y", *REMOVE_AFTER), 300, "xinference: remove CUDA-linked extras"
+            ),
+        ]
+        want = f"xinference[transformers]=={VERSION} torch=={TORCH}\n"
+        return install_venv("xinference", self.venv, want, steps)
 
     def plan(self, port: int) -> LaunchPlan:
         self._model()

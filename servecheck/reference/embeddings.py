@@ -22,14 +22,14 @@ from typing import Any
 from aiohttp import web
 
 from servecheck.reference import model
-from servecheck.reference.server import (
+from servecheck.reference.http import (
     STATE,
     ApiError,
     State,
-    _check_ready,
-    _error_response,
-    _expect,
-    _read_json,
+    check_ready,
+    error_response,
+    expect,
+    read_json,
 )
 
 EMBED_MODELS: tuple[str, ...] = ("ref-embed",)
@@ -82,7 +82,7 @@ def _inputs(body: dict[str, Any]) -> list[str]:
     raw = body.get("input")
     if isinstance(raw, str):
         return [raw]
-    _expect(
+    expect(
         isinstance(raw, list) and bool(raw),
         "'input' is required: a string or a non-empty list of strings",
         "input",
@@ -90,13 +90,13 @@ def _inputs(body: dict[str, Any]) -> list[str]:
     assert isinstance(raw, list)
     if all(isinstance(x, int) and not isinstance(x, bool) for x in raw):
         return [" ".join(f"t{x}" for x in raw)]  # one pre-tokenised input
-    _expect(all(isinstance(x, str) for x in raw), "'input' items must be strings", "input")
+    expect(all(isinstance(x, str) for x in raw), "'input' items must be strings", "input")
     return list(raw)
 
 
 def _check_model(state: State, body: dict[str, Any], served: tuple[str, ...], what: str) -> str:
     name = body.get("model")
-    _expect(
+    expect(
         isinstance(name, str) and name != "", "'model' is required and must be a string", "model"
     )
     assert isinstance(name, str)
@@ -115,18 +115,18 @@ async def embeddings(request: web.Request) -> web.Response:
     state = request.app[STATE]
     faults = state.faults
     try:
-        _check_ready(state)
-        body = await _read_json(request, state)
+        check_ready(state)
+        body = await read_json(request, state)
         name = _check_model(state, body, EMBED_MODELS, "embeddings")
         texts = _inputs(body)
         fmt = body.get("encoding_format", "float")
-        _expect(
+        expect(
             fmt in ("float", "base64"),
             "encoding_format must be 'float' or 'base64'",
             "encoding_format",
         )
         dims = body.get("dimensions")
-        _expect(
+        expect(
             dims is None
             or (isinstance(dims, int) and not isinstance(dims, bool) and 1 <= dims <= DIMENSIONS),
             f"dimensions must be an integer between 1 and {DIMENSIONS}",
@@ -148,7 +148,7 @@ async def embeddings(request: web.Request) -> web.Response:
                     code="context_length_exceeded",
                 )
     except ApiError as err:
-        return _error_response(state, err)
+        return error_response(state, err)
     vectors = [embed(t) for t in texts]
     if "embed-dims-vary" in faults:
         # a pooling bug that drops the last element for long inputs
@@ -195,22 +195,22 @@ async def rerank(request: web.Request) -> web.Response:
     state = request.app[STATE]
     faults = state.faults
     try:
-        _check_ready(state)
-        body = await _read_json(request, state)
+        check_ready(state)
+        body = await read_json(request, state)
         name = _check_model(state, body, RERANK_MODELS, "rerank")
         query = body.get("query")
-        _expect(
+        expect(
             isinstance(query, str) and query != "", "'query' must be a non-empty string", "query"
         )
         docs = body.get("documents")
-        _expect(
+        expect(
             isinstance(docs, list) and bool(docs) and all(isinstance(d, str) for d in docs),
             "'documents' must be a non-empty list of strings",
             "documents",
         )
         assert isinstance(docs, list) and isinstance(query, str)
         top_n = body.get("top_n")
-        _expect(
+        expect(
             top_n is None
             or (isinstance(top_n, int) and not isinstance(top_n, bool) and top_n >= 1),
             "top_n must be a positive integer",
@@ -219,7 +219,7 @@ async def rerank(request: web.Request) -> web.Response:
         if "rerank-top-n-500" in faults and top_n is not None and top_n > len(docs):
             raise ApiError(500, f"KeyError: {len(docs)}", "server_error")
     except ApiError as err:
-        return _error_response(state, err)
+        return error_response(state, err)
     q = embed(query)
     scored = [(i, _cosine(q, embed(d))) for i, d in enumerate(docs)]
     if "rerank-unsorted" not in faults:

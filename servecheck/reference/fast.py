@@ -23,12 +23,11 @@ of due times. When the next write is under 2 ms away the loop polls without slee
 timeout is whole milliseconds), which spends this server's core to keep writes on time: pin it to
 a core of its own (``taskset``). HTTP/1.1 keep-alive; no TLS, no pipelining.
 
-    python -m servecheck.reference.fast --port 8100 --ttft-ms 100 --itl-ms 10 --tokens 64
+    python -m servecheck.commands.fast_server --port 8100 --ttft-ms 100 --itl-ms 10 --tokens 64
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import errno
 import heapq
@@ -496,38 +495,13 @@ class FastServer:
         heapq.heappush(self.heap, (st.first_due, next(self.seq), st))
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m servecheck.reference.fast", description=__doc__.split("\n\n")[0]
-    )
-    ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=8100, help="0 picks a free port (see --ready-file)")
-    ap.add_argument("--ttft-ms", type=float, default=100.0)
-    ap.add_argument("--itl-ms", type=float, default=10.0)
-    ap.add_argument(
-        "--tokens",
-        type=int,
-        default=64,
-        help="tokens per answer when the request sets no max_tokens",
-    )
-    ap.add_argument(
-        "--reasoning-tokens",
-        type=int,
-        default=0,
-        help="the first N tokens of every chat answer are reasoning (reasoning_content)",
-    )
-    ap.add_argument("--ready-file", type=Path, help="write the bound port here once listening")
-    args = ap.parse_args(argv)
+def run_server(host: str, port: int, timing: Timing, ready_file: Path | None = None) -> int:
+    """Serve until SIGTERM / SIGINT (``python -m servecheck.commands.fast_server`` parses the
+    command line): 0, or 2 when it cannot listen (3 for a busy port)."""
     try:
-        server = FastServer(
-            args.host,
-            args.port,
-            Timing(args.ttft_ms / 1000, args.itl_ms / 1000, args.tokens, args.reasoning_tokens),
-        )
+        server = FastServer(host, port, timing)
     except OSError as exc:
-        print(
-            f"servecheck fast server: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}"
-        )
+        print(f"servecheck fast server: cannot listen on {host}:{port}: {exc.strerror or exc}")
         return 2 if exc.errno != errno.EADDRINUSE else 3
 
     def _stop(*_: Any) -> None:
@@ -535,19 +509,15 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    if args.ready_file:
-        tmp = args.ready_file.with_suffix(".tmp")
+    if ready_file:
+        tmp = ready_file.with_suffix(".tmp")
         tmp.write_text(str(server.port))
-        os.replace(tmp, args.ready_file)
+        os.replace(tmp, ready_file)
     print(
-        f"servecheck fast server on http://{args.host}:{server.port}/v1 (TTFT {args.ttft_ms:g} ms, "
-        f"ITL {args.itl_ms:g} ms)",
+        f"servecheck fast server on http://{host}:{server.port}/v1 (TTFT {timing.ttft_s * 1000:g} ms, "
+        f"ITL {timing.itl_s * 1000:g} ms)",
         flush=True,
     )
     with contextlib.suppress(KeyboardInterrupt):
         server.serve()
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -264,3 +264,21 @@ def instance(
 
 def json_key_rng(key: str, seed: int | None) -> random.Random:
     return _rng(key, seed, 0.0, 0, False)
+
+
+@dataclass(slots=True)
+class Choice:
+    """One generated choice: its answer pieces, finish reason, logprobs, tool calls and reasoning."""
+
+    index: int
+    pieces: list[str]
+    finish_reason: str
+    logprobs: list[float]
+    tool_call: dict[str, Any] | None = None  # {"id", "name", "arguments"}
+    extra_calls: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # parallel calls after the first
+    reasoning: list[str] = field(default_factory=list)  # reasoning pieces, before the answer
+
+    def calls(self) -> list[dict[str, Any]]:
+        return [] if self.tool_call is None else [self.tool_call, *self.extra_calls]

@@ -1,182 +1,234 @@
-"""The reference server's options, shared by ``servecheck reference-server`` and everything
-that starts the embedded server with ``--reference-arg`` values (validated here before the
-server starts, so a bad value is a usage error, not a traceback from the child)."""
+"""The reference server's options as typed values (:class:`ReferenceOptions`) and their
+validation (:func:`validate`), shared by ``servecheck reference-server`` and by every command
+that starts the embedded server with ``--reference-arg`` values (validated before the server
+starts, so a bad value is a usage error naming it, not a traceback from the child).
+
+The command line itself is parsed in ``servecheck/commands/reference_server.py``: the library
+never imports argparse.
+"""
 
 from __future__ import annotations
 
-import argparse
-import os
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
 
 from servecheck.errors import UsageError, did_you_mean
+from servecheck.reference.http import ServerConfig
+
+MAX_PORT = 65535
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True, slots=True)
+class ReferenceOptions:
+    """Everything ``servecheck reference-server`` takes; the defaults are its defaults."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    models: tuple[str, ...] = ()
+    max_model_len: int = 512
+    default_max_tokens: int = 16
+    ttft_ms: float = 0.0
+    itl_ms: float = 0.0
+    api_key: str | None = None
+    loading_s: float = 0.0
+    kv_blocks: int = 256
+    max_num_seqs: int = 512
+    max_inflight: int = 0
+    reasoning: str | None = None
+    faults: tuple[str, ...] = ()
+    quirks: tuple[str, ...] = ()
+    list_faults: bool = False
+    ready_file: str | None = None
+    prefix_cache_blocks: int = 0
+    prefix_cache_counted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One option of ``servecheck reference-server``, as data: the command layer turns the
+    table into argparse options (``commands/options.add_option_table``), so ``--help`` and
+    ``--reference-arg`` read the same table."""
+
+    flag: str
+    help: str
+    kind: str = "str"  # str | int | float | append | flag
+    default: Any = None
+    metavar: str | None = None
+    dest: str | None = None
+    env: str | None = None  # the variable that overrides the default
+
+
+def _quirk_help() -> str:
     from servecheck.reference.faults import QUIRKS
 
-    env = os.environ.get
-    parser.add_argument(
+    return "switch on a legal variation a client must accept (repeatable): " + ", ".join(QUIRKS)
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
         "--host",
-        default=env("SERVECHECK_REF_HOST", "127.0.0.1"),
-        help="bind address (default: %(default)s)",
-    )
-    parser.add_argument(
+        "bind address (default: %(default)s)",
+        default="127.0.0.1",
+        env="SERVECHECK_REF_HOST",
+    ),
+    Option(
         "--port",
-        type=int,
-        default=int(env("SERVECHECK_REF_PORT", "8000")),
-        metavar="P",
-        help="port; 0 picks a free one (default: %(default)s, env SERVECHECK_REF_PORT)",
-    )
-    parser.add_argument(
+        "port; 0 picks a free one (default: %(default)s, env SERVECHECK_REF_PORT)",
+        "int",
+        8000,
+        "P",
+        env="SERVECHECK_REF_PORT",
+    ),
+    Option(
         "--model",
-        action="append",
-        dest="models",
-        metavar="NAME",
-        help="served model name, repeatable (default: ref-tiny)",
-    )
-    parser.add_argument(
-        "--max-model-len",
-        type=int,
-        default=512,
-        metavar="N",
-        help="context limit in tokens (default: %(default)s)",
-    )
-    parser.add_argument(
+        "served model name, repeatable (default: ref-tiny)",
+        "append",
+        None,
+        "NAME",
+        "models",
+    ),
+    Option("--max-model-len", "context limit in tokens (default: %(default)s)", "int", 512, "N"),
+    Option(
         "--default-max-tokens",
-        type=int,
-        default=16,
-        metavar="N",
-        help="output length when max_tokens is absent (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--ttft-ms",
-        type=float,
-        default=0.0,
-        metavar="MS",
-        help="delay before the first token (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--itl-ms",
-        type=float,
-        default=0.0,
-        metavar="MS",
-        help="delay between tokens (default: %(default)s)",
-    )
-    parser.add_argument(
+        "output length when max_tokens is absent (default: %(default)s)",
+        "int",
+        16,
+        "N",
+    ),
+    Option("--ttft-ms", "delay before the first token (default: %(default)s)", "float", 0.0, "MS"),
+    Option("--itl-ms", "delay between tokens (default: %(default)s)", "float", 0.0, "MS"),
+    Option(
         "--api-key",
-        default=env("SERVECHECK_REF_API_KEY"),
+        "require this key (env SERVECHECK_REF_API_KEY)",
         metavar="KEY",
-        help="require this key (env SERVECHECK_REF_API_KEY)",
-    )
-    parser.add_argument(
-        "--loading-s",
-        type=float,
-        default=0.0,
-        metavar="S",
-        help="answer 503 'loading' for the first S seconds",
-    )
-    parser.add_argument(
-        "--kv-blocks",
-        type=int,
-        default=256,
-        metavar="N",
-        help="KV-cache blocks of 16 tokens (default: %(default)s)",
-    )
-    parser.add_argument(
+        env="SERVECHECK_REF_API_KEY",
+    ),
+    Option("--loading-s", "answer 503 'loading' for the first S seconds", "float", 0.0, "S"),
+    Option("--kv-blocks", "KV-cache blocks of 16 tokens (default: %(default)s)", "int", 256, "N"),
+    Option(
         "--max-num-seqs",
-        type=int,
-        default=512,
-        metavar="N",
-        help="requests running at once; more wait (default: %(default)s)",
-    )
-    parser.add_argument(
+        "requests running at once; more wait (default: %(default)s)",
+        "int",
+        512,
+        "N",
+    ),
+    Option(
         "--max-inflight",
-        type=int,
-        default=0,
-        metavar="N",
-        help="shed generation requests above N in flight with 429 + Retry-After (default: 0, never)",
-    )
-    parser.add_argument(
+        "shed generation requests above N in flight with 429 + Retry-After (default: 0, never)",
+        "int",
+        0,
+        "N",
+    ),
+    Option(
         "--reasoning",
-        metavar="SPEC",
-        help="serve a reasoning model: tokens=N,field=reasoning_content|reasoning,markers=OPEN|CLOSE"
+        "serve a reasoning model: tokens=N,field=reasoning_content|reasoning,markers=OPEN|CLOSE"
         " (each part optional; '' for the defaults: 12 tokens, reasoning_content, <think>|</think>)",
-    )
-    parser.add_argument(
-        "--fault",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="switch on a defect (repeatable); see --list-faults",
-    )
-    parser.add_argument(
-        "--quirk",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="switch on a legal variation a client must accept (repeatable): " + ", ".join(QUIRKS),
-    )
-    parser.add_argument(
-        "--list-faults", action="store_true", help="list the fault catalogue and exit"
-    )
-    parser.add_argument(
-        "--ready-file", metavar="PATH", help="write the bound port here once listening"
-    )
-    parser.add_argument(
+        metavar="SPEC",
+    ),
+    Option("--fault", "switch on a defect (repeatable); see --list-faults", "append", (), "NAME"),
+    Option("--quirk", _quirk_help(), "append", (), "NAME"),
+    Option("--list-faults", "list the fault catalogue and exit", "flag"),
+    Option("--ready-file", "write the bound port here once listening", metavar="PATH"),
+    Option(
         "--prefix-cache-blocks",
-        type=int,
-        default=0,
-        metavar="N",
-        help="a prefix cache of N blocks: cached_tokens in usage, prefix-cache metrics (default: off)",
-    )
-    parser.add_argument(
+        "a prefix cache of N blocks: cached_tokens in usage, prefix-cache metrics (default: off)",
+        "int",
+        0,
+        "N",
+    ),
+    Option(
         "--prefix-cache-counted",
-        action="store_true",
-        help="idle cached prefix blocks count as KV usage (a soak sees a retained-cache plateau)",
-    )
+        "idle cached prefix blocks count as KV usage (a soak sees a retained-cache plateau)",
+        "flag",
+    ),
+)
 
 
-def check_names(args: argparse.Namespace) -> None:
-    """Raise :class:`UsageError` for an unknown ``--fault`` or ``--quirk``, with a did-you-mean."""
+def from_values(values: Mapping[str, Any]) -> ReferenceOptions:
+    """Options from the values the table's options were read into (keyed by their dest)."""
+    known = {f.name for f in fields(ReferenceOptions)}
+    kw = {k: v for k, v in values.items() if k in known and v is not None}
+    kw["models"] = tuple(values.get("models") or ())
+    kw["faults"] = tuple(values.get("fault") or ())
+    kw["quirks"] = tuple(values.get("quirk") or ())
+    return ReferenceOptions(**kw)
+
+
+# option -> (attribute, the least value it takes)
+_LOWER_BOUNDS: dict[str, tuple[str, float]] = {
+    "--max-model-len": ("max_model_len", 1),
+    "--default-max-tokens": ("default_max_tokens", 1),
+    "--ttft-ms": ("ttft_ms", 0),
+    "--itl-ms": ("itl_ms", 0),
+    "--loading-s": ("loading_s", 0),
+    "--kv-blocks": ("kv_blocks", 1),
+    "--max-num-seqs": ("max_num_seqs", 1),
+    "--max-inflight": ("max_inflight", 0),
+    "--prefix-cache-blocks": ("prefix_cache_blocks", 0),
+}
+
+
+def validate(opts: ReferenceOptions) -> None:
+    """Raise :class:`UsageError` naming the option for a value the server cannot run with: a
+    port outside 0-65535, a negative or zero size, an unknown ``--fault`` or ``--quirk`` (with a
+    did-you-mean), a bad ``--reasoning`` spec."""
     from servecheck.reference.faults import FAULTS, QUIRKS
 
-    for name in args.fault:
+    if not 0 <= opts.port <= MAX_PORT:
+        raise UsageError(f"--port: {opts.port} is not a port (0-{MAX_PORT}; 0 picks a free one)")
+    for flag, (attr, least) in _LOWER_BOUNDS.items():
+        value = getattr(opts, attr)
+        if value < least:
+            raise UsageError(f"{flag}: {value:g} is too small (at least {least:g})")
+    for name in opts.faults:
         if name not in FAULTS:
             raise UsageError(
                 f"--fault: unknown fault {name!r}{did_you_mean(name, FAULTS)}; see --list-faults"
             )
-    for name in args.quirk:
+    for name in opts.quirks:
         if name not in QUIRKS:
             raise UsageError(
                 f"--quirk: unknown quirk {name!r}{did_you_mean(name, QUIRKS)}; choices: {', '.join(QUIRKS)}"
             )
-    if getattr(args, "reasoning", None) is not None:
+    if opts.reasoning is not None:
         from servecheck.reference.reasoning import parse_spec
 
         try:
-            parse_spec(args.reasoning)
+            parse_spec(opts.reasoning)
         except ValueError as exc:
             raise UsageError(f"--reasoning: {exc}") from None
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"--reference-arg: {message}")
+def to_config(opts: ReferenceOptions) -> ServerConfig:
+    """The server config of validated options."""
+    from servecheck.reference.reasoning import parse_spec
+
+    return ServerConfig(
+        models=list(opts.models) or ["ref-tiny"],
+        max_model_len=opts.max_model_len,
+        default_max_tokens=opts.default_max_tokens,
+        ttft_ms=opts.ttft_ms,
+        itl_ms=opts.itl_ms,
+        api_key=opts.api_key,
+        faults=frozenset(opts.faults),
+        quirks=frozenset(opts.quirks),
+        loading_s=opts.loading_s,
+        kv_blocks=opts.kv_blocks,
+        max_num_seqs=opts.max_num_seqs,
+        max_inflight=opts.max_inflight,
+        reasoning=None if opts.reasoning is None else parse_spec(opts.reasoning),
+        prefix_cache_blocks=opts.prefix_cache_blocks,
+        prefix_cache_counted=opts.prefix_cache_counted,
+    )
 
 
-def validate_reference_args(extra_args: Sequence[str]) -> None:
-    """Parse ``--reference-arg`` values as the embedded server will, before it starts: a bad
-    value is a usage error naming it (rc 2), not a traceback from the child process."""
-    if not extra_args:
-        return
-    parser = _Parser(prog="servecheck reference-server", add_help=False, exit_on_error=False)
-    add_arguments(parser)
-    try:
-        args = parser.parse_args(list(extra_args))
-    except argparse.ArgumentError as exc:
-        raise UsageError(f"--reference-arg: {exc}") from None
-    check_names(args)
-
-
-__all__ = ["add_arguments", "check_names", "validate_reference_args"]
+__all__ = [
+    "MAX_PORT",
+    "OPTIONS",
+    "Option",
+    "ReferenceOptions",
+    "from_values",
+    "to_config",
+    "validate",
+]

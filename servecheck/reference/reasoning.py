@@ -13,7 +13,7 @@ delta after the answer began, a cut in the reasoning reported as ``stop``, reaso
 reported as 0, JSON or a tool call only valid once the reasoning is stripped, thinking-off
 ignored. Any ``reasoning-*`` fault turns the mode on with its defaults.
 
-Imported by server.py only; it imports nothing from ``client/`` or ``checks/``.
+Imported by server.py and http.py; it imports nothing from ``client/`` or ``checks/``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from servecheck.reference import model
 
 if TYPE_CHECKING:
-    from servecheck.reference.server import Choice
+    from servecheck.reference.model import Choice
 
 FIELDS = ("reasoning_content", "reasoning")
 

@@ -18,6 +18,7 @@ import asyncio
 import json
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,17 +26,17 @@ import jsonschema
 from aiohttp import web
 
 from servecheck.reference import model
-from servecheck.reference.server import (
+from servecheck.reference.http import (
     STATE,
     ApiError,
     State,
-    _apply_quirks,
-    _check_ready,
-    _error_response,
-    _expect,
-    _is_int,
-    _read_json,
-    _validate_common,
+    apply_quirks,
+    check_ready,
+    error_response,
+    expect,
+    is_int,
+    read_json,
+    validate_common,
 )
 
 INPUT_ROLES = {"user", "system", "developer", "assistant"}
@@ -62,9 +63,9 @@ def _input_items(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any
     """``input`` as chat-style messages (and the call ids a function_call_output may answer)."""
     raw = body.get("input")
     if isinstance(raw, str):
-        _expect(raw != "", "'input' must not be empty", "input")
+        expect(raw != "", "'input' must not be empty", "input")
         return [{"role": "user", "content": raw}], []
-    _expect(
+    expect(
         isinstance(raw, list) and bool(raw),
         "'input' is required: a string or a non-empty list of input items",
         "input",
@@ -73,11 +74,11 @@ def _input_items(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any
     messages: list[dict[str, Any]] = []
     calls: list[str] = []
     for i, item in enumerate(raw):
-        _expect(isinstance(item, dict), f"input[{i}] must be an object", f"input[{i}]")
+        expect(isinstance(item, dict), f"input[{i}] must be an object", f"input[{i}]")
         kind = item.get("type", "message")
         if kind == "message":
             role = item.get("role")
-            _expect(
+            expect(
                 role in INPUT_ROLES,
                 f"input[{i}].role must be one of {sorted(INPUT_ROLES)}, got {role!r}",
                 f"input[{i}].role",
@@ -92,7 +93,7 @@ def _input_items(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any
                     for p in content
                 )
             )
-            _expect(
+            expect(
                 ok,
                 f"input[{i}].content must be a string or a list of input_text parts",
                 f"input[{i}].content",
@@ -100,7 +101,7 @@ def _input_items(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any
             messages.append({"role": role, "content": model.content_text(content)})
         elif kind == "function_call":
             for key in ("call_id", "name", "arguments"):
-                _expect(
+                expect(
                     isinstance(item.get(key), str),
                     f"input[{i}].{key} must be a string",
                     f"input[{i}].{key}",
@@ -110,12 +111,12 @@ def _input_items(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any
         elif kind == "function_call_output":
             if _fault(state, "responses-tool-output-rejected"):
                 raise ApiError(400, f"input[{i}]: unsupported input item type", param=f"input[{i}]")
-            _expect(
+            expect(
                 isinstance(item.get("call_id"), str) and isinstance(item.get("output"), str),
                 f"input[{i}] needs call_id and output strings",
                 f"input[{i}]",
             )
-            _expect(
+            expect(
                 item["call_id"] in calls,
                 f"input[{i}].call_id {item['call_id']!r} answers no function_call earlier in input",
                 f"input[{i}].call_id",
@@ -132,9 +133,9 @@ def _input_items(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any
 
 def _tools(body: dict[str, Any]) -> tuple[list[dict[str, Any]], Any]:
     tools = body.get("tools") or []
-    _expect(isinstance(tools, list), "tools must be a list", "tools")
+    expect(isinstance(tools, list), "tools must be a list", "tools")
     for i, tool in enumerate(tools):
-        _expect(
+        expect(
             isinstance(tool, dict)
             and tool.get("type") == "function"
             and isinstance(tool.get("name"), str),
@@ -152,23 +153,23 @@ def _tools(body: dict[str, Any]) -> tuple[list[dict[str, Any]], Any]:
     choice = body.get("tool_choice", "auto")
     names = [t["name"] for t in tools]
     if isinstance(choice, dict):
-        _expect(
+        expect(
             choice.get("type") == "function" and isinstance(choice.get("name"), str),
             "tool_choice must be none, auto, required or {type: function, name}",
             "tool_choice",
         )
-        _expect(
+        expect(
             choice["name"] in names,
             f"tool_choice names {choice['name']!r}, which is not in tools",
             "tool_choice",
         )
     else:
-        _expect(
+        expect(
             choice in ("none", "auto", "required"),
             "tool_choice must be none, auto, required or an object",
             "tool_choice",
         )
-        _expect(choice != "required" or bool(tools), "tool_choice required needs tools", "tools")
+        expect(choice != "required" or bool(tools), "tool_choice required needs tools", "tools")
     return tools, choice
 
 
@@ -176,15 +177,15 @@ def _format(body: dict[str, Any]) -> dict[str, Any]:
     text = body.get("text")
     if text is None:
         return {"type": "text"}
-    _expect(isinstance(text, dict), "text must be an object", "text")
+    expect(isinstance(text, dict), "text must be an object", "text")
     fmt = text.get("format", {"type": "text"})
-    _expect(
+    expect(
         isinstance(fmt, dict) and fmt.get("type") in ("text", "json_object", "json_schema"),
         "text.format.type must be text, json_object or json_schema",
         "text.format",
     )
     if fmt["type"] == "json_schema":
-        _expect(
+        expect(
             isinstance(fmt.get("name"), str) and isinstance(fmt.get("schema"), dict),
             "text.format json_schema needs name and schema",
             "text.format",
@@ -199,10 +200,10 @@ def _format(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _validate(state: State, body: dict[str, Any]) -> Turn:
-    _validate_common(state, body)
+    validate_common(state, body)
     messages, calls = _input_items(state, body)
     instructions = body.get("instructions")
-    _expect(
+    expect(
         instructions is None or isinstance(instructions, str),
         "instructions must be a string",
         "instructions",
@@ -210,12 +211,12 @@ def _validate(state: State, body: dict[str, Any]) -> Turn:
     if instructions and not _fault(state, "responses-instructions-dropped"):
         messages = [{"role": "system", "content": instructions}, *messages]
     mot = body.get("max_output_tokens")
-    _expect(
-        mot is None or (_is_int(mot) and mot >= 1),
+    expect(
+        mot is None or (is_int(mot) and mot >= 1),
         "max_output_tokens must be an integer >= 1",
         "max_output_tokens",
     )
-    _expect(
+    expect(
         body.get("previous_response_id") is None,
         "previous_response_id is not supported: this server stores no responses (send the "
         "whole conversation in input)",
@@ -400,9 +401,9 @@ async def handle(request: web.Request) -> web.StreamResponse:
     """POST /v1/responses."""
     state = request.app[STATE]
     try:
-        _check_ready(state)
+        check_ready(state)
         try:
-            body = await _read_json(request, state)
+            body = await read_json(request, state)
             turn = _validate(state, body)
         except ApiError as err:
             if _fault(state, "responses-error-500") and err.status == 400:
@@ -412,7 +413,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
             raise
         out = _generate(state, body, turn)
     except ApiError as err:
-        return _error_response(state, err)
+        return error_response(state, err)
     resp_id = "resp_" + secrets.token_hex(12)
     msg_id, fc_id = "msg_" + secrets.token_hex(8), "fc_" + secrets.token_hex(8)
     created = int(time.time())
@@ -430,6 +431,84 @@ async def handle(request: web.Request) -> web.StreamResponse:
         state, body, turn, resp_id, created, "completed", output, _usage(state, out), out.incomplete
     )
     return web.json_response(resp, dumps=lambda o: json.dumps(o, ensure_ascii=False))
+
+
+async def _chat_sse(
+    response: web.StreamResponse, body: dict[str, Any], out: Output, resp_id: str, created: int
+) -> web.StreamResponse:
+    """responses-chat-sse: a server that routes /responses to its chat streaming path, so chat
+    chunks and [DONE] come back."""
+    text_pieces = out.text_pieces or [out.call["arguments"] if out.call else ""]
+    for piece in text_pieces:
+        chunk = {
+            "id": "chatcmpl-" + resp_id[5:],
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": body["model"],
+            "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+        }
+        await response.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode())
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response
+
+
+async def _stream_message(
+    state: State,
+    out: Output,
+    msg_id: str,
+    item_status: str,
+    emit: Callable[..., Awaitable[None]],
+    tick: Callable[[], Awaitable[None]],
+) -> None:
+    """The events of a text answer: the item, its content part, the text deltas, the ends."""
+    pieces = list(out.text_pieces)
+    if _fault(state, "responses-stream-differs") and len(pieces) > 1:
+        pieces[1] = pieces[1].upper() + "!"
+    text = "".join(pieces)
+    await emit(
+        "response.output_item.added",
+        output_index=0,
+        item=_message_item(msg_id, "", "in_progress") | {"content": []},
+    )
+    empty_part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+    await emit(
+        "response.content_part.added",
+        item_id=msg_id,
+        output_index=0,
+        content_index=0,
+        part=empty_part,
+    )
+    for piece in pieces:
+        await tick()
+        await emit(
+            "response.output_text.delta",
+            item_id=msg_id,
+            output_index=0,
+            content_index=0,
+            delta=piece,
+            logprobs=[],
+        )
+    await emit(
+        "response.output_text.done",
+        item_id=msg_id,
+        output_index=0,
+        content_index=0,
+        text=text,
+        logprobs=[],
+    )
+    await emit(
+        "response.content_part.done",
+        item_id=msg_id,
+        output_index=0,
+        content_index=0,
+        part={**empty_part, "text": text},
+    )
+    await emit(
+        "response.output_item.done",
+        output_index=0,
+        item=_message_item(msg_id, text, item_status),
+    )
 
 
 async def _stream(
@@ -456,7 +535,7 @@ async def _stream(
         event = {"type": kind, "sequence_number": seq, **fields}
         seq += 1
         data = f"event: {kind}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
-        data = _apply_quirks(quirks, data)
+        data = apply_quirks(quirks, data)
         if "sse-split" in quirks and len(data) > 3:
             third = len(data) // 3
             for a, b in ((0, third), (third, 2 * third), (2 * third, len(data))):
@@ -470,20 +549,7 @@ async def _stream(
             await asyncio.sleep(cfg.itl_ms / 1000)
 
     if _fault(state, "responses-chat-sse"):
-        # A server that routes /responses to its chat streaming path: chat chunks and [DONE].
-        text_pieces = out.text_pieces or [out.call["arguments"] if out.call else ""]
-        for piece in text_pieces:
-            chunk = {
-                "id": "chatcmpl-" + resp_id[5:],
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": body["model"],
-                "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
-            }
-            await response.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode())
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
-        return response
+        return await _chat_sse(response, body, out, resp_id, created)
 
     await asyncio.sleep(cfg.ttft_ms / 1000)
     shell = _response(state, body, turn, resp_id, created, "in_progress", [], None)
@@ -517,53 +583,7 @@ async def _stream(
             item=_call_item(fc_id, out.call, "completed"),
         )
     else:
-        pieces = list(out.text_pieces)
-        if _fault(state, "responses-stream-differs") and len(pieces) > 1:
-            pieces[1] = pieces[1].upper() + "!"
-        text = "".join(pieces)
-        await emit(
-            "response.output_item.added",
-            output_index=0,
-            item=_message_item(msg_id, "", "in_progress") | {"content": []},
-        )
-        empty_part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
-        await emit(
-            "response.content_part.added",
-            item_id=msg_id,
-            output_index=0,
-            content_index=0,
-            part=empty_part,
-        )
-        for piece in pieces:
-            await tick()
-            await emit(
-                "response.output_text.delta",
-                item_id=msg_id,
-                output_index=0,
-                content_index=0,
-                delta=piece,
-                logprobs=[],
-            )
-        await emit(
-            "response.output_text.done",
-            item_id=msg_id,
-            output_index=0,
-            content_index=0,
-            text=text,
-            logprobs=[],
-        )
-        await emit(
-            "response.content_part.done",
-            item_id=msg_id,
-            output_index=0,
-            content_index=0,
-            part={**empty_part, "text": text},
-        )
-        await emit(
-            "response.output_item.done",
-            output_index=0,
-            item=_message_item(msg_id, text, item_status),
-        )
+        await _stream_message(state, out, msg_id, item_status, emit, tick)
     output = (
         []
         if _fault(state, "responses-completed-empty-output")

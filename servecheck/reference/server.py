@@ -19,222 +19,45 @@ import os
 import secrets
 import signal
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
 from aiohttp import web
 
-from servecheck.reference import cache_faults, model, prefix_cache, reasoning
+from servecheck.errors import UsageError
+from servecheck.reference import (
+    cache_faults,
+    embeddings,
+    model,
+    overload,
+    prefix_cache,
+    reasoning,
+    responses,
+)
 from servecheck.reference import text as reftext
 from servecheck.reference.faults import FAULTS, QUIRKS
+from servecheck.reference.http import (
+    STATE,
+    ApiError,
+    ClientGone,
+    ServerConfig,
+    State,
+    apply_quirks,
+    check_ready,
+    error_response,
+    expect,
+    read_json,
+    validate_common,
+)
+from servecheck.reference.model import Choice
+from servecheck.reference.stream_faults import StreamHooks, stream_hooks
 
 ROLES = {"system", "user", "assistant", "tool", "developer", "function"}
 _ids = itertools.count(1)
 
 
-@dataclass(slots=True)
-class ServerConfig:
-    models: list[str] = field(default_factory=lambda: ["ref-tiny"])
-    max_model_len: int = 512
-    default_max_tokens: int = 16
-    ttft_ms: float = 0.0
-    itl_ms: float = 0.0
-    api_key: str | None = None
-    faults: frozenset[str] = frozenset()
-    quirks: frozenset[str] = frozenset()
-    loading_s: float = 0.0
-    kv_blocks: int = 256
-    block_size: int = 16
-    max_num_seqs: int = 512
-    max_inflight: int = 0  # > 0: shed generation requests above it with 429 (reference/overload.py)
-    context_policy: str = (
-        "reject"  # reject | truncate (over-long prompts cut to fit, with a warning field)
-    )
-    prefix_cache_blocks: int = 0  # > 0: a prefix cache of this many blocks (prefix_cache.py)
-    prefix_cache_counted: bool = False  # idle cached blocks count as KV usage (prefix_cache.py)
-    reasoning: reasoning.ReasoningMode | None = None  # a reasoning model (reference/reasoning.py)
-
-
-class ClientGone(Exception):
-    """A streaming client disconnected; carries the prepared response so the handler can end quietly."""
-
-    def __init__(self, response: web.StreamResponse) -> None:
-        super().__init__("client disconnected")
-        self.response = response
-
-
-class ApiError(Exception):
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        type_: str = "invalid_request_error",
-        param: str | None = None,
-        code: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status, self.message, self.type, self.param, self.code = (
-            status,
-            message,
-            type_,
-            param,
-            code,
-        )
-
-
-@dataclass(slots=True)
-class State:
-    config: ServerConfig
-    started: float = field(default_factory=time.monotonic)
-    created_at: int = field(default_factory=lambda: int(time.time()))
-    running: int = 0
-    waiting: int = 0
-    kv_used_blocks: int = 0
-    kv_leaked_blocks: int = 0
-    preemptions: int = 0
-    success: int = 0
-    prompt_tokens: int = 0
-    generation_tokens: int = 0
-    request_count: int = 0
-    seeded_running: int = 0
-    step_tokens: int = (
-        0  # prompt tokens waiting for the next scheduler step (crash-concurrent-seed)
-    )
-    step_seeded: int = 0
-    dead: bool = False
-    sem: asyncio.Semaphore | None = None
-    pcache: Any = None  # prefix_cache.PrefixCache, made on first use when configured
-
-    @property
-    def faults(self) -> frozenset[str]:
-        return self.config.faults
-
-    @property
-    def reasoning(self) -> reasoning.ReasoningMode | None:
-        return reasoning.mode_for(self.config.reasoning, self.config.faults)
-
-
-STATE = web.AppKey("state", State)
-
-
-def _error_body(err: ApiError) -> dict[str, Any]:
-    return {
-        "error": {"message": err.message, "type": err.type, "param": err.param, "code": err.code}
-    }
-
-
-def _error_response(state: State, err: ApiError) -> web.Response:
-    if (
-        "err-plain-text" in state.faults
-        and 400 <= err.status < 500
-        and err.status not in (401, 403)
-    ):
-        return web.Response(status=err.status, text=err.message, content_type="text/plain")
-    return web.json_response(_error_body(err), status=err.status)
-
-
 # ---------------------------------------------------------------------------------------------
 # Request validation
-
-
-def _expect(cond: bool, message: str, param: str | None = None) -> None:
-    if not cond:
-        raise ApiError(400, message, param=param)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _validate_common(state: State, body: dict[str, Any]) -> None:
-    typed_500 = "err-wrong-type-500" in state.faults
-    model_name = body.get("model")
-    if typed_500 and model_name is not None and not isinstance(model_name, str):
-        raise ApiError(500, "internal error: 'int' object has no attribute 'lower'", "server_error")
-    _expect(
-        isinstance(model_name, str) and model_name != "",
-        "'model' is required and must be a string",
-        "model",
-    )
-    if model_name not in state.config.models and "unknown-model-accepted" not in state.faults:
-        raise ApiError(
-            404,
-            f"The model `{model_name}` does not exist. Served models: {', '.join(state.config.models)}",
-            "NotFoundError",
-            "model",
-            "model_not_found",
-        )
-    mt = body.get("max_completion_tokens", body.get("max_tokens"))
-    if mt is not None:
-        if typed_500 and not _is_int(mt):
-            raise ApiError(500, "internal error: comparison of str and int", "server_error")
-        _expect(_is_int(mt), "max_tokens must be an integer", "max_tokens")
-        if mt < 1 and "err-negative-max-tokens-200" not in state.faults:
-            raise ApiError(400, f"max_tokens must be at least 1, got {mt}", param="max_tokens")
-    temp = body.get("temperature")
-    if temp is not None:
-        if typed_500 and not _is_num(temp):
-            raise ApiError(
-                500,
-                "internal error: float() argument must be a string or a real number",
-                "server_error",
-            )
-        _expect(_is_num(temp), "temperature must be a number", "temperature")
-        if not 0 <= temp <= 2:
-            if "err-temperature-500" in state.faults:
-                raise ApiError(
-                    500, "internal error: probability tensor contains inf or nan", "server_error"
-                )
-            raise ApiError(
-                400, f"temperature must be between 0 and 2, got {temp}", param="temperature"
-            )
-    top_p = body.get("top_p")
-    if top_p is not None:
-        _expect(_is_num(top_p) and 0 < top_p <= 1, "top_p must be a number in (0, 1]", "top_p")
-    n = body.get("n", 1)
-    _expect(_is_int(n) and 1 <= n <= 16, "n must be an integer between 1 and 16", "n")
-    seed = body.get("seed")
-    _expect(seed is None or _is_int(seed), "seed must be an integer", "seed")
-    stream = body.get("stream", False)
-    _expect(isinstance(stream, bool) or stream is None, "stream must be a boolean", "stream")
-    stop = body.get("stop")
-    _expect(
-        stop is None
-        or isinstance(stop, str)
-        or (isinstance(stop, list) and len(stop) <= 4 and all(isinstance(s, str) for s in stop)),
-        "stop must be a string or a list of at most 4 strings",
-        "stop",
-    )
-    if "fuzz-500" in state.faults and isinstance(stop, list) and "" in stop:
-        # A stop matcher that splits the output on each stop string: str.split("") raises.
-        raise ApiError(500, "internal error: ValueError: empty separator", "server_error")
-    opts = body.get("stream_options")
-    _expect(
-        opts is None or isinstance(opts, dict), "stream_options must be an object", "stream_options"
-    )
-    for key in ("presence_penalty", "frequency_penalty"):
-        v = body.get(key)
-        _expect(
-            v is None or (_is_num(v) and -2 <= v <= 2),
-            f"{key} must be a number between -2 and 2",
-            key,
-        )
-    lp = body.get("logprobs")
-    if "messages" in body:
-        _expect(lp is None or isinstance(lp, bool), "logprobs must be a boolean", "logprobs")
-    tlp = body.get("top_logprobs")
-    _expect(
-        tlp is None or (_is_int(tlp) and 0 <= tlp <= 20),
-        "top_logprobs must be an integer between 0 and 20",
-        "top_logprobs",
-    )
-    user = body.get("user")
-    _expect(user is None or isinstance(user, str), "user must be a string", "user")
 
 
 def _validate_messages(state: State, body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -245,14 +68,14 @@ def _validate_messages(state: State, body: dict[str, Any]) -> list[dict[str, Any
         and not isinstance(messages, list)
     ):
         raise ApiError(500, "internal error: string indices must be integers", "server_error")
-    _expect(isinstance(messages, list), "'messages' is required and must be a list", "messages")
+    expect(isinstance(messages, list), "'messages' is required and must be a list", "messages")
     assert isinstance(messages, list)
     if not messages and "err-empty-messages-200" not in state.faults:
         raise ApiError(400, "'messages' must contain at least one message", param="messages")
     for i, m in enumerate(messages):
-        _expect(isinstance(m, dict), f"messages[{i}] must be an object", f"messages[{i}]")
+        expect(isinstance(m, dict), f"messages[{i}] must be an object", f"messages[{i}]")
         role = m.get("role")
-        _expect(
+        expect(
             isinstance(role, str) and role in ROLES,
             f"messages[{i}].role must be one of {sorted(ROLES)}, got {role!r}",
             f"messages[{i}].role",
@@ -262,7 +85,7 @@ def _validate_messages(state: State, body: dict[str, Any]) -> list[dict[str, Any
             isinstance(content, list) and all(isinstance(p, dict) for p in content)
         )
         ok = ok or (content is None and role == "assistant" and bool(m.get("tool_calls")))
-        _expect(
+        expect(
             ok,
             f"messages[{i}].content must be a string or a list of content parts",
             f"messages[{i}].content",
@@ -270,7 +93,7 @@ def _validate_messages(state: State, body: dict[str, Any]) -> list[dict[str, Any
         if role == "tool":
             if "tools-result-rejected" in state.faults:
                 raise ApiError(400, "tool messages are not supported", param=f"messages[{i}]")
-            _expect(
+            expect(
                 isinstance(m.get("tool_call_id"), str),
                 f"messages[{i}].tool_call_id is required for tool messages",
                 f"messages[{i}].tool_call_id",
@@ -282,12 +105,12 @@ def _validate_tools(state: State, body: dict[str, Any]) -> tuple[list[dict[str, 
     tools = body.get("tools")
     choice = body.get("tool_choice")
     if tools is None:
-        _expect(choice in (None, "none", "auto"), "tool_choice requires tools", "tool_choice")
+        expect(choice in (None, "none", "auto"), "tool_choice requires tools", "tool_choice")
         return [], None
-    _expect(isinstance(tools, list), "tools must be a list", "tools")
+    expect(isinstance(tools, list), "tools must be a list", "tools")
     for i, tool in enumerate(tools):
         fn = tool.get("function") if isinstance(tool, dict) else None
-        _expect(
+        expect(
             isinstance(tool, dict)
             and tool.get("type") == "function"
             and isinstance(fn, dict)
@@ -308,7 +131,7 @@ def _validate_tools(state: State, body: dict[str, Any]) -> tuple[list[dict[str, 
     names = [t["function"]["name"] for t in tools]
     if isinstance(choice, dict):
         fn = choice.get("function")
-        _expect(
+        expect(
             choice.get("type") == "function"
             and isinstance(fn, dict)
             and isinstance(fn.get("name"), str),
@@ -323,7 +146,7 @@ def _validate_tools(state: State, body: dict[str, Any]) -> tuple[list[dict[str, 
                 param="tool_choice",
             )
     else:
-        _expect(
+        expect(
             choice in (None, "none", "auto", "required"),
             "tool_choice must be none, auto, required or an object",
             "tool_choice",
@@ -335,9 +158,9 @@ def _response_format(state: State, body: dict[str, Any]) -> tuple[str, dict[str,
     rf = body.get("response_format")
     if rf is None:
         return "text", None
-    _expect(isinstance(rf, dict), "response_format must be an object", "response_format")
+    expect(isinstance(rf, dict), "response_format must be an object", "response_format")
     kind = rf.get("type")
-    _expect(
+    expect(
         kind in ("text", "json_object", "json_schema"),
         "response_format.type must be text, json_object or json_schema",
         "response_format",
@@ -345,7 +168,7 @@ def _response_format(state: State, body: dict[str, Any]) -> tuple[str, dict[str,
     if kind != "json_schema":
         return kind, None
     spec = rf.get("json_schema")
-    _expect(
+    expect(
         isinstance(spec, dict) and isinstance(spec.get("schema", {}), dict),
         "response_format.json_schema must be {name, schema}",
         "response_format",
@@ -369,22 +192,6 @@ def _response_format(state: State, body: dict[str, Any]) -> tuple[str, dict[str,
 
 # ---------------------------------------------------------------------------------------------
 # Producing output
-
-
-@dataclass(slots=True)
-class Choice:
-    index: int
-    pieces: list[str]
-    finish_reason: str
-    logprobs: list[float]
-    tool_call: dict[str, Any] | None = None  # {"id", "name", "arguments"}
-    extra_calls: list[dict[str, Any]] = field(
-        default_factory=list
-    )  # parallel calls after the first
-    reasoning: list[str] = field(default_factory=list)  # reasoning pieces, before the answer
-
-    def calls(self) -> list[dict[str, Any]]:
-        return [] if self.tool_call is None else [self.tool_call, *self.extra_calls]
 
 
 def _prompt_key(body: dict[str, Any]) -> str:
@@ -654,39 +461,6 @@ class _Slot:
 # Handlers
 
 
-async def _read_json(request: web.Request, state: State) -> dict[str, Any]:
-    raw = await request.read()
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        if "err-malformed-500" in state.faults:
-            raise ApiError(500, "internal error: Expecting value", "server_error") from None
-        raise ApiError(400, "the request body is not valid JSON") from None
-    if not isinstance(body, dict):
-        if "err-wrong-type-500" in state.faults:
-            raise ApiError(
-                500, "internal error: 'list' object has no attribute 'get'", "server_error"
-            )
-        raise ApiError(400, "the request body must be a JSON object")
-    return body
-
-
-def _check_ready(state: State) -> None:
-    if state.dead:
-        raise ApiError(
-            500,
-            "EngineDeadError: the engine core died (RuntimeError: CPU Generator does not use offset)",
-            "server_error",
-        )
-    if (
-        "health-loading-forever" in state.faults
-        or time.monotonic() - state.started < state.config.loading_s
-    ):
-        raise ApiError(503, "Loading model", "unavailable_error")
-    if "health-lies" in state.faults:
-        raise ApiError(503, "no model is loaded", "unavailable_error")
-
-
 STEP_TOKEN_BUDGET = 2048  # vLLM's default max_num_batched_tokens with chunked prefill
 STEP_WINDOW_S = 0.05
 
@@ -724,12 +498,58 @@ async def completions(request: web.Request) -> web.StreamResponse:
     return await _generate(request, chat=False)
 
 
+def _fit_context(
+    state: State, body: dict[str, Any], chat: bool, prompt_tokens: int
+) -> tuple[int, int, int, int | None, int, int]:
+    """Fit a request into the context: (prompt tokens after any cut, the limit, the prompt size
+    before a cut or 0, the max_tokens asked for, the room left, the max_tokens served)."""
+    cfg = state.config
+    limit = cfg.max_model_len
+    if "ctx-limit-lower" in state.faults:
+        limit = limit * 3 // 4  # /v1/models and /tokenize still advertise max_model_len
+    truncated_from = (
+        0  # with context_policy "truncate": the prompt size before the cut, reported as a warning
+    )
+    if prompt_tokens > limit:
+        if "ctx-500" in state.faults:
+            raise ApiError(500, "internal error: index out of range in self", "server_error")
+        if "ctx-silent-truncate" not in state.faults and cfg.context_policy != "truncate":
+            raise ApiError(
+                400,
+                f"This model's maximum context length is {limit} tokens. However, your prompt contains at least {prompt_tokens} input tokens.",
+                param="messages" if chat else "prompt",
+                code="context_length_exceeded",
+            )
+        if "ctx-silent-truncate" not in state.faults:
+            truncated_from = prompt_tokens
+        # Cut the prompt so the answer fits, as truncating engines do (Xinference keeps the tail):
+        # nothing in finish_reason then hints at the cut, only usage and the warning can.
+        wanted = body.get("max_completion_tokens", body.get("max_tokens")) or cfg.default_max_tokens
+        prompt_tokens = limit - min(wanted, limit // 2)
+    requested = body.get("max_completion_tokens", body.get("max_tokens"))
+    if requested is not None and requested > limit:
+        if "ctx-max-tokens-500" in state.faults:
+            raise ApiError(500, "internal error: negative dimension", "server_error")
+        raise ApiError(
+            400,
+            f"max_tokens={requested} cannot be greater than max_model_len={limit}",
+            param="max_tokens",
+        )
+    room = limit - prompt_tokens
+    max_tokens = min(requested if requested is not None else cfg.default_max_tokens, max(room, 0))
+    if "ctx-max-tokens-overrun" in state.faults and requested is not None:
+        max_tokens = requested
+    if max_tokens < 1:
+        max_tokens = 1
+    return prompt_tokens, limit, truncated_from, requested, room, max_tokens
+
+
 async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     state = request.app[STATE]
     try:
-        _check_ready(state)
-        body = await _read_json(request, state)
-        _validate_common(state, body)
+        check_ready(state)
+        body = await read_json(request, state)
+        validate_common(state, body)
         if chat:
             messages = _validate_messages(state, body)
             tools, tool_choice = _validate_tools(state, body)
@@ -738,7 +558,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             prompt_tokens += 1 if "prompt-tokens-double-bos" in state.faults else 0
         else:
             prompt = body.get("prompt")
-            _expect(
+            expect(
                 isinstance(prompt, str)
                 or (isinstance(prompt, list) and all(isinstance(p, str) for p in prompt)),
                 "prompt must be a string or a list of strings",
@@ -749,46 +569,9 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
                 prompt if isinstance(prompt, str) else " ".join(str(p) for p in prompt or [])
             )
             prompt_tokens = len(model.tokenize(prompt_text)) + 1
-        cfg = state.config
-        limit = cfg.max_model_len
-        if "ctx-limit-lower" in state.faults:
-            limit = limit * 3 // 4  # /v1/models and /tokenize still advertise max_model_len
-        truncated_from = 0  # with context_policy "truncate": the prompt size before the cut, reported as a warning
-        if prompt_tokens > limit:
-            if "ctx-500" in state.faults:
-                raise ApiError(500, "internal error: index out of range in self", "server_error")
-            if "ctx-silent-truncate" not in state.faults and cfg.context_policy != "truncate":
-                raise ApiError(
-                    400,
-                    f"This model's maximum context length is {limit} tokens. However, your prompt contains at least {prompt_tokens} input tokens.",
-                    param="messages" if chat else "prompt",
-                    code="context_length_exceeded",
-                )
-            if "ctx-silent-truncate" not in state.faults:
-                truncated_from = prompt_tokens
-            # Cut the prompt so the answer fits, as truncating engines do (Xinference keeps the tail):
-            # nothing in finish_reason then hints at the cut, only usage and the warning can.
-            wanted = (
-                body.get("max_completion_tokens", body.get("max_tokens")) or cfg.default_max_tokens
-            )
-            prompt_tokens = limit - min(wanted, limit // 2)
-        requested = body.get("max_completion_tokens", body.get("max_tokens"))
-        if requested is not None and requested > limit:
-            if "ctx-max-tokens-500" in state.faults:
-                raise ApiError(500, "internal error: negative dimension", "server_error")
-            raise ApiError(
-                400,
-                f"max_tokens={requested} cannot be greater than max_model_len={limit}",
-                param="max_tokens",
-            )
-        room = limit - prompt_tokens
-        max_tokens = min(
-            requested if requested is not None else cfg.default_max_tokens, max(room, 0)
+        prompt_tokens, limit, truncated_from, requested, room, max_tokens = _fit_context(
+            state, body, chat, prompt_tokens
         )
-        if "ctx-max-tokens-overrun" in state.faults and requested is not None:
-            max_tokens = requested
-        if max_tokens < 1:
-            max_tokens = 1
         seeded = body.get("seed") is not None
         if "crash-concurrent-seed" in state.faults:
             await _schedule_step_with_seed_crash(state, prompt_tokens, seeded)
@@ -801,7 +584,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
                 if c.finish_reason == "length":
                     c.finish_reason = "stop"
     except ApiError as err:
-        return _error_response(state, err)
+        return error_response(state, err)
 
     state.request_count += 1
     assert state.sem is not None
@@ -833,7 +616,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             )
         await _sleep_generation(state, choices, request)
         if state.dead:
-            return _error_response(
+            return error_response(
                 state,
                 ApiError(500, "RuntimeError: CPU Generator does not use offset", "server_error"),
             )
@@ -974,13 +757,99 @@ def _tool_deltas(choice: Choice, faults: frozenset[str]) -> list[dict[str, Any]]
     return out
 
 
-def _utf8_mangle(piece: str) -> list[str]:
-    """Split a piece's UTF-8 bytes in two and decode each half alone (the utf8-split defect)."""
-    raw = piece.encode()
-    if len(raw) == len(piece):
-        return [piece]
-    half = len(raw) // 2
-    return [raw[:half].decode("utf-8", "replace"), raw[half:].decode("utf-8", "replace")]
+ERROR_IN_200 = b'data: {"error": {"message": "upstream model crashed", "type": "server_error", "code": 500}}\n\n'
+DEAD_EVENT = b'data: {"error": {"message": "RuntimeError: CPU Generator does not use offset", "type": "server_error", "code": 500}}\n\n'
+DONE = b"data: [DONE]\n\n"
+ROLE_DELTA = '{"role":"assistant","content":""}'
+
+
+class _Sse:
+    """One chat / completions stream: chunk framing, delta JSON, and the writes (held, split or
+    direct, as the stream's hooks and the server's quirks say)."""
+
+    def __init__(
+        self,
+        response: web.StreamResponse,
+        hooks: StreamHooks,
+        quirks: frozenset[str],
+        chat: bool,
+        model_name: str,
+    ) -> None:
+        self.response, self.hooks, self.quirks, self.chat = response, hooks, quirks, chat
+        self.model_name = model_name
+        self.created = int(time.time())
+        self.obj = hooks.chunk_object or ("chat.completion.chunk" if chat else "text_completion")
+        self.prefix = self._new_prefix()
+        self.held: list[bytes] = []
+
+    def _new_prefix(self) -> str:
+        cid = ("chatcmpl-" if self.chat else "cmpl-") + secrets.token_hex(12)
+        return _chunk_prefix(cid, self.created, self.model_name, self.obj)
+
+    def chunk(self, choice_json: str, usage: str | None = None) -> bytes:
+        if self.hooks.fresh_id_per_chunk:
+            self.prefix = self._new_prefix()
+        tail = f',"usage":{usage}' if usage else ""
+        return f"data: {self.prefix}{choice_json}]{tail}}}\n\n".encode()
+
+    def delta(
+        self, index: int, delta: str, finish: str | None = None, logprobs: str = "null"
+    ) -> str:
+        fr = "null" if finish is None else json.dumps(finish)
+        if self.chat:
+            return f'{{"index":{index},"delta":{delta},"logprobs":{logprobs},"finish_reason":{fr}}}'
+        return f'{{"index":{index},"text":{delta},"logprobs":null,"finish_reason":{fr}}}'
+
+    async def send(self, data: bytes) -> None:
+        if self.quirks:
+            data = apply_quirks(self.quirks, data)
+        if self.hooks.hold == "all":
+            self.held.append(data)
+        elif self.hooks.hold == "blocks":
+            # a proxy that forwards in 2 KiB blocks (nginx proxy_buffers); the tail at the end
+            self.held.append(data)
+            if sum(map(len, self.held)) >= 2048:
+                await self.response.write(b"".join(self.held))
+                self.held.clear()
+        elif "sse-split" in self.quirks and len(data) > 3:
+            cuts = sorted({1, len(data) // 3, (2 * len(data)) // 3 + 1})
+            for a, b in zip([0, *cuts], [*cuts, len(data)], strict=False):
+                await self.response.write(data[a:b])
+                await asyncio.sleep(0)
+        else:
+            try:
+                await self.response.write(data)
+            except ConnectionResetError as exc:  # the client went away mid-stream
+                raise ClientGone(self.response) from exc
+
+    async def close(self) -> web.StreamResponse:
+        return await _finish_stream(self.response, self.held)
+
+
+class _Schedule:
+    """Absolute schedule from arrival: token k is due at ttft + k * itl, so a busy loop does
+    not make the delays drift (the load benchmark's "truth")."""
+
+    def __init__(self, t0: float, ttft_s: float, extra_s: float, itl_ms: float) -> None:
+        self.t0, self.ttft_s, self.extra_s, self.itl_ms = t0, ttft_s, extra_s, itl_ms
+        self.step = 0
+
+    async def wait(self) -> None:
+        target = self.t0 + self.ttft_s + self.extra_s + self.step * self.itl_ms / 1000
+        self.step += 1
+        now = time.monotonic()
+        if target > now:
+            await asyncio.sleep(target - now)
+
+
+def _no_delay(request: web.Request) -> None:
+    if request.transport is not None:
+        with contextlib.suppress(OSError):
+            sock = request.transport.get_extra_info("socket")
+            if sock is not None:
+                import socket as _socket
+
+                sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
 
 
 async def _stream(
@@ -994,102 +863,59 @@ async def _stream(
     model_name: str,
     slot: _Slot,
 ) -> web.StreamResponse:
-    faults = state.faults
+    hooks = stream_hooks(state.faults)  # the stream faults, looked up once
     cfg = state.config
-    media_type = (
-        "application/json" if "stream-wrong-content-type" in faults else "text/event-stream"
-    )
     response = web.StreamResponse(
-        status=200, headers={"Content-Type": media_type, "Cache-Control": "no-cache"}
+        status=200, headers={"Content-Type": hooks.content_type, "Cache-Control": "no-cache"}
     )
     await response.prepare(request)
-    if request.transport is not None:
-        with contextlib.suppress(OSError):
-            sock = request.transport.get_extra_info("socket")
-            if sock is not None:
-                import socket as _socket
+    _no_delay(request)
+    sse = _Sse(response, hooks, cfg.quirks, chat, model_name)
+    schedule = _Schedule(
+        time.monotonic(),
+        prefix_cache.ttft_s(cfg, slot.cached, prompt_tokens),
+        _extra_delay(state),
+        cfg.itl_ms,
+    )
+    if hooks.error_in_200:
+        await sse.send(ERROR_IN_200)
+        if hooks.done:
+            await sse.send(DONE)
+        return await sse.close()
+    if chat and hooks.role_chunk:
+        await sse.send(sse.chunk(",".join(sse.delta(c.index, ROLE_DELTA) for c in choices)))
+    await _stream_tokens(state, body, choices, prompt_tokens, slot, sse, schedule)
+    if state.dead:
+        await sse.send(DEAD_EVENT)
+        return await sse.close()
+    await _stream_tail(state, body, choices, prompt_tokens, completion_tokens, slot, sse)
+    state.success += 1
+    state.prompt_tokens += prompt_tokens
+    state.generation_tokens += completion_tokens
+    return await sse.close()
 
-                sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
-    created = int(time.time())
-    cid = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12)
-    obj = "chat.completion.chunk" if chat else "text_completion"
-    if "stream-wrong-object" in faults:
-        obj = "chat.completion"
-    prefix = _chunk_prefix(cid, created, model_name, obj)
-    opts = body.get("stream_options") or {}
-    include_usage = bool(opts.get("include_usage"))
-    want_logprobs = bool(body.get("logprobs")) and "logprobs-missing" not in faults
-    buffered: list[bytes] = []
-    t0 = time.monotonic()
-    step = 0
 
-    def chunk(choice_json: str, usage: str | None = None) -> bytes:
-        nonlocal prefix
-        if "stream-id-changes" in faults:
-            prefix = _chunk_prefix(
-                ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12), created, model_name, obj
-            )
-        tail = f',"usage":{usage}' if usage else ""
-        return f"data: {prefix}{choice_json}]{tail}}}\n\n".encode()
+async def _stall(response: web.StreamResponse, hooks: StreamHooks) -> None:
+    if hooks.stall_s:
+        await asyncio.sleep(hooks.stall_s)
+    for _ in range(hooks.keepalive_pings):
+        # stuck, but the SSE layer keeps pinging: no read timeout ever fires
+        await response.write(b": ping\n\n")
+        await asyncio.sleep(0.5)
 
-    quirks = cfg.quirks
 
-    async def send(data: bytes) -> None:
-        if quirks:
-            data = _apply_quirks(quirks, data)
-        if "stream-buffered" in faults:
-            buffered.append(data)
-        elif "stream-block-buffered" in faults:
-            buffered.append(
-                data
-            )  # a proxy that forwards in 2 KiB blocks (nginx proxy_buffers); the tail at the end
-            if sum(map(len, buffered)) >= 2048:
-                await response.write(b"".join(buffered))
-                buffered.clear()
-        elif "sse-split" in quirks and len(data) > 3:
-            cuts = sorted({1, len(data) // 3, (2 * len(data)) // 3 + 1})
-            for a, b in zip([0, *cuts], [*cuts, len(data)], strict=False):
-                await response.write(data[a:b])
-                await asyncio.sleep(0)
-        else:
-            try:
-                await response.write(data)
-            except ConnectionResetError as exc:  # the client went away mid-stream
-                raise ClientGone(response) from exc
-
-    async def wait_step() -> None:
-        # Absolute schedule from arrival: token k is due at ttft + k * itl, so a busy loop does
-        # not make the delays drift (the load benchmark's "truth").
-        nonlocal step
-        target = t0 + ttft_s + _extra + step * cfg.itl_ms / 1000
-        step += 1
-        now = time.monotonic()
-        if target > now:
-            await asyncio.sleep(target - now)
-
-    _extra = _extra_delay(state)
-    ttft_s = prefix_cache.ttft_s(cfg, slot.cached, prompt_tokens)
-    if "stream-error-in-200" in faults:
-        await send(
-            b'data: {"error": {"message": "upstream model crashed", "type": "server_error", "code": 500}}\n\n'
-        )
-        if "stream-no-done" not in faults:
-            await send(b"data: [DONE]\n\n")
-        return await _finish_stream(response, buffered)
-
-    def delta_json(
-        index: int, delta: str, finish: str | None = None, logprobs: str = "null"
-    ) -> str:
-        fr = "null" if finish is None else json.dumps(finish)
-        if chat:
-            return f'{{"index":{index},"delta":{delta},"logprobs":{logprobs},"finish_reason":{fr}}}'
-        return f'{{"index":{index},"text":{delta},"logprobs":null,"finish_reason":{fr}}}'
-
-    if chat:
-        role_json = '{"role":"assistant","content":""}'
-        if "stream-no-role" not in faults:
-            await send(chunk(",".join(delta_json(c.index, role_json) for c in choices)))
-    streamed = 0
+async def _stream_tokens(
+    state: State,
+    body: dict[str, Any],
+    choices: list[Choice],
+    prompt_tokens: int,
+    slot: _Slot,
+    sse: _Sse,
+    schedule: _Schedule,
+) -> None:
+    """The token steps: each step one chunk per choice that still has something to send."""
+    faults = state.faults
+    want_logprobs = bool(body.get("logprobs")) and sse.hooks.logprobs
     tool_deltas = {c.index: _tool_deltas(c, faults) for c in choices if c.tool_call is not None}
     answer_steps = [
         len(c.pieces) if c.tool_call is None else len(tool_deltas[c.index]) for c in choices
@@ -1104,18 +930,13 @@ async def _stream(
         default=0,
     )
     stall_at = max(1, steps // 2)
+    streamed = 0
     for i in range(steps):
         if state.dead:
             break
-        if "stream-stall" in faults and i == stall_at:
-            await asyncio.sleep(3600)
-        if "stream-stall-keepalive" in faults and i == stall_at:
-            for _ in range(
-                7200
-            ):  # stuck, but the SSE layer keeps pinging: no read timeout ever fires
-                await response.write(b": ping\n\n")
-                await asyncio.sleep(0.5)
-        await wait_step()
+        if i == stall_at:
+            await _stall(sse.response, sse.hooks)
+        await schedule.wait()
         parts = []
         for c, plan in zip(choices, plans, strict=True):
             j = i  # this choice's answer step
@@ -1124,119 +945,106 @@ async def _stream(
                 if kind != "answer":
                     assert state.reasoning is not None
                     parts.append(
-                        delta_json(c.index, reasoning.stream_delta(state.reasoning, c, (kind, j)))
+                        sse.delta(c.index, reasoning.stream_delta(state.reasoning, c, (kind, j)))
                     )
                     continue
             if c.tool_call is not None:
                 if j < len(tool_deltas[c.index]):
                     frag = {"tool_calls": [tool_deltas[c.index][j]]}
-                    parts.append(delta_json(c.index, json.dumps(frag, ensure_ascii=False)))
+                    parts.append(sse.delta(c.index, json.dumps(frag, ensure_ascii=False)))
                 continue
-            if j >= len(c.pieces):
-                continue
-            piece = c.pieces[j]
-            if "stream-differs" in faults and j == 1:
-                piece = piece.upper() + "!"
-            texts = _utf8_mangle(piece) if "utf8-split" in faults else [piece]
-            for text in texts:
-                role_extra = '"role":"assistant",' if "stream-role-twice" in faults and chat else ""
-                delta = (
-                    f'{{{role_extra}"content":{json.dumps(text, ensure_ascii=False)}}}'
-                    if chat
-                    else json.dumps(text, ensure_ascii=False)
-                )
-                lp = "null"
-                if want_logprobs and chat:
-                    lp = json.dumps(
-                        {
-                            "content": [
-                                {
-                                    "token": piece,
-                                    "logprob": c.logprobs[j] if j < len(c.logprobs) else -0.5,
-                                    "bytes": list(piece.encode()),
-                                    "top_logprobs": [],
-                                }
-                            ]
-                        },
-                        ensure_ascii=False,
-                    )
-                parts.append(delta_json(c.index, delta, logprobs=lp))
+            if j < len(c.pieces):
+                parts += _piece_deltas(sse, c, j, want_logprobs)
         for p in parts:
             # one choice per chunk, as engines do
-            data = chunk(p)
-            if "stream-non-json" in faults and i == 1:
-                data = (
-                    b"data: " + repr(json.loads(data[6:])).encode() + b"\n\n"
-                )  # str(dict) instead of json.dumps
-            await send(data)
+            data = sse.chunk(p)
+            if sse.hooks.non_json_step == i:
+                # str(dict) instead of json.dumps
+                data = b"data: " + repr(json.loads(data[6:])).encode() + b"\n\n"
+            await sse.send(data)
         streamed += 1
         slot.grow(prompt_tokens + streamed)
-    if state.dead:
-        await send(
-            b'data: {"error": {"message": "RuntimeError: CPU Generator does not use offset", "type": "server_error", "code": 500}}\n\n'
+
+
+def _piece_deltas(sse: _Sse, c: Choice, j: int, want_logprobs: bool) -> list[str]:
+    """The delta(s) of a choice's answer piece ``j`` (one, or two halves under utf8-split)."""
+    chat = sse.chat
+    piece = sse.hooks.piece(j, c.pieces[j])
+    out = []
+    for text in sse.hooks.split(piece):
+        role_extra = '"role":"assistant",' if sse.hooks.role_in_deltas and chat else ""
+        delta = (
+            f'{{{role_extra}"content":{json.dumps(text, ensure_ascii=False)}}}'
+            if chat
+            else json.dumps(text, ensure_ascii=False)
         )
-        return await _finish_stream(response, buffered)
+        lp = "null"
+        if want_logprobs and chat:
+            lp = json.dumps(
+                {
+                    "content": [
+                        {
+                            "token": piece,
+                            "logprob": c.logprobs[j] if j < len(c.logprobs) else -0.5,
+                            "bytes": list(piece.encode()),
+                            "top_logprobs": [],
+                        }
+                    ]
+                },
+                ensure_ascii=False,
+            )
+        out.append(sse.delta(c.index, delta, logprobs=lp))
+    return out
+
+
+async def _stream_tail(
+    state: State,
+    body: dict[str, Any],
+    choices: list[Choice],
+    prompt_tokens: int,
+    completion_tokens: int,
+    slot: _Slot,
+    sse: _Sse,
+) -> None:
+    """Finish reasons, the usage chunk and [DONE]."""
+    hooks, faults, chat = sse.hooks, state.faults, sse.chat
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     for c in choices:
         empty = "{}" if chat else '""'
         repeated = (
             json.dumps(
                 _usage(prompt_tokens, completion_tokens, faults, _reasoning_tokens(state, choices))
             )
-            if include_usage and "stream-usage-repeated" in faults
+            if include_usage and hooks.usage_in_finish
             else None
         )
-        reason = (
-            "stop"
-            if "stream-length-as-stop" in faults and c.finish_reason == "length"
-            else c.finish_reason
-        )
-        await send(
-            chunk(
-                delta_json(
-                    c.index, "null" if "sdk-stream-null-delta" in faults and chat else empty, reason
-                ),
-                repeated,
+        reason = "stop" if hooks.length_as_stop and c.finish_reason == "length" else c.finish_reason
+        last = "null" if hooks.null_final_delta and chat else empty
+        await sse.send(sse.chunk(sse.delta(c.index, last, reason), repeated))
+        if hooks.finish_twice:
+            await sse.send(sse.chunk(sse.delta(c.index, empty, c.finish_reason)))
+        if hooks.content_after_finish:
+            await sse.send(
+                sse.chunk(sse.delta(c.index, '{"content":" extra"}' if chat else '" extra"'))
             )
-        )
-        if "stream-finish-twice" in faults:
-            await send(chunk(delta_json(c.index, empty, c.finish_reason)))
-        if "stream-content-after-finish" in faults:
-            await send(chunk(delta_json(c.index, '{"content":" extra"}' if chat else '" extra"')))
     if include_usage:
-        usage_tokens = completion_tokens + (3 if "stream-usage-wrong" in faults else 0)
+        usage_tokens = completion_tokens + hooks.usage_extra_tokens
         usage = json.dumps(
             prefix_cache.annotate(
                 _usage(prompt_tokens, usage_tokens, faults, _reasoning_tokens(state, choices)),
                 slot.cached,
             )
         )
-        if "stream-usage-in-choices" in faults:
-            await send(
-                chunk(delta_json(0, "{}" if chat else '""', choices[0].finish_reason), usage)
+        if hooks.usage_in_choices:
+            await sse.send(
+                sse.chunk(sse.delta(0, "{}" if chat else '""', choices[0].finish_reason), usage)
             )
         else:
-            await send(chunk("", usage))
-    if "stream-no-done" not in faults:
-        await send(b"data: [DONE]\n\n")
-    if "stream-data-after-done" in faults:
-        await send(b'data: {"metrics": {"tokens_per_second": 42.0}}\n\n')
-    state.success += 1
-    state.prompt_tokens += prompt_tokens
-    state.generation_tokens += completion_tokens
-    return await _finish_stream(response, buffered)
-
-
-def _apply_quirks(quirks: frozenset[str], data: bytes) -> bytes:
-    if "extra-fields" in quirks and data.startswith(b"data: {") and data.rstrip().endswith(b"}"):
-        body = data.rstrip()
-        data = body[:-1] + b',"x_servecheck_extra":{"note":"ignore me"}}\n\n'
-    if "sse-no-space" in quirks:
-        data = data.replace(b"data: ", b"data:")
-    if "sse-comments" in quirks:
-        data = b": keep-alive\n\n" + data
-    if "sse-crlf" in quirks:
-        data = data.replace(b"\n", b"\r\n")
-    return data
+            await sse.send(sse.chunk("", usage))
+    if hooks.done:
+        await sse.send(DONE)
+    if hooks.after_done:
+        await sse.send(hooks.after_done)
 
 
 async def _finish_stream(response: web.StreamResponse, buffered: list[bytes]) -> web.StreamResponse:
@@ -1287,27 +1095,25 @@ async def models(request: web.Request) -> web.Response:
                 2 if "models-context-mismatch" in state.faults else 1
             )
         data.append(entry)
-    from servecheck.reference.embeddings import model_entries  # imports this module: bind late
-
-    data += model_entries(state)  # the pooling models, typed as Xinference types them
+    data += embeddings.model_entries(state)  # the pooling models, typed as Xinference types them
     return web.json_response({"object": "list", "data": data})
 
 
 async def tokenize(request: web.Request) -> web.Response:
     state = request.app[STATE]
     try:
-        body = await _read_json(request, state)
+        body = await read_json(request, state)
         if "messages" in body:
             messages = _validate_messages(state, body)
             count = model.count_chat_tokens(messages)
             ids = list(range(count))
         else:
             prompt = body.get("prompt", body.get("content"))
-            _expect(isinstance(prompt, str), "prompt must be a string", "prompt")
+            expect(isinstance(prompt, str), "prompt must be a string", "prompt")
             ids = reftext.served_ids(state.faults, str(prompt), model.token_ids(str(prompt)))
             reftext.remember(request.app, str(prompt))  # for /detokenize
     except ApiError as err:
-        return _error_response(state, err)
+        return error_response(state, err)
     return web.json_response(
         {"count": len(ids), "max_model_len": state.config.max_model_len, "tokens": ids}
     )
@@ -1439,12 +1245,8 @@ def build_app(config: ServerConfig) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/version", version)
     app.router.add_post("/tokenize", tokenize)
-    from servecheck.reference import embeddings  # it imports this module: bind it late
-
     embeddings.register(app)
     reftext.register(app)
-    from servecheck.reference import overload, responses  # they import this module
-
     responses.install(app)
     overload.install(app, config.max_inflight, config.faults, lambda: setattr(state, "dead", True))
     return app
@@ -1460,7 +1262,12 @@ def serve(
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
         site = web.TCPSite(runner, host, port, backlog=2048, reuse_address=True)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:  # a busy port, an address this host does not have
+            await runner.cleanup()
+            reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+            raise UsageError(f"cannot listen on {host}:{port}: {reason}") from None
         bound = port
         server = getattr(site, "_server", None)
         if server is not None and server.sockets:

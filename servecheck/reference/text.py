@@ -23,6 +23,7 @@ from typing import Any
 from aiohttp import web
 
 from servecheck.reference import model
+from servecheck.reference.http import STATE, ApiError, error_response, expect, read_json
 
 VOCAB = web.AppKey("token_vocabulary", dict)
 
@@ -56,13 +57,11 @@ def remember(app: web.Application, text: str) -> None:
 
 
 async def detokenize(request: web.Request) -> web.Response:
-    from servecheck.reference.server import STATE, ApiError, _error_response, _expect, _read_json
-
     state = request.app[STATE]
     try:
-        body = await _read_json(request, state)
+        body = await read_json(request, state)
         ids = body.get("tokens")
-        _expect(
+        expect(
             isinstance(ids, list) and all(isinstance(i, int) for i in ids),
             "'tokens' must be a list of token ids",
             "tokens",
@@ -73,7 +72,7 @@ async def detokenize(request: web.Request) -> web.Response:
         if unknown:
             raise ApiError(400, f"unknown token id(s): {unknown[:5]}", param="tokens")
     except ApiError as err:
-        return _error_response(state, err)
+        return error_response(state, err)
     text = " ".join(vocab[i] for i in ids)
     if "detok-mojibake" in state.faults:
         text = _latin1(text)

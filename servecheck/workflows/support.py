@@ -36,13 +36,11 @@ def validate_before_run(
     from servecheck.config import load_targets
     from servecheck.embedded import ENV_URL
     from servecheck.load.slo import parse_slos
-    from servecheck.reference.options import validate_reference_args
     from servecheck.report.compare import parse_threshold
 
     parse_slos(list(slos), "cli")
     for text in thresholds:
         parse_threshold(text)
-    validate_reference_args(reference_args)
     if names is not None:
         loaded = load_targets(targets_file)  # None: the default file, as the run will read it
         for name in names:

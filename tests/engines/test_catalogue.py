@@ -3,7 +3,7 @@
 Each run is ``servecheck check --target local-<engine>``; the engine's recorded defects are
 ``known_failures`` in targets.yaml (strict xfails), so the run exits 0 only when every other check
 passes *and* every recorded defect is still there: a fixed defect is noticed. Results land in
-``reports/engines/<target>/`` and ``python -m servecheck.report.engine_matrix`` turns them into
+``reports/engines/<target>/`` and ``python -m servecheck.commands.engine_matrix`` turns them into
 docs/engines.md.
 
 An engine that is not up skips with the command that starts it, unless CI brought it up and

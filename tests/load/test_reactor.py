@@ -203,7 +203,7 @@ def test_fast_server_command_line_reports_a_busy_port() -> None:
     with socket.create_server(("127.0.0.1", 0)) as busy:
         port = busy.getsockname()[1]
         out = subprocess.run(
-            [sys.executable, "-m", "servecheck.reference.fast", "--port", str(port)],
+            [sys.executable, "-m", "servecheck.commands.fast_server", "--port", str(port)],
             capture_output=True,
             text=True,
             timeout=30,

@@ -18,6 +18,7 @@ from servecheck.commands.options import (
     add_dataset_arguments,
     add_run_arguments,
     add_target_arguments,
+    checked_reference_args,
     out_dir,
 )
 from servecheck.workflows.accept import AcceptSpec
@@ -92,7 +93,7 @@ def spec_from_args(args: argparse.Namespace) -> AcceptSpec:
         workers=str(args.workers),
         out=out_dir(args),
         run_id=args.run_id,
-        reference_args=list(args.reference_arg),
+        reference_args=checked_reference_args(args.reference_arg),
         launch=args.launch,
         cold_start=args.cold_start,
         cold_start_requests=args.cold_start_requests,

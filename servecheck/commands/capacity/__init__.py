@@ -17,6 +17,7 @@ from servecheck.commands.options import (
     add_dataset_arguments,
     add_run_arguments,
     add_target_arguments,
+    checked_reference_args,
     out_dir,
 )
 from servecheck.errors import UsageError
@@ -197,7 +198,7 @@ def spec_from_args(args: argparse.Namespace) -> CapacitySpec:
         ready_timeout_s=parse_duration(args.ready_timeout),
         out=out_dir(args),
         run_id=args.run_id,
-        reference_args=list(args.reference_arg),
+        reference_args=checked_reference_args(args.reference_arg),
     )
 
 

@@ -13,6 +13,7 @@ from servecheck.commands.options import (
     add_catalogue_arguments,
     add_run_arguments,
     add_target_arguments,
+    checked_reference_args,
     out_dir,
     target_names,
 )
@@ -53,7 +54,7 @@ def spec_from_args(args: argparse.Namespace) -> CheckSpec:
         out=out_dir(args),
         run_id=args.run_id,
         embedded=not args.no_embedded,
-        reference_args=list(args.reference_arg),
+        reference_args=checked_reference_args(args.reference_arg),
         pytest_args=list(args.pytest_args or []),
     )
 

@@ -17,7 +17,12 @@ import sys
 from typing import TYPE_CHECKING
 
 from servecheck import api
-from servecheck.commands.options import add_run_arguments, add_target_arguments, out_dir
+from servecheck.commands.options import (
+    add_run_arguments,
+    add_target_arguments,
+    checked_reference_args,
+    out_dir,
+)
 from servecheck.commands.soak.plans import (
     plan_from_options,
     probe_plan_from_options,
@@ -218,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
     from servecheck.workflows.support import new_run_dir, reference_env, say
 
     name = args.target or "reference"
-    with reference_env([name], extra_args=args.reference_arg):
+    with reference_env([name], extra_args=checked_reference_args(args.reference_arg)):
         target = load_targets(args.targets_file).get(name)
         if args.probe_only:
             return _probe_only(args, target)

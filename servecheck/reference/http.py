@@ -1,0 +1,286 @@
+"""What the reference server's modules share: its config and per-app state, the API error and
+its JSON (or faulty plain-text) answer, body reading, readiness, the common request validation
+and the legal SSE quirks.
+
+``server.py`` (chat and completions), ``embeddings.py``, ``responses.py``, ``text.py`` and the
+other handler modules import this module, never each other's private helpers, so the package
+has no import circle. Like the rest of ``servecheck/reference/`` it imports nothing from
+``client/`` or ``checks/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from servecheck.reference import reasoning
+
+
+@dataclass(slots=True)
+class ServerConfig:
+    models: list[str] = field(default_factory=lambda: ["ref-tiny"])
+    max_model_len: int = 512
+    default_max_tokens: int = 16
+    ttft_ms: float = 0.0
+    itl_ms: float = 0.0
+    api_key: str | None = None
+    faults: frozenset[str] = frozenset()
+    quirks: frozenset[str] = frozenset()
+    loading_s: float = 0.0
+    kv_blocks: int = 256
+    block_size: int = 16
+    max_num_seqs: int = 512
+    max_inflight: int = 0  # > 0: shed generation requests above it with 429 (reference/overload.py)
+    context_policy: str = (
+        "reject"  # reject | truncate (over-long prompts cut to fit, with a warning field)
+    )
+    prefix_cache_blocks: int = 0  # > 0: a prefix cache of this many blocks (prefix_cache.py)
+    prefix_cache_counted: bool = False  # idle cached blocks count as KV usage (prefix_cache.py)
+    reasoning: reasoning.ReasoningMode | None = None  # a reasoning model (reference/reasoning.py)
+
+
+class ClientGone(Exception):
+    """A streaming client disconnected; carries the prepared response so the handler can end quietly."""
+
+    def __init__(self, response: web.StreamResponse) -> None:
+        super().__init__("client disconnected")
+        self.response = response
+
+
+class ApiError(Exception):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type_: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = (
+            status,
+            message,
+            type_,
+            param,
+            code,
+        )
+
+
+@dataclass(slots=True)
+class State:
+    config: ServerConfig
+    started: float = field(default_factory=time.monotonic)
+    created_at: int = field(default_factory=lambda: int(time.time()))
+    running: int = 0
+    waiting: int = 0
+    kv_used_blocks: int = 0
+    kv_leaked_blocks: int = 0
+    preemptions: int = 0
+    success: int = 0
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    request_count: int = 0
+    seeded_running: int = 0
+    step_tokens: int = (
+        0  # prompt tokens waiting for the next scheduler step (crash-concurrent-seed)
+    )
+    step_seeded: int = 0
+    dead: bool = False
+    sem: asyncio.Semaphore | None = None
+    pcache: Any = None  # prefix_cache.PrefixCache, made on first use when configured
+
+    @property
+    def faults(self) -> frozenset[str]:
+        return self.config.faults
+
+    @property
+    def reasoning(self) -> reasoning.ReasoningMode | None:
+        return reasoning.mode_for(self.config.reasoning, self.config.faults)
+
+
+STATE = web.AppKey("state", State)
+
+
+def error_body(err: ApiError) -> dict[str, Any]:
+    return {
+        "error": {"message": err.message, "type": err.type, "param": err.param, "code": err.code}
+    }
+
+
+def error_response(state: State, err: ApiError) -> web.Response:
+    if (
+        "err-plain-text" in state.faults
+        and 400 <= err.status < 500
+        and err.status not in (401, 403)
+    ):
+        return web.Response(status=err.status, text=err.message, content_type="text/plain")
+    return web.json_response(error_body(err), status=err.status)
+
+
+def expect(cond: bool, message: str, param: str | None = None) -> None:
+    if not cond:
+        raise ApiError(400, message, param=param)
+
+
+def is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def validate_common(state: State, body: dict[str, Any]) -> None:
+    typed_500 = "err-wrong-type-500" in state.faults
+    model_name = body.get("model")
+    if typed_500 and model_name is not None and not isinstance(model_name, str):
+        raise ApiError(500, "internal error: 'int' object has no attribute 'lower'", "server_error")
+    expect(
+        isinstance(model_name, str) and model_name != "",
+        "'model' is required and must be a string",
+        "model",
+    )
+    if model_name not in state.config.models and "unknown-model-accepted" not in state.faults:
+        raise ApiError(
+            404,
+            f"The model `{model_name}` does not exist. Served models: {', '.join(state.config.models)}",
+            "NotFoundError",
+            "model",
+            "model_not_found",
+        )
+    mt = body.get("max_completion_tokens", body.get("max_tokens"))
+    if mt is not None:
+        if typed_500 and not is_int(mt):
+            raise ApiError(500, "internal error: comparison of str and int", "server_error")
+        expect(is_int(mt), "max_tokens must be an integer", "max_tokens")
+        if mt < 1 and "err-negative-max-tokens-200" not in state.faults:
+            raise ApiError(400, f"max_tokens must be at least 1, got {mt}", param="max_tokens")
+    temp = body.get("temperature")
+    if temp is not None:
+        if typed_500 and not is_num(temp):
+            raise ApiError(
+                500,
+                "internal error: float() argument must be a string or a real number",
+                "server_error",
+            )
+        expect(is_num(temp), "temperature must be a number", "temperature")
+        if not 0 <= temp <= 2:
+            if "err-temperature-500" in state.faults:
+                raise ApiError(
+                    500, "internal error: probability tensor contains inf or nan", "server_error"
+                )
+            raise ApiError(
+                400, f"temperature must be between 0 and 2, got {temp}", param="temperature"
+            )
+    top_p = body.get("top_p")
+    if top_p is not None:
+        expect(is_num(top_p) and 0 < top_p <= 1, "top_p must be a number in (0, 1]", "top_p")
+    n = body.get("n", 1)
+    expect(is_int(n) and 1 <= n <= 16, "n must be an integer between 1 and 16", "n")
+    seed = body.get("seed")
+    expect(seed is None or is_int(seed), "seed must be an integer", "seed")
+    stream = body.get("stream", False)
+    expect(isinstance(stream, bool) or stream is None, "stream must be a boolean", "stream")
+    stop = body.get("stop")
+    expect(
+        stop is None
+        or isinstance(stop, str)
+        or (isinstance(stop, list) and len(stop) <= 4 and all(isinstance(s, str) for s in stop)),
+        "stop must be a string or a list of at most 4 strings",
+        "stop",
+    )
+    if "fuzz-500" in state.faults and isinstance(stop, list) and "" in stop:
+        # A stop matcher that splits the output on each stop string: str.split("") raises.
+        raise ApiError(500, "internal error: ValueError: empty separator", "server_error")
+    opts = body.get("stream_options")
+    expect(
+        opts is None or isinstance(opts, dict), "stream_options must be an object", "stream_options"
+    )
+    for key in ("presence_penalty", "frequency_penalty"):
+        v = body.get(key)
+        expect(
+            v is None or (is_num(v) and -2 <= v <= 2),
+            f"{key} must be a number between -2 and 2",
+            key,
+        )
+    lp = body.get("logprobs")
+    if "messages" in body:
+        expect(lp is None or isinstance(lp, bool), "logprobs must be a boolean", "logprobs")
+    tlp = body.get("top_logprobs")
+    expect(
+        tlp is None or (is_int(tlp) and 0 <= tlp <= 20),
+        "top_logprobs must be an integer between 0 and 20",
+        "top_logprobs",
+    )
+    user = body.get("user")
+    expect(user is None or isinstance(user, str), "user must be a string", "user")
+
+
+async def read_json(request: web.Request, state: State) -> dict[str, Any]:
+    raw = await request.read()
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        if "err-malformed-500" in state.faults:
+            raise ApiError(500, "internal error: Expecting value", "server_error") from None
+        raise ApiError(400, "the request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        if "err-wrong-type-500" in state.faults:
+            raise ApiError(
+                500, "internal error: 'list' object has no attribute 'get'", "server_error"
+            )
+        raise ApiError(400, "the request body must be a JSON object")
+    return body
+
+
+def check_ready(state: State) -> None:
+    if state.dead:
+        raise ApiError(
+            500,
+            "EngineDeadError: the engine core died (RuntimeError: CPU Generator does not use offset)",
+            "server_error",
+        )
+    if (
+        "health-loading-forever" in state.faults
+        or time.monotonic() - state.started < state.config.loading_s
+    ):
+        raise ApiError(503, "Loading model", "unavailable_error")
+    if "health-lies" in state.faults:
+        raise ApiError(503, "no model is loaded", "unavailable_error")
+
+
+def apply_quirks(quirks: frozenset[str], data: bytes) -> bytes:
+    if "extra-fields" in quirks and data.startswith(b"data: {") and data.rstrip().endswith(b"}"):
+        body = data.rstrip()
+        data = body[:-1] + b',"x_servecheck_extra":{"note":"ignore me"}}\n\n'
+    if "sse-no-space" in quirks:
+        data = data.replace(b"data: ", b"data:")
+    if "sse-comments" in quirks:
+        data = b": keep-alive\n\n" + data
+    if "sse-crlf" in quirks:
+        data = data.replace(b"\n", b"\r\n")
+    return data
+
+
+__all__ = [
+    "STATE",
+    "ApiError",
+    "ClientGone",
+    "ServerConfig",
+    "State",
+    "apply_quirks",
+    "check_ready",
+    "error_body",
+    "error_response",
+    "expect",
+    "is_int",
+    "is_num",
+    "read_json",
+    "validate_common",
+]
