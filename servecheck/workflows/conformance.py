@@ -118,7 +118,7 @@ def build_pytest_command(spec: CheckSpec, run_dir: Path) -> list[str]:
         "no:randomly",
         "--sc-report-dir",
         str(run_dir),
-        *(["--targets-file", spec.targets_file] if spec.targets_file else []),
+        *(["--sc-targets-file", spec.targets_file] if spec.targets_file else []),
         f"--junitxml={run_dir / 'junit.xml'}",
         "-o",
         "junit_family=xunit2",
@@ -131,10 +131,11 @@ def build_pytest_command(spec: CheckSpec, run_dir: Path) -> list[str]:
         cmd.append(f"--alluredir={run_dir / 'allure-results'}")
     except ImportError:
         pass
+    # The namespaced names: the short ones are absent where a conftest.py defines them.
     for target in spec.targets:
-        cmd += ["--target", target]
+        cmd += ["--sc-target", target]
     for model in spec.models:
-        cmd += ["--model", model]
+        cmd += ["--sc-model", model]
     if spec.keyword:
         cmd += ["-k", spec.keyword]
     if str(spec.workers) not in ("0", ""):
