@@ -123,6 +123,34 @@ def test_packaged_suite_runs_by_pyargs_from_another_folder(
     assert code == 0 and " passed" in out and "failed" not in out, out
 
 
+def test_servecheck_pytest_passes_everything_through(
+    tmp_path: Path, make_reference: Callable[..., RunningServer]
+) -> None:
+    """``servecheck pytest ...`` (the way in after ``pipx install``, which exposes no pytest):
+    the suites by --pyargs with every option pytest's, and pytest's exit code as ours."""
+    targets = _targets_file(tmp_path, make_reference())
+    servecheck = [sys.executable, "-m", "servecheck"]
+    code, out = _run(
+        [*servecheck, "pytest", "-q", "-p", "no:cacheprovider", "--pyargs"]
+        + [
+            "servecheck.suites.test_models",
+            "--sc-target",
+            "mine",
+            "--sc-targets-file",
+            str(targets),
+        ],
+        cwd=tmp_path,
+    )
+    assert code == 0 and " passed" in out and "failed" not in out, out
+    (tmp_path / "test_red.py").write_text("def test_red():\n    assert 1 == 2\n")
+    code, out = _run(
+        [*servecheck, "pytest", "-q", "-p", "no:cacheprovider", "test_red.py"], tmp_path
+    )
+    assert code == 1 and "1 failed" in out, out
+    code, out = _run([*servecheck, "pytest", "--", "--version"], tmp_path)
+    assert code == 0 and out.startswith("pytest "), out
+
+
 def test_plugin_is_inert_in_another_projects_suites_folder(tmp_path: Path) -> None:
     """The entry point loads the plugin into every pytest run: a project with its own
     ``suites/`` and no targets file must not notice it."""
