@@ -151,6 +151,22 @@ def test_servecheck_pytest_passes_everything_through(
     assert code == 0 and out.startswith("pytest "), out
 
 
+def test_engine_model_without_tokenizers_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A wheel or pipx install without ``[engines]`` has no tokenizers: ``engine model`` (and
+    ``engine up``, which makes the same model) says which extra to install, in one line."""
+    from servecheck.cli import main
+
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # import tokenizers -> ModuleNotFoundError
+    code = main(["engine", "model", "--out", str(tmp_path / "models")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "tokenizers" in err and "pip install 'servecheck[engines]'" in err, err
+    assert not (tmp_path / "models").exists()  # nothing half-made
+
+
 def test_plugin_is_inert_in_another_projects_suites_folder(tmp_path: Path) -> None:
     """The entry point loads the plugin into every pytest run: a project with its own
     ``suites/`` and no targets file must not notice it."""
