@@ -212,7 +212,9 @@ def run_check(spec: CheckSpec, say: Callable[[str], None] | None = None) -> Chec
     run_dir = Path(spec.out) / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     cmd = build_pytest_command(spec, run_dir)
-    env = dict(os.environ)
+    # Hypothesis (FUZZ-*) keeps a .hypothesis/ folder in the working directory even without an
+    # example database; the user's folder is not ours to write to, the run folder is.
+    env = {**os.environ, "HYPOTHESIS_STORAGE_DIRECTORY": str(run_dir / ".hypothesis")}
     say(f"servecheck check: targets {', '.join(targets)}; report {run_dir}")
     if needs_embedded:
         from servecheck.embedded import embedded_reference
