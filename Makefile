@@ -1,4 +1,5 @@
-# The two commands of the README. Both create .venv and install what they need on first use.
+# The two commands of the README. Both create .venv and install what they need on first use,
+# the native reader included (SERVECHECK_BUILD_NATIVE=1; a wheel is pure Python without it).
 #   make check   conformance run against the embedded reference server, report under reports/
 #   make test    servecheck's own self-tests
 PYTHON ?= python3
@@ -11,7 +12,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml setup.py servecheck/load/_rxthread.c
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,langchain]'
+	@SERVECHECK_BUILD_NATIVE=1 $(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,engines,langchain]'
 	@touch $(STAMP)
 
 venv: $(STAMP)

@@ -70,6 +70,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "servecheck.commands.engine",
         "bring a real local engine up or down (vllm, llamacpp, xinference, litellm)",
     ),
+    "pytest": (
+        "servecheck.commands.run_pytest",
+        "run pytest from servecheck's environment, arguments as they are (pipx installs)",
+    ),
 }
 
 
@@ -103,7 +107,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     sub = argparse.ArgumentParser(prog=f"servecheck {name}", description=help_text)
     module.add_arguments(sub)
-    args = sub.parse_args(args_list[1:])
+    rest = args_list[1:]
+    if getattr(module, "PASS_THROUGH", False) and rest[:1] not in (["-h"], ["--help"]):
+        # Every argument belongs to the wrapped program, options included.
+        args = argparse.Namespace(passed_through=rest)
+    else:
+        args = sub.parse_args(rest)
     if argv is None:
         # The process is servecheck (console script, python -m): SIGTERM cleans up like Ctrl-C,
         # no orphaned child, no temp folder. Called in-process (tests), the host keeps its own.

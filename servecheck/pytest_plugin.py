@@ -2,7 +2,9 @@
 
 Loaded by its ``pytest11`` entry point wherever servecheck is installed (and by the root
 ``conftest.py`` of a checkout). It stays inert for test runs that neither collect a conformance
-suite nor name a target nor use its fixtures. When active it:
+suite nor name a target nor use its fixtures. Its options are ``--sc-*``; the short names
+(``--target``, ``--targets-file``, ``--model``) are added only where no conftest.py or other
+plugin defines them. When active it:
 
 * reads targets.yaml once in ``pytest_configure`` (a broken file is a usage error: one line per
   problem, exit 4, no traceback) and discovers each selected target's models and context length
@@ -63,36 +65,88 @@ NO_POOLING_MODEL = "(no-pooling-model)"  # EMBED/RERANK on a target that serves 
 _SESSION_KEY = pytest.StashKey["ServecheckSession"]()
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup(
-        "servecheck", "servecheck: conformance checks against OpenAI-compatible targets"
-    )
-    group.addoption(
+# The options, each under servecheck's own prefix. The short names (``--target`` ...) are only
+# added where nothing else defines them: the entry point loads this plugin into every pytest
+# run on the machine, and a project whose conftest.py defines ``--target`` itself must not crash
+# with argparse's "conflicting option string" (there it keeps its own option; ours is
+# ``--sc-target``).
+_OPTIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    (
+        "--sc-target",
         "--target",
-        action="append",
-        dest="sc_targets",
-        metavar="NAME",
-        help=f"target from targets.yaml; repeatable; 'all' for every target (default: ${ENV['target']} or '{DEFAULT_TARGET}')",
-    )
-    group.addoption(
+        {
+            "action": "append",
+            "dest": "sc_targets",
+            "metavar": "NAME",
+            "help": f"target from targets.yaml; repeatable; 'all' for every target (default: ${ENV['target']} or '{DEFAULT_TARGET}')",
+        },
+    ),
+    (
+        "--sc-targets-file",
         "--targets-file",
-        dest="sc_targets_file",
-        metavar="PATH",
-        help=f"the targets file (default: ${ENV['targets_file']} or targets.yaml)",
-    )
-    group.addoption(
+        {
+            "dest": "sc_targets_file",
+            "metavar": "PATH",
+            "help": f"the targets file (default: ${ENV['targets_file']} or targets.yaml)",
+        },
+    ),
+    (
+        "--sc-model",
         "--model",
-        action="append",
-        dest="sc_models",
-        metavar="NAME",
-        help=f"check only this served model name; repeatable (default: ${ENV['model']}, else the target's models)",
-    )
+        {
+            "action": "append",
+            "dest": "sc_models",
+            "metavar": "NAME",
+            "help": f"check only this served model name; repeatable (default: ${ENV['model']}, else the target's models)",
+        },
+    ),
+)
+_GROUP = ("servecheck", "servecheck: conformance checks against OpenAI-compatible targets")
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    group = parser.getgroup(*_GROUP)
+    for name, _short, attrs in _OPTIONS:
+        group.addoption(name, **attrs)
     group.addoption(
         "--sc-report-dir",
         dest="sc_report_dir",
         metavar="DIR",
         help=f"write results.jsonl and summary.json here (default: ${ENV['report_dir']}, else nothing)",
     )
+    if getattr(pluginmanager, "_conftest_plugins", None):
+        # Named by a conftest.py's pytest_plugins: the initial conftests are loading now, so the
+        # wrapper below does not run for this session; that conftest has defined its options.
+        _add_free_short_names(parser)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(parser: pytest.Parser) -> Generator[None, None, None]:
+    """After the initial conftest.py files have defined their options (the only ones pytest
+    reads from conftests), add each short name that none of them took."""
+    result = yield
+    _add_free_short_names(parser)
+    return result
+
+
+def _defined_names(parser: pytest.Parser) -> set[str]:
+    # pytest has no public listing of the options defined so far; its groups hold them.
+    groups = getattr(parser, "_groups", [])
+    return {name for group in groups for opt in group.options for name in opt.names()}
+
+
+def _add_free_short_names(parser: pytest.Parser) -> None:
+    taken = _defined_names(parser)
+    group = parser.getgroup(*_GROUP)
+    for name, short, attrs in _OPTIONS:
+        if short not in taken:
+            group.addoption(
+                short,
+                **{
+                    **attrs,
+                    "help": f"short for {name} (absent where a conftest.py or another plugin defines {short})",
+                },
+            )
 
 
 @dataclass(slots=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,8 @@ def reference_model_dir() -> Path:
     from servecheck.reference.text import write_tokenizer
 
     directory = Path(tempfile.mkdtemp(prefix="servecheck-ref-model-"))
+    # One per test process (each xdist worker): gone when it exits, not left in the temp dir.
+    atexit.register(shutil.rmtree, directory, True)
     write_tokenizer(directory)
     return directory
 

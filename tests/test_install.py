@@ -17,6 +17,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -123,6 +124,50 @@ def test_packaged_suite_runs_by_pyargs_from_another_folder(
     assert code == 0 and " passed" in out and "failed" not in out, out
 
 
+def test_servecheck_pytest_passes_everything_through(
+    tmp_path: Path, make_reference: Callable[..., RunningServer]
+) -> None:
+    """``servecheck pytest ...`` (the way in after ``pipx install``, which exposes no pytest):
+    the suites by --pyargs with every option pytest's, and pytest's exit code as ours."""
+    targets = _targets_file(tmp_path, make_reference())
+    servecheck = [sys.executable, "-m", "servecheck"]
+    code, out = _run(
+        [*servecheck, "pytest", "-q", "-p", "no:cacheprovider", "--pyargs"]
+        + [
+            "servecheck.suites.test_models",
+            "--sc-target",
+            "mine",
+            "--sc-targets-file",
+            str(targets),
+        ],
+        cwd=tmp_path,
+    )
+    assert code == 0 and " passed" in out and "failed" not in out, out
+    (tmp_path / "test_red.py").write_text("def test_red():\n    assert 1 == 2\n")
+    code, out = _run(
+        [*servecheck, "pytest", "-q", "-p", "no:cacheprovider", "test_red.py"], tmp_path
+    )
+    assert code == 1 and "1 failed" in out, out
+    code, out = _run([*servecheck, "pytest", "--", "--version"], tmp_path)
+    assert code == 0 and out.startswith("pytest "), out
+
+
+def test_engine_model_without_tokenizers_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A wheel or pipx install without ``[engines]`` has no tokenizers: ``engine model`` (and
+    ``engine up``, which makes the same model) says which extra to install, in one line."""
+    from servecheck.cli import main
+
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # import tokenizers -> ModuleNotFoundError
+    code = main(["engine", "model", "--out", str(tmp_path / "models")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "tokenizers" in err and "pip install 'servecheck[engines]'" in err, err
+    assert not (tmp_path / "models").exists()  # nothing half-made
+
+
 def test_plugin_is_inert_in_another_projects_suites_folder(tmp_path: Path) -> None:
     """The entry point loads the plugin into every pytest run: a project with its own
     ``suites/`` and no targets file must not notice it."""
@@ -166,11 +211,10 @@ print("ok" if not bad else "unmet: " + ", ".join(bad))
 """
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A new venv (outside the repository) with the wheel built from this checkout."""
-    tmp = tmp_path_factory.mktemp("install")
-    src = tmp / "src"
+def _build_wheel(out: Path, native: bool = False) -> Path:
+    """The wheel of this checkout's files (tracked and new, not ignored ones), built into ``out``;
+    ``native`` asks setup.py for the C reader as ``make venv`` does."""
+    src = out / "src"
     files = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard"],
         cwd=ROOT,
@@ -184,14 +228,56 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         if path.is_file() and not path.is_symlink():
             (src / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, src / rel)
+    env = {k: v for k, v in os.environ.items() if k != "SERVECHECK_BUILD_NATIVE"}
+    if native:
+        env["SERVECHECK_BUILD_NATIVE"] = "1"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     # No build isolation: the build needs only setuptools, which this environment has.
-    wheel_dir = tmp / "dist"
-    code, out = _run(
-        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheel_dir), str(src)], tmp
+    wheel_dir = out / "dist"
+    code, text = _run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheel_dir), str(src)],
+        out,
+        env,
     )
-    assert code == 0, out
+    assert code == 0, text
     (wheel,) = wheel_dir.glob("servecheck-*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.mark.slow
+def test_default_wheel_is_pure_python(built_wheel: Path) -> None:
+    """The optional native reader made the wheel cp311-linux only; by default it is left out."""
+    assert built_wheel.name.endswith("-py3-none-any.whl"), built_wheel.name
+    with zipfile.ZipFile(built_wheel) as whl:
+        assert not [n for n in whl.namelist() if n.endswith(".so")], whl.namelist()
+
+
+@pytest.mark.slow
+def test_native_build_as_make_venv_asks_has_the_reader(tmp_path: Path) -> None:
+    if not shutil.which("cc") and not shutil.which("gcc"):
+        pytest.skip("no C compiler: the native reader cannot be built here")
+    wheel = _build_wheel(tmp_path, native=True)
+    assert "-cp3" in wheel.name and "linux" in wheel.name, wheel.name
+    with zipfile.ZipFile(wheel) as whl:
+        assert [
+            n
+            for n in whl.namelist()
+            if n.startswith("servecheck/load/_rxthread.") and n.endswith(".so")
+        ], whl.namelist()
+    makefile = (ROOT / "Makefile").read_text()
+    assert "SERVECHECK_BUILD_NATIVE=1 $(BIN)/python -m pip install" in makefile
+
+
+@pytest.fixture(scope="module")
+def installed(built_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A new venv (outside the repository) with the wheel built from this checkout."""
+    tmp = tmp_path_factory.mktemp("install")
+    wheel = built_wheel
     venv = tmp / "venv"
     code, out = _run([sys.executable, "-m", "venv", str(venv)], tmp)
     assert code == 0, out
@@ -287,3 +373,85 @@ def test_installed_pytest_plugin_from_an_empty_folder(
         env,
     )
     assert code == 0 and "3 passed" in out, out
+
+
+# ---------------------------------------------------------------------------------------------
+# README's install paths (pip, pipx, uv), each from an empty folder with real dependency
+# resolution. The dependencies are fetched once into a wheelhouse (pip's cache makes that
+# quick); the three installs then read only that folder (--no-index), so they need no network.
+
+
+@pytest.fixture(scope="module")
+def wheelhouse(built_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    house = tmp_path_factory.mktemp("wheelhouse")
+    code, out = _run(
+        [sys.executable, "-m", "pip", "-q", "wheel", "-w", str(house), str(built_wheel)],
+        house,
+        timeout=900,
+    )
+    if code != 0 and ("No matching distribution" in out or "Could not fetch" in out):
+        pytest.skip(f"the package index cannot be reached: {out.strip().splitlines()[-1]}")
+    assert code == 0, out
+    return house
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    if found is None:
+        pytest.skip(f"{name} is not installed (it is in the [dev] extra)")
+    return found
+
+
+def _install_with(installer: str, wheel: Path, house: Path, tmp: Path) -> Path:
+    """Install ``wheel`` the README's way for ``installer``; returns the folder of the exposed
+    ``servecheck`` command."""
+    offline = ["--no-index", "--find-links", str(house)]
+    if installer == "pip":
+        venv = tmp / "venv"
+        code, out = _run([sys.executable, "-m", "venv", str(venv)], tmp)
+        assert code == 0, out
+        cmd = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *offline, str(wheel)]
+        bindir, env = venv / "bin", None
+    elif installer == "pipx":
+        bindir = tmp / "pipx-bin"
+        env = {**os.environ, "PIPX_HOME": str(tmp / "pipx"), "PIPX_BIN_DIR": str(bindir)}
+        env["PIPX_MAN_DIR"] = str(tmp / "pipx-man")
+        cmd = [_tool("pipx"), "install", "--python", sys.executable]
+        cmd += ["--pip-args", " ".join(offline), str(wheel)]
+    else:
+        bindir = tmp / "uv-bin"
+        env = {**os.environ, "UV_TOOL_DIR": str(tmp / "uv-tools"), "UV_TOOL_BIN_DIR": str(bindir)}
+        env["UV_CACHE_DIR"] = str(tmp / "uv-cache")
+        cmd = [_tool("uv"), "tool", "install", "--python", sys.executable, *offline, str(wheel)]
+    code, out = _run(cmd, tmp, env, timeout=900)
+    assert code == 0, f"{installer}: {out}"
+    return bindir
+
+
+@pytest.mark.slow
+def test_readme_install_paths_from_an_empty_folder(
+    built_wheel: Path, wheelhouse: Path, tmp_path: Path
+) -> None:
+    """pip into a new venv, ``pipx install`` and ``uv tool install``: each exposes a working
+    ``servecheck``, and its pytest through ``servecheck pytest`` (pipx and uv expose no pytest)."""
+    for installer in ("pip", "pipx", "uv"):
+        tmp = tmp_path / installer
+        tmp.mkdir()
+        bindir = _install_with(installer, built_wheel, wheelhouse, tmp)
+        work, env = _empty_folder(tmp)
+        env["PATH"] = f"{bindir}{os.pathsep}/usr/bin{os.pathsep}/bin"
+        servecheck = str(bindir / "servecheck")
+        code, out = _run([servecheck, "--help"], work, env)
+        assert code == 0 and "usage: servecheck" in out, f"{installer}: {out}"
+        code, out = _run([servecheck, "checks"], work, env)
+        assert code == 0 and "STREAM-DONE" in out, f"{installer}: {out}"
+        code, out = _run(
+            [servecheck, "pytest", "-p", "no:cacheprovider", "--pyargs", "servecheck.suites"]
+            + ["--co", "-q"],
+            work,
+            env,
+        )
+        assert code == 0 and "reference/ref-tiny/STREAM-DONE" in out, f"{installer}: {out}"
+        if installer != "pip":
+            assert not (bindir / "pytest").exists(), f"{installer} exposed pytest after all"
+        assert sorted(p.name for p in work.iterdir()) == [], f"{installer} wrote into {work}"

@@ -146,12 +146,68 @@ def test_options_listed_in_help(pytester):
     result.stdout.fnmatch_lines(
         [
             "servecheck: conformance checks against OpenAI-compatible targets:",
-            "  --target=NAME*",
-            "  --targets-file=PATH*",
-            "  --model=NAME*",
+            "  --sc-target=NAME*",
+            "  --sc-targets-file=PATH*",
+            "  --sc-model=NAME*",
             "  --sc-report-dir=DIR*",
+            "  --target=NAME*short for --sc-target*",
+            "  --targets-file=PATH*",
+            "  --model=NAME*short for --sc-model*",
         ]
     )
+
+
+FOREIGN_CONFTEST = textwrap.dedent("""
+    def pytest_addoption(parser):
+        parser.addoption("--target", default="staging", help="their own deploy target")
+        parser.addoption("--model", default="theirs")
+""")
+FOREIGN_TEST = textwrap.dedent("""
+    def test_their_option(request):
+        assert request.config.getoption("target") == "prod"
+        assert request.config.getoption("model") == "theirs"
+""")
+
+
+def test_foreign_conftest_defining_target_keeps_its_option(pytester):
+    """Installing servecheck must not break another project whose conftest.py defines
+    --target (argparse's "conflicting option string" before the fix)."""
+    pytester.makeconftest(FOREIGN_CONFTEST)
+    pytester.makepyfile(test_theirs=FOREIGN_TEST)
+    result = pytester.runpytest("-p", "servecheck.pytest_plugin", "--target", "prod")
+    result.assert_outcomes(passed=1)
+    assert "servecheck targets" not in result.stdout.str()  # the plugin stayed inert
+    help_text = pytester.runpytest("-p", "servecheck.pytest_plugin", "--help").stdout
+    help_text.fnmatch_lines(["  --sc-target=NAME*", "  --targets-file=PATH*short for*"])
+    help_text.no_fnmatch_line("*short for --sc-target (*")
+
+
+def test_foreign_target_option_beside_the_suites_by_namespaced_name(pytester, make_reference):
+    """In such a project the catalogue still runs, selected by --sc-target."""
+    _targets(pytester, make_reference())
+    pytester.makeconftest(FOREIGN_CONFTEST)
+    pytester.makepyfile(test_theirs=FOREIGN_TEST)
+    _suite(pytester, "MODELS")
+    result = pytester.runpytest(
+        "-p",
+        "servecheck.pytest_plugin",
+        "-v",
+        "--target",
+        "prod",
+        "--sc-target",
+        "ref",
+        "--sc-targets-file",
+        "targets.yaml",
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "servecheck targets:",
+            "  ref: engine reference*",
+            "*test_conformance?ref/ref-tiny/MODELS-* PASSED*",
+        ]
+    )
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) >= 2 and not outcomes.get("failed"), result.stdout.str()
 
 
 def test_results_written_as_they_finish_and_key_redacted(

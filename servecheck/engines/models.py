@@ -32,6 +32,10 @@ from typing import Any
 import numpy as np
 
 from servecheck.engines.paths import cache_root
+from servecheck.errors import UsageError
+
+# tokenizers trains the tiny models' tokenizer; it is the `engines` extra, not a core dependency.
+ENGINES_EXTRA = "pip install 'servecheck[engines]'"
 
 # Bump when the output of this module changes for the same spec.
 GENERATOR_VERSION = 3
@@ -193,6 +197,7 @@ def ensure_tiny_model(spec: TinyModelSpec | None = None, out_dir: Path | None = 
     model = TinyModel(spec, root)
     if (root / "DONE").is_file():
         return model
+    require_tokenizers()
     parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{spec.name}-", dir=parent))
     os.chmod(tmp, 0o755)  # mkdtemp makes it private; engines may run as another user
@@ -336,6 +341,19 @@ def _corpus(seed: int, lines: int = 3000) -> list[str]:
                 )
             )
     return out
+
+
+def require_tokenizers() -> None:
+    """One line naming the extra when ``tokenizers`` is missing (a wheel or pipx install without
+    ``[engines]``), instead of a ModuleNotFoundError traceback from deep in model generation."""
+    try:
+        import tokenizers  # noqa: F401
+    except ModuleNotFoundError:
+        raise UsageError(
+            "the tiny test models need the tokenizers package, which is not installed: "
+            f"{ENGINES_EXTRA} (pipx: pipx install 'servecheck[engines]', or "
+            "pipx inject servecheck tokenizers)"
+        ) from None
 
 
 def train_tokenizer(spec: TinyModelSpec) -> Any:

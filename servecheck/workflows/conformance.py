@@ -120,7 +120,7 @@ def build_pytest_command(spec: CheckSpec, run_dir: Path) -> list[str]:
         "no:randomly",
         "--sc-report-dir",
         str(run_dir),
-        *(["--targets-file", spec.targets_file] if spec.targets_file else []),
+        *(["--sc-targets-file", spec.targets_file] if spec.targets_file else []),
         f"--junitxml={run_dir / 'junit.xml'}",
         "-o",
         "junit_family=xunit2",
@@ -133,10 +133,11 @@ def build_pytest_command(spec: CheckSpec, run_dir: Path) -> list[str]:
         cmd.append(f"--alluredir={run_dir / 'allure-results'}")
     except ImportError:
         pass
+    # The namespaced names: the short ones are absent where a conftest.py defines them.
     for target in spec.targets:
-        cmd += ["--target", target]
+        cmd += ["--sc-target", target]
     for model in spec.models:
-        cmd += ["--model", model]
+        cmd += ["--sc-model", model]
     if spec.keyword:
         cmd += ["-k", spec.keyword]
     if str(spec.workers) not in ("0", ""):
@@ -314,7 +315,9 @@ def run_check(spec: CheckSpec, say: Callable[[str], None] | None = None) -> Chec
     run_dir = Path(spec.out) / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     cmd = build_pytest_command(spec, run_dir)
-    env = dict(os.environ)
+    # Hypothesis (FUZZ-*) keeps a .hypothesis/ folder in the working directory even without an
+    # example database; the user's folder is not ours to write to, the run folder is.
+    env = {**os.environ, "HYPOTHESIS_STORAGE_DIRECTORY": str(run_dir / ".hypothesis")}
     say(f"servecheck check: targets {', '.join(targets)}; report {run_dir}")
     try:
         if needs_embedded:
