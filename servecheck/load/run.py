@@ -32,6 +32,7 @@ from servecheck.config.model import Target
 from servecheck.errors import UsageError, did_you_mean
 from servecheck.load import engine_cache
 from servecheck.load.breakdown import ENGINE_FILE
+from servecheck.load.budget import DEFAULT_ERROR_BUDGET, with_error_budget
 from servecheck.load.dataset import check_dataset
 from servecheck.load.down import DownRule, DownWatch
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
@@ -69,7 +70,9 @@ class LoadSpec:
     """What to run. Exactly one of ``users``, ``rate`` or ``shape``; at least one bound.
 
     ``slos`` are parsed SLOs (expressions given here are parsed once, when the spec is made);
-    the target's ``slo`` list from targets.yaml is added to them.
+    the target's ``slo`` list from targets.yaml is added to them. ``error_budget`` is the share
+    of failed requests the run may have (``load/budget.py``; None: no budget); an ``error_rate``
+    SLO replaces it.
     ``role`` is ``local`` (default; with ``processes`` > 1 Locust forks workers), ``master`` or
     ``worker`` (``expect_workers`` is the number of workers in both of the latter).
     """
@@ -84,6 +87,7 @@ class LoadSpec:
     duration_s: float | None = None
     max_requests: int | None = None
     slos: list[SLO] = field(default_factory=list)
+    error_budget: float | None = DEFAULT_ERROR_BUDGET
     model: str | None = None
     processes: int | None = None
     role: str = "local"  # local | master | worker
@@ -197,7 +201,7 @@ def validate(spec: LoadSpec) -> list[SLO]:
         if key not in seen:
             seen.add(key)
             unique.append(slo)
-    return unique
+    return with_error_budget(unique, spec.error_budget)
 
 
 def _mode(spec: LoadSpec) -> str:

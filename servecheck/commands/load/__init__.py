@@ -86,6 +86,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="SLO such as ttft_p95<=500ms (repeatable; the target's slo list is added)",
     )
     g.add_argument(
+        "--error-budget",
+        metavar="PCT",
+        default=env("SERVECHECK_LOAD_ERROR_BUDGET"),
+        help="fail the run when more than PCT of the requests failed (default: 1%%; 'none' for "
+        "no budget; an error_rate SLO replaces it); env SERVECHECK_LOAD_ERROR_BUDGET",
+    )
+    g.add_argument(
         "--model",
         metavar="NAME",
         default=None,
