@@ -18,6 +18,12 @@ from servecheck.errors import UsageError
 from servecheck.redact import redact
 
 
+class NoAnswer(UsageError):
+    """The target accepted the connection but sent no answer in time: the target is down, not
+    the user's input (a load run reports it as a down target, exit 1). A UsageError subclass so
+    that a caller that does not tell the two apart still stops with one line."""
+
+
 @dataclass(slots=True, frozen=True)
 class ModelChoice:
     """The model and where it came from (``given``, ``targets.yaml`` or ``/v1/models``)."""
@@ -50,6 +56,11 @@ def choose_model(
         ids = [str(m["id"]) for m in r.json()["data"] if not pooling_kind(m)]
         if not ids:
             raise ValueError("an empty list")
+    except httpx.TimeoutException:
+        raise NoAnswer(
+            f"{what} did not answer: GET {redact(url)} got no answer within {timeout_s:g} s "
+            "(the connection was accepted)"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - any failure means the same to the user
         why = (
             str(exc)
@@ -76,4 +87,4 @@ def model_for_target(target: Target, explicit: str | None = None) -> ModelChoice
     )
 
 
-__all__ = ["ModelChoice", "choose_model", "model_for_target"]
+__all__ = ["ModelChoice", "NoAnswer", "choose_model", "model_for_target"]

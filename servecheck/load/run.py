@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servecheck.client.models import ModelChoice, model_for_target
+from servecheck.client.models import ModelChoice, NoAnswer, model_for_target
 from servecheck.config.model import Target
 from servecheck.errors import UsageError, did_you_mean
 from servecheck.load import engine_cache
@@ -63,6 +63,12 @@ PACKAGE = Path(__file__).resolve().parents[1]
 # ./scenarios and ./loadtests first (a user's own), then the ones shipped in the package.
 SCENARIO_DIRS = (Path("scenarios"), PACKAGE / "scenarios")
 LOADTEST_DIRS = (Path("loadtests"), PACKAGE / "loadtests")
+# A side probe (the engine's /metrics before and after, /tokenize) waits at most this share of
+# the run's duration (and at least PROBE_MIN_S): a target that accepts and never answers must not
+# make the probes outlast the run (issue 24.6: an 8 s run took 32 s).
+PROBE_SHARE = 0.05
+PROBE_MIN_S = 1.0
+ENGINE_CACHE_S = 2.0  # the /metrics scrape's own cap: a nicety, never worth a long wait
 
 
 @dataclass(slots=True)
@@ -246,6 +252,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         retry_after_max_s=spec.retry_after_max_s,
         timeout_s=spec.target.timeout_s,
         connect_timeout_s=spec.target.connect_timeout_s,
+        probe_timeout_s=probe_timeout(spec.target, duration),
         api_key_header=spec.target.api_key_header,
         headers=dict(spec.target.headers),
         shape=[
@@ -262,6 +269,14 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         dataset=str(Path(spec.dataset).resolve()) if spec.dataset else None,
         dataset_format=spec.dataset_format,
     )
+
+
+def probe_timeout(target: Target, duration_s: float | None) -> float:
+    """A side probe's timeout: the target's own timeouts, bounded by a share of the run."""
+    bound = min(target.timeout_s, target.connect_timeout_s)
+    if duration_s:
+        bound = min(bound, max(PROBE_MIN_S, PROBE_SHARE * duration_s))
+    return bound
 
 
 def _drain(spec: LoadSpec) -> float:
@@ -473,7 +488,11 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
             "given" if spec.model else "not discovered: target down",
         )
     else:
-        choice = model_for_target(spec.target, spec.model)
+        try:
+            choice = model_for_target(spec.target, spec.model)
+        except NoAnswer as exc:  # connected, then silence: the target is down, not the input
+            down = str(exc)
+            choice = ModelChoice("(not discovered: no answer)", "not discovered: no answer")
     model = choice.model
     run_id = spec.run_id or _new_run_id(spec.scenario)
     run_dir = Path(spec.out_dir) / run_id
@@ -507,7 +526,8 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     started = time.time()
     bound = cfg.duration_s
     wall = (bound or 3600.0) + cfg.drain_s + 120.0
-    cache0 = engine_cache.snapshot(spec.target, 2.0) if spec.role != "worker" else {}
+    probe_s = min(ENGINE_CACHE_S, cfg.probe_timeout_s)
+    cache0 = engine_cache.snapshot(spec.target, probe_s) if spec.role != "worker" else {}
     # A worker watches its own records too: it stops by itself when the target is gone, even
     # when its master's quit message never comes (a master killed after a slow shutdown).
     watch = DownWatch(spec.down_after, started)
@@ -526,7 +546,7 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
         raise Interrupted(signum, partial) from None
     ended = time.time()
     if spec.role != "worker":  # the engine's prefix-cache counters over the run (breakdown.py)
-        delta = engine_cache.run_delta(cache0, engine_cache.snapshot(spec.target, 2.0))
+        delta = engine_cache.run_delta(cache0, engine_cache.snapshot(spec.target, probe_s))
         (run_dir / ENGINE_FILE).write_text(json.dumps(delta) + "\n", encoding="utf-8")
     if spec.role == "worker":
         # The master merges and judges; a worker only reports where its records are.
