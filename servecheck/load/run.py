@@ -377,12 +377,21 @@ class _Tail:
             self.ttfts = self.ttfts[-1000:]
         return new
 
-    def line(self, elapsed: float, bound: float | None) -> str:
+    def line(self, elapsed: float, bound: float | None, drain: float | None = None) -> str:
+        """The progress line; past ``bound`` the run is stopping (requests in flight finish,
+        for at most ``drain`` s), and it says so rather than ``load 8s/6s``."""
         recent = sorted(self.ttfts[-200:])
         p50 = f"{recent[len(recent) // 2] * 1000:.0f} ms" if recent else "-"
-        of = f"/{bound:.0f}s" if bound else ""
+        if bound and elapsed > bound:
+            most = f" of at most {drain:.0f}s" if drain else ""
+            phase = (
+                f"load {bound:.0f}s done, stopping: requests in flight finish "
+                f"({elapsed - bound:.0f}s{most})"
+            )
+        else:
+            phase = f"load {elapsed:5.0f}s" + (f"/{bound:.0f}s" if bound else "")
         return (
-            f"load {elapsed:5.0f}s{of}  done {self.total}  errors {self.errors}  "
+            f"{phase}  done {self.total}  errors {self.errors}  "
             f"tokens {self.tokens}  ttft p50 (recent) {p50}"
         )
 
@@ -396,6 +405,7 @@ def _run_locust(
     bound: float | None,
     watch: DownWatch | None = None,
     records_dir: Path | None = None,
+    drain: float | None = None,
 ) -> int | None:
     """Run Locust, show progress, enforce a wall-clock limit; return its exit code. With
     ``watch``, Locust is stopped as soon as the records say the target went down
@@ -438,10 +448,10 @@ def _run_locust(
                     _stop(proc)  # the master stops its workers too
                     return proc.returncode
             if live is not None and elapsed - last_print >= 0.5:
-                live.update(tail.line(elapsed, bound))
+                live.update(tail.line(elapsed, bound, drain))
                 last_print = elapsed
             elif live is None and console is not None and elapsed - last_print >= 10:
-                console.print(tail.line(elapsed, bound))
+                console.print(tail.line(elapsed, bound, drain))
                 last_print = elapsed
             if elapsed > wall_limit:
                 _stop(proc)
@@ -534,7 +544,9 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     try:
         # A worker's records go to its own copy (local/); the master's come over the wire.
         records_dir = run_dir / LOCAL_DIR if spec.role == "worker" else run_dir
-        rc = _run_locust(cmd, env, run_dir, wall, spec.progress, bound, watch, records_dir)
+        rc = _run_locust(
+            cmd, env, run_dir, wall, spec.progress, bound, watch, records_dir, cfg.drain_s
+        )
     except KeyboardInterrupt as exc:
         # Ctrl-C or SIGTERM: Locust has been stopped; what finished is summarised, marked.
         if spec.role == "worker":
