@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,14 @@ def test_a_load_with_no_slo_has_an_error_budget(
     (run_dir,) = (tmp_path / "r").iterdir()
     s = json.loads((run_dir / "summary.json").read_text())
     assert s["requests"]["failed"] == 10 and s["requests"]["ok"] == 10, s["requests"]
+    # junit.xml (issue 24.15): a case per SLO, the budget's among them, and the run's verdict.
+    cases = {c.get("name"): c for c in ET.parse(run_dir / "junit.xml").getroot().iter("testcase")}
+    bound = "1%" if source == "default" else "60%"
+    assert set(cases) == {f"SLO error_rate<={bound}", "load run verdict"}, set(cases)
+    failure = cases["load run verdict"].find("failure")
+    assert (failure is not None) is bool(rc)
+    if failure is not None:
+        assert failure.get("message", "").startswith("error budget exceeded: 10 of 20")
     budget = s["error_budget"]
     assert budget["source"] == source and budget["passed"] is (rc == 0), budget
     assert budget["max_error_rate"] == (0.01 if source == "default" else 0.6)

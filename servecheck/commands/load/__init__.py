@@ -229,8 +229,20 @@ def spec_from_args(args: argparse.Namespace) -> LoadSpec:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``servecheck load``: run, print the summary, exit 0 (SLOs held) / 1 (breach) / 2 (usage)."""
-    spec = spec_from_args(args)
+    """``servecheck load``: run, print the summary, exit 0 (SLOs held) / 1 (breach) / 2 (usage).
+    ``--target reference`` starts the embedded reference server for the run, as check, soak,
+    accept and capacity do (unless ``SERVECHECK_REF_URL`` names a running one)."""
+    from servecheck.report.workflow import reference_env
+
+    spec = spec_from_args(args)  # every usage error before a server starts
+    # Distributed runs share one target: each process starting its own would split it.
+    with reference_env([args.target], enabled=not (args.master or args.worker)) as started:
+        if started:  # its address is known now
+            spec = spec_from_args(args)
+        return _run(spec)
+
+
+def _run(spec: LoadSpec) -> int:
     from servecheck import api
 
     try:
