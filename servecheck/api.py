@@ -45,14 +45,18 @@ def check(spec: CheckSpec, say: Callable[[str], None] | None = None) -> CheckRes
 
 
 def load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> LoadResult:
-    """One bounded load run with SLO verdicts; also writes the run's HTML page."""
+    """One bounded load run with SLO verdicts; also writes the run's HTML page and junit.xml
+    (a case per SLO, the error budget among them, and one for the run's verdict)."""
     from servecheck.load.run import run_load
 
     result = run_load(spec, on_log=on_log)
     if result.summary:
         from servecheck.report.html import write_load_html
+        from servecheck.workflows.support import Suite, slo_cases, write_junit
 
         write_load_html(result.run_dir)
+        cases = slo_cases(result.summary)
+        write_junit(result.run_dir / "junit.xml", [Suite("servecheck.load", cases)])
     return result
 
 

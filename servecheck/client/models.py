@@ -11,10 +11,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import httpx
+
 from servecheck.client.factory import ClientSettings, sync_client
 from servecheck.config.model import Target, pooling_kind
 from servecheck.errors import UsageError
 from servecheck.redact import redact
+
+
+class NoAnswer(UsageError):
+    """The target accepted the connection but sent no answer in time: the target is down, not
+    the user's input (a load run reports it as a down target, exit 1). A UsageError subclass so
+    that a caller that does not tell the two apart still stops with one line."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -58,6 +66,11 @@ def choose_model(
         ids = [str(m["id"]) for m in r.json()["data"] if not pooling_kind(m)]
         if not ids:
             raise ValueError("an empty list")
+    except httpx.TimeoutException:
+        raise NoAnswer(
+            f"{what} did not answer: GET {redact(url)} got no answer within {timeout_s:g} s "
+            "(the connection was accepted)"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - any failure means the same to the user
         why = (
             str(exc)
@@ -85,4 +98,4 @@ def model_for_target(target: Target, explicit: str | None = None) -> ModelChoice
     )
 
 
-__all__ = ["ModelChoice", "choose_model", "model_for_target"]
+__all__ = ["ModelChoice", "NoAnswer", "choose_model", "model_for_target"]

@@ -142,6 +142,32 @@ def out_dir(args: argparse.Namespace) -> Path:
     return Path(args.out or DEFAULT_OUT)
 
 
+def reference_targets_file(args: argparse.Namespace, asked: bool) -> str | None:
+    """The targets file of a command that falls back to the embedded ``reference`` target
+    (check, soak): ``--targets-file`` as given, else ``./targets.yaml``; but when no target was
+    asked for (``asked`` False) and ./targets.yaml has no ``reference``, the built-in file with
+    the embedded reference alone, as where there is no ./targets.yaml (said on stderr)."""
+    import sys
+
+    from servecheck.config.loader import BUILTIN_FILE, DEFAULT_FILE, load_targets
+    from servecheck.errors import UsageError
+
+    if asked or args.targets_file or os.environ.get(ENV_TARGETS_FILE):
+        return args.targets_file
+    try:
+        names = load_targets(None).names
+    except UsageError:
+        return None  # a broken ./targets.yaml is reported by the run, with its file:line
+    if "reference" in names:
+        return None
+    print(
+        f"{DEFAULT_FILE} has no 'reference' target: using the embedded reference server "
+        "(name one of its targets with --target)",
+        file=sys.stderr,
+    )
+    return str(BUILTIN_FILE)
+
+
 def target_names(args: argparse.Namespace, default: str = "reference") -> list[str]:
     """A repeatable ``--target``: the options, else ``$SERVECHECK_TARGET`` (comma-separated),
     else ``[default]``."""

@@ -531,7 +531,9 @@ def controller(environment: Any) -> _Controller:
             counter, flavour = (None, "")
             if cfg.use_tokenize:
                 root = cfg.base_url.rstrip("/").removesuffix("/v1")
-                counter, flavour = tokenize_counter(root, cfg.model, ctrl.auth_headers())
+                counter, flavour = tokenize_counter(
+                    root, cfg.model, ctrl.auth_headers(), timeout_s=cfg.probe_timeout_s
+                )
             if cfg.context_length:
                 # A scenario's lengths are for a big model; on a small context keep every request
                 # inside it (16 tokens for the chat template), or the run measures 400s.

@@ -81,6 +81,7 @@ class RunConfig:
     retry_after_max_s: float = 0.0  # > 0: closed-loop users honour Retry-After, capped at this
     timeout_s: float = 60.0
     connect_timeout_s: float = 10.0
+    probe_timeout_s: float = 10.0  # a side probe's (/tokenize), bounded by the run (load/run.py)
     api_key_header: str = "authorization"
     headers: dict[str, str] = field(default_factory=dict)  # non-secret headers only
     prompts: list[dict[str, Any]] = field(

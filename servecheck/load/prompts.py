@@ -301,6 +301,8 @@ def tokenize_counter(
             # flavour counts only if it finds the tokens of a text that has some.
             if (fn("hello world") or 0) > 0:
                 return _safe(fn), flavour
+        except httpx.TimeoutException:
+            break  # no answer in time: the next flavour would wait as long (issue 24.6)
         except (httpx.HTTPError, ValueError):
             continue
     client.close()

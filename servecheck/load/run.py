@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servecheck.client.models import ModelChoice, model_for_target
+from servecheck.client.models import ModelChoice, NoAnswer, model_for_target
 from servecheck.config.model import Target
 from servecheck.errors import UsageError
 from servecheck.load import engine_cache, shipped
 from servecheck.load.breakdown import ENGINE_FILE
+from servecheck.load.budget import DEFAULT_ERROR_BUDGET, with_error_budget
 from servecheck.load.dataset import check_dataset
 from servecheck.load.down import DownRule, DownWatch
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
@@ -58,13 +59,22 @@ from servecheck.load.warmup import extend_bounds
 from servecheck.redact import redact
 from servecheck.signals import Interrupted, signum_of, stoppable_child
 
+# A side probe (the engine's /metrics before and after, /tokenize) waits at most this share of
+# the run's duration (and at least PROBE_MIN_S): a target that accepts and never answers must not
+# make the probes outlast the run (issue 24.6: an 8 s run took 32 s).
+PROBE_SHARE = 0.05
+PROBE_MIN_S = 1.0
+ENGINE_CACHE_S = 2.0  # the /metrics scrape's own cap: a nicety, never worth a long wait
+
 
 @dataclass(slots=True)
 class LoadSpec:
     """What to run. Exactly one of ``users``, ``rate`` or ``shape``; at least one bound.
 
     ``slos`` are parsed SLOs (expressions given here are parsed once, when the spec is made);
-    the target's ``slo`` list from targets.yaml is added to them.
+    the target's ``slo`` list from targets.yaml is added to them. ``error_budget`` is the share
+    of failed requests the run may have (``load/budget.py``; None: no budget); an ``error_rate``
+    SLO replaces it.
     ``role`` is ``local`` (default; with ``processes`` > 1 Locust forks workers), ``master`` or
     ``worker`` (``expect_workers`` is the number of workers in both of the latter).
     """
@@ -79,6 +89,7 @@ class LoadSpec:
     duration_s: float | None = None
     max_requests: int | None = None
     slos: list[SLO] = field(default_factory=list)
+    error_budget: float | None = DEFAULT_ERROR_BUDGET
     model: str | None = None
     processes: int | None = None
     role: str = "local"  # local | master | worker
@@ -172,7 +183,7 @@ def validate(spec: LoadSpec) -> list[SLO]:
         if key not in seen:
             seen.add(key)
             unique.append(slo)
-    return unique
+    return with_error_budget(unique, spec.error_budget)
 
 
 def _mode(spec: LoadSpec) -> str:
@@ -217,6 +228,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         retry_after_max_s=spec.retry_after_max_s,
         timeout_s=spec.target.timeout_s,
         connect_timeout_s=spec.target.connect_timeout_s,
+        probe_timeout_s=probe_timeout(spec.target, duration),
         api_key_header=spec.target.api_key_header,
         headers=dict(spec.target.headers),
         shape=[
@@ -233,6 +245,14 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         dataset=str(Path(spec.dataset).resolve()) if spec.dataset else None,
         dataset_format=spec.dataset_format,
     )
+
+
+def probe_timeout(target: Target, duration_s: float | None) -> float:
+    """A side probe's timeout: the target's own timeouts, bounded by a share of the run."""
+    bound = min(target.timeout_s, target.connect_timeout_s)
+    if duration_s:
+        bound = min(bound, max(PROBE_MIN_S, PROBE_SHARE * duration_s))
+    return bound
 
 
 def _drain(spec: LoadSpec) -> float:
@@ -333,12 +353,21 @@ class _Tail:
             self.ttfts = self.ttfts[-1000:]
         return new
 
-    def line(self, elapsed: float, bound: float | None) -> str:
+    def line(self, elapsed: float, bound: float | None, drain: float | None = None) -> str:
+        """The progress line; past ``bound`` the run is stopping (requests in flight finish,
+        for at most ``drain`` s), and it says so rather than ``load 8s/6s``."""
         recent = sorted(self.ttfts[-200:])
         p50 = f"{recent[len(recent) // 2] * 1000:.0f} ms" if recent else "-"
-        of = f"/{bound:.0f}s" if bound else ""
+        if bound and elapsed > bound:
+            most = f" of at most {drain:.0f}s" if drain else ""
+            phase = (
+                f"load {bound:.0f}s done, stopping: requests in flight finish "
+                f"({elapsed - bound:.0f}s{most})"
+            )
+        else:
+            phase = f"load {elapsed:5.0f}s" + (f"/{bound:.0f}s" if bound else "")
         return (
-            f"load {elapsed:5.0f}s{of}  done {self.total}  errors {self.errors}  "
+            f"{phase}  done {self.total}  errors {self.errors}  "
             f"tokens {self.tokens}  ttft p50 (recent) {p50}"
         )
 
@@ -352,6 +381,7 @@ def _run_locust(
     bound: float | None,
     watch: DownWatch | None = None,
     records_dir: Path | None = None,
+    drain: float | None = None,
 ) -> int | None:
     """Run Locust, show progress, enforce a wall-clock limit; return its exit code. With
     ``watch``, Locust is stopped as soon as the records say the target went down
@@ -394,10 +424,10 @@ def _run_locust(
                     _stop(proc)  # the master stops its workers too
                     return proc.returncode
             if live is not None and elapsed - last_print >= 0.5:
-                live.update(tail.line(elapsed, bound))
+                live.update(tail.line(elapsed, bound, drain))
                 last_print = elapsed
             elif live is None and console is not None and elapsed - last_print >= 10:
-                console.print(tail.line(elapsed, bound))
+                console.print(tail.line(elapsed, bound, drain))
                 last_print = elapsed
             if elapsed > wall_limit:
                 _stop(proc)
@@ -446,7 +476,11 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
             "given" if spec.model else "not discovered: target down",
         )
     else:
-        choice = model_for_target(spec.target, spec.model)
+        try:
+            choice = model_for_target(spec.target, spec.model)
+        except NoAnswer as exc:  # connected, then silence: the target is down, not the input
+            down = str(exc)
+            choice = ModelChoice("(not discovered: no answer)", "not discovered: no answer")
     model = choice.model
     run_id = spec.run_id or _new_run_id(spec.scenario)
     run_dir = Path(spec.out_dir) / run_id
@@ -480,14 +514,17 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     started = time.time()
     bound = cfg.duration_s
     wall = (bound or 3600.0) + cfg.drain_s + 120.0
-    cache0 = engine_cache.snapshot(spec.target, 2.0) if spec.role != "worker" else {}
+    probe_s = min(ENGINE_CACHE_S, cfg.probe_timeout_s)
+    cache0 = engine_cache.snapshot(spec.target, probe_s) if spec.role != "worker" else {}
     # A worker watches its own records too: it stops by itself when the target is gone, even
     # when its master's quit message never comes (a master killed after a slow shutdown).
     watch = DownWatch(spec.down_after, started)
     try:
         # A worker's records go to its own copy (local/); the master's come over the wire.
         records_dir = run_dir / LOCAL_DIR if spec.role == "worker" else run_dir
-        rc = _run_locust(cmd, env, run_dir, wall, spec.progress, bound, watch, records_dir)
+        rc = _run_locust(
+            cmd, env, run_dir, wall, spec.progress, bound, watch, records_dir, cfg.drain_s
+        )
     except KeyboardInterrupt as exc:
         # Ctrl-C or SIGTERM: Locust has been stopped; what finished is summarised, marked.
         if spec.role == "worker":
@@ -499,7 +536,7 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
         raise Interrupted(signum, partial) from None
     ended = time.time()
     if spec.role != "worker":  # the engine's prefix-cache counters over the run (breakdown.py)
-        delta = engine_cache.run_delta(cache0, engine_cache.snapshot(spec.target, 2.0))
+        delta = engine_cache.run_delta(cache0, engine_cache.snapshot(spec.target, probe_s))
         (run_dir / ENGINE_FILE).write_text(json.dumps(delta) + "\n", encoding="utf-8")
     if spec.role == "worker":
         # The master merges and judges; a worker only reports where its records are.

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servecheck.load.breakdown import format_breakdown, scenario_breakdown
+from servecheck.load.budget import SOURCE as BUDGET
+from servecheck.load.budget import budget_line, budget_summary, percent
 from servecheck.load.phases import phase_lines
 from servecheck.load.plan import RunConfig
 from servecheck.load.records import MERGED_NAME, merge_records
@@ -156,8 +158,18 @@ def summarise(
 
     sched = Schedule(mode=cfg.mode, planned=planned, max_lag_ms=spec.max_lag_ms)
     stats = compute_stats(records(), sched, request_predicate(slos), loop_lag)
-    verdicts = evaluate(slos, stats)
+    # With no request finished the budget measures nothing: the other rules judge the run.
+    verdicts = evaluate([s for s in slos if stats.total or s.source != BUDGET], stats)
     slo_ok = all(v.passed for v in verdicts)
+    over_budget = next(
+        (
+            f"error budget exceeded: {stats.failed} of {stats.total} requests failed "
+            f"({stats.error_rate:.2%}; the budget is {percent(v.slo.bound)})"
+            for v in verdicts
+            if v.slo.source == BUDGET and not v.passed
+        ),
+        None,
+    )
     unmeasured: list[str] = []
     if stats.behind and not spec.allow_lag and stats.ok:
         unmeasured += stats.behind_reasons  # with nothing ok the server is to blame, not the CPU
@@ -190,6 +202,7 @@ def summarise(
         slo_ok=slo_ok,
         unmeasured=unmeasured,
         down=down,
+        over_budget=over_budget,
     )
     reasons, passed, verdict = judged.reasons, judged.passed, judged.status
     exit_code = judged.exit_code
@@ -221,6 +234,7 @@ def summarise(
         },
         **stats.as_dict(),
         "slo": [v.as_dict() for v in verdicts],
+        "error_budget": budget_summary(slos, verdicts),
         "verdict": verdict,
         "partial": bool(partial),
         "reasons": reasons,
@@ -292,12 +306,18 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
             f"{tok['discrepant_requests']} requests differ, {tok['usage_missing']} without usage"
         )
     lines += format_breakdown(summary) + format_warmup(summary)
+    if summary.get("error_budget"):
+        lines.append(budget_line(summary["error_budget"]))
     for v in verdicts:
         lines.append(v.line())
     sched = summary["schedule"]
     if sched["behind"] and req["ok"]:  # with nothing ok the server is to blame (the verdict says)
         lines += [f"WARNING: {r}" for r in sched["reasons"]]
-    breached = [str(v.get("slo")) for v in summary.get("slo") or [] if not v.get("passed")]
+    breached = [  # the budget's breach is a reason of its own
+        str(v.get("slo"))
+        for v in summary.get("slo") or []
+        if not v.get("passed") and v.get("source") != BUDGET
+    ]
     why = [*summary["reasons"], *([f"SLO breached: {', '.join(breached)}"] if breached else [])]
     lines.append(f"verdict: {summary['verdict'].upper()}" + (f" ({'; '.join(why)})" if why else ""))
     return "\n".join(lines)

@@ -102,10 +102,13 @@ def load_run_verdict(
     slo_ok: bool,
     unmeasured: Iterable[str] = (),
     down: str | None = None,
+    over_budget: str | None = None,
 ) -> RunVerdict:
     """The run's verdict. ``unmeasured`` are reasons the run could not measure what it claims
     (the generator fell behind, no request finished, locust died): they make it inconclusive.
-    ``down`` (the target did not accept a connection before the load) is a FAIL."""
+    ``down`` (the target did not accept a connection before the load) is a FAIL, and so is
+    ``over_budget`` (more requests failed than the error budget allows, ``load/budget.py``),
+    unless nothing succeeded, which says more."""
     if down:  # nothing else about the run means anything then
         return RunVerdict(FAIL, [down])
     dead = nothing_succeeded(total, ok, errors)
@@ -114,6 +117,7 @@ def load_run_verdict(
     return compose(
         [
             RunVerdict.of(dead is None, dead or ""),
+            RunVerdict.of(dead is not None or not over_budget, over_budget or ""),
             RunVerdict.of(slo_ok),  # the breached SLOs are listed by their own verdicts
             RunVerdict.of(not (finished or other), *finished, *other, otherwise=INCONCLUSIVE),
         ]

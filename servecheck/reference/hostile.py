@@ -135,6 +135,27 @@ def _send_filler(conn: socket.socket, srv: HostileServer, byte: bytes) -> bool:
     return True
 
 
+def _every_other_500(conn: socket.socket, srv: HostileServer, path: str) -> None:
+    with srv.lock:
+        srv.api_requests += 1
+        n = srv.api_requests
+    if n % 2 == 0:
+        err = {"error": {"message": "internal error", "type": "server_error", "code": 500}}
+        _send_json(conn, "500 Internal Server Error", err)
+        return
+    done = {
+        "id": "chatcmpl-hostile",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": MODEL,
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 8, "completion_tokens": 2, "total_tokens": 10},
+    }
+    events = [_chunk("hi"), _chunk(" there"), json.dumps(done), "[DONE]"]
+    conn.sendall(_head("200 OK", "text/event-stream"))
+    conn.sendall("".join(f"data: {e}\n\n" for e in events).encode())
+
+
 def _giant_line(conn: socket.socket, srv: HostileServer, path: str) -> None:
     conn.sendall(_head("200 OK", "text/event-stream") + b'data: {"choices":[{"delta":{"content":"')
     if _send_filler(conn, srv, b"x"):
@@ -188,6 +209,11 @@ CATALOGUE: dict[str, Hostile] = {
             _always("500 Internal Server Error", "Internal Server Error", "server_error"),
             False,
         ),
+        Hostile(
+            "every-other-500",
+            "every second API request answers 500; the others stream a short valid reply",
+            _every_other_500,
+        ),
         Hostile("endless-sse", "a valid token stream that never sends data: [DONE]", _endless_sse),
         Hostile("giant-line", "one SSE data line of giant_bytes that never ends", _giant_line),
         Hostile("huge-body", "a 200 application/json body of giant_bytes spaces", _huge_body),
@@ -206,6 +232,8 @@ class HostileServer:
     port: int = 0
     requests: int = 0
     sent_bytes: int = 0  # body bytes the completion handlers handed to the kernel
+    api_requests: int = 0  # requests that reached the handler (not models, health, metrics)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _sock: socket.socket | None = field(default=None, repr=False)
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
     _t0: float = 0.0

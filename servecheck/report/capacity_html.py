@@ -159,6 +159,24 @@ def write_capacity_html(run_dir: Path) -> Path:
     )
 
 
+def _count(b: dict[str, Any], *keys: str) -> int:
+    return sum(int((b.get(k) or {}).get("count") or 0) for k in keys)
+
+
+def _measured(b: dict[str, Any] | None) -> bool:
+    """Whether a step's breakdown holds a figure (a plain chat step's has only empty ones and
+    a note that the engine has no prefix-cache counters)."""
+    if not b:
+        return False
+    return bool(
+        b.get("by_turn")
+        or b.get("requests_reporting")
+        or b.get("hit_rate") is not None
+        or b.get("engine_hit_rate") is not None
+        or _count(b, "ttft_first_ms", "ttft_later_ms", "ttft_cached_ms", "ttft_uncached_ms")
+    )
+
+
 def production_table(
     steps: list[dict[str, Any]], unit: str, kn: dict[str, Any] | None
 ) -> tuple[list[str], list[list[str]], list[str]] | None:
@@ -167,8 +185,8 @@ def production_table(
     from servecheck.report import svg
     from servecheck.report.html import fmt, pct
 
-    rows_of = [s for s in steps if s.get("breakdown")]
-    if not rows_of:
+    rows_of = [s for s in steps if _measured(s.get("breakdown"))]
+    if not rows_of:  # plain chat: the section would be a table of dashes and empty plots
         return None
     turn_keys: list[str] = []
     for s in rows_of:
@@ -212,25 +230,27 @@ def production_table(
             ]
         )
     xs = [s["level"] for s in rows_of]
-    figs = [
-        svg.line_plot(
-            "TTFT p90: first vs later requests",
-            f"load ({unit})",
-            "ms",
-            [
-                (
-                    "first p90",
-                    xs,
-                    [(s["breakdown"].get("ttft_first_ms") or {}).get("p90") for s in rows_of],
-                ),
-                (
-                    "later p90",
-                    xs,
-                    [(s["breakdown"].get("ttft_later_ms") or {}).get("p90") for s in rows_of],
-                ),
-            ],
+    figs = []
+    if any(_count(s["breakdown"], "ttft_first_ms", "ttft_later_ms") for s in rows_of):
+        figs.append(
+            svg.line_plot(
+                "TTFT p90: first vs later requests",
+                f"load ({unit})",
+                "ms",
+                [
+                    (
+                        "first p90",
+                        xs,
+                        [(s["breakdown"].get("ttft_first_ms") or {}).get("p90") for s in rows_of],
+                    ),
+                    (
+                        "later p90",
+                        xs,
+                        [(s["breakdown"].get("ttft_later_ms") or {}).get("p90") for s in rows_of],
+                    ),
+                ],
+            )
         )
-    ]
     if any(
         s["breakdown"].get("hit_rate") is not None
         or s["breakdown"].get("engine_hit_rate") is not None

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.errors import UsageError
+from servecheck.load.budget import DEFAULT_ERROR_BUDGET
 from servecheck.load.slo import SLO, as_slos
 from servecheck.load.verdict import compose, stage_verdict
 from servecheck.workflows import RunResult, coldstart
@@ -63,6 +64,7 @@ class AcceptSpec:
     target: str = "reference"
     targets_file: str | None = None  # None: ./targets.yaml, else the built-in reference target
     slos: list[SLO] = field(default_factory=list)  # the smoke load's (expressions parsed once)
+    error_budget: float | None = DEFAULT_ERROR_BUDGET  # of the smoke load (load/budget.py)
     smoke_duration_s: float = 20.0
     smoke_users: int = 2
     scenario: str = "chat"
@@ -266,6 +268,7 @@ def _smoke(spec: AcceptSpec, target: Any, run_dir: Path) -> dict[str, Any]:
         users=max(1, spec.smoke_users),
         duration_s=spec.smoke_duration_s,
         slos=list(spec.slos),
+        error_budget=spec.error_budget,
         out_dir=run_dir,
         run_id="load",
         progress=True,

@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.errors import UsageError
-from servecheck.load.slo import SLO, as_slos, parse_slo, reject_cold
+from servecheck.load.budget import (
+    DEFAULT_ERROR_BUDGET,
+    parse_error_budget,
+    percent,
+    with_error_budget,
+)
+from servecheck.load.slo import SLO, as_slos, parse_slos, reject_cold
 from servecheck.load.verdict import RunVerdict
 from servecheck.workflows import RunResult
 
@@ -30,8 +36,9 @@ from servecheck.workflows import RunResult
 class CapacitySpec:
     """What ``servecheck capacity`` sweeps: ``levels`` are users, or requests/s with ``rates``.
 
-    ``max_error_rate`` (e.g. ``"1%"``, or ``"none"``) adds the SLO ``error_rate<=`` it unless an
-    ``error_rate`` SLO is given."""
+    ``max_error_rate`` is the error budget of every step (``load/budget.py``: ``"1%"``, the
+    shared default, or ``"none"``): it adds the SLO ``error_rate<=`` it unless an ``error_rate``
+    SLO is given."""
 
     target: str = "reference"
     targets_file: str | None = None  # None: ./targets.yaml, else the built-in reference target
@@ -49,7 +56,7 @@ class CapacitySpec:
     dataset_format: str = "auto"
     trace: str | None = None  # levels are speed factors of this trace's replay (mode "speed")
     trace_format: str = "auto"
-    max_error_rate: str = "1%"
+    max_error_rate: str = percent(DEFAULT_ERROR_BUDGET)
     allow_lag: bool = False
     ready_timeout_s: float = 60.0
     out: Path = Path("reports")
@@ -85,13 +92,11 @@ class CapacitySpec:
                 f"--knee-metric {self.knee_metric!r}: one of ttft|itl|e2e|tpot|ttfa|ttfr _ p50|p90|p95|p99, e.g. e2e_p95"
             )
         reject_cold(self.slos, "servecheck capacity")
-        self.error_rate_slo()  # a bad --max-error-rate is a usage error before any load
+        self.error_budget()  # a bad --max-error-rate is a usage error before any load
 
-    def error_rate_slo(self) -> SLO | None:
-        """``error_rate<=max_error_rate`` (None for ``none``)."""
-        if self.max_error_rate.lower() == "none":
-            return None
-        return parse_slo(f"error_rate<={self.max_error_rate}")
+    def error_budget(self) -> float | None:
+        """``max_error_rate`` as a fraction (None for ``none``)."""
+        return parse_error_budget(self.max_error_rate, "--max-error-rate")
 
 
 @dataclass(slots=True)
@@ -131,13 +136,8 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
     if state.state != "ready":
         return _not_ready(spec, run_dir, target, f"{state.state}: {state.detail}", state.detail)
     mode = "speed" if spec.trace else "rate" if spec.rates else "users"
-    slos = list(spec.slos)
-    error_rate = spec.error_rate_slo()
-    if error_rate is not None and not any(
-        x.strip().startswith("error_rate") for x in [*(s.text for s in slos), *target.slo]
-    ):
-        # A level that answers fast by failing a third of the requests has not "met the SLOs".
-        slos.append(error_rate)
+    # A level that answers fast by failing a third of the requests has not "met the SLOs".
+    slos = with_error_budget(spec.slos, spec.error_budget(), parse_slos(target.slo, "targets.yaml"))
     steps, statuses, stop_reason = _run_steps(spec, target, run_dir, levels, slos, mode)
     data = _findings(spec, target, mode, slos, steps, stop_reason)
     verdict = _verdict(spec, data, statuses)
@@ -197,6 +197,7 @@ def _step_spec(
         trace_speed=level if spec.trace else 1.0,
         duration_s=spec.step_duration_s,
         slos=slos,
+        error_budget=spec.error_budget(),
         out_dir=run_dir / "steps",
         run_id=f"{i + 1:02d}-{_label(spec, level)}",
         progress=False,

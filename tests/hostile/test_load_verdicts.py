@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,75 @@ def test_compare_accepts_a_killed_runs_folder(
     out = capsys.readouterr().out
     assert "was not summarised (killed?): compared from its 200 per-worker records" in out
     assert "ttft_p50" in out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "rc", "source"),
+    [
+        pytest.param([], 1, "default", id="default-budget"),
+        pytest.param(["--error-budget", "60%"], 0, "set", id="error-budget-option"),
+        pytest.param(["--slo", "error_rate<=60%"], 0, "slo", id="error-rate-slo"),
+    ],
+)
+def test_a_load_with_no_slo_has_an_error_budget(
+    tmp_path: Path, args: list[str], rc: int, source: str
+) -> None:
+    """Issue 24.1: every second request answered 500 was a PASS when no SLO was given."""
+    with hostile("every-other-500") as srv:
+        targets = write_targets(tmp_path / "targets.yaml", srv)
+        cmd = load_cmd(targets, tmp_path / "r", "--users", "2", "--max-requests", "20")
+        proc = run_cmd([*cmd, "--allow-lag", *args])
+    assert proc.returncode == rc, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "r").iterdir()
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["requests"]["failed"] == 10 and s["requests"]["ok"] == 10, s["requests"]
+    # junit.xml (issue 24.15): a case per SLO, the budget's among them, and the run's verdict.
+    cases = {c.get("name"): c for c in ET.parse(run_dir / "junit.xml").getroot().iter("testcase")}
+    bound = "1%" if source == "default" else "60%"
+    assert set(cases) == {f"SLO error_rate<={bound}", "load run verdict"}, set(cases)
+    failure = cases["load run verdict"].find("failure")
+    assert (failure is not None) is bool(rc)
+    if failure is not None:
+        assert failure.get("message", "").startswith("error budget exceeded: 10 of 20")
+    budget = s["error_budget"]
+    assert budget["source"] == source and budget["passed"] is (rc == 0), budget
+    assert budget["max_error_rate"] == (0.01 if source == "default" else 0.6)
+    if rc:
+        assert s["verdict"] == "fail"
+        assert s["reasons"] == [
+            "error budget exceeded: 10 of 20 requests failed (50.00%; the budget is 1%)"
+        ]
+        assert "error budget: 1% of requests may fail (default" in proc.stdout
+        assert "verdict: FAIL (error budget exceeded: 10 of 20 requests failed" in proc.stdout
+    else:
+        assert s["verdict"] == "pass", s["reasons"]
+        assert "error budget: 60% of requests may fail" in proc.stdout
+
+
+def test_the_error_budget_option(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from servecheck.load.budget import parse_error_budget, with_error_budget
+    from servecheck.load.slo import parse_slos
+
+    assert parse_error_budget("0.5%") == 0.005
+    assert parse_error_budget("none") is None
+    ttft = parse_slos(["ttft_p95<=1s"])
+    assert [s.text for s in with_error_budget(ttft, 0.01)] == ["ttft_p95<=1s", "error_rate<=1%"]
+    assert with_error_budget(ttft, None) == ttft
+    own = parse_slos(["error_rate<=5%"], "targets.yaml")
+    assert with_error_budget(ttft, 0.01, own) == ttft, "an error_rate SLO is the budget"
+    with hostile("always-429") as srv:
+        targets = write_targets(tmp_path / "targets.yaml", srv)
+        cmd = load_cmd(targets, tmp_path / "r", "--users", "1", "--max-requests", "2")
+        assert main([*cmd[3:], "--error-budget", "1"]) == 2  # 1 % or 100 %?
+        assert srv.requests == 0, "refused before any request"
+    err = capsys.readouterr().err
+    assert "--error-budget '1': a percentage of failed requests, e.g. 1% or 0.5%" in err
+
+
+def test_the_budget_fails_a_run_unless_nothing_succeeded_says_more() -> None:
+    over = "error budget exceeded: 5 of 10 requests failed"
+    run = load_run_verdict(total=10, ok=5, errors={"http-500": 5}, slo_ok=False, over_budget=over)
+    assert (run.status, run.reasons) == ("fail", [over])
+    dead = load_run_verdict(total=10, ok=0, errors={"http-500": 10}, slo_ok=False, over_budget=over)
+    assert dead.reasons[0].startswith("nothing succeeded") and over not in dead.reasons

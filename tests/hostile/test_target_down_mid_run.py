@@ -163,3 +163,55 @@ def test_down_after_parses(text: str | None, rule: DownRule) -> None:
 def test_a_bad_down_after_is_a_usage_error(text: str) -> None:
     with pytest.raises(UsageError, match="--down-after"):
         parse_down_after(text)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [pytest.param([], id="model-discovered"), pytest.param(["--model", "m"], id="model-given")],
+)
+def test_a_target_that_never_answers_is_down_and_its_probes_are_bounded_by_the_run(
+    tmp_path: Path, model: list[str]
+) -> None:
+    """Issue 24.6: a target that accepts and never answers was a usage error ("pass --model",
+    exit 2); with --model the side probes (/tokenize, the engine's /metrics) each waited their
+    full timeout, so an 8 s run took 32 s. The bound below is generous: a hang, not a speed."""
+    import time
+
+    from servecheck.reference.hostile import hostile
+
+    duration = 6.0
+    with hostile("accepts-never-answers") as srv:
+        targets = tmp_path / "targets.yaml"
+        targets.write_text(
+            "targets:\n  - name: silent\n"
+            f"    base_url: {srv.base_url}\n    engine: vllm\n    timeout_s: 3\n"
+        )
+        cmd = load_cmd(
+            targets,
+            tmp_path / "r",
+            "--users",
+            "2",
+            "--duration",
+            f"{duration:g}s",
+            *model,
+            target="silent",
+            tokenize=True,  # the /tokenize probe is one of the side probes
+        )
+        t0 = time.monotonic()
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+        took = time.monotonic() - t0
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "pass --model" not in out
+    (run_dir,) = (tmp_path / "r").iterdir()
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["verdict"] == "fail", s
+    if model:
+        assert s["requests"]["errors"] == {"timeout": s["requests"]["total"]}, s["requests"]
+    else:
+        assert s["reasons"] == [
+            f"target 'silent' did not answer: GET {srv.base_url}/models got no answer within "
+            "10 s (the connection was accepted)"
+        ]
+        assert "did not answer" in proc.stderr
+    assert took < duration + 15, f"{took:.1f} s for a {duration:g} s run"

@@ -381,3 +381,46 @@ def test_abandon_scenario_hangs_up_on_purpose(fast_server: RunningServer, tmp_pa
         and s["latency_ms"]["ttft"]["count"] == 40
     )
     assert "abandoned on purpose" in proc.stdout
+
+
+def test_the_progress_line_says_when_the_run_is_stopping(tmp_path: Path) -> None:
+    """Issue 24.15: past the planned duration the line read ``load 8s/6s``."""
+    from servecheck.load.run import _Tail
+
+    tail = _Tail(tmp_path)
+    assert tail.line(3.0, 6.0, 60.0).startswith("load     3s/6s  done 0")
+    stopping = tail.line(8.0, 6.0, 60.0)
+    assert "8s/6s" not in stopping
+    assert stopping.startswith(
+        "load 6s done, stopping: requests in flight finish (2s of at most 60s)"
+    )
+
+
+def test_load_on_the_reference_target_starts_the_embedded_server(tmp_path: Path) -> None:
+    """Issue 24.15: ``load --target reference`` did not start the built-in server (check, soak,
+    accept and capacity do); a load run wrote no junit.xml."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("SERVECHECK_REF_URL", "SERVECHECK_TARGETS_FILE", "SERVECHECK_TARGET")
+    }
+    env["PYTHONPATH"] = str(ROOT)
+    cmd = [sys.executable, "-m", "servecheck", "load", "--target", "reference", "--quiet"]
+    proc = subprocess.run(
+        [*cmd, "--users", "1", "--max-requests", "5", "--allow-lag", "--out", "r"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,  # no targets.yaml here: the built-in one
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "r").iterdir()
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["requests"]["ok"] == 5 and s["base_url"] != "http://127.0.0.1:8000/v1", s["base_url"]
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(run_dir / "junit.xml").getroot()
+    names = [c.get("name") for c in root.iter("testcase")]
+    assert names == ["SLO ttft_p95<=500ms", "SLO error_rate<=0.5%", "load run verdict"], names
+    assert root.find("testsuite").get("failures") == "0"  # type: ignore[union-attr]

@@ -167,3 +167,46 @@ def test_a_step_keeps_the_first_answer_token_time_for_the_knee() -> None:
 def test_knee_metric_names_the_reasoning_phases(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["capacity", "--knee-metric", "ttfb_p95"]) == 2
     assert "one of ttft|itl|e2e|tpot|ttfa|ttfr" in capsys.readouterr().err
+
+
+def test_a_plain_chat_sweep_has_no_turns_and_prefix_cache_section() -> None:
+    """Issue 24.15: plain chat steps gave a table of dashes and empty plots."""
+    from servecheck.report.capacity import level_breakdown
+    from servecheck.report.capacity_html import production_table
+
+    empty = {"count": 0, "p50": None, "p90": None, "p99": None}
+    plain = {  # a plain chat step's summary: no turns, no cached_tokens, no engine counters
+        "prefix_cache": {
+            "requests_reporting": 0,
+            "requests_hit": 0,
+            "hit_rate": None,
+            **{
+                k: empty
+                for k in (
+                    "ttft_cached_ms",
+                    "ttft_uncached_ms",
+                    "ttft_first_of_group_ms",
+                    "ttft_later_in_group_ms",
+                )
+            },
+            "engine": {"note": "the engine exposes no prefix-cache counters"},
+        }
+    }
+    steps = [{"level": lv, "breakdown": level_breakdown(plain)} for lv in (1.0, 2.0)]
+    assert production_table(steps, "users", None) is None
+    hit = dict(plain["prefix_cache"], requests_reporting=10, requests_hit=4, hit_rate=0.3)
+    steps.append({"level": 4.0, "breakdown": level_breakdown({"prefix_cache": hit})})
+    table = production_table(steps, "users", None)
+    assert table is not None
+    _, rows, figs = table
+    assert [r[0] for r in rows] == ["4"] and len(figs) == 1, "only the hit-rate plot has data"
+
+
+def test_capacity_shares_the_load_error_budget(capsys: pytest.CaptureFixture[str]) -> None:
+    from servecheck.load.budget import DEFAULT_ERROR_BUDGET
+    from servecheck.workflows.capacity import CapacitySpec
+
+    assert CapacitySpec().error_budget() == DEFAULT_ERROR_BUDGET
+    assert CapacitySpec(max_error_rate="none").error_budget() is None
+    assert main(["capacity", "--users", "1", "--max-error-rate", "1"]) == 2
+    assert "--max-error-rate '1': a percentage of failed requests" in capsys.readouterr().err

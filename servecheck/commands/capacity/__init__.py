@@ -21,6 +21,7 @@ from servecheck.commands.options import (
     out_dir,
 )
 from servecheck.errors import UsageError
+from servecheck.load.budget import DEFAULT_ERROR_BUDGET, percent
 from servecheck.workflows.capacity import CapacitySpec
 
 
@@ -143,7 +144,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_dataset_arguments(parser)
     parser.add_argument(
         "--max-error-rate",
-        default="1%",
+        default=percent(DEFAULT_ERROR_BUDGET),
         metavar="PCT",
         help="adds the SLO error_rate<=PCT unless an error_rate SLO is given (default: %(default)s; 'none' to drop it)",
     )

@@ -7,14 +7,17 @@ free port for the duration of the run. The run is :func:`servecheck.workflows.co
 from __future__ import annotations
 
 import argparse
+import os
 
 from servecheck import api
 from servecheck.commands.options import (
+    ENV_TARGET,
     add_catalogue_arguments,
     add_run_arguments,
     add_target_arguments,
     checked_reference_args,
     out_dir,
+    reference_targets_file,
     target_names,
 )
 from servecheck.workflows.conformance import SURFACE_FILES, CheckSpec
@@ -44,9 +47,10 @@ def spec_from_args(args: argparse.Namespace) -> CheckSpec:
     """The :class:`CheckSpec` for the options (targets: ``--target``, else SERVECHECK_TARGET,
     else the embedded reference)."""
     targets = target_names(args)
+    asked = bool(args.target or os.environ.get(ENV_TARGET, "").strip())
     return CheckSpec(
         targets=list(targets),
-        targets_file=args.targets_file,
+        targets_file=reference_targets_file(args, asked),
         models=list(args.model or []),
         surfaces=list(args.surface or []),
         keyword=args.keyword,

@@ -22,6 +22,7 @@ from servecheck.commands.options import (
     add_target_arguments,
     checked_reference_args,
     out_dir,
+    reference_targets_file,
 )
 from servecheck.commands.soak.plans import (
     plan_from_options,
@@ -223,8 +224,9 @@ def run(args: argparse.Namespace) -> int:
     from servecheck.workflows.support import new_run_dir, reference_env, say
 
     name = args.target or "reference"
+    targets_file = reference_targets_file(args, asked=bool(args.target))
     with reference_env([name], extra_args=checked_reference_args(args.reference_arg)):
-        target = load_targets(args.targets_file).get(name)
+        target = load_targets(targets_file).get(name)
         if args.probe_only:
             return _probe_only(args, target)
         plan_from_args(args, target, "-")  # usage errors before any request
