@@ -9,14 +9,19 @@ is in ``servecheck/load/run.py``.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
+from servecheck.commands.load.arguments import (
+    add_distributed_arguments,
+    add_guard_arguments,
+    add_replay_arguments,
+    add_workload_arguments,
+)
 from servecheck.commands.load.spec import spec_from_options
 
 # Re-exported: callers wrote ``from servecheck.commands.load import LoadSpec, run_load`` before
 # the run moved into the library; new code imports servecheck.load.run.
-from servecheck.commands.options import add_dataset_arguments, add_target_arguments
+from servecheck.commands.options import add_target_arguments
 from servecheck.errors import UsageError
 from servecheck.load.run import (
     LoadResult,
@@ -26,187 +31,17 @@ from servecheck.load.run import (
     run_load,
     summarise,
 )
-from servecheck.load.trace import FORMATS as TRACE_FORMATS
 from servecheck.signals import Interrupted
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``servecheck load`` (each also readable from a SERVECHECK_LOAD_* variable)."""
-    env = os.environ.get
     g = parser.add_argument_group("load")
     add_target_arguments(g, target="one", target_default="none: required")
-    g.add_argument(
-        "--plan",
-        metavar="NAME|FILE",
-        default=env("SERVECHECK_LOAD_PLAN"),
-        help="load plan from loadtests/ (e.g. smoke); options override it",
-    )
-    g.add_argument(
-        "--scenario",
-        metavar="NAME",
-        default=None,
-        help="scenario in scenarios/ or a locustfile path (default: chat)",
-    )
-    g.add_argument(
-        "--users", type=int, metavar="N", default=None, help="closed loop: N concurrent users"
-    )
-    g.add_argument(
-        "--rate",
-        metavar="R/s",
-        default=None,
-        help="open loop: R requests per second (5/s, 300/min)",
-    )
-    g.add_argument(
-        "--poisson",
-        action="store_true",
-        default=None,
-        help="open loop with Poisson (exponential) gaps instead of a fixed rate",
-    )
-    g.add_argument(
-        "--seed",
-        type=int,
-        metavar="N",
-        default=None,
-        help="seed for prompts and Poisson gaps (default: 0)",
-    )
-    g.add_argument(
-        "--duration",
-        metavar="TIME",
-        default=env("SERVECHECK_LOAD_DURATION"),
-        help="how long to send (30s, 5m); env SERVECHECK_LOAD_DURATION",
-    )
-    g.add_argument(
-        "--max-requests", type=int, metavar="N", default=None, help="stop after N requests"
-    )
-    g.add_argument(
-        "--slo",
-        action="append",
-        metavar="EXPR",
-        default=[],
-        help="SLO such as ttft_p95<=500ms (repeatable; the target's slo list is added)",
-    )
-    g.add_argument(
-        "--model",
-        metavar="NAME",
-        default=None,
-        help="model (default: the target's first, else GET /models)",
-    )
-    g.add_argument(
-        "--processes",
-        type=int,
-        metavar="N",
-        default=None,
-        help="Locust --processes N: N worker processes on this machine",
-    )
-    g.add_argument(
-        "--master",
-        action="store_true",
-        help="distributed: run the Locust master and merge the workers' records",
-    )
-    g.add_argument("--worker", action="store_true", help="distributed: run one Locust worker")
-    g.add_argument(
-        "--expect-workers",
-        type=int,
-        metavar="N",
-        default=1,
-        help="distributed: number of workers (give it to the master and to each worker)",
-    )
-    g.add_argument(
-        "--master-host",
-        metavar="HOST",
-        default="127.0.0.1",
-        help="distributed: master address for a worker (default: %(default)s)",
-    )
-    g.add_argument(
-        "--master-port",
-        type=int,
-        metavar="PORT",
-        default=5557,
-        help="distributed: master port (default: %(default)s)",
-    )
-    g.add_argument(
-        "--run-id",
-        metavar="ID",
-        default=None,
-        help="run directory name (give master and workers the same one)",
-    )
-    g.add_argument(
-        "--max-lag",
-        metavar="TIME",
-        default="25ms",
-        help="flag the run when schedule or generator lag p99 exceeds this (default: %(default)s)",
-    )
-    g.add_argument(
-        "--allow-lag",
-        action="store_true",
-        help="report a lagging generator as a warning, not a failed run",
-    )
-    g.add_argument(
-        "--down-after",
-        metavar="N,WINDOW",
-        default=None,
-        help="stop the run and fail it when N consecutive requests over WINDOW failed to connect "
-        "(the target went down mid-run; an HTTP error is not down); 'off' never stops "
-        "(default: 10,5s)",
-    )
-    g.add_argument(
-        "--honour-retry-after",
-        metavar="MAX",
-        default=None,
-        help="closed loop: after a rate-limited answer (429, 503 with Retry-After) a user waits "
-        "the Retry-After it was given, at most MAX (e.g. 10s); default: no wait",
-    )
-    g.add_argument(
-        "--max-inflight",
-        type=int,
-        metavar="N",
-        default=None,
-        help="open loop: cap on requests in flight per process (default: 1024)",
-    )
-    g.add_argument(
-        "--no-tokenize",
-        action="store_true",
-        help="size prompts with the chars-per-token estimate even when the target has /tokenize",
-    )
-    g.add_argument(
-        "--cpus",
-        metavar="LIST",
-        default=None,
-        help="pin the generator to these CPUs (taskset -c LIST)",
-    )
-    g.add_argument(
-        "--trace",
-        metavar="FILE",
-        default=None,
-        help="replay a trace file on its schedule (Mooncake, BurstGPT, Azure or servecheck JSONL)",
-    )
-    g.add_argument(
-        "--trace-format",
-        choices=TRACE_FORMATS,
-        default="auto",
-        help="trace file format (default: detected from the file)",
-    )
-    g.add_argument(
-        "--speed",
-        type=float,
-        metavar="F",
-        default=None,
-        help="trace replay speed factor: 2 sends twice as fast (default: 1)",
-    )
-    add_dataset_arguments(g)
-    g.add_argument(
-        "--warmup",
-        metavar="TIME",
-        default=None,
-        help="send this long first (on top of --duration), recorded but kept out of the figures and SLOs",
-    )
-    g.add_argument(
-        "--warmup-requests",
-        type=int,
-        metavar="N",
-        default=None,
-        help="the first N requests (on top of --max-requests) are warm-up",
-    )
+    add_workload_arguments(g)
+    add_distributed_arguments(g)
+    add_guard_arguments(g)
+    add_replay_arguments(g)
     g.add_argument("--quiet", action="store_true", help="no live progress")
 
 
