@@ -12,8 +12,12 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
 
 from servecheck.config.loader import ENV_TARGETS_FILE
+
+if TYPE_CHECKING:
+    from servecheck.load.slo import SLO
 
 ENV_TARGET = "SERVECHECK_TARGET"
 ENV_OUT = "SERVECHECK_REPORTS"
@@ -191,3 +195,24 @@ __all__ = [
     "out_dir",
     "target_names",
 ]
+
+
+class ColdStartFields(TypedDict):
+    """The spec fields of :func:`add_cold_start_arguments` (AcceptSpec and CutoverSpec)."""
+
+    launch: str | None
+    cold_start: bool
+    cold_start_requests: int
+    cold_start_slos: list[SLO]
+
+
+def cold_start_fields(args: argparse.Namespace) -> ColdStartFields:
+    """The cold-start options as spec fields, the SLOs parsed (``**`` them into the spec)."""
+    from servecheck.load.slo import parse_slos
+
+    return ColdStartFields(
+        launch=args.launch,
+        cold_start=args.cold_start,
+        cold_start_requests=args.cold_start_requests,
+        cold_start_slos=parse_slos(args.cold_start_slo, "cli"),
+    )

@@ -19,6 +19,7 @@ from servecheck.commands.options import (
     add_cold_start_arguments,
     add_run_arguments,
     add_target_arguments,
+    cold_start_fields,
     out_dir,
 )
 from servecheck.workflows.cutover import CutoverSpec
@@ -109,7 +110,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def spec_from_args(args: argparse.Namespace) -> CutoverSpec:
     """The :class:`CutoverSpec` for the options."""
     from servecheck.load.schedule import parse_duration, parse_rate
-    from servecheck.load.slo import parse_slos
 
     return CutoverSpec(
         old=args.old,
@@ -135,10 +135,7 @@ def spec_from_args(args: argparse.Namespace) -> CutoverSpec:
         out=out_dir(args),
         run_id=args.run_id,
         reference_args=list(args.reference_arg),
-        launch=args.launch,
-        cold_start=args.cold_start,
-        cold_start_requests=args.cold_start_requests,
-        cold_start_slos=parse_slos(args.cold_start_slo, "cli"),
+        **cold_start_fields(args),
     )
 
 
