@@ -346,6 +346,42 @@ def _slo_problems(
     return problems
 
 
+def _read_targets_text(file: Path) -> str:
+    """The targets file's text, bounded in size; a missing or unreadable file is a UsageError."""
+    try:
+        size = file.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise UsageError(
+                f"{file}: {size} bytes; a targets file is at most {MAX_FILE_BYTES} bytes "
+                "(is this the right file?)"
+            )
+        return file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(
+            f"{file}: targets file not found (pass --targets-file or set {ENV_TARGETS_FILE})"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{file}: cannot read targets file: {exc}") from None
+
+
+def _parse_yaml(file: Path, text: str) -> tuple[Any, Any]:
+    """The composed node (for line numbers) and the data; an alias bomb or bad YAML stops."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        expanded = _expanded_size(node)
+        if expanded > MAX_NODES:
+            raise UsageError(
+                f"{file}: YAML aliases expand to more than {MAX_NODES} values (an alias bomb?); "
+                "refusing to load it"
+            )
+        return node, yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{file}:{mark.line + 1}" if mark else str(file)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError([f"{where}: invalid YAML: {problem}"]) from None
+
+
 def load_targets(
     path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
 ) -> Targets:
@@ -359,34 +395,8 @@ def load_targets(
     file = Path(named or DEFAULT_FILE)
     if not named and not file.exists():
         file = BUILTIN_FILE
-    try:
-        size = file.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise UsageError(
-                f"{file}: {size} bytes; a targets file is at most {MAX_FILE_BYTES} bytes "
-                "(is this the right file?)"
-            )
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(
-            f"{file}: targets file not found (pass --targets-file or set {ENV_TARGETS_FILE})"
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{file}: cannot read targets file: {exc}") from None
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        expanded = _expanded_size(node)
-        if expanded > MAX_NODES:
-            raise UsageError(
-                f"{file}: YAML aliases expand to more than {MAX_NODES} values (an alias bomb?); "
-                "refusing to load it"
-            )
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{file}:{mark.line + 1}" if mark else str(file)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError([f"{where}: invalid YAML: {problem}"]) from None
+    text = _read_targets_text(file)
+    node, data = _parse_yaml(file, text)
     locator = _Locator(file, dict(_line_map(node)) if node is not None else {})
     if not isinstance(data, dict):
         raise ConfigError([f"{file}: the file must be a mapping with a 'targets' list"])

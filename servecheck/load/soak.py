@@ -31,9 +31,10 @@ from servecheck.load.verdict import INCONCLUSIVE, RunVerdict, compose
 
 if TYPE_CHECKING:
     import pandas as pd
+    from rich.progress import Progress
 
     from servecheck.config.model import Target
-    from servecheck.load.abandon import ProbeSettings
+    from servecheck.load.abandon import ProbeResult, ProbeSettings
     from servecheck.load.down import DownWatch
     from servecheck.load.records import RecordWriter
     from servecheck.telemetry import DrainVerdict, LeakVerdict, Phases, TelemetryRecorder
@@ -431,6 +432,50 @@ def leak_verdicts(
     return verdicts, primary, stages
 
 
+def _progress_bar(progress: bool) -> Progress:
+    """The soak's transient progress bar on stderr (disabled without ``progress``)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+        disable=not progress,
+    )
+
+
+def _abandon_and_drain(
+    target: Target,
+    plan: SoakPlan,
+    rec: TelemetryRecorder,
+    baseline: tuple[float, float],
+    tick: Callable[..., None],
+    say: Callable[[str], None],
+) -> tuple[ProbeResult, DrainVerdict]:
+    """The abandoned-stream probe after the cycles, then the wait for the engine to drain."""
+    from servecheck.load.abandon import run_probe, wait_drained
+
+    rec.mark("abandon-probe")
+    tick("soak: abandoned-stream probe")
+    probe = asyncio.run(run_probe(target, plan.model, probe_settings(plan)))
+    say(probe.line())
+    rec.mark("drain")
+    tick("soak: waiting for the drain")
+    drain = wait_drained(
+        rec,
+        probe.t_end,
+        plan.drain_bound_s,
+        baseline_window=baseline,
+        tolerance=plan.tolerance,
+        poll_s=max(plan.interval_s, 0.25),
+        on_poll=lambda _s: tick(),
+    )
+    return probe, drain
+
+
 def run_soak(
     target: Target,
     plan: SoakPlan,
@@ -445,10 +490,6 @@ def run_soak(
     Writes ``records.jsonl`` and ``telemetry/`` into ``run_dir`` as the run goes; the report files
     are written by :func:`servecheck.report.soak_html.write_soak_report`.
     """
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from servecheck.load.abandon import run_probe, wait_drained
     from servecheck.load.down import DownRule, DownWatch
     from servecheck.load.records import RecordWriter
     from servecheck.telemetry import Cycle, Phases, TelemetryRecorder
@@ -462,15 +503,7 @@ def run_soak(
     cycles: list[CycleStats] = []
     probe = None
     drain = None
-    console = Console(stderr=True)
-    bar = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not progress,
-    )
+    bar = _progress_bar(progress)
     started = time.time()
     watch = DownWatch(DownRule(plan.down_errors, plan.down_window_s), started)
     with rec, RecordWriter(run_dir / "records.jsonl") as writer, bar:
@@ -519,21 +552,7 @@ def run_soak(
             say(_cycle_line(plan, stats))
         phases = Phases(baseline, phase_cycles)
         if plan.abandon and watch.down is None:
-            rec.mark("abandon-probe")
-            tick("soak: abandoned-stream probe")
-            probe = asyncio.run(run_probe(target, plan.model, probe_settings(plan)))
-            say(probe.line())
-            rec.mark("drain")
-            tick("soak: waiting for the drain")
-            drain = wait_drained(
-                rec,
-                probe.t_end,
-                plan.drain_bound_s,
-                baseline_window=baseline,
-                tolerance=plan.tolerance,
-                poll_s=max(plan.interval_s, 0.25),
-                on_poll=lambda _s: tick(),
-            )
+            probe, drain = _abandon_and_drain(target, plan, rec, baseline, tick, say)
         rec.mark("end")
     ended = time.time()
     frame = rec.frame()

@@ -113,22 +113,8 @@ def _worker_infos(run_dir: Path) -> list[dict[str, Any]]:
     return infos
 
 
-def summarise(
-    spec: LoadSpec,
-    cfg: RunConfig,
-    slos: Sequence[SLO],
-    run_dir: Path,
-    locust_rc: int | None,
-    started: float,
-    ended: float,
-    down: str | None = None,
-    partial: str | None = None,
-) -> LoadResult:
-    """Merge the worker records, compute statistics and verdicts, write summary.json/.txt.
-    ``down``: why the target could not be reached before the load started (then FAIL).
-    ``partial``: why the run stopped early (the summary is marked; never a pass)."""
-    read = merge_records(run_dir)
-    infos = _worker_infos(run_dir)
+def _planned(cfg: RunConfig, infos: list[dict[str, Any]]) -> int | None:
+    """The requests the workers planned to send (None: not every worker said)."""
     planned_parts = [i.get("planned") for i in infos]
     planned = (
         sum(int(p) for p in planned_parts if p is not None)
@@ -145,6 +131,84 @@ def summarise(
         planned = int(
             cfg.rate * cfg.duration_s
         )  # no worker reported (killed): judge against the plan
+    return planned
+
+
+def _unmeasured(
+    spec: LoadSpec,
+    stats: RunStats,
+    run_dir: Path,
+    locust_rc: int | None,
+    transport: dict[str, Any] | None,
+    partial: str | None,
+) -> list[str]:
+    """Why the run's figures cannot be trusted: a lagging generator, Locust that died before
+    any record, lost worker records, a partial run (each makes the verdict INCONCLUSIVE)."""
+    unmeasured: list[str] = []
+    if stats.behind and not spec.allow_lag and stats.ok:
+        unmeasured += stats.behind_reasons  # with nothing ok the server is to blame, not the CPU
+    if stats.total == 0:
+        tail = _last_error(run_dir / "locust.stdout")
+        if locust_rc not in (0, None) or tail:
+            unmeasured.append(
+                f"locust exited with code {locust_rc}"
+                + (f": {tail}" if tail else "")
+                + f" (see {run_dir / 'locust.stdout'})"
+            )
+    if transport is not None:
+        unmeasured += transport_reasons(transport)
+    elif spec.role == "master" or (spec.role == "local" and (spec.processes or 1) > 1):
+        unmeasured.append(
+            "the master kept no ledger of its workers (transport.json): see locust.log"
+        )
+    if partial:
+        unmeasured.insert(0, f"partial run: {partial}")
+    return unmeasured
+
+
+def _generator(infos: list[dict[str, Any]], locust_rc: int | None) -> dict[str, Any]:
+    """summary.json's ``generator``: the load generator's own cost and reader."""
+    cpu = sum(float(i.get("cpu_s", 0.0)) for i in infos)
+    tokens_client = sum(int(i.get("tokens_client", 0)) for i in infos)
+    return {
+        "cpu_s": round(cpu, 3),
+        "tokens_streamed": tokens_client,
+        "cpu_s_per_10k_tokens": round(cpu / tokens_client * 10_000, 4) if tokens_client else None,
+        "locust_rc": locust_rc,
+        "reader": _reader_summary(infos),
+    }
+
+
+def _over_budget(stats: RunStats, verdicts: Sequence[Verdict]) -> str | None:
+    """The reason the run broke its error budget (None: it held, or none was judged)."""
+    return next(
+        (
+            f"error budget exceeded: {stats.failed} of {stats.total} requests failed "
+            f"({stats.error_rate:.2%}; the budget is {percent(v.slo.bound)})"
+            for v in verdicts
+            if v.slo.source == BUDGET and not v.passed
+        ),
+        None,
+    )
+
+
+def summarise(
+    spec: LoadSpec,
+    cfg: RunConfig,
+    slos: Sequence[SLO],
+    run_dir: Path,
+    locust_rc: int | None,
+    started: float,
+    ended: float,
+    down: str | None = None,
+    partial: str | None = None,
+) -> LoadResult:
+    """Merge the worker records, compute statistics and verdicts, write summary.json/.txt.
+    ``down``: why the target could not be reached before the load started (then FAIL).
+    ``partial``: why the run stopped early (the summary is marked; never a pass)."""
+    read = merge_records(run_dir)
+    infos = _worker_infos(run_dir)
+    planned = _planned(cfg, infos)
     loop_lag = [x for i in infos for x in i.get("loop_lag_s", [])]
     warm = warmup_of(spec)
     if warm.active:  # a first pass takes the warm-up's own figures; they count for nothing else
@@ -161,35 +225,9 @@ def summarise(
     # With no request finished the budget measures nothing: the other rules judge the run.
     verdicts = evaluate([s for s in slos if stats.total or s.source != BUDGET], stats)
     slo_ok = all(v.passed for v in verdicts)
-    over_budget = next(
-        (
-            f"error budget exceeded: {stats.failed} of {stats.total} requests failed "
-            f"({stats.error_rate:.2%}; the budget is {percent(v.slo.bound)})"
-            for v in verdicts
-            if v.slo.source == BUDGET and not v.passed
-        ),
-        None,
-    )
-    unmeasured: list[str] = []
-    if stats.behind and not spec.allow_lag and stats.ok:
-        unmeasured += stats.behind_reasons  # with nothing ok the server is to blame, not the CPU
-    if stats.total == 0:
-        tail = _last_error(run_dir / "locust.stdout")
-        if locust_rc not in (0, None) or tail:
-            unmeasured.append(
-                f"locust exited with code {locust_rc}"
-                + (f": {tail}" if tail else "")
-                + f" (see {run_dir / 'locust.stdout'})"
-            )
+    over_budget = _over_budget(stats, verdicts)
     transport = read_transport(run_dir)  # workers' records came over Locust's channel
-    if transport is not None:
-        unmeasured += transport_reasons(transport)
-    elif spec.role == "master" or (spec.role == "local" and (spec.processes or 1) > 1):
-        unmeasured.append(
-            "the master kept no ledger of its workers (transport.json): see locust.log"
-        )
-    if partial:
-        unmeasured.insert(0, f"partial run: {partial}")
+    unmeasured = _unmeasured(spec, stats, run_dir, locust_rc, transport, partial)
     judged = load_run_verdict(
         total=stats.total,
         ok=stats.ok,
@@ -206,8 +244,6 @@ def summarise(
     )
     reasons, passed, verdict = judged.reasons, judged.passed, judged.status
     exit_code = judged.exit_code
-    cpu = sum(float(i.get("cpu_s", 0.0)) for i in infos)
-    tokens_client = sum(int(i.get("tokens_client", 0)) for i in infos)
     methods = sorted({str(i.get("prompt_method")) for i in infos if i.get("prompt_method")})
     summary: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -239,15 +275,7 @@ def summarise(
         "partial": bool(partial),
         "reasons": reasons,
         "exit_code": exit_code,
-        "generator": {
-            "cpu_s": round(cpu, 3),
-            "tokens_streamed": tokens_client,
-            "cpu_s_per_10k_tokens": round(cpu / tokens_client * 10_000, 4)
-            if tokens_client
-            else None,
-            "locust_rc": locust_rc,
-            "reader": _reader_summary(infos),
-        },
+        "generator": _generator(infos, locust_rc),
         "files": sorted(p.name for p in run_dir.iterdir() if p.is_file()),
     }
     summary.update(scenario_breakdown(records(), run_dir))  # turns, prefix cache

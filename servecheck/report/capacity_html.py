@@ -7,26 +7,8 @@ from pathlib import Path
 from typing import Any
 
 
-def write_capacity_html(run_dir: Path) -> Path:
-    """The capacity page: findings, a step table and plots vs load (latency, throughput, goodput)."""
-    from servecheck.report import svg
-    from servecheck.report.html import (
-        Section,
-        esc,
-        fmt,
-        md_table,
-        pct,
-        read_json,
-        table,
-        verdict_badge,
-        write_page,
-    )
-
-    data = read_json(run_dir / "capacity.json")
-    steps = data.get("steps") or []
-    from servecheck.report.capacity import UNITS
-
-    unit = UNITS.get(str(data.get("mode")), "req/s")
+def _findings(data: dict[str, Any], unit: str) -> list[str]:
+    """The page's findings: why the sweep stopped, the best level, the knee, the replicas."""
     best, kn = data.get("best"), data.get("knee")
     lines = [
         f"Stopped: {data.get('stop_reason')}.",
@@ -44,12 +26,11 @@ def write_capacity_html(run_dir: Path) -> Path:
         lines.append(
             f"Replicas for {data['target_rate']:g} req/s (headroom {data.get('headroom')}): {data.get('replicas') or 'unknown'}."
         )
-    head = (
-        f"<p>{verdict_badge(data.get('ok'))} SLOs: {esc(', '.join(data.get('slo') or []) or '(none)')}</p><ul>"
-        + "".join(f"<li>{esc(x)}</li>" for x in lines)
-        + "</ul>"
-    )
-    headers = (
+    return lines
+
+
+def _step_headers(unit: str) -> tuple[str, ...]:
+    return (
         "step",
         f"load ({unit})",
         "verdict",
@@ -62,7 +43,13 @@ def write_capacity_html(run_dir: Path) -> Path:
         "E2E p95",
         "E2E p99",
     )
-    rows = [
+
+
+def _step_rows(steps: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    """One row of plain text a step (the HTML table escapes it; Markdown takes it as is)."""
+    from servecheck.report.html import fmt, pct
+
+    return [
         (
             str(i + 1),
             f"{s['level']:g}",
@@ -78,60 +65,95 @@ def write_capacity_html(run_dir: Path) -> Path:
         )
         for i, s in enumerate(steps)
     ]
+
+
+def _plots_vs_load(steps: list[dict[str, Any]], unit: str, kn: dict[str, Any] | None) -> list[str]:
+    """Latency, throughput and goodput vs load, and the knee's metric vs throughput."""
+    from servecheck.report import svg
+
+    xs = [s["level"] for s in steps]
+    lat = [
+        (f"{fam.upper()} {p}", xs, [s["latency_ms"][fam][p] for s in steps])
+        for fam, p in (
+            ("ttft", "p50"),
+            ("ttft", "p95"),
+            ("e2e", "p50"),
+            ("e2e", "p95"),
+            ("e2e", "p99"),
+        )
+    ]
+    figs = [
+        svg.line_plot("Latency vs load", f"load ({unit})", "ms", lat),
+        svg.line_plot(
+            "Throughput vs load",
+            f"load ({unit})",
+            "req/s",
+            [("requests/s", xs, [s["requests_per_s"] for s in steps])],
+        ),
+        svg.line_plot(
+            "Goodput and error rate vs load",
+            f"load ({unit})",
+            "share",
+            [
+                ("goodput", xs, [s.get("goodput") for s in steps]),
+                ("error rate", xs, [s["error_rate"] for s in steps]),
+            ],
+        ),
+    ]
+    metric = (kn or {}).get("metric") or "e2e_p95"
+    fam, _, stat = metric.partition("_")
+    figs.append(
+        svg.line_plot(
+            f"{metric} vs throughput" + (" (knee dashed)" if kn else ""),
+            "req/s",
+            "ms",
+            [
+                (
+                    metric,
+                    [s["requests_per_s"] for s in steps],
+                    [s["latency_ms"][fam][stat] for s in steps],
+                )
+            ],
+            hline=kn["latency_ms"] if kn else None,
+            hline_label="knee latency" if kn else "",
+        )
+    )
+    return figs
+
+
+def write_capacity_html(run_dir: Path) -> Path:
+    """The capacity page: findings, a step table and plots vs load (latency, throughput, goodput)."""
+    from servecheck.report.html import (
+        Section,
+        esc,
+        md_table,
+        read_json,
+        table,
+        verdict_badge,
+        write_page,
+    )
+
+    data = read_json(run_dir / "capacity.json")
+    steps = data.get("steps") or []
+    from servecheck.report.capacity import UNITS
+
+    unit = UNITS.get(str(data.get("mode")), "req/s")
+    kn = data.get("knee")
+    lines = _findings(data, unit)
+    head = (
+        f"<p>{verdict_badge(data.get('ok'))} SLOs: {esc(', '.join(data.get('slo') or []) or '(none)')}</p><ul>"
+        + "".join(f"<li>{esc(x)}</li>" for x in lines)
+        + "</ul>"
+    )
+    headers = _step_headers(unit)
+    rows = _step_rows(steps)
     html_rows = [
         (esc(r[0]), esc(r[1]), verdict_badge(r[2] == "PASS"), *(esc(c) for c in r[3:]))
         for r in rows
     ]
     parts = [head, table(headers, html_rows, numeric=range(3, 11), raw=range(11))]
     if steps:
-        xs = [s["level"] for s in steps]
-        lat = [
-            (f"{fam.upper()} {p}", xs, [s["latency_ms"][fam][p] for s in steps])
-            for fam, p in (
-                ("ttft", "p50"),
-                ("ttft", "p95"),
-                ("e2e", "p50"),
-                ("e2e", "p95"),
-                ("e2e", "p99"),
-            )
-        ]
-        figs = [
-            svg.line_plot("Latency vs load", f"load ({unit})", "ms", lat),
-            svg.line_plot(
-                "Throughput vs load",
-                f"load ({unit})",
-                "req/s",
-                [("requests/s", xs, [s["requests_per_s"] for s in steps])],
-            ),
-            svg.line_plot(
-                "Goodput and error rate vs load",
-                f"load ({unit})",
-                "share",
-                [
-                    ("goodput", xs, [s.get("goodput") for s in steps]),
-                    ("error rate", xs, [s["error_rate"] for s in steps]),
-                ],
-            ),
-        ]
-        metric = (kn or {}).get("metric") or "e2e_p95"
-        fam, _, stat = metric.partition("_")
-        figs.append(
-            svg.line_plot(
-                f"{metric} vs throughput" + (" (knee dashed)" if kn else ""),
-                "req/s",
-                "ms",
-                [
-                    (
-                        metric,
-                        [s["requests_per_s"] for s in steps],
-                        [s["latency_ms"][fam][stat] for s in steps],
-                    )
-                ],
-                hline=kn["latency_ms"] if kn else None,
-                hline_label="knee latency" if kn else "",
-            )
-        )
-        parts.append("<div class='plots'>" + "".join(figs) + "</div>")
+        parts.append("<div class='plots'>" + "".join(_plots_vs_load(steps, unit, kn)) + "</div>")
     prod = production_table(steps, unit, kn)
     if prod is not None:
         p_headers, p_rows, p_figs = prod

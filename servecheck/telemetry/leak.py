@@ -379,6 +379,32 @@ def analyse_leak(
         )
         return verdict
 
+    _decide_from_levels(
+        verdict,
+        levels,
+        peaks,
+        baseline=baseline,
+        alpha=alpha,
+        ceiling=top,
+        prefix_cache=prefix_cache,
+        total=total,
+    )
+    return verdict
+
+
+def _decide_from_levels(
+    verdict: LeakVerdict,
+    levels: list[float],
+    peaks: list[float],
+    *,
+    baseline: float,
+    alpha: float,
+    ceiling: float | None,
+    prefix_cache: PrefixCache | None,
+    total: int,
+) -> None:
+    """Set ``verdict``'s trend, status and message from enough cycles' post-drain levels."""
+    metric, tolerance, gaps, top = verdict.metric, verdict.tolerance, verdict.gaps, ceiling
     excess = [level - baseline for level in levels]
     returned = sum(1 for e in excess if e <= tolerance)
     slope, low, high, tau, p = _trend(levels)
@@ -454,7 +480,6 @@ def analyse_leak(
             f"drain {drain_text} in {returned}/{n} cycles (max post-drain {f(max(levels))}; "
             f"{trend_text}){note}{unused}{gap_text}"
         )
-    return verdict
 
 
 def _settled_after(series: pd.Series, since: float, ok: np.ndarray) -> float | None:

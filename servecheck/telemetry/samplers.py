@@ -218,7 +218,46 @@ class Sampler:
                 self.stop_event.wait(delay)
 
 
-class PrometheusSampler(Sampler):
+class _ScrapeSampler(Sampler):
+    """A sampler that GETs one URL per tick through the factory's client (Prometheus, DCGM)."""
+
+    def __init__(
+        self,
+        path: Path | str,
+        url: str,
+        interval_s: float,
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(path, interval_s, **kwargs)
+        self.url = url
+        self.headers = dict(headers or {})
+        self.timeout_s = timeout_s if timeout_s is not None else _default_timeout(self.interval_s)
+        self._client: httpx.Client | None = None
+
+    def setup(self) -> None:
+        from servecheck.client.factory import ClientSettings, sync_client
+
+        settings = ClientSettings.for_url(
+            self.url, self.headers, timeout_s=self.timeout_s, connect_timeout_s=self.timeout_s
+        )
+        self._client = sync_client(settings)
+
+    def teardown(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    def _scrape(self) -> str:
+        """The body of one GET of the URL; an HTTP error status raises (a gap)."""
+        assert self._client is not None
+        response = self._client.get(self.url)
+        response.raise_for_status()
+        return response.text
+
+
+class PrometheusSampler(_ScrapeSampler):
     """Scrapes a ``/metrics`` URL and records the canonical metrics of ``engine``.
 
     ``metric_map`` (``{canonical: sample name}``) extends or overrides the engine's mapping.
@@ -240,35 +279,19 @@ class PrometheusSampler(Sampler):
         interval_s: float = 0.5,
         **kwargs: Any,
     ) -> None:
-        super().__init__(path, interval_s, **kwargs)
-        self.url = url
+        super().__init__(path, url, interval_s, headers=headers, timeout_s=timeout_s, **kwargs)
         self.engine = engine
         self.mapping = MetricMap.for_engine(engine, metric_map)
-        self.headers = dict(headers or {})
-        self.timeout_s = timeout_s if timeout_s is not None else _default_timeout(self.interval_s)
-        self._client: httpx.Client | None = None
 
     def setup(self) -> None:
         if not self.mapping.candidates:
             raise SourceUnavailable(
                 f"no metric mapping for engine {self.engine!r}: give telemetry.metrics in targets.yaml"
             )
-        from servecheck.client.factory import ClientSettings, sync_client
-
-        settings = ClientSettings.for_url(
-            self.url, self.headers, timeout_s=self.timeout_s, connect_timeout_s=self.timeout_s
-        )
-        self._client = sync_client(settings)
-
-    def teardown(self) -> None:
-        if self._client is not None:
-            self._client.close()
+        super().setup()
 
     def sample(self, t: float, t_mono: float) -> Sequence[Sample | Gap]:
-        assert self._client is not None
-        response = self._client.get(self.url)
-        response.raise_for_status()
-        found = extract(response.text, self.mapping)
+        found = extract(self._scrape(), self.mapping)
         if not found:
             wanted = ", ".join(sorted(self.mapping.all_names()))
             raise MetricsMissing(f"{self.url} has none of: {wanted}")
@@ -278,7 +301,7 @@ class PrometheusSampler(Sampler):
         ]
 
 
-class DcgmSampler(Sampler):
+class DcgmSampler(_ScrapeSampler):
     """Scrapes a DCGM exporter: framebuffer used/free per GPU, recorded in bytes.
 
     DCGM reports ``DCGM_FI_DEV_FB_USED`` / ``DCGM_FI_DEV_FB_FREE`` in MiB; records are
@@ -301,29 +324,10 @@ class DcgmSampler(Sampler):
         interval_s: float = 1.0,
         **kwargs: Any,
     ) -> None:
-        super().__init__(path, interval_s, **kwargs)
-        self.url = url
-        self.headers = dict(headers or {})
-        self.timeout_s = timeout_s if timeout_s is not None else _default_timeout(self.interval_s)
-        self._client: httpx.Client | None = None
-
-    def setup(self) -> None:
-        from servecheck.client.factory import ClientSettings, sync_client
-
-        settings = ClientSettings.for_url(
-            self.url, self.headers, timeout_s=self.timeout_s, connect_timeout_s=self.timeout_s
-        )
-        self._client = sync_client(settings)
-
-    def teardown(self) -> None:
-        if self._client is not None:
-            self._client.close()
+        super().__init__(path, url, interval_s, headers=headers, timeout_s=timeout_s, **kwargs)
 
     def sample(self, t: float, t_mono: float) -> Sequence[Sample | Gap]:
-        assert self._client is not None
-        response = self._client.get(self.url)
-        response.raise_for_status()
-        samples = parse_samples(response.text)
+        samples = parse_samples(self._scrape())
         out: list[Sample] = []
         for field_name, metric in self.FIELDS.items():
             for labels, value in samples.get(field_name, []):

@@ -241,18 +241,22 @@ def chat_n(ctx: CheckContext) -> None:
     )
 
 
+def _ask_twice(ctx: CheckContext, prompt: str, **params: Any) -> tuple[list[str], Exchange]:
+    """The same 12-token request sent twice: both answers' text and the last exchange."""
+    texts = []
+    for _ in range(2):
+        last = ctx.chat(prompt, max_tokens=12, **params)
+        texts.append(_content(_choices(ctx, ctx.ok_json(last, "chat completion"), last)[0]))
+    return texts, last
+
+
 @check(
     "CHAT-DETERMINISTIC",
     "temperature 0 is repeatable",
     "two identical requests at temperature 0 return the same text",
 )
 def chat_deterministic(ctx: CheckContext) -> None:
-    prompt = "Name three colours."
-    texts = []
-    last = None
-    for _ in range(2):
-        last = ctx.chat(prompt, max_tokens=12, temperature=0)
-        texts.append(_content(_choices(ctx, ctx.ok_json(last, "chat completion"), last)[0]))
+    texts, last = _ask_twice(ctx, "Name three colours.", temperature=0)
     ctx.expect(
         texts[0] == texts[1],
         "two temperature-0 answers differ",
@@ -270,12 +274,7 @@ def chat_deterministic(ctx: CheckContext) -> None:
     requires=("seed",),
 )
 def chat_seed(ctx: CheckContext) -> None:
-    prompt = "Name three animals."
-    texts = []
-    last = None
-    for _ in range(2):
-        last = ctx.chat(prompt, max_tokens=12, temperature=1.0, seed=1234)
-        texts.append(_content(_choices(ctx, ctx.ok_json(last, "chat completion"), last)[0]))
+    texts, last = _ask_twice(ctx, "Name three animals.", temperature=1.0, seed=1234)
     ctx.expect(
         texts[0] == texts[1],
         "two seeded answers differ",

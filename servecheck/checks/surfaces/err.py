@@ -8,6 +8,7 @@ A 5xx tells clients to retry the same bad request; a 200 hides the mistake.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +117,52 @@ def _judge(
             continue
         first = first or ex
     return broken, accepted, status_422, first
+
+
+def _expect_each_rejected(
+    ctx: CheckContext,
+    cases: list[BadCase],
+    *,
+    noun: str,
+    expected: str,
+    crash_hint: str,
+    accepted_hint: str,
+    status_422_summary: Callable[[int], str],
+    accepted_deviation: str | None = None,
+    status_422_hint: str = "",
+) -> None:
+    """Send each bad request: none may crash (5xx / no answer) or be accepted, 422 is a
+    deviation from 400, and every answer carries an OpenAI error object."""
+    results = [_send(ctx, c) for c in cases]
+    broken, accepted, status_422, first = _judge(cases, results)
+    ctx.expect(
+        not broken,
+        f"{len(broken)} {noun} crashed the request (5xx or no answer)",
+        expected=expected,
+        received="; ".join(broken),
+        exchange=first,
+        hint=crash_hint,
+    )
+    ctx.expect(
+        not accepted,
+        f"{len(accepted)} {noun} were accepted with a 2xx",
+        expected=expected,
+        received="; ".join(accepted),
+        exchange=first,
+        deviation=accepted_deviation,
+        hint=accepted_hint,
+    )
+    ctx.expect(
+        not status_422,
+        status_422_summary(len(status_422)),
+        expected="400",
+        received="; ".join(status_422),
+        exchange=first,
+        deviation="error-status-422",
+        hint=status_422_hint,
+    )
+    for case, ex in zip(cases, results, strict=True):
+        _expect_error_object(ctx, ex, f"{case.name} ({case.what})")
 
 
 @check(
@@ -251,36 +298,17 @@ def err_values(ctx: CheckContext) -> None:
             ctx.chat_body("Say hello.", max_tokens=1, temperature=3.5),
         ),
     ]
-    results = [_send(ctx, c) for c in cases]
-    broken, accepted, status_422, first = _judge(cases, results)
-    ctx.expect(
-        not broken,
-        f"{len(broken)} out-of-range value(s) crashed the request (5xx or no answer)",
+    _expect_each_rejected(
+        ctx,
+        cases,
+        noun="out-of-range value(s)",
         expected="4xx with an error object for each",
-        received="; ".join(broken),
-        exchange=first,
-        hint="validate sampling parameters before they reach the sampler; a 5xx makes clients retry a request that can never work",
-    )
-    ctx.expect(
-        not accepted,
-        f"{len(accepted)} out-of-range value(s) were accepted with a 2xx",
-        expected="4xx with an error object for each",
-        received="; ".join(accepted),
-        exchange=first,
-        deviation="out-of-range-accepted",
-        hint="reject max_tokens < 1 and temperature outside [0, 2] with 400 (the OpenAI API does); "
+        crash_hint="validate sampling parameters before they reach the sampler; a 5xx makes clients retry a request that can never work",
+        accepted_deviation="out-of-range-accepted",
+        accepted_hint="reject max_tokens < 1 and temperature outside [0, 2] with 400 (the OpenAI API does); "
         "silently clamping hides client bugs",
+        status_422_summary=lambda _n: "out-of-range values answered 422",
     )
-    ctx.expect(
-        not status_422,
-        "out-of-range values answered 422",
-        expected="400",
-        received="; ".join(status_422),
-        exchange=first,
-        deviation="error-status-422",
-    )
-    for case, ex in zip(cases, results, strict=True):
-        _expect_error_object(ctx, ex, f"{case.name} ({case.what})")
 
 
 @check(
@@ -312,35 +340,16 @@ def err_types(ctx: CheckContext) -> None:
             "body-array", "the body is a JSON array", [ctx.chat_body("Say hello.", max_tokens=1)]
         ),
     ]
-    results = [_send(ctx, c) for c in cases]
-    broken, accepted, status_422, first = _judge(cases, results)
-    ctx.expect(
-        not broken,
-        f"{len(broken)} wrong type(s) crashed the request (5xx or no answer)",
+    _expect_each_rejected(
+        ctx,
+        cases,
+        noun="wrong type(s)",
         expected="400 with an error object for each",
-        received="; ".join(broken),
-        exchange=first,
-        hint="validate the request body against the schema (types first) before using it",
+        crash_hint="validate the request body against the schema (types first) before using it",
+        accepted_hint="coercing '4' to 4 hides client bugs; reject wrong types with 400",
+        status_422_summary=lambda n: f"{n} wrong type(s) answered 422",
+        status_422_hint="the OpenAI API answers invalid types with 400 invalid_request_error",
     )
-    ctx.expect(
-        not accepted,
-        f"{len(accepted)} wrong type(s) were accepted with a 2xx",
-        expected="400 with an error object for each",
-        received="; ".join(accepted),
-        exchange=first,
-        hint="coercing '4' to 4 hides client bugs; reject wrong types with 400",
-    )
-    ctx.expect(
-        not status_422,
-        f"{len(status_422)} wrong type(s) answered 422",
-        expected="400",
-        received="; ".join(status_422),
-        exchange=first,
-        deviation="error-status-422",
-        hint="the OpenAI API answers invalid types with 400 invalid_request_error",
-    )
-    for case, ex in zip(cases, results, strict=True):
-        _expect_error_object(ctx, ex, f"{case.name} ({case.what})")
 
 
 @check(

@@ -19,6 +19,7 @@ from servecheck.commands.options import (
     add_run_arguments,
     add_target_arguments,
     checked_reference_args,
+    cold_start_fields,
     out_dir,
 )
 from servecheck.workflows.accept import AcceptSpec
@@ -94,10 +95,7 @@ def spec_from_args(args: argparse.Namespace) -> AcceptSpec:
         out=out_dir(args),
         run_id=args.run_id,
         reference_args=checked_reference_args(args.reference_arg),
-        launch=args.launch,
-        cold_start=args.cold_start,
-        cold_start_requests=args.cold_start_requests,
-        cold_start_slos=parse_slos(args.cold_start_slo, "cli"),
+        **cold_start_fields(args),
     )
 
 

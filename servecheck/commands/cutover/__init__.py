@@ -20,6 +20,7 @@ from servecheck.commands.options import (
     add_run_arguments,
     add_target_arguments,
     checked_reference_args,
+    cold_start_fields,
     out_dir,
 )
 from servecheck.workflows.cutover import CutoverSpec
@@ -110,7 +111,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def spec_from_args(args: argparse.Namespace) -> CutoverSpec:
     """The :class:`CutoverSpec` for the options."""
     from servecheck.load.schedule import parse_duration, parse_rate
-    from servecheck.load.slo import parse_slos
 
     return CutoverSpec(
         old=args.old,
@@ -136,10 +136,7 @@ def spec_from_args(args: argparse.Namespace) -> CutoverSpec:
         out=out_dir(args),
         run_id=args.run_id,
         reference_args=checked_reference_args(args.reference_arg),
-        launch=args.launch,
-        cold_start=args.cold_start,
-        cold_start_requests=args.cold_start_requests,
-        cold_start_slos=parse_slos(args.cold_start_slo, "cli"),
+        **cold_start_fields(args),
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from servecheck.commands.load.options import add_arguments
+from servecheck.commands.load.arguments import add_arguments
 from servecheck.commands.load.spec import spec_from_options
 from servecheck.errors import UsageError
 

@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, TypedDict
 
+# The --reference-arg option table and check (re-exported: commands import them from here).
+from servecheck.commands.options.reference import add_option_table as add_option_table
+from servecheck.commands.options.reference import (
+    checked_reference_args as checked_reference_args,
+)
 from servecheck.config.loader import ENV_TARGETS_FILE
 from servecheck.errors import UsageError
 
 if TYPE_CHECKING:
-    from servecheck.reference.options import Option
+    from servecheck.load.slo import SLO
 
 ENV_TARGET = "SERVECHECK_TARGET"
 ENV_OUT = "SERVECHECK_REPORTS"
@@ -150,7 +154,6 @@ def reference_targets_file(args: argparse.Namespace, asked: bool) -> str | None:
     import sys
 
     from servecheck.config.loader import BUILTIN_FILE, DEFAULT_FILE, load_targets
-    from servecheck.errors import UsageError
 
     if asked or args.targets_file or os.environ.get(ENV_TARGETS_FILE):
         return args.targets_file
@@ -225,52 +228,22 @@ __all__ = [
 ]
 
 
-def add_option_table(parser: argparse.ArgumentParser, table: Sequence[Option]) -> None:
-    """Add a library option table (``servecheck.reference.options.OPTIONS``) as argparse options."""
-    for opt in table:
-        kw: dict[str, Any] = {"help": opt.help}
-        if opt.metavar:
-            kw["metavar"] = opt.metavar
-        if opt.dest:
-            kw["dest"] = opt.dest
-        if opt.kind == "flag":
-            kw["action"] = "store_true"
-        elif opt.kind == "append":
-            kw["action"] = "append"
-            if opt.default is not None:
-                kw["default"] = list(opt.default)
-        else:
-            default = os.environ.get(opt.env, opt.default) if opt.env else opt.default
-            if opt.kind in ("int", "float"):
-                kw["type"] = int if opt.kind == "int" else float
-                default = kw["type"](default)
-            kw["default"] = default
-        parser.add_argument(opt.flag, **kw)
+class ColdStartFields(TypedDict):
+    """The spec fields of :func:`add_cold_start_arguments` (AcceptSpec and CutoverSpec)."""
+
+    launch: str | None
+    cold_start: bool
+    cold_start_requests: int
+    cold_start_slos: list[SLO]
 
 
-class _ReferenceArgParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"--reference-arg: {message}")
+def cold_start_fields(args: argparse.Namespace) -> ColdStartFields:
+    """The cold-start options as spec fields, the SLOs parsed (``**`` them into the spec)."""
+    from servecheck.load.slo import parse_slos
 
-
-def checked_reference_args(extra_args: Sequence[str]) -> list[str]:
-    """``--reference-arg`` values, read as the embedded server will read them and validated
-    before it starts: a bad value is a usage error naming it (rc 2), not a traceback from the
-    child process. Returns them as given."""
-    from servecheck.reference.options import OPTIONS, from_values, validate
-
-    if not extra_args:
-        return []
-    parser = _ReferenceArgParser(
-        prog="servecheck reference-server", add_help=False, exit_on_error=False
+    return ColdStartFields(
+        launch=args.launch,
+        cold_start=args.cold_start,
+        cold_start_requests=args.cold_start_requests,
+        cold_start_slos=parse_slos(args.cold_start_slo, "cli"),
     )
-    add_option_table(parser, OPTIONS)
-    try:
-        args = parser.parse_args(list(extra_args))
-    except argparse.ArgumentError as exc:
-        raise UsageError(f"--reference-arg: {exc}") from None
-    try:
-        validate(from_values(vars(args)))
-    except UsageError as exc:
-        raise UsageError(f"--reference-arg: {exc}") from None
-    return list(extra_args)

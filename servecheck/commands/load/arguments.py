@@ -1,4 +1,5 @@
-"""``servecheck load``'s options (each also readable from a SERVECHECK_LOAD_* variable)."""
+"""The options of ``servecheck load``, one function a kind (what to send, distribution, guards,
+replay); :func:`servecheck.commands.load.add_arguments` puts them in one group."""
 
 from __future__ import annotations
 
@@ -9,11 +10,9 @@ from servecheck.commands.options import add_dataset_arguments, add_target_argume
 from servecheck.load.trace import FORMATS as TRACE_FORMATS
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``servecheck load`` (each also readable from a SERVECHECK_LOAD_* variable)."""
+def add_workload_arguments(g: argparse._ArgumentGroup) -> None:
+    """What to send and judge: plan, scenario, loop, duration, SLOs, model."""
     env = os.environ.get
-    g = parser.add_argument_group("load")
-    add_target_arguments(g, target="one", target_default="none: required")
     g.add_argument(
         "--plan",
         metavar="NAME|FILE",
@@ -77,6 +76,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="model (default: the target's first, else GET /models)",
     )
+
+
+def add_distributed_arguments(g: argparse._ArgumentGroup) -> None:
+    """Locust processes and the distributed master / workers, the run id."""
     g.add_argument(
         "--processes",
         type=int,
@@ -116,6 +119,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="run directory name (give master and workers the same one)",
     )
+
+
+def add_guard_arguments(g: argparse._ArgumentGroup) -> None:
+    """Guards on the generator and the target: lag, down, Retry-After, in-flight cap, CPUs."""
     g.add_argument(
         "--max-lag",
         metavar="TIME",
@@ -160,6 +167,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="pin the generator to these CPUs (taskset -c LIST)",
     )
+
+
+def add_replay_arguments(g: argparse._ArgumentGroup) -> None:
+    """Trace replay, datasets and warm-up."""
     g.add_argument(
         "--trace",
         metavar="FILE",
@@ -193,7 +204,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="the first N requests (on top of --max-requests) are warm-up",
     )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``servecheck load`` (each also readable from a SERVECHECK_LOAD_* variable)."""
+    g = parser.add_argument_group("load")
+    add_target_arguments(g, target="one", target_default="none: required")
+    add_workload_arguments(g)
+    add_distributed_arguments(g)
+    add_guard_arguments(g)
+    add_replay_arguments(g)
     g.add_argument("--quiet", action="store_true", help="no live progress")
-
-
-__all__ = ["add_arguments"]
