@@ -25,6 +25,7 @@ from servecheck.commands.options import (
     reference_targets_file,
 )
 from servecheck.commands.soak.plans import (
+    FIELD_OPTIONS,
     plan_from_options,
     probe_plan_from_options,
     telemetry_overrides,
@@ -256,4 +257,4 @@ def run(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-__all__ = ["add_arguments", "plan_from_args", "run", "verdict_line"]
+__all__ = ["FIELD_OPTIONS", "add_arguments", "plan_from_args", "run", "verdict_line"]
