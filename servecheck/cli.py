@@ -14,10 +14,10 @@ import importlib
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from servecheck import __version__
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError, UsageError
 from servecheck.redact import redact
 from servecheck.signals import install_sigterm_handler, install_stack_dump, signum_of
 
@@ -89,6 +89,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def field_options(parser: argparse.ArgumentParser, overrides: Mapping[str, str]) -> dict[str, str]:
+    """Spec field -> the option a user typed, for showing a :class:`SpecError`: an option's
+    ``dest`` is its field, and so is ``dest`` + ``_s`` (a duration option fills a field in
+    seconds: ``--idle`` -> ``idle_s``); the command's ``FIELD_OPTIONS``, next to its options,
+    names the others (``shared_prefix_words`` -> ``--shared-prefix``)."""
+    names: dict[str, str] = {}
+    for action in parser._actions:
+        longs = [o for o in action.option_strings if o.startswith("--")]
+        if longs:
+            names.setdefault(action.dest, max(longs, key=len))
+            names.setdefault(action.dest + "_s", max(longs, key=len))
+    return {**names, **overrides}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -121,7 +135,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(module.run(args) or 0)
     except UsageError as exc:
-        print(f"servecheck {name}: error: {redact(str(exc))}", file=sys.stderr)
+        if isinstance(exc, SpecError):  # the library names spec fields; show this command's options
+            text = exc.render(field_options(sub, getattr(module, "FIELD_OPTIONS", {})))
+        else:
+            text = str(exc)
+        print(f"servecheck {name}: error: {redact(text)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # stdout closed early (``servecheck checks | head``): not an error worth a traceback.

@@ -50,3 +50,155 @@ def test_pending_exemptions_are_still_needed() -> None:
         if not any("argparse" in p.read_text(encoding="utf-8") for p in paths if p.is_file()):
             stale.append(f"{prefix} ({why})")
     assert not stale, f"no longer uses argparse: remove from PENDING: {', '.join(stale)}"
+
+
+# --- The library names spec fields, never our options (servecheck.errors.SpecError) ---------
+
+
+def _our_options() -> set[str]:
+    """Every ``--option`` of every ``servecheck`` command, from the real parsers."""
+    import argparse
+    import importlib
+
+    from servecheck import cli
+
+    def walk(parser: argparse.ArgumentParser, out: set[str]) -> None:
+        for action in parser._actions:
+            out.update(o for o in action.option_strings if o.startswith("--"))
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    walk(sub, out)
+
+    found: set[str] = set()
+    walk(cli.build_parser(), found)
+    for name, (module, _help) in cli.COMMANDS.items():
+        parser = argparse.ArgumentParser(prog=f"servecheck {name}")
+        importlib.import_module(module).add_arguments(parser)
+        walk(parser, found)
+    return found - {"--help", "--version"}
+
+
+# Strings that are somebody else's command line, where a name happens to be one of ours.
+ALLOWED: dict[str, set[str]] = {
+    # argv of child processes the library launches
+    "embedded.py": {"--port", "--ready-file"},  # the reference server's own argv
+    "load/run.py": {  # Locust's argv (locust_command)
+        "--host",
+        "--worker",
+        "--master-host",
+        "--master-port",
+        "--master",
+        "--expect-workers",
+        "--processes",
+    },
+    "workflows/conformance.py": {"--itl-ms"},  # the reference server's argv
+    "engines/": {  # vLLM's, llama.cpp's, LiteLLM's, Xinference's own argv
+        "--host",
+        "--port",
+        "--api-key",
+        "--max-model-len",
+        "--target",
+        "--max-num-seqs",
+    },
+    # the reference server's option table: a program of its own, started as a child, whose
+    # `--fault NAME` syntax the fault catalogue documents
+    "reference/options.py": {"*"},
+    "checks/registry.py": {"--fault", "--markdown"},  # a documented `servecheck checks --markdown`
+    # pytest's own command line: the plugin is an edge of its own (pytest parses it)
+    "pytest_plugin.py": {"--target", "--targets-file", "--model"},
+    # an engine's option in a hint (vLLM --max-model-len / --max-num-seqs, llama.cpp
+    # --reasoning-format, an engine's --api-key), not ours
+    "checks/surfaces/": {"--max-model-len", "--max-num-seqs", "--api-key", "--target"},  # + wait-ready hint
+    "config/model.py": {"--max-num-seqs"},
+    "reference/faults.py": {"--max-model-len"},
+    "profiles/__init__.py": {"--reasoning"},
+    # a whole `servecheck <command> --option` line quoted as the thing to run instead
+    "load/slo.py": {"--cold-start-slo", "--launch", "--cold-start"},
+    "load/trace.py": {"--trace"},  # `servecheck load --trace FILE`, raised in a Locust worker
+    "load/locust_user.py": {"--host"},  # `locust --host`, run by hand on the scenario
+}
+# Not yet at the edge, each for a reason (remove the entry when it moves):
+PENDING_OPTIONS: dict[str, str] = {
+    "preflight/": "findings and their hints are data in preflight.json, shown as they are",
+    "load/budget.py": "budget_line is summary text, printed and stored by the library",
+    "load/soak.py": "the retention verdict reason is stored in soak.json",
+    "load/transport.py": "a worker's dataset mismatch is a stored run reason",
+    "client/models.py": "choose_model's hint is shared by every command",
+    "config/loader.py": "the targets-file hint is shared by every command and the plugin",
+    "workflows/conformance.py": "the reference-target hint is printed by the workflow itself",
+    "workflows/init.py": "init's hints are printed by the workflow itself",
+}
+
+
+def _library_option_strings(skip_pending: bool = True) -> list[str]:
+    import re
+
+    options = _our_options()
+    pattern = re.compile(
+        r"(?<![\w-])("
+        + "|".join(sorted(map(re.escape, options), key=len, reverse=True))
+        + r")(?![\w-])"
+    )
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(EDGE) or (skip_pending and rel.startswith(tuple(PENDING_OPTIONS))):
+            continue
+        allowed = set().union(*(v for k, v in ALLOWED.items() if rel.startswith(k)))
+        if "*" in allowed:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+            ):
+                named = set(pattern.findall(node.value)) - allowed
+                found += [f"{rel}:{node.lineno}: {opt}" for opt in sorted(named)]
+    return found
+
+
+def test_no_library_string_names_our_options() -> None:
+    """A library message names a spec field (``SpecError("{cycles} ...")``); the command layer
+    shows its option. An option string in the library is wrong for servecheck.api callers."""
+    found = _library_option_strings()
+    assert not found, (
+        "library strings name servecheck options (raise servecheck.errors.SpecError with the "
+        "spec field in braces; child-process argv goes in ALLOWED): " + "; ".join(found)
+    )
+
+
+def test_pending_option_exemptions_are_still_needed() -> None:
+    hits = _library_option_strings(skip_pending=False)
+    stale = [
+        f"{prefix} ({why})"
+        for prefix, why in PENDING_OPTIONS.items()
+        if not any(hit.startswith(prefix) for hit in hits)
+    ]
+    assert not stale, f"no longer names an option: remove from PENDING_OPTIONS: {', '.join(stale)}"
+
+
+def test_spec_error_shows_fields_to_the_api_and_options_on_the_cli(capsys) -> None:
+    """The same error: field names from the library, the option from ``servecheck load``."""
+    import pytest
+
+    from servecheck import cli
+    from servecheck.errors import SpecError
+    from servecheck.load.warmup import Warmup
+
+    with pytest.raises(SpecError) as info:
+        Warmup(seconds=-1.0)
+    assert str(info.value) == "warmup_s must be >= 0"
+    odd = SpecError("{dataset} {path!r}: file not found", path="/tmp/{x}.jsonl")
+    assert odd.render({"dataset": "--dataset"}) == "--dataset '/tmp/{x}.jsonl': file not found"
+    assert cli.main(["load", "--target", "reference", "--users", "1", "--rate", "1/s"]) == 2
+    assert "give exactly one of --users N (closed loop), --rate R/s" in capsys.readouterr().err

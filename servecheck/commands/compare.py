@@ -14,6 +14,10 @@ from pathlib import Path
 
 from servecheck.redact import redact
 
+# Spec field -> option where the names differ beyond an option's dest (and dest + "_s"),
+# for showing the library's SpecError (servecheck/cli.py).
+FIELD_OPTIONS = {"thresholds": "--threshold"}
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``servecheck compare``."""

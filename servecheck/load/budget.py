@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError
 from servecheck.load.slo import SLO, parse_slo
 
 DEFAULT_ERROR_BUDGET = 0.01  # a fraction: 1 % of the requests may fail
@@ -29,7 +29,7 @@ def percent(share: float) -> str:
     return f"{share * 100:g}%"
 
 
-def parse_error_budget(text: str, option: str = "--error-budget") -> float | None:
+def parse_error_budget(text: str, field: str = "error_budget") -> float | None:
     """``"1%"`` -> 0.01; ``"none"`` or ``"off"`` -> None (no budget). A bare number is refused:
     ``1`` could mean 1 % or 100 %."""
     value = str(text).strip()
@@ -41,11 +41,12 @@ def parse_error_budget(text: str, option: str = "--error-budget") -> float | Non
     except ValueError:
         share = math.nan
     if not value.endswith("%") or math.isnan(share):
-        raise UsageError(
-            f"{option} {text!r}: a percentage of failed requests, e.g. 1% or 0.5% ('none' for no budget)"
+        raise SpecError(
+            f"{{{field}}} {{text!r}}: a percentage of failed requests, e.g. 1% or 0.5% ('none' for no budget)",
+            text=text,
         )
     if not 0.0 <= share <= 1.0:
-        raise UsageError(f"{option} {text!r}: between 0% and 100%")
+        raise SpecError(f"{{{field}}} {{text!r}}: between 0% and 100%", text=text)
     return share
 
 

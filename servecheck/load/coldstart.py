@@ -41,7 +41,7 @@ import httpx
 
 from servecheck.client.factory import ClientSettings, sync_client
 from servecheck.config.model import Target
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError
 from servecheck.load.prompts import words_text
 from servecheck.load.records import http_error
 from servecheck.load.slo import SLO, Verdict
@@ -186,7 +186,7 @@ def launch(command: str, log_path: Path) -> subprocess.Popen[bytes]:
     """Start ``command`` (a command line, split like a shell would, no shell) in its own group."""
     argv = shlex.split(command)
     if not argv:
-        raise UsageError("--launch: empty command")
+        raise SpecError("{launch}: empty command")
     log = open(log_path, "wb")  # noqa: SIM115 - the child holds it; closed with the process
     try:
         return subprocess.Popen(
@@ -200,7 +200,9 @@ def launch(command: str, log_path: Path) -> subprocess.Popen[bytes]:
         )
     except OSError as exc:
         log.close()
-        raise UsageError(f"--launch: cannot run {argv[0]!r}: {exc.strerror}") from None
+        raise SpecError(
+            "{launch}: cannot run {cmd!r}: {why}", cmd=argv[0], why=exc.strerror
+        ) from None
 
 
 def stop(proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> int | None:
@@ -272,7 +274,7 @@ def measure(
     (a starting server cannot list its models yet).
     """
     if not 2 <= requests <= MAX_REQUESTS:
-        raise UsageError(f"--cold-start-requests {requests}: between 2 and {MAX_REQUESTS}")
+        raise SpecError(f"{{cold_start_requests}} {requests}: between 2 and {MAX_REQUESTS}")
     say = on_log or (lambda s: None)
     t0 = started if started is not None else time.monotonic()
     ready, detail = wait_ready(max(0.1, ready_timeout_s - (time.monotonic() - t0)))

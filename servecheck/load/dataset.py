@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servecheck.errors import UsageError, did_you_mean
+from servecheck.errors import SpecError, UsageError, did_you_mean
 from servecheck.load.planned import CHAT_TEMPLATE_TOKENS, PlannedRequest
 from servecheck.load.prompts import APPROX_METHOD, Counter, Prompt, approx_tokens
 
@@ -90,9 +90,12 @@ def _item(obj: Any, where: str, fmt: str = "auto") -> DatasetItem | None:
         raise UsageError(f"{where}: a record must be a JSON object")
     key = _FORMAT_KEY.get(fmt)
     if key is not None and key not in obj and not (key == "prompt" and "text" in obj):
-        raise UsageError(
-            f"{where}: not a {fmt} record (no {key!r} key); --dataset-format auto reads "
-            "ShareGPT, OpenAI messages and prompt records side by side"
+        raise SpecError(
+            "{where}: not a {fmt} record (no {key!r} key); {dataset_format} auto reads "
+            "ShareGPT, OpenAI messages and prompt records side by side",
+            where=where,
+            fmt=fmt,
+            key=key,
         )
     fixed = obj.get("max_tokens", obj.get("output_tokens"))
     if fixed is not None and (not isinstance(fixed, int) or isinstance(fixed, bool) or fixed < 1):
@@ -130,16 +133,21 @@ def _item(obj: Any, where: str, fmt: str = "auto") -> DatasetItem | None:
 def load_dataset(path: str | Path, fmt: str = "auto") -> list[DatasetItem]:
     """Every usable conversation of the file (records without a user turn are skipped)."""
     if fmt not in FORMATS:
-        raise UsageError(
-            f"--dataset-format {fmt!r}{did_you_mean(fmt, FORMATS)}: {', '.join(FORMATS)}"
+        raise SpecError(
+            "{dataset_format} {fmt!r}{hint}: {choices}",
+            fmt=fmt,
+            hint=did_you_mean(fmt, FORMATS),
+            choices=", ".join(FORMATS),
         )
     p = Path(path)
     if not p.is_file():
-        raise UsageError(f"--dataset {str(path)!r}: file not found")
+        raise SpecError("{dataset} {path!r}: file not found", path=str(path))
     try:
         return _read(p, fmt)
     except OSError as exc:
-        raise UsageError(f"--dataset {str(path)!r}: cannot read it ({exc.strerror})") from None
+        raise SpecError(
+            "{dataset} {path!r}: cannot read it ({why})", path=str(path), why=exc.strerror
+        ) from None
 
 
 def _read(p: Path, fmt: str) -> list[DatasetItem]:
@@ -184,8 +192,8 @@ def check_dataset(path: str | None, fmt: str = "auto", scenario: str | None = No
     file and line), when the ``dataset`` scenario has no file, or when a sizing variable is not
     a positive number."""
     if scenario is not None and Path(scenario).stem == "dataset" and not path:
-        raise UsageError(
-            f"the dataset scenario needs --dataset FILE (JSONL or ShareGPT; env {ENV_DATASET})"
+        raise SpecError(
+            f"the dataset scenario needs {{dataset}} FILE (JSONL or ShareGPT; env {ENV_DATASET})"
         )
     if path:
         load_dataset(path, fmt)
@@ -288,8 +296,8 @@ def dataset_prompts(ctrl: Any) -> DatasetPrompts:
         return dp
     path = cfg.dataset
     if not path:
-        raise UsageError(
-            f"the dataset scenario needs --dataset FILE (JSONL or ShareGPT; env {ENV_DATASET})"
+        raise SpecError(
+            f"the dataset scenario needs {{dataset}} FILE (JSONL or ShareGPT; env {ENV_DATASET})"
         )
     count, flavour = None, ""
     if cfg.use_tokenize:

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError, UsageError
 from servecheck.redact import redact
 
 DEFAULT_ERRORS = 10
@@ -70,9 +70,10 @@ def parse_down_after(text: str | None) -> DownRule:
     except (ValueError, UsageError):
         n, w = -1, -1.0
     if n < 1 or w < 0:
-        raise UsageError(
-            f"--down-after {text!r}: give N,WINDOW (e.g. 10,5s: stop when 10 consecutive requests "
-            "failed to connect over 5 s), N alone, or off"
+        raise SpecError(
+            "{down_after} {text!r}: give N,WINDOW (e.g. 10,5s: stop when 10 consecutive requests "
+            "failed to connect over 5 s), N alone, or off",
+            text=text,
         )
     return DownRule(n, w)
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any, Final, Literal, NewType
 
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError
 
 # The one vocabulary of a failed request's ``error``, for every producer of records and probe
 # outcomes (the stream reader, the wire, the reactor, the abandoned-stream probe, cold start, the
@@ -302,9 +302,11 @@ def refuse_used_run_dir(run_dir: str | os.PathLike[str]) -> None:
         p for p in (path / MERGED_NAME, path / "summary.json") if p.exists()
     ]
     if used:
-        raise UsageError(
-            f"run folder {path} already holds a run ({used[0].name}); give a new --run-id "
-            "or remove the folder"
+        raise SpecError(
+            "run folder {path} already holds a run ({name}); give a new {run_id} "
+            "or remove the folder",
+            path=path,
+            name=used[0].name,
         )
 
 

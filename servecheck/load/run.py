@@ -29,7 +29,7 @@ from typing import Any
 
 from servecheck.client.models import ModelChoice, NoAnswer, model_for_target
 from servecheck.config.model import Target
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError, UsageError
 from servecheck.load import engine_cache, shipped
 from servecheck.load.breakdown import ENGINE_FILE
 from servecheck.load.budget import DEFAULT_ERROR_BUDGET, with_error_budget
@@ -143,33 +143,33 @@ def validate(spec: LoadSpec) -> list[SLO]:
     modes = [
         m
         for m, v in (
-            ("--users", spec.users),
-            ("--rate", spec.rate),
+            ("{users}", spec.users),
+            ("{rate}", spec.rate),
             ("shape", spec.shape),
-            ("--trace", spec.trace),
+            ("{trace}", spec.trace),
         )
         if v
     ]
     if spec.role != "worker":
         if len(modes) != 1:
-            raise UsageError(
-                "give exactly one of --users N (closed loop), --rate R/s (open loop) or a plan with a shape"
+            raise SpecError(
+                "give exactly one of {users} N (closed loop), {rate} R/s (open loop) or a plan with a shape"
                 + (f"; got {' and '.join(modes)}" if modes else "")
             )
         bounded = spec.shape is not None or spec.trace is not None  # a trace ends by itself
         if spec.duration_s is None and spec.max_requests is None and not bounded:
-            raise UsageError(
-                "refusing to start an unbounded load test: give --duration (e.g. 5m) or --max-requests N"
+            raise SpecError(
+                "refusing to start an unbounded load test: give {duration_s} (e.g. 5m) or {max_requests} N"
             )
     if spec.users is not None and spec.users < 1:
-        raise UsageError("--users must be >= 1")
+        raise SpecError("{users} must be >= 1")
     if spec.max_requests is not None and spec.max_requests < 1:
-        raise UsageError("--max-requests must be >= 1")
+        raise SpecError("{max_requests} must be >= 1")
     if spec.role not in ("local", "master", "worker"):
         raise UsageError(f"role {spec.role!r}: local, master or worker")
     if spec.role != "local" and not spec.run_id:
-        raise UsageError(
-            "--master/--worker need --run-id ID (the same on the master and every worker, so every request id names the run)"
+        raise SpecError(
+            "{master}/{worker} need {run_id} ID (the same on the master and every worker, so every request id names the run)"
         )
     cli = list(spec.slos)
     reject_cold(cli)

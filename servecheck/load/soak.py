@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError, UsageError
 from servecheck.load.verdict import INCONCLUSIVE, RunVerdict, compose
 
 if TYPE_CHECKING:
@@ -97,48 +97,50 @@ class SoakPlan:
     def validate(self) -> None:
         """Raise :class:`UsageError` naming the option when the plan cannot give a verdict."""
         if not MIN_CYCLES <= self.cycles <= MAX_CYCLES:
-            raise UsageError(
-                f"--cycles {self.cycles}: between {MIN_CYCLES} and {MAX_CYCLES} "
+            raise SpecError(
+                f"{{cycles}} {self.cycles}: between {MIN_CYCLES} and {MAX_CYCLES} "
                 f"(a trend test needs at least {MIN_CYCLES} cycles to show a leak)"
             )
         if not 1 <= self.concurrency <= 1024:
-            raise UsageError(f"--concurrency {self.concurrency}: between 1 and 1024")
+            raise SpecError(f"{{concurrency}} {self.concurrency}: between 1 and 1024")
         if not 0 <= self.shared_prefix_words <= 100_000:
-            raise UsageError(f"--shared-prefix {self.shared_prefix_words}: between 0 and 100000")
+            raise SpecError(
+                f"{{shared_prefix_words}} {self.shared_prefix_words}: between 0 and 100000"
+            )
         if not 1 <= self.max_tokens <= 100_000 or not 1 <= self.prompt_words <= 100_000:
-            raise UsageError("--max-tokens and --prompt-words must be between 1 and 100000")
+            raise SpecError("{max_tokens} and {prompt_words} must be between 1 and 100000")
         if not 0 <= self.settle_s < self.idle_s:
-            raise UsageError(
-                f"--settle {self.settle_s:g}s: must be shorter than --idle {self.idle_s:g}s"
+            raise SpecError(
+                f"{{settle_s}} {self.settle_s:g}s: must be shorter than {{idle_s}} {self.idle_s:g}s"
             )
         window = self.idle_s - self.settle_s
         if window < 3 * self.interval_s:
-            raise UsageError(
-                f"--idle {self.idle_s:g}s with --settle {self.settle_s:g}s leaves {window:g}s to measure each drain: fewer "
-                f"than 3 samples at --interval {self.interval_s:g}s; lengthen --idle or shorten --interval"
+            raise SpecError(
+                f"{{idle_s}} {self.idle_s:g}s with {{settle_s}} {self.settle_s:g}s leaves {window:g}s to measure each drain: fewer "
+                f"than 3 samples at {{interval_s}} {self.interval_s:g}s; lengthen {{idle_s}} or shorten {{interval_s}}"
             )
         if self.baseline_s < 3 * self.interval_s:
-            raise UsageError(
-                f"--baseline {self.baseline_s:g}s: fewer than 3 samples at --interval {self.interval_s:g}s"
+            raise SpecError(
+                f"{{baseline_s}} {self.baseline_s:g}s: fewer than 3 samples at {{interval_s}} {self.interval_s:g}s"
             )
         if not 0 < self.tolerance < 1:
-            raise UsageError(
-                f"--tolerance {self.tolerance}: a KV-usage fraction in (0, 1), e.g. 0.02"
+            raise SpecError(
+                f"{{tolerance}} {self.tolerance}: a KV-usage fraction in (0, 1), e.g. 0.02"
             )
         if self.abandon:
             if not 0 <= self.abandon_share <= 1:
-                raise UsageError(f"--abandon-share {self.abandon_share}: between 0 and 1")
+                raise SpecError(f"{{abandon_share}} {self.abandon_share}: between 0 and 1")
             if not 1 <= self.abandon_chunks < self.max_tokens:
-                raise UsageError(
-                    f"--abandon-chunks {self.abandon_chunks}: at least 1 and below --max-tokens {self.max_tokens}"
+                raise SpecError(
+                    f"{{abandon_chunks}} {self.abandon_chunks}: at least 1 and below {{max_tokens}} {self.max_tokens}"
                 )
             if not 0 < self.drain_bound_s <= 3600:
-                raise UsageError(f"--drain-bound {self.drain_bound_s:g}s: between 0 and 1h")
+                raise SpecError(f"{{drain_bound_s}} {self.drain_bound_s:g}s: between 0 and 1h")
         planned = self.planned_s()
         if planned > self.max_total_s:
-            raise UsageError(
-                f"the plan takes {_dur(planned)}, more than --max-total {_dur(self.max_total_s)}: "
-                "fewer or shorter cycles, or raise --max-total"
+            raise SpecError(
+                f"the plan takes {_dur(planned)}, more than {{max_total_s}} {_dur(self.max_total_s)}: "
+                "fewer or shorter cycles, or raise {max_total_s}"
             )
 
     def to_dict(self) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from servecheck.client.http import (
     token_phase,  # one token predicate for the project (the TTFT rule), with its phase
 )
 from servecheck.client.sse import DONE, MAX_EVENT_BYTES, SSEParser
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError
 from servecheck.load.records import ErrorClass, RecordError, status_error
 from servecheck.load.schedule import parse_duration
 from servecheck.load.wire import WireResult
@@ -350,8 +350,9 @@ def parse_retry_after_cap(text: str | float | None) -> float:
         return 0.0
     cap = parse_duration(text)
     if cap > RETRY_AFTER_CAP_S:
-        raise UsageError(
-            f"--honour-retry-after {text}: at most {RETRY_AFTER_CAP_S:.0f}s (a bound on each wait)"
+        raise SpecError(
+            f"{{retry_after_max_s}} {{text}}: at most {RETRY_AFTER_CAP_S:.0f}s (a bound on each wait)",
+            text=text,
         )
     return cap
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError, UsageError
 from servecheck.load.planned import CHAT_TEMPLATE_TOKENS, PlannedRequest
 from servecheck.load.prompts import CHARS_PER_TOKEN, Counter, words_text
 
@@ -129,9 +129,12 @@ def _detect(path: Path) -> str:
         return "burstgpt"
     if {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} <= cols:
         return "azure"
-    raise UsageError(
-        f"{path}: cannot tell the trace format from its first line {head[:120]!r}; "
-        f"give --trace-format ({', '.join(FORMATS[1:])})"
+    raise SpecError(
+        "{path}: cannot tell the trace format from its first line {head!r}; "
+        "give {trace_format} ({choices})",
+        path=path,
+        head=head[:120],
+        choices=", ".join(FORMATS[1:]),
     )
 
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError
 from servecheck.load.breakdown import Group
 
 
@@ -34,9 +34,9 @@ class Warmup:
 
     def __post_init__(self) -> None:
         if self.seconds is not None and self.seconds < 0:
-            raise UsageError("--warmup must be >= 0")
+            raise SpecError("{warmup_s} must be >= 0")
         if self.requests is not None and self.requests < 0:
-            raise UsageError("--warmup-requests must be >= 0")
+            raise SpecError("{warmup_requests} must be >= 0")
 
     @property
     def active(self) -> bool:

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from servecheck.errors import UsageError, did_you_mean
+from servecheck.errors import SpecError, UsageError, did_you_mean
 from servecheck.load.records import worker_files
 from servecheck.report.html import BAD_OUTCOMES, read_json, read_jsonl
 
@@ -82,8 +82,9 @@ def parse_threshold(text: str) -> tuple[list[str], Threshold]:
     """``ttft_p95=+10%`` -> (["ttft_p95"], Threshold). Raises :class:`UsageError` with a suggestion."""
     m = _THRESHOLD_RE.match(text)
     if not m:
-        raise UsageError(
-            f"--threshold {text!r}: expected METRIC=+N% (or +Nms, +Npp), e.g. ttft_p95=+10%"
+        raise SpecError(
+            "{thresholds} {text!r}: expected METRIC=+N% (or +Nms, +Npp), e.g. ttft_p95=+10%",
+            text=text,
         )
     name, sign, number, unit = m.groups()
     value = float(number) * (1000.0 if unit == "s" else 1.0)
@@ -96,12 +97,17 @@ def parse_threshold(text: str) -> tuple[list[str], Threshold]:
         else []
     )
     if not names:
-        raise UsageError(
-            f"--threshold {text!r}: unknown metric {name!r}{did_you_mean(name, [*DEFAULT_THRESHOLDS, *LATENCY_FAMILIES])}"
+        raise SpecError(
+            "{thresholds} {text!r}: unknown metric {name!r}{hint}",
+            text=text,
+            name=name,
+            hint=did_you_mean(name, [*DEFAULT_THRESHOLDS, *LATENCY_FAMILIES]),
         )
     if unit == "ms" and names[0].split("_")[0] not in LATENCY_FAMILIES:
-        raise UsageError(
-            f"--threshold {text!r}: ms applies to latencies only; use % or pp for {name}"
+        raise SpecError(
+            "{thresholds} {text!r}: ms applies to latencies only; use % or pp for {name}",
+            text=text,
+            name=name,
         )
     del sign  # the direction is the metric's own (latency up, throughput down is worse)
     return names, Threshold(value, unit, text.split("=", 1)[1].strip())

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError
 from servecheck.telemetry.recorder import SLOW_FLOOR_S, SLOW_SOURCES, TelemetryRecorder
 
 if TYPE_CHECKING:
@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 # source -> what its judged series are, and how to leave it out
 JUDGED: dict[str, tuple[str, str]] = {
-    "prometheus": ("the engine's /metrics (kv_usage, requests_running)", "or shorten --interval"),
-    "rss": ("engine RSS (rss_tree_bytes)", "or leave RSS out with --no-rss"),
+    "prometheus": ("the engine's /metrics (kv_usage, requests_running)", "or shorten {interval_s}"),
+    "rss": ("engine RSS (rss_tree_bytes)", "or leave RSS out with {no_rss}"),
 }
 
 
@@ -32,7 +32,8 @@ def short_window(
     intervals: Mapping[str, float],
     min_samples: int = 3,
 ) -> str | None:
-    """The first window too short for a judged sampler, as one line; None when all fit.
+    """The first window too short for a judged sampler, as one :class:`SpecError` template
+    (fields in braces); None when all fit.
 
     ``windows``: label -> (seconds, the option that lengthens it); ``intervals``: source -> real
     sampling interval (as :meth:`TelemetryRecorder.intervals_for` gives).
@@ -43,7 +44,7 @@ def short_window(
                 continue
             what, other = JUDGED[source]
             floor = (
-                f" (never faster than {SLOW_FLOOR_S:g}s, whatever --interval)"
+                f" (never faster than {SLOW_FLOOR_S:g}s, whatever {{interval_s}})"
                 if source in SLOW_SOURCES
                 else ""
             )
@@ -61,11 +62,11 @@ def check_soak_windows(plan: Any, target: Target, overrides: Mapping[str, Any]) 
     window = plan.idle_s - plan.settle_s
     problem = short_window(
         {
-            f"--baseline {plan.baseline_s:g}s": (plan.baseline_s, "--baseline"),
-            f"--idle {plan.idle_s:g}s with --settle {plan.settle_s:g}s leaves {window:g}s "
-            "to measure each drain": (window, "--idle"),
+            f"{{baseline_s}} {plan.baseline_s:g}s": (plan.baseline_s, "{baseline_s}"),
+            f"{{idle_s}} {plan.idle_s:g}s with {{settle_s}} {plan.settle_s:g}s leaves {window:g}s "
+            "to measure each drain": (window, "{idle_s}"),
         },
         intervals,
     )
     if problem:
-        raise UsageError(problem)
+        raise SpecError(problem)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError
 from servecheck.load.budget import DEFAULT_ERROR_BUDGET
 from servecheck.load.slo import SLO, as_slos
 from servecheck.load.verdict import compose, stage_verdict
@@ -96,9 +96,9 @@ class AcceptSpec:
         if self.load:
             check_dataset(self.dataset, self.dataset_format, self.scenario)
         if not 1 <= self.smoke_duration_s <= 3600:
-            raise UsageError(f"--smoke-duration {self.smoke_duration_s:g}s: between 1s and 1h")
+            raise SpecError(f"{{smoke_duration_s}} {self.smoke_duration_s:g}s: between 1s and 1h")
         if not 0 < self.ready_timeout_s <= 3 * 3600:
-            raise UsageError(f"--ready-timeout {self.ready_timeout_s:g}s: between 1s and 3h")
+            raise SpecError(f"{{ready_timeout_s}} {self.ready_timeout_s:g}s: between 1s and 3h")
 
 
 @dataclass(slots=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError
 from servecheck.load.budget import (
     DEFAULT_ERROR_BUDGET,
     parse_error_budget,
@@ -76,27 +76,31 @@ class CapacitySpec:
 
             load_trace(self.trace, self.trace_format)  # a bad trace: file:line, before any load
             if self.scenario != "trace":
-                raise UsageError(f"--trace replays with the trace scenario, not {self.scenario!r}")
+                raise SpecError(
+                    "{trace} replays with the trace scenario, not {scenario!r}",
+                    scenario=self.scenario,
+                )
         elif self.scenario == "trace":
-            raise UsageError("the trace scenario needs --trace FILE (levels: --speeds 1,2,4)")
+            raise SpecError("the trace scenario needs {trace} FILE (levels: {speeds} 1,2,4)")
         if not 1 <= self.step_duration_s <= 3600:
-            raise UsageError(f"--step-duration {self.step_duration_s:g}s: between 1s and 1h")
+            raise SpecError(f"{{step_duration_s}} {self.step_duration_s:g}s: between 1s and 1h")
         if not 1 <= self.max_steps <= 50:
-            raise UsageError(f"--max-steps {self.max_steps}: between 1 and 50")
+            raise SpecError(f"{{max_steps}} {self.max_steps}: between 1 and 50")
         if not 0 < self.headroom <= 1:
-            raise UsageError(f"--headroom {self.headroom}: between 0 (exclusive) and 1")
+            raise SpecError(f"{{headroom}} {self.headroom}: between 0 (exclusive) and 1")
         fam, _, stat = self.knee_metric.partition("_")
         families = ("ttft", "itl", "e2e", "tpot", "ttfa", "ttfr")  # ttfa/ttfr: reasoning phases
         if fam not in families or stat not in ("p50", "p90", "p95", "p99"):
-            raise UsageError(
-                f"--knee-metric {self.knee_metric!r}: one of ttft|itl|e2e|tpot|ttfa|ttfr _ p50|p90|p95|p99, e.g. e2e_p95"
+            raise SpecError(
+                "{knee_metric} {value!r}: one of ttft|itl|e2e|tpot|ttfa|ttfr _ p50|p90|p95|p99, e.g. e2e_p95",
+                value=self.knee_metric,
             )
         reject_cold(self.slos, "servecheck capacity")
         self.error_budget()  # a bad --max-error-rate is a usage error before any load
 
     def error_budget(self) -> float | None:
         """``max_error_rate`` as a fraction (None for ``none``)."""
-        return parse_error_budget(self.max_error_rate, "--max-error-rate")
+        return parse_error_budget(self.max_error_rate, "max_error_rate")
 
 
 @dataclass(slots=True)
@@ -261,7 +265,7 @@ def _run_steps(
                 break
         else:
             if len(levels) == spec.max_steps:
-                stop_reason = f"--max-steps {spec.max_steps} reached"
+                stop_reason = f"the step limit ({spec.max_steps}) reached"
     return steps, statuses, stop_reason
 
 

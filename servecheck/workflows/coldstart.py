@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.config.model import Target
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError
 
 
 def validate(spec: Any) -> None:
@@ -30,12 +30,14 @@ def validate(spec: Any) -> None:
     given = list(getattr(spec, "cold_start_slos", None) or [])
     for slo in given:
         if not slo.cold:
-            raise UsageError(
-                f"--cold-start-slo {slo.text!r}: not a cold-start metric ({', '.join(COLD)}); "
-                "a load SLO goes to --slo"
+            raise SpecError(
+                "{cold_start_slos} {text!r}: not a cold-start metric ({cold}); "
+                "a load SLO goes to {slos}",
+                text=slo.text,
+                cold=", ".join(COLD),
             )
     if given and not enabled(spec):
-        raise UsageError("--cold-start-slo needs a cold start: --launch CMD or --cold-start")
+        raise SpecError("{cold_start_slos} needs a cold start: {launch} CMD or {cold_start}")
     reject_cold(getattr(spec, "slos", None) or [], "the smoke load")
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError
 from servecheck.redact import redact
 
 if TYPE_CHECKING:
@@ -34,9 +34,9 @@ class CompareSpec:
     def validate(self) -> None:
         """Raise :class:`UsageError` naming the option when a setting is out of range."""
         if not 0 < self.alpha < 0.5:
-            raise UsageError(f"--alpha {self.alpha}: must be between 0 and 0.5")
+            raise SpecError(f"{{alpha}} {self.alpha}: must be between 0 and 0.5")
         if not 100 <= self.bootstrap <= 20000:
-            raise UsageError(f"--bootstrap {self.bootstrap}: must be between 100 and 20000")
+            raise SpecError(f"{{bootstrap}} {self.bootstrap}: must be between 100 and 20000")
 
 
 @dataclass(slots=True)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError, UsageError
 from servecheck.load.slo import SLO, as_slos
 from servecheck.load.verdict import RunVerdict, compose, stage_verdict
 from servecheck.report.cutover_html import part_message as _part_message
@@ -81,14 +81,14 @@ def run_cutover(spec: CutoverSpec) -> CutoverResult:
     coldstart.validate(spec)  # cold-start SLOs, before any traffic
     if spec.swap_under_load:
         if not spec.via:
-            raise UsageError("--swap-under-load needs --via ALIAS (the target the clients use)")
+            raise SpecError("{swap_under_load} needs {via} ALIAS (the target the clients use)")
         names = [spec.via]
         label = f"swap-{spec.via}"
     else:
         if not spec.old or not spec.new:
-            raise UsageError("give --from OLD and --to NEW (or --swap-under-load --via ALIAS)")
+            raise SpecError("give {old} OLD and {new} NEW (or {swap_under_load} {via} ALIAS)")
         if spec.old == spec.new:
-            raise UsageError(f"--from and --to are both {spec.old!r}")
+            raise SpecError("{old} and {new} are both {name!r}", name=spec.old)
         names = [spec.old, spec.new]
         label = f"{spec.old}-to-{spec.new}"
     validate_before_run(
@@ -128,9 +128,9 @@ def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = Non
     old, new = loaded.get(str(spec.old)), loaded.get(str(spec.new))
     prompts = read_prompts(spec.prompts)
     if not prompts:
-        raise UsageError(f"--prompts {spec.prompts}: no prompts in the file")
+        raise SpecError("{prompts} {path}: no prompts in the file", path=spec.prompts)
     if not 0 <= spec.min_agreement <= 1:
-        raise UsageError(f"--min-agreement {spec.min_agreement}: a share between 0 and 1")
+        raise SpecError(f"{{min_agreement}} {spec.min_agreement}: a share between 0 and 1")
     load_s = spec.load_duration_s
     parts: dict[str, dict[str, Any]] = {}
     if launch is not None and coldstart.enabled(spec):  # NEW just started: its cold start first
@@ -235,9 +235,9 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
     via = loaded.get(str(spec.via))  # run_cutover checked it is named
     duration, rate, max_gap = spec.duration_s, spec.rate, spec.max_gap_s
     if not 1 <= duration <= 4 * 3600:
-        raise UsageError(f"--duration {duration:g}s: between 1s and 4h")
+        raise SpecError(f"{{duration_s}} {duration:g}s: between 1s and 4h")
     if not 0 < rate <= 1000:
-        raise UsageError(f"--rate {rate:g}/s: between 0 and 1000/s")
+        raise SpecError(f"{{rate}} {rate:g}/s: between 0 and 1000/s")
     model = model_for_target(via).model
     say(
         f"probing {via.name} ({via.base_url}) at {rate:g} req/s for {duration:g} s with model {model!r}: swap the model now"

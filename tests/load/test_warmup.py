@@ -35,7 +35,7 @@ def test_first_requests_or_first_seconds_are_warm_up() -> None:
         "warm-up (not in the figures above): 3 requests"
         in format_warmup({"warmup": Warmup(requests=3).as_dict() | {"requests": 3}})[0]
     )
-    with pytest.raises(UsageError, match="--warmup-requests must be >= 0"):
+    with pytest.raises(UsageError, match="^warmup_requests must be >= 0"):
         Warmup(requests=-1)
 
 

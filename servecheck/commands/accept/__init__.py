@@ -24,6 +24,10 @@ from servecheck.commands.options import (
 )
 from servecheck.workflows.accept import AcceptSpec
 
+# Spec field -> option where the names differ beyond an option's dest (and dest + "_s"),
+# for showing the library's SpecError (servecheck/cli.py).
+FIELD_OPTIONS = {"slos": "--slo", "cold_start_slos": "--cold-start-slo"}
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``servecheck accept`` (defaults from SERVECHECK_* variables where noted)."""

@@ -52,6 +52,11 @@ def parse_levels(text: str, rates: bool, speeds: bool = False) -> list[float]:
     return vals
 
 
+# Spec field -> option where the names differ beyond an option's dest (and dest + "_s"),
+# for showing the library's SpecError (servecheck/cli.py).
+FIELD_OPTIONS = {"slos": "--slo"}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``servecheck capacity``."""
     add_target_arguments(parser, target="one", target_default="reference, the embedded server")

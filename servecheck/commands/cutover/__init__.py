@@ -25,6 +25,14 @@ from servecheck.commands.options import (
 )
 from servecheck.workflows.cutover import CutoverSpec
 
+# Spec field -> option where the names differ beyond an option's dest (and dest + "_s"),
+# for showing the library's SpecError (servecheck/cli.py).
+FIELD_OPTIONS = {
+    "thresholds": "--threshold",
+    "cold_start_slos": "--cold-start-slo",
+    "slos": "--slo",
+}
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``servecheck cutover``."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from servecheck.commands.load.arguments import add_arguments
+from servecheck.commands.load.arguments import FIELD_OPTIONS, add_arguments
 from servecheck.commands.load.spec import spec_from_options
 from servecheck.errors import UsageError
 
@@ -77,6 +77,7 @@ def _run(spec: LoadSpec) -> int:
 
 
 __all__ = [
+    "FIELD_OPTIONS",
     "LoadResult",
     "LoadSpec",
     "add_arguments",

@@ -9,6 +9,9 @@ import os
 from servecheck.commands.options import add_dataset_arguments, add_target_arguments
 from servecheck.load.trace import FORMATS as TRACE_FORMATS
 
+# Spec field -> option, for the library's SpecError (the rest follow from each option's dest).
+FIELD_OPTIONS = {"retry_after_max_s": "--honour-retry-after", "slos": "--slo"}
+
 
 def add_workload_arguments(g: argparse._ArgumentGroup) -> None:
     """What to send and judge: plan, scenario, loop, duration, SLOs, model."""

@@ -31,6 +31,7 @@ from servecheck.commands.soak.arguments import (
     add_telemetry_arguments,
 )
 from servecheck.commands.soak.plans import (
+    FIELD_OPTIONS,
     plan_from_options,
     probe_plan_from_options,
     telemetry_overrides,
@@ -127,4 +128,4 @@ def run(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-__all__ = ["add_arguments", "plan_from_args", "run", "verdict_line"]
+__all__ = ["FIELD_OPTIONS", "add_arguments", "plan_from_args", "run", "verdict_line"]

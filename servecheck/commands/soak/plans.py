@@ -12,6 +12,10 @@ from servecheck.config.model import Target
 from servecheck.errors import UsageError
 from servecheck.load.soak import LOOPBACK, ProbeOnlyPlan, SoakPlan, parse_size, probe_settings
 
+# Spec field -> option where the two names differ beyond an option's dest (and dest + "_s"),
+# for showing the library's SpecError (servecheck/cli.py).
+FIELD_OPTIONS = {"shared_prefix_words": "--shared-prefix"}
+
 
 def plan_from_options(
     options: Mapping[str, Any], target: Target, model: str | None = None
@@ -126,4 +130,4 @@ def telemetry_overrides(
     return out
 
 
-__all__ = ["plan_from_options", "probe_plan_from_options", "telemetry_overrides"]
+__all__ = ["FIELD_OPTIONS", "plan_from_options", "probe_plan_from_options", "telemetry_overrides"]
