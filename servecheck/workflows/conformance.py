@@ -14,10 +14,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from servecheck.config import load_targets
 from servecheck.errors import UsageError
@@ -54,6 +56,34 @@ def suites_dir() -> Path:
     """The conformance suites shipped inside the package (``servecheck/suites/``): the same
     files wherever servecheck is installed and whichever folder it runs from."""
     return Path(__file__).resolve().parents[1] / "suites"
+
+
+# pytest-xdist's status line for a terminal. On a log (no terminal) and with -q it has no worker
+# counts to show and writes it twice, once as the workers start and once as they finish collecting.
+XDIST_STATUS_LINE = "bringing up nodes..."
+
+
+def _echo(source: IO[bytes], sink: IO[str]) -> None:
+    """Copy pytest's output to ``sink`` line by line, passing :data:`XDIST_STATUS_LINE` once.
+    Every other line (a worker's ``node down``, a crash report) goes through as it is."""
+    seen_status = False
+    for raw in iter(source.readline, b""):
+        line = raw.decode("utf-8", errors="replace")
+        if line.strip() == XDIST_STATUS_LINE:
+            if seen_status:
+                continue
+            seen_status = True
+        with contextlib.suppress(ValueError, OSError):  # sink closed: the user went away
+            sink.write(line)
+            sink.flush()
+
+
+def _is_terminal(stream: object) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty()) if callable(isatty) else False
+    except ValueError:  # closed
+        return False
 
 
 # After a Ctrl-C that reached pytest too: how long it gets to end on its own before our SIGINT.
@@ -160,12 +190,32 @@ def _pytest(cmd: list[str], env: dict[str, str], run_dir: Path) -> int:
     has its SIGINT, and a second one from us would land while it writes its report (a
     traceback from inside pytest's summary), so it first gets :data:`SIGINT_GRACE_S` to end."""
     own_group = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    # On a terminal pytest writes to it itself (colours, xdist's status rewritten in place); on a
+    # log its output is copied through :func:`_echo`, where pytest sees no terminal either.
+    piped = not _is_terminal(sys.stdout)
+    stdout = subprocess.PIPE if piped else None
     if own_group:
-        proc = subprocess.Popen(cmd, env=env, preexec_fn=die_with_parent)  # noqa: PLW1509
+        proc = subprocess.Popen(  # noqa: PLW1509 - prctl only
+            cmd, env=env, preexec_fn=die_with_parent, stdout=stdout
+        )
     else:
         proc = subprocess.Popen(  # noqa: PLW1509 - signal reset and prctl only
-            cmd, env=env, preexec_fn=stoppable_child, start_new_session=True
+            cmd, env=env, preexec_fn=stoppable_child, start_new_session=True, stdout=stdout
         )
+    echo = None
+    if proc.stdout is not None:
+        echo = threading.Thread(target=_echo, args=(proc.stdout, sys.stdout), daemon=True)
+        echo.start()
+    try:
+        return _wait(proc, run_dir, own_group)
+    finally:
+        if echo is not None:
+            echo.join(timeout=10)  # EOF once pytest and its workers are gone
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _wait(proc: subprocess.Popen[bytes], run_dir: Path, own_group: bool) -> int:
     try:
         return proc.wait()
     except KeyboardInterrupt as exc:
