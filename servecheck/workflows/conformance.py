@@ -25,9 +25,7 @@ from servecheck.config import load_targets
 from servecheck.errors import UsageError
 from servecheck.redact import redact
 from servecheck.signals import die_with_parent, signum_of, stoppable_child
-from servecheck.workflows.support import validate_before_run
-
-PARTIAL_PROPERTY = "servecheck_partial"
+from servecheck.workflows.support import PARTIAL_PROPERTY, mark_junit_partial, validate_before_run
 
 SURFACE_FILES = {
     "health": "test_health.py",
@@ -268,41 +266,8 @@ def mark_partial(run_dir: Path, reason: str) -> dict[str, object]:
     summary["partial"] = True
     summary.setdefault("interrupted", reason)
     path.write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
-    _mark_junit_partial(run_dir / "junit.xml", reason, summary.get("not_run"))
+    mark_junit_partial(run_dir / "junit.xml", reason, summary.get("not_run"))
     return summary
-
-
-def _mark_junit_partial(path: Path, reason: str, not_run: object) -> None:
-    import xml.etree.ElementTree as ET  # noqa: N817, S405 - our own pytest's file, not input
-
-    if path.exists():
-        try:
-            root = ET.parse(path).getroot()  # noqa: S314
-        except ET.ParseError:
-            root = ET.Element("testsuites")  # pytest was killed while writing it
-    else:
-        root = ET.Element("testsuites")
-    suite = root if root.tag == "testsuite" else root.find("testsuite")
-    if suite is None:
-        suite = ET.SubElement(root, "testsuite", name="servecheck", tests="0", errors="0")
-    props = suite.find("properties")
-    if props is None:
-        props = ET.Element("properties")
-        suite.insert(0, props)
-    if any(p.get("name") == PARTIAL_PROPERTY for p in props):
-        return
-    ET.SubElement(props, "property", name=PARTIAL_PROPERTY, value="true")
-    if not_run is not None:
-        ET.SubElement(props, "property", name="servecheck_not_run", value=str(not_run))
-    case = ET.SubElement(suite, "testcase", classname="servecheck", name="interrupted", time="0")
-    message = f"partial run: {reason}" + (
-        f"; {not_run} check(s) did not run" if not_run is not None else ""
-    )
-    ET.SubElement(case, "error", message=message, type="interrupted").text = message
-    for node in {root, suite}:
-        for key in ("errors", "tests"):
-            node.set(key, str(int(node.get(key) or 0) + 1))
-    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
 
 
 def _conclude(
