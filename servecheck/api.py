@@ -46,18 +46,43 @@ def check(spec: CheckSpec, say: Callable[[str], None] | None = None) -> CheckRes
 
 def load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> LoadResult:
     """One bounded load run with SLO verdicts; also writes the run's HTML page and junit.xml
-    (a case per SLO, the error budget among them, and one for the run's verdict)."""
+    (a case per SLO, the error budget among them, and one for the run's verdict). Interrupted
+    (:class:`~servecheck.signals.Interrupted`, carrying the partial result): both are written
+    for what finished, the JUnit marked partial as an interrupted ``check``'s is, then it goes on."""
     from servecheck.load.run import run_load
+    from servecheck.signals import Interrupted
 
-    result = run_load(spec, on_log=on_log)
-    if result.summary:
-        from servecheck.report.html import write_load_html
-        from servecheck.workflows.support import Suite, slo_cases, write_junit
-
-        write_load_html(result.run_dir)
-        cases = slo_cases(result.summary)
-        write_junit(result.run_dir / "junit.xml", [Suite("servecheck.load", cases)])
+    try:
+        result = run_load(spec, on_log=on_log)
+    except Interrupted as stop:
+        if isinstance(stop.partial, LoadResult):
+            _load_outputs(stop.partial, _partial_reason(stop.partial, stop.signum))
+        raise
+    _load_outputs(result)
     return result
+
+
+def _partial_reason(result: LoadResult, signum: int) -> str:
+    """Why the run stopped, as its summary says it (``interrupted by SIGINT after 4.1 s``)."""
+    import signal
+
+    for reason in result.summary.get("reasons") or []:
+        if str(reason).startswith("partial run: "):
+            return str(reason).removeprefix("partial run: ")
+    return f"interrupted by {signal.Signals(signum).name}"
+
+
+def _load_outputs(result: LoadResult, interrupted: str | None = None) -> None:
+    if not result.summary:
+        return
+    from servecheck.report.html import write_load_html
+    from servecheck.workflows.support import Suite, mark_junit_partial, slo_cases, write_junit
+
+    junit = result.run_dir / "junit.xml"
+    write_junit(junit, [Suite("servecheck.load", slo_cases(result.summary))])
+    if interrupted is not None:
+        mark_junit_partial(junit, interrupted)
+    write_load_html(result.run_dir)
 
 
 def soak(

@@ -78,3 +78,26 @@ def test_langchain_checks_skip_with_the_install_command_without_the_package(refe
             run_with_allowances(load_all()["CLIENT-LANGCHAIN-INVOKE"], ctx)
     finally:
         ctx.client.close()
+
+
+def test_the_local_tokenizer_check_names_the_engines_extra_without_tokenizers(
+    reference, monkeypatch
+):
+    import sys
+
+    import pytest
+
+    from servecheck.checks import CheckSkipped, load_all, run_with_allowances
+    from tests.support import context_for
+
+    ctx = context_for(reference, "TEXT-LOCAL-TOKENIZER")  # its model_dir is made with tokenizers
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # import raises ImportError
+    try:
+        with pytest.raises(CheckSkipped) as info:
+            run_with_allowances(load_all()["TEXT-LOCAL-TOKENIZER"], ctx)
+    finally:
+        ctx.client.close()
+    assert str(info.value) == (
+        "TEXT-LOCAL-TOKENIZER: the tokenizers package is not installed "
+        "(pip install 'servecheck[engines]'; pipx: pipx inject servecheck tokenizers)"
+    )

@@ -13,7 +13,9 @@ A load plan (``loadtests/*.yaml``) is a named set of defaults for ``servecheck l
     shape: {kind: ramp, start: 1, end: 32, over: 60s}
     duration: 30s
     max_requests: 500
-    slo: ["ttft_p95<=500ms", "error_rate<=1%"]
+    slo: ["ttft_p95<=500ms", "e2e_p99<=8s"]
+    error_budget: 2%                 # share of requests that may fail (default 1%; none: off);
+                                     # an error_rate SLO replaces it (load/budget.py)
     dataset: prompts.jsonl           # or {path: prompts.jsonl, format: sharegpt}; a relative
                                      # path is read from the plan's folder
     warmup: 10s                      # or {seconds: 10, requests: 20}: sent first, kept out
@@ -46,6 +48,7 @@ PLAN_KEYS = (
     "duration",
     "max_requests",
     "slo",
+    "error_budget",
     "processes",
     "max_lag",
     "max_inflight",
@@ -157,6 +160,8 @@ def load_plan(path: str | os.PathLike[str]) -> LoadPlan:
             parse_slos(data["slo"] or [], "cli")
         except UsageError as exc:
             raise UsageError(f"{p}: slo: {exc}") from None
+    if "error_budget" in data:
+        data["error_budget"] = _plan_error_budget(p, data["error_budget"])
     if "warmup" in data:
         data["warmup"] = _plan_warmup(p, data["warmup"])
     if "dataset" in data:
@@ -171,6 +176,16 @@ def _known_keys(p: Path, section: str, raw: dict[str, Any], keys: tuple[str, ...
                 f"{p}: {section}: unknown key {key!r}{did_you_mean(str(key), keys)}; "
                 f"keys: {', '.join(keys)}"
             )
+
+
+def _plan_error_budget(p: Path, raw: Any) -> str:
+    """``error_budget: 2%`` (or ``none``) -> its text, checked as ``--error-budget`` is. YAML
+    reads ``off`` as false and an empty value as null: both mean no budget."""
+    from servecheck.load.budget import parse_error_budget
+
+    text = "none" if raw is None or raw is False else str(raw)
+    parse_error_budget(text, f"{p}: error_budget")
+    return text
 
 
 def _plan_warmup(p: Path, raw: Any) -> dict[str, Any]:

@@ -14,18 +14,18 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from servecheck.config import load_targets
 from servecheck.errors import UsageError
 from servecheck.redact import redact
 from servecheck.signals import die_with_parent, signum_of, stoppable_child
-from servecheck.workflows.support import validate_before_run
-
-PARTIAL_PROPERTY = "servecheck_partial"
+from servecheck.workflows.support import PARTIAL_PROPERTY, mark_junit_partial, validate_before_run
 
 SURFACE_FILES = {
     "health": "test_health.py",
@@ -54,6 +54,34 @@ def suites_dir() -> Path:
     """The conformance suites shipped inside the package (``servecheck/suites/``): the same
     files wherever servecheck is installed and whichever folder it runs from."""
     return Path(__file__).resolve().parents[1] / "suites"
+
+
+# pytest-xdist's status line for a terminal. On a log (no terminal) and with -q it has no worker
+# counts to show and writes it twice, once as the workers start and once as they finish collecting.
+XDIST_STATUS_LINE = "bringing up nodes..."
+
+
+def _echo(source: IO[bytes], sink: IO[str]) -> None:
+    """Copy pytest's output to ``sink`` line by line, passing :data:`XDIST_STATUS_LINE` once.
+    Every other line (a worker's ``node down``, a crash report) goes through as it is."""
+    seen_status = False
+    for raw in iter(source.readline, b""):
+        line = raw.decode("utf-8", errors="replace")
+        if line.strip() == XDIST_STATUS_LINE:
+            if seen_status:
+                continue
+            seen_status = True
+        with contextlib.suppress(ValueError, OSError):  # sink closed: the user went away
+            sink.write(line)
+            sink.flush()
+
+
+def _is_terminal(stream: object) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty()) if callable(isatty) else False
+    except ValueError:  # closed
+        return False
 
 
 # After a Ctrl-C that reached pytest too: how long it gets to end on its own before our SIGINT.
@@ -160,12 +188,32 @@ def _pytest(cmd: list[str], env: dict[str, str], run_dir: Path) -> int:
     has its SIGINT, and a second one from us would land while it writes its report (a
     traceback from inside pytest's summary), so it first gets :data:`SIGINT_GRACE_S` to end."""
     own_group = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    # On a terminal pytest writes to it itself (colours, xdist's status rewritten in place); on a
+    # log its output is copied through :func:`_echo`, where pytest sees no terminal either.
+    piped = not _is_terminal(sys.stdout)
+    stdout = subprocess.PIPE if piped else None
     if own_group:
-        proc = subprocess.Popen(cmd, env=env, preexec_fn=die_with_parent)  # noqa: PLW1509
+        proc = subprocess.Popen(  # noqa: PLW1509 - prctl only
+            cmd, env=env, preexec_fn=die_with_parent, stdout=stdout
+        )
     else:
         proc = subprocess.Popen(  # noqa: PLW1509 - signal reset and prctl only
-            cmd, env=env, preexec_fn=stoppable_child, start_new_session=True
+            cmd, env=env, preexec_fn=stoppable_child, start_new_session=True, stdout=stdout
         )
+    echo = None
+    if proc.stdout is not None:
+        echo = threading.Thread(target=_echo, args=(proc.stdout, sys.stdout), daemon=True)
+        echo.start()
+    try:
+        return _wait(proc, run_dir, own_group)
+    finally:
+        if echo is not None:
+            echo.join(timeout=10)  # EOF once pytest and its workers are gone
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _wait(proc: subprocess.Popen[bytes], run_dir: Path, own_group: bool) -> int:
     try:
         return proc.wait()
     except KeyboardInterrupt as exc:
@@ -218,41 +266,8 @@ def mark_partial(run_dir: Path, reason: str) -> dict[str, object]:
     summary["partial"] = True
     summary.setdefault("interrupted", reason)
     path.write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
-    _mark_junit_partial(run_dir / "junit.xml", reason, summary.get("not_run"))
+    mark_junit_partial(run_dir / "junit.xml", reason, summary.get("not_run"))
     return summary
-
-
-def _mark_junit_partial(path: Path, reason: str, not_run: object) -> None:
-    import xml.etree.ElementTree as ET  # noqa: N817, S405 - our own pytest's file, not input
-
-    if path.exists():
-        try:
-            root = ET.parse(path).getroot()  # noqa: S314
-        except ET.ParseError:
-            root = ET.Element("testsuites")  # pytest was killed while writing it
-    else:
-        root = ET.Element("testsuites")
-    suite = root if root.tag == "testsuite" else root.find("testsuite")
-    if suite is None:
-        suite = ET.SubElement(root, "testsuite", name="servecheck", tests="0", errors="0")
-    props = suite.find("properties")
-    if props is None:
-        props = ET.Element("properties")
-        suite.insert(0, props)
-    if any(p.get("name") == PARTIAL_PROPERTY for p in props):
-        return
-    ET.SubElement(props, "property", name=PARTIAL_PROPERTY, value="true")
-    if not_run is not None:
-        ET.SubElement(props, "property", name="servecheck_not_run", value=str(not_run))
-    case = ET.SubElement(suite, "testcase", classname="servecheck", name="interrupted", time="0")
-    message = f"partial run: {reason}" + (
-        f"; {not_run} check(s) did not run" if not_run is not None else ""
-    )
-    ET.SubElement(case, "error", message=message, type="interrupted").text = message
-    for node in {root, suite}:
-        for key in ("errors", "tests"):
-            node.set(key, str(int(node.get(key) or 0) + 1))
-    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
 
 
 def _conclude(

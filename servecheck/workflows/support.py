@@ -20,6 +20,8 @@ from typing import Any
 from servecheck.redact import redact
 from servecheck.report.output import write_json
 
+PARTIAL_PROPERTY = "servecheck_partial"  # JUnit testsuite property of an interrupted run
+
 
 def validate_before_run(
     *,
@@ -149,6 +151,41 @@ def write_junit(path: Path, suites: Sequence[Suite], include: Sequence[Path] = (
     return path
 
 
+def mark_junit_partial(path: Path, reason: str, not_run: object = None) -> None:
+    """Mark the JUnit file of an interrupted run (written by pytest or :func:`write_junit`)
+    partial: a :data:`PARTIAL_PROPERTY` testsuite property (and ``servecheck_not_run`` when the
+    count of checks that did not run is known) and one error case ``interrupted``, so that no
+    JUnit consumer counts the run as green. Idempotent."""
+    if path.exists():
+        try:
+            root = ET.parse(path).getroot()  # noqa: S314 - our own file, not input
+        except ET.ParseError:
+            root = ET.Element("testsuites")  # pytest was killed while writing it
+    else:
+        root = ET.Element("testsuites")
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    if suite is None:
+        suite = ET.SubElement(root, "testsuite", name="servecheck", tests="0", errors="0")
+    props = suite.find("properties")
+    if props is None:
+        props = ET.Element("properties")
+        suite.insert(0, props)
+    if any(p.get("name") == PARTIAL_PROPERTY for p in props):
+        return
+    ET.SubElement(props, "property", name=PARTIAL_PROPERTY, value="true")
+    if not_run is not None:
+        ET.SubElement(props, "property", name="servecheck_not_run", value=str(not_run))
+    case = ET.SubElement(suite, "testcase", classname="servecheck", name="interrupted", time="0")
+    message = f"partial run: {reason}" + (
+        f"; {not_run} check(s) did not run" if not_run is not None else ""
+    )
+    ET.SubElement(case, "error", message=message, type="interrupted").text = message
+    for node in {root, suite}:
+        for key in ("errors", "tests"):
+            node.set(key, str(int(node.get(key) or 0) + 1))
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+
+
 def slo_cases(summary: dict[str, Any], classname: str = "servecheck.load") -> list[Case]:
     """JUnit cases for a load summary: one per SLO, plus the run's own verdict."""
     out = [
@@ -192,9 +229,11 @@ def say(text: str) -> None:
 
 
 __all__ = [
+    "PARTIAL_PROPERTY",
     "Case",
     "Suite",
     "copy_allure",
+    "mark_junit_partial",
     "new_run_dir",
     "reference_env",
     "say",

@@ -1,7 +1,8 @@
 """Interruptions: SIGTERM or kill -9 of ``check`` leaves no embedded reference server and no
 temp folder behind, and SIGTERM says where the results are; SIGINT of ``load`` writes a marked
 partial summary and says where the records are. Each test waits for the event it needs (a
-first result line, ten records), never for a fixed time."""
+first result line, ten records), never for a fixed time. An interrupted ``load`` still writes
+its junit.xml and HTML page, marked partial."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -195,6 +197,35 @@ def test_load_sigint_writes_a_marked_partial_summary(
     assert s["requests"]["ok"] >= 10
     assert f"records: {run_dir}/records*.jsonl" in stdout, stdout
     assert "partial summary in" in stderr, stderr
+
+
+@pytest.mark.parametrize(
+    "sig", [pytest.param(signal.SIGINT, id="sigint"), pytest.param(signal.SIGTERM, id="sigterm")]
+)
+def test_interrupted_load_writes_a_junit_marked_partial(
+    make_reference: Callable[..., RunningServer], tmp_path: Path, sig: int
+) -> None:
+    """An interrupted ``load`` wrote no junit.xml: a CI job that reads JUnit saw nothing, or an
+    older file. It is written for what finished, marked partial as an interrupted ``check``'s
+    is (a property and an ``interrupted`` error case), and the command says where it is."""
+    with _long_load(make_reference, tmp_path, "cut", users=2) as (proc, run_dir, records):
+        wait_for(lambda: records() >= 5, "five finished requests")
+        proc.send_signal(sig)
+        stdout, stderr = communicate(proc, 90)
+    assert proc.returncode == 128 + sig, stdout + stderr
+    name = signal.Signals(sig).name
+    root = ET.parse(run_dir / "junit.xml").getroot()
+    props = {p.get("name"): p.get("value") for p in root.iter("property")}
+    assert props.get("servecheck_partial") == "true", props
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    error = cases["interrupted"].find("error")
+    assert error is not None and error.get("type") == "interrupted"
+    assert error.get("message", "").startswith(f"partial run: interrupted by {name} after ")
+    verdict = cases["load run verdict"].find("failure")  # inconclusive: never a pass
+    assert verdict is not None, ET.tostring(cases["load run verdict"])
+    assert int(root.get("errors") or 0) >= 1, ET.tostring(root)[:600]
+    assert (run_dir / "report.html").is_file()
+    assert f"report (partial): {run_dir} (summary.json, junit.xml, report.html)" in stdout, stdout
 
 
 def test_sigusr1_prints_the_stacks_and_the_run_goes_on(

@@ -260,6 +260,10 @@ def text_prompt_tokens(ctx: CheckContext) -> None:
     )
 
 
+# The extra that brings tokenizers (engines/models.py says the same; checks/ may not import it).
+ENGINES_INSTALL = "pip install 'servecheck[engines]'"
+
+
 def _local_tokenizer(ctx: CheckContext) -> Any:
     from pathlib import Path
 
@@ -280,7 +284,8 @@ def _local_tokenizer(ctx: CheckContext) -> Any:
         from tokenizers import Tokenizer
     except ImportError:
         raise CheckSkipped(
-            "TEXT-LOCAL-TOKENIZER: the tokenizers package is not installed"
+            "TEXT-LOCAL-TOKENIZER: the tokenizers package is not installed "
+            f"({ENGINES_INSTALL}; pipx: pipx inject servecheck tokenizers)"
         ) from None
     try:
         return Tokenizer.from_file(str(path)), path

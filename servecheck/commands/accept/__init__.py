@@ -16,10 +16,12 @@ from servecheck.commands.options import (
     add_catalogue_arguments,
     add_cold_start_arguments,
     add_dataset_arguments,
+    add_error_budget_argument,
     add_run_arguments,
     add_target_arguments,
     checked_reference_args,
     cold_start_fields,
+    error_budget,
     out_dir,
 )
 from servecheck.workflows.accept import AcceptSpec
@@ -40,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="EXPR",
         help="SLO for the smoke load, e.g. ttft_p95<=500ms (repeatable; the target's slo list is added)",
     )
+    add_error_budget_argument(parser, "SERVECHECK_ACCEPT_ERROR_BUDGET", "the smoke load")
     parser.add_argument(
         "--smoke-duration",
         default=env("SERVECHECK_SMOKE_DURATION", "20s"),
@@ -85,6 +88,7 @@ def spec_from_args(args: argparse.Namespace) -> AcceptSpec:
         target=args.target or "reference",
         targets_file=args.targets_file,
         slos=parse_slos(args.slo, "cli"),
+        error_budget=error_budget(args.error_budget),
         smoke_duration_s=parse_duration(args.smoke_duration),
         smoke_users=args.smoke_users,
         scenario=args.scenario,

@@ -63,7 +63,10 @@ def _run(spec: LoadSpec) -> int:
             raise
         result = stop.partial
         print(format_summary(result.summary, result.verdicts))
-        print(f"report (partial): {result.run_dir}; records: {result.run_dir}/records*.jsonl")
+        print(
+            f"report (partial): {result.run_dir} (summary.json, junit.xml, report.html); "
+            f"records: {result.run_dir}/records*.jsonl"
+        )
         return stop.exit_code
     if spec.role == "worker":
         print(f"worker done: records sent to the master, local copy in {result.run_dir / 'local'}")

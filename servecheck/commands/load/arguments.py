@@ -6,7 +6,11 @@ from __future__ import annotations
 import argparse
 import os
 
-from servecheck.commands.options import add_dataset_arguments, add_target_arguments
+from servecheck.commands.options import (
+    add_dataset_arguments,
+    add_error_budget_argument,
+    add_target_arguments,
+)
 from servecheck.load.trace import FORMATS as TRACE_FORMATS
 
 # Spec field -> option, for the library's SpecError (the rest follow from each option's dest).
@@ -66,13 +70,7 @@ def add_workload_arguments(g: argparse._ArgumentGroup) -> None:
         default=[],
         help="SLO such as ttft_p95<=500ms (repeatable; the target's slo list is added)",
     )
-    g.add_argument(
-        "--error-budget",
-        metavar="PCT",
-        default=env("SERVECHECK_LOAD_ERROR_BUDGET"),
-        help="fail the run when more than PCT of the requests failed (default: 1%%; 'none' for "
-        "no budget; an error_rate SLO replaces it); env SERVECHECK_LOAD_ERROR_BUDGET",
-    )
+    add_error_budget_argument(g, "SERVECHECK_LOAD_ERROR_BUDGET")
     g.add_argument(
         "--model",
         metavar="NAME",

@@ -7,9 +7,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from servecheck.commands.options import error_budget
 from servecheck.config.model import Target
 from servecheck.errors import UsageError
-from servecheck.load.budget import DEFAULT_ERROR_BUDGET, parse_error_budget
 from servecheck.load.down import parse_down_after
 from servecheck.load.run import LoadSpec
 from servecheck.load.schedule import parse_duration, parse_rate, shape_from_spec
@@ -60,9 +60,7 @@ def spec_from_options(
         duration_s=parse_duration(duration) if duration is not None else None,
         max_requests=pick("max_requests"),
         slos=parse_slos([*(o("slo") or []), *(plan.get("slo") or [])], "cli"),
-        error_budget=DEFAULT_ERROR_BUDGET
-        if o("error_budget") is None
-        else parse_error_budget(o("error_budget")),
+        error_budget=error_budget(pick("error_budget")),
         model=o("model"),
         processes=pick("processes"),
         role=role,

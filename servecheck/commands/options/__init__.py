@@ -14,7 +14,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
-# The --reference-arg option table and check (re-exported: commands import them from here).
+# --error-budget, the --reference-arg option table and check (re-exported: commands import
+# them from here).
+from servecheck.commands.options.budget import (
+    add_error_budget_argument as add_error_budget_argument,
+)
+from servecheck.commands.options.budget import error_budget as error_budget
 from servecheck.commands.options.reference import add_option_table as add_option_table
 from servecheck.commands.options.reference import (
     checked_reference_args as checked_reference_args,

@@ -1,0 +1,47 @@
+"""What ``servecheck check`` prints on a log (no terminal): each line once, crashes included."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from servecheck.workflows.conformance import XDIST_STATUS_LINE, _echo
+
+
+@pytest.mark.slow
+def test_check_on_a_log_says_bringing_up_nodes_once(tmp_path: Path) -> None:
+    """Issue 24.15: pytest-xdist with -q and no terminal wrote its status line twice, as the
+    workers started and again once they had collected."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVECHECK_REF_")}
+    out = subprocess.run(
+        [sys.executable, "-m", "servecheck", "check", "-k", "HEALTH", "-n", "2"]
+        + ["--run-id", "run"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert lines.count(XDIST_STATUS_LINE) == 1, out.stdout
+    assert any(line.endswith("passed -> " + str(Path("reports") / "run")) for line in lines), (
+        out.stdout
+    )
+
+
+def test_the_echo_passes_every_other_line_as_it_is() -> None:
+    """Only the repeated status line is dropped: a worker that went down is still reported."""
+    crash = "[gw1] node down: Not properly terminated\nreplacing crashed worker gw1\n"
+    source = io.BytesIO(
+        f"{XDIST_STATUS_LINE}\n{crash}{XDIST_STATUS_LINE}\n..  [100%]\n".encode() + b"\xff\n"
+    )
+    sink = io.StringIO()
+    _echo(source, sink)
+    assert sink.getvalue() == f"{XDIST_STATUS_LINE}\n{crash}..  [100%]\n\ufffd\n"
