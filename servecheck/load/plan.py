@@ -181,10 +181,14 @@ def _known_keys(p: Path, section: str, raw: dict[str, Any], keys: tuple[str, ...
 def _plan_error_budget(p: Path, raw: Any) -> str:
     """``error_budget: 2%`` (or ``none``) -> its text, checked as ``--error-budget`` is. YAML
     reads ``off`` as false and an empty value as null: both mean no budget."""
+    from servecheck.errors import SpecError
     from servecheck.load.budget import parse_error_budget
 
     text = "none" if raw is None or raw is False else str(raw)
-    parse_error_budget(text, f"{p}: error_budget")
+    try:
+        parse_error_budget(text)
+    except SpecError as exc:  # a plan key, not an option: name the file and the key as written
+        raise UsageError(f"{p}: {exc}") from None
     return text
 
 
