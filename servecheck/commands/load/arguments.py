@@ -6,7 +6,11 @@ from __future__ import annotations
 import argparse
 import os
 
-from servecheck.commands.options import add_dataset_arguments, add_target_arguments
+from servecheck.commands.options import (
+    add_dataset_arguments,
+    add_model_argument,
+    add_target_arguments,
+)
 from servecheck.load.trace import FORMATS as TRACE_FORMATS
 
 
@@ -70,12 +74,7 @@ def add_workload_arguments(g: argparse._ArgumentGroup) -> None:
         help="fail the run when more than PCT of the requests failed (default: 1%%; 'none' for "
         "no budget; an error_rate SLO replaces it); env SERVECHECK_LOAD_ERROR_BUDGET",
     )
-    g.add_argument(
-        "--model",
-        metavar="NAME",
-        default=None,
-        help="model (default: the target's first, else GET /models)",
-    )
+    add_model_argument(g)
 
 
 def add_distributed_arguments(g: argparse._ArgumentGroup) -> None:
