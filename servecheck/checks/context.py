@@ -8,13 +8,23 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypedDict, Unpack
 
 from servecheck.checks.discovery import TargetInfo
 from servecheck.client.http import AsyncServeClient, Exchange, ServeClient
 from servecheck.config.model import Target
 from servecheck.profiles import EngineProfile
 from servecheck.redact import redact
+
+
+class FailureExtras(TypedDict, total=False):
+    """What a failure may carry besides its summary, expected and received: the ``exchange`` to
+    show (and reproduce with curl), the ``deviation`` an engine profile may allow, and a ``hint``
+    that names the fix. One declaration for :class:`CheckFailed`, ``fail`` and ``expect``."""
+
+    exchange: Exchange | None
+    deviation: str | None
+    hint: str
 
 
 class CheckFailed(Exception):
@@ -27,17 +37,15 @@ class CheckFailed(Exception):
         *,
         expected: str,
         received: str,
-        exchange: Exchange | None = None,
-        deviation: str | None = None,
-        hint: str = "",
+        **extras: Unpack[FailureExtras],
     ) -> None:
         self.check_id = check_id
         self.summary = summary
         self.expected = expected
         self.received = received
-        self.exchange = exchange
-        self.deviation = deviation
-        self.hint = hint
+        self.exchange = extras.get("exchange")
+        self.deviation = extras.get("deviation")
+        self.hint = extras.get("hint", "")
         super().__init__(self.render())
 
     def render(self) -> str:
@@ -143,19 +151,9 @@ class CheckContext:
         *,
         expected: str,
         received: str,
-        exchange: Exchange | None = None,
-        deviation: str | None = None,
-        hint: str = "",
+        **extras: Unpack[FailureExtras],
     ) -> NoReturn:
-        raise CheckFailed(
-            self.check_id,
-            summary,
-            expected=expected,
-            received=received,
-            exchange=exchange,
-            deviation=deviation,
-            hint=hint,
-        )
+        raise CheckFailed(self.check_id, summary, expected=expected, received=received, **extras)
 
     def expect(
         self,
@@ -164,18 +162,14 @@ class CheckContext:
         *,
         expected: str,
         received: Any,
-        exchange: Exchange | None = None,
-        deviation: str | None = None,
-        hint: str = "",
+        **extras: Unpack[FailureExtras],
     ) -> None:
         if not condition:
             self.fail(
                 summary,
                 expected=expected,
                 received=received if isinstance(received, str) else body_snippet(received),
-                exchange=exchange,
-                deviation=deviation,
-                hint=hint,
+                **extras,
             )
 
     def ok_json(self, ex: Exchange, what: str) -> dict[str, Any]:

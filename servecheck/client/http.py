@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import httpcore
 import httpx
@@ -385,36 +385,71 @@ def _prepare(
     )
 
 
+class RequestOptions(TypedDict, total=False):
+    """Per-request options of both clients' ``request``, ``get`` and ``post``.
+
+    ``stream``: parse the body as SSE; ``headers``: added to the target's; ``auth=False``
+    leaves the auth headers out; ``timeout_s`` replaces the settings' timeout.
+    """
+
+    stream: bool
+    headers: Mapping[str, str] | None
+    auth: bool
+    timeout_s: float | None
+
+
+@dataclass(slots=True)
+class _Call:
+    """One attempt at a request: its Exchange, its collector, and the ``client.stream`` arguments."""
+
+    ex: Exchange
+    collector: _Collector
+    stream_args: dict[str, Any]
+    attempt: int
+    retry: bool = False
+
+    def failed(self, exc: Exception) -> None:
+        """Retry a stale keep-alive connection on the first attempt; else record the error as data."""
+        if self.attempt == 0 and _stale_connection(exc, self.ex):
+            self.retry = True
+            return
+        self.ex.error, self.ex.error_message = (
+            _error_class(exc),
+            redact(_error_message(exc, self.ex.url)),
+        )
+
+
 def _begin(
     settings: ClientSettings,
     method: str,
     path: str,
     body: Any,
-    headers: Mapping[str, str] | None,
-    auth: bool,
-    stream: bool,
-    timeout_s: float | None,
-) -> tuple[Exchange, bytes | None, dict[str, str], _Collector, httpx.Timeout]:
+    options: RequestOptions,
+    attempt: int,
+) -> _Call:
     """Everything before the bytes flow, shared by the sync and async clients."""
-    limit = timeout_s or settings.timeout_s
-    ex, content, merged = _prepare(settings, method, path, body, headers, auth)
-    ex.timing.t_start = _now()
-    collector = _Collector(ex, stream, ex.timing.t_start + limit, settings.max_body_bytes)
-    return (
-        ex,
-        content,
-        merged,
-        collector,
-        httpx.Timeout(limit, connect=min(limit, settings.connect_timeout_s)),
+    limit = options.get("timeout_s") or settings.timeout_s
+    ex, content, merged = _prepare(
+        settings, method, path, body, options.get("headers"), options.get("auth", True)
     )
+    ex.timing.t_start = _now()
+    collector = _Collector(
+        ex, options.get("stream", False), ex.timing.t_start + limit, settings.max_body_bytes
+    )
+    timeout = httpx.Timeout(limit, connect=min(limit, settings.connect_timeout_s))
+    args = {"method": method, "url": ex.url, "content": content, "headers": merged}
+    return _Call(ex, collector, {**args, "timeout": timeout}, attempt)
 
 
-def _retry_or_record(exc: Exception, ex: Exchange, attempt: int) -> bool:
-    """True to retry (a stale keep-alive connection, first attempt); else record the error as data."""
-    if attempt == 0 and _stale_connection(exc, ex):
-        return True
-    ex.error, ex.error_message = _error_class(exc), redact(_error_message(exc, ex.url))
-    return False
+def _calls(
+    settings: ClientSettings, method: str, path: str, body: Any, options: RequestOptions
+) -> Iterator[_Call]:
+    """A fresh call per attempt; a second one only when the first met a stale connection."""
+    for attempt in (0, 1):
+        call = _begin(settings, method, path, body, options, attempt)
+        yield call
+        if not call.retry:
+            return
 
 
 class ServeClient:
@@ -447,39 +482,24 @@ class ServeClient:
         self._client.close()
 
     def request(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        *,
-        stream: bool = False,
-        headers: Mapping[str, str] | None = None,
-        auth: bool = True,
-        timeout_s: float | None = None,
+        self, method: str, path: str, body: Any = None, **options: Unpack[RequestOptions]
     ) -> Exchange:
         """Send one request and collect the whole response. Never raises for server behaviour."""
-        for attempt in (0, 1):
-            ex, content, merged, collector, timeout = _begin(
-                self.settings, method, path, body, headers, auth, stream, timeout_s
-            )
+        for call in _calls(self.settings, method, path, body, options):
             try:
-                with self._client.stream(
-                    method, ex.url, content=content, headers=merged, timeout=timeout
-                ) as response:
-                    collector.headers(response)
+                with self._client.stream(**call.stream_args) as response:
+                    call.collector.headers(response)
                     for raw in response.iter_raw():
-                        if not collector.data(raw):
+                        if not call.collector.data(raw):
                             break
             except TRANSPORT_ERRORS as exc:
-                if _retry_or_record(exc, ex, attempt):
-                    continue
-            return collector.finish()
-        raise AssertionError("unreachable")  # noqa: EM101 - the loop always returns
+                call.failed(exc)
+        return call.collector.finish()
 
-    def get(self, path: str, **kw: Any) -> Exchange:
+    def get(self, path: str, **kw: Unpack[RequestOptions]) -> Exchange:
         return self.request("GET", path, **kw)
 
-    def post(self, path: str, body: Any = None, **kw: Any) -> Exchange:
+    def post(self, path: str, body: Any = None, **kw: Unpack[RequestOptions]) -> Exchange:
         return self.request("POST", path, body, **kw)
 
 
@@ -504,38 +524,24 @@ class AsyncServeClient:
         await self._client.aclose()
 
     async def request(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        *,
-        stream: bool = False,
-        headers: Mapping[str, str] | None = None,
-        auth: bool = True,
-        timeout_s: float | None = None,
+        self, method: str, path: str, body: Any = None, **options: Unpack[RequestOptions]
     ) -> Exchange:
-        for attempt in (0, 1):
-            ex, content, merged, collector, timeout = _begin(
-                self.settings, method, path, body, headers, auth, stream, timeout_s
-            )
+        """As :meth:`ServeClient.request`."""
+        for call in _calls(self.settings, method, path, body, options):
             try:
-                async with self._client.stream(
-                    method, ex.url, content=content, headers=merged, timeout=timeout
-                ) as response:
-                    collector.headers(response)
+                async with self._client.stream(**call.stream_args) as response:
+                    call.collector.headers(response)
                     async for raw in response.aiter_raw():
-                        if not collector.data(raw):
+                        if not call.collector.data(raw):
                             break
             except TRANSPORT_ERRORS as exc:
-                if _retry_or_record(exc, ex, attempt):
-                    continue
-            return collector.finish()
-        raise AssertionError("unreachable")  # noqa: EM101 - the loop always returns
+                call.failed(exc)
+        return call.collector.finish()
 
-    async def post(self, path: str, body: Any = None, **kw: Any) -> Exchange:
+    async def post(self, path: str, body: Any = None, **kw: Unpack[RequestOptions]) -> Exchange:
         return await self.request("POST", path, body, **kw)
 
-    async def get(self, path: str, **kw: Any) -> Exchange:
+    async def get(self, path: str, **kw: Unpack[RequestOptions]) -> Exchange:
         return await self.request("GET", path, **kw)
 
 

@@ -56,11 +56,17 @@ import threading
 import time
 from collections.abc import Callable
 from itertools import count
-from typing import Any
+from typing import Any, Unpack
 
 from servecheck.clock import clock_offset
 from servecheck.load.records import ErrorClass
-from servecheck.load.wire import RECV_BYTES, Origin, ResponseParser, TokenSink, WireResult
+from servecheck.load.wire import (
+    RECV_BYTES,
+    Origin,
+    ResponseParser,
+    StreamOptions,
+    WireResult,
+)
 
 _perf = time.perf_counter
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform == "linux" else None)
@@ -281,22 +287,16 @@ class StreamReactor:
         body: bytes,
         on_data: Callable[[bytes, float], str | None],
         deadline: float | None = None,
-        on_token: Callable[[float], bool] | None = None,
-        request_id: str | None = None,
-        until: Callable[[], bool] | None = None,
-        tokens: TokenSink | None = None,
+        **options: Unpack[StreamOptions],
     ) -> WireResult:
         """POST ``body``; ``on_data(payload, arrival_time)`` per read of the body. Never raises.
-        ``request_id`` goes out as ``X-Request-Id`` (servers log it; vLLM takes it as its own id);
-        ``until()`` true hangs up mid-response (an abandoned stream, ``res.hung_up``).
-
-        ``on_token(arrival_time)``, when given, is offered each read that the reader thread found to
-        be exactly one chunk with one token event (:meth:`ResponseParser.token`); it returns False to
-        have the bytes go to ``on_data`` as usual. Saves parsing the common read. ``tokens`` (a
-        :class:`~servecheck.load.wire.TokenSink`, e.g. the stream's ``StreamState``) does that and
-        more: with the reader thread, the thread counts the token chunks of a stream that is
-        between chunks and events itself and hands them over in batches (``sink.tokens``)."""
-        request = self.origin.request(path, body, request_id)
+        :class:`~servecheck.load.wire.StreamOptions` for the rest."""
+        request = self.origin.request(path, body, options.get("request_id"))
+        on_token, until, tokens = (
+            options.get("on_token"),
+            options.get("until"),
+            options.get("tokens"),
+        )
         ex = ResponseParser(on_data, deadline, on_token=on_token, until=until, tokens=tokens)
         for attempt in (0, 1):
             # A retry always takes a fresh connection: the server that closed one idle connection

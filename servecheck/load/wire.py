@@ -24,7 +24,7 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 from servecheck.load.records import ErrorClass
@@ -61,6 +61,26 @@ class WireResult:
     t_end: float = 0.0
     t_sent: float = 0.0  # just before the request's first byte was handed to the socket
     hung_up: bool = False  # the client closed the connection on purpose (``until``), mid-response
+
+
+class StreamOptions(TypedDict, total=False):
+    """The options of ``post_stream``, one set for :class:`WireClient` and
+    :class:`~servecheck.load.reactor.StreamReactor`.
+
+    ``request_id`` goes out as ``X-Request-Id`` (servers log it; vLLM takes it as its own id);
+    ``until()`` true hangs up mid-response (an abandoned stream, ``res.hung_up``).
+    ``on_token(arrival_time)``, when given, is offered each read that the reader thread found to
+    be exactly one chunk with one token event (:meth:`ResponseParser.token`); it returns False to
+    have the bytes go to ``on_data`` as usual. Saves parsing the common read. ``tokens`` (a
+    :class:`TokenSink`, e.g. the stream's ``StreamState``) does that and more: with the reader
+    thread, the thread counts the token chunks of a stream that is between chunks and events
+    itself and hands them over in batches (``sink.tokens``).
+    """
+
+    on_token: Callable[[float], bool] | None
+    request_id: str | None
+    until: Callable[[], bool] | None
+    tokens: TokenSink | None
 
 
 class ResponseParser:
@@ -474,16 +494,12 @@ class WireClient:
         body: bytes,
         on_data: Callable[[bytes, float], str | None],
         deadline: float | None = None,
-        on_token: Callable[[float], bool] | None = None,
-        request_id: str | None = None,
-        until: Callable[[], bool] | None = None,
-        tokens: TokenSink | None = None,
+        **options: Unpack[StreamOptions],
     ) -> WireResult:
-        """POST ``body``; call ``on_data(payload_bytes, arrival_time)`` per socket read of the body.
-        ``request_id`` goes out as ``X-Request-Id``; ``until()`` true hangs up mid-response
-        (:class:`ResponseParser`). (``on_token`` and ``tokens`` are for
-        :class:`~servecheck.load.reactor.StreamReactor`'s signature; this reader parses every read.)"""
-        request = self.origin.request(path, body, request_id)
+        """POST ``body``; call ``on_data(payload_bytes, arrival_time)`` per socket read of the body
+        (:class:`StreamOptions` for the rest; this reader ignores ``on_token`` and ``tokens`` and
+        parses every read)."""
+        request = self.origin.request(path, body, options.get("request_id"))
         where = f"{self.origin.host}:{self.origin.port}"
         for attempt in (0, 1):
             # A retry always takes a fresh connection: the server that closed one idle connection
@@ -503,7 +519,7 @@ class WireClient:
                     error_message=f"cannot connect to {where}: {exc}",
                     t_end=_perf(),
                 )
-            ex = ResponseParser(on_data, deadline, may_retry=reused, until=until)
+            ex = ResponseParser(on_data, deadline, may_retry=reused, until=options.get("until"))
             self._exchange(conn, request, ex)
             if not ex.retry:
                 if ex.keep and ex.res.error is None:

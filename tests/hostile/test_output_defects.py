@@ -26,7 +26,12 @@ def test_the_same_slo_from_cli_and_targets_yaml_is_one_with_its_source() -> None
     )
     spec = LoadSpec(target=target, users=1, max_requests=1, slos=["ttft_p95 <= 0.5s"])
     slos = validate(spec)
-    assert [(s.name, s.source) for s in slos] == [("ttft_p95", "cli"), ("goodput", "targets.yaml")]
+    # The default error budget (no error_rate SLO was given) is judged beside them, by its name.
+    assert [(s.name, s.source) for s in slos] == [
+        ("ttft_p95", "cli"),
+        ("goodput", "targets.yaml"),
+        ("error_rate", "error budget"),
+    ]
 
 
 def test_compare_shows_no_median_p_value_beside_a_tail_verdict(tmp_path: Path) -> None:

@@ -241,13 +241,29 @@ def chat_n(ctx: CheckContext) -> None:
     )
 
 
-def _ask_twice(ctx: CheckContext, prompt: str, **params: Any) -> tuple[list[str], Exchange]:
-    """The same 12-token request sent twice: both answers' text and the last exchange."""
+def _expect_repeatable(
+    ctx: CheckContext,
+    prompt: str,
+    params: dict[str, Any],
+    differ: str,
+    *,
+    hint: str = "",
+    deviation: str | None = None,
+) -> None:
+    """Send the same 12-token request twice and expect the same text; ``differ`` is the failure."""
     texts = []
     for _ in range(2):
         last = ctx.chat(prompt, max_tokens=12, **params)
         texts.append(_content(_choices(ctx, ctx.ok_json(last, "chat completion"), last)[0]))
-    return texts, last
+    ctx.expect(
+        texts[0] == texts[1],
+        differ,
+        expected=f"the same text twice: {texts[0]!r}",
+        received=f"{texts[1]!r}",
+        exchange=last,
+        hint=hint,
+        deviation=deviation,
+    )
 
 
 @check(
@@ -256,13 +272,11 @@ def _ask_twice(ctx: CheckContext, prompt: str, **params: Any) -> tuple[list[str]
     "two identical requests at temperature 0 return the same text",
 )
 def chat_deterministic(ctx: CheckContext) -> None:
-    texts, last = _ask_twice(ctx, "Name three colours.", temperature=0)
-    ctx.expect(
-        texts[0] == texts[1],
+    _expect_repeatable(
+        ctx,
+        "Name three colours.",
+        {"temperature": 0},
         "two temperature-0 answers differ",
-        expected=f"the same text twice: {texts[0]!r}",
-        received=f"{texts[1]!r}",
-        exchange=last,
         hint="greedy decoding is not greedy here (sampling defaults override temperature, or batching changes numerics)",
     )
 
@@ -274,13 +288,11 @@ def chat_deterministic(ctx: CheckContext) -> None:
     requires=("seed",),
 )
 def chat_seed(ctx: CheckContext) -> None:
-    texts, last = _ask_twice(ctx, "Name three animals.", temperature=1.0, seed=1234)
-    ctx.expect(
-        texts[0] == texts[1],
+    _expect_repeatable(
+        ctx,
+        "Name three animals.",
+        {"temperature": 1.0, "seed": 1234},
         "two seeded answers differ",
-        expected=f"the same text twice: {texts[0]!r}",
-        received=f"{texts[1]!r}",
-        exchange=last,
         deviation="seed-not-supported",
     )
 

@@ -17,6 +17,7 @@ from servecheck.commands.options import (
     add_cold_start_arguments,
     add_dataset_arguments,
     add_error_budget_argument,
+    add_ready_timeout_argument,
     add_run_arguments,
     add_target_arguments,
     checked_reference_args,
@@ -68,12 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="report a lagging load generator as a warning instead of failing the smoke load",
     )
-    parser.add_argument(
-        "--ready-timeout",
-        default="300s",
-        metavar="TIME",
-        help="how long to wait for readiness (default: %(default)s)",
-    )
+    add_ready_timeout_argument(parser, "300s")
     add_catalogue_arguments(parser)
     add_run_arguments(parser, "accept", "<target>")
     add_cold_start_arguments(parser)

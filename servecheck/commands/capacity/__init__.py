@@ -15,6 +15,7 @@ import argparse
 from servecheck import api
 from servecheck.commands.options import (
     add_dataset_arguments,
+    add_ready_timeout_argument,
     add_run_arguments,
     add_target_arguments,
     checked_reference_args,
@@ -158,12 +159,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="count a step whose load generator lagged as judged by its SLOs (default: such a step does not pass)",
     )
-    parser.add_argument(
-        "--ready-timeout",
-        default="60s",
-        metavar="TIME",
-        help="wait this long for readiness first (default: %(default)s)",
-    )
+    add_ready_timeout_argument(parser, "60s")
     add_run_arguments(parser, "capacity", "<target>")
 
 

@@ -17,6 +17,7 @@ from servecheck import api
 from servecheck.commands.options import (
     add_catalogue_arguments,
     add_cold_start_arguments,
+    add_max_tokens_argument,
     add_run_arguments,
     add_target_arguments,
     checked_reference_args,
@@ -47,13 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--prompts", metavar="FILE", help="prompt set, one per line (default: a built-in set of 12)"
     )
-    g.add_argument(
-        "--max-tokens",
-        type=int,
-        default=64,
-        metavar="N",
-        help="answer length for the agreement (default: %(default)s)",
-    )
+    add_max_tokens_argument(g, 64, "answer length for the agreement")
     g.add_argument(
         "--min-agreement",
         type=float,

@@ -9,6 +9,7 @@ import os
 from servecheck.commands.options import (
     add_dataset_arguments,
     add_error_budget_argument,
+    add_model_argument,
     add_target_arguments,
 )
 from servecheck.load.trace import FORMATS as TRACE_FORMATS
@@ -71,12 +72,7 @@ def add_workload_arguments(g: argparse._ArgumentGroup) -> None:
         help="SLO such as ttft_p95<=500ms (repeatable; the target's slo list is added)",
     )
     add_error_budget_argument(g, "SERVECHECK_LOAD_ERROR_BUDGET")
-    g.add_argument(
-        "--model",
-        metavar="NAME",
-        default=None,
-        help="model (default: the target's first, else GET /models)",
-    )
+    add_model_argument(g)
 
 
 def add_distributed_arguments(g: argparse._ArgumentGroup) -> None:

@@ -24,6 +24,13 @@ from servecheck.commands.options.reference import add_option_table as add_option
 from servecheck.commands.options.reference import (
     checked_reference_args as checked_reference_args,
 )
+from servecheck.commands.options.workload import (
+    add_max_tokens_argument as add_max_tokens_argument,
+)
+from servecheck.commands.options.workload import add_model_argument as add_model_argument
+from servecheck.commands.options.workload import (
+    add_ready_timeout_argument as add_ready_timeout_argument,
+)
 from servecheck.config.loader import ENV_TARGETS_FILE
 from servecheck.errors import UsageError
 
@@ -226,6 +233,9 @@ __all__ = [
     "add_catalogue_arguments",
     "add_cold_start_arguments",
     "add_dataset_arguments",
+    "add_max_tokens_argument",
+    "add_model_argument",
+    "add_ready_timeout_argument",
     "add_run_arguments",
     "add_target_arguments",
     "out_dir",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from servecheck.commands.options import add_max_tokens_argument, add_model_argument
 from servecheck.load.soak import MAX_CYCLES, MIN_CYCLES
 
 
@@ -45,16 +46,8 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="streams in flight during a cycle (closed loop; default: %(default)s)",
     )
-    w.add_argument(
-        "--model", metavar="NAME", help="model (default: the target's first, else /v1/models)"
-    )
-    w.add_argument(
-        "--max-tokens",
-        type=int,
-        default=128,
-        metavar="N",
-        help="max_tokens per request (default: %(default)s)",
-    )
+    add_model_argument(w)
+    add_max_tokens_argument(w, 128, "max_tokens per request")
     w.add_argument(
         "--prompt-words",
         type=int,
