@@ -73,3 +73,37 @@ def test_a_target_client_ignores_proxy_settings_of_the_environment(
     pool = client._transport._pool
     assert pool._ssl_context.verify_mode.name == "CERT_NONE"
     assert pool._max_connections == settings.max_connections
+
+
+def test_the_engines_loopback_requests_ignore_proxy_settings_of_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """engines/base.http (readiness of a local engine) is the one request outside the factory:
+    stdlib urllib, which sent even 127.0.0.1 through $HTTP_PROXY, so a proxy-configured shell
+    saw every engine as never ready."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from servecheck.engines.base import http
+
+    class Ok(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Ok)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        got = http("GET", f"http://127.0.0.1:{server.server_address[1]}/health", timeout=5)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (got.status, got.body) == (200, "ok"), got

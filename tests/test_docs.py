@@ -111,3 +111,63 @@ def test_targets_examples_validate():
         ROOT / "docs" / "targets-examples.yaml", env={"OPENAI_API_KEY": "sk-example-not-real"}
     )
     assert {"sglang", "tgi", "ollama", "openai", "gateway"} <= set(examples.names)
+
+
+_PATH_TOKEN = re.compile(r"[\w.<>*-]+(/[\w.<>*-]*)*")
+
+
+def _architecture_paths() -> list[tuple[str, list[str]]]:
+    """Each backticked path of ARCHITECTURE.md with the places it may mean (globs, relative to
+    the checkout): ``servecheck/...``; ``load/run.py`` under ``servecheck/`` (or the checkout's
+    ``tests/...``); a bare ``sse.py`` in the checkout or a folder of a path on its line."""
+    top = {p.name for p in (ROOT / "servecheck").iterdir() if p.is_dir()}
+    found = []
+    for line in (ROOT / "ARCHITECTURE.md").read_text().splitlines():
+        tokens = [
+            (token, re.sub(r"<[^>]*>", "*", token))
+            for token in (t.split("::")[0] for t in re.findall(r"`([^`]+)`", line))
+            if _PATH_TOKEN.fullmatch(token) and not token.startswith(".")
+        ]
+        paths, folders = [], []
+        for token, pattern in tokens:
+            first = pattern.split("/")[0]
+            if "/" in pattern and (
+                first == "servecheck" or first in top or (ROOT / first).is_dir()
+            ):
+                places = [pattern, f"servecheck/{pattern}"] if first in top else [pattern]
+                paths.append((token, places))
+                folders += [p.rstrip("/").rsplit("/", 1)[0] for p in places if "/" in p.rstrip("/")]
+        bare = [
+            (token, [pattern, *(f"{f}/{pattern}" for f in folders)])
+            for token, pattern in tokens
+            if "/" not in pattern and re.search(r"\.(py|c|ini|yaml)$", pattern)
+        ]
+        found += paths + bare
+    return found
+
+
+def test_every_path_architecture_names_exists():
+    missing = [
+        token
+        for token, places in _architecture_paths()
+        if not any(any(ROOT.glob(p.rstrip("/"))) for p in places)
+    ]
+    assert not missing, f"ARCHITECTURE.md names paths that do not exist: {missing}"
+
+
+def test_architecture_finds_every_module():
+    """Every module is named, or a row's glob (``servecheck/load/*.py``) covers it; a bare
+    folder of the layer table does not count."""
+    covered = {
+        path
+        for _, places in _architecture_paths()
+        for place in places
+        if not place.endswith("/")
+        for path in ROOT.glob(place)
+    }
+    unplaced = [
+        str(p.relative_to(ROOT))
+        for p in sorted((ROOT / "servecheck").rglob("*.py"))
+        if p.name != "__init__.py" and p not in covered
+    ]
+    assert not unplaced, f"ARCHITECTURE.md has no row that names: {unplaced}"

@@ -56,6 +56,11 @@ class HttpResult:
         return json.loads(self.body)
 
 
+# Never a proxy from the environment (as client/factory.py): these requests go to a local engine,
+# and urllib sends even 127.0.0.1 through $http_proxy unless $no_proxy names it.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
 def http(
     method: str,
     url: str,
@@ -72,7 +77,7 @@ def http(
     for key, value in (headers or {}).items():
         req.add_header(key, value)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback only
+        with _OPENER.open(req, timeout=timeout) as resp:  # noqa: S310 - loopback only
             return HttpResult(resp.status, resp.read().decode("utf-8", "replace"))
     except urllib.error.HTTPError as exc:
         return HttpResult(exc.code, exc.read().decode("utf-8", "replace"))

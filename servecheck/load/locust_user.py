@@ -451,6 +451,7 @@ def _config_from_env(environment: Any, user_cls: type[LLMUser] | None) -> RunCon
         return RunConfig.load(path)
     base, headers, target_name, timeout = environment.host or "", {}, "host", 60.0
     tname = os.environ.get("SERVECHECK_TARGET")
+    target = None
     if tname:
         from servecheck.config.loader import load_targets
 
@@ -462,11 +463,15 @@ def _config_from_env(environment: Any, user_cls: type[LLMUser] | None) -> RunCon
             os.environ[ENV_API_KEY] = next(iter(auth.values())).removeprefix("Bearer ")
     if not base:
         raise RuntimeError("no target: pass --host http://HOST:PORT/v1 or set SERVECHECK_TARGET")
-    from servecheck.client.models import choose_model
+    from servecheck.client.models import choose_model, model_for_target
 
-    # Never a guessed model: a failed listing stops the run and says how to name one.
-    choice = choose_model(
-        base, headers, explicit=os.environ.get("SERVECHECK_MODEL"), what=target_name
+    # Never a guessed model: a failed listing stops the run and says how to name one. A named
+    # target's declared models: and verify_tls count, as for every other runner.
+    explicit = os.environ.get("SERVECHECK_MODEL")
+    choice = (
+        model_for_target(target, explicit)
+        if target is not None
+        else choose_model(base, headers, explicit=explicit, what=target_name)
     )
     logging.getLogger(__name__).info("servecheck: %s", choice.line())
     model = choice.model

@@ -119,3 +119,28 @@ def test_cutover_agreement_never_sends_chat_to_a_pooling_model() -> None:
         server.server_close()
     assert (agr.old_model, agr.new_model) == ("chat-m", "chat-m")
     assert agr.results[0].old == "answered by chat-m" and agr.errors == 0
+
+
+def test_plain_locust_with_a_named_target_uses_its_declared_models(tmp_path: Path) -> None:
+    """``locust -f`` with SERVECHECK_TARGET took the listed model even when targets.yaml
+    declares ``models:`` (and listed it without the target's verify_tls): it now goes through
+    model_for_target as every other runner does. The target does not listen, so only the
+    declared model can answer. In a subprocess: importing locust monkey-patches this one."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "targets.yaml").write_text(
+        "targets:\n  - name: t\n    base_url: http://127.0.0.1:9/v1\n    models: [declared-m]\n"
+    )
+    code = (
+        "import types\n"
+        "from servecheck.load.locust_user import _config_from_env\n"
+        "print(_config_from_env(types.SimpleNamespace(host=None), None).model)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVECHECK_")}
+    env |= {"SERVECHECK_TARGET": "t", "SERVECHECK_TARGETS_FILE": str(tmp_path / "targets.yaml")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.split()[-1:] == ["declared-m"], done.stderr[-2000:]
