@@ -49,7 +49,7 @@ from servecheck.checks.surfaces.embed import (
 from servecheck.client.http import ServeClient
 from servecheck.config import load_targets
 from servecheck.config.model import Target
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError, UsageError
 from servecheck.profiles import profile_for, resolve_capabilities
 from servecheck.redact import redact, redact_obj
 
@@ -236,6 +236,10 @@ def _collects_suites(config: pytest.Config) -> bool:
     return False
 
 
+# Spec field -> this plugin's pytest option, for showing a SpecError from the library.
+_FIELD_OPTIONS = {"targets_file": "--targets-file", "model": "--model"}
+
+
 def _build_session(config: pytest.Config) -> ServecheckSession:
     targets_file = _opt(config, "targets_file")
     names = _opt(config, "targets") or [DEFAULT_TARGET]
@@ -243,7 +247,9 @@ def _build_session(config: pytest.Config) -> ServecheckSession:
         loaded = load_targets(targets_file)
         targets = loaded.select(names)
     except UsageError as exc:
-        raise pytest.UsageError(redact(str(exc))) from None
+        # the library names spec fields; this edge shows pytest's options for them
+        text = exc.render(_FIELD_OPTIONS) if isinstance(exc, SpecError) else str(exc)
+        raise pytest.UsageError(redact(text)) from None
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "servecheck_infos" in workerinput:
         infos = {

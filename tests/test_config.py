@@ -8,6 +8,7 @@ import pytest
 
 from servecheck.cli import main
 from servecheck.config import ConfigError, load_targets
+from servecheck.errors import UsageError
 from servecheck.redact import redact
 
 
@@ -133,7 +134,12 @@ def test_cli_reports_config_error_in_one_line_without_traceback(tmp_path, capsys
 def test_cli_missing_file(tmp_path, capsys):
     code = main(["targets", "--targets-file", str(tmp_path / "nope.yaml")])
     assert code == 2
-    assert "targets file not found" in capsys.readouterr().err
+    assert "targets file not found (pass --targets-file or set " in capsys.readouterr().err
+
+
+def test_missing_file_names_the_field_to_api_callers(tmp_path):
+    with pytest.raises(UsageError, match=r"targets file not found \(pass targets_file or set "):
+        load_targets(tmp_path / "nope.yaml")
 
 
 def test_repo_targets_file_is_valid():

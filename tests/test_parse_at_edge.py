@@ -116,18 +116,10 @@ ALLOWED: dict[str, set[str]] = {
     "load/slo.py": {"--cold-start-slo", "--launch", "--cold-start"},
     "load/trace.py": {"--trace"},  # `servecheck load --trace FILE`, raised in a Locust worker
     "load/locust_user.py": {"--host"},  # `locust --host`, run by hand on the scenario
+    "preflight/layout.py": {"--revision"},  # `hf download REPO --revision REF`, the hf CLI's
 }
 # Not yet at the edge, each for a reason (remove the entry when it moves):
-PENDING_OPTIONS: dict[str, str] = {
-    "preflight/": "findings and their hints are data in preflight.json, shown as they are",
-    "load/budget.py": "budget_line is summary text, printed and stored by the library",
-    "load/soak.py": "the retention verdict reason is stored in soak.json",
-    "load/transport.py": "a worker's dataset mismatch is a stored run reason",
-    "client/models.py": "choose_model's hint is shared by every command",
-    "config/loader.py": "the targets-file hint is shared by every command and the plugin",
-    "workflows/conformance.py": "the reference-target hint is printed by the workflow itself",
-    "workflows/init.py": "init's hints are printed by the workflow itself",
-}
+PENDING_OPTIONS: dict[str, str] = {}
 
 
 def _library_option_strings(skip_pending: bool = True) -> list[str]:
@@ -202,3 +194,21 @@ def test_spec_error_shows_fields_to_the_api_and_options_on_the_cli(capsys) -> No
     assert odd.render({"dataset": "--dataset"}) == "--dataset '/tmp/{x}.jsonl': file not found"
     assert cli.main(["load", "--target", "reference", "--users", "1", "--rate", "1/s"]) == 2
     assert "give exactly one of --users N (closed loop), --rate R/s" in capsys.readouterr().err
+
+
+def test_a_workflow_hint_names_the_field_and_the_cli_its_option(tmp_path, capsys) -> None:
+    """Issue 23.5: ``run_check`` names the spec field ``targets``; ``servecheck check`` shows
+    its ``--target``."""
+    import pytest
+
+    from servecheck import cli
+    from servecheck.errors import SpecError
+    from servecheck.workflows.conformance import CheckSpec, run_check
+
+    file = tmp_path / "targets.yaml"
+    file.write_text("targets:\n  - name: other\n    base_url: http://127.0.0.1:9/v1\n")
+    with pytest.raises(SpecError, match=r"no 'reference' target; name one with targets$"):
+        run_check(CheckSpec(targets=["reference"], targets_file=str(file), embedded=False))
+    argv = ["check", "--targets-file", str(file), "--target", "reference", "--no-embedded"]
+    assert cli.main([*argv, "--out", str(tmp_path / "out")]) == 2
+    assert "no 'reference' target; name one with --target\n" in capsys.readouterr().err

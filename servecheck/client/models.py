@@ -15,7 +15,7 @@ import httpx
 
 from servecheck.client.factory import ClientSettings, sync_client
 from servecheck.config.model import Target, pooling_kind
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError, UsageError
 from servecheck.redact import redact
 
 
@@ -77,9 +77,11 @@ def choose_model(
             if isinstance(exc, ValueError) and str(exc) == "an empty list"
             else type(exc).__name__
         )
-        raise UsageError(
-            f"{what}: cannot list models at {redact(url)} ({why}); "
-            "set models: in targets.yaml or pass --model"
+        raise SpecError(
+            "{what}: cannot list models at {url} ({why}); set models: in targets.yaml or pass {model}",
+            what=what,
+            url=redact(url),
+            why=why,
         ) from None
     more = f" of {len(ids)}: {', '.join(ids[:5])}" if len(ids) > 1 else ""
     return ModelChoice(ids[0], f"the first that GET /v1/models lists{more}")

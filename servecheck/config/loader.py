@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from servecheck.config.model import ENGINES, Defaults, Target, TargetsFile
 from servecheck.config.provenance import remember
-from servecheck.errors import UsageError, did_you_mean
+from servecheck.errors import SpecError, UsageError, did_you_mean
 from servecheck.redact import register
 
 _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -357,8 +357,10 @@ def _read_targets_text(file: Path) -> str:
             )
         return file.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UsageError(
-            f"{file}: targets file not found (pass --targets-file or set {ENV_TARGETS_FILE})"
+        raise SpecError(
+            "{file}: targets file not found (pass {targets_file} or set {env})",
+            file=file,
+            env=ENV_TARGETS_FILE,
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{file}: cannot read targets file: {exc}") from None

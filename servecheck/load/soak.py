@@ -413,7 +413,7 @@ def leak_verdicts(
         if v.status == "leak":
             stages.append(RunVerdict.of(False, f"{metric}: leak"))
         elif v.status == "retention" and plan.fail_on_retention and metric == "kv_usage":
-            stages.append(RunVerdict.of(False, f"{metric}: retention (--fail-on-retention)"))
+            stages.append(RunVerdict.of(False, f"{metric}: retention (fail_on_retention is set)"))
     unjudged = (
         f"{primary}: not sampled (check the metrics URL and the engine's metric names)"
         if primary not in verdicts

@@ -394,12 +394,12 @@ def _dataset_reason(worker: str, master: str | None, theirs: str | None) -> str:
     if theirs is None:
         return (
             f"worker {worker} ran without the master's dataset, so it sent synthetic prompts: "
-            "start every worker with --dataset and the same file"
+            "start every worker with the master's dataset file"
         )
     if master is None:
         return (
             f"worker {worker} read a dataset the master was not given ({theirs[:19]}): give the "
-            "master and every worker the same --dataset, or none"
+            "master and every worker the same dataset file, or none"
         )
     return (
         f"worker {worker} read another dataset file than the master ({theirs[:19]}, master "

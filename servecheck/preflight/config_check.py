@@ -157,22 +157,22 @@ def _check_quantization(ctx: Context, path: Path, config: dict[str, Any]) -> Non
         return  # quantized at load time from unquantized weights
     if in_config == "none":
         message = (
-            f"declared --quantization {declared_raw} but config.json has no quantization_config: "
+            f"declared quantization {declared_raw} but config.json has no quantization_config: "
             "these are unquantized weights"
         )
-        fix = "use the quantized checkpoint, or launch without --quantization"
+        fix = "use the quantized checkpoint, or launch without quantization"
     elif declared == "none":
         message = (
             f"declared no quantization but config.json has quantization_config.quant_method "
             f"{in_config}: the engine will load {in_config} kernels and memory planning is off"
         )
-        fix = f"declare --quantization {in_config}, or use the unquantized checkpoint"
+        fix = f"declare the quantization {in_config}, or use the unquantized checkpoint"
     else:
         message = (
-            f"declared --quantization {declared_raw} but config.json says {in_config}; "
+            f"declared quantization {declared_raw} but config.json says {in_config}; "
             "vLLM refuses to start on this mismatch"
         )
-        fix = f"declare --quantization {in_config} (or omit it to follow config.json)"
+        fix = f"declare the quantization {in_config} (or omit it to follow config.json)"
     ctx.add("PF-CONFIG-QUANT-MISMATCH", path, message, fix)
 
 
@@ -202,7 +202,7 @@ def _check_context(ctx: Context, path: Path, config: dict[str, Any]) -> None:
         ctx.add(
             "PF-CONFIG-NO-CONTEXT",
             path,
-            f"--context-length {declared} declared but config.json has none of {', '.join(CONTEXT_KEYS)}",
+            f"context length {declared} declared but config.json has none of {', '.join(CONTEXT_KEYS)}",
             "check the model card for its context length",
         )
         return
@@ -211,7 +211,7 @@ def _check_context(ctx: Context, path: Path, config: dict[str, Any]) -> None:
         ctx.add(
             "PF-CONFIG-CONTEXT-TOO-LONG",
             path,
-            f"declared --context-length {declared} exceeds the model's {value} ({how}); vLLM refuses "
+            f"declared context length {declared} exceeds the model's {value} ({how}); vLLM refuses "
             "to start, other engines produce garbage past it",
-            f"declare --context-length {value} or less (or add rope scaling deliberately)",
+            f"declare a context length of {value} or less (or add rope scaling deliberately)",
         )

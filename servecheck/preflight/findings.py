@@ -202,13 +202,13 @@ _ENTRIES: tuple[CheckInfo, ...] = (
         "PF-MANIFEST-MISSING-FILE",
         E,
         "integrity",
-        "A file listed in the --manifest does not exist.",
+        "A file listed in the manifest does not exist.",
     ),
     CheckInfo(
         "PF-SHA256-UNVERIFIED",
         INFO,
         "integrity",
-        "--verify-sha256 was asked but a weight file has no known hash (no blob name, no manifest line).",
+        "sha256 verification was asked but a weight file has no known hash (no blob name, no manifest line).",
     ),
     # config.json
     CheckInfo(
@@ -239,19 +239,19 @@ _ENTRIES: tuple[CheckInfo, ...] = (
         "PF-CONFIG-QUANT-MISMATCH",
         E,
         "config",
-        "quantization_config in config.json disagrees with the declared --quantization.",
+        "quantization_config in config.json disagrees with the declared quantization.",
     ),
     CheckInfo(
         "PF-CONFIG-CONTEXT-TOO-LONG",
         E,
         "config",
-        "The declared --context-length exceeds the model's maximum positions.",
+        "The declared context length exceeds the model's maximum positions.",
     ),
     CheckInfo(
         "PF-CONFIG-NO-CONTEXT",
         W,
         "config",
-        "--context-length was declared but the config has no maximum-length key.",
+        "A context length was declared but the config has no maximum-length key.",
     ),
     # tokenizer
     CheckInfo(
@@ -288,7 +288,7 @@ _ENTRIES: tuple[CheckInfo, ...] = (
         "PF-TOK-NO-CHAT-TEMPLATE",
         E,
         "tokenizer",
-        "No chat template (error with --chat, the default; warning with --no-chat).",
+        "No chat template (an error for a chat model, the default; a warning otherwise).",
     ),
     # GGUF
     CheckInfo("PF-GGUF-ZERO-BYTE", E, "gguf", "A .gguf file is empty (0 bytes)."),
@@ -330,7 +330,7 @@ _ENTRIES: tuple[CheckInfo, ...] = (
         "PF-GPU-MEMORY",
         E,
         "host",
-        "Estimated weight memory exceeds the declared --gpu-memory-gib budget.",
+        "Estimated weight memory exceeds the declared GPU memory budget.",
     ),
 )
 

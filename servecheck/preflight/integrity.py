@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError
 from servecheck.preflight.context import Context
 
 CHUNK = 8 * 1024 * 1024
@@ -60,16 +60,19 @@ def read_manifest(manifest: Path) -> list[tuple[int, str, str]]:
     try:
         text = manifest.read_text(encoding="utf-8")
     except OSError as exc:
-        raise UsageError(f"--manifest {manifest}: {exc.strerror or exc}") from exc
+        raise SpecError("{manifest} {path}: {why}", path=manifest, why=exc.strerror or exc) from exc
     entries: list[tuple[int, str, str]] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.startswith("#"):
             continue
         match = _MANIFEST_LINE.match(line.rstrip("\r"))
         if match is None:
-            raise UsageError(
-                f"--manifest {manifest}:{lineno}: expected `<64 hex sha256>  <path>` (sha256sum format), "
-                f"got {line[:80]!r}"
+            raise SpecError(
+                "{manifest} {path}:{lineno}: expected `<64 hex sha256>  <path>` (sha256sum format), "
+                "got {line!r}",
+                path=manifest,
+                lineno=lineno,
+                line=line[:80],
             )
         entries.append((lineno, match["digest"].lower(), match["name"]))
     return entries
@@ -110,7 +113,7 @@ def hash_jobs(
                 "PF-SHA256-UNVERIFIED",
                 model_dir,
                 f"{len(unverified)} weight files have no known sha256 (not HF LFS blobs, no manifest line): {names}",
-                "pass --manifest with sha256sum output from the source of the files",
+                "give a manifest: sha256sum output from the source of the files",
             )
     return jobs
 

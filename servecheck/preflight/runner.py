@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError
 from servecheck.preflight import (
     config_check,
     gguf_check,
@@ -88,11 +88,13 @@ def run_preflight(
     root = Path(path)
     lay = layout.detect_layout(root)
     if options.revision is not None and lay.kind != "hf-cache":
-        raise UsageError(
-            f"--revision {options.revision}: {root} is not an HF cache repo (models--org--name)"
+        raise SpecError(
+            "{revision} {rev}: {root} is not an HF cache repo (models--org--name)",
+            rev=options.revision,
+            root=root,
         )
     if options.manifest is not None and not options.manifest.is_file():
-        raise UsageError(f"--manifest {options.manifest}: no such file")
+        raise SpecError("{manifest} {path}: no such file", path=options.manifest)
     # A single file's findings are shown relative to its folder ("model.gguf", not ".").
     shown_root = root.parent if lay.single_file is not None else root
     ctx = Context(root=shown_root, model_dir=lay.model_dir or root, options=options)

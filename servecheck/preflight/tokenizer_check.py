@@ -179,6 +179,6 @@ def check_chat_template(
         "chat_template.json or GGUF tokenizer.chat_template)"
         + ("; /v1/chat/completions will fail or use a wrong default" if chat else ""),
         "pass --chat-template to the engine, or add chat_template.jinja"
-        + ("" if chat else " (ignored: --no-chat)"),
+        + ("" if chat else " (ignored: the model is declared not to chat)"),
         severity=Severity.ERROR if chat else Severity.WARNING,
     )

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from servecheck.config import load_targets
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError
 from servecheck.redact import redact
 from servecheck.signals import die_with_parent, signum_of, stoppable_child
 from servecheck.workflows.support import PARTIAL_PROPERTY, mark_junit_partial, validate_before_run
@@ -318,7 +318,7 @@ def run_check(spec: CheckSpec, say: Callable[[str], None] | None = None) -> Chec
         and "SERVECHECK_REF_URL" not in os.environ
     )
     if "reference" in targets and "reference" not in loaded.names:
-        raise UsageError(f"{loaded.path}: no 'reference' target; name one with --target")
+        raise SpecError("{path}: no 'reference' target; name one with {targets}", path=loaded.path)
     # Every usage problem before the run folder and pytest (which would print it as "ERROR:"
     # and exit 4): a named target's missing ${VAR}, a bad --reference-arg.
     validate_before_run(

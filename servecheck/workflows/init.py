@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.client.http import ClientSettings, Exchange, ServeClient
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError, UsageError
 from servecheck.redact import redact, register
 
 
@@ -106,7 +106,9 @@ def _find_base(url: str, key: str | None, timeout_s: float) -> tuple[str, Exchan
         if ex.error in ("connect", "timeout"):
             break  # nothing listens there: the other candidate is the same host
     if refused and not key:
-        raise UsageError(f"{redact(refused)}: export the key and pass --api-key-env VAR")
+        raise SpecError(
+            "{refused}: export the key and pass {api_key_env} VAR", refused=redact(refused)
+        )
     if refused:
         raise UsageError(f"{redact(url)}: the key was refused ({redact(refused)})")
     assert last is not None
@@ -398,7 +400,9 @@ def _merged_text(text: str, entry: str, name: str, where: Path) -> str:
         raise UsageError(f"{where}: 'targets' is not a list; not changed")
     names = [t.get("name") for t in targets if isinstance(t, Mapping)]
     if name in names:
-        raise UsageError(f"{where}: a target named {name!r} exists; pass --name")
+        raise SpecError(
+            "{where}: a target named {taken!r} exists; pass {name}", where=where, taken=name
+        )
     head, _, body = _shifted(entry, offset).partition("\n")
     parsed = rt.load("targets:\n" + body)
     if targets:

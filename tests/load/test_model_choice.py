@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from servecheck.client.models import choose_model
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError, UsageError
 from servecheck.reference.inprocess import RunningServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,9 +35,12 @@ def test_explicit_then_declared_then_listed(make_reference: Callable[..., Runnin
 
 def test_a_failed_listing_is_a_usage_error_not_a_guess() -> None:
     with pytest.raises(
-        UsageError, match=r"cannot list models at http://127\.0\.0\.1:9/v1/models.*pass --model"
-    ):
+        UsageError, match=r"cannot list models at http://127\.0\.0\.1:9/v1/models.*pass model$"
+    ) as info:
         choose_model("http://127.0.0.1:9/v1", {}, timeout_s=2, what="target 'x'")
+    # the library names the field; a command shows its option
+    assert isinstance(info.value, SpecError)
+    assert info.value.render({"model": "--model"}).endswith("pass --model")
 
 
 def test_no_runner_keeps_its_own_discovery() -> None:

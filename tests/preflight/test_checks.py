@@ -268,7 +268,7 @@ def test_mistral_consolidated_file_is_not_a_stray_shard(tmp_path: Path) -> None:
 
 
 def test_revision_needs_an_hf_cache(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match=r"--revision main: .* is not an HF cache repo"):
+    with pytest.raises(UsageError, match=r"^revision main: .* is not an HF cache repo"):
         run_preflight(write_model(tmp_path / "model"), PreflightOptions(revision="main"))
 
 

@@ -22,6 +22,10 @@ from servecheck.commands.options import (
 )
 from servecheck.workflows.conformance import SURFACE_FILES, CheckSpec
 
+# Spec field -> option beyond those named by their dest (``--target`` fills ``targets``),
+# for showing the library's SpecError (servecheck/cli.py).
+FIELD_OPTIONS = {"targets": "--target"}
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_target_arguments(parser, target="many", target_default="the embedded reference")
@@ -68,4 +72,4 @@ def run(args: argparse.Namespace) -> int:
     return api.check(spec_from_args(args)).exit_code
 
 
-__all__ = ["SURFACE_FILES", "add_arguments", "run", "spec_from_args"]
+__all__ = ["FIELD_OPTIONS", "SURFACE_FILES", "add_arguments", "run", "spec_from_args"]
