@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from servecheck.config.model import Target
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError
 from servecheck.load.soak import SoakPlan, leak_verdicts
 from servecheck.load.verdict import INCONCLUSIVE, compose
 from servecheck.telemetry import TelemetryRecorder, analyse_leak
@@ -122,9 +122,21 @@ def test_recorder_reports_each_samplers_real_interval() -> None:
     ],
 )
 def test_plan_check_counts_samples_at_each_samplers_real_interval(plan, overrides, message):
-    with pytest.raises(UsageError) as info:
+    with pytest.raises(SpecError) as info:
         check_soak_windows(_plan(**plan), _target(nvml=False), overrides)
-    assert str(info.value) == message
+    # The library names plan fields; `servecheck soak` shows them as its options.
+    assert info.value.render(_soak_options()) == message
+
+
+def _soak_options() -> dict[str, str]:
+    import argparse
+
+    from servecheck.cli import field_options
+    from servecheck.commands import soak
+
+    parser = argparse.ArgumentParser()
+    soak.add_arguments(parser)
+    return field_options(parser, getattr(soak, "FIELD_OPTIONS", {}))
 
 
 def test_plan_check_passes_without_rss_and_ignores_unjudged_samplers() -> None:
