@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from servecheck import __version__
-from servecheck.errors import SpecError, UsageError
+from servecheck.errors import ServecheckError, SpecError, UsageError
 from servecheck.redact import redact
 from servecheck.signals import install_sigterm_handler, install_stack_dump, signum_of
 
@@ -141,6 +141,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             text = str(exc)
         print(f"servecheck {name}: error: {redact(text)}", file=sys.stderr)
         return 2
+    except ServecheckError as exc:
+        # raised on purpose with its cause (an embedded server that would not start): one line
+        print(f"servecheck {name}: error: {redact(str(exc))}", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         # stdout closed early (``servecheck checks | head``): not an error worth a traceback.
         with contextlib.suppress(OSError):

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from servecheck.errors import ServecheckError
+from servecheck.errors import ServecheckError, UsageError
 from servecheck.redact import register
 from servecheck.signals import die_with_parent
 
@@ -70,7 +70,10 @@ def embedded_reference(
             deadline = time.monotonic() + timeout_s
             while not ready.exists():
                 if proc.poll() is not None:
-                    raise ServecheckError(
+                    # Exit code 2 is the server's usage error (a busy --port among them): a
+                    # value the user gave, so one line and rc 2, as a value checked up front.
+                    error = UsageError if proc.returncode == 2 else ServecheckError
+                    raise error(
                         f"the embedded reference server exited with code {proc.returncode} before"
                         f" listening{_last_line(log_path or Path(tmp) / 'server.log')}"
                     )

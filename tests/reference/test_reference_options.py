@@ -86,3 +86,27 @@ def test_the_library_names_the_cause_when_the_embedded_server_cannot_start() -> 
         "the embedded reference server exited with code 2 before listening: "
         f"servecheck reference-server: error: {PORT_LINE}"
     )
+
+
+@pytest.mark.parametrize("command", ["check", "soak", "accept", "capacity"])
+def test_a_busy_reference_port_stops_every_command_in_one_line(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A busy ``--reference-arg=--port`` passes the up-front check (the value is a port) and
+    only the server finds it taken: still the server's own line and rc 2, not a traceback."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        argv = [command, f"--reference-arg=--port={port}", "--out", str(tmp_path / "out")]
+        if command == "soak":
+            argv += ["--cycles", "5", "--cycle", "10s", "--idle", "10s"]
+        assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    # accept and capacity say where the report goes first; the error is the last line
+    assert err.strip().splitlines()[-1] == (
+        f"servecheck {command}: error: the embedded reference server exited with code 2 before "
+        "listening: servecheck reference-server: error: cannot listen on "
+        f"127.0.0.1:{port}: address already in use"
+    )
