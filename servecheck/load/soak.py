@@ -458,22 +458,53 @@ def _abandon_and_drain(
     say: Callable[[str], None],
 ) -> tuple[ProbeResult, DrainVerdict]:
     """The abandoned-stream probe after the cycles, then the wait for the engine to drain."""
+    return _probe_and_drain(
+        target,
+        plan.model,
+        probe_settings(plan),
+        rec,
+        baseline,
+        bound_s=plan.drain_bound_s,
+        tolerance=plan.tolerance,
+        interval_s=plan.interval_s,
+        say=say,
+        tick=tick,
+    )
+
+
+def _probe_and_drain(
+    target: Target,
+    model: str,
+    settings: ProbeSettings,
+    rec: TelemetryRecorder,
+    baseline: tuple[float, float],
+    *,
+    bound_s: float,
+    tolerance: float,
+    interval_s: float,
+    say: Callable[[str], None],
+    tick: Callable[..., None] | None = None,
+) -> tuple[ProbeResult, DrainVerdict]:
+    """Abandon streams (``run_probe``), then wait for the engine to drain back to ``baseline``;
+    marks both phases on the recorder's clock (a soak's tail and ``--probe-only`` alike)."""
     from servecheck.load.abandon import run_probe, wait_drained
 
     rec.mark("abandon-probe")
-    tick("soak: abandoned-stream probe")
-    probe = asyncio.run(run_probe(target, plan.model, probe_settings(plan)))
+    if tick:
+        tick("soak: abandoned-stream probe")
+    probe = asyncio.run(run_probe(target, model, settings))
     say(probe.line())
     rec.mark("drain")
-    tick("soak: waiting for the drain")
+    if tick:
+        tick("soak: waiting for the drain")
     drain = wait_drained(
         rec,
         probe.t_end,
-        plan.drain_bound_s,
+        bound_s,
         baseline_window=baseline,
-        tolerance=plan.tolerance,
-        poll_s=max(plan.interval_s, 0.25),
-        on_poll=lambda _s: tick(),
+        tolerance=tolerance,
+        poll_s=max(interval_s, 0.25),
+        on_poll=(lambda _s: tick()) if tick else None,
     )
     return probe, drain
 
@@ -670,7 +701,6 @@ def run_probe_only(
     """Baseline, abandoned-stream probe, drain verdict. Drained: exit code 0; not: 1.
 
     :func:`servecheck.report.soak_html.write_probe_report` writes soak.json and probe.png."""
-    from servecheck.load.abandon import run_probe, wait_drained
     from servecheck.telemetry import TelemetryRecorder
 
     say = say or (lambda text: None)
@@ -685,17 +715,16 @@ def run_probe_only(
         b0 = time.time()
         time.sleep(plan.baseline_s)
         baseline = (b0, time.time())
-        rec.mark("abandon-probe")
-        probe = asyncio.run(run_probe(target, model, settings))
-        say(probe.line())
-        rec.mark("drain")
-        drain = wait_drained(
+        probe, drain = _probe_and_drain(
+            target,
+            model,
+            settings,
             rec,
-            probe.t_end,
-            plan.bound_s,
-            baseline_window=baseline,
+            baseline,
+            bound_s=plan.bound_s,
             tolerance=plan.tolerance,
-            poll_s=max(plan.interval_s, 0.25),
+            interval_s=plan.interval_s,
+            say=say,
         )
         rec.mark("end")
     verdict = compose(
