@@ -38,6 +38,7 @@ SURFACES: dict[str, str] = {
     "RESPONSES": "the Responses API, /v1/responses",
     "OVERLOAD": "bursts above capacity: shed with 429/503, never crash",
     "REASON": "reasoning models: reasoning separated from the answer",
+    "COMPL": "legacy /v1/completions: batches, token-id prompts, echo, usage, legacy logprobs",
 }
 
 

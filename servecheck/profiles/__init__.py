@@ -31,6 +31,7 @@ DEVIATIONS: dict[str, str] = {
     "tool-finish-stop": "finish_reason 'stop' after a tool call",
     "seed-not-supported": "seed is accepted but does not make sampling repeatable",
     "out-of-range-accepted": "out-of-range sampling values (negative max_tokens, temperature outside [0, 2]) are served, not rejected",
+    "echo-refused": "legacy completions refuse echo with a clean 4xx error object that says so",
 }
 
 # Capabilities no profile may assume: a target turns them on (prefix_cache needs engine flags).
@@ -105,6 +106,9 @@ PROFILES: dict[str, EngineProfile] = {
             # Measured 2026-11-29 (llama-cpp-python 0.3.36's server): temperature 3.5 and -1 answered 200
             # (tools/server/README.md: temperature <= 0 is greedy); max_tokens -5 is a 400 (-1 means no limit).
             "out-of-range-accepted": "llama.cpp accepts any temperature (<= 0 means greedy sampling; tools/server/README.md)",
+            # tools/server/utils.hpp (server-common.cpp) oaicompat_completion_params_parse:
+            # echo true throws "Only no echo is supported", answered 400 invalid_request_error.
+            "echo-refused": "llama.cpp refuses echo on /v1/completions: 400 'Only no echo is supported'",
         },
         verified_live=True,
         reasoning="--reasoning-format deepseek (default auto) writes `reasoning_content`; thinking "
@@ -138,6 +142,8 @@ PROFILES: dict[str, EngineProfile] = {
             # Measured on LiteLLM 1.108.7 over llama.cpp (2026-11-29), include_usage: the usage chunk is
             # {"choices": [{"index": 0, "delta": {}}], "usage": {...}} (no finish_reason, no content), then [DONE].
             "usage-chunk-has-choices": "LiteLLM's include_usage chunk carries an empty-delta choice instead of choices: []",
+            # Not measured: LiteLLM forwards echo to the upstream and passes its 400 on.
+            "echo-refused": "LiteLLM passes an upstream's refusal of echo on (llama.cpp behind it refuses echo)",
         },
         verified_live=True,
         reasoning="passes the upstream's reasoning on as `reasoning_content` (it renames vLLM's "

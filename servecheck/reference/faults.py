@@ -77,6 +77,29 @@ _fault(
 )
 _fault("logprobs-missing", "logprobs requested but absent", "CHAT-LOGPROBS")
 
+# Legacy /v1/completions (servecheck/reference/completions.py)
+_fault(
+    "completions-batch-n-short",
+    "a list of prompts is answered for its first prompt only (n choices, not prompts x n)",
+    "COMPL-BATCH-N",
+)
+_fault(
+    "token-id-prompt-refused",
+    "a prompt of token ids (or a list of such lists) is refused with 400",
+    "COMPL-TOKEN-IDS",
+)
+_fault("echo-ignored", "echo true is accepted but the prompt is not echoed", "COMPL-ECHO")
+_fault(
+    "completions-prompt-tokens-off",
+    "completions usage counts one prompt token more than /tokenize (a BOS counted twice)",
+    "COMPL-PROMPT-TOKENS",
+)
+_fault(
+    "completions-logprobs-misaligned",
+    "legacy logprobs' text_offset list is one entry short and shifted by a token",
+    "COMPL-LOGPROBS",
+)
+
 # Streaming
 _fault("stream-no-role", "the first chunk carries no role", "STREAM-ROLE")
 _fault("stream-role-twice", "the role is sent in every chunk", "STREAM-ROLE")

@@ -279,6 +279,7 @@ class Choice:
         default_factory=list
     )  # parallel calls after the first
     reasoning: list[str] = field(default_factory=list)  # reasoning pieces, before the answer
+    echo: list[str] = field(default_factory=list)  # the echoed prompt's pieces (legacy echo)
 
     def calls(self) -> list[dict[str, Any]]:
         return [] if self.tool_call is None else [self.tool_call, *self.extra_calls]

@@ -34,6 +34,7 @@ from servecheck.reference import (
     reasoning,
     responses,
 )
+from servecheck.reference import completions as legacy
 from servecheck.reference import text as reftext
 from servecheck.reference.faults import FAULTS, QUIRKS
 from servecheck.reference.http import (
@@ -557,25 +558,29 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             prompt_tokens = model.count_chat_tokens(messages, tools)
             prompt_tokens += 1 if "prompt-tokens-double-bos" in state.faults else 0
         else:
-            prompt = body.get("prompt")
-            expect(
-                isinstance(prompt, str)
-                or (isinstance(prompt, list) and all(isinstance(p, str) for p in prompt)),
-                "prompt must be a string or a list of strings",
-                "prompt",
-            )
+            prompts = legacy.parse_prompts(state.faults, body)
             messages, tools, tool_choice, fmt, schema = None, [], None, "text", None
-            prompt_text = (
-                prompt if isinstance(prompt, str) else " ".join(str(p) for p in prompt or [])
-            )
-            prompt_tokens = len(model.tokenize(prompt_text)) + 1
+            prompt_tokens = max(p.tokens for p in prompts)  # each prompt must fit the context
+        longest = prompt_tokens
         prompt_tokens, limit, truncated_from, requested, room, max_tokens = _fit_context(
             state, body, chat, prompt_tokens
         )
+        if not chat and prompt_tokens == longest:  # not cut: usage counts every prompt
+            prompt_tokens = legacy.prompt_tokens(state.faults, prompts)
         seeded = body.get("seed") is not None
         if "crash-concurrent-seed" in state.faults:
             await _schedule_step_with_seed_crash(state, prompt_tokens, seeded)
-        choices = _make_choices(state, body, max_tokens, messages, tools, tool_choice, fmt, schema)
+        if chat:
+            choices = _make_choices(
+                state, body, max_tokens, messages, tools, tool_choice, fmt, schema
+            )
+        else:
+            choices = legacy.batch_choices(
+                state.faults,
+                body,
+                prompts,
+                lambda one: _make_choices(state, one, max_tokens, None, [], None, "text", None),
+            )
         reftext.garble(state.faults, choices, bool(body.get("stream")))  # text-* faults
         if chat and state.reasoning is not None:
             reasoning.apply(state.reasoning, state.faults, body, choices, max_tokens, fmt)
@@ -710,12 +715,7 @@ def _full_body(
                 "finish_reason": c.finish_reason,
             }
         else:
-            entry = {
-                "index": c.index,
-                "text": "".join(c.pieces),
-                "logprobs": None,
-                "finish_reason": c.finish_reason,
-            }
+            entry = legacy.choice_entry(faults, body, c)
         out_choices.append(entry)
     cid = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12)
     full: dict[str, Any] = {
@@ -1111,6 +1111,8 @@ async def tokenize(request: web.Request) -> web.Response:
             prompt = body.get("prompt", body.get("content"))
             expect(isinstance(prompt, str), "prompt must be a string", "prompt")
             ids = reftext.served_ids(state.faults, str(prompt), model.token_ids(str(prompt)))
+            if body.get("add_special_tokens") is True or body.get("add_special") is True:
+                ids = [legacy.BOS_ID, *ids]  # asked for specials: the BOS a prompt gets
             reftext.remember(request.app, str(prompt))  # for /detokenize
     except ApiError as err:
         return error_response(state, err)

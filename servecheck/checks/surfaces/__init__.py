@@ -6,6 +6,7 @@ from servecheck.checks.surfaces import (  # noqa: F401
     cache,
     chat,
     client,
+    compl,
     conc,
     ctx,
     embed,
