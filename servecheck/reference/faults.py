@@ -76,6 +76,11 @@ _fault(
     "CHAT-COMPLETIONS",
 )
 _fault("logprobs-missing", "logprobs requested but absent", "CHAT-LOGPROBS")
+_fault(
+    "usage-details-overcount",
+    "usage.completion_tokens_details.reasoning_tokens exceeds completion_tokens, streamed and not",
+    "CHAT-USAGE-DETAILS",
+)
 
 # Legacy /v1/completions (servecheck/reference/completions.py)
 _fault(

@@ -379,6 +379,8 @@ def _usage(
         "completion_tokens": completion_tokens,
         "total_tokens": total,
     }
+    if "usage-details-overcount" in faults:
+        reasoning_tokens = completion_tokens + 2  # more reasoning than all the output
     if reasoning_tokens is not None:
         usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
     return usage

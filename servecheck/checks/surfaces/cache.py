@@ -2,7 +2,8 @@
 
 Users see a prefix cache only through ``usage.prompt_tokens_details.cached_tokens`` (vLLM
 reports it with ``--enable-prompt-tokens-details``; it is often null with the cache on,
-vllm#16162) and through the engine's own counters on ``/metrics``. These checks need the
+vllm#16162; gateways that also speak Anthropic's usage, as LiteLLM, may put it in
+``usage.cache_read_input_tokens``) and through the engine's own counters on ``/metrics``. These checks need the
 target to declare ``capabilities: {prefix_cache: true}``: no profile assumes it.
 
 Each check starts its prompt with a nonce, so a cache warmed by an earlier run or another
@@ -80,8 +81,11 @@ def _usage(ctx: CheckContext, ex: Exchange, what: str) -> dict[str, Any]:
 
 
 def _cached(usage: dict[str, Any]) -> Any:
+    """The cached share: prompt_tokens_details.cached_tokens, else cache_read_input_tokens
+    (where gateways that also speak Anthropic's usage, as LiteLLM, report it)."""
     details = usage.get("prompt_tokens_details")
-    return details.get("cached_tokens") if isinstance(details, dict) else None
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return cached if cached is not None else usage.get("cache_read_input_tokens")
 
 
 def _warm_pair(ctx: CheckContext) -> tuple[str, Exchange, dict[str, Any]]:
@@ -96,7 +100,8 @@ def _warm_pair(ctx: CheckContext) -> tuple[str, Exchange, dict[str, Any]]:
     "CACHE-HIT",
     "a repeated long prefix is reported as cached",
     "the second of two requests sharing a prefix of about half the context reports "
-    "usage.prompt_tokens_details.cached_tokens > 0",
+    "usage.prompt_tokens_details.cached_tokens > 0 (or cache_read_input_tokens > 0, where a gateway "
+    "reports it there)",
     requires=("prefix_cache",),
 )
 def cache_hit(ctx: CheckContext) -> None:
@@ -105,7 +110,8 @@ def cache_hit(ctx: CheckContext) -> None:
     ctx.expect(
         isinstance(cached, int) and cached > 0,
         "a repeated prefix was not reported as cached",
-        expected="usage.prompt_tokens_details.cached_tokens > 0 on the second request",
+        expected="usage.prompt_tokens_details.cached_tokens (or cache_read_input_tokens) > 0 "
+        "on the second request",
         received=f"usage {body_snippet(usage)}",
         exchange=ex,
         hint="vLLM reports it only with --enable-prompt-tokens-details (and prefix caching on); "
@@ -116,7 +122,8 @@ def cache_hit(ctx: CheckContext) -> None:
 @check(
     "CACHE-BOUNDS",
     "cached_tokens is a count within prompt_tokens, streamed or not",
-    "cached_tokens is an integer with 0 <= cached_tokens <= prompt_tokens on a hit, in a "
+    "cached_tokens (or cache_read_input_tokens) is an integer with 0 <= cached_tokens <= "
+    "prompt_tokens on a hit, in a "
     "non-streamed answer and in a streamed answer's usage chunk",
     requires=("prefix_cache",),
 )

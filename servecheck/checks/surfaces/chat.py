@@ -142,6 +142,106 @@ def chat_usage(ctx: CheckContext) -> None:
     )
 
 
+# Usage counts by where they sit (None: usage itself). Each is an integer >= 0 or null; the
+# first three are required. cache_read_input_tokens / cache_creation_input_tokens are where
+# gateways that speak Anthropic's usage too (LiteLLM) put the cached share.
+USAGE_COUNTS: dict[str | None, tuple[str, ...]] = {
+    None: (
+        "prompt_tokens",
+        "completion_tokens",
+        "total_tokens",
+        "cache_read_input_tokens",
+        "cache_creation_input_tokens",
+    ),
+    "prompt_tokens_details": ("cached_tokens", "audio_tokens"),
+    "completion_tokens_details": (
+        "reasoning_tokens",
+        "audio_tokens",
+        "accepted_prediction_tokens",
+        "rejected_prediction_tokens",
+    ),
+}
+# (part, where it sits, the whole it must not exceed)
+_WITHIN = (
+    ("cached_tokens", "prompt_tokens_details", "prompt_tokens"),
+    ("cache_read_input_tokens", None, "prompt_tokens"),
+    ("audio_tokens", "prompt_tokens_details", "prompt_tokens"),
+    ("reasoning_tokens", "completion_tokens_details", "completion_tokens"),
+    ("audio_tokens", "completion_tokens_details", "completion_tokens"),
+)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def usage_detail_problems(usage: Any) -> list[str]:
+    """Where a usage object's counts are not counts or exceed their totals (empty: none)."""
+    if not isinstance(usage, dict):
+        return [f"usage is {body_snippet(usage, 120)}, not an object"]
+    problems = [
+        f"{k} = {usage.get(k)!r}, not an integer >= 0"
+        for k in ("prompt_tokens", "completion_tokens", "total_tokens")
+        if not _is_count(usage.get(k))
+    ]
+    for group, keys in USAGE_COUNTS.items():
+        where = usage if group is None else usage.get(group)
+        if where is None:
+            continue
+        if not isinstance(where, dict):
+            problems.append(f"{group} = {body_snippet(where, 80)}, not an object or null")
+            continue
+        problems += [
+            f"{group + '.' if group else ''}{k} = {where[k]!r}, not an integer >= 0 or null"
+            for k in keys
+            if where.get(k) is not None and not _is_count(where[k])
+        ]
+    if problems:
+        return problems
+    p, c, t = (usage[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens"))
+    if p + c != t:
+        problems.append(f"total_tokens {t} != prompt_tokens {p} + completion_tokens {c}")
+    for part, group, whole in _WITHIN:
+        where = usage if group is None else usage.get(group) or {}
+        value = where.get(part)
+        if value is not None and value > usage[whole]:
+            name = f"{group}.{part}" if group else part
+            problems.append(f"{name} {value} > {whole} {usage[whole]}")
+    return problems
+
+
+@check(
+    "CHAT-USAGE-DETAILS",
+    "usage details are counts within their totals, streamed or not",
+    "every usage count (prompt/completion/total_tokens, prompt_tokens_details.cached_tokens and "
+    "audio_tokens, completion_tokens_details.reasoning_tokens ..., cache_read_input_tokens) is an "
+    "integer >= 0 or null, total == prompt + completion, cached_tokens and "
+    "cache_read_input_tokens <= prompt_tokens, reasoning_tokens <= completion_tokens; the same in "
+    "the streamed include_usage chunk (where streaming and usage_in_stream are declared)",
+)
+def chat_usage_details(ctx: CheckContext) -> None:
+    prompt = "Say hello to the river and to the stone."
+    ctx.chat(prompt, max_tokens=8, temperature=0)  # the repeat may then hit a prefix cache
+    ex = ctx.chat(prompt, max_tokens=8, temperature=0)
+    answers = [("non-streamed", ex, ctx.ok_json(ex, "chat completion").get("usage"))]
+    if ctx.capabilities.get("streaming") and ctx.capabilities.get("usage_in_stream"):
+        sx = ctx.ok_stream(
+            ctx.stream_chat(prompt, usage=True, max_tokens=8, temperature=0), "streamed chat"
+        )
+        assert sx.stream is not None
+        answers.append(("streamed", sx, sx.stream.usage()))
+    for what, exchange, usage in answers:
+        problems = usage_detail_problems(usage)
+        ctx.expect(
+            not problems,
+            f"{what}: usage details are not counts within their totals",
+            expected="integers >= 0 (or null), total = prompt + completion, each detail within its total",
+            received="; ".join(problems[:4]) + f"; usage {body_snippet(usage, 300)}",
+            exchange=exchange,
+            hint="cache-hit and reasoning shares computed from these exceed 100%",
+        )
+
+
 @check(
     "CHAT-MAX-TOKENS",
     "max_tokens is honoured and a cut says 'length'",
