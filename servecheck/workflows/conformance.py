@@ -47,6 +47,7 @@ SURFACE_FILES = {
     "responses": "test_responses.py",
     "overload": "test_overload.py",
     "reason": "test_reasoning.py",
+    "compl": "test_compl.py",
 }
 
 
