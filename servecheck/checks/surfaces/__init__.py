@@ -17,6 +17,7 @@ from servecheck.checks.surfaces import (  # noqa: F401
     models,
     overload,
     reason,
+    req,
     rerank,
     responses,
     stream,
