@@ -25,6 +25,7 @@ SURFACES: dict[str, str] = {
     "STREAM": "server-sent-event streaming",
     "JSON": "JSON mode and JSON schema",
     "TOOLS": "tool calls",
+    "REQ": "legal request shapes real clients send: accepted and answered properly",
     "CTX": "long context: rejection, truncation, max_tokens room",
     "ERR": "errors for bad requests",
     "AUTH": "API keys",

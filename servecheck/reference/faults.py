@@ -256,6 +256,65 @@ _fault(
     "TOOLS-PARALLEL-STREAM",
 )
 
+# Legal request shapes real clients send (servecheck/reference/shapes.py)
+_fault(
+    "content-parts-refused",
+    "message content sent as an array of text parts is refused with 400 (string content only)",
+    "REQ-CONTENT-PARTS",
+)
+_fault(
+    "content-parts-repr",
+    "array content reaches the template whole: the model reads the parts list's JSON, not its "
+    "text (a template that prints message.content as it is)",
+    "REQ-CONTENT-PARTS",
+    "REQ-TOOL-HISTORY",
+)
+_fault(
+    "developer-role-500",
+    "a 'developer' message crashes the request with 500 (KeyError in the role mapping)",
+    "REQ-DEVELOPER-ROLE",
+)
+_fault(
+    "developer-role-dropped",
+    "'developer' messages are accepted but silently left out of the prompt (sglang#40082)",
+    "REQ-DEVELOPER-ROLE",
+)
+_fault(
+    "null-optionals-refused",
+    "optional fields sent as explicit null (n, stop, tools ...) are refused with 400 as wrong types",
+    "REQ-NULL-OPTIONALS",
+)
+_fault(
+    "client-fields-500",
+    "a metadata field crashes the request with 500 (passed on to generate() as a keyword)",
+    "REQ-CLIENT-FIELDS",
+)
+_fault(
+    "max-completion-tokens-ignored",
+    "max_completion_tokens is ignored; only max_tokens limits the output (llama.cpp#13700)",
+    "REQ-MAX-COMPLETION-TOKENS",
+)
+_fault(
+    "rich-tool-schema-500",
+    "a tool schema with anyOf crashes the request with 500 (the grammar compiler gives up)",
+    "REQ-TOOL-SCHEMA-RICH",
+)
+_fault(
+    "rich-tool-schema-nested-ignored",
+    "a forced call's arguments follow the tool schema's top level only: nested objects come back empty",
+    "REQ-TOOL-SCHEMA-RICH",
+)
+_fault(
+    "tool-history-refused",
+    "a tool message whose content is an array of text parts is refused with 400",
+    "REQ-TOOL-HISTORY",
+)
+_fault(
+    "tool-choice-none-ignored",
+    "tool_choice 'none' is read as 'auto': a prompt naming a tool gets a tool call",
+    "REQ-TOOL-CHOICE-NONE",
+)
+
 # Responses API (/v1/responses, servecheck/reference/responses.py)
 _fault(
     "responses-content-type-text",

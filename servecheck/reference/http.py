@@ -136,6 +136,13 @@ def is_num(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def max_tokens_of(body: dict[str, Any]) -> Any:
+    """The output limit asked for: ``max_completion_tokens`` (the SDK's current name), else
+    ``max_tokens``; a field sent as null counts as not given."""
+    current = body.get("max_completion_tokens")
+    return current if current is not None else body.get("max_tokens")
+
+
 def validate_common(state: State, body: dict[str, Any]) -> None:
     typed_500 = "err-wrong-type-500" in state.faults
     model_name = body.get("model")
@@ -154,7 +161,7 @@ def validate_common(state: State, body: dict[str, Any]) -> None:
             "model",
             "model_not_found",
         )
-    mt = body.get("max_completion_tokens", body.get("max_tokens"))
+    mt = max_tokens_of(body)
     if mt is not None:
         if typed_500 and not is_int(mt):
             raise ApiError(500, "internal error: comparison of str and int", "server_error")
@@ -181,7 +188,7 @@ def validate_common(state: State, body: dict[str, Any]) -> None:
     top_p = body.get("top_p")
     if top_p is not None:
         expect(is_num(top_p) and 0 < top_p <= 1, "top_p must be a number in (0, 1]", "top_p")
-    n = body.get("n", 1)
+    n = 1 if body.get("n") is None else body["n"]  # null is "not given", as SDKs send it
     expect(is_int(n) and 1 <= n <= 16, "n must be an integer between 1 and 16", "n")
     seed = body.get("seed")
     expect(seed is None or is_int(seed), "seed must be an integer", "seed")
@@ -281,6 +288,7 @@ __all__ = [
     "expect",
     "is_int",
     "is_num",
+    "max_tokens_of",
     "read_json",
     "validate_common",
 ]

@@ -33,6 +33,7 @@ from servecheck.reference import (
     prefix_cache,
     reasoning,
     responses,
+    shapes,
 )
 from servecheck.reference import completions as legacy
 from servecheck.reference import text as reftext
@@ -47,6 +48,7 @@ from servecheck.reference.http import (
     check_ready,
     error_response,
     expect,
+    max_tokens_of,
     read_json,
     validate_common,
 )
@@ -261,6 +263,7 @@ def _make_choices(
             args = model.instance(
                 target_fn.get("parameters") or {"type": "object", "properties": {}}, rng
             )
+            args = shapes.tool_arguments(faults, args)
             arguments = json.dumps(args, ensure_ascii=False)
             if "tools-args-invalid" in faults:
                 arguments = arguments[:-1] if len(arguments) > 2 else "{'bad': }"
@@ -527,9 +530,9 @@ def _fit_context(
             truncated_from = prompt_tokens
         # Cut the prompt so the answer fits, as truncating engines do (Xinference keeps the tail):
         # nothing in finish_reason then hints at the cut, only usage and the warning can.
-        wanted = body.get("max_completion_tokens", body.get("max_tokens")) or cfg.default_max_tokens
+        wanted = max_tokens_of(body) or cfg.default_max_tokens
         prompt_tokens = limit - min(wanted, limit // 2)
-    requested = body.get("max_completion_tokens", body.get("max_tokens"))
+    requested = max_tokens_of(body)
     if requested is not None and requested > limit:
         if "ctx-max-tokens-500" in state.faults:
             raise ApiError(500, "internal error: negative dimension", "server_error")
@@ -552,12 +555,14 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     try:
         check_ready(state)
         body = await read_json(request, state)
+        if chat:
+            body = shapes.screen(state.faults, body)  # the REQ-* faults
         validate_common(state, body)
         if chat:
             messages = _validate_messages(state, body)
             tools, tool_choice = _validate_tools(state, body)
             fmt, schema = _response_format(state, body)
-            prompt_tokens = model.count_chat_tokens(messages, tools)
+            prompt_tokens = model.count_chat_tokens(shapes.rendered(state.faults, messages), tools)
             prompt_tokens += 1 if "prompt-tokens-double-bos" in state.faults else 0
         else:
             prompts = legacy.parse_prompts(state.faults, body)

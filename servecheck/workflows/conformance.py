@@ -34,6 +34,7 @@ SURFACE_FILES = {
     "stream": "test_stream.py",
     "json": "test_json.py",
     "tools": "test_tools.py",
+    "req": "test_req.py",
     "ctx": "test_ctx.py",
     "err": "test_err.py",
     "auth": "test_auth.py",

@@ -18,6 +18,7 @@ from servecheck.checks.surfaces import (  # noqa: F401
     models,
     overload,
     reason,
+    req,
     rerank,
     responses,
     stream,
