@@ -343,6 +343,31 @@ _fault("err-negative-max-tokens-200", "negative max_tokens is accepted", "ERR-VA
 _fault("err-temperature-500", "out-of-range temperature gives 500", "ERR-VALUES")
 _fault("err-wrong-type-500", "wrong field types give 500", "ERR-TYPES")
 _fault(
+    "non-object-body-500",
+    "a JSON body that is a string, a number or null gives 500 (fields read without a type check)",
+    "ERR-NON-OBJECT-BODY",
+)
+_fault(
+    "response-format-unchecked",
+    "a malformed response_format (not an object, unknown type, no json_schema) is served as text",
+    "ERR-RESPONSE-FORMAT",
+)
+_fault(
+    "tools-malformed-500",
+    "malformed tools (no function, no name, an unknown type, parameters a string) give 500",
+    "ERR-TOOLS-MALFORMED",
+)
+_fault(
+    "tool-choice-unchecked",
+    "a tool_choice it cannot use (unknown string, no function, required with no tools) is served as auto",
+    "ERR-TOOL-CHOICE-MALFORMED",
+)
+_fault(
+    "messages-malformed-500",
+    "a malformed message (a string, no role, content a number) gives 500 from the template renderer",
+    "ERR-MESSAGES-MALFORMED",
+)
+_fault(
     "err-route-html",
     "unknown routes answer 404 with an HTML page (a web UI catch-all or proxy error page)",
     "ERR-UNKNOWN-ROUTE",

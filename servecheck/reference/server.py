@@ -73,6 +73,8 @@ def _validate_messages(state: State, body: dict[str, Any]) -> list[dict[str, Any
     if not messages and "err-empty-messages-200" not in state.faults:
         raise ApiError(400, "'messages' must contain at least one message", param="messages")
     for i, m in enumerate(messages):
+        if "messages-malformed-500" in state.faults:
+            _crash_on_malformed_message(m)
         expect(isinstance(m, dict), f"messages[{i}] must be an object", f"messages[{i}]")
         role = m.get("role")
         expect(
@@ -101,12 +103,39 @@ def _validate_messages(state: State, body: dict[str, Any]) -> list[dict[str, Any
     return messages
 
 
+def _crash_on_malformed_message(m: Any) -> None:
+    """The messages-malformed-500 defect: a template renderer that indexes each message as it
+    comes, so a malformed one raises (a KeyError, a TypeError) and the request dies with a 500."""
+    if not isinstance(m, dict):
+        raise ApiError(500, "internal error: string indices must be integers", "server_error")
+    if "role" not in m:
+        raise ApiError(500, "internal error: KeyError: 'role'", "server_error")
+    if not isinstance(m.get("content"), str | list | None):
+        raise ApiError(
+            500, 'internal error: can only concatenate str (not "int") to str', "server_error"
+        )
+
+
+def _unchecked_tool_choice(tools: Any, choice: Any) -> bool:
+    """The tool-choice-unchecked defect: a tool_choice it cannot use is served as 'auto'."""
+    if isinstance(choice, dict):
+        fn = choice.get("function")
+        return not (isinstance(fn, dict) and isinstance(fn.get("name"), str)) or tools is None
+    return choice not in (None, "none", "auto", "required") or (
+        tools is None and choice is not None
+    )
+
+
 def _validate_tools(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any]], Any]:
     tools = body.get("tools")
     choice = body.get("tool_choice")
+    if "tool-choice-unchecked" in state.faults and _unchecked_tool_choice(tools, choice):
+        choice = "auto"
     if tools is None:
         expect(choice in (None, "none", "auto"), "tool_choice requires tools", "tool_choice")
         return [], None
+    if "tools-malformed-500" in state.faults:
+        _crash_on_malformed_tools(tools)
     expect(isinstance(tools, list), "tools must be a list", "tools")
     for i, tool in enumerate(tools):
         fn = tool.get("function") if isinstance(tool, dict) else None
@@ -154,9 +183,40 @@ def _validate_tools(state: State, body: dict[str, Any]) -> tuple[list[dict[str, 
     return tools, choice
 
 
+def _crash_on_malformed_tools(tools: Any) -> None:
+    """The tools-malformed-500 defect: tools read as if already valid (``t["function"]["name"]``),
+    so a malformed list raises and the request dies with a 500."""
+    if not isinstance(tools, list):
+        raise ApiError(500, "internal error: string indices must be integers", "server_error")
+    for tool in tools:
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(fn, dict) or "name" not in fn:
+            raise ApiError(500, "internal error: KeyError: 'function'", "server_error")
+        if tool.get("type") != "function":
+            raise ApiError(
+                500, f"internal error: no parser for tool type {tool.get('type')!r}", "server_error"
+            )
+        if not isinstance(fn.get("parameters", {}), dict):
+            raise ApiError(
+                500, "internal error: 'str' object has no attribute 'get'", "server_error"
+            )
+
+
+def _response_format_unchecked(rf: Any) -> bool:
+    """The response-format-unchecked defect: a response_format it cannot read is served as text."""
+    if not isinstance(rf, dict) or rf.get("type") not in ("text", "json_object", "json_schema"):
+        return True
+    spec = rf.get("json_schema")
+    return rf["type"] == "json_schema" and not (
+        isinstance(spec, dict) and isinstance(spec.get("schema", {}), dict)
+    )
+
+
 def _response_format(state: State, body: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     rf = body.get("response_format")
     if rf is None:
+        return "text", None
+    if "response-format-unchecked" in state.faults and _response_format_unchecked(rf):
         return "text", None
     expect(isinstance(rf, dict), "response_format must be an object", "response_format")
     kind = rf.get("type")
