@@ -107,6 +107,17 @@ _fault(
     "STREAM-ERROR-OBJECT",
 )
 _fault(
+    "stream-error-dropped",
+    "a streamed request over the context gets a 200 stream that is then dropped, with no error event",
+    "STREAM-ERROR-EVENT",
+)
+_fault(
+    "stream-error-bare-line",
+    "a streamed request over the context gets its error as a bare 'error: {...}' line inside the 200 "
+    "stream, which SSE parsers ignore (llama.cpp before ggml-org/llama.cpp#16109)",
+    "STREAM-ERROR-EVENT",
+)
+_fault(
     "stream-differs",
     "streamed text differs from the non-streamed text at temperature 0",
     "STREAM-EQUALS-NONSTREAM",
@@ -531,6 +542,8 @@ QUIRKS: dict[str, str] = {
     "sse-comments": "': keep-alive' comment lines between events",
     "sse-split": "every event split across several TCP writes, cutting through multi-byte characters",
     "extra-fields": "unknown extra fields in responses and chunks",
+    "stream-late-error": "a streamed request over the context is refused inside its 200 stream "
+    '(data: {"error": {...}}, then data: [DONE]) instead of with a 400 before it',
 }
 
 

@@ -44,6 +44,7 @@ from servecheck.reference.http import (
     State,
     apply_quirks,
     check_ready,
+    error_body,
     error_response,
     expect,
     read_json,
@@ -629,9 +630,13 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
                 prompt if isinstance(prompt, str) else " ".join(str(p) for p in prompt or [])
             )
             prompt_tokens = len(model.tokenize(prompt_text)) + 1
-        prompt_tokens, limit, truncated_from, requested, room, max_tokens = _fit_context(
-            state, body, chat, prompt_tokens
-        )
+        try:
+            fit = _fit_context(state, body, chat, prompt_tokens)
+        except ApiError as err:
+            if body.get("stream") is True and err.status < 500 and _late_errors(state):
+                return await _late_error_stream(request, state, err, chat, body["model"])
+            raise
+        prompt_tokens, limit, truncated_from, requested, room, max_tokens = fit
         seeded = body.get("seed") is not None
         if "crash-concurrent-seed" in state.faults:
             await _schedule_step_with_seed_crash(state, prompt_tokens, seeded)
@@ -952,6 +957,45 @@ async def _stream(
     state.success += 1
     state.prompt_tokens += prompt_tokens
     state.generation_tokens += completion_tokens
+    return await sse.close()
+
+
+LATE_ERROR_FAULTS = ("stream-error-dropped", "stream-error-bare-line")
+
+
+def _late_errors(state: State) -> bool:
+    """Context errors of streamed requests are found after the 200 went out (the
+    stream-late-error quirk, as engines that check the prompt in the scheduler), or mishandled
+    there (the stream-error-* faults)."""
+    return "stream-late-error" in state.config.quirks or any(
+        f in state.faults for f in LATE_ERROR_FAULTS
+    )
+
+
+async def _late_error_stream(
+    request: web.Request, state: State, err: ApiError, chat: bool, model_name: str
+) -> web.StreamResponse:
+    """A client error met once the stream has begun: the status is already 200, so the error
+    travels in the stream as ``data: {"error": {...}}`` and the stream ends with [DONE]. The
+    stream-error-dropped fault drops the connection instead, stream-error-bare-line writes the
+    error as a bare ``error:`` line (llama.cpp before ggml-org/llama.cpp#16109)."""
+    response = web.StreamResponse(
+        status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
+    await response.prepare(request)
+    sse = _Sse(response, StreamHooks(), state.config.quirks, chat, model_name)
+    if chat:
+        await sse.send(sse.chunk(sse.delta(0, ROLE_DELTA)))
+    if "stream-error-dropped" in state.faults:
+        if request.transport is not None:
+            request.transport.abort()
+        return response
+    if "stream-error-bare-line" in state.faults:
+        line = f"error: {json.dumps(error_body(err)['error'])}"
+    else:
+        line = f"data: {json.dumps(error_body(err))}"
+    await sse.send(f"{line}\n\n".encode())
+    await sse.send(DONE)
     return await sse.close()
 
 
