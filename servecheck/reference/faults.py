@@ -135,6 +135,17 @@ _fault(
     "STREAM-ERROR-OBJECT",
 )
 _fault(
+    "stream-error-dropped",
+    "a streamed request over the context gets a 200 stream that is then dropped, with no error event",
+    "STREAM-ERROR-EVENT",
+)
+_fault(
+    "stream-error-bare-line",
+    "a streamed request over the context gets its error as a bare 'error: {...}' line inside the 200 "
+    "stream, which SSE parsers ignore (llama.cpp before ggml-org/llama.cpp#16109)",
+    "STREAM-ERROR-EVENT",
+)
+_fault(
     "stream-differs",
     "streamed text differs from the non-streamed text at temperature 0",
     "STREAM-EQUALS-NONSTREAM",
@@ -430,6 +441,31 @@ _fault("err-negative-max-tokens-200", "negative max_tokens is accepted", "ERR-VA
 _fault("err-temperature-500", "out-of-range temperature gives 500", "ERR-VALUES")
 _fault("err-wrong-type-500", "wrong field types give 500", "ERR-TYPES")
 _fault(
+    "non-object-body-500",
+    "a JSON body that is a string, a number or null gives 500 (fields read without a type check)",
+    "ERR-NON-OBJECT-BODY",
+)
+_fault(
+    "response-format-unchecked",
+    "a malformed response_format (not an object, unknown type, no json_schema) is served as text",
+    "ERR-RESPONSE-FORMAT",
+)
+_fault(
+    "tools-malformed-500",
+    "malformed tools (no function, no name, an unknown type, parameters a string) give 500",
+    "ERR-TOOLS-MALFORMED",
+)
+_fault(
+    "tool-choice-unchecked",
+    "a tool_choice it cannot use (unknown string, no function, required with no tools) is served as auto",
+    "ERR-TOOL-CHOICE-MALFORMED",
+)
+_fault(
+    "messages-malformed-500",
+    "a malformed message (a string, no role, content a number) gives 500 from the template renderer",
+    "ERR-MESSAGES-MALFORMED",
+)
+_fault(
     "err-route-html",
     "unknown routes answer 404 with an HTML page (a web UI catch-all or proxy error page)",
     "ERR-UNKNOWN-ROUTE",
@@ -593,6 +629,8 @@ QUIRKS: dict[str, str] = {
     "sse-comments": "': keep-alive' comment lines between events",
     "sse-split": "every event split across several TCP writes, cutting through multi-byte characters",
     "extra-fields": "unknown extra fields in responses and chunks",
+    "stream-late-error": "a streamed request over the context is refused inside its 200 stream "
+    '(data: {"error": {...}}, then data: [DONE]) instead of with a 400 before it',
 }
 
 

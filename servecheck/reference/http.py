@@ -238,6 +238,13 @@ async def read_json(request: web.Request, state: State) -> dict[str, Any]:
             raise ApiError(500, "internal error: Expecting value", "server_error") from None
         raise ApiError(400, "the request body is not valid JSON") from None
     if not isinstance(body, dict):
+        if "non-object-body-500" in state.faults and not isinstance(body, list):
+            # a server that guards against arrays but reads fields from any other JSON value
+            raise ApiError(
+                500,
+                f"internal error: '{type(body).__name__}' object has no attribute 'get'",
+                "server_error",
+            )
         if "err-wrong-type-500" in state.faults:
             raise ApiError(
                 500, "internal error: 'list' object has no attribute 'get'", "server_error"

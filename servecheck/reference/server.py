@@ -46,6 +46,7 @@ from servecheck.reference.http import (
     State,
     apply_quirks,
     check_ready,
+    error_body,
     error_response,
     expect,
     max_tokens_of,
@@ -76,6 +77,8 @@ def _validate_messages(state: State, body: dict[str, Any]) -> list[dict[str, Any
     if not messages and "err-empty-messages-200" not in state.faults:
         raise ApiError(400, "'messages' must contain at least one message", param="messages")
     for i, m in enumerate(messages):
+        if "messages-malformed-500" in state.faults:
+            _crash_on_malformed_message(m)
         expect(isinstance(m, dict), f"messages[{i}] must be an object", f"messages[{i}]")
         role = m.get("role")
         expect(
@@ -104,12 +107,39 @@ def _validate_messages(state: State, body: dict[str, Any]) -> list[dict[str, Any
     return messages
 
 
+def _crash_on_malformed_message(m: Any) -> None:
+    """The messages-malformed-500 defect: a template renderer that indexes each message as it
+    comes, so a malformed one raises (a KeyError, a TypeError) and the request dies with a 500."""
+    if not isinstance(m, dict):
+        raise ApiError(500, "internal error: string indices must be integers", "server_error")
+    if "role" not in m:
+        raise ApiError(500, "internal error: KeyError: 'role'", "server_error")
+    if not isinstance(m.get("content"), str | list | None):
+        raise ApiError(
+            500, 'internal error: can only concatenate str (not "int") to str', "server_error"
+        )
+
+
+def _unchecked_tool_choice(tools: Any, choice: Any) -> bool:
+    """The tool-choice-unchecked defect: a tool_choice it cannot use is served as 'auto'."""
+    if isinstance(choice, dict):
+        fn = choice.get("function")
+        return not (isinstance(fn, dict) and isinstance(fn.get("name"), str)) or tools is None
+    return choice not in (None, "none", "auto", "required") or (
+        tools is None and choice is not None
+    )
+
+
 def _validate_tools(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any]], Any]:
     tools = body.get("tools")
     choice = body.get("tool_choice")
+    if "tool-choice-unchecked" in state.faults and _unchecked_tool_choice(tools, choice):
+        choice = "auto"
     if tools is None:
         expect(choice in (None, "none", "auto"), "tool_choice requires tools", "tool_choice")
         return [], None
+    if "tools-malformed-500" in state.faults:
+        _crash_on_malformed_tools(tools)
     expect(isinstance(tools, list), "tools must be a list", "tools")
     for i, tool in enumerate(tools):
         fn = tool.get("function") if isinstance(tool, dict) else None
@@ -157,9 +187,40 @@ def _validate_tools(state: State, body: dict[str, Any]) -> tuple[list[dict[str, 
     return tools, choice
 
 
+def _crash_on_malformed_tools(tools: Any) -> None:
+    """The tools-malformed-500 defect: tools read as if already valid (``t["function"]["name"]``),
+    so a malformed list raises and the request dies with a 500."""
+    if not isinstance(tools, list):
+        raise ApiError(500, "internal error: string indices must be integers", "server_error")
+    for tool in tools:
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(fn, dict) or "name" not in fn:
+            raise ApiError(500, "internal error: KeyError: 'function'", "server_error")
+        if tool.get("type") != "function":
+            raise ApiError(
+                500, f"internal error: no parser for tool type {tool.get('type')!r}", "server_error"
+            )
+        if not isinstance(fn.get("parameters", {}), dict):
+            raise ApiError(
+                500, "internal error: 'str' object has no attribute 'get'", "server_error"
+            )
+
+
+def _response_format_unchecked(rf: Any) -> bool:
+    """The response-format-unchecked defect: a response_format it cannot read is served as text."""
+    if not isinstance(rf, dict) or rf.get("type") not in ("text", "json_object", "json_schema"):
+        return True
+    spec = rf.get("json_schema")
+    return rf["type"] == "json_schema" and not (
+        isinstance(spec, dict) and isinstance(spec.get("schema", {}), dict)
+    )
+
+
 def _response_format(state: State, body: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     rf = body.get("response_format")
     if rf is None:
+        return "text", None
+    if "response-format-unchecked" in state.faults and _response_format_unchecked(rf):
         return "text", None
     expect(isinstance(rf, dict), "response_format must be an object", "response_format")
     kind = rf.get("type")
@@ -569,9 +630,13 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             messages, tools, tool_choice, fmt, schema = None, [], None, "text", None
             prompt_tokens = max(p.tokens for p in prompts)  # each prompt must fit the context
         longest = prompt_tokens
-        prompt_tokens, limit, truncated_from, requested, room, max_tokens = _fit_context(
-            state, body, chat, prompt_tokens
-        )
+        try:
+            fit = _fit_context(state, body, chat, prompt_tokens)
+        except ApiError as err:
+            if body.get("stream") is True and err.status < 500 and _late_errors(state):
+                return await _late_error_stream(request, state, err, chat, body["model"])
+            raise
+        prompt_tokens, limit, truncated_from, requested, room, max_tokens = fit
         if not chat and prompt_tokens == longest:  # not cut: usage counts every prompt
             prompt_tokens = legacy.prompt_tokens(state.faults, prompts)
         seeded = body.get("seed") is not None
@@ -899,6 +964,45 @@ async def _stream(
     state.success += 1
     state.prompt_tokens += prompt_tokens
     state.generation_tokens += completion_tokens
+    return await sse.close()
+
+
+LATE_ERROR_FAULTS = ("stream-error-dropped", "stream-error-bare-line")
+
+
+def _late_errors(state: State) -> bool:
+    """Context errors of streamed requests are found after the 200 went out (the
+    stream-late-error quirk, as engines that check the prompt in the scheduler), or mishandled
+    there (the stream-error-* faults)."""
+    return "stream-late-error" in state.config.quirks or any(
+        f in state.faults for f in LATE_ERROR_FAULTS
+    )
+
+
+async def _late_error_stream(
+    request: web.Request, state: State, err: ApiError, chat: bool, model_name: str
+) -> web.StreamResponse:
+    """A client error met once the stream has begun: the status is already 200, so the error
+    travels in the stream as ``data: {"error": {...}}`` and the stream ends with [DONE]. The
+    stream-error-dropped fault drops the connection instead, stream-error-bare-line writes the
+    error as a bare ``error:`` line (llama.cpp before ggml-org/llama.cpp#16109)."""
+    response = web.StreamResponse(
+        status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
+    await response.prepare(request)
+    sse = _Sse(response, StreamHooks(), state.config.quirks, chat, model_name)
+    if chat:
+        await sse.send(sse.chunk(sse.delta(0, ROLE_DELTA)))
+    if "stream-error-dropped" in state.faults:
+        if request.transport is not None:
+            request.transport.abort()
+        return response
+    if "stream-error-bare-line" in state.faults:
+        line = f"error: {json.dumps(error_body(err)['error'])}"
+    else:
+        line = f"data: {json.dumps(error_body(err))}"
+    await sse.send(f"{line}\n\n".encode())
+    await sse.send(DONE)
     return await sse.close()
 
 

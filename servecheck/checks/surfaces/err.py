@@ -30,6 +30,13 @@ def error_shape_problem(ex: Exchange) -> tuple[str | None, str | None]:
     if not isinstance(data, dict):
         ctype = ex.content_type.split(";")[0] or "no content-type"
         return f"the body is not a JSON object ({ctype}: {body_snippet(ex.text, 160)})", None
+    return error_object_problem(data)
+
+
+def error_object_problem(data: dict[str, Any]) -> tuple[str | None, str | None]:
+    """Why the JSON object ``data`` is not an OpenAI error object (None when it is), and the
+    deviation key: :func:`error_shape_problem` for an object that arrived whole, or in an SSE
+    ``data:`` event (STREAM-ERROR-EVENT)."""
     err = data.get("error")
     if not isinstance(err, dict):
         if "detail" in data and "error" not in data:
@@ -161,8 +168,24 @@ def _expect_each_rejected(
         deviation="error-status-422",
         hint=status_422_hint,
     )
+    shapeless: list[str] = []
+    deviations: set[str | None] = set()
+    first = None
     for case, ex in zip(cases, results, strict=True):
-        _expect_error_object(ctx, ex, f"{case.name} ({case.what})")
+        problem, deviation = error_shape_problem(ex)
+        if problem is not None:
+            shapeless.append(f"{case.name} ({case.what}) -> HTTP {ex.status}: {problem}")
+            deviations.add(deviation)
+            first = first or ex
+    ctx.expect(
+        not shapeless,
+        f"{len(shapeless)} of {len(cases)} refusals have no OpenAI error object",
+        expected=ERROR_SHAPE,
+        received="; ".join(shapeless),
+        exchange=first,
+        deviation=deviations.pop() if len(deviations) == 1 else None,
+        hint='return errors as {"error": {"message", "type", "param", "code"}} so SDKs can report them',
+    )
 
 
 @check(
@@ -370,3 +393,215 @@ def err_unknown_route(ctx: CheckContext) -> None:
         hint="a 200 (or a web UI page) for unknown API paths makes typos in base_url look like a working server",
     )
     _expect_error_object(ctx, ex, "unknown route")
+
+
+# ---------------------------------------------------------------------------------------------
+# Malformed parts of a chat request. Each variant is malformed per the OpenAI API (the openai SDK's
+# request types): a request OpenAI itself serves (tool_choice "none" or "auto" without tools, a
+# json_schema without its optional schema, a custom tool) is not sent.
+
+WEATHER_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the weather of a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+NAMED_CHOICE: dict[str, Any] = {"type": "function", "function": {"name": "get_weather"}}
+
+
+def _malformed(ctx: CheckContext, cases: list[BadCase], noun: str, fix: str) -> None:
+    """The ERR-* verdict for malformed parts of a request: every variant a 4xx with an error object."""
+    _expect_each_rejected(
+        ctx,
+        cases,
+        noun=noun,
+        expected="4xx with an OpenAI error object for each",
+        crash_hint=f"{fix}; a 5xx (or a dropped connection) makes clients retry a request that can never work",
+        accepted_hint=f"{fix}; serving a malformed request hides the client's bug behind an answer it did not ask for",
+        status_422_summary=lambda n: f"{n} malformed request(s) answered 422",
+        status_422_hint="the OpenAI API answers malformed requests with 400 invalid_request_error",
+    )
+
+
+@check(
+    "ERR-NON-OBJECT-BODY",
+    "a JSON body that is not an object is a client error",
+    "a body that is valid JSON but an array, a string, a number or null gets a 4xx with an OpenAI error "
+    "object; never a 5xx, a dropped connection or a 200",
+    requires=("route-accepts:/chat/completions",),
+)
+def err_non_object_body(ctx: CheckContext) -> None:
+    good = ctx.chat_body("Say hello.", max_tokens=1)
+    cases = [
+        BadCase("array", "the body is a JSON array", [good]),
+        BadCase("string", "the body is a JSON string", json.dumps(json.dumps(good))),
+        BadCase("number", "the body is the JSON number 42", "42"),
+        BadCase("null", "the body is JSON null", "null"),
+    ]
+    _malformed(
+        ctx,
+        cases,
+        "non-object bodies",
+        "check that the parsed body is a JSON object before reading fields from it",
+    )
+
+
+@check(
+    "ERR-RESPONSE-FORMAT",
+    "a malformed response_format is a client error",
+    "response_format that is not an object, has no or an unknown type, or (with json_schema) lacks the "
+    "json_schema object or gives a schema that is not an object, gets a 4xx with an OpenAI error object; "
+    "never a 5xx or a 200 that ignores it",
+    requires=("json_object", "route-accepts:/chat/completions"),
+)
+def err_response_format(ctx: CheckContext) -> None:
+    formats: list[tuple[str, str, Any]] = [
+        ("not-an-object", "response_format 'json_object' (a string)", "json_object"),
+        ("unknown-type", "response_format type 'yaml'", {"type": "yaml"}),
+        ("no-type", "response_format without a type", {"schema": {"type": "object"}}),
+    ]
+    if ctx.capabilities.get("json_schema", False):
+        formats += [
+            (
+                "no-json-schema",
+                "type json_schema without the json_schema object",
+                {"type": "json_schema"},
+            ),
+            (
+                "schema-not-object",
+                "json_schema.schema is a string",
+                {"type": "json_schema", "json_schema": {"name": "answer", "schema": "object"}},
+            ),
+        ]
+    cases = [
+        BadCase(name, what, ctx.chat_body("Give a name as JSON.", max_tokens=8, response_format=rf))
+        for name, what, rf in formats
+    ]
+    _malformed(
+        ctx,
+        cases,
+        "malformed response_format(s)",
+        "validate response_format (an object with type text, json_object or json_schema, and for "
+        "json_schema a json_schema object whose schema is an object) and answer 400",
+    )
+
+
+@check(
+    "ERR-TOOLS-MALFORMED",
+    "malformed tools are a client error",
+    "tools that is not a list, a tool that is not an object, without function, of an unknown type, a "
+    "function without a name, or parameters that are not an object (a JSON-encoded string) each get a 4xx "
+    "with an OpenAI error object; never a 5xx or a 200",
+    requires=("tools", "route-accepts:/chat/completions"),
+)
+def err_tools_malformed(ctx: CheckContext) -> None:
+    fn = WEATHER_TOOL["function"]
+    variants: list[tuple[str, str, Any]] = [
+        ("not-a-list", "tools is one tool object, not a list", WEATHER_TOOL),
+        ("tool-a-string", "a tool is the string 'get_weather'", ["get_weather"]),
+        ("no-function", "a tool of type function without function", [{"type": "function"}]),
+        ("unknown-type", "a tool of type 'database'", [{"type": "database", "function": fn}]),
+        (
+            "no-name",
+            "a function without a name",
+            [{"type": "function", "function": {"parameters": fn["parameters"]}}],
+        ),
+        (
+            "parameters-string",
+            "parameters as a JSON-encoded string",
+            [{"type": "function", "function": {**fn, "parameters": json.dumps(fn["parameters"])}}],
+        ),
+    ]
+    cases = [
+        BadCase(
+            name, what, ctx.chat_body("What is the weather in Paris?", max_tokens=8, tools=tools)
+        )
+        for name, what, tools in variants
+    ]
+    _malformed(
+        ctx,
+        cases,
+        "malformed tools",
+        "validate tools (a list of {type: function, function: {name, parameters: object}}) before "
+        "rendering the chat template",
+    )
+
+
+@check(
+    "ERR-TOOL-CHOICE-MALFORMED",
+    "a malformed tool_choice is a client error",
+    "tool_choice 'always' (not none / auto / required), 'required' with no tools and (where named choice "
+    "is declared) an object without function or a named function with no tools each get a 4xx with an "
+    "OpenAI error object; never a 5xx or a 200",
+    requires=("tools", "route-accepts:/chat/completions"),
+)
+def err_tool_choice_malformed(ctx: CheckContext) -> None:
+    prompt = "What is the weather in Paris?"
+    with_tools = {"tools": [WEATHER_TOOL], "max_tokens": 8}
+    cases = [
+        BadCase(
+            "unknown-string",
+            "tool_choice 'always'",
+            ctx.chat_body(prompt, tool_choice="always", **with_tools),
+        ),
+        BadCase(
+            "required-no-tools",
+            "tool_choice 'required' and no tools",
+            ctx.chat_body(prompt, tool_choice="required", max_tokens=8),
+        ),
+    ]
+    if ctx.capabilities.get("tool_choice_named", False):
+        cases += [
+            BadCase(
+                "object-no-function",
+                "tool_choice {type: function} without function",
+                ctx.chat_body(prompt, tool_choice={"type": "function"}, **with_tools),
+            ),
+            BadCase(
+                "named-no-tools",
+                "tool_choice naming get_weather and no tools",
+                ctx.chat_body(prompt, tool_choice=NAMED_CHOICE, max_tokens=8),
+            ),
+        ]
+    _malformed(
+        ctx,
+        cases,
+        "malformed tool_choice(s)",
+        "accept tool_choice none, auto, required or {type: function, function: {name}}, and refuse "
+        "required or a named function when there are no tools to call (the OpenAI API does)",
+    )
+
+
+@check(
+    "ERR-MESSAGES-MALFORMED",
+    "malformed messages are a client error",
+    "messages that is an object, a message that is a string, a message without a role, with role "
+    "'narrator' or with content 42 each get a 4xx with an OpenAI error object; never a 5xx or a 200",
+    requires=("route-accepts:/chat/completions",),
+)
+def err_messages_malformed(ctx: CheckContext) -> None:
+    hello = {"role": "user", "content": "Say hello."}
+    variants: list[tuple[str, str, Any]] = [
+        ("not-a-list", "messages is one message object, not a list", hello),
+        ("message-a-string", "a message is the string 'Say hello.'", ["Say hello."]),
+        ("no-role", "a message without a role", [{"content": "Say hello."}]),
+        ("unknown-role", "role 'narrator'", [{"role": "narrator", "content": "Say hello."}]),
+        ("content-number", "content is the number 42", [{"role": "user", "content": 42}]),
+    ]
+    cases = [
+        BadCase(name, what, {"model": ctx.model, "messages": messages, "max_tokens": 1})
+        for name, what, messages in variants
+    ]
+    _malformed(
+        ctx,
+        cases,
+        "malformed messages",
+        "validate each message (an object with a known role and string or content-part content) "
+        "before rendering the chat template",
+    )

@@ -14,7 +14,10 @@ from typing import Any
 from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
 from servecheck.checks.registry import check
 from servecheck.checks.surfaces.chat import FINISH_REASONS
+from servecheck.checks.surfaces.ctx import filler
+from servecheck.checks.surfaces.err import error_object_problem, error_shape_problem
 from servecheck.client.http import Exchange, StreamResult
+from servecheck.client.sse import classify_data
 
 PROMPT = "Say hello."
 LONG_PROMPT = "Write a long story about a river, a stone and a garden. Use many sentences."
@@ -491,6 +494,151 @@ def stream_error_object(ctx: CheckContext) -> None:
             "with an empty answer; look at the engine's log",
         )
     _chunks(ctx, ex, stream)
+
+
+# STREAM-ERROR-EVENT. Requests an engine may refuse only once its scheduler sees them, after the 200
+# and its headers went out: then the error must travel in the stream, as an event SDKs read.
+SSE_FIELDS = frozenset({b"data", b"event", b"id", b"retry"})
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+LATE_ERROR_TIMEOUT_S = 30.0
+MAX_OVERLONG_CONTEXT = 131072  # a prompt of twice a longer context is megabytes of filler
+
+
+def _late_error_cases(ctx: CheckContext) -> list[tuple[str, dict[str, Any]]]:
+    """(what, body) of each streamed request that asks for more than the engine can give."""
+    limit = ctx.info.context_length
+    cases = [
+        (
+            f"max_tokens {(limit or 10**7) * 4} (context {limit or 'unknown'})",
+            ctx.chat_body(PROMPT, stream=True, max_tokens=(limit or 10**7) * 4),
+        ),
+        (
+            "top_logprobs 50 (the API allows 0 to 20)",
+            ctx.chat_body(PROMPT, stream=True, max_tokens=4, logprobs=True, top_logprobs=50),
+        ),
+    ]
+    if limit and limit <= MAX_OVERLONG_CONTEXT:
+        cases.append(
+            (
+                f"a prompt of {2 * limit} words (context {limit})",
+                ctx.chat_body(filler(2 * limit), stream=True, max_tokens=4),
+            )
+        )
+    return cases
+
+
+def _non_sse_lines(body: bytes) -> list[str]:
+    """Lines of an event stream that are neither a comment nor a data / event / id / retry field:
+    what SSE parsers skip without a word (an ``error: {...}`` line, a bare JSON error)."""
+    out = []
+    for line in _LINE_BREAK.split(body):
+        if line and not line.startswith(b":") and line.split(b":", 1)[0] not in SSE_FIELDS:
+            out.append(line[:160].decode("utf-8", "replace"))
+    return out
+
+
+def _error_event_at(stream: StreamResult) -> int | None:
+    return next(
+        (k for k, e in enumerate(stream.events) if classify_data(e.data).kind == "error"), None
+    )
+
+
+def _late_error_verdict(ex: Exchange) -> tuple[str, str, str | None]:
+    """How one answer delivered its error: (ok | served | bad, what came back, deviation)."""
+    if ex.status is None:
+        return "bad", f"no answer ({ex.describe(200)})", None
+    if ex.status >= 500:
+        return "bad", f"a server error: {ex.describe(200)}", None
+    if ex.status >= 400:
+        problem, deviation = error_shape_problem(ex)
+        if problem:
+            return "bad", f"HTTP {ex.status} without an OpenAI error object: {problem}", deviation
+        return "ok", f"HTTP {ex.status} before the stream", None
+    ctype = ex.content_type.split(";")[0].strip().lower()
+    if ctype != "text/event-stream" or ex.stream is None:
+        return "bad", f"a {ex.status} that is not an event stream: {ex.describe(200)}", None
+    stream = ex.stream
+    bare = _non_sse_lines(ex.body)
+    if bare:
+        return "bad", f"a line that is not an SSE field in the 200 stream: {bare[0]!r}", None
+    at = _error_event_at(stream)
+    if at is None:
+        if ex.error == "timeout" and stream.content_chunk_count():
+            return "served", "a 200 stream still generating at the deadline", None
+        finished = any(t.finishes for t in _track(stream.chunks).values())
+        if not ex.error and (stream.done or finished):
+            return "served", "a complete 200 stream (served)", None  # [DONE] is STREAM-DONE's
+        how = ex.describe(120) if ex.error else "it ended with no finish_reason and no [DONE]"
+        return (
+            "bad",
+            f"the 200 stream broke off with no error event after {len(stream.events)} event(s): {how}",
+            None,
+        )
+    assert stream.error_obj is not None  # noqa: S101 - set with the error event
+    problem, deviation = error_object_problem(stream.error_obj)
+    if problem:
+        return (
+            "bad",
+            f"the stream's error event is not an OpenAI error object: {problem}",
+            deviation,
+        )
+    after = [e.data[:80] for e in stream.events[at + 1 :] if e.data.strip() != "[DONE]"]
+    if after:
+        return "bad", f"{len(after)} event(s) after the error event, the first {after[0]!r}", None
+    if ex.error or any(p.code == "truncated-event" for p in stream.problems):
+        return (
+            "bad",
+            f"after its error event the stream did not end cleanly: {ex.describe(120)}",
+            None,
+        )
+    return (
+        "ok",
+        "an error event in the 200 stream, then " + ("[DONE]" if stream.done else "the end"),
+        None,
+    )
+
+
+@check(
+    "STREAM-ERROR-EVENT",
+    "an error in a streamed request reaches the client",
+    "streamed requests asking for more than the engine gives (max_tokens 4x the context, top_logprobs 50, a "
+    "prompt of twice the context) are each refused with a 4xx and an OpenAI error object before the stream, "
+    'or inside the 200 stream as data: {"error": {...}} followed only by [DONE] or the end; never a 5xx, a '
+    "dropped or stalled stream without an error event, or a non-SSE line; answers that serve the request "
+    "are not judged",
+    requires=("route-accepts:/chat/completions",),
+)
+def stream_error_event(ctx: CheckContext) -> None:
+    timeout = min(ctx.target.timeout_s, LATE_ERROR_TIMEOUT_S)
+    bad: list[str] = []
+    deviations: set[str | None] = set()
+    first: Exchange | None = None
+    judged = 0
+    for what, body in _late_error_cases(ctx):
+        ex = ctx.post("/chat/completions", body, stream=True, timeout_s=timeout)
+        verdict, line, deviation = _late_error_verdict(ex)
+        judged += verdict != "served"
+        if verdict == "bad":
+            bad.append(f"{what}: {line}")
+            deviations.add(deviation)
+            first = first or ex
+    if not judged:
+        raise CheckSkipped(
+            "STREAM-ERROR-EVENT: the server served every request meant to be refused, so there was no "
+            "error to deliver (CTX-MAX-TOKENS and ERR-VALUES judge serving them)"
+        )
+    ctx.expect(
+        not bad,
+        f"{len(bad)} streamed request(s) lost or garbled their error",
+        expected='a 4xx with {"error": {...}} before the stream, or data: {"error": {"message", "type"}} in '
+        "the stream and then only data: [DONE]",
+        received="; ".join(bad),
+        exchange=first,
+        deviation=deviations.pop() if len(deviations) == 1 else None,
+        hint="validate before sending the 200; an error found later must be written as a data: event (the "
+        "openai SDK raises APIError with its message) and the stream closed, not dropped; a dropped stream "
+        "or an unknown SSE field leaves the client with an empty answer and no reason",
+    )
 
 
 @check(
