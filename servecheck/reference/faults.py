@@ -77,6 +77,38 @@ _fault(
 )
 _fault("logprobs-missing", "logprobs requested but absent", "CHAT-LOGPROBS")
 
+# Logprobs
+_fault(
+    "logprobs-tokens-mismatch",
+    "each logprobs token is decoded on its own and loses its leading space, so the tokens no longer spell the answer",
+    "LOGPROBS-JOIN",
+    "LOGPROBS-STREAM",
+)
+_fault(
+    "logprobs-positive",
+    "logprobs carry probabilities (0..1] instead of log-probabilities",
+    "CHAT-LOGPROBS",
+    "LOGPROBS-VALUES",
+    "LOGPROBS-STREAM",
+)
+_fault(
+    "top-logprobs-count-wrong",
+    "top_logprobs holds one entry whatever top_logprobs asked for",
+    "LOGPROBS-VALUES",
+    "LOGPROBS-STREAM",
+)
+_fault(
+    "logprobs-bytes-utf16",
+    "logprobs bytes are the token's UTF-16 code units, not its UTF-8 bytes",
+    "LOGPROBS-VALUES",
+    "LOGPROBS-JOIN",
+)
+_fault(
+    "stream-logprobs-mismatch",
+    "each streamed chunk carries the previous token's logprobs: the first has none, the last token's never comes",
+    "LOGPROBS-STREAM",
+)
+
 # Streaming
 _fault("stream-no-role", "the first chunk carries no role", "STREAM-ROLE")
 _fault("stream-role-twice", "the role is sent in every chunk", "STREAM-ROLE")

@@ -53,6 +53,7 @@ class StreamHooks:
     split: Callable[[str], list[str]] = _whole  # a piece -> the texts of its deltas
     non_json_step: int | None = None  # this step's chunks are Python reprs, not JSON
     logprobs: bool = True
+    logprobs_lag: bool = False  # each chunk carries the previous piece's logprobs
     usage_in_finish: bool = False
     length_as_stop: bool = False
     null_final_delta: bool = False
@@ -81,6 +82,7 @@ STREAM_FAULTS: dict[str, dict[str, Any]] = {
     "utf8-split": {"split": utf8_mangle},
     "stream-non-json": {"non_json_step": 1},
     "logprobs-missing": {"logprobs": False},
+    "stream-logprobs-mismatch": {"logprobs_lag": True},
     "stream-usage-repeated": {"usage_in_finish": True},
     "stream-length-as-stop": {"length_as_stop": True},
     "sdk-stream-null-delta": {"null_final_delta": True},
