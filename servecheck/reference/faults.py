@@ -118,6 +118,21 @@ _fault("stream-finish-twice", "finish_reason appears in two chunks", "STREAM-FIN
 _fault("stream-content-after-finish", "content arrives after the finish chunk", "STREAM-FINISH")
 _fault("stream-usage-in-choices", "the usage chunk has non-empty choices", "STREAM-USAGE")
 _fault(
+    "stream-usage-no-choices",
+    "the usage chunk has no choices key at all (the SDK's ChatCompletionChunk requires the list)",
+    "STREAM-USAGE",
+)
+_fault(
+    "stream-usage-placeholder",
+    'every chunk before the usage chunk carries "usage": [] instead of no usage or null',
+    "STREAM-USAGE",
+)
+_fault(
+    "stream-n-index-shared",
+    "with n > 1 every content delta says index 0; role and finish chunks keep their own index",
+    "STREAM-N",
+)
+_fault(
     "stream-usage-wrong",
     "the usage chunk's completion_tokens differ from the tokens streamed",
     "STREAM-USAGE",

@@ -782,8 +782,15 @@ class _Sse:
     def chunk(self, choice_json: str, usage: str | None = None) -> bytes:
         if self.hooks.fresh_id_per_chunk:
             self.prefix = self._new_prefix()
-        tail = f',"usage":{usage}' if usage else ""
+        # stream-usage-placeholder: the chunks without usage say "usage": [] instead of nothing
+        placeholder = ',"usage":[]' if self.hooks.usage_placeholder else ""
+        tail = f',"usage":{usage}' if usage else placeholder
         return f"data: {self.prefix}{choice_json}]{tail}}}\n\n".encode()
+
+    def usage_only(self, usage: str) -> bytes:
+        """stream-usage-no-choices: the usage chunk without a choices key."""
+        head = self.prefix.removesuffix(',"choices":[')
+        return f'data: {head},"usage":{usage}}}\n\n'.encode()
 
     def delta(
         self, index: int, delta: str, finish: str | None = None, logprobs: str = "null"
@@ -964,6 +971,8 @@ def _piece_deltas(sse: _Sse, c: Choice, j: int, top: int | None) -> list[str]:
     ``top`` is the top_logprobs count when logprobs were asked for, else None."""
     chat = sse.chat
     piece = sse.hooks.piece(j, c.pieces[j])
+    # stream-n-index-shared: every content delta says index 0 (role and finish keep theirs)
+    index = 0 if sse.hooks.n_index_shared else c.index
     out = []
     for text in sse.hooks.split(piece):
         role_extra = '"role":"assistant",' if sse.hooks.role_in_deltas and chat else ""
@@ -983,7 +992,7 @@ def _piece_deltas(sse: _Sse, c: Choice, j: int, top: int | None) -> list[str]:
             token = sse.hooks.piece(k, c.pieces[k])  # what chunk k streams
             entry = reflogprobs.entry(token, logprob, top, sse.faults)
             lp = json.dumps({"content": [entry]}, ensure_ascii=False)
-        out.append(sse.delta(c.index, delta, logprobs=lp))
+        out.append(sse.delta(index, delta, logprobs=lp))
     return out
 
 
@@ -1029,6 +1038,8 @@ async def _stream_tail(
             await sse.send(
                 sse.chunk(sse.delta(0, "{}" if chat else '""', choices[0].finish_reason), usage)
             )
+        elif hooks.usage_no_choices:
+            await sse.send(sse.usage_only(usage))
         else:
             await sse.send(sse.chunk("", usage))
     if hooks.done:
