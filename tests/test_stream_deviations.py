@@ -47,3 +47,17 @@ def test_other_engines_fail_on_it(usage_with_choices, check_id):
     finally:
         ctx.client.close()
     assert excinfo.value.check_id == check_id
+
+
+@pytest.mark.parametrize("engine", ["litellm", "xinference"])
+def test_a_usage_chunk_without_choices_is_not_their_deviation(make_reference, engine):
+    """LiteLLM and Xinference may repeat a choice in the usage chunk; a chunk with no choices
+    key at all is another defect (the SDK's ChatCompletionChunk requires the list): it fails."""
+    server = make_reference("stream-usage-no-choices", api_key=TEST_KEY)
+    ctx = context_for(server, "STREAM-USAGE", engine=engine)
+    try:
+        with pytest.raises(CheckFailed) as excinfo:
+            run_with_allowances(CHECKS["STREAM-USAGE"], ctx)
+    finally:
+        ctx.client.close()
+    assert "the usage chunk has no choices list" in str(excinfo.value)

@@ -23,6 +23,7 @@ SURFACES: dict[str, str] = {
     "MODELS": "/v1/models and served names",
     "CHAT": "chat completions (non-streaming)",
     "STREAM": "server-sent-event streaming",
+    "LOGPROBS": "chat logprobs: tokens that spell the answer, log-probability values, streamed",
     "JSON": "JSON mode and JSON schema",
     "TOOLS": "tool calls",
     "REQ": "legal request shapes real clients send: accepted and answered properly",

@@ -105,6 +105,38 @@ _fault(
     "COMPL-LOGPROBS",
 )
 
+# Logprobs
+_fault(
+    "logprobs-tokens-mismatch",
+    "each logprobs token is decoded on its own and loses its leading space, so the tokens no longer spell the answer",
+    "LOGPROBS-JOIN",
+    "LOGPROBS-STREAM",
+)
+_fault(
+    "logprobs-positive",
+    "logprobs carry probabilities (0..1] instead of log-probabilities",
+    "CHAT-LOGPROBS",
+    "LOGPROBS-VALUES",
+    "LOGPROBS-STREAM",
+)
+_fault(
+    "top-logprobs-count-wrong",
+    "top_logprobs holds one entry whatever top_logprobs asked for",
+    "LOGPROBS-VALUES",
+    "LOGPROBS-STREAM",
+)
+_fault(
+    "logprobs-bytes-utf16",
+    "logprobs bytes are the token's UTF-16 code units, not its UTF-8 bytes",
+    "LOGPROBS-VALUES",
+    "LOGPROBS-JOIN",
+)
+_fault(
+    "stream-logprobs-mismatch",
+    "each streamed chunk carries the previous token's logprobs: the first has none, the last token's never comes",
+    "LOGPROBS-STREAM",
+)
+
 # Streaming
 _fault("stream-no-role", "the first chunk carries no role", "STREAM-ROLE")
 _fault("stream-role-twice", "the role is sent in every chunk", "STREAM-ROLE")
@@ -113,6 +145,21 @@ _fault("stream-wrong-object", "chunks say object 'chat.completion'", "STREAM-OBJ
 _fault("stream-finish-twice", "finish_reason appears in two chunks", "STREAM-FINISH")
 _fault("stream-content-after-finish", "content arrives after the finish chunk", "STREAM-FINISH")
 _fault("stream-usage-in-choices", "the usage chunk has non-empty choices", "STREAM-USAGE")
+_fault(
+    "stream-usage-no-choices",
+    "the usage chunk has no choices key at all (the SDK's ChatCompletionChunk requires the list)",
+    "STREAM-USAGE",
+)
+_fault(
+    "stream-usage-placeholder",
+    'every chunk before the usage chunk carries "usage": [] instead of no usage or null',
+    "STREAM-USAGE",
+)
+_fault(
+    "stream-n-index-shared",
+    "with n > 1 every content delta says index 0; role and finish chunks keep their own index",
+    "STREAM-N",
+)
 _fault(
     "stream-usage-wrong",
     "the usage chunk's completion_tokens differ from the tokens streamed",

@@ -36,6 +36,7 @@ from servecheck.reference import (
     shapes,
 )
 from servecheck.reference import completions as legacy
+from servecheck.reference import logprobs as reflogprobs
 from servecheck.reference import text as reftext
 from servecheck.reference.faults import FAULTS, QUIRKS
 from servecheck.reference.http import (
@@ -465,21 +466,6 @@ def _completion_tokens(choices: list[Choice]) -> int:
     ) + sum(len(c.reasoning) for c in choices)
 
 
-def _logprobs_obj(choice: Choice, top: int | None) -> dict[str, Any]:
-    content = []
-    for piece, lp in zip(choice.pieces, choice.logprobs, strict=False):
-        entry: dict[str, Any] = {
-            "token": piece,
-            "logprob": lp,
-            "bytes": list(piece.encode()),
-            "top_logprobs": [],
-        }
-        if top:
-            entry["top_logprobs"] = [{"token": piece, "logprob": lp, "bytes": list(piece.encode())}]
-        content.append(entry)
-    return {"content": content}
-
-
 # ---------------------------------------------------------------------------------------------
 # KV-cache bookkeeping (for /metrics and the leak self-tests)
 
@@ -783,7 +769,13 @@ def _full_body(
             entry: dict[str, Any] = {
                 "index": c.index,
                 "message": message,
-                "logprobs": _logprobs_obj(c, body.get("top_logprobs")) if want_logprobs else None,
+                "logprobs": {
+                    "content": reflogprobs.content(
+                        c.pieces, c.logprobs, reflogprobs.top_count(body), faults
+                    )
+                }
+                if want_logprobs
+                else None,
                 "finish_reason": c.finish_reason,
             }
         else:
@@ -846,9 +838,10 @@ class _Sse:
         quirks: frozenset[str],
         chat: bool,
         model_name: str,
+        faults: frozenset[str] = frozenset(),
     ) -> None:
         self.response, self.hooks, self.quirks, self.chat = response, hooks, quirks, chat
-        self.model_name = model_name
+        self.model_name, self.faults = model_name, faults
         self.created = int(time.time())
         self.obj = hooks.chunk_object or ("chat.completion.chunk" if chat else "text_completion")
         self.prefix = self._new_prefix()
@@ -861,8 +854,15 @@ class _Sse:
     def chunk(self, choice_json: str, usage: str | None = None) -> bytes:
         if self.hooks.fresh_id_per_chunk:
             self.prefix = self._new_prefix()
-        tail = f',"usage":{usage}' if usage else ""
+        # stream-usage-placeholder: the chunks without usage say "usage": [] instead of nothing
+        placeholder = ',"usage":[]' if self.hooks.usage_placeholder else ""
+        tail = f',"usage":{usage}' if usage else placeholder
         return f"data: {self.prefix}{choice_json}]{tail}}}\n\n".encode()
+
+    def usage_only(self, usage: str) -> bytes:
+        """stream-usage-no-choices: the usage chunk without a choices key."""
+        head = self.prefix.removesuffix(',"choices":[')
+        return f'data: {head},"usage":{usage}}}\n\n'.encode()
 
     def delta(
         self, index: int, delta: str, finish: str | None = None, logprobs: str = "null"
@@ -942,7 +942,7 @@ async def _stream(
     )
     await response.prepare(request)
     _no_delay(request)
-    sse = _Sse(response, hooks, cfg.quirks, chat, model_name)
+    sse = _Sse(response, hooks, cfg.quirks, chat, model_name, state.faults)
     schedule = _Schedule(
         time.monotonic(),
         prefix_cache.ttft_s(cfg, slot.cached, prompt_tokens),
@@ -1026,7 +1026,7 @@ async def _stream_tokens(
 ) -> None:
     """The token steps: each step one chunk per choice that still has something to send."""
     faults = state.faults
-    want_logprobs = bool(body.get("logprobs")) and sse.hooks.logprobs
+    top = reflogprobs.top_count(body) if body.get("logprobs") and sse.hooks.logprobs else None
     tool_deltas = {c.index: _tool_deltas(c, faults) for c in choices if c.tool_call is not None}
     answer_steps = [
         len(c.pieces) if c.tool_call is None else len(tool_deltas[c.index]) for c in choices
@@ -1065,7 +1065,7 @@ async def _stream_tokens(
                     parts.append(sse.delta(c.index, json.dumps(frag, ensure_ascii=False)))
                 continue
             if j < len(c.pieces):
-                parts += _piece_deltas(sse, c, j, want_logprobs)
+                parts += _piece_deltas(sse, c, j, top)
         for p in parts:
             # one choice per chunk, as engines do
             data = sse.chunk(p)
@@ -1077,10 +1077,13 @@ async def _stream_tokens(
         slot.grow(prompt_tokens + streamed)
 
 
-def _piece_deltas(sse: _Sse, c: Choice, j: int, want_logprobs: bool) -> list[str]:
-    """The delta(s) of a choice's answer piece ``j`` (one, or two halves under utf8-split)."""
+def _piece_deltas(sse: _Sse, c: Choice, j: int, top: int | None) -> list[str]:
+    """The delta(s) of a choice's answer piece ``j`` (one, or two halves under utf8-split);
+    ``top`` is the top_logprobs count when logprobs were asked for, else None."""
     chat = sse.chat
     piece = sse.hooks.piece(j, c.pieces[j])
+    # stream-n-index-shared: every content delta says index 0 (role and finish keep theirs)
+    index = 0 if sse.hooks.n_index_shared else c.index
     out = []
     for text in sse.hooks.split(piece):
         role_extra = '"role":"assistant",' if sse.hooks.role_in_deltas and chat else ""
@@ -1090,21 +1093,17 @@ def _piece_deltas(sse: _Sse, c: Choice, j: int, want_logprobs: bool) -> list[str
             else json.dumps(text, ensure_ascii=False)
         )
         lp = "null"
-        if want_logprobs and chat:
-            lp = json.dumps(
-                {
-                    "content": [
-                        {
-                            "token": piece,
-                            "logprob": c.logprobs[j] if j < len(c.logprobs) else -0.5,
-                            "bytes": list(piece.encode()),
-                            "top_logprobs": [],
-                        }
-                    ]
-                },
-                ensure_ascii=False,
-            )
-        out.append(sse.delta(c.index, delta, logprobs=lp))
+        # stream-logprobs-mismatch: each chunk carries the previous piece's logprobs (the
+        # first an empty list, the last piece's never)
+        k = j - 1 if sse.hooks.logprobs_lag else j
+        if top is not None and chat and k < 0:
+            lp = '{"content":[]}'
+        elif top is not None and chat:
+            logprob = c.logprobs[k] if k < len(c.logprobs) else -0.5
+            token = sse.hooks.piece(k, c.pieces[k])  # what chunk k streams
+            entry = reflogprobs.entry(token, logprob, top, sse.faults)
+            lp = json.dumps({"content": [entry]}, ensure_ascii=False)
+        out.append(sse.delta(index, delta, logprobs=lp))
     return out
 
 
@@ -1150,6 +1149,8 @@ async def _stream_tail(
             await sse.send(
                 sse.chunk(sse.delta(0, "{}" if chat else '""', choices[0].finish_reason), usage)
             )
+        elif hooks.usage_no_choices:
+            await sse.send(sse.usage_only(usage))
         else:
             await sse.send(sse.chunk("", usage))
     if hooks.done:

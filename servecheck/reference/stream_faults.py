@@ -53,6 +53,8 @@ class StreamHooks:
     split: Callable[[str], list[str]] = _whole  # a piece -> the texts of its deltas
     non_json_step: int | None = None  # this step's chunks are Python reprs, not JSON
     logprobs: bool = True
+    logprobs_lag: bool = False  # each chunk carries the previous piece's logprobs
+    n_index_shared: bool = False  # every content delta says index 0
     usage_in_finish: bool = False
     length_as_stop: bool = False
     null_final_delta: bool = False
@@ -60,6 +62,8 @@ class StreamHooks:
     content_after_finish: bool = False
     usage_extra_tokens: int = 0
     usage_in_choices: bool = False
+    usage_no_choices: bool = False
+    usage_placeholder: bool = False  # "usage": [] on every chunk but the usage chunk
     done: bool = True
     after_done: bytes = b""
 
@@ -81,6 +85,8 @@ STREAM_FAULTS: dict[str, dict[str, Any]] = {
     "utf8-split": {"split": utf8_mangle},
     "stream-non-json": {"non_json_step": 1},
     "logprobs-missing": {"logprobs": False},
+    "stream-logprobs-mismatch": {"logprobs_lag": True},
+    "stream-n-index-shared": {"n_index_shared": True},
     "stream-usage-repeated": {"usage_in_finish": True},
     "stream-length-as-stop": {"length_as_stop": True},
     "sdk-stream-null-delta": {"null_final_delta": True},
@@ -88,6 +94,8 @@ STREAM_FAULTS: dict[str, dict[str, Any]] = {
     "stream-content-after-finish": {"content_after_finish": True},
     "stream-usage-wrong": {"usage_extra_tokens": 3},
     "stream-usage-in-choices": {"usage_in_choices": True},
+    "stream-usage-no-choices": {"usage_no_choices": True},
+    "stream-usage-placeholder": {"usage_placeholder": True},
     "stream-no-done": {"done": False},
     "stream-data-after-done": {"after_done": METRICS_AFTER_DONE},
 }

@@ -32,6 +32,7 @@ SURFACE_FILES = {
     "models": "test_models.py",
     "chat": "test_chat.py",
     "stream": "test_stream.py",
+    "logprobs": "test_logprobs.py",
     "json": "test_json.py",
     "tools": "test_tools.py",
     "req": "test_req.py",

@@ -15,6 +15,7 @@ from servecheck.checks.surfaces import (  # noqa: F401
     health,
     json,
     langchain,
+    logprobs,
     models,
     overload,
     reason,

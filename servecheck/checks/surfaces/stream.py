@@ -273,18 +273,33 @@ def stream_finish(ctx: CheckContext) -> None:
             )
 
 
+def _unindexed(chunks: list[dict[str, Any]]) -> list[int]:
+    """Chunks with a choice whose index is missing or not an integer."""
+    out = []
+    for k, chunk in enumerate(chunks):
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else []:
+            index = choice.get("index") if isinstance(choice, dict) else 0
+            if not isinstance(index, int) or isinstance(index, bool):
+                out.append(k)
+                break
+    return out
+
+
 @check(
     "STREAM-N",
     "n > 1 streams every choice",
-    "a stream with n=2 carries choices with index 0 and 1, each opened by role 'assistant' and closed by exactly one "
-    "finish_reason",
+    "a stream with n=2 carries choices with index 0 and 1 only, every choice object naming its integer index; "
+    "each choice is opened by role 'assistant' (sent once), carries its own content and is closed by exactly one "
+    "finish_reason with nothing after it (at temperature 0 identical choices would be legal; this asks at 0.8)",
     requires=("n",),
 )
 def stream_n(ctx: CheckContext) -> None:
     ex, stream = _streamed(
         ctx, "streamed chat completion with n=2", n=2, temperature=0.8, seed=11, max_tokens=8
     )
-    tracks = _tracks(ctx, ex, _chunks(ctx, ex, stream))
+    chunks = _chunks(ctx, ex, stream)
+    tracks = _tracks(ctx, ex, chunks)
     ctx.expect(
         sorted(tracks) == [0, 1],
         "n=2 did not stream two indexed choices",
@@ -293,12 +308,41 @@ def stream_n(ctx: CheckContext) -> None:
         exchange=ex,
         hint="clients that ask for several candidates in one stream get fewer than they pay for",
     )
+    unindexed = _unindexed(chunks)
+    ctx.expect(
+        not unindexed,
+        "with n=2 some streamed choices carry no integer index",
+        expected="every choices[] object with its index (0 or 1)",
+        received=f"chunk(s) {unindexed[:10]}: {body_snippet(chunks[unindexed[0]], 300) if unindexed else ''}",
+        exchange=ex,
+        hint="clients route each delta to its candidate by index; without one they cannot",
+    )
     for index, t in sorted(tracks.items()):
         ctx.expect(
-            t.first_role == "assistant" and len(t.finishes) == 1,
+            t.first_role == "assistant" and len(t.roles) == 1 and len(t.finishes) == 1,
             f"choice {index} of n=2 is not a complete stream",
-            expected="role first and exactly one finish_reason per choice",
-            received=f"first role {t.first_role!r}, finish_reasons {[r for _, r in t.finishes]}",
+            expected="role first and once, exactly one finish_reason per choice",
+            received=f"first role {t.first_role!r}, roles in chunks {[k for k, _ in t.roles][:10]}, "
+            f"finish_reasons {[r for _, r in t.finishes]}",
+            exchange=ex,
+        )
+        finish_k, reason = t.finishes[0]
+        ctx.expect(
+            bool(t.output_at) or reason != "length",
+            f"choice {index} of n=2 was cut at max_tokens but streamed no content",
+            expected=f"content deltas with index {index} before its finish_reason 'length'",
+            received=f"choice {index}: {len(t.positions)} chunk(s) and no content; choice texts "
+            f"{[stream.text(i)[:60] for i in sorted(tracks)]!r}",
+            exchange=ex,
+            hint="the content of every choice is streamed under one index (or merged into one choice); each "
+            "choice's deltas must say their own index",
+        )
+        late = [k for k in t.output_at if k > finish_k]
+        ctx.expect(
+            not late,
+            f"choice {index} of n=2 streams content after its finish_reason",
+            expected=f"nothing for choice {index} after chunk {finish_k}",
+            received=f"content in chunk(s) {late[:10]}",
             exchange=ex,
         )
 
@@ -328,11 +372,61 @@ def _fail_first(ctx: CheckContext, defects: list[_Defect], ex: Exchange) -> None
     )
 
 
+def _usage_shape_defects(chunks: list[dict[str, Any]], found: list[int]) -> list[_Defect]:
+    """STREAM-USAGE's shape defects: usage repeated or stray, choices in the usage chunk."""
+    usage_chunk = chunks[found[-1]]
+    defects = []
+    if len(found) > 1:
+        defects.append(
+            _Defect(
+                f"{len(found)} chunks carry a usage object",
+                "exactly one usage chunk",
+                f"usage in chunks {found[:10]} of {len(chunks)} (same counts)",
+                "usage-chunk-repeated",
+                "clients that add up usage chunks count the tokens several times",
+            )
+        )
+    stray = [
+        k for k, chunk in enumerate(chunks) if chunk.get("usage") is not None and k not in found
+    ]
+    if stray:
+        defects.append(
+            _Defect(
+                f"{len(stray)} chunk(s) carry a usage that is neither absent, null nor a usage object",
+                'no "usage" (or "usage": null) on every chunk but the usage chunk',
+                f"usage {body_snippet(chunks[stray[0]].get('usage'), 80)} in chunk(s) {stray[:10]} of {len(chunks)}",
+                hint="clients test `chunk.usage is not None` and then read its counts (the openai SDK's type is "
+                "CompletionUsage | None); anything else there breaks them",
+            )
+        )
+    if not isinstance(usage_chunk.get("choices"), list):
+        defects.append(
+            _Defect(
+                "the usage chunk has no choices list",
+                '"choices": [] in the usage chunk',
+                body_snippet(usage_chunk, 400),
+                hint="choices is required in every chat.completion.chunk (the openai SDK's ChatCompletionChunk); "
+                "clients that loop over chunk.choices fail on this chunk",
+            )
+        )
+    elif usage_chunk.get("choices") != []:
+        defects.append(
+            _Defect(
+                "the usage chunk has non-empty choices",
+                '"choices": [] in the usage chunk',
+                body_snippet(usage_chunk, 400),
+                "usage-chunk-has-choices",
+                "clients read choices[0] of every chunk; a choice in the usage chunk repeats or duplicates the finish",
+            )
+        )
+    return defects
+
+
 @check(
     "STREAM-USAGE",
     "include_usage gives one consistent usage chunk",
-    "with stream_options.include_usage, exactly one chunk carries usage; it is the last chunk before [DONE] and has "
-    "choices: []; prompt + completion == total; and completion_tokens is the same as the non-streamed usage of the same "
+    "with stream_options.include_usage, exactly one chunk carries usage, every other chunk has usage absent or null; "
+    "it is the last chunk before [DONE] and has choices: [] (an empty list, not a missing key); prompt + completion == total; and completion_tokens is the same as the non-streamed usage of the same "
     "temperature-0 request when the texts match (otherwise at least the number of content chunks and at most max_tokens: "
     "an engine may put several tokens in one chunk, never less than one)",
     requires=("usage_in_stream",),
@@ -431,27 +525,7 @@ def stream_usage(ctx: CheckContext) -> None:
         exchange=ex,
     )
     # Last: the shape defects an engine profile may allow (Xinference), so the counts are judged first.
-    defects = []
-    if len(found) > 1:
-        defects.append(
-            _Defect(
-                f"{len(found)} chunks carry a usage object",
-                "exactly one usage chunk",
-                f"usage in chunks {found[:10]} of {len(chunks)} (same counts)",
-                "usage-chunk-repeated",
-                "clients that add up usage chunks count the tokens several times",
-            )
-        )
-    if usage_chunk.get("choices") != []:
-        defects.append(
-            _Defect(
-                "the usage chunk has non-empty choices",
-                '"choices": [] in the usage chunk',
-                body_snippet(usage_chunk, 400),
-                "usage-chunk-has-choices",
-                "clients read choices[0] of every chunk; a choice in the usage chunk repeats or duplicates the finish",
-            )
-        )
+    defects = _usage_shape_defects(chunks, found)
     _fail_first(ctx, defects, ex)
 
 
