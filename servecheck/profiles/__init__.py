@@ -29,6 +29,8 @@ DEVIATIONS: dict[str, str] = {
     "usage-chunk-has-choices": "the include_usage chunk repeats the finish choice",
     "usage-chunk-repeated": "usage (the same counts) is sent on the finish chunk and again on a repeat of it",
     "tool-finish-stop": "finish_reason 'stop' after a tool call",
+    "responses-no-args-done": "a streamed function call has no response.function_call_arguments.done event",
+    "responses-open-fields-missing": "the response object lacks fields the Open Responses schema requires and the openai SDK's types do not",
     "seed-not-supported": "seed is accepted but does not make sampling repeatable",
     "out-of-range-accepted": "out-of-range sampling values (negative max_tokens, temperature outside [0, 2]) are served, not rejected",
 }
@@ -105,6 +107,9 @@ PROFILES: dict[str, EngineProfile] = {
             # Measured 2026-11-29 (llama-cpp-python 0.3.36's server): temperature 3.5 and -1 answered 200
             # (tools/server/README.md: temperature <= 0 is greedy); max_tokens -5 is a 400 (-1 means no limit).
             "out-of-range-accepted": "llama.cpp accepts any temperature (<= 0 means greedy sampling; tools/server/README.md)",
+            # Measured 2026-12-01 (docs/engines.md); tools/server/server-task.cpp's final stream
+            # events send output_item.done with the call whole, and no arguments .done event.
+            "responses-no-args-done": "llama.cpp's /v1/responses stream sends no function_call_arguments.done (the item's done event carries the call)",
         },
         verified_live=True,
         reasoning="--reasoning-format deepseek (default auto) writes `reasoning_content`; thinking "
