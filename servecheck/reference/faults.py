@@ -328,6 +328,11 @@ _fault(
     "RESPONSES-INPUT-ITEMS",
 )
 _fault(
+    "responses-call-item-bare",
+    "a function_call output item has no id and no status (the SDK's type leaves both optional)",
+    "RESPONSES-TOOL-CHOICE-NAMED",
+)
+_fault(
     "responses-named-choice-as-required",
     "tool_choice {type: function, name} is treated as 'required': the first tool is called",
     "RESPONSES-TOOL-CHOICE-NAMED",

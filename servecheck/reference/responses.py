@@ -442,7 +442,10 @@ def _final_output(
     state: State, out: Output, msg_id: str, fc_id: str, status: str
 ) -> list[dict[str, Any]]:
     if out.call is not None:
-        return [_call_item(fc_id, out.call, "completed")]
+        item = _call_item(fc_id, out.call, "completed")
+        if _fault(state, "responses-call-item-bare"):
+            del item["id"], item["status"]  # what the SDK's type lets a server leave out
+        return [item]
     part = "text" if _fault(state, "responses-content-type-text") else "output_text"
     return [_message_item(msg_id, "".join(out.text_pieces), status, part)]
 
