@@ -323,6 +323,11 @@ _fault(
     "RESPONSES-INPUT-ITEMS",
 )
 _fault(
+    "responses-assistant-string-rejected",
+    "an assistant input item whose content is a string (not output_text parts) is refused with 400",
+    "RESPONSES-INPUT-ITEMS",
+)
+_fault(
     "responses-phase-rejected",
     "an assistant input item carrying phase (commentary / final_answer) is refused with 400",
     "RESPONSES-INPUT-ITEMS",

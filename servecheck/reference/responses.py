@@ -94,6 +94,16 @@ def _input_items(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any
                 f"input[{i}].phase",
             )
             content = item.get("content")
+            if (
+                role == "assistant"
+                and isinstance(content, str)
+                and _fault(state, "responses-assistant-string-rejected")
+            ):
+                raise ApiError(
+                    400,
+                    f"input[{i}].content: an assistant message needs output_text parts",
+                    param=f"input[{i}].content",
+                )
             ok = isinstance(content, str) or (
                 isinstance(content, list)
                 and all(
