@@ -29,6 +29,8 @@ DEVIATIONS: dict[str, str] = {
     "usage-chunk-has-choices": "the include_usage chunk repeats the finish choice",
     "usage-chunk-repeated": "usage (the same counts) is sent on the finish chunk and again on a repeat of it",
     "tool-finish-stop": "finish_reason 'stop' after a tool call",
+    "responses-no-args-done": "a streamed function call has no response.function_call_arguments.done event",
+    "responses-open-fields-missing": "the response object lacks fields the Open Responses schema requires and the openai SDK's types do not",
     "seed-not-supported": "seed is accepted but does not make sampling repeatable",
     "out-of-range-accepted": "out-of-range sampling values (negative max_tokens, temperature outside [0, 2]) are served, not rejected",
     "echo-refused": "legacy completions refuse echo with a clean 4xx error object that says so",
@@ -107,8 +109,12 @@ PROFILES: dict[str, EngineProfile] = {
             # (tools/server/README.md: temperature <= 0 is greedy); max_tokens -5 is a 400 (-1 means no limit).
             "out-of-range-accepted": "llama.cpp accepts any temperature (<= 0 means greedy sampling; tools/server/README.md)",
             # tools/server/utils.hpp (server-common.cpp) oaicompat_completion_params_parse:
-            # echo true throws "Only no echo is supported", answered 400 invalid_request_error.
+            # echo true throws "Only no echo is supported", answered 400 invalid_request_error (newer
+            # upstream; the b1-0c1e570 build CI runs serves echo and ignores it: a known failure).
             "echo-refused": "llama.cpp refuses echo on /v1/completions: 400 'Only no echo is supported'",
+            # Measured 2026-12-01 (docs/engines.md); tools/server/server-task.cpp's final stream
+            # events send output_item.done with the call whole, and no arguments .done event.
+            "responses-no-args-done": "llama.cpp's /v1/responses stream sends no function_call_arguments.done (the item's done event carries the call)",
         },
         verified_live=True,
         reasoning="--reasoning-format deepseek (default auto) writes `reasoning_content`; thinking "

@@ -439,6 +439,54 @@ _fault(
     "an answer cut by max_output_tokens says status 'completed' with no incomplete_details",
     "RESPONSES-MAX-OUTPUT",
 )
+_fault(
+    "responses-stream-no-item-done",
+    "a streamed function call never gets its response.output_item.done event",
+    "RESPONSES-STREAM-TOOL",
+)
+_fault(
+    "responses-stream-no-args-done",
+    "a streamed function call never gets its response.function_call_arguments.done event",
+    "RESPONSES-STREAM-TOOL",
+)
+_fault(
+    "responses-created-at-float",
+    "created_at is a float (time.time()) instead of whole seconds; the SDK's float type takes it",
+    "RESPONSES-OPEN-SCHEMA",
+    "RESPONSES-STREAM-OPEN-SCHEMA",
+)
+_fault(
+    "responses-open-fields-missing",
+    "the response object stops at the SDK's required fields: no completed_at, store, background, "
+    "service_tier, presence_penalty ... (which the Open Responses schema requires)",
+    "RESPONSES-OPEN-SCHEMA",
+    "RESPONSES-STREAM-OPEN-SCHEMA",
+)
+_fault(
+    "responses-system-item-dropped",
+    "system and developer message items in input never reach the prompt",
+    "RESPONSES-INPUT-ITEMS",
+)
+_fault(
+    "responses-assistant-string-rejected",
+    "an assistant input item whose content is a string (not output_text parts) is refused with 400",
+    "RESPONSES-INPUT-ITEMS",
+)
+_fault(
+    "responses-phase-rejected",
+    "an assistant input item carrying phase (commentary / final_answer) is refused with 400",
+    "RESPONSES-INPUT-ITEMS",
+)
+_fault(
+    "responses-call-item-bare",
+    "a function_call output item has no id and no status (the SDK's type leaves both optional)",
+    "RESPONSES-TOOL-CHOICE-NAMED",
+)
+_fault(
+    "responses-named-choice-as-required",
+    "tool_choice {type: function, name} is treated as 'required': the first tool is called",
+    "RESPONSES-TOOL-CHOICE-NAMED",
+)
 
 # Overload (servecheck/reference/overload.py; each brings a limit of 4 in flight when
 # --max-inflight is not set)

@@ -35,6 +35,7 @@ from servecheck.reference.http import (
     error_response,
     expect,
     is_int,
+    is_num,
     read_json,
     validate_common,
 )
@@ -83,7 +84,26 @@ def _input_items(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any
                 f"input[{i}].role must be one of {sorted(INPUT_ROLES)}, got {role!r}",
                 f"input[{i}].role",
             )
+            if "phase" in item and _fault(state, "responses-phase-rejected"):
+                raise ApiError(
+                    400, f"input[{i}]: unexpected field 'phase'", param=f"input[{i}].phase"
+                )
+            expect(
+                item.get("phase") in (None, "commentary", "final_answer"),
+                f"input[{i}].phase must be commentary or final_answer",
+                f"input[{i}].phase",
+            )
             content = item.get("content")
+            if (
+                role == "assistant"
+                and isinstance(content, str)
+                and _fault(state, "responses-assistant-string-rejected")
+            ):
+                raise ApiError(
+                    400,
+                    f"input[{i}].content: an assistant message needs output_text parts",
+                    param=f"input[{i}].content",
+                )
             ok = isinstance(content, str) or (
                 isinstance(content, list)
                 and all(
@@ -98,6 +118,8 @@ def _input_items(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any
                 f"input[{i}].content must be a string or a list of input_text parts",
                 f"input[{i}].content",
             )
+            if role in ("system", "developer") and _fault(state, "responses-system-item-dropped"):
+                continue  # only `instructions` would reach the prompt
             messages.append({"role": role, "content": model.content_text(content)})
         elif kind == "function_call":
             for key in ("call_id", "name", "arguments"):
@@ -258,7 +280,11 @@ def _generate(state: State, body: dict[str, Any], turn: Turn) -> Output:
     last = turn.messages[-1] if turn.messages else {}
     target = None
     if turn.tools and turn.tool_choice != "none" and last.get("role") != "tool":
-        if isinstance(turn.tool_choice, dict):
+        if isinstance(turn.tool_choice, dict) and _fault(
+            state, "responses-named-choice-as-required"
+        ):
+            target = turn.tools[0]  # the object form read as "call some tool"
+        elif isinstance(turn.tool_choice, dict):
             target = next(t for t in turn.tools if t["name"] == turn.tool_choice["name"])
         elif turn.tool_choice == "required":
             target = turn.tools[0]
@@ -381,6 +407,9 @@ def _response(
         "metadata": {},
         "usage": usage,
     }
+    resp.update(_open_fields(state, body, status))
+    if _fault(state, "responses-created-at-float"):
+        resp["created_at"] = created + 0.25  # time.time() as it comes, not whole seconds
     if _fault(state, "responses-instructions-dropped"):
         resp["instructions"] = None
     if "extra-fields" in state.config.quirks:
@@ -388,11 +417,45 @@ def _response(
     return resp
 
 
+def _open_fields(state: State, body: dict[str, Any], status: str) -> dict[str, Any]:
+    """The fields the Open Responses schema requires beside the SDK's (responses-open-fields-missing
+    leaves them out, as a server whose object ends at the SDK's required set does)."""
+    if _fault(state, "responses-open-fields-missing"):
+        return {}
+    done = status in ("completed", "incomplete", "failed")
+    return {
+        "completed_at": int(time.time()) if done else None,
+        "presence_penalty": _echo(body, "presence_penalty", 0.0, is_num),
+        "frequency_penalty": _echo(body, "frequency_penalty", 0.0, is_num),
+        "top_logprobs": _echo(body, "top_logprobs", 0, is_int),
+        "reasoning": None,
+        "max_tool_calls": None,
+        "store": False,  # nothing is kept: previous_response_id is refused
+        "background": False,
+        "service_tier": "default",
+        "safety_identifier": _echo(body, "safety_identifier", None, _is_str),
+        "prompt_cache_key": _echo(body, "prompt_cache_key", None, _is_str),
+    }
+
+
+def _is_str(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _echo(body: dict[str, Any], key: str, default: Any, ok: Callable[[Any], bool]) -> Any:
+    """The request's value where it has the type the response field needs, else the default."""
+    value = body.get(key)
+    return value if value is not None and ok(value) else default
+
+
 def _final_output(
     state: State, out: Output, msg_id: str, fc_id: str, status: str
 ) -> list[dict[str, Any]]:
     if out.call is not None:
-        return [_call_item(fc_id, out.call, "completed")]
+        item = _call_item(fc_id, out.call, "completed")
+        if _fault(state, "responses-call-item-bare"):
+            del item["id"], item["status"]  # what the SDK's type lets a server leave out
+        return [item]
     part = "text" if _fault(state, "responses-content-type-text") else "output_text"
     return [_message_item(msg_id, "".join(out.text_pieces), status, part)]
 
@@ -570,18 +633,20 @@ async def _stream(
             await emit(
                 "response.function_call_arguments.delta", item_id=fc_id, output_index=0, delta=piece
             )
-        await emit(
-            "response.function_call_arguments.done",
-            item_id=fc_id,
-            output_index=0,
-            name=out.call["name"],
-            arguments=out.call["arguments"],
-        )
-        await emit(
-            "response.output_item.done",
-            output_index=0,
-            item=_call_item(fc_id, out.call, "completed"),
-        )
+        if not _fault(state, "responses-stream-no-args-done"):
+            await emit(
+                "response.function_call_arguments.done",
+                item_id=fc_id,
+                output_index=0,
+                name=out.call["name"],
+                arguments=out.call["arguments"],
+            )
+        if not _fault(state, "responses-stream-no-item-done"):
+            await emit(
+                "response.output_item.done",
+                output_index=0,
+                item=_call_item(fc_id, out.call, "completed"),
+            )
     else:
         await _stream_message(state, out, msg_id, item_status, emit, tick)
     output = (

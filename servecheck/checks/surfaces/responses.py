@@ -1,9 +1,13 @@
 """RESPONSES-*: the Responses API (``POST /v1/responses``) as agent frameworks and the SDK call it.
 
 Bodies are validated with the openai SDK's own pydantic types (``openai.types.responses``):
-what the SDK cannot parse, its users cannot use. The cases follow what the published types and
-the Open Responses compliance suite cover (a basic answer, streaming, instructions, function
-tools and their output turn, structured output), plus the defects engines shipped: an empty
+what the SDK cannot parse, its users cannot use. The Open Responses schema, which requires more
+than the SDK's types, is held by RESPONSES-OPEN-SCHEMA and RESPONSES-STREAM-OPEN-SCHEMA (our own
+field table, read from the spec). The cases follow what the published types and the Open
+Responses compliance suite cover (a basic answer, streaming, typed input items with system,
+history and phase, instructions, function tools forced or named and their output turn, structured
+output; each of the suite's cases is mapped in docs/coverage.md), plus the defects engines
+shipped: an empty
 ``output`` on ``response.completed`` (vllm PR#30223), chat-style SSE on the responses route,
 usage that disagrees between stream and answer, a tool call left as text.
 
@@ -488,10 +492,10 @@ def responses_tool_call(ctx: CheckContext) -> None:
 @check(
     "RESPONSES-STREAM-TOOL",
     "a streamed function call adds up",
-    "streamed with tool_choice 'required', the function_call item's "
-    "response.function_call_arguments.delta events concatenate to the arguments of the "
-    "function_call in response.completed (and of the .done event when one is sent), and parse "
-    "as JSON",
+    "streamed with tool_choice 'required', the function_call item is added and done "
+    "(response.output_item.added / .done), its response.function_call_arguments.delta events "
+    "concatenate to the arguments of the .done item, of response.completed's function_call and "
+    "of the response.function_call_arguments.done event, which is sent, and parse as JSON",
     requires=("responses", "tools", "streaming"),
 )
 def responses_stream_tool(ctx: CheckContext) -> None:
@@ -537,13 +541,32 @@ def responses_stream_tool(ctx: CheckContext) -> None:
         i for i in output_items(terminal(events) or {}, "function_call") if i.get("id") == item_id
     ]
     final_args = final[0].get("arguments") if final else None
-    # llama.cpp sends no .done event; output_item.done and response.completed carry the call, so
-    # SDK users lose nothing: only a .done that disagrees is a defect.
+    call_id = added[0].get("call_id")
+    item_done = [
+        e["item"]
+        for e in events
+        if e.get("type") == "response.output_item.done"
+        and isinstance(e.get("item"), dict)
+        and e["item"].get("type") == "function_call"
+        and (e["item"].get("id") == item_id or e["item"].get("call_id") == call_id)
+    ]
     ctx.expect(
-        streamed == final_args and done in (None, streamed),
+        bool(item_done),
+        "the streamed function_call item is never done",
+        expected=f"response.output_item.done with the function_call item {item_id!r}",
+        received=f"event types {[e.get('type') for e in events][-8:]}",
+        exchange=ex,
+        hint="stream consumers (the SDK's responses.stream(), agent UIs) run a call when its item "
+        "is done; without the event the call stays in progress for them",
+    )
+    done_args = item_done[0].get("arguments")
+    ctx.expect(
+        streamed == final_args == done_args and done in (None, streamed),
         "the streamed function-call arguments do not add up",
-        expected=f"deltas == completed arguments ({str(final_args)[:120]!r}) == .done (when sent)",
-        received=f"deltas {streamed[:120]!r}, .done {str(done)[:120]!r}, completed {str(final_args)[:120]!r}",
+        expected=f"deltas == completed arguments ({str(final_args)[:120]!r}) == output_item.done "
+        "== .done",
+        received=f"deltas {streamed[:120]!r}, .done {str(done)[:120]!r}, output_item.done "
+        f"{str(done_args)[:120]!r}, completed {str(final_args)[:120]!r}",
         exchange=ex,
         hint="clients that assemble arguments from the deltas (the SDK's stream helpers, agent "
         "UIs) run a different call than the one the server reports",
@@ -557,6 +580,18 @@ def responses_stream_tool(ctx: CheckContext) -> None:
             received=f"{exc}: {streamed[:200]!r}",
             exchange=ex,
         )
+    # Last, so a profile's allowance for it hides nothing above: llama.cpp sends no .done (the
+    # item's done event and response.completed carry the call, so SDK users lose nothing).
+    ctx.expect(
+        done is not None,
+        "the streamed function call has no response.function_call_arguments.done",
+        expected=f"response.function_call_arguments.done for item {item_id!r} (the Open "
+        "Responses event sequence has one per call)",
+        received=f"event types {sorted({str(e.get('type')) for e in events})}",
+        exchange=ex,
+        deviation="responses-no-args-done",
+        hint="send .done with the whole arguments after the last delta",
+    )
 
 
 @check(
@@ -710,3 +745,369 @@ def responses_max_output(ctx: CheckContext) -> None:
         hint="clients take a 'completed' cut answer as the whole answer (the chat API's "
         "finish_reason 'length' has this role here)",
     )
+
+
+# ---- the Open Responses compliance suite's cases (docs/coverage.md) -------------------------
+# The response fields the Open Responses schema requires, with the JSON types it allows. The
+# openai SDK's Response type requires far fewer (and takes a float created_at); clients written
+# against the Open Responses spec read these. metadata is left out: the schema takes any value.
+OPEN_RESPONSE_FIELDS: dict[str, tuple[str, ...]] = {
+    "id": ("string",),
+    "object": ("string",),
+    "created_at": ("integer",),
+    "completed_at": ("integer", "null"),
+    "status": ("string",),
+    "incomplete_details": ("object", "null"),
+    "model": ("string",),
+    "previous_response_id": ("string", "null"),
+    "instructions": ("string", "null"),
+    "output": ("array",),
+    "error": ("object", "null"),
+    "tools": ("array",),
+    "tool_choice": ("string", "object"),
+    "truncation": ("string",),
+    "parallel_tool_calls": ("boolean",),
+    "text": ("object",),
+    "top_p": ("number",),
+    "presence_penalty": ("number",),
+    "frequency_penalty": ("number",),
+    "top_logprobs": ("integer",),
+    "temperature": ("number",),
+    "reasoning": ("object", "null"),
+    "usage": ("object", "null"),
+    "max_output_tokens": ("integer", "null"),
+    "max_tool_calls": ("integer", "null"),
+    "store": ("boolean",),
+    "background": ("boolean",),
+    "service_tier": ("string",),
+    "safety_identifier": ("string", "null"),
+    "prompt_cache_key": ("string", "null"),
+}
+OPEN_ITEM_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "message": {
+        "id": ("string",),
+        "status": ("string",),
+        "role": ("string",),
+        "content": ("array",),
+    },
+    "function_call": {
+        "id": ("string",),
+        "call_id": ("string",),
+        "name": ("string",),
+        "arguments": ("string",),
+        "status": ("string",),
+    },
+}
+OPEN_USAGE_FIELDS = ("input_tokens", "output_tokens", "total_tokens")
+RESPONSE_STATUSES = ("completed", "failed", "in_progress", "cancelled", "queued", "incomplete")
+ITEM_STATUSES = ("in_progress", "completed", "incomplete")
+LIFECYCLE_EVENTS = ("response.created", "response.queued", "response.in_progress", *TERMINAL_EVENTS)
+
+
+def json_kind(value: Any) -> str:
+    """The JSON type of a decoded value; an integral number is 'integer' (and a 'number')."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    return {float: "number", str: "string", list: "array", dict: "object"}.get(type(value), "?")
+
+
+def _field_problems(
+    obj: dict[str, Any], fields: dict[str, tuple[str, ...]], where: str
+) -> tuple[list[str], list[str]]:
+    """(wrong, missing): fields of the wrong JSON type, and absent required fields."""
+    wrong, missing = [], []
+    for name, kinds in fields.items():
+        if name not in obj:
+            missing.append(f"{where}{name}")
+            continue
+        kind = json_kind(obj[name])
+        if kind not in kinds and not (kind == "integer" and "number" in kinds):
+            wrong.append(
+                f"{where}{name}: {kind} {body_snippet(obj[name], 40)}, not {'|'.join(kinds)}"
+            )
+    return wrong, missing
+
+
+def open_item_problems(item: Any, where: str) -> tuple[list[str], list[str]]:
+    """What one output item lacks against the Open Responses item schema (message, function_call)."""
+    if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+        return [f"{where}: not an item with a type: {body_snippet(item, 60)}"], []
+    fields = OPEN_ITEM_FIELDS.get(item["type"])
+    if fields is None:
+        return [], []  # reasoning and hosted-tool items: the SDK's type covers them
+    wrong, missing = _field_problems(item, fields, where)
+    if "status" in item and item["status"] not in ITEM_STATUSES:
+        wrong.append(f"{where}status: {item['status']!r}, not one of {ITEM_STATUSES}")
+    content = item.get("content") if item["type"] == "message" else None
+    for n, part in enumerate(content if isinstance(content, list) else []):
+        if isinstance(part, dict) and part.get("type") == "output_text":
+            w, m = _field_problems(
+                part, {"text": ("string",), "annotations": ("array",)}, f"{where}content.{n}."
+            )
+            wrong, missing = wrong + w, missing + m
+    return wrong, missing
+
+
+def open_response_problems(resp: Any, where: str = "") -> tuple[list[str], list[str]]:
+    """(wrong, missing) for a response object against the Open Responses ResponseResource."""
+    if not isinstance(resp, dict):
+        return [f"{where or 'the body'}: not a JSON object"], []
+    wrong, missing = _field_problems(resp, OPEN_RESPONSE_FIELDS, where)
+    if resp.get("object", "response") != "response":
+        wrong.append(f"{where}object: {resp.get('object')!r}, not 'response'")
+    if isinstance(resp.get("status"), str) and resp["status"] not in RESPONSE_STATUSES:
+        wrong.append(f"{where}status: {resp['status']!r}, not one of {RESPONSE_STATUSES}")
+    usage = resp.get("usage")
+    if isinstance(usage, dict):
+        w, m = _field_problems(
+            usage, dict.fromkeys(OPEN_USAGE_FIELDS, ("integer",)), f"{where}usage."
+        )
+        wrong, missing = wrong + w, missing + m
+        for detail, key in (
+            ("input_tokens_details", "cached_tokens"),
+            ("output_tokens_details", "reasoning_tokens"),
+        ):
+            sub = usage.get(detail)
+            if not isinstance(sub, dict):
+                missing.append(f"{where}usage.{detail}")
+                continue
+            w, m = _field_problems(sub, {key: ("integer",)}, f"{where}usage.{detail}.")
+            wrong, missing = wrong + w, missing + m
+    output = resp.get("output")
+    for n, item in enumerate(output if isinstance(output, list) else []):
+        w, m = open_item_problems(item, f"{where}output.{n}.")
+        wrong, missing = wrong + w, missing + m
+    return wrong, missing
+
+
+HINT_OPEN = (
+    "clients generated from the Open Responses schema (openresponses.org; its compliance suite "
+    "parses every body with it) reject the response; send every field it requires, null where "
+    "the value is unknown"
+)
+
+
+def expect_open_schema(
+    ctx: CheckContext, wrong: list[str], missing: list[str], ex: Exchange, what: str
+) -> None:
+    """Fail on a wrong type; fail on missing fields with a deviation a profile may allow."""
+    ctx.expect(
+        not wrong,
+        f"{what} has fields of the wrong type for the Open Responses schema",
+        expected="every field with the JSON type the Open Responses schema gives it "
+        "(created_at integer seconds, statuses from its enums ...)",
+        received="; ".join(wrong[:6]) + (f"; missing {', '.join(missing[:8])}" if missing else ""),
+        exchange=ex,
+        hint=HINT_OPEN,
+    )
+    ctx.expect(
+        not missing,
+        f"{what} lacks fields the Open Responses schema requires",
+        expected=f"these fields present (null only where the schema allows it): {', '.join(missing[:12])}",
+        received=f"{len(missing)} missing: {', '.join(missing[:12])}",
+        exchange=ex,
+        deviation="responses-open-fields-missing",
+        hint=HINT_OPEN,
+    )
+
+
+@check(
+    "RESPONSES-OPEN-SCHEMA",
+    "a response is the Open Responses ResponseResource",
+    "a non-streamed response (input: one typed user message item) carries every field the Open "
+    "Responses schema requires with its JSON type (created_at and completed_at integer seconds, "
+    "store, background, service_tier, penalties, top_logprobs, usage details ...), its message "
+    "items have id, status and role, and status is completed (or incomplete at the token limit)",
+    requires=("responses",),
+)
+def responses_open_schema(ctx: CheckContext) -> None:
+    item = {"type": "message", "role": "user", "content": "Say hello in exactly three words."}
+    data, ex = create(ctx, [item])
+    wrong, missing = open_response_problems(data)
+    if data.get("status") not in ("completed", "incomplete"):
+        wrong.append(f"status: {data.get('status')!r}, not completed")
+    if not data.get("output"):
+        wrong.append("output: empty")
+    expect_open_schema(ctx, wrong, missing, ex, "the response")
+
+
+@check(
+    "RESPONSES-STREAM-OPEN-SCHEMA",
+    "a streamed response is the Open Responses event sequence",
+    "streamed, every event has an integer sequence_number, response.created / in_progress / "
+    "completed each carry a whole Open Responses ResponseResource, every output_item.added / "
+    ".done item has the item fields, and the terminal response has status completed (or "
+    "incomplete) and a non-empty output",
+    requires=("responses", "streaming"),
+)
+def responses_stream_open_schema(ctx: CheckContext) -> None:
+    events, ex = stream(ctx, [{"type": "message", "role": "user", "content": "Count from 1 to 5."}])
+    wrong: list[str] = []
+    missing: list[str] = []
+    for n, event in enumerate(events):
+        kind = str(event.get("type"))
+        if json_kind(event.get("sequence_number")) != "integer":
+            (missing if "sequence_number" not in event else wrong).append(
+                f"event {n} ({kind}).sequence_number"
+            )
+        if kind in LIFECYCLE_EVENTS:
+            w, m = open_response_problems(event.get("response"), f"{kind}.response.")
+        elif kind in ("response.output_item.added", "response.output_item.done"):
+            w, m = open_item_problems(event.get("item"), f"{kind}.item.")
+        else:
+            continue
+        wrong += [p for p in w if p not in wrong]
+        missing += [p for p in m if p not in missing]
+    final = terminal(events)
+    if (
+        final is None
+        or final.get("status") not in ("completed", "incomplete")
+        or not final.get("output")
+    ):
+        wrong.append(
+            "no terminal response with status completed and output: "
+            f"{body_snippet({k: (final or {}).get(k) for k in ('status', 'output')}, 160)}"
+        )
+    expect_open_schema(ctx, wrong, missing, ex, "the response stream")
+
+
+# Conversation shapes the suite sends as typed input items, each with the prompt it must reach.
+INPUT_ITEM_CASES: dict[str, list[dict[str, Any]]] = {
+    "a system item": [
+        {
+            "type": "message",
+            "role": "system",
+            "content": "You are a pirate. Always answer in pirate speak, in one short line, and "
+            "never mention ships, gold or the sea.",
+        },
+    ],
+    "a multi-turn history": [
+        {"type": "message", "role": "user", "content": "My name is Alice and I live in Lima."},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": "Hello Alice! Nice to meet you. How can I help you today in Lima?",
+        },
+    ],
+    "assistant items with phase": [
+        {
+            "type": "message",
+            "role": "assistant",
+            "phase": "commentary",
+            "content": "I should answer with the number the user saved earlier today.",
+        },
+        {
+            "type": "message",
+            "role": "assistant",
+            "phase": "final_answer",
+            "content": "The number you saved earlier today is four hundred and four.",
+        },
+    ],
+}
+QUESTION_ITEM = {
+    "type": "message",
+    "role": "user",
+    "content": [{"type": "input_text", "text": "What is my name?"}],
+}
+
+
+@check(
+    "RESPONSES-INPUT-ITEMS",
+    "typed input items (system, history, phase) are accepted and reach the prompt",
+    "input as typed message items gets 200 with a message answer for each conversation the Open "
+    "Responses suite sends: a system item, a user/assistant/user history, and assistant items "
+    "with phase commentary / final_answer; each counts more input_tokens than the last user "
+    "item (input_text parts) alone",
+    requires=("responses",),
+)
+def responses_input_items(ctx: CheckContext) -> None:
+    bare, _ = create(ctx, [QUESTION_ITEM], max_output_tokens=16)
+    base = _usage(bare).get("input_tokens")
+    for name, items in INPUT_ITEM_CASES.items():
+        ex = ctx.post(
+            "/responses", request_body(ctx, [*items, QUESTION_ITEM], max_output_tokens=16)
+        )
+        data = ctx.ok_json(ex, f"POST /v1/responses with {name}")
+        ctx.expect(
+            data.get("status") in ("completed", "incomplete") and output_text(data) != "",
+            f"{name}: no message answer",
+            expected="status completed (or incomplete) and a message with output_text",
+            received=f"status {data.get('status')!r}, output {body_snippet(data.get('output'), 300)}",
+            exchange=ex,
+        )
+        got = _usage(data).get("input_tokens")
+        ctx.expect(
+            isinstance(got, int) and isinstance(base, int) and got > base + 5,
+            f"{name}: the items did not reach the prompt",
+            expected=f"input_tokens > {base} + 5 (the question alone)",
+            received=f"input_tokens {got}",
+            exchange=ex,
+            hint="every message item in input, whatever its role, must be rendered into the "
+            "prompt; dropping system or assistant items changes what the model is asked",
+        )
+
+
+CLOCK = {
+    "type": "function",
+    "name": "get_time",
+    "description": "Current time in a time zone",
+    "parameters": PARAMS["get_time"],
+    "strict": True,
+}
+
+
+@check(
+    "RESPONSES-TOOL-CHOICE-NAMED",
+    "tool_choice {type: function, name} calls that function",
+    "with tools [get_weather, get_time], a weather question and tool_choice {type: function, "
+    "name: get_time}, every function_call item names get_time with arguments valid for its "
+    "parameters (the Open Responses round-trip case forces its call this way), and the item has "
+    "the Open Responses function_call fields (id, call_id, name, arguments, status)",
+    requires=("responses", "tools", "tool_choice_named"),
+)
+def responses_tool_choice_named(ctx: CheckContext) -> None:
+    import jsonschema
+
+    data, ex = create(
+        ctx,
+        "What is the weather in Paris?",
+        tools=[WEATHER, CLOCK],
+        tool_choice={"type": "function", "name": "get_time"},
+        max_output_tokens=64,
+        parallel_tool_calls=False,
+    )
+    calls = output_items(data, "function_call")
+    ctx.expect(
+        bool(calls) and all(c.get("name") == "get_time" for c in calls),
+        "the named tool_choice was not followed",
+        expected="output: function_call items naming get_time only",
+        received=f"output {body_snippet(data.get('output'), 400)}",
+        exchange=ex,
+        hint="an object tool_choice must force that function (a guided decode of its call), not "
+        "any tool and not free text",
+    )
+    try:
+        args = json.loads(calls[0].get("arguments") or "")
+    except (TypeError, ValueError) as exc:
+        ctx.fail(
+            "the forced call's arguments are not JSON",
+            expected="arguments: a JSON object as a string",
+            received=f"{exc}: {str(calls[0].get('arguments'))[:200]!r}",
+            exchange=ex,
+        )
+    errors = list(jsonschema.Draft202012Validator(CLOCK["parameters"]).iter_errors(args))
+    ctx.expect(
+        not errors,
+        "the forced call's arguments do not validate against get_time's parameters",
+        expected=json.dumps(CLOCK["parameters"]),
+        received="; ".join(e.message for e in errors[:3]) + f" -- {body_snippet(args, 200)}",
+        exchange=ex,
+    )
+    # The suite parses the call with the Open Responses schema: the item's id and status, which
+    # the SDK's type leaves optional, are required there.
+    wrong, missing = open_item_problems(calls[0], "output.function_call.")
+    expect_open_schema(ctx, wrong, missing, ex, "the function_call item")
