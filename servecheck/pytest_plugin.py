@@ -58,6 +58,7 @@ ENV = {
     "targets_file": "SERVECHECK_TARGETS_FILE",
     "model": "SERVECHECK_MODEL",
     "report_dir": "SERVECHECK_REPORT_DIR",
+    "strict": "SERVECHECK_STRICT",
 }
 DEFAULT_TARGET = "reference"
 UNKNOWN_MODEL = "(unknown-model)"
@@ -113,6 +114,14 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         dest="sc_report_dir",
         metavar="DIR",
         help=f"write results.jsonl and summary.json here (default: ${ENV['report_dir']}, else nothing)",
+    )
+    group.addoption(
+        "--sc-strict",
+        dest="sc_strict",
+        action="store_true",
+        default=None,
+        help="strict schema profile: an answer that breaks the openai SDK's types fails the "
+        f"check instead of making it non-strict (default: ${ENV['strict']}=1, else off)",
     )
     if getattr(pluginmanager, "_conftest_plugins", None):
         # Named by a conftest.py's pytest_plugins: the initial conftests are loading now, so the
@@ -234,6 +243,13 @@ def _collects_suites(config: pytest.Config) -> bool:
         if any(path == d or d in path.parents for d in dirs):
             return True
     return False
+
+
+def strict_mode(config: pytest.Config) -> bool:
+    """``--sc-strict``, else ``$SERVECHECK_STRICT`` (1/true/yes/on)."""
+    if config.getoption("sc_strict", default=None):
+        return True
+    return os.environ.get(ENV["strict"], "").strip().lower() in ("1", "true", "yes", "on")
 
 
 # Spec field -> this plugin's pytest option, for showing a SpecError from the library.
@@ -396,6 +412,7 @@ def sc_ctx(request: pytest.FixtureRequest, sc_case: Case) -> Iterator[CheckConte
         info=info,
         client=session.client(target, request.getfixturevalue("servecheck_client_factory")),
         preconditions=session.preconditions,
+        strict=strict_mode(request.config),
     )
     request.node.user_properties.append(("servecheck_check", sc_case.check.id))
     request.node.user_properties.append(("servecheck_target", target.name))
@@ -496,6 +513,7 @@ def servecheck_context(
         capabilities=resolve_capabilities(target),
         info=servecheck_session.infos[target.name],
         client=servecheck_client,
+        strict=strict_mode(request.config),
     )
 
 
@@ -505,6 +523,10 @@ def pytest_runtest_makereport(
 ) -> Generator[None, Any, None]:
     outcome = yield
     report = outcome.get_result()
+    ctx = getattr(item, "funcargs", {}).get("sc_ctx") if call.when == "call" else None
+    if isinstance(ctx, CheckContext) and ctx.schema:
+        # the strict schema profile's findings (checks/schema.py), for results.jsonl
+        report.user_properties.append(("servecheck_schema", ctx.schema.to_list()))
     excinfo = call.excinfo
     if excinfo is None:
         return
@@ -617,6 +639,8 @@ class ResultsWriter:
             "nodeid": nodeid,
             "message": redact(message)[:4000],
         }
+        if props.get("servecheck_schema"):
+            row["schema"] = redact_obj(props["servecheck_schema"])
         self.rows.append(row)
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
         self._fh.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -638,6 +662,12 @@ class ResultsWriter:
             "counts": self.counts,
             "targets": {name: info.to_dict() for name, info in sc.infos.items()} if sc else {},
             "failed": [r for r in self.rows if r["outcome"] in ("failed", "error", "xpassed")],
+            # the strict schema profile: each check whose answers broke the SDK's types
+            "schema": [
+                {k: r[k] for k in ("check", "target", "model", "outcome", "schema")}
+                for r in self.rows
+                if r.get("schema")
+            ],
         }
         (self.directory / "summary.json").write_text(
             json.dumps(redact_obj(summary), indent=2, ensure_ascii=False), encoding="utf-8"

@@ -45,3 +45,41 @@ def test_the_echo_passes_every_other_line_as_it_is() -> None:
     sink = io.StringIO()
     _echo(source, sink)
     assert sink.getvalue() == f"{XDIST_STATUS_LINE}\n{crash}..  [100%]\n\ufffd\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "strict", [pytest.param(False, id="default"), pytest.param(True, id="strict")]
+)
+def test_check_strict_turns_schema_findings_into_failures(tmp_path: Path, strict: bool) -> None:
+    """``servecheck check`` on the embedded reference with a profile-only fault: NON-STRICT and
+    exit 0 by default; ``--strict``: the check fails, exit 1; both runs' results.jsonl carry
+    the findings."""
+    import json
+
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SERVECHECK_REF_", "SERVECHECK_STRICT"))
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "servecheck", "check", "-k", "STREAM-OBJECT", "-n", "0"]
+        + ["--reference-arg=--fault=schema-chunk-created-string", "--run-id", "run"]
+        + (["--strict"] if strict else []),
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == (1 if strict else 0), out.stdout + out.stderr
+    rows = [
+        json.loads(line)
+        for line in (tmp_path / "reports" / "run" / "results.jsonl").read_text().splitlines()
+    ]
+    (row,) = [r for r in rows if r["check"] == "STREAM-OBJECT"]
+    assert row["outcome"] == ("failed" if strict else "nonstrict")
+    assert [f["path"] for f in row["schema"]] == ["created"]
+    if strict:
+        assert "FAIL reference/" in out.stdout and "STREAM-OBJECT: schema: " in out.stdout

@@ -2,6 +2,10 @@
 fault in the catalogue makes the check it was made for fail, with that check's id.
 
 Legal variations (quirks) must not fail anything: the whole catalogue passes with each on.
+A pass here is a strict pass: a check whose answers break the openai SDK's types is non-strict
+(checks/schema.py), so the clean server and every quirk give no schema finding either. A fault
+that only the strict schema profile sees names, in ``strict``, checks it makes non-strict by
+default and fail in strict mode.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from tests.support import TEST_KEY, context_for
 
 CHECKS = load_all()
 PAIRS = [(fault.name, cid) for fault in FAULTS.values() for cid in fault.catches]
+STRICT_PAIRS = [(fault.name, cid) for fault in FAULTS.values() for cid in fault.strict]
 # Faults that only show on a server slow enough to be caught mid-generation.
 FAULT_OPTIONS: dict[str, dict[str, object]] = {
     "abort-leak": {"itl_ms": 20.0},
@@ -33,8 +38,9 @@ def _surface(check_id):
     return check_id.split("-", 1)[0]
 
 
-def _run(server, check_id, **target):
+def _run(server, check_id, strict=False, **target):
     ctx = context_for(server, check_id, **{**SURFACE_TARGET.get(_surface(check_id), {}), **target})
+    ctx.strict = strict
     try:
         run_with_allowances(CHECKS[check_id], ctx)
     finally:
@@ -57,6 +63,26 @@ def test_fault_is_caught(make_reference, fault, check_id):
         _run(server, check_id)
     assert excinfo.value.check_id == check_id
     assert str(excinfo.value).startswith(f"{check_id}: ")
+    assert TEST_KEY not in str(excinfo.value), "a failure message shows the API key"
+
+
+@pytest.mark.parametrize(
+    "fault,check_id", [pytest.param(f, c, id=f"{f}->{c}") for f, c in STRICT_PAIRS]
+)
+def test_schema_fault_is_nonstrict_then_caught_in_strict_mode(make_reference, fault, check_id):
+    """A profile-only fault: the check passes on its own, so by default it is non-strict
+    (schema); in strict mode the same answers fail it with its id."""
+    assert check_id in CHECKS, f"fault {fault!r} names check {check_id!r}, not in the registry"
+    assert not FAULTS[fault].catches, "a profile-only fault is caught by no check on its own"
+    server = make_reference(fault, api_key=TEST_KEY)
+    with pytest.raises(NonStrict) as nonstrict:
+        _run(server, check_id)
+    assert nonstrict.value.kind == "schema"
+    assert str(nonstrict.value).startswith(f"{check_id}: non-strict (schema): ")
+    with pytest.raises(CheckFailed) as excinfo:
+        _run(server, check_id, strict=True)
+    assert excinfo.value.check_id == check_id
+    assert str(excinfo.value).startswith(f"{check_id}: schema: ")
     assert TEST_KEY not in str(excinfo.value), "a failure message shows the API key"
 
 

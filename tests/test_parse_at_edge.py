@@ -103,7 +103,9 @@ ALLOWED: dict[str, set[str]] = {
     # the reference server's option table: a program of its own, started as a child, whose
     # `--fault NAME` syntax the fault catalogue documents
     "reference/options.py": {"*"},
-    "checks/registry.py": {"--fault", "--markdown"},  # a documented `servecheck checks --markdown`
+    # a documented `servecheck checks --markdown`, and `servecheck check --strict` in the profile's
+    # section of docs/checks.md
+    "checks/registry.py": {"--fault", "--markdown", "--strict"},
     # pytest's own command line: the plugin is an edge of its own (pytest parses it)
     "pytest_plugin.py": {"--target", "--targets-file", "--model"},
     # an engine's option in a hint (vLLM --max-model-len / --max-num-seqs, llama.cpp

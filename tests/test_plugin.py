@@ -97,6 +97,45 @@ def test_allowed_deviation_is_nonstrict_not_pass(pytester, make_reference):
     assert "failed" not in outcomes
 
 
+@pytest.mark.parametrize(
+    "how", [pytest.param("default", id="default"), pytest.param("option", id="sc-strict"),
+            pytest.param("target", id="target-strict")]
+)
+def test_schema_findings_nonstrict_by_default_failed_when_strict(
+    pytester, make_reference, tmp_path, how
+):
+    """The strict schema profile: a check that passes on answers breaking the SDK's types is
+    non-strict, and fails under --sc-strict or a target's strict: true; results.jsonl and
+    summary.json carry the findings."""
+    server = make_reference("schema-chunk-created-string")
+    _targets(pytester, server, "    strict: true\n" if how == "target" else "")
+    _suite(pytester, "STREAM")
+    report = tmp_path / "rep"
+    args = ["-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml"]
+    args += ["-k", "STREAM-OBJECT", "--sc-report-dir", str(report), "-rx"]
+    result = pytester.runpytest(*args, *(["--sc-strict"] if how == "option" else []))
+    (row,) = [json.loads(line) for line in (report / "results.jsonl").read_text().splitlines()]
+    assert row["schema"][0]["path"] == "created", row
+    assert row["schema"][0]["rule"] == "type", row
+    summary = json.loads((report / "summary.json").read_text())
+    assert [r["check"] for r in summary["schema"]] == ["STREAM-OBJECT"]
+    if how == "default":
+        assert result.parseoutcomes().get("nonstrict") == 1, result.stdout.str()
+        assert row["outcome"] == "nonstrict"
+        assert row["message"].startswith("STREAM-OBJECT: non-strict (schema): created \"")
+        return
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "STREAM-OBJECT: schema: 1 field(s) of the answers break the openai SDK's types",
+            "  Expected: every 2xx body and stream chunk validates strictly *",
+            '  Received: created "*" is a string; input should be a valid integer '
+            "?/chat/completions chunk 0?",
+        ]
+    )
+    assert row["outcome"] == "failed"
+
+
 def test_missing_capability_and_exclude_are_skips_with_reasons(pytester, make_reference):
     server = make_reference()
     _targets(pytester, server, "    capabilities: {n: false}\n    exclude: ['CHAT-LOG*']\n")
@@ -150,6 +189,7 @@ def test_options_listed_in_help(pytester):
             "  --sc-targets-file=PATH*",
             "  --sc-model=NAME*",
             "  --sc-report-dir=DIR*",
+            "  --sc-strict*strict schema profile*",
             "  --target=NAME*short for --sc-target*",
             "  --targets-file=PATH*",
             "  --model=NAME*short for --sc-model*",

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypedDict, Unpack
 
 from servecheck.checks.discovery import TargetInfo
+from servecheck.checks.schema import SchemaFindings
 from servecheck.client.http import AsyncServeClient, Exchange, ServeClient
 from servecheck.config.model import Target
 from servecheck.profiles import EngineProfile
@@ -46,7 +47,13 @@ class CheckFailed(Exception):
         self.exchange = extras.get("exchange")
         self.deviation = extras.get("deviation")
         self.hint = extras.get("hint", "")
+        self.notes: list[str] = []
         super().__init__(self.render())
+
+    def note(self, text: str) -> None:
+        """Add a line to the message (the schema findings of a check that failed on its own)."""
+        self.notes.append(text)
+        self.args = (self.render(),)
 
     def render(self) -> str:
         lines = [
@@ -56,21 +63,25 @@ class CheckFailed(Exception):
         ]
         if self.hint:
             lines.append(f"  Hint: {self.hint}")
+        lines.extend(f"  {note}" for note in self.notes)
         if self.exchange is not None:
             lines.append(f"  Reproduce: {self.exchange.curl()}")
         return redact("\n".join(lines))
 
 
 class NonStrict(Exception):
-    """A legal engine difference (from the profile or the target's ``allow``), with its reason."""
+    """A legal engine difference (from the profile or the target's ``allow``), with its reason;
+    or, with ``kind="schema"``, answers that break the SDK's types (checks/schema.py), which
+    strict mode makes a failure."""
 
-    def __init__(self, check_id: str, reason: str, failure: CheckFailed) -> None:
+    def __init__(self, check_id: str, reason: str, failure: CheckFailed, *, kind: str = "") -> None:
         self.check_id = check_id
         self.reason = reason
         self.failure = failure
-        super().__init__(
-            redact(f"{check_id}: non-strict: {reason}\n  (would fail: {failure.summary})")
-        )
+        self.kind = kind
+        label = f"non-strict ({kind})" if kind else "non-strict"
+        would = "would fail in strict mode" if kind == "schema" else "would fail"
+        super().__init__(redact(f"{check_id}: {label}: {reason}\n  ({would}: {failure.summary})"))
 
 
 class CheckSkipped(Exception):
@@ -95,6 +106,10 @@ class CheckContext:
     # (target, model, route) -> why the route refused a good request (None: it served it);
     # the pytest plugin shares one dict per session, so each precondition is probed once.
     preconditions: dict[tuple[str, str, str], Any] = field(default_factory=dict)
+    # Strict mode (the plugin's --sc-strict): schema findings (checks/schema.py) fail the check
+    # instead of making it non-strict; a target's ``strict: true`` turns it on for that target.
+    strict: bool = False
+    schema: SchemaFindings = field(default_factory=SchemaFindings)
 
     # ---- requests -----------------------------------------------------------------------
     def post(self, path: str, body: Any = None, **kw: Any) -> Exchange:
@@ -143,6 +158,19 @@ class CheckContext:
     @property
     def server_root(self) -> str:
         return self.target.server_root
+
+    def schema_findings(self) -> SchemaFindings:
+        """Validate every answer received since the last call against its SDK type
+        (checks/schema.py) and return the findings so far. Everything a check received lands in
+        ``exchanges`` (``post``, ``get``, and the bursts checks add), so this is the one place."""
+        for ex in self.exchanges[self.schema.seen :]:
+            self.schema.observe(ex, self.client.settings.base_url)
+        self.schema.seen = len(self.exchanges)
+        return self.schema
+
+    @property
+    def strict_schema(self) -> bool:
+        return self.strict or self.target.strict
 
     # ---- verdicts -----------------------------------------------------------------------
     def fail(

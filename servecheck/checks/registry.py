@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from servecheck.checks.preconditions import ROUTE_ACCEPTS, known
 
@@ -157,6 +157,48 @@ def catalogue_markdown() -> str:
                 f"| `{c.id}` | {c.description} | {c.expectation} | {needs.strip() or '-'} | {faults} |"
             )
         lines.append("")
+    lines += _schema_profile_markdown(FAULTS)
     lines += ["## Capabilities", "", "| capability | meaning |", "| --- | --- |"]
     lines += [f"| `{k}` | {v} |" for k, v in CAPABILITIES.items()]
     return "\n".join(lines) + "\n"
+
+
+def _schema_profile_markdown(faults: dict[str, Any]) -> list[str]:
+    """The strict schema profile's section of docs/checks.md: routes, types, exemptions, proof."""
+    from servecheck.checks.schema import BUILT_NOTES, ROUTES
+
+    proof = [
+        f"`{f.name}` ({', '.join(f'`{c}`' for c in f.strict)})" for f in faults.values() if f.strict
+    ]
+    lines = [
+        "## The strict schema profile",
+        "",
+        "Not a check: every 2xx body and stream chunk that a check receives through its context is",
+        "validated strictly against the openai SDK's generated types (`servecheck/checks/schema.py`):",
+        "required fields present, enum values from the allowed set, exact JSON types (no number as a",
+        "string), unknown fields allowed. A check that passes with findings is NON-STRICT (schema);",
+        "with `servecheck check --strict` (`accept --strict`, `--sc-strict`, a target's",
+        "`strict: true`) it fails. Error answers are not validated. Proven by fault "
+        + (", ".join(proof) or "(none)")
+        + ".",
+        "",
+        "| method | route | body type | stream chunk type |",
+        "| --- | --- | --- | --- |",
+    ]
+    for (method, route), shape in ROUTES.items():
+        chunk = f"`{shape.chunk}`" if shape.chunk else "-"
+        note = f": {BUILT_NOTES[shape.body]}" if shape.body in BUILT_NOTES else ""
+        lines.append(f"| {method} | `{route}` | `{shape.body}`{note} | {chunk} |")
+    lines += [
+        "",
+        "Where the SDK's type is narrower than the API it types, the API's value is accepted:",
+        "",
+        "| route | field | accepted | why |",
+        "| --- | --- | --- | --- |",
+    ]
+    for (_method, route), shape in ROUTES.items():
+        for x in shape.exempt:
+            where = " in stream chunks" if x.chunk else ""
+            asked = f" when the request has {x.request[0]}: {x.request[1]}" if x.request else ""
+            lines.append(f"| `{route}` | `{x.path}` | {x.value}{where}{asked} | {x.why} |")
+    return [*lines, ""]

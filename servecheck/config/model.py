@@ -201,6 +201,12 @@ class TargetSettings(_Strict):
         description="check id (or glob) -> reason: the check is expected to fail here (xfail strict: a fix is noticed)",
     )
     slo: list[str] = Field(default_factory=list)
+    strict: bool = Field(
+        default=False,
+        description="strict schema profile for this target: a check whose answers break the "
+        "openai SDK's types fails (false: it is reported non-strict); the check and accept "
+        "commands' strict option turns it on for every target",
+    )
     verify_tls: bool = True
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 

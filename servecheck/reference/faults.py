@@ -16,13 +16,16 @@ class Fault:
     name: str
     description: str
     catches: tuple[str, ...]  # the check ids this fault must make fail
+    # A defect no check asserts, seen only by the strict schema profile (checks/schema.py): the
+    # check ids it makes NON-STRICT (schema) by default and fail under strict mode.
+    strict: tuple[str, ...] = ()
 
 
 FAULTS: dict[str, Fault] = {}
 
 
-def _fault(name: str, description: str, *catches: str) -> None:
-    FAULTS[name] = Fault(name, description, tuple(catches))
+def _fault(name: str, description: str, *catches: str, strict: tuple[str, ...] = ()) -> None:
+    FAULTS[name] = Fault(name, description, tuple(catches), strict)
 
 
 # Health and models
@@ -710,6 +713,14 @@ _fault(
     "REASON-THINKING-OFF",
 )
 
+# The strict schema profile (a profile, not a check: strict mode turns its findings into failures)
+_fault(
+    "schema-chunk-created-string",
+    "stream chunks carry created as a JSON string (\"1718000000\"), as a proto3-JSON gateway "
+    "writes an int64",
+    strict=("STREAM-OBJECT", "STREAM-DONE"),
+)
+
 # Load and telemetry (not conformance checks; used by load and leak self-tests)
 _fault("latency-spikes", "every 5th request waits an extra second before its first token")
 _fault("kv-leak", "KV blocks of aborted (disconnected) requests are never freed", "CONC-DISCONNECT")
@@ -736,6 +747,8 @@ def describe(name: str) -> str:
 def list_faults() -> str:
     width = max(len(n) for n in FAULTS)
     return "\n".join(
-        f"{f.name:<{width}}  {f.description}" + (f"  [{', '.join(f.catches)}]" if f.catches else "")
+        f"{f.name:<{width}}  {f.description}"
+        + (f"  [{', '.join(f.catches)}]" if f.catches else "")
+        + (f"  [strict: {', '.join(f.strict)}]" if f.strict else "")
         for f in FAULTS.values()
     )

@@ -539,7 +539,7 @@ async def _schedule_step_with_seed_crash(state: State, prompt_tokens: int, seede
         raise ApiError(500, "RuntimeError: CPU Generator does not use offset", "server_error")
 
 
-def _chunk_prefix(cid: str, created: int, model_name: str, obj: str) -> str:
+def _chunk_prefix(cid: str, created: int | str, model_name: str, obj: str) -> str:
     return f'{{"id":"{cid}","object":"{obj}","created":{created},"model":{json.dumps(model_name)},"system_fingerprint":"servecheck-ref","choices":['
 
 
@@ -849,7 +849,8 @@ class _Sse:
 
     def _new_prefix(self) -> str:
         cid = ("chatcmpl-" if self.chat else "cmpl-") + secrets.token_hex(12)
-        return _chunk_prefix(cid, self.created, self.model_name, self.obj)
+        created = f'"{self.created}"' if self.hooks.created_as_string else self.created
+        return _chunk_prefix(cid, created, self.model_name, self.obj)
 
     def chunk(self, choice_json: str, usage: str | None = None) -> bytes:
         if self.hooks.fresh_id_per_chunk:

@@ -66,6 +66,7 @@ class StreamHooks:
     usage_placeholder: bool = False  # "usage": [] on every chunk but the usage chunk
     done: bool = True
     after_done: bytes = b""
+    created_as_string: bool = False
 
 
 # fault -> the hooks it sets. Applied in this order, so where two faults set one hook the later
@@ -73,6 +74,7 @@ class StreamHooks:
 STREAM_FAULTS: dict[str, dict[str, Any]] = {
     "stream-wrong-content-type": {"content_type": "application/json"},
     "stream-wrong-object": {"chunk_object": "chat.completion"},
+    "schema-chunk-created-string": {"created_as_string": True},
     "stream-id-changes": {"fresh_id_per_chunk": True},
     "stream-block-buffered": {"hold": "blocks"},
     "stream-buffered": {"hold": "all"},

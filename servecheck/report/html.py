@@ -251,7 +251,7 @@ def conformance_section(run_dir: Path, title: str = "Conformance") -> Section:
                 first = (str(r.get("message") or "").splitlines() or [""])[0]
                 md.append(f"- FAIL {md_code(r['check'])} ({r['outcome']}): {md_esc(first[:200])}")
         for outcome, label in (
-            ("nonstrict", "Non-strict (legal engine differences)"),
+            ("nonstrict", "Non-strict (legal engine differences; schema findings)"),
             ("xfailed", "Known failures"),
             ("skipped", "Skipped"),
         ):

@@ -40,6 +40,7 @@ def run_conformance(
     keyword: str | None = None,
     workers: str = "auto",
     models: Sequence[str] | None = None,
+    strict: bool = False,
 ) -> int:
     """Run the catalogue for one target into ``run_dir/name`` (the embedded server is the
     caller's: ``embedded=False``); returns its exit code."""
@@ -49,6 +50,7 @@ def run_conformance(
         models=list(models or []),
         surfaces=list(surface or []),
         keyword=keyword,
+        strict=strict,
         workers=str(workers),
         out=run_dir,
         run_id=name,
@@ -75,6 +77,7 @@ class AcceptSpec:
     ready_timeout_s: float = 300.0
     surfaces: list[str] = field(default_factory=list)
     keyword: str | None = None
+    strict: bool = False  # the strict schema profile (CheckSpec.strict)
     workers: str = "auto"
     out: Path = Path("reports")
     run_id: str | None = None
@@ -182,6 +185,7 @@ def _accept(
                 surface=spec.surfaces,
                 keyword=spec.keyword,
                 workers=str(spec.workers),
+                strict=spec.strict,
             )
             stages["conformance"] = {
                 "ok": code == 0,

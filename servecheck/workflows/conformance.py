@@ -95,13 +95,15 @@ SIGINT_GRACE_S = 30.0
 class CheckSpec:
     """What to check. ``targets`` are names in ``targets_file`` (``all`` for every target);
     ``surfaces`` are keys of :data:`SURFACE_FILES`; ``workers`` is pytest-xdist's ``-n``
-    (``"0"`` runs in-process); ``pytest_args`` go to pytest as they are."""
+    (``"0"`` runs in-process); ``pytest_args`` go to pytest as they are; ``strict``: the strict
+    schema profile's findings fail the checks (``checks/schema.py``) instead of non-strict."""
 
     targets: list[str] = field(default_factory=lambda: ["reference"])
     targets_file: str | None = None  # None: ./targets.yaml, else the built-in reference target
     models: list[str] = field(default_factory=list)
     surfaces: list[str] = field(default_factory=list)
     keyword: str | None = None
+    strict: bool = False
     workers: str = "auto"
     out: Path = Path("reports")
     run_id: str | None = None
@@ -171,6 +173,8 @@ def build_pytest_command(spec: CheckSpec, run_dir: Path) -> list[str]:
         cmd += ["--sc-model", model]
     if spec.keyword:
         cmd += ["-k", spec.keyword]
+    if spec.strict:
+        cmd.append("--sc-strict")
     if str(spec.workers) not in ("0", ""):
         cmd += ["-n", str(spec.workers)]
     extra = list(spec.pytest_args)

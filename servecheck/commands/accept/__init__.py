@@ -19,6 +19,7 @@ from servecheck.commands.options import (
     add_error_budget_argument,
     add_ready_timeout_argument,
     add_run_arguments,
+    add_strict_argument,
     add_target_arguments,
     checked_reference_args,
     cold_start_fields,
@@ -71,6 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_ready_timeout_argument(parser, "300s")
     add_catalogue_arguments(parser)
+    add_strict_argument(parser)
     add_run_arguments(parser, "accept", "<target>")
     add_cold_start_arguments(parser)
 
@@ -95,6 +97,7 @@ def spec_from_args(args: argparse.Namespace) -> AcceptSpec:
         ready_timeout_s=parse_duration(args.ready_timeout),
         surfaces=list(args.surface or []),
         keyword=args.keyword,
+        strict=args.strict,
         workers=str(args.workers),
         out=out_dir(args),
         run_id=args.run_id,

@@ -14,6 +14,7 @@ from servecheck.commands.options import (
     ENV_TARGET,
     add_catalogue_arguments,
     add_run_arguments,
+    add_strict_argument,
     add_target_arguments,
     checked_reference_args,
     out_dir,
@@ -33,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--model", action="append", metavar="NAME", help="check only this served model; repeatable"
     )
     add_catalogue_arguments(parser)
+    add_strict_argument(parser)
     add_run_arguments(
         parser,
         "check",
@@ -58,6 +60,7 @@ def spec_from_args(args: argparse.Namespace) -> CheckSpec:
         models=list(args.model or []),
         surfaces=list(args.surface or []),
         keyword=args.keyword,
+        strict=args.strict,
         workers=str(args.workers),
         out=out_dir(args),
         run_id=args.run_id,

@@ -112,6 +112,18 @@ def add_catalogue_arguments(parser: argparse.ArgumentParser | argparse._Argument
     )
 
 
+def add_strict_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--strict``: the strict schema profile's findings fail the checks (checks/schema.py)."""
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        default=os.environ.get("SERVECHECK_STRICT", "").strip().lower() in ("1", "true", "yes", "on"),
+        help="strict schema profile: a check whose answers break the openai SDK's types (a "
+        "missing required field, an enum value outside the set, a number sent as a string) "
+        "fails instead of being reported non-strict (env SERVECHECK_STRICT; default: off)",
+    )
+
+
 def add_run_arguments(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup,
     kind: str,
@@ -199,6 +211,7 @@ __all__ = [
     "ENV_OUT",
     "ENV_TARGET",
     "add_catalogue_arguments",
+    "add_strict_argument",
     "add_cold_start_arguments",
     "add_dataset_arguments",
     "add_max_tokens_argument",
