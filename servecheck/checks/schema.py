@@ -111,6 +111,16 @@ ROUTES: dict[tuple[str, str], Shape] = {
                 "finish_reason is required; the API sends null in every chunk before the last",
                 chunk=True,
             ),
+            *(
+                Exemption(
+                    f"choices.*.logprobs.{field}.0",
+                    "null",
+                    "with echo the first prompt token has no logprob (nothing comes before it): "
+                    "the API sends null there, where the SDK's list holds numbers and objects",
+                    request=("echo", True),
+                )
+                for field in ("token_logprobs", "top_logprobs")
+            ),
         ),
     ),
     ("POST", "/embeddings"): Shape(
