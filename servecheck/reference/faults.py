@@ -81,6 +81,11 @@ _fault("logprobs-missing", "logprobs requested but absent", "CHAT-LOGPROBS")
 _fault("stream-no-role", "the first chunk carries no role", "STREAM-ROLE")
 _fault("stream-role-twice", "the role is sent in every chunk", "STREAM-ROLE")
 _fault("stream-id-changes", "chunk ids change within one stream", "STREAM-ID")
+_fault(
+    "stream-created-varies",
+    "each chunk's created is one second after the previous one's (a timestamp taken per chunk)",
+    "STREAM-ID",
+)
 _fault("stream-wrong-object", "chunks say object 'chat.completion'", "STREAM-OBJECT")
 _fault("stream-finish-twice", "finish_reason appears in two chunks", "STREAM-FINISH")
 _fault("stream-content-after-finish", "content arrives after the finish chunk", "STREAM-FINISH")

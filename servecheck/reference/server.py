@@ -779,16 +779,19 @@ class _Sse:
         self.model_name = model_name
         self.created = int(time.time())
         self.obj = hooks.chunk_object or ("chat.completion.chunk" if chat else "text_completion")
-        self.prefix = self._new_prefix()
+        self.cid = self._new_id()
+        self.prefix = _chunk_prefix(self.cid, self.created, model_name, self.obj)
         self.held: list[bytes] = []
 
-    def _new_prefix(self) -> str:
-        cid = ("chatcmpl-" if self.chat else "cmpl-") + secrets.token_hex(12)
-        return _chunk_prefix(cid, self.created, self.model_name, self.obj)
+    def _new_id(self) -> str:
+        return ("chatcmpl-" if self.chat else "cmpl-") + secrets.token_hex(12)
 
     def chunk(self, choice_json: str, usage: str | None = None) -> bytes:
-        if self.hooks.fresh_id_per_chunk:
-            self.prefix = self._new_prefix()
+        if self.hooks.fresh_id_per_chunk or self.hooks.created_step:
+            if self.hooks.fresh_id_per_chunk:
+                self.cid = self._new_id()
+            self.created += self.hooks.created_step
+            self.prefix = _chunk_prefix(self.cid, self.created, self.model_name, self.obj)
         tail = f',"usage":{usage}' if usage else ""
         return f"data: {self.prefix}{choice_json}]{tail}}}\n\n".encode()
 
