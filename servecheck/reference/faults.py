@@ -50,6 +50,11 @@ _fault(
     "requests naming an unknown model are served anyway",
     "MODELS-UNKNOWN-404",
 )
+_fault(
+    "models-retrieve-missing",
+    "GET /v1/models/{id} is not served: a listed model's id gets 404 (as vLLM 0.32 and llama.cpp)",
+    "MODELS-RETRIEVE",
+)
 
 # Chat shape and semantics
 _fault("chat-created-float", "'created' is a float, not an integer", "CHAT-SHAPE")

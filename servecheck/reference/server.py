@@ -1076,7 +1076,29 @@ async def health(request: web.Request) -> web.Response:
 
 
 async def models(request: web.Request) -> web.Response:
+    return web.json_response({"object": "list", "data": _model_entries(request.app[STATE])})
+
+
+async def model_entry(request: web.Request) -> web.Response:
+    """GET /v1/models/{id}: the listed entry of one model, or a 404 error object."""
     state = request.app[STATE]
+    wanted = request.match_info["model_id"]
+    entry = next((e for e in _model_entries(state) if e.get("id") == wanted), None)
+    if entry is None:
+        return error_response(
+            state,
+            ApiError(
+                404,
+                f"The model `{wanted}` does not exist",
+                "NotFoundError",
+                "model",
+                "model_not_found",
+            ),
+        )
+    return web.json_response(entry)
+
+
+def _model_entries(state: State) -> list[dict[str, Any]]:
     cfg = state.config
     names = list(cfg.models)
     if "models-missing" in state.faults:
@@ -1099,7 +1121,7 @@ async def models(request: web.Request) -> web.Response:
             )
         data.append(entry)
     data += embeddings.model_entries(state)  # the pooling models, typed as Xinference types them
-    return web.json_response({"object": "list", "data": data})
+    return data
 
 
 async def tokenize(request: web.Request) -> web.Response:
@@ -1244,6 +1266,8 @@ def build_app(config: ServerConfig) -> web.Application:
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/completions", completions)
     app.router.add_get("/v1/models", models)
+    if "models-retrieve-missing" not in config.faults:
+        app.router.add_get("/v1/models/{model_id:.+}", model_entry)
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/version", version)
