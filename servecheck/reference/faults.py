@@ -199,6 +199,11 @@ _fault(
     "the item schema (a grammar backend that falls back on nested schemas)",
     "JSON-SCHEMA",
 )
+_fault(
+    "json-stream-unconstrained",
+    "streamed requests ignore response_format: the stream is prose (non-streamed answers are JSON)",
+    "JSON-STREAM",
+)
 
 # Tools
 _fault("tools-ignored", "tool_choice required is ignored (text answer)", "TOOLS-REQUIRED")

@@ -554,6 +554,8 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             messages = _validate_messages(state, body)
             tools, tool_choice = _validate_tools(state, body)
             fmt, schema = _response_format(state, body)
+            if "json-stream-unconstrained" in state.faults and body.get("stream") is True:
+                fmt, schema = "text", None  # the streaming path never sees response_format
             prompt_tokens = model.count_chat_tokens(messages, tools)
             prompt_tokens += 1 if "prompt-tokens-double-bos" in state.faults else 0
         else:
