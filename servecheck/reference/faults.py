@@ -242,6 +242,12 @@ _fault(
     "parallel streamed tool calls all use index 0 and the first call's id (the SDK merges them)",
     "TOOLS-PARALLEL-STREAM",
 )
+_fault(
+    "tool-args-escaping-broken",
+    "tool-call arguments are HTML-escaped (&amp; &lt; &gt;) as by an autoescaping template: "
+    "valid JSON that decodes to other strings",
+    "TOOLS-ARGS-ESCAPING",
+)
 
 # Responses API (/v1/responses, servecheck/reference/responses.py)
 _fault(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import itertools
 import json
 import math
@@ -261,6 +262,8 @@ def _make_choices(
                 target_fn.get("parameters") or {"type": "object", "properties": {}}, rng
             )
             arguments = json.dumps(args, ensure_ascii=False)
+            if "tool-args-escaping-broken" in faults:
+                arguments = html.escape(arguments, quote=False)  # a template's autoescape
             if "tools-args-invalid" in faults:
                 arguments = arguments[:-1] if len(arguments) > 2 else "{'bad': }"
             finish = "stop" if "tools-finish-stop" in faults else "tool_calls"
