@@ -31,6 +31,7 @@ DEVIATIONS: dict[str, str] = {
     "tool-finish-stop": "finish_reason 'stop' after a tool call",
     "seed-not-supported": "seed is accepted but does not make sampling repeatable",
     "out-of-range-accepted": "out-of-range sampling values (negative max_tokens, temperature outside [0, 2]) are served, not rejected",
+    "logit-bias-unsupported": "logit_bias is refused (a 4xx, or 501 Not Implemented) instead of applied",
 }
 
 # Capabilities no profile may assume: a target turns them on (prefix_cache needs engine flags).

@@ -81,6 +81,11 @@ _fault(
     "CHAT-COMPLETIONS",
 )
 _fault("logprobs-missing", "logprobs requested but absent", "CHAT-LOGPROBS")
+_fault(
+    "logit-bias-ignored",
+    "logit_bias is accepted and ignored: a token biased -100 is still sampled first",
+    "CHAT-LOGIT-BIAS",
+)
 
 # Streaming
 _fault("stream-no-role", "the first chunk carries no role", "STREAM-ROLE")
@@ -362,6 +367,12 @@ _fault("err-plain-text", "4xx answers are plain text, not an error object", "ERR
 _fault("err-empty-messages-200", "empty messages is served with a 200", "ERR-EMPTY-MESSAGES")
 _fault("err-negative-max-tokens-200", "negative max_tokens is accepted", "ERR-VALUES")
 _fault("err-temperature-500", "out-of-range temperature gives 500", "ERR-VALUES")
+_fault(
+    "range-values-500",
+    "top_logprobs above 20, legacy logprobs above 5, logit_bias outside [-100, 100] or keyed by "
+    "a non-integer, and seeds outside int64 give 500 (unchecked casts in the sampler)",
+    "ERR-VALUES-RANGE",
+)
 _fault("err-wrong-type-500", "wrong field types give 500", "ERR-TYPES")
 _fault(
     "err-route-html",

@@ -312,6 +312,8 @@ def _make_choices(
             ignore_eos=body.get("ignore_eos") is True,
         )
         pieces, finish = gen.pieces, gen.finish_reason
+        if "logit-bias-ignored" not in faults:
+            pieces = model.ban_tokens(pieces, model.banned_ids(body.get("logit_bias")))
         if "max-tokens-ignored" in faults and finish == "length":
             more = model.generate_text(
                 key + "more", max_tokens=8, seed=seed, temperature=temperature, index=index
