@@ -53,6 +53,11 @@ _fault(
     "requests naming an unknown model are served anyway",
     "MODELS-UNKNOWN-404",
 )
+_fault(
+    "models-retrieve-missing",
+    "GET /v1/models/{id} is not served: a listed model's id gets 404 (as vLLM 0.32 and llama.cpp)",
+    "MODELS-RETRIEVE",
+)
 
 # Chat shape and semantics
 _fault("chat-created-float", "'created' is a float, not an integer", "CHAT-SHAPE")
@@ -139,11 +144,21 @@ _fault(
     "each streamed chunk carries the previous token's logprobs: the first has none, the last token's never comes",
     "LOGPROBS-STREAM",
 )
+_fault(
+    "logit-bias-ignored",
+    "logit_bias is accepted and ignored: a token biased -100 is still sampled first",
+    "CHAT-LOGIT-BIAS",
+)
 
 # Streaming
 _fault("stream-no-role", "the first chunk carries no role", "STREAM-ROLE")
 _fault("stream-role-twice", "the role is sent in every chunk", "STREAM-ROLE")
 _fault("stream-id-changes", "chunk ids change within one stream", "STREAM-ID")
+_fault(
+    "stream-created-varies",
+    "each chunk's created is one second after the previous one's (a timestamp taken per chunk)",
+    "STREAM-ID",
+)
 _fault("stream-wrong-object", "chunks say object 'chat.completion'", "STREAM-OBJECT")
 _fault("stream-finish-twice", "finish_reason appears in two chunks", "STREAM-FINISH")
 _fault("stream-content-after-finish", "content arrives after the finish chunk", "STREAM-FINISH")
@@ -278,6 +293,11 @@ _fault(
     "the item schema (a grammar backend that falls back on nested schemas)",
     "JSON-SCHEMA",
 )
+_fault(
+    "json-stream-unconstrained",
+    "streamed requests ignore response_format: the stream is prose (non-streamed answers are JSON)",
+    "JSON-STREAM",
+)
 
 # Tools
 _fault("tools-ignored", "tool_choice required is ignored (text answer)", "TOOLS-REQUIRED")
@@ -315,6 +335,12 @@ _fault(
     "tools-stream-shared-index",
     "parallel streamed tool calls all use index 0 and the first call's id (the SDK merges them)",
     "TOOLS-PARALLEL-STREAM",
+)
+_fault(
+    "tool-args-escaping-broken",
+    "tool-call arguments are HTML-escaped (&amp; &lt; &gt;) as by an autoescaping template: "
+    "valid JSON that decodes to other strings",
+    "TOOLS-ARGS-ESCAPING",
 )
 
 # Legal request shapes real clients send (servecheck/reference/shapes.py)
@@ -537,6 +563,12 @@ _fault("err-plain-text", "4xx answers are plain text, not an error object", "ERR
 _fault("err-empty-messages-200", "empty messages is served with a 200", "ERR-EMPTY-MESSAGES")
 _fault("err-negative-max-tokens-200", "negative max_tokens is accepted", "ERR-VALUES")
 _fault("err-temperature-500", "out-of-range temperature gives 500", "ERR-VALUES")
+_fault(
+    "range-values-500",
+    "top_logprobs above 20, legacy logprobs above 5, logit_bias outside [-100, 100] or keyed by "
+    "a non-integer, and seeds outside int64 give 500 (unchecked casts in the sampler)",
+    "ERR-VALUES-RANGE",
+)
 _fault("err-wrong-type-500", "wrong field types give 500", "ERR-TYPES")
 _fault(
     "non-object-body-500",

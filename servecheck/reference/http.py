@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -219,14 +220,57 @@ def validate_common(state: State, body: dict[str, Any]) -> None:
     lp = body.get("logprobs")
     if "messages" in body:
         expect(lp is None or isinstance(lp, bool), "logprobs must be a boolean", "logprobs")
-    tlp = body.get("top_logprobs")
-    expect(
-        tlp is None or (is_int(tlp) and 0 <= tlp <= 20),
-        "top_logprobs must be an integer between 0 and 20",
-        "top_logprobs",
-    )
+    _validate_ranges(state, body)
     user = body.get("user")
     expect(user is None or isinstance(user, str), "user must be a string", "user")
+
+
+INT64 = 2**63
+LOGIT_BIAS_KEY = re.compile(r"[0-9]+")
+
+
+def _out_of_range(state: State, message: str, param: str) -> ApiError:
+    """A value outside OpenAI's bounds: 400, or the 500 of an unchecked cast (range-values-500)."""
+    if "range-values-500" in state.faults:
+        return ApiError(500, f"internal error: OverflowError ({param})", "server_error")
+    return ApiError(400, message, param=param)
+
+
+def _validate_ranges(state: State, body: dict[str, Any]) -> None:
+    """OpenAI's bounds on top_logprobs (0..20), legacy logprobs (0..5), logit_bias (integer
+    token ids to -100..100) and seed (int64): wrong types are 400, values out of range too."""
+    tlp = body.get("top_logprobs")
+    expect(tlp is None or is_int(tlp), "top_logprobs must be an integer", "top_logprobs")
+    if tlp is not None and not 0 <= tlp <= 20:
+        raise _out_of_range(
+            state, f"top_logprobs must be between 0 and 20, got {tlp}", "top_logprobs"
+        )
+    lp = body.get("logprobs")
+    if "prompt" in body and lp is not None:  # legacy /v1/completions: an int, not a bool
+        expect(is_int(lp), "logprobs must be an integer on /v1/completions", "logprobs")
+        if not 0 <= lp <= 5:
+            raise _out_of_range(state, f"logprobs must be between 0 and 5, got {lp}", "logprobs")
+    seed = body.get("seed")
+    if seed is not None and not -INT64 <= seed < INT64:
+        raise _out_of_range(state, f"seed must fit a signed 64-bit integer, got {seed}", "seed")
+    bias = body.get("logit_bias")
+    expect(
+        bias is None or isinstance(bias, dict),
+        "logit_bias must be an object mapping token ids to biases",
+        "logit_bias",
+    )
+    for key, value in (bias or {}).items():
+        expect(is_num(value), f"logit_bias[{key!r}] must be a number", "logit_bias")
+        if not LOGIT_BIAS_KEY.fullmatch(key):
+            raise _out_of_range(
+                state, f"logit_bias key {key!r} is not an integer token id", "logit_bias"
+            )
+        if not -100 <= value <= 100:
+            raise _out_of_range(
+                state,
+                f"logit_bias[{key!r}] must be between -100 and 100, got {value}",
+                "logit_bias",
+            )
 
 
 async def read_json(request: web.Request, state: State) -> dict[str, Any]:

@@ -165,6 +165,31 @@ def generate_text(
     return Generation(pieces, finish, logprobs)
 
 
+def banned_ids(logit_bias: Any) -> frozenset[int]:
+    """The token ids a request's logit_bias bans (a bias of -100: never sampled)."""
+    if not isinstance(logit_bias, dict):
+        return frozenset()
+    return frozenset(int(k) for k, v in logit_bias.items() if v <= -100)
+
+
+def ban_tokens(pieces: list[str], banned: frozenset[int]) -> list[str]:
+    """``pieces`` with every banned token replaced by the next vocabulary word that is not."""
+    if not banned:
+        return pieces
+    out = []
+    for piece in pieces:
+        word = piece.lstrip(" ")
+        if set(token_ids(word)) & banned and word in VOCAB:
+            start = VOCAB.index(word)
+            for step in range(1, len(VOCAB)):
+                other = VOCAB[(start + step) % len(VOCAB)]
+                if not set(token_ids(other)) & banned:
+                    piece = piece[: len(piece) - len(word)] + other
+                    break
+        out.append(piece)
+    return out
+
+
 def cut_pieces(pieces: list[str], cut: int) -> list[str]:
     """Keep the pieces (and part of one) that make up the first ``cut`` characters."""
     out: list[str] = []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import itertools
 import json
 import math
@@ -327,6 +328,8 @@ def _make_choices(
             )
             args = shapes.tool_arguments(faults, args)
             arguments = json.dumps(args, ensure_ascii=False)
+            if "tool-args-escaping-broken" in faults:
+                arguments = html.escape(arguments, quote=False)  # a template's autoescape
             if "tools-args-invalid" in faults:
                 arguments = arguments[:-1] if len(arguments) > 2 else "{'bad': }"
             finish = "stop" if "tools-finish-stop" in faults else "tool_calls"
@@ -375,6 +378,8 @@ def _make_choices(
             ignore_eos=body.get("ignore_eos") is True,
         )
         pieces, finish = gen.pieces, gen.finish_reason
+        if "logit-bias-ignored" not in faults:
+            pieces = model.ban_tokens(pieces, model.banned_ids(body.get("logit_bias")))
         if "max-tokens-ignored" in faults and finish == "length":
             more = model.generate_text(
                 key + "more", max_tokens=8, seed=seed, temperature=temperature, index=index
@@ -609,6 +614,8 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             messages = _validate_messages(state, body)
             tools, tool_choice = _validate_tools(state, body)
             fmt, schema = _response_format(state, body)
+            if "json-stream-unconstrained" in state.faults and body.get("stream") is True:
+                fmt, schema = "text", None  # the streaming path never sees response_format
             prompt_tokens = model.count_chat_tokens(shapes.rendered(state.faults, messages), tools)
             prompt_tokens += 1 if "prompt-tokens-double-bos" in state.faults else 0
         else:
@@ -844,17 +851,23 @@ class _Sse:
         self.model_name, self.faults = model_name, faults
         self.created = int(time.time())
         self.obj = hooks.chunk_object or ("chat.completion.chunk" if chat else "text_completion")
-        self.prefix = self._new_prefix()
+        self.cid = self._new_id()
+        self.prefix = self._prefix()
         self.held: list[bytes] = []
 
-    def _new_prefix(self) -> str:
-        cid = ("chatcmpl-" if self.chat else "cmpl-") + secrets.token_hex(12)
+    def _new_id(self) -> str:
+        return ("chatcmpl-" if self.chat else "cmpl-") + secrets.token_hex(12)
+
+    def _prefix(self) -> str:
         created = f'"{self.created}"' if self.hooks.created_as_string else self.created
-        return _chunk_prefix(cid, created, self.model_name, self.obj)
+        return _chunk_prefix(self.cid, created, self.model_name, self.obj)
 
     def chunk(self, choice_json: str, usage: str | None = None) -> bytes:
-        if self.hooks.fresh_id_per_chunk:
-            self.prefix = self._new_prefix()
+        if self.hooks.fresh_id_per_chunk or self.hooks.created_step:
+            if self.hooks.fresh_id_per_chunk:
+                self.cid = self._new_id()
+            self.created += self.hooks.created_step
+            self.prefix = self._prefix()
         # stream-usage-placeholder: the chunks without usage say "usage": [] instead of nothing
         placeholder = ',"usage":[]' if self.hooks.usage_placeholder else ""
         tail = f',"usage":{usage}' if usage else placeholder
@@ -1186,7 +1199,29 @@ async def health(request: web.Request) -> web.Response:
 
 
 async def models(request: web.Request) -> web.Response:
+    return web.json_response({"object": "list", "data": _model_entries(request.app[STATE])})
+
+
+async def model_entry(request: web.Request) -> web.Response:
+    """GET /v1/models/{id}: the listed entry of one model, or a 404 error object."""
     state = request.app[STATE]
+    wanted = request.match_info["model_id"]
+    entry = next((e for e in _model_entries(state) if e.get("id") == wanted), None)
+    if entry is None:
+        return error_response(
+            state,
+            ApiError(
+                404,
+                f"The model `{wanted}` does not exist",
+                "NotFoundError",
+                "model",
+                "model_not_found",
+            ),
+        )
+    return web.json_response(entry)
+
+
+def _model_entries(state: State) -> list[dict[str, Any]]:
     cfg = state.config
     names = list(cfg.models)
     if "models-missing" in state.faults:
@@ -1209,7 +1244,7 @@ async def models(request: web.Request) -> web.Response:
             )
         data.append(entry)
     data += embeddings.model_entries(state)  # the pooling models, typed as Xinference types them
-    return web.json_response({"object": "list", "data": data})
+    return data
 
 
 async def tokenize(request: web.Request) -> web.Response:
@@ -1356,6 +1391,8 @@ def build_app(config: ServerConfig) -> web.Application:
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/completions", completions)
     app.router.add_get("/v1/models", models)
+    if "models-retrieve-missing" not in config.faults:
+        app.router.add_get("/v1/models/{model_id:.+}", model_entry)
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/version", version)

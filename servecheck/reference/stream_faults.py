@@ -43,6 +43,7 @@ class StreamHooks:
     content_type: str = "text/event-stream"
     chunk_object: str | None = None  # None: chat.completion.chunk / text_completion
     fresh_id_per_chunk: bool = False
+    created_step: int = 0  # seconds added to created before each chunk
     hold: str = "none"  # none | blocks (2 KiB, as a proxy's buffers) | all (until the end)
     error_in_200: bool = False  # an error event in a 200 stream, instead of any token
     role_chunk: bool = True
@@ -76,6 +77,7 @@ STREAM_FAULTS: dict[str, dict[str, Any]] = {
     "stream-wrong-object": {"chunk_object": "chat.completion"},
     "schema-chunk-created-string": {"created_as_string": True},
     "stream-id-changes": {"fresh_id_per_chunk": True},
+    "stream-created-varies": {"created_step": 1},
     "stream-block-buffered": {"hold": "blocks"},
     "stream-buffered": {"hold": "all"},
     "stream-error-in-200": {"error_in_200": True},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from servecheck.checks.context import CheckContext, body_snippet
+from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
 from servecheck.checks.registry import check
 from servecheck.client.http import Exchange
 
@@ -455,4 +455,75 @@ def chat_logprobs(ctx: CheckContext) -> None:
         expected="{token: str, logprob: number <= 0}",
         received=body_snippet(bad[:3]),
         exchange=ex,
+    )
+
+
+def served_token_ids(ctx: CheckContext, text: str) -> tuple[list[int] | None, Exchange]:
+    """The server's own /tokenize ids for ``text`` (no special tokens), or None, and the exchange."""
+    # One body for both dialects: vLLM reads prompt (and add_special_tokens), llama.cpp content.
+    body = {"model": ctx.model, "prompt": text, "content": text, "add_special_tokens": False}
+    ex = ctx.post(ctx.server_root + "/tokenize", body)
+    data = ex.json() if ex.ok else None
+    tokens = data.get("tokens") if isinstance(data, dict) else None
+    if isinstance(tokens, list) and tokens and all(isinstance(t, int) for t in tokens):
+        return tokens, ex
+    return None, ex
+
+
+BIAS_PROMPT = "Name three colours."
+# Without /tokenize no id is known to be the answer's; id 0 exists in every vocabulary, so a
+# bias on it shows whether logit_bias is accepted at all.
+ANY_TOKEN = 0
+
+
+def _first_token_text(ctx: CheckContext, ex: Exchange, what: str) -> str:
+    return _content(_choices(ctx, ctx.ok_json(ex, what), ex)[0])
+
+
+@check(
+    "CHAT-LOGIT-BIAS",
+    "logit_bias -100 bans a token",
+    "at temperature 0, the one-token answer's token id (the server's /tokenize of it) biased -100 is not the "
+    "first token of the answer any more; without /tokenize only that logit_bias is accepted (200) is checked, "
+    "then the check skips. A refused logit_bias (4xx, 501) fails",
+)
+def chat_logit_bias(ctx: CheckContext) -> None:
+    first = ctx.chat(BIAS_PROMPT, max_tokens=1, temperature=0)
+    token = _first_token_text(ctx, first, "one-token chat completion")
+    banned: int | None = None
+    why_not = "the target declares no tokenize capability"
+    if ctx.capabilities.get("tokenize"):
+        ids, tx = served_token_ids(ctx, token) if token else (None, first)
+        if ids is not None and len(ids) == 1:
+            banned = ids[0]
+        else:
+            why_not = (
+                f"the one-token answer {token!r} does not /tokenize back to one id "
+                f"({ids if ids is not None else tx.describe(160)})"
+            )
+    bias = {str(ANY_TOKEN if banned is None else banned): -100}
+    ex = ctx.chat(BIAS_PROMPT, max_tokens=1, temperature=0, logit_bias=bias)
+    ctx.expect(
+        not ex.error and ex.ok,
+        "a request with logit_bias was not served",
+        expected=f"HTTP 200 for logit_bias {bias}",
+        received=ex.describe(300),
+        exchange=ex,
+        deviation="logit-bias-unsupported",
+        hint="clients that suppress tokens (banned words, classifiers that force a label) get an "
+        "error for every request; implement logit_bias or answer 400 saying it is unsupported",
+    )
+    again = _first_token_text(ctx, ex, "chat completion with logit_bias")
+    if banned is None:
+        raise CheckSkipped(
+            f"CHAT-LOGIT-BIAS: logit_bias is accepted, but its effect cannot be checked: {why_not}"
+        )
+    ctx.expect(
+        again != token,
+        f"the token biased -100 ({banned}, {token!r}) is still the first token at temperature 0",
+        expected=f"a first token other than {token!r}",
+        received=f"{again!r} with logit_bias {bias}",
+        exchange=ex,
+        hint="logit_bias is accepted and ignored: apply it to the logits before sampling "
+        "(and to the greedy path at temperature 0)",
     )

@@ -19,9 +19,8 @@ from typing import Any
 
 from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
 from servecheck.checks.registry import check
-from servecheck.checks.surfaces.chat import FINISH_REASONS, _choices
+from servecheck.checks.surfaces.chat import FINISH_REASONS, _choices, served_token_ids
 from servecheck.checks.surfaces.stream import REPLACEMENT
-from servecheck.checks.surfaces.text import _tokenize
 from servecheck.client.http import Exchange
 
 PROMPTS = ("Once upon a time", "The river ran past the stone", "In the garden there was a")
@@ -118,7 +117,7 @@ def compl_batch_n(ctx: CheckContext) -> None:
 
 def _ids(ctx: CheckContext) -> tuple[list[int], str]:
     if ctx.capabilities.get("tokenize"):
-        tokens, _ = _tokenize(ctx, "Once upon a time there was a river and a stone")
+        tokens, _ = served_token_ids(ctx, "Once upon a time there was a river and a stone")
         if tokens and len(tokens) >= 4:
             return tokens, "ids from /tokenize"
     return list(LOW_IDS), "low ids 100..107"

@@ -14,6 +14,7 @@ from typing import Any
 
 from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
 from servecheck.checks.registry import check
+from servecheck.checks.surfaces.chat import shape_problems
 from servecheck.client.http import Exchange
 
 ERROR_SHAPE = '{"error": {"message": "...", "type": "...", ...}}'
@@ -332,6 +333,141 @@ def err_values(ctx: CheckContext) -> None:
         "silently clamping hides client bugs",
         status_422_summary=lambda _n: "out-of-range values answered 422",
     )
+
+
+# ---- values past OpenAI's bounds that engines may legally serve --------------------------
+# OpenAI bounds top_logprobs to 0..20, legacy logprobs to 0..5, logit_bias values to -100..100
+# with integer token-id keys, and seed to int64, and answers 400 past them. Engines are lenient
+# where it costs nothing (measured 2026-12-03): vLLM serves legacy logprobs up to its
+# max_logprobs (20) and clamps logit_bias values; llama.cpp serves 25 alternatives, reads a
+# non-integer logit_bias key as token text and takes any seed. Serving such a request well is
+# not wrong; crashing on it, dropping it or answering garbage is.
+
+INT64_END = 2**63
+CHAT_ROUTE = "/chat/completions"
+
+
+def _range_cases(ctx: CheckContext) -> list[tuple[BadCase, str]]:
+    """(case, route) pairs; a case whose body says stream is judged as a stream."""
+
+    def chat(**params: Any) -> dict[str, Any]:
+        return ctx.chat_body("Say hello.", max_tokens=2, temperature=0, **params)
+
+    cases = [
+        (
+            BadCase("top-logprobs-25", "top_logprobs=25", chat(logprobs=True, top_logprobs=25)),
+            CHAT_ROUTE,
+        ),
+        (
+            BadCase(
+                "top-logprobs-25-stream",
+                "top_logprobs=25, streamed",
+                chat(logprobs=True, top_logprobs=25, stream=True),
+            ),
+            CHAT_ROUTE,
+        ),
+        (
+            BadCase("logit-bias-200", "logit_bias value 200", chat(logit_bias={"0": 200})),
+            CHAT_ROUTE,
+        ),
+        (
+            BadCase(
+                "logit-bias-word-key",
+                "logit_bias key 'servecheck'",
+                chat(logit_bias={"servecheck": 5}),
+            ),
+            CHAT_ROUTE,
+        ),
+        (
+            BadCase("seed-2-63", "seed=2**63 (int64 ends at 2**63-1)", chat(seed=INT64_END)),
+            CHAT_ROUTE,
+        ),
+    ]
+    if ctx.capabilities.get("completions"):
+        legacy = {"model": ctx.model, "prompt": "Once upon a time", "max_tokens": 2}
+        cases.append(
+            (
+                BadCase(
+                    "legacy-logprobs-6",
+                    "logprobs=6 on /v1/completions",
+                    {**legacy, "temperature": 0, "logprobs": 6},
+                ),
+                "/completions",
+            )
+        )
+    return cases
+
+
+def _stream_problem(ex: Exchange) -> str | None:
+    stream = ex.stream
+    if stream is None:
+        return f"a 200 without an event stream: {ex.describe(160)}"
+    err = stream.error_obj
+    inner = err.get("error") if isinstance(err, dict) else None
+    if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+        return None  # refused inside the stream (vLLM's way), with an error object
+    if not stream.chunks or not stream.done:
+        return f"the 200 stream is broken ({len(stream.chunks)} chunks, [DONE] {stream.done}): {ex.describe(160)}"
+    return None
+
+
+def _range_problem(case: BadCase, route: str, ex: Exchange) -> tuple[str | None, str | None]:
+    """What is wrong with the answer to an out-of-range value (None: a clean 4xx or a good 200)."""
+    if ex.error or ex.status is None:
+        return f"no answer: {ex.describe(160)}", None
+    if ex.status >= 500:
+        return ex.describe(200), None
+    if ex.status >= 400:
+        problem, deviation = error_shape_problem(ex)
+        if ex.status == 422:
+            return "422 instead of 400", "error-status-422"
+        return (f"HTTP {ex.status}: {problem}", deviation) if problem else (None, None)
+    if case.body.get("stream"):
+        return _stream_problem(ex), None
+    data = ex.json()
+    if not isinstance(data, dict) or not data.get("choices"):
+        return f"a 200 that is no completion: {ex.describe(160)}", None
+    problems = shape_problems(
+        data, obj="chat.completion" if route == CHAT_ROUTE else "text_completion"
+    )
+    return ("a malformed 200: " + "; ".join(problems[:3]), None) if problems else (None, None)
+
+
+@check(
+    "ERR-VALUES-RANGE",
+    "values past OpenAI's bounds are refused cleanly or served well",
+    "top_logprobs 25 (streamed and not), logit_bias value 200, a logit_bias key that is no token id, seed 2**63 "
+    "and (where completions are declared) legacy logprobs 6 each get a 4xx with an OpenAI error object, an error "
+    "event in the stream, or a well-formed 200 (serving more alternatives, clamping a bias or reading a key as "
+    "token text is lenient, not wrong); never a 5xx, a dropped request or a malformed 200; and the server answers "
+    "a plain request afterwards",
+    requires=("route-accepts:/chat/completions",),
+)
+def err_values_range(ctx: CheckContext) -> None:
+    timeout = min(ctx.target.timeout_s, 30.0)
+    found: list[str] = []
+    deviations: set[str | None] = set()
+    first: Exchange | None = None
+    for case, route in _range_cases(ctx):
+        stream = bool(case.body.get("stream"))
+        ex = ctx.post(route, case.body, stream=stream, timeout_s=timeout)
+        problem, deviation = _range_problem(case, route, ex)
+        if problem is not None:
+            found.append(f"{case.name} ({case.what}): {problem}")
+            deviations.add(deviation)
+            first = first or ex
+    ctx.expect(
+        not found,
+        f"{len(found)} out-of-range value(s) got a server error, no answer or a malformed answer",
+        expected="for each: a 4xx with an OpenAI error object (OpenAI's own answer), or a well-formed 200",
+        received="; ".join(found),
+        exchange=first,
+        deviation=deviations.pop() if len(deviations) == 1 else None,
+        hint="validate top_logprobs, logprobs, logit_bias and seed before they reach the sampler "
+        "(unchecked casts overflow); a 5xx makes clients retry a request that can never work",
+    )
+    after = ctx.chat("Say hello.", max_tokens=2, temperature=0)
+    ctx.ok_json(after, "a plain request after the out-of-range values")
 
 
 @check(

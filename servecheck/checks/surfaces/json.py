@@ -88,6 +88,12 @@ INVALID_SCHEMA: dict[str, Any] = {
 }
 
 
+OBJECT_MESSAGES: list[dict[str, Any]] = [
+    {"role": "system", "content": "You answer in JSON."},
+    {"role": "user", "content": "Give a JSON object with a colour name and a number from 1 to 9."},
+]
+
+
 def json_schema_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
 
@@ -157,30 +163,31 @@ def _parse(
     requires=("json_object",),
 )
 def json_object(ctx: CheckContext) -> None:
-    ex = ctx.chat(
-        [
-            {"role": "system", "content": "You answer in JSON."},
-            {
-                "role": "user",
-                "content": "Give a JSON object with a colour name and a number from 1 to 9.",
-            },
-        ],
-        response_format={"type": "json_object"},
-        max_tokens=JSON_MAX_TOKENS,
-        temperature=0,
-    )
+    ex = ctx.chat(OBJECT_MESSAGES, **_object_params())
     data = ctx.ok_json(ex, "chat completion with json_object")
     choice = first_choice(ctx, data, ex)
-    value = _parse(
-        ctx, choice, ex, what="the json_object answer", hint=HINT_OBJECT, cut_is_inconclusive=True
-    )
+    _expect_object(ctx, choice, ex, "the json_object answer")
+
+
+def _object_params() -> dict[str, Any]:
+    return {
+        "response_format": {"type": "json_object"},
+        "max_tokens": JSON_MAX_TOKENS,
+        "temperature": 0,
+    }
+
+
+def _expect_object(
+    ctx: CheckContext, choice: dict[str, Any], ex: Exchange, what: str, hint: str = HINT_OBJECT
+) -> None:
+    value = _parse(ctx, choice, ex, what=what, hint=hint, cut_is_inconclusive=True)
     ctx.expect(
         isinstance(value, dict),
-        "the json_object answer is JSON but not an object",
+        f"{what} is JSON but not an object",
         expected="a JSON object {...}",
         received=f"{type(value).__name__}: {body_snippet(value, 300)}",
         exchange=ex,
-        hint=HINT_OBJECT,
+        hint=hint,
     )
 
 
@@ -192,39 +199,99 @@ def json_object(ctx: CheckContext) -> None:
     requires=("json_schema",),
 )
 def json_schema(ctx: CheckContext) -> None:
-    import jsonschema
-
     for case in SCHEMA_CASES:
-        ex = ctx.chat(
-            case.prompt,
-            response_format=json_schema_format(case.id.replace("-", "_"), case.schema),
-            max_tokens=JSON_MAX_TOKENS,
-            temperature=0,
-        )
+        ex = ctx.chat(case.prompt, **_schema_params(case))
         data = ctx.ok_json(ex, f"[{case.id}] chat completion with json_schema")
         choice = first_choice(ctx, data, ex)
-        value = _parse(
-            ctx,
-            choice,
-            ex,
-            what=f"[{case.id}] the json_schema answer",
-            hint=HINT_SCHEMA,
-            cut_is_inconclusive=False,
+        _expect_instance(ctx, case, choice, ex, f"[{case.id}] the json_schema answer")
+
+
+def _schema_params(case: SchemaCase) -> dict[str, Any]:
+    return {
+        "response_format": json_schema_format(case.id.replace("-", "_"), case.schema),
+        "max_tokens": JSON_MAX_TOKENS,
+        "temperature": 0,
+    }
+
+
+def _expect_instance(
+    ctx: CheckContext,
+    case: SchemaCase,
+    choice: dict[str, Any],
+    ex: Exchange,
+    what: str,
+    hint: str = HINT_SCHEMA,
+) -> None:
+    import jsonschema
+
+    value = _parse(ctx, choice, ex, what=what, hint=hint, cut_is_inconclusive=False)
+    errors = sorted(
+        jsonschema.Draft202012Validator(case.schema).iter_errors(value),
+        key=lambda e: list(e.absolute_path),
+    )
+    ctx.expect(
+        not errors,
+        f"{what} does not validate against the schema",
+        expected=f"an instance of {json.dumps(case.schema)[:400]}",
+        received="; ".join(
+            f"at /{'/'.join(str(p) for p in e.absolute_path)}: {e.message}" for e in errors[:4]
         )
-        errors = sorted(
-            jsonschema.Draft202012Validator(case.schema).iter_errors(value),
-            key=lambda e: list(e.absolute_path),
-        )
-        ctx.expect(
-            not errors,
-            f"[{case.id}] the json_schema answer does not validate against the schema",
-            expected=f"an instance of {json.dumps(case.schema)[:400]}",
-            received="; ".join(
-                f"at /{'/'.join(str(p) for p in e.absolute_path)}: {e.message}" for e in errors[:4]
-            )
-            + f" -- content {body_snippet(value, 300)}",
-            exchange=ex,
-            hint=HINT_SCHEMA,
+        + f" -- content {body_snippet(value, 300)}",
+        exchange=ex,
+        hint=hint,
+    )
+
+
+HINT_STREAM = (
+    "where JSON-OBJECT / JSON-SCHEMA pass, the streaming path does not apply response_format: "
+    "route it to the same structured-outputs backend as non-streamed requests"
+)
+
+
+def _streamed_choice(
+    ctx: CheckContext, messages: list[dict[str, Any]] | str, what: str, **params: Any
+) -> tuple[dict[str, Any], Exchange]:
+    """A streamed answer as a choice (its joined content and its finish_reason)."""
+    ex = ctx.ok_stream(ctx.stream_chat(messages, **params), what)
+    assert ex.stream is not None  # noqa: S101 - ok_stream guarantees it
+    finish = next(
+        (
+            c.get("finish_reason")
+            for chunk in ex.stream.chunks
+            for c in chunk.get("choices") or []
+            if isinstance(c, dict) and c.get("finish_reason")
+        ),
+        None,
+    )
+    return {"message": {"content": ex.stream.text(0)}, "finish_reason": finish}, ex
+
+
+@check(
+    "JSON-STREAM",
+    "streamed JSON-mode answers are JSON too",
+    "streamed, JSON-OBJECT's json_object request and JSON-SCHEMA's flat and nested json_schema requests join "
+    "(concatenated delta.content) into a JSON object that parses and validates against the schema, by the same "
+    "rules as the non-streamed answers; each part runs where json_object / json_schema is declared",
+    requires=("streaming",),
+)
+def json_stream(ctx: CheckContext) -> None:
+    # The schema parts first: a cut json_object answer is inconclusive and ends the check.
+    ran = []
+    if ctx.capabilities.get("json_schema"):
+        for case in SCHEMA_CASES:
+            what = f"[{case.id}] the streamed json_schema answer"
+            choice, ex = _streamed_choice(ctx, case.prompt, what, **_schema_params(case))
+            _expect_instance(ctx, case, choice, ex, what, f"{HINT_STREAM}; else {HINT_SCHEMA}")
+            ran.append(case.id)
+    if ctx.capabilities.get("json_object"):
+        what = "the streamed json_object answer"
+        choice, ex = _streamed_choice(ctx, OBJECT_MESSAGES, what, **_object_params())
+        _expect_object(ctx, choice, ex, what, f"{HINT_STREAM}; else {HINT_OBJECT}")
+        ran.append("json-object")
+    if not ran:
+        raise CheckSkipped(
+            "JSON-STREAM: the target declares neither json_object nor json_schema, so there is no "
+            "JSON mode to stream"
         )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from servecheck.checks.context import CheckContext, body_snippet
 from servecheck.checks.registry import check
@@ -120,5 +121,78 @@ def models_unknown(ctx: CheckContext) -> None:
         expected='{"error": {"message": ..., "type": ...}}',
         received=ex.describe(300),
         exchange=ex,
+        deviation=detail_deviation(data),
+    )
+
+
+def _transport(ctx: CheckContext, ex: Exchange, what: str) -> None:
+    ctx.expect(
+        not ex.error,
+        f"{what}: the request did not complete",
+        expected="an HTTP answer",
+        received=ex.describe(),
+        exchange=ex,
+    )
+
+
+@check(
+    "MODELS-RETRIEVE",
+    "GET /v1/models/{id} retrieves a served model",
+    "GET /v1/models/{id} for the served model (the id percent-encoded, as the openai SDK sends it) answers 200 "
+    "with a Model object carrying the same id and object 'model'; an unknown id gets 404 (or 400) with an "
+    "OpenAI error object. A server without the route fails: the SDK's client.models.retrieve() raises "
+    "NotFoundError there",
+    requires=("route-accepts:/models",),
+)
+def models_retrieve(ctx: CheckContext) -> None:
+    name = ctx.model
+    ex = ctx.get(f"/models/{quote(name, safe='')}")
+    _transport(ctx, ex, f"GET /v1/models/{name}")
+    ctx.expect(
+        ex.status != 404,
+        f"GET /v1/models/{name} answers 404 for a model /v1/models lists",
+        expected=f'200 {{"id": "{name}", "object": "model", ...}}',
+        received=ex.describe(300),
+        exchange=ex,
+        hint="the server has no GET /v1/models/{model} route (or cannot find a listed model by it): "
+        "the openai SDK's client.models.retrieve() and the clients built on it raise NotFoundError; "
+        "serve the route (LiteLLM does) or exclude MODELS-RETRIEVE where no client retrieves a model",
+    )
+    data = ctx.ok_json(ex, f"GET /v1/models/{name}")
+    ctx.expect(
+        data.get("id") == name and data.get("object") == "model",
+        f"GET /v1/models/{name} is not the Model object of that model",
+        expected=f'{{"id": "{name}", "object": "model", "created": ..., "owned_by": ...}}',
+        received=body_snippet(data, 400),
+        exchange=ex,
+        hint="answer with the same entry /v1/models lists for this id; typed clients read id and object",
+    )
+    ux = ctx.get(f"/models/{NO_SUCH_MODEL}")
+    _transport(ctx, ux, f"GET /v1/models/{NO_SUCH_MODEL}")
+    ctx.expect(
+        not ux.ok,
+        "an unknown model id is retrieved with a 200",
+        expected=f"404 for {NO_SUCH_MODEL!r}",
+        received=ux.describe(300),
+        exchange=ux,
+        hint="a client checking whether a model exists is told every name does",
+    )
+    ctx.expect(
+        ux.status in (400, 404),
+        "wrong status for an unknown model id",
+        expected="404 (or 400)",
+        received=ux.describe(300),
+        exchange=ux,
+        deviation="error-status-422" if ux.status == 422 else None,
+    )
+    data = ux.json()
+    ctx.expect(
+        isinstance(data, dict)
+        and isinstance(data.get("error"), dict)
+        and isinstance(data["error"].get("message"), str),
+        f"the {ux.status} for an unknown model id has no OpenAI error object",
+        expected='{"error": {"message": ..., "type": ...}}',
+        received=ux.describe(300),
+        exchange=ux,
         deviation=detail_deviation(data),
     )

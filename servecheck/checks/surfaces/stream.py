@@ -175,8 +175,9 @@ def stream_role(ctx: CheckContext) -> None:
 
 @check(
     "STREAM-ID",
-    "one id across the whole stream",
-    "every chunk (usage chunk included) carries the same non-empty string id",
+    "one id and one created across the whole stream",
+    "every chunk (usage chunk included) carries the same non-empty string id and the same integer created "
+    "(OpenAI: each chunk has the same timestamp)",
 )
 def stream_id(ctx: CheckContext) -> None:
     ex, stream = _streamed(ctx, "streamed chat completion")
@@ -198,6 +199,25 @@ def stream_id(ctx: CheckContext) -> None:
         received=f"ids {distinct[:5]!r}",
         exchange=ex,
         hint="clients and gateways group chunks by id; a changing id splits one answer into several",
+    )
+    created = [c.get("created") for c in chunks]
+    untyped = [k for k, v in enumerate(created) if not isinstance(v, int) or isinstance(v, bool)]
+    ctx.expect(
+        not untyped,
+        "chunks without an integer created",
+        expected="every chunk has created as an integer (unix seconds)",
+        received=f"chunk(s) {untyped[:10]} have created {[created[k] for k in untyped[:3]]!r}",
+        exchange=ex,
+    )
+    stamps = list(dict.fromkeys(created))
+    ctx.expect(
+        len(stamps) == 1,
+        f"created changes within one stream ({len(stamps)} different values)",
+        expected=f"every chunk has created {stamps[0]!r}, the time the completion was created",
+        received=f"created {stamps[:5]!r}",
+        exchange=ex,
+        hint="take the timestamp once per request, not once per chunk: OpenAI sends one created for "
+        "the whole stream, and clients that rebuild the completion from chunks keep the first",
     )
 
 

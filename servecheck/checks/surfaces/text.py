@@ -16,6 +16,7 @@ from typing import Any
 
 from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
 from servecheck.checks.registry import check
+from servecheck.checks.surfaces.chat import served_token_ids
 from servecheck.checks.surfaces.stream import REPLACEMENT, UTF8_PROMPTS, _message_text
 from servecheck.client.http import Exchange
 
@@ -149,20 +150,9 @@ def text_exact(ctx: CheckContext) -> None:
     _forced(ctx, sx, sx.stream.text(0), finish, "streamed")
 
 
-def _tokenize(ctx: CheckContext, text: str) -> tuple[list[int] | None, Exchange]:
-    # One body for both dialects: vLLM reads prompt (and add_special_tokens), llama.cpp content.
-    body = {"model": ctx.model, "prompt": text, "content": text, "add_special_tokens": False}
-    ex = ctx.post(ctx.server_root + "/tokenize", body)
-    data = ex.json() if ex.ok else None
-    tokens = data.get("tokens") if isinstance(data, dict) else None
-    if isinstance(tokens, list) and tokens and all(isinstance(t, int) for t in tokens):
-        return tokens, ex
-    return None, ex
-
-
 def _served_tokens(ctx: CheckContext, text: str) -> tuple[list[int], Exchange]:
     """/tokenize's ids for ``text``, or a failure saying what came back instead."""
-    tokens, ex = _tokenize(ctx, text)
+    tokens, ex = served_token_ids(ctx, text)
     if tokens is None:
         ctx.fail(
             "/tokenize gave no token ids",

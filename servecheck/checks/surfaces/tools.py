@@ -72,10 +72,11 @@ def tool_request(ctx: CheckContext, tool_choice: Any, **params: Any) -> dict[str
 
 
 def forced_call(
-    ctx: CheckContext, tool_choice: Any = "required"
+    ctx: CheckContext, tool_choice: Any = "required", body: dict[str, Any] | None = None
 ) -> tuple[dict[str, Any], list[dict[str, Any]], Exchange]:
-    """A non-streaming forced tool call: (choice, tool_calls, exchange), or a failure if no call came back."""
-    ex = ctx.post("/chat/completions", tool_request(ctx, tool_choice))
+    """A non-streaming forced tool call: (choice, tool_calls, exchange), or a failure if no call
+    came back. ``body`` replaces the default request (TOOLS with ``tool_choice``)."""
+    ex = ctx.post("/chat/completions", body or tool_request(ctx, tool_choice))
     data = ctx.ok_json(ex, "chat completion with tools")
     choices = data.get("choices")
     if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)):
@@ -584,3 +585,105 @@ def tools_parallel_stream(ctx: CheckContext) -> None:
         hint="the openai SDK merges tool-call deltas by index: shared indexes mix two calls into "
         "one with both names and concatenated arguments",
     )
+
+
+# ---- argument escaping -------------------------------------------------------------------
+# A tool parser (or a gateway) that rebuilds the arguments string by templating instead of a
+# JSON serialiser breaks on quotes, backslashes, markup characters and non-ASCII text. A
+# single-value enum pins the argument, so what comes back is known exactly.
+
+TRICKY = 'Zürich & "Genève" <x> \\ 東京'
+ESCAPE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "find_place",
+        "description": "Look a place up by its exact name.",
+        "parameters": {
+            "type": "object",
+            "properties": {"place": {"type": "string", "enum": [TRICKY]}},
+            "required": ["place"],
+            "additionalProperties": False,
+        },
+    },
+}
+ESCAPE_MAX_TOKENS = 128  # the call spells out ~30 characters, several of them multi-byte
+
+
+def _escape_request(ctx: CheckContext, **params: Any) -> dict[str, Any]:
+    return ctx.chat_body(
+        "Find the place.",
+        tools=[ESCAPE_TOOL],
+        tool_choice="required",
+        parallel_tool_calls=False,
+        max_tokens=ESCAPE_MAX_TOKENS,
+        temperature=0,
+        **params,
+    )
+
+
+def _expect_tricky(ctx: CheckContext, raw: Any, finish: Any, ex: Exchange, what: str) -> None:
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError as exc:
+        ctx.fail(
+            f"the {what} arguments are not JSON",
+            expected=f"a JSON string such as {json.dumps({'place': TRICKY})!s}",
+            received=f"{exc}; finish_reason {finish!r}; arguments {str(raw)[:300]!r}",
+            exchange=ex,
+            hint="quotes or backslashes in an argument are not escaped: serialise the parsed call "
+            "with a JSON encoder, never by string templating"
+            + ("; the call was also cut by max_tokens" if finish == "length" else ""),
+        )
+    got = value.get("place") if isinstance(value, dict) else None
+    html_escaped = isinstance(got, str) and "&amp;" in got
+    ctx.expect(
+        got == TRICKY,
+        f"the {what} argument does not decode to the one value the enum allows",
+        expected=f"json.loads(arguments)['place'] == {TRICKY!r}",
+        received=f"{got!r} (arguments {str(raw)[:300]!r})",
+        exchange=ex,
+        hint="the arguments were HTML-escaped on their way (an autoescaping template): emit them "
+        "as the JSON serialiser wrote them"
+        if html_escaped
+        else "the arguments were re-escaped or re-encoded on their way (tool parser, detokenizer, "
+        "gateway): a client reading them gets another string than the model was forced to write",
+    )
+
+
+@check(
+    "TOOLS-ARGS-ESCAPING",
+    "tool arguments keep quotes, backslashes, markup and non-ASCII intact",
+    f"a forced call whose one argument is pinned by a single-value enum ({TRICKY!r}) has arguments that "
+    "json.loads to exactly that string, non-streamed and (where streaming is declared) with the streamed "
+    "argument deltas joined",
+    requires=("tools",),
+)
+def tools_args_escaping(ctx: CheckContext) -> None:
+    choice, calls, ex = forced_call(ctx, body=_escape_request(ctx))
+    raw = (calls[0].get("function") or {}).get("arguments") if isinstance(calls[0], dict) else None
+    _expect_tricky(ctx, raw, choice.get("finish_reason"), ex, "non-streamed")
+    if not ctx.capabilities.get("streaming"):
+        return
+    sx = ctx.ok_stream(
+        ctx.post("/chat/completions", _escape_request(ctx, stream=True), stream=True),
+        "streamed chat completion with a forced call",
+    )
+    streamed, _ = _stream_calls(ctx, sx)
+    ctx.expect(
+        bool(streamed),
+        "the stream carried no tool-call deltas",
+        expected="delta.tool_calls chunks",
+        received=f"text {sx.stream.text()[:200]!r}" if sx.stream else "no stream",
+        exchange=sx,
+        hint=HINT_TOOLS,
+    )
+    finish = next(
+        (
+            c.get("finish_reason")
+            for chunk in sx.stream.chunks  # type: ignore[union-attr]
+            for c in chunk.get("choices") or []
+            if isinstance(c, dict) and c.get("finish_reason")
+        ),
+        None,
+    )
+    _expect_tricky(ctx, streamed[min(streamed)]["arguments"], finish, sx, "streamed")
