@@ -35,6 +35,7 @@ DEVIATIONS: dict[str, str] = {
     "out-of-range-accepted": "out-of-range sampling values (negative max_tokens, temperature outside [0, 2]) are served, not rejected",
     "echo-refused": "legacy completions refuse echo with a clean 4xx error object that says so",
     "logit-bias-unsupported": "logit_bias is refused (a 4xx, or 501 Not Implemented) instead of applied",
+    "custom-roles": "a message role outside the OpenAI set is rendered by the chat template instead of refused",
 }
 
 # Capabilities no profile may assume: a target turns them on (prefix_cache needs engine flags).
@@ -88,6 +89,9 @@ PROFILES: dict[str, EngineProfile] = {
             # vLLM answers unknown routes through FastAPI: {"detail": "Not Found"}
             # (vllm/entrypoints/openai/api_server.py mounts the OpenAI routes on a FastAPI app).
             "error-shape-detail": "vLLM's unknown routes and wrong methods answer in FastAPI's {'detail': ...} shape",
+            # On purpose: vLLM's own suite pins it (tests/entrypoints/openai/chat_completion/
+            # test_chat.py, test_custom_role), so templates with their own roles keep working.
+            "custom-roles": "vLLM renders any message role its chat template accepts (a custom role is a feature: test_custom_role)",
         },
         verified_live=True,
         reasoning="--reasoning-parser NAME; 0.32 writes `reasoning` (message and delta); thinking "
