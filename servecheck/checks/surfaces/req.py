@@ -437,7 +437,7 @@ def _cut_is_not_judged(ctx: CheckContext, ex: Exchange) -> None:
         closed = isinstance(raw, str) and json.loads(raw) is not None
     except ValueError:
         closed = False
-    if first.get("finish_reason") == "length" and not closed:
+    if first.get("finish_reason") == "length" and calls and not closed:
         raise CheckError(
             ctx.check_id,
             f"the forced call was cut by max_tokens {RICH_MAX_TOKENS} before its arguments closed",
