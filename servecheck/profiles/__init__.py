@@ -31,6 +31,7 @@ DEVIATIONS: dict[str, str] = {
     "tool-finish-stop": "finish_reason 'stop' after a tool call",
     "responses-no-args-done": "a streamed function call has no response.function_call_arguments.done event",
     "responses-open-fields-missing": "the response object lacks fields the Open Responses schema requires and the openai SDK's types do not",
+    "responses-text-done-no-logprobs": "response.output_text.done carries logprobs [] although the deltas (and content_part.done) carry them",
     "seed-not-supported": "seed is accepted but does not make sampling repeatable",
     "out-of-range-accepted": "out-of-range sampling values (negative max_tokens, temperature outside [0, 2]) are served, not rejected",
     "echo-refused": "legacy completions refuse echo with a clean 4xx error object that says so",
@@ -92,6 +93,10 @@ PROFILES: dict[str, EngineProfile] = {
             # On purpose: vLLM's own suite pins it (tests/entrypoints/openai/chat_completion/
             # test_chat.py, test_custom_role), so templates with their own roles keep working.
             "custom-roles": "vLLM renders any message role its chat template accepts (a custom role is a feature: test_custom_role)",
+            # Measured on 0.32 CPU (2026-12, issue 25): with include message.output_text.logprobs
+            # every output_text.delta carries its entries and content_part.done / output_item.done
+            # / response.completed the whole list, but output_text.done has logprobs [].
+            "responses-text-done-no-logprobs": "vLLM 0.32's response.output_text.done has logprobs [] (the deltas, content_part.done and response.completed carry them)",
         },
         verified_live=True,
         reasoning="--reasoning-parser NAME; 0.32 writes `reasoning` (message and delta); thinking "

@@ -516,6 +516,95 @@ _fault(
     "tool_choice {type: function, name} is treated as 'required': the first tool is called",
     "RESPONSES-TOOL-CHOICE-NAMED",
 )
+# Responses API, issue 25 wave 3 (event pairing, tool_choice none, cut calls, logprobs)
+_fault(
+    "responses-stream-id-changes",
+    "response.completed carries another response id than response.created (the final object "
+    "built afresh)",
+    "RESPONSES-STREAM-PAIRS",
+)
+_fault(
+    "responses-stream-part-unclosed",
+    "a streamed message's content part is never closed: no response.content_part.done",
+    "RESPONSES-STREAM-PAIRS",
+)
+_fault(
+    "responses-stream-item-unannounced",
+    "the output_text deltas name an item_id that no response.output_item.added announced",
+    "RESPONSES-STREAM-PAIRS",
+)
+_fault(
+    "responses-stream-early-usage",
+    "response.created and response.in_progress already carry a (zero) usage object",
+    "RESPONSES-STREAM-PAIRS",
+)
+_fault(
+    "responses-tool-choice-none-ignored",
+    "tool_choice 'none' is read as 'auto' on /v1/responses: a prompt naming a tool gets a "
+    "function_call item",
+    "RESPONSES-TOOL-CHOICE-NONE",
+)
+_fault(
+    "responses-tool-length-ignored",
+    "max_output_tokens is not applied to a forced function call: the whole call comes back, "
+    "status completed, with more output tokens than allowed",
+    "RESPONSES-TOOL-LENGTH",
+)
+_fault(
+    "responses-tool-length-completed",
+    "a function call cut by max_output_tokens is presented as a completed function_call item "
+    "(its arguments cut mid-JSON)",
+    "RESPONSES-TOOL-LENGTH",
+)
+_fault(
+    "responses-reasoning-tokens-over",
+    "usage.output_tokens_details.reasoning_tokens counts the whole exchange (more than "
+    "output_tokens)",
+    "RESPONSES-USAGE",
+)
+_fault(
+    "responses-completed-incomplete-details",
+    "a completed response carries incomplete_details {reason: null} instead of null",
+    "RESPONSES-USAGE",
+)
+_fault(
+    "responses-format-unchecked",
+    "text.format is not validated: json_schema without a schema, or an unknown format type, is "
+    "served as plain text",
+    "RESPONSES-ERROR",
+)
+_fault(
+    "responses-item-keyerror-500",
+    "a function_call_output without call_id or a tool of an unknown type escapes as a 500 "
+    "(a KeyError in the handler)",
+    "RESPONSES-ERROR",
+)
+_fault(
+    "responses-logprobs-ignored",
+    "include [message.output_text.logprobs] is ignored: output_text parts carry no logprobs",
+    "RESPONSES-LOGPROBS",
+)
+_fault(
+    "responses-logprobs-positive",
+    "output_text logprobs are probabilities (0..1), not log-probabilities",
+    "RESPONSES-LOGPROBS",
+)
+_fault(
+    "responses-top-logprobs-count-wrong",
+    "each output_text logprobs entry has 1 top_logprobs alternative whatever top_logprobs asks",
+    "RESPONSES-LOGPROBS",
+)
+_fault(
+    "responses-stream-logprobs-lag",
+    "each output_text delta carries the previous token's logprobs entry (the last is lost), so "
+    "the deltas' entries do not add up to the finished part's",
+    "RESPONSES-LOGPROBS",
+)
+_fault(
+    "responses-text-done-no-logprobs",
+    "response.output_text.done carries logprobs [] although the deltas carried entries (vLLM 0.32)",
+    "RESPONSES-LOGPROBS",
+)
 
 # Overload (servecheck/reference/overload.py; each brings a limit of 4 in flight when
 # --max-inflight is not set)

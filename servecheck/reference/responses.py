@@ -25,6 +25,7 @@ from typing import Any
 import jsonschema
 from aiohttp import web
 
+from servecheck.reference import logprobs as reflogprobs
 from servecheck.reference import model
 from servecheck.reference.http import (
     STATE,
@@ -42,6 +43,7 @@ from servecheck.reference.http import (
 
 INPUT_ROLES = {"user", "system", "developer", "assistant"}
 TOOL_TEXT_OPEN, TOOL_TEXT_CLOSE = "<tool_call>", "</tool_call>"  # responses-tool-as-text
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
 
 
 @dataclass(slots=True)
@@ -54,6 +56,7 @@ class Turn:
     fmt: dict[str, Any]
     max_output_tokens: int | None
     call_ids: list[str] = field(default_factory=list)
+    top_logprobs: int | None = None  # None: include names no output_text logprobs
 
 
 def _fault(state: State, name: str) -> bool:
@@ -133,6 +136,8 @@ def _input_items(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any
         elif kind == "function_call_output":
             if _fault(state, "responses-tool-output-rejected"):
                 raise ApiError(400, f"input[{i}]: unsupported input item type", param=f"input[{i}]")
+            if "call_id" not in item:
+                _crash_on_bad_item(state)
             expect(
                 isinstance(item.get("call_id"), str) and isinstance(item.get("output"), str),
                 f"input[{i}] needs call_id and output strings",
@@ -153,10 +158,12 @@ def _input_items(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any
     return messages, calls
 
 
-def _tools(body: dict[str, Any]) -> tuple[list[dict[str, Any]], Any]:
+def _tools(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any]], Any]:
     tools = body.get("tools") or []
     expect(isinstance(tools, list), "tools must be a list", "tools")
     for i, tool in enumerate(tools):
+        if isinstance(tool, dict) and tool.get("type") != "function":
+            _crash_on_bad_item(state)
         expect(
             isinstance(tool, dict)
             and tool.get("type") == "function"
@@ -195,12 +202,44 @@ def _tools(body: dict[str, Any]) -> tuple[list[dict[str, Any]], Any]:
     return tools, choice
 
 
-def _format(body: dict[str, Any]) -> dict[str, Any]:
+def _crash_on_bad_item(state: State) -> None:
+    """responses-item-keyerror-500: a handler that indexes an input item's call_id or a tool's
+    function fields without validating them first, so the KeyError escapes as a 500."""
+    if _fault(state, "responses-item-keyerror-500"):
+        raise ApiError(500, "Internal Server Error", "server_error")
+
+
+def _top_logprobs(state: State, body: dict[str, Any]) -> int | None:
+    """The top_logprobs count when include asks for output_text logprobs, else None."""
+    include = body.get("include")
+    expect(
+        include is None or (isinstance(include, list) and all(isinstance(x, str) for x in include)),
+        "include must be a list of strings",
+        "include",
+    )
+    top = body.get("top_logprobs")
+    expect(
+        top is None or (is_int(top) and 0 <= top <= 20),
+        "top_logprobs must be an integer in 0..20",
+        "top_logprobs",
+    )
+    if LOGPROBS_INCLUDE not in (include or []) or _fault(state, "responses-logprobs-ignored"):
+        return None
+    return top or 0
+
+
+def _format(state: State, body: dict[str, Any]) -> dict[str, Any]:
     text = body.get("text")
     if text is None:
         return {"type": "text"}
     expect(isinstance(text, dict), "text must be an object", "text")
     fmt = text.get("format", {"type": "text"})
+    if _fault(state, "responses-format-unchecked") and isinstance(fmt, dict):
+        kind = fmt.get("type")
+        if kind not in ("text", "json_object", "json_schema") or (
+            kind == "json_schema" and not isinstance(fmt.get("schema"), dict)
+        ):
+            return {"type": "text"}  # what it does not understand, it serves as plain text
     expect(
         isinstance(fmt, dict) and fmt.get("type") in ("text", "json_object", "json_schema"),
         "text.format.type must be text, json_object or json_schema",
@@ -244,8 +283,10 @@ def _validate(state: State, body: dict[str, Any]) -> Turn:
         "whole conversation in input)",
         "previous_response_id",
     )
-    tools, choice = _tools(body)
-    return Turn(messages, tools, choice, _format(body), mot, calls)
+    tools, choice = _tools(state, body)
+    return Turn(
+        messages, tools, choice, _format(state, body), mot, calls, _top_logprobs(state, body)
+    )
 
 
 @dataclass(slots=True)
@@ -255,6 +296,7 @@ class Output:
     incomplete: bool
     prompt_tokens: int
     output_tokens: int
+    logprobs: list[float] = field(default_factory=list)  # one per text piece
 
 
 def _generate(state: State, body: dict[str, Any], turn: Turn) -> Output:
@@ -279,14 +321,17 @@ def _generate(state: State, body: dict[str, Any], turn: Turn) -> Output:
     temperature = 1.0 if temperature is None else float(temperature)
     last = turn.messages[-1] if turn.messages else {}
     target = None
-    if turn.tools and turn.tool_choice != "none" and last.get("role") != "tool":
+    choice = turn.tool_choice
+    if choice == "none" and _fault(state, "responses-tool-choice-none-ignored"):
+        choice = "auto"  # 'none' read as 'auto': a prompt naming a tool still gets the call
+    if turn.tools and choice != "none" and last.get("role") != "tool":
         if isinstance(turn.tool_choice, dict) and _fault(
             state, "responses-named-choice-as-required"
         ):
             target = turn.tools[0]  # the object form read as "call some tool"
         elif isinstance(turn.tool_choice, dict):
             target = next(t for t in turn.tools if t["name"] == turn.tool_choice["name"])
-        elif turn.tool_choice == "required":
+        elif choice == "required":
             target = turn.tools[0]
         else:
             target = next((t for t in turn.tools if t["name"] in last.get("content", "")), None)
@@ -301,6 +346,10 @@ def _generate(state: State, body: dict[str, Any], turn: Turn) -> Output:
             "arguments": arguments,
         }
         tokens = max(1, len(model.tokenize(arguments)))
+        if tokens > limit and not _fault(state, "responses-tool-length-ignored"):
+            # The call is cut where max_output_tokens ends it: what was generated so far.
+            call["arguments"] = "".join(model.split_json(arguments, 1)[:limit])
+            return Output([], call, True, prompt_tokens, limit)
         if _fault(state, "responses-tool-as-text"):
             # A server that does not parse the model's tool-call markup passes it on as text.
             text = (
@@ -320,7 +369,8 @@ def _generate(state: State, body: dict[str, Any], turn: Turn) -> Output:
         )
         pieces = model.split_json(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
         cut = len(pieces) > limit
-        return Output(pieces[:limit], None, cut, prompt_tokens, min(len(pieces), limit))
+        pieces = pieces[:limit]
+        return Output(pieces, None, cut, prompt_tokens, len(pieces), [-0.5] * len(pieces))
     gen = model.generate_text(
         key,
         max_tokens=limit,
@@ -329,32 +379,52 @@ def _generate(state: State, body: dict[str, Any], turn: Turn) -> Output:
         fresh=temperature > 0 and seed is None,
     )
     incomplete = gen.finish_reason == "length"
-    return Output(gen.pieces, None, incomplete, prompt_tokens, len(gen.pieces))
+    return Output(gen.pieces, None, incomplete, prompt_tokens, len(gen.pieces), gen.logprobs)
 
 
 def _usage(state: State, out: Output) -> dict[str, Any]:
     total = out.prompt_tokens + out.output_tokens
     if _fault(state, "responses-usage-sum-wrong"):
         total += 1
+    # responses-reasoning-tokens-over: the whole exchange counted as reasoning
+    reasoning = total if _fault(state, "responses-reasoning-tokens-over") else 0
     return {
         "input_tokens": out.prompt_tokens,
         "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
         "output_tokens": out.output_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": reasoning},
         "total_tokens": total,
     }
 
 
 def _message_item(
-    item_id: str, text: str, status: str, part_type: str = "output_text"
+    item_id: str,
+    text: str,
+    status: str,
+    part_type: str = "output_text",
+    logprobs: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    part = {"type": part_type, "text": text, "annotations": [], "logprobs": logprobs or []}
     return {
         "type": "message",
         "id": item_id,
         "role": "assistant",
         "status": status,
-        "content": [{"type": part_type, "text": text, "annotations": [], "logprobs": []}],
+        "content": [part],
     }
+
+
+def _logprobs(state: State, turn: Turn, out: Output) -> list[dict[str, Any]]:
+    """The output_text logprobs entries, one per piece (empty unless include asked for them)."""
+    if turn.top_logprobs is None:
+        return []
+    faults = frozenset(
+        {"logprobs-positive"} if _fault(state, "responses-logprobs-positive") else ()
+    ) | frozenset(
+        {"top-logprobs-count-wrong"} if _fault(state, "responses-top-logprobs-count-wrong") else ()
+    )
+    lps = out.logprobs + [-0.5] * (len(out.text_pieces) - len(out.logprobs))
+    return reflogprobs.content(out.text_pieces, lps, turn.top_logprobs, faults)
 
 
 def _call_item(
@@ -391,7 +461,7 @@ def _response(
         "created_at": created,
         "status": status,
         "error": None,
-        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "incomplete_details": _incomplete_details(state, status),
         "instructions": body.get("instructions"),
         "max_output_tokens": turn.max_output_tokens,
         "model": body["model"],
@@ -415,6 +485,14 @@ def _response(
     if "extra-fields" in state.config.quirks:
         resp["x_servecheck_extra"] = {"note": "ignore me"}
     return resp
+
+
+def _incomplete_details(state: State, status: str) -> dict[str, Any] | None:
+    if status == "incomplete":
+        return {"reason": "max_output_tokens"}
+    if status == "completed" and _fault(state, "responses-completed-incomplete-details"):
+        return {"reason": None}  # the object always sent, its reason empty
+    return None
 
 
 def _open_fields(state: State, body: dict[str, Any], status: str) -> dict[str, Any]:
@@ -448,16 +526,22 @@ def _echo(body: dict[str, Any], key: str, default: Any, ok: Callable[[Any], bool
     return value if value is not None and ok(value) else default
 
 
+def _call_status(state: State, status: str) -> str:
+    # responses-tool-length-completed: a call cut short is still marked completed
+    return "completed" if _fault(state, "responses-tool-length-completed") else status
+
+
 def _final_output(
-    state: State, out: Output, msg_id: str, fc_id: str, status: str
+    state: State, turn: Turn, out: Output, msg_id: str, fc_id: str, status: str
 ) -> list[dict[str, Any]]:
     if out.call is not None:
-        item = _call_item(fc_id, out.call, "completed")
+        item = _call_item(fc_id, out.call, _call_status(state, status))
         if _fault(state, "responses-call-item-bare"):
             del item["id"], item["status"]  # what the SDK's type lets a server leave out
         return [item]
     part = "text" if _fault(state, "responses-content-type-text") else "output_text"
-    return [_message_item(msg_id, "".join(out.text_pieces), status, part)]
+    text = "".join(out.text_pieces)
+    return [_message_item(msg_id, text, status, part, _logprobs(state, turn, out))]
 
 
 async def handle(request: web.Request) -> web.StreamResponse:
@@ -486,7 +570,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
     cfg = state.config
     await asyncio.sleep((cfg.ttft_ms + cfg.itl_ms * max(len(out.text_pieces) - 1, 0)) / 1000)
     item_status = "incomplete" if out.incomplete else "completed"
-    output = _final_output(state, out, msg_id, fc_id, item_status)
+    output = _final_output(state, turn, out, msg_id, fc_id, item_status)
     state.success += 1
     state.prompt_tokens += out.prompt_tokens
     state.generation_tokens += out.output_tokens
@@ -518,6 +602,7 @@ async def _chat_sse(
 
 async def _stream_message(
     state: State,
+    turn: Turn,
     out: Output,
     msg_id: str,
     item_status: str,
@@ -529,6 +614,15 @@ async def _stream_message(
     if _fault(state, "responses-stream-differs") and len(pieces) > 1:
         pieces[1] = pieces[1].upper() + "!"
     text = "".join(pieces)
+    entries = _logprobs(state, turn, out)
+    # responses-stream-logprobs-lag: each delta carries the previous piece's entry (the last is lost)
+    lag = _fault(state, "responses-stream-logprobs-lag")
+    # responses-stream-item-unannounced: the deltas name an item id no output_item.added announced
+    delta_item = (
+        "msg_" + secrets.token_hex(8)
+        if _fault(state, "responses-stream-item-unannounced")
+        else msg_id
+    )
     await emit(
         "response.output_item.added",
         output_index=0,
@@ -542,35 +636,39 @@ async def _stream_message(
         content_index=0,
         part=empty_part,
     )
-    for piece in pieces:
+    for n, piece in enumerate(pieces):
         await tick()
+        k = n - 1 if lag else n
         await emit(
             "response.output_text.delta",
-            item_id=msg_id,
+            item_id=delta_item,
             output_index=0,
             content_index=0,
             delta=piece,
-            logprobs=[],
+            logprobs=[entries[k]] if 0 <= k < len(entries) else [],
         )
+    # responses-text-done-no-logprobs: output_text.done's list left empty (vLLM 0.32)
+    done_entries = [] if _fault(state, "responses-text-done-no-logprobs") else entries
     await emit(
         "response.output_text.done",
         item_id=msg_id,
         output_index=0,
         content_index=0,
         text=text,
-        logprobs=[],
+        logprobs=done_entries,
     )
-    await emit(
-        "response.content_part.done",
-        item_id=msg_id,
-        output_index=0,
-        content_index=0,
-        part={**empty_part, "text": text},
-    )
+    if not _fault(state, "responses-stream-part-unclosed"):
+        await emit(
+            "response.content_part.done",
+            item_id=msg_id,
+            output_index=0,
+            content_index=0,
+            part={**empty_part, "text": text, "logprobs": entries},
+        )
     await emit(
         "response.output_item.done",
         output_index=0,
-        item=_message_item(msg_id, text, item_status),
+        item=_message_item(msg_id, text, item_status, logprobs=entries),
     )
 
 
@@ -615,7 +713,13 @@ async def _stream(
         return await _chat_sse(response, body, out, resp_id, created)
 
     await asyncio.sleep(cfg.ttft_ms / 1000)
-    shell = _response(state, body, turn, resp_id, created, "in_progress", [], None)
+    # responses-stream-early-usage: the in-progress shells carry (zero) usage already
+    early = (
+        _usage(state, Output([], None, False, 0, 0))
+        if _fault(state, "responses-stream-early-usage")
+        else None
+    )
+    shell = _response(state, body, turn, resp_id, created, "in_progress", [], early)
     await emit("response.created", response=shell)
     await emit("response.in_progress", response=shell)
     item_status = "incomplete" if out.incomplete else "completed"
@@ -645,14 +749,14 @@ async def _stream(
             await emit(
                 "response.output_item.done",
                 output_index=0,
-                item=_call_item(fc_id, out.call, "completed"),
+                item=_call_item(fc_id, out.call, _call_status(state, item_status)),
             )
     else:
-        await _stream_message(state, out, msg_id, item_status, emit, tick)
+        await _stream_message(state, turn, out, msg_id, item_status, emit, tick)
     output = (
         []
         if _fault(state, "responses-completed-empty-output")
-        else _final_output(state, out, msg_id, fc_id, item_status)
+        else _final_output(state, turn, out, msg_id, fc_id, item_status)
     )
     usage = _usage(state, out)
     if _fault(state, "responses-stream-usage-wrong"):
@@ -661,6 +765,8 @@ async def _stream(
             "output_tokens": usage["output_tokens"] + 3,
             "total_tokens": usage["total_tokens"] + 3,
         }
+    if _fault(state, "responses-stream-id-changes"):
+        resp_id = "resp_" + secrets.token_hex(12)  # the final object built afresh, with a new id
     final = _response(
         state, body, turn, resp_id, created, "completed", output, usage, out.incomplete
     )
