@@ -79,6 +79,11 @@ def test_issue_example_shape_loads(tmp_path):
         ),
         pytest.param("targets: [\n", "targets.yaml:2: invalid YAML:", id="bad-yaml"),
         pytest.param(
+            GOOD + '    known_failures: {CHAT-N: "a"}\n    known_failures: {CHAT-SEED: "b"}\n',
+            "targets.yaml:13: duplicate key 'known_failures' (first at line 12; YAML keeps only the last)",
+            id="duplicate-key",
+        ),
+        pytest.param(
             "targts: []\n",
             "targets.yaml:1: targts: unknown key 'targts' (did you mean \"targets\"?)",
             id="top-level-typo",

@@ -366,6 +366,32 @@ def _read_targets_text(file: Path) -> str:
         raise UsageError(f"{file}: cannot read targets file: {exc}") from None
 
 
+def _duplicate_keys(file: Path, node: yaml.Node | None) -> Iterator[str]:
+    """A key given twice in one mapping: YAML loaders keep the last silently, so a second
+    ``known_failures:`` would drop the first's entries without a word."""
+    stack = [node] if node is not None else []
+    seen_nodes: set[int] = set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen_nodes:
+            continue
+        seen_nodes.add(id(n))
+        if isinstance(n, yaml.MappingNode):
+            first: dict[Any, int] = {}
+            for key, value in n.value:
+                if isinstance(key, yaml.ScalarNode):
+                    line = key.start_mark.line + 1
+                    if key.value in first:
+                        yield (
+                            f"{file}:{line}: duplicate key {key.value!r} (first at line "
+                            f"{first[key.value]}; YAML keeps only the last): merge the two"
+                        )
+                    first.setdefault(key.value, line)
+                stack.append(value)
+        elif isinstance(n, yaml.SequenceNode):
+            stack.extend(n.value)
+
+
 def _parse_yaml(file: Path, text: str) -> tuple[Any, Any]:
     """The composed node (for line numbers) and the data; an alias bomb or bad YAML stops."""
     try:
@@ -376,6 +402,9 @@ def _parse_yaml(file: Path, text: str) -> tuple[Any, Any]:
                 f"{file}: YAML aliases expand to more than {MAX_NODES} values (an alias bomb?); "
                 "refusing to load it"
             )
+        duplicates = list(_duplicate_keys(file, node))
+        if duplicates:
+            raise ConfigError(duplicates)
         return node, yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
