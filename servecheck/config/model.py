@@ -46,6 +46,8 @@ CAPABILITIES: dict[str, str] = {
     "prefix_cache": "repeated prompt prefixes are served from a prefix cache and reported as "
     "usage.prompt_tokens_details.cached_tokens (vLLM: --enable-prompt-tokens-details; off unless declared)",
     "responses": "the Responses API, POST /v1/responses (vLLM, SGLang, LiteLLM, Ollama, reference)",
+    "responses_store": "a Responses store: store true keeps a response for GET /v1/responses/{id} "
+    "and previous_response_id (vLLM: VLLM_ENABLE_RESPONSES_API_STORE=1; off unless declared)",
 }
 Capability = Literal[
     "streaming",
@@ -63,6 +65,7 @@ Capability = Literal[
     "tokenize",
     "prefix_cache",
     "responses",
+    "responses_store",
 ]
 CapValue = bool | Literal["auto"]
 
@@ -103,6 +106,7 @@ class Capabilities(_Strict):
     tokenize: CapValue = "auto"
     prefix_cache: CapValue = "auto"
     responses: CapValue = "auto"
+    responses_store: CapValue = "auto"
 
 
 def _check_url(value: str | None, key: str) -> str | None:

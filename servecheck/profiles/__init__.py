@@ -39,8 +39,11 @@ DEVIATIONS: dict[str, str] = {
     "custom-roles": "a message role outside the OpenAI set is rendered by the chat template instead of refused",
 }
 
-# Capabilities no profile may assume: a target turns them on (prefix_cache needs engine flags).
-_OPT_IN = ("prefix_cache",)
+# Capabilities no profile may assume: a target turns them on (prefix_cache needs engine flags;
+# vLLM keeps no Responses store unless VLLM_ENABLE_RESPONSES_API_STORE=1: measured on 0.32,
+# 2026-12-02, GET /v1/responses/{id} of a store true response is a 404). The reference server and
+# OpenAI keep one.
+_OPT_IN = ("prefix_cache", "responses_store")
 _ALL_ON = {name: name not in _OPT_IN for name in CAPABILITIES}
 
 
@@ -70,14 +73,16 @@ def _caps(**overrides: bool) -> dict[str, bool]:
 
 
 PROFILES: dict[str, EngineProfile] = {
-    "reference": EngineProfile("reference", _caps(), verified_live=True, retry_after=True),
+    "reference": EngineProfile(
+        "reference", _caps(responses_store=True), verified_live=True, retry_after=True
+    ),
     "generic": EngineProfile(
         "generic",
         _caps(logprobs=False, tokenize=False, metrics=False, completions=False, responses=False),
     ),
     "openai": EngineProfile(
         "openai",
-        _caps(tokenize=False, metrics=False),
+        _caps(tokenize=False, metrics=False, responses_store=True),
         health_path="/v1/models",  # the API has no /health: a listed model is readiness
         deviations={
             "health-path-differs": "OpenAI's API has no /health; /v1/models answering is readiness"

@@ -605,6 +605,60 @@ _fault(
     "response.output_text.done carries logprobs [] although the deltas carried entries (vLLM 0.32)",
     "RESPONSES-LOGPROBS",
 )
+# Responses input shapes, the response store and parallel calls (RESPONSES-INPUT-ITEMS widened,
+# RESPONSES-STORE, RESPONSES-TOOL-PARALLEL; the store: servecheck/reference/response_store.py)
+_fault(
+    "responses-developer-rejected",
+    "a developer-role input item is refused with 400 (only system, user and assistant known)",
+    "RESPONSES-INPUT-ITEMS",
+)
+_fault(
+    "responses-output-parts-rejected",
+    "a function_call_output whose output is a list of input_text parts is refused with 400",
+    "RESPONSES-INPUT-ITEMS",
+)
+_fault(
+    "responses-replay-needs-ids",
+    "a replayed assistant message or function_call input item without id and status is refused "
+    "with 400 (the output item's type read as the input's)",
+    "RESPONSES-INPUT-ITEMS",
+)
+_fault(
+    "responses-store-not-kept",
+    "store true is accepted and echoed, but nothing is kept: GET /v1/responses/{id} and "
+    "previous_response_id answer 404",
+    "RESPONSES-STORE",
+)
+_fault(
+    "responses-store-false-kept",
+    "a store false response is kept anyway: GET /v1/responses/{id} returns it",
+    "RESPONSES-STORE",
+)
+_fault(
+    "responses-previous-ignored",
+    "previous_response_id is accepted but its conversation never reaches the prompt",
+    "RESPONSES-STORE",
+)
+_fault(
+    "responses-instructions-inherited",
+    "a request chained by previous_response_id gets its parent's instructions in the prompt",
+    "RESPONSES-STORE",
+)
+_fault(
+    "responses-branches-shared",
+    "requests chained to one parent extend one shared history: a branch sees its sibling's turn",
+    "RESPONSES-STORE",
+)
+_fault(
+    "responses-parallel-ignored",
+    "parallel_tool_calls false is ignored: a prompt naming two tools gets two function_call items",
+    "RESPONSES-TOOL-PARALLEL",
+)
+_fault(
+    "responses-parallel-stream-shared",
+    "parallel streamed calls all use output_index 0 and the first call's call_id",
+    "RESPONSES-TOOL-PARALLEL",
+)
 
 # Overload (servecheck/reference/overload.py; each brings a limit of 4 in flight when
 # --max-inflight is not set)

@@ -44,6 +44,7 @@ class ServerConfig:
     prefix_cache_blocks: int = 0  # > 0: a prefix cache of this many blocks (prefix_cache.py)
     prefix_cache_counted: bool = False  # idle cached blocks count as KV usage (prefix_cache.py)
     reasoning: reasoning.ReasoningMode | None = None  # a reasoning model (reference/reasoning.py)
+    responses_store: int = 64  # responses kept for GET and previous_response_id (0: no store)
 
 
 class ClientGone(Exception):
@@ -95,6 +96,7 @@ class State:
     dead: bool = False
     sem: asyncio.Semaphore | None = None
     pcache: Any = None  # prefix_cache.PrefixCache, made on first use when configured
+    stored_responses: Any = None  # response_store's bounded store, made on first use
 
     @property
     def faults(self) -> frozenset[str]:

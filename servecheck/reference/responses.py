@@ -26,7 +26,7 @@ import jsonschema
 from aiohttp import web
 
 from servecheck.reference import logprobs as reflogprobs
-from servecheck.reference import model
+from servecheck.reference import model, response_store
 from servecheck.reference.http import (
     STATE,
     ApiError,
@@ -57,6 +57,8 @@ class Turn:
     max_output_tokens: int | None
     call_ids: list[str] = field(default_factory=list)
     top_logprobs: int | None = None  # None: include names no output_text logprobs
+    # chat-style, without instructions: what a response stored for previous_response_id keeps
+    conversation: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _fault(state: State, name: str) -> bool:
@@ -87,6 +89,11 @@ def _input_items(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any
                 f"input[{i}].role must be one of {sorted(INPUT_ROLES)}, got {role!r}",
                 f"input[{i}].role",
             )
+            if role == "developer" and _fault(state, "responses-developer-rejected"):
+                raise ApiError(
+                    400, f"input[{i}].role: unknown role 'developer'", param=f"input[{i}].role"
+                )
+            _replayed_ids(state, item, i)
             if "phase" in item and _fault(state, "responses-phase-rejected"):
                 raise ApiError(
                     400, f"input[{i}]: unexpected field 'phase'", param=f"input[{i}].phase"
@@ -125,6 +132,7 @@ def _input_items(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any
                 continue  # only `instructions` would reach the prompt
             messages.append({"role": role, "content": model.content_text(content)})
         elif kind == "function_call":
+            _replayed_ids(state, item, i)
             for key in ("call_id", "name", "arguments"):
                 expect(
                     isinstance(item.get(key), str),
@@ -138,9 +146,15 @@ def _input_items(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any
                 raise ApiError(400, f"input[{i}]: unsupported input item type", param=f"input[{i}]")
             if "call_id" not in item:
                 _crash_on_bad_item(state)
+            output = item.get("output")
+            if isinstance(output, list) and _fault(state, "responses-output-parts-rejected"):
+                raise ApiError(
+                    400, f"input[{i}].output must be a string", param=f"input[{i}].output"
+                )
             expect(
-                isinstance(item.get("call_id"), str) and isinstance(item.get("output"), str),
-                f"input[{i}] needs call_id and output strings",
+                isinstance(item.get("call_id"), str)
+                and (isinstance(output, str) or _parts(output)),
+                f"input[{i}] needs a call_id string and an output string or input_text parts",
                 f"input[{i}]",
             )
             expect(
@@ -148,7 +162,7 @@ def _input_items(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any
                 f"input[{i}].call_id {item['call_id']!r} answers no function_call earlier in input",
                 f"input[{i}].call_id",
             )
-            messages.append({"role": "tool", "content": item["output"]})
+            messages.append({"role": "tool", "content": model.content_text(output)})
         else:
             raise ApiError(
                 400,
@@ -156,6 +170,32 @@ def _input_items(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any
                 param=f"input[{i}].type",
             )
     return messages, calls
+
+
+def _parts(content: Any) -> bool:
+    """A non-empty list of text parts (input_text, or output_text in replayed turns)."""
+    return (
+        isinstance(content, list)
+        and bool(content)
+        and all(
+            isinstance(p, dict)
+            and p.get("type") in ("input_text", "output_text")
+            and isinstance(p.get("text"), str)
+            for p in content
+        )
+    )
+
+
+def _replayed_ids(state: State, item: dict[str, Any], i: int) -> None:
+    """responses-replay-needs-ids: a replayed function_call, or assistant item of output_text
+    parts, must carry the id and status its output item had (the API makes both optional)."""
+    replayed = item.get("type") == "function_call" or (
+        item.get("role") == "assistant" and isinstance(item.get("content"), list)
+    )
+    if replayed and _fault(state, "responses-replay-needs-ids"):
+        for key in ("id", "status"):
+            if not isinstance(item.get(key), str):
+                raise ApiError(400, f"input[{i}].{key} is required", param=f"input[{i}].{key}")
 
 
 def _tools(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any]], Any]:
@@ -263,6 +303,7 @@ def _format(state: State, body: dict[str, Any]) -> dict[str, Any]:
 def _validate(state: State, body: dict[str, Any]) -> Turn:
     validate_common(state, body)
     messages, calls = _input_items(state, body)
+    messages = conversation = response_store.chain(state, body, messages)
     instructions = body.get("instructions")
     expect(
         instructions is None or isinstance(instructions, str),
@@ -277,15 +318,16 @@ def _validate(state: State, body: dict[str, Any]) -> Turn:
         "max_output_tokens must be an integer >= 1",
         "max_output_tokens",
     )
-    expect(
-        body.get("previous_response_id") is None,
-        "previous_response_id is not supported: this server stores no responses (send the "
-        "whole conversation in input)",
-        "previous_response_id",
-    )
     tools, choice = _tools(state, body)
     return Turn(
-        messages, tools, choice, _format(state, body), mot, calls, _top_logprobs(state, body)
+        messages,
+        tools,
+        choice,
+        _format(state, body),
+        mot,
+        calls,
+        _top_logprobs(state, body),
+        conversation,
     )
 
 
@@ -297,6 +339,44 @@ class Output:
     prompt_tokens: int
     output_tokens: int
     logprobs: list[float] = field(default_factory=list)  # one per text piece
+    extra_calls: list[dict[str, Any]] = field(default_factory=list)  # parallel calls after `call`
+
+    def calls(self, fc_id: str) -> list[tuple[str, dict[str, Any]]]:
+        """(item id, call) of every call, in output order."""
+        if self.call is None:
+            return []
+        return [(fc_id, self.call)] + [
+            (f"{fc_id}_{n}", c) for n, c in enumerate(self.extra_calls, 1)
+        ]
+
+
+def _parallel_calls(
+    state: State, body: dict[str, Any], turn: Turn, key: str, seed: Any
+) -> list[dict[str, Any]]:
+    """The calls after the first, as the chat path makes them: tool_choice required, a prompt
+    naming several tools, and parallel_tool_calls not false (responses-parallel-ignored: even
+    when it is)."""
+    parallel = body.get("parallel_tool_calls") is not False or _fault(
+        state, "responses-parallel-ignored"
+    )
+    last = str(turn.messages[-1].get("content", "")) if turn.messages else ""
+    if not parallel or turn.tool_choice != "required" or turn.tools[0]["name"] not in last:
+        return []
+    return [
+        {
+            "call_id": f"call_{secrets.token_hex(6)}",
+            "name": tool["name"],
+            "arguments": json.dumps(
+                model.instance(
+                    tool.get("parameters") or {"type": "object"},
+                    model.json_key_rng(key + tool["name"], seed),
+                ),
+                ensure_ascii=False,
+            ),
+        }
+        for tool in turn.tools[1:]
+        if tool["name"] in last
+    ]
 
 
 def _generate(state: State, body: dict[str, Any], turn: Turn) -> Output:
@@ -358,7 +438,9 @@ def _generate(state: State, body: dict[str, Any], turn: Turn) -> Output:
                 + TOOL_TEXT_CLOSE
             )
             return Output(model.split_json(text), None, False, prompt_tokens, tokens)
-        return Output([], call, False, prompt_tokens, tokens)
+        extra = _parallel_calls(state, body, turn, key, seed)
+        tokens += sum(len(model.tokenize(c["arguments"])) for c in extra)
+        return Output([], call, False, prompt_tokens, tokens, extra_calls=extra)
     fmt = turn.fmt.get("type")
     if fmt in ("json_object", "json_schema") and not _fault(state, "responses-format-ignored"):
         rng = model.json_key_rng(key, seed)
@@ -467,7 +549,7 @@ def _response(
         "model": body["model"],
         "output": output,
         "parallel_tool_calls": body.get("parallel_tool_calls", True) is not False,
-        "previous_response_id": None,
+        "previous_response_id": body.get("previous_response_id"),
         "temperature": body.get("temperature", 1.0),
         "top_p": body.get("top_p", 1.0),
         "text": {"format": turn.fmt},
@@ -508,7 +590,7 @@ def _open_fields(state: State, body: dict[str, Any], status: str) -> dict[str, A
         "top_logprobs": _echo(body, "top_logprobs", 0, is_int),
         "reasoning": None,
         "max_tool_calls": None,
-        "store": False,  # nothing is kept: previous_response_id is refused
+        "store": response_store.stores(state, body),
         "background": False,
         "service_tier": "default",
         "safety_identifier": _echo(body, "safety_identifier", None, _is_str),
@@ -535,10 +617,14 @@ def _final_output(
     state: State, turn: Turn, out: Output, msg_id: str, fc_id: str, status: str
 ) -> list[dict[str, Any]]:
     if out.call is not None:
-        item = _call_item(fc_id, out.call, _call_status(state, status))
+        items = [
+            _call_item(item_id, call, _call_status(state, status))
+            for item_id, call in out.calls(fc_id)
+        ]
         if _fault(state, "responses-call-item-bare"):
-            del item["id"], item["status"]  # what the SDK's type lets a server leave out
-        return [item]
+            for item in items:
+                del item["id"], item["status"]  # what the SDK's type lets a server leave out
+        return items
     part = "text" if _fault(state, "responses-content-type-text") else "output_text"
     text = "".join(out.text_pieces)
     return [_message_item(msg_id, text, status, part, _logprobs(state, turn, out))]
@@ -577,6 +663,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
     resp = _response(
         state, body, turn, resp_id, created, "completed", output, _usage(state, out), out.incomplete
     )
+    response_store.keep(state, body, turn.conversation, resp)
     return web.json_response(resp, dumps=lambda o: json.dumps(o, ensure_ascii=False))
 
 
@@ -672,6 +759,53 @@ async def _stream_message(
     )
 
 
+async def _stream_calls(
+    state: State,
+    out: Output,
+    fc_id: str,
+    emit: Callable[..., Awaitable[None]],
+    tick: Callable[[], Awaitable[None]],
+    item_status: str,
+) -> None:
+    """The events of the function calls, one item each at its own output_index
+    (responses-parallel-stream-shared: the calls after the first reuse index 0 and its call_id)."""
+    assert out.call is not None
+    shared = _fault(state, "responses-parallel-stream-shared")
+    for n, (item_id, made) in enumerate(out.calls(fc_id)):
+        index = 0 if shared else n
+        call = {**made, "call_id": out.call["call_id"]} if shared else made
+        await emit(
+            "response.output_item.added",
+            output_index=index,
+            item=_call_item(item_id, call, "in_progress", ""),
+        )
+        pieces = model.split_json(call["arguments"], 8)
+        if _fault(state, "responses-stream-args-dropped") and len(pieces) > 1:
+            del pieces[1]  # a delta lost between the parser and the event writer
+        for piece in pieces:
+            await tick()
+            await emit(
+                "response.function_call_arguments.delta",
+                item_id=item_id,
+                output_index=index,
+                delta=piece,
+            )
+        if not _fault(state, "responses-stream-no-args-done"):
+            await emit(
+                "response.function_call_arguments.done",
+                item_id=item_id,
+                output_index=index,
+                name=call["name"],
+                arguments=call["arguments"],
+            )
+        if not _fault(state, "responses-stream-no-item-done"):
+            await emit(
+                "response.output_item.done",
+                output_index=index,
+                item=_call_item(item_id, call, _call_status(state, item_status)),
+            )
+
+
 async def _stream(
     request: web.Request,
     state: State,
@@ -724,33 +858,7 @@ async def _stream(
     await emit("response.in_progress", response=shell)
     item_status = "incomplete" if out.incomplete else "completed"
     if out.call is not None:
-        await emit(
-            "response.output_item.added",
-            output_index=0,
-            item=_call_item(fc_id, out.call, "in_progress", ""),
-        )
-        pieces = model.split_json(out.call["arguments"], 8)
-        if _fault(state, "responses-stream-args-dropped") and len(pieces) > 1:
-            del pieces[1]  # a delta lost between the parser and the event writer
-        for piece in pieces:
-            await tick()
-            await emit(
-                "response.function_call_arguments.delta", item_id=fc_id, output_index=0, delta=piece
-            )
-        if not _fault(state, "responses-stream-no-args-done"):
-            await emit(
-                "response.function_call_arguments.done",
-                item_id=fc_id,
-                output_index=0,
-                name=out.call["name"],
-                arguments=out.call["arguments"],
-            )
-        if not _fault(state, "responses-stream-no-item-done"):
-            await emit(
-                "response.output_item.done",
-                output_index=0,
-                item=_call_item(fc_id, out.call, _call_status(state, item_status)),
-            )
+        await _stream_calls(state, out, fc_id, emit, tick, item_status)
     else:
         await _stream_message(state, turn, out, msg_id, item_status, emit, tick)
     output = (
@@ -774,6 +882,7 @@ async def _stream(
         "response.incomplete" if final["status"] == "incomplete" else "response.completed",
         response=final,
     )
+    response_store.keep(state, body, turn.conversation, final)
     state.success += 1
     await response.write_eof()
     return response
@@ -782,3 +891,4 @@ async def _stream(
 def install(app: web.Application) -> None:
     """Add the Responses API routes to the reference server."""
     app.router.add_post("/v1/responses", handle)
+    app.router.add_get("/v1/responses/{response_id}", response_store.handle_get)

@@ -12,7 +12,9 @@ shipped: an empty
 usage that disagrees between stream and answer, a tool call left as text.
 
 Every request is stateless (``store: false``, the whole conversation in ``input``): engines that
-keep no response store (Ollama, the reference server) must still pass.
+keep no response store (Ollama, llama.cpp, vLLM by default) must still pass. RESPONSES-STORE
+alone keeps state (``store`` true, ``GET /v1/responses/{id}``, ``previous_response_id``), for
+targets with the ``responses_store`` capability.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
 from servecheck.checks.registry import check
 from servecheck.checks.surfaces.err import detail_deviation
 from servecheck.checks.surfaces.logprobs import comparable, joined_text, value_problems
-from servecheck.checks.surfaces.tools import PARAMS
+from servecheck.checks.surfaces.tools import BOTH, PARAMS
 from servecheck.client.http import Exchange
 
 MAX_OUTPUT = 24
@@ -1038,6 +1040,43 @@ INPUT_ITEM_CASES: dict[str, list[dict[str, Any]]] = {
             "content": "The number you saved earlier today is four hundred and four.",
         },
     ],
+    "a developer item of input_text parts": [
+        {
+            "type": "message",
+            "role": "developer",
+            "content": [
+                {"type": "input_text", "text": "You are a terse assistant for a map shop."},
+                {
+                    "type": "input_text",
+                    "text": "Answer in one short line and never mention prices, brands or "
+                    "delivery times.",
+                },
+            ],
+        },
+    ],
+    # A turn replayed as clients send it back: output items without id and status (annotations
+    # left out too), and a function_call_output whose output is input_text parts.
+    "a replayed tool turn without ids": [
+        {"type": "message", "role": "user", "content": "What is the weather in Paris?"},
+        {
+            "type": "function_call",
+            "call_id": "call_servecheck_replay",
+            "name": "get_weather",
+            "arguments": json.dumps({"city": "Paris"}),
+        },
+        {
+            "type": "function_call_output",
+            "call_id": "call_servecheck_replay",
+            "output": [
+                {"type": "input_text", "text": json.dumps({"temperature_c": 18, "sky": "clear"})}
+            ],
+        },
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "It is 18 degrees and clear in Paris."}],
+        },
+    ],
 }
 QUESTION_ITEM = {
     "type": "message",
@@ -1048,25 +1087,39 @@ QUESTION_ITEM = {
 
 @check(
     "RESPONSES-INPUT-ITEMS",
-    "typed input items (system, history, phase) are accepted and reach the prompt",
+    "typed input items (system, developer, history, phase, replayed turns) are accepted and "
+    "reach the prompt",
     "input as typed message items gets 200 with a message answer for each conversation the Open "
     "Responses suite sends: a system item, a user/assistant/user history, and assistant items "
-    "with phase commentary / final_answer; each counts more input_tokens than the last user "
-    "item (input_text parts) alone",
+    "with phase commentary / final_answer; and for the shapes clients replay: a developer item "
+    "of input_text parts and (with tools) a tool turn whose function_call and assistant "
+    "output_text items carry no id or status and whose function_call_output is input_text "
+    "parts; each counts more input_tokens than the last user item (input_text parts) alone "
+    "with the same tools",
     requires=("responses",),
 )
 def responses_input_items(ctx: CheckContext) -> None:
-    bare, _ = create(ctx, [QUESTION_ITEM], max_output_tokens=16)
-    base = _usage(bare).get("input_tokens")
+    bases: dict[bool, Any] = {}
     for name, items in INPUT_ITEM_CASES.items():
+        with_tools = any(i.get("type") == "function_call" for i in items)
+        if with_tools and not ctx.capabilities.get("tools"):
+            continue  # the tool turn is rendered with its tool declared
+        tools = [WEATHER] if with_tools else None
+        if with_tools not in bases:
+            bare, _ = create(ctx, [QUESTION_ITEM], max_output_tokens=16, tools=tools)
+            bases[with_tools] = _usage(bare).get("input_tokens")
+        base = bases[with_tools]
         ex = ctx.post(
-            "/responses", request_body(ctx, [*items, QUESTION_ITEM], max_output_tokens=16)
+            "/responses",
+            request_body(ctx, [*items, QUESTION_ITEM], max_output_tokens=16, tools=tools),
         )
         data = ctx.ok_json(ex, f"POST /v1/responses with {name}")
+        answered = output_text(data) != "" or (with_tools and output_items(data, "function_call"))
         ctx.expect(
-            data.get("status") in ("completed", "incomplete") and output_text(data) != "",
+            data.get("status") in ("completed", "incomplete") and bool(answered),
             f"{name}: no message answer",
-            expected="status completed (or incomplete) and a message with output_text",
+            expected="status completed (or incomplete) and a message with output_text"
+            + (" (or another function_call)" if with_tools else ""),
             received=f"status {data.get('status')!r}, output {body_snippet(data.get('output'), 300)}",
             exchange=ex,
         )
@@ -1559,3 +1612,303 @@ def _streamed_logprobs(ctx: CheckContext, params: dict[str, Any]) -> None:
         deviation="responses-text-done-no-logprobs",
         hint="send the whole part's logprobs in output_text.done, as content_part.done has them",
     )
+
+
+# ---- stored responses and parallel calls (RESPONSES-STORE, RESPONSES-TOOL-PARALLEL) --------
+# The only checks that keep state on the server: a response created with store true, read back
+# and continued with previous_response_id. Engines without a store (vLLM unless
+# VLLM_ENABLE_RESPONSES_API_STORE=1, llama.cpp) leave the capability off.
+STORE_FACT = (
+    "My name is Alice, I live in Lima, I keep two cats called Sol and Luna, and my favourite "
+    "colour is green."
+)
+STORE_QUESTION = "What is my name?"
+STORE_BRANCH = (
+    "Forget all that. My name is Bob, I live in Oslo, and I walk my dog Rex in the snow every "
+    "morning before work."
+)
+UNKNOWN_RESPONSE_ID = "resp_servecheck0unknown0000000000"
+HINT_STORE = (
+    "keep a response created with store true for GET /v1/responses/{id} and previous_response_id "
+    "(vLLM: VLLM_ENABLE_RESPONSES_API_STORE=1), or declare capabilities: {responses_store: false}"
+)
+
+
+def _expect_not_found(
+    ctx: CheckContext, ex: Exchange, what: str, statuses: tuple[int, ...], hint: str
+) -> None:
+    """A refusal with one of ``statuses`` and an OpenAI error object."""
+    ctx.expect(
+        not ex.error and ex.status in statuses,
+        f"{what}: not refused as not found",
+        expected=f"HTTP {' or '.join(map(str, statuses))} with an error object",
+        received=ex.describe(300),
+        exchange=ex,
+        hint=hint,
+    )
+    data = ex.json()
+    err = data.get("error") if isinstance(data, dict) else None
+    ctx.expect(
+        isinstance(err, dict) and isinstance(err.get("message"), str),
+        f"{what}: the refusal is not an OpenAI error object",
+        expected="{error: {message: str, type: ..., code: ...}}",
+        received=ex.describe(300),
+        exchange=ex,
+        deviation=detail_deviation(data),
+    )
+
+
+def _retrieve(ctx: CheckContext, parent: dict[str, Any], pid: str) -> None:
+    """GET /v1/responses/{id} returns the stored response."""
+    ex = ctx.get(f"/responses/{pid}")
+    ctx.expect(
+        not ex.error and ex.status == 200,
+        "a store true response cannot be retrieved",
+        expected=f"GET /v1/responses/{pid}: HTTP 200 with the response",
+        received=ex.describe(300),
+        exchange=ex,
+        hint=HINT_STORE,
+    )
+    got = ctx.ok_json(ex, f"GET /v1/responses/{pid}")
+    ctx.expect(
+        got.get("id") == pid
+        and got.get("status") == parent.get("status")
+        and output_text(got) == output_text(parent),
+        "the retrieved response is not the one created",
+        expected=f"id {pid!r}, status {parent.get('status')!r}, output_text "
+        f"{output_text(parent)[:80]!r}",
+        received=f"id {got.get('id')!r}, status {got.get('status')!r}, output_text "
+        f"{output_text(got)[:80]!r}",
+        exchange=ex,
+    )
+
+
+def _input_tokens(ctx: CheckContext, data: dict[str, Any], ex: Exchange, what: str) -> int:
+    got = _usage(data).get("input_tokens")
+    if not isinstance(got, int) or isinstance(got, bool):
+        ctx.fail(
+            f"{what}: usage has no input_tokens",
+            expected="usage.input_tokens, an integer (the chain is judged by it)",
+            received=body_snippet(data.get("usage")),
+            exchange=ex,
+        )
+    return int(got)
+
+
+@check(
+    "RESPONSES-STORE",
+    "stored responses are retrieved and chained by previous_response_id",
+    "a response created with store true (and instructions) is returned by GET "
+    "/v1/responses/{id}; a request with its previous_response_id counts more input_tokens than "
+    "the parent's input alone, echoes previous_response_id, and does not inherit the parent's "
+    "instructions (fewer input_tokens than the stateless replay of the conversation plus half "
+    "of what the instructions add); a second branch from the same parent counts exactly the "
+    "tokens of the first (branches are independent); a store false response and an unknown id "
+    "get a 404 error object on GET, and a 404 (or 400) error object as previous_response_id",
+    requires=("responses", "responses_store"),
+)
+def responses_store(ctx: CheckContext) -> None:
+    parent, pex = create(
+        ctx, STORE_FACT, store=True, instructions=INSTRUCTIONS, max_output_tokens=8
+    )
+    pid = parent.get("id")
+    if not isinstance(pid, str) or not pid:
+        ctx.fail(
+            "the stored response has no id",
+            expected="a response with a non-empty id",
+            received=body_snippet(parent, 200),
+            exchange=pex,
+        )
+    _retrieve(ctx, parent, pid)
+    unstored, uex = create(ctx, STORE_FACT, max_output_tokens=8)  # store false, no instructions
+    child, cex = create(ctx, STORE_QUESTION, previous_response_id=pid, max_output_tokens=8)
+    replay_input = [
+        {"type": "message", "role": "user", "content": STORE_FACT},
+        {"type": "message", "role": "assistant", "content": output_text(parent)},
+        {"type": "message", "role": "user", "content": STORE_QUESTION},
+    ]
+    replay, rex = create(ctx, replay_input, max_output_tokens=8)
+    own = _input_tokens(ctx, unstored, uex, "the unstored first turn")
+    added = _input_tokens(ctx, parent, pex, "the stored response") - own
+    got = _input_tokens(ctx, child, cex, "the chained request")
+    want = _input_tokens(ctx, replay, rex, "the stateless replay")
+    ctx.expect(
+        got > own and child.get("previous_response_id") == pid,
+        "previous_response_id did not bring the stored conversation",
+        expected=f"input_tokens > {own} (the parent's input alone; the stateless replay counts "
+        f"{want}), previous_response_id {pid!r} echoed",
+        received=f"input_tokens {got}, previous_response_id {child.get('previous_response_id')!r}",
+        exchange=cex,
+        hint="render the parent's input and output before the new input; agents that send only "
+        "the new turn lose the conversation",
+    )
+    ctx.expect(
+        added > 10,
+        "the parent's instructions did not reach its prompt, so their inheritance cannot be told",
+        expected=f"input_tokens with instructions > {own} + 10",
+        received=f"input_tokens {own + added}",
+        exchange=pex,
+        hint="see RESPONSES-INSTRUCTIONS",
+    )
+    ctx.expect(
+        got < want + added / 2 and not child.get("instructions"),
+        "the chained request inherited the parent's instructions",
+        expected=f"input_tokens about {want} (the stateless replay, no instructions; the "
+        f"instructions add {added}), instructions null",
+        received=f"input_tokens {got}, instructions {body_snippet(child.get('instructions'), 60)}",
+        exchange=cex,
+        hint="instructions are not carried over with previous_response_id (the API reference); "
+        "an agent that changes them per turn gets both",
+    )
+    _branches(ctx, pid, got)
+    _not_found_cases(ctx, unstored.get("id"))
+
+
+def _branches(ctx: CheckContext, pid: str, first: int) -> None:
+    """A sibling branch from the same parent leaves the first branch's prompt as it was."""
+    create(ctx, STORE_BRANCH, previous_response_id=pid, store=True, max_output_tokens=8)
+    again, ex = create(ctx, STORE_QUESTION, previous_response_id=pid, max_output_tokens=8)
+    got = _input_tokens(ctx, again, ex, "the second branch")
+    ctx.expect(
+        got == first,
+        "two branches from one parent are not independent",
+        expected=f"input_tokens {first} (the same request before a sibling branch was made)",
+        received=f"input_tokens {got}",
+        exchange=ex,
+        hint="each request chained by previous_response_id must read the parent's conversation "
+        "as stored, not a history its siblings appended to",
+    )
+
+
+def _not_found_cases(ctx: CheckContext, unstored_id: Any) -> None:
+    ids = [("an unknown id", UNKNOWN_RESPONSE_ID)]
+    if isinstance(unstored_id, str) and unstored_id:
+        ids.insert(0, ("a store false response", unstored_id))
+    for what, rid in ids:
+        _expect_not_found(
+            ctx,
+            ctx.get(f"/responses/{rid}"),
+            f"GET /v1/responses/{{id}} of {what}",
+            (404,),
+            hint="a response kept despite store false leaks what the client asked not to keep"
+            if what.startswith("a store")
+            else "answer an unknown id with 404 and an error object",
+        )
+        ex = ctx.post(
+            "/responses",
+            request_body(ctx, STORE_QUESTION, previous_response_id=rid, max_output_tokens=8),
+        )
+        _expect_not_found(
+            ctx,
+            ex,
+            f"previous_response_id of {what}",
+            (404, 400),
+            hint="refuse a previous_response_id that names no stored response (OpenAI: "
+            "previous_response_not_found); answering without it drops the conversation silently",
+        )
+
+
+@check(
+    "RESPONSES-TOOL-PARALLEL",
+    "parallel_tool_calls is honoured, and parallel calls stream as their own items",
+    "with tools [get_weather, get_time], a prompt asking for both and tool_choice 'required': "
+    "parallel_tool_calls false gives at most one function_call item; streamed with "
+    "parallel_tool_calls true, every function_call item added has its own output_index, id and "
+    "call_id, its argument deltas (by item_id) join to its output_item.done arguments, which "
+    "parse as JSON, and response.completed's output holds that call at that output_index "
+    "(skipped when the streamed request makes a single call)",
+    requires=("responses", "tools", "streaming"),
+)
+def responses_tool_parallel(ctx: CheckContext) -> None:
+    params: dict[str, Any] = {
+        "tools": [WEATHER, CLOCK],
+        "tool_choice": "required",
+        "max_output_tokens": 96,
+    }
+    data, ex = create(ctx, BOTH, parallel_tool_calls=False, **params)
+    calls = output_items(data, "function_call")
+    ctx.expect(
+        len(calls) <= 1,
+        f"parallel_tool_calls false returned {len(calls)} function_call items",
+        expected="at most one function_call item",
+        received=f"calls to {[c.get('name') for c in calls]}",
+        exchange=ex,
+        hint="the engine ignores parallel_tool_calls on /v1/responses; clients that run one call "
+        "per turn drop the others",
+    )
+    events, sex = stream(ctx, BOTH, parallel_tool_calls=True, **params)
+    added = [
+        (e.get("output_index"), e["item"])
+        for e in events
+        if e.get("type") == "response.output_item.added"
+        and isinstance(e.get("item"), dict)
+        and e["item"].get("type") == "function_call"
+    ]
+    if len(added) < 2:
+        raise CheckSkipped(
+            f"{ctx.check_id}: parallel_tool_calls false gave {len(calls)} call(s); streamed with "
+            f"parallel_tool_calls true the server made {len(added)} call(s) for a prompt naming "
+            "two tools, so parallel streaming could not be observed"
+        )
+    problems = _parallel_problems(events, added)
+    ctx.expect(
+        not problems,
+        "parallel streamed function calls cannot be told apart",
+        expected="each function_call item: its own output_index, id and call_id, deltas that "
+        "join to its done arguments (JSON), and the same call at that index of response.completed",
+        received="; ".join(problems[:5]),
+        exchange=sex,
+        hint="stream consumers (the SDK's responses.stream(), agent UIs) file deltas and done "
+        "events by item and output_index: shared ones mix two calls into one",
+    )
+
+
+def _parallel_problems(
+    events: list[dict[str, Any]], added: list[tuple[Any, dict[str, Any]]]
+) -> list[str]:
+    problems = []
+    for key, values in (
+        ("output_index", [index for index, _ in added]),
+        ("id", [item.get("id") for _, item in added]),
+        ("call_id", [item.get("call_id") for _, item in added]),
+    ):
+        if len(set(map(str, values))) != len(values):
+            problems.append(f"the calls share {key}: {values}")
+    final = terminal(events) or {}
+    got = final.get("output")
+    output: list[Any] = got if isinstance(got, list) else []
+    for n, (index, item) in enumerate(added):
+        item_id = item.get("id")
+        streamed = "".join(
+            str(e.get("delta", ""))
+            for e in events
+            if e.get("type") == "response.function_call_arguments.delta"
+            and e.get("item_id") == item_id
+        )
+        done = next(
+            (
+                e["item"]
+                for e in events
+                if e.get("type") == "response.output_item.done"
+                and isinstance(e.get("item"), dict)
+                and e["item"].get("id") == item_id
+            ),
+            None,
+        )
+        if done is None or done.get("arguments") != streamed:
+            problems.append(
+                f"item {item_id!r}: deltas {streamed[:60]!r}, done arguments "
+                f"{str((done or {}).get('arguments'))[:60]!r}"
+            )
+        elif not (final.get("status") == "incomplete" and n == len(added) - 1):
+            try:
+                json.loads(streamed)  # the last call may be cut by max_output_tokens
+            except ValueError:
+                problems.append(f"item {item_id!r}: arguments {streamed[:60]!r} are not JSON")
+        at = output[index] if isinstance(index, int) and 0 <= index < len(output) else None
+        if not isinstance(at, dict) or at.get("call_id") != item.get("call_id"):
+            problems.append(
+                f"response.completed output[{index}] is {body_snippet(at, 80)}, not the call "
+                f"{item.get('call_id')!r}"
+            )
+    return problems
