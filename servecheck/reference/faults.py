@@ -174,6 +174,11 @@ _fault(
     "STREAM-USAGE",
 )
 _fault(
+    "stream-usage-unasked",
+    "every stream ends with a choices: [] usage chunk, include_usage asked for or not",
+    "STREAM-USAGE",
+)
+_fault(
     "stream-n-index-shared",
     "with n > 1 every content delta says index 0; role and finish chunks keep their own index",
     "STREAM-N",

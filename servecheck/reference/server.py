@@ -1133,6 +1133,7 @@ async def _stream_tail(
     """Finish reasons, the usage chunk and [DONE]."""
     hooks, faults, chat = sse.hooks, state.faults, sse.chat
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    include_usage = include_usage or hooks.usage_always  # stream-usage-unasked
     for c in choices:
         empty = "{}" if chat else '""'
         repeated = (
