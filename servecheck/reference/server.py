@@ -609,6 +609,8 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         body = await read_json(request, state)
         if chat:
             body = shapes.screen(state.faults, body)  # the REQ-* faults
+        else:
+            body = legacy.screen(state.faults, body, state.config.models)
         validate_common(state, body)
         if chat:
             messages = _validate_messages(state, body)
