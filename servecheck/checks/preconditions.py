@@ -33,6 +33,11 @@ def _good_chat(ctx: CheckContext) -> Exchange:
     )
 
 
+def _good_completions(ctx: CheckContext) -> Exchange:
+    body = {"model": ctx.model, "prompt": "Say OK.", "max_tokens": 1, "temperature": 0}
+    return ctx.client.post("/completions", body)
+
+
 def _good_models(ctx: CheckContext) -> Exchange:
     return ctx.client.get("/models")
 
@@ -51,6 +56,7 @@ def _good_embeddings(ctx: CheckContext) -> Exchange:
 # route -> (the good request, the JSON key its answer must carry, what to call the request)
 ROUTES: dict[str, tuple[Callable[[CheckContext], Exchange], str, str]] = {
     "/chat/completions": (_good_chat, "choices", "a 1-token chat completion"),
+    "/completions": (_good_completions, "choices", "a 1-token legacy completion"),
     "/models": (_good_models, "data", "GET /v1/models"),
     "/responses": (_good_responses, "output", "a short Responses API request"),
     "/embeddings": (_good_embeddings, "data", "a one-input embeddings request"),

@@ -28,6 +28,7 @@ DEVIATIONS: dict[str, str] = {
     "stream-extra-finish-chunk": "a second finish chunk before the usage chunk",
     "usage-chunk-has-choices": "the include_usage chunk repeats the finish choice",
     "usage-chunk-repeated": "usage (the same counts) is sent on the finish chunk and again on a repeat of it",
+    "usage-unasked": "usage rides on a stream's finish chunk though include_usage was not asked for",
     "tool-finish-stop": "finish_reason 'stop' after a tool call",
     "responses-no-args-done": "a streamed function call has no response.function_call_arguments.done event",
     "responses-open-fields-missing": "the response object lacks fields the Open Responses schema requires and the openai SDK's types do not",
@@ -149,6 +150,9 @@ PROFILES: dict[str, EngineProfile] = {
             "stream-extra-finish-chunk": "Xinference sends a second finish chunk ('stop', even after 'length') with include_usage",
             "usage-chunk-has-choices": "Xinference's usage chunk repeats the last choice",
             "usage-chunk-repeated": "Xinference puts the same usage on its finish chunk and on the repeated finish chunk",
+            # Measured on Xinference 4.1.0 (2026-12-02), stream without stream_options: the finish
+            # chunk carries "usage": {...} (every other chunk "usage": null); no choices: [] chunk.
+            "usage-unasked": "Xinference puts usage on the finish chunk of every stream, include_usage or not",
             "models-no-context-field": "Xinference's /v1/models does not report the context length",
         },
         verified_live=True,

@@ -8,8 +8,13 @@ vLLM counts them. ``echo`` puts the prompt before the completion; ``logprobs: K`
 the legacy shape (``tokens``, ``token_logprobs``, ``top_logprobs``, ``text_offset``), which
 covers the echoed prompt too, its first token without a logprob.
 
+Token ids are range-checked against the vocabulary (``VOCAB_SIZE``): a negative or
+out-of-vocabulary id, an empty prompt list and a missing prompt are each a 400.
+
 The COMPL faults live here: ``completions-batch-n-short``, ``token-id-prompt-refused``,
-``echo-ignored``, ``completions-prompt-tokens-off`` and ``completions-logprobs-misaligned``.
+``echo-ignored``, ``completions-prompt-tokens-off``, ``completions-logprobs-misaligned``,
+``token-id-range-500``, ``empty-prompt-list-accepted``, ``completions-stream-stop-ignored``, and
+``completions-unknown-model-accepted`` (MODELS-UNKNOWN-404's).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from servecheck.reference.http import ApiError, expect, is_int
 from servecheck.reference.model import Choice
 
 BOS_ID = 1  # the id /tokenize puts first when asked for special tokens
+VOCAB_SIZE = 1 << 24  # model.token_ids hashes a token to 3 bytes
 _PIECE = re.compile(r"\s*(?:" + model.TOKEN_PATTERN + r")", re.UNICODE)
 
 
@@ -46,8 +52,33 @@ def pieces(text: str) -> list[str]:
     return out
 
 
+def screen(faults: frozenset[str], body: dict[str, Any], served: list[str]) -> dict[str, Any]:
+    """The body as the legacy route sees it before validation: under
+    ``completions-unknown-model-accepted`` any model name is routed to the first served model
+    (a router that checks names on chat only)."""
+    if "completions-unknown-model-accepted" in faults and body.get("model") not in served:
+        return {**body, "model": served[0]}
+    return body
+
+
 def _ids(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(is_int(i) and i >= 0 for i in value)
+    return isinstance(value, list) and bool(value) and all(is_int(i) for i in value)
+
+
+def _token_lists(faults: frozenset[str], prompt: list[Any]) -> list[list[int]]:
+    """The id lists of a token prompt, each id inside the vocabulary (else a 400; a 500 from the
+    embedding lookup under ``token-id-range-500``)."""
+    lists: list[list[int]] = prompt if isinstance(prompt[0], list) else [prompt]
+    bad = [i for ids in lists for i in ids if not 0 <= i < VOCAB_SIZE]
+    if bad and "token-id-range-500" in faults:
+        raise ApiError(500, "IndexError: index out of range in self", "server_error")
+    if bad:
+        raise ApiError(
+            400,
+            f"token id {bad[0]} is out of vocabulary: ids are 0..{VOCAB_SIZE - 1}",
+            param="prompt",
+        )
+    return lists
 
 
 def parse_prompts(faults: frozenset[str], body: dict[str, Any]) -> list[Prompt]:
@@ -59,6 +90,10 @@ def parse_prompts(faults: frozenset[str], body: dict[str, Any]) -> list[Prompt]:
     )
     expect(body.get("echo") in (None, True, False), "echo must be a boolean", "echo")
     prompt = body.get("prompt")
+    if prompt == [] and "empty-prompt-list-accepted" in faults:
+        return [Prompt("", "", 1)]  # generated from the BOS alone
+    expect(prompt is not None, "'prompt' is required", "prompt")
+    expect(prompt != [], "prompt must not be an empty list", "prompt")
     if isinstance(prompt, str):
         return [Prompt(prompt, prompt, len(model.tokenize(prompt)) + 1)]
     if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
@@ -76,8 +111,7 @@ def parse_prompts(faults: frozenset[str], body: dict[str, Any]) -> list[Prompt]:
             param="prompt",
         )
     assert isinstance(prompt, list)  # checked by _ids above
-    lists: list[list[int]] = prompt if isinstance(prompt[0], list) else [prompt]
-    return [Prompt(f"ids:{ids}", None, len(ids)) for ids in lists]
+    return [Prompt(f"ids:{ids}", None, len(ids)) for ids in _token_lists(faults, prompt)]
 
 
 def prompt_tokens(faults: frozenset[str], prompts: list[Prompt]) -> int:
@@ -96,6 +130,8 @@ def batch_choices(
     with ``echo`` each carries its prompt's pieces."""
     if "completions-batch-n-short" in faults:
         prompts = prompts[:1]  # only the first prompt is answered
+    if "completions-stream-stop-ignored" in faults and body.get("stream") is True:
+        body = {k: v for k, v in body.items() if k != "stop"}  # the stream path never sees stop
     out: list[Choice] = []
     echo = body.get("echo") is True and "echo-ignored" not in faults
     for prompt in prompts:

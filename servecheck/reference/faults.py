@@ -112,6 +112,26 @@ _fault(
     "legacy logprobs' text_offset list is one entry short and shifted by a token",
     "COMPL-LOGPROBS",
 )
+_fault(
+    "completions-stream-stop-ignored",
+    "streamed /v1/completions ignore stop: the text runs on through the stop string",
+    "COMPL-STREAM",
+)
+_fault(
+    "token-id-range-500",
+    "negative or out-of-vocabulary prompt token ids reach the embedding lookup: 500 IndexError",
+    "COMPL-PROMPT-INVALID",
+)
+_fault(
+    "empty-prompt-list-accepted",
+    "prompt [] is answered 200, generated from the BOS alone",
+    "COMPL-PROMPT-INVALID",
+)
+_fault(
+    "completions-unknown-model-accepted",
+    "/v1/completions serves a model name that is not served (chat still refuses it)",
+    "MODELS-UNKNOWN-404",
+)
 
 # Logprobs
 _fault(
@@ -174,6 +194,12 @@ _fault(
     "STREAM-USAGE",
 )
 _fault(
+    "stream-usage-unasked",
+    "every stream ends with a choices: [] usage chunk, include_usage asked for or not",
+    "STREAM-USAGE",
+    "COMPL-STREAM",
+)
+_fault(
     "stream-n-index-shared",
     "with n > 1 every content delta says index 0; role and finish chunks keep their own index",
     "STREAM-N",
@@ -182,6 +208,7 @@ _fault(
     "stream-usage-wrong",
     "the usage chunk's completion_tokens differ from the tokens streamed",
     "STREAM-USAGE",
+    "COMPL-STREAM",
 )
 _fault(
     "stream-length-as-stop",
@@ -214,6 +241,7 @@ _fault(
     "stream-differs",
     "streamed text differs from the non-streamed text at temperature 0",
     "STREAM-EQUALS-NONSTREAM",
+    "COMPL-STREAM",
 )
 _fault("utf8-split", "multi-byte characters split across chunks arrive as U+FFFD", "STREAM-UTF8")
 _fault(

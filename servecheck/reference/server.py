@@ -609,6 +609,8 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         body = await read_json(request, state)
         if chat:
             body = shapes.screen(state.faults, body)  # the REQ-* faults
+        else:
+            body = legacy.screen(state.faults, body, state.config.models)
         validate_common(state, body)
         if chat:
             messages = _validate_messages(state, body)
@@ -1133,6 +1135,7 @@ async def _stream_tail(
     """Finish reasons, the usage chunk and [DONE]."""
     hooks, faults, chat = sse.hooks, state.faults, sse.chat
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    include_usage = include_usage or hooks.usage_always  # stream-usage-unasked
     for c in choices:
         empty = "{}" if chat else '""'
         repeated = (

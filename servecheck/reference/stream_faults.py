@@ -65,6 +65,7 @@ class StreamHooks:
     usage_in_choices: bool = False
     usage_no_choices: bool = False
     usage_placeholder: bool = False  # "usage": [] on every chunk but the usage chunk
+    usage_always: bool = False  # the usage chunk ends every stream, include_usage or not
     done: bool = True
     after_done: bytes = b""
     created_as_string: bool = False
@@ -100,6 +101,7 @@ STREAM_FAULTS: dict[str, dict[str, Any]] = {
     "stream-usage-in-choices": {"usage_in_choices": True},
     "stream-usage-no-choices": {"usage_no_choices": True},
     "stream-usage-placeholder": {"usage_placeholder": True},
+    "stream-usage-unasked": {"usage_always": True},
     "stream-no-done": {"done": False},
     "stream-data-after-done": {"after_done": METRICS_AFTER_DONE},
 }

@@ -5,6 +5,9 @@ on what the chat route does not have: a list of prompts answered in one request,
 as token ids, ``echo``, and logprobs in the legacy shape (``tokens``, ``token_logprobs``,
 ``top_logprobs``, ``text_offset``).
 
+The stream of the legacy route (COMPL-STREAM) is held to the whole answer of the same
+request, and prompts no model can take (COMPL-PROMPT-INVALID) to a clean 4xx.
+
 Tiny test models answer random tokens, and a token that is part of a UTF-8 character decodes
 alone as U+FFFD, so where logprobs tokens are compared with the text a run of U+FFFD stands for
 whatever characters the text has there. Two legal differences are accepted: a first token
@@ -20,8 +23,15 @@ from typing import Any
 from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
 from servecheck.checks.registry import check
 from servecheck.checks.surfaces.chat import FINISH_REASONS, _choices, served_token_ids
-from servecheck.checks.surfaces.stream import REPLACEMENT
-from servecheck.client.http import Exchange
+from servecheck.checks.surfaces.err import ERROR_SHAPE, error_shape_problem
+from servecheck.checks.surfaces.stream import (
+    REPLACEMENT,
+    Defect,
+    fail_first,
+    unasked_usage_defects,
+    usage_shape_defects,
+)
+from servecheck.client.http import Exchange, StreamResult
 
 PROMPTS = ("Once upon a time", "The river ran past the stone", "In the garden there was a")
 ECHO_PROMPT = "The river ran past the old stone"
@@ -359,4 +369,330 @@ def compl_prompt_tokens(ctx: CheckContext) -> None:
         hint="one token more: a BOS added twice"
         if got == count + 1
         else "the completions route counts with another tokenizer (or other specials) than /tokenize",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# COMPL-STREAM: the legacy stream, against the same request answered whole
+
+STREAM_PROMPT = "The river ran past the stone and the garden"
+STREAM_MAX_TOKENS = 12
+
+
+def _stream(ctx: CheckContext, what: str, **params: Any) -> tuple[Exchange, StreamResult]:
+    body: dict[str, Any] = {
+        "model": ctx.model,
+        "prompt": STREAM_PROMPT,
+        "max_tokens": STREAM_MAX_TOKENS,
+        "temperature": 0,
+        "stream": True,
+    }
+    body.update(params)
+    ex = ctx.ok_stream(ctx.post("/completions", body, stream=True), what)
+    assert ex.stream is not None  # noqa: S101 - ok_stream guarantees it
+    ctx.expect(
+        bool(ex.stream.chunks),
+        f"{what}: the stream carried no JSON chunks",
+        expected="data: {...text_completion...} events, then data: [DONE]",
+        received=ex.describe(600),
+        exchange=ex,
+    )
+    return ex, ex.stream
+
+
+def _framing(stream: StreamResult, indexes: set[int], usage_at: frozenset[int]) -> list[str]:
+    """Where a legacy stream departs from its framing: [DONE] last, each choice a ``text``
+    string, the indexes asked for and each with exactly one OpenAI finish_reason, no text after.
+    A choice in an asked-for usage chunk (``usage_at``) that repeats a finish or has no text is
+    left to the usage chunk's judgement (the deviation usage-chunk-has-choices)."""
+    problems = [] if stream.done else ["no data: [DONE] at the end"]
+    finishes: dict[int, list[tuple[int, Any]]] = {}
+    late: list[str] = []
+    for k, chunk in enumerate(stream.chunks):
+        for choice in chunk.get("choices") or []:
+            index = choice.get("index") if isinstance(choice, dict) else None
+            text = choice.get("text") if isinstance(choice, dict) else None
+            if k in usage_at and (
+                not isinstance(text, str) or (isinstance(index, int) and finishes.get(index))
+            ):
+                continue
+            if not isinstance(index, int) or not isinstance(text, str):
+                problems.append(
+                    f"chunk {k}: choice {body_snippet(choice, 120)} has no index and text string"
+                )
+                continue
+            seen = finishes.setdefault(index, [])
+            if seen and text:
+                late.append(f"index {index} has text {text!r} in chunk {k}, after its finish")
+            if choice.get("finish_reason") is not None:
+                seen.append((k, choice["finish_reason"]))
+    if set(finishes) != indexes:
+        problems.append(f"choice indexes {sorted(finishes)}, not {sorted(indexes)}")
+    for index, seen in sorted(finishes.items()):
+        reasons = [r for _, r in seen]
+        if len(seen) != 1 or reasons[0] not in FINISH_REASONS:
+            problems.append(
+                f"index {index}: finish_reason(s) {reasons} at chunks {[k for k, _ in seen]}"
+            )
+    return problems + late
+
+
+def _expect_framing(
+    ctx: CheckContext, ex: Exchange, stream: StreamResult, what: str, n: int, *, usage: bool = False
+) -> None:
+    usage_at = frozenset(
+        k for k, c in enumerate(stream.chunks) if usage and isinstance(c.get("usage"), dict)
+    )
+    problems = _framing(stream, set(range(n)), usage_at)
+    ctx.expect(
+        not problems,
+        f"{what}: the stream is not framed as the legacy API's",
+        expected=f"text_completion chunks with choices[{{index, text, finish_reason}}] for "
+        f"index(es) 0..{n - 1}, exactly one finish_reason in {sorted(FINISH_REASONS)} per index and "
+        "no text after it, then data: [DONE]",
+        received="; ".join(problems[:6]),
+        exchange=ex,
+        hint="the openai SDK's completions stream and batch clients key answers by index and stop "
+        "reading an index at its finish_reason",
+    )
+
+
+def _stream_usage(
+    ctx: CheckContext, ex: Exchange, stream: StreamResult, ns_usage: Any
+) -> list[Defect]:
+    """The include_usage chunk: one, the last, counts that add up and equal the non-streamed
+    usage of the same text; its shape defects (which a profile may allow) are returned."""
+    chunks = stream.chunks
+    found = [k for k, c in enumerate(chunks) if isinstance(c.get("usage"), dict)]
+    ctx.expect(
+        bool(found) and found[-1] == len(chunks) - 1,
+        "the include_usage chunk is missing or not last",
+        expected='a last chunk {"choices": [], "usage": {...}} before [DONE]',
+        received=f"usage in chunks {found[:5]} of {len(chunks)}; last: {body_snippet(chunks[-1], 300)}",
+        exchange=ex,
+        hint="clients that meter tokens from the legacy stream get nothing, or a usage they "
+        "cannot tell from a choice",
+    )
+    usage = chunks[found[-1]]["usage"]
+    names = ("prompt_tokens", "completion_tokens", "total_tokens")
+    p, c, t = (usage.get(n) for n in names)
+    want = tuple(ns_usage.get(n) for n in names) if isinstance(ns_usage, dict) else None
+    ctx.expect(
+        all(_count(v) for v in (p, c, t)) and p + c == t and (p, c, t) == want,
+        "the streamed usage does not match the non-streamed usage of the same text",
+        expected=f"prompt/completion/total tokens {want} (the non-streamed answer), total == "
+        "prompt + completion",
+        received=f"{(p, c, t)}: {body_snippet(usage, 200)}",
+        exchange=ex,
+        hint="the stream's token accounting differs from the non-streamed one (counting chunks, "
+        "the finish chunk or a BOS)",
+    )
+    return usage_shape_defects(chunks, found)
+
+
+def _first_finish(stream: StreamResult) -> Any:
+    return next(
+        (
+            c.get("finish_reason")
+            for chunk in stream.chunks
+            for c in chunk.get("choices") or []
+            if isinstance(c, dict) and c.get("finish_reason") is not None
+        ),
+        None,
+    )
+
+
+def _stop_in(text: str) -> str | None:
+    """A 3-character stop string first found mid-text (no U+FFFD, not only whitespace)."""
+    mid = len(text) // 2
+    for start in [*range(mid, len(text) - 1), *range(mid - 1, 0, -1)]:
+        stop = text[start : start + 3]
+        if len(stop) >= 2 and stop.strip() and REPLACEMENT not in stop and text.find(stop) > 0:
+            return stop
+    return None
+
+
+def _expect_same_text(ctx: CheckContext, ex: Exchange, joined: str, text: str) -> None:
+    if joined == text:
+        return
+    again = _complete(ctx, STREAM_PROMPT, max_tokens=STREAM_MAX_TOKENS)
+    _, again_choices = _answer(ctx, again, "second non-streamed completion")
+    same = again_choices[0].get("text") == text
+    ctx.fail(
+        "the streamed text differs from the non-streamed text at temperature 0"
+        if same
+        else "temperature 0 is not deterministic here, so streamed and non-streamed texts differ",
+        expected=f"the non-streamed text {text!r}",
+        received=f"the stream's texts joined: {joined!r}"
+        + ("" if same else f"; a second non-streamed answer: {again_choices[0].get('text')!r}"),
+        exchange=ex,
+        hint="the legacy streaming path detokenizes differently (dropped or repeated pieces)"
+        if same
+        else "greedy decoding is not greedy (sampling defaults override temperature)",
+    )
+
+
+def _expect_stop(ctx: CheckContext, text: str) -> list[Defect]:
+    stop = _stop_in(text)
+    if stop is None:
+        return []  # no usable stop string in a gibberish text: the other parts still ran
+    stops = [stop, "\n\n\n"]
+    cut = min(p for p in (text.find(s) for s in stops) if p >= 0)
+    ex, stream = _stream(ctx, f"streamed completion with stop {stops!r}", stop=stops)
+    _expect_framing(ctx, ex, stream, "the stream with a stop list", 1)
+    joined, finish = stream.text(0), _first_finish(stream)
+    leaked = [s for s in stops if s in joined]
+    ctx.expect(
+        not leaked and joined == text[:cut] and finish == "stop",
+        "the stream with a stop list "
+        + ("shows a stop string" if leaked else "is not the text cut before the stop string"),
+        expected=f"{text[:cut]!r} (the non-streamed text up to {stop!r}), no stop string in it, "
+        "finish_reason 'stop'",
+        received=f"the stream's texts joined: {joined!r}, finish_reason {finish!r}",
+        exchange=ex,
+        hint="hold back text that may begin a stop string until it is known not to, and end the "
+        "stream before it; streamed stop lists are checked on the joined text, not per chunk",
+    )
+    return unasked_usage_defects(stream.chunks, "without stream_options", ex)
+
+
+@check(
+    "COMPL-STREAM",
+    "a streamed legacy completion says what the whole answer says",
+    f"at temperature 0 with max_tokens {STREAM_MAX_TOKENS}, the texts of a streamed /v1/completions "
+    "answer join to the non-streamed text, with the same finish_reason; each index (n=2 where n "
+    "is declared) gets exactly one finish_reason and no text after it, then data: [DONE]; with "
+    "include_usage (where usage_in_stream is declared) the last chunk is the usage chunk with "
+    "choices [] and the non-streamed counts; with a stop list taken from the text (where stop is "
+    "declared) the stream is "
+    "that text cut before the stop string, which never appears; and a stream without "
+    "stream_options has no chunk with a usage object",
+    requires=("completions", "streaming"),
+)
+def compl_stream(ctx: CheckContext) -> None:
+    ns = _complete(ctx, STREAM_PROMPT, max_tokens=STREAM_MAX_TOKENS)
+    data, choices = _answer(ctx, ns, "non-streamed completion")
+    text, finish = choices[0].get("text"), choices[0].get("finish_reason")
+    ctx.expect(
+        isinstance(text, str),
+        "the non-streamed completion has no text",
+        expected="choices[0].text: str",
+        received=body_snippet(choices[0]),
+        exchange=ns,
+    )
+    assert isinstance(text, str)
+    usage = bool(ctx.capabilities.get("usage_in_stream"))
+    params: dict[str, Any] = {"stream_options": {"include_usage": True}} if usage else {}
+    what = "streamed completion" + (" with include_usage" if usage else "")
+    ex, stream = _stream(ctx, what, **params)
+    _expect_framing(ctx, ex, stream, what, 1, usage=usage)
+    _expect_same_text(ctx, ex, stream.text(0), text)
+    streamed_finish = _first_finish(stream)
+    ctx.expect(
+        streamed_finish == finish,
+        "the stream's finish_reason differs from the non-streamed one for the same text",
+        expected=f"finish_reason {finish!r} (non-streamed)",
+        received=f"streamed finish_reason {streamed_finish!r}",
+        exchange=ex,
+        hint="streaming clients cannot tell a cut answer ('length') from a complete one ('stop')",
+    )
+    defects = (
+        _stream_usage(ctx, ex, stream, data.get("usage"))
+        if usage
+        else unasked_usage_defects(stream.chunks, "without stream_options", ex)
+    )
+    if ctx.capabilities.get("n"):
+        ex_n, stream_n = _stream(ctx, "streamed completion with n=2", n=2, temperature=0.8, seed=7)
+        _expect_framing(ctx, ex_n, stream_n, "the stream with n=2", 2)
+        defects += unasked_usage_defects(stream_n.chunks, "without stream_options", ex_n)
+    if ctx.capabilities.get("stop"):
+        defects += _expect_stop(ctx, text)
+    fail_first(ctx, defects, ex)
+
+
+# ---------------------------------------------------------------------------------------------
+# COMPL-PROMPT-INVALID
+
+BIG_ID = 100_000_000  # beyond any vocabulary (the largest have about 260,000 ids)
+INVALID_PROMPTS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("empty-list", "prompt []", {"prompt": []}),
+    ("negative-id", "a negative id in a token-id prompt", {"prompt": [100, -1, 101]}),
+    (
+        "negative-id-nested",
+        "a negative id in a list of id lists",
+        {"prompt": [[100, 101], [102, -5]]},
+    ),
+    ("out-of-vocab", f"id {BIG_ID}, beyond any vocabulary", {"prompt": [100, BIG_ID]}),
+    ("missing", "no prompt field", {}),
+)
+
+
+def _send_invalid(ctx: CheckContext, body: dict[str, Any]) -> Exchange:
+    timeout = min(ctx.target.timeout_s, 30.0)
+    ex = ctx.post("/completions", body, timeout_s=timeout)
+    if ex.error in ("read", "protocol") and ex.status is None:
+        # the server closed its kept-alive connection after the previous error: once more, fresh
+        ex = ctx.post("/completions", body, timeout_s=timeout)
+    return ex
+
+
+@check(
+    "COMPL-PROMPT-INVALID",
+    "an invalid legacy prompt is a client error",
+    "a /v1/completions request whose prompt is [], holds a negative token id (flat or in a list "
+    f"of id lists), holds id {BIG_ID} (beyond any vocabulary) or is missing gets a 4xx with an "
+    "OpenAI error object; never a 5xx, a dropped connection or a 200 (422 is the deviation "
+    "error-status-422)",
+    requires=("completions", "route-accepts:/completions"),
+)
+def compl_prompt_invalid(ctx: CheckContext) -> None:
+    sent = [
+        (name, what, _send_invalid(ctx, {"model": ctx.model, "max_tokens": 4, **extra}))
+        for name, what, extra in INVALID_PROMPTS
+    ]
+    broken = [(n, w, ex) for n, w, ex in sent if ex.status is None or ex.status >= 500]
+    accepted = [(n, w, ex) for n, w, ex in sent if ex.status is not None and ex.status < 400]
+    for group, summary, hint in (
+        (
+            broken,
+            "crashed the request (5xx or no answer)",
+            "check prompt forms and token ids against the vocabulary before they reach the model; a "
+            "5xx makes clients retry a request that can never work",
+        ),
+        (
+            accepted,
+            "were answered with a 2xx",
+            "refuse an empty or out-of-range prompt: serving it hides the client's bug behind an "
+            "answer generated from nothing (or from another token)",
+        ),
+    ):
+        ctx.expect(
+            not group,
+            f"{len(group)} invalid prompt(s) {summary}",
+            expected="4xx with an OpenAI error object for each",
+            received="; ".join(f"{n} ({w}): {ex.describe(200)}" for n, w, ex in group),
+            exchange=group[0][2] if group else None,
+            hint=hint,
+        )
+    shapeless = [(n, w, ex, error_shape_problem(ex)) for n, w, ex in sent]
+    shapeless = [s for s in shapeless if s[3][0] is not None]
+    deviations = {s[3][1] for s in shapeless}
+    ctx.expect(
+        not shapeless,
+        f"{len(shapeless)} of {len(sent)} refusals have no OpenAI error object",
+        expected=ERROR_SHAPE,
+        received="; ".join(f"{n} ({w}) -> HTTP {ex.status}: {p[0]}" for n, w, ex, p in shapeless),
+        exchange=shapeless[0][2] if shapeless else None,
+        deviation=deviations.pop() if len(deviations) == 1 else None,
+        hint='return errors as {"error": {"message", "type", "param", "code"}} so SDKs can report them',
+    )
+    status_422 = [(n, w, ex) for n, w, ex in sent if ex.status == 422]
+    ctx.expect(
+        not status_422,
+        f"{len(status_422)} invalid prompt(s) answered 422",
+        expected="400",
+        received="; ".join(f"{n} ({w}): {ex.describe(200)}" for n, w, ex in status_422),
+        exchange=status_422[0][2] if status_422 else None,
+        deviation="error-status-422",
+        hint="the OpenAI API answers invalid requests with 400 invalid_request_error",
     )

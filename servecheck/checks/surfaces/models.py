@@ -81,32 +81,42 @@ def models_context(ctx: CheckContext) -> None:
 @check(
     "MODELS-UNKNOWN-404",
     "an unknown model name is refused",
-    "a chat request naming a model that is not served gets 404 (or 400) with an OpenAI error object",
+    "a chat request naming a model that is not served gets 404 (or 400) with an OpenAI error "
+    "object, and so does a legacy /v1/completions request (where completions are declared)",
     requires=("route-accepts:/chat/completions",),
 )
 def models_unknown(ctx: CheckContext) -> None:
     body = ctx.chat_body("Say hello.", max_tokens=1)
     body["model"] = NO_SUCH_MODEL
-    ex = ctx.post("/chat/completions", body)
+    _expect_refused(ctx, ctx.post("/chat/completions", body), "a chat request")
+    if ctx.capabilities.get("completions"):
+        legacy = {"model": NO_SUCH_MODEL, "prompt": "Say hello.", "max_tokens": 1}
+        _expect_refused(ctx, ctx.post("/completions", legacy), "a /v1/completions request")
+
+
+def _expect_refused(ctx: CheckContext, ex: Exchange, what: str) -> None:
+    """``ex``, which named a model that is not served, is a 404 (or 400) with an error object."""
     ctx.expect(
         not ex.error,
-        "the request did not complete",
+        f"{what}: the request did not complete",
         expected="a 404 answer",
         received=ex.describe(),
         exchange=ex,
     )
     ctx.expect(
         not ex.ok,
-        "a request for a model that is not served was answered 200",
+        f"{what} for a model that is not served was answered {ex.status}",
         expected=f"404 (or 400) for model {NO_SUCH_MODEL!r}",
         received=ex.describe(300),
         exchange=ex,
         deviation="model-name-ignored",
-        hint="a wrong model name in a client silently gets another model; route or reject unknown names",
+        hint="a wrong model name in a client silently gets another model; route or reject unknown "
+        "names on every generation route (a router that checks chat but not the legacy route "
+        "serves it there)",
     )
     ctx.expect(
         ex.status in (400, 404),
-        "wrong status for an unknown model",
+        f"{what}: wrong status for an unknown model",
         expected="404 (or 400)",
         received=ex.describe(300),
         exchange=ex,
@@ -117,7 +127,7 @@ def models_unknown(ctx: CheckContext) -> None:
         isinstance(data, dict)
         and isinstance(data.get("error"), dict)
         and isinstance(data["error"].get("message"), str),
-        "the 404 has no OpenAI error object",
+        f"{what}: the {ex.status} has no OpenAI error object",
         expected='{"error": {"message": ..., "type": ...}}',
         received=ex.describe(300),
         exchange=ex,

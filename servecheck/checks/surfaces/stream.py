@@ -368,15 +368,18 @@ def stream_n(ctx: CheckContext) -> None:
 
 
 @dataclass(slots=True)
-class _Defect:
+class Defect:
+    """One thing wrong with a stream, kept so that the defects a profile allows are raised last."""
+
     summary: str
     expected: str
     received: str
     deviation: str | None = None
     hint: str = ""
+    exchange: Exchange | None = None  # where it was seen, when not the check's main exchange
 
 
-def _fail_first(ctx: CheckContext, defects: list[_Defect], ex: Exchange) -> None:
+def fail_first(ctx: CheckContext, defects: list[Defect], ex: Exchange) -> None:
     """Raise the first defect the engine profile does not allow; else the first allowed one (non-strict)."""
     if not defects:
         return
@@ -386,19 +389,19 @@ def _fail_first(ctx: CheckContext, defects: list[_Defect], ex: Exchange) -> None
         d.summary,
         expected=d.expected,
         received=d.received,
-        exchange=ex,
+        exchange=d.exchange or ex,
         deviation=d.deviation,
         hint=d.hint,
     )
 
 
-def _usage_shape_defects(chunks: list[dict[str, Any]], found: list[int]) -> list[_Defect]:
+def usage_shape_defects(chunks: list[dict[str, Any]], found: list[int]) -> list[Defect]:
     """STREAM-USAGE's shape defects: usage repeated or stray, choices in the usage chunk."""
     usage_chunk = chunks[found[-1]]
     defects = []
     if len(found) > 1:
         defects.append(
-            _Defect(
+            Defect(
                 f"{len(found)} chunks carry a usage object",
                 "exactly one usage chunk",
                 f"usage in chunks {found[:10]} of {len(chunks)} (same counts)",
@@ -411,7 +414,7 @@ def _usage_shape_defects(chunks: list[dict[str, Any]], found: list[int]) -> list
     ]
     if stray:
         defects.append(
-            _Defect(
+            Defect(
                 f"{len(stray)} chunk(s) carry a usage that is neither absent, null nor a usage object",
                 'no "usage" (or "usage": null) on every chunk but the usage chunk',
                 f"usage {body_snippet(chunks[stray[0]].get('usage'), 80)} in chunk(s) {stray[:10]} of {len(chunks)}",
@@ -421,17 +424,18 @@ def _usage_shape_defects(chunks: list[dict[str, Any]], found: list[int]) -> list
         )
     if not isinstance(usage_chunk.get("choices"), list):
         defects.append(
-            _Defect(
+            Defect(
                 "the usage chunk has no choices list",
                 '"choices": [] in the usage chunk',
                 body_snippet(usage_chunk, 400),
-                hint="choices is required in every chat.completion.chunk (the openai SDK's ChatCompletionChunk); "
+                hint="choices is required in every chunk (the openai SDK's ChatCompletionChunk, and Completion "
+                "for /v1/completions); "
                 "clients that loop over chunk.choices fail on this chunk",
             )
         )
     elif usage_chunk.get("choices") != []:
         defects.append(
-            _Defect(
+            Defect(
                 "the usage chunk has non-empty choices",
                 '"choices": [] in the usage chunk',
                 body_snippet(usage_chunk, 400),
@@ -442,13 +446,68 @@ def _usage_shape_defects(chunks: list[dict[str, Any]], found: list[int]) -> list
     return defects
 
 
+# Unasked usage: what a stream without include_usage must not carry (an unasked chunk with
+# choices: [] breaks clients that read chunk.choices[0] of every chunk).
+UNASKED_USAGE: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("without stream_options", {}),
+    ("with include_usage false", {"stream_options": {"include_usage": False}}),
+)
+
+
+def unasked_usage_defects(chunks: list[dict[str, Any]], what: str, ex: Exchange) -> list[Defect]:
+    """Usage objects in a stream that did not ask for them (``what`` says how it did not): a
+    choices-less usage chunk is a defect; usage riding on a chunk with a choice is the deviation
+    ``usage-unasked``."""
+    found = _usage_chunks(chunks)
+    bare = [k for k in found if not chunks[k].get("choices")]
+    riding = [k for k in found if k not in bare]
+    defects = []
+    if bare:
+        defects.append(
+            Defect(
+                f"a stream {what} ends with a usage chunk nobody asked for",
+                "no chunk with a usage object unless stream_options.include_usage is true",
+                f"usage chunk(s) {bare[:5]} of {len(chunks)}: {body_snippet(chunks[bare[0]], 300)}",
+                hint="send the choices: [] usage chunk only with include_usage: clients that read "
+                "chunk.choices[0] of every chunk (as the openai SDK's examples do) crash on it",
+                exchange=ex,
+            )
+        )
+    if riding:
+        defects.append(
+            Defect(
+                f"chunks of a stream {what} carry usage nobody asked for",
+                "no usage object on any chunk unless stream_options.include_usage is true",
+                f"usage on chunk(s) {riding[:5]} of {len(chunks)}: "
+                f"{body_snippet(chunks[riding[0]], 300)}",
+                "usage-unasked",
+                "leave usage out (or null) unless include_usage asks for it; clients that add up "
+                "every usage they see count a request twice when they do ask",
+                exchange=ex,
+            )
+        )
+    return defects
+
+
+def _unasked_usage(ctx: CheckContext, max_tokens: int) -> list[Defect]:
+    defects = []
+    for what, params in UNASKED_USAGE:
+        ex, stream = _streamed(
+            ctx, f"streamed chat completion {what}", usage=False, max_tokens=max_tokens, **params
+        )
+        defects += unasked_usage_defects(_chunks(ctx, ex, stream), what, ex)
+    return defects
+
+
 @check(
     "STREAM-USAGE",
     "include_usage gives one consistent usage chunk",
     "with stream_options.include_usage, exactly one chunk carries usage, every other chunk has usage absent or null; "
     "it is the last chunk before [DONE] and has choices: [] (an empty list, not a missing key); prompt + completion == total; and completion_tokens is the same as the non-streamed usage of the same "
     "temperature-0 request when the texts match (otherwise at least the number of content chunks and at most max_tokens: "
-    "an engine may put several tokens in one chunk, never less than one)",
+    "an engine may put several tokens in one chunk, never less than one); and the same stream without "
+    "stream_options, or with include_usage false, has no chunk with a usage object (usage riding on a "
+    "choice's chunk there is the deviation usage-unasked)",
     requires=("usage_in_stream",),
 )
 def stream_usage(ctx: CheckContext) -> None:
@@ -545,8 +604,8 @@ def stream_usage(ctx: CheckContext) -> None:
         exchange=ex,
     )
     # Last: the shape defects an engine profile may allow (Xinference), so the counts are judged first.
-    defects = _usage_shape_defects(chunks, found)
-    _fail_first(ctx, defects, ex)
+    defects = usage_shape_defects(chunks, found) + _unasked_usage(ctx, max_tokens)
+    fail_first(ctx, defects, ex)
 
 
 @check(
