@@ -70,6 +70,12 @@ _fault(
     "CHAT-MAX-TOKENS",
 )
 _fault("stop-ignored", "stop sequences are ignored", "CHAT-STOP")
+_fault(
+    "stop-leaks",
+    "a request's stop strings stay on for the next requests that send none (sglang's shared "
+    "sampling params)",
+    "CHAT-STOP",
+)
 _fault("n-ignored", "n > 1 returns a single choice", "CHAT-N", "STREAM-N")
 _fault(
     "nondeterministic",
@@ -78,6 +84,11 @@ _fault(
     "STREAM-EQUALS-NONSTREAM",
 )
 _fault("seed-ignored", "seed does not make sampling repeatable", "CHAT-SEED")
+_fault(
+    "seed-pinned",
+    "every seed is read as one fixed seed: different seeds give the same text at temperature 1",
+    "CHAT-SEED-VARIES",
+)
 _fault(
     "completions-broken",
     "legacy /v1/completions answers with a chat-shaped body",
@@ -309,6 +320,11 @@ _fault(
 )
 _fault("tools-wrong-name", "named tool_choice calls a different function", "TOOLS-NAMED")
 _fault("tools-finish-stop", "finish_reason is 'stop' after a tool call", "TOOLS-FINISH")
+_fault(
+    "tools-stream-finish-stop",
+    "a streamed forced tool call's finish chunk says 'stop' (the non-streamed answer says 'tool_calls')",
+    "TOOLS-FINISH",
+)
 _fault("tools-stream-no-index", "streamed tool-call deltas carry no index", "TOOLS-STREAM")
 _fault(
     "tools-undefined-accepted",
@@ -374,6 +390,12 @@ _fault(
 _fault(
     "client-fields-500",
     "a metadata field crashes the request with 500 (passed on to generate() as a keyword)",
+    "REQ-CLIENT-FIELDS",
+)
+_fault(
+    "response-format-text-refused",
+    "response_format {type: 'text'} (the default, sent explicitly) is refused with 400: only the "
+    "JSON modes are known",
     "REQ-CLIENT-FIELDS",
 )
 _fault(
