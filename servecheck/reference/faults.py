@@ -671,6 +671,21 @@ _fault(
 )
 _fault("embed-usage-zero", "usage.prompt_tokens is 0 for embeddings", "EMBED-USAGE")
 _fault(
+    "embed-dimensions-unchecked",
+    "dimensions 0, negative or above the model's size are accepted and the full vectors returned",
+    "EMBED-DIMS",
+)
+_fault(
+    "embed-empty-500",
+    "an empty string input crashes the request with 500 (an empty batch reaches the model)",
+    "EMBED-INPUT-FORMS",
+)
+_fault(
+    "embed-token-ids-as-text",
+    "token-id inputs are embedded as the text of their digits: another vector than the string's",
+    "EMBED-INPUT-FORMS",
+)
+_fault(
     "rerank-unsorted", "rerank results come back in document order, not by score", "RERANK-SHAPE"
 )
 _fault("rerank-top-n-ignored", "top_n is ignored: every document comes back", "RERANK-TOP-N")
