@@ -36,6 +36,12 @@ _fault(
     "HEALTH-SERVES",
 )
 _fault("health-loading-forever", "/health stays 503 'loading' forever", "HEALTH-READY")
+_fault(
+    "health-blocked-under-load",
+    "/health answers only once no generation is running: behind long requests it times out and "
+    "a load balancer evicts the busy server",
+    "HEALTH-UNDER-LOAD",
+)
 _fault("models-missing", "/v1/models lists no models", "MODELS-EXPECTED")
 _fault(
     "models-wrong-name",
@@ -561,6 +567,12 @@ _fault(
     "overload-wedged",
     "after a burst that was shed, the engine stays dead (health 500, every request 500)",
     "OVERLOAD-RECOVERS",
+)
+_fault(
+    "overload-stream-error-in-200",
+    "a streamed request above capacity gets a 200 event stream holding only an error event and "
+    "[DONE] (admission decided after the response started)",
+    "OVERLOAD-STREAM",
 )
 
 # Context

@@ -1188,6 +1188,11 @@ async def _finish_stream(response: web.StreamResponse, buffered: list[bytes]) ->
 
 async def health(request: web.Request) -> web.Response:
     state = request.app[STATE]
+    if "health-blocked-under-load" in state.faults:
+        # A health route served by the loop that runs generation: it waits for a free moment.
+        deadline = time.monotonic() + 60.0
+        while state.running and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
     if "health-down" in state.faults or state.dead:
         return web.json_response(
             {"error": {"message": "engine is dead", "type": "server_error", "code": 500}},
