@@ -30,7 +30,12 @@ FAULT_OPTIONS: dict[str, dict[str, object]] = {
 }
 # A surface whose checks need a server mode and a target declaration (REASON: a reasoning model;
 # without one its checks skip). Its faults get the same mode, and so do its clean runs.
-SURFACE_SERVER: dict[str, dict[str, object]] = {"REASON": {"reasoning": ReasoningMode()}}
+# HEALTH: answers slow enough (200 ms a token, ~4 s an answer) that HEALTH-UNDER-LOAD's streams are still
+# generating when it asks for health.
+SURFACE_SERVER: dict[str, dict[str, object]] = {
+    "REASON": {"reasoning": ReasoningMode()},
+    "HEALTH": {"itl_ms": 200.0},
+}
 SURFACE_TARGET: dict[str, dict[str, object]] = {"REASON": {"reasoning": "auto"}}
 
 

@@ -73,7 +73,10 @@ def test_header_shows_engine_models_context(pytester, make_reference):
             "  ref: engine reference, models ref-tiny (declared), context 512 (declared)*",
         ]
     )
-    result.assert_outcomes(passed=2)
+    # HEALTH-UNDER-LOAD skips where this fast server's answers end before health is asked.
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("skipped", 0) == 3, outcomes
+    assert outcomes.get("passed", 0) >= 2, outcomes
 
 
 def test_allowed_deviation_is_nonstrict_not_pass(pytester, make_reference):
@@ -98,8 +101,12 @@ def test_allowed_deviation_is_nonstrict_not_pass(pytester, make_reference):
 
 
 @pytest.mark.parametrize(
-    "how", [pytest.param("default", id="default"), pytest.param("option", id="sc-strict"),
-            pytest.param("target", id="target-strict")]
+    "how",
+    [
+        pytest.param("default", id="default"),
+        pytest.param("option", id="sc-strict"),
+        pytest.param("target", id="target-strict"),
+    ],
 )
 def test_schema_findings_nonstrict_by_default_failed_when_strict(
     pytester, make_reference, tmp_path, how
@@ -122,7 +129,7 @@ def test_schema_findings_nonstrict_by_default_failed_when_strict(
     if how == "default":
         assert result.parseoutcomes().get("nonstrict") == 1, result.stdout.str()
         assert row["outcome"] == "nonstrict"
-        assert row["message"].startswith("STREAM-OBJECT: non-strict (schema): created \"")
+        assert row["message"].startswith('STREAM-OBJECT: non-strict (schema): created "')
         return
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(

@@ -33,13 +33,13 @@ def test_declared_pooling_models_win_over_discovery(reference):
 
 def test_embed_cases_run_on_the_embedding_model(pytester, make_reference):
     result = _run(pytester, make_reference(), "EMBED")
-    result.assert_outcomes(passed=7)
+    result.assert_outcomes(passed=8)
     result.stdout.no_fnmatch_line("*ref-tiny/EMBED*")
 
 
 def test_a_target_without_embedding_models_skips_with_the_reason(pytester, make_reference):
     result = _run(pytester, make_reference(), "EMBED", "    embedding_models: []\n")
-    result.assert_outcomes(skipped=7)
+    result.assert_outcomes(skipped=8)
     result.stdout.fnmatch_lines(
         ["*EMBED: ref serves no embedding model (declare `embedding_models` in targets.yaml*"]
     )

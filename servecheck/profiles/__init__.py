@@ -36,6 +36,7 @@ DEVIATIONS: dict[str, str] = {
     "seed-not-supported": "seed is accepted but does not make sampling repeatable",
     "out-of-range-accepted": "out-of-range sampling values (negative max_tokens, temperature outside [0, 2]) are served, not rejected",
     "echo-refused": "legacy completions refuse echo with a clean 4xx error object that says so",
+    "embed-empty-accepted": "an empty string is embedded (200) instead of refused",
     "logit-bias-unsupported": "logit_bias is refused (a 4xx, or 501 Not Implemented) instead of applied",
     "custom-roles": "a message role outside the OpenAI set is rendered by the chat template instead of refused",
 }

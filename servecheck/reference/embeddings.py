@@ -22,6 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from servecheck.reference import model
+from servecheck.reference.completions import BOS_ID
 from servecheck.reference.http import (
     STATE,
     ApiError,
@@ -31,6 +32,7 @@ from servecheck.reference.http import (
     expect,
     read_json,
 )
+from servecheck.reference.text import VOCAB
 
 EMBED_MODELS: tuple[str, ...] = ("ref-embed",)
 RERANK_MODELS: tuple[str, ...] = ("ref-rerank",)
@@ -65,8 +67,13 @@ def _token_vector(token: str) -> list[float]:
 
 def embed(text: str) -> list[float]:
     """The unit vector of ``text`` (a zero-token text embeds as the first basis vector)."""
+    return embed_tokens(model.tokenize(text))
+
+
+def embed_tokens(tokens: list[str]) -> list[float]:
+    """The unit vector of a token sequence (what :func:`embed` computes for a text's tokens)."""
     acc = [0.0] * DIMENSIONS
-    for pos, token in enumerate(model.tokenize(text)):
+    for pos, token in enumerate(tokens):
         weight = 1.0 / (1.0 + 0.05 * pos)
         for i, v in enumerate(_token_vector(token)):
             acc[i] += weight * v
@@ -78,20 +85,39 @@ def _normalise(vec: list[float]) -> list[float]:
     return [v / norm for v in vec]
 
 
-def _inputs(body: dict[str, Any]) -> list[str]:
+def _is_ids(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in value)
+    )
+
+
+def _inputs(faults: frozenset[str], body: dict[str, Any], vocab: dict[int, str]) -> list[list[str]]:
+    """The inputs' tokens: a string, a list of strings, token ids (as /tokenize hands them out,
+    BOS first where special tokens were asked for) or a list of token-id lists."""
     raw = body.get("input")
-    if isinstance(raw, str):
-        return [raw]
+    items: Any = [raw] if isinstance(raw, str) or _is_ids(raw) else raw
     expect(
-        isinstance(raw, list) and bool(raw),
-        "'input' is required: a string or a non-empty list of strings",
+        isinstance(items, list)
+        and bool(items)
+        and all(isinstance(x, str) or _is_ids(x) for x in items),
+        "'input' must be a string, a list of strings, a list of token ids or a list of such lists",
         "input",
     )
-    assert isinstance(raw, list)
-    if all(isinstance(x, int) and not isinstance(x, bool) for x in raw):
-        return [" ".join(f"t{x}" for x in raw)]  # one pre-tokenised input
-    expect(all(isinstance(x, str) for x in raw), "'input' items must be strings", "input")
-    return list(raw)
+    if any(x == "" for x in items):
+        if "embed-empty-500" in faults:
+            raise ApiError(500, "internal error: RMSNorm got an empty batch", "server_error")
+        raise ApiError(400, "'input' cannot be an empty string", param="input")
+    if "embed-token-ids-as-text" in faults:  # the ids' digits embedded as if they were text
+        items = [x if isinstance(x, str) else " ".join(map(str, x)) for x in items]
+    return [
+        model.tokenize(x)
+        if isinstance(x, str)
+        # Ids /tokenize did not hand out are still tokens of the vocabulary, with their own vectors.
+        else [vocab.get(i, f"t{i}") for i in x if i != BOS_ID]
+        for x in items
+    ]
 
 
 def _check_model(state: State, body: dict[str, Any], served: tuple[str, ...], what: str) -> str:
@@ -118,7 +144,7 @@ async def embeddings(request: web.Request) -> web.Response:
         check_ready(state)
         body = await read_json(request, state)
         name = _check_model(state, body, EMBED_MODELS, "embeddings")
-        texts = _inputs(body)
+        texts = _inputs(faults, body, request.app[VOCAB])
         fmt = body.get("encoding_format", "float")
         expect(
             fmt in ("float", "base64"),
@@ -126,14 +152,19 @@ async def embeddings(request: web.Request) -> web.Response:
             "encoding_format",
         )
         dims = body.get("dimensions")
+        unchecked = "embed-dimensions-unchecked" in faults  # only the type is checked
         expect(
             dims is None
-            or (isinstance(dims, int) and not isinstance(dims, bool) and 1 <= dims <= DIMENSIONS),
+            or (
+                isinstance(dims, int)
+                and not isinstance(dims, bool)
+                and (unchecked or 1 <= dims <= DIMENSIONS)
+            ),
             f"dimensions must be an integer between 1 and {DIMENSIONS}",
             "dimensions",
         )
         limit = state.config.max_model_len
-        counts = [len(model.tokenize(t)) + 1 for t in texts]  # +1: the pooling token
+        counts = [len(t) + 1 for t in texts]  # +1: the pooling token
         over = [i for i, c in enumerate(counts) if c > limit]
         if over:
             i = over[0]
@@ -149,11 +180,11 @@ async def embeddings(request: web.Request) -> web.Response:
                 )
     except ApiError as err:
         return error_response(state, err)
-    vectors = [embed(t) for t in texts]
+    vectors = [embed_tokens(t) for t in texts]
     if "embed-dims-vary" in faults:
         # a pooling bug that drops the last element for long inputs
         vectors = [v[:-1] if c > 8 else v for v, c in zip(vectors, counts, strict=True)]
-    if dims is not None and "embed-dimensions-ignored" not in faults:
+    if dims is not None and "embed-dimensions-ignored" not in faults and 1 <= dims <= DIMENSIONS:
         vectors = [_normalise(v[:dims]) for v in vectors]
     if "embed-nondeterministic" in faults:
         rng = random.Random()

@@ -36,6 +36,12 @@ _fault(
     "HEALTH-SERVES",
 )
 _fault("health-loading-forever", "/health stays 503 'loading' forever", "HEALTH-READY")
+_fault(
+    "health-blocked-under-load",
+    "/health answers only once no generation is running: behind long requests it times out and "
+    "a load balancer evicts the busy server",
+    "HEALTH-UNDER-LOAD",
+)
 _fault("models-missing", "/v1/models lists no models", "MODELS-EXPECTED")
 _fault(
     "models-wrong-name",
@@ -70,6 +76,12 @@ _fault(
     "CHAT-MAX-TOKENS",
 )
 _fault("stop-ignored", "stop sequences are ignored", "CHAT-STOP")
+_fault(
+    "stop-leaks",
+    "a request's stop strings stay on for the next requests that send none (sglang's shared "
+    "sampling params)",
+    "CHAT-STOP",
+)
 _fault("n-ignored", "n > 1 returns a single choice", "CHAT-N", "STREAM-N")
 _fault(
     "nondeterministic",
@@ -78,6 +90,11 @@ _fault(
     "STREAM-EQUALS-NONSTREAM",
 )
 _fault("seed-ignored", "seed does not make sampling repeatable", "CHAT-SEED")
+_fault(
+    "seed-pinned",
+    "every seed is read as one fixed seed: different seeds give the same text at temperature 1",
+    "CHAT-SEED-VARIES",
+)
 _fault(
     "completions-broken",
     "legacy /v1/completions answers with a chat-shaped body",
@@ -337,6 +354,11 @@ _fault(
 )
 _fault("tools-wrong-name", "named tool_choice calls a different function", "TOOLS-NAMED")
 _fault("tools-finish-stop", "finish_reason is 'stop' after a tool call", "TOOLS-FINISH")
+_fault(
+    "tools-stream-finish-stop",
+    "a streamed forced tool call's finish chunk says 'stop' (the non-streamed answer says 'tool_calls')",
+    "TOOLS-FINISH",
+)
 _fault("tools-stream-no-index", "streamed tool-call deltas carry no index", "TOOLS-STREAM")
 _fault(
     "tools-undefined-accepted",
@@ -402,6 +424,12 @@ _fault(
 _fault(
     "client-fields-500",
     "a metadata field crashes the request with 500 (passed on to generate() as a keyword)",
+    "REQ-CLIENT-FIELDS",
+)
+_fault(
+    "response-format-text-refused",
+    "response_format {type: 'text'} (the default, sent explicitly) is refused with 400: only the "
+    "JSON modes are known",
     "REQ-CLIENT-FIELDS",
 )
 _fault(
@@ -711,6 +739,12 @@ _fault(
     "after a burst that was shed, the engine stays dead (health 500, every request 500)",
     "OVERLOAD-RECOVERS",
 )
+_fault(
+    "overload-stream-error-in-200",
+    "a streamed request above capacity gets a 200 event stream holding only an error event and "
+    "[DONE] (admission decided after the response started)",
+    "OVERLOAD-STREAM",
+)
 
 # Context
 _fault("ctx-silent-truncate", "over-long prompts are silently truncated with a 200", "CTX-OVERLONG")
@@ -819,6 +853,21 @@ _fault(
     "EMBED-OVERLONG",
 )
 _fault("embed-usage-zero", "usage.prompt_tokens is 0 for embeddings", "EMBED-USAGE")
+_fault(
+    "embed-dimensions-unchecked",
+    "dimensions 0, negative or above the model's size are accepted and the full vectors returned",
+    "EMBED-DIMS",
+)
+_fault(
+    "embed-empty-500",
+    "an empty string input crashes the request with 500 (an empty batch reaches the model)",
+    "EMBED-INPUT-FORMS",
+)
+_fault(
+    "embed-token-ids-as-text",
+    "token-id inputs are embedded as the text of their digits: another vector than the string's",
+    "EMBED-INPUT-FORMS",
+)
 _fault(
     "rerank-unsorted", "rerank results come back in document order, not by score", "RERANK-SHAPE"
 )

@@ -93,6 +93,7 @@ class State:
         0  # prompt tokens waiting for the next scheduler step (crash-concurrent-seed)
     )
     step_seeded: int = 0
+    leaked_stops: list[str] = field(default_factory=list)  # the stop-leaks fault's memory
     dead: bool = False
     sem: asyncio.Semaphore | None = None
     pcache: Any = None  # prefix_cache.PrefixCache, made on first use when configured

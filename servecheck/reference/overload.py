@@ -11,6 +11,7 @@ overload-500`` shows the defect as it is.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ OVERLOAD_FAULTS = frozenset(
         "overload-429-bare",
         "overload-no-retry-after",
         "overload-wedged",
+        "overload-stream-error-in-200",
     }
 )
 
@@ -73,6 +75,32 @@ def _shed_answer(request: web.Request, faults: frozenset[str], limit: int) -> we
     return web.json_response(body, status=429, headers=headers)
 
 
+async def _streamed(request: web.Request) -> bool:
+    try:
+        body = await request.json()  # aiohttp keeps the bytes: a handler could still read them
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("stream") is True
+
+
+async def _in_band_refusal(request: web.Request, limit: int) -> web.StreamResponse:
+    """The overload-stream-error-in-200 defect: the stream starts (200) before admission says no,
+    so the refusal can only travel as an error event inside it."""
+    response = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    error = {
+        "error": {
+            "message": f"the server is at capacity ({limit} requests in flight)",
+            "type": "rate_limit_error",
+            "param": None,
+            "code": 429,
+        }
+    }
+    await response.write(f"data: {json.dumps(error)}\n\ndata: [DONE]\n\n".encode())
+    await response.write_eof()
+    return response
+
+
 def middleware(max_inflight: int, faults: frozenset[str], on_wedged: Any) -> Any:
     """An aiohttp middleware that sheds generation requests above the limit.
 
@@ -88,6 +116,8 @@ def middleware(max_inflight: int, faults: frozenset[str], on_wedged: Any) -> Any
         state = request.app[ADMISSION]
         if state.inflight >= limit:
             state.shed += 1
+            if "overload-stream-error-in-200" in faults and await _streamed(request):
+                return await _in_band_refusal(request, limit)
             return _shed_answer(request, faults, limit)
         state.inflight += 1
         try:

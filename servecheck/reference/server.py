@@ -311,6 +311,11 @@ def _make_choices(
     stops = [stop] if isinstance(stop, str) else list(stop or [])
     if "stop-ignored" in faults:
         stops = []
+    if "stop-leaks" in faults:  # one sampling-params object shared across requests
+        stops = stops or state.leaked_stops
+        state.leaked_stops = stops
+    if "seed-pinned" in faults and seed is not None:
+        seed = 0  # any seed is read as one fixed seed
     n = 1 if "n-ignored" in faults else int(body.get("n") or 1)
     key = _prompt_key(body)
     out: list[Choice] = []
@@ -1146,6 +1151,7 @@ async def _stream_tail(
             else None
         )
         reason = "stop" if hooks.length_as_stop and c.finish_reason == "length" else c.finish_reason
+        reason = "stop" if hooks.tool_finish_stop and reason == "tool_calls" else reason
         last = "null" if hooks.null_final_delta and chat else empty
         await sse.send(sse.chunk(sse.delta(c.index, last, reason), repeated))
         if hooks.finish_twice:
@@ -1185,6 +1191,11 @@ async def _finish_stream(response: web.StreamResponse, buffered: list[bytes]) ->
 
 async def health(request: web.Request) -> web.Response:
     state = request.app[STATE]
+    if "health-blocked-under-load" in state.faults:
+        # A health route served by the loop that runs generation: it waits for a free moment.
+        deadline = time.monotonic() + 60.0
+        while state.running and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
     if "health-down" in state.faults or state.dead:
         return web.json_response(
             {"error": {"message": "engine is dead", "type": "server_error", "code": 500}},

@@ -58,6 +58,17 @@ def _refuse(faults: frozenset[str], body: dict[str, Any]) -> None:
             "internal error: TypeError: generate() got an unexpected keyword argument 'metadata'",
             "server_error",
         )
+    rf = body.get("response_format")
+    if (
+        "response-format-text-refused" in faults
+        and isinstance(rf, dict)
+        and rf.get("type") == "text"
+    ):
+        raise ApiError(
+            400,
+            "response_format.type must be 'json_object' or 'json_schema'",
+            param="response_format",
+        )
     for i, m in enumerate(_messages(body)):
         role, content = m.get("role"), m.get("content")
         if "developer-role-500" in faults and role == "developer":

@@ -58,6 +58,7 @@ class StreamHooks:
     n_index_shared: bool = False  # every content delta says index 0
     usage_in_finish: bool = False
     length_as_stop: bool = False
+    tool_finish_stop: bool = False  # a forced call's finish chunk says 'stop'
     null_final_delta: bool = False
     finish_twice: bool = False
     content_after_finish: bool = False
@@ -94,6 +95,7 @@ STREAM_FAULTS: dict[str, dict[str, Any]] = {
     "stream-n-index-shared": {"n_index_shared": True},
     "stream-usage-repeated": {"usage_in_finish": True},
     "stream-length-as-stop": {"length_as_stop": True},
+    "tools-stream-finish-stop": {"tool_finish_stop": True},
     "sdk-stream-null-delta": {"null_final_delta": True},
     "stream-finish-twice": {"finish_twice": True},
     "stream-content-after-finish": {"content_after_finish": True},

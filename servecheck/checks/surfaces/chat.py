@@ -284,7 +284,9 @@ def chat_max_tokens(ctx: CheckContext) -> None:
 @check(
     "CHAT-STOP",
     "stop sequences are honoured",
-    "at temperature 0, a stop string taken from the unconstrained answer ends the output before it, with finish_reason 'stop'",
+    "at temperature 0, a stop string taken from the unconstrained answer ends the output before it, with finish_reason "
+    "'stop'; the same request sent again without stop is not cut before the stop string (stop strings do not "
+    "outlive their request)",
     requires=("stop",),
 )
 def chat_stop(ctx: CheckContext) -> None:
@@ -319,6 +321,19 @@ def chat_stop(ctx: CheckContext) -> None:
         expected="finish_reason 'stop'",
         received=f"finish_reason {choice.get('finish_reason')!r}, output {out!r}",
         exchange=ex,
+    )
+    # Cut where the stop string would begin: a server that kept the stop list answers a prefix of
+    # the first answer that never reaches it. A server that merely samples differently does not.
+    again = ctx.chat(prompt, max_tokens=24, temperature=0, seed=7)
+    later = _content(_choices(ctx, ctx.ok_json(again, "the same request without stop"), again)[0])
+    ctx.expect(
+        stop_word in later or not text.startswith(later),
+        "a stop string outlived its request: the next request without stop was cut at it",
+        expected=f"the full answer again, {text!r} (it holds {stop_word!r})",
+        received=f"{later!r}, cut before {stop_word!r}",
+        exchange=again,
+        hint="stop strings are kept in state shared between requests (a reused sampling-params "
+        "object or a slot's settings); build them from each request alone",
     )
 
 
@@ -394,6 +409,39 @@ def chat_seed(ctx: CheckContext) -> None:
         {"temperature": 1.0, "seed": 1234},
         "two seeded answers differ",
         deviation="seed-not-supported",
+    )
+
+
+# Many plausible continuations and a dozen tokens: a real model at temperature 1 gives four
+# seeds four texts (equal texts for all four would take a near-deterministic model), a tiny
+# random-weight one wildly different ones.
+VARIES_PROMPT = "Write one sentence about anything you like, using unusual words."
+VARIES_SEEDS = (11, 22, 33, 44)
+
+
+@check(
+    "CHAT-SEED-VARIES",
+    "different seeds give different samples",
+    f"at temperature 1, {len(VARIES_SEEDS)} requests that differ only in their seed give at least two "
+    "different texts (a server that pins every seed to one value answers them all alike)",
+    requires=("seed",),
+)
+def chat_seed_varies(ctx: CheckContext) -> None:
+    texts: dict[int, str] = {}
+    last: Exchange | None = None
+    for seed in VARIES_SEEDS:
+        last = ctx.chat(VARIES_PROMPT, max_tokens=16, temperature=1.0, top_p=1.0, seed=seed)
+        texts[seed] = _content(_choices(ctx, ctx.ok_json(last, f"seed {seed}"), last)[0])
+    ctx.expect(
+        len(set(texts.values())) >= 2,
+        f"{len(VARIES_SEEDS)} different seeds gave one and the same text",
+        expected="at least two different texts at temperature 1 across seeds "
+        + ", ".join(map(str, VARIES_SEEDS)),
+        received=f"every seed: {next(iter(texts.values()))!r}",
+        exchange=last,
+        hint="the request's seed is replaced by a fixed one (a server-wide seed applied to every "
+        "request, a gateway cache keyed on the prompt alone): clients that sample several "
+        "candidates with different seeds get copies",
     )
 
 

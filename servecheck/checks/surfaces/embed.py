@@ -234,11 +234,22 @@ def embed_batch_order(ctx: CheckContext) -> None:
         )
 
 
+def _refusal_problem(ex: Exchange) -> str | None:
+    """What keeps ``ex`` from being a clean refusal (a 4xx with an error object), or None."""
+    if ex.error or ex.status is None or not 400 <= ex.status < 500:
+        return ex.describe(160)
+    data = ex.json()
+    if not (isinstance(data, dict) and isinstance(data.get("error"), dict | str)):
+        return f"HTTP {ex.status} without an error object: {ex.describe(160)}"
+    return None
+
+
 @check(
     "EMBED-DIMS",
     "vector length is stable and 'dimensions' is honoured or refused",
     "every vector of a model has the same length across inputs and requests; a request with "
-    "dimensions: 8 gets 8-value vectors, or a 4xx error object if the model cannot shorten",
+    "dimensions: 8 gets 8-value vectors, or a 4xx error object if the model cannot shorten; "
+    "dimensions 0, -1 and one more than the model's length each get a 4xx error object",
 )
 def embed_dims(ctx: CheckContext) -> None:
     short, long = "kernel", " ".join(TEXTS)
@@ -265,19 +276,124 @@ def embed_dims(ctx: CheckContext) -> None:
             exchange=ex,
             hint="a client that stores short vectors gets full ones; refuse what you cannot do",
         )
-        return
-    data = ex.json()
+    else:
+        data = ex.json()
+        ctx.expect(
+            _refusal_problem(ex) is None,
+            "'dimensions' was neither honoured nor refused cleanly",
+            expected="200 with shortened vectors, or a 4xx error object",
+            received=ex.describe(300),
+            exchange=ex,
+            deviation=detail_deviation(data),
+        )
+    bad: list[tuple[int, Exchange, str]] = []
+    for value in (0, -1, lengths[0] + 1):
+        out = _post_embeddings(ctx, short, dimensions=value)
+        problem = _refusal_problem(out)
+        if problem is not None:
+            bad.append((value, out, problem))
     ctx.expect(
-        not ex.error
-        and ex.status is not None
-        and 400 <= ex.status < 500
-        and isinstance(data, dict)
-        and isinstance(data.get("error"), dict | str),
-        "'dimensions' was neither honoured nor refused cleanly",
-        expected="200 with shortened vectors, or a 4xx error object",
-        received=ex.describe(300),
+        not bad,
+        f"{len(bad)} impossible 'dimensions' value(s) were not refused",
+        expected=f"a 4xx error object for dimensions 0, -1 and {lengths[0] + 1} (the model gives "
+        f"{lengths[0]} values)",
+        received="; ".join(f"dimensions {v}: {p}" for v, _, p in bad),
+        exchange=bad[0][1] if bad else None,
+        deviation=detail_deviation(bad[0][1].json()) if bad else None,
+        hint="check 1 <= dimensions <= the model's size before pooling: a full or empty vector "
+        "served for an impossible size is stored by the client as if it were what it asked for",
+    )
+
+
+def _ids_for(ctx: CheckContext, name: str, text: str) -> list[int] | None:
+    """The ids the server embeds ``text`` as (its /tokenize, special tokens included), or None."""
+    body = {
+        "model": name,
+        "prompt": text,
+        "content": text,  # llama.cpp's name
+        "add_special_tokens": True,
+        "add_special": True,  # llama.cpp's name
+    }
+    ex = ctx.post(ctx.server_root + "/tokenize", body)
+    data = ex.json() if ex.ok else None
+    tokens = data.get("tokens") if isinstance(data, dict) else None
+    if isinstance(tokens, list) and tokens and all(isinstance(t, int) for t in tokens):
+        return tokens
+    return None
+
+
+# Small ids exist in every vocabulary: token-id input can be judged without /tokenize.
+FALLBACK_IDS = [11, 12, 13, 14, 15]
+
+
+@check(
+    "EMBED-INPUT-FORMS",
+    "a one-item list and token ids are embedded; an empty string is refused",
+    f"a one-item list gets the string's vector (cosine >= {IDENTICAL}); token ids, flat and as a "
+    "list of two id lists, get one vector per input, alike (cosine >= "
+    f"{IDENTICAL}) and, with the ids /tokenize gives for the string, the string's (cosine >= "
+    f"{SAME}); an empty string gets a 4xx error object, never a 5xx",
+)
+def embed_input_forms(ctx: CheckContext) -> None:
+    name = _model(ctx, "EMBED")
+    text = TEXTS[0]
+    plain = _vectors(ctx, _post_embeddings(ctx, text), 1, "a string")[0]
+    ex = _post_embeddings(ctx, [text])
+    listed = _vectors(ctx, ex, 1, "a one-item list")[0]
+    cos = _cosine(listed, plain)
+    ctx.expect(
+        cos >= IDENTICAL,
+        "a one-item list is not embedded as its string",
+        expected=f"cosine >= {IDENTICAL} with the string's vector",
+        received=f"cosine {cos:.6f}",
         exchange=ex,
-        deviation=detail_deviation(data),
+    )
+    served = _ids_for(ctx, name, text)
+    ids = served or FALLBACK_IDS
+    flat_ex = ctx.post("/embeddings", {"model": name, "input": ids})
+    flat = _vectors(ctx, flat_ex, 1, "token ids")[0]
+    nested_ex = ctx.post("/embeddings", {"model": name, "input": [ids, ids]})
+    nested = _vectors(ctx, nested_ex, 2, "a list of two token-id lists")
+    worst = min(_cosine(flat, v) for v in nested)
+    ctx.expect(
+        worst >= IDENTICAL,
+        "the same token ids give different vectors flat and nested",
+        expected=f"cosine >= {IDENTICAL} between input {ids[:8]}... and [[...], [...]] of it",
+        received=f"lowest cosine {worst:.6f}",
+        exchange=nested_ex,
+    )
+    if served is not None:
+        cos = _cosine(flat, plain)
+        ctx.expect(
+            cos >= SAME,
+            "token ids are not embedded as the text they stand for",
+            expected=f"cosine >= {SAME} between the string's vector and its /tokenize ids'",
+            received=f"cosine {cos:.6f} for ids {ids[:12]}",
+            exchange=flat_ex,
+            hint="token-id input must reach the model as those tokens (OpenAI accepts int arrays; "
+            "LangChain sends them for long texts); read them as ids, not as text",
+        )
+    empty = _post_embeddings(ctx, "")
+    ctx.expect(
+        not empty.error and empty.status is not None and empty.status < 500,
+        "an empty string crashed the request",
+        expected="a 4xx error object (OpenAI refuses an empty input)",
+        received=empty.describe(300),
+        exchange=empty,
+        hint="refuse an empty input before it reaches the model (sglang#4988: an empty batch "
+        "crashed the norm kernel)",
+    )
+    problem = None if not empty.ok else f"HTTP {empty.status}: it was embedded"
+    problem = problem or _refusal_problem(empty)
+    ctx.expect(
+        problem is None,
+        "an empty string was not refused cleanly",
+        expected="a 4xx error object (OpenAI refuses an empty input)",
+        received=problem or "",
+        exchange=empty,
+        deviation="embed-empty-accepted" if empty.ok else detail_deviation(empty.json()),
+        hint="an empty text has no meaning to embed; a vector for it (the special tokens' alone) "
+        "lands next to unrelated texts in an index",
     )
 
 

@@ -6,7 +6,9 @@ says it sends one (the openai SDK honours it when it retries). A reset connectio
 429 is a crash as far as a client can tell. Afterwards the server must be healthy again.
 
 The burst is ``capacity + min(2 * capacity, 64)`` short non-streamed chat requests at once, each
-bounded by the target's timeout, the whole burst by that timeout plus 30 s. Without a declared
+bounded by the target's timeout, the whole burst by that timeout plus 30 s; OVERLOAD-STREAM sends
+``capacity + min(capacity, 4)`` streamed ones, whose refusal must come as a status before the
+stream, not as an error event inside a 200. Without a declared
 ``capacity`` the checks skip: "above capacity" means nothing without it.
 """
 
@@ -17,8 +19,9 @@ import dataclasses
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
-from servecheck.checks.context import CheckContext, CheckSkipped
+from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
 from servecheck.checks.health import probe_health
 from servecheck.checks.registry import check
 from servecheck.checks.surfaces.conc import run_async
@@ -64,27 +67,37 @@ def run_burst(ctx: CheckContext) -> Burst:
     """Send the burst, all at once, and collect every answer (bounded in time)."""
     capacity = declared_capacity(ctx)
     burst = Burst(burst_size(capacity), capacity)
-    per_request = ctx.target.timeout_s
     bodies = [
         ctx.chat_body(f"Burst request {i}: name a colour.", max_tokens=16, temperature=0)
         for i in range(burst.size)
     ]
+    burst.results = _send_all(ctx, bodies)
+    return burst
 
+
+def _send_all(
+    ctx: CheckContext, bodies: list[dict[str, Any]], *, stream: bool = False
+) -> list[Exchange]:
+    """POST every body at once and collect each answer (bounded in time); [] if all timed out."""
+    per_request = ctx.target.timeout_s
     # The client pool holds the whole burst, or the client itself would queue it.
-    settings = dataclasses.replace(ctx.client.settings, max_connections=burst.size)
+    settings = dataclasses.replace(ctx.client.settings, max_connections=len(bodies))
 
     async def send() -> list[Exchange]:
         async with AsyncServeClient(settings) as client:
             return await asyncio.gather(
-                *(client.post("/chat/completions", b, timeout_s=per_request) for b in bodies)
+                *(
+                    client.post("/chat/completions", b, timeout_s=per_request, stream=stream)
+                    for b in bodies
+                )
             )
 
     try:
-        burst.results = run_async(asyncio.wait_for(send(), per_request + 30))
+        results = run_async(asyncio.wait_for(send(), per_request + 30))
     except TimeoutError:
-        burst.results = []
-    ctx.exchanges.extend(burst.results)
-    return burst
+        results = []
+    ctx.exchanges.extend(results)
+    return results
 
 
 def _problem(ex: Exchange, want_retry_after: bool) -> str | None:
@@ -167,4 +180,70 @@ def overload_recovers(ctx: CheckContext) -> None:
         exchange=ex,
         hint="an engine that dies or wedges under a burst needs a queue or admission limit in "
         "front of it (--max-num-seqs, a gateway rate limit)",
+    )
+
+
+# ---- OVERLOAD-STREAM --------------------------------------------------------------------------
+
+STREAM_EXTRA = 4  # a few streams over capacity: enough to be shed, few enough to stay seconds
+
+
+def _stream_problem(ex: Exchange, want_retry_after: bool) -> str | None:
+    """What is wrong with one streamed answer of the burst, or None."""
+    if ex.error or not (ex.status and 200 <= ex.status < 300):
+        return _problem(ex, want_retry_after)
+    stream = ex.stream
+    if stream is None:
+        return f"HTTP {ex.status} without an event stream: {ex.describe(160)}"
+    if stream.error_obj is not None:
+        served = any(
+            isinstance(c, dict) and c.get("choices") for c in stream.chunks if "error" not in c
+        )
+        return (
+            f"HTTP {ex.status} whose stream carries an error ({body_snippet(stream.error_obj, 160)})"
+            + (" after content" if served else " and nothing else")
+        )
+    if not any(isinstance(c, dict) and c.get("choices") for c in stream.chunks):
+        return f"HTTP {ex.status} whose stream carries no chunk with choices"
+    return None
+
+
+@check(
+    "OVERLOAD-STREAM",
+    "streamed requests over capacity are shed before their stream starts",
+    f"capacity + min(capacity, {STREAM_EXTRA}) concurrent streamed chat requests each get a 200 "
+    "stream of chunks, or 429/503 with an OpenAI error object (and Retry-After where the engine "
+    "profile says it sends one) before any stream; never a 200 whose stream carries an error",
+    requires=("streaming",),
+)
+def overload_stream(ctx: CheckContext) -> None:
+    capacity = declared_capacity(ctx)
+    size = capacity + min(capacity, STREAM_EXTRA)
+    bodies = [
+        ctx.chat_body(f"Burst stream {i}: name a colour.", max_tokens=8, temperature=0, stream=True)
+        for i in range(size)
+    ]
+    results = _send_all(ctx, bodies, stream=True)
+    tally = Burst(size, capacity, results).tally()
+    ctx.expect(
+        bool(results),
+        "the streamed burst got no answers in time",
+        expected=f"{size} answers within {ctx.target.timeout_s + 30:.0f} s",
+        received="the burst timed out as a whole",
+        hint="the server hangs under load instead of queueing or shedding",
+    )
+    want_retry_after = ctx.profile.retry_after
+    problems = [(ex, p) for ex in results if (p := _stream_problem(ex, want_retry_after))]
+    first = problems[0] if problems else None
+    ctx.expect(
+        first is None,
+        f"{len(problems)} of {size} streamed requests in a burst above capacity ({capacity}) "
+        "got no usable answer",
+        expected="a 200 stream of chunks, or 429/503 with {error: {message, ...}} before the stream"
+        + (" and Retry-After" if want_retry_after else ""),
+        received=f"{tally}; first: {first[1] if first else ''}",
+        exchange=first[0] if first else None,
+        hint="decide admission before sending the 200 and the first event (vLLM's admission "
+        "rejection escapes before the response starts): an error inside a 200 stream is not "
+        "retried by the openai SDK, whose retries read the status only",
     )

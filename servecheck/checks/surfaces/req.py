@@ -219,21 +219,26 @@ def req_null_optionals(ctx: CheckContext) -> None:
     )
 
 
-# Fields clients send that change nothing for an engine; the first group must simply work. OpenAI
-# itself refuses the second group in these combinations (parallel_tool_calls without tools,
-# stream_options without stream) or for some models (service_tier), so a clean 4xx with an error
-# object is as good as a 200 there. A 5xx is never right.
+# Fields clients send that change nothing for an engine; the first group must simply work
+# (response_format {type: text} is the documented default that LiteLLM and the openai SDK's
+# helpers send explicitly). OpenAI itself refuses the second group in these combinations
+# (parallel_tool_calls without tools, stream_options without stream, tools: [] as "too short") or
+# for some models (service_tier, reasoning_effort on a model that does not reason), so a clean
+# 4xx with an error object is as good as a 200 there. A 5xx is never right.
 CLIENT_FIELDS: dict[str, dict[str, Any]] = {
     "user": {"user": "servecheck-user-42"},
     "metadata": {"metadata": {"session": "servecheck", "purpose": "conformance"}},
     "store-false": {"store": False},
     "neutral-sampling": {"presence_penalty": 0, "frequency_penalty": 0, "top_p": 1, "n": 1},
     "empty-logit-bias": {"logit_bias": {}},
+    "response-format-text": {"response_format": {"type": "text"}},
 }
 MAY_REFUSE: dict[str, dict[str, Any]] = {
     "service-tier": {"service_tier": "auto"},
     "parallel-tool-calls-no-tools": {"parallel_tool_calls": False},
     "stream-options-unstreamed": {"stream_options": {"include_usage": True}},
+    "reasoning-effort": {"reasoning_effort": "low"},
+    "empty-tools": {"tools": []},
 }
 
 
@@ -291,8 +296,9 @@ def req_client_fields(ctx: CheckContext) -> None:
         received=" | ".join(problems),
         exchange=last,
         deviation=deviations.pop() if len(deviations) == 1 else None,
-        hint="ignore fields that do not apply to the engine (user, metadata, store, service_tier); "
-        "never pass them on to the generator, where they crash it",
+        hint="ignore fields that do not apply to the engine (user, metadata, store, service_tier, "
+        "reasoning_effort); read response_format {type: text} as the default and tools: [] as no "
+        "tools; never pass them on to the generator, where they crash it",
     )
 
 
@@ -428,11 +434,17 @@ def _cut_is_not_judged(ctx: CheckContext, ex: Exchange) -> None:
     (TOOLS-LENGTH judges the cut); arguments that closed are judged whatever the finish says."""
     data = ex.json() if ex.status == 200 else None
     choices = data.get("choices") if isinstance(data, dict) else None
-    first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    first = (
+        choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    )
     message = first.get("message")
     calls = message.get("tool_calls") if isinstance(message, dict) else None
     calls = calls if isinstance(calls, list) else []
-    raw = calls[0].get("function", {}).get("arguments") if calls and isinstance(calls[0], dict) else None
+    raw = (
+        calls[0].get("function", {}).get("arguments")
+        if calls and isinstance(calls[0], dict)
+        else None
+    )
     try:
         closed = isinstance(raw, str) and json.loads(raw) is not None
     except ValueError:

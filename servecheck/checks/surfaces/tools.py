@@ -228,9 +228,10 @@ def tools_named(ctx: CheckContext) -> None:
 
 @check(
     "TOOLS-FINISH",
-    "a forced tool call finishes with 'tool_calls'",
+    "a forced tool call finishes with 'tool_calls', streamed too",
     "with tool_choice 'required' the choice's finish_reason is 'tool_calls' (OpenAI's value; a named choice is not "
-    "used because OpenAI itself answers 'stop' there)",
+    "used because OpenAI itself answers 'stop' there); where the target streams, the streamed forced call's "
+    "finish chunk says 'tool_calls' too",
     requires=("tools",),
 )
 def tools_finish(ctx: CheckContext) -> None:
@@ -243,6 +244,31 @@ def tools_finish(ctx: CheckContext) -> None:
         exchange=ex,
         deviation="tool-finish-stop",
         hint="agents branch on finish_reason == 'tool_calls' and will treat the call as a final answer",
+    )
+    if not ctx.capabilities.get("streaming", False):
+        return
+    streamed = ctx.ok_stream(
+        ctx.post("/chat/completions", tool_request(ctx, "required", stream=True), stream=True),
+        "streamed chat completion with tools",
+    )
+    assert streamed.stream is not None  # noqa: S101 - ok_stream guarantees it
+    finishes = [
+        c.get("finish_reason")
+        for chunk in streamed.stream.chunks
+        for c in chunk.get("choices") or []
+        if isinstance(c, dict) and c.get("index", 0) == 0 and c.get("finish_reason")
+    ]
+    ctx.expect(
+        finishes[-1:] == ["tool_calls"],
+        "a streamed tool call does not finish with 'tool_calls'",
+        expected="the finish chunk of the streamed forced call says finish_reason 'tool_calls' "
+        "(as the non-streamed answer does)",
+        received=f"finish reasons in the stream: {finishes}",
+        exchange=streamed,
+        deviation="tool-finish-stop",
+        hint="the streaming path sets its own finish_reason (sglang, vLLM's streaming tool parsers "
+        "have each got this wrong): streamed agents (the openai Agents SDK, LangGraph) then take "
+        "the call for a final answer",
     )
 
 
