@@ -9,6 +9,18 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
+
+def _count(surface: str) -> int:
+    """How many checks a surface has (the suites below run all of one surface)."""
+    from servecheck.checks import load_all
+
+    return sum(1 for c in load_all().values() if c.surface == surface)
+
+
+# usage-sum-wrong breaks CHAT-USAGE-DETAILS too (total != prompt + completion); the tests that
+# use it are about one failing check, so they leave that one out.
+ONE_USAGE_CHECK = ("-k", "not CHAT-USAGE-DETAILS")
+
 SUITE = textwrap.dedent("""
     from servecheck.checks import run_with_allowances
 
@@ -45,9 +57,15 @@ def test_failure_names_the_check_and_gives_curl(pytester, make_reference):
     _targets(pytester, server)
     _suite(pytester, "CHAT")
     result = pytester.runpytest(
-        "-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml"
+        "-p",
+        "servecheck.pytest_plugin",
+        "--target",
+        "ref",
+        "--targets-file",
+        "targets.yaml",
+        *ONE_USAGE_CHECK,
     )
-    result.assert_outcomes(passed=8, failed=1)
+    result.assert_outcomes(passed=_count("CHAT") - 2, failed=1)
     result.stdout.fnmatch_lines(
         [
             "*test_conformance?ref/ref-tiny/CHAT-USAGE?*",
@@ -92,10 +110,11 @@ def test_allowed_deviation_is_nonstrict_not_pass(pytester, make_reference):
         "targets.yaml",
         "-rX",
         "-rx",
+        *ONE_USAGE_CHECK,
     )
     result.stdout.fnmatch_lines(["*1 nonstrict*"])
     outcomes = result.parseoutcomes()
-    assert outcomes.get("passed") == 8
+    assert outcomes.get("passed") == _count("CHAT") - 2
     assert outcomes.get("nonstrict") == 1
     assert "failed" not in outcomes
 
@@ -145,16 +164,16 @@ def test_schema_findings_nonstrict_by_default_failed_when_strict(
 
 def test_missing_capability_and_exclude_are_skips_with_reasons(pytester, make_reference):
     server = make_reference()
-    _targets(pytester, server, "    capabilities: {n: false}\n    exclude: ['CHAT-LOG*']\n")
+    _targets(pytester, server, "    capabilities: {n: false}\n    exclude: ['CHAT-LOGP*']\n")
     _suite(pytester, "CHAT")
     result = pytester.runpytest(
         "-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml", "-rs"
     )
-    result.assert_outcomes(passed=7, skipped=2)
+    result.assert_outcomes(passed=_count("CHAT") - 2, skipped=2)
     result.stdout.fnmatch_lines(
         [
             "*CHAT-N: ref does not declare capability n*",
-            "*CHAT-LOGPROBS: excluded for ref by targets.yaml exclude 'CHAT-LOG*'*",
+            "*CHAT-LOGPROBS: excluded for ref by targets.yaml exclude 'CHAT-LOGP*'*",
         ]
     )
 
@@ -167,7 +186,7 @@ def test_known_failure_is_strict_xfail(pytester, make_reference):
         "-p", "servecheck.pytest_plugin", "--target", "ref", "--targets-file", "targets.yaml"
     )
     # the clean server passes CHAT-USAGE, so the strict xfail reports the fix as a failure
-    result.assert_outcomes(passed=8, failed=1)
+    result.assert_outcomes(passed=_count("CHAT") - 1, failed=1)
     result.stdout.fnmatch_lines(["*XPASS(strict)*known failure on ref: engine bug #123*"])
 
 
@@ -277,10 +296,11 @@ def test_results_written_as_they_finish_and_key_redacted(
         str(report),
         "-n",
         "2",
+        *ONE_USAGE_CHECK,
     )
-    result.assert_outcomes(passed=8, failed=1)
+    result.assert_outcomes(passed=_count("CHAT") - 2, failed=1)
     lines = (report / "results.jsonl").read_text().splitlines()
-    assert len(lines) == 9
+    assert len(lines) == _count("CHAT") - 1
     assert '"check": "CHAT-USAGE"' in (report / "summary.json").read_text()
     for path in report.iterdir():
         assert key not in path.read_text(), path
@@ -387,7 +407,9 @@ def test_down_target_gives_one_finding_and_counts_the_rest_as_not_run(pytester):
     )
     outcomes = result.parseoutcomes()
     assert outcomes.get("errors", 0) + outcomes.get("failed", 0) == 1, outcomes
-    assert "passed" not in outcomes and outcomes.get("notrun") == 12, outcomes
+    cases = _count("CHAT") + _count("ERR")
+    not_run = cases - 1 - outcomes.get("skipped", 0)  # one "target down" finding, capability skips
+    assert "passed" not in outcomes and outcomes.get("notrun") == not_run, outcomes
     result.stdout.fnmatch_lines(
         [
             "*: target down: nothing accepted a connection at the target during discovery; "

@@ -68,7 +68,12 @@ _fault(
 # Chat shape and semantics
 _fault("chat-created-float", "'created' is a float, not an integer", "CHAT-SHAPE")
 _fault("chat-bad-finish-reason", "finish_reason is 'eos' instead of an OpenAI value", "CHAT-SHAPE")
-_fault("usage-sum-wrong", "usage.total_tokens != prompt_tokens + completion_tokens", "CHAT-USAGE")
+_fault(
+    "usage-sum-wrong",
+    "usage.total_tokens != prompt_tokens + completion_tokens",
+    "CHAT-USAGE",
+    "CHAT-USAGE-DETAILS",
+)
 _fault("max-tokens-ignored", "max_tokens is ignored: output runs past it", "CHAT-MAX-TOKENS")
 _fault(
     "length-as-stop",
