@@ -641,6 +641,12 @@ _fault(
     "RESPONSES-ERROR",
 )
 _fault(
+    "responses-call-id-optional",
+    "a function_call input item without call_id is served: the server makes one up instead of "
+    "refusing the item",
+    "RESPONSES-ERROR",
+)
+_fault(
     "responses-logprobs-ignored",
     "include [message.output_text.logprobs] is ignored: output_text parts carry no logprobs",
     "RESPONSES-LOGPROBS",
@@ -698,6 +704,12 @@ _fault(
 _fault(
     "responses-previous-ignored",
     "previous_response_id is accepted but its conversation never reaches the prompt",
+    "RESPONSES-STORE",
+)
+_fault(
+    "responses-previous-not-echoed",
+    "a request chained by previous_response_id is served with its conversation, but the "
+    "response says previous_response_id null",
     "RESPONSES-STORE",
 )
 _fault(
@@ -777,6 +789,11 @@ _fault(
     "range-values-500",
     "top_logprobs above 20, legacy logprobs above 5, logit_bias outside [-100, 100] or keyed by "
     "a non-integer, and seeds outside int64 give 500 (unchecked casts in the sampler)",
+    "ERR-VALUES-RANGE",
+)
+_fault(
+    "responses-seed-500",
+    "a seed outside int64 on /v1/responses gives 500 (chat completions refuse it with 400)",
     "ERR-VALUES-RANGE",
 )
 _fault("err-wrong-type-500", "wrong field types give 500", "ERR-TYPES")
@@ -960,6 +977,12 @@ _fault(
     "REASON-JSON",
 )
 _fault(
+    "reasoning-json-leak-n",
+    "with response_format JSON and n=2 only choice 0 goes through the reasoning parser: choice "
+    "1's content holds the reasoning and its markers before the JSON",
+    "REASON-JSON",
+)
+_fault(
     "reasoning-tool-in-reasoning",
     "a forced tool call is written as text inside the reasoning; tool_calls is empty",
     "REASON-TOOLS",
@@ -967,6 +990,12 @@ _fault(
 _fault(
     "reasoning-off-ignored",
     "chat_template_kwargs enable_thinking: false is ignored: the model reasons anyway",
+    "REASON-THINKING-OFF",
+)
+_fault(
+    "reasoning-off-ignored-stream",
+    "enable_thinking: false is honoured non-streamed but ignored when streaming: the stream "
+    "reasons anyway",
     "REASON-THINKING-OFF",
 )
 

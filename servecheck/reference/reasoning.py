@@ -81,6 +81,8 @@ def thinking_requested(body: dict[str, Any], faults: frozenset[str]) -> bool:
     """False when the request turns thinking off (Qwen3 / DeepSeek chat template kwargs)."""
     if "reasoning-off-ignored" in faults:
         return True
+    if "reasoning-off-ignored-stream" in faults and body.get("stream"):
+        return True  # the streaming path reads the switch from elsewhere, and misses it
     kwargs = body.get("chat_template_kwargs")
     if isinstance(kwargs, dict):
         for key in ("enable_thinking", "thinking"):
@@ -134,8 +136,12 @@ def apply(
             c.pieces = c.pieces[:remaining]
             c.logprobs = c.logprobs[:remaining]
             c.finish_reason = "length"
-        leak = "reasoning-leak" in faults or (
-            "reasoning-json-leak" in faults and fmt in ("json_object", "json_schema")
+        json_fmt = fmt in ("json_object", "json_schema")
+        leak = (
+            "reasoning-leak" in faults
+            or ("reasoning-json-leak" in faults and json_fmt)
+            # the parser runs on choice 0 only: with n > 1 the others keep the raw output
+            or ("reasoning-json-leak-n" in faults and json_fmt and c.index > 0)
         )
         if leak:
             # No reasoning parser: the raw output, markers and all, is the content.

@@ -133,6 +133,8 @@ def _input_items(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any
             messages.append({"role": role, "content": model.content_text(content)})
         elif kind == "function_call":
             _replayed_ids(state, item, i)
+            if "call_id" not in item and _fault(state, "responses-call-id-optional"):
+                item = {**item, "call_id": f"call_{secrets.token_hex(6)}"}  # made up, not refused
             for key in ("call_id", "name", "arguments"):
                 expect(
                     isinstance(item.get(key), str),
@@ -301,6 +303,14 @@ def _format(state: State, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _validate(state: State, body: dict[str, Any]) -> Turn:
+    seed = body.get("seed")
+    if (
+        isinstance(seed, int)
+        and not -(2**63) <= seed < 2**63
+        and _fault(state, "responses-seed-500")
+    ):
+        # this route hands the seed to the sampler before the shared range checks run
+        raise ApiError(500, "internal error: OverflowError (seed)", "server_error")
     validate_common(state, body)
     messages, calls = _input_items(state, body)
     messages = conversation = response_store.chain(state, body, messages)
@@ -549,7 +559,9 @@ def _response(
         "model": body["model"],
         "output": output,
         "parallel_tool_calls": body.get("parallel_tool_calls", True) is not False,
-        "previous_response_id": body.get("previous_response_id"),
+        "previous_response_id": None
+        if _fault(state, "responses-previous-not-echoed")
+        else body.get("previous_response_id"),
         "temperature": body.get("temperature", 1.0),
         "top_p": body.get("top_p", 1.0),
         "text": {"format": turn.fmt},

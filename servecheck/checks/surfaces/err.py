@@ -345,6 +345,7 @@ def err_values(ctx: CheckContext) -> None:
 
 INT64_END = 2**63
 CHAT_ROUTE = "/chat/completions"
+RESPONSES_ROUTE = "/responses"
 
 
 def _range_cases(ctx: CheckContext) -> list[tuple[BadCase, str]]:
@@ -383,6 +384,23 @@ def _range_cases(ctx: CheckContext) -> list[tuple[BadCase, str]]:
             CHAT_ROUTE,
         ),
     ]
+    if ctx.capabilities.get("responses"):
+        # The Responses API has no seed (engines add one): refusing it is as right as serving it.
+        cases.append(
+            (
+                BadCase(
+                    "responses-seed-2-63",
+                    "seed=2**63 on /v1/responses",
+                    {
+                        "model": ctx.model,
+                        "input": "Say hello.",
+                        "max_output_tokens": 16,
+                        "seed": INT64_END,
+                    },
+                ),
+                RESPONSES_ROUTE,
+            )
+        )
     if ctx.capabilities.get("completions"):
         legacy = {"model": ctx.model, "prompt": "Once upon a time", "max_tokens": 2}
         cases.append(
@@ -425,6 +443,13 @@ def _range_problem(case: BadCase, route: str, ex: Exchange) -> tuple[str | None,
     if case.body.get("stream"):
         return _stream_problem(ex), None
     data = ex.json()
+    if route == RESPONSES_ROUTE:
+        good = (
+            isinstance(data, dict)
+            and data.get("object") == "response"
+            and isinstance(data.get("output"), list)
+        )
+        return (None if good else f"a 200 that is no response object: {ex.describe(160)}"), None
     if not isinstance(data, dict) or not data.get("choices"):
         return f"a 200 that is no completion: {ex.describe(160)}", None
     problems = shape_problems(
@@ -436,8 +461,9 @@ def _range_problem(case: BadCase, route: str, ex: Exchange) -> tuple[str | None,
 @check(
     "ERR-VALUES-RANGE",
     "values past OpenAI's bounds are refused cleanly or served well",
-    "top_logprobs 25 (streamed and not), logit_bias value 200, a logit_bias key that is no token id, seed 2**63 "
-    "and (where completions are declared) legacy logprobs 6 each get a 4xx with an OpenAI error object, an error "
+    "top_logprobs 25 (streamed and not), logit_bias value 200, a logit_bias key that is no token id, seed 2**63, "
+    "(where responses are declared) seed 2**63 on /v1/responses and (where completions are declared) legacy "
+    "logprobs 6 each get a 4xx with an OpenAI error object, an error "
     "event in the stream, or a well-formed 200 (serving more alternatives, clamping a bias or reading a key as "
     "token text is lenient, not wrong); never a 5xx, a dropped request or a malformed 200; and the server answers "
     "a plain request afterwards",

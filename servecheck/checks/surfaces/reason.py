@@ -100,16 +100,18 @@ def _collect(parts: Parts, holder: dict[str, Any], s: ReasoningSettings) -> str:
 
 
 def message_parts(
-    ctx: CheckContext, data: dict[str, Any], ex: Exchange, s: ReasoningSettings
+    ctx: CheckContext, data: dict[str, Any], ex: Exchange, s: ReasoningSettings, index: int = 0
 ) -> Parts:
-    """choices[0] of a non-streamed answer, split into reasoning and content."""
+    """Choice ``index`` of a non-streamed answer, split into reasoning and content."""
     choices = data.get("choices")
-    first = choices[0] if isinstance(choices, list) and choices else None
+    listed = choices if isinstance(choices, list) else []
+    by_index = {c.get("index", i): c for i, c in enumerate(listed) if isinstance(c, dict)}
+    first = by_index.get(index)
     message = first.get("message") if isinstance(first, dict) else None
     if not isinstance(message, dict):
         ctx.fail(
-            "the answer has no choices[0].message",
-            expected="choices[0].message with content and a reasoning field",
+            f"the answer has no choice with index {index} and a message",
+            expected=f"choices[{index}].message with content and a reasoning field",
             received=body_snippet(data),
             exchange=ex,
         )
@@ -402,38 +404,83 @@ def _after_reasoning(text: str, s: ReasoningSettings) -> str:
     "JSON mode holds with reasoning on",
     "with the reasoning mode on and response_format json_schema (a bounded schema; json_object "
     "where the target has no json_schema), content (not the reasoning) parses by itself as a JSON "
-    "object that validates, with no reasoning text or markers around it",
+    "object that validates, with no reasoning text or markers around it; where n is declared, "
+    "both choices of an n=2 request (temperature 0.8) hold the same rule",
     requires=("json_object",),
 )
 def reason_json(ctx: CheckContext) -> None:
-    import jsonschema
-
     s = settings(ctx)
-    case = SCHEMA_CASES[0]
     bounded = ctx.capabilities.get("json_schema", False)
-    fmt = json_schema_format("reason_json", case.schema) if bounded else {"type": "json_object"}
+    fmt = (
+        json_schema_format("reason_json", SCHEMA_CASES[0].schema)
+        if bounded
+        else {"type": "json_object"}
+    )
     parts, ex = answer(
         ctx, s, "chat completion in JSON mode", max_tokens=JSON_MAX_TOKENS, response_format=fmt
     )
+    cut = _judge_json(ctx, s, parts, ex, bounded, "the answer")
+    if cut:
+        raise CheckSkipped(f"{ctx.check_id}: inconclusive: {cut}")
+    if not ctx.capabilities.get("n", False):
+        return
+    # n > 1 needs sampling (vLLM refuses n=2 at temperature 0); the schema bounds the JSON.
+    ex = ctx.chat(
+        PROMPT,
+        **_asked(
+            ctx,
+            max_tokens=JSON_MAX_TOKENS,
+            response_format=fmt,
+            n=2,
+            temperature=0.8,
+            seed=3,
+        ),
+    )
+    data = ctx.ok_json(ex, "chat completion in JSON mode with n=2")
+    cuts = [
+        found
+        for index in (0, 1)
+        if (
+            found := _judge_json(
+                ctx,
+                s,
+                message_parts(ctx, data, ex, s, index),
+                ex,
+                bounded,
+                f"choice {index} of n=2",
+            )
+        )
+    ]
+    if cuts:
+        raise CheckSkipped(
+            f"{ctx.check_id}: inconclusive for n=2 (the single answer passed): {'; '.join(cuts)}"
+        )
+
+
+def _judge_json(
+    ctx: CheckContext, s: ReasoningSettings, parts: Parts, ex: Exchange, bounded: bool, what: str
+) -> str | None:
+    """Fail unless ``parts`` holds the JSON answer; a cut before it closed is returned instead."""
+    import jsonschema
+
+    schema = SCHEMA_CASES[0].schema
     try:
         value = json.loads(parts.content)
     except ValueError:
         value = None
     if isinstance(value, dict):
         errors = (
-            []
-            if not bounded
-            else list(jsonschema.Draft202012Validator(case.schema).iter_errors(value))
+            [] if not bounded else list(jsonschema.Draft202012Validator(schema).iter_errors(value))
         )
         ctx.expect(
             not errors,
-            "the JSON answer does not validate against the schema with reasoning on",
-            expected=f"content valid for {json.dumps(case.schema)[:200]}",
+            f"{what}: the JSON answer does not validate against the schema with reasoning on",
+            expected=f"content valid for {json.dumps(schema)[:200]}",
             received=f"{errors[0].message if errors else ''}: {parts.content[:200]!r}",
             exchange=ex,
             hint="the grammar is dropped or started in the wrong place when a reasoning parser runs",
         )
-        return
+        return None
     stripped = _after_reasoning(parts.content, s)
     try:
         json.loads(stripped)
@@ -447,14 +494,14 @@ def reason_json(ctx: CheckContext) -> None:
         and (not parts.content or open_object)
     ):
         # reasoning took every token, or an unbounded object ran on (random weights)
-        raise CheckSkipped(
-            f"{ctx.check_id}: inconclusive: cut at {JSON_MAX_TOKENS} tokens before the JSON "
-            f"answer closed (content {parts.content[:60]!r})"
+        return (
+            f"{what} was cut at {JSON_MAX_TOKENS} tokens before the JSON answer closed "
+            f"(content {parts.content[:60]!r})"
         )
     ctx.fail(
-        "the JSON answer parses only once the reasoning is stripped from content"
+        f"{what}: the JSON answer parses only once the reasoning is stripped from content"
         if only_after_strip
-        else "content is not a JSON object with reasoning on",
+        else f"{what}: content is not a JSON object with reasoning on",
         expected="content that json.loads() turns into an object, the reasoning in its own field",
         received=f"content {parts.content[:300]!r}; {parts.seen()}; finish_reason {parts.finish_reason!r}",
         exchange=ex,
@@ -504,8 +551,9 @@ def reason_tools(ctx: CheckContext) -> None:
     "REASON-THINKING-OFF",
     "turning thinking off is honoured",
     "a request with the target's thinking-off switch (default chat_template_kwargs "
-    "{enable_thinking: false}) gets an answer with no reasoning and no markers in content; "
-    "skipped where reasoning.thinking_off is false",
+    "{enable_thinking: false}) gets an answer with no reasoning and no markers in content, "
+    "non-streamed and (where streaming is declared) streamed: no reasoning delta; skipped where "
+    "reasoning.thinking_off is false",
 )
 def reason_thinking_off(ctx: CheckContext) -> None:
     s = settings(ctx)
@@ -514,10 +562,23 @@ def reason_thinking_off(ctx: CheckContext) -> None:
             f"{ctx.check_id}: {ctx.target.name} has no thinking-off switch (reasoning.thinking_off: false)"
         )
     parts, ex = answer(ctx, s, "chat completion with thinking off", **s.thinking_off)
+    _expect_no_reasoning(
+        ctx, s, parts, ex, "the model reasons although the request turned thinking off"
+    )
+    if ctx.capabilities.get("streaming"):
+        st, st_ex = streamed(ctx, s, "streamed chat completion with thinking off", **s.thinking_off)
+        _expect_no_reasoning(
+            ctx, s, st, st_ex, "the stream reasons although the request turned thinking off"
+        )
+
+
+def _expect_no_reasoning(
+    ctx: CheckContext, s: ReasoningSettings, parts: Parts, ex: Exchange, summary: str
+) -> None:
     leaked = [m for m in _markers(s) if m in parts.content]
     ctx.expect(
         not parts.reasoning and not leaked,
-        "the model reasons although the request turned thinking off",
+        summary,
         expected=f"no reasoning with {json.dumps(s.thinking_off)}",
         received=f"{parts.seen()}: {parts.reasoning[:200]!r}"
         + (f"; content holds {', '.join(leaked)}" if leaked else ""),
