@@ -29,7 +29,7 @@ from servecheck.reference.http import ApiError, expect, is_int
 from servecheck.reference.model import Choice
 
 BOS_ID = 1  # the id /tokenize puts first when asked for special tokens
-VOCAB_SIZE = 1 << 24  # model.token_ids hashes a token to 3 bytes
+VOCAB_SIZE = model.VOCAB_SIZE
 _PIECE = re.compile(r"\s*(?:" + model.TOKEN_PATTERN + r")", re.UNICODE)
 
 
@@ -179,6 +179,8 @@ def legacy_logprobs(faults: frozenset[str], choice: Choice, k: int) -> dict[str,
 def choice_entry(faults: frozenset[str], body: dict[str, Any], choice: Choice) -> dict[str, Any]:
     """One choice of a text_completion body."""
     k = body.get("logprobs")
+    if k is None and "logprobs-unasked" in faults:
+        k = 0  # logprobs-unasked: computed and sent on every answer
     return {
         "index": choice.index,
         "text": "".join(choice.echo) + "".join(choice.pieces),

@@ -757,7 +757,9 @@ def _full_body(
     created: int | float = int(time.time())
     if "chat-created-float" in faults:
         created = time.time()
-    want_logprobs = bool(body.get("logprobs")) and "logprobs-missing" not in faults
+    want_logprobs = (
+        bool(body.get("logprobs")) or "logprobs-unasked" in faults
+    ) and "logprobs-missing" not in faults
     out_choices = []
     for c in choices:
         if (

@@ -250,7 +250,8 @@ def legacy_problems(lp: Any, text: str, k: int, *, echo: bool, finish: Any) -> l
     "with logprobs=2, choices[0].logprobs has tokens, token_logprobs, top_logprobs and "
     "text_offset of one length; the tokens join to the text, every logprob is <= 0, each "
     "top_logprobs object has 2 entries (3 with the sampled token added), and text_offset steps "
-    "by each token's length",
+    "by each token's length; the same request without logprobs has choices[].logprobs null or "
+    "absent",
     requires=("completions", "logprobs"),
 )
 def compl_logprobs(ctx: CheckContext) -> None:
@@ -271,6 +272,18 @@ def compl_logprobs(ctx: CheckContext) -> None:
         exchange=ex,
         hint="a chat-shaped {'content': [...]} here is the chat API's form, which legacy clients "
         "(lm-eval-harness, the SDK's Logprobs type) do not read",
+    )
+    plain = _complete(ctx, PROMPTS[0], max_tokens=4)
+    _, choices = _answer(ctx, plain, "completion without logprobs")
+    given = [c.get("logprobs") for c in choices if c.get("logprobs") is not None]
+    ctx.expect(
+        not given,
+        "legacy logprobs come back although the request has no logprobs field",
+        expected="choices[].logprobs null or absent",
+        received=f"logprobs {body_snippet(given[0] if given else None, 300)}",
+        exchange=plain,
+        hint="send logprobs only when the request asks for them (logprobs: K); clients that test "
+        "the field for null read these as asked for",
     )
 
 
