@@ -13,7 +13,8 @@ out-of-vocabulary id, an empty prompt list and a missing prompt are each a 400.
 
 The COMPL faults live here: ``completions-batch-n-short``, ``token-id-prompt-refused``,
 ``echo-ignored``, ``completions-prompt-tokens-off``, ``completions-logprobs-misaligned``,
-``token-id-range-500``, ``empty-prompt-list-accepted``, ``completions-stream-stop-ignored``, and
+``token-id-range-500``, ``empty-prompt-list-accepted``, ``completions-stream-stop-ignored``,
+``completions-stream-offset-reset``, and
 ``completions-unknown-model-accepted`` (MODELS-UNKNOWN-404's).
 """
 
@@ -173,6 +174,19 @@ def legacy_logprobs(faults: frozenset[str], choice: Choice, k: int) -> dict[str,
         "token_logprobs": token_logprobs,
         "top_logprobs": top,
         "text_offset": offsets,
+    }
+
+
+def stream_logprobs(
+    faults: frozenset[str], token: str, logprob: float, k: int, offset: int
+) -> dict[str, Any]:
+    """The legacy logprobs of one streamed piece; ``offset`` is where it starts in the choice's
+    text (``completions-stream-offset-reset``: where it starts in its own chunk, always 0)."""
+    return {
+        "tokens": [token],
+        "token_logprobs": [logprob],
+        "top_logprobs": [_top(token, logprob, k)],
+        "text_offset": [0 if "completions-stream-offset-reset" in faults else offset],
     }
 
 

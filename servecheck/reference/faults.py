@@ -140,6 +140,11 @@ _fault(
     "COMPL-STREAM",
 )
 _fault(
+    "completions-stream-offset-reset",
+    "streamed legacy logprobs count text_offset within each chunk: every chunk's offset is 0",
+    "COMPL-STREAM",
+)
+_fault(
     "token-id-range-500",
     "negative or out-of-vocabulary prompt token ids reach the embedding lookup: 500 IndexError",
     "COMPL-PROMPT-INVALID",
