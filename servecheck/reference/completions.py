@@ -13,7 +13,8 @@ out-of-vocabulary id, an empty prompt list and a missing prompt are each a 400.
 
 The COMPL faults live here: ``completions-batch-n-short``, ``token-id-prompt-refused``,
 ``echo-ignored``, ``completions-prompt-tokens-off``, ``completions-logprobs-misaligned``,
-``token-id-range-500``, ``empty-prompt-list-accepted``, ``completions-stream-stop-ignored``, and
+``token-id-range-500``, ``empty-prompt-list-accepted``, ``completions-stream-stop-ignored``,
+``completions-stream-offset-reset``, and
 ``completions-unknown-model-accepted`` (MODELS-UNKNOWN-404's).
 """
 
@@ -29,7 +30,7 @@ from servecheck.reference.http import ApiError, expect, is_int
 from servecheck.reference.model import Choice
 
 BOS_ID = 1  # the id /tokenize puts first when asked for special tokens
-VOCAB_SIZE = 1 << 24  # model.token_ids hashes a token to 3 bytes
+VOCAB_SIZE = model.VOCAB_SIZE
 _PIECE = re.compile(r"\s*(?:" + model.TOKEN_PATTERN + r")", re.UNICODE)
 
 
@@ -176,9 +177,24 @@ def legacy_logprobs(faults: frozenset[str], choice: Choice, k: int) -> dict[str,
     }
 
 
+def stream_logprobs(
+    faults: frozenset[str], token: str, logprob: float, k: int, offset: int
+) -> dict[str, Any]:
+    """The legacy logprobs of one streamed piece; ``offset`` is where it starts in the choice's
+    text (``completions-stream-offset-reset``: where it starts in its own chunk, always 0)."""
+    return {
+        "tokens": [token],
+        "token_logprobs": [logprob],
+        "top_logprobs": [_top(token, logprob, k)],
+        "text_offset": [0 if "completions-stream-offset-reset" in faults else offset],
+    }
+
+
 def choice_entry(faults: frozenset[str], body: dict[str, Any], choice: Choice) -> dict[str, Any]:
     """One choice of a text_completion body."""
     k = body.get("logprobs")
+    if k is None and "logprobs-unasked" in faults:
+        k = 0  # logprobs-unasked: computed and sent on every answer
     return {
         "index": choice.index,
         "text": "".join(choice.echo) + "".join(choice.pieces),

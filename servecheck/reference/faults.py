@@ -140,6 +140,11 @@ _fault(
     "COMPL-STREAM",
 )
 _fault(
+    "completions-stream-offset-reset",
+    "streamed legacy logprobs count text_offset within each chunk: every chunk's offset is 0",
+    "COMPL-STREAM",
+)
+_fault(
     "token-id-range-500",
     "negative or out-of-vocabulary prompt token ids reach the embedding lookup: 500 IndexError",
     "COMPL-PROMPT-INVALID",
@@ -185,6 +190,13 @@ _fault(
     "stream-logprobs-mismatch",
     "each streamed chunk carries the previous token's logprobs: the first has none, the last token's never comes",
     "LOGPROBS-STREAM",
+)
+_fault(
+    "logprobs-unasked",
+    "logprobs are computed and sent on every answer: chat with logprobs false or left out gets "
+    "logprobs.content, a legacy completion without logprobs gets the legacy logprobs object",
+    "LOGPROBS-VALUES",
+    "COMPL-LOGPROBS",
 )
 _fault(
     "logit-bias-ignored",
@@ -432,6 +444,12 @@ _fault(
     "REQ-CLIENT-FIELDS",
 )
 _fault(
+    "penalties-500",
+    "a non-zero frequency_penalty or presence_penalty crashes the request with 500 (the penalty "
+    "kernel is only reached when a penalty applies)",
+    "REQ-CLIENT-FIELDS",
+)
+_fault(
     "response-format-text-refused",
     "response_format {type: 'text'} (the default, sent explicitly) is refused with 400: only the "
     "JSON modes are known",
@@ -455,6 +473,12 @@ _fault(
 _fault(
     "tool-history-refused",
     "a tool message whose content is an array of text parts is refused with 400",
+    "REQ-TOOL-HISTORY",
+)
+_fault(
+    "tool-no-args-500",
+    'a tool whose parameters have no properties, or a replayed call whose arguments are "{}", '
+    "gives 500 (the chat template reads the first argument: IndexError)",
     "REQ-TOOL-HISTORY",
 )
 _fault(
@@ -796,6 +820,12 @@ _fault(
     "a seed outside int64 on /v1/responses gives 500 (chat completions refuse it with 400)",
     "ERR-VALUES-RANGE",
 )
+_fault(
+    "logit-bias-unchecked-500",
+    "a logit_bias value that is not a number, or a key beyond the vocabulary, gives 500 (the "
+    "value is cast and the key indexes the logits without a check)",
+    "ERR-VALUES-RANGE",
+)
 _fault("err-wrong-type-500", "wrong field types give 500", "ERR-TYPES")
 _fault(
     "non-object-body-500",
@@ -1002,7 +1032,7 @@ _fault(
 # The strict schema profile (a profile, not a check: strict mode turns its findings into failures)
 _fault(
     "schema-chunk-created-string",
-    "stream chunks carry created as a JSON string (\"1718000000\"), as a proto3-JSON gateway "
+    'stream chunks carry created as a JSON string ("1718000000"), as a proto3-JSON gateway '
     "writes an int64",
     strict=("STREAM-OBJECT", "STREAM-DONE"),
 )

@@ -21,6 +21,7 @@ from typing import Any
 from aiohttp import web
 
 from servecheck.reference import reasoning
+from servecheck.reference.model import VOCAB_SIZE
 
 
 @dataclass(slots=True)
@@ -263,10 +264,24 @@ def _validate_ranges(state: State, body: dict[str, Any]) -> None:
         "logit_bias",
     )
     for key, value in (bias or {}).items():
+        if not is_num(value) and "logit-bias-unchecked-500" in state.faults:
+            raise ApiError(
+                500, "internal error: ValueError: could not convert string to float", "server_error"
+            )
         expect(is_num(value), f"logit_bias[{key!r}] must be a number", "logit_bias")
         if not LOGIT_BIAS_KEY.fullmatch(key):
             raise _out_of_range(
                 state, f"logit_bias key {key!r} is not an integer token id", "logit_bias"
+            )
+        if int(key) >= VOCAB_SIZE:
+            if "logit-bias-unchecked-500" in state.faults:  # the bias indexes the logits row
+                raise ApiError(
+                    500, "internal error: IndexError: index out of bounds", "server_error"
+                )
+            raise ApiError(
+                400,
+                f"logit_bias key {key} is out of vocabulary: token ids are 0..{VOCAB_SIZE - 1}",
+                param="logit_bias",
             )
         if not -100 <= value <= 100:
             raise _out_of_range(

@@ -78,6 +78,9 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN.findall(text)
 
 
+VOCAB_SIZE = 1 << 24  # token_ids hashes a token to 3 bytes
+
+
 def token_ids(text: str) -> list[int]:
     return [
         int.from_bytes(hashlib.blake2s(t.encode(), digest_size=3).digest(), "little")

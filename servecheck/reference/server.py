@@ -757,7 +757,9 @@ def _full_body(
     created: int | float = int(time.time())
     if "chat-created-float" in faults:
         created = time.time()
-    want_logprobs = bool(body.get("logprobs")) and "logprobs-missing" not in faults
+    want_logprobs = (
+        bool(body.get("logprobs")) or "logprobs-unasked" in faults
+    ) and "logprobs-missing" not in faults
     out_choices = []
     for c in choices:
         if (
@@ -891,7 +893,7 @@ class _Sse:
         fr = "null" if finish is None else json.dumps(finish)
         if self.chat:
             return f'{{"index":{index},"delta":{delta},"logprobs":{logprobs},"finish_reason":{fr}}}'
-        return f'{{"index":{index},"text":{delta},"logprobs":null,"finish_reason":{fr}}}'
+        return f'{{"index":{index},"text":{delta},"logprobs":{logprobs},"finish_reason":{fr}}}'
 
     async def send(self, data: bytes) -> None:
         if self.quirks:
@@ -1048,6 +1050,8 @@ async def _stream_tokens(
     """The token steps: each step one chunk per choice that still has something to send."""
     faults = state.faults
     top = reflogprobs.top_count(body) if body.get("logprobs") and sse.hooks.logprobs else None
+    if not sse.chat and top is not None:
+        top = body["logprobs"]  # legacy logprobs: K alternatives
     tool_deltas = {c.index: _tool_deltas(c, faults) for c in choices if c.tool_call is not None}
     answer_steps = [
         len(c.pieces) if c.tool_call is None else len(tool_deltas[c.index]) for c in choices
@@ -1100,12 +1104,13 @@ async def _stream_tokens(
 
 def _piece_deltas(sse: _Sse, c: Choice, j: int, top: int | None) -> list[str]:
     """The delta(s) of a choice's answer piece ``j`` (one, or two halves under utf8-split);
-    ``top`` is the top_logprobs count when logprobs were asked for, else None."""
+    ``top`` is the top_logprobs count (legacy: K) when logprobs were asked for, else None."""
     chat = sse.chat
     piece = sse.hooks.piece(j, c.pieces[j])
     # stream-n-index-shared: every content delta says index 0 (role and finish keep theirs)
     index = 0 if sse.hooks.n_index_shared else c.index
-    out = []
+    out: list[str] = []
+    out_texts: list[str] = []  # the texts of this piece's earlier halves (utf8-split)
     for text in sse.hooks.split(piece):
         role_extra = '"role":"assistant",' if sse.hooks.role_in_deltas and chat else ""
         delta = (
@@ -1124,6 +1129,13 @@ def _piece_deltas(sse: _Sse, c: Choice, j: int, top: int | None) -> list[str]:
             token = sse.hooks.piece(k, c.pieces[k])  # what chunk k streams
             entry = reflogprobs.entry(token, logprob, top, sse.faults)
             lp = json.dumps({"content": [entry]}, ensure_ascii=False)
+        elif top is not None:
+            logprob = c.logprobs[j] if j < len(c.logprobs) else -0.5
+            at = len("".join(sse.hooks.piece(i, p) for i, p in enumerate(c.pieces[:j])))
+            at += len("".join(out_texts))
+            entry = legacy.stream_logprobs(sse.faults, text, logprob, top, at)
+            lp = json.dumps(entry, ensure_ascii=False)
+        out_texts.append(text)
         out.append(sse.delta(index, delta, logprobs=lp))
     return out
 

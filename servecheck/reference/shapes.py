@@ -2,7 +2,7 @@
 
 Each fault is one way a real engine mishandles a request that OpenAI-compatible clients
 legitimately send: refusing content parts or the ``developer`` role, crashing on a field it does
-not know, reading an explicit ``null`` as a wrong type, ignoring ``max_completion_tokens`` or
+not know or a non-zero penalty, a parameterless tool, reading an explicit ``null`` as a wrong type, ignoring ``max_completion_tokens`` or
 ``tool_choice: none``, flattening a rich tool schema. :func:`screen` runs before validation and
 returns the body as the faulty engine would read it; :func:`rendered` gives the messages as its
 chat template would see them (what the prompt tokens count); :func:`tool_arguments` bends a
@@ -42,6 +42,24 @@ def _has_any_of(schema: Any) -> bool:
     return False
 
 
+def _no_args_tool(body: dict[str, Any]) -> bool:
+    """A tool whose parameters have no properties, or a replayed call with arguments "{}"
+    (what ``tool-no-args-500``'s template, reading the first argument, cannot render)."""
+    tools = body.get("tools")
+    for tool in tools if isinstance(tools, list) else []:
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        params = fn.get("parameters") if isinstance(fn, dict) else None
+        if isinstance(params, dict) and params.get("properties") == {}:
+            return True
+    for m in _messages(body):
+        calls = m.get("tool_calls")
+        for call in calls if isinstance(calls, list) else []:
+            fn = call.get("function") if isinstance(call, dict) else None
+            if isinstance(fn, dict) and fn.get("arguments") == "{}":
+                return True
+    return False
+
+
 def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     messages = body.get("messages")
     return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
@@ -58,6 +76,13 @@ def _refuse(faults: frozenset[str], body: dict[str, Any]) -> None:
             "internal error: TypeError: generate() got an unexpected keyword argument 'metadata'",
             "server_error",
         )
+    for key in ("frequency_penalty", "presence_penalty"):
+        if "penalties-500" in faults and body.get(key):
+            raise ApiError(
+                500, f"internal error: RuntimeError: {key} kernel: shape mismatch", "server_error"
+            )
+    if "tool-no-args-500" in faults and _no_args_tool(body):
+        raise ApiError(500, "internal error: IndexError: list index out of range", "server_error")
     rf = body.get("response_format")
     if (
         "response-format-text-refused" in faults

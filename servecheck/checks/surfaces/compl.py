@@ -250,7 +250,8 @@ def legacy_problems(lp: Any, text: str, k: int, *, echo: bool, finish: Any) -> l
     "with logprobs=2, choices[0].logprobs has tokens, token_logprobs, top_logprobs and "
     "text_offset of one length; the tokens join to the text, every logprob is <= 0, each "
     "top_logprobs object has 2 entries (3 with the sampled token added), and text_offset steps "
-    "by each token's length",
+    "by each token's length; the same request without logprobs has choices[].logprobs null or "
+    "absent",
     requires=("completions", "logprobs"),
 )
 def compl_logprobs(ctx: CheckContext) -> None:
@@ -271,6 +272,18 @@ def compl_logprobs(ctx: CheckContext) -> None:
         exchange=ex,
         hint="a chat-shaped {'content': [...]} here is the chat API's form, which legacy clients "
         "(lm-eval-harness, the SDK's Logprobs type) do not read",
+    )
+    plain = _complete(ctx, PROMPTS[0], max_tokens=4)
+    _, choices = _answer(ctx, plain, "completion without logprobs")
+    given = [c.get("logprobs") for c in choices if c.get("logprobs") is not None]
+    ctx.expect(
+        not given,
+        "legacy logprobs come back although the request has no logprobs field",
+        expected="choices[].logprobs null or absent",
+        received=f"logprobs {body_snippet(given[0] if given else None, 300)}",
+        exchange=plain,
+        hint="send logprobs only when the request asks for them (logprobs: K); clients that test "
+        "the field for null read these as asked for",
     )
 
 
@@ -565,8 +578,11 @@ def _expect_stop(ctx: CheckContext, text: str) -> list[Defect]:
     "include_usage (where usage_in_stream is declared) the last chunk is the usage chunk with "
     "choices [] and the non-streamed counts; with a stop list taken from the text (where stop is "
     "declared) the stream is "
-    "that text cut before the stop string, which never appears; and a stream without "
-    "stream_options has no chunk with a usage object",
+    "that text cut before the stop string, which never appears; a stream without "
+    "stream_options has no chunk with a usage object; and with logprobs=2 (where logprobs is "
+    "declared) every chunk with text carries legacy logprobs, whose lists joined over the stream "
+    "hold COMPL-LOGPROBS's rules against the streamed text (text_offset counted from the start "
+    "of the answer, not of each chunk)",
     requires=("completions", "streaming"),
 )
 def compl_stream(ctx: CheckContext) -> None:
@@ -607,7 +623,53 @@ def compl_stream(ctx: CheckContext) -> None:
         defects += unasked_usage_defects(stream_n.chunks, "without stream_options", ex_n)
     if ctx.capabilities.get("stop"):
         defects += _expect_stop(ctx, text)
+    if ctx.capabilities.get("logprobs"):
+        _expect_stream_logprobs(ctx)
     fail_first(ctx, defects, ex)
+
+
+LEGACY_LISTS = ("tokens", "token_logprobs", "top_logprobs", "text_offset")
+
+
+def _expect_stream_logprobs(ctx: CheckContext) -> None:
+    """Streamed legacy logprobs: each text chunk's lists, joined over the stream, line up with
+    the streamed text as the non-streamed ones do with theirs."""
+    k = 2
+    what = f"streamed completion with logprobs={k}"
+    ex, stream = _stream(ctx, what, logprobs=k)
+    joined: dict[str, list[Any]] = {n: [] for n in LEGACY_LISTS}
+    bare: list[int] = []
+    for i, chunk in enumerate(stream.chunks):
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            lp = choice.get("logprobs")
+            if isinstance(lp, dict) and all(isinstance(lp.get(n), list) for n in LEGACY_LISTS):
+                for n in LEGACY_LISTS:
+                    joined[n] += lp[n]
+            elif choice.get("text"):
+                bare.append(i)
+    ctx.expect(
+        not bare,
+        f"{what}: {len(bare)} chunk(s) carry text without legacy logprobs",
+        expected="choices[].logprobs {tokens, token_logprobs, top_logprobs, text_offset} on every "
+        "chunk with text",
+        received=f"chunks {bare[:5]}: {body_snippet(stream.chunks[bare[0]] if bare else None, 300)}",
+        exchange=ex,
+        hint="a chat-shaped {'content': [...]} (or none) here is not the legacy form; streaming "
+        "legacy clients lose these tokens' logprobs",
+    )
+    problems = legacy_problems(joined, stream.text(0), k, echo=False, finish=_first_finish(stream))
+    ctx.expect(
+        not problems,
+        f"{what}: the streamed legacy logprobs do not line up with the streamed text",
+        expected="the chunks' lists joined: one length, tokens spelling the text, text_offset "
+        "stepping by each token's length from the start of the answer",
+        received="; ".join(problems),
+        exchange=ex,
+        hint="count text_offset from the start of the choice's text across chunks (as the "
+        "non-streamed answer does), not from the start of each chunk",
+    )
 
 
 # ---------------------------------------------------------------------------------------------

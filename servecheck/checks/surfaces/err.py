@@ -340,10 +340,12 @@ def err_values(ctx: CheckContext) -> None:
 # with integer token-id keys, and seed to int64, and answers 400 past them. Engines are lenient
 # where it costs nothing (measured 2026-12-03): vLLM serves legacy logprobs up to its
 # max_logprobs (20) and clamps logit_bias values; llama.cpp serves 25 alternatives, reads a
-# non-integer logit_bias key as token text and takes any seed. Serving such a request well is
+# non-integer logit_bias key as token text, ignores a key beyond its vocabulary and a bias
+# that is no number, and takes any seed. Serving such a request well is
 # not wrong; crashing on it, dropping it or answering garbage is.
 
 INT64_END = 2**63
+OOV_TOKEN = 100_000_000  # beyond any vocabulary (the largest have about 260,000 ids)
 CHAT_ROUTE = "/chat/completions"
 RESPONSES_ROUTE = "/responses"
 
@@ -376,6 +378,22 @@ def _range_cases(ctx: CheckContext) -> list[tuple[BadCase, str]]:
                 "logit-bias-word-key",
                 "logit_bias key 'servecheck'",
                 chat(logit_bias={"servecheck": 5}),
+            ),
+            CHAT_ROUTE,
+        ),
+        (
+            BadCase(
+                "logit-bias-word-value",
+                "logit_bias value 'high'",
+                chat(logit_bias={"0": "high"}),
+            ),
+            CHAT_ROUTE,
+        ),
+        (
+            BadCase(
+                "logit-bias-oov-key",
+                f"logit_bias key {OOV_TOKEN} (beyond any vocabulary)",
+                chat(logit_bias={str(OOV_TOKEN): 5}),
             ),
             CHAT_ROUTE,
         ),
@@ -461,7 +479,8 @@ def _range_problem(case: BadCase, route: str, ex: Exchange) -> tuple[str | None,
 @check(
     "ERR-VALUES-RANGE",
     "values past OpenAI's bounds are refused cleanly or served well",
-    "top_logprobs 25 (streamed and not), logit_bias value 200, a logit_bias key that is no token id, seed 2**63, "
+    f"top_logprobs 25 (streamed and not), logit_bias value 200, a logit_bias value 'high', a logit_bias key that "
+    f"is no token id, a logit_bias key {OOV_TOKEN} (beyond any vocabulary), seed 2**63, "
     "(where responses are declared) seed 2**63 on /v1/responses and (where completions are declared) legacy "
     "logprobs 6 each get a 4xx with an OpenAI error object, an error "
     "event in the stream, or a well-formed 200 (serving more alternatives, clamping a bias or reading a key as "

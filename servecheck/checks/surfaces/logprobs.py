@@ -207,7 +207,8 @@ def logprobs_join(ctx: CheckContext) -> None:
     f"with logprobs=true and top_logprobs={TOP}, every entry (sampled and top) has a string token, a finite number "
     "logprob <= 0 (a large negative sentinel stands for -inf) and bytes null or a list of byte values whose UTF-8, "
     f"where whole, is the token; every top_logprobs list has exactly {TOP} entries; the sampled logprob is not above "
-    "the best of its top list, and equals its own entry there",
+    "the best of its top list, and equals its own entry there; and the same request with logprobs=false, "
+    "or with no logprobs field, has choices[0].logprobs null or absent",
     requires=("logprobs",),
 )
 def logprobs_values(ctx: CheckContext) -> None:
@@ -229,6 +230,35 @@ def logprobs_values(ctx: CheckContext) -> None:
         exchange=ex,
         hint="a logprob is ln(p) <= 0 (send -9999.0 or the lowest float for -inf: JSON has no -Infinity); "
         "top_logprobs must hold as many alternatives as the request asked for",
+    )
+    for what, params in UNASKED:
+        _expect_no_logprobs(ctx, what, params)
+
+
+# Logprobs left out, and logprobs=false: OpenAI answers "logprobs": null on the choice.
+UNASKED: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("logprobs=false", {"logprobs": False}),
+    ("no logprobs field", {}),
+)
+
+
+def _expect_no_logprobs(ctx: CheckContext, what: str, params: dict[str, Any]) -> None:
+    ex = ctx.chat(PROMPT, max_tokens=4, temperature=0, **params)
+    data = ctx.ok_json(ex, f"chat completion with {what}")
+    choices = data.get("choices")
+    given = [
+        c.get("logprobs")
+        for c in (choices if isinstance(choices, list) else [])
+        if isinstance(c, dict) and c.get("logprobs") is not None
+    ]
+    ctx.expect(
+        not given,
+        f"logprobs come back although the request has {what}",
+        expected="choices[].logprobs null or absent",
+        received=f"logprobs {body_snippet(given[0] if given else None, 300)}",
+        exchange=ex,
+        hint="compute and send logprobs only when logprobs is true: clients that test the field for "
+        "null read these as asked for, and every answer pays for them",
     )
 
 

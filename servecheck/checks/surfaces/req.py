@@ -230,6 +230,7 @@ CLIENT_FIELDS: dict[str, dict[str, Any]] = {
     "metadata": {"metadata": {"session": "servecheck", "purpose": "conformance"}},
     "store-false": {"store": False},
     "neutral-sampling": {"presence_penalty": 0, "frequency_penalty": 0, "top_p": 1, "n": 1},
+    "penalties": {"frequency_penalty": 0.5, "presence_penalty": 0.5},
     "empty-logit-bias": {"logit_bias": {}},
     "response-format-text": {"response_format": {"type": "text"}},
 }
@@ -466,6 +467,28 @@ CALL = {
     "function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})},
 }
 RESULT = json.dumps({"temperature_c": 18, "sky": "clear"})
+# A tool without parameters and its call replayed as agents store it: arguments "{}", content "".
+# One tool only: each costs ~125 prompt tokens in a template and CI's models serve 512 (this
+# history renders to about 320 on vLLM and llama.cpp).
+NO_ARGS_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "list_zones",
+        "description": "List the time zones.",
+        "parameters": {"type": "object", "properties": {}},
+    },
+}
+NO_ARGS_CALL = {
+    "id": "call0zon1",
+    "type": "function",
+    "function": {"name": "list_zones", "arguments": "{}"},
+}
+NO_ARGS_HISTORY: list[dict[str, Any]] = [
+    {"role": "system", "content": SYSTEM},
+    {"role": "user", "content": "Which time zones are there?"},
+    {"role": "assistant", "content": "", "tool_calls": [NO_ARGS_CALL]},
+    {"role": "tool", "tool_call_id": NO_ARGS_CALL["id"], "content": json.dumps(["UTC", "CET"])},
+]
 
 
 def _history(tool_content: Any) -> list[dict[str, Any]]:
@@ -483,7 +506,9 @@ def _history(tool_content: Any) -> list[dict[str, Any]]:
     "an agent's tool-call history is accepted and answered",
     "messages with name fields, an assistant turn with content null and tool_calls, and a tool "
     "result whose content is a list of text parts get a 200 chat.completion with an answer (or a "
-    f"well-formed call), and prompt_tokens within {PART_SLACK} of the same history with the result as a string",
+    f"well-formed call), and prompt_tokens within {PART_SLACK} of the same history with the result as a "
+    "string; a tool with no parameters (properties {}) offered beside a replayed call to it whose arguments "
+    'are "{}" and content "" gets the same',
     requires=("tools",),
 )
 def req_tool_history(ctx: CheckContext) -> None:
@@ -512,6 +537,23 @@ def req_tool_history(ctx: CheckContext) -> None:
         received=f"prompt_tokens {with_parts} with the result as parts",
         exchange=ex,
         hint=hint,
+    )
+    no_args = ctx.chat(NO_ARGS_HISTORY, **{**params, "tools": [NO_ARGS_TOOL]})
+    _, message = answered(
+        ctx,
+        no_args,
+        'a history replaying a parameterless call (arguments "{}", content "")',
+        hint="accept a tool whose parameters have no properties and a replayed call whose arguments "
+        "are the empty object: the template must render {} (and content '') without indexing a first "
+        "argument; agents replay every call they made, parameterless ones included",
+    )
+    problems = call_problems(message.get("tool_calls") or [], ["list_zones"])
+    ctx.expect(
+        not problems,
+        "the answer to a parameterless tool's history carries a malformed tool call",
+        expected="text, or calls {id, type: function, function: {name: list_zones, arguments: str}}",
+        received="; ".join(problems),
+        exchange=no_args,
     )
 
 

@@ -109,7 +109,8 @@ def forced_call(
     return choice, calls, ex  # type: ignore[return-value]
 
 
-def call_problems(calls: list[Any]) -> list[str]:
+def call_problems(calls: list[Any], names: list[str] = TOOL_NAMES) -> list[str]:
+    """Why each call is malformed: not {id, type: function, function: {name in ``names``, arguments: str}}."""
     problems = []
     for i, call in enumerate(calls):
         if not isinstance(call, dict):
@@ -125,9 +126,9 @@ def call_problems(calls: list[Any]) -> list[str]:
         if not isinstance(fn, dict):
             problems.append(f"tool_calls[{i}].function is missing")
             continue
-        if fn.get("name") not in TOOL_NAMES:
+        if fn.get("name") not in names:
             problems.append(
-                f"tool_calls[{i}].function.name {fn.get('name')!r} is not one of the tools {TOOL_NAMES}"
+                f"tool_calls[{i}].function.name {fn.get('name')!r} is not one of the tools {names}"
             )
         if not isinstance(fn.get("arguments"), str):
             problems.append(
