@@ -167,6 +167,43 @@ def _huge_body(conn: socket.socket, srv: HostileServer, path: str) -> None:
     _send_filler(conn, srv, b" ")
 
 
+def _first_answered(conn: socket.socket, srv: HostileServer, path: str) -> bool:
+    """Answer the first request to each path properly (discovery's, then a check's precondition
+    probe: one good request, non-streamed), so that what follows reaches the check's own
+    requests. True when this one was answered."""
+    with srv.lock:
+        srv.api_requests += 1
+        first = path not in srv.answered_paths
+        srv.answered_paths.add(path)
+    if first:
+        message = {"role": "assistant", "content": "OK"}
+        answer = {
+            "id": "cmpl-hostile",
+            "object": "chat.completion",
+            "created": 0,
+            "model": MODEL,
+            "choices": [{"index": 0, "message": message, "text": "OK", "finish_reason": "stop"}],
+            "output": [{"type": "message", "role": "assistant", "content": []}],
+            "data": [],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+        }
+        _send_json(conn, "200 OK", answer)
+    return first
+
+
+def _refusals_stall(conn: socket.socket, srv: HostileServer, path: str) -> None:
+    if not _first_answered(conn, srv, path):
+        conn.sendall(_head("400 Bad Request", "application/json", length=4096))
+        srv.wait()  # the error body never comes
+
+
+def _refusals_huge(conn: socket.socket, srv: HostileServer, path: str) -> None:
+    if not _first_answered(conn, srv, path):
+        conn.sendall(_head("400 Bad Request", "application/json", length=srv.giant_bytes))
+        conn.sendall(b'{"error": {"message": "')
+        _send_filler(conn, srv, b"x")
+
+
 CATALOGUE: dict[str, Hostile] = {
     h.name: h
     for h in (
@@ -217,6 +254,16 @@ CATALOGUE: dict[str, Hostile] = {
         Hostile("endless-sse", "a valid token stream that never sends data: [DONE]", _endless_sse),
         Hostile("giant-line", "one SSE data line of giant_bytes that never ends", _giant_line),
         Hostile("huge-body", "a 200 application/json body of giant_bytes spaces", _huge_body),
+        Hostile(
+            "refusals-stall",
+            "answers the first API request properly, then 400 headers and never the body",
+            _refusals_stall,
+        ),
+        Hostile(
+            "refusals-huge",
+            "answers the first API request properly, then a 400 error body of giant_bytes",
+            _refusals_huge,
+        ),
     )
 }
 
@@ -233,6 +280,7 @@ class HostileServer:
     requests: int = 0
     sent_bytes: int = 0  # body bytes the completion handlers handed to the kernel
     api_requests: int = 0  # requests that reached the handler (not models, health, metrics)
+    answered_paths: set[str] = field(default_factory=set)  # refusals-*: paths answered once
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _sock: socket.socket | None = field(default=None, repr=False)
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)

@@ -712,8 +712,11 @@ def compl_prompt_invalid(ctx: CheckContext) -> None:
         (name, what, _send_invalid(ctx, {"model": ctx.model, "max_tokens": 4, **extra}))
         for name, what, extra in INVALID_PROMPTS
     ]
-    broken = [(n, w, ex) for n, w, ex in sent if ex.status is None or ex.status >= 500]
-    accepted = [(n, w, ex) for n, w, ex in sent if ex.status is not None and ex.status < 400]
+    # A refusal whose body never completed (a stall, a body past the size bound) is no answer.
+    broken = [(n, w, ex) for n, w, ex in sent if ex.error or ex.status is None or ex.status >= 500]
+    accepted = [
+        (n, w, ex) for n, w, ex in sent if not ex.error and ex.status is not None and ex.status < 400
+    ]
     for group, summary, hint in (
         (
             broken,
