@@ -28,6 +28,7 @@ OVERLOAD_FAULTS = frozenset(
         "overload-no-retry-after",
         "overload-wedged",
         "overload-stream-error-in-200",
+        "overload-stream-cut",
     }
 )
 
@@ -101,6 +102,23 @@ async def _in_band_refusal(request: web.Request, limit: int) -> web.StreamRespon
     return response
 
 
+async def _cut_stream(request: web.Request) -> web.StreamResponse:
+    """The overload-stream-cut defect: a request above capacity gets a 200 stream with its role
+    chunk, then the stream ends with no finish_reason and no [DONE] (the request was dropped)."""
+    response = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    chunk = {
+        "id": "chatcmpl-shed",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "shed",
+        "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}],
+    }
+    await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+    await response.write_eof()
+    return response
+
+
 def middleware(max_inflight: int, faults: frozenset[str], on_wedged: Any) -> Any:
     """An aiohttp middleware that sheds generation requests above the limit.
 
@@ -118,6 +136,8 @@ def middleware(max_inflight: int, faults: frozenset[str], on_wedged: Any) -> Any
             state.shed += 1
             if "overload-stream-error-in-200" in faults and await _streamed(request):
                 return await _in_band_refusal(request, limit)
+            if "overload-stream-cut" in faults and await _streamed(request):
+                return await _cut_stream(request)
             return _shed_answer(request, faults, limit)
         state.inflight += 1
         try:

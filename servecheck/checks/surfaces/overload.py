@@ -205,6 +205,16 @@ def _stream_problem(ex: Exchange, want_retry_after: bool) -> str | None:
         )
     if not any(isinstance(c, dict) and c.get("choices") for c in stream.chunks):
         return f"HTTP {ex.status} whose stream carries no chunk with choices"
+    finished = any(
+        isinstance(choice, dict) and choice.get("finish_reason")
+        for c in stream.chunks
+        for choice in (c.get("choices") or [] if isinstance(c, dict) else [])
+    )
+    if not (stream.done or finished):
+        return (
+            f"HTTP {ex.status} whose stream ended after {len(stream.chunks)} chunk(s) with no "
+            "finish_reason and no [DONE]"
+        )
     return None
 
 
@@ -212,9 +222,10 @@ def _stream_problem(ex: Exchange, want_retry_after: bool) -> str | None:
     "OVERLOAD-STREAM",
     "streamed requests over capacity are shed before their stream starts",
     f"capacity + min(capacity, {STREAM_EXTRA}) concurrent streamed chat requests each get a 200 "
-    "stream of chunks, or 429/503 with an OpenAI error object (and Retry-After where the engine "
-    "profile says it sends one) before any stream; never a 200 whose stream carries an error",
-    requires=("streaming",),
+    "stream of chunks that ends with a finish_reason or [DONE], or 429/503 with an OpenAI error "
+    "object (and Retry-After where the engine profile says it sends one) before any stream; never "
+    "a 200 whose stream carries an error or breaks off",
+    requires=("streaming", "route-accepts:/chat/completions"),
 )
 def overload_stream(ctx: CheckContext) -> None:
     capacity = declared_capacity(ctx)
@@ -239,7 +250,7 @@ def overload_stream(ctx: CheckContext) -> None:
         first is None,
         f"{len(problems)} of {size} streamed requests in a burst above capacity ({capacity}) "
         "got no usable answer",
-        expected="a 200 stream of chunks, or 429/503 with {error: {message, ...}} before the stream"
+        expected="a 200 stream of chunks ending with a finish_reason or [DONE], or 429/503 with {error: {message, ...}} before the stream"
         + (" and Retry-After" if want_retry_after else ""),
         received=f"{tally}; first: {first[1] if first else ''}",
         exchange=first[0] if first else None,
