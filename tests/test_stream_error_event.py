@@ -49,7 +49,6 @@ def _answer(status: int, body: bytes, ctype: str = SSE) -> Exchange:
         ),
         pytest.param(200, ROLE + FINISH + DONE, SSE, "served", id="served"),
         pytest.param(200, ROLE + FINISH, SSE, "served", id="served-no-done"),
-        pytest.param(200, ROLE + DONE, SSE, "served", id="done-only"),
     ],
 )
 def test_legal_deliveries_pass(status, body, ctype, verdict):
@@ -78,6 +77,7 @@ def test_legal_deliveries_pass(status, body, ctype, verdict):
             id="bare-json",
         ),
         pytest.param(200, ROLE, SSE, "no error event", id="ended-silently"),
+        pytest.param(200, ROLE + DONE, SSE, "no error event and no answer", id="done-only"),
         pytest.param(
             200,
             ROLE + b'data: {"error": "prompt too long"}\n\n',

@@ -191,6 +191,22 @@ def _first_answered(conn: socket.socket, srv: HostileServer, path: str) -> bool:
     return first
 
 
+def _refuses_streams(conn: socket.socket, srv: HostileServer, path: str) -> None:
+    """Serve a non-streamed request as _first_answered does; refuse every ``stream: true`` one
+    with a clean 400 and an OpenAI error object (a gateway that cannot stream)."""
+    try:
+        body = json.loads(srv.request_body() or b"{}")
+    except ValueError:
+        body = {}
+    if isinstance(body, dict) and body.get("stream") is True:
+        err = {"error": {"message": "streaming is not supported", "type": "invalid_request_error"}}
+        _send_json(conn, "400 Bad Request", err)
+        return
+    with srv.lock:
+        srv.answered_paths.discard(path)  # answer every non-streamed request
+    _first_answered(conn, srv, path)
+
+
 def _refusals_stall(conn: socket.socket, srv: HostileServer, path: str) -> None:
     if not _first_answered(conn, srv, path):
         conn.sendall(_head("400 Bad Request", "application/json", length=4096))
@@ -260,6 +276,11 @@ CATALOGUE: dict[str, Hostile] = {
             _refusals_stall,
         ),
         Hostile(
+            "refuses-streams",
+            "answers non-streamed API requests properly and every stream: true one with a 400",
+            _refuses_streams,
+        ),
+        Hostile(
             "refusals-huge",
             "answers the first API request properly, then a 400 error body of giant_bytes",
             _refusals_huge,
@@ -282,6 +303,7 @@ class HostileServer:
     api_requests: int = 0  # requests that reached the handler (not models, health, metrics)
     answered_paths: set[str] = field(default_factory=set)  # refusals-*: paths answered once
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _local: threading.local = field(default_factory=threading.local, repr=False)
     _sock: socket.socket | None = field(default=None, repr=False)
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
     _t0: float = 0.0
@@ -318,6 +340,10 @@ class HostileServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def request_body(self) -> bytes:
+        """The body of the request this connection's thread is serving."""
+        return bytes(getattr(self._local, "body", b""))
+
     def _accept(self) -> None:
         assert self._sock is not None  # noqa: S101 - set by start()
         while self.alive():
@@ -332,9 +358,10 @@ class HostileServer:
     def _serve(self, conn: socket.socket) -> None:
         with contextlib.closing(conn):
             conn.settimeout(self.max_s)
-            path = _read_request(conn)
-            if path is None:
+            request = _read_request(conn)
+            if request is None:
                 return
+            path, self._local.body = request
             self.requests += 1
             try:
                 if self.kind.api_paths_only and _is_plain(path):
@@ -345,7 +372,7 @@ class HostileServer:
                 pass  # the client hung up: what a bounded client does
 
 
-def _read_request(conn: socket.socket) -> str | None:
+def _read_request(conn: socket.socket) -> tuple[str, bytes] | None:
     data = b""
     while b"\r\n\r\n" not in data:
         try:
@@ -368,7 +395,7 @@ def _read_request(conn: socket.socket) -> str | None:
             return None
         rest += part
     parts = lines[0].split(" ")
-    return parts[1] if len(parts) > 1 else "/"
+    return (parts[1] if len(parts) > 1 else "/"), rest[:length]
 
 
 def _is_plain(path: str) -> bool:

@@ -990,7 +990,7 @@ async def _stream(
     return await sse.close()
 
 
-LATE_ERROR_FAULTS = ("stream-error-dropped", "stream-error-bare-line")
+LATE_ERROR_FAULTS = ("stream-error-dropped", "stream-error-bare-line", "stream-error-unmarked")
 
 
 def _late_errors(state: State) -> bool:
@@ -1008,7 +1008,8 @@ async def _late_error_stream(
     """A client error met once the stream has begun: the status is already 200, so the error
     travels in the stream as ``data: {"error": {...}}`` and the stream ends with [DONE]. The
     stream-error-dropped fault drops the connection instead, stream-error-bare-line writes the
-    error as a bare ``error:`` line (llama.cpp before ggml-org/llama.cpp#16109)."""
+    error as a bare ``error:`` line (llama.cpp before ggml-org/llama.cpp#16109),
+    stream-error-unmarked as plain-text data that no client reads as an error."""
     response = web.StreamResponse(
         status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
     )
@@ -1022,6 +1023,8 @@ async def _late_error_stream(
         return response
     if "stream-error-bare-line" in state.faults:
         line = f"error: {json.dumps(error_body(err)['error'])}"
+    elif "stream-error-unmarked" in state.faults:
+        line = f"data: {err.message}"  # plain text: no error object, so no client raises
     else:
         line = f"data: {json.dumps(error_body(err))}"
     await sse.send(f"{line}\n\n".encode())

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
+from servecheck.checks.preconditions import CheckError
 from servecheck.checks.registry import check
 from servecheck.checks.surfaces.chat import FINISH_REASONS
 from servecheck.checks.surfaces.ctx import filler
@@ -718,9 +719,18 @@ def _late_error_verdict(ex: Exchange) -> tuple[str, str, str | None]:
     if at is None:
         if ex.error == "timeout" and stream.content_chunk_count():
             return "served", "a 200 stream still generating at the deadline", None
-        finished = any(t.finishes for t in _track(stream.chunks).values())
-        if not ex.error and (stream.done or finished):
+        tracks = _track(stream.chunks).values()
+        finished = any(t.finishes for t in tracks)
+        answered = any(t.output_at for t in tracks)
+        if not ex.error and (finished or (stream.done and answered)):
             return "served", "a complete 200 stream (served)", None  # [DONE] is STREAM-DONE's
+        if not ex.error and stream.done:
+            return (
+                "bad",
+                f"a 200 stream with no error event and no answer ({len(stream.events)} event(s), "
+                f"no content and no finish_reason), then [DONE]: {ex.describe(120)}",
+                None,
+            )
         how = ex.describe(120) if ex.error else "it ended with no finish_reason and no [DONE]"
         return (
             "bad",
@@ -757,12 +767,28 @@ def _late_error_verdict(ex: Exchange) -> tuple[str, str, str | None]:
     "streamed requests asking for more than the engine gives (max_tokens 4x the context, top_logprobs 50, a "
     "prompt of twice the context) are each refused with a 4xx and an OpenAI error object before the stream, "
     'or inside the 200 stream as data: {"error": {...}} followed only by [DONE] or the end; never a 5xx, a '
-    "dropped or stalled stream without an error event, or a non-SSE line; answers that serve the request "
-    "are not judged",
+    "dropped or stalled stream without an error event, a stream with neither an error event nor an answer, "
+    "or a non-SSE line; answers that serve the request (content or a finish_reason) are not judged, nor is "
+    "a server that does not serve a valid streamed request",
     requires=("route-accepts:/chat/completions",),
 )
 def stream_error_event(ctx: CheckContext) -> None:
     timeout = min(ctx.target.timeout_s, LATE_ERROR_TIMEOUT_S)
+    good = ctx.post(
+        "/chat/completions",
+        ctx.chat_body(PROMPT, stream=True, max_tokens=4),
+        stream=True,
+        timeout_s=timeout,
+    )
+    if good.error or good.status != 200 or good.stream is None:
+        raise CheckError(
+            ctx.check_id,
+            "a valid streamed chat request is not served, so a refused oversized one says nothing",
+            received=good.describe(200),
+            hint="fix streaming first (STREAM-* judge it); this check needs a server that streams "
+            "a valid request to tell a delivered error from a refusal of every stream",
+            exchange=good,
+        )
     bad: list[str] = []
     deviations: set[str | None] = set()
     first: Exchange | None = None
