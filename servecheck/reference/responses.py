@@ -480,13 +480,16 @@ def _usage(state: State, out: Output) -> dict[str, Any]:
         total += 1
     # responses-reasoning-tokens-over: the whole exchange counted as reasoning
     reasoning = total if _fault(state, "responses-reasoning-tokens-over") else 0
-    return {
+    usage = {
         "input_tokens": out.prompt_tokens,
         "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
         "output_tokens": out.output_tokens,
         "output_tokens_details": {"reasoning_tokens": reasoning},
         "total_tokens": total,
     }
+    if _fault(state, "responses-tool-length-uncounted") and out.call and out.incomplete:
+        del usage["output_tokens"]  # a cut call whose output tokens go uncounted
+    return usage
 
 
 def _message_item(

@@ -1421,7 +1421,8 @@ TOOL_LENGTH_LIMIT = 3  # far fewer tokens than any get_weather call with its arg
     "RESPONSES-TOOL-LENGTH",
     "a forced call cut by max_output_tokens is marked incomplete",
     f"with tool_choice 'required' and max_output_tokens {TOOL_LENGTH_LIMIT}, the response has "
-    "status 'incomplete' with incomplete_details.reason 'max_output_tokens', output_tokens <= "
+    "status 'incomplete' with incomplete_details.reason 'max_output_tokens', usage.output_tokens "
+    "present and <= "
     f"{TOOL_LENGTH_LIMIT}, and any function_call item left in output has status 'incomplete' "
     "(none is presented as completed), unless the whole call fit (arguments JSON, status completed)",
     requires=("responses", "tools"),
@@ -1438,7 +1439,7 @@ def responses_tool_length(ctx: CheckContext) -> None:
     calls = output_items(data, "function_call")
     out = _usage(data).get("output_tokens")
     counted = isinstance(out, int) and not isinstance(out, bool)
-    within = not counted or out <= TOOL_LENGTH_LIMIT  # type: ignore[operator]
+    within = counted and out <= TOOL_LENGTH_LIMIT  # type: ignore[operator]
     fit = data.get("status") == "completed" and calls and counted and within
     if fit and all(_is_json(c) for c in calls):
         return  # the whole call fit in the limit: nothing was cut
