@@ -272,6 +272,12 @@ _fault(
     "STREAM-ERROR-EVENT",
 )
 _fault(
+    "stream-error-unmarked",
+    "a streamed request over the context gets a 200 stream whose error is plain-text data (no "
+    "error object, no content, no finish_reason), then [DONE]",
+    "STREAM-ERROR-EVENT",
+)
+_fault(
     "stream-differs",
     "streamed text differs from the non-streamed text at temperature 0",
     "STREAM-EQUALS-NONSTREAM",
@@ -642,6 +648,12 @@ _fault(
     "RESPONSES-TOOL-LENGTH",
 )
 _fault(
+    "responses-tool-length-uncounted",
+    "a forced call cut by max_output_tokens is marked incomplete, but its usage has no "
+    "output_tokens, so the limit cannot be seen to hold",
+    "RESPONSES-TOOL-LENGTH",
+)
+_fault(
     "responses-reasoning-tokens-over",
     "usage.output_tokens_details.reasoning_tokens counts the whole exchange (more than "
     "output_tokens)",
@@ -784,6 +796,12 @@ _fault(
     "overload-stream-error-in-200",
     "a streamed request above capacity gets a 200 event stream holding only an error event and "
     "[DONE] (admission decided after the response started)",
+    "OVERLOAD-STREAM",
+)
+_fault(
+    "overload-stream-cut",
+    "a streamed request above capacity gets a 200 event stream with its role chunk, then the "
+    "stream ends with no finish_reason and no [DONE] (the request was dropped mid-stream)",
     "OVERLOAD-STREAM",
 )
 
