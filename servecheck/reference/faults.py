@@ -843,6 +843,18 @@ _fault(
     "ERR-TOOLS-MALFORMED",
 )
 _fault(
+    "response-format-refused",
+    "any request carrying response_format gets 400, a valid json_object one too: refusing it "
+    "is not validating it",
+    "ERR-RESPONSE-FORMAT",
+)
+_fault(
+    "tools-refused",
+    "any request carrying tools gets 400, a valid one too: refusing tools is not validating them",
+    "ERR-TOOLS-MALFORMED",
+    "ERR-TOOL-CHOICE-MALFORMED",
+)
+_fault(
     "tool-choice-unchecked",
     "a tool_choice it cannot use (unknown string, no function, required with no tools) is served as auto",
     "ERR-TOOL-CHOICE-MALFORMED",

@@ -140,6 +140,7 @@ def _validate_tools(state: State, body: dict[str, Any]) -> tuple[list[dict[str, 
     if tools is None:
         expect(choice in (None, "none", "auto"), "tool_choice requires tools", "tool_choice")
         return [], None
+    expect("tools-refused" not in state.faults, "tools are not supported", "tools")
     if "tools-malformed-500" in state.faults:
         _crash_on_malformed_tools(tools)
     expect(isinstance(tools, list), "tools must be a list", "tools")
@@ -222,6 +223,11 @@ def _response_format(state: State, body: dict[str, Any]) -> tuple[str, dict[str,
     rf = body.get("response_format")
     if rf is None:
         return "text", None
+    expect(
+        "response-format-refused" not in state.faults,
+        "response_format is not supported",
+        "response_format",
+    )
     if "response-format-unchecked" in state.faults and _response_format_unchecked(rf):
         return "text", None
     expect(isinstance(rf, dict), "response_format must be an object", "response_format")
