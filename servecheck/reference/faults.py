@@ -59,6 +59,17 @@ _fault(
     "requests naming an unknown model are served anyway",
     "MODELS-UNKNOWN-404",
 )
+# Proven by a targeted test (tests/test_fault_matrix.py): MODELS-UNKNOWN-404 is not judged.
+_fault(
+    "completions-model-always-404",
+    "every /v1/completions request answers 404 model_not_found, a served model's too: its 404 for "
+    "an unknown model proves nothing",
+)
+_fault(
+    "tokenize-500",
+    "/tokenize answers 500 while tokenize is declared: COMPL-PROMPT-TOKENS and CHAT-LOGIT-BIAS are "
+    "not judged (an error), never skipped",
+)
 _fault(
     "models-retrieve-missing",
     "GET /v1/models/{id} is not served: a listed model's id gets 404 (as vLLM 0.32 and llama.cpp)",
@@ -122,6 +133,7 @@ _fault(
     "token-id-prompt-refused",
     "a prompt of token ids (or a list of such lists) is refused with 400",
     "COMPL-TOKEN-IDS",
+    "COMPL-PROMPT-INVALID",
 )
 _fault("echo-ignored", "echo true is accepted but the prompt is not echoed", "COMPL-ECHO")
 _fault(

@@ -1282,6 +1282,8 @@ def _model_entries(state: State) -> list[dict[str, Any]]:
 async def tokenize(request: web.Request) -> web.Response:
     state = request.app[STATE]
     try:
+        if "tokenize-500" in state.faults:
+            raise ApiError(500, "internal error: tokenizer not loaded", "server_error")
         body = await read_json(request, state)
         if "messages" in body:
             messages = _validate_messages(state, body)
