@@ -42,6 +42,11 @@ _fault(
     "a load balancer evicts the busy server",
     "HEALTH-UNDER-LOAD",
 )
+_fault(
+    "stream-refused-503",
+    "every streamed request answers 503 while health says ok: HEALTH-UNDER-LOAD has no load to ask "
+    "under and is not judged (an error), never skipped",
+)
 _fault("models-missing", "/v1/models lists no models", "MODELS-EXPECTED")
 _fault(
     "models-wrong-name",

@@ -618,6 +618,8 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     try:
         check_ready(state)
         body = await read_json(request, state)
+        if "stream-refused-503" in state.faults and body.get("stream") is True:
+            raise ApiError(503, "server overloaded: streaming unavailable", "server_error")
         if chat:
             body = shapes.screen(state.faults, body)  # the REQ-* faults
         else:
