@@ -185,6 +185,15 @@ _fault(
     "LOGPROBS-STREAM",
 )
 _fault(
+    "logprobs-blank-content",
+    "a request asking for logprobs (chat logprobs true, Responses include output_text.logprobs) "
+    "is answered with empty content, which the same request without logprobs is not",
+    "LOGPROBS-JOIN",
+    "LOGPROBS-VALUES",
+    "LOGPROBS-STREAM",
+    "RESPONSES-LOGPROBS",
+)
+_fault(
     "logprobs-positive",
     "logprobs carry probabilities (0..1] instead of log-probabilities",
     "CHAT-LOGPROBS",

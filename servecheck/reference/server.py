@@ -662,6 +662,9 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
                 lambda one: _make_choices(state, one, max_tokens, None, [], None, "text", None),
             )
         reftext.garble(state.faults, choices, bool(body.get("stream")))  # text-* faults
+        if chat and body.get("logprobs") and "logprobs-blank-content" in state.faults:
+            for c in choices:
+                c.pieces, c.logprobs = [], []  # asked for logprobs: nothing to spell
         if chat and state.reasoning is not None:
             reasoning.apply(state.reasoning, state.faults, body, choices, max_tokens, fmt)
         if "ctx-max-tokens-overrun" in state.faults and requested is not None and requested > room:
