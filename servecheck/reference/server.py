@@ -613,13 +613,27 @@ def _fit_context(
     return prompt_tokens, limit, truncated_from, requested, room, max_tokens
 
 
+def _refuse_streams(state: State, body: dict[str, Any]) -> None:
+    """The stream-refused-503 defect: every streamed request is refused as overloaded."""
+    if "stream-refused-503" in state.faults and body.get("stream") is True:
+        raise ApiError(503, "server overloaded: streaming unavailable", "server_error")
+
+
+def _blank_for_logprobs(
+    state: State, chat: bool, body: dict[str, Any], choices: list[Choice]
+) -> None:
+    """The logprobs-blank-content defect: a chat request asking for logprobs gets no text."""
+    if chat and body.get("logprobs") and "logprobs-blank-content" in state.faults:
+        for c in choices:
+            c.pieces, c.logprobs = [], []
+
+
 async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     state = request.app[STATE]
     try:
         check_ready(state)
         body = await read_json(request, state)
-        if "stream-refused-503" in state.faults and body.get("stream") is True:
-            raise ApiError(503, "server overloaded: streaming unavailable", "server_error")
+        _refuse_streams(state, body)
         if chat:
             body = shapes.screen(state.faults, body)  # the REQ-* faults
         else:
@@ -662,9 +676,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
                 lambda one: _make_choices(state, one, max_tokens, None, [], None, "text", None),
             )
         reftext.garble(state.faults, choices, bool(body.get("stream")))  # text-* faults
-        if chat and body.get("logprobs") and "logprobs-blank-content" in state.faults:
-            for c in choices:
-                c.pieces, c.logprobs = [], []  # asked for logprobs: nothing to spell
+        _blank_for_logprobs(state, chat, body, choices)
         if chat and state.reasoning is not None:
             reasoning.apply(state.reasoning, state.faults, body, choices, max_tokens, fmt)
         if "ctx-max-tokens-overrun" in state.faults and requested is not None and requested > room:
