@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from servecheck.checks import CheckFailed, CheckSkipped, NonStrict, load_all, run_with_allowances
+from servecheck.checks.preconditions import CheckError
 from servecheck.reference.faults import FAULTS, QUIRKS
 from servecheck.reference.reasoning import ReasoningMode
 from tests.support import TEST_KEY, context_for
@@ -89,6 +90,27 @@ def test_schema_fault_is_nonstrict_then_caught_in_strict_mode(make_reference, fa
     assert excinfo.value.check_id == check_id
     assert str(excinfo.value).startswith(f"{check_id}: schema: ")
     assert TEST_KEY not in str(excinfo.value), "a failure message shows the API key"
+
+
+# Faults under which a check cannot judge the server: it must end in CheckError, not a pass or skip.
+NOT_JUDGED = {
+    "completions-model-always-404": ("MODELS-UNKNOWN-404",),
+    "tokenize-500": ("COMPL-PROMPT-TOKENS", "CHAT-LOGIT-BIAS"),
+    "stream-refused-503": ("HEALTH-UNDER-LOAD",),
+}
+
+
+@pytest.mark.parametrize(
+    "fault,check_id",
+    [pytest.param(f, c, id=f"{f}->{c}") for f, ids in NOT_JUDGED.items() for c in ids],
+)
+def test_fault_is_not_judged(make_reference, fault, check_id):
+    assert fault in FAULTS and not FAULTS[fault].catches and not FAULTS[fault].strict
+    options = SURFACE_SERVER.get(_surface(check_id), {})
+    with pytest.raises(CheckError) as excinfo:
+        _run(make_reference(fault, api_key=TEST_KEY, **options), check_id)
+    assert excinfo.value.check_id == check_id
+    assert TEST_KEY not in str(excinfo.value), "an error message shows the API key"
 
 
 def test_every_check_has_a_fault():

@@ -56,7 +56,16 @@ def pieces(text: str) -> list[str]:
 def screen(faults: frozenset[str], body: dict[str, Any], served: list[str]) -> dict[str, Any]:
     """The body as the legacy route sees it before validation: under
     ``completions-unknown-model-accepted`` any model name is routed to the first served model
-    (a router that checks names on chat only)."""
+    (a router that checks names on chat only); under ``completions-model-always-404`` every
+    request is refused as naming an unknown model, a served one too."""
+    if "completions-model-always-404" in faults:
+        raise ApiError(
+            404,
+            f"The model `{body.get('model')}` does not exist",
+            "NotFoundError",
+            "model",
+            "model_not_found",
+        )
     if "completions-unknown-model-accepted" in faults and body.get("model") not in served:
         return {**body, "model": served[0]}
     return body

@@ -42,6 +42,11 @@ _fault(
     "a load balancer evicts the busy server",
     "HEALTH-UNDER-LOAD",
 )
+_fault(
+    "stream-refused-503",
+    "every streamed request answers 503 while health says ok: HEALTH-UNDER-LOAD has no load to ask "
+    "under and is not judged (an error), never skipped",
+)
 _fault("models-missing", "/v1/models lists no models", "MODELS-EXPECTED")
 _fault(
     "models-wrong-name",
@@ -58,6 +63,17 @@ _fault(
     "unknown-model-accepted",
     "requests naming an unknown model are served anyway",
     "MODELS-UNKNOWN-404",
+)
+# Proven by a targeted test (tests/test_fault_matrix.py): MODELS-UNKNOWN-404 is not judged.
+_fault(
+    "completions-model-always-404",
+    "every /v1/completions request answers 404 model_not_found, a served model's too: its 404 for "
+    "an unknown model proves nothing",
+)
+_fault(
+    "tokenize-500",
+    "/tokenize answers 500 while tokenize is declared: COMPL-PROMPT-TOKENS and CHAT-LOGIT-BIAS are "
+    "not judged (an error), never skipped",
 )
 _fault(
     "models-retrieve-missing",
@@ -122,6 +138,7 @@ _fault(
     "token-id-prompt-refused",
     "a prompt of token ids (or a list of such lists) is refused with 400",
     "COMPL-TOKEN-IDS",
+    "COMPL-PROMPT-INVALID",
 )
 _fault("echo-ignored", "echo true is accepted but the prompt is not echoed", "COMPL-ECHO")
 _fault(
@@ -166,6 +183,15 @@ _fault(
     "each logprobs token is decoded on its own and loses its leading space, so the tokens no longer spell the answer",
     "LOGPROBS-JOIN",
     "LOGPROBS-STREAM",
+)
+_fault(
+    "logprobs-blank-content",
+    "a request asking for logprobs (chat logprobs true, Responses include output_text.logprobs) "
+    "is answered with empty content, which the same request without logprobs is not",
+    "LOGPROBS-JOIN",
+    "LOGPROBS-VALUES",
+    "LOGPROBS-STREAM",
+    "RESPONSES-LOGPROBS",
 )
 _fault(
     "logprobs-positive",
@@ -859,6 +885,18 @@ _fault(
     "tools-malformed-500",
     "malformed tools (no function, no name, an unknown type, parameters a string) give 500",
     "ERR-TOOLS-MALFORMED",
+)
+_fault(
+    "response-format-refused",
+    "any request carrying response_format gets 400, a valid json_object one too: refusing it "
+    "is not validating it",
+    "ERR-RESPONSE-FORMAT",
+)
+_fault(
+    "tools-refused",
+    "any request carrying tools gets 400, a valid one too: refusing tools is not validating them",
+    "ERR-TOOLS-MALFORMED",
+    "ERR-TOOL-CHOICE-MALFORMED",
 )
 _fault(
     "tool-choice-unchecked",

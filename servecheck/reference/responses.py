@@ -463,6 +463,8 @@ def _generate(state: State, body: dict[str, Any], turn: Turn) -> Output:
         cut = len(pieces) > limit
         pieces = pieces[:limit]
         return Output(pieces, None, cut, prompt_tokens, len(pieces), [-0.5] * len(pieces))
+    if turn.top_logprobs is not None and _fault(state, "logprobs-blank-content"):
+        return Output([], None, False, prompt_tokens, 0)  # asked for logprobs: nothing to spell
     gen = model.generate_text(
         key,
         max_tokens=limit,

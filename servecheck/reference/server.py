@@ -140,6 +140,7 @@ def _validate_tools(state: State, body: dict[str, Any]) -> tuple[list[dict[str, 
     if tools is None:
         expect(choice in (None, "none", "auto"), "tool_choice requires tools", "tool_choice")
         return [], None
+    expect("tools-refused" not in state.faults, "tools are not supported", "tools")
     if "tools-malformed-500" in state.faults:
         _crash_on_malformed_tools(tools)
     expect(isinstance(tools, list), "tools must be a list", "tools")
@@ -222,6 +223,11 @@ def _response_format(state: State, body: dict[str, Any]) -> tuple[str, dict[str,
     rf = body.get("response_format")
     if rf is None:
         return "text", None
+    expect(
+        "response-format-refused" not in state.faults,
+        "response_format is not supported",
+        "response_format",
+    )
     if "response-format-unchecked" in state.faults and _response_format_unchecked(rf):
         return "text", None
     expect(isinstance(rf, dict), "response_format must be an object", "response_format")
@@ -607,11 +613,27 @@ def _fit_context(
     return prompt_tokens, limit, truncated_from, requested, room, max_tokens
 
 
+def _refuse_streams(state: State, body: dict[str, Any]) -> None:
+    """The stream-refused-503 defect: every streamed request is refused as overloaded."""
+    if "stream-refused-503" in state.faults and body.get("stream") is True:
+        raise ApiError(503, "server overloaded: streaming unavailable", "server_error")
+
+
+def _blank_for_logprobs(
+    state: State, chat: bool, body: dict[str, Any], choices: list[Choice]
+) -> None:
+    """The logprobs-blank-content defect: a chat request asking for logprobs gets no text."""
+    if chat and body.get("logprobs") and "logprobs-blank-content" in state.faults:
+        for c in choices:
+            c.pieces, c.logprobs = [], []
+
+
 async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     state = request.app[STATE]
     try:
         check_ready(state)
         body = await read_json(request, state)
+        _refuse_streams(state, body)
         if chat:
             body = shapes.screen(state.faults, body)  # the REQ-* faults
         else:
@@ -654,6 +676,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
                 lambda one: _make_choices(state, one, max_tokens, None, [], None, "text", None),
             )
         reftext.garble(state.faults, choices, bool(body.get("stream")))  # text-* faults
+        _blank_for_logprobs(state, chat, body, choices)
         if chat and state.reasoning is not None:
             reasoning.apply(state.reasoning, state.faults, body, choices, max_tokens, fmt)
         if "ctx-max-tokens-overrun" in state.faults and requested is not None and requested > room:
@@ -1279,6 +1302,8 @@ def _model_entries(state: State) -> list[dict[str, Any]]:
 async def tokenize(request: web.Request) -> web.Response:
     state = request.app[STATE]
     try:
+        if "tokenize-500" in state.faults:
+            raise ApiError(500, "internal error: tokenizer not loaded", "server_error")
         body = await read_json(request, state)
         if "messages" in body:
             messages = _validate_messages(state, body)

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
+from servecheck.checks.preconditions import CheckError
 from servecheck.checks.registry import check
 from servecheck.client.http import Exchange
 
@@ -533,7 +534,8 @@ def _first_token_text(ctx: CheckContext, ex: Exchange, what: str) -> str:
     "logit_bias -100 bans a token",
     "at temperature 0, the one-token answer's token id (the server's /tokenize of it) biased -100 is not the "
     "first token of the answer any more; without /tokenize only that logit_bias is accepted (200) is checked, "
-    "then the check skips. A refused logit_bias (4xx, 501) fails",
+    "then the check skips (as when the answer does not /tokenize back to one id); a declared /tokenize "
+    "that errors is not judged (an error). A refused logit_bias (4xx, 501) fails",
 )
 def chat_logit_bias(ctx: CheckContext) -> None:
     first = ctx.chat(BIAS_PROMPT, max_tokens=1, temperature=0)
@@ -542,6 +544,14 @@ def chat_logit_bias(ctx: CheckContext) -> None:
     why_not = "the target declares no tokenize capability"
     if ctx.capabilities.get("tokenize"):
         ids, tx = served_token_ids(ctx, token) if token else (None, first)
+        if ids is None and token:
+            raise CheckError(
+                ctx.check_id,
+                f"not judged: the declared /tokenize gave no token ids for {token!r}",
+                received=tx.describe(300),
+                hint="fix /tokenize (it must answer 200 with tokens) or declare tokenize: false",
+                exchange=tx,
+            )
         if ids is not None and len(ids) == 1:
             banned = ids[0]
         else:

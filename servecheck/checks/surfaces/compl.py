@@ -20,7 +20,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
+from servecheck.checks.context import CheckContext, body_snippet
+from servecheck.checks.preconditions import CheckError
 from servecheck.checks.registry import check
 from servecheck.checks.surfaces.chat import FINISH_REASONS, _choices, served_token_ids
 from servecheck.checks.surfaces.err import ERROR_SHAPE, error_shape_problem
@@ -350,7 +351,7 @@ def compl_echo(ctx: CheckContext) -> None:
     "a text prompt's prompt_tokens equals the served tokenizer's count",
     "usage.prompt_tokens of a text prompt equals what the server's own /tokenize counts for it "
     "with special tokens (vLLM add_special_tokens, llama.cpp add_special): a BOS counted twice "
-    "or another tokenizer shows; skipped when /tokenize gives no count",
+    "or another tokenizer shows; not judged (an error) when the declared /tokenize gives no count",
     requires=("completions", "tokenize"),
 )
 def compl_prompt_tokens(ctx: CheckContext) -> None:
@@ -370,7 +371,14 @@ def compl_prompt_tokens(ctx: CheckContext) -> None:
     if not _count(count):
         count = len(tokens) if isinstance(tokens, list) and tokens else None
     if count is None:
-        raise CheckSkipped(f"COMPL-PROMPT-TOKENS: /tokenize gave no count: {tx.describe(200)}")
+        # tokenize is declared (required above): a /tokenize that errors is a broken declaration.
+        raise CheckError(
+            ctx.check_id,
+            "not judged: the declared /tokenize gave no count",
+            received=tx.describe(300),
+            hint="fix /tokenize (it must answer 200 with count or tokens) or declare tokenize: false",
+            exchange=tx,
+        )
     ex = _complete(ctx, COUNTED, max_tokens=1)
     got = _prompt_tokens(ctx, ctx.ok_json(ex, "completion"), ex)
     ctx.expect(
@@ -704,10 +712,14 @@ def _send_invalid(ctx: CheckContext, body: dict[str, Any]) -> Exchange:
     "a /v1/completions request whose prompt is [], holds a negative token id (flat or in a list "
     f"of id lists), holds id {BIG_ID} (beyond any vocabulary) or is missing gets a 4xx with an "
     "OpenAI error object; never a 5xx, a dropped connection or a 200 (422 is the deviation "
-    "error-status-422)",
+    "error-status-422). The valid token-id prompt [100, 101] is served first (a server that "
+    "refuses every token-id prompt fails)",
     requires=("completions", "route-accepts:/completions"),
 )
 def compl_prompt_invalid(ctx: CheckContext) -> None:
+    # A server refusing every token-id prompt refuses the bad ones too: that is not validation.
+    valid = _send_invalid(ctx, {"model": ctx.model, "max_tokens": 4, "prompt": [100, 101]})
+    ctx.ok_json(valid, "the valid token-id prompt [100, 101] (sent before the invalid ones)")
     sent = [
         (name, what, _send_invalid(ctx, {"model": ctx.model, "max_tokens": 4, **extra}))
         for name, what, extra in INVALID_PROMPTS
@@ -715,7 +727,9 @@ def compl_prompt_invalid(ctx: CheckContext) -> None:
     # A refusal whose body never completed (a stall, a body past the size bound) is no answer.
     broken = [(n, w, ex) for n, w, ex in sent if ex.error or ex.status is None or ex.status >= 500]
     accepted = [
-        (n, w, ex) for n, w, ex in sent if not ex.error and ex.status is not None and ex.status < 400
+        (n, w, ex)
+        for n, w, ex in sent
+        if not ex.error and ex.status is not None and ex.status < 400
     ]
     for group, summary, hint in (
         (

@@ -617,6 +617,13 @@ def _malformed(
     )
 
 
+def _valid_variant_served(ctx: CheckContext, what: str, **params: Any) -> None:
+    """A server that refuses every request carrying the field also refuses the malformed ones:
+    that is not validation, so the well-formed variant must be served first."""
+    ex = ctx.chat("What is the weather in Paris?", max_tokens=8, **params)
+    ctx.ok_json(ex, f"{what} (well-formed, sent before the malformed ones)")
+
+
 @check(
     "ERR-NON-OBJECT-BODY",
     "a JSON body that is not an object is a client error",
@@ -645,10 +652,14 @@ def err_non_object_body(ctx: CheckContext) -> None:
     "a malformed response_format is a client error",
     "response_format that is not an object, has no or an unknown type, or (with json_schema) lacks the "
     "json_schema object or gives a schema that is not an object, gets a 4xx with an OpenAI error object; "
-    "never a 5xx or a 200 that ignores it",
+    "never a 5xx or a 200 that ignores it. A well-formed json_object request is served first (a server "
+    "that refuses any response_format fails)",
     requires=("json_object", "route-accepts:/chat/completions"),
 )
 def err_response_format(ctx: CheckContext) -> None:
+    _valid_variant_served(
+        ctx, "a json_object response_format", response_format={"type": "json_object"}
+    )
     formats: list[tuple[str, str, Any]] = [
         ("not-an-object", "response_format 'json_object' (a string)", "json_object"),
         ("unknown-type", "response_format type 'yaml'", {"type": "yaml"}),
@@ -685,10 +696,12 @@ def err_response_format(ctx: CheckContext) -> None:
     "malformed tools are a client error",
     "tools that is not a list, a tool that is not an object, without function, of an unknown type, a "
     "function without a name, or parameters that are not an object (a JSON-encoded string) each get a 4xx "
-    "with an OpenAI error object; never a 5xx or a 200",
+    "with an OpenAI error object; never a 5xx or a 200. A request with one well-formed tool is served "
+    "first (a server that refuses any tools fails)",
     requires=("tools", "route-accepts:/chat/completions"),
 )
 def err_tools_malformed(ctx: CheckContext) -> None:
+    _valid_variant_served(ctx, "one well-formed tool", tools=[WEATHER_TOOL])
     fn = WEATHER_TOOL["function"]
     variants: list[tuple[str, str, Any]] = [
         ("not-a-list", "tools is one tool object, not a list", WEATHER_TOOL),
@@ -726,10 +739,14 @@ def err_tools_malformed(ctx: CheckContext) -> None:
     "a malformed tool_choice is a client error",
     "tool_choice 'always' (not none / auto / required), 'required' with no tools and (where named choice "
     "is declared) an object without function or a named function with no tools each get a 4xx with an "
-    "OpenAI error object; never a 5xx or a 200",
+    "OpenAI error object; never a 5xx or a 200. A tool_choice 'auto' request with a tool is served first "
+    "(a server that refuses any tools fails)",
     requires=("tools", "route-accepts:/chat/completions"),
 )
 def err_tool_choice_malformed(ctx: CheckContext) -> None:
+    _valid_variant_served(
+        ctx, "tool_choice 'auto' with a tool", tools=[WEATHER_TOOL], tool_choice="auto"
+    )
     prompt = "What is the weather in Paris?"
     with_tools = {"tools": [WEATHER_TOOL], "max_tokens": 8}
     cases = [

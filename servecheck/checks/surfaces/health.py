@@ -11,6 +11,7 @@ import httpx
 
 from servecheck.checks.context import CheckContext, CheckSkipped
 from servecheck.checks.health import health_url, probe_health
+from servecheck.checks.preconditions import CheckError
 from servecheck.checks.registry import check
 from servecheck.checks.surfaces.chat import LONG_PROMPT
 from servecheck.checks.surfaces.conc import run_async
@@ -160,7 +161,8 @@ async def _probe_under_load(
     "HEALTH-UNDER-LOAD",
     "the health endpoint answers while long generations run",
     f"with {LOAD_STREAMS} long streamed generations under way, GET /health (or the engine's "
-    f"readiness path) answers 2xx within {HEALTH_BOUND_S:.0f} s",
+    f"readiness path) answers 2xx within {HEALTH_BOUND_S:.0f} s; not judged (an error) when a "
+    "load stream is refused or breaks, skipped when every one ended before health was asked",
     requires=("streaming", "route-accepts:/chat/completions"),
 )
 def health_under_load(ctx: CheckContext) -> None:
@@ -171,6 +173,17 @@ def health_under_load(ctx: CheckContext) -> None:
         asyncio.wait_for(_probe_under_load(ctx, k, max_tokens), ctx.target.timeout_s + 15)
     )
     notes = ", ".join(f"stream {i}: {n}" for i, n in sorted(load.notes.items()))
+    refused = {i: n for i, n in load.notes.items() if n not in ("ended", "generating")}
+    if ex is None and refused:
+        # A refused or broken load stream is no load: health was never asked under any.
+        raise CheckError(
+            ctx.check_id,
+            "not judged: the long streams that make the load were refused or broke",
+            received=notes,
+            hint="serve two streamed chat completions at once (STREAM-* and CONC-* judge why they "
+            "failed); health under load can only be asked while they generate",
+            exchange=None,
+        )
     if ex is None:
         raise CheckSkipped(
             f"{ctx.check_id}: no generation was running when health could be asked ({notes}); "

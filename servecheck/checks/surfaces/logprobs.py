@@ -13,7 +13,7 @@ be sorted (vLLM puts the sampled token first) nor hold only the true top tokens.
 from __future__ import annotations
 
 import math
-from typing import Any, TypeGuard
+from typing import Any, NoReturn, TypeGuard
 
 from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
 from servecheck.checks.registry import check
@@ -143,6 +143,20 @@ def _entries(ctx: CheckContext, choice: dict[str, Any], ex: Exchange) -> list[An
     return content
 
 
+def empty_with_logprobs(ctx: CheckContext, plain: str, ex: Exchange, what: str) -> NoReturn:
+    """An answer asked with logprobs came back empty: a skip only when ``plain``, the same
+    request's answer without logprobs, is empty too; otherwise the logprobs blanked it."""
+    if plain:
+        ctx.fail(
+            f"{what} with logprobs is empty, the same request without logprobs is not",
+            expected=f"the text the request gives without logprobs ({plain[:120]!r}), with its logprobs",
+            received="no text content",
+            exchange=ex,
+            hint="asking for logprobs must not change the answer: return the text and its logprobs",
+        )
+    raise CheckSkipped(f"the model gave no text content to spell with logprobs ({what})")
+
+
 def _answer(ctx: CheckContext) -> tuple[Exchange, dict[str, Any], dict[str, Any], str]:
     """A temperature-0 answer with logprobs: (exchange, body, choices[0], its text)."""
     ex = ctx.chat(PROMPT, max_tokens=MAX_TOKENS, temperature=0, logprobs=True, top_logprobs=TOP)
@@ -159,10 +173,15 @@ def _answer(ctx: CheckContext) -> tuple[Exchange, dict[str, Any], dict[str, Any]
     message = choice.get("message")
     text = message.get("content") if isinstance(message, dict) else None
     if not isinstance(text, str) or not text:
-        raise CheckSkipped(
-            f"the model gave no text content to spell with logprobs (content {text!r}, finish_reason "
-            f"{choice.get('finish_reason')!r})"
+        plain = ctx.ok_json(
+            ctx.chat(PROMPT, max_tokens=MAX_TOKENS, temperature=0),
+            "the same request without logprobs",
         )
+        choices = plain.get("choices")
+        first = choices[0] if isinstance(choices, list) and choices else None
+        msg = first.get("message") if isinstance(first, dict) else None
+        again = msg.get("content") if isinstance(msg, dict) else None
+        empty_with_logprobs(ctx, again if isinstance(again, str) else "", ex, "the chat answer")
     return ex, data, choice, text
 
 
@@ -171,7 +190,8 @@ def _answer(ctx: CheckContext) -> tuple[Exchange, dict[str, Any], dict[str, Any]
     "the logprobs tokens spell the answer",
     f"at temperature 0 with logprobs=true and top_logprobs={TOP}, the entries of choices[0].logprobs.content, joined "
     "(their bytes where given, decoded as UTF-8, else their token strings), equal message.content (U+FFFD "
-    "left out on both sides), and there are no more entries than usage.completion_tokens",
+    "left out on both sides), and there are no more entries than usage.completion_tokens; an empty answer "
+    "skips only when the same request without logprobs is empty too",
     requires=("logprobs",),
 )
 def logprobs_join(ctx: CheckContext) -> None:
@@ -208,7 +228,8 @@ def logprobs_join(ctx: CheckContext) -> None:
     "logprob <= 0 (a large negative sentinel stands for -inf) and bytes null or a list of byte values whose UTF-8, "
     f"where whole, is the token; every top_logprobs list has exactly {TOP} entries; the sampled logprob is not above "
     "the best of its top list, and equals its own entry there; and the same request with logprobs=false, "
-    "or with no logprobs field, has choices[0].logprobs null or absent",
+    "or with no logprobs field, has choices[0].logprobs null or absent; an empty answer skips only when the "
+    "same request without logprobs is empty too",
     requires=("logprobs",),
 )
 def logprobs_values(ctx: CheckContext) -> None:
@@ -291,7 +312,8 @@ def _stream_entries(ctx: CheckContext, ex: Exchange, chunks: list[dict[str, Any]
     "streamed logprobs spell the streamed answer",
     f"a temperature-0 stream with logprobs=true and top_logprobs={TOP}: every chunk with content has "
     "logprobs.content, the entries of all chunks joined (bytes where given) equal the streamed text (U+FFFD left "
-    f"out), and every entry holds the LOGPROBS-VALUES invariants ({TOP} top entries, logprobs <= 0)",
+    f"out), and every entry holds the LOGPROBS-VALUES invariants ({TOP} top entries, logprobs <= 0); an "
+    "empty stream skips only when the same stream without logprobs is empty too",
     requires=("logprobs",),
 )
 def logprobs_stream(ctx: CheckContext) -> None:
@@ -304,7 +326,13 @@ def logprobs_stream(ctx: CheckContext) -> None:
     assert ex.stream is not None  # noqa: S101 - ok_stream guarantees it
     text = ex.stream.text(0)
     if not text:
-        raise CheckSkipped("the model streamed no text content to spell with logprobs")
+        plain_body = ctx.chat_body(PROMPT, stream=True, max_tokens=MAX_TOKENS, temperature=0)
+        plain = ctx.ok_stream(
+            ctx.post("/chat/completions", plain_body, stream=True),
+            "the same stream without logprobs",
+        )
+        again = plain.stream.text(0) if plain.stream is not None else ""
+        empty_with_logprobs(ctx, again, ex, "the streamed answer")
     entries = _stream_entries(ctx, ex, ex.stream.chunks)
     spelled = joined_text(entries)
     ctx.expect(

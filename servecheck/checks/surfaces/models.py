@@ -6,6 +6,7 @@ from typing import Any
 from urllib.parse import quote
 
 from servecheck.checks.context import CheckContext, body_snippet
+from servecheck.checks.preconditions import CheckError
 from servecheck.checks.registry import check
 from servecheck.checks.surfaces.err import detail_deviation
 from servecheck.client.http import Exchange
@@ -82,7 +83,8 @@ def models_context(ctx: CheckContext) -> None:
     "MODELS-UNKNOWN-404",
     "an unknown model name is refused",
     "a chat request naming a model that is not served gets 404 (or 400) with an OpenAI error "
-    "object, and so does a legacy /v1/completions request (where completions are declared)",
+    "object, and so does a legacy /v1/completions request (where completions are declared; not "
+    "judged, an error, when the same request for the served model is not answered 200)",
     requires=("route-accepts:/chat/completions",),
 )
 def models_unknown(ctx: CheckContext) -> None:
@@ -90,7 +92,19 @@ def models_unknown(ctx: CheckContext) -> None:
     body["model"] = NO_SUCH_MODEL
     _expect_refused(ctx, ctx.post("/chat/completions", body), "a chat request")
     if ctx.capabilities.get("completions"):
-        legacy = {"model": NO_SUCH_MODEL, "prompt": "Say hello.", "max_tokens": 1}
+        legacy = {"model": ctx.model, "prompt": "Say hello.", "max_tokens": 1}
+        served = ctx.post("/completions", legacy)
+        if served.error or not served.ok:
+            # A route that refuses everything refuses the unknown model too: that proves nothing.
+            raise CheckError(
+                ctx.check_id,
+                "the /v1/completions part is not judged: the same request for the served model "
+                "was not answered 200",
+                received=served.describe(300),
+                hint="serve /v1/completions for the served model (or declare completions: false)",
+                exchange=served,
+            )
+        legacy["model"] = NO_SUCH_MODEL
         _expect_refused(ctx, ctx.post("/completions", legacy), "a /v1/completions request")
 
 

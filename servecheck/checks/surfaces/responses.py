@@ -25,7 +25,12 @@ from typing import Any
 from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
 from servecheck.checks.registry import check
 from servecheck.checks.surfaces.err import detail_deviation
-from servecheck.checks.surfaces.logprobs import comparable, joined_text, value_problems
+from servecheck.checks.surfaces.logprobs import (
+    comparable,
+    empty_with_logprobs,
+    joined_text,
+    value_problems,
+)
 from servecheck.checks.surfaces.tools import BOTH, PARAMS
 from servecheck.client.http import Exchange
 
@@ -1520,7 +1525,8 @@ def _tokens(entries: list[Any]) -> list[Any]:
     f"logprobs: every logprob a finite number <= 0, {TOP_K} top_logprobs alternatives each, the "
     "tokens (their bytes where given) joined equal the text, no more entries than output_tokens; "
     "streamed, the output_text deltas' logprobs entries, in order, equal the finished part's "
-    "(response.completed, content_part.done) and the response.output_text.done event's",
+    "(response.completed, content_part.done) and the response.output_text.done event's; an empty "
+    "output_text skips only when the same request without logprobs is empty too",
     requires=("responses", "logprobs"),
 )
 def responses_logprobs(ctx: CheckContext) -> None:
@@ -1528,7 +1534,8 @@ def responses_logprobs(ctx: CheckContext) -> None:
     data, ex = create(ctx, **params)
     text = output_text(data)
     if not text:
-        raise CheckSkipped("the model gave no output_text to spell with logprobs")
+        plain, _ = create(ctx, max_output_tokens=16)
+        empty_with_logprobs(ctx, output_text(plain), ex, "the output_text")
     entries = part_logprobs(data.get("output")) or []
     ctx.expect(
         bool(entries),
