@@ -7,13 +7,12 @@ import argparse
 import os
 
 from servecheck.commands.options import (
+    add_api_arguments,
     add_dataset_arguments,
     add_error_budget_argument,
     add_model_argument,
     add_target_arguments,
 )
-from servecheck.load.apis import API_NAMES, ENV_API
-from servecheck.load.images import ENV_IMAGES
 from servecheck.load.trace import FORMATS as TRACE_FORMATS
 
 # Spec field -> option, for the library's SpecError (the rest follow from each option's dest).
@@ -76,25 +75,6 @@ def add_workload_arguments(g: argparse._ArgumentGroup) -> None:
     add_error_budget_argument(g, "SERVECHECK_LOAD_ERROR_BUDGET")
     add_model_argument(g)
     add_api_arguments(g)
-
-
-def add_api_arguments(g: argparse._ArgumentGroup) -> None:
-    """Which API the requests speak, and images in them (servecheck/load/apis.py, images.py)."""
-    env = os.environ.get
-    g.add_argument(
-        "--api",
-        choices=API_NAMES,
-        default=env(ENV_API) or None,
-        help="chat: /chat/completions; messages: Anthropic's /messages (default: chat, "
-        "messages for the messages scenario); env SERVECHECK_LOAD_API",
-    )
-    g.add_argument(
-        "--images",
-        metavar="SIZES|DIR",
-        default=env(ENV_IMAGES) or None,
-        help="images in every request: sizes [COUNTx]WxH, comma-separated (1x512x512,2x256x256), "
-        "or a folder of PNG/JPEG files; env SERVECHECK_LOAD_IMAGES",
-    )
 
 
 def add_distributed_arguments(g: argparse._ArgumentGroup) -> None:
