@@ -4,6 +4,7 @@ and the request the messages API sends (servecheck/load/apis.py)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from servecheck.client.sse import MAX_EVENT_BYTES
 from servecheck.errors import SpecError
 from servecheck.load.anthropic_events import MessagesStreamState, parse_messages_bytes
 from servecheck.load.apis import api_headers, new_state, request_for, resolve_api
+from servecheck.load.plan import load_plan
 from servecheck.load.planned import PlannedRequest
 from servecheck.load.records import RequestRecord
 from servecheck.load.stream import classify, record_from_stream, record_phases
@@ -323,3 +325,16 @@ def test_resolve_api_refuses(api: str, scenario: str, message: str) -> None:
     with pytest.raises(SpecError) as info:
         resolve_api(api, scenario)
     assert message in str(info.value)
+
+
+def test_the_documented_thinking_plan_loads(tmp_path: Path) -> None:
+    """docs/load.md's plan for extended thinking is a valid plan (docs that cannot rot)."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "load.md").read_text()
+    section = text.split("## Anthropic's Messages API", 1)[1].split("## Load with images", 1)[0]
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(section.split("```yaml\n", 1)[1].split("```", 1)[0])
+    values = load_plan(plan).values
+    assert values["scenario"] == "messages"
+    assert values["extra_body"] == {"thinking": {"type": "enabled", "budget_tokens": 1024}}
+    _, body = request_for("messages", "m", PlannedRequest([], 8), {}, values["extra_body"])
+    assert "temperature" not in body and body["thinking"]["budget_tokens"] == 1024
