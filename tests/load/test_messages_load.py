@@ -205,3 +205,17 @@ def test_capacity_and_compare_work_on_messages_runs(stub: StubServer, tmp_path: 
         capture_output=True, text=True, timeout=120, cwd=ROOT,
     )  # fmt: skip
     assert "load api differs: chat vs messages" in proc.stdout + proc.stderr
+
+
+def test_multi_turn_over_messages_continues_from_the_streamed_reply(
+    stub: StubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SERVECHECK_TURNS", "2")
+    rc, run_dir, out = _load(tmp_path, stub, "--scenario", "multi_turn", "--api", "messages")
+    assert rc == 0, out
+    second = [b for b in stub.bodies if len(b["messages"]) == 3]
+    assert second, [len(b["messages"]) for b in stub.bodies]
+    roles = [m["role"] for m in second[0]["messages"]]
+    assert roles == ["user", "assistant", "user"]
+    assert second[0]["messages"][1]["content"] == "".join(f" w{i}" for i in range(TEXT_TOKENS))
+    assert {r["turn"] for r in _records(run_dir)} == {0, 1}
