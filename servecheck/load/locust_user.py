@@ -39,8 +39,9 @@ from gevent.lock import Semaphore
 from locust import LoadTestShape, User, constant, events, task
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
-from servecheck.load.conversation import reply_text
+from servecheck.load.apis import ENV_API, api_headers, new_state, reply_of, request_for, resolve_api
 from servecheck.load.dataset import ENV_DATASET, dataset_fingerprint
+from servecheck.load.images import ENV_IMAGES, ImagePool, check_images
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig
 from servecheck.load.planned import PlannedRequest, single_turn
 from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tokenize_counter
@@ -48,7 +49,6 @@ from servecheck.load.reactor import StreamReactor
 from servecheck.load.records import RATE_LIMITED, RecordWriter, RequestRecord, cached_tokens
 from servecheck.load.schedule import FixedRate, Poisson, Stage, StageShape, for_worker, split_count
 from servecheck.load.stream import (
-    StreamState,
     classify,
     record_from_stream,
     record_phases,
@@ -129,6 +129,9 @@ class _Controller:
             **cfg.headers,
         }
         self.headers.update(self.auth_headers())
+        self.headers.update(api_headers(cfg.api, os.environ.get(ENV_API_KEY)))  # load/apis.py
+        # --images: drawn or read once per process, before the run's clock (load/images.py)
+        self.images = ImagePool(cfg.images, cfg.seed * 31 + index) if cfg.images else None
         # Plain HTTP: one reader for all streams (the native thread or the epoll loop), kernel
         # arrival times (reactor.py);
         # https: a blocking read per greenlet (wire.py).
@@ -305,16 +308,11 @@ class _Controller:
         """Send one streaming request; record it whatever happens. Never raises."""
         cfg = self.cfg
         prompt = user.plan_request(self)  # a PlannedRequest (servecheck/load/conversation.py)
-        body: dict[str, Any] = {
-            "model": cfg.model,
-            "messages": prompt.messages,
-            "max_tokens": prompt.max_tokens,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "temperature": 0,
-            **user.kind_body(prompt.kind),
-            **cfg.extra_body,
-        }
+        if self.images is not None:
+            prompt = self.images.attach(prompt, user.rng)
+        path, body = request_for(
+            cfg.api, cfg.model, prompt, user.kind_body(prompt.kind), cfg.extra_body
+        )
         payload = json.dumps(body).encode()
         self.sent += 1
         self.inflight += 1
@@ -332,7 +330,7 @@ class _Controller:
             request_id=f"{self.rid_prefix}-{seq}",
             **prompt.fields,
         )
-        st = StreamState()
+        st = new_state(cfg.api, prompt.capture)  # chat's reader, or the messages stream's
         # A scenario that continues from the reply (multi-turn) gets the stream's bytes: every read
         # then goes through the parser (no token shortcut), and the text is taken after the end.
         raw: list[bytes] | None = [] if prompt.capture else None
@@ -346,11 +344,11 @@ class _Controller:
 
         try:
             res = self.wire.post_stream(
-                "/chat/completions",
+                path,
                 payload,
                 feed,
                 deadline=t0 + cfg.timeout_s,
-                tokens=st if raw is None else None,
+                tokens=st if raw is None and st.fast else None,
                 request_id=rec.request_id,
                 until=until,
             )
@@ -393,7 +391,7 @@ class _Controller:
             self._flush()
         self.inflight -= 1
         if prompt.state is not None:
-            user.after_response(prompt, rec, reply_text(b"".join(raw or ())), st.usage)
+            user.after_response(prompt, rec, reply_of(st, b"".join(raw or ())), st.usage)
         self._fire(rec)
         if rec.retry_after_s and cfg.retry_after_max_s and cfg.mode not in ("fixed", "poisson"):
             # Closed loop, --honour-retry-after: this user backs off as a well-behaved client
@@ -499,6 +497,9 @@ def _config_from_env(environment: Any, user_cls: type[LLMUser] | None) -> RunCon
         trace=str(Path(trace).resolve()) if trace else None,
         trace_format=os.environ.get("SERVECHECK_TRACE_FORMAT") or "auto",
         trace_speed=float(os.environ.get("SERVECHECK_TRACE_SPEED") or 1.0),
+        # Plain locust -f: the API and the images from the variables (load/apis.py, images.py).
+        api=resolve_api(os.environ.get(ENV_API) or None, getattr(user_cls, "scenario", "chat")),
+        images=check_images(os.environ.get(ENV_IMAGES) or None),
     )
 
 

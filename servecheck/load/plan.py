@@ -19,6 +19,8 @@ A load plan (``loadtests/*.yaml``) is a named set of defaults for ``servecheck l
     dataset: prompts.jsonl           # or {path: prompts.jsonl, format: sharegpt}; a relative
                                      # path is read from the plan's folder
     warmup: 10s                      # or {seconds: 10, requests: 20}: sent first, kept out
+    api: messages                    # chat (default) or messages: Anthropic's /v1/messages
+    images: 1x512x512,2x256x256      # or a folder of PNG/JPEG files, relative to the plan's folder
 
 Options given on the command line override the plan's.
 """
@@ -57,6 +59,8 @@ PLAN_KEYS = (
     "honour_retry_after",
     "dataset",
     "warmup",
+    "api",
+    "images",
 )
 WARMUP_KEYS = ("seconds", "requests")
 DATASET_KEYS = ("path", "format")
@@ -100,6 +104,8 @@ class RunConfig:
     trace_speed: float = 1.0
     dataset: str | None = None  # prompts from this local file (load/dataset.py), absolute path
     dataset_format: str = "auto"
+    api: str = "chat"  # chat | messages (load/apis.py)
+    images: str | None = None  # sizes or an absolute folder (load/images.py)
 
     def dump(self, path: str | os.PathLike[str]) -> Path:
         """Write the config, every secret masked (header values, URL credentials): the file
@@ -166,7 +172,25 @@ def load_plan(path: str | os.PathLike[str]) -> LoadPlan:
         data["warmup"] = _plan_warmup(p, data["warmup"])
     if "dataset" in data:
         data["dataset"] = _plan_dataset(p, data["dataset"])
+    if "images" in data:
+        data["images"] = _plan_images(p, data["images"])
     return LoadPlan(str(p), data)
+
+
+def _plan_images(p: Path, raw: Any) -> str:
+    """``images: 512x512`` or a folder (a relative one is the plan's), checked as ``--images``."""
+    from servecheck.load.images import check_images
+
+    if not isinstance(raw, str) or not raw.strip():
+        raise UsageError(f"{p}: images: sizes such as 1x512x512,2x256x256, or a folder")
+    text = raw.strip()
+    folder = Path(os.path.expanduser(text))
+    if not folder.is_absolute() and (p.resolve().parent / folder).is_dir():
+        text = str(p.resolve().parent / folder)
+    try:
+        return check_images(text) or text
+    except UsageError as exc:
+        raise UsageError(f"{p}: {exc}") from None
 
 
 def _known_keys(p: Path, section: str, raw: dict[str, Any], keys: tuple[str, ...]) -> None:

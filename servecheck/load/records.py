@@ -104,6 +104,10 @@ class RequestRecord:
     turn: int | None = None  # 0-based turn of its conversation
     history_tokens: int | None = None  # tokens resent before this turn's new user message
     prefix_group: str | None = None  # which shared system prompt it opened with
+    # --images (load/images.py): how many, their WxH, the text's planned prompt tokens
+    images: int | None = None
+    image_size: str | None = None
+    text_tokens: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -177,7 +181,16 @@ class RequestRecord:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
-_OPTIONAL = ("cached_tokens", "conversation", "turn", "history_tokens", "prefix_group")
+_OPTIONAL = (
+    "cached_tokens",
+    "conversation",
+    "turn",
+    "history_tokens",
+    "prefix_group",
+    "images",
+    "image_size",
+    "text_tokens",
+)
 
 
 def cached_tokens(usage: dict[str, Any]) -> int | None:

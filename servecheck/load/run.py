@@ -31,10 +31,12 @@ from servecheck.client.models import ModelChoice, NoAnswer, model_for_target
 from servecheck.config.model import Target
 from servecheck.errors import SpecError, UsageError
 from servecheck.load import engine_cache, shipped
+from servecheck.load.apis import resolve_api
 from servecheck.load.breakdown import ENGINE_FILE
 from servecheck.load.budget import DEFAULT_ERROR_BUDGET, with_error_budget
 from servecheck.load.dataset import check_dataset
 from servecheck.load.down import DownRule, DownWatch
+from servecheck.load.images import check_images, normalise_images
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
 from servecheck.load.reach import target_down
 from servecheck.load.records import refuse_used_run_dir, worker_files
@@ -116,6 +118,8 @@ class LoadSpec:
     dataset_format: str = "auto"
     # Stop early when the target goes down mid-run (load/down.py); DownRule(0) turns it off.
     down_after: DownRule = field(default_factory=DownRule)
+    api: str | None = None  # chat | messages; None: the scenario's (load/apis.py)
+    images: str | None = None  # sizes (1x512x512,2x256x256) or a folder (load/images.py)
 
     def __post_init__(self) -> None:
         self.slos = as_slos(self.slos)
@@ -244,6 +248,8 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         trace_speed=spec.trace_speed,
         dataset=str(Path(spec.dataset).resolve()) if spec.dataset else None,
         dataset_format=spec.dataset_format,
+        api=resolve_api(spec.api, spec.scenario),
+        images=normalise_images(spec.images),
     )
 
 
@@ -469,6 +475,8 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
         shipped.trace_path(spec.trace)
     # A bad dataset file is a usage error before any load (its file and line named).
     check_dataset(spec.dataset, spec.dataset_format, spec.scenario)
+    resolve_api(spec.api, spec.scenario)  # an unknown API, or one the scenario cannot speak
+    check_images(spec.images)  # bad sizes, a folder without readable images
     down = target_down(spec.target.base_url, spec.target.connect_timeout_s)
     if down:
         choice = ModelChoice(

@@ -56,6 +56,7 @@ class StreamState:
         "chunks",
         "fast",
     )
+    END_MARK = "data: [DONE]"  # what ends a complete stream (the messages reader's differs)
 
     def __init__(self, fast: bool = True) -> None:
         self.fast = fast
@@ -378,7 +379,7 @@ def classify(res: WireResult, st: StreamState) -> tuple[RecordError | None, str]
     if res.hung_up:
         return None, ""  # abandoned on purpose: no [DONE] to expect
     if not st.done:
-        return "stream-error", "the stream ended without data: [DONE]"
+        return "stream-error", f"the stream ended without {st.END_MARK}"
     return None, ""
 
 

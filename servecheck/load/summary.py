@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from servecheck.load.breakdown import format_breakdown, scenario_breakdown
 from servecheck.load.budget import SOURCE as BUDGET
 from servecheck.load.budget import budget_line, budget_summary, percent
+from servecheck.load.image_stats import format_images, image_breakdown
 from servecheck.load.phases import phase_lines
 from servecheck.load.plan import RunConfig
 from servecheck.load.records import MERGED_NAME, merge_records
@@ -252,6 +253,7 @@ def summarise(
         "base_url": redact(cfg.base_url),
         "model": cfg.model,
         "scenario": cfg.scenario,
+        "api": cfg.api,
         "mode": cfg.mode,
         "users": cfg.users if cfg.mode == "closed" else None,
         "rate": cfg.rate,
@@ -279,6 +281,7 @@ def summarise(
         "files": sorted(p.name for p in run_dir.iterdir() if p.is_file()),
     }
     summary.update(scenario_breakdown(records(), run_dir))  # turns, prefix cache
+    summary.update(image_breakdown(records()))  # --images: tokens per image, TTFT by size
     if warm.active:
         summary["warmup"] = warm.as_dict()
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
@@ -298,7 +301,8 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
     """The short text summary printed at the end and kept as summary.txt."""
     req, thr, lat = summary["requests"], summary["throughput"], summary["latency_ms"]
     lines = [
-        f"run {summary['run_id']}  target {summary['target']}  scenario {summary['scenario']}  mode {summary['mode']}",
+        f"run {summary['run_id']}  target {summary['target']}  scenario {summary['scenario']}  mode {summary['mode']}"
+        + (f"  api {summary['api']}" if summary.get("api", "chat") != "chat" else ""),
         f"requests {req['total']}  ok {req['ok']}  failed {req['failed']} ({req['error_rate']:.2%})"
         + (f"  abandoned on purpose {req['abandoned']}" if req.get("abandoned") else "")
         + (f"  rate-limited {req['rate_limited']}" if req.get("rate_limited") else "")
@@ -333,7 +337,7 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
             f"tokens: usage {tok['output_usage']}, client chunks {tok['output_client']}, "
             f"{tok['discrepant_requests']} requests differ, {tok['usage_missing']} without usage"
         )
-    lines += format_breakdown(summary) + format_warmup(summary)
+    lines += format_breakdown(summary) + format_images(summary) + format_warmup(summary)
     if summary.get("error_budget"):
         lines.append(budget_line(summary["error_budget"]))
     for v in verdicts:

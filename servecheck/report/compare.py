@@ -595,10 +595,12 @@ def compare_runs(
     if a.load is not None and b.load is not None:
         sa, ra = load_part(a.load, cmp.notes, "baseline")
         sb, rb = load_part(b.load, cmp.notes, "current")
-        for key in ("scenario", "mode", "users", "rate"):
-            if sa.get(key) != sb.get(key):
+        for key in ("scenario", "api", "mode", "users", "rate"):
+            # a summary from before the messages API has no "api": it ran chat
+            va, vb = (x.get(key, "chat" if key == "api" else None) for x in (sa, sb))
+            if va != vb:
                 cmp.notes.append(
-                    f"load {key} differs: {sa.get(key)} vs {sb.get(key)} (the comparison may not be like for like)"
+                    f"load {key} differs: {va} vs {vb} (the comparison may not be like for like)"
                 )
         cmp.metrics += compare_latency(ra, rb, ths, seed=seed, alpha=alpha, n_boot=n_boot)
         cmp.metrics += compare_throughput(sa, sb, ra, rb, ths, seed=seed, alpha=alpha)

@@ -380,12 +380,13 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
         "<h3>Latency (ms)</h3>" + table(("metric", *PCTS, "samples"), lat_rows, numeric=range(1, 8))
     )
     from servecheck.load.breakdown import format_breakdown
+    from servecheck.load.image_stats import format_images
     from servecheck.load.warmup import format_warmup
 
-    extra = format_breakdown(s) + format_warmup(s)  # multi-turn, prefix cache, warm-up
+    extra = format_breakdown(s) + format_images(s) + format_warmup(s)  # + --images by size
     if extra:
         parts.append(
-            "<h3>Turns, prefix cache, warm-up</h3><pre>" + esc("\n".join(extra)) + "</pre>"
+            "<h3>Turns, prefix cache, images, warm-up</h3><pre>" + esc("\n".join(extra)) + "</pre>"
         )
     if plots:
         parts.append("<div class='plots'>" + "".join(_load_plots(run_dir, lat, keys)) + "</div>")

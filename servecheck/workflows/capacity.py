@@ -54,6 +54,8 @@ class CapacitySpec:
     scenario: str = "chat"
     dataset: str | None = None  # every step's prompts from this file (load/dataset.py)
     dataset_format: str = "auto"
+    api: str | None = None  # chat | messages; None: the scenario's (load/apis.py)
+    images: str | None = None  # every step's requests carry these images (load/images.py)
     trace: str | None = None  # levels are speed factors of this trace's replay (mode "speed")
     trace_format: str = "auto"
     max_error_rate: str = percent(DEFAULT_ERROR_BUDGET)
@@ -71,6 +73,11 @@ class CapacitySpec:
         from servecheck.load.dataset import check_dataset
 
         check_dataset(self.dataset, self.dataset_format, self.scenario)
+        from servecheck.load.apis import resolve_api
+        from servecheck.load.images import check_images
+
+        resolve_api(self.api, self.scenario)  # before any step: an API the scenario cannot speak
+        check_images(self.images)
         if self.trace is not None:
             from servecheck.load.trace import load_trace
 
@@ -193,6 +200,8 @@ def _step_spec(
         scenario=spec.scenario,
         dataset=spec.dataset,
         dataset_format=spec.dataset_format,
+        api=spec.api,
+        images=spec.images,
         users=None if rates or spec.trace else int(level),
         rate=level if rates and not spec.trace else None,
         # A trace: each step replays it at the next speed, cut at the step's duration.

@@ -14,6 +14,7 @@ import argparse
 
 from servecheck import api
 from servecheck.commands.options import (
+    add_api_arguments,
     add_dataset_arguments,
     add_ready_timeout_argument,
     add_run_arguments,
@@ -23,6 +24,7 @@ from servecheck.commands.options import (
 )
 from servecheck.errors import UsageError
 from servecheck.load.budget import DEFAULT_ERROR_BUDGET, percent
+from servecheck.load.images import normalise_images
 from servecheck.workflows.capacity import CapacitySpec
 
 
@@ -148,6 +150,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="load scenario (default: chat; trace with --trace)",
     )
     add_dataset_arguments(parser)
+    add_api_arguments(parser)
     parser.add_argument(
         "--max-error-rate",
         default=percent(DEFAULT_ERROR_BUDGET),
@@ -195,6 +198,8 @@ def spec_from_args(args: argparse.Namespace) -> CapacitySpec:
         trace_format=args.trace_format,
         dataset=args.dataset,
         dataset_format=args.dataset_format,
+        api=args.api,
+        images=normalise_images(args.images),
         max_error_rate=args.max_error_rate,
         allow_lag=args.allow_lag,
         ready_timeout_s=parse_duration(args.ready_timeout),

@@ -7,6 +7,7 @@ import argparse
 import os
 
 from servecheck.commands.options import (
+    add_api_arguments,
     add_dataset_arguments,
     add_error_budget_argument,
     add_model_argument,
@@ -73,6 +74,7 @@ def add_workload_arguments(g: argparse._ArgumentGroup) -> None:
     )
     add_error_budget_argument(g, "SERVECHECK_LOAD_ERROR_BUDGET")
     add_model_argument(g)
+    add_api_arguments(g)
 
 
 def add_distributed_arguments(g: argparse._ArgumentGroup) -> None:

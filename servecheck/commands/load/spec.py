@@ -11,6 +11,7 @@ from servecheck.commands.options import error_budget
 from servecheck.config.model import Target
 from servecheck.errors import UsageError
 from servecheck.load.down import parse_down_after
+from servecheck.load.images import normalise_images
 from servecheck.load.run import LoadSpec
 from servecheck.load.schedule import parse_duration, parse_rate, shape_from_spec
 from servecheck.load.slo import parse_slos
@@ -91,6 +92,8 @@ def spec_from_options(
         if o("dataset") or o("dataset_format") not in (None, "auto")
         else data_plan.get("format", "auto"),
         down_after=parse_down_after(o("down_after")),
+        api=pick("api"),
+        images=normalise_images(pick("images")),
     )
 
 

@@ -28,6 +28,7 @@ from servecheck.commands.options.reference import add_option_table as add_option
 from servecheck.commands.options.reference import (
     checked_reference_args as checked_reference_args,
 )
+from servecheck.commands.options.workload import add_api_arguments as add_api_arguments
 from servecheck.commands.options.workload import (
     add_max_tokens_argument as add_max_tokens_argument,
 )
@@ -117,7 +118,8 @@ def add_strict_argument(parser: argparse.ArgumentParser | argparse._ArgumentGrou
     parser.add_argument(
         "--strict",
         action="store_true",
-        default=os.environ.get("SERVECHECK_STRICT", "").strip().lower() in ("1", "true", "yes", "on"),
+        default=os.environ.get("SERVECHECK_STRICT", "").strip().lower()
+        in ("1", "true", "yes", "on"),
         help="strict schema profile: a check whose answers break the openai SDK's types (a "
         "missing required field, an enum value outside the set, a number sent as a string) "
         "fails instead of being reported non-strict (env SERVECHECK_STRICT; default: off)",
@@ -210,6 +212,7 @@ __all__ = [
     "DEFAULT_OUT",
     "ENV_OUT",
     "ENV_TARGET",
+    "add_api_arguments",
     "add_catalogue_arguments",
     "add_strict_argument",
     "add_cold_start_arguments",

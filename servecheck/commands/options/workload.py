@@ -1,10 +1,11 @@
 """Options that more than one command gives its requests: ``--model``, ``--max-tokens``,
-``--ready-timeout``; one declaration each, so that the flag, its type and metavar read the same
+``--ready-timeout``, ``--api`` and ``--images``; one declaration each, so that the flag, its type and metavar read the same
 (a command chooses the default and, for ``--max-tokens``, says what it bounds)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 
 
 def add_ready_timeout_argument(
@@ -36,4 +37,26 @@ def add_max_tokens_argument(
         default=default,
         metavar="N",
         help=f"{what} (default: %(default)s)",
+    )
+
+
+def add_api_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--api`` and ``--images``: which API a load speaks, images in its requests (load,
+    capacity; servecheck/load/apis.py, images.py)."""
+    from servecheck.load.apis import API_NAMES, ENV_API
+    from servecheck.load.images import ENV_IMAGES
+
+    parser.add_argument(
+        "--api",
+        choices=API_NAMES,
+        default=os.environ.get(ENV_API) or None,
+        help="chat: /chat/completions; messages: Anthropic's /messages (default: chat, "
+        "messages for the messages scenario); env SERVECHECK_LOAD_API",
+    )
+    parser.add_argument(
+        "--images",
+        metavar="SIZES|DIR",
+        default=os.environ.get(ENV_IMAGES) or None,
+        help="images in every request: sizes [COUNTx]WxH, comma-separated (1x512x512,2x256x256), "
+        "or a folder of PNG/JPEG files; env SERVECHECK_LOAD_IMAGES",
     )
