@@ -104,6 +104,12 @@ class RequestRecord:
     turn: int | None = None  # 0-based turn of its conversation
     history_tokens: int | None = None  # tokens resent before this turn's new user message
     prefix_group: str | None = None  # which shared system prompt it opened with
+    # Where the time went (load/timings.py; written only when set): ms from t0 of each stamp,
+    # whether the connection was new, what the server echoed and its own id for the request.
+    stamps: dict[str, float] | None = None
+    new_conn: bool | None = None
+    request_id_echo: str | None = None  # the echoed request id header
+    response_id: str | None = None  # the body's "id" (chatcmpl-...)
 
     @property
     def ok(self) -> bool:
@@ -177,7 +183,17 @@ class RequestRecord:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
-_OPTIONAL = ("cached_tokens", "conversation", "turn", "history_tokens", "prefix_group")
+_OPTIONAL = (
+    "cached_tokens",
+    "conversation",
+    "turn",
+    "history_tokens",
+    "prefix_group",
+    "stamps",
+    "new_conn",
+    "request_id_echo",
+    "response_id",
+)
 
 
 def cached_tokens(usage: dict[str, Any]) -> int | None:
