@@ -90,7 +90,12 @@ def make_reader(request: pytest.FixtureRequest) -> Iterator[Callable[..., Reader
     def make(base_url: str, header: str | None = "X-Request-Id", **kw: object) -> Reader:
         cls = WireClient if request.param == "blocking" else StreamReactor
         reader = cls(
-            base_url, {"Content-Type": "application/json"}, 5.0, 10.0, request_id_header=header, **kw
+            base_url,
+            {"Content-Type": "application/json"},
+            5.0,
+            10.0,
+            request_id_header=header,
+            **kw,
         )
         made.append(reader)
         return reader
@@ -254,9 +259,7 @@ def test_https_stamps_time_the_handshake(tmp_path: Path) -> None:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert, key)
     server = _EchoServer(tls=ctx)
-    reader = WireClient(
-        f"https://127.0.0.1:{server.port}/v1", {}, 5.0, 10.0, verify_tls=False
-    )
+    reader = WireClient(f"https://127.0.0.1:{server.port}/v1", {}, 5.0, 10.0, verify_tls=False)
     try:
         first, _ = _one(reader)
         second, _ = _one(reader)
@@ -337,3 +340,35 @@ def test_run_section_percentiles_and_slowest() -> None:
     assert text[0].startswith("ttft parts ms p50/p99: connect 0.50/0.50  send 0.10/0.10")
     assert text[-1].startswith("slowest ttft 200.0 ms: request r-20")
     assert TimingsTally().as_dict() == {}, "records without stamps add no section"
+
+
+@pytest.mark.parametrize(
+    ("given", "header"),
+    [
+        pytest.param(None, "X-Request-Id", id="default"),
+        pytest.param("X-Correlation-Id", "X-Correlation-Id", id="renamed"),
+        pytest.param("off", None, id="off"),
+    ],
+)
+def test_the_option_sets_the_spec_field(given: str | None, header: str | None) -> None:
+    from servecheck.commands.load.spec import spec_from_options
+    from servecheck.config.model import Target
+
+    target = Target.model_validate({"name": "t", "base_url": "http://127.0.0.1:9/v1"})
+    spec = spec_from_options(target, {"users": 1, "duration": "5s", "request_id_header": given})
+    assert spec.request_id_header == header
+
+
+def test_a_bad_header_name_is_one_usage_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from servecheck.cli import main
+
+    rc = main(
+        ["load", "--target", "reference", "--users", "1", "--duration", "2s"]
+        + ["--out", str(tmp_path), "--request-id-header", "X Id"]
+    )
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "--request-id-header 'X Id': a header name (letters, digits, '-'), or 'off'" in err, err
+    assert "Traceback" not in err and not any(tmp_path.iterdir()), "refused before any run"
