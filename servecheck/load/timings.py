@@ -172,6 +172,7 @@ class TimingsTally:
     echoed: int = 0
     echo_differs: int = 0
     response_ids: int = 0
+    id_in_body: int = 0  # body ids that contain the request id (the engine took it as its own)
     # Per ranking: a min-heap of (value, record number) and those records' rows, at most N each.
     _slow: dict[str, list[tuple[float, int]]] = field(
         default_factory=lambda: {"ttft": [], "e2e": []}
@@ -197,8 +198,12 @@ class TimingsTally:
         if echo:
             self.echoed += 1
             self.echo_differs += echo != r.get("request_id")
-        if r.get("response_id"):
+        body_id = r.get("response_id")
+        if body_id:
             self.response_ids += 1
+            rid = r.get("request_id")
+            # vLLM names the request after the header: chatcmpl-<X-Request-Id>.
+            self.id_in_body += bool(rid) and str(rid) in str(body_id)
         if r.get("error") is not None or not isinstance(r.get("stamps"), dict):
             return
         self.stamped += 1
@@ -243,6 +248,7 @@ class TimingsTally:
                 "request_id_echoed": self.echoed,
                 "request_id_echo_differs": self.echo_differs,
                 "response_ids": self.response_ids,
+                "request_id_in_body": self.id_in_body,
                 "phases_ms": phases,
                 "slowest": {
                     f"by_{key}": [
@@ -274,7 +280,8 @@ def format_timings(summary: Mapping[str, Any]) -> list[str]:
             if t.get("request_id_header")
             else "header off"
         )
-        + f"; body ids {t.get('response_ids', 0)}",
+        + f"; body ids {t.get('response_ids', 0)}"
+        + f" ({t.get('request_id_in_body', 0)} name the request id)",
     ]
     slow = (t.get("slowest") or {}).get("by_ttft") or []
     if slow:

@@ -82,7 +82,8 @@ def timings_html(s: dict[str, Any], tables: Tables) -> str:
             if header
             else ""
         )
-        + f"; the body's id on {esc(t.get('response_ids', 0))}.</p>"
+        + f"; the body's id on {esc(t.get('response_ids', 0))}"
+        + f" ({esc(t.get('request_id_in_body', 0))} of them name the request id).</p>"
     )
     parts = [
         "<h3>TTFT decomposition (ms from request start)</h3>",

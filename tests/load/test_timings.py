@@ -319,13 +319,14 @@ def test_run_section_percentiles_and_slowest() -> None:
     lines = [_line(i, ttft=0.010 * i, e2e=1.0 - 0.01 * i) for i in range(1, 21)]
     lines[4]["request_id_echo"] = "r-5"
     lines[5]["response_id"] = "chatcmpl-6"
+    lines[6]["response_id"] = "chatcmpl-r-7"  # vLLM: chatcmpl-<X-Request-Id>
     failed = {**_line(99, 9.0, 9.0), "error": "timeout"}
     list(tally.tap([*lines, failed, {"request_id": "old", "ttft": 5.0}]))
     t = tally.as_dict()["timings"]
     assert t["requests_stamped"] == 20, "failed and unstamped records are not phases"
     assert t["connections"] == {"new": 1, "reused": 20}
     assert t["request_id_echoed"] == 1 and t["request_id_echo_differs"] == 0
-    assert t["response_ids"] == 1
+    assert t["response_ids"] == 2 and t["request_id_in_body"] == 1
     ph = t["phases_ms"]
     assert ph["connect"]["count"] == 1 and ph["connect"]["p50"] == pytest.approx(0.5, rel=1e-2)
     assert ph["headers_to_body"]["p50"] == pytest.approx(1.0, rel=1e-2)
