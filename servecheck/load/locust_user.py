@@ -54,6 +54,7 @@ from servecheck.load.stream import (
     record_phases,
     retry_after_seconds,
 )
+from servecheck.load.timings import record_stamps
 from servecheck.load.trace import TraceSchedule, open_schedule
 from servecheck.load.transport import (
     BATCH_INTERVAL_S,
@@ -136,11 +137,22 @@ class _Controller:
         # arrival times (reactor.py);
         # https: a blocking read per greenlet (wire.py).
         self.wire: StreamReactor | WireClient
+        rid = cfg.request_id_header
         if cfg.base_url.startswith("https:"):
-            self.wire = WireClient(cfg.base_url, self.headers, cfg.connect_timeout_s, cfg.timeout_s)
+            self.wire = WireClient(
+                cfg.base_url,
+                self.headers,
+                cfg.connect_timeout_s,
+                cfg.timeout_s,
+                request_id_header=rid,
+            )
         else:
             self.wire = StreamReactor(
-                cfg.base_url, self.headers, cfg.connect_timeout_s, cfg.timeout_s
+                cfg.base_url,
+                self.headers,
+                cfg.connect_timeout_s,
+                cfg.timeout_s,
+                request_id_header=rid,
             )
         self._probe: Any = None
         self.cpu0 = 0.0
@@ -386,6 +398,7 @@ class _Controller:
         if st.usage is not None:
             rec.cached_tokens = cached_tokens(st.usage)
         record_phases(rec, st, t0)
+        record_stamps(rec, res, st, t0, cfg.request_id_header)
         line = self.writer.write(rec)
         if self.sender is not None and self.sender.add(line):
             self._flush()

@@ -90,6 +90,7 @@ class RunConfig:
     connect_timeout_s: float = 10.0
     probe_timeout_s: float = 10.0  # a side probe's (/tokenize), bounded by the run (load/run.py)
     api_key_header: str = "authorization"
+    request_id_header: str | None = "X-Request-Id"  # None: no request id header is sent
     headers: dict[str, str] = field(default_factory=dict)  # non-secret headers only
     prompts: list[dict[str, Any]] = field(
         default_factory=list

@@ -62,6 +62,7 @@ from servecheck.clock import clock_offset
 from servecheck.load.records import ErrorClass
 from servecheck.load.wire import (
     RECV_BYTES,
+    REQUEST_ID,
     Origin,
     ResponseParser,
     StreamOptions,
@@ -253,8 +254,9 @@ class StreamReactor:
         connect_timeout_s: float = 10.0,
         read_timeout_s: float = 60.0,
         reader: str | None = None,
+        request_id_header: str | None = REQUEST_ID,
     ) -> None:
-        self.origin = Origin(base_url, headers)
+        self.origin = Origin(base_url, headers, request_id_header)
         if self.origin.tls:
             raise ValueError("StreamReactor reads plain HTTP; use WireClient for https")
         self.connect_timeout_s = connect_timeout_s
@@ -302,13 +304,16 @@ class StreamReactor:
             # A retry always takes a fresh connection: the server that closed one idle connection
             # has likely closed the other pooled ones too.
             reused = bool(self.pool) and attempt == 0
+            connect_s = 0.0
             if reused:
                 sock = self.pool.pop()
             else:
+                t_connect = _perf()
                 sock_or_err = self._connect()
                 if isinstance(sock_or_err, WireResult):
                     return sock_or_err
                 sock = sock_or_err
+                connect_s = _perf() - t_connect
             ex = ResponseParser(
                 on_data,
                 deadline,
@@ -318,9 +323,12 @@ class StreamReactor:
                 until=until,
                 tokens=tokens,
             )
+            res = ex.res
+            res.new_conn, res.connect_s = not reused, connect_s
             try:
-                ex.res.t_sent = _perf()
+                res.t_sent = _perf()
                 self._sendall(sock, request)
+                res.t_written = _perf()
             except OSError as exc:
                 ex.broken(exc, _perf())
             if not ex.done:

@@ -108,6 +108,12 @@ class RequestRecord:
     images: int | None = None
     image_size: str | None = None
     text_tokens: int | None = None
+    # Where the time went (load/timings.py; written only when set): ms from t0 of each stamp,
+    # whether the connection was new, what the server echoed and its own id for the request.
+    stamps: dict[str, float] | None = None
+    new_conn: bool | None = None
+    request_id_echo: str | None = None  # the echoed request id header
+    response_id: str | None = None  # the body's "id" (chatcmpl-...)
 
     @property
     def ok(self) -> bool:
@@ -190,6 +196,10 @@ _OPTIONAL = (
     "images",
     "image_size",
     "text_tokens",
+    "stamps",
+    "new_conn",
+    "request_id_echo",
+    "response_id",
 )
 
 

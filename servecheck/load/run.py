@@ -55,6 +55,7 @@ from servecheck.load.summary import (
     summarise,
     warmup_of,
 )
+from servecheck.load.timings import request_id_header
 from servecheck.load.trace import trace_duration
 from servecheck.load.transport import LOCAL_DIR
 from servecheck.load.warmup import extend_bounds
@@ -106,6 +107,8 @@ class LoadSpec:
     retry_after_max_s: float = 0.0  # > 0: closed-loop users wait Retry-After (capped) after a 429
     extra_body: dict[str, Any] = field(default_factory=dict)
     use_tokenize: bool = True
+    # The header each request's id goes out in (servers log it; vLLM echoes it); None: not sent.
+    request_id_header: str | None = "X-Request-Id"
     cpus: str | None = None  # taskset CPU list for the generator, e.g. "0"
     progress: bool = True
     allow_lag: bool = False  # do not fail the run when the generator fell behind
@@ -169,6 +172,7 @@ def validate(spec: LoadSpec) -> list[SLO]:
         raise SpecError("{users} must be >= 1")
     if spec.max_requests is not None and spec.max_requests < 1:
         raise SpecError("{max_requests} must be >= 1")
+    request_id_header(spec.request_id_header)  # a name that cannot split the request head
     if spec.role not in ("local", "master", "worker"):
         raise UsageError(f"role {spec.role!r}: local, master or worker")
     if spec.role != "local" and not spec.run_id:
@@ -234,6 +238,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         connect_timeout_s=spec.target.connect_timeout_s,
         probe_timeout_s=probe_timeout(spec.target, duration),
         api_key_header=spec.target.api_key_header,
+        request_id_header=request_id_header(spec.request_id_header),
         headers=dict(spec.target.headers),
         shape=[
             {"end": s.end, "users": s.users, "spawn_rate": s.spawn_rate} for s in spec.shape.stages

@@ -21,6 +21,7 @@ from servecheck.load.plan import RunConfig
 from servecheck.load.records import MERGED_NAME, merge_records
 from servecheck.load.slo import SLO, Verdict, evaluate, request_predicate
 from servecheck.load.stats import RunStats, Schedule, compute_stats
+from servecheck.load.timings import TimingsTally, format_timings
 from servecheck.load.transport import read_transport, transport_reasons
 from servecheck.load.verdict import load_run_verdict
 from servecheck.load.warmup import Warmup, format_warmup
@@ -222,7 +223,8 @@ def summarise(
         return warmup_of(spec).measured(its) if warm.active else its
 
     sched = Schedule(mode=cfg.mode, planned=planned, max_lag_ms=spec.max_lag_ms)
-    stats = compute_stats(records(), sched, request_predicate(slos), loop_lag)
+    tally = TimingsTally(header=cfg.request_id_header)  # fed by the statistics pass
+    stats = compute_stats(tally.tap(records()), sched, request_predicate(slos), loop_lag)
     # With no request finished the budget measures nothing: the other rules judge the run.
     verdicts = evaluate([s for s in slos if stats.total or s.source != BUDGET], stats)
     slo_ok = all(v.passed for v in verdicts)
@@ -282,6 +284,7 @@ def summarise(
     }
     summary.update(scenario_breakdown(records(), run_dir))  # turns, prefix cache
     summary.update(image_breakdown(records()))  # --images: tokens per image, TTFT by size
+    summary.update(tally.as_dict())  # TTFT decomposition, slowest requests (load/timings.py)
     if warm.active:
         summary["warmup"] = warm.as_dict()
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
@@ -338,6 +341,7 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
             f"{tok['discrepant_requests']} requests differ, {tok['usage_missing']} without usage"
         )
     lines += format_breakdown(summary) + format_images(summary) + format_warmup(summary)
+    lines += format_timings(summary)
     if summary.get("error_budget"):
         lines.append(budget_line(summary["error_budget"]))
     for v in verdicts:

@@ -32,6 +32,7 @@ from servecheck.load.records import ErrorClass
 _perf = time.perf_counter
 MAX_HEADER_BYTES = 64 * 1024
 RECV_BYTES = 65536
+REQUEST_ID = "X-Request-Id"  # the default request id header (load/timings.py, docs/metrics.md)
 
 
 class TokenSink(Protocol):
@@ -61,6 +62,17 @@ class WireResult:
     t_end: float = 0.0
     t_sent: float = 0.0  # just before the request's first byte was handed to the socket
     hung_up: bool = False  # the client closed the connection on purpose (``until``), mid-response
+    # Per-request stamps on the reader's clock (load/timings.py turns them into the record's
+    # ``stamps``; 0.0: not reached). ``connect_s`` / ``tls_s`` are durations of a new
+    # connection's TCP connect and TLS handshake, before ``t_sent``; a reused keep-alive
+    # connection has neither (``new_conn`` False).
+    new_conn: bool = False
+    connect_s: float = 0.0
+    tls_s: float = 0.0
+    t_written: float = 0.0  # the whole request handed to the kernel
+    t_headers: float = 0.0  # arrival of the read that completed the response headers
+    t_body: float = 0.0  # arrival of the first 200 body bytes that went through ``feed``
+    first_body: bytes = b""  # the first such payload (its first 512 bytes): the body's ``id``
 
 
 class StreamOptions(TypedDict, total=False):
@@ -117,6 +129,7 @@ class ResponseParser:
         "got_any",
         "in_body",
         "last",
+        "data_sink",
     )
 
     def __init__(
@@ -149,6 +162,7 @@ class ResponseParser:
         self.got_any = False
         self.in_body = False
         self.last = now  # time of the last read (for the no-data timeout)
+        self.data_sink = on_data
 
     def feed(self, data: bytes, t: float) -> None:
         self.got_any = True
@@ -168,6 +182,7 @@ class ResponseParser:
             except (ValueError, IndexError) as exc:
                 self.fail("stream-error", f"malformed HTTP response: {exc}", t)
                 return
+            self.res.t_headers = t
             data = buf[end + 4 :]
             if not data:
                 if self.length == 0:
@@ -280,6 +295,18 @@ class ResponseParser:
         self.dech = _Dechunker() if chunked else None
         self.limit = 2000 if res.status != 200 else None
         self.in_body = True
+        if self.limit is None:
+            # The first payload is stamped by a one-shot wrapper, so no read after it pays a
+            # check. (Reads counted without parsing, ``token``/``tokens``, are token chunks: a body
+            # that starts with one has its first byte at its first token, load/timings.py.)
+            self.on_data = self._first_body
+
+    def _first_body(self, payload: bytes, t: float) -> str | None:
+        """The first payload of a 200 body: stamp it, keep its head, then hand on as usual."""
+        sink = self.on_data = self.data_sink
+        self.res.t_body = t
+        self.res.first_body = payload[:512]
+        return sink(payload, t)
 
     def eof(self, t: float) -> None:
         """The server closed the connection."""
@@ -328,9 +355,11 @@ def request_bytes(host_hdr: str, prefix: str, head_tail: str, path: str, body: b
 class Origin:
     """Where requests go and the fixed part of their head, parsed once from the base URL."""
 
-    __slots__ = ("tls", "host", "port", "prefix", "host_hdr", "head_tail")
+    __slots__ = ("tls", "host", "port", "prefix", "host_hdr", "head_tail", "rid_header")
 
-    def __init__(self, base_url: str, headers: dict[str, str]) -> None:
+    def __init__(
+        self, base_url: str, headers: dict[str, str], request_id_header: str | None = REQUEST_ID
+    ) -> None:
         parts = urlsplit(base_url)
         self.tls = parts.scheme == "https"
         self.host = parts.hostname or "127.0.0.1"
@@ -342,22 +371,24 @@ class Origin:
             for k, v in headers.items()
             if k.lower() not in ("host", "content-length")
         )
+        self.rid_header = request_id_header or None  # None: no request id header is sent
 
     def request(self, path: str, body: bytes, request_id: str | None = None) -> bytes:
         tail = (
             self.head_tail
-            if request_id is None
-            else f"{self.head_tail}X-Request-Id: {request_id}\r\n"
+            if request_id is None or self.rid_header is None
+            else f"{self.head_tail}{self.rid_header}: {request_id}\r\n"
         )
         return request_bytes(self.host_hdr, self.prefix, tail, path, body)
 
 
 class _Conn:
-    __slots__ = ("sock", "buf")
+    __slots__ = ("sock", "buf", "connect_s", "tls_s")
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, connect_s: float = 0.0, tls_s: float = 0.0) -> None:
         self.sock = sock
         self.buf = b""
+        self.connect_s, self.tls_s = connect_s, tls_s  # how long it took to open
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -463,8 +494,9 @@ class WireClient:
         connect_timeout_s: float = 10.0,
         read_timeout_s: float = 60.0,
         verify_tls: bool = True,
+        request_id_header: str | None = REQUEST_ID,
     ) -> None:
-        self.origin = Origin(base_url, headers)
+        self.origin = Origin(base_url, headers, request_id_header)
         self.connect_timeout_s = connect_timeout_s
         self.read_timeout_s = read_timeout_s
         self.pool: list[_Conn] = []
@@ -481,12 +513,14 @@ class WireClient:
 
     def _connect(self) -> _Conn:
         host, port = self.origin.host, self.origin.port
+        t0 = _perf()
         sock = socket.create_connection((host, port), timeout=self.connect_timeout_s)
+        t1 = _perf()
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self._ctx is not None:
             sock = self._ctx.wrap_socket(sock, server_hostname=host)
         sock.settimeout(self.read_timeout_s)
-        return _Conn(sock)
+        return _Conn(sock, t1 - t0, _perf() - t1 if self._ctx is not None else 0.0)
 
     def post_stream(
         self,
@@ -520,6 +554,9 @@ class WireClient:
                     t_end=_perf(),
                 )
             ex = ResponseParser(on_data, deadline, may_retry=reused, until=options.get("until"))
+            if not reused:
+                res = ex.res
+                res.new_conn, res.connect_s, res.tls_s = True, conn.connect_s, conn.tls_s
             self._exchange(conn, request, ex)
             if not ex.retry:
                 if ex.keep and ex.res.error is None:
@@ -535,6 +572,7 @@ class WireClient:
         try:
             ex.res.t_sent = _perf()
             sock.sendall(request)
+            ex.res.t_written = _perf()
             while not ex.done:
                 data = sock.recv(RECV_BYTES)
                 t = _perf()

@@ -379,6 +379,9 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
     parts.append(
         "<h3>Latency (ms)</h3>" + table(("metric", *PCTS, "samples"), lat_rows, numeric=range(1, 8))
     )
+    from servecheck.report.timings_html import Tables, timings_html, timings_markdown
+
+    parts.append(timings_html(s, Tables(table, md_table)))  # TTFT decomposition, slowest
     from servecheck.load.breakdown import format_breakdown
     from servecheck.load.image_stats import format_images
     from servecheck.load.warmup import format_warmup
@@ -391,6 +394,7 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
     if plots:
         parts.append("<div class='plots'>" + "".join(_load_plots(run_dir, lat, keys)) + "</div>")
     md = _load_markdown(s, verdict, req, thr, sched, slos, lat_rows)
+    md += timings_markdown(s, Tables(table, md_table))
     return Section(title, "".join(parts), md, verdict == "pass")
 
 

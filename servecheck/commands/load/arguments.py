@@ -156,6 +156,14 @@ def add_guard_arguments(g: argparse._ArgumentGroup) -> None:
         help="open loop: cap on requests in flight per process (default: 1024)",
     )
     g.add_argument(
+        "--request-id-header",
+        metavar="NAME|off",
+        default=os.environ.get("SERVECHECK_REQUEST_ID_HEADER"),
+        help="the header each request's id is sent in, so a slow request can be found in the "
+        "engine's log; 'off' sends none (a gateway that rejects unknown headers) "
+        "(default: X-Request-Id; env SERVECHECK_REQUEST_ID_HEADER)",
+    )
+    g.add_argument(
         "--no-tokenize",
         action="store_true",
         help="size prompts with the chars-per-token estimate even when the target has /tokenize",

@@ -16,6 +16,8 @@ from servecheck.load.run import LoadSpec
 from servecheck.load.schedule import parse_duration, parse_rate, shape_from_spec
 from servecheck.load.slo import parse_slos
 from servecheck.load.stream import parse_retry_after_cap
+from servecheck.load.timings import request_id_header
+from servecheck.load.wire import REQUEST_ID
 
 
 def spec_from_options(
@@ -77,6 +79,7 @@ def spec_from_options(
         retry_after_max_s=parse_retry_after_cap(pick("honour_retry_after")),
         extra_body=dict(plan.get("extra_body") or {}),
         use_tokenize=not o("no_tokenize"),
+        request_id_header=request_id_header(o("request_id_header") or REQUEST_ID),
         cpus=o("cpus"),
         progress=not o("quiet"),
         allow_lag=bool(o("allow_lag")),

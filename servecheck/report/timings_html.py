@@ -1,0 +1,123 @@
+"""The load page's TTFT decomposition: summary.json's ``timings`` (servecheck/load/timings.py) as
+a table of phases (p50 / p90 / p99 / max, ms) and the slowest requests with their ids, so the
+client's TTFT splits into parts a reader can see and a slow request can be found in the engine's
+log. Renders only; a run without the section (older records) shows nothing.
+
+The page's own table helpers come in as arguments (``Tables``): ``report/html.py`` calls this
+module, so importing it back would make an import circle."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from html import escape
+from typing import Any, NamedTuple
+
+from servecheck.load.timings import PHASES, TTFT_PARTS
+
+
+class Tables(NamedTuple):
+    """``report/html.py``'s ``table`` and ``md_table``."""
+
+    html: Callable[..., str]
+    markdown: Callable[[Sequence[str], Iterable[Sequence[Any]]], list[str]]
+
+
+def esc(value: Any) -> str:
+    return escape(str(value), quote=True)
+
+
+def fmt(value: Any, digits: int = 1) -> str:
+    return (
+        "-" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+    )
+
+
+_COLUMNS = ("p50", "p90", "p99", "max")
+
+
+def _phase_rows(t: dict[str, Any]) -> list[tuple[Any, ...]]:
+    ph = t.get("phases_ms") or {}
+    return [
+        (
+            key + (" (in TTFT)" if key in TTFT_PARTS else ""),
+            what,
+            *(fmt((ph[key] or {}).get(c), digits=2) for c in _COLUMNS),
+            ph[key].get("count", 0),
+        )
+        for key, what in PHASES
+        if key in ph
+    ]
+
+
+def _slow_rows(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    out = []
+    for r in rows:
+        s = r.get("stamps") or {}
+        out.append(
+            (
+                r.get("request_id") or "-",
+                r.get("response_id") or "-",
+                fmt(r.get("ttft_ms")),
+                fmt(r.get("e2e_ms")),
+                "new" if r.get("new_conn") else "reused",
+                fmt(s.get("headers"), digits=2),
+                fmt(s.get("body"), digits=2),
+            )
+        )
+    return out
+
+
+def timings_html(s: dict[str, Any], tables: Tables) -> str:
+    """The section's HTML ('' without a ``timings`` section)."""
+    t = s.get("timings")
+    if not isinstance(t, dict):
+        return ""
+    conns = t.get("connections") or {}
+    header = t.get("request_id_header")
+    note = (
+        f"<p>connections: {esc(conns.get('new', 0))} new, {esc(conns.get('reused', 0))} reused "
+        f"(keep-alive). Request id header: <code>{esc(header or 'off')}</code>"
+        + (
+            f", echoed by the server on {esc(t.get('request_id_echoed', 0))} answers"
+            if header
+            else ""
+        )
+        + f"; the body's id on {esc(t.get('response_ids', 0))}"
+        + f" ({esc(t.get('request_id_in_body', 0))} of them name the request id).</p>"
+    )
+    parts = [
+        "<h3>TTFT decomposition (ms from request start)</h3>",
+        note,
+        tables.html(
+            ("phase", "spans", *_COLUMNS, "samples"),
+            _phase_rows(t),
+            numeric=range(2, 7),
+        ),
+    ]
+    slow = (t.get("slowest") or {}).get("by_ttft") or []
+    if slow:
+        parts.append(
+            "<h4>Slowest requests by TTFT (grep the engine's log for the ids)</h4>"
+            + tables.html(
+                ("request id", "engine id", "ttft", "e2e", "connection", "headers", "first byte"),
+                _slow_rows(slow),
+                numeric=range(2, 7),
+            )
+        )
+    return "".join(parts)
+
+
+def timings_markdown(s: dict[str, Any], tables: Tables) -> list[str]:
+    """summary.md lines: the phase table ([] without a ``timings`` section)."""
+    t = s.get("timings")
+    if not isinstance(t, dict):
+        return []
+    rows = [(r[0], *r[2:]) for r in _phase_rows(t)]
+    return (
+        ["TTFT decomposition (ms):", *tables.markdown(("phase", *_COLUMNS, "n"), rows)]
+        if rows
+        else []
+    )
+
+
+__all__ = ["Tables", "timings_html", "timings_markdown"]
