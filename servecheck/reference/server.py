@@ -29,6 +29,7 @@ from servecheck.errors import UsageError
 from servecheck.reference import (
     cache_faults,
     embeddings,
+    engine_metrics,
     model,
     overload,
     prefix_cache,
@@ -497,6 +498,7 @@ class _Slot:
         self.aborted = False
         self.released = False
         self.cached: int | None = None  # prompt tokens served by the prefix cache
+        self.scheduled = self.arrival = time.monotonic()  # engine_metrics' phases
         state.running += 1
         if seeded:
             state.seeded_running += 1
@@ -630,6 +632,8 @@ def _blank_for_logprobs(
 
 async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     state = request.app[STATE]
+    await engine_metrics.gateway_delay(state)  # the gateway-first-byte-delay fault
+    arrival = time.monotonic()
     try:
         check_ready(state)
         body = await read_json(request, state)
@@ -697,6 +701,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     else:
         await state.sem.acquire()
     slot = _Slot(state, prompt_tokens, seeded)
+    slot.arrival = arrival
     slot.cached = prefix_cache.lookup(state, messages, prompt_tokens)
     slot.cached = cache_faults.apply(state, slot.cached, prompt_tokens)
     try:
@@ -724,6 +729,8 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         state.success += 1
         state.prompt_tokens += prompt_tokens
         state.generation_tokens += completion_tokens
+        first = slot.scheduled + state.config.ttft_ms / 1000
+        engine_metrics.finished(state, slot.arrival, slot.scheduled, first)
         full = _full_body(state, body, chat, choices, prompt_tokens, completion_tokens, model_name)
         prefix_cache.annotate(full["usage"], slot.cached)
         if truncated_from:
@@ -1010,6 +1017,8 @@ async def _stream(
     state.success += 1
     state.prompt_tokens += prompt_tokens
     state.generation_tokens += completion_tokens
+    first = schedule.t0 + schedule.ttft_s + schedule.extra_s
+    engine_metrics.finished(state, slot.arrival, slot.scheduled, first)
     return await sse.close()
 
 
@@ -1357,8 +1366,9 @@ async def metrics(request: web.Request) -> web.Response:
         f'vllm:prompt_tokens_total{{engine="0",model_name="{name}"}} {st.prompt_tokens}',
         "# HELP vllm:generation_tokens_total Number of generation tokens processed.",
         "# TYPE vllm:generation_tokens_total counter",
-        f'vllm:generation_tokens_total{{engine="0",model_name="{name}"}} {st.generation_tokens}',
+        f'vllm:generation_tokens_total{{engine="0",model_name="{name}"}} {engine_metrics.generation_tokens(st)}',
         *prefix_cache.metric_lines(st),
+        *engine_metrics.metric_lines(st),
     ]
     return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
 
