@@ -166,6 +166,8 @@ def validate(spec: LoadSpec) -> list[SLO]:
             )
     if spec.users is not None and spec.users < 1:
         raise SpecError("{users} must be >= 1")
+    if spec.metrics_interval_s is not None and not spec.metrics_interval_s > 0:
+        raise SpecError("{metrics_interval_s} must be > 0 (seconds between /metrics scrapes)")
     if spec.max_requests is not None and spec.max_requests < 1:
         raise SpecError("{max_requests} must be >= 1")
     if spec.role not in ("local", "master", "worker"):

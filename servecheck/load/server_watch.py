@@ -63,17 +63,16 @@ class ServerWatch:
         if not watch.before.ok:
             say(f"server metrics: {watch.before.note}; the run goes on without them")
             return watch
-        from servecheck.errors import UsageError
         from servecheck.telemetry import TelemetryRecorder
 
         settings = spec.target.telemetry.as_settings()
-        interval = spec.metrics_interval_s or settings.get("interval_s") or DEFAULT_INTERVAL_S
+        interval = (
+            spec.metrics_interval_s or spec.target.telemetry.interval_s or DEFAULT_INTERVAL_S
+        )
         try:
             watch.recorder = TelemetryRecorder.for_target(
                 spec.target, run_dir, settings, interval_s=float(interval)
             ).start()
-        except UsageError:
-            raise
         except Exception as exc:  # telemetry never stops a load run
             watch.notes.append(f"recorder did not start: {type(exc).__name__}")
             return watch

@@ -62,18 +62,22 @@ class EngineMetrics:
 def _of(state: Any) -> EngineMetrics:
     if state.engine_metrics is None:
         state.engine_metrics = EngineMetrics()
-    return state.engine_metrics  # type: ignore[no-any-return]
+    return state.engine_metrics
 
 
-async def gateway_delay(state: Any) -> None:
-    """The gateway-first-byte-delay fault: hold the request before the engine sees it."""
+async def arrive(state: Any) -> float:
+    """The request's arrival (monotonic), after the gateway-first-byte-delay fault held it."""
     if "gateway-first-byte-delay" in state.faults:
         await asyncio.sleep(GATEWAY_DELAY_S)
+    return time.monotonic()
 
 
-def finished(state: Any, arrival: float, scheduled: float, first_token: float) -> None:
-    """Record one successful request's phases (monotonic seconds; done is now)."""
+def finished(state: Any, arrival: float, scheduled: float, first_token: float | None) -> None:
+    """Record one successful request's phases (monotonic seconds; done is now). A non-streamed
+    answer (``first_token`` None) had its first token one TTFT after it was scheduled."""
     done = time.monotonic()
+    if first_token is None:
+        first_token = scheduled + state.config.ttft_ms / 1000
     first_token = min(max(first_token, scheduled), done)
     m = _of(state)
     for key, seconds in (

@@ -490,7 +490,9 @@ def _completion_tokens(choices: list[Choice]) -> int:
 class _Slot:
     """Holds a request's KV blocks and its running slot; released exactly once."""
 
-    def __init__(self, state: State, prompt_tokens: int, seeded: bool) -> None:
+    def __init__(
+        self, state: State, prompt_tokens: int, seeded: bool, arrival: float | None = None
+    ) -> None:
         self.state = state
         self.blocks = 0
         self.seeded = seeded
@@ -498,7 +500,8 @@ class _Slot:
         self.aborted = False
         self.released = False
         self.cached: int | None = None  # prompt tokens served by the prefix cache
-        self.scheduled = self.arrival = time.monotonic()  # engine_metrics' phases
+        self.scheduled = time.monotonic()  # engine_metrics' phases
+        self.arrival = self.scheduled if arrival is None else arrival
         state.running += 1
         if seeded:
             state.seeded_running += 1
@@ -630,10 +633,22 @@ def _blank_for_logprobs(
             c.pieces, c.logprobs = [], []
 
 
+async def _acquire(state: State) -> None:
+    """A running slot (``max_num_seqs``); counted as waiting while there is none."""
+    assert state.sem is not None
+    if state.sem.locked():
+        state.waiting += 1
+        try:
+            await state.sem.acquire()
+        finally:
+            state.waiting -= 1
+    else:
+        await state.sem.acquire()
+
+
 async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     state = request.app[STATE]
-    await engine_metrics.gateway_delay(state)  # the gateway-first-byte-delay fault
-    arrival = time.monotonic()
+    arrival = await engine_metrics.arrive(state)  # after the gateway-first-byte-delay fault
     try:
         check_ready(state)
         body = await read_json(request, state)
@@ -691,17 +706,8 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         return error_response(state, err)
 
     state.request_count += 1
-    assert state.sem is not None
-    if state.sem.locked():
-        state.waiting += 1
-        try:
-            await state.sem.acquire()
-        finally:
-            state.waiting -= 1
-    else:
-        await state.sem.acquire()
-    slot = _Slot(state, prompt_tokens, seeded)
-    slot.arrival = arrival
+    await _acquire(state)
+    slot = _Slot(state, prompt_tokens, seeded, arrival)
     slot.cached = prefix_cache.lookup(state, messages, prompt_tokens)
     slot.cached = cache_faults.apply(state, slot.cached, prompt_tokens)
     try:
@@ -729,8 +735,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         state.success += 1
         state.prompt_tokens += prompt_tokens
         state.generation_tokens += completion_tokens
-        first = slot.scheduled + state.config.ttft_ms / 1000
-        engine_metrics.finished(state, slot.arrival, slot.scheduled, first)
+        engine_metrics.finished(state, slot.arrival, slot.scheduled, None)
         full = _full_body(state, body, chat, choices, prompt_tokens, completion_tokens, model_name)
         prefix_cache.annotate(full["usage"], slot.cached)
         if truncated_from:

@@ -15,7 +15,11 @@ from servecheck.commands.options import (
 from servecheck.load.trace import FORMATS as TRACE_FORMATS
 
 # Spec field -> option, for the library's SpecError (the rest follow from each option's dest).
-FIELD_OPTIONS = {"retry_after_max_s": "--honour-retry-after", "slos": "--slo"}
+FIELD_OPTIONS = {
+    "retry_after_max_s": "--honour-retry-after",
+    "slos": "--slo",
+    "metrics_interval_s": "--server-metrics",
+}
 
 
 def add_workload_arguments(g: argparse._ArgumentGroup) -> None:
@@ -152,6 +156,14 @@ def add_guard_arguments(g: argparse._ArgumentGroup) -> None:
         metavar="N",
         default=None,
         help="open loop: cap on requests in flight per process (default: 1024)",
+    )
+    g.add_argument(
+        "--server-metrics",
+        metavar="INTERVAL|off",
+        default=None,
+        help="sample the engine's /metrics every INTERVAL beside the run and reconcile its "
+        "counters with the client's (summary.json 'server'); off: neither (default: the "
+        "target's telemetry.interval_s, else 1s)",
     )
     g.add_argument(
         "--no-tokenize",

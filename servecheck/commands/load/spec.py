@@ -91,7 +91,16 @@ def spec_from_options(
         if o("dataset") or o("dataset_format") not in (None, "auto")
         else data_plan.get("format", "auto"),
         down_after=parse_down_after(o("down_after")),
+        server_metrics=o("server_metrics") != "off",
+        metrics_interval_s=_interval(o("server_metrics")),
     )
+
+
+def _interval(text: str | None) -> float | None:
+    """``--server-metrics``: None (default) or off -> None, else a positive duration."""
+    if text is None or text == "off":
+        return None
+    return parse_duration(text)  # a usage error on a bad or non-positive one
 
 
 __all__ = ["spec_from_options"]
