@@ -44,11 +44,12 @@ GAP_SHARE = 0.30
 # Engines whose prompt counter counts only the prompt tokens they computed (cache hits left out).
 PROMPT_EXCLUDES_CACHED = frozenset({"llamacpp"})
 COUNTED = ("requests", "prompt_tokens", "generation_tokens", "cached_tokens")
+# The engine counter(s) of each quantity, first present wins.
 _CANONICAL_OF = {
-    "requests": "requests_success_total",
-    "prompt_tokens": "prompt_tokens_total",
-    "generation_tokens": "generation_tokens_total",
-    "cached_tokens": "prefix_cache_hits_total",
+    "requests": ("requests_success_total",),
+    "prompt_tokens": ("prompt_tokens_total",),
+    "generation_tokens": ("generation_tokens_total",),
+    "cached_tokens": ("cached_tokens_total", "prefix_cache_hits_total"),
 }
 _WORDS = {
     "requests": "completed requests",
@@ -237,13 +238,17 @@ def reconcile(
     rows: list[dict[str, Any]] = []
     findings: list[dict[str, Any]] = []
     for name in COUNTED:
-        canonical = _CANONICAL_OF[name]
-        row: dict[str, Any] = {"quantity": name, "canonical": canonical}
+        row: dict[str, Any] = {"quantity": name}
         rows.append(row)
-        b = find_counter(before.samples, mapping, canonical)
-        a = find_counter(after.samples, mapping, canonical)
+        a = b = None
+        for canonical in _CANONICAL_OF[name]:
+            a = find_counter(after.samples, mapping, canonical)
+            b = find_counter(before.samples, mapping, canonical)
+            if a is not None and b is not None:
+                break
+        row["canonical"] = canonical
         if a is None or b is None:
-            row["note"] = f"the engine exposes no {canonical}"
+            row["note"] = f"the engine exposes no {' or '.join(_CANONICAL_OF[name])}"
             continue
         delta = a.value - b.value
         value, source = _client_value(name, client, engine)
