@@ -164,3 +164,59 @@ def test_engine_truth_fault_is_named(
     # the finding rides in the run's reasons: a FAIL as "server: ...", a warning marked so
     prefix = "server: " if severity == "fail" else "warning: server: "
     assert any(r.startswith(prefix) for r in summary["reasons"]), summary["reasons"]
+
+
+def _targets_with(tmp_path: Path, server: RunningServer, *extra: str) -> Path:
+    p = tmp_path / "targets.yaml"
+    p.write_text(
+        "\n".join(
+            [
+                "targets:",
+                "  - name: ref",
+                f"    base_url: {server.base_url}",
+                "    engine: reference",
+                "    timeout_s: 20",
+                *extra,
+            ]
+        )
+        + "\n"
+    )
+    return p
+
+
+@pytest.mark.slow
+def test_no_metrics_is_said_once_and_the_run_goes_on(
+    truth_server: Callable[..., RunningServer], tmp_path: Path
+) -> None:
+    server = truth_server()
+    targets = _targets_with(tmp_path, server, "    metrics_url: http://127.0.0.1:9/metrics")
+    out = tmp_path / "reports"
+    cmd = [c for c in _cmd(targets, out, "--users", "1", "--max-requests", "4") if c != "--quiet"]
+    proc = _run(cmd, timeout=120)
+    summary = _summary(out)
+    assert summary["server"]["available"] is False
+    assert summary["server"]["note"].startswith("cannot read http://127.0.0.1:9/metrics")
+    assert summary["verdict"] == "pass", summary["reasons"]
+    assert proc.stderr.count("server metrics: cannot read") == 1, proc.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_metrics_url_points_the_reconciliation_upstream(
+    truth_server: Callable[..., RunningServer], tmp_path: Path
+) -> None:
+    """A gateway-like target (requests to one server, metrics from another): the counts come
+    from the metrics_url's server, which served nothing here, so the engine side is short."""
+    served, idle = truth_server(), truth_server()
+    root = idle.base_url.removesuffix("/v1")
+    targets = _targets_with(
+        tmp_path,
+        served,
+        f"    telemetry: {{metrics_url: {root}/metrics}}",
+        "    metrics_engine: vllm",
+    )
+    out = tmp_path / "reports"
+    _run(_cmd(targets, out, "--users", "1", "--max-requests", "6"), timeout=120)
+    server = _summary(out)["server"]
+    assert server["metrics_url"] == f"{root}/metrics" and server["engine"] == "vllm"
+    ids = {f["id"] for f in server["findings"] if f["severity"] == "fail"}
+    assert "SERVER-COUNT-REQUESTS" in ids, server["findings"]
