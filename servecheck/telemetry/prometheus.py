@@ -36,6 +36,11 @@ CANONICAL: dict[str, str] = {
     "e2e_seconds": "the engine's end-to-end request latency (histogram, seconds)",
 }
 MAX_COMBINED = frozenset({"kv_usage"})
+# Label sets left out of a canonical sum: vLLM counts aborted and failed requests in
+# request_success_total under their finished_reason; they did not complete.
+EXCLUDED_LABELS: dict[str, dict[str, frozenset[str]]] = {
+    "requests_success_total": {"finished_reason": frozenset({"abort", "error"})},
+}
 # Canonical names that name a histogram family: a candidate is the family's base name, read as
 # ``<base>_sum``, ``<base>_count`` and ``<base>_bucket``; the series records ``<canonical>_sum``
 # and ``<canonical>_count``.
@@ -100,6 +105,7 @@ ENGINE_METRICS: dict[str, dict[str, tuple[str, ...]]] = {
         "busy_slots": ("llamacpp:n_busy_slots_per_decode",),
         "prompt_tokens_total": ("llamacpp:prompt_tokens_total",),
         "generation_tokens_total": ("llamacpp:tokens_predicted_total",),
+        "cached_tokens_total": ("llamacpp:prompt_tokens_cached_total",),
     },
 }
 # The reference server exposes vLLM's names on purpose.
@@ -209,8 +215,13 @@ def find_counter(
     canonical: str,
 ) -> CanonicalValue | None:
     """``canonical`` summed over label sets from the first candidate present, or None."""
+    excluded = EXCLUDED_LABELS.get(canonical, {})
     for name in mapping.candidates.get(canonical, ()):
-        values = [v for _, v in samples.get(name, []) if not math.isnan(v)]
+        values = [
+            v
+            for labels, v in samples.get(name, [])
+            if not math.isnan(v) and not any(labels.get(k) in bad for k, bad in excluded.items())
+        ]
         if values:
             combined = max(values) if canonical in MAX_COMBINED else math.fsum(values)
             return CanonicalValue(canonical, combined, name, len(values))
