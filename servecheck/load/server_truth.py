@@ -304,6 +304,14 @@ def _delta_histogram(before: Snapshot, after: Snapshot, mapping: Any, canonical:
 def quantile(buckets: list[tuple[float, float]], q: float) -> float | None:
     """The q-quantile from cumulative buckets, linear inside a bucket (as Prometheus'
     ``histogram_quantile``); None without buckets or when it falls in the ``+Inf`` bucket."""
+    found = bucket_of(buckets, q)
+    if found is None:
+        return None
+    return found[0]
+
+
+def bucket_of(buckets: list[tuple[float, float]], q: float) -> tuple[float, float, float] | None:
+    """(interpolated q-quantile, its bucket's lower bound, upper bound), or None."""
     if not buckets or buckets[-1][1] <= 0:
         return None
     rank = q * buckets[-1][1]
@@ -314,9 +322,22 @@ def quantile(buckets: list[tuple[float, float]], q: float) -> float | None:
                 return None
             width = count - lo_count
             frac = (rank - lo_count) / width if width > 0 else 1.0
-            return lo_bound + (bound - lo_bound) * frac
+            return lo_bound + (bound - lo_bound) * frac, lo_bound, bound
         lo_bound, lo_count = bound, count
     return None
+
+
+def _percentile(buckets: list[tuple[float, float]], q: float, key: str) -> dict[str, Any]:
+    """``{key}_ms`` when the quantile's bucket resolves it (its lower bound at least half its
+    upper), else ``{key}_le_ms``: only that it is at most the bucket's upper bound (vLLM's queue
+    and prefill buckets start at 0.3 s: interpolating inside (0, 0.3] would invent 150 ms)."""
+    found = bucket_of(buckets, q)
+    if found is None:
+        return {f"{key}_ms": None}
+    value, lo, hi = found
+    if lo >= hi / 2:
+        return {f"{key}_ms": _ms(value)}
+    return {f"{key}_ms": None, f"{key}_le_ms": _ms(hi)}
 
 
 def _ms(x: float | None) -> float | None:
@@ -345,10 +366,12 @@ def decompose(
     client: ClientCounts,
     engine: str,
     user_map: Mapping[str, str] | None = None,
+    behind: bool = False,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The engine's phase histograms over the window beside the client's TTFT, and findings:
     a histogram the engine's map names but its page lacks (warning), a network + gateway gap
-    beyond both bounds (warning)."""
+    beyond both bounds (warning; not judged when the generator fell ``behind``: its own lag
+    is inside the client's TTFT then)."""
     from servecheck.telemetry.prometheus import MetricMap
 
     mapping = MetricMap.for_engine(engine, user_map)
@@ -377,8 +400,8 @@ def decompose(
             "source_metric": h.name,
             "count": h.count,
             "mean_ms": _ms(mean),
-            "p50_ms": _ms(quantile(h.buckets, 0.5)),
-            "p95_ms": _ms(quantile(h.buckets, 0.95)),
+            **_percentile(h.buckets, 0.5, "p50"),
+            **_percentile(h.buckets, 0.95, "p95"),
         }
     out: dict[str, Any] = {"client_ttft_ms": _client_ttft(client.ttfts), "engine": phases}
     engine_ttft = phases.get("ttft_seconds", {}).get("mean_ms")
@@ -387,7 +410,9 @@ def decompose(
         gap = round(client_mean - engine_ttft, 2)
         out["network_gateway_ms"] = gap
         out["bound"] = {"ms": GAP_MS, "share": GAP_SHARE}
-        if gap > GAP_MS and gap > GAP_SHARE * client_mean:
+        if behind:
+            out["note"] = "gap not judged: the generator fell behind (its lag is in client TTFT)"
+        elif gap > GAP_MS and gap > GAP_SHARE * client_mean:
             findings.append(
                 _finding(
                     "SERVER-TTFT-GAP",
@@ -410,6 +435,7 @@ def server_section(
     after: Snapshot | None,
     records: list[dict[str, Any]],
     telemetry: list[dict[str, Any]] | None = None,
+    behind: bool = False,
 ) -> dict[str, Any]:
     """summary.json's ``server``: the metrics source, the sampled series, the reconciliation,
     the decomposition and every finding."""
@@ -424,7 +450,7 @@ def server_section(
     client = ClientCounts.of(records)
     user = target.telemetry.metrics
     rows, found = reconcile(before, after, client, engine, user)
-    decomposition, found2 = decompose(before, after, client, engine, user)
+    decomposition, found2 = decompose(before, after, client, engine, user, behind)
     out.update(
         available=True,
         window={"start": before.t, "end": after.t, "s": round(after.t - before.t, 3)},

@@ -66,9 +66,7 @@ class ServerWatch:
         from servecheck.telemetry import TelemetryRecorder
 
         settings = spec.target.telemetry.as_settings()
-        interval = (
-            spec.metrics_interval_s or spec.target.telemetry.interval_s or DEFAULT_INTERVAL_S
-        )
+        interval = spec.metrics_interval_s or spec.target.telemetry.interval_s or DEFAULT_INTERVAL_S
         try:
             watch.recorder = TelemetryRecorder.for_target(
                 spec.target, run_dir, settings, interval_s=float(interval)
@@ -101,7 +99,9 @@ class ServerWatch:
         (self.run_dir / WINDOW_FILE).write_text(json.dumps(window) + "\n", encoding="utf-8")
 
 
-def section(spec: LoadSpec, run_dir: Path, records: list[dict[str, Any]]) -> dict[str, Any] | None:
+def section(
+    spec: LoadSpec, run_dir: Path, records: list[dict[str, Any]], behind: bool = False
+) -> dict[str, Any] | None:
     """summary.json's ``server`` section from ``server-window.json`` (None: nothing scraped)."""
     try:
         window = json.loads((run_dir / WINDOW_FILE).read_text(encoding="utf-8"))
@@ -111,7 +111,7 @@ def section(spec: LoadSpec, run_dir: Path, records: list[dict[str, Any]]) -> dic
     if before is None:
         return None
     out = server_truth.server_section(
-        spec.target, before, snap_of(window.get("after")), records, window.get("sampled")
+        spec.target, before, snap_of(window.get("after")), records, window.get("sampled"), behind
     )
     if window.get("notes"):
         out["notes"] = window["notes"]

@@ -243,7 +243,8 @@ def summarise(
         down=down,
         over_budget=over_budget,
     )
-    server = server_watch.section(spec, run_dir, list(read.iter_records()))
+    behind = stats.behind  # even with --allow-lag: the lag is inside the client TTFT
+    server = server_watch.section(spec, run_dir, list(read.iter_records()), behind)
     judged = compose([judged, server_truth.verdict_of(server)])  # load/server_truth.py
     reasons, passed, verdict = judged.reasons, judged.passed, judged.status
     exit_code = judged.exit_code

@@ -23,6 +23,13 @@ def _num(v: Any, digits: int = 1) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
+def _pct(e: Mapping[str, Any], key: str) -> str:
+    """A percentile, or "<= bound" where the bucket is too coarse to place it."""
+    if e.get(f"{key}_ms") is None and e.get(f"{key}_le_ms") is not None:
+        return f"<= {e[f'{key}_le_ms']:.0f}"
+    return _num(e.get(f"{key}_ms"))
+
+
 def esc(value: Any) -> str:
     return html.escape(redact("" if value is None else str(value)), quote=True)
 
@@ -88,8 +95,8 @@ def server_html(section: Mapping[str, Any] | None) -> str:
                 (
                     label,
                     _num(e.get("mean_ms")),
-                    _num(e.get("p50_ms")),
-                    _num(e.get("p95_ms")),
+                    _pct(e, "p50"),
+                    _pct(e, "p95"),
                     _num(e.get("count"), 0),
                 )
             )

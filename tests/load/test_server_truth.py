@@ -220,3 +220,22 @@ def test_metrics_url_points_the_reconciliation_upstream(
     assert server["metrics_url"] == f"{root}/metrics" and server["engine"] == "vllm"
     ids = {f["id"] for f in server["findings"] if f["severity"] == "fail"}
     assert "SERVER-COUNT-REQUESTS" in ids, server["findings"]
+
+
+def test_a_coarse_bucket_gives_a_bound_not_an_invented_percentile() -> None:
+    # vLLM's queue histogram starts at 0.3 s: every 0.02 ms wait sits in (0, 0.3]
+    coarse = [(0.3, 100.0), (0.5, 100.0), (float("inf"), 100.0)]
+    assert server_truth._percentile(coarse, 0.5, "p50") == {"p50_ms": None, "p50_le_ms": 300.0}
+    fine = [(0.01, 0.0), (0.02, 100.0), (float("inf"), 100.0)]
+    assert server_truth._percentile(fine, 0.5, "p50") == {"p50_ms": 15.0}
+
+
+def test_the_ttft_gap_is_not_judged_when_the_generator_fell_behind() -> None:
+    family = "vllm:time_to_first_token_seconds"
+    before = Snapshot(0, {f"{family}_sum": [({}, 0.0)], f"{family}_count": [({}, 0.0)]})
+    after = Snapshot(1, {f"{family}_sum": [({}, 1.0)], f"{family}_count": [({}, 100.0)]})
+    client = ClientCounts(requests=100, ttfts=[0.2] * 100)  # 200 ms vs the engine's 10 ms
+    _, found = server_truth.decompose(before, after, client, "vllm")
+    assert "SERVER-TTFT-GAP" in {f["id"] for f in found}
+    out, found = server_truth.decompose(before, after, client, "vllm", behind=True)
+    assert "SERVER-TTFT-GAP" not in {f["id"] for f in found} and "behind" in out["note"]
