@@ -633,17 +633,20 @@ def _blank_for_logprobs(
             c.pieces, c.logprobs = [], []
 
 
-async def _acquire(state: State) -> None:
-    """A running slot (``max_num_seqs``); counted as waiting while there is none."""
-    assert state.sem is not None
-    if state.sem.locked():
+async def _acquire(state: State) -> asyncio.Semaphore:
+    """A running slot (``max_num_seqs``); counted as waiting while there is none. Returns the
+    semaphore to release."""
+    sem = state.sem
+    assert sem is not None
+    if sem.locked():
         state.waiting += 1
         try:
-            await state.sem.acquire()
+            await sem.acquire()
         finally:
             state.waiting -= 1
     else:
-        await state.sem.acquire()
+        await sem.acquire()
+    return sem
 
 
 async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
@@ -706,7 +709,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         return error_response(state, err)
 
     state.request_count += 1
-    await _acquire(state)
+    sem = await _acquire(state)
     slot = _Slot(state, prompt_tokens, seeded, arrival)
     slot.cached = prefix_cache.lookup(state, messages, prompt_tokens)
     slot.cached = cache_faults.apply(state, slot.cached, prompt_tokens)
@@ -758,7 +761,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         raise
     finally:
         slot.release()
-        state.sem.release()
+        sem.release()
 
 
 def _dumps(obj: Any) -> str:
