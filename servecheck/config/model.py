@@ -240,6 +240,10 @@ class Target(TargetSettings):
     context_length: Annotated[int, Field(ge=1)] | None = None
     health_url: str | None = None
     metrics_url: str | None = None
+    metrics_engine: Engine | None = Field(
+        default=None,
+        description="the engine whose metric names metrics_url exposes (a gateway's upstream); unset: engine",
+    )
     model_dir: str | None = None
     quantization: str | None = None
     description: str = ""

@@ -30,7 +30,7 @@ from typing import Any
 from servecheck.client.models import ModelChoice, NoAnswer, model_for_target
 from servecheck.config.model import Target
 from servecheck.errors import SpecError, UsageError
-from servecheck.load import engine_cache, shipped
+from servecheck.load import engine_cache, server_watch, shipped
 from servecheck.load.apis import resolve_api
 from servecheck.load.breakdown import ENGINE_FILE
 from servecheck.load.budget import DEFAULT_ERROR_BUDGET, with_error_budget
@@ -123,6 +123,9 @@ class LoadSpec:
     down_after: DownRule = field(default_factory=DownRule)
     api: str | None = None  # chat | messages; None: the scenario's (load/apis.py)
     images: str | None = None  # sizes (1x512x512,2x256x256) or a folder (load/images.py)
+    # The engine's /metrics sampled beside the run and reconciled after it (load/server_watch.py)
+    server_metrics: bool = True
+    metrics_interval_s: float | None = None  # None: the target's telemetry.interval_s, else 1 s
 
     def __post_init__(self) -> None:
         self.slos = as_slos(self.slos)
@@ -170,6 +173,8 @@ def validate(spec: LoadSpec) -> list[SLO]:
             )
     if spec.users is not None and spec.users < 1:
         raise SpecError("{users} must be >= 1")
+    if spec.metrics_interval_s is not None and not spec.metrics_interval_s > 0:
+        raise SpecError("{metrics_interval_s} must be > 0 (seconds between /metrics scrapes)")
     if spec.max_requests is not None and spec.max_requests < 1:
         raise SpecError("{max_requests} must be >= 1")
     request_id_header(spec.request_id_header)  # a name that cannot split the request head
@@ -529,6 +534,7 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     wall = (bound or 3600.0) + cfg.drain_s + 120.0
     probe_s = min(ENGINE_CACHE_S, cfg.probe_timeout_s)
     cache0 = engine_cache.snapshot(spec.target, probe_s) if spec.role != "worker" else {}
+    server = server_watch.ServerWatch.start(spec, run_dir, probe_s, say)
     # A worker watches its own records too: it stops by itself when the target is gone, even
     # when its master's quit message never comes (a master killed after a slow shutdown).
     watch = DownWatch(spec.down_after, started)
@@ -540,6 +546,7 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
         )
     except KeyboardInterrupt as exc:
         # Ctrl-C or SIGTERM: Locust has been stopped; what finished is summarised, marked.
+        server.stop()
         if spec.role == "worker":
             raise
         signum = signum_of(exc)
@@ -548,6 +555,7 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
         say(f"{why}: partial summary in {run_dir / 'summary.json'}; records in {run_dir}")
         raise Interrupted(signum, partial) from None
     ended = time.time()
+    server.finish()  # the engine's own counts over the run (load/server_truth.py)
     if spec.role != "worker":  # the engine's prefix-cache counters over the run (breakdown.py)
         delta = engine_cache.run_delta(cache0, engine_cache.snapshot(spec.target, probe_s))
         (run_dir / ENGINE_FILE).write_text(json.dumps(delta) + "\n", encoding="utf-8")

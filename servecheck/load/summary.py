@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from servecheck.load import server_truth, server_watch
 from servecheck.load.breakdown import format_breakdown, scenario_breakdown
 from servecheck.load.budget import SOURCE as BUDGET
 from servecheck.load.budget import budget_line, budget_summary, percent
@@ -23,7 +24,7 @@ from servecheck.load.slo import SLO, Verdict, evaluate, request_predicate
 from servecheck.load.stats import RunStats, Schedule, compute_stats
 from servecheck.load.timings import TimingsTally, format_timings
 from servecheck.load.transport import read_transport, transport_reasons
-from servecheck.load.verdict import load_run_verdict
+from servecheck.load.verdict import compose, load_run_verdict
 from servecheck.load.warmup import Warmup, format_warmup
 from servecheck.redact import redact
 
@@ -245,6 +246,9 @@ def summarise(
         down=down,
         over_budget=over_budget,
     )
+    behind = stats.behind  # even with --allow-lag: the lag is inside the client TTFT
+    server = server_watch.section(spec, run_dir, list(read.iter_records()), behind)
+    judged = compose([judged, server_truth.verdict_of(server)])  # load/server_truth.py
     reasons, passed, verdict = judged.reasons, judged.passed, judged.status
     exit_code = judged.exit_code
     methods = sorted({str(i.get("prompt_method")) for i in infos if i.get("prompt_method")})
@@ -285,6 +289,8 @@ def summarise(
     summary.update(scenario_breakdown(records(), run_dir))  # turns, prefix cache
     summary.update(image_breakdown(records()))  # --images: tokens per image, TTFT by size
     summary.update(tally.as_dict())  # TTFT decomposition, slowest requests (load/timings.py)
+    if server is not None:
+        summary["server"] = server
     if warm.active:
         summary["warmup"] = warm.as_dict()
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
@@ -342,6 +348,7 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
         )
     lines += format_breakdown(summary) + format_images(summary) + format_warmup(summary)
     lines += format_timings(summary)
+    lines += server_truth.lines(summary.get("server"))
     if summary.get("error_budget"):
         lines.append(budget_line(summary["error_budget"]))
     for v in verdicts:

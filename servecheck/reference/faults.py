@@ -1098,6 +1098,22 @@ _fault("latency-spikes", "every 5th request waits an extra second before its fir
 _fault("kv-leak", "KV blocks of aborted (disconnected) requests are never freed", "CONC-DISCONNECT")
 _fault("abort-leak", "disconnected requests stay in num_requests_running", "CONC-DISCONNECT")
 
+# Engine truth (servecheck/reference/engine_metrics.py): no conformance check judges these; a
+# load run's server section names each (tests/load/test_server_truth.py).
+_fault(
+    "metrics-undercount-generation",
+    "vllm:generation_tokens_total counts three quarters of the tokens the usage fields report",
+)
+_fault(
+    "metrics-no-ttft-histogram",
+    "/metrics lacks vllm:time_to_first_token_seconds: the TTFT decomposition has no engine side",
+)
+_fault(
+    "gateway-first-byte-delay",
+    "every generation request waits 200 ms before the engine sees it (a buffering gateway): the "
+    "client's TTFT grows, the engine's histograms do not",
+)
+
 
 # Legal variations: quirks a correct client must accept. With any of them on, the whole
 # catalogue must still pass (tests/test_fault_matrix.py).

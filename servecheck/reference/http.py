@@ -98,6 +98,7 @@ class State:
     dead: bool = False
     sem: asyncio.Semaphore | None = None
     pcache: Any = None  # prefix_cache.PrefixCache, made on first use when configured
+    engine_metrics: Any = None  # engine_metrics.EngineMetrics, made on first use
     stored_responses: Any = None  # response_store's bounded store, made on first use
 
     @property

@@ -29,6 +29,7 @@ from servecheck.errors import UsageError
 from servecheck.reference import (
     cache_faults,
     embeddings,
+    engine_metrics,
     model,
     overload,
     prefix_cache,
@@ -489,7 +490,9 @@ def _completion_tokens(choices: list[Choice]) -> int:
 class _Slot:
     """Holds a request's KV blocks and its running slot; released exactly once."""
 
-    def __init__(self, state: State, prompt_tokens: int, seeded: bool) -> None:
+    def __init__(
+        self, state: State, prompt_tokens: int, seeded: bool, arrival: float | None = None
+    ) -> None:
         self.state = state
         self.blocks = 0
         self.seeded = seeded
@@ -497,6 +500,8 @@ class _Slot:
         self.aborted = False
         self.released = False
         self.cached: int | None = None  # prompt tokens served by the prefix cache
+        self.scheduled = time.monotonic()  # engine_metrics' phases
+        self.arrival = self.scheduled if arrival is None else arrival
         state.running += 1
         if seeded:
             state.seeded_running += 1
@@ -628,8 +633,25 @@ def _blank_for_logprobs(
             c.pieces, c.logprobs = [], []
 
 
+async def _acquire(state: State) -> asyncio.Semaphore:
+    """A running slot (``max_num_seqs``); counted as waiting while there is none. Returns the
+    semaphore to release."""
+    sem = state.sem
+    assert sem is not None
+    if sem.locked():
+        state.waiting += 1
+        try:
+            await sem.acquire()
+        finally:
+            state.waiting -= 1
+    else:
+        await sem.acquire()
+    return sem
+
+
 async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     state = request.app[STATE]
+    arrival = await engine_metrics.arrive(state)  # after the gateway-first-byte-delay fault
     try:
         check_ready(state)
         body = await read_json(request, state)
@@ -687,16 +709,8 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         return error_response(state, err)
 
     state.request_count += 1
-    assert state.sem is not None
-    if state.sem.locked():
-        state.waiting += 1
-        try:
-            await state.sem.acquire()
-        finally:
-            state.waiting -= 1
-    else:
-        await state.sem.acquire()
-    slot = _Slot(state, prompt_tokens, seeded)
+    sem = await _acquire(state)
+    slot = _Slot(state, prompt_tokens, seeded, arrival)
     slot.cached = prefix_cache.lookup(state, messages, prompt_tokens)
     slot.cached = cache_faults.apply(state, slot.cached, prompt_tokens)
     try:
@@ -724,6 +738,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         state.success += 1
         state.prompt_tokens += prompt_tokens
         state.generation_tokens += completion_tokens
+        engine_metrics.finished(state, slot.arrival, slot.scheduled, None)
         full = _full_body(state, body, chat, choices, prompt_tokens, completion_tokens, model_name)
         prefix_cache.annotate(full["usage"], slot.cached)
         if truncated_from:
@@ -746,7 +761,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         raise
     finally:
         slot.release()
-        state.sem.release()
+        sem.release()
 
 
 def _dumps(obj: Any) -> str:
@@ -1010,6 +1025,8 @@ async def _stream(
     state.success += 1
     state.prompt_tokens += prompt_tokens
     state.generation_tokens += completion_tokens
+    first = schedule.t0 + schedule.ttft_s + schedule.extra_s
+    engine_metrics.finished(state, slot.arrival, slot.scheduled, first)
     return await sse.close()
 
 
@@ -1357,8 +1374,9 @@ async def metrics(request: web.Request) -> web.Response:
         f'vllm:prompt_tokens_total{{engine="0",model_name="{name}"}} {st.prompt_tokens}',
         "# HELP vllm:generation_tokens_total Number of generation tokens processed.",
         "# TYPE vllm:generation_tokens_total counter",
-        f'vllm:generation_tokens_total{{engine="0",model_name="{name}"}} {st.generation_tokens}',
+        f'vllm:generation_tokens_total{{engine="0",model_name="{name}"}} {engine_metrics.generation_tokens(st)}',
         *prefix_cache.metric_lines(st),
+        *engine_metrics.metric_lines(st),
     ]
     return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
 

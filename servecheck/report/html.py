@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.redact import redact
+from servecheck.report.server_html import server_html
 
 REPORT_NAME = "report.html"
 SUMMARY_MD = "summary.md"
@@ -391,6 +392,7 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
         parts.append(
             "<h3>Turns, prefix cache, images, warm-up</h3><pre>" + esc("\n".join(extra)) + "</pre>"
         )
+    parts.append(server_html(s.get("server")))  # engine truth (load/server_truth.py)
     if plots:
         parts.append("<div class='plots'>" + "".join(_load_plots(run_dir, lat, keys)) + "</div>")
     md = _load_markdown(s, verdict, req, thr, sched, slos, lat_rows)

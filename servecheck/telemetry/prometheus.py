@@ -25,8 +25,28 @@ CANONICAL: dict[str, str] = {
     "busy_slots": "busy slots per decode step (llama.cpp)",
     "prefix_cache_queries_total": "prompt tokens looked up in the prefix cache (counter)",
     "prefix_cache_hits_total": "prompt tokens found in the prefix cache (counter)",
+    "requests_success_total": "requests the engine finished (counter)",
+    "prompt_tokens_total": "prompt tokens the engine processed (counter)",
+    "generation_tokens_total": "tokens the engine generated, reasoning included (counter)",
+    "cached_tokens_total": "prompt tokens served from the prefix cache, per request (counter)",
+    "ttft_seconds": "the engine's time to first token (histogram, seconds)",
+    "queue_seconds": "time a request waited before it was scheduled (histogram, seconds)",
+    "prefill_seconds": "time spent on the prompt (histogram, seconds)",
+    "decode_seconds": "time spent generating after the first token (histogram, seconds)",
+    "e2e_seconds": "the engine's end-to-end request latency (histogram, seconds)",
 }
 MAX_COMBINED = frozenset({"kv_usage"})
+# Label sets left out of a canonical sum: vLLM counts aborted and failed requests in
+# request_success_total under their finished_reason; they did not complete.
+EXCLUDED_LABELS: dict[str, dict[str, frozenset[str]]] = {
+    "requests_success_total": {"finished_reason": frozenset({"abort", "error"})},
+}
+# Canonical names that name a histogram family: a candidate is the family's base name, read as
+# ``<base>_sum``, ``<base>_count`` and ``<base>_bucket``; the series records ``<canonical>_sum``
+# and ``<canonical>_count``.
+HISTOGRAMS = frozenset(
+    {"ttft_seconds", "queue_seconds", "prefill_seconds", "decode_seconds", "e2e_seconds"}
+)
 
 ENGINE_METRICS: dict[str, dict[str, tuple[str, ...]]] = {
     "vllm": {
@@ -42,23 +62,50 @@ ENGINE_METRICS: dict[str, dict[str, tuple[str, ...]]] = {
             "vllm:prefix_cache_hits_total",
             "vllm:gpu_prefix_cache_hits_total",
         ),
+        "requests_success_total": ("vllm:request_success_total",),
+        "prompt_tokens_total": ("vllm:prompt_tokens_total",),
+        "generation_tokens_total": ("vllm:generation_tokens_total",),
+        "cached_tokens_total": ("vllm:prompt_tokens_cached_total",),
+        "ttft_seconds": ("vllm:time_to_first_token_seconds",),
+        "queue_seconds": ("vllm:request_queue_time_seconds",),
+        "prefill_seconds": ("vllm:request_prefill_time_seconds",),
+        "decode_seconds": ("vllm:request_decode_time_seconds",),
+        "e2e_seconds": ("vllm:e2e_request_latency_seconds",),
     },
+    # SGLang and TGI: names read from their sources (no shared engine here to fetch a page).
     "sglang": {
         "kv_usage": ("sglang:token_usage",),
         "requests_running": ("sglang:num_running_reqs",),
         "requests_waiting": ("sglang:num_queue_reqs",),
         "prefix_cache_queries_total": ("sglang:cache_queries_total",),
         "prefix_cache_hits_total": ("sglang:cache_hits_total",),
+        "cached_tokens_total": ("sglang:cached_tokens_total",),
+        "requests_success_total": ("sglang:num_requests_total",),
+        "prompt_tokens_total": ("sglang:prompt_tokens_total",),
+        "generation_tokens_total": ("sglang:generation_tokens_total",),
+        "ttft_seconds": ("sglang:time_to_first_token_seconds",),
+        "queue_seconds": ("sglang:queue_time_seconds",),
+        "e2e_seconds": ("sglang:e2e_request_latency_seconds",),
     },
     "tgi": {
         "requests_running": ("tgi_batch_current_size",),
         "requests_waiting": ("tgi_queue_size",),
+        "requests_success_total": ("tgi_request_success",),
+        # TGI counts tokens in per-request histograms: their _sum is the counter.
+        "prompt_tokens_total": ("tgi_request_input_length_sum",),
+        "generation_tokens_total": ("tgi_request_generated_tokens_sum",),
+        "queue_seconds": ("tgi_request_queue_duration",),
+        "e2e_seconds": ("tgi_request_duration",),
     },
+    # llama.cpp (--metrics) has counters and gauges only: no histogram, no request counter.
     "llamacpp": {
         "kv_usage": ("llamacpp:kv_cache_usage_ratio",),
         "requests_running": ("llamacpp:requests_processing",),
         "requests_waiting": ("llamacpp:requests_deferred",),
         "busy_slots": ("llamacpp:n_busy_slots_per_decode",),
+        "prompt_tokens_total": ("llamacpp:prompt_tokens_total",),
+        "generation_tokens_total": ("llamacpp:tokens_predicted_total",),
+        "cached_tokens_total": ("llamacpp:prompt_tokens_cached_total",),
     },
 }
 # The reference server exposes vLLM's names on purpose.
@@ -119,11 +166,81 @@ def parse_samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     return out
 
 
+@dataclass(slots=True)
+class Histogram:
+    """One histogram family summed over its label sets: ``buckets`` are (upper bound, cumulative
+    count) pairs sorted by bound, ``+Inf`` last (empty when the family has no buckets)."""
+
+    name: str
+    sum: float
+    count: float
+    buckets: list[tuple[float, float]] = field(default_factory=list)
+
+
+def read_histogram(
+    samples: Mapping[str, list[tuple[dict[str, str], float]]], base: str
+) -> Histogram | None:
+    """The histogram ``base`` from parsed samples (:func:`parse_samples`), or None."""
+    sums = [v for _, v in samples.get(base + "_sum", []) if not math.isnan(v)]
+    counts = [v for _, v in samples.get(base + "_count", []) if not math.isnan(v)]
+    if not sums or not counts:
+        return None
+    by_bound: dict[float, float] = {}
+    for labels, v in samples.get(base + "_bucket", []):
+        try:
+            bound = float(labels.get("le", "nan"))
+        except ValueError:
+            continue
+        if not math.isnan(bound) and not math.isnan(v):
+            by_bound[bound] = by_bound.get(bound, 0.0) + v
+    return Histogram(base, math.fsum(sums), math.fsum(counts), sorted(by_bound.items()))
+
+
+def find_histogram(
+    samples: Mapping[str, list[tuple[dict[str, str], float]]],
+    mapping: MetricMap,
+    canonical: str,
+) -> Histogram | None:
+    """The first of ``canonical``'s candidate families present in ``samples``, or None."""
+    for name in mapping.candidates.get(canonical, ()):
+        found = read_histogram(samples, name)
+        if found is not None:
+            return found
+    return None
+
+
+def find_counter(
+    samples: Mapping[str, list[tuple[dict[str, str], float]]],
+    mapping: MetricMap,
+    canonical: str,
+) -> CanonicalValue | None:
+    """``canonical`` summed over label sets from the first candidate present, or None."""
+    excluded = EXCLUDED_LABELS.get(canonical, {})
+    for name in mapping.candidates.get(canonical, ()):
+        values = [
+            v
+            for labels, v in samples.get(name, [])
+            if not math.isnan(v) and not any(labels.get(k) in bad for k, bad in excluded.items())
+        ]
+        if values:
+            combined = max(values) if canonical in MAX_COMBINED else math.fsum(values)
+            return CanonicalValue(canonical, combined, name, len(values))
+    return None
+
+
 def extract(text: str, mapping: MetricMap) -> dict[str, CanonicalValue]:
-    """Canonical values found in ``text``; canonical names with no sample are left out."""
+    """Canonical values found in ``text``; canonical names with no sample are left out. A
+    histogram gives two values, ``<canonical>_sum`` and ``<canonical>_count``."""
     samples = parse_samples(text)
     found: dict[str, CanonicalValue] = {}
     for canonical, names in mapping.candidates.items():
+        if canonical in HISTOGRAMS:
+            hist = find_histogram(samples, mapping, canonical)
+            if hist is not None:
+                for part, value in (("sum", hist.sum), ("count", hist.count)):
+                    key = f"{canonical}_{part}"
+                    found[key] = CanonicalValue(key, value, hist.name, 1)
+            continue
         for name in names:
             values = [v for _, v in samples.get(name, []) if not math.isnan(v)]
             if not values:

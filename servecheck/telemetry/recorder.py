@@ -132,7 +132,8 @@ class TelemetryRecorder:
         proxies guard /metrics). Raises :class:`UsageError` on an unknown settings key.
         """
         url, kwargs = _target_kwargs(target, settings, overrides)
-        return cls(run_dir, url, target.engine, **kwargs)
+        # A gateway's metrics_url may point at its upstream engine: read that engine's names.
+        return cls(run_dir, url, target.metrics_engine or target.engine, **kwargs)
 
     @staticmethod
     def intervals_for(

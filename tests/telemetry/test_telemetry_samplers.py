@@ -55,6 +55,9 @@ def test_prometheus_sampler_survives_the_server_going_down(
         "requests_waiting",
         "preemptions_total",
         "prefix_cache_queries_total",
+        "requests_success_total",  # the engine-truth counter and TTFT histogram
+        "ttft_seconds_sum",
+        "ttft_seconds_count",
     }
     # A kept-alive connection cut mid-request reads as ReadError / RemoteProtocolError first.
     assert {r["error_class"] for r in gaps} <= {"ConnectError", "ReadError", "RemoteProtocolError"}
@@ -71,7 +74,7 @@ def test_prometheus_sampler_survives_the_server_going_down(
             "# TYPE x gauge\nx 1\n",
             200,
             "MetricsMissing",
-            "has none of: vllm:gpu_cache_usage_perc",
+            "has none of: vllm:e2e_request_latency_seconds, vllm:generation_tokens_total",
             id="no-mapped-metric",
         ),
         pytest.param("vllm:kv_cache_usage_perc{ oops\n", 200, "ValueError", "", id="invalid-text"),

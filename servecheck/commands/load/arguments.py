@@ -16,7 +16,11 @@ from servecheck.commands.options import (
 from servecheck.load.trace import FORMATS as TRACE_FORMATS
 
 # Spec field -> option, for the library's SpecError (the rest follow from each option's dest).
-FIELD_OPTIONS = {"retry_after_max_s": "--honour-retry-after", "slos": "--slo"}
+FIELD_OPTIONS = {
+    "retry_after_max_s": "--honour-retry-after",
+    "slos": "--slo",
+    "metrics_interval_s": "--server-metrics",
+}
 
 
 def add_workload_arguments(g: argparse._ArgumentGroup) -> None:
@@ -162,6 +166,14 @@ def add_guard_arguments(g: argparse._ArgumentGroup) -> None:
         help="the header each request's id is sent in, so a slow request can be found in the "
         "engine's log; 'off' sends none (a gateway that rejects unknown headers) "
         "(default: X-Request-Id; env SERVECHECK_REQUEST_ID_HEADER)",
+    )
+    g.add_argument(
+        "--server-metrics",
+        metavar="INTERVAL|off",
+        default=None,
+        help="sample the engine's /metrics every INTERVAL beside the run and reconcile its "
+        "counters with the client's (summary.json 'server'); off: neither (default: the "
+        "target's telemetry.interval_s, else 1s)",
     )
     g.add_argument(
         "--no-tokenize",

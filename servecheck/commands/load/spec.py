@@ -97,7 +97,16 @@ def spec_from_options(
         down_after=parse_down_after(o("down_after")),
         api=pick("api"),
         images=normalise_images(pick("images")),
+        server_metrics=o("server_metrics") != "off",
+        metrics_interval_s=_interval(o("server_metrics")),
     )
+
+
+def _interval(text: str | None) -> float | None:
+    """``--server-metrics``: None (default) or off -> None, else a positive duration."""
+    if text is None or text == "off":
+        return None
+    return parse_duration(text)  # a usage error on a bad or non-positive one
 
 
 __all__ = ["spec_from_options"]
