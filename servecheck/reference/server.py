@@ -35,6 +35,7 @@ from servecheck.reference import (
     reasoning,
     responses,
     shapes,
+    vision,
 )
 from servecheck.reference import completions as legacy
 from servecheck.reference import logprobs as reflogprobs
@@ -628,6 +629,16 @@ def _blank_for_logprobs(
             c.pieces, c.logprobs = [], []
 
 
+def _chat_prompt_tokens(
+    state: State, body: dict[str, Any], messages: list[dict[str, Any]], tools: list[Any]
+) -> int:
+    """A chat's prompt tokens: its rendered messages and tools, and its images (refused by a
+    text-only server, read and counted by a vision one: reference/vision.py)."""
+    tokens = model.count_chat_tokens(shapes.rendered(state.faults, messages), tools)
+    tokens += 1 if "prompt-tokens-double-bos" in state.faults else 0
+    return tokens + vision.screen(state, body).tokens
+
+
 async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     state = request.app[STATE]
     try:
@@ -645,8 +656,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             fmt, schema = _response_format(state, body)
             if "json-stream-unconstrained" in state.faults and body.get("stream") is True:
                 fmt, schema = "text", None  # the streaming path never sees response_format
-            prompt_tokens = model.count_chat_tokens(shapes.rendered(state.faults, messages), tools)
-            prompt_tokens += 1 if "prompt-tokens-double-bos" in state.faults else 0
+            prompt_tokens = _chat_prompt_tokens(state, body, messages, tools)
         else:
             prompts = legacy.parse_prompts(state.faults, body)
             messages, tools, tool_choice, fmt, schema = None, [], None, "text", None
