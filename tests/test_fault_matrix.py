@@ -33,14 +33,25 @@ FAULT_OPTIONS: dict[str, dict[str, object]] = {
 # without one its checks skip). Its faults get the same mode, and so do its clean runs.
 # HEALTH: answers slow enough (200 ms a token, ~4 s an answer) that HEALTH-UNDER-LOAD's streams are still
 # generating when it asks for health.
+# IMAGE: a vision model (--vision) and a target declaring vision; IMAGE-REJECTED-TEXT-ONLY, keyed
+# by its own id, keeps the default text-only server and target (a check id's key wins).
 SURFACE_SERVER: dict[str, dict[str, object]] = {
     "REASON": {"reasoning": ReasoningMode()},
     "HEALTH": {"itl_ms": 200.0},
+    "IMAGE": {"vision": True},
+    "IMAGE-REJECTED-TEXT-ONLY": {},
 }
-SURFACE_TARGET: dict[str, dict[str, object]] = {"REASON": {"reasoning": "auto"}}
+SURFACE_TARGET: dict[str, dict[str, object]] = {
+    "REASON": {"reasoning": "auto"},
+    "IMAGE": {"capabilities": {"vision": True}},
+    "IMAGE-REJECTED-TEXT-ONLY": {},
+}
 
 
 def _surface(check_id):
+    """The key of ``check_id``'s server mode and target: the id itself where it has its own."""
+    if check_id in SURFACE_SERVER or check_id in SURFACE_TARGET:
+        return check_id
     return check_id.split("-", 1)[0]
 
 

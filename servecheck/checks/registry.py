@@ -41,6 +41,7 @@ SURFACES: dict[str, str] = {
     "OVERLOAD": "bursts above capacity: shed with 429/503, never crash",
     "REASON": "reasoning models: reasoning separated from the answer",
     "COMPL": "legacy /v1/completions: batches, token-id prompts, echo, usage, legacy logprobs",
+    "IMAGE": "image input on chat completions: read by a vision model, refused by a text-only one",
 }
 
 

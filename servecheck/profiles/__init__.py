@@ -39,13 +39,15 @@ DEVIATIONS: dict[str, str] = {
     "embed-empty-accepted": "an empty string is embedded (200) instead of refused",
     "logit-bias-unsupported": "logit_bias is refused (a 4xx, or 501 Not Implemented) instead of applied",
     "custom-roles": "a message role outside the OpenAI set is rendered by the chat template instead of refused",
+    "image-tokens-fixed": "every image costs the same prompt tokens whatever its size (a fixed-resolution encoder: LLaVA, Gemma 3)",
+    "image-count-limited": "a request with several images is refused by a per-prompt image limit (vLLM --limit-mm-per-prompt)",
 }
 
 # Capabilities no profile may assume: a target turns them on (prefix_cache needs engine flags;
 # vLLM keeps no Responses store unless VLLM_ENABLE_RESPONSES_API_STORE=1: measured on 0.32,
 # 2026-12-02, GET /v1/responses/{id} of a store true response is a 404). The reference server and
 # OpenAI keep one.
-_OPT_IN = ("prefix_cache", "responses_store")
+_OPT_IN = ("prefix_cache", "responses_store", "vision")  # vision: a VLM is the exception
 _ALL_ON = {name: name not in _OPT_IN for name in CAPABILITIES}
 
 

@@ -1085,6 +1085,67 @@ _fault(
     "REASON-THINKING-OFF",
 )
 
+# Image input on chat completions (reference/vision.py; the IMAGE-* checks: the vision ones run
+# against --vision, IMAGE-REJECTED-TEXT-ONLY against the default text-only server)
+_fault(
+    "image-ignored",
+    "a text-only server answers 200 to an image_url part, rendering only the text: the image is "
+    "silently dropped",
+    "IMAGE-REJECTED-TEXT-ONLY",
+)
+_fault(
+    "image-500",
+    "any image_url part crashes the request with a 500 (a processor that expects pixel_values)",
+    "IMAGE-ANSWERS",
+    "IMAGE-REJECTED-TEXT-ONLY",
+)
+_fault(
+    "image-tokens-flat",
+    "every image counts the same 16 prompt tokens whatever its size",
+    "IMAGE-TOKENS-GROW",
+)
+_fault(
+    "image-tokens-uncounted",
+    "images are read but add nothing to usage.prompt_tokens",
+    "IMAGE-TOKENS-GROW",
+    "IMAGE-MULTI",
+)
+_fault(
+    "image-first-only",
+    "only the first image of a request is read; the others are dropped silently",
+    "IMAGE-MULTI",
+)
+_fault(
+    "image-multi-refused",
+    "a request with more than one image is refused with a 400",
+    "IMAGE-MULTI",
+)
+_fault(
+    "image-bad-base64-accepted",
+    "an image_url whose base64 does not decode is dropped and the request answered 200",
+    "IMAGE-MALFORMED",
+)
+_fault(
+    "image-bad-base64-500",
+    "an image_url whose base64 does not decode crashes the request with a 500",
+    "IMAGE-MALFORMED",
+)
+_fault(
+    "image-type-unchecked",
+    "the data URL's media type is not checked, and bytes that are no image are dropped with a 200",
+    "IMAGE-MALFORMED",
+)
+_fault(
+    "image-huge-500",
+    "an image over the pixel limit crashes the request with a 500 (out of memory)",
+    "IMAGE-HUGE",
+)
+_fault(
+    "image-huge-dropped",
+    "an image over the pixel limit is dropped silently and the text answered with a 200",
+    "IMAGE-HUGE",
+)
+
 # The strict schema profile (a profile, not a check: strict mode turns its findings into failures)
 _fault(
     "schema-chunk-created-string",
@@ -1125,6 +1186,8 @@ QUIRKS: dict[str, str] = {
     "extra-fields": "unknown extra fields in responses and chunks",
     "stream-late-error": "a streamed request over the context is refused inside its 200 stream "
     '(data: {"error": {...}}, then data: [DONE]) instead of with a 400 before it',
+    "image-huge-resized": "a vision server resizes an image over its pixel limit to fit and answers "
+    "it (counted at the most tokens an image takes) instead of refusing it",
 }
 
 

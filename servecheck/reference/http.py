@@ -46,6 +46,7 @@ class ServerConfig:
     prefix_cache_counted: bool = False  # idle cached blocks count as KV usage (prefix_cache.py)
     reasoning: reasoning.ReasoningMode | None = None  # a reasoning model (reference/reasoning.py)
     responses_store: int = 64  # responses kept for GET and previous_response_id (0: no store)
+    vision: bool = False  # a vision model: image_url parts are read, not refused (vision.py)
 
 
 class ClientGone(Exception):

@@ -42,6 +42,7 @@ class ReferenceOptions:
     ready_file: str | None = None
     prefix_cache_blocks: int = 0
     prefix_cache_counted: bool = False
+    vision: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +143,12 @@ OPTIONS: tuple[Option, ...] = (
         "idle cached prefix blocks count as KV usage (a soak sees a retained-cache plateau)",
         "flag",
     ),
+    Option(
+        "--vision",
+        "serve a vision model: image_url parts with data URLs are decoded and counted (default: "
+        "text-only, images refused with a 400)",
+        "flag",
+    ),
 )
 
 
@@ -220,6 +227,7 @@ def to_config(opts: ReferenceOptions) -> ServerConfig:
         reasoning=None if opts.reasoning is None else parse_spec(opts.reasoning),
         prefix_cache_blocks=opts.prefix_cache_blocks,
         prefix_cache_counted=opts.prefix_cache_counted,
+        vision=opts.vision,
     )
 
 

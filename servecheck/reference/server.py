@@ -36,6 +36,7 @@ from servecheck.reference import (
     reasoning,
     responses,
     shapes,
+    vision,
 )
 from servecheck.reference import completions as legacy
 from servecheck.reference import logprobs as reflogprobs
@@ -649,6 +650,16 @@ async def _acquire(state: State) -> asyncio.Semaphore:
     return sem
 
 
+def _chat_prompt_tokens(
+    state: State, body: dict[str, Any], messages: list[dict[str, Any]], tools: list[Any]
+) -> int:
+    """A chat's prompt tokens: its rendered messages and tools, and its images (refused by a
+    text-only server, read and counted by a vision one: reference/vision.py)."""
+    tokens = model.count_chat_tokens(shapes.rendered(state.faults, messages), tools)
+    tokens += 1 if "prompt-tokens-double-bos" in state.faults else 0
+    return tokens + vision.screen(state, body).tokens
+
+
 async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     state = request.app[STATE]
     arrival = await engine_metrics.arrive(state)  # after the gateway-first-byte-delay fault
@@ -667,8 +678,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             fmt, schema = _response_format(state, body)
             if "json-stream-unconstrained" in state.faults and body.get("stream") is True:
                 fmt, schema = "text", None  # the streaming path never sees response_format
-            prompt_tokens = model.count_chat_tokens(shapes.rendered(state.faults, messages), tools)
-            prompt_tokens += 1 if "prompt-tokens-double-bos" in state.faults else 0
+            prompt_tokens = _chat_prompt_tokens(state, body, messages, tools)
         else:
             prompts = legacy.parse_prompts(state.faults, body)
             messages, tools, tool_choice, fmt, schema = None, [], None, "text", None

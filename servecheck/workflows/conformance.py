@@ -50,6 +50,7 @@ SURFACE_FILES = {
     "overload": "test_overload.py",
     "reason": "test_reasoning.py",
     "compl": "test_compl.py",
+    "image": "test_image.py",
 }
 
 

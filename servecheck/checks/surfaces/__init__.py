@@ -13,6 +13,7 @@ from servecheck.checks.surfaces import (  # noqa: F401
     err,
     fuzz,
     health,
+    image,
     json,
     langchain,
     logprobs,
