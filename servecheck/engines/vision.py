@@ -222,6 +222,8 @@ def ensure_vision_model(python: Path, spec: VisionSpec | None = None) -> Path:
             what="vllm-vision: build the tiny Qwen2-VL",
         )
         _write_preprocessor(spec, out)
+        for f in out.iterdir():
+            os.chmod(f, 0o644)  # safetensors come out private; engines may run as another user
         (tmp / "DONE").write_text(json.dumps(asdict(spec), sort_keys=True) + "\n")
         try:
             os.rename(tmp, root)
