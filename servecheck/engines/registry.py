@@ -22,6 +22,8 @@ ENGINE_PORTS: dict[str, int] = {
     "llamacpp-reasoning": 8026,
     "litellm-reasoning": 8046,
     "xinference-reasoning": 8036,
+    # issue 29: the tiny Qwen2-VL on vLLM CPU, for the IMAGE surface (servecheck/engines/vision.py)
+    "vllm-vision": 8017,
 }
 ENGINE_NAMES: tuple[str, ...] = tuple(ENGINE_PORTS)
 
@@ -55,6 +57,10 @@ def get_engine(name: str) -> Engine:
         from servecheck.engines.litellm import LiteLlm
 
         return LiteLlm()
+    if name == "vllm-vision":
+        from servecheck.engines.vision import VllmVision
+
+        return VllmVision()
     if name in ("vllm-embed", "vllm-cache", "llamacpp-embed"):
         from servecheck.engines import pooling
 

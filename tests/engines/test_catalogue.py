@@ -205,3 +205,23 @@ def test_reasoning_surface_against_engine(engine: str) -> None:
     assert any(cid.startswith("REASON-") for cid in outcomes), (
         f"{target}: no REASON check ran\n{output}"
     )
+
+
+# The tiny Qwen2-VL behind vLLM (servecheck/engines/vision.py): the IMAGE surface, where every
+# vision check must pass (each needs the image read and counted), and IMAGE-REJECTED-TEXT-ONLY
+# skips by design (the target declares vision; the text engines above run it).
+@pytest.mark.slow
+@pytest.mark.engine("vllm-vision")
+def test_image_surface_against_the_vision_engine() -> None:
+    target = "local-vllm-vision"
+    _reachable(target, "vllm-vision")
+    code, run_dir, output = _run(target, "--surface", "image")
+    outcomes = _outcomes(run_dir)
+    unexpected = _unexpected(outcomes)
+    assert code == 0 and not unexpected, (
+        f"{target}: unexpected IMAGE outcomes {unexpected} (exit {code})\n{output}"
+    )
+    passed = {cid for cid, o in outcomes.items() if o == "passed"}
+    assert {"IMAGE-ANSWERS", "IMAGE-TOKENS-GROW", "IMAGE-MULTI"} <= passed, (
+        f"{target}: the vision checks did not all pass: {outcomes}\n{output}"
+    )
