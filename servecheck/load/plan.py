@@ -19,6 +19,9 @@ A load plan (``loadtests/*.yaml``) is a named set of defaults for ``servecheck l
     dataset: prompts.jsonl           # or {path: prompts.jsonl, format: sharegpt}; a relative
                                      # path is read from the plan's folder
     warmup: 10s                      # or {seconds: 10, requests: 20}: sent first, kept out
+    steady_window: auto              # or 10s:50s, or none: the part the SLOs judge
+    slice_s: 5s                      # summary.json's time slices
+    repeat: 3                        # three runs, confidence intervals over them
 
 Options given on the command line override the plan's.
 """
@@ -57,6 +60,9 @@ PLAN_KEYS = (
     "honour_retry_after",
     "dataset",
     "warmup",
+    "steady_window",  # auto | START:END | none (load/steady.py)
+    "slice_s",  # the width of summary.json's time slices
+    "repeat",  # run the plan N times, with confidence intervals (workflows/repeat.py)
 )
 WARMUP_KEYS = ("seconds", "requests")
 DATASET_KEYS = ("path", "format")

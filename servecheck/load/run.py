@@ -53,6 +53,7 @@ from servecheck.load.summary import (
     summarise,
     warmup_of,
 )
+from servecheck.load.steady import DEFAULT_SLICE_S, SteadyWindow
 from servecheck.load.trace import trace_duration
 from servecheck.load.transport import LOCAL_DIR
 from servecheck.load.warmup import extend_bounds
@@ -116,6 +117,9 @@ class LoadSpec:
     dataset_format: str = "auto"
     # Stop early when the target goes down mid-run (load/down.py); DownRule(0) turns it off.
     down_after: DownRule = field(default_factory=DownRule)
+    # The part of the run the SLOs judge, and the width of summary.json's slices (load/steady.py).
+    steady_window: SteadyWindow = field(default_factory=SteadyWindow)
+    slice_s: float = DEFAULT_SLICE_S
 
     def __post_init__(self) -> None:
         self.slos = as_slos(self.slos)
@@ -163,6 +167,8 @@ def validate(spec: LoadSpec) -> list[SLO]:
             )
     if spec.users is not None and spec.users < 1:
         raise SpecError("{users} must be >= 1")
+    if not spec.slice_s >= 0.1:
+        raise SpecError("{slice_s} {n:g} s: at least 0.1 s", n=spec.slice_s)
     if spec.max_requests is not None and spec.max_requests < 1:
         raise SpecError("{max_requests} must be >= 1")
     if spec.role not in ("local", "master", "worker"):

@@ -14,6 +14,7 @@ from servecheck.load.down import parse_down_after
 from servecheck.load.run import LoadSpec
 from servecheck.load.schedule import parse_duration, parse_rate, shape_from_spec
 from servecheck.load.slo import parse_slos
+from servecheck.load.steady import parse_slice_s, parse_steady_window
 from servecheck.load.stream import parse_retry_after_cap
 
 
@@ -91,6 +92,8 @@ def spec_from_options(
         if o("dataset") or o("dataset_format") not in (None, "auto")
         else data_plan.get("format", "auto"),
         down_after=parse_down_after(o("down_after")),
+        steady_window=parse_steady_window(pick("steady_window")),
+        slice_s=parse_slice_s(pick("slice_s")),
     )
 
 
