@@ -86,7 +86,9 @@ def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Inter
 def run_figures(summary: Mapping[str, Any]) -> dict[str, float | None]:
     """The figures of one run's summary.json that the intervals are over."""
     steady = summary.get("steady") or {}
-    use = steady if steady.get("applied") and (steady.get("requests") or {}).get("total") else summary
+    use = (
+        steady if steady.get("applied") and (steady.get("requests") or {}).get("total") else summary
+    )
     lat = use.get("latency_ms") or {}
     thr = use.get("throughput") or {}
     out: dict[str, float | None] = {
@@ -107,7 +109,8 @@ def repeat_intervals(
     ]
     out: dict[str, dict[str, Any]] = {}
     for name in figures[0] if figures else ():
-        iv = t_interval([f[name] for f in figures if f.get(name) is not None], confidence)
+        values = [v for f in figures if (v := f.get(name)) is not None]
+        iv = t_interval(values, confidence)
         if iv is not None:
             out[name] = iv.as_dict()
     return out

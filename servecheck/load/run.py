@@ -46,6 +46,7 @@ from servecheck.load.slo import (
     reject_cold,
 )
 from servecheck.load.stats import RunStats
+from servecheck.load.steady import DEFAULT_SLICE_S, SteadyWindow
 from servecheck.load.summary import (
     SCHEMA_VERSION,
     LoadResult,
@@ -53,7 +54,6 @@ from servecheck.load.summary import (
     summarise,
     warmup_of,
 )
-from servecheck.load.steady import DEFAULT_SLICE_S, SteadyWindow
 from servecheck.load.trace import trace_duration
 from servecheck.load.transport import LOCAL_DIR
 from servecheck.load.warmup import extend_bounds

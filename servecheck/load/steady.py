@@ -262,7 +262,9 @@ def window_bounds(
         end = stop if window.end_s is None else first + window.end_s
         return Bounds(True, first + window.start_s, end, f"{window.text} as asked")
     if mode in ("shape", "trace"):
-        return Bounds(False, first, stop, f"auto: a {mode} run is not one steady load, judged whole")
+        return Bounds(
+            False, first, stop, f"auto: a {mode} run is not one steady load, judged whole"
+        )
     start = first
     how = "auto: open loop reaches its rate with the first send"
     if mode == "closed":
@@ -272,7 +274,10 @@ def window_bounds(
     span = max(stop, last) - first
     if stop - start < MIN_WINDOW_S or (span > 0 and (stop - start) / span < MIN_SHARE):
         return Bounds(
-            False, first, stop, f"auto: the run ({span:.1f} s) is too short for a steady window; judged whole"
+            False,
+            first,
+            stop,
+            f"auto: the run ({span:.1f} s) is too short for a steady window; judged whole",
         )
     return Bounds(True, start, stop, how + ", to the stop")
 
@@ -282,7 +287,10 @@ def within(bounds: Bounds, records: Iterable[Mapping[str, Any]]) -> Iterator[Map
 
 
 def steady_section(
-    window: SteadyWindow, bounds: Bounds, first_sent: float | None, stats_dict: dict[str, Any] | None
+    window: SteadyWindow,
+    bounds: Bounds,
+    first_sent: float | None,
+    stats_dict: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """summary.json's ``steady``: the window asked, where it lay, why, and its figures."""
     t0 = first_sent or 0.0
@@ -356,6 +364,7 @@ def measure(
         return Measured(bounds, sc, None)
     sched = Schedule(mode=mode, planned=None, max_lag_ms=max_lag_ms)
     return Measured(bounds, sc, compute_stats(within(bounds, records()), sched, per_request))
+
 
 __all__ = [
     "DEFAULT_SLICE_S",

@@ -181,7 +181,11 @@ def should_stop(
         # Every request failed at a level: that is a broken target, not a saturated one.
         return f"nothing succeeded at {_fmt_level(dead[0])} (every request failed): the target is broken, not saturated"
     last = steps[-1] if steps else None
-    if last is not None and rules.max_error_rate is not None and last.error_rate > rules.max_error_rate:
+    if (
+        last is not None
+        and rules.max_error_rate is not None
+        and last.error_rate > rules.max_error_rate
+    ):
         return (
             f"error rate {last.error_rate:.1%} at {_fmt_level(last)} is above the bound "
             f"{rules.max_error_rate:.1%}: stopped"

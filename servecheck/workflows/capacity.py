@@ -275,7 +275,9 @@ def _run_steps(
             progress.update(task, description=f"capacity: step {i + 1} at {label}")
             not_ready = ready_before_level(target, spec.level_ready_s) if i else None
             if not_ready:  # the first level had the sweep's own wait
-                stop_reason = f"the target stopped being ready before step {i + 1} ({label}): {not_ready}"
+                stop_reason = (
+                    f"the target stopped being ready before step {i + 1} ({label}): {not_ready}"
+                )
                 break
             if resets is not None:
                 resets.reset(target)

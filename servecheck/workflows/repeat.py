@@ -114,7 +114,9 @@ def format_repeat(summary: dict[str, Any]) -> str:
         f"{summary['method']}"
     ]
     for name, iv in summary["intervals"].items():
-        unit = "req/s" if name == "throughput_rps" else "tok/s" if name == "throughput_tps" else "ms"
+        unit = (
+            "req/s" if name == "throughput_rps" else "tok/s" if name == "throughput_tps" else "ms"
+        )
         span = (
             "no interval (one value)"
             if iv.get("low") is None

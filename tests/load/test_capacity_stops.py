@@ -63,7 +63,11 @@ def _step(
             id="open-below-offered",
         ),
         pytest.param(
-            [_step(1, 10, 100, waiting=0), _step(2, 10.5, 100, waiting=3), _step(4, 10.6, 100, waiting=9)],
+            [
+                _step(1, 10, 100, waiting=0),
+                _step(2, 10.5, 100, waiting=3),
+                _step(4, 10.6, 100, waiting=9),
+            ],
             "the engine's queue up to 9",
             id="queue-grows-latency-flat",
         ),
@@ -85,7 +89,9 @@ def test_sweep_stops_with_the_reason(steps: list[Step], pinned: str) -> None:
         pytest.param([_step(1, 10, 100), _step(2, 20, 105), _step(4, 39, 110)], id="scales"),
         # Flat throughput but latency and queue flat too: a server that is not being pushed.
         pytest.param([_step(1, 10, 100), _step(2, 10, 100), _step(4, 10, 100)], id="not-growing"),
-        pytest.param([_step(5, 4.9, 100, mode="rate"), _step(10, 9.8, 120, mode="rate")], id="open-keeps-up"),
+        pytest.param(
+            [_step(5, 4.9, 100, mode="rate"), _step(10, 9.8, 120, mode="rate")], id="open-keeps-up"
+        ),
         pytest.param([_step(1, 10, 100), _step(2, 19, 110, errors=0.04)], id="errors-under-bound"),
     ],
 )

@@ -158,6 +158,8 @@ def test_load_repeat_runs_twice_and_writes_intervals(
 def test_load_repeat_is_a_usage_error_below_two(capsys: pytest.CaptureFixture[str]) -> None:
     from servecheck.cli import main
 
-    code = main(["load", "--target", "reference", "--users", "1", "--duration", "1s", "--repeat", "0"])
+    code = main(
+        ["load", "--target", "reference", "--users", "1", "--duration", "1s", "--repeat", "0"]
+    )
     assert code == 2
     assert "--repeat 0: between 2 and 50" in capsys.readouterr().err

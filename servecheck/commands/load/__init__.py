@@ -71,7 +71,11 @@ def _repeat(args: argparse.Namespace, spec: LoadSpec) -> Any:
     try:
         rs.validate()
     except SpecError as exc:
-        raise UsageError(exc.render({**FIELD_OPTIONS, "repeat": "--repeat", "master": "--master", "worker": "--worker"})) from None
+        raise UsageError(
+            exc.render(
+                {**FIELD_OPTIONS, "repeat": "--repeat", "master": "--master", "worker": "--worker"}
+            )
+        ) from None
     return rs
 
 
