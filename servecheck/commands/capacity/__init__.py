@@ -154,6 +154,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PCT",
         help="adds the SLO error_rate<=PCT unless an error_rate SLO is given (default: %(default)s; 'none' to drop it)",
     )
+    _add_stop_arguments(parser)
+    parser.add_argument(
+        "--allow-lag",
+        action="store_true",
+        help="count a step whose load generator lagged as judged by its SLOs (default: such a step does not pass)",
+    )
+    add_ready_timeout_argument(parser, "60s")
+    add_run_arguments(parser, "capacity", "<target>")
+
+
+def _add_stop_arguments(parser: argparse.ArgumentParser) -> None:
+    """The sweep's early stops beyond the SLOs, and the prefix-cache reset between levels."""
     parser.add_argument(
         "--stop-error-rate",
         default="5%",
@@ -173,13 +185,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="reset the engine's prefix cache before every level (vLLM POST /reset_prefix_cache in "
         "its dev mode, SGLang POST /flush_cache); where it cannot, the report says so",
     )
-    parser.add_argument(
-        "--allow-lag",
-        action="store_true",
-        help="count a step whose load generator lagged as judged by its SLOs (default: such a step does not pass)",
-    )
-    add_ready_timeout_argument(parser, "60s")
-    add_run_arguments(parser, "capacity", "<target>")
 
 
 def spec_from_args(args: argparse.Namespace) -> CapacitySpec:
