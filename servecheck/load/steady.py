@@ -325,6 +325,53 @@ def steady_line(summary: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def steady_html(summary: Mapping[str, Any], esc: Callable[[str], str]) -> list[str]:
+    """The page's section: the window the SLOs judged and a table of the slices (no plots:
+    those come with the time-series pictures)."""
+    lines = steady_line(summary)
+    rows = ((summary.get("slices") or {}).get("rows")) or []
+    if not lines and not rows:
+        return []
+    out = "<h3>Steady window and time slices</h3><pre>" + esc("\n".join(lines)) + "</pre>"
+    if rows:
+
+        def cell(v: Any) -> str:
+            return "-" if v is None else esc(f"{v:g}" if isinstance(v, float) else str(v))
+
+        head: tuple[str, ...] = ("from s", "to s", "requests", "errors", "req/s", "tok/s")
+        head += ("in flight", "ttft p50", "ttft p95", "ttft p99", "itl p95", "e2e p95")
+        body = "".join(
+            "<tr>"
+            + "".join(
+                f"<td>{cell(v)}</td>"
+                for v in (
+                    r.get("start_s"),
+                    r.get("end_s"),
+                    r.get("count"),
+                    r.get("errors"),
+                    r.get("requests_per_s"),
+                    r.get("output_tokens_per_s"),
+                    r.get("in_flight"),
+                    (r.get("ttft_ms") or {}).get("p50"),
+                    (r.get("ttft_ms") or {}).get("p95"),
+                    (r.get("ttft_ms") or {}).get("p99"),
+                    (r.get("itl_ms") or {}).get("p95"),
+                    (r.get("e2e_ms") or {}).get("p95"),
+                )
+            )
+            + "</tr>"
+            for r in rows
+        )
+        out += (
+            "<table class='slices'><tr>"
+            + "".join(f"<th>{esc(h)}</th>" for h in head)
+            + "</tr>"
+            + body
+            + "</table>"
+        )
+    return [out]
+
+
 RecordsFn = Callable[[], Iterable[Mapping[str, Any]]]
 
 
@@ -376,6 +423,7 @@ __all__ = [
     "parse_slice_s",
     "parse_steady_window",
     "scan",
+    "steady_html",
     "steady_line",
     "steady_section",
     "window_bounds",

@@ -380,6 +380,7 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
         "<h3>Latency (ms)</h3>" + table(("metric", *PCTS, "samples"), lat_rows, numeric=range(1, 8))
     )
     from servecheck.load.breakdown import format_breakdown
+    from servecheck.load.steady import steady_html
     from servecheck.load.warmup import format_warmup
 
     extra = format_breakdown(s) + format_warmup(s)  # multi-turn, prefix cache, warm-up
@@ -387,6 +388,7 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
         parts.append(
             "<h3>Turns, prefix cache, warm-up</h3><pre>" + esc("\n".join(extra)) + "</pre>"
         )
+    parts += steady_html(s, esc)  # the window the SLOs judged, the slices (load/steady.py)
     if plots:
         parts.append("<div class='plots'>" + "".join(_load_plots(run_dir, lat, keys)) + "</div>")
     md = _load_markdown(s, verdict, req, thr, sched, slos, lat_rows)
