@@ -200,3 +200,53 @@ def test_sweep_stops_when_the_target_stops_being_ready(
     assert len(data["steps"]) == 1 and len(probes) == 1
     assert data["stop_reason"].startswith("the target stopped being ready before step 2 (2u)")
     assert "target down" in data["stop_reason"]
+
+
+class _CacheServer:
+    """A loopback server that answers 200 on one reset path and 404 elsewhere (SGLang-like)."""
+
+    def __init__(self, path: str) -> None:
+        import http.server
+        import threading
+
+        seen = self.seen = []  # type: list[str]
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+                seen.append(self.path)
+                self.send_response(200 if self.path == path else 404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_prefix_reset_finds_the_path_that_works_and_keeps_it(tmp_path: Path) -> None:
+    from servecheck.config import load_targets
+    from servecheck.workflows.capacity_guard import PrefixReset
+
+    server = _CacheServer("/flush_cache")
+    try:
+        targets = write_targets(tmp_path / "targets.yaml", sg=(server.base_url, ["m"]))
+        target = load_targets(str(targets)).get("sg")
+        resets = PrefixReset()
+        resets.reset(target)
+        resets.reset(target)
+    finally:
+        server.close()
+    assert resets.as_dict() == {"path": "/flush_cache", "resets": 2, "unavailable": None}
+    # vLLM's path tried once, then only the one that answered.
+    assert server.seen == ["/reset_prefix_cache", "/flush_cache", "/flush_cache"]
