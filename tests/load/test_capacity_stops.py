@@ -178,6 +178,9 @@ def test_sweep_against_a_queue_that_grows_while_health_is_ready_stops_early(
     reset = data["prefix_cache_reset"]
     assert reset["resets"] == 0 and "could not be reset" in reset["unavailable"]
     assert "404" in reset["unavailable"]
+    page = (tmp_path / "cap" / "report.html").read_text()
+    assert page.count("the prefix cache could not be reset") == 1
+    assert "Stopped: over-saturated" in page
 
 
 def test_sweep_stops_when_the_target_stops_being_ready(
