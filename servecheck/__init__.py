@@ -36,6 +36,8 @@ if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ loads eac
         LoadSpec,
         PreflightOptions,
         PreflightReport,
+        RepeatResult,
+        RepeatSpec,
         SoakPlan,
         SoakResult,
         Target,
@@ -47,11 +49,31 @@ if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ loads eac
     from servecheck.api import compare as run_compare
     from servecheck.api import cutover as run_cutover
     from servecheck.api import load as run_load
+    from servecheck.api import load_repeat as run_load_repeat
     from servecheck.api import preflight as run_preflight
     from servecheck.api import soak as run_soak
 
-_COMMANDS = ("accept", "capacity", "check", "compare", "cutover", "load", "preflight", "soak")
-_TYPES = ("PreflightOptions", "PreflightReport", "SoakPlan", "SoakResult", "Target", "target")
+_COMMANDS = (
+    "accept",
+    "capacity",
+    "check",
+    "compare",
+    "cutover",
+    "load",
+    "preflight",
+    "soak",
+    "load_repeat",  # `servecheck load --repeat N`
+)
+_TYPES = (
+    "PreflightOptions",
+    "PreflightReport",
+    "RepeatResult",
+    "RepeatSpec",
+    "SoakPlan",
+    "SoakResult",
+    "Target",
+    "target",
+)
 __all__ = sorted(
     [
         "__version__",

@@ -28,6 +28,7 @@ from servecheck.workflows.capacity import CapacityResult, CapacitySpec
 from servecheck.workflows.compare import CompareResult, CompareSpec
 from servecheck.workflows.conformance import CheckResult, CheckSpec
 from servecheck.workflows.cutover import CutoverResult, CutoverSpec
+from servecheck.workflows.repeat import RepeatResult, RepeatSpec
 
 
 def target(name: str, targets_file: str | Path | None = None) -> Target:
@@ -60,6 +61,14 @@ def load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> LoadRes
         raise
     _load_outputs(result)
     return result
+
+
+def load_repeat(spec: RepeatSpec, on_log: Callable[[str], None] | None = None) -> RepeatResult:
+    """``spec.repeat`` load runs of one spec (each as :func:`load`), and confidence intervals
+    over them (workflows/repeat.py)."""
+    from servecheck.workflows.repeat import run_repeat
+
+    return run_repeat(spec, lambda one: load(one, on_log=on_log), on_log=on_log)
 
 
 def _partial_reason(result: LoadResult, signum: int) -> str:
@@ -160,6 +169,8 @@ __all__ = [
     "LoadSpec",
     "PreflightOptions",
     "PreflightReport",
+    "RepeatResult",
+    "RepeatSpec",
     "SoakPlan",
     "SoakResult",
     "Target",
@@ -169,6 +180,7 @@ __all__ = [
     "compare",
     "cutover",
     "load",
+    "load_repeat",
     "preflight",
     "soak",
     "target",

@@ -21,6 +21,9 @@ A load plan (``loadtests/*.yaml``) is a named set of defaults for ``servecheck l
     warmup: 10s                      # or {seconds: 10, requests: 20}: sent first, kept out
     api: messages                    # chat (default) or messages: Anthropic's /v1/messages
     images: 1x512x512,2x256x256      # or a folder of PNG/JPEG files, relative to the plan's folder
+    steady_window: auto              # or 10s:50s, or none: the part the SLOs judge
+    slice_s: 5s                      # summary.json's time slices
+    repeat: 3                        # three runs, confidence intervals over them
 
 Options given on the command line override the plan's.
 """
@@ -61,6 +64,9 @@ PLAN_KEYS = (
     "warmup",
     "api",
     "images",
+    "steady_window",  # auto | START:END | none (load/steady.py)
+    "slice_s",  # the width of summary.json's time slices
+    "repeat",  # run the plan N times, with confidence intervals (workflows/repeat.py)
 )
 WARMUP_KEYS = ("seconds", "requests")
 DATASET_KEYS = ("path", "format")

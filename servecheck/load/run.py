@@ -48,6 +48,7 @@ from servecheck.load.slo import (
     reject_cold,
 )
 from servecheck.load.stats import RunStats
+from servecheck.load.steady import DEFAULT_SLICE_S, SteadyWindow
 from servecheck.load.summary import (
     SCHEMA_VERSION,
     LoadResult,
@@ -126,6 +127,9 @@ class LoadSpec:
     # The engine's /metrics sampled beside the run and reconciled after it (load/server_watch.py)
     server_metrics: bool = True
     metrics_interval_s: float | None = None  # None: the target's telemetry.interval_s, else 1 s
+    # The part of the run the SLOs judge, and the width of summary.json's slices (load/steady.py).
+    steady_window: SteadyWindow = field(default_factory=SteadyWindow)
+    slice_s: float = DEFAULT_SLICE_S
 
     def __post_init__(self) -> None:
         self.slos = as_slos(self.slos)
@@ -175,6 +179,8 @@ def validate(spec: LoadSpec) -> list[SLO]:
         raise SpecError("{users} must be >= 1")
     if spec.metrics_interval_s is not None and not spec.metrics_interval_s > 0:
         raise SpecError("{metrics_interval_s} must be > 0 (seconds between /metrics scrapes)")
+    if not spec.slice_s >= 0.1:
+        raise SpecError("{slice_s} {n:g} s: at least 0.1 s", n=spec.slice_s)
     if spec.max_requests is not None and spec.max_requests < 1:
         raise SpecError("{max_requests} must be >= 1")
     request_id_header(spec.request_id_header)  # a name that cannot split the request head

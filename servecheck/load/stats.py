@@ -91,6 +91,12 @@ class Histogram:
     def count(self) -> int:
         return int(self._h.get_total_count())
 
+    def add(self, other: Histogram) -> None:
+        """Merge ``other`` into this one (HDR histograms add exactly: per-slice ones merge)."""
+        self._h.add(other._h)
+        self._sum_us += other._sum_us
+        self.clipped += other.clipped
+
     def encode(self) -> str:
         """The histogram in HDR's portable base64 encoding (what a worker sends its master)."""
         return self._h.encode().decode("ascii")

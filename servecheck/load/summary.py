@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,7 @@ from servecheck.load.plan import RunConfig
 from servecheck.load.records import MERGED_NAME, merge_records
 from servecheck.load.slo import SLO, Verdict, evaluate, request_predicate
 from servecheck.load.stats import RunStats, Schedule, compute_stats
+from servecheck.load.steady import Measured, measure, steady_line, steady_section
 from servecheck.load.timings import TimingsTally, format_timings
 from servecheck.load.transport import read_transport, transport_reasons
 from servecheck.load.verdict import compose, load_run_verdict
@@ -195,6 +196,40 @@ def _over_budget(stats: RunStats, verdicts: Sequence[Verdict]) -> str | None:
     )
 
 
+def _steady(
+    spec: LoadSpec, cfg: RunConfig, records: Callable[[], Any], read: Any, slos: Sequence[SLO]
+) -> Measured:
+    """The steady window and the time slices (load/steady.py)."""
+    first = next(iter(read.iter_records()), None)  # the run's first send, warm-up included
+    return measure(
+        records,
+        spec.steady_window,
+        spec.slice_s,
+        mode=cfg.mode,
+        users=cfg.users,
+        run_start=None if first is None else float(first.get("t_sent") or 0.0),
+        duration_s=cfg.duration_s,
+        per_request=request_predicate(slos),
+        max_lag_ms=spec.max_lag_ms,
+    )
+
+
+def _judge(slos: Sequence[SLO], stats: RunStats, window: RunStats | None) -> list[Verdict]:
+    """Every SLO but the error budget on the steady window (when one applies), the budget on
+    the whole run. With no request finished the budget measures nothing, and a window that
+    held no request judges nothing: the other rules judge the run."""
+    out: list[Verdict] = []
+    for s in slos:
+        if s.source == BUDGET:
+            if stats.total:
+                out += evaluate([s], stats)
+        elif window is None:
+            out += evaluate([s], stats)
+        elif window.total:
+            out += evaluate([s], window)
+    return out
+
+
 def summarise(
     spec: LoadSpec,
     cfg: RunConfig,
@@ -226,12 +261,14 @@ def summarise(
     sched = Schedule(mode=cfg.mode, planned=planned, max_lag_ms=spec.max_lag_ms)
     tally = TimingsTally(header=cfg.request_id_header)  # fed by the statistics pass
     stats = compute_stats(tally.tap(records()), sched, request_predicate(slos), loop_lag)
-    # With no request finished the budget measures nothing: the other rules judge the run.
-    verdicts = evaluate([s for s in slos if stats.total or s.source != BUDGET], stats)
+    steady = _steady(spec, cfg, records, read, slos)
+    verdicts = _judge(slos, stats, steady.stats)
     slo_ok = all(v.passed for v in verdicts)
     over_budget = _over_budget(stats, verdicts)
     transport = read_transport(run_dir)  # workers' records came over Locust's channel
     unmeasured = _unmeasured(spec, stats, run_dir, locust_rc, transport, partial)
+    if steady.empty and stats.total:
+        unmeasured.append(f"the steady window ({steady.bounds.how}) held no request")
     judged = load_run_verdict(
         total=stats.total,
         ok=stats.ok,
@@ -286,6 +323,13 @@ def summarise(
         "generator": _generator(infos, locust_rc),
         "files": sorted(p.name for p in run_dir.iterdir() if p.is_file()),
     }
+    summary["steady"] = steady_section(
+        spec.steady_window,
+        steady.bounds,
+        steady.scan.first_sent,
+        None if steady.stats is None else steady.stats.as_dict(),
+    )
+    summary["slices"] = {"slice_s": steady.scan.slice_s, "rows": steady.scan.as_list()}
     summary.update(scenario_breakdown(records(), run_dir))  # turns, prefix cache
     summary.update(image_breakdown(records()))  # --images: tokens per image, TTFT by size
     summary.update(tally.as_dict())  # TTFT decomposition, slowest requests (load/timings.py)
@@ -347,7 +391,7 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
             f"{tok['discrepant_requests']} requests differ, {tok['usage_missing']} without usage"
         )
     lines += format_breakdown(summary) + format_images(summary) + format_warmup(summary)
-    lines += format_timings(summary)
+    lines += steady_line(summary) + format_timings(summary)
     lines += server_truth.lines(summary.get("server"))
     if summary.get("error_budget"):
         lines.append(budget_line(summary["error_budget"]))

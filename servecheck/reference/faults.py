@@ -830,6 +830,12 @@ _fault(
     "stream ends with no finish_reason and no [DONE] (the request was dropped mid-stream)",
     "OVERLOAD-STREAM",
 )
+# No check catches it: a capacity sweep does (tests/load/test_capacity_stops.py stops early on it)
+_fault(
+    "overload-queue-unbounded",
+    "requests above capacity wait in a queue that grows without bound (latency climbs, the "
+    "waiting gauge grows) while /health answers 200",
+)
 
 # Context
 _fault("ctx-silent-truncate", "over-long prompts are silently truncated with a 200", "CTX-OVERLONG")

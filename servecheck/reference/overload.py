@@ -4,18 +4,25 @@ With ``ServerConfig.max_inflight`` set, a generation request that arrives while 
 flight is answered at once with 429, an OpenAI error object and ``Retry-After`` (what LiteLLM's
 and OpenAI's rate limiters send), instead of queueing. The ``overload-*`` faults turn that answer
 into the defects users meet under bursts: a reset connection, a 500, a bare 429, no Retry-After,
-or a server that is wedged after the burst. A fault that needs a limit brings one
+or a server that is wedged after the burst. ``overload-queue-unbounded`` is the other way to
+fail under load: nothing is shed, every request above the limit waits in a queue that grows
+without bound (``vllm:num_requests_waiting`` counts it), latency climbs with the load, and
+``/health`` answers 200 all along: a capacity sweep must see saturation from what it measures,
+not from the health probe. A fault that needs a limit brings one
 (:data:`FAULT_LIMIT`) when the config sets none, so ``servecheck reference-server --fault
 overload-500`` shows the defect as it is.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+
+from servecheck.reference.http import STATE
 
 GENERATION_PATHS = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/responses"})
 FAULT_LIMIT = 4
@@ -29,6 +36,7 @@ OVERLOAD_FAULTS = frozenset(
         "overload-wedged",
         "overload-stream-error-in-200",
         "overload-stream-cut",
+        "overload-queue-unbounded",
     }
 )
 
@@ -39,6 +47,8 @@ class Admission:
 
     inflight: int = 0
     shed: int = 0
+    queued: int = 0  # overload-queue-unbounded: requests that waited for a slot
+    gate: asyncio.Semaphore | None = None
 
 
 ADMISSION = web.AppKey("admission", Admission)
@@ -119,6 +129,31 @@ async def _cut_stream(request: web.Request) -> web.StreamResponse:
     return response
 
 
+async def _queued(
+    request: web.Request, handler: Any, state: Admission, limit: int
+) -> web.StreamResponse:
+    """The overload-queue-unbounded defect: wait for one of ``limit`` slots, however long the
+    queue (shown as the engine's waiting gauge); never a 429, never a sign on /health."""
+    if state.gate is None:
+        state.gate = asyncio.Semaphore(limit)
+    engine = request.app[STATE]
+    waits = state.gate.locked()
+    if waits:
+        state.queued += 1
+        engine.waiting += 1
+    try:
+        await state.gate.acquire()
+    finally:
+        if waits:
+            engine.waiting -= 1
+    state.inflight += 1
+    try:
+        return await handler(request)
+    finally:
+        state.inflight -= 1
+        state.gate.release()
+
+
 def middleware(max_inflight: int, faults: frozenset[str], on_wedged: Any) -> Any:
     """An aiohttp middleware that sheds generation requests above the limit.
 
@@ -132,6 +167,8 @@ def middleware(max_inflight: int, faults: frozenset[str], on_wedged: Any) -> Any
         if not limit or request.path not in GENERATION_PATHS:
             return await handler(request)
         state = request.app[ADMISSION]
+        if "overload-queue-unbounded" in faults:
+            return await _queued(request, handler, state, limit)
         if state.inflight >= limit:
             state.shed += 1
             if "overload-stream-error-in-200" in faults and await _streamed(request):

@@ -49,19 +49,26 @@ class Step:
     run_id: str = ""
     total: int = 0
     breakdown: dict[str, Any] | None = None  # turns and prefix cache (level_breakdown)
+    # The engine's own view (summary.json's server section, when the run sampled /metrics):
+    waiting_max: float | None = None  # requests_waiting's highest sample
+    preemptions: float | None = None  # the preemptions counter's rise over the step
+    judged_on: str = "whole run"  # or "steady window a-b s" (load/steady.py)
 
     @classmethod
     def from_summary(cls, level: float, mode: str, summary: dict[str, Any], passed: bool) -> Step:
-        lat = summary.get("latency_ms") or {}
+        steady = summary.get("steady") or {}
+        applied = bool(steady.get("applied")) and bool((steady.get("requests") or {}).get("total"))
+        # The steady window's latencies when one applied (what the SLOs judged), else the run's.
+        lat = (steady.get("latency_ms") if applied else None) or summary.get("latency_ms") or {}
+        thr = (steady.get("throughput") if applied else None) or summary.get("throughput") or {}
         error_rate = float((summary.get("requests") or {}).get("error_rate") or 0.0)
         # Successful requests only: a server that fails fast would otherwise look like a fast one.
         return cls(
             level=level,
             mode=mode,
             passed=passed,
-            requests_per_s=float((summary.get("throughput") or {}).get("requests_per_s") or 0.0)
-            * (1.0 - error_rate),
-            tokens_per_s=float((summary.get("throughput") or {}).get("output_tokens_per_s") or 0.0),
+            requests_per_s=float(thr.get("requests_per_s") or 0.0) * (1.0 - error_rate),
+            tokens_per_s=float(thr.get("output_tokens_per_s") or 0.0),
             error_rate=error_rate,
             goodput=summary.get("goodput"),
             latency_ms={
@@ -73,6 +80,11 @@ class Step:
             run_id=str(summary.get("run_id") or ""),
             total=int((summary.get("requests") or {}).get("total") or 0),
             breakdown=level_breakdown(summary),
+            waiting_max=server_figure(summary, "gauges", "requests_waiting", "max"),
+            preemptions=server_figure(summary, "counters", "preemptions", "delta"),
+            judged_on=f"steady window {steady.get('start_s')}-{steady.get('end_s')} s"
+            if applied
+            else "whole run",
         )
 
     def metric(self, name: str) -> float | None:
@@ -82,6 +94,22 @@ class Step:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def server_figure(summary: dict[str, Any], kind: str, name: str, stat: str) -> float | None:
+    """One figure of a step's engine metrics, or None where the run has none.
+
+    The only reader of summary.json's ``server`` section here (it is written by the run's
+    /metrics sampler; older runs and targets without /metrics have none). The keys read:
+    ``summary["server"]["gauges"][name]["max"]`` (e.g. ``requests_waiting``) and
+    ``summary["server"]["counters"][name]["delta"]`` (e.g. ``preemptions``)."""
+    server = summary.get("server")
+    section = server.get(kind) if isinstance(server, dict) else None
+    entry = section.get(name) if isinstance(section, dict) else None
+    value = entry.get(stat) if isinstance(entry, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        return None
+    return float(value)
 
 
 MAX_TURN_COLUMNS = 8  # turns past this are in the step's own report
@@ -130,24 +158,97 @@ def level_breakdown(summary: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
-def should_stop(steps: Sequence[Step], drop: float = 0.10) -> str | None:
+@dataclass(frozen=True, slots=True)
+class StopRules:
+    """The sweep's early stops beyond the SLOs: ``max_error_rate`` (a level failing more
+    requests than this ends it; None: off) and ``saturation_margin`` (achieved below what the
+    load asked for by more than this share, two levels running, while latency or the engine's
+    queue grew: over-saturated)."""
+
+    drop: float = 0.10
+    max_error_rate: float | None = 0.05
+    saturation_margin: float = 0.10
+    knee_metric: str = "e2e_p95"
+
+
+def should_stop(
+    steps: Sequence[Step], drop: float = 0.10, rules: StopRules | None = None
+) -> str | None:
     """Why the sweep should stop after the last step, or None to go on."""
+    rules = rules or StopRules(drop=drop)
     dead = [s for s in steps if s.total and s.requests_per_s == 0 and s.error_rate >= 1.0]
     if dead:
         # Every request failed at a level: that is a broken target, not a saturated one.
         return f"nothing succeeded at {_fmt_level(dead[0])} (every request failed): the target is broken, not saturated"
+    last = steps[-1] if steps else None
+    if (
+        last is not None
+        and rules.max_error_rate is not None
+        and last.error_rate > rules.max_error_rate
+    ):
+        return (
+            f"error rate {last.error_rate:.1%} at {_fmt_level(last)} is above the bound "
+            f"{rules.max_error_rate:.1%}: stopped"
+        )
     breaches = [s for s in steps if not s.passed]
     if len(breaches) >= 2:
         return f"SLOs not met at two load levels ({', '.join(_fmt_level(s) for s in breaches[:2])}): past saturation"
     if len(steps) >= 2:
         best = max(s.requests_per_s for s in steps[:-1])
-        last = steps[-1].requests_per_s
-        if best > 0 and last < (1.0 - drop) * best:
+        got = steps[-1].requests_per_s
+        if best > 0 and got < (1.0 - rules.drop) * best:
             return (
-                f"throughput dropped to {last:.2f} req/s at {_fmt_level(steps[-1])}, "
-                f"{(1 - last / best) * 100:.0f}% below the best {best:.2f} req/s: past saturation"
+                f"throughput dropped to {got:.2f} req/s at {_fmt_level(steps[-1])}, "
+                f"{(1 - got / best) * 100:.0f}% below the best {best:.2f} req/s: past saturation"
             )
-    return None
+    return over_saturated(steps, rules.saturation_margin, rules.knee_metric)
+
+
+def _grew(prev: Step, step: Step, metric: str) -> bool:
+    """Latency (the knee's metric) or the engine's waiting queue rose from ``prev`` to ``step``."""
+    a, b = prev.metric(metric), step.metric(metric)
+    if a is not None and b is not None and b > a:
+        return True
+    return (step.waiting_max or 0.0) > (prev.waiting_max or 0.0)
+
+
+def over_saturated(steps: Sequence[Step], margin: float, metric: str) -> str | None:
+    """Over-saturation, at each of the last two steps, while latency (``metric``) or the
+    engine's waiting queue grew (None: not so). Open loop asks a rate: the achieved rate stayed
+    more than ``margin`` below it. A closed loop (or a trace's speed) asks "more": its
+    throughput grew by less than ``margin`` over the step before though the load grew (extra
+    users only queue: Little's law), which takes three steps to see twice."""
+    if len(steps) < 2:
+        return None
+    prev, last = steps[-2], steps[-1]
+    if last.mode == "rate":
+        hit = all(s.requests_per_s < (1.0 - margin) * s.level for s in (prev, last))
+        hit = hit and _grew(prev, last, metric)
+        said = (
+            f"the achieved rate stayed more than {margin:.0%} below the offered "
+            f"({last.requests_per_s:.2f} of {last.level:g} req/s at the last)"
+        )
+    elif len(steps) >= 3:
+        pairs = ((steps[-3], prev), (prev, last))
+        hit = all(
+            b.level > a.level and b.requests_per_s < (1.0 + margin) * a.requests_per_s
+            for a, b in pairs
+        ) and all(_grew(a, b, metric) for a, b in pairs)
+        said = (
+            f"throughput grew by less than {margin:.0%} a level ({steps[-3].requests_per_s:.2f}, "
+            f"{prev.requests_per_s:.2f}, {last.requests_per_s:.2f} req/s) as the load grew"
+        )
+    else:
+        return None
+    if not hit:
+        return None
+    queue = (
+        f", the engine's queue up to {last.waiting_max:g}" if last.waiting_max is not None else ""
+    )
+    return (
+        f"over-saturated: at {_fmt_level(prev)} and {_fmt_level(last)} {said} "
+        f"while {metric}{queue} grew"
+    )
 
 
 def _fmt_level(s: Step) -> str:
@@ -225,10 +326,25 @@ def replicas_for(target_rate: float, per_replica_rate: float, headroom: float = 
     return max(1, math.ceil(target_rate / (per_replica_rate * headroom) - 1e-9))
 
 
+def engine_knee(steps: Sequence[Step]) -> tuple[int, str] | None:
+    """The first level at which the engine itself says it is saturated: requests waited in its
+    queue, or it preempted running ones (None: no such level, or no engine metrics)."""
+    for i, s in enumerate(steps):
+        if s.preemptions is not None and s.preemptions > 0:
+            return i, f"the engine preempted {s.preemptions:g} requests"
+        if s.waiting_max is not None and s.waiting_max >= 1:
+            return i, f"requests waited in the engine's queue (up to {s.waiting_max:g})"
+    return None
+
+
 __all__ = [
     "UNITS",
     "Knee",
     "Step",
+    "StopRules",
+    "engine_knee",
+    "over_saturated",
+    "server_figure",
     "best_step",
     "knee",
     "level_breakdown",

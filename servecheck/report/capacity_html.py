@@ -22,6 +22,14 @@ def _findings(data: dict[str, Any], unit: str) -> list[str]:
             else "No knee found (fewer than three points, or no bend)."
         ),
     ]
+    ek = data.get("engine_knee")
+    if ek:
+        lines.append(f"Engine saturation: {ek['level']:g} {unit} ({ek['why']}).")
+    reset = data.get("prefix_cache_reset") or {}
+    if reset.get("unavailable"):
+        lines.append(f"Note: {reset['unavailable']}.")
+    elif reset.get("resets"):
+        lines.append(f"Prefix cache reset before each level ({reset['path']}).")
     if data.get("target_rate"):
         lines.append(
             f"Replicas for {data['target_rate']:g} req/s (headroom {data.get('headroom')}): {data.get('replicas') or 'unknown'}."

@@ -13,6 +13,13 @@ Significance, per metric:
 * throughput (requests/s, output tokens/s): per-second completion counts of the two runs
   (first and last partial seconds dropped), Mann-Whitney U plus a bootstrap interval of the mean;
 * error rate and goodput: Fisher's exact test on the 2x2 table of counts;
+* repeated runs (``servecheck load --repeat N``, a folder whose summary.json is ``kind:
+  repeat``): the per-request tests above run on its first run's records, and then, for every
+  metric both sides have a confidence interval over their runs for (TTFT / ITL / E2E p50, p95,
+  p99 and throughput; Student t, load/intervals.py), a change whose intervals overlap is not
+  significant (no regression, no improvement; the row says so). The intervals only ever
+  withdraw a significance: a change within the run-to-run spread is noise, however many
+  requests a single run had;
 * conformance: a check that passed (or was skipped, non-strict or a known failure) in the
   baseline and now fails, errors or unexpectedly passes is *newly failing*; that is always a
   regression (no statistics: checks are deterministic).
@@ -167,6 +174,19 @@ class RunParts:
     load: Path | None = None
     version: str | None = None
     target: str | None = None
+    intervals: dict[str, Any] | None = None  # a repeated run's, over its runs (load/intervals.py)
+
+
+def _repeat_part(root: Path, parts: RunParts) -> None:
+    """A repeat folder: its first run is the load part, its intervals come along."""
+    summary = read_json(root / "summary.json")
+    if summary.get("kind") != "repeat":
+        return
+    runs = sorted(p for p in root.glob("run-*") if (p / "summary.json").exists())
+    if runs:
+        parts.load = runs[0]
+        iv = summary.get("intervals")
+        parts.intervals = iv if isinstance(iv, dict) else None
 
 
 def locate(run_dir: Path | str) -> RunParts:
@@ -175,11 +195,14 @@ def locate(run_dir: Path | str) -> RunParts:
     if not root.is_dir():
         raise UsageError(f"{root}: no such run folder")
     parts = RunParts(root)
+    _repeat_part(root, parts)
     for cand in (root / "conformance", root):
         if (cand / "results.jsonl").exists():
             parts.conformance = cand
             break
     for cand in (root / "load", root):
+        if parts.load is not None:
+            break
         if (
             (cand / "records.jsonl").exists()
             or worker_files(cand)  # a killed run: its per-worker records are all there is
@@ -568,6 +591,42 @@ class Comparison:
         }
 
 
+def apply_intervals(
+    metrics: list[MetricDelta],
+    base: dict[str, Any] | None,
+    cur: dict[str, Any] | None,
+    notes: list[str],
+) -> None:
+    """Withdraw the significance of a change that lies within both runs' repeat intervals."""
+    from servecheck.load.intervals import Interval
+
+    if base is None and cur is None:
+        return
+    if base is None or cur is None:
+        notes.append(
+            "only one of the runs was repeated: judged by the per-request tests of one run each"
+        )
+        return
+    for d in metrics:
+        a, b = base.get(d.name), cur.get(d.name)
+        ia = Interval.from_dict(a) if isinstance(a, dict) else None
+        ib = Interval.from_dict(b) if isinstance(b, dict) else None
+        if ia is None or ib is None:
+            continue
+        overlap = ia.overlaps(ib)
+        if overlap is None:
+            continue
+        span = (
+            f"repeat intervals [{ia.low:.3g}, {ia.high:.3g}] (n={ia.n}) and "
+            f"[{ib.low:.3g}, {ib.high:.3g}] (n={ib.n})"
+        )
+        if overlap and d.significant:
+            d.significant = d.regression = d.improvement = False
+            d.note = (d.note + "; " if d.note else "") + f"{span} overlap: within run-to-run spread"
+        elif not overlap:
+            d.note = (d.note + "; " if d.note else "") + f"{span} apart"
+
+
 def compare_runs(
     baseline: Path | str,
     current: Path | str,
@@ -605,6 +664,7 @@ def compare_runs(
         cmp.metrics += compare_latency(ra, rb, ths, seed=seed, alpha=alpha, n_boot=n_boot)
         cmp.metrics += compare_throughput(sa, sb, ra, rb, ths, seed=seed, alpha=alpha)
         cmp.metrics += compare_rates(sa, sb, ths, alpha=alpha)
+        apply_intervals(cmp.metrics, a.intervals, b.intervals, cmp.notes)
     elif a.load is not None or b.load is not None:
         cmp.notes.append("only one of the runs has a load part: load metrics not compared")
     if a.conformance is not None and b.conformance is not None:
@@ -620,6 +680,7 @@ __all__ = [
     "MetricDelta",
     "RunParts",
     "Threshold",
+    "apply_intervals",
     "bootstrap_diff",
     "compare_conformance",
     "compare_latency",

@@ -385,6 +385,7 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
     parts.append(timings_html(s, Tables(table, md_table)))  # TTFT decomposition, slowest
     from servecheck.load.breakdown import format_breakdown
     from servecheck.load.image_stats import format_images
+    from servecheck.load.steady import steady_html
     from servecheck.load.warmup import format_warmup
 
     extra = format_breakdown(s) + format_images(s) + format_warmup(s)  # + --images by size
@@ -393,6 +394,7 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
             "<h3>Turns, prefix cache, images, warm-up</h3><pre>" + esc("\n".join(extra)) + "</pre>"
         )
     parts.append(server_html(s.get("server")))  # engine truth (load/server_truth.py)
+    parts += steady_html(s, esc)  # the window the SLOs judged, the slices (load/steady.py)
     if plots:
         parts.append("<div class='plots'>" + "".join(_load_plots(run_dir, lat, keys)) + "</div>")
     md = _load_markdown(s, verdict, req, thr, sched, slos, lat_rows)

@@ -59,6 +59,13 @@ class CapacitySpec:
     trace: str | None = None  # levels are speed factors of this trace's replay (mode "speed")
     trace_format: str = "auto"
     max_error_rate: str = percent(DEFAULT_ERROR_BUDGET)
+    # Early stops (report/capacity.py StopRules): a level failing more than this share ends the
+    # sweep (None: off); achieved this far below the load asked, two levels running, while
+    # latency or the queue grew, is over-saturation.
+    stop_error_rate: float | None = 0.05
+    saturation_margin: float = 0.10
+    reset_prefix_cache: bool = False  # between levels, where the engine exposes it
+    level_ready_s: float = 10.0  # the readiness probe before every level waits this long
     allow_lag: bool = False
     ready_timeout_s: float = 60.0
     out: Path = Path("reports")
@@ -91,6 +98,10 @@ class CapacitySpec:
             raise SpecError("the trace scenario needs {trace} FILE (levels: {speeds} 1,2,4)")
         if not 1 <= self.step_duration_s <= 3600:
             raise SpecError(f"{{step_duration_s}} {self.step_duration_s:g}s: between 1s and 1h")
+        if self.stop_error_rate is not None and not 0 <= self.stop_error_rate <= 1:
+            raise SpecError(f"{{stop_error_rate}} {self.stop_error_rate:g}: between 0 and 1")
+        if not 0 < self.saturation_margin < 1:
+            raise SpecError(f"{{saturation_margin}} {self.saturation_margin:g}: between 0 and 1")
         if not 1 <= self.max_steps <= 50:
             raise SpecError(f"{{max_steps}} {self.max_steps}: between 1 and 50")
         if not 0 < self.headroom <= 1:
@@ -149,8 +160,17 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
     mode = "speed" if spec.trace else "rate" if spec.rates else "users"
     # A level that answers fast by failing a third of the requests has not "met the SLOs".
     slos = with_error_budget(spec.slos, spec.error_budget(), parse_slos(target.slo, "targets.yaml"))
-    steps, statuses, stop_reason = _run_steps(spec, target, run_dir, levels, slos, mode)
+    from servecheck.workflows.capacity_guard import PrefixReset
+
+    resets = PrefixReset() if spec.reset_prefix_cache else None
+    steps, statuses, stop_reason = _run_steps(spec, target, run_dir, levels, slos, mode, resets)
     data = _findings(spec, target, mode, slos, steps, stop_reason)
+    data["prefix_cache_reset"] = None if resets is None else resets.as_dict()
+    data["stop_rules"] = {
+        "stop_error_rate": spec.stop_error_rate,
+        "saturation_margin": spec.saturation_margin,
+        "throughput_drop_pct": spec.throughput_drop_pct,
+    }
     verdict = _verdict(spec, data, statuses)
     data.update(verdict=verdict.status, reasons=verdict.reasons, ok=verdict.passed)
     write_json(run_dir / "capacity.json", data)
@@ -230,18 +250,26 @@ def _run_steps(
     levels: list[float],
     slos: list[SLO],
     mode: str,
+    resets: Any = None,
 ) -> tuple[list[Any], list[str], str]:
     """Run the steps until saturation or the last level: (steps, their verdicts, why it stopped)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from servecheck.load.run import run_load
-    from servecheck.report.capacity import Step, should_stop
+    from servecheck.report.capacity import Step, StopRules, should_stop
     from servecheck.report.html import write_load_html
+    from servecheck.workflows.capacity_guard import ready_before_level
     from servecheck.workflows.support import say
 
     steps: list[Step] = []
     statuses: list[str] = []
     stop_reason = "all levels run"
+    rules = StopRules(
+        drop=spec.throughput_drop_pct / 100.0,
+        max_error_rate=spec.stop_error_rate,
+        saturation_margin=spec.saturation_margin,
+        knee_metric=spec.knee_metric,
+    )
     (run_dir / "steps").mkdir(exist_ok=True)
     with Progress(
         TextColumn("{task.description}"),
@@ -254,6 +282,14 @@ def _run_steps(
         for i, level in enumerate(levels):
             label = _label(spec, level)
             progress.update(task, description=f"capacity: step {i + 1} at {label}")
+            not_ready = ready_before_level(target, spec.level_ready_s) if i else None
+            if not_ready:  # the first level had the sweep's own wait
+                stop_reason = (
+                    f"the target stopped being ready before step {i + 1} ({label}): {not_ready}"
+                )
+                break
+            if resets is not None:
+                resets.reset(target)
             result = run_load(_step_spec(spec, target, run_dir, i, level, slos))
             try:
                 write_load_html(result.run_dir)
@@ -268,7 +304,7 @@ def _run_steps(
                 f"{spec.knee_metric} {_ms(step.metric(spec.knee_metric))}  errors {step.error_rate:.2%}"
                 + _breakdown_line(step.breakdown)
             )
-            reason = should_stop(steps, spec.throughput_drop_pct / 100.0)
+            reason = should_stop(steps, rules=rules)
             if reason:
                 stop_reason = reason
                 break
@@ -287,10 +323,11 @@ def _findings(
     stop_reason: str,
 ) -> dict[str, Any]:
     """capacity.json's figures: the steps, the best level, the knee, the replicas."""
-    from servecheck.report.capacity import best_step, replicas_for, sweep_knee
+    from servecheck.report.capacity import best_step, engine_knee, replicas_for, sweep_knee
 
     best = best_step(steps)
     kn = sweep_knee(steps, spec.knee_metric)
+    engine = engine_knee(steps)
     target_rate = spec.target_rate
     replicas = (
         replicas_for(target_rate, best.requests_per_s, spec.headroom)
@@ -321,6 +358,16 @@ def _findings(
             "latency_ms": kn.latency_ms,
             "metric": kn.metric,
             "distance": kn.distance,
+        },
+        # Where the engine itself said it saturated (its waiting queue, its preemptions): the
+        # knee to plan by when it comes before the latency knee.
+        "engine_knee": None
+        if engine is None
+        else {
+            "level": steps[engine[0]].level,
+            "requests_per_s": steps[engine[0]].requests_per_s,
+            "why": engine[1],
+            "before_latency_knee": kn is None or steps[engine[0]].level < kn.level,
         },
         "target_rate": target_rate,
         "headroom": spec.headroom,
@@ -375,6 +422,12 @@ def _say_findings(data: dict[str, Any], mode: str, page: Path) -> None:
     unit, best, kn = UNITS[mode], data["best"], data["knee"]
     target_rate, replicas = data["target_rate"], data["replicas"]
     say(f"stopped: {data['stop_reason']}")
+    reset = data.get("prefix_cache_reset") or {}
+    if reset.get("unavailable"):
+        say(f"note: {reset['unavailable']}")
+    if data.get("engine_knee"):
+        ek = data["engine_knee"]
+        say(f"engine saturation: {ek['level']:g} {unit} ({ek['why']})")
     say(
         f"highest load meeting the SLOs: {best['level']:g} {unit} ({best['requests_per_s']:.2f} req/s)"
         if best

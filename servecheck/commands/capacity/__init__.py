@@ -157,6 +157,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PCT",
         help="adds the SLO error_rate<=PCT unless an error_rate SLO is given (default: %(default)s; 'none' to drop it)",
     )
+    _add_stop_arguments(parser)
     parser.add_argument(
         "--allow-lag",
         action="store_true",
@@ -164,6 +165,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_ready_timeout_argument(parser, "60s")
     add_run_arguments(parser, "capacity", "<target>")
+
+
+def _add_stop_arguments(parser: argparse.ArgumentParser) -> None:
+    """The sweep's early stops beyond the SLOs, and the prefix-cache reset between levels."""
+    parser.add_argument(
+        "--stop-error-rate",
+        default="5%",
+        metavar="PCT",
+        help="stop the sweep at a level failing more than PCT of its requests (default: %(default)s; 'none': never)",
+    )
+    parser.add_argument(
+        "--saturation-margin",
+        default="10%",
+        metavar="PCT",
+        help="over-saturated, stop: two levels running achieved more than PCT below the load asked "
+        "while latency or the engine's queue grew (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--reset-prefix-cache",
+        action="store_true",
+        help="reset the engine's prefix cache before every level (vLLM POST /reset_prefix_cache in "
+        "its dev mode, SGLang POST /flush_cache); where it cannot, the report says so",
+    )
 
 
 def spec_from_args(args: argparse.Namespace) -> CapacitySpec:
@@ -201,12 +225,29 @@ def spec_from_args(args: argparse.Namespace) -> CapacitySpec:
         api=args.api,
         images=normalise_images(args.images),
         max_error_rate=args.max_error_rate,
+        stop_error_rate=_share(args.stop_error_rate, "--stop-error-rate", none_ok=True),
+        saturation_margin=_share(args.saturation_margin, "--saturation-margin") or 0.0,
+        reset_prefix_cache=args.reset_prefix_cache,
         allow_lag=args.allow_lag,
         ready_timeout_s=parse_duration(args.ready_timeout),
         out=out_dir(args),
         run_id=args.run_id,
         reference_args=checked_reference_args(args.reference_arg),
     )
+
+
+def _share(text: str, option: str, none_ok: bool = False) -> float | None:
+    """``5%`` or ``0.05`` -> 0.05; ``none`` -> None where allowed."""
+    raw = str(text).strip().lower()
+    if none_ok and raw in ("none", "off"):
+        return None
+    try:
+        value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise UsageError(f"{option} {text!r}: a share such as 5% or 0.05") from None
+    if not 0 <= value <= 1:
+        raise UsageError(f"{option} {text!r}: between 0% and 100%")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:

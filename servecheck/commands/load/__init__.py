@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from servecheck.commands.load.arguments import FIELD_OPTIONS, add_arguments
 from servecheck.commands.load.spec import spec_from_options
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError, UsageError
 
 # Re-exported: callers wrote ``from servecheck.commands.load import LoadSpec, run_load`` before
 # the run moved into the library; new code imports servecheck.load.run.
@@ -46,11 +47,48 @@ def run(args: argparse.Namespace) -> int:
     from servecheck.workflows.support import reference_env
 
     spec = spec_from_args(args)  # every usage error before a server starts
+    repeat = _repeat(args, spec)
     # Distributed runs share one target: each process starting its own would split it.
     with reference_env([args.target], enabled=not (args.master or args.worker)) as started:
         if started:  # its address is known now
             spec = spec_from_args(args)
-        return _run(spec)
+            repeat = _repeat(args, spec)
+        return _run(spec) if repeat is None else _run_repeat(repeat)
+
+
+def _repeat(args: argparse.Namespace, spec: LoadSpec) -> Any:
+    """``--repeat N`` (or a plan's ``repeat``) as a checked RepeatSpec; None for one run."""
+    from servecheck.workflows.repeat import RepeatSpec
+
+    n = args.repeat if args.repeat is not None else read_plan(args.plan).get("repeat")
+    if n is None or (n == 1 and args.repeat is not None):
+        return None
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise UsageError(f"repeat {n!r}: a whole number of runs")
+    if n == 1:
+        return None
+    rs = RepeatSpec(spec, n)
+    try:
+        rs.validate()
+    except SpecError as exc:
+        raise UsageError(
+            exc.render(
+                {**FIELD_OPTIONS, "repeat": "--repeat", "master": "--master", "worker": "--worker"}
+            )
+        ) from None
+    return rs
+
+
+def _run_repeat(rs: Any) -> int:
+    from servecheck import api
+    from servecheck.workflows.repeat import format_repeat
+
+    result = api.load_repeat(rs, on_log=lambda s: print(s, file=sys.stderr, flush=True))
+    for one in result.runs:
+        print(format_summary(one.summary, one.verdicts))
+    print(format_repeat(result.summary))
+    print(f"report: {result.run_dir} (run-01 ... run-{len(result.runs):02d}, summary.json)")
+    return result.exit_code
 
 
 def _run(spec: LoadSpec) -> int:

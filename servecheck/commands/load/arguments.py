@@ -225,6 +225,35 @@ def add_replay_arguments(g: argparse._ArgumentGroup) -> None:
     )
 
 
+def add_steady_arguments(g: argparse._ArgumentGroup) -> None:
+    """Which part of the run the SLOs judge, the time slices, repeated runs (load/steady.py,
+    workflows/repeat.py)."""
+    env = os.environ.get
+    g.add_argument(
+        "--steady-window",
+        metavar="auto|START:END|none",
+        default=env("SERVECHECK_LOAD_STEADY_WINDOW"),
+        help="the part of the run the SLOs judge: auto (default: ramp-up and the drain after the "
+        "stop left out), START:END seconds from the first send (10s:50s, 10s:), or none (the whole "
+        "run); env SERVECHECK_LOAD_STEADY_WINDOW",
+    )
+    g.add_argument(
+        "--slice-s",
+        metavar="TIME",
+        default=env("SERVECHECK_LOAD_SLICE"),
+        help="width of summary.json's time slices (default: 5s; at most 120 slices, wider when "
+        "the run is longer); env SERVECHECK_LOAD_SLICE",
+    )
+    g.add_argument(
+        "--repeat",
+        type=int,
+        metavar="N",
+        default=None,
+        help="run the same load N times (run-01 ... in the run folder) and report confidence "
+        "intervals over the runs (default: 1)",
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``servecheck load`` (each also readable from a SERVECHECK_LOAD_* variable)."""
     g = parser.add_argument_group("load")
@@ -233,4 +262,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_distributed_arguments(g)
     add_guard_arguments(g)
     add_replay_arguments(g)
+    add_steady_arguments(g)
     g.add_argument("--quiet", action="store_true", help="no live progress")

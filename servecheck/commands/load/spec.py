@@ -15,6 +15,7 @@ from servecheck.load.images import normalise_images
 from servecheck.load.run import LoadSpec
 from servecheck.load.schedule import parse_duration, parse_rate, shape_from_spec
 from servecheck.load.slo import parse_slos
+from servecheck.load.steady import parse_slice_s, parse_steady_window
 from servecheck.load.stream import parse_retry_after_cap
 from servecheck.load.timings import request_id_header
 from servecheck.load.wire import REQUEST_ID
@@ -99,6 +100,8 @@ def spec_from_options(
         images=normalise_images(pick("images")),
         server_metrics=o("server_metrics") != "off",
         metrics_interval_s=_interval(o("server_metrics")),
+        steady_window=parse_steady_window(pick("steady_window")),
+        slice_s=parse_slice_s(pick("slice_s")),
     )
 
 
