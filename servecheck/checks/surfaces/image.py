@@ -192,7 +192,7 @@ def image_multi(ctx: CheckContext) -> None:
     f"an image_url part that is {', '.join(MALFORMED)} (base64 that does not decode, text bytes "
     "under image/png, a text/plain data URL) each gets a 4xx with an OpenAI error object: "
     "never a 200 that dropped it, never a 5xx",
-    requires=("vision",),
+    requires=("vision", "route-accepts:/chat/completions"),
 )
 def image_malformed(ctx: CheckContext) -> None:
     problems: list[str] = []
@@ -222,7 +222,7 @@ def image_malformed(ctx: CheckContext) -> None:
     f"one {HUGE_SIDE}x{HUGE_SIDE} PNG (16.8 Mpx; a 59 kB file) gets a 4xx with an OpenAI error "
     "object, or a 200 chat.completion with an answer whose prompt_tokens exceed the same text's "
     "without it (read, resized); never a 5xx, a dropped image or no answer within the timeout",
-    requires=("vision",),
+    requires=("vision", "route-accepts:/chat/completions"),
 )
 def image_huge(ctx: CheckContext) -> None:
     huge = make_image(HUGE_SIDE, HUGE_SIDE, seed=3)
@@ -282,6 +282,7 @@ def _accepted_problem(ctx: CheckContext, ex: Exchange, data: Any) -> tuple[str, 
     "never a 5xx, never a 200 that left the image out (prompt_tokens at most "
     f"{READ_MARGIN} over the text's alone) or read it (a vision model that should declare vision); "
     "skipped where the target declares vision",
+    requires=("route-accepts:/chat/completions",),
 )
 def image_rejected_text_only(ctx: CheckContext) -> None:
     if ctx.capabilities.get("vision"):
