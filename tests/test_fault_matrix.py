@@ -40,8 +40,12 @@ SURFACE_SERVER: dict[str, dict[str, object]] = {
 SURFACE_TARGET: dict[str, dict[str, object]] = {"REASON": {"reasoning": "auto"}}
 
 
+# Checks of another surface that need a surface's server mode (MESSAGES-THINKING: a reasoning model).
+CHECK_SURFACE = {"MESSAGES-THINKING": "REASON"}
+
+
 def _surface(check_id):
-    return check_id.split("-", 1)[0]
+    return CHECK_SURFACE.get(check_id, check_id.split("-", 1)[0])
 
 
 def _run(server, check_id, strict=False, **target):

@@ -48,6 +48,8 @@ CAPABILITIES: dict[str, str] = {
     "responses": "the Responses API, POST /v1/responses (vLLM, SGLang, LiteLLM, Ollama, reference)",
     "responses_store": "a Responses store: store true keeps a response for GET /v1/responses/{id} "
     "and previous_response_id (vLLM: VLLM_ENABLE_RESPONSES_API_STORE=1; off unless declared)",
+    "messages": "the Anthropic Messages API, POST /v1/messages (reference; an engine profile turns "
+    "it on once measured live serving it)",
 }
 Capability = Literal[
     "streaming",
@@ -66,6 +68,7 @@ Capability = Literal[
     "prefix_cache",
     "responses",
     "responses_store",
+    "messages",
 ]
 CapValue = bool | Literal["auto"]
 
@@ -107,6 +110,7 @@ class Capabilities(_Strict):
     prefix_cache: CapValue = "auto"
     responses: CapValue = "auto"
     responses_store: CapValue = "auto"
+    messages: CapValue = "auto"
 
 
 def _check_url(value: str | None, key: str) -> str | None:

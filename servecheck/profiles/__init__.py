@@ -46,7 +46,10 @@ DEVIATIONS: dict[str, str] = {
 # 2026-12-02, GET /v1/responses/{id} of a store true response is a 404). The reference server and
 # OpenAI keep one.
 _OPT_IN = ("prefix_cache", "responses_store")
-_ALL_ON = {name: name not in _OPT_IN for name in CAPABILITIES}
+# Off in a profile until the engine was measured serving it (a target may still declare it):
+# /v1/messages is new in the engines' releases and absent from older builds.
+_UNMEASURED = ("messages",)
+_ALL_ON = {name: name not in _OPT_IN + _UNMEASURED for name in CAPABILITIES}
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +79,7 @@ def _caps(**overrides: bool) -> dict[str, bool]:
 
 PROFILES: dict[str, EngineProfile] = {
     "reference": EngineProfile(
-        "reference", _caps(responses_store=True), verified_live=True, retry_after=True
+        "reference", _caps(responses_store=True, messages=True), verified_live=True, retry_after=True
     ),
     "generic": EngineProfile(
         "generic",
