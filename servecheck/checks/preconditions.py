@@ -61,7 +61,9 @@ def _good_messages(ctx: CheckContext) -> Exchange:
 
 
 def _good_embeddings(ctx: CheckContext) -> Exchange:
-    models = list(ctx.info.embedding_models)  # the models EMBED-* checks send (embed.pooling_models)
+    models = list(
+        ctx.info.embedding_models
+    )  # the models EMBED-* checks send (embed.pooling_models)
     model = ctx.model if ctx.model in models or not models else models[0]
     return ctx.client.post("/embeddings", {"model": model, "input": "hello"})
 
@@ -214,4 +216,13 @@ def ensure(check: Check, ctx: CheckContext) -> None:
             )
 
 
-__all__ = ["ANTHROPIC_VERSION", "ROUTES", "ROUTE_ACCEPTS", "CheckError", "Unmet", "classify", "ensure", "known"]
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "ROUTES",
+    "ROUTE_ACCEPTS",
+    "CheckError",
+    "Unmet",
+    "classify",
+    "ensure",
+    "known",
+]

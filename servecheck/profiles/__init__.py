@@ -79,7 +79,10 @@ def _caps(**overrides: bool) -> dict[str, bool]:
 
 PROFILES: dict[str, EngineProfile] = {
     "reference": EngineProfile(
-        "reference", _caps(responses_store=True, messages=True), verified_live=True, retry_after=True
+        "reference",
+        _caps(responses_store=True, messages=True),
+        verified_live=True,
+        retry_after=True,
     ),
     "generic": EngineProfile(
         "generic",

@@ -170,6 +170,7 @@ def _messages(state: State, body: dict[str, Any]) -> list[dict[str, Any]]:
         "messages: a non-empty list of {role, content} is required",
         "messages",
     )
+    assert isinstance(raw, list)  # noqa: S101 - expect() raised otherwise
     out: list[dict[str, Any]] = []
     ids: list[str] = []
     for i, msg in enumerate(raw):
@@ -264,9 +265,7 @@ def _validate(state: State, body: dict[str, Any], count_only: bool = False) -> T
     expect(isinstance(name, str) and name != "", "model: a string is required", "model")
     if name not in state.config.models:
         raise ApiError(404, f"model: {name}")
-    max_tokens = body.get("max_tokens")
-    if count_only:
-        max_tokens = 1
+    max_tokens: Any = 1 if count_only else body.get("max_tokens")
     expect(
         is_int(max_tokens) and max_tokens >= 1,
         "max_tokens: an integer >= 1 is required",

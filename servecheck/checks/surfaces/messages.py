@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
 from servecheck.checks.preconditions import ANTHROPIC_VERSION
@@ -54,7 +54,7 @@ ERROR_TYPES = (
     "api_error",
     "overloaded_error",
 )
-WEATHER = {
+WEATHER: dict[str, Any] = {
     "name": "get_weather",
     "description": "Current weather for a city",
     "input_schema": {
@@ -64,7 +64,7 @@ WEATHER = {
         "additionalProperties": False,
     },
 }
-CLOCK = {
+CLOCK: dict[str, Any] = {
     "name": "get_time",
     "description": "Current time in a zone",
     "input_schema": {
@@ -75,7 +75,7 @@ CLOCK = {
     },
 }
 TOOLS = [WEATHER, CLOCK]
-SCHEMAS = {t["name"]: t["input_schema"] for t in TOOLS}
+SCHEMAS: dict[str, Any] = {t["name"]: t["input_schema"] for t in TOOLS}
 TOOL_PROMPT = "Use get_weather: what is the weather in Paris?"
 HINT_ROUTE = (
     "serve the Anthropic Messages API at /v1/messages (LiteLLM's proxy does; vLLM and llama.cpp "
@@ -153,7 +153,7 @@ def usage_of(data: dict[str, Any]) -> dict[str, Any]:
     return usage if isinstance(usage, dict) else {}
 
 
-def _count(value: Any) -> bool:
+def _count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
@@ -729,7 +729,8 @@ def messages_thinking(ctx: CheckContext) -> None:
     markers = list(dict.fromkeys([*ALWAYS_MARKERS, *s.markers]))
     prompt = "What is 7 times 6? Think it through, then answer in one short sentence."
     data, ex = create(ctx, prompt, thinking=THINKING, max_tokens=THINKING_MAX_TOKENS)
-    content = data.get("content") if isinstance(data.get("content"), list) else []
+    raw = data.get("content")
+    content: list[Any] = raw if isinstance(raw, list) else []
     kinds = [b.get("type") for b in content if isinstance(b, dict)]
     thought = "".join(str(b.get("thinking", "")) for b in blocks(data, "thinking"))
     leaked = [m for m in markers if m in text_of(data)]
