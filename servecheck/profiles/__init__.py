@@ -98,7 +98,9 @@ PROFILES: dict[str, EngineProfile] = {
     ),
     "vllm": EngineProfile(
         "vllm",
-        _caps(),
+        # /v1/messages and /v1/messages/count_tokens are served (measured on 0.32.0 CPU,
+        # 2026-12-02: in its openapi.json, and MESSAGES-* answered; targets.yaml lists what fails).
+        _caps(messages=True),
         deviations={
             # vLLM answers unknown routes through FastAPI: {"detail": "Not Found"}
             # (vllm/entrypoints/openai/api_server.py mounts the OpenAI routes on a FastAPI app).

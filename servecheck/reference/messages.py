@@ -253,8 +253,8 @@ def _thinking(state: State, body: dict[str, Any], max_tokens: int) -> bool:
         return False
     budget = thinking.get("budget_tokens")
     expect(
-        is_int(budget) and 1024 <= budget < max_tokens,
-        "thinking.budget_tokens must be an integer >= 1024 and less than max_tokens",
+        is_int(budget) and 1 <= budget < max_tokens,
+        "thinking.budget_tokens must be a positive integer less than max_tokens",
         "thinking",
     )
     return state.reasoning is not None

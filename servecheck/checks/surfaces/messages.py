@@ -29,6 +29,7 @@ from servecheck.client.http import Exchange
 
 ROUTE = "/messages"
 NEEDS = ("messages", "route-accepts:/messages")
+TOOL_NEEDS = ("messages", "tools", "route-accepts:/messages")
 MAX_TOKENS = 24
 CUT = 3
 TOOL_MAX_TOKENS = 64
@@ -557,7 +558,7 @@ def expect_call(
     "has an id, a listed name and an input object valid for its input_schema, with stop_reason "
     "'tool_use'; a text answer ends end_turn or max_tokens; streamed, each tool_use block's "
     "input_json_delta pieces join to such an object",
-    requires=NEEDS,
+    requires=TOOL_NEEDS,
 )
 def messages_tools(ctx: CheckContext) -> None:
     names = list(SCHEMAS)
@@ -591,7 +592,7 @@ def messages_tools(ctx: CheckContext) -> None:
     "tool_choice any forces a tool call",
     "tool_choice {type: any} with a prompt naming no tool gives a tool_use block for a listed tool, "
     "input valid for its input_schema, and stop_reason 'tool_use'",
-    requires=NEEDS,
+    requires=TOOL_NEEDS,
 )
 def messages_tool_choice_any(ctx: CheckContext) -> None:
     data, ex, calls = tool_answer(ctx, "Hello there.", {"type": "any"})
@@ -603,7 +604,7 @@ def messages_tool_choice_any(ctx: CheckContext) -> None:
     "tool_choice naming a tool calls that tool",
     "tool_choice {type: tool, name: get_time} with a prompt about the weather gives a tool_use "
     "block for get_time (not get_weather), input valid for its schema, stop_reason 'tool_use'",
-    requires=NEEDS,
+    requires=(*TOOL_NEEDS, "tool_choice_named"),
 )
 def messages_tool_choice_tool(ctx: CheckContext) -> None:
     data, ex, calls = tool_answer(ctx, TOOL_PROMPT, {"type": "tool", "name": "get_time"})
@@ -615,7 +616,7 @@ def messages_tool_choice_tool(ctx: CheckContext) -> None:
     "tool_choice none calls no tool",
     "tool_choice {type: none} with tools and a prompt naming get_weather gives a text answer: no "
     "tool_use block, stop_reason not 'tool_use'",
-    requires=NEEDS,
+    requires=TOOL_NEEDS,
 )
 def messages_tool_choice_none(ctx: CheckContext) -> None:
     data, ex, calls = tool_answer(ctx, TOOL_PROMPT, {"type": "none"})
@@ -646,7 +647,7 @@ def _result_turns(content: Any) -> list[dict[str, Any]]:
     "a conversation of the user's question, the assistant's tool_use block and a user tool_result "
     "block answering it (content as a string, and as a list of text blocks) is served: 200 with a "
     "content block and a stop_reason from the API's set",
-    requires=NEEDS,
+    requires=TOOL_NEEDS,
 )
 def messages_tool_result(ctx: CheckContext) -> None:
     for label, content in (
@@ -712,14 +713,24 @@ def messages_system_blocks(ctx: CheckContext) -> None:
     )
 
 
-THINKING = {"type": "enabled", "budget_tokens": 1024}
-THINKING_MAX_TOKENS = 1100
+THINKING_MAX_TOKENS = 1100  # room for Anthropic's minimum budget (1024) and a short answer
+
+
+def thinking_request(ctx: CheckContext) -> dict[str, Any]:
+    """max_tokens and thinking for MESSAGES-THINKING, inside the target's context: a small
+    context gets a smaller budget than Anthropic's 1024 minimum (engines do not enforce it)."""
+    context = ctx.info.context_length or ctx.target.context_length
+    max_tokens = min(THINKING_MAX_TOKENS, context - 128) if context else THINKING_MAX_TOKENS
+    max_tokens = max(max_tokens, 64)
+    budget = min(1024, max_tokens - 32)
+    return {"max_tokens": max_tokens, "thinking": {"type": "enabled", "budget_tokens": budget}}
 
 
 @check(
     "MESSAGES-THINKING",
     "thinking arrives in thinking blocks, never in the text",
-    "for a reasoning model (targets.yaml reasoning:), thinking {type: enabled, budget_tokens: 1024} "
+    "for a reasoning model (targets.yaml reasoning:), thinking {type: enabled, budget_tokens} (1024, "
+    "less where the context is smaller) "
     "gives a thinking block with non-empty thinking before the text; no text block holds a "
     "reasoning marker; streamed, thinking_deltas come in a thinking block opened before the text",
     requires=NEEDS,
@@ -728,7 +739,8 @@ def messages_thinking(ctx: CheckContext) -> None:
     s = settings(ctx)
     markers = list(dict.fromkeys([*ALWAYS_MARKERS, *s.markers]))
     prompt = "What is 7 times 6? Think it through, then answer in one short sentence."
-    data, ex = create(ctx, prompt, thinking=THINKING, max_tokens=THINKING_MAX_TOKENS)
+    asked = thinking_request(ctx)
+    data, ex = create(ctx, prompt, **asked)
     raw = data.get("content")
     content: list[Any] = raw if isinstance(raw, list) else []
     kinds = [b.get("type") for b in content if isinstance(b, dict)]
@@ -741,7 +753,7 @@ def messages_thinking(ctx: CheckContext) -> None:
         problems.append("the thinking block comes after the text")
     if leaked:
         problems.append(f"the text holds the markers {leaked}")
-    events, sex = stream(ctx, prompt, thinking=THINKING, max_tokens=THINKING_MAX_TOKENS)
+    events, sex = stream(ctx, prompt, **asked)
     facts = stream_facts(events)
     if not facts["thinking"]:
         problems.append(f"streamed: no thinking_delta (blocks: {facts['kinds']})")
