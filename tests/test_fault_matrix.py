@@ -36,12 +36,17 @@ FAULT_OPTIONS: dict[str, dict[str, object]] = {
 SURFACE_SERVER: dict[str, dict[str, object]] = {
     "REASON": {"reasoning": ReasoningMode()},
     "HEALTH": {"itl_ms": 200.0},
+    "MESSAGES-THINKING": {"reasoning": ReasoningMode(), "max_model_len": 2048},
 }
-SURFACE_TARGET: dict[str, dict[str, object]] = {"REASON": {"reasoning": "auto"}}
+SURFACE_TARGET: dict[str, dict[str, object]] = {
+    "REASON": {"reasoning": "auto"},
+    "MESSAGES-THINKING": {"reasoning": "auto"},
+}
 
 
-# Checks of another surface that need a surface's server mode (MESSAGES-THINKING: a reasoning model).
-CHECK_SURFACE = {"MESSAGES-THINKING": "REASON"}
+# Checks that need a server mode of their own (MESSAGES-THINKING: a reasoning model whose
+# context holds Anthropic's minimum thinking budget), keyed like a surface.
+CHECK_SURFACE = {"MESSAGES-THINKING": "MESSAGES-THINKING"}
 
 
 def _surface(check_id):

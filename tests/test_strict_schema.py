@@ -327,10 +327,13 @@ def test_the_profile_sees_every_route_the_catalogue_calls(reference, make_refere
 
     monkeypatch.setattr(schema, "findings_for", counting)
     reasoning = make_reference(api_key=TEST_KEY, reasoning=ReasoningMode())
+    # MESSAGES-THINKING: a context that holds Anthropic's minimum thinking budget
+    thinking = make_reference(api_key=TEST_KEY, reasoning=ReasoningMode(), max_model_len=2048)
     for check_id, check in load_all().items():
         is_reason = check_id.startswith("REASON-") or check_id == "MESSAGES-THINKING"
+        server = thinking if check_id == "MESSAGES-THINKING" else reasoning
         ctx = context_for(
-            reasoning if is_reason else reference,
+            server if is_reason else reference,
             check_id,
             **({"reasoning": "auto"} if is_reason else {}),
         )
@@ -395,7 +398,11 @@ def test_messages_stream_events_are_the_sdk_union_or_ping():
     spec = schema.shape_for("POST", "/messages").chunk
     assert schema.validate(spec, {"type": "ping"}) == []
     assert schema.validate(spec, {"type": "message_stop"}) == []
-    delta = {"type": "message_delta", "delta": {"stop_reason": "stop"}, "usage": {"output_tokens": 1}}
+    delta = {
+        "type": "message_delta",
+        "delta": {"stop_reason": "stop"},
+        "usage": {"output_tokens": 1},
+    }
     found = schema.findings_for(spec, delta, "/messages", "chunk 0")
     assert [f.rule for f in found] == ["enum"], found
     assert "stop_reason" in found[0].path

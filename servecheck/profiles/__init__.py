@@ -122,7 +122,8 @@ PROFILES: dict[str, EngineProfile] = {
         # tool_choice is treated as "auto" (tools/server/README.md), so named choice is off.
         # /v1/responses is served, partially (measured 2026-12-01; targets.yaml lists what fails).
         "llamacpp",
-        _caps(tool_choice_named=False, seed=True, n=True),
+        # /v1/messages and count_tokens are served (measured 2026-12-02; targets.yaml lists what fails).
+        _caps(tool_choice_named=False, seed=True, n=True, messages=True),
         deviations={
             # tools/server/README.md: "model" is accepted for compatibility and ignored.
             "model-name-ignored": "llama.cpp serves one model and ignores the model field (tools/server/README.md)",
@@ -148,7 +149,8 @@ PROFILES: dict[str, EngineProfile] = {
     "xinference": EngineProfile(
         "xinference",
         # /v1/responses is served (measured on 4.1.0, 2026-12-01; targets.yaml lists what fails).
-        _caps(tokenize=False, logprobs=False, n=False, completions=False),
+        # /v1/messages too (measured on 4.1.0, 2026-12-02).
+        _caps(tokenize=False, logprobs=False, n=False, completions=False, messages=True),
         health_path="/status",
         deviations={
             "health-path-differs": "Xinference has no /health; GET /status answers when the supervisor is up",
@@ -168,7 +170,8 @@ PROFILES: dict[str, EngineProfile] = {
     ),
     "litellm": EngineProfile(
         "litellm",
-        _caps(tokenize=False, metrics=False),
+        # /v1/messages is LiteLLM's own Anthropic adapter over chat (measured on 1.108.7, 2026-12-02).
+        _caps(tokenize=False, metrics=False, messages=True),
         health_path="/health/liveliness",
         deviations={
             "health-path-differs": "LiteLLM's /health calls every upstream and needs the key; /health/liveliness is the probe",

@@ -1237,6 +1237,8 @@ QUIRKS: dict[str, str] = {
     "sse-comments": "': keep-alive' comment lines between events",
     "sse-split": "every event split across several TCP writes, cutting through multi-byte characters",
     "extra-fields": "unknown extra fields in responses and chunks",
+    "messages-cache-read": "/v1/messages usage reports all but one prompt token as "
+    "cache_read_input_tokens (input_tokens counts only what the cache did not hold)",
     "stream-late-error": "a streamed request over the context is refused inside its 200 stream "
     '(data: {"error": {...}}, then data: [DONE]) instead of with a 400 before it',
 }

@@ -253,8 +253,8 @@ def _thinking(state: State, body: dict[str, Any], max_tokens: int) -> bool:
         return False
     budget = thinking.get("budget_tokens")
     expect(
-        is_int(budget) and 1 <= budget < max_tokens,
-        "thinking.budget_tokens must be a positive integer less than max_tokens",
+        is_int(budget) and 1024 <= budget < max_tokens,
+        "thinking.budget_tokens must be an integer >= 1024 and less than max_tokens",
         "thinking",
     )
     return state.reasoning is not None
@@ -396,7 +396,15 @@ def _usage(state: State, out: Output) -> dict[str, int]:
     output = out.output_tokens
     if _fault(state, "messages-usage-wrong"):
         output += out.input_tokens  # the whole exchange reported as output
-    return {"input_tokens": out.input_tokens, "output_tokens": output}
+    return {**_input_usage(state, out.input_tokens), "output_tokens": output}
+
+
+def _input_usage(state: State, count: int) -> dict[str, int]:
+    """input_tokens, or (the messages-cache-read quirk) all but one of them as cache reads, as
+    llama.cpp and LiteLLM report a prompt whose prefix their cache held."""
+    if "messages-cache-read" in state.config.quirks and count > 1:
+        return {"input_tokens": 1, "cache_read_input_tokens": count - 1}
+    return {"input_tokens": count}
 
 
 def _call_input(state: State, call: dict[str, Any], schema: dict[str, Any]) -> Any:
@@ -450,7 +458,7 @@ def message(
     usage = (
         _usage(state, out)
         if out is not None
-        else {"input_tokens": input_tokens(turn), "output_tokens": 1}
+        else {**_input_usage(state, input_tokens(turn)), "output_tokens": 1}
     )
     msg: dict[str, Any] = {
         "id": msg_id,

@@ -11,7 +11,9 @@ errors are ``{"type": "error", "error": {"type", "message"}}``.
 Every request carries ``anthropic-version`` and is made at temperature 0; the key goes the way
 the target declares it (MESSAGES-AUTH alone sends it in ``x-api-key``, as the SDK does).
 ``tool_choice: auto`` is judged on the shape of whatever comes back (a random-weight model
-rarely calls a tool by itself); ``any`` and a named tool must produce the call.
+rarely calls a tool by itself); ``any`` and a named tool must produce the call, and are sent with
+``disable_parallel_tool_use: true`` as TOOLS-* send ``parallel_tool_calls: false`` (vLLM 0.32
+otherwise piles calls up until max_tokens and answers an empty text block, measured 2026-12-02).
 """
 
 from __future__ import annotations
@@ -76,7 +78,11 @@ CLOCK: dict[str, Any] = {
     },
 }
 TOOLS = [WEATHER, CLOCK]
+# One tool where one is enough: chat templates render each tool into the prompt (llama.cpp's, on
+# the tiny model: ~240 tokens a tool), and 512-token slots leave a cut call otherwise.
+ONE_TOOL = [WEATHER]
 SCHEMAS: dict[str, Any] = {t["name"]: t["input_schema"] for t in TOOLS}
+ONE_CALL = {"disable_parallel_tool_use": True}
 TOOL_PROMPT = "Use get_weather: what is the weather in Paris?"
 HINT_ROUTE = (
     "serve the Anthropic Messages API at /v1/messages (LiteLLM's proxy does; vLLM and llama.cpp "
@@ -158,6 +164,18 @@ def _count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+CACHE_KEYS = ("cache_read_input_tokens", "cache_creation_input_tokens")
+
+
+def prompt_tokens(usage: dict[str, Any]) -> Any:
+    """The whole prompt's tokens: input_tokens plus the cache reads and writes, which the API
+    counts apart (llama.cpp and LiteLLM report a cached prefix as cache_read_input_tokens)."""
+    value = usage.get("input_tokens")
+    if not _count(value):
+        return value
+    return value + sum(v for v in (usage.get(k) for k in CACHE_KEYS) if _count(v))
+
+
 def sdk_problems(data: Any) -> list[str]:
     """Where ``data`` does not parse as the SDK's ``Message`` (empty when it does)."""
     import pydantic
@@ -226,7 +244,7 @@ def messages_shape(ctx: CheckContext) -> None:
     "MESSAGES-STOP-MAX-TOKENS",
     "a cut by max_tokens says stop_reason max_tokens",
     f"max_tokens {CUT} on a prompt asking for a long story gives stop_reason 'max_tokens', "
-    f"usage.output_tokens {CUT} and a non-empty text block",
+    f"usage.output_tokens {CUT} and a non-empty text (or thinking) block",
     requires=NEEDS,
 )
 def messages_stop_max_tokens(ctx: CheckContext) -> None:
@@ -243,10 +261,12 @@ def messages_stop_max_tokens(ctx: CheckContext) -> None:
         exchange=ex,
         hint="clients continue a cut answer only when they see max_tokens; end_turn reads as done",
     )
+    written = text_of(data) + "".join(str(b.get("thinking", "")) for b in blocks(data, "thinking"))
     ctx.expect(
-        output == CUT and text_of(data) != "",
+        output == CUT and written != "",
         "the cut answer's output_tokens or text is wrong",
-        expected=f"usage.output_tokens {CUT} and a non-empty text block",
+        expected=f"usage.output_tokens {CUT} and a non-empty text block (or thinking block: a "
+        "reasoning model's cut may fall in its thinking)",
         received=f"output_tokens {output!r}, text {text_of(data)!r}",
         exchange=ex,
     )
@@ -325,13 +345,13 @@ def messages_usage(ctx: CheckContext) -> None:
         exchange=ex,
     )
     longer, ex2 = create(ctx, PROMPT + " " + EXTRA)
-    grown = usage_of(longer).get("input_tokens")
+    base, grown = prompt_tokens(usage), prompt_tokens(usage_of(longer))
     ctx.expect(
-        _count(grown) and grown - usage["input_tokens"] >= 10,
+        _count(grown) and grown - base >= 10,
         "input_tokens does not grow with the prompt",
-        expected=f"input_tokens >= {usage['input_tokens'] + 10} (twenty more words than a prompt "
-        f"counted {usage['input_tokens']})",
-        received=f"input_tokens {grown!r}",
+        expected=f"input_tokens (with cache reads) >= {base + 10} (twenty more words than a "
+        f"prompt counted {base})",
+        received=body_snippet(usage_of(longer)),
         exchange=ex2,
     )
 
@@ -429,7 +449,7 @@ def stream_facts(events: list[tuple[str, Any]]) -> dict[str, Any]:
             continue
         kind = data.get("type")
         if kind == "message_start" and isinstance(data.get("message"), dict):
-            facts["input_tokens"] = usage_of(data["message"]).get("input_tokens")
+            facts["input_tokens"] = prompt_tokens(usage_of(data["message"]))
         elif kind == "content_block_start" and isinstance(data.get("content_block"), dict):
             block = data["content_block"]
             facts["kinds"].append(block.get("type"))
@@ -467,9 +487,9 @@ def messages_stream_text(ctx: CheckContext) -> None:
         ("stop_reason", facts.get("stop_reason"), data.get("stop_reason")),
         ("usage.output_tokens", facts.get("output_tokens"), usage.get("output_tokens")),
         (
-            "usage.input_tokens",
-            facts.get("input_tokens", usage.get("input_tokens")),
-            usage.get("input_tokens"),
+            "usage.input_tokens (with cache reads)",
+            facts.get("input_tokens", prompt_tokens(usage)),
+            prompt_tokens(usage),
         ),
     ]
     diffs = [f"{k}: streamed {s!r}, non-streamed {n!r}" for k, s, n in pairs if s != n]
@@ -518,11 +538,9 @@ def _streamed_tool_problems(facts: dict[str, Any], names: list[str]) -> list[str
 
 
 def tool_answer(
-    ctx: CheckContext, prompt: Any, choice: dict[str, Any], **params: Any
+    ctx: CheckContext, prompt: Any, choice: dict[str, Any], tools: list[Any] = ONE_TOOL
 ) -> tuple[dict[str, Any], Exchange, list[dict[str, Any]]]:
-    data, ex = create(
-        ctx, prompt, tools=TOOLS, tool_choice=choice, max_tokens=TOOL_MAX_TOKENS, **params
-    )
+    data, ex = create(ctx, prompt, tools=tools, tool_choice=choice, max_tokens=TOOL_MAX_TOKENS)
     return data, ex, blocks(data, "tool_use")
 
 
@@ -561,7 +579,7 @@ def expect_call(
     requires=TOOL_NEEDS,
 )
 def messages_tools(ctx: CheckContext) -> None:
-    names = list(SCHEMAS)
+    names = [WEATHER["name"]]
     data, ex, calls = tool_answer(ctx, TOOL_PROMPT, {"type": "auto"})
     if calls:
         expect_call(ctx, data, ex, calls, names)
@@ -574,7 +592,7 @@ def messages_tools(ctx: CheckContext) -> None:
             exchange=ex,
         )
     events, sex = stream(
-        ctx, TOOL_PROMPT, tools=TOOLS, tool_choice={"type": "auto"}, max_tokens=TOOL_MAX_TOKENS
+        ctx, TOOL_PROMPT, tools=ONE_TOOL, tool_choice={"type": "auto"}, max_tokens=TOOL_MAX_TOKENS
     )
     problems = _streamed_tool_problems(stream_facts(events), names)
     ctx.expect(
@@ -595,8 +613,8 @@ def messages_tools(ctx: CheckContext) -> None:
     requires=TOOL_NEEDS,
 )
 def messages_tool_choice_any(ctx: CheckContext) -> None:
-    data, ex, calls = tool_answer(ctx, "Hello there.", {"type": "any"})
-    expect_call(ctx, data, ex, calls, list(SCHEMAS))
+    data, ex, calls = tool_answer(ctx, "Hello there.", {"type": "any", **ONE_CALL})
+    expect_call(ctx, data, ex, calls, [WEATHER["name"]])
 
 
 @check(
@@ -607,7 +625,9 @@ def messages_tool_choice_any(ctx: CheckContext) -> None:
     requires=(*TOOL_NEEDS, "tool_choice_named"),
 )
 def messages_tool_choice_tool(ctx: CheckContext) -> None:
-    data, ex, calls = tool_answer(ctx, TOOL_PROMPT, {"type": "tool", "name": "get_time"})
+    data, ex, calls = tool_answer(
+        ctx, TOOL_PROMPT, {"type": "tool", "name": "get_time", **ONE_CALL}, TOOLS
+    )
     expect_call(ctx, data, ex, calls, ["get_time"])
 
 
@@ -654,7 +674,7 @@ def messages_tool_result(ctx: CheckContext) -> None:
         ("a string", "18 C and sunny"),
         ("text blocks", [{"type": "text", "text": "18 C and sunny"}]),
     ):
-        ex = send(ctx, request_body(ctx, _result_turns(content), tools=TOOLS))
+        ex = send(ctx, request_body(ctx, _result_turns(content), tools=ONE_TOOL))
         ctx.expect(
             ex.ok and not ex.error,
             f"a tool_result turn (content as {label}) was refused",
@@ -678,7 +698,8 @@ def messages_tool_result(ctx: CheckContext) -> None:
     "MESSAGES-SYSTEM-BLOCKS",
     "system is accepted as a string and as text blocks, and reaches the model",
     "the same system prompt as a string and as a list of one text block are both served with the "
-    "same input_tokens and, at temperature 0, the same text; that input_tokens is at least ten "
+    "same input_tokens (cache reads and writes included) and, at temperature 0, the same text; "
+    "that count is at least ten "
     "more than without the system prompt",
     requires=NEEDS,
 )
@@ -695,8 +716,8 @@ def messages_system_blocks(ctx: CheckContext) -> None:
         hint="Claude Code and the SDK's prompt caching send system as blocks with cache_control",
     )
     as_blocks = ctx.ok_json(ex_blocks, "POST /v1/messages with system blocks")
-    n0, n1 = usage_of(plain).get("input_tokens"), usage_of(as_string).get("input_tokens")
-    n2 = usage_of(as_blocks).get("input_tokens")
+    n0, n1 = prompt_tokens(usage_of(plain)), prompt_tokens(usage_of(as_string))
+    n2 = prompt_tokens(usage_of(as_blocks))
     ctx.expect(
         _count(n0) and _count(n1) and n1 - n0 >= 10,
         "the system prompt does not reach the model",
@@ -713,24 +734,28 @@ def messages_system_blocks(ctx: CheckContext) -> None:
     )
 
 
-THINKING_MAX_TOKENS = 1100  # room for Anthropic's minimum budget (1024) and a short answer
+THINKING_MAX_TOKENS = 1100  # Anthropic's minimum budget (1024) must be less than max_tokens
+THINKING = {"type": "enabled", "budget_tokens": 1024}
+THINKING_PROMPT_ROOM = 64
 
 
 def thinking_request(ctx: CheckContext) -> dict[str, Any]:
-    """max_tokens and thinking for MESSAGES-THINKING, inside the target's context: a small
-    context gets a smaller budget than Anthropic's 1024 minimum (engines do not enforce it)."""
+    """max_tokens and thinking for MESSAGES-THINKING, or a skip where the context cannot hold
+    them (vLLM enforces both Anthropic's minimum budget and the context, measured 2026-12-02)."""
     context = ctx.info.context_length or ctx.target.context_length
-    max_tokens = min(THINKING_MAX_TOKENS, context - 128) if context else THINKING_MAX_TOKENS
-    max_tokens = max(max_tokens, 64)
-    budget = min(1024, max_tokens - 32)
-    return {"max_tokens": max_tokens, "thinking": {"type": "enabled", "budget_tokens": budget}}
+    if context and context < THINKING_MAX_TOKENS + THINKING_PROMPT_ROOM:
+        raise CheckSkipped(
+            f"{ctx.check_id}: the context ({context} tokens) cannot hold max_tokens "
+            f"{THINKING_MAX_TOKENS} with Anthropic's minimum thinking budget_tokens 1024"
+        )
+    return {"max_tokens": THINKING_MAX_TOKENS, "thinking": THINKING}
 
 
 @check(
     "MESSAGES-THINKING",
     "thinking arrives in thinking blocks, never in the text",
-    "for a reasoning model (targets.yaml reasoning:), thinking {type: enabled, budget_tokens} (1024, "
-    "less where the context is smaller) "
+    "for a reasoning model (targets.yaml reasoning:) whose context holds 1164 tokens, thinking "
+    "{type: enabled, budget_tokens: 1024} with max_tokens 1100 "
     "gives a thinking block with non-empty thinking before the text; no text block holds a "
     "reasoning marker; streamed, thinking_deltas come in a thinking block opened before the text",
     requires=NEEDS,
@@ -857,7 +882,8 @@ def messages_error_shape(ctx: CheckContext) -> None:
     "MESSAGES-COUNT-TOKENS",
     "count_tokens counts what /v1/messages reports",
     "POST /v1/messages/count_tokens with a system prompt and a user message answers "
-    '{"input_tokens": N} with N equal to usage.input_tokens of the same /v1/messages request '
+    '{"input_tokens": N} with N equal to usage.input_tokens (plus cache_read_input_tokens and '
+    "cache_creation_input_tokens) of the same /v1/messages request "
     "(skipped where count_tokens is not served: 404, 405 or 501)",
     requires=NEEDS,
 )
@@ -872,11 +898,12 @@ def messages_count_tokens(ctx: CheckContext) -> None:
     data = ctx.ok_json(ex, "POST /v1/messages/count_tokens")
     n = data.get("input_tokens")
     answer, _ = create(ctx, system=SYSTEM)
-    want = usage_of(answer).get("input_tokens")
+    want = prompt_tokens(usage_of(answer))
     ctx.expect(
         _count(n) and n == want,
         "count_tokens disagrees with the input_tokens /v1/messages reports",
-        expected=f'{{"input_tokens": {want!r}}} (usage.input_tokens of the same request)',
+        expected=f'{{"input_tokens": {want!r}}} (usage.input_tokens plus cache reads and writes '
+        "of the same request)",
         received=body_snippet(data, 200),
         exchange=ex,
         hint="clients size their context with count_tokens; it must count the system prompt and "
