@@ -40,11 +40,14 @@ SURFACE_SERVER: dict[str, dict[str, object]] = {
     "HEALTH": {"itl_ms": 200.0},
     "IMAGE": {"vision": True},
     "IMAGE-REJECTED-TEXT-ONLY": {},
+    # MESSAGES-THINKING: a reasoning model whose context holds Anthropic's minimum thinking budget
+    "MESSAGES-THINKING": {"reasoning": ReasoningMode(), "max_model_len": 2048},
 }
 SURFACE_TARGET: dict[str, dict[str, object]] = {
     "REASON": {"reasoning": "auto"},
     "IMAGE": {"capabilities": {"vision": True}},
     "IMAGE-REJECTED-TEXT-ONLY": {},
+    "MESSAGES-THINKING": {"reasoning": "auto"},
 }
 
 

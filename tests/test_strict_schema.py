@@ -207,7 +207,7 @@ def test_routes_map_relative_to_the_base_url():
 
 
 def test_a_type_whose_package_is_missing_is_not_validated():
-    """How an anthropic route waits for its package: mapped, skipped until installed."""
+    """A route whose SDK is not installed is mapped but not validated."""
     spec = "servecheck_no_such_sdk.types:Message"
     assert schema.adapter(spec) is None
     assert schema.validate(spec, {"anything": 1}) == []
@@ -313,8 +313,8 @@ def test_a_check_that_fails_on_its_own_keeps_its_failure_with_the_findings(make_
 
 def test_the_profile_sees_every_route_the_catalogue_calls(reference, make_reference, monkeypatch):
     """On the clean server the whole catalogue gives no finding, and that is not vacuous: the
-    chat body and chunks, the Responses body and events, embeddings and the model list were
-    all validated."""
+    chat body and chunks, the Responses body and events, the Messages body and events,
+    embeddings and the model list were all validated."""
     from servecheck.reference.reasoning import ReasoningMode
 
     seen: dict[tuple[str, str], int] = {}
@@ -327,10 +327,13 @@ def test_the_profile_sees_every_route_the_catalogue_calls(reference, make_refere
 
     monkeypatch.setattr(schema, "findings_for", counting)
     reasoning = make_reference(api_key=TEST_KEY, reasoning=ReasoningMode())
+    # MESSAGES-THINKING: a context that holds Anthropic's minimum thinking budget
+    thinking = make_reference(api_key=TEST_KEY, reasoning=ReasoningMode(), max_model_len=2048)
     for check_id, check in load_all().items():
-        is_reason = check_id.startswith("REASON-")
+        is_reason = check_id.startswith("REASON-") or check_id == "MESSAGES-THINKING"
+        server = thinking if check_id == "MESSAGES-THINKING" else reasoning
         ctx = context_for(
-            reasoning if is_reason else reference,
+            server if is_reason else reference,
             check_id,
             **({"reasoning": "auto"} if is_reason else {}),
         )
@@ -346,6 +349,9 @@ def test_the_profile_sees_every_route_the_catalogue_calls(reference, make_refere
         ("/embeddings", "body"),
         ("/models", "body"),
         ("/completions", "body"),
+        ("/messages", "body"),
+        ("/messages", "chunk"),
+        ("/messages/count_tokens", "body"),
     ]:
         assert seen.get(key), f"the profile validated nothing of {key}: {seen}"
 
@@ -385,3 +391,18 @@ def test_accept_hands_strict_to_its_conformance_stage(monkeypatch, tmp_path):
     monkeypatch.setattr(accept, "run_check", lambda spec: seen.append(spec) or Result())
     accept.run_conformance("reference", None, tmp_path, strict=True)
     assert seen[0].strict is True
+
+
+def test_messages_stream_events_are_the_sdk_union_or_ping():
+    """/v1/messages events validate as anthropic's RawMessageStreamEvent; ping is legal too."""
+    spec = schema.shape_for("POST", "/messages").chunk
+    assert schema.validate(spec, {"type": "ping"}) == []
+    assert schema.validate(spec, {"type": "message_stop"}) == []
+    delta = {
+        "type": "message_delta",
+        "delta": {"stop_reason": "stop"},
+        "usage": {"output_tokens": 1},
+    }
+    found = schema.findings_for(spec, delta, "/messages", "chunk 0")
+    assert [f.rule for f in found] == ["enum"], found
+    assert "stop_reason" in found[0].path

@@ -47,8 +47,23 @@ def _good_responses(ctx: CheckContext) -> Exchange:
     return ctx.client.post("/responses", body)
 
 
+# The Messages API's version header: every Anthropic client sends it, servers may require it.
+ANTHROPIC_VERSION = {"anthropic-version": "2023-06-01"}
+
+
+def _good_messages(ctx: CheckContext) -> Exchange:
+    body = {
+        "model": ctx.model,
+        "max_tokens": 16,
+        "messages": [{"role": "user", "content": "Say OK."}],
+    }
+    return ctx.client.post("/messages", body, headers=ANTHROPIC_VERSION)
+
+
 def _good_embeddings(ctx: CheckContext) -> Exchange:
-    models = list(ctx.info.embedding_models)  # the models EMBED-* checks send (embed.pooling_models)
+    models = list(
+        ctx.info.embedding_models
+    )  # the models EMBED-* checks send (embed.pooling_models)
     model = ctx.model if ctx.model in models or not models else models[0]
     return ctx.client.post("/embeddings", {"model": model, "input": "hello"})
 
@@ -59,6 +74,7 @@ ROUTES: dict[str, tuple[Callable[[CheckContext], Exchange], str, str]] = {
     "/completions": (_good_completions, "choices", "a 1-token legacy completion"),
     "/models": (_good_models, "data", "GET /v1/models"),
     "/responses": (_good_responses, "output", "a short Responses API request"),
+    "/messages": (_good_messages, "content", "a short Messages API request"),
     "/embeddings": (_good_embeddings, "data", "a one-input embeddings request"),
 }
 
@@ -200,4 +216,13 @@ def ensure(check: Check, ctx: CheckContext) -> None:
             )
 
 
-__all__ = ["ROUTES", "ROUTE_ACCEPTS", "CheckError", "Unmet", "classify", "ensure", "known"]
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "ROUTES",
+    "ROUTE_ACCEPTS",
+    "CheckError",
+    "Unmet",
+    "classify",
+    "ensure",
+    "known",
+]

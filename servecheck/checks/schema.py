@@ -17,9 +17,9 @@ has findings into NON-STRICT, or a failure in strict mode (the commands' strict 
 plugin's ``--sc-strict``, a target's ``strict: true``). Error answers (non-2xx) are not
 validated against success types.
 
-The types are named as ``"module:Name"`` and imported on first use, so another SDK's types (the
-anthropic package for ``/v1/messages``) can be mapped here without making it a dependency: a
-route whose package is not installed is simply not validated.
+The types are named as ``"module:Name"`` and imported on first use: the openai package's for the
+OpenAI routes, the anthropic package's for ``/v1/messages`` (a route whose package is not
+installed is simply not validated).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -141,9 +142,9 @@ ROUTES: dict[tuple[str, str], Shape] = {
     ("GET", "/responses/{id}"): Shape("openai.types.responses:Response"),
     ("GET", "/models"): Shape("ModelList"),
     ("GET", "/models/{id}"): Shape("openai.types:Model"),
-    # An Anthropic-compatible route maps the same way once the anthropic package is a
-    # dependency, e.g. ("POST", "/messages"): Shape("anthropic.types:Message",
-    # "anthropic.types:RawMessageStreamEvent"); until then it is skipped, not failed.
+    # The Anthropic Messages API, typed by the anthropic SDK (a dependency since MESSAGES-*).
+    ("POST", "/messages"): Shape("anthropic.types:Message", "MessagesStreamEvent"),
+    ("POST", "/messages/count_tokens"): Shape("anthropic.types:MessageTokensCount"),
 }
 
 
@@ -174,12 +175,33 @@ def shape_for(method: str, route: str) -> Shape | None:
     return None
 
 
+def _messages_stream_event() -> Any:
+    """A ``/v1/messages`` stream event: the SDK's ``RawMessageStreamEvent`` union, or the
+    ``ping`` event the API sends between them (the SDK's decoder skips it, so it has no type)."""
+    from typing import Annotated, Literal
+
+    import pydantic
+    from anthropic.types import RawMessageStreamEvent
+
+    class PingEvent(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(extra="allow")
+        type: Literal["ping"]
+
+    members = (*typing.get_args(typing.get_args(RawMessageStreamEvent)[0]), PingEvent)
+    return Annotated[typing.Union[members], pydantic.Field(discriminator="type")]  # noqa: UP007
+
+
 # Types the SDK does not define, built here on first use (a spec without "module:"), and what
 # each is, for docs/checks.md.
-BUILT: dict[str, Callable[[], Any]] = {"ModelList": _model_list}
+BUILT: dict[str, Callable[[], Any]] = {
+    "ModelList": _model_list,
+    "MessagesStreamEvent": _messages_stream_event,
+}
 BUILT_NOTES = {
     "ModelList": 'object "list" and data of `openai.types:Model` (the SDK pages the list and '
-    "has no type for it)"
+    "has no type for it)",
+    "MessagesStreamEvent": "`anthropic.types:RawMessageStreamEvent` or a `ping` event (the API "
+    "sends pings; the SDK's decoder skips them and has no type for them)",
 }
 
 

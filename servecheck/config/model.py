@@ -50,6 +50,8 @@ CAPABILITIES: dict[str, str] = {
     "and previous_response_id (vLLM: VLLM_ENABLE_RESPONSES_API_STORE=1; off unless declared)",
     "vision": "a vision-language model: image_url parts with data URLs are read (IMAGE-*; off "
     "unless declared: a text-only target must refuse images instead)",
+    "messages": "the Anthropic Messages API, POST /v1/messages (reference; an engine profile turns "
+    "it on once measured live serving it)",
 }
 Capability = Literal[
     "streaming",
@@ -69,6 +71,7 @@ Capability = Literal[
     "responses",
     "responses_store",
     "vision",
+    "messages",
 ]
 CapValue = bool | Literal["auto"]
 
@@ -111,6 +114,7 @@ class Capabilities(_Strict):
     responses: CapValue = "auto"
     responses_store: CapValue = "auto"
     vision: CapValue = "auto"
+    messages: CapValue = "auto"
 
 
 def _check_url(value: str | None, key: str) -> str | None:

@@ -48,7 +48,10 @@ DEVIATIONS: dict[str, str] = {
 # 2026-12-02, GET /v1/responses/{id} of a store true response is a 404). The reference server and
 # OpenAI keep one.
 _OPT_IN = ("prefix_cache", "responses_store", "vision")  # vision: a VLM is the exception
-_ALL_ON = {name: name not in _OPT_IN for name in CAPABILITIES}
+# Off in a profile until the engine was measured serving it (a target may still declare it):
+# /v1/messages is new in the engines' releases and absent from older builds.
+_UNMEASURED = ("messages",)
+_ALL_ON = {name: name not in _OPT_IN + _UNMEASURED for name in CAPABILITIES}
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +81,10 @@ def _caps(**overrides: bool) -> dict[str, bool]:
 
 PROFILES: dict[str, EngineProfile] = {
     "reference": EngineProfile(
-        "reference", _caps(responses_store=True), verified_live=True, retry_after=True
+        "reference",
+        _caps(responses_store=True, messages=True),
+        verified_live=True,
+        retry_after=True,
     ),
     "generic": EngineProfile(
         "generic",
@@ -94,7 +100,9 @@ PROFILES: dict[str, EngineProfile] = {
     ),
     "vllm": EngineProfile(
         "vllm",
-        _caps(),
+        # /v1/messages and /v1/messages/count_tokens are served (measured on 0.32.0 CPU,
+        # 2026-12-02: in its openapi.json, and MESSAGES-* answered; targets.yaml lists what fails).
+        _caps(messages=True),
         deviations={
             # vLLM answers unknown routes through FastAPI: {"detail": "Not Found"}
             # (vllm/entrypoints/openai/api_server.py mounts the OpenAI routes on a FastAPI app).
@@ -116,7 +124,8 @@ PROFILES: dict[str, EngineProfile] = {
         # tool_choice is treated as "auto" (tools/server/README.md), so named choice is off.
         # /v1/responses is served, partially (measured 2026-12-01; targets.yaml lists what fails).
         "llamacpp",
-        _caps(tool_choice_named=False, seed=True, n=True),
+        # /v1/messages and count_tokens are served (measured 2026-12-02; targets.yaml lists what fails).
+        _caps(tool_choice_named=False, seed=True, n=True, messages=True),
         deviations={
             # tools/server/README.md: "model" is accepted for compatibility and ignored.
             "model-name-ignored": "llama.cpp serves one model and ignores the model field (tools/server/README.md)",
@@ -142,7 +151,8 @@ PROFILES: dict[str, EngineProfile] = {
     "xinference": EngineProfile(
         "xinference",
         # /v1/responses is served (measured on 4.1.0, 2026-12-01; targets.yaml lists what fails).
-        _caps(tokenize=False, logprobs=False, n=False, completions=False),
+        # /v1/messages too (measured on 4.1.0, 2026-12-02).
+        _caps(tokenize=False, logprobs=False, n=False, completions=False, messages=True),
         health_path="/status",
         deviations={
             "health-path-differs": "Xinference has no /health; GET /status answers when the supervisor is up",
@@ -162,7 +172,8 @@ PROFILES: dict[str, EngineProfile] = {
     ),
     "litellm": EngineProfile(
         "litellm",
-        _caps(tokenize=False, metrics=False),
+        # /v1/messages is LiteLLM's own Anthropic adapter over chat (measured on 1.108.7, 2026-12-02).
+        _caps(tokenize=False, metrics=False, messages=True),
         health_path="/health/liveliness",
         deviations={
             "health-path-differs": "LiteLLM's /health calls every upstream and needs the key; /health/liveliness is the probe",

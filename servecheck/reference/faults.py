@@ -1152,6 +1152,136 @@ _fault(
     "IMAGE-HUGE",
 )
 
+# The Anthropic Messages API (/v1/messages, reference/messages.py): each fires only there
+for _name, _description, *_catches in (
+    (
+        "messages-content-string",
+        "content is a plain string, not a list of content blocks",
+        "MESSAGES-SHAPE",
+    ),
+    (
+        "messages-stop-reason-openai",
+        "stop_reason carries OpenAI's finish reasons (stop, length, "
+        "tool_calls) instead of end_turn, max_tokens, stop_sequence, tool_use",
+        "MESSAGES-SHAPE",
+        "MESSAGES-STOP-MAX-TOKENS",
+    ),
+    (
+        "messages-cut-as-end-turn",
+        "an answer cut by max_tokens says stop_reason end_turn",
+        "MESSAGES-STOP-MAX-TOKENS",
+    ),
+    (
+        "messages-stop-sequence-unnamed",
+        "an answer ended by a stop sequence says end_turn and stop_sequence null",
+        "MESSAGES-STOP-SEQUENCE",
+    ),
+    ("messages-usage-wrong", "usage.output_tokens counts the prompt too", "MESSAGES-USAGE"),
+    (
+        "messages-stream-no-message-stop",
+        "the event stream ends after message_delta, with no message_stop",
+        "MESSAGES-STREAM-ORDER",
+    ),
+    (
+        "messages-stream-order-wrong",
+        "content_block_stop comes after message_delta",
+        "MESSAGES-STREAM-ORDER",
+    ),
+    (
+        "messages-stream-no-event-names",
+        "stream events carry no 'event:' line (OpenAI-style "
+        "data-only SSE): the anthropic SDK dispatches on the event name and sees nothing",
+        "MESSAGES-STREAM-ORDER",
+        "CLIENT-ANTHROPIC",
+    ),
+    (
+        "messages-stream-differs",
+        "the streamed text_deltas join to a different text than the "
+        "non-streamed answer at temperature 0",
+        "MESSAGES-STREAM-TEXT",
+    ),
+    (
+        "messages-stream-usage-wrong",
+        "message_delta's usage.output_tokens differs from the non-streamed answer's",
+        "MESSAGES-STREAM-TEXT",
+    ),
+    (
+        "messages-tool-input-string",
+        "a tool_use block's input is a JSON string (OpenAI's arguments), not an object",
+        "MESSAGES-TOOLS",
+    ),
+    (
+        "messages-tool-input-invalid",
+        "a tool_use block's input leaves out a required property and adds one the schema forbids",
+        "MESSAGES-TOOLS",
+    ),
+    (
+        "messages-tool-stop-end-turn",
+        "an answer that is a tool_use block says stop_reason end_turn instead of tool_use",
+        "MESSAGES-TOOLS",
+    ),
+    (
+        "messages-stream-tool-json-broken",
+        "a streamed tool_use's input_json_delta pieces lose one piece: they join to broken JSON",
+        "MESSAGES-TOOLS",
+    ),
+    (
+        "messages-tool-choice-any-ignored",
+        "tool_choice {type: any} is read as auto: no tool is called",
+        "MESSAGES-TOOL-CHOICE-ANY",
+    ),
+    (
+        "messages-tool-choice-tool-as-any",
+        "tool_choice {type: tool, name} calls the first tool, not the named one",
+        "MESSAGES-TOOL-CHOICE-TOOL",
+    ),
+    (
+        "messages-tool-choice-none-ignored",
+        "tool_choice {type: none} is read as auto: a prompt naming a tool still gets the call",
+        "MESSAGES-TOOL-CHOICE-NONE",
+    ),
+    (
+        "messages-tool-result-rejected",
+        "a user turn with tool_result blocks is refused with 400",
+        "MESSAGES-TOOL-RESULT",
+    ),
+    (
+        "messages-system-blocks-rejected",
+        "system as a list of text blocks is refused with 400 (only a string accepted)",
+        "MESSAGES-SYSTEM-BLOCKS",
+    ),
+    (
+        "messages-system-dropped",
+        "the system prompt never reaches the model (not counted in input_tokens)",
+        "MESSAGES-SYSTEM-BLOCKS",
+    ),
+    (
+        "messages-thinking-leak",
+        "with thinking enabled the reasoning lands in the text block "
+        "between <think> markers; no thinking block",
+        "MESSAGES-THINKING",
+    ),
+    ("messages-auth-off", "/v1/messages serves requests without a key", "MESSAGES-AUTH"),
+    (
+        "messages-x-api-key-ignored",
+        "/v1/messages reads only Authorization: Bearer: a key in "
+        "x-api-key (what the anthropic SDK sends) is refused",
+        "MESSAGES-AUTH",
+    ),
+    (
+        "messages-error-openai-shape",
+        "/v1/messages errors come in OpenAI's shape ({error: "
+        "{message, type, param, code}}) without type: error",
+        "MESSAGES-ERROR-SHAPE",
+    ),
+    (
+        "messages-count-tokens-wrong",
+        "/v1/messages/count_tokens leaves the system prompt out of its count",
+        "MESSAGES-COUNT-TOKENS",
+    ),
+):
+    _fault(_name, _description, *_catches)
+
 # The strict schema profile (a profile, not a check: strict mode turns its findings into failures)
 _fault(
     "schema-chunk-created-string",
@@ -1190,6 +1320,8 @@ QUIRKS: dict[str, str] = {
     "sse-comments": "': keep-alive' comment lines between events",
     "sse-split": "every event split across several TCP writes, cutting through multi-byte characters",
     "extra-fields": "unknown extra fields in responses and chunks",
+    "messages-cache-read": "/v1/messages usage reports all but one prompt token as "
+    "cache_read_input_tokens (input_tokens counts only what the cache did not hold)",
     "stream-late-error": "a streamed request over the context is refused inside its 200 stream "
     '(data: {"error": {...}}, then data: [DONE]) instead of with a 400 before it',
     "image-huge-resized": "a vision server resizes an image over its pixel limit to fit and answers "

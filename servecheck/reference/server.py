@@ -40,6 +40,7 @@ from servecheck.reference import (
 )
 from servecheck.reference import completions as legacy
 from servecheck.reference import logprobs as reflogprobs
+from servecheck.reference import messages as anthropic
 from servecheck.reference import text as reftext
 from servecheck.reference.faults import FAULTS, QUIRKS
 from servecheck.reference.http import (
@@ -1396,6 +1397,7 @@ async def auth_and_errors(request: web.Request, handler: Any) -> web.StreamRespo
     state = request.app[STATE]
     key = state.config.api_key
     public = request.path in ("/health", "/metrics", "/version", "/ping")
+    public = public or anthropic.owns(request.path)  # it answers 401 in Anthropic's shape itself
     if key and not public and "auth-none" not in state.faults:
         header = request.headers.get("Authorization", "")
         presented = (
@@ -1482,6 +1484,7 @@ def build_app(config: ServerConfig) -> web.Application:
     embeddings.register(app)
     reftext.register(app)
     responses.install(app)
+    anthropic.install(app)
     overload.install(app, config.max_inflight, config.faults, lambda: setattr(state, "dead", True))
     return app
 

@@ -47,6 +47,7 @@ SURFACE_FILES = {
     "cache": "test_cache.py",
     "text": "test_text.py",
     "responses": "test_responses.py",
+    "messages": "test_messages.py",
     "overload": "test_overload.py",
     "reason": "test_reasoning.py",
     "compl": "test_compl.py",

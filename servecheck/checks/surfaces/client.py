@@ -357,3 +357,119 @@ def client_sdk_parse(ctx: CheckContext) -> None:
         received=redact(f"message={str(message)[:300]}"),
         hint="the answer was refused or empty; the engine must constrain output to the json_schema",
     )
+
+
+def _anthropic_options(ctx: CheckContext) -> dict[str, Any]:
+    """The anthropic SDK's options for the target: its root (the SDK adds ``/v1/messages``), the
+    key the way the target sends it (Bearer as ``auth_token``, else ``api_key``: x-api-key), no
+    retries, the target's timeout."""
+    target = ctx.target
+    root = target.base_url.removesuffix("/v1")
+    options: dict[str, Any] = {
+        "base_url": root,
+        "max_retries": 0,
+        "timeout": target.timeout_s,
+        "api_key": None,
+        "auth_token": None,
+    }
+    headers = dict(target.headers)
+    for name, value in target.auth_headers().items():
+        if name.lower() == "authorization":
+            options["auth_token"] = value[7:] if value.lower().startswith("bearer ") else value
+        elif name.lower() == "x-api-key":
+            options["api_key"] = value
+        else:
+            headers[name] = value
+    if options["api_key"] is None and options["auth_token"] is None:
+        options["api_key"] = _NO_KEY
+    options["default_headers"] = headers or None
+    return options
+
+
+def anthropic_client(ctx: CheckContext) -> Any:
+    """An ``anthropic.Anthropic`` for the target, bounded like :func:`sdk_client` (the SDK's own
+    timeout is per read; an endless stream would hang the check)."""
+    import anthropic
+
+    from servecheck.client.bounded import bounded_transport
+
+    transport = bounded_transport(
+        _sdk_httpx(anthropic.DefaultHttpxClient),
+        ctx.target.timeout_s,
+        verify=ctx.target.verify_tls,
+    )
+    options = _anthropic_options(ctx)
+    options["http_client"] = anthropic.DefaultHttpxClient(transport=transport)
+    return anthropic.Anthropic(**options)
+
+
+ANTHROPIC_STOP_REASONS = ("end_turn", "max_tokens", "stop_sequence", "tool_use")
+
+
+def _anthropic_failed(ctx: CheckContext, call: str, exc: BaseException) -> NoReturn:
+    from servecheck.checks.surfaces.messages import request_body, send
+
+    raw = send(
+        ctx,
+        request_body(ctx, PROMPT, max_tokens=16, stream="stream" in call),
+        stream="stream" in call,
+    )
+    ctx.fail(
+        f"the anthropic SDK failed on {call}: {type(exc).__name__}",
+        expected=f"{call} returns a Message",
+        received=f"{describe_exception(exc)}; raw answer: {raw.describe(300)}",
+        exchange=raw,
+        hint="the SDK decodes named SSE events (event: message_start ...) and Anthropic's error "
+        "object; compare the raw reproduction with the Messages API reference",
+    )
+
+
+def _message_text(message: Any) -> str:
+    return "".join(
+        str(getattr(b, "text", "")) for b in message.content if getattr(b, "type", "") == "text"
+    )
+
+
+@check(
+    "CLIENT-ANTHROPIC",
+    "the official anthropic SDK works end to end on /v1/messages",
+    "anthropic.Anthropic(base_url, key, max_retries=0): messages.create returns a Message with a "
+    "text block and a stop_reason from the API's set, and messages.stream on the same "
+    "temperature-0 request yields a final message with the same text and stop_reason",
+    requires=("messages", "route-accepts:/messages"),
+)
+def client_anthropic(ctx: CheckContext) -> None:
+    params: dict[str, Any] = {
+        "model": ctx.model,
+        "max_tokens": 16,
+        "messages": [{"role": "user", "content": PROMPT}],
+        "extra_body": {"temperature": 0},  # the SDK's create() has no temperature argument
+    }
+    with anthropic_client(ctx) as client:
+        try:
+            message = client.messages.create(**params)
+        except Exception as exc:  # noqa: BLE001 - every SDK failure is the finding
+            _anthropic_failed(ctx, "messages.create", exc)
+        try:
+            with client.messages.stream(**params) as events:
+                final = events.get_final_message()
+        except Exception as exc:  # noqa: BLE001
+            _anthropic_failed(ctx, "messages.stream", exc)
+    text = _message_text(message)
+    ctx.expect(
+        bool(text) and message.stop_reason in ANTHROPIC_STOP_REASONS,
+        "messages.create returned a Message users' code cannot read",
+        expected="a text block and stop_reason end_turn / max_tokens / stop_sequence / tool_use",
+        received=redact(
+            f"content={str(message.content)[:300]}, stop_reason={message.stop_reason!r}"
+        ),
+    )
+    streamed = _message_text(final)
+    ctx.expect(
+        streamed == text and final.stop_reason == message.stop_reason,
+        "messages.stream builds a different message than messages.create",
+        expected=f"text {text!r}, stop_reason {message.stop_reason!r} (messages.create, temperature 0)",
+        received=redact(f"text {streamed!r}, stop_reason {final.stop_reason!r} (messages.stream)"),
+        hint="if MESSAGES-STREAM-ORDER fails too, the events lack their event: names or come out "
+        "of order; the SDK's MessageStream only reads named events",
+    )
