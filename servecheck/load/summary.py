@@ -329,7 +329,11 @@ def summarise(
         steady.scan.first_sent,
         None if steady.stats is None else steady.stats.as_dict(),
     )
-    summary["slices"] = {"slice_s": steady.scan.slice_s, "rows": steady.scan.as_list()}
+    summary["slices"] = {
+        "slice_s": steady.scan.slice_s,
+        "t0": steady.scan.first_sent,  # wall clock of start_s 0 (the server series' clock)
+        "rows": steady.scan.as_list(),
+    }
     summary.update(scenario_breakdown(records(), run_dir))  # turns, prefix cache
     summary.update(image_breakdown(records()))  # --images: tokens per image, TTFT by size
     summary.update(tally.as_dict())  # TTFT decomposition, slowest requests (load/timings.py)
