@@ -79,3 +79,21 @@ def test_the_decomposition_segments_add_up() -> None:
 )
 def test_nothing_measured_draws_nothing(summary: dict[str, Any], tmp_path: Path) -> None:
     assert lf.load_figures_html(summary, tmp_path) == ""
+
+
+def test_the_server_part_lists_gauges_and_counter_rises() -> None:
+    from servecheck.report.server_html import server_html
+
+    section = {
+        "available": True,
+        "gauges": {"requests_waiting": {"min": 0, "mean": 1.5, "max": 4, "last": 0, "samples": 9}},
+        "counters": {
+            "preemptions_total": {"delta": 3.0, "from": "scrapes"},
+            "prompt_tokens_total": {"delta": None, "note": "the counter went down"},
+        },
+    }
+    page = server_html(section)
+    assert "Engine gauges over the run window" in page and "<td>requests_waiting</td>" in page
+    assert '<td class="num">4.000</td>' in page and '<td class="num">3</td>' in page
+    assert "the counter went down" in page
+    assert "Engine gauges" not in server_html({"available": True})
