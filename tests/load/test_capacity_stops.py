@@ -203,6 +203,7 @@ def test_sweep_against_a_queue_that_grows_while_health_is_ready_stops_early(
     assert ek is not None and ek["level"] == 2.0, ek  # 1 user never queues behind one slot
     assert "requests waited in the engine's queue" in ek["why"]
     assert [s["preemptions"] for s in data["steps"]] == [0.0, 0.0, 0.0]  # counter read, no rise
+    assert "<th>engine waiting max</th>" in page
     assert "Stopped: over-saturated" in page
 
 
