@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servecheck.load import server_truth, server_watch
+from servecheck.load import server_gauges, server_truth, server_watch
 from servecheck.load.breakdown import format_breakdown, scenario_breakdown
 from servecheck.load.budget import SOURCE as BUDGET
 from servecheck.load.budget import budget_line, budget_summary, percent
@@ -396,7 +396,7 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
         )
     lines += format_breakdown(summary) + format_images(summary) + format_warmup(summary)
     lines += steady_line(summary) + format_timings(summary)
-    lines += server_truth.lines(summary.get("server"))
+    lines += server_truth.lines(summary.get("server")) + server_gauges.lines(summary.get("server"))
     if summary.get("error_budget"):
         lines.append(budget_line(summary["error_budget"]))
     for v in verdicts:

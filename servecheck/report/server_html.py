@@ -128,8 +128,9 @@ def server_html(section: Mapping[str, Any] | None) -> str:
 def state_html(section: Mapping[str, Any]) -> str:
     """The engine's gauges (min / mean / max / last over the window's samples) and counter
     rises (``server.gauges``, ``server.counters``: load/server_gauges.py); '' without them."""
-    gauges = section.get("gauges") if isinstance(section.get("gauges"), dict) else {}
-    counters = section.get("counters") if isinstance(section.get("counters"), dict) else {}
+    raw_g, raw_c = section.get("gauges"), section.get("counters")
+    gauges: dict[str, Any] = raw_g if isinstance(raw_g, dict) else {}
+    counters: dict[str, Any] = raw_c if isinstance(raw_c, dict) else {}
     rows = [
         (
             name,

@@ -95,6 +95,17 @@ def test_counters_fall_back_to_the_series_and_a_restart_is_no_rise(tmp_path: Pat
     assert entry["delta"] is None and "restarted" in entry["note"]
 
 
+def test_summary_line_names_the_maxima_and_preemptions() -> None:
+    section = {
+        "gauges": {"requests_waiting": {"max": 4.0}, "kv_usage": {"max": 0.25}},
+        "counters": {"preemptions_total": {"delta": 2.0}},
+    }
+    assert server_gauges.lines(section) == [
+        "server gauges (max over the window): waiting 4, kv_usage 0.25, preemptions +2"
+    ]
+    assert server_gauges.lines({"available": False}) == [] and server_gauges.lines(None) == []
+
+
 def test_an_unavailable_section_is_left_as_it_is(tmp_path: Path) -> None:
     section = {"available": False, "note": "refused"}
     assert server_gauges.add_to(dict(section), tmp_path, None, None) == section
