@@ -110,9 +110,13 @@ def section(
     before = snap_of(window.get("before"))
     if before is None:
         return None
+    after = snap_of(window.get("after"))
     out = server_truth.server_section(
-        spec.target, before, snap_of(window.get("after")), records, window.get("sampled"), behind
+        spec.target, before, after, records, window.get("sampled"), behind
     )
+    from servecheck.load import server_gauges  # the engine's gauges and counters over the window
+
+    server_gauges.add_to(out, run_dir, before, after, spec.target.telemetry.metrics)
     if window.get("notes"):
         out["notes"] = window["notes"]
     return out

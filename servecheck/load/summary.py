@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servecheck.load import server_truth, server_watch
+from servecheck.load import server_gauges, server_truth, server_watch
 from servecheck.load.breakdown import format_breakdown, scenario_breakdown
 from servecheck.load.budget import SOURCE as BUDGET
 from servecheck.load.budget import budget_line, budget_summary, percent
@@ -329,7 +329,11 @@ def summarise(
         steady.scan.first_sent,
         None if steady.stats is None else steady.stats.as_dict(),
     )
-    summary["slices"] = {"slice_s": steady.scan.slice_s, "rows": steady.scan.as_list()}
+    summary["slices"] = {
+        "slice_s": steady.scan.slice_s,
+        "t0": steady.scan.first_sent,  # wall clock of start_s 0 (the server series' clock)
+        "rows": steady.scan.as_list(),
+    }
     summary.update(scenario_breakdown(records(), run_dir))  # turns, prefix cache
     summary.update(image_breakdown(records()))  # --images: tokens per image, TTFT by size
     summary.update(tally.as_dict())  # TTFT decomposition, slowest requests (load/timings.py)
@@ -392,7 +396,7 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
         )
     lines += format_breakdown(summary) + format_images(summary) + format_warmup(summary)
     lines += steady_line(summary) + format_timings(summary)
-    lines += server_truth.lines(summary.get("server"))
+    lines += server_truth.lines(summary.get("server")) + server_gauges.lines(summary.get("server"))
     if summary.get("error_budget"):
         lines.append(budget_line(summary["error_budget"]))
     for v in verdicts:

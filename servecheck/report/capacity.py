@@ -81,7 +81,7 @@ class Step:
             total=int((summary.get("requests") or {}).get("total") or 0),
             breakdown=level_breakdown(summary),
             waiting_max=server_figure(summary, "gauges", "requests_waiting", "max"),
-            preemptions=server_figure(summary, "counters", "preemptions", "delta"),
+            preemptions=server_figure(summary, "counters", "preemptions_total", "delta"),
             judged_on=f"steady window {steady.get('start_s')}-{steady.get('end_s')} s"
             if applied
             else "whole run",
@@ -102,7 +102,8 @@ def server_figure(summary: dict[str, Any], kind: str, name: str, stat: str) -> f
     The only reader of summary.json's ``server`` section here (it is written by the run's
     /metrics sampler; older runs and targets without /metrics have none). The keys read:
     ``summary["server"]["gauges"][name]["max"]`` (e.g. ``requests_waiting``) and
-    ``summary["server"]["counters"][name]["delta"]`` (e.g. ``preemptions``)."""
+    ``summary["server"]["counters"][name]["delta"]`` (e.g. ``preemptions_total``); the names
+    are telemetry/prometheus.py's canonical ones (written by load/server_gauges.py)."""
     server = summary.get("server")
     section = server.get(kind) if isinstance(server, dict) else None
     entry = section.get(name) if isinstance(section, dict) else None

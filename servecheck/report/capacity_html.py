@@ -50,6 +50,8 @@ def _step_headers(unit: str) -> tuple[str, ...]:
         "E2E p50",
         "E2E p95",
         "E2E p99",
+        "engine waiting max",  # summary.json server.gauges / server.counters (load/server_gauges.py)
+        "engine preemptions",
     )
 
 
@@ -70,6 +72,8 @@ def _step_rows(steps: list[dict[str, Any]]) -> list[tuple[str, ...]]:
             fmt(s["latency_ms"]["e2e"]["p50"]),
             fmt(s["latency_ms"]["e2e"]["p95"]),
             fmt(s["latency_ms"]["e2e"]["p99"]),
+            fmt(s.get("waiting_max"), digits=0),
+            fmt(s.get("preemptions"), digits=0),
         )
         for i, s in enumerate(steps)
     ]
@@ -159,7 +163,7 @@ def write_capacity_html(run_dir: Path) -> Path:
         (esc(r[0]), esc(r[1]), verdict_badge(r[2] == "PASS"), *(esc(c) for c in r[3:]))
         for r in rows
     ]
-    parts = [head, table(headers, html_rows, numeric=range(3, 11), raw=range(11))]
+    parts = [head, table(headers, html_rows, numeric=range(3, 13), raw=range(13))]
     if steps:
         parts.append("<div class='plots'>" + "".join(_plots_vs_load(steps, unit, kn)) + "</div>")
     prod = production_table(steps, unit, kn)

@@ -397,6 +397,9 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
     parts += steady_html(s, esc)  # the window the SLOs judged, the slices (load/steady.py)
     if plots:
         parts.append("<div class='plots'>" + "".join(_load_plots(run_dir, lat, keys)) + "</div>")
+        from servecheck.report.load_figures import load_figures_html
+
+        parts.append(load_figures_html(s, run_dir))  # slices beside the engine, TTFT split
     md = _load_markdown(s, verdict, req, thr, sched, slos, lat_rows)
     md += timings_markdown(s, Tables(table, md_table))
     return Section(title, "".join(parts), md, verdict == "pass")

@@ -114,6 +114,7 @@ def server_html(section: Mapping[str, Any] | None) -> str:
         "<h4>TTFT decomposition (ms)</h4>",
         table(("phase", "mean", "p50", "p95", "count"), drows, numeric=(1, 2, 3, 4)),
     ]
+    parts.append(state_html(section))
     findings = section.get("findings") or []
     if findings:
         frows = [
@@ -122,3 +123,47 @@ def server_html(section: Mapping[str, Any] | None) -> str:
         ]
         parts += ["<h4>Findings</h4>", table(("severity", "id", "finding"), frows)]
     return "".join(parts)
+
+
+def state_html(section: Mapping[str, Any]) -> str:
+    """The engine's gauges (min / mean / max / last over the window's samples) and counter
+    rises (``server.gauges``, ``server.counters``: load/server_gauges.py); '' without them."""
+    raw_g, raw_c = section.get("gauges"), section.get("counters")
+    gauges: dict[str, Any] = raw_g if isinstance(raw_g, dict) else {}
+    counters: dict[str, Any] = raw_c if isinstance(raw_c, dict) else {}
+    rows = [
+        (
+            name,
+            *(_num(g.get(k), 3) for k in ("min", "mean", "max", "last")),
+            g.get("samples", 0),
+            g.get("source_metric") or "-",
+        )
+        for name, g in gauges.items()
+        if isinstance(g, dict)
+    ]
+    crows = [
+        (
+            name,
+            _num(c.get("delta"), 0) if c.get("delta") is not None else c.get("note") or "-",
+            c.get("from") or "-",
+            c.get("source_metric") or "-",
+        )
+        for name, c in counters.items()
+        if isinstance(c, dict)
+    ]
+    out = []
+    if rows:
+        out += [
+            "<h4>Engine gauges over the run window (sampled)</h4>",
+            table(
+                ("gauge", "min", "mean", "max", "last", "samples", "metric"),
+                rows,
+                numeric=(1, 2, 3, 4, 5),
+            ),
+        ]
+    if crows:
+        out += [
+            "<h4>Engine counters: rise over the run window</h4>",
+            table(("counter", "rise", "from", "metric"), crows, numeric=(1,)),
+        ]
+    return "".join(out)

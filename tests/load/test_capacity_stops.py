@@ -118,6 +118,21 @@ def test_server_figures_are_read_defensively(summary: dict[str, Any], want: floa
     assert server_figure(summary, "gauges", "requests_waiting", "max") == want
 
 
+def test_step_reads_the_names_the_server_section_writes() -> None:
+    """The section's keys (load/server_gauges.py) are the canonical names capacity reads."""
+    from servecheck.load.server_gauges import gauges
+
+    rows = {"requests_waiting": [(1.0, 0.0, "w"), (2.0, 3.0, "w")]}
+    summary = {
+        "server": {
+            "gauges": gauges(rows),
+            "counters": {"preemptions_total": {"delta": 4.0}},
+        }
+    }
+    step = Step.from_summary(2, "users", summary, True)
+    assert (step.waiting_max, step.preemptions) == (3.0, 4.0)
+
+
 def test_engine_knee_is_the_first_level_that_queued_or_preempted() -> None:
     steps = [
         _step(1, 10, 100, waiting=0, preempted=0),
@@ -180,6 +195,15 @@ def test_sweep_against_a_queue_that_grows_while_health_is_ready_stops_early(
     assert "404" in reset["unavailable"]
     page = (tmp_path / "cap" / "report.html").read_text()
     assert page.count("the prefix cache could not be reset") == 1
+    # The engine's own view: one slot, so from 2 users on its waiting gauge rises (sampled by
+    # each step's /metrics recorder, summary.json server.gauges), and that is the engine knee.
+    waited = [s["waiting_max"] for s in data["steps"]]
+    assert all(w is not None for w in waited) and waited[-1] >= 1, waited
+    ek = data["engine_knee"]
+    assert ek is not None and ek["level"] == 2.0, ek  # 1 user never queues behind one slot
+    assert "requests waited in the engine's queue" in ek["why"]
+    assert [s["preemptions"] for s in data["steps"]] == [0.0, 0.0, 0.0]  # counter read, no rise
+    assert "<th>engine waiting max</th>" in page
     assert "Stopped: over-saturated" in page
 
 

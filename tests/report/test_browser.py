@@ -1,20 +1,28 @@
 """The report renders in a real browser: headless Chromium screenshots of a load page.
 
-Skipped when no ``chromium`` is installed (CI installs the Debian package ``chromium``).
+Skipped when no ``chromium`` is installed (CI installs the Debian package ``chromium``). The
+screenshot of the load page with engine metrics is kept under ``$SERVECHECK_ARTEFACTS``
+(default ``reports/selftest/``) for a person to look at.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from servecheck.reference.inprocess import RunningServer
 from servecheck.report.html import write_load_html
+from servecheck.report.load_figures import DECOMP_TITLE, ENGINE_TITLE, TIMELINE_TITLE
 from tests.report.synth import synth_records, write_load_run
 
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = (
     shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 )
@@ -23,7 +31,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def screenshot(page: Path, png: Path, profile: Path) -> subprocess.CompletedProcess[str]:
+def screenshot(
+    page: Path, png: Path, profile: Path, size: str = "1200,2000"
+) -> subprocess.CompletedProcess[str]:
     cmd = [
         str(CHROMIUM),
         "--headless",
@@ -35,7 +45,7 @@ def screenshot(page: Path, png: Path, profile: Path) -> subprocess.CompletedProc
         "--no-first-run",
         f"--user-data-dir={profile}",
         f"--screenshot={png}",
-        "--window-size=1200,2000",
+        f"--window-size={size}",
         page.resolve().as_uri(),
     ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
@@ -70,3 +80,54 @@ def test_load_report_plots_render_in_chromium(tmp_path: Path) -> None:
     assert int(blue.sum()) > 2000, (
         f"only {int(blue.sum())} plot-blue pixels: the SVG plots did not render"
     )
+
+
+ARTEFACTS = Path(os.environ.get("SERVECHECK_ARTEFACTS") or ROOT / "reports" / "selftest")
+FIGURE_TITLES = (TIMELINE_TITLE, ENGINE_TITLE, DECOMP_TITLE)
+
+
+def _svg_with(html: str, title: str) -> str:
+    """The inline ``<svg>`` whose text holds ``title`` (matplotlib keeps each text as a comment
+    beside its glyph paths)."""
+    found = [s for s in re.findall(r"<svg\b.*?</svg>", html, re.S) if f"<!-- {title} -->" in s]
+    assert len(found) == 1, f"{title!r}: {len(found)} figures"
+    return found[0]
+
+
+@pytest.mark.slow
+def test_load_page_with_engine_metrics_renders_its_figures(
+    tmp_path: Path, make_reference: Callable[..., RunningServer]
+) -> None:
+    """A short load against the embedded reference (its /metrics sampled every 0.25 s): the page
+    draws client latency per slice above the engine's gauges on one time axis, and the TTFT
+    decomposition with the engine's side; Chromium paints them (a screenshot is kept)."""
+    from tests.load.test_load_cli import _cmd, _run, _targets
+
+    server = make_reference(ttft_ms=30, itl_ms=3)
+    out = tmp_path / "reports"
+    args = ("--users", "3", "--duration", "4s", "--slice-s", "1s", "--server-metrics", "250ms")
+    proc = _run(_cmd(_targets(tmp_path, server), out, *args), timeout=120)
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["server"]["available"], proc.stderr[-2000:]
+    assert summary["server"]["gauges"]["requests_running"]["max"] >= 1, summary["server"]
+    html = (run_dir / "report.html").read_text()
+    timeline = _svg_with(html, TIMELINE_TITLE)
+    assert f"<!-- {ENGINE_TITLE} -->" in timeline, "the engine panel shares the figure"
+    for label in ("ttft p50 (ms)", "itl p95 (ms)", "running", "waiting", "kv_usage"):
+        assert f"<!-- {label} -->" in timeline, label
+    decomposition = _svg_with(html, DECOMP_TITLE)
+    for label in ("wait headers", "engine queue", "engine prefill", "network + gateway"):
+        assert f"<!-- {label} -->" in decomposition, label
+    for fig in (timeline, decomposition):
+        drawn = [d for d in re.findall(r'<path\b[^>]*\bd="([^"]+)"', fig) if len(d) > 20]
+        assert len(drawn) > 10, "the figure has drawn paths"
+    ARTEFACTS.mkdir(parents=True, exist_ok=True)
+    png = ARTEFACTS / "load-engine-figures.png"
+    png.unlink(missing_ok=True)
+    proc = screenshot(run_dir / "report.html", png, tmp_path / "profile", size="1200,6000")
+    assert png.exists() and png.stat().st_size > 0, f"no screenshot: {proc.stderr[-2000:]}"
+    from matplotlib.image import imread
+
+    rgb = imread(str(png))[..., :3]
+    assert float((rgb.min(axis=2) < 0.9).mean()) > 0.03, "the screenshot is nearly blank"
