@@ -184,12 +184,16 @@ def test_sweep_against_a_queue_that_grows_while_health_is_ready_stops_early(
     data = _capacity(
         targets,
         tmp_path,
-        *("--users", "1,2,4,8", "--step-duration", "3s", "--throughput-drop", "90"),
+        *("--users", "1,2,4,8,16", "--step-duration", "3s", "--throughput-drop", "90"),
         *("--max-error-rate", "none", "--reset-prefix-cache"),
     )
+    # From 1 to 2 users the one slot also loses the idle gap between one user's requests, so
+    # on a busy machine throughput can still grow by more than the margin there: the sweep then
+    # sees the plateau at 4 and 8 users. Either way it stops before 16, and says why.
     levels = [s["level"] for s in data["steps"]]
-    assert levels == [1.0, 2.0, 4.0], data["stop_reason"]
-    assert data["stop_reason"].startswith("over-saturated: at 2 users and 4 users")
+    assert levels in ([1.0, 2.0, 4.0], [1.0, 2.0, 4.0, 8.0]), data["stop_reason"]
+    pair = "2 users and 4 users" if len(levels) == 3 else "4 users and 8 users"
+    assert data["stop_reason"].startswith(f"over-saturated: at {pair}"), data["stop_reason"]
     reset = data["prefix_cache_reset"]
     assert reset["resets"] == 0 and "could not be reset" in reset["unavailable"]
     assert "404" in reset["unavailable"]
@@ -202,7 +206,7 @@ def test_sweep_against_a_queue_that_grows_while_health_is_ready_stops_early(
     ek = data["engine_knee"]
     assert ek is not None and ek["level"] == 2.0, ek  # 1 user never queues behind one slot
     assert "requests waited in the engine's queue" in ek["why"]
-    assert [s["preemptions"] for s in data["steps"]] == [0.0, 0.0, 0.0]  # counter read, no rise
+    assert all(s["preemptions"] == 0.0 for s in data["steps"])  # counter read, no rise
     assert "<th>engine waiting max</th>" in page
     assert "Stopped: over-saturated" in page
 
