@@ -15,7 +15,7 @@ share the machine's noise, and the table gives per-variant medians and their rat
 Truth per request: TTFT 100 ms, E2E 730 ms; each request's error is also given net of how late
 the server sent its first and last token (``GET /stats/requests``, by ``X-Request-Id``).
 
-    python benchmarks/bench_server_metrics.py                  # 3 rounds x 3 variants, 12 s each
+    python benchmarks/bench_server_metrics.py                  # 3 rounds x 3 variants, 10 s each
     python benchmarks/bench_server_metrics.py --quick          # 1 round, 2 s runs, no docs
     python benchmarks/bench_server_metrics.py --from-log LOG   # the section from a run's output
 
@@ -48,7 +48,16 @@ from _truth import server_requests, server_stats, start_truth_server, stop  # no
 from bench_load import E2E_S, ITL_S, SCENARIO, TOKENS, TTFT_S, fmt  # noqa: E402
 
 START, END = "<!-- server-metrics:start -->", "<!-- server-metrics:end -->"
-READING = ""
+READING = (
+    "Reading: the sampler's work (one GET of a 55-line page and its parse per interval, in a thread"
+    " of the `servecheck load` process) is paid per scrape, not per token: the split under the table"
+    " is what carries over to other token rates, and `tree CPU-s / 10k tokens` divides it, with the start-up"
+    " of both processes (several CPU-s, the bulk of `outside Locust`), by the tokens a run streamed, so"
+    " a run that streamed fewer tokens (the machine took its core) shows a higher figure for that"
+    " reason alone. The Locust column is the check that the sampler does not slow the generator"
+    " itself: it runs in another process. What the default interval adds is the pre-run scrape, the"
+    " settled scrapes after the run and the reconciliation, plus one scrape a second."
+)
 # (label, the --server-metrics option or None for the default, which is 1 s for this target)
 VARIANTS: tuple[tuple[str, str | None], ...] = (
     ("off", "off"),
@@ -180,11 +189,23 @@ def _ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}" if a is not None and b else "-"
 
 
-def _extra(r: dict[str, Any], off: dict[str, Any], duration: float) -> str:
-    """The tree's CPU beyond ``off``'s (medians), per second of sending: what sampling costs in
-    time, whatever the token rate (off's row: 0 by definition)."""
+def _extra(r: dict[str, Any], off: dict[str, Any]) -> float | None:
+    """The tree's CPU-s beyond ``off``'s (medians; off's row: 0 by definition)."""
     a, b = r.get("tree_cpu_s"), off.get("tree_cpu_s")
-    return f"{(a - b) / duration * 1000:+.0f}" if a is not None and b is not None else "-"
+    return a - b if a is not None and b is not None else None
+
+
+def split(rows: dict[str, dict[str, Any]]) -> tuple[float | None, float | None]:
+    """(CPU-s per scrape, fixed CPU-s per run) from the two sampled rows' extra CPU over off:
+    the extra grows with the scrapes (per scrape = slope), the rest is paid once a run (the
+    scrapes before and after, the recorder's start, the reconciliation)."""
+    off, one, fast = (rows[label] for label, _ in VARIANTS)
+    e1, e2 = _extra(one, off), _extra(fast, off)
+    n1, n2 = one.get("scrapes"), fast.get("scrapes")
+    if e1 is None or e2 is None or not n1 or not n2 or n2 <= n1:
+        return None, None
+    per = (e2 - e1) / (n2 - n1)
+    return per, e1 - per * n1
 
 
 def render(rows: dict[str, dict[str, Any]], meta: dict[str, Any]) -> str:
@@ -205,13 +226,12 @@ def render(rows: dict[str, dict[str, Any]], meta: dict[str, Any]) -> str:
         " thread, the summary and reconciliation); `Locust CPU`: the generator's own figure"
         " (`generator.cpu_s_per_10k_tokens`, since its first request), which the sampler, running in"
         " the parent, does not touch; `outside Locust`: tree CPU - Locust CPU, per run (mostly the two"
-        " processes' start-up); `beside off`: the tree's median CPU-s minus off's, over the run's"
-        " duration (the sampler's cost in CPU-ms per second, whatever the token rate; noise can"
-        " make it negative); `scrapes`: the sampler's scrapes per run. Errors in ms"
+        " processes' start-up); `beside off`: the tree's median CPU-s minus off's (noise can make"
+        " it negative); `scrapes`: the sampler's scrapes per run. Errors in ms"
         " against the truth (TTFT 100 ms, E2E 730 ms); `net`: less the server's own lateness per request.",
         "",
         "| --server-metrics | runs | ok | scrapes | tree CPU-s / 10k tokens | ratio | Locust CPU-s / 10k tokens"
-        " | ratio | outside Locust CPU-s | ratio | tree CPU beside off, ms per run-second | tokens/s | ratio | TTFT err p50 | TTFT err p99"
+        " | ratio | outside Locust CPU-s | ratio | tree CPU-s beside off | tokens/s | ratio | TTFT err p50 | TTFT err p99"
         " | E2E err p99 | TTFT net p99 | E2E net p99 | load avg |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
@@ -221,12 +241,37 @@ def render(rows: dict[str, dict[str, Any]], meta: dict[str, Any]) -> str:
             f" | {fmt(r.get('tree_cpu_per_10k'), '.3f')} | {_ratio(r.get('tree_cpu_per_10k'), off.get('tree_cpu_per_10k'))}"
             f" | {fmt(r.get('locust_cpu_per_10k'), '.3f')} | {_ratio(r.get('locust_cpu_per_10k'), off.get('locust_cpu_per_10k'))}"
             f" | {fmt(r.get('outside_cpu_s'), '.2f')} | {_ratio(r.get('outside_cpu_s'), off.get('outside_cpu_s'))}"
-            f" | {_extra(r, off, meta['duration'])}"
+            f" | {fmt(_extra(r, off), '+.2f')}"
             f" | {fmt(r.get('tokens_per_s'), '.0f')} | {_ratio(r.get('tokens_per_s'), off.get('tokens_per_s'))}"
             f" | {fmt(r.get('ttft_err_p50'), '.2f')} | {fmt(r.get('ttft_err_p99'), '.2f')}"
             f" | {fmt(r.get('e2e_err_p99'), '.2f')} | {fmt(r.get('ttft_net_p99'), '.2f')}"
             f" | {fmt(r.get('e2e_net_p99'), '.2f')} | {fmt(r.get('loadavg'), '.1f')} |"
         )
+    per, fixed = split(rows)
+    if per is not None and fixed is not None:
+        rate = off.get("tokens_per_s") or 0.0
+        lines += [
+            "",
+            f"Split of the extra CPU: **{per * 1000:.1f} CPU-ms per scrape** (the slope between the"
+            f" 1 s and 0.1 s rows) and {fixed:.2f} CPU-s once per run (the default's extra less its"
+            " scrapes: the scrapes before and after, the recorder's start, the reconciliation)."
+            + (
+                f" At this run's {rate:.0f} tokens/s that is {per / 1.0 / rate * 10_000:.4f} CPU-s"
+                f" per 10k tokens at 1 s and {per / 0.1 / rate * 10_000:.4f} at 0.1 s, beside the"
+                f" generator's {off.get('locust_cpu_per_10k') or 0:.3f}."
+                if rate
+                else ""
+            ),
+        ]
+    busy = max(float(r.get("loadavg") or 0) for r in rows.values())
+    if busy > 2:
+        lines += [
+            "",
+            f"Taken on a shared machine at load average up to {busy:.0f} (other sessions' work on"
+            " its 2 cores; median load average per variant in the last column): the absolute figures"
+            " carry that load, so read the ratios and differences between variants of the same run,"
+            " whose rounds were interleaved so as to share it.",
+        ]
     lines += ["", meta.get("reading", ""), END, ""]
     return "\n".join(lines)
 
@@ -263,7 +308,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one round of 2 s runs; no docs")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--duration", type=float, default=12.0)
+    ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--users", type=int, default=256)
     ap.add_argument("--no-docs", action="store_true")
     ap.add_argument(
