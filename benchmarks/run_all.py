@@ -21,6 +21,7 @@ SCRIPTS = [
     "bench_peers.py",
     "bench_load.py",
     "bench_capacity.py",
+    "bench_server_metrics.py",
 ]
 
 

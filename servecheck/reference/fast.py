@@ -12,6 +12,8 @@ charged with the server's lateness. This server does only what calibration needs
   request is known in advance: TTFT, ITL and E2E = TTFT + (n - 1) * ITL;
 * ``GET /health``, ``GET /v1/models`` (one model, ``truth``), and ``GET /stats``: the server's own
   lateness (how long after its due time each write left), so a benchmark can show the truth held;
+* ``GET /metrics``: request and token counters, TTFT and e2e histograms under vLLM's names
+  (``reference/fast_metrics.py``), so that a load run's engine truth has something to sample;
 * ``GET /stats/requests``: per request that carried an ``X-Request-Id``, how late its first and its
   last token left (ms), so a benchmark can take the server's lateness out of each request's error;
   with ``--reasoning-tokens R`` a third value: how late its first answer token left;
@@ -46,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.clock import clock_offset
+from servecheck.reference.fast_metrics import FastMetrics
 
 _perf = time.perf_counter
 MODEL = "truth"
@@ -89,6 +92,9 @@ class _Stream:
     think: bytes = b""  # a reasoning token chunk, sent instead of ``token`` while thinking
     think_left: int = 0  # reasoning chunks still to send
     think_n: int = 0  # reasoning chunks in all
+    arrived: float = 0.0  # when the request reached this host (for /metrics' e2e)
+    prompt_tokens: int = 0  # what its usage says, counted by /metrics when it completes
+    tokens: int = 0  # generated tokens, likewise
 
 
 class _Lateness:
@@ -167,6 +173,7 @@ class FastServer:
         self.late = _Lateness()
         self.per_request: dict[str, list[float]] = {}  # X-Request-Id -> [first, last] lateness (s)
         self.requests = 0
+        self.metrics = FastMetrics()
         self.cpu0 = time.process_time()
         self.clock_offset = clock_offset()  # realtime - perf_counter, for the kernel's stamps
         self.stop = False
@@ -175,6 +182,7 @@ class FastServer:
             ("GET", "/v1/models"): self._models,
             ("GET", "/stats"): self._stats,
             ("GET", "/stats/requests"): self._stats_requests,
+            ("GET", "/metrics"): self._metrics,
             ("POST", "/v1/chat/completions"): self._chat,
             ("POST", "/v1/completions"): self._completions,
         }
@@ -345,6 +353,10 @@ class FastServer:
         self.late.add(late)
         st.sent += 1
         st.left -= 1
+        if st.sent == 1:
+            self.metrics.first_token(self.timing.ttft_s + late)
+        if st.left <= 0:
+            self.metrics.finished(st.prompt_tokens, st.tokens, now - st.arrived)
         thinking = st.think_left > 0
         st.think_left -= thinking
         if st.rid:
@@ -394,6 +406,10 @@ class FastServer:
             **self.late.summary(),
         }
         self._send(conn, _response("200 OK", json.dumps(body).encode()))
+
+    def _metrics(self, conn: _Conn, _body: bytes, _arrived: float) -> None:
+        page = self.metrics.page(running=len(self.heap))
+        self._send(conn, _response("200 OK", page, "text/plain; version=0.0.4"))
 
     def _stats_requests(self, conn: _Conn, _body: bytes, _arrived: float) -> None:
         ms = 1000.0
@@ -468,6 +484,7 @@ class FastServer:
                 }
             ).encode()
             st = _Stream(conn, 1, b"", _response("200 OK", full), rid=conn.request_id)
+            st.arrived, st.prompt_tokens, st.tokens = arrived, prompt_tokens, n
             conn.busy = True
             delay = self.timing.ttft_s + (n - 1) * self.timing.itl_s
             heapq.heappush(self.heap, (arrived + delay, next(self.seq), st))
@@ -488,6 +505,7 @@ class FastServer:
         st = _Stream(
             conn, n, token, tail, first_due=arrived + self.timing.ttft_s, rid=conn.request_id
         )
+        st.arrived, st.prompt_tokens, st.tokens = arrived, prompt_tokens, n
         if think:
             reasoning = {"index": 0, "delta": {"reasoning_content": " think"}, "logprobs": None}
             st.think = _sse({**base, "choices": [{**reasoning, "finish_reason": None}], **extra})

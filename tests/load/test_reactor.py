@@ -199,6 +199,63 @@ def test_fast_server_survives_a_client_that_hangs_up_mid_stream(fast: str) -> No
     )
 
 
+def _post(url: str, body: bytes) -> bytes:
+    req = urllib.request.Request(
+        url, data=body, method="POST", headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=10) as r:  # noqa: S310 - loopback test server
+        return bytes(r.read())
+
+
+def test_fast_server_metrics_count_what_it_answered_in_vllm_names(fast: str) -> None:
+    """/metrics: counters of the requests answered in full (usage's own figures), TTFT and e2e
+    histograms no shorter than the schedule; a client that hung up counts nowhere; the page keeps
+    its size whatever the traffic."""
+    from servecheck.telemetry.prometheus import parse_samples, read_histogram
+
+    def scrape() -> tuple[dict, int]:
+        with urllib.request.urlopen(fast + "/metrics", timeout=5) as r:  # noqa: S310
+            text = r.read().decode()
+        return parse_samples(text), len(text.splitlines())
+
+    before, size = scrape()
+    assert before["vllm:request_success_total"][0][1] == 0
+    host, port = fast.removeprefix("http://").split(":")
+    gone = _body(200)
+    with socket.create_connection((host, int(port))) as s:
+        s.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(gone), gone)
+        )
+        assert s.recv(4096).startswith(b"HTTP/1.1 200 OK")
+    streamed = _post(fast + "/v1/chat/completions", _body(5))
+    usage = [
+        json.loads(line[6:])["usage"]
+        for line in streamed.decode().splitlines()
+        if line.startswith("data: {") and '"choices":[]' in line
+    ][0]
+    full = json.loads(_post(fast + "/v1/completions", _body(3, prompt="x", stream=False)))
+    time.sleep(3 * ITL_S)
+    after, size_after = scrape()
+
+    def value(name: str) -> float:
+        return after[name][0][1]
+
+    assert value("vllm:request_success_total") == 2
+    assert value("vllm:generation_tokens_total") == 5 + 3
+    assert value("vllm:prompt_tokens_total") == (
+        usage["prompt_tokens"] + full["usage"]["prompt_tokens"]
+    )
+    assert after["vllm:request_success_total"][0][0] == {"engine": "0", "model_name": "truth"}
+    ttft = read_histogram(after, "vllm:time_to_first_token_seconds")
+    e2e = read_histogram(after, "vllm:e2e_request_latency_seconds")
+    assert ttft is not None and e2e is not None
+    # The hung-up stream never finished (its TTFT counts only if its first token left first).
+    assert e2e.count == 2 and ttft.count >= 2 and e2e.buckets[-1][1] == 2
+    assert ttft.sum >= ttft.count * TTFT_S and e2e.sum >= TTFT_S + 4 * ITL_S + TTFT_S + 2 * ITL_S
+    assert size_after == size
+
+
 def test_fast_server_command_line_reports_a_busy_port() -> None:
     with socket.create_server(("127.0.0.1", 0)) as busy:
         port = busy.getsockname()[1]
