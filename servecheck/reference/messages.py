@@ -627,7 +627,9 @@ async def _stream(
         await emit("content_block_stop", **stop)
     if not _fault(state, "messages-stream-no-message-stop"):
         await emit("message_stop")
-    state.success += 1
+    state.success += 1  # counted as the non-streamed answer is: load's server-counter check
+    state.prompt_tokens += out.input_tokens
+    state.generation_tokens += out.output_tokens
     await response.write_eof()
     return response
 
