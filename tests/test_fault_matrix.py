@@ -34,12 +34,14 @@ FAULT_OPTIONS: dict[str, dict[str, object]] = {
 # HEALTH: answers slow enough (200 ms a token, ~4 s an answer) that HEALTH-UNDER-LOAD's streams are still
 # generating when it asks for health.
 # IMAGE: a vision model (--vision) and a target declaring vision; IMAGE-REJECTED-TEXT-ONLY, keyed
-# by its own id, keeps the default text-only server and target (a check id's key wins).
+# (and IMAGE-MESSAGES-REJECTED-TEXT-ONLY), keyed by its own id, keeps the default text-only
+# server and target (a check id's key wins).
 SURFACE_SERVER: dict[str, dict[str, object]] = {
     "REASON": {"reasoning": ReasoningMode()},
     "HEALTH": {"itl_ms": 200.0},
     "IMAGE": {"vision": True},
     "IMAGE-REJECTED-TEXT-ONLY": {},
+    "IMAGE-MESSAGES-REJECTED-TEXT-ONLY": {},
     # MESSAGES-THINKING: a reasoning model whose context holds Anthropic's minimum thinking budget
     "MESSAGES-THINKING": {"reasoning": ReasoningMode(), "max_model_len": 2048},
 }
@@ -47,6 +49,7 @@ SURFACE_TARGET: dict[str, dict[str, object]] = {
     "REASON": {"reasoning": "auto"},
     "IMAGE": {"capabilities": {"vision": True}},
     "IMAGE-REJECTED-TEXT-ONLY": {},
+    "IMAGE-MESSAGES-REJECTED-TEXT-ONLY": {},
     "MESSAGES-THINKING": {"reasoning": "auto"},
 }
 

@@ -1151,6 +1151,18 @@ _fault(
     "an image over the pixel limit is dropped silently and the text answered with a 200",
     "IMAGE-HUGE",
 )
+_fault(
+    "image-messages-ignored",
+    "a text-only server answers 200 to an Anthropic image block on /v1/messages, rendering only "
+    "the text: the image is silently dropped",
+    "IMAGE-MESSAGES-REJECTED-TEXT-ONLY",
+)
+_fault(
+    "image-messages-dropped",
+    "a vision server accepts an image block on /v1/messages but never reads it: input_tokens "
+    "stay the text's alone",
+    "IMAGE-MESSAGES-ANSWERS",
+)
 
 # The Anthropic Messages API (/v1/messages, reference/messages.py): each fires only there
 for _name, _description, *_catches in (

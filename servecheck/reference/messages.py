@@ -7,7 +7,9 @@ what clients of the Messages API rely on: a ``message`` object with content bloc
 thinking), ``stop_reason`` ``end_turn`` / ``max_tokens`` / ``stop_sequence`` (naming the
 sequence) / ``tool_use``, usage ``input_tokens`` / ``output_tokens``, ``system`` as a string or
 text blocks, tools with ``input_schema`` and ``tool_choice`` auto / any / tool / none,
-``tool_result`` turns, the named event stream (``message_start`` ... ``message_stop``, with a
+``tool_result`` turns, ``image`` blocks with a base64 source in user turns (read and counted
+by :mod:`servecheck.reference.vision` under ``--vision``, refused with a 400 by the text-only
+default), the named event stream (``message_start`` ... ``message_stop``, with a
 ``ping``), errors in Anthropic's shape (``{"type": "error", "error": {...}}``), and the key in
 ``x-api-key`` or ``Authorization: Bearer`` (the server's auth middleware leaves these routes to
 this module, so its 401 is Anthropic-shaped too). Every ``messages-*`` fault in
@@ -29,7 +31,7 @@ from typing import Any
 import jsonschema
 from aiohttp import web
 
-from servecheck.reference import model
+from servecheck.reference import model, vision
 from servecheck.reference.http import (
     STATE,
     ApiError,
@@ -106,6 +108,7 @@ class Turn:
     stops: list[str]
     thinking: bool
     body: dict[str, Any] = field(default_factory=dict)
+    images: list[tuple[int, str]] = field(default_factory=list)  # (prompt tokens, digest) each
 
 
 def _text_blocks(value: Any, where: str) -> str:
@@ -163,7 +166,9 @@ def _block(
     raise ApiError(400, f"{where}.type {kind!r} is not a content block this model accepts here")
 
 
-def _messages(state: State, body: dict[str, Any]) -> list[dict[str, Any]]:
+def _messages(
+    state: State, body: dict[str, Any], images: list[tuple[int, str]]
+) -> list[dict[str, Any]]:
     raw = body.get("messages")
     expect(
         isinstance(raw, list) and bool(raw),
@@ -188,6 +193,9 @@ def _messages(state: State, body: dict[str, Any]) -> list[dict[str, Any]]:
             where,
         )
         for k, block in enumerate(content):
+            if isinstance(block, dict) and block.get("type") == "image" and role == "user":
+                images.append(vision.messages_image(state, f"{where}.content.{k}", block))
+                continue
             part = _block(state, role, block, f"{where}.content.{k}", ids)
             if part is not None:
                 out.append(part)
@@ -285,15 +293,18 @@ def _validate(state: State, body: dict[str, Any], count_only: bool = False) -> T
     )
     stream = body.get("stream", False)
     expect(isinstance(stream, bool), "stream must be a boolean", "stream")
-    messages = _system(state, body) + _messages(state, body)
+    images: list[tuple[int, str]] = []
+    messages = _system(state, body) + _messages(state, body, images)
     tools, choice = _tools(body)
     thinking = False if count_only else _thinking(state, body, max_tokens)
-    return Turn(messages, tools, choice, max_tokens, stops, thinking, body)
+    return Turn(messages, tools, choice, max_tokens, stops, thinking, body, images)
 
 
 def input_tokens(turn: Turn) -> int:
+    """The prompt's tokens: the chat-style messages and tools, plus each image block's."""
     chat_tools = [{"type": "function", "function": t} for t in turn.tools]
-    return model.count_chat_tokens(turn.messages, chat_tools)
+    images = sum(tokens for tokens, _ in turn.images)
+    return model.count_chat_tokens(turn.messages, chat_tools) + images
 
 
 @dataclass(slots=True)
@@ -355,6 +366,7 @@ def generate(state: State, turn: Turn) -> Output:
         )
     limit = min(turn.max_tokens, max(cfg.max_model_len - prompt, 1))
     key = "messages\x00" + json.dumps(turn.messages, sort_keys=True, ensure_ascii=False)
+    key += "".join("\x00" + digest for _, digest in turn.images)  # another image, another answer
     thought: list[str] = []
     if turn.thinking and state.reasoning is not None:
         thought = model.generate_text(
@@ -615,7 +627,9 @@ async def _stream(
         await emit("content_block_stop", **stop)
     if not _fault(state, "messages-stream-no-message-stop"):
         await emit("message_stop")
-    state.success += 1
+    state.success += 1  # counted as the non-streamed answer is: load's server-counter check
+    state.prompt_tokens += out.input_tokens
+    state.generation_tokens += out.output_tokens
     await response.write_eof()
     return response
 

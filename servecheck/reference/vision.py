@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import io
 import math
 from dataclasses import dataclass, field
@@ -167,3 +168,41 @@ def screen(state: State, body: dict[str, Any]) -> Seen:
             seen.sizes.append(size)
     seen.tokens = _count(faults, seen.sizes)
     return seen
+
+
+def messages_image(state: State, where: str, block: dict[str, Any]) -> tuple[int, str]:
+    """Read an Anthropic Messages ``image`` content block (a base64 ``source``) as a chat
+    image_url part is read: refused on a text-only server (the image-messages-ignored fault
+    drops it unread), else decoded and counted (image-messages-dropped: decoded, not counted).
+    Returns (its prompt tokens, a digest of it for the answer's seed); raises the 400 an engine
+    answers."""
+    faults = state.faults
+    if not state.config.vision:
+        if "image-messages-ignored" in faults:
+            return 0, ""
+        raise ApiError(
+            400,
+            f"{where}: this is a text-only model and does not accept image content blocks",
+            param=where,
+        )
+    source = block.get("source")
+    ok = (
+        isinstance(source, dict)
+        and source.get("type") == "base64"
+        and isinstance(source.get("media_type"), str)
+        and isinstance(source.get("data"), str)
+    )
+    if not ok:
+        raise ApiError(
+            400,
+            f"{where}.source must be {{type: base64, media_type, data}} (this server fetches "
+            "no URLs)",
+            param=where,
+        )
+    assert isinstance(source, dict)  # noqa: S101 - checked above
+    url = f"data:{source['media_type']};base64,{source['data']}"
+    read = _payload(faults, where, url)
+    size = _size(state, where, read[1]) if read is not None else None
+    if read is None or size is None or "image-messages-dropped" in faults:
+        return 0, ""
+    return image_tokens(*size), hashlib.sha256(read[1]).hexdigest()[:16]

@@ -8,6 +8,11 @@ target is text-only, the usual case: an image part must get a 4xx error object t
 500 and never a 200 whose answer silently left the image out (IMAGE-REJECTED-TEXT-ONLY, the one
 IMAGE check that runs on every text engine).
 
+The Anthropic Messages API carries images too, as ``image`` content blocks with a base64
+``source``: IMAGE-MESSAGES-ANSWERS holds a vision target's /v1/messages to what IMAGE-ANSWERS and
+IMAGE-TOKENS-GROW ask of chat, and IMAGE-MESSAGES-REJECTED-TEXT-ONLY a text-only target's to a
+4xx in Anthropic's error shape.
+
 Images are drawn here (:mod:`servecheck.client.images`) and sent as base64 ``data:`` URLs only:
 no request names a URL off the machine, so no engine is made to fetch one.
 """
@@ -18,10 +23,11 @@ from typing import Any
 
 from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
 from servecheck.checks.registry import check
+from servecheck.checks.surfaces import messages as anthropic
 from servecheck.checks.surfaces.err import error_shape_problem
 from servecheck.checks.surfaces.req import answered, prompt_tokens
 from servecheck.client.http import Exchange
-from servecheck.client.images import Image, chat_message, data_url, make_image
+from servecheck.client.images import Image, chat_message, data_url, make_image, messages_block
 
 PROMPT = "Describe the image in a few words."
 MAX_TOKENS = 8
@@ -311,4 +317,125 @@ def image_rejected_text_only(ctx: CheckContext) -> None:
         exchange=ex,
         deviation=deviation,
         hint=HINT_REFUSE,
+    )
+
+
+MESSAGES_NEEDS = ("messages", "route-accepts:/messages")
+
+
+def _ask_messages(ctx: CheckContext, *images: Image) -> Exchange:
+    """One /v1/messages user turn: the prompt as a text block, then one image block an image."""
+    content = [{"type": "text", "text": PROMPT}, *(messages_block(i) for i in images)]
+    body = anthropic.request_body(ctx, [{"role": "user", "content": content}])
+    return anthropic.send(ctx, body | {"max_tokens": MAX_TOKENS})
+
+
+def _message_tokens(ctx: CheckContext, ex: Exchange, what: str) -> int:
+    """input_tokens (with cache reads and writes) of a 200 Messages API answer, else a failure."""
+    if ex.status is not None and not ex.error and not ex.ok:
+        ctx.fail(
+            f"{what}: /v1/messages refused an image block",
+            expected="HTTP 200 with a message object",
+            received=ex.describe(400),
+            exchange=ex,
+            hint="a vision model reads Anthropic image blocks ({type: image, source: {type: "
+            "base64, media_type, data}}) on /v1/messages as it reads image_url parts on chat",
+        )
+    data = ctx.ok_json(ex, f"POST /v1/messages with {what}")
+    problems = anthropic.shape_problems(data)
+    ctx.expect(
+        not problems,
+        f"{what}: the answer departs from the Messages API message",
+        expected="a message object with content blocks, a stop_reason and usage",
+        received="; ".join(problems),
+        exchange=ex,
+    )
+    return int(anthropic.prompt_tokens(anthropic.usage_of(data)))
+
+
+@check(
+    "IMAGE-MESSAGES-ANSWERS",
+    "an image block on /v1/messages is answered and counted",
+    f"on /v1/messages, a user turn with a text block and one {SMALL}x{SMALL} PNG image block "
+    "(a base64 source) gets a 200 message whose usage.input_tokens (plus cache reads and writes) "
+    f"exceed the same text's alone, and one {LARGE}x{LARGE} PNG larger still (a fixed-resolution "
+    "encoder is the image-tokens-fixed deviation)",
+    requires=("vision", *MESSAGES_NEEDS),
+)
+def image_messages_answers(ctx: CheckContext) -> None:
+    alone = _message_tokens(ctx, _ask_messages(ctx), "the text alone")
+    small, large = make_image(SMALL, SMALL, seed=5), make_image(LARGE, LARGE, seed=5)
+    ex_small = _ask_messages(ctx, small)
+    with_small = _message_tokens(ctx, ex_small, f"one {small.describe()} image block")
+    ctx.expect(
+        with_small > alone,
+        "the image block adds no input tokens: it never reached the model",
+        expected=f"input_tokens > {alone} (the same text without the image)",
+        received=f"input_tokens {with_small} with a {small.describe()} image block",
+        exchange=ex_small,
+        hint=HINT_COUNT.replace("usage.prompt_tokens", "usage.input_tokens"),
+    )
+    ex_large = _ask_messages(ctx, large)
+    with_large = _message_tokens(ctx, ex_large, f"one {large.describe()} image block")
+    ctx.expect(
+        with_large > with_small,
+        "a bigger image block costs no more input tokens than a small one",
+        expected=f"input_tokens > {with_small} (the {SMALL}x{SMALL} image) for {LARGE}x{LARGE}",
+        received=f"input_tokens {with_large} with a {large.describe()} image block "
+        f"({alone} without an image)",
+        exchange=ex_large,
+        deviation="image-tokens-fixed",
+        hint="count an image block as chat counts an image_url part; a fixed count for every "
+        "size is right only for a fixed-resolution encoder (then allow image-tokens-fixed)",
+    )
+
+
+@check(
+    "IMAGE-MESSAGES-REJECTED-TEXT-ONLY",
+    "a text-only target refuses an image block on /v1/messages with an Anthropic error",
+    f"on a target that does not declare vision, a /v1/messages user turn with a text block and "
+    f"one {REJECT_SIDE}x{REJECT_SIDE} PNG image block gets a 4xx whose body is "
+    '{"type": "error", "error": {"type", "message"}}: never a 5xx, never a 200 that left the '
+    f"image out (input_tokens at most {READ_MARGIN} over the text's alone) or read it; skipped "
+    "where the target declares vision",
+    requires=MESSAGES_NEEDS,
+)
+def image_messages_rejected_text_only(ctx: CheckContext) -> None:
+    if ctx.capabilities.get("vision"):
+        raise CheckSkipped(
+            f"{ctx.target.name} declares vision: IMAGE-MESSAGES-ANSWERS judges its image blocks"
+        )
+    image = make_image(REJECT_SIDE, REJECT_SIDE, seed=6)
+    ex = _ask_messages(ctx, image)
+    status = ex.status or 0
+    if 200 <= status < 300 and not ex.error:
+        data = ex.json()
+        usage = anthropic.usage_of(data) if isinstance(data, dict) else {}
+        count = anthropic.prompt_tokens(usage)
+        alone = _message_tokens(ctx, _ask_messages(ctx), "the text alone")
+        read = isinstance(count, int) and count > alone + READ_MARGIN
+        ctx.fail(
+            f"the target read the image block (input_tokens {count}, {alone} without it) but "
+            "does not declare vision"
+            if read
+            else f"the image block was silently ignored: 200 with input_tokens {count}, {alone} "
+            f"without it (an image read adds more than {READ_MARGIN})",
+            expected="a 4xx Anthropic error (the model reads no images)",
+            received=body_snippet(data, 300),
+            exchange=ex,
+            hint="declare capabilities: {vision: true} for a vision model"
+            if read
+            else "a model without a vision encoder must refuse image blocks with a 400: a client "
+            "cannot tell that its image was never seen",
+        )
+    problem = anthropic.error_problem(ex)
+    ctx.expect(
+        problem is None,
+        f"a text-only target does not refuse a {image.describe()} image block cleanly",
+        expected='a 4xx with {"type": "error", "error": {"type": "invalid_request_error", '
+        '"message": "..."}}',
+        received=f"{problem}; {ex.describe(300)}",
+        exchange=ex,
+        hint="refuse an image block the model cannot read with a 400 in Anthropic's error shape "
+        "(the anthropic SDK maps error.type to its exceptions); a 5xx reads as a server failure",
     )
