@@ -539,8 +539,11 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     bound = cfg.duration_s
     wall = (bound or 3600.0) + cfg.drain_s + 120.0
     probe_s = min(ENGINE_CACHE_S, cfg.probe_timeout_s)
-    cache0 = engine_cache.snapshot(spec.target, probe_s) if spec.role != "worker" else {}
     server = server_watch.ServerWatch.start(spec, run_dir, probe_s, say)
+    # A metrics URL that did not answer at all is not asked again for the prefix-cache counters
+    # (each scrape would wait its whole timeout on a target that accepts and never answers).
+    dead = server.unreachable()
+    cache0 = engine_cache.snapshot(spec.target, probe_s) if spec.role != "worker" and not dead else {}
     # A worker watches its own records too: it stops by itself when the target is gone, even
     # when its master's quit message never comes (a master killed after a slow shutdown).
     watch = DownWatch(spec.down_after, started)
@@ -563,7 +566,8 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     ended = time.time()
     server.finish()  # the engine's own counts over the run (load/server_truth.py)
     if spec.role != "worker":  # the engine's prefix-cache counters over the run (breakdown.py)
-        delta = engine_cache.run_delta(cache0, engine_cache.snapshot(spec.target, probe_s))
+        after0 = {"note": "the metrics URL did not answer"} if dead else None
+        delta = engine_cache.run_delta(cache0, after0 or engine_cache.snapshot(spec.target, probe_s))
         (run_dir / ENGINE_FILE).write_text(json.dumps(delta) + "\n", encoding="utf-8")
     if spec.role == "worker":
         # The master merges and judges; a worker only reports where its records are.

@@ -77,6 +77,12 @@ class ServerWatch:
         watch.recorder.wait_ready(min(READY_S, timeout_s * 2))
         return watch
 
+    def unreachable(self) -> bool:
+        """The scrape before the run got no answer at all (refused, timed out): other scrapes of
+        the same URL would only wait their timeout too."""
+        b = self.before
+        return b is not None and not b.ok and (b.note or "").startswith("cannot read")
+
     def stop(self) -> list[dict[str, Any]]:
         """Stop the recorder (if any); its samplers' summaries."""
         if self.recorder is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from servecheck.commands.load.measurement import add_measurement_arguments
 from servecheck.commands.options import (
     add_api_arguments,
     add_dataset_arguments,
@@ -160,22 +161,6 @@ def add_guard_arguments(g: argparse._ArgumentGroup) -> None:
         help="open loop: cap on requests in flight per process (default: 1024)",
     )
     g.add_argument(
-        "--request-id-header",
-        metavar="NAME|off",
-        default=os.environ.get("SERVECHECK_REQUEST_ID_HEADER"),
-        help="the header each request's id is sent in, so a slow request can be found in the "
-        "engine's log; 'off' sends none (a gateway that rejects unknown headers) "
-        "(default: X-Request-Id; env SERVECHECK_REQUEST_ID_HEADER)",
-    )
-    g.add_argument(
-        "--server-metrics",
-        metavar="INTERVAL|off",
-        default=None,
-        help="sample the engine's /metrics every INTERVAL beside the run and reconcile its "
-        "counters with the client's (summary.json 'server'); off: neither (default: the "
-        "target's telemetry.interval_s, else 1s)",
-    )
-    g.add_argument(
         "--no-tokenize",
         action="store_true",
         help="size prompts with the chars-per-token estimate even when the target has /tokenize",
@@ -225,35 +210,6 @@ def add_replay_arguments(g: argparse._ArgumentGroup) -> None:
     )
 
 
-def add_steady_arguments(g: argparse._ArgumentGroup) -> None:
-    """Which part of the run the SLOs judge, the time slices, repeated runs (load/steady.py,
-    workflows/repeat.py)."""
-    env = os.environ.get
-    g.add_argument(
-        "--steady-window",
-        metavar="auto|START:END|none",
-        default=env("SERVECHECK_LOAD_STEADY_WINDOW"),
-        help="the part of the run the SLOs judge: auto (default: ramp-up and the drain after the "
-        "stop left out), START:END seconds from the first send (10s:50s, 10s:), or none (the whole "
-        "run); env SERVECHECK_LOAD_STEADY_WINDOW",
-    )
-    g.add_argument(
-        "--slice-s",
-        metavar="TIME",
-        default=env("SERVECHECK_LOAD_SLICE"),
-        help="width of summary.json's time slices (default: 5s; at most 120 slices, wider when "
-        "the run is longer); env SERVECHECK_LOAD_SLICE",
-    )
-    g.add_argument(
-        "--repeat",
-        type=int,
-        metavar="N",
-        default=None,
-        help="run the same load N times (run-01 ... in the run folder) and report confidence "
-        "intervals over the runs (default: 1)",
-    )
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``servecheck load`` (each also readable from a SERVECHECK_LOAD_* variable)."""
     g = parser.add_argument_group("load")
@@ -262,5 +218,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_distributed_arguments(g)
     add_guard_arguments(g)
     add_replay_arguments(g)
-    add_steady_arguments(g)
+    add_measurement_arguments(g)
     g.add_argument("--quiet", action="store_true", help="no live progress")
