@@ -193,7 +193,13 @@ def classify(ex: Exchange, what: str, key: str, base_url: str) -> Unmet | None:
 def _probe(ctx: CheckContext, route: str) -> Unmet | None:
     send, key, what = ROUTES[route]
     label = what if route == "/models" else f"{what} (POST /v1{route})"
-    return classify(send(ctx), label, key, ctx.target.base_url)
+    ex = send(ctx)
+    if ex.error and ex.error not in ("connect", "timeout", "pool") and ex.status is None:
+        # A kept-alive connection the server closed as this request went out (reset, no
+        # status): clients retry that once (RFC 9112 9.3.1), and so does the probe; a server
+        # that drops every connection drops the second too, and is judged on it.
+        ex = send(ctx)
+    return classify(ex, label, key, ctx.target.base_url)
 
 
 def ensure(check: Check, ctx: CheckContext) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -191,6 +192,23 @@ def _first_answered(conn: socket.socket, srv: HostileServer, path: str) -> bool:
     return first
 
 
+def _drops_first(conn: socket.socket, srv: HostileServer, path: str) -> None:
+    """Reset the first connection to each path without a byte of answer (a kept-alive
+    connection the server closed as the request went out), then answer every request properly."""
+    with srv.lock:
+        first = ("dropped", path) not in srv.dropped
+        srv.dropped.add(("dropped", path))
+    if first:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        return  # closed by _serve: with linger 0, a reset
+    if _is_plain(path):
+        _plain(conn, path)
+        return
+    with srv.lock:
+        srv.answered_paths.discard(path)
+    _first_answered(conn, srv, path)
+
+
 def _refuses_streams(conn: socket.socket, srv: HostileServer, path: str) -> None:
     """Serve a non-streamed request as _first_answered does; refuse every ``stream: true`` one
     with a clean 400 and an OpenAI error object (a gateway that cannot stream)."""
@@ -281,6 +299,13 @@ CATALOGUE: dict[str, Hostile] = {
             _refuses_streams,
         ),
         Hostile(
+            "drops-first",
+            "resets the first connection to each path (models and health too) before answering, "
+            "then answers every request properly",
+            _drops_first,
+            False,
+        ),
+        Hostile(
             "refusals-huge",
             "answers the first API request properly, then a 400 error body of giant_bytes",
             _refusals_huge,
@@ -302,6 +327,7 @@ class HostileServer:
     sent_bytes: int = 0  # body bytes the completion handlers handed to the kernel
     api_requests: int = 0  # requests that reached the handler (not models, health, metrics)
     answered_paths: set[str] = field(default_factory=set)  # refusals-*: paths answered once
+    dropped: set[tuple[str, str]] = field(default_factory=set)  # drops-first: paths reset once
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _local: threading.local = field(default_factory=threading.local, repr=False)
     _sock: socket.socket | None = field(default=None, repr=False)

@@ -31,3 +31,20 @@ def test_a_server_refusing_everything_is_not_judged(server: str, check_id: str) 
         finally:
             ctx.client.close()
     assert excinfo.value.check_id == check_id
+
+
+def test_a_probe_retries_once_on_a_connection_reset_before_any_answer() -> None:
+    """A kept-alive connection the server closed as the probe went out is retried once (as
+    clients do), so one reset does not turn every check behind it into 'not judged'; a server
+    that resets every connection is still judged on it (close-mid-chunk, tests above)."""
+    from servecheck.checks.preconditions import _probe
+
+    with hostile("drops-first") as srv:
+        ctx = hostile_context(srv, "MODELS-RETRIEVE")
+        try:
+            assert _probe(ctx, "/models") is None
+            assert _probe(ctx, "/chat/completions") is None
+        finally:
+            ctx.client.close()
+        # each route was reset once and answered on the retry
+        assert {("dropped", "/v1/models"), ("dropped", "/v1/chat/completions")} <= srv.dropped
