@@ -346,6 +346,19 @@ def apply_quirks(quirks: frozenset[str], data: bytes) -> bytes:
     return data
 
 
+async def write_event(response: web.StreamResponse, quirks: frozenset[str], data: bytes) -> None:
+    """Write one SSE event with the legal quirks applied (``sse-split``: across three writes,
+    cutting through multi-byte characters)."""
+    data = apply_quirks(quirks, data)
+    if "sse-split" in quirks and len(data) > 3:
+        third = len(data) // 3
+        for a, b in ((0, third), (third, 2 * third), (2 * third, len(data))):
+            await response.write(data[a:b])
+            await asyncio.sleep(0)
+    else:
+        await response.write(data)
+
+
 __all__ = [
     "STATE",
     "ApiError",
@@ -353,6 +366,7 @@ __all__ = [
     "ServerConfig",
     "State",
     "apply_quirks",
+    "write_event",
     "check_ready",
     "error_body",
     "error_response",

@@ -36,13 +36,13 @@ from servecheck.reference.http import (
     STATE,
     ApiError,
     State,
-    apply_quirks,
     check_ready,
     error_response,
     expect,
     is_int,
     is_num,
     read_json,
+    write_event,
 )
 
 # HTTP status -> Anthropic's error type (https://docs.anthropic.com/en/api/errors)
@@ -597,14 +597,7 @@ async def _stream(
     async def emit(kind: str, **fields: Any) -> None:
         event = {"type": kind, **fields}
         line = f"data: {json.dumps(event, ensure_ascii=False)}\n\n"
-        data = apply_quirks(quirks, ((f"event: {kind}\n" if named else "") + line).encode())
-        if "sse-split" in quirks and len(data) > 3:
-            third = len(data) // 3
-            for a, b in ((0, third), (third, 2 * third), (2 * third, len(data))):
-                await response.write(data[a:b])
-                await asyncio.sleep(0)
-        else:
-            await response.write(data)
+        await write_event(response, quirks, ((f"event: {kind}\n" if named else "") + line).encode())
 
     async def tick() -> None:
         if cfg.itl_ms:

@@ -31,7 +31,6 @@ from servecheck.reference.http import (
     STATE,
     ApiError,
     State,
-    apply_quirks,
     check_ready,
     error_response,
     expect,
@@ -39,6 +38,7 @@ from servecheck.reference.http import (
     is_num,
     read_json,
     validate_common,
+    write_event,
 )
 
 INPUT_ROLES = {"user", "system", "developer", "assistant"}
@@ -847,14 +847,7 @@ async def _stream(
         event = {"type": kind, "sequence_number": seq, **fields}
         seq += 1
         data = f"event: {kind}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
-        data = apply_quirks(quirks, data)
-        if "sse-split" in quirks and len(data) > 3:
-            third = len(data) // 3
-            for a, b in ((0, third), (third, 2 * third), (2 * third, len(data))):
-                await response.write(data[a:b])
-                await asyncio.sleep(0)
-        else:
-            await response.write(data)
+        await write_event(response, quirks, data)
 
     async def tick() -> None:
         if cfg.itl_ms:

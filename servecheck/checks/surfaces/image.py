@@ -104,6 +104,21 @@ def image_answers(ctx: CheckContext) -> None:
         answered(ctx, _ask(ctx, image), f"one {image.describe()} image", hint=HINT_VISION)
 
 
+def _adds_tokens(ctx: CheckContext, image: Image, alone: int, summary: str) -> int:
+    """prompt_tokens with ``image`` beside the text, which must be more than ``alone``."""
+    ex = _ask(ctx, image)
+    tokens = _tokens_of(ctx, ex, f"one {image.describe()} image")
+    ctx.expect(
+        tokens > alone,
+        summary,
+        expected=f"prompt_tokens > {alone} (the same text without the image)",
+        received=f"prompt_tokens {tokens} with one {image.describe()} image",
+        exchange=ex,
+        hint=HINT_COUNT,
+    )
+    return tokens
+
+
 @check(
     "IMAGE-TOKENS-GROW",
     "an image adds prompt tokens, a bigger image more",
@@ -115,16 +130,7 @@ def image_answers(ctx: CheckContext) -> None:
 def image_tokens_grow(ctx: CheckContext) -> None:
     alone = _text_alone(ctx)
     small, large = make_image(SMALL, SMALL, seed=2), make_image(LARGE, LARGE, seed=2)
-    ex_small = _ask(ctx, small)
-    with_small = _tokens_of(ctx, ex_small, f"one {small.describe()} image")
-    ctx.expect(
-        with_small > alone,
-        "the image adds no prompt tokens",
-        expected=f"prompt_tokens > {alone} (the same text without the image)",
-        received=f"prompt_tokens {with_small} with a {small.describe()} image",
-        exchange=ex_small,
-        hint=HINT_COUNT,
-    )
+    with_small = _adds_tokens(ctx, small, alone, "the image adds no prompt tokens")
     ex_large = _ask(ctx, large)
     with_large = _tokens_of(ctx, ex_large, f"one {large.describe()} image")
     ctx.expect(
@@ -169,15 +175,11 @@ def _several(ctx: CheckContext, images: list[Image]) -> Exchange:
 def image_multi(ctx: CheckContext) -> None:
     alone = _text_alone(ctx)
     images = [make_image(MULTI_SIDE, MULTI_SIDE, seed=10 + k) for k in range(MULTI_COUNT)]
-    ex_one = _ask(ctx, images[0])
-    one = _tokens_of(ctx, ex_one, f"one {images[0].describe()} image")
-    ctx.expect(
-        one > alone,
+    one = _adds_tokens(
+        ctx,
+        images[0],
+        alone,
         "one image adds no prompt tokens: the count cannot tell how many images were read",
-        expected=f"prompt_tokens > {alone} (the same text without the image)",
-        received=f"prompt_tokens {one} with one {images[0].describe()} image",
-        exchange=ex_one,
-        hint=HINT_COUNT,
     )
     ex = _several(ctx, images)
     several = _tokens_of(ctx, ex, f"{MULTI_COUNT} images in one message")
