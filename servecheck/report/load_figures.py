@@ -120,15 +120,15 @@ def _draw_client(ax: Any, points: Mapping[str, tuple[list[float], list[float | N
     ax.set_title(TIMELINE_TITLE)
     ax.set_ylabel("TTFT ms")
     right.set_ylabel("ITL ms")
-    handles = ax.get_legend_handles_labels()
-    more = right.get_legend_handles_labels()
+    _legend(ax, right)
+
+
+def _legend(ax: Any, right: Any) -> None:
+    """One legend for an axis and its twin (left and right y scales)."""
+    handles, labels = ax.get_legend_handles_labels()
+    more, more_labels = right.get_legend_handles_labels()
     ax.legend(
-        handles[0] + more[0],
-        handles[1] + more[1],
-        fontsize=7,
-        loc="upper left",
-        ncol=2,
-        framealpha=0.75,
+        handles + more, labels + more_labels, fontsize=7, loc="upper left", ncol=2, framealpha=0.75
     )
 
 
@@ -149,16 +149,7 @@ def _draw_engine(ax: Any, series: Mapping[str, tuple[list[float], list[float]]])
     ax.set_ylabel("requests")
     right.set_ylabel("KV-cache usage (0-1)")
     ax.set_xlabel("run time (s since the first request)")
-    handles = ax.get_legend_handles_labels()
-    more = right.get_legend_handles_labels()
-    ax.legend(
-        handles[0] + more[0],
-        handles[1] + more[1],
-        fontsize=7,
-        loc="upper left",
-        ncol=2,
-        framealpha=0.75,
-    )
+    _legend(ax, right)
 
 
 def timeline_svg(summary: Mapping[str, Any], run_dir: Path) -> str | None:
