@@ -47,7 +47,16 @@ from servecheck.load.planned import PlannedRequest, single_turn
 from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tokenize_counter
 from servecheck.load.reactor import StreamReactor
 from servecheck.load.records import RATE_LIMITED, RecordWriter, RequestRecord, cached_tokens
-from servecheck.load.schedule import FixedRate, Poisson, Stage, StageShape, for_worker, split_count
+from servecheck.load.schedule import (
+    RATE_MODES,
+    FixedRate,
+    Gamma,
+    Poisson,
+    Stage,
+    StageShape,
+    for_worker,
+    split_count,
+)
 from servecheck.load.stream import (
     classify,
     record_from_stream,
@@ -74,7 +83,7 @@ __all__ = ["LLMUser", "scenario_shape"]
 log = logging.getLogger("servecheck.load")
 _perf = time.perf_counter
 LAG_PROBE_S = 0.05
-OPEN_MODES = ("fixed", "poisson", "trace")  # one dispatcher sends at scheduled times
+OPEN_MODES = (*RATE_MODES, "trace")  # one dispatcher sends at scheduled times
 
 
 # ------------------------------------------------------------------ per-process controller
@@ -123,7 +132,7 @@ class _Controller:
         self.rid_prefix = re.sub(r"[^A-Za-z0-9._:-]", "_", f"{cfg.run_id}-{self.worker}")
         self.prompts = PromptSet()
         self.dispatcher_claimed = False
-        self.sched: FixedRate | Poisson | TraceSchedule | None = None
+        self.sched: FixedRate | Poisson | Gamma | TraceSchedule | None = None
         self.headers = {
             "Content-Type": "application/json",
             "Accept": "text/event-stream",
@@ -204,13 +213,18 @@ class _Controller:
         except Exception as exc:  # noqa: BLE001 - the local copy still has them; the master counts the gap
             log.warning("could not send records to the master: %s", exc)
 
-    def arrivals(self) -> FixedRate | Poisson | TraceSchedule:
-        """This worker's open-loop schedule: a fixed rate, Poisson, or its share of a trace."""
+    def arrivals(self) -> FixedRate | Poisson | Gamma | TraceSchedule:
+        """This worker's open-loop schedule: a fixed rate, Poisson, gamma, or its share of a trace."""
         cfg = self.cfg
         if cfg.trace:
             return open_schedule(cfg, self.index)
         return for_worker(
-            cfg.rate or 1.0, cfg.mode == "poisson", cfg.seed, self.index % cfg.workers, cfg.workers
+            cfg.rate or 1.0,
+            cfg.mode == "poisson",
+            cfg.seed,
+            self.index % cfg.workers,
+            cfg.workers,
+            burstiness=cfg.burstiness if cfg.mode == "gamma" else None,
         )
 
     def _lag_probe(self) -> None:
@@ -406,7 +420,7 @@ class _Controller:
         if prompt.state is not None:
             user.after_response(prompt, rec, reply_of(st, b"".join(raw or ())), st.usage)
         self._fire(rec)
-        if rec.retry_after_s and cfg.retry_after_max_s and cfg.mode not in ("fixed", "poisson"):
+        if rec.retry_after_s and cfg.retry_after_max_s and cfg.mode not in RATE_MODES:
             # Closed loop, --honour-retry-after: this user backs off as a well-behaved client
             # would (open-loop arrivals are the schedule and are not delayed).
             gevent.sleep(

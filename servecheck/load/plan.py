@@ -48,6 +48,8 @@ PLAN_KEYS = (
     "users",
     "rate",
     "poisson",
+    "arrival",  # fixed | poisson | gamma
+    "burstiness",  # the gamma shape (arrival: gamma)
     "seed",
     "shape",
     "duration",
@@ -82,9 +84,10 @@ class RunConfig:
     base_url: str
     model: str
     records_dir: str
-    mode: str = "closed"  # closed | fixed | poisson | shape | trace
+    mode: str = "closed"  # closed | fixed | poisson | gamma | shape | trace
     users: int = 1
     rate: float | None = None
+    burstiness: float | None = None  # mode "gamma": the shape of the gaps
     seed: int = 0
     duration_s: float | None = None
     max_requests: int | None = None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -88,6 +89,8 @@ class LoadSpec:
     users: int | None = None
     rate: float | None = None
     poisson: bool = False
+    # Gamma-distributed gaps of this shape (vllm bench serve's --burstiness); None: not gamma.
+    burstiness: float | None = None
     seed: int = 0
     shape: StageShape | None = None
     duration_s: float | None = None
@@ -175,6 +178,15 @@ def validate(spec: LoadSpec) -> list[SLO]:
             raise SpecError(
                 "refusing to start an unbounded load test: give {duration_s} (e.g. 5m) or {max_requests} N"
             )
+    if spec.burstiness is not None:
+        if spec.rate is None:
+            raise SpecError("{burstiness} shapes open-loop arrivals: give {rate} R/s with it")
+        if spec.poisson:
+            raise SpecError("{burstiness} (gamma arrivals) and {poisson} exclude each other")
+        if not (spec.burstiness > 0 and math.isfinite(spec.burstiness)):
+            raise SpecError(
+                "{burstiness} {n:g}: a positive number (1 is Poisson)", n=spec.burstiness
+            )
     if spec.users is not None and spec.users < 1:
         raise SpecError("{users} must be >= 1")
     if spec.metrics_interval_s is not None and not spec.metrics_interval_s > 0:
@@ -211,6 +223,8 @@ def _mode(spec: LoadSpec) -> str:
     if spec.trace is not None:
         return "trace"
     if spec.rate is not None:
+        if spec.burstiness is not None:
+            return "gamma"
         return "poisson" if spec.poisson else "fixed"
     return "closed"
 
@@ -238,6 +252,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         mode=_mode(spec),
         users=spec.users or 1,
         rate=spec.rate,
+        burstiness=spec.burstiness,
         seed=spec.seed,
         duration_s=duration,
         max_requests=max_requests,
@@ -315,7 +330,7 @@ def locust_command(spec: LoadSpec, cfg: RunConfig, run_dir: Path) -> list[str]:
         # Locust's own timer is only a backstop: our controller ends the run at the bound and
         # lets in-flight requests finish (drain).
         cmd += ["-t", f"{int(bound + cfg.drain_s + 10)}s", "--stop-timeout", f"{int(cfg.drain_s)}"]
-        if cfg.mode in ("fixed", "poisson", "trace"):
+        if cfg.mode in ("fixed", "poisson", "gamma", "trace"):
             n = _workers(spec)
             cmd += ["-u", str(n), "-r", str(n)]
         elif cfg.mode == "closed":

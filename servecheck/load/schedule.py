@@ -130,12 +130,65 @@ class Poisson:
         return n  # pragma: no cover - the generator is infinite
 
 
+@dataclass(slots=True)
+class Gamma:
+    """Gamma-distributed gaps with mean ``1/rate`` and shape ``burstiness``, seeded, as
+    ``vllm bench serve --burstiness`` draws them: 1 is Poisson, below 1 burstier (the gaps'
+    coefficient of variation is ``1/sqrt(burstiness)``), above 1 more even."""
+
+    rate: float
+    burstiness: float = 1.0
+    seed: int = 0
+
+    mode = "gamma"
+
+    def offsets(self) -> Iterator[float]:
+        rng = random.Random(self.seed)
+        scale = 1.0 / (self.rate * self.burstiness)
+        t = 0.0
+        while True:
+            t += rng.gammavariate(self.burstiness, scale)
+            yield t
+
+    def planned(self, duration: float) -> int:
+        n = 0
+        for t in self.offsets():
+            if t >= duration:
+                return n
+            n += 1
+        return n  # pragma: no cover - the generator is infinite
+
+
+# The open-loop modes whose arrivals come from a rate (a trace brings its own times).
+RATE_MODES = ("fixed", "poisson", "gamma")
+
+
+def parse_burstiness(text: str | float | int) -> float:
+    """``--burstiness B``: the gamma shape, a positive number."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise UsageError(f"burstiness {text!r}: a positive number (1 is Poisson)") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise UsageError(f"burstiness {text!r}: must be a positive number (1 is Poisson)")
+    return value
+
+
 def for_worker(
-    rate: float, poisson: bool, seed: int, index: int, workers: int
-) -> FixedRate | Poisson:
-    """This worker's share of an open-loop schedule of ``rate`` req/s over ``workers`` workers."""
+    rate: float,
+    poisson: bool,
+    seed: int,
+    index: int,
+    workers: int,
+    burstiness: float | None = None,
+) -> FixedRate | Poisson | Gamma:
+    """This worker's share of an open-loop schedule of ``rate`` req/s over ``workers`` workers.
+    With ``burstiness`` each worker draws gamma gaps at its share of the rate (with several
+    workers the merged arrivals are their superposition, as with Poisson)."""
     if workers < 1 or not 0 <= index < workers:
         raise ValueError(f"worker index {index} out of range for {workers} workers")
+    if burstiness is not None:
+        return Gamma(rate / workers, burstiness, seed=seed * 1009 + index)
     if poisson:
         return Poisson(rate / workers, seed=seed * 1009 + index)
     return FixedRate(rate, phase=index, stride=workers)

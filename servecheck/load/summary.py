@@ -126,7 +126,7 @@ def _planned(cfg: RunConfig, infos: list[dict[str, Any]]) -> int | None:
         else None
     )
     if (
-        cfg.mode in ("fixed", "poisson")
+        cfg.mode in ("fixed", "poisson", "gamma")
         and planned is None
         and cfg.duration_s
         and cfg.rate
@@ -300,6 +300,7 @@ def summarise(
         "mode": cfg.mode,
         "users": cfg.users if cfg.mode == "closed" else None,
         "rate": cfg.rate,
+        "burstiness": cfg.burstiness,  # gamma arrivals' shape, else null
         "seed": cfg.seed,
         "duration_s": cfg.duration_s,
         "max_requests": cfg.max_requests,

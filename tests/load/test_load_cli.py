@@ -134,6 +134,21 @@ def test_open_loop_plans_and_sends(fast_server: RunningServer, tmp_path: Path) -
     assert s["prompt_method"] == "tokenize:vllm"
 
 
+def test_gamma_arrivals_send_what_they_planned(fast_server: RunningServer, tmp_path: Path) -> None:
+    targets = _targets(tmp_path, fast_server)
+    out = tmp_path / "reports"
+    args = ("--rate", "10/s", "--duration", "3s", "--burstiness", "0.5", "--seed", "7")
+    proc = _run(_cmd(targets, out, *args, "--allow-lag"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    s = _summary(out)
+    assert s["mode"] == "gamma" and s["burstiness"] == 0.5, s["schedule"]
+    planned = s["schedule"]["planned"]
+    assert planned is not None and planned > 0
+    # every planned arrival was sent and measured, at its scheduled time (lag recorded per send)
+    assert s["requests"]["total"] == planned, s["schedule"]
+    assert s["latency_ms"]["lag"]["count"] == planned
+
+
 def test_slo_breach_exits_1(make_reference: Callable[..., RunningServer], tmp_path: Path) -> None:
     server = make_reference("latency-spikes", ttft_ms=5, itl_ms=1)
     targets = _targets(tmp_path, server)
@@ -181,6 +196,21 @@ def test_slo_breach_exits_1(make_reference: Callable[..., RunningServer], tmp_pa
             ["--users", "2", "--duration", "1s", "--slo", "tfft_p95<=1s"],
             "servecheck load: error: SLO 'tfft_p95<=1s': unknown metric 'tfft' (did you mean \"ttft_p95\"?)*",
             id="bad-slo",
+        ),
+        pytest.param(
+            ["--users", "2", "--duration", "1s", "--burstiness", "0.5"],
+            "servecheck load: error: --burstiness shapes open-loop arrivals: give --rate R/s with it",
+            id="burstiness-without-rate",
+        ),
+        pytest.param(
+            ["--rate", "5/s", "--duration", "1s", "--arrival", "poisson", "--burstiness", "2"],
+            "servecheck load: error: --burstiness shapes gamma arrivals, not --arrival poisson",
+            id="burstiness-with-poisson",
+        ),
+        pytest.param(
+            ["--rate", "5/s", "--duration", "1s", "--burstiness", "0"],
+            "servecheck load: error: burstiness '0': must be a positive number (1 is Poisson)",
+            id="burstiness-zero",
         ),
         pytest.param(
             ["--users", "2", "--duration", "1s", "--scenario", "chta"],

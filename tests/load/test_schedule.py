@@ -10,8 +10,10 @@ import pytest
 from servecheck.errors import UsageError
 from servecheck.load.schedule import (
     FixedRate,
+    Gamma,
     Poisson,
     for_worker,
+    parse_burstiness,
     parse_duration,
     parse_rate,
     ramp,
@@ -51,6 +53,30 @@ def test_poisson_mean_rate_and_seed() -> None:
     worker_rates = [for_worker(60.0, True, 1, k, 3) for k in range(3)]
     assert all(isinstance(w, Poisson) and w.rate == 20.0 for w in worker_rates)
     assert len({w.seed for w in worker_rates if isinstance(w, Poisson)}) == 3
+
+
+@pytest.mark.parametrize("burstiness", [0.25, 1.0, 4.0])
+def test_gamma_keeps_the_rate_and_sets_the_spread(burstiness: float) -> None:
+    offs = np.array(list(itertools.islice(Gamma(50.0, burstiness, seed=3).offsets(), 20_000)))
+    gaps = np.diff(offs)
+    assert gaps.mean() == pytest.approx(1 / 50.0, rel=0.05)
+    # a gamma of shape k has a coefficient of variation 1/sqrt(k): burstier below 1
+    assert gaps.std() / gaps.mean() == pytest.approx(burstiness**-0.5, rel=0.08)
+    assert list(itertools.islice(Gamma(50.0, burstiness, seed=3).offsets(), 5)) == offs[:5].tolist()
+
+
+def test_gamma_workers_share_the_rate_with_their_own_seeds() -> None:
+    parts = [for_worker(60.0, False, 1, k, 3, burstiness=0.5) for k in range(3)]
+    assert all(isinstance(w, Gamma) and w.rate == 20.0 and w.burstiness == 0.5 for w in parts)
+    assert len({w.seed for w in parts if isinstance(w, Gamma)}) == 3
+    planned = Gamma(10.0, 0.5, seed=0).planned(30.0)
+    assert planned == sum(1 for t in itertools.islice(Gamma(10.0, 0.5).offsets(), 10_000) if t < 30.0)
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "nan", "inf", "lots"])
+def test_burstiness_must_be_a_positive_number(text: str) -> None:
+    with pytest.raises(UsageError, match="burstiness"):
+        parse_burstiness(text)
 
 
 @pytest.mark.parametrize(

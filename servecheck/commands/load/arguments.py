@@ -55,6 +55,19 @@ def add_workload_arguments(g: argparse._ArgumentGroup) -> None:
         help="open loop with Poisson (exponential) gaps instead of a fixed rate",
     )
     g.add_argument(
+        "--arrival",
+        choices=("fixed", "poisson", "gamma"),
+        default=None,
+        help="open-loop gaps: fixed (default), poisson (as --poisson) or gamma (see --burstiness)",
+    )
+    g.add_argument(
+        "--burstiness",
+        metavar="B",
+        default=None,
+        help="gamma arrivals' shape, as vllm bench serve: 1 is Poisson, < 1 burstier, > 1 "
+        "more even (implies --arrival gamma; default 1 with it)",
+    )
+    g.add_argument(
         "--seed",
         type=int,
         metavar="N",

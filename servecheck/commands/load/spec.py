@@ -13,7 +13,12 @@ from servecheck.errors import UsageError
 from servecheck.load.down import parse_down_after
 from servecheck.load.images import normalise_images
 from servecheck.load.run import LoadSpec
-from servecheck.load.schedule import parse_duration, parse_rate, shape_from_spec
+from servecheck.load.schedule import (
+    parse_burstiness,
+    parse_duration,
+    parse_rate,
+    shape_from_spec,
+)
 from servecheck.load.slo import parse_slos
 from servecheck.load.steady import parse_slice_s, parse_steady_window
 from servecheck.load.stream import parse_retry_after_cap
@@ -58,7 +63,7 @@ def spec_from_options(
         scenario=pick("scenario") or ("trace" if o("trace") else "chat"),
         users=int(users) if users is not None else None,
         rate=parse_rate(rate) if rate is not None else None,
-        poisson=bool(pick("poisson")),
+        **_arrival(pick),
         seed=int(pick("seed") or 0),
         shape=shape,
         duration_s=parse_duration(duration) if duration is not None else None,
@@ -113,3 +118,21 @@ def _interval(text: str | None) -> float | None:
 
 
 __all__ = ["spec_from_options"]
+
+
+ARRIVALS = ("fixed", "poisson", "gamma")
+
+
+def _arrival(pick: Callable[[str], Any]) -> dict[str, Any]:
+    """``--arrival`` / ``--poisson`` / ``--burstiness`` (or the plan's keys) -> the spec's
+    ``poisson`` and ``burstiness``; ``--burstiness`` alone means gamma arrivals."""
+    arrival, burst, poisson = pick("arrival"), pick("burstiness"), bool(pick("poisson"))
+    if arrival is not None and arrival not in ARRIVALS:
+        raise UsageError(f"arrival {arrival!r}: one of {', '.join(ARRIVALS)}")
+    if burst is not None and arrival in ("fixed", "poisson"):
+        raise UsageError(f"--burstiness shapes gamma arrivals, not --arrival {arrival}")
+    if arrival == "fixed" and poisson:
+        raise UsageError("--arrival fixed and --poisson exclude each other")
+    if arrival == "gamma" or burst is not None:
+        return {"poisson": poisson, "burstiness": parse_burstiness(1.0 if burst is None else burst)}
+    return {"poisson": poisson or arrival == "poisson", "burstiness": None}
