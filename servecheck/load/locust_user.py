@@ -42,6 +42,7 @@ from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 from servecheck.load.apis import ENV_API, api_headers, new_state, reply_of, request_for, resolve_api
 from servecheck.load.dataset import ENV_DATASET, dataset_fingerprint
 from servecheck.load.images import ENV_IMAGES, ImagePool, check_images
+from servecheck.load.lengths import Lengths, apply_lengths
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig
 from servecheck.load.planned import PlannedRequest, single_turn
 from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tokenize_counter
@@ -561,6 +562,7 @@ def controller(environment: Any) -> _Controller:
             )
         else:
             mix = user_cls.mix if user_cls is not None else [PromptSpec(128, 64)]
+            mix = apply_lengths(mix, _lengths(cfg.input_tokens), _lengths(cfg.output_tokens), cfg.seed)
             counter, flavour = (None, "")
             if cfg.use_tokenize:
                 root = cfg.base_url.rstrip("/").removesuffix("/v1")
@@ -595,6 +597,10 @@ def controller(environment: Any) -> _Controller:
         ctrl.begin()
         _CTRL["c"] = ctrl
     return ctrl
+
+
+def _lengths(d: dict[str, Any] | None) -> Lengths | None:
+    return None if d is None else Lengths(int(d["mean"]), float(d["sd"]))
 
 
 def _prompt(d: dict[str, Any]) -> Any:

@@ -50,6 +50,8 @@ PLAN_KEYS = (
     "poisson",
     "arrival",  # fixed | poisson | gamma
     "burstiness",  # the gamma shape (arrival: gamma)
+    "input_tokens",  # N or N:SD (load/lengths.py)
+    "output_tokens",
     "seed",
     "shape",
     "duration",
@@ -88,6 +90,10 @@ class RunConfig:
     users: int = 1
     rate: float | None = None
     burstiness: float | None = None  # mode "gamma": the shape of the gaps
+    # --input-tokens / --output-tokens as {mean, sd} (load/lengths.py), and how output is held
+    input_tokens: dict[str, Any] | None = None
+    output_tokens: dict[str, Any] | None = None
+    output_length: str | None = None
     seed: int = 0
     duration_s: float | None = None
     max_requests: int | None = None

@@ -38,6 +38,7 @@ from servecheck.load.budget import DEFAULT_ERROR_BUDGET, with_error_budget
 from servecheck.load.dataset import check_dataset
 from servecheck.load.down import DownRule, DownWatch
 from servecheck.load.images import check_images, normalise_images
+from servecheck.load.lengths import Lengths, exact_output
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
 from servecheck.load.reach import target_down
 from servecheck.load.records import refuse_used_run_dir, worker_files
@@ -91,6 +92,9 @@ class LoadSpec:
     poisson: bool = False
     # Gamma-distributed gaps of this shape (vllm bench serve's --burstiness); None: not gamma.
     burstiness: float | None = None
+    # Lengths instead of the scenario's (load/lengths.py): mean and standard deviation in tokens.
+    input_tokens: Lengths | None = None
+    output_tokens: Lengths | None = None
     seed: int = 0
     shape: StageShape | None = None
     duration_s: float | None = None
@@ -187,6 +191,12 @@ def validate(spec: LoadSpec) -> list[SLO]:
             raise SpecError(
                 "{burstiness} {n:g}: a positive number (1 is Poisson)", n=spec.burstiness
             )
+    if (spec.input_tokens or spec.output_tokens) and (spec.dataset or spec.trace):
+        raise SpecError(
+            "{input_tokens} / {output_tokens} replace a scenario's lengths; "
+            + ("{dataset}" if spec.dataset else "{trace}")
+            + " brings its own"
+        )
     if spec.users is not None and spec.users < 1:
         raise SpecError("{users} must be >= 1")
     if spec.metrics_interval_s is not None and not spec.metrics_interval_s > 0:
@@ -229,6 +239,30 @@ def _mode(spec: LoadSpec) -> str:
     return "closed"
 
 
+def _exact_output(spec: LoadSpec) -> tuple[dict[str, Any], str | None]:
+    """``ignore_eos`` where it makes ``--output-tokens`` exact, and how the length is held."""
+    if spec.output_tokens is None:
+        return {}, None
+    if resolve_api(spec.api, spec.scenario) != "chat":
+        return {}, "a ceiling: ignore_eos is sent on chat completions only"
+    return exact_output(spec.target.engine, spec.extra_body)
+
+
+def _extra_body(spec: LoadSpec) -> dict[str, Any]:
+    return {**spec.extra_body, **_exact_output(spec)[0]}
+
+
+def _lengths_config(spec: LoadSpec) -> dict[str, Any]:
+    def as_dict(x: Lengths | None) -> dict[str, Any] | None:
+        return None if x is None else {"mean": x.mean, "sd": x.sd}
+
+    return {
+        "input_tokens": as_dict(spec.input_tokens),
+        "output_tokens": as_dict(spec.output_tokens),
+        "output_length": _exact_output(spec)[1],
+    }
+
+
 def _workers(spec: LoadSpec) -> int:
     if spec.role in ("master", "worker"):
         return max(1, spec.expect_workers)
@@ -253,6 +287,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         users=spec.users or 1,
         rate=spec.rate,
         burstiness=spec.burstiness,
+        **_lengths_config(spec),
         seed=spec.seed,
         duration_s=duration,
         max_requests=max_requests,
@@ -271,7 +306,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         ]
         if spec.shape
         else [],
-        extra_body=dict(spec.extra_body),
+        extra_body=_extra_body(spec),
         use_tokenize=spec.use_tokenize,
         context_length=spec.target.context_length,
         trace=str(shipped.trace_path(spec.trace)) if spec.trace else None,

@@ -301,6 +301,7 @@ def summarise(
         "users": cfg.users if cfg.mode == "closed" else None,
         "rate": cfg.rate,
         "burstiness": cfg.burstiness,  # gamma arrivals' shape, else null
+        "lengths": _lengths_section(cfg),
         "seed": cfg.seed,
         "duration_s": cfg.duration_s,
         "max_requests": cfg.max_requests,
@@ -348,6 +349,16 @@ def summarise(
     return LoadResult(
         cfg.run_id, run_dir, summary, stats, verdicts, passed, stats.behind, exit_code, locust_rc
     )
+
+
+def _lengths_section(cfg: RunConfig) -> dict[str, Any] | None:
+    """--input-tokens / --output-tokens as asked, and how the output length was held."""
+    from servecheck.load.lengths import Lengths, section
+
+    def back(d: dict[str, Any] | None) -> Lengths | None:
+        return None if d is None else Lengths(int(d["mean"]), float(d["sd"]))
+
+    return section(back(cfg.input_tokens), back(cfg.output_tokens), cfg.output_length)
 
 
 def _ms(d: dict[str, Any], key: str) -> str:

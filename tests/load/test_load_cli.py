@@ -149,6 +149,38 @@ def test_gamma_arrivals_send_what_they_planned(fast_server: RunningServer, tmp_p
     assert s["latency_ms"]["lag"]["count"] == planned
 
 
+
+def _records(out: Path) -> list[dict]:
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    return [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+
+
+def test_output_tokens_are_exact_where_the_engine_ignores_eos(
+    fast_server: RunningServer, tmp_path: Path
+) -> None:
+    targets = _targets(tmp_path, fast_server)
+    out = tmp_path / "reports"
+    args = ("--users", "2", "--max-requests", "12", "--input-tokens", "40", "--output-tokens", "9")
+    proc = _run(_cmd(targets, out, *args))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    s = _summary(out)
+    assert s["lengths"]["output_length"] == "exact (ignore_eos)", s["lengths"]
+    recs = _records(out)
+    assert len(recs) == 12 and {r["output_tokens"] for r in recs} == {9}
+    prompts = [r["prompt_tokens"] for r in recs]  # 40 measured with /tokenize, plus the template
+    assert min(prompts) >= 40 and max(prompts) - min(prompts) <= 3, prompts
+
+
+def test_output_tokens_spread(fast_server: RunningServer, tmp_path: Path) -> None:
+    targets = _targets(tmp_path, fast_server)
+    out = tmp_path / "reports"
+    args = ("--users", "2", "--max-requests", "24", "--output-tokens", "12:6", "--seed", "3")
+    proc = _run(_cmd(targets, out, *args))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = [r["output_tokens"] for r in _records(out)]
+    assert len(got) == 24 and min(got) >= 1 and len(set(got)) > 3, got
+
+
 def test_slo_breach_exits_1(make_reference: Callable[..., RunningServer], tmp_path: Path) -> None:
     server = make_reference("latency-spikes", ttft_ms=5, itl_ms=1)
     targets = _targets(tmp_path, server)
@@ -211,6 +243,11 @@ def test_slo_breach_exits_1(make_reference: Callable[..., RunningServer], tmp_pa
             ["--rate", "5/s", "--duration", "1s", "--burstiness", "0"],
             "servecheck load: error: burstiness '0': must be a positive number (1 is Poisson)",
             id="burstiness-zero",
+        ),
+        pytest.param(
+            ["--users", "2", "--duration", "1s", "--output-tokens", "0"],
+            "servecheck load: error: --output-tokens '0': the mean must be at least 1 token",
+            id="output-tokens-zero",
         ),
         pytest.param(
             ["--users", "2", "--duration", "1s", "--scenario", "chta"],

@@ -67,6 +67,19 @@ def add_workload_arguments(g: argparse._ArgumentGroup) -> None:
         help="gamma arrivals' shape, as vllm bench serve: 1 is Poisson, < 1 burstier, > 1 "
         "more even (implies --arrival gamma; default 1 with it)",
     )
+    for name, what in (("input", "prompt"), ("output", "output")):
+        g.add_argument(
+            f"--{name}-tokens",
+            metavar="N[:SD]",
+            default=None,
+            help=f"{what} length in tokens instead of the scenario's: mean N, standard deviation "
+            "SD (default 0)"
+            + (
+                "; exact with ignore_eos where the engine has it, else a ceiling"
+                if name == "output"
+                else ""
+            ),
+        )
     g.add_argument(
         "--seed",
         type=int,

@@ -12,6 +12,7 @@ from servecheck.config.model import Target
 from servecheck.errors import UsageError
 from servecheck.load.down import parse_down_after
 from servecheck.load.images import normalise_images
+from servecheck.load.lengths import parse_lengths
 from servecheck.load.run import LoadSpec
 from servecheck.load.schedule import (
     parse_burstiness,
@@ -64,6 +65,8 @@ def spec_from_options(
         users=int(users) if users is not None else None,
         rate=parse_rate(rate) if rate is not None else None,
         **_arrival(pick),
+        input_tokens=_lengths(pick, "input_tokens"),
+        output_tokens=_lengths(pick, "output_tokens"),
         seed=int(pick("seed") or 0),
         shape=shape,
         duration_s=parse_duration(duration) if duration is not None else None,
@@ -136,3 +139,8 @@ def _arrival(pick: Callable[[str], Any]) -> dict[str, Any]:
     if arrival == "gamma" or burst is not None:
         return {"poisson": poisson, "burstiness": parse_burstiness(1.0 if burst is None else burst)}
     return {"poisson": poisson or arrival == "poisson", "burstiness": None}
+
+
+def _lengths(pick: Callable[[str], Any], name: str) -> Any:
+    text = pick(name)
+    return None if text is None else parse_lengths(str(text), "--" + name.replace("_", "-"))
