@@ -105,6 +105,16 @@ class FixedRate:
         return max(0, (total - self.phase + self.stride - 1) // self.stride)
 
 
+def _count_before(offsets: Iterator[float], duration: float) -> int:
+    """How many of an increasing, endless series of offsets fall in ``[0, duration)``."""
+    n = 0
+    for t in offsets:
+        if t >= duration:
+            return n
+        n += 1
+    return n  # pragma: no cover - the series is endless
+
+
 @dataclass(slots=True)
 class Poisson:
     """Exponential gaps with mean ``1/rate``, seeded: the same seed gives the same offsets."""
@@ -122,12 +132,7 @@ class Poisson:
             yield t
 
     def planned(self, duration: float) -> int:
-        n = 0
-        for t in self.offsets():
-            if t >= duration:
-                return n
-            n += 1
-        return n  # pragma: no cover - the generator is infinite
+        return _count_before(self.offsets(), duration)
 
 
 @dataclass(slots=True)
@@ -151,12 +156,7 @@ class Gamma:
             yield t
 
     def planned(self, duration: float) -> int:
-        n = 0
-        for t in self.offsets():
-            if t >= duration:
-                return n
-            n += 1
-        return n  # pragma: no cover - the generator is infinite
+        return _count_before(self.offsets(), duration)
 
 
 # The open-loop modes whose arrivals come from a rate (a trace brings its own times).
