@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servecheck.load.stats import Histogram
+from servecheck.load.stats import Histogram, add_fields, pack_fields, unpack_fields
 
 ENGINE_FILE = "engine-prefix-cache.json"
 MAX_TURN_ROWS = 64  # turns past this share the last row ("64+")
@@ -67,6 +67,18 @@ class Group:
             self.history_sum += ht
             self.history_n += 1
 
+    def merge(self, other: Group) -> None:
+        add_fields(self, other, _GROUP_FIELDS)
+
+    def state(self) -> dict[str, Any]:
+        return pack_fields(self, _GROUP_FIELDS)
+
+    @classmethod
+    def from_state(cls, d: Mapping[str, Any]) -> Group:
+        g = cls()
+        unpack_fields(g, d, _GROUP_FIELDS)
+        return g
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "count": self.count,
@@ -83,6 +95,20 @@ class Group:
             if self.cached_prompt_sum
             else None,
         }
+
+
+_GROUP_FIELDS = (
+    "count",
+    "errors",
+    "ttft",
+    "e2e",
+    "prompt_sum",
+    "prompt_n",
+    "history_sum",
+    "history_n",
+    "cached_sum",
+    "cached_prompt_sum",
+)
 
 
 def _brief(h: Histogram) -> dict[str, Any]:

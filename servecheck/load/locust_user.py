@@ -39,15 +39,17 @@ from gevent.lock import Semaphore
 from locust import LoadTestShape, User, constant, events, task
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
+from servecheck.load.aggregate import Rule
 from servecheck.load.apis import ENV_API, api_headers, new_state, reply_of, request_for, resolve_api
 from servecheck.load.dataset import ENV_DATASET, dataset_fingerprint
 from servecheck.load.images import ENV_IMAGES, ImagePool, check_images
+from servecheck.load.keeper import CHECKPOINT_S, RecordKeeper
 from servecheck.load.lengths import Lengths, apply_lengths
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig
 from servecheck.load.planned import PlannedRequest, single_turn
 from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tokenize_counter
 from servecheck.load.reactor import StreamReactor
-from servecheck.load.records import RATE_LIMITED, RecordWriter, RequestRecord, cached_tokens
+from servecheck.load.records import RATE_LIMITED, RequestRecord, cached_tokens
 from servecheck.load.schedule import (
     RATE_MODES,
     FixedRate,
@@ -75,7 +77,6 @@ from servecheck.load.transport import (
     RECORDS_MESSAGE,
     BatchSender,
     Collector,
-    worker_histograms,
 )
 from servecheck.load.wire import WireClient, WireResult
 
@@ -113,7 +114,15 @@ class _Controller:
                 self.worker, lambda data: runner.send_message(RECORDS_MESSAGE, data)
             )
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.writer = RecordWriter(self.out_dir / f"records-{self.worker}.jsonl")
+        rule = Rule.from_dict(cfg.aggregate) if cfg.aggregate else Rule(mode=cfg.mode)
+        self.keeper = RecordKeeper(  # the aggregate, and the records --records keeps
+            self.out_dir,
+            self.worker,
+            cfg.records,
+            rule.share(index, cfg.workers),
+            seed=cfg.seed * 1009 + index,
+            sender=self.sender,
+        )
         self.epoch0 = time.time()
         self.perf0 = _perf()
         self.start = self.perf0
@@ -199,6 +208,14 @@ class _Controller:
         self._probe = gevent.spawn(self._lag_probe)
         if self.sender is not None:
             gevent.spawn(self._send_batches)
+        gevent.spawn(self._checkpoints)
+
+    def _checkpoints(self) -> None:
+        """The aggregate's state every CHECKPOINT_S: a process killed mid-run leaves it."""
+        while not self.finished:
+            gevent.sleep(CHECKPOINT_S)
+            if not self.finished:
+                self.keeper.checkpoint()
 
     def _send_batches(self) -> None:
         """Hand queued records to the master every BATCH_INTERVAL_S (full batches go at once)."""
@@ -259,7 +276,7 @@ class _Controller:
             "pid": os.getpid(),
             "mode": self.cfg.mode,
             "sent": self.sent,
-            "records": self.writer.count,
+            "records": self.keeper.count,
             "planned": self.planned,
             "tokens_client": self.tokens,
             "prompt_method": self.prompts.method,
@@ -271,7 +288,7 @@ class _Controller:
             "loop_lag_s": [round(x, 6) for x in self.loop_lag],
             "reader": self.reader_info(),
         }
-        self.writer.close()
+        self.keeper.close()
         self.wire.close()
         path = self.out_dir / f"worker-{self.worker}.json"
         tmp = path.with_suffix(".tmp")
@@ -283,7 +300,7 @@ class _Controller:
             # so they arrive in this order). Then the master quits once every worker is done,
             # and its quit collects the workers' final Locust stats.
             self._flush()
-            hist = worker_histograms(self.writer.path)
+            hist = self.keeper.totals()
             info["histograms"] = hist["histograms"]
             totals = {**self.sender.totals(), "ok": hist["ok"], "tokens": hist["tokens"]}
             # Our last Locust stats go first too: the master's quit waits only a fixed 0.5 s for
@@ -296,8 +313,9 @@ class _Controller:
                     DONE_MESSAGE,
                     {
                         "worker": self.worker,
-                        "records": self.writer.count,
+                        "records": self.keeper.count,
                         "sent": self.sent,
+                        "aggregate": self.keeper.agg.state(),
                         "complete": quit_runner,
                         "dataset": dataset_fingerprint(self.cfg.dataset),
                         "totals": totals,
@@ -345,6 +363,8 @@ class _Controller:
         self.inflight += 1
         seq = self.sent
         t0 = _perf()
+        if seq == 1:
+            self.keeper.begin(self.wall(t0))  # the run's start on this process's clock
         rec = RequestRecord(
             target=cfg.target,
             scenario=cfg.scenario,
@@ -414,8 +434,7 @@ class _Controller:
             rec.cached_tokens = cached_tokens(st.usage)
         record_phases(rec, st, t0)
         record_stamps(rec, res, st, t0, cfg.request_id_header)
-        line = self.writer.write(rec)
-        if self.sender is not None and self.sender.add(line):
+        if self.keeper.keep(rec):
             self._flush()
         self.inflight -= 1
         if prompt.state is not None:
@@ -562,7 +581,9 @@ def controller(environment: Any) -> _Controller:
             )
         else:
             mix = user_cls.mix if user_cls is not None else [PromptSpec(128, 64)]
-            mix = apply_lengths(mix, _lengths(cfg.input_tokens), _lengths(cfg.output_tokens), cfg.seed)
+            mix = apply_lengths(
+                mix, _lengths(cfg.input_tokens), _lengths(cfg.output_tokens), cfg.seed
+            )
             counter, flavour = (None, "")
             if cfg.use_tokenize:
                 root = cfg.base_url.rstrip("/").removesuffix("/v1")

@@ -70,6 +70,7 @@ PLAN_KEYS = (
     "images",
     "steady_window",  # auto | START:END | none (load/steady.py)
     "slice_s",  # the width of summary.json's time slices
+    "records",  # auto | all | sample:N | none (load/aggregate.py)
     "repeat",  # run the plan N times, with confidence intervals (workflows/repeat.py)
 )
 WARMUP_KEYS = ("seconds", "requests")
@@ -122,6 +123,10 @@ class RunConfig:
     dataset_format: str = "auto"
     api: str = "chat"  # chat | messages (load/apis.py)
     images: str | None = None  # sizes or an absolute folder (load/images.py)
+    # What each worker's streaming summary must know (load/aggregate.py's Rule, as a dict), and
+    # which records it keeps on disk: "all", "sample:N" (a uniform sample) or "none".
+    aggregate: dict[str, Any] | None = None
+    records: str = "all"
 
     def dump(self, path: str | os.PathLike[str]) -> Path:
         """Write the config, every secret masked (header values, URL credentials): the file

@@ -141,6 +141,15 @@ class RequestRecord:
 
         The ITL list is written by :func:`_floats6` and spliced in: this line is the generator's
         largest cost per request, and a ``round`` plus a float repr per token was most of it."""
+        head, tail = self._parts()
+        return _encode(head)[:-1] + ',"itls":' + _floats6(self.itls) + "," + _encode(tail)[1:]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The record as its JSON line reads back (what the run's aggregate is fed)."""
+        head, tail = self._parts()
+        return {**head, "itls": self.itls, **tail}
+
+    def _parts(self) -> tuple[dict[str, Any], dict[str, Any]]:
         head: dict[str, Any] = {
             "target": self.target,
             "scenario": self.scenario,
@@ -179,7 +188,7 @@ class RequestRecord:
             tail["reasoning_tokens_client"] = self.reasoning_tokens_client
             tail["itls_reasoning"] = [round(x, 6) for x in self.itls_reasoning]
             tail["itls_answer"] = [round(x, 6) for x in self.itls_answer]
-        return _encode(head)[:-1] + ',"itls":' + _floats6(self.itls) + "," + _encode(tail)[1:]
+        return head, tail
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RequestRecord:

@@ -32,6 +32,7 @@ from servecheck.client.models import ModelChoice, NoAnswer, model_for_target
 from servecheck.config.model import Target
 from servecheck.errors import SpecError, UsageError
 from servecheck.load import engine_cache, server_watch, shipped
+from servecheck.load.aggregate import parse_records, resolve_records
 from servecheck.load.apis import resolve_api
 from servecheck.load.breakdown import ENGINE_FILE
 from servecheck.load.budget import DEFAULT_ERROR_BUDGET, with_error_budget
@@ -55,6 +56,7 @@ from servecheck.load.summary import (
     SCHEMA_VERSION,
     LoadResult,
     format_summary,
+    rule_of,
     summarise,
     warmup_of,
 )
@@ -137,6 +139,9 @@ class LoadSpec:
     # The part of the run the SLOs judge, and the width of summary.json's slices (load/steady.py).
     steady_window: SteadyWindow = field(default_factory=SteadyWindow)
     slice_s: float = DEFAULT_SLICE_S
+    # Per-request records kept on disk: auto | all | sample:N | none (load/aggregate.py); the
+    # summary never needs them (each worker's aggregate holds it), the notebook and compare do.
+    records: str = "auto"
 
     def __post_init__(self) -> None:
         self.slos = as_slos(self.slos)
@@ -276,7 +281,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
     if spec.trace is not None and duration is None:  # the trace's span, its last send inside
         duration = trace_duration(spec.trace, spec.trace_format, spec.trace_speed)
     duration, max_requests = extend_bounds(duration, spec.max_requests, warmup_of(spec))
-    return RunConfig(
+    cfg = RunConfig(
         run_id=run_id,
         target=spec.target.name,
         scenario=Path(spec.scenario).stem,
@@ -317,6 +322,12 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         api=resolve_api(spec.api, spec.scenario),
         images=normalise_images(spec.images),
     )
+    cfg.aggregate = rule_of(spec, cfg).as_dict()
+    planned = max_requests
+    if planned is None and spec.rate and duration:
+        planned = int(spec.rate * duration)
+    cfg.records = resolve_records(parse_records(spec.records), planned)
+    return cfg
 
 
 def probe_timeout(target: Target, duration_s: float | None) -> float:
@@ -593,7 +604,9 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     # A metrics URL that did not answer at all is not asked again for the prefix-cache counters
     # (each scrape would wait its whole timeout on a target that accepts and never answers).
     dead = server.unreachable()
-    cache0 = engine_cache.snapshot(spec.target, probe_s) if spec.role != "worker" and not dead else {}
+    cache0 = (
+        engine_cache.snapshot(spec.target, probe_s) if spec.role != "worker" and not dead else {}
+    )
     # A worker watches its own records too: it stops by itself when the target is gone, even
     # when its master's quit message never comes (a master killed after a slow shutdown).
     watch = DownWatch(spec.down_after, started)
@@ -617,7 +630,9 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     server.finish()  # the engine's own counts over the run (load/server_truth.py)
     if spec.role != "worker":  # the engine's prefix-cache counters over the run (breakdown.py)
         after0 = {"note": "the metrics URL did not answer"} if dead else None
-        delta = engine_cache.run_delta(cache0, after0 or engine_cache.snapshot(spec.target, probe_s))
+        delta = engine_cache.run_delta(
+            cache0, after0 or engine_cache.snapshot(spec.target, probe_s)
+        )
         (run_dir / ENGINE_FILE).write_text(json.dumps(delta) + "\n", encoding="utf-8")
     if spec.role == "worker":
         # The master merges and judges; a worker only reports where its records are.

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.config.model import Target
+from servecheck.load.stats import Histogram
 from servecheck.redact import redact
 
 SERVER_FILE = "server.json"
@@ -139,9 +140,23 @@ def _total(samples: Mapping[str, list[tuple[dict[str, str], float]]], name: str)
 # ------------------------------------------------------------------ the client's side
 
 
+_COUNTED = (
+    "requests",
+    "failed",
+    "abandoned",
+    "prompt_tokens",
+    "generation_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+    "usage_missing",
+    "cached_reported",
+)
+
+
 @dataclass(slots=True)
 class ClientCounts:
-    """What the client counted over every record of the run (warm-up included)."""
+    """What the client counted over every record of the run (warm-up included), one record at a
+    time and mergeable: each worker keeps one (``load/aggregate.py``) and the master adds them."""
 
     requests: int = 0
     failed: int = 0
@@ -152,47 +167,48 @@ class ClientCounts:
     reasoning_tokens: int = 0
     usage_missing: int = 0
     cached_reported: int = 0  # successful requests whose usage carried cached_tokens
-    ttfts: list[float] = field(default_factory=list)
+    ttft: Histogram = field(default_factory=Histogram)
 
     @classmethod
     def of(cls, records: Iterable[Mapping[str, Any]]) -> ClientCounts:
         c = cls()
         for r in records:
-            if r.get("abandoned"):
-                c.abandoned += 1
-                continue
-            if r.get("error"):
-                c.failed += 1
-                continue
-            c.requests += 1
-            if r.get("output_tokens") is None or r.get("prompt_tokens") is None:
-                c.usage_missing += 1
-            c.prompt_tokens += int(r.get("prompt_tokens") or 0)
-            c.generation_tokens += int(r.get("output_tokens") or 0)
-            c.reasoning_tokens += int(r.get("reasoning_tokens") or 0)
-            if r.get("cached_tokens") is not None:
-                c.cached_reported += 1
-                c.cached_tokens += int(r["cached_tokens"])
-            if r.get("ttft") is not None:
-                c.ttfts.append(float(r["ttft"]))
+            c.add(r)
         return c
 
+    def add(self, r: Mapping[str, Any]) -> None:
+        if r.get("abandoned"):
+            self.abandoned += 1
+            return
+        if r.get("error"):
+            self.failed += 1
+            return
+        self.requests += 1
+        if r.get("output_tokens") is None or r.get("prompt_tokens") is None:
+            self.usage_missing += 1
+        self.prompt_tokens += int(r.get("prompt_tokens") or 0)
+        self.generation_tokens += int(r.get("output_tokens") or 0)
+        self.reasoning_tokens += int(r.get("reasoning_tokens") or 0)
+        if r.get("cached_tokens") is not None:
+            self.cached_reported += 1
+            self.cached_tokens += int(r["cached_tokens"])
+        if r.get("ttft") is not None:
+            self.ttft.record(float(r["ttft"]))
 
-def read_records(run_dir: Path) -> list[dict[str, Any]]:
-    """Every record of the merged ``records.jsonl`` (a torn line skipped)."""
-    out: list[dict[str, Any]] = []
-    path = run_dir / "records.jsonl"
-    if not path.exists():
-        return out
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict):
-                out.append(row)
-    return out
+    def merge(self, other: ClientCounts) -> None:
+        for name in _COUNTED:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.ttft.add(other.ttft)
+
+    def state(self) -> dict[str, Any]:
+        return {**{n: getattr(self, n) for n in _COUNTED}, "ttft": self.ttft.state()}
+
+    @classmethod
+    def from_state(cls, d: Mapping[str, Any]) -> ClientCounts:
+        c = cls(ttft=Histogram.from_state(d["ttft"]))
+        for name in _COUNTED:
+            setattr(c, name, int(d[name]))
+        return c
 
 
 # ------------------------------------------------------------------ reconciliation
@@ -344,20 +360,11 @@ def _ms(x: float | None) -> float | None:
     return None if x is None else round(x * 1000, 2)
 
 
-def _client_ttft(ttfts: list[float]) -> dict[str, Any]:
-    if not ttfts:
+def _client_ttft(ttft: Histogram) -> dict[str, Any]:
+    d = ttft.summary()
+    if not d.count:
         return {"count": 0}
-    s = sorted(ttfts)
-
-    def pick(q: float) -> float:
-        return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
-
-    return {
-        "count": len(s),
-        "mean": _ms(math.fsum(s) / len(s)),
-        "p50": _ms(pick(0.5)),
-        "p95": _ms(pick(0.95)),
-    }
+    return {"count": d.count, "mean": d.mean, "p50": d.get("p50"), "p95": d.get("p95")}
 
 
 def decompose(
@@ -403,7 +410,7 @@ def decompose(
             **_percentile(h.buckets, 0.5, "p50"),
             **_percentile(h.buckets, 0.95, "p95"),
         }
-    out: dict[str, Any] = {"client_ttft_ms": _client_ttft(client.ttfts), "engine": phases}
+    out: dict[str, Any] = {"client_ttft_ms": _client_ttft(client.ttft), "engine": phases}
     engine_ttft = phases.get("ttft_seconds", {}).get("mean_ms")
     client_mean = out["client_ttft_ms"].get("mean")
     if engine_ttft is not None and client_mean is not None:
@@ -433,7 +440,7 @@ def server_section(
     target: Target,
     before: Snapshot,
     after: Snapshot | None,
-    records: list[dict[str, Any]],
+    client: ClientCounts,
     telemetry: list[dict[str, Any]] | None = None,
     behind: bool = False,
 ) -> dict[str, Any]:
@@ -447,7 +454,6 @@ def server_section(
         out.update(available=False, note=before.note or (after.note if after else "no scrape"))
         out["findings"] = []
         return out
-    client = ClientCounts.of(records)
     user = target.telemetry.metrics
     rows, found = reconcile(before, after, client, engine, user)
     decomposition, found2 = decompose(before, after, client, engine, user, behind)

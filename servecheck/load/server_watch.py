@@ -20,6 +20,7 @@ from servecheck.load import server_truth
 
 if TYPE_CHECKING:
     from servecheck.load.run import LoadSpec
+    from servecheck.load.server_truth import ClientCounts
 
 WINDOW_FILE = "server-window.json"
 DEFAULT_INTERVAL_S = 1.0
@@ -106,7 +107,7 @@ class ServerWatch:
 
 
 def section(
-    spec: LoadSpec, run_dir: Path, records: list[dict[str, Any]], behind: bool = False
+    spec: LoadSpec, run_dir: Path, client: ClientCounts, behind: bool = False
 ) -> dict[str, Any] | None:
     """summary.json's ``server`` section from ``server-window.json`` (None: nothing scraped)."""
     try:
@@ -118,7 +119,7 @@ def section(
         return None
     after = snap_of(window.get("after"))
     out = server_truth.server_section(
-        spec.target, before, after, records, window.get("sampled"), behind
+        spec.target, before, after, client, window.get("sampled"), behind
     )
     from servecheck.load import server_gauges  # the engine's gauges and counters over the window
 

@@ -63,14 +63,26 @@ class Distribution:
 
 
 class Histogram:
-    """An HDR histogram of durations given in seconds, stored in whole microseconds."""
+    """An HDR histogram of durations given in seconds, stored in whole microseconds.
 
-    __slots__ = ("_h", "clipped", "_sum_us")
+    The buckets are HdrHistogram's (lowest 1 us, three significant digits: 2048 linear
+    sub-buckets per power of two), kept sparse: a dict of the buckets that were hit. hdrh's own
+    histogram holds every bucket (about 23k counters, 188 KB, from 1 us to an hour), which is
+    fine for one whole-run histogram but not for one per metric per time slice per worker, and
+    its ``record_value`` and percentile walk are pure Python over that array. Percentiles, min
+    and max are hdrh's to the microsecond (``tests/load/test_stats.py`` holds them side by side);
+    :meth:`encode` still gives HDR's portable base64 form, through hdrh, for whoever reads it.
+    """
+
+    __slots__ = ("_b", "clipped", "_sum_us", "_n", "_min", "_max")
 
     def __init__(self) -> None:
-        self._h = HdrHistogram(_LOWEST_US, _HIGHEST_US, _SIG)
+        self._b: dict[int, int] = {}
         self.clipped = 0
-        self._sum_us = 0  # exact mean: hdrh's get_mean_value walks every bucket in Python
+        self._sum_us = 0
+        self._n = 0
+        self._min = _HIGHEST_US + 1
+        self._max = 0
 
     def record(self, seconds: float) -> None:
         us = int(round(seconds * 1e6))
@@ -80,7 +92,15 @@ class Histogram:
             us = _HIGHEST_US
             self.clipped += 1
         self._sum_us += us
-        self._h.record_value(us)
+        self._n += 1
+        if us < self._min:
+            self._min = us
+        if us > self._max:
+            self._max = us
+        shift = (us | 2047).bit_length() - 11
+        key = (shift << 11) | (us >> shift)
+        b = self._b
+        b[key] = b.get(key, 0) + 1
 
     def record_many(self, values: Iterable[float | None]) -> None:
         for v in values:
@@ -89,31 +109,83 @@ class Histogram:
 
     @property
     def count(self) -> int:
-        return int(self._h.get_total_count())
+        return self._n
 
     def add(self, other: Histogram) -> None:
-        """Merge ``other`` into this one (HDR histograms add exactly: per-slice ones merge)."""
-        self._h.add(other._h)
+        """Merge ``other`` into this one (the buckets add exactly: per-slice ones merge)."""
+        b = self._b
+        for k, c in other._b.items():
+            b[k] = b.get(k, 0) + c
         self._sum_us += other._sum_us
+        self._n += other._n
         self.clipped += other.clipped
+        self._min = min(self._min, other._min)
+        self._max = max(self._max, other._max)
+
+    def state(self) -> list[Any]:
+        """A compact, JSON-able form for the run's aggregate files (see :meth:`from_state`)."""
+        keys = sorted(self._b)
+        return [keys, [self._b[k] for k in keys], self._sum_us, self.clipped, self._min, self._max]
+
+    @classmethod
+    def from_state(cls, st: list[Any]) -> Histogram:
+        h = cls()
+        keys, counts, h._sum_us, h.clipped, h._min, h._max = st
+        h._b = dict(zip((int(k) for k in keys), (int(c) for c in counts), strict=True))
+        h._n = sum(h._b.values())
+        return h
 
     def encode(self) -> str:
         """The histogram in HDR's portable base64 encoding (what a worker sends its master)."""
-        return self._h.encode().decode("ascii")
+        h = HdrHistogram(_LOWEST_US, _HIGHEST_US, _SIG)
+        for key, c in self._b.items():
+            h.record_value(_lowest(key), c)
+        return h.encode().decode("ascii")
 
     def summary(self) -> Distribution:
         """Percentiles, min, mean and max in milliseconds."""
-        n = self.count
+        n = self._n
         if n == 0:
             return Distribution()
-        h = self._h
         return Distribution(
             count=n,
-            min=h.get_min_value() / 1000.0,
+            min=_lowest(_key(self._min)) / 1000.0,
             mean=round(self._sum_us / n / 1000.0, 3),
-            max=h.get_max_value() / 1000.0,
-            percentiles={name: h.get_value_at_percentile(p) / 1000.0 for name, p in PERCENTILES},
+            max=_highest(_key(self._max)) / 1000.0,
+            percentiles=self._percentiles(),
         )
+
+    def _percentiles(self) -> dict[str, float]:
+        """hdrh's rule: the bucket where the count reaches ``int(p/100 * n + 0.5)`` (at least 1),
+        reported as the highest value equivalent to it."""
+        n = self._n
+        wanted = sorted((max(1, int(p / 100.0 * n + 0.5)), name) for name, p in PERCENTILES)
+        out: dict[str, float] = {}
+        seen = 0
+        i = 0
+        for key in sorted(self._b):
+            seen += self._b[key]
+            while i < len(wanted) and seen >= wanted[i][0]:
+                out[wanted[i][1]] = _highest(key) / 1000.0
+                i += 1
+            if i == len(wanted):
+                break
+        return {name: out[name] for name, _ in PERCENTILES}
+
+
+def _key(us: int) -> int:
+    shift = (us | 2047).bit_length() - 11
+    return (shift << 11) | (us >> shift)
+
+
+def _lowest(key: int) -> int:
+    """The lowest microsecond value in a bucket (HDR's lowest equivalent value)."""
+    return (key & 2047) << (key >> 11)
+
+
+def _highest(key: int) -> int:
+    """The highest microsecond value in a bucket (HDR's highest equivalent value)."""
+    return (((key & 2047) + 1) << (key >> 11)) - 1
 
 
 def distribution(values: Iterable[float | None]) -> Distribution:
@@ -253,95 +325,179 @@ def compute_stats(
     without it goodput is the share of successful requests. ``loop_lag_s`` are the generator's
     event-loop delays sampled by the workers.
     """
-    st = RunStats(schedule=schedule or Schedule())
-    hist = {name: Histogram() for name in (*LATENCY_METRICS, *PHASE_METRICS)}
-    first_send: float | None = None
-    last_done: float | None = None
-    good = 0
+    tally = Tally(per_request)
     for r in records:
-        st.total += 1
+        tally.add(r)
+    return tally.stats(schedule, loop_lag_s)
+
+
+_COUNTS = (
+    "total",
+    "ok",
+    "rate_limited",
+    "abandoned",
+    "output_tokens",
+    "output_tokens_ok",
+    "output_tokens_usage",
+    "output_tokens_client",
+    "reasoning_tokens",
+    "reasoning_requests",
+    "reasoning_usage_zero",
+    "usage_missing",
+    "discrepant",
+    "good",
+)
+
+
+class Tally:
+    """What :class:`RunStats` is made of, one record at a time, and mergeable: the counts, the
+    error classes, the first send and last completion, and one :class:`Histogram` per metric.
+
+    A worker keeps one for its whole run and one per steady window (``load/aggregate.py``), and
+    the master adds theirs up, so a summary costs the same for ten requests or ten million.
+    ``per_request`` (goodput's predicate) is the caller's; it is not part of the state.
+    """
+
+    __slots__ = ("per_request", "counts", "errors", "first_send", "last_done", "hist")
+
+    def __init__(self, per_request: RequestPredicate | None = None) -> None:
+        self.per_request = per_request
+        self.counts = dict.fromkeys(_COUNTS, 0)
+        self.errors: dict[str, int] = {}
+        self.first_send: float | None = None
+        self.last_done: float | None = None
+        self.hist = {name: Histogram() for name in (*LATENCY_METRICS, *PHASE_METRICS)}
+
+    def add(self, r: Mapping[str, Any]) -> None:
+        c, hist = self.counts, self.hist
+        c["total"] += 1
         err = r.get("error")
         sent = float(r["t_sent"])
         intended = float(r.get("t_intended", sent))
-        first_send = sent if first_send is None else min(first_send, sent)
+        if self.first_send is None or sent < self.first_send:
+            self.first_send = sent
         done = r.get("t_done")
-        if done is not None:
-            last_done = done if last_done is None else max(last_done, done)
+        if done is not None and (self.last_done is None or done > self.last_done):
+            self.last_done = done
         hist["lag"].record(max(0.0, sent - intended))
+        abandoned = bool(r.get("abandoned"))
         if err == RATE_LIMITED:
-            st.rate_limited += 1
+            c["rate_limited"] += 1
         elif err:
-            st.errors[err] = st.errors.get(err, 0) + 1
+            self.errors[err] = self.errors.get(err, 0) + 1
         else:
-            st.ok += 1
-            abandoned = bool(r.get("abandoned"))
-            st.abandoned += abandoned
+            c["ok"] += 1
+            c["abandoned"] += abandoned
             ttft, e2e = r.get("ttft"), r.get("e2e")
             if ttft is not None:
                 hist["ttft"].record(ttft)
                 hist["ttft_from_intended"].record(ttft + sent - intended)
-            if (
-                e2e is not None and not abandoned
-            ):  # an abandoned stream's end is the client's choice
+            if e2e is not None and not abandoned:  # an abandoned stream's end is the client's
                 hist["e2e"].record(e2e)
                 hist["e2e_from_intended"].record(e2e + sent - intended)
             if r.get("tpot") is not None:
                 hist["tpot"].record(r["tpot"])
             hist["itl"].record_many(r.get("itls") or ())
-            _record_phases(st, hist, r)
+            self._phases(r)
+        self._tokens(r, err)
+        if abandoned and not err:
+            pass  # neither good nor bad: the client gave up on purpose
+        elif self.per_request is None:
+            c["good"] += 0 if err else 1
+        elif not err and self.per_request(r):
+            c["good"] += 1
+
+    def _tokens(self, r: Mapping[str, Any], err: Any) -> None:
+        c = self.counts
         usage = r.get("output_tokens")
         client = int(r.get("output_tokens_client") or 0)
-        st.output_tokens_client += client
+        c["output_tokens_client"] += client
         if usage is None:
-            st.usage_missing += 1 if not err and not r.get("abandoned") else 0
-            st.output_tokens += client
-            st.output_tokens_ok += 0 if err else client
+            c["usage_missing"] += 1 if not err and not r.get("abandoned") else 0
+            c["output_tokens"] += client
+            c["output_tokens_ok"] += 0 if err else client
         else:
-            st.output_tokens_usage += int(usage)
-            st.output_tokens += int(usage)
-            st.output_tokens_ok += 0 if err else int(usage)
+            c["output_tokens_usage"] += int(usage)
+            c["output_tokens"] += int(usage)
+            c["output_tokens_ok"] += 0 if err else int(usage)
             if int(usage) != client:
-                st.discrepant += 1
-        if r.get("abandoned") and not err:
-            pass  # neither good nor bad: the client gave up on purpose
-        elif per_request is None:
-            good += 0 if err else 1
-        elif not err and per_request(r):
-            good += 1
-    if first_send is not None and last_done is not None:
-        st.window_s = max(0.0, last_done - first_send)
-    st.latency = {name: h.summary() for name, h in hist.items()}
-    judged = st.total - st.abandoned
-    if judged:
-        st.goodput = good / judged
-        st.goodput_requests = good
-    st.loop_lag_ms = distribution(loop_lag_s)
-    _judge_schedule(st)
-    return st
+                c["discrepant"] += 1
 
+    def _phases(self, r: Mapping[str, Any]) -> None:
+        """A successful record's reasoning phases: without reasoning, TTFA is its TTFT (an older
+        record without ``ttfa``) and its answer ITLs are all its ITLs."""
+        c, hist = self.counts, self.hist
+        reasoned = "itls_reasoning" in r or r.get("ttfr") is not None
+        ttfa = r.get("ttfa", None if reasoned else r.get("ttft"))
+        if ttfa is not None:
+            hist["ttfa"].record(ttfa)
+        if r.get("ttfr") is not None:
+            hist["ttfr"].record(r["ttfr"])
+        hist["itl_reasoning"].record_many(r.get("itls_reasoning") or ())
+        hist["itl_answer"].record_many((r.get("itls_answer") if reasoned else r.get("itls")) or ())
+        if reasoned:
+            c["reasoning_requests"] += 1
+        usage = r.get("reasoning_tokens")
+        client = int(r.get("reasoning_tokens_client") or 0)
+        if usage is not None and not (usage == 0 and client):
+            c["reasoning_tokens"] += int(usage)
+            return
+        # No usage count, or a 0 from a server that streamed reasoning (vLLM 0.32 with an R1-style
+        # template): the stream's own count of reasoning chunks is the better number.
+        c["reasoning_tokens"] += client
+        c["reasoning_usage_zero"] += usage == 0
 
-def _record_phases(st: RunStats, hist: dict[str, Histogram], r: Mapping[str, Any]) -> None:
-    """A successful record's reasoning phases: without reasoning, TTFA is its TTFT (an older
-    record without ``ttfa``) and its answer ITLs are all its ITLs."""
-    reasoned = "itls_reasoning" in r or r.get("ttfr") is not None
-    ttfa = r.get("ttfa", None if reasoned else r.get("ttft"))
-    if ttfa is not None:
-        hist["ttfa"].record(ttfa)
-    if r.get("ttfr") is not None:
-        hist["ttfr"].record(r["ttfr"])
-    hist["itl_reasoning"].record_many(r.get("itls_reasoning") or ())
-    hist["itl_answer"].record_many((r.get("itls_answer") if reasoned else r.get("itls")) or ())
-    if reasoned:
-        st.reasoning_requests += 1
-    usage = r.get("reasoning_tokens")
-    client = int(r.get("reasoning_tokens_client") or 0)
-    if usage is not None and not (usage == 0 and client):
-        st.reasoning_tokens += int(usage)
-        return
-    # No usage count, or a 0 from a server that streamed reasoning (vLLM 0.32 with an R1-style
-    # template): the stream's own count of reasoning chunks is the better number.
-    st.reasoning_tokens += client
-    st.reasoning_usage_zero += usage == 0
+    def merge(self, other: Tally) -> None:
+        for k, v in other.counts.items():
+            self.counts[k] += v
+        for k, v in other.errors.items():
+            self.errors[k] = self.errors.get(k, 0) + v
+        if other.first_send is not None:
+            mine = self.first_send
+            self.first_send = other.first_send if mine is None else min(mine, other.first_send)
+        if other.last_done is not None:
+            mine = self.last_done
+            self.last_done = other.last_done if mine is None else max(mine, other.last_done)
+        for name, h in other.hist.items():
+            self.hist[name].add(h)
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "counts": self.counts,
+            "errors": self.errors,
+            "first_send": self.first_send,
+            "last_done": self.last_done,
+            "hist": {name: h.state() for name, h in self.hist.items() if h.count},
+        }
+
+    @classmethod
+    def from_state(cls, d: Mapping[str, Any], per_request: RequestPredicate | None = None) -> Tally:
+        t = cls(per_request)
+        t.counts.update({k: int(v) for k, v in d["counts"].items() if k in t.counts})
+        t.errors = {str(k): int(v) for k, v in d["errors"].items()}
+        t.first_send, t.last_done = d.get("first_send"), d.get("last_done")
+        for name, st in d.get("hist", {}).items():
+            if name in t.hist:
+                t.hist[name] = Histogram.from_state(st)
+        return t
+
+    def stats(self, schedule: Schedule | None = None, loop_lag_s: Iterable[float] = ()) -> RunStats:
+        """The :class:`RunStats` of everything added, with the schedule judged."""
+        c = self.counts
+        st = RunStats(schedule=schedule or Schedule())
+        for name in _COUNTS[:-1]:  # all but "good", which becomes goodput below
+            setattr(st, name, c[name])
+        st.errors = dict(self.errors)
+        if self.first_send is not None and self.last_done is not None:
+            st.window_s = max(0.0, self.last_done - self.first_send)
+        st.latency = {name: h.summary() for name, h in self.hist.items()}
+        judged = st.total - st.abandoned
+        if judged:
+            st.goodput = c["good"] / judged
+            st.goodput_requests = c["good"]
+        st.loop_lag_ms = distribution(loop_lag_s)
+        _judge_schedule(st)
+        return st
 
 
 def _judge_schedule(st: RunStats) -> None:
@@ -366,3 +522,49 @@ def _judge_schedule(st: RunStats) -> None:
             f"generator event-loop lag p99 {loop.get('p99'):.1f} ms > {sched.max_lag_ms:g} ms: the generator's CPU is saturated"
         )
     st.behind = bool(st.behind_reasons)
+
+
+def pack_fields(obj: Any, names: Iterable[str]) -> dict[str, Any]:
+    """The named fields of an accumulator as JSON: numbers as they are, a :class:`Histogram` (or
+    a dict of them) as its state. :func:`unpack_fields` reads it back, :func:`add_fields` merges."""
+    out: dict[str, Any] = {}
+    for name in names:
+        v = getattr(obj, name)
+        if isinstance(v, Histogram):
+            out[name] = v.state()
+        elif isinstance(v, dict) and v and isinstance(next(iter(v.values())), Histogram):
+            out[name] = {k: h.state() for k, h in v.items()}
+        else:
+            out[name] = v
+    return out
+
+
+def unpack_fields(obj: Any, d: Mapping[str, Any], names: Iterable[str]) -> None:
+    """Set the named fields from :func:`pack_fields`' form, by the type each field has now."""
+    for name in names:
+        if name not in d:
+            continue
+        now, v = getattr(obj, name), d[name]
+        if isinstance(now, Histogram):
+            setattr(obj, name, Histogram.from_state(v))
+        elif isinstance(now, dict) and now and isinstance(next(iter(now.values())), Histogram):
+            setattr(obj, name, {k: Histogram.from_state(h) for k, h in v.items()})
+        else:
+            setattr(obj, name, v)
+
+
+def add_fields(obj: Any, other: Any, names: Iterable[str]) -> None:
+    """Add ``other``'s named fields into ``obj``'s: numbers add, histograms merge, dicts of
+    either add key by key."""
+    for name in names:
+        mine, theirs = getattr(obj, name), getattr(other, name)
+        if isinstance(mine, Histogram):
+            mine.add(theirs)
+        elif isinstance(mine, dict):
+            for k, v in theirs.items():
+                if isinstance(v, Histogram):
+                    mine.setdefault(k, Histogram()).add(v)
+                else:
+                    mine[k] = mine.get(k, 0) + v
+        else:
+            setattr(obj, name, mine + theirs)

@@ -37,12 +37,12 @@ longer run doubles the slice width, merging neighbours, until it fits).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from servecheck.errors import SpecError, UsageError
-from servecheck.load.stats import Histogram, RunStats, Schedule, compute_stats
+from servecheck.load.stats import Histogram, RunStats
 
 MIN_WINDOW_S = 2.0
 MIN_SHARE = 0.5
@@ -126,11 +126,31 @@ class _Slice:
         for m in _SLICE_METRICS:
             self.hist[m].add(other.hist[m])
 
+    def state(self) -> list[Any]:
+        return [
+            self.count,
+            self.errors,
+            self.tokens,
+            round(self.busy_s, 6),
+            {m: h.state() for m, h in self.hist.items() if h.count},
+        ]
+
+    @classmethod
+    def from_state(cls, st: list[Any]) -> _Slice:
+        sl = cls(int(st[0]), int(st[1]), int(st[2]), float(st[3]))
+        for m, h in st[4].items():
+            sl.hist[m] = Histogram.from_state(h)
+        return sl
+
 
 @dataclass(slots=True)
 class Scan:
     """What one pass over the measured records learns: first/last send, the ``nth`` send (the
-    ramp's end in a closed loop) and the time slices."""
+    ramp's end in a closed loop) and the time slices.
+
+    Slices are aligned to the epoch (slice ``i`` holds ``[i * slice_s, (i + 1) * slice_s)``), so
+    the scans of several workers merge slice by slice (:meth:`merge`); the rows start at the
+    run's first send, the first one shortened to it."""
 
     slice_s: float = DEFAULT_SLICE_S
     nth: int = 0
@@ -142,7 +162,7 @@ class Scan:
 
     def add(self, r: Mapping[str, Any]) -> None:
         sent = float(r.get("t_sent") or 0.0)
-        if self.first_sent is None:
+        if self.first_sent is None or sent < self.first_sent:
             self.first_sent = sent
         self.last_sent = sent if self.last_sent is None else max(self.last_sent, sent)
         self.seen += 1
@@ -165,12 +185,15 @@ class Scan:
         self._busy(sent, end)
 
     def _index(self, t: float) -> int:
-        return max(0, int(math.floor((t - float(self.first_sent or 0.0)) / self.slice_s)))
+        return int(math.floor(t / self.slice_s))
+
+    def _first(self) -> int:
+        return self._index(float(self.first_sent or 0.0))
 
     def _slice(self, t: float) -> _Slice:
         i = self._index(t)
-        while i >= MAX_SLICES:  # too long a run: double the width, merging neighbours
-            self._coarsen()
+        while i - min(self._first(), min(self.slices, default=i)) >= MAX_SLICES:
+            self._coarsen()  # too long a run: double the width, merging neighbours
             i = self._index(t)
         return self.slices.setdefault(i, _Slice())
 
@@ -187,28 +210,73 @@ class Scan:
         if end <= sent:
             return
         self._slice(end)  # widen first, so every index below fits
-        t0 = float(self.first_sent or 0.0)
         i, last = self._index(sent), self._index(end)
         while i <= last:
-            lo, hi = t0 + i * self.slice_s, t0 + (i + 1) * self.slice_s
+            lo, hi = i * self.slice_s, (i + 1) * self.slice_s
             overlap = min(hi, end) - max(lo, sent)
             if overlap > 0:
                 self.slices.setdefault(i, _Slice()).busy_s += overlap
             i += 1
 
+    def merge(self, other: Scan) -> None:
+        """Add another worker's scan (the ``nth`` send: the later of the two, when every user of
+        both had started)."""
+        if other.first_sent is None:
+            return
+        while self.slice_s < other.slice_s:
+            self._coarsen()
+        theirs = dict(other.slices)
+        width = other.slice_s
+        while width < self.slice_s:
+            halved: dict[int, _Slice] = {}
+            for i, sl in theirs.items():
+                halved.setdefault(i // 2, _Slice()).merge(sl)
+            theirs, width = halved, width * 2
+        for i, sl in theirs.items():
+            self.slices.setdefault(i, _Slice()).merge(sl)
+        self.first_sent = min(self.first_sent or other.first_sent, other.first_sent)
+        self.last_sent = max(self.last_sent or 0.0, other.last_sent or 0.0)
+        if other.nth_sent is not None:
+            self.nth_sent = max(self.nth_sent or other.nth_sent, other.nth_sent)
+        self.seen += other.seen
+        while self.slices and max(self.slices) - min(self._first(), min(self.slices)) >= MAX_SLICES:
+            self._coarsen()
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "slice_s": self.slice_s,
+            "nth": self.nth,
+            "first_sent": self.first_sent,
+            "last_sent": self.last_sent,
+            "nth_sent": self.nth_sent,
+            "seen": self.seen,
+            "slices": {str(i): sl.state() for i, sl in self.slices.items()},
+        }
+
+    @classmethod
+    def from_state(cls, d: Mapping[str, Any]) -> Scan:
+        sc = cls(float(d["slice_s"]), int(d["nth"]), d["first_sent"], d["last_sent"])
+        sc.nth_sent, sc.seen = d["nth_sent"], int(d["seen"])
+        sc.slices = {int(i): _Slice.from_state(st) for i, st in d["slices"].items()}
+        return sc
+
     def as_list(self) -> list[dict[str, Any]]:
-        out = []
-        for i in range(max(self.slices, default=-1) + 1):
+        out: list[dict[str, Any]] = []
+        if not self.slices or self.first_sent is None:
+            return out
+        t0, width = float(self.first_sent), self.slice_s
+        for i in range(self._first(), max(self.slices) + 1):
             sl = self.slices.get(i, _Slice())
-            width = self.slice_s
+            start, end = max(0.0, i * width - t0), (i + 1) * width - t0
+            span = max(end - start, 1e-9)  # the first slice starts at the first send
             row: dict[str, Any] = {
-                "start_s": round(i * width, 3),
-                "end_s": round((i + 1) * width, 3),
+                "start_s": round(start, 3),
+                "end_s": round(end, 3),
                 "count": sl.count,
                 "errors": sl.errors,
-                "requests_per_s": round((sl.count - sl.errors) / width, 4),
-                "output_tokens_per_s": round(sl.tokens / width, 3),
-                "in_flight": round(sl.busy_s / width, 3),
+                "requests_per_s": round((sl.count - sl.errors) / span, 4),
+                "output_tokens_per_s": round(sl.tokens / span, 3),
+                "in_flight": round(sl.busy_s / span, 3),
             }
             for m in _SLICE_METRICS:
                 d = sl.hist[m].summary()
@@ -280,10 +348,6 @@ def window_bounds(
             f"auto: the run ({span:.1f} s) is too short for a steady window; judged whole",
         )
     return Bounds(True, start, stop, how + ", to the stop")
-
-
-def within(bounds: Bounds, records: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
-    return (r for r in records if bounds.holds(r))
 
 
 def steady_section(
@@ -372,9 +436,6 @@ def steady_html(summary: Mapping[str, Any], esc: Callable[[str], str]) -> list[s
     return [out]
 
 
-RecordsFn = Callable[[], Iterable[Mapping[str, Any]]]
-
-
 @dataclass(slots=True)
 class Measured:
     """The steady window's bounds, its statistics (None: not applied) and the slices."""
@@ -387,30 +448,6 @@ class Measured:
     def empty(self) -> bool:
         """The window was applied and held no request: its SLOs measure nothing."""
         return self.stats is not None and self.stats.total == 0
-
-
-def measure(
-    records: RecordsFn,
-    window: SteadyWindow,
-    slice_s: float,
-    *,
-    mode: str,
-    users: int | None,
-    run_start: float | None,
-    duration_s: float | None,
-    per_request: Any = None,
-    max_lag_ms: float = 25.0,
-) -> Measured:
-    """Two passes over the measured records: the scan (slices, the ramp's end), then the
-    window's statistics (only when a window applies)."""
-    sc = scan(records(), slice_s, users or 0 if mode == "closed" else 0)
-    bounds = window_bounds(
-        window, sc, mode=mode, users=users, run_start=run_start, duration_s=duration_s
-    )
-    if not bounds.applied:
-        return Measured(bounds, sc, None)
-    sched = Schedule(mode=mode, planned=None, max_lag_ms=max_lag_ms)
-    return Measured(bounds, sc, compute_stats(within(bounds, records()), sched, per_request))
 
 
 __all__ = [
@@ -427,6 +464,4 @@ __all__ = [
     "steady_line",
     "steady_section",
     "window_bounds",
-    "measure",
-    "within",
 ]

@@ -7,23 +7,24 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servecheck.load import server_gauges, server_truth, server_watch
-from servecheck.load.breakdown import format_breakdown, scenario_breakdown
+from servecheck.load.aggregate import Aggregate, Rule, aggregate_of, read_aggregates, steady_of
+from servecheck.load.breakdown import format_breakdown, read_engine_file, scenario_breakdown
 from servecheck.load.budget import SOURCE as BUDGET
 from servecheck.load.budget import budget_line, budget_summary, percent
 from servecheck.load.image_stats import format_images, image_breakdown
 from servecheck.load.phases import phase_lines
 from servecheck.load.plan import RunConfig
-from servecheck.load.records import MERGED_NAME, merge_records
-from servecheck.load.slo import SLO, Verdict, evaluate, request_predicate
-from servecheck.load.stats import RunStats, Schedule, compute_stats
-from servecheck.load.steady import Measured, measure, steady_line, steady_section
-from servecheck.load.timings import TimingsTally, format_timings
+from servecheck.load.records import MERGED_NAME, MergeResult, merge_records
+from servecheck.load.slo import SLO, Verdict, evaluate
+from servecheck.load.stats import RunStats, Schedule
+from servecheck.load.steady import steady_line, steady_section
+from servecheck.load.timings import format_timings
 from servecheck.load.transport import read_transport, transport_reasons
 from servecheck.load.verdict import compose, load_run_verdict
 from servecheck.load.warmup import Warmup, format_warmup
@@ -196,22 +197,42 @@ def _over_budget(stats: RunStats, verdicts: Sequence[Verdict]) -> str | None:
     )
 
 
-def _steady(
-    spec: LoadSpec, cfg: RunConfig, records: Callable[[], Any], read: Any, slos: Sequence[SLO]
-) -> Measured:
-    """The steady window and the time slices (load/steady.py)."""
-    first = next(iter(read.iter_records()), None)  # the run's first send, warm-up included
-    return measure(
-        records,
-        spec.steady_window,
-        spec.slice_s,
+def rule_of(spec: LoadSpec, cfg: RunConfig) -> Rule:
+    """What every worker's aggregate must know before its first record (the run config's
+    ``aggregate``): the whole run's figures; each worker takes its share (Rule.share)."""
+    return Rule(
+        slice_s=spec.slice_s,
+        window=spec.steady_window.text,
         mode=cfg.mode,
         users=cfg.users,
-        run_start=None if first is None else float(first.get("t_sent") or 0.0),
         duration_s=cfg.duration_s,
-        per_request=request_predicate(slos),
-        max_lag_ms=spec.max_lag_ms,
+        slos=tuple(s.text for s in spec.slos),
+        warmup_s=spec.warmup_s,
+        warmup_requests=spec.warmup_requests,
+        request_id_header=cfg.request_id_header,
     )
+
+
+@dataclass(slots=True)
+class _Measured:
+    """The run's merged aggregate and where it came from."""
+
+    agg: Aggregate
+    source: str  # "workers": their aggregates; "records": rebuilt from the records file
+    missing: list[str]  # workers whose requests are in neither
+
+
+def _aggregate(run_dir: Path, rule: Rule, read: MergeResult) -> _Measured:
+    """The workers' aggregates, merged; rebuilt from the records when one is missing or holds
+    fewer requests than its records file (a worker killed before it wrote its aggregate)."""
+    agg, counts, bad = read_aggregates(run_dir, rule)
+    per_file = {Path(k).name[len("records-") : -len(".jsonl")]: v for k, v in read.per_file.items()}
+    short = [w for w, n in per_file.items() if n > counts.get(w, 0)]
+    if agg is not None and not short and not bad:
+        return _Measured(agg, "workers", [])
+    if read.count and (short or not bad):  # every record is on disk: they are the truth
+        return _Measured(aggregate_of(read.iter_records(), rule), "records", [])
+    return _Measured(agg or Aggregate(rule, ordered=True), "workers", bad)
 
 
 def _judge(slos: Sequence[SLO], stats: RunStats, window: RunStats | None) -> list[Verdict]:
@@ -248,25 +269,35 @@ def summarise(
     infos = _worker_infos(run_dir)
     planned = _planned(cfg, infos)
     loop_lag = [x for i in infos for x in i.get("loop_lag_s", [])]
-    warm = warmup_of(spec)
-    if warm.active:  # a first pass takes the warm-up's own figures; they count for nothing else
-        for _ in warm.measured(read.iter_records()):
-            pass
+    measured = _aggregate(run_dir, rule_of(spec, cfg), read)
+    agg = measured.agg
+    warm = agg.warm
+    if warm.active:  # the warm-up's own figures count for nothing else
         planned = None if planned is None else max(0, planned - warm.count)
 
-    def records() -> Any:
+    def records() -> Any:  # the sections still made from records (conversations, images)
         its = read.iter_records()
         return warmup_of(spec).measured(its) if warm.active else its
 
     sched = Schedule(mode=cfg.mode, planned=planned, max_lag_ms=spec.max_lag_ms)
-    tally = TimingsTally(header=cfg.request_id_header)  # fed by the statistics pass
-    stats = compute_stats(tally.tap(records()), sched, request_predicate(slos), loop_lag)
-    steady = _steady(spec, cfg, records, read, slos)
+    stats = agg.stats(sched, loop_lag)
+    steady = steady_of(
+        agg,
+        spec.steady_window,
+        mode=cfg.mode,
+        users=cfg.users,
+        duration_s=cfg.duration_s,
+        max_lag_ms=spec.max_lag_ms,
+    )
     verdicts = _judge(slos, stats, steady.stats)
     slo_ok = all(v.passed for v in verdicts)
     over_budget = _over_budget(stats, verdicts)
     transport = read_transport(run_dir)  # workers' records came over Locust's channel
     unmeasured = _unmeasured(spec, stats, run_dir, locust_rc, transport, partial)
+    unmeasured += [
+        f"worker {w} left no readable aggregate: its requests are not counted"
+        for w in measured.missing
+    ]
     if steady.empty and stats.total:
         unmeasured.append(f"the steady window ({steady.bounds.how}) held no request")
     judged = load_run_verdict(
@@ -284,7 +315,7 @@ def summarise(
         over_budget=over_budget,
     )
     behind = stats.behind  # even with --allow-lag: the lag is inside the client TTFT
-    server = server_watch.section(spec, run_dir, list(read.iter_records()), behind)
+    server = server_watch.section(spec, run_dir, agg.client, behind)
     judged = compose([judged, server_truth.verdict_of(server)])  # load/server_truth.py
     reasons, passed, verdict = judged.reasons, judged.passed, judged.status
     exit_code = judged.exit_code
@@ -336,13 +367,17 @@ def summarise(
         "t0": steady.scan.first_sent,  # wall clock of start_s 0 (the server series' clock)
         "rows": steady.scan.as_list(),
     }
-    summary.update(scenario_breakdown(records(), run_dir))  # turns, prefix cache
-    summary.update(image_breakdown(records()))  # --images: tokens per image, TTFT by size
-    summary.update(tally.as_dict())  # TTFT decomposition, slowest requests (load/timings.py)
+    if agg.extras:  # conversations, shared prefixes, cached tokens, images: from the records
+        summary.update(scenario_breakdown(records(), run_dir))  # turns, prefix cache
+        summary.update(image_breakdown(records()))  # --images: tokens per image, TTFT by size
+    elif read_engine_file(run_dir) is not None:
+        summary.update(scenario_breakdown((), run_dir))  # the engine's own prefix-cache counters
+    summary.update(agg.timings.as_dict())  # TTFT decomposition, slowest requests
     if server is not None:
         summary["server"] = server
     if warm.active:
         summary["warmup"] = warm.as_dict()
+    summary["aggregate"] = {"source": measured.source, "samples": agg.samples_section()}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     text = format_summary(summary, verdicts)
     (run_dir / "summary.txt").write_text(text + "\n", encoding="utf-8")

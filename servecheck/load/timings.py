@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from servecheck.errors import SpecError
-from servecheck.load.stats import Histogram
+from servecheck.load.stats import Histogram, add_fields, pack_fields, unpack_fields
 from servecheck.load.wire import REQUEST_ID, WireResult
 
 if TYPE_CHECKING:
@@ -229,6 +229,39 @@ class TimingsTally:
                 continue
             rows[self._n] = _row(r)
 
+    def merge(self, other: TimingsTally) -> None:
+        """Add another worker's tally: counts and phases add, the slowest N of both are kept."""
+        add_fields(self, other, _TALLY_FIELDS)
+        for key in ("ttft", "e2e"):
+            rows = {n: r for n, r in self._rows[key].items()}
+            rows.update({n + self._n: r for n, r in other._rows[key].items()})
+            both = [*self._slow[key], *((v, n + self._n) for v, n in other._slow[key])]
+            kept = heapq.nlargest(self.slowest_n, both)
+            heapq.heapify(kept)
+            self._slow[key] = kept
+            self._rows[key] = {n: rows[n] for _v, n in kept}
+        self._n += other._n
+
+    def state(self) -> dict[str, Any]:
+        return {
+            **pack_fields(self, _TALLY_FIELDS),
+            "n": self._n,
+            "slow": {
+                k: [[v, n, self._rows[k][n]] for v, n in heap] for k, heap in self._slow.items()
+            },
+        }
+
+    @classmethod
+    def from_state(cls, d: Mapping[str, Any], header: str | None) -> TimingsTally:
+        t = cls(header=header)
+        unpack_fields(t, d, _TALLY_FIELDS)
+        t._n = int(d["n"])
+        for key, items in d["slow"].items():
+            t._slow[key] = [(float(v), int(n)) for v, n, _row in items]
+            heapq.heapify(t._slow[key])
+            t._rows[key] = {int(n): row for _v, n, row in items}
+        return t
+
     def as_dict(self) -> dict[str, Any]:
         """``{"timings": ...}``, or ``{}`` when no record carried stamps (older records)."""
         if not self.stamped and not (self.new_conns + self.reused_conns):
@@ -263,6 +296,18 @@ class TimingsTally:
                 },
             }
         }
+
+
+_TALLY_FIELDS = (
+    "hist",
+    "stamped",
+    "new_conns",
+    "reused_conns",
+    "echoed",
+    "echo_differs",
+    "response_ids",
+    "id_in_body",
+)
 
 
 def format_timings(summary: Mapping[str, Any]) -> list[str]:

@@ -309,6 +309,12 @@ class Collector:
             led.mismatch.append(f"{led.bad_lines} lines the master could not parse")
         led.verified = not led.mismatch
         led.dataset = data.get("dataset")
+        agg = data.get("aggregate")
+        if isinstance(agg, dict):  # the worker's streaming summary (load/aggregate.py)
+            path = self.run_dir / f"aggregate-{led.worker}.json"
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({**agg, "final": True}), encoding="utf-8")
+            os.replace(tmp, path)
         info = data.get("info")
         if isinstance(info, dict):
             info = {**info, "worker": led.worker, "node": node}

@@ -50,7 +50,7 @@ class Warmup:
             if start is None:
                 start = sent
             if self._is_warm(sent - start):
-                self._add(r, sent)
+                self.add(r, sent)
                 continue
             yield r
 
@@ -63,10 +63,34 @@ class Warmup:
     def count(self) -> int:
         return self.group.count
 
-    def _add(self, r: Mapping[str, Any], sent: float) -> None:
-        self.first_sent = sent if self.first_sent is None else self.first_sent
-        self.last_sent = sent
+    def add(self, r: Mapping[str, Any], sent: float) -> None:
+        """Count one warm-up request (sent at ``sent``)."""
+        self.first_sent = sent if self.first_sent is None else min(self.first_sent, sent)
+        self.last_sent = sent if self.last_sent is None else max(self.last_sent, sent)
         self.group.add(r)
+
+    def merge(self, other: Warmup) -> None:
+        """Add another worker's warm-up (each kept its share of a warm-up counted in requests)."""
+        for name, pick in (("first_sent", min), ("last_sent", max)):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if theirs is not None:
+                setattr(self, name, theirs if mine is None else pick(mine, theirs))
+        self.group.merge(other.group)
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "seconds": self.seconds,
+            "requests": self.requests,
+            "first_sent": self.first_sent,
+            "last_sent": self.last_sent,
+            "group": self.group.state(),
+        }
+
+    @classmethod
+    def from_state(cls, d: Mapping[str, Any]) -> Warmup:
+        w = cls(d["seconds"], d["requests"], d["first_sent"], d["last_sent"])
+        w.group = Group.from_state(d["group"])
+        return w
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -234,8 +234,12 @@ def test_the_ttft_gap_is_not_judged_when_the_generator_fell_behind() -> None:
     family = "vllm:time_to_first_token_seconds"
     before = Snapshot(0, {f"{family}_sum": [({}, 0.0)], f"{family}_count": [({}, 0.0)]})
     after = Snapshot(1, {f"{family}_sum": [({}, 1.0)], f"{family}_count": [({}, 100.0)]})
-    client = ClientCounts(requests=100, ttfts=[0.2] * 100)  # 200 ms vs the engine's 10 ms
+    client = ClientCounts.of(_ok_record(0.2) for _ in range(100))  # 200 ms vs the engine's 10 ms
     _, found = server_truth.decompose(before, after, client, "vllm")
     assert "SERVER-TTFT-GAP" in {f["id"] for f in found}
     out, found = server_truth.decompose(before, after, client, "vllm", behind=True)
     assert "SERVER-TTFT-GAP" not in {f["id"] for f in found} and "behind" in out["note"]
+
+
+def _ok_record(ttft: float) -> dict[str, object]:
+    return {"ttft": ttft, "prompt_tokens": 10, "output_tokens": 5}

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 
 from servecheck.errors import SpecError
+from servecheck.load.aggregate import Rule, aggregate_of, steady_of
 from servecheck.load.stats import Histogram
 from servecheck.load.steady import (
     MAX_SLICES,
     SteadyWindow,
-    measure,
     parse_slice_s,
     parse_steady_window,
     scan,
@@ -43,6 +43,16 @@ def _closed_run(users: int = 4, duration: float = 20.0) -> list[dict[str, Any]]:
             out.append(_rec(t, e2e, ttft=0.4 if slow else 0.02))
             t += e2e
     return sorted(out, key=lambda r: r["t_sent"])
+
+
+def _measure(
+    recs: list[dict[str, Any]], window: str, *, mode: str, users: int, duration_s: float
+) -> Any:
+    rule = Rule(slice_s=5.0, window=window, mode=mode, users=users, duration_s=duration_s)
+    agg = aggregate_of(recs, rule)
+    return steady_of(
+        agg, parse_steady_window(window), mode=mode, users=users, duration_s=duration_s
+    )
 
 
 @pytest.mark.parametrize(
@@ -82,15 +92,7 @@ def test_slice_width_is_bounded_below() -> None:
 
 def test_auto_window_leaves_the_ramp_out_and_judges_the_steady_part() -> None:
     recs = _closed_run()
-    m = measure(
-        lambda: iter(recs),
-        SteadyWindow("auto"),
-        5.0,
-        mode="closed",
-        users=4,
-        run_start=1000.0,
-        duration_s=20.0,
-    )
+    m = _measure(recs, "auto", mode="closed", users=4, duration_s=20.0)
     assert m.bounds.applied, m.bounds.how
     assert m.bounds.start == pytest.approx(1001.0, abs=0.3)
     assert m.stats is not None and 0 < m.stats.total < len(recs)
@@ -101,15 +103,7 @@ def test_auto_window_leaves_the_ramp_out_and_judges_the_steady_part() -> None:
 
 def test_requests_straddling_the_stop_are_out() -> None:
     recs = [_rec(1000.0 + i * 0.5, 0.2) for i in range(40)] + [_rec(1019.9, 2.0)]
-    m = measure(
-        lambda: iter(recs),
-        SteadyWindow("auto"),
-        5.0,
-        mode="fixed",
-        users=None,
-        run_start=1000.0,
-        duration_s=20.0,
-    )
+    m = _measure(recs, "auto", mode="fixed", users=1, duration_s=20.0)
     assert m.bounds.applied
     assert m.stats is not None and m.stats.total == 40  # the one finishing at 1021.9 is out
 

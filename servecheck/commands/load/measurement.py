@@ -1,5 +1,5 @@
 """``servecheck load``'s measurement options: request ids, engine metrics, the steady window,
-time slices and repeats (one function, as the other option groups in arguments.py)."""
+time slices, records kept and repeats (one function, as the other option groups in arguments.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import os
 def add_measurement_arguments(g: argparse._ArgumentGroup) -> None:
     """What a run measures beside the requests and which part of it the SLOs judge: the request
     id header (load/timings.py), the engine's /metrics (load/server_watch.py), the steady window,
-    the time slices (load/steady.py), repeated runs (workflows/repeat.py)."""
+    the time slices (load/steady.py), the records kept (load/aggregate.py), repeated runs
+    (workflows/repeat.py)."""
     env = os.environ.get
     g.add_argument(
         "--request-id-header",
@@ -42,6 +43,15 @@ def add_measurement_arguments(g: argparse._ArgumentGroup) -> None:
         default=env("SERVECHECK_LOAD_SLICE"),
         help="width of summary.json's time slices (default: 5s; at most 120 slices, wider when "
         "the run is longer); env SERVECHECK_LOAD_SLICE",
+    )
+    g.add_argument(
+        "--records",
+        metavar="auto|all|sample:N|none",
+        default=env("SERVECHECK_LOAD_RECORDS"),
+        help="per-request records kept in the run folder: all, a uniform sample of N, or none "
+        "(the summary and its verdict come from each worker's aggregate either way); auto "
+        "(default): all below 1,000,000 planned requests, else sample:100000; env "
+        "SERVECHECK_LOAD_RECORDS",
     )
     g.add_argument(
         "--repeat",

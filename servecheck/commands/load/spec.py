@@ -10,6 +10,7 @@ from typing import Any
 from servecheck.commands.options import error_budget
 from servecheck.config.model import Target
 from servecheck.errors import UsageError
+from servecheck.load.aggregate import parse_records
 from servecheck.load.down import parse_down_after
 from servecheck.load.images import normalise_images
 from servecheck.load.lengths import parse_lengths
@@ -110,6 +111,7 @@ def spec_from_options(
         metrics_interval_s=_interval(o("server_metrics")),
         steady_window=parse_steady_window(pick("steady_window")),
         slice_s=parse_slice_s(pick("slice_s")),
+        records=parse_records(pick("records")),
     )
 
 

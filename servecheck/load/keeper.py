@@ -1,0 +1,102 @@
+"""Where a finished request goes in a Locust process (no locust import: testable alone).
+
+Every record feeds the process's :class:`~servecheck.load.aggregate.Aggregate`, which is what
+the summary is made of. Its line then goes where ``--records`` says:
+
+* ``all``: appended to ``records-<worker>.jsonl``, flushed per line (it survives ``kill -9``);
+* ``sample:N``: into a uniform sample of N lines (a reservoir), written when the process ends;
+* ``none``: nowhere.
+
+A distributed worker (``sender`` given) always writes its local copy and sends every line to the
+master, whatever the mode: the master's ledger checks each worker's records against its totals
+(``load/transport.py``), and the mode is applied to the merged file after the run
+(:func:`servecheck.load.aggregate.apply_records_mode`). The aggregate's state is written every
+:data:`CHECKPOINT_S` seconds (``final: false``) and at the end, so a process killed mid-run
+leaves what it had measured up to its last checkpoint, and says so.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+from servecheck.load.aggregate import Aggregate, Rule, aggregate_path, sample_size
+from servecheck.load.records import RecordWriter, RequestRecord
+from servecheck.load.transport import BatchSender
+
+__all__ = ["CHECKPOINT_S", "RecordKeeper"]
+
+CHECKPOINT_S = 10.0
+
+
+class RecordKeeper:
+    """One process's records: the aggregate, the file or sample, the master's batches."""
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike[str],
+        worker: str,
+        mode: str,
+        rule: Rule,
+        *,
+        seed: int = 0,
+        sender: BatchSender | None = None,
+    ) -> None:
+        self.out_dir = Path(out_dir)
+        self.worker = worker
+        self.sender = sender
+        self.mode = "all" if sender is not None else mode
+        self.agg = Aggregate(rule, seed=seed)
+        self.path = self.out_dir / f"records-{worker}.jsonl"
+        self.writer = RecordWriter(self.path) if self.mode == "all" else None
+        self._sample_n = sample_size(self.mode)
+        self._sample: list[str] = []
+        self._rng = random.Random(seed)
+        self.count = 0
+
+    def begin(self, t_first_send: float) -> None:
+        self.agg.begin(t_first_send)
+
+    def keep(self, rec: RequestRecord) -> bool:
+        """Record one finished request; True when the master's batch is full (flush it)."""
+        self.count += 1
+        self.agg.add(rec.as_dict())
+        if self.writer is not None:
+            line = self.writer.write(rec)
+            return self.sender is not None and self.sender.add(line)
+        n = self._sample_n
+        if n is not None:
+            if len(self._sample) < n:
+                self._sample.append(rec.to_json())
+            else:
+                j = self._rng.randrange(self.count)
+                if j < n:
+                    self._sample[j] = rec.to_json()
+        return False
+
+    def totals(self) -> dict[str, Any]:
+        """The done message's ok count, tokens and HDR histograms, from the aggregate."""
+        whole = self.agg.whole
+        hists = {m: whole.hist[m] for m in ("ttft", "itl", "e2e")}
+        return {
+            "ok": whole.counts["ok"],
+            "tokens": whole.counts["output_tokens"],
+            "histograms": {m: h.encode() for m, h in hists.items()},
+            "counts": {m: h.count for m, h in hists.items()},
+        }
+
+    def checkpoint(self, final: bool = False) -> Path:
+        """Write the aggregate's state (atomically)."""
+        return self.agg.write(aggregate_path(self.out_dir, self.worker), final=final)
+
+    def close(self) -> Path:
+        """The sample's file (``sample:N``), the final aggregate; the records file closed."""
+        if self.writer is not None:
+            self.writer.close()
+        elif self._sample_n is not None:
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text("".join(line + "\n" for line in self._sample), encoding="utf-8")
+            os.replace(tmp, self.path)
+        return self.checkpoint(final=True)
