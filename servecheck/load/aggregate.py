@@ -58,6 +58,7 @@ __all__ = [
     "AGGREGATE_GLOB",
     "SAMPLE_N",
     "SAMPLED",
+    "SAMPLES_NAME",
     "Aggregate",
     "Reservoir",
     "Rule",
@@ -72,7 +73,8 @@ __all__ = [
 
 AGGREGATE_GLOB = "aggregate-*.json"
 SAMPLE_N = 10_000  # values kept per sampled metric (a reservoir: uniform over the run)
-SAMPLED = ("ttft", "itl", "e2e", "tpot")
+SAMPLED = ("ttft", "itl", "e2e", "tpot", "ttfa", "ttfr")
+SAMPLES_NAME = "samples.json"
 _STATE_VERSION = 1
 _EXTRAS = ("turn", "prefix_group", "cached_tokens", "images")
 
@@ -201,6 +203,9 @@ class Aggregate:
     # What the records carry that only a pass over them summarises (conversation turns, prefix
     # groups, cached tokens, images): the summary reads the records only when one is here.
     extras: set[str] = field(default_factory=set)
+    # Completions per wall-clock second (ok, failed, output tokens of the ok ones): compare's
+    # throughput test and the report's throughput picture.
+    seconds: dict[int, list[int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         rule = self.rule
@@ -240,6 +245,7 @@ class Aggregate:
         if edges.measured == self.rule.users and self.ordered:
             edges.nth_sent = sent
         self.whole.add(r)
+        self._second(r, sent)
         self.scan.add(r)
         self.timings.add(r)
         self._sample(r)
@@ -276,11 +282,20 @@ class Aggregate:
                     return False
         return end <= stop
 
+    def _second(self, r: Mapping[str, Any], sent: float) -> None:
+        done = r.get("t_done")
+        row = self.seconds.setdefault(int(float(sent if done is None else done)), [0, 0, 0])
+        if r.get("error"):
+            row[1] += 1
+        else:
+            row[0] += 1
+            row[2] += int(r.get("output_tokens") or r.get("output_tokens_client") or 0)
+
     def _sample(self, r: Mapping[str, Any]) -> None:
         if r.get("error"):
             return
         s = self.samples
-        for m in ("ttft", "tpot"):
+        for m in ("ttft", "tpot", "ttfa", "ttfr"):
             v = r.get(m)
             if v is not None:
                 s[m].add(float(v))
@@ -300,6 +315,9 @@ class Aggregate:
         self.client.merge(other.client)
         self.warm.merge(other.warm)
         self.extras |= other.extras
+        for t, (ok, bad, tokens) in other.seconds.items():
+            row = self.seconds.setdefault(t, [0, 0, 0])
+            row[0], row[1], row[2] = row[0] + ok, row[1] + bad, row[2] + tokens
         for m, res in other.samples.items():
             self.samples[m].merge(res)
         for name in ("origin", "first"):
@@ -317,6 +335,26 @@ class Aggregate:
         """summary.json's ``samples``: each reservoir's size against what it was drawn from."""
         return {m: {"kept": len(r.values), "of": r.seen} for m, r in self.samples.items()}
 
+    def write_samples(self, run_dir: str | os.PathLike[str]) -> Path:
+        """``samples.json``: the reservoirs' values (seconds) and the completions per second,
+        what compare and the report read instead of the records."""
+        t0 = min(self.seconds, default=0)
+        span = range(t0, max(self.seconds, default=t0 - 1) + 1)
+        rows = [self.seconds.get(t, [0, 0, 0]) for t in span]
+        doc = {
+            "samples": {m: r.state() for m, r in self.samples.items()},
+            "reasoned": bool(self.whole.counts["reasoning_requests"]),
+            "per_second": {
+                "t0": t0,
+                "ok": [r[0] for r in rows],
+                "failed": [r[1] for r in rows],
+                "tokens": [r[2] for r in rows],
+            },
+        }
+        p = Path(run_dir) / SAMPLES_NAME
+        p.write_text(json.dumps(doc, separators=(",", ":")) + "\n", encoding="utf-8")
+        return p
+
     def state(self) -> dict[str, Any]:
         return {
             "version": _STATE_VERSION,
@@ -332,6 +370,7 @@ class Aggregate:
             "warm": self.warm.state(),
             "samples": {m: r.state() for m, r in self.samples.items()},
             "extras": sorted(self.extras),
+            "seconds": {str(t): row for t, row in self.seconds.items()},
         }
 
     @classmethod
@@ -355,6 +394,7 @@ class Aggregate:
             m: Reservoir.from_state(s, i) for i, (m, s) in enumerate(d["samples"].items())
         }
         agg.extras = set(d.get("extras") or ())
+        agg.seconds = {int(t): [int(x) for x in row] for t, row in d["seconds"].items()}
         return agg
 
     def write(self, path: str | os.PathLike[str], final: bool = True) -> Path:

@@ -55,6 +55,8 @@ class RecordKeeper:
         self._sample: list[str] = []
         self._rng = random.Random(seed)
         self.count = 0
+        self.ok = 0  # over every record, warm-up included, as the master's ledger counts them
+        self.tokens = 0
 
     def begin(self, t_first_send: float) -> None:
         self.agg.begin(t_first_send)
@@ -62,6 +64,8 @@ class RecordKeeper:
     def keep(self, rec: RequestRecord) -> bool:
         """Record one finished request; True when the master's batch is full (flush it)."""
         self.count += 1
+        self.ok += rec.error is None
+        self.tokens += int(rec.output_tokens or rec.output_tokens_client or 0)
         self.agg.add(rec.as_dict())
         if self.writer is not None:
             line = self.writer.write(rec)
@@ -77,12 +81,12 @@ class RecordKeeper:
         return False
 
     def totals(self) -> dict[str, Any]:
-        """The done message's ok count, tokens and HDR histograms, from the aggregate."""
-        whole = self.agg.whole
-        hists = {m: whole.hist[m] for m in ("ttft", "itl", "e2e")}
+        """The done message's ok count and tokens (every record, as the master's ledger counts
+        them) and the measured requests' HDR histograms, from the aggregate."""
+        hists = {m: self.agg.whole.hist[m] for m in ("ttft", "itl", "e2e")}
         return {
-            "ok": whole.counts["ok"],
-            "tokens": whole.counts["output_tokens"],
+            "ok": self.ok,
+            "tokens": self.tokens,
             "histograms": {m: h.encode() for m, h in hists.items()},
             "counts": {m: h.count for m, h in hists.items()},
         }

@@ -30,8 +30,11 @@ during the ramp is still an error: the budget counts the whole run).
 each request finished (failed ones: when sent), each with its count, errors, TTFT / ITL / E2E
 p50/p95/p99, requests and output tokens per second, the mean number of requests in flight, and
 its three HDR histograms in HDR's portable encoding (``hdr``: they merge exactly, so a plot or a
-later tool can join slices). One pass over the records; at most :data:`MAX_SLICES` slices (a
-longer run doubles the slice width, merging neighbours, until it fits).
+later tool can join slices). Slices are aligned to the epoch, so the scans of several workers add
+up slice by slice; the rows start at the first send (the first one is shortened to it). At most
+:data:`MAX_SLICES` slices (a longer run doubles the slice width, merging neighbours, until it
+fits). Each worker keeps its scan as it records (``load/aggregate.py``), and the window's own
+figures too: :func:`window_bounds` then places the window on the merged scan.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +20,7 @@ from servecheck.load.budget import budget_line, budget_summary, percent
 from servecheck.load.image_stats import format_images, image_breakdown
 from servecheck.load.phases import phase_lines
 from servecheck.load.plan import RunConfig
-from servecheck.load.records import MERGED_NAME, MergeResult, merge_records
+from servecheck.load.records import MERGED_NAME, MergeResult, keep_records, merge_records
 from servecheck.load.slo import SLO, Verdict, evaluate
 from servecheck.load.stats import RunStats, Schedule
 from servecheck.load.steady import steady_line, steady_section
@@ -281,6 +281,7 @@ def summarise(
 
     sched = Schedule(mode=cfg.mode, planned=planned, max_lag_ms=spec.max_lag_ms)
     stats = agg.stats(sched, loop_lag)
+    agg.write_samples(run_dir)  # the values compare and the report read (bounded)
     steady = steady_of(
         agg,
         spec.steady_window,
@@ -294,10 +295,7 @@ def summarise(
     over_budget = _over_budget(stats, verdicts)
     transport = read_transport(run_dir)  # workers' records came over Locust's channel
     unmeasured = _unmeasured(spec, stats, run_dir, locust_rc, transport, partial)
-    unmeasured += [
-        f"worker {w} left no readable aggregate: its requests are not counted"
-        for w in measured.missing
-    ]
+    unmeasured += [f"worker {why}" for why in measured.missing]
     if steady.empty and stats.total:
         unmeasured.append(f"the steady window ({steady.bounds.how}) held no request")
     judged = load_run_verdict(
@@ -319,31 +317,15 @@ def summarise(
     judged = compose([judged, server_truth.verdict_of(server)])  # load/server_truth.py
     reasons, passed, verdict = judged.reasons, judged.passed, judged.status
     exit_code = judged.exit_code
-    methods = sorted({str(i.get("prompt_method")) for i in infos if i.get("prompt_method")})
+    sections = _record_sections(agg, records, run_dir)
+    kept = keep_records(run_dir, cfg.records, read)  # one copy, as --records says
     summary: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": cfg.run_id,
-        "target": cfg.target,
-        "base_url": redact(cfg.base_url),
-        "model": cfg.model,
-        "scenario": cfg.scenario,
-        "api": cfg.api,
-        "mode": cfg.mode,
-        "users": cfg.users if cfg.mode == "closed" else None,
-        "rate": cfg.rate,
-        "burstiness": cfg.burstiness,  # gamma arrivals' shape, else null
-        "lengths": _lengths_section(cfg),
-        "seed": cfg.seed,
-        "duration_s": cfg.duration_s,
-        "max_requests": cfg.max_requests,
-        "workers": len(infos) or cfg.workers,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "ended_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ended)),
-        "prompt_method": ",".join(methods) or None,
+        **_what_ran(cfg, infos, started, ended),
         "records": {
             "merged": read.count,
             "bad_lines": read.bad_lines,
             "per_worker": {Path(k).name: v for k, v in read.per_file.items()},
+            "kept": kept,
             **({"transport": transport} if transport is not None else {}),
         },
         **stats.as_dict(),
@@ -367,11 +349,7 @@ def summarise(
         "t0": steady.scan.first_sent,  # wall clock of start_s 0 (the server series' clock)
         "rows": steady.scan.as_list(),
     }
-    if agg.extras:  # conversations, shared prefixes, cached tokens, images: from the records
-        summary.update(scenario_breakdown(records(), run_dir))  # turns, prefix cache
-        summary.update(image_breakdown(records()))  # --images: tokens per image, TTFT by size
-    elif read_engine_file(run_dir) is not None:
-        summary.update(scenario_breakdown((), run_dir))  # the engine's own prefix-cache counters
+    summary.update(sections)
     summary.update(agg.timings.as_dict())  # TTFT decomposition, slowest requests
     if server is not None:
         summary["server"] = server
@@ -384,6 +362,47 @@ def summarise(
     return LoadResult(
         cfg.run_id, run_dir, summary, stats, verdicts, passed, stats.behind, exit_code, locust_rc
     )
+
+
+def _what_ran(
+    cfg: RunConfig, infos: list[dict[str, Any]], started: float, ended: float
+) -> dict[str, Any]:
+    """summary.json's head: what ran, against what, how, when."""
+    methods = sorted({str(i.get("prompt_method")) for i in infos if i.get("prompt_method")})
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": cfg.run_id,
+        "target": cfg.target,
+        "base_url": redact(cfg.base_url),
+        "model": cfg.model,
+        "scenario": cfg.scenario,
+        "api": cfg.api,
+        "mode": cfg.mode,
+        "users": cfg.users if cfg.mode == "closed" else None,
+        "rate": cfg.rate,
+        "burstiness": cfg.burstiness,  # gamma arrivals' shape, else null
+        "lengths": _lengths_section(cfg),
+        "seed": cfg.seed,
+        "duration_s": cfg.duration_s,
+        "max_requests": cfg.max_requests,
+        "workers": len(infos) or cfg.workers,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "ended_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ended)),
+        "prompt_method": ",".join(methods) or None,
+    }
+
+
+def _record_sections(agg: Aggregate, records: Callable[[], Any], run_dir: Path) -> dict[str, Any]:
+    """The sections only the requests themselves tell (conversation turns, prefix groups and
+    cached tokens, images): made from the records, and only when the aggregate saw such a
+    field; else only the engine's own prefix-cache counters, when there are any."""
+    out: dict[str, Any] = {}
+    if agg.extras:
+        out.update(scenario_breakdown(records(), run_dir))  # turns, prefix cache
+        out.update(image_breakdown(records()))  # --images: tokens per image, TTFT by size
+    elif read_engine_file(run_dir) is not None:
+        out.update(scenario_breakdown((), run_dir))
+    return out
 
 
 def _lengths_section(cfg: RunConfig) -> dict[str, Any] | None:

@@ -14,8 +14,9 @@ copy (``local/records-<worker>.jsonl`` in the worker's run folder, flushed per l
 :data:`BATCH_INTERVAL_S` or :data:`BATCH_RECORDS` records, zlib-compressed when it is larger than
 :data:`COMPRESS_OVER` bytes. Each batch carries its number, its record count and how many
 requests the worker had sent so far. At the end the worker sends a done message with its totals
-(records, ok, tokens, batches), a SHA-256 over every line it sent, in order, and its HDR
-histograms (TTFT, ITL, E2E) taken from its local copy.
+(records, ok, tokens, batches), a SHA-256 over every line it sent, in order, its HDR
+histograms (TTFT, ITL, E2E) and its streaming summary (``load/aggregate.py``), which the master
+writes as ``aggregate-<worker>.json``.
 
 Master side (:class:`Collector`): writes each batch as it arrives and keeps a ledger per worker
 (keyed by Locust's node id, so two workers with the same name on different hosts stay apart).
@@ -56,7 +57,6 @@ __all__ = [
     "encode_batch",
     "read_transport",
     "transport_reasons",
-    "worker_histograms",
 ]
 
 RECORDS_MESSAGE = "servecheck_records"
@@ -66,7 +66,6 @@ TRANSPORT_NAME = "transport.json"
 BATCH_RECORDS = 256
 BATCH_INTERVAL_S = 0.25
 COMPRESS_OVER = 1024  # below this zlib saves little and costs a call per batch
-HIST_METRICS = ("ttft", "itl", "e2e")
 # The master takes a worker for lost when Locust has had it missing (no heartbeat) this long, or
 # this long after it left without a done message; a starved machine can miss a few heartbeats.
 LOST_AFTER_S = 10.0
@@ -148,37 +147,6 @@ class BatchSender:
             "bytes_raw": self.bytes_raw,
             "bytes_sent": self.bytes_sent,
         }
-
-
-def worker_histograms(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """HDR histograms (microseconds, base64 HDR encoding) of a worker's successful requests,
-    read back from its local copy at the end (never on the request path), with its ok count and
-    tokens, for the done message."""
-    from servecheck.load.records import iter_lines
-    from servecheck.load.stats import Histogram
-
-    hists = {m: Histogram() for m in HIST_METRICS}
-    ok = tokens = 0
-    p = Path(path)
-    if p.is_file():
-        for rec in iter_lines(p):
-            if rec is None:
-                continue
-            tokens += int(rec.get("output_tokens") or rec.get("output_tokens_client") or 0)
-            if rec.get("error") is not None:
-                continue
-            ok += 1
-            if rec.get("ttft") is not None:
-                hists["ttft"].record(float(rec["ttft"]))
-            hists["itl"].record_many(rec.get("itls") or [])
-            if rec.get("e2e") is not None and not rec.get("abandoned"):
-                hists["e2e"].record(float(rec["e2e"]))
-    return {
-        "ok": ok,
-        "tokens": tokens,
-        "histograms": {m: h.encode() for m, h in hists.items()},
-        "counts": {m: h.count for m, h in hists.items()},
-    }
 
 
 # ------------------------------------------------------------------ master side

@@ -5,7 +5,8 @@ in the worse direction. Noise (two runs of one distribution) must not trip it; a
 
 Significance, per metric:
 
-* latency percentiles (TTFT, ITL, E2E, TPOT; per-request samples from ``records.jsonl``): a seeded
+* latency percentiles (TTFT, ITL, E2E, TPOT; per-request samples: the run's reservoirs in
+  ``samples.json``, or an older run's ``records.jsonl``): a seeded
   bootstrap confidence interval (``1 - alpha``) of the percentile difference (current minus
   baseline) must exclude zero. For the median the two-sided Mann-Whitney U test on the samples
   must also give ``p < alpha``. Tail percentiles (p90 and up) need only the interval: a tail can
@@ -40,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from servecheck.errors import SpecError, UsageError, did_you_mean
+from servecheck.load.aggregate import SAMPLES_NAME
 from servecheck.load.records import worker_files
 from servecheck.report.html import BAD_OUTCOMES, read_json, read_jsonl
 
@@ -233,14 +235,57 @@ def _kinds(parts: RunParts) -> str:
     return " and ".join(kinds) + " results only" if kinds else "no results"
 
 
-def load_part(
-    folder: Path, notes: list[str], which: str
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The summary and records of a load part. A run killed before it summarised has only its
+@dataclass(slots=True)
+class LoadData:
+    """What compare reads of a load part: per-request latency samples (ms) per family and the
+    successful completions (and their output tokens) per whole second."""
+
+    latency: dict[str, np.ndarray]
+    ok_per_s: np.ndarray
+    tokens_per_s: np.ndarray
+    reasoned: bool
+
+    @classmethod
+    def of_records(cls, records: list[dict[str, Any]]) -> LoadData:
+        return cls(
+            {fam: _latency_samples(records, fam) for fam in LATENCY_FAMILIES},
+            _per_second(records, tokens=False),
+            _per_second(records, tokens=True),
+            any("ttfr" in r for r in records),
+        )
+
+    @classmethod
+    def of_samples(cls, doc: dict[str, Any]) -> LoadData:
+        """From ``samples.json`` (load/aggregate.py): the run's reservoirs and its per-second
+        completions, first and last (partial) seconds dropped as for records."""
+        samples = doc.get("samples") or {}
+        per_s = doc.get("per_second") or {}
+
+        def whole(key: str) -> np.ndarray:
+            bins = np.asarray(per_s.get(key) or [], dtype=float)
+            return bins[1:-1] if bins.size > 3 else bins
+
+        return cls(
+            {
+                fam: np.asarray((samples.get(fam) or {}).get("values") or [], dtype=float) * 1000.0
+                for fam in LATENCY_FAMILIES
+            },
+            whole("ok"),
+            whole("tokens"),
+            bool(doc.get("reasoned")),
+        )
+
+
+def load_part(folder: Path, notes: list[str], which: str) -> tuple[dict[str, Any], LoadData]:
+    """The summary and samples of a load part: ``samples.json`` (the run's reservoirs), else the
+    records of an older run folder. A run killed before it summarised has only its
     ``records-<worker>.jsonl``: they are read as they are and summarised here (noted)."""
     summary = read_json(folder / "summary.json")
+    samples = read_json(folder / SAMPLES_NAME)
+    if samples.get("samples"):
+        return summary, LoadData.of_samples(samples)
     if (folder / "records.jsonl").exists():
-        return summary, read_jsonl(folder / "records.jsonl")
+        return summary, LoadData.of_records(read_jsonl(folder / "records.jsonl"))
     records = [r for f in worker_files(folder) for r in read_jsonl(f) if "t_sent" in r]
     if "requests" not in summary:
         from servecheck.load.stats import compute_stats
@@ -250,7 +295,7 @@ def load_part(
             f"{which} {folder} was not summarised (killed?): compared from its "
             f"{len(records)} per-worker records"
         )
-    return summary, records
+    return summary, LoadData.of_records(records)
 
 
 # ------------------------------------------------------------------ statistics
@@ -342,8 +387,8 @@ def _latency_samples(records: list[dict[str, Any]], family: str) -> np.ndarray:
 
 
 def compare_latency(
-    base: list[dict[str, Any]],
-    cur: list[dict[str, Any]],
+    base: LoadData,
+    cur: LoadData,
     ths: dict[str, Threshold],
     *,
     seed: int = 0,
@@ -353,11 +398,11 @@ def compare_latency(
     """Percentile deltas with Mann-Whitney U and bootstrap CIs for every latency family present."""
     out: list[MetricDelta] = []
     rng = np.random.default_rng(seed)
-    reasoned = any("ttfr" in r for r in (*base, *cur))
+    reasoned = base.reasoned or cur.reasoned
     for fam in LATENCY_FAMILIES:
         if fam == "ttfa" and not reasoned:
             continue  # without reasoning TTFA is TTFT: one row says it
-        a, b = _latency_samples(base, fam), _latency_samples(cur, fam)
+        a, b = base.latency[fam], cur.latency[fam]
         if a.size < 5 or b.size < 5:
             continue
         a, b = _subsample(a, rng), _subsample(b, rng)
@@ -406,8 +451,8 @@ def _per_second(records: list[dict[str, Any]], tokens: bool) -> np.ndarray:
 def compare_throughput(
     base_sum: dict[str, Any],
     cur_sum: dict[str, Any],
-    base: list[dict[str, Any]],
-    cur: list[dict[str, Any]],
+    base: LoadData,
+    cur: LoadData,
     ths: dict[str, Threshold],
     *,
     seed: int = 0,
@@ -422,7 +467,7 @@ def compare_throughput(
         cv = (cur_sum.get("throughput") or {}).get(key)
         if bv is None or cv is None:
             continue
-        a, b = _per_second(base, tokens), _per_second(cur, tokens)
+        a, b = (x.tokens_per_s if tokens else x.ok_per_s for x in (base, cur))
         d = MetricDelta(
             name,
             "req/s" if not tokens else "tok/s",

@@ -302,43 +302,23 @@ def conformance_section(run_dir: Path, title: str = "Conformance") -> Section:
 # ------------------------------------------------------------------ load
 
 
-def _records_ms(records: list[dict[str, Any]], key: str) -> list[float]:
-    return [
-        float(r[key]) * 1000.0
-        for r in records
-        if not r.get("error") and isinstance(r.get(key), (int, float))
-    ]
-
-
-def _itls_ms(records: list[dict[str, Any]], cap: int = 200_000) -> list[float]:
-    out: list[float] = []
-    for r in records:
-        if r.get("error"):
-            continue
-        out += [float(x) * 1000.0 for x in r.get("itls") or [] if isinstance(x, (int, float))]
-        if len(out) >= cap:
-            break
-    return out
-
-
-def throughput_series(
-    records: list[dict[str, Any]], bin_s: float = 1.0
-) -> tuple[list[float], list[float], list[float], list[float]]:
-    """Per-bin completions: (t, ok requests/s, failed requests/s, output tokens/s), t from the first send."""
-    done = [r for r in records if isinstance(r.get("t_done"), (int, float))]
-    if not done:
-        return [], [], [], []
-    t0 = min(float(r.get("t_sent") or r["t_done"]) for r in done)
-    n = int((max(float(r["t_done"]) for r in done) - t0) // bin_s) + 1
-    ok, bad, tok = [0.0] * n, [0.0] * n, [0.0] * n
-    for r in done:
-        i = int((float(r["t_done"]) - t0) // bin_s)
-        if r.get("error"):
-            bad[i] += 1 / bin_s
-        else:
-            ok[i] += 1 / bin_s
-            tok[i] += float(r.get("output_tokens") or r.get("output_tokens_client") or 0) / bin_s
-    return [(i + 0.5) * bin_s for i in range(n)], ok, bad, tok
+def _load_samples(
+    run_dir: Path,
+) -> tuple[dict[str, list[float]], list[float], list[float], list[float], list[float]]:
+    """The run's reservoir samples (ms) and its completions per second (t from the first
+    second, ok/s, failed/s, tokens/s), from ``samples.json`` (load/aggregate.py): the pictures
+    cost the same however many requests the run had."""
+    doc = read_json(run_dir / "samples.json")
+    samples = {
+        m: [float(v) * 1000.0 for v in (d.get("values") or [])]
+        for m, d in (doc.get("samples") or {}).items()
+    }
+    per_s = doc.get("per_second") or {}
+    ok = [float(x) for x in per_s.get("ok") or []]
+    ts = [i + 0.5 for i in range(len(ok))]
+    bad = [float(x) for x in per_s.get("failed") or []]
+    tok = [float(x) for x in per_s.get("tokens") or []]
+    return samples, ts, ok, bad, tok
 
 
 LATENCY_KEYS = (("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"), ("e2e", "E2E"))
@@ -483,7 +463,7 @@ def _load_plots(run_dir: Path, lat: dict[str, Any], keys: tuple[tuple[str, str],
     """Latency percentiles, TTFT and ITL distributions, throughput over the run (SVG)."""
     from servecheck.report import svg
 
-    records = read_jsonl(run_dir / "records.jsonl")
+    samples, ts, okr, badr, tok = _load_samples(run_dir)
     figs: list[str] = []
     groups = {
         label.split(" (")[0]: {p: (lat.get(k) or {}).get(p) for p in PCTS[:-1]}
@@ -492,17 +472,16 @@ def _load_plots(run_dir: Path, lat: dict[str, Any], keys: tuple[tuple[str, str],
     }
     if groups:
         figs.append(svg.bar_chart("Latency percentiles", "ms", groups))
-    ttft = _records_ms(records, "ttft")
+    ttft = samples.get("ttft", [])
     if ttft:
         marks = _marks(lat.get("ttft") or {}, ("p50", "p95"))
         figs.append(svg.histogram("TTFT distribution", "ms", ttft, marks=marks))
-    itl = _itls_ms(records)
+    itl = samples.get("itl", [])
     if itl:
         marks = _marks(lat.get("itl") or {}, ("p50", "p99"))
         figs.append(
             svg.histogram("ITL distribution", "ms", itl, ylabel="inter-token gaps", marks=marks)
         )
-    ts, okr, badr, tok = throughput_series(records)
     if ts:
         figs.append(
             svg.timeline(

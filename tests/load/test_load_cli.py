@@ -150,6 +150,40 @@ def test_gamma_arrivals_send_what_they_planned(fast_server: RunningServer, tmp_p
 
 
 
+@pytest.mark.parametrize(
+    ("mode", "processes", "lines"),
+    [
+        pytest.param("none", "1", 0, id="none"),
+        pytest.param("sample:7", "1", 7, id="sample"),
+        pytest.param("sample:7", "2", 7, id="sample-two-processes"),
+        pytest.param("all", "2", 40, id="all-two-processes"),
+    ],
+)
+def test_records_keep_what_was_asked_and_the_summary_comes_from_the_aggregates(
+    fast_server: RunningServer, tmp_path: Path, mode: str, processes: str, lines: int
+) -> None:
+    """Whatever --records keeps, the figures are every request's (the workers' aggregates), the
+    records are on disk once (no per-worker copies), and the report and compare still work."""
+    targets = _targets(tmp_path, fast_server)
+    out = tmp_path / "reports"
+    args = ("--users", "4", "--max-requests", "40", "--records", mode, "--processes", processes)
+    proc = _run(_cmd(targets, out, *args, "--no-tokenize"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    s = _summary(out)
+    run_dir = out / s["run_id"]
+    assert s["requests"]["total"] == s["requests"]["ok"] == 40, s["requests"]
+    assert s["aggregate"]["source"] == "workers", s["aggregate"]
+    assert s["latency_ms"]["ttft"]["count"] == 40 and s["latency_ms"]["itl"]["count"] > 40
+    assert s["records"]["kept"]["lines"] == lines, s["records"]
+    assert s["aggregate"]["samples"]["ttft"] == {"kept": 40, "of": 40}
+    assert not list(run_dir.glob("records-*.jsonl")) and not list(run_dir.glob("local/records-*"))
+    merged = run_dir / "records.jsonl"
+    assert (merged.read_text().count("\n") if merged.exists() else 0) == lines
+    assert "TTFT distribution" in (run_dir / "report.html").read_text()  # from samples.json
+    cmp = _run([sys.executable, "-m", "servecheck", "compare", str(run_dir), str(run_dir)])
+    assert cmp.returncode == 0 and "ttft_p50" in cmp.stdout, cmp.stdout + cmp.stderr
+
+
 def _records(out: Path) -> list[dict]:
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
     return [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]

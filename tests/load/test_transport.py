@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from hdrh.histogram import HdrHistogram
 
+from servecheck.load.aggregate import Rule
+from servecheck.load.keeper import RecordKeeper
 from servecheck.load.records import RecordWriter, RequestRecord, merge_records
 from servecheck.load.transport import (
     BatchSender,
@@ -18,7 +20,6 @@ from servecheck.load.transport import (
     encode_batch,
     read_transport,
     transport_reasons,
-    worker_histograms,
 )
 
 
@@ -79,7 +80,10 @@ def _done(
     n: int,
     dataset: str | None = None,
 ) -> None:
-    hist = worker_histograms(local)
+    keeper = RecordKeeper(local.parent / "keeper", sender.worker, "none", Rule(mode="fixed"))
+    for line in local.read_text().splitlines():
+        keeper.keep(RequestRecord.from_dict(json.loads(line)))
+    hist = keeper.totals()  # what a worker's done message carries
     collector.on_done(
         node,
         {
@@ -89,6 +93,7 @@ def _done(
             "dataset": dataset,
             "totals": {**sender.totals(), "ok": hist["ok"], "tokens": hist["tokens"]},
             "info": {"planned": None, "cpu_s": 0.1, "histograms": hist["histograms"]},
+            "aggregate": keeper.agg.state(),
         },
     )
 
@@ -123,6 +128,8 @@ def test_master_file_equals_each_workers_local_copy(tmp_path: Path) -> None:
         info = json.loads((master / f"worker-{name}.json").read_text())
         ttft = HdrHistogram.decode(info["histograms"]["ttft"])
         assert ttft.get_total_count() == w["ok"]  # the worker's histogram covers its ok records
+        agg = json.loads((master / f"aggregate-{name}.json").read_text())
+        assert agg["count"] == n and agg["final"] is True  # its streaming summary, kept
     merged = merge_records(master)
     assert merged.count == sum(merged.per_file.values()) == 73
 
