@@ -32,6 +32,7 @@ window, warm-up and figures the record passes gave.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 from collections.abc import Iterable, Mapping
@@ -42,7 +43,7 @@ from typing import Any
 from servecheck.errors import SpecError
 from servecheck.load.server_truth import ClientCounts
 from servecheck.load.slo import parse_slos, request_predicate
-from servecheck.load.stats import RunStats, Schedule, Tally
+from servecheck.load.stats import RunStats, Schedule, Tally, prepare
 from servecheck.load.steady import (
     DEFAULT_SLICE_S,
     Measured,
@@ -75,7 +76,7 @@ AGGREGATE_GLOB = "aggregate-*.json"
 SAMPLE_N = 10_000  # values kept per sampled metric (a reservoir: uniform over the run)
 SAMPLED = ("ttft", "itl", "e2e", "tpot", "ttfa", "ttfr")
 SAMPLES_NAME = "samples.json"
-_STATE_VERSION = 1
+_STATE_VERSION = 2
 _EXTRAS = ("turn", "prefix_group", "cached_tokens", "images")
 
 
@@ -120,25 +121,60 @@ class Rule:
 
 
 class Reservoir:
-    """A uniform sample of at most ``size`` values from a stream of unknown length (Vitter's
-    algorithm R, seeded), and the merge of two by their counts."""
+    """A uniform sample of at most ``size`` values from a stream of unknown length, and the
+    merge of two by their counts.
 
-    __slots__ = ("size", "seen", "values", "_rng")
+    Li's algorithm L (seeded): once full, it draws how many values to skip before the next one
+    that replaces a random slot, so a value that is skipped costs a comparison, not a random
+    draw (ITLs come a token at a time)."""
+
+    __slots__ = ("size", "seen", "values", "_rng", "_w", "_next")
 
     def __init__(self, size: int, seed: int = 0) -> None:
         self.size = size
         self.seen = 0
         self.values: list[float] = []
         self._rng = random.Random(seed)
+        self._w = 1.0
+        self._next = size  # the index (0-based, in the stream) of the next value kept
+
+    def _advance(self) -> None:
+        rng = self._rng
+        self._w *= math.exp(math.log(rng.random() or 1e-300) / self.size)
+        gap = math.log(rng.random() or 1e-300) / math.log1p(-self._w) if self._w < 1.0 else 0.0
+        self._next += int(gap) + 1
 
     def add(self, v: float) -> None:
-        self.seen += 1
-        if len(self.values) < self.size:
-            self.values.append(v)
-            return
-        j = self._rng.randrange(self.seen)
-        if j < self.size:
-            self.values[j] = v
+        self.add_many((v,))
+
+    def add_many(self, values: Iterable[float]) -> None:
+        vals = values if isinstance(values, list | tuple) else list(values)
+        i, n = 0, len(vals)
+        room = self.size - len(self.values)
+        if room > 0:
+            self.values.extend(vals[:room])
+            taken = min(room, n)
+            self.seen += taken
+            i = taken
+            if len(self.values) == self.size and self.seen == self.size:
+                self._advance_first()
+        while i < n:
+            # The next kept value is at stream index self._next; this batch covers
+            # [self.seen, self.seen + n - i).
+            ahead = self._next - self.seen
+            if ahead >= n - i:
+                self.seen += n - i
+                return
+            i += ahead
+            self.seen += ahead
+            self.values[self._rng.randrange(self.size)] = vals[i]
+            i += 1
+            self.seen += 1
+            self._advance()
+
+    def _advance_first(self) -> None:
+        self._next = self.size - 1  # the last filled index
+        self._advance()
 
     def merge(self, other: Reservoir) -> None:
         """Draw the merged sample from both, each value's chance in proportion to the stream it
@@ -162,6 +198,7 @@ class Reservoir:
             out.append(pools[pick].pop())
             left[pick] = max(0, left[pick] - 1)
         self.values, self.seen = out, self.seen + other.seen
+        self._w, self._next = 1.0, self.seen  # a merged sample is not fed again
 
     def state(self) -> dict[str, Any]:
         return {"size": self.size, "seen": self.seen, "values": [round(v, 6) for v in self.values]}
@@ -170,6 +207,7 @@ class Reservoir:
     def from_state(cls, d: Mapping[str, Any], seed: int = 0) -> Reservoir:
         r = cls(int(d["size"]), seed)
         r.seen, r.values = int(d["seen"]), [float(v) for v in d["values"]]
+        r._next = r.seen
         return r
 
 
@@ -193,7 +231,10 @@ class Aggregate:
     seed: int = 0
     count: int = 0
     whole: Tally = field(init=False)
-    window: Tally | None = field(init=False)
+    # The steady window is the run less the requests outside it (the ramp, the drain): those
+    # are few, so a request in the window costs nothing twice. None: no window is judged.
+    outside: Tally | None = field(init=False)
+    window_edges: list[float | None] = field(default_factory=lambda: [None, None])
     scan: Scan = field(init=False)
     timings: TimingsTally = field(init=False)
     client: ClientCounts = field(default_factory=ClientCounts)
@@ -215,7 +256,7 @@ class Aggregate:
         judged = steady.mode == "range" or (
             steady.mode == "auto" and rule.mode not in ("shape", "trace")
         )
-        self.window = Tally(predicate) if judged else None
+        self.outside = Tally(predicate) if judged else None
         self.scan = Scan(slice_s=rule.slice_s, nth=rule.users if rule.mode == "closed" else 0)
         self.timings = TimingsTally(header=rule.request_id_header)
         self.warm = Warmup(rule.warmup_s, rule.warmup_requests)
@@ -244,13 +285,33 @@ class Aggregate:
             edges.first = sent
         if edges.measured == self.rule.users and self.ordered:
             edges.nth_sent = sent
-        self.whole.add(r)
+        itls = prepare(r.get("itls") or ()) if not r.get("error") else None
+        self.whole.add(r, itls)
         self._second(r, sent)
-        self.scan.add(r)
+        self.scan.add(r, itls)
         self.timings.add(r)
         self._sample(r)
-        if self.window is not None and self._in_window(r, sent):
-            self.window.add(r)
+        if self.outside is not None:
+            if self._in_window(r, sent):
+                self._window_edge(sent, r.get("t_done"))
+            else:
+                self.outside.add(r, itls)
+
+    def _window_edge(self, sent: float, done: float | None) -> None:
+        edges = self.window_edges
+        if edges[0] is None or sent < edges[0]:
+            edges[0] = sent
+        if done is not None and (edges[1] is None or done > edges[1]):
+            edges[1] = done
+
+    @property
+    def window(self) -> Tally | None:
+        """The steady window's tally: the whole run's less what fell outside it."""
+        if self.outside is None:
+            return None
+        t = self.whole.minus(self.outside)
+        t.first_send, t.last_done = self.window_edges
+        return t
 
     def _is_warm(self, r: Mapping[str, Any], sent: float) -> bool:
         warm, origin = self.warm, float(self.edges.origin or sent)
@@ -301,15 +362,20 @@ class Aggregate:
                 s[m].add(float(v))
         if r.get("e2e") is not None and not r.get("abandoned"):
             s["e2e"].add(float(r["e2e"]))
-        itl = s["itl"]
-        for v in r.get("itls") or ():
-            itl.add(float(v))
+        itls = r.get("itls")
+        if itls:
+            s["itl"].add_many(itls)
 
     def merge(self, other: Aggregate) -> None:
         self.count += other.count
         self.whole.merge(other.whole)
-        if self.window is not None and other.window is not None:
-            self.window.merge(other.window)
+        if self.outside is not None and other.outside is not None:
+            self.outside.merge(other.outside)
+            for i, pick in ((0, min), (1, max)):
+                theirs = other.window_edges[i]
+                if theirs is not None:
+                    mine = self.window_edges[i]
+                    self.window_edges[i] = theirs if mine is None else pick(mine, theirs)
         self.scan.merge(other.scan)
         self.timings.merge(other.timings)
         self.client.merge(other.client)
@@ -363,7 +429,8 @@ class Aggregate:
             "count": self.count,
             "edges": asdict(self.edges),
             "whole": self.whole.state(),
-            "window": None if self.window is None else self.window.state(),
+            "outside": None if self.outside is None else self.outside.state(),
+            "window_edges": self.window_edges,
             "scan": self.scan.state(),
             "timings": self.timings.state(),
             "client": self.client.state(),
@@ -384,8 +451,9 @@ class Aggregate:
         agg.count = int(d["count"])
         agg.edges = _Edges(**d["edges"])
         agg.whole = Tally.from_state(d["whole"], pred)
-        if agg.window is not None and d.get("window") is not None:
-            agg.window = Tally.from_state(d["window"], pred)
+        if agg.outside is not None and d.get("outside") is not None:
+            agg.outside = Tally.from_state(d["outside"], pred)
+            agg.window_edges = list(d["window_edges"])
         agg.scan = Scan.from_state(d["scan"])
         agg.timings = TimingsTally.from_state(d["timings"], agg.rule.request_id_header)
         agg.client = ClientCounts.from_state(d["client"])
@@ -422,10 +490,11 @@ def steady_of(
     bounds = window_bounds(
         window, agg.scan, mode=mode, users=users, run_start=agg.edges.origin, duration_s=duration_s
     )
-    if not bounds.applied or agg.window is None:
+    tally = agg.window
+    if not bounds.applied or tally is None:
         return Measured(bounds, agg.scan, None)
     sched = Schedule(mode=mode, planned=None, max_lag_ms=max_lag_ms)
-    return Measured(bounds, agg.scan, agg.window.stats(sched))
+    return Measured(bounds, agg.scan, tally.stats(sched))
 
 
 def aggregate_path(out_dir: str | os.PathLike[str], worker: str) -> Path:

@@ -12,7 +12,6 @@ falls behind shows up there even when the latencies from the actual send look fi
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,7 +84,7 @@ class Histogram:
         self._max = 0
 
     def record(self, seconds: float) -> None:
-        us = int(round(seconds * 1e6))
+        us = int(seconds * 1e6 + 0.5)  # as prepare() rounds
         if us < _LOWEST_US:
             us = _LOWEST_US  # zero / negative (clock granularity) counts as 1 us
         elif us > _HIGHEST_US:
@@ -103,9 +102,25 @@ class Histogram:
         b[key] = b.get(key, 0) + 1
 
     def record_many(self, values: Iterable[float | None]) -> None:
-        for v in values:
-            if v is not None and not (isinstance(v, float) and math.isnan(v)):
-                self.record(v)
+        self.record_prepared(prepare(values))
+
+    def record_prepared(self, p: Prepared) -> None:
+        """Add values :func:`prepare` turned into bucket keys once (a record's ITLs go into
+        several histograms: the whole run's, its slice's, the answer phase's)."""
+        keys, total, lo, hi, clipped = p
+        if not keys:
+            return
+        b = self._b
+        get = b.get
+        for k in keys:
+            b[k] = get(k, 0) + 1
+        self._n += len(keys)
+        self._sum_us += total
+        self.clipped += clipped
+        if lo < self._min:
+            self._min = lo
+        if hi > self._max:
+            self._max = hi
 
     @property
     def count(self) -> int:
@@ -121,6 +136,28 @@ class Histogram:
         self.clipped += other.clipped
         self._min = min(self._min, other._min)
         self._max = max(self._max, other._max)
+
+    def copy(self) -> Histogram:
+        h = Histogram()
+        h._b, h._sum_us, h._n = dict(self._b), self._sum_us, self._n
+        h.clipped, h._min, h._max = self.clipped, self._min, self._max
+        return h
+
+    def subtract(self, other: Histogram) -> None:
+        """Take ``other`` (values that were also added here) out of this one; min and max are
+        then the buckets' (which is all :meth:`summary` reports of them anyway)."""
+        b = self._b
+        for k, c in other._b.items():
+            left = b.get(k, 0) - c
+            if left > 0:
+                b[k] = left
+            else:
+                b.pop(k, None)
+        self._n -= other._n
+        self._sum_us -= other._sum_us
+        self.clipped -= other.clipped
+        self._min = _lowest(min(b)) if b else _HIGHEST_US + 1
+        self._max = _lowest(max(b)) if b else 0
 
     def state(self) -> list[Any]:
         """A compact, JSON-able form for the run's aggregate files (see :meth:`from_state`)."""
@@ -171,6 +208,27 @@ class Histogram:
             if i == len(wanted):
                 break
         return {name: out[name] for name, _ in PERCENTILES}
+
+
+# A list of values as bucket keys: (keys, sum in us, min us, max us, clipped count).
+Prepared = tuple[list[int], int, int, int, int]
+_EMPTY: Prepared = ([], 0, 0, 0, 0)
+
+
+def prepare(values: Iterable[float | None]) -> Prepared:
+    """Seconds -> whole microseconds (at least 1, at most an hour) -> HDR bucket keys, in one
+    pass of comprehensions: the per-token cost of the streaming summary."""
+    us = [int(v * 1e6 + 0.5) for v in values if v is not None and v == v]  # v == v: not NaN
+    if not us:
+        return _EMPTY
+    clipped = 0
+    lo, hi = min(us), max(us)
+    if lo < _LOWEST_US or hi > _HIGHEST_US:
+        clipped = sum(u > _HIGHEST_US for u in us)
+        us = [_LOWEST_US if u < _LOWEST_US else _HIGHEST_US if u > _HIGHEST_US else u for u in us]
+        lo, hi = min(us), max(us)
+    keys = [(s << 11) | (u >> s) for u in us for s in ((u | 2047).bit_length() - 11,)]
+    return keys, sum(us), lo, hi, clipped
 
 
 def _key(us: int) -> int:
@@ -359,6 +417,9 @@ class Tally:
     """
 
     __slots__ = ("per_request", "counts", "errors", "first_send", "last_done", "hist")
+    # A record without reasoning has answer ITLs = its ITLs: they go into "itl" once, and
+    # "itl_answer" is made at the end as itl - itl_of_reasoned + the reasoned ones' answer ITLs.
+    _INTERNAL = ("itl_of_reasoned",)
 
     def __init__(self, per_request: RequestPredicate | None = None) -> None:
         self.per_request = per_request
@@ -366,9 +427,12 @@ class Tally:
         self.errors: dict[str, int] = {}
         self.first_send: float | None = None
         self.last_done: float | None = None
-        self.hist = {name: Histogram() for name in (*LATENCY_METRICS, *PHASE_METRICS)}
+        names = (*LATENCY_METRICS, *PHASE_METRICS, *self._INTERNAL)
+        self.hist = {name: Histogram() for name in names}
 
-    def add(self, r: Mapping[str, Any]) -> None:
+    def add(self, r: Mapping[str, Any], itls: Prepared | None = None) -> None:
+        """One record; ``itls``: its ITLs already :func:`prepare`d (the aggregate does it once
+        for every histogram they go into)."""
         c, hist = self.counts, self.hist
         c["total"] += 1
         err = r.get("error")
@@ -397,8 +461,10 @@ class Tally:
                 hist["e2e_from_intended"].record(e2e + sent - intended)
             if r.get("tpot") is not None:
                 hist["tpot"].record(r["tpot"])
-            hist["itl"].record_many(r.get("itls") or ())
-            self._phases(r)
+            if itls is None:
+                itls = prepare(r.get("itls") or ())
+            hist["itl"].record_prepared(itls)
+            self._phases(r, itls)
         self._tokens(r, err)
         if abandoned and not err:
             pass  # neither good nor bad: the client gave up on purpose
@@ -423,7 +489,7 @@ class Tally:
             if int(usage) != client:
                 c["discrepant"] += 1
 
-    def _phases(self, r: Mapping[str, Any]) -> None:
+    def _phases(self, r: Mapping[str, Any], itls: Prepared) -> None:
         """A successful record's reasoning phases: without reasoning, TTFA is its TTFT (an older
         record without ``ttfa``) and its answer ITLs are all its ITLs."""
         c, hist = self.counts, self.hist
@@ -433,8 +499,10 @@ class Tally:
             hist["ttfa"].record(ttfa)
         if r.get("ttfr") is not None:
             hist["ttfr"].record(r["ttfr"])
-        hist["itl_reasoning"].record_many(r.get("itls_reasoning") or ())
-        hist["itl_answer"].record_many((r.get("itls_answer") if reasoned else r.get("itls")) or ())
+        if reasoned:
+            hist["itl_reasoning"].record_many(r.get("itls_reasoning") or ())
+            hist["itl_answer"].record_many(r.get("itls_answer") or ())
+            hist["itl_of_reasoned"].record_prepared(itls)
         if reasoned:
             c["reasoning_requests"] += 1
         usage = r.get("reasoning_tokens")
@@ -460,6 +528,19 @@ class Tally:
             self.last_done = other.last_done if mine is None else max(mine, other.last_done)
         for name, h in other.hist.items():
             self.hist[name].add(h)
+
+    def minus(self, other: Tally) -> Tally:
+        """This tally without ``other``'s records (which were added to both): the steady window
+        is the run less what fell outside it. First send and last completion are the caller's."""
+        out = Tally(self.per_request)
+        out.counts = {k: v - other.counts[k] for k, v in self.counts.items()}
+        out.errors = {k: v - other.errors.get(k, 0) for k, v in self.errors.items()}
+        out.errors = {k: v for k, v in out.errors.items() if v > 0}
+        for name, h in self.hist.items():
+            mine = h.copy()
+            mine.subtract(other.hist[name])
+            out.hist[name] = mine
+        return out
 
     def state(self) -> dict[str, Any]:
         return {
@@ -490,7 +571,11 @@ class Tally:
         st.errors = dict(self.errors)
         if self.first_send is not None and self.last_done is not None:
             st.window_s = max(0.0, self.last_done - self.first_send)
-        st.latency = {name: h.summary() for name, h in self.hist.items()}
+        answer = self.hist["itl"].copy()
+        answer.subtract(self.hist["itl_of_reasoned"])
+        answer.add(self.hist["itl_answer"])
+        hists = {**self.hist, "itl_answer": answer}
+        st.latency = {n: hists[n].summary() for n in (*LATENCY_METRICS, *PHASE_METRICS)}
         judged = st.total - st.abandoned
         if judged:
             st.goodput = c["good"] / judged

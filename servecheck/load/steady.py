@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servecheck.errors import SpecError, UsageError
-from servecheck.load.stats import Histogram, RunStats
+from servecheck.load.stats import Histogram, Prepared, RunStats, prepare
 
 MIN_WINDOW_S = 2.0
 MIN_SHARE = 0.5
@@ -163,7 +163,7 @@ class Scan:
     seen: int = 0
     slices: dict[int, _Slice] = field(default_factory=dict)
 
-    def add(self, r: Mapping[str, Any]) -> None:
+    def add(self, r: Mapping[str, Any], itls: Prepared | None = None) -> None:
         sent = float(r.get("t_sent") or 0.0)
         if self.first_sent is None or sent < self.first_sent:
             self.first_sent = sent
@@ -184,7 +184,7 @@ class Scan:
                 sl.hist["ttft"].record(float(r["ttft"]))
             if r.get("e2e") is not None and not r.get("abandoned"):
                 sl.hist["e2e"].record(float(r["e2e"]))
-            sl.hist["itl"].record_many(r.get("itls") or ())
+            sl.hist["itl"].record_prepared(prepare(r.get("itls") or ()) if itls is None else itls)
         self._busy(sent, end)
 
     def _index(self, t: float) -> int:
