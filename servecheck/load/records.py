@@ -410,7 +410,8 @@ def merge_records(
 
 
 def to_dataframe(records: Iterable[dict[str, Any]] | str | os.PathLike[str]) -> Any:
-    """Records (dicts, or a JSONL path) as a pandas DataFrame, one row per request.
+    """Records (dicts, a JSONL path, or a ``records.parquet`` path) as a pandas DataFrame, one
+    row per request; a Parquet file is read by pyarrow into the same columns (seconds).
 
     Adds ``ok`` (bool: no error, and not a stream the client dropped on purpose, whose E2E is
     only when it hung up), ``lag`` (if absent) and ``tokens`` (usage, else the client count).
@@ -418,11 +419,16 @@ def to_dataframe(records: Iterable[dict[str, Any]] | str | os.PathLike[str]) -> 
     """
     import pandas as pd
 
-    if isinstance(records, str | os.PathLike):
-        rows = read_files([records]).records
+    if isinstance(records, str | os.PathLike) and str(records).endswith(".parquet"):
+        from servecheck.load.record_columns import parquet_frame
+
+        df = parquet_frame(records)
     else:
-        rows = list(records)
-    df = pd.DataFrame(rows)
+        if isinstance(records, str | os.PathLike):
+            rows = read_files([records]).records
+        else:
+            rows = list(records)
+        df = pd.DataFrame(rows)
     if df.empty:
         return df
     df["ok"] = df["error"].isna()

@@ -179,20 +179,13 @@ class ClientCounts:
 
 
 def read_records(run_dir: Path) -> list[dict[str, Any]]:
-    """Every record of the merged ``records.jsonl`` (a torn line skipped)."""
-    out: list[dict[str, Any]] = []
-    path = run_dir / "records.jsonl"
-    if not path.exists():
-        return out
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict):
-                out.append(row)
-    return out
+    """Every record of the run folder (``records.parquet``, or an older folder's merged
+    ``records.jsonl``; a torn line skipped); none before the run is summarised."""
+    from servecheck.load.columnar import read_run_records, records_file
+
+    if records_file(run_dir) is None:
+        return []
+    return list(read_run_records(run_dir))
 
 
 # ------------------------------------------------------------------ reconciliation

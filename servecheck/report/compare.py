@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from servecheck.errors import SpecError, UsageError, did_you_mean
+from servecheck.load.columnar import read_run_records, records_file
 from servecheck.load.records import worker_files
 from servecheck.report.html import BAD_OUTCOMES, read_json, read_jsonl
 
@@ -204,7 +205,7 @@ def locate(run_dir: Path | str) -> RunParts:
         if parts.load is not None:
             break
         if (
-            (cand / "records.jsonl").exists()
+            records_file(cand) is not None  # records.parquet, or an older run's records.jsonl
             or worker_files(cand)  # a killed run: its per-worker records are all there is
             or "requests" in read_json(cand / "summary.json")
         ):
@@ -239,9 +240,9 @@ def load_part(
     """The summary and records of a load part. A run killed before it summarised has only its
     ``records-<worker>.jsonl``: they are read as they are and summarised here (noted)."""
     summary = read_json(folder / "summary.json")
-    if (folder / "records.jsonl").exists():
-        return summary, read_jsonl(folder / "records.jsonl")
-    records = [r for f in worker_files(folder) for r in read_jsonl(f) if "t_sent" in r]
+    if records_file(folder) is not None:
+        return summary, list(read_run_records(folder))
+    records = [r for r in read_run_records(folder) if "t_sent" in r]
     if "requests" not in summary:
         from servecheck.load.stats import compute_stats
 

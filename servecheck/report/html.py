@@ -12,6 +12,7 @@ the conformance and load sections are reused by ``accept``, ``capacity`` and ``c
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -481,9 +482,12 @@ def _marks(stat: dict[str, Any], names: tuple[str, str]) -> dict[str, Any]:
 
 def _load_plots(run_dir: Path, lat: dict[str, Any], keys: tuple[tuple[str, str], ...]) -> list[str]:
     """Latency percentiles, TTFT and ITL distributions, throughput over the run (SVG)."""
+    from servecheck.load.columnar import read_run_records
     from servecheck.report import svg
 
-    records = read_jsonl(run_dir / "records.jsonl")
+    # Only the keys the figures use, at most as many records as read_jsonl's bound.
+    wanted = ("t_sent", "t_done", "ttft", "itls", "error", "output_tokens", "output_tokens_client")
+    records = list(itertools.islice(read_run_records(run_dir, wanted), 2_000_000))
     figs: list[str] = []
     groups = {
         label.split(" (")[0]: {p: (lat.get(k) or {}).get(p) for p in PCTS[:-1]}

@@ -1,0 +1,228 @@
+"""A run's records in one compact Parquet file (zstd), read back batch by batch.
+
+Why: a run's JSONL costs ~9 bytes per token and used to be on disk twice (the workers' files and
+the sorted ``records.jsonl``). :func:`compact_records` turns the workers' files into one
+``records.parquet`` and removes them, reading a bounded chunk at a time, so neither the disk nor
+the memory holds the run twice. The JSONL writer stays as it is: it is what survives ``kill -9``
+line by line, and the compaction is post-run work.
+
+The file's columns, and how each is encoded, are ``load/record_columns.py``'s: one fixed schema,
+integer microseconds delta-encoded, repeated strings as dictionaries, anything unforeseen kept
+in a JSON column; a record comes back as the dict its JSONL line was, times to the microsecond.
+
+Order: the rows are the worker files in :func:`records.worker_files` order, each file in chunks
+of its own order, every chunk (one row group) sorted by ``(t_sent, worker, seq)``. Sorting the
+whole run would need it all in memory; :func:`iter_records` with ``sort_by_sent=True`` merges the
+sorted row groups instead (one small batch per row group in memory).
+
+pyarrow is imported inside the functions: ``import servecheck.load.records`` (the generator's
+hot path) stays light, and so does this module's import.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import os
+import shutil
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from servecheck.load import record_columns as rc
+from servecheck.load.records import MERGED_NAME, RECORD_GLOB, iter_lines, worker_files
+from servecheck.load.transport import LOCAL_DIR
+
+RECORDS_PARQUET: Final = "records.parquet"
+CHUNK_ROWS: Final = 65_536  # lines per chunk (and per row group) when compacting
+CHUNK_BYTES: Final = 32 << 20  # ... or fewer, when long records make the lines large
+BATCH_ROWS: Final = rc.BATCH_ROWS
+_MERGE_BATCH: Final = 1_024  # rows per row group in memory while merging by send time
+
+
+@dataclass(slots=True)
+class CompactResult:
+    """What :func:`compact_records` wrote: like :class:`records.MergeResult` (``path``,
+    ``count``, ``bad_lines``, ``per_file``, ``iter_records()``), over ``records.parquet``."""
+
+    path: Path
+    count: int = 0
+    bad_lines: int = 0
+    per_file: dict[str, int] = field(default_factory=dict)
+    removed: list[str] = field(default_factory=list)
+
+    def iter_records(self, sort_by_sent: bool = True) -> Iterator[dict[str, Any]]:
+        """The records one at a time, by send time like ``MergeResult``'s (the row groups
+        merged); ``sort_by_sent=False`` reads them in file order, cheaper, for order-free work."""
+        if self.count:
+            yield from iter_records(self.path, sort_by_sent=sort_by_sent)
+
+
+def compact_records(
+    run_dir: str | os.PathLike[str],
+    *,
+    remove_sources: bool = True,
+    chunk_rows: int = CHUNK_ROWS,
+    chunk_bytes: int = CHUNK_BYTES,
+) -> CompactResult:
+    """Write every worker file of ``run_dir`` into ``records.parquet`` and remove the sources.
+
+    Reads ``chunk_rows`` lines (or ``chunk_bytes``) at a time; a line that is not a JSON object
+    (a torn last line) is counted in ``bad_lines``, never fatal. The file appears whole or not at
+    all (written beside it, then renamed); only then are the worker files, and the workers' own
+    copies under ``local/`` (distributed runs), removed: one copy of the records stays on disk.
+    """
+    import pyarrow.parquet as pq
+
+    run_dir = Path(run_dir)
+    target = run_dir / RECORDS_PARQUET
+    files = worker_files(run_dir)
+    result = CompactResult(path=target)
+    schema = rc.schema()
+    tmp = target.with_name(target.name + ".tmp")
+    try:
+        with pq.ParquetWriter(tmp, schema, **rc.writer_options()) as writer:
+            for p in files:
+                n = 0
+                for rows, bad in _chunks(p, chunk_rows, chunk_bytes):
+                    result.bad_lines += bad
+                    if rows:
+                        writer.write_table(rc.table_of(rows, schema).sort_by(list(rc.SORT_KEY)))
+                        n += len(rows)
+                result.per_file[str(p)] = n
+                result.count += n
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, target)
+    if remove_sources:
+        result.removed = _remove_sources(run_dir, files)
+    return result
+
+
+def _remove_sources(run_dir: Path, files: Sequence[Path]) -> list[str]:
+    removed = [str(p) for p in files]
+    for p in files:
+        p.unlink(missing_ok=True)
+    local = run_dir / LOCAL_DIR
+    if local.is_dir():
+        for p in sorted(local.glob(RECORD_GLOB)):
+            removed.append(str(p))
+            p.unlink(missing_ok=True)
+        if not any(local.iterdir()):
+            shutil.rmtree(local, ignore_errors=True)
+    return removed
+
+
+def _chunks(
+    path: Path, rows_max: int, bytes_max: int
+) -> Iterator[tuple[list[dict[str, Any]], int]]:
+    """(parsed records, bad lines) of one JSONL file, at most ``rows_max`` / ``bytes_max``."""
+    rows: list[dict[str, Any]] = []
+    bad = size = 0
+    with open(path, "rb") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                obj = None
+            if isinstance(obj, dict):
+                rows.append(obj)
+                size += len(line)
+            else:
+                bad += 1
+            if len(rows) >= rows_max or size >= bytes_max:
+                yield rows, bad
+                rows, bad, size = [], 0, 0
+    if rows or bad:
+        yield rows, bad
+
+
+# ------------------------------------------------------------------ columns -> dicts
+
+
+def iter_records(
+    path: str | os.PathLike[str],
+    columns: Iterable[str] | None = None,
+    batch_size: int = BATCH_ROWS,
+    *,
+    sort_by_sent: bool = False,
+) -> Iterator[dict[str, Any]]:
+    """The records of a ``records.parquet`` as dicts shaped like the JSONL lines (the same keys,
+    times in float seconds, ITLs as float seconds), one batch of ``batch_size`` rows in memory.
+
+    ``columns``: the record keys wanted (the others are not read). ``sort_by_sent``: in send-time
+    order, by merging the row groups (each sorted when written), ``_MERGE_BATCH`` rows of each in
+    memory at a time; else in file order (see the module docstring)."""
+    import pyarrow.parquet as pq
+
+    keys = rc.KEYS if columns is None else tuple(columns)
+    everything = columns is None
+    phys = rc.physical_columns(keys)
+    pf = pq.ParquetFile(path, buffer_size=1 << 16)
+    if not sort_by_sent or pf.num_row_groups <= 1:
+        for batch in pf.iter_batches(batch_size=batch_size, columns=phys):
+            yield from rc.dicts_of(batch, keys, everything)
+        return
+    sort_cols = sorted({*phys, "t_sent", "worker", "seq"})
+
+    def group(i: int) -> Iterator[tuple[tuple[float, str, int], dict[str, Any]]]:
+        for batch in pf.iter_batches(batch_size=_MERGE_BATCH, row_groups=[i], columns=sort_cols):
+            us, workers, seqs = (batch.column(k).to_pylist() for k in ("t_sent", "worker", "seq"))
+            for j, d in enumerate(rc.dicts_of(batch, keys, everything)):
+                # Arrow sorted a missing send time last: so does the merge.
+                sent = math.inf if us[j] is None else us[j]
+                yield (sent, workers[j] or "", seqs[j] or 0), d
+
+    for _, d in heapq.merge(*(group(i) for i in range(pf.num_row_groups)), key=lambda t: t[0]):
+        yield d
+
+
+# ------------------------------------------------------------------ run folders
+
+
+def records_file(run_dir: str | os.PathLike[str]) -> Path | None:
+    """The run folder's one records file: ``records.parquet``, else ``records.jsonl`` (folders
+    from before the compact form, and soak runs), else None (see :func:`read_run_records`)."""
+    for name in (RECORDS_PARQUET, MERGED_NAME):
+        p = Path(run_dir) / name
+        if p.is_file():
+            return p
+    return None
+
+
+def read_run_records(
+    run_dir: str | os.PathLike[str], columns: Iterable[str] | None = None
+) -> Iterator[dict[str, Any]]:
+    """A run folder's records one at a time, whichever form it holds: ``records.parquet``,
+    else ``records.jsonl``, else the per-worker files (a run killed before its summary).
+    ``columns`` narrows a Parquet read to those keys (a JSONL line comes whole)."""
+    path = records_file(run_dir)
+    if path is not None and path.suffix == ".parquet":
+        yield from iter_records(path, columns)
+        return
+    for p in [path] if path is not None else worker_files(run_dir):
+        for obj in iter_lines(p):
+            if obj is not None:
+                yield obj
+
+
+def export_jsonl(src: str | os.PathLike[str], out: str | os.PathLike[str]) -> int:
+    """Write a ``records.parquet`` (or a run folder holding one) as JSONL, batch by batch, in
+    send-time order like the old ``records.jsonl``; returns the number of lines."""
+    path = Path(src)
+    if path.is_dir():
+        path = path / RECORDS_PARQUET
+    n = 0
+    target = Path(out)
+    tmp = target.with_name(target.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for d in iter_records(path, sort_by_sent=True):
+            fh.write(json.dumps(d, separators=(",", ":")) + "\n")
+            n += 1
+    os.replace(tmp, target)
+    return n
