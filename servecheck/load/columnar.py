@@ -38,8 +38,11 @@ from servecheck.load.transport import LOCAL_DIR
 RECORDS_PARQUET: Final = "records.parquet"
 CHUNK_ROWS: Final = 65_536  # lines per chunk (and per row group) when compacting
 CHUNK_BYTES: Final = 32 << 20  # ... or fewer, when long records make the lines large
+# Lines parsed into dicts at a time when pyarrow's JSON reader refuses a chunk: a dict costs
+# ~3x its line, the reader's columns less than the line.
+_DICT_ROWS: Final = 8_192
 BATCH_ROWS: Final = rc.BATCH_ROWS
-_MERGE_BATCH: Final = 1_024  # rows per row group in memory while merging by send time
+_MERGE_BATCH: Final = 128  # rows of each row group in memory while merging by send time
 
 
 @dataclass(slots=True)
@@ -86,11 +89,13 @@ def compact_records(
         with pq.ParquetWriter(tmp, schema, **rc.writer_options()) as writer:
             for p in files:
                 n = 0
-                for rows, bad in _chunks(p, chunk_rows, chunk_bytes):
-                    result.bad_lines += bad
-                    if rows:
-                        writer.write_table(rc.table_of(rows, schema).sort_by(list(rc.SORT_KEY)))
-                        n += len(rows)
+                for lines in _chunks(p, chunk_rows, chunk_bytes):
+                    for table, bad in _convert(lines, schema):
+                        result.bad_lines += bad
+                        if table is not None:
+                            writer.write_table(table.sort_by(list(rc.SORT_KEY)))
+                            n += table.num_rows
+                    del lines  # before the next chunk is read: one chunk at a time
                 result.per_file[str(p)] = n
                 result.count += n
     except BaseException:
@@ -116,30 +121,44 @@ def _remove_sources(run_dir: Path, files: Sequence[Path]) -> list[str]:
     return removed
 
 
-def _chunks(
-    path: Path, rows_max: int, bytes_max: int
-) -> Iterator[tuple[list[dict[str, Any]], int]]:
-    """(parsed records, bad lines) of one JSONL file, at most ``rows_max`` / ``bytes_max``."""
-    rows: list[dict[str, Any]] = []
-    bad = size = 0
+def _chunks(path: Path, rows_max: int, bytes_max: int) -> Iterator[list[bytes]]:
+    """The non-blank lines of one JSONL file, at most ``rows_max`` / ``bytes_max`` at a time."""
+    lines: list[bytes] = []
+    size = 0
     with open(path, "rb") as fh:
         for line in fh:
             if not line.strip():
                 continue
+            lines.append(line if line.endswith(b"\n") else line + b"\n")
+            size += len(line)
+            if len(lines) >= rows_max or size >= bytes_max:
+                yield lines
+                lines, size = [], 0
+    if lines:
+        yield lines
+
+
+def _convert(lines: list[bytes], schema: Any) -> Iterator[tuple[Any, int]]:
+    """(a table of the file's schema, or None when no line was a record; the lines that are
+    not JSON objects) for one chunk: one table from pyarrow's JSON reader, or when it refuses
+    the chunk, one per :data:`_DICT_ROWS` lines parsed line by line."""
+    cols = rc.json_table(b"".join(lines))
+    if cols is not None:
+        yield rc.table_of(cols, schema), 0
+        return
+    for start in range(0, len(lines), _DICT_ROWS):
+        rows: list[dict[str, Any]] = []
+        bad = 0
+        for line in lines[start : start + _DICT_ROWS]:
             try:
                 obj = json.loads(line)
             except ValueError:
                 obj = None
             if isinstance(obj, dict):
                 rows.append(obj)
-                size += len(line)
             else:
                 bad += 1
-            if len(rows) >= rows_max or size >= bytes_max:
-                yield rows, bad
-                rows, bad, size = [], 0, 0
-    if rows or bad:
-        yield rows, bad
+        yield (rc.table_of(rows, schema) if rows else None), bad
 
 
 # ------------------------------------------------------------------ columns -> dicts

@@ -11,7 +11,8 @@ prefix, an echoed request id equal to the sent one as a flag; ``token_discrepanc
 recomputed. ``stamps`` (ms from t0) are one column per known phase, ``body`` less ``ttft``,
 ``headers`` less ``body``, ``last_token`` less ``e2e``. Anything else (an unknown key, a value
 of an unexpected type, a derived value that does not match) goes into one JSON column,
-``extra``, and comes back as it was: nothing is lost.
+``extra``, and comes back as it was: nothing is lost (seconds written as an int, such as a
+whole ``retry_after_s``, come back as the equal float).
 
 It imports nothing of servecheck's (``records.to_dataframe`` reads a Parquet path through it),
 and pyarrow / pandas only inside its functions.
@@ -25,7 +26,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
-BATCH_ROWS: Final = 65_536  # rows per batch when reading back
+BATCH_ROWS: Final = 8_192  # rows per batch when reading back (128-token rows: ~20 MB as dicts)
 ZSTD_LEVEL: Final = 9
 
 _US = 1_000_000.0
@@ -105,13 +106,30 @@ def writer_options() -> dict[str, Any]:
 class _Columns:
     """One chunk's columns being built, and the values that go to ``extra`` instead."""
 
-    def __init__(self, rows: list[dict[str, Any]]) -> None:
+    def __init__(self, rows: list[dict[str, Any]] | None, table: Any = None) -> None:
+        """From parsed dicts, or from the table pyarrow's JSON reader made of the lines (the
+        common case: faster, and every value already of its JSON type)."""
         import pyarrow as pa
 
         self.pa = pa
         self.rows = rows
-        self.extra: list[dict[str, Any] | None] = [None] * len(rows)
+        self.table = table
+        self.n = len(rows) if rows is not None else table.num_rows
+        self.extra: list[dict[str, Any] | None] = [None] * self.n
         self.out: dict[str, Any] = {}
+
+    def values(self, key: str) -> list[Any]:
+        """Each row's ``key`` as Python values (None where absent)."""
+        if self.rows is not None:
+            return [r.get(key) for r in self.rows]
+        if key not in self.table.column_names:
+            return [None] * self.n
+        return self.table.column(key).to_pylist()
+
+    def value(self, i: int, key: str) -> Any:
+        if self.rows is not None:
+            return self.rows[i].get(key)
+        return self.table.column(key)[i].as_py() if key in self.table.column_names else None
 
     def put_extra(self, i: int, key: str, value: Any) -> None:
         slot = self.extra[i]
@@ -121,15 +139,19 @@ class _Columns:
 
     def typed(self, key: str, typ: Any, values: list[Any] | None = None) -> Any:
         """``values`` (default: each row's ``key``) as an Arrow array of ``typ``; a value that
-        does not fit (or a bool where a number is due) is stored null and kept in ``extra``."""
+        does not fit is stored null and kept in ``extra``. (A bool where a float is due is
+        taken as 0.0 / 1.0, which compare equal to it.)"""
         pa = self.pa
-        vals = [r.get(key) for r in self.rows] if values is None else values
-        numeric = pa.types.is_integer(typ) or pa.types.is_floating(typ)
-        if not (numeric and any(v is True or v is False for v in vals)):
-            try:
-                return pa.array(vals, type=typ)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-                pass
+        if values is None and self.table is not None:
+            if key not in self.table.column_names:
+                return pa.nulls(self.n, typ)
+            return self.table.column(key).combine_chunks().cast(typ)
+        vals = self.values(key) if values is None else values
+        numeric = pa.types.is_integer(typ)
+        try:
+            return pa.array(vals, type=typ)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+            pass
         clean: list[Any] = []
         for i, v in enumerate(vals):
             if v is None or _fits(pa, v, typ, numeric):
@@ -139,17 +161,16 @@ class _Columns:
                 self.put_extra(i, key, v)
         return pa.array(clean, type=typ)
 
-    def micros(self, key: str, scale: float = _US, values: list[Any] | None = None) -> Any:
+    def micros(self, key: str, scale: float = _US, values: Any = None) -> Any:
         """Seconds (or ``scale`` units per microsecond) as int64 microseconds."""
         import pyarrow.compute as pc
 
         pa = self.pa
-        vals = [r.get(key) for r in self.rows] if values is None else values
-        f = self.typed(key, pa.float64(), vals)
+        f = self.typed(key, pa.float64()) if values is None else values
         finite = pc.fill_null(pc.is_finite(f), True)
         if not pc.all(finite).as_py():
             for i in pc.indices_nonzero(pc.invert(finite)).to_pylist():
-                self.put_extra(i, key, vals[i])
+                self.put_extra(i, key, self.value(i, key))
             f = pc.if_else(finite, f, None)
         return pc.cast(pc.round(pc.multiply(f, scale)), pa.int64())
 
@@ -159,20 +180,58 @@ class _Columns:
         import pyarrow.compute as pc
 
         pa = self.pa
-        vals = [r.get(key) for r in self.rows]
-        arr = self.typed(key, pa.list_(pa.float64()), vals)
+        arr = self.typed(key, pa.list_(pa.float64()))
         flat = arr.values
         us = pc.round(pc.multiply(flat, _US))
         ok = pc.and_(pc.is_finite(us), pc.less(pc.abs(us), 2.0**31))
         if not pc.all(pc.fill_null(ok, True)).as_py():
             bad_rows = [i for i, v in enumerate(arr.to_pylist()) if v and not _int32_list(v)]
             for i in bad_rows:
-                self.put_extra(i, key, vals[i])
+                self.put_extra(i, key, self.value(i, key))
             keep = [None if i in set(bad_rows) else v for i, v in enumerate(arr.to_pylist())]
             arr = pa.array(keep, type=pa.list_(pa.float64()))
             us = pc.round(pc.multiply(arr.values, _US))
         mask = arr.is_null() if arr.null_count else None
         return pa.ListArray.from_arrays(arr.offsets, pc.cast(us, pa.int32()), mask=mask)
+
+
+def _json_stamps() -> Any:
+    import pyarrow as pa
+
+    return pa.struct([(k, pa.float64()) for k in _STAMPS])
+
+
+def _json_schema() -> Any:
+    """A JSON line's types, for pyarrow's JSON reader: a line with any other key or type is
+    refused, and its chunk is parsed line by line instead (:func:`table_of` on the dicts)."""
+    import pyarrow as pa
+
+    f64 = pa.float64()
+    cols: list[Any] = [(k, pa.string()) for k in _STR]
+    cols += [(k, pa.string()) for k in ("request_id", "request_id_echo", "response_id")]
+    cols += [(k, pa.int64()) for k in (*_INT, "token_discrepancy")]
+    cols += [(k, pa.bool_()) for k in _BOOL]
+    cols += [(k, f64) for k in (*_SECONDS, "t_intended", "t_done", "ttfa", "lag")]
+    cols += [(k, pa.list_(f64)) for k in _LISTS]
+    cols.append(("stamps", _json_stamps()))
+    return pa.schema(cols)
+
+
+def json_table(data: bytes) -> _Columns | None:
+    """JSONL bytes parsed by pyarrow (multi-threaded, straight into columns), or None when a
+    line is not a record of the expected shape (a torn line, an unknown key, another type)."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    options = pj.ParseOptions(explicit_schema=_json_schema(), unexpected_field_behavior="error")
+    read = pj.ReadOptions(block_size=4 << 20)
+    try:
+        table = pj.read_json(io.BytesIO(data), read_options=read, parse_options=options)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return None
+    return _Columns(None, table)
 
 
 def _fits(pa: Any, v: Any, typ: Any, numeric: bool) -> bool:
@@ -195,11 +254,12 @@ def _int32_list(v: list[Any]) -> bool:
     )
 
 
-def table_of(rows: list[dict[str, Any]], schema: Any) -> Any:
-    """One chunk of record dicts as an Arrow table of :data:`_schema`."""
+def table_of(rows: list[dict[str, Any]] | _Columns, schema: Any) -> Any:
+    """One chunk of record dicts (or of :func:`json_table`'s) as an Arrow table of
+    :func:`schema`."""
     import pyarrow.compute as pc
 
-    c = _Columns(rows)
+    c = rows if isinstance(rows, _Columns) else _Columns(rows)
     pa, out = c.pa, c.out
     for k in _STR:
         out[k] = c.typed(k, pa.string())
@@ -220,7 +280,7 @@ def table_of(rows: list[dict[str, Any]], schema: Any) -> Any:
     _check_derived(c)
     _ids(c)
     _stamps(c)
-    for i, r in enumerate(rows):
+    for i, r in enumerate(c.rows or ()):  # the JSON reader refused unknown keys
         if not _KNOWN.issuperset(r):
             for k, v in r.items():
                 if k not in _KNOWN:
@@ -237,13 +297,10 @@ def _rest(c: _Columns, key: str, stored: Any) -> Any:
     the value goes to ``extra`` (it cannot be rebuilt)."""
     import pyarrow.compute as pc
 
-    lost = [
-        i
-        for i in pc.indices_nonzero(pc.is_null(stored)).to_pylist()
-        if c.rows[i].get(key) is not None
-    ]
-    for i in lost:
-        c.put_extra(i, key, c.rows[i][key])
+    for i in pc.indices_nonzero(pc.is_null(stored)).to_pylist():
+        value = c.value(i, key)
+        if value is not None:
+            c.put_extra(i, key, value)
     return stored
 
 
@@ -265,8 +322,8 @@ def _check_derived(c: _Columns) -> None:
     out = c.out
     lag = out["lag"].to_pylist()
     tokens, client = out["output_tokens"].to_pylist(), out["output_tokens_client"].to_pylist()
-    for i, r in enumerate(c.rows):
-        given = r.get("lag")
+    given_tokens = c.values("token_discrepancy")
+    for i, given in enumerate(c.values("lag")):
         if given is not None:
             ok = (
                 lag[i] is not None
@@ -275,16 +332,16 @@ def _check_derived(c: _Columns) -> None:
             )
             if not ok or not math.isfinite(given) or abs(round(given * _US) - lag[i]) > 1:
                 c.put_extra(i, "lag", given)
-        if "token_discrepancy" in r:
+        if given_tokens[i] is not None:
             want = None if tokens[i] is None or client[i] is None else tokens[i] - client[i]
-            if r["token_discrepancy"] != want:
-                c.put_extra(i, "token_discrepancy", r["token_discrepancy"])
+            if given_tokens[i] != want:
+                c.put_extra(i, "token_discrepancy", given_tokens[i])
 
 
 def _ids(c: _Columns) -> None:
     """``request_id`` as the prefix before ``-<seq>`` (one dictionary entry per worker); the
     echoed id as a flag when it is the one sent."""
-    pa, rows, out = c.pa, c.rows, c.out
+    pa, out = c.pa, c.out
     seqs = out["seq"].to_pylist()
     prefix: list[str | None] = []
     whole: list[Any] = []
@@ -292,8 +349,10 @@ def _ids(c: _Columns) -> None:
     echo: list[Any] = []
     resp_prefix: list[str | None] = []
     resp: list[Any] = []
-    for r, seq in zip(rows, seqs, strict=True):
-        rid = r.get("request_id")
+    sent_ids, echoes, body_ids = (
+        c.values(k) for k in ("request_id", "request_id_echo", "response_id")
+    )
+    for rid, seq, e, body_id in zip(sent_ids, seqs, echoes, body_ids, strict=True):
         tail = f"-{seq}"
         if isinstance(rid, str) and seq is not None and rid.endswith(tail):
             prefix.append(rid[: -len(tail)])
@@ -301,10 +360,8 @@ def _ids(c: _Columns) -> None:
         else:
             prefix.append(None)
             whole.append(rid)
-        e = r.get("request_id_echo")
         same.append(None if e is None else e == rid)
         echo.append(None if e is None or e == rid else e)
-        body_id = r.get("response_id")
         if isinstance(body_id, str) and isinstance(rid, str) and rid and body_id.endswith(rid):
             resp_prefix.append(body_id[: -len(rid)])
             resp.append(None)
@@ -322,21 +379,38 @@ def _ids(c: _Columns) -> None:
 def _stamps(c: _Columns) -> None:
     """``stamps`` (ms from t0, 3 decimals) as one int64 microsecond column per known phase;
     a dict with other keys or values is kept whole in ``extra``."""
-    pa = c.pa
+    import pyarrow.compute as pc
+
+    pa, out = c.pa, c.out
+    if c.rows is None:  # the JSON reader's struct: known phases only, numbers only
+        col = c.typed("stamps", _json_stamps())
+        out["has_stamps"] = pc.is_valid(col)
+        per = dict(zip(_STAMPS, col.flatten(), strict=True))
+        _stamp_columns(c, per)
+        return
     has: list[bool] = []
-    per: dict[str, list[Any]] = {k: [] for k in _STAMPS}
     for i, r in enumerate(c.rows):
         s = r.get("stamps")
         fits = isinstance(s, dict) and _stamp_values(s)
         if s is not None and not fits:
             c.put_extra(i, "stamps", s)
-        has.append(bool(fits))
-        for k in _STAMPS:
-            per[k].append(s.get(k) if fits and isinstance(s, dict) else None)
+        has.append(fits)
+    out["has_stamps"] = pa.array(has, type=pa.bool_())
+    per = {
+        k: pa.array(
+            [r["stamps"].get(k) if h else None for r, h in zip(c.rows, has, strict=True)],
+            type=pa.float64(),
+        )
+        for k in _STAMPS
+    }
+    _stamp_columns(c, per)
+
+
+def _stamp_columns(c: _Columns, per: dict[str, Any]) -> None:
+    """Each phase's ms as microseconds, less the time it follows (:data:`_STAMP_BASES`)."""
     import pyarrow.compute as pc
 
     out = c.out
-    out["has_stamps"] = pa.array(has, type=pa.bool_())
     us = {k: c.micros(f"stamps.{k}", 1000.0, per[k]) for k in _STAMPS}
     for k, base in _STAMP_BASES:
         out[f"stamp_{k}"] = pc.subtract(
@@ -347,10 +421,16 @@ def _stamps(c: _Columns) -> None:
 
 
 def _stamp_values(s: dict[str, Any]) -> bool:
-    return all(
-        k in _STAMPS and isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-        for k, v in s.items()
-    )
+    """Known phases with finite numbers (the fast path has checked they are numbers)."""
+    if not _STAMP_SET.issuperset(s):
+        return False
+    try:
+        return all(map(math.isfinite, s.values())) and bool not in set(map(type, s.values()))
+    except TypeError:
+        return False
+
+
+_STAMP_SET = frozenset(_STAMPS)
 
 
 def physical_columns(keys: Sequence[str]) -> list[str]:
