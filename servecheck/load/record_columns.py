@@ -39,7 +39,7 @@ _BOOL = ("abandoned", "new_conn")
 _SECONDS = ("t_sent", "ttft", "e2e", "tpot", "retry_after_s", "ttfr")
 _LISTS = ("itls", "itls_reasoning", "itls_answer")
 _STAMPS = ("connect", "tls", "written", "headers", "body", "last_token")  # load/timings.py
-_REST = ("lag", "t_done", "ttfa")  # stored as a difference from other columns (see above)
+_REST = ("lag", "t_done", "ttfa")  # stored as a difference from other columns (docstring)
 # Stamps stored less another time, in the order they are rebuilt (a base before what uses it).
 _STAMP_BASES = (("body", "ttft"), ("headers", "body"), ("last_token", "e2e"))
 _PREFIXES = ("rid_prefix", "resp_prefix")  # request_id before "-<seq>"; response_id before it
@@ -83,7 +83,7 @@ def schema() -> Any:
     cols += [pa.field(f"stamp_{k}", pa.int64()) for k in _STAMPS]
     cols += [pa.field(k, pa.list_(pa.int32())) for k in _LISTS]
     cols += [pa.field(k, pa.string()) for k in (*_PREFIXES, *_PLAIN)]
-    return pa.schema(cols, metadata={"servecheck": "records/1 (docs: load/columnar.py)"})
+    return pa.schema(cols, metadata={"servecheck": "records/1 (servecheck/load/record_columns.py)"})
 
 
 def writer_options() -> dict[str, Any]:

@@ -287,3 +287,17 @@ def test_json_reader_or_line_by_line(tmp_path: Path, change: dict[str, Any], fas
     compact_records(tmp_path)
     got = list(iter_records(tmp_path / RECORDS_PARQUET))
     _close(got, lines, "lines")
+
+
+def test_every_key_to_json_writes_has_its_column() -> None:
+    """A record with every field set writes exactly the keys the schema knows: a field added to
+    RequestRecord without a column would still survive (in ``extra``), at a JSON string's cost."""
+    from servecheck.load.record_columns import KEYS
+
+    full = _variety("w0")[6]  # the conversation turn: every optional field set
+    full.ttfr, full.reasoning_tokens, full.reasoning_tokens_client = 0.01, 2, 2
+    full.retry_after_s = 1.0
+    written = set(json.loads(full.to_json()))
+    assert written == set(KEYS), (
+        f"to_json only: {written - set(KEYS)}; schema only: {set(KEYS) - written}"
+    )
