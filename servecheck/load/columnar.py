@@ -32,10 +32,24 @@ from pathlib import Path
 from typing import Any, Final
 
 from servecheck.load import record_columns as rc
-from servecheck.load.records import MERGED_NAME, RECORD_GLOB, iter_lines, worker_files
+from servecheck.load.records import (
+    MERGED_NAME,
+    RECORD_GLOB,
+    RECORDS_PARQUET,
+    iter_lines,
+    worker_files,
+)
 from servecheck.load.transport import LOCAL_DIR
 
-RECORDS_PARQUET: Final = "records.parquet"
+__all__ = [
+    "RECORDS_PARQUET",
+    "CompactResult",
+    "compact_records",
+    "export_jsonl",
+    "iter_records",
+    "read_run_records",
+    "records_file",
+]
 CHUNK_ROWS: Final = 65_536  # lines per chunk (and per row group) when compacting
 CHUNK_BYTES: Final = 32 << 20  # ... or fewer, when long records make the lines large
 # Lines parsed into dicts at a time when pyarrow's JSON reader refuses a chunk: a dict costs
@@ -76,6 +90,9 @@ def compact_records(
     (a torn last line) is counted in ``bad_lines``, never fatal. The file appears whole or not at
     all (written beside it, then renamed); only then are the worker files, and the workers' own
     copies under ``local/`` (distributed runs), removed: one copy of the records stays on disk.
+
+    Run again on the same folder (a summary redone), it keeps what ``records.parquet`` holds
+    (counted under its own name in ``per_file``) and adds any worker file written since.
     """
     import pyarrow.parquet as pq
 
@@ -83,10 +100,18 @@ def compact_records(
     target = run_dir / RECORDS_PARQUET
     files = worker_files(run_dir)
     result = CompactResult(path=target)
+    if target.is_file() and not files:
+        result.count = result.per_file[str(target)] = pq.ParquetFile(target).metadata.num_rows
+        return result
     schema = rc.schema()
     tmp = target.with_name(target.name + ".tmp")
     try:
         with pq.ParquetWriter(tmp, schema, **rc.writer_options()) as writer:
+            if target.is_file():  # an earlier compaction's rows, a row group at a time
+                before = pq.ParquetFile(target)
+                for i in range(before.num_row_groups):
+                    writer.write_table(before.read_row_group(i))
+                result.count = result.per_file[str(target)] = before.metadata.num_rows
             for p in files:
                 n = 0
                 for lines in _chunks(p, chunk_rows, chunk_bytes):

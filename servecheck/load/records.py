@@ -56,6 +56,7 @@ def http_error(status: int) -> HttpError:
 
 RECORD_GLOB = "records-*.jsonl"
 MERGED_NAME = "records.jsonl"
+RECORDS_PARQUET = "records.parquet"  # the compact form (load/columnar.py), once a run is over
 
 
 @dataclass(slots=True)
@@ -322,7 +323,7 @@ def refuse_used_run_dir(run_dir: str | os.PathLike[str]) -> None:
     anything starts."""
     path = Path(run_dir)
     used = worker_files(path) or [
-        p for p in (path / MERGED_NAME, path / "summary.json") if p.exists()
+        p for p in (path / MERGED_NAME, path / RECORDS_PARQUET, path / "summary.json") if p.exists()
     ]
     if used:
         raise SpecError(

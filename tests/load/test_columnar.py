@@ -258,7 +258,7 @@ def test_records_import_stays_light() -> None:
     import subprocess
     import sys
 
-    code = "import sys, servecheck.load.records; print('pyarrow' in sys.modules)"
+    code = "import sys, servecheck.load.records, servecheck.load.columnar; print('pyarrow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stdout + out.stderr
     assert columnar.RECORDS_PARQUET == "records.parquet"
@@ -301,3 +301,26 @@ def test_every_key_to_json_writes_has_its_column() -> None:
     assert written == set(KEYS), (
         f"to_json only: {written - set(KEYS)}; schema only: {set(KEYS) - written}"
     )
+
+
+def test_compacting_again_keeps_what_the_file_holds(tmp_path: Path) -> None:
+    _write(tmp_path, "w0", [_ok("w0", i, T0 + i) for i in range(3)])
+    compact_records(tmp_path)
+    again = compact_records(tmp_path)  # nothing new: the file is left as it is
+    assert again.count == 3 and again.per_file == {str(again.path): 3}
+    _write(tmp_path, "w1", [_ok("w1", i, T0 + i) for i in range(2)])  # a late worker file
+    res = compact_records(tmp_path)
+    assert (
+        res.count == 5
+        and sorted(d["worker"] for d in res.iter_records()) == ["w0"] * 3 + ["w1"] * 2
+    )
+
+
+def test_a_compacted_folder_is_a_used_run_folder(tmp_path: Path) -> None:
+    from servecheck.errors import SpecError
+    from servecheck.load.records import refuse_used_run_dir
+
+    _write(tmp_path, "w0", [_ok("w0", 0, T0)])
+    compact_records(tmp_path)
+    with pytest.raises(SpecError, match="records.parquet"):
+        refuse_used_run_dir(tmp_path)
