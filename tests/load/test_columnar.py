@@ -324,3 +324,24 @@ def test_a_compacted_folder_is_a_used_run_folder(tmp_path: Path) -> None:
     compact_records(tmp_path)
     with pytest.raises(SpecError, match="records.parquet"):
         refuse_used_run_dir(tmp_path)
+
+
+@pytest.mark.parametrize("form", ["parquet", "merged-jsonl"])
+def test_compare_and_report_page_read_either_form(tmp_path: Path, form: str) -> None:
+    """compare's load part and the report page's figures see the same records in a compacted
+    folder as in one from before the compact form."""
+    from servecheck.report.compare import load_part, locate
+    from servecheck.report.html import _load_plots
+
+    want = _write(tmp_path, "w0", [_ok("w0", i, T0 + i * 0.1) for i in range(30)])
+    (tmp_path / "summary.json").write_text(json.dumps({"requests": {"total": 30}}))
+    if form == "parquet":
+        compact_records(tmp_path)
+    else:
+        (tmp_path / "records-w0.jsonl").rename(tmp_path / "records.jsonl")
+    assert locate(tmp_path).load == tmp_path
+    notes: list[str] = []
+    _, records = load_part(tmp_path, notes, "base")
+    _close(sorted(records, key=lambda d: d["seq"]), want, form)
+    figures = _load_plots(tmp_path, {}, ())
+    assert len(figures) == 3, f"TTFT, ITL and throughput figures, got {len(figures)}"
