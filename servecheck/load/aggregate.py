@@ -402,12 +402,19 @@ class Aggregate:
         return {m: {"kept": len(r.values), "of": r.seen} for m, r in self.samples.items()}
 
     def write_samples(self, run_dir: str | os.PathLike[str]) -> Path:
-        """``samples.json``: the reservoirs' values (seconds) and the completions per second,
-        what compare and the report read instead of the records."""
+        """``samples.json`` (:meth:`samples_doc`): what compare and the report read instead of
+        the records."""
+        p = Path(run_dir) / SAMPLES_NAME
+        p.write_text(json.dumps(self.samples_doc(), separators=(",", ":")) + "\n", encoding="utf-8")
+        return p
+
+    def samples_doc(self) -> dict[str, Any]:
+        """The reservoirs' values (seconds), whether any request reasoned, and the completions
+        per second from the first (``per_second``: ``t0``, ``ok``, ``failed``, ``tokens``)."""
         t0 = min(self.seconds, default=0)
         span = range(t0, max(self.seconds, default=t0 - 1) + 1)
         rows = [self.seconds.get(t, [0, 0, 0]) for t in span]
-        doc = {
+        return {
             "samples": {m: r.state() for m, r in self.samples.items()},
             "reasoned": bool(self.whole.counts["reasoning_requests"]),
             "per_second": {
@@ -417,9 +424,6 @@ class Aggregate:
                 "tokens": [r[2] for r in rows],
             },
         }
-        p = Path(run_dir) / SAMPLES_NAME
-        p.write_text(json.dumps(doc, separators=(",", ":")) + "\n", encoding="utf-8")
-        return p
 
     def state(self) -> dict[str, Any]:
         return {

@@ -56,6 +56,7 @@ def http_error(status: int) -> HttpError:
 
 RECORD_GLOB = "records-*.jsonl"
 MERGED_NAME = "records.jsonl"
+RECORDS_PARQUET = "records.parquet"  # the compact form (load/columnar.py), once a run is over
 
 
 @dataclass(slots=True)
@@ -331,7 +332,7 @@ def refuse_used_run_dir(run_dir: str | os.PathLike[str]) -> None:
     anything starts."""
     path = Path(run_dir)
     used = worker_files(path) or [
-        p for p in (path / MERGED_NAME, path / "summary.json") if p.exists()
+        p for p in (path / MERGED_NAME, path / RECORDS_PARQUET, path / "summary.json") if p.exists()
     ]
     if used:
         raise SpecError(
@@ -418,55 +419,9 @@ def merge_records(
     return result
 
 
-def keep_records(run_dir: str | os.PathLike[str], mode: str, merged: MergeResult) -> dict[str, Any]:
-    """After the summary: one copy of the records on disk, as ``--records`` says.
-
-    The per-worker files are removed once merged (the merged file holds every line of them);
-    ``sample:N`` keeps a uniform sample of N of the merged lines (seeded, in their order);
-    ``none`` keeps no records at all. A distributed worker's own copies in ``local/`` go too
-    when the master verified everything it received (``transport.json``); otherwise they stay,
-    as the evidence of what the master did not get. Returns summary.json's ``records.kept``."""
-    import random
-
-    run_dir = Path(run_dir)
-    for p in worker_files(run_dir):
-        p.unlink(missing_ok=True)
-    kept = merged.count
-    n = int(mode.split(":", 1)[1]) if mode.startswith("sample:") else None
-    if mode == "none":
-        merged.path.unlink(missing_ok=True)
-        kept = 0
-    elif n is not None and merged.count > n:
-        rng = random.Random(0)
-        chosen: list[tuple[int, bytes]] = []
-        with open(merged.path, "rb") as fh:
-            for i, line in enumerate(fh):
-                if len(chosen) < n:
-                    chosen.append((i, line))
-                elif (j := rng.randrange(i + 1)) < n:
-                    chosen[j] = (i, line)
-        tmp = merged.path.with_suffix(".jsonl.tmp")
-        with open(tmp, "wb") as out:
-            out.writelines(line for _i, line in sorted(chosen))
-        os.replace(tmp, merged.path)
-        kept = n
-    local = run_dir / "local"
-    if local.is_dir() and _verified(run_dir):
-        for p in local.glob(RECORD_GLOB):
-            p.unlink(missing_ok=True)
-    return {"mode": mode, "lines": kept, "file": merged.path.name if kept else None}
-
-
-def _verified(run_dir: Path) -> bool:
-    try:
-        report = json.loads((run_dir / "transport.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return bool(report.get("verified"))
-
-
 def to_dataframe(records: Iterable[dict[str, Any]] | str | os.PathLike[str]) -> Any:
-    """Records (dicts, or a JSONL path) as a pandas DataFrame, one row per request.
+    """Records (dicts, a JSONL path, or a ``records.parquet`` path) as a pandas DataFrame, one
+    row per request; a Parquet file is read by pyarrow into the same columns (seconds).
 
     Adds ``ok`` (bool: no error, and not a stream the client dropped on purpose, whose E2E is
     only when it hung up), ``lag`` (if absent) and ``tokens`` (usage, else the client count).
@@ -474,11 +429,16 @@ def to_dataframe(records: Iterable[dict[str, Any]] | str | os.PathLike[str]) -> 
     """
     import pandas as pd
 
-    if isinstance(records, str | os.PathLike):
-        rows = read_files([records]).records
+    if isinstance(records, str | os.PathLike) and str(records).endswith(".parquet"):
+        from servecheck.load.record_columns import parquet_frame
+
+        df = parquet_frame(records)
     else:
-        rows = list(records)
-    df = pd.DataFrame(rows)
+        if isinstance(records, str | os.PathLike):
+            rows = read_files([records]).records
+        else:
+            rows = list(records)
+        df = pd.DataFrame(rows)
     if df.empty:
         return df
     df["ok"] = df["error"].isna()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,10 +17,16 @@ from servecheck.load.aggregate import Aggregate, Rule, aggregate_of, read_aggreg
 from servecheck.load.breakdown import format_breakdown, read_engine_file, scenario_breakdown
 from servecheck.load.budget import SOURCE as BUDGET
 from servecheck.load.budget import budget_line, budget_summary, percent
+from servecheck.load.columnar import keep_records
 from servecheck.load.image_stats import format_images, image_breakdown
 from servecheck.load.phases import phase_lines
 from servecheck.load.plan import RunConfig
-from servecheck.load.records import MERGED_NAME, MergeResult, keep_records, merge_records
+from servecheck.load.records import (
+    RECORDS_PARQUET,
+    MergeResult,
+    merge_records,
+    worker_files,
+)
 from servecheck.load.slo import SLO, Verdict, evaluate
 from servecheck.load.stats import RunStats, Schedule
 from servecheck.load.steady import steady_line, steady_section
@@ -52,7 +58,7 @@ class LoadResult:
 
     @property
     def records_path(self) -> Path:
-        return self.run_dir / MERGED_NAME
+        return self.run_dir / RECORDS_PARQUET
 
 
 def warmup_of(spec: LoadSpec) -> Warmup:
@@ -218,20 +224,48 @@ class _Measured:
     """The run's merged aggregate and where it came from."""
 
     agg: Aggregate
-    source: str  # "workers": their aggregates; "records": rebuilt from the records file
-    missing: list[str]  # workers whose requests are in neither
+    source: str  # "workers": their aggregates; "records": rebuilt from the records files
+    missing: list[str]  # what is wrong with a worker's aggregate (a checkpoint, unreadable)
 
 
-def _aggregate(run_dir: Path, rule: Rule, read: MergeResult) -> _Measured:
-    """The workers' aggregates, merged; rebuilt from the records when one is missing or holds
-    fewer requests than its records file (a worker killed before it wrote its aggregate)."""
+class _Records:
+    """The run's record files, merged by send time only when something needs them in that
+    order (a rebuild, the conversation and image sections): the usual run never reads them."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.lines = {_worker_of(p): _complete_lines(p) for p in worker_files(run_dir)}
+        self.merged: MergeResult | None = None
+
+    def iter_records(self) -> Iterator[dict[str, Any]]:
+        if self.merged is None:
+            self.merged = merge_records(self.run_dir)
+        return self.merged.iter_records()
+
+
+def _worker_of(p: Path) -> str:
+    return p.name[len("records-") : -len(".jsonl")]
+
+
+def _complete_lines(p: Path) -> int:
+    """Newline-ended lines of a file, counted in blocks (no parsing)."""
+    n = 0
+    with open(p, "rb") as fh:
+        while block := fh.read(1 << 20):
+            n += block.count(b"\n")
+    return n
+
+
+def _aggregate(run_dir: Path, rule: Rule, recs: _Records) -> _Measured:
+    """The workers' aggregates, merged; rebuilt from the records (in send order: exact) when a
+    worker's records file holds more requests than its aggregate (killed before its end) or
+    there are records and no aggregate at all."""
     agg, counts, bad = read_aggregates(run_dir, rule)
-    per_file = {Path(k).name[len("records-") : -len(".jsonl")]: v for k, v in read.per_file.items()}
-    short = [w for w, n in per_file.items() if n > counts.get(w, 0)]
+    short = [w for w, n in recs.lines.items() if n > counts.get(w, 0)]
     if agg is not None and not short and not bad:
         return _Measured(agg, "workers", [])
-    if read.count and (short or not bad):  # every record is on disk: they are the truth
-        return _Measured(aggregate_of(read.iter_records(), rule), "records", [])
+    if recs.lines and (short or not bad):  # every record is on disk: they are the truth
+        return _Measured(aggregate_of(recs.iter_records(), rule), "records", [])
     return _Measured(agg or Aggregate(rule, ordered=True), "workers", bad)
 
 
@@ -265,18 +299,18 @@ def summarise(
     """Merge the worker records, compute statistics and verdicts, write summary.json/.txt.
     ``down``: why the target could not be reached before the load started (then FAIL).
     ``partial``: why the run stopped early (the summary is marked; never a pass)."""
-    read = merge_records(run_dir)
+    recs = _Records(run_dir)
     infos = _worker_infos(run_dir)
     planned = _planned(cfg, infos)
     loop_lag = [x for i in infos for x in i.get("loop_lag_s", [])]
-    measured = _aggregate(run_dir, rule_of(spec, cfg), read)
+    measured = _aggregate(run_dir, rule_of(spec, cfg), recs)
     agg = measured.agg
     warm = agg.warm
     if warm.active:  # the warm-up's own figures count for nothing else
         planned = None if planned is None else max(0, planned - warm.count)
 
     def records() -> Any:  # the sections still made from records (conversations, images)
-        its = read.iter_records()
+        its = recs.iter_records()
         return warmup_of(spec).measured(its) if warm.active else its
 
     sched = Schedule(mode=cfg.mode, planned=planned, max_lag_ms=spec.max_lag_ms)
@@ -318,13 +352,13 @@ def summarise(
     reasons, passed, verdict = judged.reasons, judged.passed, judged.status
     exit_code = judged.exit_code
     sections = _record_sections(agg, records, run_dir)
-    kept = keep_records(run_dir, cfg.records, read)  # one copy, as --records says
+    kept = keep_records(run_dir, cfg.records, recs.merged)  # one copy, as --records says
     summary: dict[str, Any] = {
         **_what_ran(cfg, infos, started, ended),
         "records": {
-            "merged": read.count,
-            "bad_lines": read.bad_lines,
-            "per_worker": {Path(k).name: v for k, v in read.per_file.items()},
+            "merged": agg.count,
+            "bad_lines": kept.pop("bad_lines", 0),
+            "per_worker": {f"records-{w}.jsonl": n for w, n in recs.lines.items()},
             "kept": kept,
             **({"transport": transport} if transport is not None else {}),
         },

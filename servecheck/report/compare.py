@@ -42,6 +42,7 @@ import numpy as np
 
 from servecheck.errors import SpecError, UsageError, did_you_mean
 from servecheck.load.aggregate import SAMPLES_NAME
+from servecheck.load.columnar import read_run_records, records_file
 from servecheck.load.records import worker_files
 from servecheck.report.html import BAD_OUTCOMES, read_json, read_jsonl
 
@@ -206,7 +207,7 @@ def locate(run_dir: Path | str) -> RunParts:
         if parts.load is not None:
             break
         if (
-            (cand / "records.jsonl").exists()
+            records_file(cand) is not None  # records.parquet, or an older run's records.jsonl
             or worker_files(cand)  # a killed run: its per-worker records are all there is
             or "requests" in read_json(cand / "summary.json")
         ):
@@ -284,8 +285,8 @@ def load_part(folder: Path, notes: list[str], which: str) -> tuple[dict[str, Any
     samples = read_json(folder / SAMPLES_NAME)
     if samples.get("samples"):
         return summary, LoadData.of_samples(samples)
-    if (folder / "records.jsonl").exists():
-        return summary, LoadData.of_records(read_jsonl(folder / "records.jsonl"))
+    if records_file(folder) is not None:  # an older run folder: its records
+        return summary, LoadData.of_records(list(read_run_records(folder)))
     records = [r for f in worker_files(folder) for r in read_jsonl(f) if "t_sent" in r]
     if "requests" not in summary:
         from servecheck.load.stats import compute_stats

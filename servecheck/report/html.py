@@ -309,6 +309,11 @@ def _load_samples(
     second, ok/s, failed/s, tokens/s), from ``samples.json`` (load/aggregate.py): the pictures
     cost the same however many requests the run had."""
     doc = read_json(run_dir / "samples.json")
+    if not doc:  # a run folder from before samples.json: made from its records once
+        from servecheck.load.aggregate import Rule, aggregate_of
+        from servecheck.load.columnar import read_run_records
+
+        doc = aggregate_of(read_run_records(run_dir), Rule()).samples_doc()
     samples = {
         m: [float(v) * 1000.0 for v in (d.get("values") or [])]
         for m, d in (doc.get("samples") or {}).items()

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 def write_soak_report(result: SoakResult) -> Path:
     """soak.json, soak.png and report.html (the figure inline as SVG) plus summary.md; returns
     the page's path."""
+    from servecheck.load.columnar import records_file
     from servecheck.load.records import to_dataframe
     from servecheck.report import svg
     from servecheck.report.html import Section, esc, fmt, status_badge, table, write_page
@@ -24,7 +25,8 @@ def write_soak_report(result: SoakResult) -> Path:
     run_dir, data, frame, phases = result.run_dir, result.data, result.frame, result.phases
     verdicts, drain = result.leak, result.drain
     assert phases is not None and frame is not None, "write_soak_report needs run_soak's result"
-    records = to_dataframe(run_dir / "records.jsonl")
+    path = records_file(run_dir)  # soak writes records.jsonl; a compacted folder has .parquet
+    records = to_dataframe(path if path is not None else [])
     write_json(run_dir / "soak.json", data)
     ok_records = records[records["ok"]] if len(records) else None
     title = f"soak {data['target']}: {len(phases.cycles)} cycles"

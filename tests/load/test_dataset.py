@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from servecheck.errors import UsageError
+from servecheck.load.columnar import read_run_records
 from servecheck.load.conversation import ConversationPool
 from servecheck.load.dataset import DatasetPrompts, load_dataset, turn_prompt
 from servecheck.reference.inprocess import RunningServer
@@ -176,7 +177,7 @@ def test_dataset_runs_on_the_reference_server(
     s = _summary(out)
     assert s["warmup"]["requests"] == 3 and s["requests"]["total"] == 16
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
-    recs = [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
+    recs = list(read_run_records(run_dir))
     turns: dict[str, int] = defaultdict(int)
     for r in recs:
         turns[r["conversation"]] = max(turns[r["conversation"]], r["turn"])

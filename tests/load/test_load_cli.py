@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from servecheck.load.columnar import read_run_records
 from servecheck.reference.inprocess import RunningServer
 from tests.hostile.support import load_cmd
 
@@ -101,10 +102,10 @@ def test_closed_loop_run_writes_the_report(fast_server: RunningServer, tmp_path:
     assert s["tokens"]["output"] == s["tokens"]["output_usage"] > 0
     assert s["prompt_method"].startswith("approx:chars-per-token")
     run_dir = Path(out) / s["run_id"]
-    for name in ("records.jsonl", "summary.txt", "locust_stats.csv", "load-config.json"):
+    for name in ("records.parquet", "summary.txt", "locust_stats.csv", "load-config.json"):
         assert (run_dir / name).is_file(), f"{name} missing from {sorted(os.listdir(run_dir))}"
     assert "sk-load-selftest-1234" not in (run_dir / "load-config.json").read_text()
-    recs = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+    recs = list(read_run_records(run_dir))
     ids = {r["request_id"] for r in recs}
     assert len(ids) == 12 and all(i.startswith(s["run_id"] + "-") for i in ids), (
         ids
@@ -149,7 +150,6 @@ def test_gamma_arrivals_send_what_they_planned(fast_server: RunningServer, tmp_p
     assert s["latency_ms"]["lag"]["count"] == planned
 
 
-
 @pytest.mark.parametrize(
     ("mode", "processes", "lines"),
     [
@@ -177,8 +177,8 @@ def test_records_keep_what_was_asked_and_the_summary_comes_from_the_aggregates(
     assert s["records"]["kept"]["lines"] == lines, s["records"]
     assert s["aggregate"]["samples"]["ttft"] == {"kept": 40, "of": 40}
     assert not list(run_dir.glob("records-*.jsonl")) and not list(run_dir.glob("local/records-*"))
-    merged = run_dir / "records.jsonl"
-    assert (merged.read_text().count("\n") if merged.exists() else 0) == lines
+    assert len(list(read_run_records(run_dir))) == lines
+    assert (run_dir / "records.parquet").exists() == bool(lines)  # the one copy, compact
     assert "TTFT distribution" in (run_dir / "report.html").read_text()  # from samples.json
     cmp = _run([sys.executable, "-m", "servecheck", "compare", str(run_dir), str(run_dir)])
     assert cmp.returncode == 0 and "ttft_p50" in cmp.stdout, cmp.stdout + cmp.stderr
@@ -186,7 +186,7 @@ def test_records_keep_what_was_asked_and_the_summary_comes_from_the_aggregates(
 
 def _records(out: Path) -> list[dict]:
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
-    return [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+    return list(read_run_records(run_dir))
 
 
 def test_output_tokens_are_exact_where_the_engine_ignores_eos(
@@ -443,7 +443,7 @@ def test_plan_shape_drives_the_user_count(fast_server: RunningServer, tmp_path: 
     s = _summary(out)
     assert s["mode"] == "shape" and s["requests"]["errors"] == {}
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
-    records = [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
+    records = list(read_run_records(run_dir))
     t0 = min(r["t_sent"] for r in records)
     assert _max_in_flight(records, t0 + 0.5, t0 + 1.7) == 1, "base stage: one user"
     assert _max_in_flight(records, t0 + 2.8, t0 + 4.2) == 4, "spike stage: four users"
@@ -468,9 +468,7 @@ def test_abandon_scenario_hangs_up_on_purpose(fast_server: RunningServer, tmp_pa
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     s = _summary(out)
-    recs = [
-        json.loads(line) for line in (out / s["run_id"] / "records.jsonl").read_text().splitlines()
-    ]
+    recs = list(read_run_records(out / s["run_id"]))
     abandoned = [r for r in recs if r["abandoned"]]
     assert s["requests"]["errors"] == {} and s["requests"]["abandoned"] == len(abandoned)
     assert 0 < len(abandoned) < 40, "a quarter of the requests, drawn per request"

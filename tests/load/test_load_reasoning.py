@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from servecheck.load.columnar import read_run_records
 from servecheck.reference.inprocess import RunningServer
 from servecheck.reference.reasoning import ReasoningMode
 
@@ -40,7 +41,7 @@ def test_load_on_a_reasoning_target_reports_ttfa(
     assert s["latency_ms"]["ttfr"]["count"] == 8 and s["latency_ms"]["ttfa"]["count"] == 8
     assert s["tokens"]["reasoning"] == 8 * THINK_TOKENS and s["tokens"]["reasoning_requests"] == 8
     assert s["tokens"]["answer"] == s["tokens"]["output"] - 8 * THINK_TOKENS
-    recs = [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
+    recs = list(read_run_records(run_dir))
     for r in recs:
         # the answer starts after all the reasoning: TTFR is the TTFT, TTFA comes no earlier
         # (equal only when a delayed read delivered the whole thought with the first answer token)

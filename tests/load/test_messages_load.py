@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from servecheck.load.columnar import read_run_records
 from tests.load.anthropic_stub import TEXT_TOKENS, THINK_TOKENS, StubServer
 
 pytestmark = pytest.mark.slow
@@ -54,7 +55,7 @@ def _load(tmp_path: Path, server: StubServer, *args: str) -> tuple[int, Path, st
 
 
 def _records(run_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
+    return list(read_run_records(run_dir))
 
 
 def test_messages_scenario_with_thinking_and_images_end_to_end(

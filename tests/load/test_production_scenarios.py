@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from servecheck.load.columnar import read_run_records
 from servecheck.reference.inprocess import RunningServer
 from tests.load.test_load_cli import ROOT, _cmd, _run, _summary, _targets
 
@@ -30,7 +31,7 @@ def cache_server(make_reference: Callable[..., RunningServer]) -> RunningServer:
 
 def _records(out: Path) -> list[dict]:
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
-    return [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
+    return list(read_run_records(run_dir))
 
 
 def _check_conversations(recs: list[dict]) -> dict[str, list[dict]]:

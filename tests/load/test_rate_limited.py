@@ -6,13 +6,13 @@ error object and ``Retry-After: 1``), plus the pieces: classification, stats, Re
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from servecheck.errors import UsageError
+from servecheck.load.columnar import read_run_records
 from servecheck.load.records import RATE_LIMITED
 from servecheck.load.stats import compute_stats
 from servecheck.load.stream import (
@@ -107,6 +107,6 @@ def test_load_run_reports_rate_limited(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"rate-limited {req['rate_limited']}" in proc.stdout
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
-    lines = [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
+    lines = list(read_run_records(run_dir))
     shed = [r for r in lines if r["error"] == RATE_LIMITED]
     assert shed and all(r["status"] == 429 and r["retry_after_s"] == 1.0 for r in shed)

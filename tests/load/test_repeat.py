@@ -150,7 +150,7 @@ def test_load_repeat_runs_twice_and_writes_intervals(
     summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
     assert code == 0, out
     assert [r["run_id"] for r in summary["runs"]] == ["run-01", "run-02"]
-    assert (tmp_path / "rep" / "run-02" / "records.jsonl").exists()
+    assert (tmp_path / "rep" / "run-02" / "records.parquet").exists()
     assert summary["intervals"]["ttft_p95"]["n"] == 2
     assert "repeat 2 runs of chat on ref: Student t over runs, 95%" in out
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from servecheck.load.columnar import read_run_records
 from servecheck.reference.inprocess import RunningServer
 from tests.load.test_load_cli import ROOT, _free_port, _targets, run_distributed
 
@@ -132,7 +133,7 @@ def test_distributed_master_and_two_workers_run_the_scenario(
     assert s["scenario"] == scenario and s["records"]["transport"]["verified"]
     assert len(s["records"]["per_worker"]) == 2
     assert s["requests"]["total"] == s["records"]["merged"] == 24
-    recs = [json.loads(x) for x in (out / "dist" / "records.jsonl").read_text().splitlines()]
+    recs = list(read_run_records(out / "dist"))
     _check(scenario, recs, data)
     if scenario == "dataset":
         # Each worker read the file named by its own --dataset and sized it with /tokenize.

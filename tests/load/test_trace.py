@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from servecheck.errors import UsageError
+from servecheck.load.columnar import read_run_records
 from servecheck.load.trace import (
     Corpus,
     TraceEntry,
@@ -151,7 +152,7 @@ def test_replay_on_the_reference_server(
     assert s["requests"]["total"] == s["schedule"]["planned"] == 240
     assert s["latency_ms"]["lag"]["count"] == 240
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
-    recs = [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
+    recs = list(read_run_records(run_dir))
     trace = load_trace(SHIPPED)
     # Intended send times follow the trace at 4x.
     t0 = min(r["t_intended"] for r in recs)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from servecheck.errors import UsageError
+from servecheck.load.columnar import read_run_records
 from servecheck.load.warmup import Warmup, extend_bounds, format_warmup
 from servecheck.reference.inprocess import RunningServer
 from tests.load.test_load_cli import _cmd, _run, _summary, _targets
@@ -60,10 +60,10 @@ def test_warm_up_is_sent_on_top_and_kept_out_of_slos(make_reference, tmp_path: P
     assert proc.returncode == 0, proc.stdout + proc.stderr
     s = _summary(out)
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
-    lines = (run_dir / "records.jsonl").read_text().splitlines()
+    lines = list(read_run_records(run_dir))
     assert len(lines) == 16  # 12 asked for + 4 warm-up, all on disk
     assert s["requests"]["total"] == 12 and s["latency_ms"]["ttft"]["count"] == 12
-    sent = sorted(json.loads(x)["t_sent"] for x in lines)
+    sent = sorted(x["t_sent"] for x in lines)
     assert s["warmup"]["span_s"] == pytest.approx(sent[3] - sent[0], abs=1e-5)  # the first four
     assert s["warmup"]["requests"] == 4 and s["warmup"]["ttft_ms"]["count"] == 4
     assert s["max_requests"] == 16
