@@ -42,6 +42,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "compare a run with a baseline run (nightly regression)",
     ),
     "cutover": ("servecheck.commands.cutover", "pre-cutover check before a hot model swap"),
+    "records": (
+        "servecheck.commands.records",
+        "describe a load run's records, export them as JSONL",
+    ),
     "preflight": (
         "servecheck.commands.preflight",
         "check model files (safetensors, GGUF, config) before a launch",

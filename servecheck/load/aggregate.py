@@ -540,8 +540,8 @@ def aggregate_of(records: Iterable[Mapping[str, Any]], rule: Rule) -> Aggregate:
     return agg
 
 
-RECORDS_ALL_MAX = 1_000_000  # "auto" keeps every record up to this many planned requests
-RECORDS_SAMPLE_N = 100_000  # ... and a uniform sample of this many beyond
+RECORDS_ALL_MAX = 200_000  # "auto" keeps every record up to this many planned requests
+RECORDS_SAMPLE_N = 20_000  # ... and a uniform sample of this many beyond
 
 
 def parse_records(text: str | None) -> str:

@@ -46,6 +46,7 @@ __all__ = [
     "RECORDS_PARQUET",
     "CompactResult",
     "compact_records",
+    "describe_records",
     "export_jsonl",
     "iter_records",
     "keep_records",
@@ -322,6 +323,24 @@ def read_run_records(
         for obj in iter_lines(p):
             if obj is not None:
                 yield obj
+
+
+def describe_records(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Rows, bytes on disk and bytes per request of a records file (Parquet or JSONL)."""
+    p = Path(path)
+    size = p.stat().st_size
+    if p.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        rows = int(pq.ParquetFile(p).metadata.num_rows)
+    else:
+        with open(p, "rb") as fh:
+            rows = sum(1 for line in fh if line.strip())
+    return {
+        "rows": rows,
+        "bytes": size,
+        "bytes_per_request": round(size / rows, 1) if rows else None,
+    }
 
 
 def export_jsonl(src: str | os.PathLike[str], out: str | os.PathLike[str]) -> int:

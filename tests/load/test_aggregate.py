@@ -256,7 +256,7 @@ def test_an_unreadable_aggregate_is_named(tmp_path: Path) -> None:
     [
         pytest.param(None, 10, "all", id="auto-small"),
         pytest.param("auto", None, "all", id="auto-unplanned"),
-        pytest.param("auto", 5_000_000, "sample:100000", id="auto-large"),
+        pytest.param("auto", 5_000_000, "sample:20000", id="auto-large"),
         pytest.param("SAMPLE:500", 5_000_000, "sample:500", id="sample"),
         pytest.param("none", 10, "none", id="none"),
     ],

@@ -179,6 +179,22 @@ def test_records_keep_what_was_asked_and_the_summary_comes_from_the_aggregates(
     assert not list(run_dir.glob("records-*.jsonl")) and not list(run_dir.glob("local/records-*"))
     assert len(list(read_run_records(run_dir))) == lines
     assert (run_dir / "records.parquet").exists() == bool(lines)  # the one copy, compact
+    export = _run(
+        [
+            sys.executable,
+            "-m",
+            "servecheck",
+            "records",
+            str(run_dir),
+            "--jsonl",
+            str(tmp_path / "x.jsonl"),
+        ]
+    )
+    if lines:
+        assert export.returncode == 0 and f"wrote {lines} lines" in export.stdout, export.stderr
+        assert len((tmp_path / "x.jsonl").read_text().splitlines()) == lines
+    else:
+        assert export.returncode == 2 and "--records none" in export.stderr, export.stderr
     assert "TTFT distribution" in (run_dir / "report.html").read_text()  # from samples.json
     cmp = _run([sys.executable, "-m", "servecheck", "compare", str(run_dir), str(run_dir)])
     assert cmp.returncode == 0 and "ttft_p50" in cmp.stdout, cmp.stdout + cmp.stderr

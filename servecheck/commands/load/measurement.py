@@ -50,7 +50,7 @@ def add_measurement_arguments(g: argparse._ArgumentGroup) -> None:
         default=env("SERVECHECK_LOAD_RECORDS"),
         help="per-request records kept in the run folder: all, a uniform sample of N, or none "
         "(the summary and its verdict come from each worker's aggregate either way); auto "
-        "(default): all below 1,000,000 planned requests, else sample:100000; env "
+        "(default): all below 200,000 planned requests, else sample:20000; env "
         "SERVECHECK_LOAD_RECORDS",
     )
     g.add_argument(
