@@ -247,12 +247,13 @@ class Aggregate:
     # Completions per wall-clock second (ok, failed, output tokens of the ok ones): compare's
     # throughput test and the report's throughput picture.
     seconds: dict[int, list[int]] = field(default_factory=dict)
+    _steady: SteadyWindow = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         rule = self.rule
         predicate = request_predicate(parse_slos(list(rule.slos), "the run's SLOs"))
         self.whole = Tally(predicate)
-        steady = parse_steady_window(rule.window)
+        steady = self._steady = parse_steady_window(rule.window)
         judged = steady.mode == "range" or (
             steady.mode == "auto" and rule.mode not in ("shape", "trace")
         )
@@ -322,8 +323,7 @@ class Aggregate:
         return sent - origin < float(warm.seconds or 0.0)
 
     def _in_window(self, r: Mapping[str, Any], sent: float) -> bool:
-        rule, edges = self.rule, self.edges
-        steady = parse_steady_window(rule.window)
+        rule, edges, steady = self.rule, self.edges, self._steady
         origin, first = float(edges.origin or sent), float(edges.first or sent)
         done = r.get("t_done")
         end = float(done) if done is not None and not r.get("error") else sent

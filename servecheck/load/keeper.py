@@ -66,10 +66,12 @@ class RecordKeeper:
         self.count += 1
         self.ok += rec.error is None
         self.tokens += int(rec.output_tokens or rec.output_tokens_client or 0)
-        self.agg.add(rec.as_dict())
         if self.writer is not None:
-            line = self.writer.write(rec)
+            d, line = rec.dict_and_line()
+            self.agg.add(d)
+            self.writer.write_line(line)
             return self.sender is not None and self.sender.add(line)
+        self.agg.add(rec.as_dict())
         n = self._sample_n
         if n is not None:
             if len(self._sample) < n:

@@ -150,6 +150,12 @@ class RequestRecord:
         head, tail = self._parts()
         return {**head, "itls": self.itls, **tail}
 
+    def dict_and_line(self) -> tuple[dict[str, Any], str]:
+        """:meth:`as_dict` and :meth:`to_json` from one pass over the fields."""
+        head, tail = self._parts()
+        line = _encode(head)[:-1] + ',"itls":' + _floats6(self.itls) + "," + _encode(tail)[1:]
+        return {**head, "itls": self.itls, **tail}, line
+
     def _parts(self) -> tuple[dict[str, Any], dict[str, Any]]:
         head: dict[str, Any] = {
             "target": self.target,
@@ -260,13 +266,17 @@ class RecordWriter:
 
     def write(self, record: RequestRecord) -> str:
         """Write one record as one line and flush it; returns the line (without its newline)."""
+        line = record.to_json()
+        self.write_line(line)
+        return line
+
+    def write_line(self, line: str) -> None:
+        """Write a record's line (:meth:`RequestRecord.to_json`) and flush it."""
         fh = self._fh
         if fh is None:
             raise ValueError(f"record writer for {self.path} is closed")
-        line = record.to_json()
         fh.write(line + "\n")  # line buffered: one write(2) per line
         self.count += 1
-        return line
 
     def close(self) -> None:
         if self._fh is not None:
