@@ -270,3 +270,37 @@ def test_a_bad_records_mode_names_the_option(text: str) -> None:
     with pytest.raises(SpecError, match="sample:N") as err:
         parse_records(text)
     assert "records" in err.value.fields
+
+
+def _keeper_run(tmp_path: Path, mode: str, n: int, final: bool) -> None:
+    keeper = RecordKeeper(tmp_path, "w0", mode, _rule(), seed=1)
+    for seq in range(1, n + 1):
+        keeper.keep(_rec(seq))
+        if seq == n // 2:
+            keeper.checkpoint()  # what a process killed now would leave
+    if final:
+        keeper.close()
+    elif keeper.writer is not None:
+        keeper.writer.close()
+
+
+@pytest.mark.parametrize(
+    ("mode", "final", "source", "counted", "missing"),
+    [
+        pytest.param("all", True, "workers", 40, 0, id="finished"),
+        pytest.param("all", False, "records", 40, 0, id="killed-records-on-disk"),
+        pytest.param("none", False, "workers", 20, 1, id="killed-checkpoint-only"),
+    ],
+)
+def test_the_summary_takes_the_aggregates_or_rebuilds_from_complete_records(
+    tmp_path: Path, mode: str, final: bool, source: str, counted: int, missing: int
+) -> None:
+    """A process killed mid-run: with its records on disk the master rebuilds everything from
+    them (exact); with only a checkpoint it counts up to it and says so."""
+    from servecheck.load.summary import _aggregate, _Records
+
+    _keeper_run(tmp_path, mode, 40, final)
+    m = _aggregate(tmp_path, _rule(), _Records(tmp_path))
+    assert (m.source, m.agg.count, len(m.missing)) == (source, counted, missing), m.missing
+    if missing:
+        assert "last checkpoint" in m.missing[0]
