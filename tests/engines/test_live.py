@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from servecheck.engines.models import SERVED_NAME
+from servecheck.load.columnar import read_run_records
 from servecheck.engines.registry import ENGINE_PORTS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -175,7 +176,7 @@ def test_load_run_against_the_engine(name: str, tmp_path: Path) -> None:
         "http-500",
         "http-503",
     }, summary["requests"]
-    records = [json.loads(x) for x in (out / "live" / "records.jsonl").read_text().splitlines()]
+    records = list(read_run_records(out / "live"))
     for rec in (r for r in records if r["error"] is None):
         assert rec["output_tokens"] is not None, f"no usage from {name}: {rec}"
         if rec["output_tokens"] > 0 and rec["output_tokens_client"] > 0:
