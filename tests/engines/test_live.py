@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from servecheck.engines.models import SERVED_NAME
-from servecheck.load.columnar import read_run_records
 from servecheck.engines.registry import ENGINE_PORTS
+from servecheck.load.columnar import read_run_records
 
 ROOT = Path(__file__).resolve().parents[2]
 
