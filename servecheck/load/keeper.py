@@ -7,16 +7,20 @@ the summary is made of. Its line then goes where ``--records`` says:
 * ``sample:N``: into a uniform sample of N lines (a reservoir), written when the process ends;
 * ``none``: nowhere.
 
-A distributed worker (``sender`` given) always writes its local copy and sends every line to the
-master, whatever the mode: the master's ledger checks each worker's records against its totals
-(``load/transport.py``), and the mode is applied to the merged file after the run
-(:func:`servecheck.load.aggregate.apply_records_mode`). The aggregate's state is written every
+A distributed worker (``sender`` given) sends what it keeps to the master (``load/transport.py``):
+``all``, every line as it finishes (and its own append-only copy in ``local/``); ``sample:N``, its
+sample when it ends; ``none``, nothing but its count of finished requests, so the master can still
+tell requests lost with a worker from requests whose records were not kept. The master's ledger
+checks the lines it received against the worker's totals of the lines it sent, and the master
+samples the workers' samples down to N (``load/columnar.py`` ``keep_records``). The aggregate's
+state is written every
 :data:`CHECKPOINT_S` seconds (``final: false``) and at the end, so a process killed mid-run
 leaves what it had measured up to its last checkpoint, and says so.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from pathlib import Path
@@ -47,7 +51,7 @@ class RecordKeeper:
         self.out_dir = Path(out_dir)
         self.worker = worker
         self.sender = sender
-        self.mode = "all" if sender is not None else mode
+        self.mode = mode
         self.agg = Aggregate(rule, seed=seed)
         self.path = self.out_dir / f"records-{worker}.jsonl"
         self.writer = RecordWriter(self.path) if self.mode == "all" else None
@@ -55,7 +59,7 @@ class RecordKeeper:
         self._sample: list[str] = []
         self._rng = random.Random(seed)
         self.count = 0
-        self.ok = 0  # over every record, warm-up included, as the master's ledger counts them
+        self.ok = 0  # over the lines the master gets, as its ledger counts them
         self.tokens = 0
 
     def begin(self, t_first_send: float) -> None:
@@ -64,12 +68,13 @@ class RecordKeeper:
     def keep(self, rec: RequestRecord) -> bool:
         """Record one finished request; True when the master's batch is full (flush it)."""
         self.count += 1
-        self.ok += rec.error is None
-        self.tokens += int(rec.output_tokens or rec.output_tokens_client or 0)
+        if self.sender is not None:
+            self.sender.finished += 1
         if self.writer is not None:
             d, line = rec.dict_and_line()
             self.agg.add(d)
             self.writer.write_line(line)
+            self._counted(d)
             return self.sender is not None and self.sender.add(line)
         self.agg.add(rec.as_dict())
         n = self._sample_n
@@ -81,6 +86,10 @@ class RecordKeeper:
                 if j < n:
                     self._sample[j] = rec.to_json()
         return False
+
+    def _counted(self, d: dict[str, Any]) -> None:
+        self.ok += d.get("error") is None
+        self.tokens += int(d.get("output_tokens") or d.get("output_tokens_client") or 0)
 
     def totals(self) -> dict[str, Any]:
         """The done message's ok count and tokens (every record, as the master's ledger counts
@@ -98,11 +107,16 @@ class RecordKeeper:
         return self.agg.write(aggregate_path(self.out_dir, self.worker), final=final)
 
     def close(self) -> Path:
-        """The sample's file (``sample:N``), the final aggregate; the records file closed."""
+        """The sample's file (``sample:N``; a distributed worker also queues it for the master,
+        who gets it before the done message), the final aggregate; the records file closed."""
         if self.writer is not None:
             self.writer.close()
         elif self._sample_n is not None:
             tmp = self.path.with_suffix(".tmp")
             tmp.write_text("".join(line + "\n" for line in self._sample), encoding="utf-8")
             os.replace(tmp, self.path)
+            if self.sender is not None:
+                for line in self._sample:
+                    self._counted(json.loads(line))
+                    self.sender.add(line)
         return self.checkpoint(final=True)

@@ -107,6 +107,8 @@ class BatchSender:
     records: int = 0
     bytes_raw: int = 0
     bytes_sent: int = 0
+    finished: int = 0  # requests this worker finished (records kept or not: --records)
+    _told: int = 0  # ... as of the last batch
     _digest: Any = field(default_factory=hashlib.sha256)
 
     def add(self, line: str) -> bool:
@@ -115,12 +117,18 @@ class BatchSender:
         return len(self.lines) >= self.max_records
 
     def flush(self, sent: int) -> None:
-        """Send what is queued (nothing when empty). ``sent``: requests this worker started."""
-        if not self.lines:
+        """Send what is queued, :attr:`max_records` lines a batch (nothing when nothing is queued
+        and no request finished since the last batch). ``sent``: requests this worker started."""
+        if not self.lines and self.finished == self._told:
             return
-        payload = ("\n".join(self.lines) + "\n").encode()
-        n = len(self.lines)
-        self.lines = []
+        queued, self.lines = self.lines, []
+        for i in range(0, max(1, len(queued)), self.max_records):
+            self._send(queued[i : i + self.max_records], sent)
+
+    def _send(self, lines: list[str], sent: int) -> None:
+        self._told = self.finished
+        payload = ("\n".join(lines) + "\n").encode() if lines else b""
+        n = len(lines)
         self._digest.update(payload)
         data, enc = encode_batch(payload)
         self.batches += 1
@@ -135,6 +143,7 @@ class BatchSender:
                 "enc": enc,
                 "data": data,
                 "sent": sent,
+                "finished": self.finished,
             }
         )
 
@@ -167,6 +176,7 @@ class WorkerLedger:
     bad_lines: int = 0
     missing_batches: int = 0  # batch numbers skipped (should never happen on one connection)
     last_sent: int = 0  # requests the worker had started at its last batch
+    finished: int = 0  # ... and had finished (a record kept or not: --records)
     first_request_at: float | None = None  # t_sent of its first record (a late joiner's start)
     first_batch_at: float | None = None
     last_batch_at: float | None = None
@@ -229,6 +239,7 @@ class Collector:
             led.first_batch_at = now
         led.last_batch_at = now
         led.last_sent = max(led.last_sent, int(data.get("sent") or 0))
+        led.finished = max(led.finished, int(data.get("finished") or 0))
         for line in payload.splitlines():
             try:
                 rec = json.loads(line)
@@ -300,7 +311,7 @@ class Collector:
             return None
         led.state = "lost"
         led.lost_at = time.time()
-        led.lost_requests = max(0, led.last_sent - led.records)
+        led.lost_requests = max(0, led.last_sent - max(led.records, led.finished))
         led.verified = False
         self.write()
         return led

@@ -156,6 +156,7 @@ def test_gamma_arrivals_send_what_they_planned(fast_server: RunningServer, tmp_p
         pytest.param("none", "1", 0, id="none"),
         pytest.param("sample:7", "1", 7, id="sample"),
         pytest.param("sample:7", "2", 7, id="sample-two-processes"),
+        pytest.param("none", "2", 0, id="none-two-processes"),
         pytest.param("all", "2", 40, id="all-two-processes"),
     ],
 )
@@ -176,6 +177,9 @@ def test_records_keep_what_was_asked_and_the_summary_comes_from_the_aggregates(
     assert s["latency_ms"]["ttft"]["count"] == 40 and s["latency_ms"]["itl"]["count"] > 40
     assert s["records"]["kept"]["lines"] == lines, s["records"]
     assert s["aggregate"]["samples"]["ttft"] == {"kept": 40, "of": 40}
+    if processes != "1":  # the workers sent what they kept, and the master's ledger agrees
+        transport = s["records"]["transport"]
+        assert transport["verified"] and transport["requests_lost"] == 0, transport
     assert not list(run_dir.glob("records-*.jsonl")) and not list(run_dir.glob("local/records-*"))
     assert len(list(read_run_records(run_dir))) == lines
     assert (run_dir / "records.parquet").exists() == bool(lines)  # the one copy, compact

@@ -80,7 +80,8 @@ def _done(
     n: int,
     dataset: str | None = None,
 ) -> None:
-    keeper = RecordKeeper(local.parent / "keeper", sender.worker, "none", Rule(mode="fixed"))
+    (local.parent / "keeper").mkdir(exist_ok=True)
+    keeper = RecordKeeper(local.parent / "keeper", sender.worker, "all", Rule(mode="fixed"))
     for line in local.read_text().splitlines():
         keeper.keep(RequestRecord.from_dict(json.loads(line)))
     hist = keeper.totals()  # what a worker's done message carries
@@ -241,3 +242,18 @@ def test_two_workers_with_one_name_on_two_hosts_stay_apart(tmp_path: Path) -> No
     files = sorted(p.name for p in (tmp_path / "m").glob("records-*.jsonl"))
     assert len(files) == 2 and "records-w0-7.jsonl" in files, files
     assert merge_records(tmp_path / "m").count == 12
+
+
+def test_a_worker_keeping_no_records_still_tells_what_it_finished(tmp_path: Path) -> None:
+    """--records none: batches carry no lines, only the finished count, so a lost worker's
+    lost requests are the ones it never finished, not every request it sent."""
+    col = Collector(tmp_path / "m", expect_workers=1)
+    sender = BatchSender("w0-1", lambda data: col.on_batch("a", data))
+    sender.flush(sent=0)  # nothing finished yet: nothing to say
+    assert sender.batches == 0
+    sender.finished = 30
+    sender.flush(sent=34)
+    sender.flush(sent=34)  # nothing new since: no batch
+    assert sender.batches == 1 and sender.records == 0
+    led = col.on_lost("a")
+    assert led is not None and led.records == 0 and led.lost_requests == 4
