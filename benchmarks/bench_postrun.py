@@ -54,7 +54,7 @@ T0 = 1_800_000_002.5  # not on a slice edge, as a real start is not
 HI_US = 3600 * 1_000_000
 KEYS = 22 << 11  # every bucket key a value up to an hour can have
 BASE_S = 5.0
-SAMPLE_LINES = 100_000
+SAMPLE_LINES = 20_000  # load/aggregate.py RECORDS_SAMPLE_N: what --records auto keeps above 200k
 CHUNK = 200_000  # requests drawn at a time (their ITLs: ~13M values)
 
 CHILD = r"""
@@ -66,6 +66,7 @@ from servecheck.load.summary import summarise
 from servecheck.report.html import write_load_html
 run_dir, prof = Path(sys.argv[1]), sys.argv[2]
 spec, cfg, slos = spec_and_config(run_dir)
+cfg.records = sys.argv[4]  # what --records keeps: the master applies it after the summary
 def hwm():  # this process's own peak (ru_maxrss keeps the parent's across fork + exec)
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):
@@ -489,12 +490,14 @@ def real_folder(run_dir: Path, n: int, seed: int) -> None:
         keeper.close()
 
 
-def measure(run_dir: Path, prof: str = "-") -> dict[str, Any]:
-    """summarise + write_load_html in a fresh process; its wall time and peak RSS."""
-    for name in ("summary.json", "summary.txt", "records.jsonl", "report.html", "summary.md"):
-        (run_dir / name).unlink(missing_ok=True)
+def measure(src: Path, prof: str = "-", records: str = "none") -> dict[str, Any]:
+    """summarise + write_load_html in a fresh process, on a fresh copy of ``src`` (the summary
+    compacts and removes the records files); its wall time and peak RSS."""
+    run_dir = src.with_name(src.name + "-run")
+    shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.copytree(src, run_dir)
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(run_dir), prof, str(HERE)],
+        [sys.executable, "-c", CHILD, str(run_dir), prof, str(HERE), records],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -502,7 +505,14 @@ def measure(run_dir: Path, prof: str = "-") -> dict[str, Any]:
     )
     if out.returncode:
         raise RuntimeError(f"child failed on {run_dir}:\n{out.stderr[-3000:]}")
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    got = dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    kept = run_dir / "records.parquet"
+    got["parquet_bytes"] = kept.stat().st_size if kept.exists() else 0
+    for name in ("summary.json",):  # kept beside the source for the figure-by-figure check
+        if (run_dir / name).exists():
+            shutil.copy(run_dir / name, src / name)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return got
 
 
 def aggregate_bytes(run_dir: Path) -> int:
@@ -611,7 +621,7 @@ def bench_n(n: int, reps: int, work: Path, seed: int, profile: bool) -> dict[str
         real_folder(base / "all", n, seed)
         dirs = {
             "none": _copy(base / "all", base / "none", ("aggregate-*.json",)),
-            # sample:100000 per worker keeps every record at this size: the file is the whole run
+            # each worker's records, which the master samples down to SAMPLE_LINES
             "sample": _copy(base / "all", base / "sample", ("aggregate-*.json", "records-*.jsonl")),
             "old": _copy(base / "all", base / "old", ("records-*.jsonl",)),
         }
@@ -630,8 +640,9 @@ def bench_n(n: int, reps: int, work: Path, seed: int, profile: bool) -> dict[str
         }
     row["aggregate_bytes"] = aggregate_bytes(dirs["none"])
     row["records_bytes"] = sum(p.stat().st_size for p in dirs["sample"].glob("records-*.jsonl"))
+    modes = {"none": "none", "sample": f"sample:{SAMPLE_LINES}", "old": "all"}
     for case, d in dirs.items():
-        row["cases"][case] = _median([measure(d) for _ in range(reps)])
+        row["cases"][case] = _median([measure(d, records=modes[case]) for _ in range(reps)])
         print(json.dumps({"n": n, case: row["cases"][case]}), flush=True)
     if profile:
         row["profile"] = _profile(dirs["none"])
@@ -675,12 +686,17 @@ def render(rows: list[dict[str, Any]], lines_b: dict[int, int], meta: dict[str, 
     ]
     label = {
         "none": "none (`--records none`)",
-        "sample": "sample:100000 per worker",
-        "old": "every record, no aggregate (before)",
+        "sample": f"sample:{SAMPLE_LINES:,}",
+        "old": "every record, no aggregate (a rebuild)",
     }
     for r in rows:
         for case, c in r["cases"].items():
-            recs = f" ({_mib(r['records_bytes'])} MiB)" if case != "none" else ""
+            recs = (
+                f" ({_mib(r['records_bytes'])} MiB of lines; {_mib(c['parquet_bytes'])} MiB"
+                " kept as records.parquet)"
+                if case != "none"
+                else ""
+            )
             agg = (
                 f"{_mib(r['aggregate_bytes'])} | {r['aggregate_bytes'] / r['n']:.2f}"
                 if case != "old"
