@@ -285,8 +285,7 @@ _COPIES = {
     "ttft_from_intended": "ttft",
     "e2e_from_intended": "e2e",
     "ttfa": "ttft",
-    "itl_answer": "itl",
-}
+}  # itl_answer is made at the end (stats.Tally: itl less the reasoned requests' ITLs)
 
 
 class WorkerSums:
@@ -386,7 +385,10 @@ class WorkerSums:
         agg.count = self.n
         first = min(self.span["whole"][0::2])
         agg.edges = _Edges(origin=self.origin, first=first, nth_sent=None, measured=self.n)
-        for part, tally in (("whole", agg.whole), ("window", agg.window)):
+        from servecheck.load.stats import Tally
+
+        window = Tally(agg.whole.per_request)
+        for part, tally in (("whole", agg.whole), ("window", window)):
             accs, c = (self.whole if part == "whole" else self.window), self.counts[part]
             names = ("total", "ok", "output_tokens", "output_tokens_ok", "output_tokens_usage")
             for k, name in enumerate((*names, "output_tokens_client", "good")):
@@ -399,6 +401,10 @@ class WorkerSums:
                 tally.hist[m] = accs[m].hist()
             for m, of in _COPIES.items():
                 tally.hist[m] = accs[of].hist()
+        # The aggregate keeps the requests outside the window (the ramp, the drain) and makes the
+        # window as the run less those.
+        agg.outside = agg.whole.minus(window)
+        agg.window_edges = [window.first_send, window.last_done]
         width, i0 = BASE_S, int(self.i0 or 0)
         used = np.nonzero(self.sl[0] + self.sl[3])[0]
         first_i = int(np.floor(first / BASE_S)) - i0
@@ -425,7 +431,9 @@ class WorkerSums:
         agg.client.generation_tokens = int(self.counts["whole"][2])
         agg.client.ttft = self.whole["ttft"].hist()
         for m, res in agg.samples.items():
-            res.values, res.seen = list(self.samples[m]), self.seen[m]
+            src = "ttft" if m == "ttfa" else m  # no reasoning: the first answer token is the first
+            if src in self.samples:
+                res.values, res.seen = list(self.samples[src]), self.seen[src]
         return agg
 
 
