@@ -22,6 +22,12 @@ to the command's exit, at the longer duration: the summary, the report and the c
     python benchmarks/bench_tree.py --quick               # 256 streams, 4 s and 10 s, 1 run, no docs
     python benchmarks/bench_tree.py --before B --after A  # other checkouts
     python benchmarks/bench_tree.py --from-log LOG        # the section from a run's JSONL log
+    python benchmarks/bench_tree.py --profile             # where the after tree's Locust child spends
+
+``--profile`` runs the after tree's Locust child alone (the command line ``load/run.py`` builds,
+with a short run's load-config.json) under a SIGPROF sampler (process CPU every 2 ms; the native
+reader thread's time lands on whatever the main thread runs) and prints the functions by own and
+by inclusive share; nothing is written to docs/.
 
 Writes ``docs/benchmarks.md`` between the ``tree-cost`` markers; the rest is left alone.
 """
@@ -84,6 +90,33 @@ def _write(environment, **kw):
     with open(os.environ["PEER_TOKENS"], "w") as f:
         f.write(str(TOKENS[0]))
 '''
+
+
+SAMPLER = """
+import collections, json, os, runpy, signal, sys
+own, incl = collections.Counter(), collections.Counter()
+def key(f):
+    c = f.f_code
+    path = c.co_filename.rsplit('site-packages/', 1)[-1].replace(os.getcwd() + '/', '')
+    return f"{path}:{c.co_firstlineno}({c.co_name})"
+def tick(sig, frame):
+    if frame is not None:
+        own[key(frame)] += 1
+        seen = set()
+        while frame is not None:
+            seen.add(key(frame))
+            frame = frame.f_back
+        incl.update(seen)
+signal.signal(signal.SIGPROF, tick)
+signal.setitimer(signal.ITIMER_PROF, 0.002, 0.002)
+sys.argv = sys.argv[1:]
+try:
+    runpy.run_module("locust", run_name="__main__", alter_sys=True)
+finally:
+    signal.setitimer(signal.ITIMER_PROF, 0, 0)
+    with open(os.environ["SAMPLES"], "w") as f:
+        json.dump({"own": own.most_common(30), "incl": incl.most_common(40), "n": sum(own.values())}, f)
+"""
 
 
 def _targets(tmp: Path, base: str) -> Path:
@@ -172,6 +205,43 @@ def run_peer(tmp: Path, base: str, users: int, duration: float) -> dict[str, Any
         "wall_s": wall,
         "post_run_s": None,
     }
+
+
+def profile(tree: Path, users: int, duration: float) -> None:
+    """Sample the Locust child of ``tree`` at ``users`` streams for ``duration`` s; print the top."""
+    tmp = Path(tempfile.mkdtemp(prefix="bench-tree-prof-"))
+    scenario = tmp / "bench_scenario.py"
+    scenario.write_text(SCENARIO, encoding="utf-8")
+    proc, base = start_truth_server(tmp, TTFT_S, ITL_S, TOKENS, cpu="1")
+    try:
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        cmd = [
+            sys.executable, "-m", "servecheck", "load", "--targets-file", str(_targets(tmp, base)),
+            "--target", "bench", "--out", str(tmp / "reports"), "--run-id", "config",
+            "--scenario", str(scenario), "--users", str(users), "--duration", "2s",
+            "--no-tokenize", "--cpus", "0", "--allow-lag", "--quiet",
+        ]  # fmt: skip
+        subprocess.run(cmd, cwd=tree, env=env, check=True, capture_output=True)
+        cfg = json.loads((tmp / "reports" / "config" / "load-config.json").read_text())
+        run = tmp / "profiled"
+        run.mkdir()
+        cfg.update(duration_s=duration, records_dir=str(run))
+        (tmp / "cfg.json").write_text(json.dumps(cfg), encoding="utf-8")
+        env.update(SERVECHECK_LOAD_CONFIG=str(tmp / "cfg.json"), SAMPLES=str(tmp / "samples.json"))
+        cmd = [
+            sys.executable, "-c", SAMPLER, "locust", "-f", str(scenario), "--headless",
+            "--host", base, "--csv", str(run / "locust"), "--logfile", str(run / "locust.log"),
+            "--exit-code-on-error", "0", "--only-summary", "-t", f"{int(duration + 20)}s",
+            "--stop-timeout", "10", "-u", str(users), "-r", str(users),
+        ]  # fmt: skip
+        _timed(cmd, tree, env)
+    finally:
+        stop(proc)
+    d = json.loads((tmp / "samples.json").read_text())
+    print(f"{d['n']} samples (2 ms of process CPU each)")
+    for kind in ("own", "incl"):
+        for name, count in d[kind][:25]:
+            print(f"{kind:4} {count / d['n']:6.1%} {name}")
 
 
 def split(short: dict[str, Any], long: dict[str, Any]) -> dict[str, Any]:
@@ -365,6 +435,7 @@ def main() -> int:
     ap.add_argument("--no-peer", action="store_true")
     ap.add_argument("--no-docs", action="store_true")
     ap.add_argument("--from-log", type=Path, help="render the section from a run's JSONL log")
+    ap.add_argument("--profile", action="store_true", help="sample the after tree's Locust child")
     ap.add_argument("--reading", type=Path, help="a file with the reading paragraph for the doc")
     args = ap.parse_args()
     args.before = (args.before or _baseline()).resolve()
@@ -376,6 +447,9 @@ def main() -> int:
     meta = _meta(args, durations)
     if args.reading:
         meta["reading"] = args.reading.read_text(encoding="utf-8").strip()
+    if args.profile:
+        profile(args.after, int(args.levels.split(",")[0]), 20.0)
+        return 0
     if args.from_log:
         rows = [json.loads(x) for x in args.from_log.read_text().splitlines() if x.startswith("{")]
         meta["server_late"] = {
