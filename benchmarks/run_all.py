@@ -23,6 +23,7 @@ SCRIPTS = [
     "bench_load.py",
     "bench_capacity.py",
     "bench_server_metrics.py",
+    "bench_tree.py",
 ]
 
 
