@@ -184,7 +184,9 @@ def test_sweep_against_a_queue_that_grows_while_health_is_ready_stops_early(
     data = _capacity(
         targets,
         tmp_path,
-        *("--users", "1,2,4,8,16", "--step-duration", "3s", "--throughput-drop", "90"),
+        # 5 s steps: the steady window (after the 1 s spawn) is 4 s, long enough that one
+        # level's throughput is not the machine's noise (3 s steps flaked on a busy machine).
+        *("--users", "1,2,4,8,16", "--step-duration", "5s", "--throughput-drop", "90"),
         *("--max-error-rate", "none", "--reset-prefix-cache"),
     )
     # From 1 to 2 users the one slot also loses the idle gap between one user's requests, so
