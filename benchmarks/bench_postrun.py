@@ -742,23 +742,21 @@ def render(rows: list[dict[str, Any]], lines_b: dict[int, int], meta: dict[str, 
 
 
 READING = (
-    "Reading: with the workers' aggregates alone (`--records none`) the cost after the load hardly"
-    " grows with the run: about 2 s at 10k and 3-4 s and 230 MiB at 10M (the issue's goal: 10 s and"
-    " 1 GB). What grows is the aggregate files, by their histogram buckets and not by their"
-    " requests: 4 MiB at 10k, 24 MiB at 10M (2.5 bytes a request), since each slice's HDR"
-    " histograms fill to a few thousand buckets and then only count. Reading and merging them is"
-    " most of the 10M summary (under cProfile, 4.7 of its 6.1 s: JSON 1.0 s, `Histogram.from_state`"
-    " 1.0 s, `Histogram.add` 1.2 s, `Reservoir.merge`'s shuffles 1.2 s), then the slice rows"
-    " (`Scan.as_list` 1.3 s: percentiles and the HDR strings); about 1-2 s of the report is"
-    " matplotlib's import for its first figure, at any size. Before `a2b6a23` the slices' HDR"
-    " strings went through hdrh's pure-Python `record_value` per bucket: 4.2 s of a 10.8 s profiled"
-    " 1M summary. What grows with the records kept is whatever reads them: `merge_records` and the"
-    " report's plots (`report/html.py` `_load_plots` reads every line into memory, ~6 KB a"
-    " record). `sample:100000` is kept per worker (`load/keeper.py`), so 4 workers leave 400k"
-    " lines: 38 s and 2.4 GB at 1M, 59 s and 2.4 GB at 10M, over the goal both ways, and"
-    " `--records auto` chooses that sample above 1M planned requests. Before the aggregates"
-    " (every record, none kept) the summary was rebuilt from the records at ~0.5 ms a request:"
-    " 12 s at 10k, 54 s and 716 MiB at 100k. A records line is ~1 KB at 64 tokens (~10 bytes an ITL)."
+    "Reading: with the workers' aggregates the cost after the load hardly grows with the run: "
+    "1.4-2.3 s from 10k to 1M requests and 4.2 s and 221 MiB at 10M with `--records none`, 3.5 "
+    "s and 381 MiB with the 20,000-request sample `--records auto` keeps above 200k planned "
+    "requests (the issue's goal: 10 s and 1 GB). What grows is the aggregate files, by their "
+    "histogram buckets and not by their requests: 4 MiB at 10k, 23 MiB at 10M (2.5 bytes a "
+    "request), since each slice's HDR histograms fill to a few thousand buckets and then only "
+    "count; reading and merging them (JSON, `Histogram.from_state`, `Histogram.add`) and the "
+    "slice rows' percentiles and HDR strings are most of the 10M summary (the profile above), "
+    "and about 1-2 s of the report is matplotlib's import for its first figure, at any size. A "
+    "sample costs its compaction into records.parquet (~55 us a kept request, pyarrow's JSON "
+    "reader) and the master's pass over the workers' samples, so it stays flat too. A rebuild "
+    "from every record (what a run whose process was killed before its last aggregate costs, "
+    "and about what every run cost before the aggregates) grows with the requests: 2.6 s at "
+    "10k, 15.9 s and 432 MiB at 100k. A records line is ~1 KB at 64 tokens (~10 bytes an ITL); "
+    "in records.parquet a request takes ~140 bytes at 64 tokens."
 )
 
 
