@@ -77,3 +77,14 @@ def server_requests(base_url: str) -> dict[str, list[float]]:
 
 
 stop = stop_process  # SIGTERM, then SIGKILL after 10 s
+
+
+def truth_targets(tmp: Path, base: str) -> Path:
+    """A targets.yaml naming the calibration server at ``base`` as target ``bench``."""
+    path = tmp / "targets.yaml"
+    path.write_text(
+        "targets:\n  - name: bench\n"
+        f"    base_url: {base}\n    engine: reference\n    models: [truth]\n    timeout_s: 120\n",
+        encoding="utf-8",
+    )
+    return path

@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _docs import write_section  # noqa: E402
-from _truth import server_requests, server_stats, start_truth_server, stop  # noqa: E402
+from _truth import server_requests, server_stats, start_truth_server, stop, truth_targets  # noqa: E402
 from bench_load import E2E_S, ITL_S, SCENARIO, TOKENS, TTFT_S, fmt  # noqa: E402
 
 START, END = "<!-- server-metrics:start -->", "<!-- server-metrics:end -->"
@@ -78,16 +78,6 @@ KEYS = (
 )
 
 
-def _targets(tmp: Path, base: str) -> Path:
-    path = tmp / "targets.yaml"
-    path.write_text(
-        "targets:\n  - name: bench\n"
-        f"    base_url: {base}\n    engine: reference\n    models: [truth]\n    timeout_s: 120\n",
-        encoding="utf-8",
-    )
-    return path
-
-
 def _pct(values: list[float], q: float) -> float | None:
     return float(np.percentile(np.asarray(values), q)) if values else None
 
@@ -98,7 +88,7 @@ def one_run(
     """``servecheck load`` as a child process; its process tree's CPU from ``os.wait4``."""
     out = tmp / "reports"
     cmd = [
-        sys.executable, "-m", "servecheck", "load", "--targets-file", str(_targets(tmp, base)),
+        sys.executable, "-m", "servecheck", "load", "--targets-file", str(truth_targets(tmp, base)),
         "--target", "bench", "--out", str(out), "--run-id", run_id,
         "--scenario", str(tmp / "bench_scenario.py"), "--users", str(users),
         "--duration", f"{duration:g}s", "--no-tokenize", "--cpus", "0", "--allow-lag", "--quiet",

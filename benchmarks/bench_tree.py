@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _docs import write_section  # noqa: E402
-from _truth import server_stats, start_truth_server, stop  # noqa: E402
+from _truth import server_stats, start_truth_server, stop, truth_targets  # noqa: E402
 from bench_load import ITL_S, SCENARIO, TOKENS, TTFT_S, fmt  # noqa: E402
 
 START, END = "<!-- tree-cost:start -->", "<!-- tree-cost:end -->"
@@ -119,16 +119,6 @@ finally:
 """
 
 
-def _targets(tmp: Path, base: str) -> Path:
-    path = tmp / "targets.yaml"
-    path.write_text(
-        "targets:\n  - name: bench\n"
-        f"    base_url: {base}\n    engine: reference\n    models: [truth]\n    timeout_s: 120\n",
-        encoding="utf-8",
-    )
-    return path
-
-
 def _timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, float, float, str]:
     """Run ``cmd`` on core 0; its whole tree's CPU (user + sys, waited-for children included),
     its wall time, the wall clock at its exit and its output's tail."""
@@ -155,7 +145,7 @@ def run_servecheck(
     out = tmp / "reports"
     run_id = f"t{time.monotonic_ns()}"
     cmd = [
-        sys.executable, "-m", "servecheck", "load", "--targets-file", str(_targets(tmp, base)),
+        sys.executable, "-m", "servecheck", "load", "--targets-file", str(truth_targets(tmp, base)),
         "--target", "bench", "--out", str(out), "--run-id", run_id,
         "--scenario", str(tmp / "bench_scenario.py"), "--users", str(users),
         "--duration", f"{duration:g}s", "--no-tokenize", "--cpus", "0", "--allow-lag", "--quiet",
@@ -216,7 +206,7 @@ def profile(tree: Path, users: int, duration: float) -> None:
     try:
         env = {**os.environ, "PYTHONPATH": str(tree)}
         cmd = [
-            sys.executable, "-m", "servecheck", "load", "--targets-file", str(_targets(tmp, base)),
+            sys.executable, "-m", "servecheck", "load", "--targets-file", str(truth_targets(tmp, base)),
             "--target", "bench", "--out", str(tmp / "reports"), "--run-id", "config",
             "--scenario", str(scenario), "--users", str(users), "--duration", "2s",
             "--no-tokenize", "--cpus", "0", "--allow-lag", "--quiet",
