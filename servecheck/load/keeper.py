@@ -13,9 +13,8 @@ sample when it ends; ``none``, nothing but its count of finished requests, so th
 tell requests lost with a worker from requests whose records were not kept. The master's ledger
 checks the lines it received against the worker's totals of the lines it sent, and the master
 samples the workers' samples down to N (``load/columnar.py`` ``keep_records``). The aggregate's
-state is written every
-:data:`CHECKPOINT_S` seconds (``final: false``) and at the end, so a process killed mid-run
-leaves what it had measured up to its last checkpoint, and says so.
+state is written every :data:`CHECKPOINT_S` seconds (``final: false``) and at the end, so a
+process killed mid-run leaves what it had measured up to its last checkpoint, and says so.
 """
 
 from __future__ import annotations
