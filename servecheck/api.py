@@ -104,15 +104,18 @@ def soak(
     say: Callable[[str], None] | None = None,
 ) -> SoakResult:
     """A validated soak plan against ``target`` (``plan.model`` set); writes soak.json,
-    soak.png and report.html into ``run_dir``."""
+    soak.png, report.html and junit.xml (a case per leak metric, the drain, the target staying
+    up, and the run's verdict) into ``run_dir``."""
     from servecheck.load.soak import run_soak
     from servecheck.report.soak_html import write_soak_report
+    from servecheck.workflows.support import write_soak_junit
 
     plan.validate()
     result = run_soak(
         target, plan, run_dir, telemetry_overrides=telemetry_overrides, progress=progress, say=say
     )
     write_soak_report(result)
+    write_soak_junit(run_dir, result.data)
     return result
 
 

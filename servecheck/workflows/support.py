@@ -208,6 +208,55 @@ def slo_cases(summary: dict[str, Any], classname: str = "servecheck.load") -> li
     return out
 
 
+def soak_cases(data: dict[str, Any], classname: str = "servecheck.soak") -> list[Case]:
+    """JUnit cases for a soak (``soak.json``'s data, a ``--probe-only`` one's too): whether the
+    target stayed up through the cycles, one case per leak metric the soak judged (its primary
+    metric even when it was not sampled), the drain after the abandoned-stream probe, the probe
+    itself, and the run's verdict. A case fails when one of the verdict's reasons is its own
+    (``kv_usage: leak``, ``drain: not_drained``, ``kv_usage: inconclusive ...``): a soak judges
+    its series over all the cycles at once, not cycle by cycle, and an unjudged series is never
+    a green case."""
+    reasons = [str(r) for r in data.get("failures") or []]
+
+    def case(name: str, prefix: str, detail: str) -> Case:
+        mine = [r for r in reasons if r.startswith(prefix)]
+        text = "; ".join(mine) + (f"\n{detail}" if mine and detail else "")
+        return Case(name, not mine, text if mine else detail, classname)
+
+    out: list[Case] = []
+    cycles = data.get("cycles") or []
+    if data.get("kind") == "soak":
+        down = [str(c["down"]) for c in cycles if c.get("down")]
+        ran = f"{len(cycles)} of {(data.get('plan') or {}).get('cycles', '?')} cycles ran"
+        out.append(Case("target stayed up", not down, "; ".join(down) or ran, classname))
+    leak = data.get("leak") or {}
+    primary = data.get("primary")
+    metrics = [primary, *(m for m in leak if m != primary)] if primary else list(leak)
+    for metric in metrics:
+        message = str((leak.get(metric) or {}).get("message") or "not sampled")
+        out.append(case(f"leak {metric}", f"{metric}:", message))
+    if data.get("drain") is not None:
+        out.append(case("drain", "drain:", str(data["drain"].get("message") or "")))
+    if data.get("kind") == "abandon-probe":
+        probe = data.get("probe") or {}
+        out.append(case("probe", "probe:", f"{probe.get('abandoned', 0)} stream(s) abandoned"))
+    verdict = data.get("verdict")
+    out.append(
+        Case(
+            "soak run verdict",
+            verdict == "pass",
+            "; ".join(reasons) or f"verdict {verdict}",
+            classname,
+        )
+    )
+    return out
+
+
+def write_soak_junit(run_dir: Path, data: dict[str, Any]) -> Path:
+    """``junit.xml`` of a soak (or ``--probe-only``) run: :func:`soak_cases` in one suite."""
+    return write_junit(run_dir / "junit.xml", [Suite("servecheck.soak", soak_cases(data))])
+
+
 def copy_allure(src: Path, dst: Path) -> int:
     """Copy allure result files from a sub-run into the run's own allure-results."""
     if not src.is_dir():
@@ -238,6 +287,8 @@ __all__ = [
     "reference_env",
     "say",
     "slo_cases",
+    "soak_cases",
     "write_json",
     "write_junit",
+    "write_soak_junit",
 ]
