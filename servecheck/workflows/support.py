@@ -186,26 +186,34 @@ def mark_junit_partial(path: Path, reason: str, not_run: object = None) -> None:
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
 
 
-def slo_cases(summary: dict[str, Any], classname: str = "servecheck.load") -> list[Case]:
-    """JUnit cases for a load summary: one per SLO, plus the run's own verdict."""
+def slo_cases(
+    summary: dict[str, Any], classname: str = "servecheck.load", asked: Sequence[str] = ()
+) -> list[Case]:
+    """JUnit cases for a load summary: one per SLO, plus the run's own verdict. ``asked``: the
+    SLOs the run was given (their text); one the run could not judge (the target was down before
+    the load, or the steady window held no request) is a failing case that says why, so no SLO
+    asked for goes missing from the file."""
+    judged = summary.get("slo") or []
+    why = "; ".join(summary.get("reasons") or []) or f"verdict {summary.get('verdict')}"
     out = [
-        Case(
-            f"SLO {v.get('slo')}",
-            bool(v.get("passed")),
-            f"observed {v.get('observed')} {v.get('unit')}; bound {v.get('op')} {v.get('bound')} ({v.get('source')})",
-            classname,
-        )
-        for v in summary.get("slo") or []
+        Case(f"SLO {v.get('slo')}", bool(v.get("passed")), _slo_message(v), classname)
+        for v in judged
     ]
-    out.append(
-        Case(
-            "load run verdict",
-            summary.get("verdict") == "pass",
-            "; ".join(summary.get("reasons") or []) or f"verdict {summary.get('verdict')}",
-            classname,
-        )
-    )
+    seen = {str(v.get("slo")) for v in judged}
+    out += [
+        Case(f"SLO {text}", False, f"not judged: {why}", classname)
+        for text in dict.fromkeys(asked)
+        if text not in seen
+    ]
+    out.append(Case("load run verdict", summary.get("verdict") == "pass", why, classname))
     return out
+
+
+def _slo_message(v: dict[str, Any]) -> str:
+    bound = f"bound {v.get('op')} {v.get('bound')} ({v.get('source')})"
+    if v.get("observed") is None:  # e.g. a TTFT bound when no request succeeded
+        return f"{v.get('note') or 'nothing measured'}; {bound}"
+    return f"observed {v.get('observed')} {v.get('unit')}; {bound}"
 
 
 def soak_cases(data: dict[str, Any], classname: str = "servecheck.soak") -> list[Case]:
