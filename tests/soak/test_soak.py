@@ -294,4 +294,7 @@ def test_soak_stops_cycling_against_a_target_that_went_down(
     assert data["failures"][0].startswith("target went down at t="), data["failures"]
     assert "consecutive connection errors: " in data["failures"][0]
     assert len(data["cycles"]) < 100 and data["cycles"][-1]["down"], len(data["cycles"])
+    _, cases = read_cases(run_dir)  # junit.xml: the soak's own case for it fails
+    down = cases["target stayed up"].find("failure")
+    assert down is not None and down.get("message") == data["cycles"][-1]["down"]
     assert data["requests"]["ok"] >= 5
