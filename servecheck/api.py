@@ -57,9 +57,9 @@ def load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> LoadRes
         result = run_load(spec, on_log=on_log)
     except Interrupted as stop:
         if isinstance(stop.partial, LoadResult):
-            _load_outputs(stop.partial, _partial_reason(stop.partial, stop.signum))
+            _load_outputs(stop.partial, spec, _partial_reason(stop.partial, stop.signum))
         raise
-    _load_outputs(result)
+    _load_outputs(result, spec)
     return result
 
 
@@ -81,14 +81,20 @@ def _partial_reason(result: LoadResult, signum: int) -> str:
     return f"interrupted by {signal.Signals(signum).name}"
 
 
-def _load_outputs(result: LoadResult, interrupted: str | None = None) -> None:
+def _load_outputs(result: LoadResult, spec: LoadSpec, interrupted: str | None = None) -> None:
     if not result.summary:
         return
+    from servecheck.errors import UsageError
+    from servecheck.load.run import validate
     from servecheck.report.html import write_load_html
     from servecheck.workflows.support import Suite, mark_junit_partial, slo_cases, write_junit
 
     junit = result.run_dir / "junit.xml"
-    write_junit(junit, [Suite("servecheck.load", slo_cases(result.summary))])
+    try:  # the SLOs the run judged, or could not (the spec was validated before it ran)
+        asked = [s.text for s in validate(spec)]
+    except UsageError:
+        asked = []
+    write_junit(junit, [Suite("servecheck.load", slo_cases(result.summary, asked=asked))])
     if interrupted is not None:
         mark_junit_partial(junit, interrupted)
     write_load_html(result.run_dir)
@@ -104,15 +110,18 @@ def soak(
     say: Callable[[str], None] | None = None,
 ) -> SoakResult:
     """A validated soak plan against ``target`` (``plan.model`` set); writes soak.json,
-    soak.png and report.html into ``run_dir``."""
+    soak.png, report.html and junit.xml (a case per leak metric, the drain, the target staying
+    up, and the run's verdict) into ``run_dir``."""
     from servecheck.load.soak import run_soak
     from servecheck.report.soak_html import write_soak_report
+    from servecheck.workflows.support import write_soak_junit
 
     plan.validate()
     result = run_soak(
         target, plan, run_dir, telemetry_overrides=telemetry_overrides, progress=progress, say=say
     )
     write_soak_report(result)
+    write_soak_junit(run_dir, result.data)
     return result
 
 

@@ -29,6 +29,7 @@ from servecheck.load.records import (
 )
 from servecheck.load.slo import SLO, Verdict, evaluate
 from servecheck.load.stats import RunStats, Schedule
+from servecheck.load.stats_csv import write_stats_csv
 from servecheck.load.steady import steady_line, steady_section
 from servecheck.load.timings import format_timings
 from servecheck.load.transport import read_transport, transport_reasons
@@ -316,6 +317,7 @@ def summarise(
     sched = Schedule(mode=cfg.mode, planned=planned, max_lag_ms=spec.max_lag_ms)
     stats = agg.stats(sched, loop_lag)
     agg.write_samples(run_dir)  # the values compare and the report read (bounded)
+    write_stats_csv(run_dir, agg.whole, cfg.api, stats.window_s)  # Locust's CSV layout
     steady = steady_of(
         agg,
         spec.steady_window,
