@@ -68,11 +68,30 @@ def run_history_add(spec: HistoryAddSpec) -> HistoryAddResult:
         for p in spec.runs
     ]
     store = open_store(spec.history)
+    _borrow_versions(store, entries)
     added: list[str] = []
     skipped: list[str] = []
     for e in entries:
         (added if store.add(e) else skipped).append(e.run_id)
     return HistoryAddResult(added, skipped, store.count())
+
+
+def _borrow_versions(store: Any, entries: list[Any]) -> None:
+    """A load run does not ask the engine its version; a check run of the same target and night
+    did (in this batch, else recorded already): the load run takes that one."""
+    seen = {(e.target, e.night): e.engine_version for e in entries if e.kind == "conformance"}
+    for e in entries:
+        if e.kind != "load" or e.engine_version:
+            continue
+        version = seen.get((e.target, e.night))
+        if version is None:
+            checks = [
+                r for r in store.runs(e.target, "conformance") if r["started_at"][:10] == e.night
+            ]
+            version = next(
+                (r["engine_version"] for r in reversed(checks) if r["engine_version"]), None
+            )
+        e.engine_version = version
 
 
 def _rows(

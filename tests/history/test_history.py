@@ -304,3 +304,5 @@ def test_real_runs_are_recorded(tmp_path):
     assert ld["verdict"] == summary["verdict"] == "pass"
     assert ld["metrics"]["ttft_p95"] == summary["latency_ms"]["ttft"]["p95"]
     assert ld["engine"] == summary["server"]["engine"]
+    # the load run did not ask the engine's version; the check run of that night did
+    assert c["engine_version"] and ld["engine_version"] == c["engine_version"]
