@@ -8,6 +8,11 @@ absolute deviation / (0.6745 * sqrt 2), so a step itself does not inflate it). A
 is named only when the step between the two segments' means is also beyond the metric's
 ``servecheck compare`` threshold (report/compare.py), so night-to-night noise is no step.
 
+A step must also be significant (:func:`significant`: Welch's t test between the two levels,
+``p < alpha / n``, Bonferroni over the n places the split could have been; with one night
+after, the prediction interval below), as compare's regressions are significant and beyond
+the threshold.
+
 Tonight against ``rolling:N``: the last N nights' values are a sample; tonight regresses when it
 lies outside their Student t prediction interval (``1 - alpha``, two-sided: ``mean +- t * s *
 sqrt(1 + 1/N)``, the interval load/intervals.py's Student t gives for a new value) on the worse
@@ -95,8 +100,29 @@ def change_points(values: Sequence[float], *, min_size: int = 2) -> list[int]:
     return [int(b) for b in algo.predict(pen=pen) if b < n]
 
 
+def significant(before: Sequence[float], after: Sequence[float], alpha: float = 0.01) -> bool:
+    """Whether the two levels differ beyond noise: Welch's t test (``p < alpha``); one night
+    after: outside the before nights' Student t prediction interval (``1 - alpha``)."""
+    from scipy.stats import t, ttest_ind
+
+    n = len(before)
+    mb = sum(before) / n
+    sb = math.sqrt(sum((x - mb) ** 2 for x in before) / (n - 1)) if n > 1 else 0.0
+    if len(after) == 1 or sb == 0.0:
+        ma = sum(after) / len(after)
+        if sb == 0.0:
+            return ma != mb
+        half = float(t.ppf(1 - alpha / 2, n - 1)) * sb * math.sqrt(1 + 1 / n)
+        return abs(ma - mb) > half
+    p = float(ttest_ind(list(before), list(after), equal_var=False).pvalue)
+    return math.isnan(p) or p < alpha  # nan: both levels exact and different
+
+
 def steps(
-    rows: Sequence[dict[str, Any]], metric: str, threshold: Threshold | None = None
+    rows: Sequence[dict[str, Any]],
+    metric: str,
+    threshold: Threshold | None = None,
+    alpha: float = 0.01,
 ) -> list[Step]:
     """The steps of ``metric`` over the runs ``rows`` (time order), beyond its threshold."""
     pts = [(i, r) for i, r in enumerate(rows) if r["metrics"].get(metric) is not None]
@@ -118,6 +144,14 @@ def steps(
             continue  # a real but small shift: inside what compare lets pass
         after = segment[first:]
         a = sum(after) / len(after)
+        # Judged on the detector's whole segments (trimming to the first night beyond would pick
+        # the noise that agrees), with alpha shared by the n places a split could have been
+        # (Bonferroni: the detector chose the best of them).
+        whole = sum(segment) / len(segment)
+        if not _beyond(th, b, whole, up, better_up):
+            continue  # one night beyond, the new level not: noise
+        if not significant(before, segment, alpha / len(values)):
+            continue  # a level the nights' noise explains
         at = cut + first
         row, prev = pts[at][1], pts[at - 1][1]
         out.append(
@@ -309,7 +343,7 @@ def _judge_load(
             alpha,
         )
         out.metrics.append(j)
-        found = steps(series, name, ths.get(name))
+        found = steps(series, name, ths.get(name), alpha)
         last = found[-1] if found else None
         if last is not None and last.worse:
             stages.append(RunVerdict(FAIL, [f"{name} stepped: {last.line()}"]))
