@@ -32,6 +32,12 @@ if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ loads eac
         CompareSpec,
         CutoverResult,
         CutoverSpec,
+        HistoryAddResult,
+        HistoryAddSpec,
+        HistoryCompareResult,
+        HistoryCompareSpec,
+        HistoryShowResult,
+        HistoryShowSpec,
         LoadResult,
         LoadSpec,
         PreflightOptions,
@@ -48,6 +54,9 @@ if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ loads eac
     from servecheck.api import check as run_check
     from servecheck.api import compare as run_compare
     from servecheck.api import cutover as run_cutover
+    from servecheck.api import history_add as run_history_add
+    from servecheck.api import history_compare as run_history_compare
+    from servecheck.api import history_show as run_history_show
     from servecheck.api import load as run_load
     from servecheck.api import load_repeat as run_load_repeat
     from servecheck.api import preflight as run_preflight
@@ -63,8 +72,12 @@ _COMMANDS = (
     "preflight",
     "soak",
     "load_repeat",  # `servecheck load --repeat N`
+    "history_add",  # `servecheck history add | show | compare`
+    "history_show",
+    "history_compare",
 )
 _TYPES = (
+    *(f"History{a}{kind}" for a in ("Add", "Show", "Compare") for kind in ("Spec", "Result")),
     "PreflightOptions",
     "PreflightReport",
     "RepeatResult",

@@ -28,6 +28,14 @@ from servecheck.workflows.capacity import CapacityResult, CapacitySpec
 from servecheck.workflows.compare import CompareResult, CompareSpec
 from servecheck.workflows.conformance import CheckResult, CheckSpec
 from servecheck.workflows.cutover import CutoverResult, CutoverSpec
+from servecheck.workflows.history import (
+    HistoryAddResult,
+    HistoryAddSpec,
+    HistoryCompareResult,
+    HistoryCompareSpec,
+    HistoryShowResult,
+    HistoryShowSpec,
+)
 from servecheck.workflows.repeat import RepeatResult, RepeatSpec
 
 
@@ -153,6 +161,27 @@ def cutover(spec: CutoverSpec) -> CutoverResult:
     return run_cutover(spec)
 
 
+def history_add(spec: HistoryAddSpec) -> HistoryAddResult:
+    """Record load and check run folders in the nightly history."""
+    from servecheck.workflows.history import run_history_add
+
+    return run_history_add(spec)
+
+
+def history_show(spec: HistoryShowSpec) -> HistoryShowResult:
+    """One target's series of one metric, its steps, an SVG and a page (or its checks)."""
+    from servecheck.workflows.history import run_history_show
+
+    return run_history_show(spec)
+
+
+def history_compare(spec: HistoryCompareSpec) -> HistoryCompareResult:
+    """Tonight against the last N nights (``rolling:N``): regressions, steps, new failures."""
+    from servecheck.workflows.history import run_history_compare
+
+    return run_history_compare(spec)
+
+
 def preflight(
     path: str | Path, options: PreflightOptions | None = None, progress: Any = None
 ) -> PreflightReport:
@@ -174,6 +203,12 @@ __all__ = [
     "CompareSpec",
     "CutoverResult",
     "CutoverSpec",
+    "HistoryAddResult",
+    "HistoryAddSpec",
+    "HistoryCompareResult",
+    "HistoryCompareSpec",
+    "HistoryShowResult",
+    "HistoryShowSpec",
     "LoadResult",
     "LoadSpec",
     "PreflightOptions",
@@ -188,6 +223,9 @@ __all__ = [
     "check",
     "compare",
     "cutover",
+    "history_add",
+    "history_compare",
+    "history_show",
     "load",
     "load_repeat",
     "preflight",
