@@ -28,6 +28,7 @@ from servecheck.workflows.capacity import CapacityResult, CapacitySpec
 from servecheck.workflows.compare import CompareResult, CompareSpec
 from servecheck.workflows.conformance import CheckResult, CheckSpec
 from servecheck.workflows.cutover import CutoverResult, CutoverSpec
+from servecheck.workflows.drain import DrainResult, DrainSpec
 from servecheck.workflows.repeat import RepeatResult, RepeatSpec
 
 
@@ -144,6 +145,13 @@ def cutover(spec: CutoverSpec) -> CutoverResult:
     return run_cutover(spec)
 
 
+def drain(spec: DrainSpec) -> DrainResult:
+    """Streams in flight, the server told to stop, new requests: the drain-on-shutdown verdict."""
+    from servecheck.workflows.drain import run_drain
+
+    return run_drain(spec)
+
+
 def preflight(
     path: str | Path, options: PreflightOptions | None = None, progress: Any = None
 ) -> PreflightReport:
@@ -165,6 +173,8 @@ __all__ = [
     "CompareSpec",
     "CutoverResult",
     "CutoverSpec",
+    "DrainResult",
+    "DrainSpec",
     "LoadResult",
     "LoadSpec",
     "PreflightOptions",
@@ -179,6 +189,7 @@ __all__ = [
     "check",
     "compare",
     "cutover",
+    "drain",
     "load",
     "load_repeat",
     "preflight",
