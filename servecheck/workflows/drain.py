@@ -252,6 +252,11 @@ def run_drain(spec: DrainSpec) -> DrainResult:
     from servecheck.workflows.support import new_run_dir, reference_env, say, validate_before_run
 
     problems = spec.options.problems()
+    problems += [
+        f"{{slos}} {s.text!r}: servecheck drain judges drain_ok and drain_time only"
+        for s in spec.slos
+        if not s.drain
+    ]
     if problems:
         raise SpecError("; ".join(problems))
     if spec.target == "reference" and spec.launch:
