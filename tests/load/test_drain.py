@@ -190,3 +190,48 @@ def test_load_refuses_a_drain_slo() -> None:
 
     with pytest.raises(UsageError, match="a drain SLO, which servecheck load does not measure"):
         reject_cold(parse_slos(["drain_ok"]))
+
+
+def test_cutover_drains_old_after_the_swap(tmp_path: Path) -> None:
+    port = _free_port()
+    proc = _serve(port)
+    try:
+        hook = f"    drain: {{command: 'kill -TERM {proc.pid}', timeout_s: 10}}\n"
+        new = (
+            "  - name: reference\n    base_url: ${SERVECHECK_REF_URL}\n"
+            "    api_key: ${SERVECHECK_REF_API_KEY:-}\n    engine: reference\n"
+        )
+        path = _targets(tmp_path, port, hook + new)
+        code = cli.main(
+            [
+                "cutover",
+                "--from",
+                "mine",
+                "--to",
+                "reference",
+                "--targets-file",
+                str(path),
+                "--skip-conformance",
+                "--no-load",
+                "--drain",
+                "--out",
+                str(tmp_path / "runs"),
+            ]
+        )
+        (run,) = (tmp_path / "runs").iterdir()
+        data = json.loads((run / "cutover.json").read_text())
+        assert data["parts"]["drain"]["verdict"] == "pass", data["parts"]["drain"]
+        assert (run / "drain" / "drain.json").is_file()
+        assert code == 0, data["reasons"]
+    finally:
+        proc.kill()
+
+
+def test_cutover_drain_needs_a_way_to_stop_old(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _targets(tmp_path, _free_port())
+    argv = ["cutover", "--from", "mine", "--to", "reference", "--targets-file", str(path)]
+    code = cli.main([*argv, "--drain", "--skip-conformance", "--no-load", "--out", str(tmp_path)])
+    assert code == 2
+    assert "servecheck did not launch it" in capsys.readouterr().err
