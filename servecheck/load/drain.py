@@ -260,7 +260,9 @@ def _read_stream(
 
     settings = ClientSettings.for_target(
         target,
-        timeout_s=max(opts.first_token_timeout_s, opts.stream_idle_s),
+        # the read bound: a stream without a byte this long is hung (before the drain too: its
+        # first token must come within it, the first-token wait bounds the start as a whole)
+        timeout_s=min(opts.first_token_timeout_s, opts.stream_idle_s),
         connect_timeout_s=min(target.connect_timeout_s, 10.0),
         max_connections=1,
         keepalive=False,
@@ -294,6 +296,8 @@ def _read_stream(
     except httpx.TimeoutException:
         rec.outcome, rec.end_s = "hung", clock.now()
         rec.detail = f"no byte for {settings.timeout_s:g} s"
+        if not clock.begun.is_set():
+            rec.outcome = "before-drain" if rec.first_token_s is not None else "no-first-token"
         return
     except httpx.HTTPError as exc:
         rec.detail = f"{type(exc).__name__}: {exc}"[:200]
