@@ -258,7 +258,8 @@ def _split(lhs: str, text: str) -> tuple[str, str | None]:
             f"SLO {text!r}: unknown statistic {stat!r}{did_you_mean(stat, STATS)}; use one of {', '.join(STATS)}"
         )
     if metric in COLD or metric in DRAIN:
-        raise UsageError(f"SLO {text!r}: {metric} takes no statistic (one measurement, one value)")
+        what = "one cold start" if metric in COLD else "one drain"
+        raise UsageError(f"SLO {text!r}: {metric} takes no statistic ({what}, one value)")
     if metric in SHARES or metric in RATES:
         raise UsageError(
             f"SLO {text!r}: {metric} takes no statistic; write e.g. {metric}{'<=0.5%' if metric in ('error_rate', 'rate_limited') else '>=95%' if metric == 'goodput' else '>=100/s'}"
