@@ -32,6 +32,8 @@ if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ loads eac
         CompareSpec,
         CutoverResult,
         CutoverSpec,
+        DrainResult,
+        DrainSpec,
         HistoryAddResult,
         HistoryAddSpec,
         HistoryCompareResult,
@@ -54,6 +56,7 @@ if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ loads eac
     from servecheck.api import check as run_check
     from servecheck.api import compare as run_compare
     from servecheck.api import cutover as run_cutover
+    from servecheck.api import drain as run_drain
     from servecheck.api import history_add as run_history_add
     from servecheck.api import history_compare as run_history_compare
     from servecheck.api import history_show as run_history_show
@@ -68,6 +71,7 @@ _COMMANDS = (
     "check",
     "compare",
     "cutover",
+    "drain",
     "load",
     "preflight",
     "soak",
@@ -90,7 +94,7 @@ _TYPES = (
 __all__ = sorted(
     [
         "__version__",
-        *(f"{c.title()}{kind}" for c in _COMMANDS[:6] for kind in ("Spec", "Result")),
+        *(f"{c.title()}{kind}" for c in _COMMANDS[:7] for kind in ("Spec", "Result")),
         *_TYPES,
         *(f"run_{c}" for c in _COMMANDS),
     ]

@@ -28,6 +28,7 @@ from servecheck.workflows.capacity import CapacityResult, CapacitySpec
 from servecheck.workflows.compare import CompareResult, CompareSpec
 from servecheck.workflows.conformance import CheckResult, CheckSpec
 from servecheck.workflows.cutover import CutoverResult, CutoverSpec
+from servecheck.workflows.drain import DrainResult, DrainSpec
 from servecheck.workflows.history import (
     HistoryAddResult,
     HistoryAddSpec,
@@ -182,6 +183,13 @@ def history_compare(spec: HistoryCompareSpec) -> HistoryCompareResult:
     return run_history_compare(spec)
 
 
+def drain(spec: DrainSpec) -> DrainResult:
+    """Streams in flight, the server told to stop, new requests: the drain-on-shutdown verdict."""
+    from servecheck.workflows.drain import run_drain
+
+    return run_drain(spec)
+
+
 def preflight(
     path: str | Path, options: PreflightOptions | None = None, progress: Any = None
 ) -> PreflightReport:
@@ -209,6 +217,8 @@ __all__ = [
     "HistoryCompareSpec",
     "HistoryShowResult",
     "HistoryShowSpec",
+    "DrainResult",
+    "DrainSpec",
     "LoadResult",
     "LoadSpec",
     "PreflightOptions",
@@ -226,6 +236,7 @@ __all__ = [
     "history_add",
     "history_compare",
     "history_show",
+    "drain",
     "load",
     "load_repeat",
     "preflight",

@@ -1324,6 +1324,21 @@ _fault(
 )
 
 
+# Shutdown (servecheck/reference/drain.py): no conformance check judges these; the drain verdict
+# (servecheck/load/drain.py, `servecheck drain`, `cutover --drain`) does (tests/load/test_drain.py).
+_fault(
+    "drain-cut-streams",
+    "on SIGTERM, in-flight streams are dropped at once, without a finish reason or [DONE]",
+)
+_fault(
+    "drain-hang",
+    "on SIGTERM, the server keeps listening, accepts new requests and never answers them",
+)
+_fault(
+    "drain-html-500",
+    "on SIGTERM, the server keeps listening and answers new requests with an HTML 500 page",
+)
+
 # Legal variations: quirks a correct client must accept. With any of them on, the whole
 # catalogue must still pass (tests/test_fault_matrix.py).
 QUIRKS: dict[str, str] = {

@@ -39,6 +39,7 @@ from servecheck.reference import (
     vision,
 )
 from servecheck.reference import completions as legacy
+from servecheck.reference import drain as refdrain
 from servecheck.reference import logprobs as reflogprobs
 from servecheck.reference import messages as anthropic
 from servecheck.reference import text as reftext
@@ -1486,6 +1487,7 @@ def build_app(config: ServerConfig) -> web.Application:
     responses.install(app)
     anthropic.install(app)
     overload.install(app, config.max_inflight, config.faults, lambda: setattr(state, "dead", True))
+    refdrain.install(app, frozenset(config.faults))
     return app
 
 
@@ -1496,7 +1498,13 @@ def serve(
     app = build_app(config)
 
     async def main() -> None:
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        faults = frozenset(config.faults)
+        runner = web.AppRunner(
+            app,
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=refdrain.shutdown_timeout(faults),
+        )
         await runner.setup()
         site = web.TCPSite(runner, host, port, backlog=2048, reuse_address=True)
         try:
@@ -1524,7 +1532,7 @@ def serve(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
-        await runner.cleanup()
+        await refdrain.drain(app, runner, faults)  # in-flight requests finish (reference/drain.py)
 
     try:
         import uvloop

@@ -25,7 +25,7 @@ def part_message(name: str, p: dict[str, Any]) -> str:
         return "regressions: " + (", ".join(p["regressions"]) or "none")
     if name == "conformance":
         return f"servecheck check exit code {p['exit_code']}"
-    if name == "cold_start":
+    if name in ("cold_start", "drain"):
         return str(p.get("detail") or "")
     if name == "swap":
         return (

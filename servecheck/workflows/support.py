@@ -78,7 +78,12 @@ def reference_env(
         return
     saved = {
         k: os.environ.get(k)
-        for k in ("SERVECHECK_REF_URL", "SERVECHECK_REF_API_KEY", "SERVECHECK_REF_METRICS_URL")
+        for k in (
+            "SERVECHECK_REF_URL",
+            "SERVECHECK_REF_API_KEY",
+            "SERVECHECK_REF_METRICS_URL",
+            "SERVECHECK_REF_PID",
+        )
     }
     with embedded_reference(extra_args, log_path=log_path) as env:
         os.environ.update(env)
