@@ -124,9 +124,12 @@ def _grid(n: int, ncols: int, title: str, cell_h: float = 2.3) -> tuple[Any, lis
     from matplotlib.figure import Figure
 
     rows = math.ceil(n / ncols)
-    fig = Figure(figsize=(7.6, cell_h * rows + 0.9), dpi=96)
+    height = cell_h * rows + 0.9
+    fig = Figure(figsize=(7.6, height), dpi=96)
+    # Margins in inches, not shares: the suptitle and the bottom line keep their room however
+    # many rows the grid has.
     fig.subplots_adjust(
-        left=0.09, right=0.98, bottom=0.1 + 0.04 / rows, top=0.9, wspace=0.32, hspace=0.55
+        left=0.09, right=0.98, bottom=0.5 / height, top=1 - 0.55 / height, wspace=0.32, hspace=0.6
     )
     axes = [fig.add_subplot(rows, ncols, i + 1) for i in range(n)]
     for ax in axes:
@@ -159,7 +162,11 @@ def metrics_svg(metrics: Sequence[MetricDelta], labels: tuple[str, str]) -> str 
             )
         ax.set_xticks(list(xs), [b[0] for b in bars], fontsize=8)
         ax.set_title(title, fontsize=9)
-    axes[0].legend(fontsize=7, loc="upper left")
+    from matplotlib.patches import Patch
+
+    # Proxy handles: the bars' own would carry the first bar's outline into the key.
+    keys = [Patch(facecolor=c, label=label) for label, c in zip(labels, COLOURS, strict=True)]
+    axes[0].legend(handles=keys, fontsize=7, loc="upper left")
     fig.text(
         0.5,
         0.01,

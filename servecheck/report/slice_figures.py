@@ -110,8 +110,11 @@ def rate_series(summary: Mapping[str, Any]) -> dict[str, Series]:
 def _panels(title: str, n: int) -> tuple[Any, list[Any]]:
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(7.6, 1.9 * n + 0.8), dpi=96)
-    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.09, top=0.92, hspace=0.45)
+    height = 1.9 * n + 0.8
+    fig = Figure(figsize=(7.6, height), dpi=96)
+    fig.subplots_adjust(
+        left=0.11, right=0.97, bottom=0.45 / height, top=1 - 0.4 / height, hspace=0.45
+    )
     axes: list[Any] = []
     for i in range(n):
         ax = fig.add_subplot(n, 1, i + 1, sharex=axes[0] if axes else None)
