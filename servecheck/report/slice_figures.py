@@ -160,7 +160,7 @@ def latency_svg(summary: Mapping[str, Any]) -> str | None:
             if f"{metric} {p}" in series:
                 _line(ax, series[f"{metric} {p}"], f"{metric} {p}", svg.PALETTE[i], styles[p])
         ax.set_ylabel(label)
-        ax.legend(fontsize=7, loc="best", ncol=3, framealpha=0.75)
+        ax.legend(fontsize=7, loc="upper left", ncol=3, framealpha=0.75)
     _xlim(axes[0], summary)
     return svg.to_svg(fig)
 
@@ -181,7 +181,7 @@ def rates_svg(summary: Mapping[str, Any]) -> str | None:
             if "rate_limited" in series:
                 _line(ax, series["rate_limited"], SHED_LABEL, svg.PALETTE[3], "--")
                 ys += [y for y in series["rate_limited"][1] if y is not None]
-            ax.legend(fontsize=7, loc="best", framealpha=0.75)
+            ax.legend(fontsize=7, loc="upper left", framealpha=0.75)
             ax.set_ylabel("% of finished", fontsize=8)
             ax.set_ylim(0, max(1.0, max(ys, default=0.0) * 1.15))  # clean: a flat 0, not noise
         else:
