@@ -189,6 +189,10 @@ def test_cutover_page_sets_old_against_new(
     bars = _svg_with(html, cf.METRICS_TITLE.format(a="NEW", b="OLD"))
     assert "<!-- TTFT ms -->" in bars and "<!-- OLD -->" in bars and "<!-- NEW -->" in bars
     _svg_with(html, cf.CDF_TITLE.format(a="OLD", b="NEW"))
+    # a 3 s comparison load is cut into 0.5 s slices, so both series have points to overlay
+    old_slices = json.loads((tmp_path / "cut" / "load-old" / "summary.json").read_text())["slices"]
+    assert old_slices["slice_s"] == 0.5 and len(old_slices["rows"]) >= 4, old_slices["slice_s"]
+    _svg_with(html, cf.SERIES_TITLE.format(a="OLD", b="NEW"))
     rgb = _shot(page, "cutover-figures.png", tmp_path)
     assert _pixels(rgb, cf.COLOURS[0]) > 500 and _pixels(rgb, cf.COLOURS[1]) > 500
 
