@@ -207,7 +207,7 @@ def _load_section(run_dir: Path) -> Section:
 
     try:
         cmp = compare_runs(run_dir / "load-old", run_dir / "load-new")
-        sec = comparison_section(cmp)
+        sec = comparison_section(cmp, ("OLD", "NEW"))
         sec.title = "Latency and throughput: NEW vs OLD at the same load"
         return sec
     except UsageError as exc:

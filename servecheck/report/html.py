@@ -296,6 +296,9 @@ def conformance_section(run_dir: Path, title: str = "Conformance") -> Section:
         )
         head += f'<p class="flag">{esc(note)}</p>'
         md.insert(0, f"**{note}**")
+    from servecheck.report.conformance_matrix import matrix_html
+
+    head += matrix_html(rows)  # surface x target at a glance
     return Section(title, head + "".join(parts), md, ok)
 
 
@@ -385,6 +388,9 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
         from servecheck.report.load_figures import load_figures_html
 
         parts.append(load_figures_html(s, run_dir))  # slices beside the engine, TTFT split
+        from servecheck.report.slice_figures import slice_figures_html
+
+        parts.append(slice_figures_html(s))  # latency, errors, tokens/s, in-flight per slice
     md = _load_markdown(s, verdict, req, thr, sched, slos, lat_rows)
     md += timings_markdown(s, Tables(table, md_table))
     return Section(title, "".join(parts), md, verdict == "pass")

@@ -178,6 +178,8 @@ def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = Non
                     run_id=name,
                     seed=0,
                     progress=True,
+                    # about twenty slices a load: the page overlays OLD's and NEW's per slice
+                    slice_s=max(0.5, min(5.0, load_s / 20)),
                 ),
                 on_log=say,
             )
