@@ -9,8 +9,9 @@ Grammar (whitespace allowed around the operator)::
     stat     := p50 | p90 | p95 | p99 | p99.9 | p999 | mean | min | max   (latency metrics only)
               | time_to_ready | first_ttft | first_e2e        (cold start: a time, no statistic)
               | first_ttft_ratio | first_e2e_ratio | requests_to_warm   (cold start: plain numbers)
+              | recovery_s                   (a recovery profile: a time, no statistic)
     op       := <= | < | >= | >
-    unit     := us | ms | s            (latency, cold-start times: required)
+    unit     := us | ms | s            (latency, cold-start times: required; recovery_s: optional, s)
               | %                      (error_rate, rate_limited, goodput: required)
               | /s                     (throughput: optional)
 
@@ -63,7 +64,10 @@ RATES = ("throughput_tokens", "throughput_requests")
 COLD_TIMES = ("time_to_ready", "first_ttft", "first_e2e")  # cold start (coldstart.py), ms
 COLD_NUMBERS = ("first_ttft_ratio", "first_e2e_ratio", "requests_to_warm")
 COLD = COLD_TIMES + COLD_NUMBERS
-METRICS = LATENCY + SHARES + RATES + COLD
+# Judged on a load profile's own section (load/phased.py), in seconds: recovery_s is the time a
+# recovery profile took to get p95 TTFT back near its pre-overload value.
+PROFILE_TIMES = ("recovery_s",)
+METRICS = LATENCY + SHARES + RATES + COLD + PROFILE_TIMES
 STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "min", "max")
 _STAT_ALIASES = {"p999": "p99.9", "median": "p50", "avg": "mean"}
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -80,7 +84,7 @@ _LATENCY_UNITS = {"us": 0.001, "µs": 0.001, "ms": 1.0, "s": 1000.0}
 
 def _names() -> list[str]:
     out = [f"{m}_{s}" for m in LATENCY for s in STATS]
-    return [*out, *SHARES, *RATES, *COLD]
+    return [*out, *SHARES, *RATES, *COLD, *PROFILE_TIMES]
 
 
 @dataclass(slots=True, frozen=True)
@@ -106,12 +110,19 @@ class SLO:
             return "fraction"
         if self.metric in COLD_NUMBERS:
             return "x" if self.metric.endswith("_ratio") else "requests"
+        if self.metric in PROFILE_TIMES:
+            return "s"
         return "/s"
 
     @property
     def cold(self) -> bool:
         """True for the cold-start metrics (judged by accept/cutover, not by a load run)."""
         return self.metric in COLD
+
+    @property
+    def profile(self) -> bool:
+        """True for the metrics a load profile's section measures (load/phased.py)."""
+        return self.metric in PROFILE_TIMES
 
     @property
     def per_request(self) -> bool:
@@ -157,6 +168,8 @@ class Verdict:
             seen = f"{self.observed:.2f}x"
         elif self.slo.unit == "requests":
             seen = f"{self.observed:g} requests"
+        elif self.slo.unit == "s":
+            seen = f"{self.observed:.1f} s"
         else:
             seen = f"{self.observed:.2f}/s"
         note = f" ({self.note})" if self.note else ""
@@ -193,6 +206,10 @@ def parse_slo(text: str, source: str = "cli") -> SLO:
         bound = num / 100.0
         if not 0.0 <= bound <= 1.0:
             raise UsageError(f"SLO {text!r}: {metric} must be between 0% and 100%")
+    elif metric in PROFILE_TIMES:  # the name says seconds: a bare number is seconds
+        if unit not in ("", *_LATENCY_UNITS):
+            raise UsageError(f"SLO {text!r}: {metric} is a time; write e.g. {metric}<=30s")
+        bound = num * _LATENCY_UNITS.get(unit or "s", 1000.0) / 1000.0
     elif metric in COLD_NUMBERS:
         if unit not in ("", "x"):
             raise UsageError(
@@ -221,7 +238,7 @@ def _share_hint(metric: str, op: str, num: float) -> str:
 
 
 def _split(lhs: str, text: str) -> tuple[str, str | None]:
-    if lhs in SHARES or lhs in RATES or lhs in COLD:
+    if lhs in SHARES or lhs in RATES or lhs in COLD or lhs in PROFILE_TIMES:
         return lhs, None
     if lhs in LATENCY:
         raise UsageError(
@@ -277,6 +294,8 @@ def reject_cold(slos: Iterable[SLO], where: str = "servecheck load") -> None:
 
 def observed(slo: SLO, stats: RunStats) -> float | None:
     """The value of ``slo``'s metric in ``stats`` (ms, fraction or per second)."""
+    if slo.metric in PROFILE_TIMES:  # not in the run's statistics: load/phased.py judges it
+        return None
     if slo.metric in LATENCY:
         dist = stats.latency.get(slo.metric)
         return None if dist is None or not dist.count else dist.get(slo.stat or "p50")

@@ -641,6 +641,7 @@ async def _acquire(state: State) -> asyncio.Semaphore:
     sem = state.sem
     assert sem is not None
     if sem.locked():
+        state.degraded = state.degraded or "overload-never-recovers" in state.faults
         state.waiting += 1
         try:
             await sem.acquire()
@@ -775,6 +776,9 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         sem.release()
 
 
+NEVER_RECOVERS_S = 0.5  # overload-never-recovers: the first token's delay after an overload
+
+
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False)
 
@@ -782,7 +786,7 @@ def _dumps(obj: Any) -> str:
 def _extra_delay(state: State) -> float:
     if "latency-spikes" in state.faults and state.request_count % 5 == 0:
         return 1.0
-    return 0.0
+    return NEVER_RECOVERS_S if state.degraded else 0.0
 
 
 async def _sleep_generation(state: State, choices: list[Choice], request: web.Request) -> None:
