@@ -499,7 +499,8 @@ def section(
     """summary.json's ``profile``: the phases with their windows and percentiles, and
     recovery's or churn's own figures."""
     views = _slices(scan)
-    end = profile.duration or duration or (views[-1].end if views else 0.0)
+    own = [x for x in (profile.duration, duration) if x]  # a shorter run cuts the profile
+    end = min(own) if own else (views[-1].end if views else 0.0)
     out: dict[str, Any] = {
         **profile.as_dict(),
         "duration_s": end,

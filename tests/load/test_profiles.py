@@ -248,6 +248,16 @@ def test_plan_profile_is_checked_and_used(tmp_path: Path) -> None:
     validate(spec)
 
 
+def test_the_shipped_recovery_plan() -> None:
+    from servecheck.load.shipped import plan_path
+
+    target = Target(name="t", base_url="http://127.0.0.1:9/v1")
+    spec = spec_from_options(target, {}, load_plan(plan_path("recovery")).values)
+    slos = validate(spec)
+    assert spec.profile is not None and spec.profile.duration == 80.0
+    assert "recovery_s" in [s.name for s in slos]
+
+
 # ------------------------------------------------------------------ end to end
 
 
