@@ -362,3 +362,18 @@ def test_the_page_shows_phases_and_recovery() -> None:
     assert "Recovered 2.0 s after the overload ended" in page
     rec = _recovery([(0.5, 0.1), (4.5, 0.9), (7.5, 0.9)], TEXT)
     assert "did not recover" in profile_html({"profile": {"text": TEXT, "recovery": rec}})
+
+
+def test_every_documented_profile_parses(tmp_path: Path) -> None:
+    """docs/load.md's and docs/workflows.md's examples (docs that cannot rot)."""
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    text = "".join((root / "docs" / f).read_text() for f in ("load.md", "workflows.md"))
+    found = re.findall(r"--profile ([^\s`]+)", text) + re.findall(r"^profile: (\S+)$", text, re.M)
+    kinds = {parse_profile(t).kind for t in found if t != "NAME:PARAMS"}
+    assert kinds == {"burst", "zigzag", "microburst", "step", "recovery", "churn"}, found
+    plan = re.search(r"# loadtests/rollout-recovery.yaml\n(.*?)```", text, re.S)
+    assert plan is not None
+    (tmp_path / "p.yaml").write_text(plan.group(1))
+    assert load_plan(tmp_path / "p.yaml").values["profile"].startswith("recovery:")
