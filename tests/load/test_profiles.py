@@ -377,3 +377,19 @@ def test_every_documented_profile_parses(tmp_path: Path) -> None:
     assert plan is not None
     (tmp_path / "p.yaml").write_text(plan.group(1))
     assert load_plan(tmp_path / "p.yaml").values["profile"].startswith("recovery:")
+
+
+@pytest.mark.parametrize(
+    ("after", "want"),
+    [
+        pytest.param((0.9, 0.12, 0.11, 0.1), 2.0, id="recovers"),
+        pytest.param((0.9, 0.12, 0.9, 0.1), 4.0, id="relapse"),
+    ],
+)
+def test_the_metrics_doc_worked_example(after: tuple[float, ...], want: float) -> None:
+    """docs/metrics.md, "Time to recover": overload 2-4 s, within 50 %, p95 100 ms before."""
+    text = "recovery:normal=1,overload=9,for=2s,before=2s,after=4s,within=50%"
+    pts = [(0.5, 0.1), (1.5, 0.1)] + [(4.5 + i, v) for i, v in enumerate(after)]
+    rec = _recovery(pts, text)
+    assert rec["bound_ms"] == pytest.approx(150.0, rel=0.01)
+    assert rec["recovery_s"] == pytest.approx(want, abs=0.01)
