@@ -840,8 +840,8 @@ _fault(
 # tests/load/test_profiles.py)
 _fault(
     "overload-never-recovers",
-    "after an overload (a request had to wait for a running slot: max_num_seqs), every later "
-    "first token comes 500 ms late: latency never returns to its pre-overload level",
+    "after an overload (a request had to wait for a running slot: max_num_seqs, 4 unless set), "
+    "every later first token comes 500 ms late: latency never returns to its pre-overload level",
 )
 
 # Context

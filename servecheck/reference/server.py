@@ -777,6 +777,15 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
 
 
 NEVER_RECOVERS_S = 0.5  # overload-never-recovers: the first token's delay after an overload
+DEFAULT_SLOTS = 512  # ServerConfig.max_num_seqs's default
+
+
+def _running_slots(config: ServerConfig) -> int:
+    """``max_num_seqs``; overload-never-recovers brings overload's limit of 4 when it is at its
+    default, so that the fault shows as it is (an overload of 512 streams is not a test)."""
+    if "overload-never-recovers" in config.faults and config.max_num_seqs == DEFAULT_SLOTS:
+        return overload.FAULT_LIMIT
+    return config.max_num_seqs
 
 
 def _dumps(obj: Any) -> str:
@@ -1472,7 +1481,7 @@ def build_app(config: ServerConfig) -> web.Application:
     app[STATE] = state
 
     async def on_startup(app: web.Application) -> None:
-        state.sem = asyncio.Semaphore(config.max_num_seqs)
+        state.sem = asyncio.Semaphore(_running_slots(config))
         state.started = time.monotonic()
 
     app.on_startup.append(on_startup)

@@ -393,3 +393,36 @@ def test_the_metrics_doc_worked_example(after: tuple[float, ...], want: float) -
     rec = _recovery(pts, text)
     assert rec["bound_ms"] == pytest.approx(150.0, rel=0.01)
     assert rec["recovery_s"] == pytest.approx(want, abs=0.01)
+
+
+def test_the_fault_shows_with_the_servers_defaults(
+    make_reference: Callable[..., RunningServer],
+) -> None:
+    """overload-never-recovers alone (max_num_seqs at its default) brings 4 running slots: an
+    overload of 8 at once makes every later answer 500 ms late; the clean server's are not."""
+    import asyncio
+    import time
+
+    from aiohttp import ClientSession
+
+    async def ttfts(server: RunningServer) -> list[float]:
+        body = {"model": "ref-tiny", "messages": [{"role": "user", "content": "hi"}]}
+        body |= {"max_tokens": 2, "stream": True}
+        url = server.base_url + "/chat/completions"
+        async with ClientSession() as http:
+
+            async def one() -> float:
+                t0 = time.monotonic()
+                async with http.post(url, json=body) as r:
+                    await r.read()  # the whole answer: 100 ms to the first token, two tokens
+                return time.monotonic() - t0
+
+            await asyncio.gather(*(one() for _ in range(8)))  # the overload
+            return [await one() for _ in range(3)]  # then one at a time
+
+    for fault, slow in (("overload-never-recovers", True), (None, False)):
+        server = make_reference(*([fault] if fault else []), ttft_ms=100, prefix_cache_blocks=0)
+        later = asyncio.run(ttfts(server))
+        # A lower bound (the fault's sleep) is certain; for the clean server one answer of three
+        # under it suffices (a busy machine may stall one, not every one, by 400 ms).
+        assert (min(later) >= 0.5) == slow, (fault, later)
