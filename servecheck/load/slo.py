@@ -10,8 +10,9 @@ Grammar (whitespace allowed around the operator)::
               | time_to_ready | first_ttft | first_e2e        (cold start: a time, no statistic)
               | first_ttft_ratio | first_e2e_ratio | requests_to_warm   (cold start: plain numbers)
               | drain_ok | drain_time      (a drain on shutdown: 1/0 and a time, no statistic)
+              | recovery_s                   (a recovery profile: a time, no statistic)
     op       := <= | < | >= | >
-    unit     := us | ms | s            (latency, cold-start times: required)
+    unit     := us | ms | s            (latency, cold-start times: required; recovery_s: optional, s)
               | %                      (error_rate, rate_limited, goodput: required)
               | /s                     (throughput: optional)
 
@@ -70,7 +71,10 @@ COLD_TIMES = ("time_to_ready", "first_ttft", "first_e2e")  # cold start (coldsta
 COLD_NUMBERS = ("first_ttft_ratio", "first_e2e_ratio", "requests_to_warm")
 COLD = COLD_TIMES + COLD_NUMBERS
 DRAIN = ("drain_ok", "drain_time")  # a drain on shutdown (workflows/drain.py): 1/0, ms
-METRICS = LATENCY + SHARES + RATES + COLD + DRAIN
+# Judged on a load profile's own section (load/phased.py), in seconds: recovery_s is the time a
+# recovery profile took to get p95 TTFT back near its pre-overload value.
+PROFILE_TIMES = ("recovery_s",)
+METRICS = LATENCY + SHARES + RATES + COLD + DRAIN + PROFILE_TIMES
 STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "min", "max")
 _STAT_ALIASES = {"p999": "p99.9", "median": "p50", "avg": "mean"}
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -87,7 +91,7 @@ _LATENCY_UNITS = {"us": 0.001, "µs": 0.001, "ms": 1.0, "s": 1000.0}
 
 def _names() -> list[str]:
     out = [f"{m}_{s}" for m in LATENCY for s in STATS]
-    return [*out, *SHARES, *RATES, *COLD, *DRAIN]
+    return [*out, *SHARES, *RATES, *COLD, *DRAIN, *PROFILE_TIMES]
 
 
 @dataclass(slots=True, frozen=True)
@@ -115,6 +119,8 @@ class SLO:
             return "fraction"
         if self.metric in COLD_NUMBERS:
             return "x" if self.metric.endswith("_ratio") else "requests"
+        if self.metric in PROFILE_TIMES:
+            return "s"
         return "/s"
 
     @property
@@ -126,6 +132,11 @@ class SLO:
     def drain(self) -> bool:
         """True for the drain metrics (judged by ``servecheck drain`` / ``cutover --drain``)."""
         return self.metric in DRAIN
+
+    @property
+    def profile(self) -> bool:
+        """True for the metrics a load profile's section measures (load/phased.py)."""
+        return self.metric in PROFILE_TIMES
 
     @property
     def per_request(self) -> bool:
@@ -173,6 +184,8 @@ class Verdict:
             seen = f"{self.observed:g} requests"
         elif self.slo.unit == "flag":
             seen = "yes" if self.observed else "no"
+        elif self.slo.unit == "s":
+            seen = f"{self.observed:.1f} s"
         else:
             seen = f"{self.observed:.2f}/s"
         note = f" ({self.note})" if self.note else ""
@@ -215,6 +228,10 @@ def parse_slo(text: str, source: str = "cli") -> SLO:
         if unit or num not in (0.0, 1.0):
             raise UsageError(f"SLO {text!r}: drain_ok is 1 or 0; write drain_ok (or drain_ok>=1)")
         bound = num
+    elif metric in PROFILE_TIMES:  # the name says seconds: a bare number is seconds
+        if unit not in ("", *_LATENCY_UNITS):
+            raise UsageError(f"SLO {text!r}: {metric} is a time; write e.g. {metric}<=30s")
+        bound = num * _LATENCY_UNITS.get(unit or "s", 1000.0) / 1000.0
     elif metric in COLD_NUMBERS:
         if unit not in ("", "x"):
             raise UsageError(
@@ -243,7 +260,7 @@ def _share_hint(metric: str, op: str, num: float) -> str:
 
 
 def _split(lhs: str, text: str) -> tuple[str, str | None]:
-    if lhs in SHARES or lhs in RATES or lhs in COLD or lhs in DRAIN:
+    if lhs in SHARES or lhs in RATES or lhs in COLD or lhs in DRAIN or lhs in PROFILE_TIMES:
         return lhs, None
     if lhs in LATENCY:
         raise UsageError(
@@ -305,6 +322,8 @@ def reject_cold(slos: Iterable[SLO], where: str = "servecheck load") -> None:
 
 def observed(slo: SLO, stats: RunStats) -> float | None:
     """The value of ``slo``'s metric in ``stats`` (ms, fraction or per second)."""
+    if slo.metric in PROFILE_TIMES:  # not in the run's statistics: load/phased.py judges it
+        return None
     if slo.metric in LATENCY:
         dist = stats.latency.get(slo.metric)
         return None if dist is None or not dist.count else dist.get(slo.stat or "p50")

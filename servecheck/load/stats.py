@@ -271,7 +271,7 @@ def distribution(values: Iterable[float | None]) -> Distribution:
 class Schedule:
     """What the generator meant to do, for lag and shortfall detection."""
 
-    mode: str = "closed"  # closed | fixed | poisson | gamma | shape | trace
+    mode: str = "closed"  # closed | fixed | poisson | gamma | shape | trace | profile
     planned: int | None = None  # requests that should have been sent (open loop), None if unknown
     max_lag_ms: float = 25.0  # lag p99 above this flags the run
     min_sent_ratio: float = 0.98  # sent/planned below this flags the run
@@ -603,7 +603,7 @@ def _judge_schedule(st: RunStats) -> None:
     """Flag a run whose generator fell behind instead of quietly reporting its numbers."""
     sched = st.schedule
     lag = st.latency.get("lag")
-    if sched.mode in ("fixed", "poisson", "gamma", "trace") and lag is not None and lag.count:
+    if sched.mode in ("fixed", "poisson", "gamma", "trace", "profile") and lag is not None and lag.count:
         p99 = lag.get("p99") or 0.0
         if p99 > sched.max_lag_ms:
             st.behind_reasons.append(

@@ -338,7 +338,7 @@ def window_bounds(
     if window.mode == "range":
         end = stop if window.end_s is None else first + window.end_s
         return Bounds(True, first + window.start_s, end, f"{window.text} as asked")
-    if mode in ("shape", "trace"):
+    if mode in ("shape", "trace", "profile"):
         return Bounds(
             False, first, stop, f"auto: a {mode} run is not one steady load, judged whole"
         )

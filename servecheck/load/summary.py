@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servecheck.load import server_gauges, server_truth, server_watch
+from servecheck.load import phased, server_gauges, server_truth, server_watch
 from servecheck.load.aggregate import Aggregate, Rule, aggregate_of, read_aggregates, steady_of
 from servecheck.load.breakdown import format_breakdown, read_engine_file, scenario_breakdown
 from servecheck.load.budget import SOURCE as BUDGET
@@ -326,12 +326,15 @@ def summarise(
         duration_s=cfg.duration_s,
         max_lag_ms=spec.max_lag_ms,
     )
-    verdicts = _judge(slos, stats, steady.stats)
+    verdicts = _judge([s for s in slos if not s.profile], stats, steady.stats)
+    profile = _profile_section(spec, cfg, agg)
+    judged_profile, unmeasured_profile = phased.judge([s for s in slos if s.profile], profile)
+    verdicts += judged_profile
     slo_ok = all(v.passed for v in verdicts)
     over_budget = _over_budget(stats, verdicts)
     transport = read_transport(run_dir)  # workers' records came over Locust's channel
     unmeasured = _unmeasured(spec, stats, run_dir, locust_rc, transport, partial)
-    unmeasured += [f"worker {why}" for why in measured.missing]
+    unmeasured += [f"worker {why}" for why in measured.missing] + unmeasured_profile
     if steady.empty and stats.total:
         unmeasured.append(f"the steady window ({steady.bounds.how}) held no request")
     judged = load_run_verdict(
@@ -387,6 +390,8 @@ def summarise(
     }
     summary.update(sections)
     summary.update(agg.timings.as_dict())  # TTFT decomposition, slowest requests
+    if profile is not None:
+        summary["profile"] = profile
     if server is not None:
         summary["server"] = server
     if warm.active:
@@ -398,6 +403,14 @@ def summarise(
     return LoadResult(
         cfg.run_id, run_dir, summary, stats, verdicts, passed, stats.behind, exit_code, locust_rc
     )
+
+
+def _profile_section(spec: LoadSpec, cfg: RunConfig, agg: Aggregate) -> dict[str, Any] | None:
+    """summary.json's ``profile`` (load/phased.py), from the merged slices and timings."""
+    if spec.profile is None:
+        return None
+    timings = agg.timings.as_dict().get("timings")
+    return phased.section(spec.profile, agg.scan, cfg.duration_s, timings)
 
 
 def _what_ran(
@@ -497,7 +510,7 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
             f"{tok['discrepant_requests']} requests differ, {tok['usage_missing']} without usage"
         )
     lines += format_breakdown(summary) + format_images(summary) + format_warmup(summary)
-    lines += steady_line(summary) + format_timings(summary)
+    lines += steady_line(summary) + format_timings(summary) + phased.lines(summary)
     lines += server_truth.lines(summary.get("server")) + server_gauges.lines(summary.get("server"))
     if summary.get("error_budget"):
         lines.append(budget_line(summary["error_budget"]))

@@ -836,6 +836,13 @@ _fault(
     "requests above capacity wait in a queue that grows without bound (latency climbs, the "
     "waiting gauge grows) while /health answers 200",
 )
+# No check catches it: a load run's recovery profile does (recovery_s, load/phased.py;
+# tests/load/test_profiles.py)
+_fault(
+    "overload-never-recovers",
+    "after an overload (a request had to wait for a running slot: max_num_seqs, 4 unless set), "
+    "every later first token comes 500 ms late: latency never returns to its pre-overload level",
+)
 
 # Context
 _fault("ctx-silent-truncate", "over-long prompts are silently truncated with a 200", "CTX-OVERLONG")

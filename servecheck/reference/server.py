@@ -642,6 +642,7 @@ async def _acquire(state: State) -> asyncio.Semaphore:
     sem = state.sem
     assert sem is not None
     if sem.locked():
+        state.degraded = state.degraded or "overload-never-recovers" in state.faults
         state.waiting += 1
         try:
             await sem.acquire()
@@ -776,6 +777,18 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         sem.release()
 
 
+NEVER_RECOVERS_S = 0.5  # overload-never-recovers: the first token's delay after an overload
+DEFAULT_SLOTS = 512  # ServerConfig.max_num_seqs's default
+
+
+def _running_slots(config: ServerConfig) -> int:
+    """``max_num_seqs``; overload-never-recovers brings overload's limit of 4 when it is at its
+    default, so that the fault shows as it is (an overload of 512 streams is not a test)."""
+    if "overload-never-recovers" in config.faults and config.max_num_seqs == DEFAULT_SLOTS:
+        return overload.FAULT_LIMIT
+    return config.max_num_seqs
+
+
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False)
 
@@ -783,7 +796,7 @@ def _dumps(obj: Any) -> str:
 def _extra_delay(state: State) -> float:
     if "latency-spikes" in state.faults and state.request_count % 5 == 0:
         return 1.0
-    return 0.0
+    return NEVER_RECOVERS_S if state.degraded else 0.0
 
 
 async def _sleep_generation(state: State, choices: list[Choice], request: web.Request) -> None:
@@ -1469,7 +1482,7 @@ def build_app(config: ServerConfig) -> web.Application:
     app[STATE] = state
 
     async def on_startup(app: web.Application) -> None:
-        state.sem = asyncio.Semaphore(config.max_num_seqs)
+        state.sem = asyncio.Semaphore(_running_slots(config))
         state.started = time.monotonic()
 
     app.on_startup.append(on_startup)

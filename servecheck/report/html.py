@@ -371,6 +371,9 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
     from servecheck.report.timings_html import Tables, timings_html, timings_markdown
 
     parts.append(timings_html(s, Tables(table, md_table)))  # TTFT decomposition, slowest
+    from servecheck.report.profile_html import profile_html
+
+    parts.append(profile_html(s))  # a load profile's phases, recovery, churn (load/phased.py)
     from servecheck.load.breakdown import format_breakdown
     from servecheck.load.image_stats import format_images
     from servecheck.load.steady import steady_html
