@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -196,9 +196,15 @@ class LiveView:
     """The merged live view: every process's latest pieces, slice by slice. ``info``: the run's
     labels (run id, target, scenario, model)."""
 
-    def __init__(self, info: Mapping[str, str] | None = None, tick_s: float = TICK_S) -> None:
+    def __init__(
+        self,
+        info: Mapping[str, str] | None = None,
+        tick_s: float = TICK_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.info = dict(info or {})
         self.tick_s = tick_s
+        self.clock = clock
         self.sources: dict[str, _Source] = {}
         self._cache: tuple[float, dict[str, Any]] | None = None
 
@@ -259,11 +265,14 @@ class LiveView:
     def snapshot(self, now: float | None = None) -> dict[str, Any]:
         """What the page and the metrics show: the run's counters, the window (the last complete
         slice), and the series of slices (the current one last, marked ``partial``)."""
-        now = time.time() if now is None else now
+        now = self.clock() if now is None else now
         if self._cache is not None and now - self._cache[0] < min(0.5, self.tick_s / 2):
             return self._cache[1]
         scan, extra = self._merged()
-        rows = [] if scan is None else _rows(scan, extra, now)
+        # The series runs to the latest tick (a stalled server shows as empty windows, not as
+        # a chart that stopped), the current slice partial.
+        latest = max((s.t for s in self.sources.values()), default=now)
+        rows = [] if scan is None else _rows(scan, extra, now, latest)
         complete = [r for r in rows if not r["partial"]]
         snap = {
             "info": self.info,
@@ -295,11 +304,13 @@ def _totals(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _rows(scan: Scan, extra: Mapping[int, _Extra], now: float) -> list[dict[str, Any]]:
+def _rows(
+    scan: Scan, extra: Mapping[int, _Extra], now: float, latest: float
+) -> list[dict[str, Any]]:
     width = scan.slice_s
     t0 = float(scan.first_sent or 0.0)
     first = int(math.floor(t0 / width))
-    last = max(max(scan.slices, default=first), max(extra, default=first))
+    last = max(max(scan.slices, default=first), int(math.floor(latest / width)))
     last = min(last, int(math.floor(now / width)))
     rows: list[dict[str, Any]] = []
     for i in range(first, last + 1):
@@ -334,13 +345,14 @@ def _rows(scan: Scan, extra: Mapping[int, _Extra], now: float) -> list[dict[str,
 
 
 def metric_names() -> list[str]:
-    """Every metric family :func:`registry_for` serves (the Grafana dashboard's test reads it)."""
+    """Every sample name :func:`registry_for` serves, as a scrape shows it (counters end in
+    ``_total``); the Grafana dashboard's test holds it to what is served."""
     p = METRIC_PREFIX
     return [
         f"{p}_info",
-        f"{p}_requests",
-        f"{p}_errors",
-        f"{p}_output_tokens",
+        f"{p}_requests_total",
+        f"{p}_errors_total",
+        f"{p}_output_tokens_total",
         f"{p}_in_flight",
         f"{p}_workers",
         f"{p}_warmup_requests",
