@@ -1,0 +1,116 @@
+"""``servecheck load --metrics-port`` end to end: Locust's processes feed the live view, the
+master merges its workers' pieces, and a scrape mid-run sees the run move (reference server)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from servecheck.reference.inprocess import RunningServer
+from tests.load.test_load_cli import ROOT, _cmd, _run, _targets
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - loopback
+        text = resp.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+    }
+
+
+def wait_for(
+    url: str, ready: Callable[[dict], bool], proc: subprocess.Popen[str], limit_s: float = 90
+) -> dict:
+    """Scrape until ``ready`` holds (bounded; the run's process must still be alive)."""
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        assert proc.poll() is None, f"the run ended first: {proc.communicate()[0][-2000:]}"
+        try:
+            got = scrape(url)
+            if ready(got):
+                return got
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"{url} never showed what was waited for")
+
+
+@pytest.fixture(scope="module")
+def live_server(make_reference: Callable[..., RunningServer]) -> RunningServer:
+    return make_reference(ttft_ms=20, itl_ms=2, api_key="sk-live-selftest-1234")
+
+
+def test_metrics_port_serves_the_merged_view_of_two_processes(
+    live_server: RunningServer, tmp_path: Path
+) -> None:
+    port = free_port()
+    cmd = _cmd(
+        _targets(tmp_path, live_server),
+        tmp_path / "out",
+        *("--users", "4", "--duration", "40s", "--slice-s", "1s", "--processes", "2"),
+        *("--metrics-port", str(port), "--records", "none"),
+    )
+    url = f"http://127.0.0.1:{port}/metrics"
+    ok = ("servecheck_load_requests_total", (("outcome", "ok"),))
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        first = wait_for(
+            url, lambda m: m.get(ok, 0) > 0 and m.get(("servecheck_load_workers", ())) == 2, proc
+        )
+        later = wait_for(url, lambda m: m.get(ok, 0) > first[ok] + 20, proc)
+        assert later[("servecheck_load_window_seconds", ())] == 1.0
+        p50 = later.get(("servecheck_load_window_ttft_seconds", (("quantile", "0.5"),)))
+        assert p50 is not None and p50 > 0, "the last complete window has its TTFT quantiles"
+        assert ("servecheck_load_info", ()) not in later  # labelled: run, target, model
+        info = [k for k in later if k[0] == "servecheck_load_info"]
+        assert info and dict(info[0][1])["target"] == "ref"
+    finally:
+        out, _ = proc.communicate(timeout=180)
+    assert proc.returncode in (0, 1), out[-3000:]
+    assert "live OpenMetrics: http://127.0.0.1:" in out
+
+
+def test_web_beyond_loopback_without_auth_is_a_usage_error(
+    live_server: RunningServer, tmp_path: Path
+) -> None:
+    cmd = _cmd(
+        _targets(tmp_path, live_server),
+        tmp_path / "out",
+        *("--users", "1", "--duration", "2s", "--web", f"0.0.0.0:{free_port()}"),
+    )
+    res = _run(cmd, timeout=60)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "--web 0.0.0.0" in res.stderr and "--web-auth USER:PASS" in res.stderr, res.stderr
+
+
+def test_metrics_port_in_use_is_a_usage_error(live_server: RunningServer, tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        cmd = _cmd(
+            _targets(tmp_path, live_server),
+            tmp_path / "out",
+            *("--users", "1", "--duration", "2s", "--metrics-port", str(s.getsockname()[1])),
+        )
+        res = _run(cmd, timeout=60)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "--metrics-port 127.0.0.1:" in res.stderr and "cannot listen there" in res.stderr
