@@ -455,20 +455,28 @@ def _window_families(gauge: Any, snap: Mapping[str, Any], win: Any) -> Iterable[
 
 
 def live_config(
-    web: str | None, web_auth: str | None, metrics: str | None, role: str = "local"
+    web: str | None,
+    web_auth: str | None,
+    metrics: str | None,
+    role: str = "local",
+    otlp: str | None = None,
 ) -> dict[str, Any] | None:
-    """The run config's ``live`` from the spec's ``web`` / ``web_auth`` / ``metrics_port``
-    (None: neither is on), checked: a usage error names the field. A web UI bound beyond
+    """The run config's ``live`` from the spec's ``web`` / ``web_auth`` / ``metrics_port`` /
+    ``otlp`` (None: none is on), checked: a usage error names the field. A web UI bound beyond
     loopback needs ``web_auth`` (USER:PASS): Locust's UI can start and stop load."""
     from servecheck.errors import SpecError
 
-    if web is None and metrics is None:
+    if web is None and metrics is None and otlp is None:
         if web_auth:
             raise SpecError("{web_auth} protects {web}: give {web} [HOST:]PORT with it")
         return None
     if role == "worker":
-        raise SpecError("{web} / {metrics_port} are the master's: a worker sends its view to it")
-    out: dict[str, Any] = {"web": None, "metrics": None, "tick_s": TICK_S}
+        raise SpecError(
+            "{web} / {metrics_port} / {otlp} are the master's: a worker sends its view to it"
+        )
+    out: dict[str, Any] = {"web": None, "metrics": None, "otlp": None, "tick_s": TICK_S}
+    if otlp is not None:
+        out["otlp"] = _otlp_endpoint(otlp)
     for name, text in (("web", web), ("metrics_port", metrics)):
         if text is None:
             continue
@@ -489,6 +497,35 @@ def live_config(
     if out["web"] is not None and out["web"] == out["metrics"]:
         raise SpecError("{web} and {metrics_port} name the same address")
     return out
+
+
+def otlp_missing() -> str | None:
+    """What is not installed for ``otlp`` (the ``otlp`` extra; None: nothing is missing)."""
+    import importlib.util
+
+    for mod in ("opentelemetry.sdk.metrics", "opentelemetry.exporter.otlp.proto.http"):
+        try:
+            if importlib.util.find_spec(mod) is None:
+                return mod
+        except ModuleNotFoundError:
+            return mod
+    return None
+
+
+def _otlp_endpoint(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    from servecheck.errors import SpecError
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise SpecError("{otlp} {url!r}: an http(s) URL (http://HOST:4318/v1/metrics)", url=url)
+    lacking = otlp_missing()
+    if lacking:
+        raise SpecError(
+            "{otlp} needs the otlp extra (pip install 'servecheck[otlp]'): no {mod}", mod=lacking
+        )
+    return url
 
 
 def check_free(live: Mapping[str, Any] | None) -> None:

@@ -770,6 +770,11 @@ def _live_init(environment: Any, **_: Any) -> None:
         from servecheck.load.live_web import install
 
         install(web_ui, view, os.environ.get(ENV_WEB_AUTH) or None)
+    if cfg.live.get("otlp"):
+        from servecheck.load.live_otlp import start
+
+        provider = start(view, str(cfg.live["otlp"]))
+        environment.events.quitting.add_listener(lambda **_kw: provider.shutdown())
     metrics = cfg.live.get("metrics")
     if metrics:
         from gevent.pywsgi import WSGIServer

@@ -149,6 +149,7 @@ class LoadSpec:
     web: str | None = None
     web_auth: str | None = None
     metrics_port: str | None = None
+    otlp: str | None = None  # push the live view as OTLP/HTTP metrics here (the otlp extra)
 
     def __post_init__(self) -> None:
         self.slos = as_slos(self.slos)
@@ -218,7 +219,7 @@ def validate(spec: LoadSpec) -> list[SLO]:
     if spec.max_requests is not None and spec.max_requests < 1:
         raise SpecError("{max_requests} must be >= 1")
     request_id_header(spec.request_id_header)  # a name that cannot split the request head
-    live_config(spec.web, spec.web_auth, spec.metrics_port, spec.role)
+    live_config(spec.web, spec.web_auth, spec.metrics_port, spec.role, spec.otlp)
     if spec.role not in ("local", "master", "worker"):
         raise UsageError(f"role {spec.role!r}: local, master or worker")
     if spec.role != "local" and not spec.run_id:
@@ -331,7 +332,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         images=normalise_images(spec.images),
     )
     cfg.aggregate = rule_of(spec, cfg).as_dict()
-    cfg.live = live_config(spec.web, spec.web_auth, spec.metrics_port, spec.role)
+    cfg.live = live_config(spec.web, spec.web_auth, spec.metrics_port, spec.role, spec.otlp)
     planned = max_requests
     if planned is None and spec.rate and duration:
         planned = int(spec.rate * duration)

@@ -193,6 +193,7 @@ def test_live_options_accepted() -> None:
     assert live_config("8089", None, "9100") == {
         "web": ["127.0.0.1", 8089],
         "metrics": ["127.0.0.1", 9100],
+        "otlp": None,
         "tick_s": 1.0,
     }
     assert live_config("0.0.0.0:8089", "admin:pw", None)["web"] == ["0.0.0.0", 8089]

@@ -1,5 +1,5 @@
 """``servecheck load``'s live-view options: Locust's web UI with an LLM tab, an OpenMetrics
-endpoint (load/live.py, load/live_web.py), and their spec fields."""
+endpoint, OTLP export (load/live.py, live_web.py, live_otlp.py), and their spec fields."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-FIELD_OPTIONS = {"web": "--web", "web_auth": "--web-auth", "metrics_port": "--metrics-port"}
+FIELD_OPTIONS = {
+    "web": "--web",
+    "web_auth": "--web-auth",
+    "metrics_port": "--metrics-port",
+    "otlp": "--otlp",
+}
 
 
 def add_live_arguments(g: argparse._ArgumentGroup) -> None:
@@ -40,7 +45,18 @@ def add_live_arguments(g: argparse._ArgumentGroup) -> None:
         "deploy/grafana/); env SERVECHECK_LOAD_METRICS_PORT",
     )
 
+    g.add_argument(
+        "--otlp",
+        metavar="URL",
+        default=env("SERVECHECK_LOAD_OTLP"),
+        help="push the same live stats as OpenTelemetry metrics over OTLP/HTTP to URL (e.g. "
+        "http://127.0.0.1:4318/v1/metrics) every 5 s; needs pip install 'servecheck[otlp]'; "
+        "env SERVECHECK_LOAD_OTLP",
+    )
+
 
 def live_fields(o: Callable[[str], Any]) -> dict[str, Any]:
-    """The spec's ``web`` / ``web_auth`` / ``metrics_port`` (load/run.py checks them)."""
-    return {"web": o("web"), "web_auth": o("web_auth"), "metrics_port": o("metrics_port")}
+    """The spec's ``web`` / ``web_auth`` / ``metrics_port`` / ``otlp`` (load/run.py checks
+    them)."""
+    names = ("web", "web_auth", "metrics_port", "otlp")
+    return {name: o(name) for name in names}
