@@ -466,15 +466,19 @@ def live_config(
     loopback needs ``web_auth`` (USER:PASS): Locust's UI can start and stop load."""
     from servecheck.errors import SpecError
 
+    out: dict[str, Any] = {"web": None, "metrics": None, "otlp": None, "tick_s": TICK_S}
+    if role == "worker":
+        # A worker on another machine always sends its pieces: it cannot know whether its
+        # master serves a view (the master drops them when it does not); a piece a second.
+        if web is not None or metrics is not None or otlp is not None or web_auth:
+            raise SpecError(
+                "{web} / {metrics_port} / {otlp} are the master's: a worker sends its view to it"
+            )
+        return out
     if web is None and metrics is None and otlp is None:
         if web_auth:
             raise SpecError("{web_auth} protects {web}: give {web} [HOST:]PORT with it")
         return None
-    if role == "worker":
-        raise SpecError(
-            "{web} / {metrics_port} / {otlp} are the master's: a worker sends its view to it"
-        )
-    out: dict[str, Any] = {"web": None, "metrics": None, "otlp": None, "tick_s": TICK_S}
     if otlp is not None:
         out["otlp"] = _otlp_endpoint(otlp)
     for name, text in (("web", web), ("metrics_port", metrics)):

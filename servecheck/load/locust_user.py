@@ -745,6 +745,17 @@ def _live_init(environment: Any, **_: Any) -> None:
     runner = environment.runner
     if not path or isinstance(runner, WorkerRunner):
         return
+    if isinstance(runner, MasterRunner):  # workers on other machines send pieces regardless
+
+        def on_live(msg: Any, **_kw: Any) -> None:
+            view = getattr(environment, "servecheck_live", None)
+            try:
+                if view is not None:
+                    view.feed(msg.data)
+            except ValueError as exc:
+                log.warning("live view: worker %s: %s", msg.node_id, exc)
+
+        runner.register_message(LIVE_MESSAGE, on_live)
     cfg = RunConfig.load(path)
     if not cfg.live:
         return
@@ -756,15 +767,6 @@ def _live_init(environment: Any, **_: Any) -> None:
     }
     view = LiveView(info, float(cfg.live.get("tick_s") or 1.0))
     environment.servecheck_live = view
-    if isinstance(runner, MasterRunner):
-
-        def on_live(msg: Any, **_kw: Any) -> None:
-            try:
-                view.feed(msg.data)
-            except ValueError as exc:
-                log.warning("live view: worker %s: %s", msg.node_id, exc)
-
-        runner.register_message(LIVE_MESSAGE, on_live)
     web_ui = getattr(environment, "web_ui", None)
     if cfg.live.get("web") and web_ui is not None:
         from servecheck.load.live_web import install

@@ -199,6 +199,13 @@ def test_live_options_accepted() -> None:
     assert live_config("0.0.0.0:8089", "admin:pw", None)["web"] == ["0.0.0.0", 8089]
     assert live_config("[::1]:8089", None, None)["web"] == ["::1", 8089]
     assert live_config(None, None, None) is None
+    # a worker always sends its pieces (its master may serve a view), and serves nothing
+    assert live_config(None, None, None, "worker") == {
+        "web": None,
+        "metrics": None,
+        "otlp": None,
+        "tick_s": 1.0,
+    }
 
 
 def test_a_port_in_use_is_a_usage_error_before_the_run() -> None:

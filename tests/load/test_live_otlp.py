@@ -4,7 +4,9 @@ in-memory reader and pushed over OTLP/HTTP to an in-process collector stub."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +14,7 @@ import pytest
 from servecheck.errors import SpecError
 from servecheck.load import live
 from servecheck.load.live import live_config, otlp_missing
+from servecheck.reference.inprocess import RunningServer
 from tests.load.test_live import _fed_view
 
 needs_sdk = pytest.mark.skipif(
@@ -100,3 +103,46 @@ def test_otlp_option_is_checked_before_the_run(monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(SpecError) as info:
         live_config(None, None, None, otlp="http://127.0.0.1:4318/v1/metrics")
     assert "servecheck[otlp]" in str(info.value) and "opentelemetry.sdk.metrics" in str(info.value)
+
+
+@needs_sdk
+@pytest.mark.slow
+def test_load_run_pushes_to_an_otlp_collector(
+    make_reference: Callable[..., RunningServer], tmp_path: Path
+) -> None:
+    """The Locust process (gevent-patched, so the SDK's export thread is a greenlet) exports as
+    the run goes and once at its end."""
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+        ExportMetricsServiceRequest,
+    )
+
+    from tests.load.test_load_cli import _cmd, _run, _targets
+
+    _Collector.bodies = []
+    server = HTTPServer(("127.0.0.1", 0), _Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    ref = make_reference(ttft_ms=5, itl_ms=1)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1/metrics"
+        cmd = _cmd(
+            _targets(tmp_path, ref),
+            tmp_path / "out",
+            *("--users", "2", "--duration", "8s", "--records", "none", "--otlp", url),
+        )
+        res = _run(cmd, timeout=120)
+    finally:
+        server.shutdown()
+    assert res.returncode in (0, 1), res.stdout[-2000:] + res.stderr[-2000:]
+    ok = []
+    for body in _Collector.bodies:
+        for rm in ExportMetricsServiceRequest.FromString(body).resource_metrics:
+            for sm in rm.scope_metrics:
+                for m in sm.metrics:
+                    if m.name == "servecheck.load.requests":
+                        ok += [
+                            p.as_int
+                            for p in m.sum.data_points
+                            if any(a.value.string_value == "ok" for a in p.attributes)
+                        ]
+    assert len(_Collector.bodies) >= 2, "an export during the run and one at its end"
+    assert ok and max(ok) > 0, f"no finished requests were exported: {ok}"

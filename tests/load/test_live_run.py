@@ -114,3 +114,45 @@ def test_metrics_port_in_use_is_a_usage_error(live_server: RunningServer, tmp_pa
         res = _run(cmd, timeout=60)
     assert res.returncode == 2, res.stdout + res.stderr
     assert "--metrics-port 127.0.0.1:" in res.stderr and "cannot listen there" in res.stderr
+
+
+def test_a_master_serves_the_merged_view_of_workers_on_other_hosts(
+    live_server: RunningServer, tmp_path: Path
+) -> None:
+    """``--master --metrics-port`` with two ``--worker`` processes started on their own (as on
+    other machines): each worker sends its pieces unasked, and the master merges them."""
+    import threading
+
+    from tests.load.test_load_cli import _free_port, run_distributed
+
+    port, mport = str(_free_port()), free_port()
+    common = ["--run-id", "live-dist", "--expect-workers", "2", "--master-port", port]
+    common += ["--duration", "30s", "--slice-s", "1s", "--no-tokenize", "--allow-lag"]
+    result: list[tuple[int, str]] = []
+    runner = threading.Thread(
+        target=lambda: result.append(
+            run_distributed(
+                _targets(tmp_path, live_server),
+                tmp_path / "out",
+                ["--users", "4", "--metrics-port", str(mport)],
+                common,
+            )
+        )
+    )
+    runner.start()
+    url = f"http://127.0.0.1:{mport}/metrics"
+    ok = ("servecheck_load_requests_total", (("outcome", "ok"),))
+    workers = ("servecheck_load_workers", ())
+    got: dict = {}
+    end = time.monotonic() + 100
+    while time.monotonic() < end and runner.is_alive():
+        try:
+            got = scrape(url)
+            if got.get(workers) == 2 and got.get(ok, 0) > 0:
+                break
+        except OSError:
+            pass
+        time.sleep(0.5)
+    runner.join(timeout=200)
+    assert result and result[0][0] in (0, 1), result
+    assert got.get(workers) == 2 and got.get(ok, 0) > 0, got
