@@ -156,3 +156,53 @@ def test_a_master_serves_the_merged_view_of_workers_on_other_hosts(
     runner.join(timeout=200)
     assert result and result[0][0] in (0, 1), result
     assert got.get(workers) == 2 and got.get(ok, 0) > 0, got
+
+
+def test_web_auth_guards_locust_ui_and_stays_out_of_the_run_folder(
+    live_server: RunningServer, tmp_path: Path
+) -> None:
+    import base64
+    import urllib.error
+
+    secret = "pw-live-7f3a9c"
+    port = free_port()
+    cmd = _cmd(
+        _targets(tmp_path, live_server),
+        tmp_path / "out",
+        *("--users", "1", "--duration", "20s", "--web", f"127.0.0.1:{port}"),
+        *("--web-auth", f"admin:{secret}"),
+    )
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    base = f"http://127.0.0.1:{port}"
+    good = {"Authorization": "Basic " + base64.b64encode(f"admin:{secret}".encode()).decode()}
+    codes: dict[str, int] = {}
+    try:
+        end = time.monotonic() + 90
+        while time.monotonic() < end and "with" not in codes:
+            assert proc.poll() is None, proc.communicate()[0][-2000:]
+            for name, headers in (("without", {}), ("with", good)):
+                req = urllib.request.Request(base + "/llm/live.json", headers=headers)
+                try:
+                    with urllib.request.urlopen(req, timeout=5) as r:  # noqa: S310 - loopback
+                        codes[name] = r.status
+                except urllib.error.HTTPError as exc:
+                    codes[name] = exc.code
+                except OSError:
+                    break
+            time.sleep(0.5)
+        index = urllib.request.Request(base + "/", headers={})
+        with pytest.raises(urllib.error.HTTPError) as denied:
+            urllib.request.urlopen(index, timeout=5)  # noqa: S310 - loopback
+    finally:
+        out, _ = proc.communicate(timeout=180)
+    assert codes == {"without": 401, "with": 200}, codes
+    assert denied.value.code == 401, "Locust's own page is guarded too"
+    assert proc.returncode in (0, 1), out[-3000:]
+    leaked = [
+        p
+        for p in (tmp_path / "out").rglob("*")
+        if p.is_file() and secret.encode() in p.read_bytes()
+    ]
+    assert not leaked and secret not in out, f"the password is in {leaked}"
