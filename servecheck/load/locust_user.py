@@ -178,6 +178,7 @@ class _Controller:
         self.cpu0 = 0.0
         # --web / --metrics-port: the aggregate read once a tick (load/live.py), not per request
         self.live = LiveFeed(self.keeper.agg, self.worker) if cfg.live else None
+        self.stopped: str | None = None  # why Locust stopped it before its bounds (--web)
 
     def auth_headers(self) -> dict[str, str]:
         key = os.environ.get(ENV_API_KEY)
@@ -315,6 +316,7 @@ class _Controller:
             "ended": self.wall(_perf()),
             "loop_lag_s": [round(x, 6) for x in self.loop_lag],
             "reader": self.reader_info(),
+            "stopped": self.stopped,
         }
         self.keeper.close()
         self.wire.close()
@@ -795,8 +797,11 @@ def _on_test_stop(environment: Any, **_: Any) -> None:
         "c", None
     )  # a new test from the web UI gets a fresh controller and run directory
     if ctrl is not None and not ctrl.finished:
-        # --web: Stop in Locust's UI ends the run (its summary is written as for any run)
-        ctrl.finish(quit_runner=bool(ctrl.cfg.live and ctrl.cfg.live.get("web")))
+        # --web: Stop in Locust's UI ends the run, and its summary says it ended early
+        web = bool(ctrl.cfg.live and ctrl.cfg.live.get("web"))
+        if web and ctrl.accepting():
+            ctrl.stopped = "stopped by Locust before the run's bounds (its web UI's Stop)"
+        ctrl.finish(quit_runner=web)
 
 
 @events.quitting.add_listener

@@ -206,3 +206,48 @@ def test_web_auth_guards_locust_ui_and_stays_out_of_the_run_folder(
         if p.is_file() and secret.encode() in p.read_bytes()
     ]
     assert not leaked and secret not in out, f"the password is in {leaked}"
+    summary = next((tmp_path / "out").rglob("summary.json")).read_text()
+    assert '"partial": false' in summary, "a --web run that reached its bound is whole"
+
+
+def test_stop_in_locust_ui_ends_the_run_as_partial(
+    live_server: RunningServer, tmp_path: Path
+) -> None:
+    """Locust's Stop button ends a --web run early; its summary is partial, never a pass."""
+    import json
+
+    port = free_port()
+    out_dir = tmp_path / "out"
+    cmd = _cmd(
+        _targets(tmp_path, live_server),
+        out_dir,
+        *("--users", "1", "--duration", "120s", "--web", f"127.0.0.1:{port}"),
+    )
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        end = time.monotonic() + 90
+        while time.monotonic() < end:
+            assert proc.poll() is None, proc.communicate()[0][-2000:]
+            try:
+                with urllib.request.urlopen(base + "/llm/live.json", timeout=5) as r:  # noqa: S310
+                    if json.load(r)["totals"]["ok"] > 0:
+                        break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        stop = urllib.request.Request(base + "/stop", method="POST")
+        with urllib.request.urlopen(stop, timeout=10) as r:  # noqa: S310 - loopback
+            assert json.load(r)["success"] is True
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1, out[-3000:]
+    (run_dir,) = [p for p in out_dir.iterdir() if p.is_dir()]
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["partial"] is True and s["requests"]["total"] > 0
+    assert "web UI's Stop" in json.dumps(s), "the summary says why the run ended early"
