@@ -115,6 +115,39 @@ def _per10k(r: dict[str, Any], key: str) -> float:
     return float(r[key] or 0.0) / max(1, r["tokens"]) * 1e4
 
 
+def in_process(rate: int = 300, seconds: int = 60) -> dict[str, float]:
+    """The live view's own work, timed in this process on a synthetic aggregate: ``rate``
+    requests a second of 64 tokens, 5 s slices, one tick (piece + merge) and one scrape (the
+    snapshot and the exposition) a second; the milliseconds of the last second, the longest."""
+    import random
+
+    from prometheus_client import generate_latest
+
+    from servecheck.load.aggregate import Aggregate, Rule
+    from servecheck.load.live import LiveFeed, LiveView, registry_for
+
+    rng = random.Random(7)
+    agg = Aggregate(Rule(slice_s=5.0, window="none"))
+    feed, view = LiveFeed(agg, "w0"), LiveView()
+    t0, tick_ms, scrape_ms = 1_000_000.0, 0.0, 0.0
+    for sec in range(seconds):
+        for k in range(rate):
+            t = t0 + sec + k / rate
+            itls = [0.01 + rng.random() * 0.001 for _ in range(63)]
+            agg.add(
+                {"t_sent": t - 0.73, "t_done": t, "ttft": 0.1 + rng.random() * 0.01,
+                 "e2e": 0.73, "itls": itls, "output_tokens": 64}
+            )  # fmt: skip
+        a = time.perf_counter()
+        view.feed(feed.tick(now=t0 + sec + 1, in_flight=256))
+        b = time.perf_counter()
+        generate_latest(registry_for(view))
+        c = time.perf_counter()
+        view._cache = None  # the next second's scrape computes anew
+        tick_ms, scrape_ms = (b - a) * 1e3, (c - b) * 1e3
+    return {"rate": rate, "seconds": seconds, "tick_ms": tick_ms, "scrape_ms": scrape_ms}
+
+
 def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = [
         START,
@@ -177,6 +210,14 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             else ". A difference inside the off runs' own spread is not a measured cost; this"
             " machine (2 CPUs) was shared with other jobs while it ran, so read the spread first."
         )
+        + " In-process, on a synthetic aggregate of {rate} requests a second (64 tokens, 5 s"
+        " slices) after {seconds} s, one tick (the piece and its merge) took {tick_ms:.2f} ms and"
+        " one scrape (snapshot and exposition) {scrape_ms:.2f} ms, {share:.2f}% of each second"
+        " at one of each a second; the end-to-end figures above also hold the HTTP servers"
+        " answering the polls, and this machine's noise.".format(
+            **meta["in_process"],
+            share=(meta["in_process"]["tick_ms"] + meta["in_process"]["scrape_ms"]) / 10.0,
+        )
         + " Every run (tree CPU s / tokens): "
         + ", ".join(f"{r['config']} {r['cpu_s']:.2f} / {r['tokens']:,}" for r in rows)
         + ".",
@@ -198,6 +239,7 @@ def main() -> int:
         lines = args.from_log.read_text(encoding="utf-8").splitlines()
         rows = [json.loads(x) for x in lines if x.startswith("{")]
         meta = json.loads(next(x for x in lines if x.startswith("#meta "))[6:])
+        meta["in_process"] = in_process()
         write_section(START, END, render(rows, meta))
         return 0
     duration = args.duration or (6.0 if args.quick else 10.0)
@@ -221,6 +263,7 @@ def main() -> int:
         "users": args.users,
         "duration": duration,
         "runs": runs,
+        "in_process": in_process(),
     }
     print("#meta " + json.dumps(meta), flush=True)
     text = render(rows, meta)
