@@ -43,6 +43,7 @@ from servecheck.redact import redact_obj
 ENV_CONFIG = "SERVECHECK_LOAD_CONFIG"
 ENV_API_KEY = "SERVECHECK_API_KEY"
 ENV_SECRETS = "SERVECHECK_LOAD_SECRETS"  # the masked parts of load-config.json, for Locust
+ENV_WEB_AUTH = "SERVECHECK_WEB_AUTH"  # --web's USER:PASS, to Locust through its environment only
 PLAN_KEYS = (
     "description",
     "scenario",
@@ -130,6 +131,9 @@ class RunConfig:
     # which records it keeps on disk: "all", "sample:N" (a uniform sample) or "none".
     aggregate: dict[str, Any] | None = None
     records: str = "all"
+    # --web / --metrics-port (load/live.py): {"web": bool, "metrics": [host, port] | None,
+    # "tick_s": s}; None: no live view (nothing is read a tick at a time)
+    live: dict[str, Any] | None = None
 
     def dump(self, path: str | os.PathLike[str]) -> Path:
         """Write the config, every secret masked (header values, URL credentials): the file

@@ -302,6 +302,8 @@ def summarise(
     ``partial``: why the run stopped early (the summary is marked; never a pass)."""
     recs = _Records(run_dir)
     infos = _worker_infos(run_dir)
+    # --web: a run its UI stopped is partial (never a pass), unless a stop was already named
+    partial = partial or next((str(i["stopped"]) for i in infos if i.get("stopped")), None)
     planned = _planned(cfg, infos)
     loop_lag = [x for i in infos for x in i.get("loop_lag_s", [])]
     measured = _aggregate(run_dir, rule_of(spec, cfg), recs)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from servecheck.commands.load.live import live_fields
 from servecheck.commands.load.profile_arguments import profile_fields
 from servecheck.commands.options import error_budget
 from servecheck.config.model import Target
@@ -113,6 +114,7 @@ def spec_from_options(
         steady_window=parse_steady_window(pick("steady_window")),
         **profile_fields(pick),  # profile and slice_s
         records=parse_records(pick("records")),
+        **live_fields(o),  # --web, --web-auth, --metrics-port (commands/load/live.py)
     )
 
 
