@@ -219,8 +219,12 @@ def validate(spec: LoadSpec) -> list[SLO]:
         )
     cli = list(spec.slos)
     reject_cold(cli)
-    # targets.yaml may list cold-start SLOs too: accept/cutover judge those, a load run cannot.
-    slos = [*cli, *(s for s in parse_slos(spec.target.slo, "targets.yaml") if not s.cold)]
+    # targets.yaml may list cold-start and swap SLOs too: accept/cutover judge those, a load
+    # run cannot.
+    slos = [
+        *cli,
+        *(s for s in parse_slos(spec.target.slo, "targets.yaml") if not (s.cold or s.swap)),
+    ]
     # The same bound from --slo and targets.yaml is one SLO (judged and printed once, as "cli").
     seen: set[tuple[str, str, float]] = set()
     unique = []

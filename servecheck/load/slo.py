@@ -9,6 +9,7 @@ Grammar (whitespace allowed around the operator)::
     stat     := p50 | p90 | p95 | p99 | p99.9 | p999 | mean | min | max   (latency metrics only)
               | time_to_ready | first_ttft | first_e2e        (cold start: a time, no statistic)
               | first_ttft_ratio | first_e2e_ratio | requests_to_warm   (cold start: plain numbers)
+              | swap_ttft_spike (a time) | swap_failed_requests (a count)  (a swap under load)
     op       := <= | < | >= | >
     unit     := us | ms | s            (latency, cold-start times: required)
               | %                      (error_rate, rate_limited, goodput: required)
@@ -25,6 +26,10 @@ The cold-start metrics are judged by ``servecheck accept`` / ``cutover`` with ``
 --slo first_ttft<=5s`` is a usage error, and a targets.yaml ``slo:`` list may hold both kinds
 (each command takes the ones it measures). ``first_ttft_ratio`` is the first request's TTFT over
 the warm median; ``requests_to_warm`` how many requests came before the first warm one.
+
+The swap metrics are judged by ``servecheck cutover --swap ACTION`` (:mod:`servecheck.load.swap`),
+never by a load run: ``swap_failed_requests`` counts the probe's failed requests,
+``swap_ttft_spike`` is the highest per-slice TTFT p95 after the swap less the p95 before it.
 
 Goodput uses the *per-request* reading of the latency SLOs: a request is good when it succeeded
 and its own ``ttft`` / ``tpot`` / ``e2e`` (and its own ITL at the SLO's statistic) meet every
@@ -63,7 +68,10 @@ RATES = ("throughput_tokens", "throughput_requests")
 COLD_TIMES = ("time_to_ready", "first_ttft", "first_e2e")  # cold start (coldstart.py), ms
 COLD_NUMBERS = ("first_ttft_ratio", "first_e2e_ratio", "requests_to_warm")
 COLD = COLD_TIMES + COLD_NUMBERS
-METRICS = LATENCY + SHARES + RATES + COLD
+SWAP_TIMES = ("swap_ttft_spike",)  # a swap under load (load/swap.py), ms
+SWAP_NUMBERS = ("swap_failed_requests",)
+SWAP = SWAP_TIMES + SWAP_NUMBERS
+METRICS = LATENCY + SHARES + RATES + COLD + SWAP
 STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "min", "max")
 _STAT_ALIASES = {"p999": "p99.9", "median": "p50", "avg": "mean"}
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -80,7 +88,7 @@ _LATENCY_UNITS = {"us": 0.001, "µs": 0.001, "ms": 1.0, "s": 1000.0}
 
 def _names() -> list[str]:
     out = [f"{m}_{s}" for m in LATENCY for s in STATS]
-    return [*out, *SHARES, *RATES, *COLD]
+    return [*out, *SHARES, *RATES, *COLD, *SWAP]
 
 
 @dataclass(slots=True, frozen=True)
@@ -100,8 +108,10 @@ class SLO:
 
     @property
     def unit(self) -> str:
-        if self.metric in LATENCY or self.metric in COLD_TIMES:
+        if self.metric in LATENCY or self.metric in COLD_TIMES or self.metric in SWAP_TIMES:
             return "ms"
+        if self.metric in SWAP_NUMBERS:
+            return "requests"
         if self.metric in SHARES:
             return "fraction"
         if self.metric in COLD_NUMBERS:
@@ -112,6 +122,11 @@ class SLO:
     def cold(self) -> bool:
         """True for the cold-start metrics (judged by accept/cutover, not by a load run)."""
         return self.metric in COLD
+
+    @property
+    def swap(self) -> bool:
+        """True for the swap metrics (judged by cutover --swap, not by a load run)."""
+        return self.metric in SWAP
 
     @property
     def per_request(self) -> bool:
@@ -176,7 +191,7 @@ def parse_slo(text: str, source: str = "cli") -> SLO:
             f"SLO {text!r}: use one of <=, <, >=, > (an SLO is a bound, not an equality)"
         )
     metric, stat = _split(lhs, text)
-    if metric in LATENCY or metric in COLD_TIMES:
+    if metric in LATENCY or metric in COLD_TIMES or metric in SWAP_TIMES:
         if unit not in _LATENCY_UNITS:
             hint = (
                 "add a unit: us, ms or s"
@@ -193,6 +208,10 @@ def parse_slo(text: str, source: str = "cli") -> SLO:
         bound = num / 100.0
         if not 0.0 <= bound <= 1.0:
             raise UsageError(f"SLO {text!r}: {metric} must be between 0% and 100%")
+    elif metric in SWAP_NUMBERS:
+        if unit != "":
+            raise UsageError(f"SLO {text!r}: {metric} is a count; write e.g. {metric}<=0")
+        bound = num
     elif metric in COLD_NUMBERS:
         if unit not in ("", "x"):
             raise UsageError(
@@ -221,7 +240,7 @@ def _share_hint(metric: str, op: str, num: float) -> str:
 
 
 def _split(lhs: str, text: str) -> tuple[str, str | None]:
-    if lhs in SHARES or lhs in RATES or lhs in COLD:
+    if lhs in SHARES or lhs in RATES or lhs in COLD or lhs in SWAP:
         return lhs, None
     if lhs in LATENCY:
         raise UsageError(
@@ -237,6 +256,8 @@ def _split(lhs: str, text: str) -> tuple[str, str | None]:
         )
     if metric in COLD:
         raise UsageError(f"SLO {text!r}: {metric} takes no statistic (one cold start, one value)")
+    if metric in SWAP:
+        raise UsageError(f"SLO {text!r}: {metric} takes no statistic (one swap, one value)")
     if metric in SHARES or metric in RATES:
         raise UsageError(
             f"SLO {text!r}: {metric} takes no statistic; write e.g. {metric}{'<=0.5%' if metric in ('error_rate', 'rate_limited') else '>=95%' if metric == 'goodput' else '>=100/s'}"
@@ -273,10 +294,18 @@ def reject_cold(slos: Iterable[SLO], where: str = "servecheck load") -> None:
                 f"SLO {slo.text!r}: a cold-start SLO, which {where} does not measure; give it to "
                 "servecheck accept / cutover as --cold-start-slo with --launch CMD or --cold-start"
             )
+        if slo.swap and slo.source == "cli":
+            raise UsageError(
+                f"SLO {slo.text!r}: a swap SLO, which {where} does not measure; servecheck "
+                "cutover judges it, with a swap of its own to do"
+            )
 
 
 def observed(slo: SLO, stats: RunStats) -> float | None:
-    """The value of ``slo``'s metric in ``stats`` (ms, fraction or per second)."""
+    """The value of ``slo``'s metric in ``stats`` (ms, fraction or per second); None for the
+    cold-start and swap metrics, which no load run measures."""
+    if slo.cold or slo.swap:
+        return None
     if slo.metric in LATENCY:
         dist = stats.latency.get(slo.metric)
         return None if dist is None or not dist.count else dist.get(slo.stat or "p50")

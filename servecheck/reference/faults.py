@@ -1343,6 +1343,18 @@ _fault(
     "LORA-UNLOAD-404",
 )
 _fault(
+    "lora-swap-fails",
+    "for 1 s after an adapter is loaded or unloaded every generation request answers 503 (an "
+    "engine that drops traffic while it swaps weights): a cutover swap's swap_failed_requests "
+    "counts them",
+)
+_fault(
+    "lora-swap-stalls",
+    "for 1 s after an adapter is loaded or unloaded every generation request waits until that "
+    "second is over before it starts (an engine that pauses to swap weights): a cutover swap's "
+    "swap_ttft_spike measures it",
+)
+_fault(
     "lora-bad-path-accepted",
     "loading an adapter from a path that does not exist answers 200 and lists it",
     "LORA-LOAD-BAD-PATH",

@@ -104,6 +104,8 @@ class State:
     stored_responses: Any = None  # response_store's bounded store, made on first use
     adapters: dict[str, str] = field(default_factory=dict)  # LoRA name -> path (lora.py)
     lingering: set[str] = field(default_factory=set)  # unloaded, still served (a lora fault)
+    lora_fail_until: float = 0.0  # monotonic: requests fail until then (lora-swap-fails)
+    lora_stall_until: float = 0.0  # monotonic: requests wait until then (lora-swap-stalls)
 
     @property
     def faults(self) -> frozenset[str]:

@@ -19,8 +19,10 @@ different answer, as a real adapter's non-zero weights give. Only the path's exi
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
+import time
 from typing import Any
 
 from aiohttp import web
@@ -59,6 +61,7 @@ async def load_adapter(request: web.Request) -> web.Response:
         return error_response(state, err)
     state.lingering.discard(name)
     state.adapters[name] = path
+    _disrupt(state)
     return web.Response(text=f"Success: LoRA adapter '{name}' added successfully.")
 
 
@@ -74,7 +77,29 @@ async def unload_adapter(request: web.Request) -> web.Response:
     del state.adapters[name]
     if "lora-unload-still-served" in state.faults:
         state.lingering.add(name)
+    _disrupt(state)
     return web.Response(text=f"Success: LoRA adapter '{name}' removed successfully.")
+
+
+SWAP_DISRUPTION_S = 1.0
+
+
+def _disrupt(state: State) -> None:
+    """The swap faults: a second of failures or of stalled requests after a load or unload."""
+    until = time.monotonic() + SWAP_DISRUPTION_S
+    if "lora-swap-fails" in state.faults:
+        state.lora_fail_until = until
+    if "lora-swap-stalls" in state.faults:
+        state.lora_stall_until = until
+
+
+async def swap_effects(state: State) -> None:
+    """Before a generation request: the swap faults' 503 or wait, while one is in effect."""
+    now = time.monotonic()
+    if now < state.lora_fail_until:
+        raise ApiError(503, "the engine is swapping LoRA weights", "server_error")
+    if now < state.lora_stall_until:
+        await asyncio.sleep(state.lora_stall_until - now)
 
 
 def model_entries(state: State, created: int) -> list[dict[str, Any]]:
@@ -115,4 +140,4 @@ def apply(state: State, model: str, choices: list[Any]) -> None:
         c.pieces = out
 
 
-__all__ = ["apply", "is_adapter", "model_entries", "register"]
+__all__ = ["apply", "is_adapter", "model_entries", "register", "swap_effects"]

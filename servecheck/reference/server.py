@@ -667,6 +667,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     arrival = await engine_metrics.arrive(state)  # after the gateway-first-byte-delay fault
     try:
         check_ready(state)
+        await reflora.swap_effects(state)  # the lora-swap-* faults
         body = await read_json(request, state)
         _refuse_streams(state, body)
         if chat:

@@ -36,7 +36,27 @@ def part_message(name: str, p: dict[str, Any]) -> str:
                 or "none"
             )
         )
+    if name == "swap_impact":
+        return _impact_message(p)
     return ""
+
+
+def _impact_message(p: dict[str, Any]) -> str:
+    """servecheck's own swap: what it did, failed requests, the TTFT spike, the time to settle."""
+
+    def ms(v: Any) -> str:
+        return "-" if v is None else f"{v:.0f} ms"
+
+    settle = p.get("settle_s")
+    out = p.get("outcome") or {}
+    return (
+        f"{p.get('action')} {'done' if out.get('ok') else 'FAILED'} in {p.get('swap_duration_s', 0):.2f} s "
+        f"({out.get('detail', '')[:80]}); {p.get('failed')} failed requests; TTFT p95 "
+        f"{ms(p.get('baseline_ttft_p95_ms'))} before, peak {ms(p.get('peak_ttft_p95_ms'))} after "
+        f"(spike {ms(p.get('ttft_spike_ms'))}); settled "
+        + ("never" if settle is None else f"{settle:.1f} s after the swap began")
+        + "".join(f"; {'PASS' if v['passed'] else 'FAIL'} {v['slo']}" for v in p.get("slos", []))
+    )
 
 
 def write_cutover_html(run_dir: Path) -> Path:
