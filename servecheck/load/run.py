@@ -133,6 +133,8 @@ class LoadSpec:
     down_after: DownRule = field(default_factory=DownRule)
     api: str | None = None  # chat | messages; None: the scenario's (load/apis.py)
     images: str | None = None  # sizes (1x512x512,2x256x256) or a folder (load/images.py)
+    # Traffic split across models by weight (load/mix.py); empty: every request names `model`.
+    model_mix: list[tuple[str, float]] = field(default_factory=list)
     # The engine's /metrics sampled beside the run and reconciled after it (load/server_watch.py)
     server_metrics: bool = True
     metrics_interval_s: float | None = None  # None: the target's telemetry.interval_s, else 1 s
@@ -325,6 +327,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         dataset_format=spec.dataset_format,
         api=resolve_api(spec.api, spec.scenario),
         images=normalise_images(spec.images),
+        model_mix=[[name, weight] for name, weight in spec.model_mix],
     )
     cfg.aggregate = rule_of(spec, cfg).as_dict()
     planned = max_requests

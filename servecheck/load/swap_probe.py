@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servecheck.config.model import Target
+from servecheck.load.mix import WeightedCycle
 from servecheck.load.records import RecordError, http_error
 
 
@@ -153,23 +154,6 @@ async def _probe(
     return records
 
 
-class WeightedCycle:
-    """Smooth weighted round robin (nginx's): each pick adds every weight to its credit and takes
-    the name with the most, less the total; n picks give each name its share to within one."""
-
-    def __init__(self, mix: Sequence[tuple[str, float]]) -> None:
-        self.mix = list(mix)
-        self.credit = [0.0] * len(self.mix)
-        self.total = sum(w for _, w in self.mix)
-
-    def next(self) -> str:
-        for i, (_, w) in enumerate(self.mix):
-            self.credit[i] += w
-        best = max(range(len(self.mix)), key=lambda i: self.credit[i])
-        self.credit[best] -= self.total
-        return self.mix[best][0]
-
-
 def _served_model(r: Any) -> str | None:
     if not 200 <= r.status_code < 300:
         return None
@@ -234,4 +218,4 @@ def run_swap_probe(
     return records, max(duration_s, time.perf_counter() - t0)
 
 
-__all__ = ["ProbeOptions", "ProbeRecord", "WeightedCycle", "run_swap_probe"]
+__all__ = ["ProbeOptions", "ProbeRecord", "run_swap_probe"]

@@ -14,9 +14,10 @@ import pytest
 
 from servecheck.cli import main
 from servecheck.errors import UsageError
+from servecheck.load.mix import WeightedCycle
 from servecheck.load.slo import parse_slos
 from servecheck.load.swap import SwapAction, parse_swap, swap_impact, swap_verdicts
-from servecheck.load.swap_probe import ProbeRecord, WeightedCycle
+from servecheck.load.swap_probe import ProbeRecord
 from servecheck.reference.inprocess import RunningServer
 from tests.report.conftest import write_targets
 

@@ -143,6 +143,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def spec_from_args(args: argparse.Namespace) -> CutoverSpec:
     """The :class:`CutoverSpec` for the options."""
+    from servecheck.load.mix import parse_model_mix
     from servecheck.load.schedule import parse_duration, parse_rate
     from servecheck.load.slo import parse_slos
     from servecheck.load.swap import parse_swap
@@ -171,26 +172,12 @@ def spec_from_args(args: argparse.Namespace) -> CutoverSpec:
         swap=parse_swap(args.swap) if args.swap else None,
         swap_at_s=parse_duration(args.swap_at),
         swap_slos=parse_slos(args.swap_slo, "cli"),
-        probe_models=[_weighted(text) for text in args.probe_model],
+        probe_models=parse_model_mix(",".join(args.probe_model), "--probe-model"),
         out=out_dir(args),
         run_id=args.run_id,
         reference_args=checked_reference_args(args.reference_arg),
         **cold_start_fields(args),
     )
-
-
-def _weighted(text: str) -> tuple[str, float]:
-    """``NAME`` or ``NAME=WEIGHT`` (a positive number) of ``--probe-model``."""
-    from servecheck.errors import UsageError
-
-    name, _, weight = text.partition("=")
-    try:
-        value = float(weight) if weight else 1.0
-    except ValueError:
-        value = -1.0
-    if not name.strip() or not value > 0:
-        raise UsageError(f"--probe-model {text!r}: write NAME or NAME=WEIGHT with a weight > 0")
-    return name.strip(), value
 
 
 def run(args: argparse.Namespace) -> int:
