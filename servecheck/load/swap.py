@@ -260,7 +260,7 @@ def _settle(slices: list[dict[str, Any]], base: float | None, swap_at: float) ->
         first = i
     if first is None:
         return None
-    return round(slices[first]["t"] - swap_at, 3)
+    return max(0.0, round(slices[first]["t"] - swap_at, 3))  # slice starts are rounded
 
 
 __all__ = [
