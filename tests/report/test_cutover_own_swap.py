@@ -61,6 +61,8 @@ def test_each_swap_verdict_catches_its_fault(
         assert part["settle_s"] is not None and part["settle_s"] > 0, part
     if fault == "lora-swap-stalls":
         assert part["ttft_spike_ms"] > 500, part
+        page = (tmp_path / "own" / "report.html").read_text()
+        assert "TTFT p95 per second after the swap" in page and page.count("<svg") == 2
     if fault is None:
         assert part["failed"] == 0 and part["settle_s"] == 0.0, part
 
