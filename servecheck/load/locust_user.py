@@ -46,6 +46,7 @@ from servecheck.load.images import ENV_IMAGES, ImagePool, check_images
 from servecheck.load.keeper import CHECKPOINT_S, RecordKeeper
 from servecheck.load.lengths import Lengths, apply_lengths
 from servecheck.load.live import LIVE_MESSAGE, LiveFeed, LiveView, registry_for
+from servecheck.load.mix import WeightedCycle
 from servecheck.load.phased import ProfileSchedule, parse_profile
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, ENV_WEB_AUTH, RunConfig
 from servecheck.load.planned import PlannedRequest, single_turn
@@ -100,6 +101,10 @@ class _Controller:
         self.env = environment
         self.cfg = cfg
         self.index = index
+        # the model mix (a plan's models): each request names the next model of the cycle
+        self.mix = (
+            WeightedCycle([(str(n), float(w)) for n, w in cfg.model_mix]) if cfg.model_mix else None
+        )
         self.worker = (
             f"w{index}-{os.getpid()}"
             if cfg.workers > 1 or isinstance(environment.runner, WorkerRunner)
@@ -400,8 +405,9 @@ class _Controller:
         prompt = user.plan_request(self)  # a PlannedRequest (servecheck/load/conversation.py)
         if self.images is not None:
             prompt = self.images.attach(prompt, user.rng)
+        model = self.mix.next() if self.mix is not None else cfg.model
         path, body = request_for(
-            cfg.api, cfg.model, prompt, user.kind_body(prompt.kind), cfg.extra_body
+            cfg.api, model, prompt, user.kind_body(prompt.kind), cfg.extra_body
         )
         payload = json.dumps(body).encode()
         self.sent += 1
@@ -420,6 +426,7 @@ class _Controller:
             kind=prompt.kind,
             prompt_tokens=prompt.prompt_tokens,
             request_id=f"{self.rid_prefix}-{seq}",
+            model=model if self.mix is not None else None,
             **prompt.fields,
         )
         st = new_state(cfg.api, prompt.capture)  # chat's reader, or the messages stream's

@@ -136,6 +136,8 @@ class LoadSpec:
     down_after: DownRule = field(default_factory=DownRule)
     api: str | None = None  # chat | messages; None: the scenario's (load/apis.py)
     images: str | None = None  # sizes (1x512x512,2x256x256) or a folder (load/images.py)
+    # Traffic split across models by weight (load/mix.py); empty: every request names `model`.
+    model_mix: list[tuple[str, float]] = field(default_factory=list)
     # The engine's /metrics sampled beside the run and reconciled after it (load/server_watch.py)
     server_metrics: bool = True
     metrics_interval_s: float | None = None  # None: the target's telemetry.interval_s, else 1 s
@@ -239,11 +241,15 @@ def validate(spec: LoadSpec) -> list[SLO]:
     cli = list(spec.slos)
     reject_cold(cli)
     check_slos(cli, spec.profile)  # recovery_s needs a recovery profile
-    # targets.yaml may list cold-start and drain SLOs too: accept/cutover/drain judge those, a
-    # load run cannot; and a profile's SLO judges only a run with that profile.
+    # targets.yaml may list cold-start, drain and swap SLOs too: accept/cutover/drain judge
+    # those, a load run cannot; and a profile's SLO judges only a run with that profile.
     slos = [
         *cli,
-        *(s for s in parse_slos(spec.target.slo, "targets.yaml") if not (s.cold or s.drain)),
+        *(
+            s
+            for s in parse_slos(spec.target.slo, "targets.yaml")
+            if not (s.cold or s.drain or s.swap)
+        ),
     ]
     if spec.profile is None or spec.profile.kind != "recovery":
         slos = [s for s in slos if not s.profile or s.source == "cli"]
@@ -371,6 +377,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         profile=None
         if spec.profile is None
         else {"text": spec.profile.text, "poisson": spec.poisson},
+        model_mix=[[name, weight] for name, weight in spec.model_mix],
     )
     cfg.aggregate = rule_of(spec, cfg).as_dict()
     cfg.live = live_config(spec.web, spec.web_auth, spec.metrics_port, spec.role, spec.otlp)

@@ -109,6 +109,12 @@ def add_workload_arguments(g: argparse._ArgumentGroup) -> None:
     )
     add_error_budget_argument(g, "SERVECHECK_LOAD_ERROR_BUDGET")
     add_model_argument(g)
+    g.add_argument(
+        "--model-mix",
+        metavar="NAME=W,...",
+        help="split the traffic across models by weight, e.g. a base and its LoRA adapters "
+        "(servecheck-tiny=3,lora-a=1); each record names its model; plans: models:",
+    )
     add_api_arguments(g)
 
 

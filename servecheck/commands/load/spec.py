@@ -16,6 +16,7 @@ from servecheck.load.aggregate import parse_records
 from servecheck.load.down import parse_down_after
 from servecheck.load.images import normalise_images
 from servecheck.load.lengths import parse_lengths
+from servecheck.load.mix import parse_model_mix
 from servecheck.load.run import LoadSpec
 from servecheck.load.schedule import (
     parse_burstiness,
@@ -109,6 +110,7 @@ def spec_from_options(
         down_after=parse_down_after(o("down_after")),
         api=pick("api"),
         images=normalise_images(pick("images")),
+        model_mix=parse_model_mix(o("model_mix"), "--model-mix") or list(plan.get("models") or []),
         server_metrics=o("server_metrics") != "off",
         metrics_interval_s=_interval(o("server_metrics")),
         steady_window=parse_steady_window(pick("steady_window")),
