@@ -331,6 +331,7 @@ def test_the_profile_sees_every_route_the_catalogue_calls(reference, make_refere
     thinking = make_reference(api_key=TEST_KEY, reasoning=ReasoningMode(), max_model_len=2048)
     # the IMAGE checks for vision models: a --vision server and a target declaring vision
     vision = make_reference(api_key=TEST_KEY, vision=True)
+    lora = make_reference(api_key=TEST_KEY, lora=True)
     for check_id, check in load_all().items():
         is_reason = check_id.startswith("REASON-") or check_id == "MESSAGES-THINKING"
         is_vision = check_id.startswith("IMAGE-") and not check_id.endswith("-TEXT-ONLY")
@@ -338,7 +339,11 @@ def test_the_profile_sees_every_route_the_catalogue_calls(reference, make_refere
         target: dict[str, Any] = {"reasoning": "auto"} if is_reason else {}
         if is_vision:
             server, target = vision, {"capabilities": {"vision": True}}
-        ctx = context_for(server if is_reason or is_vision else reference, check_id, **target)
+        if check_id.startswith("LORA-"):  # runtime adapters, and a target naming one to load
+            server = lora
+            target = {"capabilities": {"lora": True}, "lora_adapter": {"name": "ref-lora", "path": "/"}}
+        is_special = is_reason or is_vision or check_id.startswith("LORA-")
+        ctx = context_for(server if is_special else reference, check_id, **target)
         try:
             run_with_allowances(check, ctx)  # a finding would raise NonStrict here
         finally:
