@@ -95,8 +95,8 @@ class DownWatch:
         """Take one record; returns the reason once the target counts as down."""
         if self.down is not None or not self.rule.active:
             return self.down
-        if rec.get("abandoned"):
-            return None  # dropped on purpose: says nothing about the server
+        if rec.get("abandoned") or rec.get("cancelled") or rec.get("error") == "lost":
+            return None  # dropped on purpose, or never sent (load/outage.py): says nothing
         t = float(rec.get("t_sent") or 0.0)
         if not connection_level(rec.get("error"), rec.get("status")):
             self.streak, self.streak_start = 0, None

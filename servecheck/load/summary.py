@@ -18,6 +18,7 @@ from servecheck.load.breakdown import format_breakdown, read_engine_file, scenar
 from servecheck.load.budget import SOURCE as BUDGET
 from servecheck.load.budget import budget_line, budget_summary, percent
 from servecheck.load.columnar import keep_records
+from servecheck.load.faults import fault_sections
 from servecheck.load.image_stats import format_images, image_breakdown
 from servecheck.load.phases import phase_lines
 from servecheck.load.plan import RunConfig
@@ -27,7 +28,7 @@ from servecheck.load.records import (
     merge_records,
     worker_files,
 )
-from servecheck.load.slo import SLO, Verdict, evaluate
+from servecheck.load.slo import COUNTS, SLO, Verdict, evaluate
 from servecheck.load.stats import RunStats, Schedule
 from servecheck.load.steady import steady_line, steady_section
 from servecheck.load.timings import format_timings
@@ -275,7 +276,7 @@ def _judge(slos: Sequence[SLO], stats: RunStats, window: RunStats | None) -> lis
     held no request judges nothing: the other rules judge the run."""
     out: list[Verdict] = []
     for s in slos:
-        if s.source == BUDGET:
+        if s.source == BUDGET or s.metric in COUNTS:  # lost_requests: the whole run's outages
             if stats.total:
                 out += evaluate([s], stats)
         elif window is None:
@@ -349,6 +350,8 @@ def summarise(
     behind = stats.behind  # even with --allow-lag: the lag is inside the client TTFT
     server = server_watch.section(spec, run_dir, agg.client, behind)
     judged = compose([judged, server_truth.verdict_of(server)])  # load/server_truth.py
+    faults, fault_verdict = fault_sections(spec, agg, stats, slos, run_dir)  # load/faults.py
+    judged = compose([judged, fault_verdict])
     reasons, passed, verdict = judged.reasons, judged.passed, judged.status
     exit_code = judged.exit_code
     sections = _record_sections(agg, records, run_dir)
@@ -384,6 +387,7 @@ def summarise(
         "rows": steady.scan.as_list(),
     }
     summary.update(sections)
+    summary.update(faults)  # cancel, outages
     summary.update(agg.timings.as_dict())  # TTFT decomposition, slowest requests
     if server is not None:
         summary["server"] = server

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from servecheck.commands.load.faults import add_fault_arguments
 from servecheck.commands.load.measurement import add_measurement_arguments
 from servecheck.commands.options import (
     add_api_arguments,
@@ -245,4 +246,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_guard_arguments(g)
     add_replay_arguments(g)
     add_measurement_arguments(g)
+    add_fault_arguments(g)
     g.add_argument("--quiet", action="store_true", help="no live progress")
