@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servecheck.load import cancel, outage
+from servecheck.load import cancel, outage, server_truth
 from servecheck.load.slo import SLO
 from servecheck.load.stats import RunStats
 from servecheck.load.verdict import PASS, RunVerdict, compose
@@ -19,10 +19,17 @@ if TYPE_CHECKING:
 
 
 def fault_sections(
-    spec: LoadSpec, agg: Aggregate, stats: RunStats, slos: Sequence[SLO], run_dir: Path
+    spec: LoadSpec,
+    agg: Aggregate,
+    stats: RunStats,
+    slos: Sequence[SLO],
+    run_dir: Path,
+    server: dict[str, Any] | None,
 ) -> tuple[dict[str, Any], RunVerdict]:
     """summary.json's ``cancel`` (with ``--cancel``) and ``outages`` (always: an empty list is
-    the news that the target never went away), and their verdict."""
+    the news that the target never went away), and their verdict with the engine's findings
+    (``server``, load/server_truth.py), which an outage voids: an engine that restarted counts
+    from 0 again, so its counters no longer match the client's."""
     out: dict[str, Any] = {}
     parts: list[RunVerdict] = []
     section, status, reason = cancel.section(spec.cancel, stats.cancelled, run_dir)
@@ -34,6 +41,11 @@ def fault_sections(
     judged = any(s.metric == "lost_requests" for s in slos)
     status, reasons = outage.verdict_of(outages, judged)
     parts.append(RunVerdict(status, reasons))
+    if not outages["count"]:
+        parts.append(server_truth.verdict_of(server))
+    elif server is not None:
+        server["voided_by_outage"] = True
+        parts.append(RunVerdict(PASS, ["server: counters not reconciled across the outage"]))
     verdict = compose(parts)
     if verdict.status == PASS:  # a pass says what it saw (a cancel drained, an outage judged)
         return out, RunVerdict(PASS, verdict.reasons)

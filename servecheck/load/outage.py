@@ -14,7 +14,8 @@ aggregate (so the windows merge across workers):
   opened, then with the gap growing by ``PROBE_GROWTH`` up to ``PROBE_MAX_S``: at most one
   request a second, never the full rate. Any other send due then is not sent: open loop, it is
   recorded as ``error: "lost"`` with its intended time; closed loop, the user waits.
-* The first success ends it (an answer that is an error, e.g. a 503 while the engine loads its
+* The first success sent after it began ends it (a request in flight through the failure that
+  completed says nothing of now; an answer that is an error, e.g. a 503 while the engine loads its
   model, does not): ``recover_s`` is from its start to that success's send, to within the probe
   gap (``resolution_s``).
 
@@ -82,6 +83,9 @@ class OutageLog:
             return  # the client's own doing: says nothing about the server
         sent = float(r.get("t_sent") or 0.0)
         if err is None:
+            began = self.open.start if self.open is not None else self.pending_start
+            if began is not None and sent < began:
+                return  # sent before the failures began, done after: says nothing of now
             if self.open is not None:
                 self.open.end = sent
                 self.windows.append(self.open)

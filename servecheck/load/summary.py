@@ -349,8 +349,8 @@ def summarise(
     )
     behind = stats.behind  # even with --allow-lag: the lag is inside the client TTFT
     server = server_watch.section(spec, run_dir, agg.client, behind)
-    judged = compose([judged, server_truth.verdict_of(server)])  # load/server_truth.py
-    faults, fault_verdict = fault_sections(spec, agg, stats, slos, run_dir)  # load/faults.py
+    # cancel, outages (load/faults.py), and the engine's findings (load/server_truth.py)
+    faults, fault_verdict = fault_sections(spec, agg, stats, slos, run_dir, server)
     judged = compose([judged, fault_verdict])
     reasons, passed, verdict = judged.reasons, judged.passed, judged.status
     exit_code = judged.exit_code
