@@ -4,6 +4,7 @@ class, and end to end on the reference server: a clean one drains after the canc
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -170,3 +171,27 @@ def test_leaked_slots_after_cancels_fail_the_run(
     assert drain["status"] == "not_drained" and drain["last_running"] > 0, drain
     assert s["verdict"] == "fail" and proc.returncode == 1, proc.stdout
     assert any("NOT DRAINED" in r for r in s["reasons"]), s["reasons"]
+
+
+@pytest.mark.slow
+def test_capacity_steps_cancel_and_judge_the_drain(
+    make_reference: Callable[..., RunningServer], tmp_path: Path
+) -> None:
+    """``servecheck capacity --cancel``: every step cancels its share, and a step after which the
+    engine kept the cancelled requests running (``abort-leak``) does not meet the SLOs."""
+    from tests.load.test_capacity_stops import _capacity, write_targets
+
+    ref = make_reference("abort-leak", models=["ref-tiny"], ttft_ms=30, itl_ms=10)
+    targets = write_targets(tmp_path / "targets.yaml", ref=(ref.base_url, ["ref-tiny"]))
+    data = _capacity(
+        targets,
+        tmp_path,
+        *("--users", "2", "--step-duration", "3s", "--max-steps", "1"),
+        *("--cancel", "30%@tokens:2", "--cancel-drain", "5s"),
+    )
+    assert len(data["steps"]) == 1
+    (path,) = (tmp_path / "cap" / "steps").glob("*/summary.json")
+    summary = json.loads(path.read_text())
+    assert summary["requests"]["cancelled"] > 0, summary["requests"]
+    assert summary["cancel"]["drain"]["status"] == "not_drained", summary["cancel"]
+    assert summary["verdict"] == "fail" and data["exit_code"] == 1

@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 import os
 
-from servecheck.commands.load.faults import add_fault_arguments
 from servecheck.commands.load.measurement import add_measurement_arguments
 from servecheck.commands.options import (
     add_api_arguments,
     add_dataset_arguments,
     add_error_budget_argument,
+    add_fault_arguments,
     add_model_argument,
     add_target_arguments,
 )

@@ -7,11 +7,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from servecheck.commands.options import error_budget
+from servecheck.commands.options import error_budget, fault_options
 from servecheck.config.model import Target
 from servecheck.errors import UsageError
 from servecheck.load.aggregate import parse_records
-from servecheck.load.cancel import parse_cancel
 from servecheck.load.down import parse_down_after
 from servecheck.load.images import normalise_images
 from servecheck.load.lengths import parse_lengths
@@ -106,8 +105,7 @@ def spec_from_options(
         if o("dataset") or o("dataset_format") not in (None, "auto")
         else data_plan.get("format", "auto"),
         down_after=parse_down_after(o("down_after")),
-        cancel=parse_cancel(pick("cancel")),
-        cancel_drain_s=parse_duration(o("cancel_drain")) if o("cancel_drain") else 30.0,
+        **fault_options(options, plan),  # --cancel, --cancel-drain (commands/options/faults.py)
         api=pick("api"),
         images=normalise_images(pick("images")),
         server_metrics=o("server_metrics") != "off",
