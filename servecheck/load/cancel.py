@@ -165,9 +165,13 @@ def wait_after_run(recorder: Any, run_dir: Path, started: float, bound_s: float)
 
     since = time.time()
     try:
+        # A poll a second: a busy engine answers /metrics late, and wait_drained waits up to 4
+        # polls past the bound for samples that cover it before it says it cannot tell.
         verdict = wait_drained(
-            recorder, since, bound_s, baseline_window=(started - 30.0, started)
+            recorder, since, bound_s, baseline_window=(started - 30.0, started), poll_s=1.0
         ).to_dict()
+        # check_drain speaks of the abandoned-stream probe; here what came before was the load.
+        verdict["message"] = str(verdict.get("message", "")).replace("the probe", "the load")
     except Exception as exc:  # noqa: BLE001 - telemetry never stops a run: the verdict says so
         verdict = {"status": "insufficient_data", "message": f"{type(exc).__name__}: {exc}"}
     (run_dir / DRAIN_FILE).write_text(json.dumps(verdict) + "\n", encoding="utf-8")

@@ -467,6 +467,7 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
         f"requests {req['total']}  ok {req['ok']}  failed {req['failed']} ({req['error_rate']:.2%})"
         + (f"  abandoned on purpose {req['abandoned']}" if req.get("abandoned") else "")
         + (f"  rate-limited {req['rate_limited']}" if req.get("rate_limited") else "")
+        + (f"  cancelled {req['cancelled']}" if req.get("cancelled") else "")
         + (f"  errors {req['errors']}" if req["errors"] else ""),
         f"throughput {thr['requests_per_s']:.2f} req/s  {thr['output_tokens_per_s']:.1f} output tokens/s"
         f"  over {summary['window_s']:.1f} s  goodput {'-' if summary['goodput'] is None else format(summary['goodput'], '.1%')}",

@@ -142,7 +142,7 @@ def test_clean_engine_drains_after_cancels(
     assert s["requests"]["failed"] == 0
     assert s["cancel"]["drain"]["status"] == "ok", s["cancel"]
     assert s["verdict"] == "pass" and proc.returncode == 0, proc.stdout + proc.stderr
-    assert any("cancel 40%@tokens:3" in r for r in s["reasons"])
+    assert any("cancel 40%@tokens:3" in r and "after the load" in r for r in s["reasons"])
 
 
 @pytest.mark.slow
@@ -187,7 +187,7 @@ def test_capacity_steps_cancel_and_judge_the_drain(
         targets,
         tmp_path,
         *("--users", "2", "--step-duration", "3s", "--max-steps", "1"),
-        *("--cancel", "30%@tokens:2", "--cancel-drain", "5s"),
+        *("--cancel", "30%@tokens:2", "--cancel-drain", "8s"),
     )
     assert len(data["steps"]) == 1
     (path,) = (tmp_path / "cap" / "steps").glob("*/summary.json")
@@ -195,3 +195,20 @@ def test_capacity_steps_cancel_and_judge_the_drain(
     assert summary["requests"]["cancelled"] > 0, summary["requests"]
     assert summary["cancel"]["drain"]["status"] == "not_drained", summary["cancel"]
     assert summary["verdict"] == "fail" and data["exit_code"] == 1
+
+
+def test_plan_key_and_option_reach_the_spec() -> None:
+    from servecheck.commands.load.spec import spec_from_options
+    from servecheck.config.model import Target
+
+    target = Target(name="t", base_url="http://127.0.0.1:9/v1")
+    base = {"users": 1, "duration": "5s"}
+    spec = spec_from_options(target, base, {"cancel": "10%@tokens:8"})
+    assert spec.cancel == CancelRule(0.1, "tokens", 8) and spec.cancel_drain_s == 30.0
+    spec = spec_from_options(
+        target, {**base, "cancel": "5%@ms:200", "cancel_drain": "10s"}, {"cancel": "10%@headers"}
+    )
+    assert spec.cancel == CancelRule(0.05, "ms", 200) and spec.cancel_drain_s == 10.0
+    assert spec_from_options(target, base).cancel is None
+    with pytest.raises(UsageError, match="cancel"):
+        spec_from_options(target, base, {"cancel": "10%@nowhere"})

@@ -192,7 +192,7 @@ def _restart_mid_run(tmp_path: Path, *args: str, down_s: float = 4.0) -> dict[st
         threading.Thread(target=box[0].stop).start()
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
     s = json.loads((run_dir / "summary.json").read_text())
-    s["_rc"], s["_out"] = proc.returncode, stdout + stderr
+    s["_rc"], s["_out"], s["_dir"] = proc.returncode, stdout + stderr, run_dir
     return s
 
 
@@ -213,6 +213,7 @@ def test_open_loop_rides_out_a_restart(tmp_path: Path) -> None:
     assert s["verdict"] == "inconclusive" and s["_rc"] == 1, s["reasons"]
     assert any("recovered after" in r for r in s["reasons"]), s["reasons"]
     assert s["server"].get("voided_by_outage") is True
+    assert "<h4>Outages</h4>" in (s["_dir"] / "report.html").read_text()
 
 
 @pytest.mark.slow
