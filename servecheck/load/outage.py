@@ -6,9 +6,9 @@ it as it comes back (a thundering herd on a restarting engine). So each Locust p
 circuit breaker (:class:`Breaker`) over its own requests, and an :class:`OutageLog` in its
 aggregate (so the windows merge across workers):
 
-* ``OPEN_AFTER`` consecutive connection-level failures (refused, connect timeout, reset or
-  closed before any response header: :func:`servecheck.load.down.connection_level`) open an
-  outage. It began at the first failure after the last success (streams the dying server broke
+* ``OPEN_AFTER`` consecutive unanswered requests (refused, connect timeout, reset or closed
+  before any response header: :func:`servecheck.load.down.connection_level`; or timed out with
+  no header at all: :func:`unanswered`) open an outage. It began at the first failure after the last success (streams the dying server broke
   mid-body count in it).
 * While it is open the process sends one probe at a time, the first ``PROBE_FIRST_S`` after it
   opened, then with the gap growing by ``PROBE_GROWTH`` up to ``PROBE_MAX_S``: at most one
@@ -65,6 +65,13 @@ class Window:
         return sum(self.failures.values())
 
 
+def unanswered(error: Any, status: int | None) -> bool:
+    """The target did not answer: refused, connect timeout, reset or closed before the headers
+    (:func:`~servecheck.load.down.connection_level`), or accepted and sent no headers before the
+    request timed out."""
+    return connection_level(error, status) or (error == "timeout" and status is None)
+
+
 class OutageLog:
     """A process's outages, from its records in completion order (:meth:`add`); mergeable."""
 
@@ -102,7 +109,7 @@ class OutageLog:
             return
         self.pending[str(err)] = self.pending.get(str(err), 0) + 1
         self.pending_start = t if self.pending_start is None else min(self.pending_start, t)
-        self.streak = self.streak + 1 if connection_level(err, r.get("status")) else 0
+        self.streak = self.streak + 1 if unanswered(err, r.get("status")) else 0
         if self.streak >= OPEN_AFTER:
             self.open = Window(self.pending_start, t, failures=dict(self.pending))
 

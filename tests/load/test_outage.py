@@ -72,6 +72,17 @@ def test_a_success_sent_before_the_failures_does_not_end_the_outage() -> None:
     assert w.end == 9.0 and w.end > w.start
 
 
+def test_a_target_that_accepts_and_never_answers_opens_one() -> None:
+    log = OutageLog()
+    for i in range(OPEN_AFTER):
+        log.add(_rec(float(i), "timeout"))  # no status: not even the headers came
+    assert log.open is not None
+    up = OutageLog()
+    for i in range(OPEN_AFTER):
+        up.add(_rec(float(i), "timeout", 200))  # a stream that stalled after its headers: up
+    assert up.open is None
+
+
 def test_answers_that_are_errors_open_no_outage() -> None:
     log = OutageLog()
     for i in range(10):  # a server that answers 500s is up: its errors are failures, not an outage
