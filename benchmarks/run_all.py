@@ -24,6 +24,7 @@ SCRIPTS = [
     "bench_capacity.py",
     "bench_server_metrics.py",
     "bench_tree.py",
+    "bench_profiles.py",
 ]
 
 

@@ -32,6 +32,14 @@ if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ loads eac
         CompareSpec,
         CutoverResult,
         CutoverSpec,
+        DrainResult,
+        DrainSpec,
+        HistoryAddResult,
+        HistoryAddSpec,
+        HistoryCompareResult,
+        HistoryCompareSpec,
+        HistoryShowResult,
+        HistoryShowSpec,
         LoadResult,
         LoadSpec,
         PreflightOptions,
@@ -48,6 +56,10 @@ if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ loads eac
     from servecheck.api import check as run_check
     from servecheck.api import compare as run_compare
     from servecheck.api import cutover as run_cutover
+    from servecheck.api import drain as run_drain
+    from servecheck.api import history_add as run_history_add
+    from servecheck.api import history_compare as run_history_compare
+    from servecheck.api import history_show as run_history_show
     from servecheck.api import load as run_load
     from servecheck.api import load_repeat as run_load_repeat
     from servecheck.api import preflight as run_preflight
@@ -59,12 +71,17 @@ _COMMANDS = (
     "check",
     "compare",
     "cutover",
+    "drain",
     "load",
     "preflight",
     "soak",
     "load_repeat",  # `servecheck load --repeat N`
+    "history_add",  # `servecheck history add | show | compare`
+    "history_show",
+    "history_compare",
 )
 _TYPES = (
+    *(f"History{a}{kind}" for a in ("Add", "Show", "Compare") for kind in ("Spec", "Result")),
     "PreflightOptions",
     "PreflightReport",
     "RepeatResult",
@@ -77,7 +94,7 @@ _TYPES = (
 __all__ = sorted(
     [
         "__version__",
-        *(f"{c.title()}{kind}" for c in _COMMANDS[:6] for kind in ("Spec", "Result")),
+        *(f"{c.title()}{kind}" for c in _COMMANDS[:7] for kind in ("Spec", "Result")),
         *_TYPES,
         *(f"run_{c}" for c in _COMMANDS),
     ]

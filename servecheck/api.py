@@ -28,6 +28,15 @@ from servecheck.workflows.capacity import CapacityResult, CapacitySpec
 from servecheck.workflows.compare import CompareResult, CompareSpec
 from servecheck.workflows.conformance import CheckResult, CheckSpec
 from servecheck.workflows.cutover import CutoverResult, CutoverSpec
+from servecheck.workflows.drain import DrainResult, DrainSpec
+from servecheck.workflows.history import (
+    HistoryAddResult,
+    HistoryAddSpec,
+    HistoryCompareResult,
+    HistoryCompareSpec,
+    HistoryShowResult,
+    HistoryShowSpec,
+)
 from servecheck.workflows.repeat import RepeatResult, RepeatSpec
 
 
@@ -57,9 +66,9 @@ def load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> LoadRes
         result = run_load(spec, on_log=on_log)
     except Interrupted as stop:
         if isinstance(stop.partial, LoadResult):
-            _load_outputs(stop.partial, _partial_reason(stop.partial, stop.signum))
+            _load_outputs(stop.partial, spec, _partial_reason(stop.partial, stop.signum))
         raise
-    _load_outputs(result)
+    _load_outputs(result, spec)
     return result
 
 
@@ -81,14 +90,20 @@ def _partial_reason(result: LoadResult, signum: int) -> str:
     return f"interrupted by {signal.Signals(signum).name}"
 
 
-def _load_outputs(result: LoadResult, interrupted: str | None = None) -> None:
+def _load_outputs(result: LoadResult, spec: LoadSpec, interrupted: str | None = None) -> None:
     if not result.summary:
         return
+    from servecheck.errors import UsageError
+    from servecheck.load.run import validate
     from servecheck.report.html import write_load_html
     from servecheck.workflows.support import Suite, mark_junit_partial, slo_cases, write_junit
 
     junit = result.run_dir / "junit.xml"
-    write_junit(junit, [Suite("servecheck.load", slo_cases(result.summary))])
+    try:  # the SLOs the run judged, or could not (the spec was validated before it ran)
+        asked = [s.text for s in validate(spec)]
+    except UsageError:
+        asked = []
+    write_junit(junit, [Suite("servecheck.load", slo_cases(result.summary, asked=asked))])
     if interrupted is not None:
         mark_junit_partial(junit, interrupted)
     write_load_html(result.run_dir)
@@ -104,15 +119,18 @@ def soak(
     say: Callable[[str], None] | None = None,
 ) -> SoakResult:
     """A validated soak plan against ``target`` (``plan.model`` set); writes soak.json,
-    soak.png and report.html into ``run_dir``."""
+    soak.png, report.html and junit.xml (a case per leak metric, the drain, the target staying
+    up, and the run's verdict) into ``run_dir``."""
     from servecheck.load.soak import run_soak
     from servecheck.report.soak_html import write_soak_report
+    from servecheck.workflows.support import write_soak_junit
 
     plan.validate()
     result = run_soak(
         target, plan, run_dir, telemetry_overrides=telemetry_overrides, progress=progress, say=say
     )
     write_soak_report(result)
+    write_soak_junit(run_dir, result.data)
     return result
 
 
@@ -144,6 +162,34 @@ def cutover(spec: CutoverSpec) -> CutoverResult:
     return run_cutover(spec)
 
 
+def history_add(spec: HistoryAddSpec) -> HistoryAddResult:
+    """Record load and check run folders in the nightly history."""
+    from servecheck.workflows.history import run_history_add
+
+    return run_history_add(spec)
+
+
+def history_show(spec: HistoryShowSpec) -> HistoryShowResult:
+    """One target's series of one metric, its steps, an SVG and a page (or its checks)."""
+    from servecheck.workflows.history import run_history_show
+
+    return run_history_show(spec)
+
+
+def history_compare(spec: HistoryCompareSpec) -> HistoryCompareResult:
+    """Tonight against the last N nights (``rolling:N``): regressions, steps, new failures."""
+    from servecheck.workflows.history import run_history_compare
+
+    return run_history_compare(spec)
+
+
+def drain(spec: DrainSpec) -> DrainResult:
+    """Streams in flight, the server told to stop, new requests: the drain-on-shutdown verdict."""
+    from servecheck.workflows.drain import run_drain
+
+    return run_drain(spec)
+
+
 def preflight(
     path: str | Path, options: PreflightOptions | None = None, progress: Any = None
 ) -> PreflightReport:
@@ -165,6 +211,14 @@ __all__ = [
     "CompareSpec",
     "CutoverResult",
     "CutoverSpec",
+    "HistoryAddResult",
+    "HistoryAddSpec",
+    "HistoryCompareResult",
+    "HistoryCompareSpec",
+    "HistoryShowResult",
+    "HistoryShowSpec",
+    "DrainResult",
+    "DrainSpec",
     "LoadResult",
     "LoadSpec",
     "PreflightOptions",
@@ -179,6 +233,10 @@ __all__ = [
     "check",
     "compare",
     "cutover",
+    "history_add",
+    "history_compare",
+    "history_show",
+    "drain",
     "load",
     "load_repeat",
     "preflight",

@@ -42,6 +42,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "compare a run with a baseline run (nightly regression)",
     ),
     "cutover": ("servecheck.commands.cutover", "pre-cutover check before a hot model swap"),
+    "history": (
+        "servecheck.commands.history",
+        "nightly history: record runs, plot a metric's series, judge tonight vs rolling:N",
+    ),
+    "drain": (
+        "servecheck.commands.drain",
+        "SIGTERM a server mid-stream: do streams finish and new requests get 503 or refused?",
+    ),
     "records": (
         "servecheck.commands.records",
         "describe a load run's records, export them as JSONL",

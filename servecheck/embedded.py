@@ -26,6 +26,7 @@ from servecheck.signals import die_with_parent
 ENV_URL = "SERVECHECK_REF_URL"
 ENV_KEY = "SERVECHECK_REF_API_KEY"
 ENV_METRICS = "SERVECHECK_REF_METRICS_URL"
+ENV_PID = "SERVECHECK_REF_PID"  # the server's process, for `servecheck drain --target reference`
 
 
 @contextmanager
@@ -90,6 +91,7 @@ def embedded_reference(
                 ENV_URL: f"http://127.0.0.1:{port}/v1",
                 ENV_METRICS: f"http://127.0.0.1:{port}/metrics",
                 ENV_KEY: key,
+                ENV_PID: str(proc.pid),
             }
         finally:
             stop_process(proc, timeout_s=5.0)

@@ -23,7 +23,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``servecheck compare``."""
     env = os.environ.get
     parser.add_argument(
-        "baseline", metavar="BASELINE_RUN", help="run folder of the baseline (reports/<run-id>)"
+        "baseline",
+        metavar="BASELINE_RUN",
+        help="run folder of the baseline (reports/<run-id>), or rolling:N: the last N nights "
+        "of the history (servecheck history)",
     )
     parser.add_argument("current", metavar="CURRENT_RUN", help="run folder to judge")
     parser.add_argument(
@@ -60,6 +63,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="where compare.json, report.html and summary.md go (default: CURRENT_RUN/compare)",
     )
+    parser.add_argument(
+        "--history",
+        metavar="URL",
+        default=env("SERVECHECK_HISTORY"),
+        help="with rolling:N: the history database, a SQLite file or postgresql://... "
+        "(env SERVECHECK_HISTORY; default: reports/history.db)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     from servecheck import api
     from servecheck.report.compare import format_text
 
+    if args.baseline.startswith("rolling:"):
+        return _rolling(args)
     result = api.compare(
         api.CompareSpec(
             baseline=Path(args.baseline),
@@ -84,3 +96,22 @@ def run(args: argparse.Namespace) -> int:
         print(redact(format_text(result.comparison)))
         print(f"report: {result.page}", file=sys.stderr)
     return result.exit_code
+
+
+def _rolling(args: argparse.Namespace) -> int:
+    """``rolling:N``: tonight's run against the last N nights of the history."""
+    from servecheck import api
+
+    judged = api.history_compare(
+        api.HistoryCompareSpec(
+            baseline=args.baseline,
+            current=Path(args.current),
+            thresholds=list(args.threshold),
+            alpha=args.alpha,
+            history=args.history,
+            out=Path(args.out) if args.out else None,
+        )
+    )
+    j = judged.judgement
+    print(redact(json.dumps(j.as_dict(), indent=2, default=str) if args.json else j.format_text()))
+    return judged.exit_code

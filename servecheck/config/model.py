@@ -186,6 +186,20 @@ class ReasoningSettings(_Strict):
     )
 
 
+class DrainSettings(_Strict):
+    """The ``drain`` block: how ``servecheck drain`` / ``cutover --drain`` tells a server it did
+    not launch to shut down (a hook command), judged as a drain on SIGTERM is."""
+
+    command: Annotated[str, Field(min_length=1)] = Field(
+        description="a shell command that starts the shutdown (kill -TERM, kubectl delete pod, a "
+        "gateway's drain call); it runs while in-flight streams are read and new requests sent; "
+        "SERVECHECK_DRAIN_TARGET and SERVECHECK_DRAIN_URL name the target"
+    )
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = Field(
+        60.0, description="the command is killed after this long (the drain is then inconclusive)"
+    )
+
+
 class TargetSettings(_Strict):
     """Keys that may appear both under ``defaults`` and in a target."""
 
@@ -257,6 +271,10 @@ class Target(TargetSettings):
     description: str = ""
     reasoning: ReasoningSettings | None = Field(
         None, description="a reasoning model: 'auto' or {field, markers, parser, thinking_off}"
+    )
+    drain: DrainSettings | None = Field(
+        None,
+        description="how to shut this server down for the drain check: {command, timeout_s}",
     )
 
     @field_validator("reasoning", mode="before")

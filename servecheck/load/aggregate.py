@@ -258,7 +258,7 @@ class Aggregate:
         self.whole = Tally(predicate)
         steady = self._steady = parse_steady_window(rule.window)
         judged = steady.mode == "range" or (
-            steady.mode == "auto" and rule.mode not in ("shape", "trace")
+            steady.mode == "auto" and rule.mode not in ("shape", "trace", "profile")
         )
         self.outside = Tally(predicate) if judged else None
         self.scan = Scan(slice_s=rule.slice_s, nth=rule.users if rule.mode == "closed" else 0)

@@ -24,6 +24,8 @@ from servecheck.load.planned import PlannedRequest
 from servecheck.load.stream import StreamState
 
 API_NAMES = ("chat", "messages")
+# Each API's path, relative to the target's base URL (the endpoint servecheck_stats.csv names).
+API_PATHS = {"chat": "/chat/completions", "messages": "/messages"}
 ENV_API = "SERVECHECK_LOAD_API"  # --api's default, and plain locust -f's API
 ANTHROPIC_VERSION = "2023-06-01"
 MESSAGES_SCENARIO = "messages"  # the chat mix over the messages API
@@ -82,8 +84,8 @@ def request_for(
             **kind_body,
             **extra_body,
         }
-        return "/messages", body
-    return "/chat/completions", {
+        return API_PATHS["messages"], body
+    return API_PATHS["chat"], {
         "model": model,
         "messages": prompt.messages,
         "max_tokens": prompt.max_tokens,

@@ -48,6 +48,7 @@ from servecheck.load.images import ENV_IMAGES, ImagePool, check_images
 from servecheck.load.keeper import CHECKPOINT_S, RecordKeeper
 from servecheck.load.lengths import Lengths, apply_lengths
 from servecheck.load.outage import HOLD, PROBE, Breaker
+from servecheck.load.phased import ProfileSchedule, parse_profile
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig
 from servecheck.load.planned import PlannedRequest, single_turn
 from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tokenize_counter
@@ -88,7 +89,7 @@ __all__ = ["LLMUser", "scenario_shape"]
 log = logging.getLogger("servecheck.load")
 _perf = time.perf_counter
 LAG_PROBE_S = 0.05
-OPEN_MODES = (*RATE_MODES, "trace")  # one dispatcher sends at scheduled times
+OPEN_MODES = (*RATE_MODES, "trace", "profile")  # one dispatcher sends at scheduled times
 
 
 # ------------------------------------------------------------------ per-process controller
@@ -145,12 +146,17 @@ class _Controller:
         self.rid_prefix = re.sub(r"[^A-Za-z0-9._:-]", "_", f"{cfg.run_id}-{self.worker}")
         self.prompts = PromptSet()
         self.dispatcher_claimed = False
-        self.sched: FixedRate | Poisson | Gamma | TraceSchedule | None = None
+        self.sched: FixedRate | Poisson | Gamma | TraceSchedule | ProfileSchedule | None = None
+        self.profile = parse_profile(cfg.profile["text"]) if cfg.profile else None
         self.headers = {
             "Content-Type": "application/json",
             "Accept": "text/event-stream",
             **cfg.headers,
         }
+        if self.profile is not None and not self.profile.keepalive:
+            # churn: the server closes each connection after its answer, so every request
+            # opens its own and its set-up shows in the TTFT decomposition (load/timings.py)
+            self.headers["Connection"] = "close"
         self.headers.update(self.auth_headers())
         self.headers.update(api_headers(cfg.api, os.environ.get(ENV_API_KEY)))  # load/apis.py
         # --images: drawn or read once per process, before the run's clock (load/images.py)
@@ -206,7 +212,7 @@ class _Controller:
         self.start = _perf()
         if self.cfg.duration_s:
             self.deadline = self.start + self.cfg.duration_s
-        if self.cfg.mode in OPEN_MODES and (self.cfg.rate or self.cfg.trace):
+        if self.cfg.mode in OPEN_MODES and (self.cfg.rate or self.cfg.trace or self.profile):
             sched = self.sched = self.arrivals()
             planned = sched.planned(self.cfg.duration_s) if self.cfg.duration_s else None
             if self.cap is not None:
@@ -238,11 +244,20 @@ class _Controller:
         except Exception as exc:  # noqa: BLE001 - the local copy still has them; the master counts the gap
             log.warning("could not send records to the master: %s", exc)
 
-    def arrivals(self) -> FixedRate | Poisson | Gamma | TraceSchedule:
-        """This worker's open-loop schedule: a fixed rate, Poisson, gamma, or its share of a trace."""
+    def arrivals(self) -> FixedRate | Poisson | Gamma | TraceSchedule | ProfileSchedule:
+        """This worker's open-loop schedule: a fixed rate, Poisson, gamma, or its share of a
+        trace or of a load profile's arrivals (load/phased.py)."""
         cfg = self.cfg
         if cfg.trace:
             return open_schedule(cfg, self.index)
+        if cfg.mode == "profile" and self.profile is not None and cfg.profile is not None:
+            return ProfileSchedule(
+                self.profile,
+                self.index % cfg.workers,
+                cfg.workers,
+                cfg.seed,
+                bool(cfg.profile.get("poisson")),
+            )
         return for_worker(
             cfg.rate or 1.0,
             cfg.mode == "poisson",

@@ -24,6 +24,7 @@ A load plan (``loadtests/*.yaml``) is a named set of defaults for ``servecheck l
     steady_window: auto              # or 10s:50s, or none: the part the SLOs judge
     slice_s: 5s                      # summary.json's time slices
     repeat: 3                        # three runs, confidence intervals over them
+    profile: recovery:normal=5,overload=40,for=20s   # a phased load profile (load/phased.py)
 
 Options given on the command line override the plan's.
 """
@@ -72,6 +73,7 @@ PLAN_KEYS = (
     "steady_window",  # auto | START:END | none (load/steady.py)
     "slice_s",  # the width of summary.json's time slices
     "records",  # auto | all | sample:N | none (load/aggregate.py)
+    "profile",  # a phased load profile: burst, zigzag, microburst, step, recovery, churn
     "repeat",  # run the plan N times, with confidence intervals (workflows/repeat.py)
 )
 WARMUP_KEYS = ("seconds", "requests")
@@ -88,7 +90,7 @@ class RunConfig:
     base_url: str
     model: str
     records_dir: str
-    mode: str = "closed"  # closed | fixed | poisson | gamma | shape | trace
+    mode: str = "closed"  # closed | fixed | poisson | gamma | shape | trace | profile
     users: int = 1
     rate: float | None = None
     burstiness: float | None = None  # mode "gamma": the shape of the gaps
@@ -125,6 +127,7 @@ class RunConfig:
     dataset_format: str = "auto"
     api: str = "chat"  # chat | messages (load/apis.py)
     images: str | None = None  # sizes or an absolute folder (load/images.py)
+    profile: dict[str, Any] | None = None  # {text, poisson}: a load profile (load/phased.py)
     # What each worker's streaming summary must know (load/aggregate.py's Rule, as a dict), and
     # which records it keeps on disk: "all", "sample:N" (a uniform sample) or "none".
     aggregate: dict[str, Any] | None = None
@@ -197,6 +200,13 @@ def load_plan(path: str | os.PathLike[str]) -> LoadPlan:
         data["dataset"] = _plan_dataset(p, data["dataset"])
     if "images" in data:
         data["images"] = _plan_images(p, data["images"])
+    if "profile" in data:  # checked here, so a bad one names the plan file
+        from servecheck.load.phased import parse_profile
+
+        try:
+            parse_profile(str(data["profile"]))
+        except UsageError as exc:
+            raise UsageError(f"{p}: profile: {exc}") from None
     return LoadPlan(str(p), data)
 
 

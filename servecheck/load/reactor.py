@@ -334,7 +334,7 @@ class StreamReactor:
             if not ex.done:
                 self._wait(sock, ex)
             if not ex.retry:
-                if ex.keep and ex.res.error is None and not self._closed:
+                if ex.keep and ex.res.error is None and not self._closed and not self.origin.close:
                     self.pool.append(sock)
                 else:
                     self._discard(sock)

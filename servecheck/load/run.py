@@ -41,6 +41,7 @@ from servecheck.load.dataset import check_dataset
 from servecheck.load.down import DownRule, DownWatch
 from servecheck.load.images import check_images, normalise_images
 from servecheck.load.lengths import Lengths, exact_output
+from servecheck.load.phased import Profile, check_slos
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
 from servecheck.load.reach import target_down
 from servecheck.load.records import refuse_used_run_dir, worker_files
@@ -146,6 +147,8 @@ class LoadSpec:
     # Per-request records kept on disk: auto | all | sample:N | none (load/aggregate.py); the
     # summary never needs them (each worker's aggregate holds it), the notebook and compare do.
     records: str = "auto"
+    # A phased load profile (load/phased.py): burst, zigzag, microburst, step, recovery, churn.
+    profile: Profile | None = None
 
     def __post_init__(self) -> None:
         self.slos = as_slos(self.slos)
@@ -170,6 +173,7 @@ def _new_run_id(scenario: str) -> str:
 
 def validate(spec: LoadSpec) -> list[SLO]:
     """Check a spec before anything starts; returns the parsed SLOs (CLI first, then targets.yaml)."""
+    _validate_profile(spec)
     modes = [
         m
         for m, v in (
@@ -177,6 +181,7 @@ def validate(spec: LoadSpec) -> list[SLO]:
             ("{rate}", spec.rate),
             ("shape", spec.shape),
             ("{trace}", spec.trace),
+            ("{profile}", spec.profile is not None and spec.profile.schedules),
         )
         if v
     ]
@@ -186,7 +191,12 @@ def validate(spec: LoadSpec) -> list[SLO]:
                 "give exactly one of {users} N (closed loop), {rate} R/s (open loop) or a plan with a shape"
                 + (f"; got {' and '.join(modes)}" if modes else "")
             )
-        bounded = spec.shape is not None or spec.trace is not None  # a trace ends by itself
+        # a trace ends by itself, and so do a step and a recovery profile
+        bounded = (
+            spec.shape is not None
+            or spec.trace is not None
+            or (spec.profile is not None and spec.profile.duration is not None)
+        )
         if spec.duration_s is None and spec.max_requests is None and not bounded:
             raise SpecError(
                 "refusing to start an unbounded load test: give {duration_s} (e.g. 5m) or {max_requests} N"
@@ -223,8 +233,15 @@ def validate(spec: LoadSpec) -> list[SLO]:
         )
     cli = list(spec.slos)
     reject_cold(cli)
-    # targets.yaml may list cold-start SLOs too: accept/cutover judge those, a load run cannot.
-    slos = [*cli, *(s for s in parse_slos(spec.target.slo, "targets.yaml") if not s.cold)]
+    check_slos(cli, spec.profile)  # recovery_s needs a recovery profile
+    # targets.yaml may list cold-start and drain SLOs too: accept/cutover/drain judge those, a
+    # load run cannot; and a profile's SLO judges only a run with that profile.
+    slos = [
+        *cli,
+        *(s for s in parse_slos(spec.target.slo, "targets.yaml") if not (s.cold or s.drain)),
+    ]
+    if spec.profile is None or spec.profile.kind != "recovery":
+        slos = [s for s in slos if not s.profile or s.source == "cli"]
     # The same bound from --slo and targets.yaml is one SLO (judged and printed once, as "cli").
     seen: set[tuple[str, str, float]] = set()
     unique = []
@@ -236,7 +253,25 @@ def validate(spec: LoadSpec) -> list[SLO]:
     return with_error_budget(unique, spec.error_budget)
 
 
+def _validate_profile(spec: LoadSpec) -> None:
+    """A profile's arrivals are its own; churn without a rate needs the run's loop."""
+    prof = spec.profile
+    if prof is None:
+        return
+    if prof.schedules and spec.burstiness is not None:
+        raise SpecError("{burstiness} shapes a steady rate; a {profile} sets its own arrivals")
+    if not prof.schedules and spec.users is None and spec.rate is None:
+        raise SpecError("{profile} churn: give {users} N or {rate} R/s, or churn:rate=R")
+    if spec.warmup_s or spec.warmup_requests:
+        raise SpecError(
+            "{profile}: its phases start with the run; a warm-up would shift them "
+            "(recovery has its own before= phase)"
+        )
+
+
 def _mode(spec: LoadSpec) -> str:
+    if spec.profile is not None and spec.profile.schedules:
+        return "profile"
     if spec.shape is not None:
         return "shape"
     if spec.trace is not None:
@@ -284,6 +319,9 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         duration = min(duration, spec.shape.duration) if duration else spec.shape.duration
     if spec.trace is not None and duration is None:  # the trace's span, its last send inside
         duration = trace_duration(spec.trace, spec.trace_format, spec.trace_speed)
+    if spec.profile is not None and spec.profile.duration is not None:
+        own = spec.profile.duration
+        duration = min(duration, own) if duration else own
     duration, max_requests = extend_bounds(duration, spec.max_requests, warmup_of(spec))
     cfg = RunConfig(
         run_id=run_id,
@@ -326,6 +364,9 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         dataset_format=spec.dataset_format,
         api=resolve_api(spec.api, spec.scenario),
         images=normalise_images(spec.images),
+        profile=None
+        if spec.profile is None
+        else {"text": spec.profile.text, "poisson": spec.poisson},
     )
     cfg.aggregate = rule_of(spec, cfg).as_dict()
     planned = max_requests
@@ -381,7 +422,7 @@ def locust_command(spec: LoadSpec, cfg: RunConfig, run_dir: Path) -> list[str]:
         # Locust's own timer is only a backstop: our controller ends the run at the bound and
         # lets in-flight requests finish (drain).
         cmd += ["-t", f"{int(bound + cfg.drain_s + 10)}s", "--stop-timeout", f"{int(cfg.drain_s)}"]
-        if cfg.mode in ("fixed", "poisson", "gamma", "trace"):
+        if cfg.mode in ("fixed", "poisson", "gamma", "trace", "profile"):
             n = _workers(spec)
             cmd += ["-u", str(n), "-r", str(n)]
         elif cfg.mode == "closed":

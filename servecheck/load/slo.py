@@ -10,8 +10,10 @@ Grammar (whitespace allowed around the operator)::
     stat     := p50 | p90 | p95 | p99 | p99.9 | p999 | mean | min | max   (latency metrics only)
               | time_to_ready | first_ttft | first_e2e        (cold start: a time, no statistic)
               | first_ttft_ratio | first_e2e_ratio | requests_to_warm   (cold start: plain numbers)
+              | drain_ok | drain_time      (a drain on shutdown: 1/0 and a time, no statistic)
+              | recovery_s                   (a recovery profile: a time, no statistic)
     op       := <= | < | >= | >
-    unit     := us | ms | s            (latency, cold-start times: required)
+    unit     := us | ms | s            (latency, cold-start times: required; recovery_s: optional, s)
               | %                      (error_rate, rate_limited, goodput: required)
               | /s                     (throughput: optional)
 
@@ -26,6 +28,11 @@ The cold-start metrics are judged by ``servecheck accept`` / ``cutover`` with ``
 --slo first_ttft<=5s`` is a usage error, and a targets.yaml ``slo:`` list may hold both kinds
 (each command takes the ones it measures). ``first_ttft_ratio`` is the first request's TTFT over
 the warm median; ``requests_to_warm`` how many requests came before the first warm one.
+
+The drain metrics are judged by ``servecheck drain`` and ``cutover --drain``
+(:mod:`servecheck.workflows.drain`), never by a load run, as the cold-start ones are:
+``drain_ok`` (alone, it means ``drain_ok>=1``) holds when the drain verdict passed,
+``drain_time<=30s`` bounds the time from SIGTERM until the streams were over and the server gone.
 
 Goodput uses the *per-request* reading of the latency SLOs: a request is good when it succeeded
 and its own ``ttft`` / ``tpot`` / ``e2e`` (and its own ITL at the SLO's statistic) meet every
@@ -64,9 +71,13 @@ RATES = ("throughput_tokens", "throughput_requests")
 COLD_TIMES = ("time_to_ready", "first_ttft", "first_e2e")  # cold start (coldstart.py), ms
 COLD_NUMBERS = ("first_ttft_ratio", "first_e2e_ratio", "requests_to_warm")
 COLD = COLD_TIMES + COLD_NUMBERS
+DRAIN = ("drain_ok", "drain_time")  # a drain on shutdown (workflows/drain.py): 1/0, ms
+# Judged on a load profile's own section (load/phased.py), in seconds: recovery_s is the time a
+# recovery profile took to get p95 TTFT back near its pre-overload value.
+PROFILE_TIMES = ("recovery_s",)
 # Counts of the whole run (never the steady window's): requests lost to outages.
 COUNTS = ("lost_requests",)
-METRICS = LATENCY + SHARES + RATES + COLD + COUNTS
+METRICS = LATENCY + SHARES + RATES + COLD + DRAIN + PROFILE_TIMES + COUNTS
 STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "min", "max")
 _STAT_ALIASES = {"p999": "p99.9", "median": "p50", "avg": "mean"}
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -83,7 +94,7 @@ _LATENCY_UNITS = {"us": 0.001, "µs": 0.001, "ms": 1.0, "s": 1000.0}
 
 def _names() -> list[str]:
     out = [f"{m}_{s}" for m in LATENCY for s in STATS]
-    return [*out, *SHARES, *RATES, *COLD, *COUNTS]
+    return [*out, *SHARES, *RATES, *COLD, *DRAIN, *PROFILE_TIMES, *COUNTS]
 
 
 @dataclass(slots=True, frozen=True)
@@ -103,18 +114,32 @@ class SLO:
 
     @property
     def unit(self) -> str:
-        if self.metric in LATENCY or self.metric in COLD_TIMES:
+        if self.metric in LATENCY or self.metric in COLD_TIMES or self.metric == "drain_time":
             return "ms"
+        if self.metric == "drain_ok":
+            return "flag"
         if self.metric in SHARES:
             return "fraction"
         if self.metric in COLD_NUMBERS or self.metric in COUNTS:
             return "x" if self.metric.endswith("_ratio") else "requests"
+        if self.metric in PROFILE_TIMES:
+            return "s"
         return "/s"
 
     @property
     def cold(self) -> bool:
         """True for the cold-start metrics (judged by accept/cutover, not by a load run)."""
         return self.metric in COLD
+
+    @property
+    def drain(self) -> bool:
+        """True for the drain metrics (judged by ``servecheck drain`` / ``cutover --drain``)."""
+        return self.metric in DRAIN
+
+    @property
+    def profile(self) -> bool:
+        """True for the metrics a load profile's section measures (load/phased.py)."""
+        return self.metric in PROFILE_TIMES
 
     @property
     def per_request(self) -> bool:
@@ -160,6 +185,10 @@ class Verdict:
             seen = f"{self.observed:.2f}x"
         elif self.slo.unit == "requests":
             seen = f"{self.observed:g} requests"
+        elif self.slo.unit == "flag":
+            seen = "yes" if self.observed else "no"
+        elif self.slo.unit == "s":
+            seen = f"{self.observed:.1f} s"
         else:
             seen = f"{self.observed:.2f}/s"
         note = f" ({self.note})" if self.note else ""
@@ -168,6 +197,8 @@ class Verdict:
 
 def parse_slo(text: str, source: str = "cli") -> SLO:
     """Parse one SLO expression; raise :class:`UsageError` with a hint when it is wrong."""
+    if text.strip() == "drain_ok":  # a flag: alone it is the bound that it holds
+        return SLO(text="drain_ok", metric="drain_ok", stat=None, op=">=", bound=1.0, source=source)
     m = _EXPR.match(text)
     if not m:
         raise UsageError(
@@ -179,7 +210,7 @@ def parse_slo(text: str, source: str = "cli") -> SLO:
             f"SLO {text!r}: use one of <=, <, >=, > (an SLO is a bound, not an equality)"
         )
     metric, stat = _split(lhs, text)
-    if metric in LATENCY or metric in COLD_TIMES:
+    if metric in LATENCY or metric in COLD_TIMES or metric == "drain_time":
         if unit not in _LATENCY_UNITS:
             hint = (
                 "add a unit: us, ms or s"
@@ -202,6 +233,14 @@ def parse_slo(text: str, source: str = "cli") -> SLO:
                 f"SLO {text!r}: {metric} is a whole number of requests; write e.g. {metric}<=50"
             )
         bound = num
+    elif metric == "drain_ok":
+        if unit or num not in (0.0, 1.0):
+            raise UsageError(f"SLO {text!r}: drain_ok is 1 or 0; write drain_ok (or drain_ok>=1)")
+        bound = num
+    elif metric in PROFILE_TIMES:  # the name says seconds: a bare number is seconds
+        if unit not in ("", *_LATENCY_UNITS):
+            raise UsageError(f"SLO {text!r}: {metric} is a time; write e.g. {metric}<=30s")
+        bound = num * _LATENCY_UNITS.get(unit or "s", 1000.0) / 1000.0
     elif metric in COLD_NUMBERS:
         if unit not in ("", "x"):
             raise UsageError(
@@ -230,7 +269,7 @@ def _share_hint(metric: str, op: str, num: float) -> str:
 
 
 def _split(lhs: str, text: str) -> tuple[str, str | None]:
-    if lhs in SHARES or lhs in RATES or lhs in COLD or lhs in COUNTS:
+    if lhs in (*SHARES, *RATES, *COLD, *DRAIN, *PROFILE_TIMES, *COUNTS):
         return lhs, None
     if lhs in LATENCY:
         raise UsageError(
@@ -244,8 +283,9 @@ def _split(lhs: str, text: str) -> tuple[str, str | None]:
         raise UsageError(
             f"SLO {text!r}: unknown statistic {stat!r}{did_you_mean(stat, STATS)}; use one of {', '.join(STATS)}"
         )
-    if metric in COLD:
-        raise UsageError(f"SLO {text!r}: {metric} takes no statistic (one cold start, one value)")
+    if metric in COLD or metric in DRAIN:
+        what = "one cold start" if metric in COLD else "one drain"
+        raise UsageError(f"SLO {text!r}: {metric} takes no statistic ({what}, one value)")
     if metric in SHARES or metric in RATES:
         raise UsageError(
             f"SLO {text!r}: {metric} takes no statistic; write e.g. {metric}{'<=0.5%' if metric in ('error_rate', 'rate_limited') else '>=95%' if metric == 'goodput' else '>=100/s'}"
@@ -277,6 +317,11 @@ def as_slos(items: Iterable[SLO | str], source: str = "cli") -> list[SLO]:
 def reject_cold(slos: Iterable[SLO], where: str = "servecheck load") -> None:
     """A cold-start SLO given to a command that does not measure a cold start: a usage error."""
     for slo in slos:
+        if slo.drain and slo.source == "cli":
+            raise UsageError(
+                f"SLO {slo.text!r}: a drain SLO, which {where} does not measure; give it to "
+                "servecheck drain (or a cutover with its drain step) as a drain SLO"
+            )
         if slo.cold and slo.source == "cli":
             raise UsageError(
                 f"SLO {slo.text!r}: a cold-start SLO, which {where} does not measure; give it to "
@@ -286,6 +331,8 @@ def reject_cold(slos: Iterable[SLO], where: str = "servecheck load") -> None:
 
 def observed(slo: SLO, stats: RunStats) -> float | None:
     """The value of ``slo``'s metric in ``stats`` (ms, fraction or per second)."""
+    if slo.metric in PROFILE_TIMES:  # not in the run's statistics: load/phased.py judges it
+        return None
     if slo.metric in LATENCY:
         dist = stats.latency.get(slo.metric)
         return None if dist is None or not dist.count else dist.get(slo.stat or "p50")

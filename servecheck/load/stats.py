@@ -200,10 +200,17 @@ class Histogram:
         )
 
     def _percentiles(self) -> dict[str, float]:
-        """hdrh's rule: the bucket where the count reaches ``int(p/100 * n + 0.5)`` (at least 1),
-        reported as the highest value equivalent to it."""
+        return self.percentiles(PERCENTILES)
+
+    def percentiles(self, wanted_at: Iterable[tuple[str, float]]) -> dict[str, float]:
+        """Named percentiles in ms (empty when nothing was recorded), by hdrh's rule: the bucket
+        where the count reaches ``int(p/100 * n + 0.5)`` (at least 1), reported as the highest
+        value equivalent to it (so the 100th is :meth:`summary`'s max)."""
         n = self._n
-        wanted = sorted((max(1, int(p / 100.0 * n + 0.5)), name) for name, p in PERCENTILES)
+        named = list(wanted_at)
+        if n == 0:
+            return {}
+        wanted = sorted((max(1, int(p / 100.0 * n + 0.5)), name) for name, p in named)
         out: dict[str, float] = {}
         seen = 0
         i = 0
@@ -214,7 +221,7 @@ class Histogram:
                 i += 1
             if i == len(wanted):
                 break
-        return {name: out[name] for name, _ in PERCENTILES}
+        return {name: out[name] for name, _ in named}
 
 
 # A list of values as bucket keys: (keys, sum in us, min us, max us, clipped count).
@@ -264,7 +271,7 @@ def distribution(values: Iterable[float | None]) -> Distribution:
 class Schedule:
     """What the generator meant to do, for lag and shortfall detection."""
 
-    mode: str = "closed"  # closed | fixed | poisson | gamma | shape | trace
+    mode: str = "closed"  # closed | fixed | poisson | gamma | shape | trace | profile
     planned: int | None = None  # requests that should have been sent (open loop), None if unknown
     max_lag_ms: float = 25.0  # lag p99 above this flags the run
     min_sent_ratio: float = 0.98  # sent/planned below this flags the run
@@ -605,7 +612,7 @@ def _judge_schedule(st: RunStats) -> None:
     """Flag a run whose generator fell behind instead of quietly reporting its numbers."""
     sched = st.schedule
     lag = st.latency.get("lag")
-    if sched.mode in ("fixed", "poisson", "gamma", "trace") and lag is not None and lag.count:
+    if sched.mode in ("fixed", "poisson", "gamma", "trace", "profile") and lag is not None and lag.count:
         p99 = lag.get("p99") or 0.0
         if p99 > sched.max_lag_ms:
             st.behind_reasons.append(

@@ -27,7 +27,7 @@ are its ``steady`` section, and every SLO but the error budget is judged on them
 during the ramp is still an error: the budget counts the whole run).
 
 **Time slices.** summary.json's ``slices``: the measured run cut into ``slice_s`` pieces by when
-each request finished (failed ones: when sent), each with its count, errors, TTFT / ITL / E2E
+each request finished (failed ones: when sent), each with its count, errors (``rate_limited``: those of them the server shed), TTFT / ITL / E2E
 p50/p95/p99, requests and output tokens per second, the mean number of requests in flight, and
 its three HDR histograms in HDR's portable encoding (``hdr``: they merge exactly, so a plot or a
 later tool can join slices). Slices are aligned to the epoch, so the scans of several workers add
@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servecheck.errors import SpecError, UsageError
+from servecheck.load.records import RATE_LIMITED
 from servecheck.load.stats import Histogram, Prepared, RunStats, prepare
 
 MIN_WINDOW_S = 2.0
@@ -117,6 +118,7 @@ class _Slice:
     errors: int = 0
     tokens: int = 0
     busy_s: float = 0.0  # request-seconds in flight within the slice
+    shed: int = 0  # of the errors, those the server shed (429, 503 + Retry-After)
     hist: dict[str, Histogram] = field(
         default_factory=lambda: {m: Histogram() for m in _SLICE_METRICS}
     )
@@ -126,6 +128,7 @@ class _Slice:
         self.errors += other.errors
         self.tokens += other.tokens
         self.busy_s += other.busy_s
+        self.shed += other.shed
         for m in _SLICE_METRICS:
             self.hist[m].add(other.hist[m])
 
@@ -136,11 +139,12 @@ class _Slice:
             self.tokens,
             round(self.busy_s, 6),
             {m: h.state() for m, h in self.hist.items() if h.count},
+            self.shed,
         ]
 
     @classmethod
     def from_state(cls, st: list[Any]) -> _Slice:
-        sl = cls(int(st[0]), int(st[1]), int(st[2]), float(st[3]))
+        sl = cls(int(st[0]), int(st[1]), int(st[2]), float(st[3]), int(st[5]) if len(st) > 5 else 0)
         for m, h in st[4].items():
             sl.hist[m] = Histogram.from_state(h)
         return sl
@@ -178,6 +182,7 @@ class Scan:
         err = r.get("error")
         if err:
             sl.errors += 1
+            sl.shed += err == RATE_LIMITED
         else:
             sl.tokens += int(r.get("output_tokens") or r.get("output_tokens_client") or 0)
             if r.get("ttft") is not None:
@@ -277,6 +282,7 @@ class Scan:
                 "end_s": round(end, 3),
                 "count": sl.count,
                 "errors": sl.errors,
+                "rate_limited": sl.shed,
                 "requests_per_s": round((sl.count - sl.errors) / span, 4),
                 "output_tokens_per_s": round(sl.tokens / span, 3),
                 "in_flight": round(sl.busy_s / span, 3),
@@ -332,7 +338,7 @@ def window_bounds(
     if window.mode == "range":
         end = stop if window.end_s is None else first + window.end_s
         return Bounds(True, first + window.start_s, end, f"{window.text} as asked")
-    if mode in ("shape", "trace"):
+    if mode in ("shape", "trace", "profile"):
         return Bounds(
             False, first, stop, f"auto: a {mode} run is not one steady load, judged whole"
         )

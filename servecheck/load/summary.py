@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servecheck.load import server_gauges, server_truth, server_watch
+from servecheck.load import phased, server_gauges, server_truth, server_watch
 from servecheck.load.aggregate import Aggregate, Rule, aggregate_of, read_aggregates, steady_of
 from servecheck.load.breakdown import format_breakdown, read_engine_file, scenario_breakdown
 from servecheck.load.budget import SOURCE as BUDGET
@@ -30,6 +30,7 @@ from servecheck.load.records import (
 )
 from servecheck.load.slo import COUNTS, SLO, Verdict, evaluate
 from servecheck.load.stats import RunStats, Schedule
+from servecheck.load.stats_csv import write_stats_csv
 from servecheck.load.steady import steady_line, steady_section
 from servecheck.load.timings import format_timings
 from servecheck.load.transport import read_transport, transport_reasons
@@ -317,6 +318,7 @@ def summarise(
     sched = Schedule(mode=cfg.mode, planned=planned, max_lag_ms=spec.max_lag_ms)
     stats = agg.stats(sched, loop_lag)
     agg.write_samples(run_dir)  # the values compare and the report read (bounded)
+    write_stats_csv(run_dir, agg.whole, cfg.api, stats.window_s)  # Locust's CSV layout
     steady = steady_of(
         agg,
         spec.steady_window,
@@ -325,12 +327,15 @@ def summarise(
         duration_s=cfg.duration_s,
         max_lag_ms=spec.max_lag_ms,
     )
-    verdicts = _judge(slos, stats, steady.stats)
+    verdicts = _judge([s for s in slos if not s.profile], stats, steady.stats)
+    profile = _profile_section(spec, cfg, agg)
+    judged_profile, unmeasured_profile = phased.judge([s for s in slos if s.profile], profile)
+    verdicts += judged_profile
     slo_ok = all(v.passed for v in verdicts)
     over_budget = _over_budget(stats, verdicts)
     transport = read_transport(run_dir)  # workers' records came over Locust's channel
     unmeasured = _unmeasured(spec, stats, run_dir, locust_rc, transport, partial)
-    unmeasured += [f"worker {why}" for why in measured.missing]
+    unmeasured += [f"worker {why}" for why in measured.missing] + unmeasured_profile
     if steady.empty and stats.total:
         unmeasured.append(f"the steady window ({steady.bounds.how}) held no request")
     judged = load_run_verdict(
@@ -349,9 +354,8 @@ def summarise(
     )
     behind = stats.behind  # even with --allow-lag: the lag is inside the client TTFT
     server = server_watch.section(spec, run_dir, agg.client, behind)
-    # cancel, outages (load/faults.py), and the engine's findings (load/server_truth.py)
-    faults, fault_verdict = fault_sections(spec, agg, stats, slos, run_dir, server)
-    judged = compose([judged, fault_verdict])
+    faults, fault_verdict = fault_sections(spec, agg, stats, slos, run_dir, server)  # +engine's
+    judged = compose([judged, fault_verdict])  # cancel, outages, engine findings (load/faults.py)
     reasons, passed, verdict = judged.reasons, judged.passed, judged.status
     exit_code = judged.exit_code
     sections = _record_sections(agg, records, run_dir)
@@ -389,6 +393,8 @@ def summarise(
     summary.update(sections)
     summary.update(faults)  # cancel, outages
     summary.update(agg.timings.as_dict())  # TTFT decomposition, slowest requests
+    if profile is not None:
+        summary["profile"] = profile
     if server is not None:
         summary["server"] = server
     if warm.active:
@@ -400,6 +406,14 @@ def summarise(
     return LoadResult(
         cfg.run_id, run_dir, summary, stats, verdicts, passed, stats.behind, exit_code, locust_rc
     )
+
+
+def _profile_section(spec: LoadSpec, cfg: RunConfig, agg: Aggregate) -> dict[str, Any] | None:
+    """summary.json's ``profile`` (load/phased.py), from the merged slices and timings."""
+    if spec.profile is None:
+        return None
+    timings = agg.timings.as_dict().get("timings")
+    return phased.section(spec.profile, agg.scan, cfg.duration_s, timings)
 
 
 def _what_ran(
@@ -500,7 +514,7 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
             f"{tok['discrepant_requests']} requests differ, {tok['usage_missing']} without usage"
         )
     lines += format_breakdown(summary) + format_images(summary) + format_warmup(summary)
-    lines += steady_line(summary) + format_timings(summary)
+    lines += steady_line(summary) + format_timings(summary) + phased.lines(summary)
     lines += server_truth.lines(summary.get("server")) + server_gauges.lines(summary.get("server"))
     if summary.get("error_budget"):
         lines.append(budget_line(summary["error_budget"]))

@@ -359,7 +359,7 @@ def request_bytes(host_hdr: str, prefix: str, head_tail: str, path: str, body: b
 class Origin:
     """Where requests go and the fixed part of their head, parsed once from the base URL."""
 
-    __slots__ = ("tls", "host", "port", "prefix", "host_hdr", "head_tail", "rid_header")
+    __slots__ = ("tls", "host", "port", "prefix", "host_hdr", "head_tail", "rid_header", "close")
 
     def __init__(
         self, base_url: str, headers: dict[str, str], request_id_header: str | None = REQUEST_ID
@@ -376,6 +376,11 @@ class Origin:
             if k.lower() not in ("host", "content-length")
         )
         self.rid_header = request_id_header or None  # None: no request id header is sent
+        # Connection: close sent (a churn profile): never pool the connection, whatever the
+        # server answers, so every request opens its own.
+        self.close = any(
+            k.lower() == "connection" and v.strip().lower() == "close" for k, v in headers.items()
+        )
 
     def request(self, path: str, body: bytes, request_id: str | None = None) -> bytes:
         tail = (
@@ -563,7 +568,7 @@ class WireClient:
                 res.new_conn, res.connect_s, res.tls_s = True, conn.connect_s, conn.tls_s
             self._exchange(conn, request, ex)
             if not ex.retry:
-                if ex.keep and ex.res.error is None:
+                if ex.keep and ex.res.error is None and not self.origin.close:
                     self.pool.append(conn)
                 else:
                     conn.close()

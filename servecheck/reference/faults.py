@@ -836,6 +836,13 @@ _fault(
     "requests above capacity wait in a queue that grows without bound (latency climbs, the "
     "waiting gauge grows) while /health answers 200",
 )
+# No check catches it: a load run's recovery profile does (recovery_s, load/phased.py;
+# tests/load/test_profiles.py)
+_fault(
+    "overload-never-recovers",
+    "after an overload (a request had to wait for a running slot: max_num_seqs, 4 unless set), "
+    "every later first token comes 500 ms late: latency never returns to its pre-overload level",
+)
 
 # Context
 _fault("ctx-silent-truncate", "over-long prompts are silently truncated with a 200", "CTX-OVERLONG")
@@ -1323,6 +1330,21 @@ _fault(
     "client's TTFT grows, the engine's histograms do not",
 )
 
+
+# Shutdown (servecheck/reference/drain.py): no conformance check judges these; the drain verdict
+# (servecheck/load/drain.py, `servecheck drain`, `cutover --drain`) does (tests/load/test_drain.py).
+_fault(
+    "drain-cut-streams",
+    "on SIGTERM, in-flight streams are dropped at once, without a finish reason or [DONE]",
+)
+_fault(
+    "drain-hang",
+    "on SIGTERM, the server keeps listening, accepts new requests and never answers them",
+)
+_fault(
+    "drain-html-500",
+    "on SIGTERM, the server keeps listening and answers new requests with an HTML 500 page",
+)
 
 # Legal variations: quirks a correct client must accept. With any of them on, the whole
 # catalogue must still pass (tests/test_fault_matrix.py).

@@ -97,6 +97,7 @@ class State:
     step_seeded: int = 0
     leaked_stops: list[str] = field(default_factory=list)  # the stop-leaks fault's memory
     dead: bool = False
+    degraded: bool = False  # overload-never-recovers: an overload happened, TTFT stays slow
     sem: asyncio.Semaphore | None = None
     pcache: Any = None  # prefix_cache.PrefixCache, made on first use when configured
     engine_metrics: Any = None  # engine_metrics.EngineMetrics, made on first use

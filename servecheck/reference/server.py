@@ -39,6 +39,7 @@ from servecheck.reference import (
     vision,
 )
 from servecheck.reference import completions as legacy
+from servecheck.reference import drain as refdrain
 from servecheck.reference import logprobs as reflogprobs
 from servecheck.reference import messages as anthropic
 from servecheck.reference import text as reftext
@@ -641,6 +642,7 @@ async def _acquire(state: State) -> asyncio.Semaphore:
     sem = state.sem
     assert sem is not None
     if sem.locked():
+        state.degraded = state.degraded or "overload-never-recovers" in state.faults
         state.waiting += 1
         try:
             await sem.acquire()
@@ -775,6 +777,18 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         sem.release()
 
 
+NEVER_RECOVERS_S = 0.5  # overload-never-recovers: the first token's delay after an overload
+DEFAULT_SLOTS = 512  # ServerConfig.max_num_seqs's default
+
+
+def _running_slots(config: ServerConfig) -> int:
+    """``max_num_seqs``; overload-never-recovers brings overload's limit of 4 when it is at its
+    default, so that the fault shows as it is (an overload of 512 streams is not a test)."""
+    if "overload-never-recovers" in config.faults and config.max_num_seqs == DEFAULT_SLOTS:
+        return overload.FAULT_LIMIT
+    return config.max_num_seqs
+
+
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False)
 
@@ -782,7 +796,7 @@ def _dumps(obj: Any) -> str:
 def _extra_delay(state: State) -> float:
     if "latency-spikes" in state.faults and state.request_count % 5 == 0:
         return 1.0
-    return 0.0
+    return NEVER_RECOVERS_S if state.degraded else 0.0
 
 
 async def _sleep_generation(state: State, choices: list[Choice], request: web.Request) -> None:
@@ -1468,7 +1482,7 @@ def build_app(config: ServerConfig) -> web.Application:
     app[STATE] = state
 
     async def on_startup(app: web.Application) -> None:
-        state.sem = asyncio.Semaphore(config.max_num_seqs)
+        state.sem = asyncio.Semaphore(_running_slots(config))
         state.started = time.monotonic()
 
     app.on_startup.append(on_startup)
@@ -1486,6 +1500,7 @@ def build_app(config: ServerConfig) -> web.Application:
     responses.install(app)
     anthropic.install(app)
     overload.install(app, config.max_inflight, config.faults, lambda: setattr(state, "dead", True))
+    refdrain.install(app, frozenset(config.faults))
     return app
 
 
@@ -1496,7 +1511,13 @@ def serve(
     app = build_app(config)
 
     async def main() -> None:
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        faults = frozenset(config.faults)
+        runner = web.AppRunner(
+            app,
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=refdrain.shutdown_timeout(faults),
+        )
         await runner.setup()
         site = web.TCPSite(runner, host, port, backlog=2048, reuse_address=True)
         try:
@@ -1524,7 +1545,7 @@ def serve(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
-        await runner.cleanup()
+        await refdrain.drain(app, runner, faults)  # in-flight requests finish (reference/drain.py)
 
     try:
         import uvloop

@@ -817,8 +817,10 @@ def format_text(cmp: Comparison) -> str:
     return "\n".join(lines)
 
 
-def comparison_section(cmp: Comparison) -> Any:
-    """The HTML/Markdown :class:`~servecheck.report.html.Section` of a comparison."""
+def comparison_section(cmp: Comparison, labels: tuple[str, str] = ("baseline", "current")) -> Any:
+    """The HTML/Markdown :class:`~servecheck.report.html.Section` of a comparison; ``labels``
+    name the two runs in its pictures (cutover: OLD, NEW)."""
+    from servecheck.report.compare_figures import comparison_figures_html
     from servecheck.report.html import Section, badge, esc, md_table, table, verdict_badge
 
     rows = metric_rows(cmp)
@@ -844,6 +846,8 @@ def comparison_section(cmp: Comparison) -> Any:
             )
         )
         md += md_table(HEADERS, rows)
+    if cmp.baseline.load is not None or cmp.current.load is not None:
+        parts.append(comparison_figures_html(cmp, labels))  # bars, CDFs, series overlaid
     c = cmp.conformance
     if c is not None:
         parts.append(

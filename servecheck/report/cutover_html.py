@@ -25,7 +25,7 @@ def part_message(name: str, p: dict[str, Any]) -> str:
         return "regressions: " + (", ".join(p["regressions"]) or "none")
     if name == "conformance":
         return f"servecheck check exit code {p['exit_code']}"
-    if name == "cold_start":
+    if name in ("cold_start", "drain"):
         return str(p.get("detail") or "")
     if name == "swap":
         return (
@@ -207,7 +207,7 @@ def _load_section(run_dir: Path) -> Section:
 
     try:
         cmp = compare_runs(run_dir / "load-old", run_dir / "load-new")
-        sec = comparison_section(cmp)
+        sec = comparison_section(cmp, ("OLD", "NEW"))
         sec.title = "Latency and throughput: NEW vs OLD at the same load"
         return sec
     except UsageError as exc:

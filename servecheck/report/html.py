@@ -297,6 +297,9 @@ def conformance_section(run_dir: Path, title: str = "Conformance") -> Section:
         )
         head += f'<p class="flag">{esc(note)}</p>'
         md.insert(0, f"**{note}**")
+    from servecheck.report.conformance_matrix import matrix_html
+
+    head += matrix_html(rows)  # surface x target at a glance
     return Section(title, head + "".join(parts), md, ok)
 
 
@@ -369,6 +372,9 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
     from servecheck.report.timings_html import Tables, timings_html, timings_markdown
 
     parts.append(timings_html(s, Tables(table, md_table)))  # TTFT decomposition, slowest
+    from servecheck.report.profile_html import profile_html
+
+    parts.append(profile_html(s))  # a load profile's phases, recovery, churn (load/phased.py)
     from servecheck.load.breakdown import format_breakdown
     from servecheck.load.image_stats import format_images
     from servecheck.load.steady import steady_html
@@ -387,6 +393,9 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
         from servecheck.report.load_figures import load_figures_html
 
         parts.append(load_figures_html(s, run_dir))  # slices beside the engine, TTFT split
+        from servecheck.report.slice_figures import slice_figures_html
+
+        parts.append(slice_figures_html(s))  # latency, errors, tokens/s, in-flight per slice
     md = _load_markdown(s, verdict, req, thr, sched, slos, lat_rows)
     md += timings_markdown(s, Tables(table, md_table))
     return Section(title, "".join(parts), md, verdict == "pass")

@@ -161,7 +161,8 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
         return _not_ready(spec, run_dir, target, f"{state.state}: {state.detail}", state.detail)
     mode = "speed" if spec.trace else "rate" if spec.rates else "users"
     # A level that answers fast by failing a third of the requests has not "met the SLOs".
-    slos = with_error_budget(spec.slos, spec.error_budget(), parse_slos(target.slo, "targets.yaml"))
+    own = [s for s in parse_slos(target.slo, "targets.yaml") if not s.drain]  # drain: its own run
+    slos = with_error_budget(spec.slos, spec.error_budget(), own)
     from servecheck.workflows.capacity_guard import PrefixReset
 
     resets = PrefixReset() if spec.reset_prefix_cache else None

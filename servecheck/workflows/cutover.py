@@ -28,6 +28,7 @@ from servecheck.load.slo import SLO, as_slos
 from servecheck.load.verdict import RunVerdict, compose, stage_verdict
 from servecheck.report.cutover_html import part_message as _part_message
 from servecheck.workflows import RunResult, coldstart
+from servecheck.workflows.drain import drain_part
 
 COLD_READY_S = 900.0  # how long a launched candidate may take to become ready
 
@@ -64,6 +65,7 @@ class CutoverSpec:
     cold_start: bool = False
     cold_start_requests: int = 30
     cold_start_slos: list[SLO] = field(default_factory=list)  # time_to_ready<=900s ...
+    drain: bool = False  # last: OLD is sent SIGTERM mid-stream and its drain judged (drain.py)
 
     def __post_init__(self) -> None:
         self.cold_start_slos = as_slos(self.cold_start_slos)  # expressions: parsed once, here
@@ -91,6 +93,8 @@ def run_cutover(spec: CutoverSpec) -> CutoverResult:
             raise SpecError("{old} and {new} are both {name!r}", name=spec.old)
         names = [spec.old, spec.new]
         label = f"{spec.old}-to-{spec.new}"
+    if spec.drain and not spec.old:
+        raise SpecError("{drain} needs {old} OLD: the target that is drained after the swap")
     validate_before_run(
         targets_file=spec.targets_file,
         names=names,
@@ -105,6 +109,11 @@ def run_cutover(spec: CutoverSpec) -> CutoverResult:
         ),
         coldstart.launched(spec, run_dir) as launch,
     ):
+        if spec.drain:  # how OLD is told to stop: a usage error now, not after the other parts
+            from servecheck.config import load_targets
+            from servecheck.workflows.drain import resolve_action
+
+            resolve_action(load_targets(spec.targets_file).get(str(spec.old)), None)
         return _swap(spec, run_dir) if spec.swap_under_load else _pre(spec, run_dir, launch)
 
 
@@ -169,6 +178,8 @@ def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = Non
                     run_id=name,
                     seed=0,
                     progress=True,
+                    # about twenty slices a load: the page overlays OLD's and NEW's per slice
+                    slice_s=max(0.5, min(5.0, load_s / 20)),
                 ),
                 on_log=say,
             )
@@ -182,6 +193,8 @@ def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = Non
             "regressions": cmp.regressions,
             "notes": cmp.notes,
         }
+    if spec.drain:  # the swap is done: OLD goes away, mid-stream (workflows/drain.py)
+        parts["drain"] = drain_part(spec, old, run_dir)
     verdict = _verdict(parts)
     ok = verdict.passed
     data = {
@@ -272,7 +285,10 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
         "max_gap_s": max_gap,
         "model_changes": [{"t": c.t, "old": c.old, "new": c.new} for c in rep.model_changes],
     }
-    verdict = _verdict({"swap": part})
+    parts = {"swap": part}
+    if spec.drain:  # after the swap, OLD goes away mid-stream (workflows/drain.py)
+        parts["drain"] = drain_part(spec, loaded.get(str(spec.old)), run_dir)
+    verdict = _verdict(parts)
     data = {
         "kind": "cutover",
         "mode": "swap",
@@ -281,7 +297,7 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
         "rate": rate,
         "report": rep.as_dict(),
         "expected_models": expected,
-        "parts": {"swap": part},
+        "parts": parts,
         "verdict": verdict.status,
         "reasons": verdict.reasons,
         "ok": verdict.passed,

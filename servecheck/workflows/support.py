@@ -78,7 +78,12 @@ def reference_env(
         return
     saved = {
         k: os.environ.get(k)
-        for k in ("SERVECHECK_REF_URL", "SERVECHECK_REF_API_KEY", "SERVECHECK_REF_METRICS_URL")
+        for k in (
+            "SERVECHECK_REF_URL",
+            "SERVECHECK_REF_API_KEY",
+            "SERVECHECK_REF_METRICS_URL",
+            "SERVECHECK_REF_PID",
+        )
     }
     with embedded_reference(extra_args, log_path=log_path) as env:
         os.environ.update(env)
@@ -186,26 +191,83 @@ def mark_junit_partial(path: Path, reason: str, not_run: object = None) -> None:
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
 
 
-def slo_cases(summary: dict[str, Any], classname: str = "servecheck.load") -> list[Case]:
-    """JUnit cases for a load summary: one per SLO, plus the run's own verdict."""
+def slo_cases(
+    summary: dict[str, Any], classname: str = "servecheck.load", asked: Sequence[str] = ()
+) -> list[Case]:
+    """JUnit cases for a load summary: one per SLO, plus the run's own verdict. ``asked``: the
+    SLOs the run was given (their text); one the run could not judge (the target was down before
+    the load, or the steady window held no request) is a failing case that says why, so no SLO
+    asked for goes missing from the file."""
+    judged = summary.get("slo") or []
+    why = "; ".join(summary.get("reasons") or []) or f"verdict {summary.get('verdict')}"
     out = [
-        Case(
-            f"SLO {v.get('slo')}",
-            bool(v.get("passed")),
-            f"observed {v.get('observed')} {v.get('unit')}; bound {v.get('op')} {v.get('bound')} ({v.get('source')})",
-            classname,
-        )
-        for v in summary.get("slo") or []
+        Case(f"SLO {v.get('slo')}", bool(v.get("passed")), _slo_message(v), classname)
+        for v in judged
     ]
+    seen = {str(v.get("slo")) for v in judged}
+    out += [
+        Case(f"SLO {text}", False, f"not judged: {why}", classname)
+        for text in dict.fromkeys(asked)
+        if text not in seen
+    ]
+    out.append(Case("load run verdict", summary.get("verdict") == "pass", why, classname))
+    return out
+
+
+def _slo_message(v: dict[str, Any]) -> str:
+    bound = f"bound {v.get('op')} {v.get('bound')} ({v.get('source')})"
+    if v.get("observed") is None:  # e.g. a TTFT bound when no request succeeded
+        return f"{v.get('note') or 'nothing measured'}; {bound}"
+    return f"observed {v.get('observed')} {v.get('unit')}; {bound}"
+
+
+def soak_cases(data: dict[str, Any], classname: str = "servecheck.soak") -> list[Case]:
+    """JUnit cases for a soak (``soak.json``'s data, a ``--probe-only`` one's too): whether the
+    target stayed up through the cycles, one case per leak metric the soak judged (its primary
+    metric even when it was not sampled), the drain after the abandoned-stream probe, the probe
+    itself, and the run's verdict. A case fails when one of the verdict's reasons is its own
+    (``kv_usage: leak``, ``drain: not_drained``, ``kv_usage: inconclusive ...``): a soak judges
+    its series over all the cycles at once, not cycle by cycle, and an unjudged series is never
+    a green case."""
+    reasons = [str(r) for r in data.get("failures") or []]
+
+    def case(name: str, prefix: str, detail: str) -> Case:
+        mine = [r for r in reasons if r.startswith(prefix)]
+        text = "; ".join(mine) + (f"\n{detail}" if mine and detail else "")
+        return Case(name, not mine, text if mine else detail, classname)
+
+    out: list[Case] = []
+    cycles = data.get("cycles") or []
+    if data.get("kind") == "soak":
+        down = [str(c["down"]) for c in cycles if c.get("down")]
+        ran = f"{len(cycles)} of {(data.get('plan') or {}).get('cycles', '?')} cycles ran"
+        out.append(Case("target stayed up", not down, "; ".join(down) or ran, classname))
+    leak = data.get("leak") or {}
+    primary = data.get("primary")
+    metrics = [primary, *(m for m in leak if m != primary)] if primary else list(leak)
+    for metric in metrics:
+        message = str((leak.get(metric) or {}).get("message") or "not sampled")
+        out.append(case(f"leak {metric}", f"{metric}:", message))
+    if data.get("drain") is not None:
+        out.append(case("drain", "drain:", str(data["drain"].get("message") or "")))
+    if data.get("kind") == "abandon-probe":
+        probe = data.get("probe") or {}
+        out.append(case("probe", "probe:", f"{probe.get('abandoned', 0)} stream(s) abandoned"))
+    verdict = data.get("verdict")
     out.append(
         Case(
-            "load run verdict",
-            summary.get("verdict") == "pass",
-            "; ".join(summary.get("reasons") or []) or f"verdict {summary.get('verdict')}",
+            "soak run verdict",
+            verdict == "pass",
+            "; ".join(reasons) or f"verdict {verdict}",
             classname,
         )
     )
     return out
+
+
+def write_soak_junit(run_dir: Path, data: dict[str, Any]) -> Path:
+    """``junit.xml`` of a soak (or ``--probe-only``) run: :func:`soak_cases` in one suite."""
+    return write_junit(run_dir / "junit.xml", [Suite("servecheck.soak", soak_cases(data))])
 
 
 def copy_allure(src: Path, dst: Path) -> int:
@@ -238,6 +300,8 @@ __all__ = [
     "reference_env",
     "say",
     "slo_cases",
+    "soak_cases",
     "write_json",
     "write_junit",
+    "write_soak_junit",
 ]

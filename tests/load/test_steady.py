@@ -168,3 +168,21 @@ def test_merged_histograms_equal_one_histogram() -> None:
         both.record(v)
     a.add(b)
     assert a.summary().as_dict() == both.summary().as_dict()
+
+
+def test_slices_count_the_shed_errors_apart_and_keep_them_through_a_merge() -> None:
+    """A 429 is an error of its slice and also ``rate_limited`` (the load page draws failed
+    and shed apart, as the run's error rate counts them); two workers' scans add up, and a
+    checkpoint from before the count reads as none shed."""
+    from servecheck.load.steady import Scan
+
+    mine = [_rec(1000.0, 0.1), _rec(1000.2, 0.0, error="rate-limited")]
+    theirs = [_rec(1000.4, 0.0, error="rate-limited"), _rec(1000.6, 0.0, error="http-500")]
+    a, b = scan(iter(mine), 1.0, 0), scan(iter(theirs), 1.0, 0)
+    a.merge(Scan.from_state(b.state()))
+    (row,) = a.as_list()
+    assert (row["count"], row["errors"], row["rate_limited"]) == (4, 3, 2)
+    old = b.state()
+    old["slices"] = {i: st[:5] for i, st in old["slices"].items()}  # before rate_limited
+    (row,) = Scan.from_state(old).as_list()
+    assert (row["errors"], row["rate_limited"]) == (2, 0)

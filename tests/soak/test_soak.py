@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from servecheck.commands.soak import add_arguments, plan_from_args, verdict_line
 from servecheck.config.model import Target
 from servecheck.reference.inprocess import RunningServer
 from tests.soak.support import PROBE, TINY, run_soak, soak, write_targets
+from tests.soak.test_soak_junit import read_cases
 
 SOAK_KEYS = {
     "kind",
@@ -78,6 +80,11 @@ def test_soak_clean_server_no_leak(
     assert data["requests"]["failed"] == 0, data["cycles"][0]["first_error"]
     assert "<svg" in (run_dir / "report.html").read_text()
     assert "kv_usage: OK: kv_usage returned to baseline 0.000" in out
+    suite, cases = read_cases(run_dir)  # junit.xml: every case the soak judged passed
+    assert {"target stayed up", "leak kv_usage", "soak run verdict"} <= set(cases), set(cases)
+    assert suite.get("failures") == "0", [
+        c.find("failure").get("message") for c in cases.values() if c.find("failure") is not None
+    ]  # type: ignore[union-attr]
 
 
 @pytest.mark.slow
@@ -95,6 +102,16 @@ def test_soak_kv_leak_with_abandoned_streams(
     assert data["drain"]["status"] != "ok", data["drain"]["message"]
     assert "kv_usage: LEAK: kv_usage " in out
     assert "FAIL kv_usage: leak" in out
+    _, cases = read_cases(run_dir)  # junit.xml: the leak and the drain fail their own cases
+    kv = cases["leak kv_usage"].find("failure")
+    assert kv is not None and kv.get("message") == "kv_usage: leak", ET.tostring(
+        cases["leak kv_usage"]
+    )
+    assert (
+        cases["drain"].find("failure") is not None
+        and cases["target stayed up"].find("failure") is None
+    )
+    assert cases["soak run verdict"].find("failure") is not None
 
 
 @pytest.mark.parametrize(
@@ -231,6 +248,9 @@ def test_probe_only_reports_abort_leak(
     assert data["drain"]["status"] == "not_drained" and data["failures"] == ["drain: not_drained"]
     assert "drain: NOT DRAINED within 1.5 s after the probe: last requests_running=4" in out
     assert (run_dir / "probe.png").exists()
+    _, cases = read_cases(run_dir)
+    drain = cases["drain"].find("failure")
+    assert drain is not None and drain.get("message") == "drain: not_drained"
 
 
 def test_probe_only_takes_no_cycles(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -274,4 +294,7 @@ def test_soak_stops_cycling_against_a_target_that_went_down(
     assert data["failures"][0].startswith("target went down at t="), data["failures"]
     assert "consecutive connection errors: " in data["failures"][0]
     assert len(data["cycles"]) < 100 and data["cycles"][-1]["down"], len(data["cycles"])
+    _, cases = read_cases(run_dir)  # junit.xml: the soak's own case for it fails
+    down = cases["target stayed up"].find("failure")
+    assert down is not None and down.get("message") == data["cycles"][-1]["down"]
     assert data["requests"]["ok"] >= 5

@@ -107,6 +107,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TIME",
         help="longest time without a success allowed (default: %(default)s)",
     )
+    parser.add_argument(
+        "--drain",
+        action="store_true",
+        help="last, send OLD SIGTERM mid-stream and judge its drain, as servecheck drain does "
+        "(OLD launched by servecheck, or its targets.yaml drain: {command: ...})",
+    )
     add_run_arguments(parser, "cutover", "<names>")
     add_cold_start_arguments(parser)  # --launch / --cold-start: the candidate (NEW) starts now
 
@@ -139,6 +145,7 @@ def spec_from_args(args: argparse.Namespace) -> CutoverSpec:
         out=out_dir(args),
         run_id=args.run_id,
         reference_args=checked_reference_args(args.reference_arg),
+        drain=args.drain,
         **cold_start_fields(args),
     )
 

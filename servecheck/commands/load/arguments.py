@@ -7,6 +7,7 @@ import argparse
 import os
 
 from servecheck.commands.load.measurement import add_measurement_arguments
+from servecheck.commands.load.profile_arguments import add_profile_arguments
 from servecheck.commands.options import (
     add_api_arguments,
     add_dataset_arguments,
@@ -242,6 +243,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("load")
     add_target_arguments(g, target="one", target_default="none: required")
     add_workload_arguments(g)
+    add_profile_arguments(g)  # --profile (load/phased.py)
     add_distributed_arguments(g)
     add_guard_arguments(g)
     add_replay_arguments(g)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from servecheck.commands.load.profile_arguments import profile_fields
 from servecheck.commands.options import error_budget, fault_options
 from servecheck.config.model import Target
 from servecheck.errors import UsageError
@@ -22,7 +23,7 @@ from servecheck.load.schedule import (
     shape_from_spec,
 )
 from servecheck.load.slo import parse_slos
-from servecheck.load.steady import parse_slice_s, parse_steady_window
+from servecheck.load.steady import parse_steady_window
 from servecheck.load.stream import parse_retry_after_cap
 from servecheck.load.timings import request_id_header
 from servecheck.load.wire import REQUEST_ID
@@ -48,7 +49,7 @@ def spec_from_options(
     shape = None
     if o("speed") is not None and o("speed") <= 0:
         raise UsageError(f"--speed {o('speed'):g}: must be > 0")
-    if users is None and rate is None and o("trace") is None:
+    if users is None and rate is None and o("trace") is None and o("profile") is None:
         users, rate = plan.get("users"), plan.get("rate")
         if plan.get("shape"):
             shape = shape_from_spec(dict(plan["shape"]))
@@ -111,7 +112,7 @@ def spec_from_options(
         server_metrics=o("server_metrics") != "off",
         metrics_interval_s=_interval(o("server_metrics")),
         steady_window=parse_steady_window(pick("steady_window")),
-        slice_s=parse_slice_s(pick("slice_s")),
+        **profile_fields(pick),  # profile and slice_s
         records=parse_records(pick("records")),
     )
 

@@ -4,7 +4,7 @@ Parse the options into a :class:`~servecheck.load.soak.SoakPlan`, call
 :func:`~servecheck.load.soak.run_soak` (the run, :mod:`servecheck.load.soak`), write the report
 (:mod:`servecheck.report.soak_html`), print the verdict lines. Everything goes to
 ``<out>/<run-id>/``: ``records.jsonl``, ``telemetry/``, ``soak.json`` (keys in
-docs/telemetry.md), ``soak.png``, ``report.html`` and ``summary.md``.
+docs/telemetry.md), ``soak.png``, ``report.html``, ``summary.md`` and ``junit.xml``.
 
 Exit codes: 0 no leak (and drained, with ``--abandon``); 1 a leak, not drained, or the primary
 metric could not be judged; 2 a usage error.
@@ -68,7 +68,7 @@ def _probe_only(args: argparse.Namespace, target: Target) -> int:
     ``kind: "abandon-probe"`` and ``probe.png``. Exit 0 drained, 1 not, 2 usage."""
     from servecheck.load.abandon import discover_model
     from servecheck.report.soak_html import write_probe_report
-    from servecheck.workflows.support import new_run_dir, say
+    from servecheck.workflows.support import new_run_dir, say, write_soak_junit
 
     plan = probe_plan_from_options(vars(args), target)
     model = args.model or discover_model(target)
@@ -81,6 +81,7 @@ def _probe_only(args: argparse.Namespace, target: Target) -> int:
     overrides = telemetry_overrides(vars(args), target, plan.telemetry_plan(model))
     result = run_probe_only(target, model, plan, run_dir, telemetry_overrides=overrides, say=say)
     path = write_probe_report(result, say)
+    write_soak_junit(run_dir, result.data)
     print(verdict_line("drain", result.drain.status, result.drain.message))
     word = str(result.data["verdict"]).upper()
     for reason in result.failures:
