@@ -50,6 +50,13 @@ class DownRule:
     def active(self) -> bool:
         return self.errors > 0
 
+    def backstop(self) -> DownRule:
+        """A distributed worker's rule: twice the streak over twice the window. The master, which
+        sees every worker's records, decides first; with the outage breaker (load/outage.py) a
+        worker's streak grows by one probe a second, so the same rule on both would let the
+        worker quit before its last failures reached the master."""
+        return DownRule(self.errors * 2, self.window_s * 2) if self.active else self
+
     def text(self) -> str:
         return f"{self.errors},{self.window_s:g}s" if self.active else "off"
 

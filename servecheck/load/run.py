@@ -655,7 +655,9 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     )
     # A worker watches its own records too: it stops by itself when the target is gone, even
     # when its master's quit message never comes (a master killed after a slow shutdown).
-    watch = DownWatch(spec.down_after, started)
+    watch = DownWatch(
+        spec.down_after.backstop() if spec.role == "worker" else spec.down_after, started
+    )
     try:
         # A worker's records go to its own copy (local/); the master's come over the wire.
         records_dir = run_dir / LOCAL_DIR if spec.role == "worker" else run_dir
