@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml setup.py servecheck/load/_rxthread.c
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	@SERVECHECK_BUILD_NATIVE=1 $(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,engines,langchain]'
+	@SERVECHECK_BUILD_NATIVE=1 $(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,engines,langchain,otlp]'
 	@touch $(STAMP)
 
 venv: $(STAMP)

@@ -25,6 +25,7 @@ SCRIPTS = [
     "bench_server_metrics.py",
     "bench_tree.py",
     "bench_profiles.py",
+    "bench_live.py",
 ]
 
 

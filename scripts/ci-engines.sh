@@ -44,7 +44,7 @@ if has llamacpp || has litellm || has llamacpp-reasoning || has llamacpp-embed; 
 fi
 
 for name in vllm xinference litellm; do
-    if has "$name" || { [[ $name == vllm ]] && { has vllm-chunked || has vllm-reasoning || has vllm-embed || has vllm-cache || has vllm-vision; }; } \
+    if has "$name" || { [[ $name == vllm ]] && { has vllm-chunked || has vllm-reasoning || has vllm-embed || has vllm-cache || has vllm-vision || has vllm-lora; }; } \
         || { [[ $name == litellm ]] && has litellm-reasoning; }; then
         echo "== engines: $name install"
         if ! timeout 1800 "${SC[@]}" install "$name"; then
@@ -65,7 +65,7 @@ fi
 # Start order: llama.cpp first (LiteLLM routes to it), the heavy Python servers one at a time;
 # litellm-reasoning routes to vllm-reasoning, so it comes after it.
 for name in llamacpp llamacpp-reasoning llamacpp-embed vllm vllm-chunked vllm-reasoning vllm-embed \
-    vllm-cache vllm-vision xinference litellm litellm-reasoning; do
+    vllm-cache vllm-vision vllm-lora xinference litellm litellm-reasoning; do
     has "$name" || continue
     base=${name%%-*}  # vllm-embed and vllm-cache use the vllm install, llamacpp-embed llamacpp's
     [[ " ${failed[*]:-} " == *" $base(install)"* ]] && continue

@@ -40,6 +40,8 @@ SURFACE_SERVER: dict[str, dict[str, object]] = {
     "REASON": {"reasoning": ReasoningMode()},
     "HEALTH": {"itl_ms": 200.0},
     "IMAGE": {"vision": True},
+    # LORA: runtime adapters (--lora) and a target naming one to load (its path must exist)
+    "LORA": {"lora": True},
     "IMAGE-REJECTED-TEXT-ONLY": {},
     "IMAGE-MESSAGES-REJECTED-TEXT-ONLY": {},
     # MESSAGES-THINKING: a reasoning model whose context holds Anthropic's minimum thinking budget
@@ -48,6 +50,7 @@ SURFACE_SERVER: dict[str, dict[str, object]] = {
 SURFACE_TARGET: dict[str, dict[str, object]] = {
     "REASON": {"reasoning": "auto"},
     "IMAGE": {"capabilities": {"vision": True}},
+    "LORA": {"capabilities": {"lora": True}, "lora_adapter": {"name": "ref-lora", "path": "/"}},
     "IMAGE-REJECTED-TEXT-ONLY": {},
     "IMAGE-MESSAGES-REJECTED-TEXT-ONLY": {},
     "MESSAGES-THINKING": {"reasoning": "auto"},

@@ -43,6 +43,7 @@ SURFACES: dict[str, str] = {
     "REASON": "reasoning models: reasoning separated from the answer",
     "COMPL": "legacy /v1/completions: batches, token-id prompts, echo, usage, legacy logprobs",
     "IMAGE": "image input on chat completions: read by a vision model, refused by a text-only one",
+    "LORA": "runtime LoRA adapters: loaded, listed, applied, unloaded (vLLM's endpoints)",
 }
 
 

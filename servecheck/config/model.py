@@ -115,6 +115,19 @@ class Capabilities(_Strict):
     responses_store: CapValue = "auto"
     vision: CapValue = "auto"
     messages: CapValue = "auto"
+    lora: CapValue = "auto"
+
+
+class LoraAdapter(_Strict):
+    """The ``lora_adapter`` of a target that serves runtime LoRA adapters (the LORA checks, the
+    cutover's ``lora-load`` swap): one adapter the checks may load and unload."""
+
+    name: Annotated[str, Field(min_length=1, max_length=128)] = Field(
+        description="the served name to load it under (not one the target already serves)"
+    )
+    path: Annotated[str, Field(min_length=1)] = Field(
+        description="its folder (adapter_config.json + weights) as the server sees it"
+    )
 
 
 def _check_url(value: str | None, key: str) -> str | None:
@@ -275,6 +288,11 @@ class Target(TargetSettings):
     drain: DrainSettings | None = Field(
         None,
         description="how to shut this server down for the drain check: {command, timeout_s}",
+    )
+    lora_adapter: LoraAdapter | None = Field(
+        None,
+        description="a runtime LoRA adapter the LORA checks load and unload (with capabilities: "
+        "{lora: true}): {name, path}",
     )
 
     @field_validator("reasoning", mode="before")

@@ -24,6 +24,8 @@ ENGINE_PORTS: dict[str, int] = {
     "xinference-reasoning": 8036,
     # issue 29: the tiny Qwen2-VL on vLLM CPU, for the IMAGE surface (servecheck/engines/vision.py)
     "vllm-vision": 8017,
+    # issue 28: runtime LoRA adapters on vLLM CPU (servecheck/engines/lora.py)
+    "vllm-lora": 8018,
 }
 ENGINE_NAMES: tuple[str, ...] = tuple(ENGINE_PORTS)
 
@@ -61,6 +63,10 @@ def get_engine(name: str) -> Engine:
         from servecheck.engines.vision import VllmVision
 
         return VllmVision()
+    if name == "vllm-lora":
+        from servecheck.engines.lora import VllmLora
+
+        return VllmLora()
     if name in ("vllm-embed", "vllm-cache", "llamacpp-embed"):
         from servecheck.engines import pooling
 

@@ -25,11 +25,13 @@ def fault_sections(
     slos: Sequence[SLO],
     run_dir: Path,
     server: dict[str, Any] | None,
+    run: RunVerdict,
 ) -> tuple[dict[str, Any], RunVerdict]:
     """summary.json's ``cancel`` (with ``--cancel``) and ``outages`` (always: an empty list is
     the news that the target never went away), and their verdict with the engine's findings
     (``server``, load/server_truth.py), which an outage voids: an engine that restarted counts
-    from 0 again, so its counters no longer match the client's."""
+    from 0 again, so its counters no longer match the client's; all composed with ``run``, the
+    run's verdict so far."""
     out: dict[str, Any] = {}
     parts: list[RunVerdict] = []
     section, status, reason = cancel.section(spec.cancel, stats.cancelled, run_dir)
@@ -46,10 +48,8 @@ def fault_sections(
     elif server is not None:
         server["voided_by_outage"] = True
         parts.append(RunVerdict(PASS, ["server: counters not reconciled across the outage"]))
-    verdict = compose(parts)
-    if verdict.status == PASS:  # a pass says what it saw (a cancel drained, an outage judged)
-        return out, RunVerdict(PASS, verdict.reasons)
-    return out, verdict
+    # a pass keeps what it saw in its reasons (a cancel drained, an outage judged)
+    return out, compose([run, *parts])
 
 
 __all__ = ["fault_sections"]

@@ -47,9 +47,11 @@ from servecheck.load.dataset import ENV_DATASET, dataset_fingerprint
 from servecheck.load.images import ENV_IMAGES, ImagePool, check_images
 from servecheck.load.keeper import CHECKPOINT_S, RecordKeeper
 from servecheck.load.lengths import Lengths, apply_lengths
+from servecheck.load.live import LIVE_MESSAGE, LiveFeed, LiveView, registry_for
+from servecheck.load.mix import WeightedCycle
 from servecheck.load.outage import HOLD, PROBE, Breaker
 from servecheck.load.phased import ProfileSchedule, parse_profile
-from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig
+from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, ENV_WEB_AUTH, RunConfig
 from servecheck.load.planned import PlannedRequest, single_turn
 from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tokenize_counter
 from servecheck.load.reactor import StreamReactor
@@ -102,6 +104,10 @@ class _Controller:
         self.env = environment
         self.cfg = cfg
         self.index = index
+        # the model mix (a plan's models): each request names the next model of the cycle
+        self.mix = (
+            WeightedCycle([(str(n), float(w)) for n, w in cfg.model_mix]) if cfg.model_mix else None
+        )
         self.worker = (
             f"w{index}-{os.getpid()}"
             if cfg.workers > 1 or isinstance(environment.runner, WorkerRunner)
@@ -188,6 +194,9 @@ class _Controller:
         # (load/outage.py): during an outage one probe at a time, the other sends held or lost.
         self.cancel = CancelRule.from_dict(cfg.cancel)
         self.breaker = Breaker(self.keeper.agg.outages)
+        # --web / --metrics-port: the aggregate read once a tick (load/live.py), not per request
+        self.live = LiveFeed(self.keeper.agg, self.worker) if cfg.live else None
+        self.stopped: str | None = None  # why Locust stopped it before its bounds (--web)
 
     def auth_headers(self) -> dict[str, str]:
         key = os.environ.get(ENV_API_KEY)
@@ -222,6 +231,30 @@ class _Controller:
         if self.sender is not None:
             gevent.spawn(self._send_batches)
         gevent.spawn(self._checkpoints)
+        if self.live is not None:
+            gevent.spawn(self._live_ticks)
+
+    def _live_ticks(self) -> None:
+        """The live view's piece every tick: to this process's view, or to the master."""
+        tick = float((self.cfg.live or {}).get("tick_s") or 1.0)
+        while not self.finished:
+            gevent.sleep(tick)
+            self.live_tick()
+
+    def live_tick(self) -> None:
+        if self.live is None:
+            return
+        piece = self.live.tick(time.time(), self.inflight)
+        runner = self.env.runner
+        try:
+            if isinstance(runner, WorkerRunner):
+                runner.send_message(LIVE_MESSAGE, piece)
+            else:
+                view = getattr(self.env, "servecheck_live", None)
+                if view is not None:
+                    view.feed(piece)
+        except Exception as exc:  # noqa: BLE001 - the live view is a nicety: the run goes on
+            log.warning("live view: %s", exc)
 
     def _checkpoints(self) -> None:
         """The aggregate's state every CHECKPOINT_S: a process killed mid-run leaves it."""
@@ -291,6 +324,7 @@ class _Controller:
         if self.finished:
             return
         self.finished = True
+        self.live_tick()  # the live view's last piece: its charts end where the run did
         ru = resource.getrusage(resource.RUSAGE_SELF)
         info = {
             "worker": self.worker,
@@ -309,6 +343,7 @@ class _Controller:
             "ended": self.wall(_perf()),
             "loop_lag_s": [round(x, 6) for x in self.loop_lag],
             "reader": self.reader_info(),
+            "stopped": self.stopped,
         }
         self.keeper.close()
         self.wire.close()
@@ -347,7 +382,7 @@ class _Controller:
             except Exception as exc:  # noqa: BLE001 - the master then reports this worker lost
                 log.warning("could not tell the master this worker is done: %s", exc)
         elif quit_runner and runner is not None:
-            gevent.spawn_later(0.05, runner.quit)
+            gevent.spawn_later(0.05, _quit, self.env)
 
     def reader_info(self) -> dict[str, Any]:
         """Which reader timed the tokens, and how (kernel receive stamps or the reader's clock)."""
@@ -410,8 +445,9 @@ class _Controller:
         prompt = user.plan_request(self)  # a PlannedRequest (servecheck/load/conversation.py)
         if self.images is not None:
             prompt = self.images.attach(prompt, user.rng)
+        model = self.mix.next() if self.mix is not None else cfg.model
         path, body = request_for(
-            cfg.api, cfg.model, prompt, user.kind_body(prompt.kind), cfg.extra_body
+            cfg.api, model, prompt, user.kind_body(prompt.kind), cfg.extra_body
         )
         payload = json.dumps(body).encode()
         self.sent += 1
@@ -430,6 +466,7 @@ class _Controller:
             kind=prompt.kind,
             prompt_tokens=prompt.prompt_tokens,
             request_id=f"{self.rid_prefix}-{seq}",
+            model=model if self.mix is not None else None,
             **prompt.fields,
         )
         st = new_state(cfg.api, prompt.capture)  # chat's reader, or the messages stream's
@@ -722,7 +759,7 @@ def _on_init(environment: Any, **_: Any) -> None:
     def maybe_quit() -> None:
         if not quitting and collector.finished(runner.worker_count):
             quitting.append(True)
-            gevent.spawn_later(0.05, runner.quit)
+            gevent.spawn_later(0.05, _quit, environment)
 
     def on_records(msg: Any, **_kw: Any) -> None:
         collector.on_batch(str(msg.node_id), msg.data)
@@ -766,13 +803,77 @@ def _on_init(environment: Any, **_: Any) -> None:
     environment.events.quitting.add_listener(lambda **_kw: collector.close())
 
 
+def _quit(environment: Any) -> None:
+    """Quit the runner, and Locust's web UI with it (``--web``: Locust would keep it up)."""
+    environment.runner.quit()
+    web_ui = getattr(environment, "web_ui", None)
+    if web_ui is not None:
+        web_ui.stop()
+
+
+@events.init.add_listener
+def _live_init(environment: Any, **_: Any) -> None:
+    """``--web`` / ``--metrics-port``: the live view, served by the local runner or the master
+    (whose workers send it their pieces); load/live.py, load/live_web.py."""
+    path = os.environ.get(ENV_CONFIG)
+    runner = environment.runner
+    if not path or isinstance(runner, WorkerRunner):
+        return
+    if isinstance(runner, MasterRunner):  # workers on other machines send pieces regardless
+
+        def on_live(msg: Any, **_kw: Any) -> None:
+            view = getattr(environment, "servecheck_live", None)
+            try:
+                if view is not None:
+                    view.feed(msg.data)
+            except ValueError as exc:
+                log.warning("live view: worker %s: %s", msg.node_id, exc)
+
+        runner.register_message(LIVE_MESSAGE, on_live)
+    cfg = RunConfig.load(path)
+    if not cfg.live:
+        return
+    info = {
+        "run_id": cfg.run_id,
+        "target": cfg.target,
+        "scenario": cfg.scenario,
+        "model": cfg.model,
+    }
+    view = LiveView(info, float(cfg.live.get("tick_s") or 1.0))
+    environment.servecheck_live = view
+    web_ui = getattr(environment, "web_ui", None)
+    if cfg.live.get("web") and web_ui is not None:
+        from servecheck.load.live_web import install
+
+        install(web_ui, view, os.environ.get(ENV_WEB_AUTH) or None)
+    if cfg.live.get("otlp"):
+        from servecheck.load.live_otlp import start
+
+        provider = start(view, str(cfg.live["otlp"]))
+        environment.events.quitting.add_listener(lambda **_kw: provider.shutdown())
+    metrics = cfg.live.get("metrics")
+    if metrics:
+        from gevent.pywsgi import WSGIServer
+        from prometheus_client import make_wsgi_app
+
+        server = WSGIServer(
+            (metrics[0], int(metrics[1])), make_wsgi_app(registry_for(view)), log=None
+        )
+        server.start()
+        environment.events.quitting.add_listener(lambda **_kw: server.stop(timeout=1))
+
+
 @events.test_stop.add_listener
 def _on_test_stop(environment: Any, **_: Any) -> None:
     ctrl = _CTRL.pop(
         "c", None
     )  # a new test from the web UI gets a fresh controller and run directory
     if ctrl is not None and not ctrl.finished:
-        ctrl.finish(quit_runner=False)
+        # --web: Stop in Locust's UI ends the run, and its summary says it ended early
+        web = bool(ctrl.cfg.live and ctrl.cfg.live.get("web"))
+        if web and ctrl.accepting():
+            ctrl.stopped = "stopped by Locust before the run's bounds (its web UI's Stop)"
+        ctrl.finish(quit_runner=web)
 
 
 @events.quitting.add_listener

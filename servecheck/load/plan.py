@@ -21,6 +21,7 @@ A load plan (``loadtests/*.yaml``) is a named set of defaults for ``servecheck l
     warmup: 10s                      # or {seconds: 10, requests: 20}: sent first, kept out
     api: messages                    # chat (default) or messages: Anthropic's /v1/messages
     images: 1x512x512,2x256x256      # or a folder of PNG/JPEG files, relative to the plan's folder
+    models: {base: 3, lora-a: 1}     # split the traffic across models by weight (load/mix.py)
     steady_window: auto              # or 10s:50s, or none: the part the SLOs judge
     slice_s: 5s                      # summary.json's time slices
     repeat: 3                        # three runs, confidence intervals over them
@@ -43,6 +44,7 @@ from servecheck.redact import redact_obj
 ENV_CONFIG = "SERVECHECK_LOAD_CONFIG"
 ENV_API_KEY = "SERVECHECK_API_KEY"
 ENV_SECRETS = "SERVECHECK_LOAD_SECRETS"  # the masked parts of load-config.json, for Locust
+ENV_WEB_AUTH = "SERVECHECK_WEB_AUTH"  # --web's USER:PASS, to Locust through its environment only
 PLAN_KEYS = (
     "description",
     "scenario",
@@ -70,6 +72,7 @@ PLAN_KEYS = (
     "warmup",
     "api",
     "images",
+    "models",  # model -> weight: traffic split across models, e.g. a base and its adapters
     "steady_window",  # auto | START:END | none (load/steady.py)
     "slice_s",  # the width of summary.json's time slices
     "records",  # auto | all | sample:N | none (load/aggregate.py)
@@ -128,10 +131,14 @@ class RunConfig:
     api: str = "chat"  # chat | messages (load/apis.py)
     images: str | None = None  # sizes or an absolute folder (load/images.py)
     profile: dict[str, Any] | None = None  # {text, poisson}: a load profile (load/phased.py)
+    model_mix: list[list[Any]] = field(default_factory=list)  # [name, weight] (load/mix.py)
     # What each worker's streaming summary must know (load/aggregate.py's Rule, as a dict), and
     # which records it keeps on disk: "all", "sample:N" (a uniform sample) or "none".
     aggregate: dict[str, Any] | None = None
     records: str = "all"
+    # --web / --metrics-port (load/live.py): {"web": bool, "metrics": [host, port] | None,
+    # "tick_s": s}; None: no live view (nothing is read a tick at a time)
+    live: dict[str, Any] | None = None
 
     def dump(self, path: str | os.PathLike[str]) -> Path:
         """Write the config, every secret masked (header values, URL credentials): the file
@@ -207,6 +214,10 @@ def load_plan(path: str | os.PathLike[str]) -> LoadPlan:
             parse_profile(str(data["profile"]))
         except UsageError as exc:
             raise UsageError(f"{p}: profile: {exc}") from None
+    if "models" in data:
+        from servecheck.load.mix import parse_model_mix
+
+        data["models"] = parse_model_mix(data["models"], f"{p}: models")
     return LoadPlan(str(p), data)
 
 

@@ -121,6 +121,7 @@ class RequestRecord:
     new_conn: bool | None = None
     request_id_echo: str | None = None  # the echoed request id header
     response_id: str | None = None  # the body's "id" (chatcmpl-...)
+    model: str | None = None  # the model it named, in a run split across models (load/mix.py)
 
     @property
     def ok(self) -> bool:
@@ -223,6 +224,7 @@ _OPTIONAL = (
     "new_conn",
     "request_id_echo",
     "response_id",
+    "model",
 )
 
 

@@ -41,8 +41,9 @@ from servecheck.load.dataset import check_dataset
 from servecheck.load.down import DownRule, DownWatch
 from servecheck.load.images import check_images, normalise_images
 from servecheck.load.lengths import Lengths, exact_output
+from servecheck.load.live import check_free, live_config
 from servecheck.load.phased import Profile, check_slos
-from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, RunConfig, load_plan
+from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, ENV_WEB_AUTH, RunConfig, load_plan
 from servecheck.load.reach import target_down
 from servecheck.load.records import refuse_used_run_dir, worker_files
 from servecheck.load.schedule import StageShape
@@ -67,6 +68,7 @@ from servecheck.load.trace import trace_duration
 from servecheck.load.transport import LOCAL_DIR
 from servecheck.load.warmup import extend_bounds
 from servecheck.redact import redact
+from servecheck.redact import register as redact_register
 from servecheck.signals import Interrupted, signum_of, stoppable_child
 
 # A side probe (the engine's /metrics before and after, /tokenize) waits at most this share of
@@ -138,6 +140,8 @@ class LoadSpec:
     cancel_drain_s: float = DRAIN_BOUND_S  # how long the engine has to come back down after
     api: str | None = None  # chat | messages; None: the scenario's (load/apis.py)
     images: str | None = None  # sizes (1x512x512,2x256x256) or a folder (load/images.py)
+    # Traffic split across models by weight (load/mix.py); empty: every request names `model`.
+    model_mix: list[tuple[str, float]] = field(default_factory=list)
     # The engine's /metrics sampled beside the run and reconciled after it (load/server_watch.py)
     server_metrics: bool = True
     metrics_interval_s: float | None = None  # None: the target's telemetry.interval_s, else 1 s
@@ -149,6 +153,12 @@ class LoadSpec:
     records: str = "auto"
     # A phased load profile (load/phased.py): burst, zigzag, microburst, step, recovery, churn.
     profile: Profile | None = None
+    # The live view (load/live.py): Locust's web UI with an LLM tab at [HOST:]PORT (loopback by
+    # default; beyond it, web_auth USER:PASS is required), an OpenMetrics endpoint at [HOST:]PORT.
+    web: str | None = None
+    web_auth: str | None = None
+    metrics_port: str | None = None
+    otlp: str | None = None  # push the live view as OTLP/HTTP metrics here (the otlp extra)
 
     def __post_init__(self) -> None:
         self.slos = as_slos(self.slos)
@@ -225,6 +235,7 @@ def validate(spec: LoadSpec) -> list[SLO]:
     if spec.max_requests is not None and spec.max_requests < 1:
         raise SpecError("{max_requests} must be >= 1")
     request_id_header(spec.request_id_header)  # a name that cannot split the request head
+    live_config(spec.web, spec.web_auth, spec.metrics_port, spec.role, spec.otlp)
     if spec.role not in ("local", "master", "worker"):
         raise UsageError(f"role {spec.role!r}: local, master or worker")
     if spec.role != "local" and not spec.run_id:
@@ -234,11 +245,15 @@ def validate(spec: LoadSpec) -> list[SLO]:
     cli = list(spec.slos)
     reject_cold(cli)
     check_slos(cli, spec.profile)  # recovery_s needs a recovery profile
-    # targets.yaml may list cold-start and drain SLOs too: accept/cutover/drain judge those, a
-    # load run cannot; and a profile's SLO judges only a run with that profile.
+    # targets.yaml may list cold-start, drain and swap SLOs too: accept/cutover/drain judge
+    # those, a load run cannot; and a profile's SLO judges only a run with that profile.
     slos = [
         *cli,
-        *(s for s in parse_slos(spec.target.slo, "targets.yaml") if not (s.cold or s.drain)),
+        *(
+            s
+            for s in parse_slos(spec.target.slo, "targets.yaml")
+            if not (s.cold or s.drain or s.swap)
+        ),
     ]
     if spec.profile is None or spec.profile.kind != "recovery":
         slos = [s for s in slos if not s.profile or s.source == "cli"]
@@ -367,8 +382,10 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         profile=None
         if spec.profile is None
         else {"text": spec.profile.text, "poisson": spec.poisson},
+        model_mix=[[name, weight] for name, weight in spec.model_mix],
     )
     cfg.aggregate = rule_of(spec, cfg).as_dict()
+    cfg.live = live_config(spec.web, spec.web_auth, spec.metrics_port, spec.role, spec.otlp)
     planned = max_requests
     if planned is None and spec.rate and duration:
         planned = int(spec.rate * duration)
@@ -396,7 +413,7 @@ def locust_command(spec: LoadSpec, cfg: RunConfig, run_dir: Path) -> list[str]:
         "locust",
         "-f",
         str(scenario_path(spec.scenario)),
-        "--headless",
+        *_ui_args(cfg),
         "--host",
         spec.target.base_url,
         "--csv",
@@ -440,6 +457,15 @@ def locust_command(spec: LoadSpec, cfg: RunConfig, run_dir: Path) -> list[str]:
     if spec.cpus:
         cmd = ["taskset", "-c", spec.cpus, *cmd]
     return cmd
+
+
+def _ui_args(cfg: RunConfig) -> list[str]:
+    """``--headless``, or with ``--web`` Locust's UI on its address, the run started at once and
+    Locust gone when it ends (the live view: load/live_web.py)."""
+    web = (cfg.live or {}).get("web")
+    if not web:
+        return ["--headless"]
+    return ["--autostart", "--autoquit", "0", "--web-host", web[0], "--web-port", str(web[1])]
 
 
 class _Tail:
@@ -634,6 +660,10 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     auth = spec.target.auth_headers()
     if auth:
         env[ENV_API_KEY] = next(iter(auth.values())).removeprefix("Bearer ")
+    if spec.web_auth:
+        redact_register(spec.web_auth.split(":", 1)[1])
+        env[ENV_WEB_AUTH] = spec.web_auth
+    check_free(cfg.live)
     if down and spec.role != "worker":
         say(down)
         now = time.time()
@@ -642,6 +672,10 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     say(
         f"run {run_id}: {cfg.mode} load on {spec.target.name} ({redact(spec.target.base_url)}), scenario {cfg.scenario}, {choice.line()}"
     )
+    for what, bind in (("web UI (LLM tab; charts at /llm)", "web"), ("OpenMetrics", "metrics")):
+        if (cfg.live or {}).get(bind):
+            host, port = cfg.live[bind]  # type: ignore[index]
+            say(f"live {what}: http://{'[' + host + ']' if ':' in host else host}:{port}/")
     started = time.time()
     bound = cfg.duration_s
     wall = (bound or 3600.0) + cfg.drain_s + 120.0

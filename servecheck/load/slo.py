@@ -12,6 +12,7 @@ Grammar (whitespace allowed around the operator)::
               | first_ttft_ratio | first_e2e_ratio | requests_to_warm   (cold start: plain numbers)
               | drain_ok | drain_time      (a drain on shutdown: 1/0 and a time, no statistic)
               | recovery_s                   (a recovery profile: a time, no statistic)
+              | swap_ttft_spike (a time) | swap_failed_requests (a count)  (a swap under load)
     op       := <= | < | >= | >
     unit     := us | ms | s            (latency, cold-start times: required; recovery_s: optional, s)
               | %                      (error_rate, rate_limited, goodput: required)
@@ -33,6 +34,10 @@ The drain metrics are judged by ``servecheck drain`` and ``cutover --drain``
 (:mod:`servecheck.workflows.drain`), never by a load run, as the cold-start ones are:
 ``drain_ok`` (alone, it means ``drain_ok>=1``) holds when the drain verdict passed,
 ``drain_time<=30s`` bounds the time from SIGTERM until the streams were over and the server gone.
+
+The swap metrics are judged by ``servecheck cutover --swap ACTION`` (:mod:`servecheck.load.swap`),
+never by a load run: ``swap_failed_requests`` counts the probe's failed requests,
+``swap_ttft_spike`` is the highest per-slice TTFT p95 after the swap less the p95 before it.
 
 Goodput uses the *per-request* reading of the latency SLOs: a request is good when it succeeded
 and its own ``ttft`` / ``tpot`` / ``e2e`` (and its own ITL at the SLO's statistic) meet every
@@ -75,9 +80,12 @@ DRAIN = ("drain_ok", "drain_time")  # a drain on shutdown (workflows/drain.py): 
 # Judged on a load profile's own section (load/phased.py), in seconds: recovery_s is the time a
 # recovery profile took to get p95 TTFT back near its pre-overload value.
 PROFILE_TIMES = ("recovery_s",)
+SWAP_TIMES = ("swap_ttft_spike",)  # a swap under load (load/swap.py), ms
+SWAP_NUMBERS = ("swap_failed_requests",)
+SWAP = SWAP_TIMES + SWAP_NUMBERS
 # Counts of the whole run (never the steady window's): requests lost to outages.
 COUNTS = ("lost_requests",)
-METRICS = LATENCY + SHARES + RATES + COLD + DRAIN + PROFILE_TIMES + COUNTS
+METRICS = LATENCY + SHARES + RATES + COLD + DRAIN + PROFILE_TIMES + SWAP + COUNTS
 STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "min", "max")
 _STAT_ALIASES = {"p999": "p99.9", "median": "p50", "avg": "mean"}
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -94,7 +102,7 @@ _LATENCY_UNITS = {"us": 0.001, "µs": 0.001, "ms": 1.0, "s": 1000.0}
 
 def _names() -> list[str]:
     out = [f"{m}_{s}" for m in LATENCY for s in STATS]
-    return [*out, *SHARES, *RATES, *COLD, *DRAIN, *PROFILE_TIMES, *COUNTS]
+    return [*out, *SHARES, *RATES, *COLD, *DRAIN, *PROFILE_TIMES, *SWAP, *COUNTS]
 
 
 @dataclass(slots=True, frozen=True)
@@ -114,10 +122,17 @@ class SLO:
 
     @property
     def unit(self) -> str:
-        if self.metric in LATENCY or self.metric in COLD_TIMES or self.metric == "drain_time":
+        if (
+            self.metric in LATENCY
+            or self.metric in COLD_TIMES
+            or self.metric in SWAP_TIMES
+            or self.metric == "drain_time"
+        ):
             return "ms"
         if self.metric == "drain_ok":
             return "flag"
+        if self.metric in SWAP_NUMBERS:
+            return "requests"
         if self.metric in SHARES:
             return "fraction"
         if self.metric in COLD_NUMBERS or self.metric in COUNTS:
@@ -140,6 +155,11 @@ class SLO:
     def profile(self) -> bool:
         """True for the metrics a load profile's section measures (load/phased.py)."""
         return self.metric in PROFILE_TIMES
+
+    @property
+    def swap(self) -> bool:
+        """True for the swap metrics (judged by cutover --swap, not by a load run)."""
+        return self.metric in SWAP
 
     @property
     def per_request(self) -> bool:
@@ -210,7 +230,7 @@ def parse_slo(text: str, source: str = "cli") -> SLO:
             f"SLO {text!r}: use one of <=, <, >=, > (an SLO is a bound, not an equality)"
         )
     metric, stat = _split(lhs, text)
-    if metric in LATENCY or metric in COLD_TIMES or metric == "drain_time":
+    if metric in LATENCY or metric in COLD_TIMES or metric in SWAP_TIMES or metric == "drain_time":
         if unit not in _LATENCY_UNITS:
             hint = (
                 "add a unit: us, ms or s"
@@ -241,6 +261,10 @@ def parse_slo(text: str, source: str = "cli") -> SLO:
         if unit not in ("", *_LATENCY_UNITS):
             raise UsageError(f"SLO {text!r}: {metric} is a time; write e.g. {metric}<=30s")
         bound = num * _LATENCY_UNITS.get(unit or "s", 1000.0) / 1000.0
+    elif metric in SWAP_NUMBERS:
+        if unit != "":
+            raise UsageError(f"SLO {text!r}: {metric} is a count; write e.g. {metric}<=0")
+        bound = num
     elif metric in COLD_NUMBERS:
         if unit not in ("", "x"):
             raise UsageError(
@@ -269,7 +293,7 @@ def _share_hint(metric: str, op: str, num: float) -> str:
 
 
 def _split(lhs: str, text: str) -> tuple[str, str | None]:
-    if lhs in (*SHARES, *RATES, *COLD, *DRAIN, *PROFILE_TIMES, *COUNTS):
+    if lhs in SHARES + RATES + COLD + DRAIN + PROFILE_TIMES + SWAP + COUNTS:
         return lhs, None
     if lhs in LATENCY:
         raise UsageError(
@@ -286,6 +310,8 @@ def _split(lhs: str, text: str) -> tuple[str, str | None]:
     if metric in COLD or metric in DRAIN:
         what = "one cold start" if metric in COLD else "one drain"
         raise UsageError(f"SLO {text!r}: {metric} takes no statistic ({what}, one value)")
+    if metric in SWAP:
+        raise UsageError(f"SLO {text!r}: {metric} takes no statistic (one swap, one value)")
     if metric in SHARES or metric in RATES:
         raise UsageError(
             f"SLO {text!r}: {metric} takes no statistic; write e.g. {metric}{'<=0.5%' if metric in ('error_rate', 'rate_limited') else '>=95%' if metric == 'goodput' else '>=100/s'}"
@@ -327,11 +353,18 @@ def reject_cold(slos: Iterable[SLO], where: str = "servecheck load") -> None:
                 f"SLO {slo.text!r}: a cold-start SLO, which {where} does not measure; give it to "
                 "servecheck accept / cutover as --cold-start-slo with --launch CMD or --cold-start"
             )
+        if slo.swap and slo.source == "cli":
+            raise UsageError(
+                f"SLO {slo.text!r}: a swap SLO, which {where} does not measure; servecheck "
+                "cutover judges it, with a swap of its own to do"
+            )
 
 
 def observed(slo: SLO, stats: RunStats) -> float | None:
-    """The value of ``slo``'s metric in ``stats`` (ms, fraction or per second)."""
-    if slo.metric in PROFILE_TIMES:  # not in the run's statistics: load/phased.py judges it
+    """The value of ``slo``'s metric in ``stats`` (ms, fraction or per second); None for the
+    cold-start, drain, swap and profile metrics, which the run's statistics do not hold (a
+    profile's section, drain and cutover judge those)."""
+    if slo.cold or slo.swap or slo.drain or slo.profile:
         return None
     if slo.metric in LATENCY:
         dist = stats.latency.get(slo.metric)

@@ -34,7 +34,7 @@ from servecheck.load.stats_csv import write_stats_csv
 from servecheck.load.steady import steady_line, steady_section
 from servecheck.load.timings import format_timings
 from servecheck.load.transport import read_transport, transport_reasons
-from servecheck.load.verdict import compose, load_run_verdict
+from servecheck.load.verdict import load_run_verdict
 from servecheck.load.warmup import Warmup, format_warmup
 from servecheck.redact import redact
 
@@ -303,6 +303,8 @@ def summarise(
     ``partial``: why the run stopped early (the summary is marked; never a pass)."""
     recs = _Records(run_dir)
     infos = _worker_infos(run_dir)
+    # --web: a run its UI stopped is partial (never a pass), unless a stop was already named
+    partial = partial or next((str(i["stopped"]) for i in infos if i.get("stopped")), None)
     planned = _planned(cfg, infos)
     loop_lag = [x for i in infos for x in i.get("loop_lag_s", [])]
     measured = _aggregate(run_dir, rule_of(spec, cfg), recs)
@@ -354,8 +356,7 @@ def summarise(
     )
     behind = stats.behind  # even with --allow-lag: the lag is inside the client TTFT
     server = server_watch.section(spec, run_dir, agg.client, behind)
-    faults, fault_verdict = fault_sections(spec, agg, stats, slos, run_dir, server)  # +engine's
-    judged = compose([judged, fault_verdict])  # cancel, outages, engine findings (load/faults.py)
+    faults, judged = fault_sections(spec, agg, stats, slos, run_dir, server, judged)  # +engine
     reasons, passed, verdict = judged.reasons, judged.passed, judged.status
     exit_code = judged.exit_code
     sections = _record_sections(agg, records, run_dir)
@@ -390,8 +391,7 @@ def summarise(
         "t0": steady.scan.first_sent,  # wall clock of start_s 0 (the server series' clock)
         "rows": steady.scan.as_list(),
     }
-    summary.update(sections)
-    summary.update(faults)  # cancel, outages
+    summary.update({**sections, **faults})  # faults: cancel, outages
     summary.update(agg.timings.as_dict())  # TTFT decomposition, slowest requests
     if profile is not None:
         summary["profile"] = profile

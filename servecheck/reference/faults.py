@@ -1346,6 +1346,43 @@ _fault(
     "on SIGTERM, the server keeps listening and answers new requests with an HTML 500 page",
 )
 
+
+# Runtime LoRA adapters (--lora: vLLM's /v1/load_lora_adapter and /v1/unload_lora_adapter)
+_fault(
+    "lora-not-listed",
+    "a loaded LoRA adapter answers requests but /v1/models does not list it",
+    "LORA-LISTED",
+)
+_fault(
+    "lora-same-as-base",
+    "requests to a loaded adapter are answered by the base model alone (the adapter's weights "
+    "are never applied)",
+    "LORA-DIFFERS",
+)
+_fault(
+    "lora-unload-still-served",
+    "unloading an adapter answers 200 and drops it from /v1/models, but requests naming it are "
+    "still served",
+    "LORA-UNLOAD-404",
+)
+_fault(
+    "lora-swap-fails",
+    "for 1 s after an adapter is loaded or unloaded every generation request answers 503 (an "
+    "engine that drops traffic while it swaps weights): a cutover swap's swap_failed_requests "
+    "counts them",
+)
+_fault(
+    "lora-swap-stalls",
+    "for 1 s after an adapter is loaded or unloaded every generation request waits until that "
+    "second is over before it starts (an engine that pauses to swap weights): a cutover swap's "
+    "swap_ttft_spike measures it",
+)
+_fault(
+    "lora-bad-path-accepted",
+    "loading an adapter from a path that does not exist answers 200 and lists it",
+    "LORA-LOAD-BAD-PATH",
+)
+
 # Legal variations: quirks a correct client must accept. With any of them on, the whole
 # catalogue must still pass (tests/test_fault_matrix.py).
 QUIRKS: dict[str, str] = {

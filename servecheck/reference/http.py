@@ -47,6 +47,7 @@ class ServerConfig:
     reasoning: reasoning.ReasoningMode | None = None  # a reasoning model (reference/reasoning.py)
     responses_store: int = 64  # responses kept for GET and previous_response_id (0: no store)
     vision: bool = False  # a vision model: image_url parts are read, not refused (vision.py)
+    lora: bool = False  # runtime LoRA adapters, vLLM's endpoints (reference/lora.py)
 
 
 class ClientGone(Exception):
@@ -102,6 +103,10 @@ class State:
     pcache: Any = None  # prefix_cache.PrefixCache, made on first use when configured
     engine_metrics: Any = None  # engine_metrics.EngineMetrics, made on first use
     stored_responses: Any = None  # response_store's bounded store, made on first use
+    adapters: dict[str, str] = field(default_factory=dict)  # LoRA name -> path (lora.py)
+    lingering: set[str] = field(default_factory=set)  # unloaded, still served (a lora fault)
+    lora_fail_until: float = 0.0  # monotonic: requests fail until then (lora-swap-fails)
+    lora_stall_until: float = 0.0  # monotonic: requests wait until then (lora-swap-stalls)
 
     @property
     def faults(self) -> frozenset[str]:
@@ -161,7 +166,12 @@ def validate_common(state: State, body: dict[str, Any]) -> None:
         "'model' is required and must be a string",
         "model",
     )
-    if model_name not in state.config.models and "unknown-model-accepted" not in state.faults:
+    if (
+        model_name not in state.config.models
+        and model_name not in state.adapters
+        and model_name not in state.lingering
+        and "unknown-model-accepted" not in state.faults
+    ):
         raise ApiError(
             404,
             f"The model `{model_name}` does not exist. Served models: {', '.join(state.config.models)}",

@@ -43,6 +43,7 @@ class ReferenceOptions:
     prefix_cache_blocks: int = 0
     prefix_cache_counted: bool = False
     vision: bool = False
+    lora: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +150,13 @@ OPTIONS: tuple[Option, ...] = (
         "text-only, images refused with a 400)",
         "flag",
     ),
+    Option(
+        "--lora",
+        "runtime LoRA adapters as vLLM serves them: /v1/load_lora_adapter and "
+        "/v1/unload_lora_adapter, adapters listed in /v1/models and answered differently from "
+        "the base model (default: off, the endpoints answer 404)",
+        "flag",
+    ),
 )
 
 
@@ -228,6 +236,7 @@ def to_config(opts: ReferenceOptions) -> ServerConfig:
         prefix_cache_blocks=opts.prefix_cache_blocks,
         prefix_cache_counted=opts.prefix_cache_counted,
         vision=opts.vision,
+        lora=opts.lora,
     )
 
 

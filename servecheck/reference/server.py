@@ -41,6 +41,7 @@ from servecheck.reference import (
 from servecheck.reference import completions as legacy
 from servecheck.reference import drain as refdrain
 from servecheck.reference import logprobs as reflogprobs
+from servecheck.reference import lora as reflora
 from servecheck.reference import messages as anthropic
 from servecheck.reference import text as reftext
 from servecheck.reference.faults import FAULTS, QUIRKS
@@ -668,6 +669,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     arrival = await engine_metrics.arrive(state)  # after the gateway-first-byte-delay fault
     try:
         check_ready(state)
+        await reflora.swap_effects(state)  # the lora-swap-* faults
         body = await read_json(request, state)
         _refuse_streams(state, body)
         if chat:
@@ -711,6 +713,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
                 lambda one: _make_choices(state, one, max_tokens, None, [], None, "text", None),
             )
         reftext.garble(state.faults, choices, bool(body.get("stream")))  # text-* faults
+        reflora.apply(state, body["model"], choices)  # a LoRA adapter's own answer
         _blank_for_logprobs(state, chat, body, choices)
         if chat and state.reasoning is not None:
             reasoning.apply(state.reasoning, state.faults, body, choices, max_tokens, fmt)
@@ -1338,6 +1341,7 @@ def _model_entries(state: State) -> list[dict[str, Any]]:
             )
         data.append(entry)
     data += embeddings.model_entries(state)  # the pooling models, typed as Xinference types them
+    data += reflora.model_entries(state, state.created_at)  # runtime LoRA adapters (--lora)
     return data
 
 
@@ -1496,6 +1500,8 @@ def build_app(config: ServerConfig) -> web.Application:
     app.router.add_get("/version", version)
     app.router.add_post("/tokenize", tokenize)
     embeddings.register(app)
+    if config.lora:
+        reflora.register(app)
     reftext.register(app)
     responses.install(app)
     anthropic.install(app)

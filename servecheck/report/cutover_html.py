@@ -36,7 +36,27 @@ def part_message(name: str, p: dict[str, Any]) -> str:
                 or "none"
             )
         )
+    if name == "swap_impact":
+        return _impact_message(p)
     return ""
+
+
+def _impact_message(p: dict[str, Any]) -> str:
+    """servecheck's own swap: what it did, failed requests, the TTFT spike, the time to settle."""
+
+    def ms(v: Any) -> str:
+        return "-" if v is None else f"{v:.0f} ms"
+
+    settle = p.get("settle_s")
+    out = p.get("outcome") or {}
+    return (
+        f"{p.get('action')} {'done' if out.get('ok') else 'FAILED'} in {p.get('swap_duration_s', 0):.2f} s "
+        f"({out.get('detail', '')[:80]}); {p.get('failed')} failed requests; TTFT p95 "
+        f"{ms(p.get('baseline_ttft_p95_ms'))} before, peak {ms(p.get('peak_ttft_p95_ms'))} after "
+        f"(spike {ms(p.get('ttft_spike_ms'))}); settled "
+        + ("never" if settle is None else f"{settle:.1f} s after the swap began")
+        + "".join(f"; {'PASS' if v['passed'] else 'FAIL'} {v['slo']}" for v in p.get("slos", []))
+    )
 
 
 def write_cutover_html(run_dir: Path) -> Path:
@@ -124,6 +144,20 @@ def _probe_records(run_dir: Path) -> list[ProbeRecord]:
     ]
 
 
+def _impact_figure(impact: dict[str, Any], events: list[tuple[float, str]]) -> str:
+    """TTFT p95 per second from the swap on, beside the baseline before it."""
+    from servecheck.report import svg
+
+    slices = [s for s in impact.get("slices") or [] if s.get("ttft_p95_ms") is not None]
+    if not slices:
+        return ""
+    ts = [s["t"] for s in slices]
+    series = [("TTFT p95 ms", ts, [s["ttft_p95_ms"] for s in slices])]
+    if impact.get("baseline_ttft_p95_ms") is not None:
+        series.append(("p95 before the swap", ts, [impact["baseline_ttft_p95_ms"]] * len(ts)))
+    return svg.timeline("TTFT p95 per second after the swap", "ms", series, events=events)
+
+
 def _swap_section(run_dir: Path, data: dict[str, Any]) -> Section:
     """The swap report's figures and the timeline of ok / failed requests per second."""
     from servecheck.report import svg
@@ -131,7 +165,11 @@ def _swap_section(run_dir: Path, data: dict[str, Any]) -> Section:
     from servecheck.report.html import Section, table
 
     rep = data.get("report") or {}
+    impact = (data.get("parts") or {}).get("swap_impact")
     ts, okr, badr = swap_timeline(_probe_records(run_dir))
+    events = [(c["t"], f"{c['old']} -> {c['new']}") for c in rep.get("model_changes") or []]
+    if impact is not None:  # servecheck's own swap: its start, not a mix's every alternation
+        events = [((impact.get("outcome") or {}).get("t_start", 0.0), str(impact.get("action")))]
     fig = svg.timeline(
         f"Requests to {data.get('via')} during the swap",
         "per second",
@@ -143,8 +181,10 @@ def _swap_section(run_dir: Path, data: dict[str, Any]) -> Section:
                 f"longest gap {rep.get('longest_gap_s', 0):.2f} s",
             )
         ],
-        events=[(c["t"], f"{c['old']} -> {c['new']}") for c in rep.get("model_changes") or []],
+        events=events,
     )
+    if impact is not None:
+        fig += _impact_figure(impact, events)
     changes = rep.get("model_changes") or []
     rows: list[tuple[str, Any]] = [
         ("requests", rep.get("requests")),
@@ -162,6 +202,8 @@ def _swap_section(run_dir: Path, data: dict[str, Any]) -> Section:
             "; ".join(f"{c['old']} -> {c['new']} at {c['t']} s" for c in changes) or "none",
         ),
     ]
+    if impact is not None:
+        rows.append(("servecheck's swap", _impact_message(impact)))
     return Section(
         "Swap under load",
         table(("", ""), rows) + f"<div class='plots'>{fig}</div>",

@@ -52,6 +52,7 @@ SURFACE_FILES = {
     "reason": "test_reasoning.py",
     "compl": "test_compl.py",
     "image": "test_image.py",
+    "lora": "test_lora.py",
 }
 
 

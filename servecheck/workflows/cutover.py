@@ -10,7 +10,10 @@ Before the swap (``old`` and ``new``):
 
 During the swap (``swap_under_load`` with ``via``): a steady load on the alias/gateway target
 while the operator swaps the model behind it; the report names the failed requests, the longest
-time without a successful response and each change of the served ``model`` field.
+time without a successful response and each change of the served ``model`` field. With ``swap``
+servecheck does the swap itself with the engine's own mechanism (a runtime LoRA load/unload, an
+Xinference relaunch) under a streamed probe, and the ``swap_impact`` part measures failed
+requests, the TTFT spike and the time to settle (:mod:`servecheck.workflows.cutover_swap`).
 
 Exit code 0 when every part held, 1 when one did not. The page is
 :func:`servecheck.report.cutover_html.write_cutover_html`.
@@ -25,6 +28,7 @@ from typing import Any
 
 from servecheck.errors import SpecError, UsageError
 from servecheck.load.slo import SLO, as_slos
+from servecheck.load.swap import SwapAction, parse_swap
 from servecheck.load.verdict import RunVerdict, compose, stage_verdict
 from servecheck.report.cutover_html import part_message as _part_message
 from servecheck.workflows import RunResult, coldstart
@@ -66,9 +70,16 @@ class CutoverSpec:
     cold_start_requests: int = 30
     cold_start_slos: list[SLO] = field(default_factory=list)  # time_to_ready<=900s ...
     drain: bool = False  # last: OLD is sent SIGTERM mid-stream and its drain judged (drain.py)
+    swap: SwapAction | str | None = None  # servecheck swaps: lora-load:NAME=PATH ...
+    swap_at_s: float = 10.0  # when, from the probe's start
+    swap_slos: list[SLO] = field(default_factory=list)  # swap_failed_requests<=0 ...
+    probe_models: list[tuple[str, float]] = field(default_factory=list)  # the probe's mix
 
     def __post_init__(self) -> None:
         self.cold_start_slos = as_slos(self.cold_start_slos)  # expressions: parsed once, here
+        self.swap_slos = as_slos(self.swap_slos)
+        if isinstance(self.swap, str):
+            self.swap = parse_swap(self.swap)
 
 
 @dataclass(slots=True)
@@ -78,9 +89,15 @@ class CutoverResult(RunResult):
 
 def run_cutover(spec: CutoverSpec) -> CutoverResult:
     """Pre-cutover checks, or the swap-under-load probe; one report; exit 0 only if all held."""
+    from servecheck.workflows import cutover_swap
     from servecheck.workflows.support import new_run_dir, reference_env, say, validate_before_run
 
     coldstart.validate(spec)  # cold-start SLOs, before any traffic
+    action = spec.swap if isinstance(spec.swap, SwapAction) else None
+    cutover_swap.validate(
+        action, spec.swap_slos, spec.probe_models, spec.swap_at_s, spec.duration_s
+    )
+    spec.swap_under_load = spec.swap_under_load or action is not None
     if spec.swap_under_load:
         if not spec.via:
             raise SpecError("{swap_under_load} needs {via} ALIAS (the target the clients use)")
@@ -235,26 +252,17 @@ def _verdict(parts: dict[str, dict[str, Any]]) -> RunVerdict:
     )
 
 
-def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
+def _probe(
+    spec: CutoverSpec, via: Any, model: str, action: SwapAction | None
+) -> tuple[Any, Any, Any]:
+    """The probe's records, run length and options (None without servecheck's own swap)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from servecheck.client.models import model_for_target
-    from servecheck.config import load_targets
     from servecheck.load.swap_probe import run_swap_probe
-    from servecheck.report.cutover import analyse_swap
-    from servecheck.workflows.support import Case, Suite, say, write_json, write_junit
+    from servecheck.workflows import cutover_swap
+    from servecheck.workflows.support import say
 
-    loaded = load_targets(spec.targets_file)
-    via = loaded.get(str(spec.via))  # run_cutover checked it is named
-    duration, rate, max_gap = spec.duration_s, spec.rate, spec.max_gap_s
-    if not 1 <= duration <= 4 * 3600:
-        raise SpecError(f"{{duration_s}} {duration:g}s: between 1s and 4h")
-    if not 0 < rate <= 1000:
-        raise SpecError(f"{{rate}} {rate:g}/s: between 0 and 1000/s")
-    model = model_for_target(via).model
-    say(
-        f"probing {via.name} ({via.base_url}) at {rate:g} req/s for {duration:g} s with model {model!r}: swap the model now"
-    )
+    duration = spec.duration_s
     with Progress(
         TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), transient=True
     ) as progress:
@@ -267,7 +275,64 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
                 description=f"swap probe: {done} done, {failed} failed",
             )
 
-        records, length = run_swap_probe(via, model, duration_s=duration, rate=rate, on_tick=tick)
+        if action is None:
+            records, length = run_swap_probe(
+                via, model, duration_s=duration, rate=spec.rate, on_tick=tick
+            )
+            return records, length, None
+        say(f"servecheck swaps {action.text} at {spec.swap_at_s:g} s")
+        return cutover_swap.probe_with_swap(
+            via,
+            model,
+            action,
+            duration_s=duration,
+            rate=spec.rate,
+            at_s=spec.swap_at_s,
+            mix=spec.probe_models,
+            on_tick=tick,
+        )
+
+
+def _probe_row(r: Any) -> dict[str, Any]:
+    """One line of probe.json (ttft and the model sent only where the probe streamed)."""
+    row = {
+        "t_sent": round(r.t_sent, 4),
+        "t_done": round(r.t_done, 4),
+        "ok": r.ok,
+        "status": r.status,
+        "error": r.error,
+        "model": r.model,
+        "lag": round(r.lag, 4),
+    }
+    if r.model_sent is not None and r.model_sent != r.model:
+        row["model_sent"] = r.model_sent
+    if r.ttft is not None:
+        row["ttft"] = round(r.ttft, 4)
+    return row
+
+
+def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
+
+    from servecheck.client.models import model_for_target
+    from servecheck.config import load_targets
+    from servecheck.report.cutover import analyse_swap
+    from servecheck.workflows import cutover_swap
+    from servecheck.workflows.support import Case, Suite, say, write_json, write_junit
+
+    loaded = load_targets(spec.targets_file)
+    via = loaded.get(str(spec.via))  # run_cutover checked it is named
+    duration, rate, max_gap = spec.duration_s, spec.rate, spec.max_gap_s
+    if not 1 <= duration <= 4 * 3600:
+        raise SpecError(f"{{duration_s}} {duration:g}s: between 1s and 4h")
+    if not 0 < rate <= 1000:
+        raise SpecError(f"{{rate}} {rate:g}/s: between 0 and 1000/s")
+    model = model_for_target(via).model
+    say(
+        f"probing {via.name} ({via.base_url}) at {rate:g} req/s for {duration:g} s with model {model!r}"
+        + ("" if isinstance(spec.swap, SwapAction) else ": swap the model now")
+    )
+    action = spec.swap if isinstance(spec.swap, SwapAction) else None
+    records, length, opts = _probe(spec, via, model, action)
     rep = analyse_swap(records, length)
     expected = {}
     if spec.old or spec.new:
@@ -286,6 +351,8 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
         "model_changes": [{"t": c.t, "old": c.old, "new": c.new} for c in rep.model_changes],
     }
     parts = {"swap": part}
+    if action is not None and opts is not None:
+        parts["swap_impact"] = cutover_swap.impact_part(records, opts, action, spec.swap_slos)
     if spec.drain:  # after the swap, OLD goes away mid-stream (workflows/drain.py)
         parts["drain"] = drain_part(spec, loaded.get(str(spec.old)), run_dir)
     verdict = _verdict(parts)
@@ -315,21 +382,7 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
     if notes:
         data["note"] = "; ".join(notes)
     write_json(run_dir / "cutover.json", data)
-    write_json(
-        run_dir / "probe.json",
-        [
-            {
-                "t_sent": round(r.t_sent, 4),
-                "t_done": round(r.t_done, 4),
-                "ok": r.ok,
-                "status": r.status,
-                "error": r.error,
-                "model": r.model,
-                "lag": round(r.lag, 4),
-            }
-            for r in records
-        ],
-    )
+    write_json(run_dir / "probe.json", [_probe_row(r) for r in records])
     write_junit(
         run_dir / "junit.xml",
         [
@@ -337,11 +390,12 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
                 "servecheck.cutover",
                 [
                     Case(
-                        "swap under load",
-                        part["ok"],
-                        _part_message("swap", part),
+                        "swap under load" if name == "swap" else name.replace("_", " "),
+                        p["ok"],
+                        _part_message(name, p),
                         "servecheck.cutover",
                     )
+                    for name, p in parts.items()
                 ],
             )
         ],
@@ -349,7 +403,8 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
     from servecheck.report.cutover_html import write_cutover_html
 
     page = write_cutover_html(run_dir)
-    say(f"swap: {_part_message('swap', part)}")
+    for name, p in parts.items():
+        say(f"{name}: {_part_message(name, p)}")
     if data.get("note"):
         say(f"note: {data['note']}")
     say(f"servecheck cutover: {verdict.status.upper()}; report {page}")

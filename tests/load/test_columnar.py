@@ -82,6 +82,7 @@ def _variety(worker: str) -> list[RequestRecord]:
     think.itls_reasoning, think.itls_answer = think.itls[:4], think.itls[5:]
     turn = _ok(worker, 6, T0 + 6)
     turn.conversation, turn.turn, turn.history_tokens, turn.prefix_group = "c7", 2, 900, "sys-a"
+    turn.model = "lora-a"  # a run split across models (load/mix.py)
     turn.cached_tokens, turn.images, turn.image_size, turn.text_tokens = 640, 2, "512x512", 80
     turn.stamps = {"connect": 0.312, "tls": 1.5, "written": 0.02}
     odd = _ok(worker, 7, T0 + 7)

@@ -48,12 +48,12 @@ def test_parse(text: str, metric: str, stat: str | None, op: str, bound: float) 
     [
         pytest.param(
             "tfft_p95<=500ms",
-            "SLO 'tfft_p95<=500ms': unknown metric 'tfft' (did you mean \"ttft_p95\"?); metrics: ttft, itl, tpot, e2e, ttft_from_intended, e2e_from_intended, lag, ttfr, ttfa, itl_reasoning, itl_answer, error_rate, rate_limited, goodput, throughput_tokens, throughput_requests, time_to_ready, first_ttft, first_e2e, first_ttft_ratio, first_e2e_ratio, requests_to_warm, drain_ok, drain_time, recovery_s, lost_requests",
+            "SLO 'tfft_p95<=500ms': unknown metric 'tfft' (did you mean \"ttft_p95\"?); metrics: ttft, itl, tpot, e2e, ttft_from_intended, e2e_from_intended, lag, ttfr, ttfa, itl_reasoning, itl_answer, error_rate, rate_limited, goodput, throughput_tokens, throughput_requests, time_to_ready, first_ttft, first_e2e, first_ttft_ratio, first_e2e_ratio, requests_to_warm, drain_ok, drain_time, recovery_s, swap_ttft_spike, swap_failed_requests, lost_requests",
             id="typo-metric",
         ),
         pytest.param(
             "first_tft<=1s",
-            "SLO 'first_tft<=1s': unknown metric 'first_tft' (did you mean \"first_ttft\"?); metrics: ttft, itl, tpot, e2e, ttft_from_intended, e2e_from_intended, lag, ttfr, ttfa, itl_reasoning, itl_answer, error_rate, rate_limited, goodput, throughput_tokens, throughput_requests, time_to_ready, first_ttft, first_e2e, first_ttft_ratio, first_e2e_ratio, requests_to_warm, drain_ok, drain_time, recovery_s, lost_requests",
+            "SLO 'first_tft<=1s': unknown metric 'first_tft' (did you mean \"first_ttft\"?); metrics: ttft, itl, tpot, e2e, ttft_from_intended, e2e_from_intended, lag, ttfr, ttfa, itl_reasoning, itl_answer, error_rate, rate_limited, goodput, throughput_tokens, throughput_requests, time_to_ready, first_ttft, first_e2e, first_ttft_ratio, first_e2e_ratio, requests_to_warm, drain_ok, drain_time, recovery_s, swap_ttft_spike, swap_failed_requests, lost_requests",
             id="typo-metric-without-statistic",
         ),
         pytest.param(
@@ -273,3 +273,35 @@ def test_bare_share_on_the_command_line_is_a_usage_error(tmp_path, capsys, argv)
     err = capsys.readouterr().err
     assert code == 2, err
     assert err.strip() == f"servecheck {cmd}: error: {_BARE}"
+
+
+@pytest.mark.parametrize(
+    "text,bound,unit",
+    [
+        pytest.param("swap_failed_requests<=0", 0.0, "requests", id="failed"),
+        pytest.param("swap_ttft_spike<=1.5s", 1500.0, "ms", id="spike"),
+    ],
+)
+def test_swap_slos_parse(text: str, bound: float, unit: str) -> None:
+    slo = parse_slo(text)
+    assert (slo.bound, slo.unit, slo.swap, slo.cold) == (bound, unit, True, False)
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        pytest.param("swap_ttft_spike<=500", "add a unit", id="spike-no-unit"),
+        pytest.param("swap_failed_requests<=1%", "is a count", id="failed-share"),
+        pytest.param("swap_ttft_spike_p95<=1s", "takes no statistic", id="spike-stat"),
+    ],
+)
+def test_swap_slo_errors(text: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        parse_slo(text)
+
+
+def test_a_load_run_refuses_a_swap_slo_from_the_command_line() -> None:
+    from servecheck.load.slo import reject_cold
+
+    with pytest.raises(UsageError, match="a swap SLO, which servecheck load does not measure"):
+        reject_cold(parse_slos(["swap_failed_requests<=0"]))

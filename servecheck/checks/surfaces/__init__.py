@@ -17,6 +17,7 @@ from servecheck.checks.surfaces import (  # noqa: F401
     json,
     langchain,
     logprobs,
+    lora,
     messages,
     models,
     overload,

@@ -32,6 +32,8 @@ FIELD_OPTIONS = {
     "thresholds": "--threshold",
     "cold_start_slos": "--cold-start-slo",
     "slos": "--slo",
+    "swap_slos": "--swap-slo",
+    "probe_models": "--probe-model",
 }
 
 
@@ -113,13 +115,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="last, send OLD SIGTERM mid-stream and judge its drain, as servecheck drain does "
         "(OLD launched by servecheck, or its targets.yaml drain: {command: ...})",
     )
+    s.add_argument(
+        "--swap",
+        metavar="ACTION",
+        help="do the swap with the engine's own mechanism, under the probe: lora-load:NAME=PATH, "
+        "lora-unload:NAME or xinference-relaunch:MODEL (implies --swap-under-load)",
+    )
+    s.add_argument(
+        "--swap-at",
+        default="10s",
+        metavar="TIME",
+        help="when the swap starts, from the probe's start (default: %(default)s)",
+    )
+    s.add_argument(
+        "--swap-slo",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="swap SLO, checked before any traffic: swap_failed_requests<=N, "
+        "swap_ttft_spike<=TIME (repeatable)",
+    )
+    s.add_argument(
+        "--probe-model",
+        action="append",
+        default=[],
+        metavar="NAME[=WEIGHT]",
+        help="split the probe's traffic across models (base, adapters) by weight (repeatable; "
+        "default: the target's model)",
+    )
     add_run_arguments(parser, "cutover", "<names>")
     add_cold_start_arguments(parser)  # --launch / --cold-start: the candidate (NEW) starts now
 
 
 def spec_from_args(args: argparse.Namespace) -> CutoverSpec:
     """The :class:`CutoverSpec` for the options."""
+    from servecheck.load.mix import parse_model_mix
     from servecheck.load.schedule import parse_duration, parse_rate
+    from servecheck.load.slo import parse_slos
+    from servecheck.load.swap import parse_swap
 
     return CutoverSpec(
         old=args.old,
@@ -142,6 +175,10 @@ def spec_from_args(args: argparse.Namespace) -> CutoverSpec:
         rate=parse_rate(args.rate),
         max_failed=args.max_failed,
         max_gap_s=parse_duration(args.max_gap),
+        swap=parse_swap(args.swap) if args.swap else None,
+        swap_at_s=parse_duration(args.swap_at),
+        swap_slos=parse_slos(args.swap_slo, "cli"),
+        probe_models=parse_model_mix(",".join(args.probe_model), "--probe-model"),
         out=out_dir(args),
         run_id=args.run_id,
         reference_args=checked_reference_args(args.reference_arg),

@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 import os
 
+from servecheck.commands.load.live import FIELD_OPTIONS as LIVE_OPTIONS
+from servecheck.commands.load.live import add_live_arguments
 from servecheck.commands.load.measurement import add_measurement_arguments
 from servecheck.commands.load.profile_arguments import add_profile_arguments
 from servecheck.commands.options import (
     add_api_arguments,
     add_dataset_arguments,
     add_error_budget_argument,
-    add_fault_arguments,
     add_model_argument,
     add_target_arguments,
 )
@@ -23,6 +24,7 @@ FIELD_OPTIONS = {
     "retry_after_max_s": "--honour-retry-after",
     "slos": "--slo",
     "metrics_interval_s": "--server-metrics",
+    **LIVE_OPTIONS,  # --web, --web-auth, --metrics-port (commands/load/live.py)
 }
 
 
@@ -107,6 +109,12 @@ def add_workload_arguments(g: argparse._ArgumentGroup) -> None:
     )
     add_error_budget_argument(g, "SERVECHECK_LOAD_ERROR_BUDGET")
     add_model_argument(g)
+    g.add_argument(
+        "--model-mix",
+        metavar="NAME=W,...",
+        help="split the traffic across models by weight, e.g. a base and its LoRA adapters "
+        "(servecheck-tiny=3,lora-a=1); each record names its model; plans: models:",
+    )
     add_api_arguments(g)
 
 
@@ -248,5 +256,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_guard_arguments(g)
     add_replay_arguments(g)
     add_measurement_arguments(g)
-    add_fault_arguments(g)
+    add_live_arguments(g)  # --web, --web-auth, --metrics-port (commands/load/live.py)
     g.add_argument("--quiet", action="store_true", help="no live progress")

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from servecheck.commands.load.live import live_fields
 from servecheck.commands.load.profile_arguments import profile_fields
 from servecheck.commands.options import error_budget, fault_options
 from servecheck.config.model import Target
@@ -15,6 +16,7 @@ from servecheck.load.aggregate import parse_records
 from servecheck.load.down import parse_down_after
 from servecheck.load.images import normalise_images
 from servecheck.load.lengths import parse_lengths
+from servecheck.load.mix import parse_model_mix
 from servecheck.load.run import LoadSpec
 from servecheck.load.schedule import (
     parse_burstiness,
@@ -109,11 +111,13 @@ def spec_from_options(
         **fault_options(options, plan),  # --cancel, --cancel-drain (commands/options/faults.py)
         api=pick("api"),
         images=normalise_images(pick("images")),
+        model_mix=parse_model_mix(o("model_mix"), "--model-mix") or list(plan.get("models") or []),
         server_metrics=o("server_metrics") != "off",
         metrics_interval_s=_interval(o("server_metrics")),
         steady_window=parse_steady_window(pick("steady_window")),
         **profile_fields(pick),  # profile and slice_s
         records=parse_records(pick("records")),
+        **live_fields(o),  # --web, --web-auth, --metrics-port (commands/load/live.py)
     )
 
 
