@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.errors import SpecError
+from servecheck.load.outage import OutageLog
 from servecheck.load.server_truth import ClientCounts
 from servecheck.load.slo import parse_slos, request_predicate
 from servecheck.load.stats import RunStats, Schedule, Tally, prepare
@@ -247,6 +248,8 @@ class Aggregate:
     # Completions per wall-clock second (ok, failed, output tokens of the ok ones): compare's
     # throughput test and the report's throughput picture.
     seconds: dict[int, list[int]] = field(default_factory=dict)
+    # The target's outages as this process saw them (load/outage.py; its breaker reads it).
+    outages: OutageLog = field(default_factory=OutageLog)
     _steady: SteadyWindow = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -278,6 +281,7 @@ class Aggregate:
             if r.get(key) is not None:
                 self.extras.add(key)
         self.client.add(r)  # the engine's counters count the warm-up too
+        self.outages.add(r)
         if self.warm.active and self._is_warm(r, sent):
             self.warm.add(r, sent)
             return
@@ -286,6 +290,11 @@ class Aggregate:
             edges.first = sent
         if edges.measured == self.rule.users and self.ordered:
             edges.nth_sent = sent
+        if r.get("cancelled") and not r.get("error"):  # its own class (load/cancel.py): counted
+            self.whole.add(r)
+            if self.outside is not None and not self._in_window(r, sent):
+                self.outside.add(r)
+            return
         itls = prepare(r.get("itls") or ()) if not r.get("error") else None
         self.whole.add(r, itls)
         self._second(r, sent)
@@ -379,6 +388,7 @@ class Aggregate:
         self.scan.merge(other.scan)
         self.timings.merge(other.timings)
         self.client.merge(other.client)
+        self.outages.merge(other.outages)
         self.warm.merge(other.warm)
         self.extras |= other.extras
         for t, (ok, bad, tokens) in other.seconds.items():
@@ -395,7 +405,9 @@ class Aggregate:
     # ---------------------------------------------------------------- what the summary reads
 
     def stats(self, schedule: Schedule, loop_lag_s: Iterable[float] = ()) -> RunStats:
-        return self.whole.stats(schedule, loop_lag_s)
+        st = self.whole.stats(schedule, loop_lag_s)
+        st.lost_requests = sum(w.lost for w in self.outages.all())
+        return st
 
     def samples_section(self) -> dict[str, Any]:
         """summary.json's ``samples``: each reservoir's size against what it was drawn from."""
@@ -442,6 +454,7 @@ class Aggregate:
             "samples": {m: r.state() for m, r in self.samples.items()},
             "extras": sorted(self.extras),
             "seconds": {str(t): row for t, row in self.seconds.items()},
+            "outages": self.outages.state(),
         }
 
     @classmethod
@@ -467,6 +480,7 @@ class Aggregate:
         }
         agg.extras = set(d.get("extras") or ())
         agg.seconds = {int(t): [int(x) for x in row] for t, row in d["seconds"].items()}
+        agg.outages = OutageLog.from_state(d.get("outages"))
         return agg
 
     def write(self, path: str | os.PathLike[str], final: bool = True) -> Path:

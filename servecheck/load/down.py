@@ -50,6 +50,13 @@ class DownRule:
     def active(self) -> bool:
         return self.errors > 0
 
+    def backstop(self) -> DownRule:
+        """A distributed worker's rule: twice the streak over twice the window. The master, which
+        sees every worker's records, decides first; with the outage breaker (load/outage.py) a
+        worker's streak grows by one probe a second, so the same rule on both would let the
+        worker quit before its last failures reached the master."""
+        return DownRule(self.errors * 2, self.window_s * 2) if self.active else self
+
     def text(self) -> str:
         return f"{self.errors},{self.window_s:g}s" if self.active else "off"
 
@@ -95,8 +102,8 @@ class DownWatch:
         """Take one record; returns the reason once the target counts as down."""
         if self.down is not None or not self.rule.active:
             return self.down
-        if rec.get("abandoned"):
-            return None  # dropped on purpose: says nothing about the server
+        if rec.get("abandoned") or rec.get("cancelled") or rec.get("error") == "lost":
+            return None  # dropped on purpose, or never sent (load/outage.py): says nothing
         t = float(rec.get("t_sent") or 0.0)
         if not connection_level(rec.get("error"), rec.get("status")):
             self.streak, self.streak_start = 0, None

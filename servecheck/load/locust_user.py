@@ -41,18 +41,21 @@ from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from servecheck.load.aggregate import Rule
 from servecheck.load.apis import ENV_API, api_headers, new_state, reply_of, request_for, resolve_api
+from servecheck.load.cancel import CancelRule, draw
+from servecheck.load.cancel import outcome as cancel_outcome
 from servecheck.load.dataset import ENV_DATASET, dataset_fingerprint
 from servecheck.load.images import ENV_IMAGES, ImagePool, check_images
 from servecheck.load.keeper import CHECKPOINT_S, RecordKeeper
 from servecheck.load.lengths import Lengths, apply_lengths
 from servecheck.load.live import LIVE_MESSAGE, LiveFeed, LiveView, registry_for
 from servecheck.load.mix import WeightedCycle
+from servecheck.load.outage import HOLD, PROBE, Breaker
 from servecheck.load.phased import ProfileSchedule, parse_profile
 from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, ENV_WEB_AUTH, RunConfig
 from servecheck.load.planned import PlannedRequest, single_turn
 from servecheck.load.prompts import PromptSet, PromptSpec, build_prompt_set, tokenize_counter
 from servecheck.load.reactor import StreamReactor
-from servecheck.load.records import RATE_LIMITED, RequestRecord, cached_tokens
+from servecheck.load.records import LOST, RATE_LIMITED, RequestRecord, cached_tokens
 from servecheck.load.schedule import (
     RATE_MODES,
     FixedRate,
@@ -187,6 +190,10 @@ class _Controller:
             )
         self._probe: Any = None
         self.cpu0 = 0.0
+        # --cancel (load/cancel.py) and the outage breaker over this process's records
+        # (load/outage.py): during an outage one probe at a time, the other sends held or lost.
+        self.cancel = CancelRule.from_dict(cfg.cancel)
+        self.breaker = Breaker(self.keeper.agg.outages)
         # --web / --metrics-port: the aggregate read once a tick (load/live.py), not per request
         self.live = LiveFeed(self.keeper.agg, self.worker) if cfg.live else None
         self.stopped: str | None = None  # why Locust stopped it before its bounds (--web)
@@ -399,9 +406,42 @@ class _Controller:
 
     # -- one request -------------------------------------------------------------
 
+    def admit(self, intended: float) -> str | None:
+        """The breaker's word on a send due now (load/outage.py): ``send``, ``probe``, or None
+        (an outage: open loop, the send is recorded as lost; closed loop, it waited in vain)."""
+        while True:
+            how = self.breaker.admit(_perf())
+            if how != HOLD:
+                return how
+            if self.cfg.mode in OPEN_MODES:
+                self.sent += 1
+                wall = self.wall(intended)
+                rec = RequestRecord(
+                    target=self.cfg.target,
+                    scenario=self.cfg.scenario,
+                    worker=self.worker,
+                    seq=self.sent,
+                    t_intended=wall,
+                    t_sent=wall,
+                    t_done=wall,
+                    request_id=f"{self.rid_prefix}-{self.sent}",
+                    error=LOST,
+                    error_message="not sent: the target was down (an outage, load/outage.py)",
+                )
+                if self.keeper.keep(rec):
+                    self._flush()
+                self._fire(rec)
+                return None
+            if not self.accepting():
+                return None
+            gevent.sleep(0.1)
+
     def send(self, user: LLMUser, intended: float) -> None:
         """Send one streaming request; record it whatever happens. Never raises."""
         cfg = self.cfg
+        how = self.admit(intended)
+        if how is None:
+            return
         prompt = user.plan_request(self)  # a PlannedRequest (servecheck/load/conversation.py)
         if self.images is not None:
             prompt = self.images.attach(prompt, user.rng)
@@ -441,6 +481,9 @@ class _Controller:
             def until() -> bool:
                 return len(st.token_times) >= stop_at
 
+        drawn = draw(self.cancel, user.rng, st, t0)  # --cancel: this one is cancelled at its point
+        if drawn is not None:
+            until = drawn.until
         try:
             res = self.wire.post_stream(
                 path,
@@ -459,6 +502,7 @@ class _Controller:
             # Locust stopped this user mid-request (a shape stepping down, the run ending): the
             # generator cancelled it, so it is neither a success nor a server error; no record.
             self.inflight -= 1
+            self.breaker.probing = False
             raise
         t_end = res.t_end or _perf()
         if res.t_sent:
@@ -473,7 +517,8 @@ class _Controller:
         rec.error, rec.error_message = classify(res, st)
         if rec.error == RATE_LIMITED:
             rec.retry_after_s = retry_after_seconds(res.headers.get("retry-after"))
-        rec.abandoned = res.hung_up
+        rec.cancelled = cancel_outcome(drawn, res.hung_up, rec.error)
+        rec.abandoned = res.hung_up and rec.cancelled is None
         self.tokens += len(st.token_times)
         record_from_stream(
             rec,
@@ -488,6 +533,8 @@ class _Controller:
         record_stamps(rec, res, st, t0, cfg.request_id_header)
         if self.keeper.keep(rec):
             self._flush()
+        if how == PROBE:
+            self.breaker.probed(_perf())
         self.inflight -= 1
         if prompt.state is not None:
             user.after_response(prompt, rec, reply_of(st, b"".join(raw or ())), st.usage)
@@ -515,7 +562,10 @@ class _Controller:
         # An abandoned request's TTFT is real; its "E2E" is only when the client gave up.
         for kind, seconds in (
             ("TTFT", rec.ttft),
-            ("ABANDONED" if rec.abandoned else "E2E", rec.e2e or 0.0),
+            (
+                "CANCELLED" if rec.cancelled else "ABANDONED" if rec.abandoned else "E2E",
+                rec.e2e or 0.0,
+            ),
         ):
             if seconds is None:
                 continue

@@ -67,6 +67,7 @@ PLAN_KEYS = (
     "drain",
     "extra_body",
     "honour_retry_after",
+    "cancel",  # SHARE@POINT: cancel a share of the requests (load/cancel.py)
     "dataset",
     "warmup",
     "api",
@@ -107,6 +108,7 @@ class RunConfig:
     max_inflight: int = 1024
     drain_s: float = 30.0
     retry_after_max_s: float = 0.0  # > 0: closed-loop users honour Retry-After, capped at this
+    cancel: dict[str, Any] | None = None  # --cancel SHARE@POINT (load/cancel.py's CancelRule)
     timeout_s: float = 60.0
     connect_timeout_s: float = 10.0
     probe_timeout_s: float = 10.0  # a side probe's (/tokenize), bounded by the run (load/run.py)

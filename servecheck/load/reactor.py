@@ -571,6 +571,9 @@ class StreamReactor:
                 )
             elif now - ex.last > self.read_timeout_s:
                 self._finish(key, "fail", "timeout", f"no data for {self.read_timeout_s:g} s")
+            elif ex.until is not None and ex.in_body and ex.limit is None and ex.until():
+                ex.hang_up(now)  # a silent stream cancelled at its time (load/cancel.py)
+                self._done(key, item)
 
     def _finish(self, key: int, how: str, kind: ErrorClass, message: str) -> None:
         item = self._live.get(key)

@@ -31,13 +31,16 @@ from servecheck.errors import SpecError
 # outcomes (the stream reader, the wire, the reactor, the abandoned-stream probe, cold start, the
 # swap probe). A non-200 answer is ``http-<status>``, built only by :func:`status_error`.
 ErrorClass = Literal[
-    "connect", "timeout", "stream-error", "invalid-sse", "too-large", "rate-limited"
+    "connect", "timeout", "stream-error", "invalid-sse", "too-large", "rate-limited", "lost"
 ]
 HttpError = NewType("HttpError", str)  # "http-<status>", e.g. "http-503"
 RecordError = ErrorClass | HttpError
 # The server shed the request (429, or 503 with Retry-After): counted apart from failures in
 # stats and reports; the server answered as a loaded server should, but served nothing.
 RATE_LIMITED: Final = "rate-limited"
+# Due during an outage and never sent: the generator backs off instead of hammering a target
+# that stopped answering (load/outage.py); the record keeps its intended time.
+LOST: Final = "lost"
 
 
 def status_error(status: int, headers: Mapping[str, str]) -> RecordError:
@@ -67,7 +70,9 @@ class RequestRecord:
     ``stream-error`` (the stream broke, carried an error object or ended without ``[DONE]``),
     ``too-large`` (an SSE event or body past the reader's bound) or ``invalid-sse`` (data that
     is not SSE / not JSON), or ``rate-limited`` (429, or 503 with ``Retry-After``: shed,
-    not failed; ``retry_after_s`` holds the header's seconds).
+    not failed; ``retry_after_s`` holds the header's seconds), or ``lost`` (due during an
+    outage and not sent: load/outage.py). ``cancelled`` (no error) names the point where the
+    client cancelled it on purpose (``--cancel``, load/cancel.py).
     """
 
     target: str
@@ -91,6 +96,7 @@ class RequestRecord:
     request_id: str = ""  # sent as X-Request-Id: finds this request in the server's logs
     abandoned: bool = False  # the client hung up mid-stream on purpose (hang_up_after_tokens)
     retry_after_s: float | None = None  # a rate-limited answer's Retry-After, in seconds
+    cancelled: str | None = None  # --cancel: where the client cancelled it (load/cancel.py)
     # Reasoning phases (docs/metrics.md). ttfa is the first answer token (== ttft without
     # reasoning); the rest is written only when the stream carried reasoning.
     ttfa: float | None = None
@@ -205,6 +211,7 @@ class RequestRecord:
 
 
 _OPTIONAL = (
+    "cancelled",
     "cached_tokens",
     "conversation",
     "turn",

@@ -36,6 +36,7 @@ from servecheck.load.aggregate import parse_records, resolve_records
 from servecheck.load.apis import resolve_api
 from servecheck.load.breakdown import ENGINE_FILE
 from servecheck.load.budget import DEFAULT_ERROR_BUDGET, with_error_budget
+from servecheck.load.cancel import DRAIN_BOUND_S, CancelRule, wait_after_run
 from servecheck.load.dataset import check_dataset
 from servecheck.load.down import DownRule, DownWatch
 from servecheck.load.images import check_images, normalise_images
@@ -134,6 +135,9 @@ class LoadSpec:
     dataset_format: str = "auto"
     # Stop early when the target goes down mid-run (load/down.py); DownRule(0) turns it off.
     down_after: DownRule = field(default_factory=DownRule)
+    # Cancel a share of the requests at a point; the engine must drain after (load/cancel.py).
+    cancel: CancelRule | None = None
+    cancel_drain_s: float = DRAIN_BOUND_S  # how long the engine has to come back down after
     api: str | None = None  # chat | messages; None: the scenario's (load/apis.py)
     images: str | None = None  # sizes (1x512x512,2x256x256) or a folder (load/images.py)
     # Traffic split across models by weight (load/mix.py); empty: every request names `model`.
@@ -353,6 +357,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         max_inflight=spec.max_inflight,
         drain_s=_drain(spec),
         retry_after_max_s=spec.retry_after_max_s,
+        cancel=spec.cancel.as_dict() if spec.cancel else None,
         timeout_s=spec.target.timeout_s,
         connect_timeout_s=spec.target.connect_timeout_s,
         probe_timeout_s=probe_timeout(spec.target, duration),
@@ -684,7 +689,9 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     )
     # A worker watches its own records too: it stops by itself when the target is gone, even
     # when its master's quit message never comes (a master killed after a slow shutdown).
-    watch = DownWatch(spec.down_after, started)
+    watch = DownWatch(
+        spec.down_after.backstop() if spec.role == "worker" else spec.down_after, started
+    )
     try:
         # A worker's records go to its own copy (local/); the master's come over the wire.
         records_dir = run_dir / LOCAL_DIR if spec.role == "worker" else run_dir
@@ -702,6 +709,8 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
         say(f"{why}: partial summary in {run_dir / 'summary.json'}; records in {run_dir}")
         raise Interrupted(signum, partial) from None
     ended = time.time()
+    if spec.cancel is not None and server.recorder is not None:  # back down after cancels?
+        wait_after_run(server.recorder, run_dir, started, spec.cancel_drain_s)
     server.finish()  # the engine's own counts over the run (load/server_truth.py)
     if spec.role != "worker":  # the engine's prefix-cache counters over the run (breakdown.py)
         after0 = {"note": "the metrics URL did not answer"} if dead else None

@@ -177,7 +177,7 @@ class ClientCounts:
         return c
 
     def add(self, r: Mapping[str, Any]) -> None:
-        if r.get("abandoned"):
+        if r.get("abandoned") or r.get("cancelled"):  # hung up on purpose: no usage to count
             self.abandoned += 1
             return
         if r.get("error"):

@@ -6,6 +6,7 @@ Grammar (whitespace allowed around the operator)::
     metric   := ttft | itl | tpot | e2e | ttft_from_intended | e2e_from_intended | lag
               | ttfr | ttfa | itl_reasoning | itl_answer    (reasoning phases, docs/metrics.md)
               | error_rate | rate_limited | goodput | throughput_tokens | throughput_requests
+              | lost_requests      (requests failed or not sent in outages, load/outage.py)
     stat     := p50 | p90 | p95 | p99 | p99.9 | p999 | mean | min | max   (latency metrics only)
               | time_to_ready | first_ttft | first_e2e        (cold start: a time, no statistic)
               | first_ttft_ratio | first_e2e_ratio | requests_to_warm   (cold start: plain numbers)
@@ -82,7 +83,9 @@ PROFILE_TIMES = ("recovery_s",)
 SWAP_TIMES = ("swap_ttft_spike",)  # a swap under load (load/swap.py), ms
 SWAP_NUMBERS = ("swap_failed_requests",)
 SWAP = SWAP_TIMES + SWAP_NUMBERS
-METRICS = LATENCY + SHARES + RATES + COLD + DRAIN + PROFILE_TIMES + SWAP
+# Counts of the whole run (never the steady window's): requests lost to outages.
+COUNTS = ("lost_requests",)
+METRICS = LATENCY + SHARES + RATES + COLD + DRAIN + PROFILE_TIMES + SWAP + COUNTS
 STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "min", "max")
 _STAT_ALIASES = {"p999": "p99.9", "median": "p50", "avg": "mean"}
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -99,7 +102,7 @@ _LATENCY_UNITS = {"us": 0.001, "µs": 0.001, "ms": 1.0, "s": 1000.0}
 
 def _names() -> list[str]:
     out = [f"{m}_{s}" for m in LATENCY for s in STATS]
-    return [*out, *SHARES, *RATES, *COLD, *DRAIN, *PROFILE_TIMES, *SWAP]
+    return [*out, *SHARES, *RATES, *COLD, *DRAIN, *PROFILE_TIMES, *SWAP, *COUNTS]
 
 
 @dataclass(slots=True, frozen=True)
@@ -132,7 +135,7 @@ class SLO:
             return "requests"
         if self.metric in SHARES:
             return "fraction"
-        if self.metric in COLD_NUMBERS:
+        if self.metric in COLD_NUMBERS or self.metric in COUNTS:
             return "x" if self.metric.endswith("_ratio") else "requests"
         if self.metric in PROFILE_TIMES:
             return "s"
@@ -244,6 +247,12 @@ def parse_slo(text: str, source: str = "cli") -> SLO:
         bound = num / 100.0
         if not 0.0 <= bound <= 1.0:
             raise UsageError(f"SLO {text!r}: {metric} must be between 0% and 100%")
+    elif metric in COUNTS:
+        if unit not in ("", "requests") or num != int(num):
+            raise UsageError(
+                f"SLO {text!r}: {metric} is a whole number of requests; write e.g. {metric}<=50"
+            )
+        bound = num
     elif metric == "drain_ok":
         if unit or num not in (0.0, 1.0):
             raise UsageError(f"SLO {text!r}: drain_ok is 1 or 0; write drain_ok (or drain_ok>=1)")
@@ -284,7 +293,7 @@ def _share_hint(metric: str, op: str, num: float) -> str:
 
 
 def _split(lhs: str, text: str) -> tuple[str, str | None]:
-    if lhs in SHARES + RATES + COLD + DRAIN + PROFILE_TIMES + SWAP:
+    if lhs in SHARES + RATES + COLD + DRAIN + PROFILE_TIMES + SWAP + COUNTS:
         return lhs, None
     if lhs in LATENCY:
         raise UsageError(
@@ -366,6 +375,8 @@ def observed(slo: SLO, stats: RunStats) -> float | None:
         return stats.rate_limited_rate if stats.total else None
     if slo.metric == "goodput":
         return stats.goodput
+    if slo.metric == "lost_requests":  # outages (load/outage.py); 0 without one
+        return float(stats.lost_requests)
     if slo.metric == "throughput_tokens":
         return stats.tokens_per_s if stats.window_s > 0 else None
     return stats.requests_per_s if stats.window_s > 0 else None

@@ -298,6 +298,8 @@ class RunStats:
     discrepant: int = 0
     abandoned: int = 0  # hung up by the client on purpose: counted ok, out of E2E and goodput
     rate_limited: int = 0  # shed by the server (429 / 503 + Retry-After): not ok, not failed
+    cancelled: int = 0  # cancelled by the client on purpose (--cancel): not ok, not failed
+    lost_requests: int = 0  # failed or never sent during the run's outages (load/outage.py)
     latency: dict[str, Distribution] = field(default_factory=dict)
     goodput: float | None = None  # share of requests meeting every per-request SLO
     goodput_requests: int | None = None
@@ -308,12 +310,13 @@ class RunStats:
 
     @property
     def error_rate(self) -> float:
-        """Failed requests (rate-limited ones excluded) over all requests."""
-        return self.failed / self.total if self.total else 0.0
+        """Failed requests (rate-limited ones excluded) over all requests but the cancelled."""
+        judged = self.total - self.cancelled
+        return self.failed / judged if judged else 0.0
 
     @property
     def failed(self) -> int:
-        return self.total - self.ok - self.rate_limited
+        return self.total - self.ok - self.rate_limited - self.cancelled
 
     @property
     def rate_limited_rate(self) -> float:
@@ -346,6 +349,7 @@ class RunStats:
                 "rate_limited_rate": round(self.rate_limited_rate, 6),
                 "errors": dict(sorted(self.errors.items())),
                 "abandoned": self.abandoned,
+                "cancelled": self.cancelled,
             },
             "window_s": round(self.window_s, 6),
             "throughput": {
@@ -408,6 +412,7 @@ _COUNTS = (
     "ok",
     "rate_limited",
     "abandoned",
+    "cancelled",
     "output_tokens",
     "output_tokens_ok",
     "output_tokens_usage",
@@ -458,6 +463,10 @@ class Tally:
         if done is not None and (self.last_done is None or done > self.last_done):
             self.last_done = done
         hist["lag"].record(max(0.0, sent - intended))
+        if r.get("cancelled") and not err:  # its own class: out of every figure but its count
+            c["cancelled"] += 1
+            c["output_tokens_client"] += int(r.get("output_tokens_client") or 0)
+            return
         abandoned = bool(r.get("abandoned"))
         if err == RATE_LIMITED:
             c["rate_limited"] += 1
@@ -590,7 +599,7 @@ class Tally:
         answer.add(self.hist["itl_answer"])
         hists = {**self.hist, "itl_answer": answer}
         st.latency = {n: hists[n].summary() for n in (*LATENCY_METRICS, *PHASE_METRICS)}
-        judged = st.total - st.abandoned
+        judged = st.total - st.abandoned - st.cancelled
         if judged:
             st.goodput = c["good"] / judged
             st.goodput_requests = c["good"]

@@ -18,6 +18,7 @@ from servecheck.load.breakdown import format_breakdown, read_engine_file, scenar
 from servecheck.load.budget import SOURCE as BUDGET
 from servecheck.load.budget import budget_line, budget_summary, percent
 from servecheck.load.columnar import keep_records
+from servecheck.load.faults import fault_sections
 from servecheck.load.image_stats import format_images, image_breakdown
 from servecheck.load.phases import phase_lines
 from servecheck.load.plan import RunConfig
@@ -27,13 +28,13 @@ from servecheck.load.records import (
     merge_records,
     worker_files,
 )
-from servecheck.load.slo import SLO, Verdict, evaluate
+from servecheck.load.slo import COUNTS, SLO, Verdict, evaluate
 from servecheck.load.stats import RunStats, Schedule
 from servecheck.load.stats_csv import write_stats_csv
 from servecheck.load.steady import steady_line, steady_section
 from servecheck.load.timings import format_timings
 from servecheck.load.transport import read_transport, transport_reasons
-from servecheck.load.verdict import compose, load_run_verdict
+from servecheck.load.verdict import load_run_verdict
 from servecheck.load.warmup import Warmup, format_warmup
 from servecheck.redact import redact
 
@@ -276,7 +277,7 @@ def _judge(slos: Sequence[SLO], stats: RunStats, window: RunStats | None) -> lis
     held no request judges nothing: the other rules judge the run."""
     out: list[Verdict] = []
     for s in slos:
-        if s.source == BUDGET:
+        if s.source == BUDGET or s.metric in COUNTS:  # lost_requests: the whole run's outages
             if stats.total:
                 out += evaluate([s], stats)
         elif window is None:
@@ -355,7 +356,7 @@ def summarise(
     )
     behind = stats.behind  # even with --allow-lag: the lag is inside the client TTFT
     server = server_watch.section(spec, run_dir, agg.client, behind)
-    judged = compose([judged, server_truth.verdict_of(server)])  # load/server_truth.py
+    faults, judged = fault_sections(spec, agg, stats, slos, run_dir, server, judged)  # +engine
     reasons, passed, verdict = judged.reasons, judged.passed, judged.status
     exit_code = judged.exit_code
     sections = _record_sections(agg, records, run_dir)
@@ -390,7 +391,7 @@ def summarise(
         "t0": steady.scan.first_sent,  # wall clock of start_s 0 (the server series' clock)
         "rows": steady.scan.as_list(),
     }
-    summary.update(sections)
+    summary.update({**sections, **faults})  # faults: cancel, outages
     summary.update(agg.timings.as_dict())  # TTFT decomposition, slowest requests
     if profile is not None:
         summary["profile"] = profile
@@ -480,6 +481,7 @@ def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
         f"requests {req['total']}  ok {req['ok']}  failed {req['failed']} ({req['error_rate']:.2%})"
         + (f"  abandoned on purpose {req['abandoned']}" if req.get("abandoned") else "")
         + (f"  rate-limited {req['rate_limited']}" if req.get("rate_limited") else "")
+        + (f"  cancelled {req['cancelled']}" if req.get("cancelled") else "")
         + (f"  errors {req['errors']}" if req["errors"] else ""),
         f"throughput {thr['requests_per_s']:.2f} req/s  {thr['output_tokens_per_s']:.1f} output tokens/s"
         f"  over {summary['window_s']:.1f} s  goodput {'-' if summary['goodput'] is None else format(summary['goodput'], '.1%')}",

@@ -30,6 +30,7 @@ _ERROR_MEANING = {
     "stream-error": "the server broke its streams",
     "invalid-sse": "the server did not answer with an event stream (e.g. an HTML page)",
     "rate-limited": "the server shed every request (HTTP 429, or 503 with Retry-After)",
+    "lost": "the target was down: the sends due were held back (an outage, load/outage.py)",
 }
 
 

@@ -104,8 +104,9 @@ class ResponseParser:
     each read and its arrival time; ``eof``/``fail`` end it. When ``done`` is set, ``res`` is the
     result, ``keep`` says whether the connection can be reused, and ``retry`` asks the caller to
     resend on a fresh connection (a stale pooled keep-alive connection, nothing received).
-    ``until()``, when given, is asked after each read of a 200 body; once it is true the client
-    hangs up (``res.hung_up``, the connection is not reused): an abandoned stream.
+    ``until()``, when given, is asked once a 200's headers are in and after each read of its
+    body (the reactor also asks at its tick); once it is true the client hangs up
+    (``res.hung_up``, the connection is not reused): an abandoned or cancelled stream.
     """
 
     __slots__ = (
@@ -183,6 +184,9 @@ class ResponseParser:
                 self.fail("stream-error", f"malformed HTTP response: {exc}", t)
                 return
             self.res.t_headers = t
+            if self.until is not None and self.limit is None and self.until():
+                self.hang_up(t)  # cancelled at the headers (load/cancel.py)
+                return
             data = buf[end + 4 :]
             if not data:
                 if self.length == 0:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.redact import redact
+from servecheck.report.faults_html import faults_html
 from servecheck.report.server_html import server_html
 
 REPORT_NAME = "report.html"
@@ -385,6 +386,7 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
             "<h3>Turns, prefix cache, images, warm-up</h3><pre>" + esc("\n".join(extra)) + "</pre>"
         )
     parts.append(server_html(s.get("server")))  # engine truth (load/server_truth.py)
+    parts.append(faults_html(s))  # --cancel and its drain, outages (report/faults_html.py)
     parts += steady_html(s, esc)  # the window the SLOs judged, the slices (load/steady.py)
     if plots:
         parts.append("<div class='plots'>" + "".join(_load_plots(run_dir, lat, keys)) + "</div>")

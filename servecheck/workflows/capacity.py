@@ -56,6 +56,8 @@ class CapacitySpec:
     dataset_format: str = "auto"
     api: str | None = None  # chat | messages; None: the scenario's (load/apis.py)
     images: str | None = None  # every step's requests carry these images (load/images.py)
+    cancel: Any = None  # every step cancels this share of its requests (load/cancel.py)
+    cancel_drain_s: float = 30.0
     trace: str | None = None  # levels are speed factors of this trace's replay (mode "speed")
     trace_format: str = "auto"
     max_error_rate: str = percent(DEFAULT_ERROR_BUDGET)
@@ -223,6 +225,8 @@ def _step_spec(
         dataset_format=spec.dataset_format,
         api=spec.api,
         images=spec.images,
+        cancel=spec.cancel,
+        cancel_drain_s=spec.cancel_drain_s,
         users=None if rates or spec.trace else int(level),
         rate=level if rates and not spec.trace else None,
         # A trace: each step replays it at the next speed, cut at the step's duration.

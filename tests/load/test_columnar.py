@@ -298,6 +298,7 @@ def test_every_key_to_json_writes_has_its_column() -> None:
     full = _variety("w0")[6]  # the conversation turn: every optional field set
     full.ttfr, full.reasoning_tokens, full.reasoning_tokens_client = 0.01, 2, 2
     full.retry_after_s = 1.0
+    full.cancelled = "tokens:8"
     written = set(json.loads(full.to_json()))
     assert written == set(KEYS), (
         f"to_json only: {written - set(KEYS)}; schema only: {set(KEYS) - written}"

@@ -4,8 +4,8 @@ Each step is one load run at the next level of ``--users`` (closed loop), ``--ra
 loop) or, with ``--trace FILE``, ``--speeds`` (the trace replayed faster each step); the sweep stops early past saturation and never runs more than ``--max-steps`` steps. The
 sweep is :func:`servecheck.workflows.capacity.run_capacity` (docs/workflows.md).
 
-Exit codes: 0 when at least one level met the SLOs (and, with ``--target-rate``, a replica count
-could be computed), 1 when none did, 2 for a usage error.
+Exit codes: 0 when at least one level met the SLOs (and, with ``--target-rate``, replicas could
+be computed), 1 when none did, 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -16,15 +16,18 @@ from servecheck import api
 from servecheck.commands.options import (
     add_api_arguments,
     add_dataset_arguments,
+    add_fault_arguments,
     add_ready_timeout_argument,
     add_run_arguments,
     add_target_arguments,
     checked_reference_args,
+    fault_options,
     out_dir,
 )
 from servecheck.errors import UsageError
 from servecheck.load.budget import DEFAULT_ERROR_BUDGET, percent
 from servecheck.load.images import normalise_images
+from servecheck.load.trace import FORMATS as TRACE_FORMATS
 from servecheck.workflows.capacity import CapacitySpec
 
 
@@ -55,8 +58,7 @@ def parse_levels(text: str, rates: bool, speeds: bool = False) -> list[float]:
     return vals
 
 
-# Spec field -> option where the names differ beyond an option's dest (and dest + "_s"),
-# for showing the library's SpecError (servecheck/cli.py).
+# Spec field -> option beyond dest and dest + "_s", for the library's SpecError (cli.py).
 FIELD_OPTIONS = {"slos": "--slo"}
 
 
@@ -89,8 +91,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="LIST",
         help="with --trace: replay speeds, e.g. 1,2,4,8 (default with --trace)",
     )
-    from servecheck.load.trace import FORMATS as TRACE_FORMATS
-
     parser.add_argument(
         "--trace",
         metavar="FILE",
@@ -151,6 +151,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_dataset_arguments(parser)
     add_api_arguments(parser)
+    add_fault_arguments(parser)
     parser.add_argument(
         "--max-error-rate",
         default=percent(DEFAULT_ERROR_BUDGET),
@@ -224,6 +225,7 @@ def spec_from_args(args: argparse.Namespace) -> CapacitySpec:
         dataset_format=args.dataset_format,
         api=args.api,
         images=normalise_images(args.images),
+        **fault_options(vars(args)),
         max_error_rate=args.max_error_rate,
         stop_error_rate=_share(args.stop_error_rate, "--stop-error-rate", none_ok=True),
         saturation_margin=_share(args.saturation_margin, "--saturation-margin") or 0.0,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from servecheck.commands.options import add_fault_arguments
+
 
 def add_measurement_arguments(g: argparse._ArgumentGroup) -> None:
     """What a run measures beside the requests and which part of it the SLOs judge: the request
@@ -61,3 +63,4 @@ def add_measurement_arguments(g: argparse._ArgumentGroup) -> None:
         help="run the same load N times (run-01 ... in the run folder) and report confidence "
         "intervals over the runs (default: 1)",
     )
+    add_fault_arguments(g)  # --cancel, --cancel-drain (commands/options/faults.py)

@@ -9,7 +9,7 @@ from typing import Any
 
 from servecheck.commands.load.live import live_fields
 from servecheck.commands.load.profile_arguments import profile_fields
-from servecheck.commands.options import error_budget
+from servecheck.commands.options import error_budget, fault_options
 from servecheck.config.model import Target
 from servecheck.errors import UsageError
 from servecheck.load.aggregate import parse_records
@@ -108,6 +108,7 @@ def spec_from_options(
         if o("dataset") or o("dataset_format") not in (None, "auto")
         else data_plan.get("format", "auto"),
         down_after=parse_down_after(o("down_after")),
+        **fault_options(options, plan),  # --cancel, --cancel-drain (commands/options/faults.py)
         api=pick("api"),
         images=normalise_images(pick("images")),
         model_mix=parse_model_mix(o("model_mix"), "--model-mix") or list(plan.get("models") or []),

@@ -24,6 +24,8 @@ from servecheck.commands.options.coldstart import (
     add_cold_start_arguments as add_cold_start_arguments,
 )
 from servecheck.commands.options.coldstart import cold_start_fields as cold_start_fields
+from servecheck.commands.options.faults import add_fault_arguments as add_fault_arguments
+from servecheck.commands.options.faults import fault_options as fault_options
 from servecheck.commands.options.reference import add_option_table as add_option_table
 from servecheck.commands.options.reference import (
     checked_reference_args as checked_reference_args,

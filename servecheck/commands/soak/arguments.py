@@ -93,6 +93,13 @@ def add_abandon_arguments(parser: argparse.ArgumentParser) -> None:
         help="token chunks read before dropping (default: %(default)s)",
     )
     a.add_argument(
+        "--cancel",
+        metavar="SHARE@tokens:K",
+        default=None,
+        help="as servecheck load's --cancel: cancel SHARE of each cycle's streams after K "
+        "tokens (--abandon with that share and K chunks), e.g. 10%%@tokens:8",
+    )
+    a.add_argument(
         "--probe-streams",
         type=int,
         default=8,

@@ -17,6 +17,26 @@ from servecheck.load.soak import LOOPBACK, ProbeOnlyPlan, SoakPlan, parse_size, 
 FIELD_OPTIONS = {"shared_prefix_words": "--shared-prefix"}
 
 
+def _abandon(o: Callable[[str], Any]) -> dict[str, Any]:
+    """``--abandon`` / ``--abandon-share`` / ``--abandon-chunks``, or ``--cancel SHARE@tokens:K``
+    (load/cancel.py's grammar), which is the cycles' abandoned streams at that share and K."""
+    from servecheck.load.cancel import parse_cancel
+
+    rule = parse_cancel(o("cancel"))
+    if rule is None:
+        return {
+            "abandon": o("abandon"),
+            "abandon_share": o("abandon_share"),
+            "abandon_chunks": o("abandon_chunks"),
+        }
+    if rule.point != "tokens":
+        raise UsageError(
+            f"--cancel {o('cancel')!r}: a soak's cycles cancel after K tokens (SHARE@tokens:K); "
+            "cancelling at the headers or after T ms is servecheck load's and capacity's"
+        )
+    return {"abandon": True, "abandon_share": rule.share, "abandon_chunks": int(rule.value)}
+
+
 def plan_from_options(
     options: Mapping[str, Any], target: Target, model: str | None = None
 ) -> SoakPlan:
@@ -58,9 +78,7 @@ def plan_from_options(
         interval_s=interval,
         tolerance=o("tolerance"),
         rss_tolerance=parse_size(o("rss_tolerance")),
-        abandon=o("abandon"),
-        abandon_share=o("abandon_share"),
-        abandon_chunks=o("abandon_chunks"),
+        **_abandon(o),
         drain_bound_s=parse_duration(o("drain_bound")),
         probe_streams=o("probe_streams"),
         probe_rounds=o("probe_rounds"),

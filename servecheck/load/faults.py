@@ -1,0 +1,55 @@
+"""A load run's injected and observed faults in its summary: the ``cancel`` section and its
+drain verdict (load/cancel.py), the ``outages`` section and its verdict (load/outage.py), folded
+into one stage verdict for :func:`servecheck.load.summary.summarise`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from servecheck.load import cancel, outage, server_truth
+from servecheck.load.slo import SLO
+from servecheck.load.stats import RunStats
+from servecheck.load.verdict import PASS, RunVerdict, compose
+
+if TYPE_CHECKING:
+    from servecheck.load.aggregate import Aggregate
+    from servecheck.load.run import LoadSpec
+
+
+def fault_sections(
+    spec: LoadSpec,
+    agg: Aggregate,
+    stats: RunStats,
+    slos: Sequence[SLO],
+    run_dir: Path,
+    server: dict[str, Any] | None,
+    run: RunVerdict,
+) -> tuple[dict[str, Any], RunVerdict]:
+    """summary.json's ``cancel`` (with ``--cancel``) and ``outages`` (always: an empty list is
+    the news that the target never went away), and their verdict with the engine's findings
+    (``server``, load/server_truth.py), which an outage voids: an engine that restarted counts
+    from 0 again, so its counters no longer match the client's; all composed with ``run``, the
+    run's verdict so far."""
+    out: dict[str, Any] = {}
+    parts: list[RunVerdict] = []
+    section, status, reason = cancel.section(spec.cancel, stats.cancelled, run_dir)
+    if section is not None:
+        out["cancel"] = section
+        parts.append(RunVerdict(status, [reason]))
+    outages = outage.section(agg.outages, agg.edges.origin)
+    out["outages"] = outages
+    judged = any(s.metric == "lost_requests" for s in slos)
+    status, reasons = outage.verdict_of(outages, judged)
+    parts.append(RunVerdict(status, reasons))
+    if not outages["count"]:
+        parts.append(server_truth.verdict_of(server))
+    elif server is not None:
+        server["voided_by_outage"] = True
+        parts.append(RunVerdict(PASS, ["server: counters not reconciled across the outage"]))
+    # a pass keeps what it saw in its reasons (a cancel drained, an outage judged)
+    return out, compose([run, *parts])
+
+
+__all__ = ["fault_sections"]

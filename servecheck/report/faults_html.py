@@ -1,0 +1,48 @@
+"""The load page's "Cancellation and outages" part: summary.json's ``cancel`` and ``outages``
+(load/cancel.py, load/outage.py) as tables. Renders only; empty when the run had neither."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from servecheck.report.server_html import table
+
+
+def _s(v: Any) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def faults_html(summary: Mapping[str, Any]) -> str:
+    """The cancel rule and its drain verdict, and one row per outage window."""
+    parts: list[str] = []
+    cancel = summary.get("cancel")
+    if cancel:
+        drain = cancel.get("drain") or {}
+        rows = [
+            ("rule", cancel.get("rule")),
+            ("cancelled", cancel.get("cancelled")),
+            ("drain", drain.get("status", "no telemetry")),
+            ("", drain.get("message", "")),
+        ]
+        parts.append("<h4>Cancelled requests</h4>" + table(("", ""), rows))
+    windows = (summary.get("outages") or {}).get("windows") or []
+    if windows:
+        lines = [
+            (
+                _s(w.get("start_s")),
+                _s(w.get("end_s")),
+                "yes" if w.get("recovered") else "NO",
+                _s(w.get("recover_s")),
+                _s(w.get("resolution_s")),
+                ", ".join(f"{n} {k}" for k, n in (w.get("failures") or {}).items()),
+                w.get("lost_requests"),
+            )
+            for w in windows
+        ]
+        head = ("start s", "end s", "recovered", "recover s", "+/- s", "failures", "lost")
+        parts.append("<h4>Outages</h4>" + table(head, lines, numeric=(0, 1, 3, 4, 6)))
+    return "<h3>Cancellation and outages</h3>" + "".join(parts) if parts else ""
+
+
+__all__ = ["faults_html"]
