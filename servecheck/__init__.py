@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ loads eac
         SoakPlan,
         SoakResult,
         Target,
+        records_frame,
         target,
     )
     from servecheck.api import accept as run_accept
@@ -90,6 +91,7 @@ _TYPES = (
     "SoakResult",
     "Target",
     "target",
+    "records_frame",  # a run's records as a DataFrame, for notebooks
 )
 __all__ = sorted(
     [

@@ -190,6 +190,24 @@ def drain(spec: DrainSpec) -> DrainResult:
     return run_drain(spec)
 
 
+def records_frame(path: str | Path) -> Any:
+    """A load run's per-request records as a pandas DataFrame, one row per request, in the
+    record's own columns (seconds; docs/load.md "Records in a notebook"): ``path`` is a run
+    folder (its ``records.parquet``, else ``records.jsonl``) or a records file. A folder whose
+    run kept no records (``--records none``) is a :class:`~servecheck.errors.UsageError`."""
+    from servecheck.errors import UsageError
+    from servecheck.load.columnar import records_file
+    from servecheck.load.records import to_dataframe
+
+    p = Path(path)
+    found = records_file(p) if p.is_dir() else (p if p.is_file() else None)
+    if found is None:
+        raise UsageError(
+            f"{p}: no records.parquet or records.jsonl (a run with --records none keeps none)"
+        )
+    return to_dataframe(found)
+
+
 def preflight(
     path: str | Path, options: PreflightOptions | None = None, progress: Any = None
 ) -> PreflightReport:
@@ -240,6 +258,7 @@ __all__ = [
     "load",
     "load_repeat",
     "preflight",
+    "records_frame",
     "soak",
     "target",
 ]

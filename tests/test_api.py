@@ -49,7 +49,10 @@ def test_the_package_names_the_public_entry_points() -> None:
     import servecheck
 
     exported = set(servecheck.__all__) - {"__version__"}
-    assert exported == {n if n[:1].isupper() or n == "target" else f"run_{n}" for n in api.__all__}
+    assert exported == {
+        n if n[:1].isupper() or n in ("target", "records_frame") else f"run_{n}"
+        for n in api.__all__
+    }
     for name in exported:
         assert getattr(servecheck, name) is getattr(api, name.removeprefix("run_")), name
     with pytest.raises(AttributeError, match="no attribute 'nope'"):

@@ -56,3 +56,18 @@ def test_read_parquet_alone_gives_the_stored_columns(run_dir: Path) -> None:
     # integer microseconds, and tpot stored as what is left of (e2e - ttft) / (tokens - 1)
     assert (raw.loc[ok, "ttft"] == (df.loc[ok, "ttft"] * 1e6).round().astype("int64")).all()
     assert (raw.loc[ok, "tpot"].abs() <= 1).all() and (df.loc[ok, "tpot"] > 0.001).all()
+
+
+def test_records_frame_reads_a_folder_or_a_file_and_names_a_folder_without_records(
+    run_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from servecheck.api import records_frame
+    from servecheck.errors import UsageError
+
+    by_folder = records_frame(run_dir)
+    by_file = records_frame(run_dir / RECORDS_PARQUET)
+    assert len(by_folder) == len(by_file) == 2 * len(_variety("w0"))
+    assert list(by_folder.columns) == list(to_dataframe(run_dir / RECORDS_PARQUET).columns)
+    empty = tmp_path_factory.mktemp("no-records")
+    with pytest.raises(UsageError, match="records none"):
+        records_frame(empty)
