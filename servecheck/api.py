@@ -203,7 +203,7 @@ def records_frame(path: str | Path) -> Any:
     found = records_file(p) if p.is_dir() else (p if p.is_file() else None)
     if found is None:
         raise UsageError(
-            f"{p}: no records.parquet or records.jsonl (a run with --records none keeps none)"
+            f"{p}: no records.parquet or records.jsonl (a run that kept no records has none)"
         )
     return to_dataframe(found)
 

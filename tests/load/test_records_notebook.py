@@ -69,5 +69,5 @@ def test_records_frame_reads_a_folder_or_a_file_and_names_a_folder_without_recor
     assert len(by_folder) == len(by_file) == 2 * len(_variety("w0"))
     assert list(by_folder.columns) == list(to_dataframe(run_dir / RECORDS_PARQUET).columns)
     empty = tmp_path_factory.mktemp("no-records")
-    with pytest.raises(UsageError, match="records none"):
+    with pytest.raises(UsageError, match="kept no records"):
         records_frame(empty)
