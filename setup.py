@@ -1,12 +1,15 @@
-"""Build hook for the one optional C extension; all other metadata is in pyproject.toml.
+"""Build hook for the two optional C extensions; all other metadata is in pyproject.toml.
 
 ``servecheck.load._rxthread`` is the load generator's socket reader thread (see
-``servecheck/load/reactor.py``). It is optional and built only when asked for with
+``servecheck/load/reactor.py``); ``servecheck.load._hdrfast`` does the streaming summary's
+per-token loops (HDR bucket keys and counts, the records line's ITL array; see
+``servecheck/load/stats.py``). They are optional and built only when asked for with
 ``SERVECHECK_BUILD_NATIVE=1`` (``make venv`` does, for a checkout): a default build is a
 pure-Python ``py3-none-any`` wheel that installs on every Python and platform servecheck
 supports, and there the load generator reads with its pure-Python loop and says so in
-``summary.json`` (``generator.reader.kind``). Where it cannot be built (no C compiler, not
-Linux) even a native build still succeeds, without it.
+``summary.json`` (``generator.reader.kind``), and the summary's loops are the Python ones they
+replace (the same results, tests/load/test_hdrfast.py). Where they cannot be built (no C
+compiler, not Linux) even a native build still succeeds, without them.
 """
 
 import os
@@ -20,6 +23,14 @@ if os.environ.get("SERVECHECK_BUILD_NATIVE") == "1" and sys.platform.startswith(
         Extension(
             "servecheck.load._rxthread",
             ["servecheck/load/_rxthread.c"],
+            extra_compile_args=["-O2", "-std=gnu11"],
+            optional=True,
+        )
+    )
+    ext_modules.append(
+        Extension(
+            "servecheck.load._hdrfast",
+            ["servecheck/load/_hdrfast.c"],
             extra_compile_args=["-O2", "-std=gnu11"],
             optional=True,
         )

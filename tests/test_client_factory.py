@@ -107,3 +107,27 @@ def test_the_engines_loopback_requests_ignore_proxy_settings_of_the_environment(
         server.shutdown()
         server.server_close()
     assert (got.status, got.body) == (200, "ok"), got
+
+
+def test_clients_share_one_ssl_context_per_verify_setting_and_ca_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import certifi
+
+    def ctx(verify: bool) -> object:
+        settings = ClientSettings("http://127.0.0.1:9/v1", {}, verify_tls=verify)
+        with sync_client(settings) as client:
+            return client._transport._pool._ssl_context  # type: ignore[attr-defined]
+
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    assert ctx(True) is ctx(True)
+    assert ctx(False) is ctx(False) and ctx(False) is not ctx(True)
+    assert ctx(False).verify_mode.name == "CERT_NONE"  # type: ignore[attr-defined]
+    assert ctx(True).verify_mode.name == "CERT_REQUIRED"  # type: ignore[attr-defined]
+    before = ctx(True)
+    private = tmp_path / "ca.pem"  # a private CA bundle (here: certifi's, copied)
+    private.write_bytes(Path(certifi.where()).read_bytes())
+    monkeypatch.setenv("SSL_CERT_FILE", str(private))
+    assert ctx(True) is not before, "a CA file set later must give its own context"
+    assert ctx(True) is ctx(True)

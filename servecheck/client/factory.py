@@ -10,6 +10,9 @@ once, and no caller can forget it:
   ``.netrc`` of the shell do not change where a target's requests go or what they carry; a
   proxy of your own goes in as a ``transport``;
 - **TLS**: the target's ``verify_tls`` (a private CA in ``SSL_CERT_FILE`` is still honoured);
+  one SSL context per verify setting and CA environment, shared by the process's clients
+  (loading the CA bundle took ~35 ms for every client, most of a load run's own start-up
+  requests; every client here speaks HTTP/1.1, so the context's ALPN is the same for all);
 - **timeouts and limits**: the settings' ``timeout_s`` / ``connect_timeout_s`` and
   ``max_connections`` / ``keepalive``;
 - **TCP_NODELAY** on every connection: a request's small writes are not held back by Nagle's
@@ -23,7 +26,10 @@ once, and no caller can forget it:
 
 from __future__ import annotations
 
+import os
 import socket
+import ssl
+import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -95,6 +101,21 @@ def _options(settings: ClientSettings, default_headers: bool) -> dict[str, Any]:
     }
 
 
+_CONTEXTS: dict[tuple[bool, str | None, str | None], ssl.SSLContext] = {}
+_CONTEXTS_LOCK = threading.Lock()
+
+
+def _ssl_context(verify: bool) -> ssl.SSLContext:
+    """The process's SSL context for ``verify`` and the current ``SSL_CERT_FILE`` / ``_DIR``
+    (what httpx's transport would build for each client, built once)."""
+    key = (verify, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    with _CONTEXTS_LOCK:
+        ctx = _CONTEXTS.get(key)
+        if ctx is None:
+            ctx = _CONTEXTS[key] = httpx.create_ssl_context(verify=verify, trust_env=True)
+        return ctx
+
+
 def sync_client(
     settings: ClientSettings,
     *,
@@ -108,7 +129,7 @@ def sync_client(
     ``transport``: one of your own (a client certificate for mTLS, a proxy).
     """
     transport = transport or httpx.HTTPTransport(
-        socket_options=_NODELAY, verify=settings.verify_tls, limits=settings.limits()
+        socket_options=_NODELAY, verify=_ssl_context(settings.verify_tls), limits=settings.limits()
     )
     return httpx.Client(transport=transport, **_options(settings, default_headers))
 
@@ -121,7 +142,7 @@ def async_client(
 ) -> httpx.AsyncClient:
     """The asyncio twin of :func:`sync_client`."""
     transport = transport or httpx.AsyncHTTPTransport(
-        socket_options=_NODELAY, verify=settings.verify_tls, limits=settings.limits()
+        socket_options=_NODELAY, verify=_ssl_context(settings.verify_tls), limits=settings.limits()
     )
     return httpx.AsyncClient(transport=transport, **_options(settings, default_headers))
 

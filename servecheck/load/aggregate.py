@@ -146,6 +146,9 @@ class Reservoir:
         self._next += int(gap) + 1
 
     def add(self, v: float) -> None:
+        if self._next > self.seen and len(self.values) >= self.size:
+            self.seen += 1  # full, and this one is skipped: add_many's first test, without a call
+            return
         self.add_many((v,))
 
     def add_many(self, values: Iterable[float]) -> None:

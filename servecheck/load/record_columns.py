@@ -2,7 +2,7 @@
 
 What each column holds, and why (load/columnar.py writes and reads the file): times are integer
 microseconds (what :meth:`RequestRecord.to_json` keeps: it rounds to 6 decimals),
-delta-encoded; low-cardinality strings are dictionary-encoded. Values that follow from others
+delta-encoded (the ITL lists byte-stream split: :func:`writer_options`); low-cardinality strings are dictionary-encoded. Values that follow from others
 are stored as the small rest: ``lag`` is ``t_sent - t_intended`` (and gives ``t_intended``
 back), ``t_done`` is stored less ``t_sent + e2e``, ``ttfa`` less ``ttft``, ``tpot`` less
 ``(e2e - ttft) / (tokens - 1)``, ``request_id`` as its prefix before ``-<seq>``, a
@@ -87,15 +87,22 @@ def schema() -> Any:
 
 
 def writer_options() -> dict[str, Any]:
-    """zstd; dictionaries for the repeated strings; delta encoding for the integers (times,
-    counts and the ITL lists' microseconds: neighbouring values are close)."""
+    """zstd; dictionaries for the repeated strings; delta encoding for the integers (times and
+    counts: neighbouring values are close); the ITL lists' microseconds byte-stream split.
+
+    Why split and not delta for the ITLs: a token that comes late makes its gap longer and the
+    next one shorter, so neighbouring ITLs are anti-correlated and their differences spread
+    twice as wide as the gaps themselves. Split into byte planes, the gaps' high bytes are
+    nearly constant and zstd takes them to almost nothing: on a 64-token calibration run with
+    ~1 ms jitter the ITLs took 49 bytes a request split, 67 plain and 97 delta-encoded."""
     delta = [*_INT, *_SECONDS, *_REST, *(f"stamp_{k}" for k in _STAMPS)]
-    delta += [f"{k}.list.element" for k in _LISTS]
+    encoding = dict.fromkeys(delta, "DELTA_BINARY_PACKED")
+    encoding |= {f"{k}.list.element": "BYTE_STREAM_SPLIT" for k in _LISTS}
     return {
         "compression": "zstd",
         "compression_level": ZSTD_LEVEL,
         "use_dictionary": [*_STR, *_PREFIXES],
-        "column_encoding": dict.fromkeys(delta, "DELTA_BINARY_PACKED"),
+        "column_encoding": encoding,
         "data_page_size": 256 << 10,  # smaller pages: a merge by send time holds one per stream
     }
 

@@ -39,17 +39,11 @@ def window_rows(
     out: dict[str, list[tuple[float, float, str]]] = {}
     if not path.exists():
         return out
-    from servecheck.telemetry.series import load_series
+    from servecheck.telemetry.series import read_samples
 
-    frame = load_series(path)
-    frame = frame[(frame["kind"] == "sample") & (frame["t"] >= start) & (frame["t"] <= end)]
-    for t, metric, value, labels in zip(
-        frame["t"], frame["metric"], frame["value"], frame["labels"], strict=True
-    ):
-        if isinstance(value, float) and math.isnan(value):
-            continue
-        src = str(labels.get("from", "")) if isinstance(labels, dict) else ""
-        out.setdefault(str(metric), []).append((float(t), float(value), src))
+    for t, _, metric, value, labels in read_samples(path):
+        if start <= t <= end and not math.isnan(value):
+            out.setdefault(metric, []).append((t, value, str(labels.get("from", ""))))
     return out
 
 

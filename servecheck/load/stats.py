@@ -12,13 +12,19 @@ falls behind shows up there even when the latencies from the actual send look fi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
 from servecheck.load.records import RATE_LIMITED
+
+_hdrfast: Any
+try:  # the optional C prepare (servecheck/load/_hdrfast.c; built by `make venv`)
+    from servecheck.load import _hdrfast
+except ImportError:  # pragma: no cover - a pure-Python install
+    _hdrfast = None
 
 PERCENTILES: tuple[tuple[str, float], ...] = (
     ("p50", 50.0),
@@ -229,9 +235,10 @@ Prepared = tuple[list[int], int, int, int, int]
 _EMPTY: Prepared = ([], 0, 0, 0, 0)
 
 
-def prepare(values: Iterable[float | None]) -> Prepared:
+def prepare_py(values: Iterable[float | None]) -> Prepared:
     """Seconds -> whole microseconds (at least 1, at most an hour) -> HDR bucket keys, in one
-    pass of comprehensions: the per-token cost of the streaming summary."""
+    pass of comprehensions: the per-token cost of the streaming summary. (The reference for
+    ``_hdrfast.prepare``, which :data:`prepare` is where the C extension is built.)"""
     us = [int(v * 1e6 + 0.5) for v in values if v is not None and v == v]  # v == v: not NaN
     if not us:
         return _EMPTY
@@ -243,6 +250,11 @@ def prepare(values: Iterable[float | None]) -> Prepared:
         lo, hi = min(us), max(us)
     keys = [(s << 11) | (u >> s) for u in us for s in ((u | 2047).bit_length() - 11,)]
     return keys, sum(us), lo, hi, clipped
+
+
+prepare: Callable[[Iterable[float | None]], Prepared] = prepare_py
+if _hdrfast is not None:
+    prepare = _hdrfast.prepare
 
 
 def _key(us: int) -> int:
@@ -612,7 +624,11 @@ def _judge_schedule(st: RunStats) -> None:
     """Flag a run whose generator fell behind instead of quietly reporting its numbers."""
     sched = st.schedule
     lag = st.latency.get("lag")
-    if sched.mode in ("fixed", "poisson", "gamma", "trace", "profile") and lag is not None and lag.count:
+    if (
+        sched.mode in ("fixed", "poisson", "gamma", "trace", "profile")
+        and lag is not None
+        and lag.count
+    ):
         p99 = lag.get("p99") or 0.0
         if p99 > sched.max_lag_ms:
             st.behind_reasons.append(

@@ -166,6 +166,8 @@ class Scan:
     nth_sent: float | None = None
     seen: int = 0
     slices: dict[int, _Slice] = field(default_factory=dict)
+    # The lowest slice index (None: not known; every change of ``slices`` but an insert clears it)
+    _lo: int | None = field(default=None, init=False, repr=False, compare=False)
 
     def add(self, r: Mapping[str, Any], itls: Prepared | None = None) -> None:
         sent = float(r.get("t_sent") or 0.0)
@@ -200,10 +202,25 @@ class Scan:
 
     def _slice(self, t: float) -> _Slice:
         i = self._index(t)
-        while i - min(self._first(), min(self.slices, default=i)) >= MAX_SLICES:
+        while i - min(self._first(), self._low(i)) >= MAX_SLICES:
             self._coarsen()  # too long a run: double the width, merging neighbours
             i = self._index(t)
-        return self.slices.setdefault(i, _Slice())
+        return self._at(i)
+
+    def _low(self, default: int) -> int:
+        if self._lo is None and self.slices:
+            self._lo = min(self.slices)
+        return default if self._lo is None else self._lo
+
+    def _at(self, i: int) -> _Slice:
+        """Slice ``i``, made when it is not there yet (a slice holds a histogram per metric: made
+        only when needed, since this runs a few times for every request)."""
+        sl = self.slices.get(i)
+        if sl is None:
+            sl = self.slices[i] = _Slice()
+            if self._lo is not None and i < self._lo:
+                self._lo = i
+        return sl
 
     def _coarsen(self) -> None:
         merged: dict[int, _Slice] = {}
@@ -211,6 +228,7 @@ class Scan:
             into = merged.setdefault(i // 2, _Slice())
             into.merge(sl)
         self.slices = merged
+        self._lo = None
         self.slice_s *= 2
 
     def _busy(self, sent: float, end: float) -> None:
@@ -223,7 +241,7 @@ class Scan:
             lo, hi = i * self.slice_s, (i + 1) * self.slice_s
             overlap = min(hi, end) - max(lo, sent)
             if overlap > 0:
-                self.slices.setdefault(i, _Slice()).busy_s += overlap
+                self._at(i).busy_s += overlap
             i += 1
 
     def merge(self, other: Scan) -> None:
@@ -241,7 +259,7 @@ class Scan:
                 halved.setdefault(i // 2, _Slice()).merge(sl)
             theirs, width = halved, width * 2
         for i, sl in theirs.items():
-            self.slices.setdefault(i, _Slice()).merge(sl)
+            self._at(i).merge(sl)
         self.first_sent = min(self.first_sent or other.first_sent, other.first_sent)
         self.last_sent = max(self.last_sent or 0.0, other.last_sent or 0.0)
         if other.nth_sent is not None:

@@ -82,17 +82,12 @@ def engine_points(run_dir: Path, t0: float | None) -> dict[str, tuple[list[float
     path = run_dir / "telemetry" / "prometheus.jsonl"
     if t0 is None or not path.exists():
         return {}
-    from servecheck.telemetry.series import load_series, select
+    from servecheck.telemetry.series import read_samples
 
-    frame = load_series(path)
+    samples = [r for r in read_samples(path) if r[1] == "prometheus" and math.isfinite(r[3])]
     out: dict[str, tuple[list[float], list[float]]] = {}
     for metric in ("kv_usage", "requests_running", "requests_waiting", "preemptions_total"):
-        rows = select(frame, metric, source="prometheus")
-        pts = [
-            (float(t) - t0, float(v))
-            for t, v in zip(rows["t"], rows["value"], strict=True)
-            if math.isfinite(float(v))
-        ]
+        pts = [(t - t0, v) for t, _, m, v, _ in samples if m == metric]
         if not pts:
             continue
         if metric == "preemptions_total":

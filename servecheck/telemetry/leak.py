@@ -513,13 +513,12 @@ def check_drain(
     that window; the verdict gives how long that took. The baseline is ``baseline``, else the
     median over ``baseline_window``, else 0. A server without ``kv_metric`` (llama.cpp) is
     judged on running requests alone, and the message says so. ``insufficient_data`` when
-    there are no running-request samples in the window, or when telemetry ends before 90% of
-    the bound without the server having drained.
+    there are no running-request samples in the window, or when telemetry (samples after the
+    window included) ends before 90% of the bound without the server having drained.
     """
     end = since + bound_s
-    running = _window(
-        series_of(frame, running_metric, source=source, time_col=time_col), since, end
-    )
+    running_all = series_of(frame, running_metric, source=source, time_col=time_col)
+    running = _window(running_all, since, end)
     kv_all = series_of(frame, kv_metric, source=source, time_col=time_col, agg="max")
     kv = _window(kv_all, since, end)
     note = ""
@@ -546,7 +545,11 @@ def check_drain(
         verdict.last_kv = float(kv.iloc[-1])
         kv_after = _settled_after(kv, since, kv.to_numpy() <= baseline + tolerance)
         verdict.kv_baseline_after_s = kv_after
-    last_t = max(float(running.index[-1]), float(kv.index[-1]) if len(kv) else -math.inf)
+    # How far the telemetry reaches, samples after the window included: with a sample every
+    # second the last one inside an 8 s window may be at 7.1 s, and the window is still covered.
+    last_t = max(
+        float(running_all.index[-1]), float(kv_all.index[-1]) if len(kv_all) else -math.inf
+    )
     if run_after is not None and kv_after is not None:
         verdict.status = "ok"
         verdict.drained_after_s = max(run_after, kv_after)

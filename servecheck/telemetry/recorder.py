@@ -10,8 +10,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
 from servecheck.errors import UsageError, did_you_mean
 from servecheck.telemetry.nvml import NvmlBackend
 from servecheck.telemetry.samplers import (
@@ -25,6 +23,8 @@ from servecheck.telemetry.samplers import (
 from servecheck.telemetry.series import TELEMETRY_DIR, load_series
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from servecheck.config.model import Target
 
 SETTINGS_KEYS = ("metrics", "pid", "port", "interval_s", "dcgm_url", "nvml", "metrics_url")
@@ -242,4 +242,6 @@ def load_markers(run_dir: Path | str) -> pd.DataFrame:
                 rows.append(json.loads(line))
             except json.JSONDecodeError:
                 continue
+    import pandas as pd  # here, not at import: a load run's recorder never needs it
+
     return pd.DataFrame(rows, columns=["t", "t_mono", "name", "labels"])

@@ -143,6 +143,49 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _number(value: Any) -> float:
+    """A sample's value as :func:`load_series` coerces it: a number or a numeric string, else NaN."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return math.nan
+    return math.nan
+
+
+def read_samples(path: Path | str) -> list[tuple[float, str, str, float, dict[str, Any]]]:
+    """One telemetry file's samples (gaps left out) as ``(t, source, metric, value, labels)``,
+    sorted by ``t`` (stable), values coerced as :func:`load_series` does (NaN where not a
+    number). The summary and the report read the run's engine series with this: the same rows
+    as the frame, without importing pandas (most of a short run's post-run time)."""
+    out: list[tuple[float, str, str, float, dict[str, Any]]] = []
+    p = Path(path)
+    if not p.exists():
+        return out
+    for row in _read_jsonl(p):
+        if (row.get("kind") or "sample") != "sample":
+            continue
+        try:
+            t = float(row["t"])
+        except (TypeError, ValueError):
+            continue
+        labels = row.get("labels")
+        src = row.get("source")
+        out.append(
+            (
+                t,
+                "" if src is None else str(src),
+                str(row["metric"]),
+                _number(row.get("value")),
+                labels if isinstance(labels, dict) else {},
+            )
+        )
+    out.sort(key=lambda r: r[0])
+    return out
+
+
 def load_series(where: Path | str | Iterable[Path | str]) -> pd.DataFrame:
     """Load telemetry records into one long DataFrame sorted by ``t``.
 

@@ -348,3 +348,19 @@ def test_compare_and_report_page_read_either_form(tmp_path: Path, form: str) -> 
     assert sorted(data.latency["ttft"]) == pytest.approx(ttft, abs=1e-3)
     figures = _load_plots(tmp_path, {}, ())
     assert len(figures) == 3, f"TTFT, ITL and throughput figures, got {len(figures)}"
+
+
+def test_the_itl_gaps_are_byte_stream_split_and_the_times_delta_encoded(tmp_path: Path) -> None:
+    """Neighbouring ITLs are anti-correlated (a late token: a long gap, then a short one), so
+    their deltas spread wider than they do: they are split into byte planes instead."""
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "records.parquet"
+    bytes_per_request(tmp_path, 64, n=400)
+    meta = pq.ParquetFile(tmp_path / "records.parquet").metadata.row_group(0)
+    encodings = {
+        meta.column(i).path_in_schema: meta.column(i).encodings for i in range(meta.num_columns)
+    }
+    assert "BYTE_STREAM_SPLIT" in encodings["itls.list.element"], encodings["itls.list.element"]
+    assert "DELTA_BINARY_PACKED" in encodings["t_sent"], encodings["t_sent"]
+    assert path.exists()

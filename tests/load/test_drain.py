@@ -37,7 +37,11 @@ def test_clean_reference_drains(tmp_path: Path) -> None:
     assert data["drain_ok"] is True
     assert data["stream_outcomes"] == {"finished": 3}, data["streams"]
     assert all(s["tokens_after"] > 0 for s in data["streams"]), "streams ended at SIGTERM"
-    assert set(data["probe_outcomes"]) <= {"refused", "reset", "503"}, data["probes"]
+    # A probe sent before the server has acted on SIGTERM may still be served (on a busy machine
+    # the first one, 0.1 ms after the signal, was); from the first refusal on, none is.
+    outcomes = [p["outcome"] for p in data["probes"]]
+    first = next(i for i, o in enumerate(outcomes) if o != "served")
+    assert set(outcomes[first:]) <= {"refused", "reset", "503"}, data["probes"]
     assert data["refused_s"] is not None and data["drain_time_s"] is not None
     assert (tmp_path / next(p.name for p in tmp_path.iterdir()) / "junit.xml").is_file()
 

@@ -20,6 +20,7 @@ import pytest
 from servecheck.reference.inprocess import RunningServer
 from servecheck.report.html import write_load_html
 from servecheck.report.load_figures import DECOMP_TITLE, ENGINE_TITLE, TIMELINE_TITLE
+from tests.report.svgtext import has_text
 from tests.report.synth import synth_records, write_load_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,9 +88,8 @@ FIGURE_TITLES = (TIMELINE_TITLE, ENGINE_TITLE, DECOMP_TITLE)
 
 
 def _svg_with(html: str, title: str) -> str:
-    """The inline ``<svg>`` whose text holds ``title`` (matplotlib keeps each text as a comment
-    beside its glyph paths)."""
-    found = [s for s in re.findall(r"<svg\b.*?</svg>", html, re.S) if f"<!-- {title} -->" in s]
+    """The inline ``<svg>`` one of whose ``<text>`` elements is ``title``."""
+    found = [s for s in re.findall(r"<svg\b.*?</svg>", html, re.S) if has_text(s, title)]
     assert len(found) == 1, f"{title!r}: {len(found)} figures"
     return found[0]
 
@@ -113,12 +113,12 @@ def test_load_page_with_engine_metrics_renders_its_figures(
     assert summary["server"]["gauges"]["requests_running"]["max"] >= 1, summary["server"]
     html = (run_dir / "report.html").read_text()
     timeline = _svg_with(html, TIMELINE_TITLE)
-    assert f"<!-- {ENGINE_TITLE} -->" in timeline, "the engine panel shares the figure"
+    assert has_text(timeline, ENGINE_TITLE), "the engine panel shares the figure"
     for label in ("ttft p50 (ms)", "itl p95 (ms)", "running", "waiting", "kv_usage"):
-        assert f"<!-- {label} -->" in timeline, label
+        assert has_text(timeline, label), label
     decomposition = _svg_with(html, DECOMP_TITLE)
     for label in ("wait headers", "engine queue", "engine prefill", "network + gateway"):
-        assert f"<!-- {label} -->" in decomposition, label
+        assert has_text(decomposition, label), label
     for fig in (timeline, decomposition):
         drawn = [d for d in re.findall(r'<path\b[^>]*\bd="([^"]+)"', fig) if len(d) > 20]
         assert len(drawn) > 10, "the figure has drawn paths"

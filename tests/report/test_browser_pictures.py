@@ -3,8 +3,8 @@
 Real runs against the in-process reference server (a few seconds each): two load runs (one
 clean, one slower whose admission control sheds some requests), their comparison, a cutover
 with its load comparison, and a conformance run over two targets (one clean, one with a fault
-and a failure its targets entry allows, which is non-strict). Each page's figures are found by their titles (matplotlib keeps each text
-as a comment beside its glyphs), must hold drawn paths, and the screenshot must show them in
+and a failure its targets entry allows, which is non-strict). Each page's figures are found by their titles (each text is a ``<text>``
+element), must hold drawn paths, and the screenshot must show them in
 their colours. Screenshots go to ``$SERVECHECK_ARTEFACTS`` (default ``reports/selftest/``).
 
 Skipped when no ``chromium`` is installed (CI installs the Debian package ``chromium``).
@@ -29,6 +29,7 @@ from servecheck.report import compare_figures as cf
 from servecheck.report import slice_figures as sf
 from servecheck.report.conformance_matrix import MATRIX_CLASS, STATE_COLOURS
 from tests.report.conftest import write_targets
+from tests.report.svgtext import has_text
 from tests.report.test_browser import ARTEFACTS, CHROMIUM, ROOT, screenshot
 
 pytestmark = [
@@ -40,7 +41,7 @@ pytestmark = [
 
 
 def _svg_with(html: str, title: str) -> str:
-    found = [s for s in re.findall(r"<svg\b.*?</svg>", html, re.S) if f"<!-- {title} -->" in s]
+    found = [s for s in re.findall(r"<svg\b.*?</svg>", html, re.S) if has_text(s, title)]
     assert len(found) == 1, f"{title!r}: {len(found)} figures"
     drawn = [d for d in re.findall(r'<path\b[^>]*\bd="([^"]+)"', found[0]) if len(d) > 20]
     assert len(drawn) > 10, f"{title!r}: the figure has no drawn paths"
@@ -110,10 +111,10 @@ def test_load_page_draws_every_slice_picture(runs: dict[str, Path], tmp_path: Pa
     html = (run / "report.html").read_text()
     latency = _svg_with(html, sf.LATENCY_TITLE)
     for label in ("ttft p50", "ttft p99", "itl p95", "e2e p50", "e2e p99"):
-        assert f"<!-- {label} -->" in latency, label
+        assert has_text(latency, label), label
     rates = _svg_with(html, sf.RATES_TITLE)
     for _, label in sf.RATE_PANELS:
-        assert f"<!-- {label} -->" in rates, label
+        assert has_text(rates, label), label
     rgb = _shot(run / "report.html", "load-slice-figures.png", tmp_path)
     # the error-rate line is drawn in PALETTE[1] red, tokens/s in PALETTE[2] green
     assert _pixels(rgb, "#d62728") > 150 and _pixels(rgb, "#2ca02c") > 150
@@ -141,13 +142,13 @@ def test_compare_page_overlays_the_two_runs(runs: dict[str, Path], tmp_path: Pat
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     html = (out / "report.html").read_text()
     bars = _svg_with(html, cf.METRICS_TITLE.format(a="current", b="baseline"))
-    assert "<!-- TTFT ms -->" in bars and "<!-- rates (%) -->" in bars
+    assert has_text(bars, "TTFT ms") and has_text(bars, "rates (%)")
     cdfs = _svg_with(html, cf.CDF_TITLE.format(a="baseline", b="current"))
     for name in ("TTFT", "ITL", "E2E"):
-        assert f"<!-- {name} -->" in cdfs, name
+        assert has_text(cdfs, name), name
     series = _svg_with(html, cf.SERIES_TITLE.format(a="baseline", b="current"))
     for _, name in cf.SERIES_PANELS:
-        assert f"<!-- {name} -->" in series, name
+        assert has_text(series, name), name
     rgb = _shot(out / "report.html", "compare-figures.png", tmp_path)
     assert _pixels(rgb, cf.COLOURS[0]) > 500 and _pixels(rgb, cf.COLOURS[1]) > 500
 
@@ -187,7 +188,7 @@ def test_cutover_page_sets_old_against_new(
     page = tmp_path / "cut" / "report.html"
     html = page.read_text()
     bars = _svg_with(html, cf.METRICS_TITLE.format(a="NEW", b="OLD"))
-    assert "<!-- TTFT ms -->" in bars and "<!-- OLD -->" in bars and "<!-- NEW -->" in bars
+    assert has_text(bars, "TTFT ms") and has_text(bars, "OLD") and has_text(bars, "NEW")
     _svg_with(html, cf.CDF_TITLE.format(a="OLD", b="NEW"))
     # a 3 s comparison load is cut into 0.5 s slices, so both series have points to overlay
     old_slices = json.loads((tmp_path / "cut" / "load-old" / "summary.json").read_text())["slices"]

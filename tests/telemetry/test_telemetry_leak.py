@@ -284,3 +284,20 @@ def test_drain_insufficient_data(running, expected):
     verdict = check_drain(frame, since=1000.0, bound_s=5.0)
     assert verdict.status == "insufficient_data"
     assert verdict.message == expected
+
+
+@pytest.mark.parametrize(
+    ("samples", "expected"),
+    [
+        pytest.param(16, "not_drained", id="telemetry-goes-on-past-the-bound"),
+        pytest.param(8, "insufficient_data", id="telemetry-stops-inside-the-bound"),
+    ],
+)
+def test_drain_coverage_counts_samples_after_the_window(samples: int, expected: str) -> None:
+    """A sample a second, the first 0.09 s after the load: the last one inside an 8 s window is
+    at 7.09 s, below 90 % of the bound. Samples after the window show it was covered (a stuck
+    engine is NOT DRAINED, not INSUFFICIENT DATA); without them it cannot be told."""
+    since = 1000.0
+    frame = _probe_frame([9] * samples, [0.3] * samples, since=since + 0.09, dt=1.0)
+    verdict = check_drain(frame, since=since, bound_s=8.0, baseline=0.0)
+    assert verdict.status == expected, verdict.message
