@@ -76,10 +76,16 @@ def _judged_as_measured(data: dict, streams: set[str], probes: set[str], reason:
 @pytest.mark.timeout(400)
 def test_llamacpp_drain(tmp_path: Path) -> None:
     engine = _engine_or_skip("llamacpp")
-    # idle 60 s: llama.cpp cuts the held streams at ~30 s, which is then what is seen
+    # idle 60 s: llama.cpp cuts the held streams at ~30 s, which is then what is usually seen;
+    # in one fresh-clone make test (2 cores shared with 12 other engines and the suite) it held
+    # them open past the 90 s deadline instead. Either way no stream finished: a FAIL.
     opts = DrainOptions(streams=4, max_tokens=400, deadline_s=90, stream_idle_s=60)
     data = _drain(engine, 8651, tmp_path, opts)
-    _judged_as_measured(data, {"cut"}, {"refused", "reset"}, "streams cut without a finish reason")
+    seen = {s["outcome"] for s in data["streams"]} & {"cut", "hung"}
+    assert len(seen) == 1, data["streams"]
+    (outcome,) = seen
+    what = "cut without a finish reason" if outcome == "cut" else "hung"
+    _judged_as_measured(data, {outcome}, {"refused", "reset"}, f"streams {what}")
 
 
 @pytest.mark.timeout(600)

@@ -197,8 +197,15 @@ def test_sweep_against_a_queue_that_grows_while_health_is_ready_stops_early(
     # sees the plateau at 4 and 8 users. Either way it stops before 16, and says why.
     levels = [s["level"] for s in data["steps"]]
     assert levels in ([1.0, 2.0, 4.0], [1.0, 2.0, 4.0, 8.0]), data["stop_reason"]
-    pair = "2 users and 4 users" if len(levels) == 3 else "4 users and 8 users"
-    assert data["stop_reason"].startswith(f"over-saturated: at {pair}"), data["stop_reason"]
+    # Two rules see the same plateau: throughput flat (over-saturated), or the SLOs failed at
+    # two levels in a row past it; which fires first depends on how noisy the levels read.
+    pair = ("2 users", "4 users") if len(levels) == 3 else ("4 users", "8 users")
+    assert data["stop_reason"].startswith(
+        (
+            f"over-saturated: at {pair[0]} and {pair[1]}",
+            f"SLOs not met at two load levels ({pair[0]}, {pair[1]})",
+        )
+    ), data["stop_reason"]
     reset = data["prefix_cache_reset"]
     assert reset["resets"] == 0 and "could not be reset" in reset["unavailable"]
     assert "404" in reset["unavailable"]
