@@ -20,11 +20,15 @@ from servecheck.workflows.drain import DrainSpec
 # Long enough streams (ignore_eos: 150 tokens at 20 ms) that every one is in flight at SIGTERM.
 REF = ["--itl-ms=20", "--max-model-len=4096"]
 FAST = DrainOptions(streams=3, max_tokens=150, deadline_s=8.0, probe_timeout_s=1.0)
+# On a clean server no probe should hang, so a hang there is judged after 5 s, not 1: a probe sent
+# as SIGTERM lands, on a loaded machine, was once answered after more than 1 s (a CI run).
+CLEAN = DrainOptions(streams=3, max_tokens=150, deadline_s=8.0, probe_timeout_s=5.0)
 
 
 def _drain(tmp_path: Path, *faults: str, **kw: object) -> dict:
     ref = REF + [f"--fault={f}" for f in faults]
-    spec = DrainSpec(target="reference", options=FAST, out=tmp_path, reference_args=ref, **kw)  # type: ignore[arg-type]
+    opts = FAST if faults else CLEAN
+    spec = DrainSpec(target="reference", options=opts, out=tmp_path, reference_args=ref, **kw)  # type: ignore[arg-type]
     result = api.drain(spec)
     data = json.loads((result.run_dir / "drain.json").read_text())
     assert result.exit_code == (0 if data["verdict"] == "pass" else 1)
@@ -105,7 +109,7 @@ def test_hook_command_drains_a_server_servecheck_did_not_launch(tmp_path: Path) 
     try:
         hook = f"    drain: {{command: 'kill -TERM {proc.pid}', timeout_s: 10}}\n"
         spec = DrainSpec(
-            target="mine", targets_file=str(_targets(tmp_path, port, hook)), options=FAST
+            target="mine", targets_file=str(_targets(tmp_path, port, hook)), options=CLEAN
         )
         result = api.drain(spec.__class__(**{**_fields(spec), "out": tmp_path}))
         assert result.data["verdict"] == "pass", result.data["reasons"]
@@ -142,7 +146,7 @@ def test_launch_is_sigtermed_mid_stream(tmp_path: Path) -> None:
         target="mine",
         targets_file=str(_targets(tmp_path, port)),
         launch=launch,
-        options=FAST,
+        options=CLEAN,
         out=tmp_path,
         ready_timeout_s=30,
     )
