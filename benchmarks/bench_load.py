@@ -40,8 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from servecheck.config.model import Target  # noqa: E402
+from servecheck.load.columnar import read_run_records  # noqa: E402
 from servecheck.load.reactor import ENV_READER  # noqa: E402
-from servecheck.load.records import read_files  # noqa: E402
 from servecheck.load.run import LoadSpec, run_load  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -131,7 +131,7 @@ def one_level(
             os.environ.pop(ENV_READER, None)
         else:
             os.environ[ENV_READER] = saved
-    recs = [r for r in read_files([res.records_path]).records if not r.get("error")]
+    recs = [r for r in read_run_records(res.records_path.parent) if not r.get("error")]
     s = res.summary
     row: dict[str, Any] = {
         "users": users,
