@@ -75,8 +75,15 @@ static size_t pending(const buf_t *b) { return b->len - b->off; }
 static void reserve(buf_t *b, size_t more) {
     if (b->off && b->off == b->len) b->off = b->len = 0;
     if (b->len + more <= b->cap) return;
-    if (b->off) { memmove(b->p, b->p + b->off, b->len - b->off); b->len -= b->off; b->off = 0; }
-    if (b->len + more <= b->cap) return;
+    /* Move the pending bytes to the front only when no more of them are left than were consumed:
+     * a client that reads slower than its tokens come has megabytes pending, and moving them
+     * each time the buffer fills again would cost more than the writes. */
+    if (b->off && b->off >= b->len - b->off) {
+        memmove(b->p, b->p + b->off, b->len - b->off);
+        b->len -= b->off;
+        b->off = 0;
+        if (b->len + more <= b->cap) return;
+    }
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + more) cap *= 2;
     b->p = xrealloc(b->p, cap);
