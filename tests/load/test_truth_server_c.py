@@ -576,3 +576,12 @@ def test_command_line(binary: Path) -> None:
         port = busy.getsockname()[1]
         out = run("--port", str(port))
     assert out.returncode == 3 and f"cannot listen on 127.0.0.1:{port}" in out.stdout, out
+
+
+def test_build_says_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    truth = _truth_module()
+    monkeypatch.setattr(truth.shutil, "which", lambda name: None)
+    with pytest.raises(RuntimeError, match=r"needs gcc .*\(--server python\)"):
+        truth.build_truth_server(tmp_path / "empty-cache")
+    with pytest.raises(ValueError, match="expected one of c, python"):
+        truth.start_truth_server(tmp_path, 0.1, 0.01, 4, impl="rust")
