@@ -1,4 +1,7 @@
-"""Start the calibration server (``servecheck.reference.fast``) for a benchmark, pinned to a core.
+"""Start the calibration server for a benchmark, pinned to a core: ``servecheck.reference.fast``
+(``impl="python"``) or its C twin ``benchmarks/truth_server.c`` (``impl="c"``, built here with gcc
+on first use), which speaks the same protocol at a fraction of the CPU per streamed chunk, so it
+keeps its schedule at rates where the Python one is itself late.
 
 Every request it answers has a known truth: TTFT ``ttft_s`` after the request arrived, one token
 every ``itl_s`` on an absolute schedule, ``tokens`` tokens (or the request's ``max_tokens``), so
@@ -9,7 +12,9 @@ late, the truth did not hold and the generator must not be blamed for it.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -23,17 +28,59 @@ sys.path.insert(0, str(ROOT))
 
 from servecheck.embedded import stop_process  # noqa: E402
 
+TRUTH_C = ROOT / "benchmarks" / "truth_server.c"
+IMPLS = ("c", "python")
+
+
+def build_truth_server(cache: Path | None = None) -> Path:
+    """The C truth server's binary, compiled with ``gcc -O2`` into ``cache`` (default
+    ``~/.cache/servecheck/bench``) once per version of the source (its hash is in the name)."""
+    digest = hashlib.sha256(TRUTH_C.read_bytes()).hexdigest()[:16]
+    if cache is None:
+        home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        cache = Path(home) / "servecheck" / "bench"
+    binary = cache / f"truth_server-{digest}"
+    if binary.exists():
+        return binary
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        raise RuntimeError(
+            f"the C truth server ({TRUTH_C.relative_to(ROOT)}) needs gcc to build it and none is on"
+            " PATH: install it (apt-get install gcc) or use the Python server (--server python)"
+        )
+    cache.mkdir(parents=True, exist_ok=True)
+    part = binary.with_name(f"{binary.name}.{os.getpid()}.part")  # renamed: never half-written
+    cmd = [gcc, "-O2", "-std=gnu11", "-Wall", "-o", str(part), str(TRUTH_C), "-lm"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0:
+        part.unlink(missing_ok=True)
+        raise RuntimeError(f"gcc could not build {TRUTH_C}:\n{done.stderr[-3000:]}")
+    os.replace(part, binary)
+    return binary
+
 
 def start_truth_server(
-    tmp: Path, ttft_s: float, itl_s: float, tokens: int, cpu: str = "1", reasoning_tokens: int = 0
+    tmp: Path,
+    ttft_s: float,
+    itl_s: float,
+    tokens: int,
+    cpu: str = "1",
+    reasoning_tokens: int = 0,
+    impl: str = "python",
 ) -> tuple[subprocess.Popen[bytes], str]:
     """Start it on a free loopback port, pinned to ``cpu`` (when ``taskset`` exists); return the
-    process and its base URL (``http://127.0.0.1:PORT/v1``). Stop it with :func:`stop`."""
+    process and its base URL (``http://127.0.0.1:PORT/v1``). Stop it with :func:`stop`.
+    ``impl``: ``"python"`` (``servecheck.reference.fast``) or ``"c"`` (``truth_server.c``)."""
+    if impl not in IMPLS:
+        raise ValueError(f"truth server impl {impl!r}: expected one of {', '.join(IMPLS)}")
     ready = Path(tmp) / f"truth-port-{time.monotonic_ns()}"
+    program = (
+        [str(build_truth_server())]
+        if impl == "c"
+        else [sys.executable, "-m", "servecheck.commands.fast_server"]
+    )
     cmd = [
-        sys.executable,
-        "-m",
-        "servecheck.commands.fast_server",
+        *program,
         "--port",
         "0",
         "--ready-file",

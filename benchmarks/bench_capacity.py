@@ -1,7 +1,10 @@
 """Generator capacity: the streamed-token rate ``servecheck load`` sustains beside a C client.
 
-Same calibration server as ``bench_load.py`` (``servecheck.reference.fast``: TTFT 100 ms, one
-token every 10 ms, 64 tokens, pinned to core 1), the same closed-loop streams, three clients:
+Same calibration server as ``bench_load.py`` (TTFT 100 ms, one token every 10 ms, 64 tokens,
+pinned to core 1), the same closed-loop streams, three clients. The server is the C one by default
+(``--server c``: ``benchmarks/truth_server.c``, built with gcc on first use), which keeps its
+schedule at rates where the Python one (``--server python``: ``servecheck.reference.fast``) is
+itself late; a level at which the server was late measures the server, not the client:
 
 * ``wrk`` (C, from Debian; ``benchmarks/wrk_chat.lua`` posts the same streaming chat request),
   one thread pinned to core 0. It reads every stream to its end but times only whole responses,
@@ -24,6 +27,7 @@ p99 above a few ms) measure the server, not the client: say so rather than read 
 
     python benchmarks/bench_capacity.py                  # 128..1024 streams, writes the docs
     python benchmarks/bench_capacity.py --quick          # 3 s levels, no docs
+    python benchmarks/bench_capacity.py --server python  # against servecheck.reference.fast
 
 Writes ``docs/benchmarks.md`` between the ``capacity`` markers.
 """
@@ -54,6 +58,7 @@ from bench_load import (  # noqa: E402
     ITL_S,
     ITL_TOLERANCE,
     SCENARIO,
+    SERVERS,
     TOKENS,
     TTFT_S,
     fmt,
@@ -73,9 +78,10 @@ def _ms(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
-def wrk_level(tmp: Path, streams: int, duration: float) -> dict[str, Any]:
-    """One wrk run of ``streams`` connections against a fresh calibration server."""
-    proc, base = start_truth_server(tmp, TTFT_S, ITL_S, TOKENS, cpu="1")
+def wrk_level(tmp: Path, streams: int, duration: float, server: str = "c") -> dict[str, Any]:
+    """One wrk run of ``streams`` connections against a fresh calibration server (``server``:
+    ``c`` or ``python``)."""
+    proc, base = start_truth_server(tmp, TTFT_S, ITL_S, TOKENS, cpu="1", impl=server)
     load_before = os.getloadavg()[0]
     try:
         cmd = [
@@ -86,7 +92,7 @@ def wrk_level(tmp: Path, streams: int, duration: float) -> dict[str, Any]:
         out = child.stdout.read() if child.stdout else ""
         _, status, ru = os.wait4(child.pid, 0)
         child.returncode = os.waitstatus_to_exitcode(status)
-        server = server_stats(base)
+        stats = server_stats(base)
     finally:
         stop(proc)
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
@@ -114,7 +120,8 @@ def wrk_level(tmp: Path, streams: int, duration: float) -> dict[str, Any]:
         "errors": n_err,
         "cpu_per_10k": cpu / tokens * 10_000 if tokens else None,
         "gen_cpu_util": cpu / duration,
-        "server": server,
+        "server": stats,
+        "server_impl": server,
         "loadavg": round(load_before, 2),
     }
 
@@ -152,7 +159,7 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "## Generator capacity beside a C client (`benchmarks/bench_capacity.py`)",
         "",
         f"{meta['date']}, {meta['cpus']} CPUs ({meta['machine']}), Python {meta['python']}, wrk"
-        f" {meta['wrk']}. Calibration server: TTFT {TTFT_S * 1000:.0f} ms, ITL {ITL_S * 1000:.0f}"
+        f" {meta['wrk']}. Calibration server ({SERVERS[meta['server']]}): TTFT {TTFT_S * 1000:.0f} ms, ITL {ITL_S * 1000:.0f}"
         f" ms, {TOKENS} tokens, pinned to core 1; wrk and one servecheck process pinned to core 0;"
         " two servecheck processes on cores 0-1 (shared with the server: this machine has two)."
         f" {meta['duration']:g} s per level, one run each. {machine_sentence(rows, meta)}"
@@ -276,10 +283,8 @@ READING = (
     " servecheck / wrk ratio of it) depends far less on what else runs, though a starved reader"
     " batches more reads per wake-up and so reads a little cheaper. A level is only a client's limit when the server kept its schedule (`server late`"
     " small); where the server is late by tens or hundreds of ms, every client's rate is the"
-    " server's, and the ratio there says nothing about the clients. The calibration server is one"
-    " Python process making one write per token, so on this machine it, not wrk, sets wrk's top"
-    " (its lateness grows past 512 streams): the C client's figure is a lower bound on what a C"
-    " client reads. So `servecheck / wrk, one core` compares the two at the highest rate this"
+    " server's, and the ratio there says nothing about the clients. {server_limit} So `servecheck /"
+    " wrk, one core` compares the two at the highest rate this"
     " server offers; where wrk's core was far from busy there, a faster server would let wrk go"
     " further, and `one core each flat out` (wrk's CPU per token over servecheck's at the highest"
     " level both sustained) is what the ratio would be with both clients' cores saturated: the"
@@ -301,14 +306,30 @@ READING = (
 )
 
 
+SERVER_LIMIT = {  # READING's {server_limit}, by calibration server
+    "python": "The calibration server is one Python process making one write per token, so on this"
+    " machine it, not wrk, sets wrk's top (its lateness grows past 512 streams): the C client's"
+    " figure is a lower bound on what a C client reads.",
+    "c": "The calibration server is the C one (`benchmarks/truth_server.c`: one write per token, like"
+    " the Python one, at a fraction of its CPU per write); where its `server late` stays small a"
+    " level's limit is the client's, and where it grows the server set it: then the C client's"
+    " figure there is a lower bound on what a C client reads.",
+}
+
+
 def rerender(path: Path) -> str:
     """The section again from a saved run's printed rows (``--from FILE``: its JSON lines)."""
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.startswith("{")]
-    return render(rows, _meta(float(rows[0].get("duration") or 8.0) if rows else 8.0))
+    server = str(rows[0].get("server_impl") or "python") if rows else "python"
+    return render(rows, _meta(float(rows[0].get("duration") or 8.0) if rows else 8.0, server))
 
 
-def _meta(duration: float) -> dict[str, Any]:
-    wrk_version = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.split()
+def _meta(duration: float, server: str) -> dict[str, Any]:
+    wrk_version = (
+        subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.split()
+        if shutil.which("wrk")
+        else []
+    )
     return {
         "machine": platform.machine(),
         "python": platform.python_version(),
@@ -316,7 +337,8 @@ def _meta(duration: float) -> dict[str, Any]:
         "date": time.strftime("%Y-%m-%d"),
         "duration": duration,
         "wrk": wrk_version[1] if len(wrk_version) > 1 else "?",
-        "reading": READING,
+        "reading": READING.format(server_limit=SERVER_LIMIT[server]),
+        "server": server,
     }
 
 
@@ -327,6 +349,13 @@ def main() -> int:
     ap.add_argument("--levels", default="128,256,384,512,768,1024")
     ap.add_argument("--clients", default="wrk,servecheck,servecheck x2")
     ap.add_argument("--cpus-x2", default="0,1", help="CPUs for the two-process runs")
+    ap.add_argument(
+        "--server",
+        choices=sorted(SERVERS),
+        default="c",
+        help="calibration server: c (benchmarks/truth_server.c, built with gcc) or python"
+        " (servecheck.reference.fast); default c",
+    )
     ap.add_argument("--no-docs", action="store_true")
     ap.add_argument("--from", dest="saved", type=Path, help="re-render a saved run's output")
     args = ap.parse_args()
@@ -336,20 +365,23 @@ def main() -> int:
         if not args.no_docs:
             write_section(START, END, block)
         return 0
-    if shutil.which("wrk") is None or shutil.which("taskset") is None:
-        print("bench_capacity: skipped: needs wrk and taskset (apt-get install wrk util-linux)")
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    needs = ["taskset", *(["wrk"] if "wrk" in clients else [])]  # servecheck alone needs no wrk
+    if any(shutil.which(tool) is None for tool in needs):
+        print(
+            f"bench_capacity: skipped: needs {' and '.join(needs)} (apt-get install wrk util-linux)"
+        )
         return 0
     duration = 3.0 if args.quick else args.duration
     tmp = Path(tempfile.mkdtemp(prefix="bench-capacity-"))
     scenario = tmp / "bench_scenario.py"
     scenario.write_text(SCENARIO)
-    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     rows: list[dict[str, Any]] = []
     for client in clients:
         for streams in (int(x) for x in args.levels.split(",")):
             with OtherCpu() as other:
                 if client == "wrk":
-                    r = wrk_level(tmp, streams, duration)
+                    r = wrk_level(tmp, streams, duration, args.server)
                 else:
                     two = client == "servecheck x2"
                     r = one_level(
@@ -359,6 +391,7 @@ def main() -> int:
                         duration,
                         processes=2 if two else None,
                         cpus=args.cpus_x2 if two else "0",
+                        server=args.server,
                     )
                     r["client"] = client
             r["others_cores"] = other.cores
@@ -367,7 +400,7 @@ def main() -> int:
             print(json.dumps(r), flush=True)
             if not sustained(r):
                 break  # higher levels only fall further behind
-    block = render(rows, _meta(duration))
+    block = render(rows, _meta(duration, args.server))
     print(block)
     if not args.quick and not args.no_docs:
         write_section(START, END, block)

@@ -40,8 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from servecheck.config.model import Target  # noqa: E402
+from servecheck.load.columnar import read_run_records  # noqa: E402
 from servecheck.load.reactor import ENV_READER  # noqa: E402
-from servecheck.load.records import read_files  # noqa: E402
 from servecheck.load.run import LoadSpec, run_load  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -67,6 +67,10 @@ LoadShape = scenario_shape()
 
 
 ITL_TOLERANCE = 0.20
+SERVERS = {  # --server: which calibration server (``_truth.start_truth_server``'s ``impl``)
+    "c": "`benchmarks/truth_server.c`, the C twin of `servecheck.reference.fast`",
+    "python": "`servecheck.reference.fast`, Python",
+}
 
 
 def bench_spec(
@@ -103,11 +107,13 @@ def one_level(
     reader: str | None = None,
     processes: int | None = None,
     cpus: str = "0",
+    server: str = "python",
 ) -> dict[str, Any]:
-    """One closed-loop run of ``users`` streams against a fresh calibration server; ``reader``
-    forces the generator's reader (``loop``: the pure-Python one) through ``SERVECHECK_READER``;
+    """One closed-loop run of ``users`` streams against a fresh calibration server (``server``:
+    ``python`` or ``c``, ``_truth.start_truth_server``'s ``impl``); ``reader`` forces the
+    generator's reader (``loop``: the pure-Python one) through ``SERVECHECK_READER``;
     ``processes`` > 1 runs that many Locust worker processes, on ``cpus``."""
-    proc, base = start_truth_server(tmp, TTFT_S, ITL_S, TOKENS, cpu="1")
+    proc, base = start_truth_server(tmp, TTFT_S, ITL_S, TOKENS, cpu="1", impl=server)
     saved = os.environ.get(ENV_READER)
     if reader:
         os.environ[ENV_READER] = reader
@@ -117,7 +123,7 @@ def one_level(
         )
         load_before = os.getloadavg()[0]
         res = run_load(bench_spec(target, tmp, scenario, users, duration, processes, cpus))
-        server = server_stats(base)
+        stats = server_stats(base)
         per_request = server_requests(base)
     finally:
         stop(proc)
@@ -125,14 +131,15 @@ def one_level(
             os.environ.pop(ENV_READER, None)
         else:
             os.environ[ENV_READER] = saved
-    recs = [r for r in read_files([res.records_path]).records if not r.get("error")]
+    recs = [r for r in read_run_records(res.records_path.parent) if not r.get("error")]
     s = res.summary
     row: dict[str, Any] = {
         "users": users,
         "ok": len(recs),
         "errors": s["requests"]["errors"],
         "loadavg": round(load_before, 2),
-        "server": server,
+        "server": stats,
+        "server_impl": server,
         "clock": s["generator"]["reader"]["clock"],
         "reader": "+".join(s["generator"]["reader"]["kinds"]),
     }
@@ -263,7 +270,7 @@ def render(
         "## Load generator (`servecheck load`)",
         "",
         f"`benchmarks/bench_load.py` on {meta['machine']}, Python {meta['python']}, {meta['cpus']} CPUs, {meta['date']}.",
-        "Calibration server (`servecheck.reference.fast`): TTFT 100 ms, ITL 10 ms, 64 tokens, pinned to CPU 1;"
+        f"Calibration server ({SERVERS[meta.get('server', 'python')]}): TTFT 100 ms, ITL 10 ms, 64 tokens, pinned to CPU 1;"
         " Locust generator pinned to CPU 0 (`--cpus 0`), closed loop, one fresh server per run. Truth per request:"
         " TTFT 100 ms, E2E 730 ms, ITL 10 ms. Errors are measured minus truth, in ms; `server late` is the server's own"
         " lateness (p50 / p99 ms, how long after its due time each write left), so where it is small the truth held.",
@@ -337,9 +344,9 @@ def render(
     if any(not line.startswith("| **servecheck") for line in peer_lines):
         lines += [
             "",
-            "Beside the peer tools, same calibration server and pinning (their figures from"
-            " `docs/bench-peers.json`, measured by `benchmarks/bench_peers.py`; how each was run is in the"
-            " peers section; medians of its repeats):",
+            "Beside the peer tools, same pinning (their figures from `docs/bench-peers.json`, measured by"
+            " `benchmarks/bench_peers.py` against the Python calibration server; how each was run is in"
+            " the peers section; medians of its repeats):",
             "",
             "| tool | streams | TTFT err p50 | TTFT err p99 | E2E err p50 | E2E err p99 | CPU-s / 10k tokens | server late p99 |",
             "| --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -454,12 +461,18 @@ READING = (
     " millisecond. Capacity: the reader thread's own cost (`reader thread us/read`: kernel TCP receive, ACK"
     " and wake-ups) is 7-11 us per read, so at 100,000 tokens/s (one read each) the thread alone would need"
     " 70-110 % of the core before any Python ran; the Python side adds ~10 us per token (the token shortcut,"
-    " per-request record and Locust event). The sweep's top level is near two limits at once: the generator"
-    " core is ~90 % busy and the calibration server (Python, one write per token, on the other core) is late"
-    " by a few hundred ms at p99. A level is flagged `behind` when the"
+    " per-request record and Locust event). {server_limit} A level is flagged `behind` when the"
     " generator's event loop lagged (its closed-loop users then send late, which lowers the offered load)."
     " The sweep stops at the first level whose ITL leaves the band or that errors."
 )
+SERVER_LIMIT = {  # what the sweep's top level met, by calibration server (READING's {server_limit})
+    "python": "The sweep's top level is near two limits at once: the generator core is ~90 % busy and"
+    " the calibration server (Python, one write per token, on the other core) is late by a few hundred"
+    " ms at p99.",
+    "c": "The calibration server is the C one (one write per token, like the Python one, at a fraction"
+    " of its CPU per write): where its `server late` stays small at the sweep's top, the limit there"
+    " is the generator's.",
+}
 
 
 def main() -> int:
@@ -476,6 +489,13 @@ def main() -> int:
     ap.add_argument(
         "--repeats", type=int, default=3, help="runs per accuracy level; the table shows medians"
     )
+    ap.add_argument(
+        "--server",
+        choices=sorted(SERVERS),
+        default="c",
+        help="calibration server: c (benchmarks/truth_server.c, built with gcc) or python"
+        " (servecheck.reference.fast); default c",
+    )
     ap.add_argument("--no-docs", action="store_true")
     args = ap.parse_args()
     duration = 5.0 if args.quick else args.duration
@@ -486,7 +506,9 @@ def main() -> int:
     def repeated(users: int, reader: str | None = None) -> dict[str, Any]:
         runs = []
         for _ in range(1 if args.quick else args.repeats):
-            runs.append(one_level(tmp, scenario, users, duration, reader=reader))
+            runs.append(
+                one_level(tmp, scenario, users, duration, reader=reader, server=args.server)
+            )
             print(json.dumps(runs[-1]), flush=True)
         return median_row(runs)
 
@@ -499,7 +521,7 @@ def main() -> int:
         for users in (int(x) for x in args.sweep.split(",")):
             known = [lv for lv in levels if lv["users"] == users and lv.get("reader") != "loop"]
             r = (
-                known[0] if known else one_level(tmp, scenario, users, duration)
+                known[0] if known else one_level(tmp, scenario, users, duration, server=args.server)
             )  # the median row, if measured
             if not known:
                 print(json.dumps(r), flush=True)
@@ -515,7 +537,8 @@ def main() -> int:
         "cpus": os.cpu_count(),
         "date": time.strftime("%Y-%m-%d"),
         "note": "last column; above ~2 other work shared the CPUs",
-        "reading": READING,
+        "reading": READING.format(server_limit=SERVER_LIMIT[args.server]),
+        "server": args.server,
     }
     block = render(levels, sweep, best, meta)
     print(block)

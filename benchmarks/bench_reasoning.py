@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from servecheck.config.model import Target  # noqa: E402
-from servecheck.load.records import read_files  # noqa: E402
+from servecheck.load.columnar import read_run_records  # noqa: E402
 from servecheck.load.run import run_load  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -73,7 +73,7 @@ def one_level(tmp: Path, scenario: Path, users: int, duration: float) -> dict[st
         late = server_requests(base)
     finally:
         stop(proc)
-    recs = [r for r in read_files([res.records_path]).records if not r.get("error")]
+    recs = [r for r in read_run_records(res.records_path.parent) if not r.get("error")]
     row: dict[str, Any] = {"users": users, "ok": len(recs), "loadavg": round(load_before, 2)}
     row["server_late_p99"] = server.get("late_p99_ms")
     if not recs:
