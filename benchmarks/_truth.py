@@ -12,6 +12,7 @@ late, the truth did not hold and the generator must not be blamed for it.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -29,7 +30,22 @@ sys.path.insert(0, str(ROOT))
 from servecheck.embedded import stop_process  # noqa: E402
 
 TRUTH_C = ROOT / "benchmarks" / "truth_server.c"
-IMPLS = ("c", "python")
+SERVERS = {  # --server: which calibration server (start_truth_server's ``impl``), as the docs name it
+    "c": "`benchmarks/truth_server.c`, the C twin of `servecheck.reference.fast`",
+    "python": "`servecheck.reference.fast`, Python",
+}
+IMPLS = tuple(sorted(SERVERS))
+
+
+def add_server_option(ap: argparse.ArgumentParser) -> None:
+    """A benchmark's ``--server c|python`` (default ``c``): the ``impl`` it starts."""
+    ap.add_argument(
+        "--server",
+        choices=IMPLS,
+        default="c",
+        help="calibration server: c (benchmarks/truth_server.c, built with gcc) or python"
+        " (servecheck.reference.fast); default c",
+    )
 
 
 def build_truth_server(cache: Path | None = None) -> Path:

@@ -52,13 +52,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _docs import write_section  # noqa: E402
 from _others import OtherCpu  # noqa: E402
-from _truth import server_stats, start_truth_server, stop  # noqa: E402
+from _truth import SERVERS, add_server_option, server_stats, start_truth_server, stop  # noqa: E402
 from bench_load import (  # noqa: E402
     E2E_S,
     ITL_S,
     ITL_TOLERANCE,
     SCENARIO,
-    SERVERS,
     TOKENS,
     TTFT_S,
     fmt,
@@ -349,13 +348,7 @@ def main() -> int:
     ap.add_argument("--levels", default="128,256,384,512,768,1024")
     ap.add_argument("--clients", default="wrk,servecheck,servecheck x2")
     ap.add_argument("--cpus-x2", default="0,1", help="CPUs for the two-process runs")
-    ap.add_argument(
-        "--server",
-        choices=sorted(SERVERS),
-        default="c",
-        help="calibration server: c (benchmarks/truth_server.c, built with gcc) or python"
-        " (servecheck.reference.fast); default c",
-    )
+    add_server_option(ap)
     ap.add_argument("--no-docs", action="store_true")
     ap.add_argument("--from", dest="saved", type=Path, help="re-render a saved run's output")
     args = ap.parse_args()

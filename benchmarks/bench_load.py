@@ -46,7 +46,14 @@ from servecheck.load.run import LoadSpec, run_load  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _docs import write_section  # noqa: E402
-from _truth import server_requests, server_stats, start_truth_server, stop  # noqa: E402
+from _truth import (  # noqa: E402
+    SERVERS,
+    add_server_option,
+    server_requests,
+    server_stats,
+    start_truth_server,
+    stop,
+)
 
 START, END = "<!-- load:start -->", "<!-- load:end -->"
 TTFT_S, ITL_S, TOKENS = 0.100, 0.010, 64
@@ -67,10 +74,6 @@ LoadShape = scenario_shape()
 
 
 ITL_TOLERANCE = 0.20
-SERVERS = {  # --server: which calibration server (``_truth.start_truth_server``'s ``impl``)
-    "c": "`benchmarks/truth_server.c`, the C twin of `servecheck.reference.fast`",
-    "python": "`servecheck.reference.fast`, Python",
-}
 
 
 def bench_spec(
@@ -511,13 +514,7 @@ def main() -> int:
     ap.add_argument(
         "--repeats", type=int, default=3, help="runs per accuracy level; the table shows medians"
     )
-    ap.add_argument(
-        "--server",
-        choices=sorted(SERVERS),
-        default="c",
-        help="calibration server: c (benchmarks/truth_server.c, built with gcc) or python"
-        " (servecheck.reference.fast); default c",
-    )
+    add_server_option(ap)
     ap.add_argument("--no-docs", action="store_true")
     args = ap.parse_args()
     duration = 5.0 if args.quick else args.duration
