@@ -120,15 +120,32 @@ def soak(
 ) -> SoakResult:
     """A validated soak plan against ``target`` (``plan.model`` set); writes soak.json,
     soak.png, report.html and junit.xml (a case per leak metric, the drain, the target staying
-    up, and the run's verdict) into ``run_dir``."""
+    up, and the run's verdict) into ``run_dir``. Interrupted (Ctrl-C, SIGTERM), it writes them
+    for what finished, marked partial (``partial: true``, a JUnit ``interrupted`` error case),
+    and raises :class:`~servecheck.signals.Interrupted` with that result as ``partial``."""
     from servecheck.load.soak import run_soak
     from servecheck.report.soak_html import write_soak_report
-    from servecheck.workflows.support import write_soak_junit
+    from servecheck.signals import Interrupted
+    from servecheck.workflows.support import mark_junit_partial, write_soak_junit
 
     plan.validate()
-    result = run_soak(
-        target, plan, run_dir, telemetry_overrides=telemetry_overrides, progress=progress, say=say
-    )
+    try:
+        result = run_soak(
+            target,
+            plan,
+            run_dir,
+            telemetry_overrides=telemetry_overrides,
+            progress=progress,
+            say=say,
+        )
+    except Interrupted as stop:
+        # What finished, written as a finished run's files are, and marked partial everywhere.
+        if stop.partial is not None:
+            part = stop.partial
+            write_soak_report(part)
+            junit = write_soak_junit(run_dir, part.data)
+            mark_junit_partial(junit, part.data["failures"][0].removeprefix("partial run: "))
+        raise
     write_soak_report(result)
     write_soak_junit(run_dir, result.data)
     return result

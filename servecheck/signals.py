@@ -15,11 +15,15 @@ seems stuck.
 
 from __future__ import annotations
 
+import asyncio
 import faulthandler
 import os
 import signal
 import threading
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 _PR_SET_PDEATHSIG = 1
 
@@ -63,6 +67,42 @@ def stoppable_child() -> None:
     die_with_parent()
 
 
+def run_async(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)``, where SIGTERM stops it as cleanly as Ctrl-C does.
+
+    :func:`install_sigterm_handler` raises :class:`Interrupted` wherever the main thread is: in
+    an event loop that is inside some task, which then dies with it unretrieved (asyncio prints
+    "Task exception was never retrieved" and a traceback). Here SIGTERM cancels the main task
+    instead, as asyncio's own SIGINT handling does, and once the loop has closed it is raised
+    as :class:`Interrupted`. Off the main thread this is ``asyncio.run``."""
+    if threading.current_thread() is not threading.main_thread():
+        return asyncio.run(main)
+    got: list[int] = []
+
+    async def guarded() -> T:
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        previous = signal.getsignal(signal.SIGTERM)
+
+        def on_term() -> None:
+            got.append(int(signal.SIGTERM))
+            if task is not None:
+                task.cancel()
+
+        loop.add_signal_handler(signal.SIGTERM, on_term)
+        try:
+            return await main
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)  # sets SIG_DFL: put ours back
+            signal.signal(signal.SIGTERM, previous)
+
+    try:
+        return asyncio.run(guarded())
+    except asyncio.CancelledError:
+        if got:
+            raise Interrupted(got[0]) from None
+        raise
+
+
 def install_stack_dump() -> None:
     """``kill -USR1 <pid>`` prints every thread's stack to stderr and the run goes on: where a
     run seems stuck, this says where (file, line and function names only: no values, so no
@@ -89,6 +129,7 @@ __all__ = [
     "die_with_parent",
     "install_sigterm_handler",
     "install_stack_dump",
+    "run_async",
     "signum_of",
     "stoppable_child",
 ]

@@ -37,6 +37,7 @@ from servecheck.load.prompts import words_text
 from servecheck.load.records import RecordError, status_error
 from servecheck.load.stream import StreamState
 from servecheck.redact import redact
+from servecheck.signals import run_async
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -438,7 +439,7 @@ def probe_with_telemetry(
         time.sleep(baseline_s)
         baseline = (t0, time.time())
         rec.mark("abandon-probe")
-        probe = asyncio.run(run_probe(target, model, settings))
+        probe = run_async(run_probe(target, model, settings))
         rec.mark("drain")
         drain = wait_drained(
             rec,

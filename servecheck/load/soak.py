@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from servecheck.errors import SpecError, UsageError
 from servecheck.load.verdict import INCONCLUSIVE, RunVerdict, compose
+from servecheck.signals import Interrupted, run_async, signum_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -492,7 +493,7 @@ def _probe_and_drain(
     rec.mark("abandon-probe")
     if tick:
         tick("soak: abandoned-stream probe")
-    probe = asyncio.run(run_probe(target, model, settings))
+    probe = run_async(run_probe(target, model, settings))
     say(probe.line())
     rec.mark("drain")
     if tick:
@@ -539,54 +540,65 @@ def run_soak(
     bar = _progress_bar(progress)
     started = time.time()
     watch = DownWatch(DownRule(plan.down_errors, plan.down_window_s), started)
-    with rec, RecordWriter(run_dir / "records.jsonl") as writer, bar:
-        task = bar.add_task("soak: starting telemetry", total=plan.planned_s())
-        t_origin = time.monotonic()
+    baseline: tuple[float, float] | None = None
+    phase_cycles: list[Cycle] = []
+    try:
+        with rec, RecordWriter(run_dir / "records.jsonl") as writer, bar:
+            task = bar.add_task("soak: starting telemetry", total=plan.planned_s())
+            t_origin = time.monotonic()
 
-        def tick(description: str | None = None) -> None:
-            bar.update(
-                task,
-                completed=min(plan.planned_s(), time.monotonic() - t_origin),
-                description=description,
-            )
+            def tick(description: str | None = None) -> None:
+                bar.update(
+                    task,
+                    completed=min(plan.planned_s(), time.monotonic() - t_origin),
+                    description=description,
+                )
 
-        def idle(seconds: float, description: str) -> None:
-            end = time.monotonic() + seconds
-            tick(description)
-            while (left := end - time.monotonic()) > 0:
-                time.sleep(min(0.25, left))
-                tick()
+            def idle(seconds: float, description: str) -> None:
+                end = time.monotonic() + seconds
+                tick(description)
+                while (left := end - time.monotonic()) > 0:
+                    time.sleep(min(0.25, left))
+                    tick()
 
-        if not rec.wait_ready(timeout_s=max(10.0, 4 * plan.interval_s)):
-            say("telemetry: not every sampler answered within 10 s; going on (gaps are recorded)")
-        t_origin = time.monotonic()
-        rec.mark("baseline")
-        b0 = time.time()
-        idle(plan.baseline_s, "soak: idle baseline")
-        baseline = (b0, time.time())
-        phase_cycles: list[Cycle] = []
-        for i in range(1, plan.cycles + 1):
-            rec.mark("load", cycle=str(i))
-            tick(f"soak: cycle {i}/{plan.cycles} load")
-            stats = asyncio.run(load_cycle(target, plan, i, writer, seq, tick=tick, watch=watch))
-            cycles.append(stats)
-            if stats.down is not None:
-                # No idle, no more cycles, no probe: every one would fail to connect.
-                say(f"cycle {i}/{plan.cycles}: {stats.down}: soak stopped")
-                stats.end = time.time()
-                phase_cycles.append(Cycle(stats.start, stats.end, stats.end, stats.end))
-                break
-            rec.mark("idle", cycle=str(i))
-            idle(plan.idle_s, f"soak: cycle {i}/{plan.cycles} idle")
-            drain_end = time.time()
-            phase_cycles.append(
-                Cycle(stats.start, stats.end, drain_end, min(stats.end + plan.settle_s, drain_end))
-            )
-            say(_cycle_line(plan, stats))
-        phases = Phases(baseline, phase_cycles)
-        if plan.abandon and watch.down is None:
-            probe, drain = _abandon_and_drain(target, plan, rec, baseline, tick, say)
-        rec.mark("end")
+            if not rec.wait_ready(timeout_s=max(10.0, 4 * plan.interval_s)):
+                say(
+                    "telemetry: not every sampler answered within 10 s; going on (gaps are recorded)"
+                )
+            t_origin = time.monotonic()
+            rec.mark("baseline")
+            b0 = time.time()
+            idle(plan.baseline_s, "soak: idle baseline")
+            baseline = (b0, time.time())
+            for i in range(1, plan.cycles + 1):
+                rec.mark("load", cycle=str(i))
+                tick(f"soak: cycle {i}/{plan.cycles} load")
+                stats = run_async(load_cycle(target, plan, i, writer, seq, tick=tick, watch=watch))
+                cycles.append(stats)
+                if stats.down is not None:
+                    # No idle, no more cycles, no probe: every one would fail to connect.
+                    say(f"cycle {i}/{plan.cycles}: {stats.down}: soak stopped")
+                    stats.end = time.time()
+                    phase_cycles.append(Cycle(stats.start, stats.end, stats.end, stats.end))
+                    break
+                rec.mark("idle", cycle=str(i))
+                idle(plan.idle_s, f"soak: cycle {i}/{plan.cycles} idle")
+                drain_end = time.time()
+                phase_cycles.append(
+                    Cycle(
+                        stats.start, stats.end, drain_end, min(stats.end + plan.settle_s, drain_end)
+                    )
+                )
+                say(_cycle_line(plan, stats))
+            phases = Phases(baseline, phase_cycles)
+            if plan.abandon and watch.down is None:
+                probe, drain = _abandon_and_drain(target, plan, rec, baseline, tick, say)
+            rec.mark("end")
+    except KeyboardInterrupt as exc:
+        # Ctrl-C or SIGTERM: what was measured is on disk already (records.jsonl, telemetry/);
+        # the caller writes the partial soak.json, report and a JUnit file marked partial.
+        cut = _Cut(started, baseline, phase_cycles, cycles, signum_of(exc))
+        raise Interrupted(cut.signum, _interrupted(target, plan, run_dir, rec, cut)) from None
     ended = time.time()
     frame = rec.frame()
     verdicts, primary, stages = leak_verdicts(
@@ -605,6 +617,58 @@ def run_soak(
         exit_code=verdict.exit_code,
     )
     return SoakResult(run_dir, data, verdicts, drain, verdict.exit_code, frame, phases)
+
+
+@dataclass(slots=True)
+class _Cut:
+    """Where a soak was when a signal stopped it."""
+
+    started: float
+    baseline: tuple[float, float] | None
+    phase_cycles: list[Any]  # telemetry Cycles of the cycles whose idle (drain) finished
+    cycles: list[CycleStats]
+    signum: int
+
+
+def _interrupted(
+    target: Target, plan: SoakPlan, run_dir: Path, rec: TelemetryRecorder, cut: _Cut
+) -> SoakResult:
+    """The partial result of an interrupted soak: the leak verdicts over the cycles that
+    finished (a leak they already show fails the run; too few cycles are insufficient data), and
+    never a pass: the interruption itself is an inconclusive stage."""
+    import signal
+
+    from servecheck.telemetry import Phases
+
+    ended = time.time()
+    why = (
+        f"partial run: interrupted by {signal.Signals(cut.signum).name} after "
+        f"{ended - cut.started:.1f} s, {len(cut.phase_cycles)} of {plan.cycles} cycles finished"
+        " (records.jsonl and telemetry/ hold everything measured up to the signal)"
+    )
+    frame = rec.frame()
+    phases = Phases(cut.baseline or (cut.started, ended), cut.phase_cycles)
+    verdicts: dict[str, LeakVerdict] = {}
+    stages: list[RunVerdict] = []
+    primary = "kv_usage"
+    if cut.baseline is not None:
+        verdicts, primary, stages = leak_verdicts(
+            frame, phases, plan, None, target.capabilities.prefix_cache
+        )
+    verdict = compose([RunVerdict.of(False, why, otherwise=INCONCLUSIVE), *stages])
+    data = _soak_data(target, plan, run_dir, (cut.started, ended), phases, cut.cycles, primary)
+    data.update(
+        leak={m: v.to_dict() for m, v in verdicts.items()},
+        drain=None,
+        probe=None,
+        telemetry=[x.to_dict() for x in rec.summaries()],
+        failures=verdict.reasons,
+        verdict=verdict.status,
+        ok=False,
+        exit_code=verdict.exit_code,
+        partial=True,
+    )
+    return SoakResult(run_dir, data, verdicts, None, verdict.exit_code, frame, phases)
 
 
 def _cycle_line(plan: SoakPlan, stats: CycleStats) -> str:

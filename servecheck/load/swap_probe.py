@@ -20,6 +20,7 @@ from typing import Any
 from servecheck.config.model import Target
 from servecheck.load.mix import WeightedCycle
 from servecheck.load.records import RecordError, http_error
+from servecheck.signals import run_async
 
 
 @dataclass(slots=True)
@@ -214,7 +215,7 @@ def run_swap_probe(
 ) -> tuple[list[ProbeRecord], float]:
     """Send ``rate`` requests/s to ``target`` for ``duration_s``; return the records and the run length."""
     t0 = time.perf_counter()
-    records = asyncio.run(_probe(target, model, duration_s, rate, max_inflight, on_tick, opts))
+    records = run_async(_probe(target, model, duration_s, rate, max_inflight, on_tick, opts))
     return records, max(duration_s, time.perf_counter() - t0)
 
 

@@ -38,10 +38,12 @@ from servecheck.commands.soak.plans import (
 )
 from servecheck.load.soak import (
     SoakPlan,
+    SoakResult,
     _dur,
     run_probe_only,
     verdict_line,
 )
+from servecheck.signals import Interrupted
 
 if TYPE_CHECKING:
     from servecheck.config.model import Target
@@ -91,7 +93,8 @@ def _probe_only(args: argparse.Namespace, target: Target) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the soak; print the verdict lines; exit 0 no leak, 1 leak / not drained, 2 usage."""
+    """Run the soak; print the verdict lines; exit 0 no leak, 1 leak / not drained, 2 usage;
+    interrupted, the partial verdicts and where the files are, exit 128 + the signal."""
     from servecheck.config import load_targets
     from servecheck.load.abandon import discover_model
     from servecheck.workflows.support import new_run_dir, reference_env, say
@@ -110,14 +113,31 @@ def run(args: argparse.Namespace) -> int:
             f"({_dur(plan.cycle_s)} load at {plan.concurrency} streams, {_dur(plan.idle_s)} idle)"
             f"{' with abandoned streams' if plan.abandon else ''}; about {_dur(plan.planned_s())}; report {run_dir}"
         )
-        result = api.soak(
-            target,
-            plan,
-            run_dir,
-            telemetry_overrides=telemetry_overrides(vars(args), target, plan),
-            progress=not args.no_progress and sys.stderr.isatty(),
-            say=say,
-        )
+        try:
+            result = api.soak(
+                target,
+                plan,
+                run_dir,
+                telemetry_overrides=telemetry_overrides(vars(args), target, plan),
+                progress=not args.no_progress and sys.stderr.isatty(),
+                say=say,
+            )
+        except Interrupted as stop:
+            if stop.partial is None:
+                raise
+            _print_verdicts(stop.partial)
+            print(
+                f"report (partial): {run_dir} (soak.json, junit.xml, report.html); "
+                f"records: {run_dir / 'records.jsonl'}; telemetry: {run_dir / 'telemetry'}"
+            )
+            return stop.exit_code
+    _print_verdicts(result)
+    print(f"soak {str(result.data['verdict']).upper()}: {result.run_dir / 'report.html'}")
+    return result.exit_code
+
+
+def _print_verdicts(result: SoakResult) -> None:
+    """The leak and drain verdict lines, then the run's verdict with each reason."""
     for metric, v in result.leak.items():
         print(verdict_line(metric, v.status, v.message))
     if result.drain is not None:
@@ -125,8 +145,6 @@ def run(args: argparse.Namespace) -> int:
     word = str(result.data["verdict"]).upper()
     for reason in result.data["failures"]:
         print(f"{word} {reason}")
-    print(f"soak {word}: {result.run_dir / 'report.html'}")
-    return result.exit_code
 
 
 __all__ = ["FIELD_OPTIONS", "add_arguments", "plan_from_args", "run", "verdict_line"]
