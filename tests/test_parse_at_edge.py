@@ -110,7 +110,12 @@ ALLOWED: dict[str, set[str]] = {
     "pytest_plugin.py": {"--target", "--targets-file", "--model"},
     # an engine's option in a hint (vLLM --max-model-len / --max-num-seqs, llama.cpp
     # --reasoning-format, an engine's --api-key), not ours
-    "checks/surfaces/": {"--max-model-len", "--max-num-seqs", "--api-key", "--target"},  # + wait-ready hint
+    "checks/surfaces/": {
+        "--max-model-len",
+        "--max-num-seqs",
+        "--api-key",
+        "--target",
+    },  # + wait-ready hint
     "config/model.py": {"--max-num-seqs"},
     "reference/faults.py": {"--max-model-len"},
     "profiles/__init__.py": {"--reasoning"},

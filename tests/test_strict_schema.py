@@ -341,7 +341,10 @@ def test_the_profile_sees_every_route_the_catalogue_calls(reference, make_refere
             server, target = vision, {"capabilities": {"vision": True}}
         if check_id.startswith("LORA-"):  # runtime adapters, and a target naming one to load
             server = lora
-            target = {"capabilities": {"lora": True}, "lora_adapter": {"name": "ref-lora", "path": "/"}}
+            target = {
+                "capabilities": {"lora": True},
+                "lora_adapter": {"name": "ref-lora", "path": "/"},
+            }
         is_special = is_reason or is_vision or check_id.startswith("LORA-")
         ctx = context_for(server if is_special else reference, check_id, **target)
         try:

@@ -276,7 +276,9 @@ def _read_stream(
         ):
             rec.status = resp.status_code
             if resp.status_code != 200:
-                rec.detail = f"HTTP {resp.status_code}: {resp.read()[:160].decode(errors='replace')}"
+                rec.detail = (
+                    f"HTTP {resp.status_code}: {resp.read()[:160].decode(errors='replace')}"
+                )
                 rec.end_s = clock.now()
                 return
             for chunk in resp.iter_raw():
@@ -413,7 +415,9 @@ def measure_drain(
     for th, ev in zip(threads, firsts, strict=True):
         while not ev.is_set() and th.is_alive() and time.monotonic() < wait_until:
             ev.wait(0.05)
-    running = sum(1 for th, ev in zip(threads, firsts, strict=True) if ev.is_set() and th.is_alive())
+    running = sum(
+        1 for th, ev in zip(threads, firsts, strict=True) if ev.is_set() and th.is_alive()
+    )
     say(f"drain: {running} of {opts.streams} streams in flight; {action.what}")
     clock.t0 = time.monotonic()
     clock.begun.set()

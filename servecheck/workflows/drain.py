@@ -361,4 +361,12 @@ def _summary(report: dict[str, Any]) -> str:
     )
 
 
-__all__ = ["DrainResult", "DrainSpec", "drain_part", "drain_stage", "judge", "resolve_action", "run_drain"]
+__all__ = [
+    "DrainResult",
+    "DrainSpec",
+    "drain_part",
+    "drain_stage",
+    "judge",
+    "resolve_action",
+    "run_drain",
+]

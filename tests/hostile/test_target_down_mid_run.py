@@ -161,7 +161,9 @@ def test_down_after_parses(text: str | None, rule: DownRule) -> None:
 
 @pytest.mark.parametrize("text", ["x", "-1", "3,abc", "0,5s,1"])
 def test_a_bad_down_after_is_a_usage_error(text: str) -> None:
-    with pytest.raises(UsageError, match="down_after"):  # the spec field; the CLI shows --down-after
+    with pytest.raises(
+        UsageError, match="down_after"
+    ):  # the spec field; the CLI shows --down-after
         parse_down_after(text)
 
 

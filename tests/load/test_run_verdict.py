@@ -17,7 +17,9 @@ from servecheck.load.verdict import FAIL, INCONCLUSIVE, PASS, RunVerdict, compos
     ],
 )
 def test_compose_folds_stages(statuses: list[str], expected: str) -> None:
-    stages = [RunVerdict(s, [] if s == PASS else [f"stage {i}: {s}"]) for i, s in enumerate(statuses)]
+    stages = [
+        RunVerdict(s, [] if s == PASS else [f"stage {i}: {s}"]) for i, s in enumerate(statuses)
+    ]
     folded = compose(stages)
     assert folded.status == expected, folded
     assert folded.exit_code == (0 if expected == PASS else 1)

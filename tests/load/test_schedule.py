@@ -70,7 +70,9 @@ def test_gamma_workers_share_the_rate_with_their_own_seeds() -> None:
     assert all(isinstance(w, Gamma) and w.rate == 20.0 and w.burstiness == 0.5 for w in parts)
     assert len({w.seed for w in parts if isinstance(w, Gamma)}) == 3
     planned = Gamma(10.0, 0.5, seed=0).planned(30.0)
-    assert planned == sum(1 for t in itertools.islice(Gamma(10.0, 0.5).offsets(), 10_000) if t < 30.0)
+    assert planned == sum(
+        1 for t in itertools.islice(Gamma(10.0, 0.5).offsets(), 10_000) if t < 30.0
+    )
 
 
 @pytest.mark.parametrize("text", ["0", "-1", "nan", "inf", "lots"])
