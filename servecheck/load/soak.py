@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from servecheck.load.abandon import ProbeResult, ProbeSettings
     from servecheck.load.down import DownWatch
     from servecheck.load.records import RecordWriter
-    from servecheck.telemetry import DrainVerdict, LeakVerdict, Phases, TelemetryRecorder
+    from servecheck.telemetry import Cycle, DrainVerdict, LeakVerdict, Phases, TelemetryRecorder
 
 MIN_CYCLES = 5  # the fewest for which a one-sided Mann-Kendall test can reach p < 0.05
 MAX_CYCLES = 1000
@@ -625,7 +626,7 @@ class _Cut:
 
     started: float
     baseline: tuple[float, float] | None
-    phase_cycles: list[Any]  # telemetry Cycles of the cycles whose idle (drain) finished
+    phase_cycles: list[Cycle]  # the cycles whose idle (drain) finished
     cycles: list[CycleStats]
     signum: int
 
@@ -636,8 +637,6 @@ def _interrupted(
     """The partial result of an interrupted soak: the leak verdicts over the cycles that
     finished (a leak they already show fails the run; too few cycles are insufficient data), and
     never a pass: the interruption itself is an inconclusive stage."""
-    import signal
-
     from servecheck.telemetry import Phases
 
     ended = time.time()
