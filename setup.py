@@ -1,9 +1,9 @@
 """Build hook for the two optional C extensions; all other metadata is in pyproject.toml.
 
-``servecheck.load._rxthread`` is the load generator's socket reader thread (see
-``servecheck/load/reactor.py``); ``servecheck.load._hdrfast`` does the streaming summary's
+``servecheck.load.generator._rxthread`` is the load generator's socket reader thread (see
+``servecheck/load/generator/reactor.py``); ``servecheck.analysis._hdrfast`` does the streaming summary's
 per-token loops (HDR bucket keys and counts, the records line's ITL array; see
-``servecheck/load/stats.py``). They are optional and built only when asked for with
+``servecheck/analysis/stats.py``). They are optional and built only when asked for with
 ``SERVECHECK_BUILD_NATIVE=1`` (``make venv`` does, for a checkout): a default build is a
 pure-Python ``py3-none-any`` wheel that installs on every Python and platform servecheck
 supports, and there the load generator reads with its pure-Python loop and says so in
@@ -21,16 +21,16 @@ ext_modules = []
 if os.environ.get("SERVECHECK_BUILD_NATIVE") == "1" and sys.platform.startswith("linux"):
     ext_modules.append(
         Extension(
-            "servecheck.load._rxthread",
-            ["servecheck/load/_rxthread.c"],
+            "servecheck.load.generator._rxthread",
+            ["servecheck/load/generator/_rxthread.c"],
             extra_compile_args=["-O2", "-std=gnu11"],
             optional=True,
         )
     )
     ext_modules.append(
         Extension(
-            "servecheck.load._hdrfast",
-            ["servecheck/load/_hdrfast.c"],
+            "servecheck.analysis._hdrfast",
+            ["servecheck/analysis/_hdrfast.c"],
             extra_compile_args=["-O2", "-std=gnu11"],
             optional=True,
         )

@@ -123,8 +123,8 @@ def in_process(rate: int = 300, seconds: int = 60) -> dict[str, float]:
 
     from prometheus_client import generate_latest
 
-    from servecheck.load.aggregate import Aggregate, Rule
-    from servecheck.load.live import LiveFeed, LiveView, registry_for
+    from servecheck.analysis.aggregate import Aggregate, Rule
+    from servecheck.load.generator.live import LiveFeed, LiveView, registry_for
 
     rng = random.Random(7)
     agg = Aggregate(Rule(slice_s=5.0, window="none"))

@@ -40,9 +40,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from servecheck.config.model import Target  # noqa: E402
-from servecheck.load.columnar import read_run_records  # noqa: E402
-from servecheck.load.reactor import ENV_READER  # noqa: E402
+from servecheck.load.generator.reactor import ENV_READER  # noqa: E402
 from servecheck.load.run import LoadSpec, run_load  # noqa: E402
+from servecheck.records.parquet import read_run_records  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _docs import write_section  # noqa: E402
@@ -60,8 +60,8 @@ TTFT_S, ITL_S, TOKENS = 0.100, 0.010, 64
 E2E_S = TTFT_S + (TOKENS - 1) * ITL_S
 SCENARIO = '''"""Benchmark scenario: 64-token answers to a short prompt."""
 import locust  # noqa: F401,I001
-from servecheck.load.locust_user import LLMUser, scenario_shape
-from servecheck.load.prompts import PromptSpec
+from servecheck.load.generator.locust_user import LLMUser, scenario_shape
+from servecheck.load.workload.prompts import PromptSpec
 
 
 class BenchUser(LLMUser):

@@ -37,8 +37,8 @@ START, END = "<!-- merge:start -->", "<!-- merge:end -->"
 CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
-from servecheck.load.records import merge_records, read_files, worker_files
-from servecheck.load.stats import compute_stats
+from servecheck.records.record import merge_records, read_files, worker_files
+from servecheck.analysis.stats import compute_stats
 run_dir, mode = Path(sys.argv[1]), sys.argv[2]
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t = time.perf_counter()

@@ -1,7 +1,7 @@
 """What a load run costs after its load: the summary and the HTML report, against the run's size.
 
 Issue 27: the summary used to be made from every record, so its cost grew with the run. Now each
-Locust process keeps an :class:`~servecheck.load.aggregate.Aggregate` as it records and writes
+Locust process keeps an :class:`~servecheck.analysis.aggregate.Aggregate` as it records and writes
 ``aggregate-<worker>.json``; the master merges them. This bench builds the run folder that 4
 workers leave after N requests (a 10-minute closed-loop run of 256 users, 5 s slices, ~64
 tokens a request, lognormal TTFT and ITL, ~1 % errors) and times, in a fresh process per case
@@ -10,7 +10,7 @@ tokens a request, lognormal TTFT and ITL, ~1 % errors) and times, in a fresh pro
 
 * ``none``: the aggregates only (``--records none``);
 * ``sample``: the aggregates and a ``sample:100000`` records file per worker (as
-  ``load/keeper.py`` keeps one);
+  ``load/generator/keeper.py`` keeps one);
 * ``old``: every record (``records-<worker>.jsonl``, ~1 KB a line) and no aggregate, so the
   summary rebuilds from the records: what every run cost before (10k and 100k only).
 
@@ -54,7 +54,9 @@ T0 = 1_800_000_002.5  # not on a slice edge, as a real start is not
 HI_US = 3600 * 1_000_000
 KEYS = 22 << 11  # every bucket key a value up to an hour can have
 BASE_S = 5.0
-SAMPLE_LINES = 20_000  # load/aggregate.py RECORDS_SAMPLE_N: what --records auto keeps above 200k
+SAMPLE_LINES = (
+    20_000  # analysis/aggregate.py RECORDS_SAMPLE_N: what --records auto keeps above 200k
+)
 CHUNK = 200_000  # requests drawn at a time (their ITLs: ~13M values)
 
 CHILD = r"""
@@ -98,10 +100,10 @@ print(json.dumps({"summarise_s": ts, "html_s": th, "wall_s": ts + th, "peak_mib"
 def spec_and_config(run_dir: Path) -> tuple[Any, Any, Any]:
     """The LoadSpec, RunConfig and SLOs of the benched run (the child and the generator share
     them, so the workers' rule is the master's)."""
+    from servecheck.analysis.budget import with_error_budget
+    from servecheck.analysis.slo import parse_slos
     from servecheck.config.model import Target
-    from servecheck.load.budget import with_error_budget
     from servecheck.load.run import LoadSpec, build_config
-    from servecheck.load.slo import parse_slos
 
     spec = LoadSpec(
         target=Target(name="bench", base_url="http://127.0.0.1:9/v1"),
@@ -169,7 +171,7 @@ def worker_chunks(n: int, w: int, seed: int) -> Any:
 
 def records_of(d: dict[str, Any], w: int, seq0: int, pick: Any = None) -> list[Any]:
     """The chunk's requests (or those ``pick`` names) as RequestRecords."""
-    from servecheck.load.records import RequestRecord
+    from servecheck.records.record import RequestRecord
 
     out = []
     idx = range(len(d["sent"])) if pick is None else pick
@@ -253,7 +255,7 @@ class Acc:
     def hist(self, row: int = 0) -> Any:
         import numpy as np
 
-        from servecheck.load.stats import Histogram
+        from servecheck.analysis.stats import Histogram
 
         c = self.c[row * KEYS : (row + 1) * KEYS]
         nz = np.nonzero(c)[0]
@@ -377,15 +379,15 @@ class WorkerSums:
         """The worker's Aggregate with these sums in place of its fed state."""
         import numpy as np
 
-        from servecheck.load.aggregate import Aggregate, _Edges
-        from servecheck.load.server_truth import ClientCounts
-        from servecheck.load.steady import MAX_SLICES, Scan, _Slice
+        from servecheck.analysis.aggregate import Aggregate, _Edges
+        from servecheck.analysis.server_truth import ClientCounts
+        from servecheck.analysis.steady import MAX_SLICES, Scan, _Slice
 
         agg = Aggregate(rule, seed=seed)
         agg.count = self.n
         first = min(self.span["whole"][0::2])
         agg.edges = _Edges(origin=self.origin, first=first, nth_sent=None, measured=self.n)
-        from servecheck.load.stats import Tally
+        from servecheck.analysis.stats import Tally
 
         window = Tally(agg.whole.per_request)
         for part, tally in (("whole", agg.whole), ("window", window)):
@@ -455,8 +457,8 @@ def synthetic_folder(run_dir: Path, n: int, seed: int, sample: bool) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     rule = _rule(run_dir)
     good_ms = 500.0
-    from servecheck.load.aggregate import aggregate_path
-    from servecheck.load.schedule import split_count
+    from servecheck.analysis.aggregate import aggregate_path
+    from servecheck.load.workload.schedule import split_count
 
     for w in range(WORKERS):
         nw = split_count(n, w, WORKERS)
@@ -483,8 +485,8 @@ def real_folder(run_dir: Path, n: int, seed: int) -> None:
     ``RecordKeeper`` (``--records all``): its aggregate and its records file, as a run leaves them."""
     import numpy as np
 
-    from servecheck.load.keeper import RecordKeeper
-    from servecheck.load.schedule import split_count
+    from servecheck.load.generator.keeper import RecordKeeper
+    from servecheck.load.workload.schedule import split_count
 
     run_dir.mkdir(parents=True, exist_ok=True)
     rule = _rule(run_dir)

@@ -49,9 +49,9 @@ START, END = "<!-- production:start -->", "<!-- production:end -->"
 RATE = 100.0
 MULTI_TURN = '''"""Benchmark scenario: 4-turn conversations, 64-token answers, history resent."""
 import locust  # noqa: F401,I001
-from servecheck.load.conversation import MultiTurnMixin
-from servecheck.load.locust_user import LLMUser, scenario_shape
-from servecheck.load.prompts import PromptSpec
+from servecheck.load.workload.conversation import MultiTurnMixin
+from servecheck.load.generator.locust_user import LLMUser, scenario_shape
+from servecheck.load.workload.prompts import PromptSpec
 
 
 class BenchTurns(MultiTurnMixin, LLMUser):

@@ -1,6 +1,6 @@
 """What does each phased load profile cost the generator, per streamed token? Whole-tree CPU.
 
-Each profile (``servecheck load --profile``, servecheck/load/phased.py) runs against the
+Each profile (``servecheck load --profile``, servecheck/load/workload/phased.py) runs against the
 calibration server (``benchmarks/_truth.py``: TTFT 100 ms, a token every 10 ms, 64 tokens; the
 server on core 1, the command and Locust on core 0) for two durations, and its cost splits as in
 ``bench_tree.py``: MARGINAL = (CPU(long) - CPU(short)) / (tokens(long) - tokens(short)) per 10k

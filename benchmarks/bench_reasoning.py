@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from servecheck.config.model import Target  # noqa: E402
-from servecheck.load.columnar import read_run_records  # noqa: E402
 from servecheck.load.run import run_load  # noqa: E402
+from servecheck.records.parquet import read_run_records  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _docs import write_section  # noqa: E402

@@ -213,8 +213,8 @@ def records_frame(path: str | Path) -> Any:
     folder (its ``records.parquet``, else ``records.jsonl``) or a records file. A folder whose
     run kept no records (``--records none``) is a :class:`~servecheck.errors.UsageError`."""
     from servecheck.errors import UsageError
-    from servecheck.load.columnar import records_file
-    from servecheck.load.records import to_dataframe
+    from servecheck.records.parquet import records_file
+    from servecheck.records.record import to_dataframe
 
     p = Path(path)
     found = records_file(p) if p.is_dir() else (p if p.is_file() else None)

@@ -61,7 +61,7 @@ def test_layering_rules_hold():
                 r"^\s*(from|import) servecheck\.(suites|scenarios)\b", text, re.M
             ), f"{rel} imports a shipped suite or scenario"
         if re.search(r"^\s*(import|from) locust\b", text, re.M):
-            assert rel == "servecheck/load/locust_user.py" or rel.startswith(
+            assert rel == "servecheck/load/generator/locust_user.py" or rel.startswith(
                 "servecheck/scenarios/"
             ), f"{rel} imports locust"
         if re.search(r"^\s*(import|from) pytest\b", text, re.M):

@@ -120,9 +120,11 @@ ALLOWED: dict[str, set[str]] = {
     "reference/faults.py": {"--max-model-len"},
     "profiles/__init__.py": {"--reasoning"},
     # a whole `servecheck <command> --option` line quoted as the thing to run instead
-    "load/slo.py": {"--cold-start-slo", "--launch", "--cold-start"},
-    "load/trace.py": {"--trace"},  # `servecheck load --trace FILE`, raised in a Locust worker
-    "load/locust_user.py": {"--host"},  # `locust --host`, run by hand on the scenario
+    "analysis/slo.py": {"--cold-start-slo", "--launch", "--cold-start"},
+    "load/workload/trace.py": {
+        "--trace"
+    },  # `servecheck load --trace FILE`, raised in a Locust worker
+    "load/generator/locust_user.py": {"--host"},  # `locust --host`, run by hand on the scenario
     "preflight/layout.py": {"--revision"},  # `hf download REPO --revision REF`, the hf CLI's
 }
 # Not yet at the edge, each for a reason (remove the entry when it moves):
@@ -191,8 +193,8 @@ def test_spec_error_shows_fields_to_the_api_and_options_on_the_cli(capsys) -> No
     import pytest
 
     from servecheck import cli
+    from servecheck.analysis.warmup import Warmup
     from servecheck.errors import SpecError
-    from servecheck.load.warmup import Warmup
 
     with pytest.raises(SpecError) as info:
         Warmup(seconds=-1.0)

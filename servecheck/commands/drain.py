@@ -100,9 +100,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def spec_from_args(args: argparse.Namespace) -> DrainSpec:
     """The :class:`DrainSpec` for the options (SLOs parsed here, before any traffic)."""
-    from servecheck.load.drain import DrainOptions
-    from servecheck.load.schedule import parse_duration, parse_rate
-    from servecheck.load.slo import parse_slos
+    from servecheck.analysis.slo import parse_slos
+    from servecheck.load.workload.schedule import parse_duration, parse_rate
+    from servecheck.probes.drain import DrainOptions
 
     options = DrainOptions(
         streams=args.streams,

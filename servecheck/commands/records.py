@@ -1,6 +1,6 @@
 """``servecheck records RUN_DIR``: what a load run kept of its requests, and the JSONL export.
 
-A run keeps its records as one ``records.parquet`` (load/columnar.py); ``--jsonl OUT`` writes them
+A run keeps its records as one ``records.parquet`` (records/parquet.py); ``--jsonl OUT`` writes them
 as JSON lines, in send order, one line per request as the run's workers wrote them (for tools that
 read JSONL). Exit codes: 0 done, 2 usage error (no run folder, no records in it).
 """
@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from servecheck.load.columnar import describe_records, export_jsonl, records_file
+    from servecheck.records.parquet import describe_records, export_jsonl, records_file
 
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():

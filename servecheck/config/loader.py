@@ -330,9 +330,9 @@ def _slo_problems(
     slos: list[str], loc: tuple[Any, ...], merged: dict[str, Any]
 ) -> list[tuple[tuple[Any, ...], str]]:
     """``slo:`` lines that do not parse, each at its own line. The grammar lives with the load
-    engine (``servecheck/load/slo.py``, imported here only); a typo must stop every
+    engine (``servecheck/analysis/slo.py``, imported here only); a typo must stop every
     command here, not only ``load`` after readiness and the whole catalogue."""
-    from servecheck.load.slo import parse_slos
+    from servecheck.analysis.slo import parse_slos
 
     raw = merged.get("slo")
     own: list[Any] = raw if isinstance(raw, list) else []

@@ -15,7 +15,7 @@ the threshold.
 
 Tonight against ``rolling:N``: the last N nights' values are a sample; tonight regresses when it
 lies outside their Student t prediction interval (``1 - alpha``, two-sided: ``mean +- t * s *
-sqrt(1 + 1/N)``, the interval load/intervals.py's Student t gives for a new value) on the worse
+sqrt(1 + 1/N)``, the interval analysis/intervals.py's Student t gives for a new value) on the worse
 side *and* the change from their mean is beyond the threshold. Fewer than 3 nights cannot say
 (INCONCLUSIVE); nothing measured tonight is never a pass.
 """
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from servecheck.load.verdict import FAIL, INCONCLUSIVE, PASS, RunVerdict, compose
+from servecheck.analysis.verdict import FAIL, INCONCLUSIVE, PASS, RunVerdict, compose
 from servecheck.report.compare import BAD_OUTCOMES, GOOD_OUTCOMES, Threshold, thresholds
 
 MIN_NIGHTS = 3

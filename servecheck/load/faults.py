@@ -1,5 +1,5 @@
 """A load run's injected and observed faults in its summary: the ``cancel`` section and its
-drain verdict (load/cancel.py), the ``outages`` section and its verdict (load/outage.py), folded
+drain verdict (load/workload/cancel.py), the ``outages`` section and its verdict (analysis/outage.py), folded
 into one stage verdict for :func:`servecheck.load.summary.summarise`."""
 
 from __future__ import annotations
@@ -8,13 +8,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servecheck.load import cancel, outage, server_truth
-from servecheck.load.slo import SLO
-from servecheck.load.stats import RunStats
-from servecheck.load.verdict import PASS, RunVerdict, compose
+from servecheck.analysis import outage, server_truth
+from servecheck.analysis.slo import SLO
+from servecheck.analysis.stats import RunStats
+from servecheck.analysis.verdict import PASS, RunVerdict, compose
+from servecheck.load.workload import cancel
 
 if TYPE_CHECKING:
-    from servecheck.load.aggregate import Aggregate
+    from servecheck.analysis.aggregate import Aggregate
     from servecheck.load.run import LoadSpec
 
 
@@ -29,7 +30,7 @@ def fault_sections(
 ) -> tuple[dict[str, Any], RunVerdict]:
     """summary.json's ``cancel`` (with ``--cancel``) and ``outages`` (always: an empty list is
     the news that the target never went away), and their verdict with the engine's findings
-    (``server``, load/server_truth.py), which an outage voids: an engine that restarted counts
+    (``server``, analysis/server_truth.py), which an outage voids: an engine that restarted counts
     from 0 again, so its counters no longer match the client's; all composed with ``run``, the
     run's verdict so far."""
     out: dict[str, Any] = {}

@@ -15,17 +15,17 @@ A load plan (``loadtests/*.yaml``) is a named set of defaults for ``servecheck l
     max_requests: 500
     slo: ["ttft_p95<=500ms", "e2e_p99<=8s"]
     error_budget: 2%                 # share of requests that may fail (default 1%; none: off);
-                                     # an error_rate SLO replaces it (load/budget.py)
+                                     # an error_rate SLO replaces it (analysis/budget.py)
     dataset: prompts.jsonl           # or {path: prompts.jsonl, format: sharegpt}; a relative
                                      # path is read from the plan's folder
     warmup: 10s                      # or {seconds: 10, requests: 20}: sent first, kept out
     api: messages                    # chat (default) or messages: Anthropic's /v1/messages
     images: 1x512x512,2x256x256      # or a folder of PNG/JPEG files, relative to the plan's folder
-    models: {base: 3, lora-a: 1}     # split the traffic across models by weight (load/mix.py)
+    models: {base: 3, lora-a: 1}     # split the traffic across models by weight (load/workload/mix.py)
     steady_window: auto              # or 10s:50s, or none: the part the SLOs judge
     slice_s: 5s                      # summary.json's time slices
     repeat: 3                        # three runs, confidence intervals over them
-    profile: recovery:normal=5,overload=40,for=20s   # a phased load profile (load/phased.py)
+    profile: recovery:normal=5,overload=40,for=20s   # a phased load profile (load/workload/phased.py)
 
 Options given on the command line override the plan's.
 """
@@ -53,7 +53,7 @@ PLAN_KEYS = (
     "poisson",
     "arrival",  # fixed | poisson | gamma
     "burstiness",  # the gamma shape (arrival: gamma)
-    "input_tokens",  # N or N:SD (load/lengths.py)
+    "input_tokens",  # N or N:SD (load/workload/lengths.py)
     "output_tokens",
     "seed",
     "shape",
@@ -67,15 +67,15 @@ PLAN_KEYS = (
     "drain",
     "extra_body",
     "honour_retry_after",
-    "cancel",  # SHARE@POINT: cancel a share of the requests (load/cancel.py)
+    "cancel",  # SHARE@POINT: cancel a share of the requests (load/workload/cancel.py)
     "dataset",
     "warmup",
     "api",
     "images",
     "models",  # model -> weight: traffic split across models, e.g. a base and its adapters
-    "steady_window",  # auto | START:END | none (load/steady.py)
+    "steady_window",  # auto | START:END | none (analysis/steady.py)
     "slice_s",  # the width of summary.json's time slices
-    "records",  # auto | all | sample:N | none (load/aggregate.py)
+    "records",  # auto | all | sample:N | none (analysis/aggregate.py)
     "profile",  # a phased load profile: burst, zigzag, microburst, step, recovery, churn
     "repeat",  # run the plan N times, with confidence intervals (workflows/repeat.py)
 )
@@ -97,7 +97,7 @@ class RunConfig:
     users: int = 1
     rate: float | None = None
     burstiness: float | None = None  # mode "gamma": the shape of the gaps
-    # --input-tokens / --output-tokens as {mean, sd} (load/lengths.py), and how output is held
+    # --input-tokens / --output-tokens as {mean, sd} (load/workload/lengths.py), and how output is held
     input_tokens: dict[str, Any] | None = None
     output_tokens: dict[str, Any] | None = None
     output_length: str | None = None
@@ -108,7 +108,9 @@ class RunConfig:
     max_inflight: int = 1024
     drain_s: float = 30.0
     retry_after_max_s: float = 0.0  # > 0: closed-loop users honour Retry-After, capped at this
-    cancel: dict[str, Any] | None = None  # --cancel SHARE@POINT (load/cancel.py's CancelRule)
+    cancel: dict[str, Any] | None = (
+        None  # --cancel SHARE@POINT (load/workload/cancel.py's CancelRule)
+    )
     timeout_s: float = 60.0
     connect_timeout_s: float = 10.0
     probe_timeout_s: float = 10.0  # a side probe's (/tokenize), bounded by the run (load/run.py)
@@ -123,20 +125,26 @@ class RunConfig:
     context_length: int | None = None  # prompt + output of every request is kept inside it
     shape: list[dict[str, Any]] = field(default_factory=list)  # stages {end, users, spawn_rate}
     extra_body: dict[str, Any] = field(default_factory=dict)
-    trace: str | None = None  # mode "trace": replay this file (load/trace.py)
+    trace: str | None = None  # mode "trace": replay this file (load/workload/trace.py)
     trace_format: str = "auto"
     trace_speed: float = 1.0
-    dataset: str | None = None  # prompts from this local file (load/dataset.py), absolute path
+    dataset: str | None = (
+        None  # prompts from this local file (load/workload/dataset.py), absolute path
+    )
     dataset_format: str = "auto"
-    api: str = "chat"  # chat | messages (load/apis.py)
-    images: str | None = None  # sizes or an absolute folder (load/images.py)
-    profile: dict[str, Any] | None = None  # {text, poisson}: a load profile (load/phased.py)
-    model_mix: list[list[Any]] = field(default_factory=list)  # [name, weight] (load/mix.py)
-    # What each worker's streaming summary must know (load/aggregate.py's Rule, as a dict), and
+    api: str = "chat"  # chat | messages (load/generator/apis.py)
+    images: str | None = None  # sizes or an absolute folder (load/workload/images.py)
+    profile: dict[str, Any] | None = (
+        None  # {text, poisson}: a load profile (load/workload/phased.py)
+    )
+    model_mix: list[list[Any]] = field(
+        default_factory=list
+    )  # [name, weight] (load/workload/mix.py)
+    # What each worker's streaming summary must know (analysis/aggregate.py's Rule, as a dict), and
     # which records it keeps on disk: "all", "sample:N" (a uniform sample) or "none".
     aggregate: dict[str, Any] | None = None
     records: str = "all"
-    # --web / --metrics-port (load/live.py): {"web": bool, "metrics": [host, port] | None,
+    # --web / --metrics-port (load/generator/live.py): {"web": bool, "metrics": [host, port] | None,
     # "tick_s": s}; None: no live view (nothing is read a tick at a time)
     live: dict[str, Any] | None = None
 
@@ -193,7 +201,7 @@ def load_plan(path: str | os.PathLike[str]) -> LoadPlan:
     if "slo" in data and isinstance(data["slo"], str):
         data["slo"] = [data["slo"]]
     if "slo" in data:  # a bad SLO names the plan file, before any target is probed
-        from servecheck.load.slo import parse_slos
+        from servecheck.analysis.slo import parse_slos
 
         try:
             parse_slos(data["slo"] or [], "cli")
@@ -208,14 +216,14 @@ def load_plan(path: str | os.PathLike[str]) -> LoadPlan:
     if "images" in data:
         data["images"] = _plan_images(p, data["images"])
     if "profile" in data:  # checked here, so a bad one names the plan file
-        from servecheck.load.phased import parse_profile
+        from servecheck.load.workload.phased import parse_profile
 
         try:
             parse_profile(str(data["profile"]))
         except UsageError as exc:
             raise UsageError(f"{p}: profile: {exc}") from None
     if "models" in data:
-        from servecheck.load.mix import parse_model_mix
+        from servecheck.load.workload.mix import parse_model_mix
 
         data["models"] = parse_model_mix(data["models"], f"{p}: models")
     return LoadPlan(str(p), data)
@@ -223,7 +231,7 @@ def load_plan(path: str | os.PathLike[str]) -> LoadPlan:
 
 def _plan_images(p: Path, raw: Any) -> str:
     """``images: 512x512`` or a folder (a relative one is the plan's), checked as ``--images``."""
-    from servecheck.load.images import check_images
+    from servecheck.load.workload.images import check_images
 
     if not isinstance(raw, str) or not raw.strip():
         raise UsageError(f"{p}: images: sizes such as 1x512x512,2x256x256, or a folder")
@@ -249,8 +257,8 @@ def _known_keys(p: Path, section: str, raw: dict[str, Any], keys: tuple[str, ...
 def _plan_error_budget(p: Path, raw: Any) -> str:
     """``error_budget: 2%`` (or ``none``) -> its text, checked as ``--error-budget`` is. YAML
     reads ``off`` as false and an empty value as null: both mean no budget."""
+    from servecheck.analysis.budget import parse_error_budget
     from servecheck.errors import SpecError
-    from servecheck.load.budget import parse_error_budget
 
     text = "none" if raw is None or raw is False else str(raw)
     try:
@@ -262,7 +270,7 @@ def _plan_error_budget(p: Path, raw: Any) -> str:
 
 def _plan_warmup(p: Path, raw: Any) -> dict[str, Any]:
     """``warmup: 10s`` or ``{seconds: 10s, requests: 20}`` -> ``{"seconds": s, "requests": n}``."""
-    from servecheck.load.schedule import parse_duration
+    from servecheck.load.workload.schedule import parse_duration
 
     if isinstance(raw, (str, int, float)) and not isinstance(raw, bool):
         raw = {"seconds": raw}
@@ -288,7 +296,7 @@ def _plan_warmup(p: Path, raw: Any) -> dict[str, Any]:
 
 def _plan_dataset(p: Path, raw: Any) -> dict[str, Any]:
     """``dataset: FILE`` or ``{path: FILE, format: sharegpt}``; a relative path is the plan's."""
-    from servecheck.load.dataset import FORMATS
+    from servecheck.load.workload.dataset import FORMATS
 
     if isinstance(raw, str):
         raw = {"path": raw}

@@ -28,33 +28,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servecheck.client.models import ModelChoice, NoAnswer, model_for_target
-from servecheck.config.model import Target
-from servecheck.errors import SpecError, UsageError
-from servecheck.load import engine_cache, server_watch, shipped
-from servecheck.load.aggregate import parse_records, resolve_records
-from servecheck.load.apis import resolve_api
-from servecheck.load.breakdown import ENGINE_FILE
-from servecheck.load.budget import DEFAULT_ERROR_BUDGET, with_error_budget
-from servecheck.load.cancel import DRAIN_BOUND_S, CancelRule, wait_after_run
-from servecheck.load.dataset import check_dataset
-from servecheck.load.down import DownRule, DownWatch
-from servecheck.load.images import check_images, normalise_images
-from servecheck.load.lengths import Lengths, exact_output
-from servecheck.load.live import check_free, live_config
-from servecheck.load.phased import Profile, check_slos
-from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, ENV_WEB_AUTH, RunConfig, load_plan
-from servecheck.load.reach import target_down
-from servecheck.load.records import refuse_used_run_dir, worker_files
-from servecheck.load.schedule import StageShape
-from servecheck.load.slo import (
+from servecheck.analysis import engine_cache
+from servecheck.analysis.aggregate import parse_records, resolve_records
+from servecheck.analysis.breakdown import ENGINE_FILE
+from servecheck.analysis.budget import DEFAULT_ERROR_BUDGET, with_error_budget
+from servecheck.analysis.down import DownRule, DownWatch
+from servecheck.analysis.slo import (
     SLO,
     as_slos,
     parse_slos,
     reject_cold,
 )
-from servecheck.load.stats import RunStats
-from servecheck.load.steady import DEFAULT_SLICE_S, SteadyWindow
+from servecheck.analysis.stats import RunStats
+from servecheck.analysis.steady import DEFAULT_SLICE_S, SteadyWindow
+from servecheck.analysis.timings import request_id_header
+from servecheck.analysis.warmup import extend_bounds
+from servecheck.client.models import ModelChoice, NoAnswer, model_for_target
+from servecheck.config.model import Target
+from servecheck.errors import SpecError, UsageError
+from servecheck.load import server_watch
+from servecheck.load.generator.apis import resolve_api
+from servecheck.load.generator.live import check_free, live_config
+from servecheck.load.generator.transport import LOCAL_DIR
+from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, ENV_WEB_AUTH, RunConfig, load_plan
 from servecheck.load.summary import (
     SCHEMA_VERSION,
     LoadResult,
@@ -63,10 +59,16 @@ from servecheck.load.summary import (
     summarise,
     warmup_of,
 )
-from servecheck.load.timings import request_id_header
-from servecheck.load.trace import trace_duration
-from servecheck.load.transport import LOCAL_DIR
-from servecheck.load.warmup import extend_bounds
+from servecheck.load.workload import shipped
+from servecheck.load.workload.cancel import DRAIN_BOUND_S, CancelRule, wait_after_run
+from servecheck.load.workload.dataset import check_dataset
+from servecheck.load.workload.images import check_images, normalise_images
+from servecheck.load.workload.lengths import Lengths, exact_output
+from servecheck.load.workload.phased import Profile, check_slos
+from servecheck.load.workload.schedule import StageShape
+from servecheck.load.workload.trace import trace_duration
+from servecheck.probes.reach import target_down
+from servecheck.records.record import refuse_used_run_dir, worker_files
 from servecheck.redact import redact
 from servecheck.redact import register as redact_register
 from servecheck.signals import Interrupted, signum_of, stoppable_child
@@ -85,7 +87,7 @@ class LoadSpec:
 
     ``slos`` are parsed SLOs (expressions given here are parsed once, when the spec is made);
     the target's ``slo`` list from targets.yaml is added to them. ``error_budget`` is the share
-    of failed requests the run may have (``load/budget.py``; None: no budget); an ``error_rate``
+    of failed requests the run may have (``analysis/budget.py``; None: no budget); an ``error_rate``
     SLO replaces it.
     ``role`` is ``local`` (default; with ``processes`` > 1 Locust forks workers), ``master`` or
     ``worker`` (``expect_workers`` is the number of workers in both of the latter).
@@ -98,7 +100,7 @@ class LoadSpec:
     poisson: bool = False
     # Gamma-distributed gaps of this shape (vllm bench serve's --burstiness); None: not gamma.
     burstiness: float | None = None
-    # Lengths instead of the scenario's (load/lengths.py): mean and standard deviation in tokens.
+    # Lengths instead of the scenario's (load/workload/lengths.py): mean and standard deviation in tokens.
     input_tokens: Lengths | None = None
     output_tokens: Lengths | None = None
     seed: int = 0
@@ -131,29 +133,31 @@ class LoadSpec:
     trace_speed: float = 1.0  # 2.0 replays twice as fast
     warmup_s: float | None = None  # sent on top of the bounds, kept out of the statistics
     warmup_requests: int | None = None
-    dataset: str | None = None  # prompts from this local file (JSONL / ShareGPT, load/dataset.py)
+    dataset: str | None = (
+        None  # prompts from this local file (JSONL / ShareGPT, load/workload/dataset.py)
+    )
     dataset_format: str = "auto"
-    # Stop early when the target goes down mid-run (load/down.py); DownRule(0) turns it off.
+    # Stop early when the target goes down mid-run (analysis/down.py); DownRule(0) turns it off.
     down_after: DownRule = field(default_factory=DownRule)
-    # Cancel a share of the requests at a point; the engine must drain after (load/cancel.py).
+    # Cancel a share of the requests at a point; the engine must drain after (load/workload/cancel.py).
     cancel: CancelRule | None = None
     cancel_drain_s: float = DRAIN_BOUND_S  # how long the engine has to come back down after
-    api: str | None = None  # chat | messages; None: the scenario's (load/apis.py)
-    images: str | None = None  # sizes (1x512x512,2x256x256) or a folder (load/images.py)
-    # Traffic split across models by weight (load/mix.py); empty: every request names `model`.
+    api: str | None = None  # chat | messages; None: the scenario's (load/generator/apis.py)
+    images: str | None = None  # sizes (1x512x512,2x256x256) or a folder (load/workload/images.py)
+    # Traffic split across models by weight (load/workload/mix.py); empty: every request names `model`.
     model_mix: list[tuple[str, float]] = field(default_factory=list)
     # The engine's /metrics sampled beside the run and reconciled after it (load/server_watch.py)
     server_metrics: bool = True
     metrics_interval_s: float | None = None  # None: the target's telemetry.interval_s, else 1 s
-    # The part of the run the SLOs judge, and the width of summary.json's slices (load/steady.py).
+    # The part of the run the SLOs judge, and the width of summary.json's slices (analysis/steady.py).
     steady_window: SteadyWindow = field(default_factory=SteadyWindow)
     slice_s: float = DEFAULT_SLICE_S
-    # Per-request records kept on disk: auto | all | sample:N | none (load/aggregate.py); the
+    # Per-request records kept on disk: auto | all | sample:N | none (analysis/aggregate.py); the
     # summary never needs them (each worker's aggregate holds it), the notebook and compare do.
     records: str = "auto"
-    # A phased load profile (load/phased.py): burst, zigzag, microburst, step, recovery, churn.
+    # A phased load profile (load/workload/phased.py): burst, zigzag, microburst, step, recovery, churn.
     profile: Profile | None = None
-    # The live view (load/live.py): Locust's web UI with an LLM tab at [HOST:]PORT (loopback by
+    # The live view (load/generator/live.py): Locust's web UI with an LLM tab at [HOST:]PORT (loopback by
     # default; beyond it, web_auth USER:PASS is required), an OpenMetrics endpoint at [HOST:]PORT.
     web: str | None = None
     web_auth: str | None = None
@@ -168,7 +172,7 @@ class LoadSpec:
 
 
 def scenario_path(name: str) -> Path:
-    """``chat`` -> ./scenarios/chat.py, else the packaged one; a .py path as given (load/shipped.py)."""
+    """``chat`` -> ./scenarios/chat.py, else the packaged one; a .py path as given (load/workload/shipped.py)."""
     return shipped.scenario_path(name)
 
 
@@ -461,7 +465,7 @@ def locust_command(spec: LoadSpec, cfg: RunConfig, run_dir: Path) -> list[str]:
 
 def _ui_args(cfg: RunConfig) -> list[str]:
     """``--headless``, or with ``--web`` Locust's UI on its address, the run started at once and
-    Locust gone when it ends (the live view: load/live_web.py)."""
+    Locust gone when it ends (the live view: load/generator/live_web.py)."""
     web = (cfg.live or {}).get("web")
     if not web:
         return ["--headless"]
@@ -711,7 +715,7 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
     ended = time.time()
     if spec.cancel is not None and server.recorder is not None:  # back down after cancels?
         wait_after_run(server.recorder, run_dir, started, spec.cancel_drain_s)
-    server.finish()  # the engine's own counts over the run (load/server_truth.py)
+    server.finish()  # the engine's own counts over the run (analysis/server_truth.py)
     if spec.role != "worker":  # the engine's prefix-cache counters over the run (breakdown.py)
         after0 = {"note": "the metrics URL did not answer"} if dead else None
         delta = engine_cache.run_delta(

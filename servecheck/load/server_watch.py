@@ -3,7 +3,7 @@ settled scrape after (:class:`ServerWatch`, started by ``load/run.py`` around Lo
 
 What the scrapes hold is written to ``server-window.json`` in the run folder; the summary half
 (``load/summary.py``) turns it and the records into summary.json's ``server`` section
-(``load/server_truth.py``). The recorder writes ``telemetry/prometheus.jsonl`` (the series)
+(``analysis/server_truth.py``). The recorder writes ``telemetry/prometheus.jsonl`` (the series)
 stamped with wall-clock ``time.time()`` seconds, the clock of the records' ``t_sent`` and
 ``t_done``. A target without /metrics is said once and the run goes on.
 """
@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servecheck.load import server_truth
+from servecheck.analysis import server_truth
 
 if TYPE_CHECKING:
+    from servecheck.analysis.server_truth import ClientCounts
     from servecheck.load.run import LoadSpec
-    from servecheck.load.server_truth import ClientCounts
 
 WINDOW_FILE = "server-window.json"
 DEFAULT_INTERVAL_S = 1.0
@@ -121,7 +121,7 @@ def section(
     out = server_truth.server_section(
         spec.target, before, after, client, window.get("sampled"), behind
     )
-    from servecheck.load import server_gauges  # the engine's gauges and counters over the window
+    from servecheck.analysis import server_gauges
 
     server_gauges.add_to(out, run_dir, before, after, spec.target.telemetry.metrics)
     if window.get("notes"):

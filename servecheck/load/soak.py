@@ -4,7 +4,7 @@ A run is: an idle baseline, then ``cycles`` x (load ``cycle_s`` at a fixed concu
 streaming chat completions, idle ``idle_s``), with the target's metrics (and the engine's RSS)
 sampled throughout by :class:`~servecheck.telemetry.TelemetryRecorder`. With ``abandon`` a
 share of each cycle's streams is dropped mid-generation, and after the cycles the
-abandoned-stream probe (:mod:`servecheck.load.abandon`) runs and the server must drain within
+abandoned-stream probe (:mod:`servecheck.probes.abandon`) runs and the server must drain within
 ``drain_bound_s``. Verdicts: :func:`~servecheck.telemetry.analyse_leak` for ``kv_usage``,
 ``requests_running`` and ``rss_tree_bytes`` (whichever were sampled), and
 :func:`~servecheck.telemetry.check_drain` after the probe.
@@ -27,18 +27,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from servecheck.analysis.verdict import INCONCLUSIVE, RunVerdict, compose
 from servecheck.errors import SpecError, UsageError
-from servecheck.load.verdict import INCONCLUSIVE, RunVerdict, compose
 from servecheck.signals import Interrupted, run_async, signum_of
 
 if TYPE_CHECKING:
     import pandas as pd
     from rich.progress import Progress
 
+    from servecheck.analysis.down import DownWatch
     from servecheck.config.model import Target
-    from servecheck.load.abandon import ProbeResult, ProbeSettings
-    from servecheck.load.down import DownWatch
-    from servecheck.load.records import RecordWriter
+    from servecheck.probes.abandon import ProbeResult, ProbeSettings
+    from servecheck.records.record import RecordWriter
     from servecheck.telemetry import Cycle, DrainVerdict, LeakVerdict, Phases, TelemetryRecorder
 
 MIN_CYCLES = 5  # the fewest for which a one-sided Mann-Kendall test can reach p < 0.05
@@ -78,7 +78,7 @@ class SoakPlan:
     fail_on_retention: bool = False
     max_total_s: float = 24 * 3600.0
     extra: dict[str, Any] = field(default_factory=dict)
-    # A target down this long (load/down.py) ends the soak: no more cycles against a dead target.
+    # A target down this long (analysis/down.py) ends the soak: no more cycles against a dead target.
     down_errors: int = 10
     down_window_s: float = 5.0
 
@@ -183,7 +183,7 @@ def parse_size(text: str) -> float:
 
 def probe_settings(plan: SoakPlan) -> ProbeSettings:
     """The abandoned-stream probe's settings for a soak plan with ``--abandon``."""
-    from servecheck.load.abandon import ProbeSettings
+    from servecheck.probes.abandon import ProbeSettings
 
     return ProbeSettings(
         streams=plan.probe_streams,
@@ -215,7 +215,7 @@ class CycleStats:
     first_error: str = ""
     e2e_p50: float | None = None
     ttft_p50: float | None = None
-    down: str | None = None  # the target went down during this cycle (load/down.py): why
+    down: str | None = None  # the target went down during this cycle (analysis/down.py): why
 
 
 SHARED_GROUPS = 4
@@ -223,7 +223,7 @@ SHARED_GROUPS = 4
 
 def shared_system_message(words: int, k: int) -> dict[str, str]:
     """Request ``k``'s system prompt: one of :data:`SHARED_GROUPS` texts of ``words`` words."""
-    from servecheck.load.prompts import words_text
+    from servecheck.load.workload.prompts import words_text
 
     g = k % SHARED_GROUPS
     return {"role": "system", "content": f"Group {g}. " + words_text(words, 7_000_001 + g)}
@@ -249,15 +249,15 @@ async def load_cycle(
     """One load cycle: ``plan.concurrency`` workers send streams back to back for ``plan.cycle_s``;
     requests in flight at the end finish (bounded by the target's timeout). Prompts repeat the
     same seeded sequence every cycle, so cycles are identical. Every request becomes a
-    :class:`~servecheck.load.records.RequestRecord` in ``writer`` as it finishes; a dropped
+    :class:`~servecheck.records.record.RequestRecord` in ``writer`` as it finishes; a dropped
     stream (``--abandon``) is recorded with ``abandoned=True``, ``kind="abandon"``, no error. With
     ``watch``, the cycle ends as soon as the records say the target went down (``down``)."""
     import httpx
 
     from servecheck.client.factory import ClientSettings, async_client
-    from servecheck.load.abandon import chat_body, stream_chat
-    from servecheck.load.records import RequestRecord
-    from servecheck.load.stream import record_from_stream
+    from servecheck.load.generator.stream import record_from_stream
+    from servecheck.probes.abandon import chat_body, stream_chat
+    from servecheck.records.record import RequestRecord
 
     settings = ClientSettings.for_target(target)
     url = target.base_url + "/chat/completions"
@@ -489,7 +489,7 @@ def _probe_and_drain(
 ) -> tuple[ProbeResult, DrainVerdict]:
     """Abandon streams (``run_probe``), then wait for the engine to drain back to ``baseline``;
     marks both phases on the recorder's clock (a soak's tail and ``--probe-only`` alike)."""
-    from servecheck.load.abandon import run_probe, wait_drained
+    from servecheck.probes.abandon import run_probe, wait_drained
 
     rec.mark("abandon-probe")
     if tick:
@@ -525,8 +525,8 @@ def run_soak(
     Writes ``records.jsonl`` and ``telemetry/`` into ``run_dir`` as the run goes; the report files
     are written by :func:`servecheck.report.soak_html.write_soak_report`.
     """
-    from servecheck.load.down import DownRule, DownWatch
-    from servecheck.load.records import RecordWriter
+    from servecheck.analysis.down import DownRule, DownWatch
+    from servecheck.records.record import RecordWriter
     from servecheck.telemetry import Cycle, Phases, TelemetryRecorder
 
     say = say or (lambda text: None)

@@ -23,8 +23,8 @@ import csv
 import os
 from pathlib import Path
 
-from servecheck.load.apis import API_PATHS
-from servecheck.load.stats import Histogram, Tally
+from servecheck.analysis.stats import Histogram, Tally
+from servecheck.load.generator.apis import API_PATHS
 
 STATS_CSV = "servecheck_stats.csv"
 # Locust's default percentiles (locust.stats.PERCENTILES_TO_REPORT) and their column names.

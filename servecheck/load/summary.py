@@ -12,30 +12,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servecheck.load import phased, server_gauges, server_truth, server_watch
-from servecheck.load.aggregate import Aggregate, Rule, aggregate_of, read_aggregates, steady_of
-from servecheck.load.breakdown import format_breakdown, read_engine_file, scenario_breakdown
-from servecheck.load.budget import SOURCE as BUDGET
-from servecheck.load.budget import budget_line, budget_summary, percent
-from servecheck.load.columnar import keep_records
+from servecheck.analysis import server_gauges, server_truth
+from servecheck.analysis.aggregate import Aggregate, Rule, aggregate_of, read_aggregates, steady_of
+from servecheck.analysis.breakdown import format_breakdown, read_engine_file, scenario_breakdown
+from servecheck.analysis.budget import SOURCE as BUDGET
+from servecheck.analysis.budget import budget_line, budget_summary, percent
+from servecheck.analysis.image_stats import format_images, image_breakdown
+from servecheck.analysis.phases import phase_lines
+from servecheck.analysis.slo import COUNTS, SLO, Verdict, evaluate
+from servecheck.analysis.stats import RunStats, Schedule
+from servecheck.analysis.steady import steady_line, steady_section
+from servecheck.analysis.timings import format_timings
+from servecheck.analysis.verdict import load_run_verdict
+from servecheck.analysis.warmup import Warmup, format_warmup
+from servecheck.load import server_watch
 from servecheck.load.faults import fault_sections
-from servecheck.load.image_stats import format_images, image_breakdown
-from servecheck.load.phases import phase_lines
+from servecheck.load.generator.transport import read_transport, transport_reasons
 from servecheck.load.plan import RunConfig
-from servecheck.load.records import (
+from servecheck.load.stats_csv import write_stats_csv
+from servecheck.load.workload import phased
+from servecheck.records.parquet import keep_records
+from servecheck.records.record import (
     RECORDS_PARQUET,
     MergeResult,
     merge_records,
     worker_files,
 )
-from servecheck.load.slo import COUNTS, SLO, Verdict, evaluate
-from servecheck.load.stats import RunStats, Schedule
-from servecheck.load.stats_csv import write_stats_csv
-from servecheck.load.steady import steady_line, steady_section
-from servecheck.load.timings import format_timings
-from servecheck.load.transport import read_transport, transport_reasons
-from servecheck.load.verdict import load_run_verdict
-from servecheck.load.warmup import Warmup, format_warmup
 from servecheck.redact import redact
 
 if TYPE_CHECKING:
@@ -409,7 +411,7 @@ def summarise(
 
 
 def _profile_section(spec: LoadSpec, cfg: RunConfig, agg: Aggregate) -> dict[str, Any] | None:
-    """summary.json's ``profile`` (load/phased.py), from the merged slices and timings."""
+    """summary.json's ``profile`` (load/workload/phased.py), from the merged slices and timings."""
     if spec.profile is None:
         return None
     timings = agg.timings.as_dict().get("timings")
@@ -459,7 +461,7 @@ def _record_sections(agg: Aggregate, records: Callable[[], Any], run_dir: Path) 
 
 def _lengths_section(cfg: RunConfig) -> dict[str, Any] | None:
     """--input-tokens / --output-tokens as asked, and how the output length was held."""
-    from servecheck.load.lengths import Lengths, section
+    from servecheck.load.workload.lengths import Lengths, section
 
     def back(d: dict[str, Any] | None) -> Lengths | None:
         return None if d is None else Lengths(int(d["mean"]), float(d["sd"]))

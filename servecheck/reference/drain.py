@@ -3,7 +3,7 @@
 Clean: the listening socket closes at once (new connections are refused), requests in flight
 (streams among them) run to their end for up to :data:`GRACE_S`, then what is left is cut and
 the process exits. The faults (``servecheck.reference.faults``), each a defect the drain verdict
-(``servecheck.load.drain``) catches:
+(``servecheck.probes.drain``) catches:
 
 * ``drain-cut-streams``: in-flight streams are dropped at once, without a finish reason;
 * ``drain-hang``: the server keeps listening for :data:`GRACE_S`, accepts new requests and

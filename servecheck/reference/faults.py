@@ -836,7 +836,7 @@ _fault(
     "requests above capacity wait in a queue that grows without bound (latency climbs, the "
     "waiting gauge grows) while /health answers 200",
 )
-# No check catches it: a load run's recovery profile does (recovery_s, load/phased.py;
+# No check catches it: a load run's recovery profile does (recovery_s, load/workload/phased.py;
 # tests/load/test_profiles.py)
 _fault(
     "overload-never-recovers",
@@ -1332,7 +1332,7 @@ _fault(
 
 
 # Shutdown (servecheck/reference/drain.py): no conformance check judges these; the drain verdict
-# (servecheck/load/drain.py, `servecheck drain`, `cutover --drain`) does (tests/load/test_drain.py).
+# (servecheck/probes/drain.py, `servecheck drain`, `cutover --drain`) does (tests/load/test_drain.py).
 _fault(
     "drain-cut-streams",
     "on SIGTERM, in-flight streams are dropped at once, without a finish reason or [DONE]",

@@ -18,7 +18,7 @@ Pure functions over :class:`Step` results, so the decisions are tested without r
 * **Replicas** (:func:`replicas_for`): ``ceil(target_rate / (best throughput x headroom))``.
 * **Production-like levels** (:func:`level_breakdown`): for multi-turn, shared-prefix, trace and
   dataset steps, what the step's summary says about turns and the prefix cache (the sections of
-  :mod:`servecheck.load.breakdown`), cut to what a planner compares across levels: TTFT of the
+  :mod:`servecheck.analysis.breakdown`), cut to what a planner compares across levels: TTFT of the
   first request of a conversation or prefix group against the later ones, TTFT p50 by turn, the
   hit rate from ``cached_tokens`` and from the engine's own counters, TTFT with and without a
   cached prefix. A plain chat step has none (``None``).
@@ -52,7 +52,7 @@ class Step:
     # The engine's own view (summary.json's server section, when the run sampled /metrics):
     waiting_max: float | None = None  # requests_waiting's highest sample
     preemptions: float | None = None  # the preemptions counter's rise over the step
-    judged_on: str = "whole run"  # or "steady window a-b s" (load/steady.py)
+    judged_on: str = "whole run"  # or "steady window a-b s" (analysis/steady.py)
 
     @classmethod
     def from_summary(cls, level: float, mode: str, summary: dict[str, Any], passed: bool) -> Step:
@@ -103,7 +103,7 @@ def server_figure(summary: dict[str, Any], kind: str, name: str, stat: str) -> f
     /metrics sampler; older runs and targets without /metrics have none). The keys read:
     ``summary["server"]["gauges"][name]["max"]`` (e.g. ``requests_waiting``) and
     ``summary["server"]["counters"][name]["delta"]`` (e.g. ``preemptions_total``); the names
-    are telemetry/prometheus.py's canonical ones (written by load/server_gauges.py)."""
+    are telemetry/prometheus.py's canonical ones (written by analysis/server_gauges.py)."""
     server = summary.get("server")
     section = server.get(kind) if isinstance(server, dict) else None
     entry = section.get(name) if isinstance(section, dict) else None

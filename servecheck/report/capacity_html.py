@@ -50,7 +50,7 @@ def _step_headers(unit: str) -> tuple[str, ...]:
         "E2E p50",
         "E2E p95",
         "E2E p99",
-        "engine waiting max",  # summary.json server.gauges / server.counters (load/server_gauges.py)
+        "engine waiting max",  # summary.json server.gauges / server.counters (analysis/server_gauges.py)
         "engine preemptions",
     )
 

@@ -17,7 +17,7 @@ Significance, per metric:
 * repeated runs (``servecheck load --repeat N``, a folder whose summary.json is ``kind:
   repeat``): the per-request tests above run on its first run's records, and then, for every
   metric both sides have a confidence interval over their runs for (TTFT / ITL / E2E p50, p95,
-  p99 and throughput; Student t, load/intervals.py), a change whose intervals overlap is not
+  p99 and throughput; Student t, analysis/intervals.py), a change whose intervals overlap is not
   significant (no regression, no improvement; the row says so). The intervals only ever
   withdraw a significance: a change within the run-to-run spread is noise, however many
   requests a single run had;
@@ -40,10 +40,10 @@ from typing import Any
 
 import numpy as np
 
+from servecheck.analysis.aggregate import SAMPLES_NAME
 from servecheck.errors import SpecError, UsageError, did_you_mean
-from servecheck.load.aggregate import SAMPLES_NAME
-from servecheck.load.columnar import read_run_records, records_file
-from servecheck.load.records import worker_files
+from servecheck.records.parquet import read_run_records, records_file
+from servecheck.records.record import worker_files
 from servecheck.report.html import BAD_OUTCOMES, read_json, read_jsonl
 
 LATENCY_FAMILIES = ("ttft", "itl", "e2e", "tpot", "ttfa", "ttfr")  # ttfa/ttfr: reasoning phases
@@ -177,7 +177,9 @@ class RunParts:
     load: Path | None = None
     version: str | None = None
     target: str | None = None
-    intervals: dict[str, Any] | None = None  # a repeated run's, over its runs (load/intervals.py)
+    intervals: dict[str, Any] | None = (
+        None  # a repeated run's, over its runs (analysis/intervals.py)
+    )
 
 
 def _repeat_part(root: Path, parts: RunParts) -> None:
@@ -257,7 +259,7 @@ class LoadData:
 
     @classmethod
     def of_samples(cls, doc: dict[str, Any]) -> LoadData:
-        """From ``samples.json`` (load/aggregate.py): the run's reservoirs and its per-second
+        """From ``samples.json`` (analysis/aggregate.py): the run's reservoirs and its per-second
         completions, first and last (partial) seconds dropped as for records."""
         samples = doc.get("samples") or {}
         per_s = doc.get("per_second") or {}
@@ -289,7 +291,7 @@ def load_part(folder: Path, notes: list[str], which: str) -> tuple[dict[str, Any
         return summary, LoadData.of_records(list(read_run_records(folder)))
     records = [r for f in worker_files(folder) for r in read_jsonl(f) if "t_sent" in r]
     if "requests" not in summary:
-        from servecheck.load.stats import compute_stats
+        from servecheck.analysis.stats import compute_stats
 
         summary = {**summary, **compute_stats(records).as_dict()}
         notes.append(
@@ -644,7 +646,7 @@ def apply_intervals(
     notes: list[str],
 ) -> None:
     """Withdraw the significance of a change that lies within both runs' repeat intervals."""
-    from servecheck.load.intervals import Interval
+    from servecheck.analysis.intervals import Interval
 
     if base is None and cur is None:
         return

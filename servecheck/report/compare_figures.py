@@ -5,7 +5,7 @@ against OLD at the same load; issue 30, part 2).
   ``MetricDelta``: TTFT / ITL / E2E percentiles, throughput, error rate, goodput) as paired bars,
   one panel a family or unit; a regression's bar is outlined red, an improvement's green.
 * **Latency CDFs, overlaid**: TTFT, ITL and E2E of both runs from their reservoir samples
-  (``samples.json``, load/aggregate.py), never from the records.
+  (``samples.json``, analysis/aggregate.py), never from the records.
 * **Over the run, overlaid**: TTFT / ITL / E2E p95, error rate, output tokens/s and in-flight
   per time slice of both runs (summary.json ``slices``), each run on its own clock (seconds
   since its first request).
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servecheck.load.aggregate import SAMPLES_NAME
+from servecheck.analysis.aggregate import SAMPLES_NAME
 from servecheck.report import svg
 from servecheck.report.slice_figures import latency_series, rate_series
 

@@ -1,5 +1,5 @@
 """What a client of an alias saw while the model behind it was swapped (``servecheck cutover
---swap-under-load``), from the records of :mod:`servecheck.load.swap_probe`.
+--swap-under-load``), from the records of :mod:`servecheck.probes.swap_probe`.
 
 :func:`analyse_swap` reports the failed requests by error class, the longest stretch of time
 with no successful response (measured between completions, including the start and end of the
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from servecheck.load.swap_probe import ProbeRecord
+from servecheck.probes.swap_probe import ProbeRecord
 
 
 @dataclass(slots=True)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from servecheck.errors import UsageError
 
 if TYPE_CHECKING:
-    from servecheck.load.swap_probe import ProbeRecord
+    from servecheck.probes.swap_probe import ProbeRecord
     from servecheck.report.html import Section
 
 

@@ -1,5 +1,5 @@
 """The load page's "Cancellation and outages" part: summary.json's ``cancel`` and ``outages``
-(load/cancel.py, load/outage.py) as tables. Renders only; empty when the run had neither."""
+(load/workload/cancel.py, analysis/outage.py) as tables. Renders only; empty when the run had neither."""
 
 from __future__ import annotations
 

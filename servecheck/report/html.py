@@ -310,12 +310,12 @@ def _load_samples(
     run_dir: Path,
 ) -> tuple[dict[str, list[float]], list[float], list[float], list[float], list[float]]:
     """The run's reservoir samples (ms) and its completions per second (t from the first
-    second, ok/s, failed/s, tokens/s), from ``samples.json`` (load/aggregate.py): the pictures
+    second, ok/s, failed/s, tokens/s), from ``samples.json`` (analysis/aggregate.py): the pictures
     cost the same however many requests the run had."""
     doc = read_json(run_dir / "samples.json")
     if not doc:  # a run folder from before samples.json: made from its records once
-        from servecheck.load.aggregate import Rule, aggregate_of
-        from servecheck.load.columnar import read_run_records
+        from servecheck.analysis.aggregate import Rule, aggregate_of
+        from servecheck.records.parquet import read_run_records
 
         doc = aggregate_of(read_run_records(run_dir), Rule()).samples_doc()
     samples = {
@@ -374,20 +374,22 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
     parts.append(timings_html(s, Tables(table, md_table)))  # TTFT decomposition, slowest
     from servecheck.report.profile_html import profile_html
 
-    parts.append(profile_html(s))  # a load profile's phases, recovery, churn (load/phased.py)
-    from servecheck.load.breakdown import format_breakdown
-    from servecheck.load.image_stats import format_images
-    from servecheck.load.steady import steady_html
-    from servecheck.load.warmup import format_warmup
+    parts.append(
+        profile_html(s)
+    )  # a load profile's phases, recovery, churn (load/workload/phased.py)
+    from servecheck.analysis.breakdown import format_breakdown
+    from servecheck.analysis.image_stats import format_images
+    from servecheck.analysis.steady import steady_html
+    from servecheck.analysis.warmup import format_warmup
 
     extra = format_breakdown(s) + format_images(s) + format_warmup(s)  # + --images by size
     if extra:
         parts.append(
             "<h3>Turns, prefix cache, images, warm-up</h3><pre>" + esc("\n".join(extra)) + "</pre>"
         )
-    parts.append(server_html(s.get("server")))  # engine truth (load/server_truth.py)
+    parts.append(server_html(s.get("server")))  # engine truth (analysis/server_truth.py)
     parts.append(faults_html(s))  # --cancel and its drain, outages (report/faults_html.py)
-    parts += steady_html(s, esc)  # the window the SLOs judged, the slices (load/steady.py)
+    parts += steady_html(s, esc)  # the window the SLOs judged, the slices (analysis/steady.py)
     if plots:
         parts.append("<div class='plots'>" + "".join(_load_plots(run_dir, lat, keys)) + "</div>")
         from servecheck.report.load_figures import load_figures_html

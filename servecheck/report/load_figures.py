@@ -1,14 +1,14 @@
 """The load page's pictures of client latency beside the engine's own state (issue 26, part 6).
 
 * **Client latency per time slice, engine state on the same time axis** (one figure, two
-  panels sharing x): TTFT and ITL p50/p95 per slice (summary.json ``slices``, load/steady.py)
+  panels sharing x): TTFT and ITL p50/p95 per slice (summary.json ``slices``, analysis/steady.py)
   above the engine's ``kv_usage``, ``requests_running``, ``requests_waiting`` and the rise of
   ``preemptions_total`` since the first sample (``telemetry/prometheus.jsonl``, read with
   telemetry/series.py). x is seconds since ``slices.t0``, the first request's send time, on the
   wall clock both files use. Without a series the engine panel is left out and the figure says
   why.
 * **TTFT decomposition** (a stacked horizontal bar, mean ms): the client's phases (summary.json
-  ``timings.phases_ms``, load/timings.py: connect, send, wait for headers, headers to body,
+  ``timings.phases_ms``, analysis/timings.py: connect, send, wait for headers, headers to body,
   body to first token) and, where the engine reported its histograms
   (``server.decomposition``), the engine's queue, prefill and rest of its TTFT with the
   network + gateway gap that makes up the client's mean TTFT.

@@ -1,5 +1,5 @@
 """The load page's section for a phased load profile: summary.json's ``profile``
-(servecheck/load/phased.py) as a table of its phases (window, offered rate, requests, errors,
+(servecheck/load/workload/phased.py) as a table of its phases (window, offered rate, requests, errors,
 TTFT and E2E p50 / p95 / p99) and, for ``recovery``, the time to recover (or "did not recover")
 and the p95 TTFT of each slice after the overload; for ``churn``, the connection set-up cost.
 Renders only; a run without a profile shows nothing."""

@@ -1,5 +1,5 @@
 """The load page's "Server (engine truth)" part: summary.json's ``server`` section as tables
-(reconciliation, TTFT decomposition, findings). Renders only (``load/server_truth.py`` measured)."""
+(reconciliation, TTFT decomposition, findings). Renders only (``analysis/server_truth.py`` measured)."""
 
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def server_html(section: Mapping[str, Any] | None) -> str:
 
 def state_html(section: Mapping[str, Any]) -> str:
     """The engine's gauges (min / mean / max / last over the window's samples) and counter
-    rises (``server.gauges``, ``server.counters``: load/server_gauges.py); '' without them."""
+    rises (``server.gauges``, ``server.counters``: analysis/server_gauges.py); '' without them."""
     raw_g, raw_c = section.get("gauges"), section.get("counters")
     gauges: dict[str, Any] = raw_g if isinstance(raw_g, dict) else {}
     counters: dict[str, Any] = raw_c if isinstance(raw_c, dict) else {}

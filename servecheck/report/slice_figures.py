@@ -1,6 +1,6 @@
 """The load page's pictures over the run's time slices (issue 30, part 2).
 
-Drawn from summary.json's ``slices`` (load/steady.py: per-slice counts, errors, output tokens/s,
+Drawn from summary.json's ``slices`` (analysis/steady.py: per-slice counts, errors, output tokens/s,
 mean in flight and p50/p95/p99 read off each slice's mergeable HDR histograms), never from the
 records, so a run of ten million requests costs the same as one of ten:
 

@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 def write_soak_report(result: SoakResult) -> Path:
     """soak.json, soak.png and report.html (the figure inline as SVG) plus summary.md; returns
     the page's path."""
-    from servecheck.load.columnar import records_file
-    from servecheck.load.records import to_dataframe
+    from servecheck.records.parquet import records_file
+    from servecheck.records.record import to_dataframe
     from servecheck.report import svg
     from servecheck.report.html import Section, esc, fmt, status_badge, table, write_page
     from servecheck.report.output import write_json

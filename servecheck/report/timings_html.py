@@ -1,4 +1,4 @@
-"""The load page's TTFT decomposition: summary.json's ``timings`` (servecheck/load/timings.py) as
+"""The load page's TTFT decomposition: summary.json's ``timings`` (servecheck/analysis/timings.py) as
 a table of phases (p50 / p90 / p99 / max, ms) and the slowest requests with their ids, so the
 client's TTFT splits into parts a reader can see and a slow request can be found in the engine's
 log. Renders only; a run without the section (older records) shows nothing.
@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from html import escape
 from typing import Any, NamedTuple
 
-from servecheck.load.timings import PHASES, TTFT_PARTS
+from servecheck.analysis.timings import PHASES, TTFT_PARTS
 
 
 class Tables(NamedTuple):

@@ -14,8 +14,8 @@ and KV-usage metrics after the run: they must fall back to idle.
 
 import locust  # noqa: F401,I001 - first: gevent monkey-patching before anything else
 
-from servecheck.load.locust_user import LLMUser, scenario_shape
-from servecheck.load.prompts import PromptSpec
+from servecheck.load.generator.locust_user import LLMUser, scenario_shape
+from servecheck.load.workload.prompts import PromptSpec
 
 
 class AbandonUser(LLMUser):

@@ -5,13 +5,13 @@
 
 Each request is an item's first user turn (after its system prompt, if it has one); ``max_tokens``
 is the item's own, else its reference answer's length, else SERVECHECK_DATASET_MAX_TOKENS (128).
-Nothing is downloaded. Formats: servecheck/load/dataset.py.
+Nothing is downloaded. Formats: servecheck/load/workload/dataset.py.
 """
 
 import locust  # noqa: F401,I001 - first: gevent monkey-patching before anything else
 
-from servecheck.load.dataset import DatasetMixin
-from servecheck.load.locust_user import LLMUser, scenario_shape
+from servecheck.load.workload.dataset import DatasetMixin
+from servecheck.load.generator.locust_user import LLMUser, scenario_shape
 
 
 class DatasetUser(DatasetMixin, LLMUser):

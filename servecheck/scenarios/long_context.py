@@ -7,8 +7,8 @@ import locust  # noqa: F401,I001 - first: gevent monkey-patching before anything
 
 import os
 
-from servecheck.load.locust_user import LLMUser, scenario_shape
-from servecheck.load.prompts import PromptSpec
+from servecheck.load.generator.locust_user import LLMUser, scenario_shape
+from servecheck.load.workload.prompts import PromptSpec
 
 _LONG = int(os.environ.get("SERVECHECK_LONG_TOKENS", "3000"))
 

@@ -5,12 +5,12 @@ servecheck load --target local --scenario dataset --dataset prompts.jsonl --api 
 locust -f scenarios/messages.py --host http://127.0.0.1:8000/v1          # web UI
 
 Any scenario whose requests are plain messages runs over this API with ``--api messages``
-(servecheck/load/apis.py); this one is ``chat`` with that option.
+(servecheck/load/generator/apis.py); this one is ``chat`` with that option.
 """
 
 import locust  # noqa: F401,I001 - first: gevent monkey-patching before anything else
 
-from servecheck.load.locust_user import LLMUser, scenario_shape
+from servecheck.load.generator.locust_user import LLMUser, scenario_shape
 from servecheck.scenarios import chat  # the module, not its user class: Locust would run that too
 
 

@@ -12,9 +12,9 @@ TTFT by turn.
 
 import locust  # noqa: F401,I001 - first: gevent monkey-patching before anything else
 
-from servecheck.load.conversation import MultiTurnMixin, env_prefix, env_think_s, env_turns
-from servecheck.load.locust_user import LLMUser, scenario_shape
-from servecheck.load.prompts import PromptSpec
+from servecheck.load.workload.conversation import MultiTurnMixin, env_prefix, env_think_s, env_turns
+from servecheck.load.generator.locust_user import LLMUser, scenario_shape
+from servecheck.load.workload.prompts import PromptSpec
 
 
 class MultiTurnUser(MultiTurnMixin, LLMUser):

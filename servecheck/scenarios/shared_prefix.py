@@ -11,9 +11,9 @@ the run, and TTFT with and without a cached prefix.
 
 import locust  # noqa: F401,I001 - first: gevent monkey-patching before anything else
 
-from servecheck.load.conversation import SharedPrefixMixin, env_prefix
-from servecheck.load.locust_user import LLMUser, scenario_shape
-from servecheck.load.prompts import PromptSpec
+from servecheck.load.workload.conversation import SharedPrefixMixin, env_prefix
+from servecheck.load.generator.locust_user import LLMUser, scenario_shape
+from servecheck.load.workload.prompts import PromptSpec
 
 
 class SharedPrefixUser(SharedPrefixMixin, LLMUser):

@@ -2,8 +2,8 @@
 
 import locust  # noqa: F401,I001 - first: gevent monkey-patching before anything else
 
-from servecheck.load.locust_user import LLMUser, scenario_shape
-from servecheck.load.prompts import PromptSpec
+from servecheck.load.generator.locust_user import LLMUser, scenario_shape
+from servecheck.load.workload.prompts import PromptSpec
 
 TOOLS = [
     {

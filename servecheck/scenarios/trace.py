@@ -11,8 +11,8 @@ recorded per request; a generator that falls behind flags the run, as in any ope
 
 import locust  # noqa: F401,I001 - first: gevent monkey-patching before anything else
 
-from servecheck.load.locust_user import LLMUser, scenario_shape
-from servecheck.load.trace import TraceMixin
+from servecheck.load.generator.locust_user import LLMUser, scenario_shape
+from servecheck.load.workload.trace import TraceMixin
 
 
 class TraceUser(TraceMixin, LLMUser):

@@ -108,7 +108,7 @@ def timeseries_figure(
     One panel per entry of ``panels`` (default :data:`PANELS`: KV usage, running/waiting
     requests, GPU memory, engine RSS) that has data, plus a latency panel when ``records``
     (one row per request, with ``records_time_col`` and ``latency_col``; the defaults fit
-    ``servecheck.load.records``: ``t_sent`` and ``e2e``) is given; rows without a latency
+    ``servecheck.records.record``: ``t_sent`` and ``e2e``) is given; rows without a latency
     (failed requests) are left out. Series with a ``gpu`` or ``pid`` label are drawn one line
     per label. Gap records are red ticks on the x axis. ``phases`` shades the baseline (grey),
     each load (orange) and each measured drain window (blue). The x axis is seconds since the

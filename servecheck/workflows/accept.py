@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servecheck.analysis.budget import DEFAULT_ERROR_BUDGET
+from servecheck.analysis.slo import SLO, as_slos
+from servecheck.analysis.verdict import compose, stage_verdict
 from servecheck.errors import SpecError
-from servecheck.load.budget import DEFAULT_ERROR_BUDGET
-from servecheck.load.slo import SLO, as_slos
-from servecheck.load.verdict import compose, stage_verdict
 from servecheck.workflows import RunResult, coldstart
 from servecheck.workflows.conformance import CheckSpec, run_check
 
@@ -66,11 +66,11 @@ class AcceptSpec:
     target: str = "reference"
     targets_file: str | None = None  # None: ./targets.yaml, else the built-in reference target
     slos: list[SLO] = field(default_factory=list)  # the smoke load's (expressions parsed once)
-    error_budget: float | None = DEFAULT_ERROR_BUDGET  # of the smoke load (load/budget.py)
+    error_budget: float | None = DEFAULT_ERROR_BUDGET  # of the smoke load (analysis/budget.py)
     smoke_duration_s: float = 20.0
     smoke_users: int = 2
     scenario: str = "chat"
-    dataset: str | None = None  # the smoke load's prompts from this file (load/dataset.py)
+    dataset: str | None = None  # the smoke load's prompts from this file (load/workload/dataset.py)
     dataset_format: str = "auto"
     load: bool = True
     allow_lag: bool = False
@@ -93,7 +93,7 @@ class AcceptSpec:
     def validate(self) -> None:
         """Raise :class:`UsageError` naming the option when a bound is out of range, a dataset
         file is bad or a cold-start SLO cannot be judged (all before any traffic)."""
-        from servecheck.load.dataset import check_dataset
+        from servecheck.load.workload.dataset import check_dataset
 
         coldstart.validate(self)
         if self.load:

@@ -20,15 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servecheck.errors import SpecError
-from servecheck.load.budget import (
+from servecheck.analysis.budget import (
     DEFAULT_ERROR_BUDGET,
     parse_error_budget,
     percent,
     with_error_budget,
 )
-from servecheck.load.slo import SLO, as_slos, parse_slos, reject_cold
-from servecheck.load.verdict import RunVerdict
+from servecheck.analysis.slo import SLO, as_slos, parse_slos, reject_cold
+from servecheck.analysis.verdict import RunVerdict
+from servecheck.errors import SpecError
 from servecheck.workflows import RunResult
 
 
@@ -36,7 +36,7 @@ from servecheck.workflows import RunResult
 class CapacitySpec:
     """What ``servecheck capacity`` sweeps: ``levels`` are users, or requests/s with ``rates``.
 
-    ``max_error_rate`` is the error budget of every step (``load/budget.py``: ``"1%"``, the
+    ``max_error_rate`` is the error budget of every step (``analysis/budget.py``: ``"1%"``, the
     shared default, or ``"none"``): it adds the SLO ``error_rate<=`` it unless an ``error_rate``
     SLO is given."""
 
@@ -52,11 +52,11 @@ class CapacitySpec:
     headroom: float = 1.0
     knee_metric: str = "e2e_p95"
     scenario: str = "chat"
-    dataset: str | None = None  # every step's prompts from this file (load/dataset.py)
+    dataset: str | None = None  # every step's prompts from this file (load/workload/dataset.py)
     dataset_format: str = "auto"
-    api: str | None = None  # chat | messages; None: the scenario's (load/apis.py)
-    images: str | None = None  # every step's requests carry these images (load/images.py)
-    cancel: Any = None  # every step cancels this share of its requests (load/cancel.py)
+    api: str | None = None  # chat | messages; None: the scenario's (load/generator/apis.py)
+    images: str | None = None  # every step's requests carry these images (load/workload/images.py)
+    cancel: Any = None  # every step cancels this share of its requests (load/workload/cancel.py)
     cancel_drain_s: float = 30.0
     trace: str | None = None  # levels are speed factors of this trace's replay (mode "speed")
     trace_format: str = "auto"
@@ -79,16 +79,16 @@ class CapacitySpec:
 
     def validate(self) -> None:
         """Raise :class:`UsageError` naming the option when the sweep cannot run."""
-        from servecheck.load.dataset import check_dataset
+        from servecheck.load.workload.dataset import check_dataset
 
         check_dataset(self.dataset, self.dataset_format, self.scenario)
-        from servecheck.load.apis import resolve_api
-        from servecheck.load.images import check_images
+        from servecheck.load.generator.apis import resolve_api
+        from servecheck.load.workload.images import check_images
 
         resolve_api(self.api, self.scenario)  # before any step: an API the scenario cannot speak
         check_images(self.images)
         if self.trace is not None:
-            from servecheck.load.trace import load_trace
+            from servecheck.load.workload.trace import load_trace
 
             load_trace(self.trace, self.trace_format)  # a bad trace: file:line, before any load
             if self.scenario != "trace":
@@ -187,7 +187,7 @@ def _not_ready(
     spec: CapacitySpec, run_dir: Path, target: Any, why: str, detail: str
 ) -> CapacityResult:
     """No load is sent to a target that never became ready: a FAIL with its own page."""
-    from servecheck.load.verdict import FAIL
+    from servecheck.analysis.verdict import FAIL
     from servecheck.report.capacity_html import write_capacity_html
     from servecheck.report.html import read_json
     from servecheck.workflows.support import say, write_json
@@ -382,8 +382,8 @@ def _findings(
 
 def _verdict(spec: CapacitySpec, data: dict[str, Any], statuses: list[str]) -> RunVerdict:
     """A sweep passes when a level met the SLOs (and, with a target rate, the replicas could be
-    counted); when every step was inconclusive, so is the sweep (load/verdict.py's rule)."""
-    from servecheck.load.verdict import FAIL, INCONCLUSIVE, compose
+    counted); when every step was inconclusive, so is the sweep (analysis/verdict.py's rule)."""
+    from servecheck.analysis.verdict import FAIL, INCONCLUSIVE, compose
 
     unmeasured = bool(statuses) and all(s == INCONCLUSIVE for s in statuses)
     found = RunVerdict.of(

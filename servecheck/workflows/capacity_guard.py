@@ -2,7 +2,7 @@
 when asked, the engine's prefix-cache reset (so that no level is served from the cache the one
 before it filled).
 
-* **Ready before every level.** One TCP connect (:func:`servecheck.load.reach.target_down`),
+* **Ready before every level.** One TCP connect (:func:`servecheck.probes.reach.target_down`),
   then the health endpoint polled for at most ``timeout_s`` (``checks/health.py``). A target
   that stops being ready ends the sweep with that reason: a level run against it would measure
   the outage.
@@ -25,7 +25,7 @@ def ready_before_level(target: Any, timeout_s: float) -> str | None:
     """Why the target is not ready now (None: it is)."""
     from servecheck.checks.health import wait_ready
     from servecheck.client.http import ServeClient
-    from servecheck.load.reach import target_down
+    from servecheck.probes.reach import target_down
 
     down = target_down(target.base_url, min(5.0, timeout_s))
     if down:

@@ -1,5 +1,5 @@
 """The cold-start stage of ``servecheck accept`` and ``servecheck cutover``: the
-launched process's lifetime and the stage dict (the measurement is :mod:`servecheck.load.coldstart`,
+launched process's lifetime and the stage dict (the measurement is :mod:`servecheck.probes.coldstart`,
 the report section :mod:`servecheck.report.coldstart_html`). ``spec`` is an accept or cutover
 spec: anything with ``launch``, ``cold_start``, ``cold_start_requests`` and ``cold_start_slos``.
 
@@ -25,7 +25,7 @@ from servecheck.errors import SpecError
 def validate(spec: Any) -> None:
     """Before any traffic: every ``--cold-start-slo`` parses, is a cold-start metric and has a
     cold start to judge; an accept ``--slo`` that is a cold-start metric points here."""
-    from servecheck.load.slo import COLD, reject_cold
+    from servecheck.analysis.slo import COLD, reject_cold
 
     given = list(getattr(spec, "cold_start_slos", None) or [])
     for slo in given:
@@ -43,7 +43,7 @@ def validate(spec: Any) -> None:
 
 def stage_slos(spec: Any, target: Target) -> list[Any]:
     """The cold-start SLOs of this stage: the command line's, then the target's (deduplicated)."""
-    from servecheck.load.slo import parse_slos
+    from servecheck.analysis.slo import parse_slos
 
     slos = [
         *(getattr(spec, "cold_start_slos", None) or []),
@@ -75,7 +75,7 @@ def enabled(spec: Any) -> bool:
 @contextlib.contextmanager
 def launched(spec: Any, run_dir: Path) -> Iterator[Launch]:
     """Start ``--launch`` (if given) now, stop it when the command is done."""
-    from servecheck.load import coldstart
+    from servecheck.probes import coldstart
 
     launch = Launch(getattr(spec, "launch", None), run_dir)
     if launch.command:
@@ -99,7 +99,7 @@ def run_stage(
     from servecheck.checks.health import wait_ready
     from servecheck.client.http import ServeClient
     from servecheck.client.models import model_for_target
-    from servecheck.load import coldstart
+    from servecheck.probes import coldstart
     from servecheck.workflows.support import say
 
     t0 = launch.started or time.monotonic()

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servecheck.analysis.slo import SLO, as_slos
+from servecheck.analysis.verdict import RunVerdict, compose, stage_verdict
 from servecheck.errors import SpecError, UsageError
-from servecheck.load.slo import SLO, as_slos
-from servecheck.load.swap import SwapAction, parse_swap
-from servecheck.load.verdict import RunVerdict, compose, stage_verdict
+from servecheck.probes.swap import SwapAction, parse_swap
 from servecheck.report.cutover_html import part_message as _part_message
 from servecheck.workflows import RunResult, coldstart
 from servecheck.workflows.drain import drain_part
@@ -136,8 +136,8 @@ def run_cutover(spec: CutoverSpec) -> CutoverResult:
 
 def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = None) -> CutoverResult:
     from servecheck.config import load_targets
-    from servecheck.load.agreement import agreement, read_prompts
     from servecheck.load.run import LoadSpec, run_load
+    from servecheck.probes.agreement import agreement, read_prompts
     from servecheck.report.compare import compare_runs
     from servecheck.report.html import write_load_html
     from servecheck.workflows.accept import run_conformance
@@ -245,7 +245,7 @@ def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = Non
 
 
 def _verdict(parts: dict[str, dict[str, Any]]) -> RunVerdict:
-    """The run's verdict from its parts (load/verdict.py's rule); each reason is the part's
+    """The run's verdict from its parts (analysis/verdict.py's rule); each reason is the part's
     message."""
     return compose(
         stage_verdict(name, {**p, "detail": _part_message(name, p)}) for name, p in parts.items()
@@ -258,7 +258,7 @@ def _probe(
     """The probe's records, run length and options (None without servecheck's own swap)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from servecheck.load.swap_probe import run_swap_probe
+    from servecheck.probes.swap_probe import run_swap_probe
     from servecheck.workflows import cutover_swap
     from servecheck.workflows.support import say
 

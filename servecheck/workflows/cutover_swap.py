@@ -2,7 +2,7 @@
 validation before any traffic, the probe with the swap in it, and the ``swap_impact`` part.
 
 The probe streams (TTFT per request) and splits its traffic across ``probe_models`` by weight;
-``swap_at_s`` seconds in, :func:`servecheck.load.swap.perform` runs the engine's own mechanism
+``swap_at_s`` seconds in, :func:`servecheck.probes.swap.perform` runs the engine's own mechanism
 (a runtime LoRA load or unload, an Xinference terminate and relaunch). The part holds when the
 swap's own requests succeeded and every ``swap_slos`` bound held; a swap SLO that could not be
 measured fails with its reason.
@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from servecheck.analysis.slo import SLO
 from servecheck.config.model import Target
 from servecheck.errors import SpecError
-from servecheck.load.slo import SLO
-from servecheck.load.swap import SwapAction, SwapOutcome, perform, swap_impact, swap_verdicts
-from servecheck.load.swap_probe import ProbeOptions, ProbeRecord, run_swap_probe
+from servecheck.probes.swap import SwapAction, SwapOutcome, perform, swap_impact, swap_verdicts
+from servecheck.probes.swap_probe import ProbeOptions, ProbeRecord, run_swap_probe
 
 
 def validate(

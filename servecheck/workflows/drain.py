@@ -11,7 +11,7 @@ Which server is told to stop, and how (:func:`resolve_action`), in this order:
 4. an engine ``servecheck engine up`` started on the target's loopback port: SIGTERM to it.
 
 Anything else is a usage error naming the two ways to give one. The measurement is
-:func:`servecheck.load.drain.measure_drain`; the run folder gets ``drain.json`` and
+:func:`servecheck.probes.drain.measure_drain`; the run folder gets ``drain.json`` and
 ``junit.xml``; the verdict is folded with the drain SLOs (``drain_ok``, ``drain_time``, from
 ``slos`` and the target's ``slo:``), parsed before any traffic.
 """
@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from servecheck.analysis.slo import SLO, Verdict, as_slos, parse_slos
+from servecheck.analysis.verdict import INCONCLUSIVE, PASS, RunVerdict, compose, stage_verdict
 from servecheck.config.model import Target
 from servecheck.errors import SpecError
-from servecheck.load.drain import ActionOutcome, DrainAction, DrainOptions, DrainReport
-from servecheck.load.lengths import IGNORE_EOS_ENGINES
-from servecheck.load.slo import SLO, Verdict, as_slos, parse_slos
-from servecheck.load.verdict import INCONCLUSIVE, PASS, RunVerdict, compose, stage_verdict
+from servecheck.load.workload.lengths import IGNORE_EOS_ENGINES
+from servecheck.probes.drain import ActionOutcome, DrainAction, DrainOptions, DrainReport
 from servecheck.workflows import RunResult
 
 
@@ -238,7 +238,7 @@ def _launched(spec: DrainSpec, run_dir: Path) -> Iterator[subprocess.Popen[bytes
     if not spec.launch:
         yield None
         return
-    from servecheck.load import coldstart
+    from servecheck.probes import coldstart
 
     proc = coldstart.launch(spec.launch, run_dir / "launch.log")
     try:
@@ -302,7 +302,7 @@ def drain_stage(
     one a SLO) and return what ``drain.json`` holds."""
     from servecheck.client.http import ServeClient
     from servecheck.client.models import model_for_target
-    from servecheck.load.drain import measure_drain
+    from servecheck.probes.drain import measure_drain
     from servecheck.workflows.support import Case, Suite, say, write_json, write_junit
 
     action = resolve_action(target, proc)  # a usage error before any traffic

@@ -4,8 +4,8 @@ Each run is an ordinary load run (:func:`servecheck.api.load`, as ``api.load_rep
 it: its own ``summary.json``,
 records, page and JUnit) in ``<run folder>/run-01`` ... ``run-NN``; the run folder's own
 ``summary.json`` (``kind: repeat``) holds each run's verdict and figures and the intervals
-(:mod:`servecheck.load.intervals`: Student t over the runs, 95 %). The verdict folds the runs'
-with the one rule (``load/verdict.py``'s ``compose``): FAIL when any run failed, else
+(:mod:`servecheck.analysis.intervals`: Student t over the runs, 95 %). The verdict folds the runs'
+with the one rule (``analysis/verdict.py``'s ``compose``): FAIL when any run failed, else
 INCONCLUSIVE when any could not measure, else PASS. ``servecheck compare`` reads the intervals
 of two repeated runs (report/compare.py).
 """
@@ -59,8 +59,8 @@ def run_repeat(
 ) -> RepeatResult:
     """Run the load ``spec.repeat`` times with ``run_one`` (``servecheck.api.load``: each run
     gets its page and JUnit), then write the repeat summary."""
-    from servecheck.load.intervals import METHOD, repeat_intervals
-    from servecheck.load.verdict import RunVerdict, compose
+    from servecheck.analysis.intervals import METHOD, repeat_intervals
+    from servecheck.analysis.verdict import RunVerdict, compose
 
     spec.validate()
     base = spec.load

@@ -24,7 +24,7 @@ import pytest
 from servecheck import api
 from servecheck.engines import base
 from servecheck.engines.base import Engine, LaunchPlan, Readiness
-from servecheck.load.drain import DrainOptions
+from servecheck.probes.drain import DrainOptions
 from servecheck.workflows.drain import DrainSpec
 
 

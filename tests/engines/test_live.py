@@ -19,7 +19,7 @@ import pytest
 
 from servecheck.engines.models import SERVED_NAME
 from servecheck.engines.registry import ENGINE_PORTS
-from servecheck.load.columnar import read_run_records
+from servecheck.records.parquet import read_run_records
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,6 @@
 """An outage on a real engine: the test's own llama.cpp (``llama-server`` with the tiny GGUF, as
 ``servecheck engine up llamacpp`` launches it, on a port of its own, never the shared 8021) is
-stopped mid-run and started again; the load rides it out (load/outage.py) and reports the
+stopped mid-run and started again; the load rides it out (analysis/outage.py) and reports the
 window, what failed, the time to recover and the requests lost.
 
 Skips when the llama-server binary or the tiny model is not in the cache (the lead's engine
@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from servecheck.engines.llamacpp import LlamaCpp
-from servecheck.load.records import LOST
+from servecheck.records.record import LOST
 from tests.hostile.support import load_cmd
 
 PORT = int(os.environ.get("SERVECHECK_OUTAGE_LLAMACPP_PORT", "8691"))

@@ -15,7 +15,7 @@ import pytest
 from servecheck.checks import CheckFailed, load_all, run_with_allowances
 from servecheck.client.http import ServeClient
 from servecheck.client.sse import MAX_EVENT_BYTES
-from servecheck.load.stream import StreamState
+from servecheck.load.generator.stream import StreamState
 from servecheck.reference.hostile import hostile
 from tests.hostile.support import hostile_context, hostile_target, write_targets
 from tests.hostile.test_load_verdicts import load_cmd, run_cmd

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from servecheck.analysis.stats import compute_stats
+from servecheck.analysis.verdict import load_run_verdict
 from servecheck.cli import main
-from servecheck.load.stats import compute_stats
-from servecheck.load.verdict import load_run_verdict
 from servecheck.reference.hostile import hostile
 from tests.hostile.support import load_cmd, write_targets
 from tests.report.synth import synth_records, write_check_run, write_load_run
@@ -168,8 +168,8 @@ def test_a_load_with_no_slo_has_an_error_budget(
 
 
 def test_the_error_budget_option(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from servecheck.load.budget import parse_error_budget, with_error_budget
-    from servecheck.load.slo import parse_slos
+    from servecheck.analysis.budget import parse_error_budget, with_error_budget
+    from servecheck.analysis.slo import parse_slos
 
     assert parse_error_budget("0.5%") == 0.005
     assert parse_error_budget("none") is None

@@ -1,5 +1,5 @@
 """A target that goes down mid-run: the load stops early, keeps what it measured and fails
-naming when the target went down (load/down.py). The server is stopped once the run has
+naming when the target went down (analysis/down.py). The server is stopped once the run has
 recorded ten successes (an event, not a time); the run is bounded at 5 minutes, so ending at all
 within the test's bound proves it stopped early."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from servecheck.analysis.down import DownRule, DownWatch, parse_down_after
 from servecheck.errors import UsageError
-from servecheck.load.down import DownRule, DownWatch, parse_down_after
 from servecheck.reference.inprocess import RunningServer
 from tests.hostile.support import communicate, load_cmd, wait_for
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
-from servecheck.load.prompts import approx_tokens
+from servecheck.load.workload.prompts import approx_tokens
 
 THINK_TOKENS = 3
 TEXT_TOKENS = 5

@@ -1,4 +1,4 @@
-"""The streaming summary (servecheck/load/aggregate.py, keeper.py) against the record passes it
+"""The streaming summary (servecheck/analysis/aggregate.py, keeper.py) against the record passes it
 replaces: the same figures from workers' aggregates as from every record, in send order."""
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from servecheck.errors import SpecError
-from servecheck.load.aggregate import (
+from servecheck.analysis.aggregate import (
     Aggregate,
     Reservoir,
     Rule,
@@ -22,10 +21,11 @@ from servecheck.load.aggregate import (
     resolve_records,
     steady_of,
 )
-from servecheck.load.keeper import RecordKeeper
-from servecheck.load.records import RequestRecord
-from servecheck.load.stats import PERCENTILES, Histogram, Schedule, Tally, compute_stats
-from servecheck.load.steady import parse_steady_window
+from servecheck.analysis.stats import PERCENTILES, Histogram, Schedule, Tally, compute_stats
+from servecheck.analysis.steady import parse_steady_window
+from servecheck.errors import SpecError
+from servecheck.load.generator.keeper import RecordKeeper
+from servecheck.records.record import RequestRecord
 
 
 def _records(n: int, workers: int = 2, seed: int = 7) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""Cancellation injection (``--cancel SHARE@POINT``, load/cancel.py): the grammar, the record
+"""Cancellation injection (``--cancel SHARE@POINT``, load/workload/cancel.py): the grammar, the record
 class, and end to end on the reference server: a clean one drains after the cancelled requests
 (PASS), one that leaks a running slot per disconnected request (``abort-leak``) does not (FAIL)."""
 
@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from servecheck.analysis.stats import compute_stats
 from servecheck.errors import UsageError
-from servecheck.load.cancel import CancelRule, draw, outcome, parse_cancel
-from servecheck.load.columnar import read_run_records
-from servecheck.load.stats import compute_stats
-from servecheck.load.stream import StreamState
-from servecheck.load.wire import ResponseParser
+from servecheck.load.generator.stream import StreamState
+from servecheck.load.generator.wire import ResponseParser
+from servecheck.load.workload.cancel import CancelRule, draw, outcome, parse_cancel
+from servecheck.records.parquet import read_run_records
 from servecheck.reference.inprocess import RunningServer
 from tests.load.test_load_cli import _cmd, _run, _summary, _targets
 

@@ -119,8 +119,8 @@ def test_server_figures_are_read_defensively(summary: dict[str, Any], want: floa
 
 
 def test_step_reads_the_names_the_server_section_writes() -> None:
-    """The section's keys (load/server_gauges.py) are the canonical names capacity reads."""
-    from servecheck.load.server_gauges import gauges
+    """The section's keys (analysis/server_gauges.py) are the canonical names capacity reads."""
+    from servecheck.analysis.server_gauges import gauges
 
     rows = {"requests_waiting": [(1.0, 0.0, "w"), (2.0, 3.0, "w")]}
     summary = {

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from servecheck.load.coldstart import ColdStart, Probe
+from servecheck.probes.coldstart import ColdStart, Probe
 from servecheck.reference.inprocess import RunningServer
 from tests.load.test_load_cli import ROOT
 
@@ -148,8 +148,8 @@ def test_a_cold_start_slower_than_its_slo_fails_accept(tmp_path: Path) -> None:
 
 
 def test_an_unmeasured_cold_start_figure_is_inconclusive_never_a_pass() -> None:
-    from servecheck.load.coldstart import cold_start_verdicts
-    from servecheck.load.slo import parse_slos
+    from servecheck.analysis.slo import parse_slos
+    from servecheck.probes.coldstart import cold_start_verdicts
 
     slos = parse_slos(["requests_to_warm<=5", "first_ttft<=5s", "time_to_ready<=60s"])
     never = _cold([100.0, None, None, None, 100.0, None])  # never settles: no requests_to_warm
@@ -302,7 +302,7 @@ def test_cold_start_requests_go_to_the_target_not_to_a_proxy_of_the_environment(
 ) -> None:
     """The first requests are the target's, built by the client factory: a shell's HTTP_PROXY
     (here a port where nothing listens) must not swallow them and fail the cold start."""
-    from servecheck.load.coldstart import measure
+    from servecheck.probes.coldstart import measure
     from tests.support import target_for
 
     target = target_for(make_reference())

@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from servecheck.load import columnar
-from servecheck.load.columnar import (
+from servecheck.load.generator.transport import LOCAL_DIR
+from servecheck.records import parquet as columnar
+from servecheck.records.parquet import (
     RECORDS_PARQUET,
     compact_records,
     export_jsonl,
     iter_records,
     read_run_records,
 )
-from servecheck.load.records import RecordWriter, RequestRecord, iter_lines, to_dataframe
-from servecheck.load.transport import LOCAL_DIR
+from servecheck.records.record import RecordWriter, RequestRecord, iter_lines, to_dataframe
 
 T0 = 1_764_684_149.0
 
@@ -82,7 +82,7 @@ def _variety(worker: str) -> list[RequestRecord]:
     think.itls_reasoning, think.itls_answer = think.itls[:4], think.itls[5:]
     turn = _ok(worker, 6, T0 + 6)
     turn.conversation, turn.turn, turn.history_tokens, turn.prefix_group = "c7", 2, 900, "sys-a"
-    turn.model = "lora-a"  # a run split across models (load/mix.py)
+    turn.model = "lora-a"  # a run split across models (load/workload/mix.py)
     turn.cached_tokens, turn.images, turn.image_size, turn.text_tokens = 640, 2, "512x512", 80
     turn.stamps = {"connect": 0.312, "tls": 1.5, "written": 0.02}
     odd = _ok(worker, 7, T0 + 7)
@@ -259,7 +259,7 @@ def test_records_import_stays_light() -> None:
     import subprocess
     import sys
 
-    code = "import sys, servecheck.load.records, servecheck.load.columnar; print('pyarrow' in sys.modules)"
+    code = "import sys, servecheck.records.record, servecheck.records.parquet; print('pyarrow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stdout + out.stderr
     assert columnar.RECORDS_PARQUET == "records.parquet"
@@ -278,7 +278,7 @@ def test_records_import_stays_light() -> None:
 def test_json_reader_or_line_by_line(tmp_path: Path, change: dict[str, Any], fast: bool) -> None:
     """Clean lines go through pyarrow's JSON reader; a chunk it refuses is parsed line by line,
     and the odd value comes back as it was either way."""
-    from servecheck.load.record_columns import json_table
+    from servecheck.records.columns import json_table
 
     lines = [json.loads(_ok("w0", i, T0 + i).to_json()) for i in range(3)]
     lines[1].update(change)
@@ -293,7 +293,7 @@ def test_json_reader_or_line_by_line(tmp_path: Path, change: dict[str, Any], fas
 def test_every_key_to_json_writes_has_its_column() -> None:
     """A record with every field set writes exactly the keys the schema knows: a field added to
     RequestRecord without a column would still survive (in ``extra``), at a JSON string's cost."""
-    from servecheck.load.record_columns import KEYS
+    from servecheck.records.columns import KEYS
 
     full = _variety("w0")[6]  # the conversation turn: every optional field set
     full.ttfr, full.reasoning_tokens, full.reasoning_tokens_client = 0.01, 2, 2
@@ -320,7 +320,7 @@ def test_compacting_again_keeps_what_the_file_holds(tmp_path: Path) -> None:
 
 def test_a_compacted_folder_is_a_used_run_folder(tmp_path: Path) -> None:
     from servecheck.errors import SpecError
-    from servecheck.load.records import refuse_used_run_dir
+    from servecheck.records.record import refuse_used_run_dir
 
     _write(tmp_path, "w0", [_ok("w0", 0, T0)])
     compact_records(tmp_path)

@@ -9,18 +9,18 @@ from typing import Any
 
 import pytest
 
+from servecheck.analysis.breakdown import ENGINE_FILE, format_breakdown, scenario_breakdown
+from servecheck.analysis.engine_cache import read_counters, run_delta
 from servecheck.errors import UsageError
-from servecheck.load.breakdown import ENGINE_FILE, format_breakdown, scenario_breakdown
-from servecheck.load.conversation import (
+from servecheck.load.workload.conversation import (
     ConversationPool,
     SharedPrefixes,
     env_think_s,
     env_turns,
     reply_text,
 )
-from servecheck.load.engine_cache import read_counters, run_delta
-from servecheck.load.prompts import Prompt
-from servecheck.load.records import RequestRecord, cached_tokens
+from servecheck.load.workload.prompts import Prompt
+from servecheck.records.record import RequestRecord, cached_tokens
 from servecheck.reference.prefix_cache import PrefixCache, ttft_s
 from servecheck.reference.server import ServerConfig
 
@@ -246,7 +246,7 @@ def test_reference_ttft_shrinks_with_the_cached_share() -> None:
 
 
 def test_reply_text_fast_path_equals_parsing_every_chunk() -> None:
-    from servecheck.load.conversation import _parsed_text
+    from servecheck.load.workload.conversation import _parsed_text
 
     rng = random.Random(5)
     pieces = ["a", ' "q" ', "\\n", "\u00e9\u6a21", "\U0001f642", "tab\there", "", "x\\y"]

@@ -23,10 +23,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
-from servecheck.load import reactor as reactor_mod
-from servecheck.load.reactor import StreamReactor
-from servecheck.load.stream import StreamState, classify
-from servecheck.load.wire import ResponseParser, _Dechunker
+from servecheck.load.generator import reactor as reactor_mod
+from servecheck.load.generator.reactor import StreamReactor
+from servecheck.load.generator.stream import StreamState, classify
+from servecheck.load.generator.wire import ResponseParser, _Dechunker
 from servecheck.reference.fast import FastServer, Timing
 from tests.load.test_reactor import _body
 from tests.load.test_rxthread import _pair as _plain_pair

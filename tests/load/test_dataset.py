@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from servecheck.errors import UsageError
-from servecheck.load.columnar import read_run_records
-from servecheck.load.conversation import ConversationPool
-from servecheck.load.dataset import DatasetPrompts, load_dataset, turn_prompt
+from servecheck.load.workload.conversation import ConversationPool
+from servecheck.load.workload.dataset import DatasetPrompts, load_dataset, turn_prompt
+from servecheck.records.parquet import read_run_records
 from servecheck.reference.inprocess import RunningServer
 from tests.load.test_load_cli import _cmd, _run, _summary, _targets
 

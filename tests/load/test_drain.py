@@ -1,4 +1,4 @@
-"""The drain verdict (``servecheck drain``, servecheck/load/drain.py) against the reference
+"""The drain verdict (``servecheck drain``, servecheck/probes/drain.py) against the reference
 server: PASS on its clean shutdown path, FAIL with its own reason on each ``drain-*`` fault, the
 hook command of targets.yaml, ``--launch``, the drain SLOs and the usage errors."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from servecheck import api, cli
-from servecheck.load.drain import DrainOptions
+from servecheck.probes.drain import DrainOptions
 from servecheck.workflows.drain import DrainSpec
 
 # Long enough streams (ignore_eos: 150 tokens at 20 ms) that every one is in flight at SIGTERM.
@@ -193,8 +193,8 @@ def test_bad_slo_is_refused_before_traffic(
 
 
 def test_load_refuses_a_drain_slo() -> None:
+    from servecheck.analysis.slo import parse_slos, reject_cold
     from servecheck.errors import UsageError
-    from servecheck.load.slo import parse_slos, reject_cold
 
     with pytest.raises(UsageError, match="a drain SLO, which servecheck load does not measure"):
         reject_cold(parse_slos(["drain_ok"]))

@@ -1,5 +1,5 @@
 """The error budget is set the same way everywhere a load is sent: ``--error-budget`` on
-``load`` and ``accept``, and ``error_budget:`` in a load plan (one parser, load/budget.py)."""
+``load`` and ``accept``, and ``error_budget:`` in a load plan (one parser, analysis/budget.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from servecheck.analysis.budget import DEFAULT_ERROR_BUDGET
 from servecheck.cli import main
 from servecheck.commands import accept
 from servecheck.commands.load.spec import spec_from_options
 from servecheck.config.model import Target
 from servecheck.errors import UsageError
-from servecheck.load.budget import DEFAULT_ERROR_BUDGET
 from servecheck.load.plan import PLAN_KEYS, load_plan
 from servecheck.workflows.accept import AcceptSpec
 

@@ -1,4 +1,4 @@
-"""The streaming summary's C prepare (servecheck/load/_hdrfast.c) against its Python reference:
+"""The streaming summary's C prepare (servecheck/analysis/_hdrfast.c) against its Python reference:
 the same bucket keys, sums, bounds and clip counts, and the same errors.
 
 `make venv` builds the extension (on Linux, as it builds the native reader test_rxthread.py
@@ -14,15 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servecheck.load import stats
+from servecheck.analysis import stats
 
 try:
-    from servecheck.load import _hdrfast
+    from servecheck.analysis import _hdrfast
 except ImportError:  # pragma: no cover - depends on the build
     if sys.platform == "linux":
         raise
     pytest.skip(
-        "servecheck.load._hdrfast is not built (make venv builds it)", allow_module_level=True
+        "servecheck.analysis._hdrfast is not built (make venv builds it)", allow_module_level=True
     )
 
 seconds = st.floats(min_value=-10.0, max_value=5000.0, allow_nan=False)

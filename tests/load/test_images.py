@@ -1,5 +1,5 @@
 """``--images``: generated images, a folder of the user's, attaching them to requests, and the
-summary's images section (servecheck/load/images.py, image_stats.py)."""
+summary's images section (servecheck/load/workload/images.py, image_stats.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from servecheck.analysis.image_stats import format_images, image_breakdown
 from servecheck.errors import SpecError, UsageError
-from servecheck.load.image_stats import format_images, image_breakdown
-from servecheck.load.images import (
+from servecheck.load.plan import load_plan
+from servecheck.load.workload.images import (
     MAX_FILE_BYTES,
     ImagePool,
     Variant,
@@ -22,8 +23,7 @@ from servecheck.load.images import (
     parse_variants,
     read_folder,
 )
-from servecheck.load.plan import load_plan
-from servecheck.load.planned import PlannedRequest
+from servecheck.load.workload.planned import PlannedRequest
 
 
 def test_sizes_parse_with_an_optional_count() -> None:

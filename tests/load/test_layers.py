@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from servecheck.load.slo import parse_slo
+from servecheck.analysis.slo import parse_slo
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_library_does_not_import_locust_or_gevent() -> None:
     code = (
         "import sys\n"
-        "import servecheck.load.records, servecheck.load.stats, servecheck.load.slo, servecheck.load.schedule\n"
-        "import servecheck.load.prompts, servecheck.load.plan, servecheck.load.stream, servecheck.load.wire\n"
+        "import servecheck.records.record, servecheck.analysis.stats, servecheck.analysis.slo, servecheck.load.workload.schedule\n"
+        "import servecheck.load.workload.prompts, servecheck.load.plan, servecheck.load.generator.stream, servecheck.load.generator.wire\n"
         "import servecheck.load.run, servecheck.commands.load\n"
         "bad = sorted(m for m in ('locust', 'gevent') if m in sys.modules)\n"
         "print(','.join(bad))\n"

@@ -7,7 +7,7 @@ import statistics
 import pytest
 
 from servecheck.errors import UsageError
-from servecheck.load.lengths import (
+from servecheck.load.workload.lengths import (
     DRAWS,
     Lengths,
     apply_lengths,
@@ -15,7 +15,7 @@ from servecheck.load.lengths import (
     parse_lengths,
     section,
 )
-from servecheck.load.prompts import PromptSpec
+from servecheck.load.workload.prompts import PromptSpec
 
 MIX = [PromptSpec(64, 64, weight=4), PromptSpec(256, 128, weight=1)]
 

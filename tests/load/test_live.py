@@ -1,4 +1,4 @@
-"""The live view (load/live.py, load/live_web.py) without Locust: pieces, merging, OpenMetrics,
+"""The live view (load/generator/live.py, load/generator/live_web.py) without Locust: pieces, merging, OpenMetrics,
 the bind and auth rules, the routes in a Flask app, and the Grafana dashboard's metric names."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from servecheck.analysis.aggregate import Aggregate, Rule
 from servecheck.errors import SpecError
-from servecheck.load.aggregate import Aggregate, Rule
-from servecheck.load.live import (
+from servecheck.load.generator.live import (
     LiveFeed,
     LiveView,
     check_free,
@@ -230,7 +230,7 @@ class _WebUI:
 
 
 def test_web_routes_tab_and_basic_auth() -> None:
-    from servecheck.load.live_web import install
+    from servecheck.load.generator.live_web import install
 
     ui, view = _WebUI(), _fed_view()
     install(ui, view, auth="admin:s3cret")
@@ -252,7 +252,7 @@ def test_web_routes_tab_and_basic_auth() -> None:
 
 
 def test_web_routes_open_without_auth() -> None:
-    from servecheck.load.live_web import install
+    from servecheck.load.generator.live_web import install
 
     ui = _WebUI()
     install(ui, LiveView())

@@ -1,4 +1,4 @@
-"""``--otlp``: the live view as OpenTelemetry metrics (load/live_otlp.py), read by the SDK's
+"""``--otlp``: the live view as OpenTelemetry metrics (load/generator/live_otlp.py), read by the SDK's
 in-memory reader and pushed over OTLP/HTTP to an in-process collector stub."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from servecheck.errors import SpecError
-from servecheck.load import live
-from servecheck.load.live import live_config, otlp_missing
+from servecheck.load.generator import live
+from servecheck.load.generator.live import live_config, otlp_missing
 from servecheck.reference.inprocess import RunningServer
 from tests.load.test_live import _fed_view
 
@@ -36,7 +36,7 @@ def _points(metrics_data: Any) -> dict[str, list[tuple[dict[str, Any], float]]]:
 def test_in_memory_reader_sees_every_instrument_with_the_window() -> None:
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from servecheck.load.live_otlp import INSTRUMENTS, meter_provider
+    from servecheck.load.generator.live_otlp import INSTRUMENTS, meter_provider
 
     reader = InMemoryMetricReader()
     provider = meter_provider(_fed_view(), [reader])
@@ -72,7 +72,7 @@ def test_otlp_http_export_reaches_a_collector() -> None:
         ExportMetricsServiceRequest,
     )
 
-    from servecheck.load.live_otlp import INSTRUMENTS, start
+    from servecheck.load.generator.live_otlp import INSTRUMENTS, start
 
     _Collector.bodies = []
     server = HTTPServer(("127.0.0.1", 0), _Collector)

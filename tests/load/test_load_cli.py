@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from servecheck.load.columnar import read_run_records
+from servecheck.records.parquet import read_run_records
 from servecheck.reference.inprocess import RunningServer
 from tests.hostile.support import load_cmd
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from servecheck.load.columnar import read_run_records
+from servecheck.records.parquet import read_run_records
 from servecheck.reference.inprocess import RunningServer
 from servecheck.reference.reasoning import ReasoningMode
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from servecheck.load.columnar import read_run_records
+from servecheck.records.parquet import read_run_records
 from tests.load.anthropic_stub import TEXT_TOKENS, THINK_TOKENS, StubServer
 
 pytestmark = pytest.mark.slow

@@ -1,5 +1,5 @@
-"""The load generator's reader of Anthropic's Messages stream (servecheck/load/anthropic_events.py)
-and the request the messages API sends (servecheck/load/apis.py)."""
+"""The load generator's reader of Anthropic's Messages stream (servecheck/load/generator/anthropic_events.py)
+and the request the messages API sends (servecheck/load/generator/apis.py)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import pytest
 
 from servecheck.client.sse import MAX_EVENT_BYTES
 from servecheck.errors import SpecError
-from servecheck.load.anthropic_events import MessagesStreamState, parse_messages_bytes
-from servecheck.load.apis import api_headers, new_state, request_for, resolve_api
+from servecheck.load.generator.anthropic_events import MessagesStreamState, parse_messages_bytes
+from servecheck.load.generator.apis import api_headers, new_state, request_for, resolve_api
+from servecheck.load.generator.stream import classify, record_from_stream, record_phases
+from servecheck.load.generator.wire import WireResult
 from servecheck.load.plan import load_plan
-from servecheck.load.planned import PlannedRequest
-from servecheck.load.records import RequestRecord
-from servecheck.load.stream import classify, record_from_stream, record_phases
-from servecheck.load.wire import WireResult
+from servecheck.load.workload.planned import PlannedRequest
+from servecheck.records.record import RequestRecord
 
 
 def ev(obj: dict[str, Any], name: str | None = None) -> bytes:

@@ -47,10 +47,10 @@ def test_no_runner_keeps_its_own_discovery() -> None:
     """The Locust user, the load run, the abandon probe, cutover and cold start all call
     servecheck.client.models."""
     for rel in (
-        "servecheck/load/locust_user.py",
+        "servecheck/load/generator/locust_user.py",
         "servecheck/load/run.py",
-        "servecheck/load/abandon.py",
-        "servecheck/load/agreement.py",
+        "servecheck/probes/abandon.py",
+        "servecheck/probes/agreement.py",
         "servecheck/workflows/cutover.py",
         "servecheck/workflows/coldstart.py",
     ):
@@ -61,10 +61,10 @@ def test_no_runner_keeps_its_own_discovery() -> None:
 
 def test_records_are_measured_in_one_place() -> None:
     """The Locust user and the soak cycle derive TTFT/ITL/TPOT with load.stream.record_from_stream."""
-    from servecheck.load.records import RequestRecord
-    from servecheck.load.stream import record_from_stream
+    from servecheck.load.generator.stream import record_from_stream
+    from servecheck.records.record import RequestRecord
 
-    for rel in ("servecheck/load/locust_user.py", "servecheck/load/soak.py"):
+    for rel in ("servecheck/load/generator/locust_user.py", "servecheck/load/soak.py"):
         text = (ROOT / rel).read_text()
         assert "record_from_stream(" in text and "tpot=" not in text, rel
     rec = record_from_stream(
@@ -108,7 +108,7 @@ def test_cutover_agreement_never_sends_chat_to_a_pooling_model() -> None:
     """Cutover chose its model with a rule of its own (the first id /models lists, an embedding
     model here); it now uses model_for_target, which skips pooling models."""
     from servecheck.config.model import Target
-    from servecheck.load.agreement import agreement
+    from servecheck.probes.agreement import agreement
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _PoolingFirst)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -138,7 +138,7 @@ def test_plain_locust_with_a_named_target_uses_its_declared_models(tmp_path: Pat
     )
     code = (
         "import types\n"
-        "from servecheck.load.locust_user import _config_from_env\n"
+        "from servecheck.load.generator.locust_user import _config_from_env\n"
         "print(_config_from_env(types.SimpleNamespace(host=None), None).model)\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVECHECK_")}

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from servecheck.errors import UsageError
-from servecheck.load.columnar import read_run_records
-from servecheck.load.mix import WeightedCycle, parse_model_mix
 from servecheck.load.plan import load_plan
+from servecheck.load.workload.mix import WeightedCycle, parse_model_mix
+from servecheck.records.parquet import read_run_records
 from servecheck.reference.inprocess import RunningServer
 from tests.hostile.support import load_cmd
 

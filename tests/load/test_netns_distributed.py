@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from servecheck.load.columnar import read_run_records
+from servecheck.records.parquet import read_run_records
 from tests.load.netns import Lan, unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]

@@ -1,4 +1,4 @@
-"""Outages during a run (load/outage.py): the breaker's rules on records, the summary's windows
+"""Outages during a run (analysis/outage.py): the breaker's rules on records, the summary's windows
 merged across workers, the verdict (never a silent pass), the ``lost_requests`` SLO, and end to
 end: a reference server stopped mid-run and started again on the same port."""
 
@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 
-from servecheck.errors import UsageError
-from servecheck.load.down import DownRule, DownWatch
-from servecheck.load.outage import (
+from servecheck.analysis.down import DownRule, DownWatch
+from servecheck.analysis.outage import (
     HOLD,
     OPEN_AFTER,
     PROBE,
@@ -27,9 +26,10 @@ from servecheck.load.outage import (
     section,
     verdict_of,
 )
-from servecheck.load.records import LOST
-from servecheck.load.slo import evaluate, parse_slo
-from servecheck.load.stats import RunStats
+from servecheck.analysis.slo import evaluate, parse_slo
+from servecheck.analysis.stats import RunStats
+from servecheck.errors import UsageError
+from servecheck.records.record import LOST
 from servecheck.reference.inprocess import RunningServer
 from servecheck.reference.server import ServerConfig
 from tests.load.test_load_cli import _cmd, _targets

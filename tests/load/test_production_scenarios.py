@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from servecheck.load.columnar import read_run_records
+from servecheck.records.parquet import read_run_records
 from servecheck.reference.inprocess import RunningServer
 from tests.load.test_load_cli import ROOT, _cmd, _run, _summary, _targets
 

@@ -1,4 +1,4 @@
-"""Phased load profiles (servecheck/load/phased.py): the grammar and its errors, the schedules
+"""Phased load profiles (servecheck/load/workload/phased.py): the grammar and its errors, the schedules
 they send (each offset the request's intended time, so the latency from it stays
 coordinated-omission-correct), the recovery measurement and its SLO, and every profile run end
 to end against the reference server; ``overload-never-recovers`` fails ``recovery_s``, the
@@ -13,15 +13,21 @@ from typing import Any
 
 import pytest
 
+from servecheck.analysis.slo import parse_slo
+from servecheck.analysis.steady import Scan
 from servecheck.commands.load.spec import spec_from_options
 from servecheck.config.model import Target
 from servecheck.errors import SpecError, UsageError
-from servecheck.load.columnar import read_run_records
-from servecheck.load.phased import ProfileSchedule, judge, parse_profile, recovery_of, section
 from servecheck.load.plan import load_plan
 from servecheck.load.run import validate
-from servecheck.load.slo import parse_slo
-from servecheck.load.steady import Scan
+from servecheck.load.workload.phased import (
+    ProfileSchedule,
+    judge,
+    parse_profile,
+    recovery_of,
+    section,
+)
+from servecheck.records.parquet import read_run_records
 from servecheck.reference.inprocess import RunningServer
 from tests.load.test_load_cli import _cmd, _run, _summary, _targets
 
@@ -249,7 +255,7 @@ def test_plan_profile_is_checked_and_used(tmp_path: Path) -> None:
 
 
 def test_the_shipped_recovery_plan() -> None:
-    from servecheck.load.shipped import plan_path
+    from servecheck.load.workload.shipped import plan_path
 
     target = Target(name="t", base_url="http://127.0.0.1:9/v1")
     spec = spec_from_options(target, {}, load_plan(plan_path("recovery")).values)

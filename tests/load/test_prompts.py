@@ -7,7 +7,7 @@ from random import Random
 
 import pytest
 
-from servecheck.load.prompts import (
+from servecheck.load.workload.prompts import (
     APPROX_METHOD,
     PromptSpec,
     approx_tokens,

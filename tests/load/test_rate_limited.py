@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
+from servecheck.analysis.stats import compute_stats
 from servecheck.errors import UsageError
-from servecheck.load.columnar import read_run_records
-from servecheck.load.records import RATE_LIMITED
-from servecheck.load.stats import compute_stats
-from servecheck.load.stream import (
+from servecheck.load.generator.stream import (
     StreamState,
     classify,
     parse_retry_after_cap,
     retry_after_seconds,
 )
-from servecheck.load.wire import WireResult
+from servecheck.load.generator.wire import WireResult
+from servecheck.records.parquet import read_run_records
+from servecheck.records.record import RATE_LIMITED
 from servecheck.reference.inprocess import RunningServer
 from tests.load.test_load_cli import _cmd, _run, _summary, _targets
 

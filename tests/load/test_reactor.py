@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from servecheck.load.reactor import StreamReactor
-from servecheck.load.stream import StreamState, classify
+from servecheck.load.generator.reactor import StreamReactor
+from servecheck.load.generator.stream import StreamState, classify
 from servecheck.reference.fast import FastServer, Timing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +69,7 @@ def test_concurrent_streams_on_one_reader_are_complete_and_never_early(
         fast + "/v1", {"Content-Type": "application/json"}, 5.0, 10.0, reader=reader
     )
     assert reactor.kind == reader, (
-        "the native reader (servecheck/load/_rxthread.c) is not built: pip install -e . needs a C compiler"
+        "the native reader (servecheck/load/generator/_rxthread.c) is not built: pip install -e . needs a C compiler"
     )
     results: list[tuple[str | None, str, StreamState, float]] = []
 

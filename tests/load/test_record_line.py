@@ -8,7 +8,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from servecheck.load.records import RequestRecord
+from servecheck.records.record import RequestRecord
 
 _itl = st.floats(min_value=-1.0, max_value=3600.0, allow_nan=False, allow_infinity=False)
 

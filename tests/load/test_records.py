@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from servecheck.load.records import (
+from servecheck.records.record import (
     RecordWriter,
     RequestRecord,
     merge_records,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from servecheck.load.columnar import RECORDS_PARQUET, compact_records
-from servecheck.load.records import to_dataframe
+from servecheck.records.parquet import RECORDS_PARQUET, compact_records
+from servecheck.records.record import to_dataframe
 from tests.load.test_columnar import _variety, _write
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "load.md"

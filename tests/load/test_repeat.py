@@ -1,4 +1,4 @@
-"""``servecheck load --repeat N``: the intervals (load/intervals.py), the folded verdict
+"""``servecheck load --repeat N``: the intervals (analysis/intervals.py), the folded verdict
 (workflows/repeat.py) and compare's use of the intervals (report/compare.py)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from servecheck.analysis.intervals import Interval, repeat_intervals, t_interval
+from servecheck.analysis.stats import RunStats
 from servecheck.errors import SpecError
-from servecheck.load.intervals import Interval, repeat_intervals, t_interval
 from servecheck.load.run import LoadResult, LoadSpec
-from servecheck.load.stats import RunStats
 from servecheck.report.compare import MetricDelta, apply_intervals
 from servecheck.workflows.repeat import RepeatSpec, run_repeat
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from servecheck.load.verdict import FAIL, INCONCLUSIVE, PASS, RunVerdict, compose, stage_verdict
+from servecheck.analysis.verdict import FAIL, INCONCLUSIVE, PASS, RunVerdict, compose, stage_verdict
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The native reader thread (servecheck/load/_rxthread.c) on its own, over real loopback TCP.
+"""The native reader thread (servecheck/load/generator/_rxthread.c) on its own, over real loopback TCP.
 
 What the reactor relies on: every read arrives once, with its key and the kernel's receive stamp;
 a close and a reset are reported once and then the socket is no longer watched; nothing is
@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from servecheck.load import reactor as reactor_mod
-from servecheck.load.stream import StreamState
-from servecheck.load.wire import ResponseParser
+from servecheck.load.generator import reactor as reactor_mod
+from servecheck.load.generator.stream import StreamState
+from servecheck.load.generator.wire import ResponseParser
 
 pytestmark = pytest.mark.skipif(
     reactor_mod.sys.platform != "linux", reason="the native reader is Linux-only"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from servecheck.errors import UsageError
-from servecheck.load.schedule import (
+from servecheck.load.workload.schedule import (
     FixedRate,
     Gamma,
     Poisson,

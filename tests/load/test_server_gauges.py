@@ -1,4 +1,4 @@
-"""summary.json's server.gauges and server.counters (load/server_gauges.py): only the samples
+"""summary.json's server.gauges and server.counters (analysis/server_gauges.py): only the samples
 inside the run window count, counters rise from the bounding scrapes (else the series), and a
 counter that went down is not a rise."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from servecheck.load import server_gauges
-from servecheck.load.server_truth import Snapshot
+from servecheck.analysis import server_gauges
+from servecheck.analysis.server_truth import Snapshot
 
 
 def _series(run_dir: Path, rows: list[tuple[float, str, float]]) -> None:

@@ -1,4 +1,4 @@
-"""The engine's own counts beside the client's (load/server_truth.py): reconciliation and the TTFT
+"""The engine's own counts beside the client's (analysis/server_truth.py): reconciliation and the TTFT
 decomposition, unit by unit, then end to end through ``servecheck load`` on the reference server,
 clean and with each engine-truth fault, whose finding must name it."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from servecheck.load import server_truth
-from servecheck.load.server_truth import ClientCounts, Snapshot, quantile, reconcile
+from servecheck.analysis import server_truth
+from servecheck.analysis.server_truth import ClientCounts, Snapshot, quantile, reconcile
 from servecheck.reference.inprocess import RunningServer
 from tests.load.test_load_cli import _cmd, _run, _summary, _targets
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from servecheck.analysis.slo import evaluate, parse_slo, parse_slos, request_predicate
+from servecheck.analysis.stats import Schedule, compute_stats
 from servecheck.errors import UsageError
-from servecheck.load.slo import evaluate, parse_slo, parse_slos, request_predicate
-from servecheck.load.stats import Schedule, compute_stats
 
 
 @pytest.mark.parametrize(
@@ -301,7 +301,7 @@ def test_swap_slo_errors(text: str, message: str) -> None:
 
 
 def test_a_load_run_refuses_a_swap_slo_from_the_command_line() -> None:
-    from servecheck.load.slo import reject_cold
+    from servecheck.analysis.slo import reject_cold
 
     with pytest.raises(UsageError, match="a swap SLO, which servecheck load does not measure"):
         reject_cold(parse_slos(["swap_failed_requests<=0"]))

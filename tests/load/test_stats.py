@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from servecheck.load.stats import PERCENTILES, Schedule, compute_stats, distribution
+from servecheck.analysis.stats import PERCENTILES, Schedule, compute_stats, distribution
 
 
 @pytest.mark.parametrize(

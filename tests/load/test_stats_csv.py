@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from servecheck.load.aggregate import Rule, aggregate_of
-from servecheck.load.records import to_dataframe
-from servecheck.load.stats import Schedule
+from servecheck.analysis.aggregate import Rule, aggregate_of
+from servecheck.analysis.stats import Schedule
 from servecheck.load.stats_csv import LOCUST_PERCENTILES, LOCUST_STATS_HEADER, STATS_CSV, stats_rows
+from servecheck.records.record import to_dataframe
 from servecheck.reference.inprocess import RunningServer
 from tests.hostile.support import load_cmd
 

@@ -1,4 +1,4 @@
-"""The steady window and the time slices (servecheck/load/steady.py), on hand-made records."""
+"""The steady window and the time slices (servecheck/analysis/steady.py), on hand-made records."""
 
 from __future__ import annotations
 
@@ -6,10 +6,9 @@ from typing import Any
 
 import pytest
 
-from servecheck.errors import SpecError
-from servecheck.load.aggregate import Rule, aggregate_of, steady_of
-from servecheck.load.stats import Histogram
-from servecheck.load.steady import (
+from servecheck.analysis.aggregate import Rule, aggregate_of, steady_of
+from servecheck.analysis.stats import Histogram
+from servecheck.analysis.steady import (
     MAX_SLICES,
     SteadyWindow,
     parse_slice_s,
@@ -17,6 +16,7 @@ from servecheck.load.steady import (
     scan,
     window_bounds,
 )
+from servecheck.errors import SpecError
 
 
 def _rec(sent: float, e2e: float, ttft: float = 0.01, error: str | None = None) -> dict[str, Any]:
@@ -174,7 +174,7 @@ def test_slices_count_the_shed_errors_apart_and_keep_them_through_a_merge() -> N
     """A 429 is an error of its slice and also ``rate_limited`` (the load page draws failed
     and shed apart, as the run's error rate counts them); two workers' scans add up, and a
     checkpoint from before the count reads as none shed."""
-    from servecheck.load.steady import Scan
+    from servecheck.analysis.steady import Scan
 
     mine = [_rec(1000.0, 0.1), _rec(1000.2, 0.0, error="rate-limited")]
     theirs = [_rec(1000.4, 0.0, error="rate-limited"), _rec(1000.6, 0.0, error="http-500")]

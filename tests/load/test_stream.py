@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 import servecheck.client.http as client_http
 from servecheck.client.http import Exchange, _Collector, carries_token, token_phase
-from servecheck.load.records import RequestRecord
-from servecheck.load.stream import parse_stream_bytes, record_phases, token_kind
+from servecheck.load.generator.stream import parse_stream_bytes, record_phases, token_kind
+from servecheck.records.record import RequestRecord
 
 
 def _chunk(delta: dict | None = None, usage: dict | None = None, choices: bool = True) -> str:

@@ -8,7 +8,7 @@ import json
 
 import httpx
 
-from servecheck.load.swap import _relaunch
+from servecheck.probes.swap import _relaunch
 
 BASE = "http://xinference.test/v1"
 DESCRIPTION = {

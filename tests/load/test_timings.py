@@ -1,4 +1,4 @@
-"""The TTFT decomposition and request ids (servecheck/load/timings.py): per-request stamps from
+"""The TTFT decomposition and request ids (servecheck/analysis/timings.py): per-request stamps from
 both readers (the reactor, plain HTTP; the blocking reader, https), in order, new vs reused
 connections, the request id header as sent (renamed, off), what the server echoed, the body's id,
 and the run's ``timings`` section with its slowest requests."""
@@ -16,18 +16,23 @@ from pathlib import Path
 
 import pytest
 
-from servecheck.errors import SpecError
-from servecheck.load.reactor import StreamReactor
-from servecheck.load.records import RequestRecord
-from servecheck.load.stream import StreamState, classify, record_from_stream, record_phases
-from servecheck.load.timings import (
+from servecheck.analysis.timings import (
     TimingsTally,
     format_timings,
     phases_of,
     record_stamps,
     request_id_header,
 )
-from servecheck.load.wire import WireClient, WireResult
+from servecheck.errors import SpecError
+from servecheck.load.generator.reactor import StreamReactor
+from servecheck.load.generator.stream import (
+    StreamState,
+    classify,
+    record_from_stream,
+    record_phases,
+)
+from servecheck.load.generator.wire import WireClient, WireResult
+from servecheck.records.record import RequestRecord
 from servecheck.reference.inprocess import RunningServer
 
 Reader = WireClient | StreamReactor

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from servecheck.errors import UsageError
-from servecheck.load.columnar import read_run_records
-from servecheck.load.trace import (
+from servecheck.load.workload.trace import (
     Corpus,
     TraceEntry,
     TraceSchedule,
@@ -19,6 +18,7 @@ from servecheck.load.trace import (
     synthetic_trace,
     trace_request,
 )
+from servecheck.records.parquet import read_run_records
 from servecheck.reference.inprocess import RunningServer
 from tests.load.test_load_cli import ROOT, _cmd, _run, _summary, _targets
 
@@ -271,7 +271,7 @@ def test_shipped_files_are_found_outside_the_checkout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, name: str, packaged: str
 ) -> None:
     import servecheck
-    from servecheck.load import shipped
+    from servecheck.load.workload import shipped
 
     monkeypatch.chdir(tmp_path)  # no ./loadtests, no ./scenarios here
     found = {"trace": shipped.trace_path, "plan": shipped.plan_path}.get(
@@ -283,7 +283,7 @@ def test_shipped_files_are_found_outside_the_checkout(
 def test_a_file_of_the_folder_wins_and_a_missing_one_lists_the_shipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from servecheck.load.shipped import plan_path, trace_path
+    from servecheck.load.workload.shipped import plan_path, trace_path
 
     monkeypatch.chdir(tmp_path)
     own = _write(tmp_path, "synthetic", '{"t": 0, "input_tokens": 5, "output_tokens": 2}\n')

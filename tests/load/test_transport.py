@@ -1,4 +1,4 @@
-"""Records over Locust's channel (servecheck/load/transport.py), without a Locust process: the
+"""Records over Locust's channel (servecheck/load/generator/transport.py), without a Locust process: the
 worker's BatchSender feeds the master's Collector directly, as Locust's message handler would."""
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from servecheck.load.aggregate import Rule
-from servecheck.load.keeper import RecordKeeper
-from servecheck.load.records import RecordWriter, RequestRecord, merge_records
-from servecheck.load.transport import (
+from servecheck.analysis.aggregate import Rule
+from servecheck.load.generator.keeper import RecordKeeper
+from servecheck.load.generator.transport import (
     BatchSender,
     Collector,
     decode_batch,
@@ -21,6 +20,7 @@ from servecheck.load.transport import (
     read_transport,
     transport_reasons,
 )
+from servecheck.records.record import RecordWriter, RequestRecord, merge_records
 
 
 def _record(worker: str, seq: int, error: str | None = None) -> RequestRecord:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from servecheck.analysis.warmup import Warmup, extend_bounds, format_warmup
 from servecheck.errors import UsageError
-from servecheck.load.columnar import read_run_records
-from servecheck.load.warmup import Warmup, extend_bounds, format_warmup
+from servecheck.records.parquet import read_run_records
 from servecheck.reference.inprocess import RunningServer
 from tests.load.test_load_cli import _cmd, _run, _summary, _targets
 

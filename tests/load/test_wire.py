@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from servecheck.client.http import ClientSettings, ServeClient
-from servecheck.load.reactor import StreamReactor
-from servecheck.load.stream import StreamState, classify
-from servecheck.load.wire import WireClient, _Conn, _Dechunker
+from servecheck.load.generator.reactor import StreamReactor
+from servecheck.load.generator.stream import StreamState, classify
+from servecheck.load.generator.wire import WireClient, _Conn, _Dechunker
 from servecheck.reference.inprocess import RunningServer
 
 Reader = WireClient | StreamReactor

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from servecheck.load.stats import Schedule, compute_stats
+from servecheck.analysis.stats import Schedule, compute_stats
 
 
 def synth_records(

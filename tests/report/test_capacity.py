@@ -87,8 +87,8 @@ def test_sweep_stops_past_saturation_and_reports(
     Latency grows with the number of users and the SLO (e2e p95 <= 400 ms) breaks from 8 users on;
     the real ``run_load`` path is exercised by the accept test.
     """
+    from servecheck.analysis.stats import RunStats
     from servecheck.load import run as load_cmd
-    from servecheck.load.stats import RunStats
     from tests.report.synth import synth_records, write_load_run
 
     calls: list[int] = []
@@ -203,7 +203,7 @@ def test_a_plain_chat_sweep_has_no_turns_and_prefix_cache_section() -> None:
 
 
 def test_capacity_shares_the_load_error_budget(capsys: pytest.CaptureFixture[str]) -> None:
-    from servecheck.load.budget import DEFAULT_ERROR_BUDGET
+    from servecheck.analysis.budget import DEFAULT_ERROR_BUDGET
     from servecheck.workflows.capacity import CapacitySpec
 
     assert CapacitySpec().error_budget() == DEFAULT_ERROR_BUDGET

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from servecheck.cli import main
-from servecheck.load.agreement import levenshtein, normalised_distance
-from servecheck.load.swap_probe import ProbeRecord
+from servecheck.probes.agreement import levenshtein, normalised_distance
+from servecheck.probes.swap_probe import ProbeRecord
 from servecheck.reference.inprocess import RunningServer
 from servecheck.report.cutover import analyse_swap
 from tests.report.conftest import write_targets

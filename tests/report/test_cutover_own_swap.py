@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from servecheck.analysis.slo import parse_slos
 from servecheck.cli import main
 from servecheck.errors import UsageError
-from servecheck.load.mix import WeightedCycle
-from servecheck.load.slo import parse_slos
-from servecheck.load.swap import SwapAction, parse_swap, swap_impact, swap_verdicts
-from servecheck.load.swap_probe import ProbeRecord
+from servecheck.load.workload.mix import WeightedCycle
+from servecheck.probes.swap import SwapAction, parse_swap, swap_impact, swap_verdicts
+from servecheck.probes.swap_probe import ProbeRecord
 from servecheck.reference.inprocess import RunningServer
 from tests.report.conftest import write_targets
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from servecheck.load.timings import TimingsTally
+from servecheck.analysis.timings import TimingsTally
 from servecheck.report.html import write_load_html
 from tests.report.synth import synth_records, write_load_run
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from servecheck.errors import UsageError
-from servecheck.load.abandon import (
+from servecheck.probes.abandon import (
     ProbeSettings,
     StreamOutcome,
     chat_body,

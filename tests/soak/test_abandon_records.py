@@ -9,8 +9,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from servecheck.load.records import RecordWriter, to_dataframe
 from servecheck.load.soak import SoakPlan, load_cycle
+from servecheck.records.record import RecordWriter, to_dataframe
 from servecheck.reference.inprocess import RunningServer
 from tests.support import target_for
 

@@ -1,4 +1,4 @@
-"""``servecheck soak --cancel SHARE@tokens:K``: load/cancel.py's grammar for the cycles'
+"""``servecheck soak --cancel SHARE@tokens:K``: load/workload/cancel.py's grammar for the cycles'
 abandoned streams. On ``abort-leak`` (a disconnected request never leaves
 num_requests_running) the leak verdict on ``requests_running`` fails the soak; at the headers or
 after T ms it is a usage error that says where those points are."""

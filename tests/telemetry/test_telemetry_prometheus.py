@@ -29,7 +29,7 @@ def _values(
                 "preemptions_total": (7.0, "vllm:num_preemptions_total"),
                 # vLLM's prefix-cache counter: the soak's evidence of a prefix cache
                 "prefix_cache_queries_total": (8192.0, "vllm:prefix_cache_queries_total"),
-                # the engine-truth counters and histograms (load/server_truth.py)
+                # the engine-truth counters and histograms (analysis/server_truth.py)
                 "requests_success_total": (252.0, "vllm:request_success_total"),
                 "ttft_seconds_sum": (18.25, "vllm:time_to_first_token_seconds"),
                 "ttft_seconds_count": (252.0, "vllm:time_to_first_token_seconds"),
@@ -57,7 +57,7 @@ def _values(
                 "preemptions_total": (7.0, "vllm:num_preemptions_total"),
                 # vLLM's prefix-cache counter: the soak's evidence of a prefix cache
                 "prefix_cache_queries_total": (8192.0, "vllm:prefix_cache_queries_total"),
-                # the engine-truth counters and histograms (load/server_truth.py)
+                # the engine-truth counters and histograms (analysis/server_truth.py)
                 "requests_success_total": (252.0, "vllm:request_success_total"),
                 "ttft_seconds_sum": (18.25, "vllm:time_to_first_token_seconds"),
                 "ttft_seconds_count": (252.0, "vllm:time_to_first_token_seconds"),

@@ -51,7 +51,7 @@ def test_read_samples_of_a_missing_file_is_empty(tmp_path: Path) -> None:
 
 def test_the_summary_and_report_readers_do_not_import_pandas() -> None:
     code = (
-        "import sys; import servecheck.load.server_gauges, servecheck.report.load_figures;"
+        "import sys; import servecheck.analysis.server_gauges, servecheck.report.load_figures;"
         "import servecheck.telemetry.recorder; print('pandas' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from servecheck.analysis.verdict import INCONCLUSIVE, compose
 from servecheck.config.model import Target
 from servecheck.errors import SpecError
 from servecheck.load.soak import SoakPlan, leak_verdicts
-from servecheck.load.verdict import INCONCLUSIVE, compose
 from servecheck.telemetry import TelemetryRecorder, analyse_leak
 from servecheck.telemetry.leak import prefix_cache_evidence
 from servecheck.telemetry.windows import check_soak_windows

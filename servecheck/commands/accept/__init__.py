@@ -79,8 +79,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def spec_from_args(args: argparse.Namespace) -> AcceptSpec:
     """The :class:`AcceptSpec` for the options."""
-    from servecheck.load.schedule import parse_duration
-    from servecheck.load.slo import parse_slos
+    from servecheck.analysis.slo import parse_slos
+    from servecheck.load.workload.schedule import parse_duration
 
     return AcceptSpec(
         target=args.target or "reference",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 
 from servecheck import api
+from servecheck.analysis.budget import DEFAULT_ERROR_BUDGET, percent
 from servecheck.commands.options import (
     add_api_arguments,
     add_dataset_arguments,
@@ -25,16 +26,15 @@ from servecheck.commands.options import (
     out_dir,
 )
 from servecheck.errors import UsageError
-from servecheck.load.budget import DEFAULT_ERROR_BUDGET, percent
-from servecheck.load.images import normalise_images
-from servecheck.load.trace import FORMATS as TRACE_FORMATS
+from servecheck.load.workload.images import normalise_images
+from servecheck.load.workload.trace import FORMATS as TRACE_FORMATS
 from servecheck.workflows.capacity import CapacitySpec
 
 
 def parse_levels(text: str, rates: bool, speeds: bool = False) -> list[float]:
     """``1,2,4,8`` (users), ``1/s,2/s`` (rates) or ``0.5,1,2`` (trace speeds) -> increasing
     positive levels."""
-    from servecheck.load.schedule import parse_rate
+    from servecheck.load.workload.schedule import parse_rate
 
     option, example = (
         ("--speeds", "0.5,1,2,4")
@@ -193,8 +193,8 @@ def _add_stop_arguments(parser: argparse.ArgumentParser) -> None:
 
 def spec_from_args(args: argparse.Namespace) -> CapacitySpec:
     """The :class:`CapacitySpec` for the options (default levels: 1,2,4,8,16 users)."""
-    from servecheck.load.schedule import parse_duration, parse_rate
-    from servecheck.load.slo import parse_slos
+    from servecheck.analysis.slo import parse_slos
+    from servecheck.load.workload.schedule import parse_duration, parse_rate
 
     rates = args.rates is not None
     if args.speeds is not None and not args.trace:

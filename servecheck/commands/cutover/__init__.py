@@ -149,10 +149,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def spec_from_args(args: argparse.Namespace) -> CutoverSpec:
     """The :class:`CutoverSpec` for the options."""
-    from servecheck.load.mix import parse_model_mix
-    from servecheck.load.schedule import parse_duration, parse_rate
-    from servecheck.load.slo import parse_slos
-    from servecheck.load.swap import parse_swap
+    from servecheck.analysis.slo import parse_slos
+    from servecheck.load.workload.mix import parse_model_mix
+    from servecheck.load.workload.schedule import parse_duration, parse_rate
+    from servecheck.probes.swap import parse_swap
 
     return CutoverSpec(
         old=args.old,

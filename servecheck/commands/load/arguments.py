@@ -17,14 +17,14 @@ from servecheck.commands.options import (
     add_model_argument,
     add_target_arguments,
 )
-from servecheck.load.trace import FORMATS as TRACE_FORMATS
+from servecheck.load.workload.trace import FORMATS as TRACE_FORMATS
 
 # Spec field -> option, for the library's SpecError (the rest follow from each option's dest).
 FIELD_OPTIONS = {
     "retry_after_max_s": "--honour-retry-after",
     "slos": "--slo",
     "metrics_interval_s": "--server-metrics",
-    **LIVE_OPTIONS,  # --web, --web-auth, --metrics-port (commands/load/live.py)
+    **LIVE_OPTIONS,  # --web, --web-auth, --metrics-port (commands/load/generator/live.py)
 }
 
 
@@ -251,10 +251,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("load")
     add_target_arguments(g, target="one", target_default="none: required")
     add_workload_arguments(g)
-    add_profile_arguments(g)  # --profile (load/phased.py)
+    add_profile_arguments(g)  # --profile (load/workload/phased.py)
     add_distributed_arguments(g)
     add_guard_arguments(g)
     add_replay_arguments(g)
     add_measurement_arguments(g)
-    add_live_arguments(g)  # --web, --web-auth, --metrics-port (commands/load/live.py)
+    add_live_arguments(g)  # --web, --web-auth, --metrics-port (commands/load/generator/live.py)
     g.add_argument("--quiet", action="store_true", help="no live progress")

@@ -1,5 +1,5 @@
 """``servecheck load``'s live-view options: Locust's web UI with an LLM tab, an OpenMetrics
-endpoint, OTLP export (load/live.py, live_web.py, live_otlp.py), and their spec fields."""
+endpoint, OTLP export (load/generator/live.py, live_web.py, live_otlp.py), and their spec fields."""
 
 from __future__ import annotations
 

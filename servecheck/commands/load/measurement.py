@@ -11,8 +11,8 @@ from servecheck.commands.options import add_fault_arguments
 
 def add_measurement_arguments(g: argparse._ArgumentGroup) -> None:
     """What a run measures beside the requests and which part of it the SLOs judge: the request
-    id header (load/timings.py), the engine's /metrics (load/server_watch.py), the steady window,
-    the time slices (load/steady.py), the records kept (load/aggregate.py), repeated runs
+    id header (analysis/timings.py), the engine's /metrics (load/server_watch.py), the steady window,
+    the time slices (analysis/steady.py), the records kept (analysis/aggregate.py), repeated runs
     (workflows/repeat.py)."""
     env = os.environ.get
     g.add_argument(

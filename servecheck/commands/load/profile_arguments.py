@@ -1,5 +1,5 @@
-"""``servecheck load --profile``: a phased load profile (servecheck/load/phased.py), parsed here
-into the spec's typed :class:`~servecheck.load.phased.Profile`."""
+"""``servecheck load --profile``: a phased load profile (servecheck/load/workload/phased.py), parsed here
+into the spec's typed :class:`~servecheck.load.workload.phased.Profile`."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from servecheck.load.phased import KINDS, PROFILE_SLICE_S, Profile, parse_profile
-from servecheck.load.steady import parse_slice_s
+from servecheck.analysis.steady import parse_slice_s
+from servecheck.load.workload.phased import KINDS, PROFILE_SLICE_S, Profile, parse_profile
 
 
 def add_profile_arguments(g: argparse._ArgumentGroup) -> None:

@@ -7,28 +7,28 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from servecheck.analysis.aggregate import parse_records
+from servecheck.analysis.down import parse_down_after
+from servecheck.analysis.slo import parse_slos
+from servecheck.analysis.steady import parse_steady_window
+from servecheck.analysis.timings import request_id_header
 from servecheck.commands.load.live import live_fields
 from servecheck.commands.load.profile_arguments import profile_fields
 from servecheck.commands.options import error_budget, fault_options
 from servecheck.config.model import Target
 from servecheck.errors import UsageError
-from servecheck.load.aggregate import parse_records
-from servecheck.load.down import parse_down_after
-from servecheck.load.images import normalise_images
-from servecheck.load.lengths import parse_lengths
-from servecheck.load.mix import parse_model_mix
+from servecheck.load.generator.stream import parse_retry_after_cap
+from servecheck.load.generator.wire import REQUEST_ID
 from servecheck.load.run import LoadSpec
-from servecheck.load.schedule import (
+from servecheck.load.workload.images import normalise_images
+from servecheck.load.workload.lengths import parse_lengths
+from servecheck.load.workload.mix import parse_model_mix
+from servecheck.load.workload.schedule import (
     parse_burstiness,
     parse_duration,
     parse_rate,
     shape_from_spec,
 )
-from servecheck.load.slo import parse_slos
-from servecheck.load.steady import parse_steady_window
-from servecheck.load.stream import parse_retry_after_cap
-from servecheck.load.timings import request_id_header
-from servecheck.load.wire import REQUEST_ID
 
 
 def spec_from_options(
@@ -117,7 +117,7 @@ def spec_from_options(
         steady_window=parse_steady_window(pick("steady_window")),
         **profile_fields(pick),  # profile and slice_s
         records=parse_records(pick("records")),
-        **live_fields(o),  # --web, --web-auth, --metrics-port (commands/load/live.py)
+        **live_fields(o),  # --web, --web-auth, --metrics-port (commands/load/generator/live.py)
     )
 
 

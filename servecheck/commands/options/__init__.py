@@ -151,7 +151,7 @@ def add_run_arguments(
 def add_dataset_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """``--dataset FILE`` and ``--dataset-format``: prompts from the user's own file (the
     ``dataset`` scenario's requests, the ``multi_turn`` scenario's conversations)."""
-    from servecheck.load.dataset import ENV_DATASET, FORMATS
+    from servecheck.load.workload.dataset import ENV_DATASET, FORMATS
 
     parser.add_argument(
         "--dataset",

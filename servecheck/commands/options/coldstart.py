@@ -7,7 +7,7 @@ import argparse
 from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
-    from servecheck.load.slo import SLO
+    from servecheck.analysis.slo import SLO
 
 
 def add_cold_start_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +54,7 @@ class ColdStartFields(TypedDict):
 
 def cold_start_fields(args: argparse.Namespace) -> ColdStartFields:
     """The cold-start options as spec fields, the SLOs parsed (``**`` them into the spec)."""
-    from servecheck.load.slo import parse_slos
+    from servecheck.analysis.slo import parse_slos
 
     return ColdStartFields(
         launch=args.launch,

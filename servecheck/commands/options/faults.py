@@ -1,5 +1,5 @@
 """The fault options of ``servecheck load`` and ``capacity``: cancellation injection
-(load/cancel.py) and its drain bound; the outage breaker (load/outage.py) has none, it is always
+(load/workload/cancel.py) and its drain bound; the outage breaker (analysis/outage.py) has none, it is always
 on. :func:`fault_options` parses them at the edge."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
-from servecheck.load.cancel import DRAIN_BOUND_S, parse_cancel
-from servecheck.load.schedule import parse_duration
+from servecheck.load.workload.cancel import DRAIN_BOUND_S, parse_cancel
+from servecheck.load.workload.schedule import parse_duration
 
 
 def add_fault_arguments(g: argparse._ActionsContainer) -> None:

@@ -42,9 +42,9 @@ def add_max_tokens_argument(
 
 def add_api_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """``--api`` and ``--images``: which API a load speaks, images in its requests (load,
-    capacity; servecheck/load/apis.py, images.py)."""
-    from servecheck.load.apis import API_NAMES, ENV_API
-    from servecheck.load.images import ENV_IMAGES
+    capacity; servecheck/load/generator/apis.py, images.py)."""
+    from servecheck.load.generator.apis import API_NAMES, ENV_API
+    from servecheck.load.workload.images import ENV_IMAGES
 
     parser.add_argument(
         "--api",

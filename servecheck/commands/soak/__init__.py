@@ -68,7 +68,7 @@ def plan_from_args(args: argparse.Namespace, target: Target, model: str | None =
 def _probe_only(args: argparse.Namespace, target: Target) -> int:
     """``--probe-only``: baseline, abandoned-stream probe, drain verdict; ``soak.json`` with
     ``kind: "abandon-probe"`` and ``probe.png``. Exit 0 drained, 1 not, 2 usage."""
-    from servecheck.load.abandon import discover_model
+    from servecheck.probes.abandon import discover_model
     from servecheck.report.soak_html import write_probe_report
     from servecheck.workflows.support import new_run_dir, say, write_soak_junit
 
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the soak; print the verdict lines; exit 0 no leak, 1 leak / not drained, 2 usage;
     interrupted, the partial verdicts and where the files are, exit 128 + the signal."""
     from servecheck.config import load_targets
-    from servecheck.load.abandon import discover_model
+    from servecheck.probes.abandon import discover_model
     from servecheck.workflows.support import new_run_dir, reference_env, say
 
     name = args.target or "reference"

@@ -19,8 +19,8 @@ FIELD_OPTIONS = {"shared_prefix_words": "--shared-prefix"}
 
 def _abandon(o: Callable[[str], Any]) -> dict[str, Any]:
     """``--abandon`` / ``--abandon-share`` / ``--abandon-chunks``, or ``--cancel SHARE@tokens:K``
-    (load/cancel.py's grammar), which is the cycles' abandoned streams at that share and K."""
-    from servecheck.load.cancel import parse_cancel
+    (load/workload/cancel.py's grammar), which is the cycles' abandoned streams at that share and K."""
+    from servecheck.load.workload.cancel import parse_cancel
 
     rule = parse_cancel(o("cancel"))
     if rule is None:
@@ -42,7 +42,7 @@ def plan_from_options(
 ) -> SoakPlan:
     """Build and validate the plan from ``servecheck soak``'s options (as in ``vars(args)``;
     ``model`` resolved by the caller)."""
-    from servecheck.load.schedule import parse_duration
+    from servecheck.load.workload.schedule import parse_duration
 
     o: Callable[[str], Any] = options.get  # Any: the options are argparse values
 
@@ -98,8 +98,8 @@ def plan_from_options(
 
 def probe_plan_from_options(options: Mapping[str, Any], target: Target) -> ProbeOnlyPlan:
     """The ``--probe-only`` plan from ``servecheck soak``'s options; raises :class:`UsageError` naming the option."""
-    from servecheck.load.abandon import ProbeSettings
-    from servecheck.load.schedule import parse_duration
+    from servecheck.load.workload.schedule import parse_duration
+    from servecheck.probes.abandon import ProbeSettings
 
     o: Callable[[str], Any] = options.get
     if o("cycles") is not None or o("cycle") is not None or o("abandon"):

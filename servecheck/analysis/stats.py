@@ -1,0 +1,694 @@
+"""Run statistics from per-request records: HDR percentiles, throughput, goodput, lag.
+
+Percentiles come from an HDR histogram (``hdrhistogram``) at microsecond resolution with three
+significant digits, never from Locust's rounded buckets. An HDR percentile is the recorded value
+at that rank ("nearest rank", like ``numpy.percentile(method="inverted_cdf")``) reported as the
+highest value equivalent to it in the histogram, i.e. within 0.1 % of the exact value.
+
+Coordinated omission: every latency is also reported from the *intended* send time
+(``ttft_from_intended``, ``e2e_from_intended``). In an open-loop run a generator or a server that
+falls behind shows up there even when the latencies from the actual send look fine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hdrh.histogram import HdrHistogram
+
+from servecheck.records.record import RATE_LIMITED
+
+_hdrfast: Any
+try:  # the optional C prepare (servecheck/analysis/_hdrfast.c; built by `make venv`)
+    from servecheck.analysis import _hdrfast
+except ImportError:  # pragma: no cover - a pure-Python install
+    _hdrfast = None
+
+PERCENTILES: tuple[tuple[str, float], ...] = (
+    ("p50", 50.0),
+    ("p90", 90.0),
+    ("p95", 95.0),
+    ("p99", 99.0),
+    ("p99.9", 99.9),
+)
+_LOWEST_US = 1
+_HIGHEST_US = 3600 * 1_000_000  # one hour
+_SIG = 3
+LATENCY_METRICS = ("ttft", "itl", "tpot", "e2e", "ttft_from_intended", "e2e_from_intended", "lag")
+# Reasoning phases (docs/metrics.md): first reasoning token, first answer token, ITL per phase.
+PHASE_METRICS = ("ttfr", "ttfa", "itl_reasoning", "itl_answer")
+
+
+@dataclass(slots=True)
+class Distribution:
+    """Summary of one latency metric, in milliseconds. Empty when ``count`` is 0."""
+
+    count: int = 0
+    min: float | None = None
+    mean: float | None = None
+    max: float | None = None
+    percentiles: dict[str, float] = field(default_factory=dict)
+
+    def get(self, stat: str) -> float | None:
+        """``p50`` ... ``p99.9``, ``mean``, ``min`` or ``max`` in ms (None when empty)."""
+        if stat in ("mean", "min", "max"):
+            return getattr(self, stat)
+        return self.percentiles.get(stat)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "count": self.count,
+            "min": self.min,
+            "mean": self.mean,
+            **self.percentiles,
+            "max": self.max,
+        }
+
+
+class Histogram:
+    """An HDR histogram of durations given in seconds, stored in whole microseconds.
+
+    The buckets are HdrHistogram's (lowest 1 us, three significant digits: 2048 linear
+    sub-buckets per power of two), kept sparse: a dict of the buckets that were hit. hdrh's own
+    histogram holds every bucket (about 23k counters, 188 KB, from 1 us to an hour), which is
+    fine for one whole-run histogram but not for one per metric per time slice per worker, and
+    its ``record_value`` and percentile walk are pure Python over that array. Percentiles, min
+    and max are hdrh's to the microsecond (``tests/load/test_stats.py`` holds them side by side);
+    :meth:`encode` still gives HDR's portable base64 form, through hdrh, for whoever reads it.
+    """
+
+    __slots__ = ("_b", "clipped", "_sum_us", "_n", "_min", "_max")
+
+    def __init__(self) -> None:
+        self._b: dict[int, int] = {}
+        self.clipped = 0
+        self._sum_us = 0
+        self._n = 0
+        self._min = _HIGHEST_US + 1
+        self._max = 0
+
+    def record(self, seconds: float) -> None:
+        us = int(seconds * 1e6 + 0.5)  # as prepare() rounds
+        if us < _LOWEST_US:
+            us = _LOWEST_US  # zero / negative (clock granularity) counts as 1 us
+        elif us > _HIGHEST_US:
+            us = _HIGHEST_US
+            self.clipped += 1
+        self._sum_us += us
+        self._n += 1
+        if us < self._min:
+            self._min = us
+        if us > self._max:
+            self._max = us
+        shift = (us | 2047).bit_length() - 11
+        key = (shift << 11) | (us >> shift)
+        b = self._b
+        b[key] = b.get(key, 0) + 1
+
+    def record_many(self, values: Iterable[float | None]) -> None:
+        self.record_prepared(prepare(values))
+
+    def record_prepared(self, p: Prepared) -> None:
+        """Add values :func:`prepare` turned into bucket keys once (a record's ITLs go into
+        several histograms: the whole run's, its slice's, the answer phase's)."""
+        keys, total, lo, hi, clipped = p
+        if not keys:
+            return
+        b = self._b
+        get = b.get
+        for k in keys:
+            b[k] = get(k, 0) + 1
+        self._n += len(keys)
+        self._sum_us += total
+        self.clipped += clipped
+        if lo < self._min:
+            self._min = lo
+        if hi > self._max:
+            self._max = hi
+
+    @property
+    def count(self) -> int:
+        return self._n
+
+    def add(self, other: Histogram) -> None:
+        """Merge ``other`` into this one (the buckets add exactly: per-slice ones merge)."""
+        b = self._b
+        for k, c in other._b.items():
+            b[k] = b.get(k, 0) + c
+        self._sum_us += other._sum_us
+        self._n += other._n
+        self.clipped += other.clipped
+        self._min = min(self._min, other._min)
+        self._max = max(self._max, other._max)
+
+    def copy(self) -> Histogram:
+        h = Histogram()
+        h._b, h._sum_us, h._n = dict(self._b), self._sum_us, self._n
+        h.clipped, h._min, h._max = self.clipped, self._min, self._max
+        return h
+
+    def subtract(self, other: Histogram) -> None:
+        """Take ``other`` (values that were also added here) out of this one; min and max are
+        then the buckets' (which is all :meth:`summary` reports of them anyway)."""
+        b = self._b
+        for k, c in other._b.items():
+            left = b.get(k, 0) - c
+            if left > 0:
+                b[k] = left
+            else:
+                b.pop(k, None)
+        self._n -= other._n
+        self._sum_us -= other._sum_us
+        self.clipped -= other.clipped
+        self._min = _lowest(min(b)) if b else _HIGHEST_US + 1
+        self._max = _lowest(max(b)) if b else 0
+
+    def state(self) -> list[Any]:
+        """A compact, JSON-able form for the run's aggregate files (see :meth:`from_state`)."""
+        keys = sorted(self._b)
+        return [keys, [self._b[k] for k in keys], self._sum_us, self.clipped, self._min, self._max]
+
+    @classmethod
+    def from_state(cls, st: list[Any]) -> Histogram:
+        h = cls()
+        keys, counts, h._sum_us, h.clipped, h._min, h._max = st
+        h._b = dict(zip(map(int, keys), map(int, counts), strict=True))
+        h._n = sum(h._b.values())
+        return h
+
+    def encode(self) -> str:
+        """The histogram in HDR's portable base64 encoding (what a worker sends its master)."""
+        h = HdrHistogram(_LOWEST_US, _HIGHEST_US, _SIG)
+        if self._b:
+            # hdrh's counts index of a bucket is (shift * 1024 + sub-bucket): filled directly, as
+            # record_value(lowest, count) would (a slice's histograms are encoded per summary;
+            # hdrh's pure-Python record_value per bucket was most of a 10M-request summary).
+            counts = h.counts
+            for key, c in self._b.items():
+                counts[(key >> 11) * 1024 + (key & 2047)] += c
+            h.total_count = sum(self._b.values())
+            h.min_value, h.max_value = _lowest(min(self._b)), _lowest(max(self._b))
+        return h.encode().decode("ascii")
+
+    def summary(self) -> Distribution:
+        """Percentiles, min, mean and max in milliseconds."""
+        n = self._n
+        if n == 0:
+            return Distribution()
+        return Distribution(
+            count=n,
+            min=_lowest(_key(self._min)) / 1000.0,
+            mean=round(self._sum_us / n / 1000.0, 3),
+            max=_highest(_key(self._max)) / 1000.0,
+            percentiles=self._percentiles(),
+        )
+
+    def _percentiles(self) -> dict[str, float]:
+        return self.percentiles(PERCENTILES)
+
+    def percentiles(self, wanted_at: Iterable[tuple[str, float]]) -> dict[str, float]:
+        """Named percentiles in ms (empty when nothing was recorded), by hdrh's rule: the bucket
+        where the count reaches ``int(p/100 * n + 0.5)`` (at least 1), reported as the highest
+        value equivalent to it (so the 100th is :meth:`summary`'s max)."""
+        n = self._n
+        named = list(wanted_at)
+        if n == 0:
+            return {}
+        wanted = sorted((max(1, int(p / 100.0 * n + 0.5)), name) for name, p in named)
+        out: dict[str, float] = {}
+        seen = 0
+        i = 0
+        for key in sorted(self._b):
+            seen += self._b[key]
+            while i < len(wanted) and seen >= wanted[i][0]:
+                out[wanted[i][1]] = _highest(key) / 1000.0
+                i += 1
+            if i == len(wanted):
+                break
+        return {name: out[name] for name, _ in named}
+
+
+# A list of values as bucket keys: (keys, sum in us, min us, max us, clipped count).
+Prepared = tuple[list[int], int, int, int, int]
+_EMPTY: Prepared = ([], 0, 0, 0, 0)
+
+
+def prepare_py(values: Iterable[float | None]) -> Prepared:
+    """Seconds -> whole microseconds (at least 1, at most an hour) -> HDR bucket keys, in one
+    pass of comprehensions: the per-token cost of the streaming summary. (The reference for
+    ``_hdrfast.prepare``, which :data:`prepare` is where the C extension is built.)"""
+    us = [int(v * 1e6 + 0.5) for v in values if v is not None and v == v]  # v == v: not NaN
+    if not us:
+        return _EMPTY
+    clipped = 0
+    lo, hi = min(us), max(us)
+    if lo < _LOWEST_US or hi > _HIGHEST_US:
+        clipped = sum(u > _HIGHEST_US for u in us)
+        us = [_LOWEST_US if u < _LOWEST_US else _HIGHEST_US if u > _HIGHEST_US else u for u in us]
+        lo, hi = min(us), max(us)
+    keys = [(s << 11) | (u >> s) for u in us for s in ((u | 2047).bit_length() - 11,)]
+    return keys, sum(us), lo, hi, clipped
+
+
+prepare: Callable[[Iterable[float | None]], Prepared] = prepare_py
+if _hdrfast is not None:
+    prepare = _hdrfast.prepare
+
+
+def _key(us: int) -> int:
+    shift = (us | 2047).bit_length() - 11
+    return (shift << 11) | (us >> shift)
+
+
+def _lowest(key: int) -> int:
+    """The lowest microsecond value in a bucket (HDR's lowest equivalent value)."""
+    return (key & 2047) << (key >> 11)
+
+
+def _highest(key: int) -> int:
+    """The highest microsecond value in a bucket (HDR's highest equivalent value)."""
+    return (((key & 2047) + 1) << (key >> 11)) - 1
+
+
+def distribution(values: Iterable[float | None]) -> Distribution:
+    """HDR summary (ms) of durations given in seconds; None values are skipped."""
+    h = Histogram()
+    h.record_many(values)
+    return h.summary()
+
+
+@dataclass(slots=True)
+class Schedule:
+    """What the generator meant to do, for lag and shortfall detection."""
+
+    mode: str = "closed"  # closed | fixed | poisson | gamma | shape | trace | profile
+    planned: int | None = None  # requests that should have been sent (open loop), None if unknown
+    max_lag_ms: float = 25.0  # lag p99 above this flags the run
+    min_sent_ratio: float = 0.98  # sent/planned below this flags the run
+
+
+@dataclass(slots=True)
+class RunStats:
+    """Everything the SLOs and the summary need, computed once from the records."""
+
+    total: int = 0
+    ok: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    window_s: float = 0.0
+    output_tokens: int = 0
+    output_tokens_ok: int = 0  # of successful requests only: what throughput counts
+    output_tokens_usage: int = 0
+    output_tokens_client: int = 0
+    reasoning_tokens: int = 0  # usage's reasoning_tokens where reported, else reasoning chunks
+    reasoning_requests: int = 0  # successful requests whose stream carried reasoning
+    reasoning_usage_zero: int = (
+        0  # of those, usage said 0 reasoning tokens (counted from the stream)
+    )
+    usage_missing: int = 0
+    discrepant: int = 0
+    abandoned: int = 0  # hung up by the client on purpose: counted ok, out of E2E and goodput
+    rate_limited: int = 0  # shed by the server (429 / 503 + Retry-After): not ok, not failed
+    cancelled: int = 0  # cancelled by the client on purpose (--cancel): not ok, not failed
+    lost_requests: int = 0  # failed or never sent during the run's outages (analysis/outage.py)
+    latency: dict[str, Distribution] = field(default_factory=dict)
+    goodput: float | None = None  # share of requests meeting every per-request SLO
+    goodput_requests: int | None = None
+    schedule: Schedule = field(default_factory=Schedule)
+    behind: bool = False
+    behind_reasons: list[str] = field(default_factory=list)
+    loop_lag_ms: Distribution = field(default_factory=Distribution)
+
+    @property
+    def error_rate(self) -> float:
+        """Failed requests (rate-limited ones excluded) over all requests but the cancelled."""
+        judged = self.total - self.cancelled
+        return self.failed / judged if judged else 0.0
+
+    @property
+    def failed(self) -> int:
+        return self.total - self.ok - self.rate_limited - self.cancelled
+
+    @property
+    def rate_limited_rate(self) -> float:
+        return self.rate_limited / self.total if self.total else 0.0
+
+    @property
+    def requests_per_s(self) -> float:
+        """Successful requests per second: a failed request is not throughput."""
+        return self.ok / self.window_s if self.window_s > 0 else 0.0
+
+    @property
+    def attempted_per_s(self) -> float:
+        """Every request sent per second, failed ones included (the offered load)."""
+        return self.total / self.window_s if self.window_s > 0 else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Output tokens of successful requests per second."""
+        return self.output_tokens_ok / self.window_s if self.window_s > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The statistics part of summary.json (keys documented in docs/load.md)."""
+        return {
+            "requests": {
+                "total": self.total,
+                "ok": self.ok,
+                "failed": self.failed,
+                "error_rate": round(self.error_rate, 6),
+                "rate_limited": self.rate_limited,
+                "rate_limited_rate": round(self.rate_limited_rate, 6),
+                "errors": dict(sorted(self.errors.items())),
+                "abandoned": self.abandoned,
+                "cancelled": self.cancelled,
+            },
+            "window_s": round(self.window_s, 6),
+            "throughput": {
+                "requests_per_s": round(self.requests_per_s, 4),
+                "attempted_per_s": round(self.attempted_per_s, 4),
+                "output_tokens_per_s": round(self.tokens_per_s, 3),
+            },
+            "tokens": {
+                "output": self.output_tokens,
+                "output_usage": self.output_tokens_usage,
+                "output_client": self.output_tokens_client,
+                "usage_missing": self.usage_missing,
+                "discrepant_requests": self.discrepant,
+                "reasoning": self.reasoning_tokens,
+                "answer": self.output_tokens - self.reasoning_tokens,
+                "reasoning_requests": self.reasoning_requests,
+                "reasoning_usage_zero": self.reasoning_usage_zero,
+            },
+            "latency_ms": {name: d.as_dict() for name, d in self.latency.items()},
+            "goodput": None if self.goodput is None else round(self.goodput, 6),
+            "goodput_requests": self.goodput_requests,
+            "schedule": {
+                "mode": self.schedule.mode,
+                "planned": self.schedule.planned,
+                "sent": self.total,
+                "lag_ms": self.latency.get("lag", Distribution()).as_dict(),
+                "loop_lag_ms": self.loop_lag_ms.as_dict(),
+                "max_lag_ms": self.schedule.max_lag_ms,
+                "behind": self.behind,
+                "reasons": list(self.behind_reasons),
+            },
+        }
+
+
+# A per-request predicate used for goodput: record -> meets every per-request SLO.
+RequestPredicate = Any
+
+
+def compute_stats(
+    records: Iterable[Mapping[str, Any]],
+    schedule: Schedule | None = None,
+    per_request: RequestPredicate | None = None,
+    loop_lag_s: Iterable[float] = (),
+) -> RunStats:
+    """Compute :class:`RunStats` from record dicts (as read from JSONL), in one pass: an iterator
+    over a file is enough, nothing is kept but the histograms.
+
+    ``per_request(record) -> bool`` decides goodput (see :func:`servecheck.analysis.slo.request_predicate`);
+    without it goodput is the share of successful requests. ``loop_lag_s`` are the generator's
+    event-loop delays sampled by the workers.
+    """
+    tally = Tally(per_request)
+    for r in records:
+        tally.add(r)
+    return tally.stats(schedule, loop_lag_s)
+
+
+_COUNTS = (
+    "total",
+    "ok",
+    "rate_limited",
+    "abandoned",
+    "cancelled",
+    "output_tokens",
+    "output_tokens_ok",
+    "output_tokens_usage",
+    "output_tokens_client",
+    "reasoning_tokens",
+    "reasoning_requests",
+    "reasoning_usage_zero",
+    "usage_missing",
+    "discrepant",
+    "good",
+)
+
+
+class Tally:
+    """What :class:`RunStats` is made of, one record at a time, and mergeable: the counts, the
+    error classes, the first send and last completion, and one :class:`Histogram` per metric.
+
+    A worker keeps one for its whole run and one per steady window (``analysis/aggregate.py``), and
+    the master adds theirs up, so a summary costs the same for ten requests or ten million.
+    ``per_request`` (goodput's predicate) is the caller's; it is not part of the state.
+    """
+
+    __slots__ = ("per_request", "counts", "errors", "first_send", "last_done", "hist")
+    # A record without reasoning has answer ITLs = its ITLs: they go into "itl" once, and
+    # "itl_answer" is made at the end as itl - itl_of_reasoned + the reasoned ones' answer ITLs.
+    _INTERNAL = ("itl_of_reasoned",)
+
+    def __init__(self, per_request: RequestPredicate | None = None) -> None:
+        self.per_request = per_request
+        self.counts = dict.fromkeys(_COUNTS, 0)
+        self.errors: dict[str, int] = {}
+        self.first_send: float | None = None
+        self.last_done: float | None = None
+        names = (*LATENCY_METRICS, *PHASE_METRICS, *self._INTERNAL)
+        self.hist = {name: Histogram() for name in names}
+
+    def add(self, r: Mapping[str, Any], itls: Prepared | None = None) -> None:
+        """One record; ``itls``: its ITLs already :func:`prepare`d (the aggregate does it once
+        for every histogram they go into)."""
+        c, hist = self.counts, self.hist
+        c["total"] += 1
+        err = r.get("error")
+        sent = float(r["t_sent"])
+        intended = float(r.get("t_intended", sent))
+        if self.first_send is None or sent < self.first_send:
+            self.first_send = sent
+        done = r.get("t_done")
+        if done is not None and (self.last_done is None or done > self.last_done):
+            self.last_done = done
+        hist["lag"].record(max(0.0, sent - intended))
+        if r.get("cancelled") and not err:  # its own class: out of every figure but its count
+            c["cancelled"] += 1
+            c["output_tokens_client"] += int(r.get("output_tokens_client") or 0)
+            return
+        abandoned = bool(r.get("abandoned"))
+        if err == RATE_LIMITED:
+            c["rate_limited"] += 1
+        elif err:
+            self.errors[err] = self.errors.get(err, 0) + 1
+        else:
+            c["ok"] += 1
+            c["abandoned"] += abandoned
+            ttft, e2e = r.get("ttft"), r.get("e2e")
+            if ttft is not None:
+                hist["ttft"].record(ttft)
+                hist["ttft_from_intended"].record(ttft + sent - intended)
+            if e2e is not None and not abandoned:  # an abandoned stream's end is the client's
+                hist["e2e"].record(e2e)
+                hist["e2e_from_intended"].record(e2e + sent - intended)
+            if r.get("tpot") is not None:
+                hist["tpot"].record(r["tpot"])
+            if itls is None:
+                itls = prepare(r.get("itls") or ())
+            hist["itl"].record_prepared(itls)
+            self._phases(r, itls)
+        self._tokens(r, err)
+        if abandoned and not err:
+            pass  # neither good nor bad: the client gave up on purpose
+        elif self.per_request is None:
+            c["good"] += 0 if err else 1
+        elif not err and self.per_request(r):
+            c["good"] += 1
+
+    def _tokens(self, r: Mapping[str, Any], err: Any) -> None:
+        c = self.counts
+        usage = r.get("output_tokens")
+        client = int(r.get("output_tokens_client") or 0)
+        c["output_tokens_client"] += client
+        if usage is None:
+            c["usage_missing"] += 1 if not err and not r.get("abandoned") else 0
+            c["output_tokens"] += client
+            c["output_tokens_ok"] += 0 if err else client
+        else:
+            c["output_tokens_usage"] += int(usage)
+            c["output_tokens"] += int(usage)
+            c["output_tokens_ok"] += 0 if err else int(usage)
+            if int(usage) != client:
+                c["discrepant"] += 1
+
+    def _phases(self, r: Mapping[str, Any], itls: Prepared) -> None:
+        """A successful record's reasoning phases: without reasoning, TTFA is its TTFT (an older
+        record without ``ttfa``) and its answer ITLs are all its ITLs."""
+        c, hist = self.counts, self.hist
+        reasoned = "itls_reasoning" in r or r.get("ttfr") is not None
+        ttfa = r.get("ttfa", None if reasoned else r.get("ttft"))
+        if ttfa is not None:
+            hist["ttfa"].record(ttfa)
+        if r.get("ttfr") is not None:
+            hist["ttfr"].record(r["ttfr"])
+        if reasoned:
+            hist["itl_reasoning"].record_many(r.get("itls_reasoning") or ())
+            hist["itl_answer"].record_many(r.get("itls_answer") or ())
+            hist["itl_of_reasoned"].record_prepared(itls)
+        if reasoned:
+            c["reasoning_requests"] += 1
+        usage = r.get("reasoning_tokens")
+        client = int(r.get("reasoning_tokens_client") or 0)
+        if usage is not None and not (usage == 0 and client):
+            c["reasoning_tokens"] += int(usage)
+            return
+        # No usage count, or a 0 from a server that streamed reasoning (vLLM 0.32 with an R1-style
+        # template): the stream's own count of reasoning chunks is the better number.
+        c["reasoning_tokens"] += client
+        c["reasoning_usage_zero"] += usage == 0
+
+    def merge(self, other: Tally) -> None:
+        for k, v in other.counts.items():
+            self.counts[k] += v
+        for k, v in other.errors.items():
+            self.errors[k] = self.errors.get(k, 0) + v
+        if other.first_send is not None:
+            mine = self.first_send
+            self.first_send = other.first_send if mine is None else min(mine, other.first_send)
+        if other.last_done is not None:
+            mine = self.last_done
+            self.last_done = other.last_done if mine is None else max(mine, other.last_done)
+        for name, h in other.hist.items():
+            self.hist[name].add(h)
+
+    def minus(self, other: Tally) -> Tally:
+        """This tally without ``other``'s records (which were added to both): the steady window
+        is the run less what fell outside it. First send and last completion are the caller's."""
+        out = Tally(self.per_request)
+        out.counts = {k: v - other.counts[k] for k, v in self.counts.items()}
+        out.errors = {k: v - other.errors.get(k, 0) for k, v in self.errors.items()}
+        out.errors = {k: v for k, v in out.errors.items() if v > 0}
+        for name, h in self.hist.items():
+            mine = h.copy()
+            mine.subtract(other.hist[name])
+            out.hist[name] = mine
+        return out
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "counts": self.counts,
+            "errors": self.errors,
+            "first_send": self.first_send,
+            "last_done": self.last_done,
+            "hist": {name: h.state() for name, h in self.hist.items() if h.count},
+        }
+
+    @classmethod
+    def from_state(cls, d: Mapping[str, Any], per_request: RequestPredicate | None = None) -> Tally:
+        t = cls(per_request)
+        t.counts.update({k: int(v) for k, v in d["counts"].items() if k in t.counts})
+        t.errors = {str(k): int(v) for k, v in d["errors"].items()}
+        t.first_send, t.last_done = d.get("first_send"), d.get("last_done")
+        for name, st in d.get("hist", {}).items():
+            if name in t.hist:
+                t.hist[name] = Histogram.from_state(st)
+        return t
+
+    def stats(self, schedule: Schedule | None = None, loop_lag_s: Iterable[float] = ()) -> RunStats:
+        """The :class:`RunStats` of everything added, with the schedule judged."""
+        c = self.counts
+        st = RunStats(schedule=schedule or Schedule())
+        for name in _COUNTS[:-1]:  # all but "good", which becomes goodput below
+            setattr(st, name, c[name])
+        st.errors = dict(self.errors)
+        if self.first_send is not None and self.last_done is not None:
+            st.window_s = max(0.0, self.last_done - self.first_send)
+        answer = self.hist["itl"].copy()
+        answer.subtract(self.hist["itl_of_reasoned"])
+        answer.add(self.hist["itl_answer"])
+        hists = {**self.hist, "itl_answer": answer}
+        st.latency = {n: hists[n].summary() for n in (*LATENCY_METRICS, *PHASE_METRICS)}
+        judged = st.total - st.abandoned - st.cancelled
+        if judged:
+            st.goodput = c["good"] / judged
+            st.goodput_requests = c["good"]
+        st.loop_lag_ms = distribution(loop_lag_s)
+        _judge_schedule(st)
+        return st
+
+
+def _judge_schedule(st: RunStats) -> None:
+    """Flag a run whose generator fell behind instead of quietly reporting its numbers."""
+    sched = st.schedule
+    lag = st.latency.get("lag")
+    if (
+        sched.mode in ("fixed", "poisson", "gamma", "trace", "profile")
+        and lag is not None
+        and lag.count
+    ):
+        p99 = lag.get("p99") or 0.0
+        if p99 > sched.max_lag_ms:
+            st.behind_reasons.append(
+                f"schedule lag p99 {p99:.1f} ms > {sched.max_lag_ms:g} ms: the generator sent late"
+            )
+    if sched.planned:
+        ratio = st.total / sched.planned
+        if ratio < sched.min_sent_ratio:
+            st.behind_reasons.append(
+                f"sent {st.total} of {sched.planned} planned requests ({ratio:.1%}): the generator fell behind"
+            )
+    loop = st.loop_lag_ms
+    if loop.count and (loop.get("p99") or 0.0) > sched.max_lag_ms:
+        st.behind_reasons.append(
+            f"generator event-loop lag p99 {loop.get('p99'):.1f} ms > {sched.max_lag_ms:g} ms: the generator's CPU is saturated"
+        )
+    st.behind = bool(st.behind_reasons)
+
+
+def pack_fields(obj: Any, names: Iterable[str]) -> dict[str, Any]:
+    """The named fields of an accumulator as JSON: numbers as they are, a :class:`Histogram` (or
+    a dict of them) as its state. :func:`unpack_fields` reads it back, :func:`add_fields` merges."""
+    out: dict[str, Any] = {}
+    for name in names:
+        v = getattr(obj, name)
+        if isinstance(v, Histogram):
+            out[name] = v.state()
+        elif isinstance(v, dict) and v and isinstance(next(iter(v.values())), Histogram):
+            out[name] = {k: h.state() for k, h in v.items()}
+        else:
+            out[name] = v
+    return out
+
+
+def unpack_fields(obj: Any, d: Mapping[str, Any], names: Iterable[str]) -> None:
+    """Set the named fields from :func:`pack_fields`' form, by the type each field has now."""
+    for name in names:
+        if name not in d:
+            continue
+        now, v = getattr(obj, name), d[name]
+        if isinstance(now, Histogram):
+            setattr(obj, name, Histogram.from_state(v))
+        elif isinstance(now, dict) and now and isinstance(next(iter(now.values())), Histogram):
+            setattr(obj, name, {k: Histogram.from_state(h) for k, h in v.items()})
+        else:
+            setattr(obj, name, v)
+
+
+def add_fields(obj: Any, other: Any, names: Iterable[str]) -> None:
+    """Add ``other``'s named fields into ``obj``'s: numbers add, histograms merge, dicts of
+    either add key by key."""
+    for name in names:
+        mine, theirs = getattr(obj, name), getattr(other, name)
+        if isinstance(mine, Histogram):
+            mine.add(theirs)
+        elif isinstance(mine, dict):
+            for k, v in theirs.items():
+                if isinstance(v, Histogram):
+                    mine.setdefault(k, Histogram()).add(v)
+                else:
+                    mine[k] = mine.get(k, 0) + v
+        else:
+            setattr(obj, name, mine + theirs)

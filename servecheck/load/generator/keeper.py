@@ -1,0 +1,121 @@
+"""Where a finished request goes in a Locust process (no locust import: testable alone).
+
+Every record feeds the process's :class:`~servecheck.analysis.aggregate.Aggregate`, which is what
+the summary is made of. Its line then goes where ``--records`` says:
+
+* ``all``: appended to ``records-<worker>.jsonl``, flushed per line (it survives ``kill -9``);
+* ``sample:N``: into a uniform sample of N lines (a reservoir), written when the process ends;
+* ``none``: nowhere.
+
+A distributed worker (``sender`` given) sends what it keeps to the master (``load/generator/transport.py``):
+``all``, every line as it finishes (and its own append-only copy in ``local/``); ``sample:N``, its
+sample when it ends; ``none``, nothing but its count of finished requests, so the master can still
+tell requests lost with a worker from requests whose records were not kept. The master's ledger
+checks the lines it received against the worker's totals of the lines it sent, and the master
+samples the workers' samples down to N (``records/parquet.py`` ``keep_records``). The aggregate's
+state is written every :data:`CHECKPOINT_S` seconds (``final: false``) and at the end, so a
+process killed mid-run leaves what it had measured up to its last checkpoint, and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+from servecheck.analysis.aggregate import Aggregate, Rule, aggregate_path, sample_size
+from servecheck.load.generator.transport import BatchSender
+from servecheck.records.record import RecordWriter, RequestRecord
+
+__all__ = ["CHECKPOINT_S", "RecordKeeper"]
+
+CHECKPOINT_S = 10.0
+
+
+class RecordKeeper:
+    """One process's records: the aggregate, the file or sample, the master's batches."""
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike[str],
+        worker: str,
+        mode: str,
+        rule: Rule,
+        *,
+        seed: int = 0,
+        sender: BatchSender | None = None,
+    ) -> None:
+        self.out_dir = Path(out_dir)
+        self.worker = worker
+        self.sender = sender
+        self.mode = mode
+        self.agg = Aggregate(rule, seed=seed)
+        self.path = self.out_dir / f"records-{worker}.jsonl"
+        self.writer = RecordWriter(self.path) if self.mode == "all" else None
+        self._sample_n = sample_size(self.mode)
+        self._sample: list[str] = []
+        self._rng = random.Random(seed)
+        self.count = 0
+        self.ok = 0  # over the lines the master gets, as its ledger counts them
+        self.tokens = 0
+
+    def begin(self, t_first_send: float) -> None:
+        self.agg.begin(t_first_send)
+
+    def keep(self, rec: RequestRecord) -> bool:
+        """Record one finished request; True when the master's batch is full (flush it)."""
+        self.count += 1
+        if self.sender is not None:
+            self.sender.finished += 1
+        if self.writer is not None:
+            d, line = rec.dict_and_line()
+            self.agg.add(d)
+            self.writer.write_line(line)
+            self._counted(d)
+            return self.sender is not None and self.sender.add(line)
+        self.agg.add(rec.as_dict())
+        n = self._sample_n
+        if n is not None:
+            if len(self._sample) < n:
+                self._sample.append(rec.to_json())
+            else:
+                j = self._rng.randrange(self.count)
+                if j < n:
+                    self._sample[j] = rec.to_json()
+        return False
+
+    def _counted(self, d: dict[str, Any]) -> None:
+        self.ok += d.get("error") is None
+        self.tokens += int(d.get("output_tokens") or d.get("output_tokens_client") or 0)
+
+    def totals(self) -> dict[str, Any]:
+        """The done message's ok count and tokens (every record, as the master's ledger counts
+        them) and the measured requests' HDR histograms, from the aggregate."""
+        hists = {m: self.agg.whole.hist[m] for m in ("ttft", "itl", "e2e")}
+        return {
+            "ok": self.ok,
+            "tokens": self.tokens,
+            "histograms": {m: h.encode() for m, h in hists.items()},
+            "counts": {m: h.count for m, h in hists.items()},
+        }
+
+    def checkpoint(self, final: bool = False) -> Path:
+        """Write the aggregate's state (atomically)."""
+        return self.agg.write(aggregate_path(self.out_dir, self.worker), final=final)
+
+    def close(self) -> Path:
+        """The sample's file (``sample:N``; a distributed worker also queues it for the master,
+        who gets it before the done message), the final aggregate; the records file closed."""
+        if self.writer is not None:
+            self.writer.close()
+        elif self._sample_n is not None:
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text("".join(line + "\n" for line in self._sample), encoding="utf-8")
+            os.replace(tmp, self.path)
+            if self.sender is not None:
+                for line in self._sample:
+                    self._counted(json.loads(line))
+                    self.sender.add(line)
+        return self.checkpoint(final=True)

@@ -1,0 +1,1031 @@
+"""The Locust adapter: the only module of the library that imports ``locust``.
+
+:class:`LLMUser` sends streaming chat completions and measures them the way
+``servecheck/client/timing.py`` defines (TTFT stops at the first chunk that carries content or a
+tool-call delta, never at the role-only chunk), writes one :class:`RequestRecord` per finished
+request to this process's JSONL file (a worker also sends it to the master: transport.py), and fires Locust request events named ``TTFT <scenario>``
+and ``E2E <scenario>`` so Locust's web UI and CSVs stay useful (their percentiles are rounded;
+the report uses the records).
+
+Reading: the body is read with ``read1`` on the raw response, which returns whatever bytes the
+socket has (never waits for a fixed block size as ``iter_content(1024)`` does); TCP_NODELAY is
+set on every connection. SSE is split with a small LF-only fast path; a stream that uses CR or
+CRLF line ends switches to the project's strict :class:`~servecheck.client.sse.SSEParser`.
+Whether a chunk carries a token is decided by the same function the timing client uses.
+
+Per process, :class:`_Controller` owns the record writer, the bounds (duration, request cap),
+the open-loop dispatcher and a generator-lag probe; when the bounds are reached and nothing is in
+flight it writes ``worker-<id>.json`` and quits the runner. A worker instead sends its last batch
+and its totals to the master, whose :class:`~servecheck.load.generator.transport.Collector` writes the run
+folder and quits once every worker is done or lost.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import os
+import random
+import re
+import resource
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gevent
+from gevent.lock import Semaphore
+from locust import LoadTestShape, User, constant, events, task
+from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
+
+from servecheck.analysis.aggregate import Rule
+from servecheck.analysis.outage import HOLD, PROBE, Breaker
+from servecheck.analysis.timings import record_stamps
+from servecheck.load.generator.apis import (
+    ENV_API,
+    api_headers,
+    new_state,
+    reply_of,
+    request_for,
+    resolve_api,
+)
+from servecheck.load.generator.keeper import CHECKPOINT_S, RecordKeeper
+from servecheck.load.generator.live import LIVE_MESSAGE, LiveFeed, LiveView, registry_for
+from servecheck.load.generator.reactor import StreamReactor
+from servecheck.load.generator.stream import (
+    classify,
+    record_from_stream,
+    record_phases,
+    retry_after_seconds,
+)
+from servecheck.load.generator.transport import (
+    BATCH_INTERVAL_S,
+    DONE_MESSAGE,
+    LOCAL_DIR,
+    LOST_AFTER_S,
+    QUIT_GRACE_S,
+    RECORDS_MESSAGE,
+    BatchSender,
+    Collector,
+)
+from servecheck.load.generator.wire import WireClient, WireResult
+from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, ENV_WEB_AUTH, RunConfig
+from servecheck.load.workload.cancel import CancelRule, draw
+from servecheck.load.workload.cancel import outcome as cancel_outcome
+from servecheck.load.workload.dataset import ENV_DATASET, dataset_fingerprint
+from servecheck.load.workload.images import ENV_IMAGES, ImagePool, check_images
+from servecheck.load.workload.lengths import Lengths, apply_lengths
+from servecheck.load.workload.mix import WeightedCycle
+from servecheck.load.workload.phased import ProfileSchedule, parse_profile
+from servecheck.load.workload.planned import PlannedRequest, single_turn
+from servecheck.load.workload.prompts import (
+    PromptSet,
+    PromptSpec,
+    build_prompt_set,
+    tokenize_counter,
+)
+from servecheck.load.workload.schedule import (
+    RATE_MODES,
+    FixedRate,
+    Gamma,
+    Poisson,
+    Stage,
+    StageShape,
+    for_worker,
+    split_count,
+)
+from servecheck.load.workload.trace import TraceSchedule, open_schedule
+from servecheck.records.record import LOST, RATE_LIMITED, RequestRecord, cached_tokens
+
+__all__ = ["LLMUser", "scenario_shape"]
+
+log = logging.getLogger("servecheck.load")
+_perf = time.perf_counter
+LAG_PROBE_S = 0.05
+OPEN_MODES = (*RATE_MODES, "trace", "profile")  # one dispatcher sends at scheduled times
+
+
+# ------------------------------------------------------------------ per-process controller
+
+
+class _Controller:
+    """One per Locust process that sends load (local runner or worker)."""
+
+    def __init__(self, environment: Any, cfg: RunConfig, index: int) -> None:
+        self.env = environment
+        self.cfg = cfg
+        self.index = index
+        # the model mix (a plan's models): each request names the next model of the cycle
+        self.mix = (
+            WeightedCycle([(str(n), float(w)) for n, w in cfg.model_mix]) if cfg.model_mix else None
+        )
+        self.worker = (
+            f"w{index}-{os.getpid()}"
+            if cfg.workers > 1 or isinstance(environment.runner, WorkerRunner)
+            else f"local-{os.getpid()}"
+        )
+        # A worker's records go to the master over Locust's channel (transport.py); its own
+        # folder keeps an append-only copy in local/, apart from the files the master writes.
+        runner = environment.runner
+        self.sender: BatchSender | None = None
+        self.out_dir = Path(cfg.records_dir)
+        if isinstance(runner, WorkerRunner):
+            self.out_dir = self.out_dir / LOCAL_DIR
+            self.sender = BatchSender(
+                self.worker, lambda data: runner.send_message(RECORDS_MESSAGE, data)
+            )
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        rule = Rule.from_dict(cfg.aggregate) if cfg.aggregate else Rule(mode=cfg.mode)
+        self.keeper = RecordKeeper(  # the aggregate, and the records --records keeps
+            self.out_dir,
+            self.worker,
+            cfg.records,
+            rule.share(index, cfg.workers),
+            seed=cfg.seed * 1009 + index,
+            sender=self.sender,
+        )
+        self.epoch0 = time.time()
+        self.perf0 = _perf()
+        self.start = self.perf0
+        self.deadline = float("inf")
+        self.cap: int | None = None
+        if cfg.max_requests is not None:
+            self.cap = split_count(
+                cfg.max_requests, index % max(1, cfg.workers), max(1, cfg.workers)
+            )
+        self.sent = 0
+        self.inflight = 0
+        self.tokens = 0
+        self.finished = False
+        self.planned: int | None = None
+        self.loop_lag: list[float] = []
+        # Each request's X-Request-Id (and the record's request_id): run, worker, sequence number.
+        self.rid_prefix = re.sub(r"[^A-Za-z0-9._:-]", "_", f"{cfg.run_id}-{self.worker}")
+        self.prompts = PromptSet()
+        self.dispatcher_claimed = False
+        self.sched: FixedRate | Poisson | Gamma | TraceSchedule | ProfileSchedule | None = None
+        self.profile = parse_profile(cfg.profile["text"]) if cfg.profile else None
+        self.headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            **cfg.headers,
+        }
+        if self.profile is not None and not self.profile.keepalive:
+            # churn: the server closes each connection after its answer, so every request
+            # opens its own and its set-up shows in the TTFT decomposition (analysis/timings.py)
+            self.headers["Connection"] = "close"
+        self.headers.update(self.auth_headers())
+        self.headers.update(
+            api_headers(cfg.api, os.environ.get(ENV_API_KEY))
+        )  # load/generator/apis.py
+        # --images: drawn or read once per process, before the run's clock (load/workload/images.py)
+        self.images = ImagePool(cfg.images, cfg.seed * 31 + index) if cfg.images else None
+        # Plain HTTP: one reader for all streams (the native thread or the epoll loop), kernel
+        # arrival times (reactor.py);
+        # https: a blocking read per greenlet (wire.py).
+        self.wire: StreamReactor | WireClient
+        rid = cfg.request_id_header
+        if cfg.base_url.startswith("https:"):
+            self.wire = WireClient(
+                cfg.base_url,
+                self.headers,
+                cfg.connect_timeout_s,
+                cfg.timeout_s,
+                request_id_header=rid,
+            )
+        else:
+            self.wire = StreamReactor(
+                cfg.base_url,
+                self.headers,
+                cfg.connect_timeout_s,
+                cfg.timeout_s,
+                request_id_header=rid,
+            )
+        self._probe: Any = None
+        self.cpu0 = 0.0
+        # --cancel (load/workload/cancel.py) and the outage breaker over this process's records
+        # (analysis/outage.py): during an outage one probe at a time, the other sends held or lost.
+        self.cancel = CancelRule.from_dict(cfg.cancel)
+        self.breaker = Breaker(self.keeper.agg.outages)
+        # --web / --metrics-port: the aggregate read once a tick (load/generator/live.py), not per request
+        self.live = LiveFeed(self.keeper.agg, self.worker) if cfg.live else None
+        self.stopped: str | None = None  # why Locust stopped it before its bounds (--web)
+
+    def auth_headers(self) -> dict[str, str]:
+        key = os.environ.get(ENV_API_KEY)
+        if not key:
+            return {}
+        if self.cfg.api_key_header == "authorization":
+            return {"Authorization": "Bearer " + key}
+        return {self.cfg.api_key_header: key}
+
+    def wall(self, t_perf: float) -> float:
+        return self.epoch0 + (t_perf - self.perf0)
+
+    def begin(self) -> None:
+        # Everything alive now (Locust, gevent, the prompts) lives for the whole run: move it out of
+        # the collector's sight, and collect young objects less often. A full collection walking
+        # it all stalled the one event loop for 10-30 ms, and every stream waited.
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(50_000, 20, 100)
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        self.cpu0 = ru.ru_utime + ru.ru_stime
+        self.start = _perf()
+        if self.cfg.duration_s:
+            self.deadline = self.start + self.cfg.duration_s
+        if self.cfg.mode in OPEN_MODES and (self.cfg.rate or self.cfg.trace or self.profile):
+            sched = self.sched = self.arrivals()
+            planned = sched.planned(self.cfg.duration_s) if self.cfg.duration_s else None
+            if self.cap is not None:
+                planned = self.cap if planned is None else min(planned, self.cap)
+            self.planned = planned
+        self._probe = gevent.spawn(self._lag_probe)
+        if self.sender is not None:
+            gevent.spawn(self._send_batches)
+        gevent.spawn(self._checkpoints)
+        if self.live is not None:
+            gevent.spawn(self._live_ticks)
+
+    def _live_ticks(self) -> None:
+        """The live view's piece every tick: to this process's view, or to the master."""
+        tick = float((self.cfg.live or {}).get("tick_s") or 1.0)
+        while not self.finished:
+            gevent.sleep(tick)
+            self.live_tick()
+
+    def live_tick(self) -> None:
+        if self.live is None:
+            return
+        piece = self.live.tick(time.time(), self.inflight)
+        runner = self.env.runner
+        try:
+            if isinstance(runner, WorkerRunner):
+                runner.send_message(LIVE_MESSAGE, piece)
+            else:
+                view = getattr(self.env, "servecheck_live", None)
+                if view is not None:
+                    view.feed(piece)
+        except Exception as exc:  # noqa: BLE001 - the live view is a nicety: the run goes on
+            log.warning("live view: %s", exc)
+
+    def _checkpoints(self) -> None:
+        """The aggregate's state every CHECKPOINT_S: a process killed mid-run leaves it."""
+        while not self.finished:
+            gevent.sleep(CHECKPOINT_S)
+            if not self.finished:
+                self.keeper.checkpoint()
+
+    def _send_batches(self) -> None:
+        """Hand queued records to the master every BATCH_INTERVAL_S (full batches go at once)."""
+        while not self.finished and self.sender is not None:
+            gevent.sleep(BATCH_INTERVAL_S)
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.sender is None:
+            return
+        try:
+            self.sender.flush(self.sent)
+        except Exception as exc:  # noqa: BLE001 - the local copy still has them; the master counts the gap
+            log.warning("could not send records to the master: %s", exc)
+
+    def arrivals(self) -> FixedRate | Poisson | Gamma | TraceSchedule | ProfileSchedule:
+        """This worker's open-loop schedule: a fixed rate, Poisson, gamma, or its share of a
+        trace or of a load profile's arrivals (load/workload/phased.py)."""
+        cfg = self.cfg
+        if cfg.trace:
+            return open_schedule(cfg, self.index)
+        if cfg.mode == "profile" and self.profile is not None and cfg.profile is not None:
+            return ProfileSchedule(
+                self.profile,
+                self.index % cfg.workers,
+                cfg.workers,
+                cfg.seed,
+                bool(cfg.profile.get("poisson")),
+            )
+        return for_worker(
+            cfg.rate or 1.0,
+            cfg.mode == "poisson",
+            cfg.seed,
+            self.index % cfg.workers,
+            cfg.workers,
+            burstiness=cfg.burstiness if cfg.mode == "gamma" else None,
+        )
+
+    def _lag_probe(self) -> None:
+        """Sleep a fixed interval and record the overshoot: the generator's own scheduling delay."""
+        while not self.finished:
+            t = _perf()
+            gevent.sleep(LAG_PROBE_S)
+            self.loop_lag.append(max(0.0, _perf() - t - LAG_PROBE_S))
+
+    def accepting(self) -> bool:
+        if self.finished or _perf() >= self.deadline:
+            return False
+        return self.cap is None or self.sent < self.cap
+
+    def maybe_finish(self) -> None:
+        if not self.finished and not self.accepting() and self.inflight == 0 and self.bounded:
+            self.finish(quit_runner=True)
+
+    @property
+    def bounded(self) -> bool:
+        return self.cfg.duration_s is not None or self.cfg.max_requests is not None
+
+    def finish(self, quit_runner: bool) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        self.live_tick()  # the live view's last piece: its charts end where the run did
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        info = {
+            "worker": self.worker,
+            "index": self.index,
+            "pid": os.getpid(),
+            "mode": self.cfg.mode,
+            "sent": self.sent,
+            "records": self.keeper.count,
+            "planned": self.planned,
+            "tokens_client": self.tokens,
+            "prompt_method": self.prompts.method,
+            "cpu_s": round(
+                ru.ru_utime + ru.ru_stime - self.cpu0, 4
+            ),  # since the first request, not imports
+            "started": self.wall(self.start),
+            "ended": self.wall(_perf()),
+            "loop_lag_s": [round(x, 6) for x in self.loop_lag],
+            "reader": self.reader_info(),
+            "stopped": self.stopped,
+        }
+        self.keeper.close()
+        self.wire.close()
+        path = self.out_dir / f"worker-{self.worker}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(info), encoding="utf-8")
+        os.replace(tmp, path)
+        runner = self.env.runner
+        if isinstance(runner, WorkerRunner) and self.sender is not None:
+            # The last batch, then the totals the master checks it received (same connection,
+            # so they arrive in this order). Then the master quits once every worker is done,
+            # and its quit collects the workers' final Locust stats.
+            self._flush()
+            hist = self.keeper.totals()
+            info["histograms"] = hist["histograms"]
+            totals = {**self.sender.totals(), "ok": hist["ok"], "tokens": hist["tokens"]}
+            # Our last Locust stats go first too: the master's quit waits only a fixed 0.5 s for
+            # final reports, which a loaded machine misses (its CSV then counted 12 of 24).
+            send_stats = getattr(runner, "_send_stats", None)
+            try:
+                if callable(send_stats):
+                    send_stats()
+                runner.send_message(
+                    DONE_MESSAGE,
+                    {
+                        "worker": self.worker,
+                        "records": self.keeper.count,
+                        "sent": self.sent,
+                        "aggregate": self.keeper.agg.state(),
+                        "complete": quit_runner,
+                        "dataset": dataset_fingerprint(self.cfg.dataset),
+                        "totals": totals,
+                        "info": info,
+                    },
+                )
+            except Exception as exc:  # noqa: BLE001 - the master then reports this worker lost
+                log.warning("could not tell the master this worker is done: %s", exc)
+        elif quit_runner and runner is not None:
+            gevent.spawn_later(0.05, _quit, self.env)
+
+    def reader_info(self) -> dict[str, Any]:
+        """Which reader timed the tokens, and how (kernel receive stamps or the reader's clock)."""
+        w = self.wire
+        if isinstance(w, StreamReactor):
+            return {
+                "kind": w.kind,
+                "reads": w.reads,
+                "wakes": w.wakes,
+                "kernel_stamps": w.kernel_stamps,
+                "user_stamps": w.user_stamps,
+                "thread": w.thread_stats(),
+            }
+        return {
+            "kind": "blocking",
+            "reads": None,
+            "wakes": None,
+            "kernel_stamps": 0,
+            "user_stamps": None,
+        }
+
+    # -- one request -------------------------------------------------------------
+
+    def admit(self, intended: float) -> str | None:
+        """The breaker's word on a send due now (analysis/outage.py): ``send``, ``probe``, or None
+        (an outage: open loop, the send is recorded as lost; closed loop, it waited in vain)."""
+        while True:
+            how = self.breaker.admit(_perf())
+            if how != HOLD:
+                return how
+            if self.cfg.mode in OPEN_MODES:
+                self.sent += 1
+                wall = self.wall(intended)
+                rec = RequestRecord(
+                    target=self.cfg.target,
+                    scenario=self.cfg.scenario,
+                    worker=self.worker,
+                    seq=self.sent,
+                    t_intended=wall,
+                    t_sent=wall,
+                    t_done=wall,
+                    request_id=f"{self.rid_prefix}-{self.sent}",
+                    error=LOST,
+                    error_message="not sent: the target was down (an outage, analysis/outage.py)",
+                )
+                if self.keeper.keep(rec):
+                    self._flush()
+                self._fire(rec)
+                return None
+            if not self.accepting():
+                return None
+            gevent.sleep(0.1)
+
+    def send(self, user: LLMUser, intended: float) -> None:
+        """Send one streaming request; record it whatever happens. Never raises."""
+        cfg = self.cfg
+        how = self.admit(intended)
+        if how is None:
+            return
+        prompt = user.plan_request(
+            self
+        )  # a PlannedRequest (servecheck/load/workload/conversation.py)
+        if self.images is not None:
+            prompt = self.images.attach(prompt, user.rng)
+        model = self.mix.next() if self.mix is not None else cfg.model
+        path, body = request_for(
+            cfg.api, model, prompt, user.kind_body(prompt.kind), cfg.extra_body
+        )
+        payload = json.dumps(body).encode()
+        self.sent += 1
+        self.inflight += 1
+        seq = self.sent
+        t0 = _perf()
+        if seq == 1:
+            self.keeper.begin(self.wall(t0))  # the run's start on this process's clock
+        rec = RequestRecord(
+            target=cfg.target,
+            scenario=cfg.scenario,
+            worker=self.worker,
+            seq=seq,
+            t_intended=self.wall(intended),
+            t_sent=self.wall(t0),
+            kind=prompt.kind,
+            prompt_tokens=prompt.prompt_tokens,
+            request_id=f"{self.rid_prefix}-{seq}",
+            model=model if self.mix is not None else None,
+            **prompt.fields,
+        )
+        st = new_state(cfg.api, prompt.capture)  # chat's reader, or the messages stream's
+        # A scenario that continues from the reply (multi-turn) gets the stream's bytes: every read
+        # then goes through the parser (no token shortcut), and the text is taken after the end.
+        raw: list[bytes] | None = [] if prompt.capture else None
+        feed = st.feed if raw is None else _capture(st.feed, raw)
+        until = None
+        stop_at = user.hang_up_after_tokens
+        if stop_at is not None and stop_at > 0 and user.rng.random() < user.hang_up_share:
+
+            def until() -> bool:
+                return len(st.token_times) >= stop_at
+
+        drawn = draw(self.cancel, user.rng, st, t0)  # --cancel: this one is cancelled at its point
+        if drawn is not None:
+            until = drawn.until
+        try:
+            res = self.wire.post_stream(
+                path,
+                payload,
+                feed,
+                deadline=t0 + cfg.timeout_s,
+                tokens=st if raw is None and st.fast else None,
+                request_id=rec.request_id,
+                until=until,
+            )
+        except Exception as exc:  # noqa: BLE001 - a bug here must cost one record, not the run
+            res = WireResult(
+                error="stream-error", error_message=f"{type(exc).__name__}: {exc}", t_end=_perf()
+            )
+        except BaseException:
+            # Locust stopped this user mid-request (a shape stepping down, the run ending): the
+            # generator cancelled it, so it is neither a success nor a server error; no record.
+            self.inflight -= 1
+            self.breaker.probing = False
+            raise
+        t_end = res.t_end or _perf()
+        if res.t_sent:
+            # Time from the send itself, not from building the request (a pooled connection
+            # sends at once; a new one first connects, which is part of the request's latency
+            # only in TTFT-from-intended).
+            t0 = res.t_sent
+            rec.t_sent = self.wall(t0)
+        st.close(t_end)
+        rec.status = res.status
+        rec.t_done = self.wall(t_end)
+        rec.error, rec.error_message = classify(res, st)
+        if rec.error == RATE_LIMITED:
+            rec.retry_after_s = retry_after_seconds(res.headers.get("retry-after"))
+        rec.cancelled = cancel_outcome(drawn, res.hung_up, rec.error)
+        rec.abandoned = res.hung_up and rec.cancelled is None
+        self.tokens += len(st.token_times)
+        record_from_stream(
+            rec,
+            ttft=None if st.t_first is None else st.t_first - t0,
+            e2e=t_end - t0,
+            token_times=st.token_times,
+            usage=st.usage,
+        )
+        if st.usage is not None:
+            rec.cached_tokens = cached_tokens(st.usage)
+        record_phases(rec, st, t0)
+        record_stamps(rec, res, st, t0, cfg.request_id_header)
+        if self.keeper.keep(rec):
+            self._flush()
+        if how == PROBE:
+            self.breaker.probed(_perf())
+        self.inflight -= 1
+        if prompt.state is not None:
+            user.after_response(prompt, rec, reply_of(st, b"".join(raw or ())), st.usage)
+        self._fire(rec)
+        if rec.retry_after_s and cfg.retry_after_max_s and cfg.mode not in RATE_MODES:
+            # Closed loop, --honour-retry-after: this user backs off as a well-behaved client
+            # would (open-loop arrivals are the schedule and are not delayed).
+            gevent.sleep(
+                max(0.0, min(rec.retry_after_s, cfg.retry_after_max_s, self.deadline - _perf()))
+            )
+
+    def _fire(self, rec: RequestRecord) -> None:
+        fire = self.env.events.request.fire
+        scen = self.cfg.scenario
+        if rec.error is not None:
+            fire(
+                request_type="LLM",
+                name=f"RATE-LIMITED {scen}" if rec.error == RATE_LIMITED else f"E2E {scen}",
+                response_time=(rec.e2e or 0.0) * 1000.0,
+                response_length=0,
+                exception=RuntimeError(f"{rec.error}: {rec.error_message[:120]}"),
+                context={},
+            )
+            return
+        # An abandoned request's TTFT is real; its "E2E" is only when the client gave up.
+        for kind, seconds in (
+            ("TTFT", rec.ttft),
+            (
+                "CANCELLED" if rec.cancelled else "ABANDONED" if rec.abandoned else "E2E",
+                rec.e2e or 0.0,
+            ),
+        ):
+            if seconds is None:
+                continue
+            fire(
+                request_type="LLM",
+                name=f"{kind} {scen}",
+                response_time=seconds * 1000.0,
+                response_length=rec.tokens,
+                exception=None,
+                context={},
+            )
+
+
+def _capture(feed: Any, raw: list[bytes]) -> Any:
+    def capturing(data: bytes, t: float) -> None:
+        raw.append(data)
+        feed(data, t)
+
+    return capturing
+
+
+_CTRL: dict[str, _Controller] = {}
+_CTRL_LOCK = Semaphore(1)
+
+
+def _config_from_env(environment: Any, user_cls: type[LLMUser] | None) -> RunConfig:
+    """Web-UI / plain ``locust -f`` use: target from SERVECHECK_TARGET or ``--host``."""
+    path = os.environ.get(ENV_CONFIG)
+    if path:
+        return RunConfig.load(path)
+    base, headers, target_name, timeout = environment.host or "", {}, "host", 60.0
+    tname = os.environ.get("SERVECHECK_TARGET")
+    target = None
+    if tname:
+        from servecheck.config.loader import load_targets
+
+        target = load_targets(os.environ.get("SERVECHECK_TARGETS_FILE", "targets.yaml")).get(tname)
+        base, target_name, timeout = target.base_url, target.name, target.timeout_s
+        headers = dict(target.headers)
+        auth = target.auth_headers()
+        if auth and not os.environ.get(ENV_API_KEY):
+            os.environ[ENV_API_KEY] = next(iter(auth.values())).removeprefix("Bearer ")
+    if not base:
+        raise RuntimeError("no target: pass --host http://HOST:PORT/v1 or set SERVECHECK_TARGET")
+    from servecheck.client.models import choose_model, model_for_target
+
+    # Never a guessed model: a failed listing stops the run and says how to name one. A named
+    # target's declared models: and verify_tls count, as for every other runner.
+    explicit = os.environ.get("SERVECHECK_MODEL")
+    choice = (
+        model_for_target(target, explicit)
+        if target is not None
+        else choose_model(base, headers, explicit=explicit, what=target_name)
+    )
+    logging.getLogger(__name__).info("servecheck: %s", choice.line())
+    model = choice.model
+    run_id = time.strftime("locust-%Y%m%d-%H%M%S")
+    # Plain locust -f has no --trace either: SERVECHECK_TRACE replays a file on its schedule.
+    trace = os.environ.get("SERVECHECK_TRACE") or None
+    # A bound Locust has no option for: stop after N requests (-t stays the backstop).
+    cap = os.environ.get("SERVECHECK_MAX_REQUESTS") or None
+    if cap is not None and (not cap.isdigit() or int(cap) < 1):
+        raise RuntimeError(f"SERVECHECK_MAX_REQUESTS={cap!r}: a positive whole number")
+    return RunConfig(
+        run_id=run_id,
+        target=target_name,
+        scenario=getattr(user_cls, "scenario", "chat"),
+        base_url=base,
+        model=model,
+        headers=headers,
+        timeout_s=timeout,
+        records_dir=os.environ.get("SERVECHECK_RECORDS_DIR", str(Path("reports") / run_id)),
+        # Plain locust -f has no --dataset: the variable names the file (load/workload/dataset.py).
+        dataset=os.environ.get("SERVECHECK_DATASET") or None,
+        dataset_format=os.environ.get("SERVECHECK_DATASET_FORMAT") or "auto",
+        mode="trace" if trace else "closed",
+        max_requests=int(cap) if cap else None,
+        trace=str(Path(trace).resolve()) if trace else None,
+        trace_format=os.environ.get("SERVECHECK_TRACE_FORMAT") or "auto",
+        trace_speed=float(os.environ.get("SERVECHECK_TRACE_SPEED") or 1.0),
+        # Plain locust -f: the API and the images from the variables (load/generator/apis.py, images.py).
+        api=resolve_api(os.environ.get(ENV_API) or None, getattr(user_cls, "scenario", "chat")),
+        images=check_images(os.environ.get(ENV_IMAGES) or None),
+    )
+
+
+def _user_class(environment: Any) -> type[LLMUser] | None:
+    for cls in environment.user_classes or ():
+        if issubclass(cls, LLMUser):
+            return cls
+    return None
+
+
+def controller(environment: Any) -> _Controller:
+    """This process's controller, created on first use (after the runner exists)."""
+    ctrl = _CTRL.get("c")
+    if ctrl is not None:
+        return ctrl
+    with _CTRL_LOCK:  # users start concurrently and model discovery yields: build one controller
+        ctrl = _CTRL.get("c")
+        if ctrl is not None:
+            return ctrl
+        user_cls = _user_class(environment)
+        cfg = _config_from_env(environment, user_cls)
+        runner = environment.runner
+        index = (
+            max(0, getattr(runner, "worker_index", 0)) if isinstance(runner, WorkerRunner) else 0
+        )
+        ctrl = _Controller(environment, cfg, index)
+        if cfg.prompts:
+            ctrl.prompts = PromptSet(
+                prompts=[_prompt(p) for p in cfg.prompts],
+                weights=[float(p.get("weight", 1.0)) for p in cfg.prompts],
+                method=cfg.prompt_method,
+            )
+        else:
+            mix = user_cls.mix if user_cls is not None else [PromptSpec(128, 64)]
+            mix = apply_lengths(
+                mix, _lengths(cfg.input_tokens), _lengths(cfg.output_tokens), cfg.seed
+            )
+            counter, flavour = (None, "")
+            if cfg.use_tokenize:
+                root = cfg.base_url.rstrip("/").removesuffix("/v1")
+                counter, flavour = tokenize_counter(
+                    root, cfg.model, ctrl.auth_headers(), timeout_s=cfg.probe_timeout_s
+                )
+            if cfg.context_length:
+                # A scenario's lengths are for a big model; on a small context keep every request
+                # inside it (16 tokens for the chat template), or the run measures 400s.
+                room = cfg.context_length - 16
+                # Without the target's /tokenize the prompt length is a chars-per-token guess, which a
+                # small or odd tokenizer can miss by 2x (measured: 253 guessed, 515 real on the
+                # project's tiny model): then only half the prompt's share of the room is used.
+                share = 1.0 if counter is not None else 0.5
+                mix = [
+                    replace(
+                        m,
+                        prompt_tokens=max(
+                            8,
+                            min(
+                                m.prompt_tokens,
+                                int((room - min(m.output_tokens, room // 2)) * share),
+                            ),
+                        ),
+                        output_tokens=min(m.output_tokens, room // 2),
+                    )
+                    for m in mix
+                ]
+            ctrl.prompts = build_prompt_set(mix, seed=cfg.seed, count=counter, tokenizer=flavour)
+        if user_cls is not None:
+            user_cls.prepare_run(ctrl)
+        ctrl.begin()
+        _CTRL["c"] = ctrl
+    return ctrl
+
+
+def _lengths(d: dict[str, Any] | None) -> Lengths | None:
+    return None if d is None else Lengths(int(d["mean"]), float(d["sd"]))
+
+
+def _prompt(d: dict[str, Any]) -> Any:
+    from servecheck.load.workload.prompts import Prompt
+
+    return Prompt(d["text"], int(d["prompt_tokens"]), int(d["max_tokens"]), d.get("kind", "chat"))
+
+
+def _master_run() -> tuple[str, str | None]:
+    """The master's run folder and the fingerprint of the dataset it was given, from its run
+    configuration (``servecheck load --master``), else the variables (plain ``locust -f``)."""
+    path = os.environ.get(ENV_CONFIG)
+    if path:
+        cfg = RunConfig.load(path)
+        return cfg.records_dir, dataset_fingerprint(cfg.dataset)
+    records_dir = os.environ.get(
+        "SERVECHECK_RECORDS_DIR", str(Path("reports") / time.strftime("locust-%Y%m%d-%H%M%S"))
+    )
+    return records_dir, dataset_fingerprint(os.environ.get(ENV_DATASET) or None)
+
+
+@events.init.add_listener
+def _on_init(environment: Any, **_: Any) -> None:
+    runner = environment.runner
+    if not isinstance(runner, MasterRunner):
+        return
+    expected = int(getattr(environment.parsed_options, "expect_workers", 1) or 1)
+    # The master alone writes the run folder: records arrive over Locust's channel.
+    records_dir, dataset = _master_run()
+    collector = Collector(records_dir, expected, dataset=dataset)
+    quitting: list[bool] = []
+
+    def maybe_quit() -> None:
+        if not quitting and collector.finished(runner.worker_count):
+            quitting.append(True)
+            gevent.spawn_later(0.05, _quit, environment)
+
+    def on_records(msg: Any, **_kw: Any) -> None:
+        collector.on_batch(str(msg.node_id), msg.data)
+
+    def on_done(msg: Any, **_kw: Any) -> None:
+        led = collector.on_done(str(msg.node_id), msg.data)
+        if led.mismatch:
+            log.error("worker %s: records differ from what it sent: %s", led.worker, led.mismatch)
+        maybe_quit()
+
+    missing_since: dict[str, float] = {}
+
+    def watch() -> None:
+        # Locust marks a worker missing after its heartbeats stop (about 3 s) and forgets one that
+        # quit; either way, one that never said done is lost, and the run says so. Missing
+        # heartbeats also happen to a live worker on a starved machine (Locust heals it on the
+        # next one), so a missing worker is lost only after LOST_AFTER_S; one that quit gets
+        # QUIT_GRACE_S for a done message still on its way.
+        while True:
+            gevent.sleep(0.5)
+            now = _perf()
+            for led in collector.running():
+                node = runner.clients.get(led.node)
+                if node is not None and node.state != STATE_MISSING:
+                    missing_since.pop(led.node, None)
+                    continue
+                since = missing_since.setdefault(led.node, now)
+                if now - since >= (QUIT_GRACE_S if node is None else LOST_AFTER_S):
+                    collector.on_lost(led.node)
+                    log.error(
+                        "worker %s disconnected: %d records kept, %d requests lost",
+                        led.worker,
+                        led.records,
+                        led.lost_requests,
+                    )
+            maybe_quit()
+
+    runner.register_message(RECORDS_MESSAGE, on_records)
+    runner.register_message(DONE_MESSAGE, on_done)
+    gevent.spawn(watch)
+    environment.events.quitting.add_listener(lambda **_kw: collector.close())
+
+
+def _quit(environment: Any) -> None:
+    """Quit the runner, and Locust's web UI with it (``--web``: Locust would keep it up)."""
+    environment.runner.quit()
+    web_ui = getattr(environment, "web_ui", None)
+    if web_ui is not None:
+        web_ui.stop()
+
+
+@events.init.add_listener
+def _live_init(environment: Any, **_: Any) -> None:
+    """``--web`` / ``--metrics-port``: the live view, served by the local runner or the master
+    (whose workers send it their pieces); load/generator/live.py, load/generator/live_web.py."""
+    path = os.environ.get(ENV_CONFIG)
+    runner = environment.runner
+    if not path or isinstance(runner, WorkerRunner):
+        return
+    if isinstance(runner, MasterRunner):  # workers on other machines send pieces regardless
+
+        def on_live(msg: Any, **_kw: Any) -> None:
+            view = getattr(environment, "servecheck_live", None)
+            try:
+                if view is not None:
+                    view.feed(msg.data)
+            except ValueError as exc:
+                log.warning("live view: worker %s: %s", msg.node_id, exc)
+
+        runner.register_message(LIVE_MESSAGE, on_live)
+    cfg = RunConfig.load(path)
+    if not cfg.live:
+        return
+    info = {
+        "run_id": cfg.run_id,
+        "target": cfg.target,
+        "scenario": cfg.scenario,
+        "model": cfg.model,
+    }
+    view = LiveView(info, float(cfg.live.get("tick_s") or 1.0))
+    environment.servecheck_live = view
+    web_ui = getattr(environment, "web_ui", None)
+    if cfg.live.get("web") and web_ui is not None:
+        from servecheck.load.generator.live_web import install
+
+        install(web_ui, view, os.environ.get(ENV_WEB_AUTH) or None)
+    if cfg.live.get("otlp"):
+        from servecheck.load.generator.live_otlp import start
+
+        provider = start(view, str(cfg.live["otlp"]))
+        environment.events.quitting.add_listener(lambda **_kw: provider.shutdown())
+    metrics = cfg.live.get("metrics")
+    if metrics:
+        from gevent.pywsgi import WSGIServer
+        from prometheus_client import make_wsgi_app
+
+        server = WSGIServer(
+            (metrics[0], int(metrics[1])), make_wsgi_app(registry_for(view)), log=None
+        )
+        server.start()
+        environment.events.quitting.add_listener(lambda **_kw: server.stop(timeout=1))
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment: Any, **_: Any) -> None:
+    ctrl = _CTRL.pop(
+        "c", None
+    )  # a new test from the web UI gets a fresh controller and run directory
+    if ctrl is not None and not ctrl.finished:
+        # --web: Stop in Locust's UI ends the run, and its summary says it ended early
+        web = bool(ctrl.cfg.live and ctrl.cfg.live.get("web"))
+        if web and ctrl.accepting():
+            ctrl.stopped = "stopped by Locust before the run's bounds (its web UI's Stop)"
+        ctrl.finish(quit_runner=web)
+
+
+@events.quitting.add_listener
+def _on_quitting(environment: Any, **_: Any) -> None:
+    _on_test_stop(environment)
+
+
+# ------------------------------------------------------------------ the user
+
+
+class LLMUser(User):
+    """A streaming chat-completions user. Subclass it in a locustfile and set ``mix``/``kinds``.
+
+    Closed loop (default): each user sends its next request when the previous one ends.
+    Open loop (``servecheck load --rate``): the first user of each process becomes the dispatcher
+    that spawns a request at every scheduled time; other users idle.
+    """
+
+    abstract = True
+    wait_time = constant(0)
+    scenario: ClassVar[str] = "chat"
+    mix: ClassVar[list[PromptSpec]] = [PromptSpec(128, 64)]
+    # request kind -> extra body keys (response_format, tools ...)
+    kinds: ClassVar[dict[str, dict[str, Any]]] = {}
+    # Abandoned streams: this share of requests hangs up after this many tokens (the record says
+    # ``abandoned``); None never does. What a client that navigates away does to the server.
+    hang_up_after_tokens: ClassVar[int | None] = None
+    hang_up_share: ClassVar[float] = 1.0
+
+    def __init__(self, environment: Any) -> None:
+        super().__init__(environment)
+        self.rng = random.Random()
+
+    def on_start(self) -> None:
+        if isinstance(self.environment.runner, MasterRunner):
+            return
+        ctrl = controller(self.environment)
+        self.rng = random.Random(ctrl.cfg.seed * 1_000_003 + ctrl.index * 10_007 + id(self) % 9973)
+
+    @classmethod
+    def prepare_run(cls, ctrl: _Controller) -> None:
+        """Once per process, before the run's clock starts: a scenario builds what it needs
+        (shared prompts, a trace's corpus) here, so the time is in no request's lag."""
+
+    def kind_body(self, kind: str) -> dict[str, Any]:
+        return self.kinds.get(kind, {})
+
+    def plan_request(self, ctrl: _Controller) -> PlannedRequest:
+        """The next request to send: one user message from the mix. Scenarios that build their
+        own (multi-turn, shared prefix) override it and get the reply in :meth:`after_response`."""
+        return single_turn(ctrl.prompts.pick(self.rng))
+
+    def after_response(
+        self, req: PlannedRequest, rec: RequestRecord, reply: str, usage: dict[str, Any] | None
+    ) -> None:
+        """Called after a request whose ``state`` is set, with its record and reply text."""
+
+    @task
+    def run_one(self) -> None:
+        ctrl = controller(self.environment)
+        if ctrl.cfg.mode in OPEN_MODES:
+            if ctrl.dispatcher_claimed:
+                self._idle(ctrl)
+                return
+            ctrl.dispatcher_claimed = True
+            self._dispatch(ctrl)
+            return
+        if not ctrl.accepting():
+            self._idle(ctrl)
+            return
+        ctrl.send(self, _perf())
+        ctrl.maybe_finish()
+
+    def _idle(self, ctrl: _Controller) -> None:
+        ctrl.maybe_finish()
+        gevent.sleep(0.1)
+
+    def _dispatch(self, ctrl: _Controller) -> None:
+        """Open loop: sleep until each absolute slot time, then spawn the request."""
+        cfg = ctrl.cfg
+        sched = ctrl.sched or ctrl.arrivals()
+        gate = Semaphore(cfg.max_inflight)
+        greenlets: list[Any] = []
+        start = ctrl.start
+        for dispatched, offset in enumerate(sched.offsets()):
+            due = start + offset
+            if (
+                due >= ctrl.deadline
+                or not ctrl.accepting()
+                or (ctrl.cap is not None and dispatched >= ctrl.cap)
+            ):
+                break
+            delay = due - _perf()
+            if delay > 0.002:
+                gevent.sleep(delay - 0.0015)  # the hub's timers are ~1 ms coarse ...
+            while _perf() < due:
+                gevent.sleep(0)  # ... so yield-spin the last stretch (other greenlets still run)
+            gate.acquire()  # at the in-flight cap the slot waits: that shows as lag, not as silence
+            greenlets.append(gevent.spawn(self._one, ctrl, due, gate))
+            if len(greenlets) > 4096:
+                greenlets = [g for g in greenlets if not g.dead]
+        gevent.joinall(greenlets, timeout=cfg.drain_s + cfg.timeout_s)
+        ctrl.maybe_finish()
+        while not ctrl.finished:
+            self._idle(ctrl)
+
+    def _one(self, ctrl: _Controller, due: float, gate: Semaphore) -> None:
+        try:
+            ctrl.send(self, due)
+        finally:
+            gate.release()
+
+
+# ------------------------------------------------------------------ shapes
+
+
+def scenario_shape() -> type[LoadTestShape] | None:
+    """A concrete LoadTestShape class when the run config has stages, else None.
+
+    A locustfile does ``LoadShape = scenario_shape()``: Locust picks up a shape class only when
+    one is defined, so plain closed/open-loop runs keep ``-u``/``-r`` control.
+    """
+    path = os.environ.get(ENV_CONFIG)
+    if not path:
+        return None
+    cfg = RunConfig.load(path)
+    if not cfg.shape:
+        return None
+    stages = StageShape(
+        [Stage(float(s["end"]), int(s["users"]), float(s["spawn_rate"])) for s in cfg.shape]
+    )
+
+    class PlanShape(LoadTestShape):
+        """Stages from the load plan (ramp / steps / spike)."""
+
+        def tick(self) -> tuple[int, float] | None:
+            return stages.tick(self.get_run_time())
+
+    return PlanShape
