@@ -28,6 +28,7 @@ docs: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check servecheck tests suites scenarios
+	$(BIN)/python scripts/complexity.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy servecheck
