@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,23 +78,53 @@ def _ms(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
-def wrk_level(tmp: Path, streams: int, duration: float, server: str = "c") -> dict[str, Any]:
-    """One wrk run of ``streams`` connections against a fresh calibration server (``server``:
-    ``c`` or ``python``)."""
-    proc, base = start_truth_server(tmp, TTFT_S, ITL_S, TOKENS, cpu="1", impl=server)
-    load_before = os.getloadavg()[0]
-    try:
-        cmd = [
-            "taskset", "-c", "0", "wrk", "-t1", f"-c{streams}", f"-d{duration:g}s",
-            "--timeout", "10s", "--latency", "-s", str(LUA), base + "/chat/completions",
-        ]  # fmt: skip
-        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        out = child.stdout.read() if child.stdout else ""
-        _, status, ru = os.wait4(child.pid, 0)
-        child.returncode = os.waitstatus_to_exitcode(status)
-        stats = server_stats(base)
-    finally:
-        stop(proc)
+def wrk_command(streams: int, duration: float, url: str) -> list[str]:
+    """wrk's command line (no CPU pinning): one thread, ``streams`` connections, ``duration``
+    seconds (wrk takes whole seconds only), ``wrk_chat.lua``'s streaming chat request to ``url``."""
+    if duration != int(duration):
+        raise ValueError(f"wrk runs whole seconds (-d), not {duration:g}")
+    return [
+        "wrk", "-t1", f"-c{streams}", f"-d{duration:g}s", "--timeout", "10s", "--latency",
+        "-s", str(LUA), url,
+    ]  # fmt: skip
+
+
+def lua_max_tokens() -> int:
+    """The ``max_tokens`` that ``wrk_chat.lua`` asks for: the calibration server streams exactly a
+    request's ``max_tokens``, so this is how many tokens each complete response carries."""
+    m = re.search(r'"max_tokens":(\d+)', LUA.read_text(encoding="utf-8"))
+    if not m:
+        raise ValueError(f"{LUA.name} names no max_tokens")
+    return int(m.group(1))
+
+
+@dataclass(frozen=True, slots=True)
+class WrkOutput:
+    """What wrk printed: its complete responses (any status), those with a status above 399, its
+    socket errors, and its rate and latencies (ms)."""
+
+    responses: int
+    non2xx: int
+    socket_errors: int
+    requests_per_s: float
+    e2e_mean: float
+    e2e_p50: float | None
+    e2e_p99: float | None
+
+    @property
+    def errors(self) -> int:
+        return self.socket_errors + self.non2xx
+
+    @property
+    def ok_responses(self) -> int:
+        """Complete responses with a 2xx/3xx status: the calibration server answers 200 or an
+        error, so these are its complete 200 responses (a stream cut by the run's end or a
+        socket error is not a response at all)."""
+        return self.responses - self.non2xx
+
+
+def parse_wrk(out: str, returncode: int) -> WrkOutput:
+    """wrk's printed summary (run with ``--latency``); RuntimeError when it failed."""
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
     lat = re.search(r"Latency\s+(\S+)\s+(\S+)\s+(\S+)", out)
     p50 = re.search(r"\n\s+50%\s+(\S+)", out)
@@ -101,22 +132,45 @@ def wrk_level(tmp: Path, streams: int, duration: float, server: str = "c") -> di
     done = re.search(r"(\d+) requests in", out)
     errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    if child.returncode != 0 or not rps or not lat or not done:
-        raise RuntimeError(f"wrk failed ({child.returncode}): {out[-500:]}")
-    n_err = (sum(int(x) for x in errors.groups()) if errors else 0) + (
-        int(non2xx.group(1)) if non2xx else 0
+    if returncode != 0 or not rps or not lat or not done:
+        raise RuntimeError(f"wrk failed ({returncode}): {out[-500:]}")
+    return WrkOutput(
+        responses=int(done.group(1)),
+        non2xx=int(non2xx.group(1)) if non2xx else 0,
+        socket_errors=sum(int(x) for x in errors.groups()) if errors else 0,
+        requests_per_s=float(rps.group(1)),
+        e2e_mean=_ms(lat.group(1)),
+        e2e_p50=_ms(p50.group(1)) if p50 else None,
+        e2e_p99=_ms(p99.group(1)) if p99 else None,
     )
-    tokens_per_s = float(rps.group(1)) * TOKENS
+
+
+def wrk_level(tmp: Path, streams: int, duration: float, server: str = "c") -> dict[str, Any]:
+    """One wrk run of ``streams`` connections against a fresh calibration server (``server``:
+    ``c`` or ``python``)."""
+    proc, base = start_truth_server(tmp, TTFT_S, ITL_S, TOKENS, cpu="1", impl=server)
+    load_before = os.getloadavg()[0]
+    try:
+        cmd = ["taskset", "-c", "0", *wrk_command(streams, duration, base + "/chat/completions")]
+        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        out = child.stdout.read() if child.stdout else ""
+        _, status, ru = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        stats = server_stats(base)
+    finally:
+        stop(proc)
+    w = parse_wrk(out, child.returncode)
+    tokens_per_s = w.requests_per_s * TOKENS
     cpu = ru.ru_utime + ru.ru_stime
-    tokens = int(done.group(1)) * TOKENS
+    tokens = w.responses * TOKENS
     return {
         "client": "wrk",
         "users": streams,
         "tokens_per_s": tokens_per_s,
-        "e2e_mean": _ms(lat.group(1)),
-        "e2e_p50": _ms(p50.group(1)) if p50 else None,
-        "e2e_p99": _ms(p99.group(1)) if p99 else None,
-        "errors": n_err,
+        "e2e_mean": w.e2e_mean,
+        "e2e_p50": w.e2e_p50,
+        "e2e_p99": w.e2e_p99,
+        "errors": w.errors,
         "cpu_per_10k": cpu / tokens * 10_000 if tokens else None,
         "gen_cpu_util": cpu / duration,
         "server": stats,
