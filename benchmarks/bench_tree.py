@@ -14,12 +14,18 @@ splits into
 
 Beside them, in the same run: the current tree with ``--records none`` (no per-request lines), and
 a peer, a plain Locust ``FastHttpUser`` streaming the same requests from the same server at the
-same concurrency for the same durations (its tree measured alike), i.e. what Locust alone costs.
+same concurrency for the same durations (its tree measured alike), i.e. what Locust alone costs;
+and a C peer, ``wrk`` (``-t 1 -c N -d S``, ``benchmarks/wrk_chat.lua``'s streaming chat request, the
+command line and output parsing of ``bench_capacity``), on the same core against the same server,
+for the same durations and streams: its CPU is the wrk process's rusage, its tokens its complete
+200 responses times the tokens each streams, so ``after / wrk`` and ``before / wrk`` say what the
+whole tree costs per token beside a client that only reads the bytes (wrk takes whole seconds).
 ``post-run s`` is the wall time from Locust's end (the newest mtime of its log, stdout and CSVs)
 to the command's exit, at the longer duration: the summary, the report and the compaction.
 
     python benchmarks/bench_tree.py                       # 256 and 1024 streams, 10 s and 30 s, 3 runs
     python benchmarks/bench_tree.py --quick               # 256 streams, 4 s and 10 s, 1 run, no docs
+    python benchmarks/bench_tree.py --no-wrk --no-peer    # the two trees alone, no peers
     python benchmarks/bench_tree.py --before B --after A  # other checkouts
     python benchmarks/bench_tree.py --from-log LOG        # the section from a run's JSONL log
     python benchmarks/bench_tree.py --profile             # where the after tree's Locust child spends
@@ -44,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +59,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _docs import write_section  # noqa: E402
 from _truth import server_stats, start_truth_server, stop, truth_targets  # noqa: E402
+from bench_capacity import lua_max_tokens, parse_wrk, wrk_command  # noqa: E402
 from bench_load import ITL_S, SCENARIO, TOKENS, TTFT_S, fmt  # noqa: E402
 
 START, END = "<!-- tree-cost:start -->", "<!-- tree-cost:end -->"
 GOAL = 0.15  # issue 27: whole tree CPU-s per 10k streamed tokens at 256 streams
+PEER_LOCUST, PEER_WRK = "peer: Locust FastHttpUser", "peer: wrk (C)"
 PEER = '''"""Plain Locust FastHttpUser: the calibration server's streamed chat completion, read to its end."""
 import json, os, time
 from locust import FastHttpUser, events, task
@@ -121,7 +130,7 @@ finally:
 
 def _timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, float, float, str]:
     """Run ``cmd`` on core 0; its whole tree's CPU (user + sys, waited-for children included),
-    its wall time, the wall clock at its exit and its output's tail."""
+    its wall time and its output (all of it: wrk's summary is parsed from it)."""
     if shutil.which("taskset"):
         cmd = ["taskset", "-c", "0", *cmd]
     t0 = time.monotonic()
@@ -134,7 +143,7 @@ def _timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, float, 
         os.waitstatus_to_exitcode(status),
         ru.ru_utime + ru.ru_stime,
         time.monotonic() - t0,
-        text[-800:],
+        text,
     )
 
 
@@ -157,7 +166,7 @@ def run_servecheck(
     run_dir = out / run_id
     summary = run_dir / "summary.json"
     if not summary.exists():
-        raise RuntimeError(f"servecheck load ({tree}) exited {rc} without a summary: {tail}")
+        raise RuntimeError(f"servecheck load ({tree}) exited {rc} without a summary: {tail[-800:]}")
     s = json.loads(summary.read_text(encoding="utf-8"))
     gen = s.get("generator") or {}
     locust_end = max(p.stat().st_mtime for p in run_dir.glob("locust*") if p.is_file())
@@ -187,13 +196,32 @@ def run_peer(tmp: Path, base: str, users: int, duration: float) -> dict[str, Any
     ]  # fmt: skip
     rc, cpu, wall, tail = _timed(cmd, tmp, {**os.environ, "PEER_TOKENS": str(tokens)})
     if not tokens.exists():
-        raise RuntimeError(f"the Locust peer exited {rc} without its token count: {tail}")
+        raise RuntimeError(f"the Locust peer exited {rc} without its token count: {tail[-800:]}")
     return {
         "rc": rc,
         "tokens": int(tokens.read_text()),
         "cpu_s": cpu,
         "wall_s": wall,
         "post_run_s": None,
+    }
+
+
+def run_wrk(tmp: Path, base: str, users: int, duration: float) -> dict[str, Any]:
+    """The C peer: wrk, one thread, ``users`` connections for ``duration`` s, same server, same
+    core. Its tokens are its complete 200 responses (wrk's own count: a stream the run's end cut
+    is none) times the tokens each streams (the lua script's ``max_tokens``, which the calibration
+    server streams exactly); its CPU is the wrk process's, from the kernel."""
+    cmd = wrk_command(users, duration, base + "/chat/completions")
+    rc, cpu, wall, out = _timed(cmd, tmp, dict(os.environ))
+    w = parse_wrk(out, rc)
+    return {
+        "rc": rc,
+        "tokens": w.ok_responses * lua_max_tokens(),
+        "responses": w.responses,
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "post_run_s": None,
+        "errors": w.errors,
     }
 
 
@@ -291,6 +319,31 @@ def _ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}" if a is not None and b else "-"
 
 
+def _ratio_rows(
+    cells: dict[tuple[str, int], dict[str, Any]], variants: list[str], n: int
+) -> list[str]:
+    """At ``n`` streams: each of our variants over the first (the baseline), the after tree over
+    the Locust peer, and both trees over wrk (what the whole tree costs beside a C client)."""
+    rows: list[str] = []
+    ours = [v for v in variants if not v.startswith("peer")]
+
+    def row(a: dict[str, Any], b: dict[str, Any], label: str, post_run: bool) -> str:
+        post = _ratio(a["post_run_s"], b["post_run_s"]) if post_run else "-"
+        return (
+            f"| {n} | {label} | {_ratio(a['fixed'], b['fixed'])}"
+            f" | {_ratio(a['marginal'], b['marginal'])} | {post} |"
+        )
+
+    for v in ours[1:]:
+        rows.append(row(cells[(v, n)], cells[(ours[0], n)], f"{v} / {ours[0]}", True))
+    # the peers' ratios name the trees as before/after: the first two of ours
+    pairs = {PEER_LOCUST: ("peer", ours[1:2]), PEER_WRK: ("wrk", ours[1::-1])}
+    for peer, (short, trees) in pairs.items():
+        if peer in variants:
+            rows += [row(cells[(t, n)], cells[(peer, n)], f"{t} / {short}", False) for t in trees]
+    return rows
+
+
 def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     variants = list(dict.fromkeys(r["variant"] for r in rows))
     levels = sorted({r["users"] for r in rows})
@@ -317,6 +370,11 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "The peer is a plain Locust `FastHttpUser` (`PEER` in the benchmark): the same streamed chat"
         " completion (64 tokens) read to its end from geventhttpclient's response stream (64 KiB reads),"
         " counting the non-empty `content` deltas, no timing per token and no records; it is what Locust alone costs.",
+        "The C peer is `wrk` (`-t 1 -c N -d` seconds, `benchmarks/wrk_chat.lua`'s streaming chat request, the"
+        " same as `bench_capacity`'s): one thread on the same core, the same server and durations; its CPU is"
+        " the wrk process's rusage, its tokens its complete 200 responses (wrk's count, less its non-2xx)"
+        " times the 64 tokens each streams. It reads each stream to its end and parses nothing inside it,"
+        " so its cost is near the floor any client pays (the kernel's socket reads and the HTTP framing).",
         "`of which Locust` splits the Locust child's own CPU from its first request to its last"
         " (`generator.cpu_s` in summary.json, so without its imports and exit) the same way; the rest of"
         " the tree is the command's start-up, summary, report and compaction, and Locust's imports.",
@@ -336,27 +394,13 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
                 f" | {fmt(c['long_tokens'], '.0f')}"
                 f" | {fmt(c['post_run_s'], '.2f')} | {c['errors']} |"
             )
-    lines += ["", "Ratios after / before (and after / peer):", ""]
+    lines += ["", "Ratios after / before (and after / peer, after and before / wrk):", ""]
     lines += [
         "| streams | compared | fixed | marginal | post-run s |",
         "| --- | --- | --- | --- | --- |",
     ]
     for n in levels:
-        b = cells.get((variants[0], n))
-        for v in variants[1:]:
-            a = cells[(v, n)]
-            if b and not v.startswith("peer"):
-                lines.append(
-                    f"| {n} | {v} / {variants[0]} | {_ratio(a['fixed'], b['fixed'])}"
-                    f" | {_ratio(a['marginal'], b['marginal'])} | {_ratio(a['post_run_s'], b['post_run_s'])} |"
-                )
-        peer = next((cells[(v, n)] for v in variants if v.startswith("peer")), None)
-        if peer and len(variants) > 2:
-            a = cells[(variants[1], n)]
-            lines.append(
-                f"| {n} | {variants[1]} / peer | {_ratio(a['fixed'], peer['fixed'])}"
-                f" | {_ratio(a['marginal'], peer['marginal'])} | - |"
-            )
+        lines += _ratio_rows(cells, variants, n)
     late = meta.get("server_late") or {}
     if late:
         lines += [
@@ -422,7 +466,8 @@ def main() -> int:
     ap.add_argument(
         "--quick", action="store_true", help="256 streams, 4 s and 10 s, 1 run, no docs"
     )
-    ap.add_argument("--no-peer", action="store_true")
+    ap.add_argument("--no-peer", action="store_true", help="leave out the Locust peer")
+    ap.add_argument("--no-wrk", action="store_true", help="leave out the C peer (the wrk on PATH)")
     ap.add_argument("--no-docs", action="store_true")
     ap.add_argument("--from-log", type=Path, help="render the section from a run's JSONL log")
     ap.add_argument("--profile", action="store_true", help="sample the after tree's Locust child")
@@ -434,6 +479,12 @@ def main() -> int:
         args.levels, args.durations, args.runs, args.no_docs = "256", "4,10", 1, True
     d = [float(x) for x in args.durations.split(",")]
     durations = (d[0], d[1])
+    if not args.no_wrk and not args.from_log and not args.profile:
+        if shutil.which("wrk") is None:  # as bench_capacity: a missing wrk skips, never fails
+            print("bench_tree: no wrk on PATH, so no C peer (apt-get install wrk; or --no-wrk)")
+            args.no_wrk = True
+        elif any(x != int(x) for x in durations):
+            ap.error(f"--durations {args.durations}: wrk runs whole seconds (or pass --no-wrk)")
     meta = _meta(args, durations)
     if args.reading:
         meta["reading"] = args.reading.read_text(encoding="utf-8").strip()
@@ -455,6 +506,9 @@ def main() -> int:
     return 0
 
 
+Run = Callable[[str, int, float], dict[str, Any]]  # (server base URL, streams, seconds) -> row
+
+
 def measure(
     args: argparse.Namespace, durations: tuple[float, float], meta: dict[str, Any]
 ) -> list[dict[str, Any]]:
@@ -462,13 +516,15 @@ def measure(
     (tmp / "bench_scenario.py").write_text(SCENARIO, encoding="utf-8")
     log = tmp / "bench-tree.jsonl"
     print(f"log: {log}", flush=True)
-    variants: list[tuple[str, Path | None, str | None]] = [
-        ("before", args.before, None),
-        ("after", args.after, None),
-        ("after --records none", args.after, "none"),
+    variants: list[tuple[str, Run]] = [
+        ("before", lambda base, n, d: run_servecheck(args.before, tmp, base, n, d, None)),
+        ("after", lambda base, n, d: run_servecheck(args.after, tmp, base, n, d, None)),
+        ("after --records none", lambda b, n, d: run_servecheck(args.after, tmp, b, n, d, "none")),
     ]
     if not args.no_peer:
-        variants.append(("peer: Locust FastHttpUser", None, None))
+        variants.append((PEER_LOCUST, lambda base, n, d: run_peer(tmp, base, n, d)))
+    if not args.no_wrk:
+        variants.append((PEER_WRK, lambda base, n, d: run_wrk(tmp, base, n, d)))
     rows: list[dict[str, Any]] = []
     meta["server_late"] = {}
     for users in (int(x) for x in args.levels.split(",")):
@@ -476,13 +532,9 @@ def measure(
         try:
             for rnd in range(args.runs):
                 for duration in durations:
-                    for name, tree, records in variants:
+                    for name, run in variants:
                         load = os.getloadavg()[0]  # the machine is shared: say how busy it was
-                        r = (
-                            run_servecheck(tree, tmp, base, users, duration, records)
-                            if tree is not None
-                            else run_peer(tmp, base, users, duration)
-                        )
+                        r = run(base, users, duration)
                         r.update(variant=name, users=users, round=rnd, duration=duration,
                                  short=duration == durations[0], loadavg=load)  # fmt: skip
                         rows.append(r)
