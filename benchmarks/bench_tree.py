@@ -446,9 +446,18 @@ def _baseline() -> Path:
         subprocess.run(
             ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), "main"], check=True
         )
-        for so in (ROOT / "servecheck" / "load").glob("_rxthread*.so"):
-            shutil.copy(so, path / "servecheck" / "load")  # build both alike
+        copy_extensions(ROOT, path)
     return path
+
+
+def copy_extensions(src: Path, dest: Path) -> None:
+    """Put ``src``'s built C extensions into ``dest`` beside the same-named C source, wherever
+    ``dest`` keeps it (issue 40 moved ``_rxthread`` and ``_hdrfast`` out of ``load/``): both trees
+    then run alike, neither on the pure-Python fallback."""
+    for so in (src / "servecheck").rglob("_*.so"):
+        stem = so.name.split(".", 1)[0]
+        for c in (dest / "servecheck").rglob(f"{stem}.c"):
+            shutil.copy(so, c.parent)
 
 
 def main() -> int:
