@@ -65,6 +65,10 @@ from bench_load import ITL_S, SCENARIO, TOKENS, TTFT_S, fmt  # noqa: E402
 START, END = "<!-- tree-cost:start -->", "<!-- tree-cost:end -->"
 GOAL = 0.15  # issue 27: whole tree CPU-s per 10k streamed tokens at 256 streams
 PEER_LOCUST, PEER_WRK = "peer: Locust FastHttpUser", "peer: wrk (C)"
+MOVED = {  # issue 40's rooms: where a tree from before them keeps the scenario's imports
+    "servecheck.load.generator.": "servecheck.load.",
+    "servecheck.load.workload.": "servecheck.load.",
+}
 PEER = '''"""Plain Locust FastHttpUser: the calibration server's streamed chat completion, read to its end."""
 import json, os, time
 from locust import FastHttpUser, events, task
@@ -128,6 +132,27 @@ finally:
 """
 
 
+def any_layout(scenario: str) -> str:
+    """``scenario`` importing from whichever layout the tree has: the before tree may predate
+    issue 40's rooms (``load/locust_user.py``, not ``load/generator/locust_user.py``), and one
+    scenario file serves both trees."""
+    lines = scenario.splitlines()
+    new = [x for x in lines if x.startswith("from servecheck.load.")]
+    old = list(new)
+    for a, b in MOVED.items():
+        old = [x.replace(a, b) for x in old]
+    block = "\n".join(new)
+    if not new or block not in scenario:
+        raise ValueError("the scenario's servecheck.load imports are not one block")
+    both = (
+        "try:\n    "
+        + "\n    ".join(new)
+        + "\nexcept ModuleNotFoundError:  # before issue 40\n    "
+        + "\n    ".join(old)
+    )
+    return scenario.replace(block, both)
+
+
 def _timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, float, float, str]:
     """Run ``cmd`` on core 0; its whole tree's CPU (user + sys, waited-for children included),
     its wall time and its output (all of it: wrk's summary is parsed from it)."""
@@ -180,6 +205,10 @@ def run_servecheck(
         "errors": (s.get("requests") or {}).get("errors"),
     }
     shutil.rmtree(run_dir, ignore_errors=True)
+    if not row["tokens"]:  # a tree that cannot run the scenario writes a summary all the same
+        raise RuntimeError(
+            f"servecheck load ({tree}) exited {rc} and streamed nothing: {tail[-800:]}"
+        )
     return row
 
 
@@ -522,7 +551,7 @@ def measure(
     args: argparse.Namespace, durations: tuple[float, float], meta: dict[str, Any]
 ) -> list[dict[str, Any]]:
     tmp = Path(tempfile.mkdtemp(prefix="bench-tree-"))
-    (tmp / "bench_scenario.py").write_text(SCENARIO, encoding="utf-8")
+    (tmp / "bench_scenario.py").write_text(any_layout(SCENARIO), encoding="utf-8")
     log = tmp / "bench-tree.jsonl"
     print(f"log: {log}", flush=True)
     variants: list[tuple[str, Run]] = [
