@@ -345,7 +345,9 @@ def _span(values: list[float]) -> str:
 
 
 def _ratio(a: float | None, b: float | None) -> str:
-    return f"{a / b:.2f}" if a is not None and b else "-"
+    # a base at or below zero (wrk's fixed cost is about nil, so noise can make it negative) has
+    # no ratio worth printing
+    return f"{a / b:.2f}" if a is not None and b is not None and b > 0 else "-"
 
 
 def _ratio_rows(
