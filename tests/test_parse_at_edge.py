@@ -92,8 +92,9 @@ ALLOWED: dict[str, set[str]] = {
         "--processes",
     },
     "workflows/conformance.py": {"--itl-ms"},  # the reference server's argv
-    "engines/": {  # vLLM's, llama.cpp's, LiteLLM's, Xinference's own argv
+    "engines/": {  # vLLM's, llama.cpp's, LiteLLM's, Xinference's own argv (and a profile's note)
         "--host",
+        "--reasoning",
         "--port",
         "--api-key",
         "--max-model-len",
@@ -120,7 +121,6 @@ ALLOWED: dict[str, set[str]] = {
     },  # + wait-ready hint
     "config/model.py": {"--max-num-seqs"},
     "reference/faults.py": {"--max-model-len"},
-    "profiles/__init__.py": {"--reasoning"},
     # a whole `servecheck <command> --option` line quoted as the thing to run instead
     "analysis/slo.py": {"--cold-start-slo", "--launch", "--cold-start"},
     "load/workload/trace.py": {
