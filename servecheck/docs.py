@@ -1,7 +1,9 @@
 """Regenerate the generated docs: ``python -m servecheck.docs`` (or ``make docs``).
 
 docs/checks.md (the check catalogue) and docs/targets.schema.json (targets.yaml schema for
-editors) come from the code; tests/test_docs.py fails when they are stale.
+editors) come from the code, and so do the conformance suites' thin files, one per surface of
+``SURFACES`` (``servecheck/suites/test_<surface>.py`` and the checkout's ``suites/`` shim that
+imports it); tests/test_docs.py fails when they are stale.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from servecheck.checks.registry import catalogue_markdown
+from servecheck.checks.registry import SURFACES, catalogue_markdown, suite_file
 from servecheck.config import targets_json_schema
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,7 +21,46 @@ def generated() -> dict[Path, str]:
     return {
         ROOT / "docs" / "checks.md": catalogue_markdown(),
         ROOT / "docs" / "targets.schema.json": json.dumps(targets_json_schema(), indent=2) + "\n",
+        **suite_files(),
     }
+
+
+def suite_files() -> dict[Path, str]:
+    """Each surface's packaged suite module and its checkout shim (the plugin parametrises
+    ``test_conformance`` over the ``SURFACE`` a module names)."""
+    out: dict[Path, str] = {}
+    for surface in SURFACES:
+        name = suite_file(surface)
+        out[ROOT / "servecheck" / "suites" / name] = _suite_text(surface)
+        out[ROOT / "suites" / name] = _shim_text(surface, name.removesuffix(".py"))
+    return out
+
+
+def _suite_text(surface: str) -> str:
+    return (
+        f'"""{surface}-* conformance checks (see docs/checks.md). The checks live in '
+        'servecheck/checks/surfaces/."""\n'
+        "\n"
+        "from servecheck.checks import run_with_allowances\n"
+        "\n"
+        f'SURFACE = "{surface}"\n'
+        "\n"
+        "\n"
+        "def test_conformance(sc_case, sc_ctx):\n"
+        "    run_with_allowances(sc_case.check, sc_ctx)\n"
+    )
+
+
+def _shim_text(surface: str, stem: str) -> str:
+    return (
+        f'"""{surface}-* checks from a checkout: `pytest suites/{stem}.py --target NAME`.\n'
+        "\n"
+        f"The suite ships inside the package (servecheck/suites/{stem}.py; `pytest --pyargs\n"
+        "servecheck.suites` runs it anywhere); this file only imports it.\n"
+        '"""\n'
+        "\n"
+        f"from servecheck.suites.{stem} import *  # noqa: F403\n"
+    )
 
 
 def main() -> None:

@@ -49,8 +49,8 @@ from servecheck.checks.surfaces.embed import (
 from servecheck.client.http import ServeClient
 from servecheck.config import load_targets
 from servecheck.config.model import Target
+from servecheck.engines.registry import profile_for, resolve_capabilities
 from servecheck.errors import SpecError, UsageError
-from servecheck.profiles import profile_for, resolve_capabilities
 from servecheck.redact import redact, redact_obj
 
 ENV = {

@@ -8,7 +8,8 @@ import pytest
 
 from servecheck.checks.surfaces.err import error_shape_problem
 from servecheck.client.http import Exchange
-from servecheck.profiles import DEVIATIONS, PROFILES
+from servecheck.engines.registry import PROFILES
+from servecheck.engines.spec import DEVIATIONS
 
 
 def _answer(status: int, body: object, ctype: str = "application/json") -> Exchange:

@@ -14,7 +14,7 @@ from servecheck.checks.discovery import TargetInfo
 from servecheck.checks.schema import SchemaFindings
 from servecheck.client.http import AsyncServeClient, Exchange, ServeClient
 from servecheck.config.model import Target
-from servecheck.profiles import EngineProfile
+from servecheck.engines.spec import EngineProfile
 from servecheck.redact import redact
 
 

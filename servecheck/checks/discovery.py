@@ -11,7 +11,7 @@ from typing import Any
 
 from servecheck.client.http import ServeClient
 from servecheck.config.model import Target, pooling_kind
-from servecheck.profiles import profile_for
+from servecheck.engines.registry import profile_for
 
 
 @dataclass(slots=True)

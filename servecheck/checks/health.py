@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from servecheck.client.http import Exchange, ServeClient
 from servecheck.config.model import Target
-from servecheck.profiles import profile_for
+from servecheck.engines.registry import profile_for
 
 
 @dataclass(slots=True)

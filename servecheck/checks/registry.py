@@ -45,6 +45,15 @@ SURFACES: dict[str, str] = {
     "IMAGE": "image input on chat completions: read by a vision model, refused by a text-only one",
     "LORA": "runtime LoRA adapters: loaded, listed, applied, unloaded (vLLM's endpoints)",
 }
+# The suite file's stem where it is not the surface's id in lower case: REASON's predates the
+# rule, and renaming it would change its pytest node ids.
+_SUITE_STEMS: dict[str, str] = {"REASON": "reasoning"}
+
+
+def suite_file(surface: str) -> str:
+    """The packaged suite module that runs ``surface`` (``servecheck/suites/<this>``): written
+    by ``python -m servecheck.docs`` from :data:`SURFACES`, like the checkout's shim."""
+    return f"test_{_SUITE_STEMS.get(surface, surface.lower())}.py"
 
 
 @dataclass(frozen=True, slots=True)

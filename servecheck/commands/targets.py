@@ -9,7 +9,7 @@ from typing import Any
 
 from servecheck.config import load_targets, targets_json_schema
 from servecheck.config.loader import ConfigError
-from servecheck.profiles import resolve_capabilities
+from servecheck.engines.registry import resolve_capabilities
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

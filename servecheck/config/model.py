@@ -28,7 +28,7 @@ Engine = Literal[
 ENGINES: tuple[str, ...] = Engine.__args__  # type: ignore[attr-defined]
 
 # Capabilities a check can require. A target declares each as true/false or "auto"
-# ("auto": take the engine profile's default, see servecheck/profiles).
+# ("auto": take the engine profile's default, see servecheck/engines/spec.py).
 CAPABILITIES: dict[str, str] = {
     "streaming": "server-sent-event streaming of chat completions",
     "usage_in_stream": "stream_options.include_usage adds a final usage chunk",

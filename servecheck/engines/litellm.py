@@ -10,6 +10,7 @@ call does not turn the next seconds into 429s.
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 
 from servecheck.engines.base import (
@@ -24,6 +25,7 @@ from servecheck.engines.base import (
 )
 from servecheck.engines.models import SERVED_NAME
 from servecheck.engines.paths import state_dir, venvs_dir
+from servecheck.engines.spec import EngineProfile, EngineSpec, caps
 
 VERSION = "1.108.7"
 ENV_KEY = "SERVECHECK_LITELLM_KEY"
@@ -124,3 +126,27 @@ class LiteLlm(Engine):
         if r.status == 200:
             return Readiness.READY, "ok"
         return Readiness.LOADING, f"/health/readiness HTTP {r.status}"
+
+
+# The profile: what this engine legitimately does differently (engines/spec.py).
+PROFILE = EngineProfile(
+    "litellm",
+    # /v1/messages is LiteLLM's own Anthropic adapter over chat (measured on 1.108.7, 2026-12-02).
+    caps(tokenize=False, metrics=False, messages=True),
+    health_path="/health/liveliness",
+    deviations={
+        "health-path-differs": "LiteLLM's /health calls every upstream and needs the key; /health/liveliness is the probe",
+        "models-no-context-field": "LiteLLM's /v1/models does not report the upstream context length",
+        # Measured on LiteLLM 1.108.7 over llama.cpp (2026-11-29), include_usage: the usage chunk is
+        # {"choices": [{"index": 0, "delta": {}}], "usage": {...}} (no finish_reason, no content), then [DONE].
+        "usage-chunk-has-choices": "LiteLLM's include_usage chunk carries an empty-delta choice instead of choices: []",
+        # Not measured: LiteLLM forwards echo to the upstream and passes its 400 on.
+        "echo-refused": "LiteLLM passes an upstream's refusal of echo on (llama.cpp behind it refuses echo)",
+    },
+    verified_live=True,
+    reasoning="passes the upstream's reasoning on as `reasoning_content` (it renames vLLM's "
+    "`reasoning`, litellm#20246); chat_template_kwargs forwarded to the upstream",
+)
+
+LITELLM = EngineSpec("litellm", PROFILE, 8041, LiteLlm)
+LITELLM_REASONING = EngineSpec("litellm-reasoning", PROFILE, 8046, partial(LiteLlm, reasoning=True))

@@ -13,6 +13,7 @@ import shutil
 import sys
 import tarfile
 import time
+from functools import partial
 from pathlib import Path
 
 from servecheck.engines.base import (
@@ -28,6 +29,7 @@ from servecheck.engines.base import (
 )
 from servecheck.engines.models import SERVED_NAME, ensure_tiny_model, reasoning_spec
 from servecheck.engines.paths import cache_root, logs_dir
+from servecheck.engines.spec import EngineProfile, EngineSpec, caps
 
 VERSION = "0.3.36"  # llama-cpp-python release whose vendored llama.cpp we build
 CTX_TOTAL = 2048
@@ -196,3 +198,40 @@ def _extract(archive: Path, dest: Path) -> None:
             m.name = str(Path(*parts))
             members.append(m)
         tar.extractall(dest, members=members, filter="data")
+
+
+# The profile: what this engine legitimately does differently (engines/spec.py).
+PROFILE = EngineProfile(
+    # n > 1 streams and answers correctly in this build (measured 2026-11-29); an object
+    # tool_choice is treated as "auto" (tools/server/README.md), so named choice is off.
+    # /v1/responses is served, partially (measured 2026-12-01; targets.yaml lists what fails).
+    "llamacpp",
+    # /v1/messages and count_tokens are served (measured 2026-12-02; targets.yaml lists what fails).
+    caps(tool_choice_named=False, seed=True, n=True, messages=True),
+    deviations={
+        # tools/server/README.md: "model" is accepted for compatibility and ignored.
+        "model-name-ignored": "llama.cpp serves one model and ignores the model field (tools/server/README.md)",
+        # server.cpp parses the body with nlohmann::json and reports the exception as a 500.
+        "malformed-json-500": "llama.cpp reports JSON parse errors as 500 server_error (tools/server/server.cpp)",
+        "empty-messages-accepted": "llama.cpp renders an empty conversation instead of rejecting it",
+        "models-no-context-field": "llama.cpp reports the context as meta.n_ctx and in /props, not max_model_len",
+        # Measured 2026-11-29 (llama-cpp-python 0.3.36's server): temperature 3.5 and -1 answered 200
+        # (tools/server/README.md: temperature <= 0 is greedy); max_tokens -5 is a 400 (-1 means no limit).
+        "out-of-range-accepted": "llama.cpp accepts any temperature (<= 0 means greedy sampling; tools/server/README.md)",
+        # tools/server/utils.hpp (server-common.cpp) oaicompat_completion_params_parse:
+        # echo true throws "Only no echo is supported", answered 400 invalid_request_error (newer
+        # upstream; the b1-0c1e570 build CI runs serves echo and ignores it: a known failure).
+        "echo-refused": "llama.cpp refuses echo on /v1/completions: 400 'Only no echo is supported'",
+        # Measured 2026-12-01 (docs/engines.md); tools/server/server-task.cpp's final stream
+        # events send output_item.done with the call whole, and no arguments .done event.
+        "responses-no-args-done": "llama.cpp's /v1/responses stream sends no function_call_arguments.done (the item's done event carries the call)",
+    },
+    verified_live=True,
+    reasoning="--reasoning-format deepseek (default auto) writes `reasoning_content`; thinking "
+    "off per request via chat_template_kwargs {enable_thinking: false}, or server-wide --reasoning off",
+)
+
+LLAMACPP = EngineSpec("llamacpp", PROFILE, 8021, LlamaCpp)
+LLAMACPP_REASONING = EngineSpec(
+    "llamacpp-reasoning", PROFILE, 8026, partial(LlamaCpp, reasoning=True)
+)

@@ -23,9 +23,11 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from servecheck.engines import vllm
 from servecheck.engines.base import EngineError, LaunchPlan, clean_env, run_logged
 from servecheck.engines.models import SERVED_NAME, default_models_dir, ensure_tiny_model
 from servecheck.engines.paths import logs_dir
+from servecheck.engines.spec import EngineSpec
 from servecheck.engines.vllm import MAX_MODEL_LEN, Vllm
 
 PEFT_VERSION = "0.21.2"
@@ -173,4 +175,13 @@ class VllmLora(Vllm):
     # probe: Vllm's (the base model's name in /v1/models)
 
 
-__all__ = ["ADAPTERS", "STARTUP_ADAPTER", "VllmLora", "ensure_lora_adapters", "lora_root"]
+VLLM_LORA = EngineSpec("vllm-lora", vllm.PROFILE, 8018, VllmLora)  # vLLM's profile
+
+__all__ = [
+    "ADAPTERS",
+    "STARTUP_ADAPTER",
+    "VLLM_LORA",
+    "VllmLora",
+    "ensure_lora_adapters",
+    "lora_root",
+]

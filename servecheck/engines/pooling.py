@@ -15,9 +15,11 @@ They reuse the ``vllm`` and ``llamacpp`` installs.
 
 from __future__ import annotations
 
+from servecheck.engines import llamacpp, vllm
 from servecheck.engines.base import LaunchPlan
 from servecheck.engines.llamacpp import LlamaCpp
 from servecheck.engines.models import TinyModel, TinyModelSpec, ensure_tiny_model
+from servecheck.engines.spec import EngineSpec
 from servecheck.engines.vllm import Vllm
 
 EMBED_SERVED_NAME = "servecheck-tiny-embed"
@@ -90,4 +92,18 @@ class LlamaCppEmbed(LlamaCpp):
         return plan
 
 
-__all__ = ["EMBED_SERVED_NAME", "LlamaCppEmbed", "VllmCache", "VllmEmbed", "embedding_spec"]
+# Served under the profile of the engine they run on (engines/spec.py).
+VLLM_EMBED = EngineSpec("vllm-embed", vllm.PROFILE, 8013, VllmEmbed)
+VLLM_CACHE = EngineSpec("vllm-cache", vllm.PROFILE, 8014, VllmCache)
+LLAMACPP_EMBED = EngineSpec("llamacpp-embed", llamacpp.PROFILE, 8022, LlamaCppEmbed)
+
+__all__ = [
+    "EMBED_SERVED_NAME",
+    "LLAMACPP_EMBED",
+    "VLLM_CACHE",
+    "VLLM_EMBED",
+    "LlamaCppEmbed",
+    "VllmCache",
+    "VllmEmbed",
+    "embedding_spec",
+]

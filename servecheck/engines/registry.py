@@ -1,97 +1,90 @@
-"""Names of the local engines and the objects behind them (imported lazily)."""
+"""Every engine servecheck knows, one :class:`~servecheck.engines.spec.EngineSpec` each: the
+engines it starts (``engine up``: launcher and port) and the ones it only checks, all with
+their profiles. A new engine is its module (declaring its spec) and one line in ``ENGINES``.
+"""
 
 from __future__ import annotations
 
+from servecheck.config.model import Target
+from servecheck.engines import hosted, litellm, llamacpp, lora, pooling, vision, vllm, xinference
 from servecheck.engines.base import Engine
+from servecheck.engines.spec import EngineProfile, EngineSpec
 from servecheck.errors import UsageError, did_you_mean
 
-# name -> default port; the order is the start order of ``engine up all`` (LiteLLM routes to
-# llama.cpp, so it comes after it).
+# The order of the local engines is the start order of ``engine up all`` (LiteLLM routes to
+# llama.cpp, so it comes after it; litellm-reasoning routes to vllm-reasoning).
+ENGINES: dict[str, EngineSpec] = {
+    spec.name: spec
+    for spec in (
+        hosted.REFERENCE,
+        hosted.GENERIC,
+        hosted.OPENAI,
+        vllm.VLLM,
+        vllm.VLLM_CHUNKED,
+        llamacpp.LLAMACPP,
+        xinference.XINFERENCE,
+        litellm.LITELLM,
+        # issue 16: pooling models and vLLM with prompt-cache usage (engines/pooling.py)
+        pooling.VLLM_EMBED,
+        pooling.VLLM_CACHE,
+        pooling.LLAMACPP_EMBED,
+        # the tiny reasoning model (models.reasoning_spec)
+        vllm.VLLM_REASONING,
+        llamacpp.LLAMACPP_REASONING,
+        litellm.LITELLM_REASONING,
+        xinference.XINFERENCE_REASONING,
+        # issue 29: the tiny Qwen2-VL on vLLM CPU, for the IMAGE surface (engines/vision.py)
+        vision.VLLM_VISION,
+        # issue 28: runtime LoRA adapters on vLLM CPU (engines/lora.py)
+        lora.VLLM_LORA,
+        hosted.SGLANG,
+        hosted.TGI,
+        hosted.OLLAMA,
+    )
+}
+
+# name -> default port of the engines servecheck starts, in start order.
 ENGINE_PORTS: dict[str, int] = {
-    "vllm": 8011,
-    "vllm-chunked": 8012,
-    "llamacpp": 8021,
-    "xinference": 8031,
-    "litellm": 8041,
-    # issue 16: pooling models and vLLM with prompt-cache usage (servecheck/engines/pooling.py)
-    "vllm-embed": 8013,
-    "vllm-cache": 8014,
-    "llamacpp-embed": 8022,
-    # the tiny reasoning model (models.reasoning_spec); litellm-reasoning routes to vllm-reasoning
-    "vllm-reasoning": 8016,
-    "llamacpp-reasoning": 8026,
-    "litellm-reasoning": 8046,
-    "xinference-reasoning": 8036,
-    # issue 29: the tiny Qwen2-VL on vLLM CPU, for the IMAGE surface (servecheck/engines/vision.py)
-    "vllm-vision": 8017,
-    # issue 28: runtime LoRA adapters on vLLM CPU (servecheck/engines/lora.py)
-    "vllm-lora": 8018,
+    name: spec.port for name, spec in ENGINES.items() if spec.local and spec.port is not None
 }
 ENGINE_NAMES: tuple[str, ...] = tuple(ENGINE_PORTS)
 
+# Profile name (a target's ``engine:``) -> profile; several local engines share one.
+PROFILES: dict[str, EngineProfile] = {spec.profile.name: spec.profile for spec in ENGINES.values()}
+
 
 def get_engine(name: str) -> Engine:
-    """The engine called ``name``; a :class:`UsageError` with a suggestion for unknown names."""
-    if name == "vllm":
-        from servecheck.engines.vllm import Vllm
+    """The local engine called ``name``; a :class:`UsageError` with a suggestion for unknown
+    names (and for the engines servecheck only checks)."""
+    spec = ENGINES.get(name)
+    if spec is None or spec.launcher is None:
+        raise UsageError(
+            f"unknown engine {name!r}{did_you_mean(name, ENGINE_NAMES)}; "
+            f"engines: {', '.join(ENGINE_NAMES)}"
+        )
+    return spec.launcher()
 
-        return Vllm()
-    if name == "vllm-chunked":
-        from servecheck.engines.vllm import Vllm
 
-        return Vllm(chunked=True)
-    if name in (
-        "vllm-reasoning",
-        "llamacpp-reasoning",
-        "litellm-reasoning",
-        "xinference-reasoning",
-    ):
-        return _reasoning_engine(name)
-    if name == "llamacpp":
-        from servecheck.engines.llamacpp import LlamaCpp
+def profile_for(target: Target) -> EngineProfile:
+    return PROFILES[target.engine]
 
-        return LlamaCpp()
-    if name == "xinference":
-        from servecheck.engines.xinference import Xinference
 
-        return Xinference()
-    if name == "litellm":
-        from servecheck.engines.litellm import LiteLlm
+def resolve_capabilities(target: Target) -> dict[str, bool]:
+    """Declared capability values, with ``auto`` filled from the engine profile."""
+    profile = profile_for(target)
+    declared = target.capabilities.model_dump()
+    caps = {
+        name: (profile.capabilities.get(name, False) if value == "auto" else bool(value))
+        for name, value in declared.items()
+    }
+    if not target.metrics_url and profile.name != "reference" and declared.get("metrics") == "auto":
+        caps["metrics"] = False
+    return caps
 
-        return LiteLlm()
-    if name == "vllm-vision":
-        from servecheck.engines.vision import VllmVision
 
-        return VllmVision()
-    if name == "vllm-lora":
-        from servecheck.engines.lora import VllmLora
-
-        return VllmLora()
-    if name in ("vllm-embed", "vllm-cache", "llamacpp-embed"):
-        from servecheck.engines import pooling
-
-        return {"vllm-embed": pooling.VllmEmbed, "vllm-cache": pooling.VllmCache}.get(
-            name, pooling.LlamaCppEmbed
-        )()
-    raise UsageError(
-        f"unknown engine {name!r}{did_you_mean(name, ENGINE_NAMES)}; "
-        f"engines: {', '.join(ENGINE_NAMES)}"
+def context_policy(target: Target) -> str:
+    return (
+        profile_for(target).context_policy
+        if target.context_policy == "auto"
+        else target.context_policy
     )
-
-
-def _reasoning_engine(name: str) -> Engine:
-    if name == "vllm-reasoning":
-        from servecheck.engines.vllm import Vllm
-
-        return Vllm(reasoning=True)
-    if name == "llamacpp-reasoning":
-        from servecheck.engines.llamacpp import LlamaCpp
-
-        return LlamaCpp(reasoning=True)
-    if name == "xinference-reasoning":
-        from servecheck.engines.xinference import Xinference
-
-        return Xinference(reasoning=True)
-    from servecheck.engines.litellm import LiteLlm
-
-    return LiteLlm(reasoning=True)

@@ -26,6 +26,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from servecheck.engines import vllm
 from servecheck.engines.base import EngineError, LaunchPlan, clean_env, run_logged
 from servecheck.engines.models import (
     CONTROL_TOKENS,
@@ -35,6 +36,7 @@ from servecheck.engines.models import (
     train_tokenizer,
 )
 from servecheck.engines.paths import logs_dir
+from servecheck.engines.spec import EngineSpec
 from servecheck.engines.vllm import Vllm
 
 VISION_SERVED_NAME = "servecheck-tiny-vision"
@@ -349,4 +351,12 @@ class VllmVision(Vllm):
     # probe: Vllm's (it looks for SERVED_NAME, a prefix of VISION_SERVED_NAME)
 
 
-__all__ = ["VISION_SERVED_NAME", "VisionSpec", "VllmVision", "ensure_vision_model"]
+VLLM_VISION = EngineSpec("vllm-vision", vllm.PROFILE, 8017, VllmVision)  # vLLM's profile
+
+__all__ = [
+    "VISION_SERVED_NAME",
+    "VLLM_VISION",
+    "VisionSpec",
+    "VllmVision",
+    "ensure_vision_model",
+]

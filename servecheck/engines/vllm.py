@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from pathlib import Path
 
 from servecheck.engines.base import (
@@ -35,6 +36,7 @@ from servecheck.engines.base import (
 )
 from servecheck.engines.models import SERVED_NAME, ensure_tiny_model, reasoning_spec
 from servecheck.engines.paths import logs_dir, venvs_dir
+from servecheck.engines.spec import EngineProfile, EngineSpec, caps
 
 VERSION = "0.32.0"
 TORCH = "2.13.0"  # the CPU build; pip's constraints on this machine pick it from local disk
@@ -207,3 +209,31 @@ class Vllm(Engine):
         if models.status == 200 and SERVED_NAME in models.body:
             return Readiness.READY, "ok"
         return Readiness.LOADING, f"/v1/models HTTP {models.status}"
+
+
+# The profile: what this engine legitimately does differently (engines/spec.py).
+PROFILE = EngineProfile(
+    "vllm",
+    # /v1/messages and /v1/messages/count_tokens are served (measured on 0.32.0 CPU,
+    # 2026-12-02: in its openapi.json, and MESSAGES-* answered; targets.yaml lists what fails).
+    caps(messages=True),
+    deviations={
+        # vLLM answers unknown routes through FastAPI: {"detail": "Not Found"}
+        # (vllm/entrypoints/openai/api_server.py mounts the OpenAI routes on a FastAPI app).
+        "error-shape-detail": "vLLM's unknown routes and wrong methods answer in FastAPI's {'detail': ...} shape",
+        # On purpose: vLLM's own suite pins it (tests/entrypoints/openai/chat_completion/
+        # test_chat.py, test_custom_role), so templates with their own roles keep working.
+        "custom-roles": "vLLM renders any message role its chat template accepts (a custom role is a feature: test_custom_role)",
+        # Measured on 0.32 CPU (2026-12, issue 25): with include message.output_text.logprobs
+        # every output_text.delta carries its entries and content_part.done / output_item.done
+        # / response.completed the whole list, but output_text.done has logprobs [].
+        "responses-text-done-no-logprobs": "vLLM 0.32's response.output_text.done has logprobs [] (the deltas, content_part.done and response.completed carry them)",
+    },
+    verified_live=True,
+    reasoning="--reasoning-parser NAME; 0.32 writes `reasoning` (message and delta); thinking "
+    "off via chat_template_kwargs {enable_thinking: false} where the template reads it",
+)
+
+VLLM = EngineSpec("vllm", PROFILE, 8011, Vllm)
+VLLM_CHUNKED = EngineSpec("vllm-chunked", PROFILE, 8012, partial(Vllm, chunked=True))
+VLLM_REASONING = EngineSpec("vllm-reasoning", PROFILE, 8016, partial(Vllm, reasoning=True))

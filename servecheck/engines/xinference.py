@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from pathlib import Path
 
 from servecheck.engines.base import (
@@ -40,6 +41,7 @@ from servecheck.engines.models import (
     reasoning_spec,
 )
 from servecheck.engines.paths import cache_root, venvs_dir
+from servecheck.engines.spec import EngineProfile, EngineSpec, caps
 
 VERSION = "4.1.0"
 TORCH = "2.13.0"
@@ -217,3 +219,33 @@ class Xinference(Engine):
                     f"xinference: model {SERVED_NAME} not listed after launch; log {state.log}"
                 )
             time.sleep(0.5)
+
+
+# The profile: what this engine legitimately does differently (engines/spec.py).
+PROFILE = EngineProfile(
+    "xinference",
+    # /v1/responses is served (measured on 4.1.0, 2026-12-01; targets.yaml lists what fails).
+    # /v1/messages too (measured on 4.1.0, 2026-12-02).
+    caps(tokenize=False, logprobs=False, n=False, completions=False, messages=True),
+    health_path="/status",
+    deviations={
+        "health-path-differs": "Xinference has no /health; GET /status answers when the supervisor is up",
+        "error-shape-detail": "Xinference's REST layer (FastAPI) answers errors as {'detail': ...}",
+        # Measured on Xinference 4.1.0 (2026-11-29), stream with include_usage, max_tokens 16: the finish
+        # chunk {"delta": {"content": ""}, "finish_reason": "length", "usage": {...}} is followed by
+        # {"delta": {}, "finish_reason": "stop", "usage": <same counts>}, then [DONE]; no choices: [] chunk.
+        "stream-extra-finish-chunk": "Xinference sends a second finish chunk ('stop', even after 'length') with include_usage",
+        "usage-chunk-has-choices": "Xinference's usage chunk repeats the last choice",
+        "usage-chunk-repeated": "Xinference puts the same usage on its finish chunk and on the repeated finish chunk",
+        # Measured on Xinference 4.1.0 (2026-12-02), stream without stream_options: the finish
+        # chunk carries "usage": {...} (every other chunk "usage": null); no choices: [] chunk.
+        "usage-unasked": "Xinference puts usage on the finish chunk of every stream, include_usage or not",
+        "models-no-context-field": "Xinference's /v1/models does not report the context length",
+    },
+    verified_live=True,
+)
+
+XINFERENCE = EngineSpec("xinference", PROFILE, 8031, Xinference)
+XINFERENCE_REASONING = EngineSpec(
+    "xinference-reasoning", PROFILE, 8036, partial(Xinference, reasoning=True)
+)

@@ -259,8 +259,8 @@ def validate(spec: LoadSpec) -> list[SLO]:
             if not (s.cold or s.drain or s.swap)
         ),
     ]
-    if spec.profile is None or spec.profile.kind != "recovery":
-        slos = [s for s in slos if not s.profile or s.source == "cli"]
+    measured = () if spec.profile is None else spec.profile.measures
+    slos = [s for s in slos if not s.profile or s.source == "cli" or s.metric in measured]
     # The same bound from --slo and targets.yaml is one SLO (judged and printed once, as "cli").
     seen: set[tuple[str, str, float]] = set()
     unique = []

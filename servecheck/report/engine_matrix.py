@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.checks.registry import SURFACES, load_all
-from servecheck.profiles import PROFILES
+from servecheck.engines.registry import PROFILES
 
 SYMBOL = {
     "passed": "pass",

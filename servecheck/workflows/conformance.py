@@ -16,44 +16,25 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from servecheck.checks.registry import SURFACES, suite_file
 from servecheck.config import load_targets
 from servecheck.errors import SpecError
 from servecheck.redact import redact
 from servecheck.signals import die_with_parent, signum_of, stoppable_child
 from servecheck.workflows.support import PARTIAL_PROPERTY, mark_junit_partial, validate_before_run
 
-SURFACE_FILES = {
-    "health": "test_health.py",
-    "models": "test_models.py",
-    "chat": "test_chat.py",
-    "stream": "test_stream.py",
-    "logprobs": "test_logprobs.py",
-    "json": "test_json.py",
-    "tools": "test_tools.py",
-    "req": "test_req.py",
-    "ctx": "test_ctx.py",
-    "err": "test_err.py",
-    "auth": "test_auth.py",
-    "conc": "test_conc.py",
-    "fuzz": "test_fuzz.py",
-    "client": "test_client.py",
-    "embed": "test_embed.py",
-    "rerank": "test_rerank.py",
-    "cache": "test_cache.py",
-    "text": "test_text.py",
-    "responses": "test_responses.py",
-    "messages": "test_messages.py",
-    "overload": "test_overload.py",
-    "reason": "test_reasoning.py",
-    "compl": "test_compl.py",
-    "image": "test_image.py",
-    "lora": "test_lora.py",
-}
+
+def surface_files(surfaces: Iterable[str] = SURFACES) -> dict[str, str]:
+    """``--surface`` value -> its suite file, derived from the check registry's surfaces."""
+    return {surface.lower(): suite_file(surface) for surface in surfaces}
+
+
+SURFACE_FILES = surface_files()
 
 
 def suites_dir() -> Path:
@@ -375,4 +356,5 @@ __all__ = [
     "mark_partial",
     "run_check",
     "suites_dir",
+    "surface_files",
 ]

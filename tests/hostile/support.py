@@ -14,7 +14,7 @@ from servecheck.checks.context import CheckContext
 from servecheck.checks.discovery import discover
 from servecheck.client.http import ServeClient
 from servecheck.config.model import Target
-from servecheck.profiles import profile_for, resolve_capabilities
+from servecheck.engines.registry import profile_for, resolve_capabilities
 from servecheck.reference.hostile import MODEL, HostileServer
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
 from servecheck.checks.registry import check
 from servecheck.client.http import Exchange
-from servecheck.profiles import context_policy
+from servecheck.engines.registry import context_policy
 
 FILLER = (
     "river",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import random
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -280,44 +280,61 @@ def spike(base: int, peak: int, at: float, length: float, total: float) -> Stage
     return StageShape([s for s in stages if s.end > 0])
 
 
+def _ramp_from(args: dict[str, Any]) -> StageShape:
+    return ramp(
+        int(args["start"]),
+        int(args["end"]),
+        parse_duration(args["over"]),
+        int(args.get("steps", 10)),
+        parse_duration(args["hold"]) if args.get("hold") else 0.0,
+    )
+
+
+def _steps_from(args: dict[str, Any]) -> StageShape:
+    return steps(
+        int(args["start"]), int(args["step"]), parse_duration(args["every"]), int(args["count"])
+    )
+
+
+def _spike_from(args: dict[str, Any]) -> StageShape:
+    return spike(
+        int(args["base"]),
+        int(args["peak"]),
+        parse_duration(args["at"]),
+        parse_duration(args["length"]),
+        parse_duration(args["total"]),
+    )
+
+
+def _stages_from(args: dict[str, Any]) -> StageShape:
+    raw = args.get("stages")
+    if not isinstance(raw, Sequence):
+        raise UsageError("shape stages: give a list of {end, users, spawn_rate}")
+    return StageShape(
+        [
+            Stage(parse_duration(s["end"]), int(s["users"]), float(s.get("spawn_rate", 10)))
+            for s in raw
+        ]
+    )
+
+
+# A shape's kind -> its builder from the mapping's other keys: a new shape is one function here.
+SHAPE_BUILDERS: dict[str, Callable[[dict[str, Any]], StageShape]] = {
+    "ramp": _ramp_from,
+    "steps": _steps_from,
+    "spike": _spike_from,
+    "stages": _stages_from,
+}
+
+
 def shape_from_spec(spec: dict[str, Any]) -> StageShape:
     """Build a shape from a YAML/JSON mapping: ``{kind: ramp|steps|spike|stages, ...}``."""
     kind = str(spec.get("kind", ""))
     args = {k: v for k, v in spec.items() if k != "kind"}
+    build = SHAPE_BUILDERS.get(kind)
+    if build is None:
+        raise UsageError(f"shape kind {kind!r}: use ramp, steps, spike or stages")
     try:
-        if kind == "ramp":
-            return ramp(
-                int(args["start"]),
-                int(args["end"]),
-                parse_duration(args["over"]),
-                int(args.get("steps", 10)),
-                parse_duration(args["hold"]) if args.get("hold") else 0.0,
-            )
-        if kind == "steps":
-            return steps(
-                int(args["start"]),
-                int(args["step"]),
-                parse_duration(args["every"]),
-                int(args["count"]),
-            )
-        if kind == "spike":
-            return spike(
-                int(args["base"]),
-                int(args["peak"]),
-                parse_duration(args["at"]),
-                parse_duration(args["length"]),
-                parse_duration(args["total"]),
-            )
-        if kind == "stages":
-            raw = args.get("stages")
-            if not isinstance(raw, Sequence):
-                raise UsageError("shape stages: give a list of {end, users, spawn_rate}")
-            return StageShape(
-                [
-                    Stage(parse_duration(s["end"]), int(s["users"]), float(s.get("spawn_rate", 10)))
-                    for s in raw
-                ]
-            )
+        return build(args)
     except KeyError as exc:
         raise UsageError(f"shape {kind!r}: missing key {exc.args[0]!r}") from None
-    raise UsageError(f"shape kind {kind!r}: use ramp, steps, spike or stages")
