@@ -244,7 +244,8 @@ def _agreement_section(agr: dict[str, Any], parts: dict[str, Any]) -> Section:
 
 def _load_section(run_dir: Path) -> Section:
     """NEW's load run against OLD's at the same load (or why they cannot be compared)."""
-    from servecheck.report.compare import compare_runs, comparison_section
+    from servecheck.analysis.compare import compare_runs
+    from servecheck.report.compare import comparison_section
     from servecheck.report.html import Section, esc
 
     try:

@@ -300,7 +300,7 @@ def _smoke(spec: AcceptSpec, target: Any, run_dir: Path) -> dict[str, Any]:
 
 
 def _load_summary(run_dir: Path) -> dict[str, Any]:
-    from servecheck.report.html import read_json
+    from servecheck.records.results import read_json
 
     s = read_json(run_dir / "load" / "summary.json")
     return s if "requests" in s else {}

@@ -7,7 +7,7 @@ trace, the speed factor it is replayed at (production's arrivals, 2x, 4x ...). T
 stops early past saturation (two SLO breaches, or throughput falling more than
 ``throughput_drop_pct`` below the best), and never runs more than ``max_steps`` steps. The report
 gives the highest passing level, the knee of latency vs throughput, and with ``target_rate`` the
-replicas needed (see :mod:`servecheck.report.capacity` and docs/workflows.md; the page:
+replicas needed (see :mod:`servecheck.analysis.capacity` and docs/workflows.md; the page:
 :func:`servecheck.report.capacity_html.write_capacity_html`).
 
 Exit code 0 when at least one level met the SLOs (and, with ``target_rate``, a replica count
@@ -61,7 +61,7 @@ class CapacitySpec:
     trace: str | None = None  # levels are speed factors of this trace's replay (mode "speed")
     trace_format: str = "auto"
     max_error_rate: str = percent(DEFAULT_ERROR_BUDGET)
-    # Early stops (report/capacity.py StopRules): a level failing more than this share ends the
+    # Early stops (analysis/capacity.py StopRules): a level failing more than this share ends the
     # sweep (None: off); achieved this far below the load asked, two levels running, while
     # latency or the queue grew, is over-saturation.
     stop_error_rate: float | None = 0.05
@@ -188,8 +188,8 @@ def _not_ready(
 ) -> CapacityResult:
     """No load is sent to a target that never became ready: a FAIL with its own page."""
     from servecheck.analysis.verdict import FAIL
+    from servecheck.records.results import read_json
     from servecheck.report.capacity_html import write_capacity_html
-    from servecheck.report.html import read_json
     from servecheck.workflows.support import say, write_json
 
     say(f"servecheck capacity: {target.name} is not ready ({why}); no load was sent")
@@ -260,8 +260,8 @@ def _run_steps(
     """Run the steps until saturation or the last level: (steps, their verdicts, why it stopped)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from servecheck.analysis.capacity import Step, StopRules, should_stop
     from servecheck.load.run import run_load
-    from servecheck.report.capacity import Step, StopRules, should_stop
     from servecheck.report.html import write_load_html
     from servecheck.workflows.capacity_guard import ready_before_level
     from servecheck.workflows.support import say
@@ -328,7 +328,7 @@ def _findings(
     stop_reason: str,
 ) -> dict[str, Any]:
     """capacity.json's figures: the steps, the best level, the knee, the replicas."""
-    from servecheck.report.capacity import best_step, engine_knee, replicas_for, sweep_knee
+    from servecheck.analysis.capacity import best_step, engine_knee, replicas_for, sweep_knee
 
     best = best_step(steps)
     kn = sweep_knee(steps, spec.knee_metric)
@@ -421,7 +421,7 @@ def _write_junit(run_dir: Path, steps: list[Any], mode: str) -> None:
 
 
 def _say_findings(data: dict[str, Any], mode: str, page: Path) -> None:
-    from servecheck.report.capacity import UNITS
+    from servecheck.analysis.capacity import UNITS
     from servecheck.workflows.support import say
 
     unit, best, kn = UNITS[mode], data["best"], data["knee"]

@@ -7,7 +7,7 @@ records, page and JUnit) in ``<run folder>/run-01`` ... ``run-NN``; the run fold
 (:mod:`servecheck.analysis.intervals`: Student t over the runs, 95 %). The verdict folds the runs'
 with the one rule (``analysis/verdict.py``'s ``compose``): FAIL when any run failed, else
 INCONCLUSIVE when any could not measure, else PASS. ``servecheck compare`` reads the intervals
-of two repeated runs (report/compare.py).
+of two repeated runs (analysis/compare.py).
 """
 
 from __future__ import annotations
