@@ -313,9 +313,9 @@ def _probe_row(r: Any) -> dict[str, Any]:
 
 def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
 
+    from servecheck.analysis.cutover import analyse_swap
     from servecheck.client.models import model_for_target
     from servecheck.config import load_targets
-    from servecheck.report.cutover import analyse_swap
     from servecheck.workflows import cutover_swap
     from servecheck.workflows.support import Case, Suite, say, write_json, write_junit
 
