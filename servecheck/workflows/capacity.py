@@ -26,7 +26,7 @@ from servecheck.analysis.budget import (
     percent,
     with_error_budget,
 )
-from servecheck.analysis.slo import SLO, as_slos, parse_slos, reject_cold
+from servecheck.analysis.slo import SLO, as_slos, reject_cold
 from servecheck.analysis.verdict import RunVerdict
 from servecheck.errors import SpecError
 from servecheck.workflows import RunResult
@@ -161,7 +161,7 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
         return _not_ready(spec, run_dir, target, f"{state.state}: {state.detail}", state.detail)
     mode = "speed" if spec.trace else "rate" if spec.rates else "users"
     # A level that answers fast by failing a third of the requests has not "met the SLOs".
-    own = [s for s in parse_slos(target.slo, "targets.yaml") if not s.drain]  # drain: its own run
+    own = [s for s in target.slos if not s.drain]  # drain: its own run
     slos = with_error_budget(spec.slos, spec.error_budget(), own)
     from servecheck.workflows.capacity_guard import PrefixReset
 

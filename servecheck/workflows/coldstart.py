@@ -43,11 +43,9 @@ def validate(spec: Any) -> None:
 
 def stage_slos(spec: Any, target: Target) -> list[Any]:
     """The cold-start SLOs of this stage: the command line's, then the target's (deduplicated)."""
-    from servecheck.analysis.slo import parse_slos
-
     slos = [
         *(getattr(spec, "cold_start_slos", None) or []),
-        *(s for s in parse_slos(target.slo, "targets.yaml") if s.cold),
+        *(s for s in target.slos if s.cold),
     ]
     seen: set[tuple[str, str, float]] = set()
     out = []

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from servecheck.analysis.slo import SLO, Verdict, as_slos, parse_slos
+from servecheck.analysis.slo import SLO, Verdict, as_slos
 from servecheck.analysis.verdict import INCONCLUSIVE, PASS, RunVerdict, compose, stage_verdict
 from servecheck.config.model import Target
 from servecheck.errors import SpecError
@@ -207,7 +207,7 @@ def drain_slos(spec_slos: list[SLO], target: Target) -> list[SLO]:
             raise SpecError(
                 "{slos} {slo!r}: servecheck drain judges drain_ok and drain_time only", slo=slo.text
             )
-    own = [s for s in parse_slos(target.slo, "targets.yaml") if s.drain]
+    own = [s for s in target.slos if s.drain]
     seen = {(s.metric, s.op, s.bound) for s in spec_slos}
     return [*spec_slos, *(s for s in own if (s.metric, s.op, s.bound) not in seen)]
 
