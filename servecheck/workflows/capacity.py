@@ -166,7 +166,7 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
     from servecheck.workflows.capacity_guard import PrefixReset
 
     resets = PrefixReset() if spec.reset_prefix_cache else None
-    steps, statuses, stop_reason = _run_steps(spec, target, run_dir, levels, slos, mode, resets)
+    steps, verdicts, stop_reason = _run_steps(spec, target, run_dir, levels, slos, mode, resets)
     data = _findings(spec, target, mode, slos, steps, stop_reason)
     data["prefix_cache_reset"] = None if resets is None else resets.as_dict()
     data["stop_rules"] = {
@@ -174,7 +174,7 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
         "saturation_margin": spec.saturation_margin,
         "throughput_drop_pct": spec.throughput_drop_pct,
     }
-    verdict = _verdict(spec, data, statuses)
+    verdict = _verdict(spec, data, verdicts)
     data.update(verdict=verdict.status, reasons=verdict.reasons, ok=verdict.passed)
     write_json(run_dir / "capacity.json", data)
     _write_junit(run_dir, steps, mode)
@@ -256,7 +256,7 @@ def _run_steps(
     slos: list[SLO],
     mode: str,
     resets: Any = None,
-) -> tuple[list[Any], list[str], str]:
+) -> tuple[list[Any], list[RunVerdict], str]:
     """Run the steps until saturation or the last level: (steps, their verdicts, why it stopped)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -267,7 +267,7 @@ def _run_steps(
     from servecheck.workflows.support import say
 
     steps: list[Step] = []
-    statuses: list[str] = []
+    verdicts: list[RunVerdict] = []  # each step's, as its run judged it
     stop_reason = "all levels run"
     rules = StopRules(
         drop=spec.throughput_drop_pct / 100.0,
@@ -302,7 +302,7 @@ def _run_steps(
                 say(f"  (no page for step {i + 1}: {type(exc).__name__}: {exc})")
             step = Step.from_summary(level, mode, result.summary, result.passed)
             steps.append(step)
-            statuses.append(str(result.summary.get("verdict") or ""))
+            verdicts.append(RunVerdict.of_summary(result.summary))
             progress.advance(task)
             say(
                 f"step {i + 1} {label}: {'PASS' if step.passed else 'FAIL'}  {step.requests_per_s:.2f} req/s  "
@@ -316,7 +316,7 @@ def _run_steps(
         else:
             if len(levels) == spec.max_steps:
                 stop_reason = f"the step limit ({spec.max_steps}) reached"
-    return steps, statuses, stop_reason
+    return steps, verdicts, stop_reason
 
 
 def _findings(
@@ -380,12 +380,12 @@ def _findings(
     }
 
 
-def _verdict(spec: CapacitySpec, data: dict[str, Any], statuses: list[str]) -> RunVerdict:
+def _verdict(spec: CapacitySpec, data: dict[str, Any], steps: list[RunVerdict]) -> RunVerdict:
     """A sweep passes when a level met the SLOs (and, with a target rate, the replicas could be
     counted); when every step was inconclusive, so is the sweep (analysis/verdict.py's rule)."""
     from servecheck.analysis.verdict import FAIL, INCONCLUSIVE, compose
 
-    unmeasured = bool(statuses) and all(s == INCONCLUSIVE for s in statuses)
+    unmeasured = bool(steps) and all(v.status == INCONCLUSIVE for v in steps)
     found = RunVerdict.of(
         data["best"] is not None,
         "no load level could be measured" if unmeasured else "no load level met the SLOs",
