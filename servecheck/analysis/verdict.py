@@ -101,7 +101,8 @@ def stage_verdict(name: str, stage: Mapping[str, Any]) -> RunVerdict:
         word = FAIL  # a stage's ok is the last word on a pass
     if word == PASS:
         return RunVerdict(PASS, [])
-    # Another word than the three (none is written today) still reads as it was written.
+    # Another word than the three (none is written today) folds as INCONCLUSIVE, as compose
+    # folded it before the status was typed; the reason keeps the word as it was written.
     return RunVerdict(as_status(word), [f"{name}: {stage.get('detail') or word}"])
 
 
