@@ -167,3 +167,19 @@ def test_redaction_keeps_json_valid_and_the_curl_placeholder():
         json.loads(out)["curl"]
         == 'curl -H "Authorization: Bearer $API_KEY" -H "Authorization: Bearer ***"'
     )
+
+
+def test_a_targets_slos_are_parsed_once_into_typed_slos(tmp_path):
+    from servecheck.analysis.slo import SLO
+
+    text = GOOD + '    slo: ["ttft_p95<=500ms", "error_rate<=1%"]\n'
+    target = load_targets(write(tmp_path, text), env={"VLLM_API_KEY": "sk-abcdef123456"}).get(
+        "local-vllm"
+    )
+    assert target.slo == ["ttft_p95<=500ms", "error_rate<=1%"]  # as written, for the JSON
+    assert all(isinstance(s, SLO) and s.source == "targets.yaml" for s in target.slos)
+    assert [(s.name, s.op, s.bound) for s in target.slos] == [
+        ("ttft_p95", "<=", 500.0),
+        ("error_rate", "<=", 0.01),
+    ]
+    assert target.slos is target.slos  # parsed when the target was built, not on each read

@@ -12,7 +12,7 @@ run there is no interval (``None``), never a zero-width one.
 Figures: TTFT / ITL / E2E p50, p95, p99 (ms) from each run's steady window when one applied
 (the figures its SLOs judged), else from the whole run, and throughput (successful requests/s,
 output tokens/s). Their names are compare's metric names (``ttft_p95``, ``throughput_rps``), so
-a comparison of two repeated runs can use them (report/compare.py).
+a comparison of two repeated runs can use them (analysis/compare.py).
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from servecheck.analysis.down import connection_level
+from servecheck.analysis.verdict import Status
 from servecheck.records.record import LOST, RATE_LIMITED
 
 OPEN_AFTER = 3  # consecutive connection-level failures that open an outage
@@ -216,7 +217,7 @@ def section(log: OutageLog, origin: float | None) -> dict[str, Any]:
     }
 
 
-def verdict_of(outages: Mapping[str, Any], judged: bool) -> tuple[str, list[str]]:
+def verdict_of(outages: Mapping[str, Any], judged: bool) -> tuple[Status, list[str]]:
     """``(status, reasons)`` for the run's outages: ``pass`` with none; an outage not over by
     the run's end is ``fail``; else ``inconclusive`` unless an SLO on ``lost_requests`` judged
     them (``judged``: its own verdict then passes or fails the run), never a silent pass."""

@@ -17,9 +17,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, Literal, get_args
 
-PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+# A closed set, checked by mypy: the JSON writes these strings as they are.
+Status = Literal["pass", "fail", "inconclusive"]
+PASS: Final = "pass"
+FAIL: Final = "fail"
+INCONCLUSIVE: Final = "inconclusive"
+STATUSES: Final[tuple[Status, ...]] = get_args(Status)
+
+
+def as_status(value: object) -> Status:
+    """A status read from a file or a stage's ``verdict``: one of the three, else INCONCLUSIVE
+    (what :func:`compose` made of any other word: not a pass, not a failure)."""
+    for status in STATUSES:
+        if value == status:
+            return status
+    return INCONCLUSIVE
+
 
 # What the error classes of the records say about who is at fault: shown in the reason, so a
 # reader sees "the server" and not the generator's CPU when every response was broken.
@@ -38,7 +53,7 @@ _ERROR_MEANING = {
 class RunVerdict:
     """``status`` (pass | fail | inconclusive), why, and the exit code it implies."""
 
-    status: str
+    status: Status
     reasons: list[str] = field(default_factory=list)
 
     @property
@@ -50,9 +65,17 @@ class RunVerdict:
         return 0 if self.status == PASS else 1
 
     @classmethod
-    def of(cls, ok: bool, *reasons: str, otherwise: str = FAIL) -> RunVerdict:
+    def of(cls, ok: bool, *reasons: str, otherwise: Status = FAIL) -> RunVerdict:
         """PASS when ``ok`` (no reasons), else ``otherwise`` (FAIL) with ``reasons``."""
         return cls(PASS, []) if ok else cls(otherwise, [r for r in reasons if r])
+
+    @classmethod
+    def of_summary(cls, summary: Mapping[str, Any]) -> RunVerdict:
+        """The verdict a run wrote (``summary.json``'s ``verdict`` and ``reasons``); a summary
+        without one (a run that died before it judged) is INCONCLUSIVE."""
+        return cls(
+            as_status(summary.get("verdict")), [str(r) for r in summary.get("reasons") or []]
+        )
 
 
 def compose(stages: Iterable[RunVerdict]) -> RunVerdict:
@@ -73,12 +96,45 @@ def compose(stages: Iterable[RunVerdict]) -> RunVerdict:
 def stage_verdict(name: str, stage: Mapping[str, Any]) -> RunVerdict:
     """A workflow stage's dict (``ok``, and ``verdict`` where the stage has its own, as a load
     or a cold start does) as a verdict; the reason names the stage and gives its ``detail``."""
-    status = str(stage.get("verdict") or (PASS if stage.get("ok") else FAIL))
-    if status == PASS and not stage.get("ok"):
-        status = FAIL  # a stage's ok is the last word on a pass
-    if status == PASS:
+    word = str(stage.get("verdict") or (PASS if stage.get("ok") else FAIL))
+    if word == PASS and not stage.get("ok"):
+        word = FAIL  # a stage's ok is the last word on a pass
+    if word == PASS:
         return RunVerdict(PASS, [])
-    return RunVerdict(status, [f"{name}: {stage.get('detail') or status}"])
+    # Another word than the three (none is written today) folds as INCONCLUSIVE, as compose
+    # folded it before the status was typed; the reason keeps the word as it was written.
+    return RunVerdict(as_status(word), [f"{name}: {stage.get('detail') or word}"])
+
+
+@dataclass(slots=True)
+class Stage:
+    """One stage of a workflow (readiness, conformance, agreement, a load, a cold start, a
+    drain, a swap ...): what it reports (``facts``: the run file keeps them under the stage's
+    name, unchanged) and its verdict, decided once, where the stage is made.
+
+    Workflows hand stages to each other as these, so that no caller re-reads ``ok`` or
+    ``verdict`` out of a dict to decide a run."""
+
+    name: str
+    facts: dict[str, Any]
+    verdict: RunVerdict
+
+    @classmethod
+    def judged(cls, name: str, facts: dict[str, Any], detail: str | None = None) -> Stage:
+        """The stage whose verdict :func:`stage_verdict` reads from ``facts`` (``ok``, and
+        ``verdict`` where it has its own); ``detail`` (else the facts' own) is its reason."""
+        seen = facts if detail is None else {**facts, "detail": detail}
+        return cls(name, facts, stage_verdict(name, seen))
+
+    @property
+    def ok(self) -> bool:
+        """The stage's own ``ok`` (readiness gates what follows on it, not on the verdict)."""
+        return bool(self.facts.get("ok"))
+
+
+def stage_facts(stages: Mapping[str, Stage]) -> dict[str, dict[str, Any]]:
+    """The stages as a run file writes them: each stage's facts under its name."""
+    return {name: stage.facts for name, stage in stages.items()}
 
 
 def nothing_succeeded(total: int, ok: int, errors: Mapping[str, int]) -> str | None:
@@ -129,9 +185,14 @@ __all__ = [
     "FAIL",
     "INCONCLUSIVE",
     "PASS",
+    "STATUSES",
     "RunVerdict",
+    "Stage",
+    "Status",
+    "as_status",
     "compose",
     "load_run_verdict",
     "nothing_succeeded",
+    "stage_facts",
     "stage_verdict",
 ]

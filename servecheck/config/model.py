@@ -6,12 +6,16 @@ One source of truth for every key a user may write. ``docs/targets.md`` document
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from servecheck.errors import UsageError
 from servecheck.redact import Secret, redact, register_headers, register_url
+
+if TYPE_CHECKING:
+    from servecheck.analysis.slo import SLO
 
 Engine = Literal[
     "vllm",
@@ -294,6 +298,9 @@ class Target(TargetSettings):
         description="a runtime LoRA adapter the LORA checks load and unload (with capabilities: "
         "{lora: true}): {name, path}",
     )
+    # The ``slo:`` lines parsed, once, when the target is built (None: a line does not parse;
+    # the loader names it with its file and line, and :attr:`slos` raises its error).
+    _slos: tuple[SLO, ...] | None = PrivateAttr(default=None)
 
     @field_validator("reasoning", mode="before")
     @classmethod
@@ -331,6 +338,27 @@ class Target(TargetSettings):
             register_url(url)
         register_headers(self.headers)
         return self
+
+    def model_post_init(self, context: Any, /) -> None:
+        # The grammar is analysis/slo.py's, which imports nothing of config/; imported here so
+        # that a config import does not load the statistics until a target exists.
+        from servecheck.analysis.slo import parse_slos
+
+        try:
+            self._slos = tuple(parse_slos(self.slo, "targets.yaml"))
+        except UsageError:
+            self._slos = None
+
+    @property
+    def slos(self) -> tuple[SLO, ...]:
+        """The target's ``slo:`` lines as typed SLOs (source ``targets.yaml``), parsed once when
+        the target was built; a line that does not parse raises its :class:`UsageError` here
+        (a targets file never gets this far: the loader stops on it, naming the line)."""
+        if self._slos is None:
+            from servecheck.analysis.slo import parse_slos
+
+            return tuple(parse_slos(self.slo, "targets.yaml"))  # raises the line's error
+        return self._slos
 
     def __repr__(self) -> str:  # allure and pytest show parameters by their repr
         return redact(super().__repr__())

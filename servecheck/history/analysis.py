@@ -6,7 +6,7 @@ shift) cost, penalised per change by ``2 * sigma^2 * ln(n)`` (BIC for a shift in
 sigma the noise level estimated robustly from the night-to-night differences: their median
 absolute deviation / (0.6745 * sqrt 2), so a step itself does not inflate it). A change point
 is named only when the step between the two segments' means is also beyond the metric's
-``servecheck compare`` threshold (report/compare.py), so night-to-night noise is no step.
+``servecheck compare`` threshold (analysis/compare.py), so night-to-night noise is no step.
 
 A step must also be significant (:func:`significant`: Welch's t test between the two levels,
 ``p < alpha / n``, Bonferroni over the n places the split could have been; with one night
@@ -27,8 +27,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from servecheck.analysis.compare import Threshold, thresholds
 from servecheck.analysis.verdict import FAIL, INCONCLUSIVE, PASS, RunVerdict, compose
-from servecheck.report.compare import BAD_OUTCOMES, GOOD_OUTCOMES, Threshold, thresholds
+from servecheck.records.results import BAD_OUTCOMES, GOOD_OUTCOMES
 
 MIN_NIGHTS = 3
 HIGHER_IS_BETTER = ("throughput_rps", "throughput_tps", "goodput")

@@ -1,7 +1,7 @@
 """A run folder (``servecheck load`` or ``servecheck check``) as one :class:`RunEntry`.
 
 A load run gives its metrics under the names ``servecheck compare`` judges (``ttft_p95``,
-``throughput_rps``, ``error_rate`` ...: report/compare.py's ``DEFAULT_THRESHOLDS``); a
+``throughput_rps``, ``error_rate`` ...: analysis/compare.py's ``DEFAULT_THRESHOLDS``); a
 conformance run gives every check's outcome from ``results.jsonl`` and its counts as metrics
 (``checks_failed`` ...). The engine and its version come from what discovery saw
 (conformance ``summary.json``'s ``targets``, a load run's ``server``), unless given.

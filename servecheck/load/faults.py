@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from servecheck.analysis import outage, server_truth
 from servecheck.analysis.slo import SLO
 from servecheck.analysis.stats import RunStats
-from servecheck.analysis.verdict import PASS, RunVerdict, compose
+from servecheck.analysis.verdict import PASS, RunVerdict, as_status, compose
 from servecheck.load.workload import cancel
 
 if TYPE_CHECKING:
@@ -38,12 +38,11 @@ def fault_sections(
     section, status, reason = cancel.section(spec.cancel, stats.cancelled, run_dir)
     if section is not None:
         out["cancel"] = section
-        parts.append(RunVerdict(status, [reason]))
+        parts.append(RunVerdict(as_status(status), [reason]))
     outages = outage.section(agg.outages, agg.edges.origin)
     out["outages"] = outages
     judged = any(s.metric == "lost_requests" for s in slos)
-    status, reasons = outage.verdict_of(outages, judged)
-    parts.append(RunVerdict(status, reasons))
+    parts.append(RunVerdict(*outage.verdict_of(outages, judged)))
     if not outages["count"]:
         parts.append(server_truth.verdict_of(server))
     elif server is not None:

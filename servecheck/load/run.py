@@ -36,7 +36,6 @@ from servecheck.analysis.down import DownRule, DownWatch
 from servecheck.analysis.slo import (
     SLO,
     as_slos,
-    parse_slos,
     reject_cold,
 )
 from servecheck.analysis.stats import RunStats
@@ -253,11 +252,7 @@ def validate(spec: LoadSpec) -> list[SLO]:
     # those, a load run cannot; and a profile's SLO judges only a run with that profile.
     slos = [
         *cli,
-        *(
-            s
-            for s in parse_slos(spec.target.slo, "targets.yaml")
-            if not (s.cold or s.drain or s.swap)
-        ),
+        *(s for s in spec.target.slos if not (s.cold or s.drain or s.swap)),
     ]
     measured = () if spec.profile is None else spec.profile.measures
     slos = [s for s in slos if not s.profile or s.source == "cli" or s.metric in measured]

@@ -3,7 +3,7 @@ target while the model behind it is swapped.
 
 A fixed-rate open loop of small requests (bounded by a duration, a rate and a cap on requests in
 flight); every request becomes a :class:`ProbeRecord`.
-:func:`servecheck.report.cutover.analyse_swap` reads them afterwards. For a swap servecheck does
+:func:`servecheck.analysis.cutover.analyse_swap` reads them afterwards. For a swap servecheck does
 itself (:mod:`servecheck.probes.swap`) the requests stream (each gets a TTFT: the first event),
 are split across models by weight (smooth weighted round robin: every window of requests holds
 the weights' shares, the same order every run), and the swap runs in a thread at its time.

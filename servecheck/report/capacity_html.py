@@ -1,5 +1,5 @@
 """The page of ``servecheck capacity`` (the sweep: :mod:`servecheck.workflows.capacity`; the
-analysis: :mod:`servecheck.report.capacity`)."""
+analysis: :mod:`servecheck.analysis.capacity`)."""
 
 from __future__ import annotations
 
@@ -147,7 +147,7 @@ def write_capacity_html(run_dir: Path) -> Path:
 
     data = read_json(run_dir / "capacity.json")
     steps = data.get("steps") or []
-    from servecheck.report.capacity import UNITS
+    from servecheck.analysis.capacity import UNITS
 
     unit = UNITS.get(str(data.get("mode")), "req/s")
     kn = data.get("knee")

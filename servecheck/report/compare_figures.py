@@ -1,7 +1,7 @@
 """The pictures of a comparison of two load runs (``servecheck compare``, and cutover's NEW
 against OLD at the same load; issue 30, part 2).
 
-* **Each metric, one against the other**: the compared metrics (report/compare.py's
+* **Each metric, one against the other**: the compared metrics (analysis/compare.py's
   ``MetricDelta``: TTFT / ITL / E2E percentiles, throughput, error rate, goodput) as paired bars,
   one panel a family or unit; a regression's bar is outlined red, an improvement's green.
 * **Latency CDFs, overlaid**: TTFT, ITL and E2E of both runs from their reservoir samples
@@ -26,7 +26,7 @@ from servecheck.report import svg
 from servecheck.report.slice_figures import latency_series, rate_series
 
 if TYPE_CHECKING:
-    from servecheck.report.compare import Comparison, MetricDelta
+    from servecheck.analysis.compare import Comparison, MetricDelta
 
 METRICS_TITLE = "Each metric: {a} against {b}"
 CDF_TITLE = "Latency CDFs: {a} and {b} overlaid"
@@ -170,7 +170,7 @@ def metrics_svg(metrics: Sequence[MetricDelta], labels: tuple[str, str]) -> str 
     fig.text(
         0.5,
         0.01,
-        f"{labels[1]}'s bar outlined red: a regression; green: an improvement (report/compare.py)",
+        f"{labels[1]}'s bar outlined red: a regression; green: an improvement (analysis/compare.py)",
         ha="center",
         fontsize=7,
         color="#555",

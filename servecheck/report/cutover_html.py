@@ -124,7 +124,7 @@ def _probe_records(run_dir: Path) -> list[ProbeRecord]:
     """The swap probe's records (probe.json), none where the file is missing or broken."""
     import json
 
-    from servecheck.report.cutover import ProbeRecord
+    from servecheck.analysis.cutover import ProbeRecord
 
     try:
         raw = json.loads((run_dir / "probe.json").read_text(encoding="utf-8"))
@@ -160,8 +160,8 @@ def _impact_figure(impact: dict[str, Any], events: list[tuple[float, str]]) -> s
 
 def _swap_section(run_dir: Path, data: dict[str, Any]) -> Section:
     """The swap report's figures and the timeline of ok / failed requests per second."""
+    from servecheck.analysis.cutover import swap_timeline
     from servecheck.report import svg
-    from servecheck.report.cutover import swap_timeline
     from servecheck.report.html import Section, table
 
     rep = data.get("report") or {}
@@ -244,7 +244,8 @@ def _agreement_section(agr: dict[str, Any], parts: dict[str, Any]) -> Section:
 
 def _load_section(run_dir: Path) -> Section:
     """NEW's load run against OLD's at the same load (or why they cannot be compared)."""
-    from servecheck.report.compare import compare_runs, comparison_section
+    from servecheck.analysis.compare import compare_runs
+    from servecheck.report.compare import comparison_section
     from servecheck.report.html import Section, esc
 
     try:

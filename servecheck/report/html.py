@@ -12,13 +12,13 @@ the conformance and load sections are reused by ``accept``, ``capacity`` and ``c
 from __future__ import annotations
 
 import html
-import json
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servecheck.records.results import BAD_OUTCOMES, read_json, read_jsonl
 from servecheck.redact import redact
 from servecheck.report.faults_html import faults_html
 from servecheck.report.server_html import server_html
@@ -35,7 +35,6 @@ OUTCOME_ORDER = (
     "notrun",
     "passed",
 )
-BAD_OUTCOMES = ("failed", "error", "xpassed")
 OUTCOME_COLOURS = {
     "passed": "#1a7f37",
     "failed": "#cf222e",
@@ -154,32 +153,6 @@ def fmt(value: Any, unit: str = "", digits: int = 1) -> str:
 
 def pct(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value * 100:.{digits}f}%"
-
-
-def read_jsonl(path: Path, limit: int = 2_000_000) -> list[dict[str, Any]]:
-    """Rows of a JSONL file; half-written or broken lines are skipped (a killed run keeps the rest)."""
-    rows: list[dict[str, Any]] = []
-    if not path.exists():
-        return rows
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for i, line in enumerate(fh):
-            if i >= limit:
-                break
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict):
-                rows.append(row)
-    return rows
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 # ------------------------------------------------------------------ conformance

@@ -24,7 +24,7 @@ from typing import Any
 
 from servecheck.analysis.budget import DEFAULT_ERROR_BUDGET
 from servecheck.analysis.slo import SLO, as_slos
-from servecheck.analysis.verdict import compose, stage_verdict
+from servecheck.analysis.verdict import FAIL, PASS, Stage, compose, stage_facts
 from servecheck.errors import SpecError
 from servecheck.workflows import RunResult, coldstart
 from servecheck.workflows.conformance import CheckSpec, run_check
@@ -148,7 +148,7 @@ def _accept(
     )
 
     target = load_targets(spec.targets_file).get(spec.target)
-    stages: dict[str, dict[str, Any]] = {}
+    stages: dict[str, Stage] = {}
     started = time.time()
     steps = 2 + (1 if spec.load else 0)
     with Progress(
@@ -167,15 +167,18 @@ def _accept(
         else:
             with ServeClient.for_target(target) as client:
                 state = wait_ready(client, target, timeout_s=spec.ready_timeout_s)
-            stages["ready"] = {
-                "ok": state.state == "ready",
-                "state": state.state,
-                "detail": state.detail,
-                "seconds": round(time.monotonic() - t0, 3),
-            }
+            stages["ready"] = Stage.judged(
+                "ready",
+                {
+                    "ok": state.state == "ready",
+                    "state": state.state,
+                    "detail": state.detail,
+                    "seconds": round(time.monotonic() - t0, 3),
+                },
+            )
             say(f"readiness: {state.state}: {state.detail}")
         progress.advance(task)
-        if stages["ready"]["ok"]:
+        if stages["ready"].ok:
             progress.update(task, description="accept: conformance")
             t0 = time.monotonic()
             code = run_conformance(
@@ -187,18 +190,21 @@ def _accept(
                 workers=str(spec.workers),
                 strict=spec.strict,
             )
-            stages["conformance"] = {
-                "ok": code == 0,
-                "exit_code": code,
-                "seconds": round(time.monotonic() - t0, 3),
-                "folder": "conformance",
-            }
+            stages["conformance"] = Stage.judged(
+                "conformance",
+                {
+                    "ok": code == 0,
+                    "exit_code": code,
+                    "seconds": round(time.monotonic() - t0, 3),
+                    "folder": "conformance",
+                },
+            )
             progress.advance(task)
             if spec.load:
                 progress.update(task, description="accept: smoke load")
                 stages["load"] = _smoke(spec, target, run_dir)
                 progress.advance(task)
-    run_verdict = compose(stage_verdict(name, s) for name, s in stages.items())
+    run_verdict = compose(s.verdict for s in stages.values())
     ok = run_verdict.passed
     verdict = {
         "kind": "accept",
@@ -207,28 +213,21 @@ def _accept(
         "engine": target.engine,
         "started": started,
         "finished": time.time(),
-        "stages": stages,
+        "stages": stage_facts(stages),
         "verdict": run_verdict.status,
         "reasons": run_verdict.reasons,
         "ok": ok,
         "exit_code": run_verdict.exit_code,
     }
     write_json(run_dir / "accept.json", verdict)
-    cases = [
-        Case(
-            "readiness",
-            stages["ready"]["ok"],
-            stages["ready"]["detail"],
-            "servecheck.accept",
-            stages["ready"]["seconds"],
-        )
-    ]
+    ready = stages["ready"].facts
+    cases = [Case("readiness", ready["ok"], ready["detail"], "servecheck.accept", ready["seconds"])]
     if "conformance" in stages:
         cases.append(
             Case(
                 "conformance catalogue",
-                stages["conformance"]["ok"],
-                f"servecheck check exit code {stages['conformance']['exit_code']}",
+                stages["conformance"].ok,
+                f"servecheck check exit code {stages['conformance'].facts['exit_code']}",
                 "servecheck.accept",
             )
         )
@@ -243,22 +242,22 @@ def _accept(
     page = write_accept_html(run_dir)
     say(
         f"servecheck accept: {run_verdict.status.upper()}; "
-        + ", ".join(_stage_line(k, v) for k, v in stages.items())
+        + ", ".join(_stage_line(s) for s in stages.values())
         + f"; report {page}"
     )
     return AcceptResult(run_dir, verdict, page, run_verdict.exit_code)
 
 
-def _stage_line(name: str, stage: dict[str, Any]) -> str:
+def _stage_line(stage: Stage) -> str:
     """``load ok``, ``load FAILED (why)``, ``load INCONCLUSIVE (why)``."""
-    status = stage_verdict(name, stage).status
-    if status == "pass":
-        return f"{name} ok"
-    word = "FAILED" if status == "fail" else status.upper()
-    return f"{name} {word}" + (f" ({stage['detail']})" if stage.get("detail") else "")
+    status, detail = stage.verdict.status, stage.facts.get("detail")
+    if status == PASS:
+        return f"{stage.name} ok"
+    word = "FAILED" if status == FAIL else status.upper()
+    return f"{stage.name} {word}" + (f" ({detail})" if detail else "")
 
 
-def _smoke(spec: AcceptSpec, target: Any, run_dir: Path) -> dict[str, Any]:
+def _smoke(spec: AcceptSpec, target: Any, run_dir: Path) -> Stage:
     from servecheck.load.run import LoadSpec, run_load
     from servecheck.report.html import write_load_html
     from servecheck.workflows.support import say
@@ -287,7 +286,7 @@ def _smoke(spec: AcceptSpec, target: Any, run_dir: Path) -> dict[str, Any]:
         + (f": SLO breached: {', '.join(map(str, failed_slos))}" if failed_slos else "")
         + (f" ({'; '.join(reasons)})" if reasons else "")
     )
-    return {
+    facts = {
         "ok": result.passed,
         "verdict": result.summary.get("verdict"),
         "reasons": reasons,
@@ -297,10 +296,11 @@ def _smoke(spec: AcceptSpec, target: Any, run_dir: Path) -> dict[str, Any]:
         "seconds": round(time.monotonic() - t0, 3),
         "folder": "load",
     }
+    return Stage.judged("load", facts)
 
 
 def _load_summary(run_dir: Path) -> dict[str, Any]:
-    from servecheck.report.html import read_json
+    from servecheck.records.results import read_json
 
     s = read_json(run_dir / "load" / "summary.json")
     return s if "requests" in s else {}

@@ -7,7 +7,7 @@ trace, the speed factor it is replayed at (production's arrivals, 2x, 4x ...). T
 stops early past saturation (two SLO breaches, or throughput falling more than
 ``throughput_drop_pct`` below the best), and never runs more than ``max_steps`` steps. The report
 gives the highest passing level, the knee of latency vs throughput, and with ``target_rate`` the
-replicas needed (see :mod:`servecheck.report.capacity` and docs/workflows.md; the page:
+replicas needed (see :mod:`servecheck.analysis.capacity` and docs/workflows.md; the page:
 :func:`servecheck.report.capacity_html.write_capacity_html`).
 
 Exit code 0 when at least one level met the SLOs (and, with ``target_rate``, a replica count
@@ -26,7 +26,7 @@ from servecheck.analysis.budget import (
     percent,
     with_error_budget,
 )
-from servecheck.analysis.slo import SLO, as_slos, parse_slos, reject_cold
+from servecheck.analysis.slo import SLO, as_slos, reject_cold
 from servecheck.analysis.verdict import RunVerdict
 from servecheck.errors import SpecError
 from servecheck.workflows import RunResult
@@ -61,7 +61,7 @@ class CapacitySpec:
     trace: str | None = None  # levels are speed factors of this trace's replay (mode "speed")
     trace_format: str = "auto"
     max_error_rate: str = percent(DEFAULT_ERROR_BUDGET)
-    # Early stops (report/capacity.py StopRules): a level failing more than this share ends the
+    # Early stops (analysis/capacity.py StopRules): a level failing more than this share ends the
     # sweep (None: off); achieved this far below the load asked, two levels running, while
     # latency or the queue grew, is over-saturation.
     stop_error_rate: float | None = 0.05
@@ -161,12 +161,12 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
         return _not_ready(spec, run_dir, target, f"{state.state}: {state.detail}", state.detail)
     mode = "speed" if spec.trace else "rate" if spec.rates else "users"
     # A level that answers fast by failing a third of the requests has not "met the SLOs".
-    own = [s for s in parse_slos(target.slo, "targets.yaml") if not s.drain]  # drain: its own run
+    own = [s for s in target.slos if not s.drain]  # drain: its own run
     slos = with_error_budget(spec.slos, spec.error_budget(), own)
     from servecheck.workflows.capacity_guard import PrefixReset
 
     resets = PrefixReset() if spec.reset_prefix_cache else None
-    steps, statuses, stop_reason = _run_steps(spec, target, run_dir, levels, slos, mode, resets)
+    steps, verdicts, stop_reason = _run_steps(spec, target, run_dir, levels, slos, mode, resets)
     data = _findings(spec, target, mode, slos, steps, stop_reason)
     data["prefix_cache_reset"] = None if resets is None else resets.as_dict()
     data["stop_rules"] = {
@@ -174,7 +174,7 @@ def _sweep(spec: CapacitySpec, run_dir: Path, levels: list[float]) -> CapacityRe
         "saturation_margin": spec.saturation_margin,
         "throughput_drop_pct": spec.throughput_drop_pct,
     }
-    verdict = _verdict(spec, data, statuses)
+    verdict = _verdict(spec, data, verdicts)
     data.update(verdict=verdict.status, reasons=verdict.reasons, ok=verdict.passed)
     write_json(run_dir / "capacity.json", data)
     _write_junit(run_dir, steps, mode)
@@ -188,8 +188,8 @@ def _not_ready(
 ) -> CapacityResult:
     """No load is sent to a target that never became ready: a FAIL with its own page."""
     from servecheck.analysis.verdict import FAIL
+    from servecheck.records.results import read_json
     from servecheck.report.capacity_html import write_capacity_html
-    from servecheck.report.html import read_json
     from servecheck.workflows.support import say, write_json
 
     say(f"servecheck capacity: {target.name} is not ready ({why}); no load was sent")
@@ -256,18 +256,18 @@ def _run_steps(
     slos: list[SLO],
     mode: str,
     resets: Any = None,
-) -> tuple[list[Any], list[str], str]:
+) -> tuple[list[Any], list[RunVerdict], str]:
     """Run the steps until saturation or the last level: (steps, their verdicts, why it stopped)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from servecheck.analysis.capacity import Step, StopRules, should_stop
     from servecheck.load.run import run_load
-    from servecheck.report.capacity import Step, StopRules, should_stop
     from servecheck.report.html import write_load_html
     from servecheck.workflows.capacity_guard import ready_before_level
     from servecheck.workflows.support import say
 
     steps: list[Step] = []
-    statuses: list[str] = []
+    verdicts: list[RunVerdict] = []  # each step's, as its run judged it
     stop_reason = "all levels run"
     rules = StopRules(
         drop=spec.throughput_drop_pct / 100.0,
@@ -302,7 +302,7 @@ def _run_steps(
                 say(f"  (no page for step {i + 1}: {type(exc).__name__}: {exc})")
             step = Step.from_summary(level, mode, result.summary, result.passed)
             steps.append(step)
-            statuses.append(str(result.summary.get("verdict") or ""))
+            verdicts.append(RunVerdict.of_summary(result.summary))
             progress.advance(task)
             say(
                 f"step {i + 1} {label}: {'PASS' if step.passed else 'FAIL'}  {step.requests_per_s:.2f} req/s  "
@@ -316,7 +316,7 @@ def _run_steps(
         else:
             if len(levels) == spec.max_steps:
                 stop_reason = f"the step limit ({spec.max_steps}) reached"
-    return steps, statuses, stop_reason
+    return steps, verdicts, stop_reason
 
 
 def _findings(
@@ -328,7 +328,7 @@ def _findings(
     stop_reason: str,
 ) -> dict[str, Any]:
     """capacity.json's figures: the steps, the best level, the knee, the replicas."""
-    from servecheck.report.capacity import best_step, engine_knee, replicas_for, sweep_knee
+    from servecheck.analysis.capacity import best_step, engine_knee, replicas_for, sweep_knee
 
     best = best_step(steps)
     kn = sweep_knee(steps, spec.knee_metric)
@@ -380,12 +380,12 @@ def _findings(
     }
 
 
-def _verdict(spec: CapacitySpec, data: dict[str, Any], statuses: list[str]) -> RunVerdict:
+def _verdict(spec: CapacitySpec, data: dict[str, Any], steps: list[RunVerdict]) -> RunVerdict:
     """A sweep passes when a level met the SLOs (and, with a target rate, the replicas could be
     counted); when every step was inconclusive, so is the sweep (analysis/verdict.py's rule)."""
     from servecheck.analysis.verdict import FAIL, INCONCLUSIVE, compose
 
-    unmeasured = bool(statuses) and all(s == INCONCLUSIVE for s in statuses)
+    unmeasured = bool(steps) and all(v.status == INCONCLUSIVE for v in steps)
     found = RunVerdict.of(
         data["best"] is not None,
         "no load level could be measured" if unmeasured else "no load level met the SLOs",
@@ -421,7 +421,7 @@ def _write_junit(run_dir: Path, steps: list[Any], mode: str) -> None:
 
 
 def _say_findings(data: dict[str, Any], mode: str, page: Path) -> None:
-    from servecheck.report.capacity import UNITS
+    from servecheck.analysis.capacity import UNITS
     from servecheck.workflows.support import say
 
     unit, best, kn = UNITS[mode], data["best"], data["knee"]

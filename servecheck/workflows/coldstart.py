@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from servecheck.analysis.verdict import Stage
 from servecheck.config.model import Target
 from servecheck.errors import SpecError
 
@@ -43,11 +44,9 @@ def validate(spec: Any) -> None:
 
 def stage_slos(spec: Any, target: Target) -> list[Any]:
     """The cold-start SLOs of this stage: the command line's, then the target's (deduplicated)."""
-    from servecheck.analysis.slo import parse_slos
-
     slos = [
         *(getattr(spec, "cold_start_slos", None) or []),
-        *(s for s in parse_slos(target.slo, "targets.yaml") if s.cold),
+        *(s for s in target.slos if s.cold),
     ]
     seen: set[tuple[str, str, float]] = set()
     out = []
@@ -92,9 +91,7 @@ def launched(spec: Any, run_dir: Path) -> Iterator[Launch]:
             coldstart.stop(launch.proc)
 
 
-def run_stage(
-    spec: Any, target: Target, launch: Launch, ready_s: float
-) -> tuple[dict[str, Any], dict[str, Any]]:
+def run_stage(spec: Any, target: Target, launch: Launch, ready_s: float) -> tuple[Stage, Stage]:
     """Wait for readiness and time the first requests: ``(ready stage, cold_start stage)``."""
     from servecheck.checks.health import wait_ready
     from servecheck.client.http import ServeClient
@@ -150,7 +147,7 @@ def run_stage(
         **{k: v for k, v in d.items() if k != "ok"},
         "slo": [v.as_dict() for v in verdicts],
     }
-    return ready_stage, stage
+    return Stage.judged("ready", ready_stage), Stage.judged("cold_start", stage)
 
 
 def _seen(v: Any) -> str:

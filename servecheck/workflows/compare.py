@@ -16,7 +16,7 @@ from servecheck.errors import SpecError
 from servecheck.redact import redact
 
 if TYPE_CHECKING:
-    from servecheck.report.compare import Comparison
+    from servecheck.analysis.compare import Comparison
 
 
 @dataclass(slots=True)
@@ -55,7 +55,8 @@ class CompareResult:
 
 def run_compare(spec: CompareSpec) -> CompareResult:
     """Compare ``current`` with ``baseline``; write the files; exit code 1 on a regression."""
-    from servecheck.report.compare import compare_runs, comparison_section
+    from servecheck.analysis.compare import compare_runs
+    from servecheck.report.compare import comparison_section
     from servecheck.report.html import write_page
 
     spec.validate()

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.analysis.slo import SLO, as_slos
-from servecheck.analysis.verdict import RunVerdict, compose, stage_verdict
+from servecheck.analysis.verdict import RunVerdict, Stage, compose, stage_facts
 from servecheck.errors import SpecError, UsageError
 from servecheck.probes.swap import SwapAction, parse_swap
 from servecheck.report.cutover_html import part_message as _part_message
@@ -135,10 +135,10 @@ def run_cutover(spec: CutoverSpec) -> CutoverResult:
 
 
 def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = None) -> CutoverResult:
+    from servecheck.analysis.compare import compare_runs
     from servecheck.config import load_targets
     from servecheck.load.run import LoadSpec, run_load
     from servecheck.probes.agreement import agreement, read_prompts
-    from servecheck.report.compare import compare_runs
     from servecheck.report.html import write_load_html
     from servecheck.workflows.accept import run_conformance
     from servecheck.workflows.support import (
@@ -158,7 +158,7 @@ def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = Non
     if not 0 <= spec.min_agreement <= 1:
         raise SpecError(f"{{min_agreement}} {spec.min_agreement}: a share between 0 and 1")
     load_s = spec.load_duration_s
-    parts: dict[str, dict[str, Any]] = {}
+    parts: dict[str, Stage] = {}
     if launch is not None and coldstart.enabled(spec):  # NEW just started: its cold start first
         _, parts["cold_start"] = coldstart.run_stage(spec, new, launch, COLD_READY_S)
     if spec.conformance:
@@ -171,17 +171,22 @@ def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = Non
             keyword=spec.keyword,
             workers=str(spec.workers),
         )
-        parts["conformance"] = {"ok": code == 0, "exit_code": code, "folder": "conformance"}
+        parts["conformance"] = _part(
+            "conformance", {"ok": code == 0, "exit_code": code, "folder": "conformance"}
+        )
     say(f"greedy agreement on {len(prompts)} prompts")
     agr = agreement(old, new, prompts, spec.max_tokens)
     share = agr.identical_share
-    parts["agreement"] = {
-        "ok": share is not None and share >= spec.min_agreement and agr.errors == 0,
-        "identical_share": share,
-        "mean_distance": agr.mean_distance,
-        "errors": agr.errors,
-        "min_agreement": spec.min_agreement,
-    }
+    parts["agreement"] = _part(
+        "agreement",
+        {
+            "ok": share is not None and share >= spec.min_agreement and agr.errors == 0,
+            "identical_share": share,
+            "mean_distance": agr.mean_distance,
+            "errors": agr.errors,
+            "min_agreement": spec.min_agreement,
+        },
+    )
     write_json(run_dir / "agreement.json", agr.as_dict())
     if spec.load:
         for name, tgt in (("load-old", old), ("load-new", new)):
@@ -205,11 +210,10 @@ def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = Non
             run_dir / "load-old", run_dir / "load-new", threshold_overrides=spec.thresholds
         )
         write_json(run_dir / "load-compare.json", cmp.as_dict())
-        parts["load"] = {
-            "ok": not cmp.regressed,
-            "regressions": cmp.regressions,
-            "notes": cmp.notes,
-        }
+        parts["load"] = _part(
+            "load",
+            {"ok": not cmp.regressed, "regressions": cmp.regressions, "notes": cmp.notes},
+        )
     if spec.drain:  # the swap is done: OLD goes away, mid-stream (workflows/drain.py)
         parts["drain"] = drain_part(spec, old, run_dir)
     verdict = _verdict(parts)
@@ -219,7 +223,7 @@ def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = Non
         "mode": "pre",
         "from": old.name,
         "to": new.name,
-        "parts": parts,
+        "parts": stage_facts(parts),
         "verdict": verdict.status,
         "reasons": verdict.reasons,
         "ok": ok,
@@ -227,7 +231,7 @@ def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = Non
     }
     write_json(run_dir / "cutover.json", data)
     cases = [
-        Case(name, p["ok"], _part_message(name, p), "servecheck.cutover")
+        Case(name, p.ok, _part_message(name, p.facts), "servecheck.cutover")
         for name, p in parts.items()
     ]
     write_junit(
@@ -239,17 +243,21 @@ def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = Non
 
     page = write_cutover_html(run_dir)
     for name, p in parts.items():
-        say(f"{name}: {'ok' if p['ok'] else 'FAILED'}  {_part_message(name, p)}")
+        say(f"{name}: {'ok' if p.ok else 'FAILED'}  {_part_message(name, p.facts)}")
     say(f"servecheck cutover: {verdict.status.upper()}; report {page}")
     return CutoverResult(run_dir, data, page, verdict.exit_code)
 
 
-def _verdict(parts: dict[str, dict[str, Any]]) -> RunVerdict:
+def _part(name: str, facts: dict[str, Any]) -> Stage:
+    """A part cutover makes itself, judged with its message as the reason (the parts other
+    workflows make, the cold start and the drain, say their own detail, which is the message)."""
+    return Stage.judged(name, facts, _part_message(name, facts))
+
+
+def _verdict(parts: dict[str, Stage]) -> RunVerdict:
     """The run's verdict from its parts (analysis/verdict.py's rule); each reason is the part's
     message."""
-    return compose(
-        stage_verdict(name, {**p, "detail": _part_message(name, p)}) for name, p in parts.items()
-    )
+    return compose(p.verdict for p in parts.values())
 
 
 def _probe(
@@ -313,9 +321,9 @@ def _probe_row(r: Any) -> dict[str, Any]:
 
 def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
 
+    from servecheck.analysis.cutover import analyse_swap
     from servecheck.client.models import model_for_target
     from servecheck.config import load_targets
-    from servecheck.report.cutover import analyse_swap
     from servecheck.workflows import cutover_swap
     from servecheck.workflows.support import Case, Suite, say, write_json, write_junit
 
@@ -350,9 +358,10 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
         "max_gap_s": max_gap,
         "model_changes": [{"t": c.t, "old": c.old, "new": c.new} for c in rep.model_changes],
     }
-    parts = {"swap": part}
+    parts = {"swap": _part("swap", part)}
     if action is not None and opts is not None:
-        parts["swap_impact"] = cutover_swap.impact_part(records, opts, action, spec.swap_slos)
+        impact = cutover_swap.impact_part(records, opts, action, spec.swap_slos)
+        parts["swap_impact"] = _part("swap_impact", impact)
     if spec.drain:  # after the swap, OLD goes away mid-stream (workflows/drain.py)
         parts["drain"] = drain_part(spec, loaded.get(str(spec.old)), run_dir)
     verdict = _verdict(parts)
@@ -364,7 +373,7 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
         "rate": rate,
         "report": rep.as_dict(),
         "expected_models": expected,
-        "parts": parts,
+        "parts": stage_facts(parts),
         "verdict": verdict.status,
         "reasons": verdict.reasons,
         "ok": verdict.passed,
@@ -391,8 +400,8 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
                 [
                     Case(
                         "swap under load" if name == "swap" else name.replace("_", " "),
-                        p["ok"],
-                        _part_message(name, p),
+                        p.ok,
+                        _part_message(name, p.facts),
                         "servecheck.cutover",
                     )
                     for name, p in parts.items()
@@ -404,7 +413,7 @@ def _swap(spec: CutoverSpec, run_dir: Path) -> CutoverResult:
 
     page = write_cutover_html(run_dir)
     for name, p in parts.items():
-        say(f"{name}: {_part_message(name, p)}")
+        say(f"{name}: {_part_message(name, p.facts)}")
     if data.get("note"):
         say(f"note: {data['note']}")
     say(f"servecheck cutover: {verdict.status.upper()}; report {page}")

@@ -29,8 +29,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from servecheck.analysis.slo import SLO, Verdict, as_slos, parse_slos
-from servecheck.analysis.verdict import INCONCLUSIVE, PASS, RunVerdict, compose, stage_verdict
+from servecheck.analysis.slo import SLO, Verdict, as_slos
+from servecheck.analysis.verdict import (
+    INCONCLUSIVE,
+    PASS,
+    RunVerdict,
+    Stage,
+    compose,
+    stage_verdict,
+)
 from servecheck.config.model import Target
 from servecheck.errors import SpecError
 from servecheck.load.workload.lengths import IGNORE_EOS_ENGINES
@@ -207,7 +214,7 @@ def drain_slos(spec_slos: list[SLO], target: Target) -> list[SLO]:
             raise SpecError(
                 "{slos} {slo!r}: servecheck drain judges drain_ok and drain_time only", slo=slo.text
             )
-    own = [s for s in parse_slos(target.slo, "targets.yaml") if s.drain]
+    own = [s for s in target.slos if s.drain]
     seen = {(s.metric, s.op, s.bound) for s in spec_slos}
     return [*spec_slos, *(s for s in own if (s.metric, s.op, s.bound) not in seen)]
 
@@ -281,14 +288,14 @@ def run_drain(spec: DrainSpec) -> DrainResult:
     return DrainResult(run_dir, data, run_dir / "drain.json", 0 if data["ok"] else 1)
 
 
-def drain_part(spec: Any, target: Target, run_dir: Path) -> dict[str, Any]:
-    """The drain step of a cutover: OLD drained (its folder ``drain/``), as the part a cutover
-    folds in (``ok``, ``verdict``, ``detail``)."""
+def drain_part(spec: Any, target: Target, run_dir: Path) -> Stage:
+    """The drain step of a cutover: OLD drained (its folder ``drain/``), as the stage a cutover
+    folds in (its facts: ``ok``, ``verdict``, ``detail`` ...)."""
     sub = run_dir / "drain"
     sub.mkdir(parents=True, exist_ok=True)
     data = drain_stage(spec, target, sub)
     keys = ("ok", "verdict", "detail", "drain_time_s", "stream_outcomes", "probe_outcomes")
-    return {**{k: data.get(k) for k in keys}, "folder": "drain"}
+    return Stage.judged("drain", {**{k: data.get(k) for k in keys}, "folder": "drain"})
 
 
 def drain_stage(

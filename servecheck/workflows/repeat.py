@@ -7,7 +7,7 @@ records, page and JUnit) in ``<run folder>/run-01`` ... ``run-NN``; the run fold
 (:mod:`servecheck.analysis.intervals`: Student t over the runs, 95 %). The verdict folds the runs'
 with the one rule (``analysis/verdict.py``'s ``compose``): FAIL when any run failed, else
 INCONCLUSIVE when any could not measure, else PASS. ``servecheck compare`` reads the intervals
-of two repeated runs (report/compare.py).
+of two repeated runs (analysis/compare.py).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servecheck.analysis.verdict import FAIL, RunVerdict
 from servecheck.errors import SpecError
 from servecheck.load.run import LoadResult, LoadSpec
 
@@ -60,7 +61,7 @@ def run_repeat(
     """Run the load ``spec.repeat`` times with ``run_one`` (``servecheck.api.load``: each run
     gets its page and JUnit), then write the repeat summary."""
     from servecheck.analysis.intervals import METHOD, repeat_intervals
-    from servecheck.analysis.verdict import RunVerdict, compose
+    from servecheck.analysis.verdict import compose
 
     spec.validate()
     base = spec.load
@@ -73,14 +74,7 @@ def run_repeat(
         if on_log is not None:
             on_log(f"repeat: run {k + 1} of {spec.repeat}")
         runs.append(run_one(one))
-    verdicts = [
-        RunVerdict(
-            str(r.summary.get("verdict") or "inconclusive"),
-            [f"run-{i + 1:02d}: {why}" for why in r.summary.get("reasons") or []]
-            or ([f"run-{i + 1:02d}: SLO breached"] if r.summary.get("verdict") == "fail" else []),
-        )
-        for i, r in enumerate(runs)
-    ]
+    verdicts = [_run_verdict(f"run-{i + 1:02d}", r) for i, r in enumerate(runs)]
     folded = compose(verdicts)
     summaries = [r.summary for r in runs]
     summary: dict[str, Any] = {
@@ -105,6 +99,16 @@ def run_repeat(
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     (run_dir / "summary.txt").write_text(format_repeat(summary) + "\n", encoding="utf-8")
     return RepeatResult(run_dir, summary, runs)
+
+
+def _run_verdict(label: str, run: LoadResult) -> RunVerdict:
+    """One run's verdict as the fold takes it: its reasons named by the run (a failed run that
+    gave none breached an SLO)."""
+    own = RunVerdict.of_summary(run.summary)
+    reasons = [f"{label}: {why}" for why in own.reasons]
+    return RunVerdict(
+        own.status, reasons or ([f"{label}: SLO breached"] if own.status == FAIL else [])
+    )
 
 
 def format_repeat(summary: dict[str, Any]) -> str:

@@ -35,10 +35,10 @@ def validate_before_run(
     the targets file and the named targets (a missing ``${VAR}``, an SLO typo in it), ``--slo``
     expressions, compare ``--threshold`` overrides and ``--reference-arg`` values. Raises
     :class:`~servecheck.errors.UsageError` (exit code 2)."""
+    from servecheck.analysis.compare import parse_threshold
     from servecheck.analysis.slo import parse_slos
     from servecheck.config import load_targets
     from servecheck.embedded import ENV_URL
-    from servecheck.report.compare import parse_threshold
 
     parse_slos(list(slos), "cli")
     for text in thresholds:

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from servecheck.analysis.capacity import Step, should_stop
+from servecheck.analysis.compare import compare_runs
 from servecheck.cli import main
 from servecheck.config.model import Target
 from servecheck.load.run import LoadSpec, validate
-from servecheck.report.capacity import Step, should_stop
-from servecheck.report.compare import compare_runs
 from servecheck.report.html import write_load_html
 from servecheck.workflows.capacity import _ms
 from tests.report.synth import synth_records, write_load_run

@@ -1,6 +1,6 @@
 """A capacity sweep stops early, and says why: over-saturation against a reference whose queue
 grows while /health says ready, an error rate above the bound, a target that stops being ready,
-and the engine's own queue and preemptions in the knee (report/capacity.py,
+and the engine's own queue and preemptions in the knee (analysis/capacity.py,
 workflows/capacity.py, workflows/capacity_guard.py). Loopback only; short steps."""
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from servecheck.cli import main
-from servecheck.reference.inprocess import RunningServer
-from servecheck.report.capacity import (
+from servecheck.analysis.capacity import (
     Step,
     StopRules,
     engine_knee,
     server_figure,
     should_stop,
 )
+from servecheck.cli import main
+from servecheck.reference.inprocess import RunningServer
 from tests.report.conftest import write_targets
 
 

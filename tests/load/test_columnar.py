@@ -332,7 +332,7 @@ def test_a_compacted_folder_is_a_used_run_folder(tmp_path: Path) -> None:
 def test_compare_and_report_page_read_either_form(tmp_path: Path, form: str) -> None:
     """compare's load part and the report page's figures see the same records in a compacted
     folder as in one from before the compact form."""
-    from servecheck.report.compare import load_part, locate
+    from servecheck.analysis.compare import load_part, locate
     from servecheck.report.html import _load_plots
 
     want = _write(tmp_path, "w0", [_ok("w0", i, T0 + i * 0.1) for i in range(30)])

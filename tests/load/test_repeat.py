@@ -1,5 +1,5 @@
 """``servecheck load --repeat N``: the intervals (analysis/intervals.py), the folded verdict
-(workflows/repeat.py) and compare's use of the intervals (report/compare.py)."""
+(workflows/repeat.py) and compare's use of the intervals (analysis/compare.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from servecheck.analysis.compare import MetricDelta, apply_intervals
 from servecheck.analysis.intervals import Interval, repeat_intervals, t_interval
 from servecheck.analysis.stats import RunStats
 from servecheck.errors import SpecError
 from servecheck.load.run import LoadResult, LoadSpec
-from servecheck.report.compare import MetricDelta, apply_intervals
 from servecheck.workflows.repeat import RepeatSpec, run_repeat
 
 

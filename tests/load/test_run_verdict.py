@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from servecheck.analysis.verdict import FAIL, INCONCLUSIVE, PASS, RunVerdict, compose, stage_verdict
+from servecheck.analysis.verdict import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    RunVerdict,
+    Stage,
+    as_status,
+    compose,
+    stage_facts,
+    stage_verdict,
+)
 
 
 @pytest.mark.parametrize(
@@ -35,3 +45,29 @@ def test_stage_dicts_keep_their_own_verdict() -> None:
     # a stage that says pass but is not ok is not a pass
     assert stage_verdict("x", {"ok": False, "verdict": "pass"}).status == FAIL
     assert stage_verdict("conformance", {"ok": True}) == RunVerdict(PASS, [])
+
+
+@pytest.mark.parametrize(
+    ("word", "expected"),
+    [
+        pytest.param("pass", PASS, id="pass"),
+        pytest.param("fail", FAIL, id="fail"),
+        pytest.param("inconclusive", INCONCLUSIVE, id="inconclusive"),
+        pytest.param(None, INCONCLUSIVE, id="missing-never-passes"),
+        pytest.param("PASS", INCONCLUSIVE, id="another-spelling-never-passes"),
+    ],
+)
+def test_a_status_read_from_a_file_is_one_of_three(word: object, expected: str) -> None:
+    assert as_status(word) == expected
+    assert RunVerdict.of_summary({"verdict": word, "reasons": ["why"]}).status == expected
+
+
+def test_a_stage_is_judged_once_where_it_is_made_and_keeps_its_facts() -> None:
+    facts = {"ok": False, "detail": "its own detail", "exit_code": 2}
+    own = Stage.judged("conformance", facts)
+    told = Stage.judged("conformance", facts, "servecheck check exit code 2")
+    assert own.verdict == RunVerdict(FAIL, ["conformance: its own detail"]), own
+    assert told.verdict == RunVerdict(FAIL, ["conformance: servecheck check exit code 2"]), told
+    assert told.facts is facts and told.facts["detail"] == "its own detail"  # the file's facts
+    assert stage_facts({"conformance": told}) == {"conformance": facts}
+    assert not own.ok and Stage.judged("ready", {"ok": True}).verdict.passed

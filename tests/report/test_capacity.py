@@ -8,9 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from servecheck.analysis.capacity import (
+    Step,
+    best_step,
+    knee,
+    replicas_for,
+    should_stop,
+    sweep_knee,
+)
 from servecheck.cli import main
 from servecheck.reference.inprocess import RunningServer
-from servecheck.report.capacity import Step, best_step, knee, replicas_for, should_stop, sweep_knee
 from tests.report.conftest import write_targets
 
 
@@ -171,7 +178,7 @@ def test_knee_metric_names_the_reasoning_phases(capsys: pytest.CaptureFixture[st
 
 def test_a_plain_chat_sweep_has_no_turns_and_prefix_cache_section() -> None:
     """Issue 24.15: plain chat steps gave a table of dashes and empty plots."""
-    from servecheck.report.capacity import level_breakdown
+    from servecheck.analysis.capacity import level_breakdown
     from servecheck.report.capacity_html import production_table
 
     empty = {"count": 0, "p50": None, "p90": None, "p99": None}

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from servecheck.analysis.compare import compare_runs, parse_threshold
 from servecheck.cli import main
 from servecheck.errors import UsageError
-from servecheck.report.compare import compare_runs, parse_threshold
 from tests.report.synth import synth_records, write_check_run, write_load_run
 
 

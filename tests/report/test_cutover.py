@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from servecheck.analysis.cutover import analyse_swap
 from servecheck.cli import main
 from servecheck.probes.agreement import levenshtein, normalised_distance
 from servecheck.probes.swap_probe import ProbeRecord
 from servecheck.reference.inprocess import RunningServer
-from servecheck.report.cutover import analyse_swap
 from tests.report.conftest import write_targets
 
 

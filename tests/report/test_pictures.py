@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from servecheck.analysis.compare import Comparison, MetricDelta, RunParts
 from servecheck.report import compare_figures as cf
 from servecheck.report import slice_figures as sf
-from servecheck.report.compare import Comparison, MetricDelta, RunParts
 from servecheck.report.conformance_matrix import NO_ROWS, build_matrix, matrix_html, state_of
 from tests.report.svgtext import has_text
 

@@ -1,0 +1,738 @@
+"""Compare a run with a baseline run: per-metric change, significance and a regression verdict.
+
+A metric *regresses* only when the change is both **significant** and **beyond its threshold**
+in the worse direction. Noise (two runs of one distribution) must not trip it; a real shift must.
+
+Significance, per metric:
+
+* latency percentiles (TTFT, ITL, E2E, TPOT; per-request samples: the run's reservoirs in
+  ``samples.json``, or an older run's ``records.jsonl``): a seeded
+  bootstrap confidence interval (``1 - alpha``) of the percentile difference (current minus
+  baseline) must exclude zero. For the median the two-sided Mann-Whitney U test on the samples
+  must also give ``p < alpha``. Tail percentiles (p90 and up) need only the interval: a tail can
+  regress while the ranks of the bulk barely move, which a rank test does not see;
+* throughput (requests/s, output tokens/s): per-second completion counts of the two runs
+  (first and last partial seconds dropped), Mann-Whitney U plus a bootstrap interval of the mean;
+* error rate and goodput: Fisher's exact test on the 2x2 table of counts;
+* repeated runs (``servecheck load --repeat N``, a folder whose summary.json is ``kind:
+  repeat``): the per-request tests above run on its first run's records, and then, for every
+  metric both sides have a confidence interval over their runs for (TTFT / ITL / E2E p50, p95,
+  p99 and throughput; Student t, analysis/intervals.py), a change whose intervals overlap is not
+  significant (no regression, no improvement; the row says so). The intervals only ever
+  withdraw a significance: a change within the run-to-run spread is noise, however many
+  requests a single run had;
+* conformance: a check that passed (or was skipped, non-strict or a known failure) in the
+  baseline and now fails, errors or unexpectedly passes is *newly failing*; that is always a
+  regression (no statistics: checks are deterministic).
+
+Thresholds (``--threshold ttft_p95=+10%``): ``+N%`` relative, ``+Nms`` absolute for latencies,
+``+Npp`` percentage points for rates. A family name (``ttft=+15%``) sets every percentile of it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from servecheck.analysis.aggregate import SAMPLES_NAME
+from servecheck.errors import SpecError, UsageError, did_you_mean
+from servecheck.records.parquet import read_run_records, records_file
+from servecheck.records.record import worker_files
+from servecheck.records.results import BAD_OUTCOMES, GOOD_OUTCOMES, read_json, read_jsonl
+
+LATENCY_FAMILIES = ("ttft", "itl", "e2e", "tpot", "ttfa", "ttfr")  # ttfa/ttfr: reasoning phases
+PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))
+RATE_METRICS = ("error_rate", "goodput")
+THROUGHPUT_METRICS = ("throughput_rps", "throughput_tps")
+MAX_SAMPLES = 2000
+
+
+@dataclass(slots=True)
+class Threshold:
+    """How much worse a metric may get: ``value`` in ``unit`` (``%`` relative, ``ms`` or ``pp``)."""
+
+    value: float
+    unit: str  # % | ms | pp
+    text: str
+
+    def beyond(self, baseline: float, current: float, higher_is_better: bool) -> bool:
+        """True when the change from baseline to current is worse than the threshold allows."""
+        worse = (baseline - current) if higher_is_better else (current - baseline)
+        if self.unit == "%":
+            if baseline == 0:
+                return worse > 0
+            return worse / abs(baseline) * 100.0 > abs(self.value)
+        if self.unit == "pp":
+            return worse * 100.0 > abs(self.value)
+        return worse > abs(self.value)
+
+
+DEFAULT_THRESHOLDS: dict[str, str] = {
+    **{f"{fam}_{p}": "+10%" for fam in LATENCY_FAMILIES for p, _ in PERCENTILES},
+    "throughput_rps": "-10%",
+    "throughput_tps": "-10%",
+    "error_rate": "+1pp",
+    "goodput": "-5pp",
+}
+_THRESHOLD_RE = re.compile(r"^\s*([a-z0-9_.]+)\s*=\s*([+-]?)(\d+(?:\.\d+)?)\s*(%|ms|s|pp)\s*$")
+
+
+def metric_names() -> list[str]:
+    return list(DEFAULT_THRESHOLDS)
+
+
+def parse_threshold(text: str) -> tuple[list[str], Threshold]:
+    """``ttft_p95=+10%`` -> (["ttft_p95"], Threshold). Raises :class:`UsageError` with a suggestion."""
+    m = _THRESHOLD_RE.match(text)
+    if not m:
+        raise SpecError(
+            "{thresholds} {text!r}: expected METRIC=+N% (or +Nms, +Npp), e.g. ttft_p95=+10%",
+            text=text,
+        )
+    name, sign, number, unit = m.groups()
+    value = float(number) * (1000.0 if unit == "s" else 1.0)
+    unit = "ms" if unit == "s" else unit
+    names = (
+        [name]
+        if name in DEFAULT_THRESHOLDS
+        else [n for n in DEFAULT_THRESHOLDS if n.startswith(name + "_")]
+        if name in LATENCY_FAMILIES
+        else []
+    )
+    if not names:
+        raise SpecError(
+            "{thresholds} {text!r}: unknown metric {name!r}{hint}",
+            text=text,
+            name=name,
+            hint=did_you_mean(name, [*DEFAULT_THRESHOLDS, *LATENCY_FAMILIES]),
+        )
+    if unit == "ms" and names[0].split("_")[0] not in LATENCY_FAMILIES:
+        raise SpecError(
+            "{thresholds} {text!r}: ms applies to latencies only; use % or pp for {name}",
+            text=text,
+            name=name,
+        )
+    del sign  # the direction is the metric's own (latency up, throughput down is worse)
+    return names, Threshold(value, unit, text.split("=", 1)[1].strip())
+
+
+def thresholds(overrides: Iterable[str] = ()) -> dict[str, Threshold]:
+    """The default thresholds with ``overrides`` applied (later ones win)."""
+    out: dict[str, Threshold] = {}
+    for name, spec in DEFAULT_THRESHOLDS.items():
+        out.update(
+            dict.fromkeys(
+                parse_threshold(f"{name}={spec}")[0], parse_threshold(f"{name}={spec}")[1]
+            )
+        )
+    for text in overrides:
+        names, th = parse_threshold(text)
+        out.update(dict.fromkeys(names, th))
+    return out
+
+
+@dataclass(slots=True)
+class MetricDelta:
+    """One compared metric. ``regression``: significant and beyond the threshold in the worse direction."""
+
+    name: str
+    unit: str
+    baseline: float | None
+    current: float | None
+    change: float | None = None
+    change_pct: float | None = None
+    p_value: float | None = None
+    test: str = ""
+    ci_low: float | None = None
+    ci_high: float | None = None
+    significant: bool = False
+    threshold: str = ""
+    beyond: bool = False
+    regression: bool = False
+    improvement: bool = False
+    note: str = ""
+    n_baseline: int = 0
+    n_current: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            k: (round(v, 6) if isinstance(v, float) and math.isfinite(v) else v)
+            for k, v in asdict(self).items()
+        }
+
+
+@dataclass(slots=True)
+class RunParts:
+    """Where a run folder keeps its parts (a plain check/load run, or accept's sub-folders)."""
+
+    path: Path
+    conformance: Path | None = None
+    load: Path | None = None
+    version: str | None = None
+    target: str | None = None
+    intervals: dict[str, Any] | None = (
+        None  # a repeated run's, over its runs (analysis/intervals.py)
+    )
+
+
+def _repeat_part(root: Path, parts: RunParts) -> None:
+    """A repeat folder: its first run is the load part, its intervals come along."""
+    summary = read_json(root / "summary.json")
+    if summary.get("kind") != "repeat":
+        return
+    runs = sorted(p for p in root.glob("run-*") if (p / "summary.json").exists())
+    if runs:
+        parts.load = runs[0]
+        iv = summary.get("intervals")
+        parts.intervals = iv if isinstance(iv, dict) else None
+
+
+def locate(run_dir: Path | str) -> RunParts:
+    """Find the conformance and load parts of a run folder; raises :class:`UsageError` if it has neither."""
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise UsageError(f"{root}: no such run folder")
+    parts = RunParts(root)
+    _repeat_part(root, parts)
+    for cand in (root / "conformance", root):
+        if (cand / "results.jsonl").exists():
+            parts.conformance = cand
+            break
+    for cand in (root / "load", root):
+        if parts.load is not None:
+            break
+        if (
+            records_file(cand) is not None  # records.parquet, or an older run's records.jsonl
+            or worker_files(cand)  # a killed run: its per-worker records are all there is
+            or "requests" in read_json(cand / "summary.json")
+        ):
+            parts.load = cand
+            break
+    if parts.conformance is None and parts.load is None:
+        raise UsageError(
+            f"{root}: neither results.jsonl (conformance) nor records*.jsonl/summary.json (load) found"
+        )
+    if parts.conformance is not None:
+        targets = read_json(parts.conformance / "summary.json").get("targets") or {}
+        for name, info in targets.items():
+            parts.target = parts.target or name
+            if isinstance(info, dict) and info.get("version"):
+                parts.version = str(info["version"])
+                break
+    if parts.load is not None:
+        s = read_json(parts.load / "summary.json")
+        parts.target = parts.target or s.get("target")
+        parts.version = parts.version or s.get("engine_version")
+    return parts
+
+
+def _kinds(parts: RunParts) -> str:
+    kinds = [k for k, v in (("conformance", parts.conformance), ("load", parts.load)) if v]
+    return " and ".join(kinds) + " results only" if kinds else "no results"
+
+
+@dataclass(slots=True)
+class LoadData:
+    """What compare reads of a load part: per-request latency samples (ms) per family and the
+    successful completions (and their output tokens) per whole second."""
+
+    latency: dict[str, np.ndarray]
+    ok_per_s: np.ndarray
+    tokens_per_s: np.ndarray
+    reasoned: bool
+
+    @classmethod
+    def of_records(cls, records: list[dict[str, Any]]) -> LoadData:
+        return cls(
+            {fam: _latency_samples(records, fam) for fam in LATENCY_FAMILIES},
+            _per_second(records, tokens=False),
+            _per_second(records, tokens=True),
+            any("ttfr" in r for r in records),
+        )
+
+    @classmethod
+    def of_samples(cls, doc: dict[str, Any]) -> LoadData:
+        """From ``samples.json`` (analysis/aggregate.py): the run's reservoirs and its per-second
+        completions, first and last (partial) seconds dropped as for records."""
+        samples = doc.get("samples") or {}
+        per_s = doc.get("per_second") or {}
+
+        def whole(key: str) -> np.ndarray:
+            bins = np.asarray(per_s.get(key) or [], dtype=float)
+            return bins[1:-1] if bins.size > 3 else bins
+
+        return cls(
+            {
+                fam: np.asarray((samples.get(fam) or {}).get("values") or [], dtype=float) * 1000.0
+                for fam in LATENCY_FAMILIES
+            },
+            whole("ok"),
+            whole("tokens"),
+            bool(doc.get("reasoned")),
+        )
+
+
+def load_part(folder: Path, notes: list[str], which: str) -> tuple[dict[str, Any], LoadData]:
+    """The summary and samples of a load part: ``samples.json`` (the run's reservoirs), else the
+    records of an older run folder. A run killed before it summarised has only its
+    ``records-<worker>.jsonl``: they are read as they are and summarised here (noted)."""
+    summary = read_json(folder / "summary.json")
+    samples = read_json(folder / SAMPLES_NAME)
+    if samples.get("samples"):
+        return summary, LoadData.of_samples(samples)
+    if records_file(folder) is not None:  # an older run folder: its records
+        return summary, LoadData.of_records(list(read_run_records(folder)))
+    records = [r for f in worker_files(folder) for r in read_jsonl(f) if "t_sent" in r]
+    if "requests" not in summary:
+        from servecheck.analysis.stats import compute_stats
+
+        summary = {**summary, **compute_stats(records).as_dict()}
+        notes.append(
+            f"{which} {folder} was not summarised (killed?): compared from its "
+            f"{len(records)} per-worker records"
+        )
+    return summary, LoadData.of_records(records)
+
+
+# ------------------------------------------------------------------ statistics
+
+
+def _subsample(values: np.ndarray, rng: np.random.Generator, cap: int = MAX_SAMPLES) -> np.ndarray:
+    if values.size <= cap:
+        return values
+    return rng.choice(values, size=cap, replace=False)
+
+
+def bootstrap_diff(
+    a: np.ndarray,
+    b: np.ndarray,
+    qs: Sequence[float] | None,
+    *,
+    seed: int,
+    n_boot: int = 1000,
+    alpha: float = 0.01,
+) -> list[tuple[float, float]]:
+    """Percentile-bootstrap CIs of ``stat(b) - stat(a)`` for each percentile in ``qs`` (None: the mean).
+
+    A resample of a sorted sample is a matrix of indices into it; the resample's k-th order
+    statistic is the sample at the k-th smallest index, which ``np.partition`` finds without a sort.
+    """
+    rng = np.random.default_rng(seed)
+
+    def stats(x: np.ndarray) -> np.ndarray:
+        xs = np.sort(x)
+        idx = rng.integers(0, xs.size, size=(n_boot, xs.size))
+        if qs is None:
+            return xs[idx].mean(axis=1)[None, :]
+        ks = [min(xs.size, max(1, int(np.ceil(q / 100.0 * xs.size)))) - 1 for q in qs]
+        part = np.partition(idx, sorted(set(ks)), axis=1)
+        return np.stack([xs[part[:, k]] for k in ks])
+
+    diffs = stats(b) - stats(a)
+    lo, hi = 100 * alpha / 2, 100 * (1 - alpha / 2)
+    return [(float(np.percentile(d, lo)), float(np.percentile(d, hi))) for d in diffs]
+
+
+def mann_whitney(a: np.ndarray, b: np.ndarray) -> float | None:
+    from scipy.stats import mannwhitneyu
+
+    if a.size < 2 or b.size < 2:
+        return None
+    return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+
+
+def fisher(bad_a: int, n_a: int, bad_b: int, n_b: int) -> float | None:
+    from scipy.stats import fisher_exact
+
+    if n_a == 0 or n_b == 0:
+        return None
+    return float(fisher_exact([[bad_a, n_a - bad_a], [bad_b, n_b - bad_b]]).pvalue)
+
+
+def _finish(d: MetricDelta, th: Threshold | None, higher_is_better: bool) -> MetricDelta:
+    if d.baseline is not None and d.current is not None:
+        d.change = d.current - d.baseline
+        d.change_pct = (d.change / abs(d.baseline) * 100.0) if d.baseline else None
+        if th is not None:
+            d.threshold = th.text
+            d.beyond = th.beyond(d.baseline, d.current, higher_is_better)
+            better = th.beyond(
+                d.current, d.baseline, higher_is_better
+            )  # the same size of change, the good way
+            d.regression = d.significant and d.beyond
+            d.improvement = d.significant and better
+    return d
+
+
+def _latency_samples(records: list[dict[str, Any]], family: str) -> np.ndarray:
+    if family == "itl":
+        vals = [
+            x
+            for r in records
+            if not r.get("error")
+            for x in (r.get("itls") or [])
+            if isinstance(x, (int, float))
+        ]
+    else:
+        vals = [
+            r[family]
+            for r in records
+            if not r.get("error") and isinstance(r.get(family), (int, float))
+        ]
+    return np.asarray(vals, dtype=float) * 1000.0
+
+
+def compare_latency(
+    base: LoadData,
+    cur: LoadData,
+    ths: dict[str, Threshold],
+    *,
+    seed: int = 0,
+    alpha: float = 0.01,
+    n_boot: int = 1000,
+) -> list[MetricDelta]:
+    """Percentile deltas with Mann-Whitney U and bootstrap CIs for every latency family present."""
+    out: list[MetricDelta] = []
+    rng = np.random.default_rng(seed)
+    reasoned = base.reasoned or cur.reasoned
+    for fam in LATENCY_FAMILIES:
+        if fam == "ttfa" and not reasoned:
+            continue  # without reasoning TTFA is TTFT: one row says it
+        a, b = base.latency[fam], cur.latency[fam]
+        if a.size < 5 or b.size < 5:
+            continue
+        a, b = _subsample(a, rng), _subsample(b, rng)
+        p = mann_whitney(a, b)
+        cis = bootstrap_diff(
+            a, b, [q for _, q in PERCENTILES], seed=seed, n_boot=n_boot, alpha=alpha
+        )
+        for (label, q), (lo, hi) in zip(PERCENTILES, cis, strict=True):
+            name = f"{fam}_{label}"
+            ci_excludes_zero = lo > 0 or hi < 0
+            tail = q >= 90
+            significant = ci_excludes_zero and (tail or (p is not None and p < alpha))
+            d = MetricDelta(
+                name,
+                "ms",
+                float(np.percentile(a, q)),
+                float(np.percentile(b, q)),
+                # A tail percentile is judged by the bootstrap CI of its own difference alone; the
+                # Mann-Whitney p is about the whole distributions (the median), so it is not shown.
+                p_value=None if tail else p,
+                test="bootstrap CI of the percentile" if tail else "mann-whitney-u + bootstrap",
+                ci_low=lo,
+                ci_high=hi,
+                significant=significant,
+                n_baseline=int(a.size),
+                n_current=int(b.size),
+            )
+            out.append(_finish(d, ths.get(name), higher_is_better=False))
+    return out
+
+
+def _per_second(records: list[dict[str, Any]], tokens: bool) -> np.ndarray:
+    done = [r for r in records if not r.get("error") and isinstance(r.get("t_done"), (int, float))]
+    if len(done) < 2:
+        return np.asarray([], dtype=float)
+    t0 = min(float(r.get("t_sent") or r["t_done"]) for r in done)
+    n = int((max(float(r["t_done"]) for r in done) - t0) // 1.0) + 1
+    bins = np.zeros(n)
+    for r in done:
+        bins[int((float(r["t_done"]) - t0) // 1.0)] += (
+            float(r.get("output_tokens") or r.get("output_tokens_client") or 0) if tokens else 1.0
+        )
+    return bins[1:-1] if n > 3 else bins
+
+
+def compare_throughput(
+    base_sum: dict[str, Any],
+    cur_sum: dict[str, Any],
+    base: LoadData,
+    cur: LoadData,
+    ths: dict[str, Threshold],
+    *,
+    seed: int = 0,
+    alpha: float = 0.01,
+) -> list[MetricDelta]:
+    out: list[MetricDelta] = []
+    for name, key, tokens in (
+        ("throughput_rps", "requests_per_s", False),
+        ("throughput_tps", "output_tokens_per_s", True),
+    ):
+        bv = (base_sum.get("throughput") or {}).get(key)
+        cv = (cur_sum.get("throughput") or {}).get(key)
+        if bv is None or cv is None:
+            continue
+        a, b = (x.tokens_per_s if tokens else x.ok_per_s for x in (base, cur))
+        d = MetricDelta(
+            name,
+            "req/s" if not tokens else "tok/s",
+            float(bv),
+            float(cv),
+            n_baseline=int(a.size),
+            n_current=int(b.size),
+        )
+        if a.size >= 3 and b.size >= 3:
+            d.p_value = mann_whitney(a, b)
+            ((lo, hi),) = bootstrap_diff(a, b, None, seed=seed, alpha=alpha)
+            d.ci_low, d.ci_high, d.test = lo, hi, "mann-whitney-u + bootstrap (per-second counts)"
+            d.significant = (lo > 0 or hi < 0) and d.p_value is not None and d.p_value < alpha
+        else:
+            d.note = (
+                "too few whole seconds of samples for a test (a longer run gives one); not judged"
+            )
+        out.append(_finish(d, ths.get(name), higher_is_better=True))
+    return out
+
+
+def compare_rates(
+    base_sum: dict[str, Any],
+    cur_sum: dict[str, Any],
+    ths: dict[str, Threshold],
+    *,
+    alpha: float = 0.01,
+) -> list[MetricDelta]:
+    out: list[MetricDelta] = []
+    rb, rc = base_sum.get("requests") or {}, cur_sum.get("requests") or {}
+    na, nb = int(rb.get("total") or 0), int(rc.get("total") or 0)
+    if na and nb:
+        fa, fb = int(rb.get("failed") or 0), int(rc.get("failed") or 0)
+        d = MetricDelta(
+            "error_rate",
+            "fraction",
+            fa / na,
+            fb / nb,
+            p_value=fisher(fa, na, fb, nb),
+            test="fisher-exact",
+            n_baseline=na,
+            n_current=nb,
+        )
+        d.significant = d.p_value is not None and d.p_value < alpha
+        out.append(_finish(d, ths.get("error_rate"), higher_is_better=False))
+    ga, gb = base_sum.get("goodput"), cur_sum.get("goodput")
+    if ga is not None and gb is not None and na and nb:
+        good_a, good_b = round(float(ga) * na), round(float(gb) * nb)
+        d = MetricDelta(
+            "goodput",
+            "fraction",
+            float(ga),
+            float(gb),
+            p_value=fisher(na - good_a, na, nb - good_b, nb),
+            test="fisher-exact",
+            n_baseline=na,
+            n_current=nb,
+        )
+        d.significant = d.p_value is not None and d.p_value < alpha
+        out.append(_finish(d, ths.get("goodput"), higher_is_better=True))
+    return out
+
+
+@dataclass(slots=True)
+class ConformanceDelta:
+    """Checks whose outcome changed; ``newly_failing`` are regressions."""
+
+    newly_failing: list[dict[str, Any]] = field(default_factory=list)
+    fixed: list[dict[str, Any]] = field(default_factory=list)
+    new_checks: list[str] = field(default_factory=list)
+    missing_checks: list[str] = field(default_factory=list)
+    baseline_counts: dict[str, int] = field(default_factory=dict)
+    current_counts: dict[str, int] = field(default_factory=dict)
+
+
+def compare_conformance(base_dir: Path, cur_dir: Path) -> ConformanceDelta:
+    """Outcome changes per check (keyed by check id when each run has one target/model)."""
+    a = [r for r in read_jsonl(base_dir / "results.jsonl") if r.get("check")]
+    b = [r for r in read_jsonl(cur_dir / "results.jsonl") if r.get("check")]
+    single = (
+        len({(r.get("target"), r.get("model")) for r in a}) <= 1
+        and len({(r.get("target"), r.get("model")) for r in b}) <= 1
+    )
+
+    def key(r: dict[str, Any]) -> str:
+        return str(r["check"]) if single else f"{r.get('target')}/{r.get('model')}/{r['check']}"
+
+    ka, kb = {key(r): r for r in a}, {key(r): r for r in b}
+    delta = ConformanceDelta()
+    for r in a:
+        delta.baseline_counts[r["outcome"]] = delta.baseline_counts.get(r["outcome"], 0) + 1
+    for r in b:
+        delta.current_counts[r["outcome"]] = delta.current_counts.get(r["outcome"], 0) + 1
+    for k, rb in sorted(kb.items()):
+        ra = ka.get(k)
+        if ra is None:
+            delta.new_checks.append(k)
+            if rb["outcome"] in BAD_OUTCOMES:
+                delta.newly_failing.append(
+                    {
+                        "check": k,
+                        "baseline": None,
+                        "current": rb["outcome"],
+                        "message": rb.get("message", ""),
+                    }
+                )
+            continue
+        if ra["outcome"] in GOOD_OUTCOMES and rb["outcome"] in BAD_OUTCOMES:
+            delta.newly_failing.append(
+                {
+                    "check": k,
+                    "baseline": ra["outcome"],
+                    "current": rb["outcome"],
+                    "message": rb.get("message", ""),
+                }
+            )
+        elif ra["outcome"] in BAD_OUTCOMES and rb["outcome"] in GOOD_OUTCOMES:
+            delta.fixed.append({"check": k, "baseline": ra["outcome"], "current": rb["outcome"]})
+    delta.missing_checks = sorted(set(ka) - set(kb))
+    return delta
+
+
+@dataclass(slots=True)
+class Comparison:
+    """The whole comparison; ``regressed`` decides the exit code."""
+
+    baseline: RunParts
+    current: RunParts
+    metrics: list[MetricDelta] = field(default_factory=list)
+    conformance: ConformanceDelta | None = None
+    notes: list[str] = field(default_factory=list)
+    alpha: float = 0.01
+    seed: int = 0
+
+    @property
+    def regressions(self) -> list[str]:
+        out = [m.name for m in self.metrics if m.regression]
+        if self.conformance is not None:
+            out += [f"conformance:{c['check']}" for c in self.conformance.newly_failing]
+        return out
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.regressions)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "compare",
+            "baseline": {
+                "path": str(self.baseline.path),
+                "target": self.baseline.target,
+                "version": self.baseline.version,
+            },
+            "current": {
+                "path": str(self.current.path),
+                "target": self.current.target,
+                "version": self.current.version,
+            },
+            "alpha": self.alpha,
+            "seed": self.seed,
+            "verdict": "regression" if self.regressed else "ok",
+            "regressions": self.regressions,
+            "metrics": [m.as_dict() for m in self.metrics],
+            "conformance": None if self.conformance is None else asdict(self.conformance),
+            "notes": self.notes,
+        }
+
+
+def apply_intervals(
+    metrics: list[MetricDelta],
+    base: dict[str, Any] | None,
+    cur: dict[str, Any] | None,
+    notes: list[str],
+) -> None:
+    """Withdraw the significance of a change that lies within both runs' repeat intervals."""
+    from servecheck.analysis.intervals import Interval
+
+    if base is None and cur is None:
+        return
+    if base is None or cur is None:
+        notes.append(
+            "only one of the runs was repeated: judged by the per-request tests of one run each"
+        )
+        return
+    for d in metrics:
+        a, b = base.get(d.name), cur.get(d.name)
+        ia = Interval.from_dict(a) if isinstance(a, dict) else None
+        ib = Interval.from_dict(b) if isinstance(b, dict) else None
+        if ia is None or ib is None:
+            continue
+        overlap = ia.overlaps(ib)
+        if overlap is None:
+            continue
+        span = (
+            f"repeat intervals [{ia.low:.3g}, {ia.high:.3g}] (n={ia.n}) and "
+            f"[{ib.low:.3g}, {ib.high:.3g}] (n={ib.n})"
+        )
+        if overlap and d.significant:
+            d.significant = d.regression = d.improvement = False
+            d.note = (d.note + "; " if d.note else "") + f"{span} overlap: within run-to-run spread"
+        elif not overlap:
+            d.note = (d.note + "; " if d.note else "") + f"{span} apart"
+
+
+def compare_runs(
+    baseline: Path | str,
+    current: Path | str,
+    *,
+    threshold_overrides: Iterable[str] = (),
+    alpha: float = 0.01,
+    seed: int = 0,
+    n_boot: int = 1000,
+) -> Comparison:
+    """Compare two run folders (load, conformance or accept runs). Raises :class:`UsageError` on bad input."""
+    ths = thresholds(threshold_overrides)
+    a, b = locate(baseline), locate(current)
+    cmp = Comparison(a, b, alpha=alpha, seed=seed)
+    if a.version and b.version and a.version != b.version:
+        cmp.notes.append(f"engine version changed: {a.version} -> {b.version}")
+    if a.target and b.target and a.target != b.target:
+        cmp.notes.append(
+            f"different targets: {a.target} vs {b.target} (baselines are meant per target)"
+        )
+    if (a.load is None or b.load is None) and (a.conformance is None or b.conformance is None):
+        raise UsageError(
+            f"nothing to compare: baseline {a.path} has {_kinds(a)}, current {b.path} has "
+            f"{_kinds(b)}; compare a load run with a load run or a check run with a check run"
+        )
+    if a.load is not None and b.load is not None:
+        sa, ra = load_part(a.load, cmp.notes, "baseline")
+        sb, rb = load_part(b.load, cmp.notes, "current")
+        for key in ("scenario", "api", "mode", "users", "rate"):
+            # a summary from before the messages API has no "api": it ran chat
+            va, vb = (x.get(key, "chat" if key == "api" else None) for x in (sa, sb))
+            if va != vb:
+                cmp.notes.append(
+                    f"load {key} differs: {va} vs {vb} (the comparison may not be like for like)"
+                )
+        cmp.metrics += compare_latency(ra, rb, ths, seed=seed, alpha=alpha, n_boot=n_boot)
+        cmp.metrics += compare_throughput(sa, sb, ra, rb, ths, seed=seed, alpha=alpha)
+        cmp.metrics += compare_rates(sa, sb, ths, alpha=alpha)
+        apply_intervals(cmp.metrics, a.intervals, b.intervals, cmp.notes)
+    elif a.load is not None or b.load is not None:
+        cmp.notes.append("only one of the runs has a load part: load metrics not compared")
+    if a.conformance is not None and b.conformance is not None:
+        cmp.conformance = compare_conformance(a.conformance, b.conformance)
+    elif a.conformance is not None or b.conformance is not None:
+        cmp.notes.append("only one of the runs has a conformance part: outcomes not compared")
+    return cmp
+
+
+__all__ = [
+    "Comparison",
+    "ConformanceDelta",
+    "MetricDelta",
+    "RunParts",
+    "Threshold",
+    "apply_intervals",
+    "bootstrap_diff",
+    "compare_conformance",
+    "compare_latency",
+    "compare_runs",
+    "locate",
+    "parse_threshold",
+    "thresholds",
+]
