@@ -40,7 +40,11 @@ Until = Callable[[StreamState], bool]
 
 
 def _headers(headers: Mapping[str, str]) -> dict[str, str]:
-    return {**headers, "Content-Type": "application/json", "Accept": "text/event-stream"}
+    """The caller's headers with this request's own body type and accept (one of each, whatever
+    case the caller wrote them in)."""
+    own = {"content-type", "accept"}
+    kept = {k: v for k, v in headers.items() if k.lower() not in own}
+    return {**kept, "Content-Type": "application/json", "Accept": "text/event-stream"}
 
 
 def _head(res: WireResult, response: httpx.Response) -> bool:
