@@ -55,6 +55,7 @@ class StreamState:
         "problem_kind",
         "chunks",
         "fast",
+        "finish_reason",
     )
     END_MARK = "data: [DONE]"  # what ends a complete stream (the messages reader's differs)
 
@@ -71,6 +72,9 @@ class StreamState:
         self.problem = ""
         self.problem_kind: ErrorClass = "stream-error"  # what ``problem`` is, once set
         self.chunks = 0
+        # The last finish_reason of a parsed chunk. Complete only with ``fast=False``: the fast
+        # path counts a token chunk without parsing it, and vLLM's last token chunk carries it.
+        self.finish_reason: str | None = None
 
     def feed(self, data: bytes, t: float) -> str | None:
         """Take one read. Returns why the exchange must stop (an event past
@@ -227,6 +231,11 @@ class StreamState:
                     f"error object in stream: {str(obj.get('error'))[:200]}",
                 )
             return
+        choices = obj.get("choices")
+        if choices and isinstance(choices, list):
+            for choice in choices:
+                if isinstance(choice, dict) and choice.get("finish_reason"):
+                    self.finish_reason = str(choice["finish_reason"])
         phase = token_phase(obj)
         if phase == "answer":
             self._answer(t)
