@@ -253,9 +253,11 @@ class _Clock:
         t = self.wall()
         return round(t - (self.t0 if self.t0 is not None else t), 4)
 
-    def start(self) -> None:
-        self.t0 = self.wall()
+    def start(self) -> float:
+        """Mark the drain action's start; returns it (epoch seconds, the records' clock)."""
+        self.t0 = t0 = self.wall()
         self.begun.set()
+        return t0
 
 
 def _stream_body(model: str, opts: DrainOptions) -> dict[str, Any]:
@@ -443,11 +445,10 @@ def measure_drain(
         1 for th, ev in zip(threads, firsts, strict=True) if ev.is_set() and th.is_alive()
     )
     say(f"drain: {running} of {opts.streams} streams in flight; {action.what}")
-    clock.start()
+    t0 = clock.start()
     try:
         action.start()
-        report = DrainReport(target.name, model, ActionOutcome(action.what), opts, records)
-        report.t0 = clock.wall() if clock.t0 is None else clock.t0
+        report = DrainReport(target.name, model, ActionOutcome(action.what), opts, records, t0=t0)
         _probe_until_drained(target, model, opts, clock, threads, action, report)
         for th in threads:  # each reader ends by its own bounds (deadline, idle timeout)
             th.join(timeout=max(0.0, opts.deadline_s + opts.stream_idle_s - clock.now()) + 5.0)
@@ -455,9 +456,9 @@ def measure_drain(
         action.finish()
     report.action = action.poll(clock.now())
     report.exited_s = action.exited_s()
-    ends = [report.since(s.t_done) for s in report.in_flight if s.t_done is not None]
+    ends = [s.t_done for s in report.in_flight if s.t_done is not None]
     if report.in_flight and len(ends) == len(report.in_flight):
-        report.streams_done_s = max(e for e in ends if e is not None)
+        report.streams_done_s = report.since(max(ends))
     return report
 
 
