@@ -5,7 +5,8 @@ sends); the first CR seen switches the stream to the project's strict
 :class:`~servecheck.client.sse.SSEParser`, so legal CRLF/CR framing is still read correctly.
 Whether a chunk carries a token (content, tool-call delta, reasoning, or ``text``) is decided by
 the very function :mod:`servecheck.client.http` uses for :class:`~servecheck.client.timing.Timing`
-(``carries_token``; the abandon probe and the Locust user read through this class),
+(``carries_token``; the Locust user reads through this class, and so do soak and the probes,
+through :mod:`servecheck.load.generator.request`),
 so TTFT here and in conformance checks is one definition (``tests/load/test_stream.py`` pins it).
 The same function says the token's phase: reasoning (``reasoning_content`` / ``reasoning``) or
 answer (everything else); ``token_times`` holds every token, ``reasoning_at`` the positions of
