@@ -1,5 +1,6 @@
 """What a client of an alias saw while the model behind it was swapped (``servecheck cutover
---swap-under-load``), from the records of :mod:`servecheck.probes.swap_probe`.
+--swap-under-load``), from the records of :mod:`servecheck.probes.swap_probe` (each a
+:class:`~servecheck.records.record.RequestRecord`, times from the probe's start).
 
 :func:`analyse_swap` reports the failed requests by error class, the longest stretch of time
 with no successful response (measured between completions, including the start and end of the
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from servecheck.probes.swap_probe import ProbeRecord
+from servecheck.records.record import RequestRecord
 
 
 @dataclass(slots=True)
@@ -44,16 +45,21 @@ class SwapReport:
         return asdict(self)
 
 
-def analyse_swap(records: Sequence[ProbeRecord], duration_s: float) -> SwapReport:
+def _done(r: RequestRecord) -> float:
+    """When a probe request ended (s from the probe's start; the probe sets it on every record)."""
+    return r.t_sent if r.t_done is None else r.t_done
+
+
+def analyse_swap(records: Sequence[RequestRecord], duration_s: float) -> SwapReport:
     """Failures, the longest time without a successful completion, and served-model changes."""
-    recs = sorted(records, key=lambda r: r.t_done)
+    recs = sorted(records, key=_done)
     ok = [r for r in recs if r.ok]
     bad = [r for r in recs if not r.ok]
     errors: dict[str, int] = {}
     for r in bad:
         errors[r.error or "?"] = errors.get(r.error or "?", 0) + 1
-    end = max(duration_s, recs[-1].t_done if recs else 0.0)
-    marks = [0.0, *(r.t_done for r in ok), end]
+    end = max(duration_s, _done(recs[-1]) if recs else 0.0)
+    marks = [0.0, *(_done(r) for r in ok), end]
     gap, gs, ge = 0.0, 0.0, end
     for a, b in zip(marks, marks[1:], strict=False):
         if b - a > gap:
@@ -62,11 +68,11 @@ def analyse_swap(records: Sequence[ProbeRecord], duration_s: float) -> SwapRepor
     seen: list[str] = []
     last: str | None = None
     for r in ok:
-        if r.model not in seen and r.model is not None:
-            seen.append(r.model)
-        if last is not None and r.model != last:
-            changes.append(ModelChange(round(r.t_done, 3), last, r.model))
-        last = r.model
+        if r.served_model not in seen and r.served_model is not None:
+            seen.append(r.served_model)
+        if last is not None and r.served_model != last:
+            changes.append(ModelChange(round(_done(r), 3), last, r.served_model))
+        last = r.served_model
     return SwapReport(
         duration_s=round(end, 3),
         requests=len(recs),
@@ -79,22 +85,22 @@ def analyse_swap(records: Sequence[ProbeRecord], duration_s: float) -> SwapRepor
         models_seen=seen,
         model_changes=changes,
         first_failure_s=round(bad[0].t_sent, 3) if bad else None,
-        last_failure_s=round(bad[-1].t_done, 3) if bad else None,
+        last_failure_s=round(_done(bad[-1]), 3) if bad else None,
         probe_lag_max_s=round(max((r.lag for r in recs), default=0.0), 3),
     )
 
 
 def swap_timeline(
-    records: Sequence[ProbeRecord], bin_s: float = 0.5
+    records: Sequence[RequestRecord], bin_s: float = 0.5
 ) -> tuple[list[float], list[float], list[float]]:
     """(t, ok/s, failed/s) in bins of completion time, for the plot."""
     if not records:
         return [], [], []
-    n = int(max(r.t_done for r in records) // bin_s) + 1
+    n = int(max(_done(r) for r in records) // bin_s) + 1
     ok, bad = [0.0] * n, [0.0] * n
     for r in records:
-        (ok if r.ok else bad)[int(r.t_done // bin_s)] += 1 / bin_s
+        (ok if r.ok else bad)[int(_done(r) // bin_s)] += 1 / bin_s
     return [(i + 0.5) * bin_s for i in range(n)], ok, bad
 
 
-__all__ = ["ModelChange", "ProbeRecord", "SwapReport", "analyse_swap", "swap_timeline"]
+__all__ = ["ModelChange", "SwapReport", "analyse_swap", "swap_timeline"]

@@ -255,7 +255,6 @@ async def load_cycle(
     import httpx
 
     from servecheck.client.factory import ClientSettings, async_client
-    from servecheck.load.generator.stream import record_from_stream
     from servecheck.probes.abandon import chat_body, stream_chat
     from servecheck.records.record import RequestRecord
 
@@ -282,34 +281,24 @@ async def load_cycle(
             )
             if plan.shared_prefix_words:
                 body["messages"].insert(0, shared_system_message(plan.shared_prefix_words, k))
-            out = await stream_chat(
+            rec = await stream_chat(
                 client,
                 url,
                 body,
                 headers,
                 abandon_after=plan.abandon_chunks if drop else None,
                 timeout_s=target.timeout_s,
-            )
-            rec = record_from_stream(
-                RequestRecord(
+                rec=RequestRecord(
                     target=target.name,
                     scenario="soak",
                     worker=f"cycle-{index}",
                     seq=next(seq),
-                    t_intended=out.t_sent,
-                    t_sent=out.t_sent,
-                    t_done=out.t_done,
-                    status=out.status,
-                    kind="abandon" if out.abandoned else "chat",
-                    error=out.error,
-                    error_message=out.error_message,
-                    abandoned=out.abandoned,
+                    t_intended=0.0,  # stream_chat: due when sent
+                    t_sent=0.0,
                 ),
-                ttft=out.ttft,
-                e2e=out.e2e,
-                token_times=out.token_times,
-                usage=out.usage,
             )
+            if rec.abandoned:
+                rec.kind = "abandon"
             tokens = rec.tokens
             writer.write(rec)
             if watch is not None and stats.down is None:
@@ -324,18 +313,18 @@ async def load_cycle(
                 )
             stats.requests += 1
             stats.tokens += tokens
-            if out.abandoned:
+            if rec.abandoned:
                 stats.abandoned += 1
-            elif out.error is None:
+            elif rec.error is None:
                 stats.ok += 1
-                if out.e2e is not None:
-                    e2es.append(out.e2e)
-                if out.ttft is not None:
-                    ttfts.append(out.ttft)
+                if rec.e2e is not None:
+                    e2es.append(rec.e2e)
+                if rec.ttft is not None:
+                    ttfts.append(rec.ttft)
             else:
                 stats.failed += 1
-                stats.errors[out.error] = stats.errors.get(out.error, 0) + 1
-                stats.first_error = stats.first_error or f"{out.error}: {out.error_message[:200]}"
+                stats.errors[rec.error] = stats.errors.get(rec.error, 0) + 1
+                stats.first_error = stats.first_error or f"{rec.error}: {rec.error_message[:200]}"
                 await asyncio.sleep(
                     min(0.5, max(0.0, stop_at - time.monotonic()))
                 )  # a failing server is not hammered

@@ -21,7 +21,6 @@ Layering: this is load-layer code (client, config, core); it reaches into
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -33,10 +32,10 @@ import httpx
 from servecheck.client.factory import ClientSettings, async_client
 from servecheck.config.model import Target
 from servecheck.errors import UsageError
+from servecheck.load.generator.request import read_stream
 from servecheck.load.generator.stream import StreamState
 from servecheck.load.workload.prompts import words_text
-from servecheck.records.record import RecordError, status_error
-from servecheck.redact import redact
+from servecheck.records.record import RequestRecord
 from servecheck.signals import run_async
 
 if TYPE_CHECKING:
@@ -45,33 +44,8 @@ if TYPE_CHECKING:
     from servecheck.telemetry.leak import DrainVerdict
     from servecheck.telemetry.recorder import TelemetryRecorder
 
-_perf = time.perf_counter
 MAX_STREAMS = 256
 MAX_ROUNDS = 100
-
-
-@dataclass(slots=True)
-class StreamOutcome:
-    """One streamed chat completion as the client saw it (abandoned on purpose or not).
-
-    Times: ``t_sent`` / ``t_done`` wall-clock epoch seconds; ``ttft`` / ``e2e`` / ``itls``
-    seconds on ``perf_counter``. ``error`` uses the load records' classes (``connect``,
-    ``timeout``, ``http-<status>``, ``rate-limited``, ``stream-error``, ``invalid-sse``,
-    ``too-large``); an abandoned stream has ``abandoned=True`` and no error.
-    """
-
-    t_sent: float
-    t_done: float | None = None
-    status: int | None = None
-    ttft: float | None = None
-    e2e: float | None = None
-    itls: list[float] = field(default_factory=list)
-    token_times: list[float] = field(default_factory=list)  # perf_counter, per token chunk
-    tokens_client: int = 0
-    usage: dict[str, Any] | None = None
-    abandoned: bool = False
-    error: RecordError | None = None
-    error_message: str = ""
 
 
 def chat_body(
@@ -102,63 +76,27 @@ async def stream_chat(
     *,
     abandon_after: int | None = None,
     timeout_s: float = 60.0,
-) -> StreamOutcome:
+    rec: RequestRecord | None = None,
+) -> RequestRecord:
     """Send one streaming request; read it to the end, or hang up after ``abandon_after``
-    token-bearing chunks. Never raises for the server's behaviour (errors are data)."""
-    out = StreamOutcome(t_sent=time.time())
-    t0 = _perf()
-    state = StreamState()
-    content = json.dumps(body).encode()
-    hdrs = {**headers, "Content-Type": "application/json", "Accept": "text/event-stream"}
-    try:
-        async with asyncio.timeout(timeout_s):
-            async with client.stream("POST", url, content=content, headers=hdrs) as response:
-                out.status = response.status_code
-                if response.status_code != 200:
-                    prefix = b""
-                    async for raw in response.aiter_raw():
-                        prefix += raw
-                        if len(prefix) > 2000:
-                            break
-                    out.error = status_error(response.status_code, response.headers)
-                    out.error_message = redact(prefix[:300].decode("utf-8", "replace"))
-                else:
-                    async for raw in response.aiter_raw():
-                        too_large = state.feed(raw, _perf())
-                        if too_large:
-                            out.error, out.error_message = "too-large", too_large
-                            break
-                        if abandon_after is not None and len(state.token_times) >= abandon_after:
-                            out.abandoned = True
-                            break  # leaving the block closes the half-read connection
-                    # closing the response here is the hang-up: httpx never pools a half-read one
-    except TimeoutError:
-        out.error, out.error_message = (
-            "timeout",
-            f"the stream did not finish within {timeout_s:g} s",
+    token-bearing chunks (the record's ``abandoned``). Read by the load generator's request
+    function (:func:`~servecheck.load.generator.request.read_stream`), into ``rec`` when given
+    (else a bare record sent when it was due). Never raises for the server's behaviour."""
+    if rec is None:
+        rec = RequestRecord(
+            target="", scenario="abandon", worker="probe", seq=0, t_intended=0.0, t_sent=0.0
         )
-    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-        out.error, out.error_message = "connect", redact(f"cannot connect to {url}: {exc}")
-    except httpx.TimeoutException as exc:
-        out.error, out.error_message = "timeout", redact(f"{type(exc).__name__}: {exc}")
-    except httpx.HTTPError as exc:
-        out.error, out.error_message = "stream-error", redact(f"{type(exc).__name__}: {exc}")
-    t_end = _perf()
-    if not out.abandoned and out.error is None:
-        state.close(t_end)
-        if state.problem:
-            out.error, out.error_message = state.problem_kind, state.problem
-        elif not state.done:
-            out.error, out.error_message = "stream-error", "the stream ended without data: [DONE]"
-    out.t_done = out.t_sent + (t_end - t0)
-    out.e2e = t_end - t0
-    out.ttft = None if state.t_first is None else state.t_first - t0
-    times = state.token_times
-    out.itls = [b - a for a, b in zip(times, times[1:], strict=False)]
-    out.token_times = list(times)
-    out.tokens_client = len(times)
-    out.usage = state.usage
-    return out
+    until = None
+    if abandon_after is not None:
+        stop_at = abandon_after
+
+        def until(st: StreamState) -> bool:
+            return len(st.token_times) >= stop_at
+
+    await read_stream(client, url, body, headers, rec, until=until, timeout_s=timeout_s)
+    if not rec.t_intended:
+        rec.t_intended = rec.t_sent  # a probe's stream is due when it is sent
+    return rec
 
 
 @dataclass(slots=True)
@@ -302,7 +240,7 @@ async def run_probe(
                 )
                 for i in range(cfg.streams)
             ]
-            outcomes = await asyncio.gather(
+            records = await asyncio.gather(
                 *(
                     stream_chat(
                         client,
@@ -316,7 +254,7 @@ async def run_probe(
                 )
             )
             rnd.t_end = time.time()
-            for o in outcomes:
+            for o in records:
                 rnd.opened += 1
                 if o.abandoned:
                     rnd.abandoned += 1
@@ -458,7 +396,6 @@ __all__ = [
     "ProbeResult",
     "ProbeRound",
     "ProbeSettings",
-    "StreamOutcome",
     "chat_body",
     "discover_model",
     "judge_drain",

@@ -8,7 +8,9 @@ that and keep it out of the steady-state numbers (the smoke load then runs on a 
 group, its output in ``launch.log``); :func:`measure` waits for readiness with the caller's probe
 (the command layer passes the checks' ``wait_ready``: this module does not import checks), then
 sends ``requests`` sequential streaming chat completions and times each the way load records do
-(TTFT stops at the first token-bearing chunk, :class:`~servecheck.load.generator.stream.StreamState`).
+(TTFT stops at the first token-bearing chunk: each request is read by the load generator's request
+function, :func:`~servecheck.load.generator.request.read_stream_sync`, into a
+:class:`~servecheck.records.record.RequestRecord`).
 
 Figures: ``time_to_ready_s`` (from launch, or from when the wait began), the first request's TTFT
 and E2E, the warm medians (over the last ``warm_window`` requests), their ratios, and
@@ -25,7 +27,6 @@ the stage is INCONCLUSIVE, never a pass.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import signal
@@ -33,7 +34,7 @@ import statistics
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,22 +44,32 @@ from servecheck.analysis.slo import SLO, Verdict
 from servecheck.client.factory import ClientSettings, sync_client
 from servecheck.config.model import Target
 from servecheck.errors import SpecError
-from servecheck.load.generator.stream import StreamState
+from servecheck.load.generator.request import read_stream_sync
 from servecheck.load.workload.prompts import words_text
-from servecheck.records.record import http_error
+from servecheck.records.record import RequestRecord
 from servecheck.signals import die_with_parent
 
-_perf = time.perf_counter
 MAX_REQUESTS = 200
 
 
-@dataclass(slots=True)
-class Probe:
-    """One timed request of the cold-start series (ms; None where it did not get that far)."""
+def failure(rec: RequestRecord) -> str | None:
+    """Why a request of the series does not count: its error class, or ``no-token`` for a
+    stream that ended well without a token (no TTFT to compare); None when it counts."""
+    if rec.error is not None:
+        return rec.error
+    return "no-token" if rec.ttft is None else None
 
-    ttft_ms: float | None
-    e2e_ms: float | None
-    error: str | None = None
+
+def _ms(rec: RequestRecord, key: str) -> float | None:
+    """``ttft_ms`` / ``e2e_ms`` of one request (the series' unit); no TTFT for a failed one."""
+    if key == "ttft_ms":
+        return None if rec.ttft is None or failure(rec) else rec.ttft * 1000
+    return None if rec.e2e is None else rec.e2e * 1000
+
+
+def series_row(rec: RequestRecord) -> dict[str, Any]:
+    """One request as the series in ``cold_start`` reads: ms, None where it did not get that far."""
+    return {"ttft_ms": _ms(rec, "ttft_ms"), "e2e_ms": _ms(rec, "e2e_ms"), "error": failure(rec)}
 
 
 @dataclass(slots=True)
@@ -70,16 +81,17 @@ class ColdStart:
     ready: bool
     ready_detail: str
     time_to_ready_s: float | None
-    probes: list[Probe] = field(default_factory=list)
+    probes: list[RequestRecord] = field(default_factory=list)
     warm_window: int = 10
     tolerance: float = 0.25
 
     @property
     def ok(self) -> bool:
-        return self.ready and any(p.error is None for p in self.probes)
+        return self.ready and any(failure(p) is None for p in self.probes)
 
     def _good(self, key: str) -> list[float]:
-        return [getattr(p, key) for p in self.probes if p.error is None and getattr(p, key)]
+        values = [_ms(p, key) for p in self.probes if failure(p) is None]
+        return [v for v in values if v]
 
     def warm_median(self, key: str) -> float | None:
         good = self._good(key)
@@ -97,9 +109,7 @@ class ColdStart:
             return None
         bound = warm + max(5.0, warm * self.tolerance)
         inf = float("inf")
-        ttfts = [
-            p.ttft_ms if p.error is None and p.ttft_ms is not None else inf for p in self.probes
-        ]
+        ttfts = [inf if (t := _ms(p, "ttft_ms")) is None else t for p in self.probes]
         for i in range(len(ttfts)):
             window = sorted(ttfts[i : i + 3])
             if ttfts[i] <= bound and window[len(window) // 2] <= bound:
@@ -107,7 +117,7 @@ class ColdStart:
         return None
 
     def as_dict(self) -> dict[str, Any]:
-        first = self.probes[0] if self.probes else None
+        first = series_row(self.probes[0]) if self.probes else None
         wt, we = self.warm_median("ttft_ms"), self.warm_median("e2e_ms")
 
         def ratio(a: float | None, b: float | None) -> float | None:
@@ -120,18 +130,18 @@ class ColdStart:
             "ready_detail": self.ready_detail,
             "time_to_ready_s": self.time_to_ready_s,
             "requests": len(self.probes),
-            "failed": sum(1 for p in self.probes if p.error),
-            "first_ttft_ms": first.ttft_ms if first else None,
-            "first_e2e_ms": first.e2e_ms if first else None,
-            "first_error": first.error if first else None,
+            "failed": sum(1 for p in self.probes if failure(p)),
+            "first_ttft_ms": first["ttft_ms"] if first else None,
+            "first_e2e_ms": first["e2e_ms"] if first else None,
+            "first_error": first["error"] if first else None,
             "warm_ttft_median_ms": wt,
             "warm_e2e_median_ms": we,
-            "first_vs_warm_ttft": ratio(first.ttft_ms if first else None, wt),
-            "first_vs_warm_e2e": ratio(first.e2e_ms if first else None, we),
+            "first_vs_warm_ttft": ratio(first["ttft_ms"] if first else None, wt),
+            "first_vs_warm_e2e": ratio(first["e2e_ms"] if first else None, we),
             "requests_to_warm": self.requests_to_warm,
             "warm_window": self.warm_window,
             "tolerance": self.tolerance,
-            "series": [asdict(p) for p in self.probes],
+            "series": [series_row(p) for p in self.probes],
         }
 
     def line(self) -> str:
@@ -221,8 +231,8 @@ def stop(proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> int | None:
 
 def timed_request(
     client: httpx.Client, target: Target, model: str, max_tokens: int, seed: int
-) -> Probe:
-    """One streaming chat completion, timed like a load record (never raises)."""
+) -> RequestRecord:
+    """One streaming chat completion, read and timed as a load record (never raises)."""
     body = {
         "model": model,
         "messages": [{"role": "user", "content": words_text(40, seed)}],
@@ -231,28 +241,17 @@ def timed_request(
         "stream_options": {"include_usage": True},
         "temperature": 0,
     }
-    st = StreamState()
-    t0 = _perf()
-    try:
-        with client.stream(
-            "POST",
-            target.base_url + "/chat/completions",
-            content=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
-        ) as r:
-            if r.status_code != 200:
-                r.read()
-                return Probe(None, (_perf() - t0) * 1000, http_error(r.status_code))
-            for chunk in r.iter_raw():
-                st.feed(chunk, _perf())
-        t_end = _perf()
-        st.close(t_end)
-    except httpx.HTTPError as exc:
-        return Probe(None, (_perf() - t0) * 1000, f"{type(exc).__name__}")
-    if st.problem:
-        return Probe(None, (t_end - t0) * 1000, st.problem_kind)
-    ttft = None if st.t_first is None else (st.t_first - t0) * 1000
-    return Probe(ttft, (t_end - t0) * 1000, None if ttft is not None else "no-token")
+    rec = RequestRecord(
+        target=target.name,
+        scenario="cold-start",
+        worker="cold-start",
+        seq=seed,
+        t_intended=0.0,
+        t_sent=0.0,
+    )
+    read_stream_sync(client, target.base_url + "/chat/completions", body, {}, rec)
+    rec.t_intended = rec.t_sent  # sequential: each is due when the one before it ended
+    return rec
 
 
 def measure(
@@ -292,7 +291,7 @@ def measure(
     with sync_client(ClientSettings.for_target(target)) as client:
         for i in range(requests):
             probe = timed_request(client, target, name, max_tokens, seed=i)
-            if probe.error == "RemoteProtocolError":
+            if probe.status is None and probe.error == "stream-error":
                 # A kept-alive connection the server had closed (seen on llama.cpp): the request
                 # never reached it; one retry on a fresh connection, as the load reader does.
                 probe = timed_request(client, target, name, max_tokens, seed=i)

@@ -25,14 +25,19 @@ records, never exceptions. No argparse, no option names: the command and the wor
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servecheck.config.model import Target
+from servecheck.records.record import RecordError, RequestRecord, http_error, status_error
+
+if TYPE_CHECKING:
+    from servecheck.load.generator.stream import StreamState
 
 STREAM_OUTCOMES = ("finished", "ended", "cut", "hung", "before-drain", "no-first-token")
 PROBE_OUTCOMES = ("served", "503", "429", "refused", "reset", "hang", "html-5xx", "other")
@@ -101,49 +106,31 @@ class DrainAction:
 
 
 @dataclass(slots=True)
-class StreamRecord:
-    """One in-flight stream (times in seconds after the drain action began; negative: before)."""
-
-    index: int
-    outcome: str = "no-first-token"
-    first_token_s: float | None = None
-    end_s: float | None = None
-    tokens_before: int = 0
-    tokens_after: int = 0
-    finish_reason: str | None = None
-    done: bool = False  # [DONE] seen
-    status: int | None = None
-    detail: str = ""
-
-
-@dataclass(slots=True)
-class ProbeRecord:
-    """One new request after the drain began."""
-
-    sent_s: float
-    outcome: str
-    took_s: float
-    status: int | None = None
-    detail: str = ""
-
-
-@dataclass(slots=True)
 class DrainReport:
-    """Everything measured: the streams, the new requests, the action, the timings."""
+    """Everything measured: the streams, the new requests, the action, the timings.
+
+    The streams and the new requests are records (:class:`~servecheck.records.record.RequestRecord`:
+    wall-clock times, ``outcome`` the class above, ``error_message`` the detail); ``t0`` is when
+    the drain action began on the same clock, so every ``..._s`` is seconds after it."""
 
     target: str
     model: str
     action: ActionOutcome
     options: DrainOptions
-    streams: list[StreamRecord] = field(default_factory=list)
-    probes: list[ProbeRecord] = field(default_factory=list)
+    streams: list[RequestRecord] = field(default_factory=list)
+    probes: list[RequestRecord] = field(default_factory=list)
+    t0: float = 0.0
     refused_s: float | None = None  # first new request refused after every stream was done
     exited_s: float | None = None  # the process exited (when the workflow knows the process)
     streams_done_s: float | None = None  # the last in-flight stream ended
 
     @property
-    def in_flight(self) -> list[StreamRecord]:
+    def in_flight(self) -> list[RequestRecord]:
         return [s for s in self.streams if s.outcome in ("finished", "ended", "cut", "hung")]
+
+    def since(self, wall: float | None) -> float | None:
+        """A record's time as seconds after the drain action began (negative: before it)."""
+        return None if wall is None else round(wall - self.t0, 4)
 
     @property
     def drain_time_s(self) -> float | None:
@@ -168,14 +155,14 @@ class DrainReport:
             ("other", "got another answer"),
         ):
             if probes[outcome]:
-                seen = sorted({p.detail for p in self.probes if p.outcome == outcome})[:3]
+                seen = sorted({p.error_message for p in self.probes if p.outcome == outcome})[:3]
                 text = what.format(t=self.options.probe_timeout_s)
                 fail.append(f"{probes[outcome]} new requests {text}: {'; '.join(seen)}")
         gone = self.refused_s is not None or self.exited_s is not None
         if self.probes and not gone and probes["served"] == len(self.probes):
             fail.append(
-                f"every new request was still served {self.probes[-1].sent_s:.1f} s after "
-                f"{self.action.what}: the drain did not take effect"
+                f"every new request was still served {self.since(self.probes[-1].t_sent):.1f} s "
+                f"after {self.action.what}: the drain did not take effect"
             )
         if fail:
             return "fail", fail
@@ -183,7 +170,7 @@ class DrainReport:
         if not self.action.ok:
             unsure.append(f"the drain action failed: {self.action.detail}")
         if not self.in_flight:
-            why = next((s.detail for s in self.streams if s.detail), "")
+            why = next((s.error_message for s in self.streams if s.error_message), "")
             unsure.append(
                 f"no stream was in flight when the drain began ({dict(streams)}"
                 + (f"; {why}" if why else "")
@@ -192,6 +179,34 @@ class DrainReport:
         if unsure:
             return "inconclusive", unsure
         return "pass", []
+
+    def stream_row(self, rec: RequestRecord) -> dict[str, Any]:
+        """One in-flight stream as drain.json lists it (times in seconds after the action)."""
+        first = None if rec.ttft is None else rec.t_sent + rec.ttft
+        times = [] if first is None else list(itertools.accumulate(rec.itls, initial=first))
+        before = sum(1 for t in times if t < self.t0)
+        return {
+            "index": rec.seq,
+            "outcome": rec.outcome,
+            "first_token_s": self.since(first),
+            "end_s": self.since(rec.t_done),
+            "tokens_before": before,
+            "tokens_after": len(times) - before,
+            "finish_reason": rec.finish_reason,
+            "done": rec.error is None,  # read to its [DONE] with nothing wrong on the way
+            "status": rec.status,
+            "detail": rec.error_message,
+        }
+
+    def probe_row(self, rec: RequestRecord) -> dict[str, Any]:
+        """One new request as drain.json lists it."""
+        return {
+            "sent_s": self.since(rec.t_sent),
+            "outcome": rec.outcome,
+            "took_s": None if rec.e2e is None else round(rec.e2e, 4),
+            "status": rec.status,
+            "detail": rec.error_message,
+        }
 
     def as_dict(self) -> dict[str, Any]:
         status, reasons = self.verdict()
@@ -213,8 +228,8 @@ class DrainReport:
                 Counter(str(s.finish_reason) for s in self.in_flight if s.finish_reason)
             ),
             "probe_outcomes": dict(Counter(p.outcome for p in self.probes)),
-            "streams": [asdict(s) for s in self.streams],
-            "probes": [asdict(p) for p in self.probes],
+            "streams": [self.stream_row(s) for s in self.streams],
+            "probes": [self.probe_row(p) for p in self.probes],
         }
 
 
@@ -222,15 +237,27 @@ class DrainReport:
 
 
 class _Clock:
-    """Seconds relative to the drain action (negative before it); ``t0`` is set when it starts."""
+    """The records' clock (epoch seconds, kept on the monotonic clock from one anchor) and when
+    the drain action began on it (``t0``, set by :meth:`start`)."""
 
     def __init__(self) -> None:
         self.t0: float | None = None
         self.begun = threading.Event()
+        self._wall0, self._mono0 = time.time(), time.monotonic()
+
+    def wall(self) -> float:
+        return self._wall0 + (time.monotonic() - self._mono0)
 
     def now(self) -> float:
-        t0 = self.t0 if self.t0 is not None else time.monotonic()
-        return round(time.monotonic() - t0, 4)
+        """Seconds after the drain action began (0 before it)."""
+        t = self.wall()
+        return round(t - (self.t0 if self.t0 is not None else t), 4)
+
+    def start(self) -> float:
+        """Mark the drain action's start; returns it (epoch seconds, the records' clock)."""
+        self.t0 = t0 = self.wall()
+        self.begun.set()
+        return t0
 
 
 def _stream_body(model: str, opts: DrainOptions) -> dict[str, Any]:
@@ -246,17 +273,18 @@ def _stream_body(model: str, opts: DrainOptions) -> dict[str, Any]:
 
 def _read_stream(
     target: Target,
-    rec: StreamRecord,
+    rec: RequestRecord,
     body: dict[str, Any],
     opts: DrainOptions,
     clock: _Clock,
     first: threading.Event,
 ) -> None:
-    """One streaming request into ``rec``; never raises."""
-    import httpx
-
+    """One streaming request into ``rec``, read by the load generator's request function and
+    classified (:data:`STREAM_OUTCOMES`); never raises."""
     from servecheck.client.factory import ClientSettings, sync_client
-    from servecheck.client.sse import SSEParser, classify_data
+    from servecheck.load.generator.request import read_stream_sync
+    from servecheck.load.generator.stream import StreamState
+    from servecheck.load.generator.wire import WireResult
 
     settings = ClientSettings.for_target(
         target,
@@ -267,74 +295,62 @@ def _read_stream(
         max_connections=1,
         keepalive=False,
     )
-    parser = SSEParser()
-    ended_explicitly = False
-    try:
-        with (
-            sync_client(settings) as client,
-            client.stream("POST", settings.base_url + "/chat/completions", json=body) as resp,
-        ):
-            rec.status = resp.status_code
-            if resp.status_code != 200:
-                rec.detail = (
-                    f"HTTP {resp.status_code}: {resp.read()[:160].decode(errors='replace')}"
-                )
-                rec.end_s = clock.now()
-                return
-            for chunk in resp.iter_raw():
-                for event in parser.feed(chunk):
-                    parsed = classify_data(event.data)
-                    if parsed.kind == "done":
-                        rec.done = True
-                    elif parsed.kind == "error":
-                        ended_explicitly = True
-                        rec.detail = str(parsed.obj)[:200]
-                    elif parsed.kind == "chunk" and parsed.obj is not None:
-                        _count(rec, parsed.obj, clock, first)
-                if clock.begun.is_set() and clock.now() > opts.deadline_s:
-                    rec.outcome, rec.end_s = "hung", clock.now()
-                    rec.detail = f"still streaming {opts.deadline_s:g} s after the drain began"
-                    return
-    except httpx.TimeoutException:
-        rec.outcome, rec.end_s = "hung", clock.now()
-        rec.detail = f"no byte for {settings.timeout_s:g} s"
-        if not clock.begun.is_set():
-            rec.outcome = "before-drain" if rec.first_token_s is not None else "no-first-token"
-        return
-    except httpx.HTTPError as exc:
-        rec.detail = f"{type(exc).__name__}: {exc}"[:200]
-    rec.end_s = clock.now()
-    if not clock.begun.is_set():
-        rec.outcome = "before-drain" if rec.first_token_s is not None else "no-first-token"
-    elif rec.finish_reason in NORMAL_FINISH:
-        rec.outcome = "finished"
-    elif rec.finish_reason or ended_explicitly:
-        rec.outcome = "ended"
-    else:
-        rec.outcome = "cut"
+    st = StreamState(fast=False)  # every chunk parsed: vLLM's last token chunk has the finish
+    res = WireResult()
+
+    def until(state: StreamState) -> bool:
+        if state.token_times and not first.is_set():
+            first.set()
+        return clock.begun.is_set() and clock.now() > opts.deadline_s
+
+    url = settings.base_url + "/chat/completions"
+    with sync_client(settings) as client:
+        read_stream_sync(
+            client, url, body, {}, rec, until=until, clock=clock.wall, state=st, res=res
+        )
+    rec.t_intended = rec.t_sent
+    rec.finish_reason = st.finish_reason
+    rec.outcome = _stream_outcome(
+        rec, st, res.hung_up, clock.begun.is_set(), opts, settings.timeout_s
+    )
 
 
-def _count(rec: StreamRecord, obj: dict[str, Any], clock: _Clock, first: threading.Event) -> None:
-    for choice in obj.get("choices") or []:
-        if not isinstance(choice, dict):
-            continue
-        delta = choice.get("delta") or {}
-        if isinstance(delta, dict) and (delta.get("content") or delta.get("reasoning_content")):
-            if clock.begun.is_set():
-                rec.tokens_after += 1
-            else:
-                rec.tokens_before += 1
-            if rec.first_token_s is None:
-                rec.first_token_s = clock.now()
-                first.set()
-        if choice.get("finish_reason"):
-            rec.finish_reason = str(choice["finish_reason"])
+def _stream_outcome(
+    rec: RequestRecord,
+    st: StreamState,
+    hung_up: bool,
+    begun: bool,
+    opts: DrainOptions,
+    idle_s: float,
+) -> str:
+    """The stream's class; a hung one's error and detail say which bound it ran into."""
+    if hung_up:  # the deadline (until)
+        rec.abandoned = False
+        rec.error = "timeout"
+        rec.error_message = f"still streaming {opts.deadline_s:g} s after the drain began"
+        return "hung"
+    if rec.status is not None and rec.status != 200:
+        rec.error_message = f"HTTP {rec.status}: {rec.error_message[:160]}"
+        return "no-first-token"
+    started = "before-drain" if rec.ttft is not None else "no-first-token"
+    if rec.error == "timeout":  # the read bound
+        rec.error_message = f"no byte for {idle_s:g} s"
+        return "hung" if begun else started
+    if not begun:
+        return started
+    if st.finish_reason in NORMAL_FINISH:
+        return "finished"
+    if st.finish_reason or (st.problem and st.problem_kind == "stream-error"):
+        return "ended"  # another finish reason, or an error event in the stream
+    return "cut"
 
 
 # --------------------------------------------------------------------------- new requests
 
 
-def _probe(target: Target, model: str, opts: DrainOptions, clock: _Clock) -> ProbeRecord:
+def _probe(
+    target: Target, model: str, opts: DrainOptions, clock: _Clock, seq: int
+) -> RequestRecord:
     import httpx
 
     from servecheck.client.factory import ClientSettings, sync_client
@@ -352,36 +368,43 @@ def _probe(target: Target, model: str, opts: DrainOptions, clock: _Clock) -> Pro
         "max_tokens": 1,
         "temperature": 0,
     }
-    sent = clock.now()
+    sent = clock.wall()
+    rec = RequestRecord(target.name, "drain", "new-request", seq, t_intended=sent, t_sent=sent)
     start = time.monotonic()
 
-    def done(outcome: str, status: int | None = None, detail: str = "") -> ProbeRecord:
-        return ProbeRecord(sent, outcome, round(time.monotonic() - start, 4), status, detail)
+    def done(
+        outcome: str, error: RecordError | None, status: int | None = None, detail: str = ""
+    ) -> RequestRecord:
+        rec.e2e = time.monotonic() - start
+        rec.t_done = sent + rec.e2e
+        rec.outcome, rec.error, rec.status, rec.error_message = outcome, error, status, detail
+        return rec
 
     try:
         with sync_client(settings) as client:
             resp = client.post(settings.base_url + "/chat/completions", json=body)
     except httpx.ConnectError:
-        return done("refused", detail="connection refused")
+        return done("refused", "connect", detail="connection refused")
     except httpx.TimeoutException as exc:
-        return done("hang", detail=f"{type(exc).__name__} after {opts.probe_timeout_s:g} s")
+        why = f"{type(exc).__name__} after {opts.probe_timeout_s:g} s"
+        return done("hang", "timeout", detail=why)
     except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
         # closed before an answer: a client retries it as a refused connection
-        return done("reset", detail=f"{type(exc).__name__}: {exc}"[:200])
+        return done("reset", "stream-error", detail=f"{type(exc).__name__}: {exc}"[:200])
     except httpx.HTTPError as exc:
-        return done("other", detail=f"{type(exc).__name__}: {exc}"[:200])
+        return done("other", "stream-error", detail=f"{type(exc).__name__}: {exc}"[:200])
     status, kind = resp.status_code, resp.headers.get("content-type", "")
     text = resp.text[:200]
     html = "html" in kind or text.lstrip().startswith("<")
     if 200 <= status < 300:
-        return done("served", status)
-    if status == 503:
-        return done("503", status, text[:80])
-    if status == 429:
-        return done("429", status, text[:80])
+        return done("served", None, status)
+    if status in (503, 429):
+        return done(str(status), status_error(status, resp.headers), status, text[:80])
+    failed = http_error(status)
     if status >= 500 and html:
-        return done("html-5xx", status, f"HTTP {status} {kind or 'no content-type'}: {text[:60]}")
-    return done("other", status, f"HTTP {status}: {text[:80]}")
+        detail = f"HTTP {status} {kind or 'no content-type'}: {text[:60]}"
+        return done("html-5xx", failed, status, detail)
+    return done("other", failed, status, f"HTTP {status}: {text[:80]}")
 
 
 # --------------------------------------------------------------------------- the run
@@ -398,13 +421,16 @@ def measure_drain(
     say = say or (lambda _line: None)
     clock = _Clock()
     body = _stream_body(model, opts)
-    records = [StreamRecord(i) for i in range(opts.streams)]
+    records = [
+        RequestRecord(target.name, "drain", "stream", i, 0.0, 0.0, outcome="no-first-token")
+        for i in range(opts.streams)
+    ]
     firsts = [threading.Event() for _ in records]
     threads = [
         threading.Thread(
             target=_read_stream,
             args=(target, rec, body, opts, clock, ev),
-            name=f"drain-stream-{rec.index}",
+            name=f"drain-stream-{rec.seq}",
             daemon=True,
         )
         for rec, ev in zip(records, firsts, strict=True)
@@ -419,11 +445,10 @@ def measure_drain(
         1 for th, ev in zip(threads, firsts, strict=True) if ev.is_set() and th.is_alive()
     )
     say(f"drain: {running} of {opts.streams} streams in flight; {action.what}")
-    clock.t0 = time.monotonic()
-    clock.begun.set()
+    t0 = clock.start()
     try:
         action.start()
-        report = DrainReport(target.name, model, ActionOutcome(action.what), opts, records)
+        report = DrainReport(target.name, model, ActionOutcome(action.what), opts, records, t0=t0)
         _probe_until_drained(target, model, opts, clock, threads, action, report)
         for th in threads:  # each reader ends by its own bounds (deadline, idle timeout)
             th.join(timeout=max(0.0, opts.deadline_s + opts.stream_idle_s - clock.now()) + 5.0)
@@ -431,9 +456,9 @@ def measure_drain(
         action.finish()
     report.action = action.poll(clock.now())
     report.exited_s = action.exited_s()
-    ends = [s.end_s for s in report.in_flight if s.end_s is not None]
+    ends = [s.t_done for s in report.in_flight if s.t_done is not None]
     if report.in_flight and len(ends) == len(report.in_flight):
-        report.streams_done_s = max(ends)
+        report.streams_done_s = report.since(max(ends))
     return report
 
 
@@ -455,13 +480,13 @@ def _probe_until_drained(
         if clock.now() < due:
             time.sleep(min(due - clock.now(), 0.5))
             continue
-        probe = _probe(target, model, opts, clock)
+        probe = _probe(target, model, opts, clock, len(report.probes))
         report.probes.append(probe)
         streams_over = not any(th.is_alive() for th in threads)
         if probe.outcome == "refused" and streams_over:
             refused_in_row += 1
             if report.refused_s is None:
-                report.refused_s = probe.sent_s
+                report.refused_s = report.since(probe.t_sent)
         else:
             refused_in_row = 0
             if probe.outcome != "refused":
@@ -478,7 +503,5 @@ __all__ = [
     "DrainAction",
     "DrainOptions",
     "DrainReport",
-    "ProbeRecord",
-    "StreamRecord",
     "measure_drain",
 ]

@@ -36,6 +36,7 @@ from typing import Any
 from servecheck.analysis.slo import SLO, Verdict
 from servecheck.config.model import Target
 from servecheck.errors import UsageError
+from servecheck.records.record import RequestRecord
 
 KINDS = ("lora-load", "lora-unload", "xinference-relaunch")
 SETTLE_FACTOR = 1.5
@@ -181,7 +182,9 @@ class SwapImpact:
         return asdict(self)
 
 
-def swap_impact(records: Sequence[Any], swap_at: float, slice_s: float = 1.0) -> SwapImpact:
+def swap_impact(
+    records: Sequence[RequestRecord], swap_at: float, slice_s: float = 1.0
+) -> SwapImpact:
     """Failures, the TTFT spike and the time to settle of ``records`` (the swap probe's, with
     ``ttft`` in seconds) around a swap that started at ``swap_at`` s."""
     before = [
@@ -208,7 +211,7 @@ def swap_impact(records: Sequence[Any], swap_at: float, slice_s: float = 1.0) ->
     spike = None if base is None or peak is None else max(0.0, peak - base)
     by_model: dict[str, dict[str, int]] = {}
     for r in records:
-        row = by_model.setdefault(r.model_sent or "?", {"requests": 0, "failed": 0})
+        row = by_model.setdefault(r.model or "?", {"requests": 0, "failed": 0})
         row["requests"] += 1
         row["failed"] += int(not r.ok)
     return SwapImpact(

@@ -2,9 +2,11 @@
 target while the model behind it is swapped.
 
 A fixed-rate open loop of small requests (bounded by a duration, a rate and a cap on requests in
-flight); every request becomes a :class:`ProbeRecord`.
+flight); every request becomes a :class:`~servecheck.records.record.RequestRecord` (times in
+seconds from the probe's start; ``model`` the model it named, ``served_model`` the one the answer
+named), a streamed one read by the load generator's request function.
 :func:`servecheck.analysis.cutover.analyse_swap` reads them afterwards. For a swap servecheck does
-itself (:mod:`servecheck.probes.swap`) the requests stream (each gets a TTFT: the first event),
+itself (:mod:`servecheck.probes.swap`) the requests stream (each gets a TTFT: the first token),
 are split across models by weight (smooth weighted round robin: every window of requests holds
 the weights' shares, the same order every run), and the swap runs in a thread at its time.
 """
@@ -12,30 +14,18 @@ the weights' shares, the same order every run), and the swap runs in a thread at
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from servecheck.config.model import Target
+from servecheck.load.generator.request import read_stream
+from servecheck.load.generator.wire import WireResult
 from servecheck.load.workload.mix import WeightedCycle
-from servecheck.records.record import RecordError, http_error
+from servecheck.records.record import RequestRecord, http_error
 from servecheck.signals import run_async
-
-
-@dataclass(slots=True)
-class ProbeRecord:
-    """One probe request: times relative to the probe start (s)."""
-
-    t_sent: float
-    t_done: float
-    ok: bool
-    status: int | None
-    error: str | None
-    model: str | None
-    lag: float = 0.0  # how late the probe sent it (s): the probe's own health
-    ttft: float | None = None  # streamed: the first event's arrival after sending (s)
-    model_sent: str | None = None  # the model the request named
 
 
 @dataclass(slots=True)
@@ -60,7 +50,7 @@ async def _probe(
     max_inflight: int,
     on_tick: Callable[[float, int, int], None] | None,
     opts: ProbeOptions | None = None,
-) -> list[ProbeRecord]:
+) -> list[RequestRecord]:
     import httpx
 
     from servecheck.client.factory import ClientSettings, async_client
@@ -72,7 +62,7 @@ async def _probe(
         max_connections=max_inflight,
     )
     headers = {**settings.headers, "content-type": "application/json"}
-    records: list[ProbeRecord] = []
+    records: list[RequestRecord] = []
     sem = asyncio.Semaphore(max_inflight)
     t0 = time.perf_counter()
     body = {
@@ -85,43 +75,33 @@ async def _probe(
     opts = opts or ProbeOptions()
     pick = WeightedCycle(list(opts.mix) or [(model, 1.0)])
 
-    async def one(client: httpx.AsyncClient, due: float, name: str) -> None:
+    async def one(client: httpx.AsyncClient, due: float, name: str, seq: int) -> None:
         async with sem:
-            sent = time.perf_counter() - t0
-            status: int | None = None
-            ttft: float | None = None
-            try:
-                if opts.stream:
-                    status, served, ttft = await _streamed(
-                        client, target.base_url, {**body, "model": name}, headers
-                    )
-                    ttft = None if ttft is None else ttft - t0 - sent
-                else:
-                    r = await client.post(
-                        target.base_url + "/chat/completions",
-                        json={**body, "model": name},
-                        headers=headers,
-                    )
-                    status, served = r.status_code, _served_model(r)
-                ok = status is not None and 200 <= status < 300
-                err: RecordError | None = None if ok else http_error(status or 0)
-            except httpx.TimeoutException:
-                ok, err, served = False, "timeout", None
-            except httpx.TransportError:
-                ok, err, served = False, "connect", None
-            records.append(
-                ProbeRecord(
-                    sent,
-                    time.perf_counter() - t0,
-                    ok,
-                    status,
-                    err,
-                    served if ok else None,
-                    max(0.0, sent - due),
-                    ttft if ok else None,
-                    name,
-                )
+            rec = RequestRecord(
+                target=target.name,
+                scenario="swap-probe",
+                worker="probe",
+                seq=seq,
+                t_intended=due,
+                t_sent=time.perf_counter() - t0,
+                model=name,
             )
+            if opts.stream:
+                await _streamed(
+                    client,
+                    target.base_url,
+                    {**body, "model": name},
+                    headers,
+                    rec,
+                    clock=lambda: time.perf_counter() - t0,
+                    timeout_s=settings.timeout_s,
+                )
+            else:
+                await _posted(client, target.base_url, {**body, "model": name}, headers, rec)
+                rec.t_done = time.perf_counter() - t0
+            # The probe's own lateness, never negative (a send before its due time is on time).
+            rec.t_intended = min(due, rec.t_sent)
+            records.append(rec)
 
     async def swap() -> None:
         assert opts.swap is not None
@@ -141,7 +121,7 @@ async def _probe(
                 break
             if due > now:
                 await asyncio.sleep(due - now)
-            task = asyncio.create_task(one(client, due, pick.next()))
+            task = asyncio.create_task(one(client, due, pick.next(), n))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
             n += 1
@@ -151,13 +131,32 @@ async def _probe(
             await asyncio.wait(tasks, timeout=min(target.timeout_s, 30.0) + 5.0)
         if swapper is not None:
             await swapper
-    records.sort(key=lambda r: r.t_done)
+    records.sort(key=lambda r: r.t_done or 0.0)
     return records
 
 
+async def _posted(
+    client: Any, base_url: str, body: dict[str, Any], headers: dict[str, str], rec: RequestRecord
+) -> None:
+    """One plain request into ``rec``: its status, and the model a 2xx answer named."""
+    import httpx
+
+    try:
+        r = await client.post(base_url + "/chat/completions", json=body, headers=headers)
+    except httpx.TimeoutException as exc:
+        rec.error, rec.error_message = "timeout", f"{type(exc).__name__}: {exc}"
+        return
+    except httpx.TransportError as exc:
+        rec.error, rec.error_message = "connect", f"{type(exc).__name__}: {exc}"
+        return
+    rec.status = r.status_code
+    if 200 <= r.status_code < 300:
+        rec.served_model = _served_model(r)
+    else:
+        rec.error = http_error(r.status_code)
+
+
 def _served_model(r: Any) -> str | None:
-    if not 200 <= r.status_code < 300:
-        return None
     try:
         got = r.json().get("model")
     except (ValueError, AttributeError):
@@ -165,42 +164,38 @@ def _served_model(r: Any) -> str | None:
     return got if isinstance(got, str) else None
 
 
+_MODEL = re.compile(rb'"model"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
 async def _streamed(
-    client: Any, base_url: str, body: dict[str, Any], headers: dict[str, str]
-) -> tuple[int, str | None, float | None]:
-    """One streamed request: its status, the served model of its first chunk, and the time
-    (``perf_counter`` s) its first ``data:`` event arrived; a stream that ends without
-    ``[DONE]`` is a transport error."""
-    import json
-
-    import httpx
-
-    served: str | None = None
-    first: float | None = None
-    done = False
-    async with client.stream(
-        "POST", base_url + "/chat/completions", json={**body, "stream": True}, headers=headers
-    ) as r:
-        if not 200 <= r.status_code < 300:
-            await r.aread()
-            return r.status_code, None, None
-        async for line in r.aiter_lines():
-            if not line.startswith("data:"):
-                continue
-            data = line[5:].strip()
-            if data == "[DONE]":
-                done = True
-                break
-            if first is None:
-                first = time.perf_counter()
-                try:
-                    got = json.loads(data).get("model")
-                    served = got if isinstance(got, str) else None
-                except (ValueError, AttributeError):
-                    served = None
-    if not done:
-        raise httpx.RemoteProtocolError("stream ended without [DONE]")
-    return r.status_code, served, first
+    client: Any,
+    base_url: str,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    rec: RequestRecord,
+    *,
+    clock: Callable[[], float],
+    timeout_s: float,
+) -> None:
+    """One streamed request, read by the load generator's request function into ``rec`` (TTFT:
+    the first token-bearing chunk; a stream that ends without ``[DONE]`` fails as a
+    ``stream-error``); the served model is the one its first chunk names."""
+    res = WireResult()
+    await read_stream(
+        client,
+        base_url + "/chat/completions",
+        {**body, "stream": True},
+        headers,
+        rec,
+        clock=clock,
+        timeout_s=timeout_s,
+        res=res,
+    )
+    if rec.status is not None and rec.status != 200:
+        rec.error = http_error(rec.status)  # the swap report counts every non-2xx by its status
+    if rec.ok:
+        m = _MODEL.search(res.first_body)
+        rec.served_model = m.group(1).decode("utf-8", "replace") if m else None
 
 
 def run_swap_probe(
@@ -212,11 +207,11 @@ def run_swap_probe(
     max_inflight: int = 64,
     on_tick: Callable[[float, int, int], None] | None = None,
     opts: ProbeOptions | None = None,
-) -> tuple[list[ProbeRecord], float]:
+) -> tuple[list[RequestRecord], float]:
     """Send ``rate`` requests/s to ``target`` for ``duration_s``; return the records and the run length."""
     t0 = time.perf_counter()
     records = run_async(_probe(target, model, duration_s, rate, max_inflight, on_tick, opts))
     return records, max(duration_s, time.perf_counter() - t0)
 
 
-__all__ = ["ProbeOptions", "ProbeRecord", "run_swap_probe"]
+__all__ = ["ProbeOptions", "run_swap_probe"]

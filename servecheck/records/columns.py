@@ -31,7 +31,8 @@ ZSTD_LEVEL: Final = 9
 
 _US = 1_000_000.0
 _STR = ("target", "scenario", "kind", "worker", "error", "error_message", "conversation",
-        "prefix_group", "image_size", "model", "cancelled")  # fmt: skip
+        "prefix_group", "image_size", "model", "cancelled", "served_model", "finish_reason",
+        "outcome")  # fmt: skip
 _INT = ("seq", "output_tokens", "output_tokens_client", "prompt_tokens", "status",
         "reasoning_tokens", "reasoning_tokens_client", "cached_tokens", "turn", "history_tokens",
         "images", "text_tokens")  # fmt: skip
@@ -52,7 +53,8 @@ _ALWAYS = ("target", "scenario", "kind", "worker", "seq", "request_id", "t_inten
            "error_message", "abandoned", "retry_after_s", "ttfa")  # fmt: skip
 _WHEN_SET = ("cached_tokens", "conversation", "turn", "history_tokens", "prefix_group", "images",
              "image_size", "cancelled", "text_tokens", "stamps", "new_conn", "request_id_echo",
-             "response_id", "reasoning_tokens", "model")  # fmt: skip
+             "response_id", "reasoning_tokens", "model", "served_model", "finish_reason",
+             "outcome")  # fmt: skip
 _REASONING = ("ttfr", "reasoning_tokens_client", "itls_reasoning", "itls_answer")
 KEYS: Final = (*_ALWAYS, *_WHEN_SET, *_REASONING)
 _KNOWN = frozenset(KEYS)

@@ -126,6 +126,11 @@ class RequestRecord:
     model: str | None = (
         None  # the model it named, in a run split across models (load/workload/mix.py)
     )
+    # What a probe reads off a request (probes/swap_probe.py, probes/drain.py); written only when
+    # set. Probe records are the same type as a load run's, so they need no type of their own.
+    served_model: str | None = None  # the model the answer named (an alias's swap)
+    finish_reason: str | None = None  # the stream's last finish_reason (stop, length, abort ...)
+    outcome: str | None = None  # the probe's own class of it (drain: finished / cut / hung ...)
 
     @property
     def ok(self) -> bool:
@@ -229,6 +234,9 @@ _OPTIONAL = (
     "request_id_echo",
     "response_id",
     "model",
+    "served_model",
+    "finish_reason",
+    "outcome",
 )
 
 

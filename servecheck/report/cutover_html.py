@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from servecheck.errors import UsageError
 
 if TYPE_CHECKING:
-    from servecheck.probes.swap_probe import ProbeRecord
+    from servecheck.records.record import RequestRecord
     from servecheck.report.html import Section
 
 
@@ -120,27 +120,30 @@ def _verdict_section(data: dict[str, Any], parts: dict[str, Any]) -> Section:
     )
 
 
-def _probe_records(run_dir: Path) -> list[ProbeRecord]:
+def _probe_records(run_dir: Path) -> list[RequestRecord]:
     """The swap probe's records (probe.json), none where the file is missing or broken."""
     import json
 
-    from servecheck.analysis.cutover import ProbeRecord
+    from servecheck.records.record import RequestRecord
 
     try:
         raw = json.loads((run_dir / "probe.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         raw = []
     return [
-        ProbeRecord(
-            r["t_sent"],
-            r["t_done"],
-            r["ok"],
-            r["status"],
-            r["error"],
-            r["model"],
-            r.get("lag", 0.0),
+        RequestRecord(
+            target="",
+            scenario="swap-probe",
+            worker="probe",
+            seq=i,
+            t_intended=r["t_sent"] - r.get("lag", 0.0),
+            t_sent=r["t_sent"],
+            t_done=r["t_done"],
+            status=r["status"],
+            error=r["error"],  # probe.json's ok is "no error": the record's ok reads it back
+            served_model=r["model"],
         )
-        for r in raw
+        for i, r in enumerate(raw)
     ]
 
 

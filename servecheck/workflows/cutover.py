@@ -309,12 +309,12 @@ def _probe_row(r: Any) -> dict[str, Any]:
         "ok": r.ok,
         "status": r.status,
         "error": r.error,
-        "model": r.model,
+        "model": r.served_model,
         "lag": round(r.lag, 4),
     }
-    if r.model_sent is not None and r.model_sent != r.model:
-        row["model_sent"] = r.model_sent
-    if r.ttft is not None:
+    if r.model is not None and r.model != r.served_model:
+        row["model_sent"] = r.model
+    if r.ok and r.ttft is not None:
         row["ttft"] = round(r.ttft, 4)
     return row
 

@@ -17,7 +17,8 @@ from servecheck.analysis.slo import SLO
 from servecheck.config.model import Target
 from servecheck.errors import SpecError
 from servecheck.probes.swap import SwapAction, SwapOutcome, perform, swap_impact, swap_verdicts
-from servecheck.probes.swap_probe import ProbeOptions, ProbeRecord, run_swap_probe
+from servecheck.probes.swap_probe import ProbeOptions, run_swap_probe
+from servecheck.records.record import RequestRecord
 
 
 def validate(
@@ -56,7 +57,7 @@ def probe_with_swap(
     at_s: float,
     mix: list[tuple[str, float]],
     on_tick: Callable[[float, int, int], None] | None = None,
-) -> tuple[list[ProbeRecord], float, ProbeOptions]:
+) -> tuple[list[RequestRecord], float, ProbeOptions]:
     """The probe's records and run length, with ``swap`` done ``at_s`` seconds in."""
     opts = ProbeOptions(stream=True, mix=mix, swap=lambda: perform(via, swap), at_s=at_s)
     records, length = run_swap_probe(
@@ -66,7 +67,7 @@ def probe_with_swap(
 
 
 def impact_part(
-    records: list[ProbeRecord], opts: ProbeOptions, swap: SwapAction, slos: list[SLO]
+    records: list[RequestRecord], opts: ProbeOptions, swap: SwapAction, slos: list[SLO]
 ) -> dict[str, Any]:
     """The ``swap_impact`` part of cutover.json: the swap's outcome, the impact, the verdicts."""
     outcome = opts.swap_result

@@ -13,15 +13,32 @@ from pathlib import Path
 
 import pytest
 
-from servecheck.probes.coldstart import ColdStart, Probe
+from servecheck.probes.coldstart import ColdStart
+from servecheck.records.record import RequestRecord, http_error
 from servecheck.reference.inprocess import RunningServer
 from tests.load.test_load_cli import ROOT
 
 
 def _cold(ttfts: list[float | None]) -> ColdStart:
     cs = ColdStart(launched=True, ready=True, ready_detail="ready", time_to_ready_s=2.0)
-    cs.probes = [Probe(t, (t or 0) + 50, None if t is not None else "http-500") for t in ttfts]
+    cs.probes = [_timed(i, t) for i, t in enumerate(ttfts)]
     return cs
+
+
+def _timed(seq: int, ttft_ms: float | None) -> RequestRecord:
+    """A request of the series: its TTFT and an E2E 50 ms later, or an HTTP 500 (no TTFT)."""
+    return RequestRecord(
+        target="ref",
+        scenario="cold-start",
+        worker="cold-start",
+        seq=seq,
+        t_intended=0.0,
+        t_sent=0.0,
+        ttft=None if ttft_ms is None else ttft_ms / 1000,
+        e2e=((ttft_ms or 0) + 50) / 1000,
+        status=200 if ttft_ms is not None else 500,
+        error=None if ttft_ms is not None else http_error(500),
+    )
 
 
 def test_first_against_warm_and_requests_to_warm() -> None:

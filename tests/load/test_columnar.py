@@ -85,6 +85,8 @@ def _variety(worker: str) -> list[RequestRecord]:
     turn.model = "lora-a"  # a run split across models (load/workload/mix.py)
     turn.cached_tokens, turn.images, turn.image_size, turn.text_tokens = 640, 2, "512x512", 80
     turn.stamps = {"connect": 0.312, "tls": 1.5, "written": 0.02}
+    # What a probe reads off a request (the swap probe, drain): in the same record.
+    turn.served_model, turn.finish_reason, turn.outcome = "lora-b", "length", "finished"
     odd = _ok(worker, 7, T0 + 7)
     odd.request_id_echo = "someone-else"
     odd.kind = "tools"

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from servecheck import api, cli
-from servecheck.probes.drain import DrainOptions
+from servecheck.probes.drain import ActionOutcome, DrainOptions, DrainReport
+from servecheck.records.record import RequestRecord, http_error
 from servecheck.workflows.drain import DrainSpec
 
 # Long enough streams (ignore_eos: 150 tokens at 20 ms) that every one is in flight at SIGTERM.
@@ -33,6 +34,29 @@ def _drain(tmp_path: Path, *faults: str, **kw: object) -> dict:
     data = json.loads((result.run_dir / "drain.json").read_text())
     assert result.exit_code == (0 if data["verdict"] == "pass" else 1)
     return data
+
+
+def test_drain_json_rows_are_rendered_from_the_records() -> None:
+    """Streams and new requests are RequestRecords; drain.json lists them with its own keys,
+    in seconds after the drain action (``t0``), the tokens split at it."""
+    t0 = 1000.0
+    stream = RequestRecord("ref", "drain", "stream", 2, 998.0, 998.0, t_done=1003.0, ttft=0.5,
+                           itls=[0.5, 0.5, 1.0, 1.0], status=200, finish_reason="length",
+                           outcome="finished")  # fmt: skip
+    probe = RequestRecord("ref", "drain", "new-request", 0, 1001.0, 1001.0, e2e=0.01234,
+                          status=503, error=http_error(503), error_message="draining",
+                          outcome="503")  # fmt: skip
+    report = DrainReport("ref", "m", ActionOutcome("SIGTERM"), FAST, [stream], [probe], t0=t0)
+    data = report.as_dict()
+    assert data["streams"] == [
+        {"index": 2, "outcome": "finished", "first_token_s": -1.5, "end_s": 3.0,
+         "tokens_before": 3, "tokens_after": 2, "finish_reason": "length", "done": True,
+         "status": 200, "detail": ""}
+    ], data["streams"]  # fmt: skip
+    assert data["probes"] == [
+        {"sent_s": 1.0, "outcome": "503", "took_s": 0.0123, "status": 503, "detail": "draining"}
+    ]
+    assert data["finish_reasons"] == {"length": 1} and data["probe_outcomes"] == {"503": 1}
 
 
 def test_clean_reference_drains(tmp_path: Path) -> None:

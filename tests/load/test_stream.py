@@ -127,6 +127,19 @@ def test_role_only_chunk_is_not_the_first_token() -> None:
     assert st.t_first == 3.0
 
 
+def test_finish_reason_of_a_token_chunk_is_read_when_every_chunk_is_parsed() -> None:
+    """vLLM's last token chunk carries the finish reason: drain reads it with ``fast=False``."""
+    last = json.dumps(
+        {"choices": [{"index": 0, "delta": {"content": "end"}, "finish_reason": "length"}]},
+        separators=(",", ":"),
+    )
+    st = parse_stream_bytes([(_events(TOK, last, "[DONE]"), 1.0)], fast=False)
+    assert (st.finish_reason, len(st.token_times)) == ("length", 2), st.finish_reason
+    stop = json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    fin = parse_stream_bytes([(_events(TOK, stop, "[DONE]"), 1.0)])
+    assert fin.finish_reason == "stop", "a finish chunk without content is parsed on the fast path"
+
+
 def test_usage_and_problems() -> None:
     st = parse_stream_bytes([(_events(TOK, TOK, USAGE, "[DONE]"), 1.0)])
     assert (

@@ -11,7 +11,7 @@ import pytest
 from servecheck.analysis.cutover import analyse_swap
 from servecheck.cli import main
 from servecheck.probes.agreement import levenshtein, normalised_distance
-from servecheck.probes.swap_probe import ProbeRecord
+from servecheck.records.record import RequestRecord, http_error
 from servecheck.reference.inprocess import RunningServer
 from tests.report.conftest import write_targets
 
@@ -37,10 +37,26 @@ def test_normalised_distance_is_between_0_and_1() -> None:
     assert normalised_distance("x", "y z") == 1.0
 
 
+def _answer(t: float, took: float, status: int, served: str | None) -> RequestRecord:
+    """A swap probe's request at ``t`` (s from its start): a 2xx names ``served``, else fails."""
+    return RequestRecord(
+        target="alias",
+        scenario="swap-probe",
+        worker="probe",
+        seq=int(t * 10),
+        t_intended=t,
+        t_sent=t,
+        t_done=t + took,
+        status=status,
+        error=None if 200 <= status < 300 else http_error(status),
+        served_model=served,
+    )
+
+
 def test_analyse_swap_finds_gap_failures_and_model_change() -> None:
-    recs = [ProbeRecord(t, t + 0.05, True, 200, None, "old") for t in (0.0, 0.5, 1.0)]
-    recs += [ProbeRecord(t, t + 0.01, False, 502, "http-502", None) for t in (1.5, 2.0, 2.5)]
-    recs += [ProbeRecord(t, t + 0.05, True, 200, None, "new") for t in (3.0, 3.5)]
+    recs = [_answer(t, 0.05, 200, "old") for t in (0.0, 0.5, 1.0)]
+    recs += [_answer(t, 0.01, 502, None) for t in (1.5, 2.0, 2.5)]
+    recs += [_answer(t, 0.05, 200, "new") for t in (3.0, 3.5)]
     rep = analyse_swap(recs, 4.0)
     assert (rep.failed, rep.errors) == (3, {"http-502": 3})
     assert (rep.gap_start_s, rep.gap_end_s, rep.longest_gap_s) == (1.05, 3.05, 2.0)

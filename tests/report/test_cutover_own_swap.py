@@ -17,7 +17,7 @@ from servecheck.cli import main
 from servecheck.errors import UsageError
 from servecheck.load.workload.mix import WeightedCycle
 from servecheck.probes.swap import SwapAction, parse_swap, swap_impact, swap_verdicts
-from servecheck.probes.swap_probe import ProbeRecord
+from servecheck.records.record import RequestRecord, http_error
 from servecheck.reference.inprocess import RunningServer
 from tests.report.conftest import write_targets
 
@@ -104,7 +104,20 @@ def test_weighted_cycle_keeps_every_window_to_its_shares() -> None:
 
 
 def test_swap_ttft_spike_without_ttft_is_not_a_pass() -> None:
-    records = [ProbeRecord(t, t + 0.1, False, 500, "http-500", None) for t in (0.0, 1.0, 2.0)]
+    records = [
+        RequestRecord(
+            "alias",
+            "swap-probe",
+            "probe",
+            i,
+            t,
+            t,
+            t_done=t + 0.1,
+            status=500,
+            error=http_error(500),
+        )
+        for i, t in enumerate((0.0, 1.0, 2.0))
+    ]
     impact = swap_impact(records, 1.0)
     (failed, spike) = swap_verdicts(parse_slos(SLOS), impact)
     assert not failed.passed and failed.observed == 3

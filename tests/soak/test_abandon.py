@@ -17,11 +17,11 @@ import pytest
 from servecheck.errors import UsageError
 from servecheck.probes.abandon import (
     ProbeSettings,
-    StreamOutcome,
     chat_body,
     probe_with_telemetry,
     stream_chat,
 )
+from servecheck.records.record import RequestRecord
 from servecheck.reference.inprocess import RunningServer
 from servecheck.reference.server import STATE
 from tests.support import target_for
@@ -67,7 +67,7 @@ def test_stream_read_to_the_end_is_not_abandoned(
 ) -> None:
     server = make_reference(ttft_ms=1, itl_ms=1)
 
-    async def go() -> tuple[StreamOutcome, StreamOutcome]:
+    async def go() -> tuple[RequestRecord, RequestRecord]:
         async with httpx.AsyncClient(trust_env=False) as client:
             body = chat_body("ref-tiny", max_tokens=8)
             full = await stream_chat(client, server.base_url + "/chat/completions", body, {})
@@ -82,12 +82,12 @@ def test_stream_read_to_the_end_is_not_abandoned(
 
     full, dropped = asyncio.run(go())
     assert full.error is None and not full.abandoned, full
-    assert full.usage and full.tokens_client >= 1, full
-    assert dropped.abandoned and dropped.tokens_client == 2, dropped
+    assert full.output_tokens and full.output_tokens_client >= 1, full
+    assert dropped.abandoned and dropped.output_tokens_client == 2, dropped
 
 
 def test_stream_errors_are_data() -> None:
-    async def go() -> StreamOutcome:
+    async def go() -> RequestRecord:
         async with httpx.AsyncClient(trust_env=False) as client:
             return await stream_chat(
                 client,
@@ -134,7 +134,7 @@ def test_probe_classifies_a_shed_request_like_the_load_records(
     def shed(request: httpx.Request) -> httpx.Response:
         return httpx.Response(status, headers=headers, stream=httpx.ByteStream(b"slow down"))
 
-    async def go() -> StreamOutcome:
+    async def go() -> RequestRecord:
         async with httpx.AsyncClient(transport=httpx.MockTransport(shed)) as client:
             return await stream_chat(
                 client, "http://probe.invalid/v1/chat/completions", chat_body("m", max_tokens=4), {}

@@ -5,7 +5,8 @@ sends); the first CR seen switches the stream to the project's strict
 :class:`~servecheck.client.sse.SSEParser`, so legal CRLF/CR framing is still read correctly.
 Whether a chunk carries a token (content, tool-call delta, reasoning, or ``text``) is decided by
 the very function :mod:`servecheck.client.http` uses for :class:`~servecheck.client.timing.Timing`
-(``carries_token``; the abandon probe and the Locust user read through this class),
+(``carries_token``; the Locust user reads through this class, and so do soak and the probes,
+through :mod:`servecheck.load.generator.request`),
 so TTFT here and in conformance checks is one definition (``tests/load/test_stream.py`` pins it).
 The same function says the token's phase: reasoning (``reasoning_content`` / ``reasoning``) or
 answer (everything else); ``token_times`` holds every token, ``reasoning_at`` the positions of
@@ -55,6 +56,7 @@ class StreamState:
         "problem_kind",
         "chunks",
         "fast",
+        "finish_reason",
     )
     END_MARK = "data: [DONE]"  # what ends a complete stream (the messages reader's differs)
 
@@ -71,6 +73,9 @@ class StreamState:
         self.problem = ""
         self.problem_kind: ErrorClass = "stream-error"  # what ``problem`` is, once set
         self.chunks = 0
+        # The last finish_reason of a parsed chunk. Complete only with ``fast=False``: the fast
+        # path counts a token chunk without parsing it, and vLLM's last token chunk carries it.
+        self.finish_reason: str | None = None
 
     def feed(self, data: bytes, t: float) -> str | None:
         """Take one read. Returns why the exchange must stop (an event past
@@ -227,6 +232,11 @@ class StreamState:
                     f"error object in stream: {str(obj.get('error'))[:200]}",
                 )
             return
+        choices = obj.get("choices")
+        if choices and isinstance(choices, list):
+            for choice in choices:
+                if isinstance(choice, dict) and choice.get("finish_reason"):
+                    self.finish_reason = str(choice["finish_reason"])
         phase = token_phase(obj)
         if phase == "answer":
             self._answer(t)
