@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from servecheck.analysis.sections import Summary
 from tests.load.summary_shape import differences, shape
 
 pytestmark = pytest.mark.slow
@@ -56,3 +57,9 @@ def test_summary_json_keeps_its_keys_and_types(summary_json: Path) -> None:
     assert {p for p in got if p.count(".") == 1 and "[" not in p} == top
     diff = differences(baseline, got)
     assert not diff, "summary.json changed shape:\n" + "\n".join(diff)
+
+
+def test_the_typed_summary_reads_back_the_file_it_wrote(summary_json: Path) -> None:
+    doc = json.loads(summary_json.read_text())
+    again = Summary.from_json(doc).to_json()
+    assert again == doc and list(again) == list(doc)  # the same keys, values and order
