@@ -4,7 +4,8 @@
 :data:`SCHEMA_VERSION`; tests/load/test_summary_shape.py holds a real run's file against the
 shape the untyped code wrote); ``Summary.from_json()`` reads a file back for the report;
 :func:`summary_schema` is the JSON Schema the package ships (summary.schema.json), generated
-from these types (servecheck/analysis/typed_json.py).
+from these types (servecheck/analysis/typed_json.py); after changing a type, regenerate it with
+``python -m servecheck.analysis.sections`` (a test holds the shipped file to the types).
 
 A section that another module still builds as a dict (the server's truth, the timings, the
 profile, the faults ...) is typed ``JSONObject`` here: it is described as "an object" and its
@@ -14,7 +15,9 @@ goes through these classes first, so it changes no caller.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from servecheck.analysis.typed_json import FLATTEN, OMIT, document_schema, from_json, to_json
@@ -262,6 +265,19 @@ def summary_schema() -> JSONObject:
     return document_schema(Summary, "servecheck load summary.json")
 
 
+def schema_text() -> str:
+    """The schema as the package ships it (servecheck/analysis/summary.schema.json)."""
+    return json.dumps(summary_schema(), indent=2) + "\n"
+
+
+def shipped_schema_path() -> Path:
+    return Path(__file__).with_name(SCHEMA_FILE)
+
+
+if __name__ == "__main__":  # regenerate the shipped file after changing a section's type
+    shipped_schema_path().write_text(schema_text(), encoding="utf-8")
+
+
 __all__ = [
     "SCHEMA_FILE",
     "SCHEMA_VERSION",
@@ -281,5 +297,7 @@ __all__ = [
     "Summary",
     "Throughput",
     "Tokens",
+    "schema_text",
+    "shipped_schema_path",
     "summary_schema",
 ]

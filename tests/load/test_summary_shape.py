@@ -10,9 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
-from servecheck.analysis.sections import Summary
+from servecheck.analysis.sections import Summary, schema_text, shipped_schema_path
 from tests.load.summary_shape import differences, shape
 
 pytestmark = pytest.mark.slow
@@ -63,3 +64,22 @@ def test_the_typed_summary_reads_back_the_file_it_wrote(summary_json: Path) -> N
     doc = json.loads(summary_json.read_text())
     again = Summary.from_json(doc).to_json()
     assert again == doc and list(again) == list(doc)  # the same keys, values and order
+
+
+def test_the_shipped_schema_is_the_one_the_types_generate() -> None:
+    shipped = shipped_schema_path()
+    assert shipped.read_text(encoding="utf-8") == schema_text(), (
+        f"{shipped} is stale: regenerate it with python -m servecheck.analysis.sections"
+    )
+    jsonschema.Draft202012Validator.check_schema(json.loads(shipped.read_text(encoding="utf-8")))
+
+
+def test_a_real_summary_validates_against_the_shipped_schema(summary_json: Path) -> None:
+    schema = json.loads(shipped_schema_path().read_text(encoding="utf-8"))
+    errors = [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in jsonschema.Draft202012Validator(schema).iter_errors(
+            json.loads(summary_json.read_text())
+        )
+    ]
+    assert not errors, "summary.json does not match its schema:\n" + "\n".join(errors)
