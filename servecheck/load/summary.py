@@ -1,6 +1,7 @@
 """The summary half of a load run: merged records -> statistics, SLO verdicts and the run's
-verdict -> ``summary.json`` (schema :data:`SCHEMA_VERSION`) and ``summary.txt``
-(:func:`summarise`, :func:`format_summary`). The Locust-process half is :mod:`servecheck.load.run`.
+verdict -> ``summary.json`` (typed: :mod:`servecheck.analysis.sections`) and ``summary.txt``
+(:func:`summarise`; its text comes from :mod:`servecheck.report.load_sections`, imported inside
+the function, as report is the layer on top of load). The Locust-process half is :mod:`servecheck.load.run`.
 """
 
 from __future__ import annotations
@@ -12,14 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servecheck.analysis import server_gauges, server_truth
 from servecheck.analysis.aggregate import Aggregate, Rule, aggregate_of, read_aggregates, steady_of
 from servecheck.analysis.aggregate import Measured as SteadyMeasured
-from servecheck.analysis.breakdown import format_breakdown, read_engine_file, scenario_breakdown
+from servecheck.analysis.breakdown import read_engine_file, scenario_breakdown
 from servecheck.analysis.budget import SOURCE as BUDGET
-from servecheck.analysis.budget import budget_line, budget_summary, percent
-from servecheck.analysis.image_stats import format_images, image_breakdown
-from servecheck.analysis.phases import phase_lines
+from servecheck.analysis.budget import budget_summary, percent
+from servecheck.analysis.image_stats import image_breakdown
 from servecheck.analysis.sections import (
     SCHEMA_VERSION,
     AggregateSource,
@@ -41,11 +40,10 @@ from servecheck.analysis.sections import (
 )
 from servecheck.analysis.slo import COUNTS, SLO, Verdict, evaluate
 from servecheck.analysis.stats import RunStats, Schedule
-from servecheck.analysis.steady import steady_line, steady_section
-from servecheck.analysis.timings import format_timings
+from servecheck.analysis.steady import steady_section
 from servecheck.analysis.typed_json import from_json
 from servecheck.analysis.verdict import load_run_verdict
-from servecheck.analysis.warmup import Warmup, format_warmup
+from servecheck.analysis.warmup import Warmup
 from servecheck.load import server_watch
 from servecheck.load.faults import fault_sections
 from servecheck.load.generator.transport import read_transport, transport_reasons
@@ -417,6 +415,8 @@ def summarise(
     )
     summary = typed.to_json()
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    from servecheck.report.load_sections import format_summary  # the text renderers
+
     text = format_summary(summary, verdicts)
     (run_dir / "summary.txt").write_text(text + "\n", encoding="utf-8")
     return LoadResult(
@@ -505,70 +505,4 @@ def _lengths_section(cfg: RunConfig) -> LengthsAsked | None:
     return None if asked is None else from_json(LengthsAsked, asked)
 
 
-def _ms(d: dict[str, Any], key: str) -> str:
-    v = d.get(key)
-    return "-" if v is None else f"{v:.1f}"
-
-
-def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
-    """The short text summary printed at the end and kept as summary.txt."""
-    req, thr, lat = summary["requests"], summary["throughput"], summary["latency_ms"]
-    lines = [
-        f"run {summary['run_id']}  target {summary['target']}  scenario {summary['scenario']}  mode {summary['mode']}"
-        + (f"  api {summary['api']}" if summary.get("api", "chat") != "chat" else ""),
-        f"requests {req['total']}  ok {req['ok']}  failed {req['failed']} ({req['error_rate']:.2%})"
-        + (f"  abandoned on purpose {req['abandoned']}" if req.get("abandoned") else "")
-        + (f"  rate-limited {req['rate_limited']}" if req.get("rate_limited") else "")
-        + (f"  cancelled {req['cancelled']}" if req.get("cancelled") else "")
-        + (f"  errors {req['errors']}" if req["errors"] else ""),
-        f"throughput {thr['requests_per_s']:.2f} req/s  {thr['output_tokens_per_s']:.1f} output tokens/s"
-        f"  over {summary['window_s']:.1f} s  goodput {'-' if summary['goodput'] is None else format(summary['goodput'], '.1%')}",
-        f"{'ms':<20}{'p50':>9}{'p90':>9}{'p95':>9}{'p99':>9}{'p99.9':>9}{'max':>9}",
-    ]
-    reasoned = bool(summary["tokens"].get("reasoning_requests"))
-    for name in ("ttft", "itl", "tpot", "e2e", "ttft_from_intended", "e2e_from_intended", "lag"):
-        d = lat.get(name) or {}
-        if not d.get("count"):
-            continue
-        lines.append(
-            f"{name:<20}"
-            + "".join(f"{_ms(d, k):>9}" for k in ("p50", "p90", "p95", "p99", "p99.9", "max"))
-        )
-    lines += phase_lines(lat) if reasoned else []
-    tok = summary["tokens"]
-    if reasoned:
-        lines.append(
-            f"tokens: reasoning {tok['reasoning']}, answer {tok['answer']} "
-            f"({tok['reasoning_requests']} requests reasoned"
-            + (
-                f"; usage said 0 reasoning tokens for {tok['reasoning_usage_zero']}: counted from the stream)"
-                if tok.get("reasoning_usage_zero")
-                else ")"
-            )
-        )
-    if tok["discrepant_requests"] or tok["usage_missing"]:
-        lines.append(
-            f"tokens: usage {tok['output_usage']}, client chunks {tok['output_client']}, "
-            f"{tok['discrepant_requests']} requests differ, {tok['usage_missing']} without usage"
-        )
-    lines += format_breakdown(summary) + format_images(summary) + format_warmup(summary)
-    lines += steady_line(summary) + format_timings(summary) + phased.lines(summary)
-    lines += server_truth.lines(summary.get("server")) + server_gauges.lines(summary.get("server"))
-    if summary.get("error_budget"):
-        lines.append(budget_line(summary["error_budget"]))
-    for v in verdicts:
-        lines.append(v.line())
-    sched = summary["schedule"]
-    if sched["behind"] and req["ok"]:  # with nothing ok the server is to blame (the verdict says)
-        lines += [f"WARNING: {r}" for r in sched["reasons"]]
-    breached = [  # the budget's breach is a reason of its own
-        str(v.get("slo"))
-        for v in summary.get("slo") or []
-        if not v.get("passed") and v.get("source") != BUDGET
-    ]
-    why = [*summary["reasons"], *([f"SLO breached: {', '.join(breached)}"] if breached else [])]
-    lines.append(f"verdict: {summary['verdict'].upper()}" + (f" ({'; '.join(why)})" if why else ""))
-    return "\n".join(lines)
-
-
-__all__ = ["SCHEMA_VERSION", "LoadResult", "format_summary", "summarise", "warmup_of"]
+__all__ = ["SCHEMA_VERSION", "LoadResult", "summarise", "warmup_of"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from servecheck.analysis.breakdown import ENGINE_FILE, format_breakdown, scenario_breakdown
+from servecheck.analysis.breakdown import ENGINE_FILE, scenario_breakdown
 from servecheck.analysis.engine_cache import read_counters, run_delta
 from servecheck.errors import UsageError
 from servecheck.load.workload.conversation import (
@@ -23,6 +23,7 @@ from servecheck.load.workload.prompts import Prompt
 from servecheck.records.record import RequestRecord, cached_tokens
 from servecheck.reference.prefix_cache import PrefixCache, ttft_s
 from servecheck.reference.server import ServerConfig
+from servecheck.report.load_text import format_breakdown
 
 
 def _sse(*pieces: str, usage: dict[str, Any] | None = None, crlf: bool = False) -> bytes:

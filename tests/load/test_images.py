@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from servecheck.analysis.image_stats import format_images, image_breakdown
+from servecheck.analysis.image_stats import image_breakdown
 from servecheck.errors import SpecError, UsageError
 from servecheck.load.plan import load_plan
 from servecheck.load.workload.images import (
@@ -24,6 +24,7 @@ from servecheck.load.workload.images import (
     read_folder,
 )
 from servecheck.load.workload.planned import PlannedRequest
+from servecheck.report.load_text import format_images
 
 
 def test_sizes_parse_with_an_optional_count() -> None:

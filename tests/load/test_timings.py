@@ -18,7 +18,6 @@ import pytest
 
 from servecheck.analysis.timings import (
     TimingsTally,
-    format_timings,
     phases_of,
     record_stamps,
     request_id_header,
@@ -34,6 +33,7 @@ from servecheck.load.generator.stream import (
 from servecheck.load.generator.wire import WireClient, WireResult
 from servecheck.records.record import RequestRecord
 from servecheck.reference.inprocess import RunningServer
+from servecheck.report.load_text import format_timings
 
 Reader = WireClient | StreamReactor
 BODY = json.dumps(

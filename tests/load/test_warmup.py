@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from servecheck.analysis.warmup import Warmup, extend_bounds, format_warmup
+from servecheck.analysis.warmup import Warmup, extend_bounds
 from servecheck.errors import UsageError
 from servecheck.records.parquet import read_run_records
 from servecheck.reference.inprocess import RunningServer
+from servecheck.report.load_text import format_warmup
 from tests.load.test_load_cli import _cmd, _run, _summary, _targets
 
 
