@@ -196,4 +196,3 @@ def read_engine_file(run_dir: str | Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
-

@@ -93,4 +93,3 @@ def image_breakdown(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             "by_size": {k: sizes[k].as_dict() for k in sorted(sizes, key=_sort_key)},
         }
     }
-

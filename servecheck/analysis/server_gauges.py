@@ -118,4 +118,3 @@ def add_to(
     section["gauges"] = gauges(rows)
     section["counters"] = counters(before, after, str(section.get("engine")), user_map, rows)
     return section
-

@@ -490,4 +490,3 @@ def verdict_of(section: Mapping[str, Any] | None) -> Any:
     fails = [f"server: {f['message']}" for f in findings if f.get("severity") == FAIL]
     warns = [f"warning: server: {f['message']}" for f in findings if f.get("severity") != FAIL]
     return RunVerdict(RUN_FAIL if fails else PASS, fails + warns)
-

@@ -113,4 +113,3 @@ def extend_bounds(
     if max_requests is not None and warm.requests:
         max_requests += warm.requests
     return duration_s, max_requests
-

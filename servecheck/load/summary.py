@@ -417,7 +417,7 @@ def summarise(
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     from servecheck.report.load_sections import format_summary  # the text renderers
 
-    text = format_summary(summary, verdicts)
+    text = format_summary(typed, verdicts)
     (run_dir / "summary.txt").write_text(text + "\n", encoding="utf-8")
     return LoadResult(
         cfg.run_id, run_dir, summary, stats, verdicts, passed, stats.behind, exit_code, locust_rc

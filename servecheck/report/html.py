@@ -367,11 +367,14 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
     parts.append(
         "<h3>Latency (ms)</h3>" + table(("metric", *PCTS, "samples"), lat_rows, numeric=range(1, 8))
     )
+    from servecheck.analysis.sections import Summary
     from servecheck.report.load_sections import LOAD_SECTIONS
     from servecheck.report.timings_html import Tables
 
-    tables = Tables(table, md_table)
-    parts += [section.html(s, tables) for section in LOAD_SECTIONS]  # as summary.txt's order
+    # The sections read the typed summary; the head above keeps its .get()s, since the page also
+    # reads partial files (a killed run's, a test's few keys) that have no schedule or tokens.
+    typed, tables = Summary.from_json(s), Tables(table, md_table)
+    parts += [section.html(typed, tables) for section in LOAD_SECTIONS]  # summary.txt's order
     if plots:
         parts.append("<div class='plots'>" + "".join(_load_plots(run_dir, lat, keys)) + "</div>")
         from servecheck.report.load_figures import load_figures_html
@@ -382,7 +385,7 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
         parts.append(slice_figures_html(s))  # latency, errors, tokens/s, in-flight per slice
     md = _load_markdown(s, verdict, req, thr, sched, slos, lat_rows)
     for section in LOAD_SECTIONS:
-        md += section.markdown(s, tables)
+        md += section.markdown(typed, tables)
     return Section(title, "".join(parts), md, verdict == "pass")
 
 

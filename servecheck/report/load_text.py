@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from servecheck.analysis.budget import percent
+from servecheck.analysis.sections import ErrorBudget, Steady
 from servecheck.analysis.server_truth import PHASES
 from servecheck.analysis.timings import TTFT_PARTS
 
@@ -35,10 +36,9 @@ def phase_lines(latency_ms: dict[str, Any]) -> list[str]:
     return lines
 
 
-def format_breakdown(summary: Mapping[str, Any]) -> list[str]:
-    """Text lines for summary.txt (nothing for a plain run)."""
+def format_breakdown(turns: Mapping[str, Any] | None, pc: Mapping[str, Any] | None) -> list[str]:
+    """Text lines for summary.txt's ``turns`` and ``prefix_cache`` (nothing for a plain run)."""
     lines: list[str] = []
-    turns = summary.get("turns")
     if turns:
         lines.append(
             f"turns ({turns['conversations']} conversations)  "
@@ -52,7 +52,6 @@ def format_breakdown(summary: Mapping[str, Any]) -> list[str]:
                 f"{_f(ttft['p99']):>9}{_f(e2e['p50']):>9}{_f(g['history_tokens_mean'], '.0f'):>9}"
                 f"{'-' if hr is None else format(hr, '.0%'):>8}"
             )
-    pc = summary.get("prefix_cache")
     if pc:
         rate = pc["hit_rate"]
         lines.append(
@@ -87,9 +86,8 @@ def format_breakdown(summary: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def format_images(summary: Mapping[str, Any]) -> list[str]:
+def format_images(section: Mapping[str, Any] | None) -> list[str]:
     """summary.txt's lines for the ``images`` section (none for a run without images)."""
-    section = summary.get("images")
     if not section:
         return []
     lines = [
@@ -105,9 +103,8 @@ def format_images(summary: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def format_warmup(summary: Mapping[str, Any]) -> list[str]:
+def format_warmup(w: Mapping[str, Any] | None) -> list[str]:
     """One line for summary.txt when the run had a warm-up."""
-    w = summary.get("warmup")
     if not w:
         return []
     t, e = w["ttft_ms"], w["e2e_ms"]
@@ -122,27 +119,26 @@ def format_warmup(summary: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def steady_line(summary: Mapping[str, Any]) -> list[str]:
+def steady_line(st: Steady | None) -> list[str]:
     """summary.txt's line about the window."""
-    st = summary.get("steady")
-    if not st:
+    if st is None:
         return []
-    if not st.get("applied"):
-        return [f"steady window: {st.get('how')}"]
-    req = st.get("requests") or {}
-    lat = (st.get("latency_ms") or {}).get("ttft") or {}
+    if not st.applied:
+        return [f"steady window: {st.how}"]
+    figures = st.figures or {}
+    req = figures.get("requests") or {}
+    lat = (figures.get("latency_ms") or {}).get("ttft") or {}
     p95 = lat.get("p95")
     return [
-        f"steady window {st['start_s']:g}-{st['end_s']:g} s ({st.get('how')}): "
+        f"steady window {st.start_s:g}-{st.end_s:g} s ({st.how}): "
         f"{req.get('total', 0)} requests, ttft p95 "
         + ("-" if p95 is None else f"{p95:.1f} ms")
         + " (the SLOs are judged here; the error budget on the whole run)"
     ]
 
 
-def format_timings(summary: Mapping[str, Any]) -> list[str]:
+def format_timings(t: Mapping[str, Any] | None) -> list[str]:
     """summary.txt's lines: the TTFT parts at p50 / p99 and the slowest request by TTFT."""
-    t = summary.get("timings")
     if not isinstance(t, dict):
         return []
     ph = t.get("phases_ms") or {}
@@ -173,9 +169,8 @@ def format_timings(summary: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def profile_lines(summary: Mapping[str, Any]) -> list[str]:
+def profile_lines(sec: Mapping[str, Any] | None) -> list[str]:
     """summary.txt's lines for the profile section."""
-    sec = summary.get("profile")
     if not isinstance(sec, dict):
         return []
     out = [f"profile {sec.get('text')}:"]
@@ -250,16 +245,18 @@ def server_gauges_lines(section: Mapping[str, Any] | None) -> list[str]:
     return ["server gauges (max over the window): " + ", ".join(parts)] if parts else []
 
 
-def budget_line(budget: dict[str, Any]) -> str:
+def budget_line(budget: ErrorBudget) -> str:
     """The summary's statement of the budget, e.g. ``error budget: 1% of requests may fail (default)``."""
-    if budget.get("source") == "off":
+    if budget.source == "off":
         return "error budget: none (switched off): any share of failed requests passes"
     how = {
         "default": "default; an error budget or an error_rate SLO sets it",
         "set": "set for this run",
-        "slo": f"the SLO {budget.get('slo')}",
-    }.get(str(budget.get("source")), str(budget.get("source")))
-    return f"error budget: {percent(float(budget['max_error_rate']))} of requests may fail ({how})"
+        "slo": f"the SLO {budget.slo}",
+    }.get(str(budget.source), str(budget.source))
+    return (
+        f"error budget: {percent(float(budget.max_error_rate or 0.0))} of requests may fail ({how})"
+    )
 
 
 __all__ = [

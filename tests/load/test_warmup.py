@@ -34,7 +34,7 @@ def test_first_requests_or_first_seconds_are_warm_up() -> None:
     assert extend_bounds(None, None, Warmup(10.0, 5)) == (None, None)
     assert (
         "warm-up (not in the figures above): 3 requests"
-        in format_warmup({"warmup": Warmup(requests=3).as_dict() | {"requests": 3}})[0]
+        in format_warmup(Warmup(requests=3).as_dict() | {"requests": 3})[0]
     )
     with pytest.raises(UsageError, match="^warmup_requests must be >= 0"):
         Warmup(requests=-1)
