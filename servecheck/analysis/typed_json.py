@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from functools import cache
 from typing import Any, Union
 
 OMIT = {"omit": True}
@@ -34,13 +33,8 @@ _SCALARS: dict[Any, dict[str, Any]] = {
 }
 
 
-@cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
 def _fields(cls: type) -> list[tuple[dataclasses.Field[Any], Any]]:
-    hints = _hints(cls)
+    hints = typing.get_type_hints(cls)  # resolved per call: a summary is written once a run
     return [(f, hints[f.name]) for f in dataclasses.fields(cls)]
 
 
