@@ -50,11 +50,14 @@ def differences(baseline: dict[str, set[str]], got: dict[str, set[str]]) -> list
     for path in sorted(set(baseline) | set(got)):
         if path.startswith(DATA_DEPENDENT):
             continue
+        item = path.split("[]", 1)[0] + "[]" if "[]" in path else None
         if path not in got:
-            if "[]" in path and path.split("[]", 1)[0] in got:
+            if item is not None and item not in got:
                 continue  # an item's keys, where this run's list was empty
             out.append(f"missing {path} (was {sorted(baseline[path])})")
         elif path not in baseline:
+            if item is not None and item not in baseline:
+                continue  # where the baseline's list was empty (a lagging run's reasons)
             out.append(f"new {path} ({sorted(got[path])})")
         else:
             was, now = baseline[path] - {"null"}, got[path] - {"null"}
