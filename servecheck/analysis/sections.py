@@ -205,6 +205,19 @@ class Slices:
 
 
 @dataclass(slots=True)
+class WarmupSection:
+    """The warm-up's own figures (--warmup, --warmup-requests): counted in nothing else."""
+
+    seconds: float | None
+    requests_asked: int | None
+    requests: int
+    errors: int
+    span_s: float
+    ttft_ms: Percentiles
+    e2e_ms: Percentiles
+
+
+@dataclass(slots=True)
 class AggregateSource:
     """Where the figures came from: the workers' aggregates or the records rebuilt."""
 
@@ -246,7 +259,7 @@ class Summary:
     timings: JSONObject | None = field(default=None, metadata=OMIT)  # analysis/timings.py
     profile: JSONObject | None = field(default=None, metadata=OMIT)  # load/workload/phased.py
     server: JSONObject | None = field(default=None, metadata=OMIT)  # load/server_watch.py
-    warmup: JSONObject | None = field(default=None, metadata=OMIT)  # analysis/warmup.py
+    warmup: WarmupSection | None = field(default=None, metadata=OMIT)  # analysis/warmup.py
     aggregate: AggregateSource | None = field(default=None, metadata=OMIT)
 
     def to_json(self) -> JSONObject:
@@ -297,6 +310,7 @@ __all__ = [
     "Summary",
     "Throughput",
     "Tokens",
+    "WarmupSection",
     "schema_text",
     "shipped_schema_path",
     "summary_schema",

@@ -37,6 +37,7 @@ from servecheck.analysis.sections import (
     Summary,
     Throughput,
     Tokens,
+    WarmupSection,
 )
 from servecheck.analysis.slo import COUNTS, SLO, Verdict, evaluate
 from servecheck.analysis.stats import RunStats, Schedule
@@ -410,7 +411,7 @@ def summarise(
         timings=parts.get("timings"),  # TTFT decomposition, slowest requests
         profile=profile,
         server=server,
-        warmup=warm.as_dict() if warm.active else None,
+        warmup=from_json(WarmupSection, warm.as_dict()) if warm.active else None,
         aggregate=AggregateSource(source=measured.source, samples=agg.samples_section()),
     )
     summary = typed.to_json()

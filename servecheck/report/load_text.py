@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from servecheck.analysis.budget import percent
-from servecheck.analysis.sections import ErrorBudget, Steady
+from servecheck.analysis.sections import ErrorBudget, Steady, WarmupSection
 from servecheck.analysis.server_truth import PHASES
 from servecheck.analysis.timings import TTFT_PARTS
 
@@ -103,18 +103,18 @@ def format_images(section: Mapping[str, Any] | None) -> list[str]:
     return lines
 
 
-def format_warmup(w: Mapping[str, Any] | None) -> list[str]:
+def format_warmup(w: WarmupSection | None) -> list[str]:
     """One line for summary.txt when the run had a warm-up."""
-    if not w:
+    if w is None:
         return []
-    t, e = w["ttft_ms"], w["e2e_ms"]
+    t, e = w.ttft_ms, w.e2e_ms
 
     def ms(d: Mapping[str, Any], k: str) -> str:
         v = d.get(k)
         return "-" if v is None else f"{v:.1f}"
 
     return [
-        f"warm-up (not in the figures above): {w['requests']} requests, {w['errors']} failed, "
+        f"warm-up (not in the figures above): {w.requests} requests, {w.errors} failed, "
         f"ttft p50 {ms(t, 'p50')} max {ms(t, 'max')} ms, e2e p50 {ms(e, 'p50')} max {ms(e, 'max')} ms"
     ]
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from servecheck.analysis.sections import WarmupSection
+from servecheck.analysis.typed_json import from_json
 from servecheck.analysis.warmup import Warmup, extend_bounds
 from servecheck.errors import UsageError
 from servecheck.records.parquet import read_run_records
@@ -34,7 +36,9 @@ def test_first_requests_or_first_seconds_are_warm_up() -> None:
     assert extend_bounds(None, None, Warmup(10.0, 5)) == (None, None)
     assert (
         "warm-up (not in the figures above): 3 requests"
-        in format_warmup(Warmup(requests=3).as_dict() | {"requests": 3})[0]
+        in format_warmup(from_json(WarmupSection, Warmup(requests=3).as_dict() | {"requests": 3}))[
+            0
+        ]
     )
     with pytest.raises(UsageError, match="^warmup_requests must be >= 0"):
         Warmup(requests=-1)
