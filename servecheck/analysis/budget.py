@@ -79,22 +79,9 @@ def budget_summary(slos: Iterable[SLO], verdicts: Iterable[Any] = ()) -> dict[st
     return {"max_error_rate": rule.bound, "source": source, "slo": rule.text, "passed": held}
 
 
-def budget_line(budget: dict[str, Any]) -> str:
-    """The summary's statement of the budget, e.g. ``error budget: 1% of requests may fail (default)``."""
-    if budget.get("source") == "off":
-        return "error budget: none (switched off): any share of failed requests passes"
-    how = {
-        "default": "default; an error budget or an error_rate SLO sets it",
-        "set": "set for this run",
-        "slo": f"the SLO {budget.get('slo')}",
-    }.get(str(budget.get("source")), str(budget.get("source")))
-    return f"error budget: {percent(float(budget['max_error_rate']))} of requests may fail ({how})"
-
-
 __all__ = [
     "DEFAULT_ERROR_BUDGET",
     "SOURCE",
-    "budget_line",
     "budget_slo",
     "budget_summary",
     "parse_error_budget",

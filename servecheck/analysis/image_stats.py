@@ -93,25 +93,3 @@ def image_breakdown(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             "by_size": {k: sizes[k].as_dict() for k in sorted(sizes, key=_sort_key)},
         }
     }
-
-
-def _f(v: float | None, fmt: str = ".1f") -> str:
-    return "-" if v is None else format(v, fmt)
-
-
-def format_images(summary: Mapping[str, Any]) -> list[str]:
-    """summary.txt's lines for the ``images`` section (none for a run without images)."""
-    section = summary.get("images")
-    if not section:
-        return []
-    lines = [
-        f"images (COUNTxWxH)  {'n':>6}{'errors':>8}{'ttft p50':>10}{'p95':>9}"
-        f"{'prompt p50':>12}{'tok/image':>11}"
-    ]
-    for key, s in section["by_size"].items():
-        t = s["ttft_ms"]
-        lines.append(
-            f"  {key:<18}{s['count']:>6}{s['errors']:>8}{_f(t['p50']):>10}{_f(t['p95']):>9}"
-            f"{_f(s['prompt_tokens_p50'], '.0f'):>12}{_f(s['tokens_per_image_p50']):>11}"
-        )
-    return lines

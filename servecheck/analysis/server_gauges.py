@@ -118,17 +118,3 @@ def add_to(
     section["gauges"] = gauges(rows)
     section["counters"] = counters(before, after, str(section.get("engine")), user_map, rows)
     return section
-
-
-def lines(section: Mapping[str, Any] | None) -> list[str]:
-    """summary.txt's line for the gauges and the preemptions counter ([] without them)."""
-    gauges_ = (section or {}).get("gauges") or {}
-    parts = [
-        f"{name.removeprefix('requests_')} {g['max']:g}"
-        for name, g in gauges_.items()
-        if isinstance(g, dict) and isinstance(g.get("max"), int | float)
-    ]
-    pre = ((section or {}).get("counters") or {}).get("preemptions_total") or {}
-    if isinstance(pre.get("delta"), int | float):
-        parts.append(f"preemptions +{pre['delta']:g}")
-    return ["server gauges (max over the window): " + ", ".join(parts)] if parts else []

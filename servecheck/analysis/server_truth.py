@@ -490,33 +490,3 @@ def verdict_of(section: Mapping[str, Any] | None) -> Any:
     fails = [f"server: {f['message']}" for f in findings if f.get("severity") == FAIL]
     warns = [f"warning: server: {f['message']}" for f in findings if f.get("severity") != FAIL]
     return RunVerdict(RUN_FAIL if fails else PASS, fails + warns)
-
-
-def lines(section: Mapping[str, Any] | None) -> list[str]:
-    """summary.txt's lines for the section."""
-    if not section:
-        return []
-    if not section.get("available"):
-        return [f"server metrics: none ({section.get('note')})"]
-    out = []
-    for row in section.get("reconciliation") or []:
-        if row.get("judged"):
-            out.append(
-                f"server {row['quantity']}: engine {row['engine']:.0f}, client {row['client']:.0f}"
-                f" ({'held' if row['held'] else 'GAP'}, tolerance {row['tolerance']:.0f})"
-            )
-    dec = section.get("decomposition") or {}
-    if dec.get("network_gateway_ms") is not None:
-        eng = dec["engine"]
-        parts = [
-            f"{k.removesuffix('_seconds')} {eng[k]['mean_ms']:.1f}"
-            for k in PHASES
-            if (eng.get(k) or {}).get("mean_ms") is not None
-        ]
-        out.append(
-            f"server ttft (mean ms): client {dec['client_ttft_ms']['mean']:.1f}, engine "
-            + ", ".join(parts)
-            + f"; network+gateway {dec['network_gateway_ms']:.1f}"
-        )
-    out += [f"server {f['severity']}: {f['message']}" for f in section.get("findings") or []]
-    return out

@@ -40,7 +40,7 @@ figures too: :func:`window_bounds` then places the window on the merged scan.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -398,71 +398,6 @@ def steady_section(
     return out
 
 
-def steady_line(summary: Mapping[str, Any]) -> list[str]:
-    """summary.txt's line about the window."""
-    st = summary.get("steady")
-    if not st:
-        return []
-    if not st.get("applied"):
-        return [f"steady window: {st.get('how')}"]
-    req = st.get("requests") or {}
-    lat = (st.get("latency_ms") or {}).get("ttft") or {}
-    p95 = lat.get("p95")
-    return [
-        f"steady window {st['start_s']:g}-{st['end_s']:g} s ({st.get('how')}): "
-        f"{req.get('total', 0)} requests, ttft p95 "
-        + ("-" if p95 is None else f"{p95:.1f} ms")
-        + " (the SLOs are judged here; the error budget on the whole run)"
-    ]
-
-
-def steady_html(summary: Mapping[str, Any], esc: Callable[[str], str]) -> list[str]:
-    """The page's section: the window the SLOs judged and a table of the slices (no plots:
-    those come with the time-series pictures)."""
-    lines = steady_line(summary)
-    rows = ((summary.get("slices") or {}).get("rows")) or []
-    if not lines and not rows:
-        return []
-    out = "<h3>Steady window and time slices</h3><pre>" + esc("\n".join(lines)) + "</pre>"
-    if rows:
-
-        def cell(v: Any) -> str:
-            return "-" if v is None else esc(f"{v:g}" if isinstance(v, float) else str(v))
-
-        head: tuple[str, ...] = ("from s", "to s", "requests", "errors", "req/s", "tok/s")
-        head += ("in flight", "ttft p50", "ttft p95", "ttft p99", "itl p95", "e2e p95")
-        body = "".join(
-            "<tr>"
-            + "".join(
-                f"<td>{cell(v)}</td>"
-                for v in (
-                    r.get("start_s"),
-                    r.get("end_s"),
-                    r.get("count"),
-                    r.get("errors"),
-                    r.get("requests_per_s"),
-                    r.get("output_tokens_per_s"),
-                    r.get("in_flight"),
-                    (r.get("ttft_ms") or {}).get("p50"),
-                    (r.get("ttft_ms") or {}).get("p95"),
-                    (r.get("ttft_ms") or {}).get("p99"),
-                    (r.get("itl_ms") or {}).get("p95"),
-                    (r.get("e2e_ms") or {}).get("p95"),
-                )
-            )
-            + "</tr>"
-            for r in rows
-        )
-        out += (
-            "<table class='slices'><tr>"
-            + "".join(f"<th>{esc(h)}</th>" for h in head)
-            + "</tr>"
-            + body
-            + "</table>"
-        )
-    return [out]
-
-
 @dataclass(slots=True)
 class Measured:
     """The steady window's bounds, its statistics (None: not applied) and the slices."""
@@ -487,8 +422,6 @@ __all__ = [
     "parse_slice_s",
     "parse_steady_window",
     "scan",
-    "steady_html",
-    "steady_line",
     "steady_section",
     "window_bounds",
 ]

@@ -310,45 +310,11 @@ _TALLY_FIELDS = (
 )
 
 
-def format_timings(summary: Mapping[str, Any]) -> list[str]:
-    """summary.txt's lines: the TTFT parts at p50 / p99 and the slowest request by TTFT."""
-    t = summary.get("timings")
-    if not isinstance(t, dict):
-        return []
-    ph = t.get("phases_ms") or {}
-    parts = [
-        f"{k} {ph[k]['p50']:.2f}/{ph[k]['p99']:.2f}"
-        for k in ("connect", "tls", *TTFT_PARTS)
-        if k in ph
-    ]
-    conns = t.get("connections") or {}
-    lines = [
-        "ttft parts ms p50/p99: " + ("  ".join(parts) or "-"),
-        f"connections new {conns.get('new', 0)} reused {conns.get('reused', 0)}; request id "
-        + (
-            f"{t.get('request_id_header')}, echoed by {t.get('request_id_echoed', 0)}"
-            if t.get("request_id_header")
-            else "header off"
-        )
-        + f"; body ids {t.get('response_ids', 0)}"
-        + f" ({t.get('request_id_in_body', 0)} name the request id)",
-    ]
-    slow = (t.get("slowest") or {}).get("by_ttft") or []
-    if slow:
-        top = slow[0]
-        lines.append(
-            f"slowest ttft {top.get('ttft_ms')} ms: request {top.get('request_id')}"
-            + (f" (engine id {top['response_id']})" if top.get("response_id") else "")
-        )
-    return lines
-
-
 __all__ = [
     "PHASES",
     "SLOWEST_N",
     "TTFT_PARTS",
     "TimingsTally",
-    "format_timings",
     "phases_of",
     "record_stamps",
     "request_id_header",

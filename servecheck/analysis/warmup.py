@@ -113,20 +113,3 @@ def extend_bounds(
     if max_requests is not None and warm.requests:
         max_requests += warm.requests
     return duration_s, max_requests
-
-
-def format_warmup(summary: Mapping[str, Any]) -> list[str]:
-    """One line for summary.txt when the run had a warm-up."""
-    w = summary.get("warmup")
-    if not w:
-        return []
-    t, e = w["ttft_ms"], w["e2e_ms"]
-
-    def ms(d: Mapping[str, Any], k: str) -> str:
-        v = d.get(k)
-        return "-" if v is None else f"{v:.1f}"
-
-    return [
-        f"warm-up (not in the figures above): {w['requests']} requests, {w['errors']} failed, "
-        f"ttft p50 {ms(t, 'p50')} max {ms(t, 'max')} ms, e2e p50 {ms(e, 'p50')} max {ms(e, 'max')} ms"
-    ]

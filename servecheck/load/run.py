@@ -53,7 +53,6 @@ from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, ENV_WEB_AUTH, RunConfi
 from servecheck.load.summary import (
     SCHEMA_VERSION,
     LoadResult,
-    format_summary,
     rule_of,
     summarise,
     warmup_of,
@@ -743,7 +742,6 @@ __all__ = [
     "SCHEMA_VERSION",
     "LoadResult",
     "LoadSpec",
-    "format_summary",
     "plan_path",
     "read_plan",
     "run_load",

@@ -1,6 +1,7 @@
 """The summary half of a load run: merged records -> statistics, SLO verdicts and the run's
-verdict -> ``summary.json`` (schema :data:`SCHEMA_VERSION`) and ``summary.txt``
-(:func:`summarise`, :func:`format_summary`). The Locust-process half is :mod:`servecheck.load.run`.
+verdict -> ``summary.json`` (typed: :mod:`servecheck.analysis.sections`) and ``summary.txt``
+(:func:`summarise`; its text comes from :mod:`servecheck.report.load_sections`, imported inside
+the function, as report is the layer on top of load). The Locust-process half is :mod:`servecheck.load.run`.
 """
 
 from __future__ import annotations
@@ -12,19 +13,38 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servecheck.analysis import server_gauges, server_truth
 from servecheck.analysis.aggregate import Aggregate, Rule, aggregate_of, read_aggregates, steady_of
-from servecheck.analysis.breakdown import format_breakdown, read_engine_file, scenario_breakdown
+from servecheck.analysis.aggregate import Measured as SteadyMeasured
+from servecheck.analysis.breakdown import read_engine_file, scenario_breakdown
 from servecheck.analysis.budget import SOURCE as BUDGET
-from servecheck.analysis.budget import budget_line, budget_summary, percent
-from servecheck.analysis.image_stats import format_images, image_breakdown
-from servecheck.analysis.phases import phase_lines
+from servecheck.analysis.budget import budget_summary, percent
+from servecheck.analysis.image_stats import image_breakdown
+from servecheck.analysis.sections import (
+    SCHEMA_VERSION,
+    AggregateSource,
+    ErrorBudget,
+    Generator,
+    Head,
+    LengthsAsked,
+    Reader,
+    ReaderThread,
+    RecordsKept,
+    Requests,
+    ScheduleSection,
+    Slices,
+    SloResult,
+    Steady,
+    Summary,
+    Throughput,
+    Tokens,
+    WarmupSection,
+)
 from servecheck.analysis.slo import COUNTS, SLO, Verdict, evaluate
 from servecheck.analysis.stats import RunStats, Schedule
-from servecheck.analysis.steady import steady_line, steady_section
-from servecheck.analysis.timings import format_timings
+from servecheck.analysis.steady import steady_section
+from servecheck.analysis.typed_json import from_json
 from servecheck.analysis.verdict import load_run_verdict
-from servecheck.analysis.warmup import Warmup, format_warmup
+from servecheck.analysis.warmup import Warmup
 from servecheck.load import server_watch
 from servecheck.load.faults import fault_sections
 from servecheck.load.generator.transport import read_transport, transport_reasons
@@ -42,8 +62,6 @@ from servecheck.redact import redact
 
 if TYPE_CHECKING:
     from servecheck.load.run import LoadSpec
-
-SCHEMA_VERSION = 1
 
 
 @dataclass(slots=True)
@@ -84,7 +102,7 @@ def _last_error(path: Path) -> str:
     return ""
 
 
-def _reader_summary(infos: list[dict[str, Any]]) -> dict[str, Any]:
+def _reader_summary(infos: list[dict[str, Any]]) -> Reader:
     """How tokens were timed across workers: ``kernel`` (receive timestamps from the kernel),
     ``reader`` (the reader's clock when it got the bytes) or ``mixed``."""
     readers = [i.get("reader") or {} for i in infos]
@@ -96,25 +114,22 @@ def _reader_summary(infos: list[dict[str, Any]]) -> dict[str, Any]:
         if kernel and not user and "blocking" not in kinds
         else ("reader" if not kernel else "mixed")
     )
-    out: dict[str, Any] = {
-        "kinds": kinds,
-        "clock": clock if kinds else None,
-        "kernel_stamps": kernel,
-        "reader_stamps": user,
-    }
+    out = Reader(
+        kinds=kinds, clock=clock if kinds else None, kernel_stamps=kernel, reader_stamps=user
+    )
     threads = [r["thread"] for r in readers if isinstance(r.get("thread"), dict)]
     if threads:
         # The native reader threads' own cost: their CPU is inside generator.cpu_s too.
         reads = sum(int(t.get("reads") or 0) for t in threads)
         cpu = sum(float(t.get("cpu_s") or 0.0) for t in threads)
         passes = sum(int(t.get("passes") or 0) for t in threads)
-        out["thread"] = {
-            "reads": reads,
-            "passes": passes,
-            "cpu_s": round(cpu, 4),
-            "us_per_read": round(cpu / reads * 1e6, 2) if reads else None,
-            "reads_per_pass": round(reads / passes, 2) if passes else None,
-        }
+        out.thread = ReaderThread(
+            reads=reads,
+            passes=passes,
+            cpu_s=round(cpu, 4),
+            us_per_read=round(cpu / reads * 1e6, 2) if reads else None,
+            reads_per_pass=round(reads / passes, 2) if passes else None,
+        )
     return out
 
 
@@ -181,17 +196,17 @@ def _unmeasured(
     return unmeasured
 
 
-def _generator(infos: list[dict[str, Any]], locust_rc: int | None) -> dict[str, Any]:
+def _generator(infos: list[dict[str, Any]], locust_rc: int | None) -> Generator:
     """summary.json's ``generator``: the load generator's own cost and reader."""
     cpu = sum(float(i.get("cpu_s", 0.0)) for i in infos)
     tokens_client = sum(int(i.get("tokens_client", 0)) for i in infos)
-    return {
-        "cpu_s": round(cpu, 3),
-        "tokens_streamed": tokens_client,
-        "cpu_s_per_10k_tokens": round(cpu / tokens_client * 10_000, 4) if tokens_client else None,
-        "locust_rc": locust_rc,
-        "reader": _reader_summary(infos),
-    }
+    return Generator(
+        cpu_s=round(cpu, 3),
+        tokens_streamed=tokens_client,
+        cpu_s_per_10k_tokens=round(cpu / tokens_client * 10_000, 4) if tokens_client else None,
+        locust_rc=locust_rc,
+        reader=_reader_summary(infos),
+    )
 
 
 def _over_budget(stats: RunStats, verdicts: Sequence[Verdict]) -> str | None:
@@ -363,47 +378,47 @@ def summarise(
     exit_code = judged.exit_code
     sections = _record_sections(agg, records, run_dir)
     kept = keep_records(run_dir, cfg.records, recs.merged)  # one copy, as --records says
-    summary: dict[str, Any] = {
-        **_what_ran(cfg, infos, started, ended),
-        "records": {
-            "merged": agg.count,
-            "bad_lines": kept.pop("bad_lines", 0),
-            "per_worker": {f"records-{w}.jsonl": n for w, n in recs.lines.items()},
-            "kept": kept,
-            **({"transport": transport} if transport is not None else {}),
-        },
-        **stats.as_dict(),
-        "slo": [v.as_dict() for v in verdicts],
-        "error_budget": budget_summary(slos, verdicts),
-        "verdict": verdict,
-        "partial": bool(partial),
-        "reasons": reasons,
-        "exit_code": exit_code,
-        "generator": _generator(infos, locust_rc),
-        "files": sorted(p.name for p in run_dir.iterdir() if p.is_file()),
-    }
-    summary["steady"] = steady_section(
-        spec.steady_window,
-        steady.bounds,
-        steady.scan.first_sent,
-        None if steady.stats is None else steady.stats.as_dict(),
+    parts = {**sections, **faults, **agg.timings.as_dict()}  # + cancel, outages, timings
+    typed = Summary(
+        head=_what_ran(cfg, infos, started, ended),
+        records=RecordsKept(
+            merged=agg.count,
+            bad_lines=kept.pop("bad_lines", 0),
+            per_worker={f"records-{w}.jsonl": n for w, n in recs.lines.items()},
+            kept=kept,
+            transport=transport,
+        ),
+        **_stats_part(stats.as_dict()),
+        slo=[from_json(SloResult, v.as_dict()) for v in verdicts],
+        error_budget=from_json(ErrorBudget, budget_summary(slos, verdicts)),
+        verdict=verdict,
+        partial=bool(partial),
+        reasons=reasons,
+        exit_code=exit_code,
+        generator=_generator(infos, locust_rc),
+        files=sorted(p.name for p in run_dir.iterdir() if p.is_file()),
+        steady=_steady_part(spec, steady),
+        slices=Slices(
+            slice_s=steady.scan.slice_s,
+            t0=steady.scan.first_sent,  # wall clock of start_s 0 (the server series' clock)
+            rows=steady.scan.as_list(),
+        ),
+        turns=parts.get("turns"),
+        prefix_cache=parts.get("prefix_cache"),
+        images=parts.get("images"),
+        cancel=parts.get("cancel"),
+        outages=parts.get("outages"),
+        timings=parts.get("timings"),  # TTFT decomposition, slowest requests
+        profile=profile,
+        server=server,
+        warmup=from_json(WarmupSection, warm.as_dict()) if warm.active else None,
+        aggregate=AggregateSource(source=measured.source, samples=agg.samples_section()),
     )
-    summary["slices"] = {
-        "slice_s": steady.scan.slice_s,
-        "t0": steady.scan.first_sent,  # wall clock of start_s 0 (the server series' clock)
-        "rows": steady.scan.as_list(),
-    }
-    summary.update({**sections, **faults})  # faults: cancel, outages
-    summary.update(agg.timings.as_dict())  # TTFT decomposition, slowest requests
-    if profile is not None:
-        summary["profile"] = profile
-    if server is not None:
-        summary["server"] = server
-    if warm.active:
-        summary["warmup"] = warm.as_dict()
-    summary["aggregate"] = {"source": measured.source, "samples": agg.samples_section()}
+    summary = typed.to_json()
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    text = format_summary(summary, verdicts)
+    from servecheck.report.load_sections import format_summary  # the text renderers
+
+    text = format_summary(typed, verdicts)
     (run_dir / "summary.txt").write_text(text + "\n", encoding="utf-8")
     return LoadResult(
         cfg.run_id, run_dir, summary, stats, verdicts, passed, stats.behind, exit_code, locust_rc
@@ -418,31 +433,52 @@ def _profile_section(spec: LoadSpec, cfg: RunConfig, agg: Aggregate) -> dict[str
     return phased.section(spec.profile, agg.scan, cfg.duration_s, timings)
 
 
-def _what_ran(
-    cfg: RunConfig, infos: list[dict[str, Any]], started: float, ended: float
-) -> dict[str, Any]:
+def _what_ran(cfg: RunConfig, infos: list[dict[str, Any]], started: float, ended: float) -> Head:
     """summary.json's head: what ran, against what, how, when."""
     methods = sorted({str(i.get("prompt_method")) for i in infos if i.get("prompt_method")})
+    return Head(
+        schema_version=SCHEMA_VERSION,
+        run_id=cfg.run_id,
+        target=cfg.target,
+        base_url=redact(cfg.base_url),
+        model=cfg.model,
+        scenario=cfg.scenario,
+        api=cfg.api,
+        mode=cfg.mode,
+        users=cfg.users if cfg.mode == "closed" else None,
+        rate=cfg.rate,
+        burstiness=cfg.burstiness,  # gamma arrivals' shape, else null
+        lengths=_lengths_section(cfg),
+        seed=cfg.seed,
+        duration_s=cfg.duration_s,
+        max_requests=cfg.max_requests,
+        workers=len(infos) or cfg.workers,
+        started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        ended_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ended)),
+        prompt_method=",".join(methods) or None,
+    )
+
+
+def _steady_part(spec: LoadSpec, steady: SteadyMeasured) -> Steady:
+    """summary.json's ``steady``: the window the SLOs judged (analysis/steady.py)."""
+    stats = None if steady.stats is None else steady.stats.as_dict()
+    return from_json(
+        Steady,
+        steady_section(spec.steady_window, steady.bounds, steady.scan.first_sent, stats),
+    )
+
+
+def _stats_part(d: dict[str, Any]) -> dict[str, Any]:
+    """RunStats.as_dict's keys (rounded there, once) as the typed summary's fields."""
     return {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": cfg.run_id,
-        "target": cfg.target,
-        "base_url": redact(cfg.base_url),
-        "model": cfg.model,
-        "scenario": cfg.scenario,
-        "api": cfg.api,
-        "mode": cfg.mode,
-        "users": cfg.users if cfg.mode == "closed" else None,
-        "rate": cfg.rate,
-        "burstiness": cfg.burstiness,  # gamma arrivals' shape, else null
-        "lengths": _lengths_section(cfg),
-        "seed": cfg.seed,
-        "duration_s": cfg.duration_s,
-        "max_requests": cfg.max_requests,
-        "workers": len(infos) or cfg.workers,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "ended_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ended)),
-        "prompt_method": ",".join(methods) or None,
+        "requests": from_json(Requests, d["requests"]),
+        "window_s": d["window_s"],
+        "throughput": from_json(Throughput, d["throughput"]),
+        "tokens": from_json(Tokens, d["tokens"]),
+        "latency_ms": d["latency_ms"],
+        "goodput": d["goodput"],
+        "goodput_requests": d["goodput_requests"],
+        "schedule": from_json(ScheduleSection, d["schedule"]),
     }
 
 
@@ -459,80 +495,15 @@ def _record_sections(agg: Aggregate, records: Callable[[], Any], run_dir: Path) 
     return out
 
 
-def _lengths_section(cfg: RunConfig) -> dict[str, Any] | None:
+def _lengths_section(cfg: RunConfig) -> LengthsAsked | None:
     """--input-tokens / --output-tokens as asked, and how the output length was held."""
     from servecheck.load.workload.lengths import Lengths, section
 
     def back(d: dict[str, Any] | None) -> Lengths | None:
         return None if d is None else Lengths(int(d["mean"]), float(d["sd"]))
 
-    return section(back(cfg.input_tokens), back(cfg.output_tokens), cfg.output_length)
+    asked = section(back(cfg.input_tokens), back(cfg.output_tokens), cfg.output_length)
+    return None if asked is None else from_json(LengthsAsked, asked)
 
 
-def _ms(d: dict[str, Any], key: str) -> str:
-    v = d.get(key)
-    return "-" if v is None else f"{v:.1f}"
-
-
-def format_summary(summary: dict[str, Any], verdicts: Sequence[Verdict]) -> str:
-    """The short text summary printed at the end and kept as summary.txt."""
-    req, thr, lat = summary["requests"], summary["throughput"], summary["latency_ms"]
-    lines = [
-        f"run {summary['run_id']}  target {summary['target']}  scenario {summary['scenario']}  mode {summary['mode']}"
-        + (f"  api {summary['api']}" if summary.get("api", "chat") != "chat" else ""),
-        f"requests {req['total']}  ok {req['ok']}  failed {req['failed']} ({req['error_rate']:.2%})"
-        + (f"  abandoned on purpose {req['abandoned']}" if req.get("abandoned") else "")
-        + (f"  rate-limited {req['rate_limited']}" if req.get("rate_limited") else "")
-        + (f"  cancelled {req['cancelled']}" if req.get("cancelled") else "")
-        + (f"  errors {req['errors']}" if req["errors"] else ""),
-        f"throughput {thr['requests_per_s']:.2f} req/s  {thr['output_tokens_per_s']:.1f} output tokens/s"
-        f"  over {summary['window_s']:.1f} s  goodput {'-' if summary['goodput'] is None else format(summary['goodput'], '.1%')}",
-        f"{'ms':<20}{'p50':>9}{'p90':>9}{'p95':>9}{'p99':>9}{'p99.9':>9}{'max':>9}",
-    ]
-    reasoned = bool(summary["tokens"].get("reasoning_requests"))
-    for name in ("ttft", "itl", "tpot", "e2e", "ttft_from_intended", "e2e_from_intended", "lag"):
-        d = lat.get(name) or {}
-        if not d.get("count"):
-            continue
-        lines.append(
-            f"{name:<20}"
-            + "".join(f"{_ms(d, k):>9}" for k in ("p50", "p90", "p95", "p99", "p99.9", "max"))
-        )
-    lines += phase_lines(lat) if reasoned else []
-    tok = summary["tokens"]
-    if reasoned:
-        lines.append(
-            f"tokens: reasoning {tok['reasoning']}, answer {tok['answer']} "
-            f"({tok['reasoning_requests']} requests reasoned"
-            + (
-                f"; usage said 0 reasoning tokens for {tok['reasoning_usage_zero']}: counted from the stream)"
-                if tok.get("reasoning_usage_zero")
-                else ")"
-            )
-        )
-    if tok["discrepant_requests"] or tok["usage_missing"]:
-        lines.append(
-            f"tokens: usage {tok['output_usage']}, client chunks {tok['output_client']}, "
-            f"{tok['discrepant_requests']} requests differ, {tok['usage_missing']} without usage"
-        )
-    lines += format_breakdown(summary) + format_images(summary) + format_warmup(summary)
-    lines += steady_line(summary) + format_timings(summary) + phased.lines(summary)
-    lines += server_truth.lines(summary.get("server")) + server_gauges.lines(summary.get("server"))
-    if summary.get("error_budget"):
-        lines.append(budget_line(summary["error_budget"]))
-    for v in verdicts:
-        lines.append(v.line())
-    sched = summary["schedule"]
-    if sched["behind"] and req["ok"]:  # with nothing ok the server is to blame (the verdict says)
-        lines += [f"WARNING: {r}" for r in sched["reasons"]]
-    breached = [  # the budget's breach is a reason of its own
-        str(v.get("slo"))
-        for v in summary.get("slo") or []
-        if not v.get("passed") and v.get("source") != BUDGET
-    ]
-    why = [*summary["reasons"], *([f"SLO breached: {', '.join(breached)}"] if breached else [])]
-    lines.append(f"verdict: {summary['verdict'].upper()}" + (f" ({'; '.join(why)})" if why else ""))
-    return "\n".join(lines)
-
-
-__all__ = ["SCHEMA_VERSION", "LoadResult", "format_summary", "summarise", "warmup_of"]
+__all__ = ["SCHEMA_VERSION", "LoadResult", "summarise", "warmup_of"]

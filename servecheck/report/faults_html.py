@@ -13,10 +13,10 @@ def _s(v: Any) -> str:
     return "-" if v is None else f"{v:.1f}"
 
 
-def faults_html(summary: Mapping[str, Any]) -> str:
-    """The cancel rule and its drain verdict, and one row per outage window."""
+def faults_html(cancel: Mapping[str, Any] | None, outages: Mapping[str, Any] | None) -> str:
+    """summary.json's ``cancel`` (the rule and its drain verdict) and ``outages`` (one row per
+    window)."""
     parts: list[str] = []
-    cancel = summary.get("cancel")
     if cancel:
         drain = cancel.get("drain") or {}
         rows = [
@@ -26,7 +26,7 @@ def faults_html(summary: Mapping[str, Any]) -> str:
             ("", drain.get("message", "")),
         ]
         parts.append("<h4>Cancelled requests</h4>" + table(("", ""), rows))
-    windows = (summary.get("outages") or {}).get("windows") or []
+    windows = (outages or {}).get("windows") or []
     if windows:
         lines = [
             (

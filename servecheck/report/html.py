@@ -20,8 +20,6 @@ from typing import Any
 
 from servecheck.records.results import BAD_OUTCOMES, read_json, read_jsonl
 from servecheck.redact import redact
-from servecheck.report.faults_html import faults_html
-from servecheck.report.server_html import server_html
 
 REPORT_NAME = "report.html"
 SUMMARY_MD = "summary.md"
@@ -342,27 +340,14 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
     parts.append(
         "<h3>Latency (ms)</h3>" + table(("metric", *PCTS, "samples"), lat_rows, numeric=range(1, 8))
     )
-    from servecheck.report.timings_html import Tables, timings_html, timings_markdown
+    from servecheck.analysis.sections import Summary
+    from servecheck.report.load_sections import LOAD_SECTIONS
+    from servecheck.report.timings_html import Tables
 
-    parts.append(timings_html(s, Tables(table, md_table)))  # TTFT decomposition, slowest
-    from servecheck.report.profile_html import profile_html
-
-    parts.append(
-        profile_html(s)
-    )  # a load profile's phases, recovery, churn (load/workload/phased.py)
-    from servecheck.analysis.breakdown import format_breakdown
-    from servecheck.analysis.image_stats import format_images
-    from servecheck.analysis.steady import steady_html
-    from servecheck.analysis.warmup import format_warmup
-
-    extra = format_breakdown(s) + format_images(s) + format_warmup(s)  # + --images by size
-    if extra:
-        parts.append(
-            "<h3>Turns, prefix cache, images, warm-up</h3><pre>" + esc("\n".join(extra)) + "</pre>"
-        )
-    parts.append(server_html(s.get("server")))  # engine truth (analysis/server_truth.py)
-    parts.append(faults_html(s))  # --cancel and its drain, outages (report/faults_html.py)
-    parts += steady_html(s, esc)  # the window the SLOs judged, the slices (analysis/steady.py)
+    # The sections read the typed summary; the head above keeps its .get()s, since the page also
+    # reads partial files (a killed run's, a test's few keys) that have no schedule or tokens.
+    typed, tables = Summary.from_json(s), Tables(table, md_table)
+    parts += [section.html(typed, tables) for section in LOAD_SECTIONS]  # summary.txt's order
     if plots:
         parts.append("<div class='plots'>" + "".join(_load_plots(run_dir, lat, keys)) + "</div>")
         from servecheck.report.load_figures import load_figures_html
@@ -372,7 +357,8 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
 
         parts.append(slice_figures_html(s))  # latency, errors, tokens/s, in-flight per slice
     md = _load_markdown(s, verdict, req, thr, sched, slos, lat_rows)
-    md += timings_markdown(s, Tables(table, md_table))
+    for section in LOAD_SECTIONS:
+        md += section.markdown(typed, tables)
     return Section(title, "".join(parts), md, verdict == "pass")
 
 

@@ -79,9 +79,8 @@ def _churn(churn: Mapping[str, Any]) -> str:
     return "<p>" + "<br>".join(_esc(p) for p in parts) + "</p>"
 
 
-def profile_html(summary: Mapping[str, Any]) -> str:
-    """The section, or "" when the run had no profile."""
-    sec = summary.get("profile")
+def profile_html(sec: Mapping[str, Any] | None) -> str:
+    """summary.json's ``profile`` section, or "" when the run had no profile."""
     if not isinstance(sec, dict):
         return ""
     out = f"<h3>Load profile: {_esc(sec.get('text'))}</h3>" + _phases(sec)

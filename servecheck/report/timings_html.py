@@ -67,9 +67,8 @@ def _slow_rows(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return out
 
 
-def timings_html(s: dict[str, Any], tables: Tables) -> str:
-    """The section's HTML ('' without a ``timings`` section)."""
-    t = s.get("timings")
+def timings_html(t: dict[str, Any] | None, tables: Tables) -> str:
+    """summary.json's ``timings`` section as HTML ('' without one)."""
     if not isinstance(t, dict):
         return ""
     conns = t.get("connections") or {}
@@ -107,9 +106,8 @@ def timings_html(s: dict[str, Any], tables: Tables) -> str:
     return "".join(parts)
 
 
-def timings_markdown(s: dict[str, Any], tables: Tables) -> list[str]:
+def timings_markdown(t: dict[str, Any] | None, tables: Tables) -> list[str]:
     """summary.md lines: the phase table ([] without a ``timings`` section)."""
-    t = s.get("timings")
     if not isinstance(t, dict):
         return []
     rows = [(r[0], *r[2:]) for r in _phase_rows(t)]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from servecheck.analysis.phases import phase_lines
 from servecheck.analysis.slo import evaluate, parse_slo, request_predicate
 from servecheck.analysis.stats import compute_stats
 from servecheck.errors import UsageError
+from servecheck.report.load_text import phase_lines
 
 
 def _rec(seq: int, **kw: object) -> dict[str, object]:

@@ -359,15 +359,15 @@ def test_a_server_that_never_recovers_fails_recovery_s(
 def test_the_page_shows_phases_and_recovery() -> None:
     from servecheck.report.profile_html import profile_html
 
-    assert profile_html({}) == ""
+    assert profile_html(None) == ""
     rec = _recovery([(0.5, 0.1), (1.5, 0.1), (4.5, 0.9), (5.5, 0.1)], TEXT)
     page = profile_html(
-        {"profile": {"text": TEXT, "phases": [{"name": "overload", "count": 3}], "recovery": rec}}
+        {"text": TEXT, "phases": [{"name": "overload", "count": 3}], "recovery": rec}
     )
     assert "Load profile: recovery:normal=1" in page and "<td>overload</td>" in page
     assert "Recovered 2.0 s after the overload ended" in page
     rec = _recovery([(0.5, 0.1), (4.5, 0.9), (7.5, 0.9)], TEXT)
-    assert "did not recover" in profile_html({"profile": {"text": TEXT, "recovery": rec}})
+    assert "did not recover" in profile_html({"text": TEXT, "recovery": rec})
 
 
 def test_every_documented_profile_parses(tmp_path: Path) -> None:

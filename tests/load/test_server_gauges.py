@@ -9,6 +9,7 @@ from pathlib import Path
 
 from servecheck.analysis import server_gauges
 from servecheck.analysis.server_truth import Snapshot
+from servecheck.report.load_text import server_gauges_lines
 
 
 def _series(run_dir: Path, rows: list[tuple[float, str, float]]) -> None:
@@ -100,10 +101,10 @@ def test_summary_line_names_the_maxima_and_preemptions() -> None:
         "gauges": {"requests_waiting": {"max": 4.0}, "kv_usage": {"max": 0.25}},
         "counters": {"preemptions_total": {"delta": 2.0}},
     }
-    assert server_gauges.lines(section) == [
+    assert server_gauges_lines(section) == [
         "server gauges (max over the window): waiting 4, kv_usage 0.25, preemptions +2"
     ]
-    assert server_gauges.lines({"available": False}) == [] and server_gauges.lines(None) == []
+    assert server_gauges_lines({"available": False}) == [] and server_gauges_lines(None) == []
 
 
 def test_an_unavailable_section_is_left_as_it_is(tmp_path: Path) -> None:

@@ -18,7 +18,6 @@ import pytest
 
 from servecheck.analysis.timings import (
     TimingsTally,
-    format_timings,
     phases_of,
     record_stamps,
     request_id_header,
@@ -34,6 +33,7 @@ from servecheck.load.generator.stream import (
 from servecheck.load.generator.wire import WireClient, WireResult
 from servecheck.records.record import RequestRecord
 from servecheck.reference.inprocess import RunningServer
+from servecheck.report.load_text import format_timings
 
 Reader = WireClient | StreamReactor
 BODY = json.dumps(
@@ -342,7 +342,7 @@ def test_run_section_percentiles_and_slowest() -> None:
     assert by_ttft == ["r-20", "r-19", "r-18"], by_ttft
     assert by_e2e == ["r-1", "r-2", "r-3"], by_e2e
     assert t["slowest"]["by_e2e"][0]["stamps"]["connect"] == 0.5
-    text = format_timings({"timings": t})
+    text = format_timings(t)
     assert text[0].startswith("ttft parts ms p50/p99: connect 0.50/0.50  send 0.10/0.10")
     assert text[-1].startswith("slowest ttft 200.0 ms: request r-20")
     assert TimingsTally().as_dict() == {}, "records without stamps add no section"

@@ -6,10 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from servecheck.analysis.warmup import Warmup, extend_bounds, format_warmup
+from servecheck.analysis.sections import WarmupSection
+from servecheck.analysis.typed_json import from_json
+from servecheck.analysis.warmup import Warmup, extend_bounds
 from servecheck.errors import UsageError
 from servecheck.records.parquet import read_run_records
 from servecheck.reference.inprocess import RunningServer
+from servecheck.report.load_text import format_warmup
 from tests.load.test_load_cli import _cmd, _run, _summary, _targets
 
 
@@ -33,7 +36,9 @@ def test_first_requests_or_first_seconds_are_warm_up() -> None:
     assert extend_bounds(None, None, Warmup(10.0, 5)) == (None, None)
     assert (
         "warm-up (not in the figures above): 3 requests"
-        in format_warmup({"warmup": Warmup(requests=3).as_dict() | {"requests": 3}})[0]
+        in format_warmup(from_json(WarmupSection, Warmup(requests=3).as_dict() | {"requests": 3}))[
+            0
+        ]
     )
     with pytest.raises(UsageError, match="^warmup_requests must be >= 0"):
         Warmup(requests=-1)

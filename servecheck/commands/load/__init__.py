@@ -21,11 +21,11 @@ from servecheck.errors import SpecError, UsageError
 from servecheck.load.run import (
     LoadResult,
     LoadSpec,
-    format_summary,
     read_plan,
     run_load,
     summarise,
 )
+from servecheck.report.load_sections import format_summary
 from servecheck.signals import Interrupted
 
 

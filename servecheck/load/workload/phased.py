@@ -58,7 +58,6 @@ __all__ = [
     "ProfileSchedule",
     "check_slos",
     "judge",
-    "lines",
     "parse_profile",
     "recovery_of",
     "section",
@@ -156,39 +155,6 @@ def section(
         "phases": [_phase_row(ph, views) for ph in profile.phases(end)],
     }
     out.update(profile.figures(views, end, timings))
-    return out
-
-
-def lines(summary: Mapping[str, Any]) -> list[str]:
-    """summary.txt's lines for the profile section."""
-    sec = summary.get("profile")
-    if not isinstance(sec, dict):
-        return []
-    out = [f"profile {sec.get('text')}:"]
-    for ph in sec.get("phases") or []:
-        t = ph.get("ttft_ms") or {}
-        p95 = "-" if t.get("p95") is None else f"{t['p95']:.1f}"
-        out.append(
-            f"  {ph['name']:<22} {ph['start_s']:>7.1f}-{ph['end_s']:<7.1f}s  "
-            f"{ph['count']:>6} req  {ph['errors']:>4} err  ttft p95 {p95} ms"
-        )
-    rec = sec.get("recovery")
-    if isinstance(rec, dict):
-        if rec.get("recovered"):
-            out.append(
-                f"  recovered {rec['recovery_s']:.1f} s after the overload (p95 TTFT back within "
-                f"{rec['within']:.0%} of {rec['pre_overload_ttft_p95_ms']:.1f} ms)"
-            )
-        else:
-            out.append(f"  {rec.get('note') or 'recovery not measured'}")
-    churn = sec.get("churn")
-    if isinstance(churn, dict):
-        c = churn["connections"]
-        share = churn.get("setup_share")
-        out.append(
-            f"  connections new {c['new']} reused {c['reused']}; set-up {churn['setup_mean_ms']:.2f} ms"
-            " mean" + ("" if share is None else f" ({share:.1%} of the wait for the first token)")
-        )
     return out
 
 

@@ -1,0 +1,317 @@
+"""summary.json as types: one dataclass per section, :class:`Summary` the whole file.
+
+``Summary.to_json()`` gives exactly the keys and values the file has always had (schema
+:data:`SCHEMA_VERSION`; tests/load/test_summary_shape.py holds a real run's file against the
+shape the untyped code wrote); ``Summary.from_json()`` reads a file back for the report;
+:func:`summary_schema` is the JSON Schema the package ships (summary.schema.json), generated
+from these types (servecheck/analysis/typed_json.py); after changing a type, regenerate it with
+``python -m servecheck.analysis.sections`` (a test holds the shipped file to the types).
+
+A section that another module still builds as a dict (the server's truth, the timings, the
+profile, the faults ...) is typed ``JSONObject`` here: it is described as "an object" and its
+keys are that module's to document (docs/load.md). Typing those is the next step; every reader
+goes through these classes first, so it changes no caller.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servecheck.analysis.typed_json import FLATTEN, OMIT, document_schema, from_json, to_json
+
+SCHEMA_VERSION = 1
+SCHEMA_FILE = "summary.schema.json"
+
+JSONObject = dict[str, Any]
+# A distribution in ms: count, min, mean, p50 ... p99.9, max (None where nothing was measured).
+Percentiles = dict[str, float | None]
+
+
+@dataclass(slots=True)
+class LengthsAsked:
+    """--input-tokens / --output-tokens as asked, and how the output length was held."""
+
+    input_tokens: str | None
+    output_tokens: str | None
+    output_length: str | None
+    draws: int
+
+
+@dataclass(slots=True)
+class Head:
+    """What ran, against what, how, when (the file's first keys)."""
+
+    schema_version: int
+    run_id: str
+    target: str
+    base_url: str
+    model: str | None
+    scenario: str
+    api: str
+    mode: str
+    users: int | None
+    rate: float | None
+    burstiness: float | None  # gamma arrivals' shape, else null
+    lengths: LengthsAsked | None
+    seed: int | None
+    duration_s: float | None
+    max_requests: int | None
+    workers: int
+    started_at: str
+    ended_at: str
+    prompt_method: str | None
+
+
+@dataclass(slots=True)
+class RecordsKept:
+    """The run's record files: merged lines, per worker, what was kept (--records)."""
+
+    merged: int
+    bad_lines: int
+    per_worker: dict[str, int]
+    kept: JSONObject
+    transport: JSONObject | None = field(default=None, metadata=OMIT)  # the master's ledger
+
+
+@dataclass(slots=True)
+class Requests:
+    total: int
+    ok: int
+    failed: int
+    error_rate: float
+    rate_limited: int
+    rate_limited_rate: float
+    errors: dict[str, int]
+    abandoned: int
+    cancelled: int
+
+
+@dataclass(slots=True)
+class Throughput:
+    requests_per_s: float
+    attempted_per_s: float
+    output_tokens_per_s: float
+
+
+@dataclass(slots=True)
+class Tokens:
+    output: int
+    output_usage: int
+    output_client: int
+    usage_missing: int
+    discrepant_requests: int
+    reasoning: int
+    answer: int
+    reasoning_requests: int
+    reasoning_usage_zero: int
+
+
+@dataclass(slots=True)
+class ScheduleSection:
+    """The arrival schedule and how far the generator fell behind it."""
+
+    mode: str
+    planned: int | None
+    sent: int
+    lag_ms: Percentiles
+    loop_lag_ms: Percentiles
+    max_lag_ms: float | None
+    behind: bool
+    reasons: list[str]
+
+
+@dataclass(slots=True)
+class SloResult:
+    """One SLO's verdict."""
+
+    slo: str
+    source: str
+    metric: str
+    op: str
+    bound: float
+    unit: str
+    observed: float | None
+    passed: bool
+    note: str
+
+
+@dataclass(slots=True)
+class ErrorBudget:
+    """The share of requests that may fail, where that rule came from, and whether it held."""
+
+    max_error_rate: float | None
+    source: str  # "slo", "cli", ... or "off"
+    slo: str | None
+    passed: bool | None
+
+
+@dataclass(slots=True)
+class ReaderThread:
+    """The native reader threads' own cost (their CPU is inside the generator's too)."""
+
+    reads: int
+    passes: int
+    cpu_s: float
+    us_per_read: float | None
+    reads_per_pass: float | None
+
+
+@dataclass(slots=True)
+class Reader:
+    """How tokens were timed: kernel receive stamps, the reader's clock, or both."""
+
+    kinds: list[str]
+    clock: str | None
+    kernel_stamps: int
+    reader_stamps: int
+    thread: ReaderThread | None = field(default=None, metadata=OMIT)
+
+
+@dataclass(slots=True)
+class Generator:
+    """The load generator's own cost and reader."""
+
+    cpu_s: float
+    tokens_streamed: int
+    cpu_s_per_10k_tokens: float | None
+    locust_rc: int | None
+    reader: Reader
+
+
+@dataclass(slots=True)
+class Steady:
+    """The window the SLOs judged: asked, where it lay, why, and its figures (when applied)."""
+
+    FLAT_KEYS = {"figures": ("requests", "window_s", "throughput", "latency_ms", "goodput")}
+
+    asked: str
+    applied: bool
+    start_s: float | None
+    end_s: float | None
+    how: str
+    figures: JSONObject | None = field(default=None, metadata=FLATTEN)
+
+
+@dataclass(slots=True)
+class Slices:
+    """The run in fixed time slices (t0: the wall clock of start_s 0, the server series')."""
+
+    slice_s: float
+    t0: float | None
+    rows: list[JSONObject]
+
+
+@dataclass(slots=True)
+class WarmupSection:
+    """The warm-up's own figures (--warmup, --warmup-requests): counted in nothing else."""
+
+    seconds: float | None
+    requests_asked: int | None
+    requests: int
+    errors: int
+    span_s: float
+    ttft_ms: Percentiles
+    e2e_ms: Percentiles
+
+
+@dataclass(slots=True)
+class AggregateSource:
+    """Where the figures came from: the workers' aggregates or the records rebuilt."""
+
+    source: str
+    samples: JSONObject
+
+
+@dataclass(slots=True)
+class Summary:
+    """A load run's summary.json."""
+
+    head: Head = field(metadata=FLATTEN)
+    records: RecordsKept
+    requests: Requests
+    window_s: float
+    throughput: Throughput
+    tokens: Tokens
+    latency_ms: dict[str, Percentiles]
+    goodput: float | None
+    goodput_requests: int | None
+    schedule: ScheduleSection
+    slo: list[SloResult]
+    error_budget: ErrorBudget
+    verdict: str
+    partial: bool
+    reasons: list[str]
+    exit_code: int
+    generator: Generator
+    files: list[str]
+    steady: Steady
+    slices: Slices
+    # Made from the records (analysis/breakdown.py, analysis/image_stats.py) when they carry it.
+    turns: JSONObject | None = field(default=None, metadata=OMIT)
+    prefix_cache: JSONObject | None = field(default=None, metadata=OMIT)
+    images: JSONObject | None = field(default=None, metadata=OMIT)
+    # load/faults.py: --cancel and its drain, outages.
+    cancel: JSONObject | None = field(default=None, metadata=OMIT)
+    outages: JSONObject | None = field(default=None, metadata=OMIT)
+    timings: JSONObject | None = field(default=None, metadata=OMIT)  # analysis/timings.py
+    profile: JSONObject | None = field(default=None, metadata=OMIT)  # load/workload/phased.py
+    server: JSONObject | None = field(default=None, metadata=OMIT)  # load/server_watch.py
+    warmup: WarmupSection | None = field(default=None, metadata=OMIT)  # analysis/warmup.py
+    aggregate: AggregateSource | None = field(default=None, metadata=OMIT)
+
+    def to_json(self) -> JSONObject:
+        """summary.json's object, its keys in the file's order."""
+        out: JSONObject = to_json(self)
+        return out
+
+    @classmethod
+    def from_json(cls, doc: JSONObject) -> Summary:
+        """A summary.json read back; a key an older file lacks reads as None."""
+        return from_json(cls, doc)
+
+
+def summary_schema() -> JSONObject:
+    """summary.json's JSON Schema, generated from :class:`Summary`."""
+    return document_schema(Summary, "servecheck load summary.json")
+
+
+def schema_text() -> str:
+    """The schema as the package ships it (servecheck/analysis/summary.schema.json)."""
+    return json.dumps(summary_schema(), indent=2) + "\n"
+
+
+def shipped_schema_path() -> Path:
+    return Path(__file__).with_name(SCHEMA_FILE)
+
+
+if __name__ == "__main__":  # regenerate the shipped file after changing a section's type
+    shipped_schema_path().write_text(schema_text(), encoding="utf-8")
+
+
+__all__ = [
+    "SCHEMA_FILE",
+    "SCHEMA_VERSION",
+    "AggregateSource",
+    "ErrorBudget",
+    "Generator",
+    "Head",
+    "LengthsAsked",
+    "Reader",
+    "ReaderThread",
+    "RecordsKept",
+    "Requests",
+    "ScheduleSection",
+    "Slices",
+    "SloResult",
+    "Steady",
+    "Summary",
+    "Throughput",
+    "Tokens",
+    "WarmupSection",
+    "schema_text",
+    "shipped_schema_path",
+    "summary_schema",
+]
