@@ -9,6 +9,7 @@ servecheck/ with the budget and the allow-list of pyproject.toml ``[tool.servech
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -63,3 +64,17 @@ def test_the_allow_list_is_sorted_and_the_budget_strict() -> None:
         if line.strip()
     ]
     assert listed == allow, "keep pyproject's allow-list sorted, one entry a line"
+
+
+def test_pages_are_made_in_report_only() -> None:
+    """What a person reads is formatted in report/ (and commands/): no HTML in the rooms that
+    run, measure or analyse (issue 40: load/ held steady_html and the live page)."""
+    tag = re.compile(r"<(html|table|div|td|th|tr|svg|h[1-6]|p|ul|li|span)[ >]", re.I)
+    found = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for folder in ("load", "analysis", "probes", "records")
+        for path in sorted((ROOT / "servecheck" / folder).rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if tag.search(line)
+    ]
+    assert not found, "HTML outside report/: " + ", ".join(found)
