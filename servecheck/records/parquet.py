@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from servecheck.load.generator.transport import LOCAL_DIR
 from servecheck.records import columns as rc
 from servecheck.records.record import (
+    LOCAL_DIR,
     MERGED_NAME,
     RECORD_GLOB,
     RECORDS_PARQUET,

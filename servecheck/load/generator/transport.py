@@ -42,6 +42,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
 
+from servecheck.records.record import LOCAL_DIR
+
 __all__ = [
     "BATCH_INTERVAL_S",
     "BATCH_RECORDS",
@@ -61,7 +63,6 @@ __all__ = [
 
 RECORDS_MESSAGE = "servecheck_records"
 DONE_MESSAGE = "servecheck_done"
-LOCAL_DIR = "local"  # a worker's own copy: <run dir>/local/records-<worker>.jsonl
 TRANSPORT_NAME = "transport.json"
 BATCH_RECORDS = 256
 BATCH_INTERVAL_S = 0.25
