@@ -41,7 +41,7 @@ from servecheck.records.record import (
 from servecheck.redact import redact
 
 if TYPE_CHECKING:
-    from servecheck.load.run import LoadSpec
+    from servecheck.load.spec import LoadSpec
 
 SCHEMA_VERSION = 1
 

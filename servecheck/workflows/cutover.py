@@ -136,7 +136,8 @@ def run_cutover(spec: CutoverSpec) -> CutoverResult:
 
 def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = None) -> CutoverResult:
     from servecheck.config import load_targets
-    from servecheck.load.run import LoadSpec, run_load
+    from servecheck.load.run import run_load
+    from servecheck.load.spec import LoadSpec
     from servecheck.probes.agreement import agreement, read_prompts
     from servecheck.report.compare import compare_runs
     from servecheck.report.html import write_load_html

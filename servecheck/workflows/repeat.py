@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.errors import SpecError
-from servecheck.load.run import LoadResult, LoadSpec
+from servecheck.load.run import LoadResult
+from servecheck.load.spec import LoadSpec
 
 MAX_REPEAT = 50
 

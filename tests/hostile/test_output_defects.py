@@ -8,7 +8,8 @@ import pytest
 
 from servecheck.cli import main
 from servecheck.config.model import Target
-from servecheck.load.run import LoadSpec, validate
+from servecheck.load.run import validate
+from servecheck.load.spec import LoadSpec
 from servecheck.report.capacity import Step, should_stop
 from servecheck.report.compare import compare_runs
 from servecheck.report.html import write_load_html

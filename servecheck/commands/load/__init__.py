@@ -17,15 +17,15 @@ from servecheck.commands.load.spec import spec_from_options
 from servecheck.errors import SpecError, UsageError
 
 # Re-exported: callers wrote ``from servecheck.commands.load import LoadSpec, run_load`` before
-# the run moved into the library; new code imports servecheck.load.run.
+# the run moved into the library; new code imports servecheck.load.run and servecheck.load.spec.
 from servecheck.load.run import (
     LoadResult,
-    LoadSpec,
     format_summary,
     read_plan,
     run_load,
     summarise,
 )
+from servecheck.load.spec import LoadSpec
 from servecheck.signals import Interrupted
 
 
