@@ -47,7 +47,7 @@ from servecheck.load import server_watch
 from servecheck.load.generator.apis import resolve_api
 from servecheck.load.generator.live import check_free, live_config
 from servecheck.load.generator.transport import LOCAL_DIR
-from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, ENV_WEB_AUTH, RunConfig, load_plan
+from servecheck.load.plan import CONTEXT_FILE, ENV_CONFIG, RunConfig, load_plan
 from servecheck.load.spec import LoadSpec
 from servecheck.load.summary import (
     SCHEMA_VERSION,
@@ -259,6 +259,9 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         base_url=spec.target.base_url,
         model=model,
         records_dir=str(run_dir),
+        verify_tls=spec.target.verify_tls,
+        api_key=_api_key(spec.target),
+        web_auth=spec.web_auth,
         mode=_mode(spec),
         users=spec.users or 1,
         rate=spec.rate,
@@ -305,6 +308,12 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         planned = int(spec.rate * duration)
     cfg.records = resolve_records(parse_records(spec.records), planned)
     return cfg
+
+
+def _api_key(target: Target) -> str | None:
+    """The target's key as its auth header carries it (``Bearer`` taken off)."""
+    auth = target.auth_headers()
+    return next(iter(auth.values())).removeprefix("Bearer ") if auth else None
 
 
 def probe_timeout(target: Target, duration_s: float | None) -> float:
@@ -559,32 +568,40 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
         refuse_used_run_dir(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg = build_config(spec, run_id, run_dir, model)
-    cfg_path = cfg.dump(
-        run_dir
-        / (
-            "load-config.json"
-            if spec.role != "worker"
-            else f"load-config-worker-{os.getpid()}.json"
-        )
-    )
-    env = dict(os.environ)
-    env[ENV_CONFIG] = str(cfg_path)
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(cfg.secret_env())
-    auth = spec.target.auth_headers()
-    if auth:
-        env[ENV_API_KEY] = next(iter(auth.values())).removeprefix("Bearer ")
+    own = "" if spec.role != "worker" else f"-worker-{os.getpid()}"
+    cfg.dump(run_dir / f"load-config{own}.json")  # the report's copy, secrets masked
     if spec.web_auth:
         redact_register(spec.web_auth.split(":", 1)[1])
-        env[ENV_WEB_AUTH] = spec.web_auth
     check_free(cfg.live)
     if down and spec.role != "worker":
         say(down)
         now = time.time()
         return summarise(spec, cfg, slos, run_dir, None, now, now, down=down)
+    # The one thing the Locust processes are given: the whole config, secrets included, in a
+    # file only we may read (never their environment or command line), removed when they end.
+    context = cfg.write_private(run_dir / f"{CONTEXT_FILE}{own}")
+    try:
+        return _run(spec, cfg, slos, run_dir, choice, context, say)
+    finally:
+        context.unlink(missing_ok=True)
+
+
+def _run(
+    spec: LoadSpec,
+    cfg: RunConfig,
+    slos: list[SLO],
+    run_dir: Path,
+    choice: ModelChoice,
+    context: Path,
+    say: Callable[[str], None],
+) -> LoadResult:
+    """Locust over the run's config file ``context``, then the summary."""
+    env = dict(os.environ)
+    env[ENV_CONFIG] = str(context)
+    env["PYTHONUNBUFFERED"] = "1"
     cmd = locust_command(spec, cfg, run_dir)
     say(
-        f"run {run_id}: {cfg.mode} load on {spec.target.name} ({redact(spec.target.base_url)}), scenario {cfg.scenario}, {choice.line()}"
+        f"run {cfg.run_id}: {cfg.mode} load on {spec.target.name} ({redact(spec.target.base_url)}), scenario {cfg.scenario}, {choice.line()}"
     )
     for what, bind in (("web UI (LLM tab; charts at /llm)", "web"), ("OpenMetrics", "metrics")):
         if (cfg.live or {}).get(bind):
@@ -637,7 +654,7 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
         if watch.down is not None:
             say(f"{watch.down}: worker stopped; its records are in {run_dir / LOCAL_DIR}")
         empty = RunStats()
-        return LoadResult(run_id, run_dir, {}, empty, [], True, False, 0, rc)
+        return LoadResult(cfg.run_id, run_dir, {}, empty, [], True, False, 0, rc)
     if watch.down is not None:
         say(f"{watch.down}: run stopped; partial summary in {run_dir / 'summary.json'}")
         return summarise(

@@ -31,7 +31,6 @@ from typing import Any
 from servecheck.errors import SpecError
 from servecheck.load.workload.planned import PlannedRequest
 
-ENV_IMAGES = "SERVECHECK_LOAD_IMAGES"  # --images' default, and plain locust -f's images
 MAX_COUNT = 8  # images in one request
 MAX_SIDE = 2048  # pixels, each side of a generated image
 MAX_VARIANTS = 16
