@@ -70,14 +70,13 @@ from servecheck.load.generator.transport import (
 )
 from servecheck.load.generator.wire import WireClient, WireResult
 from servecheck.load.plan import ENV_CONFIG, PlainInputs, RunConfig
-from servecheck.load.workload.cancel import CancelRule, draw
-from servecheck.load.workload.cancel import outcome as cancel_outcome
+from servecheck.load.workload.cancel import CancelRule, CancelStep, HangUp
 from servecheck.load.workload.dataset import dataset_fingerprint
 from servecheck.load.workload.images import ImagePool, check_images
 from servecheck.load.workload.lengths import Lengths, apply_lengths
 from servecheck.load.workload.mix import WeightedCycle
 from servecheck.load.workload.phased import ProfileSchedule, parse_profile
-from servecheck.load.workload.planned import PlannedRequest, single_turn
+from servecheck.load.workload.planned import PlannedRequest, Send, Steps, single_turn
 from servecheck.load.workload.prompts import (
     PromptSet,
     PromptSpec,
@@ -198,6 +197,8 @@ class _Controller:
         self.breaker = Breaker(self.keeper.agg.outages)
         # --web / --metrics-port: the aggregate read once a tick (load/generator/live.py), not per request
         self.live = LiveFeed(self.keeper.agg, self.worker) if cfg.live else None
+        self.steps = Steps()  # the per-request steps: build_steps, once the user class is known
+        self.honour_retry_after = bool(cfg.retry_after_max_s) and cfg.mode not in RATE_MODES
         self.stopped: str | None = None  # why Locust stopped it before its bounds (--web)
 
     def auth_headers(self) -> dict[str, str]:
@@ -434,26 +435,43 @@ class _Controller:
                 return None
             gevent.sleep(0.1)
 
+    def build_steps(self, user_cls: type[LLMUser] | None) -> Steps:
+        """The run's per-request steps, the enabled ones only, each from its feature's module
+        (load/workload/planned.py's Steps): a new feature adds a step here, not a branch in
+        :meth:`send`. Built once per run."""
+        steps = Steps()
+        if self.images is not None:  # --images (load/workload/images.py)
+            steps.shape.append(self.images.shape)
+        if self.mix is not None:  # a model mix (load/workload/mix.py)
+            steps.shape.append(self.mix.shape)
+        stop_at = getattr(user_cls, "hang_up_after_tokens", None)
+        if user_cls is not None and stop_at is not None and stop_at > 0:  # abandoned streams
+            steps.arm.append(HangUp(stop_at, user_cls.hang_up_share).arm)
+        if self.cancel is not None:  # --cancel (load/workload/cancel.py): after a hang-up, wins
+            cancel = CancelStep(self.cancel)
+            steps.arm.append(cancel.arm)
+            steps.settle.append(cancel.settle)
+        return steps
+
     def send(self, user: LLMUser, intended: float) -> None:
         """Send one streaming request; record it whatever happens. Never raises."""
         cfg = self.cfg
-        how = self.admit(intended)
+        how = self.admit(intended)  # the outage breaker (analysis/outage.py)
         if how is None:
             return
-        prompt = user.plan_request(
-            self
-        )  # a PlannedRequest (servecheck/load/workload/conversation.py)
-        if self.images is not None:
-            prompt = self.images.attach(prompt, user.rng)
-        model = self.mix.next() if self.mix is not None else cfg.model
+        # a PlannedRequest (servecheck/load/workload/conversation.py), then the run's steps
+        send = Send(user.plan_request(self), user.rng, cfg.model)
+        for shape in self.steps.shape:
+            shape(send)
+        prompt = send.prompt
         path, body = request_for(
-            cfg.api, model, prompt, user.kind_body(prompt.kind), cfg.extra_body
+            cfg.api, send.model, prompt, user.kind_body(prompt.kind), cfg.extra_body
         )
         payload = json.dumps(body).encode()
         self.sent += 1
         self.inflight += 1
         seq = self.sent
-        t0 = _perf()
+        t0 = send.t0 = _perf()
         if seq == 1:
             self.keeper.begin(self.wall(t0))  # the run's start on this process's clock
         rec = RequestRecord(
@@ -466,24 +484,16 @@ class _Controller:
             kind=prompt.kind,
             prompt_tokens=prompt.prompt_tokens,
             request_id=f"{self.rid_prefix}-{seq}",
-            model=model if self.mix is not None else None,
+            model=send.model if send.named else None,
             **prompt.fields,
         )
-        st = new_state(cfg.api, prompt.capture)  # chat's reader, or the messages stream's
+        st = send.stream = new_state(cfg.api, prompt.capture)  # chat's reader, or messages'
         # A scenario that continues from the reply (multi-turn) gets the stream's bytes: every read
         # then goes through the parser (no token shortcut), and the text is taken after the end.
         raw: list[bytes] | None = [] if prompt.capture else None
         feed = st.feed if raw is None else _capture(st.feed, raw)
-        until = None
-        stop_at = user.hang_up_after_tokens
-        if stop_at is not None and stop_at > 0 and user.rng.random() < user.hang_up_share:
-
-            def until() -> bool:
-                return len(st.token_times) >= stop_at
-
-        drawn = draw(self.cancel, user.rng, st, t0)  # --cancel: this one is cancelled at its point
-        if drawn is not None:
-            until = drawn.until
+        for arm in self.steps.arm:
+            arm(send)
         try:
             res = self.wire.post_stream(
                 path,
@@ -492,7 +502,7 @@ class _Controller:
                 deadline=t0 + cfg.timeout_s,
                 tokens=st if raw is None and st.fast else None,
                 request_id=rec.request_id,
-                until=until,
+                until=send.until,
             )
         except Exception as exc:  # noqa: BLE001 - a bug here must cost one record, not the run
             res = WireResult(
@@ -504,21 +514,42 @@ class _Controller:
             self.inflight -= 1
             self.breaker.probing = False
             raise
+        self._record(send, rec, res)
+        if self.keeper.keep(rec):
+            self._flush()
+        if how == PROBE:
+            self.breaker.probed(_perf())
+        self.inflight -= 1
+        if prompt.state is not None:
+            user.after_response(prompt, rec, reply_of(st, b"".join(raw or ())), st.usage)
+        self._fire(rec)
+        if rec.retry_after_s and self.honour_retry_after:
+            # Closed loop, --honour-retry-after: this user backs off as a well-behaved client
+            # would (open-loop arrivals are the schedule and are not delayed).
+            gevent.sleep(
+                max(0.0, min(rec.retry_after_s, cfg.retry_after_max_s, self.deadline - _perf()))
+            )
+
+    def _record(self, send: Send, rec: RequestRecord, res: WireResult) -> None:
+        """Fill ``rec`` from the reader's result and the stream's state, then the steps'."""
+        st = send.stream
         t_end = res.t_end or _perf()
         if res.t_sent:
             # Time from the send itself, not from building the request (a pooled connection
             # sends at once; a new one first connects, which is part of the request's latency
             # only in TTFT-from-intended).
-            t0 = res.t_sent
-            rec.t_sent = self.wall(t0)
+            send.t0 = res.t_sent
+            rec.t_sent = self.wall(send.t0)
+        t0 = send.t0
         st.close(t_end)
         rec.status = res.status
         rec.t_done = self.wall(t_end)
         rec.error, rec.error_message = classify(res, st)
         if rec.error == RATE_LIMITED:
             rec.retry_after_s = retry_after_seconds(res.headers.get("retry-after"))
-        rec.cancelled = cancel_outcome(drawn, res.hung_up, rec.error)
-        rec.abandoned = res.hung_up and rec.cancelled is None
+        rec.abandoned = res.hung_up  # a cancel step says which hang-ups were its own
+        for settle in self.steps.settle:
+            settle(send, rec, res)
         self.tokens += len(st.token_times)
         record_from_stream(
             rec,
@@ -530,21 +561,7 @@ class _Controller:
         if st.usage is not None:
             rec.cached_tokens = cached_tokens(st.usage)
         record_phases(rec, st, t0)
-        record_stamps(rec, res, st, t0, cfg.request_id_header)
-        if self.keeper.keep(rec):
-            self._flush()
-        if how == PROBE:
-            self.breaker.probed(_perf())
-        self.inflight -= 1
-        if prompt.state is not None:
-            user.after_response(prompt, rec, reply_of(st, b"".join(raw or ())), st.usage)
-        self._fire(rec)
-        if rec.retry_after_s and cfg.retry_after_max_s and cfg.mode not in RATE_MODES:
-            # Closed loop, --honour-retry-after: this user backs off as a well-behaved client
-            # would (open-loop arrivals are the schedule and are not delayed).
-            gevent.sleep(
-                max(0.0, min(rec.retry_after_s, cfg.retry_after_max_s, self.deadline - _perf()))
-            )
+        record_stamps(rec, res, st, t0, self.cfg.request_id_header)
 
     def _fire(self, rec: RequestRecord) -> None:
         fire = self.env.events.request.fire
@@ -760,6 +777,7 @@ def controller(environment: Any) -> _Controller:
                     for m in mix
                 ]
             ctrl.prompts = build_prompt_set(mix, seed=cfg.seed, count=counter, tokenizer=flavour)
+        ctrl.steps = ctrl.build_steps(user_cls)
         if user_cls is not None:
             user_cls.prepare_run(ctrl)
         ctrl.begin()
