@@ -43,6 +43,9 @@ from typing import Any
 
 from servecheck.client.factory import ClientSettings
 from servecheck.errors import UsageError, did_you_mean
+from servecheck.load.workload.cancel import CancelRule
+from servecheck.load.workload.lengths import Lengths
+from servecheck.load.workload.phased import Profile, parse_profile
 from servecheck.redact import redact_obj
 
 ENV_CONFIG = "SERVECHECK_LOAD_CONFIG"  # the path of the run's 0600 config file, for Locust
@@ -99,9 +102,9 @@ class RunConfig:
     users: int = 1
     rate: float | None = None
     burstiness: float | None = None  # mode "gamma": the shape of the gaps
-    # --input-tokens / --output-tokens as {mean, sd} (load/workload/lengths.py), and how output is held
-    input_tokens: dict[str, Any] | None = None
-    output_tokens: dict[str, Any] | None = None
+    # --input-tokens / --output-tokens (load/workload/lengths.py), and how output is held
+    input_tokens: Lengths | None = None
+    output_tokens: Lengths | None = None
     output_length: str | None = None
     seed: int = 0
     duration_s: float | None = None
@@ -110,9 +113,7 @@ class RunConfig:
     max_inflight: int = 1024
     drain_s: float = 30.0
     retry_after_max_s: float = 0.0  # > 0: closed-loop users honour Retry-After, capped at this
-    cancel: dict[str, Any] | None = (
-        None  # --cancel SHARE@POINT (load/workload/cancel.py's CancelRule)
-    )
+    cancel: CancelRule | None = None  # --cancel SHARE@POINT (load/workload/cancel.py)
     timeout_s: float = 60.0
     connect_timeout_s: float = 10.0
     probe_timeout_s: float = 10.0  # a side probe's (/tokenize), bounded by the run (load/run.py)
@@ -136,12 +137,9 @@ class RunConfig:
     dataset_format: str = "auto"
     api: str = "chat"  # chat | messages (load/generator/apis.py)
     images: str | None = None  # sizes or an absolute folder (load/workload/images.py)
-    profile: dict[str, Any] | None = (
-        None  # {text, poisson}: a load profile (load/workload/phased.py)
-    )
-    model_mix: list[list[Any]] = field(
-        default_factory=list
-    )  # [name, weight] (load/workload/mix.py)
+    profile: Profile | None = None  # a load profile (load/workload/phased.py)
+    profile_poisson: bool = False  # its arrivals Poisson (only with a profile)
+    model_mix: list[tuple[str, float]] = field(default_factory=list)  # (load/workload/mix.py)
     # What each worker's streaming summary must know (analysis/aggregate.py's Rule, as a dict), and
     # which records it keeps on disk: "all", "sample:N" (a uniform sample) or "none".
     aggregate: dict[str, Any] | None = None
@@ -159,12 +157,29 @@ class RunConfig:
     web_auth: str | None = None  # --web's USER:PASS
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field as JSON values, the secrets included; :meth:`from_dict` reads it back."""
-        return asdict(self)
+        """Every field as JSON values, the secrets included; :meth:`from_dict` reads it back
+        (a profile as its text, which parses to the same profile)."""
+        data = asdict(self)  # Lengths -> {mean, sd}, CancelRule -> {share, point, value}
+        poisson = data.pop("profile_poisson")
+        data["profile"] = (
+            None if self.profile is None else {"text": self.profile.text, "poisson": poisson}
+        )
+        data["model_mix"] = [[name, weight] for name, weight in self.model_mix]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
-        return cls(**data)
+        """The typed config back from :meth:`to_dict`'s form."""
+        values = dict(data)
+        profile = values.pop("profile", None)
+        values["profile"] = parse_profile(str(profile["text"])) if profile else None
+        values["profile_poisson"] = bool(profile and profile.get("poisson"))
+        values["cancel"] = CancelRule.from_dict(values.get("cancel"))
+        for key in ("input_tokens", "output_tokens"):
+            raw = values.get(key)
+            values[key] = None if raw is None else Lengths(int(raw["mean"]), float(raw["sd"]))
+        values["model_mix"] = [(str(n), float(w)) for n, w in values.get("model_mix") or ()]
+        return cls(**values)
 
     def dump(self, path: str | os.PathLike[str]) -> Path:
         """Write the report's copy, every secret masked (header values, URL credentials) and the

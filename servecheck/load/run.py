@@ -61,7 +61,7 @@ from servecheck.load.workload import shipped
 from servecheck.load.workload.cancel import wait_after_run
 from servecheck.load.workload.dataset import check_dataset
 from servecheck.load.workload.images import check_images, normalise_images
-from servecheck.load.workload.lengths import Lengths, exact_output
+from servecheck.load.workload.lengths import exact_output
 from servecheck.load.workload.phased import check_slos
 from servecheck.load.workload.trace import trace_duration
 from servecheck.probes.reach import target_down
@@ -226,12 +226,9 @@ def _extra_body(spec: LoadSpec) -> dict[str, Any]:
 
 
 def _lengths_config(spec: LoadSpec) -> dict[str, Any]:
-    def as_dict(x: Lengths | None) -> dict[str, Any] | None:
-        return None if x is None else {"mean": x.mean, "sd": x.sd}
-
     return {
-        "input_tokens": as_dict(spec.input_tokens),
-        "output_tokens": as_dict(spec.output_tokens),
+        "input_tokens": spec.input_tokens,
+        "output_tokens": spec.output_tokens,
         "output_length": _exact_output(spec)[1],
     }
 
@@ -274,7 +271,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         max_inflight=spec.max_inflight,
         drain_s=_drain(spec),
         retry_after_max_s=spec.retry_after_max_s,
-        cancel=spec.cancel.as_dict() if spec.cancel else None,
+        cancel=spec.cancel,
         timeout_s=spec.target.timeout_s,
         connect_timeout_s=spec.target.connect_timeout_s,
         probe_timeout_s=probe_timeout(spec.target, duration),
@@ -296,10 +293,9 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         dataset_format=spec.dataset_format,
         api=resolve_api(spec.api, spec.scenario),
         images=normalise_images(spec.images),
-        profile=None
-        if spec.profile is None
-        else {"text": spec.profile.text, "poisson": spec.poisson},
-        model_mix=[[name, weight] for name, weight in spec.model_mix],
+        profile=spec.profile,
+        profile_poisson=spec.poisson and spec.profile is not None,
+        model_mix=list(spec.model_mix),
     )
     cfg.aggregate = rule_of(spec, cfg).as_dict()
     cfg.live = live_config(spec.web, spec.web_auth, spec.metrics_port, spec.role, spec.otlp)

@@ -461,12 +461,9 @@ def _record_sections(agg: Aggregate, records: Callable[[], Any], run_dir: Path) 
 
 def _lengths_section(cfg: RunConfig) -> dict[str, Any] | None:
     """--input-tokens / --output-tokens as asked, and how the output length was held."""
-    from servecheck.load.workload.lengths import Lengths, section
+    from servecheck.load.workload.lengths import section
 
-    def back(d: dict[str, Any] | None) -> Lengths | None:
-        return None if d is None else Lengths(int(d["mean"]), float(d["sd"]))
-
-    return section(back(cfg.input_tokens), back(cfg.output_tokens), cfg.output_length)
+    return section(cfg.input_tokens, cfg.output_tokens, cfg.output_length)
 
 
 def _ms(d: dict[str, Any], key: str) -> str:

@@ -70,12 +70,12 @@ from servecheck.load.generator.transport import (
 )
 from servecheck.load.generator.wire import WireClient, WireResult
 from servecheck.load.plan import ENV_CONFIG, PlainInputs, RunConfig
-from servecheck.load.workload.cancel import CancelRule, CancelStep, HangUp
+from servecheck.load.workload.cancel import CancelStep, HangUp
 from servecheck.load.workload.dataset import dataset_fingerprint
 from servecheck.load.workload.images import ImagePool, check_images
-from servecheck.load.workload.lengths import Lengths, apply_lengths
+from servecheck.load.workload.lengths import apply_lengths
 from servecheck.load.workload.mix import WeightedCycle
-from servecheck.load.workload.phased import ProfileSchedule, parse_profile
+from servecheck.load.workload.phased import ProfileSchedule
 from servecheck.load.workload.planned import PlannedRequest, Send, Steps, single_turn
 from servecheck.load.workload.prompts import (
     PromptSet,
@@ -115,9 +115,7 @@ class _Controller:
         self.cfg = cfg
         self.index = index
         # the model mix (a plan's models): each request names the next model of the cycle
-        self.mix = (
-            WeightedCycle([(str(n), float(w)) for n, w in cfg.model_mix]) if cfg.model_mix else None
-        )
+        self.mix = WeightedCycle(cfg.model_mix) if cfg.model_mix else None
         self.worker = (
             f"w{index}-{os.getpid()}"
             if cfg.workers > 1 or isinstance(environment.runner, WorkerRunner)
@@ -163,7 +161,7 @@ class _Controller:
         self.prompts = PromptSet()
         self.dispatcher_claimed = False
         self.sched: FixedRate | Poisson | Gamma | TraceSchedule | ProfileSchedule | None = None
-        self.profile = parse_profile(cfg.profile["text"]) if cfg.profile else None
+        self.profile = cfg.profile
         # Headers, auth, timeouts and TLS: the run's ClientSettings (client/factory.py), plus
         # what a stream and the API add (load/generator/apis.py).
         settings = cfg.client_settings()
@@ -193,7 +191,7 @@ class _Controller:
         self.cpu0 = 0.0
         # --cancel (load/workload/cancel.py) and the outage breaker over this process's records
         # (analysis/outage.py): during an outage one probe at a time, the other sends held or lost.
-        self.cancel = CancelRule.from_dict(cfg.cancel)
+        self.cancel = cfg.cancel
         self.breaker = Breaker(self.keeper.agg.outages)
         # --web / --metrics-port: the aggregate read once a tick (load/generator/live.py), not per request
         self.live = LiveFeed(self.keeper.agg, self.worker) if cfg.live else None
@@ -282,13 +280,13 @@ class _Controller:
         cfg = self.cfg
         if cfg.trace:
             return open_schedule(cfg, self.index)
-        if cfg.mode == "profile" and self.profile is not None and cfg.profile is not None:
+        if cfg.mode == "profile" and self.profile is not None:
             return ProfileSchedule(
                 self.profile,
                 self.index % cfg.workers,
                 cfg.workers,
                 cfg.seed,
-                bool(cfg.profile.get("poisson")),
+                cfg.profile_poisson,
             )
         return for_worker(
             cfg.rate or 1.0,
@@ -745,9 +743,7 @@ def controller(environment: Any) -> _Controller:
             )
         else:
             mix = user_cls.mix if user_cls is not None else [PromptSpec(128, 64)]
-            mix = apply_lengths(
-                mix, _lengths(cfg.input_tokens), _lengths(cfg.output_tokens), cfg.seed
-            )
+            mix = apply_lengths(mix, cfg.input_tokens, cfg.output_tokens, cfg.seed)
             counter, flavour = (None, "")
             if cfg.use_tokenize:
                 root = cfg.base_url.rstrip("/").removesuffix("/v1")
@@ -783,10 +779,6 @@ def controller(environment: Any) -> _Controller:
         ctrl.begin()
         ctx.ctrl = ctrl
     return ctrl
-
-
-def _lengths(d: dict[str, Any] | None) -> Lengths | None:
-    return None if d is None else Lengths(int(d["mean"]), float(d["sd"]))
 
 
 def _prompt(d: dict[str, Any]) -> Any:
