@@ -13,7 +13,11 @@ set on every connection. SSE is split with a small LF-only fast path; a stream t
 CRLF line ends switches to the project's strict :class:`~servecheck.client.sse.SSEParser`.
 Whether a chunk carries a token is decided by the same function the timing client uses.
 
-Per process, :class:`_Controller` owns the record writer, the bounds (duration, request cap),
+Per process, :class:`RunContext` (on Locust's ``Environment`` as ``servecheck``, set in the init
+event) holds the run's typed config, read once from the 0600 file ``servecheck load`` wrote (or
+built from plain ``locust -f``'s options), and the controller. A request goes through the run's
+enabled steps (images, model mix, hang-up, cancel: :meth:`_Controller.build_steps`).
+:class:`_Controller` owns the record writer, the bounds (duration, request cap),
 the open-loop dispatcher and a generator-lag probe; when the bounds are reached and nothing is in
 flight it writes ``worker-<id>.json`` and quits the runner. A worker instead sends its last batch
 and its totals to the master, whose :class:`~servecheck.load.generator.transport.Collector` writes the run
