@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.config.model import Target
-from servecheck.load.run import LoadResult, LoadSpec
+from servecheck.load.run import LoadResult
 from servecheck.load.soak import SoakPlan, SoakResult
+from servecheck.load.spec import LoadSpec
 from servecheck.preflight import PreflightOptions, PreflightReport
 from servecheck.workflows.accept import AcceptResult, AcceptSpec
 from servecheck.workflows.capacity import CapacityResult, CapacitySpec

@@ -116,6 +116,12 @@ def _ssl_context(verify: bool) -> ssl.SSLContext:
         return ctx
 
 
+def ssl_context(verify: bool) -> ssl.SSLContext:
+    """The process's shared SSL context for ``verify``: for a reader that opens its own sockets
+    (the load generator's load/generator/wire.py), so it trusts what every httpx client trusts."""
+    return _ssl_context(verify)
+
+
 def sync_client(
     settings: ClientSettings,
     *,
@@ -147,4 +153,4 @@ def async_client(
     return httpx.AsyncClient(transport=transport, **_options(settings, default_headers))
 
 
-__all__ = ["MAX_BODY_BYTES", "ClientSettings", "async_client", "sync_client"]
+__all__ = ["MAX_BODY_BYTES", "ClientSettings", "async_client", "ssl_context", "sync_client"]

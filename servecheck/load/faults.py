@@ -16,7 +16,7 @@ from servecheck.load.workload import cancel
 
 if TYPE_CHECKING:
     from servecheck.analysis.aggregate import Aggregate
-    from servecheck.load.run import LoadSpec
+    from servecheck.load.spec import LoadSpec
 
 
 def fault_sections(

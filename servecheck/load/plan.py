@@ -1,9 +1,11 @@
 """What a load run does: the resolved run configuration and the YAML load plans.
 
 :class:`RunConfig` is the one object passed from ``servecheck load`` (our process) to the Locust
-processes (a JSON file named by ``SERVECHECK_LOAD_CONFIG``): target URL, model, prompts, arrival
-mode, bounds. The API key is never written into it; the Locust processes read it from
-``SERVECHECK_API_KEY`` in their environment.
+processes: target URL, model, prompts, arrival mode, bounds, and the secrets (the API key, the
+live view's web auth). It crosses once, as one file only its owner may read (0600, named by
+``SERVECHECK_LOAD_CONFIG``), which each Locust process reads once at its start; no secret goes
+into a process's environment or command line. The run folder keeps a masked copy
+(``load-config.json``) for the reader of a report; the 0600 file is removed when Locust ends.
 
 A load plan (``loadtests/*.yaml``) is a named set of defaults for ``servecheck load``::
 
@@ -32,19 +34,22 @@ Options given on the command line override the plan's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servecheck.client.factory import ClientSettings
 from servecheck.errors import UsageError, did_you_mean
+from servecheck.load.workload.cancel import CancelRule
+from servecheck.load.workload.lengths import Lengths
+from servecheck.load.workload.phased import Profile, parse_profile
 from servecheck.redact import redact_obj
 
-ENV_CONFIG = "SERVECHECK_LOAD_CONFIG"
-ENV_API_KEY = "SERVECHECK_API_KEY"
-ENV_SECRETS = "SERVECHECK_LOAD_SECRETS"  # the masked parts of load-config.json, for Locust
-ENV_WEB_AUTH = "SERVECHECK_WEB_AUTH"  # --web's USER:PASS, to Locust through its environment only
+ENV_CONFIG = "SERVECHECK_LOAD_CONFIG"  # the path of the run's 0600 config file, for Locust
+CONTEXT_FILE = ".locust-config.json"  # that file, in the run folder while Locust runs
 PLAN_KEYS = (
     "description",
     "scenario",
@@ -97,9 +102,9 @@ class RunConfig:
     users: int = 1
     rate: float | None = None
     burstiness: float | None = None  # mode "gamma": the shape of the gaps
-    # --input-tokens / --output-tokens as {mean, sd} (load/workload/lengths.py), and how output is held
-    input_tokens: dict[str, Any] | None = None
-    output_tokens: dict[str, Any] | None = None
+    # --input-tokens / --output-tokens (load/workload/lengths.py), and how output is held
+    input_tokens: Lengths | None = None
+    output_tokens: Lengths | None = None
     output_length: str | None = None
     seed: int = 0
     duration_s: float | None = None
@@ -108,9 +113,7 @@ class RunConfig:
     max_inflight: int = 1024
     drain_s: float = 30.0
     retry_after_max_s: float = 0.0  # > 0: closed-loop users honour Retry-After, capped at this
-    cancel: dict[str, Any] | None = (
-        None  # --cancel SHARE@POINT (load/workload/cancel.py's CancelRule)
-    )
+    cancel: CancelRule | None = None  # --cancel SHARE@POINT (load/workload/cancel.py)
     timeout_s: float = 60.0
     connect_timeout_s: float = 10.0
     probe_timeout_s: float = 10.0  # a side probe's (/tokenize), bounded by the run (load/run.py)
@@ -134,12 +137,9 @@ class RunConfig:
     dataset_format: str = "auto"
     api: str = "chat"  # chat | messages (load/generator/apis.py)
     images: str | None = None  # sizes or an absolute folder (load/workload/images.py)
-    profile: dict[str, Any] | None = (
-        None  # {text, poisson}: a load profile (load/workload/phased.py)
-    )
-    model_mix: list[list[Any]] = field(
-        default_factory=list
-    )  # [name, weight] (load/workload/mix.py)
+    profile: Profile | None = None  # a load profile (load/workload/phased.py)
+    profile_poisson: bool = False  # its arrivals Poisson (only with a profile)
+    model_mix: list[tuple[str, float]] = field(default_factory=list)  # (load/workload/mix.py)
     # What each worker's streaming summary must know (analysis/aggregate.py's Rule, as a dict), and
     # which records it keeps on disk: "all", "sample:N" (a uniform sample) or "none".
     aggregate: dict[str, Any] | None = None
@@ -147,29 +147,122 @@ class RunConfig:
     # --web / --metrics-port (load/generator/live.py): {"web": bool, "metrics": [host, port] | None,
     # "tick_s": s}; None: no live view (nothing is read a tick at a time)
     live: dict[str, Any] | None = None
+    verify_tls: bool = True  # the target's verify_tls (https targets)
+    # The dataset's sizing (load/workload/dataset.py): items sampled, and the output bound of an
+    # item that names none.
+    dataset_sample: int = 1000
+    dataset_max_tokens: int = 128
+    # Secrets: only in the 0600 file (write_private), masked in the report's copy (dump).
+    api_key: str | None = None
+    web_auth: str | None = None  # --web's USER:PASS
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as JSON values, the secrets included; :meth:`from_dict` reads it back
+        (a profile as its text, which parses to the same profile)."""
+        data = asdict(self)  # Lengths -> {mean, sd}, CancelRule -> {share, point, value}
+        poisson = data.pop("profile_poisson")
+        data["profile"] = (
+            None if self.profile is None else {"text": self.profile.text, "poisson": poisson}
+        )
+        data["model_mix"] = [[name, weight] for name, weight in self.model_mix]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        """The typed config back from :meth:`to_dict`'s form."""
+        values = dict(data)
+        profile = values.pop("profile", None)
+        values["profile"] = parse_profile(str(profile["text"])) if profile else None
+        values["profile_poisson"] = bool(profile and profile.get("poisson"))
+        values["cancel"] = CancelRule.from_dict(values.get("cancel"))
+        for key in ("input_tokens", "output_tokens"):
+            raw = values.get(key)
+            values[key] = None if raw is None else Lengths(int(raw["mean"]), float(raw["sd"]))
+        values["model_mix"] = [(str(n), float(w)) for n, w in values.get("model_mix") or ()]
+        return cls(**values)
 
     def dump(self, path: str | os.PathLike[str]) -> Path:
-        """Write the config, every secret masked (header values, URL credentials): the file
-        stays in the run folder. The Locust processes get the real values from
-        :meth:`secret_env` through their environment."""
+        """Write the report's copy, every secret masked (header values, URL credentials) and the
+        API key and web auth left out: the file stays in the run folder."""
+        data = self.to_dict()
+        data["api_key"] = data["web_auth"] = None
         p = Path(path)
-        p.write_text(json.dumps(redact_obj(asdict(self)), indent=1), encoding="utf-8")
+        p.write_text(json.dumps(redact_obj(data), indent=1), encoding="utf-8")
         return p
 
-    def secret_env(self) -> dict[str, str]:
-        """``{ENV_SECRETS: json}`` with the values :meth:`dump` masked (empty when none was)."""
-        secret = {"base_url": self.base_url, "headers": dict(self.headers)}
-        if redact_obj(secret) == secret:
-            return {}
-        return {ENV_SECRETS: json.dumps(secret)}
+    def write_private(self, path: str | os.PathLike[str]) -> Path:
+        """Write the whole config, secrets included, readable by its owner only (0600): the one
+        thing a Locust process is given (its path in ``SERVECHECK_LOAD_CONFIG``)."""
+        p = Path(path)
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()  # a stale one may have wider permissions: O_CREAT alone would keep them
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(self.to_dict(), out)
+        return p
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> RunConfig:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        overlay = os.environ.get(ENV_SECRETS)
-        if overlay:
-            data.update(json.loads(overlay))
-        return cls(**data)
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+    def auth_headers(self) -> dict[str, str]:
+        """The API key as the target sends it (``api_key_header``); empty without a key."""
+        key = self.api_key
+        if not key:
+            return {}
+        if self.api_key_header == "authorization":
+            return {"Authorization": "Bearer " + key}
+        return {self.api_key_header: key}
+
+    def client_settings(self) -> ClientSettings:
+        """What every request of the run shares: base URL, headers and auth, timeouts, TLS
+        (client/factory.py); the Locust process's readers take it from here."""
+        return ClientSettings(
+            base_url=self.base_url,
+            headers={**self.headers, **self.auth_headers()},
+            timeout_s=self.timeout_s,
+            connect_timeout_s=self.connect_timeout_s,
+            verify_tls=self.verify_tls,
+        )
+
+
+@dataclass(slots=True)
+class PlainInputs:
+    """What a Locust process is told beyond Locust's own options and the run's config file.
+
+    Plain ``locust -f`` (no ``servecheck load``) has no config file: the target, the model and
+    the rest come from these. ``servecheck/scenarios/options.py`` registers each as a Locust
+    option ``--servecheck-<name>`` with its environment variable (Locust's own mechanism) and
+    checks its value; this library only reads the parsed options, through :meth:`of`. The
+    dataset's sizing is read this way under ``servecheck load`` too (a scenario knob, as the
+    multi-turn scenario's turns are).
+    """
+
+    target: str | None = None
+    targets_file: str = "targets.yaml"
+    model: str | None = None
+    records_dir: str | None = None
+    max_requests: int | None = None
+    trace: str | None = None
+    trace_format: str = "auto"
+    trace_speed: float = 1.0
+    dataset: str | None = None
+    dataset_format: str = "auto"
+    dataset_sample: int = 1000
+    dataset_max_tokens: int = 128
+    api: str | None = None
+    images: str | None = None
+
+    @classmethod
+    def of(cls, parsed: Any) -> PlainInputs:
+        """From Locust's parsed options (``servecheck_<name>``); an absent or empty one keeps
+        its default (a locustfile that does not import the options module has none)."""
+        out = cls()
+        for name in cls.__slots__:
+            value = getattr(parsed, f"servecheck_{name}", None)
+            if value is not None and value != "":
+                setattr(out, name, value)
+        return out
 
 
 @dataclass(slots=True)

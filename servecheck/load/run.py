@@ -24,22 +24,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from servecheck.analysis import engine_cache
 from servecheck.analysis.aggregate import parse_records, resolve_records
 from servecheck.analysis.breakdown import ENGINE_FILE
-from servecheck.analysis.budget import DEFAULT_ERROR_BUDGET, with_error_budget
-from servecheck.analysis.down import DownRule, DownWatch
+from servecheck.analysis.budget import with_error_budget
+from servecheck.analysis.down import DownWatch
 from servecheck.analysis.slo import (
     SLO,
-    as_slos,
     reject_cold,
 )
 from servecheck.analysis.stats import RunStats
-from servecheck.analysis.steady import DEFAULT_SLICE_S, SteadyWindow
 from servecheck.analysis.timings import request_id_header
 from servecheck.analysis.warmup import extend_bounds
 from servecheck.client.models import ModelChoice, NoAnswer, model_for_target
@@ -49,7 +46,8 @@ from servecheck.load import server_watch
 from servecheck.load.generator.apis import resolve_api
 from servecheck.load.generator.live import check_free, live_config
 from servecheck.load.generator.transport import LOCAL_DIR
-from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, ENV_WEB_AUTH, RunConfig, load_plan
+from servecheck.load.plan import CONTEXT_FILE, ENV_CONFIG, RunConfig, load_plan
+from servecheck.load.spec import LoadSpec
 from servecheck.load.summary import (
     SCHEMA_VERSION,
     LoadResult,
@@ -58,12 +56,11 @@ from servecheck.load.summary import (
     warmup_of,
 )
 from servecheck.load.workload import shipped
-from servecheck.load.workload.cancel import DRAIN_BOUND_S, CancelRule, wait_after_run
+from servecheck.load.workload.cancel import wait_after_run
 from servecheck.load.workload.dataset import check_dataset
 from servecheck.load.workload.images import check_images, normalise_images
-from servecheck.load.workload.lengths import Lengths, exact_output
-from servecheck.load.workload.phased import Profile, check_slos
-from servecheck.load.workload.schedule import StageShape
+from servecheck.load.workload.lengths import exact_output
+from servecheck.load.workload.phased import check_slos
 from servecheck.load.workload.trace import trace_duration
 from servecheck.probes.reach import target_down
 from servecheck.records.record import refuse_used_run_dir, worker_files
@@ -77,93 +74,6 @@ from servecheck.signals import Interrupted, signum_of, stoppable_child
 PROBE_SHARE = 0.05
 PROBE_MIN_S = 1.0
 ENGINE_CACHE_S = 2.0  # the /metrics scrape's own cap: a nicety, never worth a long wait
-
-
-@dataclass(slots=True)
-class LoadSpec:
-    """What to run. Exactly one of ``users``, ``rate`` or ``shape``; at least one bound.
-
-    ``slos`` are parsed SLOs (expressions given here are parsed once, when the spec is made);
-    the target's ``slo`` list from targets.yaml is added to them. ``error_budget`` is the share
-    of failed requests the run may have (``analysis/budget.py``; None: no budget); an ``error_rate``
-    SLO replaces it.
-    ``role`` is ``local`` (default; with ``processes`` > 1 Locust forks workers), ``master`` or
-    ``worker`` (``expect_workers`` is the number of workers in both of the latter).
-    """
-
-    target: Target
-    scenario: str = "chat"
-    users: int | None = None
-    rate: float | None = None
-    poisson: bool = False
-    # Gamma-distributed gaps of this shape (vllm bench serve's --burstiness); None: not gamma.
-    burstiness: float | None = None
-    # Lengths instead of the scenario's (load/workload/lengths.py): mean and standard deviation in tokens.
-    input_tokens: Lengths | None = None
-    output_tokens: Lengths | None = None
-    seed: int = 0
-    shape: StageShape | None = None
-    duration_s: float | None = None
-    max_requests: int | None = None
-    slos: list[SLO] = field(default_factory=list)
-    error_budget: float | None = DEFAULT_ERROR_BUDGET
-    model: str | None = None
-    processes: int | None = None
-    role: str = "local"  # local | master | worker
-    expect_workers: int = 1
-    master_host: str = "127.0.0.1"
-    master_port: int = 5557
-    out_dir: Path = Path("reports")
-    run_id: str | None = None
-    max_lag_ms: float = 25.0
-    max_inflight: int = 1024
-    drain_s: float | None = None
-    retry_after_max_s: float = 0.0  # > 0: closed-loop users wait Retry-After (capped) after a 429
-    extra_body: dict[str, Any] = field(default_factory=dict)
-    use_tokenize: bool = True
-    # The header each request's id goes out in (servers log it; vLLM echoes it); None: not sent.
-    request_id_header: str | None = "X-Request-Id"
-    cpus: str | None = None  # taskset CPU list for the generator, e.g. "0"
-    progress: bool = True
-    allow_lag: bool = False  # do not fail the run when the generator fell behind
-    trace: str | None = None  # replay this trace file on its schedule (mode "trace")
-    trace_format: str = "auto"
-    trace_speed: float = 1.0  # 2.0 replays twice as fast
-    warmup_s: float | None = None  # sent on top of the bounds, kept out of the statistics
-    warmup_requests: int | None = None
-    dataset: str | None = (
-        None  # prompts from this local file (JSONL / ShareGPT, load/workload/dataset.py)
-    )
-    dataset_format: str = "auto"
-    # Stop early when the target goes down mid-run (analysis/down.py); DownRule(0) turns it off.
-    down_after: DownRule = field(default_factory=DownRule)
-    # Cancel a share of the requests at a point; the engine must drain after (load/workload/cancel.py).
-    cancel: CancelRule | None = None
-    cancel_drain_s: float = DRAIN_BOUND_S  # how long the engine has to come back down after
-    api: str | None = None  # chat | messages; None: the scenario's (load/generator/apis.py)
-    images: str | None = None  # sizes (1x512x512,2x256x256) or a folder (load/workload/images.py)
-    # Traffic split across models by weight (load/workload/mix.py); empty: every request names `model`.
-    model_mix: list[tuple[str, float]] = field(default_factory=list)
-    # The engine's /metrics sampled beside the run and reconciled after it (load/server_watch.py)
-    server_metrics: bool = True
-    metrics_interval_s: float | None = None  # None: the target's telemetry.interval_s, else 1 s
-    # The part of the run the SLOs judge, and the width of summary.json's slices (analysis/steady.py).
-    steady_window: SteadyWindow = field(default_factory=SteadyWindow)
-    slice_s: float = DEFAULT_SLICE_S
-    # Per-request records kept on disk: auto | all | sample:N | none (analysis/aggregate.py); the
-    # summary never needs them (each worker's aggregate holds it), the notebook and compare do.
-    records: str = "auto"
-    # A phased load profile (load/workload/phased.py): burst, zigzag, microburst, step, recovery, churn.
-    profile: Profile | None = None
-    # The live view (load/generator/live.py): Locust's web UI with an LLM tab at [HOST:]PORT (loopback by
-    # default; beyond it, web_auth USER:PASS is required), an OpenMetrics endpoint at [HOST:]PORT.
-    web: str | None = None
-    web_auth: str | None = None
-    metrics_port: str | None = None
-    otlp: str | None = None  # push the live view as OTLP/HTTP metrics here (the otlp extra)
-
-    def __post_init__(self) -> None:
-        self.slos = as_slos(self.slos)
 
 
 # ------------------------------------------------------------------ helpers
@@ -310,12 +220,9 @@ def _extra_body(spec: LoadSpec) -> dict[str, Any]:
 
 
 def _lengths_config(spec: LoadSpec) -> dict[str, Any]:
-    def as_dict(x: Lengths | None) -> dict[str, Any] | None:
-        return None if x is None else {"mean": x.mean, "sd": x.sd}
-
     return {
-        "input_tokens": as_dict(spec.input_tokens),
-        "output_tokens": as_dict(spec.output_tokens),
+        "input_tokens": spec.input_tokens,
+        "output_tokens": spec.output_tokens,
         "output_length": _exact_output(spec)[1],
     }
 
@@ -343,6 +250,9 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         base_url=spec.target.base_url,
         model=model,
         records_dir=str(run_dir),
+        verify_tls=spec.target.verify_tls,
+        api_key=_api_key(spec.target),
+        web_auth=spec.web_auth,
         mode=_mode(spec),
         users=spec.users or 1,
         rate=spec.rate,
@@ -355,7 +265,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         max_inflight=spec.max_inflight,
         drain_s=_drain(spec),
         retry_after_max_s=spec.retry_after_max_s,
-        cancel=spec.cancel.as_dict() if spec.cancel else None,
+        cancel=spec.cancel,
         timeout_s=spec.target.timeout_s,
         connect_timeout_s=spec.target.connect_timeout_s,
         probe_timeout_s=probe_timeout(spec.target, duration),
@@ -377,10 +287,9 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         dataset_format=spec.dataset_format,
         api=resolve_api(spec.api, spec.scenario),
         images=normalise_images(spec.images),
-        profile=None
-        if spec.profile is None
-        else {"text": spec.profile.text, "poisson": spec.poisson},
-        model_mix=[[name, weight] for name, weight in spec.model_mix],
+        profile=spec.profile,
+        profile_poisson=spec.poisson and spec.profile is not None,
+        model_mix=list(spec.model_mix),
     )
     cfg.aggregate = rule_of(spec, cfg).as_dict()
     cfg.live = live_config(spec.web, spec.web_auth, spec.metrics_port, spec.role, spec.otlp)
@@ -389,6 +298,12 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         planned = int(spec.rate * duration)
     cfg.records = resolve_records(parse_records(spec.records), planned)
     return cfg
+
+
+def _api_key(target: Target) -> str | None:
+    """The target's key as its auth header carries it (``Bearer`` taken off)."""
+    auth = target.auth_headers()
+    return next(iter(auth.values())).removeprefix("Bearer ") if auth else None
 
 
 def probe_timeout(target: Target, duration_s: float | None) -> float:
@@ -643,32 +558,40 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
         refuse_used_run_dir(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg = build_config(spec, run_id, run_dir, model)
-    cfg_path = cfg.dump(
-        run_dir
-        / (
-            "load-config.json"
-            if spec.role != "worker"
-            else f"load-config-worker-{os.getpid()}.json"
-        )
-    )
-    env = dict(os.environ)
-    env[ENV_CONFIG] = str(cfg_path)
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(cfg.secret_env())
-    auth = spec.target.auth_headers()
-    if auth:
-        env[ENV_API_KEY] = next(iter(auth.values())).removeprefix("Bearer ")
+    own = "" if spec.role != "worker" else f"-worker-{os.getpid()}"
+    cfg.dump(run_dir / f"load-config{own}.json")  # the report's copy, secrets masked
     if spec.web_auth:
         redact_register(spec.web_auth.split(":", 1)[1])
-        env[ENV_WEB_AUTH] = spec.web_auth
     check_free(cfg.live)
     if down and spec.role != "worker":
         say(down)
         now = time.time()
         return summarise(spec, cfg, slos, run_dir, None, now, now, down=down)
+    # The one thing the Locust processes are given: the whole config, secrets included, in a
+    # file only we may read (never their environment or command line), removed when they end.
+    context = cfg.write_private(run_dir / f"{CONTEXT_FILE}{own}")
+    try:
+        return _run(spec, cfg, slos, run_dir, choice, context, say)
+    finally:
+        context.unlink(missing_ok=True)
+
+
+def _run(
+    spec: LoadSpec,
+    cfg: RunConfig,
+    slos: list[SLO],
+    run_dir: Path,
+    choice: ModelChoice,
+    context: Path,
+    say: Callable[[str], None],
+) -> LoadResult:
+    """Locust over the run's config file ``context``, then the summary."""
+    env = dict(os.environ)
+    env[ENV_CONFIG] = str(context)
+    env["PYTHONUNBUFFERED"] = "1"
     cmd = locust_command(spec, cfg, run_dir)
     say(
-        f"run {run_id}: {cfg.mode} load on {spec.target.name} ({redact(spec.target.base_url)}), scenario {cfg.scenario}, {choice.line()}"
+        f"run {cfg.run_id}: {cfg.mode} load on {spec.target.name} ({redact(spec.target.base_url)}), scenario {cfg.scenario}, {choice.line()}"
     )
     for what, bind in (("web UI (LLM tab; charts at /llm)", "web"), ("OpenMetrics", "metrics")):
         if (cfg.live or {}).get(bind):
@@ -721,7 +644,7 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
         if watch.down is not None:
             say(f"{watch.down}: worker stopped; its records are in {run_dir / LOCAL_DIR}")
         empty = RunStats()
-        return LoadResult(run_id, run_dir, {}, empty, [], True, False, 0, rc)
+        return LoadResult(cfg.run_id, run_dir, {}, empty, [], True, False, 0, rc)
     if watch.down is not None:
         say(f"{watch.down}: run stopped; partial summary in {run_dir / 'summary.json'}")
         return summarise(

@@ -20,7 +20,7 @@ from servecheck.analysis import server_truth
 
 if TYPE_CHECKING:
     from servecheck.analysis.server_truth import ClientCounts
-    from servecheck.load.run import LoadSpec
+    from servecheck.load.spec import LoadSpec
 
 WINDOW_FILE = "server-window.json"
 DEFAULT_INTERVAL_S = 1.0

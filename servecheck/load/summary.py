@@ -61,7 +61,7 @@ from servecheck.records.record import (
 from servecheck.redact import redact
 
 if TYPE_CHECKING:
-    from servecheck.load.run import LoadSpec
+    from servecheck.load.spec import LoadSpec
 
 
 @dataclass(slots=True)
@@ -497,12 +497,9 @@ def _record_sections(agg: Aggregate, records: Callable[[], Any], run_dir: Path) 
 
 def _lengths_section(cfg: RunConfig) -> LengthsAsked | None:
     """--input-tokens / --output-tokens as asked, and how the output length was held."""
-    from servecheck.load.workload.lengths import Lengths, section
+    from servecheck.load.workload.lengths import section
 
-    def back(d: dict[str, Any] | None) -> Lengths | None:
-        return None if d is None else Lengths(int(d["mean"]), float(d["sd"]))
-
-    asked = section(back(cfg.input_tokens), back(cfg.output_tokens), cfg.output_length)
+    asked = section(cfg.input_tokens, cfg.output_tokens, cfg.output_length)
     return None if asked is None else from_json(LengthsAsked, asked)
 
 

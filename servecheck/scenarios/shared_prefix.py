@@ -11,9 +11,10 @@ the run, and TTFT with and without a cached prefix.
 
 import locust  # noqa: F401,I001 - first: gevent monkey-patching before anything else
 
-from servecheck.load.workload.conversation import SharedPrefixMixin, env_prefix
+from servecheck.load.workload.conversation import SharedPrefixMixin
 from servecheck.load.generator.locust_user import LLMUser, scenario_shape
 from servecheck.load.workload.prompts import PromptSpec
+from servecheck.scenarios.options import env_prefix
 
 
 class SharedPrefixUser(SharedPrefixMixin, LLMUser):

@@ -258,7 +258,8 @@ def _stage_line(stage: Stage) -> str:
 
 
 def _smoke(spec: AcceptSpec, target: Any, run_dir: Path) -> Stage:
-    from servecheck.load.run import LoadSpec, run_load
+    from servecheck.load.run import run_load
+    from servecheck.load.spec import LoadSpec
     from servecheck.report.html import write_load_html
     from servecheck.workflows.support import say
 

@@ -215,7 +215,7 @@ def _step_spec(
     spec: CapacitySpec, target: Any, run_dir: Path, i: int, level: float, slos: list[SLO]
 ) -> Any:
     """Step ``i``'s :class:`~servecheck.load.run.LoadSpec` at ``level``."""
-    from servecheck.load.run import LoadSpec
+    from servecheck.load.spec import LoadSpec
 
     rates = spec.rates
     return LoadSpec(

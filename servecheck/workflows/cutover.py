@@ -137,7 +137,8 @@ def run_cutover(spec: CutoverSpec) -> CutoverResult:
 def _pre(spec: CutoverSpec, run_dir: Path, launch: coldstart.Launch | None = None) -> CutoverResult:
     from servecheck.analysis.compare import compare_runs
     from servecheck.config import load_targets
-    from servecheck.load.run import LoadSpec, run_load
+    from servecheck.load.run import run_load
+    from servecheck.load.spec import LoadSpec
     from servecheck.probes.agreement import agreement, read_prompts
     from servecheck.report.html import write_load_html
     from servecheck.workflows.accept import run_conformance

@@ -22,7 +22,8 @@ from typing import Any
 
 from servecheck.analysis.verdict import FAIL, RunVerdict
 from servecheck.errors import SpecError
-from servecheck.load.run import LoadResult, LoadSpec
+from servecheck.load.run import LoadResult
+from servecheck.load.spec import LoadSpec
 
 MAX_REPEAT = 50
 

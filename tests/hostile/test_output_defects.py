@@ -10,7 +10,8 @@ from servecheck.analysis.capacity import Step, should_stop
 from servecheck.analysis.compare import compare_runs
 from servecheck.cli import main
 from servecheck.config.model import Target
-from servecheck.load.run import LoadSpec, validate
+from servecheck.load.run import validate
+from servecheck.load.spec import LoadSpec
 from servecheck.report.html import write_load_html
 from servecheck.workflows.capacity import _ms
 from tests.report.synth import synth_records, write_load_run

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from servecheck.load.plan import ENV_SECRETS, RunConfig
+from servecheck.load.plan import CONTEXT_FILE, RunConfig
 from servecheck.redact import redact, redact_headers, register_url
 from servecheck.reference.inprocess import RunningServer
 
@@ -127,9 +128,9 @@ def test_no_secret_in_any_file_of_a_load_and_a_check_run(
         assert KEY not in text and HEADER not in text and QUERY not in text
 
 
-def test_the_load_config_file_is_masked_and_locust_gets_the_values(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_load_config_file_is_masked_and_locust_gets_the_values(tmp_path: Path) -> None:
+    """The report's load-config.json masks every secret; Locust's own file (0600) holds them,
+    and nothing goes through the environment."""
     register_url("http://lc-user:lc-pass-9988@127.0.0.1:9/v1")
     cfg = RunConfig(
         run_id="r",
@@ -139,16 +140,21 @@ def test_the_load_config_file_is_masked_and_locust_gets_the_values(
         model="m",
         records_dir=str(tmp_path),
         headers={"X-Auth-Token": "tok-literal-4433"},
+        api_key="sk-literal-7766",
+        web_auth="admin:web-pass-5511",
     )
     from servecheck.redact import register_headers
 
     register_headers(cfg.headers)
     path = cfg.dump(tmp_path / "load-config.json")
     text = path.read_text()
-    assert "lc-pass-9988" not in text and "tok-literal-4433" not in text, text
-    monkeypatch.setenv(ENV_SECRETS, cfg.secret_env()[ENV_SECRETS])
-    back = RunConfig.load(path)
-    assert back.base_url == cfg.base_url and back.headers == cfg.headers
+    for secret in ("lc-pass-9988", "tok-literal-4433", "sk-literal-7766", "web-pass-5511"):
+        assert secret not in text, text
+    private = cfg.write_private(tmp_path / CONTEXT_FILE)
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600, oct(private.stat().st_mode)
+    back = RunConfig.load(private)
+    assert back == cfg
+    assert back.auth_headers() == {"Authorization": "Bearer sk-literal-7766"}
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,6 @@ from servecheck.errors import UsageError
 from servecheck.load.workload.conversation import (
     ConversationPool,
     SharedPrefixes,
-    env_think_s,
-    env_turns,
     reply_text,
 )
 from servecheck.load.workload.prompts import Prompt
@@ -24,6 +22,7 @@ from servecheck.records.record import RequestRecord, cached_tokens
 from servecheck.reference.prefix_cache import PrefixCache, ttft_s
 from servecheck.reference.server import ServerConfig
 from servecheck.report.load_text import format_breakdown
+from servecheck.scenarios.options import env_think_s, env_turns
 
 
 def _sse(*pieces: str, usage: dict[str, Any] | None = None, crlf: bool = False) -> bytes:

@@ -125,7 +125,7 @@ def test_cutover_agreement_never_sends_chat_to_a_pooling_model() -> None:
 
 
 def test_plain_locust_with_a_named_target_uses_its_declared_models(tmp_path: Path) -> None:
-    """``locust -f`` with SERVECHECK_TARGET took the listed model even when targets.yaml
+    """``locust -f`` with SERVECHECK_TARGET (the option ``--servecheck-target``) took the listed model even when targets.yaml
     declares ``models:`` (and listed it without the target's verify_tls): it now goes through
     model_for_target as every other runner does. The target does not listen, so only the
     declared model can answer. In a subprocess: importing locust monkey-patches this one."""
@@ -136,10 +136,15 @@ def test_plain_locust_with_a_named_target_uses_its_declared_models(tmp_path: Pat
     (tmp_path / "targets.yaml").write_text(
         "targets:\n  - name: t\n    base_url: http://127.0.0.1:9/v1\n    models: [declared-m]\n"
     )
-    code = (
+    code = (  # the variables through Locust's own parser, with the options the scenarios register
         "import types\n"
-        "from servecheck.load.generator.locust_user import _config_from_env\n"
-        "print(_config_from_env(types.SimpleNamespace(host=None), None).model)\n"
+        "import locust\n"
+        "from locust.argument_parser import get_parser\n"
+        "import servecheck.scenarios.options\n"
+        "from servecheck.load.generator.locust_user import _plain_config\n"
+        "from servecheck.load.plan import PlainInputs\n"
+        "opts = PlainInputs.of(get_parser().parse_args([]))\n"
+        "print(_plain_config(types.SimpleNamespace(host=None), None, opts).model)\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVECHECK_")}
     env |= {"SERVECHECK_TARGET": "t", "SERVECHECK_TARGETS_FILE": str(tmp_path / "targets.yaml")}

@@ -13,7 +13,8 @@ from servecheck.analysis.compare import MetricDelta, apply_intervals
 from servecheck.analysis.intervals import Interval, repeat_intervals, t_interval
 from servecheck.analysis.stats import RunStats
 from servecheck.errors import SpecError
-from servecheck.load.run import LoadResult, LoadSpec
+from servecheck.load.run import LoadResult
+from servecheck.load.spec import LoadSpec
 from servecheck.workflows.repeat import RepeatSpec, run_repeat
 
 

@@ -17,14 +17,14 @@ from servecheck.commands.load.spec import spec_from_options
 from servecheck.errors import SpecError, UsageError
 
 # Re-exported: callers wrote ``from servecheck.commands.load import LoadSpec, run_load`` before
-# the run moved into the library; new code imports servecheck.load.run.
+# the run moved into the library; new code imports servecheck.load.run and servecheck.load.spec.
 from servecheck.load.run import (
     LoadResult,
-    LoadSpec,
     read_plan,
     run_load,
     summarise,
 )
+from servecheck.load.spec import LoadSpec
 from servecheck.report.load_sections import format_summary
 from servecheck.signals import Interrupted
 

@@ -19,7 +19,7 @@ from servecheck.config.model import Target
 from servecheck.errors import UsageError
 from servecheck.load.generator.stream import parse_retry_after_cap
 from servecheck.load.generator.wire import REQUEST_ID
-from servecheck.load.run import LoadSpec
+from servecheck.load.spec import LoadSpec
 from servecheck.load.workload.images import normalise_images
 from servecheck.load.workload.lengths import parse_lengths
 from servecheck.load.workload.mix import parse_model_mix

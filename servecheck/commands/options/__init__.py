@@ -43,6 +43,7 @@ from servecheck.errors import UsageError
 
 ENV_TARGET = "SERVECHECK_TARGET"
 ENV_OUT = "SERVECHECK_REPORTS"
+ENV_DATASET = "SERVECHECK_DATASET"  # --dataset's default (plain locust -f: scenarios/options.py)
 DEFAULT_OUT = "reports"
 
 
@@ -151,7 +152,7 @@ def add_run_arguments(
 def add_dataset_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """``--dataset FILE`` and ``--dataset-format``: prompts from the user's own file (the
     ``dataset`` scenario's requests, the ``multi_turn`` scenario's conversations)."""
-    from servecheck.load.workload.dataset import ENV_DATASET, FORMATS
+    from servecheck.load.workload.dataset import FORMATS
 
     parser.add_argument(
         "--dataset",

@@ -7,6 +7,9 @@ from __future__ import annotations
 import argparse
 import os
 
+ENV_API = "SERVECHECK_LOAD_API"  # --api's default (plain locust -f: scenarios/options.py)
+ENV_IMAGES = "SERVECHECK_LOAD_IMAGES"  # --images' default
+
 
 def add_ready_timeout_argument(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup, default: str
@@ -43,8 +46,7 @@ def add_max_tokens_argument(
 def add_api_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """``--api`` and ``--images``: which API a load speaks, images in its requests (load,
     capacity; servecheck/load/generator/apis.py, images.py)."""
-    from servecheck.load.generator.apis import API_NAMES, ENV_API
-    from servecheck.load.workload.images import ENV_IMAGES
+    from servecheck.load.generator.apis import API_NAMES
 
     parser.add_argument(
         "--api",

@@ -26,7 +26,6 @@ from servecheck.load.workload.planned import PlannedRequest
 API_NAMES = ("chat", "messages")
 # Each API's path, relative to the target's base URL (the endpoint servecheck_stats.csv names).
 API_PATHS = {"chat": "/chat/completions", "messages": "/messages"}
-ENV_API = "SERVECHECK_LOAD_API"  # --api's default, and plain locust -f's API
 ANTHROPIC_VERSION = "2023-06-01"
 MESSAGES_SCENARIO = "messages"  # the chat mix over the messages API
 # Scenarios whose request kinds add OpenAI-only body keys (response_format, tools in OpenAI's shape).

@@ -13,7 +13,11 @@ set on every connection. SSE is split with a small LF-only fast path; a stream t
 CRLF line ends switches to the project's strict :class:`~servecheck.client.sse.SSEParser`.
 Whether a chunk carries a token is decided by the same function the timing client uses.
 
-Per process, :class:`_Controller` owns the record writer, the bounds (duration, request cap),
+Per process, :class:`RunContext` (on Locust's ``Environment`` as ``servecheck``, set in the init
+event) holds the run's typed config, read once from the 0600 file ``servecheck load`` wrote (or
+built from plain ``locust -f``'s options), and the controller. A request goes through the run's
+enabled steps (images, model mix, hang-up, cancel: :meth:`_Controller.build_steps`).
+:class:`_Controller` owns the record writer, the bounds (duration, request cap),
 the open-loop dispatcher and a generator-lag probe; when the bounds are reached and nothing is in
 flight it writes ``worker-<id>.json`` and quits the runner. A worker instead sends its last batch
 and its totals to the master, whose :class:`~servecheck.load.generator.transport.Collector` writes the run
@@ -30,7 +34,7 @@ import random
 import re
 import resource
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -43,7 +47,6 @@ from servecheck.analysis.aggregate import Rule
 from servecheck.analysis.outage import HOLD, PROBE, Breaker
 from servecheck.analysis.timings import record_stamps
 from servecheck.load.generator.apis import (
-    ENV_API,
     api_headers,
     new_state,
     reply_of,
@@ -70,15 +73,14 @@ from servecheck.load.generator.transport import (
     Collector,
 )
 from servecheck.load.generator.wire import WireClient, WireResult
-from servecheck.load.plan import ENV_API_KEY, ENV_CONFIG, ENV_WEB_AUTH, RunConfig
-from servecheck.load.workload.cancel import CancelRule, draw
-from servecheck.load.workload.cancel import outcome as cancel_outcome
-from servecheck.load.workload.dataset import ENV_DATASET, dataset_fingerprint
-from servecheck.load.workload.images import ENV_IMAGES, ImagePool, check_images
-from servecheck.load.workload.lengths import Lengths, apply_lengths
+from servecheck.load.plan import ENV_CONFIG, PlainInputs, RunConfig
+from servecheck.load.workload.cancel import CancelStep, HangUp
+from servecheck.load.workload.dataset import dataset_fingerprint
+from servecheck.load.workload.images import ImagePool, check_images
+from servecheck.load.workload.lengths import apply_lengths
 from servecheck.load.workload.mix import WeightedCycle
-from servecheck.load.workload.phased import ProfileSchedule, parse_profile
-from servecheck.load.workload.planned import PlannedRequest, single_turn
+from servecheck.load.workload.phased import ProfileSchedule
+from servecheck.load.workload.planned import PlannedRequest, Send, Steps, single_turn
 from servecheck.load.workload.prompts import (
     PromptSet,
     PromptSpec,
@@ -117,9 +119,7 @@ class _Controller:
         self.cfg = cfg
         self.index = index
         # the model mix (a plan's models): each request names the next model of the cycle
-        self.mix = (
-            WeightedCycle([(str(n), float(w)) for n, w in cfg.model_mix]) if cfg.model_mix else None
-        )
+        self.mix = WeightedCycle(cfg.model_mix) if cfg.model_mix else None
         self.worker = (
             f"w{index}-{os.getpid()}"
             if cfg.workers > 1 or isinstance(environment.runner, WorkerRunner)
@@ -165,20 +165,21 @@ class _Controller:
         self.prompts = PromptSet()
         self.dispatcher_claimed = False
         self.sched: FixedRate | Poisson | Gamma | TraceSchedule | ProfileSchedule | None = None
-        self.profile = parse_profile(cfg.profile["text"]) if cfg.profile else None
+        self.profile = cfg.profile
+        # Headers, auth, timeouts and TLS: the run's ClientSettings (client/factory.py), plus
+        # what a stream and the API add (load/generator/apis.py).
+        settings = cfg.client_settings()
         self.headers = {
             "Content-Type": "application/json",
             "Accept": "text/event-stream",
-            **cfg.headers,
+            **settings.headers,
         }
         if self.profile is not None and not self.profile.keepalive:
             # churn: the server closes each connection after its answer, so every request
             # opens its own and its set-up shows in the TTFT decomposition (analysis/timings.py)
             self.headers["Connection"] = "close"
-        self.headers.update(self.auth_headers())
-        self.headers.update(
-            api_headers(cfg.api, os.environ.get(ENV_API_KEY))
-        )  # load/generator/apis.py
+        self.headers.update(api_headers(cfg.api, cfg.api_key))
+        settings = settings.with_(headers=self.headers)
         # --images: drawn or read once per process, before the run's clock (load/workload/images.py)
         self.images = ImagePool(cfg.images, cfg.seed * 31 + index) if cfg.images else None
         # Plain HTTP: one reader for all streams (the native thread or the epoll loop), kernel
@@ -187,38 +188,24 @@ class _Controller:
         self.wire: StreamReactor | WireClient
         rid = cfg.request_id_header
         if cfg.base_url.startswith("https:"):
-            self.wire = WireClient(
-                cfg.base_url,
-                self.headers,
-                cfg.connect_timeout_s,
-                cfg.timeout_s,
-                request_id_header=rid,
-            )
+            self.wire = WireClient.from_settings(settings, request_id_header=rid)
         else:
-            self.wire = StreamReactor(
-                cfg.base_url,
-                self.headers,
-                cfg.connect_timeout_s,
-                cfg.timeout_s,
-                request_id_header=rid,
-            )
+            self.wire = StreamReactor.from_settings(settings, request_id_header=rid)
         self._probe: Any = None
         self.cpu0 = 0.0
         # --cancel (load/workload/cancel.py) and the outage breaker over this process's records
         # (analysis/outage.py): during an outage one probe at a time, the other sends held or lost.
-        self.cancel = CancelRule.from_dict(cfg.cancel)
+        self.cancel = cfg.cancel
         self.breaker = Breaker(self.keeper.agg.outages)
         # --web / --metrics-port: the aggregate read once a tick (load/generator/live.py), not per request
         self.live = LiveFeed(self.keeper.agg, self.worker) if cfg.live else None
+        self.steps = Steps()  # the per-request steps: build_steps, once the user class is known
+        self.honour_retry_after = bool(cfg.retry_after_max_s) and cfg.mode not in RATE_MODES
         self.stopped: str | None = None  # why Locust stopped it before its bounds (--web)
 
     def auth_headers(self) -> dict[str, str]:
-        key = os.environ.get(ENV_API_KEY)
-        if not key:
-            return {}
-        if self.cfg.api_key_header == "authorization":
-            return {"Authorization": "Bearer " + key}
-        return {self.cfg.api_key_header: key}
+        """The API key as the target takes it (a side probe's: /tokenize)."""
+        return self.cfg.auth_headers()
 
     def wall(self, t_perf: float) -> float:
         return self.epoch0 + (t_perf - self.perf0)
@@ -297,13 +284,13 @@ class _Controller:
         cfg = self.cfg
         if cfg.trace:
             return open_schedule(cfg, self.index)
-        if cfg.mode == "profile" and self.profile is not None and cfg.profile is not None:
+        if cfg.mode == "profile" and self.profile is not None:
             return ProfileSchedule(
                 self.profile,
                 self.index % cfg.workers,
                 cfg.workers,
                 cfg.seed,
-                bool(cfg.profile.get("poisson")),
+                cfg.profile_poisson,
             )
         return for_worker(
             cfg.rate or 1.0,
@@ -450,26 +437,43 @@ class _Controller:
                 return None
             gevent.sleep(0.1)
 
+    def build_steps(self, user_cls: type[LLMUser] | None) -> Steps:
+        """The run's per-request steps, the enabled ones only, each from its feature's module
+        (load/workload/planned.py's Steps): a new feature adds a step here, not a branch in
+        :meth:`send`. Built once per run."""
+        steps = Steps()
+        if self.images is not None:  # --images (load/workload/images.py)
+            steps.shape.append(self.images.shape)
+        if self.mix is not None:  # a model mix (load/workload/mix.py)
+            steps.shape.append(self.mix.shape)
+        stop_at = getattr(user_cls, "hang_up_after_tokens", None)
+        if user_cls is not None and stop_at is not None and stop_at > 0:  # abandoned streams
+            steps.arm.append(HangUp(stop_at, user_cls.hang_up_share).arm)
+        if self.cancel is not None:  # --cancel (load/workload/cancel.py): after a hang-up, wins
+            cancel = CancelStep(self.cancel)
+            steps.arm.append(cancel.arm)
+            steps.settle.append(cancel.settle)
+        return steps
+
     def send(self, user: LLMUser, intended: float) -> None:
         """Send one streaming request; record it whatever happens. Never raises."""
         cfg = self.cfg
-        how = self.admit(intended)
+        how = self.admit(intended)  # the outage breaker (analysis/outage.py)
         if how is None:
             return
-        prompt = user.plan_request(
-            self
-        )  # a PlannedRequest (servecheck/load/workload/conversation.py)
-        if self.images is not None:
-            prompt = self.images.attach(prompt, user.rng)
-        model = self.mix.next() if self.mix is not None else cfg.model
+        # a PlannedRequest (servecheck/load/workload/conversation.py), then the run's steps
+        send = Send(user.plan_request(self), user.rng, cfg.model)
+        for shape in self.steps.shape:
+            shape(send)
+        prompt = send.prompt
         path, body = request_for(
-            cfg.api, model, prompt, user.kind_body(prompt.kind), cfg.extra_body
+            cfg.api, send.model, prompt, user.kind_body(prompt.kind), cfg.extra_body
         )
         payload = json.dumps(body).encode()
         self.sent += 1
         self.inflight += 1
         seq = self.sent
-        t0 = _perf()
+        t0 = send.t0 = _perf()
         if seq == 1:
             self.keeper.begin(self.wall(t0))  # the run's start on this process's clock
         rec = RequestRecord(
@@ -482,24 +486,16 @@ class _Controller:
             kind=prompt.kind,
             prompt_tokens=prompt.prompt_tokens,
             request_id=f"{self.rid_prefix}-{seq}",
-            model=model if self.mix is not None else None,
+            model=send.model if send.named else None,
             **prompt.fields,
         )
-        st = new_state(cfg.api, prompt.capture)  # chat's reader, or the messages stream's
+        st = send.stream = new_state(cfg.api, prompt.capture)  # chat's reader, or messages'
         # A scenario that continues from the reply (multi-turn) gets the stream's bytes: every read
         # then goes through the parser (no token shortcut), and the text is taken after the end.
         raw: list[bytes] | None = [] if prompt.capture else None
         feed = st.feed if raw is None else _capture(st.feed, raw)
-        until = None
-        stop_at = user.hang_up_after_tokens
-        if stop_at is not None and stop_at > 0 and user.rng.random() < user.hang_up_share:
-
-            def until() -> bool:
-                return len(st.token_times) >= stop_at
-
-        drawn = draw(self.cancel, user.rng, st, t0)  # --cancel: this one is cancelled at its point
-        if drawn is not None:
-            until = drawn.until
+        for arm in self.steps.arm:
+            arm(send)
         try:
             res = self.wire.post_stream(
                 path,
@@ -508,7 +504,7 @@ class _Controller:
                 deadline=t0 + cfg.timeout_s,
                 tokens=st if raw is None and st.fast else None,
                 request_id=rec.request_id,
-                until=until,
+                until=send.until,
             )
         except Exception as exc:  # noqa: BLE001 - a bug here must cost one record, not the run
             res = WireResult(
@@ -520,21 +516,42 @@ class _Controller:
             self.inflight -= 1
             self.breaker.probing = False
             raise
+        self._record(send, rec, res)
+        if self.keeper.keep(rec):
+            self._flush()
+        if how == PROBE:
+            self.breaker.probed(_perf())
+        self.inflight -= 1
+        if prompt.state is not None:
+            user.after_response(prompt, rec, reply_of(st, b"".join(raw or ())), st.usage)
+        self._fire(rec)
+        if rec.retry_after_s and self.honour_retry_after:
+            # Closed loop, --honour-retry-after: this user backs off as a well-behaved client
+            # would (open-loop arrivals are the schedule and are not delayed).
+            gevent.sleep(
+                max(0.0, min(rec.retry_after_s, cfg.retry_after_max_s, self.deadline - _perf()))
+            )
+
+    def _record(self, send: Send, rec: RequestRecord, res: WireResult) -> None:
+        """Fill ``rec`` from the reader's result and the stream's state, then the steps'."""
+        st = send.stream
         t_end = res.t_end or _perf()
         if res.t_sent:
             # Time from the send itself, not from building the request (a pooled connection
             # sends at once; a new one first connects, which is part of the request's latency
             # only in TTFT-from-intended).
-            t0 = res.t_sent
-            rec.t_sent = self.wall(t0)
+            send.t0 = res.t_sent
+            rec.t_sent = self.wall(send.t0)
+        t0 = send.t0
         st.close(t_end)
         rec.status = res.status
         rec.t_done = self.wall(t_end)
         rec.error, rec.error_message = classify(res, st)
         if rec.error == RATE_LIMITED:
             rec.retry_after_s = retry_after_seconds(res.headers.get("retry-after"))
-        rec.cancelled = cancel_outcome(drawn, res.hung_up, rec.error)
-        rec.abandoned = res.hung_up and rec.cancelled is None
+        rec.abandoned = res.hung_up  # a cancel step says which hang-ups were its own
+        for settle in self.steps.settle:
+            settle(send, rec, res)
         self.tokens += len(st.token_times)
         record_from_stream(
             rec,
@@ -546,21 +563,7 @@ class _Controller:
         if st.usage is not None:
             rec.cached_tokens = cached_tokens(st.usage)
         record_phases(rec, st, t0)
-        record_stamps(rec, res, st, t0, cfg.request_id_header)
-        if self.keeper.keep(rec):
-            self._flush()
-        if how == PROBE:
-            self.breaker.probed(_perf())
-        self.inflight -= 1
-        if prompt.state is not None:
-            user.after_response(prompt, rec, reply_of(st, b"".join(raw or ())), st.usage)
-        self._fire(rec)
-        if rec.retry_after_s and cfg.retry_after_max_s and cfg.mode not in RATE_MODES:
-            # Closed loop, --honour-retry-after: this user backs off as a well-behaved client
-            # would (open-loop arrivals are the schedule and are not delayed).
-            gevent.sleep(
-                max(0.0, min(rec.retry_after_s, cfg.retry_after_max_s, self.deadline - _perf()))
-            )
+        record_stamps(rec, res, st, t0, self.cfg.request_id_header)
 
     def _fire(self, rec: RequestRecord) -> None:
         fire = self.env.events.request.fire
@@ -603,68 +606,110 @@ def _capture(feed: Any, raw: list[bytes]) -> Any:
     return capturing
 
 
-_CTRL: dict[str, _Controller] = {}
-_CTRL_LOCK = Semaphore(1)
+@dataclass(slots=True)
+class RunContext:
+    """This Locust process's run, hung on Locust's ``Environment`` as ``servecheck`` (the one
+    object Locust hands every part, env.py): the typed config, read once from the run's 0600
+    file, and the controller, built on first use.
+
+    Plain ``locust -f`` has no file: ``cfg`` is then built from :attr:`inputs` (Locust options
+    registered by servecheck/scenarios/options.py) when the first user starts.
+    """
+
+    inputs: PlainInputs
+    cfg: RunConfig | None = None
+    from_file: bool = False  # servecheck load's config; else built per test (plain locust -f)
+    ctrl: _Controller | None = None
+    # users start concurrently and model discovery yields: one of them builds the controller
+    lock: Semaphore = field(default_factory=lambda: Semaphore(1))
+
+    @classmethod
+    def open(cls, environment: Any) -> RunContext:
+        inputs = PlainInputs.of(getattr(environment, "parsed_options", None))
+        path = os.environ.get(ENV_CONFIG)
+        cfg = RunConfig.load(path) if path else None
+        if cfg is not None:  # the dataset's sizing is a scenario knob, read at the edge
+            cfg.dataset_sample = inputs.dataset_sample
+            cfg.dataset_max_tokens = inputs.dataset_max_tokens
+        return cls(inputs, cfg, from_file=cfg is not None)
 
 
-def _config_from_env(environment: Any, user_cls: type[LLMUser] | None) -> RunConfig:
-    """Web-UI / plain ``locust -f`` use: target from SERVECHECK_TARGET or ``--host``."""
-    path = os.environ.get(ENV_CONFIG)
-    if path:
-        return RunConfig.load(path)
+def run_context(environment: Any) -> RunContext:
+    """The run hung on ``environment`` (by the init event; opened here for an Environment that
+    never fired it, as a test's)."""
+    ctx = getattr(environment, "servecheck", None)
+    if ctx is None:
+        ctx = environment.servecheck = RunContext.open(environment)
+    return ctx
+
+
+@events.init.add_listener
+def _open_run(environment: Any, **_: Any) -> None:
+    """Read the run's config once per process, before any other part needs it."""
+    environment.servecheck = RunContext.open(environment)
+
+
+def _plain_config(environment: Any, user_cls: type[LLMUser] | None, opts: PlainInputs) -> RunConfig:
+    """Plain ``locust -f``: the target from ``--servecheck-target`` or ``--host``, and the rest
+    from the options (servecheck/scenarios/options.py), as one RunConfig."""
     base, headers, target_name, timeout = environment.host or "", {}, "host", 60.0
-    tname = os.environ.get("SERVECHECK_TARGET")
     target = None
-    if tname:
+    api_key: str | None = None
+    verify_tls = True
+    if opts.target:
+        from servecheck.client.factory import ClientSettings
         from servecheck.config.loader import load_targets
 
-        target = load_targets(os.environ.get("SERVECHECK_TARGETS_FILE", "targets.yaml")).get(tname)
-        base, target_name, timeout = target.base_url, target.name, target.timeout_s
+        target = load_targets(opts.targets_file).get(opts.target)
+        settings = ClientSettings.for_target(target)
+        base, target_name, timeout = settings.base_url, target.name, settings.timeout_s
         headers = dict(target.headers)
+        verify_tls = settings.verify_tls
         auth = target.auth_headers()
-        if auth and not os.environ.get(ENV_API_KEY):
-            os.environ[ENV_API_KEY] = next(iter(auth.values())).removeprefix("Bearer ")
+        if auth:
+            api_key = next(iter(auth.values())).removeprefix("Bearer ")
     if not base:
-        raise RuntimeError("no target: pass --host http://HOST:PORT/v1 or set SERVECHECK_TARGET")
+        raise RuntimeError(
+            "no target: pass --host http://HOST:PORT/v1 or --servecheck-target NAME "
+            "(or its variable: servecheck/scenarios/options.py)"
+        )
     from servecheck.client.models import choose_model, model_for_target
 
     # Never a guessed model: a failed listing stops the run and says how to name one. A named
     # target's declared models: and verify_tls count, as for every other runner.
-    explicit = os.environ.get("SERVECHECK_MODEL")
     choice = (
-        model_for_target(target, explicit)
+        model_for_target(target, opts.model)
         if target is not None
-        else choose_model(base, headers, explicit=explicit, what=target_name)
+        else choose_model(base, headers, explicit=opts.model, what=target_name)
     )
     logging.getLogger(__name__).info("servecheck: %s", choice.line())
-    model = choice.model
     run_id = time.strftime("locust-%Y%m%d-%H%M%S")
-    # Plain locust -f has no --trace either: SERVECHECK_TRACE replays a file on its schedule.
-    trace = os.environ.get("SERVECHECK_TRACE") or None
-    # A bound Locust has no option for: stop after N requests (-t stays the backstop).
-    cap = os.environ.get("SERVECHECK_MAX_REQUESTS") or None
-    if cap is not None and (not cap.isdigit() or int(cap) < 1):
-        raise RuntimeError(f"SERVECHECK_MAX_REQUESTS={cap!r}: a positive whole number")
+    scenario = getattr(user_cls, "scenario", "chat")
     return RunConfig(
         run_id=run_id,
         target=target_name,
-        scenario=getattr(user_cls, "scenario", "chat"),
+        scenario=scenario,
         base_url=base,
-        model=model,
+        model=choice.model,
         headers=headers,
         timeout_s=timeout,
-        records_dir=os.environ.get("SERVECHECK_RECORDS_DIR", str(Path("reports") / run_id)),
-        # Plain locust -f has no --dataset: the variable names the file (load/workload/dataset.py).
-        dataset=os.environ.get("SERVECHECK_DATASET") or None,
-        dataset_format=os.environ.get("SERVECHECK_DATASET_FORMAT") or "auto",
-        mode="trace" if trace else "closed",
-        max_requests=int(cap) if cap else None,
-        trace=str(Path(trace).resolve()) if trace else None,
-        trace_format=os.environ.get("SERVECHECK_TRACE_FORMAT") or "auto",
-        trace_speed=float(os.environ.get("SERVECHECK_TRACE_SPEED") or 1.0),
-        # Plain locust -f: the API and the images from the variables (load/generator/apis.py, images.py).
-        api=resolve_api(os.environ.get(ENV_API) or None, getattr(user_cls, "scenario", "chat")),
-        images=check_images(os.environ.get(ENV_IMAGES) or None),
+        api_key=api_key,
+        api_key_header=target.api_key_header if target is not None else "authorization",
+        verify_tls=verify_tls,
+        records_dir=opts.records_dir or str(Path("reports") / run_id),
+        dataset=opts.dataset,
+        dataset_format=opts.dataset_format,
+        dataset_sample=opts.dataset_sample,
+        dataset_max_tokens=opts.dataset_max_tokens,
+        # Plain locust -f has no --trace: the option replays a file on its schedule.
+        mode="trace" if opts.trace else "closed",
+        # A bound Locust has no option for: stop after N requests (-t stays the backstop).
+        max_requests=opts.max_requests,
+        trace=str(Path(opts.trace).resolve()) if opts.trace else None,
+        trace_format=opts.trace_format,
+        trace_speed=opts.trace_speed,
+        api=resolve_api(opts.api, scenario),
+        images=check_images(opts.images),
     )
 
 
@@ -677,15 +722,18 @@ def _user_class(environment: Any) -> type[LLMUser] | None:
 
 def controller(environment: Any) -> _Controller:
     """This process's controller, created on first use (after the runner exists)."""
-    ctrl = _CTRL.get("c")
+    ctx = run_context(environment)
+    ctrl = ctx.ctrl
     if ctrl is not None:
         return ctrl
-    with _CTRL_LOCK:  # users start concurrently and model discovery yields: build one controller
-        ctrl = _CTRL.get("c")
+    with ctx.lock:  # users start concurrently and model discovery yields: build one controller
+        ctrl = ctx.ctrl
         if ctrl is not None:
             return ctrl
         user_cls = _user_class(environment)
-        cfg = _config_from_env(environment, user_cls)
+        if ctx.cfg is None:  # plain locust -f: built per test (its own run id and folder)
+            ctx.cfg = _plain_config(environment, user_cls, ctx.inputs)
+        cfg = ctx.cfg
         runner = environment.runner
         index = (
             max(0, getattr(runner, "worker_index", 0)) if isinstance(runner, WorkerRunner) else 0
@@ -699,9 +747,7 @@ def controller(environment: Any) -> _Controller:
             )
         else:
             mix = user_cls.mix if user_cls is not None else [PromptSpec(128, 64)]
-            mix = apply_lengths(
-                mix, _lengths(cfg.input_tokens), _lengths(cfg.output_tokens), cfg.seed
-            )
+            mix = apply_lengths(mix, cfg.input_tokens, cfg.output_tokens, cfg.seed)
             counter, flavour = (None, "")
             if cfg.use_tokenize:
                 root = cfg.base_url.rstrip("/").removesuffix("/v1")
@@ -731,15 +777,12 @@ def controller(environment: Any) -> _Controller:
                     for m in mix
                 ]
             ctrl.prompts = build_prompt_set(mix, seed=cfg.seed, count=counter, tokenizer=flavour)
+        ctrl.steps = ctrl.build_steps(user_cls)
         if user_cls is not None:
             user_cls.prepare_run(ctrl)
         ctrl.begin()
-        _CTRL["c"] = ctrl
+        ctx.ctrl = ctrl
     return ctrl
-
-
-def _lengths(d: dict[str, Any] | None) -> Lengths | None:
-    return None if d is None else Lengths(int(d["mean"]), float(d["sd"]))
 
 
 def _prompt(d: dict[str, Any]) -> Any:
@@ -748,17 +791,15 @@ def _prompt(d: dict[str, Any]) -> Any:
     return Prompt(d["text"], int(d["prompt_tokens"]), int(d["max_tokens"]), d.get("kind", "chat"))
 
 
-def _master_run() -> tuple[str, str | None]:
+def _master_run(ctx: RunContext) -> tuple[str, str | None]:
     """The master's run folder and the fingerprint of the dataset it was given, from its run
-    configuration (``servecheck load --master``), else the variables (plain ``locust -f``)."""
-    path = os.environ.get(ENV_CONFIG)
-    if path:
-        cfg = RunConfig.load(path)
-        return cfg.records_dir, dataset_fingerprint(cfg.dataset)
-    records_dir = os.environ.get(
-        "SERVECHECK_RECORDS_DIR", str(Path("reports") / time.strftime("locust-%Y%m%d-%H%M%S"))
+    configuration (``servecheck load --master``), else its options (plain ``locust -f``)."""
+    if ctx.cfg is not None:
+        return ctx.cfg.records_dir, dataset_fingerprint(ctx.cfg.dataset)
+    records_dir = ctx.inputs.records_dir or str(
+        Path("reports") / time.strftime("locust-%Y%m%d-%H%M%S")
     )
-    return records_dir, dataset_fingerprint(os.environ.get(ENV_DATASET) or None)
+    return records_dir, dataset_fingerprint(ctx.inputs.dataset)
 
 
 @events.init.add_listener
@@ -768,7 +809,7 @@ def _on_init(environment: Any, **_: Any) -> None:
         return
     expected = int(getattr(environment.parsed_options, "expect_workers", 1) or 1)
     # The master alone writes the run folder: records arrive over Locust's channel.
-    records_dir, dataset = _master_run()
+    records_dir, dataset = _master_run(run_context(environment))
     collector = Collector(records_dir, expected, dataset=dataset)
     quitting: list[bool] = []
 
@@ -831,9 +872,9 @@ def _quit(environment: Any) -> None:
 def _live_init(environment: Any, **_: Any) -> None:
     """``--web`` / ``--metrics-port``: the live view, served by the local runner or the master
     (whose workers send it their pieces); load/generator/live.py, load/generator/live_web.py."""
-    path = os.environ.get(ENV_CONFIG)
+    cfg = run_context(environment).cfg
     runner = environment.runner
-    if not path or isinstance(runner, WorkerRunner):
+    if cfg is None or isinstance(runner, WorkerRunner):
         return
     if isinstance(runner, MasterRunner):  # workers on other machines send pieces regardless
 
@@ -846,7 +887,6 @@ def _live_init(environment: Any, **_: Any) -> None:
                 log.warning("live view: worker %s: %s", msg.node_id, exc)
 
         runner.register_message(LIVE_MESSAGE, on_live)
-    cfg = RunConfig.load(path)
     if not cfg.live:
         return
     info = {
@@ -861,7 +901,7 @@ def _live_init(environment: Any, **_: Any) -> None:
     if cfg.live.get("web") and web_ui is not None:
         from servecheck.load.generator.live_web import install
 
-        install(web_ui, view, os.environ.get(ENV_WEB_AUTH) or None)
+        install(web_ui, view, cfg.web_auth or None)
     if cfg.live.get("otlp"):
         from servecheck.load.generator.live_otlp import start
 
@@ -881,9 +921,10 @@ def _live_init(environment: Any, **_: Any) -> None:
 
 @events.test_stop.add_listener
 def _on_test_stop(environment: Any, **_: Any) -> None:
-    ctrl = _CTRL.pop(
-        "c", None
-    )  # a new test from the web UI gets a fresh controller and run directory
+    ctx = run_context(environment)
+    ctrl, ctx.ctrl = ctx.ctrl, None  # a new test from the web UI gets a fresh controller ...
+    if not ctx.from_file:
+        ctx.cfg = None  # ... and, under plain locust -f, a fresh run id and folder
     if ctrl is not None and not ctrl.finished:
         # --web: Stop in Locust's UI ends the run, and its summary says it ended early
         web = bool(ctrl.cfg.live and ctrl.cfg.live.get("web"))
@@ -1010,7 +1051,9 @@ def scenario_shape() -> type[LoadTestShape] | None:
     """A concrete LoadTestShape class when the run config has stages, else None.
 
     A locustfile does ``LoadShape = scenario_shape()``: Locust picks up a shape class only when
-    one is defined, so plain closed/open-loop runs keep ``-u``/``-r`` control.
+    one is defined, so plain closed/open-loop runs keep ``-u``/``-r`` control. It runs when the
+    locustfile is imported, before Locust's init event: it reads the stages from the config
+    file itself (the run's context, read once at init, holds the rest).
     """
     path = os.environ.get(ENV_CONFIG)
     if not path:

@@ -58,6 +58,7 @@ from collections.abc import Callable
 from itertools import count
 from typing import Any, Unpack
 
+from servecheck.client.factory import ClientSettings
 from servecheck.clock import clock_offset
 from servecheck.load.generator.wire import (
     RECV_BYTES,
@@ -280,6 +281,24 @@ class StreamReactor:
         self._reads = 0  # reads this loop was handed (the thread's counted ones are apart)
         self._kernel = 0
         self._user = 0
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: ClientSettings,
+        reader: str | None = None,
+        request_id_header: str | None = REQUEST_ID,
+    ) -> StreamReactor:
+        """A reader for the run's :class:`~servecheck.client.factory.ClientSettings` (its
+        headers and auth, timeouts); plain HTTP only."""
+        return cls(
+            settings.base_url,
+            settings.headers,
+            settings.connect_timeout_s,
+            settings.timeout_s,
+            reader=reader,
+            request_id_header=request_id_header,
+        )
 
     # -- requests (called from the users' greenlets) ---------------------------------------
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypedDict, Unpack
 from urllib.parse import urlsplit
 
+from servecheck.client.factory import ClientSettings, ssl_context
 from servecheck.records.record import ErrorClass
 
 _perf = time.perf_counter
@@ -515,6 +516,24 @@ class WireClient:
             if not verify_tls:
                 self._ctx.check_hostname = False
                 self._ctx.verify_mode = ssl.CERT_NONE
+
+    @classmethod
+    def from_settings(
+        cls, settings: ClientSettings, request_id_header: str | None = REQUEST_ID
+    ) -> WireClient:
+        """A reader for the run's :class:`~servecheck.client.factory.ClientSettings`: its
+        headers and auth, timeouts, and TLS (the process's shared context, as httpx's)."""
+        client = cls(
+            settings.base_url,
+            settings.headers,
+            settings.connect_timeout_s,
+            settings.timeout_s,
+            settings.verify_tls,
+            request_id_header,
+        )
+        if client.origin.tls:
+            client._ctx = ssl_context(settings.verify_tls)
+        return client
 
     def close(self) -> None:
         while self.pool:

@@ -34,9 +34,14 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from servecheck.errors import SpecError
+
+if TYPE_CHECKING:
+    from servecheck.load.generator.wire import WireResult
+    from servecheck.load.workload.planned import Send
+    from servecheck.records.record import RequestRecord
 
 POINTS = ("headers", "tokens", "ms")
 DRAIN_BOUND_S = 30.0  # how long the engine has to come back down after the load
@@ -152,6 +157,41 @@ def outcome(drawn: Drawn | None, hung_up: bool, error: Any) -> str | None:
     if drawn is None or not hung_up or error is not None:
         return None
     return drawn.rule.where
+
+
+@dataclass(slots=True)
+class CancelStep:
+    """The run's steps for ``--cancel``: draw each request, and say in its record whether the
+    client hung up at the point (``cancelled``) rather than gave up (``abandoned``)."""
+
+    rule: CancelRule
+
+    def arm(self, send: Send) -> None:
+        send.drawn = drawn = draw(self.rule, send.rng, send.stream, send.t0)
+        if drawn is not None:
+            send.until = drawn.until  # it replaces a scenario's hang-up
+
+    def settle(self, send: Send, rec: RequestRecord, res: WireResult) -> None:
+        rec.cancelled = outcome(send.drawn, res.hung_up, rec.error)
+        rec.abandoned = res.hung_up and rec.cancelled is None
+
+
+@dataclass(slots=True)
+class HangUp:
+    """A scenario's abandoned streams (``LLMUser.hang_up_after_tokens``): this share of the
+    requests hangs up after this many tokens, as a client that navigates away does."""
+
+    after_tokens: int
+    share: float = 1.0
+
+    def arm(self, send: Send) -> None:
+        if send.rng.random() < self.share:
+            stream, stop_at = send.stream, self.after_tokens
+
+            def until() -> bool:
+                return len(stream.token_times) >= stop_at
+
+            send.until = until
 
 
 # ------------------------------------------------------------------ after the load: did it drain?

@@ -29,7 +29,6 @@ client estimate when the server sent no usage) and ``prefix_group``.
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import threading
@@ -38,7 +37,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from servecheck.errors import UsageError
 from servecheck.load.workload.dataset import configured, dataset_prompts
 from servecheck.load.workload.dataset import opener as dataset_opener
 from servecheck.load.workload.planned import CHAT_TEMPLATE_TOKENS, PlannedRequest
@@ -50,10 +48,6 @@ from servecheck.load.workload.prompts import (
     make_prompt,
 )
 
-ENV_TURNS = "SERVECHECK_TURNS"
-ENV_THINK = "SERVECHECK_THINK_S"
-ENV_PREFIX_TOKENS = "SERVECHECK_PREFIX_TOKENS"
-ENV_PREFIX_GROUPS = "SERVECHECK_PREFIX_GROUPS"
 MAX_IDLE = 10_000  # open loop: conversations waiting out their think time, oldest dropped beyond
 _CONTENT = re.compile(rb'"delta":\{"content":"((?:[^"\\]|\\.)*)"')
 
@@ -104,47 +98,6 @@ def _parsed_text(data: bytes) -> str:
         if isinstance(piece, str):
             out.append(piece)
     return "".join(out)
-
-
-def _env_int(name: str, default: int, low: int = 1) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise UsageError(f"{name}={raw!r}: not a whole number") from None
-    if value < low:
-        raise UsageError(f"{name}={raw!r}: must be >= {low}")
-    return value
-
-
-def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise UsageError(f"{name}={raw!r}: not a number of seconds") from None
-    if value < 0 or value != value:
-        raise UsageError(f"{name}={raw!r}: must be >= 0")
-    return value
-
-
-def env_turns(default: int = 4) -> int:
-    """Turns per conversation from ``SERVECHECK_TURNS``."""
-    return _env_int(ENV_TURNS, default)
-
-
-def env_think_s(default: float = 0.0) -> float:
-    """Think time between turns, seconds, from ``SERVECHECK_THINK_S``."""
-    return _env_float(ENV_THINK, default)
-
-
-def env_prefix(default_tokens: int = 256, default_groups: int = 4) -> tuple[int, int]:
-    """``(prefix_tokens, groups)`` from ``SERVECHECK_PREFIX_TOKENS`` / ``SERVECHECK_PREFIX_GROUPS``."""
-    return _env_int(ENV_PREFIX_TOKENS, default_tokens), _env_int(ENV_PREFIX_GROUPS, default_groups)
 
 
 # ------------------------------------------------------------------ multi-turn
@@ -384,8 +337,8 @@ def _build_shared(ctrl: Any, prefix_tokens: int, groups: int) -> SharedPrefixes:
 
 
 class MultiTurnMixin:
-    """Conversations of ``turns`` turns with ``think_s`` between them (env: SERVECHECK_TURNS,
-    SERVECHECK_THINK_S); with ``prefix_tokens`` > 0 (SERVECHECK_PREFIX_TOKENS) each conversation
+    """Conversations of ``turns`` turns with ``think_s`` between them (a scenario's knobs,
+    servecheck/scenarios/options.py); with ``prefix_tokens`` > 0  each conversation
     opens with one of ``prefix_groups`` shared system prompts."""
 
     turns: int = 4
@@ -445,7 +398,7 @@ class MultiTurnMixin:
 
 class SharedPrefixMixin:
     """Single-turn requests that open with one of ``prefix_groups`` shared system prompts of
-    ``prefix_tokens`` tokens (env: SERVECHECK_PREFIX_TOKENS, SERVECHECK_PREFIX_GROUPS)."""
+    ``prefix_tokens`` tokens (servecheck/scenarios/options.py)."""
 
     prefix_tokens: int = 256
     prefix_groups: int = 4

@@ -1,8 +1,7 @@
 """Prompts from the user's own dataset file: JSONL or ShareGPT, single- or multi-turn.
 
 Nothing is downloaded: ``--dataset FILE`` (``servecheck load``, ``capacity``, ``accept``; a load
-plan's ``dataset:``; for plain ``locust -f`` the variable ``SERVECHECK_DATASET=FILE``, also the
-option's default) names a local file. Formats (``--dataset-format``: ``auto`` detects them per
+plan's ``dataset:``; for plain ``locust -f`` its option, servecheck/scenarios/options.py) names a local file. Formats (``--dataset-format``: ``auto`` detects them per
 record; a named one makes every record of another shape an error at its line):
 
 * ShareGPT: ``{"conversations": [{"from": "system"|"human"|"gpt", "value": "..."}, ...]}``, as a
@@ -12,11 +11,11 @@ record; a named one makes every record of another shape an error at its line):
 
 A record becomes a :class:`DatasetItem`: an optional system prompt, its user turns in order and,
 where the file has them, the reference answers' lengths (used as ``max_tokens``, as the usual
-ShareGPT benchmarks do; else ``SERVECHECK_DATASET_MAX_TOKENS``, 128). The file's own assistant
+ShareGPT benchmarks do; else the run's ``dataset_max_tokens``, 128). The file's own assistant
 turns are never sent: in multi-turn use the history is the server's real replies.
 
-Per Locust process the items are shuffled with the run's seed and up to
-``SERVECHECK_DATASET_SAMPLE`` (1000) are kept; their first turn is sized with the target's
+Per Locust process the items are shuffled with the run's seed and up to the run's
+``dataset_sample`` (1000; both knobs: servecheck/scenarios/options.py) are kept; their first turn is sized with the target's
 ``/tokenize`` where it has one (else the 4-characters-per-token estimate), and items that cannot
 fit the target's context are left out (counted). A bad file is a usage error before any load
 (:func:`check_dataset`, called by the load run, capacity and accept before any traffic), naming
@@ -41,9 +40,6 @@ from servecheck.errors import SpecError, UsageError, did_you_mean
 from servecheck.load.workload.planned import CHAT_TEMPLATE_TOKENS, PlannedRequest
 from servecheck.load.workload.prompts import APPROX_METHOD, Counter, Prompt, approx_tokens
 
-ENV_DATASET = "SERVECHECK_DATASET"
-ENV_SAMPLE = "SERVECHECK_DATASET_SAMPLE"
-ENV_MAX_TOKENS = "SERVECHECK_DATASET_MAX_TOKENS"
 MAX_RECORDS = 2_000_000
 FORMATS = ("auto", "sharegpt", "openai", "prompt")
 # The key each named format's records carry (auto: any of them, per record).
@@ -189,18 +185,12 @@ def _read(p: Path, fmt: str) -> list[DatasetItem]:
 
 def check_dataset(path: str | None, fmt: str = "auto", scenario: str | None = None) -> None:
     """Fail before any traffic when the dataset file is bad (a :class:`UsageError` naming the
-    file and line), when the ``dataset`` scenario has no file, or when a sizing variable is not
-    a positive number."""
+    file and line), or when the ``dataset`` scenario has no file. (The sizing knobs are checked
+    where they are read: servecheck/scenarios/options.py.)"""
     if scenario is not None and Path(scenario).stem == "dataset" and not path:
-        raise SpecError(
-            f"the dataset scenario needs {{dataset}} FILE (JSONL or ShareGPT; env {ENV_DATASET})"
-        )
+        raise SpecError("the dataset scenario needs {dataset} FILE (JSONL or ShareGPT)")
     if path:
         load_dataset(path, fmt)
-        for name in (ENV_SAMPLE, ENV_MAX_TOKENS):
-            raw = os.environ.get(name)
-            if raw and (not raw.isdigit() or int(raw) < 1):
-                raise UsageError(f"{name}={raw!r}: a positive whole number")
 
 
 def configured(cfg: Any) -> bool:
@@ -296,9 +286,7 @@ def dataset_prompts(ctrl: Any) -> DatasetPrompts:
         return dp
     path = cfg.dataset
     if not path:
-        raise SpecError(
-            f"the dataset scenario needs {{dataset}} FILE (JSONL or ShareGPT; env {ENV_DATASET})"
-        )
+        raise SpecError("the dataset scenario needs {dataset} FILE (JSONL or ShareGPT)")
     count, flavour = None, ""
     if cfg.use_tokenize:
         from servecheck.load.workload.prompts import tokenize_counter
@@ -308,10 +296,10 @@ def dataset_prompts(ctrl: Any) -> DatasetPrompts:
     dp = DatasetPrompts.build(
         load_dataset(path, cfg.dataset_format),
         seed=cfg.seed * 31 + ctrl.index,
-        sample=int(os.environ.get(ENV_SAMPLE) or 1000),
+        sample=cfg.dataset_sample,
         count=count,
         context_length=cfg.context_length,
-        default_max_tokens=int(os.environ.get(ENV_MAX_TOKENS) or 128),
+        default_max_tokens=cfg.dataset_max_tokens,
     )
     # The run's prompt_method says how the dataset's lengths were measured.
     ctrl.prompts.method = f"{dp.method}:{flavour}" if dp.method == "tokenize" else dp.method

@@ -29,9 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.errors import SpecError
-from servecheck.load.workload.planned import PlannedRequest
+from servecheck.load.workload.planned import PlannedRequest, Send
 
-ENV_IMAGES = "SERVECHECK_LOAD_IMAGES"  # --images' default, and plain locust -f's images
 MAX_COUNT = 8  # images in one request
 MAX_SIDE = 2048  # pixels, each side of a generated image
 MAX_VARIANTS = 16
@@ -210,6 +209,10 @@ class ImagePool:
                 self.entries.append(
                     _Entry(1, f"{f.width}x{f.height}", [data_url(f.media_type, f.data)])
                 )
+
+    def shape(self, send: Send) -> None:
+        """The run's step (``--images``): the request's last user turn gets its images."""
+        send.prompt = self.attach(send.prompt, send.rng)
 
     def attach(self, prompt: PlannedRequest, rng: random.Random) -> PlannedRequest:
         """``prompt`` with images added to its last user turn (a new request; the planned one,

@@ -11,9 +11,12 @@ plan send the same models. Each record carries the model it named (``model``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servecheck.errors import UsageError
+
+if TYPE_CHECKING:
+    from servecheck.load.workload.planned import Send
 
 Mix = list[tuple[str, float]]
 
@@ -33,6 +36,11 @@ class WeightedCycle:
         best = max(range(len(self.mix)), key=lambda i: self.credit[i])
         self.credit[best] -= self.total
         return self.mix[best][0]
+
+    def shape(self, send: Send) -> None:
+        """The run's step: each request names the next model of the cycle, and its record too."""
+        send.model = self.next()
+        send.named = True
 
 
 def parse_model_mix(value: Any, where: str = "the model mix") -> Mix:

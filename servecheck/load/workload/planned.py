@@ -7,10 +7,16 @@ dataset's opening turns, and ``dataset`` no longer needs ``conversation`` for th
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servecheck.load.workload.prompts import Prompt
+
+if TYPE_CHECKING:
+    from servecheck.load.generator.wire import WireResult
+    from servecheck.records.record import RequestRecord
 
 CHAT_TEMPLATE_TOKENS = 16  # room kept for the chat template, as the controller does
 
@@ -41,3 +47,35 @@ def single_turn(prompt: Prompt) -> PlannedRequest:
         prompt.kind,
         prompt.prompt_tokens,
     )
+
+
+@dataclass(slots=True)
+class Send:
+    """One request on its way, as the run's per-request steps see it (one per request).
+
+    A step belongs to its feature's module (images, the model mix, cancel and hang-up ...) and
+    is put in the run's :class:`Steps` only when the feature is on: the controller's send is a
+    loop over them, so a new feature adds a step, not a branch.
+    """
+
+    prompt: PlannedRequest
+    rng: random.Random
+    model: str
+    named: bool = False  # the record names the model (a model mix)
+    t0: float = 0.0  # the send time, perf_counter
+    stream: Any = None  # the stream's state (its token_times), once the request is armed
+    until: Callable[[], bool] | None = None  # the reader's hang-up test
+    drawn: Any = None  # a cancel draw (load/workload/cancel.py)
+
+
+@dataclass(slots=True)
+class Steps:
+    """The run's per-request steps, the enabled ones only, built once per run.
+
+    ``shape``: before the body is built (images, the model); ``arm``: with the stream's state,
+    before the send (hang-up, cancel); ``settle``: the record, once the reader is done.
+    """
+
+    shape: list[Callable[[Send], None]] = field(default_factory=list)
+    arm: list[Callable[[Send], None]] = field(default_factory=list)
+    settle: list[Callable[[Send, RequestRecord, WireResult], None]] = field(default_factory=list)
