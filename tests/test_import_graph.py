@@ -117,3 +117,26 @@ def test_the_walk_finds_a_circle() -> None:
     (circle,) = cycles(graph)
     assert len(circle) == 4 and circle[0] == circle[-1], circle
     assert all(circle[i + 1] in graph[circle[i]] for i in range(3)), circle
+
+
+# Rooms by job (issue 40): what the generator and the analysis share is the record, so the record
+# imports neither, and the analysis never reaches back into the load run. The one exception is the
+# workload's pure duration and share helpers (``parse_duration``, ``split_count``).
+DOWNWARD = {
+    "servecheck.records": ("servecheck.load", "servecheck.analysis", "servecheck.probes"),
+    "servecheck.analysis": ("servecheck.load", "servecheck.probes", "servecheck.report"),
+}
+DOWNWARD_EXCEPTIONS = {"servecheck.load.workload.schedule"}
+
+
+def test_records_and_analysis_never_import_the_run() -> None:
+    graph = import_graph()
+    found = [
+        f"{importer} imports {dep}"
+        for importer, deps in sorted(graph.items())
+        for room, banned in DOWNWARD.items()
+        if importer == room or importer.startswith(room + ".")
+        for dep in sorted(deps)
+        if dep.startswith(banned) and dep not in DOWNWARD_EXCEPTIONS
+    ]
+    assert not found, "\n".join(found)

@@ -24,10 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 from servecheck.analysis.stats import Histogram, add_fields, pack_fields, unpack_fields
 from servecheck.errors import SpecError
-from servecheck.load.generator.wire import REQUEST_ID, WireResult
+from servecheck.records.record import REQUEST_ID
 
 if TYPE_CHECKING:
+    # Types only: the generator fills records with this module's stamps, not the other way.
     from servecheck.load.generator.stream import StreamState
+    from servecheck.load.generator.wire import WireResult
     from servecheck.records.record import RequestRecord
 
 SLOWEST_N = 10

@@ -60,6 +60,7 @@ def http_error(status: int) -> HttpError:
 RECORD_GLOB = "records-*.jsonl"
 MERGED_NAME = "records.jsonl"
 RECORDS_PARQUET = "records.parquet"  # the compact form (records/parquet.py), once a run is over
+REQUEST_ID = "X-Request-Id"  # the default request id header (analysis/timings.py, docs/metrics.md)
 LOCAL_DIR = "local"  # a distributed worker's own copy: <run dir>/local/records-<worker>.jsonl
 
 

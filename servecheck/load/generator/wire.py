@@ -28,12 +28,11 @@ from typing import Protocol, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 from servecheck.client.factory import ClientSettings, ssl_context
-from servecheck.records.record import ErrorClass
+from servecheck.records.record import REQUEST_ID, ErrorClass
 
 _perf = time.perf_counter
 MAX_HEADER_BYTES = 64 * 1024
 RECV_BYTES = 65536
-REQUEST_ID = "X-Request-Id"  # the default request id header (analysis/timings.py, docs/metrics.md)
 
 
 class TokenSink(Protocol):
