@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servecheck.analysis.sections import Brief, PrefixCache, TurnRow, Turns
 from servecheck.analysis.stats import Histogram, add_fields, pack_fields, unpack_fields
+from servecheck.analysis.typed_json import to_json
 
 ENGINE_FILE = "engine-prefix-cache.json"
 MAX_TURN_ROWS = 64  # turns past this share the last row ("64+")
@@ -79,22 +81,20 @@ class Group:
         unpack_fields(g, d, _GROUP_FIELDS)
         return g
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "count": self.count,
-            "errors": self.errors,
-            "ttft_ms": _brief(self.ttft),
-            "e2e_ms": _brief(self.e2e),
-            "prompt_tokens_mean": round(self.prompt_sum / self.prompt_n, 1)
-            if self.prompt_n
-            else None,
-            "history_tokens_mean": round(self.history_sum / self.history_n, 1)
+    def row(self) -> TurnRow:
+        return TurnRow(
+            count=self.count,
+            errors=self.errors,
+            ttft_ms=_brief(self.ttft),
+            e2e_ms=_brief(self.e2e),
+            prompt_tokens_mean=round(self.prompt_sum / self.prompt_n, 1) if self.prompt_n else None,
+            history_tokens_mean=round(self.history_sum / self.history_n, 1)
             if self.history_n
             else None,
-            "cache_hit_rate": round(self.cached_sum / self.cached_prompt_sum, 4)
+            cache_hit_rate=round(self.cached_sum / self.cached_prompt_sum, 4)
             if self.cached_prompt_sum
             else None,
-        }
+        )
 
 
 _GROUP_FIELDS = (
@@ -111,21 +111,30 @@ _GROUP_FIELDS = (
 )
 
 
-def _brief(h: Histogram) -> dict[str, Any]:
+def _brief(h: Histogram) -> Brief:
     d = h.summary()
-    return {
-        "count": d.count,
-        "p50": d.get("p50"),
-        "p90": d.get("p90"),
-        "p99": d.get("p99"),
-        "mean": d.mean,
-    }
+    return Brief(count=d.count, p50=d.get("p50"), p90=d.get("p90"), p99=d.get("p99"), mean=d.mean)
 
 
 def scenario_breakdown(
     records: Iterable[Mapping[str, Any]], run_dir: str | Path | None = None
 ) -> dict[str, Any]:
-    """``{"turns": ..., "prefix_cache": ...}`` for the keys the records support (may be empty)."""
+    """``{"turns": ..., "prefix_cache": ...}`` as JSON, for the keys the records support (may
+    be empty)."""
+    turns, prefix_cache = scenario_sections(records, run_dir)
+    out: dict[str, Any] = {}
+    if turns is not None:
+        out["turns"] = to_json(turns)
+    if prefix_cache is not None:
+        out["prefix_cache"] = to_json(prefix_cache)
+    return out
+
+
+def scenario_sections(
+    records: Iterable[Mapping[str, Any]], run_dir: str | Path | None = None
+) -> tuple[Turns | None, PrefixCache | None]:
+    """summary.json's ``turns`` and ``prefix_cache``, each None where the records (and the
+    engine's file) do not support it."""
     turns: dict[int, Group] = {}
     conversations: set[str] = set()
     hit, miss = Group(), Group()
@@ -164,28 +173,29 @@ def scenario_breakdown(
                 hit.add(r)
             else:
                 miss.add(r)
-    out: dict[str, Any] = {}
+    by_turn = None
     if turns:
-        out["turns"] = {
-            "conversations": len(conversations),
-            "by_turn": {
-                (f"{t}+" if t == MAX_TURN_ROWS else str(t)): g.as_dict()
+        by_turn = Turns(
+            conversations=len(conversations),
+            by_turn={
+                (f"{t}+" if t == MAX_TURN_ROWS else str(t)): g.row()
                 for t, g in sorted(turns.items())
             },
-        }
+        )
     engine = read_engine_file(run_dir) if run_dir is not None else None
+    prefix = None
     if reporting or grouped or engine:
-        out["prefix_cache"] = {
-            "requests_reporting": reporting,
-            "requests_hit": hits,
-            "hit_rate": round(cached_sum / prompt_sum, 4) if prompt_sum else None,
-            "ttft_cached_ms": _brief(hit.ttft),
-            "ttft_uncached_ms": _brief(miss.ttft),
-            "ttft_first_of_group_ms": _brief(first.ttft),
-            "ttft_later_in_group_ms": _brief(later.ttft),
-            "engine": engine,
-        }
-    return out
+        prefix = PrefixCache(
+            requests_reporting=reporting,
+            requests_hit=hits,
+            hit_rate=round(cached_sum / prompt_sum, 4) if prompt_sum else None,
+            ttft_cached_ms=_brief(hit.ttft),
+            ttft_uncached_ms=_brief(miss.ttft),
+            ttft_first_of_group_ms=_brief(first.ttft),
+            ttft_later_in_group_ms=_brief(later.ttft),
+            engine=engine,
+        )
+    return by_turn, prefix
 
 
 def read_engine_file(run_dir: str | Path) -> dict[str, Any] | None:

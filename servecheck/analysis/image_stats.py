@@ -20,7 +20,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from servecheck.analysis.sections import Images, ImageSize, ImageTtft
 from servecheck.analysis.stats import Histogram
+from servecheck.analysis.typed_json import to_json
 
 
 def _median(c: Counter[float]) -> float | None:
@@ -57,21 +59,16 @@ class _Size:
         if isinstance(text, int) and isinstance(n, int) and n > 0:
             self.per_image[round((pt - text) / n, 1)] += 1
 
-    def as_dict(self) -> dict[str, Any]:
+    def row(self) -> ImageSize:
         d = self.ttft.summary()
-        return {
-            "count": self.count,
-            "errors": self.errors,
-            "ttft_ms": {
-                "count": d.count,
-                "p50": d.get("p50"),
-                "p95": d.get("p95"),
-                "p99": d.get("p99"),
-            },
-            "prompt_tokens_p50": _median(self.prompt),
-            "tokens_per_image_p50": _median(self.per_image),
-            "requests_with_usage": sum(self.per_image.values()),
-        }
+        return ImageSize(
+            count=self.count,
+            errors=self.errors,
+            ttft_ms=ImageTtft(count=d.count, p50=d.get("p50"), p95=d.get("p95"), p99=d.get("p99")),
+            prompt_tokens_p50=_median(self.prompt),
+            tokens_per_image_p50=_median(self.per_image),
+            requests_with_usage=sum(self.per_image.values()),
+        )
 
 
 def _sort_key(key: str) -> tuple[int, ...]:
@@ -80,16 +77,20 @@ def _sort_key(key: str) -> tuple[int, ...]:
 
 def image_breakdown(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """``{"images": {"by_size": {"1x512x512": {...}}}}``, or ``{}`` when no record had images."""
+    section = image_section(records)
+    return {} if section is None else {"images": to_json(section)}
+
+
+def image_section(records: Iterable[Mapping[str, Any]]) -> Images | None:
+    """summary.json's ``images``, or None when no record had images."""
     sizes: dict[str, _Size] = {}
     for r in records:
         n, size = r.get("images"), r.get("image_size")
         if isinstance(n, int) and size:
             sizes.setdefault(f"{n}x{size}", _Size()).add(r)
     if not sizes:
-        return {}
-    return {
-        "images": {
-            "requests": sum(s.count for s in sizes.values()),
-            "by_size": {k: sizes[k].as_dict() for k in sorted(sizes, key=_sort_key)},
-        }
-    }
+        return None
+    return Images(
+        requests=sum(s.count for s in sizes.values()),
+        by_size={k: sizes[k].row() for k in sorted(sizes, key=_sort_key)},
+    )

@@ -218,6 +218,81 @@ class WarmupSection:
 
 
 @dataclass(slots=True)
+class Brief:
+    """A distribution in ms, briefly: count, p50, p90, p99, mean (None where nothing was timed)."""
+
+    count: int
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    mean: float | None
+
+
+@dataclass(slots=True)
+class TurnRow:
+    """One conversation turn (or a kind of request): counts, TTFT / E2E, token means."""
+
+    count: int
+    errors: int
+    ttft_ms: Brief
+    e2e_ms: Brief
+    prompt_tokens_mean: float | None
+    history_tokens_mean: float | None
+    cache_hit_rate: float | None
+
+
+@dataclass(slots=True)
+class Turns:
+    """TTFT by conversation turn (analysis/breakdown.py); ``by_turn``'s keys are turn indexes."""
+
+    conversations: int
+    by_turn: dict[str, TurnRow]
+
+
+@dataclass(slots=True)
+class PrefixCache:
+    """The client's view of the prefix cache (usage.cached_tokens), the TTFT of a group's
+    first request vs the rest, and the engine's own counters (``engine``: its file, as read)."""
+
+    requests_reporting: int
+    requests_hit: int
+    hit_rate: float | None
+    ttft_cached_ms: Brief
+    ttft_uncached_ms: Brief
+    ttft_first_of_group_ms: Brief
+    ttft_later_in_group_ms: Brief
+    engine: JSONObject | None
+
+
+@dataclass(slots=True)
+class ImageTtft:
+    count: int
+    p50: float | None
+    p95: float | None
+    p99: float | None
+
+
+@dataclass(slots=True)
+class ImageSize:
+    """Requests of one image count and size: TTFT, prompt tokens, tokens per image (medians)."""
+
+    count: int
+    errors: int
+    ttft_ms: ImageTtft
+    prompt_tokens_p50: float | None
+    tokens_per_image_p50: float | None
+    requests_with_usage: int
+
+
+@dataclass(slots=True)
+class Images:
+    """--images (analysis/image_stats.py); ``by_size``'s keys are ``COUNTxWxH``."""
+
+    requests: int
+    by_size: dict[str, ImageSize]
+
+
+@dataclass(slots=True)
 class AggregateSource:
     """Where the figures came from: the workers' aggregates or the records rebuilt."""
 
@@ -250,9 +325,9 @@ class Summary:
     steady: Steady
     slices: Slices
     # Made from the records (analysis/breakdown.py, analysis/image_stats.py) when they carry it.
-    turns: JSONObject | None = field(default=None, metadata=OMIT)
-    prefix_cache: JSONObject | None = field(default=None, metadata=OMIT)
-    images: JSONObject | None = field(default=None, metadata=OMIT)
+    turns: Turns | None = field(default=None, metadata=OMIT)
+    prefix_cache: PrefixCache | None = field(default=None, metadata=OMIT)
+    images: Images | None = field(default=None, metadata=OMIT)
     # load/faults.py: --cancel and its drain, outages.
     cancel: JSONObject | None = field(default=None, metadata=OMIT)
     outages: JSONObject | None = field(default=None, metadata=OMIT)
@@ -295,10 +370,15 @@ __all__ = [
     "SCHEMA_FILE",
     "SCHEMA_VERSION",
     "AggregateSource",
+    "Brief",
     "ErrorBudget",
     "Generator",
     "Head",
+    "ImageSize",
+    "ImageTtft",
+    "Images",
     "LengthsAsked",
+    "PrefixCache",
     "Reader",
     "ReaderThread",
     "RecordsKept",
@@ -310,6 +390,8 @@ __all__ = [
     "Summary",
     "Throughput",
     "Tokens",
+    "TurnRow",
+    "Turns",
     "WarmupSection",
     "schema_text",
     "shipped_schema_path",

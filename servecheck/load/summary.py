@@ -15,17 +15,19 @@ from typing import TYPE_CHECKING, Any
 
 from servecheck.analysis.aggregate import Aggregate, Rule, aggregate_of, read_aggregates, steady_of
 from servecheck.analysis.aggregate import Measured as SteadyMeasured
-from servecheck.analysis.breakdown import read_engine_file, scenario_breakdown
+from servecheck.analysis.breakdown import read_engine_file, scenario_sections
 from servecheck.analysis.budget import SOURCE as BUDGET
 from servecheck.analysis.budget import budget_summary, percent
-from servecheck.analysis.image_stats import image_breakdown
+from servecheck.analysis.image_stats import image_section
 from servecheck.analysis.sections import (
     SCHEMA_VERSION,
     AggregateSource,
     ErrorBudget,
     Generator,
     Head,
+    Images,
     LengthsAsked,
+    PrefixCache,
     Reader,
     ReaderThread,
     RecordsKept,
@@ -37,6 +39,7 @@ from servecheck.analysis.sections import (
     Summary,
     Throughput,
     Tokens,
+    Turns,
     WarmupSection,
 )
 from servecheck.analysis.slo import COUNTS, SLO, Verdict, evaluate
@@ -378,7 +381,7 @@ def summarise(
     exit_code = judged.exit_code
     sections = _record_sections(agg, records, run_dir)
     kept = keep_records(run_dir, cfg.records, recs.merged)  # one copy, as --records says
-    parts = {**sections, **faults, **agg.timings.as_dict()}  # + cancel, outages, timings
+    parts = {**faults, **agg.timings.as_dict()}  # cancel, outages, timings
     typed = Summary(
         head=_what_ran(cfg, infos, started, ended),
         records=RecordsKept(
@@ -403,9 +406,9 @@ def summarise(
             t0=steady.scan.first_sent,  # wall clock of start_s 0 (the server series' clock)
             rows=steady.scan.as_list(),
         ),
-        turns=parts.get("turns"),
-        prefix_cache=parts.get("prefix_cache"),
-        images=parts.get("images"),
+        turns=sections.turns,
+        prefix_cache=sections.prefix_cache,
+        images=sections.images,
         cancel=parts.get("cancel"),
         outages=parts.get("outages"),
         timings=parts.get("timings"),  # TTFT decomposition, slowest requests
@@ -482,17 +485,24 @@ def _stats_part(d: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _record_sections(agg: Aggregate, records: Callable[[], Any], run_dir: Path) -> dict[str, Any]:
+@dataclass(slots=True)
+class _RecordSections:
+    turns: Turns | None = None
+    prefix_cache: PrefixCache | None = None
+    images: Images | None = None
+
+
+def _record_sections(agg: Aggregate, records: Callable[[], Any], run_dir: Path) -> _RecordSections:
     """The sections only the requests themselves tell (conversation turns, prefix groups and
     cached tokens, images): made from the records, and only when the aggregate saw such a
     field; else only the engine's own prefix-cache counters, when there are any."""
-    out: dict[str, Any] = {}
     if agg.extras:
-        out.update(scenario_breakdown(records(), run_dir))  # turns, prefix cache
-        out.update(image_breakdown(records()))  # --images: tokens per image, TTFT by size
-    elif read_engine_file(run_dir) is not None:
-        out.update(scenario_breakdown((), run_dir))
-    return out
+        turns, prefix_cache = scenario_sections(records(), run_dir)
+        # --images: tokens per image, TTFT by size
+        return _RecordSections(turns, prefix_cache, image_section(records()))
+    if read_engine_file(run_dir) is not None:
+        return _RecordSections(prefix_cache=scenario_sections((), run_dir)[1])
+    return _RecordSections()
 
 
 def _lengths_section(cfg: RunConfig) -> LengthsAsked | None:

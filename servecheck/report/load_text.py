@@ -12,7 +12,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from servecheck.analysis.budget import percent
-from servecheck.analysis.sections import ErrorBudget, Steady, WarmupSection
+from servecheck.analysis.sections import (
+    ErrorBudget,
+    Images,
+    PrefixCache,
+    Steady,
+    Turns,
+    WarmupSection,
+)
 from servecheck.analysis.server_truth import PHASES
 from servecheck.analysis.timings import TTFT_PARTS
 
@@ -36,57 +43,61 @@ def phase_lines(latency_ms: dict[str, Any]) -> list[str]:
     return lines
 
 
-def format_breakdown(turns: Mapping[str, Any] | None, pc: Mapping[str, Any] | None) -> list[str]:
+def format_breakdown(turns: Turns | None, pc: PrefixCache | None) -> list[str]:
     """Text lines for summary.txt's ``turns`` and ``prefix_cache`` (nothing for a plain run)."""
     lines: list[str] = []
     if turns:
         lines.append(
-            f"turns ({turns['conversations']} conversations)  "
+            f"turns ({turns.conversations} conversations)  "
             f"{'n':>6}{'ttft p50':>10}{'p90':>9}{'p99':>9}{'e2e p50':>9}{'history':>9}{'cached':>8}"
         )
-        for t, g in turns["by_turn"].items():
-            ttft, e2e = g["ttft_ms"], g["e2e_ms"]
-            hr = g["cache_hit_rate"]
+        for t, g in turns.by_turn.items():
+            ttft, e2e = g.ttft_ms, g.e2e_ms
+            hr = g.cache_hit_rate
             lines.append(
-                f"  turn {t:<24}{g['count']:>6}{_f(ttft['p50']):>10}{_f(ttft['p90']):>9}"
-                f"{_f(ttft['p99']):>9}{_f(e2e['p50']):>9}{_f(g['history_tokens_mean'], '.0f'):>9}"
+                f"  turn {t:<24}{g.count:>6}{_f(ttft.p50):>10}{_f(ttft.p90):>9}"
+                f"{_f(ttft.p99):>9}{_f(e2e.p50):>9}{_f(g.history_tokens_mean, '.0f'):>9}"
                 f"{'-' if hr is None else format(hr, '.0%'):>8}"
             )
     if pc:
-        rate = pc["hit_rate"]
-        lines.append(
-            "prefix cache (usage.cached_tokens): "
-            + (
-                f"hit rate {rate:.1%} of prompt tokens, {pc['requests_hit']} of "
-                f"{pc['requests_reporting']} requests hit"
-                if rate is not None
-                else "not reported by the server"
-            )
-        )
-        eng = pc.get("engine")
-        if eng and eng.get("hit_rate") is not None:
-            lines.append(
-                f"prefix cache (engine {eng.get('source')}): hit rate {eng['hit_rate']:.1%} "
-                f"({eng['hits']:.0f} of {eng['queries']:.0f} tokens queried during the run)"
-            )
-        elif eng:
-            lines.append(f"prefix cache (engine): {eng.get('note') or 'no queries during the run'}")
-        for label, key in (
-            ("ttft with cached prefix", "ttft_cached_ms"),
-            ("ttft without", "ttft_uncached_ms"),
-            ("ttft first of group", "ttft_first_of_group_ms"),
-            ("ttft later in group", "ttft_later_in_group_ms"),
-        ):
-            d = pc[key]
-            if d["count"]:
-                lines.append(
-                    f"  {label:<26} n {d['count']:>5}  p50 {_f(d['p50']):>8} ms  "
-                    f"p90 {_f(d['p90']):>8} ms  p99 {_f(d['p99']):>8} ms"
-                )
+        lines += _prefix_cache_lines(pc)
     return lines
 
 
-def format_images(section: Mapping[str, Any] | None) -> list[str]:
+def _prefix_cache_lines(pc: PrefixCache) -> list[str]:
+    rate = pc.hit_rate
+    lines = [
+        "prefix cache (usage.cached_tokens): "
+        + (
+            f"hit rate {rate:.1%} of prompt tokens, {pc.requests_hit} of "
+            f"{pc.requests_reporting} requests hit"
+            if rate is not None
+            else "not reported by the server"
+        )
+    ]
+    eng = pc.engine  # the engine's file as read: its keys are the load command's
+    if eng and eng.get("hit_rate") is not None:
+        lines.append(
+            f"prefix cache (engine {eng.get('source')}): hit rate {eng['hit_rate']:.1%} "
+            f"({eng['hits']:.0f} of {eng['queries']:.0f} tokens queried during the run)"
+        )
+    elif eng:
+        lines.append(f"prefix cache (engine): {eng.get('note') or 'no queries during the run'}")
+    for label, d in (
+        ("ttft with cached prefix", pc.ttft_cached_ms),
+        ("ttft without", pc.ttft_uncached_ms),
+        ("ttft first of group", pc.ttft_first_of_group_ms),
+        ("ttft later in group", pc.ttft_later_in_group_ms),
+    ):
+        if d.count:
+            lines.append(
+                f"  {label:<26} n {d.count:>5}  p50 {_f(d.p50):>8} ms  "
+                f"p90 {_f(d.p90):>8} ms  p99 {_f(d.p99):>8} ms"
+            )
+    return lines
+
+
+def format_images(section: Images | None) -> list[str]:
     """summary.txt's lines for the ``images`` section (none for a run without images)."""
     if not section:
         return []
@@ -94,11 +105,11 @@ def format_images(section: Mapping[str, Any] | None) -> list[str]:
         f"images (COUNTxWxH)  {'n':>6}{'errors':>8}{'ttft p50':>10}{'p95':>9}"
         f"{'prompt p50':>12}{'tok/image':>11}"
     ]
-    for key, s in section["by_size"].items():
-        t = s["ttft_ms"]
+    for key, s in section.by_size.items():
+        t = s.ttft_ms
         lines.append(
-            f"  {key:<18}{s['count']:>6}{s['errors']:>8}{_f(t['p50']):>10}{_f(t['p95']):>9}"
-            f"{_f(s['prompt_tokens_p50'], '.0f'):>12}{_f(s['tokens_per_image_p50']):>11}"
+            f"  {key:<18}{s.count:>6}{s.errors:>8}{_f(t.p50):>10}{_f(t.p95):>9}"
+            f"{_f(s.prompt_tokens_p50, '.0f'):>12}{_f(s.tokens_per_image_p50):>11}"
         )
     return lines
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from servecheck.analysis.breakdown import ENGINE_FILE, scenario_breakdown
+from servecheck.analysis.breakdown import ENGINE_FILE, scenario_breakdown, scenario_sections
 from servecheck.analysis.engine_cache import read_counters, run_delta
 from servecheck.errors import UsageError
 from servecheck.load.workload.conversation import (
@@ -194,7 +194,7 @@ def test_breakdown_by_turn_and_cache_split(tmp_path: Any) -> None:
     assert pc["ttft_cached_ms"]["count"] == 2 and pc["ttft_uncached_ms"]["count"] == 2
     assert pc["ttft_first_of_group_ms"]["count"] == 2  # turn 0 of each conversation
     assert pc["engine"]["hit_rate"] == 0.3733
-    text = "\n".join(format_breakdown(out.get("turns"), out.get("prefix_cache")))
+    text = "\n".join(format_breakdown(*scenario_sections(recs, tmp_path)))  # read typed
     assert "turns (2 conversations)" in text and "hit rate 37.3% of prompt tokens" in text
     assert "engine vllm:prefix_cache): hit rate 37.3%" in text
     # A plain chat run's records have none of these fields: nothing is added.

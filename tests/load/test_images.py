@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from servecheck.analysis.image_stats import image_breakdown
+from servecheck.analysis.image_stats import image_breakdown, image_section
 from servecheck.errors import SpecError, UsageError
 from servecheck.load.plan import load_plan
 from servecheck.load.workload.images import (
@@ -175,7 +175,7 @@ def test_the_images_section_gives_tokens_per_image_and_ttft_by_size() -> None:
     assert big["tokens_per_image_p50"] == 256 and big["prompt_tokens_p50"] == 276
     assert small["count"] == 3 and small["errors"] == 1 and small["requests_with_usage"] == 1
     assert small["tokens_per_image_p50"] == 64
-    lines = format_images(section)
+    lines = format_images(image_section(records))  # the renderer reads the typed section
     assert lines[0].startswith("images (COUNTxWxH)") and "tok/image" in lines[0]
     assert lines[1].split() == ["1x512x512", "3", "0", "300.0", "400.1", "276", "256.0"]
     assert image_breakdown([{"ttft": 0.1}]) == {} and format_images(None) == []
