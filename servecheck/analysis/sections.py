@@ -293,6 +293,61 @@ class Images:
 
 
 @dataclass(slots=True)
+class Connections:
+    new: int
+    reused: int
+
+
+@dataclass(slots=True)
+class PhaseMs:
+    """One TTFT phase over the stamped requests, in ms."""
+
+    count: int
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    max: float | None
+    mean: float | None
+
+
+@dataclass(slots=True)
+class SlowRequest:
+    """One slow request: what finds it in the engine's log, and its stamps (ms from t0)."""
+
+    request_id: str | None
+    request_id_echo: str | None
+    response_id: str | None
+    worker: str | None
+    t_sent: float | None
+    ttft_ms: float | None
+    e2e_ms: float | None
+    new_conn: bool | None
+    stamps: dict[str, float] | None
+
+
+@dataclass(slots=True)
+class Slowest:
+    by_ttft: list[SlowRequest]
+    by_e2e: list[SlowRequest]
+
+
+@dataclass(slots=True)
+class TimingsSection:
+    """The TTFT decomposition (analysis/timings.py): connections, the request id's echo, the
+    phases (keys: the measured ones of its PHASES) and the slowest requests."""
+
+    request_id_header: str | None
+    requests_stamped: int
+    connections: Connections
+    request_id_echoed: int
+    request_id_echo_differs: int
+    response_ids: int
+    request_id_in_body: int
+    phases_ms: dict[str, PhaseMs]
+    slowest: Slowest
+
+
+@dataclass(slots=True)
 class AggregateSource:
     """Where the figures came from: the workers' aggregates or the records rebuilt."""
 
@@ -331,7 +386,7 @@ class Summary:
     # load/faults.py: --cancel and its drain, outages.
     cancel: JSONObject | None = field(default=None, metadata=OMIT)
     outages: JSONObject | None = field(default=None, metadata=OMIT)
-    timings: JSONObject | None = field(default=None, metadata=OMIT)  # analysis/timings.py
+    timings: TimingsSection | None = field(default=None, metadata=OMIT)  # analysis/timings.py
     profile: JSONObject | None = field(default=None, metadata=OMIT)  # load/workload/phased.py
     server: JSONObject | None = field(default=None, metadata=OMIT)  # load/server_watch.py
     warmup: WarmupSection | None = field(default=None, metadata=OMIT)  # analysis/warmup.py
@@ -371,6 +426,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AggregateSource",
     "Brief",
+    "Connections",
     "ErrorBudget",
     "Generator",
     "Head",
@@ -378,6 +434,7 @@ __all__ = [
     "ImageTtft",
     "Images",
     "LengthsAsked",
+    "PhaseMs",
     "PrefixCache",
     "Reader",
     "ReaderThread",
@@ -386,9 +443,12 @@ __all__ = [
     "ScheduleSection",
     "Slices",
     "SloResult",
+    "SlowRequest",
+    "Slowest",
     "Steady",
     "Summary",
     "Throughput",
+    "TimingsSection",
     "Tokens",
     "TurnRow",
     "Turns",

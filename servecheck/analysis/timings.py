@@ -22,7 +22,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from servecheck.analysis.sections import Connections, PhaseMs, Slowest, SlowRequest, TimingsSection
 from servecheck.analysis.stats import Histogram, add_fields, pack_fields, unpack_fields
+from servecheck.analysis.typed_json import from_json, to_json
 from servecheck.errors import SpecError
 from servecheck.records.record import REQUEST_ID
 
@@ -266,38 +268,41 @@ class TimingsTally:
 
     def as_dict(self) -> dict[str, Any]:
         """``{"timings": ...}``, or ``{}`` when no record carried stamps (older records)."""
+        section = self.section()
+        return {} if section is None else {"timings": to_json(section)}
+
+    def section(self) -> TimingsSection | None:
+        """summary.json's ``timings``, or None when no record carried stamps (older records)."""
         if not self.stamped and not (self.new_conns + self.reused_conns):
-            return {}
-        phases: dict[str, Any] = {}
+            return None
+        phases: dict[str, PhaseMs] = {}
         for key, _what in PHASES:
             d = self.hist[key].summary()
             if d.count:
-                phases[key] = {
-                    "count": d.count,
-                    "p50": d.get("p50"),
-                    "p90": d.get("p90"),
-                    "p99": d.get("p99"),
-                    "max": d.max,
-                    "mean": d.mean,
-                }
-        return {
-            "timings": {
-                "request_id_header": self.header,
-                "requests_stamped": self.stamped,
-                "connections": {"new": self.new_conns, "reused": self.reused_conns},
-                "request_id_echoed": self.echoed,
-                "request_id_echo_differs": self.echo_differs,
-                "response_ids": self.response_ids,
-                "request_id_in_body": self.id_in_body,
-                "phases_ms": phases,
-                "slowest": {
-                    f"by_{key}": [
-                        self._rows[key][n] for _v, n in sorted(self._slow[key], reverse=True)
-                    ]
-                    for key in ("ttft", "e2e")
-                },
-            }
-        }
+                phases[key] = PhaseMs(
+                    count=d.count,
+                    p50=d.get("p50"),
+                    p90=d.get("p90"),
+                    p99=d.get("p99"),
+                    max=d.max,
+                    mean=d.mean,
+                )
+        return TimingsSection(
+            request_id_header=self.header,
+            requests_stamped=self.stamped,
+            connections=Connections(new=self.new_conns, reused=self.reused_conns),
+            request_id_echoed=self.echoed,
+            request_id_echo_differs=self.echo_differs,
+            response_ids=self.response_ids,
+            request_id_in_body=self.id_in_body,
+            phases_ms=phases,
+            slowest=Slowest(by_ttft=self._slowest("ttft"), by_e2e=self._slowest("e2e")),
+        )
+
+    def _slowest(self, key: str) -> list[SlowRequest]:
+        # The rows stay dicts inside the tally: they travel in the workers' aggregate state.
+        rows = self._rows[key]
+        return [from_json(SlowRequest, rows[n]) for _v, n in sorted(self._slow[key], reverse=True)]
 
 
 _TALLY_FIELDS = (

@@ -381,7 +381,7 @@ def summarise(
     exit_code = judged.exit_code
     sections = _record_sections(agg, records, run_dir)
     kept = keep_records(run_dir, cfg.records, recs.merged)  # one copy, as --records says
-    parts = {**faults, **agg.timings.as_dict()}  # cancel, outages, timings
+    parts = faults  # cancel, outages
     typed = Summary(
         head=_what_ran(cfg, infos, started, ended),
         records=RecordsKept(
@@ -411,7 +411,7 @@ def summarise(
         images=sections.images,
         cancel=parts.get("cancel"),
         outages=parts.get("outages"),
-        timings=parts.get("timings"),  # TTFT decomposition, slowest requests
+        timings=agg.timings.section(),  # TTFT decomposition, slowest requests
         profile=profile,
         server=server,
         warmup=from_json(WarmupSection, warm.as_dict()) if warm.active else None,

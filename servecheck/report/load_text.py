@@ -17,6 +17,7 @@ from servecheck.analysis.sections import (
     Images,
     PrefixCache,
     Steady,
+    TimingsSection,
     Turns,
     WarmupSection,
 )
@@ -148,34 +149,32 @@ def steady_line(st: Steady | None) -> list[str]:
     ]
 
 
-def format_timings(t: Mapping[str, Any] | None) -> list[str]:
+def format_timings(t: TimingsSection | None) -> list[str]:
     """summary.txt's lines: the TTFT parts at p50 / p99 and the slowest request by TTFT."""
-    if not isinstance(t, dict):
+    if t is None:
         return []
-    ph = t.get("phases_ms") or {}
+    ph = t.phases_ms
     parts = [
-        f"{k} {ph[k]['p50']:.2f}/{ph[k]['p99']:.2f}"
-        for k in ("connect", "tls", *TTFT_PARTS)
-        if k in ph
+        f"{k} {ph[k].p50:.2f}/{ph[k].p99:.2f}" for k in ("connect", "tls", *TTFT_PARTS) if k in ph
     ]
-    conns = t.get("connections") or {}
+    conns = t.connections
     lines = [
         "ttft parts ms p50/p99: " + ("  ".join(parts) or "-"),
-        f"connections new {conns.get('new', 0)} reused {conns.get('reused', 0)}; request id "
+        f"connections new {conns.new} reused {conns.reused}; request id "
         + (
-            f"{t.get('request_id_header')}, echoed by {t.get('request_id_echoed', 0)}"
-            if t.get("request_id_header")
+            f"{t.request_id_header}, echoed by {t.request_id_echoed}"
+            if t.request_id_header
             else "header off"
         )
-        + f"; body ids {t.get('response_ids', 0)}"
-        + f" ({t.get('request_id_in_body', 0)} name the request id)",
+        + f"; body ids {t.response_ids}"
+        + f" ({t.request_id_in_body} name the request id)",
     ]
-    slow = (t.get("slowest") or {}).get("by_ttft") or []
+    slow = t.slowest.by_ttft
     if slow:
         top = slow[0]
         lines.append(
-            f"slowest ttft {top.get('ttft_ms')} ms: request {top.get('request_id')}"
-            + (f" (engine id {top['response_id']})" if top.get("response_id") else "")
+            f"slowest ttft {top.ttft_ms} ms: request {top.request_id}"
+            + (f" (engine id {top.response_id})" if top.response_id else "")
         )
     return lines
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from html import escape
 from typing import Any, NamedTuple
 
+from servecheck.analysis.sections import SlowRequest, TimingsSection
 from servecheck.analysis.timings import PHASES, TTFT_PARTS
 
 
@@ -35,31 +36,31 @@ def fmt(value: Any, digits: int = 1) -> str:
 _COLUMNS = ("p50", "p90", "p99", "max")
 
 
-def _phase_rows(t: dict[str, Any]) -> list[tuple[Any, ...]]:
-    ph = t.get("phases_ms") or {}
+def _phase_rows(t: TimingsSection) -> list[tuple[Any, ...]]:
+    ph = t.phases_ms
     return [
         (
             key + (" (in TTFT)" if key in TTFT_PARTS else ""),
             what,
-            *(fmt((ph[key] or {}).get(c), digits=2) for c in _COLUMNS),
-            ph[key].get("count", 0),
+            *(fmt(getattr(ph[key], c), digits=2) for c in _COLUMNS),
+            ph[key].count,
         )
         for key, what in PHASES
         if key in ph
     ]
 
 
-def _slow_rows(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+def _slow_rows(rows: list[SlowRequest]) -> list[tuple[Any, ...]]:
     out = []
     for r in rows:
-        s = r.get("stamps") or {}
+        s = r.stamps or {}
         out.append(
             (
-                r.get("request_id") or "-",
-                r.get("response_id") or "-",
-                fmt(r.get("ttft_ms")),
-                fmt(r.get("e2e_ms")),
-                "new" if r.get("new_conn") else "reused",
+                r.request_id or "-",
+                r.response_id or "-",
+                fmt(r.ttft_ms),
+                fmt(r.e2e_ms),
+                "new" if r.new_conn else "reused",
                 fmt(s.get("headers"), digits=2),
                 fmt(s.get("body"), digits=2),
             )
@@ -67,22 +68,18 @@ def _slow_rows(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return out
 
 
-def timings_html(t: dict[str, Any] | None, tables: Tables) -> str:
+def timings_html(t: TimingsSection | None, tables: Tables) -> str:
     """summary.json's ``timings`` section as HTML ('' without one)."""
-    if not isinstance(t, dict):
+    if t is None:
         return ""
-    conns = t.get("connections") or {}
-    header = t.get("request_id_header")
+    conns = t.connections
+    header = t.request_id_header
     note = (
-        f"<p>connections: {esc(conns.get('new', 0))} new, {esc(conns.get('reused', 0))} reused "
+        f"<p>connections: {esc(conns.new)} new, {esc(conns.reused)} reused "
         f"(keep-alive). Request id header: <code>{esc(header or 'off')}</code>"
-        + (
-            f", echoed by the server on {esc(t.get('request_id_echoed', 0))} answers"
-            if header
-            else ""
-        )
-        + f"; the body's id on {esc(t.get('response_ids', 0))}"
-        + f" ({esc(t.get('request_id_in_body', 0))} of them name the request id).</p>"
+        + (f", echoed by the server on {esc(t.request_id_echoed)} answers" if header else "")
+        + f"; the body's id on {esc(t.response_ids)}"
+        + f" ({esc(t.request_id_in_body)} of them name the request id).</p>"
     )
     parts = [
         "<h3>TTFT decomposition (ms from request start)</h3>",
@@ -93,7 +90,7 @@ def timings_html(t: dict[str, Any] | None, tables: Tables) -> str:
             numeric=range(2, 7),
         ),
     ]
-    slow = (t.get("slowest") or {}).get("by_ttft") or []
+    slow = t.slowest.by_ttft
     if slow:
         parts.append(
             "<h4>Slowest requests by TTFT (grep the engine's log for the ids)</h4>"
@@ -106,9 +103,9 @@ def timings_html(t: dict[str, Any] | None, tables: Tables) -> str:
     return "".join(parts)
 
 
-def timings_markdown(t: dict[str, Any] | None, tables: Tables) -> list[str]:
+def timings_markdown(t: TimingsSection | None, tables: Tables) -> list[str]:
     """summary.md lines: the phase table ([] without a ``timings`` section)."""
-    if not isinstance(t, dict):
+    if t is None:
         return []
     rows = [(r[0], *r[2:]) for r in _phase_rows(t)]
     return (
