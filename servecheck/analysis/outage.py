@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from servecheck.analysis.down import connection_level
+from servecheck.analysis.sections import BreakerSettings, Outages, OutageWindow
 from servecheck.analysis.verdict import Status
 from servecheck.records.record import LOST, RATE_LIMITED
 
@@ -184,48 +185,43 @@ def _merged(windows: Iterable[Window]) -> list[Window]:
     return out
 
 
-def section(log: OutageLog, origin: float | None) -> dict[str, Any]:
+def section(log: OutageLog, origin: float | None) -> Outages:
     """summary.json's ``outages``: the windows (seconds from the run's start), failures by class,
     time to recover, lost requests."""
     t0 = origin or 0.0
-    rows: list[dict[str, Any]] = []
-    for w in _merged(log.all()):
-        rows.append(
-            {
-                "start_s": round(w.start - t0, 3),
-                "end_s": None if w.end is None else round(w.end - t0, 3),
-                "recovered": w.end is not None,
-                "recover_s": None if w.end is None else round(w.end - w.start, 3),
-                "resolution_s": None if w.end is None else round(w.end - w.last_failure, 3),
-                "failures": dict(sorted(w.failures.items())),
-                "lost_requests": w.lost,
-                "workers": w.workers,
-            }
+    rows = [
+        OutageWindow(
+            start_s=round(w.start - t0, 3),
+            end_s=None if w.end is None else round(w.end - t0, 3),
+            recovered=w.end is not None,
+            recover_s=None if w.end is None else round(w.end - w.start, 3),
+            resolution_s=None if w.end is None else round(w.end - w.last_failure, 3),
+            failures=dict(sorted(w.failures.items())),
+            lost_requests=w.lost,
+            workers=w.workers,
         )
-    return {
-        "count": len(rows),
-        "lost_requests": sum(r["lost_requests"] for r in rows),
-        "down_s": round(
-            sum((r["recover_s"] or 0.0) for r in rows), 3
-        ),  # the ended ones; an open one has no end
-        "windows": rows,
-        "breaker": {
-            "open_after": OPEN_AFTER,
-            "probe_first_s": PROBE_FIRST_S,
-            "probe_max_s": PROBE_MAX_S,
-        },
-    }
+        for w in _merged(log.all())
+    ]
+    return Outages(
+        count=len(rows),
+        lost_requests=sum(r.lost_requests for r in rows),
+        down_s=round(sum((r.recover_s or 0.0) for r in rows), 3),  # an open one has no end
+        windows=rows,
+        breaker=BreakerSettings(
+            open_after=OPEN_AFTER, probe_first_s=PROBE_FIRST_S, probe_max_s=PROBE_MAX_S
+        ),
+    )
 
 
-def verdict_of(outages: Mapping[str, Any], judged: bool) -> tuple[Status, list[str]]:
+def verdict_of(outages: Outages, judged: bool) -> tuple[Status, list[str]]:
     """``(status, reasons)`` for the run's outages: ``pass`` with none; an outage not over by
     the run's end is ``fail``; else ``inconclusive`` unless an SLO on ``lost_requests`` judged
     them (``judged``: its own verdict then passes or fails the run), never a silent pass."""
-    rows = outages.get("windows") or []
+    rows = outages.windows
     if not rows:
         return "pass", []
     reasons = [_line(r) for r in rows]
-    if any(not r["recovered"] for r in rows):
+    if any(not r.recovered for r in rows):
         return "fail", reasons
     if not judged:
         return "inconclusive", [
@@ -235,16 +231,16 @@ def verdict_of(outages: Mapping[str, Any], judged: bool) -> tuple[Status, list[s
     return "pass", reasons
 
 
-def _line(r: Mapping[str, Any]) -> str:
-    failures = ", ".join(f"{n} {k}" for k, n in r["failures"].items())
-    if not r["recovered"]:
+def _line(r: OutageWindow) -> str:
+    failures = ", ".join(f"{n} {k}" for k, n in r.failures.items())
+    if not r.recovered:
         return (
-            f"target down from t={r['start_s']:.1f}s, not recovered by the run's end "
-            f"({r['lost_requests']} requests lost: {failures})"
+            f"target down from t={r.start_s:.1f}s, not recovered by the run's end "
+            f"({r.lost_requests} requests lost: {failures})"
         )
     return (
-        f"outage t={r['start_s']:.1f}s..{r['end_s']:.1f}s: recovered after {r['recover_s']:.1f} s "
-        f"(+/-{r['resolution_s']:.1f} s), {r['lost_requests']} requests lost ({failures})"
+        f"outage t={r.start_s:.1f}s..{r.end_s:.1f}s: recovered after {r.recover_s:.1f} s "
+        f"(+/-{r.resolution_s:.1f} s), {r.lost_requests} requests lost ({failures})"
     )
 
 

@@ -348,6 +348,50 @@ class TimingsSection:
 
 
 @dataclass(slots=True)
+class CancelSection:
+    """--cancel: the rule, how many requests it cancelled, and the engine's drain verdict
+    (``drain``: drain.json as the telemetry wrote it, None without one)."""
+
+    rule: str
+    cancelled: int
+    drain: JSONObject | None
+
+
+@dataclass(slots=True)
+class OutageWindow:
+    """One outage, in seconds from the run's start (end None: not over by the run's end)."""
+
+    start_s: float
+    end_s: float | None
+    recovered: bool
+    recover_s: float | None
+    resolution_s: float | None
+    failures: dict[str, int]  # by error class
+    lost_requests: int
+    workers: int
+
+
+@dataclass(slots=True)
+class BreakerSettings:
+    """The generator's circuit breaker as this run had it."""
+
+    open_after: int
+    probe_first_s: float
+    probe_max_s: float
+
+
+@dataclass(slots=True)
+class Outages:
+    """The windows in which the target was away (analysis/outage.py); none is news too."""
+
+    count: int
+    lost_requests: int
+    down_s: float
+    windows: list[OutageWindow]
+    breaker: BreakerSettings
+
+
+@dataclass(slots=True)
 class AggregateSource:
     """Where the figures came from: the workers' aggregates or the records rebuilt."""
 
@@ -384,8 +428,8 @@ class Summary:
     prefix_cache: PrefixCache | None = field(default=None, metadata=OMIT)
     images: Images | None = field(default=None, metadata=OMIT)
     # load/faults.py: --cancel and its drain, outages.
-    cancel: JSONObject | None = field(default=None, metadata=OMIT)
-    outages: JSONObject | None = field(default=None, metadata=OMIT)
+    cancel: CancelSection | None = field(default=None, metadata=OMIT)
+    outages: Outages | None = field(default=None, metadata=OMIT)
     timings: TimingsSection | None = field(default=None, metadata=OMIT)  # analysis/timings.py
     profile: JSONObject | None = field(default=None, metadata=OMIT)  # load/workload/phased.py
     server: JSONObject | None = field(default=None, metadata=OMIT)  # load/server_watch.py
@@ -425,7 +469,9 @@ __all__ = [
     "SCHEMA_FILE",
     "SCHEMA_VERSION",
     "AggregateSource",
+    "BreakerSettings",
     "Brief",
+    "CancelSection",
     "Connections",
     "ErrorBudget",
     "Generator",
@@ -434,6 +480,8 @@ __all__ = [
     "ImageTtft",
     "Images",
     "LengthsAsked",
+    "OutageWindow",
+    "Outages",
     "PhaseMs",
     "PrefixCache",
     "Reader",

@@ -381,7 +381,6 @@ def summarise(
     exit_code = judged.exit_code
     sections = _record_sections(agg, records, run_dir)
     kept = keep_records(run_dir, cfg.records, recs.merged)  # one copy, as --records says
-    parts = faults  # cancel, outages
     typed = Summary(
         head=_what_ran(cfg, infos, started, ended),
         records=RecordsKept(
@@ -409,8 +408,8 @@ def summarise(
         turns=sections.turns,
         prefix_cache=sections.prefix_cache,
         images=sections.images,
-        cancel=parts.get("cancel"),
-        outages=parts.get("outages"),
+        cancel=faults.cancel,
+        outages=faults.outages,
         timings=agg.timings.section(),  # TTFT decomposition, slowest requests
         profile=profile,
         server=server,

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
+from servecheck.analysis.sections import CancelSection, Outages
 from servecheck.report.server_html import table
 
 
@@ -13,30 +13,30 @@ def _s(v: Any) -> str:
     return "-" if v is None else f"{v:.1f}"
 
 
-def faults_html(cancel: Mapping[str, Any] | None, outages: Mapping[str, Any] | None) -> str:
+def faults_html(cancel: CancelSection | None, outages: Outages | None) -> str:
     """summary.json's ``cancel`` (the rule and its drain verdict) and ``outages`` (one row per
     window)."""
     parts: list[str] = []
     if cancel:
-        drain = cancel.get("drain") or {}
+        drain = cancel.drain or {}  # drain.json as the telemetry wrote it
         rows = [
-            ("rule", cancel.get("rule")),
-            ("cancelled", cancel.get("cancelled")),
+            ("rule", cancel.rule),
+            ("cancelled", cancel.cancelled),
             ("drain", drain.get("status", "no telemetry")),
             ("", drain.get("message", "")),
         ]
         parts.append("<h4>Cancelled requests</h4>" + table(("", ""), rows))
-    windows = (outages or {}).get("windows") or []
+    windows = [] if outages is None else outages.windows
     if windows:
         lines = [
             (
-                _s(w.get("start_s")),
-                _s(w.get("end_s")),
-                "yes" if w.get("recovered") else "NO",
-                _s(w.get("recover_s")),
-                _s(w.get("resolution_s")),
-                ", ".join(f"{n} {k}" for k, n in (w.get("failures") or {}).items()),
-                w.get("lost_requests"),
+                _s(w.start_s),
+                _s(w.end_s),
+                "yes" if w.recovered else "NO",
+                _s(w.recover_s),
+                _s(w.resolution_s),
+                ", ".join(f"{n} {k}" for k, n in w.failures.items()),
+                w.lost_requests,
             )
             for w in windows
         ]

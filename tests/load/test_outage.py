@@ -124,12 +124,12 @@ def test_windows_merge_across_workers_and_state_round_trips() -> None:
     merged = OutageLog.from_state(json.loads(json.dumps(a.state())))
     merged.merge(OutageLog.from_state(b.state()))
     s = section(merged, 0.0)
-    first, second = s["windows"]
-    assert (s["count"], first["workers"], second["workers"]) == (2, 2, 1)
-    assert first["start_s"] == pytest.approx(10.01) and first["end_s"] == 14.5
-    assert first["failures"][LOST] == 8 and first["recovered"]
-    assert s["lost_requests"] == first["lost_requests"] + second["lost_requests"]
-    assert first["resolution_s"] == pytest.approx(0.49)  # the last failed try ended at 14.01
+    first, second = s.windows
+    assert (s.count, first.workers, second.workers) == (2, 2, 1)
+    assert first.start_s == pytest.approx(10.01) and first.end_s == 14.5
+    assert first.failures[LOST] == 8 and first.recovered
+    assert s.lost_requests == first.lost_requests + second.lost_requests
+    assert first.resolution_s == pytest.approx(0.49)  # the last failed try ended at 14.01
 
 
 def test_verdict_is_never_a_silent_pass() -> None:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from servecheck.analysis.sections import CancelSection
 from servecheck.errors import SpecError
 
 if TYPE_CHECKING:
@@ -219,7 +220,7 @@ def wait_after_run(recorder: Any, run_dir: Path, started: float, bound_s: float)
 
 def section(
     rule: CancelRule | None, cancelled: int, run_dir: Path
-) -> tuple[dict[str, Any] | None, str, str]:
+) -> tuple[CancelSection | None, str, str]:
     """summary.json's ``cancel`` section and its verdict: ``(section, status, reason)`` with
     status ``pass`` / ``fail`` / ``inconclusive`` (``""``: no cancellation asked)."""
     if rule is None:
@@ -228,11 +229,7 @@ def section(
         drain = json.loads((run_dir / DRAIN_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         drain = None
-    out: dict[str, Any] = {
-        "rule": rule.text(),
-        "cancelled": cancelled,
-        "drain": drain,
-    }
+    out = CancelSection(rule=rule.text(), cancelled=cancelled, drain=drain)
     if not cancelled:
         return out, "inconclusive", f"cancel {rule.text()}: no request was cancelled"
     if drain is None:
