@@ -392,6 +392,68 @@ class Outages:
 
 
 @dataclass(slots=True)
+class PhasePcts:
+    p50: float | None
+    p95: float | None
+    p99: float | None
+
+
+@dataclass(slots=True)
+class ProfilePhase:
+    """One phase of a load profile: its window, offered rate and what it measured."""
+
+    name: str
+    start_s: float
+    end_s: float
+    offered_rate: float | None
+    count: int
+    errors: int
+    ttft_ms: PhasePcts
+    e2e_ms: PhasePcts
+
+
+@dataclass(slots=True)
+class Recovery:
+    """A recovery profile's figures: the pre-overload p95 TTFT, the bound, and when the p95
+    came back within it (``after_slices``: [seconds after the overload, p95 ms] per slice)."""
+
+    overload_s: list[float]
+    within: float
+    pre_overload_ttft_p95_ms: float | None
+    bound_ms: float | None
+    recovered: bool | None
+    recovery_s: float | None
+    after_slices: list[list[float]]
+    note: str | None = field(default=None, metadata=OMIT)
+
+
+@dataclass(slots=True)
+class Churn:
+    """A churn profile's figures: what setting up a connection cost (``setup_ms``: the connect
+    and tls phases the run measured)."""
+
+    connections: Connections
+    setup_ms: dict[str, PhaseMs]
+    setup_mean_ms: float
+    setup_share: float | None
+
+
+@dataclass(slots=True)
+class ProfileSection:
+    """--profile (load/workload/phased.py): the profile as asked (``params``: its kind's own
+    keys), its phases, and recovery's or churn's figures."""
+
+    name: str
+    text: str
+    params: JSONObject
+    duration_s: float
+    slice_s: float
+    phases: list[ProfilePhase]
+    recovery: Recovery | None = field(default=None, metadata=OMIT)
+    churn: Churn | None = field(default=None, metadata=OMIT)
+
+
+@dataclass(slots=True)
 class AggregateSource:
     """Where the figures came from: the workers' aggregates or the records rebuilt."""
 
@@ -431,7 +493,7 @@ class Summary:
     cancel: CancelSection | None = field(default=None, metadata=OMIT)
     outages: Outages | None = field(default=None, metadata=OMIT)
     timings: TimingsSection | None = field(default=None, metadata=OMIT)  # analysis/timings.py
-    profile: JSONObject | None = field(default=None, metadata=OMIT)  # load/workload/phased.py
+    profile: ProfileSection | None = field(default=None, metadata=OMIT)  # load/workload/phased.py
     server: JSONObject | None = field(default=None, metadata=OMIT)  # load/server_watch.py
     warmup: WarmupSection | None = field(default=None, metadata=OMIT)  # analysis/warmup.py
     aggregate: AggregateSource | None = field(default=None, metadata=OMIT)
@@ -472,6 +534,7 @@ __all__ = [
     "BreakerSettings",
     "Brief",
     "CancelSection",
+    "Churn",
     "Connections",
     "ErrorBudget",
     "Generator",
@@ -483,7 +546,11 @@ __all__ = [
     "OutageWindow",
     "Outages",
     "PhaseMs",
+    "PhasePcts",
     "PrefixCache",
+    "ProfilePhase",
+    "ProfileSection",
+    "Recovery",
     "Reader",
     "ReaderThread",
     "RecordsKept",

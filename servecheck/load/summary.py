@@ -28,6 +28,7 @@ from servecheck.analysis.sections import (
     Images,
     LengthsAsked,
     PrefixCache,
+    ProfileSection,
     Reader,
     ReaderThread,
     RecordsKept,
@@ -411,7 +412,7 @@ def summarise(
         cancel=faults.cancel,
         outages=faults.outages,
         timings=agg.timings.section(),  # TTFT decomposition, slowest requests
-        profile=profile,
+        profile=None if profile is None else from_json(ProfileSection, profile),
         server=server,
         warmup=from_json(WarmupSection, warm.as_dict()) if warm.active else None,
         aggregate=AggregateSource(source=measured.source, samples=agg.samples_section()),

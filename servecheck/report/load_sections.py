@@ -17,6 +17,7 @@ from typing import Any
 from servecheck.analysis.budget import SOURCE as BUDGET
 from servecheck.analysis.sections import Slices, Steady, Summary
 from servecheck.analysis.slo import Verdict
+from servecheck.analysis.typed_json import to_json
 from servecheck.report.faults_html import faults_html
 from servecheck.report.load_text import (
     budget_line,
@@ -112,6 +113,11 @@ def steady_html(steady: Steady | None, slices: Slices | None) -> list[str]:
     return [out]
 
 
+def _profile(s: Summary) -> dict[str, Any] | None:
+    # The profile's renderers still walk its JSON (their tests build it as a dict).
+    return None if s.profile is None else to_json(s.profile)
+
+
 def _server_text(s: Summary) -> list[str]:
     return server_truth_lines(s.server) + server_gauges_lines(s.server)
 
@@ -135,7 +141,9 @@ LOAD_SECTIONS: tuple[Renderer, ...] = (
         lambda s, t: timings_markdown(s.timings, t),
     ),
     Renderer(  # load/workload/phased.py
-        "profile", lambda s: profile_lines(s.profile), lambda s, _t: profile_html(s.profile)
+        "profile",
+        lambda s: profile_lines(_profile(s)),
+        lambda s, _t: profile_html(_profile(s)),
     ),
     Renderer("server", _server_text, lambda s, _t: server_html(s.server)),  # engine truth
     Renderer("faults", lambda _s: [], lambda s, _t: faults_html(s.cancel, s.outages)),
