@@ -454,6 +454,37 @@ class ProfileSection:
 
 
 @dataclass(slots=True)
+class ServerWindow:
+    """The two scrapes' wall clocks and the seconds between them."""
+
+    start: float
+    end: float
+    s: float
+
+
+@dataclass(slots=True)
+class ServerSection:
+    """The engine's own /metrics over the run (analysis/server_truth.py, server_gauges.py):
+    the source, the sampled series' summaries, the reconciliation with the client's counts,
+    the TTFT decomposition, the findings (an id, a severity, a message and the finding's own
+    facts), the gauges and counters by name. Unavailable: ``note`` says why, and no figures."""
+
+    metrics_url: str
+    engine: str
+    sampled: list[JSONObject] | None = field(default=None, metadata=OMIT)
+    available: bool = False
+    note: str | None = field(default=None, metadata=OMIT)
+    window: ServerWindow | None = field(default=None, metadata=OMIT)
+    reconciliation: list[JSONObject] | None = field(default=None, metadata=OMIT)
+    decomposition: JSONObject | None = field(default=None, metadata=OMIT)
+    findings: list[JSONObject] = field(default_factory=list)
+    gauges: dict[str, JSONObject] | None = field(default=None, metadata=OMIT)
+    counters: JSONObject | None = field(default=None, metadata=OMIT)
+    voided_by_outage: bool | None = field(default=None, metadata=OMIT)  # counters not reconciled
+    notes: list[str] | None = field(default=None, metadata=OMIT)  # the recorder's own
+
+
+@dataclass(slots=True)
 class AggregateSource:
     """Where the figures came from: the workers' aggregates or the records rebuilt."""
 
@@ -494,7 +525,7 @@ class Summary:
     outages: Outages | None = field(default=None, metadata=OMIT)
     timings: TimingsSection | None = field(default=None, metadata=OMIT)  # analysis/timings.py
     profile: ProfileSection | None = field(default=None, metadata=OMIT)  # load/workload/phased.py
-    server: JSONObject | None = field(default=None, metadata=OMIT)  # load/server_watch.py
+    server: ServerSection | None = field(default=None, metadata=OMIT)  # load/server_watch.py
     warmup: WarmupSection | None = field(default=None, metadata=OMIT)  # analysis/warmup.py
     aggregate: AggregateSource | None = field(default=None, metadata=OMIT)
 
@@ -556,6 +587,8 @@ __all__ = [
     "RecordsKept",
     "Requests",
     "ScheduleSection",
+    "ServerSection",
+    "ServerWindow",
     "Slices",
     "SloResult",
     "SlowRequest",

@@ -34,6 +34,7 @@ from servecheck.analysis.sections import (
     RecordsKept,
     Requests,
     ScheduleSection,
+    ServerSection,
     Slices,
     SloResult,
     Steady,
@@ -413,7 +414,7 @@ def summarise(
         outages=faults.outages,
         timings=agg.timings.section(),  # TTFT decomposition, slowest requests
         profile=None if profile is None else from_json(ProfileSection, profile),
-        server=server,
+        server=None if server is None else from_json(ServerSection, server),
         warmup=from_json(WarmupSection, warm.as_dict()) if warm.active else None,
         aggregate=AggregateSource(source=measured.source, samples=agg.samples_section()),
     )

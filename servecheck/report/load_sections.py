@@ -118,8 +118,14 @@ def _profile(s: Summary) -> dict[str, Any] | None:
     return None if s.profile is None else to_json(s.profile)
 
 
+def _server(s: Summary) -> dict[str, Any] | None:
+    # The engine's truth has its renderers over its JSON: its inner parts are still objects.
+    return None if s.server is None else to_json(s.server)
+
+
 def _server_text(s: Summary) -> list[str]:
-    return server_truth_lines(s.server) + server_gauges_lines(s.server)
+    server = _server(s)
+    return server_truth_lines(server) + server_gauges_lines(server)
 
 
 def _budget_text(s: Summary) -> list[str]:
@@ -145,7 +151,7 @@ LOAD_SECTIONS: tuple[Renderer, ...] = (
         lambda s: profile_lines(_profile(s)),
         lambda s, _t: profile_html(_profile(s)),
     ),
-    Renderer("server", _server_text, lambda s, _t: server_html(s.server)),  # engine truth
+    Renderer("server", _server_text, lambda s, _t: server_html(_server(s))),  # engine truth
     Renderer("faults", lambda _s: [], lambda s, _t: faults_html(s.cancel, s.outages)),
     Renderer("error budget", _budget_text, lambda _s, _t: ""),  # the page: the SLO table
 )
