@@ -7,10 +7,13 @@ shape the untyped code wrote); ``Summary.from_json()`` reads a file back for the
 from these types (servecheck/analysis/typed_json.py); after changing a type, regenerate it with
 ``python -m servecheck.analysis.sections`` (a test holds the shipped file to the types).
 
-A section that another module still builds as a dict (the server's truth, the timings, the
-profile, the faults ...) is typed ``JSONObject`` here: it is described as "an object" and its
-keys are that module's to document (docs/load.md). Typing those is the next step; every reader
-goes through these classes first, so it changes no caller.
+Every section is a dataclass. ``dict[str, X]`` is left where the keys are data (turns, image
+sizes, TTFT phases, gauges by name) and ``JSONObject`` where a part is another file's or
+another module's own object, described as "an object" (the engine's prefix-cache file, drain.json,
+a profile's params, the server's reconciliation, decomposition, findings and counters). The
+record sections, the timings, cancel and outages are built as these types where they are made;
+the profile and the server section are still made as dicts (phased.py and its profile kinds,
+server_truth.py) and read into their types by the summary.
 """
 
 from __future__ import annotations
