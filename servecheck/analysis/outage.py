@@ -224,7 +224,7 @@ def verdict_of(outages: Mapping[str, Any], judged: bool) -> tuple[Status, list[s
     rows = outages.get("windows") or []
     if not rows:
         return "pass", []
-    reasons = [_line(r) for r in rows]
+    reasons = [_reason(r) for r in rows]
     if any(not r["recovered"] for r in rows):
         return "fail", reasons
     if not judged:
@@ -235,7 +235,8 @@ def verdict_of(outages: Mapping[str, Any], judged: bool) -> tuple[Status, list[s
     return "pass", reasons
 
 
-def _line(r: Mapping[str, Any]) -> str:
+def _reason(r: Mapping[str, Any]) -> str:
+    """One outage window as a verdict reason: data (summary.json's verdict), not console text."""
     failures = ", ".join(f"{n} {k}" for k, n in r["failures"].items())
     if not r["recovered"]:
         return (
