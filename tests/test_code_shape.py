@@ -8,6 +8,7 @@ servecheck/ with the budget and the allow-list of pyproject.toml ``[tool.servech
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import re
 import sys
@@ -78,3 +79,54 @@ def test_pages_are_made_in_report_only() -> None:
         if tag.search(line)
     ]
     assert not found, "HTML outside report/: " + ", ".join(found)
+
+
+# The names a console formatter goes by, and the ones in the measuring rooms that are not console
+# text, each with why. The list only shrinks: a new one moves to report/ (issue 40), or, when it
+# is data (a verdict's reason stored in JSON, a file's lines), is named here with its reason.
+_FORMATTER = re.compile(r"^_?(format_\w+|\w+_lines?|lines?)$")
+_NOT_CONSOLE = {
+    # the records' JSON lines: a file format
+    "records/parquet.py:_sample_lines": "keeps a sample of the worker files' lines",
+    "records/record.py:RequestRecord.dict_and_line": "a record and its JSON line",
+    "records/record.py:RecordWriter.write_line": "writes one JSON line",
+    "records/record.py:iter_lines": "reads a JSON lines file",
+    "load/summary.py:_complete_lines": "counts a file's lines",
+    # data: the text is stored in a run's JSON (a reason, a stage's detail) or JUnit file
+    "analysis/slo.py:Verdict.line": "an SLO verdict's reason and JUnit message",
+    "probes/abandon.py:ProbeResult.line": "the probe-only verdict's reason in soak.json",
+    "probes/coldstart.py:ColdStart.line": "the cold_start stage's detail in accept.json",
+    # console text still in load/run.py, for the load run's own move
+    "load/run.py:_Tail.line": "the load run's progress line",
+}
+
+
+def _defs(tree: ast.AST, prefix: str = "") -> list[str]:
+    """Qualified names of the functions and methods defined in ``tree`` (not nested ones)."""
+    names: list[str] = []
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            names.append(prefix + node.name)
+        elif isinstance(node, ast.ClassDef):
+            names += _defs(node, f"{prefix}{node.name}.")
+    return names
+
+
+def test_console_text_is_formatted_in_report_only() -> None:
+    """No ``format_*``, ``*_line(s)`` or ``line(s)`` in the rooms that run, measure or analyse
+    (issue 40: soak's cycle and verdict lines lived in load/soak.py); data named in the list."""
+    package = ROOT / "servecheck"
+    seen = {
+        f"{path.relative_to(package).as_posix()}:{name}"
+        for folder in ("load", "analysis", "probes", "records")
+        for path in sorted((package / folder).rglob("*.py"))
+        for name in _defs(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+        if _FORMATTER.match(name.rpartition(".")[2])
+    }
+    assert not seen - set(_NOT_CONSOLE), (
+        "console text formatted outside report/ (move it there, or name it in _NOT_CONSOLE "
+        f"with why it is data): {sorted(seen - set(_NOT_CONSOLE))}"
+    )
+    assert not set(_NOT_CONSOLE) - seen, (
+        f"gone, take them off _NOT_CONSOLE: {sorted(set(_NOT_CONSOLE) - seen)}"
+    )

@@ -220,7 +220,7 @@ def verdict_of(outages: Outages, judged: bool) -> tuple[Status, list[str]]:
     rows = outages.windows
     if not rows:
         return "pass", []
-    reasons = [_line(r) for r in rows]
+    reasons = [_reason(r) for r in rows]
     if any(not r.recovered for r in rows):
         return "fail", reasons
     if not judged:
@@ -231,7 +231,8 @@ def verdict_of(outages: Outages, judged: bool) -> tuple[Status, list[str]]:
     return "pass", reasons
 
 
-def _line(r: OutageWindow) -> str:
+def _reason(r: OutageWindow) -> str:
+    """One outage window as a verdict reason: data (summary.json's verdict), not console text."""
     failures = ", ".join(f"{n} {k}" for k, n in r.failures.items())
     if not r.recovered:
         return (

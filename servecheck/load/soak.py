@@ -13,7 +13,8 @@ abandoned-stream probe (:mod:`servecheck.probes.abandon`) runs and the server mu
 :class:`SoakPlan` and calls :func:`run_soak`; the run folder's ``records.jsonl`` (one line per
 request, written as it finishes) and ``telemetry/`` are written here, ``soak.json`` (keys in
 docs/telemetry.md), ``soak.png``, ``report.html`` and ``summary.md`` by
-:mod:`servecheck.report.soak_html`. Telemetry is imported inside functions (ARCHITECTURE.md).
+:mod:`servecheck.report.soak_html`; the console lines (each cycle's, each verdict's) are
+:mod:`servecheck.report.soak_text`'s. Telemetry is imported inside functions (ARCHITECTURE.md).
 """
 
 from __future__ import annotations
@@ -516,6 +517,7 @@ def run_soak(
     """
     from servecheck.analysis.down import DownRule, DownWatch
     from servecheck.records.record import RecordWriter
+    from servecheck.report.soak_text import cycle_line  # the console's text (ARCHITECTURE.md)
     from servecheck.telemetry import Cycle, Phases, TelemetryRecorder
 
     say = say or (lambda text: None)
@@ -567,7 +569,7 @@ def run_soak(
                 cycles.append(stats)
                 if stats.down is not None:
                     # No idle, no more cycles, no probe: every one would fail to connect.
-                    say(f"cycle {i}/{plan.cycles}: {stats.down}: soak stopped")
+                    say(cycle_line(plan, stats))
                     stats.end = time.time()
                     phase_cycles.append(Cycle(stats.start, stats.end, stats.end, stats.end))
                     break
@@ -579,7 +581,7 @@ def run_soak(
                         stats.start, stats.end, drain_end, min(stats.end + plan.settle_s, drain_end)
                     )
                 )
-                say(_cycle_line(plan, stats))
+                say(cycle_line(plan, stats))
             phases = Phases(baseline, phase_cycles)
             if plan.abandon and watch.down is None:
                 probe, drain = _abandon_and_drain(target, plan, rec, baseline, tick, say)
@@ -657,14 +659,6 @@ def _interrupted(
         partial=True,
     )
     return SoakResult(run_dir, data, verdicts, None, verdict.exit_code, frame, phases)
-
-
-def _cycle_line(plan: SoakPlan, stats: CycleStats) -> str:
-    return (
-        f"cycle {stats.index}/{plan.cycles}: {stats.requests} requests, {stats.ok} ok, {stats.failed} failed"
-        + (f", {stats.abandoned} dropped" if plan.abandon else "")
-        + (f" (first error {stats.first_error})" if stats.first_error else "")
-    )
 
 
 def _soak_data(
@@ -811,14 +805,6 @@ def run_probe_only(
     return ProbeOnlyResult(run_dir, data, drain, failures, code, rec.frame(), baseline)
 
 
-def verdict_line(name: str, status: str, message: str) -> str:
-    """``name: STATUS: numbers``; messages that already start with their status keep one."""
-    word = status.replace("_", " ").upper()
-    return (
-        f"{name}: {message}" if message.upper().startswith(word) else f"{name}: {word}: {message}"
-    )
-
-
 __all__ = [
     "LEAK_METRICS",
     "MAX_CYCLES",
@@ -834,5 +820,4 @@ __all__ = [
     "probe_settings",
     "run_probe_only",
     "run_soak",
-    "verdict_line",
 ]

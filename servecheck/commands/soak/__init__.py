@@ -2,7 +2,8 @@
 
 Parse the options into a :class:`~servecheck.load.soak.SoakPlan`, call
 :func:`~servecheck.load.soak.run_soak` (the run, :mod:`servecheck.load.soak`), write the report
-(:mod:`servecheck.report.soak_html`), print the verdict lines. Everything goes to
+(:mod:`servecheck.report.soak_html`), print the verdict lines
+(:mod:`servecheck.report.soak_text`). Everything goes to
 ``<out>/<run-id>/``: ``records.jsonl``, ``telemetry/``, ``soak.json`` (keys in
 docs/telemetry.md), ``soak.png``, ``report.html``, ``summary.md`` and ``junit.xml``.
 
@@ -41,8 +42,8 @@ from servecheck.load.soak import (
     SoakResult,
     _dur,
     run_probe_only,
-    verdict_line,
 )
+from servecheck.report.soak_text import verdict_line
 from servecheck.signals import Interrupted
 
 if TYPE_CHECKING:
