@@ -267,7 +267,7 @@ def test_native_build_as_make_venv_asks_has_the_reader(tmp_path: Path) -> None:
         assert [
             n
             for n in whl.namelist()
-            if n.startswith("servecheck/load/_rxthread.") and n.endswith(".so")
+            if n.startswith("servecheck/load/generator/_rxthread.") and n.endswith(".so")
         ], whl.namelist()
     makefile = (ROOT / "Makefile").read_text()
     assert "SERVECHECK_BUILD_NATIVE=1 $(BIN)/python -m pip install" in makefile

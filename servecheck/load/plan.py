@@ -231,7 +231,7 @@ class PlainInputs:
     """What a Locust process is told beyond Locust's own options and the run's config file.
 
     Plain ``locust -f`` (no ``servecheck load``) has no config file: the target, the model and
-    the rest come from these. ``servecheck/scenarios/options.py`` registers each as a Locust
+    the rest come from these. ``servecheck/scenarios/_options.py`` registers each as a Locust
     option ``--servecheck-<name>`` with its environment variable (Locust's own mechanism) and
     checks its value; this library only reads the parsed options, through :meth:`of`. The
     dataset's sizing is read this way under ``servecheck load`` too (a scenario knob, as the

@@ -8,7 +8,7 @@ import locust  # noqa: F401,I001 - first: gevent monkey-patching before anything
 
 from servecheck.load.generator.locust_user import LLMUser, scenario_shape
 from servecheck.load.workload.prompts import PromptSpec
-from servecheck.scenarios.options import add_options  # noqa: F401 - plain locust -f's options
+from servecheck.scenarios._options import add_options  # noqa: F401 - plain locust -f's options
 
 
 class ChatUser(LLMUser):

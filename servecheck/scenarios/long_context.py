@@ -9,7 +9,7 @@ import os
 
 from servecheck.load.generator.locust_user import LLMUser, scenario_shape
 from servecheck.load.workload.prompts import PromptSpec
-from servecheck.scenarios.options import add_options  # noqa: F401 - plain locust -f's options
+from servecheck.scenarios._options import add_options  # noqa: F401 - plain locust -f's options
 
 _LONG = int(os.environ.get("SERVECHECK_LONG_TOKENS", "3000"))
 

@@ -12,7 +12,7 @@ import locust  # noqa: F401,I001 - first: gevent monkey-patching before anything
 
 from servecheck.load.generator.locust_user import LLMUser, scenario_shape
 from servecheck.scenarios import chat  # the module, not its user class: Locust would run that too
-from servecheck.scenarios.options import add_options  # noqa: F401 - plain locust -f's options
+from servecheck.scenarios._options import add_options  # noqa: F401 - plain locust -f's options
 
 
 class MessagesUser(LLMUser):

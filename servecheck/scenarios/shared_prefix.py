@@ -14,7 +14,7 @@ import locust  # noqa: F401,I001 - first: gevent monkey-patching before anything
 from servecheck.load.workload.conversation import SharedPrefixMixin
 from servecheck.load.generator.locust_user import LLMUser, scenario_shape
 from servecheck.load.workload.prompts import PromptSpec
-from servecheck.scenarios.options import env_prefix
+from servecheck.scenarios._options import env_prefix
 
 
 class SharedPrefixUser(SharedPrefixMixin, LLMUser):

@@ -22,7 +22,7 @@ from servecheck.records.record import RequestRecord, cached_tokens
 from servecheck.reference.prefix_cache import PrefixCache, ttft_s
 from servecheck.reference.server import ServerConfig
 from servecheck.report.load_text import format_breakdown
-from servecheck.scenarios.options import env_think_s, env_turns
+from servecheck.scenarios._options import env_think_s, env_turns
 
 
 def _sse(*pieces: str, usage: dict[str, Any] | None = None, crlf: bool = False) -> bytes:

@@ -60,13 +60,24 @@ def test_no_runner_keeps_its_own_discovery() -> None:
 
 
 def test_records_are_measured_in_one_place() -> None:
-    """The Locust user and the soak cycle derive TTFT/ITL/TPOT with load.stream.record_from_stream."""
+    """The Locust user and the probes' request function (soak, abandon, cold start, the swap probe
+    and drain read through it) derive TTFT/ITL/TPOT with load.stream.record_from_stream."""
     from servecheck.load.generator.stream import record_from_stream
     from servecheck.records.record import RequestRecord
 
-    for rel in ("servecheck/load/generator/locust_user.py", "servecheck/load/soak.py"):
+    for rel in ("servecheck/load/generator/locust_user.py", "servecheck/load/generator/request.py"):
         text = (ROOT / rel).read_text()
         assert "record_from_stream(" in text and "tpot=" not in text, rel
+    readers = ("read_stream(", "read_stream_sync(", "stream_chat(")
+    for rel in (
+        "servecheck/load/soak.py",
+        "servecheck/probes/abandon.py",
+        "servecheck/probes/coldstart.py",
+        "servecheck/probes/drain.py",
+        "servecheck/probes/swap_probe.py",
+    ):
+        text = (ROOT / rel).read_text()
+        assert any(r in text for r in readers) and "tpot=" not in text, rel
     rec = record_from_stream(
         RequestRecord(target="t", scenario="s", worker="w", seq=1, t_intended=0.0, t_sent=0.0),
         ttft=0.1,
@@ -140,7 +151,7 @@ def test_plain_locust_with_a_named_target_uses_its_declared_models(tmp_path: Pat
         "import types\n"
         "import locust\n"
         "from locust.argument_parser import get_parser\n"
-        "import servecheck.scenarios.options\n"
+        "import servecheck.scenarios._options\n"
         "from servecheck.load.generator.locust_user import _plain_config\n"
         "from servecheck.load.plan import PlainInputs\n"
         "opts = PlainInputs.of(get_parser().parse_args([]))\n"

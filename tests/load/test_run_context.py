@@ -101,5 +101,5 @@ def test_only_two_servecheck_variables_are_named_under_load(allowed: tuple[str, 
     names = {m for _, text in _sources() for m in re.findall(r"SERVECHECK_[A-Z_]+", text)}
     assert names <= set(allowed), (
         f"Received: {sorted(names)}\nExpected at most: {sorted(allowed)} (user inputs belong in "
-        "servecheck/scenarios/options.py or the run's typed config)"
+        "servecheck/scenarios/_options.py or the run's typed config)"
     )

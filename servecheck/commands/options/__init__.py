@@ -43,7 +43,7 @@ from servecheck.errors import UsageError
 
 ENV_TARGET = "SERVECHECK_TARGET"
 ENV_OUT = "SERVECHECK_REPORTS"
-ENV_DATASET = "SERVECHECK_DATASET"  # --dataset's default (plain locust -f: scenarios/options.py)
+ENV_DATASET = "SERVECHECK_DATASET"  # --dataset's default (plain locust -f: scenarios/_options.py)
 DEFAULT_OUT = "reports"
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 
-ENV_API = "SERVECHECK_LOAD_API"  # --api's default (plain locust -f: scenarios/options.py)
+ENV_API = "SERVECHECK_LOAD_API"  # --api's default (plain locust -f: scenarios/_options.py)
 ENV_IMAGES = "SERVECHECK_LOAD_IMAGES"  # --images' default
 
 

@@ -613,7 +613,7 @@ class RunContext:
     file, and the controller, built on first use.
 
     Plain ``locust -f`` has no file: ``cfg`` is then built from :attr:`inputs` (Locust options
-    registered by servecheck/scenarios/options.py) when the first user starts.
+    registered by servecheck/scenarios/_options.py) when the first user starts.
     """
 
     inputs: PlainInputs
@@ -651,7 +651,7 @@ def _open_run(environment: Any, **_: Any) -> None:
 
 def _plain_config(environment: Any, user_cls: type[LLMUser] | None, opts: PlainInputs) -> RunConfig:
     """Plain ``locust -f``: the target from ``--servecheck-target`` or ``--host``, and the rest
-    from the options (servecheck/scenarios/options.py), as one RunConfig."""
+    from the options (servecheck/scenarios/_options.py), as one RunConfig."""
     base, headers, target_name, timeout = environment.host or "", {}, "host", 60.0
     target = None
     api_key: str | None = None
@@ -671,7 +671,7 @@ def _plain_config(environment: Any, user_cls: type[LLMUser] | None, opts: PlainI
     if not base:
         raise RuntimeError(
             "no target: pass --host http://HOST:PORT/v1 or --servecheck-target NAME "
-            "(or its variable: servecheck/scenarios/options.py)"
+            "(or its variable: servecheck/scenarios/_options.py)"
         )
     from servecheck.client.models import choose_model, model_for_target
 

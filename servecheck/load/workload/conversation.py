@@ -338,7 +338,7 @@ def _build_shared(ctrl: Any, prefix_tokens: int, groups: int) -> SharedPrefixes:
 
 class MultiTurnMixin:
     """Conversations of ``turns`` turns with ``think_s`` between them (a scenario's knobs,
-    servecheck/scenarios/options.py); with ``prefix_tokens`` > 0  each conversation
+    servecheck/scenarios/_options.py); with ``prefix_tokens`` > 0  each conversation
     opens with one of ``prefix_groups`` shared system prompts."""
 
     turns: int = 4
@@ -398,7 +398,7 @@ class MultiTurnMixin:
 
 class SharedPrefixMixin:
     """Single-turn requests that open with one of ``prefix_groups`` shared system prompts of
-    ``prefix_tokens`` tokens (servecheck/scenarios/options.py)."""
+    ``prefix_tokens`` tokens (servecheck/scenarios/_options.py)."""
 
     prefix_tokens: int = 256
     prefix_groups: int = 4

@@ -1,7 +1,7 @@
 """Prompts from the user's own dataset file: JSONL or ShareGPT, single- or multi-turn.
 
 Nothing is downloaded: ``--dataset FILE`` (``servecheck load``, ``capacity``, ``accept``; a load
-plan's ``dataset:``; for plain ``locust -f`` its option, servecheck/scenarios/options.py) names a local file. Formats (``--dataset-format``: ``auto`` detects them per
+plan's ``dataset:``; for plain ``locust -f`` its option, servecheck/scenarios/_options.py) names a local file. Formats (``--dataset-format``: ``auto`` detects them per
 record; a named one makes every record of another shape an error at its line):
 
 * ShareGPT: ``{"conversations": [{"from": "system"|"human"|"gpt", "value": "..."}, ...]}``, as a
@@ -15,7 +15,7 @@ ShareGPT benchmarks do; else the run's ``dataset_max_tokens``, 128). The file's 
 turns are never sent: in multi-turn use the history is the server's real replies.
 
 Per Locust process the items are shuffled with the run's seed and up to the run's
-``dataset_sample`` (1000; both knobs: servecheck/scenarios/options.py) are kept; their first turn is sized with the target's
+``dataset_sample`` (1000; both knobs: servecheck/scenarios/_options.py) are kept; their first turn is sized with the target's
 ``/tokenize`` where it has one (else the 4-characters-per-token estimate), and items that cannot
 fit the target's context are left out (counted). A bad file is a usage error before any load
 (:func:`check_dataset`, called by the load run, capacity and accept before any traffic), naming
@@ -186,7 +186,7 @@ def _read(p: Path, fmt: str) -> list[DatasetItem]:
 def check_dataset(path: str | None, fmt: str = "auto", scenario: str | None = None) -> None:
     """Fail before any traffic when the dataset file is bad (a :class:`UsageError` naming the
     file and line), or when the ``dataset`` scenario has no file. (The sizing knobs are checked
-    where they are read: servecheck/scenarios/options.py.)"""
+    where they are read: servecheck/scenarios/_options.py.)"""
     if scenario is not None and Path(scenario).stem == "dataset" and not path:
         raise SpecError("the dataset scenario needs {dataset} FILE (JSONL or ShareGPT)")
     if path:
