@@ -26,7 +26,6 @@ from typing import Any
 
 from servecheck.analysis.sections import Brief, PrefixCache, TurnRow, Turns
 from servecheck.analysis.stats import Histogram, add_fields, pack_fields, unpack_fields
-from servecheck.analysis.typed_json import to_json
 
 ENGINE_FILE = "engine-prefix-cache.json"
 MAX_TURN_ROWS = 64  # turns past this share the last row ("64+")
@@ -114,20 +113,6 @@ _GROUP_FIELDS = (
 def _brief(h: Histogram) -> Brief:
     d = h.summary()
     return Brief(count=d.count, p50=d.get("p50"), p90=d.get("p90"), p99=d.get("p99"), mean=d.mean)
-
-
-def scenario_breakdown(
-    records: Iterable[Mapping[str, Any]], run_dir: str | Path | None = None
-) -> dict[str, Any]:
-    """``{"turns": ..., "prefix_cache": ...}`` as JSON, for the keys the records support (may
-    be empty)."""
-    turns, prefix_cache = scenario_sections(records, run_dir)
-    out: dict[str, Any] = {}
-    if turns is not None:
-        out["turns"] = to_json(turns)
-    if prefix_cache is not None:
-        out["prefix_cache"] = to_json(prefix_cache)
-    return out
 
 
 def scenario_sections(

@@ -22,7 +22,6 @@ from typing import Any
 
 from servecheck.analysis.sections import Images, ImageSize, ImageTtft
 from servecheck.analysis.stats import Histogram
-from servecheck.analysis.typed_json import to_json
 
 
 def _median(c: Counter[float]) -> float | None:
@@ -73,12 +72,6 @@ class _Size:
 
 def _sort_key(key: str) -> tuple[int, ...]:
     return tuple(int(x) for x in key.split("x"))
-
-
-def image_breakdown(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """``{"images": {"by_size": {"1x512x512": {...}}}}``, or ``{}`` when no record had images."""
-    section = image_section(records)
-    return {} if section is None else {"images": to_json(section)}
 
 
 def image_section(records: Iterable[Mapping[str, Any]]) -> Images | None:

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from servecheck.analysis.breakdown import ENGINE_FILE, scenario_breakdown, scenario_sections
+from servecheck.analysis.breakdown import ENGINE_FILE, scenario_sections
 from servecheck.analysis.engine_cache import read_counters, run_delta
+from servecheck.analysis.typed_json import to_json
 from servecheck.errors import UsageError
 from servecheck.load.workload.conversation import (
     ConversationPool,
@@ -23,6 +24,17 @@ from servecheck.reference.prefix_cache import PrefixCache, ttft_s
 from servecheck.reference.server import ServerConfig
 from servecheck.report.load_text import format_breakdown
 from servecheck.scenarios._options import env_think_s, env_turns
+
+
+def scenario_breakdown(records: Any, run_dir: Any = None) -> dict[str, Any]:
+    """The ``turns`` and ``prefix_cache`` sections as summary.json writes them (absent ones left out)."""
+    turns, prefix_cache = scenario_sections(records, run_dir)
+    out: dict[str, Any] = {}
+    if turns is not None:
+        out["turns"] = to_json(turns)
+    if prefix_cache is not None:
+        out["prefix_cache"] = to_json(prefix_cache)
+    return out
 
 
 def _sse(*pieces: str, usage: dict[str, Any] | None = None, crlf: bool = False) -> bytes:

@@ -7,11 +7,13 @@ import base64
 import io
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image
 
-from servecheck.analysis.image_stats import image_breakdown, image_section
+from servecheck.analysis.image_stats import image_section
+from servecheck.analysis.typed_json import to_json
 from servecheck.errors import SpecError, UsageError
 from servecheck.load.plan import load_plan
 from servecheck.load.workload.images import (
@@ -25,6 +27,12 @@ from servecheck.load.workload.images import (
 )
 from servecheck.load.workload.planned import PlannedRequest
 from servecheck.report.load_text import format_images
+
+
+def image_breakdown(records: Any) -> dict[str, Any]:
+    """The ``images`` section as summary.json writes it, or ``{}`` when no record had images."""
+    section = image_section(records)
+    return {} if section is None else {"images": to_json(section)}
 
 
 def test_sizes_parse_with_an_optional_count() -> None:
