@@ -509,12 +509,9 @@ class WireClient:
         self.connect_timeout_s = connect_timeout_s
         self.read_timeout_s = read_timeout_s
         self.pool: list[_Conn] = []
-        self._ctx: ssl.SSLContext | None = None
-        if self.origin.tls:
-            self._ctx = ssl.create_default_context()
-            if not verify_tls:
-                self._ctx.check_hostname = False
-                self._ctx.verify_mode = ssl.CERT_NONE
+        # The process's shared context (client/factory.py): the trust every httpx client has,
+        # built once, not a second one per reader.
+        self._ctx: ssl.SSLContext | None = ssl_context(verify_tls) if self.origin.tls else None
 
     @classmethod
     def from_settings(
@@ -522,7 +519,7 @@ class WireClient:
     ) -> WireClient:
         """A reader for the run's :class:`~servecheck.client.factory.ClientSettings`: its
         headers and auth, timeouts, and TLS (the process's shared context, as httpx's)."""
-        client = cls(
+        return cls(
             settings.base_url,
             settings.headers,
             settings.connect_timeout_s,
@@ -530,9 +527,6 @@ class WireClient:
             settings.verify_tls,
             request_id_header,
         )
-        if client.origin.tls:
-            client._ctx = ssl_context(settings.verify_tls)
-        return client
 
     def close(self) -> None:
         while self.pool:
