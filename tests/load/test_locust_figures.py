@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import socket
 import subprocess
 from pathlib import Path
@@ -119,3 +120,41 @@ def test_locust_counts_each_request_once_on_a_half_failing_server(tmp_path: Path
     share = int(total["Failure Count"]) / int(total["Request Count"])
     assert share == pytest.approx(summary["requests"]["error_rate"]), (share, summary["requests"])
     assert float(rows["/chat/completions"]["Average Content Size"]) == 0, "no tokens as bytes"
+
+
+def test_each_column_of_the_llm_tab_holds_one_kind_of_value() -> None:
+    """The LLM tab's "Value" column held the window ("5-10 s") for latency rows and a rate for
+    the others: now the window has its own column, and Value holds only a row's one number."""
+    from servecheck.load.generator.live_web import tab_rows
+    from tests.load.test_live import _fed_view, _records
+
+    rows = tab_rows(_fed_view().snapshot())
+    keys = ("metric", "window", "p50", "p95", "p99", "value")
+    assert all(tuple(r) == keys for r in rows), rows
+    windowed = [r for r in rows if r["window"] != "run so far"]
+    assert windowed and all(re.fullmatch(r"\d+-\d+ s", r["window"]) for r in windowed), rows
+    latency = [r for r in rows if r["metric"] in ("TTFT", "TTFA", "ITL", "E2E")]
+    assert len(latency) == 4 and all(r["value"] == "" for r in latency), latency
+    assert all(isinstance(r[q], float) for r in latency for q in ("p50", "p95", "p99")), latency
+    others = [r for r in rows if r not in latency]
+    assert all(isinstance(r["value"], int | float) for r in others), others
+    assert all(r[q] == "" for r in others for q in ("p50", "p95", "p99")), others
+    so_far = {r["metric"]: r["value"] for r in rows if r["window"] == "run so far"}
+    failed = sum(1 for _, r in _records() if r.get("error"))  # 7 http-500, 4 rate-limited
+    assert so_far == {"requests ok": 60 - failed, "requests failed": failed}, so_far
+
+
+def _drawn_series(page: str) -> list[set[str]]:
+    """Each ``draw(...)`` call of the /llm page's script: the snapshot fields it plots."""
+    calls = re.findall(r"\bdraw\((.*?)\);", page)
+    return [set(re.findall(r"\br\.(\w+)", call)) for call in calls if "r." in call]
+
+
+def test_the_live_page_draws_requests_and_tokens_per_second_on_their_own_axes() -> None:
+    """requests/s (~60) and output tokens/s (~1,400) on one axis drew requests/s as a flat
+    line: each chart of /llm now plots fields of one unit, so each gets its own scale."""
+    from servecheck.load.generator.live_web import live_page
+
+    charts = _drawn_series(live_page())
+    rate = [c for c in charts if c & {"requests_per_s", "output_tokens_per_s"}]
+    assert sorted(map(sorted, rate)) == [["output_tokens_per_s"], ["requests_per_s"]], charts
