@@ -5,44 +5,58 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# A stage's verdict in summary.md, as the console's stage line says it (workflows/accept.py).
+_STAGE_WORD = {"pass": "ok", "fail": "FAILED"}
+
 
 def write_accept_html(run_dir: Path) -> Path:
     """The one-page acceptance report: readiness, conformance and smoke load sections."""
+    from servecheck.analysis.verdict import RunVerdict, stage_verdict
     from servecheck.report.html import (
         Section,
         conformance_section,
         esc,
         load_section,
         read_json,
+        status_badge,
         table,
-        verdict_badge,
         write_page,
     )
 
     data = read_json(run_dir / "accept.json")
-    stages = data.get("stages") or {}
+    # One verdict for the page, as accept.json and the console have it (issue 41: a smoke load
+    # that was INCONCLUSIVE made an INCONCLUSIVE run whose page said FAIL); each stage's word is
+    # the one the run composed it from (analysis/verdict.py's stage_verdict).
+    verdict = RunVerdict.of_summary(data)
+    facts = data.get("stages") or {}
+    stages = {name: stage_verdict(name, stage).status for name, stage in facts.items()}
     rows = [
         (
             esc(name),
-            verdict_badge(s.get("ok")),
-            esc(s.get("detail") or s.get("verdict") or f"exit code {s.get('exit_code')}"),
-            esc(s.get("seconds")),
+            status_badge(word),
+            esc(
+                facts[name].get("detail")
+                or facts[name].get("verdict")
+                or f"exit code {facts[name].get('exit_code')}"
+            ),
+            esc(facts[name].get("seconds")),
         )
-        for name, s in stages.items()
+        for name, word in stages.items()
     ]
     overview = Section(
         "Stages",
         f"<p>target <b>{esc(data.get('target'))}</b> ({esc(data.get('engine'))}) at "
         f"<code>{esc(data.get('base_url'))}</code></p>"
         + table(("stage", "verdict", "detail", "seconds"), rows, raw=(0, 1, 2, 3)),
-        [f"- {name}: {'ok' if s.get('ok') else 'FAILED'}" for name, s in stages.items()],
-        data.get("ok"),
+        [f"- {name}: {_STAGE_WORD.get(word, word.upper())}" for name, word in stages.items()],
+        verdict.passed,
+        verdict.status,
     )
     sections = [overview]
-    if "cold_start" in stages:
+    if "cold_start" in facts:
         from servecheck.report.coldstart_html import cold_start_section
 
-        sections.append(cold_start_section(stages["cold_start"]))
+        sections.append(cold_start_section(facts["cold_start"]))
     if (run_dir / "conformance").is_dir():
         sections.append(conformance_section(run_dir / "conformance"))
     if (run_dir / "load").is_dir():
@@ -51,7 +65,7 @@ def write_accept_html(run_dir: Path) -> Path:
         run_dir,
         f"servecheck accept: {data.get('target')}",
         sections,
-        ok=data.get("ok"),
+        verdict=verdict,
         subtitle=str(run_dir.name),
     )
 

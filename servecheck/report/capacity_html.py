@@ -135,17 +135,20 @@ def _plots_vs_load(steps: list[dict[str, Any]], unit: str, kn: dict[str, Any] | 
 
 def write_capacity_html(run_dir: Path) -> Path:
     """The capacity page: findings, a step table and plots vs load (latency, throughput, goodput)."""
+    from servecheck.analysis.verdict import RunVerdict
     from servecheck.report.html import (
         Section,
         esc,
         md_table,
         read_json,
+        status_badge,
         table,
         verdict_badge,
         write_page,
     )
 
     data = read_json(run_dir / "capacity.json")
+    verdict = RunVerdict.of_summary(data)  # the page's one verdict, as capacity.json has it
     steps = data.get("steps") or []
     from servecheck.analysis.capacity import UNITS
 
@@ -153,7 +156,7 @@ def write_capacity_html(run_dir: Path) -> Path:
     kn = data.get("knee")
     lines = _findings(data, unit)
     head = (
-        f"<p>{verdict_badge(data.get('ok'))} SLOs: {esc(', '.join(data.get('slo') or []) or '(none)')}</p><ul>"
+        f"<p>{status_badge(verdict.status)} SLOs: {esc(', '.join(data.get('slo') or []) or '(none)')}</p><ul>"
         + "".join(f"<li>{esc(x)}</li>" for x in lines)
         + "</ul>"
     )
@@ -187,8 +190,8 @@ def write_capacity_html(run_dir: Path) -> Path:
     return write_page(
         run_dir,
         f"servecheck capacity: {data.get('target')}",
-        [Section("Capacity", "".join(parts), md, data.get("ok"))],
-        ok=data.get("ok"),
+        [Section("Capacity", "".join(parts), md, verdict.passed, verdict.status)],
+        verdict=verdict,
         subtitle=run_dir.name,
     )
 

@@ -61,6 +61,7 @@ def _impact_message(p: dict[str, Any]) -> str:
 
 def write_cutover_html(run_dir: Path) -> Path:
     """The cutover page: parts and verdicts, agreement table, load deltas or the swap timeline."""
+    from servecheck.analysis.verdict import RunVerdict
     from servecheck.report.html import conformance_section, read_json, write_page
 
     data = read_json(run_dir / "cutover.json")
@@ -76,7 +77,7 @@ def write_cutover_html(run_dir: Path) -> Path:
             run_dir,
             f"servecheck cutover (swap via {data.get('via')})",
             sections,
-            ok=data.get("ok"),
+            verdict=RunVerdict.of_summary(data),
             subtitle=run_dir.name,
         )
     if (run_dir / "conformance").is_dir():
@@ -92,13 +93,14 @@ def write_cutover_html(run_dir: Path) -> Path:
         run_dir,
         f"servecheck cutover: {data.get('from')} -> {data.get('to')}",
         sections,
-        ok=data.get("ok"),
+        verdict=RunVerdict.of_summary(data),
         subtitle=run_dir.name,
     )
 
 
 def _verdict_section(data: dict[str, Any], parts: dict[str, Any]) -> Section:
     """Each part's verdict and one line about it."""
+    from servecheck.analysis.verdict import as_status
     from servecheck.report.html import Section, esc, table, verdict_badge
 
     return Section(
@@ -117,6 +119,7 @@ def _verdict_section(data: dict[str, Any], parts: dict[str, Any]) -> Section:
             for n, p in parts.items()
         ],
         data.get("ok"),
+        as_status(data.get("verdict")) if data.get("verdict") else None,
     )
 
 

@@ -18,6 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servecheck.analysis.verdict import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    RunVerdict,
+    Status,
+    as_status,
+    compose,
+)
 from servecheck.records.results import BAD_OUTCOMES, read_json, read_jsonl
 from servecheck.redact import redact
 
@@ -79,12 +88,45 @@ def md_code(value: Any) -> str:
 
 @dataclass(slots=True)
 class Section:
-    """A part of a page: an HTML fragment and the Markdown lines that summarise it."""
+    """A part of a page: an HTML fragment and the Markdown lines that summarise it.
+
+    ``ok`` says pass or fail (None: informational); a section whose run has a verdict of its own
+    (a load's, an accept's) gives it as ``status``, which then wins: an INCONCLUSIVE run's
+    section is not a failed one."""
 
     title: str
     html: str
     markdown: list[str] = field(default_factory=list)
     ok: bool | None = None  # None: informational
+    status: Status | None = None
+
+    @property
+    def verdict(self) -> Status | None:
+        """The section's verdict word: its ``status``, else pass or fail from ``ok``."""
+        if self.status is not None:
+            return self.status
+        return None if self.ok is None else PASS if self.ok else FAIL
+
+
+# How a page marks a section's verdict beside its name (nav, HTML) and in summary.md.
+_NAV_MARK = {PASS: " ✔", FAIL: " ✘", INCONCLUSIVE: " ?"}
+_MD_MARK = {PASS: " ✅", FAIL: " ❌", INCONCLUSIVE: " ⚠️"}
+
+
+def page_verdict(
+    sections: Sequence[Section], ok: bool | None = None, verdict: RunVerdict | None = None
+) -> Status | None:
+    """The page's one verdict: the run's own (``verdict``), else ``ok`` (pass or fail), else
+    the sections' folded by the verdict model's one rule (a failed section fails the page, an
+    inconclusive one makes it inconclusive); None (no badge) while a section is informational."""
+    if verdict is not None:
+        return verdict.status
+    if ok is not None:
+        return PASS if ok else FAIL
+    words = [s.verdict for s in sections]
+    if not words or any(w is None for w in words):
+        return None
+    return compose(RunVerdict(w) for w in words if w is not None).status
 
 
 def badge(text: str, kind: str) -> str:
@@ -359,7 +401,7 @@ def load_section(run_dir: Path, title: str = "Load", plots: bool = True) -> Sect
     md = _load_markdown(s, verdict, req, thr, sched, slos, lat_rows)
     for section in LOAD_SECTIONS:
         md += section.markdown(typed, tables)
-    return Section(title, "".join(parts), md, verdict == "pass")
+    return Section(title, "".join(parts), md, verdict == "pass", as_status(verdict))
 
 
 def _load_head(s: dict[str, Any], verdict: str, sched: dict[str, Any]) -> list[str]:
@@ -514,12 +556,13 @@ def _observed(v: dict[str, Any]) -> str:
 
 
 def render_page(
-    title: str, sections: Sequence[Section], subtitle: str = "", ok: bool | None = None
+    title: str, sections: Sequence[Section], subtitle: str = "", status: Status | None = None
 ) -> str:
-    """The whole HTML document (no external references)."""
+    """The whole HTML document (no external references); ``status``: the page's one verdict
+    (:func:`page_verdict`), its title's badge."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     nav = " · ".join(
-        f"<a href='#s{i}'>{esc(s.title)}</a>" + ("" if s.ok is None else f" {'✔' if s.ok else '✘'}")
+        f"<a href='#s{i}'>{esc(s.title)}</a>" + _NAV_MARK.get(s.verdict or "", "")
         for i, s in enumerate(sections)
     )
     body = "".join(
@@ -529,16 +572,16 @@ def render_page(
     return (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title>"
         f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{CSS}</style></head><body>"
-        f"<h1>{esc(title)} {'' if ok is None else verdict_badge(ok)}</h1>"
+        f"<h1>{esc(title)} {'' if status is None else status_badge(status)}</h1>"
         f"<p class='muted'>{esc(subtitle)}{' · ' if subtitle else ''}generated {esc(stamp)}</p><p>{nav}</p>{body}</body></html>"
     )
 
 
-def render_markdown(title: str, sections: Sequence[Section], ok: bool | None = None) -> str:
-    lines = [f"## {md_esc(title)}: {'PASS' if ok else 'FAIL' if ok is not None else 'report'}", ""]
+def render_markdown(title: str, sections: Sequence[Section], status: Status | None = None) -> str:
+    """summary.md's text; ``status``: the page's one verdict (:func:`page_verdict`)."""
+    lines = [f"## {md_esc(title)}: {'report' if status is None else status.upper()}", ""]
     for s in sections:
-        mark = "" if s.ok is None else (" ✅" if s.ok else " ❌")
-        lines += [f"### {md_esc(s.title)}{mark}", "", *s.markdown, ""]
+        lines += [f"### {md_esc(s.title)}{_MD_MARK.get(s.verdict or '', '')}", "", *s.markdown, ""]
     return "\n".join(lines)
 
 
@@ -549,24 +592,27 @@ def write_page(
     *,
     subtitle: str = "",
     ok: bool | None = None,
+    verdict: RunVerdict | None = None,
     name: str = REPORT_NAME,
 ) -> Path:
-    """Write ``report.html`` and ``summary.md`` into ``run_dir``; return the HTML path."""
+    """Write ``report.html`` and ``summary.md`` into ``run_dir``; return the HTML path. The
+    page's title and summary.md's heading carry ONE verdict (:func:`page_verdict`): a run's
+    own ``verdict`` where it has one (what its JSON and its console say), else ``ok``, else
+    the sections'."""
     run_dir = Path(run_dir)
-    if ok is None and sections and all(s.ok is not None for s in sections):
-        ok = all(bool(s.ok) for s in sections)
+    status = page_verdict(sections, ok, verdict)
     page = run_dir / name
-    page.write_text(render_page(title, sections, subtitle, ok), encoding="utf-8")
-    write_summary_md(run_dir, title, sections, ok)
+    page.write_text(render_page(title, sections, subtitle, status), encoding="utf-8")
+    write_summary_md(run_dir, title, sections, status)
     return page
 
 
 def write_summary_md(
-    run_dir: Path, title: str, sections: Sequence[Section], ok: bool | None = None
+    run_dir: Path, title: str, sections: Sequence[Section], status: Status | None = None
 ) -> Path:
     """``summary.md``: the page's verdicts and key numbers for a CI log or job summary."""
     path = Path(run_dir) / SUMMARY_MD
-    path.write_text(render_markdown(title, sections, ok), encoding="utf-8")
+    path.write_text(render_markdown(title, sections, status), encoding="utf-8")
     return path
 
 
@@ -589,6 +635,7 @@ __all__ = [
     "conformance_section",
     "esc",
     "load_section",
+    "page_verdict",
     "render_page",
     "write_conformance_html",
     "write_load_html",

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 def write_soak_report(result: SoakResult) -> Path:
     """soak.json, soak.png and report.html (the figure inline as SVG) plus summary.md; returns
     the page's path."""
+    from servecheck.analysis.verdict import RunVerdict
     from servecheck.records.parquet import records_file
     from servecheck.records.record import to_dataframe
     from servecheck.report import svg
@@ -23,6 +24,7 @@ def write_soak_report(result: SoakResult) -> Path:
     from servecheck.telemetry import timeseries_figure
 
     run_dir, data, frame, phases = result.run_dir, result.data, result.frame, result.phases
+    verdict = RunVerdict.of_summary(data)  # the page's one verdict, as soak.json has it
     verdicts, drain = result.leak, result.drain
     assert phases is not None and frame is not None, "write_soak_report needs run_soak's result"
     path = records_file(run_dir)  # soak writes records.jsonl; a compacted folder has .parquet
@@ -68,7 +70,7 @@ def write_soak_report(result: SoakResult) -> Path:
         "Files: soak.json, records.jsonl, telemetry/*.jsonl, soak.png.</p>"
     )
     sections = [
-        Section("Verdicts", head, md, data["ok"]),
+        Section("Verdicts", head, md, verdict.passed, verdict.status),
         Section("Telemetry", figure + legend),
         Section("Cycles", cyc),
     ]
@@ -76,7 +78,7 @@ def write_soak_report(result: SoakResult) -> Path:
         run_dir,
         f"servecheck soak: {data['target']}",
         sections,
-        ok=data["ok"],
+        verdict=verdict,
         subtitle=run_dir.name,
     )
 

@@ -259,4 +259,7 @@ def test_web_routes_open_without_auth() -> None:
     client = ui.app.test_client()
     assert client.get("/llm/live.json").get_json()["window"] is None
     rows = client.get("/stats/requests").get_json()["extended_stats"][0]["data"]
-    assert rows[-1]["value"] == "0 / 0", "before the first request: the run's counts only"
+    assert [(r["metric"], r["value"]) for r in rows] == [
+        ("requests ok", 0),
+        ("requests failed", 0),
+    ], "before the first request: the run's counts only"

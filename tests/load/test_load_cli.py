@@ -434,8 +434,8 @@ def test_distributed_master_and_two_workers(fast_server: RunningServer, tmp_path
     assert s["records"]["merged"] == sum(per_worker.values()) == s["requests"]["total"] == 24
     assert all(n == 12 for n in per_worker.values()), per_worker
     stats = (out / "dist" / "locust_stats.csv").read_text().splitlines()
-    e2e = [line.split(",") for line in stats if ",E2E chat," in line]
-    assert int(e2e[0][2]) == 24, f"Locust's own count differs from the records: {e2e}"
+    rows = [line.split(",") for line in stats if ",/chat/completions," in line]
+    assert int(rows[0][2]) == 24, f"Locust's own count differs from the records: {rows}"
 
 
 def _max_in_flight(records: list[dict], start: float, end: float) -> int:

@@ -99,6 +99,7 @@ def test_live_charts_move_in_chromium(
                 pass
             time.sleep(0.5)
         first = read_totals(base + "/llm", tmp_path / "p1")
+        charts_dom = chromium(base + "/llm", tmp_path / "p0", "--dump-dom").stdout
         shot1 = ARTEFACTS / "live-web-charts-1.png"
         chromium(base + "/llm", tmp_path / "p2", f"--screenshot={shot1}", "--window-size=1200,1000")
         time.sleep(3)
@@ -123,3 +124,10 @@ def test_live_charts_move_in_chromium(
     assert tab.exists() and tab.stat().st_size > 0
     for name in ("TTFT", "TTFA", "ITL", "E2E", "output tokens/s"):
         assert f">{name}<" in tab_dom, f"Locust's LLM tab has no {name} row"
+    # requests/s and output tokens/s each on their own chart and axis (issue 41: on one axis
+    # requests/s was a flat line under tokens/s), each with one painted line
+    for chart in ("c-rps", "c-tps"):
+        svg = re.search(rf'<svg id="{chart}"[^>]*>(.*?)</svg>', charts_dom, re.S)
+        assert svg, f"no {chart} chart on /llm"
+        lines = re.findall(r'class="line" data-n="(\d+)"', svg.group(1))
+        assert len(lines) == 1 and int(lines[0]) > 0, (chart, lines)

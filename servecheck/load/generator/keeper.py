@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.analysis.aggregate import Aggregate, Rule, aggregate_path, sample_size
+from servecheck.load.generator.apis import API_PATHS
 from servecheck.load.generator.transport import BatchSender
-from servecheck.records.record import RecordWriter, RequestRecord
+from servecheck.records.record import RATE_LIMITED, RecordWriter, RequestRecord
 
-__all__ = ["CHECKPOINT_S", "RecordKeeper"]
+__all__ = ["CHECKPOINT_S", "RecordKeeper", "request_event"]
 
 CHECKPOINT_S = 10.0
 
@@ -119,3 +120,42 @@ class RecordKeeper:
                     self._counted(json.loads(line))
                     self.sender.add(line)
         return self.checkpoint(final=True)
+
+
+def _own_row(rec: RequestRecord) -> str | None:
+    """What a request that did not end as an ordinary answer or failure is called in Locust's
+    table: a row of its own, so that its time (until the shed answer, the hang-up) stays out of
+    the answers' row; None for the rest."""
+    if rec.error is not None:
+        return "rate-limited" if rec.error == RATE_LIMITED else None
+    if rec.cancelled:
+        return "cancelled"
+    return "abandoned" if rec.abandoned else None
+
+
+def request_event(rec: RequestRecord, api: str, scenario: str) -> dict[str, Any]:
+    """Locust's request event for one finished request: ONE per request, so that Locust's own
+    header and Statistics tab (RPS, failures) count requests as the records do (issue 41: two
+    events a request, "TTFT chat" and "E2E chat", doubled its RPS and cut its failure share).
+
+    Typed by the scenario and named after the API's path; ``response_time`` is the E2E in ms (a
+    failure's, until it failed); ``response_length`` 0, since Locust's size column is bytes and
+    the reader counts tokens, not bytes. TTFT, ITL and tokens are in the LLM tab and in
+    ``servecheck_stats.csv``. A rate-limited request is a failure in Locust's share (the server
+    did not serve it) under its own name; servecheck's summary counts it apart from the failed."""
+    own = _own_row(rec)
+    path = API_PATHS.get(api, api)
+    if rec.error is None and rec.e2e is not None:
+        took = rec.e2e
+    else:
+        took = max(0.0, (rec.t_done or rec.t_sent) - rec.t_sent)
+    return {
+        "request_type": scenario,
+        "name": path if own is None else f"{path} ({own})",
+        "response_time": took * 1000.0,
+        "response_length": 0,
+        "exception": (
+            None if rec.error is None else RuntimeError(f"{rec.error}: {rec.error_message[:120]}")
+        ),
+        "context": {},
+    }

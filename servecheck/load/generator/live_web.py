@@ -33,43 +33,51 @@ def live_page() -> str:
 
 
 TAB_KEY = "llm"
+# Each column holds one kind of value (issue 41: "Value" held the window for the latency rows):
+# the window a row is about, a latency row's quantiles, any other row's one number (its unit in
+# the metric's name).
 _TABLE = [
-    {"key": "metric", "title": "Metric (last complete window)"},
-    {"key": "value", "title": "Value"},
+    {"key": "metric", "title": "Metric"},
+    {"key": "window", "title": "Window"},
     {"key": "p50", "title": "p50 ms"},
     {"key": "p95", "title": "p95 ms"},
     {"key": "p99", "title": "p99 ms"},
+    {"key": "value", "title": "Value"},
 ]
+_LATENCY = (("ttft", "TTFT"), ("ttfa", "TTFA"), ("itl", "ITL"), ("e2e", "E2E"))
+_FIGURES = (
+    ("requests_per_s", "requests/s"),
+    ("output_tokens_per_s", "output tokens/s"),
+    ("in_flight", "in flight (mean)"),
+    ("error_ratio", "error ratio"),
+)
+RUN_SO_FAR = "run so far"
+
+
+def _row(metric: str, window: str, value: Any = "", **quantiles: Any) -> dict[str, Any]:
+    return {
+        "metric": metric,
+        "window": window,
+        **{k: quantiles.get(k, "") for k in ("p50", "p95", "p99")},
+        "value": value,
+    }
 
 
 def tab_rows(snap: dict[str, Any]) -> list[dict[str, Any]]:
-    """The LLM tab's rows from a snapshot (an empty table before the first complete window)."""
+    """The LLM tab's rows from a snapshot: the last complete window's latency quantiles and
+    figures (none before the first), then the run's counts so far."""
     win = snap.get("window")
     tot = snap["totals"]
     rows: list[dict[str, Any]] = []
     if win is not None:
         span = f"{win['start_s']:.0f}-{win['end_s']:.0f} s"
-        for m, name in (("ttft", "TTFT"), ("ttfa", "TTFA"), ("itl", "ITL"), ("e2e", "E2E")):
+        for m, name in _LATENCY:
             q = win[f"{m}_ms"]
-            rows.append({"metric": name, "value": span, **{k: q[k] for k in ("p50", "p95", "p99")}})
-        for key, name in (
-            ("requests_per_s", "requests/s"),
-            ("output_tokens_per_s", "output tokens/s"),
-            ("in_flight", "in flight (mean)"),
-            ("error_ratio", "error ratio"),
-        ):
-            rows.append({"metric": name, "value": win[key], "p50": "", "p95": "", "p99": ""})
-        for cls, n in win["error_classes"].items():
-            rows.append({"metric": f"errors: {cls}", "value": n, "p50": "", "p95": "", "p99": ""})
-    rows.append(
-        {
-            "metric": "run so far: requests ok / failed",
-            "value": f"{tot['ok']} / {sum(tot['errors'].values())}",
-            "p50": "",
-            "p95": "",
-            "p99": "",
-        }
-    )
+            rows.append(_row(name, span, **{k: q[k] for k in ("p50", "p95", "p99")}))
+        rows += [_row(name, span, win[key]) for key, name in _FIGURES]
+        rows += [_row(f"errors: {cls}", span, n) for cls, n in win["error_classes"].items()]
+    rows.append(_row("requests ok", RUN_SO_FAR, tot["ok"]))
+    rows.append(_row("requests failed", RUN_SO_FAR, sum(tot["errors"].values())))
     return rows
 
 

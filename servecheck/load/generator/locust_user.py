@@ -3,8 +3,9 @@
 :class:`LLMUser` sends streaming chat completions and measures them the way
 ``servecheck/client/timing.py`` defines (TTFT stops at the first chunk that carries content or a
 tool-call delta, never at the role-only chunk), writes one :class:`RequestRecord` per finished
-request to this process's JSONL file (a worker also sends it to the master: transport.py), and fires Locust request events named ``TTFT <scenario>``
-and ``E2E <scenario>`` so Locust's web UI and CSVs stay useful (their percentiles are rounded;
+request to this process's JSONL file (a worker also sends it to the master: transport.py), and fires ONE Locust request event
+per request (:func:`request_event`: named after the API's path, its time the E2E) so Locust's
+web UI and CSVs count requests and failures as the records do (their percentiles are rounded;
 the report uses the records).
 
 Reading: the body is read with ``read1`` on the raw response, which returns whatever bytes the
@@ -26,6 +27,7 @@ folder and quits once every worker is done or lost.
 
 from __future__ import annotations
 
+import csv
 import gc
 import json
 import logging
@@ -53,7 +55,7 @@ from servecheck.load.generator.apis import (
     request_for,
     resolve_api,
 )
-from servecheck.load.generator.keeper import CHECKPOINT_S, RecordKeeper
+from servecheck.load.generator.keeper import CHECKPOINT_S, RecordKeeper, request_event
 from servecheck.load.generator.live import LIVE_MESSAGE, LiveFeed, LiveView, registry_for
 from servecheck.load.generator.reactor import StreamReactor
 from servecheck.load.generator.stream import (
@@ -566,36 +568,7 @@ class _Controller:
         record_stamps(rec, res, st, t0, self.cfg.request_id_header)
 
     def _fire(self, rec: RequestRecord) -> None:
-        fire = self.env.events.request.fire
-        scen = self.cfg.scenario
-        if rec.error is not None:
-            fire(
-                request_type="LLM",
-                name=f"RATE-LIMITED {scen}" if rec.error == RATE_LIMITED else f"E2E {scen}",
-                response_time=(rec.e2e or 0.0) * 1000.0,
-                response_length=0,
-                exception=RuntimeError(f"{rec.error}: {rec.error_message[:120]}"),
-                context={},
-            )
-            return
-        # An abandoned request's TTFT is real; its "E2E" is only when the client gave up.
-        for kind, seconds in (
-            ("TTFT", rec.ttft),
-            (
-                "CANCELLED" if rec.cancelled else "ABANDONED" if rec.abandoned else "E2E",
-                rec.e2e or 0.0,
-            ),
-        ):
-            if seconds is None:
-                continue
-            fire(
-                request_type="LLM",
-                name=f"{kind} {scen}",
-                response_time=seconds * 1000.0,
-                response_length=rec.tokens,
-                exception=None,
-                context={},
-            )
+        self.env.events.request.fire(**request_event(rec, self.cfg.api, self.cfg.scenario))
 
 
 def _capture(feed: Any, raw: list[bytes]) -> Any:
@@ -936,6 +909,32 @@ def _on_test_stop(environment: Any, **_: Any) -> None:
 @events.quitting.add_listener
 def _on_quitting(environment: Any, **_: Any) -> None:
     _on_test_stop(environment)
+
+
+@events.init.add_listener
+def _final_csv_init(environment: Any, **_: Any) -> None:
+    """``--csv``: Locust's final ``_stats.csv`` and ``_failures.csv`` as its stats are at the end."""
+    prefix = getattr(getattr(environment, "parsed_options", None), "csv_prefix", None)
+    if prefix and not isinstance(environment.runner, WorkerRunner):
+        environment.events.quit.add_listener(lambda **_kw: write_final_csv(environment, prefix))
+
+
+def write_final_csv(environment: Any, prefix: str) -> None:
+    """Rewrite ``<prefix>_stats.csv`` and ``<prefix>_failures.csv`` from Locust's final stats.
+
+    Locust's CSV writer rewrites them once a second and not at exit, so a run's last second was
+    missing (a 40-request run's file counted 0; issue 41). Its ``quit`` event comes after the
+    runner stopped and before it closes its files, whose buffers its writer flushed on its last
+    pass (each pass ends in a truncate), so nothing of its own overwrites these."""
+    from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
+
+    stats_csv = StatsCSV(environment, PERCENTILES_TO_REPORT)
+    for suffix, write in (("stats", stats_csv.requests_csv), ("failures", stats_csv.failures_csv)):
+        try:
+            with open(f"{prefix}_{suffix}.csv", "w", newline="", encoding="utf-8") as f:
+                write(csv.writer(f))
+        except OSError as exc:  # Locust's own file then stands, a second short
+            log.warning("could not rewrite Locust's %s CSV: %s", suffix, exc)
 
 
 # ------------------------------------------------------------------ the user
