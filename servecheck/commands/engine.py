@@ -189,22 +189,23 @@ def _litellm_needs_llamacpp(engine: object) -> bool:
 
 
 def _down(names: list[str], *, all_: bool) -> int:
-    from servecheck.engines.base import running_states, stop_state
+    from servecheck.engines.base import describe, orphaned, running_states, stop_state
     from servecheck.engines.registry import ENGINE_NAMES, get_engine
 
-    states = running_states(reap=True)
     stopped = 0
-    for state in states:
+    for state in running_states():
         if not all_ and state.name not in names:
             continue
         t0 = time.monotonic()
         timeout = 20.0
         if state.name in ENGINE_NAMES:  # another servecheck's engine: the default bound
             timeout = get_engine(state.name).stop_timeout_s
-        stop_state(state, timeout_s=timeout)
+        how = f"its server (pid {state.pid}) had exited; " if orphaned(state) else ""
+        procs = stop_state(state, timeout_s=timeout)
         stopped += 1
         print(
-            f"{state.name}: stopped (port {state.port}, pid {state.pid}) in {time.monotonic() - t0:.1f} s"
+            f"{state.name}: stopped (port {state.port}) in {time.monotonic() - t0:.1f} s: "
+            f"{how}{len(procs)} process(es): {describe(procs) or 'none left'}"
         )
     if not stopped:
         print("no matching engine running")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -106,7 +107,7 @@ def _state_file(cache: Path, name: str, pid: int, **extra: object) -> Path:
         "log": "/tmp/x.log",
         "served_model": "m",
         "context_length": 512,
-        "started_at": 0.0,
+        "started_at": time.time(),
         **extra,
     }
     state.write_text(json.dumps(body))
