@@ -16,8 +16,12 @@ Servers run detached (they outlive this command); their pid, port and log path a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from servecheck.errors import UsageError
@@ -92,17 +96,39 @@ def run(args: argparse.Namespace) -> int:
             return _status(args)
         names = _expand(args.names)
         if args.action == "install":
-            return _install(names)
+            with _progress_shown():
+                return _install(names)
         if args.action == "up":
             if args.port is not None and len(names) != 1:
                 raise UsageError("--port needs exactly one engine name")
-            return _up(names, args.port, install=not args.no_install)
+            with _progress_shown():
+                return _up(names, args.port, install=not args.no_install)
         if args.action == "down":
             return _down(names, all_=("all" in args.names))
     except EngineError as exc:
         print(f"servecheck engine: {exc}", flush=True)
         return 1
     raise UsageError(f"unknown action {args.action!r}")
+
+
+@contextlib.contextmanager
+def _progress_shown() -> Iterator[None]:
+    """Print the engines' progress lines (installing, building, waiting for ready: at least
+    every 10 s) while an `up` or `install` runs, indented under the engine's result line."""
+    from servecheck.engines.base import LOG
+
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("  %(message)s"))
+    level, propagate = LOG.level, LOG.propagate
+    LOG.addHandler(handler)
+    LOG.setLevel(logging.INFO)
+    LOG.propagate = False
+    try:
+        yield
+    finally:
+        LOG.removeHandler(handler)
+        LOG.setLevel(level)
+        LOG.propagate = propagate
 
 
 def _model(args: argparse.Namespace) -> int:

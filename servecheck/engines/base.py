@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -29,6 +30,11 @@ import psutil
 
 from servecheck.engines.paths import cache_root, logs_dir, state_dir
 from servecheck.errors import ServecheckError
+
+# Progress of the slow steps (installs, builds, readiness waits): `engine up` shows these lines
+# so a 15-minute llama.cpp build or a model load is never minutes of silence.
+LOG = logging.getLogger("servecheck.engines")
+PROGRESS_EVERY_S = 10.0
 
 
 class EngineError(ServecheckError):
@@ -192,16 +198,26 @@ def file_lock(name: str, timeout_s: float = 1800.0) -> Iterator[None]:
     path = cache_root() / "locks" / f"{name}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as fh:
-        deadline = time.monotonic() + timeout_s
+        began = time.monotonic()
+        reported = began
         while True:
             try:
                 fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() > deadline:
+                now = time.monotonic()
+                if now - began > timeout_s:
                     raise EngineError(
                         f"timed out after {timeout_s:.0f} s waiting for lock {path}"
                     ) from None
+                if now - reported >= PROGRESS_EVERY_S:
+                    reported = now
+                    LOG.info(
+                        "%s: waiting for another install to finish (lock %s), %.0f s",
+                        name,
+                        path,
+                        now - began,
+                    )
                 time.sleep(1.0)
         try:
             yield
@@ -218,28 +234,46 @@ def run_logged(
     cwd: Path | None = None,
     what: str = "",
 ) -> None:
-    """Run a setup step with its output appended to ``log``; raise with the log tail on failure."""
+    """Run a setup step with its output appended to ``log``; raise with the log tail on failure.
+
+    Says on :data:`LOG` that it started and, every :data:`PROGRESS_EVERY_S`, how long it has run.
+    """
     log.parent.mkdir(parents=True, exist_ok=True)
+    name = what or argv[0]
     with open(log, "a") as fh:
         fh.write(f"\n$ {' '.join(argv)}\n")
         fh.flush()
+        LOG.info("%s: started (log %s)", name, log)
+        proc = subprocess.Popen(
+            list(argv),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env=None if env is None else dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+        )
+        code = _wait_reporting(proc, name, timeout_s)
+    if code is None:
+        raise EngineError(f"{name}: timed out after {timeout_s:.0f} s; log {log}\n" + tail(log))
+    if code != 0:
+        raise EngineError(f"{name}: exit {code}; log {log}\n" + tail(log))
+
+
+def _wait_reporting(proc: subprocess.Popen[bytes], name: str, timeout_s: float) -> int | None:
+    """Wait for ``proc`` at most ``timeout_s``, saying every so often that it still runs;
+    None (and the process killed) when it overran."""
+    started = time.monotonic()
+    while True:
+        left = timeout_s - (time.monotonic() - started)
+        if left <= 0:
+            proc.kill()
+            proc.wait()
+            return None
         try:
-            proc = subprocess.run(
-                list(argv),
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                timeout=timeout_s,
-                env=None if env is None else dict(env),
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                check=False,
-            )
+            return proc.wait(timeout=min(PROGRESS_EVERY_S, left))
         except subprocess.TimeoutExpired:
-            raise EngineError(
-                f"{what or argv[0]}: timed out after {timeout_s:.0f} s; log {log}\n" + tail(log)
-            ) from None
-    if proc.returncode != 0:
-        raise EngineError(f"{what or argv[0]}: exit {proc.returncode}; log {log}\n" + tail(log))
+            elapsed = time.monotonic() - started
+            LOG.info("%s: running, %.0f s (limit %.0f s)", name, elapsed, timeout_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -478,8 +512,14 @@ def start(engine: Engine, port: int | None = None, *, echo: Any = print) -> RunS
 def wait_ready(
     engine: Engine, state: RunState, proc: subprocess.Popen[bytes] | None, deadline: float
 ) -> None:
-    """Poll ``engine.wait_startup`` until ready, the process dies, or ``deadline`` (monotonic) passes."""
+    """Poll ``engine.wait_startup`` until ready, the process dies, or ``deadline`` (monotonic)
+    passes; every :data:`PROGRESS_EVERY_S` say on :data:`LOG` what it is waiting for."""
     last: tuple[Readiness, str] = (Readiness.STARTING, "")
+    began = time.monotonic()
+    reported = began
+    LOG.info(
+        "%s: started (pid %d, log %s); waiting until it serves", engine.name, state.pid, state.log
+    )
     while True:
         exited = proc.poll() if proc is not None else (None if pid_alive(state.pid) else -1)
         if exited is not None:
@@ -495,10 +535,22 @@ def wait_ready(
                 f"{engine.name}: server reports failure ({last[1]}); log {state.log}\n"
                 + tail(Path(state.log))
             )
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
             raise EngineError(
                 f"{engine.name}: not ready after {engine.ready_timeout_s:.0f} s "
                 f"(last state: {last[0].value} {last[1]}); log {state.log}\n{tail(Path(state.log))}"
+            )
+        if now - reported >= PROGRESS_EVERY_S:
+            reported = now
+            detail = f" ({last[1][:80]})" if last[1] else ""
+            LOG.info(
+                "%s: %s%s, %.0f s of at most %.0f s",
+                engine.name,
+                last[0].value,
+                detail,
+                now - began,
+                engine.ready_timeout_s,
             )
         time.sleep(0.5)
 

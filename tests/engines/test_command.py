@@ -131,3 +131,21 @@ def test_status_lists_an_engine_another_servecheck_started(
     (row,) = json.loads(capsys.readouterr().out)
     assert row["state"] == "unknown" and row["name"] == "vllm-from-elsewhere"
     assert state.exists(), "a live server's state file was taken for broken and removed"
+
+
+def test_up_prints_progress_lines(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`engine up` shows the engines' progress log on stdout while it runs, and only then."""
+    import servecheck.commands.engine as command
+    from servecheck.engines import base
+
+    def fake_up(names: list[str], port: int | None, *, install: bool) -> int:
+        base.LOG.info("vllm: loading, 10 s of at most 300 s")
+        return 0
+
+    monkeypatch.setattr(command, "_up", fake_up)
+    assert main(["engine", "up", "vllm"]) == 0
+    assert capsys.readouterr().out == "  vllm: loading, 10 s of at most 300 s\n"
+    base.LOG.info("after the command")
+    assert capsys.readouterr().out == ""

@@ -199,3 +199,43 @@ def test_an_orphaned_engine_core_is_listed_and_stopped(
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(core, signal.SIGKILL)
+
+
+def test_readiness_wait_says_what_it_waits_for(
+    cache: Path, script: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A slow load is never silence (issue 42 item 11): the wait reports its state and how long
+    of its limit it has waited, every PROGRESS_EVERY_S (shortened here)."""
+    monkeypatch.setattr(base, "PROGRESS_EVERY_S", 0.3)
+    engine = FakeEngine(script, load_s=1.5)
+    with caplog.at_level("INFO", logger="servecheck.engines"):
+        state = base.start(engine, echo=lambda *_: None)
+    try:
+        lines = [r.getMessage() for r in caplog.records]
+        assert lines[0].startswith(f"fake: started (pid {state.pid}, log "), lines
+        waits = [line for line in lines if "s of at most 10 s" in line]
+        assert len(waits) >= 2 and all(w.startswith("fake: ") for w in waits), lines
+        assert any("loading" in w for w in waits), lines
+    finally:
+        base.stop_state(state, timeout_s=5.0)
+
+
+def test_a_long_setup_step_reports_progress_and_stays_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(base, "PROGRESS_EVERY_S", 0.2)
+    log = tmp_path / "install.log"
+    with caplog.at_level("INFO", logger="servecheck.engines"):
+        base.run_logged(
+            [sys.executable, "-c", "import time; time.sleep(1)"], log, timeout_s=30, what="build x"
+        )
+        with pytest.raises(EngineError, match=r"build y: timed out after 1 s"):
+            base.run_logged(
+                [sys.executable, "-c", "import time; time.sleep(60)"],
+                log,
+                timeout_s=1,
+                what="build y",
+            )
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0] == f"build x: started (log {log})", lines
+    assert sum(line.startswith("build x: running, ") for line in lines) >= 2, lines
