@@ -202,10 +202,42 @@ def _up(names: list[str], port: int | None, *, install: bool) -> int:
                 f"context {state.context_length} (pid {state.pid}, log {state.log})",
                 flush=True,
             )
+            print(_next_step(state.port), flush=True)
         except EngineError as exc:
             failed += 1
             print(f"{name}: FAILED: {exc}", flush=True)
     return 1 if failed else 0
+
+
+def _next_step(port: int) -> str:
+    """The target to test the engine on ``port`` with, and the command to run next.
+
+    The package ships a target for each engine it starts (with its known failures); a
+    ./targets.yaml of the user's own that does not list it is named with the way round it."""
+    from servecheck.config.loader import BUILTIN_FILE, DEFAULT_FILE, load_targets
+
+    try:
+        shipped = load_targets(BUILTIN_FILE)
+    except UsageError:
+        return "  target: none shipped for this port (add one to targets.yaml: docs/targets.md)"
+    names = [
+        t.name
+        for t in shipped.targets.values()
+        if t.base_url.startswith(f"http://127.0.0.1:{port}/")
+    ]
+    if not names:
+        return f"  target: none shipped for port {port} (add one to targets.yaml: docs/targets.md)"
+    name = names[0]
+    try:
+        here = load_targets(None).names
+    except UsageError:
+        here = []
+    if name in here:
+        return f"  target: {name}; next: servecheck check --target {name}"
+    return (
+        f"  target: {name} (shipped; ./{DEFAULT_FILE} does not list it); next: "
+        f"servecheck check --target {name} --targets-file {BUILTIN_FILE}"
+    )
 
 
 def _litellm_needs_llamacpp(engine: object) -> bool:
