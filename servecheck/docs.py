@@ -21,8 +21,26 @@ def generated() -> dict[Path, str]:
     return {
         ROOT / "docs" / "checks.md": catalogue_markdown(),
         ROOT / "docs" / "targets.schema.json": json.dumps(targets_json_schema(), indent=2) + "\n",
+        ROOT / "servecheck" / "config" / "builtin_targets.yaml": builtin_targets(),
         **suite_files(),
     }
+
+
+BUILTIN_HEADER = """\
+# The targets file servecheck uses where there is no ./targets.yaml and none was named
+# (--targets-file, SERVECHECK_TARGETS_FILE), so that an installed servecheck works in an empty
+# folder: the embedded reference, and the local engines `servecheck engine up NAME` starts, with
+# their known failures (`engine up vllm` then `check --target local-vllm`).
+# GENERATED from the repository's targets.yaml by `python -m servecheck.docs`: edit that file.
+"""
+
+
+def builtin_targets() -> str:
+    """The packaged targets file: the checkout's targets.yaml under its own header, so the
+    targets CI judges the engines with are the ones an installed servecheck ships."""
+    text = (ROOT / "targets.yaml").read_text()
+    body = text.split("\n", 3)[3]  # after the checkout file's three header lines
+    return BUILTIN_HEADER + body
 
 
 def suite_files() -> dict[Path, str]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servecheck.analysis.host import HostLoad
 from servecheck.analysis.typed_json import FLATTEN, OMIT, document_schema, from_json, to_json
 
 SCHEMA_VERSION = 1
@@ -124,6 +125,7 @@ class ScheduleSection:
     max_lag_ms: float | None
     behind: bool
     reasons: list[str]
+    notes: list[str] = field(default_factory=list)  # lateness that did not cost a figure
 
 
 @dataclass(slots=True)
@@ -182,6 +184,7 @@ class Generator:
     cpu_s_per_10k_tokens: float | None
     locust_rc: int | None
     reader: Reader
+    host: HostLoad | None = None  # its CPU against the machine's, for the cause of any lag
 
 
 @dataclass(slots=True)

@@ -287,6 +287,10 @@ class Schedule:
     planned: int | None = None  # requests that should have been sent (open loop), None if unknown
     max_lag_ms: float = 25.0  # lag p99 above this flags the run
     min_sent_ratio: float = 0.98  # sent/planned below this flags the run
+    # Token times are the kernel's receive stamps against the send stamp: a late event loop
+    # then delays sends and think time, not the latencies (the event-loop lag is a note).
+    kernel_clock: bool = False
+    cause: str = ""  # why the generator ran late, and the way out (analysis/host.py)
 
 
 @dataclass(slots=True)
@@ -318,6 +322,7 @@ class RunStats:
     schedule: Schedule = field(default_factory=Schedule)
     behind: bool = False
     behind_reasons: list[str] = field(default_factory=list)
+    lag_notes: list[str] = field(default_factory=list)  # lateness that did not cost a figure
     loop_lag_ms: Distribution = field(default_factory=Distribution)
 
     @property
@@ -392,6 +397,7 @@ class RunStats:
                 "max_lag_ms": self.schedule.max_lag_ms,
                 "behind": self.behind,
                 "reasons": list(self.behind_reasons),
+                "notes": list(self.lag_notes),
             },
         }
 
@@ -621,8 +627,10 @@ class Tally:
 
 
 def _judge_schedule(st: RunStats) -> None:
-    """Flag a run whose generator fell behind instead of quietly reporting its numbers."""
+    """Flag a run whose generator fell behind instead of quietly reporting its numbers, with
+    the cause (its own CPU or a busy machine) and the way out."""
     sched = st.schedule
+    because = f"; {sched.cause}" if sched.cause else ""
     lag = st.latency.get("lag")
     if (
         sched.mode in ("fixed", "poisson", "gamma", "trace", "profile")
@@ -632,19 +640,26 @@ def _judge_schedule(st: RunStats) -> None:
         p99 = lag.get("p99") or 0.0
         if p99 > sched.max_lag_ms:
             st.behind_reasons.append(
-                f"schedule lag p99 {p99:.1f} ms > {sched.max_lag_ms:g} ms: the generator sent late"
+                f"schedule lag p99 {p99:.1f} ms > {sched.max_lag_ms:g} ms: the generator sent "
+                f"late{because}"
             )
     if sched.planned:
         ratio = st.total / sched.planned
         if ratio < sched.min_sent_ratio:
             st.behind_reasons.append(
-                f"sent {st.total} of {sched.planned} planned requests ({ratio:.1%}): the generator fell behind"
+                f"sent {st.total} of {sched.planned} planned requests ({ratio:.1%}): the "
+                f"generator fell behind{because}"
             )
     loop = st.loop_lag_ms
     if loop.count and (loop.get("p99") or 0.0) > sched.max_lag_ms:
-        st.behind_reasons.append(
-            f"generator event-loop lag p99 {loop.get('p99'):.1f} ms > {sched.max_lag_ms:g} ms: the generator's CPU is saturated"
-        )
+        late = f"generator event-loop lag p99 {loop.get('p99'):.1f} ms > {sched.max_lag_ms:g} ms"
+        if sched.kernel_clock:
+            st.lag_notes.append(
+                f"{late}{because}; the latencies stand: token times are the kernel's receive "
+                f"stamps against the send stamp"
+            )
+        else:
+            st.behind_reasons.append(f"{late}: the latencies include the delay{because}")
     st.behind = bool(st.behind_reasons)
 
 

@@ -16,8 +16,12 @@ Servers run detached (they outlive this command); their pid, port and log path a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from servecheck.errors import UsageError
@@ -92,17 +96,39 @@ def run(args: argparse.Namespace) -> int:
             return _status(args)
         names = _expand(args.names)
         if args.action == "install":
-            return _install(names)
+            with _progress_shown():
+                return _install(names)
         if args.action == "up":
             if args.port is not None and len(names) != 1:
                 raise UsageError("--port needs exactly one engine name")
-            return _up(names, args.port, install=not args.no_install)
+            with _progress_shown():
+                return _up(names, args.port, install=not args.no_install)
         if args.action == "down":
             return _down(names, all_=("all" in args.names))
     except EngineError as exc:
         print(f"servecheck engine: {exc}", flush=True)
         return 1
     raise UsageError(f"unknown action {args.action!r}")
+
+
+@contextlib.contextmanager
+def _progress_shown() -> Iterator[None]:
+    """Print the engines' progress lines (installing, building, waiting for ready: at least
+    every 10 s) while an `up` or `install` runs, indented under the engine's result line."""
+    from servecheck.engines.base import LOG
+
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("  %(message)s"))
+    level, propagate = LOG.level, LOG.propagate
+    LOG.addHandler(handler)
+    LOG.setLevel(logging.INFO)
+    LOG.propagate = False
+    try:
+        yield
+    finally:
+        LOG.removeHandler(handler)
+        LOG.setLevel(level)
+        LOG.propagate = propagate
 
 
 def _model(args: argparse.Namespace) -> int:
@@ -176,10 +202,42 @@ def _up(names: list[str], port: int | None, *, install: bool) -> int:
                 f"context {state.context_length} (pid {state.pid}, log {state.log})",
                 flush=True,
             )
+            print(_next_step(state.port), flush=True)
         except EngineError as exc:
             failed += 1
             print(f"{name}: FAILED: {exc}", flush=True)
     return 1 if failed else 0
+
+
+def _next_step(port: int) -> str:
+    """The target to test the engine on ``port`` with, and the command to run next.
+
+    The package ships a target for each engine it starts (with its known failures); a
+    ./targets.yaml of the user's own that does not list it is named with the way round it."""
+    from servecheck.config.loader import BUILTIN_FILE, DEFAULT_FILE, load_targets
+
+    try:
+        shipped = load_targets(BUILTIN_FILE)
+    except UsageError:
+        return "  target: none shipped for this port (add one to targets.yaml: docs/targets.md)"
+    names = [
+        t.name
+        for t in shipped.targets.values()
+        if t.base_url.startswith(f"http://127.0.0.1:{port}/")
+    ]
+    if not names:
+        return f"  target: none shipped for port {port} (add one to targets.yaml: docs/targets.md)"
+    name = names[0]
+    try:
+        here = load_targets(None).names
+    except UsageError:
+        here = []
+    if name in here:
+        return f"  target: {name}; next: servecheck check --target {name}"
+    return (
+        f"  target: {name} (shipped; ./{DEFAULT_FILE} does not list it); next: "
+        f"servecheck check --target {name} --targets-file {BUILTIN_FILE}"
+    )
 
 
 def _litellm_needs_llamacpp(engine: object) -> bool:
@@ -189,22 +247,23 @@ def _litellm_needs_llamacpp(engine: object) -> bool:
 
 
 def _down(names: list[str], *, all_: bool) -> int:
-    from servecheck.engines.base import running_states, stop_state
+    from servecheck.engines.base import describe, orphaned, running_states, stop_state
     from servecheck.engines.registry import ENGINE_NAMES, get_engine
 
-    states = running_states(reap=True)
     stopped = 0
-    for state in states:
+    for state in running_states():
         if not all_ and state.name not in names:
             continue
         t0 = time.monotonic()
         timeout = 20.0
         if state.name in ENGINE_NAMES:  # another servecheck's engine: the default bound
             timeout = get_engine(state.name).stop_timeout_s
-        stop_state(state, timeout_s=timeout)
+        how = f"its server (pid {state.pid}) had exited; " if orphaned(state) else ""
+        procs = stop_state(state, timeout_s=timeout)
         stopped += 1
         print(
-            f"{state.name}: stopped (port {state.port}, pid {state.pid}) in {time.monotonic() - t0:.1f} s"
+            f"{state.name}: stopped (port {state.port}) in {time.monotonic() - t0:.1f} s: "
+            f"{how}{len(procs)} process(es): {describe(procs) or 'none left'}"
         )
     if not stopped:
         print("no matching engine running")

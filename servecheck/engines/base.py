@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -29,6 +30,11 @@ import psutil
 
 from servecheck.engines.paths import cache_root, logs_dir, state_dir
 from servecheck.errors import ServecheckError
+
+# Progress of the slow steps (installs, builds, readiness waits): `engine up` shows these lines
+# so a 15-minute llama.cpp build or a model load is never minutes of silence.
+LOG = logging.getLogger("servecheck.engines")
+PROGRESS_EVERY_S = 10.0
 
 
 class EngineError(ServecheckError):
@@ -192,16 +198,26 @@ def file_lock(name: str, timeout_s: float = 1800.0) -> Iterator[None]:
     path = cache_root() / "locks" / f"{name}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as fh:
-        deadline = time.monotonic() + timeout_s
+        began = time.monotonic()
+        reported = began
         while True:
             try:
                 fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() > deadline:
+                now = time.monotonic()
+                if now - began > timeout_s:
                     raise EngineError(
                         f"timed out after {timeout_s:.0f} s waiting for lock {path}"
                     ) from None
+                if now - reported >= PROGRESS_EVERY_S:
+                    reported = now
+                    LOG.info(
+                        "%s: waiting for another install to finish (lock %s), %.0f s",
+                        name,
+                        path,
+                        now - began,
+                    )
                 time.sleep(1.0)
         try:
             yield
@@ -218,28 +234,46 @@ def run_logged(
     cwd: Path | None = None,
     what: str = "",
 ) -> None:
-    """Run a setup step with its output appended to ``log``; raise with the log tail on failure."""
+    """Run a setup step with its output appended to ``log``; raise with the log tail on failure.
+
+    Says on :data:`LOG` that it started and, every :data:`PROGRESS_EVERY_S`, how long it has run.
+    """
     log.parent.mkdir(parents=True, exist_ok=True)
+    name = what or argv[0]
     with open(log, "a") as fh:
         fh.write(f"\n$ {' '.join(argv)}\n")
         fh.flush()
+        LOG.info("%s: started (log %s)", name, log)
+        proc = subprocess.Popen(
+            list(argv),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env=None if env is None else dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+        )
+        code = _wait_reporting(proc, name, timeout_s)
+    if code is None:
+        raise EngineError(f"{name}: timed out after {timeout_s:.0f} s; log {log}\n" + tail(log))
+    if code != 0:
+        raise EngineError(f"{name}: exit {code}; log {log}\n" + tail(log))
+
+
+def _wait_reporting(proc: subprocess.Popen[bytes], name: str, timeout_s: float) -> int | None:
+    """Wait for ``proc`` at most ``timeout_s``, saying every so often that it still runs;
+    None (and the process killed) when it overran."""
+    started = time.monotonic()
+    while True:
+        left = timeout_s - (time.monotonic() - started)
+        if left <= 0:
+            proc.kill()
+            proc.wait()
+            return None
         try:
-            proc = subprocess.run(
-                list(argv),
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                timeout=timeout_s,
-                env=None if env is None else dict(env),
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                check=False,
-            )
+            return proc.wait(timeout=min(PROGRESS_EVERY_S, left))
         except subprocess.TimeoutExpired:
-            raise EngineError(
-                f"{what or argv[0]}: timed out after {timeout_s:.0f} s; log {log}\n" + tail(log)
-            ) from None
-    if proc.returncode != 0:
-        raise EngineError(f"{what or argv[0]}: exit {proc.returncode}; log {log}\n" + tail(log))
+            elapsed = time.monotonic() - started
+            LOG.info("%s: running, %.0f s (limit %.0f s)", name, elapsed, timeout_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,20 +356,6 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-def tree_rss_mb(pid: int) -> float:
-    """Resident memory of ``pid`` and all its descendants, in MiB (0 if gone)."""
-    try:
-        proc = psutil.Process(pid)
-        procs = [proc, *proc.children(recursive=True)]
-    except psutil.Error:
-        return 0.0
-    total = 0
-    for p in procs:
-        with contextlib.suppress(psutil.Error):
-            total += p.memory_info().rss
-    return total / 2**20
-
-
 def port_in_use(port: int) -> bool:
     """True if something accepts TCP connections on 127.0.0.1:``port``."""
     import socket
@@ -348,12 +368,67 @@ def port_in_use(port: int) -> bool:
 # --------------------------------------------------------------------------- life cycle
 
 
-def running_states(*, reap: bool = False) -> list[RunState]:
-    """Every recorded server whose process is still alive (stale state files are removed).
+def _leader_alive(state: RunState) -> bool:
+    """True while the recorded server process itself lives (and is the one we started: a pid
+    the kernel handed to a newer process after ours exited is not ours)."""
+    try:
+        proc = psutil.Process(state.pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        # started_at is stamped right after the spawn: a process created later is another one.
+        return proc.create_time() <= state.started_at + 5.0
+    except psutil.Error:
+        return False
 
-    With ``reap``, what is left of a server whose main process died (vLLM's engine core,
-    Xinference's model actor) is killed too: the group id outlives the leader while any member
-    lives, and Linux does not hand out a pid that is still a live group id.
+
+def server_processes(state: RunState) -> list[psutil.Process]:
+    """Every live process of a recorded server, whether or not its main process still lives.
+
+    The server starts in its own session, so its session and group ids are its pid, and they
+    stay on every process it started (vLLM's engine core and workers, Xinference's model actor)
+    after the main process exits: Linux does not hand out a pid that is still a live group or
+    session id. ``extra_pids`` (processes an engine records beside the main one) count with
+    their descendants.
+    """
+    leaders = {state.pid, *state.extra_pids}
+    found: dict[int, psutil.Process] = {}
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if os.getpgid(proc.pid) in leaders or os.getsid(proc.pid) in leaders:
+                found[proc.pid] = proc
+    for pid in state.extra_pids:
+        with contextlib.suppress(psutil.Error):
+            extra = psutil.Process(pid)
+            for proc in [extra, *extra.children(recursive=True)]:
+                found.setdefault(proc.pid, proc)
+    if not _leader_alive(state):
+        found.pop(state.pid, None)
+    return [found[pid] for pid in sorted(found)]
+
+
+def label(proc: psutil.Process) -> str:
+    """``pid (name)``: how messages name a process (the name read while it lives)."""
+    try:
+        return f"{proc.pid} ({proc.name()})"
+    except psutil.Error:
+        return str(proc.pid)
+
+
+def describe(procs: Sequence[psutil.Process | str], limit: int = 6) -> str:
+    """``pid (name), ...`` for messages: what a stop found or left."""
+    parts = [p if isinstance(p, str) else label(p) for p in procs[:limit]]
+    more = len(procs) - limit
+    return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
+
+
+def running_states() -> list[RunState]:
+    """Every recorded server of which some process still lives.
+
+    A state file is removed only when no process of its server is left: a server whose main
+    process died while its engine core or workers live (an orphaned engine) is still listed,
+    so that ``engine status`` shows it and ``engine down`` stops it.
     """
     out: list[RunState] = []
     if not state_dir().is_dir():
@@ -364,14 +439,16 @@ def running_states(*, reap: bool = False) -> list[RunState]:
         except (OSError, ValueError, TypeError):
             path.unlink(missing_ok=True)
             continue
-        if pid_alive(state.pid):
+        if _leader_alive(state) or server_processes(state):
             out.append(state)
         else:
-            if reap:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(state.pid, signal.SIGKILL)
             path.unlink(missing_ok=True)
     return out
+
+
+def orphaned(state: RunState) -> bool:
+    """True when the server's main process is gone but processes it started still run."""
+    return not _leader_alive(state) and bool(server_processes(state))
 
 
 def start(engine: Engine, port: int | None = None, *, echo: Any = print) -> RunState:
@@ -435,8 +512,14 @@ def start(engine: Engine, port: int | None = None, *, echo: Any = print) -> RunS
 def wait_ready(
     engine: Engine, state: RunState, proc: subprocess.Popen[bytes] | None, deadline: float
 ) -> None:
-    """Poll ``engine.wait_startup`` until ready, the process dies, or ``deadline`` (monotonic) passes."""
+    """Poll ``engine.wait_startup`` until ready, the process dies, or ``deadline`` (monotonic)
+    passes; every :data:`PROGRESS_EVERY_S` say on :data:`LOG` what it is waiting for."""
     last: tuple[Readiness, str] = (Readiness.STARTING, "")
+    began = time.monotonic()
+    reported = began
+    LOG.info(
+        "%s: started (pid %d, log %s); waiting until it serves", engine.name, state.pid, state.log
+    )
     while True:
         exited = proc.poll() if proc is not None else (None if pid_alive(state.pid) else -1)
         if exited is not None:
@@ -452,30 +535,43 @@ def wait_ready(
                 f"{engine.name}: server reports failure ({last[1]}); log {state.log}\n"
                 + tail(Path(state.log))
             )
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
             raise EngineError(
                 f"{engine.name}: not ready after {engine.ready_timeout_s:.0f} s "
                 f"(last state: {last[0].value} {last[1]}); log {state.log}\n{tail(Path(state.log))}"
             )
+        if now - reported >= PROGRESS_EVERY_S:
+            reported = now
+            detail = f" ({last[1][:80]})" if last[1] else ""
+            LOG.info(
+                "%s: %s%s, %.0f s of at most %.0f s",
+                engine.name,
+                last[0].value,
+                detail,
+                now - began,
+                engine.ready_timeout_s,
+            )
         time.sleep(0.5)
 
 
-def stop_state(state: RunState, timeout_s: float = 20.0) -> bool:
-    """SIGTERM the server's process group, SIGKILL what is left after ``timeout_s``.
+def stop_state(state: RunState, timeout_s: float = 20.0) -> list[str]:
+    """SIGTERM every process of the server (its group, its session, the extra pids' trees),
+    SIGKILL what is left after ``timeout_s``; return what was running as ``pid (name)`` labels
+    (empty: nothing was).
 
-    Returns True if something was running. The state file is removed either way.
+    The state file is removed once nothing of the server lives; if something survives SIGKILL
+    it stays, and the error names the survivors.
     """
-    pids = [state.pid, *state.extra_pids]
-    procs: list[psutil.Process] = []
-    for pid in pids:
+    procs = server_processes(state)
+    if _leader_alive(state) and all(p.pid != state.pid for p in procs):
         with contextlib.suppress(psutil.Error):
-            p = psutil.Process(pid)
-            procs.append(p)
-            procs.extend(p.children(recursive=True))
-    was_running = bool(procs)
+            procs.insert(0, psutil.Process(state.pid))
+    stopped = [label(p) for p in procs]
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            # The server runs in its own session: its pgid is its pid.
+        for pid in {state.pid, *state.extra_pids}:
+            # The server runs in its own session: its pgid is its pid, and it outlives the
+            # main process while any member lives.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, sig)
         for p in procs:
@@ -485,7 +581,7 @@ def stop_state(state: RunState, timeout_s: float = 20.0) -> bool:
         procs = alive
         if not procs:
             break
-    state.path().unlink(missing_ok=True)
     if procs:
-        raise EngineError(f"{state.name}: processes {[p.pid for p in procs]} survived SIGKILL")
-    return was_running
+        raise EngineError(f"{state.name}: processes {describe(procs)} survived SIGKILL")
+    state.path().unlink(missing_ok=True)
+    return stopped

@@ -46,10 +46,10 @@ MIN_CYCLES = 5  # the fewest for which a one-sided Mann-Kendall test can reach p
 MAX_CYCLES = 1000
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # metric -> default tolerance (in the metric's unit); judged when sampled
-LEAK_METRICS: dict[str, float] = {
+LEAK_METRICS: dict[str, float | None] = {
     "kv_usage": 0.02,
     "requests_running": 0.5,
-    "rss_tree_bytes": 256 * 2**20,
+    "rss_tree_bytes": None,  # no fixed default: scales with the series (leak.auto_tolerance)
 }
 
 
@@ -69,7 +69,7 @@ class SoakPlan:
     shared_prefix_words: int = 0  # > 0: requests open with one of 4 shared system prompts
     interval_s: float = 0.5
     tolerance: float = 0.02
-    rss_tolerance: float = 256 * 2**20
+    rss_tolerance: float | None = None  # None: derived from the series (leak.auto_tolerance)
     abandon: bool = False
     abandon_share: float = 0.25
     abandon_chunks: int = 3
@@ -385,7 +385,11 @@ def leak_verdicts(
     from servecheck.telemetry.leak import unjudged as unjudged_series
 
     present = set(frame.loc[frame["kind"] == "sample", "metric"]) if len(frame) else set()
-    tolerances = {**LEAK_METRICS, "kv_usage": plan.tolerance, "rss_tree_bytes": plan.rss_tolerance}
+    tolerances: dict[str, float | None] = {
+        **LEAK_METRICS,
+        "kv_usage": plan.tolerance,
+        "rss_tree_bytes": plan.rss_tolerance,
+    }
     cache = prefix_cache_evidence(frame, prefix_cache)
     verdicts = {
         m: analyse_leak(
@@ -404,6 +408,10 @@ def leak_verdicts(
     for metric, v in verdicts.items():
         if v.status == "leak":
             stages.append(RunVerdict.of(False, f"{metric}: leak"))
+        elif v.status == "growth":
+            # A significant rise that flattened: not a leak, but a memory verdict never made.
+            why = f"{metric}: inconclusive: rose significantly, then flattened (see its verdict)"
+            stages.append(RunVerdict.of(False, why, otherwise=INCONCLUSIVE))
         elif v.status == "retention" and plan.fail_on_retention and metric == "kv_usage":
             stages.append(RunVerdict.of(False, f"{metric}: retention (fail_on_retention is set)"))
     unjudged = (

@@ -18,6 +18,7 @@ from servecheck.analysis.aggregate import Measured as SteadyMeasured
 from servecheck.analysis.breakdown import read_engine_file, scenario_sections
 from servecheck.analysis.budget import SOURCE as BUDGET
 from servecheck.analysis.budget import budget_summary, percent
+from servecheck.analysis.host import HostLoad
 from servecheck.analysis.image_stats import image_section
 from servecheck.analysis.sections import (
     SCHEMA_VERSION,
@@ -211,6 +212,7 @@ def _generator(infos: list[dict[str, Any]], locust_rc: int | None) -> Generator:
         cpu_s_per_10k_tokens=round(cpu / tokens_client * 10_000, 4) if tokens_client else None,
         locust_rc=locust_rc,
         reader=_reader_summary(infos),
+        host=HostLoad.from_infos(infos),
     )
 
 
@@ -339,7 +341,14 @@ def summarise(
         its = recs.iter_records()
         return warmup_of(spec).measured(its) if warm.active else its
 
-    sched = Schedule(mode=cfg.mode, planned=planned, max_lag_ms=spec.max_lag_ms)
+    host = HostLoad.from_infos(infos)
+    sched = Schedule(
+        mode=cfg.mode,
+        planned=planned,
+        max_lag_ms=spec.max_lag_ms,
+        kernel_clock=_reader_summary(infos).clock == "kernel",
+        cause=host.cause() if host is not None else "",
+    )
     stats = agg.stats(sched, loop_lag)
     agg.write_samples(run_dir)  # the values compare and the report read (bounded)
     write_stats_csv(run_dir, agg.whole, cfg.api, stats.window_s)  # Locust's CSV layout

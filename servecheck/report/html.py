@@ -420,6 +420,8 @@ def _load_head(s: dict[str, Any], verdict: str, sched: dict[str, Any]) -> list[s
             "<p class='flag'><b>Generator lag:</b> the load generator fell behind its schedule, so latencies "
             "may be understated: " + esc("; ".join(sched.get("reasons") or [])) + "</p>"
         )
+    if sched.get("notes"):
+        parts.append("<p class='muted'><b>Note:</b> " + esc("; ".join(sched["notes"])) + "</p>")
     return parts
 
 
@@ -450,7 +452,7 @@ def _load_key_rows(
         (
             "goodput",
             pct(s.get("goodput"), 1),
-            "generator lag p99",
+            "schedule lag p99 (sends late)",
             fmt((sched.get("lag_ms") or {}).get("p99"), " ms", 2),
         ),
     ]
@@ -538,6 +540,8 @@ def _load_markdown(
         )
     if sched.get("behind"):
         md.append("- WARNING: generator lag: " + md_esc("; ".join(sched.get("reasons") or [])))
+    if sched.get("notes"):
+        md.append("- note: " + md_esc("; ".join(sched["notes"])))
     return md
 
 

@@ -209,6 +209,7 @@ def format_summary(summary: dict[str, Any] | Summary, verdicts: Sequence[Verdict
     lines += [v.line() for v in verdicts]
     if s.schedule.behind and req.ok:  # with nothing ok the server is to blame (the verdict says)
         lines += [f"WARNING: {r}" for r in s.schedule.reasons]
+    lines += [f"note: {n}" for n in s.schedule.notes]
     breached = [  # the budget's breach is a reason of its own
         v.slo for v in s.slo if not v.passed and v.source != BUDGET
     ]

@@ -4,12 +4,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from servecheck.load.soak import ProbeOnlyResult, SoakResult
+    from servecheck.telemetry import LeakVerdict
 
 
 def write_soak_report(result: SoakResult) -> Path:
@@ -71,8 +72,8 @@ def write_soak_report(result: SoakResult) -> Path:
     )
     sections = [
         Section("Verdicts", head, md, verdict.passed, verdict.status),
-        Section("Telemetry", figure + legend),
-        Section("Cycles", cyc),
+        Section("Telemetry", figure + legend, _telemetry_md(verdicts)),
+        Section("Cycles", cyc, _cycles_md(cyc_rows)),
     ]
     return write_page(
         run_dir,
@@ -81,6 +82,35 @@ def write_soak_report(result: SoakResult) -> Path:
         verdict=verdict,
         subtitle=run_dir.name,
     )
+
+
+def _telemetry_md(verdicts: Mapping[str, LeakVerdict]) -> list[str]:
+    """summary.md's Telemetry: each judged series' baseline, post-drain levels and trend (the
+    figure itself is soak.png)."""
+    from servecheck.telemetry.leak import fmt_value
+
+    lines = []
+    for metric, v in verdicts.items():
+        if v.baseline is None:
+            lines.append(f"- {metric}: no baseline ({v.status})")
+            continue
+        f = lambda x, m=metric: fmt_value(x, m)  # noqa: E731
+        levels = ", ".join(f(x) for x in v.post_drain) or "none"
+        trend = ""
+        if v.slope is not None and v.slope_ci is not None and v.mk_p is not None:
+            low, high = v.slope_ci
+            trend = f"; slope {f(v.slope)}/cycle [{f(low)}, {f(high)}], p={v.mk_p:.3g}"
+        lines.append(
+            f"- {metric}: baseline {f(v.baseline)}, post-drain {levels} "
+            f"(tolerance {f(v.tolerance)}, noise floor {f(v.floor or 0.0)}){trend}"
+        )
+    return [*lines, "", "Figure: soak.png (telemetry/*.jsonl holds the samples)."]
+
+
+def _cycles_md(rows: Sequence[Sequence[str]]) -> list[str]:
+    """summary.md's Cycles: the page's cycle table as a Markdown table."""
+    head = "| cycle | requests | ok | failed | dropped | TTFT p50 ms | E2E p50 ms |"
+    return [head, "|" + " --- |" * 7, *("| " + " | ".join(r) + " |" for r in rows)]
 
 
 def write_probe_report(result: ProbeOnlyResult, say: Callable[[str], None] | None = None) -> Path:

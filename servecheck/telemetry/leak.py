@@ -13,6 +13,14 @@ Verdicts (:class:`LeakVerdict.status`):
 
 - ``leak``: Mann-Kendall p < ``alpha``, the slope's CI excludes 0, and the fitted rise over the
   run (slope x (cycles - 1)) exceeds ``tolerance``.
+- ``leak`` also: the same significant trend with a rise below ``tolerance`` but above the
+  series' noise floor (:func:`rise_floor`: a few robust standard deviations of the baseline
+  window, 1 % of the baseline, a small per-metric minimum), when the rise did not flatten in the
+  later half of the cycles: a fixed tolerance must not hide a sustained leak that is small
+  against it (+90 MiB of RSS against 256 MiB on a small model).
+- ``growth``: that significant rise above the floor, but flattening in the later cycles (a
+  warm-up, a cache filling to its bound, allocator growth that plateaus): not a leak, not a
+  pass; more cycles tell them apart.
 - ``leak`` also: the median post-drain level is within ``tolerance`` of the metric's ceiling
   (1.0 for ``kv_usage``): the cache is full with nothing running; a leak that saturated early
   has no trend left to test.
@@ -35,7 +43,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -135,6 +143,59 @@ def prefix_cache_evidence(frame: pd.DataFrame, declared: bool | str | None) -> P
     return PrefixCache(True, f"the target's prefix cache was used ({top:g} tokens counted)")
 
 
+# The noise floor of a trend's rise, per metric (in its unit): a significant Mann-Kendall order
+# with a rise below it is rounding; above it a sustained rise is a leak whatever the tolerance.
+RISE_FLOOR_ABS: dict[str, float] = {
+    "kv_usage": 0.005,
+    "requests_running": 0.25,
+    "rss_tree_bytes": 8 * 2**20,
+}
+RISE_FLOOR_REL = 0.01  # of the baseline level
+NOISE_SIGMAS = 4.0  # robust standard deviations of the baseline window
+# Where no tolerance is given (tolerance None): one that scales with the series, for metrics
+# whose size depends on the model and engine (RSS: 70 MiB for a small server, GBs for vLLM).
+AUTO_TOLERANCE_ABS: dict[str, float] = {"rss_tree_bytes": 32 * 2**20}
+AUTO_TOLERANCE_REL = 0.05
+
+
+def robust_sd(values: pd.Series) -> float:
+    """1.4826 x the median absolute deviation: a standard deviation that one spike cannot move."""
+    if len(values) == 0:
+        return 0.0
+    x = values.to_numpy(dtype=float)
+    return float(1.4826 * np.median(np.abs(x - np.median(x))))
+
+
+def rise_floor(metric: str, baseline: float, noise: float) -> float:
+    """The smallest rise over the run that is more than noise: the largest of NOISE_SIGMAS x the
+    baseline's robust sd, RISE_FLOOR_REL of the baseline and the metric's minimum."""
+    return max(
+        NOISE_SIGMAS * noise, RISE_FLOOR_REL * abs(baseline), RISE_FLOOR_ABS.get(metric, 0.0)
+    )
+
+
+def auto_tolerance(metric: str, baseline: float, noise: float) -> float:
+    """The tolerance used where none was given: AUTO_TOLERANCE_REL of the baseline, at least
+    twice the noise floor and the metric's minimum."""
+    return max(
+        AUTO_TOLERANCE_ABS.get(metric, 0.0),
+        AUTO_TOLERANCE_REL * abs(baseline),
+        2 * rise_floor(metric, baseline, noise),
+    )
+
+
+def _sustained(levels: Sequence[float], slope: float) -> bool:
+    """True when the later half of the cycles still rises at half the run's slope or more (a
+    leak keeps going; a warm-up or a cache filling to its bound flattens)."""
+    late = np.asarray(levels[len(levels) // 2 :], dtype=float)
+    if len(late) < 2:
+        return True
+    pairs = [
+        (late[j] - late[i]) / (j - i) for i in range(len(late)) for j in range(i + 1, len(late))
+    ]
+    return float(np.median(pairs)) >= 0.5 * slope
+
+
 def unjudged(verdicts: Mapping[str, LeakVerdict], skip: str = "") -> list[str]:
     """A reason for each series that was sampled but could not be judged (insufficient data):
     the run gave no verdict on it, so it must not pass (``skip``: a metric the caller reports
@@ -156,6 +217,8 @@ class LeakVerdict:
     message: str
     tolerance: float
     baseline: float | None = None
+    floor: float | None = None  # the rise that is more than noise (rise_floor)
+    tolerance_auto: bool = False  # tolerance derived from the series (none was given)
     cycles_total: int = 0
     cycles_used: int = 0
     returned: int = 0
@@ -212,7 +275,8 @@ def _json_safe(obj: Any) -> Any:
     return obj
 
 
-def _fmt(value: float | None, metric: str) -> str:
+def fmt_value(value: float | None, metric: str) -> str:
+    """A value of ``metric`` as the verdict messages write it (MiB for bytes, 3 places else)."""
     if value is None or not math.isfinite(value):
         return "n/a"
     value = value + 0.0  # no "-0.000"
@@ -319,7 +383,7 @@ def analyse_leak(
     frame: pd.DataFrame,
     phases: Phases,
     metric: str = "kv_usage",
-    tolerance: float = 0.02,
+    tolerance: float | None = 0.02,
     *,
     source: str | None = None,
     labels: Mapping[str, str] | None = None,
@@ -335,7 +399,7 @@ def analyse_leak(
 
     ``frame``: a :func:`~servecheck.telemetry.series.load_series` frame (or any frame with
     ``t``/``value``). ``tolerance`` is absolute, in the metric's unit (0.02 = 2 points of KV
-    usage). Samples of one timestamp from several label sets are combined with ``agg`` (default:
+    usage); None derives it from the series (:func:`auto_tolerance`). Samples of one timestamp from several label sets are combined with ``agg`` (default:
     ``max`` for ``kv_usage``, ``sum`` otherwise, as the Prometheus sampler does); pick a label
     set with ``labels``. Gap records of the metric's source inside a cycle's drain window
     are counted in ``gaps``; a cycle is used when its drain window has ``min_samples`` samples.
@@ -353,7 +417,14 @@ def analyse_leak(
     gap_t = _gap_times(frame, metric, source, time_col)
     total = len(phases.cycles)
     base = _window(series, *phases.baseline)
-    verdict = LeakVerdict("insufficient_data", metric, "", tolerance, cycles_total=total)
+    verdict = LeakVerdict(
+        "insufficient_data",
+        metric,
+        "",
+        math.nan if tolerance is None else tolerance,
+        cycles_total=total,
+        tolerance_auto=tolerance is None,
+    )
     if len(base) < min_samples:
         verdict.message = (
             f"INSUFFICIENT DATA: {metric}: {len(base)} sample(s) in the baseline window "
@@ -363,6 +434,10 @@ def analyse_leak(
         return verdict
     baseline = float(base.median())
     verdict.baseline = baseline
+    noise = robust_sd(base)
+    verdict.floor = rise_floor(metric, baseline, noise)
+    if tolerance is None:
+        verdict.tolerance = auto_tolerance(metric, baseline, noise)
     levels, peaks, drains, problems, gaps = _cycle_levels(series, phases, gap_t, min_samples)
     verdict.gaps = gaps
     verdict.cycles_used = len(levels)
@@ -413,7 +488,7 @@ def _decide_from_levels(
     verdict.returned = returned
     verdict.slope, verdict.slope_ci, verdict.rise = slope, (low, high), rise
     verdict.mk_tau, verdict.mk_p = tau, p
-    f = lambda v: _fmt(v, metric)  # noqa: E731
+    f = lambda v: fmt_value(v, metric)  # noqa: E731
     trend_text = (
         f"Theil-Sen slope {f(slope)}/cycle, 95% CI [{f(low)}, {f(high)}]; Mann-Kendall p={p:.3g}"
     )
@@ -427,15 +502,9 @@ def _decide_from_levels(
             f"cycles (baseline {f(baseline)}; {trend_text}){unused}{gap_text}"
         )
     elif top is not None and float(np.median(levels)) >= top - tolerance:
-        # A full cache with nothing running is no benign plateau: the leak already hit the
-        # ceiling (often within the first cycle), which flattens the trend.
-        saturated = sum(1 for level in levels if level >= top - tolerance)
-        verdict.status = "leak"
-        verdict.message = (
-            f"LEAK: {metric} stays saturated at {f(float(np.median(levels)))} after drain in "
-            f"{saturated}/{n} cycles (baseline {f(baseline)}, ceiling {f(top)}): full with no "
-            f"load; levels {', '.join(f(v) for v in levels)}{unused}{gap_text}"
-        )
+        _saturated(verdict, levels, baseline, top, f, unused + gap_text)
+    elif p < alpha and low > 0 and rise > (verdict.floor or 0.0):
+        _below_tolerance(verdict, levels, baseline, f, trend_text, unused + gap_text)
     elif (
         float(np.median(excess)) > tolerance
         and prefix_cache is not None
@@ -474,11 +543,63 @@ def _decide_from_levels(
         verdict.status = "ok"
         note = ""
         if p < alpha and low > 0:
-            note = f"; upward trend below tolerance (rise {f(rise)})"
+            note = (
+                f"; upward trend below the noise floor {f(verdict.floor or 0.0)} (rise {f(rise)})"
+            )
         verdict.message = (
             f"{metric} returned to baseline {f(baseline)} within tolerance {f(tolerance)} after "
             f"drain {drain_text} in {returned}/{n} cycles (max post-drain {f(max(levels))}; "
             f"{trend_text}){note}{unused}{gap_text}"
+        )
+
+
+def _saturated(
+    verdict: LeakVerdict,
+    levels: list[float],
+    baseline: float,
+    top: float,
+    f: Callable[[float], str],
+    tail: str,
+) -> None:
+    # A full cache with nothing running is no benign plateau: the leak already hit the
+    # ceiling (often within the first cycle), which flattens the trend.
+    saturated = sum(1 for level in levels if level >= top - verdict.tolerance)
+    verdict.status = "leak"
+    verdict.message = (
+        f"LEAK: {verdict.metric} stays saturated at {f(float(np.median(levels)))} after drain in "
+        f"{saturated}/{len(levels)} cycles (baseline {f(baseline)}, ceiling {f(top)}): full with "
+        f"no load; levels {', '.join(f(v) for v in levels)}{tail}"
+    )
+
+
+def _below_tolerance(
+    verdict: LeakVerdict,
+    levels: list[float],
+    baseline: float,
+    f: Callable[[float], str],
+    trend_text: str,
+    tail: str,
+) -> None:
+    """A significant rise above the noise floor and below the tolerance: a leak when it kept
+    going to the last cycles, else growth that flattened (neither a leak nor a pass)."""
+    metric, n = verdict.metric, len(levels)
+    rise = f"rose {f(levels[0])} -> {f(levels[-1])} over {n} cycles"
+    bounds = (
+        f"above the noise floor {f(verdict.floor or 0.0)}, below the tolerance "
+        f"{f(verdict.tolerance)}; baseline {f(baseline)}; {trend_text}"
+    )
+    if _sustained(levels, verdict.slope or 0.0):
+        verdict.status = "leak"
+        verdict.message = (
+            f"LEAK: {metric} post-drain level {rise} and kept rising to the last cycle, a "
+            f"significant sustained rise ({bounds}){tail}"
+        )
+    else:
+        verdict.status = "growth"
+        verdict.message = (
+            f"GROWTH: {metric} post-drain level {rise}, a significant rise that flattened in "
+            f"the later cycles (a warm-up, a cache filling to its bound, or allocator growth?): "
+            f"neither a leak nor a pass; run more cycles (--cycles) to tell ({bounds}){tail}"
         )
 
 

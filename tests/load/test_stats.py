@@ -108,3 +108,66 @@ def test_abandoned_requests_keep_ttft_but_not_e2e_or_goodput() -> None:
         st.goodput == pytest.approx(0.5) and st.goodput_requests == 1
     )  # of the two that were not abandoned
     assert st.as_dict()["requests"]["abandoned"] == 1
+
+
+def test_event_loop_lag_names_its_cause_and_stands_aside_for_kernel_stamps() -> None:
+    """Issue 42 item 2: on the engine's own 2-core machine every run was INCONCLUSIVE, blamed
+    on "the generator's CPU is saturated" while it used 0.02 cores. The cause is named; with
+    kernel receive stamps a late event loop does not cost a latency, so it is a note."""
+    from servecheck.analysis.host import HostLoad
+
+    busy = HostLoad(cores=2, busy=0.96, steal=0.0, generator_cores=0.02, busiest_process=0.02)
+    lags = [0.001] * 98 + [0.2, 0.5]
+    sched = Schedule(cause=busy.cause())
+    user_clock = compute_stats([_r(0.0, 0.5, 5, 5)], sched, loop_lag_s=lags)
+    assert user_clock.behind
+    (reason,) = user_clock.behind_reasons
+    assert "the machine is busy, not the generator (96% of 2 cores busy" in reason, reason
+    assert "--allow-lag" in reason and "CPU is saturated" not in reason
+    kernel = Schedule(kernel_clock=True, cause=busy.cause())
+    stamped = compute_stats([_r(0.0, 0.5, 5, 5)], kernel, loop_lag_s=lags)
+    assert not stamped.behind and stamped.behind_reasons == []
+    (note,) = stamped.lag_notes
+    assert note.startswith("generator event-loop lag p99 ") and "the latencies stand" in note
+    assert stamped.as_dict()["schedule"]["notes"] == [note]
+
+
+@pytest.mark.parametrize(
+    ("host", "expected"),
+    [
+        (
+            (2, 0.97, 0.0, 0.95, 0.95),
+            "the generator's CPU is saturated (a Locust process used 0.95",
+        ),
+        ((2, 0.97, 0.0, 0.10, 0.10), "the machine is busy, not the generator (97% of 2 cores"),
+        ((4, 0.30, 0.15, 0.10, 0.10), "15% stolen by the hypervisor"),
+        ((4, 0.20, 0.0, 0.10, 0.10), "neither the generator (0.10 cores) nor the machine (20%"),
+    ],
+)
+def test_host_load_names_the_cause(
+    host: tuple[int, float, float, float, float], expected: str
+) -> None:
+    from servecheck.analysis.host import HostLoad
+
+    assert expected in HostLoad(*host).cause()
+
+
+def test_host_load_from_process_infos() -> None:
+    from collections import namedtuple
+
+    from servecheck.analysis.host import HostLoad, machine_cpu
+
+    Times = namedtuple("Times", "user nice system idle iowait irq softirq steal guest guest_nice")
+    before = Times(100, 0, 50, 1000, 10, 0, 0, 0, 5, 0)
+    after = Times(180, 0, 90, 1010, 10, 0, 0, 0, 9, 0)  # 120 busy of 130: guest not twice
+    host = machine_cpu(before, after, cores=2)
+    assert host == {"cores": 2, "busy": pytest.approx(120 / 130, abs=1e-4), "steal": 0.0}
+    infos = [
+        {"cpu_s": 0.5, "started": 10.0, "ended": 30.0, "host_cpu": host},
+        {"cpu_s": 1.5, "started": 10.0, "ended": 30.0, "host_cpu": {**host, "busy": 0.5}},
+    ]
+    load = HostLoad.from_infos(infos)
+    assert load is not None
+    assert load.generator_cores == pytest.approx(0.1) and load.busiest_process == 0.075
+    assert load.busy == pytest.approx(120 / 130, abs=1e-4)
+    assert HostLoad.from_infos([{"cpu_s": 1.0, "started": 0.0, "ended": 1.0}]) is None

@@ -68,6 +68,12 @@ def test_soak_clean_server_no_leak(
     data = json.loads((run_dir / "soak.json").read_text())
     assert set(data) >= SOAK_KEYS, sorted(SOAK_KEYS - set(data))
     assert data["ok"] and data["exit_code"] == 0 and data["failures"] == []
+    # summary.md's Telemetry and Cycles sections carry their figures (issue 42 item 5).
+    md = (run_dir / "summary.md").read_text()
+    telemetry = md.split("### Telemetry", 1)[1].split("###", 1)[0]
+    assert "- kv_usage: baseline " in telemetry and "noise floor" in telemetry, md
+    cycles = md.split("### Cycles", 1)[1]
+    assert cycles.count("\n| ") == 2 + 5, md  # header, rule, one row a cycle
     assert data["leak"]["kv_usage"]["status"] == "ok", data["leak"]["kv_usage"]["message"]
     assert data["leak"]["kv_usage"]["cycles_used"] == 5
     assert max(data["leak"]["kv_usage"]["peaks"]) > 0.02, (

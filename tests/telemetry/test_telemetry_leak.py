@@ -301,3 +301,59 @@ def test_drain_coverage_counts_samples_after_the_window(samples: int, expected: 
     frame = _probe_frame([9] * samples, [0.3] * samples, since=since + 0.09, dt=1.0)
     verdict = check_drain(frame, since=since, bound_s=8.0, baseline=0.0)
     assert verdict.status == expected, verdict.message
+
+
+MIB = 2**20
+
+
+def test_sustained_rise_below_a_fixed_tolerance_is_still_a_leak(make_soak):
+    """Issue 42's vLLM soak: +88 MiB over 5 cycles, Mann-Kendall p=0.008, against a 256 MiB
+    tolerance; judged INCONCLUSIVE ("load never moved it") and the soak passed."""
+    frame, phases = make_soak(
+        lambda i: 22 * MIB * i,
+        cycles=5,
+        metric="rss_tree_bytes",
+        baseline=1.5 * 2**30,
+        peak=40 * MIB,
+        noise=MIB,
+        seed=1,
+    )
+    verdict = analyse_leak(frame, phases, "rss_tree_bytes", tolerance=256 * MIB)
+    assert verdict.status == "leak", verdict.message
+    assert "kept rising to the last cycle, a significant sustained rise" in verdict.message
+    assert "below the tolerance 256.0 MiB" in verdict.message, verdict.message
+    assert verdict.floor is not None and verdict.floor < 88 * MIB
+
+
+def test_a_rise_that_flattens_is_growth_not_a_pass(make_soak):
+    levels = [0.0, 50 * MIB, 60 * MIB, 61 * MIB, 61.5 * MIB]
+    frame, phases = make_soak(
+        lambda i: levels[i], cycles=5, metric="rss_tree_bytes", baseline=1.5 * 2**30, peak=0.0
+    )
+    verdict = analyse_leak(frame, phases, "rss_tree_bytes", tolerance=256 * MIB)
+    assert verdict.status == "growth", verdict.message
+    assert verdict.message.startswith("GROWTH: rss_tree_bytes post-drain level rose ")
+    assert "flattened in the later cycles" in verdict.message
+    assert not verdict.passed
+
+
+def test_a_significant_trend_within_the_noise_floor_passes(make_soak):
+    # 0.0008 a cycle: a perfect order (p small) but 0.004 in all, under kv's 0.005 floor.
+    frame, phases = make_soak(lambda i: 0.0008 * i)
+    verdict = analyse_leak(frame, phases, tolerance=0.02)
+    assert verdict.status == "ok", verdict.message
+    assert "upward trend below the noise floor 0.005" in verdict.message
+
+
+def test_rss_tolerance_scales_with_the_baseline_when_none_is_given(make_soak):
+    frame, phases = make_soak(
+        lambda i: 0.0, cycles=5, metric="rss_tree_bytes", baseline=2 * 2**30, peak=200 * MIB
+    )
+    verdict = analyse_leak(frame, phases, "rss_tree_bytes", tolerance=None)
+    assert verdict.status == "ok", verdict.message
+    assert verdict.tolerance_auto
+    assert verdict.tolerance == pytest.approx(0.05 * 2 * 2**30)
+    small, phases = make_soak(
+        lambda i: 0.0, cycles=5, metric="rss_tree_bytes", baseline=80 * MIB, peak=60 * MIB
+    )
+    assert analyse_leak(small, phases, "rss_tree_bytes", tolerance=None).tolerance == 32 * MIB

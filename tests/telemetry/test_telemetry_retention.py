@@ -143,3 +143,24 @@ def test_plan_check_passes_without_rss_and_ignores_unjudged_samplers() -> None:
     # NVML and DCGM are slow too, but plotted, not judged: they do not lengthen the plan.
     plan = _plan(idle_s=4, settle_s=2, baseline_s=2)
     check_soak_windows(plan, _target(dcgm_url="http://127.0.0.1:9400/metrics"), {"port": None})
+
+
+def test_rss_that_rises_and_flattens_makes_the_soak_inconclusive(make_soak) -> None:
+    kv, phases = make_soak(lambda i: 0.0)
+    levels = [0.0, 50 * 2**20, 60 * 2**20, 61 * 2**20, 61.5 * 2**20, 61.6 * 2**20]
+    rss, _ = make_soak(lambda i: levels[i], metric="rss_tree_bytes", baseline=2**30, peak=0.0)
+    frame = pd.concat([kv, rss], ignore_index=True)
+    verdicts, _, stages = leak_verdicts(frame, phases, _plan(), None)
+    assert verdicts["rss_tree_bytes"].status == "growth", verdicts["rss_tree_bytes"].message
+    verdict = compose(stages)
+    assert verdict.status == INCONCLUSIVE, verdict
+    assert any("rss_tree_bytes: inconclusive: rose significantly" in r for r in verdict.reasons)
+
+
+def test_rss_that_keeps_rising_below_the_tolerance_fails_the_soak(make_soak) -> None:
+    kv, phases = make_soak(lambda i: 0.0)
+    rss, _ = make_soak(lambda i: 18 * 2**20 * i, metric="rss_tree_bytes", baseline=2**30, peak=0.0)
+    frame = pd.concat([kv, rss], ignore_index=True)
+    verdicts, _, stages = leak_verdicts(frame, phases, _plan(rss_tolerance=256 * 2**20), None)
+    assert verdicts["rss_tree_bytes"].status == "leak", verdicts["rss_tree_bytes"].message
+    assert compose(stages).status == "fail"

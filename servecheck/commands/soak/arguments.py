@@ -133,9 +133,11 @@ def add_telemetry_arguments(parser: argparse.ArgumentParser) -> None:
     )
     v.add_argument(
         "--rss-tolerance",
-        default="256MiB",
+        default="auto",
         metavar="SIZE",
-        help="RSS tolerance (default: %(default)s)",
+        help="RSS tolerance above baseline, e.g. 256MiB; auto (the default): 5%% of the baseline, "
+        "at least 32 MiB and twice the noise floor. Whatever the tolerance, a significant rise "
+        "that keeps going is a leak",
     )
     v.add_argument(
         "--fail-on-retention",

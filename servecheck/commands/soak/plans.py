@@ -77,7 +77,7 @@ def plan_from_options(
         shared_prefix_words=int(o("shared_prefix") or 0),
         interval_s=interval,
         tolerance=o("tolerance"),
-        rss_tolerance=parse_size(o("rss_tolerance")),
+        rss_tolerance=None if o("rss_tolerance") == "auto" else parse_size(o("rss_tolerance")),
         **_abandon(o),
         drain_bound_s=parse_duration(o("drain_bound")),
         probe_streams=o("probe_streams"),

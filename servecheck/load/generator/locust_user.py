@@ -41,11 +41,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import gevent
+import psutil
 from gevent.lock import Semaphore
 from locust import LoadTestShape, User, constant, events, task
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from servecheck.analysis.aggregate import Rule
+from servecheck.analysis.host import machine_cpu
 from servecheck.analysis.outage import HOLD, PROBE, Breaker
 from servecheck.analysis.timings import record_stamps
 from servecheck.load.generator.apis import (
@@ -195,6 +197,7 @@ class _Controller:
             self.wire = StreamReactor.from_settings(settings, request_id_header=rid)
         self._probe: Any = None
         self.cpu0 = 0.0
+        self.machine0: Any = None  # psutil.cpu_times() at the first request (analysis/host.py)
         # --cancel (load/workload/cancel.py) and the outage breaker over this process's records
         # (analysis/outage.py): during an outage one probe at a time, the other sends held or lost.
         self.cancel = cfg.cancel
@@ -221,6 +224,7 @@ class _Controller:
         gc.set_threshold(50_000, 20, 100)
         ru = resource.getrusage(resource.RUSAGE_SELF)
         self.cpu0 = ru.ru_utime + ru.ru_stime
+        self.machine0 = psutil.cpu_times()
         self.start = _perf()
         if self.cfg.duration_s:
             self.deadline = self.start + self.cfg.duration_s
@@ -345,6 +349,11 @@ class _Controller:
             "started": self.wall(self.start),
             "ended": self.wall(_perf()),
             "loop_lag_s": [round(x, 6) for x in self.loop_lag],
+            "host_cpu": (
+                None
+                if self.machine0 is None
+                else machine_cpu(self.machine0, psutil.cpu_times(), psutil.cpu_count() or 1)
+            ),
             "reader": self.reader_info(),
             "stopped": self.stopped,
         }
