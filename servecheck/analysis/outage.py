@@ -185,9 +185,10 @@ def _merged(windows: Iterable[Window]) -> list[Window]:
     return out
 
 
-def section(log: OutageLog, origin: float | None) -> Outages:
+def section(log: OutageLog, origin: float | None, end: float | None = None) -> Outages:
     """summary.json's ``outages``: the windows (seconds from the run's start), failures by class,
-    time to recover, lost requests."""
+    time to recover, lost requests. ``down_s`` counts a window still open at the run's ``end``
+    (wall clock) up to that end: a run stopped by the outage was down from its start to the end."""
     t0 = origin or 0.0
     rows = [
         OutageWindow(
@@ -202,10 +203,13 @@ def section(log: OutageLog, origin: float | None) -> Outages:
         )
         for w in _merged(log.all())
     ]
+    open_s = [
+        max(0.0, end - (t0 + r.start_s)) for r in rows if r.recover_s is None and end is not None
+    ]
     return Outages(
         count=len(rows),
         lost_requests=sum(r.lost_requests for r in rows),
-        down_s=round(sum((r.recover_s or 0.0) for r in rows), 3),  # an open one has no end
+        down_s=round(sum(r.recover_s or 0.0 for r in rows) + sum(open_s), 3),
         windows=rows,
         breaker=BreakerSettings(
             open_after=OPEN_AFTER, probe_first_s=PROBE_FIRST_S, probe_max_s=PROBE_MAX_S

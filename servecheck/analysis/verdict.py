@@ -160,14 +160,16 @@ def load_run_verdict(
     unmeasured: Iterable[str] = (),
     down: str | None = None,
     over_budget: str | None = None,
+    partial: str | None = None,
 ) -> RunVerdict:
     """The run's verdict. ``unmeasured`` are reasons the run could not measure what it claims
     (the generator fell behind, no request finished, locust died): they make it inconclusive.
     ``down`` (the target did not accept a connection before the load) is a FAIL, and so is
     ``over_budget`` (more requests failed than the error budget allows, ``analysis/budget.py``),
-    unless nothing succeeded, which says more."""
+    unless nothing succeeded, which says more. ``partial`` ("partial run: it ran 30.6 s of 60
+    s") follows ``down`` when the target's going down stopped the run."""
     if down:  # nothing else about the run means anything then
-        return RunVerdict(FAIL, [down])
+        return RunVerdict(FAIL, [down, *([partial] if partial else [])])
     dead = nothing_succeeded(total, ok, errors)
     other = list(unmeasured)
     finished = ["no request finished"] if total == 0 and slo_ok else []

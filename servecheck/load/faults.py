@@ -37,17 +37,18 @@ def fault_sections(
     run_dir: Path,
     server: dict[str, Any] | None,
     run: RunVerdict,
+    ended: float | None = None,
 ) -> tuple[Faults, RunVerdict]:
     """summary.json's ``cancel`` (with ``--cancel``) and ``outages`` (always: an empty list is
     the news that the target never went away), and their verdict with the engine's findings
     (``server``, analysis/server_truth.py), which an outage voids: an engine that restarted counts
     from 0 again, so its counters no longer match the client's; all composed with ``run``, the
-    run's verdict so far."""
+    run's verdict so far. ``ended``: the run's end (wall clock), where an open outage stops."""
     parts: list[RunVerdict] = []
     section, status, reason = cancel.section(spec.cancel, stats.cancelled, run_dir)
     if section is not None:
         parts.append(RunVerdict(as_status(status), [reason]))
-    outages = outage.section(agg.outages, agg.edges.origin)
+    outages = outage.section(agg.outages, agg.edges.origin, ended)
     judged = any(s.metric == "lost_requests" for s in slos)
     parts.append(RunVerdict(*outage.verdict_of(outages, judged)))
     if not outages.count:

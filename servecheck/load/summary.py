@@ -202,6 +202,22 @@ def _unmeasured(
     return unmeasured
 
 
+def _ran_for(
+    duration_s: float | None, origin: float | None, ended: float, partial: str | None
+) -> float | None:
+    """The run's length for its steady window: the planned duration, or, for a run cut short,
+    the time it ran (its window ends where the run did, not where it was meant to)."""
+    if not partial or origin is None or duration_s is None:
+        return duration_s
+    return max(0.0, min(duration_s, ended - origin))
+
+
+def _how_far(duration_s: float | None, origin: float, ended: float) -> str:
+    """How far a run cut short got: "it ran 30.6 s of 60 s"."""
+    of = f" of {duration_s:g} s" if duration_s else ""
+    return f"it ran {max(0.0, ended - origin):.1f} s{of}"
+
+
 def _generator(infos: list[dict[str, Any]], locust_rc: int | None) -> Generator:
     """summary.json's ``generator``: the load generator's own cost and reader."""
     cpu = sum(float(i.get("cpu_s", 0.0)) for i in infos)
@@ -357,7 +373,7 @@ def summarise(
         spec.steady_window,
         mode=cfg.mode,
         users=cfg.users,
-        duration_s=cfg.duration_s,
+        duration_s=_ran_for(cfg.duration_s, agg.edges.origin, ended, partial),
         max_lag_ms=spec.max_lag_ms,
     )
     verdicts = _judge([s for s in slos if not s.profile], stats, steady.stats)
@@ -367,6 +383,9 @@ def summarise(
     slo_ok = all(v.passed for v in verdicts)
     over_budget = _over_budget(stats, verdicts)
     transport = read_transport(run_dir)  # workers' records came over Locust's channel
+    ran = _how_far(cfg.duration_s, agg.edges.origin or started, ended) if partial else ""
+    if partial:
+        partial = f"{partial}; {ran}"
     unmeasured = _unmeasured(spec, stats, run_dir, locust_rc, transport, partial)
     unmeasured += [f"worker {why}" for why in measured.missing] + unmeasured_profile
     if steady.empty and stats.total:
@@ -384,10 +403,11 @@ def summarise(
         unmeasured=unmeasured,
         down=down,
         over_budget=over_budget,
+        partial=f"partial run: {ran}" if partial else None,
     )
     behind = stats.behind  # even with --allow-lag: the lag is inside the client TTFT
     server = server_watch.section(spec, run_dir, agg.client, behind)
-    faults, judged = fault_sections(spec, agg, stats, slos, run_dir, server, judged)  # +engine
+    faults, judged = fault_sections(spec, agg, stats, slos, run_dir, server, judged, ended)
     reasons, passed, verdict = judged.reasons, judged.passed, judged.status
     exit_code = judged.exit_code
     sections = _record_sections(agg, records, run_dir)

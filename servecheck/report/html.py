@@ -532,6 +532,8 @@ def _load_markdown(
         f"**Load** {md_esc(s.get('target'))}: {verdict.upper()}, {req.get('total')} requests, "
         f"error rate {pct(req.get('error_rate'))}, {fmt(thr.get('requests_per_s'), ' req/s', 2)}, goodput {pct(s.get('goodput'), 1)}"
     ]
+    # Why the verdict is what it is (a target down, a partial run, an unmeasured figure).
+    md += [f"- {md_esc(r)}" for r in s.get("reasons") or []]
     if lat_rows:
         md += md_table(("ms", *PCTS, "n"), lat_rows)
     for v in slos:

@@ -99,6 +99,20 @@ def test_a_target_killed_mid_run_stops_the_run_and_fails_it(
     assert s["requests"]["errors"].get("connect", 0) >= 5, s["requests"]
     assert "target went down at t=" in stdout + stderr
     assert (out / "gone" / "summary.txt").read_text().count("target went down at t=") == 1
+    # Issue 42 item 8: a cut-short run's figures are its own, and every output says partial.
+    (ran,) = [r for r in s["reasons"] if r.startswith("partial run: it ran ")]
+    ran_s = float(ran.removeprefix("partial run: it ran ").split(" s of ")[0])
+    assert ran.endswith(" s of 300 s") and ran_s < 120, ran
+    if s["steady"]["applied"]:
+        assert s["steady"]["end_s"] <= ran_s + 1.0, (s["steady"], ran)
+    if s["outages"]["count"]:
+        opened = s["outages"]["windows"][-1]
+        if not opened["recovered"]:
+            assert s["outages"]["down_s"] >= ran_s - opened["start_s"] - 1.0, s["outages"]
+            assert s["outages"]["down_s"] > 0, s["outages"]
+    for name in ("summary.txt", "summary.md", "report.html"):
+        text = (out / "gone" / name).read_text()
+        assert "partial run: it ran" in text, f"{name} never says the run was partial"
 
 
 def _rec(t: float, error: str | None = None, status: int | None = None) -> dict[str, object]:

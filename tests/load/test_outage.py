@@ -245,3 +245,17 @@ def test_lost_requests_slo_fails_a_run_with_an_outage(tmp_path: Path) -> None:
     slo = next(v for v in s["slo"] if v["metric"] == "lost_requests")
     assert not slo["passed"] and slo["observed"] == w["lost_requests"] > 0, slo
     assert s["verdict"] == "fail" and s["_rc"] == 1
+
+
+def test_an_outage_still_open_at_the_end_counts_its_time_down() -> None:
+    """Issue 42 item 8: an outage from 14.3 s to the end was reported with down_s 0.0."""
+    log = OutageLog()
+    log.add(_rec(1.0))
+    for i in range(OPEN_AFTER):
+        log.add(_rec(14.3 + 0.01 * i, "connect"))
+    assert log.open is not None
+    out = section(log, origin=0.0, end=30.6)
+    (w,) = out.windows
+    assert not w.recovered and w.end_s is None
+    assert out.down_s == pytest.approx(30.6 - w.start_s, abs=1e-3)
+    assert section(log, origin=0.0).down_s == 0.0  # no end known: nothing to count to
