@@ -66,6 +66,8 @@ class Head:
     started_at: str
     ended_at: str
     prompt_method: str | None
+    engine: str | None = None  # targets.yaml's engine
+    engine_version: str | None = None  # what the engine reported before the run (None: nothing)
 
 
 @dataclass(slots=True)

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from servecheck.client.http import ServeClient
+from servecheck.client.version import engine_version
 from servecheck.config.model import Target, pooling_kind
 from servecheck.engines.registry import profile_for
 
@@ -66,23 +67,6 @@ def _context_from_model_entry(entry: dict[str, Any]) -> tuple[int | None, str]:
     return None, "unknown"
 
 
-# Where each engine says its version: (path under the server root, JSON key).
-_VERSION_SOURCES: dict[str, tuple[tuple[str, str], ...]] = {
-    "llamacpp": (("/props", "build_info"),),
-    "xinference": (("/v1/cluster/version", "version"),),
-    "litellm": (("/health/readiness", "litellm_version"),),
-}
-
-
-def _version(client: ServeClient, target: Target) -> str | None:
-    for path, key in (*_VERSION_SOURCES.get(target.engine, ()), ("/version", "version")):
-        ex = client.get(target.server_root + path, timeout_s=3)
-        data = ex.json() if ex.ok else None
-        if isinstance(data, dict) and isinstance(data.get(key), str):
-            return data[key]
-    return None
-
-
 def discover(target: Target, timeout_s: float = 10.0) -> TargetInfo:
     """Ask the target for its models, context length and version. Never raises."""
     info = TargetInfo(name=target.name, engine=target.engine)
@@ -134,7 +118,7 @@ def discover(target: Target, timeout_s: float = 10.0) -> TargetInfo:
                 )
                 if isinstance(n_ctx, int):
                     info.discovered_context, info.context_source = n_ctx, "/props n_ctx"
-        info.version = _version(client, target)
+        info.version = engine_version(client, target)
     if target.models:
         info.models, info.models_source = list(target.models), "declared"
     elif info.served:

@@ -312,5 +312,13 @@ def test_real_runs_are_recorded(tmp_path):
     assert ld["verdict"] == summary["verdict"] == "pass"
     assert ld["metrics"]["ttft_p95"] == summary["latency_ms"]["ttft"]["p95"]
     assert ld["engine"] == summary["server"]["engine"]
-    # the load run did not ask the engine's version; the check run of that night did
+    # both asked the engine its version the same way (client/version.py)
     assert c["engine_version"] and ld["engine_version"] == c["engine_version"]
+    assert summary["engine_version"] == c["engine_version"]
+    # a load run alone (no check run that night to borrow from) has its own
+    alone = api.history_add(
+        api.HistoryAddSpec(runs=[tmp_path / "l1"], history=str(tmp_path / "alone.db"))
+    )
+    assert alone.added == ["l1"]
+    (solo,) = open_store(str(tmp_path / "alone.db")).runs("reference", "load")
+    assert str(solo["engine_version"]).startswith("servecheck-reference ")

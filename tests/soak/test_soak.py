@@ -27,6 +27,7 @@ SOAK_KEYS = {
     "version",
     "target",
     "engine",
+    "engine_version",
     "run_id",
     "started_at",
     "ended_at",
@@ -67,6 +68,7 @@ def test_soak_clean_server_no_leak(
         )
     data = json.loads((run_dir / "soak.json").read_text())
     assert set(data) >= SOAK_KEYS, sorted(SOAK_KEYS - set(data))
+    assert str(data["engine_version"]).startswith("servecheck-reference ")  # as check records it
     assert data["ok"] and data["exit_code"] == 0 and data["failures"] == []
     assert data["leak"]["kv_usage"]["status"] == "ok", data["leak"]["kv_usage"]["message"]
     assert data["leak"]["kv_usage"]["cycles_used"] == 5
