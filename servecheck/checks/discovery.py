@@ -33,6 +33,7 @@ class TargetInfo:
     embedding_models: list[str] = field(default_factory=list)  # declared, else typed in /v1/models
     rerank_models: list[str] = field(default_factory=list)
     unreachable_kind: str = ""  # connect (nothing listens) | timeout (listens, did not answer)
+    wait_s: float | None = None  # how long discovery waited for each answer (its own limit)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,8 +70,9 @@ def _context_from_model_entry(entry: dict[str, Any]) -> tuple[int | None, str]:
 
 def discover(target: Target, timeout_s: float = 10.0) -> TargetInfo:
     """Ask the target for its models, context length and version. Never raises."""
-    info = TargetInfo(name=target.name, engine=target.engine)
-    with ServeClient.for_target(target, timeout_s=min(timeout_s, target.timeout_s)) as client:
+    wait = min(timeout_s, target.timeout_s)
+    info = TargetInfo(name=target.name, engine=target.engine, wait_s=wait)
+    with ServeClient.for_target(target, timeout_s=wait) as client:
         ex = client.get("/models")
         data = ex.json() if ex.ok else None
         entries = data.get("data") if isinstance(data, dict) else None
