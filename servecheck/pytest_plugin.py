@@ -397,6 +397,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         session.down_cases.setdefault(case.target.name, []).append(case.id)
 
 
+def _discovery_wait(info: TargetInfo, timeout_s: float) -> str:
+    """The wait discovery really gave /v1/models: its own limit caps timeout_s, so a message
+    that named timeout_s claimed a wait that did not happen (issue 41)."""
+    wait = timeout_s if info.wait_s is None else info.wait_s
+    if wait >= timeout_s:
+        return f"within timeout_s={timeout_s:g} s during discovery"
+    return (
+        f"within {wait:g} s during discovery (its own limit; timeout_s={timeout_s:g} s is each "
+        "check's)"
+    )
+
+
 @pytest.fixture
 def sc_ctx(request: pytest.FixtureRequest, sc_case: Case) -> Iterator[CheckContext]:
     """The context a check runs with: target, model, profile, capabilities and a client."""
@@ -429,8 +441,8 @@ def sc_ctx(request: pytest.FixtureRequest, sc_case: Case) -> Iterator[CheckConte
         raise CheckFailed(
             sc_case.check.id,
             (
-                f"target down: it accepted the connection but GET /v1/models did not answer "
-                f"within timeout_s={target.timeout_s:g} s during discovery"
+                "target down: it accepted the connection but GET /v1/models did not answer "
+                + _discovery_wait(info, target.timeout_s)
                 if slow
                 else "target down: nothing accepted a connection at the target during discovery"
             )

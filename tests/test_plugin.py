@@ -375,6 +375,35 @@ def test_hung_server_fails_every_check_fast_with_one_cause(pytester, hanging_ser
     )
 
 
+def test_hung_server_message_states_the_wait_that_applied(pytester, hanging_server):
+    """Issue 41: with timeout_s 60 the message said discovery waited 60 s; it waited its own
+    10 s (the run took 14 s). The message states the wait that applied."""
+    pytester.makefile(
+        ".yaml",
+        targets=textwrap.dedent(f"""\
+        targets:
+          - name: hung
+            base_url: http://127.0.0.1:{hanging_server}/v1
+            engine: generic
+            models: [m]
+            timeout_s: 60
+        """),
+    )
+    _suite(pytester, "CHAT")
+    result = pytester.runpytest(
+        "-p", "servecheck.pytest_plugin", "--target", "hung", "--targets-file", "targets.yaml",
+        "-p", "no:randomly",
+    )  # fmt: skip
+    result.stdout.fnmatch_lines(
+        [
+            "*: target down: it accepted the connection but GET /v1/models did not answer "
+            "within 10 s during discovery (its own limit; timeout_s=60 s is each check's); "
+            "the other * check(s) were not run",
+        ]
+    )
+    assert "within timeout_s=60 s" not in result.stdout.str()
+
+
 def test_down_target_gives_one_finding_and_counts_the_rest_as_not_run(pytester):
     """Issue 24 item 7: a target that is down gives one "target down" failure, not one
     five-line failure per check; the other cases are counted as not run."""

@@ -67,6 +67,8 @@ class Head:
     started_at: str
     ended_at: str
     prompt_method: str | None
+    engine: str | None = None  # targets.yaml's engine
+    engine_version: str | None = None  # what the engine reported before the run (None: nothing)
 
 
 @dataclass(slots=True)
@@ -421,13 +423,17 @@ class ProfilePhase:
 @dataclass(slots=True)
 class Recovery:
     """A recovery profile's figures: the pre-overload p95 TTFT, the bound, and when the p95
-    came back within it (``after_slices``: [seconds after the overload, p95 ms] per slice)."""
+    came back within it for ``sustain_slices`` consecutive slices (``never_left``: it was never
+    above the bound for that many in a row, ``recovery_s`` 0; ``after_slices``: [seconds after
+    the overload, p95 ms] per slice)."""
 
     overload_s: list[float]
     within: float
+    sustain_slices: int
     pre_overload_ttft_p95_ms: float | None
     bound_ms: float | None
     recovered: bool | None
+    never_left: bool | None
     recovery_s: float | None
     after_slices: list[list[float]]
     note: str | None = field(default=None, metadata=OMIT)

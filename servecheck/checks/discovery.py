@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from servecheck.client.http import ServeClient
+from servecheck.client.version import engine_version
 from servecheck.config.model import Target, pooling_kind
 from servecheck.engines.registry import profile_for
 
@@ -32,6 +33,7 @@ class TargetInfo:
     embedding_models: list[str] = field(default_factory=list)  # declared, else typed in /v1/models
     rerank_models: list[str] = field(default_factory=list)
     unreachable_kind: str = ""  # connect (nothing listens) | timeout (listens, did not answer)
+    wait_s: float | None = None  # how long discovery waited for each answer (its own limit)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -66,27 +68,11 @@ def _context_from_model_entry(entry: dict[str, Any]) -> tuple[int | None, str]:
     return None, "unknown"
 
 
-# Where each engine says its version: (path under the server root, JSON key).
-_VERSION_SOURCES: dict[str, tuple[tuple[str, str], ...]] = {
-    "llamacpp": (("/props", "build_info"),),
-    "xinference": (("/v1/cluster/version", "version"),),
-    "litellm": (("/health/readiness", "litellm_version"),),
-}
-
-
-def _version(client: ServeClient, target: Target) -> str | None:
-    for path, key in (*_VERSION_SOURCES.get(target.engine, ()), ("/version", "version")):
-        ex = client.get(target.server_root + path, timeout_s=3)
-        data = ex.json() if ex.ok else None
-        if isinstance(data, dict) and isinstance(data.get(key), str):
-            return data[key]
-    return None
-
-
 def discover(target: Target, timeout_s: float = 10.0) -> TargetInfo:
     """Ask the target for its models, context length and version. Never raises."""
-    info = TargetInfo(name=target.name, engine=target.engine)
-    with ServeClient.for_target(target, timeout_s=min(timeout_s, target.timeout_s)) as client:
+    wait = min(timeout_s, target.timeout_s)
+    info = TargetInfo(name=target.name, engine=target.engine, wait_s=wait)
+    with ServeClient.for_target(target, timeout_s=wait) as client:
         ex = client.get("/models")
         data = ex.json() if ex.ok else None
         entries = data.get("data") if isinstance(data, dict) else None
@@ -134,7 +120,7 @@ def discover(target: Target, timeout_s: float = 10.0) -> TargetInfo:
                 )
                 if isinstance(n_ctx, int):
                     info.discovered_context, info.context_source = n_ctx, "/props n_ctx"
-        info.version = _version(client, target)
+        info.version = engine_version(client, target)
     if target.models:
         info.models, info.models_source = list(target.models), "declared"
     elif info.served:

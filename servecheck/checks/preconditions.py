@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from servecheck.client.http import Exchange
-from servecheck.redact import redact
+from servecheck.redact import SENSITIVE_HEADER, redact
 
 if TYPE_CHECKING:
     from servecheck.checks.context import CheckContext
     from servecheck.checks.registry import Check
+    from servecheck.config.model import Target
 
 ROUTE_ACCEPTS = "route-accepts:"
 
@@ -118,8 +119,29 @@ class Unmet:
     exchange: Exchange
 
 
-def classify(ex: Exchange, what: str, key: str, base_url: str) -> Unmet | None:
-    """None when ``ex`` is a 2xx JSON object carrying ``key``; else why not."""
+def has_credentials(target: Target) -> bool:
+    """Whether ``target`` sends any credentials: an api_key, or a header whose name says it
+    holds a secret (Authorization, X-Api-Key, ...)."""
+    return target.api_key is not None or any(SENSITIVE_HEADER.search(h) for h in target.headers)
+
+
+def _auth_hint(credentials: bool) -> str:
+    if not credentials:  # "refuses the configured credentials" when there were none misleads
+        return (
+            "the target requires credentials; none are configured for this target "
+            "(api_key / headers in targets.yaml)"
+        )
+    return (
+        "the target refuses the configured credentials: check api_key (and api_key_header) "
+        "in targets.yaml, or the ${VAR} it comes from"
+    )
+
+
+def classify(
+    ex: Exchange, what: str, key: str, base_url: str, *, credentials: bool = True
+) -> Unmet | None:
+    """None when ``ex`` is a 2xx JSON object carrying ``key``; else why not (``credentials``:
+    whether the target sent any, for the hint of a 401/403)."""
     if ex.error in ("connect", "timeout", "pool"):
         return Unmet(
             "down",
@@ -139,8 +161,7 @@ def classify(ex: Exchange, what: str, key: str, base_url: str) -> Unmet | None:
         return Unmet(
             "auth",
             f"auth: {what} was refused with HTTP {status}",
-            "the target refuses the configured credentials: check api_key (and api_key_header) "
-            "in targets.yaml, or the ${VAR} it comes from",
+            _auth_hint(credentials),
             ex,
         )
     if status == 404:
@@ -199,7 +220,7 @@ def _probe(ctx: CheckContext, route: str) -> Unmet | None:
         # status): clients retry that once (RFC 9112 9.3.1), and so does the probe; a server
         # that drops every connection drops the second too, and is judged on it.
         ex = send(ctx)
-    return classify(ex, label, key, ctx.target.base_url)
+    return classify(ex, label, key, ctx.target.base_url, credentials=has_credentials(ctx.target))
 
 
 def ensure(check: Check, ctx: CheckContext) -> None:

@@ -145,8 +145,12 @@ def entry_from_run(
             started_at=str(summary.get("started_at") or _mtime(root)),
             verdict=str(summary.get("verdict") or "inconclusive"),
             model=summary.get("model"),
-            engine=server.get("engine") if isinstance(server, dict) else None,
-            engine_version=server.get("version") if isinstance(server, dict) else None,
+            # summary.json's head since issue 41 (the version the engine reported before the
+            # run); an older summary only had the server section's
+            engine=summary.get("engine")
+            or (server.get("engine") if isinstance(server, dict) else None),
+            engine_version=summary.get("engine_version")
+            or (server.get("version") if isinstance(server, dict) else None),
             metrics=load_metrics(summary),
         )
     else:

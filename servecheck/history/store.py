@@ -344,6 +344,22 @@ def open_store(url: str | None = None) -> Store:
     return store
 
 
+def runs_per_night(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Each night (the UTC date a run started) of ``rows`` and how many runs it holds, in time
+    order: three runs of one night are one night, not three."""
+    out: dict[str, int] = {}
+    for r in rows:
+        night = str(r["started_at"])[:10]
+        out[night] = out.get(night, 0) + 1
+    return out
+
+
+def last_nights(rows: Sequence[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """The runs of the last ``n`` nights of ``rows`` (time order), every run of each."""
+    keep = set(list(runs_per_night(rows))[-n:])
+    return [r for r in rows if str(r["started_at"])[:10] in keep]
+
+
 def entries_metrics(rows: Sequence[dict[str, Any]], metric: str) -> list[float | None]:
     """One metric's values over ``rows`` (None where a run lacks it)."""
     return [r["metrics"].get(metric) for r in rows]

@@ -148,6 +148,10 @@ class RunConfig:
     # "tick_s": s}; None: no live view (nothing is read a tick at a time)
     live: dict[str, Any] | None = None
     verify_tls: bool = True  # the target's verify_tls (https targets)
+    # What the target runs (targets.yaml's engine) and the version it reported before the run
+    # (client/version.py, as check's discovery asks it): history records it for every run kind.
+    engine: str = ""
+    engine_version: str | None = None
     # The dataset's sizing (load/workload/dataset.py): items sampled, and the output bound of an
     # item that names none.
     dataset_sample: int = 1000

@@ -40,6 +40,7 @@ from servecheck.analysis.stats import RunStats
 from servecheck.analysis.timings import request_id_header
 from servecheck.analysis.warmup import extend_bounds
 from servecheck.client.models import ModelChoice, NoAnswer, model_for_target
+from servecheck.client.version import probe_engine_version
 from servecheck.config.model import Target
 from servecheck.errors import SpecError, UsageError
 from servecheck.load import server_watch
@@ -251,6 +252,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         model=model,
         records_dir=str(run_dir),
         verify_tls=spec.target.verify_tls,
+        engine=spec.target.engine,
         api_key=_api_key(spec.target),
         web_auth=spec.web_auth,
         mode=_mode(spec),
@@ -558,6 +560,8 @@ def run_load(spec: LoadSpec, on_log: Callable[[str], None] | None = None) -> Loa
         refuse_used_run_dir(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg = build_config(spec, run_id, run_dir, model)
+    if not down and spec.role != "worker":  # what check's discovery asks too (history keeps it)
+        cfg.engine_version = probe_engine_version(spec.target, cfg.probe_timeout_s)
     own = "" if spec.role != "worker" else f"-worker-{os.getpid()}"
     cfg.dump(run_dir / f"load-config{own}.json")  # the report's copy, secrets masked
     if spec.web_auth:

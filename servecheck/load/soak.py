@@ -538,6 +538,7 @@ def run_soak(
     probe = None
     drain = None
     bar = _progress_bar(progress)
+    version = _engine_version(target)
     started = time.time()
     watch = DownWatch(DownRule(plan.down_errors, plan.down_window_s), started)
     baseline: tuple[float, float] | None = None
@@ -597,7 +598,7 @@ def run_soak(
     except KeyboardInterrupt as exc:
         # Ctrl-C or SIGTERM: what was measured is on disk already (records.jsonl, telemetry/);
         # the caller writes the partial soak.json, report and a JUnit file marked partial.
-        cut = _Cut(started, baseline, phase_cycles, cycles, signum_of(exc))
+        cut = _Cut(started, baseline, phase_cycles, cycles, signum_of(exc), version)
         raise Interrupted(cut.signum, _interrupted(target, plan, run_dir, rec, cut)) from None
     ended = time.time()
     frame = rec.frame()
@@ -605,7 +606,7 @@ def run_soak(
         frame, phases, plan, drain, target.capabilities.prefix_cache
     )
     verdict = compose([RunVerdict.of(watch.down is None, watch.down or ""), *stages])  # down first
-    data = _soak_data(target, plan, run_dir, (started, ended), phases, cycles, primary)
+    data = _soak_data(target, plan, run_dir, (started, ended), phases, cycles, primary, version)
     data.update(
         leak={m: v.to_dict() for m, v in verdicts.items()},
         drain=None if drain is None else drain.to_dict(),
@@ -628,6 +629,7 @@ class _Cut:
     phase_cycles: list[Cycle]  # the cycles whose idle (drain) finished
     cycles: list[CycleStats]
     signum: int
+    engine_version: str | None = None
 
 
 def _interrupted(
@@ -654,7 +656,9 @@ def _interrupted(
             frame, phases, plan, None, target.capabilities.prefix_cache
         )
     verdict = compose([RunVerdict.of(False, why, otherwise=INCONCLUSIVE), *stages])
-    data = _soak_data(target, plan, run_dir, (cut.started, ended), phases, cut.cycles, primary)
+    data = _soak_data(
+        target, plan, run_dir, (cut.started, ended), phases, cut.cycles, primary, cut.engine_version
+    )
     data.update(
         leak={m: v.to_dict() for m, v in verdicts.items()},
         drain=None,
@@ -669,6 +673,14 @@ def _interrupted(
     return SoakResult(run_dir, data, verdicts, None, verdict.exit_code, frame, phases)
 
 
+def _engine_version(target: Target) -> str | None:
+    """The version the engine reports (client/version.py, as check's discovery asks it), so
+    soak.json names it as every run kind does."""
+    from servecheck.client.version import probe_engine_version
+
+    return probe_engine_version(target)
+
+
 def _soak_data(
     target: Target,
     plan: SoakPlan,
@@ -677,6 +689,7 @@ def _soak_data(
     phases: Phases,
     cycles: list[CycleStats],
     primary: str,
+    engine_version: str | None = None,
 ) -> dict[str, Any]:
     """soak.json's keys up to the verdicts (docs/telemetry.md)."""
     return {
@@ -684,6 +697,7 @@ def _soak_data(
         "version": 1,
         "target": target.name,
         "engine": target.engine,
+        "engine_version": engine_version,
         "run_id": run_dir.name,
         "started_at": span[0],
         "ended_at": span[1],

@@ -489,6 +489,8 @@ def _what_ran(cfg: RunConfig, infos: list[dict[str, Any]], started: float, ended
         started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         ended_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ended)),
         prompt_method=",".join(methods) or None,
+        engine=cfg.engine or None,
+        engine_version=cfg.engine_version,
     )
 
 

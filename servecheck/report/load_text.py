@@ -193,10 +193,11 @@ def profile_lines(sec: Mapping[str, Any] | None) -> list[str]:
         )
     rec = sec.get("recovery")
     if isinstance(rec, dict):
-        if rec.get("recovered"):
+        if rec.get("recovered") and not rec.get("never_left"):
             out.append(
                 f"  recovered {rec['recovery_s']:.1f} s after the overload (p95 TTFT back within "
-                f"{rec['within']:.0%} of {rec['pre_overload_ttft_p95_ms']:.1f} ms)"
+                f"{rec['within']:.0%} of {rec['pre_overload_ttft_p95_ms']:.1f} ms"
+                + (f" for {n} consecutive slices)" if (n := rec.get("sustain_slices")) else ")")
             )
         else:
             out.append(f"  {rec.get('note') or 'recovery not measured'}")

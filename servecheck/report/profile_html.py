@@ -49,11 +49,16 @@ def _phases(sec: Mapping[str, Any]) -> str:
 
 
 def _recovery(rec: Mapping[str, Any]) -> str:
-    if rec.get("recovered"):
+    if rec.get("recovered") and not rec.get("never_left"):
         line = (
             f"Recovered {rec['recovery_s']:.1f} s after the overload ended: p95 TTFT back within "
             f"{float(rec['within']):.0%} of its pre-overload {rec['pre_overload_ttft_p95_ms']:.1f} ms "
-            f"(at most {rec['bound_ms']:.1f} ms) and staying there."
+            f"(at most {rec['bound_ms']:.1f} ms)"
+            + (
+                f" for {n} consecutive slices and not above it for as many again."
+                if (n := rec.get("sustain_slices"))
+                else " and staying there."  # a summary written before issue 41
+            )
         )
     else:
         line = str(rec.get("note") or "The recovery was not measured.")

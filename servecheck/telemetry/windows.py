@@ -55,6 +55,40 @@ def short_window(
     return None
 
 
+def idle_problem(
+    plan: Any, intervals: Mapping[str, float], settle_given: bool, min_samples: int = 3
+) -> str | None:
+    """Every constraint on ``--idle`` at once, with the shortest value that meets them all, as
+    one :class:`SpecError` template; None when the plan's idle fits. A drain is measured in
+    idle minus settle, which must hold ``min_samples`` samples of every judged series at its own
+    real rate (``--interval``'s, or a slow sampler's floor) and settle must be shorter than idle.
+    One constraint an error made finding a valid ``--idle`` a guessing game (issue 41)."""
+    rates = {"interval": float(plan.interval_s)} | {
+        src: every for src, every in intervals.items() if src in JUDGED
+    }
+    need = min_samples * max(rates.values())
+    window = plan.idle_s - plan.settle_s
+    if window >= need and plan.settle_s < plan.idle_s:
+        return None
+    shortest = plan.settle_s + need if settle_given else 2.0 * need
+    fast = JUDGED["prometheus"][0] if "prometheus" in intervals else "the telemetry"
+    parts = [f"{fast} every {plan.interval_s:g}s ({{interval_s}})"]
+    for src, every in intervals.items():
+        if src in JUDGED and src in SLOW_SOURCES:
+            what, other = JUDGED[src]
+            parts.append(
+                f"{what} every {every:g}s, never faster than {SLOW_FLOOR_S:g}s whatever "
+                f"{{interval_s}} ({other})"
+            )
+    return (
+        f"{{idle_s}} {plan.idle_s:g}s with {{settle_s}} {plan.settle_s:g}s leaves {window:g}s "
+        f"to measure each drain, which needs {min_samples} samples of "
+        f"{' and of '.join(parts)}: at least {need:g}s after {{settle_s}}, with {{settle_s}} "
+        f"shorter than {{idle_s}}; the shortest valid {{idle_s}} here is {shortest:g}s"
+        + ("" if settle_given else " ({settle_s} is half of {idle_s} unless given)")
+    )
+
+
 def check_soak_windows(plan: Any, target: Target, overrides: Mapping[str, Any]) -> None:
     """Raise :class:`UsageError` when a soak ``plan``'s baseline or drain window is too short
     for a judged sampler that the run with ``overrides`` will start (see the module docstring)."""

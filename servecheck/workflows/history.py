@@ -140,10 +140,12 @@ def run_history_show(spec: HistoryShowSpec) -> HistoryShowResult:
     """The series, its steps, the SVG and page; for conformance, which check failed since when."""
     from servecheck.history.analysis import first_failures, steps
     from servecheck.history.figures import series_table, write_series
-    from servecheck.history.store import open_store
+    from servecheck.history.store import last_nights, open_store
 
     spec.validate()
-    rows = _rows(open_store(spec.history), spec.target, spec.kind, spec.model, spec.last)
+    rows = _rows(open_store(spec.history), spec.target, spec.kind, spec.model, None)
+    if spec.last is not None:  # nights by date: a night with three runs is one night
+        rows = last_nights(rows, spec.last)
     if spec.kind == "conformance":
         fails = first_failures(rows)
         lines = [

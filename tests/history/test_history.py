@@ -60,7 +60,8 @@ def test_a_step_is_named_with_its_first_night_and_engine_version(history_url, tm
     assert shown.steps[0].worse and 60 < shown.steps[0].after < 70
     assert shown.figure is not None and shown.figure.read_text().lstrip().startswith("<svg")
     assert shown.page is not None and "2026-11-11" in shown.page.read_text()
-    assert len(shown.table.splitlines()) == 2 + 16 and "<- step" in shown.table
+    assert len(shown.table.splitlines()) == 2 + 16 + 1 and "<- step" in shown.table
+    assert shown.table.splitlines()[-1] == "16 runs over 16 nights"
     rc = main(
         [
             "history",
@@ -100,6 +101,53 @@ def test_a_step_inside_the_threshold_is_no_step():
     small = [50.0] * 10 + [52.0] * 10  # +4%: a real shift, within compare's +10%
     assert change_points(small) == [10]  # the detector sees it ...
     assert steps(_rows(small), "ttft_p95") == []  # ... the threshold does not name it
+
+
+def test_nights_are_dates_with_their_runs_counted(history_url, tmp_path, capsys):
+    """Issue 41: three runs from one night were "3 nights" and drawn at one date each."""
+    folders = [
+        write_load_summary(tmp_path / f"run-{i}", night=night, ttft_p95=50.0 + i)
+        for i, night in enumerate(
+            ["2026-11-01", "2026-11-02", "2026-11-02", "2026-11-02", "2026-11-03"]
+        )
+    ]
+    api.history_add(api.HistoryAddSpec(runs=folders, history=history_url))
+    shown = api.history_show(
+        api.HistoryShowSpec(target="nightly", history=history_url, out=tmp_path / "o")
+    )
+    lines = shown.table.splitlines()
+    assert lines[-1] == "5 runs over 3 nights (runs per night: 2026-11-02: 3)"
+    assert [line.split()[1] for line in lines[3:6]] == ["1/3", "2/3", "3/3"]
+    assert shown.page is not None
+    page = shown.page.read_text()
+    assert "ttft_p95, 5 runs over 3 nights" in page and "5 nights" not in page
+    # the figure's x: a night's number, its runs side by side around it
+    from servecheck.history.figures import _positions
+
+    xs, nights = _positions(shown.rows)
+    assert nights == ["2026-11-01", "2026-11-02", "2026-11-03"]
+    assert xs[0] == 0 and xs[4] == 2 and xs[1] < xs[2] < xs[3] and xs[1] > 0.5 and xs[3] < 1.5
+    # --last counts nights: the last 2 nights are 4 runs
+    last = api.history_show(
+        api.HistoryShowSpec(target="nightly", last=2, history=history_url, out=tmp_path / "l")
+    )
+    assert [r["run_id"] for r in last.rows] == ["run-1", "run-2", "run-3", "run-4"]
+
+
+def test_run_ids_are_shown_whole(history_url, tmp_path):
+    """Issue 41: run ids were cut at 24 characters, so they could no longer be grepped."""
+    long_id = "20261202-021500-chat_completions-123456"
+    folders = [
+        write_load_summary(tmp_path / name, night=night, ttft_p95=50.0, version="0.7.0+cu124")
+        for name, night in ((long_id, "2026-11-01"), ("short", "2026-11-02"))
+    ]
+    api.history_add(api.HistoryAddSpec(runs=folders, history=history_url, tag="img:abcdef0123456"))
+    shown = api.history_show(
+        api.HistoryShowSpec(target="nightly", history=history_url, out=tmp_path / "o")
+    )
+    assert long_id in shown.table and "img:abcdef0123456" in shown.table
+    row = next(line for line in shown.table.splitlines() if long_id in line)
+    assert row.split()[1] == long_id and row.split()[2] == "0.7.0+cu124"
 
 
 def test_rolling_baseline_judges_tonight(history_url, tmp_path, capsys):
@@ -312,5 +360,13 @@ def test_real_runs_are_recorded(tmp_path):
     assert ld["verdict"] == summary["verdict"] == "pass"
     assert ld["metrics"]["ttft_p95"] == summary["latency_ms"]["ttft"]["p95"]
     assert ld["engine"] == summary["server"]["engine"]
-    # the load run did not ask the engine's version; the check run of that night did
+    # both asked the engine its version the same way (client/version.py)
     assert c["engine_version"] and ld["engine_version"] == c["engine_version"]
+    assert summary["engine_version"] == c["engine_version"]
+    # a load run alone (no check run that night to borrow from) has its own
+    alone = api.history_add(
+        api.HistoryAddSpec(runs=[tmp_path / "l1"], history=str(tmp_path / "alone.db"))
+    )
+    assert alone.added == ["l1"]
+    (solo,) = open_store(str(tmp_path / "alone.db")).runs("reference", "load")
+    assert str(solo["engine_version"]).startswith("servecheck-reference ")

@@ -3,11 +3,14 @@ would accept as correct come from a server that serves nothing of the kind."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from servecheck.checks import load_all, run_with_allowances
 from servecheck.checks.preconditions import CheckError
 from servecheck.reference.hostile import hostile
+from servecheck.reference.inprocess import RunningServer
 from tests.hostile.support import hostile_context
 
 CHECKS = load_all()
@@ -48,3 +51,63 @@ def test_a_probe_retries_once_on_a_connection_reset_before_any_answer() -> None:
             ctx.client.close()
         # each route was reset once and answered on the retry
         assert {("dropped", "/v1/models"), ("dropped", "/v1/chat/completions")} <= srv.dropped
+
+
+@pytest.mark.parametrize(
+    ("key", "headers", "hint"),
+    [
+        pytest.param(
+            None,
+            {},
+            "the target requires credentials; none are configured for this target "
+            "(api_key / headers in targets.yaml)",
+            id="none-configured",
+        ),
+        pytest.param(
+            "sk-wrong-key-000",
+            {},
+            "the target refuses the configured credentials: check api_key",
+            id="wrong-key",
+        ),
+        pytest.param(
+            None,
+            {"X-Api-Key": "sk-wrong-key-000"},
+            "the target refuses the configured credentials",
+            id="wrong-header",
+        ),
+    ],
+)
+def test_the_401_hint_says_whether_credentials_were_configured(
+    make_reference: Callable[..., RunningServer],
+    key: str | None,
+    headers: dict[str, str],
+    hint: str,
+) -> None:
+    """Issue 41: "refuses the configured credentials" was said when none were configured."""
+    from servecheck.checks.context import CheckContext
+    from servecheck.checks.preconditions import _probe
+    from servecheck.client.http import ServeClient
+    from servecheck.config.model import Target
+    from servecheck.engines.registry import profile_for, resolve_capabilities
+
+    server = make_reference(api_key="sk-the-right-key-1")
+    values: dict[str, object] = {"name": "keyed", "base_url": server.base_url, "models": ["m"]}
+    target = Target.model_validate(
+        {**values, "headers": headers, **({"api_key": key} if key else {})}
+    )
+    ctx = CheckContext(
+        check_id="CHAT-BASIC",
+        target=target,
+        model="m",
+        profile=profile_for(target),
+        capabilities=resolve_capabilities(target),
+        info=None,  # type: ignore[arg-type]  # the probe does not read it
+        client=ServeClient.for_target(target),
+    )
+    try:
+        unmet = _probe(ctx, "/chat/completions")
+    finally:
+        ctx.client.close()
+    assert unmet is not None and unmet.cause == "auth", unmet
+    assert unmet.hint.startswith(hint), unmet.hint
+    assert ("none are configured" in unmet.hint) is (key is None and not headers)

@@ -55,6 +55,11 @@ from tests.load.test_load_cli import _cmd, _run, _summary, _targets
             id="within",
         ),
         pytest.param(
+            "recovery:normal=5,overload=40,for=2s,sustain=0",
+            "sustain '0': a whole number of slices >= 1",
+            id="sustain",
+        ),
+        pytest.param(
             "recovery:normal=5,overload=4,for=2s", "overload must be above normal", id="over"
         ),
         pytest.param(
@@ -72,6 +77,7 @@ def test_bad_profiles_say_what_is_wrong(text: str, pinned: str) -> None:
 def test_recovery_defaults_and_phases() -> None:
     p = parse_profile("recovery:normal=5,overload=40,for=20s")
     assert (p.params["before"], p.params["after"], p.params["within"]) == (20.0, 40.0, 0.2)
+    assert p.params["sustain"] == 3
     assert p.duration == 80.0 and p.overload == (20.0, 40.0)
     assert [(ph.name, ph.start, ph.end, ph.rate) for ph in p.phases(None)] == [
         ("before", 0.0, 20.0, 5.0),
@@ -185,16 +191,84 @@ def test_recovery_time_is_where_p95_stays_within_the_bound() -> None:
     assert not judge([parse_slo("recovery_s<=1s")], {"recovery": rec})[0][0].passed
 
 
-def test_a_relapse_after_a_good_slice_is_not_a_recovery() -> None:
-    pts = [(0.5, 0.1), (1.5, 0.1), (4.5, 0.1), (5.5, 0.9), (6.5, 0.1), (7.5, 0.1)]
-    assert _recovery(pts, TEXT)["recovery_s"] == pytest.approx(3.0, abs=0.01)
+# A longer recovery (overload 2-5 s, normal again to 15 s), for runs of slices.
+LONG = "recovery:normal=1,overload=9,for=3s,before=2s,after=10s,within=50%"
+
+
+def _long(overload: tuple[float, ...], after: tuple[float, ...], text: str = LONG) -> Any:
+    """One request a slice: 100 ms before the overload, then the given TTFTs (s) a second."""
+    pts = [(0.5, 0.1), (1.5, 0.1)] + [(2.5 + i, v) for i, v in enumerate(overload + after)]
+    return _recovery(pts, text)
+
+
+def test_one_slow_slice_does_not_set_the_recovery_time() -> None:
+    """Issue 41: the p95 never left its bound during the overload, yet one slow request in one
+    slice 7 s after it made "recovered 8.0 s after the overload"."""
+    rec = _long((0.11, 0.12, 0.1), (0.1, 0.11, 0.1, 0.1, 0.1, 0.1, 0.9, 0.1, 0.1, 0.1))
+    assert rec["recovered"] is True and rec["never_left"] is True, rec
+    assert rec["recovery_s"] == 0.0 and rec["sustain_slices"] == 3
+    assert rec["note"].startswith("never left the bound: p95 TTFT was not above 150.0 ms for 3")
+    assert "1 single slice(s) above it" in rec["note"]
+    (v,), unmeasured = judge([parse_slo("recovery_s<=1s")], {"recovery": rec})
+    assert v.passed and v.observed == 0.0 and unmeasured == []
+
+
+def test_never_left_is_said_as_such_in_the_text_and_the_page() -> None:
+    from servecheck.report.load_text import profile_lines
+    from servecheck.report.profile_html import profile_html
+
+    rec = _long((0.11, 0.12, 0.1), (0.1,) * 10)
+    lines = profile_lines({"text": LONG, "phases": [], "recovery": rec})
+    assert lines[-1].startswith("  never left the bound: p95 TTFT was not above 150.0 ms"), lines
+    assert not any("recovered" in line for line in lines)
+    page = profile_html({"text": LONG, "phases": [], "recovery": rec})
+    assert "never left the bound" in page and "Recovered" not in page
+
+
+def test_a_genuine_slow_recovery_is_still_measured() -> None:
+    """Above the bound through the overload and 4 s after it, then back for good (one lone slow
+    slice later changes nothing): 5 s, to the end of the return's first slice."""
+    rec = _long((0.9, 0.9, 0.9), (0.8, 0.7, 0.6, 0.5, 0.1, 0.12, 0.1, 0.9, 0.1, 0.1))
+    assert rec["recovered"] is True and rec["never_left"] is False, rec
+    assert rec["recovery_s"] == pytest.approx(5.0, abs=0.01)
+    from servecheck.report.load_text import profile_lines
+
+    line = profile_lines({"text": LONG, "phases": [], "recovery": rec})[-1]
+    assert line.startswith(
+        "  recovered 5.0 s after the overload (p95 TTFT back within 50% of 100.0 ms for 3 "
+    ), line
+
+
+def test_a_sustained_relapse_restarts_the_wait() -> None:
+    rec = _long((0.9, 0.9, 0.9), (0.1, 0.1, 0.1, 0.9, 0.9, 0.9, 0.1, 0.1, 0.1, 0.1))
+    assert rec["recovery_s"] == pytest.approx(7.0, abs=0.01), rec  # the return at 11-12 s
+
+
+def test_sustain_one_judges_single_slices() -> None:
+    rec = _long(
+        (0.9,),
+        (0.1, 0.9, 0.1),
+        "recovery:normal=1,overload=9,for=1s,before=2s,after=3s,within=50%,sustain=1",
+    )
+    assert rec["sustain_slices"] == 1 and rec["recovery_s"] == pytest.approx(3.0, abs=0.01)
+
+
+def test_too_few_slices_after_the_overload_is_not_measured() -> None:
+    rec = _long(
+        (0.9, 0.9, 0.9),
+        (0.1, 0.1),
+        "recovery:normal=1,overload=9,for=3s,before=2s,after=2s,within=50%",
+    )
+    assert rec["recovered"] is None and "fewer than the 3 consecutive slices" in rec["note"]
+    verdicts, unmeasured = judge([parse_slo("recovery_s<=30s")], {"recovery": rec})
+    assert verdicts == [] and "fewer than the 3" in unmeasured[0]
 
 
 def test_never_recovering_fails_the_slo() -> None:
     pts = [(0.5, 0.1), (1.5, 0.1), (4.5, 0.9), (5.5, 0.9), (6.5, 0.8), (7.5, 0.7)]
     rec = _recovery(pts, TEXT)
     assert rec["recovered"] is False and rec["recovery_s"] is None
-    assert "did not recover: p95 TTFT stayed above 150.0 ms" in rec["note"]
+    assert "did not recover: p95 TTFT was not back within 150.0 ms for 3" in rec["note"]
     (v,), unmeasured = judge([parse_slo("recovery_s<=30s")], {"recovery": rec})
     assert not v.passed and v.observed is None and unmeasured == []
 
@@ -360,13 +434,18 @@ def test_the_page_shows_phases_and_recovery() -> None:
     from servecheck.report.profile_html import profile_html
 
     assert profile_html(None) == ""
-    rec = _recovery([(0.5, 0.1), (1.5, 0.1), (4.5, 0.9), (5.5, 0.1)], TEXT)
+    rec = _recovery(
+        [(0.5, 0.1), (1.5, 0.1), (2.5, 0.9), (3.5, 0.9), (4.5, 0.9)]
+        + [(5.5, 0.1), (6.5, 0.1), (7.5, 0.1)],
+        TEXT,
+    )
     page = profile_html(
         {"text": TEXT, "phases": [{"name": "overload", "count": 3}], "recovery": rec}
     )
     assert "Load profile: recovery:normal=1" in page and "<td>overload</td>" in page
     assert "Recovered 2.0 s after the overload ended" in page
-    rec = _recovery([(0.5, 0.1), (4.5, 0.9), (7.5, 0.9)], TEXT)
+    assert "for 3 consecutive slices" in page
+    rec = _recovery([(0.5, 0.1), (4.5, 0.9), (5.5, 0.9), (6.5, 0.9), (7.5, 0.9)], TEXT)
     assert "did not recover" in profile_html({"text": TEXT, "recovery": rec})
 
 
@@ -386,19 +465,29 @@ def test_every_documented_profile_parses(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("after", "want"),
+    ("overload", "after", "want"),
     [
-        pytest.param((0.9, 0.12, 0.11, 0.1), 2.0, id="recovers"),
-        pytest.param((0.9, 0.12, 0.9, 0.1), 4.0, id="relapse"),
+        pytest.param(
+            (0.9, 0.9), (0.9, 0.12, 0.11, 0.1, 0.9, 0.1, 0.1, 0.1, 0.1), 2.0, id="recovers"
+        ),
+        pytest.param(
+            (0.9, 0.9), (0.9, 0.12, 0.11, 0.9, 0.9, 0.9, 0.1, 0.1, 0.1), 7.0, id="relapse"
+        ),
+        pytest.param(
+            (0.12, 0.11), (0.1, 0.9, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1), 0.0, id="never-left"
+        ),
     ],
 )
-def test_the_metrics_doc_worked_example(after: tuple[float, ...], want: float) -> None:
+def test_the_metrics_doc_worked_example(
+    overload: tuple[float, ...], after: tuple[float, ...], want: float
+) -> None:
     """docs/metrics.md, "Time to recover": overload 2-4 s, within 50 %, p95 100 ms before."""
-    text = "recovery:normal=1,overload=9,for=2s,before=2s,after=4s,within=50%"
-    pts = [(0.5, 0.1), (1.5, 0.1)] + [(4.5 + i, v) for i, v in enumerate(after)]
+    text = "recovery:normal=1,overload=9,for=2s,before=2s,after=9s,within=50%"
+    pts = [(0.5, 0.1), (1.5, 0.1)] + [(2.5 + i, v) for i, v in enumerate(overload + after)]
     rec = _recovery(pts, text)
     assert rec["bound_ms"] == pytest.approx(150.0, rel=0.01)
     assert rec["recovery_s"] == pytest.approx(want, abs=0.01)
+    assert rec["never_left"] is (want == 0.0)
 
 
 def test_the_fault_shows_with_the_servers_defaults(

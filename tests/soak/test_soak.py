@@ -27,6 +27,7 @@ SOAK_KEYS = {
     "version",
     "target",
     "engine",
+    "engine_version",
     "run_id",
     "started_at",
     "ended_at",
@@ -67,6 +68,7 @@ def test_soak_clean_server_no_leak(
         )
     data = json.loads((run_dir / "soak.json").read_text())
     assert set(data) >= SOAK_KEYS, sorted(SOAK_KEYS - set(data))
+    assert str(data["engine_version"]).startswith("servecheck-reference ")  # as check records it
     assert data["ok"] and data["exit_code"] == 0 and data["failures"] == []
     # summary.md's Telemetry and Cycles sections carry their figures (issue 42 item 5).
     md = (run_dir / "summary.md").read_text()
@@ -125,9 +127,12 @@ def test_soak_kv_leak_with_abandoned_streams(
     [
         pytest.param(
             ["--cycles", "5", "--cycle", "2s", "--idle", "4s", "--interval", "0.1s"],
-            "--idle 4s with --settle 2s leaves 2s to measure each drain: fewer than 3 samples "
-            "of engine RSS (rss_tree_bytes), sampled every 1s (never faster than 1s, whatever "
-            "--interval); lengthen --idle, or leave RSS out with --no-rss",
+            "--idle 4s with --settle 2s leaves 2s to measure each drain, which needs 3 samples "
+            "of the engine's /metrics (kv_usage, requests_running) every 0.1s (--interval) and "
+            "of engine RSS (rss_tree_bytes) every 1s, never faster than 1s whatever --interval "
+            "(or leave RSS out with --no-rss): at least 3s after --settle, with --settle shorter "
+            "than --idle; the shortest valid --idle here is 6s (--settle is half of --idle "
+            "unless given)",
             id="drain-window-too-short-for-rss",
         ),
         pytest.param([], "a soak is bounded: give --cycles, --cycle, --idle", id="unbounded"),
@@ -166,6 +171,38 @@ def test_soak_usage_errors(
     assert code == 2, err
     assert message in err, err
     assert not any(tmp_path.glob("*soak*")), "a refused plan must not create a run folder"
+
+
+@pytest.mark.parametrize(
+    ("argv", "shortest"),
+    [
+        pytest.param(["--idle", "1s"], "6s (--settle is half of --idle unless given)", id="rss"),
+        pytest.param(["--idle", "1s", "--no-rss"], "3s (--settle is half", id="no-rss"),
+        pytest.param(["--idle", "2s", "--settle", "2s"], "5s", id="settle-given"),
+    ],
+)
+def test_a_short_idle_names_every_constraint_and_the_shortest_valid_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], shortest: str
+) -> None:
+    """Issue 41: finding a valid --idle took four tries, each error naming one constraint."""
+    targets = write_targets(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9")
+    assert soak(targets, "--cycles", "5", "--cycle", "2s", *argv, "--out", str(tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert f"the shortest valid --idle here is {shortest}" in err, err
+    assert "3 samples of the engine's /metrics" in err and "(--interval)" in err
+    assert "with --settle shorter than --idle" in err
+    assert ("engine RSS" in err) is ("--no-rss" not in argv)
+    # ... and that value is one the plan takes (with everything else as given)
+    value = err.split("the shortest valid --idle here is ", 1)[1].split()[0]
+    idle = argv.index("--idle") + 1
+    given = [*argv[:idle], value, *argv[idle + 1 :]]
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--cycles", "5", "--cycle", "2s", *given])
+    target = Target(
+        name="t", base_url="http://127.0.0.1:9/v1", metrics_url="http://127.0.0.1:9/metrics"
+    )
+    assert plan_from_args(args, target, "m").idle_s == float(value.rstrip("s"))
 
 
 def test_soak_unknown_target(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from servecheck.config.model import Target
-from servecheck.errors import UsageError
+from servecheck.errors import SpecError, UsageError
 from servecheck.load.soak import LOOPBACK, ProbeOnlyPlan, SoakPlan, parse_size, probe_settings
 
 # Spec field -> option where the two names differ beyond an option's dest (and dest + "_s"),
@@ -87,10 +87,16 @@ def plan_from_options(
         # A random tiny model may stop at once; vLLM can be told to ignore EOS so cycles stay identical.
         extra={"ignore_eos": True} if target.engine == "vllm" else {},
     )
-    plan.validate()
-    from servecheck.telemetry.windows import check_soak_windows
+    from servecheck.telemetry.recorder import TelemetryRecorder
+    from servecheck.telemetry.windows import check_soak_windows, idle_problem
 
-    check_soak_windows(plan, target, telemetry_overrides(options, target, plan))
+    overrides = telemetry_overrides(options, target, plan)
+    intervals = TelemetryRecorder.intervals_for(target, settings.as_settings(), **overrides)
+    problem = idle_problem(plan, intervals, settle_given=bool(o("settle")))
+    if problem:  # every constraint on --idle in one error, with the shortest valid value
+        raise SpecError(problem)
+    plan.validate()
+    check_soak_windows(plan, target, overrides)
     if plan.abandon:
         probe_settings(plan).validate()
     return plan

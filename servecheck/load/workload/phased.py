@@ -9,7 +9,7 @@ A profile is written ``NAME[:PARAMS]`` (a plan's ``profile:`` key or the command
                                                a steady rate with N requests crammed into WIDTH
                                                every T
     step:2,8,16,8,2@10s                        each rate (req/s) held 10 s: up, then down
-    recovery:normal=5,overload=40,for=20s[,before=20s][,after=40s][,within=20%]
+    recovery:normal=5,overload=40,for=20s[,before=20s][,after=40s][,within=20%][,sustain=3]
                                                normal load, overload for a while, normal again;
                                                the report measures the time to recover
     churn[:rate=5]                             a new connection per request (keep-alive off):
@@ -28,9 +28,10 @@ Phases are windows of the profile's time; summary.json's ``profile`` section giv
 percentiles from the run's time slices (``analysis/steady.py``: a slice belongs to the phase its
 middle falls in, so the slices should be narrower than the phases; a profile run's default
 slice is 1 s). ``recovery``'s section: the p95 TTFT before the overload, and the time to recover:
-from the overload's end to the end of the first slice from which every slice of the normal load
-after it has its p95 TTFT within ``within`` of that value (to the slice width, rounded up), or
-"did not recover". The ``recovery_s`` SLO judges it.
+from the overload's end to the end of the first of ``sustain`` consecutive slices whose p95 TTFT
+is back within ``within`` of that value (to the slice width, rounded up), 0 when it never left
+the bound (never ``sustain`` slices in a row above it), or "did not recover"
+(``load/workload/profiles/recovery.py``). The ``recovery_s`` SLO judges it.
 
 Each kind is a class in ``load/workload/profiles/`` registered by name there; this module is
 the factory (:func:`parse_profile`), a worker's share of the arrivals and the summary section.
