@@ -1,7 +1,8 @@
 """``servecheck compare BASELINE_RUN CURRENT_RUN``: nightly regression verdict between two runs.
 
 Exit codes: 0 no regression, 1 regression (a metric significantly worse beyond its threshold, or
-a newly failing check), 2 usage error (a missing run folder, a bad ``--threshold``).
+a newly failing check) or INCONCLUSIVE (a run doubted its own measurement), 2 usage error (a
+missing run folder, a bad ``--threshold``).
 """
 
 from __future__ import annotations
