@@ -43,17 +43,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=float(env("SERVECHECK_COMPARE_ALPHA", "0.01")),
         metavar="P",
-        help="significance level for the tests and 1-alpha bootstrap intervals (default: %(default)s)",
+        help="significance level for the tests and 1-alpha intervals (default: %(default)s)",
     )
     parser.add_argument(
-        "--seed", type=int, default=0, metavar="N", help="bootstrap seed (default: %(default)s)"
+        "--seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="seed of throughput's bootstrap (default: %(default)s)",
     )
     parser.add_argument(
         "--bootstrap",
         type=int,
         default=1000,
         metavar="N",
-        help="bootstrap resamples (default: %(default)s)",
+        help="bootstrap resamples of throughput's interval (default: %(default)s)",
     )
     parser.add_argument(
         "--json", action="store_true", help="print the comparison as JSON instead of a table"

@@ -64,6 +64,8 @@ def metric_rows(cmp: Comparison) -> list[tuple[str, ...]]:
             )
         )
         ci = _ci(m.ci_low, m.ci_high)
+        if ci == "-" and m.interval_current is not None:
+            ci = "unbounded"  # both runs' intervals are open above: no evidence either way
         verdict = _STATUS_WORDS.get(m.status, m.status)
         rows.append(
             (

@@ -1,5 +1,6 @@
 """``rolling:N`` (issue 41 item 7): the nights' prediction interval stays inside the metric's
-domain, and a night that doubted its own measurement is INCONCLUSIVE, never a regression."""
+domain (as does a repeat's interval, which compare also reads), and a night that doubted its own
+measurement is INCONCLUSIVE, never a regression."""
 
 from __future__ import annotations
 
@@ -55,3 +56,11 @@ def test_a_night_that_doubted_its_measurement_is_inconclusive_not_a_regression()
     assert "judged itself INCONCLUSIVE" in " ".join(judged.verdict.reasons)
     # the same night measured cleanly is a regression
     assert judge_rolling(past, _row("2026-11-06", 275.0)).verdict.status == "fail"
+
+
+def test_a_repeat_interval_of_throughput_is_not_negative() -> None:
+    """``load --repeat 3`` runs far apart: the t interval of their mean is clipped at 0."""
+    from servecheck.analysis.intervals import t_interval
+
+    iv = t_interval([40.0, 300.0, 50.0])
+    assert iv is not None and iv.low == 0.0 and iv.high is not None and iv.high > 300.0, iv

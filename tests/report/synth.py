@@ -34,8 +34,7 @@ def synth_records(
         ttft = float(rng.lognormal(np.log(ttft_ms / 1000), sigma))
         level = float(rng.lognormal(0.0, stream_sigma)) if stream_sigma else 1.0
         itls = [
-            level * float(x)
-            for x in rng.lognormal(np.log(itl_ms / 1000), sigma, size=tokens - 1)
+            level * float(x) for x in rng.lognormal(np.log(itl_ms / 1000), sigma, size=tokens - 1)
         ]
         e2e = ttft + sum(itls)
         failed = rng.random() < error_share

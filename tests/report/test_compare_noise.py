@@ -25,9 +25,7 @@ def test_identical_runs_of_300_correlated_streams_are_not_a_regression(
     tmp_path: Path, seed: int
 ) -> None:
     base = write_load_run(tmp_path / "base", synth_records(300, seed=seed, stream_sigma=1.0))
-    cur = write_load_run(
-        tmp_path / "cur", synth_records(300, seed=seed + 1000, stream_sigma=1.0)
-    )
+    cur = write_load_run(tmp_path / "cur", synth_records(300, seed=seed + 1000, stream_sigma=1.0))
     cmp = compare_runs(base, cur, seed=seed)
     assert not cmp.regressed, [(m.name, m.baseline, m.current) for m in cmp.metrics if m.regression]
     assert cmp.verdict == "ok"
