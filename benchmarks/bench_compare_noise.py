@@ -101,9 +101,8 @@ def _pairs(root: Path, pairs: int, tree: Path, env: dict[str, str], targets: Pat
     return 0
 
 
-def judge_pair(tree: Path, pair: Path) -> dict[str, Any]:
+def judge_pair(tree: Path, base: Path, cur: Path, name: str) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    base, cur = (_run_dir(pair / side) for side in ("baseline", "current"))
     with tempfile.TemporaryDirectory(prefix="bench-compare-") as tmp:
         proc = subprocess.run(
             [sys.executable, "-m", "servecheck", "compare", str(base), str(cur)]
@@ -119,7 +118,7 @@ def judge_pair(tree: Path, pair: Path) -> dict[str, Any]:
     metrics = doc.get("metrics") or []
     thin = [m["name"] for m in metrics if m.get("status") == "inconclusive"]
     return {
-        "pair": pair.name,
+        "pair": name,
         "rc": proc.returncode,
         "verdict": doc.get("verdict"),
         "regressions": doc.get("regressions") or [],
@@ -133,13 +132,26 @@ def judge_pair(tree: Path, pair: Path) -> dict[str, Any]:
     }
 
 
-def judge(root: Path, trees: dict[str, Path]) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
+def _couples(root: Path, chain: bool) -> list[tuple[str, Path, Path]]:
+    """Each pair's baseline and current run; with ``chain`` also each pair's current run and the
+    next pair's baseline, which ran right after it (back to back as well)."""
     pairs = sorted(p for p in root.glob("pair-*") if (p / "current").exists())
+    out = [(p.name, _run_dir(p / "baseline"), _run_dir(p / "current")) for p in pairs]
+    if chain:
+        out += [
+            (f"{a.name}+{b.name}", _run_dir(a / "current"), _run_dir(b / "baseline"))
+            for a, b in zip(pairs, pairs[1:], strict=False)
+        ]
+    return out
+
+
+def judge(root: Path, trees: dict[str, Path], chain: bool = False) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    couples = _couples(root, chain)
     for label, tree in trees.items():
         flagged = 0
-        for pair in pairs:
-            row = {"code": label, **judge_pair(tree, pair)}
+        for name, base, cur in couples:
+            row = {"code": label, **judge_pair(tree, base, cur, name)}
             rows.append(row)
             flagged += row["verdict"] == "regression"
             print(
@@ -149,7 +161,7 @@ def judge(root: Path, trees: dict[str, Path]) -> list[dict[str, Any]]:
                 f"inconclusive {','.join(row['inconclusive']) or '-'}",
                 flush=True,
             )
-        print(f"{label}: {flagged} of {len(pairs)} pairs called a regression", flush=True)
+        print(f"{label}: {flagged} of {len(couples)} pairs called a regression", flush=True)
     return rows
 
 
@@ -164,12 +176,17 @@ def main() -> int:
     jd.add_argument("root", type=Path)
     jd.add_argument("trees", nargs="+", metavar="LABEL=TREE")
     jd.add_argument("--json", type=Path, default=None, help="write the rows here")
+    jd.add_argument(
+        "--chain",
+        action="store_true",
+        help="also compare each pair's current run with the next pair's baseline",
+    )
     args = ap.parse_args()
     if args.step == "make":
         args.root.mkdir(parents=True, exist_ok=True)
         return make(args.root, args.pairs, args.tree.resolve())
     trees = {label: Path(tree).resolve() for label, tree in (t.split("=", 1) for t in args.trees)}
-    rows = judge(args.root, trees)
+    rows = judge(args.root, trees, args.chain)
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     return 0
