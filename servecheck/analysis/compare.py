@@ -2,15 +2,21 @@
 
 A metric *regresses* only when the change is both **significant** and **beyond its threshold**
 in the worse direction. Noise (two runs of one distribution) must not trip it; a real shift must.
+A change beyond the threshold whose evidence is too thin for the sample size (the p99 of 300
+requests has three requests above it) is **inconclusive**, with the number of requests that would
+decide it, never a regression.
 
 Significance, per metric:
 
 * latency percentiles (TTFT, ITL, E2E, TPOT; per-request samples: the run's reservoirs in
-  ``samples.json``, or an older run's ``records.jsonl``): a seeded
-  bootstrap confidence interval (``1 - alpha``) of the percentile difference (current minus
-  baseline) must exclude zero. For the median the two-sided Mann-Whitney U test on the samples
-  must also give ``p < alpha``. Tail percentiles (p90 and up) need only the interval: a tail can
-  regress while the ranks of the bulk barely move, which a rank test does not see;
+  ``samples.json``, or an older run's ``records.jsonl``): each run's percentile gets its
+  distribution-free order-statistic confidence interval (``1 - alpha``): the ranks that a
+  binomial(n, q) count of samples below the true quantile brackets (scipy's ``binom``). The
+  change is significant when the two intervals are apart; an interval whose rank falls beyond
+  the sample is unbounded on that side (the p99 of fewer than ~530 requests at alpha 0.01), so
+  it never is. n counts requests, not tokens: the ITLs of one stream rise and fall together,
+  so an ITL percentile's interval is taken at the run's number of successful streams. For the
+  median the two-sided Mann-Whitney U test on the samples must also give ``p < alpha``;
 * throughput (requests/s, output tokens/s): per-second completion counts of the two runs
   (first and last partial seconds dropped), Mann-Whitney U plus a bootstrap interval of the mean;
 * error rate and goodput: Fisher's exact test on the 2x2 table of counts;
@@ -24,6 +30,11 @@ Significance, per metric:
 * conformance: a check that passed (or was skipped, non-strict or a known failure) in the
   baseline and now fails, errors or unexpectedly passes is *newly failing*; that is always a
   regression (no statistics: checks are deterministic).
+
+A run that doubted its own measurement (summary.json's verdict INCONCLUSIVE: the generator fell
+behind, a partial run, lost records; or no verdict at all) cannot say what the server's latency
+or throughput was: those metrics are inconclusive and the comparison is INCONCLUSIVE, never a
+regression on them (error rate, goodput and conformance are counts and are still judged).
 
 Thresholds (``--threshold ttft_p95=+10%``): ``+N%`` relative, ``+Nms`` absolute for latencies,
 ``+Npp`` percentage points for rates. A family name (``ttft=+15%``) sets every percentile of it.
@@ -139,7 +150,9 @@ def thresholds(overrides: Iterable[str] = ()) -> dict[str, Threshold]:
 
 @dataclass(slots=True)
 class MetricDelta:
-    """One compared metric. ``regression``: significant and beyond the threshold in the worse direction."""
+    """One compared metric. ``regression``: significant and beyond the threshold in the worse
+    direction. ``status``: regression | improvement | inconclusive (beyond the threshold the
+    worse way without the evidence, or a run that doubted its own measurement) | ok."""
 
     name: str
     unit: str
@@ -159,12 +172,18 @@ class MetricDelta:
     note: str = ""
     n_baseline: int = 0
     n_current: int = 0
+    status: str = "ok"
+    # Each run's own confidence interval of a latency percentile ([low, high]; None: unbounded).
+    interval_baseline: list[float | None] | None = None
+    interval_current: list[float | None] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            k: (round(v, 6) if isinstance(v, float) and math.isfinite(v) else v)
-            for k, v in asdict(self).items()
-        }
+        def rounded(v: Any) -> Any:
+            if isinstance(v, list):
+                return [rounded(x) for x in v]
+            return round(v, 6) if isinstance(v, float) and math.isfinite(v) else v
+
+        return {k: rounded(v) for k, v in asdict(self).items()}
 
 
 @dataclass(slots=True)
@@ -240,12 +259,14 @@ def _kinds(parts: RunParts) -> str:
 @dataclass(slots=True)
 class LoadData:
     """What compare reads of a load part: per-request latency samples (ms) per family and the
-    successful completions (and their output tokens) per whole second."""
+    successful completions (and their output tokens) per whole second. ``streams``: successful
+    requests (the independent draws behind the ITL samples; 0: unknown)."""
 
     latency: dict[str, np.ndarray]
     ok_per_s: np.ndarray
     tokens_per_s: np.ndarray
     reasoned: bool
+    streams: int = 0
 
     @classmethod
     def of_records(cls, records: list[dict[str, Any]]) -> LoadData:
@@ -254,6 +275,7 @@ class LoadData:
             _per_second(records, tokens=False),
             _per_second(records, tokens=True),
             any("ttfr" in r for r in records),
+            sum(1 for r in records if not r.get("error")),
         )
 
     @classmethod
@@ -285,7 +307,9 @@ def load_part(folder: Path, notes: list[str], which: str) -> tuple[dict[str, Any
     summary = read_json(folder / "summary.json")
     samples = read_json(folder / SAMPLES_NAME)
     if samples.get("samples"):
-        return summary, LoadData.of_samples(samples)
+        data = LoadData.of_samples(samples)
+        data.streams = int((summary.get("requests") or {}).get("ok") or 0)
+        return summary, data
     if records_file(folder) is not None:  # an older run folder: its records
         return summary, LoadData.of_records(list(read_run_records(folder)))
     records = [r for f in worker_files(folder) for r in read_jsonl(f) if "t_sent" in r]
@@ -367,7 +391,85 @@ def _finish(d: MetricDelta, th: Threshold | None, higher_is_better: bool) -> Met
             )  # the same size of change, the good way
             d.regression = d.significant and d.beyond
             d.improvement = d.significant and better
+    d.status = (
+        "regression"
+        if d.regression
+        else "inconclusive"  # worse beyond the threshold, and the data cannot tell it from noise
+        if d.beyond
+        else "improvement"
+        if d.improvement
+        else "ok"
+    )
     return d
+
+
+@dataclass(slots=True)
+class QuantileInterval:
+    """One run's percentile and its distribution-free ``1 - alpha`` confidence interval: the
+    order statistics whose ranks a binomial(n, q) count of samples below the true quantile
+    brackets. A rank beyond the sample leaves that side unbounded (None)."""
+
+    value: float
+    low: float | None
+    high: float | None
+    n: int
+
+    def bounds(self) -> list[float | None]:
+        return [self.low, self.high]
+
+    def text(self, digits: int = 3) -> str:
+        lo = "0" if self.low is None else f"{self.low:.{digits}g}"
+        hi = "unbounded" if self.high is None else f"{self.high:.{digits}g}"
+        return f"[{lo}, {hi}]"
+
+
+def quantile_interval(sample: np.ndarray, q: float, n: int, alpha: float) -> QuantileInterval:
+    """The ``q``-th percentile of ``sample`` with its order-statistic interval for ``n``
+    independent draws (n may be below the sample's size: ITLs, several a stream)."""
+    from scipy.stats import binom
+
+    xs = np.sort(sample)
+    p = q / 100.0
+    lo_rank = int(binom.ppf(alpha / 2, n, p))  # P(fewer than lo_rank below) <= alpha / 2
+    hi_rank = int(binom.ppf(1 - alpha / 2, n, p)) + 1  # P(hi_rank or more below) <= alpha / 2
+
+    def at(rank: int) -> float:
+        return float(np.quantile(xs, rank / n, method="inverted_cdf"))
+
+    return QuantileInterval(
+        float(np.percentile(xs, q)),
+        at(lo_rank) if lo_rank >= 1 else None,
+        at(hi_rank) if hi_rank <= n else None,
+        n,
+    )
+
+
+def _apart(a: QuantileInterval, b: QuantileInterval) -> int:
+    """+1 when ``b``'s interval lies wholly above ``a``'s, -1 wholly below, 0 when they overlap."""
+    if a.high is not None and b.low is not None and b.low > a.high:
+        return 1
+    if b.high is not None and a.low is not None and b.high < a.low:
+        return -1
+    return 0
+
+
+def requests_needed(a: QuantileInterval, b: QuantileInterval, q: float, alpha: float) -> int:
+    """About how many requests a run would need for intervals of this spread to tell apart the
+    observed change (interval widths shrink as 1/sqrt(n)); at least as many as an interval needs
+    to be bounded at all (``q^n <= alpha / 2``)."""
+    p = q / 100.0
+    bounded = math.ceil(math.log(alpha / 2) / math.log(p)) if 0 < p < 1 else 1
+    change = b.value - a.value
+    if a.high is None or b.low is None or change <= 0:
+        return max(bounded, a.n, b.n)
+    gap = (a.high - a.value) + (b.value - b.low)
+    return max(bounded, math.ceil(min(a.n, b.n) * (gap / change) ** 2))
+
+
+def _round2(n: int) -> str:
+    """1234 -> "1,200": the estimate is rough, its digits should say so."""
+    digits = max(0, len(str(n)) - 2)
+    return f"{round(n, -digits):,}"
 
 
 def _latency_samples(records: list[dict[str, Any]], family: str) -> np.ndarray:
@@ -388,6 +490,56 @@ def _latency_samples(records: list[dict[str, Any]], family: str) -> np.ndarray:
     return np.asarray(vals, dtype=float) * 1000.0
 
 
+def _draws(data: LoadData, fam: str, sample: np.ndarray) -> int:
+    """The independent draws behind a family's sample: its size, but for ITL (several a
+    stream, which rise and fall together) no more than the run's successful streams."""
+    if fam == "itl" and data.streams:
+        return min(int(sample.size), data.streams)
+    return int(sample.size)
+
+
+def _latency_delta(
+    fam: str,
+    label: str,
+    q: float,
+    ivs: tuple[QuantileInterval, QuantileInterval],
+    p: float | None,
+    alpha: float,
+    th: Threshold | None,
+) -> MetricDelta:
+    """One percentile: significant when the runs' intervals are apart (and, for the median,
+    Mann-Whitney agrees); beyond the threshold without that, inconclusive with what it needs."""
+    a, b = ivs
+    tail = q >= 90
+    side = _apart(a, b)
+    d = MetricDelta(
+        f"{fam}_{label}",
+        "ms",
+        a.value,
+        b.value,
+        # A tail percentile is judged by its own intervals alone; the Mann-Whitney p is about
+        # the whole distributions (the median), so it is not shown.
+        p_value=None if tail else p,
+        test="order-statistic CI" if tail else "mann-whitney-u + order-statistic CI",
+        # The difference's interval from the two runs' (it excludes 0 when they are apart).
+        ci_low=None if a.high is None else (b.low or 0.0) - a.high,
+        ci_high=None if b.high is None else b.high - (a.low or 0.0),
+        significant=side != 0 and (tail or (p is not None and p < alpha)),
+        n_baseline=a.n,
+        n_current=b.n,
+        interval_baseline=a.bounds(),
+        interval_current=b.bounds(),
+    )
+    _finish(d, th, higher_is_better=False)
+    if d.status == "inconclusive":
+        d.note = (
+            f"{label} from {b.n} requests: interval {b.text()} ms overlaps the baseline's "
+            f"{a.text()} ms ({a.n} requests); needs ~{_round2(requests_needed(a, b, q, alpha))} "
+            "requests a run"
+        )
+    return d
+
+
 def compare_latency(
     base: LoadData,
     cur: LoadData,
@@ -395,9 +547,9 @@ def compare_latency(
     *,
     seed: int = 0,
     alpha: float = 0.01,
-    n_boot: int = 1000,
 ) -> list[MetricDelta]:
-    """Percentile deltas with Mann-Whitney U and bootstrap CIs for every latency family present."""
+    """Percentile deltas for every latency family present: each run's order-statistic interval
+    (all of its reservoir), and Mann-Whitney U on the medians."""
     out: list[MetricDelta] = []
     rng = np.random.default_rng(seed)
     reasoned = base.reasoned or cur.reasoned
@@ -407,32 +559,11 @@ def compare_latency(
         a, b = base.latency[fam], cur.latency[fam]
         if a.size < 5 or b.size < 5:
             continue
-        a, b = _subsample(a, rng), _subsample(b, rng)
-        p = mann_whitney(a, b)
-        cis = bootstrap_diff(
-            a, b, [q for _, q in PERCENTILES], seed=seed, n_boot=n_boot, alpha=alpha
-        )
-        for (label, q), (lo, hi) in zip(PERCENTILES, cis, strict=True):
-            name = f"{fam}_{label}"
-            ci_excludes_zero = lo > 0 or hi < 0
-            tail = q >= 90
-            significant = ci_excludes_zero and (tail or (p is not None and p < alpha))
-            d = MetricDelta(
-                name,
-                "ms",
-                float(np.percentile(a, q)),
-                float(np.percentile(b, q)),
-                # A tail percentile is judged by the bootstrap CI of its own difference alone; the
-                # Mann-Whitney p is about the whole distributions (the median), so it is not shown.
-                p_value=None if tail else p,
-                test="bootstrap CI of the percentile" if tail else "mann-whitney-u + bootstrap",
-                ci_low=lo,
-                ci_high=hi,
-                significant=significant,
-                n_baseline=int(a.size),
-                n_current=int(b.size),
-            )
-            out.append(_finish(d, ths.get(name), higher_is_better=False))
+        p = mann_whitney(_subsample(a, rng), _subsample(b, rng))
+        na, nb = _draws(base, fam, a), _draws(cur, fam, b)
+        for label, q in PERCENTILES:
+            ivs = (quantile_interval(a, q, na, alpha), quantile_interval(b, q, nb, alpha))
+            out.append(_latency_delta(fam, label, q, ivs, p, alpha, ths.get(f"{fam}_{label}")))
     return out
 
 
@@ -459,6 +590,7 @@ def compare_throughput(
     *,
     seed: int = 0,
     alpha: float = 0.01,
+    n_boot: int = 1000,
 ) -> list[MetricDelta]:
     out: list[MetricDelta] = []
     for name, key, tokens in (
@@ -480,7 +612,7 @@ def compare_throughput(
         )
         if a.size >= 3 and b.size >= 3:
             d.p_value = mann_whitney(a, b)
-            ((lo, hi),) = bootstrap_diff(a, b, None, seed=seed, alpha=alpha)
+            ((lo, hi),) = bootstrap_diff(a, b, None, seed=seed, n_boot=n_boot, alpha=alpha)
             d.ci_low, d.ci_high, d.test = lo, hi, "mann-whitney-u + bootstrap (per-second counts)"
             d.significant = (lo > 0 or hi < 0) and d.p_value is not None and d.p_value < alpha
         else:
@@ -603,6 +735,7 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
     alpha: float = 0.01
     seed: int = 0
+    doubts: list[str] = field(default_factory=list)  # a run's own measurement in doubt
 
     @property
     def regressions(self) -> list[str]:
@@ -614,6 +747,25 @@ class Comparison:
     @property
     def regressed(self) -> bool:
         return bool(self.regressions)
+
+    @property
+    def inconclusive(self) -> list[str]:
+        """The metrics that could not be judged (thin evidence, or a run in doubt)."""
+        return [m.name for m in self.metrics if m.status == "inconclusive"]
+
+    @property
+    def verdict(self) -> str:
+        """regression | inconclusive (a run doubted its own measurement, nothing regressed) |
+        ok. A metric that is inconclusive only for want of samples does not make the whole
+        comparison so: its row says how many requests would decide it."""
+        if self.regressed:
+            return "regression"
+        return "inconclusive" if self.doubts else "ok"
+
+    @property
+    def exit_code(self) -> int:
+        """0 ok; 1 regression or INCONCLUSIVE (as every verdict: only a pass exits 0)."""
+        return 0 if self.verdict == "ok" else 1
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -630,8 +782,10 @@ class Comparison:
             },
             "alpha": self.alpha,
             "seed": self.seed,
-            "verdict": "regression" if self.regressed else "ok",
+            "verdict": self.verdict,
             "regressions": self.regressions,
+            "inconclusive": self.inconclusive,
+            "doubts": self.doubts,
             "metrics": [m.as_dict() for m in self.metrics],
             "conformance": None if self.conformance is None else asdict(self.conformance),
             "notes": self.notes,
@@ -669,9 +823,45 @@ def apply_intervals(
         )
         if overlap and d.significant:
             d.significant = d.regression = d.improvement = False
+            d.status = "inconclusive" if d.beyond else "ok"
             d.note = (d.note + "; " if d.note else "") + f"{span} overlap: within run-to-run spread"
         elif not overlap:
             d.note = (d.note + "; " if d.note else "") + f"{span} apart"
+
+
+def measurement_doubts(summary: dict[str, Any], which: str) -> list[str]:
+    """Why a load part's own figures cannot be trusted, from its summary.json: the run judged
+    itself INCONCLUSIVE (the generator fell behind, a partial run, lost records ...), wrote no
+    verdict (killed before it summarised, unreadable), was partial, or lagged under
+    ``--allow-lag``. Empty: it measured what it claims."""
+    from servecheck.analysis.verdict import INCONCLUSIVE, as_status
+
+    schedule = summary.get("schedule") or {}
+    if "verdict" not in summary:
+        return [f"the {which} run has no verdict (killed before it summarised, or unreadable)"]
+    if as_status(summary.get("verdict")) == INCONCLUSIVE:
+        why = "; ".join(str(r) for r in summary.get("reasons") or []) or "no reason given"
+        return [f"the {which} run judged itself INCONCLUSIVE: {why}"]
+    if summary.get("partial"):
+        return [f"the {which} run is partial: {summary['partial']}"]
+    if isinstance(schedule, dict) and schedule.get("behind"):
+        why = "; ".join(str(r) for r in schedule.get("reasons") or []) or "behind its schedule"
+        return [f"the {which} run's generator fell behind (judged with --allow-lag): {why}"]
+    return []
+
+
+def withhold(metrics: list[MetricDelta], doubts: list[str]) -> None:
+    """A run that doubts its own measurement says nothing about the server's latency or
+    throughput: those rows are inconclusive, neither a regression nor an improvement."""
+    if not doubts:
+        return
+    for d in metrics:
+        if d.name in THROUGHPUT_METRICS or d.name.split("_")[0] in LATENCY_FAMILIES:
+            d.significant = d.regression = d.improvement = False
+            d.status = "inconclusive"
+            d.note = "not judged: a run doubted its own measurement" + (
+                f"; {d.note}" if d.note else ""
+            )
 
 
 def compare_runs(
@@ -708,10 +898,14 @@ def compare_runs(
                 cmp.notes.append(
                     f"load {key} differs: {va} vs {vb} (the comparison may not be like for like)"
                 )
-        cmp.metrics += compare_latency(ra, rb, ths, seed=seed, alpha=alpha, n_boot=n_boot)
-        cmp.metrics += compare_throughput(sa, sb, ra, rb, ths, seed=seed, alpha=alpha)
+        cmp.metrics += compare_latency(ra, rb, ths, seed=seed, alpha=alpha)
+        cmp.metrics += compare_throughput(
+            sa, sb, ra, rb, ths, seed=seed, alpha=alpha, n_boot=n_boot
+        )
         cmp.metrics += compare_rates(sa, sb, ths, alpha=alpha)
         apply_intervals(cmp.metrics, a.intervals, b.intervals, cmp.notes)
+        cmp.doubts = [*measurement_doubts(sa, "baseline"), *measurement_doubts(sb, "current")]
+        withhold(cmp.metrics, cmp.doubts)
     elif a.load is not None or b.load is not None:
         cmp.notes.append("only one of the runs has a load part: load metrics not compared")
     if a.conformance is not None and b.conformance is not None:
@@ -733,6 +927,8 @@ __all__ = [
     "compare_latency",
     "compare_runs",
     "locate",
+    "measurement_doubts",
     "parse_threshold",
+    "quantile_interval",
     "thresholds",
 ]

@@ -7,7 +7,9 @@ It treats the runs as independent draws of one distribution of run-level figures
 own process, the same seed: the same prompts), which is what a repeat is for; it says nothing
 about the requests within a run (compare's per-request tests do). ``t`` comes from
 ``scipy.stats.t`` (a core dependency, used by compare and the leak verdicts already). With one
-run there is no interval (``None``), never a zero-width one.
+run there is no interval (``None``), never a zero-width one. Every figure here is a latency or a
+rate, never below zero: a low end the t interval puts below 0 (three runs far apart) is clipped
+to 0, the metric's domain, rather than shown as a negative latency or throughput.
 
 Figures: TTFT / ITL / E2E p50, p95, p99 (ms) from each run's steady window when one applied
 (the figures its SLOs judged), else from the whole run, and throughput (successful requests/s,
@@ -68,7 +70,8 @@ class Interval:
 
 
 def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Interval | None:
-    """Student's t interval of the mean of ``values`` (None when there are none)."""
+    """Student's t interval of the mean of ``values`` (None when there are none), its low end
+    clipped to 0: the figures are latencies and rates."""
     xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
     n = len(xs)
     if n == 0:
@@ -80,7 +83,7 @@ def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Inter
 
     s = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
     half = float(t.ppf(1.0 - (1.0 - confidence) / 2.0, n - 1)) * s / math.sqrt(n)
-    return Interval(n, mean, mean - half, mean + half, tuple(xs), confidence)
+    return Interval(n, mean, max(mean - half, 0.0), mean + half, tuple(xs), confidence)
 
 
 def run_figures(summary: Mapping[str, Any]) -> dict[str, float | None]:

@@ -1,7 +1,8 @@
 """``servecheck compare BASELINE_RUN CURRENT_RUN``: nightly regression verdict between two runs.
 
 Exit codes: 0 no regression, 1 regression (a metric significantly worse beyond its threshold, or
-a newly failing check), 2 usage error (a missing run folder, a bad ``--threshold``).
+a newly failing check) or INCONCLUSIVE (a run doubted its own measurement), 2 usage error (a
+missing run folder, a bad ``--threshold``).
 """
 
 from __future__ import annotations
@@ -42,17 +43,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=float(env("SERVECHECK_COMPARE_ALPHA", "0.01")),
         metavar="P",
-        help="significance level for the tests and 1-alpha bootstrap intervals (default: %(default)s)",
+        help="significance level for the tests and 1-alpha intervals (default: %(default)s)",
     )
     parser.add_argument(
-        "--seed", type=int, default=0, metavar="N", help="bootstrap seed (default: %(default)s)"
+        "--seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="seed of throughput's bootstrap (default: %(default)s)",
     )
     parser.add_argument(
         "--bootstrap",
         type=int,
         default=1000,
         metavar="N",
-        help="bootstrap resamples (default: %(default)s)",
+        help="bootstrap resamples of throughput's interval (default: %(default)s)",
     )
     parser.add_argument(
         "--json", action="store_true", help="print the comparison as JSON instead of a table"

@@ -16,8 +16,12 @@ the threshold.
 Tonight against ``rolling:N``: the last N nights' values are a sample; tonight regresses when it
 lies outside their Student t prediction interval (``1 - alpha``, two-sided: ``mean +- t * s *
 sqrt(1 + 1/N)``, the interval analysis/intervals.py's Student t gives for a new value) on the worse
-side *and* the change from their mean is beyond the threshold. Fewer than 3 nights cannot say
-(INCONCLUSIVE); nothing measured tonight is never a pass.
+side *and* the change from their mean is beyond the threshold. The interval stays inside the
+metric's domain: latencies and throughputs take it on their logarithms (positive, spread by
+factors), shares are clipped to [0, 1]. Fewer than 3 nights cannot say (INCONCLUSIVE); nothing
+measured tonight is never a pass, and a night whose load run judged itself INCONCLUSIVE (its
+generator fell behind, partial) says nothing of latency or throughput: INCONCLUSIVE, never a
+regression.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from servecheck.records.results import BAD_OUTCOMES, GOOD_OUTCOMES
 
 MIN_NIGHTS = 3
 HIGHER_IS_BETTER = ("throughput_rps", "throughput_tps", "goodput")
+SHARES = ("error_rate", "goodput")  # in [0, 1]; every other judged metric is positive
 
 
 @dataclass(slots=True)
@@ -197,12 +202,35 @@ class MetricJudgement:
     note: str = ""
 
 
+def prediction_interval(metric: str, xs: Sequence[float], alpha: float) -> tuple[float, float, str]:
+    """The nights' Student t prediction interval for a new night, inside the metric's domain:
+    latencies and throughputs are positive and spread multiplicatively, so the interval is taken
+    on their logarithms (three nights of 100, 300 and 50 req/s then never admit a negative
+    throughput); shares (error rate, goodput) are clipped to [0, 1], and a positive metric with
+    a zero night to [0, inf), the note saying so."""
+    from scipy.stats import t
+
+    n = len(xs)
+    k = float(t.ppf(1 - alpha / 2, n - 1)) * math.sqrt(1 + 1 / n)
+    positive = metric not in SHARES
+    if positive and all(x > 0 for x in xs):
+        logs = [math.log(x) for x in xs]
+        m = sum(logs) / n
+        s = math.sqrt(sum((x - m) ** 2 for x in logs) / (n - 1))
+        return math.exp(m - k * s), math.exp(m + k * s), ""
+    mean = sum(xs) / n
+    half = k * math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+    low, high = mean - half, mean + half
+    top = 1.0 if not positive else math.inf
+    if low < 0 or high > top:
+        return max(low, 0.0), min(high, top), "interval clipped to the metric's domain"
+    return low, high, ""
+
+
 def judge_metric(
     metric: str, tonight: float | None, past: Sequence[float], th: Threshold | None, alpha: float
 ) -> MetricJudgement:
     """Tonight outside the nights' prediction interval on the worse side and beyond threshold."""
-    from scipy.stats import t
-
     xs = [float(v) for v in past if v is not None and math.isfinite(float(v))]
     n = len(xs)
     if tonight is None:
@@ -212,17 +240,23 @@ def judge_metric(
             metric, tonight, n, None, None, None, note=f"{n} nights (need {MIN_NIGHTS})"
         )
     mean = sum(xs) / n
-    s = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
-    half = float(t.ppf(1 - alpha / 2, n - 1)) * s * math.sqrt(1 + 1 / n)
-    j = MetricJudgement(metric, tonight, n, mean, mean - half, mean + half)
+    low, high, clipped = prediction_interval(metric, xs, alpha)
+    j = MetricJudgement(metric, tonight, n, mean, low, high, note=clipped)
     better_up = metric in HIGHER_IS_BETTER
-    outside_worse = tonight < j.low if better_up else tonight > j.high  # type: ignore[operator]
-    outside_better = tonight > j.high if better_up else tonight < j.low  # type: ignore[operator]
+    outside_worse = tonight < low if better_up else tonight > high
+    outside_better = tonight > high if better_up else tonight < low
     beyond = th.beyond(mean, tonight, better_up) if th else True
     j.regression = outside_worse and beyond
     j.improvement = outside_better and (th.beyond(tonight, mean, better_up) if th else True)
     if outside_worse and not beyond:
-        j.note = f"outside the nights' spread but within {th.text if th else 'threshold'}"
+        j.note = "; ".join(
+            x
+            for x in (
+                clipped,
+                f"outside the nights' spread but within {th.text if th else 'threshold'}",
+            )
+            if x
+        )
     return j
 
 
@@ -335,7 +369,30 @@ def _judge_load(
     stages: list[RunVerdict] = []
     series = [*past, tonight]
     names = [m for m in ths if m in tonight["metrics"] or any(m in r["metrics"] for r in past)]
+    doubted = tonight.get("verdict") == INCONCLUSIVE and bool(tonight["metrics"])
+    if doubted:
+        stages.append(
+            RunVerdict(
+                INCONCLUSIVE,
+                [
+                    "tonight's load run judged itself INCONCLUSIVE: latency and throughput not judged"
+                ],
+            )
+        )
     for name in names:
+        if doubted and name not in SHARES:
+            out.metrics.append(
+                MetricJudgement(
+                    name,
+                    tonight["metrics"].get(name),
+                    len(past),
+                    None,
+                    None,
+                    None,
+                    note="not judged: tonight's run doubted its own measurement",
+                )
+            )
+            continue
         j = judge_metric(
             name,
             tonight["metrics"].get(name),
@@ -372,7 +429,7 @@ def _judge_load(
         out.steps += [s for s in found if s.worse]
     if not tonight["metrics"]:
         stages.append(RunVerdict(INCONCLUSIVE, ["nothing was measured tonight"]))
-    elif all(j.mean is None for j in out.metrics):
+    elif not doubted and all(j.mean is None for j in out.metrics):
         stages.append(
             RunVerdict(INCONCLUSIVE, [f"{len(past)} nights of history (need {MIN_NIGHTS})"])
         )

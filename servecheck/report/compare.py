@@ -16,6 +16,39 @@ def _num(v: float | None, unit: str) -> str:
     return f"{v:.2f}" if abs(v) < 100 else f"{v:.1f}"
 
 
+# A metric's status as its row says it; INCONCLUSIVE: beyond the threshold the worse way without
+# the evidence for it (the note says what would decide it), or a run doubted its measurement.
+_STATUS_WORDS = {
+    "regression": "REGRESSION",
+    "improvement": "improved",
+    "inconclusive": "INCONCLUSIVE",
+    "ok": "ok",
+}
+
+
+def _ci(low: float | None, high: float | None) -> str:
+    """The difference's interval; a side that the data leave open is "unbounded"."""
+    if low is None and high is None:
+        return "-"
+    lo = "unbounded" if low is None else f"{low:+.2f}"
+    hi = "unbounded" if high is None else f"{high:+.2f}"
+    return f"[{lo}, {hi}]"
+
+
+def verdict_line(cmp: Comparison) -> str:
+    """The comparison's one verdict, as the console, the page and summary.md say it."""
+    if cmp.verdict == "regression":
+        return "REGRESSION (" + ", ".join(cmp.regressions) + ")"
+    if cmp.verdict == "inconclusive":
+        return "INCONCLUSIVE (" + "; ".join(cmp.doubts) + ")"
+    thin = cmp.inconclusive
+    return "no regression" + (
+        f" ({len(thin)} metric(s) inconclusive for want of samples: {', '.join(thin)})"
+        if thin
+        else ""
+    )
+
+
 def metric_rows(cmp: Comparison) -> list[tuple[str, ...]]:
     """(metric, baseline, current, change, p, CI, threshold, verdict) rows for text, Markdown and HTML."""
     rows: list[tuple[str, ...]] = []
@@ -30,14 +63,10 @@ def metric_rows(cmp: Comparison) -> list[tuple[str, ...]]:
                 + (f" ({m.change_pct:+.1f}%)" if m.change_pct is not None else "")
             )
         )
-        ci = "-" if m.ci_low is None else f"[{m.ci_low:+.2f}, {m.ci_high:+.2f}]"
-        verdict = (
-            "REGRESSION"
-            if m.regression
-            else "improved"
-            if m.improvement
-            else ("changed (not significant)" if m.beyond else "ok")
-        )
+        ci = _ci(m.ci_low, m.ci_high)
+        if ci == "-" and m.interval_current is not None:
+            ci = "unbounded"  # both runs' intervals are open above: no evidence either way
+        verdict = _STATUS_WORDS.get(m.status, m.status)
         rows.append(
             (
                 m.name,
@@ -78,10 +107,7 @@ def format_text(cmp: Comparison) -> str:
             f"  NEWLY FAILING {x['check']}: {x['baseline']} -> {x['current']}"
             for x in c.newly_failing
         ]
-    lines.append(
-        "verdict: "
-        + ("REGRESSION (" + ", ".join(cmp.regressions) + ")" if cmp.regressed else "no regression")
-    )
+    lines.append("verdict: " + verdict_line(cmp))
     return "\n".join(lines)
 
 
@@ -92,19 +118,19 @@ def comparison_section(cmp: Comparison, labels: tuple[str, str] = ("baseline", "
     from servecheck.report.html import Section, badge, esc, md_table, table, verdict_badge
 
     rows = metric_rows(cmp)
+    ok = {"regression": False, "inconclusive": None}.get(cmp.verdict, True)
+    word = {"regression": "REGRESSION", "inconclusive": "INCONCLUSIVE"}
     parts = [
-        f"<p>{verdict_badge(not cmp.regressed, 'REGRESSION' if cmp.regressed else 'NO REGRESSION')} "
+        f"<p>{verdict_badge(ok, word.get(cmp.verdict, 'NO REGRESSION'))} "
         f"baseline <code>{esc(cmp.baseline.path)}</code> ({esc(cmp.baseline.version or 'version unknown')}) vs current "
         f"<code>{esc(cmp.current.path)}</code> ({esc(cmp.current.version or 'version unknown')}); alpha {cmp.alpha}, seed {cmp.seed}</p>"
     ]
-    parts += [f"<p class='flag'>{esc(n)}</p>" for n in cmp.notes]
-    notes = [*cmp.notes, *(f"{m.name}: {m.note}" for m in cmp.metrics if m.note)]
+    parts += [f"<p class='flag'>{esc(n)}</p>" for n in [*cmp.doubts, *cmp.notes]]
+    notes = [*cmp.doubts, *cmp.notes, *(f"{m.name}: {m.note}" for m in cmp.metrics if m.note)]
     parts += [f"<p class='muted'>{esc(f'{m.name}: {m.note}')}</p>" for m in cmp.metrics if m.note]
-    md = [f"Verdict: **{'REGRESSION' if cmp.regressed else 'no regression'}**"] + [
-        f"- note: {n}" for n in notes
-    ]
+    md = [f"Verdict: **{verdict_line(cmp)}**"] + [f"- note: {n}" for n in notes]
     if rows:
-        kinds = {"REGRESSION": "fail", "improved": "pass", "ok": "passed"}
+        kinds = {"REGRESSION": "fail", "improved": "pass", "ok": "passed", "INCONCLUSIVE": "warn"}
         parts.append(
             table(
                 HEADERS,
@@ -143,4 +169,4 @@ def comparison_section(cmp: Comparison, labels: tuple[str, str] = ("baseline", "
             f"- NEWLY FAILING `{x['check']}`: {x['baseline']} -> {x['current']}"
             for x in c.newly_failing
         ]
-    return Section("Comparison with the baseline", "".join(parts), md, not cmp.regressed)
+    return Section("Comparison with the baseline", "".join(parts), md, ok)

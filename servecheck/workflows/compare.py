@@ -2,7 +2,8 @@
 
 Writes ``compare.json``, ``report.html`` and ``summary.md`` into ``out`` (default
 ``<current>/compare``). Exit code 0 no regression, 1 a regression (a metric significantly worse
-beyond its threshold, or a newly failing check).
+beyond its threshold, or a newly failing check) or INCONCLUSIVE (a run doubted its own
+measurement: its generator fell behind, it was partial or it has no verdict).
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ class CompareResult:
 
 
 def run_compare(spec: CompareSpec) -> CompareResult:
-    """Compare ``current`` with ``baseline``; write the files; exit code 1 on a regression."""
+    """Compare ``current`` with ``baseline``; write the files; exit code 1 on a regression or
+    an INCONCLUSIVE comparison."""
     from servecheck.analysis.compare import compare_runs
     from servecheck.report.compare import comparison_section
     from servecheck.report.html import write_page
@@ -76,9 +78,11 @@ def run_compare(spec: CompareSpec) -> CompareResult:
         out,
         f"servecheck compare: {Path(spec.current).name} vs {Path(spec.baseline).name}",
         [comparison_section(cmp)],
-        ok=not cmp.regressed,
+        # INCONCLUSIVE is neither PASS nor FAIL: the title then carries no badge of its own
+        # and the section's says it, so the page has one verdict.
+        ok={"regression": False, "inconclusive": None}.get(cmp.verdict, True),
     )
-    return CompareResult(cmp, out, page, 1 if cmp.regressed else 0)
+    return CompareResult(cmp, out, page, cmp.exit_code)
 
 
 __all__ = ["CompareResult", "CompareSpec", "run_compare"]

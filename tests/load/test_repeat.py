@@ -19,11 +19,12 @@ from servecheck.workflows.repeat import RepeatSpec, run_repeat
 
 
 def test_t_interval_matches_the_t_table() -> None:
-    iv = t_interval([1.0, 2.0, 3.0])
-    assert iv is not None and iv.mean == 2.0
-    # s = 1, t(0.975, 2) = 4.303 (the t table), half width 4.303 / sqrt(3) = 2.484
-    assert iv.low == pytest.approx(2.0 - 2.484, abs=1e-3)
-    assert iv.high == pytest.approx(2.0 + 2.484, abs=1e-3)
+    iv = t_interval([11.0, 12.0, 13.0])
+    assert iv is not None and iv.mean == 12.0
+    # s = 1, t(0.975, 2) = 4.303 (the t table), half width 4.303 / sqrt(3) = 2.484 (away from
+    # 0: a low end below it is clipped, the figures are latencies and rates)
+    assert iv.low == pytest.approx(12.0 - 2.484, abs=1e-3)
+    assert iv.high == pytest.approx(12.0 + 2.484, abs=1e-3)
 
 
 def test_one_run_has_no_interval_and_no_runs_nothing() -> None:

@@ -21,15 +21,21 @@ def synth_records(
     sigma: float = 0.25,
     rate: float = 20.0,
     error_share: float = 0.0,
+    stream_sigma: float = 0.0,
 ) -> list[dict[str, Any]]:
-    """``n`` requests sent at ``rate``/s with log-normal TTFT and ITL around the given medians."""
+    """``n`` requests sent at ``rate``/s with log-normal TTFT and ITL around the given medians.
+    ``stream_sigma``: each stream's own log-normal ITL level (a stream batched with long
+    prompts is slow throughout), so the ITLs of one request rise and fall together."""
     rng = np.random.default_rng(seed)
     t0 = 1_800_000_000.0
     out: list[dict[str, Any]] = []
     for i in range(n):
         sent = t0 + i / rate
         ttft = float(rng.lognormal(np.log(ttft_ms / 1000), sigma))
-        itls = [float(x) for x in rng.lognormal(np.log(itl_ms / 1000), sigma, size=tokens - 1)]
+        level = float(rng.lognormal(0.0, stream_sigma)) if stream_sigma else 1.0
+        itls = [
+            level * float(x) for x in rng.lognormal(np.log(itl_ms / 1000), sigma, size=tokens - 1)
+        ]
         e2e = ttft + sum(itls)
         failed = rng.random() < error_share
         out.append(
