@@ -24,6 +24,7 @@ from typing import IO
 from servecheck.checks.registry import SURFACES, suite_file
 from servecheck.config import load_targets
 from servecheck.errors import SpecError
+from servecheck.records.results import not_run_phrase
 from servecheck.redact import redact
 from servecheck.signals import signum_of, stoppable_child
 from servecheck.workflows.support import PARTIAL_PROPERTY, mark_junit_partial, validate_before_run
@@ -272,10 +273,8 @@ def _conclude(
     line = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
     say(f"servecheck check: {line or 'no checks ran'} -> {run_dir}")
     if data.get("partial"):
-        not_run = data.get("not_run")
         say(
-            "servecheck check: PARTIAL: the run was interrupted"
-            + (f"; {not_run} check(s) did not run" if not_run is not None else "")
+            f"servecheck check: PARTIAL: the run was interrupted; {not_run_phrase(data.get('not_run'))}"
         )
     try:
         from servecheck.report.html import write_conformance_html
