@@ -24,19 +24,29 @@ def write_accept_html(run_dir: Path) -> Path:
     rows = [
         (
             esc(name),
-            verdict_badge(s.get("ok")),
+            # a stage an interrupt cut short: not judged, neither a pass nor a failure
+            verdict_badge(None, "INTERRUPTED")
+            if s.get("interrupted")
+            else verdict_badge(s.get("ok")),
             esc(s.get("detail") or s.get("verdict") or f"exit code {s.get('exit_code')}"),
             esc(s.get("seconds")),
         )
         for name, s in stages.items()
     ]
+    partial = bool(data.get("partial"))
+    flag = (
+        f'<p class="flag">PARTIAL: accept was interrupted ({esc(data.get("interrupted"))}); '
+        f"verdict {esc(str(data.get('verdict')).upper())}: the stages below are what ran.</p>"
+        if partial
+        else ""
+    )
     overview = Section(
         "Stages",
-        f"<p>target <b>{esc(data.get('target'))}</b> ({esc(data.get('engine'))}) at "
+        flag + f"<p>target <b>{esc(data.get('target'))}</b> ({esc(data.get('engine'))}) at "
         f"<code>{esc(data.get('base_url'))}</code></p>"
         + table(("stage", "verdict", "detail", "seconds"), rows, raw=(0, 1, 2, 3)),
-        [f"- {name}: {'ok' if s.get('ok') else 'FAILED'}" for name, s in stages.items()],
-        data.get("ok"),
+        [f"- {name}: {_stage_word(s)}" for name, s in stages.items()],
+        None if partial else data.get("ok"),
     )
     sections = [overview]
     if "cold_start" in stages:
@@ -51,9 +61,16 @@ def write_accept_html(run_dir: Path) -> Path:
         run_dir,
         f"servecheck accept: {data.get('target')}",
         sections,
-        ok=data.get("ok"),
+        # one verdict on the page: an interrupted run is neither PASS nor FAIL (the flag says so)
+        ok=None if partial else data.get("ok"),
         subtitle=str(run_dir.name),
     )
+
+
+def _stage_word(stage: dict[str, object]) -> str:
+    if stage.get("interrupted"):
+        return "INTERRUPTED"
+    return "ok" if stage.get("ok") else "FAILED"
 
 
 __all__ = ["write_accept_html"]
