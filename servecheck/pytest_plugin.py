@@ -297,7 +297,7 @@ def pytest_configure(config: pytest.Config) -> None:
     report_dir = _opt(config, "report_dir")
     if report_dir and not hasattr(config, "workerinput"):
         config.pluginmanager.register(ResultsWriter(Path(report_dir)), "servecheck-results")
-        config.pluginmanager.register(OneReportAtATime().installed(), "servecheck-sigint-guard")
+        config.pluginmanager.register(OneReportAtATime(), "servecheck-sigint-guard")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -594,42 +594,27 @@ class OneReportAtATime:
     """A SIGINT that lands while one test report goes through ``pytest_runtest_logreport``
     waits until every implementation has seen it. Otherwise it could stop the report after
     pytest's terminal counted it and before results.jsonl did: pytest said "82 passed" and
-    servecheck, from summary.json, "81 passed". In the process that writes the results, on its
-    main thread, only while SIGINT is Python's own KeyboardInterrupt handler."""
+    servecheck, from summary.json, "81 passed". Only around each report, on the main thread,
+    and only where SIGINT is Python's own KeyboardInterrupt: everywhere else a Ctrl-C is
+    pytest's as it always was."""
 
-    inside: bool = False
-    pending: bool = False
-    previous: Any = None
-
-    def installed(self) -> OneReportAtATime:
-        if (
-            threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGINT) is signal.default_int_handler
-        ):
-            self.previous = signal.signal(signal.SIGINT, self._on_sigint)
-        return self
-
-    def _on_sigint(self, signum: int, frame: Any) -> None:
-        if self.inside:
-            self.pending = True
-            return
-        raise KeyboardInterrupt
+    caught: list[int] = field(default_factory=list)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
-        self.inside = True
+        if (
+            threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+        ):
+            return (yield)
+        self.caught.clear()
+        signal.signal(signal.SIGINT, lambda signum, frame: self.caught.append(signum))
         try:
             return (yield)
         finally:
-            self.inside = False
-            if self.pending:
-                self.pending = False
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            if self.caught:
                 raise KeyboardInterrupt  # noqa: B012 - the deferred Ctrl-C, now the report is whole
-
-    def pytest_unconfigure(self) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
-            self.previous = None
 
 
 class ResultsWriter:
