@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
@@ -51,6 +53,7 @@ from servecheck.config import load_targets
 from servecheck.config.model import Target
 from servecheck.engines.registry import profile_for, resolve_capabilities
 from servecheck.errors import SpecError, UsageError
+from servecheck.records.results import not_run_phrase
 from servecheck.redact import redact, redact_obj
 
 ENV = {
@@ -294,6 +297,7 @@ def pytest_configure(config: pytest.Config) -> None:
     report_dir = _opt(config, "report_dir")
     if report_dir and not hasattr(config, "workerinput"):
         config.pluginmanager.register(ResultsWriter(Path(report_dir)), "servecheck-results")
+        config.pluginmanager.register(OneReportAtATime(), "servecheck-sigint-guard")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -597,6 +601,34 @@ def outcome_of(report: pytest.TestReport) -> str | None:
     return None
 
 
+@dataclass(slots=True)
+class OneReportAtATime:
+    """A SIGINT that lands while one test report goes through ``pytest_runtest_logreport``
+    waits until every implementation has seen it. Otherwise it could stop the report after
+    pytest's terminal counted it and before results.jsonl did: pytest said "82 passed" and
+    servecheck, from summary.json, "81 passed". Only around each report, on the main thread,
+    and only where SIGINT is Python's own KeyboardInterrupt: everywhere else a Ctrl-C is
+    pytest's as it always was."""
+
+    caught: list[int] = field(default_factory=list)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
+        if (
+            threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+        ):
+            return (yield)
+        self.caught.clear()
+        signal.signal(signal.SIGINT, lambda signum, frame: self.caught.append(signum))
+        try:
+            return (yield)
+        finally:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            if self.caught:
+                raise KeyboardInterrupt  # noqa: B012 - the deferred Ctrl-C, now the report is whole
+
+
 class ResultsWriter:
     """Writes one JSON line per finished check as it happens, then summary.json."""
 
@@ -611,19 +643,25 @@ class ResultsWriter:
         self.collected = 0  # cases collected (in this process, or by the xdist workers)
         self.interrupted = False
 
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if session.items:
-            self.collected = len(session.items)
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        # The cases that will run, known once collection is complete: pytest_collection_finish
+        # also comes after a Ctrl-C in the middle of it, with what was collected by then.
+        self.collected = len(items)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         self.collected = max(self.collected, len(ids))  # every worker collects every case
 
-    def not_run(self) -> int:
-        """Cases collected but not finished: counted as not run (a down target's, or an
-        interrupted run's)."""
-        finished = sum(v for k, v in self.counts.items() if k != "notrun")
-        return max(self.counts.get("notrun", 0), self.collected - finished)
+    def not_run(self) -> int | None:
+        """Cases collected but not judged: counted as not run (a down target's, or an
+        interrupted run's); None (unknown) for a run interrupted before collection finished.
+        A case is judged once however many lines it has (a passed call and a teardown error)."""
+        notrun = self.counts.get("notrun", 0)
+        if not self.collected:
+            return None if self.interrupted else notrun
+        judged = {r["nodeid"] for r in self.rows if r["outcome"] != "notrun"}
+        return max(notrun, self.collected - len(judged))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         outcome = outcome_of(report)
@@ -718,7 +756,6 @@ class ResultsWriter:
             tr.write_line(f"  ... and {len(bad) - 40} more (see {self.path})")
         if self.interrupted:
             tr.write_line(
-                f"PARTIAL: the run was interrupted; {self.not_run()} check(s) did not run",
-                red=True,
+                f"PARTIAL: the run was interrupted; {not_run_phrase(self.not_run())}", red=True
             )
         tr.write_line(f"results: {self.path}")

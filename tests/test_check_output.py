@@ -83,3 +83,35 @@ def test_check_strict_turns_schema_findings_into_failures(tmp_path: Path, strict
     assert [f["path"] for f in row["schema"]] == ["created"]
     if strict:
         assert "FAIL reference/" in out.stdout and "STREAM-OBJECT: schema: " in out.stdout
+
+
+@pytest.mark.slow
+def test_check_ends_with_its_own_summary_not_pytests_skip_list(tmp_path: Path) -> None:
+    """Issue 41 item 11: every ``check`` ended with some 30 ``SKIPPED [1] .../site-packages/...``
+    lines (pytest's ``-ra`` short summary) after the servecheck summary, scrolling it away. Now
+    nothing of pytest's follows that summary but its one count line, and servecheck's own lines
+    end the output. The lora surface is all capability skips on the reference."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVECHECK_REF_")}
+    out = subprocess.run(
+        [sys.executable, "-m", "servecheck", "check", "--surface", "lora", "-n", "0"]
+        + ["--run-id", "run"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if "servecheck summary" in line)
+    run = Path("reports") / "run"
+    after = lines[header + 1 :]
+    assert len(after) == 5 and after[2].startswith("4 skipped in "), out.stdout  # pytest's count
+    assert after[:2] + after[3:] == [
+        "reference/ref-tiny: 4 skipped",
+        f"results: {run / 'results.jsonl'}",
+        f"servecheck check: 4 skipped -> {run}",
+        f"servecheck check: HTML summary {run / 'report.html'}",
+    ], out.stdout
+    assert "SKIPPED" not in out.stdout and "short test summary info" not in out.stdout, out.stdout

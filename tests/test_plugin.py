@@ -452,3 +452,64 @@ def test_down_target_gives_one_finding_and_counts_the_rest_as_not_run(pytester):
     assert summary["counts"]["failed"] == 1, summary["counts"]
     assert summary["counts"]["notrun"] == summary["not_run"] >= 10, summary
     assert summary["partial"] is False
+
+
+def test_a_run_interrupted_before_its_checks_were_counted_says_not_run_unknown(pytester):
+    """Issue 41 item 4: interrupted before collection finished, a run knows no number of checks
+    that did not run; summary.json said 0 (and the page "0 check(s) did not run"). It says
+    null now, which every page and console line reads as unknown."""
+    # a Ctrl-C while pytest imports the second test module: no case was counted yet
+    pytester.makepyfile(test_a="def test_a():\n    pass\n", test_b="raise KeyboardInterrupt\n")
+    result = pytester.runpytest(
+        "-p", "servecheck.pytest_plugin", "--sc-report-dir", "out", no_reraise_ctrlc=True
+    )
+    assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()
+    summary = json.loads((pytester.path / "out" / "summary.json").read_text())
+    assert summary["partial"] is True and summary["not_run"] is None, summary
+
+
+def test_a_ctrl_c_between_two_readers_of_a_report_leaves_one_count(pytester):
+    """Issue 41 item 4: a Ctrl-C that landed after pytest's terminal had counted a report and
+    before results.jsonl had it gave two counts for one run (pytest "82 passed", servecheck
+    "81 passed"). Here a plugin called between the two sends itself SIGINT on the second
+    test's report: the interrupt waits until the report has gone through every reader."""
+    pytester.makeconftest(
+        """
+        import os
+        import signal
+
+        import pytest
+
+
+        class SigintOnSecondReport:
+            seen = 0
+
+            def pytest_runtest_logreport(self, report):
+                if report.when == "call":
+                    self.seen += 1
+                    if self.seen == 2:
+                        os.kill(os.getpid(), signal.SIGINT)
+
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_sessionstart(session):
+            # called in the reverse order of registration: the terminal first, then this
+            # plugin, then servecheck's results writer (registered before the terminal)
+            pm = session.config.pluginmanager
+            terminal = pm.get_plugin("terminalreporter")
+            pm.unregister(terminal)
+            pm.register(SigintOnSecondReport(), "sigint-on-second-report")
+            pm.register(terminal, "terminalreporter")
+        """
+    )
+    pytester.makepyfile(test_a="\n".join(f"def test_{i}():\n    pass\n" for i in range(5)))
+    # its own process: the SIGINT is real
+    result = pytester.runpytest_subprocess(
+        "-p", "servecheck.pytest_plugin", "--sc-report-dir", "out", "-p", "no:randomly"
+    )
+    assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()
+    assert result.parseoutcomes() == {"passed": 2}, result.stdout.str()
+    summary = json.loads((pytester.path / "out" / "summary.json").read_text())
+    assert summary["counts"] == {"passed": 2} and summary["not_run"] == 3, summary
+    rows = (pytester.path / "out" / "results.jsonl").read_text().splitlines()
+    assert len(rows) == 2, rows

@@ -45,4 +45,13 @@ def read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-__all__ = ["BAD_OUTCOMES", "GOOD_OUTCOMES", "read_json", "read_jsonl"]
+def not_run_phrase(not_run: object) -> str:
+    """How an interrupted conformance run's ``not_run`` (summary.json) reads on every page and
+    console line: a count, or "unknown" where it is None (cut short before the checks were
+    counted, or pytest killed before it wrote its summary), never a made-up 0."""
+    if isinstance(not_run, int) and not isinstance(not_run, bool):
+        return f"{not_run} check(s) did not run"
+    return "the number of checks that did not run is unknown"
+
+
+__all__ = ["BAD_OUTCOMES", "GOOD_OUTCOMES", "not_run_phrase", "read_json", "read_jsonl"]

@@ -20,6 +20,7 @@ def write_accept_html(run_dir: Path) -> Path:
         read_json,
         status_badge,
         table,
+        verdict_badge,
         write_page,
     )
 
@@ -33,7 +34,10 @@ def write_accept_html(run_dir: Path) -> Path:
     rows = [
         (
             esc(name),
-            status_badge(word),
+            # a stage an interrupt cut short: not judged, neither a pass nor a failure
+            verdict_badge(None, "INTERRUPTED")
+            if facts[name].get("interrupted")
+            else status_badge(word),
             esc(
                 facts[name].get("detail")
                 or facts[name].get("verdict")
@@ -43,12 +47,19 @@ def write_accept_html(run_dir: Path) -> Path:
         )
         for name, word in stages.items()
     ]
+    partial = bool(data.get("partial"))
+    flag = (
+        f'<p class="flag">PARTIAL: accept was interrupted ({esc(data.get("interrupted"))}); '
+        f"verdict {esc(str(data.get('verdict')).upper())}: the stages below are what ran.</p>"
+        if partial
+        else ""
+    )
     overview = Section(
         "Stages",
-        f"<p>target <b>{esc(data.get('target'))}</b> ({esc(data.get('engine'))}) at "
+        flag + f"<p>target <b>{esc(data.get('target'))}</b> ({esc(data.get('engine'))}) at "
         f"<code>{esc(data.get('base_url'))}</code></p>"
         + table(("stage", "verdict", "detail", "seconds"), rows, raw=(0, 1, 2, 3)),
-        [f"- {name}: {_STAGE_WORD.get(word, word.upper())}" for name, word in stages.items()],
+        [f"- {name}: {_stage_word(facts[name], word)}" for name, word in stages.items()],
         verdict.passed,
         verdict.status,
     )
@@ -68,6 +79,11 @@ def write_accept_html(run_dir: Path) -> Path:
         verdict=verdict,
         subtitle=str(run_dir.name),
     )
+
+
+def _stage_word(stage: dict[str, object], word: str) -> str:
+    """A stage's word in summary.md: as the console's stage line says it, or INTERRUPTED."""
+    return "INTERRUPTED" if stage.get("interrupted") else _STAGE_WORD.get(word, word.upper())
 
 
 __all__ = ["write_accept_html"]

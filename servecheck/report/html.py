@@ -27,7 +27,7 @@ from servecheck.analysis.verdict import (
     as_status,
     compose,
 )
-from servecheck.records.results import BAD_OUTCOMES, read_json, read_jsonl
+from servecheck.records.results import BAD_OUTCOMES, not_run_phrase, read_json, read_jsonl
 from servecheck.redact import redact
 
 REPORT_NAME = "report.html"
@@ -301,13 +301,12 @@ def conformance_section(run_dir: Path, title: str = "Conformance") -> Section:
             )
             + "</details>"
         )
-    head = f"<p>{verdict_badge(ok)} {len(rows)} checks, {bad_total} failing.</p>"
+    # One verdict: an interrupted run is PARTIAL here as on the console, not a bare FAIL.
+    badge_text = "PARTIAL" if partial else None
+    head = f"<p>{verdict_badge(ok, badge_text)} {len(rows)} checks, {bad_total} failing.</p>"
     if partial:
         # An interrupted run is not green, however clean what finished was.
-        note = (
-            f"PARTIAL: the run was interrupted; {int(summary.get('not_run') or 0)} check(s) did "
-            "not run."
-        )
+        note = f"PARTIAL: the run was interrupted; {not_run_phrase(summary.get('not_run'))}."
         head += f'<p class="flag">{esc(note)}</p>'
         md.insert(0, f"**{note}**")
     from servecheck.report.conformance_matrix import matrix_html

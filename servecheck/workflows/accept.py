@@ -11,23 +11,36 @@ Stages, in one run folder ``<out>/<run-id>/``:
 Top level: ``accept.json`` (stages and verdict), ``junit.xml`` (the checks plus one case per
 stage and per SLO), ``allure-results/`` (checks with their exchanges, plus the SLOs),
 ``report.html`` (one page, :func:`servecheck.report.accept_html.write_accept_html`) and
-``summary.md``. Exit code 0 when every stage held, 1 when one did not.
+``summary.md``. Exit code 0 when every stage held, 1 when one did not; interrupted, the same
+files for what ran, marked partial and INCONCLUSIVE (``accept.json``'s ``exit_code`` 130 / 143).
 """
 
 from __future__ import annotations
 
+import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servecheck.analysis.budget import DEFAULT_ERROR_BUDGET
 from servecheck.analysis.slo import SLO, as_slos
-from servecheck.analysis.verdict import FAIL, PASS, Stage, compose, stage_facts
+from servecheck.analysis.verdict import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    RunVerdict,
+    Stage,
+    compose,
+    stage_facts,
+)
 from servecheck.errors import SpecError
 from servecheck.workflows import RunResult, coldstart
 from servecheck.workflows.conformance import CheckSpec, run_check
+
+if TYPE_CHECKING:
+    from servecheck.checks.health import HealthState
 
 
 def run_conformance(
@@ -75,6 +88,10 @@ class AcceptSpec:
     load: bool = True
     allow_lag: bool = False
     ready_timeout_s: float = 300.0
+    # Keep waiting while nothing accepts a TCP connection at the target (the user asked for a
+    # wait: ``--ready-timeout``); else a closed port is "target down" at once, as for check and
+    # load. A server that listens but is not ready yet (503 while loading) gets the wait either way.
+    wait_for_listener: bool = False
     surfaces: list[str] = field(default_factory=list)
     keyword: str | None = None
     strict: bool = False  # the strict schema profile (CheckSpec.strict)
@@ -133,23 +150,47 @@ def run_accept(spec: AcceptSpec) -> AcceptResult:
 def _accept(
     spec: AcceptSpec, run_dir: Path, launch: coldstart.Launch | None = None
 ) -> AcceptResult:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from servecheck.checks.health import wait_ready
-    from servecheck.client.http import ServeClient
     from servecheck.config import load_targets
-    from servecheck.workflows.support import (
-        Case,
-        Suite,
-        say,
-        slo_cases,
-        write_json,
-        write_junit,
-    )
+    from servecheck.signals import signum_of
+    from servecheck.workflows.support import say
 
     target = load_targets(spec.targets_file).get(spec.target)
     stages: dict[str, Stage] = {}
     started = time.time()
+    current = ["ready"]  # the stage under way, named in the report if the run is interrupted
+    try:
+        _run_stages(spec, target, run_dir, launch, stages, current)
+    except KeyboardInterrupt as exc:
+        # Interrupted (Ctrl-C, SIGINT or SIGTERM to us): the report of what ran, marked partial,
+        # then the interrupt goes on (exit 130 / 143 from the command line).
+        name = _signal_name(signum_of(exc))
+        detail = f"interrupted by {name} after {time.time() - started:.1f} s"
+        stages[current[0]] = Stage(
+            current[0],
+            {"ok": False, "verdict": INCONCLUSIVE, "detail": detail, "interrupted": True},
+            RunVerdict(INCONCLUSIVE, [f"{current[0]}: {detail}"]),
+        )
+        result = _report(spec, target, run_dir, stages, started, interrupted=name)
+        say(
+            f"servecheck accept: PARTIAL: {detail} during {current[0]}; what ran is in "
+            f"{result.page} (accept.json, junit.xml)"
+        )
+        raise
+    return _report(spec, target, run_dir, stages, started)
+
+
+def _run_stages(
+    spec: AcceptSpec,
+    target: Any,
+    run_dir: Path,
+    launch: coldstart.Launch | None,
+    stages: dict[str, Stage],
+    current: list[str],
+) -> None:
+    """Readiness, conformance, smoke load into ``stages``; ``current[0]`` names the stage under
+    way (what an interrupt cut short)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
     steps = 2 + (1 if spec.load else 0)
     with Progress(
         TextColumn("{task.description}"),
@@ -159,54 +200,116 @@ def _accept(
         transient=True,
     ) as progress:
         task = progress.add_task("accept: readiness", total=steps)
-        t0 = time.monotonic()
         if launch is not None and coldstart.enabled(spec):  # readiness, then the first requests
+            current[0] = "cold_start"
             stages["ready"], stages["cold_start"] = coldstart.run_stage(
                 spec, target, launch, spec.ready_timeout_s
             )
         else:
-            with ServeClient.for_target(target) as client:
-                state = wait_ready(client, target, timeout_s=spec.ready_timeout_s)
-            stages["ready"] = Stage.judged(
-                "ready",
-                {
-                    "ok": state.state == "ready",
-                    "state": state.state,
-                    "detail": state.detail,
-                    "seconds": round(time.monotonic() - t0, 3),
-                },
-            )
-            say(f"readiness: {state.state}: {state.detail}")
+            stages["ready"] = _readiness(spec, target)
         progress.advance(task)
-        if stages["ready"].ok:
-            progress.update(task, description="accept: conformance")
-            t0 = time.monotonic()
-            code = run_conformance(
-                spec.target,
-                spec.targets_file,
-                run_dir,
-                surface=spec.surfaces,
-                keyword=spec.keyword,
-                workers=str(spec.workers),
-                strict=spec.strict,
-            )
-            stages["conformance"] = Stage.judged(
-                "conformance",
-                {
-                    "ok": code == 0,
-                    "exit_code": code,
-                    "seconds": round(time.monotonic() - t0, 3),
-                    "folder": "conformance",
-                },
-            )
+        if not stages["ready"].ok:
+            return
+        progress.update(task, description="accept: conformance")
+        current[0] = "conformance"
+        t0 = time.monotonic()
+        code = run_conformance(
+            spec.target,
+            spec.targets_file,
+            run_dir,
+            surface=spec.surfaces,
+            keyword=spec.keyword,
+            workers=str(spec.workers),
+            strict=spec.strict,
+        )
+        stages["conformance"] = Stage.judged(
+            "conformance",
+            {
+                "ok": code == 0,
+                "exit_code": code,
+                "seconds": round(time.monotonic() - t0, 3),
+                "folder": "conformance",
+            },
+        )
+        progress.advance(task)
+        if spec.load:
+            progress.update(task, description="accept: smoke load")
+            current[0] = "load"
+            stages["load"] = _smoke(spec, target, run_dir)
             progress.advance(task)
-            if spec.load:
-                progress.update(task, description="accept: smoke load")
-                stages["load"] = _smoke(spec, target, run_dir)
-                progress.advance(task)
+
+
+def _readiness(spec: AcceptSpec, target: Any) -> Stage:
+    """The readiness stage: "target down" at once when nothing accepts a TCP connection and no
+    wait was asked for, else the health endpoint polled until ready or the limit, saying what
+    it waits for as it goes (:class:`_ReadinessNotes`)."""
+    from servecheck.checks.health import wait_ready
+    from servecheck.client.http import ServeClient
+    from servecheck.probes.reach import target_down
+    from servecheck.workflows.support import say
+
+    t0 = time.monotonic()
+    down = None if spec.wait_for_listener else target_down(target.base_url, 5.0)
+    if down is not None:
+        state, detail = "down", f"{down} (no readiness wait was asked for)"
+    else:
+        notes = _ReadinessNotes(spec.ready_timeout_s, t0, say)
+        with ServeClient.for_target(target) as client:
+            seen = wait_ready(client, target, timeout_s=spec.ready_timeout_s, on_poll=notes)
+        state, detail = seen.state, seen.detail
+    say(f"readiness: {state}: {detail}")
+    facts = {
+        "ok": state == "ready",
+        "state": state,
+        "detail": detail,
+        "seconds": round(time.monotonic() - t0, 3),
+    }
+    return Stage.judged("ready", facts)
+
+
+@dataclass(slots=True)
+class _ReadinessNotes:
+    """``wait_ready``'s ``on_poll``: one line on what readiness waits for (the state, the
+    seconds waited of the limit) when the state changes and on every poll at least
+    :data:`NOTE_EVERY_S` after the last line. The polls back off to 5 s apart and a probe takes
+    at most 5 s, so a line comes at least every 10 s; a 300 s wait is never silent."""
+
+    limit_s: float
+    started: float
+    say: Callable[[str], None]
+    last_state: str | None = None
+    last_said: float = float("-inf")
+
+    def __call__(self, state: HealthState) -> None:
+        now = time.monotonic()
+        if state.state == self.last_state and now - self.last_said < NOTE_EVERY_S:
+            return
+        self.last_state, self.last_said = state.state, now
+        self.say(
+            f"readiness: waiting ({state.state}, {now - self.started:.0f} s of "
+            f"{self.limit_s:g} s): {state.detail}"
+        )
+
+
+# The least time between two "readiness: waiting" lines of one state (see _ReadinessNotes).
+NOTE_EVERY_S = 4.5
+
+
+def _report(
+    spec: AcceptSpec,
+    target: Any,
+    run_dir: Path,
+    stages: dict[str, Stage],
+    started: float,
+    interrupted: str | None = None,
+) -> AcceptResult:
+    """accept.json, junit.xml, allure results, report.html and summary.md for ``stages``; an
+    ``interrupted`` run (the signal's name) is partial and INCONCLUSIVE at best, exit 130."""
+    from servecheck.workflows.support import Case, Suite, say, slo_cases, write_json, write_junit
+
     run_verdict = compose(s.verdict for s in stages.values())
     ok = run_verdict.passed
-    verdict = {
+    verdict: dict[str, Any] = {
         "kind": "accept",
         "target": spec.target,
         "base_url": target.base_url,
@@ -219,15 +322,31 @@ def _accept(
         "ok": ok,
         "exit_code": run_verdict.exit_code,
     }
+    if interrupted is not None:
+        verdict.update(
+            partial=True, interrupted=interrupted, exit_code=_interrupted_code(interrupted)
+        )
     write_json(run_dir / "accept.json", verdict)
-    ready = stages["ready"].facts
-    cases = [Case("readiness", ready["ok"], ready["detail"], "servecheck.accept", ready["seconds"])]
+    cases = []
+    if "ready" in stages:
+        ready = stages["ready"].facts
+        cases.append(
+            Case(
+                "readiness",
+                ready["ok"],
+                ready["detail"],
+                "servecheck.accept",
+                float(ready.get("seconds") or 0.0),
+            )
+        )
     if "conformance" in stages:
+        conformance = stages["conformance"]
         cases.append(
             Case(
                 "conformance catalogue",
-                stages["conformance"].ok,
-                f"servecheck check exit code {stages['conformance'].facts['exit_code']}",
+                conformance.ok,
+                conformance.facts.get("detail")
+                or f"servecheck check exit code {conformance.facts.get('exit_code')}",
                 "servecheck.accept",
             )
         )
@@ -241,11 +360,26 @@ def _accept(
 
     page = write_accept_html(run_dir)
     say(
-        f"servecheck accept: {run_verdict.status.upper()}; "
+        f"servecheck accept: {'PARTIAL, ' if interrupted else ''}{run_verdict.status.upper()}; "
         + ", ".join(_stage_line(s) for s in stages.values())
         + f"; report {page}"
     )
-    return AcceptResult(run_dir, verdict, page, run_verdict.exit_code)
+    return AcceptResult(run_dir, verdict, page, int(verdict["exit_code"]))
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _interrupted_code(name: str) -> int:
+    """128 + the signal's number (130 for SIGINT, 143 for SIGTERM), as the command exits."""
+    try:
+        return 128 + int(signal.Signals[name])
+    except KeyError:
+        return 130
 
 
 def _stage_line(stage: Stage) -> str:

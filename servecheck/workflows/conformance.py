@@ -24,8 +24,9 @@ from typing import IO
 from servecheck.checks.registry import SURFACES, suite_file
 from servecheck.config import load_targets
 from servecheck.errors import SpecError
+from servecheck.records.results import not_run_phrase
 from servecheck.redact import redact
-from servecheck.signals import die_with_parent, signum_of, stoppable_child
+from servecheck.signals import signum_of, stoppable_child
 from servecheck.workflows.support import PARTIAL_PROPERTY, mark_junit_partial, validate_before_run
 
 
@@ -69,10 +70,6 @@ def _is_terminal(stream: object) -> bool:
         return bool(isatty()) if callable(isatty) else False
     except ValueError:  # closed
         return False
-
-
-# After a Ctrl-C that reached pytest too: how long it gets to end on its own before our SIGINT.
-SIGINT_GRACE_S = 30.0
 
 
 @dataclass(slots=True)
@@ -168,35 +165,31 @@ def build_pytest_command(spec: CheckSpec, run_dir: Path) -> list[str]:
 
 
 def _pytest(cmd: list[str], env: dict[str, str], run_dir: Path) -> int:
-    """Run pytest as a child that dies with us. Interrupted (Ctrl-C, SIGTERM): pytest gets one
-    SIGINT (it writes what finished), then we say where the partial results are.
+    """Run pytest as a child that dies with us. Interrupted (Ctrl-C, SIGINT or SIGTERM to our
+    pid): pytest gets one SIGINT at once (it writes what finished), then we say where the
+    partial results are.
 
-    Started with SIGINT ignored (a background job: ``servecheck check ... &`` in a script,
-    ``nohup``, some CI runners), pytest would inherit the ignore and hear nothing until the
-    kill 15 s later, so no JUnit and no summary. Then it runs in its own session with SIGINT at
-    its default: only our SIGINT reaches it, as the shell meant. Otherwise it stays in our
-    process group, where a terminal's Ctrl-C reaches it as it does any pytest: then it already
-    has its SIGINT, and a second one from us would land while it writes its report (a
-    traceback from inside pytest's summary), so it first gets :data:`SIGINT_GRACE_S` to end."""
-    own_group = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    pytest runs in its own session with SIGINT at its default (:func:`stoppable_child`), so the
+    one SIGINT it hears is ours, whoever was signalled. In our process group a terminal's Ctrl-C
+    reached it too, but a SIGINT sent to our pid alone (CI cancellation, ``timeout -s INT``,
+    ``kill -INT``) did not: waiting for pytest to end on its own then let every check run to
+    the end, and forwarding at once would land a second SIGINT in pytest's report (a traceback
+    from inside its summary) after a Ctrl-C. A background job (``servecheck check ... &``,
+    ``nohup``) starts with SIGINT ignored, which pytest would inherit and hear nothing until
+    the kill 15 s later; the reset to the default covers that too."""
     # On a terminal pytest writes to it itself (colours, xdist's status rewritten in place); on a
     # log its output is copied through :func:`_echo`, where pytest sees no terminal either.
     piped = not _is_terminal(sys.stdout)
     stdout = subprocess.PIPE if piped else None
-    if own_group:
-        proc = subprocess.Popen(  # noqa: PLW1509 - prctl only
-            cmd, env=env, preexec_fn=die_with_parent, stdout=stdout
-        )
-    else:
-        proc = subprocess.Popen(  # noqa: PLW1509 - signal reset and prctl only
-            cmd, env=env, preexec_fn=stoppable_child, start_new_session=True, stdout=stdout
-        )
+    proc = subprocess.Popen(  # noqa: PLW1509 - signal reset and prctl only
+        cmd, env=env, preexec_fn=stoppable_child, start_new_session=True, stdout=stdout
+    )
     echo = None
     if proc.stdout is not None:
         echo = threading.Thread(target=_echo, args=(proc.stdout, sys.stdout), daemon=True)
         echo.start()
     try:
-        return _wait(proc, run_dir, own_group)
+        return _wait(proc, run_dir)
     finally:
         if echo is not None:
             echo.join(timeout=10)  # EOF once pytest and its workers are gone
@@ -204,19 +197,18 @@ def _pytest(cmd: list[str], env: dict[str, str], run_dir: Path) -> int:
             proc.stdout.close()
 
 
-def _wait(proc: subprocess.Popen[bytes], run_dir: Path, own_group: bool) -> int:
+def _wait(proc: subprocess.Popen[bytes], run_dir: Path) -> int:
     try:
         return proc.wait()
-    except KeyboardInterrupt as exc:
-        grace = SIGINT_GRACE_S if own_group and signum_of(exc) == signal.SIGINT else 0.0
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGINT)
+    except KeyboardInterrupt:
+        # To pytest's whole group (its session: pytest and its xdist workers), as a terminal's
+        # Ctrl-C reaches a plain pytest: each worker stops its check at once. To pytest alone,
+        # xdist waits for the workers' running checks, then gives up on them after 10 s.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGINT)
         try:
             proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):  # or a second Ctrl-C: now
             proc.kill()
             proc.wait()
         print(
@@ -281,10 +273,8 @@ def _conclude(
     line = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
     say(f"servecheck check: {line or 'no checks ran'} -> {run_dir}")
     if data.get("partial"):
-        not_run = data.get("not_run")
         say(
-            "servecheck check: PARTIAL: the run was interrupted"
-            + (f"; {not_run} check(s) did not run" if not_run is not None else "")
+            f"servecheck check: PARTIAL: the run was interrupted; {not_run_phrase(data.get('not_run'))}"
         )
     try:
         from servecheck.report.html import write_conformance_html

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servecheck.records.results import not_run_phrase
 from servecheck.redact import redact
 from servecheck.report.output import write_json
 
@@ -181,9 +182,7 @@ def mark_junit_partial(path: Path, reason: str, not_run: object = None) -> None:
     if not_run is not None:
         ET.SubElement(props, "property", name="servecheck_not_run", value=str(not_run))
     case = ET.SubElement(suite, "testcase", classname="servecheck", name="interrupted", time="0")
-    message = f"partial run: {reason}" + (
-        f"; {not_run} check(s) did not run" if not_run is not None else ""
-    )
+    message = f"partial run: {reason}; {not_run_phrase(not_run)}"
     ET.SubElement(case, "error", message=message, type="interrupted").text = message
     for node in {root, suite}:
         for key in ("errors", "tests"):

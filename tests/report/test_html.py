@@ -82,3 +82,31 @@ def test_empty_run_folder_still_renders(tmp_path: Path) -> None:
     (tmp_path / "r").mkdir()
     assert "No check results were recorded" in write_conformance_html(tmp_path / "r").read_text()
     assert "No load summary" in write_load_html(tmp_path / "r").read_text()
+
+
+def test_a_partial_check_page_says_partial_and_never_a_made_up_not_run_count(
+    tmp_path: Path,
+) -> None:
+    """Issue 41 items 4/6: an interrupted check's page read a missing not-run count as "0
+    check(s) did not run" under a bare FAIL badge. The count is given when known, "unknown"
+    when not, and the badge says PARTIAL as the console does; the JUnit mark of a run whose
+    pytest was killed before its summary says unknown too."""
+    from servecheck.workflows.conformance import mark_partial
+
+    known = write_check_run(tmp_path / "known", {"HEALTH-OK": "passed"})
+    data = json.loads((known / "summary.json").read_text())
+    (known / "summary.json").write_text(json.dumps({**data, "partial": True, "not_run": 115}))
+    page = write_conformance_html(known).read_text()
+    assert "PARTIAL: the run was interrupted; 115 check(s) did not run." in page, page
+    assert re.search(r'class="badge verdict[^"]*">PARTIAL<', page), page
+
+    killed = tmp_path / "killed"  # pytest killed: results.jsonl, no summary.json
+    killed.mkdir()
+    row = {"check": "HEALTH-OK", "target": "t", "model": "m", "outcome": "passed", "nodeid": "x"}
+    (killed / "results.jsonl").write_text(json.dumps(row) + "\n")
+    summary = mark_partial(killed, "interrupted by SIGINT")
+    assert summary["not_run"] is None, summary
+    page = write_conformance_html(killed).read_text()
+    unknown = "the number of checks that did not run is unknown"
+    assert unknown in page and "0 check(s) did not run" not in page, page
+    assert unknown in (killed / "junit.xml").read_text()

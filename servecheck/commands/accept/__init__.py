@@ -3,13 +3,15 @@
 Readiness, the conformance catalogue and a smoke load into one run folder; the run is
 :func:`servecheck.workflows.accept.run_accept` (stages and files described there).
 
-Exit codes: 0 when every stage held, 1 when one did not, 2 for a usage error.
+Exit codes: 0 when every stage held, 1 when one did not, 2 for a usage error, 130 / 143 when
+interrupted (SIGINT / SIGTERM; the report of what ran is written, marked partial).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from servecheck import api
 from servecheck.commands.options import (
@@ -31,6 +33,9 @@ from servecheck.workflows.accept import AcceptSpec
 # Spec field -> option where the names differ beyond an option's dest (and dest + "_s"),
 # for showing the library's SpecError (servecheck/cli.py).
 FIELD_OPTIONS = {"slos": "--slo", "cold_start_slos": "--cold-start-slo"}
+
+# How long accept waits for a listening target's readiness when --ready-timeout is not given.
+READY_TIMEOUT = "300s"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,7 +75,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="report a lagging load generator as a warning instead of failing the smoke load",
     )
-    add_ready_timeout_argument(parser, "300s")
+    add_ready_timeout_argument(
+        parser,
+        READY_TIMEOUT,
+        "without it, a target where nothing accepts a connection is 'target down' at once",
+    )
     add_catalogue_arguments(parser)
     add_strict_argument(parser)
     add_run_arguments(parser, "accept", "<target>")
@@ -94,7 +103,8 @@ def spec_from_args(args: argparse.Namespace) -> AcceptSpec:
         dataset_format=args.dataset_format,
         load=not args.no_load,
         allow_lag=args.allow_lag,
-        ready_timeout_s=parse_duration(args.ready_timeout),
+        ready_timeout_s=parse_duration(args.ready_timeout or READY_TIMEOUT),
+        wait_for_listener=args.ready_timeout is not None,  # a wait asked for: wait for the port too
         surfaces=list(args.surface or []),
         keyword=args.keyword,
         strict=args.strict,
@@ -108,7 +118,17 @@ def spec_from_args(args: argparse.Namespace) -> AcceptSpec:
 
 def run(args: argparse.Namespace) -> int:
     """Readiness, conformance, smoke load; one report; exit 0 only if everything held."""
-    return api.accept(spec_from_args(args)).exit_code
+    spec = spec_from_args(args)
+    result = api.accept(spec)
+    ready = result.data.get("stages", {}).get("ready", {})
+    asked_to_wait = spec.wait_for_listener or spec.launch or spec.cold_start
+    if str(ready.get("detail", "")).startswith("target down:") and not asked_to_wait:
+        print(
+            "servecheck accept: nothing listens at the target; --ready-timeout TIME waits for it "
+            "to come up",
+            file=sys.stderr,
+        )
+    return result.exit_code
 
 
 __all__ = ["add_arguments", "run", "spec_from_args"]

@@ -12,14 +12,19 @@ ENV_IMAGES = "SERVECHECK_LOAD_IMAGES"  # --images' default
 
 
 def add_ready_timeout_argument(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup, default: str
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    default: str,
+    when_unset: str | None = None,
 ) -> None:
-    """``--ready-timeout TIME``: how long a command waits for the target's readiness first."""
+    """``--ready-timeout TIME``: how long a command waits for the target's readiness first.
+    With ``when_unset`` (what the command does without the option) its value is None unless
+    given, so that the command can tell an asked-for wait from its default ``default``."""
+    note = f"; {when_unset}" if when_unset else ""
     parser.add_argument(
         "--ready-timeout",
-        default=default,
+        default=None if when_unset else default,
         metavar="TIME",
-        help="how long to wait for readiness (default: %(default)s)",
+        help=f"how long to wait for readiness (default: {default}{note})",
     )
 
 
