@@ -327,7 +327,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(_SESSION_KEY, None)
     if session is not None:
         session.close()
-        if not hasattr(config, "workerinput") and session.stalls.path is not None:
+        handed_down = "servecheck_stalls" in (getattr(config, "workerinput", None) or {})
+        if not handed_down and session.stalls.path is not None:  # this process made it
             session.stalls.path.unlink(missing_ok=True)
 
 

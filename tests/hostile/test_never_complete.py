@@ -10,6 +10,7 @@ No timed assertions: the subprocess bound is a guard against a hang (eaaac79 ran
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from servecheck.client.http import ServeClient
+from servecheck.client.http import AsyncServeClient, ClientSettings, Exchange, ServeClient
 from servecheck.client.stalls import StallGuard
 from servecheck.reference.hostile import hostile
 from tests.hostile.support import communicate, hostile_target, write_targets
@@ -88,6 +89,28 @@ def test_the_client_stops_sending_to_a_server_whose_responses_never_complete() -
         assert ex.error == "not-sent", ex.error
         assert ex.error_message.startswith("not sent: responses never complete: POST /v1/chat/")
     assert guard.not_sent == 2
+
+
+def test_the_async_client_ends_at_the_deadline_and_obeys_the_verdict() -> None:
+    guard = StallGuard()
+
+    async def send(client: AsyncServeClient) -> tuple[Exchange, Exchange]:
+        stalled = await client.post("/chat/completions", {**CHAT, "stream": True}, stream=True)
+        guard.note("POST", stalled.url, 1)
+        guard.note("POST", stalled.url, 1)
+        return stalled, await client.post("/chat/completions", CHAT)
+
+    async def run(base_url: str) -> tuple[Exchange, Exchange]:
+        settings = ClientSettings(base_url, {}, timeout_s=1, stall_guard=guard)
+        async with AsyncServeClient(settings) as client:
+            return await send(client)
+
+    with hostile("headers-then-stall", max_s=60) as srv:
+        stalled, refused = asyncio.run(run(srv.base_url))
+        assert srv.requests == 1
+    assert stalled.error == "timeout" and stalled.status == 200, stalled.error_message
+    assert stalled.error_message.startswith("the response did not complete within 1 s")
+    assert refused.error == "not-sent" and guard.not_sent == 1, refused.error_message
 
 
 def _check(targets: Path, out: Path) -> list[str]:
