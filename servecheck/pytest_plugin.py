@@ -667,7 +667,7 @@ class ResultsWriter:
             behind = sum(
                 1 for r in rows if r["outcome"] == "notrun" and verdict.message() in r["message"]
             )
-            tr.write_line(f"  {verdict.message()}; {behind} check(s) not run", red=True)
+            tr.write_line(redact(f"  {verdict.message()}; {behind} check(s) not run"), red=True)
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory

@@ -75,8 +75,10 @@ class Verdict:
 
 
 def _split(method: str, url: str) -> tuple[str, str]:
+    """``(origin, route)``; the origin without the URL's credentials, as it is printed."""
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}", f"{method.upper()} {parts.path or '/'}"
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return f"{parts.scheme}://{host}", f"{method.upper()} {parts.path or '/'}"
 
 
 @dataclass(slots=True)

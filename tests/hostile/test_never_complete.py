@@ -45,6 +45,15 @@ def test_two_stalls_on_a_post_route_judge_the_whole_server() -> None:
     assert guard.judged("POST", "http://127.0.0.1:10/v1/chat/completions") is None, "other server"
 
 
+def test_a_verdict_never_shows_the_urls_credentials() -> None:
+    guard = StallGuard()
+    with guard.probing():
+        guard.note("POST", "https://user:s3cret-token@gw.example:8443/v1/responses", 60)
+    verdict = guard.judged("POST", "https://gw.example:8443/v1/chat/completions")
+    assert verdict is not None and verdict.origin == "https://gw.example:8443"
+    assert "s3cret" not in verdict.message() and "user" not in verdict.message()
+
+
 def test_a_get_route_judges_only_itself_and_a_probe_judges_at_once() -> None:
     guard = StallGuard()
     guard.note("GET", f"{BASE}/metrics", 5)
