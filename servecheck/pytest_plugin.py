@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
@@ -49,6 +50,7 @@ from servecheck.checks.surfaces.embed import (
     pooling_models,
 )
 from servecheck.client.http import ServeClient
+from servecheck.client.stalls import StallGuard, Verdict
 from servecheck.config import load_targets
 from servecheck.config.model import Target
 from servecheck.engines.registry import profile_for, resolve_capabilities
@@ -67,6 +69,8 @@ DEFAULT_TARGET = "reference"
 UNKNOWN_MODEL = "(unknown-model)"
 NO_POOLING_MODEL = "(no-pooling-model)"  # EMBED/RERANK on a target that serves none
 _SESSION_KEY = pytest.StashKey["ServecheckSession"]()
+# requests the session's clients had not sent (client/stalls.py) when a case started
+_NOT_SENT_KEY = pytest.StashKey[int]()
 
 
 # The options, each under servecheck's own prefix. The short names (``--target`` ...) are only
@@ -186,6 +190,9 @@ class ServecheckSession:
     # per target that discovery found down: the case ids collected for it (the first runs
     # and reports "target down"; the others are not run)
     down_cases: dict[str, list[str]] = field(default_factory=dict)
+    # routes whose responses never complete, shared with the xdist workers through a file:
+    # the checks that would send to them are not run (client/stalls.py)
+    stalls: StallGuard = field(default_factory=StallGuard)
 
     def models_for(self, target: Target, surface: str = "") -> list[str]:
         info = self.infos[target.name]
@@ -205,8 +212,15 @@ class ServecheckSession:
         """One client per target for the session, made by ``factory`` (default
         :meth:`ServeClient.for_target`) the first time it is asked for."""
         if target.name not in self.clients:
-            self.clients[target.name] = (factory or ServeClient.for_target)(target)
+            client = (factory or ServeClient.for_target)(target)
+            if client.settings.stall_guard is None:
+                client.settings.stall_guard = self.stalls
+            self.clients[target.name] = client
         return self.clients[target.name]
+
+    def stalled(self, target: Target) -> Verdict | None:
+        """The first verdict that the responses of ``target``'s server never complete."""
+        return self.stalls.on_server(target.base_url)
 
     def close(self) -> None:
         for client in self.clients.values():
@@ -278,8 +292,21 @@ def _build_session(config: pytest.Config) -> ServecheckSession:
     else:
         infos = {t.name: discover(t) for t in targets}
     return ServecheckSession(
-        targets=targets, infos=infos, model_filter=_opt(config, "models") or []
+        targets=targets,
+        infos=infos,
+        model_filter=_opt(config, "models") or [],
+        stalls=StallGuard(_stalls_file(workerinput)),
     )
+
+
+def _stalls_file(workerinput: dict[str, Any] | None) -> Path:
+    """The file the controller and its xdist workers share their stalls through: the
+    controller's (made here, removed in ``pytest_unconfigure``), or the one it handed down."""
+    if workerinput is not None and "servecheck_stalls" in workerinput:
+        return Path(workerinput["servecheck_stalls"])
+    fd, name = tempfile.mkstemp(prefix="servecheck-stalls-", suffix=".jsonl")
+    os.close(fd)
+    return Path(name)
 
 
 def get_session(config: pytest.Config) -> ServecheckSession:
@@ -304,6 +331,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(_SESSION_KEY, None)
     if session is not None:
         session.close()
+        handed_down = "servecheck_stalls" in (getattr(config, "workerinput", None) or {})
+        if not handed_down and session.stalls.path is not None:  # this process made it
+            session.stalls.path.unlink(missing_ok=True)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -314,6 +344,7 @@ def pytest_configure_node(node: Any) -> None:
         node.workerinput["servecheck_infos"] = json.dumps(
             {k: v.to_dict() for k, v in session.infos.items()}
         )
+        node.workerinput["servecheck_stalls"] = str(session.stalls.path)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
@@ -458,6 +489,7 @@ def sc_ctx(request: pytest.FixtureRequest, sc_case: Case) -> Iterator[CheckConte
             if slow
             else "start the server or fix base_url",
         )
+    _not_if_stalled(request, session, sc_case)
     if sc_case.model == UNKNOWN_MODEL and sc_case.check.surface not in ("HEALTH", "MODELS", "AUTH"):
         raise CheckFailed(
             sc_case.check.id,
@@ -475,6 +507,41 @@ def sc_ctx(request: pytest.FixtureRequest, sc_case: Case) -> Iterator[CheckConte
             from servecheck.report.allure_glue import attach_exchanges
 
             attach_exchanges(ctx, sc_case.check)
+
+
+def _not_if_stalled(request: pytest.FixtureRequest, session: ServecheckSession, case: Case) -> None:
+    """Start counting the requests this case does not send (a route whose responses never
+    complete); and when a route its preconditions name is judged already, do not run it."""
+    session.stalls.current = case.id
+    request.node.stash[_NOT_SENT_KEY] = session.stalls.not_sent
+    base_url = case.target.base_url
+    verdict = session.stalls.judged("POST", base_url)  # a POST verdict judges the whole server
+    for requirement in case.check.preconditions:
+        route = requirement[len(preconditions.ROUTE_ACCEPTS) :]
+        method = "GET" if route == "/models" else "POST"
+        verdict = verdict or session.stalls.judged(method, base_url + route)
+    if verdict is not None:
+        raise _NotRun(f"not run: {verdict.message()}")
+
+
+def _stalled_report(item: pytest.Item, report: pytest.TestReport) -> bool:
+    """A case whose requests were not sent (their route never completes) is not run, whatever
+    it concluded from the refusals: it judged nothing. True when ``report`` became that."""
+    before = item.stash.get(_NOT_SENT_KEY, None)
+    session = item.config.stash.get(_SESSION_KEY, None)
+    if before is None or session is None or session.stalls.not_sent <= before:
+        return False
+    callspec = getattr(item, "callspec", None)
+    case = callspec.params.get("sc_case") if callspec is not None else None
+    verdict = session.stalled(case.target) if isinstance(case, Case) else None
+    cause = verdict.message() if verdict is not None else "responses never complete"
+    item.stash[_NOT_SENT_KEY] = session.stalls.not_sent  # one report per case
+    if hasattr(report, "wasxfail"):
+        del report.wasxfail
+    report.outcome = "skipped"
+    report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: not run: {cause}")
+    report.user_properties.append(("servecheck_outcome", "notrun"))
+    return True
 
 
 # ---- fixtures for a user's own tests (docs/pytest-plugin.md) ---------------------------------
@@ -543,6 +610,8 @@ def pytest_runtest_makereport(
     if isinstance(ctx, CheckContext) and ctx.schema:
         # the strict schema profile's findings (checks/schema.py), for results.jsonl
         report.user_properties.append(("servecheck_schema", ctx.schema.to_list()))
+    if call.when in ("setup", "call") and _stalled_report(item, report):
+        return
     excinfo = call.excinfo
     if excinfo is None:
         return
@@ -574,7 +643,9 @@ def pytest_report_teststatus(
 ) -> tuple[str, str, Any] | None:
     if report.when == "call" and ("servecheck_outcome", "nonstrict") in report.user_properties:
         return "nonstrict", "N", ("NON-STRICT", {"yellow": True})
-    if report.when == "setup" and ("servecheck_outcome", "notrun") in report.user_properties:
+    if report.when in ("setup", "call") and (
+        ("servecheck_outcome", "notrun") in report.user_properties
+    ):
         return "notrun", "-", ("NOT RUN", {"yellow": True})
     return None
 
@@ -591,8 +662,8 @@ def outcome_of(report: pytest.TestReport) -> str | None:
             return "xfailed" if hasattr(report, "wasxfail") else "skipped"
         return None
     if report.when == "call":
-        if props.get("servecheck_outcome") == "nonstrict":
-            return "nonstrict"
+        if props.get("servecheck_outcome") in ("nonstrict", "notrun"):
+            return str(props["servecheck_outcome"])
         if hasattr(report, "wasxfail"):
             return "xfailed" if report.skipped else "xpassed" if report.passed else "failed"
         return report.outcome
@@ -631,6 +702,16 @@ class OneReportAtATime:
 
 class ResultsWriter:
     """Writes one JSON line per finished check as it happens, then summary.json."""
+
+    @staticmethod
+    def _write_stalls(tr: Any, rows: list[dict[str, Any]]) -> None:
+        """One line per route whose responses never completed, with the checks not run for it."""
+        sc = tr.config.stash.get(_SESSION_KEY, None)
+        for verdict in sc.stalls.verdicts() if sc is not None else []:
+            behind = sum(
+                1 for r in rows if r["outcome"] == "notrun" and verdict.message() in r["message"]
+            )
+            tr.write_line(redact(f"  {verdict.message()}; {behind} check(s) not run"), red=True)
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -676,7 +757,7 @@ class ResultsWriter:
             message = (
                 str(report.longrepr) if isinstance(report.longrepr, str) else report.longreprtext
             )
-        elif outcome in ("skipped",) and isinstance(report.longrepr, tuple):
+        elif outcome in ("skipped", "notrun") and isinstance(report.longrepr, tuple):
             message = str(report.longrepr[2]).removeprefix("Skipped: ")
         elif outcome in ("nonstrict", "xfailed", "xpassed"):
             message = str(getattr(report, "wasxfail", ""))
@@ -712,6 +793,8 @@ class ResultsWriter:
             "counts": self.counts,
             "targets": {name: info.to_dict() for name, info in sc.infos.items()} if sc else {},
             "failed": [r for r in self.rows if r["outcome"] in ("failed", "error", "xpassed")],
+            # routes whose responses never completed: their checks were not run
+            "never_complete": [v.to_dict() for v in sc.stalls.verdicts()] if sc else [],
             # the strict schema profile: each check whose answers broke the SDK's types
             "schema": [
                 {k: r[k] for k in ("check", "target", "model", "outcome", "schema")}
@@ -754,6 +837,7 @@ class ResultsWriter:
             tr.write_line(f"  FAIL {r['target']}/{r['model']} {first}"[:200], red=True)
         if len(bad) > 40:
             tr.write_line(f"  ... and {len(bad) - 40} more (see {self.path})")
+        self._write_stalls(tr, rows)
         if self.interrupted:
             tr.write_line(
                 f"PARTIAL: the run was interrupted; {not_run_phrase(self.not_run())}", red=True

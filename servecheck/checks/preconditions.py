@@ -13,6 +13,7 @@ checks on one route costs one extra request.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -110,8 +111,8 @@ class CheckError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Unmet:
-    """Why a route refused a good request: the cause (auth, route, down, server-error,
-    not-json, refused, rate-limited), a sentence and a hint, and the exchange that showed it."""
+    """Why a route refused a good request: the cause (auth, route, down, never-completes,
+    server-error, not-json, refused, rate-limited), a sentence and a hint, and the exchange that showed it."""
 
     cause: str
     summary: str
@@ -142,6 +143,15 @@ def classify(
 ) -> Unmet | None:
     """None when ``ex`` is a 2xx JSON object carrying ``key``; else why not (``credentials``:
     whether the target sent any, for the hint of a 401/403)."""
+    if ex.error == "timeout" and ex.status is not None:
+        # The headers came, the rest never did (an endless stream, a stall): the server is up.
+        return Unmet(
+            "never-completes",
+            f"responses never complete: {what} answered HTTP {ex.status} but {ex.error_message}",
+            "the server starts responses it never finishes (no data: [DONE], or a stall after "
+            "the headers): read its log; a server that is only slow needs a larger timeout_s",
+            ex,
+        )
     if ex.error in ("connect", "timeout", "pool"):
         return Unmet(
             "down",
@@ -214,12 +224,16 @@ def classify(
 def _probe(ctx: CheckContext, route: str) -> Unmet | None:
     send, key, what = ROUTES[route]
     label = what if route == "/models" else f"{what} (POST /v1{route})"
-    ex = send(ctx)
-    if ex.error and ex.error not in ("connect", "timeout", "pool") and ex.status is None:
-        # A kept-alive connection the server closed as this request went out (reset, no
-        # status): clients retry that once (RFC 9112 9.3.1), and so does the probe; a server
-        # that drops every connection drops the second too, and is judged on it.
+    guard = ctx.client.settings.stall_guard
+    # A minimal request that never completes is enough for the run to stop sending to its
+    # route (client/stalls.py): a healthy server answers it at once.
+    with guard.probing() if guard is not None else contextlib.nullcontext():
         ex = send(ctx)
+        if ex.error and ex.error not in ("connect", "timeout", "pool") and ex.status is None:
+            # A kept-alive connection the server closed as this request went out (reset, no
+            # status): clients retry that once (RFC 9112 9.3.1), and so does the probe; a
+            # server that drops every connection drops the second too, and is judged on it.
+            ex = send(ctx)
     return classify(ex, label, key, ctx.target.base_url, credentials=has_credentials(ctx.target))
 
 

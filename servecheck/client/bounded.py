@@ -8,6 +8,9 @@ or past ``max_bytes`` received, the next read raises (``ReadTimeout`` / ``ReadEr
 "servecheck's bound"), which the SDK reports as a failure of the call, in time and with bounded
 memory. Same bounds as :class:`~servecheck.client.http.ServeClient`'s own reads.
 
+A request to a route the run has judged never to complete (``guard``, client/stalls.py) is not
+sent: the transport raises ``ReadTimeout`` saying so at once.
+
 The SDK may bring its own httpx (recent ``openai`` releases use the ``httpx2`` fork), so the
 classes are built for whichever module is given: :func:`bounded_transports`.
 """
@@ -21,6 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from servecheck.client.factory import MAX_BODY_BYTES
+from servecheck.client.stalls import StallGuard
 
 TOO_LARGE = "the response exceeded {max_bytes} bytes (servecheck's size bound)"
 TOO_SLOW = "the response did not complete within timeout_s={timeout_s:g} s (servecheck's bound)"
@@ -67,13 +71,26 @@ def bounded_transports(mod: ModuleType) -> tuple[type[Any], type[Any]]:
         async def aclose(self) -> None:
             await self._inner.aclose()
 
+    def refuse(guard: StallGuard | None, request: Any) -> None:
+        verdict = guard.refuse(request.method, str(request.url)) if guard is not None else None
+        if verdict is not None:
+            raise mod.ReadTimeout(f"not sent: {verdict.message()}", request=request)
+
     class BoundedTransport(mod.BaseTransport):  # type: ignore[name-defined]
         """Wraps a transport: every response ends within ``timeout_s`` and ``max_bytes``."""
 
-        def __init__(self, inner: Any, timeout_s: float, max_bytes: int = MAX_BODY_BYTES) -> None:
+        def __init__(
+            self,
+            inner: Any,
+            timeout_s: float,
+            max_bytes: int = MAX_BODY_BYTES,
+            guard: StallGuard | None = None,
+        ) -> None:
             self._inner, self._timeout_s, self._max = inner, timeout_s, max_bytes
+            self._guard = guard
 
         def handle_request(self, request: Any) -> Any:
+            refuse(self._guard, request)
             response = self._inner.handle_request(request)
             response.stream = BoundedStream(response.stream, self._timeout_s, self._max)
             return response
@@ -84,10 +101,18 @@ def bounded_transports(mod: ModuleType) -> tuple[type[Any], type[Any]]:
     class AsyncBoundedTransport(mod.AsyncBaseTransport):  # type: ignore[name-defined]
         """The asynchronous twin of ``BoundedTransport``."""
 
-        def __init__(self, inner: Any, timeout_s: float, max_bytes: int = MAX_BODY_BYTES) -> None:
+        def __init__(
+            self,
+            inner: Any,
+            timeout_s: float,
+            max_bytes: int = MAX_BODY_BYTES,
+            guard: StallGuard | None = None,
+        ) -> None:
             self._inner, self._timeout_s, self._max = inner, timeout_s, max_bytes
+            self._guard = guard
 
         async def handle_async_request(self, request: Any) -> Any:
+            refuse(self._guard, request)
             response = await self._inner.handle_async_request(request)
             response.stream = AsyncBoundedStream(response.stream, self._timeout_s, self._max)
             return response
@@ -98,16 +123,21 @@ def bounded_transports(mod: ModuleType) -> tuple[type[Any], type[Any]]:
     return BoundedTransport, AsyncBoundedTransport
 
 
-def bounded_transport(mod: ModuleType, timeout_s: float, verify: bool = True) -> Any:
-    """A plain ``mod.HTTPTransport`` (TLS verification as the target says) with the bounds."""
+def bounded_transport(
+    mod: ModuleType, timeout_s: float, verify: bool = True, guard: StallGuard | None = None
+) -> Any:
+    """A plain ``mod.HTTPTransport`` (TLS verification as the target says) with the bounds;
+    ``guard``: the run's verdicts on routes that never complete (not sent)."""
     sync, _ = bounded_transports(mod)
-    return sync(mod.HTTPTransport(verify=verify), timeout_s)
+    return sync(mod.HTTPTransport(verify=verify), timeout_s, guard=guard)
 
 
-def async_bounded_transport(mod: ModuleType, timeout_s: float, verify: bool = True) -> Any:
+def async_bounded_transport(
+    mod: ModuleType, timeout_s: float, verify: bool = True, guard: StallGuard | None = None
+) -> Any:
     """The asynchronous twin of :func:`bounded_transport`."""
     _, asynchronous = bounded_transports(mod)
-    return asynchronous(mod.AsyncHTTPTransport(verify=verify), timeout_s)
+    return asynchronous(mod.AsyncHTTPTransport(verify=verify), timeout_s, guard=guard)
 
 
 __all__ = ["async_bounded_transport", "bounded_transport", "bounded_transports"]

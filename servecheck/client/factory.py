@@ -35,6 +35,7 @@ from typing import Any
 
 import httpx
 
+from servecheck.client.stalls import StallGuard
 from servecheck.config.model import Target
 from servecheck.redact import register_headers
 
@@ -54,6 +55,9 @@ class ClientSettings:
     max_connections: int = 100
     keepalive: bool = True
     max_body_bytes: int = MAX_BODY_BYTES
+    # The check run's memory of routes whose responses never complete (client/stalls.py):
+    # shared by every client made from these settings or a copy of them; None outside a run.
+    stall_guard: StallGuard | None = None
 
     @classmethod
     def for_target(cls, target: Target, **overrides: Any) -> ClientSettings:

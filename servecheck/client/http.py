@@ -11,7 +11,11 @@ a byte a second is cut off at the deadline), and ``max_body_bytes`` caps what is
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import socket
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -30,6 +34,7 @@ from servecheck.client.sse import (
     StreamProblem,
     classify_data,
 )
+from servecheck.client.stalls import NOT_SENT
 from servecheck.client.timing import Timing
 from servecheck.config.model import Target
 from servecheck.redact import redact, redact_headers
@@ -177,9 +182,10 @@ class Exchange:
 class _Collector:
     """Turns raw body bytes into an Exchange: timing, SSE events, size bound, deadline."""
 
-    def __init__(self, ex: Exchange, stream: bool, deadline: float, max_bytes: int) -> None:
+    def __init__(self, ex: Exchange, stream: bool, limit_s: float, max_bytes: int) -> None:
         self.ex = ex
-        self.deadline = deadline
+        self.limit_s = limit_s
+        self.deadline = ex.timing.t_start + limit_s
         self.max_bytes = max_bytes
         self.parser = SSEParser() if stream else None
         self.buf = bytearray()
@@ -228,10 +234,17 @@ class _Collector:
                 )
                 return False
         if t > self.deadline:
-            self.ex.error = "timeout"
-            self.ex.error_message = "the response did not complete before the deadline"
+            self.timed_out()
             return False
         return True
+
+    def timed_out(self) -> None:
+        """The response missed its deadline: one message for the run to learn from."""
+        self.ex.error = "timeout"
+        self.ex.error_message = (
+            f"the response did not complete within {self.limit_s:g} s (the deadline for a "
+            f"whole response; {len(self.buf)} bytes received)"
+        )
 
     def _event(self, event: SSEEvent) -> None:
         result = self.ex.stream
@@ -413,10 +426,15 @@ class _Call:
         if self.attempt == 0 and _stale_connection(exc, self.ex):
             self.retry = True
             return
-        self.ex.error, self.ex.error_message = (
-            _error_class(exc),
-            redact(_error_message(exc, self.ex.url)),
-        )
+        error = _error_class(exc)
+        message = _error_message(exc, self.ex.url)
+        if error == "timeout":
+            # one wording for every way a response misses its deadline (before the headers,
+            # a stall after them, the whole-response bound): the cause the run learns from
+            message = (
+                f"the response did not complete within {self.collector.limit_s:g} s: {message}"
+            )
+        self.ex.error, self.ex.error_message = error, redact(message)
 
 
 def _begin(
@@ -433,9 +451,7 @@ def _begin(
         settings, method, path, body, options.get("headers"), options.get("auth", True)
     )
     ex.timing.t_start = _now()
-    collector = _Collector(
-        ex, options.get("stream", False), ex.timing.t_start + limit, settings.max_body_bytes
-    )
+    collector = _Collector(ex, options.get("stream", False), limit, settings.max_body_bytes)
     timeout = httpx.Timeout(limit, connect=min(limit, settings.connect_timeout_s))
     args = {"method": method, "url": ex.url, "content": content, "headers": merged}
     return _Call(ex, collector, {**args, "timeout": timeout}, attempt)
@@ -450,6 +466,53 @@ def _calls(
         yield call
         if not call.retry:
             return
+
+
+def _refused(
+    settings: ClientSettings, method: str, path: str, body: Any, options: RequestOptions
+) -> Exchange | None:
+    """An Exchange that was not sent (``error="not-sent"``) when the run has judged that this
+    route's responses never complete (client/stalls.py); None: send it."""
+    guard = settings.stall_guard
+    if guard is None:
+        return None
+    verdict = guard.refuse(method, _url(settings, path))
+    if verdict is None:
+        return None
+    ex, _, _ = _prepare(settings, method, path, body, options.get("headers"), True)
+    ex.timing.t_start = ex.timing.t_end = _now()
+    ex.error, ex.error_message = NOT_SENT, f"not sent: {verdict.message()}"
+    return ex
+
+
+@dataclass(slots=True)
+class _Cutoff:
+    """Cuts a connection at a deadline (perf_counter time). A blocking read waits for the whole
+    read timeout, so a server that trickles a byte now and then would outlive the deadline;
+    shutting the socket down ends the read at once."""
+
+    timer: threading.Timer | None = None
+    fired: bool = False
+
+    @classmethod
+    def at(cls, response: httpx.Response, deadline: float) -> _Cutoff:
+        cutoff = cls()
+        stream = response.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if isinstance(sock, socket.socket):
+            cutoff.timer = threading.Timer(max(0.0, deadline - _now()), cutoff._cut, (sock,))
+            cutoff.timer.daemon = True
+            cutoff.timer.start()
+        return cutoff
+
+    def _cut(self, sock: socket.socket) -> None:
+        self.fired = True
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+    def cancel(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
 
 
 class ServeClient:
@@ -484,17 +547,32 @@ class ServeClient:
     def request(
         self, method: str, path: str, body: Any = None, **options: Unpack[RequestOptions]
     ) -> Exchange:
-        """Send one request and collect the whole response. Never raises for server behaviour."""
+        """Send one request and collect the whole response within its deadline (``timeout_s``,
+        headers to last byte). Never raises for server behaviour."""
+        refused = _refused(self.settings, method, path, body, options)
+        if refused is not None:
+            return refused
         for call in _calls(self.settings, method, path, body, options):
+            cutoff = _Cutoff()
             try:
                 with self._client.stream(**call.stream_args) as response:
                     call.collector.headers(response)
+                    cutoff = _Cutoff.at(response, call.collector.deadline)
                     for raw in response.iter_raw():
                         if not call.collector.data(raw):
                             break
             except TRANSPORT_ERRORS as exc:
                 call.failed(exc)
-        return call.collector.finish()
+            finally:
+                cutoff.cancel()
+            if cutoff.fired:  # the read ended because the deadline cut it, whatever it raised
+                call.collector.timed_out()
+        ex = call.collector.finish()
+        guard = self.settings.stall_guard
+        if guard is not None and ex.error == "timeout":
+            # only this client's single requests teach the run (client/stalls.py)
+            guard.note(method, ex.url, call.collector.limit_s)
+        return ex
 
     def get(self, path: str, **kw: Unpack[RequestOptions]) -> Exchange:
         return self.request("GET", path, **kw)
@@ -526,15 +604,20 @@ class AsyncServeClient:
     async def request(
         self, method: str, path: str, body: Any = None, **options: Unpack[RequestOptions]
     ) -> Exchange:
-        """As :meth:`ServeClient.request`."""
+        """As :meth:`ServeClient.request`; the deadline covers the whole exchange (asyncio's
+        timeout cancels a read the moment it passes)."""
+        refused = _refused(self.settings, method, path, body, options)
+        if refused is not None:
+            return refused
         for call in _calls(self.settings, method, path, body, options):
             try:
-                async with self._client.stream(**call.stream_args) as response:
-                    call.collector.headers(response)
-                    async for raw in response.aiter_raw():
-                        if not call.collector.data(raw):
-                            break
-            except TRANSPORT_ERRORS as exc:
+                async with asyncio.timeout(call.collector.limit_s):
+                    async with self._client.stream(**call.stream_args) as response:
+                        call.collector.headers(response)
+                        async for raw in response.aiter_raw():
+                            if not call.collector.data(raw):
+                                break
+            except TRANSPORT_ERRORS as exc:  # TimeoutError (the deadline) is an OSError
                 call.failed(exc)
         return call.collector.finish()
 

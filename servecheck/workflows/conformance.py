@@ -272,6 +272,10 @@ def _conclude(
     counts = {str(k): int(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
     line = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
     say(f"servecheck check: {line or 'no checks ran'} -> {run_dir}")
+    stalls = data.get("never_complete")
+    for stall in stalls if isinstance(stalls, list) else []:  # the cause of the checks not run
+        if isinstance(stall, dict):
+            say(f"servecheck check: {redact(str(stall.get('message', '')))}")
     if data.get("partial"):
         say(
             f"servecheck check: PARTIAL: the run was interrupted; {not_run_phrase(data.get('not_run'))}"

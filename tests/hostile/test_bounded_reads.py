@@ -29,12 +29,10 @@ BODY = {"model": "hostile-tiny", "messages": [{"role": "user", "content": "hi"}]
 @pytest.mark.parametrize(
     ("name", "error", "message"),
     [
-        pytest.param(
-            "endless-sse", "timeout", "did not complete before the deadline", id="endless-sse"
-        ),
+        pytest.param("endless-sse", "timeout", "did not complete within 2 s", id="endless-sse"),
         pytest.param("giant-line", "too-large", "exceeded 1048576 bytes", id="giant-line"),
         pytest.param("huge-body", "too-large", "response exceeded", id="huge-body"),
-        pytest.param("headers-then-stall", "timeout", "no data within the timeout", id="stall"),
+        pytest.param("headers-then-stall", "timeout", "did not complete within 2 s", id="stall"),
     ],
 )
 def test_the_raw_client_ends_in_time_and_bounded(name: str, error: str, message: str) -> None:

@@ -64,7 +64,10 @@ def sdk_client(ctx: CheckContext) -> OpenAI:
 
     options = _sdk_options(ctx)
     transport = bounded_transport(
-        _sdk_httpx(openai.DefaultHttpxClient), ctx.target.timeout_s, verify=ctx.target.verify_tls
+        _sdk_httpx(openai.DefaultHttpxClient),
+        ctx.target.timeout_s,
+        verify=ctx.target.verify_tls,
+        guard=ctx.client.settings.stall_guard,
     )
     options["http_client"] = openai.DefaultHttpxClient(transport=transport)
     return openai.OpenAI(**options)
@@ -81,6 +84,7 @@ def async_sdk_client(ctx: CheckContext) -> AsyncOpenAI:
         _sdk_httpx(openai.DefaultAsyncHttpxClient),
         ctx.target.timeout_s,
         verify=ctx.target.verify_tls,
+        guard=ctx.client.settings.stall_guard,
     )
     options["http_client"] = openai.DefaultAsyncHttpxClient(transport=transport)
     return openai.AsyncOpenAI(**options)
@@ -397,6 +401,7 @@ def anthropic_client(ctx: CheckContext) -> Any:
         _sdk_httpx(anthropic.DefaultHttpxClient),
         ctx.target.timeout_s,
         verify=ctx.target.verify_tls,
+        guard=ctx.client.settings.stall_guard,
     )
     options = _anthropic_options(ctx)
     options["http_client"] = anthropic.DefaultHttpxClient(transport=transport)
