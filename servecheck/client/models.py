@@ -60,7 +60,7 @@ def choose_model(
             connect_timeout_s=timeout_s,
             verify_tls=verify_tls,
         )
-        with sync_client(settings) as client:
+        with sync_client(settings, bound_body=True) as client:  # a listing that never ends
             r = client.get(url)
         # never an embedding or rerank model: a chat run sent there only gets errors
         ids = [str(m["id"]) for m in r.json()["data"] if not pooling_kind(m)]
