@@ -309,6 +309,30 @@ def _judge(slos: Sequence[SLO], stats: RunStats, window: RunStats | None) -> lis
     return out
 
 
+def _timeout_cause(stats: RunStats, records: Callable[[], Any], timeout_s: float) -> str | None:
+    """What the timeouts of a run in which nothing succeeded were, when they are all it saw:
+    streams whose tokens kept coming and never ended (never ``data: [DONE]``), or answers that
+    never began. Both read "timeout", but they name different faults of the server."""
+    if stats.ok or stats.total == 0 or set(stats.errors) != {"timeout"}:
+        return None
+    firsts = [r.get("ttft") is not None for r in records() if r.get("error") == "timeout"]
+    if not firsts:
+        return None
+    streamed, silent = sum(firsts), len(firsts) - sum(firsts)
+    within = f"within the target's timeout_s ({timeout_s:g} s)"
+    if silent == 0:
+        return (
+            "responses never complete: every request streamed tokens and none ended "
+            f"(no data: [DONE]) {within}"
+        )
+    if streamed == 0:
+        return f"no response completed: no request got a token {within}"
+    return (
+        f"responses never complete: {streamed} streamed tokens without an end and {silent} got "
+        f"no token {within}"
+    )
+
+
 def summarise(
     spec: LoadSpec,
     cfg: RunConfig,
@@ -375,6 +399,7 @@ def summarise(
         unmeasured=unmeasured,
         down=down,
         over_budget=over_budget,
+        cause=_timeout_cause(stats, records, cfg.timeout_s),
     )
     behind = stats.behind  # even with --allow-lag: the lag is inside the client TTFT
     server = server_watch.section(spec, run_dir, agg.client, behind)
