@@ -309,6 +309,18 @@ def _judge(slos: Sequence[SLO], stats: RunStats, window: RunStats | None) -> lis
     return out
 
 
+def _cause(
+    stats: RunStats, records: Callable[[], Any], timeout_s: float, unlisted: str | None
+) -> str | None:
+    """Why nothing succeeded, where the records and the run know more than the error class:
+    a model /v1/models does not list (``unlisted``) answered with a 4xx, or timeouts."""
+    if unlisted and stats.ok == 0 and len(stats.errors) == 1:
+        (kind,) = stats.errors
+        if kind.startswith("http-4"):
+            return f"the server answered HTTP {kind[5:]}: {unlisted}"
+    return _timeout_cause(stats, records, timeout_s)
+
+
 def _timeout_cause(stats: RunStats, records: Callable[[], Any], timeout_s: float) -> str | None:
     """What the timeouts of a run in which nothing succeeded were, when they are all it saw:
     streams whose tokens kept coming and never ended (never ``data: [DONE]``), or answers that
@@ -343,10 +355,12 @@ def summarise(
     ended: float,
     down: str | None = None,
     partial: str | None = None,
+    unlisted: str | None = None,
 ) -> LoadResult:
     """Merge the worker records, compute statistics and verdicts, write summary.json/.txt.
     ``down``: why the target could not be reached before the load started (then FAIL).
-    ``partial``: why the run stopped early (the summary is marked; never a pass)."""
+    ``partial``: why the run stopped early (the summary is marked; never a pass).
+    ``unlisted``: the given model is not among those /v1/models lists (client/models.py)."""
     recs = _Records(run_dir)
     infos = _worker_infos(run_dir)
     # --web: a run its UI stopped is partial (never a pass), unless a stop was already named
@@ -399,7 +413,7 @@ def summarise(
         unmeasured=unmeasured,
         down=down,
         over_budget=over_budget,
-        cause=_timeout_cause(stats, records, cfg.timeout_s),
+        cause=_cause(stats, records, cfg.timeout_s, unlisted),
     )
     behind = stats.behind  # even with --allow-lag: the lag is inside the client TTFT
     server = server_watch.section(spec, run_dir, agg.client, behind)
