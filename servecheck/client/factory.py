@@ -35,10 +35,10 @@ from typing import Any
 
 import httpx
 
+from servecheck.client.bounded import MAX_BODY_BYTES, bounded_transports
 from servecheck.config.model import Target
 from servecheck.redact import register_headers
 
-MAX_BODY_BYTES = 32 * 1024 * 1024
 _NODELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
 
@@ -142,8 +142,6 @@ def sync_client(
         socket_options=_NODELAY, verify=_ssl_context(settings.verify_tls), limits=settings.limits()
     )
     if bound_body:
-        from servecheck.client.bounded import bounded_transports  # it imports this module
-
         bounded, _ = bounded_transports(httpx)
         transport = bounded(transport, settings.timeout_s, settings.max_body_bytes)
     return httpx.Client(transport=transport, **_options(settings, default_headers))
