@@ -58,7 +58,7 @@ def snapshot(target: Target, timeout_s: float = 5.0) -> dict[str, Any]:
     url = target.metrics_url or target.server_root + "/metrics"
     settings = ClientSettings.for_target(target, timeout_s=timeout_s, connect_timeout_s=timeout_s)
     try:
-        with sync_client(settings) as client:
+        with sync_client(settings, bound_body=True) as client:  # /metrics that never ends
             r = client.get(url)
     except httpx.HTTPError as exc:
         return {"note": f"cannot read {redact(url)}: {type(exc).__name__}"}

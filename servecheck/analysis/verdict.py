@@ -137,8 +137,11 @@ def stage_facts(stages: Mapping[str, Stage]) -> dict[str, dict[str, Any]]:
     return {name: stage.facts for name, stage in stages.items()}
 
 
-def nothing_succeeded(total: int, ok: int, errors: Mapping[str, int]) -> str | None:
-    """The reason a run with ``total`` requests of which ``ok`` succeeded fails, or None."""
+def nothing_succeeded(
+    total: int, ok: int, errors: Mapping[str, int], cause: str | None = None
+) -> str | None:
+    """The reason a run with ``total`` requests of which ``ok`` succeeded fails, or None.
+    ``cause``: what the records say beyond the top error class (the timeouts' own kind)."""
     if total <= 0 or ok > 0:
         return None
     top = sorted(errors.items(), key=lambda kv: -kv[1])[:3]
@@ -146,6 +149,7 @@ def nothing_succeeded(total: int, ok: int, errors: Mapping[str, int]) -> str | N
     meaning = _ERROR_MEANING.get(top[0][0], "") if top else ""
     if top and top[0][0].startswith("http-"):
         meaning = f"the server answered HTTP {top[0][0][5:]}"
+    meaning = cause or meaning
     return f"nothing succeeded: 0 of {total} requests ok ({named})" + (
         f": {meaning}" if meaning else ""
     )
@@ -161,16 +165,18 @@ def load_run_verdict(
     down: str | None = None,
     over_budget: str | None = None,
     partial: str | None = None,
+    cause: str | None = None,
 ) -> RunVerdict:
     """The run's verdict. ``unmeasured`` are reasons the run could not measure what it claims
     (the generator fell behind, no request finished, locust died): they make it inconclusive.
     ``down`` (the target did not accept a connection before the load) is a FAIL, and so is
     ``over_budget`` (more requests failed than the error budget allows, ``analysis/budget.py``),
-    unless nothing succeeded, which says more. ``partial`` ("partial run: it ran 30.6 s of 60
-    s") follows ``down`` when the target's going down stopped the run."""
+    unless nothing succeeded, which says more (``cause``: why, in the records' words).
+    ``partial`` ("partial run: it ran 30.6 s of 60 s") follows ``down`` when the target's going
+    down stopped the run."""
     if down:  # nothing else about the run means anything then
         return RunVerdict(FAIL, [down, *([partial] if partial else [])])
-    dead = nothing_succeeded(total, ok, errors)
+    dead = nothing_succeeded(total, ok, errors, cause)
     other = list(unmeasured)
     finished = ["no request finished"] if total == 0 and slo_ok else []
     return compose(

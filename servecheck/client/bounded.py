@@ -23,8 +23,11 @@ from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
 from typing import Any
 
-from servecheck.client.factory import MAX_BODY_BYTES
 from servecheck.client.stalls import StallGuard
+
+# The size bound of every body a client of servecheck reads (client/factory.py's ClientSettings
+# default too): here, below the factory, which wraps its transports in these bounds.
+MAX_BODY_BYTES = 32 * 1024 * 1024
 
 TOO_LARGE = "the response exceeded {max_bytes} bytes (servecheck's size bound)"
 TOO_SLOW = "the response did not complete within timeout_s={timeout_s:g} s (servecheck's bound)"

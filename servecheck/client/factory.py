@@ -35,11 +35,11 @@ from typing import Any
 
 import httpx
 
+from servecheck.client.bounded import MAX_BODY_BYTES, bounded_transports
 from servecheck.client.stalls import StallGuard
 from servecheck.config.model import Target
 from servecheck.redact import register_headers
 
-MAX_BODY_BYTES = 32 * 1024 * 1024
 _NODELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
 
@@ -131,16 +131,23 @@ def sync_client(
     *,
     transport: httpx.BaseTransport | None = None,
     default_headers: bool = True,
+    bound_body: bool = False,
 ) -> httpx.Client:
     """A blocking httpx client for ``settings``.
 
     ``default_headers=False``: the caller merges ``settings.headers`` into each request itself
     (the timing client, which can leave the auth headers out of one request).
     ``transport``: one of your own (a client certificate for mTLS, a proxy).
+    ``bound_body``: every response's whole body within ``timeout_s`` and ``max_body_bytes``
+    (a side probe that reads a body to its end: /tokenize, /metrics, /v1/models). httpx's own
+    timeout is per read, so a server that streams forever would hold such a read for ever.
     """
     transport = transport or httpx.HTTPTransport(
         socket_options=_NODELAY, verify=_ssl_context(settings.verify_tls), limits=settings.limits()
     )
+    if bound_body:
+        bounded, _ = bounded_transports(httpx)
+        transport = bounded(transport, settings.timeout_s, settings.max_body_bytes)
     return httpx.Client(transport=transport, **_options(settings, default_headers))
 
 

@@ -15,7 +15,7 @@ import httpx
 
 from servecheck.client.factory import ClientSettings, sync_client
 from servecheck.config.model import Target, pooling_kind
-from servecheck.errors import SpecError, UsageError
+from servecheck.errors import SpecError, UsageError, did_you_mean
 from servecheck.redact import redact
 
 
@@ -53,17 +53,8 @@ def choose_model(
         return ModelChoice(declared[0], "the first of the target's models in targets.yaml")
     url = base_url.rstrip("/") + "/models"
     try:
-        settings = ClientSettings.for_url(
-            url,
-            dict(headers),
-            timeout_s=timeout_s,
-            connect_timeout_s=timeout_s,
-            verify_tls=verify_tls,
-        )
-        with sync_client(settings) as client:
-            r = client.get(url)
         # never an embedding or rerank model: a chat run sent there only gets errors
-        ids = [str(m["id"]) for m in r.json()["data"] if not pooling_kind(m)]
+        ids = [m for m, pooling in _listed(url, headers, timeout_s, verify_tls) if not pooling]
         if not ids:
             raise ValueError("an empty list")
     except httpx.TimeoutException:
@@ -87,6 +78,36 @@ def choose_model(
     return ModelChoice(ids[0], f"the first that GET /v1/models lists{more}")
 
 
+def _listed(
+    url: str, headers: Mapping[str, str], timeout_s: float, verify_tls: bool
+) -> list[tuple[str, bool]]:
+    """``GET url`` (a /v1/models): each model id and whether it is a pooling model; raises on
+    a failed listing (httpx's errors, a body that is not a listing)."""
+    settings = ClientSettings.for_url(
+        url, dict(headers), timeout_s=timeout_s, connect_timeout_s=timeout_s, verify_tls=verify_tls
+    )
+    with sync_client(settings, bound_body=True) as client:  # a listing that never ends
+        r = client.get(url)
+    return [(str(m["id"]), bool(pooling_kind(m))) for m in r.json()["data"]]
+
+
+def unlisted_model(target: Target, model: str, timeout_s: float) -> str | None:
+    """Why ``model`` is likely not served: it is not among the ids ``GET /v1/models`` lists
+    (a few named, the closest as "did you mean"); None when it is listed, or when the listing
+    cannot be read (then nothing is known). A gateway may serve models it does not list, so this
+    is said, never a refusal."""
+    url = target.base_url.rstrip("/") + "/models"
+    headers = {**target.headers, **target.auth_headers()}
+    try:
+        ids = [m for m, _ in _listed(url, headers, timeout_s, target.verify_tls)]
+    except Exception:  # noqa: BLE001 - an unreadable listing tells nothing about the model
+        return None
+    if model in ids or not ids:
+        return None
+    named = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+    return f"model {model!r} is not among the models GET /v1/models lists ({named}){did_you_mean(model, ids)}"
+
+
 def model_for_target(target: Target, explicit: str | None = None) -> ModelChoice:
     """:func:`choose_model` for a target of targets.yaml."""
     return choose_model(
@@ -100,4 +121,4 @@ def model_for_target(target: Target, explicit: str | None = None) -> ModelChoice
     )
 
 
-__all__ = ["ModelChoice", "NoAnswer", "choose_model", "model_for_target"]
+__all__ = ["ModelChoice", "NoAnswer", "choose_model", "model_for_target", "unlisted_model"]

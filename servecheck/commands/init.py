@@ -6,12 +6,18 @@ written as ``${VAR}``, never as itself. ``--append`` edits the file with a round
 library (comments, order and indentation kept) and writes it only when the whole result loads.
 Exit codes: 0 written, 2 usage error (nothing OpenAI-compatible at URL, a key needed and not
 given, the name taken in ``--append``'s file, a result that would not load: nothing written).
+When chat completions never complete within ``--timeout`` (an endless stream, headers and then
+silence) the capabilities they decide are left out as unknown and a warning line says so on
+stderr: the entry is still written and the exit is 0, since the URL, models and engine it found
+are right; ``--strict`` makes that exit 1 and appends nothing (a CI job that must not go on with
+a half-probed target).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -39,7 +45,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=20.0,
         metavar="S",
-        help="per request (default: %(default)s)",
+        help="per request, for its whole response (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 and append nothing when the endpoint is not usable as it is (chat "
+        "completions that never complete); without it a warning line says so and the exit is 0",
     )
 
 
@@ -67,6 +79,11 @@ def run(args: argparse.Namespace) -> int:
     entry = render_entry(facts, args.name, args.api_key_env or "SERVECHECK_API_KEY")
     _valid(entry, args.api_key_env or "SERVECHECK_API_KEY")
     print(entry, end="")
+    for problem in facts.problems:
+        print(f"servecheck init: warning: {problem}", file=sys.stderr)
+    if facts.problems and args.strict:
+        print("servecheck init: --strict: exit 1, nothing appended", file=sys.stderr)
+        return 1
     if args.append:
         from servecheck.workflows.init import append_entry
 

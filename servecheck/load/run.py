@@ -39,7 +39,7 @@ from servecheck.analysis.slo import (
 from servecheck.analysis.stats import RunStats
 from servecheck.analysis.timings import request_id_header
 from servecheck.analysis.warmup import extend_bounds
-from servecheck.client.models import ModelChoice, NoAnswer, model_for_target
+from servecheck.client.models import ModelChoice, NoAnswer, model_for_target, unlisted_model
 from servecheck.client.version import probe_engine_version
 from servecheck.config.model import Target
 from servecheck.errors import SpecError, UsageError
@@ -601,6 +601,15 @@ def _run(
         if (cfg.live or {}).get(bind):
             host, port = cfg.live[bind]  # type: ignore[index]
             say(f"live {what}: http://{'[' + host + ']' if ':' in host else host}:{port}/")
+    # A --model the target does not list: said now, and named as the cause if every request
+    # is refused (a bare "HTTP 404" sent a user looking everywhere but at the model's name).
+    unlisted = (
+        unlisted_model(spec.target, choice.model, cfg.probe_timeout_s)
+        if choice.source == "given" and spec.role != "worker"
+        else None
+    )
+    if unlisted:
+        say(f"warning: {unlisted}; the run goes on (a gateway may serve models it does not list)")
     started = time.time()
     bound = cfg.duration_s
     wall = (bound or 3600.0) + cfg.drain_s + 120.0
@@ -654,7 +663,7 @@ def _run(
         return summarise(
             spec, cfg, slos, run_dir, rc, started, ended, down=watch.down, partial=watch.down
         )
-    return summarise(spec, cfg, slos, run_dir, rc, started, ended)
+    return summarise(spec, cfg, slos, run_dir, rc, started, ended, unlisted=unlisted)
 
 
 # ------------------------------------------------------------------ options and plans

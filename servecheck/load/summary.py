@@ -327,6 +327,42 @@ def _judge(slos: Sequence[SLO], stats: RunStats, window: RunStats | None) -> lis
     return out
 
 
+def _cause(
+    stats: RunStats, records: Callable[[], Any], timeout_s: float, unlisted: str | None
+) -> str | None:
+    """Why nothing succeeded, where the records and the run know more than the error class:
+    a model /v1/models does not list (``unlisted``) answered with a 4xx, or timeouts."""
+    if unlisted and stats.ok == 0 and len(stats.errors) == 1:
+        (kind,) = stats.errors
+        if kind.startswith("http-4"):
+            return f"the server answered HTTP {kind[5:]}: {unlisted}"
+    return _timeout_cause(stats, records, timeout_s)
+
+
+def _timeout_cause(stats: RunStats, records: Callable[[], Any], timeout_s: float) -> str | None:
+    """What the timeouts of a run in which nothing succeeded were, when they are all it saw:
+    streams whose tokens kept coming and never ended (never ``data: [DONE]``), or answers that
+    never began. Both read "timeout", but they name different faults of the server."""
+    if stats.ok or stats.total == 0 or set(stats.errors) != {"timeout"}:
+        return None
+    firsts = [r.get("ttft") is not None for r in records() if r.get("error") == "timeout"]
+    if not firsts:
+        return None
+    streamed, silent = sum(firsts), len(firsts) - sum(firsts)
+    within = f"within the target's timeout_s ({timeout_s:g} s)"
+    if silent == 0:
+        return (
+            "responses never complete: every request streamed tokens and none ended "
+            f"(no data: [DONE]) {within}"
+        )
+    if streamed == 0:
+        return f"no response completed: no request got a token {within}"
+    return (
+        f"responses never complete: {streamed} streamed tokens without an end and {silent} got "
+        f"no token {within}"
+    )
+
+
 def summarise(
     spec: LoadSpec,
     cfg: RunConfig,
@@ -337,10 +373,12 @@ def summarise(
     ended: float,
     down: str | None = None,
     partial: str | None = None,
+    unlisted: str | None = None,
 ) -> LoadResult:
     """Merge the worker records, compute statistics and verdicts, write summary.json/.txt.
     ``down``: why the target could not be reached before the load started (then FAIL).
-    ``partial``: why the run stopped early (the summary is marked; never a pass)."""
+    ``partial``: why the run stopped early (the summary is marked; never a pass).
+    ``unlisted``: the given model is not among those /v1/models lists (client/models.py)."""
     recs = _Records(run_dir)
     infos = _worker_infos(run_dir)
     # --web: a run its UI stopped is partial (never a pass), unless a stop was already named
@@ -404,6 +442,7 @@ def summarise(
         down=down,
         over_budget=over_budget,
         partial=f"partial run: {ran}" if partial else None,
+        cause=_cause(stats, records, cfg.timeout_s, unlisted),
     )
     behind = stats.behind  # even with --allow-lag: the lag is inside the client TTFT
     server = server_watch.section(spec, run_dir, agg.client, behind)

@@ -305,8 +305,20 @@ def _read_stream(
 
     url = settings.base_url + "/chat/completions"
     with sync_client(settings) as client:
+        # The whole stream's bound: its first token, then the drain's deadline (``until`` ends it
+        # there once the drain began), with an idle wait to spare; never for ever.
+        whole_s = opts.first_token_timeout_s + opts.deadline_s + opts.stream_idle_s
         read_stream_sync(
-            client, url, body, {}, rec, until=until, clock=clock.wall, state=st, res=res
+            client,
+            url,
+            body,
+            {},
+            rec,
+            until=until,
+            timeout_s=whole_s,
+            clock=clock.wall,
+            state=st,
+            res=res,
         )
     rec.t_intended = rec.t_sent
     rec.finish_reason = st.finish_reason

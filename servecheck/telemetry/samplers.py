@@ -243,7 +243,8 @@ class _ScrapeSampler(Sampler):
         settings = ClientSettings.for_url(
             self.url, self.headers, timeout_s=self.timeout_s, connect_timeout_s=self.timeout_s
         )
-        self._client = sync_client(settings)
+        # bound_body: a scrape that never ends would hold the sampler (and its stop) for ever
+        self._client = sync_client(settings, bound_body=True)
 
     def teardown(self) -> None:
         if self._client is not None:

@@ -12,9 +12,17 @@ What it finds, and how (each line of the entry says where its value came from):
 * capabilities by trying them: one small request each (streaming, usage in the stream, JSON
   object and schema modes, tools, logprobs, n, legacy completions, /tokenize, /metrics). A
   capability is ``true`` when the server accepted the request and answered in the expected shape;
-  whether the answers are right is what ``servecheck check`` is for.
+  whether the answers are right is what ``servecheck check`` is for;
+* vision by showing the model a tiny generated PNG (:mod:`servecheck.client.images`): ``true``
+  only when the answer proves the image was read, i.e. the same message with the image counts
+  more ``usage.prompt_tokens`` than without it (by more than the few tokens a template adds for a
+  part: the margin IMAGE-REJECTED-TEXT-ONLY allows); a refusal (4xx) or no growth is ``false``.
 
-Every request is bounded (``timeout_s``) and there are at most about 15 of them.
+Every request is bounded (``timeout_s`` for the whole response) and there are at most about 17
+of them. A chat completion that never completes (an endless stream, headers and then silence)
+is not asked again in the same mode: the capabilities it would have decided are left out of the
+entry (``unknown``, so the engine's defaults apply, never a ``false`` that would switch checks
+off), and :attr:`EndpointFacts.problems` says so (the command warns; ``--strict`` exits 1).
 
 :func:`append_entry` adds the entry to an existing targets file with a round-trip YAML editor
 (ruamel.yaml: the user's comments, key order and indentation stay), checks the whole result
@@ -27,7 +35,7 @@ import io
 import os
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +67,7 @@ class EndpointFacts:
     metrics_url: Finding
     capabilities: dict[str, Finding] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # the endpoint is not usable as it is
 
 
 def _client(base_url: str, key: str | None, timeout_s: float) -> ServeClient:
@@ -176,48 +185,166 @@ def _message(ex: Exchange) -> dict[str, Any] | None:
 
 
 def _tried(ok: bool, what: str, ex: Exchange) -> Finding:
+    """``ok`` as the finding; unknown (None) when no complete answer came in time: a timeout
+    says nothing about the capability, and a false would switch its checks off."""
+    if ex.error == "timeout":
+        return Finding(None, f"tried {what}: no complete answer ({ex.describe(80)})")
     return Finding(ok, f"tried {what}: " + ("accepted" if ok else ex.describe(80)))
 
 
-def _capabilities(client: ServeClient, base: str, model: str) -> dict[str, Finding]:
-    caps: dict[str, Finding] = {}
-    ex = client.post("/chat/completions", _chat(model, stream=True), stream=True)
-    chunks = ex.stream.chunks if ex.stream else []
-    caps["streaming"] = _tried(ex.ok and bool(chunks), "a streamed chat completion", ex)
-    ex = client.post(
-        "/chat/completions",
-        _chat(model, stream=True, stream_options={"include_usage": True}),
-        stream=True,
-    )
-    usage = any(isinstance(c.get("usage"), dict) for c in (ex.stream.chunks if ex.stream else []))
-    caps["usage_in_stream"] = _tried(ex.ok and usage, "stream_options.include_usage", ex)
-    ex = client.post("/chat/completions", _chat(model, response_format={"type": "json_object"}))
-    caps["json_object"] = _tried(_message(ex) is not None, "response_format json_object", ex)
-    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
-    ex = client.post(
-        "/chat/completions",
-        _chat(
-            model,
-            response_format={
-                "type": "json_schema",
-                "json_schema": {"name": "probe", "schema": schema},
-            },
-        ),
-    )
-    caps["json_schema"] = _tried(_message(ex) is not None, "response_format json_schema", ex)
-    tool = {
-        "type": "function",
-        "function": {"name": "ping", "description": "ping", "parameters": {"type": "object"}},
-    }
-    ex = client.post("/chat/completions", _chat(model, tools=[tool], tool_choice="required"))
-    msg = (_message(ex) or {}).get("message") or {}
-    caps["tools"] = _tried(bool(msg.get("tool_calls")), "tools with tool_choice required", ex)
-    ex = client.post("/chat/completions", _chat(model, logprobs=True, top_logprobs=1))
-    caps["logprobs"] = _tried(bool((_message(ex) or {}).get("logprobs")), "logprobs", ex)
-    ex = client.post("/chat/completions", _chat(model, n=2))
+def _chunks(ex: Exchange) -> list[dict[str, Any]]:
+    return ex.stream.chunks if ex.stream else []
+
+
+def _tool_called(ex: Exchange) -> bool:
+    return bool(((_message(ex) or {}).get("message") or {}).get("tool_calls"))
+
+
+def _two_choices(ex: Exchange) -> bool:
     data = ex.json() if ex.ok else None
-    two = isinstance(data, dict) and len(data.get("choices") or []) == 2
-    caps["n"] = _tried(two, "n=2", ex)
+    return isinstance(data, dict) and len(data.get("choices") or []) == 2
+
+
+_SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+_TOOL = {
+    "type": "function",
+    "function": {"name": "ping", "description": "ping", "parameters": {"type": "object"}},
+}
+# (capability, what was tried, the body's extra fields, streamed, accepted(exchange))
+_CHAT_PROBES: tuple[tuple[str, str, dict[str, Any], bool, Callable[[Exchange], bool]], ...] = (
+    ("streaming", "a streamed chat completion", {}, True, lambda ex: ex.ok and bool(_chunks(ex))),
+    (
+        "usage_in_stream",
+        "stream_options.include_usage",
+        {"stream_options": {"include_usage": True}},
+        True,
+        lambda ex: ex.ok and any(isinstance(c.get("usage"), dict) for c in _chunks(ex)),
+    ),
+    (
+        "json_object",
+        "response_format json_object",
+        {"response_format": {"type": "json_object"}},
+        False,
+        lambda ex: _message(ex) is not None,
+    ),
+    (
+        "json_schema",
+        "response_format json_schema",
+        {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "probe", "schema": _SCHEMA},
+            }
+        },
+        False,
+        lambda ex: _message(ex) is not None,
+    ),
+    (
+        "tools",
+        "tools with tool_choice required",
+        {"tools": [_TOOL], "tool_choice": "required"},
+        False,
+        _tool_called,
+    ),
+    (
+        "logprobs",
+        "logprobs",
+        {"logprobs": True, "top_logprobs": 1},
+        False,
+        lambda ex: bool((_message(ex) or {}).get("logprobs")),
+    ),
+    ("n", "n=2", {"n": 2}, False, _two_choices),
+)
+
+
+@dataclass(slots=True)
+class _Chat:
+    """The chat completion probes' one way out. A probe that timed out (no complete response
+    within ``timeout_s``: an endless stream, or headers and then silence) is not followed by
+    another in the same mode: each would wait its whole timeout for the same end (issue 41).
+    ``never``: streamed (True) / not streamed (False) -> what the timed-out probe got."""
+
+    client: ServeClient
+    timeout_s: float
+    never: dict[bool, str] = field(default_factory=dict)
+
+    def post(self, body: dict[str, Any], stream: bool = False) -> Exchange | None:
+        """The exchange, or None when this mode never completes (this time or before)."""
+        if stream in self.never:
+            return None
+        ex = self.client.post("/chat/completions", {**body, "stream": stream}, stream=stream)
+        if ex.error == "timeout":
+            self.never[stream] = ex.describe(80)
+            return None
+        return ex
+
+    def unknown(self, stream: bool) -> Finding:
+        mode = "streamed" if stream else "non-streamed"
+        return Finding(None, f"{mode} chat completions never complete within {self.timeout_s:g} s")
+
+    def problem(self) -> str | None:
+        """The warning for the user: which chat completions never complete, and what came."""
+        if not self.never:
+            return None
+        which = {
+            (True,): "streamed chat completions never complete",
+            (False,): "non-streamed chat completions never complete",
+            (False, True): "chat completions never complete",
+        }[tuple(sorted(self.never))]
+        got = "; ".join(dict.fromkeys(self.never.values()))  # each answer once
+        return (
+            f"{which} within {self.timeout_s:g} s ({got}): the capabilities they decide are "
+            "unknown; fix the server, or raise --timeout if it is only slow"
+        )
+
+
+VISION_SIDE = 112  # 16 patches of 28x28: a read image adds tokens no template margin explains
+VISION_TEXT = "Describe the image in a few words."
+
+
+def _prompt_tokens(ex: Exchange) -> int | None:
+    data = ex.json() if ex.ok else None
+    usage = data.get("usage") if isinstance(data, dict) else None
+    n = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+def _vision(chat: _Chat, model: str) -> Finding:
+    """Whether the model reads images: the same user message with and without one tiny PNG; it
+    read the image when the image's prompt tokens exceed what a template adds for a part."""
+    from servecheck.checks.surfaces.image import READ_MARGIN
+    from servecheck.client.images import chat_message, make_image
+
+    image = make_image(VISION_SIDE, VISION_SIDE, seed=41)
+    tried = f"a {image.describe()} image_url part"
+    plain = chat.post(_chat(model, messages=[chat_message(VISION_TEXT)]))
+    shown = chat.post(_chat(model, messages=[chat_message(VISION_TEXT, image)]))
+    if plain is None or shown is None:
+        return chat.unknown(False)
+    if not shown.ok:
+        return Finding(False, f"tried {tried}: {shown.describe(80)}")
+    without, with_image = _prompt_tokens(plain), _prompt_tokens(shown)
+    if without is None or with_image is None:
+        return Finding(
+            None,
+            f"tried {tried}: accepted, but no usage.prompt_tokens shows whether it was read "
+            "(declare vision by hand if the model reads images)",
+        )
+    grew = with_image - without
+    if grew > READ_MARGIN:
+        return Finding(True, f"tried {tried}: it added {grew} prompt tokens (the model read it)")
+    return Finding(
+        False, f"tried {tried}: accepted, but it added {grew} prompt tokens (left out, not read)"
+    )
+
+
+def _capabilities(chat: _Chat, base: str, model: str) -> dict[str, Finding]:
+    caps: dict[str, Finding] = {}
+    for cap, what, extra, stream, accepted in _CHAT_PROBES:
+        ex = chat.post(_chat(model, **extra), stream)
+        caps[cap] = chat.unknown(stream) if ex is None else _tried(accepted(ex), what, ex)
+    caps["vision"] = _vision(chat, model)
+    client = chat.client
     ex = client.post("/completions", {"model": model, "prompt": "Say OK.", "max_tokens": 4})
     caps["completions"] = _tried(_message(ex) is not None, "/v1/completions", ex)
     ex = client.post(_root(base) + "/tokenize", {"model": model, "prompt": "hello"})
@@ -248,10 +375,12 @@ def probe_endpoint(url: str, api_key: str | None = None, timeout_s: float = 20.0
         context = _context(client, base, entries[0] if entries else None)
         metrics = _metrics(client, base)
         caps: dict[str, Finding] = {}
+        chat = _Chat(client, timeout_s)
         if ids:
-            caps = _capabilities(client, base, ids[0])
+            caps = _capabilities(chat, base, ids[0])
         else:
             notes.append("no model listed: capabilities were not tried; name models by hand")
+    problem = chat.problem()
     caps["metrics"] = Finding(metrics.value is not None, f"GET /metrics: {metrics.why}")
     models = Finding(
         ids[:1], f"served: {', '.join(ids) or 'none'} (/v1/models); the first is checked"
@@ -267,6 +396,7 @@ def probe_endpoint(url: str, api_key: str | None = None, timeout_s: float = 20.0
         metrics,
         caps,
         notes,
+        [problem] if problem else [],
     )
 
 
@@ -299,11 +429,15 @@ def render_entry(facts: EndpointFacts, name: str, key_env: str | None) -> str:
         out.append(f"    # context_length: unknown ({facts.context_length.why})")
     if facts.metrics_url.value:
         out.append(line("    ", "metrics_url", str(facts.metrics_url.value), facts.metrics_url.why))
-    if facts.capabilities:
+    if any(found.value is not None for found in facts.capabilities.values()):
         out.append("    capabilities:")
-        for cap, found in facts.capabilities.items():
+    for cap, found in facts.capabilities.items():
+        if found.value is None:  # unknown: left to the engine's default, never a false "no"
+            out.append(f"      # {cap}: unknown ({redact(found.why)})")
+        else:
             out.append(line("      ", cap, "true" if found.value else "false", found.why))
     out += [f"    # note: {redact(n)}" for n in facts.notes]
+    out += [f"    # warning: {redact(p)}" for p in facts.problems]
     return "\n".join(out) + "\n"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -10,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from servecheck.client.models import choose_model
+from servecheck.client.models import choose_model, unlisted_model
+from servecheck.config.model import Target
 from servecheck.errors import SpecError, UsageError
 from servecheck.reference.inprocess import RunningServer
+from tests.hostile.support import load_cmd
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -163,3 +166,58 @@ def test_plain_locust_with_a_named_target_uses_its_declared_models(tmp_path: Pat
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0 and done.stdout.split()[-1:] == ["declared-m"], done.stderr[-2000:]
+
+
+def _target(base_url: str) -> Target:
+    return Target.model_validate({"name": "ref", "base_url": base_url, "timeout_s": 5})
+
+
+def test_a_given_model_the_listing_lacks_is_named_with_the_listed_ones(
+    make_reference: Callable[..., RunningServer],
+) -> None:
+    server = make_reference(models=["a-model", "b-model"])
+    target = _target(server.base_url)
+    assert unlisted_model(target, "b-model", 5) is None
+    assert unlisted_model(target, "a-modle", 5) == (
+        "model 'a-modle' is not among the models GET /v1/models lists (a-model, b-model, ref-embed, ref-rerank) "
+        '(did you mean "a-model"?)'
+    )
+    assert unlisted_model(target, "nosuch", 5) == (
+        "model 'nosuch' is not among the models GET /v1/models lists (a-model, b-model, ref-embed, ref-rerank)"
+    )
+    # no listing (nothing there): nothing is known about the model, so nothing is said
+    assert unlisted_model(_target("http://127.0.0.1:9/v1"), "nosuch", 2) is None
+
+
+@pytest.mark.slow
+def test_load_with_a_model_the_target_does_not_list_says_so(
+    make_reference: Callable[..., RunningServer], tmp_path: Path
+) -> None:
+    """``load --model nosuch`` said only "HTTP 404"; the run says why (issue 41.11)."""
+    server = make_reference()  # serves ref-tiny
+    targets = tmp_path / "targets.yaml"
+    targets.write_text(f"targets:\n  - name: ref\n    base_url: {server.base_url}\n")
+    cmd = load_cmd(
+        targets,
+        tmp_path / "r",
+        "--users",
+        "1",
+        "--max-requests",
+        "3",
+        "--model",
+        "ref-tiyn",
+        target="ref",
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "r").iterdir()
+    reasons = json.loads((run_dir / "summary.json").read_text())["reasons"]
+    unlisted = (
+        "model 'ref-tiyn' is not among the models GET /v1/models lists (ref-tiny, ref-embed, ref-rerank) "
+        '(did you mean "ref-tiny"?)'
+    )
+    assert reasons[0] == (
+        f"nothing succeeded: 0 of 3 requests ok (3 http-404): the server answered HTTP 404: "
+        f"{unlisted}"
+    ), reasons
+    assert unlisted in proc.stdout, proc.stdout

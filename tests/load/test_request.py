@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -109,3 +111,44 @@ def test_the_async_reader_bounds_the_whole_exchange() -> None:
 
     rec = asyncio.run(go())
     assert rec.error == "timeout" and "within 0.05 s" in rec.error_message, rec
+
+
+class _Endless(httpx.SyncByteStream):
+    """A token every millisecond and never ``[DONE]`` (the hostile catalogue's endless-sse), for
+    at most ``cap_s`` so that a reader without a whole-body deadline ends too, wrongly classed."""
+
+    def __init__(self, cap_s: float = 5.0) -> None:
+        self.cap_s = cap_s
+
+    def __iter__(self) -> Iterator[bytes]:
+        end = time.monotonic() + self.cap_s
+        while time.monotonic() < end:
+            yield _token("la")
+            time.sleep(0.001)
+
+
+def _endless_client(timeout_s: float = 60.0) -> httpx.Client:
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers=SSE, stream=_Endless())
+
+    return httpx.Client(transport=httpx.MockTransport(answer), timeout=timeout_s)
+
+
+@pytest.mark.parametrize(
+    ("client_timeout", "given", "bound"),
+    [
+        pytest.param(60.0, 0.2, "0.2", id="given-bound"),
+        pytest.param(0.3, None, "0.3", id="the-clients-read-timeout"),
+    ],
+)
+def test_the_blocking_reader_bounds_the_whole_stream(
+    client_timeout: float, given: float | None, bound: str
+) -> None:
+    """A stream whose tokens keep coming never trips httpx's per-read timeout: the blocking
+    reader ends it at its whole-exchange deadline, a ``timeout`` like the async reader's."""
+    with _endless_client(client_timeout) as client:
+        bounded = {} if given is None else {"timeout_s": given}
+        rec = read_stream_sync(client, URL, {}, {}, _record(), **bounded)
+    assert rec.error == "timeout", rec
+    assert f"did not finish within {bound} s" in rec.error_message, rec
+    assert rec.ttft is not None and rec.output_tokens_client > 0, rec  # tokens came, no end

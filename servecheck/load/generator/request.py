@@ -156,29 +156,40 @@ def read_stream_sync(
     rec: RequestRecord,
     *,
     until: Until | None = None,
+    timeout_s: float | None = None,
     clock: Callable[[], float] = time.time,
     state: StreamState | None = None,
     res: WireResult | None = None,
 ) -> RequestRecord:
-    """:func:`read_stream` for a blocking client (a thread); bounded by the client's timeouts."""
+    """:func:`read_stream` for a blocking client (a thread). ``timeout_s`` bounds the whole
+    exchange (None: the client's read timeout does): httpx's own timeout is per read, and a
+    stream that sends a token every few ms and never ``[DONE]`` never trips it."""
     st = state if state is not None else StreamState()
     res = res if res is not None else WireResult()
+    bound = timeout_s if timeout_s is not None else _read_timeout(client)
     content = json.dumps(body).encode()
     rec.t_sent = clock()
     t0 = res.t_sent = _perf()
+    deadline = t0 + bound
     try:
         with client.stream("POST", url, content=content, headers=_headers(headers)) as response:
-            if _head(res, response):
-                for raw in response.iter_raw():
-                    if _feed(res, st, raw, until):
-                        break
-            else:
-                for raw in response.iter_raw():
-                    if _prefix(res, raw):
-                        break
+            ok = _head(res, response)
+            for raw in response.iter_raw():
+                if _feed(res, st, raw, until) if ok else _prefix(res, raw):
+                    break
+                if _perf() > deadline:
+                    res.error = "timeout"
+                    res.error_message = f"the stream did not finish within {bound:g} s"
+                    break
     except httpx.HTTPError as exc:
         _transport_error(res, exc, url)
     return _finish(rec, res, st, t0)
+
+
+def _read_timeout(client: httpx.Client) -> float:
+    """The client's read timeout as a whole-exchange bound (60 s when it has none)."""
+    read = client.timeout.read
+    return float(read) if read is not None else 60.0
 
 
 __all__ = ["Until", "read_stream", "read_stream_sync"]

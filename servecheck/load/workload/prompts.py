@@ -274,8 +274,11 @@ def tokenize_counter(
     from servecheck.client.factory import ClientSettings, sync_client
 
     url = server_root.rstrip("/") + "/tokenize"
+    # bound_body: a /tokenize that answers 200 and then streams for ever (a server whose every
+    # POST is an endless event stream) held the whole load before its first request (issue 41).
     client = sync_client(
-        ClientSettings.for_url(url, headers, timeout_s=timeout_s, connect_timeout_s=timeout_s)
+        ClientSettings.for_url(url, headers, timeout_s=timeout_s, connect_timeout_s=timeout_s),
+        bound_body=True,
     )
 
     def vllm(text: str) -> int | None:
@@ -310,10 +313,20 @@ def tokenize_counter(
 
 
 def _safe(fn: Counter) -> Counter:
+    """``fn`` that never raises; after one timeout it is not asked again (a tokenizer that
+    stopped answering would make every prompt of the run wait its whole timeout)."""
+    gave_up: list[bool] = []
+
     def wrapped(text: str) -> int | None:
+        if gave_up:
+            return None
         try:
             return fn(text)
-        except Exception:  # noqa: BLE001 - a failing tokenizer falls back to the estimate
+        except Exception as exc:  # noqa: BLE001 - a failing tokenizer falls back to the estimate
+            import httpx
+
+            if isinstance(exc, httpx.TimeoutException):
+                gave_up.append(True)
             return None
 
     return wrapped
