@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from servecheck.analysis.verdict import FAIL, INCONCLUSIVE, PASS, as_status
+
 
 @dataclass(slots=True)
 class Step:
@@ -53,6 +55,13 @@ class Step:
     waiting_max: float | None = None  # requests_waiting's highest sample
     preemptions: float | None = None  # the preemptions counter's rise over the step
     judged_on: str = "whole run"  # or "steady window a-b s" (analysis/steady.py)
+    # pass | fail | inconclusive: a step that could not measure (a generator behind on a busy
+    # machine, a partial run) is neither a level that met the SLOs nor one that broke them.
+    status: str = ""  # "": as ``passed`` says
+
+    def __post_init__(self) -> None:
+        if not self.status:
+            self.status = _word(self.passed)
 
     @classmethod
     def from_summary(cls, level: float, mode: str, summary: dict[str, Any], passed: bool) -> Step:
@@ -85,6 +94,7 @@ class Step:
             judged_on=f"steady window {steady.get('start_s')}-{steady.get('end_s')} s"
             if applied
             else "whole run",
+            status=as_status(summary.get("verdict")) if summary.get("verdict") else "",
         )
 
     def metric(self, name: str) -> float | None:
@@ -191,9 +201,17 @@ def should_stop(
             f"error rate {last.error_rate:.1%} at {_fmt_level(last)} is above the bound "
             f"{rules.max_error_rate:.1%}: stopped"
         )
-    breaches = [s for s in steps if not s.passed]
+    breaches = [s for s in steps if s.status == FAIL]
     if len(breaches) >= 2:
         return f"SLOs not met at two load levels ({', '.join(_fmt_level(s) for s in breaches[:2])}): past saturation"
+    unmeasured = [s for s in steps if s.status == INCONCLUSIVE]
+    if len(unmeasured) >= 2:
+        # Not saturation: the steps could not measure (the next would not either).
+        why = unmeasured[-1].reasons[0] if unmeasured[-1].reasons else "see the step's report"
+        return (
+            f"two load levels could not be measured ({', '.join(_fmt_level(s) for s in unmeasured[:2])}): "
+            f"{why}"
+        )
     if len(steps) >= 2:
         best = max(s.requests_per_s for s in steps[:-1])
         got = steps[-1].requests_per_s
@@ -258,6 +276,10 @@ def _fmt_level(s: Step) -> str:
 
 # How a level is written: users, requests/s, or the speed factor of a replayed trace.
 UNITS = {"users": "users", "rate": "req/s", "speed": "x trace speed"}
+
+
+def _word(passed: bool) -> str:
+    return PASS if passed else FAIL
 
 
 def best_step(steps: Sequence[Step]) -> Step | None:

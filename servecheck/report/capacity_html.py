@@ -37,6 +37,16 @@ def _findings(data: dict[str, Any], unit: str) -> list[str]:
     return lines
 
 
+def _unmeasured_steps(steps: list[dict[str, Any]]) -> list[str]:
+    """Why each inconclusive step could not measure (a busy machine, a partial run): a step in
+    doubt is neither a level that met the SLOs nor one that broke them."""
+    return [
+        f"step {i + 1} ({s['level']:g}): INCONCLUSIVE: {'; '.join(s.get('reasons') or []) or 'see its report'}"
+        for i, s in enumerate(steps)
+        if s.get("status") == "inconclusive"
+    ]
+
+
 def _step_headers(unit: str) -> tuple[str, ...]:
     return (
         "step",
@@ -63,7 +73,7 @@ def _step_rows(steps: list[dict[str, Any]]) -> list[tuple[str, ...]]:
         (
             str(i + 1),
             f"{s['level']:g}",
-            "PASS" if s["passed"] else "FAIL",
+            str(s.get("status") or ("pass" if s["passed"] else "fail")).upper(),
             fmt(s["requests_per_s"], digits=2),
             fmt(s["tokens_per_s"]),
             pct(s["error_rate"]),
@@ -143,7 +153,6 @@ def write_capacity_html(run_dir: Path) -> Path:
         read_json,
         status_badge,
         table,
-        verdict_badge,
         write_page,
     )
 
@@ -163,8 +172,7 @@ def write_capacity_html(run_dir: Path) -> Path:
     headers = _step_headers(unit)
     rows = _step_rows(steps)
     html_rows = [
-        (esc(r[0]), esc(r[1]), verdict_badge(r[2] == "PASS"), *(esc(c) for c in r[3:]))
-        for r in rows
+        (esc(r[0]), esc(r[1]), status_badge(r[2].lower()), *(esc(c) for c in r[3:])) for r in rows
     ]
     parts = [head, table(headers, html_rows, numeric=range(3, 13), raw=range(13))]
     if steps:
@@ -184,7 +192,10 @@ def write_capacity_html(run_dir: Path) -> Path:
     parts.append(
         "<p class='muted'>Each step's own report: steps/&lt;nn&gt;-&lt;level&gt;/report.html</p>"
     )
-    md = [f"- {x}" for x in lines] + [""] + md_table(headers, rows)
+    unmeasured = _unmeasured_steps(steps)
+    if unmeasured:
+        parts.insert(1, "<p class='flag'>" + "<br>".join(esc(x) for x in unmeasured) + "</p>")
+    md = [f"- {x}" for x in lines + unmeasured] + [""] + md_table(headers, rows)
     if prod is not None:
         md += ["", "Turns and prefix cache per level:", ""] + md_table(prod[0], prod[1])
     return write_page(

@@ -305,10 +305,12 @@ def _run_steps(
             verdicts.append(RunVerdict.of_summary(result.summary))
             progress.advance(task)
             say(
-                f"step {i + 1} {label}: {'PASS' if step.passed else 'FAIL'}  {step.requests_per_s:.2f} req/s  "
+                f"step {i + 1} {label}: {step.status.upper()}  {step.requests_per_s:.2f} req/s  "
                 f"{spec.knee_metric} {_ms(step.metric(spec.knee_metric))}  errors {step.error_rate:.2%}"
                 + _breakdown_line(step.breakdown)
             )
+            if step.status == "inconclusive":  # not the SLOs: say what kept it from measuring
+                say(f"  inconclusive: {'; '.join(step.reasons) or 'see the step report'}")
             reason = should_stop(steps, rules=rules)
             if reason:
                 stop_reason = reason
@@ -405,7 +407,8 @@ def _write_junit(run_dir: Path, steps: list[Any], mode: str) -> None:
         Case(
             f"step {i + 1}: {s.level:g} {mode}",
             s.passed,
-            "; ".join(
+            ("INCONCLUSIVE: " if s.status == "inconclusive" else "")
+            + "; ".join(
                 [
                     f"{v.get('slo')} observed {v.get('observed')}"
                     for v in s.slo
@@ -464,7 +467,7 @@ def _breakdown_line(b: dict[str, Any] | None) -> str:
     if b.get("hit_rate") is not None:
         out += f"  cache hit {b['hit_rate']:.0%}"
     if b.get("engine_hit_rate") is not None:
-        out += f" (engine {b['engine_hit_rate']:.0%})"
+        out += f" (engine's own hit rate {b['engine_hit_rate']:.0%})"
     return out
 
 

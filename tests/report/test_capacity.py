@@ -217,3 +217,29 @@ def test_capacity_shares_the_load_error_budget(capsys: pytest.CaptureFixture[str
     assert CapacitySpec(max_error_rate="none").error_budget() is None
     assert main(["capacity", "--users", "1", "--max-error-rate", "1"]) == 2
     assert "--max-error-rate '1': a percentage of failed requests" in capsys.readouterr().err
+
+
+def test_an_inconclusive_step_is_shown_as_such_and_is_no_slo_breach(tmp_path: Path) -> None:
+    """Issue 42 item 3: two steps with TTFT p95 227 and 236 ms against an SLO of 2 s, no errors,
+    were INCONCLUSIVE for generator lag, yet shown as FAIL and stopped as "SLOs not met at two
+    load levels ... past saturation"."""
+    from servecheck.report.capacity_html import _step_rows, _unmeasured_steps
+
+    lag = "generator event-loop lag p99 475.1 ms > 50 ms; the machine is busy, not the generator"
+    summary = {
+        "verdict": "inconclusive",
+        "reasons": [lag],
+        "requests": {"error_rate": 0.0, "total": 40},
+        "throughput": {"requests_per_s": 2.0, "output_tokens_per_s": 30.0},
+        "latency_ms": {"ttft": {"p95": 227.0}, "e2e": {"p95": 900.0}},
+    }
+    steps = [Step.from_summary(lvl, "users", summary, False) for lvl in (2, 4)]
+    assert [s.status for s in steps] == ["inconclusive", "inconclusive"]
+    reason = should_stop(steps, 0.10)
+    assert reason is not None and "SLOs not met" not in reason
+    assert reason.startswith("two load levels could not be measured (2 users, 4 users): ")
+    assert lag in reason
+    dicts = [s.as_dict() for s in steps]
+    assert [r[2] for r in _step_rows(dicts)] == ["INCONCLUSIVE", "INCONCLUSIVE"]
+    (first, _) = _unmeasured_steps(dicts)
+    assert first == f"step 1 (2): INCONCLUSIVE: {lag}"
