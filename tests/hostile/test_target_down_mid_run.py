@@ -230,4 +230,7 @@ def test_a_target_that_never_answers_is_down_and_its_probes_are_bounded_by_the_r
             "10 s (the connection was accepted)"
         ]
         assert "did not answer" in proc.stderr
-    assert took < duration + 15, f"{took:.1f} s for a {duration:g} s run"
+    # About 11-13 s on a quiet machine (6 s of load, Locust's start, the side probes each cut at
+    # timeout_s); the unbounded probes this guards against took 24 s beyond the run. Under a
+    # full parallel suite the start-up doubles, so the guard sits between the two.
+    assert took < duration + 21, f"{took:.1f} s for a {duration:g} s run"
