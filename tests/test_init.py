@@ -55,7 +55,7 @@ def test_init_reports_what_the_server_refuses(
     assert main(["init", server.base_url, "--name", "plain"]) == 0
     out = capsys.readouterr().out
     assert "# no api_key: GET " in out and "answered without a key" in out
-    assert "n: false  # tried n=2:" in out
+    assert "n: false  # tried n=2 at temperature 0.7:" in out
     assert "json_schema: true" in out
 
 
@@ -188,3 +188,54 @@ def test_append_never_writes_a_file_that_does_not_load(
     assert str(path) in err and ".tmp" not in err and len(err.splitlines()) == 1
     assert path.read_text() == original
     assert [p.name for p in tmp_path.iterdir()] == ["targets.yaml"]  # no temp file left
+
+
+def test_init_asks_n_sampled_and_gives_a_forced_call_room(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 42 item 7: init wrote `n: false` (it asked n=2 greedily, which vLLM refuses) and
+    `tools: false` (8 tokens cut vLLM's forced call before it parsed), so 33 checks that pass on
+    the same server were skipped. A server that behaves that way is declared capable."""
+    from servecheck.workflows import init
+
+    class Answer:
+        def __init__(self, body: dict[str, Any], status: int) -> None:
+            self.body, self.status, self.error, self.stream = body, status, None, None
+            self.ok = status == 200
+
+        def json(self) -> dict[str, Any]:
+            return self.body
+
+        def describe(self, limit: int) -> str:
+            return f"HTTP {self.status}"[:limit]
+
+    def reply(body: dict[str, Any]) -> Answer:
+        if (body.get("n") or 1) > 1 and not body.get("temperature"):
+            return Answer({"error": {"message": "n must be 1 when using greedy sampling"}}, 400)
+        message: dict[str, Any] = {"role": "assistant", "content": "OK"}
+        if body.get("tool_choice") not in (None, "none", "auto"):
+            if body["max_tokens"] < 32:  # the forced call's JSON does not fit: cut, unparsed
+                message["content"] = '{"name": "pi'
+            else:
+                message["tool_calls"] = [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "ping", "arguments": "{}"},
+                    }
+                ]
+        choices = [{"index": i, "message": message} for i in range(body.get("n") or 1)]
+        return Answer({"choices": choices}, 200)
+
+    class Client:  # /completions and /tokenize: not served
+        def post(self, path: str, body: dict[str, Any]) -> Answer:
+            return Answer({}, 404)
+
+    class Chat(init._Chat):
+        def post(self, body: dict[str, Any], stream: bool = False) -> Any:
+            return reply(body)
+
+    chat = Chat(client=Client(), timeout_s=5)  # type: ignore[arg-type]
+    monkeypatch.setattr(init, "_vision", lambda chat, model: init.Finding(False, "not asked"))
+    caps = init._capabilities(chat, "http://127.0.0.1:1/v1", "m")
+    assert caps["n"].value is True, caps["n"]
+    assert caps["tools"].value is True, caps["tools"]
+    assert caps["n"].why == "tried n=2 at temperature 0.7: accepted"

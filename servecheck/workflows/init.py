@@ -239,10 +239,24 @@ _CHAT_PROBES: tuple[tuple[str, str, dict[str, Any], bool, Callable[[Exchange], b
         False,
         lambda ex: _message(ex) is not None,
     ),
+    # A forced call needs room: with 8 tokens vLLM's guided call was cut before it parsed, and
+    # tools read false on a server that calls them (issue 42 item 7). "required" first, then a
+    # named function, which engines that predate "required" force the same way.
     (
         "tools",
         "tools with tool_choice required",
-        {"tools": [_TOOL], "tool_choice": "required"},
+        {"tools": [_TOOL], "tool_choice": "required", "max_tokens": 64},
+        False,
+        _tool_called,
+    ),
+    (
+        "tools",
+        "tools with tool_choice naming the function",
+        {
+            "tools": [_TOOL],
+            "tool_choice": {"type": "function", "function": {"name": "ping"}},
+            "max_tokens": 64,
+        },
         False,
         _tool_called,
     ),
@@ -253,7 +267,8 @@ _CHAT_PROBES: tuple[tuple[str, str, dict[str, Any], bool, Callable[[Exchange], b
         False,
         lambda ex: bool((_message(ex) or {}).get("logprobs")),
     ),
-    ("n", "n=2", {"n": 2}, False, _two_choices),
+    # Sampled, not greedy: vLLM refuses n > 1 at temperature 0, which said nothing about n.
+    ("n", "n=2 at temperature 0.7", {"n": 2, "temperature": 0.7}, False, _two_choices),
 )
 
 
@@ -341,6 +356,8 @@ def _vision(chat: _Chat, model: str) -> Finding:
 def _capabilities(chat: _Chat, base: str, model: str) -> dict[str, Finding]:
     caps: dict[str, Finding] = {}
     for cap, what, extra, stream, accepted in _CHAT_PROBES:
+        if caps.get(cap) is not None and caps[cap].value is True:
+            continue  # a second way of asking, tried only when the first said no
         ex = chat.post(_chat(model, **extra), stream)
         caps[cap] = chat.unknown(stream) if ex is None else _tried(accepted(ex), what, ex)
     caps["vision"] = _vision(chat, model)
