@@ -850,13 +850,57 @@ def measurement_doubts(summary: dict[str, Any], which: str) -> list[str]:
     return []
 
 
+# The machine's CPUs in one run against the other (summary.json's generator.host, from each
+# Locust process's readings of the machine's CPU times): a run made while a neighbour held the
+# cores is slower for reasons that are not the server's. Measured: on a shared 2-core runner,
+# 6 of 20 pairs of identical reference runs differed by a whole-run slowdown; on the same
+# machine alone, 0 of 20 (docs/workflows.md).
+BUSY_SATURATED = 0.85  # the busier run's share of the machine's CPU time
+BUSY_GAP = 0.25  # how much busier it was than the other run
+STEAL_GAP = 0.10  # hypervisor steal, likewise
+
+
+def machine_doubts(sa: dict[str, Any], sb: dict[str, Any]) -> list[str]:
+    """Why the two runs' latencies are not like for like: the machine was near saturation in one
+    run and markedly less busy in the other (or a hypervisor stole markedly more). Runs that
+    recorded no machine figures (before issue 42) raise no doubt."""
+    ha = (sa.get("generator") or {}).get("host") or {}
+    hb = (sb.get("generator") or {}).get("host") or {}
+    if not ha or not hb:
+        return []
+    busy_a, busy_b = float(ha.get("busy") or 0.0), float(hb.get("busy") or 0.0)
+    steal_a, steal_b = float(ha.get("steal") or 0.0), float(hb.get("steal") or 0.0)
+    cores = ha.get("cores") or hb.get("cores")
+    if max(busy_a, busy_b) >= BUSY_SATURATED and abs(busy_a - busy_b) >= BUSY_GAP:
+        busier = "current" if busy_b > busy_a else "baseline"
+        return [
+            f"the machine was busier during the {busier} run ({busy_a:.0%} of {cores} cores busy "
+            f"in the baseline, {busy_b:.0%} in the current; the generator used "
+            f"{float(ha.get('generator_cores') or 0):.2f} and "
+            f"{float(hb.get('generator_cores') or 0):.2f} cores): another load on the machine "
+            "and a slower server cannot be told apart; compare runs made on a quiet runner, or "
+            "use --repeat / rolling:N"
+        ]
+    if abs(steal_a - steal_b) >= STEAL_GAP:
+        return [
+            f"the hypervisor stole {steal_a:.0%} of the CPU time in the baseline run and "
+            f"{steal_b:.0%} in the current: the two runs did not have the same machine"
+        ]
+    return []
+
+
+def _timed(d: MetricDelta) -> bool:
+    """A latency or throughput row: what a run's machine can move."""
+    return d.name in THROUGHPUT_METRICS or d.name.split("_")[0] in LATENCY_FAMILIES
+
+
 def withhold(metrics: list[MetricDelta], doubts: list[str]) -> None:
     """A run that doubts its own measurement says nothing about the server's latency or
     throughput: those rows are inconclusive, neither a regression nor an improvement."""
     if not doubts:
         return
     for d in metrics:
-        if d.name in THROUGHPUT_METRICS or d.name.split("_")[0] in LATENCY_FAMILIES:
+        if _timed(d):
             d.significant = d.regression = d.improvement = False
             d.status = "inconclusive"
             d.note = "not judged: a run doubted its own measurement" + (
@@ -905,6 +949,13 @@ def compare_runs(
         cmp.metrics += compare_rates(sa, sb, ths, alpha=alpha)
         apply_intervals(cmp.metrics, a.intervals, b.intervals, cmp.notes)
         cmp.doubts = [*measurement_doubts(sa, "baseline"), *measurement_doubts(sb, "current")]
+        machine = machine_doubts(sa, sb)
+        if machine and any(m.regression or m.improvement for m in cmp.metrics if _timed(m)):
+            cmp.doubts += machine  # it would have decided a latency or throughput row
+        elif machine:
+            cmp.notes.append(
+                f"{machine[0]} (no latency or throughput row moved, so it did not matter)"
+            )
         withhold(cmp.metrics, cmp.doubts)
     elif a.load is not None or b.load is not None:
         cmp.notes.append("only one of the runs has a load part: load metrics not compared")
@@ -927,6 +978,7 @@ __all__ = [
     "compare_latency",
     "compare_runs",
     "locate",
+    "machine_doubts",
     "measurement_doubts",
     "parse_threshold",
     "quantile_interval",

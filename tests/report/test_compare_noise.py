@@ -146,3 +146,55 @@ def test_a_doubted_run_does_not_hide_a_newly_failing_error_rate(tmp_path: Path) 
     cmp = compare_runs(base, cur)
     assert "error_rate" in cmp.regressions and cmp.verdict == "regression", cmp.regressions
     assert not any(r.startswith(("ttft", "itl", "e2e", "throughput")) for r in cmp.regressions)
+
+
+def _host(path: Path, busy: float, steal: float = 0.0) -> None:
+    summary = path / "summary.json"
+    doc = json.loads(summary.read_text())
+    doc.setdefault("generator", {})["host"] = {
+        "cores": 2,
+        "busy": busy,
+        "steal": steal,
+        "generator_cores": 0.06,
+        "busiest_process": 0.06,
+    }
+    summary.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    ("busy", "steal", "doubted"),
+    [
+        pytest.param((0.25, 0.97), (0.0, 0.0), True, id="neighbour-in-the-current-run"),
+        pytest.param((0.96, 0.30), (0.0, 0.0), True, id="neighbour-in-the-baseline-run"),
+        pytest.param((0.92, 0.97), (0.0, 0.0), False, id="engine-on-the-host-both-runs"),
+        pytest.param((0.20, 0.45), (0.0, 0.0), False, id="quiet-both-runs"),
+        pytest.param((0.30, 0.35), (0.0, 0.15), True, id="hypervisor-steal"),
+    ],
+)
+def test_a_machine_much_busier_in_one_run_makes_latency_inconclusive(
+    tmp_path: Path, busy: tuple[float, float], steal: tuple[float, float], doubted: bool
+) -> None:
+    """On a shared runner 6 of 20 identical pairs were a whole-run slowdown of one run (a
+    neighbour held the cores; 0 of 20 alone): the machine's figures tell that apart."""
+    base = write_load_run(tmp_path / "base", synth_records(3000, seed=1, rate=200.0))
+    cur = write_load_run(
+        tmp_path / "cur", synth_records(3000, seed=2, rate=200.0, ttft_ms=75.0, itl_ms=15.0)
+    )
+    _host(base, busy[0], steal[0])
+    _host(cur, busy[1], steal[1])
+    cmp = compare_runs(base, cur)
+    if doubted:
+        assert cmp.verdict == "inconclusive" and not cmp.regressed, cmp.doubts
+        assert any("machine was busier" in d or "hypervisor stole" in d for d in cmp.doubts)
+    else:
+        assert cmp.verdict == "regression" and not cmp.doubts, cmp.doubts
+
+
+def test_a_busier_machine_that_moved_nothing_is_a_note_not_a_doubt(tmp_path: Path) -> None:
+    base = write_load_run(tmp_path / "base", synth_records(3000, seed=1, rate=200.0))
+    cur = write_load_run(tmp_path / "cur", synth_records(3000, seed=2, rate=200.0))
+    _host(base, 0.30)
+    _host(cur, 0.99)
+    cmp = compare_runs(base, cur)
+    assert cmp.verdict == "ok" and not cmp.doubts, cmp.doubts
+    assert any("did not matter" in n for n in cmp.notes), cmp.notes
