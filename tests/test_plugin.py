@@ -480,6 +480,10 @@ def test_a_ctrl_c_between_two_readers_of_a_report_leaves_one_count(pytester):
 
         import pytest
 
+        # A shell's background job (nohup make test &) starts every child with SIGINT ignored,
+        # so Python has no KeyboardInterrupt for it: this test's interrupt must be a real one.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
         class SigintOnSecondReport:
             seen = 0

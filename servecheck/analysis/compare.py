@@ -846,7 +846,7 @@ def measurement_doubts(summary: dict[str, Any], which: str) -> list[str]:
         return [f"the {which} run is partial: {summary['partial']}"]
     if isinstance(schedule, dict) and schedule.get("behind"):
         why = "; ".join(str(r) for r in schedule.get("reasons") or []) or "behind its schedule"
-        return [f"the {which} run's generator fell behind (judged with --allow-lag): {why}"]
+        return [f"the {which} run's generator fell behind (judged with its lag allowed): {why}"]
     return []
 
 
@@ -879,7 +879,7 @@ def machine_doubts(sa: dict[str, Any], sb: dict[str, Any]) -> list[str]:
             f"{float(ha.get('generator_cores') or 0):.2f} and "
             f"{float(hb.get('generator_cores') or 0):.2f} cores): another load on the machine "
             "and a slower server cannot be told apart; compare runs made on a quiet runner, or "
-            "use --repeat / rolling:N"
+            "compare repeated runs or rolling:N"
         ]
     if abs(steal_a - steal_b) >= STEAL_GAP:
         return [

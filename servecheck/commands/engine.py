@@ -16,12 +16,9 @@ Servers run detached (they outlive this command); their pid, port and log path a
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import logging
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from servecheck.errors import UsageError
@@ -87,7 +84,7 @@ def _expand(names: list[str]) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Dispatch one ``engine`` action; returns the process exit code."""
-    from servecheck.engines.base import EngineError
+    from servecheck.engines.base import EngineError, progress_to
 
     try:
         if args.action == "model":
@@ -96,12 +93,12 @@ def run(args: argparse.Namespace) -> int:
             return _status(args)
         names = _expand(args.names)
         if args.action == "install":
-            with _progress_shown():
+            with progress_to(sys.stdout):
                 return _install(names)
         if args.action == "up":
             if args.port is not None and len(names) != 1:
                 raise UsageError("--port needs exactly one engine name")
-            with _progress_shown():
+            with progress_to(sys.stdout):
                 return _up(names, args.port, install=not args.no_install)
         if args.action == "down":
             return _down(names, all_=("all" in args.names))
@@ -109,26 +106,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"servecheck engine: {exc}", flush=True)
         return 1
     raise UsageError(f"unknown action {args.action!r}")
-
-
-@contextlib.contextmanager
-def _progress_shown() -> Iterator[None]:
-    """Print the engines' progress lines (installing, building, waiting for ready: at least
-    every 10 s) while an `up` or `install` runs, indented under the engine's result line."""
-    from servecheck.engines.base import LOG
-
-    handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(logging.Formatter("  %(message)s"))
-    level, propagate = LOG.level, LOG.propagate
-    LOG.addHandler(handler)
-    LOG.setLevel(logging.INFO)
-    LOG.propagate = False
-    try:
-        yield
-    finally:
-        LOG.removeHandler(handler)
-        LOG.setLevel(level)
-        LOG.propagate = propagate
 
 
 def _model(args: argparse.Namespace) -> int:
@@ -210,29 +187,14 @@ def _up(names: list[str], port: int | None, *, install: bool) -> int:
 
 
 def _next_step(port: int) -> str:
-    """The target to test the engine on ``port`` with, and the command to run next.
+    """The target to test the engine on ``port`` with, and the command to run next (a
+    ./targets.yaml of the user's own that does not list it: with the way round it)."""
+    from servecheck.config.loader import BUILTIN_FILE, DEFAULT_FILE, shipped_target
 
-    The package ships a target for each engine it starts (with its known failures); a
-    ./targets.yaml of the user's own that does not list it is named with the way round it."""
-    from servecheck.config.loader import BUILTIN_FILE, DEFAULT_FILE, load_targets
-
-    try:
-        shipped = load_targets(BUILTIN_FILE)
-    except UsageError:
-        return "  target: none shipped for this port (add one to targets.yaml: docs/targets.md)"
-    names = [
-        t.name
-        for t in shipped.targets.values()
-        if t.base_url.startswith(f"http://127.0.0.1:{port}/")
-    ]
-    if not names:
+    name, listed = shipped_target(port)
+    if name is None:
         return f"  target: none shipped for port {port} (add one to targets.yaml: docs/targets.md)"
-    name = names[0]
-    try:
-        here = load_targets(None).names
-    except UsageError:
-        here = []
-    if name in here:
+    if listed:
         return f"  target: {name}; next: servecheck check --target {name}"
     return (
         f"  target: {name} (shipped; ./{DEFAULT_FILE} does not list it); next: "

@@ -422,6 +422,25 @@ def _parse_yaml(file: Path, text: str) -> tuple[Any, Any]:
         raise ConfigError([f"{where}: invalid YAML: {problem}"]) from None
 
 
+def shipped_target(port: int) -> tuple[str | None, bool]:
+    """The packaged target of the local engine on ``port`` (``servecheck engine up``), and
+    whether the targets file in effect here (``$SERVECHECK_TARGETS_FILE``, ./targets.yaml, else
+    the packaged one) lists it: ``(None, False)`` when none is shipped for that port."""
+    try:
+        shipped = load_targets(BUILTIN_FILE)
+    except UsageError:
+        return None, False
+    prefix = f"http://127.0.0.1:{port}/"
+    name = next((t.name for t in shipped.targets.values() if t.base_url.startswith(prefix)), None)
+    if name is None:
+        return None, False
+    try:
+        here = load_targets(None).names
+    except UsageError:
+        here = []
+    return name, name in here
+
+
 def load_targets(
     path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
 ) -> Targets:

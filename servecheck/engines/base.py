@@ -37,6 +37,24 @@ LOG = logging.getLogger("servecheck.engines")
 PROGRESS_EVERY_S = 10.0
 
 
+@contextlib.contextmanager
+def progress_to(stream: Any) -> Iterator[None]:
+    """Write the progress lines of :data:`LOG` (installing, building, waiting for ready: at
+    least every :data:`PROGRESS_EVERY_S`) to ``stream`` while the block runs, indented."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("  %(message)s"))
+    level, propagate = LOG.level, LOG.propagate
+    LOG.addHandler(handler)
+    LOG.setLevel(logging.INFO)
+    LOG.propagate = False
+    try:
+        yield
+    finally:
+        LOG.removeHandler(handler)
+        LOG.setLevel(level)
+        LOG.propagate = propagate
+
+
 class EngineError(ServecheckError):
     """An engine could not be installed, started or stopped; the message says why."""
 

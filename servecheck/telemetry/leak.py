@@ -599,7 +599,7 @@ def _below_tolerance(
         verdict.message = (
             f"GROWTH: {metric} post-drain level {rise}, a significant rise that flattened in "
             f"the later cycles (a warm-up, a cache filling to its bound, or allocator growth?): "
-            f"neither a leak nor a pass; run more cycles (--cycles) to tell ({bounds}){tail}"
+            f"neither a leak nor a pass; more cycles tell them apart ({bounds}){tail}"
         )
 
 

@@ -309,7 +309,7 @@ class _Chat:
         got = "; ".join(dict.fromkeys(self.never.values()))  # each answer once
         return (
             f"{which} within {self.timeout_s:g} s ({got}): the capabilities they decide are "
-            "unknown; fix the server, or raise --timeout if it is only slow"
+            "unknown; fix the server, or raise the probes' timeout if it is only slow"
         )
 
 

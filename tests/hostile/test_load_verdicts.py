@@ -117,10 +117,13 @@ def test_compare_accepts_a_killed_runs_folder(
         for r in synth_records(200, seed=2):
             fh.write(json.dumps(r) + "\n")
         fh.write('{"half a line')  # what kill -9 leaves
-    assert main(["compare", str(base), str(killed)]) == 0
+    # Compared from its records, and the comparison says the killed run cannot vouch for its
+    # own figures: INCONCLUSIVE (exit 1), never a regression (issue 41 item 7).
+    assert main(["compare", str(base), str(killed)]) == 1
     out = capsys.readouterr().out
     assert "was not summarised (killed?): compared from its 200 per-worker records" in out
     assert "ttft_p50" in out
+    assert "verdict: INCONCLUSIVE (the current run has no verdict" in out, out
 
 
 @pytest.mark.slow

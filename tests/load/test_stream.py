@@ -88,7 +88,7 @@ def _client_times(
     ex = Exchange(
         method="POST", url="http://x/v1/chat/completions", request_headers={}, request_body={}
     )
-    col = _Collector(ex, stream=True, deadline=1e9, max_bytes=1 << 20)
+    col = _Collector(ex, stream=True, limit_s=1e9, max_bytes=1 << 20)
 
     class _Resp:
         status_code = 200

@@ -187,12 +187,15 @@ def test_an_interrupted_accept_writes_a_partial_report(
     """Issue 41 item 2: an interrupted accept left an empty report folder. It writes
     accept.json, junit.xml and the page for what ran, marked partial and INCONCLUSIVE (not a
     FAIL: nothing was found wrong), names the stage it cut short, and exits 130 / 143."""
-    from tests.hostile.support import communicate, wait_for
+    from tests.hostile.support import communicate, wait_for, with_sigint
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVECHECK_REF_")}
+    # with_sigint: a background test run (nohup make test &) passes SIGINT on ignored.
     proc = subprocess.Popen(
-        _accept_cmd(tmp_path, "--run-id", "acc", "--no-load", "--surface", "stream", "-n", "0")
-        + ["--reference-arg=--ttft-ms=3000"],
+        with_sigint(
+            _accept_cmd(tmp_path, "--run-id", "acc", "--no-load", "--surface", "stream", "-n", "0")
+            + ["--reference-arg=--ttft-ms=3000"]
+        ),
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
