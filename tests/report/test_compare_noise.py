@@ -97,7 +97,7 @@ def test_the_order_statistic_interval_covers_the_true_quantile() -> None:
         ),
         pytest.param(
             {"verdict": "pass", "schedule": {"behind": True, "reasons": ["sent 40 of 300"]}},
-            "generator fell behind (judged with --allow-lag): sent 40 of 300",
+            "generator fell behind (judged with its lag allowed): sent 40 of 300",
             id="allow-lag",
         ),
         pytest.param(
