@@ -13,21 +13,25 @@ import pytest
 from servecheck.workflows.conformance import XDIST_STATUS_LINE, _echo
 
 
-@pytest.mark.slow
-def test_check_on_a_log_says_bringing_up_nodes_once(tmp_path: Path) -> None:
-    """Issue 24.15: pytest-xdist with -q and no terminal wrote its status line twice, as the
-    workers started and again once they had collected."""
+def _check(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``servecheck check ARGS --run-id run`` in ``folder`` against the embedded reference."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVECHECK_REF_")}
-    out = subprocess.run(
-        [sys.executable, "-m", "servecheck", "check", "-k", "HEALTH", "-n", "2"]
-        + ["--run-id", "run"],
-        cwd=tmp_path,
+    return subprocess.run(
+        [sys.executable, "-m", "servecheck", "check", *args, "--run-id", "run"],
+        cwd=folder,
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
+
+
+@pytest.mark.slow
+def test_check_on_a_log_says_bringing_up_nodes_once(tmp_path: Path) -> None:
+    """Issue 24.15: pytest-xdist with -q and no terminal wrote its status line twice, as the
+    workers started and again once they had collected."""
+    out = _check(tmp_path, "-k", "HEALTH", "-n", "2")
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()
     assert lines.count(XDIST_STATUS_LINE) == 1, out.stdout
@@ -91,17 +95,7 @@ def test_check_ends_with_its_own_summary_not_pytests_skip_list(tmp_path: Path) -
     lines (pytest's ``-ra`` short summary) after the servecheck summary, scrolling it away. Now
     nothing of pytest's follows that summary but its one count line, and servecheck's own lines
     end the output. The lora surface is all capability skips on the reference."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVECHECK_REF_")}
-    out = subprocess.run(
-        [sys.executable, "-m", "servecheck", "check", "--surface", "lora", "-n", "0"]
-        + ["--run-id", "run"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    out = _check(tmp_path, "--surface", "lora", "-n", "0")
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if "servecheck summary" in line)
