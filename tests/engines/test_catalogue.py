@@ -156,17 +156,26 @@ def test_catalogue_against_engine(engine: str) -> None:
 def test_concurrency_check_catches_the_vllm_chunked_prefill_crash() -> None:
     """CONC-SEEDED must fail on vLLM CPU with chunked prefill on, and pass with it off."""
     _reachable("local-vllm-chunked", "vllm-chunked")
-    code, run_dir, output = _run(
-        "local-vllm-chunked",
-        "--surface",
-        "conc",
-        "-k",
-        "CONC-SEEDED",
-        run_id="local-vllm-chunked-conc",
-    )
-    outcome = _outcomes(run_dir).get("CONC-SEEDED")
-    assert outcome == "xfailed", (
-        f"CONC-SEEDED on local-vllm-chunked: {outcome} (expected the recorded crash)\n{output}"
+    # The crash is a race inside the engine: it needs a seeded request's prefill split across
+    # steps, so it depends on how the burst reaches the scheduler. It crashed in 11 of 11 runs
+    # on a quiet or busy machine (2026-12-06) but once in CI a burst was served whole (XPASS).
+    # While the engine survives a burst it can be asked again; three bursts that all pass mean
+    # the check, or the engine, changed.
+    seen = []
+    for attempt in range(3):
+        code, run_dir, output = _run(
+            "local-vllm-chunked",
+            "--surface",
+            "conc",
+            "-k",
+            "CONC-SEEDED",
+            run_id=f"local-vllm-chunked-conc-{attempt}",
+        )
+        seen.append(_outcomes(run_dir).get("CONC-SEEDED"))
+        if seen[-1] != "failed" or "XPASS" not in output:
+            break
+    assert seen[-1] == "xfailed", (
+        f"CONC-SEEDED on local-vllm-chunked: {seen} (expected the recorded crash)\n{output}"
     )
     code, run_dir, output = _run(
         "local-vllm", "--surface", "conc", "-k", "CONC-SEEDED", run_id="local-vllm-conc"
