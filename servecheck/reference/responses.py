@@ -25,8 +25,8 @@ from typing import Any
 import jsonschema
 from aiohttp import web
 
-from servecheck.reference import logprobs as reflogprobs
 from servecheck.reference import agent, model, response_store
+from servecheck.reference import logprobs as reflogprobs
 from servecheck.reference.http import (
     STATE,
     ApiError,
@@ -456,10 +456,10 @@ def _generate(state: State, body: dict[str, Any], turn: Turn) -> Output:
             target = turn.tools[0]  # the object form read as "call some tool"
         elif isinstance(turn.tool_choice, dict):
             target = next(t for t in turn.tools if t["name"] == turn.tool_choice["name"])
-        elif choice == "required":
-            target = turn.tools[0]
-        elif choice == "auto" and agent.wants_call(state.config.agent, turn.messages):
-            target = turn.tools[0]
+        elif choice == "required" or (
+            choice == "auto" and agent.wants_call(state.config.agent, turn.messages)
+        ):
+            target = turn.tools[0]  # required, or the scripted agent's call (reference/agent.py)
         else:
             target = next((t for t in turn.tools if t["name"] in last.get("content", "")), None)
     if target is not None:
