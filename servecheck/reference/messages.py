@@ -276,7 +276,7 @@ def _thinking(state: State, body: dict[str, Any], max_tokens: int) -> bool:
     thinking = body.get("thinking")
     if thinking is None:
         return False
-    kinds = ("enabled", "disabled", "adaptive")
+    kinds: tuple[str, ...] = ("enabled", "disabled", "adaptive")
     if _fault(state, "messages-thinking-adaptive-rejected"):
         kinds = ("enabled", "disabled")
     expect(
