@@ -57,11 +57,6 @@ class ClientSpec:
         marker = self.folder / ".servecheck-installed"
         return marker.is_file() and marker.read_text() == " ".join(self.packages)
 
-    @property
-    def install_command(self) -> str:
-        """What a user (or CI) runs to fill the cache, as the skip messages say."""
-        return f"servecheck clients --install-only --client {self.name}"
-
 
 CLIENTS: dict[str, ClientSpec] = {
     c.name: c

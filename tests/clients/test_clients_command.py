@@ -63,7 +63,10 @@ def _ready(name: str) -> None:
     if why:
         pytest.skip(f"no network namespace here: {why}")
     if not CLIENTS[name].installed:
-        pytest.skip(f"{CLIENTS[name].label} is not in the cache: {CLIENTS[name].install_command}")
+        pytest.skip(
+            f"{CLIENTS[name].label} is not in the cache: "
+            f"servecheck clients --install-only --client {name}"
+        )
 
 
 @pytest.mark.slow
