@@ -8,7 +8,8 @@ installed) under a file lock, and logs to ``<cache>/logs/install-<name>-<version
 run on the host, from the registries; only the task itself runs in the namespace.
 
 A client's task is a small script (its text below, written next to the install at run time) that
-prints one JSON line per task: ``{"task": "stream" | "tool", "ok": bool, "detail": str}``.
+prints one JSON line per task: ``{"task": "stream" | "tool", "ok": bool, "detail": str,
+"unasked": bool}`` (``unasked``: the model answered without asking for the tool).
 """
 
 from __future__ import annotations
@@ -150,8 +151,9 @@ def read_file(path: str) -> str:
     return {TOOL_RESULT!r}
 
 
-def report(task, ok, detail):
-    print(json.dumps({{"task": task, "ok": bool(ok), "detail": detail}}), flush=True)
+def report(task, ok, detail, unasked=False):
+    line = {{"task": task, "ok": bool(ok), "detail": detail, "unasked": unasked}}
+    print(json.dumps(line), flush=True)
 
 
 async def main():
@@ -171,7 +173,8 @@ async def main():
         result = await Runner.run(agent, "What is this project?", max_turns=4)
         answer = str(result.final_output or "")
         report("tool", calls and answer,
-               f"read_file called {{len(calls)}} time(s); answer {{len(answer)}} characters")
+               f"read_file called {{len(calls)}} time(s); answer {{len(answer)}} characters",
+               unasked=not calls)
     except Exception as exc:
         report("tool", False, f"{{type(exc).__name__}}: {{exc}}")
 
@@ -188,7 +191,8 @@ const provider = createOpenAICompatible({{
   name: "target", baseURL: process.env.SC_BASE_URL, apiKey: process.env.SC_API_KEY,
 }});
 const model = provider.chatModel(process.env.SC_MODEL);
-const report = (task, ok, detail) => console.log(JSON.stringify({{ task, ok: !!ok, detail }}));
+const report = (task, ok, detail, unasked = false) =>
+  console.log(JSON.stringify({{ task, ok: !!ok, detail, unasked }}));
 const why = (e) => `${{e?.name ?? "Error"}}: ${{e?.message ?? e}}`;
 
 try {{
@@ -212,7 +216,8 @@ try {{
       }}),
     }},
   }});
-  report("tool", calls > 0 && result.text, `read_file called ${{calls}} time(s); answer ${{result.text.length}} characters`);
+  report("tool", calls > 0 && result.text,
+    `read_file called ${{calls}} time(s); answer ${{result.text.length}} characters`, calls === 0);
 }} catch (e) {{ report("tool", false, why(e)); }}
 """
 

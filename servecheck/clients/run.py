@@ -7,10 +7,12 @@ answers). Against the embedded reference (started with ``--agent``, its scripted
 tiny random-weight model only the protocol path is judged, and the outcome says "protocol only".
 
 A client ``works`` when every task succeeded; ``fails`` with the exact request and the answer
-that broke it (the relay's recording, secrets redacted); ``not run`` with the reason (no
-namespace here, the install failed, a target servecheck cannot relay to). The run's verdict is
+that broke it (the relay's recording, secrets redacted); ``partial`` when a random-weight model
+(not the scripted reference) never asked for the tool, so the round trip could not be judged;
+``not run`` with the reason (no namespace here, the install failed, a target servecheck cannot
+relay to). The run's verdict is
 :func:`servecheck.analysis.verdict.compose` over the outcomes: a client that fails fails the run;
-one that could not run makes it INCONCLUSIVE; only every client working is a PASS.
+one partial or not run makes it INCONCLUSIVE; only every client working is a PASS.
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ class Outcome:
     seconds: float = 0.0
 
     def line(self) -> str:
-        tasks = "; ".join(f"{t['task']} {'ok' if t['ok'] else 'FAILED'}" for t in self.tasks)
+        said = {True: "ok", False: "FAILED", None: "not judged"}
+        tasks = "; ".join(f"{t['task']} {said[t['ok']]}" for t in self.tasks)
         scope = " (protocol only)" if self.protocol_only else ""
         why = f": {self.reason}" if self.reason else ""
         return f"{self.client} {self.version} on {self.route}: {self.verdict}{scope}{why}" + (
@@ -170,15 +173,41 @@ def _tasks(stdout: str) -> list[dict[str, Any]]:
                     "task": str(data["task"]),
                     "ok": bool(data.get("ok")),
                     "detail": redact(str(data.get("detail", "")))[:300],
+                    "unasked": bool(data.get("unasked")),
                 }
             )
     return tasks
 
 
+UNJUDGED = "not judged: the random-weight model answered without asking for the tool"
+
+
+def judge(tasks: list[dict[str, Any]], random_model: bool) -> tuple[str, str]:
+    """(verdict, reason) of a client's reported tasks. A random-weight model that answers
+    without asking for the tool leaves the tool round trip unjudged (``ok`` None): the client
+    is then ``partial``, never ``works``; against the scripted reference it must be asked."""
+    for t in tasks:
+        if random_model and t["task"] == "tool" and t["unasked"] and not t["ok"]:
+            t["ok"], t["detail"] = None, UNJUDGED
+    failed = [t for t in tasks if t["ok"] is False]
+    if failed:
+        return "fails", "; ".join(f"{t['task']}: {t['detail']}" for t in failed)
+    if any(t["ok"] is None for t in tasks):
+        return "partial", "; ".join(f"{t['task']}: {t['detail']}" for t in tasks if t["ok"] is None)
+    return "works", ""
+
+
 def run_one(
-    spec: ClientSpec, route: str, target: Target, model: str, timeout_s: float, log: Path
+    spec: ClientSpec,
+    route: str,
+    target: Target,
+    model: str,
+    timeout_s: float,
+    log: Path,
+    random_model: bool = False,
 ) -> tuple[str, list[dict[str, Any]], str, str]:
-    """Run one client on one route in a namespace: (verdict, tasks, reason, what broke it)."""
+    """Run one client on one route in a namespace: (verdict, tasks, reason, what broke it);
+    ``random_model``: a random-weight model that is not the scripted reference."""
     url = urlsplit(target.base_url)
     if url.scheme != "http" or not url.hostname:
         return "not run", [], f"only http:// targets can be relayed, not {url.scheme}://", ""
@@ -212,11 +241,10 @@ def run_one(
     if not reason and not tasks:
         last = (err.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
         reason = f"the client reported nothing: {redact(last)[:300]}"
-    if not reason and not all(t["ok"] for t in tasks):
-        reason = "; ".join(f"{t['task']}: {t['detail']}" for t in tasks if not t["ok"])
     if reason:
         return "fails", tasks, reason, broke(relay.exchanges)
-    return "works", tasks, "", ""
+    verdict, reason = judge(tasks, random_model)
+    return verdict, tasks, reason, broke(relay.exchanges) if verdict == "fails" else ""
 
 
 def _outcomes(spec: ClientsSpec, chosen: list[ClientSpec], run_dir: Path) -> list[Outcome]:
@@ -238,7 +266,13 @@ def _outcomes(spec: ClientsSpec, chosen: list[ClientSpec], run_dir: Path) -> lis
             else:
                 log = run_dir / f"{client.name}-{route}.log"
                 o.verdict, o.tasks, o.reason, o.broke = run_one(
-                    client, route, target, model, spec.timeout_s, log
+                    client,
+                    route,
+                    target,
+                    model,
+                    spec.timeout_s,
+                    log,
+                    random_model=tiny and spec.target != "reference",
                 )
             o.seconds = round(time.monotonic() - began, 1)
             say(f"  {o.line()}")
@@ -248,7 +282,11 @@ def _outcomes(spec: ClientsSpec, chosen: list[ClientSpec], run_dir: Path) -> lis
 
 def run_clients(spec: ClientsSpec) -> ClientsResult:
     """Install (once) and run the chosen clients against the target; write ``clients.json``."""
+    from servecheck.config import load_targets
+
     chosen = [CLIENTS[n] for n in spec.clients] or list(CLIENTS.values())
+    if spec.target != "reference":
+        load_targets(spec.targets_file).get(spec.target)  # a usage error before the run folder
     run_dir = new_run_dir(spec.out, "clients", spec.target, spec.run_id)
     if spec.install_only:
         outcomes = []

@@ -14,7 +14,7 @@ import pytest
 
 from servecheck.clients import netns
 from servecheck.clients.catalog import CLIENTS
-from servecheck.clients.run import broke
+from servecheck.clients.run import UNJUDGED, broke, judge
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,3 +94,17 @@ def test_each_client_fails_by_name_on_a_refused_tool_result(tmp_path, name):
     assert "HTTP/1.1 400 Bad Request" in done.stdout
     assert "tool messages are not supported" in done.stdout
     assert "sk-ref-" not in done.stdout, "the embedded server's key is shown"
+
+
+def _task(name, ok, unasked=False, detail="d"):
+    return {"task": name, "ok": ok, "detail": detail, "unasked": unasked}
+
+
+def test_a_random_model_that_never_asks_for_the_tool_leaves_it_unjudged():
+    tasks = [_task("stream", True), _task("tool", False, unasked=True)]
+    assert judge([dict(t) for t in tasks], random_model=True) == ("partial", f"tool: {UNJUDGED}")
+    # the scripted reference (or a real model) must ask: there, not asking fails the client
+    assert judge([dict(t) for t in tasks], random_model=False) == ("fails", "tool: d")
+    raised = [_task("stream", True), _task("tool", False, detail="BadRequestError: 400")]
+    assert judge(raised, random_model=True) == ("fails", "tool: BadRequestError: 400")
+    assert judge([_task("stream", True), _task("tool", True)], random_model=True) == ("works", "")
