@@ -182,3 +182,17 @@ def test_agent_mode_on_messages_calls_the_first_tool(make_reference):
     data = _post(server, "/messages", body).json()
     assert data["stop_reason"] == "tool_use"
     assert data["content"][-1]["name"] == "Read"
+
+
+def test_a_context_too_small_for_the_replay_skips_it_naming_the_refusal(make_reference):
+    """A CI model's small context refusing the replay's size is no shape refusal: skipped."""
+    from servecheck.checks import CheckSkipped, load_all, run_with_allowances
+    from tests.support import context_for
+
+    server = make_reference(api_key=TEST_KEY, max_model_len=64)
+    ctx = context_for(server, "CLIENT-SHAPE-CLAUDE-CODE")
+    try:
+        with pytest.raises(CheckSkipped, match="context cannot hold Claude Code 2.1.332's"):
+            run_with_allowances(load_all()["CLIENT-SHAPE-CLAUDE-CODE"], ctx)
+    finally:
+        ctx.client.close()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from servecheck.checks.context import CheckContext, body_snippet
+from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
 from servecheck.checks.registry import check
 from servecheck.checks.surfaces import messages as msgs
 from servecheck.checks.surfaces import responses as resp
@@ -30,6 +30,8 @@ REPLAY_MAX_TOKENS = 256
 # default: a cut below this many tokens is the server's default, not the context.
 MIN_DEFAULT_OUTPUT = 256
 CLAUDE_BLOCKS = ("text", "thinking", "redacted_thinking", "tool_use")
+# How servers word "the prompt does not fit the context" (vLLM, llama.cpp, the reference).
+CONTEXT_REFUSALS = ("maximum context length", "prompt is too long", "exceed_context_size")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,14 @@ def replay(ctx: CheckContext, shape: ClientShape, **changes: Any) -> Exchange:
     """POST the shape's body (the target's model, ``changes`` applied) with its headers."""
     body = {**shape.body, "model": ctx.model, **changes}
     ex = ctx.post(shape.route, body, headers=shape.headers, stream=bool(body.get("stream")))
+    said = ex.text[:300] if ex.status == 400 else ""
+    if any(words in said.lower() for words in CONTEXT_REFUSALS):
+        # Not the shape refused but its size: a CI model's context too small for even the cut
+        # request (agent-sized requests are another check's question).
+        raise CheckSkipped(
+            f"{ctx.check_id}: the target's context cannot hold {shape.name}'s request, even "
+            f"cut small: {said}"
+        )
     ctx.expect(
         not ex.error and ex.status == 200,
         f"the request {shape.name} sends on {shape.route} is not served",
