@@ -8,6 +8,7 @@ reaches the target), runs ``CMD`` and exits with its exit status.
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -42,8 +43,9 @@ def main(argv: list[str]) -> int:
     listener.bind(("127.0.0.1", port))
     listener.listen(64)
     threading.Thread(target=_accept, args=(listener, sock), daemon=True).start()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the client has its own
     try:
-        return subprocess.call(cmd)
+        return subprocess.call(cmd, env=env)
     except OSError as exc:
         print(f"servecheck: cannot run {cmd[0]}: {exc}", file=sys.stderr)
         return 127

@@ -37,6 +37,7 @@ from servecheck.workflows.support import new_run_dir, reference_env, say
 
 SHOWN = 1500  # characters of the request and of the answer that broke a client
 TINY = ("tiny", "random")  # a served model named so is a random-weight CI model
+PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "PYTHONPATH", "SERVECHECK_CACHE")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,11 +107,13 @@ def _install(spec: ClientSpec) -> Installed:
 
 
 def _key(target: Target) -> str:
-    for name, value in target.auth_headers().items():
+    """The target's key, which the clients send as a Bearer token."""
+    headers = target.auth_headers()
+    for name, value in headers.items():
         if name.lower() == "authorization" and value.lower().startswith("bearer "):
             return value[7:]
-        return value
-    return "servecheck-no-key"  # the SDKs insist on a key; a server without auth ignores it
+    # the SDKs insist on a key; a server without auth ignores it
+    return next(iter(headers.values()), "servecheck-no-key")
 
 
 def _model(spec: ClientsSpec, target: Target) -> str:
@@ -150,13 +153,13 @@ def broke(exchanges: list[netns.Exchange]) -> str:
 def _env(
     spec: ClientSpec, base: str, key: str, model: str, route: str, timeout: float
 ) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}
+    # Only what a process needs, never the caller's other secrets: a third-party client gets
+    # the target's key and nothing else of ours (PYTHONPATH is for the relay, which drops it).
+    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
     env.update(dict(spec.telemetry_env))
     env.update(
         SC_BASE_URL=base, SC_API_KEY=key, SC_MODEL=model, SC_ROUTE=route, SC_TIMEOUT_S=str(timeout)
     )
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
-        env.pop(name, None)
     return env
 
 
@@ -235,6 +238,9 @@ def run_one(
         out, err = proc.communicate()
         reason = f"no end within {timeout_s:g} s (killed)"
     finally:
+        if proc.poll() is None:  # interrupted (Ctrl-C reaches only our own process group)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
         relay.stop()
     log.write_text(redact(f"$ {' '.join(argv)}\n--- stdout\n{out}\n--- stderr\n{err}\n"))
     tasks = _tasks(out)

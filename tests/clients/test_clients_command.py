@@ -108,3 +108,13 @@ def test_a_random_model_that_never_asks_for_the_tool_leaves_it_unjudged():
     raised = [_task("stream", True), _task("tool", False, detail="BadRequestError: 400")]
     assert judge(raised, random_model=True) == ("fails", "tool: BadRequestError: 400")
     assert judge([_task("stream", True), _task("tool", True)], random_model=True) == ("works", "")
+
+
+def test_a_client_gets_the_targets_key_and_none_of_the_callers_secrets(monkeypatch):
+    from servecheck.clients.run import _env
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-caller-own")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "caller-secret")
+    env = _env(CLIENTS["ai-sdk"], "http://127.0.0.1:9/v1", "sk-target", "m", "chat", 5.0)
+    assert env["SC_API_KEY"] == "sk-target" and env["DO_NOT_TRACK"] == "1"
+    assert "OPENAI_API_KEY" not in env and "AWS_SECRET_ACCESS_KEY" not in env
