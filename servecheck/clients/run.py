@@ -10,7 +10,7 @@ A client ``works`` when every task succeeded; ``fails`` with the exact request a
 that broke it (the relay's recording, secrets redacted); ``partial`` when a random-weight model
 (not the scripted reference) never asked for the tool, so the round trip could not be judged;
 ``not run`` with the reason (no namespace here, the install failed, a target servecheck cannot
-relay to). The run's verdict is
+relay to); ``skipped`` on a route the target declares it does not serve (out of the verdict). The run's verdict is
 :func:`servecheck.analysis.verdict.compose` over the outcomes: a client that fails fails the run;
 one partial or not run makes it INCONCLUSIVE; only every client working is a PASS.
 """
@@ -269,6 +269,8 @@ def _outcomes(spec: ClientsSpec, chosen: list[ClientSpec], run_dir: Path) -> lis
             began = time.monotonic()
             if inst.error or no_ns:
                 o.reason = inst.error or f"no network namespace: {no_ns}"
+            elif route == "responses" and target.capabilities.responses is False:
+                o.verdict, o.reason = "skipped", "the target declares {responses: false}"
             else:
                 log = run_dir / f"{client.name}-{route}.log"
                 o.verdict, o.tasks, o.reason, o.broke = run_one(
@@ -325,6 +327,7 @@ def run_clients(spec: ClientsSpec) -> ClientsResult:
                 otherwise=FAIL if o.verdict == "fails" else INCONCLUSIVE,
             )
             for o in outcomes
+            if o.verdict != "skipped"  # a route the target says it does not serve
         )
     data = {
         "target": spec.target,

@@ -118,3 +118,26 @@ def test_a_client_gets_the_targets_key_and_none_of_the_callers_secrets(monkeypat
     env = _env(CLIENTS["ai-sdk"], "http://127.0.0.1:9/v1", "sk-target", "m", "chat", 5.0)
     assert env["SC_API_KEY"] == "sk-target" and env["DO_NOT_TRACK"] == "1"
     assert "OPENAI_API_KEY" not in env and "AWS_SECRET_ACCESS_KEY" not in env
+
+
+@pytest.mark.slow
+def test_a_route_the_target_does_not_serve_is_skipped_out_of_the_verdict(tmp_path, make_reference):
+    _ready("openai-agents")
+    server = make_reference(agent=True)  # a target of the user's own, in scripted agent mode
+    (tmp_path / "targets.yaml").write_text(
+        f"targets:\n  - name: mine\n    base_url: {server.base_url}\n"
+        "    capabilities: {responses: false}\n"
+    )
+    done = _servecheck(
+        tmp_path,
+        "--targets-file",
+        str(tmp_path / "targets.yaml"),
+        "--target",
+        "mine",
+        "--client",
+        "openai-agents",
+    )
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 0, said + done.stdout
+    assert "OpenAI Agents SDK 0.24.0 on chat: works (protocol only)" in said
+    assert "on responses: skipped (protocol only): the target declares {responses: false}" in said
