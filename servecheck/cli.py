@@ -50,6 +50,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "servecheck.commands.drain",
         "SIGTERM a server mid-stream: do streams finish and new requests get 503 or refused?",
     ),
+    "clients": (
+        "servecheck.commands.clients",
+        "run real agent clients (OpenAI Agents SDK, Vercel AI SDK) against a target, isolated",
+    ),
     "records": (
         "servecheck.commands.records",
         "describe a load run's records, export them as JSONL",

@@ -93,6 +93,7 @@ ALLOWED: dict[str, set[str]] = {
         "--processes",
     },
     "workflows/conformance.py": {"--itl-ms"},  # the reference server's argv
+    "clients/run.py": {"--agent"},  # the reference server's argv (its scripted agent mode)
     "engines/": {  # vLLM's, llama.cpp's, LiteLLM's, Xinference's own argv (and a profile's note)
         "--host",
         "--reasoning",

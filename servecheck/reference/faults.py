@@ -1383,6 +1383,38 @@ _fault(
     "LORA-LOAD-BAD-PATH",
 )
 
+# What the agent clients send (issue 44): each refusal a server really had, caught by the replay
+# of that client's recorded request (CLIENT-SHAPE-*, servecheck/checks/surfaces/client_shapes.py)
+_fault(
+    "messages-system-role-rejected",
+    "a role: system message inside messages is refused with 400 (Claude Code sends one on every "
+    "request; anthropics/claude-code #63544, vllm #44000)",
+    "CLIENT-SHAPE-CLAUDE-CODE",
+)
+_fault(
+    "messages-thinking-adaptive-rejected",
+    "thinking {type: adaptive} is refused with 400 (only enabled and disabled known)",
+    "CLIENT-SHAPE-CLAUDE-CODE",
+)
+_fault(
+    "messages-extra-fields-rejected",
+    "a request field the server does not know (context_management, output_config) is refused "
+    "with 400, as a request model that forbids extra fields does",
+    "CLIENT-SHAPE-CLAUDE-CODE",
+)
+_fault(
+    "responses-builtin-tools-rejected",
+    "a tool other than a function (web_search, namespace, custom) fails the whole request with "
+    "400 instead of being declined",
+    "CLIENT-SHAPE-CODEX",
+)
+_fault(
+    "responses-default-length-16",
+    "a request without max_output_tokens is cut at 16 tokens (the completions API's default) "
+    "and marked incomplete",
+    "CLIENT-SHAPE-CODEX",
+)
+
 # Legal variations: quirks a correct client must accept. With any of them on, the whole
 # catalogue must still pass (tests/test_fault_matrix.py).
 QUIRKS: dict[str, str] = {

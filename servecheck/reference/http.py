@@ -48,6 +48,7 @@ class ServerConfig:
     responses_store: int = 64  # responses kept for GET and previous_response_id (0: no store)
     vision: bool = False  # a vision model: image_url parts are read, not refused (vision.py)
     lora: bool = False  # runtime LoRA adapters, vLLM's endpoints (reference/lora.py)
+    agent: bool = False  # scripted agent mode: call the first offered tool once (agent.py)
 
 
 class ClientGone(Exception):

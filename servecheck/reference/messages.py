@@ -31,7 +31,7 @@ from typing import Any
 import jsonschema
 from aiohttp import web
 
-from servecheck.reference import model, vision
+from servecheck.reference import agent, model, vision
 from servecheck.reference.http import (
     STATE,
     ApiError,
@@ -56,7 +56,27 @@ ERROR_TYPES = {
     503: "overloaded_error",
 }
 PREFIX = "/v1/messages"
-ROLES = ("user", "assistant")
+ROLES = ("user", "assistant", "system")  # system: Claude Code sends one inside messages
+# The request fields of the Messages API: messages-extra-fields-rejected refuses any other, as a
+# server whose request model forbids extra fields does (the agent clients' newer fields).
+KNOWN_FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "max_tokens",
+        "system",
+        "stop_sequences",
+        "stream",
+        "temperature",
+        "top_p",
+        "top_k",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "metadata",
+        "service_tier",
+    }
+)
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"  # messages-thinking-leak
 
 
@@ -182,7 +202,11 @@ def _messages(
         where = f"messages.{i}"
         expect(isinstance(msg, dict), f"{where} must be an object", where)
         role = msg.get("role")
-        expect(role in ROLES, f"{where}.role must be user or assistant, got {role!r}", where)
+        if role == "system" and _fault(state, "messages-system-role-rejected"):
+            raise ApiError(400, f"{where}.role must be user or assistant, got 'system'")
+        expect(
+            role in ROLES, f"{where}.role must be user, assistant or system, got {role!r}", where
+        )
         content = msg.get("content")
         if isinstance(content, str):
             out.append({"role": role, "content": content})
@@ -252,13 +276,18 @@ def _thinking(state: State, body: dict[str, Any], max_tokens: int) -> bool:
     thinking = body.get("thinking")
     if thinking is None:
         return False
+    kinds: tuple[str, ...] = ("enabled", "disabled", "adaptive")
+    if _fault(state, "messages-thinking-adaptive-rejected"):
+        kinds = ("enabled", "disabled")
     expect(
-        isinstance(thinking, dict) and thinking.get("type") in ("enabled", "disabled"),
-        "thinking must be {type: enabled, budget_tokens} or {type: disabled}",
+        isinstance(thinking, dict) and thinking.get("type") in kinds,
+        f"thinking must be {{type: enabled, budget_tokens}} or {{type: {' | '.join(kinds[1:])}}}",
         "thinking",
     )
     if thinking["type"] == "disabled":
         return False
+    if thinking["type"] == "adaptive":  # the model picks its own budget (Claude Code's default)
+        return state.reasoning is not None
     budget = thinking.get("budget_tokens")
     expect(
         is_int(budget) and 1024 <= budget < max_tokens,
@@ -273,6 +302,9 @@ def _validate(state: State, body: dict[str, Any], count_only: bool = False) -> T
     expect(isinstance(name, str) and name != "", "model: a string is required", "model")
     if name not in state.config.models:
         raise ApiError(404, f"model: {name}")
+    extra = sorted(set(body) - KNOWN_FIELDS)
+    if extra and _fault(state, "messages-extra-fields-rejected"):
+        raise ApiError(400, f"{extra[0]}: Extra inputs are not permitted")
     max_tokens: Any = 1 if count_only else body.get("max_tokens")
     expect(
         is_int(max_tokens) and max_tokens >= 1,
@@ -335,6 +367,8 @@ def _target_tool(state: State, turn: Turn) -> dict[str, Any] | None:
     last = turn.messages[-1] if turn.messages else {}
     if last.get("role") == "tool":
         return None
+    if agent.wants_call(state.config.agent, turn.messages):
+        return turn.tools[0]
     return next((t for t in turn.tools if t["name"] in str(last.get("content", ""))), None)
 
 

@@ -44,6 +44,7 @@ class ReferenceOptions:
     prefix_cache_counted: bool = False
     vision: bool = False
     lora: bool = False
+    agent: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +158,12 @@ OPTIONS: tuple[Option, ...] = (
         "the base model (default: off, the endpoints answer 404)",
         "flag",
     ),
+    Option(
+        "--agent",
+        "scripted agent mode: a request offering tools with tool_choice auto calls the first "
+        "tool once, then answers the tool result in text (agent clients' tool round trip)",
+        "flag",
+    ),
 )
 
 
@@ -237,6 +244,7 @@ def to_config(opts: ReferenceOptions) -> ServerConfig:
         prefix_cache_counted=opts.prefix_cache_counted,
         vision=opts.vision,
         lora=opts.lora,
+        agent=opts.agent,
     )
 
 

@@ -25,8 +25,8 @@ from typing import Any
 import jsonschema
 from aiohttp import web
 
+from servecheck.reference import agent, model, response_store
 from servecheck.reference import logprobs as reflogprobs
-from servecheck.reference import model, response_store
 from servecheck.reference.http import (
     STATE,
     ApiError,
@@ -44,6 +44,24 @@ from servecheck.reference.http import (
 INPUT_ROLES = {"user", "system", "developer", "assistant"}
 TOOL_TEXT_OPEN, TOOL_TEXT_CLOSE = "<tool_call>", "</tool_call>"  # responses-tool-as-text
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
+# Tool types other than function that the Responses API defines (hosted tools, client-side
+# tools such as custom and local_shell) and Codex CLI's namespace (its multi-agent tools).
+HOSTED_TOOLS = frozenset(
+    {
+        "web_search",
+        "web_search_preview",
+        "file_search",
+        "code_interpreter",
+        "mcp",
+        "computer_use_preview",
+        "image_generation",
+        "local_shell",
+        "shell",
+        "custom",
+        "apply_patch",
+        "namespace",
+    }
+)
 
 
 @dataclass(slots=True)
@@ -200,12 +218,25 @@ def _replayed_ids(state: State, item: dict[str, Any], i: int) -> None:
                 raise ApiError(400, f"input[{i}].{key} is required", param=f"input[{i}].{key}")
 
 
+def _builtin(state: State, tool: Any) -> bool:
+    """Whether ``tool`` is a hosted or client-side tool (web_search, namespace, custom, ...):
+    accepted and never called, as a server that cannot run it declines it (Codex CLI always
+    offers some); responses-builtin-tools-rejected refuses the whole request instead."""
+    if not isinstance(tool, dict) or tool.get("type") == "function":
+        return False
+    _crash_on_bad_item(state)
+    if _fault(state, "responses-builtin-tools-rejected"):
+        return False  # refused below, naming the shape a function tool needs
+    return tool.get("type") in HOSTED_TOOLS  # a type nobody defined is still a 400
+
+
 def _tools(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any]], Any]:
-    tools = body.get("tools") or []
-    expect(isinstance(tools, list), "tools must be a list", "tools")
-    for i, tool in enumerate(tools):
-        if isinstance(tool, dict) and tool.get("type") != "function":
-            _crash_on_bad_item(state)
+    offered = body.get("tools") or []
+    expect(isinstance(offered, list), "tools must be a list", "tools")
+    tools: list[dict[str, Any]] = []
+    for i, tool in enumerate(offered):
+        if _builtin(state, tool):
+            continue
         expect(
             isinstance(tool, dict)
             and tool.get("type") == "function"
@@ -221,6 +252,7 @@ def _tools(state: State, body: dict[str, Any]) -> tuple[list[dict[str, Any]], An
                 f"tools[{i}].parameters is not a valid JSON Schema: {exc.message}",
                 param=f"tools[{i}].parameters",
             ) from None
+        tools.append(tool)
     choice = body.get("tool_choice", "auto")
     names = [t["name"] for t in tools]
     if isinstance(choice, dict):
@@ -402,7 +434,10 @@ def _generate(state: State, body: dict[str, Any], turn: Turn) -> Output:
             code="context_length_exceeded",
         )
     room = max(cfg.max_model_len - prompt_tokens, 1)
-    limit = min(turn.max_output_tokens or cfg.default_max_tokens, room)
+    # No max_output_tokens: the room left in the context, as OpenAI's API and vLLM do (Codex CLI
+    # sends none); responses-default-length-16 keeps the completions API's 16 instead.
+    default = cfg.default_max_tokens if _fault(state, "responses-default-length-16") else room
+    limit = min(turn.max_output_tokens or default, room)
     key = json.dumps(turn.messages, sort_keys=True, ensure_ascii=False) + json.dumps(
         turn.fmt, sort_keys=True
     )
@@ -421,8 +456,10 @@ def _generate(state: State, body: dict[str, Any], turn: Turn) -> Output:
             target = turn.tools[0]  # the object form read as "call some tool"
         elif isinstance(turn.tool_choice, dict):
             target = next(t for t in turn.tools if t["name"] == turn.tool_choice["name"])
-        elif choice == "required":
-            target = turn.tools[0]
+        elif choice == "required" or (
+            choice == "auto" and agent.wants_call(state.config.agent, turn.messages)
+        ):
+            target = turn.tools[0]  # required, or the scripted agent's call (reference/agent.py)
         else:
             target = next((t for t in turn.tools if t["name"] in last.get("content", "")), None)
     if target is not None:

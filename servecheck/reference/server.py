@@ -27,6 +27,7 @@ from aiohttp import web
 
 from servecheck.errors import UsageError
 from servecheck.reference import (
+    agent,
     cache_faults,
     embeddings,
     engine_metrics,
@@ -280,7 +281,7 @@ def _prompt_key(body: dict[str, Any]) -> str:
 
 
 def _tool_choice_target(
-    tools: list[dict[str, Any]], choice: Any, messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]], choice: Any, messages: list[dict[str, Any]], scripted: bool
 ) -> dict[str, Any] | None:
     if not tools or choice == "none":
         return None
@@ -295,6 +296,8 @@ def _tool_choice_target(
     last = model.content_text(messages[-1].get("content")) if messages else ""
     if messages and messages[-1].get("role") == "tool":
         return None  # answer the tool result in text
+    if agent.wants_call(scripted, messages):
+        return tools[0]["function"]
     return next((t["function"] for t in tools if t["function"]["name"] in last), None)
 
 
@@ -331,7 +334,7 @@ def _make_choices(
     key = _prompt_key(body)
     out: list[Choice] = []
     for index in range(n):
-        target_fn = _tool_choice_target(tools, tool_choice, messages or [])
+        target_fn = _tool_choice_target(tools, tool_choice, messages or [], state.config.agent)
         if target_fn is not None and "tools-ignored" not in faults:
             if "tools-wrong-name" in faults and isinstance(tool_choice, dict):
                 target_fn = {
