@@ -1492,6 +1492,33 @@ _also(
 )
 
 
+# Production cases (issue 43 item 4, servecheck/reference/cases.py)
+_fault(
+    "stop-boundary-stream",
+    "streamed answers match stop strings token by token: a stop string across two tokens is "
+    "streamed through (the non-streamed answer stops)",
+    "CHAT-STOP-BOUNDARY",
+)
+_also("stop-ignored", "CHAT-STOP-BOUNDARY")
+_fault(
+    "min-tokens-ignored",
+    "min_tokens is accepted (200) and ignored: a stop string still ends the answer before it",
+    "CHAT-MIN-TOKENS",
+)
+_fault(
+    "responses-reasoning-call-twice",
+    "a streamed response asked with reasoning lists its forced function_call twice in "
+    "response.completed (vLLM #55284)",
+    "RESPONSES-STREAM-REASONING-TOOL",
+)
+_fault(
+    "image-bomb-500",
+    "an image whose header declares more pixels than the decoder allows answers 500 (the "
+    "decoder's DecompressionBombError escapes)",
+    "IMAGE-OVERSIZED",
+)
+
+
 # Legal variations: quirks a correct client must accept. With any of them on, the whole
 # catalogue must still pass (tests/test_fault_matrix.py).
 QUIRKS: dict[str, str] = {

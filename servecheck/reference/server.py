@@ -28,6 +28,7 @@ from aiohttp import web
 from servecheck.errors import UsageError
 from servecheck.reference import (
     cache_faults,
+    cases,
     embeddings,
     engine_metrics,
     grid_faults,
@@ -329,6 +330,8 @@ def _make_choices(
     if "seed-pinned" in faults and seed is not None:
         seed = 0  # any seed is read as one fixed seed
     n = 1 if "n-ignored" in faults else int(body.get("n") or 1)
+    floor = cases.min_tokens(faults, body, max_tokens)
+    blind = cases.boundary_blind(faults, body)  # stop-boundary-stream
     key = _prompt_key(body)
     out: list[Choice] = []
     for index in range(n):
@@ -390,11 +393,14 @@ def _make_choices(
             seed=seed,
             temperature=temperature,
             index=index,
-            stop=stops,
+            stop=[] if blind else stops,
             fresh=fresh,
             ignore_eos=body.get("ignore_eos") is True,
+            min_tokens=floor,
         )
         pieces, finish = gen.pieces, gen.finish_reason
+        if blind:
+            pieces = cases.stop_within_pieces(pieces, stops)
         if "logit-bias-ignored" not in faults:
             pieces = model.ban_tokens(pieces, model.banned_ids(body.get("logit_bias")))
         if "max-tokens-ignored" in faults and finish == "length":
