@@ -99,3 +99,26 @@ def test_a_failing_cell_names_its_variant_and_what_broke(make_reference):
     )
     assert "completion_tokens 8 outside [16, 16]" in text
     assert "Reproduce: curl" in text and TEST_KEY not in text
+
+
+@pytest.mark.parametrize(
+    "check_id",
+    [
+        pytest.param("GRID-ROLE[chat,stream,n=2]", id="role-stream"),
+        pytest.param("GRID-TOOLS[chat,stream,n=1,usage,tools]", id="tools-stream"),
+    ],
+)
+def test_a_stream_without_choices_fails_a_per_choice_cell(check_id):
+    """A 200 HTML page parses as a stream with no chunk: per-choice invariants would hold
+    vacuously, so the cell fails on the missing choices instead of passing."""
+    from servecheck.reference.hostile import hostile
+    from tests.hostile.support import hostile_context
+
+    with hostile("html-login-page") as srv:
+        ctx = hostile_context(srv, check_id)
+        try:
+            with pytest.raises(CheckFailed) as excinfo:
+                run_with_allowances(CHECKS[check_id], ctx)
+        finally:
+            ctx.client.close()
+    assert str(excinfo.value).startswith(f"{check_id}: ")

@@ -472,6 +472,14 @@ def cells() -> list[tuple[Invariant, Variant]]:
 def run_cell(ctx: CheckContext, invariant: Invariant, variant: Variant) -> None:
     """Send the variant, judge the invariant, fail with every problem found."""
     seen = send(ctx, variant)
+    # an answer with no choice at all would hold every per-choice invariant vacuously
+    ctx.expect(
+        bool(seen.choices),
+        f"the answer to [{variant.label}] carries no choice",
+        expected=f"choices with index 0..{variant.n - 1}",
+        received=seen.exchange.describe(400),
+        exchange=seen.exchange,
+    )
     problems = invariant.judge(ctx, seen)
     if problems:
         more = f" (+{len(problems) - 4} more)" if len(problems) > 4 else ""
