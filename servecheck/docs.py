@@ -1,6 +1,7 @@
 """Regenerate the generated docs: ``python -m servecheck.docs`` (or ``make docs``).
 
-docs/checks.md (the check catalogue) and docs/targets.schema.json (targets.yaml schema for
+docs/checks.md (the check catalogue), docs/coverage.md's invariant x variant grid and
+docs/targets.schema.json (targets.yaml schema for
 editors) come from the code, and so do the conformance suites' thin files, one per surface of
 ``SURFACES`` (``servecheck/suites/test_<surface>.py`` and the checkout's ``suites/`` shim that
 imports it); tests/test_docs.py fails when they are stale.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from servecheck.checks.grid import splice_grid
 from servecheck.checks.registry import SURFACES, catalogue_markdown, suite_file
 from servecheck.config import targets_json_schema
 
@@ -20,6 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def generated() -> dict[Path, str]:
     return {
         ROOT / "docs" / "checks.md": catalogue_markdown(),
+        # only the invariant x variant grid of coverage.md is generated; the rest is by hand
+        ROOT / "docs" / "coverage.md": splice_grid((ROOT / "docs" / "coverage.md").read_text()),
         ROOT / "docs" / "targets.schema.json": json.dumps(targets_json_schema(), indent=2) + "\n",
         ROOT / "servecheck" / "config" / "builtin_targets.yaml": builtin_targets(),
         **suite_files(),

@@ -44,6 +44,7 @@ SURFACES: dict[str, str] = {
     "COMPL": "legacy /v1/completions: batches, token-id prompts, echo, usage, legacy logprobs",
     "IMAGE": "image input on chat completions: read by a vision model, refused by a text-only one",
     "LORA": "runtime LoRA adapters: loaded, listed, applied, unloaded (vLLM's endpoints)",
+    "GRID": "invariants x request variants: each declared invariant on every variant it applies to",
 }
 # The suite file's stem where it is not the surface's id in lower case: REASON's predates the
 # rule, and renaming it would change its pytest node ids.
@@ -123,9 +124,13 @@ def by_surface(surface: str) -> list[Check]:
 
 
 def matches(check_id: str, patterns: Iterable[str]) -> str | None:
-    """The first glob in ``patterns`` that matches ``check_id`` (case-insensitive), else None."""
+    """The first glob in ``patterns`` that matches ``check_id`` (case-insensitive), else None.
+    A pattern equal to the id matches before globbing: a derived id's brackets
+    (``GRID-USAGE[chat,plain,n=2]``) would otherwise read as a character class."""
     for pattern in patterns:
-        if fnmatch.fnmatchcase(check_id.upper(), pattern.upper()):
+        if pattern.upper() == check_id.upper() or fnmatch.fnmatchcase(
+            check_id.upper(), pattern.upper()
+        ):
             return pattern
     return None
 

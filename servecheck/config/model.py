@@ -56,6 +56,8 @@ CAPABILITIES: dict[str, str] = {
     "unless declared: a text-only target must refuse images instead)",
     "messages": "the Anthropic Messages API, POST /v1/messages (reference; an engine profile turns "
     "it on once measured live serving it)",
+    "min_tokens": "vLLM's min_tokens: no end and no stop string before that many tokens (vLLM, "
+    "reference; off unless declared: other engines ignore the field)",
 }
 Capability = Literal[
     "streaming",
@@ -76,6 +78,7 @@ Capability = Literal[
     "responses_store",
     "vision",
     "messages",
+    "min_tokens",
 ]
 CapValue = bool | Literal["auto"]
 
@@ -120,6 +123,7 @@ class Capabilities(_Strict):
     vision: CapValue = "auto"
     messages: CapValue = "auto"
     lora: CapValue = "auto"
+    min_tokens: CapValue = "auto"
 
 
 class LoraAdapter(_Strict):

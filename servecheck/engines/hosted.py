@@ -12,7 +12,7 @@ REFERENCE = EngineSpec(
     "reference",
     EngineProfile(
         "reference",
-        caps(responses_store=True, messages=True),
+        caps(responses_store=True, messages=True, min_tokens=True),
         verified_live=True,
         retry_after=True,
     ),

@@ -55,7 +55,9 @@ DEVIATIONS: dict[str, str] = {
 # vLLM keeps no Responses store unless VLLM_ENABLE_RESPONSES_API_STORE=1: measured on 0.32,
 # 2026-12-02, GET /v1/responses/{id} of a store true response is a 404). The reference server and
 # OpenAI keep one.
-_OPT_IN = ("prefix_cache", "responses_store", "vision", "lora")  # vision: a VLM is the exception
+# vision: a VLM is the exception. min_tokens is vLLM's own field: an engine without it ignores
+# it, which CHAT-MIN-TOKENS would fail.
+_OPT_IN = ("prefix_cache", "responses_store", "vision", "lora", "min_tokens")
 # Off in a profile until the engine was measured serving it (a target may still declare it):
 # /v1/messages is new in the engines' releases and absent from older builds.
 _UNMEASURED = ("messages",)

@@ -216,7 +216,9 @@ PROFILE = EngineProfile(
     "vllm",
     # /v1/messages and /v1/messages/count_tokens are served (measured on 0.32.0 CPU,
     # 2026-12-02: in its openapi.json, and MESSAGES-* answered; targets.yaml lists what fails).
-    caps(messages=True),
+    # min_tokens: its own sampling field, honoured on chat and completions (measured on 0.32.0
+    # CPU, 2026-12-06: stop strings held back until min_tokens, min_tokens > max_tokens a 400).
+    caps(messages=True, min_tokens=True),
     deviations={
         # vLLM answers unknown routes through FastAPI: {"detail": "Not Found"}
         # (vllm/entrypoints/openai/api_server.py mounts the OpenAI routes on a FastAPI app).

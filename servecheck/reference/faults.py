@@ -1415,6 +1415,142 @@ _fault(
     "CLIENT-SHAPE-CODEX",
 )
 
+
+# Invariants x variants (issue 43, servecheck/reference/grid_faults.py): each fault breaks one
+# invariant on one request variant only; the broad faults above that break a cell on every
+# variant are added to its catches by ``_also``.
+def _also(name: str, *catches: str) -> None:
+    f = FAULTS[name]
+    FAULTS[name] = Fault(f.name, f.description, (*f.catches, *catches), f.strict)
+
+
+_fault(
+    "grid-usage-n2-stream",
+    "a streamed n=2 answer's usage counts the first choice's tokens only",
+    "GRID-USAGE[chat,stream,n=2,usage]",
+    "GRID-USAGE[compl,stream,n=2,usage]",
+)
+_fault(
+    "grid-usage-n2-plain",
+    "a non-streamed n=2 answer's usage counts the first choice's tokens only",
+    "GRID-USAGE[chat,plain,n=2]",
+    "GRID-USAGE[compl,plain,n=2]",
+)
+_fault(
+    "grid-usage-tools",
+    "a tool-call answer reports completion_tokens 0, streamed and not",
+    "GRID-USAGE[chat,plain,n=1,tools]",
+    "GRID-USAGE[chat,stream,n=1,usage,tools]",
+)
+_also(
+    "usage-sum-wrong",
+    "GRID-USAGE[chat,plain,n=1]",
+    "GRID-USAGE[chat,stream,n=1,usage]",
+    "GRID-USAGE[compl,plain,n=1]",
+    "GRID-USAGE[compl,stream,n=1,usage]",
+)
+_fault(
+    "grid-finish-n2-stream-twice",
+    "in a streamed n=2 answer the second choice is closed by two finish_reason chunks",
+    "GRID-FINISH[chat,stream,n=2]",
+    "GRID-FINISH[chat,stream,n=2,usage]",
+    "GRID-FINISH[compl,stream,n=2]",
+    "GRID-FINISH[compl,stream,n=2,usage]",
+)
+_fault(
+    "grid-finish-n2-plain-empty",
+    "a non-streamed n=2 answer's second choice has an empty finish_reason",
+    "GRID-FINISH[chat,plain,n=2]",
+    "GRID-FINISH[compl,plain,n=2]",
+)
+_fault(
+    "grid-finish-tools-empty",
+    "a forced tool call's choice has an empty finish_reason, streamed and not",
+    "GRID-FINISH[chat,plain,n=1,tools]",
+    "GRID-FINISH[chat,stream,n=1,usage,tools]",
+)
+_also("chat-bad-finish-reason", "GRID-FINISH[chat,plain,n=1]", "GRID-FINISH[compl,plain,n=1]")
+_also(
+    "stream-finish-twice",
+    "GRID-FINISH[chat,stream,n=1]",
+    "GRID-FINISH[chat,stream,n=1,usage]",
+    "GRID-FINISH[compl,stream,n=1]",
+    "GRID-FINISH[compl,stream,n=1,usage]",
+)
+_fault(
+    "grid-role-repeated-n2",
+    "in a streamed n=2 answer the second choice repeats role 'assistant' in its later deltas",
+    "GRID-ROLE[chat,stream,n=2]",
+    "GRID-ROLE[chat,stream,n=2,usage]",
+)
+_fault(
+    "grid-role-tool-deltas",
+    "a streamed tool call repeats role 'assistant' in its argument deltas",
+    "GRID-ROLE[chat,stream,n=1,usage,tools]",
+)
+_fault(
+    "grid-role-plain-n2",
+    "a non-streamed n=2 answer's second message has role null",
+    "GRID-ROLE[chat,plain,n=2]",
+)
+_fault(
+    "grid-role-tools-plain",
+    "a non-streamed tool call's message says role 'tool' instead of 'assistant'",
+    "GRID-ROLE[chat,plain,n=1,tools]",
+)
+_also("completions-broken", "GRID-ROLE[chat,plain,n=1]")
+_also("stream-role-twice", "GRID-ROLE[chat,stream,n=1]", "GRID-ROLE[chat,stream,n=1,usage]")
+_fault(
+    "grid-tool-id-repeated",
+    "streamed tool-call argument deltas repeat the call's id and function name (the openai "
+    "SDK concatenates them onto the first)",
+    "GRID-TOOLS[chat,stream,n=1,usage,tools]",
+)
+_also("tools-args-invalid", "GRID-TOOLS[chat,plain,n=1,tools]")
+_fault(
+    "grid-stream-differs-n2",
+    "in a streamed n=2 answer the second choice's text differs from the non-streamed one",
+    "GRID-EQUAL[chat,stream,n=2]",
+    "GRID-EQUAL[chat,stream,n=2,usage]",
+    "GRID-EQUAL[compl,stream,n=2]",
+    "GRID-EQUAL[compl,stream,n=2,usage]",
+)
+_also(
+    "stream-differs",
+    "GRID-EQUAL[chat,stream,n=1]",
+    "GRID-EQUAL[chat,stream,n=1,usage]",
+    "GRID-EQUAL[compl,stream,n=1]",
+    "GRID-EQUAL[compl,stream,n=1,usage]",
+)
+
+
+# Production cases (issue 43 item 4, servecheck/reference/cases.py)
+_fault(
+    "stop-boundary-stream",
+    "streamed answers match stop strings token by token: a stop string across two tokens is "
+    "streamed through (the non-streamed answer stops)",
+    "CHAT-STOP-BOUNDARY",
+)
+_also("stop-ignored", "CHAT-STOP-BOUNDARY")
+_fault(
+    "min-tokens-ignored",
+    "min_tokens is accepted (200) and ignored: a stop string still ends the answer before it",
+    "CHAT-MIN-TOKENS",
+)
+_fault(
+    "responses-reasoning-call-twice",
+    "a streamed response asked with reasoning lists its forced function_call twice in "
+    "response.completed (vLLM #55284)",
+    "RESPONSES-STREAM-REASONING-TOOL",
+)
+_fault(
+    "image-bomb-500",
+    "an image whose header declares more pixels than the decoder allows answers 500 (the "
+    "decoder's DecompressionBombError escapes)",
+    "IMAGE-OVERSIZED",
+)
+
+
 # Legal variations: quirks a correct client must accept. With any of them on, the whole
 # catalogue must still pass (tests/test_fault_matrix.py).
 QUIRKS: dict[str, str] = {

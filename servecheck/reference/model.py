@@ -144,21 +144,24 @@ def generate_text(
     stop: list[str] | None = None,
     fresh: bool = False,
     ignore_eos: bool = False,
+    min_tokens: int = 0,
 ) -> Generation:
     """Deterministic text for ``key``; ``fresh`` draws a random key (temperature > 0, no seed).
 
-    ``ignore_eos`` (vLLM's extension) generates exactly ``max_tokens``, as load benchmarks need.
+    ``ignore_eos`` (vLLM's extension) generates exactly ``max_tokens``, as load benchmarks need;
+    ``min_tokens`` (vLLM's too) allows no end and no stop string before that many tokens.
     """
     rng = _rng(key, seed, temperature, index, fresh)
     natural = rng.randint(12, 48)
     if ignore_eos:
         natural = max_tokens
+    natural = max(natural, min_tokens)
     words = [rng.choice(VOCAB) for _ in range(natural)]
     pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
     finish = "stop"
     if stop:
-        text = "".join(pieces)
-        cut = min((p for p in (text.find(s) for s in stop if s) if p >= 0), default=-1)
+        text, start = "".join(pieces), len("".join(pieces[:min_tokens]))
+        cut = min((p for p in (text.find(s, start) for s in stop if s) if p >= 0), default=-1)
         if cut >= 0:
             pieces = cut_pieces(pieces, cut)
     if len(pieces) > max_tokens:

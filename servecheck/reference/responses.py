@@ -25,7 +25,7 @@ from typing import Any
 import jsonschema
 from aiohttp import web
 
-from servecheck.reference import agent, model, response_store
+from servecheck.reference import agent, cases, model, response_store
 from servecheck.reference import logprobs as reflogprobs
 from servecheck.reference.http import (
     STATE,
@@ -913,6 +913,7 @@ async def _stream(
         if _fault(state, "responses-completed-empty-output")
         else _final_output(state, turn, out, msg_id, fc_id, item_status)
     )
+    output = cases.calls_twice(state.faults, body, output)  # responses-reasoning-call-twice
     usage = _usage(state, out)
     if _fault(state, "responses-stream-usage-wrong"):
         usage = {

@@ -29,8 +29,10 @@ from servecheck.errors import UsageError
 from servecheck.reference import (
     agent,
     cache_faults,
+    cases,
     embeddings,
     engine_metrics,
+    grid_faults,
     model,
     overload,
     prefix_cache,
@@ -331,6 +333,8 @@ def _make_choices(
     if "seed-pinned" in faults and seed is not None:
         seed = 0  # any seed is read as one fixed seed
     n = 1 if "n-ignored" in faults else int(body.get("n") or 1)
+    floor = cases.min_tokens(faults, body, max_tokens)
+    blind = cases.boundary_blind(faults, body)  # stop-boundary-stream
     key = _prompt_key(body)
     out: list[Choice] = []
     for index in range(n):
@@ -392,11 +396,14 @@ def _make_choices(
             seed=seed,
             temperature=temperature,
             index=index,
-            stop=stops,
+            stop=[] if blind else stops,
             fresh=fresh,
             ignore_eos=body.get("ignore_eos") is True,
+            min_tokens=floor,
         )
         pieces, finish = gen.pieces, gen.finish_reason
+        if blind:
+            pieces = cases.stop_within_pieces(pieces, stops)
         if "logit-bias-ignored" not in faults:
             pieces = model.ban_tokens(pieces, model.banned_ids(body.get("logit_bias")))
         if "max-tokens-ignored" in faults and finish == "length":
@@ -720,6 +727,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         _blank_for_logprobs(state, chat, body, choices)
         if chat and state.reasoning is not None:
             reasoning.apply(state.reasoning, state.faults, body, choices, max_tokens, fmt)
+        grid_faults.finishes(state.faults, body, choices)  # the grid-finish-* faults
         if "ctx-max-tokens-overrun" in state.faults and requested is not None and requested > room:
             for c in choices:
                 if c.finish_reason == "length":
@@ -734,6 +742,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     slot.cached = cache_faults.apply(state, slot.cached, prompt_tokens)
     try:
         completion_tokens = _completion_tokens(choices)
+        completion_tokens = grid_faults.counted(state.faults, body, choices, completion_tokens)
         model_name = body["model"]
         if body.get("stream"):
             return await _stream(
@@ -837,7 +846,7 @@ def _full_body(
             or (not chat and "completions-broken" in faults)
         ):
             message: dict[str, Any] = {
-                "role": "assistant",
+                "role": grid_faults.message_role(faults, c),
                 "content": "".join(c.pieces) if c.tool_call is None else None,
             }
             if c.tool_call is not None:
@@ -899,7 +908,8 @@ def _tool_deltas(choice: Choice, faults: frozenset[str]) -> list[dict[str, Any]]
             "function": {"name": call["name"], "arguments": ""},
         }
         frags: list[dict[str, Any]] = [
-            {"function": {"arguments": p}} for p in model.split_json(call["arguments"], 8)
+            grid_faults.tool_fragment(faults, head, {"function": {"arguments": p}})
+            for p in model.split_json(call["arguments"], 8)
         ]
         for delta in [head, *frags]:
             out.append(delta if "tools-stream-no-index" in faults else {"index": index, **delta})
@@ -1160,7 +1170,10 @@ async def _stream_tokens(
                     continue
             if c.tool_call is not None:
                 if j < len(tool_deltas[c.index]):
-                    frag = {"tool_calls": [tool_deltas[c.index][j]]}
+                    frag = {
+                        **grid_faults.tool_delta(faults, j),
+                        "tool_calls": [tool_deltas[c.index][j]],
+                    }
                     parts.append(sse.delta(c.index, json.dumps(frag, ensure_ascii=False)))
                 continue
             if j < len(c.pieces):
@@ -1180,13 +1193,14 @@ def _piece_deltas(sse: _Sse, c: Choice, j: int, top: int | None) -> list[str]:
     """The delta(s) of a choice's answer piece ``j`` (one, or two halves under utf8-split);
     ``top`` is the top_logprobs count (legacy: K) when logprobs were asked for, else None."""
     chat = sse.chat
-    piece = sse.hooks.piece(j, c.pieces[j])
+    piece = grid_faults.piece(sse.faults, c, j, sse.hooks.piece(j, c.pieces[j]))
     # stream-n-index-shared: every content delta says index 0 (role and finish keep theirs)
     index = 0 if sse.hooks.n_index_shared else c.index
     out: list[str] = []
     out_texts: list[str] = []  # the texts of this piece's earlier halves (utf8-split)
     for text in sse.hooks.split(piece):
-        role_extra = '"role":"assistant",' if sse.hooks.role_in_deltas and chat else ""
+        again = sse.hooks.role_in_deltas or grid_faults.role_again(sse.faults, c, j)
+        role_extra = '"role":"assistant",' if again and chat else ""
         delta = (
             f'{{{role_extra}"content":{json.dumps(text, ensure_ascii=False)}}}'
             if chat
@@ -1240,7 +1254,7 @@ async def _stream_tail(
         reason = "stop" if hooks.tool_finish_stop and reason == "tool_calls" else reason
         last = "null" if hooks.null_final_delta and chat else empty
         await sse.send(sse.chunk(sse.delta(c.index, last, reason), repeated))
-        if hooks.finish_twice:
+        if hooks.finish_twice or grid_faults.finish_twice(faults, c):
             await sse.send(sse.chunk(sse.delta(c.index, empty, c.finish_reason)))
         if hooks.content_after_finish:
             await sse.send(

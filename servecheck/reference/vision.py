@@ -121,6 +121,8 @@ def _size(state: State, where: str, data: bytes) -> tuple[int, int] | None:
                 return width, height  # resized to the encoder's bound: counted, not decoded
             picture.load()
     except Image.DecompressionBombError:
+        if "image-bomb-500" in faults:  # the decoder's exception escapes as a server error
+            raise ApiError(500, "internal error: DecompressionBombError", "server_error") from None
         raise ApiError(400, f"{where}: the image is too large to decode", param=where) from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
         if "image-type-unchecked" in faults:

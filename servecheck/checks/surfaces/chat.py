@@ -585,3 +585,130 @@ def chat_logit_bias(ctx: CheckContext) -> None:
         hint="logit_bias is accepted and ignored: apply it to the logits before sampling "
         "(and to the greedy path at temperature 0)",
     )
+
+
+STOP_SPAN_PROMPT = "List some words about rivers, stones and gardens."
+_SPAN_CHARS = re.compile(r"[A-Za-z0-9 ]{4}")
+
+
+def _streamed_pieces(ctx: CheckContext, ex: Exchange, what: str) -> tuple[list[str], Any]:
+    """choice 0's content deltas, in order, and its (last) finish_reason, from a stream."""
+    ctx.ok_stream(ex, what)
+    pieces, finish = [], None
+    for chunk in ex.stream.chunks if ex.stream is not None else []:
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta")
+            content = delta.get("content") if isinstance(delta, dict) else None
+            pieces += [content] if isinstance(content, str) and content else []
+            finish = choice.get("finish_reason") or finish
+    return pieces, finish
+
+
+def spanning_stop(pieces: list[str]) -> str | None:
+    """A stop string across a token boundary: the last two characters of one streamed piece and
+    the first two of the next, plain text, first found in the answer at that boundary."""
+    text, at, found = "".join(pieces), 0, []
+    for k in range(len(pieces) - 1):
+        at += len(pieces[k])
+        stop = pieces[k][-2:] + pieces[k + 1][:2]
+        spans = len(pieces[k]) >= 2 and len(pieces[k + 1]) >= 2 and stop.strip() == stop
+        if k >= 1 and spans and _SPAN_CHARS.fullmatch(stop) and text.find(stop) == at - 2:
+            found.append(stop)
+    return found[len(found) // 2] if found else None
+
+
+@check(
+    "CHAT-STOP-BOUNDARY",
+    "a stop string across a token boundary is honoured, streamed or not",
+    "at temperature 0, a stop string made of the end of one streamed token and the start of the "
+    "next (so no single token holds it) never appears in the output, non-streamed or streamed, "
+    "and the output ends with finish_reason 'stop'",
+    requires=("stop", "streaming"),
+)
+def chat_stop_boundary(ctx: CheckContext) -> None:
+    params: dict[str, Any] = {"max_tokens": 24, "temperature": 0, "seed": 7}
+    first = ctx.stream_chat(STOP_SPAN_PROMPT, usage=False, **params)
+    pieces, _ = _streamed_pieces(ctx, first, "streamed chat completion")
+    stop = spanning_stop(pieces)
+    if stop is None:
+        raise CheckError(
+            ctx.check_id,
+            "the unconstrained answer has no token boundary with plain text on both sides",
+            received=repr(pieces[:24]),
+            hint="a model whose tokens are single characters or junk cannot be asked this",
+            exchange=first,
+        )
+    plain = ctx.chat(STOP_SPAN_PROMPT, stop=[stop], **params)
+    choice = _choices(ctx, ctx.ok_json(plain, "chat completion with stop"), plain)[0]
+    streamed = ctx.stream_chat(STOP_SPAN_PROMPT, usage=False, stop=[stop], **params)
+    s_pieces, s_finish = _streamed_pieces(ctx, streamed, "streamed chat completion with stop")
+    answers = [
+        ("non-streamed", _content(choice), choice.get("finish_reason"), plain),
+        ("streamed", "".join(s_pieces), s_finish, streamed),
+    ]
+    for how, out, finish, ex in answers:
+        ctx.expect(
+            stop not in out and finish == "stop",
+            f"the {how} output runs through the stop string {stop!r}, which spans two tokens",
+            expected=f"output ending before {stop!r} (tokens {stop[:2]!r} | {stop[2:]!r}), "
+            "finish_reason 'stop'",
+            received=f"{out!r}, finish_reason {finish!r}",
+            exchange=ex,
+            hint="match stop strings on the detokenized text, across token boundaries (and hold "
+            "back a stream's last characters until they cannot begin a stop string), not "
+            "token by token",
+        )
+
+
+MIN_TOKENS_MORE = 8  # min_tokens asked: this many past where the stop string ended the answer
+MIN_TOKENS_BUDGET = 48  # max_tokens: room for a reasoning model's thinking, then the answer
+_EARLY_STOP = re.compile(r"[A-Za-z0-9]{2}")
+
+
+@check(
+    "CHAT-MIN-TOKENS",
+    "min_tokens is honoured or refused, never ignored",
+    f"at temperature 0 (max_tokens {MIN_TOKENS_BUDGET}), a stop string taken from the start of "
+    f"the unconstrained answer ends it after C tokens; with min_tokens C+{MIN_TOKENS_MORE} added "
+    "the same request is refused with a 4xx, or answered with at least C+"
+    f"{MIN_TOKENS_MORE} completion tokens (vLLM holds stop strings and the end of sequence back "
+    "until then; a reasoning model's thinking counts); a 200 that stops sooner ignored min_tokens",
+    requires=("min_tokens", "stop"),
+)
+def chat_min_tokens(ctx: CheckContext) -> None:
+    params: dict[str, Any] = {"max_tokens": MIN_TOKENS_BUDGET, "temperature": 0, "seed": 7}
+    first = ctx.chat(STOP_SPAN_PROMPT, **params)
+    text = _content(_choices(ctx, ctx.ok_json(first, "chat completion"), first)[0])
+    match = _EARLY_STOP.search(text)
+    stop = match.group() if match else ""
+    stopped = ctx.chat(STOP_SPAN_PROMPT, stop=[stop], **params) if stop else first
+    early = ctx.ok_json(stopped, "chat completion with stop").get("usage") or {}
+    count = early.get("completion_tokens")
+    floor = count + MIN_TOKENS_MORE if isinstance(count, int) else MIN_TOKENS_BUDGET + 1
+    if not stop or floor > MIN_TOKENS_BUDGET - MIN_TOKENS_MORE:
+        raise CheckError(
+            ctx.check_id,
+            "no stop string from the answer ends it early enough to ask min_tokens past it",
+            received=f"answer {text[:120]!r}; with stop {stop!r}: usage {body_snippet(early, 200)}",
+            hint="min_tokens is judged where a stop string would end the answer before it",
+            exchange=stopped,
+        )
+    ex = ctx.chat(STOP_SPAN_PROMPT, stop=[stop], min_tokens=floor, **params)
+    if ex.status is not None and 400 <= ex.status < 500:
+        return  # refused: a client learns that min_tokens is not served
+    data = ctx.ok_json(ex, "chat completion with min_tokens")
+    choice = _choices(ctx, data, ex)[0]
+    got = (data.get("usage") or {}).get("completion_tokens")
+    ctx.expect(
+        isinstance(got, int) and (got >= floor or choice.get("finish_reason") == "length"),
+        "min_tokens was accepted and ignored",
+        expected=f"at least {floor} completion tokens (min_tokens {floor}; the stop string "
+        f"{stop!r} ended the same request after {count}), or a 4xx",
+        received=f"200 with completion_tokens {got}, finish_reason "
+        f"{choice.get('finish_reason')!r}: {_content(choice)[:120]!r}",
+        exchange=ex,
+        hint="apply min_tokens (suppress the end of sequence and stop strings until it is reached), "
+        "or refuse the field with a 400; accepting and ignoring it is what clients cannot see",
+    )

@@ -441,3 +441,46 @@ def image_messages_rejected_text_only(ctx: CheckContext) -> None:
         hint="refuse an image block the model cannot read with a 400 in Anthropic's error shape "
         "(the anthropic SDK maps error.type to its exceptions); a 5xx reads as a server failure",
     )
+
+
+OVERSIZED_SIDE = 50_000  # 2.5 Gpx: past every decoder's limit (Pillow's bomb guard: 179 Mpx)
+
+
+def oversized_png(side: int = OVERSIZED_SIDE) -> bytes:
+    """A PNG whose header declares ``side`` x ``side`` RGB pixels, with one row of data: a few
+    hundred bytes on the wire that no server can decode into memory (7.5 GB) and must refuse."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)
+    row = zlib.compress(b"\x00" * (1 + 3 * side), 9)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", row) + chunk(b"IEND", b"")
+
+
+@check(
+    "IMAGE-OVERSIZED",
+    "an oversized data: URL image is refused with a 4xx",
+    f"a data: URL PNG declaring {OVERSIZED_SIDE}x{OVERSIZED_SIDE} pixels (2.5 Gpx; a few hundred "
+    "bytes on the wire) gets a 4xx with an OpenAI error object within the target's timeout: "
+    "never a 5xx, a hang, or a 200 that answered without the image",
+    requires=("vision", "route-accepts:/chat/completions"),
+)
+def image_oversized(ctx: CheckContext) -> None:
+    url = data_url("image/png", oversized_png())
+    ex = _ask(ctx, url)
+    problem, deviation = _refusal_problem(ex)
+    side = f"{OVERSIZED_SIDE}x{OVERSIZED_SIDE}"
+    ctx.expect(
+        problem is None,
+        f"a data: URL image declaring {side} pixels is not refused with a 4xx",
+        expected="a 4xx with an OpenAI error object naming the image",
+        received=problem or "",
+        exchange=ex,
+        deviation=deviation,
+        hint="read an image's declared size before decoding it and refuse it with a 400 over "
+        "the limit (Pillow raises DecompressionBombError at open: answer it as a client error)",
+    )

@@ -1942,3 +1942,51 @@ def _parallel_problems(
                 f"{item.get('call_id')!r}"
             )
     return problems
+
+
+@check(
+    "RESPONSES-STREAM-REASONING-TOOL",
+    "a streamed forced call with reasoning completes with one function_call",
+    "streamed with reasoning {effort: low}, tools [get_weather], tool_choice 'required' and "
+    "parallel_tool_calls false, the stream reaches response.completed, whose output holds exactly "
+    "one function_call item, announced once (response.output_item.added) and named get_weather "
+    "(vLLM #55284: the reasoning parser's copy of the call was listed beside the tool parser's)",
+    requires=("responses", "tools", "streaming"),
+)
+def responses_stream_reasoning_tool(ctx: CheckContext) -> None:
+    events, ex = stream(
+        ctx,
+        "What is the weather in Paris?",
+        tools=[WEATHER],
+        tool_choice="required",
+        parallel_tool_calls=False,
+        reasoning={"effort": "low"},
+        max_output_tokens=256,  # room to reason before the call
+    )
+    kinds = [str(e.get("type")) for e in events]
+    final = terminal(events)
+    ctx.expect(
+        "response.completed" in kinds and final is not None,
+        "the streamed response with reasoning and a forced call never completes",
+        expected="a response.completed event",
+        received=f"last events {kinds[-6:]}; terminal {body_snippet(final, 300)}",
+        exchange=ex,
+        hint="a forced call after reasoning must end the response like any other call",
+    )
+    calls = output_items(final or {}, "function_call")
+    added = [
+        e
+        for e in events
+        if e.get("type") == "response.output_item.added"
+        and isinstance(e.get("item"), dict)
+        and e["item"].get("type") == "function_call"
+    ]
+    ctx.expect(
+        len(calls) == 1 and len(added) == 1 and calls[0].get("name") == "get_weather",
+        "the completed response does not hold exactly one function_call",
+        expected="one function_call item named get_weather, added once",
+        received=f"{len(calls)} function_call item(s) in response.completed "
+        f"({body_snippet(calls, 300)}), {len(added)} announced",
+        exchange=ex,
+        hint="a client runs every function_call item it is given: a duplicate runs the tool twice",
+    )
