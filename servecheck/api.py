@@ -97,14 +97,14 @@ def _load_outputs(result: LoadResult, spec: LoadSpec, interrupted: str | None = 
     from servecheck.errors import UsageError
     from servecheck.load.run import validate
     from servecheck.report.html import write_load_html
-    from servecheck.workflows.support import Suite, mark_junit_partial, slo_cases, write_junit
+    from servecheck.workflows.support import load_suite, mark_junit_partial, write_junit
 
     junit = result.run_dir / "junit.xml"
     try:  # the SLOs the run judged, or could not (the spec was validated before it ran)
         asked = [s.text for s in validate(spec)]
     except UsageError:
         asked = []
-    write_junit(junit, [Suite("servecheck.load", slo_cases(result.summary, asked=asked))])
+    write_junit(junit, [load_suite(result.summary, asked=asked)])
     if interrupted is not None:
         mark_junit_partial(junit, interrupted)
     write_load_html(result.run_dir)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 
 import pytest
@@ -452,6 +453,41 @@ def test_down_target_gives_one_finding_and_counts_the_rest_as_not_run(pytester):
     assert summary["counts"]["failed"] == 1, summary["counts"]
     assert summary["counts"]["notrun"] == summary["not_run"] >= 10, summary
     assert summary["partial"] is False
+
+
+def test_a_down_target_counts_its_known_failures_among_the_checks_not_run(pytester):
+    """Issue 42 item 12a: against a closed port, local-vllm's targets said "the other 140
+    check(s) were not run" beside "146 notrun": its 6 known failures (xfails) were not run
+    either, yet left out of the count. Every count agrees now, and a known failure is never the
+    case that reports the target down (its failure would read as the expected one)."""
+    from servecheck.reference.hostile import closed_port
+
+    pytester.makefile(
+        ".yaml",
+        targets=textwrap.dedent(f"""\
+        targets:
+          - name: down
+            base_url: http://127.0.0.1:{closed_port()}/v1
+            engine: generic
+            models: [m]
+            timeout_s: 2
+            known_failures:
+              CHAT-SHAPE: a known failure listed first
+              CHAT-USAGE: another
+        """),
+    )
+    _suite(pytester, "CHAT")
+    result = pytester.runpytest(
+        "-p", "servecheck.pytest_plugin", "--target", "down", "--targets-file", "targets.yaml",
+        "-p", "no:randomly", "--sc-report-dir", "out",
+    )  # fmt: skip
+    outcomes = result.parseoutcomes()
+    said = re.search(r"the other (\d+) check\(s\) were not run", result.stdout.str())
+    assert said is not None, result.stdout.str()
+    assert int(said.group(1)) == outcomes.get("notrun") >= 2, (said.group(0), outcomes)
+    assert "xfailed" not in outcomes and outcomes.get("errors", 0) == 1, outcomes
+    summary = json.loads((pytester.path / "out" / "summary.json").read_text())
+    assert summary["counts"]["notrun"] == summary["not_run"] == int(said.group(1)), summary
 
 
 def test_a_run_interrupted_before_its_checks_were_counted_says_not_run_unknown(pytester):

@@ -381,7 +381,7 @@ def leak_verdicts(
     that did not finish fail; a sampled series that could not be judged is inconclusive).
     ``prefix_cache``: the target's ``capabilities.prefix_cache`` (a kv_usage plateau is
     retention only where a prefix cache is declared or seen)."""
-    from servecheck.telemetry.leak import analyse_leak, prefix_cache_evidence
+    from servecheck.telemetry.leak import analyse_leak, inconclusive_reason, prefix_cache_evidence
     from servecheck.telemetry.leak import unjudged as unjudged_series
 
     present = set(frame.loc[frame["kind"] == "sample", "metric"]) if len(frame) else set()
@@ -419,7 +419,7 @@ def leak_verdicts(
         if primary not in verdicts
         else f"{primary}: insufficient data"
         if verdicts[primary].status == "insufficient_data"
-        else f"{primary}: inconclusive (the load never moved it, so a leak could not show)"
+        else f"{primary}: inconclusive ({inconclusive_reason(verdicts[primary])})"
         if verdicts[primary].status == "inconclusive"
         else ""
     )

@@ -12,6 +12,7 @@ the conformance and load sections are reused by ``accept``, ``capacity`` and ``c
 from __future__ import annotations
 
 import html
+import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -73,10 +74,17 @@ def esc(value: Any) -> str:
     return html.escape(redact("" if value is None else str(value)), quote=True)
 
 
+# A "<" that would open raw HTML or an autolink in CommonMark (a tag, a closing tag, a comment,
+# a declaration): only these are escaped, so "ttft_p95<=500ms" and "p99 690 ms > 25 ms" stay as
+# they are in a CI log (issue 42: summary.md showed "&gt;").
+_MD_HTML_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
+
+
 def md_esc(value: Any) -> str:
-    """Redact and make a value safe inside a Markdown table cell."""
+    """Redact and make a value safe inside a Markdown table cell: no pipe, no line break, no
+    raw HTML; other characters as they are."""
     text = redact("" if value is None else str(value))
-    return text.replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_HTML_OPEN.sub("&lt;", text.replace("|", "\\|").replace("\n", " "))
 
 
 def md_code(value: Any) -> str:

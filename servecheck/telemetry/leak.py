@@ -33,6 +33,12 @@ Verdicts (:class:`LeakVerdict.status`):
 - ``inconclusive``: no trend and back to baseline, but no cycle's load peak moved the metric
   beyond baseline + ``tolerance``: the run did not exercise what it measures, so a leak could not
   show (a load whose every request failed, or a metric that does not follow the load).
+- ``inconclusive`` also, for the engine's gauges (:data:`ENGINE_GAUGES`): the load moved the
+  gauge in under :data:`MIN_MOVED_SHARE` of the samples taken under load, or in under half the
+  cycles. vLLM sets ``num_requests_running`` and ``kv_cache_usage_perc`` from the scheduler's
+  stats after each engine step, so a scrape reads the batch as it was at the last step; short
+  requests on a busy host leave the batch empty between them, and a few one-sample spikes are
+  too few to say the load exercised what a clean drain would show (docs/engines.md, 2026-12-06).
 - ``insufficient_data``: no baseline (fewer than ``min_samples`` samples in its window) or
   fewer than ``min_cycles`` cycles with ``min_samples`` samples in their drain window.
 
@@ -156,6 +162,10 @@ NOISE_SIGMAS = 4.0  # robust standard deviations of the baseline window
 # whose size depends on the model and engine (RSS: 70 MiB for a small server, GBs for vLLM).
 AUTO_TOLERANCE_ABS: dict[str, float] = {"rss_tree_bytes": 32 * 2**20}
 AUTO_TOLERANCE_REL = 0.05
+# The engine's own gauges, read from /metrics between its updates: an "ok" on one of them needs
+# the load to show in a fair share of the samples under load, not in a few spikes.
+ENGINE_GAUGES = frozenset({"kv_usage", "requests_running"})
+MIN_MOVED_SHARE = 0.10
 
 
 def robust_sd(values: pd.Series) -> float:
@@ -231,6 +241,9 @@ class LeakVerdict:
     mk_p: float | None = None
     drain_s: float | None = None
     gaps: int = 0
+    load_samples: int = 0  # samples inside the load windows of the usable cycles
+    moved_samples: int = 0  # of them, beyond baseline + tolerance
+    cycles_moved: int = 0  # usable cycles with at least one such sample
 
     @property
     def passed(self) -> bool:
@@ -440,6 +453,7 @@ def analyse_leak(
         verdict.tolerance = auto_tolerance(metric, baseline, noise)
     levels, peaks, drains, problems, gaps = _cycle_levels(series, phases, gap_t, min_samples)
     verdict.gaps = gaps
+    _load_coverage(verdict, series, phases, min_samples)
     verdict.cycles_used = len(levels)
     verdict.post_drain = levels
     verdict.peaks = peaks
@@ -465,6 +479,59 @@ def analyse_leak(
         total=total,
     )
     return verdict
+
+
+def _load_coverage(
+    verdict: LeakVerdict, series: pd.Series, phases: Phases, min_samples: int
+) -> None:
+    """Count the samples under load, and those beyond baseline + tolerance, over the cycles
+    :func:`_cycle_levels` uses (those with ``min_samples`` in their drain window)."""
+    top = (verdict.baseline or 0.0) + verdict.tolerance
+    for cycle in phases.cycles:
+        if len(_window(series, cycle.measure_start, cycle.drain_end)) < min_samples:
+            continue
+        load = _window(series, cycle.start, cycle.end)
+        moved = int((load > top).sum())
+        verdict.load_samples += len(load)
+        verdict.moved_samples += moved
+        verdict.cycles_moved += int(moved > 0)
+
+
+def _unexercised(
+    verdict: LeakVerdict, peaks: list[float], baseline: float, f: Callable[[float], str]
+) -> str:
+    """Why the load did not exercise the metric (an ``inconclusive`` message), or "" when it
+    did: no peak beyond tolerance, or, for an engine gauge, too few samples beyond it."""
+    metric, tolerance = verdict.metric, verdict.tolerance
+    if peaks and all(not peak > baseline + tolerance for peak in peaks):
+        return (
+            f"INCONCLUSIVE: load never moved {metric} beyond tolerance {f(tolerance)} (baseline "
+            f"{f(baseline)}, highest peak {f(max(peaks))}), so a leak could not show; raise the "
+            f"load or check that requests succeed"
+        )
+    n, moved, total = len(peaks), verdict.moved_samples, verdict.load_samples
+    if metric not in ENGINE_GAUGES or total == 0:
+        return ""
+    if moved >= MIN_MOVED_SHARE * total and 2 * verdict.cycles_moved >= n:
+        return ""
+    return (
+        f"INCONCLUSIVE: the engine's {metric} gauge moved beyond tolerance {f(tolerance)} in only "
+        f"{moved} of {total} samples under load ({100 * moved / total:.0f}%, in "
+        f"{verdict.cycles_moved} of {n} cycles; need {MIN_MOVED_SHARE:.0%} and half the cycles): "
+        f"the engine sets it after each step and most samples found its batch empty, too few "
+        f"for a leak verdict; sample more often (--interval) or raise the load (baseline "
+        f"{f(baseline)}, highest peak {f(max(peaks))})"
+    )
+
+
+def inconclusive_reason(verdict: LeakVerdict) -> str:
+    """Why an ``inconclusive`` verdict could not judge, in a few words for a run's reasons."""
+    if verdict.moved_samples and verdict.metric in ENGINE_GAUGES:
+        return (
+            f"the engine's gauge showed the load in only {verdict.moved_samples} of "
+            f"{verdict.load_samples} samples, too coarse for a verdict"
+        )
+    return "the load never moved it, so a leak could not show"
 
 
 def _decide_from_levels(
@@ -532,13 +599,9 @@ def _decide_from_levels(
             f"({trend_text}): {cause}, not a growing leak"
             f"{unused}{gap_text}"
         )
-    elif peaks and all(not peak > baseline + tolerance for peak in peaks):
+    elif unexercised := _unexercised(verdict, peaks, baseline, f):
         verdict.status = "inconclusive"
-        verdict.message = (
-            f"INCONCLUSIVE: load never moved {metric} beyond tolerance {f(tolerance)} (baseline "
-            f"{f(baseline)}, highest peak {f(max(peaks))}), so a leak could not show; raise the "
-            f"load or check that requests succeed ({trend_text}){unused}{gap_text}"
-        )
+        verdict.message = f"{unexercised} ({trend_text}){unused}{gap_text}"
     else:
         verdict.status = "ok"
         note = ""

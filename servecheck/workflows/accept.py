@@ -305,7 +305,16 @@ def _report(
 ) -> AcceptResult:
     """accept.json, junit.xml, allure results, report.html and summary.md for ``stages``; an
     ``interrupted`` run (the signal's name) is partial and INCONCLUSIVE at best, exit 130."""
-    from servecheck.workflows.support import Case, Suite, say, slo_cases, write_json, write_junit
+    from servecheck.workflows.support import (
+        VERDICT_PROPERTY,
+        Case,
+        Suite,
+        load_suite,
+        say,
+        verdict_case,
+        write_json,
+        write_junit,
+    )
 
     run_verdict = compose(s.verdict for s in stages.values())
     ok = run_verdict.passed
@@ -350,10 +359,17 @@ def _report(
                 "servecheck.accept",
             )
         )
+    # The run's one verdict in JUnit too (issue 42 item 4): a case that fails unless it passed,
+    # its message starting with the verdict's word, and the word as the suite's property.
+    cases.append(
+        verdict_case(
+            "accept run verdict", run_verdict.status, run_verdict.reasons, "servecheck.accept"
+        )
+    )
     load_summary = _load_summary(run_dir)
-    suites = [Suite("servecheck.accept", cases)]
+    suites = [Suite("servecheck.accept", cases, {VERDICT_PROPERTY: run_verdict.status})]
     if load_summary:
-        suites.append(Suite("servecheck.load", slo_cases(load_summary)))
+        suites.append(load_suite(load_summary))
     write_junit(run_dir / "junit.xml", suites, include=[run_dir / "conformance" / "junit.xml"])
     _allure(run_dir, load_summary)
     from servecheck.report.accept_html import write_accept_html

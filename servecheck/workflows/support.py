@@ -17,11 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servecheck.analysis.budget import SOURCE as BUDGET_SOURCE
 from servecheck.records.results import not_run_phrase
 from servecheck.redact import redact
 from servecheck.report.output import write_json
 
 PARTIAL_PROPERTY = "servecheck_partial"  # JUnit testsuite property of an interrupted run
+# JUnit testsuite property with the run's one verdict (pass | fail | inconclusive), as its JSON,
+# console, page and summary.md say it: JUnit itself knows only passed and failed cases.
+VERDICT_PROPERTY = "servecheck_verdict"
 
 
 def validate_before_run(
@@ -114,6 +118,7 @@ class Case:
 class Suite:
     name: str
     cases: list[Case] = field(default_factory=list)
+    properties: dict[str, str] = field(default_factory=dict)
 
 
 def write_junit(path: Path, suites: Sequence[Suite], include: Sequence[Path] = ()) -> Path:
@@ -140,6 +145,10 @@ def write_junit(path: Path, suites: Sequence[Suite], include: Sequence[Path] = (
             skipped=str(skips),
             time=f"{sum(c.time_s for c in s.cases):.3f}",
         )
+        if s.properties:
+            props = ET.SubElement(ts, "properties")
+            for key, value in s.properties.items():
+                ET.SubElement(props, "property", name=key, value=redact(value))
         for c in s.cases:
             tc = ET.SubElement(
                 ts, "testcase", classname=c.classname, name=c.name, time=f"{c.time_s:.3f}"
@@ -209,8 +218,44 @@ def slo_cases(
         for text in dict.fromkeys(asked)
         if text not in seen
     ]
-    out.append(Case("load run verdict", summary.get("verdict") == "pass", why, classname))
+    verdict = str(summary.get("verdict"))
+    out.append(verdict_case("load run verdict", verdict, load_reasons(summary), classname))
     return out
+
+
+def load_reasons(summary: dict[str, Any]) -> list[str]:
+    """Why a load run has its verdict, as its console's ``verdict:`` line says it: the summary's
+    reasons, then the SLOs it breached (the error budget's breach is a reason of its own)."""
+    breached = [
+        str(v.get("slo"))
+        for v in summary.get("slo") or []
+        if not v.get("passed") and v.get("source") != BUDGET_SOURCE
+    ]
+    return [
+        *(str(r) for r in summary.get("reasons") or []),
+        *([f"SLO breached: {', '.join(breached)}"] if breached else []),
+    ]
+
+
+def verdict_case(name: str, verdict: str, reasons: Sequence[str], classname: str) -> Case:
+    """A run's verdict as one JUnit case: passed only for ``pass``; its message starts with the
+    verdict's word (``INCONCLUSIVE: ...``), so a JUnit reader sees the same one as the console."""
+    word = verdict.upper()
+    return Case(
+        name, verdict == "pass", f"{word}: {'; '.join(reasons)}" if reasons else word, classname
+    )
+
+
+def load_suite(
+    summary: dict[str, Any], classname: str = "servecheck.load", asked: Sequence[str] = ()
+) -> Suite:
+    """The JUnit suite of a load run: :func:`slo_cases`, with the run's verdict as the suite's
+    :data:`VERDICT_PROPERTY`."""
+    return Suite(
+        classname,
+        slo_cases(summary, classname, asked),
+        {VERDICT_PROPERTY: str(summary.get("verdict"))},
+    )
 
 
 def _slo_message(v: dict[str, Any]) -> str:
@@ -291,15 +336,19 @@ def say(text: str) -> None:
 
 __all__ = [
     "PARTIAL_PROPERTY",
+    "VERDICT_PROPERTY",
     "Case",
     "Suite",
     "copy_allure",
+    "load_reasons",
+    "load_suite",
     "mark_junit_partial",
     "new_run_dir",
     "reference_env",
     "say",
     "slo_cases",
     "soak_cases",
+    "verdict_case",
     "write_json",
     "write_junit",
     "write_soak_junit",

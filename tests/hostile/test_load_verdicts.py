@@ -154,7 +154,7 @@ def test_a_load_with_no_slo_has_an_error_budget(
     failure = cases["load run verdict"].find("failure")
     assert (failure is not None) is bool(rc)
     if failure is not None:
-        assert failure.get("message", "").startswith("error budget exceeded: 10 of 20")
+        assert failure.get("message", "").startswith("FAIL: error budget exceeded: 10 of 20")
     budget = s["error_budget"]
     assert budget["source"] == source and budget["passed"] is (rc == 0), budget
     assert budget["max_error_rate"] == (0.01 if source == "default" else 0.6)

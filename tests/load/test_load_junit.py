@@ -18,7 +18,7 @@ import pytest
 from servecheck.workflows.support import Suite, slo_cases, write_junit
 from tests.hostile.support import load_cmd
 
-BUDGET = {"slo": "error_rate<=1%", "source": "error-budget", "op": "<=", "bound": 0.01,
+BUDGET = {"slo": "error_rate<=1%", "source": "error budget", "op": "<=", "bound": 0.01,
           "unit": "ratio", "observed": 0.0, "passed": True, "note": ""}  # fmt: skip
 
 
@@ -39,7 +39,7 @@ def test_an_inconclusive_run_whose_slos_held_fails_its_verdict_case(tmp_path: Pa
     cases = _cases(tmp_path, summary, ["error_rate<=1%"])
     assert list(cases) == ["SLO error_rate<=1%", "load run verdict"]
     assert _failure(cases["SLO error_rate<=1%"]) is None
-    assert _failure(cases["load run verdict"]) == why
+    assert _failure(cases["load run verdict"]) == f"INCONCLUSIVE: {why}"
 
 
 def test_an_slo_nothing_measured_says_so(tmp_path: Path) -> None:
@@ -52,8 +52,10 @@ def test_an_slo_nothing_measured_says_so(tmp_path: Path) -> None:
         "no successful request measured this; bound <= 500.0 (cli)"
     )
     budget = _failure(cases["SLO error_rate<=1%"])
-    assert budget == "observed 1.0 ratio; bound <= 0.01 (error-budget)"
-    assert _failure(cases["load run verdict"]) == "nothing succeeded: 20 of 20 requests failed"
+    assert budget == "observed 1.0 ratio; bound <= 0.01 (error budget)"
+    assert _failure(cases["load run verdict"]) == (
+        "FAIL: nothing succeeded: 20 of 20 requests failed; SLO breached: ttft_p95<=500ms"
+    )
 
 
 @pytest.mark.slow
@@ -81,5 +83,7 @@ def test_a_target_down_before_the_load_fails_every_slo_it_was_given(tmp_path: Pa
     assert ttft.startswith("no successful request measured this; "), ttft
     budget = _failure(cases["SLO error_rate<=1%"])
     assert budget == "not judged: " + "; ".join(s["reasons"]), budget
-    assert _failure(cases["load run verdict"]) == "; ".join(s["reasons"])
+    assert _failure(cases["load run verdict"]) == "FAIL: " + "; ".join(
+        [*s["reasons"], "SLO breached: ttft_p95<=500ms"]
+    )
     assert root.find("testsuite").get("failures") == "3"  # type: ignore[union-attr]

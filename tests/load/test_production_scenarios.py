@@ -285,6 +285,11 @@ def test_capacity_sweeps_the_scenario_and_shows_turns_and_cache_per_level(
         if scenario == "multi_turn":
             assert set(b["by_turn"]) >= {"0", "1"}
             assert b["by_turn"]["0"]["ttft_p50"] == s["turns"]["by_turn"]["0"]["ttft_ms"]["p50"]
+    if scenario != "dataset":
+        # Issue 42 item 12c: a step line ended "(engine 42%)", a figure without a name.
+        said = " ".join((proc.stdout + proc.stderr).split())
+        assert re.search(r"step 1 .* cache hit \d+% \(engine's own hit rate \d+%\)", said), said
+        assert not re.search(r"\(engine \d+%\)", said), said
     page = (run_dir / "report.html").read_text()
     assert "Turns and prefix cache per level" in page and "hit rate (engine)" in page
     assert "Turns and prefix cache per level" in (run_dir / "summary.md").read_text()

@@ -116,7 +116,7 @@ def test_accept_stops_when_the_target_never_gets_ready(tmp_path: Path) -> None:
     assert list(data["stages"]) == ["ready"] and data["stages"]["ready"]["state"] == "down"
     assert "nothing answers at" in (tmp_path / "acc" / "report.html").read_text()
     junit = ET.parse(tmp_path / "acc" / "junit.xml").getroot()
-    assert [tc.get("name") for tc in junit.iter("testcase")] == ["readiness"]
+    assert [tc.get("name") for tc in junit.iter("testcase")] == ["readiness", "accept run verdict"]
 
 
 def _down_targets(tmp_path: Path) -> Path:

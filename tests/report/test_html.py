@@ -110,3 +110,24 @@ def test_a_partial_check_page_says_partial_and_never_a_made_up_not_run_count(
     unknown = "the number of checks that did not run is unknown"
     assert unknown in page and "0 check(s) did not run" not in page, page
     assert unknown in (killed / "junit.xml").read_text()
+
+
+def test_summary_md_keeps_comparison_signs_and_escapes_only_html(tmp_path: Path) -> None:
+    """Issue 42 item 12b: accept's summary.md showed "&gt;" (HTML escaping in Markdown that a
+    CI log shows as it is). Only a "<" that opens a tag is escaped now."""
+    run = write_check_run(
+        tmp_path / "run",
+        {"CHAT-SHAPE": "failed"},
+        messages={"CHAT-SHAPE": "CHAT-SHAPE: 3 > 2 and a<=b, then <b>bold</b> <!-- c -->"},
+    )
+    write_conformance_html(run)
+    md = (run / "summary.md").read_text()
+    assert "CHAT-SHAPE: 3 > 2 and a<=b, then &lt;b>bold&lt;/b> &lt;!-- c -->" in md, md
+    assert "&gt;" not in md
+    load = write_load_run(tmp_path / "load", synth_records(40, seed=2), verdict="inconclusive")
+    summary = json.loads((load / "summary.json").read_text())
+    summary["reasons"] = ["generator event-loop lag p99 690.2 ms > 25 ms"]
+    (load / "summary.json").write_text(json.dumps(summary))
+    write_load_html(load)
+    md = (load / "summary.md").read_text()
+    assert "- generator event-loop lag p99 690.2 ms > 25 ms" in md and "&gt;" not in md, md

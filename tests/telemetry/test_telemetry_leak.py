@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from servecheck.telemetry import Cycle, Phases, analyse_leak, check_drain
+from servecheck.telemetry.leak import inconclusive_reason
 
 
 @pytest.mark.parametrize(
@@ -357,3 +358,51 @@ def test_rss_tolerance_scales_with_the_baseline_when_none_is_given(make_soak):
         lambda i: 0.0, cycles=5, metric="rss_tree_bytes", baseline=80 * MIB, peak=60 * MIB
     )
     assert analyse_leak(small, phases, "rss_tree_bytes", tolerance=None).tolerance == 32 * MIB
+
+
+def _spiky(frame: pd.DataFrame, phases: Phases, keep: int) -> pd.DataFrame:
+    """``frame`` with the load shown in only the first ``keep`` samples of each cycle's load
+    window: the rest read the idle level, as vLLM's gauges did in issue 42's soak."""
+    frame = frame.copy()
+    for cycle in phases.cycles:
+        inside = frame.index[(frame["t"] >= cycle.start) & (frame["t"] <= cycle.end)]
+        frame.loc[inside[keep:], "value"] = 0.0
+    return frame
+
+
+@pytest.mark.parametrize("metric", ["kv_usage", "requests_running"])
+def test_an_engine_gauge_that_shows_the_load_in_a_few_spikes_is_inconclusive(make_soak, metric):
+    """Issue 42 item 10: 4 streams through every load window, yet vLLM's running and KV gauges
+    sat at 0 with a few one-sample spikes, and the soak judged them ok on those spikes."""
+    frame, phases = make_soak(lambda i: 0.0, cycles=5, metric=metric, peak=4.0)
+    verdict = analyse_leak(_spiky(frame, phases, keep=1), phases, metric, tolerance=0.02)
+    assert verdict.status == "inconclusive" and not verdict.passed, verdict.message
+    assert (verdict.load_samples, verdict.moved_samples, verdict.cycles_moved) == (105, 5, 5)
+    assert verdict.message.startswith(
+        f"INCONCLUSIVE: the engine's {metric} gauge moved beyond tolerance 0.020 in only 5 of "
+        "105 samples under load (5%, in 5 of 5 cycles; need 10% and half the cycles): the "
+        "engine sets it after each step and most samples found its batch empty"
+    ), verdict.message
+
+
+def test_an_engine_gauge_that_shows_the_load_in_half_its_samples_is_judged(make_soak):
+    """The soak measured on vLLM CPU on 2026-12-06: 53 of 112 samples under load moved."""
+    frame, phases = make_soak(lambda i: 0.0, cycles=5, peak=0.19)
+    verdict = analyse_leak(_spiky(frame, phases, keep=10), phases, tolerance=0.02)
+    assert verdict.status == "ok", verdict.message
+    assert (verdict.load_samples, verdict.moved_samples) == (105, 50)
+
+
+def test_a_process_series_is_not_held_to_the_gauges_coverage(make_soak):
+    """RSS is our own sample of the process, not an engine gauge: one peak still shows load."""
+    frame, phases = make_soak(lambda i: 0.0, cycles=5, metric="rss_tree_bytes", peak=64 * MIB)
+    verdict = analyse_leak(_spiky(frame, phases, keep=1), phases, "rss_tree_bytes", 32 * MIB)
+    assert verdict.status == "ok", verdict.message
+
+
+def test_the_soak_names_a_coarse_gauge_in_its_reason(make_soak):
+    frame, phases = make_soak(lambda i: 0.0, cycles=5, peak=0.19)
+    verdict = analyse_leak(_spiky(frame, phases, keep=1), phases, tolerance=0.02)
+    assert inconclusive_reason(verdict) == (
+        "the engine's gauge showed the load in only 5 of 105 samples, too coarse for a verdict"
+    )
