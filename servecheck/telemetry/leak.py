@@ -519,7 +519,7 @@ def _unexercised(
         f"{moved} of {total} samples under load ({100 * moved / total:.0f}%, in "
         f"{verdict.cycles_moved} of {n} cycles; need {MIN_MOVED_SHARE:.0%} and half the cycles): "
         f"the engine sets it after each step and most samples found its batch empty, too few "
-        f"for a leak verdict; sample more often (--interval) or raise the load (baseline "
+        f"for a leak verdict; sample more often (a shorter interval) or raise the load (baseline "
         f"{f(baseline)}, highest peak {f(max(peaks))})"
     )
 
