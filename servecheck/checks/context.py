@@ -88,9 +88,30 @@ class CheckSkipped(Exception):
     """The check cannot run here (a capability probe said no); reported as skipped with the reason."""
 
 
+# Room a reasoning model gets over the answer a check needs, where the target declares no switch
+# that turns thinking off: enough for the short thoughts of the tiny CI models and the reference
+# server's longest mode, capped at half the context so the prompt still fits.
+REASONING_ROOM = 256
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
 def body_snippet(obj: Any, limit: int = 600) -> str:
     text = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False)
     return redact(text if len(text) <= limit else text[:limit] + "...")
+
+
+def cut_in_reasoning(choice: Any) -> bool:
+    """A non-streamed choice cut by its budget while reasoning: finish_reason ``length``, no
+    content and no tool call, and text in a reasoning field."""
+    if not isinstance(choice, dict) or choice.get("finish_reason") != "length":
+        return False
+    message = choice.get("message")
+    if not isinstance(message, dict) or message.get("tool_calls"):
+        return False
+    content = message.get("content")
+    if isinstance(content, str) and content.strip():
+        return False
+    return any(isinstance(message.get(f), str) and message[f] for f in REASONING_FIELDS)
 
 
 @dataclass(slots=True)
@@ -151,6 +172,62 @@ class CheckContext:
         if usage:
             body["stream_options"] = {"include_usage": True}
         return self.post("/chat/completions", body, stream=True)
+
+    # ---- answers from reasoning models ----------------------------------------------------
+    def answer_budget(
+        self, tokens: int, *, key: str = "max_tokens", grow: bool = True
+    ) -> dict[str, Any]:
+        """The request fields of a check that needs ``tokens`` of answer text (``key``: the
+        limit's name). On a reasoning target the budget would be spent thinking, so: the
+        target's ``thinking_off`` switch where it declares one, else (``grow``) the budget with
+        :data:`REASONING_ROOM` more. A target whose engine thinks only when asked
+        (``thinking_on``) and a target that does not reason get the budget as it is. Merge it
+        first (``{**ctx.answer_budget(8), **case}``) so a case's own fields win."""
+        declared = self.target.reasoning
+        if declared is None or declared.thinking_on:
+            return {key: tokens}
+        if declared.thinking_off:
+            return {key: tokens, **declared.thinking_off}
+        if not grow:
+            return {key: tokens}
+        room = REASONING_ROOM
+        context = self.info.context_length or self.target.context_length
+        if context:
+            room = max(0, min(room, context // 2 - tokens))
+        return {key: tokens + room}
+
+    def not_judged_if_thinking(self, choice: Any, what: str, ex: Exchange | None = None) -> None:
+        """Skip, as not judged, when a non-streamed ``choice`` has no answer because its budget
+        ran out while the model was reasoning (finish_reason ``length``, empty content, text in
+        a reasoning field): that answer is correct, and says nothing about what the check asks."""
+        if cut_in_reasoning(choice):
+            body = ex.request_body if ex is not None else None
+            body = body if isinstance(body, dict) else {}
+            self.not_judged_cut(what, body.get("max_completion_tokens") or body.get("max_tokens"))
+
+    def not_judged_cut(self, what: str, budget: int | None = None) -> NoReturn:
+        """Skip, as not judged: ``what`` got no answer because its budget ran out in reasoning."""
+        tokens = f" of {budget} tokens" if budget else ""
+        declared = self.target.reasoning
+        if declared is not None and declared.thinking_off:
+            # The switch went with the request, so the engine ignored it or its parser filed the
+            # answer as reasoning: REASON-THINKING-OFF is the check that judges that.
+            advice = (
+                f"the request carried the thinking switch {declared.thinking_off}, which did not "
+                "hold (REASON-THINKING-OFF judges it); with reasoning.thinking_off: false the "
+                "checks ask with room for the reasoning instead"
+            )
+        else:
+            advice = (
+                "declare the engine's thinking switch in targets.yaml (reasoning: {thinking_off: "
+                "{chat_template_kwargs: {enable_thinking: false}}} or {reasoning_effort: ...}) "
+                "so the check can ask without reasoning"
+            )
+        raise CheckSkipped(
+            f"{self.check_id}: not judged: {what}: the budget{tokens} ran out while the model "
+            f"was reasoning (finish_reason 'length', empty content, text in the reasoning "
+            f"field); {advice}"
+        )
 
     def async_client(self) -> AsyncServeClient:
         return AsyncServeClient(self.client.settings)

@@ -64,8 +64,8 @@ def tool_request(ctx: CheckContext, tool_choice: Any, **params: Any) -> dict[str
         tools=TOOLS,
         tool_choice=tool_choice,
         parallel_tool_calls=False,
-        max_tokens=TOOL_MAX_TOKENS,
         temperature=0,
+        **ctx.answer_budget(TOOL_MAX_TOKENS),
     )
     body.update(params)
     return body
