@@ -161,3 +161,20 @@ def test_whole_catalogue_passes_on_reasoning_modes(make_reference, mode):
         finally:
             ctx.client.close()
     assert not bad, f"reasoning mode {mode!r}: {bad}"
+
+
+def test_switch_known_broken_asks_with_room(make_reference):
+    """A target recording REASON-THINKING-OFF as a known failure (vLLM's non-streamed parser
+    files the thinking-off answer as reasoning) gets room, not the switch it cannot trust."""
+    server = make_reference(api_key=TEST_KEY, reasoning=LONG)
+    ctx = context_for(
+        server,
+        "REQ-CONTENT-PARTS",
+        reasoning="auto",
+        known_failures={"REASON-THINKING-OFF": "the parser files the answer as reasoning"},
+    )
+    try:
+        assert ctx.answer_budget(8) == {"max_tokens": 256}
+        run_with_allowances(CHECKS["REQ-CONTENT-PARTS"], ctx)
+    finally:
+        ctx.client.close()

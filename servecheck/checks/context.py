@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypedDict, Unpack
 
 from servecheck.checks.discovery import TargetInfo
+from servecheck.checks.registry import matches
 from servecheck.checks.schema import SchemaFindings
 from servecheck.client.http import AsyncServeClient, Exchange, ServeClient
 from servecheck.config.model import Target
@@ -93,6 +94,8 @@ class CheckSkipped(Exception):
 # server's longest mode, capped at half the context so the prompt still fits.
 REASONING_ROOM = 256
 REASONING_FIELDS = ("reasoning_content", "reasoning")
+# The check that judges a target's thinking-off switch; known to fail there, the switch is not used.
+THINKING_OFF_CHECK = "REASON-THINKING-OFF"
 
 
 def body_snippet(obj: Any, limit: int = 600) -> str:
@@ -186,7 +189,7 @@ class CheckContext:
         declared = self.target.reasoning
         if declared is None or declared.thinking_on:
             return {key: tokens}
-        if declared.thinking_off:
+        if declared.thinking_off and not self.thinking_off_known_broken:
             return {key: tokens, **declared.thinking_off}
         if not grow:
             return {key: tokens}
@@ -195,6 +198,13 @@ class CheckContext:
         if context:
             room = max(0, min(room, context // 2 - tokens))
         return {key: tokens + room}
+
+    @property
+    def thinking_off_known_broken(self) -> bool:
+        """The target records REASON-THINKING-OFF as a known failure: its switch is declared but
+        measured not to hold (vLLM's non-streamed deepseek_r1 parser files the whole answer as
+        reasoning), so the checks ask with room for the reasoning instead of through it."""
+        return matches(THINKING_OFF_CHECK, self.target.known_failures) is not None
 
     def not_judged_if_thinking(self, choice: Any, what: str, ex: Exchange | None = None) -> None:
         """Skip, as not judged, when a non-streamed ``choice`` has no answer because its budget
@@ -209,7 +219,7 @@ class CheckContext:
         """Skip, as not judged: ``what`` got no answer because its budget ran out in reasoning."""
         tokens = f" of {budget} tokens" if budget else ""
         declared = self.target.reasoning
-        if declared is not None and declared.thinking_off:
+        if declared is not None and declared.thinking_off and not self.thinking_off_known_broken:
             # The switch went with the request, so the engine ignored it or its parser filed the
             # answer as reasoning: REASON-THINKING-OFF is the check that judges that.
             advice = (
