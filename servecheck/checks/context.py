@@ -117,6 +117,35 @@ def cut_in_reasoning(choice: Any) -> bool:
     return any(isinstance(message.get(f), str) and message[f] for f in REASONING_FIELDS)
 
 
+@dataclass(frozen=True, slots=True)
+class Trials:
+    """A model-dependent check run ``runs`` times (``--trials``): how many passed, how many had
+    to (its threshold), and the first failure's summary when one failed."""
+
+    passed: int
+    runs: int
+    threshold: int
+    first_failure: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.passed >= self.threshold
+
+    def rate(self) -> str:
+        return f"{self.passed}/{self.runs}"
+
+    def phrase(self) -> str:
+        return f"passed {self.rate()} trials (threshold {self.threshold}/{self.runs})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "runs": self.runs,
+            "threshold": self.threshold,
+            "first_failure": self.first_failure,
+        }
+
+
 @dataclass(slots=True)
 class CheckContext:
     check_id: str
@@ -134,6 +163,9 @@ class CheckContext:
     # instead of making it non-strict; a target's ``strict: true`` turns it on for that target.
     strict: bool = False
     schema: SchemaFindings = field(default_factory=SchemaFindings)
+    # ``--trials K``: how often a model-dependent check runs; its tally once it has run K > 1.
+    trials: int = 1
+    trial_result: Trials | None = None
 
     # ---- requests -----------------------------------------------------------------------
     def post(self, path: str, body: Any = None, **kw: Any) -> Exchange:

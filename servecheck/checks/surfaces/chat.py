@@ -289,6 +289,7 @@ def chat_max_tokens(ctx: CheckContext) -> None:
     "'stop'; the same request sent again without stop is not cut before the stop string (stop strings do not "
     "outlive their request)",
     requires=("stop",),
+    model_dependent=True,
 )
 def chat_stop(ctx: CheckContext) -> None:
     prompt = "List some words about rivers, stones and gardens."
