@@ -178,3 +178,11 @@ def test_switch_known_broken_asks_with_room(make_reference):
         run_with_allowances(CHECKS["REQ-CONTENT-PARTS"], ctx)
     finally:
         ctx.client.close()
+
+
+def test_ignored_switch_is_not_judged_and_named(make_reference):
+    """The engine ignores the declared switch (reasoning-off-ignored): the cut answer is not
+    judged, and the skip names the switch that did not hold and the check that judges it."""
+    server = make_reference("reasoning-off-ignored", api_key=TEST_KEY, reasoning=LONG)
+    with pytest.raises(CheckSkipped, match="did not hold \\(REASON-THINKING-OFF judges it\\)"):
+        _run(server, "REQ-DEVELOPER-ROLE", {})

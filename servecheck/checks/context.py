@@ -251,19 +251,25 @@ class CheckContext:
         """Skip, as not judged: ``what`` got no answer because its budget ran out in reasoning."""
         tokens = f" of {budget} tokens" if budget else ""
         declared = self.target.reasoning
-        if declared is not None and declared.thinking_off and not self.thinking_off_known_broken:
-            # The switch went with the request, so the engine ignored it or its parser filed the
-            # answer as reasoning: REASON-THINKING-OFF is the check that judges that.
-            advice = (
-                f"the request carried the thinking switch {declared.thinking_off}, which did not "
-                "hold (REASON-THINKING-OFF judges it); with reasoning.thinking_off: false the "
-                "checks ask with room for the reasoning instead"
-            )
-        else:
+        if declared is None or not declared.thinking_off:
             advice = (
                 "declare the engine's thinking switch in targets.yaml (reasoning: {thinking_off: "
                 "{chat_template_kwargs: {enable_thinking: false}}} or {reasoning_effort: ...}) "
                 "so the check can ask without reasoning"
+            )
+        elif self.thinking_off_known_broken:
+            advice = (
+                f"the target's thinking switch is a known failure ({THINKING_OFF_CHECK}), so the "
+                "check asked with room for the reasoning, which the model outgrew; a longer "
+                "context gives it more"
+            )
+        else:
+            # The switch went with the request, so the engine ignored it or its parser filed the
+            # answer as reasoning: REASON-THINKING-OFF is the check that judges that.
+            advice = (
+                f"the request carried the thinking switch {declared.thinking_off}, which did not "
+                f"hold ({THINKING_OFF_CHECK} judges it); with reasoning.thinking_off: false the "
+                "checks ask with room for the reasoning instead"
             )
         raise CheckSkipped(
             f"{self.check_id}: not judged: {what}: the budget{tokens} ran out while the model "
