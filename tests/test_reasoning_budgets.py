@@ -135,6 +135,10 @@ def test_answer_budget_by_declaration(reference):
         assert room.answer_budget(8) == {"max_tokens": 256}  # half the 512-token context
         assert room.answer_budget(8, grow=False) == {"max_tokens": 8}
         assert asked.answer_budget(8) == {"max_tokens": 8}
+        # REASON-* judge the reasoning: a shared helper never turns it off under them
+        reason = context_for(reference, "REASON-TOOLS", reasoning="auto")
+        assert reason.answer_budget(64) == {"max_tokens": 64}
+        reason.client.close()
     finally:
         for ctx in (plain, switch, effort, room, asked):
             ctx.client.close()

@@ -216,10 +216,13 @@ class CheckContext:
         limit's name). On a reasoning target the budget would be spent thinking, so: the
         target's ``thinking_off`` switch where it declares one, else (``grow``) the budget with
         :data:`REASONING_ROOM` more. A target whose engine thinks only when asked
-        (``thinking_on``) and a target that does not reason get the budget as it is. Merge it
+        (``thinking_on``), a target that does not reason and the REASON checks get the budget
+        as it is. Merge it
         first (``{**ctx.answer_budget(8), **case}``) so a case's own fields win."""
         declared = self.target.reasoning
-        if declared is None or declared.thinking_on:
+        # REASON-* judge the reasoning itself and size their own budgets; a helper they share
+        # with other surfaces (tools.tool_request) must not turn thinking off under them.
+        if declared is None or declared.thinking_on or self.check_id.startswith("REASON-"):
             return {key: tokens}
         if declared.thinking_off and not self.thinking_off_known_broken:
             return {key: tokens, **declared.thinking_off}
