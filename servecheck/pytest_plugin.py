@@ -26,6 +26,7 @@ plugin defines them. When active it:
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -40,10 +41,10 @@ from typing import Any
 import pytest
 
 from servecheck.checks import preconditions
-from servecheck.checks.context import CheckContext, CheckFailed, CheckSkipped, NonStrict
+from servecheck.checks.context import CheckContext, CheckFailed, CheckSkipped, NonStrict, Trials
 from servecheck.checks.discovery import TargetInfo, discover
 from servecheck.checks.preconditions import CheckError
-from servecheck.checks.registry import Check, by_surface, matches
+from servecheck.checks.registry import MAX_TRIALS, Check, by_surface, matches
 from servecheck.checks.surfaces.embed import (
     POOLING_SURFACES,
     no_pooling_reason,
@@ -64,6 +65,7 @@ ENV = {
     "model": "SERVECHECK_MODEL",
     "report_dir": "SERVECHECK_REPORT_DIR",
     "strict": "SERVECHECK_STRICT",
+    "trials": "SERVECHECK_TRIALS",
 }
 DEFAULT_TARGET = "reference"
 UNKNOWN_MODEL = "(unknown-model)"
@@ -129,6 +131,16 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         default=None,
         help="strict schema profile: an answer that breaks the openai SDK's types fails the "
         f"check instead of making it non-strict (default: ${ENV['strict']}=1, else off)",
+    )
+    group.addoption(
+        "--sc-trials",
+        dest="sc_trials",
+        metavar="K",
+        type=_trials_arg,
+        default=None,
+        help="run each model-dependent check (tool calls, JSON schema, reasoning, stop) K times "
+        "and judge it by the share that passed (docs/checks.md#repeated-trials) "
+        f"(default: ${ENV['trials']}, else 1)",
     )
     if getattr(pluginmanager, "_conftest_plugins", None):
         # Named by a conftest.py's pytest_plugins: the initial conftests are loading now, so the
@@ -260,6 +272,33 @@ def _collects_suites(config: pytest.Config) -> bool:
         if any(path == d or d in path.parents for d in dirs):
             return True
     return False
+
+
+def _trials_arg(text: str) -> int:
+    """``K`` of ``--sc-trials``: a whole number from 1 to :data:`MAX_TRIALS`."""
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number of trials, got {text!r}"
+        ) from None
+    if not 1 <= value <= MAX_TRIALS:
+        raise argparse.ArgumentTypeError(f"trials must be 1 to {MAX_TRIALS}, got {value}")
+    return value
+
+
+def trials_of(config: pytest.Config) -> int:
+    """``--sc-trials``, else ``$SERVECHECK_TRIALS``, else 1; a bad value is a usage error."""
+    value = config.getoption("sc_trials", default=None)
+    if value:
+        return int(value)
+    env = os.environ.get(ENV["trials"], "").strip()
+    if not env:
+        return 1
+    try:
+        return _trials_arg(env)
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"${ENV['trials']}: {exc}") from None
 
 
 def strict_mode(config: pytest.Config) -> bool:
@@ -466,6 +505,7 @@ def sc_ctx(request: pytest.FixtureRequest, sc_case: Case) -> Iterator[CheckConte
         client=session.client(target, request.getfixturevalue("servecheck_client_factory")),
         preconditions=session.preconditions,
         strict=strict_mode(request.config),
+        trials=trials_of(request.config),
     )
     request.node.user_properties.append(("servecheck_check", sc_case.check.id))
     request.node.user_properties.append(("servecheck_target", target.name))
@@ -616,6 +656,9 @@ def pytest_runtest_makereport(
     if isinstance(ctx, CheckContext) and ctx.schema:
         # the strict schema profile's findings (checks/schema.py), for results.jsonl
         report.user_properties.append(("servecheck_schema", ctx.schema.to_list()))
+    if isinstance(ctx, CheckContext) and ctx.trial_result is not None:
+        # --trials: k/K and the threshold, for results.jsonl, summary.json, JUnit and the page
+        report.user_properties.append(("servecheck_trials", ctx.trial_result.to_dict()))
     if call.when in ("setup", "call") and _stalled_report(item, report):
         return
     excinfo = call.excinfo
@@ -778,6 +821,10 @@ class ResultsWriter:
         }
         if props.get("servecheck_schema"):
             row["schema"] = redact_obj(props["servecheck_schema"])
+        trials = props.get("servecheck_trials")
+        if isinstance(trials, dict):
+            row["trials"] = redact_obj(trials)
+            row["message"] = row["message"] or Trials(**trials).phrase()
         self.rows.append(row)
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
         self._fh.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -806,6 +853,13 @@ class ResultsWriter:
                 {k: r[k] for k in ("check", "target", "model", "outcome", "schema")}
                 for r in self.rows
                 if r.get("schema")
+            ],
+            # --trials K: K, and each model-dependent check's k/K and threshold
+            "trials": trials_of(config),
+            "trial_rates": [
+                {k: r[k] for k in ("check", "target", "model", "outcome", "trials")}
+                for r in self.rows
+                if r.get("trials")
             ],
         }
         (self.directory / "summary.json").write_text(

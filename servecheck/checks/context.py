@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypedDict, Unpack
 
 from servecheck.checks.discovery import TargetInfo
+from servecheck.checks.registry import matches
 from servecheck.checks.schema import SchemaFindings
 from servecheck.client.http import AsyncServeClient, Exchange, ServeClient
 from servecheck.config.model import Target
@@ -88,9 +89,61 @@ class CheckSkipped(Exception):
     """The check cannot run here (a capability probe said no); reported as skipped with the reason."""
 
 
+# Room a reasoning model gets over the answer a check needs, where the target declares no switch
+# that turns thinking off: enough for the short thoughts of the tiny CI models and the reference
+# server's longest mode, capped at half the context so the prompt still fits.
+REASONING_ROOM = 256
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+# The check that judges a target's thinking-off switch; known to fail there, the switch is not used.
+THINKING_OFF_CHECK = "REASON-THINKING-OFF"
+
+
 def body_snippet(obj: Any, limit: int = 600) -> str:
     text = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False)
     return redact(text if len(text) <= limit else text[:limit] + "...")
+
+
+def cut_in_reasoning(choice: Any) -> bool:
+    """A non-streamed choice cut by its budget while reasoning: finish_reason ``length``, no
+    content and no tool call, and text in a reasoning field."""
+    if not isinstance(choice, dict) or choice.get("finish_reason") != "length":
+        return False
+    message = choice.get("message")
+    if not isinstance(message, dict) or message.get("tool_calls"):
+        return False
+    content = message.get("content")
+    if isinstance(content, str) and content.strip():
+        return False
+    return any(isinstance(message.get(f), str) and message[f] for f in REASONING_FIELDS)
+
+
+@dataclass(frozen=True, slots=True)
+class Trials:
+    """A model-dependent check run ``runs`` times (``--trials``): how many passed, how many had
+    to (its threshold), and the first failure's summary when one failed."""
+
+    passed: int
+    runs: int
+    threshold: int
+    first_failure: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.passed >= self.threshold
+
+    def rate(self) -> str:
+        return f"{self.passed}/{self.runs}"
+
+    def phrase(self) -> str:
+        return f"passed {self.rate()} trials (threshold {self.threshold}/{self.runs})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "runs": self.runs,
+            "threshold": self.threshold,
+            "first_failure": self.first_failure,
+        }
 
 
 @dataclass(slots=True)
@@ -110,6 +163,9 @@ class CheckContext:
     # instead of making it non-strict; a target's ``strict: true`` turns it on for that target.
     strict: bool = False
     schema: SchemaFindings = field(default_factory=SchemaFindings)
+    # ``--trials K``: how often a model-dependent check runs; its tally once it has run K > 1.
+    trials: int = 1
+    trial_result: Trials | None = None
 
     # ---- requests -----------------------------------------------------------------------
     def post(self, path: str, body: Any = None, **kw: Any) -> Exchange:
@@ -151,6 +207,78 @@ class CheckContext:
         if usage:
             body["stream_options"] = {"include_usage": True}
         return self.post("/chat/completions", body, stream=True)
+
+    # ---- answers from reasoning models ----------------------------------------------------
+    def answer_budget(
+        self, tokens: int, *, key: str = "max_tokens", grow: bool = True
+    ) -> dict[str, Any]:
+        """The request fields of a check that needs ``tokens`` of answer text (``key``: the
+        limit's name). On a reasoning target the budget would be spent thinking, so: the
+        target's ``thinking_off`` switch where it declares one, else (``grow``) the budget with
+        :data:`REASONING_ROOM` more. A target whose engine thinks only when asked
+        (``thinking_on``), a target that does not reason and the REASON checks get the budget
+        as it is. Merge it
+        first (``{**ctx.answer_budget(8), **case}``) so a case's own fields win."""
+        declared = self.target.reasoning
+        # REASON-* judge the reasoning itself and size their own budgets; a helper they share
+        # with other surfaces (tools.tool_request) must not turn thinking off under them.
+        if declared is None or declared.thinking_on or self.check_id.startswith("REASON-"):
+            return {key: tokens}
+        if declared.thinking_off and not self.thinking_off_known_broken:
+            return {key: tokens, **declared.thinking_off}
+        if not grow:
+            return {key: tokens}
+        room = REASONING_ROOM
+        context = self.info.context_length or self.target.context_length
+        if context:
+            room = max(0, min(room, context // 2 - tokens))
+        return {key: tokens + room}
+
+    @property
+    def thinking_off_known_broken(self) -> bool:
+        """The target records REASON-THINKING-OFF as a known failure: its switch is declared but
+        measured not to hold (vLLM's non-streamed deepseek_r1 parser files the whole answer as
+        reasoning), so the checks ask with room for the reasoning instead of through it."""
+        return matches(THINKING_OFF_CHECK, self.target.known_failures) is not None
+
+    def not_judged_if_thinking(self, choice: Any, what: str, ex: Exchange | None = None) -> None:
+        """Skip, as not judged, when a non-streamed ``choice`` has no answer because its budget
+        ran out while the model was reasoning (finish_reason ``length``, empty content, text in
+        a reasoning field): that answer is correct, and says nothing about what the check asks."""
+        if cut_in_reasoning(choice):
+            body = ex.request_body if ex is not None else None
+            body = body if isinstance(body, dict) else {}
+            self.not_judged_cut(what, body.get("max_completion_tokens") or body.get("max_tokens"))
+
+    def not_judged_cut(self, what: str, budget: int | None = None) -> NoReturn:
+        """Skip, as not judged: ``what`` got no answer because its budget ran out in reasoning."""
+        tokens = f" of {budget} tokens" if budget else ""
+        declared = self.target.reasoning
+        if declared is None or not declared.thinking_off:
+            advice = (
+                "declare the engine's thinking switch in targets.yaml (reasoning: {thinking_off: "
+                "{chat_template_kwargs: {enable_thinking: false}}} or {reasoning_effort: ...}) "
+                "so the check can ask without reasoning"
+            )
+        elif self.thinking_off_known_broken:
+            advice = (
+                f"the target's thinking switch is a known failure ({THINKING_OFF_CHECK}), so the "
+                "check asked with room for the reasoning, which the model outgrew; a longer "
+                "context gives it more"
+            )
+        else:
+            # The switch went with the request, so the engine ignored it or its parser filed the
+            # answer as reasoning: REASON-THINKING-OFF is the check that judges that.
+            advice = (
+                f"the request carried the thinking switch {declared.thinking_off}, which did not "
+                f"hold ({THINKING_OFF_CHECK} judges it); with reasoning.thinking_off: false the "
+                "checks ask with room for the reasoning instead"
+            )
+        raise CheckSkipped(
+            f"{self.check_id}: not judged: {what}: the budget{tokens} ran out while the model "
+            f"was reasoning (finish_reason 'length', empty content, text in the reasoning "
+            f"field); {advice}"
+        )
 
     def async_client(self) -> AsyncServeClient:
         return AsyncServeClient(self.client.settings)

@@ -9,6 +9,7 @@ expectation, like an Autobahn|Testsuite case. The id is what users grep for in r
 from __future__ import annotations
 
 import fnmatch
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,12 @@ SURFACES: dict[str, str] = {
     "LORA": "runtime LoRA adapters: loaded, listed, applied, unloaded (vLLM's endpoints)",
     "GRID": "invariants x request variants: each declared invariant on every variant it applies to",
 }
+# The share of a model-dependent check's trials that must pass (``servecheck check --trials K``):
+# 4 of 5, as OpenAI's gpt-oss compatibility test runs each case 5 times and a real model misses
+# now and then; a check whose outcome the protocol alone decides must pass every trial.
+MODEL_DEPENDENT_SHARE = 0.8
+MAX_TRIALS = 50
+
 # The suite file's stem where it is not the surface's id in lower case: REASON's predates the
 # rule, and renaming it would change its pytest node ids.
 _SUITE_STEMS: dict[str, str] = {"REASON": "reasoning"}
@@ -65,6 +72,16 @@ class Check:
     requires: tuple[str, ...]
     func: Callable[[CheckContext], None]
     needs_api_key: bool = False
+    # What the model writes decides it (a tool call, JSON for a schema, reasoning kept apart, a
+    # stop string): run ``--trials`` times and judged by the share that passed.
+    model_dependent: bool = False
+    pass_share: float = 1.0
+
+    def threshold(self, trials: int) -> int:
+        """How many of ``trials`` runs must pass: all of them for a check the protocol decides,
+        ``pass_share`` of them (rounded up, at least one) for a model-dependent one."""
+        share = self.pass_share if self.model_dependent else 1.0
+        return max(1, min(trials, math.ceil(share * trials - 1e-9)))
 
     @property
     def surface(self) -> str:
@@ -92,10 +109,16 @@ def check(
     *,
     requires: Iterable[str] = (),
     needs_api_key: bool = False,
+    model_dependent: bool = False,
+    pass_share: float = MODEL_DEPENDENT_SHARE,
 ) -> Callable[[Callable[[CheckContext], None]], Callable[[CheckContext], None]]:
     """Register a check function under a stable id. ``requires`` names capabilities and
     preconditions (``route-accepts:/chat/completions``: the route must serve a good request
-    first, else the check is an error naming why)."""
+    first, else the check is an error naming why). ``model_dependent``: its outcome depends on
+    what the model writes, so ``--trials K`` runs it K times and it passes when ``pass_share``
+    of them do."""
+    if not 0 < pass_share <= 1:
+        raise ValueError(f"check {id!r}: pass_share must be in (0, 1], got {pass_share}")
     surface = id.split("-", 1)[0]
     if surface not in SURFACES:
         raise ValueError(f"check id {id!r} must start with one of {', '.join(SURFACES)}")
@@ -106,7 +129,16 @@ def check(
     def decorate(func: Callable[[CheckContext], None]) -> Callable[[CheckContext], None]:
         if id in REGISTRY and REGISTRY[id].func is not func:
             raise ValueError(f"duplicate check id {id!r}")
-        REGISTRY[id] = Check(id, description, expectation, tuple(requires), func, needs_api_key)
+        REGISTRY[id] = Check(
+            id,
+            description,
+            expectation,
+            tuple(requires),
+            func,
+            needs_api_key,
+            model_dependent,
+            pass_share if model_dependent else 1.0,
+        )
         return func
 
     return decorate
@@ -174,10 +206,30 @@ def catalogue_markdown() -> str:
                 f"| `{c.id}` | {c.description} | {c.expectation} | {needs.strip() or '-'} | {faults} |"
             )
         lines.append("")
+    lines += _trials_markdown(checks)
     lines += _schema_profile_markdown(FAULTS)
     lines += ["## Capabilities", "", "| capability | meaning |", "| --- | --- |"]
     lines += [f"| `{k}` | {v} |" for k, v in CAPABILITIES.items()]
     return "\n".join(lines) + "\n"
+
+
+def _trials_markdown(checks: dict[str, Check]) -> list[str]:
+    """The repeated-trials section of docs/checks.md: the model-dependent checks and the share
+    of ``--trials K`` runs each must pass."""
+    marked = [c for c in checks.values() if c.model_dependent]
+    lines = [
+        "## Repeated trials",
+        "",
+        "`servecheck check --trials K` (default 1) runs each model-dependent check K times and",
+        "reports k/K passed (results.jsonl and summary.json `trials`, a `servecheck_trials`",
+        "property in junit.xml, a table in report.html). It passes when at least the threshold",
+        "passed: the share below of K, rounded up; every other check runs once and must pass.",
+        "",
+        "| check | passes with | at K=5 |",
+        "| --- | --- | --- |",
+    ]
+    lines += [f"| `{c.id}` | {c.pass_share:.0%} of K | {c.threshold(5)}/5 |" for c in marked]
+    return [*lines, ""]
 
 
 def _schema_profile_markdown(faults: dict[str, Any]) -> list[str]:

@@ -1,9 +1,10 @@
-"""Run one check and decide its outcome: pass, fail, non-strict, or skipped."""
+"""Run one check and decide its outcome: pass, fail, non-strict, or skipped; a model-dependent
+check run ``--trials`` times is judged by how many of its runs passed."""
 
 from __future__ import annotations
 
 from servecheck.checks import preconditions
-from servecheck.checks.context import CheckContext, CheckFailed, NonStrict
+from servecheck.checks.context import CheckContext, CheckFailed, NonStrict, Trials
 from servecheck.checks.registry import Check, matches
 
 SCHEMA_EXPECTED = (
@@ -23,7 +24,7 @@ def run_with_allowances(check: Check, ctx: CheckContext) -> None:
     non-strict, or fails in strict mode; a failing check keeps its failure, the findings added."""
     preconditions.ensure(check, ctx)
     try:
-        check.func(ctx)
+        run_trials(check, ctx)
     except CheckFailed as failure:
         findings = ctx.schema_findings()
         if findings:
@@ -56,3 +57,42 @@ def schema_verdict(check: Check, ctx: CheckContext) -> None:
     if ctx.strict_schema:
         raise failure
     raise NonStrict(check.id, f"{findings.summary()}; fix: {SCHEMA_FIX}", failure, kind="schema")
+
+
+def run_trials(check: Check, ctx: CheckContext) -> None:
+    """Run ``check`` once, or ``ctx.trials`` times when it is model-dependent: it passes when at
+    least its threshold of runs pass (the tally lands in ``ctx.trial_result``), else it fails
+    with the first failure's detail and the rate. A skip or an error in any run ends it so."""
+    runs = ctx.trials if check.model_dependent else 1
+    if runs <= 1:
+        check.func(ctx)
+        return
+    failures: list[CheckFailed] = []
+    for _ in range(runs):
+        try:
+            check.func(ctx)
+        except CheckFailed as failure:
+            failures.append(failure)
+    first = failures[0] if failures else None
+    tally = Trials(
+        passed=runs - len(failures),
+        runs=runs,
+        threshold=check.threshold(runs),
+        first_failure=first.summary if first is not None else "",
+    )
+    ctx.trial_result = tally
+    if tally.ok or first is None:
+        return
+    failed = CheckFailed(
+        check.id,
+        f"{tally.phrase()}; the first failure: {first.summary}",
+        expected=f"at least {tally.threshold} of {runs} trials pass; each: {first.expected}",
+        received=first.received,
+        exchange=first.exchange,
+        # one deviation for every failing run: the profile or the target may still allow it
+        deviation=first.deviation
+        if all(f.deviation == first.deviation for f in failures)
+        else None,
+        hint=first.hint,
+    )
+    raise failed

@@ -396,6 +396,12 @@ _fault(
 # Tools
 _fault("tools-ignored", "tool_choice required is ignored (text answer)", "TOOLS-REQUIRED")
 _fault(
+    "tools-ignored-every-fifth",
+    "a forced tool call is answered with text on every fifth such request, the first included: "
+    "a model that misses now and then (the --trials self-tests count it)",
+    "TOOLS-REQUIRED",
+)
+_fault(
     "tools-args-invalid",
     "tool arguments are not valid JSON for the parameters schema",
     "TOOLS-ARGS-SCHEMA",

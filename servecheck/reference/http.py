@@ -98,6 +98,7 @@ class State:
     )
     step_seeded: int = 0
     leaked_stops: list[str] = field(default_factory=list)  # the stop-leaks fault's memory
+    forced_calls: int = 0  # requests that forced a tool call (tools-ignored-every-fifth)
     dead: bool = False
     degraded: bool = False  # overload-never-recovers: an overload happened, TTFT stays slow
     sem: asyncio.Semaphore | None = None

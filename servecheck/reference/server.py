@@ -303,6 +303,19 @@ def _tool_choice_target(
     return next((t["function"] for t in tools if t["function"]["name"] in last), None)
 
 
+def _misses_this_call(
+    state: State, tools: list[dict[str, Any]], tool_choice: Any, messages: Any
+) -> bool:
+    """tools-ignored-every-fifth: whether this forced-call request is one answered with text
+    (the 1st, 6th, 11th ...), so a check run once always sees the miss and K trials see K/5."""
+    if "tools-ignored-every-fifth" not in state.faults:
+        return False
+    if _tool_choice_target(tools, tool_choice, messages or [], False) is None:
+        return False
+    state.forced_calls += 1
+    return state.forced_calls % 5 == 1
+
+
 def _make_choices(
     state: State,
     body: dict[str, Any],
@@ -337,9 +350,10 @@ def _make_choices(
     blind = cases.boundary_blind(faults, body)  # stop-boundary-stream
     key = _prompt_key(body)
     out: list[Choice] = []
+    missed = _misses_this_call(state, tools, tool_choice, messages)
     for index in range(n):
         target_fn = _tool_choice_target(tools, tool_choice, messages or [], state.config.agent)
-        if target_fn is not None and "tools-ignored" not in faults:
+        if target_fn is not None and "tools-ignored" not in faults and not missed:
             if "tools-wrong-name" in faults and isinstance(tool_choice, dict):
                 target_fn = {
                     "name": target_fn["name"] + "_other",

@@ -215,6 +215,27 @@ def _descriptions() -> dict[str, str]:
     return {cid: c.description for cid, c in REGISTRY.items()}
 
 
+def trials_table(items: list[dict[str, Any]]) -> str:
+    """``--trials K``: a table of the model-dependent checks' k/K and thresholds ('' if none)."""
+    rows = [r for r in items if isinstance(r.get("trials"), dict)]
+    if not rows:
+        return ""
+    return "<h4>Repeated trials (model-dependent checks)</h4>" + table(
+        ("check", "passed", "threshold", "outcome", "first failure"),
+        (
+            (
+                esc(r["check"]),
+                esc(f"{r['trials'].get('passed')}/{r['trials'].get('runs')}"),
+                esc(f"{r['trials'].get('threshold')}/{r['trials'].get('runs')}"),
+                badge(r["outcome"], r["outcome"]),
+                esc(str(r["trials"].get("first_failure") or "")[:300]),
+            )
+            for r in rows
+        ),
+        raw=(0, 1, 2, 3, 4),
+    )
+
+
 def conformance_section(run_dir: Path, title: str = "Conformance") -> Section:
     """Per target/model: outcome counts, failures with messages, non-strict and skip reasons, all checks."""
     rows = [r for r in read_jsonl(run_dir / "results.jsonl") if r.get("check")]
@@ -273,6 +294,15 @@ def conformance_section(run_dir: Path, title: str = "Conformance") -> Section:
                 )
                 first = (str(r.get("message") or "").splitlines() or [""])[0]
                 md.append(f"- FAIL {md_code(r['check'])} ({r['outcome']}): {md_esc(first[:200])}")
+        trials = trials_table(items)
+        if trials:
+            parts.append(trials)
+            md += [
+                f"- trials {md_code(r['check'])}: {r['trials']['passed']}/{r['trials']['runs']}"
+                f" (threshold {r['trials']['threshold']}/{r['trials']['runs']}), {r['outcome']}"
+                for r in items
+                if isinstance(r.get("trials"), dict)
+            ]
         for outcome, label in (
             ("nonstrict", "Non-strict (legal engine differences; schema findings)"),
             ("xfailed", "Known failures"),

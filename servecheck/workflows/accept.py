@@ -54,6 +54,7 @@ def run_conformance(
     workers: str = "auto",
     models: Sequence[str] | None = None,
     strict: bool = False,
+    trials: int = 1,
 ) -> int:
     """Run the catalogue for one target into ``run_dir/name`` (the embedded server is the
     caller's: ``embedded=False``); returns its exit code."""
@@ -64,6 +65,7 @@ def run_conformance(
         surfaces=list(surface or []),
         keyword=keyword,
         strict=strict,
+        trials=trials,
         workers=str(workers),
         out=run_dir,
         run_id=name,
@@ -95,6 +97,7 @@ class AcceptSpec:
     surfaces: list[str] = field(default_factory=list)
     keyword: str | None = None
     strict: bool = False  # the strict schema profile (CheckSpec.strict)
+    trials: int = 1  # model-dependent checks run this often (CheckSpec.trials)
     workers: str = "auto"
     out: Path = Path("reports")
     run_id: str | None = None
@@ -221,6 +224,7 @@ def _run_stages(
             keyword=spec.keyword,
             workers=str(spec.workers),
             strict=spec.strict,
+            trials=spec.trials,
         )
         stages["conformance"] = Stage.judged(
             "conformance",

@@ -21,13 +21,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from servecheck.checks.registry import SURFACES, suite_file
+from servecheck.checks.registry import MAX_TRIALS, SURFACES, suite_file
 from servecheck.config import load_targets
 from servecheck.errors import SpecError
 from servecheck.records.results import not_run_phrase
 from servecheck.redact import redact
 from servecheck.signals import signum_of, stoppable_child
-from servecheck.workflows.support import PARTIAL_PROPERTY, mark_junit_partial, validate_before_run
+from servecheck.workflows.support import (
+    PARTIAL_PROPERTY,
+    mark_junit_partial,
+    mark_junit_trials,
+    validate_before_run,
+)
 
 
 def surface_files(surfaces: Iterable[str] = SURFACES) -> dict[str, str]:
@@ -85,6 +90,7 @@ class CheckSpec:
     surfaces: list[str] = field(default_factory=list)
     keyword: str | None = None
     strict: bool = False
+    trials: int = 1  # --trials K: model-dependent checks run K times (checks/runner.py)
     workers: str = "auto"
     out: Path = Path("reports")
     run_id: str | None = None
@@ -156,6 +162,8 @@ def build_pytest_command(spec: CheckSpec, run_dir: Path) -> list[str]:
         cmd += ["-k", spec.keyword]
     if spec.strict:
         cmd.append("--sc-strict")
+    if spec.trials != 1:
+        cmd += ["--sc-trials", str(spec.trials)]
     if str(spec.workers) not in ("0", ""):
         cmd += ["-n", str(spec.workers)]
     extra = list(spec.pytest_args)
@@ -280,6 +288,7 @@ def _conclude(
         say(
             f"servecheck check: PARTIAL: the run was interrupted; {not_run_phrase(data.get('not_run'))}"
         )
+    _say_trials(run_dir, data, say)
     try:
         from servecheck.report.html import write_conformance_html
 
@@ -288,6 +297,25 @@ def _conclude(
     except ImportError:
         pass
     return counts, page
+
+
+def _say_trials(run_dir: Path, data: dict[str, object], say: Callable[[str], None]) -> None:
+    """``--trials K``: each model-dependent check's k/K, on the console and in junit.xml."""
+    rates = data.get("trial_rates")
+    if not isinstance(rates, list) or not rates:
+        return
+    mark_junit_trials(run_dir / "junit.xml", rates)
+    say(
+        f"servecheck check: {len(rates)} model-dependent check(s), {data.get('trials')} trials each:"
+    )
+    for rate in rates:
+        tally = rate.get("trials") if isinstance(rate, dict) else None
+        if isinstance(tally, dict):
+            say(
+                f"  {rate.get('check')} {rate.get('target')}/{rate.get('model')}: "
+                f"{tally.get('passed')}/{tally.get('runs')} passed "
+                f"(threshold {tally.get('threshold')}/{tally.get('runs')}): {rate.get('outcome')}"
+            )
 
 
 def run_check(spec: CheckSpec, say: Callable[[str], None] | None = None) -> CheckResult:
@@ -302,6 +330,8 @@ def run_check(spec: CheckSpec, say: Callable[[str], None] | None = None) -> Chec
         and spec.embedded
         and "SERVECHECK_REF_URL" not in os.environ
     )
+    if not 1 <= spec.trials <= MAX_TRIALS:
+        raise SpecError("{trials} {n}: expected 1 to {most}", n=spec.trials, most=MAX_TRIALS)
     if "reference" in targets and "reference" not in loaded.names:
         raise SpecError("{path}: no 'reference' target; name one with {targets}", path=loaded.path)
     # Every usage problem before the run folder and pytest (which would print it as "ERROR:"

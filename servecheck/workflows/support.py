@@ -199,6 +199,41 @@ def mark_junit_partial(path: Path, reason: str, not_run: object = None) -> None:
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
 
 
+TRIALS_PROPERTY = "servecheck_trials"
+
+
+def mark_junit_trials(path: Path, rates: Sequence[Any]) -> None:
+    """Give each model-dependent check's testcase in pytest's JUnit file a
+    :data:`TRIALS_PROPERTY` property, ``k/K (threshold t/K)``: pytest's xunit2 writes no
+    per-case properties itself. ``rates`` are summary.json's ``trial_rates``. Idempotent."""
+    if not path.exists():
+        return
+    try:
+        root = ET.parse(path).getroot()  # noqa: S314 - our own file, not input
+    except ET.ParseError:
+        return  # pytest was killed while writing it: mark_junit_partial says so
+    by_case = {
+        f"{r.get('target')}/{r.get('model')}/{r.get('check')}": r.get("trials")
+        for r in rates
+        if isinstance(r, dict) and isinstance(r.get("trials"), dict)
+    }
+    for case in root.iter("testcase"):
+        name = case.get("name") or ""
+        tally = by_case.get(name.rsplit("[", 1)[-1].rstrip("]"))
+        if tally is None:
+            continue
+        props = case.find("properties")
+        if props is None:
+            props = ET.Element("properties")
+            case.insert(0, props)
+        if any(p.get("name") == TRIALS_PROPERTY for p in props):
+            continue
+        runs = tally.get("runs")
+        value = f"{tally.get('passed')}/{runs} (threshold {tally.get('threshold')}/{runs})"
+        ET.SubElement(props, "property", name=TRIALS_PROPERTY, value=value)
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+
+
 def slo_cases(
     summary: dict[str, Any], classname: str = "servecheck.load", asked: Sequence[str] = ()
 ) -> list[Case]:

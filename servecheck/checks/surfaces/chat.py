@@ -289,10 +289,12 @@ def chat_max_tokens(ctx: CheckContext) -> None:
     "'stop'; the same request sent again without stop is not cut before the stop string (stop strings do not "
     "outlive their request)",
     requires=("stop",),
+    model_dependent=True,
 )
 def chat_stop(ctx: CheckContext) -> None:
     prompt = "List some words about rivers, stones and gardens."
-    first = ctx.chat(prompt, max_tokens=24, temperature=0, seed=7)
+    budget = ctx.answer_budget(24)
+    first = ctx.chat(prompt, temperature=0, seed=7, **budget)
     text = _content(_choices(ctx, ctx.ok_json(first, "chat completion"), first)[0])
     # A stop string must be plain text the engine can match: tiny models emit U+FFFD for partial
     # UTF-8 and long junk "words", so take four ASCII letters/digits from a run past the start.
@@ -305,7 +307,7 @@ def chat_stop(ctx: CheckContext) -> None:
         exchange=first,
     )
     stop_word = runs[len(runs) // 2].group()[:4]
-    ex = ctx.chat(prompt, max_tokens=24, temperature=0, seed=7, stop=[stop_word])
+    ex = ctx.chat(prompt, temperature=0, seed=7, stop=[stop_word], **budget)
     data = ctx.ok_json(ex, "chat completion with stop")
     choice = _choices(ctx, data, ex)[0]
     out = _content(choice)
@@ -325,7 +327,7 @@ def chat_stop(ctx: CheckContext) -> None:
     )
     # Cut where the stop string would begin: a server that kept the stop list answers a prefix of
     # the first answer that never reaches it. A server that merely samples differently does not.
-    again = ctx.chat(prompt, max_tokens=24, temperature=0, seed=7)
+    again = ctx.chat(prompt, temperature=0, seed=7, **budget)
     later = _content(_choices(ctx, ctx.ok_json(again, "the same request without stop"), again)[0])
     ctx.expect(
         stop_word in later or not text.startswith(later),
@@ -431,7 +433,9 @@ def chat_seed_varies(ctx: CheckContext) -> None:
     texts: dict[int, str] = {}
     last: Exchange | None = None
     for seed in VARIES_SEEDS:
-        last = ctx.chat(VARIES_PROMPT, max_tokens=16, temperature=1.0, top_p=1.0, seed=seed)
+        last = ctx.chat(
+            VARIES_PROMPT, temperature=1.0, top_p=1.0, seed=seed, **ctx.answer_budget(16)
+        )
         texts[seed] = _content(_choices(ctx, ctx.ok_json(last, f"seed {seed}"), last)[0])
     ctx.expect(
         len(set(texts.values())) >= 2,
@@ -476,9 +480,11 @@ def chat_completions_legacy(ctx: CheckContext) -> None:
     requires=("logprobs",),
 )
 def chat_logprobs(ctx: CheckContext) -> None:
-    ex = ctx.chat("Say hello.", max_tokens=4, temperature=0, logprobs=True, top_logprobs=2)
+    budget = ctx.answer_budget(4)
+    ex = ctx.chat("Say hello.", temperature=0, logprobs=True, top_logprobs=2, **budget)
     data = ctx.ok_json(ex, "chat completion with logprobs")
     choice = _choices(ctx, data, ex)[0]
+    ctx.not_judged_if_thinking(choice, "the answer with logprobs", ex)
     lp = choice.get("logprobs")
     content = lp.get("content") if isinstance(lp, dict) else None
     if not isinstance(content, list) or not content:
@@ -538,7 +544,9 @@ def _first_token_text(ctx: CheckContext, ex: Exchange, what: str) -> str:
     "that errors is not judged (an error). A refused logit_bias (4xx, 501) fails",
 )
 def chat_logit_bias(ctx: CheckContext) -> None:
-    first = ctx.chat(BIAS_PROMPT, max_tokens=1, temperature=0)
+    # One token is the point: never grown, only asked without thinking where the target can
+    budget = ctx.answer_budget(1, grow=False)
+    first = ctx.chat(BIAS_PROMPT, temperature=0, **budget)
     token = _first_token_text(ctx, first, "one-token chat completion")
     banned: int | None = None
     why_not = "the target declares no tokenize capability"
@@ -560,7 +568,7 @@ def chat_logit_bias(ctx: CheckContext) -> None:
                 f"({ids if ids is not None else tx.describe(160)})"
             )
     bias = {str(ANY_TOKEN if banned is None else banned): -100}
-    ex = ctx.chat(BIAS_PROMPT, max_tokens=1, temperature=0, logit_bias=bias)
+    ex = ctx.chat(BIAS_PROMPT, temperature=0, logit_bias=bias, **budget)
     ctx.expect(
         not ex.error and ex.ok,
         "a request with logit_bias was not served",

@@ -161,6 +161,7 @@ def _parse(
     "response_format json_object returns a JSON object",
     "with response_format {type: json_object}, choices[0].message.content parses as a JSON object (no prose, no code fence)",
     requires=("json_object",),
+    model_dependent=True,
 )
 def json_object(ctx: CheckContext) -> None:
     ex = ctx.chat(OBJECT_MESSAGES, **_object_params())
@@ -197,6 +198,7 @@ def _expect_object(
     "for a flat schema (maxLength, enum, min/max, required, additionalProperties false) and a nested one with an array of "
     "objects, the content parses and validates with jsonschema",
     requires=("json_schema",),
+    model_dependent=True,
 )
 def json_schema(ctx: CheckContext) -> None:
     for case in SCHEMA_CASES:
@@ -273,6 +275,7 @@ def _streamed_choice(
     "(concatenated delta.content) into a JSON object that parses and validates against the schema, by the same "
     "rules as the non-streamed answers; each part runs where json_object / json_schema is declared",
     requires=("streaming",),
+    model_dependent=True,
 )
 def json_stream(ctx: CheckContext) -> None:
     # The schema parts first: a cut json_object answer is inconclusive and ends the check.

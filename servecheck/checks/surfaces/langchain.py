@@ -70,6 +70,14 @@ def chat_model(ctx: CheckContext, **options: Any) -> Any:
     return ChatOpenAI(**params)
 
 
+def budget_options(ctx: CheckContext, tokens: int) -> dict[str, Any]:
+    """:meth:`CheckContext.answer_budget` as ChatOpenAI's options: the limit as ``max_tokens``,
+    a thinking switch as ``extra_body``."""
+    budget = ctx.answer_budget(tokens)
+    limit = budget.pop("max_tokens")
+    return {"max_tokens": limit, **({"extra_body": budget} if budget else {})}
+
+
 def _failed(ctx: CheckContext, call: str, exc: BaseException, body: dict[str, Any]) -> NoReturn:
     raw = _raw(ctx, body)
     ctx.fail(
@@ -160,11 +168,13 @@ def langchain_stream(ctx: CheckContext) -> None:
     requires=("json_schema",),
 )
 def langchain_structured(ctx: CheckContext) -> None:
-    llm = chat_model(ctx, max_tokens=64).with_structured_output(SCHEMA, method="json_schema")
+    llm = chat_model(ctx, **budget_options(ctx, 64)).with_structured_output(
+        SCHEMA, method="json_schema"
+    )
     body = ctx.chat_body(
         "Answer yes or no, and count to three.",
-        max_tokens=64,
         temperature=0,
+        **ctx.answer_budget(64),
         response_format={
             "type": "json_schema",
             "json_schema": {"name": "Verdict", "schema": SCHEMA},
@@ -198,14 +208,14 @@ def langchain_structured(ctx: CheckContext) -> None:
     requires=("tools",),
 )
 def langchain_tool(ctx: CheckContext) -> None:
-    llm = chat_model(ctx, max_tokens=64).bind_tools(
+    llm = chat_model(ctx, **budget_options(ctx, 64)).bind_tools(
         [TOOL], tool_choice="required", parallel_tool_calls=False
     )
     prompt = "What is the weather in Paris?"
     body = ctx.chat_body(
         prompt,
-        max_tokens=64,
         temperature=0,
+        **ctx.answer_budget(64),
         tools=[TOOL],
         tool_choice="required",
         parallel_tool_calls=False,

@@ -159,7 +159,8 @@ def empty_with_logprobs(ctx: CheckContext, plain: str, ex: Exchange, what: str) 
 
 def _answer(ctx: CheckContext) -> tuple[Exchange, dict[str, Any], dict[str, Any], str]:
     """A temperature-0 answer with logprobs: (exchange, body, choices[0], its text)."""
-    ex = ctx.chat(PROMPT, max_tokens=MAX_TOKENS, temperature=0, logprobs=True, top_logprobs=TOP)
+    budget = ctx.answer_budget(MAX_TOKENS)
+    ex = ctx.chat(PROMPT, temperature=0, logprobs=True, top_logprobs=TOP, **budget)
     data = ctx.ok_json(ex, "chat completion with logprobs")
     choices = data.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices else None
@@ -174,7 +175,7 @@ def _answer(ctx: CheckContext) -> tuple[Exchange, dict[str, Any], dict[str, Any]
     text = message.get("content") if isinstance(message, dict) else None
     if not isinstance(text, str) or not text:
         plain = ctx.ok_json(
-            ctx.chat(PROMPT, max_tokens=MAX_TOKENS, temperature=0),
+            ctx.chat(PROMPT, temperature=0, **budget),
             "the same request without logprobs",
         )
         choices = plain.get("choices")
@@ -317,8 +318,9 @@ def _stream_entries(ctx: CheckContext, ex: Exchange, chunks: list[dict[str, Any]
     requires=("logprobs",),
 )
 def logprobs_stream(ctx: CheckContext) -> None:
+    budget = ctx.answer_budget(MAX_TOKENS)
     body = ctx.chat_body(
-        PROMPT, stream=True, max_tokens=MAX_TOKENS, temperature=0, logprobs=True, top_logprobs=TOP
+        PROMPT, stream=True, temperature=0, logprobs=True, top_logprobs=TOP, **budget
     )
     ex = ctx.ok_stream(
         ctx.post("/chat/completions", body, stream=True), "streamed chat completion with logprobs"
@@ -326,7 +328,7 @@ def logprobs_stream(ctx: CheckContext) -> None:
     assert ex.stream is not None  # noqa: S101 - ok_stream guarantees it
     text = ex.stream.text(0)
     if not text:
-        plain_body = ctx.chat_body(PROMPT, stream=True, max_tokens=MAX_TOKENS, temperature=0)
+        plain_body = ctx.chat_body(PROMPT, stream=True, temperature=0, **budget)
         plain = ctx.ok_stream(
             ctx.post("/chat/completions", plain_body, stream=True),
             "the same stream without logprobs",

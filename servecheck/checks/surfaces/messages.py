@@ -279,6 +279,7 @@ def messages_stop_max_tokens(ctx: CheckContext) -> None:
     "answer before it: stop_reason 'stop_sequence', stop_sequence naming it, and the text a prefix "
     "of the unconstrained one without the word",
     requires=NEEDS,
+    model_dependent=True,
 )
 def messages_stop_sequence(ctx: CheckContext) -> None:
     first, ex = create(ctx, STOP_PROMPT)

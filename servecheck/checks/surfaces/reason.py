@@ -215,6 +215,7 @@ def _expect_reasoning(
     "with the target's reasoning mode on, a temperature-0 answer has non-empty reasoning in "
     "reasoning_content or reasoning (the one targets.yaml names, either with field: auto) and its "
     "content holds none of the reasoning markers (<think>, </think> and the markers the target names)",
+    model_dependent=True,
 )
 def reason_separated(ctx: CheckContext) -> None:
     s = settings(ctx)
@@ -246,6 +247,7 @@ def reason_separated(ctx: CheckContext) -> None:
     "at temperature 0 the concatenated streamed reasoning deltas equal the non-streamed reasoning, "
     "and the streamed content equals the non-streamed content",
     requires=("streaming",),
+    model_dependent=True,
 )
 def reason_stream_equals(ctx: CheckContext) -> None:
     s = settings(ctx)
@@ -276,6 +278,7 @@ def reason_stream_equals(ctx: CheckContext) -> None:
     "in a stream, no reasoning delta (reasoning_content / reasoning) arrives after the first "
     "delta with answer content or a tool call",
     requires=("streaming",),
+    model_dependent=True,
 )
 def reason_stream_order(ctx: CheckContext) -> None:
     s = settings(ctx)
@@ -407,6 +410,7 @@ def _after_reasoning(text: str, s: ReasoningSettings) -> str:
     "object that validates, with no reasoning text or markers around it; where n is declared, "
     "both choices of an n=2 request (temperature 0.8) hold the same rule",
     requires=("json_object",),
+    model_dependent=True,
 )
 def reason_json(ctx: CheckContext) -> None:
     s = settings(ctx)
@@ -518,6 +522,7 @@ def _judge_json(
     "with tool_choice required and the reasoning mode on, the call is in message.tool_calls with "
     "a declared function name, and neither the reasoning nor the content holds the call as text",
     requires=("tools",),
+    model_dependent=True,
 )
 def reason_tools(ctx: CheckContext) -> None:
     s = settings(ctx)

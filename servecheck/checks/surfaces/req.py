@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from servecheck.checks.context import CheckContext, body_snippet
+from servecheck.checks.context import CheckContext, body_snippet, cut_in_reasoning
 from servecheck.checks.preconditions import CheckError
 from servecheck.checks.registry import check
 from servecheck.checks.surfaces.chat import LONG_PROMPT, shape_problems
@@ -50,9 +50,11 @@ HINT_PARTS = (
 
 
 def answered(
-    ctx: CheckContext, ex: Exchange, what: str, *, hint: str = ""
+    ctx: CheckContext, ex: Exchange, what: str, *, hint: str = "", cut_ok: bool = False
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A 200 chat.completion with a non-empty answer or a tool call: (body, message), else a failure."""
+    """A 200 chat.completion with a non-empty answer or a tool call: (body, message), else a
+    failure. An empty answer cut while the model reasoned is not judged (a skip), or with
+    ``cut_ok`` returned as it is, for a check that judges the cut itself."""
     if ex.status is not None and not ex.error and not ex.ok:
         ctx.fail(
             f"{what}: the server refused a request real clients send",
@@ -75,6 +77,9 @@ def answered(
     )
     choice: dict[str, Any] = data["choices"][0]
     message: dict[str, Any] = choice.get("message") or {}
+    if cut_ok and cut_in_reasoning(choice):
+        return data, message
+    ctx.not_judged_if_thinking(choice, what, ex)
     content, calls = message.get("content"), message.get("tool_calls")
     ctx.expect(
         (isinstance(content, str) and content.strip() != "") or bool(calls),
@@ -119,9 +124,10 @@ def req_content_parts(ctx: CheckContext) -> None:
         {"role": "system", "content": _parts(SYSTEM)},
         {"role": "user", "content": _parts(*USER_PARTS)},
     ]
-    base = ctx.chat(plain, max_tokens=MAX_TOKENS, temperature=0)
+    budget = ctx.answer_budget(MAX_TOKENS)
+    base = ctx.chat(plain, temperature=0, **budget)
     base_data, _ = answered(ctx, base, "string content")
-    ex = ctx.chat(parts, max_tokens=MAX_TOKENS, temperature=0)
+    ex = ctx.chat(parts, temperature=0, **budget)
     data, _ = answered(ctx, ex, "content as text parts", hint=HINT_PARTS)
     with_parts, with_text = prompt_tokens(ctx, data, ex), prompt_tokens(ctx, base_data, base)
     ctx.expect(
@@ -142,11 +148,10 @@ def req_content_parts(ctx: CheckContext) -> None:
 )
 def req_developer_role(ctx: CheckContext) -> None:
     user = {"role": "user", "content": "Name three colours."}
-    bare = ctx.chat([user], max_tokens=MAX_TOKENS, temperature=0)
+    budget = ctx.answer_budget(MAX_TOKENS)
+    bare = ctx.chat([user], temperature=0, **budget)
     bare_data, _ = answered(ctx, bare, "a user message alone")
-    ex = ctx.chat(
-        [{"role": "developer", "content": DEVELOPER}, user], max_tokens=MAX_TOKENS, temperature=0
-    )
+    ex = ctx.chat([{"role": "developer", "content": DEVELOPER}, user], temperature=0, **budget)
     data, _ = answered(ctx, ex, "a developer message", hint=HINT_DEVELOPER)
     with_d, without = prompt_tokens(ctx, data, ex), prompt_tokens(ctx, bare_data, bare)
     ctx.expect(
@@ -192,7 +197,8 @@ NULL_FIELDS: dict[str, None] = dict.fromkeys(
     "(max_completion_tokens: null does not lift max_tokens)",
 )
 def req_null_optionals(ctx: CheckContext) -> None:
-    body = ctx.chat_body("Name three colours.", max_tokens=MAX_TOKENS, temperature=0, **NULL_FIELDS)
+    budget = ctx.answer_budget(MAX_TOKENS)
+    body = ctx.chat_body("Name three colours.", temperature=0, **{**budget, **NULL_FIELDS})
     ex = ctx.post("/chat/completions", body)
     data, _ = answered(
         ctx,
@@ -210,9 +216,9 @@ def req_null_optionals(ctx: CheckContext) -> None:
     )
     tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
     ctx.expect(
-        isinstance(tokens, int) and tokens <= MAX_TOKENS,
+        isinstance(tokens, int) and tokens <= budget["max_tokens"],
         "max_tokens was not honoured next to max_completion_tokens: null",
-        expected=f"usage.completion_tokens <= {MAX_TOKENS}",
+        expected=f"usage.completion_tokens <= {budget['max_tokens']}",
         received=f"usage {body_snippet(usage, 200)}",
         exchange=ex,
         hint="a null max_completion_tokens must fall back to max_tokens, not to the server default",
@@ -244,10 +250,11 @@ MAY_REFUSE: dict[str, dict[str, Any]] = {
 
 
 def _field_problem(
-    ctx: CheckContext, name: str, params: dict[str, Any], may_refuse: bool
+    ctx: CheckContext, name: str, params: dict[str, Any], may_refuse: bool, unjudged: list[str]
 ) -> tuple[str | None, str | None, Exchange]:
-    """What is wrong with one field case's answer (None when fine), its deviation key, the exchange."""
-    ex = ctx.chat("Say hello.", max_tokens=MAX_TOKENS, temperature=0, **params)
+    """What is wrong with one field case's answer (None when fine), its deviation key, the
+    exchange. A case whose budget ran out while the model reasoned is named in ``unjudged``."""
+    ex = ctx.chat("Say hello.", temperature=0, **{**ctx.answer_budget(MAX_TOKENS), **params})
     status = ex.status or 0
     if ex.error or status >= 500 or status == 0:
         return f"{name}: {ex.describe(200)}", None, ex
@@ -268,6 +275,9 @@ def _field_problem(
     first = choices[0] if isinstance(choices, list) and choices else None
     message = first.get("message") if isinstance(first, dict) else None
     message = message if isinstance(message, dict) else {}
+    if cut_in_reasoning(first):
+        unjudged.append(name)
+        return (f"{name}: {'; '.join(problems)}" if problems else None), None, ex
     if not (isinstance(message.get("content"), str) and message["content"].strip()):
         problems.append(f"no answer: message {body_snippet(message, 120)}")
     return (f"{name}: {'; '.join(problems)}" if problems else None), None, ex
@@ -283,9 +293,10 @@ def req_client_fields(ctx: CheckContext) -> None:
     problems: list[str] = []
     deviations: set[str | None] = set()
     last: Exchange | None = None
+    unjudged: list[str] = []
     for cases, may_refuse in ((CLIENT_FIELDS, False), (MAY_REFUSE, True)):
         for name, params in cases.items():
-            problem, deviation, ex = _field_problem(ctx, name, params, may_refuse)
+            problem, deviation, ex = _field_problem(ctx, name, params, may_refuse, unjudged)
             if problem:
                 problems.append(problem)
                 deviations.add(deviation)
@@ -301,6 +312,8 @@ def req_client_fields(ctx: CheckContext) -> None:
         "reasoning_effort); read response_format {type: text} as the default and tools: [] as no "
         "tools; never pass them on to the generator, where they crash it",
     )
+    if unjudged:
+        ctx.not_judged_cut(f"the {', '.join(unjudged)} case(s)")
 
 
 @check(
@@ -311,8 +324,10 @@ def req_client_fields(ctx: CheckContext) -> None:
 )
 def req_max_completion_tokens(ctx: CheckContext) -> None:
     limit = 5
-    ex = ctx.chat(LONG_PROMPT, max_completion_tokens=limit, temperature=0)
-    data, _ = answered(ctx, ex, "a request with max_completion_tokens")
+    # The limit is what is judged, so it is never grown; a cut inside the reasoning counts.
+    budget = ctx.answer_budget(limit, key="max_completion_tokens", grow=False)
+    ex = ctx.chat(LONG_PROMPT, temperature=0, **budget)
+    data, _ = answered(ctx, ex, "a request with max_completion_tokens", cut_ok=True)
     choice = data["choices"][0]
     usage = data.get("usage") or {}
     tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
@@ -394,8 +409,8 @@ def req_tool_schema_rich(ctx: CheckContext) -> None:
         tools=[RICH],
         tool_choice="required",
         parallel_tool_calls=False,
-        max_tokens=RICH_MAX_TOKENS,
         temperature=0,
+        **ctx.answer_budget(RICH_MAX_TOKENS),
     )
     ex = ctx.post("/chat/completions", body)
     _cut_is_not_judged(ctx, ex)
@@ -512,7 +527,7 @@ def _history(tool_content: Any) -> list[dict[str, Any]]:
     requires=("tools",),
 )
 def req_tool_history(ctx: CheckContext) -> None:
-    params = {"tools": [WEATHER], "max_tokens": 16, "temperature": 0}
+    params = {"tools": [WEATHER], "temperature": 0, **ctx.answer_budget(16)}
     base = ctx.chat(_history(RESULT), **params)
     base_data, _ = answered(ctx, base, "a tool history with a string result")
     hint = (
@@ -567,7 +582,7 @@ def req_tool_history(ctx: CheckContext) -> None:
 )
 def req_tool_choice_none(ctx: CheckContext) -> None:
     prompt = "Call get_weather for Paris."
-    params = {"tools": TOOLS, "max_tokens": 16, "temperature": 0}
+    params = {"tools": TOOLS, "temperature": 0, **ctx.answer_budget(16)}
     ex = ctx.chat(prompt, tool_choice="none", **params)
     data, message = answered(ctx, ex, "tool_choice 'none'")
     finish = data["choices"][0].get("finish_reason")

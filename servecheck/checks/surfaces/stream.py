@@ -884,10 +884,9 @@ def stream_equals_nonstream(ctx: CheckContext) -> None:
     "multi-byte character, and the check is skipped when none does",
 )
 def stream_utf8(ctx: CheckContext) -> None:
+    budget = ctx.answer_budget(32)
     for prompt in UTF8_PROMPTS:
-        ex, stream = _streamed(
-            ctx, "streamed chat completion (non-ASCII prompt)", prompt, max_tokens=32
-        )
+        ex, stream = _streamed(ctx, "streamed chat completion (non-ASCII prompt)", prompt, **budget)
         bad = _problems(stream, "bad-utf8")
         ctx.expect(
             not bad,
@@ -907,7 +906,7 @@ def stream_utf8(ctx: CheckContext) -> None:
             exchange=ex,
             hint="an emoji or other non-BMP character was split into its two \\uD8xx\\uDCxx halves across chunks",
         )
-        ns = ctx.chat(prompt, max_tokens=32, temperature=0)
+        ns = ctx.chat(prompt, temperature=0, **budget)
         ns_text = (
             _message_text(ctx.ok_json(ns, "non-streamed chat completion (non-ASCII prompt)")) or ""
         )

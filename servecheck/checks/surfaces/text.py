@@ -64,9 +64,10 @@ def garbling(text: str) -> str | None:
 )
 def text_clean(ctx: CheckContext) -> None:
     for prompt in UTF8_PROMPTS:
-        ex = ctx.chat(prompt, max_tokens=32, temperature=0)
+        budget = ctx.answer_budget(32)
+        ex = ctx.chat(prompt, temperature=0, **budget)
         text = _message_text(ctx.ok_json(ex, "non-streamed answer")) or ""
-        sx = ctx.ok_stream(ctx.stream_chat(prompt, max_tokens=32, temperature=0), "stream")
+        sx = ctx.ok_stream(ctx.stream_chat(prompt, temperature=0, **budget), "stream")
         assert sx.stream is not None
         for what, exchange, answer in (
             ("non-streamed", ex, text),
@@ -131,7 +132,11 @@ def _forced(ctx: CheckContext, ex: Exchange, content: str | None, finish: Any, w
 )
 def text_exact(ctx: CheckContext) -> None:
     prompt = "Greet me in one of the allowed languages."
-    params: dict[str, Any] = {"max_tokens": 64, "temperature": 0, "response_format": _schema()}
+    params: dict[str, Any] = {
+        "temperature": 0,
+        "response_format": _schema(),
+        **ctx.answer_budget(64),
+    }
     ex = ctx.chat(prompt, **params)
     data = ctx.ok_json(ex, "schema-forced answer")
     choice = (data.get("choices") or [{}])[0]

@@ -64,8 +64,8 @@ def tool_request(ctx: CheckContext, tool_choice: Any, **params: Any) -> dict[str
         tools=TOOLS,
         tool_choice=tool_choice,
         parallel_tool_calls=False,
-        max_tokens=TOOL_MAX_TOKENS,
         temperature=0,
+        **ctx.answer_budget(TOOL_MAX_TOKENS),
     )
     body.update(params)
     return body
@@ -153,6 +153,7 @@ def _arguments(call: dict[str, Any]) -> tuple[Any, str | None]:
     "with tool_choice 'required', choices[0].message.tool_calls holds a call with type 'function', a string id and "
     "function.name one of the offered tools",
     requires=("tools",),
+    model_dependent=True,
 )
 def tools_required(ctx: CheckContext) -> None:
     _, calls, ex = forced_call(ctx, "required")
@@ -172,6 +173,7 @@ def tools_required(ctx: CheckContext) -> None:
     "tool arguments are JSON that validates against the tool's parameters",
     "function.arguments of a forced call is a JSON string whose value validates against that tool's parameters schema",
     requires=("tools",),
+    model_dependent=True,
 )
 def tools_args_schema(ctx: CheckContext) -> None:
     import jsonschema
@@ -213,6 +215,7 @@ def tools_args_schema(ctx: CheckContext) -> None:
     f"with tool_choice {{type: function, function: {{name: {NAMED!r}}}}} every returned call names {NAMED!r} "
     "(the second of two tools, so 'call the first tool' is caught)",
     requires=("tools", "tool_choice_named"),
+    model_dependent=True,
 )
 def tools_named(ctx: CheckContext) -> None:
     _, calls, ex = forced_call(ctx, {"type": "function", "function": {"name": NAMED}})
@@ -234,6 +237,7 @@ def tools_named(ctx: CheckContext) -> None:
     "used because OpenAI itself answers 'stop' there); where the target streams, the streamed forced call's "
     "finish chunk says 'tool_calls' too",
     requires=("tools",),
+    model_dependent=True,
 )
 def tools_finish(ctx: CheckContext) -> None:
     choice, _, ex = forced_call(ctx, "required")
@@ -319,6 +323,7 @@ def _stream_calls(ctx: CheckContext, ex: Exchange) -> tuple[dict[int, dict[str, 
     "at temperature 0 with tool_choice 'required', every tool_calls delta carries an integer index, the name arrives "
     "once with an id, and the concatenated arguments equal the non-streamed arguments (as JSON values)",
     requires=("tools", "streaming"),
+    model_dependent=True,
 )
 def tools_stream(ctx: CheckContext) -> None:
     _, calls, plain_ex = forced_call(ctx, "required")
@@ -501,6 +506,7 @@ def _body(ctx: CheckContext, parallel: bool, **params: Any) -> dict[str, Any]:
     "with a prompt asking for both tools, tool_choice 'required' and parallel_tool_calls false, "
     "choices[0].message.tool_calls holds exactly one call",
     requires=("tools",),
+    model_dependent=True,
 )
 def tools_parallel_off(ctx: CheckContext) -> None:
     ex = ctx.post("/chat/completions", _body(ctx, parallel=False))
@@ -572,6 +578,7 @@ def tools_length(ctx: CheckContext) -> None:
     "stream with several calls gives each its own index and id, its name once, and arguments "
     "that parse as JSON (skipped when the server makes a single call)",
     requires=("tools", "streaming"),
+    model_dependent=True,
 )
 def tools_parallel_stream(ctx: CheckContext) -> None:
     body = _body(ctx, parallel=True, stream=True)
@@ -684,6 +691,7 @@ def _expect_tricky(ctx: CheckContext, raw: Any, finish: Any, ex: Exchange, what:
     "json.loads to exactly that string, non-streamed and (where streaming is declared) with the streamed "
     "argument deltas joined",
     requires=("tools",),
+    model_dependent=True,
 )
 def tools_args_escaping(ctx: CheckContext) -> None:
     choice, calls, ex = forced_call(ctx, body=_escape_request(ctx))

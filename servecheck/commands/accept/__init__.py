@@ -23,6 +23,7 @@ from servecheck.commands.options import (
     add_run_arguments,
     add_strict_argument,
     add_target_arguments,
+    add_trials_argument,
     checked_reference_args,
     cold_start_fields,
     error_budget,
@@ -82,6 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_catalogue_arguments(parser)
     add_strict_argument(parser)
+    add_trials_argument(parser)
     add_run_arguments(parser, "accept", "<target>")
     add_cold_start_arguments(parser)
 
@@ -108,6 +110,7 @@ def spec_from_args(args: argparse.Namespace) -> AcceptSpec:
         surfaces=list(args.surface or []),
         keyword=args.keyword,
         strict=args.strict,
+        trials=args.trials,
         workers=str(args.workers),
         out=out_dir(args),
         run_id=args.run_id,

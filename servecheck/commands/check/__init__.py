@@ -16,6 +16,7 @@ from servecheck.commands.options import (
     add_run_arguments,
     add_strict_argument,
     add_target_arguments,
+    add_trials_argument,
     checked_reference_args,
     out_dir,
     reference_targets_file,
@@ -35,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_catalogue_arguments(parser)
     add_strict_argument(parser)
+    add_trials_argument(parser)
     add_run_arguments(
         parser,
         "check",
@@ -61,6 +63,7 @@ def spec_from_args(args: argparse.Namespace) -> CheckSpec:
         surfaces=list(args.surface or []),
         keyword=args.keyword,
         strict=args.strict,
+        trials=args.trials,
         workers=str(args.workers),
         out=out_dir(args),
         run_id=args.run_id,

@@ -129,6 +129,35 @@ def add_strict_argument(parser: argparse.ArgumentParser | argparse._ArgumentGrou
     )
 
 
+def trials_count(text: str) -> int:
+    """``--trials K``: a whole number from 1 to :data:`MAX_TRIALS` (an argparse type)."""
+    from servecheck.workflows.conformance import MAX_TRIALS
+
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 1 <= value <= MAX_TRIALS:
+        raise argparse.ArgumentTypeError(f"expected 1 to {MAX_TRIALS}, got {value}")
+    return value
+
+
+def add_trials_argument(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, default: int = 1
+) -> None:
+    """``--trials K``: each model-dependent check runs K times and is judged by its rate."""
+    parser.add_argument(
+        "--trials",
+        metavar="K",
+        type=trials_count,
+        # a string, so that argparse checks a bad $SERVECHECK_TRIALS as it checks the option
+        default=os.environ.get("SERVECHECK_TRIALS", "").strip() or str(default),
+        help="run each model-dependent check (tool calls, JSON schema, reasoning separation, "
+        "stop handling) K times and report k/K; it passes at its threshold, e.g. 4/5 "
+        f"(docs/checks.md#repeated-trials) (env SERVECHECK_TRIALS; default: {default})",
+    )
+
+
 def add_run_arguments(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup,
     kind: str,
