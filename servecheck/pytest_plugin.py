@@ -26,7 +26,6 @@ plugin defines them. When active it:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -279,11 +278,9 @@ def _trials_arg(text: str) -> int:
     try:
         value = int(str(text).strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a whole number of trials, got {text!r}"
-        ) from None
+        raise ValueError(f"expected a whole number of trials, got {text!r}") from None
     if not 1 <= value <= MAX_TRIALS:
-        raise argparse.ArgumentTypeError(f"trials must be 1 to {MAX_TRIALS}, got {value}")
+        raise ValueError(f"trials must be 1 to {MAX_TRIALS}, got {value}")
     return value
 
 
@@ -297,7 +294,7 @@ def trials_of(config: pytest.Config) -> int:
         return 1
     try:
         return _trials_arg(env)
-    except argparse.ArgumentTypeError as exc:
+    except ValueError as exc:
         raise pytest.UsageError(f"${ENV['trials']}: {exc}") from None
 
 

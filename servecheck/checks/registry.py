@@ -220,7 +220,7 @@ def _trials_markdown(checks: dict[str, Check]) -> list[str]:
     lines = [
         "## Repeated trials",
         "",
-        "`servecheck check --trials K` (default 1) runs each model-dependent check K times and",
+        "`servecheck check` with K trials (its trials option, default 1) runs each model-dependent check K times and",
         "reports k/K passed (results.jsonl and summary.json `trials`, a `servecheck_trials`",
         "property in junit.xml, a table in report.html). It passes when at least the threshold",
         "passed: the share below of K, rounded up; every other check runs once and must pass.",

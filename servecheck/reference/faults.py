@@ -398,7 +398,7 @@ _fault("tools-ignored", "tool_choice required is ignored (text answer)", "TOOLS-
 _fault(
     "tools-ignored-every-fifth",
     "a forced tool call is answered with text on every fifth such request, the first included: "
-    "a model that misses now and then (the --trials self-tests count it)",
+    "a model that misses now and then (the trials self-tests count it)",
     "TOOLS-REQUIRED",
 )
 _fault(

@@ -636,7 +636,7 @@ def spanning_stop(pieces: list[str]) -> str | None:
     requires=("stop", "streaming"),
 )
 def chat_stop_boundary(ctx: CheckContext) -> None:
-    params: dict[str, Any] = {"max_tokens": 24, "temperature": 0, "seed": 7}
+    params: dict[str, Any] = {**ctx.answer_budget(24), "temperature": 0, "seed": 7}
     first = ctx.stream_chat(STOP_SPAN_PROMPT, usage=False, **params)
     pieces, _ = _streamed_pieces(ctx, first, "streamed chat completion")
     stop = spanning_stop(pieces)
@@ -686,7 +686,9 @@ _EARLY_STOP = re.compile(r"[A-Za-z0-9]{2}")
     requires=("min_tokens", "stop"),
 )
 def chat_min_tokens(ctx: CheckContext) -> None:
-    params: dict[str, Any] = {"max_tokens": MIN_TOKENS_BUDGET, "temperature": 0, "seed": 7}
+    # On a reasoning target the answer's C tokens include the thinking; the budget has room.
+    params: dict[str, Any] = {**ctx.answer_budget(MIN_TOKENS_BUDGET), "temperature": 0, "seed": 7}
+    budget = int(params.get("max_tokens") or MIN_TOKENS_BUDGET)
     first = ctx.chat(STOP_SPAN_PROMPT, **params)
     text = _content(_choices(ctx, ctx.ok_json(first, "chat completion"), first)[0])
     match = _EARLY_STOP.search(text)
@@ -694,8 +696,8 @@ def chat_min_tokens(ctx: CheckContext) -> None:
     stopped = ctx.chat(STOP_SPAN_PROMPT, stop=[stop], **params) if stop else first
     early = ctx.ok_json(stopped, "chat completion with stop").get("usage") or {}
     count = early.get("completion_tokens")
-    floor = count + MIN_TOKENS_MORE if isinstance(count, int) else MIN_TOKENS_BUDGET + 1
-    if not stop or floor > MIN_TOKENS_BUDGET - MIN_TOKENS_MORE:
+    floor = count + MIN_TOKENS_MORE if isinstance(count, int) else budget + 1
+    if not stop or floor > budget - MIN_TOKENS_MORE:
         raise CheckError(
             ctx.check_id,
             "no stop string from the answer ends it early enough to ask min_tokens past it",
