@@ -1326,7 +1326,7 @@ _fault(
 )
 _fault(
     "timings-disagree",
-    "the per-request timings (llama.cpp's shape, as --quirk timings) disagree with the answer: "
+    "the per-request timings (llama.cpp's shape, as the timings quirk sends them) disagree with the answer: "
     "predicted_n is usage's completion_tokens + 2 and prompt_ms is 10 s longer than the prefill; "
     "a load run's timings.server checks (SRV-TTFT, SRV-QUEUE-PREFILL, SRV-TOKENS) name it",
 )

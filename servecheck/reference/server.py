@@ -494,7 +494,7 @@ def _completion_tokens(choices: list[Choice]) -> int:
 def _timings(
     state: State, slot: _Slot, first: float, prompt_tokens: int, completion_tokens: int
 ) -> dict[str, Any] | None:
-    """llama.cpp's per-request ``timings`` object (``--quirk timings``), or None when off:
+    """llama.cpp's per-request ``timings`` object (the ``timings`` quirk), or None when off:
     prefill from scheduling to the first token, decode from it to now. ``timings-disagree``
     reports two tokens more than usage and a prefill 10 s longer than it was."""
     wrong = "timings-disagree" in state.faults
@@ -960,7 +960,7 @@ class _Sse:
         self.cid = self._new_id()
         self.prefix = self._prefix()
         self.held: list[bytes] = []
-        self.first = 0.0  # when the first token was due (monotonic): --quirk timings' prefill
+        self.first = 0.0  # when the first token was due (monotonic): the timings quirk's prefill
 
     def _new_id(self) -> str:
         return ("chatcmpl-" if self.chat else "cmpl-") + secrets.token_hex(12)
