@@ -172,3 +172,18 @@ def test_a_run_without_server_timings_has_no_server_part() -> None:
     tally.add({"ttft": 0.01, "error": None, "stamps": {"written": 0.1}})
     section = tally.section()
     assert section is not None and section.server is None
+
+
+def test_the_decomposition_figure_draws_the_engine_per_request() -> None:
+    from servecheck.report import load_figures as lf
+
+    phases = {
+        "send": {"count": 4, "mean": 0.5},
+        "wait_headers": {"count": 4, "mean": 9.0},
+        "server_prefill": {"count": 4, "mean": 6.0},
+        "server_decode": {"count": 4, "mean": 40.0},
+    }
+    bars = dict(lf.decomposition_bars({"timings": {"phases_ms": phases}}))
+    assert bars["engine, per request"] == [("engine prefill", 6.0)]
+    without = dict(lf.decomposition_bars({"timings": {"phases_ms": {"send": phases["send"]}}}))
+    assert "engine, per request" not in without

@@ -263,3 +263,17 @@ def test_engine_tree_counts_child_processes_and_not_strangers(tmp_path: Path) ->
         child.wait(30)
     tree = [r for r in records if isinstance(r, Sample) and r.metric == "gpu_tree_mem_bytes"]
     assert [r.value for r in tree] == [41 * GIB]
+
+
+def test_dcgm_framebuffer_is_judged_apart_from_nvml(tmp_path: Path) -> None:
+    # Both samplers write gpu_mem_used_bytes; each source is its own series, never summed.
+    nvml, phases = _nvml(tmp_path / "n", lambda i: 0.0)
+    dcgm = nvml[(nvml["metric"] == "gpu_mem_used_bytes")].copy()
+    dcgm["source"] = "dcgm"
+    step = dcgm["t"].map(
+        lambda t: _excess(phases, t, lambda i: 0.0 if i is None else 128 * MIB * (i + 1))
+    )
+    dcgm["value"] = dcgm["value"] + step
+    verdicts, _ = _judge(pd.concat([nvml, dcgm], ignore_index=True), phases)
+    assert verdicts["dcgm_fb_used_bytes"].status == "leak", verdicts["dcgm_fb_used_bytes"].message
+    assert verdicts["nvml_used_bytes"].status == "ok", verdicts["nvml_used_bytes"].message
