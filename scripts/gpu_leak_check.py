@@ -281,7 +281,7 @@ def soak_once(args: argparse.Namespace, leak: bool, out: Path) -> tuple[str, str
         prompt_words=20,
         interval_s=0.25,
         abandon=True,
-        abandon_share=0.25,
+        abandon_share=0.5,
         abandon_chunks=4,
         probe_streams=4,
         probe_rounds=1,

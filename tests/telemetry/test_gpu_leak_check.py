@@ -18,7 +18,18 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_gpu_leak_check_runs_on_cpu_with_the_fake_backend(tmp_path: Path) -> None:
     argv = [sys.executable, str(ROOT / "scripts" / "gpu_leak_check.py"), "--fake"]
-    argv += ["--cycles", "5", "--cycle-s", "2", "--idle-s", "4.5", "--out", str(tmp_path)]
+    argv += [
+        "--cycles",
+        "7",
+        "--cycle-s",
+        "2",
+        "--idle-s",
+        "4.5",
+        "--kv-mib",
+        "32",
+        "--out",
+        str(tmp_path),
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     # A guard, not a timing claim: the run takes about two minutes on two busy cores.
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env, check=False)
