@@ -340,9 +340,30 @@ class Slowest:
 
 
 @dataclass(slots=True)
+class ServerCheck:
+    """One per-request server-timing check (analysis/server_timings.py's CHECKS): over how many
+    requests it could be made, and on how many the engine's numbers broke it."""
+
+    id: str
+    description: str
+    checked: int
+    violated: int
+
+
+@dataclass(slots=True)
+class ServerTimings:
+    """Per-request server timings (llama.cpp's ``timings``, vLLM's ``metrics``): how many
+    requests carried them, and the checks that hold them against the client's record."""
+
+    requests: int
+    checks: list[ServerCheck]
+
+
+@dataclass(slots=True)
 class TimingsSection:
     """The TTFT decomposition (analysis/timings.py): connections, the request id's echo, the
-    phases (keys: the measured ones of its PHASES) and the slowest requests."""
+    phases (keys: the measured ones of its PHASES) and the slowest requests; ``server`` where
+    the engine sent per-request timings."""
 
     request_id_header: str | None
     requests_stamped: int
@@ -353,6 +374,7 @@ class TimingsSection:
     request_id_in_body: int
     phases_ms: dict[str, PhaseMs]
     slowest: Slowest
+    server: ServerTimings | None = field(default=None, metadata=OMIT)
 
 
 @dataclass(slots=True)

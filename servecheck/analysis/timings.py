@@ -22,7 +22,16 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from servecheck.analysis.sections import Connections, PhaseMs, Slowest, SlowRequest, TimingsSection
+from servecheck.analysis.sections import (
+    Connections,
+    PhaseMs,
+    ServerCheck,
+    ServerTimings,
+    Slowest,
+    SlowRequest,
+    TimingsSection,
+)
+from servecheck.analysis.server_timings import CHECKS, SERVER_PHASES, violations
 from servecheck.analysis.stats import Histogram, add_fields, pack_fields, unpack_fields
 from servecheck.analysis.typed_json import from_json, to_json
 from servecheck.errors import SpecError
@@ -50,6 +59,8 @@ PHASES: tuple[tuple[str, str], ...] = (
     ("body_to_token", "first body byte to first token"),
     ("token_to_answer", "first token to first answer token (reasoning streams)"),
     ("decode", "first token to last token"),
+    # The engine's own, per request, where it sent them (analysis/server_timings.py).
+    *((key, what) for key, _field, what in SERVER_PHASES),
 )
 # The parts that add up to TTFT: send + wait_headers + headers_to_body + body_to_token.
 TTFT_PARTS = ("send", "wait_headers", "headers_to_body", "body_to_token")
@@ -182,6 +193,8 @@ class TimingsTally:
     echo_differs: int = 0
     response_ids: int = 0
     id_in_body: int = 0  # body ids that contain the request id (the engine took it as its own)
+    # Per-request server timings: "timed", and "<check id>:checked" / ":violated" counts.
+    server: dict[str, int] = field(default_factory=dict)
     # Per ranking: a min-heap of (value, record number) and those records' rows, at most N each.
     _slow: dict[str, list[tuple[float, int]]] = field(
         default_factory=lambda: {"ttft": [], "e2e": []}
@@ -213,6 +226,8 @@ class TimingsTally:
             rid = r.get("request_id")
             # vLLM names the request after the header: chatcmpl-<X-Request-Id>.
             self.id_in_body += bool(rid) and str(rid) in str(body_id)
+        if r.get("server_timings") is not None:
+            self._server(r)
         if r.get("error") is not None or not isinstance(r.get("stamps"), dict):
             return
         self.stamped += 1
@@ -232,6 +247,37 @@ class TimingsTally:
             else:
                 continue
             rows[self._n] = _row(r)
+
+    def _server(self, r: Mapping[str, Any]) -> None:
+        """Tally one record's server timings: its phases and the checks it allows."""
+        found = violations(r)
+        st = r["server_timings"]
+        if r.get("error") is not None or not isinstance(st, dict):
+            return
+        counts = self.server
+        counts["timed"] = counts.get("timed", 0) + 1
+        for check, bad in found.items():
+            counts[f"{check}:checked"] = counts.get(f"{check}:checked", 0) + 1
+            counts[f"{check}:violated"] = counts.get(f"{check}:violated", 0) + bad
+        for key, name, _what in SERVER_PHASES:
+            if isinstance(st.get(name), int | float):
+                self.hist[key].record(max(0.0, float(st[name])) / 1000.0)
+
+    def server_section(self) -> ServerTimings | None:
+        """The section's ``server`` part, or None when no request carried server timings."""
+        counts = self.server
+        if not counts.get("timed"):
+            return None
+        checks = [
+            ServerCheck(
+                id=check,
+                description=what,
+                checked=counts.get(f"{check}:checked", 0),
+                violated=counts.get(f"{check}:violated", 0),
+            )
+            for check, what in CHECKS
+        ]
+        return ServerTimings(requests=counts["timed"], checks=checks)
 
     def merge(self, other: TimingsTally) -> None:
         """Add another worker's tally: counts and phases add, the slowest N of both are kept."""
@@ -297,6 +343,7 @@ class TimingsTally:
             request_id_in_body=self.id_in_body,
             phases_ms=phases,
             slowest=Slowest(by_ttft=self._slowest("ttft"), by_e2e=self._slowest("e2e")),
+            server=self.server_section(),
         )
 
     def _slowest(self, key: str) -> list[SlowRequest]:
@@ -314,6 +361,7 @@ _TALLY_FIELDS = (
     "echo_differs",
     "response_ids",
     "id_in_body",
+    "server",
 )
 
 

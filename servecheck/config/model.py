@@ -165,6 +165,12 @@ class TelemetrySettings(_Strict):
     interval_s: Annotated[float, Field(gt=0, le=60)] | None = None
     dcgm_url: str | None = None
     nvml: bool = True
+    device: Literal["auto", "nvidia", "amd", "unified", "none"] = Field(
+        default="auto",
+        description="the target's device memory: auto judges what NVML / DCGM / amdgpu sysfs show; "
+        "nvidia or amd declares a GPU (unreadable memory is then inconclusive); unified: the "
+        "engine's process-tree RSS stands in; none: not judged",
+    )
 
     @field_validator("metrics_url", "dcgm_url")
     @classmethod

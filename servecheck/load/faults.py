@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servecheck.analysis import outage, server_truth
+from servecheck.analysis import outage, server_timings, server_truth
 from servecheck.analysis.sections import CancelSection, Outages
 from servecheck.analysis.slo import SLO
 from servecheck.analysis.stats import RunStats
@@ -56,6 +56,8 @@ def fault_sections(
     elif server is not None:
         server["voided_by_outage"] = True
         parts.append(RunVerdict(PASS, ["server: counters not reconciled across the outage"]))
+    # The engine's per-request timings against the client's record and its own usage.
+    parts.append(server_timings.verdict_of(agg.timings.server_section()))
     # a pass keeps what it saw in its reasons (a cancel drained, an outage judged)
     return Faults(cancel=section, outages=outages), compose([run, *parts])
 

@@ -375,12 +375,15 @@ def leak_verdicts(
     plan: SoakPlan,
     drain: DrainVerdict | None,
     prefix_cache: bool | str | None = None,
+    device: str = "auto",
 ) -> tuple[dict[str, LeakVerdict], str, list[RunVerdict]]:
-    """Leak verdicts for every sampled metric of :data:`LEAK_METRICS`, the primary metric
-    (``kv_usage``, else ``requests_running``) and the run's stage verdicts (a leak and a drain
-    that did not finish fail; a sampled series that could not be judged is inconclusive).
+    """Leak verdicts for every sampled metric of :data:`LEAK_METRICS` and every device memory
+    series (``telemetry/device.py``), the primary metric (``kv_usage``, else
+    ``requests_running``) and the run's stage verdicts (a leak and a drain that did not finish
+    fail; a sampled series that could not be judged, or read, is inconclusive).
     ``prefix_cache``: the target's ``capabilities.prefix_cache`` (a kv_usage plateau is
-    retention only where a prefix cache is declared or seen)."""
+    retention only where a prefix cache is declared or seen); ``device``: the target's
+    ``telemetry.device`` (a declared GPU whose memory cannot be read is inconclusive)."""
     from servecheck.telemetry.leak import analyse_leak, inconclusive_reason, prefix_cache_evidence
     from servecheck.telemetry.leak import unjudged as unjudged_series
 
@@ -404,7 +407,7 @@ def leak_verdicts(
         if m in present
     }
     primary = "kv_usage" if "kv_usage" in present else "requests_running"
-    stages: list[RunVerdict] = []
+    stages = _device_memory(frame, phases, device, verdicts)
     for metric, v in verdicts.items():
         if v.status == "leak":
             stages.append(RunVerdict.of(False, f"{metric}: leak"))
@@ -432,6 +435,28 @@ def leak_verdicts(
     if drain is not None:
         stages.append(RunVerdict.of(drain.status == "ok", f"drain: {drain.status}"))
     return verdicts, primary, stages
+
+
+def _device_memory(
+    frame: pd.DataFrame, phases: Phases, device: str, verdicts: dict[str, LeakVerdict]
+) -> list[RunVerdict]:
+    """Add the device memory verdicts to ``verdicts`` (with a ``device_memory`` note where there
+    is one); return the INCONCLUSIVE stages of what could not be read."""
+    from servecheck.telemetry.device import NOTE, UNREADABLE, judge_device_memory
+    from servecheck.telemetry.leak import LeakVerdict
+
+    judged = judge_device_memory(frame, phases, declared=device, min_cycles=MIN_CYCLES)
+    verdicts.update(judged.verdicts)
+    if judged.notes:
+        verdicts["device_memory"] = LeakVerdict(
+            NOTE, "device_memory", "; ".join(judged.notes), float("nan")
+        )
+    reasons = [
+        f"{name}: inconclusive: {v.message.removeprefix('UNREADABLE: ')}"
+        for name, v in judged.verdicts.items()
+        if v.status == UNREADABLE
+    ]
+    return [RunVerdict.of(False, r, otherwise=INCONCLUSIVE) for r in reasons + judged.problems]
 
 
 def _progress_bar(progress: bool) -> Progress:
@@ -603,7 +628,7 @@ def run_soak(
     ended = time.time()
     frame = rec.frame()
     verdicts, primary, stages = leak_verdicts(
-        frame, phases, plan, drain, target.capabilities.prefix_cache
+        frame, phases, plan, drain, target.capabilities.prefix_cache, target.telemetry.device
     )
     verdict = compose([RunVerdict.of(watch.down is None, watch.down or ""), *stages])  # down first
     data = _soak_data(target, plan, run_dir, (started, ended), phases, cycles, primary, version)
@@ -653,7 +678,7 @@ def _interrupted(
     primary = "kv_usage"
     if cut.baseline is not None:
         verdicts, primary, stages = leak_verdicts(
-            frame, phases, plan, None, target.capabilities.prefix_cache
+            frame, phases, plan, None, target.capabilities.prefix_cache, target.telemetry.device
         )
     verdict = compose([RunVerdict.of(False, why, otherwise=INCONCLUSIVE), *stages])
     data = _soak_data(

@@ -133,6 +133,9 @@ class RequestRecord:
     served_model: str | None = None  # the model the answer named (an alias's swap)
     finish_reason: str | None = None  # the stream's last finish_reason (stop, length, abort ...)
     outcome: str | None = None  # the probe's own class of it (drain: finished / cut / hung ...)
+    # What the engine said this request spent (analysis/server_timings.py): queue_ms,
+    # prefill_ms, decode_ms, ttft_ms, prompt_n, predicted_n, those it reported.
+    server_timings: dict[str, float] | None = None
 
     @property
     def ok(self) -> bool:
@@ -239,6 +242,7 @@ _OPTIONAL = (
     "served_model",
     "finish_reason",
     "outcome",
+    "server_timings",
 )
 
 

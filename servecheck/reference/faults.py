@@ -1331,6 +1331,12 @@ _fault(
     "/metrics lacks vllm:time_to_first_token_seconds: the TTFT decomposition has no engine side",
 )
 _fault(
+    "timings-disagree",
+    "the per-request timings (llama.cpp's shape, as the timings quirk sends them) disagree with the answer: "
+    "predicted_n is usage's completion_tokens + 2 and prompt_ms is 10 s longer than the prefill; "
+    "a load run's timings.server checks (SRV-TTFT, SRV-QUEUE-PREFILL, SRV-TOKENS) name it",
+)
+_fault(
     "gateway-first-byte-delay",
     "every generation request waits 200 ms before the engine sees it (a buffering gateway): the "
     "client's TTFT grows, the engine's histograms do not",
@@ -1565,6 +1571,8 @@ QUIRKS: dict[str, str] = {
     "sse-comments": "': keep-alive' comment lines between events",
     "sse-split": "every event split across several TCP writes, cutting through multi-byte characters",
     "extra-fields": "unknown extra fields in responses and chunks",
+    "timings": "llama.cpp's per-request timings object (prompt_n, prompt_ms, predicted_n, "
+    "predicted_ms, cache_n) in the last chunk of a stream and in a plain answer's body",
     "messages-cache-read": "/v1/messages usage reports all but one prompt token as "
     "cache_read_input_tokens (input_tokens counts only what the cache did not hold)",
     "stream-late-error": "a streamed request over the context is refused inside its 200 stream "

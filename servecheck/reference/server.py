@@ -515,6 +515,33 @@ def _completion_tokens(choices: list[Choice]) -> int:
 # KV-cache bookkeeping (for /metrics and the leak self-tests)
 
 
+def _timings(
+    state: State, slot: _Slot, first: float, prompt_tokens: int, completion_tokens: int
+) -> dict[str, Any] | None:
+    """llama.cpp's per-request ``timings`` object (the ``timings`` quirk), or None when off:
+    prefill from scheduling to the first token, decode from it to now. ``timings-disagree``
+    reports two tokens more than usage and a prefill 10 s longer than it was."""
+    wrong = "timings-disagree" in state.faults
+    if "timings" not in state.config.quirks and not wrong:
+        return None
+    now = time.monotonic()
+    cached = slot.cached or 0
+    prompt_ms = max(0.0, first - slot.scheduled) * 1000 + (10_000.0 if wrong else 0.0)
+    predicted_ms = max(0.0, now - first) * 1000
+    predicted = completion_tokens + (2 if wrong else 0)
+    return {
+        "cache_n": cached,
+        "prompt_n": prompt_tokens - cached,
+        "prompt_ms": round(prompt_ms, 3),
+        "prompt_per_second": round((prompt_tokens - cached) / prompt_ms * 1000, 3)
+        if prompt_ms
+        else 0.0,
+        "predicted_n": predicted,
+        "predicted_ms": round(predicted_ms, 3),
+        "predicted_per_second": round(predicted / predicted_ms * 1000, 3) if predicted_ms else 0.0,
+    }
+
+
 class _Slot:
     """Holds a request's KV blocks and its running slot; released exactly once."""
 
@@ -783,6 +810,10 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         engine_metrics.finished(state, slot.arrival, slot.scheduled, None)
         full = _full_body(state, body, chat, choices, prompt_tokens, completion_tokens, model_name)
         prefix_cache.annotate(full["usage"], slot.cached)
+        first = slot.scheduled + prefix_cache.ttft_s(state.config, slot.cached, prompt_tokens)
+        timings = _timings(state, slot, first, prompt_tokens, completion_tokens)
+        if timings is not None:
+            full["timings"] = timings
         if truncated_from:
             full["warnings"] = [
                 f"prompt truncated from {truncated_from} to {prompt_tokens} tokens (context {limit})"
@@ -956,6 +987,7 @@ class _Sse:
         self.cid = self._new_id()
         self.prefix = self._prefix()
         self.held: list[bytes] = []
+        self.first = 0.0  # when the first token was due (monotonic): the timings quirk's prefill
 
     def _new_id(self) -> str:
         return ("chatcmpl-" if self.chat else "cmpl-") + secrets.token_hex(12)
@@ -964,7 +996,7 @@ class _Sse:
         created = f'"{self.created}"' if self.hooks.created_as_string else self.created
         return _chunk_prefix(self.cid, created, self.model_name, self.obj)
 
-    def chunk(self, choice_json: str, usage: str | None = None) -> bytes:
+    def chunk(self, choice_json: str, usage: str | None = None, timings: str = "") -> bytes:
         if self.hooks.fresh_id_per_chunk or self.hooks.created_step:
             if self.hooks.fresh_id_per_chunk:
                 self.cid = self._new_id()
@@ -973,6 +1005,7 @@ class _Sse:
         # stream-usage-placeholder: the chunks without usage say "usage": [] instead of nothing
         placeholder = ',"usage":[]' if self.hooks.usage_placeholder else ""
         tail = f',"usage":{usage}' if usage else placeholder
+        tail += f',"timings":{timings}' if timings else ""
         return f"data: {self.prefix}{choice_json}]{tail}}}\n\n".encode()
 
     def usage_only(self, usage: str) -> bytes:
@@ -1072,6 +1105,7 @@ async def _stream(
         return await sse.close()
     if chat and hooks.role_chunk:
         await sse.send(sse.chunk(",".join(sse.delta(c.index, ROLE_DELTA) for c in choices)))
+    sse.first = schedule.t0 + schedule.ttft_s + schedule.extra_s
     await _stream_tokens(state, body, choices, prompt_tokens, slot, sse, schedule)
     if state.dead:
         await sse.send(DEAD_EVENT)
@@ -1255,6 +1289,10 @@ async def _stream_tail(
     hooks, faults, chat = sse.hooks, state.faults, sse.chat
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     include_usage = include_usage or hooks.usage_always  # stream-usage-unasked
+    timed = _timings(state, slot, sse.first, prompt_tokens, completion_tokens)
+    timings = (
+        json.dumps(timed) if timed is not None else ""
+    )  # on the last finish chunk, as llama.cpp
     for c in choices:
         empty = "{}" if chat else '""'
         repeated = (
@@ -1267,7 +1305,11 @@ async def _stream_tail(
         reason = "stop" if hooks.length_as_stop and c.finish_reason == "length" else c.finish_reason
         reason = "stop" if hooks.tool_finish_stop and reason == "tool_calls" else reason
         last = "null" if hooks.null_final_delta and chat else empty
-        await sse.send(sse.chunk(sse.delta(c.index, last, reason), repeated))
+        await sse.send(
+            sse.chunk(
+                sse.delta(c.index, last, reason), repeated, timings if c is choices[-1] else ""
+            )
+        )
         if hooks.finish_twice or grid_faults.finish_twice(faults, c):
             await sse.send(sse.chunk(sse.delta(c.index, empty, c.finish_reason)))
         if hooks.content_after_finish:

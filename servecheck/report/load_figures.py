@@ -190,6 +190,14 @@ def decomposition_bars(summary: Mapping[str, Any]) -> list[tuple[str, list[tuple
     bars: list[tuple[str, list[tuple[str, float]]]] = []
     if client:
         bars.append(("client TTFT phases", client))
+    # The engine's own numbers, per request, where its answers carried them (server_timings.py).
+    per_request = [
+        (label, mean)
+        for key, label in (("server_queue", "engine queue"), ("server_prefill", "engine prefill"))
+        if (mean := _num((phases.get(key) or {}).get("mean"))) is not None
+    ]
+    if per_request:
+        bars.append(("engine, per request", per_request))
     dec = (summary.get("server") or {}).get("decomposition") or {}
     eng = dec.get("engine") or {}
     ttft = _num((eng.get("ttft_seconds") or {}).get("mean_ms"))

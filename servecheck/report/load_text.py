@@ -21,6 +21,7 @@ from servecheck.analysis.sections import (
     Turns,
     WarmupSection,
 )
+from servecheck.analysis.server_timings import SERVER_PHASES
 from servecheck.analysis.server_truth import PHASES
 from servecheck.analysis.timings import TTFT_PARTS
 
@@ -169,6 +170,17 @@ def format_timings(t: TimingsSection | None) -> list[str]:
         + f"; body ids {t.response_ids}"
         + f" ({t.request_id_in_body} name the request id)",
     ]
+    if t.server is not None:
+        srv = [
+            f"{k.removeprefix('server_')} {ph[k].p50:.2f}/{ph[k].p99:.2f}"
+            for k, _f, _w in SERVER_PHASES
+            if k in ph
+        ]
+        broken = [f"{c.id} {c.violated}/{c.checked}" for c in t.server.checks if c.violated]
+        lines.append(
+            f"server timings ({t.server.requests} requests) ms p50/p99: {'  '.join(srv) or '-'}; "
+            + ("broken: " + ", ".join(broken) if broken else "every check held")
+        )
     slow = t.slowest.by_ttft
     if slow:
         top = slow[0]

@@ -90,6 +90,14 @@ def timings_html(t: TimingsSection | None, tables: Tables) -> str:
             numeric=range(2, 7),
         ),
     ]
+    if t.server is not None:
+        parts.append(
+            f"<h4>The engine's own timings, per request ({esc(t.server.requests)} requests "
+            "carried them)</h4>"
+            + tables.html(
+                ("check", "what it holds", "checked", "violated"), _server_rows(t), numeric=(2, 3)
+            )
+        )
     slow = t.slowest.by_ttft
     if slow:
         parts.append(
@@ -103,16 +111,29 @@ def timings_html(t: TimingsSection | None, tables: Tables) -> str:
     return "".join(parts)
 
 
+def _server_rows(t: TimingsSection) -> list[tuple[Any, ...]]:
+    if t.server is None:
+        return []
+    return [(c.id, c.description, c.checked, c.violated) for c in t.server.checks]
+
+
 def timings_markdown(t: TimingsSection | None, tables: Tables) -> list[str]:
-    """summary.md lines: the phase table ([] without a ``timings`` section)."""
+    """summary.md lines: the phase table and the server-timing checks ([] without a
+    ``timings`` section)."""
     if t is None:
         return []
     rows = [(r[0], *r[2:]) for r in _phase_rows(t)]
-    return (
+    out = (
         ["TTFT decomposition (ms):", *tables.markdown(("phase", *_COLUMNS, "n"), rows)]
         if rows
         else []
     )
+    if t.server is not None:
+        out += [
+            f"Server timings per request ({t.server.requests} requests carried them):",
+            *tables.markdown(("check", "what it holds", "checked", "violated"), _server_rows(t)),
+        ]
+    return out
 
 
 __all__ = ["Tables", "timings_html", "timings_markdown"]

@@ -149,23 +149,39 @@ def prefix_cache_evidence(frame: pd.DataFrame, declared: bool | str | None) -> P
     return PrefixCache(True, f"the target's prefix cache was used ({top:g} tokens counted)")
 
 
+# Device memory series (telemetry/device.py), judged by these names: they sit at the engine's
+# preallocation (tens of GB), where 1 % of the baseline would hide a leak of hundreds of MiB,
+# so their floor and tolerance scale with the baseline ten times less.
+DEVICE_SERIES_NAMES = (
+    "nvml_used_bytes",
+    "nvml_engine_bytes",
+    "dcgm_fb_used_bytes",
+    "amdgpu_vram_used_bytes",
+    "amdgpu_gtt_used_bytes",
+)
 # The noise floor of a trend's rise, per metric (in its unit): a significant Mann-Kendall order
 # with a rise below it is rounding; above it a sustained rise is a leak whatever the tolerance.
 RISE_FLOOR_ABS: dict[str, float] = {
     "kv_usage": 0.005,
     "requests_running": 0.25,
     "rss_tree_bytes": 8 * 2**20,
+    **dict.fromkeys(DEVICE_SERIES_NAMES, 16 * 2**20),
 }
 RISE_FLOOR_REL = 0.01  # of the baseline level
+RISE_FLOOR_REL_OF: dict[str, float] = dict.fromkeys(DEVICE_SERIES_NAMES, 0.001)
 NOISE_SIGMAS = 4.0  # robust standard deviations of the baseline window
 # Where no tolerance is given (tolerance None): one that scales with the series, for metrics
 # whose size depends on the model and engine (RSS: 70 MiB for a small server, GBs for vLLM).
-AUTO_TOLERANCE_ABS: dict[str, float] = {"rss_tree_bytes": 32 * 2**20}
+AUTO_TOLERANCE_ABS: dict[str, float] = {
+    "rss_tree_bytes": 32 * 2**20,
+    **dict.fromkeys(DEVICE_SERIES_NAMES, 64 * 2**20),
+}
 AUTO_TOLERANCE_REL = 0.05
 # The engine's own gauges, read from /metrics between its updates: an "ok" on one of them needs
 # the load to show in a fair share of the samples under load, not in a few spikes.
 ENGINE_GAUGES = frozenset({"kv_usage", "requests_running"})
 MIN_MOVED_SHARE = 0.10
+AUTO_TOLERANCE_REL_OF: dict[str, float] = dict.fromkeys(DEVICE_SERIES_NAMES, 0.005)
 
 
 def robust_sd(values: pd.Series) -> float:
@@ -179,9 +195,8 @@ def robust_sd(values: pd.Series) -> float:
 def rise_floor(metric: str, baseline: float, noise: float) -> float:
     """The smallest rise over the run that is more than noise: the largest of NOISE_SIGMAS x the
     baseline's robust sd, RISE_FLOOR_REL of the baseline and the metric's minimum."""
-    return max(
-        NOISE_SIGMAS * noise, RISE_FLOOR_REL * abs(baseline), RISE_FLOOR_ABS.get(metric, 0.0)
-    )
+    rel = RISE_FLOOR_REL_OF.get(metric, RISE_FLOOR_REL)
+    return max(NOISE_SIGMAS * noise, rel * abs(baseline), RISE_FLOOR_ABS.get(metric, 0.0))
 
 
 def auto_tolerance(metric: str, baseline: float, noise: float) -> float:
@@ -189,7 +204,7 @@ def auto_tolerance(metric: str, baseline: float, noise: float) -> float:
     twice the noise floor and the metric's minimum."""
     return max(
         AUTO_TOLERANCE_ABS.get(metric, 0.0),
-        AUTO_TOLERANCE_REL * abs(baseline),
+        AUTO_TOLERANCE_REL_OF.get(metric, AUTO_TOLERANCE_REL) * abs(baseline),
         2 * rise_floor(metric, baseline, noise),
     )
 
@@ -407,6 +422,8 @@ def analyse_leak(
     agg: str | None = None,
     ceiling: float | None = None,
     prefix_cache: PrefixCache | None = None,
+    expect_flat: bool = False,
+    retention_cause: str | None = None,
 ) -> LeakVerdict:
     """Decide whether ``metric`` leaks across the load cycles in ``phases``.
 
@@ -421,6 +438,9 @@ def analyse_leak(
     ``ceiling`` is the metric's maximum (default 1.0 for ``kv_usage``, else none): a median
     post-drain level within ``tolerance`` of it is a leak that has saturated, not retention.
     ``prefix_cache`` (None: unknown) decides whether a plateau is retention or a leak.
+    ``expect_flat``: the metric is flat under load by design (device memory at an engine's
+    preallocation), so a load that never moved it is the expected shape, not inconclusive;
+    ``retention_cause`` names what keeps a plateau where no prefix cache is in question.
     See the module docstring for the verdict rules.
     """
     if agg is None:
@@ -477,6 +497,8 @@ def analyse_leak(
         ceiling=top,
         prefix_cache=prefix_cache,
         total=total,
+        expect_flat=expect_flat,
+        retention_cause=retention_cause,
     )
     return verdict
 
@@ -544,6 +566,8 @@ def _decide_from_levels(
     ceiling: float | None,
     prefix_cache: PrefixCache | None,
     total: int,
+    expect_flat: bool = False,
+    retention_cause: str | None = None,
 ) -> None:
     """Set ``verdict``'s trend, status and message from enough cycles' post-drain levels."""
     metric, tolerance, gaps, top = verdict.metric, verdict.tolerance, verdict.gaps, ceiling
@@ -591,7 +615,7 @@ def _decide_from_levels(
         cause = (
             f"retention: {prefix_cache.why}"
             if prefix_cache is not None
-            else "possible retention (prefix cache?)"
+            else retention_cause or "possible retention (prefix cache?)"
         )
         verdict.message = (
             f"RETENTION: {metric} stayed at {f(float(np.median(levels)))} after drain "
@@ -599,12 +623,14 @@ def _decide_from_levels(
             f"({trend_text}): {cause}, not a growing leak"
             f"{unused}{gap_text}"
         )
-    elif unexercised := _unexercised(verdict, peaks, baseline, f):
+    elif not expect_flat and (unexercised := _unexercised(verdict, peaks, baseline, f)):
         verdict.status = "inconclusive"
         verdict.message = f"{unexercised} ({trend_text}){unused}{gap_text}"
     else:
         verdict.status = "ok"
         note = ""
+        if expect_flat and all(abs(e) <= tolerance for e in excess):
+            note = "; flat at its preallocation, the expected shape"
         if p < alpha and low > 0:
             note = (
                 f"; upward trend below the noise floor {f(verdict.floor or 0.0)} (rise {f(rise)})"

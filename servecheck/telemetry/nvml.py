@@ -18,13 +18,15 @@ class NvmlUnavailable(Exception):
 
 @dataclass(slots=True)
 class DeviceMemory:
-    """Memory of one GPU, in bytes."""
+    """Memory of one GPU, in bytes; ``unified``: NVML has no memory figures for it, because its
+    memory is the host's (GH200, GB10): then ``used`` and ``total`` mean nothing."""
 
     index: int
     name: str
     uuid: str
     used: int
     total: int
+    unified: bool = False
 
 
 @dataclass(slots=True)
@@ -84,16 +86,15 @@ class PynvmlBackend:
         out: list[DeviceMemory] = []
         for index in range(nv.nvmlDeviceGetCount()):
             handle = self._handle(index)
-            mem = nv.nvmlDeviceGetMemoryInfo(handle)
-            out.append(
-                DeviceMemory(
-                    index,
-                    _text(nv.nvmlDeviceGetName(handle)),
-                    _text(nv.nvmlDeviceGetUUID(handle)),
-                    int(mem.used),
-                    int(mem.total),
-                )
-            )
+            name = _text(nv.nvmlDeviceGetName(handle))
+            uuid = _text(nv.nvmlDeviceGetUUID(handle))
+            try:
+                mem = nv.nvmlDeviceGetMemoryInfo(handle)
+            except nv.NVMLError_NotSupported:
+                # Unified memory (GH200, GB10): no device figures; host memory is the pool.
+                out.append(DeviceMemory(index, name, uuid, 0, 0, unified=True))
+                continue
+            out.append(DeviceMemory(index, name, uuid, int(mem.used), int(mem.total)))
         return out
 
     def processes(self, index: int) -> list[ProcessMemory]:
@@ -147,7 +148,10 @@ class FakeNvml:
             self.on_devices(self)
         if self.fail_next:
             raise self.fail_next.pop(0)
-        return [DeviceMemory(d.index, d.name, d.uuid, d.used, d.total) for d in self.device_list]
+        return [
+            DeviceMemory(d.index, d.name, d.uuid, d.used, d.total, d.unified)
+            for d in self.device_list
+        ]
 
     def processes(self, index: int) -> list[ProcessMemory]:
         return list(self.process_map.get(index, []))

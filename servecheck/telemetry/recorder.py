@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from servecheck.errors import UsageError, did_you_mean
+from servecheck.telemetry.device import DRM_ROOT, AmdgpuSampler, amdgpu_cards
 from servecheck.telemetry.nvml import NvmlBackend
 from servecheck.telemetry.samplers import (
     DcgmSampler,
@@ -27,11 +28,20 @@ if TYPE_CHECKING:
 
     from servecheck.config.model import Target
 
-SETTINGS_KEYS = ("metrics", "pid", "port", "interval_s", "dcgm_url", "nvml", "metrics_url")
+SETTINGS_KEYS = (
+    "metrics",
+    "pid",
+    "port",
+    "interval_s",
+    "dcgm_url",
+    "nvml",
+    "metrics_url",
+    "device",
+)
 # Memory moves slowly, and NVML/DCGM/psutil calls are not free: these samplers never run faster,
 # whatever ``interval_s`` says (a plan that counts their samples must use this floor).
 SLOW_FLOOR_S = 1.0
-SLOW_SOURCES = ("nvml", "dcgm", "rss")
+SLOW_SOURCES = ("nvml", "dcgm", "rss", "amdgpu")
 
 
 def real_interval(source: str, interval_s: float) -> float:
@@ -70,6 +80,8 @@ class TelemetryRecorder:
         nvml_backend: NvmlBackend | None = None,
         dcgm_url: str | None = None,
         max_duration_s: float = 7 * 24 * 3600.0,
+        device: str = "auto",
+        drm_root: Path | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.dir = self.run_dir / TELEMETRY_DIR
@@ -97,7 +109,15 @@ class TelemetryRecorder:
                     self.dir / "nvml.jsonl",
                     backend=nvml_backend,
                     interval_s=slow,
+                    pid=pid,
+                    port=port,
                     **common,
+                )
+            )
+        if _wants_amdgpu(device, drm_root):
+            self.samplers.append(
+                AmdgpuSampler(
+                    self.dir / "amdgpu.jsonl", root=drm_root or DRM_ROOT, interval_s=slow, **common
                 )
             )
         if dcgm_url:
@@ -147,6 +167,7 @@ class TelemetryRecorder:
             "nvml": bool(kw.get("nvml", True)),
             "dcgm": bool(kw.get("dcgm_url")),
             "rss": kw.get("pid") is not None or kw.get("port") is not None,
+            "amdgpu": _wants_amdgpu(str(kw.get("device", "auto")), kw.get("drm_root")),
         }
         interval = float(kw.get("interval_s", 0.5))
         return {src: real_interval(src, interval) for src, on in wanted.items() if on}
@@ -227,9 +248,18 @@ def _target_kwargs(
         "headers": {**target.headers, **target.auth_headers()},
         "nvml": bool(cfg.get("nvml", True)),
         "dcgm_url": cfg.get("dcgm_url"),
+        "device": str(cfg.get("device", "auto")),
     }
     kwargs.update(overrides)
     return url, kwargs
+
+
+def _wants_amdgpu(device: str, drm_root: Path | None) -> bool:
+    """The amdgpu sampler runs where an amdgpu card shows its counters, or where the target
+    declares an AMD GPU (then its absence is a gap that says why)."""
+    if device == "none":
+        return False
+    return device == "amd" or bool(amdgpu_cards(drm_root or DRM_ROOT))
 
 
 def load_markers(run_dir: Path | str) -> pd.DataFrame:

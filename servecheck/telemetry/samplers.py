@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servecheck.telemetry.nvml import NvmlBackend, NvmlUnavailable, PynvmlBackend
+from servecheck.telemetry.nvml import NvmlBackend, NvmlUnavailable, ProcessMemory, PynvmlBackend
 from servecheck.telemetry.prometheus import MetricMap, extract, parse_samples
 from servecheck.telemetry.series import Gap, Sample, SeriesWriter, gap_from_exception
 
@@ -345,8 +345,12 @@ class NvmlSampler(Sampler):
     """Local GPUs through NVML: used/total memory per device and used memory per process.
 
     Records: ``gpu_mem_used_bytes`` and ``gpu_mem_total_bytes`` (labels ``gpu``, ``name``,
-    ``uuid``) and ``gpu_proc_mem_bytes`` (labels ``gpu``, ``pid``). Without NVML the sampler
-    writes one gap "NVML not available: ..." and ends.
+    ``uuid``) and ``gpu_proc_mem_bytes`` (labels ``gpu``, ``pid``). Given the engine (``pid``, or
+    ``port`` to find it), also ``gpu_tree_mem_bytes``: the device memory its process tree holds
+    (vLLM's engine core and workers are children of the API server), per GPU; NVML hiding every
+    one of those processes (a container without the host's PID namespace) is a gap. A device
+    without memory figures (unified memory) records ``gpu_unified_memory`` = 1 instead. Without
+    NVML the sampler writes one gap "NVML not available: ..." and ends.
     """
 
     source = "nvml"
@@ -357,10 +361,13 @@ class NvmlSampler(Sampler):
         *,
         backend: NvmlBackend | None = None,
         interval_s: float = 1.0,
+        pid: int | None = None,
+        port: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(path, interval_s, **kwargs)
         self.backend: NvmlBackend = backend if backend is not None else PynvmlBackend()
+        self.engine = _ProcessTree(pid, port) if pid is not None or port is not None else None
 
     def setup(self) -> None:
         try:
@@ -373,8 +380,12 @@ class NvmlSampler(Sampler):
 
     def sample(self, t: float, t_mono: float) -> Sequence[Sample | Gap]:
         out: list[Sample | Gap] = []
+        seen: list[ProcessMemory] = []
         for dev in self.backend.devices():
             labels = {"gpu": str(dev.index), "name": dev.name, "uuid": dev.uuid}
+            if dev.unified:
+                out.append(Sample(t, t_mono, self.source, "gpu_unified_memory", 1.0, labels))
+                continue
             out.append(
                 Sample(t, t_mono, self.source, "gpu_mem_used_bytes", float(dev.used), labels)
             )
@@ -390,20 +401,56 @@ class NvmlSampler(Sampler):
                 gap.labels = {"gpu": str(dev.index)}
                 out.append(gap)
                 continue
-            for proc in procs:
-                if proc.used is None:
-                    continue
-                out.append(
-                    Sample(
-                        t,
-                        t_mono,
-                        self.source,
-                        "gpu_proc_mem_bytes",
-                        float(proc.used),
-                        {"gpu": str(dev.index), "pid": str(proc.pid)},
-                    )
+            seen.extend(procs)
+            out.extend(
+                Sample(
+                    t,
+                    t_mono,
+                    self.source,
+                    "gpu_proc_mem_bytes",
+                    float(p.used),
+                    {"gpu": str(dev.index), "pid": str(p.pid)},
                 )
+                for p in procs
+                if p.used is not None
+            )
+        if self.engine is not None and any(isinstance(r, Sample) for r in out):
+            out.append(self._tree_record(t, t_mono, seen, self.engine.pids()))
         return out
+
+    def _tree_record(
+        self, t: float, t_mono: float, procs: Sequence[ProcessMemory], tree: set[int]
+    ) -> Sample | Gap:
+        """The memory the engine's tree holds on all GPUs; a gap when NVML shows none of its
+        processes with a figure (hidden memory is not 0 bytes)."""
+        mine = [p.used for p in procs if p.pid in tree and p.used is not None]
+        if not mine:
+            why = f"NVML shows no memory figure for the engine's processes ({len(tree)} pid(s))"
+            return Gap(t, t_mono, self.source, "EngineNotVisible", why)
+        return Sample(t, t_mono, self.source, "gpu_tree_mem_bytes", float(sum(mine)))
+
+
+class _ProcessTree:
+    """The pids of an engine's process tree (``pid``, or the process listening on ``port``),
+    looked up again after the root goes away."""
+
+    def __init__(self, pid: int | None, port: int | None) -> None:
+        self.pid, self.port = pid, port
+        self._root: psutil.Process | None = None
+
+    def pids(self) -> set[int]:
+        import psutil
+
+        try:
+            if self._root is None or not self._root.is_running():
+                pid = self.pid if self.pid is not None else find_pid_listening(self.port or 0)
+                self._root = None if pid is None else psutil.Process(pid)
+            if self._root is None:
+                return set()
+            return {self._root.pid, *(c.pid for c in self._root.children(recursive=True))}
+        except psutil.Error:
+            self._root = None
+            return set()
 
 
 def find_pid_listening(port: int) -> int | None:

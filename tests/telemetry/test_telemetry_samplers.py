@@ -256,13 +256,15 @@ def test_rss_sampler_finds_the_pid_by_port(tmp_path, metrics_server):
 
 def test_recorder_runs_all_samplers_and_loads_a_frame(tmp_path, metrics_server, exposition, wait):
     metrics_server.body = exposition("vllm")
+    nvml = _fake_nvml()  # the engine (this process) on GPU 0, so its tree's memory is seen
+    nvml.process_map[0].append(ProcessMemory(0, os.getpid(), 2 * GIB))
     recorder = TelemetryRecorder(
         tmp_path,
         metrics_server.url,
         "vllm",
         pid=os.getpid(),
         interval_s=0.05,
-        nvml_backend=_fake_nvml(),
+        nvml_backend=nvml,
     )
     with recorder:
         recorder.mark("baseline-start")

@@ -49,6 +49,7 @@ from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 from servecheck.analysis.aggregate import Rule
 from servecheck.analysis.host import machine_cpu
 from servecheck.analysis.outage import HOLD, PROBE, Breaker
+from servecheck.analysis.server_timings import server_timings
 from servecheck.analysis.timings import record_stamps
 from servecheck.load.generator.apis import (
     api_headers,
@@ -573,6 +574,8 @@ class _Controller:
         )
         if st.usage is not None:
             rec.cached_tokens = cached_tokens(st.usage)
+        if st.timed is not None:  # once a request, from the chunk that carried them
+            rec.server_timings = server_timings(st.timed)
         record_phases(rec, st, t0)
         record_stamps(rec, res, st, t0, self.cfg.request_id_header)
 

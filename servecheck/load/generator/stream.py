@@ -51,6 +51,7 @@ class StreamState:
         "token_times",
         "reasoning_at",
         "usage",
+        "timed",
         "done",
         "problem",
         "problem_kind",
@@ -69,6 +70,9 @@ class StreamState:
         self.token_times: list[float] = []
         self.reasoning_at: list[int] = []  # indices into token_times of reasoning tokens
         self.usage: dict[str, Any] | None = None
+        # The last parsed chunk that carried per-request server timings (llama.cpp's
+        # ``timings``, vLLM's ``metrics``): kept as it is, turned into numbers once at the end.
+        self.timed: dict[str, Any] | None = None
         self.done = False
         self.problem = ""
         self.problem_kind: ErrorClass = "stream-error"  # what ``problem`` is, once set
@@ -250,6 +254,8 @@ class StreamState:
         usage = obj.get("usage")
         if isinstance(usage, dict):
             self.usage = usage
+        if "timings" in obj or "metrics" in obj:
+            self.timed = obj
 
 
 _WS = b" \t\r\n"
