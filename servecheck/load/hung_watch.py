@@ -32,6 +32,13 @@ T = TypeVar("T")
 HEARTBEAT_PREFIX = "heartbeat-"  # each Locust process's file (load/generator/locust_user.py)
 
 
+def answered(rec: Any) -> int:
+    """1 for a request the server finished or answered with a refusal (a 429 or a 500 is a
+    server that answers), 0 for one that ended without (a stream stuck after its 200 that timed
+    out, a connection that failed): only the first kind is a sign of life."""
+    return int(rec.error is None or rec.status not in (None, 200))
+
+
 @dataclass(slots=True)
 class Heartbeats:
     """The Locust processes' heartbeat files as a :data:`ClientView`: their open streams, and
@@ -77,10 +84,12 @@ class OpenStreams:
         k = next(self._ids)
         self.opened[k] = time.time()
         try:
-            return await read(*args, progress=self.touch, **kwargs)
+            rec = await read(*args, progress=self.touch, **kwargs)
         finally:
             self.opened.pop(k, None)
+        if answered(rec):
             self.touch()
+        return rec
 
     def touch(self) -> None:
         self.moved_at = time.time()
@@ -253,4 +262,11 @@ class HungMonitor:
         self.watch.saw_canary(time.time(), time.monotonic() - t0, token, why)
 
 
-__all__ = ["HEARTBEAT_PREFIX", "ClientView", "Heartbeats", "HungMonitor", "OpenStreams"]
+__all__ = [
+    "HEARTBEAT_PREFIX",
+    "ClientView",
+    "Heartbeats",
+    "HungMonitor",
+    "OpenStreams",
+    "answered",
+]

@@ -259,3 +259,26 @@ def test_a_soak_whose_engine_sticks_while_idle_fails_by_the_canary(
     assert data["hung"]["canaries"], data["hung"]
     if data["hung"]["witness"] == "canary":
         assert not data["hung"]["canaries"][-1]["token"], data["hung"]
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "alive"),
+    [
+        pytest.param(None, 200, True, id="finished"),
+        pytest.param("rate-limited", 429, True, id="refused-429"),
+        pytest.param("http-error", 500, True, id="answered-500"),
+        pytest.param("timeout", 200, False, id="stuck-after-200"),
+        pytest.param("connect", None, False, id="no-connection"),
+    ],
+)
+def test_only_an_answer_is_a_sign_of_life(
+    error: str | None, status: int | None, alive: bool
+) -> None:
+    """A server that refuses fast is not hung; a stream stuck after its 200 that timed out is
+    no progress, so timeouts shorter than N do not hide a livelock from the client witness."""
+    from servecheck.load.hung_watch import answered
+    from servecheck.records.record import RequestRecord
+
+    rec = RequestRecord(target="t", scenario="s", worker="w", seq=1, t_intended=0.0, t_sent=0.0)
+    rec.error, rec.status = error, status
+    assert bool(answered(rec)) is alive

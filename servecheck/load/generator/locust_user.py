@@ -77,7 +77,7 @@ from servecheck.load.generator.transport import (
     Collector,
 )
 from servecheck.load.generator.wire import WireClient, WireResult
-from servecheck.load.hung_watch import HEARTBEAT_PREFIX
+from servecheck.load.hung_watch import HEARTBEAT_PREFIX, answered
 from servecheck.load.plan import ENV_CONFIG, PlainInputs, RunConfig
 from servecheck.load.workload.cancel import CancelStep, HangUp
 from servecheck.load.workload.dataset import dataset_fingerprint
@@ -165,7 +165,7 @@ class _Controller:
         # The streams open now and the requests ended, for the hung-but-healthy watch's
         # heartbeat file (load/hung_watch.py reads it; analysis/hung.py decides).
         self.open_sends: dict[int, Send] = {}
-        self.ended = 0
+        self.progress = 0  # tokens of ended streams, and answers that were not a stuck stream
         self.tokens = 0
         self.finished = False
         self.planned: int | None = None
@@ -278,8 +278,9 @@ class _Controller:
                 self.keeper.checkpoint()
 
     def _heartbeats(self) -> None:
-        """Every second: how many streams are open, the oldest's age and a progress count (tokens
-        of the open streams plus the requests ended) that stands still only when no stream moves."""
+        """Every second: how many streams are open, the oldest's age and a progress count (every
+        token received, and every answer but a stuck stream's: load/hung_watch.py's ``answered``)
+        that stands still only when no stream moves."""
         path = self.out_dir / f"{HEARTBEAT_PREFIX}{self.worker}.json"
         while not self.finished:
             gevent.sleep(HEARTBEAT_S)
@@ -289,7 +290,7 @@ class _Controller:
                 "t": time.time(),
                 "open": len(opened),
                 "oldest_open_s": now - min(opened) if opened else 0.0,
-                "progress": self.ended
+                "progress": self.progress
                 + sum(len(s.stream.token_times) for s in self.open_sends.values() if s.stream),
             }
             tmp = path.with_suffix(".tmp")
@@ -560,7 +561,7 @@ class _Controller:
             raise
         self._record(send, rec, res)
         self.open_sends.pop(seq, None)
-        self.ended += 1
+        self.progress += len(st.token_times) + answered(rec)
         if self.keeper.keep(rec):
             self._flush()
         if how == PROBE:
