@@ -147,7 +147,7 @@ class HungMonitor:
     def stop(self) -> None:
         self._stop.set()
         for th in self._threads:
-            th.join(timeout=ASK_TIMEOUT_S * 3)
+            th.join(timeout=ASK_TIMEOUT_S + 1)  # a canary in flight is a daemon: not waited for
 
     # -------------------------------------------------------------- the observing thread
 
