@@ -681,7 +681,16 @@ def _run(
         say(f"{stopped}: run stopped; partial summary in {run_dir / 'summary.json'}")
         evidence = None if finding is None else finding.to_dict()
         return summarise(
-            spec, cfg, slos, run_dir, rc, started, ended, down=stopped, partial=stopped, hung=evidence
+            spec,
+            cfg,
+            slos,
+            run_dir,
+            rc,
+            started,
+            ended,
+            down=stopped,
+            partial=stopped,
+            hung=evidence,
         )
     return summarise(spec, cfg, slos, run_dir, rc, started, ended, unlisted=unlisted)
 
