@@ -562,6 +562,8 @@ class Summary:
     server: ServerSection | None = field(default=None, metadata=OMIT)  # load/server_watch.py
     warmup: WarmupSection | None = field(default=None, metadata=OMIT)  # analysis/warmup.py
     aggregate: AggregateSource | None = field(default=None, metadata=OMIT)
+    # The hung-but-healthy finding that stopped the run, with its evidence (analysis/hung.py).
+    hung: JSONObject | None = field(default=None, metadata=OMIT)
 
     def to_json(self) -> JSONObject:
         """summary.json's object, its keys in the file's order."""

@@ -47,6 +47,7 @@ from servecheck.load import server_watch
 from servecheck.load.generator.apis import resolve_api
 from servecheck.load.generator.live import check_free, live_config
 from servecheck.load.generator.transport import LOCAL_DIR
+from servecheck.load.hung_watch import Heartbeats, HungMonitor
 from servecheck.load.plan import CONTEXT_FILE, ENV_CONFIG, RunConfig, load_plan
 from servecheck.load.spec import LoadSpec
 from servecheck.load.summary import (
@@ -452,11 +453,12 @@ def _run_locust(
     watch: DownWatch | None = None,
     records_dir: Path | None = None,
     drain: float | None = None,
+    hung: HungMonitor | None = None,
 ) -> int | None:
     """Run Locust, show progress, enforce a wall-clock limit; return its exit code. With
     ``watch``, Locust is stopped as soon as the records say the target went down
-    (``watch.down`` then holds why). ``records_dir``: where the records are written (default
-    ``run_dir``)."""
+    (``watch.down`` then holds why), and as soon as ``hung`` finds the target hung but healthy
+    (``hung.finding``). ``records_dir``: where the records are written (default ``run_dir``)."""
     console: Any = None
     live: Any = None
     if progress:
@@ -488,9 +490,8 @@ def _run_locust(
                 pass
             elapsed = time.monotonic() - t0
             if elapsed - last_poll >= 1.0:
-                new = tail.poll()
                 last_poll = elapsed
-                if watch is not None and watch.feed_batch(new) is not None:
+                if _told_to_stop(tail.poll(), watch, hung):
                     _stop(proc)  # the master stops its workers too
                     return proc.returncode
             if live is not None and elapsed - last_print >= 0.5:
@@ -510,6 +511,15 @@ def _run_locust(
             live.stop()
         out.close()
     return rc
+
+
+def _told_to_stop(
+    new: list[dict[str, Any]], watch: DownWatch | None, hung: HungMonitor | None
+) -> bool:
+    """Whether the run must stop now: the target went down, or is hung but healthy."""
+    if watch is not None and watch.feed_batch(new) is not None:
+        return True
+    return hung is not None and hung.finding is not None
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -626,11 +636,13 @@ def _run(
     watch = DownWatch(
         spec.down_after.backstop() if spec.role == "worker" else spec.down_after, started
     )
+    # A worker's records go to its own copy (local/); the master's come over the wire.
+    records_dir = run_dir / LOCAL_DIR if spec.role == "worker" else run_dir
+    beats = Heartbeats(records_dir)
+    hung = _hung_monitor(spec, cfg, slos, choice.model, started, beats)
     try:
-        # A worker's records go to its own copy (local/); the master's come over the wire.
-        records_dir = run_dir / LOCAL_DIR if spec.role == "worker" else run_dir
         rc = _run_locust(
-            cmd, env, run_dir, wall, spec.progress, bound, watch, records_dir, cfg.drain_s
+            cmd, env, run_dir, wall, spec.progress, bound, watch, records_dir, cfg.drain_s, hung
         )
     except KeyboardInterrupt as exc:
         # Ctrl-C or SIGTERM: Locust has been stopped; what finished is summarised, marked.
@@ -642,6 +654,10 @@ def _run(
         partial = summarise(spec, cfg, slos, run_dir, None, started, time.time(), partial=why)
         say(f"{why}: partial summary in {run_dir / 'summary.json'}; records in {run_dir}")
         raise Interrupted(signum, partial) from None
+    finally:
+        if hung is not None:
+            hung.stop()
+        beats.remove()
     ended = time.time()
     if spec.cancel is not None and server.recorder is not None:  # back down after cancels?
         wait_after_run(server.recorder, run_dir, started, spec.cancel_drain_s)
@@ -658,12 +674,48 @@ def _run(
             say(f"{watch.down}: worker stopped; its records are in {run_dir / LOCAL_DIR}")
         empty = RunStats()
         return LoadResult(cfg.run_id, run_dir, {}, empty, [], True, False, 0, rc)
-    if watch.down is not None:
-        say(f"{watch.down}: run stopped; partial summary in {run_dir / 'summary.json'}")
+    finding = None if hung is None else hung.finding
+    # hung but healthy, or gone: the run stopped early, its summary partial and failed
+    stopped = finding.line if finding is not None else watch.down
+    if stopped is not None:
+        say(f"{stopped}: run stopped; partial summary in {run_dir / 'summary.json'}")
+        evidence = None if finding is None else finding.to_dict()
         return summarise(
-            spec, cfg, slos, run_dir, rc, started, ended, down=watch.down, partial=watch.down
+            spec,
+            cfg,
+            slos,
+            run_dir,
+            rc,
+            started,
+            ended,
+            down=stopped,
+            partial=stopped,
+            hung=evidence,
         )
     return summarise(spec, cfg, slos, run_dir, rc, started, ended, unlisted=unlisted)
+
+
+def _hung_monitor(
+    spec: LoadSpec,
+    cfg: RunConfig,
+    slos: list[SLO],
+    model: str,
+    started: float,
+    beats: Heartbeats,
+) -> HungMonitor | None:
+    """The hung-but-healthy watch (analysis/hung.py) of a run that is not a worker's: N from the
+    run's TTFT / ITL SLOs where ``--hung-after`` is not given; the canary only in a long load (one
+    that lasts two canary periods at least), where a stuck engine would otherwise go unasked."""
+    if spec.role == "worker" or not spec.hung.active:
+        return None
+    budget = {
+        s.metric: s.bound / 1000 for s in slos if s.metric in ("ttft", "itl") and s.op == "<="
+    }
+    rule = spec.hung.resolved(budget.get("ttft"), budget.get("itl"))
+    long_load = cfg.duration_s is None or cfg.duration_s >= 2 * rule.canary_every_s
+    return HungMonitor.for_target(
+        spec.target, model, rule, started, client=beats, canary_due=lambda: long_load
+    ).start()
 
 
 # ------------------------------------------------------------------ options and plans

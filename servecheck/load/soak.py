@@ -22,14 +22,16 @@ from __future__ import annotations
 import asyncio
 import itertools
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servecheck.analysis.verdict import INCONCLUSIVE, RunVerdict, compose
+from servecheck.analysis.verdict import INCONCLUSIVE, PASS, RunVerdict, compose
 from servecheck.errors import SpecError, UsageError
+from servecheck.load.hung_watch import OpenStreams
 from servecheck.signals import Interrupted, run_async, signum_of
 
 if TYPE_CHECKING:
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
 
     from servecheck.analysis.down import DownWatch
     from servecheck.config.model import Target
+    from servecheck.load.cache_flush import CacheFlush
+    from servecheck.load.hung_watch import HungMonitor
     from servecheck.probes.abandon import ProbeResult, ProbeSettings
     from servecheck.records.record import RecordWriter
     from servecheck.telemetry import Cycle, DrainVerdict, LeakVerdict, Phases, TelemetryRecorder
@@ -82,6 +86,13 @@ class SoakPlan:
     # A target down this long (analysis/down.py) ends the soak: no more cycles against a dead target.
     down_errors: int = 10
     down_window_s: float = 5.0
+    # Hung but healthy (analysis/hung.py): N (None: 30 s, a soak has no latency budget; 0: off),
+    # and a canary every K s of each idle phase (0: none) that must get its token within T.
+    hung_after_s: float | None = None
+    canary_every_s: float = 10.0
+    canary_within_s: float | None = None
+    # Flush the prefix cache before each drain measurement (load/cache_flush.py).
+    cache_flush: bool = True
 
     @property
     def abandon_every(self) -> int:
@@ -246,13 +257,16 @@ async def load_cycle(
     seq: itertools.count[int],
     tick: Callable[[], None] | None = None,
     watch: DownWatch | None = None,
+    streams: OpenStreams | None = None,
 ) -> CycleStats:
     """One load cycle: ``plan.concurrency`` workers send streams back to back for ``plan.cycle_s``;
     requests in flight at the end finish (bounded by the target's timeout). Prompts repeat the
     same seeded sequence every cycle, so cycles are identical. Every request becomes a
     :class:`~servecheck.records.record.RequestRecord` in ``writer`` as it finishes; a dropped
     stream (``--abandon``) is recorded with ``abandoned=True``, ``kind="abandon"``, no error. With
-    ``watch``, the cycle ends as soon as the records say the target went down (``down``)."""
+    ``watch``, the cycle ends as soon as the records say the target went down (``down``); with
+    ``streams`` (load/hung_watch.py) its streams are shown to the hung-but-healthy watch, and the
+    cycle ends as soon as that finds the target hung (``down`` then holds the finding)."""
     import httpx
 
     from servecheck.client.factory import ClientSettings, async_client
@@ -268,6 +282,7 @@ async def load_cycle(
     local = itertools.count()
     every = plan.abandon_every
     stop_at = time.monotonic() + plan.cycle_s
+    watched = OpenStreams() if streams is None else streams  # None: no watch looks (never hung)
 
     async def worker(client: httpx.AsyncClient) -> None:
         while time.monotonic() < stop_at and stats.down is None:
@@ -282,7 +297,8 @@ async def load_cycle(
             )
             if plan.shared_prefix_words:
                 body["messages"].insert(0, shared_system_message(plan.shared_prefix_words, k))
-            rec = await stream_chat(
+            rec = await watched.watch(
+                stream_chat,
                 client,
                 url,
                 body,
@@ -330,22 +346,42 @@ async def load_cycle(
                     min(0.5, max(0.0, stop_at - time.monotonic()))
                 )  # a failing server is not hammered
 
-    async def ticker() -> None:
-        while tick is not None:
-            tick()
-            await asyncio.sleep(0.25)
-
     async with async_client(
         settings.with_(max_connections=plan.concurrency), default_headers=False
     ) as client:
-        ticking = asyncio.create_task(ticker())
-        try:
-            await asyncio.gather(*(worker(client) for _ in range(plan.concurrency)))
-        finally:
-            ticking.cancel()
+        workers = asyncio.gather(*(worker(client) for _ in range(plan.concurrency)))
+        await _ticking(workers, stats, tick, watched)
     stats.end = time.time()
     stats.e2e_p50, stats.ttft_p50 = _median(e2es), _median(ttfts)
     return stats
+
+
+async def _ticking(
+    workers: asyncio.Future[Any],
+    stats: CycleStats,
+    tick: Callable[[], None] | None,
+    streams: OpenStreams,
+) -> None:
+    """Await a cycle's workers, ticking the progress bar; cancel them when the hung-but-healthy
+    watch speaks (no stream would end: the cycle's ``down`` holds the finding)."""
+
+    async def ticker() -> None:
+        while True:
+            if tick is not None:
+                tick()
+            if stats.down is None and (found := streams.finding()):
+                stats.down = found
+                workers.cancel()
+            await asyncio.sleep(0.25)
+
+    ticking = asyncio.create_task(ticker())
+    try:
+        await workers
+    except asyncio.CancelledError:
+        if stats.down is None:  # not ours: a signal's
+            raise
+    finally:
+        ticking.cancel()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -549,6 +585,7 @@ def run_soak(
     are written by :func:`servecheck.report.soak_html.write_soak_report`.
     """
     from servecheck.analysis.down import DownRule, DownWatch
+    from servecheck.load.cache_flush import CacheFlush
     from servecheck.records.record import RecordWriter
     from servecheck.report.soak_text import cycle_line  # the console's text (ARCHITECTURE.md)
     from servecheck.telemetry import Cycle, Phases, TelemetryRecorder
@@ -566,6 +603,10 @@ def run_soak(
     version = _engine_version(target)
     started = time.time()
     watch = DownWatch(DownRule(plan.down_errors, plan.down_window_s), started)
+    idling = threading.Event()  # the canary asks in idle phases only
+    streams = OpenStreams()
+    hung = _hung_monitor(target, plan, started, streams, idling)
+    flush = CacheFlush(target, enabled=plan.cache_flush)
     baseline: tuple[float, float] | None = None
     phase_cycles: list[Cycle] = []
     try:
@@ -583,15 +624,18 @@ def run_soak(
             def idle(seconds: float, description: str) -> None:
                 end = time.monotonic() + seconds
                 tick(description)
-                while (left := end - time.monotonic()) > 0:
+                idling.set()
+                while (left := end - time.monotonic()) > 0 and not streams.finding():
                     time.sleep(min(0.25, left))
                     tick()
+                idling.clear()
 
             if not rec.wait_ready(timeout_s=max(10.0, 4 * plan.interval_s)):
                 say(
                     "telemetry: not every sampler answered within 10 s; going on (gaps are recorded)"
                 )
             t_origin = time.monotonic()
+            flush.flush("baseline")  # the baseline too starts from an empty cache
             rec.mark("baseline")
             b0 = time.time()
             idle(plan.baseline_s, "soak: idle baseline")
@@ -599,7 +643,11 @@ def run_soak(
             for i in range(1, plan.cycles + 1):
                 rec.mark("load", cycle=str(i))
                 tick(f"soak: cycle {i}/{plan.cycles} load")
-                stats = run_async(load_cycle(target, plan, i, writer, seq, tick=tick, watch=watch))
+                stats = run_async(
+                    load_cycle(
+                        target, plan, i, writer, seq, tick=tick, watch=watch, streams=streams
+                    )
+                )
                 cycles.append(stats)
                 if stats.down is not None:
                     # No idle, no more cycles, no probe: every one would fail to connect.
@@ -607,6 +655,7 @@ def run_soak(
                     stats.end = time.time()
                     phase_cycles.append(Cycle(stats.start, stats.end, stats.end, stats.end))
                     break
+                flush.flush(f"cycle {i}")  # retained cache and a leak read apart (cache_flush.py)
                 rec.mark("idle", cycle=str(i))
                 idle(plan.idle_s, f"soak: cycle {i}/{plan.cycles} idle")
                 drain_end = time.time()
@@ -616,8 +665,10 @@ def run_soak(
                     )
                 )
                 say(cycle_line(plan, stats))
+                if streams.finding():  # hung in the idle phase: the canary or the counters said so
+                    break
             phases = Phases(baseline, phase_cycles)
-            if plan.abandon and watch.down is None:
+            if plan.abandon and watch.down is None and not streams.finding():
                 probe, drain = _abandon_and_drain(target, plan, rec, baseline, tick, say)
             rec.mark("end")
     except KeyboardInterrupt as exc:
@@ -625,24 +676,61 @@ def run_soak(
         # the caller writes the partial soak.json, report and a JUnit file marked partial.
         cut = _Cut(started, baseline, phase_cycles, cycles, signum_of(exc), version)
         raise Interrupted(cut.signum, _interrupted(target, plan, run_dir, rec, cut)) from None
+    finally:
+        if hung is not None:
+            hung.stop()
     ended = time.time()
     frame = rec.frame()
     verdicts, primary, stages = leak_verdicts(
         frame, phases, plan, drain, target.capabilities.prefix_cache, target.telemetry.device
     )
-    verdict = compose([RunVerdict.of(watch.down is None, watch.down or ""), *stages])  # down first
+    finding = None if hung is None else hung.finding
+    stages += _flush_note(flush, verdicts)
+    verdict = compose(
+        [
+            RunVerdict.of(finding is None, "" if finding is None else finding.line),
+            RunVerdict.of(watch.down is None, watch.down or ""),  # down first
+            *stages,
+        ]
+    )
     data = _soak_data(target, plan, run_dir, (started, ended), phases, cycles, primary, version)
     data.update(
         leak={m: v.to_dict() for m, v in verdicts.items()},
         drain=None if drain is None else drain.to_dict(),
         probe=None if probe is None else probe.to_dict(),
         telemetry=[x.to_dict() for x in rec.summaries()],
+        hung=None if finding is None else finding.to_dict(),
+        cache_flush=flush.to_dict(),
         failures=verdict.reasons,
         verdict=verdict.status,
         ok=verdict.passed,
         exit_code=verdict.exit_code,
     )
     return SoakResult(run_dir, data, verdicts, drain, verdict.exit_code, frame, phases)
+
+
+def _hung_monitor(
+    target: Target, plan: SoakPlan, started: float, streams: OpenStreams, idling: threading.Event
+) -> HungMonitor | None:
+    """The hung-but-healthy watch over the whole soak (analysis/hung.py): the cycles' streams
+    and the engine's counters always, the canary in idle phases."""
+    from servecheck.analysis.hung import HungRule
+    from servecheck.load.hung_watch import HungMonitor
+
+    rule = HungRule(plan.hung_after_s, plan.canary_every_s, plan.canary_within_s)
+    if not rule.active:
+        return None
+    monitor = HungMonitor.for_target(
+        target, plan.model, rule.resolved(None, None), started, streams, idling.is_set
+    )
+    streams.finding = lambda: None if monitor.finding is None else monitor.finding.line
+    return monitor.start()
+
+
+def _flush_note(flush: CacheFlush, verdicts: dict[str, LeakVerdict]) -> list[RunVerdict]:
+    """The verdict's note where kv_usage was judged from drains measured without a flush."""
+    note = flush.note() if "kv_usage" in verdicts else ""
+    return [RunVerdict(PASS, [note])] if note else []
 
 
 @dataclass(slots=True)

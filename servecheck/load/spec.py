@@ -14,6 +14,7 @@ from typing import Any
 
 from servecheck.analysis.budget import DEFAULT_ERROR_BUDGET
 from servecheck.analysis.down import DownRule
+from servecheck.analysis.hung import HungRule
 from servecheck.analysis.slo import SLO, as_slos
 from servecheck.analysis.steady import DEFAULT_SLICE_S, SteadyWindow
 from servecheck.config.model import Target
@@ -83,6 +84,8 @@ class LoadSpec:
     dataset_format: str = "auto"
     # Stop early when the target goes down mid-run (analysis/down.py); DownRule(0) turns it off.
     down_after: DownRule = field(default_factory=DownRule)
+    # Stop and fail when the target answers its health check but generates nothing (analysis/hung.py).
+    hung: HungRule = field(default_factory=HungRule)
     # Cancel a share of the requests at a point; the engine must drain after (load/workload/cancel.py).
     cancel: CancelRule | None = None
     cancel_drain_s: float = DRAIN_BOUND_S  # how long the engine has to come back down after

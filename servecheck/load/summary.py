@@ -374,11 +374,13 @@ def summarise(
     down: str | None = None,
     partial: str | None = None,
     unlisted: str | None = None,
+    hung: dict[str, Any] | None = None,
 ) -> LoadResult:
     """Merge the worker records, compute statistics and verdicts, write summary.json/.txt.
     ``down``: why the target could not be reached before the load started (then FAIL).
     ``partial``: why the run stopped early (the summary is marked; never a pass).
-    ``unlisted``: the given model is not among those /v1/models lists (client/models.py)."""
+    ``unlisted``: the given model is not among those /v1/models lists (client/models.py).
+    ``hung``: the hung-but-healthy finding and its evidence (analysis/hung.py), which stopped it."""
     recs = _Records(run_dir)
     infos = _worker_infos(run_dir)
     # --web: a run its UI stopped is partial (never a pass), unless a stop was already named
@@ -485,6 +487,7 @@ def summarise(
         server=None if server is None else from_json(ServerSection, server),
         warmup=from_json(WarmupSection, warm.as_dict()) if warm.active else None,
         aggregate=AggregateSource(source=measured.source, samples=agg.samples_section()),
+        hung=hung,
     )
     summary = typed.to_json()
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

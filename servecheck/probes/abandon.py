@@ -77,21 +77,26 @@ async def stream_chat(
     abandon_after: int | None = None,
     timeout_s: float = 60.0,
     rec: RequestRecord | None = None,
+    progress: Callable[[], None] | None = None,
 ) -> RequestRecord:
     """Send one streaming request; read it to the end, or hang up after ``abandon_after``
     token-bearing chunks (the record's ``abandoned``). Read by the load generator's request
     function (:func:`~servecheck.load.generator.request.read_stream`), into ``rec`` when given
-    (else a bare record sent when it was due). Never raises for the server's behaviour."""
+    (else a bare record sent when it was due). ``progress`` is called on every read (the
+    hung-but-healthy watch's sign of life, load/hung_watch.py). Never raises for the server's
+    behaviour."""
     if rec is None:
         rec = RequestRecord(
             target="", scenario="abandon", worker="probe", seq=0, t_intended=0.0, t_sent=0.0
         )
     until = None
-    if abandon_after is not None:
+    if abandon_after is not None or progress is not None:
         stop_at = abandon_after
 
         def until(st: StreamState) -> bool:
-            return len(st.token_times) >= stop_at
+            if progress is not None:
+                progress()
+            return stop_at is not None and len(st.token_times) >= stop_at
 
     await read_stream(client, url, body, headers, rec, until=until, timeout_s=timeout_s)
     if not rec.t_intended:

@@ -1343,6 +1343,16 @@ _fault(
 )
 
 
+# Hung but healthy (servecheck/reference/livelock.py): no conformance check judges it; the load
+# and soak monitor does (analysis/hung.py; tests/load/test_hung.py).
+_fault(
+    "livelock",
+    "after --livelock-after (a time or a request count; 20 requests unless given) the engine "
+    "generates nothing while /health and /v1/models answer 200 and /metrics reports the stuck "
+    "requests as running with a flat generated-token counter: open streams stall, new ones hang",
+)
+
+
 # Shutdown (servecheck/reference/drain.py): no conformance check judges these; the drain verdict
 # (servecheck/probes/drain.py, `servecheck drain`, `cutover --drain`) does (tests/load/test_drain.py).
 _fault(

@@ -49,6 +49,10 @@ class ServerConfig:
     vision: bool = False  # a vision model: image_url parts are read, not refused (vision.py)
     lora: bool = False  # runtime LoRA adapters, vLLM's endpoints (reference/lora.py)
     agent: bool = False  # scripted agent mode: call the first offered tool once (agent.py)
+    livelock_after_s: float = (
+        0.0  # the livelock fault: stuck after this long (reference/livelock.py)
+    )
+    livelock_after_requests: int = 0  # ... or after this many requests
 
 
 class ClientGone(Exception):
@@ -109,6 +113,8 @@ class State:
     lingering: set[str] = field(default_factory=set)  # unloaded, still served (a lora fault)
     lora_fail_until: float = 0.0  # monotonic: requests fail until then (lora-swap-fails)
     lora_stall_until: float = 0.0  # monotonic: requests wait until then (lora-swap-stalls)
+    livelocked: bool = False  # the livelock fault has struck (reference/livelock.py)
+    prefix_cache_resets: int = 0  # POST /reset_prefix_cache answered (reference/prefix_cache.py)
 
     @property
     def faults(self) -> frozenset[str]:

@@ -45,6 +45,7 @@ class ReferenceOptions:
     vision: bool = False
     lora: bool = False
     agent: bool = False
+    livelock_after: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +153,12 @@ OPTIONS: tuple[Option, ...] = (
         "flag",
     ),
     Option(
+        "--livelock-after",
+        "with --fault livelock: livelock after this long (20s) or this many requests (50); "
+        "default: 20 requests",
+        metavar="WHEN",
+    ),
+    Option(
         "--lora",
         "runtime LoRA adapters as vLLM serves them: /v1/load_lora_adapter and "
         "/v1/unload_lora_adapter, adapters listed in /v1/models and answered differently from "
@@ -213,6 +220,13 @@ def validate(opts: ReferenceOptions) -> None:
             raise UsageError(
                 f"--quirk: unknown quirk {name!r}{did_you_mean(name, QUIRKS)}; choices: {', '.join(QUIRKS)}"
             )
+    if opts.livelock_after is not None:
+        from servecheck.reference.livelock import parse_after
+
+        try:
+            parse_after(opts.livelock_after)
+        except (ValueError, UsageError) as exc:
+            raise UsageError(f"--livelock-after: {exc}") from None
     if opts.reasoning is not None:
         from servecheck.reference.reasoning import parse_spec
 
@@ -224,6 +238,7 @@ def validate(opts: ReferenceOptions) -> None:
 
 def to_config(opts: ReferenceOptions) -> ServerConfig:
     """The server config of validated options."""
+    from servecheck.reference import livelock
     from servecheck.reference.reasoning import parse_spec
 
     return ServerConfig(
@@ -245,6 +260,8 @@ def to_config(opts: ReferenceOptions) -> ServerConfig:
         vision=opts.vision,
         lora=opts.lora,
         agent=opts.agent,
+        livelock_after_s=livelock.parse_after(opts.livelock_after)[0],
+        livelock_after_requests=livelock.parse_after(opts.livelock_after)[1],
     )
 
 

@@ -125,3 +125,23 @@ def resident_blocks(state: Any) -> int:
     if pc is None or not state.config.prefix_cache_counted:
         return 0
     return len(pc.blocks)
+
+
+async def reset(request: Any) -> Any:
+    """``POST /reset_prefix_cache`` (vLLM's, served there only with ``VLLM_SERVER_DEV_MODE=1``):
+    drop every cached block; the counters keep counting. A soak flushes before each drain
+    measurement (load/cache_flush.py), so retained cache and a leak read apart."""
+    from aiohttp import web
+
+    from servecheck.reference.http import STATE
+
+    state = request.app[STATE]
+    if state.pcache is not None:
+        state.pcache.blocks.clear()
+    state.prefix_cache_resets += 1
+    return web.Response(status=200)
+
+
+def register(app: Any) -> None:
+    """The flush endpoint, where the server has a prefix cache (none to flush without one: 404)."""
+    app.router.add_post("/reset_prefix_cache", reset)

@@ -33,6 +33,7 @@ from servecheck.reference import (
     embeddings,
     engine_metrics,
     grid_faults,
+    livelock,
     model,
     overload,
     prefix_cache,
@@ -797,6 +798,8 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
                 model_name,
                 slot,
             )
+        if livelock.stuck(state):
+            await livelock.hold(request)
         await _sleep_generation(state, choices, request)
         if state.dead:
             return error_response(
@@ -1106,7 +1109,7 @@ async def _stream(
     if chat and hooks.role_chunk:
         await sse.send(sse.chunk(",".join(sse.delta(c.index, ROLE_DELTA) for c in choices)))
     sse.first = schedule.t0 + schedule.ttft_s + schedule.extra_s
-    await _stream_tokens(state, body, choices, prompt_tokens, slot, sse, schedule)
+    await _stream_tokens(state, body, choices, prompt_tokens, slot, sse, schedule, request)
     if state.dead:
         await sse.send(DEAD_EVENT)
         return await sse.close()
@@ -1178,6 +1181,7 @@ async def _stream_tokens(
     slot: _Slot,
     sse: _Sse,
     schedule: _Schedule,
+    request: web.Request | None = None,
 ) -> None:
     """The token steps: each step one chunk per choice that still has something to send."""
     faults = state.faults
@@ -1202,6 +1206,8 @@ async def _stream_tokens(
     for i in range(steps):
         if state.dead:
             break
+        if livelock.stuck(state):
+            await livelock.hold(request)  # generates nothing until the client hangs up
         if i == stall_at:
             await _stall(sse.response, sse.hooks)
         await schedule.wait()
@@ -1575,6 +1581,8 @@ def build_app(config: ServerConfig) -> web.Application:
     embeddings.register(app)
     if config.lora:
         reflora.register(app)
+    if config.prefix_cache_blocks > 0:
+        prefix_cache.register(app)
     reftext.register(app)
     responses.install(app)
     anthropic.install(app)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from servecheck.load.soak import ProbeOnlyResult, SoakResult
@@ -46,6 +46,7 @@ def write_soak_report(result: SoakResult) -> Path:
     lines = [(m, v.status, v.message) for m, v in verdicts.items()]
     if drain is not None:
         lines.append(("drain", drain.status, drain.message))
+    lines = _hung_and_flush(data) + lines
     rows = [(esc(m), status_badge(s), esc(msg)) for m, s, msg in lines]
     head = table(("metric", "verdict", "numbers"), rows, raw=(0, 1, 2))
     md = [f"- **{m}** {s}: {msg}" for m, s, msg in lines]
@@ -82,6 +83,32 @@ def write_soak_report(result: SoakResult) -> Path:
         verdict=verdict,
         subtitle=run_dir.name,
     )
+
+
+def _hung_and_flush(data: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """The verdict rows of soak.json's ``hung`` (the finding that stopped the soak, with the
+    counts behind it) and ``cache_flush`` (the flush before each drain, or why there was none)."""
+    rows: list[tuple[str, str, str]] = []
+    hung = data.get("hung")
+    if hung:
+        engine, streams = hung.get("engine") or {}, hung.get("streams") or {}
+        numbers = (
+            f"running {engine.get('requests_running')}, generated tokens "
+            f"{engine.get('generation_tokens_total')}, open streams {streams.get('open')}"
+        )
+        rows.append(("hung but healthy", "fail", f"{hung['line']} ({numbers})"))
+    flush = data.get("cache_flush") or {}
+    if flush.get("note"):
+        rows.append(("cache flush", "inconclusive", str(flush["note"])))
+    elif flush.get("endpoint"):
+        rows.append(
+            (
+                "cache flush",
+                "ok",
+                f"POST {flush['endpoint']} before each drain ({flush['flushed']} times)",
+            )
+        )
+    return rows
 
 
 def _telemetry_md(verdicts: Mapping[str, LeakVerdict]) -> list[str]:

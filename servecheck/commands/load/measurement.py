@@ -7,6 +7,7 @@ import argparse
 import os
 
 from servecheck.commands.options import add_fault_arguments
+from servecheck.commands.options.hung import add_hung_arguments
 
 
 def add_measurement_arguments(g: argparse._ArgumentGroup) -> None:
@@ -64,3 +65,4 @@ def add_measurement_arguments(g: argparse._ArgumentGroup) -> None:
         "intervals over the runs (default: 1)",
     )
     add_fault_arguments(g)  # --cancel, --cancel-drain (commands/options/faults.py)
+    add_hung_arguments(g, "load")  # --hung-after, --canary (commands/options/hung.py)

@@ -9,6 +9,7 @@ from typing import Any
 
 from servecheck.analysis.aggregate import parse_records
 from servecheck.analysis.down import parse_down_after
+from servecheck.analysis.hung import parse_hung_after
 from servecheck.analysis.slo import parse_slos
 from servecheck.analysis.steady import parse_steady_window
 from servecheck.analysis.timings import request_id_header
@@ -108,6 +109,7 @@ def spec_from_options(
         if o("dataset") or o("dataset_format") not in (None, "auto")
         else data_plan.get("format", "auto"),
         down_after=parse_down_after(o("down_after")),
+        hung=parse_hung_after(o("hung_after"), o("canary")),
         **fault_options(options, plan),  # --cancel, --cancel-drain (commands/options/faults.py)
         api=pick("api"),
         images=normalise_images(pick("images")),

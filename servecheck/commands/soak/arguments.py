@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from servecheck.commands.options import add_max_tokens_argument, add_model_argument
+from servecheck.commands.options.hung import add_hung_arguments
 from servecheck.load.soak import MAX_CYCLES, MIN_CYCLES
 
 
@@ -139,6 +140,14 @@ def add_telemetry_arguments(parser: argparse.ArgumentParser) -> None:
         "at least 32 MiB and twice the noise floor. Whatever the tolerance, a significant rise "
         "that keeps going is a leak",
     )
+    v.add_argument(
+        "--no-cache-flush",
+        action="store_true",
+        help="do not flush the engine's prefix cache before each drain measurement (vLLM "
+        "POST /reset_prefix_cache, SGLang /flush_cache); retained cache and a leak may then "
+        "read alike",
+    )
+    add_hung_arguments(v, "soak")  # --hung-after, --canary (commands/options/hung.py)
     v.add_argument(
         "--fail-on-retention",
         action="store_true",

@@ -37,6 +37,18 @@ def _abandon(o: Callable[[str], Any]) -> dict[str, Any]:
     return {"abandon": True, "abandon_share": rule.share, "abandon_chunks": int(rule.value)}
 
 
+def _hung(o: Callable[[str], Any]) -> dict[str, Any]:
+    """``--hung-after`` and ``--canary`` (analysis/hung.py's grammar) as the plan's fields."""
+    from servecheck.analysis.hung import parse_hung_after
+
+    rule = parse_hung_after(o("hung_after"), o("canary") or "10s")
+    return {
+        "hung_after_s": rule.stall_s,
+        "canary_every_s": rule.canary_every_s,
+        "canary_within_s": rule.canary_within_s,
+    }
+
+
 def plan_from_options(
     options: Mapping[str, Any], target: Target, model: str | None = None
 ) -> SoakPlan:
@@ -84,6 +96,8 @@ def plan_from_options(
         probe_rounds=o("probe_rounds"),
         fail_on_retention=o("fail_on_retention"),
         max_total_s=parse_duration(o("max_total")),
+        **_hung(o),
+        cache_flush=not o("no_cache_flush"),
         # A random tiny model may stop at once; vLLM can be told to ignore EOS so cycles stay identical.
         extra={"ignore_eos": True} if target.engine == "vllm" else {},
     )

@@ -78,6 +78,7 @@ from servecheck.load.generator.transport import (
     Collector,
 )
 from servecheck.load.generator.wire import WireClient, WireResult
+from servecheck.load.hung_watch import HEARTBEAT_PREFIX, answered
 from servecheck.load.plan import ENV_CONFIG, PlainInputs, RunConfig
 from servecheck.load.workload.cancel import CancelStep, HangUp
 from servecheck.load.workload.dataset import dataset_fingerprint
@@ -109,6 +110,7 @@ __all__ = ["LLMUser", "scenario_shape"]
 
 log = logging.getLogger("servecheck.load")
 _perf = time.perf_counter
+HEARTBEAT_S = 1.0  # the hung-but-healthy watch's heartbeat (load/hung_watch.py)
 LAG_PROBE_S = 0.05
 OPEN_MODES = (*RATE_MODES, "trace", "profile")  # one dispatcher sends at scheduled times
 
@@ -161,6 +163,10 @@ class _Controller:
             )
         self.sent = 0
         self.inflight = 0
+        # The streams open now and the requests ended, for the hung-but-healthy watch's
+        # heartbeat file (load/hung_watch.py reads it; analysis/hung.py decides).
+        self.open_sends: dict[int, Send] = {}
+        self.progress = 0  # tokens of ended streams, and answers that were not a stuck stream
         self.tokens = 0
         self.finished = False
         self.planned: int | None = None
@@ -239,6 +245,7 @@ class _Controller:
         if self.sender is not None:
             gevent.spawn(self._send_batches)
         gevent.spawn(self._checkpoints)
+        gevent.spawn(self._heartbeats)
         if self.live is not None:
             gevent.spawn(self._live_ticks)
 
@@ -270,6 +277,29 @@ class _Controller:
             gevent.sleep(CHECKPOINT_S)
             if not self.finished:
                 self.keeper.checkpoint()
+
+    def _heartbeats(self) -> None:
+        """Every second: how many streams are open, the oldest's age and a progress count (every
+        token received, and every answer but a stuck stream's: load/hung_watch.py's ``answered``)
+        that stands still only when no stream moves."""
+        path = self.out_dir / f"{HEARTBEAT_PREFIX}{self.worker}.json"
+        while not self.finished:
+            gevent.sleep(HEARTBEAT_S)
+            now = _perf()
+            opened = [s.t0 for s in self.open_sends.values()]
+            beat = {
+                "t": time.time(),
+                "open": len(opened),
+                "oldest_open_s": now - min(opened) if opened else 0.0,
+                "progress": self.progress
+                + sum(len(s.stream.token_times) for s in self.open_sends.values() if s.stream),
+            }
+            tmp = path.with_suffix(".tmp")
+            try:
+                tmp.write_text(json.dumps(beat), encoding="utf-8")
+                tmp.replace(path)
+            except OSError as exc:  # a nicety for the watch: the run goes on
+                log.warning("heartbeat: %s", exc)
 
     def _send_batches(self) -> None:
         """Hand queued records to the master every BATCH_INTERVAL_S (full batches go at once)."""
@@ -502,6 +532,7 @@ class _Controller:
             **prompt.fields,
         )
         st = send.stream = new_state(cfg.api, prompt.capture)  # chat's reader, or messages'
+        self.open_sends[seq] = send
         # A scenario that continues from the reply (multi-turn) gets the stream's bytes: every read
         # then goes through the parser (no token shortcut), and the text is taken after the end.
         raw: list[bytes] | None = [] if prompt.capture else None
@@ -526,9 +557,12 @@ class _Controller:
             # Locust stopped this user mid-request (a shape stepping down, the run ending): the
             # generator cancelled it, so it is neither a success nor a server error; no record.
             self.inflight -= 1
+            self.open_sends.pop(seq, None)
             self.breaker.probing = False
             raise
         self._record(send, rec, res)
+        self.open_sends.pop(seq, None)
+        self.progress += len(st.token_times) + answered(rec)
         if self.keeper.keep(rec):
             self._flush()
         if how == PROBE:
