@@ -89,8 +89,9 @@ def _duration(text: str, what: str) -> float:
     except (ValueError, UsageError):
         value = -1.0
     if value <= 0:
+        # ``what`` is the spec field; the command names it as its own option
         raise SpecError(
-            "{what} {text!r}: give a duration such as 20s or 2m, or off", what=what, text=text
+            "{" + what + "} {text!r}: give a duration such as 20s or 2m, or off", text=text
         )
     return value
 
@@ -100,7 +101,7 @@ def parse_hung_after(text: str | None, canary: str | None = None) -> HungRule:
     stall: float | None = None
     if text is not None and str(text).strip():
         raw = str(text).strip().lower()
-        stall = 0.0 if raw in ("off", "0", "never") else _duration(raw, "--hung-after")
+        stall = 0.0 if raw in ("off", "0", "never") else _duration(raw, "hung_after")
     every, within = DEFAULT_CANARY_EVERY_S, None
     if canary is not None and str(canary).strip():
         raw = str(canary).strip().lower()
@@ -108,8 +109,8 @@ def parse_hung_after(text: str | None, canary: str | None = None) -> HungRule:
             every = 0.0
         else:
             first, _, second = raw.partition(",")
-            every = _duration(first, "--canary")
-            within = _duration(second, "--canary") if second.strip() else None
+            every = _duration(first, "canary")
+            within = _duration(second, "canary") if second.strip() else None
     return HungRule(stall, every, within)
 
 

@@ -94,7 +94,7 @@ class CacheFlush:
     def note(self) -> str:
         """The soak verdict's note where the drains were measured without a flush, else ''."""
         if not self.enabled:
-            return f"{CONFUSED} (--no-cache-flush)"
+            return f"{CONFUSED} (the flush was turned off)"
         if self.refused:
             return f"{CONFUSED} ({self.refused})"
         if self.failed:

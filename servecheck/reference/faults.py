@@ -1347,7 +1347,7 @@ _fault(
 # and soak monitor does (analysis/hung.py; tests/load/test_hung.py).
 _fault(
     "livelock",
-    "after --livelock-after (a time or a request count; 20 requests unless given) the engine "
+    "after the livelock-after option (a time or a request count; 20 requests unless given) the engine "
     "generates nothing while /health and /v1/models answer 200 and /metrics reports the stuck "
     "requests as running with a flat generated-token counter: open streams stall, new ones hang",
 )

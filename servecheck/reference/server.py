@@ -716,6 +716,30 @@ def _chat_prompt_tokens(
     return tokens + vision.screen(state, body).tokens
 
 
+def _shape_choices(
+    state: State,
+    body: dict[str, Any],
+    chat: bool,
+    choices: list[Choice],
+    max_tokens: int,
+    fmt: str,
+    requested: int | None,
+    room: int,
+) -> None:
+    """What happens to generated choices before they are sent: the text-*, LoRA, logprobs,
+    reasoning, grid-finish-* and ctx-max-tokens-overrun effects, in that order."""
+    reftext.garble(state.faults, choices, bool(body.get("stream")))  # text-* faults
+    reflora.apply(state, body["model"], choices)  # a LoRA adapter's own answer
+    _blank_for_logprobs(state, chat, body, choices)
+    if chat and state.reasoning is not None:
+        reasoning.apply(state.reasoning, state.faults, body, choices, max_tokens, fmt)
+    grid_faults.finishes(state.faults, body, choices)  # the grid-finish-* faults
+    if "ctx-max-tokens-overrun" in state.faults and requested is not None and requested > room:
+        for c in choices:
+            if c.finish_reason == "length":
+                c.finish_reason = "stop"
+
+
 async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     state = request.app[STATE]
     arrival = await engine_metrics.arrive(state)  # after the gateway-first-byte-delay fault
@@ -764,16 +788,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
                 prompts,
                 lambda one: _make_choices(state, one, max_tokens, None, [], None, "text", None),
             )
-        reftext.garble(state.faults, choices, bool(body.get("stream")))  # text-* faults
-        reflora.apply(state, body["model"], choices)  # a LoRA adapter's own answer
-        _blank_for_logprobs(state, chat, body, choices)
-        if chat and state.reasoning is not None:
-            reasoning.apply(state.reasoning, state.faults, body, choices, max_tokens, fmt)
-        grid_faults.finishes(state.faults, body, choices)  # the grid-finish-* faults
-        if "ctx-max-tokens-overrun" in state.faults and requested is not None and requested > room:
-            for c in choices:
-                if c.finish_reason == "length":
-                    c.finish_reason = "stop"
+        _shape_choices(state, body, chat, choices, max_tokens, fmt, requested, room)
     except ApiError as err:
         return error_response(state, err)
 

@@ -131,7 +131,7 @@ def test_parse_hung_after(after: str | None, canary: str | None, expected: HungR
 
 @pytest.mark.parametrize("bad", [pytest.param("soon", id="words"), pytest.param("-3s", id="neg")])
 def test_a_bad_hung_after_is_a_usage_error(bad: str) -> None:
-    with pytest.raises(UsageError, match=r"--hung-after .*give a duration"):
+    with pytest.raises(UsageError, match=r"hung_after .*give a duration"):
         parse_hung_after(bad)
 
 

@@ -39,7 +39,7 @@ def test_a_retained_prefix_cache_is_retention_not_a_leak(
     kv = data["leak"]["kv_usage"]
     assert code == 0, out
     assert kv["status"] == "retention", kv["message"]
-    assert data["failures"] == [f"{CONFUSED} (--no-cache-flush)"], data["failures"]
+    assert data["failures"] == [f"{CONFUSED} (the flush was turned off)"], data["failures"]
     # Retention because the cache was seen on /metrics, and the message says so.
     assert "retention: the target's prefix cache was used (" in kv["message"], kv["message"]
     # The plateau is the cache's size (16 of 64 blocks), flat from cycle to cycle.
