@@ -71,7 +71,7 @@ def test_records_are_measured_in_one_place() -> None:
     for rel in ("servecheck/load/generator/locust_user.py", "servecheck/load/generator/request.py"):
         text = (ROOT / rel).read_text()
         assert "record_from_stream(" in text and "tpot=" not in text, rel
-    readers = ("read_stream(", "read_stream_sync(", "stream_chat(")
+    readers = ("read_stream(", "read_stream_sync(", "stream_chat")
     for rel in (
         "servecheck/load/soak.py",
         "servecheck/probes/abandon.py",

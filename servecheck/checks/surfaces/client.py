@@ -60,17 +60,26 @@ def sdk_client(ctx: CheckContext) -> OpenAI:
     endless stream or a giant line would hang the check), and servecheck's size bound."""
     import openai
 
+    options = _sdk_options(ctx)
+    options["http_client"] = sdk_http_client(ctx)
+    return openai.OpenAI(**options)
+
+
+def sdk_http_client(ctx: CheckContext) -> Any:
+    """The openai SDK's httpx client over servecheck's bounded transport (a whole-response
+    deadline of the target's timeout, the size bound, the shared stall verdict): for any client
+    built on the SDK (the SDK itself, LangChain's ChatOpenAI)."""
+    import openai
+
     from servecheck.client.bounded import bounded_transport
 
-    options = _sdk_options(ctx)
     transport = bounded_transport(
         _sdk_httpx(openai.DefaultHttpxClient),
         ctx.target.timeout_s,
         verify=ctx.target.verify_tls,
         guard=ctx.client.settings.stall_guard,
     )
-    options["http_client"] = openai.DefaultHttpxClient(transport=transport)
-    return openai.OpenAI(**options)
+    return openai.DefaultHttpxClient(transport=transport)
 
 
 def async_sdk_client(ctx: CheckContext) -> AsyncOpenAI:

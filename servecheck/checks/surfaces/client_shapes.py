@@ -30,8 +30,15 @@ REPLAY_MAX_TOKENS = 256
 # default: a cut below this many tokens is the server's default, not the context.
 MIN_DEFAULT_OUTPUT = 256
 CLAUDE_BLOCKS = ("text", "thinking", "redacted_thinking", "tool_use")
-# How servers word "the prompt does not fit the context" (vLLM, llama.cpp, the reference).
-CONTEXT_REFUSALS = ("maximum context length", "prompt is too long", "exceed_context_size")
+# How servers word "the prompt does not fit the context" (vLLM, llama.cpp, the reference, and
+# LiteLLM wrapping them: "litellm.ContextWindowExceededError: ...").
+CONTEXT_REFUSALS = (
+    "maximum context length",
+    "prompt is too long",
+    "exceed_context_size",
+    "exceeds the available context size",
+    "contextwindowexceedederror",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +75,7 @@ def replay(ctx: CheckContext, shape: ClientShape, **changes: Any) -> Exchange:
     """POST the shape's body (the target's model, ``changes`` applied) with its headers."""
     body = {**shape.body, "model": ctx.model, **changes}
     ex = ctx.post(shape.route, body, headers=shape.headers, stream=bool(body.get("stream")))
-    said = ex.text[:300] if ex.status == 400 else ""
+    said = ex.text[:600] if ex.status == 400 else ""
     if any(words in said.lower() for words in CONTEXT_REFUSALS):
         # Not the shape refused but its size: a CI model's context too small for even the cut
         # request (agent-sized requests are another check's question).

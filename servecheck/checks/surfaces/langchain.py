@@ -16,7 +16,12 @@ import jsonschema
 
 from servecheck.checks.context import CheckContext, CheckSkipped
 from servecheck.checks.registry import check
-from servecheck.checks.surfaces.client import _raw, _sdk_options, describe_exception
+from servecheck.checks.surfaces.client import (
+    _raw,
+    _sdk_options,
+    describe_exception,
+    sdk_http_client,
+)
 from servecheck.redact import redact
 
 PROMPT = "Say hello."
@@ -65,6 +70,8 @@ def chat_model(ctx: CheckContext, **options: Any) -> Any:
         "temperature": 0,
         "max_tokens": 16,
         "default_headers": sdk["default_headers"],
+        # the SDK's timeout is per read: an endless stream needs the whole-response deadline
+        "http_client": sdk_http_client(ctx),
     }
     params.update(options)
     return ChatOpenAI(**params)
