@@ -255,7 +255,9 @@ class HungMonitor:
             until=lambda st: bool(st.token_times),
             timeout_s=within,
         )
-        token = rec.ttft is not None
+        # A stream that ended whole without a text token is an answer too: a random-weight or
+        # reasoning model's one token may decode to nothing (measured on vLLM CPU's tiny model).
+        token = rec.ttft is not None or (rec.error is None and rec.status == 200)
         why = "" if token else (rec.error_message or rec.error or "no token")
         if not token and rec.status is not None and rec.status >= 400:
             return  # an answered refusal (429, 503): the server is up and says why; not hung

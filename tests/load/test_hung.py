@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import httpx
 import pytest
 
 from servecheck.analysis.hung import (
@@ -282,3 +285,44 @@ def test_only_an_answer_is_a_sign_of_life(
     rec = RequestRecord(target="t", scenario="s", worker="w", seq=1, t_intended=0.0, t_sent=0.0)
     rec.error, rec.status = error, status
     assert bool(answered(rec)) is alive
+
+
+def _one_chunk_server(content: str) -> tuple[ThreadingHTTPServer, str]:
+    """A server whose every chat stream is one chunk with ``content``, a finish and [DONE]."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            chunk = {
+                "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": "length"}]
+            }
+            body = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+@pytest.mark.parametrize("content", ["", "OK"], ids=["empty-token", "text-token"])
+def test_a_canary_answered_whole_is_life_even_without_a_text_token(content: str) -> None:
+    """vLLM CPU's tiny random model answered the 1-token canary with a token that decodes to
+    nothing; a soak then said "hung but healthy" on a healthy engine. A whole answer is life."""
+    from servecheck.config.model import Target
+    from servecheck.load.hung_watch import HungMonitor
+
+    server, base = _one_chunk_server(content)
+    try:
+        rule = HungRule(10.0, 1.0, 5.0).resolved(None, None)
+        monitor = HungMonitor.for_target(Target(name="t", base_url=base), "m", rule, time.time())
+        monitor._one_canary(httpx.Client(), {}, 5.0)
+    finally:
+        server.shutdown()
+    assert [c["token"] for c in monitor.watch.canaries] == [True]
