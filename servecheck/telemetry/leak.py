@@ -12,7 +12,8 @@ index, one-sided ``greater``).
 Verdicts (:class:`LeakVerdict.status`):
 
 - ``leak``: Mann-Kendall p < ``alpha``, the slope's CI excludes 0, and the fitted rise over the
-  run (slope x (cycles - 1)) exceeds ``tolerance``.
+  run (slope x (cycles - 1)) exceeds ``tolerance`` (from ``SETTLE_MIN_CYCLES`` cycles on, still
+  rising in the later half of them).
 - ``leak`` also: the same significant trend with a rise below ``tolerance`` but above the
   series' noise floor (:func:`rise_floor`: a few robust standard deviations of the baseline
   window, 1 % of the baseline, a small per-metric minimum), when the rise did not flatten in the
@@ -20,7 +21,8 @@ Verdicts (:class:`LeakVerdict.status`):
   against it (+90 MiB of RSS against 256 MiB on a small model).
 - ``growth``: that significant rise above the floor, but flattening in the later cycles (a
   warm-up, a cache filling to its bound, allocator growth that plateaus): not a leak, not a
-  pass; more cycles tell them apart.
+  pass; more cycles tell them apart. A rise beyond ``tolerance`` is judged so too, but only
+  from ``SETTLE_MIN_CYCLES`` cycles on (fewer cannot tell a warm-up from a leak: a leak).
 - ``leak`` also: the median post-drain level is within ``tolerance`` of the metric's ceiling
   (1.0 for ``kv_usage``): the cache is full with nothing running; a leak that saturated early
   has no trend left to test.
@@ -170,6 +172,9 @@ RISE_FLOOR_ABS: dict[str, float] = {
 RISE_FLOOR_REL = 0.01  # of the baseline level
 RISE_FLOOR_REL_OF: dict[str, float] = dict.fromkeys(DEVICE_SERIES_NAMES, 0.001)
 NOISE_SIGMAS = 4.0  # robust standard deviations of the baseline window
+# The fewest cycles whose later half can show a rise beyond the tolerance stopped (5 late
+# cycles, 10 slopes between them); a 24-cycle vLLM CPU soak's worker grew 167 MiB, flattening.
+SETTLE_MIN_CYCLES = 10
 # Where no tolerance is given (tolerance None): one that scales with the series, for metrics
 # whose size depends on the model and engine (RSS: 70 MiB for a small server, GBs for vLLM).
 AUTO_TOLERANCE_ABS: dict[str, float] = {
@@ -219,6 +224,13 @@ def _sustained(levels: Sequence[float], slope: float) -> bool:
         (late[j] - late[i]) / (j - i) for i in range(len(late)) for j in range(i + 1, len(late))
     ]
     return float(np.median(pairs)) >= 0.5 * slope
+
+
+def _flattened(levels: Sequence[float], slope: float) -> bool:
+    """A rise beyond the tolerance that stopped: enough cycles (SETTLE_MIN_CYCLES) for the later
+    half to be judged on its own, and that half rising at under half the run's slope. Fewer
+    cycles cannot tell a warm-up from a leak, so a large rise there stays a leak."""
+    return len(levels) >= SETTLE_MIN_CYCLES and not _sustained(levels, slope)
 
 
 def unjudged(verdicts: Mapping[str, LeakVerdict], skip: str = "") -> list[str]:
@@ -586,7 +598,9 @@ def _decide_from_levels(
     drain_text = f"{verdict.drain_s:.3g} s" if verdict.drain_s is not None else "n/a"
     gap_text = f"; {gaps} gap record(s) in drain windows" if gaps else ""
     unused = f" ({total - n} cycle(s) unusable)" if n < total else ""
-    if p < alpha and low > 0 and rise > tolerance:
+    if p < alpha and low > 0 and rise > tolerance and _flattened(levels, slope):
+        _sustained_or_growth(verdict, levels, baseline, f, trend_text, unused + gap_text)
+    elif p < alpha and low > 0 and rise > tolerance:
         verdict.status = "leak"
         verdict.message = (
             f"LEAK: {metric} post-drain level rose {f(levels[0])} -> {f(levels[-1])} over {n} "
@@ -595,7 +609,7 @@ def _decide_from_levels(
     elif top is not None and float(np.median(levels)) >= top - tolerance:
         _saturated(verdict, levels, baseline, top, f, unused + gap_text)
     elif p < alpha and low > 0 and rise > (verdict.floor or 0.0):
-        _below_tolerance(verdict, levels, baseline, f, trend_text, unused + gap_text)
+        _sustained_or_growth(verdict, levels, baseline, f, trend_text, unused + gap_text)
     elif (
         float(np.median(excess)) > tolerance
         and prefix_cache is not None
@@ -661,7 +675,7 @@ def _saturated(
     )
 
 
-def _below_tolerance(
+def _sustained_or_growth(
     verdict: LeakVerdict,
     levels: list[float],
     baseline: float,
@@ -669,12 +683,13 @@ def _below_tolerance(
     trend_text: str,
     tail: str,
 ) -> None:
-    """A significant rise above the noise floor and below the tolerance: a leak when it kept
-    going to the last cycles, else growth that flattened (neither a leak nor a pass)."""
+    """A significant rise above the noise floor: a leak when it kept going to the last cycles,
+    else growth that flattened (neither a leak nor a pass)."""
     metric, n = verdict.metric, len(levels)
     rise = f"rose {f(levels[0])} -> {f(levels[-1])} over {n} cycles"
+    side = "below" if (verdict.rise or 0.0) <= verdict.tolerance else "beyond"
     bounds = (
-        f"above the noise floor {f(verdict.floor or 0.0)}, below the tolerance "
+        f"above the noise floor {f(verdict.floor or 0.0)}, {side} the tolerance "
         f"{f(verdict.tolerance)}; baseline {f(baseline)}; {trend_text}"
     )
     if _sustained(levels, verdict.slope or 0.0):

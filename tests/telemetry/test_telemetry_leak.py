@@ -406,3 +406,58 @@ def test_the_soak_names_a_coarse_gauge_in_its_reason(make_soak):
     assert inconclusive_reason(verdict) == (
         "the engine's gauge showed the load in only 5 of 105 samples, too coarse for a verdict"
     )
+
+
+# Post-drain RSS of a 24-cycle soak on vLLM CPU 0.32 (2026-12-06, 20 s load / 10 s idle, 4
+# streams, 2125 requests): the worker process grew fast, then slower, then nearly flat.
+VLLM_24 = [
+    1831075840, 1846677504, 1864572928, 1872470016, 1876803584, 1891844096, 1903230976,
+    1910915072, 1921310720, 1929166848, 1939390464, 1943932928, 1949024256, 1956003840,
+    1971163136, 1975066624, 1983102976, 1983451136, 1983483904, 1983500288, 1987960832,
+    1991524352, 1991548928, 1991569408,
+]  # fmt: skip
+
+
+def test_a_rise_beyond_the_tolerance_that_flattened_over_many_cycles_is_growth(make_soak):
+    """The measured vLLM series rose 167 MiB (beyond its 90 MiB tolerance) but its later half
+    rose at under half the run's slope: a warm-up, judged GROWTH (not a pass), not LEAK."""
+    frame, phases = make_soak(
+        lambda i: VLLM_24[i] - 1719.3 * MIB,
+        cycles=24,
+        metric="rss_tree_bytes",
+        baseline=1719.3 * MIB,
+        peak=0.0,
+    )
+    verdict = analyse_leak(frame, phases, "rss_tree_bytes", tolerance=90 * MIB)
+    assert verdict.status == "growth", verdict.message
+    assert "beyond the tolerance 90.0 MiB" in verdict.message
+    assert not verdict.passed
+
+
+@pytest.mark.parametrize("cycles", [5, 24])
+def test_a_rise_beyond_the_tolerance_that_keeps_going_is_a_leak(make_soak, cycles):
+    frame, phases = make_soak(
+        lambda i: 10 * MIB * i,
+        cycles=cycles,
+        metric="rss_tree_bytes",
+        baseline=1.5 * 2**30,
+        peak=0.0,
+        noise=MIB,
+        seed=2,
+    )
+    verdict = analyse_leak(frame, phases, "rss_tree_bytes", tolerance=32 * MIB)
+    assert verdict.status == "leak", verdict.message
+
+
+def test_few_cycles_cannot_call_a_large_rise_a_warm_up(make_soak):
+    """Under SETTLE_MIN_CYCLES the later half is too short to judge: the first 6 cycles of the
+    vLLM series (+60 MiB beyond a 32 MiB tolerance) stay a leak."""
+    frame, phases = make_soak(
+        lambda i: VLLM_24[i] - 1719.3 * MIB,
+        cycles=6,
+        metric="rss_tree_bytes",
+        baseline=1719.3 * MIB,
+        peak=0.0,
+    )
+    verdict = analyse_leak(frame, phases, "rss_tree_bytes", tolerance=32 * MIB)
+    assert verdict.status == "leak", verdict.message
