@@ -85,3 +85,69 @@ def test_init_says_when_chat_completions_never_complete(name: str, tmp_path: Pat
     assert strict.stderr.startswith(warning), strict.stderr
     assert "--strict: exit 1, nothing appended" in strict.stderr
     assert not (tmp_path / "t.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "faults", "line", "surface_passes"),
+    [
+        pytest.param({}, (), "# reasoning: none found (no reasoning field", None, id="plain"),
+        pytest.param(
+            {"reasoning": ""},
+            (),
+            "reasoning: {field: reasoning_content}  # the answer carried `reasoning_content`; "
+            "chat_template_kwargs.enable_thinking false stops it",
+            True,
+            id="reasoning-content",
+        ),
+        pytest.param(
+            {"reasoning": "field=reasoning"},
+            (),
+            "reasoning: {field: reasoning}  #",
+            True,
+            id="reasoning-field",
+        ),
+        pytest.param(
+            {"reasoning": ""},
+            ("reasoning-off-ignored",),
+            "reasoning: {field: reasoning_content, thinking_off: false}  # the answer carried "
+            "`reasoning_content`; chat_template_kwargs.enable_thinking false did not stop it",
+            True,
+            id="switch-ignored",
+        ),
+        pytest.param(
+            {},
+            ("reasoning-leak",),
+            "reasoning: auto  # the answer's content holds <think> markers",
+            False,
+            id="no-parser",
+        ),
+    ],
+)
+def test_init_discovers_reasoning_and_check_agrees(
+    options: dict[str, str],
+    faults: tuple[str, ...],
+    line: str,
+    surface_passes: bool | None,
+    tmp_path: Path,
+    make_reference: Callable[..., RunningServer],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 43 item 2: reasoning targets declared by ``init``, so the budgets and the REASON
+    surface see them; a server without a parser is declared too, and its REASON checks fail."""
+    from servecheck.reference.reasoning import parse_spec
+
+    spec = {k: parse_spec(v) for k, v in options.items()}
+    server = make_reference(*faults, **spec)
+    targets = tmp_path / "targets.yaml"
+    assert main(["init", server.base_url, "--append", str(targets)]) == 0
+    out = capsys.readouterr().out
+    assert line in out, out
+    declared = load_targets(targets).get("mine").reasoning
+    assert (declared is not None) is (surface_passes is not None)
+    if surface_passes is None:
+        return
+    code = main(
+        ["check", "--target", "mine", "--targets-file", str(targets), "-n", "0"]
+        + ["--surface", "reason", "--out", str(tmp_path / "r")]
+    )
+    assert (code == 0) is surface_passes, capsys.readouterr().out

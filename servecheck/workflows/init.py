@@ -13,12 +13,15 @@ What it finds, and how (each line of the entry says where its value came from):
   object and schema modes, tools, logprobs, n, legacy completions, /tokenize, /metrics). A
   capability is ``true`` when the server accepted the request and answered in the expected shape;
   whether the answers are right is what ``servecheck check`` is for;
+* reasoning by asking a question that invites a thought (``reasoning_content`` or ``reasoning``
+  in the answer; ``<think>`` in content is a reasoning model the server does not separate), then
+  the same with the thinking-off switch (``thinking_off: false`` where it does not stop it);
 * vision by showing the model a tiny generated PNG (:mod:`servecheck.client.images`): ``true``
   only when the answer proves the image was read, i.e. the same message with the image counts
   more ``usage.prompt_tokens`` than without it (by more than the few tokens a template adds for a
   part: the margin IMAGE-REJECTED-TEXT-ONLY allows); a refusal (4xx) or no growth is ``false``.
 
-Every request is bounded (``timeout_s`` for the whole response) and there are at most about 17
+Every request is bounded (``timeout_s`` for the whole response) and there are at most about 19
 of them. A chat completion that never completes (an endless stream, headers and then silence)
 is not asked again in the same mode: the capabilities it would have decided are left out of the
 entry (``unknown``, so the engine's defaults apply, never a ``false`` that would switch checks
@@ -66,6 +69,7 @@ class EndpointFacts:
     context_length: Finding
     metrics_url: Finding
     capabilities: dict[str, Finding] = field(default_factory=dict)
+    reasoning: Finding = field(default_factory=lambda: Finding(None, "not tried"))
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # the endpoint is not usable as it is
 
@@ -369,6 +373,72 @@ def _capabilities(chat: _Chat, base: str, model: str) -> dict[str, Finding]:
     return caps
 
 
+REASONING_ASK = "What is 17 + 25? Think it through step by step, then answer."
+REASONING_TOKENS = 96  # room for a reasoning model's opening thought before the cut
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def _reasoning_text(ex: Exchange | None) -> tuple[str | None, str]:
+    """(the reasoning field that carries text, or None; the answer's content)."""
+    message = ((_message(ex) or {}).get("message") or {}) if ex is not None else {}
+    raw = message.get("content")
+    content = raw if isinstance(raw, str) else ""
+    for name in REASONING_FIELDS:
+        text = message.get(name)
+        if isinstance(text, str) and text.strip():
+            return name, content
+    return None, content
+
+
+def _reasoning(chat: _Chat, model: str) -> Finding:
+    """Whether the model reasons, where the reasoning arrives, and whether the thinking-off
+    switch (``chat_template_kwargs.enable_thinking: false``) stops it: one question that invites
+    a thought, then the same with the switch. A thought in ``content`` behind ``<think>`` is a
+    reasoning model whose server separates nothing: declared, so the REASON checks say so."""
+    from servecheck.config.model import DEFAULT_THINKING_OFF
+
+    ask = [{"role": "user", "content": REASONING_ASK}]
+    ex = chat.post(_chat(model, messages=ask, max_tokens=REASONING_TOKENS))
+    if ex is None:
+        return Finding(None, "chat completions never complete, so reasoning was not tried")
+    if not ex.ok:
+        return Finding(None, f"tried a {REASONING_TOKENS}-token question: {ex.describe(80)}")
+    name, content = _reasoning_text(ex)
+    if name is None:
+        if "<think>" in content or "</think>" in content:
+            return Finding(
+                "auto",
+                "the answer's content holds <think> markers and no reasoning field: a reasoning "
+                "model the server does not separate (start it with a reasoning parser); the "
+                "REASON checks will fail until it does",
+            )
+        return Finding(
+            None, f"no reasoning field and no <think> in a {REASONING_TOKENS}-token answer"
+        )
+    off = chat.post(_chat(model, messages=ask, max_tokens=REASONING_TOKENS, **DEFAULT_THINKING_OFF))
+    found = f"the answer carried `{name}`"
+    if off is not None and off.ok and _reasoning_text(off)[0] is None:
+        return Finding(
+            {"field": name}, f"{found}; chat_template_kwargs.enable_thinking false stops it"
+        )
+    why = "refused" if off is not None and not off.ok else "did not stop it"
+    return Finding(
+        {"field": name, "thinking_off": False},
+        f"{found}; chat_template_kwargs.enable_thinking false {why}, so the checks give the "
+        "reasoning room instead",
+    )
+
+
+def _flow(value: Any) -> str:
+    """A finding's value as one YAML flow line."""
+    if isinstance(value, dict):
+        inner = ", ".join(f"{k}: {_flow(v)}" for k, v in value.items())
+        return "{" + inner + "}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def _metrics(client: ServeClient, base: str) -> Finding:
     url = _root(base) + "/metrics"
     ex = client.get(url, timeout_s=5)
@@ -393,8 +463,10 @@ def probe_endpoint(url: str, api_key: str | None = None, timeout_s: float = 20.0
         metrics = _metrics(client, base)
         caps: dict[str, Finding] = {}
         chat = _Chat(client, timeout_s)
+        reasoning = Finding(None, "no model listed")
         if ids:
             caps = _capabilities(chat, base, ids[0])
+            reasoning = _reasoning(chat, ids[0])
         else:
             notes.append("no model listed: capabilities were not tried; name models by hand")
     problem = chat.problem()
@@ -412,6 +484,7 @@ def probe_endpoint(url: str, api_key: str | None = None, timeout_s: float = 20.0
         context,
         metrics,
         caps,
+        reasoning,
         notes,
         [problem] if problem else [],
     )
@@ -453,6 +526,10 @@ def render_entry(facts: EndpointFacts, name: str, key_env: str | None) -> str:
             out.append(f"      # {cap}: unknown ({redact(found.why)})")
         else:
             out.append(line("      ", cap, "true" if found.value else "false", found.why))
+    if facts.reasoning.value is None:
+        out.append(f"    # reasoning: none found ({redact(facts.reasoning.why)})")
+    else:
+        out.append(line("    ", "reasoning", _flow(facts.reasoning.value), facts.reasoning.why))
     out += [f"    # note: {redact(n)}" for n in facts.notes]
     out += [f"    # warning: {redact(p)}" for p in facts.problems]
     return "\n".join(out) + "\n"
