@@ -190,3 +190,72 @@ def test_ignored_switch_is_not_judged_and_named(make_reference):
     server = make_reference("reasoning-off-ignored", api_key=TEST_KEY, reasoning=LONG)
     with pytest.raises(CheckSkipped, match="did not hold \\(REASON-THINKING-OFF judges it\\)"):
         _run(server, "REQ-DEVELOPER-ROLE", {})
+
+
+# Found by the whole catalogue on local-llamacpp-reasoning (2026-12-06): the tiny reasoning
+# model is wired to "\n" after </think> (its llama.cpp logprobs: 0.0 for id 205, -3.4e38 for
+# every other), so a -100 bias cannot move it; and a 16-token budget cut its tool call short.
+WIRED = {
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "length",
+            "message": {"role": "assistant", "content": "\n"},
+            "logprobs": {
+                "content": [
+                    {
+                        "id": 205,
+                        "token": "\n",
+                        "logprob": 0.0,
+                        "top_logprobs": [
+                            {"id": 205, "token": "\n", "logprob": 0.0},
+                            {"id": 111, "token": "?", "logprob": -3.4028234663852886e38},
+                        ],
+                    }
+                ]
+            },
+        }
+    ]
+}
+
+
+def _exchange(body: dict[str, object], request: dict[str, object] | None = None):
+    import json
+
+    from servecheck.client.http import Exchange
+
+    url = "http://t/v1/chat/completions"
+    return Exchange("POST", url, {}, request or {}, status=200, body=json.dumps(body).encode())
+
+
+def test_logit_bias_reads_the_token_id_and_its_lead() -> None:
+    from servecheck.checks.surfaces.chat import BIAS, _first_token_id, _lead_nats
+
+    ex = _exchange(WIRED)
+    assert _first_token_id(ex) == 205
+    lead = _lead_nats(ex)
+    assert lead is not None and lead >= -BIAS  # not judged: no bias of -100 shows there
+    plain = {"choices": [{"message": {"content": "Red"}, "finish_reason": "length"}]}
+    assert _first_token_id(_exchange(plain)) is None and _lead_nats(_exchange(plain)) is None
+
+
+@pytest.mark.parametrize(
+    ("content", "tools", "skipped"),
+    [
+        pytest.param("\n", True, True, id="call-cut-short"),
+        pytest.param("\n", False, False, id="no-tools-offered"),
+        pytest.param("Sunny.", True, False, id="text-answer"),
+    ],
+)
+def test_an_answer_cut_while_calling_is_not_judged(content: str, tools: bool, skipped: bool):
+    from servecheck.checks.surfaces import req
+
+    choice = {"finish_reason": "length", "message": {"role": "assistant", "content": content}}
+    request: dict[str, object] = {"max_tokens": 16, **({"tools": [{}]} if tools else {})}
+    ctx = type("Ctx", (), {"check_id": "REQ-TOOL-HISTORY"})()
+    ex = _exchange({"choices": [choice]}, request)
+    if skipped:
+        with pytest.raises(CheckSkipped, match="ran out with tools offered"):
+            req._not_judged_if_cut_calling(ctx, choice, ex, "a tool history")
+    else:
+        req._not_judged_if_cut_calling(ctx, choice, ex, "a tool history")

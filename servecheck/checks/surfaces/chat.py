@@ -531,6 +531,35 @@ BIAS_PROMPT = "Name three colours."
 ANY_TOKEN = 0
 
 
+BIAS = -100  # the strongest bias the API takes: "should result in a ban"
+
+
+def _ids_asked(ctx: CheckContext) -> dict[str, Any]:
+    return {"logprobs": True, "top_logprobs": 2} if ctx.capabilities.get("logprobs") else {}
+
+
+def _lead_nats(ex: Exchange) -> float | None:
+    """How far the first token's logprob leads the runner-up's, where the answer shows both."""
+    data = ex.json() if ex.ok else None
+    try:
+        tops = data["choices"][0]["logprobs"]["content"][0]["top_logprobs"]  # type: ignore[index]
+        values = sorted((float(t["logprob"]) for t in tops), reverse=True)
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+    return values[0] - values[1] if len(values) >= 2 else None
+
+
+def _first_token_id(ex: Exchange) -> int | None:
+    """The first generated token's id where the answer's logprobs name it (llama.cpp's ``id``)."""
+    data = ex.json() if ex.ok else None
+    try:
+        entry = data["choices"][0]["logprobs"]["content"][0]  # type: ignore[index]
+    except (KeyError, IndexError, TypeError):
+        return None
+    value = entry.get("id") if isinstance(entry, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _first_token_text(ctx: CheckContext, ex: Exchange, what: str) -> str:
     return _content(_choices(ctx, ctx.ok_json(ex, what), ex)[0])
 
@@ -541,16 +570,20 @@ def _first_token_text(ctx: CheckContext, ex: Exchange, what: str) -> str:
     "at temperature 0, the one-token answer's token id (the server's /tokenize of it) biased -100 is not the "
     "first token of the answer any more; without /tokenize only that logit_bias is accepted (200) is checked, "
     "then the check skips (as when the answer does not /tokenize back to one id); a declared /tokenize "
-    "that errors is not judged (an error). A refused logit_bias (4xx, 501) fails",
+    "that errors is not judged (an error). A refused logit_bias (4xx, 501) fails. Where the answer's "
+    "logprobs name the token id (llama.cpp), that id is banned and compared; a first token that leads "
+    "the next by more than 100 nats (a wired model) is not judged",
 )
 def chat_logit_bias(ctx: CheckContext) -> None:
-    # One token is the point: never grown, only asked without thinking where the target can
-    budget = ctx.answer_budget(1, grow=False)
+    # One token is the point: never grown, only asked without thinking where the target can.
+    # With logprobs the answer may name its token's id (llama.cpp does): the id is then banned
+    # and compared, since several ids can spell one text ("\n" as a piece and as a byte).
+    budget = {**ctx.answer_budget(1, grow=False), **_ids_asked(ctx)}
     first = ctx.chat(BIAS_PROMPT, temperature=0, **budget)
     token = _first_token_text(ctx, first, "one-token chat completion")
-    banned: int | None = None
+    banned: int | None = _first_token_id(first)
     why_not = "the target declares no tokenize capability"
-    if ctx.capabilities.get("tokenize"):
+    if banned is None and ctx.capabilities.get("tokenize"):
         ids, tx = served_token_ids(ctx, token) if token else (None, first)
         if ids is None and token:
             raise CheckError(
@@ -567,7 +600,7 @@ def chat_logit_bias(ctx: CheckContext) -> None:
                 f"the one-token answer {token!r} does not /tokenize back to one id "
                 f"({ids if ids is not None else tx.describe(160)})"
             )
-    bias = {str(ANY_TOKEN if banned is None else banned): -100}
+    bias = {str(ANY_TOKEN if banned is None else banned): BIAS}
     ex = ctx.chat(BIAS_PROMPT, temperature=0, logit_bias=bias, **budget)
     ctx.expect(
         not ex.error and ex.ok,
@@ -580,6 +613,23 @@ def chat_logit_bias(ctx: CheckContext) -> None:
         "error for every request; implement logit_bias or answer 400 saying it is unsupported",
     )
     again = _first_token_text(ctx, ex, "chat completion with logit_bias")
+    again_id = _first_token_id(ex)
+    lead = _lead_nats(first)
+    if banned is not None and lead is not None and lead >= -BIAS:
+        # A model wired to one token (the tiny reasoning model's "\n" after </think>: every other
+        # logprob -3.4e38) keeps it under any bias of -100: the bias cannot be seen there.
+        raise CheckSkipped(
+            f"CHAT-LOGIT-BIAS: not judged: the first token {token!r} leads the next by "
+            f"{lead:.3g} nats, more than a bias of {BIAS} can take away"
+        )
+    if banned is not None and again_id is not None:
+        again = token if again_id == banned else f"{again} (id {again_id})"
+    elif banned is not None and not token.strip():
+        why_not = (
+            f"the one-token answer {token!r} is whitespace, which several token ids spell, and "
+            "the answer names no token id (logprobs) to tell them apart"
+        )
+        banned = None
     if banned is None:
         raise CheckSkipped(
             f"CHAT-LOGIT-BIAS: logit_bias is accepted, but its effect cannot be checked: {why_not}"
