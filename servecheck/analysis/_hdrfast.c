@@ -13,10 +13,23 @@
  *
  * The bucket key of a microsecond value u: s = bitlen(u | 2047) - 11; key = (s << 11) | (u >> s)
  * (2048 sub-buckets per power of two: three significant decimal digits, as stats.py says).
+ *
+ *   Hist: the core of stats.Histogram with its counts in C (issue 46). The record keeper puts
+ *   every finished request into about twenty histograms (the run's, its slice's, the client
+ *   counts', each latency metric): in Python each value cost a method call, a few integer
+ *   operations and a dict update of boxed ints; the per-request sum of those was a quarter of
+ *   the keeper's cost. Here the counts are an open-addressing table of (uint32 key, uint64
+ *   count), a value is one call, and a request's ITLs (already prepare()d) are one call. Only
+ *   the hot path lives here (record, record_prepared, the totals); merges, state, percentiles
+ *   and the HDR encoding are stats.py's, written once over buckets() / load(), so the C core and
+ *   stats._PyCore (the reference) cannot drift apart in anything but these few lines, which
+ *   tests/load/test_hdrfast.py runs side by side.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #define LOWEST_US 1LL
 #define HIGHEST_US (3600LL * 1000000LL) /* one hour, as stats.py _HIGHEST_US */
@@ -86,6 +99,249 @@ fail:
     return NULL;
 }
 
+
+/* ------------------------------------------------------------------ Hist (a histogram's core) */
+
+#define EMPTY 0xFFFFFFFFu
+
+typedef struct {
+    PyObject_HEAD
+    uint32_t *keys;
+    unsigned long long *counts;
+    Py_ssize_t cap;  /* a power of two, or 0 before the first value */
+    Py_ssize_t used; /* distinct keys */
+    long long n, sum_us, lo, hi, clipped;
+} Hist;
+
+static int hist_grow(Hist *h);
+
+static int hist_bump(Hist *h, uint32_t key, unsigned long long c) {
+    if ((h->used + 1) * 4 > h->cap * 3 && hist_grow(h) < 0) return -1;
+    Py_ssize_t mask = h->cap - 1;
+    Py_ssize_t i = (Py_ssize_t)((key * 2654435761u) & (uint32_t)mask);
+    while (h->keys[i] != EMPTY) {
+        if (h->keys[i] == key) {
+            h->counts[i] += c;
+            return 0;
+        }
+        i = (i + 1) & mask;
+    }
+    h->keys[i] = key;
+    h->counts[i] = c;
+    h->used++;
+    return 0;
+}
+
+static int hist_grow(Hist *h) {
+    Py_ssize_t old_cap = h->cap, cap = old_cap ? old_cap * 2 : 64;
+    uint32_t *old_keys = h->keys;
+    unsigned long long *old_counts = h->counts;
+    uint32_t *keys = PyMem_Malloc(sizeof(uint32_t) * (size_t)cap);
+    unsigned long long *counts = PyMem_Malloc(sizeof(unsigned long long) * (size_t)cap);
+    if (keys == NULL || counts == NULL) {
+        PyMem_Free(keys);
+        PyMem_Free(counts);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(keys, 0xFF, sizeof(uint32_t) * (size_t)cap);
+    h->keys = keys;
+    h->counts = counts;
+    h->cap = cap;
+    h->used = 0;
+    for (Py_ssize_t i = 0; i < old_cap; i++)
+        if (old_keys[i] != EMPTY) hist_bump(h, old_keys[i], old_counts[i]);
+    PyMem_Free(old_keys);
+    PyMem_Free(old_counts);
+    return 0;
+}
+
+static void hist_clear(Hist *h) {
+    PyMem_Free(h->keys);
+    PyMem_Free(h->counts);
+    h->keys = NULL;
+    h->counts = NULL;
+    h->cap = h->used = 0;
+    h->n = h->sum_us = h->clipped = h->hi = 0;
+    h->lo = HIGHEST_US + 1;
+}
+
+static int hist_init(Hist *h, PyObject *args, PyObject *kw) {
+    if (PyTuple_GET_SIZE(args) || (kw && PyDict_GET_SIZE(kw))) {
+        PyErr_SetString(PyExc_TypeError, "Hist() takes no arguments");
+        return -1;
+    }
+    hist_clear(h);
+    return 0;
+}
+
+static void hist_dealloc(Hist *h) {
+    PyMem_Free(h->keys);
+    PyMem_Free(h->counts);
+    Py_TYPE(h)->tp_free((PyObject *)h);
+}
+
+/* record(seconds): as stats._PyCore.record (int(seconds * 1e6 + 0.5), clamped, clipped above). */
+static PyObject *hist_record(Hist *h, PyObject *value) {
+    double v = PyFloat_Check(value) ? PyFloat_AS_DOUBLE(value) : PyFloat_AsDouble(value);
+    if (v == -1.0 && PyErr_Occurred()) return NULL;
+    double d = v * 1e6 + 0.5;
+    if (d != d) {
+        PyErr_SetString(PyExc_ValueError, "cannot convert float NaN to integer");
+        return NULL;
+    }
+    if (isinf(d)) {
+        PyErr_SetString(PyExc_OverflowError, "cannot convert float infinity to integer");
+        return NULL;
+    }
+    d = trunc(d);
+    long long us;
+    if (d < (double)LOWEST_US) {
+        us = LOWEST_US;
+    } else if (d > (double)HIGHEST_US) {
+        us = HIGHEST_US;
+        h->clipped++;
+    } else {
+        us = (long long)d;
+    }
+    if (hist_bump(h, (uint32_t)bucket_key(us), 1) < 0) return NULL;
+    h->sum_us += us;
+    h->n++;
+    if (us < h->lo) h->lo = us;
+    if (us > h->hi) h->hi = us;
+    Py_RETURN_NONE;
+}
+
+/* record_prepared((keys, total, lo, hi, clipped)): as stats._PyCore.record_prepared. */
+static PyObject *hist_record_prepared(Hist *h, PyObject *p) {
+    PyObject *keys;
+    long long total, lo, hi, clipped;
+    if (!PyArg_ParseTuple(p, "O!LLLL", &PyList_Type, &keys, &total, &lo, &hi, &clipped)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    if (n == 0) Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long k = PyLong_AsLongLong(PyList_GET_ITEM(keys, i));
+        if (k == -1 && PyErr_Occurred()) return NULL;
+        if (k < 0 || k >= (long long)EMPTY) {
+            PyErr_SetString(PyExc_ValueError, "a bucket key out of range");
+            return NULL;
+        }
+        if (hist_bump(h, (uint32_t)k, 1) < 0) return NULL;
+    }
+    h->n += n;
+    h->sum_us += total;
+    h->clipped += clipped;
+    if (lo < h->lo) h->lo = lo;
+    if (hi > h->hi) h->hi = hi;
+    Py_RETURN_NONE;
+}
+
+/* buckets() -> {key: count}: the counts for stats.py's cold paths (state, merges, percentiles). */
+static PyObject *hist_buckets(Hist *h, PyObject *unused) {
+    (void)unused;
+    PyObject *d = PyDict_New();
+    if (d == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < h->cap; i++) {
+        if (h->keys[i] == EMPTY) continue;
+        PyObject *k = PyLong_FromUnsignedLong(h->keys[i]);
+        PyObject *c = PyLong_FromUnsignedLongLong(h->counts[i]);
+        int bad = k == NULL || c == NULL || PyDict_SetItem(d, k, c) < 0;
+        Py_XDECREF(k);
+        Py_XDECREF(c);
+        if (bad) {
+            Py_DECREF(d);
+            return NULL;
+        }
+    }
+    return d;
+}
+
+/* load(buckets, sum_us, clipped, lo, hi): replace the whole state (count = the counts' sum). */
+static PyObject *hist_load(Hist *h, PyObject *args) {
+    PyObject *d;
+    long long sum_us, clipped, lo, hi;
+    if (!PyArg_ParseTuple(args, "O!LLLL", &PyDict_Type, &d, &sum_us, &clipped, &lo, &hi)) return NULL;
+    hist_clear(h);
+    PyObject *k, *c;
+    Py_ssize_t pos = 0;
+    long long n = 0;
+    while (PyDict_Next(d, &pos, &k, &c)) {
+        long long key = PyLong_AsLongLong(k);
+        long long count = PyLong_AsLongLong(c);
+        if ((key == -1 || count == -1) && PyErr_Occurred()) return NULL;
+        if (key < 0 || key >= (long long)EMPTY || count < 0) {
+            PyErr_SetString(PyExc_ValueError, "a bucket key or count out of range");
+            return NULL;
+        }
+        if (count == 0) continue;
+        if (hist_bump(h, (uint32_t)key, (unsigned long long)count) < 0) return NULL;
+        n += count;
+    }
+    h->n = n;
+    h->sum_us = sum_us;
+    h->clipped = clipped;
+    h->lo = lo;
+    h->hi = hi;
+    Py_RETURN_NONE;
+}
+
+static PyObject *hist_totals(Hist *h, PyObject *unused) {
+    (void)unused;
+    return Py_BuildValue("(LLLLL)", h->n, h->sum_us, h->clipped, h->lo, h->hi);
+}
+
+static PyObject *hist_get_count(Hist *h, void *closure) {
+    (void)closure;
+    return PyLong_FromLongLong(h->n);
+}
+
+static PyObject *hist_get_clipped(Hist *h, void *closure) {
+    (void)closure;
+    return PyLong_FromLongLong(h->clipped);
+}
+
+static int hist_set_clipped(Hist *h, PyObject *v, void *closure) {
+    (void)closure;
+    if (v == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "clipped cannot be deleted");
+        return -1;
+    }
+    long long c = PyLong_AsLongLong(v);
+    if (c == -1 && PyErr_Occurred()) return -1;
+    h->clipped = c;
+    return 0;
+}
+
+static PyMethodDef hist_methods[] = {
+    {"record", (PyCFunction)hist_record, METH_O, "record(seconds): one duration."},
+    {"record_prepared", (PyCFunction)hist_record_prepared, METH_O,
+     "record_prepared((keys, total, lo, hi, clipped)): values prepare() made bucket keys."},
+    {"buckets", (PyCFunction)hist_buckets, METH_NOARGS, "buckets() -> {key: count}"},
+    {"load", (PyCFunction)hist_load, METH_VARARGS,
+     "load(buckets, sum_us, clipped, lo_us, hi_us): replace the state."},
+    {"totals", (PyCFunction)hist_totals, METH_NOARGS,
+     "totals() -> (count, sum_us, clipped, lo_us, hi_us)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef hist_getset[] = {
+    {"count", (getter)hist_get_count, NULL, "values recorded", NULL},
+    {"clipped", (getter)hist_get_clipped, (setter)hist_set_clipped, "values above an hour", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject HistType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "servecheck.analysis._hdrfast.Hist",
+    .tp_basicsize = sizeof(Hist),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "A histogram's counts and totals in C (stats.Histogram's native core).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)hist_init,
+    .tp_dealloc = (destructor)hist_dealloc,
+    .tp_methods = hist_methods,
+    .tp_getset = hist_getset,
+};
+
 static PyMethodDef methods[] = {
     {"prepare", prepare, METH_O,
      "prepare(values) -> (keys, total_us, lo_us, hi_us, clipped); as stats.prepare."},
@@ -98,4 +354,15 @@ static struct PyModuleDef module = {
     NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__hdrfast(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__hdrfast(void) {
+    if (PyType_Ready(&HistType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&HistType);
+    if (PyModule_AddObject(m, "Hist", (PyObject *)&HistType) < 0) {
+        Py_DECREF(&HistType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
