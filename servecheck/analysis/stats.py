@@ -289,7 +289,8 @@ class _PyHistogram(_PyCore, _Ops):
 
 if TYPE_CHECKING:
     Histogram = _PyHistogram
-elif _hdrfast is not None:
+elif _hdrfast is not None and hasattr(_hdrfast, "Hist"):
+    # (An _hdrfast built from an older source, without Hist, keeps the Python core.)
 
     class Histogram(_hdrfast.Hist, _Ops):
         __doc__ = _PyHistogram.__doc__
