@@ -146,7 +146,13 @@ from servecheck.analysis.aggregate import Rule, aggregate_of
 sys.path.insert(0, sys.argv[2])
 from test_aggregate import _records
 assert (stats.Histogram is stats._PyHistogram) == (sys.argv[1] == "python")
-agg = aggregate_of(_records(3000), Rule(users=8, duration_s=30.0, slice_s=2.0))
+recs = _records(3000)
+for i, r in enumerate(recs):  # the TTFT decomposition's stamps (analysis/timings.py), in ms
+    if r["ttft"] is not None:
+        ttft_ms = r["ttft"] * 1000.0
+        r["stamps"] = {"written": 0.05 + i % 7 / 100, "headers": ttft_ms - 1.5,
+                       "body": ttft_ms - 0.2, "last_token": r["e2e"] * 1000.0}
+agg = aggregate_of(recs, Rule(users=8, duration_s=30.0, slice_s=2.0))
 st = agg.stats(stats.Schedule(mode="fixed"))
 print(json.dumps({"state": agg.state(), "stats": st.as_dict()}, sort_keys=True))
 """
@@ -168,4 +174,5 @@ def test_an_aggregate_is_the_same_with_and_without_the_c_core() -> None:
     }
     native, python = json.loads(out["native"]), json.loads(out["python"])
     assert native["state"]["whole"]["hist"]["itl"][1], "the run recorded no ITLs"
+    assert native["state"]["timings"]["stamped"], "the run's records had no stamps"
     assert native == python
