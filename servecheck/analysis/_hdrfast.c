@@ -19,11 +19,12 @@
  *   counts', each latency metric): in Python each value cost a method call, a few integer
  *   operations and a dict update of boxed ints; the per-request sum of those was a quarter of
  *   the keeper's cost. Here the counts are an open-addressing table of (uint32 key, uint64
- *   count), a value is one call, and a request's ITLs (already prepare()d) are one call. Only
- *   the hot path lives here (record, record_prepared, the totals); merges, state, percentiles
- *   and the HDR encoding are stats.py's, written once over buckets() / load(), so the C core and
- *   stats._PyCore (the reference) cannot drift apart in anything but these few lines, which
- *   tests/load/test_hdrfast.py runs side by side.
+ *   count), a value is one call, and a request's ITLs (already prepare()d) are one call. What
+ *   touches the counts bucket by bucket is here too (add, subtract, copy, the buckets in key
+ *   order: the master merges every worker's slices, and a dict round trip made merges 4x
+ *   slower); state, percentiles and the HDR encoding are stats.py's, written once over items() /
+ *   buckets() / load(). stats._PyCore is the reference for every method here, and
+ *   tests/load/test_hdrfast.py runs the two side by side.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -285,6 +286,155 @@ static PyObject *hist_load(Hist *h, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyTypeObject HistType;
+
+/* add(other): merge another Hist in place (the master's merge of every worker's slices). */
+static PyObject *hist_add(Hist *h, PyObject *arg) {
+    if (!PyObject_TypeCheck(arg, &HistType)) {
+        PyErr_SetString(PyExc_TypeError, "add() needs a histogram of the same kind");
+        return NULL;
+    }
+    Hist *o = (Hist *)arg;
+    if (o == h) { /* h + h: double every count */
+        for (Py_ssize_t i = 0; i < h->cap; i++)
+            if (h->keys[i] != EMPTY) h->counts[i] *= 2;
+        h->n *= 2;
+        h->sum_us *= 2;
+        h->clipped *= 2;
+        Py_RETURN_NONE;
+    }
+    for (Py_ssize_t i = 0; i < o->cap; i++)
+        if (o->keys[i] != EMPTY && hist_bump(h, o->keys[i], o->counts[i]) < 0) return NULL;
+    h->n += o->n;
+    h->sum_us += o->sum_us;
+    h->clipped += o->clipped;
+    if (o->lo < h->lo) h->lo = o->lo;
+    if (o->hi > h->hi) h->hi = o->hi;
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t hist_find(const Hist *h, uint32_t key) {
+    if (h->cap == 0) return -1;
+    Py_ssize_t mask = h->cap - 1;
+    Py_ssize_t i = (Py_ssize_t)((key * 2654435761u) & (uint32_t)mask);
+    while (h->keys[i] != EMPTY) {
+        if (h->keys[i] == key) return i;
+        i = (i + 1) & mask;
+    }
+    return -1;
+}
+
+static long long lowest_of(uint32_t key) { return (long long)(key & 2047) << (key >> 11); }
+
+/* subtract(other): as stats._PyCore.subtract (a bucket left at zero or below goes; the count, sum
+ * and clipped go down by other's; the lowest and highest become the buckets'). */
+static PyObject *hist_subtract(Hist *h, PyObject *arg) {
+    if (!PyObject_TypeCheck(arg, &HistType)) {
+        PyErr_SetString(PyExc_TypeError, "subtract() needs a histogram of the same kind");
+        return NULL;
+    }
+    Hist *o = (Hist *)arg;
+    Hist keep = {0};
+    keep.lo = HIGHEST_US + 1;
+    int self = o == h;
+    for (Py_ssize_t i = 0; i < h->cap; i++) {
+        if (h->keys[i] == EMPTY || self) continue;
+        Py_ssize_t j = hist_find(o, h->keys[i]);
+        unsigned long long c = h->counts[i], oc = j < 0 ? 0 : o->counts[j];
+        if (c <= oc) continue;
+        if (hist_bump(&keep, h->keys[i], c - oc) < 0) {
+            PyMem_Free(keep.keys);
+            PyMem_Free(keep.counts);
+            return NULL;
+        }
+    }
+    long long n = h->n - o->n, sum_us = h->sum_us - o->sum_us, clipped = h->clipped - o->clipped;
+    long long lo = HIGHEST_US + 1, hi = 0;
+    uint32_t kmin = EMPTY, kmax = 0;
+    for (Py_ssize_t i = 0; i < keep.cap; i++) {
+        if (keep.keys[i] == EMPTY) continue;
+        if (keep.keys[i] < kmin) kmin = keep.keys[i];
+        if (keep.keys[i] >= kmax) kmax = keep.keys[i];
+    }
+    if (keep.used) {
+        lo = lowest_of(kmin);
+        hi = lowest_of(kmax);
+    }
+    PyMem_Free(h->keys);
+    PyMem_Free(h->counts);
+    h->keys = keep.keys;
+    h->counts = keep.counts;
+    h->cap = keep.cap;
+    h->used = keep.used;
+    h->n = n;
+    h->sum_us = sum_us;
+    h->clipped = clipped;
+    h->lo = lo;
+    h->hi = hi;
+    Py_RETURN_NONE;
+}
+
+/* copy(): a histogram of the same type with the same state. */
+static PyObject *hist_copy(Hist *h, PyObject *unused) {
+    (void)unused;
+    PyObject *obj = PyObject_CallNoArgs((PyObject *)Py_TYPE(h));
+    if (obj == NULL) return NULL;
+    Hist *c = (Hist *)obj;
+    if (h->cap) {
+        c->keys = PyMem_Malloc(sizeof(uint32_t) * (size_t)h->cap);
+        c->counts = PyMem_Malloc(sizeof(unsigned long long) * (size_t)h->cap);
+        if (c->keys == NULL || c->counts == NULL) {
+            Py_DECREF(obj);
+            return PyErr_NoMemory();
+        }
+        memcpy(c->keys, h->keys, sizeof(uint32_t) * (size_t)h->cap);
+        memcpy(c->counts, h->counts, sizeof(unsigned long long) * (size_t)h->cap);
+    }
+    c->cap = h->cap;
+    c->used = h->used;
+    c->n = h->n;
+    c->sum_us = h->sum_us;
+    c->clipped = h->clipped;
+    c->lo = h->lo;
+    c->hi = h->hi;
+    return obj;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* items() -> (keys, counts): the buckets in key order (state, percentiles, the HDR encoding). */
+static PyObject *hist_items(Hist *h, PyObject *unused) {
+    (void)unused;
+    Py_ssize_t n = h->used, j = 0;
+    /* each used slot as (key << 32 | slot), sorted: the keys in order, each with its count */
+    uint64_t *packed = PyMem_Malloc(sizeof(uint64_t) * (size_t)(n ? n : 1));
+    if (packed == NULL) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < h->cap; i++)
+        if (h->keys[i] != EMPTY) packed[j++] = ((uint64_t)h->keys[i] << 32) | (uint64_t)i;
+    qsort(packed, (size_t)n, sizeof(uint64_t), cmp_u64);
+    PyObject *keys = PyList_New(n), *counts = PyList_New(n);
+    if (keys == NULL || counts == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t slot = (uint32_t)(packed[i] & 0xFFFFFFFFu);
+        PyObject *k = PyLong_FromUnsignedLong((unsigned long)(packed[i] >> 32));
+        if (k == NULL) goto fail;
+        PyList_SET_ITEM(keys, i, k);
+        PyObject *c = PyLong_FromUnsignedLongLong(h->counts[slot]);
+        if (c == NULL) goto fail;
+        PyList_SET_ITEM(counts, i, c);
+    }
+    PyMem_Free(packed);
+    return Py_BuildValue("(NN)", keys, counts);
+fail:
+    PyMem_Free(packed);
+    Py_XDECREF(keys);
+    Py_XDECREF(counts);
+    return NULL;
+}
+
 static PyObject *hist_totals(Hist *h, PyObject *unused) {
     (void)unused;
     return Py_BuildValue("(LLLLL)", h->n, h->sum_us, h->clipped, h->lo, h->hi);
@@ -319,6 +469,11 @@ static PyMethodDef hist_methods[] = {
     {"buckets", (PyCFunction)hist_buckets, METH_NOARGS, "buckets() -> {key: count}"},
     {"load", (PyCFunction)hist_load, METH_VARARGS,
      "load(buckets, sum_us, clipped, lo_us, hi_us): replace the state."},
+    {"add", (PyCFunction)hist_add, METH_O, "add(other): merge another histogram in place."},
+    {"subtract", (PyCFunction)hist_subtract, METH_O,
+     "subtract(other): take another histogram's values out."},
+    {"copy", (PyCFunction)hist_copy, METH_NOARGS, "copy() -> the same histogram, apart."},
+    {"items", (PyCFunction)hist_items, METH_NOARGS, "items() -> (keys, counts) in key order"},
     {"totals", (PyCFunction)hist_totals, METH_NOARGS,
      "totals() -> (count, sum_us, clipped, lo_us, hi_us)"},
     {NULL, NULL, 0, NULL},

@@ -70,8 +70,9 @@ class Distribution:
 class _PyCore:
     """A histogram's counts and totals in Python: the reference for ``_hdrfast.Hist``.
 
-    Only what a record costs lives in a core (``record``, ``record_prepared``, the totals);
-    :class:`_Ops` does the rest once, over :meth:`buckets` and :meth:`load`, for either core."""
+    A core holds the counts and does what touches them bucket by bucket (recording, merging,
+    subtracting, copying, the buckets in order); :class:`_Ops` does the rest once, over
+    :meth:`items`, :meth:`buckets` and :meth:`totals`, for either core."""
 
     __slots__ = ("_b", "clipped", "_sum_us", "_n", "_min", "_max")
 
@@ -137,10 +138,49 @@ class _PyCore:
         """(count, sum in us, clipped, lowest us, highest us)."""
         return self._n, self._sum_us, self.clipped, self._min, self._max
 
+    def items(self) -> tuple[list[int], list[int]]:
+        """(keys, counts): the buckets in key order."""
+        keys = sorted(self._b)
+        return keys, [self._b[k] for k in keys]
+
+    def add(self, other: _PyCore) -> None:
+        """Merge ``other`` into this one (the buckets add exactly: per-slice ones merge)."""
+        b = self._b
+        for k, c in other._b.items():
+            b[k] = b.get(k, 0) + c
+        self._sum_us += other._sum_us
+        self._n += other._n
+        self.clipped += other.clipped
+        self._min = min(self._min, other._min)
+        self._max = max(self._max, other._max)
+
+    def copy(self) -> Self:
+        h = type(self)()
+        h._b, h._sum_us, h._n = dict(self._b), self._sum_us, self._n
+        h.clipped, h._min, h._max = self.clipped, self._min, self._max
+        return h
+
+    def subtract(self, other: _PyCore) -> None:
+        """Take ``other`` (values that were also added here) out of this one; min and max are
+        then the buckets' (which is all :meth:`summary` reports of them anyway)."""
+        b = self._b
+        for k, c in other._b.items():
+            left = b.get(k, 0) - c
+            if left > 0:
+                b[k] = left
+            else:
+                b.pop(k, None)
+        self._n -= other._n
+        self._sum_us -= other._sum_us
+        self.clipped -= other.clipped
+        self._min = _lowest(min(b)) if b else _HIGHEST_US + 1
+        self._max = _lowest(max(b)) if b else 0
+
 
 class _Ops:
-    """Everything of a histogram but its hot path, over a core's ``buckets`` / ``load`` /
-    ``totals`` (see :class:`_PyHistogram`, the reference, and ``_hdrfast.Hist``)."""
+    """What a histogram computes from its core's ``items`` / ``buckets`` / ``totals`` / ``load``
+    (state, percentiles, the HDR encoding), written once for both cores (see
+    :class:`_PyHistogram`, the reference, and ``_hdrfast.Hist``)."""
 
     __slots__ = ()
 
@@ -169,43 +209,25 @@ class _Ops:
     def record_many(self, values: Iterable[float | None]) -> None:
         self.record_prepared(prepare(values))
 
-    def add(self, other: _Ops) -> None:
-        """Merge ``other`` into this one (the buckets add exactly: per-slice ones merge)."""
-        b = self.buckets()
-        for k, c in other.buckets().items():
-            b[k] = b.get(k, 0) + c
-        _n, total, clipped, lo, hi = self.totals()
-        _on, o_total, o_clipped, o_lo, o_hi = other.totals()
-        self.load(b, total + o_total, clipped + o_clipped, min(lo, o_lo), max(hi, o_hi))
+    def items(self) -> tuple[list[int], list[int]]:
+        raise NotImplementedError
+
+    def add(self, other: Any) -> None:
+        """Merge ``other`` (a histogram of the same core) into this one."""
+        raise NotImplementedError
 
     def copy(self) -> Self:
-        h = type(self)()
-        _n, total, clipped, lo, hi = self.totals()
-        h.load(self.buckets(), total, clipped, lo, hi)
-        return h
+        raise NotImplementedError
 
-    def subtract(self, other: _Ops) -> None:
-        """Take ``other`` (values that were also added here) out of this one; min and max are
-        then the buckets' (which is all :meth:`summary` reports of them anyway)."""
-        b = self.buckets()
-        for k, c in other.buckets().items():
-            left = b.get(k, 0) - c
-            if left > 0:
-                b[k] = left
-            else:
-                b.pop(k, None)
-        _n, total, clipped, _lo, _hi = self.totals()
-        _on, o_total, o_clipped, _olo, _ohi = other.totals()
-        lo = _lowest(min(b)) if b else _HIGHEST_US + 1
-        hi = _lowest(max(b)) if b else 0
-        self.load(b, total - o_total, clipped - o_clipped, lo, hi)
+    def subtract(self, other: Any) -> None:
+        """Take ``other`` (values that were also added here) out of this one."""
+        raise NotImplementedError
 
     def state(self) -> list[Any]:
         """A compact, JSON-able form for the run's aggregate files (see :meth:`from_state`)."""
-        b = self.buckets()
-        keys = sorted(b)
+        keys, counts = self.items()
         _n, total, clipped, lo, hi = self.totals()
-        return [keys, [b[k] for k in keys], total, clipped, lo, hi]
+        return [keys, counts, total, clipped, lo, hi]
 
     @classmethod
     def from_state(cls, st: list[Any]) -> Self:
@@ -253,13 +275,12 @@ class _Ops:
         named = list(wanted_at)
         if n == 0:
             return {}
-        b = self.buckets()
         wanted = sorted((max(1, int(p / 100.0 * n + 0.5)), name) for name, p in named)
         out: dict[str, float] = {}
         seen = 0
         i = 0
-        for key in sorted(b):
-            seen += b[key]
+        for key, c in zip(*self.items(), strict=True):
+            seen += c
             while i < len(wanted) and seen >= wanted[i][0]:
                 out[wanted[i][1]] = _highest(key) / 1000.0
                 i += 1

@@ -120,6 +120,13 @@ def test_the_c_histogram_is_the_python_reference(ops: list[Any], more: list[floa
     whole_py.subtract(py2)
     _same(whole_c, whole_py)
     _same(stats.Histogram.from_state(c.state()), stats._PyHistogram.from_state(py.state()))
+    apart_c, apart_py = c.copy(), py.copy()  # values that were never added here: as Python does
+    apart_c.subtract(c2)
+    apart_py.subtract(py2)
+    assert apart_c.totals() == apart_py.totals()
+    assert apart_c.items() == apart_py.items()
+    assert type(apart_c) is stats.Histogram
+    assert c.state() == py.state(), "a copy shares its counts with the original"
 
 
 @pytest.mark.parametrize(
