@@ -146,7 +146,14 @@ class Reservoir:
         self._next += int(gap) + 1
 
     def add(self, v: float) -> None:
-        if self._next > self.seen and len(self.values) >= self.size:
+        values = self.values
+        if len(values) < self.size:  # filling: add_many's first branch, without a call
+            values.append(v)
+            self.seen += 1
+            if len(values) == self.size and self.seen == self.size:
+                self._advance_first()
+            return
+        if self._next > self.seen:
             self.seen += 1  # full, and this one is skipped: add_many's first test, without a call
             return
         self.add_many((v,))

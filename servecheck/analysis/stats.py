@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self
 
 from hdrh.histogram import HdrHistogram
 
@@ -67,17 +67,12 @@ class Distribution:
         }
 
 
-class Histogram:
-    """An HDR histogram of durations given in seconds, stored in whole microseconds.
+class _PyCore:
+    """A histogram's counts and totals in Python: the reference for ``_hdrfast.Hist``.
 
-    The buckets are HdrHistogram's (lowest 1 us, three significant digits: 2048 linear
-    sub-buckets per power of two), kept sparse: a dict of the buckets that were hit. hdrh's own
-    histogram holds every bucket (about 23k counters, 188 KB, from 1 us to an hour), which is
-    fine for one whole-run histogram but not for one per metric per time slice per worker, and
-    its ``record_value`` and percentile walk are pure Python over that array. Percentiles, min
-    and max are hdrh's to the microsecond (``tests/load/test_stats.py`` holds them side by side);
-    :meth:`encode` still gives HDR's portable base64 form, through hdrh, for whoever reads it.
-    """
+    A core holds the counts and does what touches them bucket by bucket (recording, merging,
+    subtracting, copying, the buckets in order); :class:`_Ops` does the rest once, over
+    :meth:`items`, :meth:`buckets` and :meth:`totals`, for either core."""
 
     __slots__ = ("_b", "clipped", "_sum_us", "_n", "_min", "_max")
 
@@ -107,9 +102,6 @@ class Histogram:
         b = self._b
         b[key] = b.get(key, 0) + 1
 
-    def record_many(self, values: Iterable[float | None]) -> None:
-        self.record_prepared(prepare(values))
-
     def record_prepared(self, p: Prepared) -> None:
         """Add values :func:`prepare` turned into bucket keys once (a record's ITLs go into
         several histograms: the whole run's, its slice's, the answer phase's)."""
@@ -132,7 +124,26 @@ class Histogram:
     def count(self) -> int:
         return self._n
 
-    def add(self, other: Histogram) -> None:
+    def buckets(self) -> dict[int, int]:
+        """The counts by bucket key (a copy: the caller may change it)."""
+        return dict(self._b)
+
+    def load(self, buckets: dict[int, int], sum_us: int, clipped: int, lo: int, hi: int) -> None:
+        """Replace the whole state; the count is the counts' sum (empty buckets are dropped)."""
+        self._b = {int(k): int(c) for k, c in buckets.items() if c}
+        self._n = sum(self._b.values())
+        self._sum_us, self.clipped, self._min, self._max = sum_us, clipped, lo, hi
+
+    def totals(self) -> tuple[int, int, int, int, int]:
+        """(count, sum in us, clipped, lowest us, highest us)."""
+        return self._n, self._sum_us, self.clipped, self._min, self._max
+
+    def items(self) -> tuple[list[int], list[int]]:
+        """(keys, counts): the buckets in key order."""
+        keys = sorted(self._b)
+        return keys, [self._b[k] for k in keys]
+
+    def add(self, other: _PyCore) -> None:
         """Merge ``other`` into this one (the buckets add exactly: per-slice ones merge)."""
         b = self._b
         for k, c in other._b.items():
@@ -143,13 +154,13 @@ class Histogram:
         self._min = min(self._min, other._min)
         self._max = max(self._max, other._max)
 
-    def copy(self) -> Histogram:
-        h = Histogram()
+    def copy(self) -> Self:
+        h = type(self)()
         h._b, h._sum_us, h._n = dict(self._b), self._sum_us, self._n
         h.clipped, h._min, h._max = self.clipped, self._min, self._max
         return h
 
-    def subtract(self, other: Histogram) -> None:
+    def subtract(self, other: _PyCore) -> None:
         """Take ``other`` (values that were also added here) out of this one; min and max are
         then the buckets' (which is all :meth:`summary` reports of them anyway)."""
         b = self._b
@@ -165,43 +176,91 @@ class Histogram:
         self._min = _lowest(min(b)) if b else _HIGHEST_US + 1
         self._max = _lowest(max(b)) if b else 0
 
+
+class _Ops:
+    """What a histogram computes from its core's ``items`` / ``buckets`` / ``totals`` / ``load``
+    (state, percentiles, the HDR encoding), written once for both cores (see
+    :class:`_PyHistogram`, the reference, and ``_hdrfast.Hist``)."""
+
+    __slots__ = ()
+
+    # What a core gives (it comes first in the bases; typed here for mypy).
+    clipped: int
+
+    @property
+    def count(self) -> int:
+        raise NotImplementedError
+
+    def record(self, seconds: float) -> None:
+        raise NotImplementedError
+
+    def record_prepared(self, p: Prepared) -> None:
+        raise NotImplementedError
+
+    def buckets(self) -> dict[int, int]:
+        raise NotImplementedError
+
+    def load(self, buckets: dict[int, int], sum_us: int, clipped: int, lo: int, hi: int) -> None:
+        raise NotImplementedError
+
+    def totals(self) -> tuple[int, int, int, int, int]:
+        raise NotImplementedError
+
+    def record_many(self, values: Iterable[float | None]) -> None:
+        self.record_prepared(prepare(values))
+
+    def items(self) -> tuple[list[int], list[int]]:
+        raise NotImplementedError
+
+    def add(self, other: Any) -> None:
+        """Merge ``other`` (a histogram of the same core) into this one."""
+        raise NotImplementedError
+
+    def copy(self) -> Self:
+        raise NotImplementedError
+
+    def subtract(self, other: Any) -> None:
+        """Take ``other`` (values that were also added here) out of this one."""
+        raise NotImplementedError
+
     def state(self) -> list[Any]:
         """A compact, JSON-able form for the run's aggregate files (see :meth:`from_state`)."""
-        keys = sorted(self._b)
-        return [keys, [self._b[k] for k in keys], self._sum_us, self.clipped, self._min, self._max]
+        keys, counts = self.items()
+        _n, total, clipped, lo, hi = self.totals()
+        return [keys, counts, total, clipped, lo, hi]
 
     @classmethod
-    def from_state(cls, st: list[Any]) -> Histogram:
+    def from_state(cls, st: list[Any]) -> Self:
         h = cls()
-        keys, counts, h._sum_us, h.clipped, h._min, h._max = st
-        h._b = dict(zip(map(int, keys), map(int, counts), strict=True))
-        h._n = sum(h._b.values())
+        keys, counts, total, clipped, lo, hi = st
+        h.load(dict(zip(map(int, keys), map(int, counts), strict=True)), total, clipped, lo, hi)
         return h
 
     def encode(self) -> str:
         """The histogram in HDR's portable base64 encoding (what a worker sends its master)."""
         h = HdrHistogram(_LOWEST_US, _HIGHEST_US, _SIG)
-        if self._b:
+        b = self.buckets()
+        if b:
             # hdrh's counts index of a bucket is (shift * 1024 + sub-bucket): filled directly, as
             # record_value(lowest, count) would (a slice's histograms are encoded per summary;
             # hdrh's pure-Python record_value per bucket was most of a 10M-request summary).
             counts = h.counts
-            for key, c in self._b.items():
+            for key, c in b.items():
                 counts[(key >> 11) * 1024 + (key & 2047)] += c
-            h.total_count = sum(self._b.values())
-            h.min_value, h.max_value = _lowest(min(self._b)), _lowest(max(self._b))
+            h.total_count = sum(b.values())
+            h.min_value, h.max_value = _lowest(min(b)), _lowest(max(b))
         return h.encode().decode("ascii")
 
     def summary(self) -> Distribution:
         """Percentiles, min, mean and max in milliseconds."""
-        n = self._n
+        n, total, _clipped, lo, hi = self.totals()
         if n == 0:
             return Distribution()
         return Distribution(
             count=n,
-            min=_lowest(_key(self._min)) / 1000.0,
-            mean=round(self._sum_us / n / 1000.0, 3),
-            max=_highest(_key(self._max)) / 1000.0,
+            min=_lowest(_key(lo)) / 1000.0,
+            mean=round(total / n / 1000.0, 3),
+            max=_highest(_key(hi)) / 1000.0,
             percentiles=self._percentiles(),
         )
 
@@ -212,7 +271,7 @@ class Histogram:
         """Named percentiles in ms (empty when nothing was recorded), by hdrh's rule: the bucket
         where the count reaches ``int(p/100 * n + 0.5)`` (at least 1), reported as the highest
         value equivalent to it (so the 100th is :meth:`summary`'s max)."""
-        n = self._n
+        n = self.count
         named = list(wanted_at)
         if n == 0:
             return {}
@@ -220,14 +279,46 @@ class Histogram:
         out: dict[str, float] = {}
         seen = 0
         i = 0
-        for key in sorted(self._b):
-            seen += self._b[key]
+        for key, c in zip(*self.items(), strict=True):
+            seen += c
             while i < len(wanted) and seen >= wanted[i][0]:
                 out[wanted[i][1]] = _highest(key) / 1000.0
                 i += 1
             if i == len(wanted):
                 break
         return {name: out[name] for name, _ in named}
+
+
+class _PyHistogram(_PyCore, _Ops):
+    """An HDR histogram of durations given in seconds, stored in whole microseconds.
+
+    The buckets are HdrHistogram's (lowest 1 us, three significant digits: 2048 linear
+    sub-buckets per power of two), kept sparse: only the buckets that were hit. hdrh's own
+    histogram holds every bucket (about 23k counters, 188 KB, from 1 us to an hour), which is
+    fine for one whole-run histogram but not for one per metric per time slice per worker, and
+    its ``record_value`` and percentile walk are pure Python over that array. Percentiles, min
+    and max are hdrh's to the microsecond (``tests/load/test_stats.py`` holds them side by side);
+    :meth:`encode` still gives HDR's portable base64 form, through hdrh, for whoever reads it.
+
+    This is the pure-Python histogram, the reference; where ``_hdrfast`` is built,
+    :data:`Histogram` is the same class over its C core (``_hdrfast.Hist``: the counts in a C
+    table, a value one call; issue 46), with the same results (tests/load/test_hdrfast.py).
+    """
+
+    __slots__ = ()
+
+
+if TYPE_CHECKING:
+    Histogram = _PyHistogram
+elif _hdrfast is not None and hasattr(_hdrfast, "Hist"):
+    # (An _hdrfast built from an older source, without Hist, keeps the Python core.)
+
+    class Histogram(_hdrfast.Hist, _Ops):
+        __doc__ = _PyHistogram.__doc__
+        __slots__ = ()
+
+else:  # pragma: no cover - a pure-Python install
+    Histogram = _PyHistogram
 
 
 # A list of values as bucket keys: (keys, sum in us, min us, max us, clipped count).

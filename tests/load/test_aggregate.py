@@ -305,3 +305,16 @@ def test_the_summary_takes_the_aggregates_or_rebuilds_from_complete_records(
     assert (m.source, m.agg.count, len(m.missing)) == (source, counted, missing), m.missing
     if missing:
         assert "last checkpoint" in m.missing[0]
+
+
+def test_a_reservoir_fed_one_at_a_time_is_the_one_fed_in_batches() -> None:
+    """``add`` (the keeper's per-request path, issue 46: its own fast branches) draws what
+    ``add_many`` draws from the same seed, while it fills and once it is full."""
+    rng = random.Random(5)
+    values = [rng.random() for _ in range(5000)]
+    one, batch = Reservoir(300, seed=9), Reservoir(300, seed=9)
+    for v in values:
+        one.add(v)
+    for i in range(0, len(values), 64):
+        batch.add_many(values[i : i + 64])
+    assert (one.seen, one.values) == (batch.seen, batch.values)
