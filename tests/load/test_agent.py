@@ -375,3 +375,18 @@ def test_context_buckets() -> None:
         "32k-64k",
         "128k+",
     ]
+
+
+def test_a_turn_forks_only_when_its_branches_first_turn_fits() -> None:
+    shape = AgentShape(turns=4, tools=2, fork=1.0, tool_wait=parse_tool_wait("0"))
+    pool = _pool(shape, context_length=1100, roots_cap=1)
+    rng = random.Random(6)
+    first = pool.checkout(0.0, rng)
+    # The server counted a long prompt: the parent's context is now close to the limit.
+    pool.checkin(first, True, "long", {"prompt_tokens": 800, "completion_tokens": 10}, 0.0, rng)
+    nxt = pool.checkout(0.0, rng)
+    assert "branch" not in nxt.fields and (nxt.fields["session"], nxt.fields["turn"]) == (
+        "w0-s1",
+        1,
+    )
+    assert nxt.messages[-1]["role"] == "tool"  # an ordinary tool result instead of a fork
