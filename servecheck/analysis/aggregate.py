@@ -78,7 +78,7 @@ SAMPLE_N = 10_000  # values kept per sampled metric (a reservoir: uniform over t
 SAMPLED = ("ttft", "itl", "e2e", "tpot", "ttfa", "ttfr")
 SAMPLES_NAME = "samples.json"
 _STATE_VERSION = 2
-_EXTRAS = ("turn", "prefix_group", "cached_tokens", "images")
+_EXTRAS = ("turn", "prefix_group", "cached_tokens", "images", "session")
 
 
 @dataclass(frozen=True, slots=True)

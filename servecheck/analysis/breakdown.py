@@ -131,8 +131,8 @@ def scenario_sections(
         turn = r.get("turn")
         if isinstance(turn, int):
             turns.setdefault(min(turn, MAX_TURN_ROWS), Group()).add(r)
-            if r.get("conversation"):
-                conversations.add(str(r["conversation"]))
+            if r.get("conversation") or r.get("session"):  # an agent session's turns too
+                conversations.add(str(r.get("conversation") or r["session"]))
         group = r.get("prefix_group")
         if group is not None:
             grouped = True

@@ -497,6 +497,46 @@ class ServerWindow:
 
 
 @dataclass(slots=True)
+class AgentRow:
+    """Agent requests of one turn index or one context-length bucket (analysis/agent_stats.py):
+    TTFT and E2E in ms, mean context tokens, the prefix-cache hit rate and where it came from."""
+
+    count: int
+    errors: int
+    ttft_ms: Percentiles
+    e2e_ms: Percentiles
+    context_tokens_mean: float | None
+    cache_hit_rate: float | None
+    cache_source: str | None
+
+
+@dataclass(slots=True)
+class AgentSection:
+    """Agent sessions as load (load/workload/agent.py): sessions and how they ended, TTFT by
+    turn and by context length, the prefix-cache hit rate per turn (``cache_note``: why it was
+    not measured), the tool's think time against the server's time, per-session E2E, subagent
+    forks and their fan-out (fork to the last branch done)."""
+
+    sessions: int
+    completed: int
+    ended_by_context: int
+    ended_by_error: int
+    open_at_end: int
+    branches: int
+    forks: int
+    by_turn: dict[str, AgentRow]
+    by_context: dict[str, AgentRow]
+    cache_note: str | None
+    engine_hit_rate: float | None
+    tool_wait_s: float
+    server_s: float
+    tool_share: float | None
+    tool_wait_ms: Percentiles
+    session_e2e_ms: Percentiles
+    fanout_ms: Percentiles
+
+
+@dataclass(slots=True)
 class ServerSection:
     """The engine's own /metrics over the run (analysis/server_truth.py, server_gauges.py):
     the source, the sampled series' summaries, the reconciliation with the client's counts,
@@ -554,6 +594,7 @@ class Summary:
     turns: Turns | None = field(default=None, metadata=OMIT)
     prefix_cache: PrefixCache | None = field(default=None, metadata=OMIT)
     images: Images | None = field(default=None, metadata=OMIT)
+    agent: AgentSection | None = field(default=None, metadata=OMIT)  # analysis/agent_stats.py
     # load/faults.py: --cancel and its drain, outages.
     cancel: CancelSection | None = field(default=None, metadata=OMIT)
     outages: Outages | None = field(default=None, metadata=OMIT)
@@ -597,6 +638,8 @@ if __name__ == "__main__":  # regenerate the shipped file after changing a secti
 __all__ = [
     "SCHEMA_FILE",
     "SCHEMA_VERSION",
+    "AgentRow",
+    "AgentSection",
     "AggregateSource",
     "BreakerSettings",
     "Brief",

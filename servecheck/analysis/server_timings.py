@@ -57,7 +57,8 @@ def server_timings(obj: Mapping[str, Any]) -> dict[str, float] | None:
     """The per-request timings a final chunk or body carries, flat (ms, token counts), or None.
 
     Keys: ``queue_ms``, ``prefill_ms``, ``decode_ms``, ``ttft_ms`` (what the engine calls its
-    TTFT), ``prompt_n`` (prompt tokens, cached ones included), ``predicted_n``; each only
+    TTFT), ``prompt_n`` (prompt tokens, cached ones included), ``cached_n`` (of them, those its
+    prefix cache served: llama.cpp's ``cache_n``), ``predicted_n``; each only
     where the engine gave it."""
     out: dict[str, float] = {}
     llama = obj.get("timings")
@@ -66,6 +67,7 @@ def server_timings(obj: Mapping[str, Any]) -> dict[str, float] | None:
         _put(out, "ttft_ms", llama.get("prompt_ms"))
         _put(out, "decode_ms", llama.get("predicted_ms"))
         _put(out, "predicted_n", llama.get("predicted_n"))
+        _put(out, "cached_n", llama.get("cache_n"))  # the prompt tokens its cache served
         prompt_n = _num(llama.get("prompt_n"))
         if prompt_n is not None:
             out["prompt_n"] = prompt_n + (_num(llama.get("cache_n")) or 0.0)

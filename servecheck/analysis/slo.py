@@ -7,6 +7,7 @@ Grammar (whitespace allowed around the operator)::
               | ttfr | ttfa | itl_reasoning | itl_answer    (reasoning phases, docs/metrics.md)
               | error_rate | rate_limited | goodput | throughput_tokens | throughput_requests
               | lost_requests      (requests failed or not sent in outages, analysis/outage.py)
+              | session_e2e | turn_ttft   (agent sessions, analysis/agent_stats.py: a statistic)
     stat     := p50 | p90 | p95 | p99 | p99.9 | p999 | mean | min | max   (latency metrics only)
               | time_to_ready | first_ttft | first_e2e        (cold start: a time, no statistic)
               | first_ttft_ratio | first_e2e_ratio | requests_to_warm   (cold start: plain numbers)
@@ -85,7 +86,11 @@ SWAP_NUMBERS = ("swap_failed_requests",)
 SWAP = SWAP_TIMES + SWAP_NUMBERS
 # Counts of the whole run (never the steady window's): requests lost to outages.
 COUNTS = ("lost_requests",)
-METRICS = LATENCY + SHARES + RATES + COLD + DRAIN + PROFILE_TIMES + SWAP + COUNTS
+# Judged on the agent section (analysis/agent_stats.py), in ms with a statistic: a root session's
+# E2E (first send to last answer), and the worst turn's TTFT statistic.
+AGENT = ("session_e2e", "turn_ttft")
+TIMED = LATENCY + AGENT  # a time with a statistic
+METRICS = LATENCY + SHARES + RATES + COLD + DRAIN + PROFILE_TIMES + SWAP + COUNTS + AGENT
 STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "min", "max")
 _STAT_ALIASES = {"p999": "p99.9", "median": "p50", "avg": "mean"}
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -101,7 +106,7 @@ _LATENCY_UNITS = {"us": 0.001, "µs": 0.001, "ms": 1.0, "s": 1000.0}
 
 
 def _names() -> list[str]:
-    out = [f"{m}_{s}" for m in LATENCY for s in STATS]
+    out = [f"{m}_{s}" for m in TIMED for s in STATS]
     return [*out, *SHARES, *RATES, *COLD, *DRAIN, *PROFILE_TIMES, *SWAP, *COUNTS]
 
 
@@ -123,7 +128,7 @@ class SLO:
     @property
     def unit(self) -> str:
         if (
-            self.metric in LATENCY
+            self.metric in TIMED
             or self.metric in COLD_TIMES
             or self.metric in SWAP_TIMES
             or self.metric == "drain_time"
@@ -155,6 +160,11 @@ class SLO:
     def profile(self) -> bool:
         """True for the metrics a load profile's section measures (load/workload/phased.py)."""
         return self.metric in PROFILE_TIMES
+
+    @property
+    def agent(self) -> bool:
+        """True for the agent-session metrics (the agent section judges them)."""
+        return self.metric in AGENT
 
     @property
     def swap(self) -> bool:
@@ -230,7 +240,7 @@ def parse_slo(text: str, source: str = "cli") -> SLO:
             f"SLO {text!r}: use one of <=, <, >=, > (an SLO is a bound, not an equality)"
         )
     metric, stat = _split(lhs, text)
-    if metric in LATENCY or metric in COLD_TIMES or metric in SWAP_TIMES or metric == "drain_time":
+    if metric in TIMED or metric in COLD_TIMES or metric in SWAP_TIMES or metric == "drain_time":
         if unit not in _LATENCY_UNITS:
             hint = (
                 "add a unit: us, ms or s"
@@ -295,15 +305,15 @@ def _share_hint(metric: str, op: str, num: float) -> str:
 def _split(lhs: str, text: str) -> tuple[str, str | None]:
     if lhs in SHARES + RATES + COLD + DRAIN + PROFILE_TIMES + SWAP + COUNTS:
         return lhs, None
-    if lhs in LATENCY:
+    if lhs in TIMED:
         raise UsageError(
             f"SLO {text!r}: {lhs} needs a statistic, e.g. {lhs}_p95 (one of {', '.join(STATS)})"
         )
     metric, _, stat = lhs.rpartition("_")
     stat = _STAT_ALIASES.get(stat, stat)
-    if metric in LATENCY and stat in STATS:
+    if metric in TIMED and stat in STATS:
         return metric, stat
-    if metric in LATENCY:
+    if metric in TIMED:
         raise UsageError(
             f"SLO {text!r}: unknown statistic {stat!r}{did_you_mean(stat, STATS)}; use one of {', '.join(STATS)}"
         )
@@ -364,7 +374,7 @@ def observed(slo: SLO, stats: RunStats) -> float | None:
     """The value of ``slo``'s metric in ``stats`` (ms, fraction or per second); None for the
     cold-start, drain, swap and profile metrics, which the run's statistics do not hold (a
     profile's section, drain and cutover judge those)."""
-    if slo.cold or slo.swap or slo.drain or slo.profile:
+    if slo.cold or slo.swap or slo.drain or slo.profile or slo.agent:
         return None
     if slo.metric in LATENCY:
         dist = stats.latency.get(slo.metric)

@@ -28,6 +28,7 @@ A load plan (``loadtests/*.yaml``) is a named set of defaults for ``servecheck l
     slice_s: 5s                      # summary.json's time slices
     repeat: 3                        # three runs, confidence intervals over them
     profile: recovery:normal=5,overload=40,for=20s   # a phased load profile (load/workload/phased.py)
+    agent: {turns: 8, tools: 12, fork: 0.25x3, tool_wait: exp:1}   # scenario agent's knobs
 
 Options given on the command line override the plan's.
 """
@@ -83,6 +84,7 @@ PLAN_KEYS = (
     "records",  # auto | all | sample:N | none (analysis/aggregate.py)
     "profile",  # a phased load profile: burst, zigzag, microburst, step, recovery, churn
     "repeat",  # run the plan N times, with confidence intervals (workflows/repeat.py)
+    "agent",  # agent sessions' knobs, a mapping or KEY=VALUE text (load/workload/agent.py)
 )
 WARMUP_KEYS = ("seconds", "requests")
 DATASET_KEYS = ("path", "format")
@@ -140,6 +142,7 @@ class RunConfig:
     profile: Profile | None = None  # a load profile (load/workload/phased.py)
     profile_poisson: bool = False  # its arrivals Poisson (only with a profile)
     model_mix: list[tuple[str, float]] = field(default_factory=list)  # (load/workload/mix.py)
+    agent: dict[str, Any] | None = None  # the agent scenario's knobs (load/workload/agent.py)
     # What each worker's streaming summary must know (analysis/aggregate.py's Rule, as a dict), and
     # which records it keeps on disk: "all", "sample:N" (a uniform sample) or "none".
     aggregate: dict[str, Any] | None = None
@@ -319,11 +322,31 @@ def load_plan(path: str | os.PathLike[str]) -> LoadPlan:
             parse_profile(str(data["profile"]))
         except UsageError as exc:
             raise UsageError(f"{p}: profile: {exc}") from None
+    if "agent" in data:
+        data["agent"] = _plan_agent(p, data["agent"])
     if "models" in data:
         from servecheck.load.workload.mix import parse_model_mix
 
         data["models"] = parse_model_mix(data["models"], f"{p}: models")
     return LoadPlan(str(p), data)
+
+
+def _plan_agent(p: Path, raw: Any) -> dict[str, Any]:
+    """``agent: {turns: 8, fork: 0.25x3}`` (or its KEY=VALUE text), checked as the option is;
+    a relative ``source`` is read from the plan's folder."""
+    from servecheck.errors import SpecError
+    from servecheck.load.workload.agent import parse_agent
+
+    if not isinstance(raw, (dict, str)):
+        raise UsageError(f"{p}: agent: a mapping of its keys (turns, tools, fork ...)")
+    try:
+        shape = parse_agent(raw)
+    except SpecError as exc:
+        raise UsageError(f"{p}: {exc.render({'agent': 'agent:'})}") from None
+    out = shape.to_dict()
+    if shape.source and not Path(os.path.expanduser(shape.source)).is_absolute():
+        out["source"] = str(p.resolve().parent / shape.source)
+    return out
 
 
 def _plan_images(p: Path, raw: Any) -> str:

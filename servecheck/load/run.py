@@ -293,6 +293,7 @@ def build_config(spec: LoadSpec, run_id: str, run_dir: Path, model: str) -> RunC
         profile=spec.profile,
         profile_poisson=spec.poisson and spec.profile is not None,
         model_mix=list(spec.model_mix),
+        agent=None if spec.agent is None else spec.agent.to_dict(),
     )
     cfg.aggregate = rule_of(spec, cfg).as_dict()
     cfg.live = live_config(spec.web, spec.web_auth, spec.metrics_port, spec.role, spec.otlp)

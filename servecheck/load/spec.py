@@ -18,6 +18,7 @@ from servecheck.analysis.hung import HungRule
 from servecheck.analysis.slo import SLO, as_slos
 from servecheck.analysis.steady import DEFAULT_SLICE_S, SteadyWindow
 from servecheck.config.model import Target
+from servecheck.load.workload.agent import AgentShape
 from servecheck.load.workload.cancel import DRAIN_BOUND_S, CancelRule
 from servecheck.load.workload.lengths import Lengths
 from servecheck.load.workload.phased import Profile
@@ -110,6 +111,8 @@ class LoadSpec:
     web_auth: str | None = None
     metrics_port: str | None = None
     otlp: str | None = None  # push the live view as OTLP/HTTP metrics here (the otlp extra)
+    # Agent sessions' knobs (load/workload/agent.py): the agent scenario's; None: its defaults.
+    agent: AgentShape | None = None
 
     def __post_init__(self) -> None:
         self.slos = as_slos(self.slos)

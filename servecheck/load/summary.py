@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from servecheck.analysis.agent_stats import agent_section
+from servecheck.analysis.agent_stats import judge as judge_agent
 from servecheck.analysis.aggregate import Aggregate, Rule, aggregate_of, read_aggregates, steady_of
 from servecheck.analysis.aggregate import Measured as SteadyMeasured
 from servecheck.analysis.breakdown import read_engine_file, scenario_sections
@@ -22,6 +24,7 @@ from servecheck.analysis.host import HostLoad
 from servecheck.analysis.image_stats import image_section
 from servecheck.analysis.sections import (
     SCHEMA_VERSION,
+    AgentSection,
     AggregateSource,
     ErrorBudget,
     Generator,
@@ -416,10 +419,12 @@ def summarise(
         duration_s=_ran_for(cfg.duration_s, agg.edges.origin, ended, partial),
         max_lag_ms=spec.max_lag_ms,
     )
-    verdicts = _judge([s for s in slos if not s.profile], stats, steady.stats)
+    verdicts = _judge([s for s in slos if not s.profile and not s.agent], stats, steady.stats)
     profile = _profile_section(spec, cfg, agg)
     judged_profile, unmeasured_profile = phased.judge([s for s in slos if s.profile], profile)
     verdicts += judged_profile
+    agent = _agent_part(agg, records, run_dir)  # agent sessions (load/workload/agent.py)
+    verdicts += judge_agent([s for s in slos if s.agent], agent)
     slo_ok = all(v.passed for v in verdicts)
     over_budget = _over_budget(stats, verdicts)
     transport = read_transport(run_dir)  # workers' records came over Locust's channel
@@ -480,6 +485,7 @@ def summarise(
         turns=sections.turns,
         prefix_cache=sections.prefix_cache,
         images=sections.images,
+        agent=agent,
         cancel=faults.cancel,
         outages=faults.outages,
         timings=agg.timings.section(),  # TTFT decomposition, slowest requests
@@ -577,6 +583,13 @@ def _record_sections(agg: Aggregate, records: Callable[[], Any], run_dir: Path) 
     if read_engine_file(run_dir) is not None:
         return _RecordSections(prefix_cache=scenario_sections((), run_dir)[1])
     return _RecordSections()
+
+
+def _agent_part(agg: Aggregate, records: Callable[[], Any], run_dir: Path) -> AgentSection | None:
+    """summary.json's ``agent`` (analysis/agent_stats.py), when the records carry sessions."""
+    if "session" not in agg.extras:
+        return None
+    return agent_section(records(), read_engine_file(run_dir))
 
 
 def _lengths_section(cfg: RunConfig) -> LengthsAsked | None:

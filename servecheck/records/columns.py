@@ -32,12 +32,12 @@ ZSTD_LEVEL: Final = 9
 _US = 1_000_000.0
 _STR = ("target", "scenario", "kind", "worker", "error", "error_message", "conversation",
         "prefix_group", "image_size", "model", "cancelled", "served_model", "finish_reason",
-        "outcome")  # fmt: skip
+        "outcome", "session", "parent", "session_end")  # fmt: skip
 _INT = ("seq", "output_tokens", "output_tokens_client", "prompt_tokens", "status",
         "reasoning_tokens", "reasoning_tokens_client", "cached_tokens", "turn", "history_tokens",
-        "images", "text_tokens")  # fmt: skip
+        "images", "text_tokens", "branch", "context_tokens")  # fmt: skip
 _BOOL = ("abandoned", "new_conn")
-_SECONDS = ("t_sent", "ttft", "e2e", "tpot", "retry_after_s", "ttfr")
+_SECONDS = ("t_sent", "ttft", "e2e", "tpot", "retry_after_s", "ttfr", "tool_wait_s")
 _LISTS = ("itls", "itls_reasoning", "itls_answer")
 _STAMPS = ("connect", "tls", "written", "headers", "body", "last_token")  # analysis/timings.py
 _REST = ("lag", "t_done", "ttfa")  # stored as a difference from other columns (docstring)
@@ -54,7 +54,8 @@ _ALWAYS = ("target", "scenario", "kind", "worker", "seq", "request_id", "t_inten
 _WHEN_SET = ("cached_tokens", "conversation", "turn", "history_tokens", "prefix_group", "images",
              "image_size", "cancelled", "text_tokens", "stamps", "new_conn", "request_id_echo",
              "response_id", "reasoning_tokens", "model", "served_model", "finish_reason",
-             "outcome")  # fmt: skip
+             "outcome", "session", "branch", "parent", "context_tokens", "tool_wait_s",
+             "session_end")  # fmt: skip
 _REASONING = ("ttfr", "reasoning_tokens_client", "itls_reasoning", "itls_answer")
 KEYS: Final = (*_ALWAYS, *_WHEN_SET, *_REASONING)
 _KNOWN = frozenset(KEYS)

@@ -115,6 +115,13 @@ class RequestRecord:
     turn: int | None = None  # 0-based turn of its conversation
     history_tokens: int | None = None  # tokens resent before this turn's new user message
     prefix_group: str | None = None  # which shared system prompt it opened with
+    # Agent sessions (load/workload/agent.py); written only when set.
+    session: str | None = None
+    branch: int | None = None  # a subagent branch's index within its fork
+    parent: str | None = None  # the fork a branch belongs to: "<parent session>@<turn>"
+    context_tokens: int | None = None  # tokens this request carries (history + new content)
+    tool_wait_s: float | None = None  # the tool's think time before this turn (or a fan-out)
+    session_end: str | None = None  # on a session's last turn: done | context
     # --images (load/workload/images.py): how many, their WxH, the text's planned prompt tokens
     images: int | None = None
     image_size: str | None = None
@@ -231,6 +238,12 @@ _OPTIONAL = (
     "turn",
     "history_tokens",
     "prefix_group",
+    "session",
+    "branch",
+    "parent",
+    "context_tokens",
+    "tool_wait_s",
+    "session_end",
     "images",
     "image_size",
     "text_tokens",

@@ -18,6 +18,7 @@ from servecheck.analysis.budget import SOURCE as BUDGET
 from servecheck.analysis.sections import Slices, Steady, Summary
 from servecheck.analysis.slo import Verdict
 from servecheck.analysis.typed_json import to_json
+from servecheck.report.agent_html import agent_html, agent_markdown, agent_text
 from servecheck.report.faults_html import faults_html
 from servecheck.report.load_text import (
     budget_line,
@@ -135,6 +136,12 @@ def _budget_text(s: Summary) -> list[str]:
 # summary.txt's order; the page shows them in the same order between its head and pictures.
 LOAD_SECTIONS: tuple[Renderer, ...] = (
     Renderer("scenario", _scenario_text, _scenario_html),  # turns, prefix cache, images, warm-up
+    Renderer(  # agent sessions (analysis/agent_stats.py)
+        "agent",
+        lambda s: agent_text(s.agent),
+        lambda s, t: agent_html(s.agent, t),
+        lambda s, t: agent_markdown(s.agent, t),
+    ),
     Renderer(
         "steady",
         lambda s: steady_line(s.steady),

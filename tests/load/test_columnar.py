@@ -87,6 +87,9 @@ def _variety(worker: str) -> list[RequestRecord]:
     turn.stamps = {"connect": 0.312, "tls": 1.5, "written": 0.02}
     # What a probe reads off a request (the swap probe, drain): in the same record.
     turn.served_model, turn.finish_reason, turn.outcome = "lora-b", "length", "finished"
+    # An agent session's turn (load/workload/agent.py): a subagent branch after a tool wait.
+    turn.session, turn.branch, turn.parent, turn.session_end = "w0-s3.1b0", 1, "w0-s3@1", "done"
+    turn.context_tokens, turn.tool_wait_s = 1900, 0.734512
     odd = _ok(worker, 7, T0 + 7)
     odd.request_id_echo = "someone-else"
     odd.kind = "tools"

@@ -54,6 +54,7 @@ VLLM_FINAL = {
                 "decode_ms": 80.0,
                 "predicted_n": 16.0,
                 "prompt_n": 12.0,
+                "cached_n": 4.0,  # the prompt tokens its cache served (agent_stats reads it)
             },
             id="llamacpp-timings",
         ),

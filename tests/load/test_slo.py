@@ -48,12 +48,12 @@ def test_parse(text: str, metric: str, stat: str | None, op: str, bound: float) 
     [
         pytest.param(
             "tfft_p95<=500ms",
-            "SLO 'tfft_p95<=500ms': unknown metric 'tfft' (did you mean \"ttft_p95\"?); metrics: ttft, itl, tpot, e2e, ttft_from_intended, e2e_from_intended, lag, ttfr, ttfa, itl_reasoning, itl_answer, error_rate, rate_limited, goodput, throughput_tokens, throughput_requests, time_to_ready, first_ttft, first_e2e, first_ttft_ratio, first_e2e_ratio, requests_to_warm, drain_ok, drain_time, recovery_s, swap_ttft_spike, swap_failed_requests, lost_requests",
+            "SLO 'tfft_p95<=500ms': unknown metric 'tfft' (did you mean \"ttft_p95\"?); metrics: ttft, itl, tpot, e2e, ttft_from_intended, e2e_from_intended, lag, ttfr, ttfa, itl_reasoning, itl_answer, error_rate, rate_limited, goodput, throughput_tokens, throughput_requests, time_to_ready, first_ttft, first_e2e, first_ttft_ratio, first_e2e_ratio, requests_to_warm, drain_ok, drain_time, recovery_s, swap_ttft_spike, swap_failed_requests, lost_requests, session_e2e, turn_ttft",
             id="typo-metric",
         ),
         pytest.param(
             "first_tft<=1s",
-            "SLO 'first_tft<=1s': unknown metric 'first_tft' (did you mean \"first_ttft\"?); metrics: ttft, itl, tpot, e2e, ttft_from_intended, e2e_from_intended, lag, ttfr, ttfa, itl_reasoning, itl_answer, error_rate, rate_limited, goodput, throughput_tokens, throughput_requests, time_to_ready, first_ttft, first_e2e, first_ttft_ratio, first_e2e_ratio, requests_to_warm, drain_ok, drain_time, recovery_s, swap_ttft_spike, swap_failed_requests, lost_requests",
+            "SLO 'first_tft<=1s': unknown metric 'first_tft' (did you mean \"first_ttft\"?); metrics: ttft, itl, tpot, e2e, ttft_from_intended, e2e_from_intended, lag, ttfr, ttfa, itl_reasoning, itl_answer, error_rate, rate_limited, goodput, throughput_tokens, throughput_requests, time_to_ready, first_ttft, first_e2e, first_ttft_ratio, first_e2e_ratio, requests_to_warm, drain_ok, drain_time, recovery_s, swap_ttft_spike, swap_failed_requests, lost_requests, session_e2e, turn_ttft",
             id="typo-metric-without-statistic",
         ),
         pytest.param(

@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from servecheck.commands.load.live import FIELD_OPTIONS as LIVE_OPTIONS
-from servecheck.commands.load.live import add_live_arguments
+from servecheck.commands.load import agent_arguments, live
 from servecheck.commands.load.measurement import add_measurement_arguments
 from servecheck.commands.load.profile_arguments import add_profile_arguments
 from servecheck.commands.options import (
@@ -24,7 +23,7 @@ FIELD_OPTIONS = {
     "retry_after_max_s": "--honour-retry-after",
     "slos": "--slo",
     "metrics_interval_s": "--server-metrics",
-    **LIVE_OPTIONS,  # --web, --web-auth, --metrics-port (commands/load/generator/live.py)
+    **live.FIELD_OPTIONS,  # --web, --web-auth, --metrics-port (commands/load/generator/live.py)
 }
 
 
@@ -252,9 +251,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_target_arguments(g, target="one", target_default="none: required")
     add_workload_arguments(g)
     add_profile_arguments(g)  # --profile (load/workload/phased.py)
+    agent_arguments.add_agent_arguments(g)  # --agent (load/workload/agent.py)
     add_distributed_arguments(g)
     add_guard_arguments(g)
     add_replay_arguments(g)
     add_measurement_arguments(g)
-    add_live_arguments(g)  # --web, --web-auth, --metrics-port (commands/load/generator/live.py)
+    live.add_live_arguments(g)  # --web, --web-auth, --metrics-port (commands/load/live.py)
     g.add_argument("--quiet", action="store_true", help="no live progress")

@@ -13,6 +13,7 @@ from servecheck.analysis.hung import parse_hung_after
 from servecheck.analysis.slo import parse_slos
 from servecheck.analysis.steady import parse_steady_window
 from servecheck.analysis.timings import request_id_header
+from servecheck.commands.load.agent_arguments import agent_fields
 from servecheck.commands.load.live import live_fields
 from servecheck.commands.load.profile_arguments import profile_fields
 from servecheck.commands.options import error_budget, fault_options
@@ -66,7 +67,8 @@ def spec_from_options(
         raise UsageError("--master and --worker exclude each other")
     return LoadSpec(
         target=target,
-        scenario=pick("scenario") or ("trace" if o("trace") else "chat"),
+        scenario=pick("scenario")
+        or ("trace" if o("trace") else "agent" if pick("agent") is not None else "chat"),
         users=int(users) if users is not None else None,
         rate=parse_rate(rate) if rate is not None else None,
         **_arrival(pick),
@@ -120,6 +122,7 @@ def spec_from_options(
         **profile_fields(pick),  # profile and slice_s
         records=parse_records(pick("records")),
         **live_fields(o),  # --web, --web-auth, --metrics-port (commands/load/generator/live.py)
+        **agent_fields(pick),  # --agent, a plan's agent: (load/workload/agent.py)
     )
 
 

@@ -29,7 +29,7 @@ API_PATHS = {"chat": "/chat/completions", "messages": "/messages"}
 ANTHROPIC_VERSION = "2023-06-01"
 MESSAGES_SCENARIO = "messages"  # the chat mix over the messages API
 # Scenarios whose request kinds add OpenAI-only body keys (response_format, tools in OpenAI's shape).
-CHAT_ONLY_SCENARIOS = ("json_schema", "tools", "mixed")
+CHAT_ONLY_SCENARIOS = ("json_schema", "tools", "mixed", "agent")
 
 
 def resolve_api(api: str | None, scenario: str) -> str:
