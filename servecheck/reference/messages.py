@@ -31,7 +31,7 @@ from typing import Any
 import jsonschema
 from aiohttp import web
 
-from servecheck.reference import agent, model, vision
+from servecheck.reference import agent, grid_faults, model, vision
 from servecheck.reference.http import (
     STATE,
     ApiError,
@@ -638,18 +638,21 @@ async def _stream(
             await asyncio.sleep(cfg.itl_ms / 1000)
 
     await asyncio.sleep(cfg.ttft_ms / 1000)
-    await emit("message_start", message=message(state, turn, msg_id, [], None))
+    start = message(state, turn, msg_id, [], None)
+    start["usage"] = grid_faults.messages_input_usage(state.faults, turn.body, start["usage"])
+    await emit("message_start", message=start)
     await emit("ping")
     owed = await _block_events(state, turn, out, emit, tick)
     reason, matched = _stop_fields(state, out)
     usage = _usage(state, out)
     if _fault(state, "messages-stream-usage-wrong"):
         usage = {**usage, "output_tokens": usage["output_tokens"] + 3}
-    await emit(
-        "message_delta",
-        delta={"stop_reason": reason, "stop_sequence": matched},
-        usage={"output_tokens": usage["output_tokens"]},
-    )
+    for _ in range(1 + grid_faults.messages_stop_twice(state.faults)):
+        await emit(
+            "message_delta",
+            delta={"stop_reason": reason, "stop_sequence": matched},
+            usage={"output_tokens": usage["output_tokens"]},
+        )
     for _index, stop in owed:
         await emit("content_block_stop", **stop)
     if not _fault(state, "messages-stream-no-message-stop"):

@@ -1203,7 +1203,8 @@ async def _stream_tokens(
     top = reflogprobs.top_count(body) if body.get("logprobs") and sse.hooks.logprobs else None
     if not sse.chat and top is not None:
         top = body["logprobs"]  # legacy logprobs: K alternatives
-    tool_deltas = {c.index: _tool_deltas(c, faults) for c in choices if c.tool_call is not None}
+    calls = grid_faults.strict_tools(faults, body)  # grid-strict-tool-id-repeated
+    tool_deltas = {c.index: _tool_deltas(c, calls) for c in choices if c.tool_call is not None}
     answer_steps = [
         len(c.pieces) if c.tool_call is None else len(tool_deltas[c.index]) for c in choices
     ]
