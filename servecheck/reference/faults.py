@@ -1617,6 +1617,23 @@ _fault(
 )
 
 
+# Agent-sized requests (issue 44 item 3, servecheck/reference/agent_sized.py)
+_fault(
+    "agent-tools-stop-empty",
+    "a request with 16 or more tools is answered finish_reason stop (end_turn) with empty content "
+    "and no tool call, reasoning kept (llama.cpp with large toolsets and reasoning)",
+    "AGENT-SIZED-TOOLS",
+    "AGENT-SIZED-REASONING",
+    "AGENT-SIZED-MESSAGES",
+)
+_fault(
+    "agent-system-500",
+    "a system prompt over 8000 tokens fails the request with a 500",
+    "AGENT-SIZED-SYSTEM",
+    "AGENT-SIZED-MESSAGES",
+)
+
+
 # Legal variations: quirks a correct client must accept. With any of them on, the whole
 # catalogue must still pass (tests/test_fault_matrix.py).
 QUIRKS: dict[str, str] = {
