@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from servecheck.checks import CheckFailed, load_all, run_with_allowances
+from servecheck.checks import CheckFailed, CheckSkipped, load_all, run_with_allowances
 from servecheck.checks.grid import INVARIANTS, VARIANTS, cell_id, cells, grid_markdown, why_not
 from servecheck.checks.registry import matches
 from servecheck.reference.faults import FAULTS
@@ -183,3 +183,32 @@ def test_a_client_shape_fault_breaks_only_that_client(make_reference):
                 run_with_allowances(CHECKS[check_id], ctx)
         finally:
             ctx.client.close()
+
+
+def test_a_client_shape_the_context_cannot_hold_is_skipped_not_failed(make_reference):
+    """CI models hold 512 tokens and Claude Code's cut request is ~740 of theirs: the refusal in
+    the server's own words is a skip that says so (CLIENT-SHAPE-*'s rule), never a failure."""
+    server = make_reference(api_key=TEST_KEY, max_model_len=128)
+    check_id = "GRID-FINISH[messages,stream,n=1,claude-code]"
+    ctx = context_for(server, check_id)
+    try:
+        with pytest.raises(
+            CheckSkipped, match="context cannot hold claude-code's recorded request"
+        ):
+            run_with_allowances(CHECKS[check_id], ctx)
+    finally:
+        ctx.client.close()
+
+
+def test_a_streamed_call_cut_by_the_limit_may_have_partial_arguments():
+    """A client's free string parameter on a random-weight model runs to max_tokens (llama.cpp,
+    measured 2026-12-06): partial arguments after finish_reason length are no structure defect;
+    without the cut they are."""
+    from servecheck.checks.grid import _delta_problems
+
+    deltas = [
+        {"index": 0, "id": "call_1", "type": "function", "function": {"name": "read_file"}},
+        {"index": 0, "function": {"arguments": '{"path": "abc'}},
+    ]
+    assert _delta_problems(0, deltas, cut=True) == []
+    assert "not JSON once joined" in _delta_problems(0, deltas)[0]

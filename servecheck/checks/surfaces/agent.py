@@ -22,11 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from servecheck.checks import agent_sized as gen
-from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
+from servecheck.checks.context import CONTEXT_REFUSALS, CheckContext, CheckSkipped, body_snippet
 from servecheck.checks.preconditions import ANTHROPIC_VERSION
 from servecheck.checks.registry import check
 from servecheck.checks.surfaces import messages as msgs
-from servecheck.checks.surfaces.client_shapes import CONTEXT_REFUSALS
 from servecheck.checks.surfaces.ctx import tokenize_count
 from servecheck.checks.surfaces.reason import settings
 from servecheck.client.http import Exchange
