@@ -28,9 +28,10 @@ SYSTEM_TOKENS = 20_000  # a 15-30k-token system prompt (words; ~22k BPE tokens)
 MESSAGES_TOOL_COUNT = 20  # Claude Code's 12-21 tools on /v1/messages, with cache_control
 MESSAGES_SYSTEM_TOKENS = 10_000  # its 7k-character prompt and 9k-character system message, grown
 SCHEMA_DEPTH = 3  # an object holding an array of objects holding an object
-# Characters per token where no /tokenize can say (the prose and JSON here measure 4.5-5 with
-# BPE tokenizers): the estimate errs towards more tokens. It only says whether a refusal is to be
-# expected; a refusal naming the context is judged by the server's own words.
+# Characters per token where no /tokenize can say: the prose and JSON here measure 4.5-5 with
+# real models' BPE vocabularies, so the estimate errs high for them; a small vocabulary needs more
+# (the CI models' 2048 tokens: ~2 characters a token, measured 2026-12-06). It only says whether a
+# refusal is to be expected; a refusal naming the context is judged by the server's own words.
 CHARS_PER_TOKEN = 4.0
 
 WORDS = (
@@ -149,6 +150,7 @@ def anthropic_tools(listed: list[Tool]) -> list[dict[str, Any]]:
 
 
 def estimate_tokens(*parts: Any) -> int:
-    """Tokens of ``parts`` (strings or JSON) where the target cannot count them: erring high."""
+    """Tokens of ``parts`` (strings or JSON) where the target cannot count them (a real
+    model's vocabulary: :data:`CHARS_PER_TOKEN`)."""
     chars = sum(len(p) if isinstance(p, str) else len(json.dumps(p)) for p in parts)
     return math.ceil(chars / CHARS_PER_TOKEN)

@@ -8,7 +8,7 @@ clear 4xx; it must never answer ``stop`` with empty content (llama.cpp with a la
 reasoning does), never a 5xx, never hang.
 
 Sized to the target: the prompt is counted by the target's ``/tokenize`` where it has one (else
-estimated, erring high) and set against its context (targets.yaml ``context_length`` or what
+estimated for a real model's vocabulary) and set against its context (targets.yaml ``context_length`` or what
 discovery found). Where the context cannot hold it, a clear 4xx is expected and the check is
 skipped with "context too small: needs N tokens, has M": a finding that says so, never a pass
 counted as conformance. A refusal naming the context is judged so by the server's own words
