@@ -29,6 +29,7 @@ FAULT_OPTIONS: dict[str, dict[str, object]] = {
     # 300 ms, far longer than a loaded 2-core machine takes to send the 12 requests.
     **{f: {"ttft_ms": 300.0} for f in FAULTS if f.startswith("overload-")},
 }
+AGENT_CONTEXT = 65536
 # A surface whose checks need a server mode and a target declaration (REASON: a reasoning model;
 # without one its checks skip). Its faults get the same mode, and so do its clean runs.
 # HEALTH: answers slow enough (200 ms a token, ~4 s an answer) that HEALTH-UNDER-LOAD's streams are still
@@ -46,6 +47,11 @@ SURFACE_SERVER: dict[str, dict[str, object]] = {
     "IMAGE-MESSAGES-REJECTED-TEXT-ONLY": {},
     # MESSAGES-THINKING: a reasoning model whose context holds Anthropic's minimum thinking budget
     "MESSAGES-THINKING": {"reasoning": ReasoningMode(), "max_model_len": 2048},
+    # AGENT: a context that holds agent-sized requests (~23-28k tokens; the default 512 makes
+    # them "context too small" skips, tests/test_agent_sized.py); its REASONING check a
+    # reasoning model as well
+    "AGENT": {"max_model_len": AGENT_CONTEXT},
+    "AGENT-SIZED-REASONING": {"reasoning": ReasoningMode(), "max_model_len": AGENT_CONTEXT},
 }
 SURFACE_TARGET: dict[str, dict[str, object]] = {
     "REASON": {"reasoning": "auto"},
@@ -54,6 +60,7 @@ SURFACE_TARGET: dict[str, dict[str, object]] = {
     "IMAGE-REJECTED-TEXT-ONLY": {},
     "IMAGE-MESSAGES-REJECTED-TEXT-ONLY": {},
     "MESSAGES-THINKING": {"reasoning": "auto"},
+    "AGENT-SIZED-REASONING": {"reasoning": "auto"},
 }
 
 

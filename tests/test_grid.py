@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from servecheck.checks import CheckFailed, load_all, run_with_allowances
+from servecheck.checks import CheckFailed, CheckSkipped, load_all, run_with_allowances
 from servecheck.checks.grid import INVARIANTS, VARIANTS, cell_id, cells, grid_markdown, why_not
 from servecheck.checks.registry import matches
 from servecheck.reference.faults import FAULTS
@@ -122,3 +122,93 @@ def test_a_stream_without_choices_fails_a_per_choice_cell(check_id):
         finally:
             ctx.client.close()
     assert str(excinfo.value).startswith(f"{check_id}: ")
+
+
+CLIENT_CELLS = [
+    "GRID-USAGE[chat,stream,n=1,usage,tools,ai-sdk]",
+    "GRID-FINISH[chat,stream,n=1,usage,tools,ai-sdk]",
+    "GRID-ROLE[chat,stream,n=1,usage,tools,ai-sdk]",
+    "GRID-TOOLS[chat,stream,n=1,usage,tools,ai-sdk]",
+    "GRID-FINISH[chat,stream,n=1,tools,openai-agents]",
+    "GRID-ROLE[chat,stream,n=1,tools,openai-agents]",
+    "GRID-TOOLS[chat,stream,n=1,tools,openai-agents]",
+    "GRID-USAGE[messages,stream,n=1,claude-code]",
+    "GRID-FINISH[messages,stream,n=1,claude-code]",
+    "GRID-USAGE[responses,stream,n=1,codex]",
+    "GRID-FINISH[responses,stream,n=1,codex]",
+]
+
+
+def test_client_shapes_are_grid_variants():
+    """Issue 43 item 5: each client shape is a variant whose applicable cells are checks with
+    derived ids, each proven on a fault; the rest say n/a or not built."""
+    assert {cell_id(i, v) for i, v in cells() if v.client} == set(CLIENT_CELLS)
+    proven = {c for f in FAULTS.values() for c in f.catches}
+    assert set(CLIENT_CELLS) <= proven
+    text = grid_markdown()
+    assert "`messages,stream,n=1,claude-code`" in text
+    assert "not built: the client's recorded tool_choice is auto" in text
+
+
+@pytest.mark.parametrize("variant", [pytest.param(v, id=v.client) for v in VARIANTS if v.client])
+def test_a_client_variant_says_what_its_fixture_sends(variant):
+    """The flags a client variant is labelled with are what the recorded body carries."""
+    from servecheck.checks.grid import client_fixture
+
+    fixture = client_fixture(variant.client)
+    body = fixture["body"]
+    assert fixture["version"] and fixture["client"] and fixture["route"] == variant.path
+    assert body.get("stream") is True and variant.stream
+    if variant.route == "chat":
+        assert variant.tools == (body.get("tool_choice") == "required")
+        assert variant.usage == (body.get("stream_options") == {"include_usage": True})
+    sent = variant.body("m")
+    assert sent["model"] == "m" and "Authorization" not in variant.headers
+
+
+def test_a_client_shape_fault_breaks_only_that_client(make_reference):
+    """grid-strict-tool-id-repeated: only the Agents SDK's strict tools get the broken deltas;
+    the AI SDK's streamed call and the plain streamed call hold."""
+    server = make_reference("grid-strict-tool-id-repeated", api_key=TEST_KEY)
+    broken = "GRID-TOOLS[chat,stream,n=1,tools,openai-agents]"
+    for check_id in (broken, "GRID-TOOLS[chat,stream,n=1,usage,tools,ai-sdk]"):
+        ctx = context_for(server, check_id)
+        try:
+            if check_id == broken:
+                with pytest.raises(CheckFailed) as excinfo:
+                    run_with_allowances(CHECKS[check_id], ctx)
+                assert "repeats id or name in a later delta" in str(excinfo.value)
+                assert "tools,openai-agents]" in str(excinfo.value).splitlines()[0]
+            else:
+                run_with_allowances(CHECKS[check_id], ctx)
+        finally:
+            ctx.client.close()
+
+
+def test_a_client_shape_the_context_cannot_hold_is_skipped_not_failed(make_reference):
+    """CI models hold 512 tokens and Claude Code's cut request is ~740 of theirs: the refusal in
+    the server's own words is a skip that says so (CLIENT-SHAPE-*'s rule), never a failure."""
+    server = make_reference(api_key=TEST_KEY, max_model_len=128)
+    check_id = "GRID-FINISH[messages,stream,n=1,claude-code]"
+    ctx = context_for(server, check_id)
+    try:
+        with pytest.raises(
+            CheckSkipped, match="context cannot hold claude-code's recorded request"
+        ):
+            run_with_allowances(CHECKS[check_id], ctx)
+    finally:
+        ctx.client.close()
+
+
+def test_a_streamed_call_cut_by_the_limit_may_have_partial_arguments():
+    """A client's free string parameter on a random-weight model runs to max_tokens (llama.cpp,
+    measured 2026-12-06): partial arguments after finish_reason length are no structure defect;
+    without the cut they are."""
+    from servecheck.checks.grid import _delta_problems
+
+    deltas = [
+        {"index": 0, "id": "call_1", "type": "function", "function": {"name": "read_file"}},
+        {"index": 0, "function": {"arguments": '{"path": "abc'}},
+    ]
+    assert _delta_problems(0, deltas, cut=True) == []
+    assert "not JSON once joined" in _delta_problems(0, deltas)[0]

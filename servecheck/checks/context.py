@@ -98,6 +98,19 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 THINKING_OFF_CHECK = "REASON-THINKING-OFF"
 
 
+# How servers word "the prompt does not fit the context" (vLLM, llama.cpp, the reference, and
+# LiteLLM wrapping them: "litellm.ContextWindowExceededError: ..."): the checks that replay or
+# generate large requests (CLIENT-SHAPE-*, the grid's client shapes, AGENT-SIZED-*) read a 4xx
+# in these words as a context too small, not as a refused request.
+CONTEXT_REFUSALS = (
+    "maximum context length",
+    "prompt is too long",
+    "exceed_context_size",
+    "exceeds the available context size",
+    "contextwindowexceedederror",
+)
+
+
 def body_snippet(obj: Any, limit: int = 600) -> str:
     text = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False)
     return redact(text if len(text) <= limit else text[:limit] + "...")

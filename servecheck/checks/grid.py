@@ -9,8 +9,15 @@ where it has a meaning, each pair a check with a derived id such as
 invariant has no meaning says why (:func:`why_not`), and docs/coverage.md's grid is generated
 from the same tables (:func:`grid_markdown`).
 
-The product is small (14 variants, 5 invariants, 42 cells of one or two short requests), so it
-is evaluated whole; no pairwise selection is needed.
+The product is small (18 variants, 5 invariants, about 50 cells of one or two short requests),
+so it is evaluated whole; no pairwise selection is needed.
+
+Four variants are client request shapes (issue 43 item 5): the request a popular agent client
+really sends, a fixture in ``checks/data/client_shapes/`` naming the client and its version (the
+Vercel AI SDK and the OpenAI Agents SDK on chat completions, recorded from the clients; Claude
+Code on ``/v1/messages`` and Codex CLI on ``/v1/responses``, the CLIENT-SHAPE-* fixtures). On the
+Messages and Responses routes the invariants are said in those routes' own words: one
+``stop_reason`` in one ``message_delta``, one terminal ``response.completed``, and their usage.
 """
 
 from __future__ import annotations
@@ -18,12 +25,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any, Literal
 
-from servecheck.checks.context import CheckContext, body_snippet
+from servecheck.checks.context import CONTEXT_REFUSALS, CheckContext, CheckSkipped, body_snippet
 from servecheck.client.http import Exchange
 
-Route = Literal["chat", "compl"]
+Route = Literal["chat", "compl", "messages", "responses"]
 PROMPT = "Say hello."
 TOOL_PROMPT = "Weather in Paris? Use get_weather."
 MAX_TOKENS = 8
@@ -33,6 +41,24 @@ SEED = 7
 # 1 when using greedy sampling"), and the seed keeps the answer repeatable all the same.
 N2_TEMPERATURE = 0.8
 FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"})
+STOP_REASONS = frozenset({"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn"})
+# A streamed response ends in one terminal event; failed is not a finish the client can use.
+TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+RESPONSE_ENDS = frozenset({"response.completed", "response.incomplete"})
+CUT_REASONS = frozenset({"length", "max_tokens", "response.incomplete"})
+MESSAGES_OUTPUT = frozenset({"text_delta", "thinking_delta", "input_json_delta"})
+PATHS = {
+    "chat": "/chat/completions",
+    "compl": "/completions",
+    "messages": "/messages",
+    "responses": "/responses",
+}
+# What a replay changes in a recorded client body besides the model (client_shapes.py's rules):
+# Claude Code's 32000 max_tokens fits no small context; Codex at temperature 0 repeats.
+REPLAY_CHANGES: dict[str, dict[str, Any]] = {
+    "claude-code": {"max_tokens": 256},
+    "codex": {"temperature": 0},
+}
 WEATHER = {
     "type": "function",
     "function": {
@@ -47,37 +73,69 @@ WEATHER = {
 }
 
 
+def client_fixture(client: str) -> dict[str, Any]:
+    """The packaged client shape ``client_shapes/<client>.json`` (client, version, headers, body)."""
+    path = resources.files("servecheck.checks").joinpath("data", "client_shapes", f"{client}.json")
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
 @dataclass(frozen=True, slots=True)
 class Variant:
-    """One request shape: route, streamed or not, n, include_usage, a forced tool call."""
+    """One request shape: route, streamed or not, n, include_usage, a forced tool call; or a
+    client's recorded request (``client``: its fixture, sent as recorded but for the model)."""
 
     route: Route
     stream: bool
     n: int = 1
     usage: bool = False  # stream_options.include_usage (streams only)
     tools: bool = False  # tools + tool_choice "required" (chat only)
+    client: str = ""  # a client shape: the fixture client_shapes/<client>.json
 
     @property
     def label(self) -> str:
         parts = [self.route, "stream" if self.stream else "plain", f"n={self.n}"]
-        return ",".join(parts + ["usage"] * self.usage + ["tools"] * self.tools)
+        parts += ["usage"] * (self.usage and self.route in ("chat", "compl")) + [
+            "tools"
+        ] * self.tools
+        return ",".join(parts + [self.client] * bool(self.client))
 
     @property
     def path(self) -> str:
-        return "/chat/completions" if self.route == "chat" else "/completions"
+        return PATHS[self.route]
 
     @property
-    def max_tokens(self) -> int:
+    def max_tokens(self) -> int | None:
+        """The request's output limit; None where a client sends none."""
+        if self.client:
+            limit = self.body("m").get("max_tokens")
+            return limit if isinstance(limit, int) else None
         return TOOL_MAX_TOKENS if self.tools else MAX_TOKENS
+
+    @property
+    def finish_reasons(self) -> frozenset[str]:
+        """What may close a choice on this route (a Responses stream's: its terminal event)."""
+        if self.route == "messages":
+            return STOP_REASONS
+        return RESPONSE_ENDS if self.route == "responses" else FINISH_REASONS
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return dict(client_fixture(self.client)["headers"]) if self.client else {}
 
     @property
     def requires(self) -> tuple[str, ...]:
         """The capabilities this variant needs the target to declare."""
+        if self.route in ("messages", "responses"):
+            return (self.route, f"route-accepts:{self.path}")
         need = ["completions"] * (self.route == "compl") + ["streaming"] * self.stream
         need += ["n"] * (self.n > 1) + ["usage_in_stream"] * self.usage + ["tools"] * self.tools
-        return ("seed", *need)
+        return ("seed", *need) if not self.client else tuple(need)
 
     def body(self, model: str) -> dict[str, Any]:
+        if self.client:
+            recorded = client_fixture(self.client)["body"]
+            return {**recorded, "model": model, **REPLAY_CHANGES.get(self.client, {})}
         body: dict[str, Any] = {"model": model, "max_tokens": self.max_tokens}
         body |= {"temperature": 0 if self.n == 1 else N2_TEMPERATURE, "seed": SEED}
         if self.route == "chat":
@@ -102,7 +160,19 @@ def _variants() -> tuple[Variant, ...]:
         for n in (1, 2):
             out.append(Variant(route, False, n))
             out += [Variant(route, True, n, usage) for usage in (False, True)]
-    return (*out, Variant("chat", False, tools=True), Variant("chat", True, usage=True, tools=True))
+    out += [Variant("chat", False, tools=True), Variant("chat", True, usage=True, tools=True)]
+    return (*out, *CLIENT_VARIANTS)
+
+
+# The client shapes: the AI SDK with includeUsage and toolChoice required, the Agents SDK with
+# tool_choice required (it asks no usage from a base URL that is not OpenAI's), Claude Code's and
+# Codex's first request of a turn (their usage is always sent; their tool_choice is auto).
+CLIENT_VARIANTS: tuple[Variant, ...] = (
+    Variant("chat", True, usage=True, tools=True, client="ai-sdk"),
+    Variant("chat", True, tools=True, client="openai-agents"),
+    Variant("messages", True, usage=True, client="claude-code"),
+    Variant("responses", True, usage=True, client="codex"),
+)
 
 
 VARIANTS: tuple[Variant, ...] = _variants()
@@ -200,14 +270,109 @@ def parse_body(variant: Variant, ex: Exchange, data: dict[str, Any]) -> Seen:
     return seen
 
 
+def _count_all(usage: Any, *keys: str) -> int:
+    """The sum of ``keys`` in ``usage`` (absent ones 0), or -1 where one present is no count."""
+    values = [usage.get(k, 0) for k in keys] if isinstance(usage, dict) else [None]
+    counts = [_count(v) for v in values]
+    return -1 if min(counts) < 0 else sum(counts)
+
+
+def _obj(chunk: dict[str, Any], key: str) -> dict[str, Any]:
+    value = chunk.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def parse_messages(variant: Variant, ex: Exchange) -> Seen:
+    """A Messages event stream as one choice: message_start's role, each message_delta's
+    stop_reason, the content deltas; usage as prompt (input and cache tokens), completion
+    (message_delta's output_tokens) and their total."""
+    seen = Seen(variant, ex)
+    one = seen.choices.setdefault(0, ChoiceSeen())
+    prompt = -1
+    output: Any = None
+    for k, chunk in enumerate(ex.stream.chunks if ex.stream is not None else []):
+        kind = chunk.get("type")
+        if kind == "message_start":
+            message = _obj(chunk, "message")
+            one.first = k if one.first < 0 else one.first
+            one.roles.append((k, message.get("role")))
+            keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+            prompt = _count_all(message.get("usage"), *keys)
+        elif kind == "content_block_delta":
+            delta = _obj(chunk, "delta")
+            # a thinking block's signature_delta is no token; text, thinking and input are
+            one.output_at += [k] * (delta.get("type") in MESSAGES_OUTPUT)
+            one.text += delta.get("text", "") if isinstance(delta.get("text"), str) else ""
+        elif kind == "message_delta":
+            delta = _obj(chunk, "delta")
+            one.finishes.append((k, delta.get("stop_reason")))
+            usage = chunk.get("usage")
+            seen.usage_chunks += isinstance(usage, dict)
+            output = usage.get("output_tokens") if isinstance(usage, dict) else output
+    if seen.usage_chunks:
+        done = _count(output)
+        total = prompt + done if min(prompt, done) >= 0 else None
+        seen.usage = {"prompt_tokens": prompt, "completion_tokens": output, "total_tokens": total}
+    return seen
+
+
+def parse_responses(variant: Variant, ex: Exchange) -> Seen:
+    """A Responses event stream as one choice: each terminal event is a finish (its type the
+    reason), the output deltas; usage from the terminal response, in the chat names."""
+    seen = Seen(variant, ex)
+    one = seen.choices.setdefault(0, ChoiceSeen())
+    for k, chunk in enumerate(ex.stream.chunks if ex.stream is not None else []):
+        kind = chunk.get("type")
+        if kind == "response.created":
+            one.first = k if one.first < 0 else one.first
+        elif isinstance(kind, str) and kind.endswith(".delta"):
+            one.output_at.append(k)
+            if kind == "response.output_text.delta" and isinstance(chunk.get("delta"), str):
+                one.text += chunk["delta"]
+        elif kind in TERMINAL:
+            one.finishes.append((k, kind))
+            final = _obj(chunk, "response")
+            usage = final.get("usage")
+            if isinstance(usage, dict):
+                seen.usage_chunks += 1
+                seen.usage = {
+                    "prompt_tokens": usage.get("input_tokens"),
+                    "completion_tokens": usage.get("output_tokens"),
+                    "total_tokens": usage.get("total_tokens"),
+                }
+    return seen
+
+
+PARSERS = {"messages": parse_messages, "responses": parse_responses}
+
+
+def _skip_if_too_long(ctx: CheckContext, variant: Variant, ex: Exchange) -> None:
+    """A client's recorded request refused for the context (CI models hold 512 tokens; Claude
+    Code's cut request is ~740 of theirs): the cell cannot be judged there (CLIENT-SHAPE-*'s rule)."""
+    said = ex.text[:600] if variant.client and ex.status == 400 else ""
+    if any(words in said.lower() for words in CONTEXT_REFUSALS):
+        raise CheckSkipped(
+            f"{ctx.check_id}: the target's context cannot hold {variant.client}'s recorded "
+            f"request: {said}"
+        )
+
+
 def send(ctx: CheckContext, variant: Variant) -> Seen:
     """Send ``variant``'s request; its answer parsed, or a failure saying what came instead."""
     body = variant.body(ctx.model)
+    # A client that sends no max_tokens (the Agents SDK) gets the server's default, which may be
+    # short (the reference's is 16): on a reasoning target it is sized as every check's answer
+    # is (issue 43 item 2), else the thinking eats the forced call.
+    unsized = variant.client and variant.route == "chat" and variant.max_tokens is None
+    if unsized and ctx.target.reasoning is not None:
+        body |= ctx.answer_budget(TOOL_MAX_TOKENS)
     what = f"{variant.route} request [{variant.label}]"
+    headers = variant.headers
     if variant.stream:
-        ex = ctx.ok_stream(ctx.post(variant.path, body, stream=True), what)
-        return parse_stream(variant, ex)
-    ex = ctx.post(variant.path, body)
+        ex = ctx.post(variant.path, body, stream=True, headers=headers)
+        _skip_if_too_long(ctx, variant, ex)
+        return PARSERS.get(variant.route, parse_stream)(variant, ctx.ok_stream(ex, what))
+    ex = ctx.post(variant.path, body, headers=headers)
     return parse_body(variant, ex, ctx.ok_json(ex, what))
 
 
@@ -235,11 +400,13 @@ def usage_problems(seen: Seen) -> list[str]:
     out += [f"{seen.usage_chunks} chunks carry usage"] * (seen.usage_chunks > 1)
     # each choice made at least one token, exactly max_tokens where it was cut, and at least
     # one per chunk it streamed (an engine may pack several tokens into one chunk, never none)
+    limit = v.max_tokens
     floor = sum(
-        max(len(set(ch.output_at)) if v.stream else 1, v.max_tokens if _cut(ch) else 1)
+        max(len(set(ch.output_at)) if v.stream else 1, limit if limit and _cut(ch) else 1)
         for ch in seen.choices.values()
     )
-    ceiling = v.n * v.max_tokens
+    # no output limit sent (a client's shape): only the context bounds it
+    ceiling = v.n * limit if limit else c
     if not floor <= c <= ceiling:
         out.append(
             f"completion_tokens {c} outside [{floor}, {ceiling}]: the {len(seen.choices)} "
@@ -249,7 +416,7 @@ def usage_problems(seen: Seen) -> list[str]:
 
 
 def _cut(choice: ChoiceSeen) -> bool:
-    return any(reason == "length" for _, reason in choice.finishes)
+    return any(reason in CUT_REASONS for _, reason in choice.finishes)
 
 
 def finish_problems(seen: Seen) -> list[str]:
@@ -259,7 +426,7 @@ def finish_problems(seen: Seen) -> list[str]:
         out.append(f"choice indexes {sorted(seen.choices)}, expected {list(range(seen.variant.n))}")
     for index, ch in sorted(seen.choices.items()):
         reasons = [r for _, r in ch.finishes]
-        if len(reasons) != 1 or reasons[0] not in FINISH_REASONS:
+        if len(reasons) != 1 or reasons[0] not in seen.variant.finish_reasons:
             out.append(f"choice {index}: finish_reason(s) {reasons}")
             continue
         late = [k for k in ch.output_at if k > ch.finishes[0][0]]
@@ -304,10 +471,12 @@ def _json_problem(arguments: Any) -> str | None:
     return None
 
 
-def _delta_problems(index: int, deltas: list[dict[str, Any]]) -> list[str]:
+def _delta_problems(index: int, deltas: list[dict[str, Any]], cut: bool = False) -> list[str]:
     """Streamed calls, as the SDKs' stream parsers merge them: per call index, the opening delta
     carries id, type and function.name; later ones only index and function.arguments (a
-    repeated id or name is concatenated onto the first by the openai SDK)."""
+    repeated id or name is concatenated onto the first by the openai SDK). A call cut by the
+    output limit (``cut``: finish_reason length) has partial arguments by right: a client's free
+    string parameter on a random-weight model runs to max_tokens."""
     if not deltas:
         return [f"choice {index}: no tool_calls deltas although tool_choice is 'required'"]
     out: list[str] = []
@@ -334,7 +503,7 @@ def _delta_problems(index: int, deltas: list[dict[str, Any]]) -> list[str]:
     out += [
         f"choice {index}: call {c} arguments are not JSON once joined: {p}"
         for c, text in sorted(arguments.items())
-        if (p := _json_problem(text))
+        if not cut and (p := _json_problem(text))
     ]
     return out
 
@@ -343,7 +512,7 @@ def tool_problems(seen: Seen) -> list[str]:
     out: list[str] = []
     for index, ch in sorted(seen.choices.items()):
         if seen.variant.stream:
-            out += _delta_problems(index, ch.tool_deltas)
+            out += _delta_problems(index, ch.tool_deltas, _cut(ch))
         else:
             out += _call_problems(index, ch.tool_calls)
     return out
@@ -385,19 +554,33 @@ class Invariant:
 
 def _usage_na(v: Variant) -> str | None:
     if v.stream and not v.usage:
+        if v.client:
+            return f"{v.client} asks no usage in the stream (no stream_options)"
         return "no usage asked (include_usage off): its absence is STREAM-USAGE's"
     return None
 
 
 def _role_na(v: Variant) -> str | None:
+    if v.route in ("messages", "responses"):
+        return (
+            "not built: message_start's role and the output items' roles are MESSAGES-STREAM's "
+            "and RESPONSES-STREAM's, not yet a grid cell"
+        )
     return "a completions choice has no role" if v.route == "compl" else None
 
 
 def _tools_na(v: Variant) -> str | None:
+    if v.route in ("messages", "responses"):
+        return (
+            "not built: the client's recorded tool_choice is auto, so whether a call comes is the "
+            "model's; the cell needs a forced call"
+        )
     return None if v.tools else "no tools in the request"
 
 
 def _equal_na(v: Variant) -> str | None:
+    if v.client and not v.tools:
+        return "the client sends no seed: its streamed and plain answers need not match"
     if not v.stream:
         return "the non-streamed answer is the reference the streamed one is held to"
     if v.tools:
@@ -411,7 +594,8 @@ INVARIANTS: tuple[Invariant, ...] = (
         "usage arithmetic holds",
         "prompt + completion == total, prompt_tokens > 0, one usage object, and completion_tokens "
         "between what the choices produced (one a choice, max_tokens for a choice cut by length, "
-        "one a streamed output chunk) and n x max_tokens",
+        "one a streamed output chunk) and n x max_tokens (Messages: input and cache tokens as "
+        "prompt, message_delta's output_tokens; Responses: the terminal response's usage)",
         lambda ctx, seen: usage_problems(seen),
         _usage_na,
         "clients bill and budget from usage; with n > 1 or streamed it must still add up",
@@ -420,7 +604,8 @@ INVARIANTS: tuple[Invariant, ...] = (
         "FINISH",
         "exactly one finish_reason per choice",
         "choices with index 0..n-1, each closed by exactly one finish_reason from the OpenAI "
-        "set, and no output for a choice after its finish_reason",
+        "set, and no output for a choice after its finish_reason (Messages: one message_delta "
+        "with a stop_reason; Responses: one terminal event, response.completed or incomplete)",
         lambda ctx, seen: finish_problems(seen),
         lambda v: None,
         "clients end each candidate at its finish_reason; a second one or a missing one "
@@ -440,7 +625,8 @@ INVARIANTS: tuple[Invariant, ...] = (
         "tool-call structure holds across deltas",
         "non-streamed: each call with id, type 'function', the tool's name and JSON arguments; "
         "streamed: per call index the opening delta has id, type and function.name, later "
-        "deltas only index and function.arguments, and the joined arguments are JSON",
+        "deltas only index and function.arguments, and the joined arguments are JSON (unless "
+        "the call was cut by the output limit)",
         lambda ctx, seen: tool_problems(seen),
         _tools_na,
         "the SDKs' stream parsers concatenate string fields: a repeated id or name corrupts "

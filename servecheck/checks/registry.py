@@ -46,6 +46,7 @@ SURFACES: dict[str, str] = {
     "IMAGE": "image input on chat completions: read by a vision model, refused by a text-only one",
     "LORA": "runtime LoRA adapters: loaded, listed, applied, unloaded (vLLM's endpoints)",
     "GRID": "invariants x request variants: each declared invariant on every variant it applies to",
+    "AGENT": "agent-sized requests: dozens of multi-kB tools, a 20k-token system prompt, caching",
 }
 # The share of a model-dependent check's trials that must pass (``servecheck check --trials K``):
 # 4 of 5, as OpenAI's gpt-oss compatibility test runs each case 5 times and a real model misses

@@ -1545,6 +1545,50 @@ _also(
     "GRID-EQUAL[compl,stream,n=1,usage]",
 )
 
+# Client request shapes as grid variants (issue 43 item 5): the broad tool-call faults above break
+# the clients' streamed tool calls too; these break one client's shape only.
+_also("grid-usage-tools", "GRID-USAGE[chat,stream,n=1,usage,tools,ai-sdk]")
+_also(
+    "grid-finish-tools-empty",
+    "GRID-FINISH[chat,stream,n=1,usage,tools,ai-sdk]",
+    "GRID-FINISH[chat,stream,n=1,tools,openai-agents]",
+)
+_also(
+    "grid-role-tool-deltas",
+    "GRID-ROLE[chat,stream,n=1,usage,tools,ai-sdk]",
+    "GRID-ROLE[chat,stream,n=1,tools,openai-agents]",
+)
+_also(
+    "grid-tool-id-repeated",
+    "GRID-TOOLS[chat,stream,n=1,usage,tools,ai-sdk]",
+    "GRID-TOOLS[chat,stream,n=1,tools,openai-agents]",
+)
+_also("responses-usage-sum-wrong", "GRID-USAGE[responses,stream,n=1,codex]")
+_fault(
+    "grid-strict-tool-id-repeated",
+    "a streamed tool call for a request whose tools are strict (the OpenAI Agents SDK sends "
+    "strict: true) repeats the call's id and name in its argument deltas",
+    "GRID-TOOLS[chat,stream,n=1,tools,openai-agents]",
+)
+_fault(
+    "grid-messages-stop-twice",
+    "a streamed Messages answer sends message_delta (with its stop_reason) twice",
+    "GRID-FINISH[messages,stream,n=1,claude-code]",
+    "GRID-USAGE[messages,stream,n=1,claude-code]",
+)
+_fault(
+    "grid-messages-cache-uncounted",
+    "a streamed Messages request with cache_control markers reports input_tokens 0 and no cache "
+    "tokens in message_start",
+    "GRID-USAGE[messages,stream,n=1,claude-code]",
+)
+_fault(
+    "grid-responses-completed-twice",
+    "a streamed response sends its terminal response.completed event twice",
+    "GRID-FINISH[responses,stream,n=1,codex]",
+    "GRID-USAGE[responses,stream,n=1,codex]",
+)
+
 
 # Production cases (issue 43 item 4, servecheck/reference/cases.py)
 _fault(
@@ -1570,6 +1614,23 @@ _fault(
     "an image whose header declares more pixels than the decoder allows answers 500 (the "
     "decoder's DecompressionBombError escapes)",
     "IMAGE-OVERSIZED",
+)
+
+
+# Agent-sized requests (issue 44 item 3, servecheck/reference/agent_sized.py)
+_fault(
+    "agent-tools-stop-empty",
+    "a request with 16 or more tools is answered finish_reason stop (end_turn) with empty content "
+    "and no tool call, reasoning kept (llama.cpp with large toolsets and reasoning)",
+    "AGENT-SIZED-TOOLS",
+    "AGENT-SIZED-REASONING",
+    "AGENT-SIZED-MESSAGES",
+)
+_fault(
+    "agent-system-500",
+    "a system prompt over 8000 tokens fails the request with a 500",
+    "AGENT-SIZED-SYSTEM",
+    "AGENT-SIZED-MESSAGES",
 )
 
 

@@ -1,11 +1,13 @@
 """The reference server's grid faults (issue 43): each breaks one invariant on one request
-variant only (n=2, streamed or not, a tool call), the shape of the defects that a check written
-for one variant misses. ``server.py`` asks these functions at the few points they change;
-the catalogue entries are in ``faults.py`` (GRID-* cells).
+variant only (n=2, streamed or not, a tool call, a client's request shape), the shape of the
+defects that a check written for one variant misses. ``server.py``, ``messages.py`` and
+``responses.py`` ask these functions at the few points they change; the catalogue entries are in
+``faults.py`` (GRID-* cells).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from servecheck.reference import model
@@ -77,3 +79,40 @@ def message_role(faults: frozenset[str], choice: Choice) -> str | None:
     if "grid-role-tools-plain" in faults and choice.tool_call is not None:
         return "tool"
     return "assistant"
+
+
+def strict_tools(faults: frozenset[str], body: dict[str, Any]) -> frozenset[str]:
+    """The faults a streamed tool call is made with: a request whose tools are ``strict``
+    (the OpenAI Agents SDK's) gets its call's id and name repeated in the argument deltas."""
+    tools = body.get("tools")
+    listed: list[Any] = tools if isinstance(tools, list) else []
+    strict = any(isinstance(t, dict) and (t.get("function") or {}).get("strict") for t in listed)
+    if "grid-strict-tool-id-repeated" in faults and strict:
+        return faults | {"grid-tool-id-repeated"}
+    return faults
+
+
+def _cache_marked(body: dict[str, Any]) -> bool:
+    """Any cache_control marker on the system, message or tool blocks (Claude Code sends them)."""
+    return '"cache_control"' in json.dumps(
+        [body.get("system"), body.get("messages"), body.get("tools")]
+    )
+
+
+def messages_input_usage(
+    faults: frozenset[str], body: dict[str, Any], usage: dict[str, Any]
+) -> dict[str, Any]:
+    """message_start's usage: a prompt with cache_control markers counted as no input at all."""
+    if "grid-messages-cache-uncounted" in faults and _cache_marked(body):
+        return {**usage, "input_tokens": 0}
+    return usage
+
+
+def messages_stop_twice(faults: frozenset[str]) -> bool:
+    """A streamed message closed by two message_delta events, each with its stop_reason."""
+    return "grid-messages-stop-twice" in faults
+
+
+def responses_end_twice(faults: frozenset[str]) -> bool:
+    """A streamed response that sends its terminal event twice."""
+    return "grid-responses-completed-twice" in faults

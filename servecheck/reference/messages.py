@@ -31,7 +31,7 @@ from typing import Any
 import jsonschema
 from aiohttp import web
 
-from servecheck.reference import agent, model, vision
+from servecheck.reference import agent, agent_sized, grid_faults, model, vision
 from servecheck.reference.http import (
     STATE,
     ApiError,
@@ -398,6 +398,7 @@ def generate(state: State, turn: Turn) -> Output:
             400,
             f"prompt is too long: {prompt} tokens > {cfg.max_model_len} maximum",
         )
+    agent_sized.screen(state.faults, turn.messages)  # agent-system-500
     limit = min(turn.max_tokens, max(cfg.max_model_len - prompt, 1))
     key = "messages\x00" + json.dumps(turn.messages, sort_keys=True, ensure_ascii=False)
     key += "".join("\x00" + digest for _, digest in turn.images)  # another image, another answer
@@ -413,6 +414,8 @@ def generate(state: State, turn: Turn) -> Output:
         limit -= len(thought)
         if limit <= 0:
             return Output(thought, [], None, "max_tokens", None, prompt, len(thought))
+    if agent_sized.empty_answer(state.faults, turn.tools):  # agent-tools-stop-empty
+        return Output(thought, [], None, "end_turn", None, prompt, max(1, len(thought)))
     target = _target_tool(state, turn)
     if target is not None:
         args = model.instance(target["input_schema"], model.json_key_rng(key, None))
@@ -638,18 +641,21 @@ async def _stream(
             await asyncio.sleep(cfg.itl_ms / 1000)
 
     await asyncio.sleep(cfg.ttft_ms / 1000)
-    await emit("message_start", message=message(state, turn, msg_id, [], None))
+    start = message(state, turn, msg_id, [], None)
+    start["usage"] = grid_faults.messages_input_usage(state.faults, turn.body, start["usage"])
+    await emit("message_start", message=start)
     await emit("ping")
     owed = await _block_events(state, turn, out, emit, tick)
     reason, matched = _stop_fields(state, out)
     usage = _usage(state, out)
     if _fault(state, "messages-stream-usage-wrong"):
         usage = {**usage, "output_tokens": usage["output_tokens"] + 3}
-    await emit(
-        "message_delta",
-        delta={"stop_reason": reason, "stop_sequence": matched},
-        usage={"output_tokens": usage["output_tokens"]},
-    )
+    for _ in range(1 + grid_faults.messages_stop_twice(state.faults)):
+        await emit(
+            "message_delta",
+            delta={"stop_reason": reason, "stop_sequence": matched},
+            usage={"output_tokens": usage["output_tokens"]},
+        )
     for _index, stop in owed:
         await emit("content_block_stop", **stop)
     if not _fault(state, "messages-stream-no-message-stop"):

@@ -25,7 +25,7 @@ from typing import Any
 import jsonschema
 from aiohttp import web
 
-from servecheck.reference import agent, cases, model, response_store
+from servecheck.reference import agent, cases, grid_faults, model, response_store
 from servecheck.reference import logprobs as reflogprobs
 from servecheck.reference.http import (
     STATE,
@@ -926,10 +926,11 @@ async def _stream(
     final = _response(
         state, body, turn, resp_id, created, "completed", output, usage, out.incomplete
     )
-    await emit(
-        "response.incomplete" if final["status"] == "incomplete" else "response.completed",
-        response=final,
-    )
+    for _ in range(1 + grid_faults.responses_end_twice(state.faults)):
+        await emit(
+            "response.incomplete" if final["status"] == "incomplete" else "response.completed",
+            response=final,
+        )
     response_store.keep(state, body, turn.conversation, final)
     state.success += 1
     await response.write_eof()

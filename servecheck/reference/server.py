@@ -28,6 +28,7 @@ from aiohttp import web
 from servecheck.errors import UsageError
 from servecheck.reference import (
     agent,
+    agent_sized,
     cache_faults,
     cases,
     embeddings,
@@ -734,6 +735,7 @@ def _shape_choices(
     if chat and state.reasoning is not None:
         reasoning.apply(state.reasoning, state.faults, body, choices, max_tokens, fmt)
     grid_faults.finishes(state.faults, body, choices)  # the grid-finish-* faults
+    agent_sized.blank(state.faults, body.get("tools") or [], choices)  # agent-tools-stop-empty
     if "ctx-max-tokens-overrun" in state.faults and requested is not None and requested > room:
         for c in choices:
             if c.finish_reason == "length":
@@ -760,6 +762,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             if "json-stream-unconstrained" in state.faults and body.get("stream") is True:
                 fmt, schema = "text", None  # the streaming path never sees response_format
             prompt_tokens = _chat_prompt_tokens(state, body, messages, tools)
+            agent_sized.screen(state.faults, messages)  # agent-system-500
         else:
             prompts = legacy.parse_prompts(state.faults, body)
             messages, tools, tool_choice, fmt, schema = None, [], None, "text", None
@@ -1203,7 +1206,8 @@ async def _stream_tokens(
     top = reflogprobs.top_count(body) if body.get("logprobs") and sse.hooks.logprobs else None
     if not sse.chat and top is not None:
         top = body["logprobs"]  # legacy logprobs: K alternatives
-    tool_deltas = {c.index: _tool_deltas(c, faults) for c in choices if c.tool_call is not None}
+    calls = grid_faults.strict_tools(faults, body)  # grid-strict-tool-id-repeated
+    tool_deltas = {c.index: _tool_deltas(c, calls) for c in choices if c.tool_call is not None}
     answer_steps = [
         len(c.pieces) if c.tool_call is None else len(tool_deltas[c.index]) for c in choices
     ]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from servecheck.checks.context import CheckContext, CheckSkipped, body_snippet
+from servecheck.checks.context import CONTEXT_REFUSALS, CheckContext, CheckSkipped, body_snippet
 from servecheck.checks.registry import check
 from servecheck.checks.surfaces import messages as msgs
 from servecheck.checks.surfaces import responses as resp
@@ -30,15 +30,6 @@ REPLAY_MAX_TOKENS = 256
 # default: a cut below this many tokens is the server's default, not the context.
 MIN_DEFAULT_OUTPUT = 256
 CLAUDE_BLOCKS = ("text", "thinking", "redacted_thinking", "tool_use")
-# How servers word "the prompt does not fit the context" (vLLM, llama.cpp, the reference, and
-# LiteLLM wrapping them: "litellm.ContextWindowExceededError: ...").
-CONTEXT_REFUSALS = (
-    "maximum context length",
-    "prompt is too long",
-    "exceed_context_size",
-    "exceeds the available context size",
-    "contextwindowexceedederror",
-)
 
 
 @dataclass(frozen=True, slots=True)
