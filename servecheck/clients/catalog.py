@@ -18,6 +18,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from servecheck.clients.coding import (
+    CLAUDE_CODE_QUIET,
+    CLAUDE_CODE_TASK,
+    CODEX_QUIET,
+    CODEX_TASK,
+)
 from servecheck.engines.base import (
     InstallResult,
     PipStep,
@@ -81,6 +87,26 @@ CLIENTS: dict[str, ClientSpec] = {
             ("chat",),
             "ai_sdk_task.mjs",
             (("DO_NOT_TRACK", "1"), ("NEXT_TELEMETRY_DISABLED", "1")),
+        ),
+        ClientSpec(
+            "claude-code",
+            "Claude Code",
+            "npm",
+            "2.1.332",
+            ("@anthropic-ai/claude-code@2.1.332",),
+            ("messages",),
+            "claude_code_task.mjs",
+            CLAUDE_CODE_QUIET,
+        ),
+        ClientSpec(
+            "codex",
+            "Codex CLI",
+            "npm",
+            "0.171.0",
+            ("@openai/codex@0.171.0",),
+            ("responses",),
+            "codex_task.mjs",
+            CODEX_QUIET,
         ),
     )
 }
@@ -221,6 +247,11 @@ try {{
 }} catch (e) {{ report("tool", false, why(e)); }}
 """
 
-SCRIPTS = {"agents_task.py": AGENTS_TASK, "ai_sdk_task.mjs": AI_SDK_TASK}
+SCRIPTS = {
+    "agents_task.py": AGENTS_TASK,
+    "ai_sdk_task.mjs": AI_SDK_TASK,
+    "claude_code_task.mjs": CLAUDE_CODE_TASK,
+    "codex_task.mjs": CODEX_TASK,
+}
 
 __all__ = ["CLIENTS", "ClientSpec", "install", "task_argv"]
