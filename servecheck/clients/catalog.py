@@ -14,6 +14,7 @@ prints one JSON line per task: ``{"task": "stream" | "tool", "ok": bool, "detail
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,7 +147,10 @@ def install(spec: ClientSpec) -> InstallResult:
 def task_argv(spec: ClientSpec) -> list[str]:
     """Write the client's task script next to its install; the command that runs it."""
     path = spec.folder / spec.script
-    path.write_text(SCRIPTS[spec.script])
+    # Written aside and renamed: a second run of the client never reads a half-written script.
+    aside = path.with_name(f".{path.name}.{os.getpid()}")
+    aside.write_text(SCRIPTS[spec.script])
+    aside.replace(path)
     if spec.registry == "pypi":
         return [str(spec.folder / "bin" / "python"), str(path)]
     return ["node", str(path)]  # next to node_modules, so its imports resolve
