@@ -63,9 +63,14 @@ function childEnv(extra) {
 // Run the binary with a time bound; its stdout as JSON events, the last stderr line kept.
 function runJson(bin, args, env, ms) {
   return new Promise((resolve) => {
-    const child = spawn(bin, args, { cwd: work, env, stdio: ["ignore", "pipe", "pipe"] });
+    // Its own process group, killed whole: Codex's node launcher starts the native binary as
+    // a child, which would keep the pipes open past a kill of the launcher alone.
+    const child = spawn(bin, args, { cwd: work, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
     let out = "", err = "", late = false;
-    const timer = setTimeout(() => { late = true; child.kill("SIGKILL"); }, ms);
+    const timer = setTimeout(() => {
+      late = true;
+      try { process.kill(-child.pid, "SIGKILL"); } catch { child.kill("SIGKILL"); }
+    }, ms);
     child.stdout.on("data", (d) => { out += d; });
     child.stderr.on("data", (d) => { err += d; });
     child.on("close", (code) => {
@@ -128,7 +133,7 @@ function outcome(r) {
   const ran = r.uses.filter((u) => u.name === "Read").length;
   const detail = `Read asked for ${ran} time(s), ${r.results.length} tool result(s) sent` +
     (r.results.some((b) => b.is_error) ? " (the tool said it failed)" : "");
-  if (!r.ok) report("tool", false, `${r.why}; ${detail}`, ran === 0);
+  if (!r.ok) report("tool", false, `${r.why}; ${detail}`);  // broken, whether asked or not
   else report("tool", ran > 0 && r.results.length > 0 && r.text,
     `${detail}; answer ${r.text.length} characters`, ran === 0);
 }
@@ -189,7 +194,7 @@ function outcome(r) {
   const r = outcome(await runJson(bin, [...base,
     "Run `cat README.md` in the shell, then say in one line what this project is."], env, each));
   const detail = `${r.shell.length} shell command(s) run`;
-  if (!r.ok) report("tool", false, `${r.why}; ${detail}`, r.shell.length === 0);
+  if (!r.ok) report("tool", false, `${r.why}; ${detail}`);  // broken, whether asked or not
   else report("tool", r.shell.length > 0 && r.said,
     `${detail}; answer ${r.said.length} characters`, r.shell.length === 0);
 }

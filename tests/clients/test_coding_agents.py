@@ -121,3 +121,31 @@ def test_the_coding_agent_fails_by_name_on_what_it_depends_on(
     assert "HTTP/1.1 400 Bad Request" in done.stdout
     assert refusal in done.stdout
     assert "sk-ref-" not in done.stdout + done.stderr, "the embedded server's key is shown"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [pytest.param(n, id=n) for n in ("claude-code", "codex")])
+def test_a_stalled_target_fails_each_task_within_its_bound(tmp_path, name):
+    """Headers, then nothing: each task is killed at its share of --timeout (Codex's launcher
+    with its native child, as one process group) and fails; a tool task that never got an
+    answer is broken, not "not judged"."""
+    from servecheck.reference.hostile import hostile
+
+    _ready(name)
+    with hostile("headers-then-stall", max_s=300) as server:
+        (tmp_path / "targets.yaml").write_text(
+            f"targets:\n  - name: stalled\n    base_url: {server.base_url}\n"
+            "    models: [hostile-tiny]\n"
+        )
+        done = _servecheck(
+            tmp_path,
+            *("--targets-file", str(tmp_path / "targets.yaml"), "--target", "stalled"),
+            *("--client", name, "--timeout", "24", "--run-id", "stall"),
+        )
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 1, said + done.stdout
+    (outcome,) = json.loads((tmp_path / "stall" / "clients.json").read_text())["clients"]
+    assert outcome["verdict"] == "fails", outcome
+    assert [t["task"] for t in outcome["tasks"]] == ["stream", "tool"], outcome
+    for task in outcome["tasks"]:
+        assert task["ok"] is False and task["detail"].startswith("no end within 10 s"), task
