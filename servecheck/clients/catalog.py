@@ -14,10 +14,17 @@ prints one JSON line per task: ``{"task": "stream" | "tool", "ok": bool, "detail
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from servecheck.clients.coding import (
+    CLAUDE_CODE_QUIET,
+    CLAUDE_CODE_TASK,
+    CODEX_QUIET,
+    CODEX_TASK,
+)
 from servecheck.engines.base import (
     InstallResult,
     PipStep,
@@ -82,6 +89,26 @@ CLIENTS: dict[str, ClientSpec] = {
             "ai_sdk_task.mjs",
             (("DO_NOT_TRACK", "1"), ("NEXT_TELEMETRY_DISABLED", "1")),
         ),
+        ClientSpec(
+            "claude-code",
+            "Claude Code",
+            "npm",
+            "2.1.332",
+            ("@anthropic-ai/claude-code@2.1.332",),
+            ("messages",),
+            "claude_code_task.mjs",
+            CLAUDE_CODE_QUIET,
+        ),
+        ClientSpec(
+            "codex",
+            "Codex CLI",
+            "npm",
+            "0.171.0",
+            ("@openai/codex@0.171.0",),
+            ("responses",),
+            "codex_task.mjs",
+            CODEX_QUIET,
+        ),
     )
 }
 
@@ -120,7 +147,10 @@ def install(spec: ClientSpec) -> InstallResult:
 def task_argv(spec: ClientSpec) -> list[str]:
     """Write the client's task script next to its install; the command that runs it."""
     path = spec.folder / spec.script
-    path.write_text(SCRIPTS[spec.script])
+    # Written aside and renamed: a second run of the client never reads a half-written script.
+    aside = path.with_name(f".{path.name}.{os.getpid()}")
+    aside.write_text(SCRIPTS[spec.script])
+    aside.replace(path)
     if spec.registry == "pypi":
         return [str(spec.folder / "bin" / "python"), str(path)]
     return ["node", str(path)]  # next to node_modules, so its imports resolve
@@ -221,6 +251,11 @@ try {{
 }} catch (e) {{ report("tool", false, why(e)); }}
 """
 
-SCRIPTS = {"agents_task.py": AGENTS_TASK, "ai_sdk_task.mjs": AI_SDK_TASK}
+SCRIPTS = {
+    "agents_task.py": AGENTS_TASK,
+    "ai_sdk_task.mjs": AI_SDK_TASK,
+    "claude_code_task.mjs": CLAUDE_CODE_TASK,
+    "codex_task.mjs": CODEX_TASK,
+}
 
 __all__ = ["CLIENTS", "ClientSpec", "install", "task_argv"]

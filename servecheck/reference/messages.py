@@ -368,7 +368,7 @@ def _target_tool(state: State, turn: Turn) -> dict[str, Any] | None:
     if last.get("role") == "tool":
         return None
     if agent.wants_call(state.config.agent, turn.messages):
-        return turn.tools[0]
+        return agent.first_loaded(turn.tools)
     return next((t for t in turn.tools if t["name"] in str(last.get("content", ""))), None)
 
 
@@ -418,7 +418,7 @@ def generate(state: State, turn: Turn) -> Output:
         return Output(thought, [], None, "end_turn", None, prompt, max(1, len(thought)))
     target = _target_tool(state, turn)
     if target is not None:
-        args = model.instance(target["input_schema"], model.json_key_rng(key, None))
+        args = agent.arguments(cfg.agent, target["input_schema"], model.json_key_rng(key, None))
         tokens = max(1, len(model.tokenize(json.dumps(args))))
         if tokens <= limit:
             call = {"id": "toolu_" + secrets.token_hex(12), "name": target["name"], "input": args}

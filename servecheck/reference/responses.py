@@ -463,8 +463,8 @@ def _generate(state: State, body: dict[str, Any], turn: Turn) -> Output:
         else:
             target = next((t for t in turn.tools if t["name"] in last.get("content", "")), None)
     if target is not None:
-        args = model.instance(
-            target.get("parameters") or {"type": "object"}, model.json_key_rng(key, seed)
+        args = agent.arguments(
+            cfg.agent, target.get("parameters") or {"type": "object"}, model.json_key_rng(key, seed)
         )
         arguments = json.dumps(args, ensure_ascii=False)
         call = {

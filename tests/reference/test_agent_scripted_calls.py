@@ -1,0 +1,96 @@
+"""The reference's scripted agent mode (--agent) asks the way a model that follows a coding
+agent's prompt does (issue 44): never for a tool the client deferred (Claude Code offers a
+``DeferredToolPlaceholder`` with ``defer_loading`` first), and with only the tool's required
+arguments (Codex CLI's ``exec_command`` declares number knobs it parses as integers)."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+
+from tests.support import TEST_KEY
+
+AUTH = {"Authorization": f"Bearer {TEST_KEY}", "anthropic-version": "2023-06-01"}
+# Many optional knobs: a scripted call that filled any of them (half of them, at random, is what
+# the reference does outside agent mode) is seen at once.
+KNOBS = {f"knob_{n}": {"type": "number"} for n in range(12)}
+
+
+def _post(server, path, body):
+    return httpx.post(server.base_url + path, json=body, headers=AUTH, timeout=30)
+
+
+def test_agent_mode_on_messages_skips_a_deferred_tool_and_fills_only_what_is_required(
+    make_reference,
+):
+    server = make_reference(api_key=TEST_KEY, agent=True)
+    placeholder = {
+        "name": "DeferredToolPlaceholder",
+        "description": "Stands in for the tools that load on search.",
+        "input_schema": {"type": "object", "properties": {}},
+        "defer_loading": True,
+    }
+    read = {
+        "name": "Read",
+        "input_schema": {
+            "type": "object",
+            "properties": {"file_path": {"type": "string"}, **KNOBS},
+            "required": ["file_path"],
+        },
+    }
+    body = {
+        "model": "ref-tiny",
+        "max_tokens": 256,
+        "messages": [{"role": "user", "content": "Read README.md."}],
+        "tools": [placeholder, read],
+    }
+    data = _post(server, "/messages", body).json()
+    assert data.get("stop_reason") == "tool_use", data
+    call = data["content"][-1]
+    assert call["name"] == "Read", f"the scripted agent called {call['name']!r}, not Read"
+    assert set(call["input"]) == {"file_path"}, call["input"]
+
+
+def test_agent_mode_on_responses_fills_only_the_required_arguments(make_reference):
+    server = make_reference(api_key=TEST_KEY, agent=True)
+    shell = {
+        "type": "function",
+        "name": "exec_command",
+        "parameters": {
+            "type": "object",
+            "properties": {"cmd": {"type": "string"}, **KNOBS},
+            "required": ["cmd"],
+        },
+    }
+    body = {"model": "ref-tiny", "input": "Run cat README.md.", "tools": [shell]}
+    resp = _post(server, "/responses", body)
+    assert resp.status_code == 200, resp.text
+    calls = [i for i in resp.json()["output"] if i["type"] == "function_call"]
+    assert [c["name"] for c in calls] == ["exec_command"]
+    assert set(json.loads(calls[0]["arguments"])) == {"cmd"}, calls[0]["arguments"]
+
+
+def test_outside_agent_mode_a_named_tool_call_still_fills_optional_arguments(make_reference):
+    """Only the scripted agent is trimmed: a plain server's calls keep exercising optional
+    properties (the TOOLS checks judge them)."""
+    server = make_reference(api_key=TEST_KEY)
+    shell = {
+        "type": "function",
+        "name": "exec_command",
+        "parameters": {
+            "type": "object",
+            "properties": {"cmd": {"type": "string"}, **KNOBS},
+            "required": ["cmd"],
+        },
+    }
+    body = {
+        "model": "ref-tiny",
+        "input": "Run cat README.md.",
+        "tools": [shell],
+        "tool_choice": "required",
+    }
+    resp = _post(server, "/responses", body)
+    assert resp.status_code == 200, resp.text
+    calls = [i for i in resp.json()["output"] if i["type"] == "function_call"]
+    assert len(json.loads(calls[0]["arguments"])) > 1, calls[0]["arguments"]
