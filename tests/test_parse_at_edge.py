@@ -93,7 +93,8 @@ ALLOWED: dict[str, set[str]] = {
         "--processes",
     },
     "workflows/conformance.py": {"--itl-ms"},  # the reference server's argv
-    "clients/run.py": {"--agent"},  # the reference server's argv (its scripted agent mode)
+    # the reference server's argv (its scripted agent mode, a context for an agent's prompt)
+    "clients/run.py": {"--agent", "--max-model-len"},
     "engines/": {  # vLLM's, llama.cpp's, LiteLLM's, Xinference's own argv (and a profile's note)
         "--host",
         "--reasoning",

@@ -18,6 +18,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from servecheck.clients.frameworks import (
+    LANGCHAIN_QUIET,
+    LANGCHAIN_TASK,
+    PYDANTIC_AI_QUIET,
+    PYDANTIC_AI_TASK,
+)
+from servecheck.clients.opencode import OPENCODE_QUIET, OPENCODE_TASK
 from servecheck.engines.base import (
     InstallResult,
     PipStep,
@@ -81,6 +88,38 @@ CLIENTS: dict[str, ClientSpec] = {
             ("chat",),
             "ai_sdk_task.mjs",
             (("DO_NOT_TRACK", "1"), ("NEXT_TELEMETRY_DISABLED", "1")),
+        ),
+        ClientSpec(
+            "pydantic-ai",
+            "pydantic-ai",
+            "pypi",
+            "2.78.0",
+            ("pydantic-ai-slim[openai]==2.78.0",),
+            ("chat",),
+            "pydantic_ai_task.py",
+            PYDANTIC_AI_QUIET,
+        ),
+        ClientSpec(
+            "langchain",
+            "LangChain (langchain-openai)",
+            "pypi",
+            "1.8.1",
+            ("langchain-openai==1.8.1",),
+            ("chat",),
+            "langchain_task.py",
+            LANGCHAIN_QUIET,
+        ),
+        ClientSpec(
+            "opencode",
+            "opencode",
+            "npm",
+            "1.18.33",
+            # the plugin package opencode installs into its config folder at start (from npm),
+            # installed here with it so that nothing is fetched in the namespace
+            ("opencode-ai@1.18.33", "@opencode-ai/plugin@1.18.33"),
+            ("chat",),
+            "opencode_task.mjs",
+            OPENCODE_QUIET,
         ),
     )
 }
@@ -223,4 +262,11 @@ try {{
 
 SCRIPTS = {"agents_task.py": AGENTS_TASK, "ai_sdk_task.mjs": AI_SDK_TASK}
 
+SCRIPTS.update(
+    {
+        "pydantic_ai_task.py": PYDANTIC_AI_TASK.replace("@TOOL_RESULT@", repr(TOOL_RESULT)),
+        "langchain_task.py": LANGCHAIN_TASK.replace("@TOOL_RESULT@", repr(TOOL_RESULT)),
+        "opencode_task.mjs": OPENCODE_TASK.replace("@TOOL_RESULT@", repr(TOOL_RESULT)),
+    }
+)
 __all__ = ["CLIENTS", "ClientSpec", "install", "task_argv"]

@@ -37,6 +37,9 @@ from servecheck.workflows.support import new_run_dir, reference_env, say
 
 SHOWN = 1500  # characters of the request and of the answer that broke a client
 TINY = ("tiny", "random")  # a served model named so is a random-weight CI model
+# The embedded reference's context in a clients run: a coding agent's system prompt and tools
+# alone are 2-14k tokens in its count (Claude Code, Codex CLI), far past the usual 512.
+AGENT_CONTEXT = 131072
 PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "PYTHONPATH", "SERVECHECK_CACHE")
 
 
@@ -316,7 +319,7 @@ def run_clients(spec: ClientsSpec) -> ClientsResult:
         say(f"servecheck clients: {spec.target}; report {run_dir}")
         with reference_env(
             [spec.target],
-            extra_args=("--agent", *spec.reference_args),
+            extra_args=("--agent", "--max-model-len", str(AGENT_CONTEXT), *spec.reference_args),
             log_path=run_dir / "reference-server.log",
         ):
             outcomes = _outcomes(spec, chosen, run_dir)
