@@ -89,9 +89,14 @@ function childEnv(tools) {
 function run(prompt, tools, ms) {
   const args = ["run", "--format", "json", "-m", `target/${SC.model}`, prompt];
   return new Promise((resolve) => {
-    const child = spawn(bin, args, { cwd: work, env: childEnv(tools), stdio: ["ignore", "pipe", "pipe"] });
+    // its own process group, killed whole: what opencode started must not outlive the bound
+    const child = spawn(bin, args,
+      { cwd: work, env: childEnv(tools), stdio: ["ignore", "pipe", "pipe"], detached: true });
     let out = "", err = "", late = false;
-    const timer = setTimeout(() => { late = true; child.kill("SIGKILL"); }, ms);
+    const timer = setTimeout(() => {
+      late = true;
+      try { process.kill(-child.pid, "SIGKILL"); } catch { child.kill("SIGKILL"); }
+    }, ms);
     child.stdout.on("data", (d) => { out += d; });
     child.stderr.on("data", (d) => { err += d; });
     child.on("close", (code) => {

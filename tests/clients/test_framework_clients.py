@@ -17,7 +17,8 @@ from tests.clients.test_clients_command import _ready, _servecheck
 
 NEW = ("pydantic-ai", "langchain", "opencode")
 
-# (client, fault, what the failing task says in clients.json)
+# (client, fault, what the failing task says in clients.json); opencode also fails on
+# tools-args-invalid (docs/clients.md), left out here: each opencode run costs 10-40 s of CI.
 BREAKS = [
     pytest.param(
         "langchain",
@@ -36,12 +37,6 @@ BREAKS = [
         "tools-args-invalid",
         "refused by pydantic-ai's validation: [{'type': 'json_invalid'",
         id="pydantic-ai-arguments-not-json",
-    ),
-    pytest.param(
-        "opencode",
-        "tools-args-invalid",
-        "a tool call opencode could not use: read: Model tried to call unavailable tool 'invalid'",
-        id="opencode-arguments-not-json",
     ),
 ]
 
