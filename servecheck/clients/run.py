@@ -20,8 +20,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -219,7 +221,10 @@ def run_one(
         return "not run", [], f"only http:// targets can be relayed, not {url.scheme}://", ""
     port = url.port or 80
     folder = spec.folder
-    relay = netns.Relay(folder, url.hostname, port).start()
+    # A socket of this run's own: two runs of one client (xdist workers, two users) must not
+    # take each other's relay; a short path, as a Unix socket's is limited to 107 bytes.
+    sock_dir = Path(tempfile.mkdtemp(prefix="servecheck-relay-"))
+    relay = netns.Relay(sock_dir, url.hostname, port).start()
     inner = netns.free_port()
     base = f"http://127.0.0.1:{inner}{url.path.rstrip('/')}"
     env = _env(spec, base, _key(target), model, route, timeout_s)
@@ -245,6 +250,7 @@ def run_one(
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         relay.stop()
+        shutil.rmtree(sock_dir, ignore_errors=True)
     log.write_text(redact(f"$ {' '.join(argv)}\n--- stdout\n{out}\n--- stderr\n{err}\n"))
     tasks = _tasks(out)
     if not reason and not tasks:
