@@ -25,6 +25,13 @@ from servecheck.clients.coding import (
     CODEX_QUIET,
     CODEX_TASK,
 )
+from servecheck.clients.frameworks import (
+    LANGCHAIN_QUIET,
+    LANGCHAIN_TASK,
+    PYDANTIC_AI_QUIET,
+    PYDANTIC_AI_TASK,
+)
+from servecheck.clients.opencode import OPENCODE_QUIET, OPENCODE_TASK
 from servecheck.engines.base import (
     InstallResult,
     PipStep,
@@ -108,6 +115,38 @@ CLIENTS: dict[str, ClientSpec] = {
             ("responses",),
             "codex_task.mjs",
             CODEX_QUIET,
+        ),
+        ClientSpec(
+            "pydantic-ai",
+            "pydantic-ai",
+            "pypi",
+            "2.78.0",
+            ("pydantic-ai-slim[openai]==2.78.0",),
+            ("chat",),
+            "pydantic_ai_task.py",
+            PYDANTIC_AI_QUIET,
+        ),
+        ClientSpec(
+            "langchain",
+            "LangChain (langchain-openai)",
+            "pypi",
+            "1.8.1",
+            ("langchain-openai==1.8.1",),
+            ("chat",),
+            "langchain_task.py",
+            LANGCHAIN_QUIET,
+        ),
+        ClientSpec(
+            "opencode",
+            "opencode",
+            "npm",
+            "1.18.33",
+            # the plugin package opencode installs into its config folder at start (from npm),
+            # installed here with it so that nothing is fetched in the namespace
+            ("opencode-ai@1.18.33", "@opencode-ai/plugin@1.18.33"),
+            ("chat",),
+            "opencode_task.mjs",
+            OPENCODE_QUIET,
         ),
     )
 }
@@ -258,4 +297,11 @@ SCRIPTS = {
     "codex_task.mjs": CODEX_TASK,
 }
 
+SCRIPTS.update(
+    {
+        "pydantic_ai_task.py": PYDANTIC_AI_TASK.replace("@TOOL_RESULT@", repr(TOOL_RESULT)),
+        "langchain_task.py": LANGCHAIN_TASK.replace("@TOOL_RESULT@", repr(TOOL_RESULT)),
+        "opencode_task.mjs": OPENCODE_TASK.replace("@TOOL_RESULT@", repr(TOOL_RESULT)),
+    }
+)
 __all__ = ["CLIENTS", "ClientSpec", "install", "task_argv"]
