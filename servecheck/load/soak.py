@@ -976,6 +976,7 @@ def _soak_data(
             "ok": sum(c.ok for c in cycles),
             "failed": sum(c.failed for c in cycles),
             "abandoned": sum(c.abandoned for c in cycles),
+            "refused": sum(c.refused for c in cycles),  # the errors member's 4xx, as they must be
         },
         "cycles": [asdict(c) for c in cycles],
         "primary": primary,

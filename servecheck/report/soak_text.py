@@ -10,7 +10,7 @@ with the verdicts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -33,13 +33,18 @@ def cycle_line(plan: SoakPlan, stats: CycleStats) -> str:
     )
 
 
-def member_lines(members: Sequence[Mapping[str, Any]]) -> list[str]:
+def member_lines(
+    members: Sequence[Mapping[str, Any]], metrics: Collection[str] | None = None
+) -> list[str]:
     """Each judged metric's share per member of a mix (soak.json's ``members``): ``kv_usage
     LEAK on member `errors`: +0.094 per cycle ...`` for a member whose own cycles leak, ``ok``
-    for one whose do not; nothing for a single-member soak."""
+    for one whose do not; nothing for a single-member soak. ``metrics``: only these (the
+    console shows the members of a metric that leaked; the page and summary.md all)."""
     out = []
     for m in members:
         for metric, share in (m.get("leak") or {}).items():
+            if metrics is not None and metric not in metrics:
+                continue
             word = {"leak": "LEAK", "ok": "ok"}.get(share["status"], share["status"].upper())
             out.append(f"{metric} {word} on member `{m['member']}`: {share['message']}")
     return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -241,3 +242,23 @@ def test_a_mix_on_the_clean_server_passes(
     assert members["errors"]["refused"] > 0 and members["errors"]["failed"] == 0, members
     assert all(m["leak"]["kv_usage"]["status"] == "ok" for m in members.values()), members
     assert "LEAK" not in out, out
+
+
+def _mix_doc_commands() -> list[list[str]]:
+    """The commands of docs/telemetry.md's "Soak mixes" block (past ``servecheck soak``)."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "telemetry.md").read_text()
+    section = text.split("### Soak mixes", 1)[1].split("\n### ", 1)[0]
+    block = section.split("```", 2)[1].replace("\\\n", " ")
+    return [
+        shlex.split(line)[2:] for line in block.splitlines() if line.startswith("servecheck soak")
+    ]
+
+
+@pytest.mark.parametrize("argv", _mix_doc_commands())
+def test_documented_mix_commands_make_valid_plans(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    target = Target(name="t", base_url="http://127.0.0.1:9/v1", context_length=512)
+    plan = plan_from_args(args, target, "m")
+    assert len(plan.mix) > 1 and plan.total_cycles == plan.cycles * len(plan.mix)

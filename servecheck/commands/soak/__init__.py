@@ -148,8 +148,9 @@ def _print_verdicts(result: SoakResult) -> None:
     """The leak and drain verdict lines, then the run's verdict with each reason."""
     for metric, v in result.leak.items():
         print(verdict_line(metric, v.status, v.message))
-    for line in member_lines(result.data.get("members") or []):
-        print(line)
+    moved = {m for m, v in result.leak.items() if v.status in ("leak", "growth")}
+    for line in member_lines(result.data.get("members") or [], moved):
+        print(line)  # which member's cycles leak, beside the members whose cycles do not
     if result.drain is not None:
         print(verdict_line("drain", result.drain.status, result.drain.message))
     word = str(result.data["verdict"]).upper()

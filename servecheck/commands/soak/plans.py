@@ -140,9 +140,9 @@ def probe_plan_from_options(options: Mapping[str, Any], target: Target) -> Probe
     from servecheck.probes.abandon import ProbeSettings
 
     o: Callable[[str], Any] = options.get
-    if o("cycles") is not None or o("cycle") is not None or o("abandon"):
+    if o("cycles") is not None or o("cycle") is not None or o("abandon") or o("mix"):
         raise UsageError(
-            "--probe-only runs no load cycles: leave out --cycles, --cycle and --abandon"
+            "--probe-only runs no load cycles: leave out --cycles, --cycle, --abandon and --mix"
         )
     interval = (
         parse_duration(o("interval")) if o("interval") else (target.telemetry.interval_s or 0.5)
