@@ -9,6 +9,12 @@ abandoned-stream probe (:mod:`servecheck.probes.abandon`) runs and the server mu
 ``requests_running`` and ``rss_tree_bytes`` (whichever were sampled), and
 :func:`~servecheck.telemetry.check_drain` after the probe.
 
+With a mix (``mix``, issue 45: :mod:`servecheck.load.workload.soak_mix`) each cycle runs one
+member, the members in turn, ``cycles`` of each; the verdicts are made over all the cycles as
+before, and each metric's drift is then put down to the members by each cycle's step
+(:mod:`servecheck.telemetry.attribution`), so a leak's reason names the member whose own cycles
+leak (:func:`member_sections`).
+
 ``servecheck soak`` (``servecheck/commands/soak.py``) parses the options into a
 :class:`SoakPlan` and calls :func:`run_soak`; the run folder's ``records.jsonl`` (one line per
 request, written as it finishes) and ``telemetry/`` are written here, ``soak.json`` (keys in
@@ -324,7 +330,9 @@ async def load_cycle(
     requests in flight at the end finish (bounded by the target's timeout). Prompts repeat the
     same seeded sequence every cycle, so cycles are identical. Every request becomes a
     :class:`~servecheck.records.record.RequestRecord` in ``writer`` as it finishes; a dropped
-    stream (``--abandon``) is recorded with ``abandoned=True``, ``kind="abandon"``, no error. With
+    stream (``--abandon``) is recorded with ``abandoned=True``, ``kind="abandon"``, no error; the
+    cycle sends what its member of the mix sends (``plan.member_of(index)``), each record's
+    ``kind`` naming the member. With
     ``watch``, the cycle ends as soon as the records say the target went down (``down``); with
     ``streams`` (load/hung_watch.py) its streams are shown to the hung-but-healthy watch, and the
     cycle ends as soon as that finds the target hung (``down`` then holds the finding)."""
@@ -609,6 +617,9 @@ def _name_members(
         return
     who = ", ".join(f"`{n}`" for n in names)
     said = f"on member{'s' if len(names) > 1 else ''} {who}" if names else "on no one member"
+    short = [f"`{s.member}` {len(s.steps)}" for s in shares if s.status == "insufficient_data"]
+    if not names and short:  # a lost drain window costs its cycle's step and the next one's
+        said += f" (too few cycles with a readable step to judge: {', '.join(short)})"
     by = {s.member: s for s in shares}
     verdict.message += "; " + "; ".join(
         f"{'LEAK on' if n in names else 'clean:'} member `{n}`: {s.message}" for n, s in by.items()

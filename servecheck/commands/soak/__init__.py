@@ -7,6 +7,9 @@ Parse the options into a :class:`~servecheck.load.soak.SoakPlan`, call
 ``<out>/<run-id>/``: ``records.jsonl``, ``telemetry/``, ``soak.json`` (keys in
 docs/telemetry.md), ``soak.png``, ``report.html``, ``summary.md`` and ``junit.xml``.
 
+``--mix chat,errors,cancel`` makes the cycles take turns over members (``--cycles`` of each) and
+names the member whose own cycles leak; a member the target cannot serve is a usage error.
+
 Exit codes: 0 no leak (and drained, with ``--abandon``); 1 a leak, not drained, or the primary
 metric could not be judged; 2 a usage error.
 """
