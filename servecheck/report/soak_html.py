@@ -51,9 +51,10 @@ def write_soak_report(result: SoakResult) -> Path:
     rows = [(esc(m), status_badge(s), esc(msg)) for m, s, msg in lines]
     head = table(("metric", "verdict", "numbers"), rows, raw=(0, 1, 2))
     md = [f"- **{m}** {s}: {msg}" for m, s, msg in lines]
+    mixed = len(data.get("members") or []) > 1  # a mix: each cycle's row names its member
     cyc_rows = [
         (
-            str(c["index"]),
+            f"{c['index']} {c['member']}" if mixed else str(c["index"]),
             str(c["requests"]),
             str(c["ok"]),
             str(c["failed"]),

@@ -234,6 +234,7 @@ def test_a_leak_on_the_error_path_is_named_on_errors_and_not_on_chat(
     assert failure is not None and failure.get("message") == reason
     page = " ".join(re.sub(r"<[^>]+>", " ", (run_dir / "report.html").read_text()).split())
     md = (run_dir / "summary.md").read_text()
+    assert "| 1 chat | " in md and "| 2 errors | " in md, md  # each cycle's row names its member
     for text in (page, md):
         assert "kv_usage LEAK on member `errors`: +" in text
         assert "kv_usage ok on member `chat`" in text and "LEAK on member `chat`" not in text
@@ -273,3 +274,48 @@ def test_documented_mix_commands_make_valid_plans(argv: list[str]) -> None:
     target = Target(name="t", base_url="http://127.0.0.1:9/v1", context_length=512)
     plan = plan_from_args(args, target, "m")
     assert len(plan.mix) > 1 and plan.total_cycles == plan.cycles * len(plan.mix)
+
+
+def test_the_error_paths_cycles_do_not_count_against_the_load_moving_the_gauge() -> None:
+    """A refused request never runs, so an errors cycle leaves kv_usage at baseline by design;
+    counted, its load samples halved the share that moved the gauge (a clean chat,errors soak on
+    vLLM CPU read 11 of 135, 8 %, under the 10 % the verdict needs, and was INCONCLUSIVE)."""
+    import pandas as pd
+
+    from servecheck.load.soak import leak_verdicts
+
+    rows: list[dict[str, Any]] = []
+    cycles, t = [], 10.0
+
+    def sample(at: float, value: float) -> None:
+        rows.append(
+            {
+                "t": at,
+                "value": value,
+                "metric": "kv_usage",
+                "kind": "sample",
+                "source": "prometheus",
+            }
+        )
+
+    for k in range(10):
+        sample(float(k), 0.0)  # the baseline
+    for i in range(10):
+        # chat cycles (odd): 2 of 11 load samples (the window holds both ends) show the batch;
+        # errors cycles (even): none
+        for k in range(10):
+            sample(t + k, 0.3 if i % 2 == 0 and k in (3, 4) else 0.0)
+        end = t + 10
+        for k in range(5):
+            sample(end + k, 0.0)
+        cycles.append(Cycle(t, end, end + 4, end + 1))
+        t = end + 5
+    frame, phases = pd.DataFrame(rows), Phases((0.0, 9.0), cycles)
+    alone = SoakPlan("m", 10, 10, 5, 9, 1, 2)  # ten chat cycles with these samples
+    mixed = SoakPlan("m", 5, 10, 5, 9, 1, 2, mix=("chat", "errors"))
+    before, _, _ = leak_verdicts(frame, phases, alone, None)
+    after, _, _ = leak_verdicts(frame, phases, mixed, None)
+    assert before["kv_usage"].status == "inconclusive", before["kv_usage"].message
+    assert "in only 10 of 110 samples under load" in before["kv_usage"].message
+    assert after["kv_usage"].status == "ok", after["kv_usage"].message
+    assert (after["kv_usage"].moved_samples, after["kv_usage"].load_samples) == (10, 55)
