@@ -9,6 +9,12 @@ abandoned-stream probe (:mod:`servecheck.probes.abandon`) runs and the server mu
 ``requests_running`` and ``rss_tree_bytes`` (whichever were sampled), and
 :func:`~servecheck.telemetry.check_drain` after the probe.
 
+With a mix (``mix``, issue 45: :mod:`servecheck.load.workload.soak_mix`) each cycle runs one
+member, the members in turn, ``cycles`` of each; the verdicts are made over all the cycles as
+before, and each metric's drift is then put down to the members by each cycle's step
+(:mod:`servecheck.telemetry.attribution`), so a leak's reason names the member whose own cycles
+leak (:func:`member_sections`).
+
 ``servecheck soak`` (``servecheck/commands/soak.py``) parses the options into a
 :class:`SoakPlan` and calls :func:`run_soak`; the run folder's ``records.jsonl`` (one line per
 request, written as it finishes) and ``telemetry/`` are written here, ``soak.json`` (keys in
@@ -42,9 +48,11 @@ if TYPE_CHECKING:
     from servecheck.config.model import Target
     from servecheck.load.cache_flush import CacheFlush
     from servecheck.load.hung_watch import HungMonitor
+    from servecheck.load.workload.soak_mix import MixContext
     from servecheck.probes.abandon import ProbeResult, ProbeSettings
-    from servecheck.records.record import RecordWriter
+    from servecheck.records.record import RecordWriter, RequestRecord
     from servecheck.telemetry import Cycle, DrainVerdict, LeakVerdict, Phases, TelemetryRecorder
+    from servecheck.telemetry.attribution import MemberLeak
 
 MIN_CYCLES = 5  # the fewest for which a one-sided Mann-Kendall test can reach p < 0.05
 MAX_CYCLES = 1000
@@ -93,6 +101,19 @@ class SoakPlan:
     canary_within_s: float | None = None
     # Flush the prefix cache before each drain measurement (load/cache_flush.py).
     cache_flush: bool = True
+    # The members the cycles take turns over (load/workload/soak_mix.py): ``cycles`` rounds of
+    # one cycle each, so every member has ``cycles`` cycles of its own to attribute a leak to.
+    mix: tuple[str, ...] = ("chat",)
+    context_length: int | None = None  # the target's, for the errors member's over-long prompts
+
+    @property
+    def total_cycles(self) -> int:
+        """Load cycles in all: ``cycles`` for each member of the mix."""
+        return self.cycles * len(self.mix)
+
+    def member_of(self, index: int) -> str:
+        """The member cycle ``index`` (1-based) runs: the mix in turn."""
+        return self.mix[(index - 1) % len(self.mix)]
 
     @property
     def abandon_every(self) -> int:
@@ -103,7 +124,7 @@ class SoakPlan:
 
     def planned_s(self) -> float:
         """Planned wall time (the probe counted at one stream timeout per round at most)."""
-        total = self.baseline_s + self.cycles * (self.cycle_s + self.idle_s)
+        total = self.baseline_s + self.total_cycles * (self.cycle_s + self.idle_s)
         if self.abandon:
             total += self.probe_rounds * 2.0 + self.drain_bound_s
         return total
@@ -117,6 +138,7 @@ class SoakPlan:
             )
         if not 1 <= self.concurrency <= 1024:
             raise SpecError(f"{{concurrency}} {self.concurrency}: between 1 and 1024")
+        self._validate_mix()
         if not 0 <= self.shared_prefix_words <= 100_000:
             raise SpecError(
                 f"{{shared_prefix_words}} {self.shared_prefix_words}: between 0 and 100000"
@@ -156,6 +178,49 @@ class SoakPlan:
                 f"the plan takes {_dur(planned)}, more than {{max_total_s}} {_dur(self.max_total_s)}: "
                 "fewer or shorter cycles, or raise {max_total_s}"
             )
+
+    def _validate_mix(self) -> None:
+        """The mix names known members, once each; dropping streams has one way to ask for it."""
+        from servecheck.load.workload.soak_mix import MEMBERS, parse_mix
+
+        self.mix = parse_mix(self.mix)
+        if "cancel" in self.mix and self.abandon:
+            raise SpecError(
+                "{mix} member `cancel` drops streams in cycles of its own; {abandon} drops a "
+                "share of every member's cycles, so a leak on dropped streams could not be put "
+                "down to one member: use one of the two"
+            )
+        if (
+            any(MEMBERS[m].drops for m in self.mix)
+            and not 1 <= self.abandon_chunks < self.max_tokens
+        ):
+            raise SpecError(
+                f"{{abandon_chunks}} {self.abandon_chunks}: at least 1 and below {{max_tokens}} "
+                f"{self.max_tokens} (the `cancel` member drops its streams after that many chunks)"
+            )
+
+    def mix_context(self, target: Target) -> MixContext:
+        """What the mix's request bodies are made from (load/workload/soak_mix.py)."""
+        from servecheck.load.workload.soak_mix import MixContext
+
+        return MixContext(
+            self.model,
+            self.max_tokens,
+            self.prompt_words,
+            dict(self.extra),
+            self.context_length,
+            None if target.reasoning is None else dict(target.reasoning.thinking_on),
+        )
+
+    def check_target(self, target: Target, skip: tuple[str, ...] = ()) -> None:
+        """Refuse, before any request, a member the target cannot serve (naming it and why);
+        ``skip``: members not checked yet."""
+        from servecheck.load.workload.soak_mix import refusal
+
+        mix = [m for m in self.mix if m not in skip]
+        why = refusal(mix, target, self.mix_context(target))
+        if why:
+            raise SpecError("{mix}: {why}", why=why)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -228,6 +293,8 @@ class CycleStats:
     e2e_p50: float | None = None
     ttft_p50: float | None = None
     down: str | None = None  # the target went down during this cycle (analysis/down.py): why
+    member: str = "chat"  # the mix's member this cycle ran (load/workload/soak_mix.py)
+    refused: int = 0  # the errors member's requests refused with a 4xx, as they must be
 
 
 SHARED_GROUPS = 4
@@ -263,20 +330,25 @@ async def load_cycle(
     requests in flight at the end finish (bounded by the target's timeout). Prompts repeat the
     same seeded sequence every cycle, so cycles are identical. Every request becomes a
     :class:`~servecheck.records.record.RequestRecord` in ``writer`` as it finishes; a dropped
-    stream (``--abandon``) is recorded with ``abandoned=True``, ``kind="abandon"``, no error. With
+    stream (``--abandon``) is recorded with ``abandoned=True``, ``kind="abandon"``, no error; the
+    cycle sends what its member of the mix sends (``plan.member_of(index)``), each record's
+    ``kind`` naming the member. With
     ``watch``, the cycle ends as soon as the records say the target went down (``down``); with
     ``streams`` (load/hung_watch.py) its streams are shown to the hung-but-healthy watch, and the
     cycle ends as soon as that finds the target hung (``down`` then holds the finding)."""
     import httpx
 
     from servecheck.client.factory import ClientSettings, async_client
-    from servecheck.probes.abandon import chat_body, stream_chat
+    from servecheck.load.workload.soak_mix import MEMBERS
+    from servecheck.probes.abandon import stream_chat
     from servecheck.records.record import RequestRecord
 
     settings = ClientSettings.for_target(target)
     url = target.base_url + "/chat/completions"
     headers = dict(settings.headers)
-    stats = CycleStats(index, time.time(), 0.0)
+    member = MEMBERS[plan.member_of(index)]
+    ctx = plan.mix_context(target)
+    stats = CycleStats(index, time.time(), 0.0, member=member.name)
     e2es: list[float] = []
     ttfts: list[float] = []
     local = itertools.count()
@@ -287,15 +359,9 @@ async def load_cycle(
     async def worker(client: httpx.AsyncClient) -> None:
         while time.monotonic() < stop_at and stats.down is None:
             k = next(local)
-            drop = bool(every) and k % every == every - 1
-            body = chat_body(
-                plan.model,
-                max_tokens=plan.max_tokens,
-                prompt_words=plan.prompt_words,
-                seed=k % 64,
-                extra=plan.extra,
-            )
-            if plan.shared_prefix_words:
+            drop = member.drops or (bool(every) and k % every == every - 1)
+            body = member.body(ctx, k)
+            if plan.shared_prefix_words and isinstance(body["messages"], list):
                 body["messages"].insert(0, shared_system_message(plan.shared_prefix_words, k))
             rec = await watched.watch(
                 stream_chat,
@@ -312,11 +378,11 @@ async def load_cycle(
                     seq=next(seq),
                     t_intended=0.0,  # stream_chat: due when sent
                     t_sent=0.0,
+                    kind=member.name,
                 ),
             )
-            if rec.abandoned:
-                rec.kind = "abandon"
-            tokens = rec.tokens
+            if rec.abandoned and member.name == "chat":
+                rec.kind = "abandon"  # --abandon's share of a chat cycle, as before mixes
             writer.write(rec)
             if watch is not None and stats.down is None:
                 stats.down = watch.feed(
@@ -328,23 +394,9 @@ async def load_cycle(
                         "error_message": rec.error_message,
                     }
                 )
-            stats.requests += 1
-            stats.tokens += tokens
-            if rec.abandoned:
-                stats.abandoned += 1
-            elif rec.error is None:
-                stats.ok += 1
-                if rec.e2e is not None:
-                    e2es.append(rec.e2e)
-                if rec.ttft is not None:
-                    ttfts.append(rec.ttft)
-            else:
-                stats.failed += 1
-                stats.errors[rec.error] = stats.errors.get(rec.error, 0) + 1
-                stats.first_error = stats.first_error or f"{rec.error}: {rec.error_message[:200]}"
-                await asyncio.sleep(
-                    min(0.5, max(0.0, stop_at - time.monotonic()))
-                )  # a failing server is not hammered
+            pause = _tally(stats, rec, member.refused, e2es, ttfts)
+            if pause:
+                await asyncio.sleep(min(pause, max(0.0, stop_at - time.monotonic())))
 
     async with async_client(
         settings.with_(max_connections=plan.concurrency), default_headers=False
@@ -354,6 +406,45 @@ async def load_cycle(
     stats.end = time.time()
     stats.e2e_p50, stats.ttft_p50 = _median(e2es), _median(ttfts)
     return stats
+
+
+def _tally(
+    stats: CycleStats, rec: RequestRecord, refused: bool, e2es: list[float], ttfts: list[float]
+) -> float:
+    """Count one finished request into its cycle; return how long its worker pauses before the
+    next (a failing server is not hammered; refusals come back in milliseconds)."""
+    from servecheck.load.workload.soak_mix import ERROR_PAUSE_S
+
+    stats.requests += 1
+    stats.tokens += rec.tokens
+    if refused:
+        if rec.status is not None and 400 <= rec.status < 500:
+            stats.refused += 1
+            return ERROR_PAUSE_S
+        why = (
+            f"HTTP {rec.status}" if rec.error is None else f"{rec.error}: {rec.error_message[:200]}"
+        )
+        stats.failed += 1
+        name = "not-refused" if rec.error is None else rec.error
+        stats.errors[name] = stats.errors.get(name, 0) + 1
+        stats.first_error = (
+            stats.first_error or f"a request that must be refused with a 4xx got {why}"
+        )
+        return 0.5
+    if rec.abandoned:
+        stats.abandoned += 1
+    elif rec.error is None:
+        stats.ok += 1
+        if rec.e2e is not None:
+            e2es.append(rec.e2e)
+        if rec.ttft is not None:
+            ttfts.append(rec.ttft)
+    else:
+        stats.failed += 1
+        stats.errors[rec.error] = stats.errors.get(rec.error, 0) + 1
+        stats.first_error = stats.first_error or f"{rec.error}: {rec.error_message[:200]}"
+        return 0.5
+    return 0.0
 
 
 async def _ticking(
@@ -438,6 +529,7 @@ def leak_verdicts(
             tol,
             min_cycles=MIN_CYCLES,
             prefix_cache=cache if m == "kv_usage" else None,
+            unloaded=_refused_cycles(plan, len(phases.cycles)),
         )
         for m, tol in tolerances.items()
         if m in present
@@ -471,6 +563,85 @@ def leak_verdicts(
     if drain is not None:
         stages.append(RunVerdict.of(drain.status == "ok", f"drain: {drain.status}"))
     return verdicts, primary, stages
+
+
+def _refused_cycles(plan: SoakPlan, cycles: int) -> set[int]:
+    """The cycles (1-based) of a member whose requests are refused before they run (the error
+    path): their load moves no engine gauge by design, so they do not count against the check
+    that the load moved it (a clean chat,errors soak on vLLM CPU: 11 of its 135 load samples
+    moved the gauges, 8 %, INCONCLUSIVE; its chat cycles' alone 11 of 55, ok; 2026-12-06)."""
+    from servecheck.load.workload.soak_mix import MEMBERS
+
+    return {i for i in range(1, cycles + 1) if MEMBERS[plan.member_of(i)].refused}
+
+
+def member_sections(
+    frame: pd.DataFrame,
+    phases: Phases,
+    plan: SoakPlan,
+    cycles: list[CycleStats],
+    verdicts: dict[str, LeakVerdict],
+    stages: list[RunVerdict],
+) -> list[dict[str, Any]]:
+    """soak.json's ``members``: each member's cycles and counts and, with more than one member,
+    its share of each judged metric (telemetry/attribution.py). A leak's stage reason and its
+    verdict's message then name the member whose own cycles leak (``kv_usage: leak on member
+    `errors```), so every output says it from the same verdict."""
+    from servecheck.telemetry.attribution import attribute, leaking
+
+    ran = [c.member for c in cycles][: len(phases.cycles)]
+    shares: dict[str, list[MemberLeak]] = {}
+    if len(plan.mix) > 1:
+        for metric, v in verdicts.items():
+            if metric in LEAK_METRICS and v.baseline is not None:
+                shares[metric] = attribute(frame, phases, v, ran, min_cycles=MIN_CYCLES)
+                _name_members(metric, v, shares[metric], leaking(shares[metric]), stages)
+    out = []
+    for member in plan.mix:
+        own = [c for c in cycles if c.member == member]
+        out.append(
+            {
+                "member": member,
+                "cycles": [c.index for c in own],
+                "requests": sum(c.requests for c in own),
+                "ok": sum(c.ok for c in own),
+                "failed": sum(c.failed for c in own),
+                "refused": sum(c.refused for c in own),
+                "abandoned": sum(c.abandoned for c in own),
+                "leak": {
+                    m: s.to_dict() for m, ss in shares.items() for s in ss if s.member == member
+                },
+            }
+        )
+    return out
+
+
+def _name_members(
+    metric: str,
+    verdict: LeakVerdict,
+    shares: list[MemberLeak],
+    names: list[str],
+    stages: list[RunVerdict],
+) -> None:
+    """Name the leaking members in ``metric``'s stage reason and its verdict's message."""
+    if verdict.status not in ("leak", "growth"):
+        return
+    who = ", ".join(f"`{n}`" for n in names)
+    said = f"on member{'s' if len(names) > 1 else ''} {who}" if names else "on no one member"
+    short = [f"`{s.member}` {len(s.steps)}" for s in shares if s.status == "insufficient_data"]
+    if not names and short:  # a lost drain window costs its cycle's step and the next one's
+        said += f" (too few cycles with a readable step to judge: {', '.join(short)})"
+    by = {s.member: s for s in shares}
+    verdict.message += "; " + "; ".join(
+        f"{'LEAK on' if n in names else 'clean:'} member `{n}`: {s.message}" for n, s in by.items()
+    )
+    for stage in stages:
+        stage.reasons = [
+            f"{r} {said}"
+            if r == f"{metric}: leak"
+            else r.replace(f"{metric}: inconclusive: rose", f"{metric}: inconclusive {said}: rose")
+            for r in stage.reasons
+        ]
 
 
 def _device_memory(
@@ -591,6 +762,7 @@ def run_soak(
     from servecheck.telemetry import Cycle, Phases, TelemetryRecorder
 
     say = say or (lambda text: None)
+    plan.check_target(target)  # a member the target cannot serve: refused before any request
     run_dir.mkdir(parents=True, exist_ok=True)
     rec: TelemetryRecorder = TelemetryRecorder.for_target(
         target, run_dir, target.telemetry.as_settings(), **(telemetry_overrides or {})
@@ -640,9 +812,9 @@ def run_soak(
             b0 = time.time()
             idle(plan.baseline_s, "soak: idle baseline")
             baseline = (b0, time.time())
-            for i in range(1, plan.cycles + 1):
-                rec.mark("load", cycle=str(i))
-                tick(f"soak: cycle {i}/{plan.cycles} load")
+            for i in range(1, plan.total_cycles + 1):
+                rec.mark("load", cycle=str(i), member=plan.member_of(i))
+                tick(f"soak: cycle {i}/{plan.total_cycles} {plan.member_of(i)} load")
                 stats = run_async(
                     load_cycle(
                         target, plan, i, writer, seq, tick=tick, watch=watch, streams=streams
@@ -657,7 +829,7 @@ def run_soak(
                     break
                 flush.flush(f"cycle {i}")  # retained cache and a leak read apart (cache_flush.py)
                 rec.mark("idle", cycle=str(i))
-                idle(plan.idle_s, f"soak: cycle {i}/{plan.cycles} idle")
+                idle(plan.idle_s, f"soak: cycle {i}/{plan.total_cycles} idle")
                 drain_end = time.time()
                 phase_cycles.append(
                     Cycle(
@@ -684,6 +856,7 @@ def run_soak(
     verdicts, primary, stages = leak_verdicts(
         frame, phases, plan, drain, target.capabilities.prefix_cache, target.telemetry.device
     )
+    members = member_sections(frame, phases, plan, cycles, verdicts, stages)
     finding = None if hung is None else hung.finding
     stages += _flush_note(flush, verdicts)
     verdict = compose(
@@ -701,6 +874,7 @@ def run_soak(
         telemetry=[x.to_dict() for x in rec.summaries()],
         hung=None if finding is None else finding.to_dict(),
         cache_flush=flush.to_dict(),
+        members=members,
         failures=verdict.reasons,
         verdict=verdict.status,
         ok=verdict.passed,
@@ -764,10 +938,12 @@ def _interrupted(
     verdicts: dict[str, LeakVerdict] = {}
     stages: list[RunVerdict] = []
     primary = "kv_usage"
+    members: list[dict[str, Any]] = []
     if cut.baseline is not None:
         verdicts, primary, stages = leak_verdicts(
             frame, phases, plan, None, target.capabilities.prefix_cache, target.telemetry.device
         )
+        members = member_sections(frame, phases, plan, cut.cycles, verdicts, stages)
     verdict = compose([RunVerdict.of(False, why, otherwise=INCONCLUSIVE), *stages])
     data = _soak_data(
         target, plan, run_dir, (cut.started, ended), phases, cut.cycles, primary, cut.engine_version
@@ -777,6 +953,7 @@ def _interrupted(
         drain=None,
         probe=None,
         telemetry=[x.to_dict() for x in rec.summaries()],
+        members=members,
         failures=verdict.reasons,
         verdict=verdict.status,
         ok=False,
@@ -821,6 +998,7 @@ def _soak_data(
             "ok": sum(c.ok for c in cycles),
             "failed": sum(c.failed for c in cycles),
             "abandoned": sum(c.abandoned for c in cycles),
+            "refused": sum(c.refused for c in cycles),  # the errors member's 4xx, as they must be
         },
         "cycles": [asdict(c) for c in cycles],
         "primary": primary,
@@ -951,6 +1129,7 @@ __all__ = [
     "SoakResult",
     "leak_verdicts",
     "load_cycle",
+    "member_sections",
     "parse_size",
     "probe_settings",
     "run_probe_only",

@@ -1319,6 +1319,14 @@ _fault(
 _fault("latency-spikes", "every 5th request waits an extra second before its first token")
 _fault("kv-leak", "KV blocks of aborted (disconnected) requests are never freed", "CONC-DISCONNECT")
 _fault("abort-leak", "disconnected requests stay in num_requests_running", "CONC-DISCONNECT")
+# The error path (issue 45 item 3): no conformance check judges it; a soak whose mix has the
+# errors member does, and names that member (tests/soak/test_soak_mix.py).
+_fault(
+    "error-path-leak",
+    "each generation request refused with a 4xx (a prompt over the context, a malformed body) "
+    "keeps one KV block for good: kv_usage on /metrics climbs with the refusals, as after "
+    "over-limit requests on vLLM (#27073)",
+)
 
 # Engine truth (servecheck/reference/engine_metrics.py): no conformance check judges these; a
 # load run's server section names each (tests/load/test_server_truth.py).

@@ -793,6 +793,8 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             )
         _shape_choices(state, body, chat, choices, max_tokens, fmt, requested, room)
     except ApiError as err:
+        if "error-path-leak" in state.faults and 400 <= err.status < 500:
+            state.kv_leaked_blocks += 1  # the defect: a refused request's block is never freed
         return error_response(state, err)
 
     state.request_count += 1

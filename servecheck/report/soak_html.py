@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from servecheck.load.soak import ProbeOnlyResult, SoakResult
+    from servecheck.report.html import Section
     from servecheck.telemetry import LeakVerdict
 
 
@@ -50,9 +51,10 @@ def write_soak_report(result: SoakResult) -> Path:
     rows = [(esc(m), status_badge(s), esc(msg)) for m, s, msg in lines]
     head = table(("metric", "verdict", "numbers"), rows, raw=(0, 1, 2))
     md = [f"- **{m}** {s}: {msg}" for m, s, msg in lines]
+    mixed = len(data.get("members") or []) > 1  # a mix: each cycle's row names its member
     cyc_rows = [
         (
-            str(c["index"]),
+            f"{c['index']} {c['member']}" if mixed else str(c["index"]),
             str(c["requests"]),
             str(c["ok"]),
             str(c["failed"]),
@@ -76,6 +78,9 @@ def write_soak_report(result: SoakResult) -> Path:
         Section("Telemetry", figure + legend, _telemetry_md(verdicts)),
         Section("Cycles", cyc, _cycles_md(cyc_rows)),
     ]
+    members = data.get("members") or []
+    if len(members) > 1:  # a mix: each member's cycles, counts and share of each metric
+        sections.insert(1, _members_section(members))
     return write_page(
         run_dir,
         f"servecheck soak: {data['target']}",
@@ -83,6 +88,27 @@ def write_soak_report(result: SoakResult) -> Path:
         verdict=verdict,
         subtitle=run_dir.name,
     )
+
+
+def _members_section(members: Sequence[Mapping[str, Any]]) -> Section:
+    """The Members section of a mix: one row a member (its cycles and requests) and its share
+    of each judged metric (soak_text.member_lines, the console's words)."""
+    from servecheck.report.html import Section, esc, table
+    from servecheck.report.soak_text import member_lines
+
+    head = ("member", "cycles", "requests", "ok", "failed", "refused (4xx)", "dropped")
+    keys = ("requests", "ok", "failed", "refused", "abandoned")
+    rows = [(esc(m["member"]), str(len(m["cycles"])), *(str(m[k]) for k in keys)) for m in members]
+    lines = member_lines(members)
+    body = table(head, rows, numeric=range(1, 7)) + "".join(f"<p>{esc(line)}</p>" for line in lines)
+    md = [
+        "| " + " | ".join(head) + " |",
+        "|" + " --- |" * len(head),
+        *("| " + " | ".join(r) + " |" for r in rows),
+        "",
+        *(f"- {line}" for line in lines),
+    ]
+    return Section("Members", body, md)
 
 
 def _hung_and_flush(data: Mapping[str, Any]) -> list[tuple[str, str, str]]:

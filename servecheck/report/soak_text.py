@@ -10,7 +10,8 @@ with the verdicts.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from servecheck.load.soak import CycleStats, SoakPlan
@@ -19,14 +20,34 @@ if TYPE_CHECKING:
 def cycle_line(plan: SoakPlan, stats: CycleStats) -> str:
     """One finished cycle: its requests, what failed or was dropped, or that the target went
     down in it and the soak stopped."""
-    head = f"cycle {stats.index}/{plan.cycles}"
+    head = f"cycle {stats.index}/{plan.total_cycles}"
+    if len(plan.mix) > 1:
+        head += f" [{stats.member}]"
     if stats.down is not None:
         return f"{head}: {stats.down}: soak stopped"
     return (
         f"{head}: {stats.requests} requests, {stats.ok} ok, {stats.failed} failed"
-        + (f", {stats.abandoned} dropped" if plan.abandon else "")
+        + (f", {stats.refused} refused (4xx, as they must be)" if stats.refused else "")
+        + (f", {stats.abandoned} dropped" if plan.abandon or stats.abandoned else "")
         + (f" (first error {stats.first_error})" if stats.first_error else "")
     )
+
+
+def member_lines(
+    members: Sequence[Mapping[str, Any]], metrics: Collection[str] | None = None
+) -> list[str]:
+    """Each judged metric's share per member of a mix (soak.json's ``members``): ``kv_usage
+    LEAK on member `errors`: +0.094 per cycle ...`` for a member whose own cycles leak, ``ok``
+    for one whose do not; nothing for a single-member soak. ``metrics``: only these (the
+    console shows the members of a metric that leaked; the page and summary.md all)."""
+    out = []
+    for m in members:
+        for metric, share in (m.get("leak") or {}).items():
+            if metrics is not None and metric not in metrics:
+                continue
+            word = {"leak": "LEAK", "ok": "ok"}.get(share["status"], share["status"].upper())
+            out.append(f"{metric} {word} on member `{m['member']}`: {share['message']}")
+    return out
 
 
 def verdict_line(name: str, status: str, message: str) -> str:
@@ -37,4 +58,4 @@ def verdict_line(name: str, status: str, message: str) -> str:
     )
 
 
-__all__ = ["cycle_line", "verdict_line"]
+__all__ = ["cycle_line", "member_lines", "verdict_line"]

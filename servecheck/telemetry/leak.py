@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -271,6 +271,7 @@ class LeakVerdict:
     load_samples: int = 0  # samples inside the load windows of the usable cycles
     moved_samples: int = 0  # of them, beyond baseline + tolerance
     cycles_moved: int = 0  # usable cycles with at least one such sample
+    cycles_loaded: int = 0  # usable cycles whose load was counted (a soak mix's error path is not)
 
     @property
     def passed(self) -> bool:
@@ -436,6 +437,7 @@ def analyse_leak(
     prefix_cache: PrefixCache | None = None,
     expect_flat: bool = False,
     retention_cause: str | None = None,
+    unloaded: Collection[int] = (),
 ) -> LeakVerdict:
     """Decide whether ``metric`` leaks across the load cycles in ``phases``.
 
@@ -453,6 +455,8 @@ def analyse_leak(
     ``expect_flat``: the metric is flat under load by design (device memory at an engine's
     preallocation), so a load that never moved it is the expected shape, not inconclusive;
     ``retention_cause`` names what keeps a plateau where no prefix cache is in question.
+    ``unloaded``: the (1-based) cycles whose load is not meant to move the metric (a soak mix's
+    error path, refused before it runs), left out of the check that the load moved it.
     See the module docstring for the verdict rules.
     """
     if agg is None:
@@ -485,7 +489,7 @@ def analyse_leak(
         verdict.tolerance = auto_tolerance(metric, baseline, noise)
     levels, peaks, drains, problems, gaps = _cycle_levels(series, phases, gap_t, min_samples)
     verdict.gaps = gaps
-    _load_coverage(verdict, series, phases, min_samples)
+    _load_coverage(verdict, series, phases, min_samples, unloaded)
     verdict.cycles_used = len(levels)
     verdict.post_drain = levels
     verdict.peaks = peaks
@@ -516,19 +520,27 @@ def analyse_leak(
 
 
 def _load_coverage(
-    verdict: LeakVerdict, series: pd.Series, phases: Phases, min_samples: int
+    verdict: LeakVerdict,
+    series: pd.Series,
+    phases: Phases,
+    min_samples: int,
+    unloaded: Collection[int] = (),
 ) -> None:
     """Count the samples under load, and those beyond baseline + tolerance, over the cycles
-    :func:`_cycle_levels` uses (those with ``min_samples`` in their drain window)."""
+    :func:`_cycle_levels` uses (those with ``min_samples`` in their drain window), but the
+    ``unloaded`` ones (1-based): cycles whose load is not meant to move the metric."""
     top = (verdict.baseline or 0.0) + verdict.tolerance
-    for cycle in phases.cycles:
+    for number, cycle in enumerate(phases.cycles, start=1):
         if len(_window(series, cycle.measure_start, cycle.drain_end)) < min_samples:
+            continue
+        if number in unloaded:
             continue
         load = _window(series, cycle.start, cycle.end)
         moved = int((load > top).sum())
         verdict.load_samples += len(load)
         verdict.moved_samples += moved
         verdict.cycles_moved += int(moved > 0)
+        verdict.cycles_loaded += 1
 
 
 def _unexercised(
@@ -543,7 +555,7 @@ def _unexercised(
             f"{f(baseline)}, highest peak {f(max(peaks))}), so a leak could not show; raise the "
             f"load or check that requests succeed"
         )
-    n, moved, total = len(peaks), verdict.moved_samples, verdict.load_samples
+    n, moved, total = verdict.cycles_loaded, verdict.moved_samples, verdict.load_samples
     if metric not in ENGINE_GAUGES or total == 0:
         return ""
     if moved >= MIN_MOVED_SHARE * total and 2 * verdict.cycles_moved >= n:

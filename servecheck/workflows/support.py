@@ -319,7 +319,9 @@ def soak_cases(data: dict[str, Any], classname: str = "servecheck.soak") -> list
     cycles = data.get("cycles") or []
     if data.get("kind") == "soak":
         down = [str(c["down"]) for c in cycles if c.get("down")]
-        ran = f"{len(cycles)} of {(data.get('plan') or {}).get('cycles', '?')} cycles ran"
+        plan = data.get("plan") or {}
+        planned = plan.get("cycles", 0) * len(plan.get("mix") or ["chat"])  # per member of a mix
+        ran = f"{len(cycles)} of {planned or '?'} cycles ran"
         out.append(Case("target stayed up", not down, "; ".join(down) or ran, classname))
     leak = data.get("leak") or {}
     primary = data.get("primary")

@@ -7,6 +7,9 @@ Parse the options into a :class:`~servecheck.load.soak.SoakPlan`, call
 ``<out>/<run-id>/``: ``records.jsonl``, ``telemetry/``, ``soak.json`` (keys in
 docs/telemetry.md), ``soak.png``, ``report.html``, ``summary.md`` and ``junit.xml``.
 
+``--mix chat,errors,cancel`` makes the cycles take turns over members (``--cycles`` of each) and
+names the member whose own cycles leak; a member the target cannot serve is a usage error.
+
 Exit codes: 0 no leak (and drained, with ``--abandon``); 1 a leak, not drained, or the primary
 metric could not be judged; 2 a usage error.
 """
@@ -43,7 +46,7 @@ from servecheck.load.soak import (
     _dur,
     run_probe_only,
 )
-from servecheck.report.soak_text import verdict_line
+from servecheck.report.soak_text import member_lines, verdict_line
 from servecheck.signals import Interrupted
 
 if TYPE_CHECKING:
@@ -110,9 +113,9 @@ def run(args: argparse.Namespace) -> int:
         plan = plan_from_args(args, target, args.model or discover_model(target))
         run_dir = new_run_dir(out_dir(args), "soak", name, args.run_id)
         say(
-            f"servecheck soak: target {target.name} ({target.engine}), model {plan.model}; {plan.cycles} x "
+            f"servecheck soak: target {target.name} ({target.engine}), model {plan.model}; {plan.total_cycles} x "
             f"({_dur(plan.cycle_s)} load at {plan.concurrency} streams, {_dur(plan.idle_s)} idle)"
-            f"{' with abandoned streams' if plan.abandon else ''}; about {_dur(plan.planned_s())}; report {run_dir}"
+            f"{' with abandoned streams' if plan.abandon else ''}{_mix_text(plan)}; about {_dur(plan.planned_s())}; report {run_dir}"
         )
         try:
             result = api.soak(
@@ -137,10 +140,20 @@ def run(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+def _mix_text(plan: SoakPlan) -> str:
+    """The mix in the opening line, where there is more than chat alone."""
+    if len(plan.mix) == 1:
+        return "" if plan.mix == ("chat",) else f"; member {plan.mix[0]}"
+    return f"; members {', '.join(plan.mix)} in turn, {plan.cycles} cycles each"
+
+
 def _print_verdicts(result: SoakResult) -> None:
     """The leak and drain verdict lines, then the run's verdict with each reason."""
     for metric, v in result.leak.items():
         print(verdict_line(metric, v.status, v.message))
+    moved = {m for m, v in result.leak.items() if v.status in ("leak", "growth")}
+    for line in member_lines(result.data.get("members") or [], moved):
+        print(line)  # which member's cycles leak, beside the members whose cycles do not
     if result.drain is not None:
         print(verdict_line("drain", result.drain.status, result.drain.message))
     word = str(result.data["verdict"]).upper()

@@ -8,13 +8,17 @@ import argparse
 from servecheck.commands.options import add_max_tokens_argument, add_model_argument
 from servecheck.commands.options.hung import add_hung_arguments
 from servecheck.load.soak import MAX_CYCLES, MIN_CYCLES
+from servecheck.load.workload.soak_mix import MEMBERS
 
 
 def add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
     """The cycle schedule: how many, how long, the idle between."""
     g = parser.add_argument_group("schedule (required: --cycles, --cycle, --idle)")
     g.add_argument(
-        "--cycles", type=int, metavar="K", help=f"identical load cycles ({MIN_CYCLES}-{MAX_CYCLES})"
+        "--cycles",
+        type=int,
+        metavar="K",
+        help=f"identical load cycles ({MIN_CYCLES}-{MAX_CYCLES}), each member of --mix's",
     )
     g.add_argument("--cycle", metavar="TIME", help="load time per cycle, e.g. 10m")
     g.add_argument("--idle", metavar="TIME", help="idle (drain) time after each cycle, e.g. 2m")
@@ -46,6 +50,14 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
         default=4,
         metavar="N",
         help="streams in flight during a cycle (closed loop; default: %(default)s)",
+    )
+    w.add_argument(
+        "--mix",
+        default=None,
+        metavar="MEMBERS",
+        help="what the cycles send, members in turn, each its own cycles so a leak names the "
+        f"member: {', '.join(MEMBERS)} (e.g. chat,errors,cancel; default: chat). --cycles is "
+        "per member",
     )
     add_model_argument(w)
     add_max_tokens_argument(w, 128, "max_tokens per request")

@@ -71,6 +71,9 @@ def plan_from_options(
         raise UsageError(
             f"a soak is bounded: give {', '.join(missing)} (e.g. --cycles 6 --cycle 10m --idle 2m)"
         )
+    from servecheck.load.workload.soak_mix import parse_mix
+
+    mix = parse_mix(o("mix"))
     cycle_s, idle_s = parse_duration(o("cycle")), parse_duration(o("idle"))
     settings = target.telemetry
     interval = parse_duration(o("interval")) if o("interval") else (settings.interval_s or 0.5)
@@ -100,6 +103,8 @@ def plan_from_options(
         cache_flush=not o("no_cache_flush"),
         # A random tiny model may stop at once; vLLM can be told to ignore EOS so cycles stay identical.
         extra={"ignore_eos": True} if target.engine == "vllm" else {},
+        mix=mix,
+        context_length=_context_length(target, mix, model),
     )
     from servecheck.telemetry.recorder import TelemetryRecorder
     from servecheck.telemetry.windows import check_soak_windows, idle_problem
@@ -110,10 +115,23 @@ def plan_from_options(
     if problem:  # every constraint on --idle in one error, with the shortest valid value
         raise SpecError(problem)
     plan.validate()
+    # The errors member's context is asked for once the model is known (model "-": not yet).
+    plan.check_target(target, skip=("errors",) if model == "-" else ())
     check_soak_windows(plan, target, overrides)
     if plan.abandon:
         probe_settings(plan).validate()
     return plan
+
+
+def _context_length(target: Target, mix: tuple[str, ...], model: str | None) -> int | None:
+    """The target's context length where the errors member needs it: declared, else what
+    /v1/models (or llama.cpp's /props) says; not asked before the model is known."""
+    if target.context_length is not None or "errors" not in mix or model in (None, "", "-"):
+        return target.context_length
+    from servecheck.checks.discovery import discover
+
+    info = discover(target)
+    return info.discovered_context or info.context_length
 
 
 def probe_plan_from_options(options: Mapping[str, Any], target: Target) -> ProbeOnlyPlan:
@@ -122,9 +140,9 @@ def probe_plan_from_options(options: Mapping[str, Any], target: Target) -> Probe
     from servecheck.probes.abandon import ProbeSettings
 
     o: Callable[[str], Any] = options.get
-    if o("cycles") is not None or o("cycle") is not None or o("abandon"):
+    if o("cycles") is not None or o("cycle") is not None or o("abandon") or o("mix"):
         raise UsageError(
-            "--probe-only runs no load cycles: leave out --cycles, --cycle and --abandon"
+            "--probe-only runs no load cycles: leave out --cycles, --cycle, --abandon and --mix"
         )
     interval = (
         parse_duration(o("interval")) if o("interval") else (target.telemetry.interval_s or 0.5)
