@@ -54,10 +54,14 @@ PATHS = {
     "responses": "/responses",
 }
 # What a replay changes in a recorded client body besides the model (client_shapes.py's rules):
-# Claude Code's 32000 max_tokens fits no small context; Codex at temperature 0 repeats.
+# Claude Code's 32000 max_tokens fits no small context; Codex at temperature 0 repeats. The
+# clients that send no output limit (Codex, the Agents SDK) get one: the grid's invariants do
+# not depend on it, and a slow CPU engine (Xinference, ~2 tokens/s under load) ran them past
+# 120 s to the context's end; CLIENT-SHAPE-CODEX keeps the unlimited request, its question.
 REPLAY_CHANGES: dict[str, dict[str, Any]] = {
     "claude-code": {"max_tokens": 256},
-    "codex": {"temperature": 0},
+    "codex": {"temperature": 0, "max_output_tokens": 64},
+    "openai-agents": {"max_tokens": 64},
 }
 WEATHER = {
     "type": "function",

@@ -43,6 +43,7 @@ STREAM_OUTCOMES = ("finished", "ended", "cut", "hung", "before-drain", "no-first
 PROBE_OUTCOMES = ("served", "503", "429", "refused", "reset", "hang", "html-5xx", "other")
 GOOD_PROBES = frozenset({"served", "503", "429", "refused", "reset"})
 NORMAL_FINISH = frozenset({"stop", "length"})
+EXIT_WAIT_S = 5.0  # how long a launched server gets to exit after the last probe
 
 
 @dataclass(slots=True)
@@ -100,6 +101,10 @@ class DrainAction:
 
     def exited_s(self) -> float | None:
         return None
+
+    def wait_exited(self, timeout_s: float) -> float | None:
+        """:meth:`exited_s`, waiting up to ``timeout_s`` where the action knows the process."""
+        return self.exited_s()
 
     def finish(self) -> None:
         """Bounded clean-up once the measurement is over (kill a hook still running)."""
@@ -467,7 +472,9 @@ def measure_drain(
     finally:
         action.finish()
     report.action = action.poll(clock.now())
-    report.exited_s = action.exited_s()
+    # The server refuses new requests before its process is gone; on a busy host its exit can
+    # come a few seconds after the last probe, so a known process gets that long to show it.
+    report.exited_s = action.wait_exited(EXIT_WAIT_S)
     ends = [s.t_done for s in report.in_flight if s.t_done is not None]
     if report.in_flight and len(ends) == len(report.in_flight):
         report.streams_done_s = report.since(max(ends))

@@ -96,6 +96,12 @@ class SignalAction(DrainAction):
             self._exited = round(time.monotonic() - self.t0, 3)
         return self._exited
 
+    def wait_exited(self, timeout_s: float) -> float | None:
+        until = time.monotonic() + timeout_s
+        while self.exited_s() is None and not self._error and time.monotonic() < until:
+            time.sleep(0.05)
+        return self._exited
+
 
 class CommandAction(DrainAction):
     """A targets.yaml ``drain: {command}`` hook, run with a timeout beside the measurement."""

@@ -114,6 +114,9 @@ def test_cancelled_requests_are_their_own_class() -> None:
     assert st.output_tokens_ok == 8
 
 
+CANCEL_SLACK = 6  # tokens a cancel at 3 may still count
+
+
 def _cancel_run(server: RunningServer, tmp_path: Path, *args: str) -> dict:
     targets = _targets(tmp_path, server)
     out = tmp_path / "reports"
@@ -138,7 +141,11 @@ def test_clean_engine_drains_after_cancels(
     cancelled = [r for r in s["_records"] if r.get("cancelled")]
     assert s["requests"]["cancelled"] == len(cancelled) > 0, s["requests"]
     assert all(r["cancelled"] == "tokens:3" and r["error"] is None for r in cancelled)
-    assert all(r["output_tokens_client"] <= 4 for r in cancelled)  # hung up at the point
+    # Hung up at the point: a few tokens past it at most (on a loaded machine one read can hold
+    # several 10 ms tokens; 5 were seen under load average 10), far short of a whole answer.
+    whole = [r["output_tokens_client"] for r in s["_records"] if not r.get("cancelled")]
+    assert whole and sorted(whole)[len(whole) // 2] > CANCEL_SLACK, whole
+    assert all(r["output_tokens_client"] <= CANCEL_SLACK for r in cancelled)
     assert s["requests"]["failed"] == 0
     assert s["cancel"]["drain"]["status"] == "ok", s["cancel"]
     assert s["verdict"] == "pass" and proc.returncode == 0, proc.stdout + proc.stderr
