@@ -42,6 +42,8 @@ TINY = ("tiny", "random")  # a served model named so is a random-weight CI model
 # The embedded reference's context in a clients run: a coding agent's system prompt and tools
 # alone are 2-14k tokens in its count (Claude Code, Codex CLI), far past the usual 512.
 AGENT_CONTEXT = 131072
+# the embedded reference's argv in a clients run, before the user's own
+AGENT_REFERENCE_ARGS = ("--agent", "--max-model-len", str(AGENT_CONTEXT))
 PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "PYTHONPATH", "SERVECHECK_CACHE")
 
 

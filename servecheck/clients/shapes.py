@@ -28,7 +28,7 @@ from typing import Any
 
 from servecheck.clients import netns
 from servecheck.clients.catalog import CLIENTS, ClientSpec, install
-from servecheck.clients.run import AGENT_CONTEXT, run_one
+from servecheck.clients.run import AGENT_REFERENCE_ARGS, run_one
 from servecheck.workflows.support import reference_env, say
 
 ROUTE_PATHS = {"chat": "/chat/completions", "responses": "/responses", "messages": "/messages"}
@@ -38,12 +38,10 @@ KEPT_HEADERS = re.compile(
     r"openai-beta|x-app|originator|version)$",
     re.IGNORECASE,
 )
-# A day a client writes into its prompt (opencode: "Today's date: Sun Dec 06 2026"), so that
-# two recordings on two days write one fixture.
-DAY = re.compile(
-    r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]* (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
-    r"[a-z]* \d{1,2},? \d{4}\b|\b\d{4}-\d{2}-\d{2}\b"
-)
+# How clients write the day of the run into a prompt (opencode: "Today's date: Sun Dec 06
+# 2026"): only the recording's own day is replaced, never another date, which may be a protocol
+# value (anthropic-version 2023-06-01, a beta named interleaved-thinking-2025-05-14).
+DAY_FORMATS = ("%Y-%m-%d", "%a %b %d %Y", "%A, %B %d, %Y", "%B %d, %Y", "%Y/%m/%d", "%m/%d/%Y")
 SECRET_HEADERS = re.compile(r"auth|key|cookie|token|session", re.IGNORECASE)
 RANDOM = re.compile(
     r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\b[0-9a-f]{32,64}\b",
@@ -150,26 +148,38 @@ def _turns(req: Request) -> int:
     return len(said) if isinstance(said, list) else 0
 
 
-def _stable(value: Any, folder: str) -> Any:
+def days(today: str) -> tuple[str, ...]:
+    """The ways a client may write ``today`` (an ISO date) into its prompt."""
+    day = datetime.date.fromisoformat(today)
+    return tuple(dict.fromkeys(day.strftime(f) for f in DAY_FORMATS))
+
+
+def _stable(value: Any, folder: str, today: tuple[str, ...] = ()) -> Any:
     """``value`` with the per-run randomness a client adds replaced by placeholders."""
     if isinstance(value, dict):
-        return {k: _stable(v, folder) for k, v in value.items()}
+        return {k: _stable(v, folder, today) for k, v in value.items()}
     if isinstance(value, list):
-        return [_stable(v, folder) for v in value]
+        return [_stable(v, folder, today) for v in value]
     if isinstance(value, str):
         text = value.replace(folder, "/work/project") if folder else value
-        return DAY.sub("DAY", RANDOM.sub("RANDOM-ID", text))
+        for day in today:
+            text = text.replace(day, "DAY")
+        return RANDOM.sub("RANDOM-ID", text)
     return value
 
 
-def sanitise(req: Request, folder: str = "") -> tuple[dict[str, str], dict[str, Any]]:
-    """(headers, body) of ``req`` fit to ship: no secret, the model a placeholder, stable."""
+def sanitise(
+    req: Request, folder: str = "", today: str = ""
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """(headers, body) of ``req`` fit to ship: no secret, the model a placeholder, stable;
+    ``folder`` the client's scratch folder, ``today`` the recording's day (ISO)."""
+    stamps = days(today) if today else ()
     headers = {
-        k: _stable(v, folder)
+        k: _stable(v, folder, stamps)
         for k, v in req.headers.items()
         if KEPT_HEADERS.match(k) and not SECRET_HEADERS.search(k)
     }
-    body = _stable(dict(req.body), folder)
+    body = _stable(dict(req.body), folder, stamps)
     if "model" in body:
         body["model"] = "MODEL"
     return headers, body
@@ -183,15 +193,15 @@ def fixture_name(spec: ClientSpec, route: str) -> str:
 
 def fixture(spec: ClientSpec, route: str, req: Request, today: str, folder: str = "") -> str:
     """The fixture file's text for ``req``, the request ``spec`` sent on ``route``."""
-    headers, body = sanitise(req, folder)
+    headers, body = sanitise(req, folder, today)
     what = "streamed tool task" if body.get("tools") else "first request"
     data = {
         "client": spec.title,
         "package": " + ".join(p.rsplit("@", 1)[0].split("==")[0] for p in spec.packages),
         "version": spec.version,
         "route": ROUTE_PATHS[route],
-        "source": f"recorded {today} by servecheck clients --record-shapes: the {what} of "
-        f"{spec.label} ({' '.join(spec.packages)}) against the reference in --agent mode, "
+        "source": f"recorded {today} by servecheck's shape recorder: the {what} of "
+        f"{spec.label} ({' '.join(spec.packages)}) against the reference's scripted agent mode, "
         "through the namespace relay; sanitised (no key, auth or cookie header; model MODEL; "
         "per-run ids RANDOM-ID)",
         "headers": headers,
@@ -238,7 +248,7 @@ def record_shapes(shapes: ShapesSpec) -> list[Recorded]:
     log_dir = Path(tempfile.mkdtemp(prefix="servecheck-shapes-"))
     with reference_env(
         ["reference"],
-        extra_args=("--agent", "--max-model-len", str(AGENT_CONTEXT)),
+        extra_args=AGENT_REFERENCE_ARGS,
         log_path=log_dir / "reference-server.log",
     ):
         target = load_targets(None).get("reference")

@@ -52,7 +52,11 @@ def test_a_recorded_request_is_sanitised_and_made_stable():
         "model": "ref-tiny",
         "prompt_cache_key": "0f8e2a9c-1b3d-4e5f-8a7b-9c0d1e2f3a4b",
         "messages": [
-            {"role": "system", "content": "cwd /root/.cache/x/opencode-1\nToday: Sun Dec 06 2026"}
+            {
+                "role": "system",
+                "content": "cwd /root/.cache/x/opencode-1\nToday: Sun Dec 06 2026",
+                "anthropic-version": "2023-06-01",
+            }
         ],
     }
     raw = _raw(
@@ -68,12 +72,18 @@ def test_a_recorded_request_is_sanitised_and_made_stable():
     )
     req = parse_request(raw)
     assert req is not None
-    headers, clean = sanitise(req, "/root/.cache/x/opencode-1")
+    headers, clean = sanitise(req, "/root/.cache/x/opencode-1", "2026-12-06")
     assert headers == {"user-agent": "opencode/1.18.33", "x-stainless-lang": "python"}
     assert clean == {
         "model": "MODEL",
         "prompt_cache_key": "RANDOM-ID",
-        "messages": [{"role": "system", "content": "cwd /work/project\nToday: DAY"}],
+        "messages": [
+            {
+                "role": "system",
+                "content": "cwd /work/project\nToday: DAY",
+                "anthropic-version": "2023-06-01",  # a date, but not the day of the recording
+            }
+        ],
     }
     assert "sk-" not in json.dumps([headers, clean])
 
@@ -102,7 +112,7 @@ def test_a_fixture_names_the_client_its_version_and_how_it_was_recorded():
         "route": "/chat/completions",
     }
     assert data["source"].startswith(
-        "recorded 2026-12-06 by servecheck clients --record-shapes: the streamed tool task of "
+        "recorded 2026-12-06 by servecheck's shape recorder: the streamed tool task of "
         "LangChain (langchain-openai) 1.8.1"
     )
 
