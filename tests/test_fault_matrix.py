@@ -52,6 +52,8 @@ SURFACE_SERVER: dict[str, dict[str, object]] = {
     # reasoning model as well
     "AGENT": {"max_model_len": AGENT_CONTEXT},
     "AGENT-SIZED-REASONING": {"reasoning": ReasoningMode(), "max_model_len": AGENT_CONTEXT},
+    # opencode's recorded request: its 8.8k-character system prompt is ~2.4k tokens
+    "CLIENT-SHAPE-OPENCODE": {"max_model_len": AGENT_CONTEXT},
 }
 SURFACE_TARGET: dict[str, dict[str, object]] = {
     "REASON": {"reasoning": "auto"},

@@ -42,6 +42,8 @@ TINY = ("tiny", "random")  # a served model named so is a random-weight CI model
 # The embedded reference's context in a clients run: a coding agent's system prompt and tools
 # alone are 2-14k tokens in its count (Claude Code, Codex CLI), far past the usual 512.
 AGENT_CONTEXT = 131072
+# the embedded reference's argv in a clients run, before the user's own
+AGENT_REFERENCE_ARGS = ("--agent", "--max-model-len", str(AGENT_CONTEXT))
 PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "PYTHONPATH", "SERVECHECK_CACHE")
 
 
@@ -213,9 +215,11 @@ def run_one(
     timeout_s: float,
     log: Path,
     random_model: bool = False,
+    record: list[netns.Exchange] | None = None,
 ) -> tuple[str, list[dict[str, Any]], str, str]:
     """Run one client on one route in a namespace: (verdict, tasks, reason, what broke it);
-    ``random_model``: a random-weight model that is not the scripted reference."""
+    ``random_model``: a random-weight model that is not the scripted reference; ``record``
+    gets the relay's exchanges (the client shape recorder reads its requests there)."""
     url = urlsplit(target.base_url)
     if url.scheme != "http" or not url.hostname:
         return "not run", [], f"only http:// targets can be relayed, not {url.scheme}://", ""
@@ -251,6 +255,8 @@ def run_one(
             proc.wait()
         relay.stop()
         shutil.rmtree(sock_dir, ignore_errors=True)
+        if record is not None:
+            record.extend(relay.exchanges)
     log.write_text(redact(f"$ {' '.join(argv)}\n--- stdout\n{out}\n--- stderr\n{err}\n"))
     tasks = _tasks(out)
     if not reason and not tasks:

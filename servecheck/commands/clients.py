@@ -49,6 +49,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="only install the clients into the cache (from npm and PyPI), run nothing",
     )
+    g.add_argument(
+        "--record-shapes",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="DIR",
+        help="record each client's request shapes against the reference (--agent) and write "
+        "the CLIENT-SHAPE fixtures <client>.json into DIR (default: the package's fixture "
+        "folder, from a checkout)",
+    )
     add_run_arguments(parser, "clients", reference_note=" (it always runs with --agent)")
 
 
@@ -62,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--client: unknown client {name!r}{did_you_mean(name, CLIENTS)}")
     if args.timeout <= 0:
         raise UsageError(f"--timeout: {args.timeout:g} is too small (more than 0 seconds)")
+    if args.record_shapes is not None:
+        return _record(args)
     spec = ClientsSpec(
         target=args.target or "reference",
         targets_file=args.targets_file,
@@ -80,6 +92,27 @@ def run(args: argparse.Namespace) -> int:
             print(outcome.broke)
     print(f"servecheck clients: {result.verdict.status.upper()}; {result.run_dir / 'clients.json'}")
     return result.exit_code
+
+
+def _record(args: argparse.Namespace) -> int:
+    """``--record-shapes``: write the fixtures; 0 when every chosen client gave its shapes."""
+    from pathlib import Path
+
+    from servecheck.clients.shapes import ShapesSpec, default_folder, record_shapes
+
+    if args.target not in (None, "reference"):
+        raise UsageError("--record-shapes: shapes are recorded against the reference only")
+    folder = Path(args.record_shapes) if args.record_shapes else default_folder()
+    if folder is None:
+        raise UsageError("--record-shapes: name a folder (servecheck is not run from a checkout)")
+    done = record_shapes(
+        ShapesSpec(folder, tuple(dict.fromkeys(args.client)), timeout_s=args.timeout)
+    )
+    missing = [r for r in done if r.path is None]
+    for r in missing:
+        print(f"no shape: {r.line()}")
+    print(f"servecheck clients --record-shapes: {len(done) - len(missing)} written in {folder}")
+    return 1 if missing else 0
 
 
 __all__ = ["add_arguments", "run"]

@@ -1642,6 +1642,19 @@ _fault(
 )
 
 
+# The chat completions clients' parser rules (issue 44, CLIENT-SHAPE-* in
+# servecheck/checks/surfaces/client_shapes_chat.py): stream faults above that break one of them.
+_also(
+    "stream-error-in-200",
+    "CLIENT-SHAPE-AI-SDK",
+    "CLIENT-SHAPE-OPENCODE",
+    "CLIENT-SHAPE-OPENAI-AGENTS",
+    "CLIENT-SHAPE-LANGCHAIN",
+)
+_also("stream-usage-no-choices", "CLIENT-SHAPE-AI-SDK", "CLIENT-SHAPE-OPENCODE")
+_also("chat-created-float", "CLIENT-SHAPE-PYDANTIC-AI")
+_also("tools-stream-no-index", "CLIENT-SHAPE-OPENCODE")
+
 # Legal variations: quirks a correct client must accept. With any of them on, the whole
 # catalogue must still pass (tests/test_fault_matrix.py).
 QUIRKS: dict[str, str] = {
