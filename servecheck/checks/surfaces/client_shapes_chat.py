@@ -22,9 +22,11 @@ source, not by the API's reference: a server can pass STREAM-* and break one cli
   integer, ``choices`` not empty, each with a message and a non-empty ``finish_reason``,
   tool calls with an id, a name and string arguments).
 
-Only ``model`` is changed on replay, and opencode's ``max_tokens`` 32000 is lowered to
+Only ``model`` is changed on replay, opencode's ``max_tokens`` 32000 is lowered to
 :data:`~servecheck.checks.surfaces.client_shapes.REPLAY_MAX_TOKENS` as Claude Code's is, so that
-the replay fits a CI model's context; a context too small for the request is a skip.
+the replay fits a CI model's context, and a request sent without an output limit (the Agents
+SDK, LangChain, pydantic-ai) gets :data:`UNLIMITED_REPLAY_MAX_TOKENS`; a context too small for
+the request is a skip.
 """
 
 from __future__ import annotations
@@ -34,7 +36,12 @@ from typing import Any
 
 from servecheck.checks.context import CheckContext, body_snippet
 from servecheck.checks.registry import check
-from servecheck.checks.surfaces.client_shapes import REPLAY_MAX_TOKENS, load_shape, replay
+from servecheck.checks.surfaces.client_shapes import (
+    REPLAY_MAX_TOKENS,
+    ClientShape,
+    load_shape,
+    replay,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +115,22 @@ def stream_problems(
     return problems + _tool_problems(chunks, rules)
 
 
+# A recorded request without an output limit is replayed with one: these parser rules do not
+# depend on the answer's length, and a slow CPU engine (Xinference under load, ~2 tokens/s) ran
+# an unlimited answer past the 120 s timeout to the context's end.
+UNLIMITED_REPLAY_MAX_TOKENS = 64
+
+
+def _bounded(shape: ClientShape, changes: dict[str, Any]) -> dict[str, Any]:
+    limits = ("max_tokens", "max_completion_tokens")
+    if any(shape.body.get(k) is not None for k in limits) or any(k in changes for k in limits):
+        return changes
+    return {**changes, "max_tokens": UNLIMITED_REPLAY_MAX_TOKENS}
+
+
 def _judge_stream(ctx: CheckContext, stem: str, rules: ChatRules, **changes: Any) -> None:
     shape = load_shape(stem)
-    ex = replay(ctx, shape, **changes)
+    ex = replay(ctx, shape, **_bounded(shape, changes))
     ctx.ok_stream(ex, f"the streamed request of {shape.name}")
     assert ex.stream is not None  # noqa: S101 - ok_stream guarantees it
     chunks = [c for c in ex.stream.chunks if isinstance(c, dict)]
@@ -213,7 +233,7 @@ def completion_problems(data: dict[str, Any]) -> list[str]:
 )
 def client_shape_pydantic_ai(ctx: CheckContext) -> None:
     shape = load_shape("pydantic-ai")
-    ex = replay(ctx, shape)
+    ex = replay(ctx, shape, **_bounded(shape, {}))
     data = ctx.ok_json(ex, f"the request of {shape.name}")
     problems = completion_problems(data)
     ctx.expect(
