@@ -49,6 +49,8 @@ def test_the_plan_is_one_slot_of_65536_tokens(
     # Without it llama-server logs "the slot context (65536) exceeds the training context of
     # the model (2048) - capping" and serves 2048 tokens a slot.
     assert _flag(argv, "--override-kv") == "llama.context_length=int:65536", argv
+    # a request with no output limit stops at 1024 tokens, not at the context's end
+    assert _flag(argv, "-n") == str(llamacpp.AGENT_DEFAULT_OUTPUT) == "1024", argv
     assert "--reasoning-format" not in argv  # the plain tiny model, as llamacpp
 
 
@@ -58,7 +60,7 @@ def test_the_other_llamacpp_set_ups_keep_their_context(
     for name in ("llamacpp", "llamacpp-reasoning"):
         argv, context = _argv(name, monkeypatch, tmp_path)
         assert (_flag(argv, "-c"), _flag(argv, "-np"), context) == ("2048", "4", 512), argv
-        assert "--override-kv" not in argv, argv
+        assert "--override-kv" not in argv and "-n" not in argv, argv
 
 
 def test_the_target_serves_the_agent_context_with_llamacpps_known_failures() -> None:

@@ -41,6 +41,12 @@ PARALLEL = 4
 # measured 2026-12-06), so the agent set-up also overrides the GGUF's llama.context_length: the
 # weights are random and RoPE has no table to outgrow, so nothing but the metadata changes.
 AGENT_CTX = 65536
+# A request that names no output limit (Codex sends none) is served to the context's end, and a
+# random-weight model never stops on its own: CLIENT-SHAPE-CODEX's request generated ~65k tokens
+# for 475 s (measured 2026-12-06). -n is llama-server's default for such requests only (a
+# request's own max_tokens still wins), as an operator sets one; 1024 is above the 256 tokens
+# CLIENT-SHAPE-CODEX takes for a context's end rather than a too-small default.
+AGENT_DEFAULT_OUTPUT = 1024
 THREADS = 1  # 2 threads on a busy 2-core machine collapsed throughput once; 1 is stable
 ENV_API_KEY = "SERVECHECK_LLAMACPP_API_KEY"
 
@@ -179,6 +185,7 @@ class LlamaCpp(Engine):
             argv += ["--reasoning-format", "deepseek"]
         if self.ctx_total > CTX_TOTAL:
             argv += ["--override-kv", f"llama.context_length=int:{self.ctx_total}"]
+            argv += ["-n", str(AGENT_DEFAULT_OUTPUT)]
         key = self.api_key()
         if key:
             argv += ["--api-key", key]
