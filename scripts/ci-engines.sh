@@ -37,7 +37,7 @@ timeout 300 "${SC[@]}" model || { echo "engines: model generation failed"; exit 
 has() { [[ " $ENGINES " == *" $1 "* ]]; }
 
 build_pid=""
-if has llamacpp || has litellm || has llamacpp-reasoning || has llamacpp-embed; then
+if has llamacpp || has litellm || has llamacpp-reasoning || has llamacpp-embed || has llamacpp-agent; then
     echo "== engines: llamacpp install (background)"
     timeout 2400 "${SC[@]}" install llamacpp > "$LOGDIR/ci-install-llamacpp.out" 2>&1 &
     build_pid=$!
@@ -64,7 +64,7 @@ fi
 
 # Start order: llama.cpp first (LiteLLM routes to it), the heavy Python servers one at a time;
 # litellm-reasoning routes to vllm-reasoning, so it comes after it.
-for name in llamacpp llamacpp-reasoning llamacpp-embed vllm vllm-chunked vllm-reasoning vllm-embed \
+for name in llamacpp llamacpp-reasoning llamacpp-embed llamacpp-agent vllm vllm-chunked vllm-reasoning vllm-embed \
     vllm-cache vllm-vision vllm-lora xinference litellm litellm-reasoning; do
     has "$name" || continue
     base=${name%%-*}  # vllm-embed and vllm-cache use the vllm install, llamacpp-embed llamacpp's

@@ -34,6 +34,19 @@ from servecheck.engines.spec import EngineProfile, EngineSpec, caps
 VERSION = "0.3.36"  # llama-cpp-python release whose vendored llama.cpp we build
 CTX_TOTAL = 2048
 PARALLEL = 4
+# llamacpp-agent: one slot with room for what coding agents send (issue 44): the AGENT-SIZED
+# checks need 53-61k tokens with the tiny model's 2048-token vocabulary, Codex ~16k, Claude Code
+# ~4.5k. The GGUF says 2048 trained positions, and llama-server caps every slot at the trained
+# context ("the slot context (65536) exceeds the training context of the model (2048) - capping",
+# measured 2026-12-06), so the agent set-up also overrides the GGUF's llama.context_length: the
+# weights are random and RoPE has no table to outgrow, so nothing but the metadata changes.
+AGENT_CTX = 65536
+# A request that names no output limit (Codex sends none) is served to the context's end, and a
+# random-weight model never stops on its own: CLIENT-SHAPE-CODEX's request generated ~65k tokens
+# for 475 s (measured 2026-12-06). -n is llama-server's default for such requests only (a
+# request's own max_tokens still wins), as an operator sets one; 1024 is above the 256 tokens
+# CLIENT-SHAPE-CODEX takes for a context's end rather than a too-small default.
+AGENT_DEFAULT_OUTPUT = 1024
 THREADS = 1  # 2 threads on a busy 2-core machine collapsed throughput once; 1 is stable
 ENV_API_KEY = "SERVECHECK_LLAMACPP_API_KEY"
 
@@ -56,10 +69,14 @@ class LlamaCpp(Engine):
     default_port = 8021
     version = VERSION
     reasoning = False  # llamacpp-reasoning: the tiny reasoning model, --reasoning-format deepseek
+    ctx_total, parallel = CTX_TOTAL, PARALLEL  # llamacpp-agent: AGENT_CTX in one slot
 
-    def __init__(self, *, reasoning: bool = False) -> None:
+    def __init__(self, *, reasoning: bool = False, agent: bool = False) -> None:
         if reasoning:
             self.name, self.default_port, self.reasoning = "llamacpp-reasoning", 8026, True
+        if agent:
+            self.name, self.default_port = "llamacpp-agent", 8027
+            self.ctx_total, self.parallel = AGENT_CTX, 1
 
     ready_timeout_s = 120.0
     stop_timeout_s = 10.0
@@ -153,9 +170,9 @@ class LlamaCpp(Engine):
             "--port",
             str(port),
             "-c",
-            str(CTX_TOTAL),
+            str(self.ctx_total),
             "-np",
-            str(PARALLEL),
+            str(self.parallel),
             "-t",
             str(THREADS),
             "--jinja",
@@ -166,6 +183,9 @@ class LlamaCpp(Engine):
         ]
         if self.reasoning:
             argv += ["--reasoning-format", "deepseek"]
+        if self.ctx_total > CTX_TOTAL:
+            argv += ["--override-kv", f"llama.context_length=int:{self.ctx_total}"]
+            argv += ["-n", str(AGENT_DEFAULT_OUTPUT)]
         key = self.api_key()
         if key:
             argv += ["--api-key", key]
@@ -173,7 +193,7 @@ class LlamaCpp(Engine):
             argv=argv,
             env=clean_env({}),
             served_model=SERVED_NAME,
-            context_length=CTX_TOTAL // PARALLEL,
+            context_length=self.ctx_total // self.parallel,
         )
 
     def probe(self, port: int) -> tuple[Readiness, str]:
@@ -235,3 +255,4 @@ LLAMACPP = EngineSpec("llamacpp", PROFILE, 8021, LlamaCpp)
 LLAMACPP_REASONING = EngineSpec(
     "llamacpp-reasoning", PROFILE, 8026, partial(LlamaCpp, reasoning=True)
 )
+LLAMACPP_AGENT = EngineSpec("llamacpp-agent", PROFILE, 8027, partial(LlamaCpp, agent=True))

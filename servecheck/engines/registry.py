@@ -37,6 +37,8 @@ ENGINES: dict[str, EngineSpec] = {
         vision.VLLM_VISION,
         # issue 28: runtime LoRA adapters on vLLM CPU (engines/lora.py)
         lora.VLLM_LORA,
+        # issue 44: one llama.cpp slot with a 65536-token context, for agent-sized requests
+        llamacpp.LLAMACPP_AGENT,
         hosted.SGLANG,
         hosted.TGI,
         hosted.OLLAMA,
