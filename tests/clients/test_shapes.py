@@ -177,6 +177,13 @@ def test_a_clean_tool_call_stream_passes_every_clients_rules(rules):
     assert stream_problems([*GOOD, USAGE_CHUNK], USAGE, rules) == []
 
 
+@pytest.mark.parametrize("rules", [AI_SDK, OPENCODE, AGENTS, LANGCHAIN])
+def test_a_stream_without_any_choice_is_no_answer_for_any_client(rules):
+    """CI's audit found CLIENT-SHAPE-LANGCHAIN and -OPENAI-AGENTS passing on a sign-in page
+    answered 200: no chunk, so none of their rules had anything to object to."""
+    assert stream_problems([], {}, rules)[0].startswith("no chunk carries a choice")
+
+
 @pytest.mark.parametrize(
     "rules,chunks,body,error,said",
     [

@@ -103,6 +103,10 @@ def stream_problems(
         if bad:
             problems.append(f"a chunk without a choices list: {body_snippet(bad[0], 200)}")
     choices = [ch for c in chunks for ch in c.get("choices") or [] if isinstance(ch, dict)]
+    if not choices and not error:
+        # Every one of these clients reads its answer from the choices: none at all (an empty
+        # stream, a sign-in page answered 200) is an empty answer, whatever else it checks.
+        problems.append(f"no chunk carries a choice ({len(chunks)} JSON chunk(s) in the stream)")
     finishes = [ch.get("finish_reason") for ch in choices if ch.get("finish_reason")]
     if rules.finish and not finishes:
         problems.append("the stream ends without a finish_reason")
