@@ -36,7 +36,36 @@ CODEX_QUIET: tuple[tuple[str, str], ...] = (("DO_NOT_TRACK", "1"), ("NO_COLOR", 
 
 # What both scripts share: a working folder with a README, the child's environment without
 # servecheck's own variables, a bounded run of the binary and the JSON lines it prints.
-_COMMON = r"""
+RUN_JSON_JS = r"""
+// Run the binary with a time bound; its stdout as JSON events, the last stderr line kept.
+function runJson(bin, args, env, ms) {
+  return new Promise((resolve) => {
+    // Its own process group, killed whole: a node launcher (Codex's) starts the native binary as a
+    // child, and what opencode starts must not outlive the bound either.
+    const child = spawn(bin, args, { cwd: work, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
+    let out = "", err = "", late = false;
+    const timer = setTimeout(() => {
+      late = true;
+      try { process.kill(-child.pid, "SIGKILL"); } catch { child.kill("SIGKILL"); }
+    }, ms);
+    child.stdout.on("data", (d) => { out += d; });
+    child.stderr.on("data", (d) => { err += d; });
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      const events = [];
+      for (const line of out.split("\n")) {
+        try { const e = JSON.parse(line); if (e && typeof e === "object") events.push(e); } catch {}
+      }
+      const last = err.trim().split("\n").filter(Boolean).pop() ?? "";
+      resolve({ events, code, late, last });
+    });
+    child.on("error", (e) => { clearTimeout(timer); resolve({ events: [], code: -1, late, last: String(e) }); });
+  });
+}
+"""
+
+_COMMON = (
+    r"""
 import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
@@ -60,35 +89,13 @@ function childEnv(extra) {
   return { ...env, HOME: scratch, ...extra };
 }
 
-// Run the binary with a time bound; its stdout as JSON events, the last stderr line kept.
-function runJson(bin, args, env, ms) {
-  return new Promise((resolve) => {
-    // Its own process group, killed whole: Codex's node launcher starts the native binary as
-    // a child, which would keep the pipes open past a kill of the launcher alone.
-    const child = spawn(bin, args, { cwd: work, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
-    let out = "", err = "", late = false;
-    const timer = setTimeout(() => {
-      late = true;
-      try { process.kill(-child.pid, "SIGKILL"); } catch { child.kill("SIGKILL"); }
-    }, ms);
-    child.stdout.on("data", (d) => { out += d; });
-    child.stderr.on("data", (d) => { err += d; });
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      const events = [];
-      for (const line of out.split("\n")) {
-        try { const e = JSON.parse(line); if (e && typeof e === "object") events.push(e); } catch {}
-      }
-      const last = err.trim().split("\n").filter(Boolean).pop() ?? "";
-      resolve({ events, code, late, last });
-    });
-    child.on("error", (e) => { clearTimeout(timer); resolve({ events: [], code: -1, late, last: String(e) }); });
-  });
-}
-const ended = (r, ms) => r.late ? `no end within ${ms / 1000} s (killed)` :
+"""
+    + RUN_JSON_JS
+    + r"""const ended = (r, ms) => r.late ? `no end within ${ms / 1000} s (killed)` :
   `exit status ${r.code}${r.last ? ": " + r.last.slice(0, 200) : ""}`;
 const each = Math.max(5000, Math.floor(SC.budget / 2) - 2000);  // two tasks share the budget
 """
+)
 
 CLAUDE_CODE_TASK = (
     _COMMON

@@ -24,6 +24,8 @@ task's own folder (``HOME`` and the ``XDG_*`` folders), removed at the end.
 
 from __future__ import annotations
 
+from servecheck.clients.coding import RUN_JSON_JS
+
 OPENCODE_QUIET: tuple[tuple[str, str], ...] = (
     ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
     ("OPENCODE_DISABLE_SHARE", "1"),
@@ -36,7 +38,8 @@ OPENCODE_QUIET: tuple[tuple[str, str], ...] = (
     ("NO_COLOR", "1"),
 )
 
-OPENCODE_TASK = r"""
+OPENCODE_TASK = (
+    r"""
 import { spawn } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -87,31 +90,12 @@ function childEnv(tools) {
 
 // One `opencode run`, bounded: its JSON events, its exit, the last stderr line.
 function run(prompt, tools, ms) {
-  const args = ["run", "--format", "json", "-m", `target/${SC.model}`, prompt];
-  return new Promise((resolve) => {
-    // its own process group, killed whole: what opencode started must not outlive the bound
-    const child = spawn(bin, args,
-      { cwd: work, env: childEnv(tools), stdio: ["ignore", "pipe", "pipe"], detached: true });
-    let out = "", err = "", late = false;
-    const timer = setTimeout(() => {
-      late = true;
-      try { process.kill(-child.pid, "SIGKILL"); } catch { child.kill("SIGKILL"); }
-    }, ms);
-    child.stdout.on("data", (d) => { out += d; });
-    child.stderr.on("data", (d) => { err += d; });
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      const events = [];
-      for (const line of out.split("\n")) {
-        try { const e = JSON.parse(line); if (e && typeof e === "object") events.push(e); } catch {}
-      }
-      const last = err.trim().split("\n").filter(Boolean).pop() ?? "";
-      resolve({ events, code, late, last });
-    });
-    child.on("error", (e) => { clearTimeout(timer); resolve({ events: [], code: -1, late, last: String(e) }); });
-  });
+  return runJson(bin, ["run", "--format", "json", "-m", `target/${SC.model}`, prompt],
+    childEnv(tools), ms);
 }
-const each = Math.max(5000, Math.floor(SC.budget / 2) - 2000);  // two tasks share the budget
+"""
+    + RUN_JSON_JS
+    + r"""const each = Math.max(5000, Math.floor(SC.budget / 2) - 2000);  // two tasks share the budget
 
 // How a run ended: the first error event opencode printed, else its exit.
 function failure(r) {
@@ -148,5 +132,6 @@ const texts = (r) => r.events.filter((e) => e.type === "text").map((e) => String
   report("tool", !bad && !broken && ran.length && answer, detail, uses.length === 0 && !bad);
 }
 """
+)
 
 __all__ = ["OPENCODE_QUIET", "OPENCODE_TASK"]
