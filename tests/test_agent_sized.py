@@ -25,6 +25,17 @@ AGENT = [c for c in CHECKS if c.startswith("AGENT-")]
 SIZED = ["AGENT-SIZED-TOOLS", "AGENT-SIZED-SYSTEM", "AGENT-SIZED-MESSAGES"]
 
 
+def _assert_raises(ctx, check_id, expected, match=None):
+    """Run ``check_id`` on ``ctx`` (its client closed after), which must raise ``expected``
+    (matching ``match``); the exception, for the test's own assertions."""
+    try:
+        with pytest.raises(expected, match=match) as excinfo:
+            run_with_allowances(CHECKS[check_id], ctx)
+    finally:
+        ctx.client.close()
+    return excinfo.value
+
+
 def test_the_requests_are_an_agents_and_the_same_every_run():
     tools = gen.tools()
     assert tools == gen.tools() and gen.system_prompt(500) == gen.system_prompt(500)
@@ -47,12 +58,7 @@ def test_a_small_context_is_a_skip_naming_both_sizes(reference, check_id):
     """The default reference holds 512 tokens: each check sees its clear 400 and skips with
     what it needs and what the target has, not a pass."""
     ctx = context_for(reference, check_id)
-    try:
-        with pytest.raises(CheckSkipped) as excinfo:
-            run_with_allowances(CHECKS[check_id], ctx)
-    finally:
-        ctx.client.close()
-    text = str(excinfo.value)
+    text = str(_assert_raises(ctx, check_id, CheckSkipped))
     assert text.startswith(f"{check_id}: context too small: needs ")
     assert "tokens (/tokenize), has 512; refused with 400: " in text
     needs = int(text.split("needs ", 1)[1].split(" ", 1)[0])
@@ -65,11 +71,9 @@ def test_a_refusal_naming_the_context_is_a_skip_even_where_the_declared_context_
     """The declared context (64k) says it fits; the server (512) refuses in its own words: that
     is the context, not a refused agent request, so the check skips and does not fail."""
     ctx = context_for(reference, "AGENT-SIZED-SYSTEM", context_length=65536)
-    try:
-        with pytest.raises(CheckSkipped, match=r"context too small: .*maximum context length"):
-            run_with_allowances(CHECKS["AGENT-SIZED-SYSTEM"], ctx)
-    finally:
-        ctx.client.close()
+    _assert_raises(
+        ctx, "AGENT-SIZED-SYSTEM", CheckSkipped, r"context too small: .*maximum context length"
+    )
 
 
 def test_a_refusal_inside_the_stream_is_judged_as_one(make_reference):
@@ -77,20 +81,12 @@ def test_a_refusal_inside_the_stream_is_judged_as_one(make_reference):
     the same skip as a 400."""
     server = make_reference(quirks=("stream-late-error",), api_key=TEST_KEY)
     ctx = context_for(server, "AGENT-SIZED-TOOLS")
-    try:
-        with pytest.raises(CheckSkipped, match="context too small: needs"):
-            run_with_allowances(CHECKS["AGENT-SIZED-TOOLS"], ctx)
-    finally:
-        ctx.client.close()
+    _assert_raises(ctx, "AGENT-SIZED-TOOLS", CheckSkipped, "context too small: needs")
 
 
 def test_reasoning_is_skipped_without_a_reasoning_model(reference):
     ctx = context_for(reference, "AGENT-SIZED-REASONING")
-    try:
-        with pytest.raises(CheckSkipped, match="declares no reasoning model"):
-            run_with_allowances(CHECKS["AGENT-SIZED-REASONING"], ctx)
-    finally:
-        ctx.client.close()
+    _assert_raises(ctx, "AGENT-SIZED-REASONING", CheckSkipped, "declares no reasoning model")
 
 
 def test_the_empty_answer_fault_keeps_the_reasoning_and_is_named(make_reference):
@@ -102,12 +98,7 @@ def test_the_empty_answer_fault_keeps_the_reasoning_and_is_named(make_reference)
         "agent-tools-stop-empty", api_key=TEST_KEY, reasoning=ReasoningMode(), max_model_len=65536
     )
     ctx = context_for(server, "AGENT-SIZED-REASONING", reasoning="auto")
-    try:
-        with pytest.raises(CheckFailed) as excinfo:
-            run_with_allowances(CHECKS["AGENT-SIZED-REASONING"], ctx)
-    finally:
-        ctx.client.close()
-    text = str(excinfo.value)
+    text = str(_assert_raises(ctx, "AGENT-SIZED-REASONING", CheckFailed))
     assert "answered 'stop' with empty content and no tool call" in text
     # "60 characters of thinking" holds the text "0 characters of thinking": match the number
     assert re.search(r"(?<!\d)[1-9]\d* characters of thinking", text), text

@@ -21,6 +21,26 @@ def _post(server, path, body):
     return httpx.post(server.base_url + path, json=body, headers=AUTH, timeout=30)
 
 
+def _schema(required):
+    """An object schema with one required string and the many optional KNOBS."""
+    return {
+        "type": "object",
+        "properties": {required: {"type": "string"}, **KNOBS},
+        "required": [required],
+    }
+
+
+def _shell():
+    """Codex CLI's exec_command, as a Responses API function tool."""
+    return {"type": "function", "name": "exec_command", "parameters": _schema("cmd")}
+
+
+def _function_calls(server, body):
+    resp = _post(server, "/responses", body)
+    assert resp.status_code == 200, resp.text
+    return [i for i in resp.json()["output"] if i["type"] == "function_call"]
+
+
 def test_agent_mode_on_messages_skips_a_deferred_tool_and_fills_only_what_is_required(
     make_reference,
 ):
@@ -31,14 +51,7 @@ def test_agent_mode_on_messages_skips_a_deferred_tool_and_fills_only_what_is_req
         "input_schema": {"type": "object", "properties": {}},
         "defer_loading": True,
     }
-    read = {
-        "name": "Read",
-        "input_schema": {
-            "type": "object",
-            "properties": {"file_path": {"type": "string"}, **KNOBS},
-            "required": ["file_path"],
-        },
-    }
+    read = {"name": "Read", "input_schema": _schema("file_path")}
     body = {
         "model": "ref-tiny",
         "max_tokens": 256,
@@ -54,19 +67,8 @@ def test_agent_mode_on_messages_skips_a_deferred_tool_and_fills_only_what_is_req
 
 def test_agent_mode_on_responses_fills_only_the_required_arguments(make_reference):
     server = make_reference(api_key=TEST_KEY, agent=True)
-    shell = {
-        "type": "function",
-        "name": "exec_command",
-        "parameters": {
-            "type": "object",
-            "properties": {"cmd": {"type": "string"}, **KNOBS},
-            "required": ["cmd"],
-        },
-    }
-    body = {"model": "ref-tiny", "input": "Run cat README.md.", "tools": [shell]}
-    resp = _post(server, "/responses", body)
-    assert resp.status_code == 200, resp.text
-    calls = [i for i in resp.json()["output"] if i["type"] == "function_call"]
+    body = {"model": "ref-tiny", "input": "Run cat README.md.", "tools": [_shell()]}
+    calls = _function_calls(server, body)
     assert [c["name"] for c in calls] == ["exec_command"]
     assert set(json.loads(calls[0]["arguments"])) == {"cmd"}, calls[0]["arguments"]
 
@@ -75,22 +77,11 @@ def test_outside_agent_mode_a_named_tool_call_still_fills_optional_arguments(mak
     """Only the scripted agent is trimmed: a plain server's calls keep exercising optional
     properties (the TOOLS checks judge them)."""
     server = make_reference(api_key=TEST_KEY)
-    shell = {
-        "type": "function",
-        "name": "exec_command",
-        "parameters": {
-            "type": "object",
-            "properties": {"cmd": {"type": "string"}, **KNOBS},
-            "required": ["cmd"],
-        },
-    }
     body = {
         "model": "ref-tiny",
         "input": "Run cat README.md.",
-        "tools": [shell],
+        "tools": [_shell()],
         "tool_choice": "required",
     }
-    resp = _post(server, "/responses", body)
-    assert resp.status_code == 200, resp.text
-    calls = [i for i in resp.json()["output"] if i["type"] == "function_call"]
+    calls = _function_calls(server, body)
     assert len(json.loads(calls[0]["arguments"])) > 1, calls[0]["arguments"]

@@ -418,17 +418,22 @@ VLLM_24 = [
 ]  # fmt: skip
 
 
-def test_a_rise_beyond_the_tolerance_that_flattened_over_many_cycles_is_growth(make_soak):
-    """The measured vLLM series rose 167 MiB (beyond its 90 MiB tolerance) but its later half
-    rose at under half the run's slope: a warm-up, judged GROWTH (not a pass), not LEAK."""
+def _vllm_24(make_soak, cycles, tolerance):
+    """The RSS verdict on the first ``cycles`` cycles of :data:`VLLM_24` (idle at 1719.3 MiB)."""
     frame, phases = make_soak(
         lambda i: VLLM_24[i] - 1719.3 * MIB,
-        cycles=24,
+        cycles=cycles,
         metric="rss_tree_bytes",
         baseline=1719.3 * MIB,
         peak=0.0,
     )
-    verdict = analyse_leak(frame, phases, "rss_tree_bytes", tolerance=90 * MIB)
+    return analyse_leak(frame, phases, "rss_tree_bytes", tolerance=tolerance)
+
+
+def test_a_rise_beyond_the_tolerance_that_flattened_over_many_cycles_is_growth(make_soak):
+    """The measured vLLM series rose 167 MiB (beyond its 90 MiB tolerance) but its later half
+    rose at under half the run's slope: a warm-up, judged GROWTH (not a pass), not LEAK."""
+    verdict = _vllm_24(make_soak, cycles=24, tolerance=90 * MIB)
     assert verdict.status == "growth", verdict.message
     assert "beyond the tolerance 90.0 MiB" in verdict.message
     assert not verdict.passed
@@ -452,12 +457,5 @@ def test_a_rise_beyond_the_tolerance_that_keeps_going_is_a_leak(make_soak, cycle
 def test_few_cycles_cannot_call_a_large_rise_a_warm_up(make_soak):
     """Under SETTLE_MIN_CYCLES the later half is too short to judge: the first 6 cycles of the
     vLLM series (+60 MiB beyond a 32 MiB tolerance) stay a leak."""
-    frame, phases = make_soak(
-        lambda i: VLLM_24[i] - 1719.3 * MIB,
-        cycles=6,
-        metric="rss_tree_bytes",
-        baseline=1719.3 * MIB,
-        peak=0.0,
-    )
-    verdict = analyse_leak(frame, phases, "rss_tree_bytes", tolerance=32 * MIB)
+    verdict = _vllm_24(make_soak, cycles=6, tolerance=32 * MIB)
     assert verdict.status == "leak", verdict.message

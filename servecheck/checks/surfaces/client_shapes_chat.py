@@ -31,6 +31,7 @@ the request is a skip.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,7 @@ from servecheck.checks.surfaces.client_shapes import (
     load_shape,
     replay,
 )
+from servecheck.client.http import Exchange
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,75 +134,6 @@ def _bounded(shape: ClientShape, changes: dict[str, Any]) -> dict[str, Any]:
     return {**changes, "max_tokens": UNLIMITED_REPLAY_MAX_TOKENS}
 
 
-def _judge_stream(ctx: CheckContext, stem: str, rules: ChatRules, **changes: Any) -> None:
-    shape = load_shape(stem)
-    ex = replay(ctx, shape, **_bounded(shape, changes))
-    ctx.ok_stream(ex, f"the streamed request of {shape.name}")
-    assert ex.stream is not None  # noqa: S101 - ok_stream guarantees it
-    chunks = [c for c in ex.stream.chunks if isinstance(c, dict)]
-    problems = stream_problems(chunks, shape.body, rules, ex.stream.error_obj)
-    ctx.expect(
-        not problems,
-        f"{shape.name} cannot read the answer to its own request",
-        expected=f"a chat completions stream {shape.client}'s parser reads (see the check's rules)",
-        received="; ".join(problems),
-        exchange=ex,
-    )
-
-
-@check(
-    "CLIENT-SHAPE-AI-SDK",
-    "the request Vercel's AI SDK 6.0.333 streams to /chat/completions is served as it parses it",
-    "the AI SDK's recorded streamed tool request (openai-compatible provider: a draft-07 tool "
-    "schema, tool_choice required, stream_options.include_usage, no max_tokens by default) gets "
-    "200 and a stream whose every chunk has a choices list, with a finish_reason, no error object, "
-    "a usage chunk, and each tool call's first delta naming its function",
-    requires=("tools",),
-)
-def client_shape_ai_sdk(ctx: CheckContext) -> None:
-    _judge_stream(ctx, "ai-sdk", AI_SDK)
-
-
-@check(
-    "CLIENT-SHAPE-OPENCODE",
-    "the request opencode 1.18.33 streams to /chat/completions is served as it parses it",
-    "opencode's recorded first request of a turn (an 8.8k-character system prompt, its read tool "
-    "with a 2020-12 schema, max_tokens 32000 lowered on replay, include_usage) gets 200 and a "
-    "stream its AI SDK provider reads: a choices list on every chunk, a finish_reason, no error "
-    "object, a usage chunk, an index on every tool-call delta and an id and a name on the first",
-    requires=("tools",),
-)
-def client_shape_opencode(ctx: CheckContext) -> None:
-    _judge_stream(ctx, "opencode", OPENCODE, max_tokens=REPLAY_MAX_TOKENS)
-
-
-@check(
-    "CLIENT-SHAPE-OPENAI-AGENTS",
-    "the request the OpenAI Agents SDK 0.24.0 streams to /chat/completions is served as it "
-    "parses it",
-    "the Agents SDK's recorded streamed tool request (a strict function tool, tool_choice "
-    "required, no max_tokens and no stream_options) gets 200 and a stream with no error object "
-    "(the openai SDK raises APIError on one) and no finish_reason tool_calls without a "
-    "streamed tool call",
-    requires=("tools",),
-)
-def client_shape_openai_agents(ctx: CheckContext) -> None:
-    _judge_stream(ctx, "openai-agents", AGENTS)
-
-
-@check(
-    "CLIENT-SHAPE-LANGCHAIN",
-    "the request LangChain (langchain-openai 1.8.1) streams to /chat/completions is served as "
-    "it parses it",
-    "LangChain's recorded streamed request with a bound tool (no tool_choice, no max_tokens) "
-    "gets 200 and a stream with no error object (the openai SDK raises APIError on one) whose "
-    "tool-call deltas each carry an index (LangChain merges them by it)",
-    requires=("tools",),
-)
-def client_shape_langchain(ctx: CheckContext) -> None:
-    _judge_stream(ctx, "langchain", LANGCHAIN)
-
-
 def completion_problems(data: dict[str, Any]) -> list[str]:
     """Why pydantic-ai's validation of a non-streamed chat completion fails (empty: it passes)."""
     problems = []
@@ -226,18 +159,36 @@ def completion_problems(data: dict[str, Any]) -> list[str]:
     return problems
 
 
-@check(
-    "CLIENT-SHAPE-PYDANTIC-AI",
-    "the request pydantic-ai 2.78.0 sends to /chat/completions is answered as it validates it",
-    "pydantic-ai's recorded tool request (not streamed: stream false, a strict tool, "
-    "tool_choice auto, no max_tokens) gets 200 and a body its full validation passes: created "
-    "an integer, one or more choices each with a message and a non-empty finish_reason (or "
-    "none), tool calls with an id, a name and string arguments",
-    requires=("tools",),
-)
-def client_shape_pydantic_ai(ctx: CheckContext) -> None:
-    shape = load_shape("pydantic-ai")
-    ex = replay(ctx, shape, **_bounded(shape, {}))
+@dataclass(frozen=True, slots=True)
+class ClientCheck:
+    """One CLIENT-SHAPE-* check of a chat completions client: the recorded request to replay
+    and the rules its answer is judged by."""
+
+    id: str
+    description: str
+    expectation: str
+    stem: str  # the fixture client_shapes/<stem>.json
+    # The stream parser's rules; None: the request is not streamed and the whole body is judged
+    # by pydantic-ai's validation (:func:`completion_problems`).
+    rules: ChatRules | None
+    changes: tuple[tuple[str, Any], ...] = ()  # fields changed on replay besides the model
+
+
+def _judge_stream(ctx: CheckContext, shape: ClientShape, ex: Exchange, rules: ChatRules) -> None:
+    ctx.ok_stream(ex, f"the streamed request of {shape.name}")
+    assert ex.stream is not None  # noqa: S101 - ok_stream guarantees it
+    chunks = [c for c in ex.stream.chunks if isinstance(c, dict)]
+    problems = stream_problems(chunks, shape.body, rules, ex.stream.error_obj)
+    ctx.expect(
+        not problems,
+        f"{shape.name} cannot read the answer to its own request",
+        expected=f"a chat completions stream {shape.client}'s parser reads (see the check's rules)",
+        received="; ".join(problems),
+        exchange=ex,
+    )
+
+
+def _judge_completion(ctx: CheckContext, shape: ClientShape, ex: Exchange) -> None:
     data = ctx.ok_json(ex, f"the request of {shape.name}")
     problems = completion_problems(data)
     ctx.expect(
@@ -247,3 +198,88 @@ def client_shape_pydantic_ai(ctx: CheckContext) -> None:
         received="; ".join(problems),
         exchange=ex,
     )
+
+
+def run_client_check(ctx: CheckContext, spec: ClientCheck) -> None:
+    """Replay ``spec``'s recorded request and judge the answer as its client would."""
+    shape = load_shape(spec.stem)
+    ex = replay(ctx, shape, **_bounded(shape, dict(spec.changes)))
+    if spec.rules is None:
+        _judge_completion(ctx, shape, ex)
+    else:
+        _judge_stream(ctx, shape, ex, spec.rules)
+
+
+# In the catalogue's order (docs/checks.md lists them as registered).
+CLIENT_CHECKS: tuple[ClientCheck, ...] = (
+    ClientCheck(
+        "CLIENT-SHAPE-AI-SDK",
+        "the request Vercel's AI SDK 6.0.333 streams to /chat/completions is served as it parses "
+        "it",
+        "the AI SDK's recorded streamed tool request (openai-compatible provider: a draft-07 tool "
+        "schema, tool_choice required, stream_options.include_usage, no max_tokens by default) "
+        "gets 200 and a stream whose every chunk has a choices list, with a finish_reason, no "
+        "error object, a usage chunk, and each tool call's first delta naming its function",
+        "ai-sdk",
+        AI_SDK,
+    ),
+    ClientCheck(
+        "CLIENT-SHAPE-OPENCODE",
+        "the request opencode 1.18.33 streams to /chat/completions is served as it parses it",
+        "opencode's recorded first request of a turn (an 8.8k-character system prompt, its read "
+        "tool with a 2020-12 schema, max_tokens 32000 lowered on replay, include_usage) gets 200 "
+        "and a stream its AI SDK provider reads: a choices list on every chunk, a finish_reason, "
+        "no error object, a usage chunk, an index on every tool-call delta and an id and a name "
+        "on the first",
+        "opencode",
+        OPENCODE,
+        (("max_tokens", REPLAY_MAX_TOKENS),),
+    ),
+    ClientCheck(
+        "CLIENT-SHAPE-OPENAI-AGENTS",
+        "the request the OpenAI Agents SDK 0.24.0 streams to /chat/completions is served as it "
+        "parses it",
+        "the Agents SDK's recorded streamed tool request (a strict function tool, tool_choice "
+        "required, no max_tokens and no stream_options) gets 200 and a stream with no error "
+        "object (the openai SDK raises APIError on one) and no finish_reason tool_calls without "
+        "a streamed tool call",
+        "openai-agents",
+        AGENTS,
+    ),
+    ClientCheck(
+        "CLIENT-SHAPE-LANGCHAIN",
+        "the request LangChain (langchain-openai 1.8.1) streams to /chat/completions is served "
+        "as it parses it",
+        "LangChain's recorded streamed request with a bound tool (no tool_choice, no max_tokens) "
+        "gets 200 and a stream with no error object (the openai SDK raises APIError on one) whose "
+        "tool-call deltas each carry an index (LangChain merges them by it)",
+        "langchain",
+        LANGCHAIN,
+    ),
+    ClientCheck(
+        "CLIENT-SHAPE-PYDANTIC-AI",
+        "the request pydantic-ai 2.78.0 sends to /chat/completions is answered as it validates it",
+        "pydantic-ai's recorded tool request (not streamed: stream false, a strict tool, "
+        "tool_choice auto, no max_tokens) gets 200 and a body its full validation passes: "
+        "created an integer, one or more choices each with a message and a non-empty "
+        "finish_reason (or none), tool calls with an id, a name and string arguments",
+        "pydantic-ai",
+        None,
+    ),
+)
+
+
+def _runner(spec: ClientCheck) -> Callable[[CheckContext], None]:
+    def run(ctx: CheckContext) -> None:
+        run_client_check(ctx, spec)
+
+    run.__doc__ = spec.description
+    return run
+
+
+def _register() -> None:
+    for spec in CLIENT_CHECKS:
+        check(spec.id, spec.description, spec.expectation, requires=("tools",))(_runner(spec))
+
+
+_register()

@@ -44,7 +44,11 @@ from pathlib import Path
 from typing import Any
 
 from servecheck.errors import SpecError, UsageError
-from servecheck.load.workload.planned import CHAT_TEMPLATE_TOKENS, PlannedRequest
+from servecheck.load.workload.planned import (
+    CHAT_TEMPLATE_TOKENS,
+    PlannedRequest,
+    reported_tokens,
+)
 from servecheck.load.workload.prompts import approx_tokens
 
 AGENT_KEYS = (
@@ -591,7 +595,7 @@ class AgentPool:
         if not ok or end is not None:
             self._close(s, reply if ok else "", now)
             return
-        used = _used(usage)
+        used = reported_tokens(usage)
         if s.script is not None:
             # A recorded session's turns are user turns: the answer, then the next turn's wait.
             s.messages = [*messages, {"role": "assistant", "content": reply}]
@@ -674,13 +678,6 @@ class AgentPool:
 
 def _call_id(sid: str, turn: int) -> str:
     return f"call_{sid}_{turn}".replace("-", "_").replace(".", "_")
-
-
-def _used(usage: dict[str, Any] | None) -> int | None:
-    if usage is None:
-        return None
-    pt, ct = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    return pt + ct if isinstance(pt, int) and isinstance(ct, int) else None
 
 
 # ------------------------------------------------------------------ the scenario mixin

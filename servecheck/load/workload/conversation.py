@@ -39,7 +39,11 @@ from typing import Any
 
 from servecheck.load.workload.dataset import configured, dataset_prompts
 from servecheck.load.workload.dataset import opener as dataset_opener
-from servecheck.load.workload.planned import CHAT_TEMPLATE_TOKENS, PlannedRequest
+from servecheck.load.workload.planned import (
+    CHAT_TEMPLATE_TOKENS,
+    PlannedRequest,
+    reported_tokens,
+)
 from servecheck.load.workload.prompts import (
     APPROX_METHOD,
     Counter,
@@ -210,11 +214,7 @@ class ConversationPool:
             self.ended_by_error += 1
             return
         conv.messages = [*messages, {"role": "assistant", "content": reply}]
-        used = None
-        if usage is not None:
-            pt, ct = usage.get("prompt_tokens"), usage.get("completion_tokens")
-            if isinstance(pt, int) and isinstance(ct, int):
-                used = pt + ct
+        used = reported_tokens(usage)
         conv.history_tokens = (
             used
             if used is not None

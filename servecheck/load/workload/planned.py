@@ -49,6 +49,16 @@ def single_turn(prompt: Prompt) -> PlannedRequest:
     )
 
 
+def reported_tokens(usage: dict[str, Any] | None) -> int | None:
+    """The prompt plus completion tokens a reply's usage reports: what the next turn of a
+    conversation or session resends as its history (None where the server sent no counts; the
+    planner then estimates it)."""
+    if usage is None:
+        return None
+    pt, ct = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    return pt + ct if isinstance(pt, int) and isinstance(ct, int) else None
+
+
 @dataclass(slots=True)
 class Send:
     """One request on its way, as the run's per-request steps see it (one per request).
