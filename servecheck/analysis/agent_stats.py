@@ -66,7 +66,9 @@ class _Row:
             return
         if r.get("ttft") is not None:
             self.ttft.record(float(r["ttft"]))
-        if r.get("e2e") is not None:
+        # A request the client hung up on ended when it left, not when an answer did: its time
+        # is no answer's E2E (the summary and analysis/breakdown.py leave it out too).
+        if r.get("e2e") is not None and not r.get("abandoned"):
             self.e2e.record(float(r["e2e"]))
         ct, pt = r.get("cached_tokens"), r.get("prompt_tokens")
         if isinstance(ct, int) and isinstance(pt, int) and pt > 0:

@@ -331,6 +331,20 @@ def test_agent_section_by_turn_session_e2e_fan_out_and_tool_wait() -> None:
     assert all(v.passed for v in judge([parse_slo("turn_ttft_p95<=1s")], a))
 
 
+def test_a_hung_up_request_is_no_answers_e2e_in_the_turn_rows() -> None:
+    """A turn row's E2E is the answers' (as the summary's and the production breakdown's): a
+    request the client hung up on after 0.2 s is counted, but its time is not an E2E."""
+    recs = [
+        _rec("s1", 0, 0.0, 2.0, session_end="done"),
+        _rec("s2", 0, 0.0, 0.2, abandoned=True, session_end="done"),
+    ]
+    a = agent_section(recs, None)
+    assert a is not None
+    row = a.by_turn["0"]
+    assert row.count == 2 and row.errors == 0
+    assert row.e2e_ms["count"] == 1 and row.e2e_ms["p50"] == pytest.approx(2000, rel=0.01)
+
+
 def test_without_any_cache_count_the_section_says_not_measured_and_why() -> None:
     a = agent_section(
         [_rec("s", 0, 0.0, 1.0), _rec("s", 1, 1.0, 2.0, server_timings={"prompt_n": 5})],
