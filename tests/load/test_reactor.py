@@ -128,6 +128,37 @@ def test_reader_deadline_and_a_server_that_never_answers(reader: str) -> None:
         reactor.close()
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_reader_loop_that_dies_fails_its_requests_and_the_next_starts_a_new_one(
+    reader: str, fast: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request waits with no timeout of its own: the loop, however it ends, fails what is
+    still open (a loop that raised used to be noticed by each waiter's 2 s poll), and the next
+    request starts a fresh loop that serves it."""
+    reactor = StreamReactor(f"{fast}/v1", {}, 2.0, 5.0, reader=reader)
+    real = StreamReactor._drain
+    calls = {"n": 0}
+
+    def broken(self: StreamReactor) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("a bug in the pass")
+        real(self)
+
+    monkeypatch.setattr(StreamReactor, "_drain", broken)
+    t0 = time.perf_counter()
+    res = reactor.post_stream("/chat/completions", _body(), lambda b, t: None)
+    assert res.error == "stream-error", res
+    assert res.error_message == "the load generator's reader loop stopped"
+    assert time.perf_counter() - t0 < 30.0  # a guard against a hang, not a timing claim
+    st = StreamState()
+    res = reactor.post_stream("/chat/completions", _body(), st.feed)
+    reactor.close()
+    assert res.error is None and res.status == 200, res
+    st.close(res.t_end)
+    assert len(st.token_times) == 16
+
+
 def test_server_closing_mid_response_is_a_stream_error(reader: str) -> None:
     with socket.create_server(("127.0.0.1", 0)) as srv:
         port = srv.getsockname()[1]

@@ -276,6 +276,7 @@ class StreamReactor:
         self._family = socket.AF_INET
         self._loop_thread: threading.Thread | None = None
         self._loop_lock = threading.Lock()
+        self._running = False  # the loop is running (set before it starts, cleared as it ends)
         self._closed = False
         self.wakes = 0  # loop passes that found data
         self._reads = 0  # reads this loop was handed (the thread's counted ones are apart)
@@ -428,15 +429,13 @@ class StreamReactor:
         key = next(self._keys)
         self._live[key] = _Live(sock, ex, event)
         self._src.add(sock, key)
-        self._ensure_loop()
-        # The loop ends every exchange (data, close, deadline or the no-data timeout), so this
-        # wait ends; the check only guards against a loop that died.
+        if not self._running:
+            self._ensure_loop()
+        # The loop ends every exchange (data, close, deadline or the no-data timeout), and on its
+        # way out, however it ends, it fails the ones still open (:meth:`_loop`): so this wait
+        # ends with no timeout of its own (a timed wait cost a timer per request).
         try:
-            while not event.wait(20 * TICK_S):
-                if self._loop_thread is None or not self._loop_thread.is_alive():
-                    self._finish(
-                        key, "fail", "stream-error", "the load generator's reader loop stopped"
-                    )
+            event.wait()
         except BaseException:
             # The caller was cancelled (Locust stopping a user kills its greenlet): forget the
             # exchange and drop its connection, whose response would otherwise still be arriving.
@@ -490,7 +489,8 @@ class StreamReactor:
 
     def _ensure_loop(self) -> None:
         with self._loop_lock:
-            if self._loop_thread is None or not self._loop_thread.is_alive():
+            if not self._running:
+                self._running = True
                 self._loop_thread = threading.Thread(
                     target=self._loop, name="servecheck-stream-reactor", daemon=True
                 )
@@ -504,7 +504,15 @@ class StreamReactor:
             else:
                 self._run_poll()
         finally:
-            self._src.close()
+            # First say the loop is gone (a request that comes after starts a new one), then fail
+            # what is still open: its waiter would otherwise wait for a loop that is not there.
+            self._running = False
+            for key in list(self._live):
+                self._finish(
+                    key, "fail", "stream-error", "the load generator's reader loop stopped"
+                )
+            if self._closed:
+                self._src.close()
 
     def _run_poll(self) -> None:
         """Plain threads: wait with ``poll`` (woken by data, ``close`` or the tick)."""
