@@ -20,6 +20,12 @@ command line and output parsing of ``bench_capacity``), on the same core against
 for the same durations and streams: its CPU is the wrk process's rusage, its tokens its complete
 200 responses times the tokens each streams, so ``after / wrk`` and ``before / wrk`` say what the
 whole tree costs per token beside a client that only reads the bytes (wrk takes whole seconds).
+Issue 46's figures come from the same runs: each variant's tokens/s within the run (the answers
+completed within the longer duration; wrk's own count of its completed responses) against what
+the streams ask for, whether that is within schedule, the generator's saturation flag, and the
+TTFT / E2E errors of every answer net of the server's own lateness (``/stats/requests``, read once
+a level by ``X-Request-Id``). ``--server c`` (the default) is the C calibration server, which keeps
+its schedule at 1024 streams where the Python one is late.
 ``post-run s`` is the wall time from Locust's end (the newest mtime of its log, stdout and CSVs)
 to the command's exit, at the longer duration: the summary, the report and the compaction.
 
@@ -55,15 +61,30 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _docs import write_section  # noqa: E402
-from _truth import server_stats, start_truth_server, stop, truth_targets  # noqa: E402
+from _truth import (  # noqa: E402
+    SERVERS,
+    add_server_option,
+    server_requests,
+    server_stats,
+    start_truth_server,
+    stop,
+    truth_targets,
+)
 from bench_capacity import lua_max_tokens, parse_wrk, wrk_command  # noqa: E402
-from bench_load import ITL_S, SCENARIO, TOKENS, TTFT_S, fmt  # noqa: E402
+from bench_load import E2E_S, ITL_S, SCENARIO, TOKENS, TTFT_S, fmt  # noqa: E402
+
+from servecheck.records.parquet import read_run_records  # noqa: E402
 
 START, END = "<!-- tree-cost:start -->", "<!-- tree-cost:end -->"
 GOAL = 0.15  # issue 27: whole tree CPU-s per 10k streamed tokens at 256 streams
+# issue 46: a level is read within schedule when the run read at least this share of what its
+# streams ask for at the true E2E, with its mean E2E within this tolerance of the truth (wrk's and
+# ours alike: bench_capacity's rule, with the E2E mean for both)
+OFFERED_SHARE, E2E_TOLERANCE = 0.80, 0.20
 PEER_LOCUST, PEER_WRK = "peer: Locust FastHttpUser", "peer: wrk (C)"
 MOVED = {  # issue 40's rooms: where a tree from before them keeps the scenario's imports
     "servecheck.load.generator.": "servecheck.load.",
@@ -203,6 +224,8 @@ def run_servecheck(
         "wall_s": wall,
         "post_run_s": exited - locust_end,
         "errors": (s.get("requests") or {}).get("errors"),
+        "behind": bool((s.get("schedule") or {}).get("behind")),
+        **(rate_and_timings(run_dir, duration) if records != "none" else {}),
     }
     shutil.rmtree(run_dir, ignore_errors=True)
     if not row["tokens"]:  # a tree that cannot run the scenario writes a summary all the same
@@ -210,6 +233,59 @@ def run_servecheck(
             f"servecheck load ({tree}) exited {rc} and streamed nothing: {tail[-800:]}"
         )
     return row
+
+
+def rate_and_timings(run_dir: Path, duration: float) -> dict[str, Any]:
+    """From a run's records: the tokens/s of the answers completed within ``duration`` of the
+    first send (wrk's count: no ramp or drain in it), their mean E2E, and each answer's
+    ``(request id, TTFT, E2E)`` under ``_truth``, to be set against the server's own send times
+    at the level's end (:func:`accuracy`)."""
+    cols = ["request_id", "t_sent", "t_done", "ttft", "e2e", "output_tokens", "error"]
+    recs = [r for r in read_run_records(run_dir, cols) if not r.get("error")]
+    if not recs:
+        return {}
+    t0 = min(float(r["t_sent"]) for r in recs)
+    done = [r for r in recs if r.get("t_done") is not None and r["t_done"] <= t0 + duration]
+    e2e = [float(r["e2e"]) for r in recs if r.get("e2e") is not None]
+    return {
+        "tokens_per_s": sum(int(r.get("output_tokens") or 0) for r in done) / duration,
+        "e2e_mean_ms": statistics.fmean(e2e) * 1000 if e2e else None,
+        "_truth": [
+            (r["request_id"], float(r["ttft"]), float(r["e2e"]))
+            for r in recs
+            if r.get("ttft") is not None and r.get("e2e") is not None
+        ],
+    }
+
+
+def accuracy(truth: list[tuple[str, float, float]], sent: dict[str, list[float]]) -> dict[str, Any]:
+    """TTFT and E2E errors (ms, p50 / p99) of one run's answers net of the server's lateness:
+    each against when the server actually sent that request's first and last token
+    (``/stats/requests`` by ``X-Request-Id``), so what is left is the generator's error."""
+    net = [
+        (ttft * 1000 - TTFT_S * 1000 - sent[rid][0], e2e * 1000 - E2E_S * 1000 - sent[rid][1])
+        for rid, ttft, e2e in truth
+        if rid in sent
+    ]
+    if not net:
+        return {"matched": 0.0}
+    ttft_err = sorted(a for a, _ in net)
+    e2e_err = sorted(b for _, b in net)
+    return {
+        "matched": len(net) / len(truth),
+        "ttft_err_p50": _pct(ttft_err, 50),
+        "ttft_err_p99": _pct(ttft_err, 99),
+        "e2e_err_p50": _pct(e2e_err, 50),
+        "e2e_err_p99": _pct(e2e_err, 99),
+    }
+
+
+def _pct(ordered: list[float], q: float) -> float:
+    """The ``q``-th percentile of sorted values (linear between the two nearest, as numpy)."""
+    k = (len(ordered) - 1) * q / 100
+    lo = int(k)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
 def run_peer(tmp: Path, base: str, users: int, duration: float) -> dict[str, Any]:
@@ -246,6 +322,9 @@ def run_wrk(tmp: Path, base: str, users: int, duration: float) -> dict[str, Any]
     return {
         "rc": rc,
         "tokens": w.ok_responses * lua_max_tokens(),
+        # wrk counts the responses completed within its duration: its rate within the run
+        "tokens_per_s": w.ok_responses * lua_max_tokens() / duration,
+        "e2e_mean_ms": w.e2e_mean,
         "responses": w.responses,
         "cpu_s": cpu,
         "wall_s": wall,
@@ -328,7 +407,70 @@ def cell_medians(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "errors": sum(int(s["long"].get("errors") or 0) for s in splits),
         "locust_fixed": _med([s["locust"]["fixed"] for s in splits]),
         "locust_marginal": _med([s["locust"]["marginal"] for s in splits]),
+        **{k: _med([s["long"].get(k) for s in splits]) for k in (*RATE, *ACCURACY)},
+        "behind": sum(bool(s["long"].get("behind")) for s in splits),
     }
+
+
+RATE = ("tokens_per_s", "e2e_mean_ms")
+
+
+def _schedule(c: dict[str, Any], users: int) -> tuple[str, str]:
+    """(share of the offered rate, within schedule?) of a cell's median long run: the offered rate
+    is what ``users`` streams ask for when every answer takes the true E2E."""
+    rate, e2e = c.get("tokens_per_s"), c.get("e2e_mean_ms")
+    if rate is None or e2e is None:
+        return "-", "-"
+    share = rate / (users * TOKENS / E2E_S)
+    ok = share >= OFFERED_SHARE and abs(e2e / (E2E_S * 1000) - 1) <= E2E_TOLERANCE
+    return f"{share:.0%}", "yes" if ok else "**no**"
+
+
+def rate_lines(
+    cells: dict[tuple[str, int], dict[str, Any]],
+    variants: list[str],
+    levels: list[int],
+    long: float,
+) -> list[str]:
+    """Issue 46's figures beside the CPU: each variant's rate within the run and its schedule, the
+    generator's saturation flag, and its TTFT / E2E errors net of the server's lateness."""
+    lines = [
+        "",
+        f"Rate and accuracy of the {long:g} s runs (medians over the runs). `tokens/s`: tokens of the"
+        f" answers completed within the {long:g} s (wrk's own count of its completed responses);"
+        f" `of offered`: that over what the streams ask for at the true E2E ({E2E_S * 1000:.0f} ms);"
+        f" `in schedule`: at least {OFFERED_SHARE:.0%} of offered with the mean E2E within"
+        f" {E2E_TOLERANCE:.0%} of the truth; `behind`: runs whose summary set the generator's"
+        " saturation flag (`schedule.behind`); errors in ms, net of the calibration server's own"
+        " lateness (each answer against when the server sent its first and last token,"
+        " `/stats/requests` by `X-Request-Id`), `matched` the answers found there.",
+        "",
+        "| tree | streams | tokens/s | of offered | in schedule | E2E mean ms | behind"
+        " | TTFT err p50 / p99 | E2E err p50 / p99 | matched |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for n in levels:
+        for v in variants:
+            c = cells[(v, n)]
+            share, ok = _schedule(c, n)
+            behind = "-" if v.startswith("peer") else f"{c['behind']} of {c['runs']}"
+            lines.append(
+                f"| {v} | {n} | {fmt(c.get('tokens_per_s'), ',.0f')} | {share} | {ok}"
+                f" | {fmt(c.get('e2e_mean_ms'), '.1f')} | {behind}"
+                f" | {fmt(c.get('ttft_err_p50'), '.2f')} / {fmt(c.get('ttft_err_p99'), '.2f')}"
+                f" | {fmt(c.get('e2e_err_p50'), '.2f')} / {fmt(c.get('e2e_err_p99'), '.2f')}"
+                f" | {fmt(c.get('matched'), '.0%')} |"
+            )
+    if PEER_WRK in variants:
+        lines += ["", "Tokens/s within the run, ours over wrk's in the same run:", ""]
+        lines += ["| streams | compared | tokens/s |", "| --- | --- | --- |"]
+        for n in levels:
+            w = cells[(PEER_WRK, n)].get("tokens_per_s")
+            for v in (x for x in variants if not x.startswith("peer")):
+                lines.append(
+                    f"| {n} | {v} / wrk | {_ratio(cells[(v, n)].get('tokens_per_s'), w)} |"
+                )
+    return lines
 
 
 def _locust_split(pair: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -389,7 +531,7 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "## The whole process tree (`servecheck load` and its Locust child, issue 27)",
         "",
         f"`benchmarks/bench_tree.py` on {meta['machine']}, Python {meta['python']}, {meta['cpus']} CPUs,"
-        f" {meta['date']}. Calibration server (TTFT {TTFT_S * 1000:.0f} ms, a token every"
+        f" {meta['date']}. Calibration server ({meta.get('server', 'the Python one')}: TTFT {TTFT_S * 1000:.0f} ms, a token every"
         f" {ITL_S * 1000:.0f} ms, {TOKENS} tokens) on CPU 1, one fresh server per level; the command and"
         " its Locust child on CPU 0 (`taskset -c 0`, `--cpus 0`), closed loop (`--users N`). CPU is the"
         " whole tree's user + sys from the kernel (`os.wait4` rusage: the command, Locust, imports,"
@@ -432,6 +574,7 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     ]
     for n in levels:
         lines += _ratio_rows(cells, variants, n)
+    lines += rate_lines(cells, variants, levels, long)
     late = meta.get("server_late") or {}
     if late:
         lines += [
@@ -468,6 +611,7 @@ def _meta(args: argparse.Namespace, durations: tuple[float, float]) -> dict[str,
         "durations": durations,
         "before": label(args.before),
         "after": label(args.after),
+        "server": SERVERS[args.server],
     }
 
 
@@ -512,6 +656,7 @@ def main() -> int:
     ap.add_argument("--from-log", type=Path, help="render the section from a run's JSONL log")
     ap.add_argument("--profile", action="store_true", help="sample the after tree's Locust child")
     ap.add_argument("--reading", type=Path, help="a file with the reading paragraph for the doc")
+    add_server_option(ap)
     args = ap.parse_args()
     args.before = (args.before or _baseline()).resolve()
     args.after = args.after.resolve()
@@ -532,11 +677,13 @@ def main() -> int:
         profile(args.after, int(args.levels.split(",")[0]), 20.0)
         return 0
     if args.from_log:
-        rows = [json.loads(x) for x in args.from_log.read_text().splitlines() if x.startswith("{")]
+        lines = [json.loads(x) for x in args.from_log.read_text().splitlines() if x.startswith("{")]
         meta["server_late"] = {
-            str(r["users"]): r["late_p99_ms"] for r in rows if "late_p99_ms" in r
+            str(r["users"]): r["late_p99_ms"] for r in lines if "late_p99_ms" in r
         }
-        rows = [r for r in rows if "variant" in r]
+        rows = [r for r in lines if "variant" in r]
+        for u in (r for r in lines if "update" in r):  # the accuracy, added at a level's end
+            rows[u.pop("update")].update(u)
     else:
         rows = measure(args, durations, meta)
     block = render(rows, meta)
@@ -568,7 +715,8 @@ def measure(
     rows: list[dict[str, Any]] = []
     meta["server_late"] = {}
     for users in (int(x) for x in args.levels.split(",")):
-        proc, base = start_truth_server(tmp, TTFT_S, ITL_S, TOKENS, cpu="1")
+        proc, base = start_truth_server(tmp, TTFT_S, ITL_S, TOKENS, cpu="1", impl=args.server)
+        level: list[dict[str, Any]] = []
         try:
             for rnd in range(args.runs):
                 for duration in durations:
@@ -577,17 +725,31 @@ def measure(
                         r = run(base, users, duration)
                         r.update(variant=name, users=users, round=rnd, duration=duration,
                                  short=duration == durations[0], loadavg=load)  # fmt: skip
-                        rows.append(r)
-                        with log.open("a") as f:
-                            f.write(json.dumps(r) + "\n")
-                        print(json.dumps(r), flush=True)
+                        level.append(r)
+                        _log(log, r)
             late = server_stats(base).get("late_p99_ms")
+            sent = server_requests(base)  # once a level: every run's requests, by their ids
         finally:
             stop(proc)
+        for i, r in enumerate(level):
+            truth = r.pop("_truth", None)
+            if truth is not None:
+                r.update(accuracy(truth, sent))
+                _log(log, {"update": len(rows) + i, **{k: r[k] for k in ACCURACY if k in r}})
+        rows += level
         meta["server_late"][str(users)] = late
-        with log.open("a") as f:
-            f.write(json.dumps({"users": users, "late_p99_ms": late}) + "\n")
+        _log(log, {"users": users, "late_p99_ms": late})
     return rows
+
+
+ACCURACY = ("matched", "ttft_err_p50", "ttft_err_p99", "e2e_err_p50", "e2e_err_p99")
+
+
+def _log(log: Path, row: dict[str, Any]) -> None:
+    line = json.dumps({k: v for k, v in row.items() if k != "_truth"})
+    with log.open("a") as f:
+        f.write(line + "\n")
+    print(line, flush=True)
 
 
 if __name__ == "__main__":
