@@ -65,7 +65,7 @@ from servecheck.load.workload.lengths import exact_output
 from servecheck.load.workload.phased import check_slos
 from servecheck.load.workload.trace import trace_duration
 from servecheck.probes.reach import target_down
-from servecheck.records.record import refuse_used_run_dir, worker_files
+from servecheck.records.record import progress_fields, refuse_used_run_dir, worker_files
 from servecheck.redact import redact
 from servecheck.redact import register as redact_register
 from servecheck.signals import Interrupted, signum_of, stoppable_child
@@ -408,12 +408,14 @@ class _Tail:
             cut = data.rfind(b"\n") + 1
             self.offsets[p] = off + cut
             for line in data[:cut].splitlines():
-                try:
-                    r = json.loads(line)
-                except ValueError:
-                    continue
-                if not isinstance(r, dict):
-                    continue
+                r = progress_fields(line)  # an answer's few fields, without decoding its ITLs
+                if r is None:
+                    try:
+                        r = json.loads(line)
+                    except ValueError:
+                        continue
+                    if not isinstance(r, dict):
+                        continue
                 new.append(r)
                 self.total += 1
                 if r.get("error"):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -273,6 +274,50 @@ def _r6(x: float | None) -> float | None:
 
 
 _encode = json.JSONEncoder(separators=(",", ":")).encode  # built once, not per dumps() call
+_HEAD_FIELDS = re.compile(rb'"t_sent":([^,]+),.*?"ttft":([^,]+),')
+_TOKEN_FIELDS = re.compile(rb'\],"output_tokens":([^,]+),"output_tokens_client":([^,]+),')
+
+
+def progress_fields(line: bytes) -> dict[str, Any] | None:
+    """What a run's progress line and its down watch take from an answered request's records
+    line (``t_sent``, ``ttft``, the token counts; no error, not abandoned, not cancelled), read
+    without decoding the rest; None for any other line (decode it whole).
+
+    The command tails every line its Locust children write, once a second; decoding them whole
+    (mostly the ITL list) cost it about 30 us a request, in one burst a second on the generator's
+    core, long enough for the reader thread to miss a token's own read (issue 46). The layout is
+    :meth:`RequestRecord.to_json`'s: the head's keys, the ITLs, then the fixed tail's, so the
+    first ``"name":`` of each is the top level's (a quote inside a string is escaped; nested
+    objects come after). tests/records/test_progress_fields.py holds it to ``json.loads``."""
+    head = _HEAD_FIELDS.search(line)
+    tail = _TOKEN_FIELDS.search(line, head.end()) if head else None
+    if head is None or tail is None:
+        return None
+    at = line.find(b'"error":', tail.end())
+    at_abandoned = line.find(b'"abandoned":', at)
+    if (
+        at < 0
+        or not line.startswith(b"null,", at + 8)
+        or at_abandoned < 0
+        or not line.startswith(b"false", at_abandoned + 12)
+        or b'"cancelled":' in line
+    ):
+        return None
+    try:
+        ttft = head.group(2)
+        out = tail.group(1)
+        return {
+            "t_sent": float(head.group(1)),
+            "ttft": None if ttft == b"null" else float(ttft),
+            "output_tokens": None if out == b"null" else int(out),
+            "output_tokens_client": int(tail.group(2)),
+            "error": None,
+            "abandoned": False,
+        }
+    except ValueError:
+        return None
+
+
 _ARRAY_FORMATS: dict[int, str] = {}
 
 
