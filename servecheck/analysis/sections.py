@@ -164,6 +164,10 @@ class ReaderThread:
     cpu_s: float
     us_per_read: float | None
     reads_per_pass: float | None
+    # the short scheduler slice every reader thread got (Linux 6.12+), None where any ran on the
+    # kernel's default: then a busy core can hold a woken reader for milliseconds
+    slice_us: float | None = None
+    late_reads: int = 0  # reads taken more than 10 ms after their bytes arrived
 
 
 @dataclass(slots=True)

@@ -138,8 +138,17 @@ def _reader_summary(infos: list[dict[str, Any]]) -> Reader:
             cpu_s=round(cpu, 4),
             us_per_read=round(cpu / reads * 1e6, 2) if reads else None,
             reads_per_pass=round(reads / passes, 2) if passes else None,
+            slice_us=_common_slice(threads),
+            late_reads=sum(int(t.get("late_reads") or 0) for t in threads),
         )
     return out
+
+
+def _common_slice(threads: list[dict[str, Any]]) -> float | None:
+    """The reader threads' scheduler slice when every one got the same short one, else None."""
+    slices = {t.get("slice_us") for t in threads}
+    only = slices.pop() if len(slices) == 1 else None
+    return float(only) if isinstance(only, (int, float)) else None
 
 
 def _worker_infos(run_dir: Path) -> list[dict[str, Any]]:
@@ -401,12 +410,15 @@ def summarise(
         return warmup_of(spec).measured(its) if warm.active else its
 
     host = HostLoad.from_infos(infos)
+    reader = _reader_summary(infos)
     sched = Schedule(
         mode=cfg.mode,
         planned=planned,
         max_lag_ms=spec.max_lag_ms,
-        kernel_clock=_reader_summary(infos).clock == "kernel",
+        kernel_clock=reader.clock == "kernel",
         cause=host.cause() if host is not None else "",
+        reads=reader.thread.reads if reader.thread else 0,
+        late_reads=reader.thread.late_reads if reader.thread else 0,
     )
     stats = agg.stats(sched, loop_lag)
     agg.write_samples(run_dir)  # the values compare and the report read (bounded)

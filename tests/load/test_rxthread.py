@@ -10,6 +10,7 @@ the thread marks a read as one token (``token_chunk``), the parser would have co
 from __future__ import annotations
 
 import json
+import os
 import select
 import socket
 import struct
@@ -77,8 +78,13 @@ def test_reads_carry_key_and_kernel_stamp(rx: object) -> None:
         "stamp is the kernel's CLOCK_REALTIME receive time"
     )
     assert before_mono <= t_read <= time.perf_counter(), "t_read is on time.perf_counter's clock"
-    reads, passes, cpu_s = rx.stats()  # type: ignore[attr-defined]
+    reads, passes, cpu_s, slice_ns, late = rx.stats()  # type: ignore[attr-defined]
     assert reads == 1 and passes == 1 and cpu_s > 0
+    assert late == 0, "read at once: not late"
+    # the short scheduler slice, taken where the kernel knows one for an ordinary thread (6.12+)
+    assert slice_ns in (0, 100_000)
+    if _kernel() >= (6, 12) and os.sched_getscheduler(0) == os.SCHED_OTHER:
+        assert slice_ns == 100_000
     client.close()
     server.close()
 
@@ -404,5 +410,25 @@ def test_a_forked_child_cannot_take_the_parents_records(rx: object) -> None:
     ready, _, _ = select.select([rx.fileno()], [], [], 2.0)  # type: ignore[attr-defined]
     assert ready, "the parent's wake-up survived the child"
     assert [r[3] for r in rx.take()] == [b"one"]  # type: ignore[attr-defined]
+    client.close()
+    server.close()
+
+
+def _kernel() -> tuple[int, int]:
+    major, minor = (os.uname().release.split(".") + ["0"])[:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+
+
+def test_a_read_taken_long_after_its_bytes_arrived_is_counted_late(rx: object) -> None:
+    """Bytes that waited 50 ms before the thread read them (here: the descriptor added only then)
+    count as a late read: what the summary's saturation flag is made of (analysis/stats.py)."""
+    client, server = _pair()
+    server.sendall(b"x")
+    time.sleep(0.05)
+    rx.add(client.fileno(), 7)  # type: ignore[attr-defined]
+    (rec,) = _wait_take(rx, 1)
+    assert rec[0] == 7 and rec[3] == b"x"
+    late = rx.stats()[4]  # type: ignore[attr-defined]
+    assert late == 1
     client.close()
     server.close()

@@ -50,8 +50,10 @@
  *                           record, when a batch is FLUSH_S old or FLUSH_TOKENS long, and by a
  *                           sweep every SWEEP_S, so the taker's view of a stream is at most about
  *                           FLUSH_S behind (remove() drops a batch not yet sent)
- *   r.stats() -> tuple      (reads, passes, cpu_s): reads done, epoll passes that read something,
- *                           and the thread's own CPU time so far (kernel and user)
+ *   r.stats() -> tuple      (reads, passes, cpu_s, slice_ns, late): reads done, epoll passes that
+ *                           read something, the thread's own CPU time so far (kernel and user),
+ *                           the scheduler slice it got (short_slice(); 0: the kernel's default),
+ *                           and the reads taken more than LATE_S after their bytes arrived
  *   r.counted() -> tuple    (tokens, kernel_stamps, reader_stamps): token chunks counted in
  *                           batches, and how each was timed
  *   r.close()               stop and join the thread (idempotent; a second caller waits for it)
@@ -68,12 +70,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -85,6 +90,8 @@
 #define FLUSH_TOKENS 512     /* a batch this long goes at once */
 #define FLUSH_S 0.1          /* ... and so does one this old (checked at each read and sweep) */
 #define SWEEP_S 0.02         /* how often the thread looks for batches to send */
+#define SLICE_NS 100000      /* the thread's scheduler slice where the kernel takes one: short_slice() */
+#define LATE_S 0.010         /* a read taken this long after its bytes arrived counts as late */
 
 enum { REC_DATA = 0, REC_EOF = 1, REC_ERROR = 2, REC_TOKENS = 3 };
 
@@ -187,7 +194,9 @@ typedef struct {
     int notified;
     long pause_ns;
     uint64_t reads, passes; /* under mu */
+    uint64_t late;          /* reads taken more than LATE_S after their latest bytes arrived */
     double cpu_s;           /* the thread's CPU time when it stopped; under mu */
+    long slice_ns;          /* the scheduler slice the thread got (short_slice()), 0: the default */
 } Reader;
 
 static double now_mono(void) {
@@ -336,6 +345,11 @@ static int read_one(Reader *r, int fd, char *data, char *anc, size_t anc_len) {
                 h.stamp = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
             }
         }
+        /* How long the bytes waited for this read: a token still unread when its stream's next
+         * one arrives shares that one's stamp, so many late reads mean the thread could not keep
+         * up (its core is too busy): the summary flags the run (analysis/stats.py). */
+        double waited = h.t_read - (h.stamp - r->offset);
+        if (h.stamp != 0.0 && waited > LATE_S && waited < 30.0) r->late++;
         if (s->armed) {
             /* Whole token chunks first (a read that took several writes: the server caught up, or
              * the last token before the finish and usage chunks): each counts at this read's
@@ -381,8 +395,50 @@ static int sweep(Reader *r, double now) {
     return made;
 }
 
+/* Ask the kernel for a short scheduler slice for this thread; returns it in ns, 0 where none.
+ *
+ * Why: the thread runs for microseconds at a time, but where it shares its core with the
+ * generator's Python (and the command's own work) a woken thread with the default slice waited up
+ * to 8 ms behind them (perf sched at 512 streams on one core), and 10 ms and more at times: long
+ * enough for a stream's next token to arrive first, so that the two share one read and the later
+ * kernel stamp (TTFT error p99 of 10 ms at 512 streams and 30 ms at 1024, docs/benchmarks.md).
+ * Linux 6.12 and later take a slice for an ordinary (SCHED_OTHER) thread from sched_setattr's
+ * sched_runtime, without privileges, and let a woken task with a shorter slice preempt the one
+ * running. The thread keeps its policy and nice value; another policy (the user's choice) is left
+ * alone; a kernel that ignores the field reads back another slice, and any error changes nothing. */
+static long short_slice(void) {
+#if defined(__linux__) && defined(SYS_sched_setattr) && defined(SYS_sched_getattr) && defined(SYS_gettid)
+    struct {
+        uint32_t size, policy;
+        uint64_t flags;
+        int32_t nice;
+        uint32_t priority;
+        uint64_t runtime, deadline, period;
+    } attr; /* struct sched_attr as of its first version (48 bytes) */
+    if (sched_getscheduler(0) != SCHED_OTHER) return 0;
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+    if (errno != 0) return 0;
+    memset(&attr, 0, sizeof attr);
+    attr.size = sizeof attr;
+    attr.policy = SCHED_OTHER;
+    attr.nice = nice;
+    attr.runtime = SLICE_NS;
+    if (syscall(SYS_sched_setattr, 0, &attr, 0) != 0) return 0;
+    memset(&attr, 0, sizeof attr);
+    if (syscall(SYS_sched_getattr, 0, &attr, (unsigned)sizeof attr, 0) != 0) return 0;
+    return attr.runtime == SLICE_NS ? (long)attr.runtime : 0;
+#else
+    return 0;
+#endif
+}
+
 static void *run(void *arg) {
     Reader *r = (Reader *)arg;
+    long slice = short_slice();
+    pthread_mutex_lock(&r->mu);
+    r->slice_ns = slice;
+    pthread_mutex_unlock(&r->mu);
     struct epoll_event events[MAX_EVENTS];
     char *data = malloc(RECV_BYTES);
     union {
@@ -719,9 +775,10 @@ static PyObject *Reader_stats(Reader *r, PyObject *unused) {
     int live = r->started && !r->closed && pthread_getcpuclockid(r->thread, &cid) == 0 && clock_gettime(cid, &ts) == 0;
     pthread_mutex_lock(&r->mu);
     double cpu_s = live ? (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 : r->cpu_s;
-    unsigned long long reads = r->reads, passes = r->passes;
+    unsigned long long reads = r->reads, passes = r->passes, late = r->late;
+    long slice_ns = r->slice_ns;
     pthread_mutex_unlock(&r->mu);
-    return Py_BuildValue("(KKd)", reads, passes, cpu_s);
+    return Py_BuildValue("(KKdlK)", reads, passes, cpu_s, slice_ns, late);
 }
 
 static PyObject *Reader_close(Reader *r, PyObject *unused) {

@@ -222,8 +222,17 @@ class _ThreadReads:
         return int(tokens), int(kernel), int(user)
 
     def stats(self) -> dict[str, Any]:
-        reads, passes, cpu_s = self._rx.stats()
-        return {"reads": reads, "passes": passes, "cpu_s": round(cpu_s, 4)}
+        reads, passes, cpu_s, slice_ns, late = self._rx.stats()
+        # slice_us: the short scheduler slice the thread got (the kernel's default where None);
+        # late: reads taken more than 10 ms after their bytes arrived (the thread fell behind)
+        slice_us = round(slice_ns / 1000, 1) if slice_ns else None
+        return {
+            "reads": reads,
+            "passes": passes,
+            "cpu_s": round(cpu_s, 4),
+            "slice_us": slice_us,
+            "late_reads": late,
+        }
 
     def wake(self) -> None:
         with contextlib.suppress(OSError):
