@@ -178,10 +178,14 @@ def test_a_reader_that_read_late_flags_the_run_even_with_kernel_stamps() -> None
     the next (TTFT error p99 20-30 ms) while the summary said the generator kept up: kernel
     stamps cannot undo two tokens read together. Late reads (over 10 ms after their bytes
     arrived) above 0.01 % now flag the run, naming why; 512 streams' 0.0013 % does not."""
+    fast = {**_r(0.0, 0.5, 5, 5), "itls": [0.01] * 4}  # a token every 10 ms
     kept_up = Schedule(kernel_clock=True, reads=954_286, late_reads=12)
-    assert not compute_stats([_r(0.0, 0.5, 5, 5)], kept_up).behind
+    assert not compute_stats([fast], kept_up).behind
     fell = Schedule(kernel_clock=True, reads=1_413_641, late_reads=753, cause="its CPU")
-    st = compute_stats([_r(0.0, 0.5, 5, 5)], fell)
+    # a token every 50 ms: a read 10 ms late takes one token, its time its own (a busy machine)
+    slow = {**_r(0.0, 0.5, 5, 5), "itls": [0.05] * 4}
+    assert not compute_stats([slow], fell).behind
+    st = compute_stats([fast], fell)
     assert st.behind
     (reason,) = st.behind_reasons
     assert reason.startswith("the reader took 0.053% of its reads more than 10 ms after"), reason
