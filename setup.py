@@ -23,6 +23,16 @@ if os.environ.get("SERVECHECK_BUILD_NATIVE") == "1" and sys.platform.startswith(
         Extension(
             "servecheck.load.generator._rxthread",
             ["servecheck/load/generator/_rxthread.c"],
+            depends=["servecheck/load/generator/_rxcommon.h"],
+            extra_compile_args=["-O2", "-std=gnu11"],
+            optional=True,
+        )
+    )
+    ext_modules.append(
+        Extension(
+            "servecheck.load.generator._lane",
+            ["servecheck/load/generator/_lane.c"],
+            depends=["servecheck/load/generator/_rxcommon.h"],
             extra_compile_args=["-O2", "-std=gnu11"],
             optional=True,
         )

@@ -264,11 +264,12 @@ def test_native_build_as_make_venv_asks_has_the_reader(tmp_path: Path) -> None:
     wheel = _build_wheel(tmp_path, native=True)
     assert "-cp3" in wheel.name and "linux" in wheel.name, wheel.name
     with zipfile.ZipFile(wheel) as whl:
-        assert [
-            n
-            for n in whl.namelist()
-            if n.startswith("servecheck/load/generator/_rxthread.") and n.endswith(".so")
-        ], whl.namelist()
+        for module in ("_rxthread", "_lane"):  # the reader thread and the lane
+            assert [
+                n
+                for n in whl.namelist()
+                if n.startswith(f"servecheck/load/generator/{module}.") and n.endswith(".so")
+            ], whl.namelist()
     makefile = (ROOT / "Makefile").read_text()
     assert "SERVECHECK_BUILD_NATIVE=1 $(BIN)/python -m pip install" in makefile
 

@@ -19,7 +19,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from servecheck.load.generator.lane import lane_wanted
 from servecheck.records.parquet import read_run_records
+from servecheck.reference.hostile import hostile
 from servecheck.reference.inprocess import RunningServer
 from tests.hostile.support import load_cmd
 
@@ -111,8 +113,9 @@ def test_closed_loop_run_writes_the_report(fast_server: RunningServer, tmp_path:
         ids
     )  # sent as X-Request-Id
     assert "PASS ttft_p95<=30s" in proc.stdout
-    if sys.platform == "linux":  # the native reader thread read the streams, timed by the kernel
-        assert s["generator"]["reader"]["kinds"] == ["thread"], s["generator"]["reader"]
+    if sys.platform == "linux":  # the native lane (or reader thread) read them, kernel-timed
+        kind = "lane" if lane_wanted() else "thread"
+        assert s["generator"]["reader"]["kinds"] == [kind], s["generator"]["reader"]
         assert s["generator"]["reader"]["clock"] == "kernel", s["generator"]["reader"]
         thread = s["generator"]["reader"]["thread"]
         assert thread["reads"] >= 12 and 0 < thread["cpu_s"] <= s["generator"]["cpu_s"], thread
@@ -543,3 +546,38 @@ def test_load_on_the_reference_target_starts_the_embedded_server(tmp_path: Path)
     names = [c.get("name") for c in root.iter("testcase")]
     assert names == ["SLO ttft_p95<=500ms", "SLO error_rate<=0.5%", "load run verdict"], names
     assert root.find("testsuite").get("failures") == "0"  # type: ignore[union-attr]
+
+
+def test_the_lane_hands_the_run_to_the_reactor_at_its_first_failure(tmp_path: Path) -> None:
+    """Every other request answers 500: the lane's first failure ends the lane, the reactor sends
+    the rest (where the error paths live), and the run still counts each request once."""
+    with hostile("every-other-500") as srv:
+        targets = tmp_path / "targets.yaml"
+        targets.write_text(
+            f"targets:\n  - name: ref\n    base_url: {srv.base_url}\n    timeout_s: 20\n"
+        )
+        out = tmp_path / "reports"
+        proc = _run(_cmd(targets, out, "--users", "2", "--max-requests", "16", "--no-tokenize"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # the failures break the budget
+    s = _summary(out)
+    assert s["requests"]["total"] == 16, s["requests"]
+    assert 4 <= s["requests"]["failed"] <= 12, s["requests"]
+    recs = list(read_run_records(Path(out) / s["run_id"]))
+    assert sorted(r["seq"] for r in recs) == list(range(1, 17))
+    assert len({r["request_id"] for r in recs}) == 16
+    if lane_wanted():
+        assert s["generator"]["reader"]["kinds"] == ["lane"], s["generator"]["reader"]
+
+
+def test_the_lane_off_reads_with_the_reactor(fast_server: RunningServer, tmp_path: Path) -> None:
+    targets = _targets(tmp_path, fast_server)
+    out = tmp_path / "reports"
+    proc = _run(
+        _cmd(targets, out, "--users", "2", "--max-requests", "6", "--no-tokenize"),
+        env={"SERVECHECK_LANE": "off"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    s = _summary(out)
+    assert s["requests"]["ok"] == 6
+    if sys.platform == "linux" and lane_wanted():
+        assert s["generator"]["reader"]["kinds"] == ["thread"], s["generator"]["reader"]

@@ -59,9 +59,12 @@ from servecheck.load.generator.apis import (
     resolve_api,
 )
 from servecheck.load.generator.keeper import CHECKPOINT_S, RecordKeeper, request_event
+from servecheck.load.generator.lane import Lane, lane_wanted, with_lane
+from servecheck.load.generator.lane_run import LaneRun
 from servecheck.load.generator.live import LIVE_MESSAGE, LiveFeed, LiveView, registry_for
 from servecheck.load.generator.reactor import StreamReactor
 from servecheck.load.generator.stream import (
+    StreamState,
     classify,
     record_from_stream,
     record_phases,
@@ -214,6 +217,9 @@ class _Controller:
         self.steps = Steps()  # the per-request steps: build_steps, once the user class is known
         self.honour_retry_after = bool(cfg.retry_after_max_s) and cfg.mode not in RATE_MODES
         self.stopped: str | None = None  # why Locust stopped it before its bounds (--web)
+        self.lane_run: LaneRun | None = None  # the closed loop's native lane (lane_run.py)
+        self.lane_refused = False
+        self.lane_lock = Semaphore()
 
     def auth_headers(self) -> dict[str, str]:
         """The API key as the target takes it (a side probe's: /tokenize)."""
@@ -287,12 +293,17 @@ class _Controller:
             gevent.sleep(HEARTBEAT_S)
             now = _perf()
             opened = [s.t0 for s in self.open_sends.values()]
+            moving = sum(len(s.stream.token_times) for s in self.open_sends.values() if s.stream)
+            lane = self.lane_run
+            if lane is not None and not lane.over.is_set():
+                n, oldest, reads = lane.lane.open()  # the lane's open exchanges, reads so far
+                opened += [oldest] * n
+                moving += reads
             beat = {
                 "t": time.time(),
                 "open": len(opened),
                 "oldest_open_s": now - min(opened) if opened else 0.0,
-                "progress": self.progress
-                + sum(len(s.stream.token_times) for s in self.open_sends.values() if s.stream),
+                "progress": self.progress + moving,
             }
             tmp = path.with_suffix(".tmp")
             try:
@@ -363,6 +374,8 @@ class _Controller:
             return
         self.finished = True
         self.live_tick()  # the live view's last piece: its charts end where the run did
+        if self.lane_run is not None:
+            self.lane_run.close()  # first: its thread's CPU is counted as it stops
         ru = resource.getrusage(resource.RUSAGE_SELF)
         info = {
             "worker": self.worker,
@@ -431,7 +444,7 @@ class _Controller:
         """Which reader timed the tokens, and how (kernel receive stamps or the reader's clock)."""
         w = self.wire
         if isinstance(w, StreamReactor):
-            return {
+            info = {
                 "kind": w.kind,
                 "reads": w.reads,
                 "wakes": w.wakes,
@@ -439,6 +452,7 @@ class _Controller:
                 "user_stamps": w.user_stamps,
                 "thread": w.thread_stats(),
             }
+            return info if self.lane_run is None else with_lane(info, self.lane_run.lane.stats())
         return {
             "kind": "blocking",
             "reads": None,
@@ -497,12 +511,10 @@ class _Controller:
             steps.settle.append(cancel.settle)
         return steps
 
-    def send(self, user: LLMUser, intended: float) -> None:
-        """Send one streaming request; record it whatever happens. Never raises."""
+    def build(self, user: LLMUser, intended: float) -> tuple[Send, RequestRecord, str, bytes]:
+        """The next request as ``user`` plans it: its steps applied, its body, its record
+        (counted as sent from here)."""
         cfg = self.cfg
-        how = self.admit(intended)  # the outage breaker (analysis/outage.py)
-        if how is None:
-            return
         # a PlannedRequest (servecheck/load/workload/conversation.py), then the run's steps
         send = Send(user.plan_request(self), user.rng, cfg.model)
         for shape in self.steps.shape:
@@ -531,6 +543,16 @@ class _Controller:
             model=send.model if send.named else None,
             **prompt.fields,
         )
+        return send, rec, path, payload
+
+    def send(self, user: LLMUser, intended: float) -> None:
+        """Send one streaming request; record it whatever happens. Never raises."""
+        cfg = self.cfg
+        how = self.admit(intended)  # the outage breaker (analysis/outage.py)
+        if how is None:
+            return
+        send, rec, path, payload = self.build(user, intended)
+        prompt, seq, t0 = send.prompt, rec.seq, send.t0
         st = send.stream = new_state(cfg.api, prompt.capture)  # chat's reader, or messages'
         self.open_sends[seq] = send
         # A scenario that continues from the reply (multi-turn) gets the stream's bytes: every read
@@ -560,23 +582,72 @@ class _Controller:
             self.open_sends.pop(seq, None)
             self.breaker.probing = False
             raise
-        self._record(send, rec, res)
         self.open_sends.pop(seq, None)
-        self.progress += len(st.token_times) + answered(rec)
-        if self.keeper.keep(rec):
-            self._flush()
+        self.settle(send, rec, res)
         if how == PROBE:
             self.breaker.probed(_perf())
-        self.inflight -= 1
         if prompt.state is not None:
             user.after_response(prompt, rec, reply_of(st, b"".join(raw or ())), st.usage)
-        self._fire(rec)
         if rec.retry_after_s and self.honour_retry_after:
             # Closed loop, --honour-retry-after: this user backs off as a well-behaved client
             # would (open-loop arrivals are the schedule and are not delayed).
             gevent.sleep(
                 max(0.0, min(rec.retry_after_s, cfg.retry_after_max_s, self.deadline - _perf()))
             )
+
+    def settle(self, send: Send, rec: RequestRecord, res: WireResult) -> None:
+        """A request that ended (the reactor's or the lane's): its record filled and kept, its
+        Locust event fired."""
+        self._record(send, rec, res)
+        self.progress += len(send.stream.token_times) + answered(rec)
+        if self.keeper.keep(rec):
+            self._flush()
+        self.inflight -= 1
+        self._fire(rec)
+
+    # -- the native lane (lane.py, lane_run.py) ---------------------------------------------
+
+    def lane_for(self, user: LLMUser) -> LaneRun | None:
+        """The closed loop's native lane, where this run can use it (else None: the reactor)."""
+        with self.lane_lock:  # resolving the address yields: every other user waits for it here
+            if self.lane_run is not None:
+                return None if self.lane_run.over.is_set() else self.lane_run
+            if self.lane_refused or not self._lane_fits(user):
+                self.lane_refused = True
+                return None
+            wire = self.wire
+            assert isinstance(wire, StreamReactor)
+            lane = Lane(wire.origin, wire.connect_timeout_s, wire.read_timeout_s)
+            self.lane_run = LaneRun(self, lane, user, self.cfg.timeout_s)
+            return self.lane_run
+
+    def _lane_fits(self, user: LLMUser) -> bool:
+        """Only the common run: closed loop, plain HTTP with the native reader, chat, no
+        per-request steps, single-turn requests, no back-off (lane.py says why)."""
+        cls = type(user)
+        return (
+            lane_wanted()
+            and self.cfg.mode not in OPEN_MODES
+            and self.cfg.api == "chat"
+            and isinstance(self.wire, StreamReactor)
+            and self.wire.kind == "thread"
+            and not (self.steps.shape or self.steps.arm or self.steps.settle)
+            and not self.honour_retry_after
+            and cls.plan_request is LLMUser.plan_request
+            and cls.after_response is LLMUser.after_response
+        )
+
+    def stream_state(self) -> StreamState:
+        return new_state(self.cfg.api, False)
+
+    def request_bytes(self, path: str, payload: bytes, request_id: str) -> bytes:
+        assert isinstance(self.wire, StreamReactor)
+        return self.wire.origin.request(path, payload, request_id)
+
+    def unsend(self, count: int) -> None:
+        """Requests built for the lane that it never sent (the run stopped first)."""
+        self.sent -= count
+        self.inflight -= count
 
     def _record(self, send: Send, rec: RequestRecord, res: WireResult) -> None:
         """Fill ``rec`` from the reader's result and the stream's state, then the steps'."""
@@ -1045,6 +1116,11 @@ class LLMUser(User):
             return
         if not ctrl.accepting():
             self._idle(ctrl)
+            return
+        lane = ctrl.lane_for(self)
+        if lane is not None:
+            lane.hold(self)  # until the lane ends: then on through the reactor, as below
+            ctrl.maybe_finish()
             return
         ctrl.send(self, _perf())
         ctrl.maybe_finish()

@@ -1,0 +1,159 @@
+"""A closed loop run through the native lane (``lane.py``), for one Locust process.
+
+Each Locust user that would send closed-loop requests holds a slot instead: the lane keeps one
+exchange going per slot, and the user's greenlet sleeps until the lane ends. One greenlet here
+keeps the lane's queue filled with requests built exactly as the user would build them (the
+controller's ``build``), and turns every exchange that ended into its record through the
+controller's own ``settle`` (the same record, Locust event and keeper as a reactor request).
+The lane ends at the run's end (its deadline or request cap), when the last user leaves, or at
+the first failed request: the users then go back to the reactor's path for the rest of the run,
+where the outage breaker, Retry-After and the error paths live.
+
+No locust import: the controller is passed in (``locust_user.py``); gevent is looked up in
+``sys.modules`` as in ``reactor.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any, Protocol
+
+from servecheck.load.generator.lane import Ended, Lane
+from servecheck.load.generator.stream import StreamState
+from servecheck.load.workload.planned import Send
+from servecheck.records.record import RequestRecord
+
+_perf = time.perf_counter
+GATHER_S = 0.005  # the loop's pause after each pass (the queue covers it: see _fill)
+
+
+class Sender(Protocol):
+    """What the lane needs of the controller (``locust_user._Controller``)."""
+
+    deadline: float
+    cap: int | None
+    sent: int
+    inflight: int
+
+    def accepting(self) -> bool: ...
+    def build(self, user: Any, intended: float) -> tuple[Send, RequestRecord, str, bytes]: ...
+    def stream_state(self) -> StreamState: ...
+    def request_bytes(self, path: str, payload: bytes, request_id: str) -> bytes: ...
+    def settle(self, send: Send, rec: RequestRecord, res: Any) -> None: ...
+    def unsend(self, count: int) -> None: ...
+
+
+class LaneRun:
+    """The lane's side of a run: slots for users, the queue, the records."""
+
+    def __init__(self, ctrl: Sender, lane: Lane, planner: Any, timeout_s: float) -> None:
+        self.ctrl = ctrl
+        self.lane = lane
+        self.planner = planner  # the user whose rng and bodies plan the lane's requests
+        self.timeout_s = timeout_s
+        self.over = threading.Event()  # gevent's under Locust: the users' wait
+        self.stopping = False
+        self.why: str | None = None  # why the lane ended before the run did
+        self.users = 0
+        self.sends: dict[int, tuple[Send, RequestRecord]] = {}
+        self._greenlet: Any = None
+        if ctrl.deadline != float("inf"):
+            lane.stop_at(ctrl.deadline)
+
+    # -- users ---------------------------------------------------------------------------
+
+    def hold(self, user: Any) -> None:
+        """A user's turn: hold a slot until the lane ends (then the user goes on as usual)."""
+        self.users += 1
+        self.lane.set_slots(self.users)
+        if self._greenlet is None:
+            self._greenlet = sys.modules["gevent"].spawn(self._run)
+        try:
+            self.over.wait()
+        except BaseException:
+            # Locust stopped this user: its slot goes, and an exchange on it is dropped without a
+            # record, as a reactor request whose user was stopped
+            self.users -= 1
+            if not self.over.is_set():
+                self.lane.set_slots(self.users)
+                if self.users == 0:
+                    self.stop("every user stopped")
+            raise
+
+    def stop(self, why: str | None = None) -> None:
+        """Start nothing more; the lane ends once its open exchanges have."""
+        if not self.stopping:
+            self.stopping = True
+            self.why = why
+            self.lane.stop_at(_perf())
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        gevent = sys.modules["gevent"]
+        hub, sleep = gevent.get_hub(), gevent.sleep
+        watcher = hub.loop.io(self.lane.fileno(), 1)
+        try:
+            while True:
+                self._fill()
+                hub.wait(watcher)
+                ended, idle = self.lane.take()
+                for e in ended:
+                    self._ended(e)
+                if not self.ctrl.accepting():
+                    self.stop()
+                if idle and self.stopping:
+                    break
+                # Let answers gather: one wake-up then serves many. Their times are the lane's,
+                # and the queue holds enough requests that no slot waits meanwhile.
+                sleep(GATHER_S)
+        finally:
+            watcher.close()
+            self._end()
+
+    def _fill(self) -> None:
+        """Keep enough requests queued that a slot never waits for this greenlet."""
+        ctrl = self.ctrl
+        want = max(8, self.users // 2) - self.lane.queued()
+        while want > 0 and not self.stopping and ctrl.accepting():
+            send, rec, path, payload = ctrl.build(self.planner, _perf())
+            st = send.stream = ctrl.stream_state()
+            self.sends[rec.seq] = (send, rec)
+            request = ctrl.request_bytes(path, payload, rec.request_id)
+            self.lane.put(rec.seq, request, self.timeout_s, st)
+            want -= 1
+
+    def _ended(self, e: Ended | int) -> None:
+        ctrl = self.ctrl
+        if isinstance(e, int):  # dropped with its user: no record
+            if self.sends.pop(e, None) is not None:
+                ctrl.inflight -= 1
+            return
+        send, rec = self.sends.pop(e.seq)
+        send.stream = e.st
+        send.t0 = e.t_start
+        rec.t_intended = rec.t_sent = ctrl.wall(e.t_start)  # type: ignore[attr-defined]
+        ctrl.settle(send, rec, e.res)
+        if rec.error is not None and not self.stopping:
+            self.stop(f"a request failed ({rec.error}): the reactor reads the rest of the run")
+
+    def _end(self) -> None:
+        unsent = self.lane.unsent()
+        for seq in unsent:
+            self.sends.pop(seq, None)
+        for seq in list(self.sends):  # started but never bundled: the lane was closed under them
+            self.sends.pop(seq)
+            self.ctrl.inflight -= 1
+        self.ctrl.unsend(len(unsent))
+        self.over.set()
+
+    def close(self) -> None:
+        """The run ended (Locust stopped): stop the thread; waiting users are released."""
+        self.stopping = True
+        self.lane.close()
+        if self._greenlet is not None and not self._greenlet.dead:
+            self._greenlet.kill(block=False)
+        if not self.over.is_set():
+            self._end()
