@@ -38,7 +38,9 @@ class Sender(Protocol):
     inflight: int
 
     def accepting(self) -> bool: ...
-    def build(self, user: Any, intended: float) -> tuple[Send, RequestRecord, str, bytes]: ...
+    def build(
+        self, user: Any, intended: float, bodies: dict[int, Any] | None = None
+    ) -> tuple[Send, RequestRecord, str, bytes]: ...
     def stream_state(self) -> StreamState: ...
     def request_bytes(self, path: str, payload: bytes, request_id: str) -> bytes: ...
     def settle(self, send: Send, rec: RequestRecord, res: Any) -> None: ...
@@ -59,6 +61,7 @@ class LaneRun:
         self.users = 0
         self.sends: dict[int, tuple[Send, RequestRecord]] = {}
         self._greenlet: Any = None
+        self.bodies: dict[int, Any] = {}  # the run's requests, encoded once per prompt
         if ctrl.deadline != float("inf"):
             lane.stop_at(ctrl.deadline)
 
@@ -118,7 +121,7 @@ class LaneRun:
         ctrl = self.ctrl
         want = max(8, self.users // 2) - self.lane.queued()
         while want > 0 and not self.stopping and ctrl.accepting():
-            send, rec, path, payload = ctrl.build(self.planner, _perf())
+            send, rec, path, payload = ctrl.build(self.planner, _perf(), self.bodies)
             st = send.stream = ctrl.stream_state()
             self.sends[rec.seq] = (send, rec)
             request = ctrl.request_bytes(path, payload, rec.request_id)

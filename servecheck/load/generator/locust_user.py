@@ -115,7 +115,10 @@ log = logging.getLogger("servecheck.load")
 _perf = time.perf_counter
 HEARTBEAT_S = 1.0  # the hung-but-healthy watch's heartbeat (load/hung_watch.py)
 LAG_PROBE_S = 0.05
-OPEN_MODES = (*RATE_MODES, "trace", "profile")  # one dispatcher sends at scheduled times
+OPEN_MODES = (*RATE_MODES, "trace", "profile")
+Encoded = tuple[
+    PlannedRequest, str, bytes
+]  # a request planned and encoded once (build)  # one dispatcher sends at scheduled times
 
 
 # ------------------------------------------------------------------ per-process controller
@@ -511,19 +514,26 @@ class _Controller:
             steps.settle.append(cancel.settle)
         return steps
 
-    def build(self, user: LLMUser, intended: float) -> tuple[Send, RequestRecord, str, bytes]:
+    def build(
+        self, user: LLMUser, intended: float, bodies: dict[int, Encoded] | None = None
+    ) -> tuple[Send, RequestRecord, str, bytes]:
         """The next request as ``user`` plans it: its steps applied, its body, its record
-        (counted as sent from here)."""
+        (counted as sent from here). ``bodies``: a cache of single-turn requests by prompt,
+        for a run whose requests are the plain ones (the lane's: no steps, no plan of its own)."""
         cfg = self.cfg
-        # a PlannedRequest (servecheck/load/workload/conversation.py), then the run's steps
-        send = Send(user.plan_request(self), user.rng, cfg.model)
-        for shape in self.steps.shape:
-            shape(send)
-        prompt = send.prompt
-        path, body = request_for(
-            cfg.api, send.model, prompt, user.kind_body(prompt.kind), cfg.extra_body
-        )
-        payload = json.dumps(body).encode()
+        if bodies is None:
+            # a PlannedRequest (servecheck/load/workload/conversation.py), then the run's steps
+            send = Send(user.plan_request(self), user.rng, cfg.model)
+            for shape in self.steps.shape:
+                shape(send)
+            prompt = send.prompt
+            path, body = request_for(
+                cfg.api, send.model, prompt, user.kind_body(prompt.kind), cfg.extra_body
+            )
+            payload = json.dumps(body).encode()
+        else:
+            prompt, path, payload = self._encoded(user, bodies)
+            send = Send(prompt, user.rng, cfg.model)
         self.sent += 1
         self.inflight += 1
         seq = self.sent
@@ -544,6 +554,19 @@ class _Controller:
             **prompt.fields,
         )
         return send, rec, path, payload
+
+    def _encoded(self, user: LLMUser, bodies: dict[int, Encoded]) -> Encoded:
+        """A plain single-turn request's planned form, path and body, encoded once per prompt
+        (the prompt set is a fixed list: load/workload/prompts.py)."""
+        drawn = self.prompts.pick(user.rng)
+        hit = bodies.get(id(drawn))
+        if hit is None:
+            cfg, prompt = self.cfg, single_turn(drawn)
+            path, body = request_for(
+                cfg.api, cfg.model, prompt, user.kind_body(prompt.kind), cfg.extra_body
+            )
+            hit = bodies[id(drawn)] = (prompt, path, json.dumps(body).encode())
+        return hit
 
     def send(self, user: LLMUser, intended: float) -> None:
         """Send one streaming request; record it whatever happens. Never raises."""
