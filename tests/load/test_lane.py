@@ -312,6 +312,15 @@ def test_reader_info_with_the_lane_adds_both_threads() -> None:
         "slice_us": 100.0,
         "late_reads": 3,
     }
+    # a reactor reader thread that never read (no hand-back) leaves the lane's figures alone
+    idle = {**info, "thread": {"reads": 0, "passes": 0, "cpu_s": 0.0, "slice_us": None}}
+    assert with_lane(idle, lane)["thread"] == {
+        "reads": 90,
+        "passes": 8,
+        "cpu_s": 1.25,
+        "slice_us": 100.0,
+        "late_reads": 2,
+    }
 
 
 def test_the_lane_refuses_a_host_name_it_cannot_use() -> None:

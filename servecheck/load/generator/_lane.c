@@ -21,8 +21,9 @@
  *       exchange whose event is twice that long: the parser has failed it by then)
  *   l.fileno()            an eventfd, readable when bundles wait (or the lane became idle)
  *   l.put(seq, request, timeout_s)   queue one request (the whole HTTP request's bytes)
- *   l.slots(n)            run n exchanges at once; fewer than before drops the busy ones beyond n
- *                         (each ends as a bundle with END_DROPPED: no record, as a cancelled user)
+ *   l.slots(n, drop=True) run n exchanges at once; fewer than before drops the busy ones beyond n
+ *                         (each ends as a bundle with END_DROPPED: no record, as a cancelled user),
+ *                         or with drop=False lets each end as usual and starts nothing more there
  *   l.stop_at(t)          start no request after time t (perf_counter's clock); the queue is
  *                         withdrawn then; returns the number withdrawn so far
  *   l.abort(seq)          end that exchange now (the parser already ended it): END_ABORTED
@@ -146,6 +147,7 @@ typedef struct {
     size_t max_event;
     conn *conns;
     int nconns, want;
+    int drop; /* slots beyond want drop their exchange (else it ends as usual first) */
     request *q;
     size_t qhead, qlen, qcap;
     int64_t *aborts;
@@ -714,8 +716,8 @@ static void schedule(Lane *l) {
     for (int i = 0; i < l->nconns; i++) {
         conn *c = &l->conns[i];
         if (i >= l->want) {
-            if (c->phase != P_FREE) finish(l, c, END_DROPPED, 0, now);
-            close_fd(c);
+            if (c->phase != P_FREE && l->drop) finish(l, c, END_DROPPED, 0, now);
+            if (c->phase == P_FREE) close_fd(c); /* a retired slot's last exchange ends first */
             continue;
         }
         for (size_t a = 0; a < l->naborts && c->phase != P_FREE; a++)
@@ -1004,8 +1006,8 @@ static PyObject *Lane_put(Lane *l, PyObject *args) {
 }
 
 static PyObject *Lane_slots(Lane *l, PyObject *args) {
-    int n;
-    if (!PyArg_ParseTuple(args, "i", &n)) return NULL;
+    int n, drop = 1;
+    if (!PyArg_ParseTuple(args, "i|p", &n, &drop)) return NULL;
     if (!usable(l)) return NULL;
     if (n < 0 || n > 1000000) {
         PyErr_SetString(PyExc_ValueError, "slots must be in [0, 1000000]");
@@ -1024,6 +1026,7 @@ static PyObject *Lane_slots(Lane *l, PyObject *args) {
         l->nconns = n;
     }
     l->want = n;
+    l->drop = drop;
     pthread_mutex_unlock(&l->mu);
     if (ensure_thread(l) < 0) return NULL;
     wake(l);

@@ -118,9 +118,12 @@ class Lane:
         self._c.put(seq, request, timeout_s)
         self.put_count += 1
 
-    def set_slots(self, n: int) -> None:
+    def set_slots(self, n: int, drop: bool = True) -> None:
+        """Run ``n`` exchanges at once. Fewer than before: the exchanges beyond ``n`` are dropped
+        (no record: a user killed), or with ``drop=False`` end as usual first (a user stopping
+        after its request, as Locust stops one gracefully)."""
         self.slots = max(0, n)
-        self._c.slots(self.slots)
+        self._c.slots(self.slots, drop)
 
     def stop_at(self, t: float) -> None:
         """Start no request after ``t`` (perf_counter); the queue goes once it passes."""
@@ -261,14 +264,16 @@ def _feed(ex: ResponseParser, items: list[tuple[float, Any]]) -> None:
 
 def with_lane(info: dict[str, Any], lane: dict[str, Any]) -> dict[str, Any]:
     """A Locust process's reader info (``reactor_info``) with the lane's reads added: kind
-    ``lane``, the reads and stamps of both, and one thread entry for both native threads."""
-    thread = dict(info.get("thread") or {})
-    for key in ("reads", "passes", "late_reads"):
-        thread[key] = int(thread.get(key) or 0) + int(lane[key])
-    thread["cpu_s"] = round(float(thread.get("cpu_s") or 0.0) + float(lane["cpu_s"]), 4)
-    thread["slice_us"] = (
-        lane["slice_us"] if thread.get("slice_us", lane["slice_us"]) == lane["slice_us"] else None
-    )
+    ``lane``, the reads and stamps of both, and one thread entry for both native threads (the
+    reactor's reader thread counts only where it read anything: after a hand-back)."""
+    thread = {k: lane[k] for k in ("reads", "passes", "cpu_s", "slice_us", "late_reads")}
+    theirs = info.get("thread") or {}
+    if int(theirs.get("reads") or 0) > 0:
+        for key in ("reads", "passes", "late_reads"):
+            thread[key] += int(theirs.get(key) or 0)
+        thread["cpu_s"] = round(thread["cpu_s"] + float(theirs.get("cpu_s") or 0.0), 4)
+        if theirs.get("slice_us") != lane["slice_us"]:
+            thread["slice_us"] = None  # one of them ran on the kernel's default slice
     return {
         **info,
         "kind": "lane",

@@ -26,7 +26,9 @@ from servecheck.load.workload.planned import Send
 from servecheck.records.record import RequestRecord
 
 _perf = time.perf_counter
-GATHER_S = 0.005  # the loop's pause after each pass (the queue covers it: see _fill)
+GATHER_S = 0.005
+HOLD_POLL_S = 0.25  # how often a holding user looks whether Locust asked it to stop
+STOPPING = "stopping"  # locust.user.task.LOCUST_STATE_STOPPING (no locust import here)  # the loop's pause after each pass (the queue covers it: see _fill)
 
 
 class Sender(Protocol):
@@ -62,28 +64,47 @@ class LaneRun:
         self.sends: dict[int, tuple[Send, RequestRecord]] = {}
         self._greenlet: Any = None
         self.bodies: dict[int, Any] = {}  # the run's requests, encoded once per prompt
+        self.holders: dict[Any, threading.Event] = {}  # the users holding a slot: their wake-up
+        self._polled = 0.0
         if ctrl.deadline != float("inf"):
             lane.stop_at(ctrl.deadline)
 
     # -- users ---------------------------------------------------------------------------
 
     def hold(self, user: Any) -> None:
-        """A user's turn: hold a slot until the lane ends (then the user goes on as usual)."""
+        """A user's turn: hold a slot until the lane ends (then the user goes on as usual), or
+        until Locust asks the user to stop after its request (its last exchange then ends as
+        usual and is recorded; the user waits for that, as for its own request)."""
         self.users += 1
         self.lane.set_slots(self.users)
         if self._greenlet is None:
             self._greenlet = sys.modules["gevent"].spawn(self._run)
+        woken = self.holders[user] = threading.Event()
         try:
-            self.over.wait()
-        except BaseException:
-            # Locust stopped this user: its slot goes, and an exchange on it is dropped without a
-            # record, as a reactor request whose user was stopped
-            self.users -= 1
+            woken.wait()  # set by _end, or by _run once Locust asked this user to stop
             if not self.over.is_set():
-                self.lane.set_slots(self.users)
-                if self.users == 0:
-                    self.stop("every user stopped")
+                self._leave(drop=False)
+                self._wait_out(_perf() + self.timeout_s)
+        except BaseException:
+            # Locust killed this user: its slot goes, and an exchange on it is dropped without a
+            # record, as a reactor request whose user was killed
+            if not self.over.is_set():
+                self._leave(drop=True)
             raise
+        finally:
+            self.holders.pop(user, None)
+
+    def _leave(self, drop: bool) -> None:
+        self.users -= 1
+        if not self.over.is_set():
+            self.lane.set_slots(self.users, drop)
+            if self.users == 0:
+                self.stop("every user stopped")
+
+    def _wait_out(self, until: float) -> None:
+        """Until the lane's open exchanges fit its slots again (a retired slot's last ended)."""
+        while not self.over.is_set() and _perf() < until and self.lane.open()[0] > self.users:
+            sys.modules["gevent"].sleep(HOLD_POLL_S)
 
     def stop(self, why: str | None = None) -> None:
         """Start nothing more; the lane ends once its open exchanges have."""
@@ -107,6 +128,7 @@ class LaneRun:
                     self._ended(e)
                 if not self.ctrl.accepting():
                     self.stop()
+                self._poll_users()
                 if idle and self.stopping:
                     break
                 # Let answers gather: one wake-up then serves many. Their times are the lane's,
@@ -115,6 +137,16 @@ class LaneRun:
         finally:
             watcher.close()
             self._end()
+
+    def _poll_users(self) -> None:
+        """Wake the holding users Locust asked to stop (gracefully: after their request)."""
+        now = _perf()
+        if now - self._polled < HOLD_POLL_S:
+            return
+        self._polled = now
+        for user, woken in list(self.holders.items()):
+            if getattr(user, "_state", None) == STOPPING:
+                woken.set()
 
     def _fill(self) -> None:
         """Keep enough requests queued that a slot never waits for this greenlet."""
@@ -151,6 +183,8 @@ class LaneRun:
             self.ctrl.inflight -= 1
         self.ctrl.unsend(len(unsent))
         self.over.set()
+        for woken in self.holders.values():
+            woken.set()
 
     def close(self) -> None:
         """The run ended (Locust stopped): stop the thread; waiting users are released."""
