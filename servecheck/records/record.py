@@ -28,6 +28,12 @@ from typing import IO, Any, Final, Literal, NewType
 
 from servecheck.errors import SpecError
 
+_line: Any
+try:  # the optional C writer of the ITL array (servecheck/records/_line.c; built by `make venv`)
+    from servecheck.records import _line
+except ImportError:  # pragma: no cover - a pure-Python install
+    _line = None
+
 # The one vocabulary of a failed request's ``error``, for every producer of records and probe
 # outcomes (the stream reader, the wire, the reactor, the abandoned-stream probe, cold start, the
 # swap probe). A non-200 answer is ``http-<status>``, built only by :func:`status_error`.
@@ -321,9 +327,10 @@ def progress_fields(line: bytes) -> dict[str, Any] | None:
 _ARRAY_FORMATS: dict[int, str] = {}
 
 
-def _floats6(xs: list[float]) -> str:
+def _floats6_py(xs: list[float]) -> str:
     """A JSON array of finite floats rounded to 6 decimals (the same values ``round(x, 6)`` gives),
-    made by one ``%`` call with a format cached per length instead of a round and a repr each."""
+    made by one ``%`` call with a format cached per length instead of a round and a repr each.
+    (The reference for ``_line.floats6``, which :func:`_floats6` uses where it is built.)"""
     n = len(xs)
     if n == 0:
         return "[]"
@@ -333,6 +340,16 @@ def _floats6(xs: list[float]) -> str:
         if len(_ARRAY_FORMATS) < 4096:
             _ARRAY_FORMATS[n] = fmt
     return fmt % tuple(xs)
+
+
+def _floats6(xs: list[float]) -> str:
+    """:func:`_floats6_py`'s text, from the C writer where it is built and takes the values (a
+    list or tuple of floats; it leaves anything else to Python)."""
+    if _line is not None:
+        text: str | None = _line.floats6(xs)
+        if text is not None:
+            return text
+    return _floats6_py(xs)
 
 
 class RecordWriter:
