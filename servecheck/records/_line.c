@@ -215,6 +215,7 @@ static PyObject *round6(Buf *b, PyObject *obj) {
         }
         uint64_t q = (uint64_t)whole + (frac > 0.5);
         if (fabs(frac - 0.5) > 1e-9 && (q == 0 || q >= 100)) {
+            if (b == NULL) return PyFloat_FromDouble(copysign((double)q / 1e6, v)); /* no line */
             char text[40], *p = text;
             if (signbit(v)) *p++ = '-';
             uint64_t ip = q / 1000000u, fp = q % 1000000u;
