@@ -63,6 +63,7 @@ from servecheck.analysis.steady import (
 from servecheck.analysis.timings import TimingsTally
 from servecheck.analysis.warmup import Warmup
 from servecheck.errors import SpecError
+from servecheck.records.record import rounded6
 
 __all__ = [
     "AGGREGATE_GLOB",
@@ -235,7 +236,7 @@ class Reservoir:
         self._w, self._next = 1.0, self.seen  # a merged sample is not fed again
 
     def state(self) -> dict[str, Any]:
-        return {"size": self.size, "seen": self.seen, "values": [round(v, 6) for v in self.values]}
+        return {"size": self.size, "seen": self.seen, "values": rounded6(self.values)}
 
     @classmethod
     def from_state(cls, d: Mapping[str, Any], seed: int = 0) -> Reservoir:

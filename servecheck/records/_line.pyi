@@ -3,6 +3,7 @@
 from typing import Any
 
 def floats6(values: Any, /) -> str | None: ...
+def rounded6(values: Any, /) -> list[Any]: ...
 def record(
     keys: tuple[str, ...],
     values: tuple[Any, ...],

@@ -429,6 +429,17 @@ def _floats6_py(xs: list[float]) -> str:
     return fmt % tuple(xs)
 
 
+def rounded6_py(values: Iterable[float]) -> list[float]:
+    """``round(v, 6)`` of each value (the reference for ``_line.rounded6``)."""
+    return [round(v, 6) for v in values]
+
+
+def rounded6(values: Iterable[float]) -> list[float]:
+    """``round(v, 6)`` of each value, in C where it is built (a checkpoint's reservoirs: issue
+    46); the same floats as :func:`rounded6_py`."""
+    return rounded6_py(values) if _line is None else _line.rounded6(values)
+
+
 def _floats6(xs: list[float]) -> str:
     """:func:`_floats6_py`'s text, from the C writer where it is built and takes the values (a
     list or tuple of floats; it leaves anything else to Python)."""

@@ -140,3 +140,12 @@ def test_the_common_record_goes_through_the_c_writer() -> None:
     assert got is not None and got[1] == rec._reference_dict_and_line()[1]
     rec.ttfr, rec.reasoning_tokens_client = 0.01, 2
     assert rec._native(True) is None
+
+
+@given(st.lists(st.one_of(_time, st.floats(-1e-3, 1e-3)), max_size=60))
+def test_rounding_a_list_in_c_is_python_s_round(xs: list[float]) -> None:
+    """``rounded6`` (a checkpoint's reservoirs) gives ``round(v, 6)``'s floats (and ints) exactly."""
+    _native()
+    want = record.rounded6_py(xs)
+    got = record.rounded6(xs)
+    assert [(type(v), repr(v)) for v in got] == [(type(v), repr(v)) for v in want]
