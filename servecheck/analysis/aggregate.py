@@ -63,7 +63,7 @@ from servecheck.analysis.steady import (
 from servecheck.analysis.timings import TimingsTally
 from servecheck.analysis.warmup import Warmup
 from servecheck.errors import SpecError
-from servecheck.records.record import rounded6
+from servecheck.records.record import rounded6, rounded6_json
 
 __all__ = [
     "AGGREGATE_GLOB",
@@ -174,6 +174,9 @@ class Reservoir:
 
     def add_many(self, values: Iterable[float]) -> None:
         vals = values if isinstance(values, list | tuple) else list(values)
+        if self._next - self.seen >= len(vals) and len(self.values) == self.size:
+            self.seen += len(vals)  # full, and none of these is kept: the loop's first test
+            return
         if _feed is not None and type(self._rng) is random.Random:
             # The C loop (_hdrfast.feed): the same draws from the same generator (issue 46).
             self.seen, self._next, self._w = _feed(
@@ -528,6 +531,9 @@ class Aggregate:
         }
 
     def state(self) -> dict[str, Any]:
+        return self._state({m: r.state() for m, r in self.samples.items()})
+
+    def _state(self, samples: Any) -> dict[str, Any]:
         return {
             "version": _STATE_VERSION,
             "rule": self.rule.as_dict(),
@@ -541,7 +547,7 @@ class Aggregate:
             "timings": self.timings.state(),
             "client": self.client.state(),
             "warm": self.warm.state(),
-            "samples": {m: r.state() for m, r in self.samples.items()},
+            "samples": samples,
             "extras": sorted(self.extras),
             "seconds": {str(t): row for t, row in self.seconds.items()},
             "outages": self.outages.state(),
@@ -578,10 +584,26 @@ class Aggregate:
         checkpoint of a process still running."""
         p = Path(path)
         tmp = p.with_suffix(".tmp")
-        state = {**self.state(), "final": final}
-        tmp.write_text(json.dumps(state, separators=(",", ":")), encoding="utf-8")
+        tmp.write_text(self._state_text(final), encoding="utf-8")
         os.replace(tmp, p)
         return p
+
+    def _state_text(self, final: bool) -> str:
+        """``json.dumps({**state(), "final": final})`` (compact), the reference, with the
+        reservoirs written apart: their values are rounded and written by C
+        (``records.record.rounded6_json``) and spliced in where a placeholder stood. Where the
+        placeholder does not come out once (it cannot: a string's quotes are escaped), the
+        reference is written instead."""
+        samples = "\x00"
+        state = {**self._state(samples), "final": final}
+        parts = json.dumps(state, separators=(",", ":")).split('"samples":"\\u0000"')
+        if len(parts) != 2:  # pragma: no cover - see above
+            return json.dumps({**self.state(), "final": final}, separators=(",", ":"))
+        each = (
+            f'"{m}":{{"size":{r.size},"seen":{r.seen},"values":{rounded6_json(r.values)}}}'
+            for m, r in self.samples.items()
+        )
+        return parts[0] + '"samples":{' + ",".join(each) + "}" + parts[1]
 
 
 def is_plain(r: Any) -> bool:

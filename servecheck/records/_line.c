@@ -4,6 +4,7 @@
  *   floats6(values) -> str | None
  *   record(keys, values, ...) -> (dict, line) | None: a whole record (see record() below)
  *   rounded6(values) -> [round(v, 6) for v in values]
+ *   rounded6_json(values) -> str | None: their JSON array, as json.dumps writes it
  *
  * floats6 gives the same text as records.record._floats6_py, the reference: "[" + "%.6f" of each value joined by
  * "," + "]". Why: the ITL array is the largest part of a request's line (64 tokens: 63 values),
@@ -372,10 +373,38 @@ fail:
     return NULL;
 }
 
+/* rounded6_json(values) -> the JSON array of round(v, 6) of each float, as json.dumps writes
+ * it, or None (not all floats): a checkpoint's reservoirs, written into its state's text. */
+static PyObject *rounded6_json(PyObject *self, PyObject *values) {
+    (void)self;
+    if (!PyList_CheckExact(values) && !PyTuple_CheckExact(values)) Py_RETURN_NONE;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(values);
+    PyObject **items = PySequence_Fast_ITEMS(values);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!PyFloat_CheckExact(items[i])) Py_RETURN_NONE;
+    Buf b = {NULL, 0, 0};
+    if (buf_put(&b, "[", 1) < 0) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i && buf_put(&b, ",", 1) < 0) goto fail;
+        PyObject *r = round6(&b, items[i]);
+        if (r == NULL) goto fail;
+        Py_DECREF(r);
+    }
+    if (buf_put(&b, "]", 1) < 0) goto fail;
+    PyObject *out = PyUnicode_DecodeASCII(b.p, (Py_ssize_t)b.len, NULL);
+    PyMem_Free(b.p);
+    return out;
+fail:
+    PyMem_Free(b.p);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"floats6", floats6, METH_O,
      "floats6(values) -> the JSON array of '%.6f' of each float, or None (not all floats)."},
     {"rounded6", rounded6, METH_O, "rounded6(values) -> [round(v, 6) for v in values]"},
+    {"rounded6_json", rounded6_json, METH_O,
+     "rounded6_json(values) -> the JSON array of round(v, 6) of each float, or None."},
     {"record", (PyCFunction)(void (*)(void))record, METH_FASTCALL,
      "record(keys, values, required, rounded, itls_at, line) -> (dict, line or None), or None."},
     {NULL, NULL, 0, NULL},

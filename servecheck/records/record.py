@@ -440,6 +440,14 @@ def rounded6(values: Iterable[float]) -> list[float]:
     return rounded6_py(values) if _line is None else _line.rounded6(values)
 
 
+def rounded6_json(values: list[float]) -> str:
+    """The JSON text of :func:`rounded6` (as ``json.dumps`` with the records' separators writes
+    it), in C where it is built and the values are floats: the floats' reprs were most of a
+    checkpoint's encoding (issue 46)."""
+    text = None if _line is None else _line.rounded6_json(values)
+    return _encode(rounded6_py(values)) if text is None else text
+
+
 def _floats6(xs: list[float]) -> str:
     """:func:`_floats6_py`'s text, from the C writer where it is built and takes the values (a
     list or tuple of floats; it leaves anything else to Python)."""

@@ -281,3 +281,21 @@ def test_the_checkpoint_digest_is_stable(tmp_path: Path) -> None:
         keeper = keeper_run(out, recs, rule, "none")
         digests.add(hashlib.sha256(keeper.checkpoint().read_bytes()).hexdigest())
     assert len(digests) == 1
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_a_checkpoint_s_text_is_json_dumps_of_its_state(rule: Rule) -> None:
+    """``Aggregate.write`` splices the reservoirs' values (rounded and written in C) into the
+    state's JSON: the same bytes as ``json.dumps`` of the whole state, for a worker's aggregate,
+    an empty one, a merged one, and reservoirs holding what records never put there."""
+    recs = varied_records(300, seed=11)
+    _, agg = reference(recs, rule, "none")
+    merged = Aggregate.from_state(json.loads(json.dumps(agg.state())), rule)
+    merged.merge(agg)
+    odd = Aggregate(rule)
+    odd.samples["ttft"].values = [float("nan"), float("inf"), 1e-7, 2.0000005, 1 / 128]
+    odd.samples["e2e"].values = [1, 0.5]  # an int: the Python writer's
+    for a in (agg, Aggregate(rule), merged, odd):
+        for final in (False, True):
+            want = json.dumps({**a.state(), "final": final}, separators=(",", ":"))
+            assert a._state_text(final) == want
