@@ -4,9 +4,7 @@ from collections.abc import Iterable
 from typing import Any, Self
 
 def prepare(values: Iterable[float | None], /) -> tuple[list[int], int, int, int, int]: ...
-
 def record_each(values: Iterable[float | None], hists: tuple[Hist, ...], /) -> None: ...
-
 def feed(
     values: list[float] | tuple[float, ...],
     kept: list[float],

@@ -170,13 +170,16 @@ class Reservoir:
         if self._next > self.seen:
             self.seen += 1  # full, and this one is skipped: add_many's first test, without a call
             return
-        self.add_many((v,))
+        self._keep_some((v,))
 
     def add_many(self, values: Iterable[float]) -> None:
         vals = values if isinstance(values, list | tuple) else list(values)
         if self._next - self.seen >= len(vals) and len(self.values) == self.size:
             self.seen += len(vals)  # full, and none of these is kept: the loop's first test
             return
+        self._keep_some(vals)
+
+    def _keep_some(self, vals: list[float] | tuple[float, ...]) -> None:
         if _feed is not None and type(self._rng) is random.Random:
             # The C loop (_hdrfast.feed): the same draws from the same generator (issue 46).
             self.seen, self._next, self._w = _feed(
