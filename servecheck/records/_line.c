@@ -289,7 +289,7 @@ static PyObject *put_field(Buf *b, PyObject *v, int rounded, int itls, int *skip
  * The dict and JSON line of a record given as its keys and values, in order: the first
  * `required` always, the rest only when not None; the values at the bits of `rounded` as
  * round(v, 6), the list at `itls_at` as floats6(). None where a value is not one this writer
- * knows (records.record._reference_dict_and_line writes the record then; it is the reference). */
+ * knows (records.record._reference_encoded writes the record then; it is the reference). */
 static PyObject *record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 6 || !PyTuple_CheckExact(args[0]) || !PyTuple_CheckExact(args[1])) {

@@ -179,7 +179,7 @@ class RequestRecord:
         The ITL list is written by :func:`_floats6` and spliced in: this line is the generator's
         largest cost per request, and a ``round`` plus a float repr per token was most of it."""
         got = self._native(True)
-        return self._reference_dict_and_line()[1] if got is None else got[1]
+        return self._reference_encoded()[1] if got is None else got[1]
 
     def as_dict(self) -> dict[str, Any]:
         """The record as its JSON line reads back (what the run's aggregate is fed)."""
@@ -192,9 +192,9 @@ class RequestRecord:
     def dict_and_line(self) -> tuple[dict[str, Any], str]:
         """:meth:`as_dict` and :meth:`to_json` from one pass over the fields."""
         got = self._native(True)
-        return self._reference_dict_and_line() if got is None else got
+        return self._reference_encoded() if got is None else got
 
-    def _reference_dict_and_line(self) -> tuple[dict[str, Any], str]:
+    def _reference_encoded(self) -> tuple[dict[str, Any], str]:
         """The dict and line of any record through the JSON encoder: the reference, which
         ``_line.record`` (:meth:`_native`) is held to (tests/load/test_record_line.py)."""
         head, tail = self._parts()

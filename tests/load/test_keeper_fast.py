@@ -105,7 +105,7 @@ def reference(recs: list[RequestRecord], rule: Rule, mode: str) -> tuple[list[st
     kept: list[str] = []
     rng = random.Random(1)
     for count, rec in enumerate(recs, 1):
-        d, line = rec._reference_dict_and_line()
+        d, line = rec._reference_encoded()
         agg.add(d)
         if mode == "all" or (n is not None and len(kept) < n):
             kept.append(line)

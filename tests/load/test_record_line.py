@@ -117,9 +117,9 @@ def _records(draw: st.DrawFn) -> RequestRecord:
 @settings(max_examples=400)
 def test_a_record_s_dict_and_line_are_the_encoder_s(rec: RequestRecord) -> None:
     """``dict_and_line``, ``as_dict`` and ``to_json`` (from ``_line.record`` where it is built)
-    against ``_reference_dict_and_line``: the same line bytes, and dicts with the same keys in
+    against ``_reference_encoded``: the same line bytes, and dicts with the same keys in
     the same order, values of the same types and reprs (NaN is not equal to itself)."""
-    want_dict, want_line = rec._reference_dict_and_line()
+    want_dict, want_line = rec._reference_encoded()
     got_dict, got_line = rec.dict_and_line()
     assert got_line == want_line == rec.to_json()
     for d in (got_dict, rec.as_dict()):
@@ -137,7 +137,7 @@ def test_the_common_record_goes_through_the_c_writer() -> None:
     rec.t_done, rec.ttft, rec.e2e, rec.ttfa = 1765000000.2, 0.03, 0.2, 0.03
     rec.stamps, rec.new_conn, rec.response_id = {"written": 0.04, "body": 29.5}, False, "c-1"
     got = rec._native(True)
-    assert got is not None and got[1] == rec._reference_dict_and_line()[1]
+    assert got is not None and got[1] == rec._reference_encoded()[1]
     rec.ttfr, rec.reasoning_tokens_client = 0.01, 2
     assert rec._native(True) is None
 
