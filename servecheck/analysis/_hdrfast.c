@@ -12,6 +12,7 @@
  *   prepare(values) -> (keys, total_us, lo_us, hi_us, clipped)
  *   record_each(values, hists): the values into each Hist of a tuple (a request's ITLs)
  *   feed(values, kept, size, seen, next, w, rng): a reservoir's add_many (aggregate.Reservoir)
+ *   (these two, the record keeper's short path of issue 46: tests/load/test_keeper_fast.py)
  *
  * The bucket key of a microsecond value u: s = bitlen(u | 2047) - 11; key = (s << 11) | (u >> s)
  * (2048 sub-buckets per power of two: three significant decimal digits, as stats.py says).

@@ -90,7 +90,7 @@ SAMPLES_NAME = "samples.json"
 _STATE_VERSION = 2
 # A reservoir's add_many in C (servecheck/analysis/_hdrfast.c feed), where it is built and
 # random.Random still draws randrange(n) as getrandbits(n.bit_length()) until below n: the C loop
-# draws the same way (tests/load/test_aggregate.py holds the two reservoirs together).
+# draws the same way (tests/load/test_keeper_fast.py holds the two reservoirs together).
 _feed: Any = stats.native_feed()
 _EXTRAS = ("turn", "prefix_group", "cached_tokens", "images", "session")
 
@@ -355,7 +355,7 @@ class Aggregate:
         cancelled, not abandoned, no reasoning phases, none of the extras. Its ITLs are recorded
         into the run's, its slice's and the outside tally's histograms in one call
         (``stats.record_each``) and its tallies skip the branches a plain record never takes;
-        tests/load/test_aggregate.py holds the state to :meth:`add`'s."""
+        tests/load/test_keeper_fast.py holds the state to :meth:`add`'s."""
         sent = float(r.get("t_sent") or 0.0)
         if self.warm.active and self._is_warm(r, sent):
             self.add(r)

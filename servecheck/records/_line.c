@@ -5,6 +5,7 @@
  *   record(keys, values, ...) -> (dict, line) | None: a whole record (see record() below)
  *   rounded6(values) -> [round(v, 6) for v in values]
  *   rounded6_json(values) -> str | None: their JSON array, as json.dumps writes it
+ *   (each held to its Python reference by tests/load/test_record_line.py and test_keeper_fast.py)
  *
  * floats6 gives the same text as records.record._floats6_py, the reference: "[" + "%.6f" of each value joined by
  * "," + "]". Why: the ITL array is the largest part of a request's line (64 tokens: 63 values),
