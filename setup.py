@@ -1,9 +1,9 @@
-"""Build hook for the two optional C extensions; all other metadata is in pyproject.toml.
+"""Build hook for the optional C extensions; all other metadata is in pyproject.toml.
 
 ``servecheck.load.generator._rxthread`` is the load generator's socket reader thread (see
 ``servecheck/load/generator/reactor.py``); ``servecheck.analysis._hdrfast`` does the streaming summary's
-per-token loops (HDR bucket keys and counts, the records line's ITL array; see
-``servecheck/analysis/stats.py``). They are optional and built only when asked for with
+per-token loops (HDR bucket keys and counts; see ``servecheck/analysis/stats.py``);
+``servecheck.records._line`` writes the records line's ITL array (``servecheck/records/record.py``). They are optional and built only when asked for with
 ``SERVECHECK_BUILD_NATIVE=1`` (``make venv`` does, for a checkout): a default build is a
 pure-Python ``py3-none-any`` wheel that installs on every Python and platform servecheck
 supports, and there the load generator reads with its pure-Python loop and says so in
@@ -41,6 +41,14 @@ if os.environ.get("SERVECHECK_BUILD_NATIVE") == "1" and sys.platform.startswith(
         Extension(
             "servecheck.analysis._hdrfast",
             ["servecheck/analysis/_hdrfast.c"],
+            extra_compile_args=["-O2", "-std=gnu11"],
+            optional=True,
+        )
+    )
+    ext_modules.append(
+        Extension(
+            "servecheck.records._line",
+            ["servecheck/records/_line.c"],
             extra_compile_args=["-O2", "-std=gnu11"],
             optional=True,
         )

@@ -18,6 +18,7 @@ SCRIPTS = [
     "bench_reference.py",
     "bench_suite_time.py",
     "bench_merge.py",
+    "bench_keeper.py",
     "bench_postrun.py",
     "bench_peers.py",
     "bench_load.py",

@@ -5,11 +5,14 @@
  * into the whole run's, its slice's and its phase's histograms). In Python that is three list
  * comprehensions over the tokens, about 11 us for 64 tokens; this is about 1 us. It is an exact
  * replacement: the pure-Python stats.prepare_py stays the reference, is used where this module is
- * not built, and tests/load/test_hdrfast.py checks that both give the same results. (The dict
- * increments and the records line's "%.6f" array were tried here too: in C they were no faster
- * than the Python, whose time is the dict's and printf's own, so they stay in Python.)
+ * not built, and tests/load/test_hdrfast.py checks that both give the same results. (The records
+ * line's "%.6f" array was tried here too, with printf: no faster than Python's, whose time is
+ * printf's own; servecheck/records/_line.c now writes it without printf.)
  *
  *   prepare(values) -> (keys, total_us, lo_us, hi_us, clipped)
+ *   record_each(values, hists): the values into each Hist of a tuple (a request's ITLs)
+ *   feed(values, kept, size, seen, next, w, rng): a reservoir's add_many (aggregate.Reservoir)
+ *   (these two, the record keeper's short path of issue 46: tests/load/test_keeper_fast.py)
  *
  * The bucket key of a microsecond value u: s = bitlen(u | 2047) - 11; key = (s << 11) | (u >> s)
  * (2048 sub-buckets per power of two: three significant decimal digits, as stats.py says).
@@ -497,9 +500,186 @@ static PyTypeObject HistType = {
     .tp_getset = hist_getset,
 };
 
+/* record_each(values, hists): as record_prepared(prepare(values)) on each histogram of the tuple
+ * hists (stats.record_each_py, the reference): a request's ITLs into the run's, its slice's and
+ * (outside the steady window) the outside tally's histograms, each value converted once and no
+ * bucket key made a Python int (issue 46: prepare's list of keys was the larger part). */
+static PyObject *record_each(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *values, *hists;
+    if (!PyArg_ParseTuple(args, "OO!", &values, &PyTuple_Type, &hists)) return NULL;
+    Py_ssize_t nh = PyTuple_GET_SIZE(hists);
+    for (Py_ssize_t j = 0; j < nh; j++) {
+        if (!PyObject_TypeCheck(PyTuple_GET_ITEM(hists, j), &HistType)) {
+            PyErr_SetString(PyExc_TypeError, "record_each() needs a tuple of histograms");
+            return NULL;
+        }
+    }
+    PyObject *seq = PySequence_Fast(values, "record_each() needs an iterable of numbers");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    long long *us = PyMem_Malloc(sizeof(long long) * (size_t)(n ? n : 1));
+    if (us == NULL) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    long long total = 0, lo = 0, hi = 0;
+    int clipped = 0;
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t i = 0; i < n; i++) { /* every value first: an error leaves no count behind */
+        long long u;
+        int got = to_us(items[i], &u, &clipped);
+        if (got < 0) goto fail;
+        if (got == 0) continue;
+        total += u;
+        if (kept == 0 || u < lo) lo = u;
+        if (kept == 0 || u > hi) hi = u;
+        us[kept++] = u;
+    }
+    for (Py_ssize_t j = 0; kept && j < nh; j++) {
+        Hist *h = (Hist *)PyTuple_GET_ITEM(hists, j);
+        for (Py_ssize_t i = 0; i < kept; i++)
+            if (hist_bump(h, (uint32_t)bucket_key(us[i]), 1) < 0) goto fail;
+        h->n += kept;
+        h->sum_us += total;
+        h->clipped += clipped;
+        if (lo < h->lo) h->lo = lo;
+        if (hi > h->hi) h->hi = hi;
+    }
+    PyMem_Free(us);
+    Py_DECREF(seq);
+    Py_RETURN_NONE;
+fail:
+    PyMem_Free(us);
+    Py_DECREF(seq);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ a reservoir's feed */
+
+/* rng.random() or 1e-300, as aggregate.Reservoir._advance draws it; -1.0 with an exception set. */
+static double draw(PyObject *random) {
+    PyObject *r = PyObject_CallNoArgs(random);
+    if (r == NULL) return -1.0;
+    double v = PyFloat_AsDouble(r);
+    Py_DECREF(r);
+    if (v == -1.0 && PyErr_Occurred()) return -1.0;
+    return v == 0.0 ? 1e-300 : v;
+}
+
+typedef struct {
+    PyObject *random, *getrandbits;
+    Py_ssize_t size;
+    long long seen, next;
+    double w;
+} Feed;
+
+/* Reservoir._advance: the weight's next draw and the index of the next value kept. */
+static int advance(Feed *f) {
+    double u = draw(f->random);
+    if (u < 0.0) return -1;
+    f->w *= exp(log(u) / (double)f->size);
+    double gap = 0.0;
+    if (f->w < 1.0) {
+        double v = draw(f->random);
+        if (v < 0.0) return -1;
+        gap = log(v) / log1p(-f->w);
+    }
+    if (!isfinite(gap) || gap >= 9.0e18) {
+        PyErr_SetString(PyExc_OverflowError, "a reservoir's gap past what int() can take");
+        return -1;
+    }
+    f->next += (long long)gap + 1; /* int() truncates toward zero; gap >= 0 */
+    return 0;
+}
+
+/* rng.randrange(size): Random._randbelow_with_getrandbits (getrandbits(k) until below size). */
+static Py_ssize_t below(Feed *f) {
+    PyObject *k = PyLong_FromLong(bitlen((unsigned long long)f->size));
+    if (k == NULL) return -1;
+    for (;;) {
+        PyObject *r = PyObject_CallOneArg(f->getrandbits, k);
+        if (r == NULL) {
+            Py_DECREF(k);
+            return -1;
+        }
+        Py_ssize_t x = PyLong_AsSsize_t(r);
+        Py_DECREF(r);
+        if ((x == -1 && PyErr_Occurred()) || x < f->size) {
+            Py_DECREF(k);
+            return x;
+        }
+    }
+}
+
+/* feed(values, kept, size, seen, next, w, rng) -> (seen, next, w): Reservoir.add_many (the
+ * Python reference, aggregate.Reservoir._add_many_py) over a list or tuple, drawing from the same
+ * random.Random the same numbers in the same order; kept is the reservoir's list, changed in place.
+ * Why: a request's 63 ITLs go through one reservoir, and while a run is young a few of them are
+ * kept each time, each a few Python calls (issue 46). */
+static PyObject *feed(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *values, *kept, *rng;
+    Feed f = {NULL, NULL, 0, 0, 0, 1.0};
+    if (!PyArg_ParseTuple(args, "OO!nLLdO", &values, &PyList_Type, &kept, &f.size, &f.seen,
+                          &f.next, &f.w, &rng))
+        return NULL;
+    if (!PyList_CheckExact(values) && !PyTuple_CheckExact(values)) {
+        PyErr_SetString(PyExc_TypeError, "feed() needs a list or tuple of values");
+        return NULL;
+    }
+    if (f.size <= 0) {
+        PyErr_SetString(PyExc_ValueError, "feed() needs a reservoir of at least one value");
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(values), i = 0;
+    PyObject **items = PySequence_Fast_ITEMS(values);
+    PyObject *out = NULL;
+    f.random = PyObject_GetAttrString(rng, "random");
+    f.getrandbits = PyObject_GetAttrString(rng, "getrandbits");
+    if (f.random == NULL || f.getrandbits == NULL) goto done;
+    Py_ssize_t room = f.size - PyList_GET_SIZE(kept);
+    if (room > 0) {
+        Py_ssize_t taken = room < n ? room : n;
+        for (; i < taken; i++)
+            if (PyList_Append(kept, items[i]) < 0) goto done;
+        f.seen += taken;
+        if (PyList_GET_SIZE(kept) == f.size && f.seen == f.size) {
+            f.next = f.size - 1; /* Reservoir._advance_first */
+            if (advance(&f) < 0) goto done;
+        }
+    }
+    while (i < n) {
+        long long ahead = f.next - f.seen;
+        if (ahead >= (long long)(n - i)) {
+            f.seen += n - i;
+            break;
+        }
+        i += (Py_ssize_t)ahead;
+        f.seen += ahead;
+        Py_ssize_t slot = below(&f);
+        if (slot < 0) goto done;
+        Py_INCREF(items[i]);
+        if (PyList_SetItem(kept, slot, items[i]) < 0) goto done;
+        i++;
+        f.seen++;
+        if (advance(&f) < 0) goto done;
+    }
+    out = Py_BuildValue("(LLd)", f.seen, f.next, f.w);
+done:
+    Py_XDECREF(f.random);
+    Py_XDECREF(f.getrandbits);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"prepare", prepare, METH_O,
      "prepare(values) -> (keys, total_us, lo_us, hi_us, clipped); as stats.prepare."},
+    {"feed", feed, METH_VARARGS,
+     "feed(values, kept, size, seen, next, w, rng) -> (seen, next, w): Reservoir.add_many."},
+    {"record_each", record_each, METH_VARARGS,
+     "record_each(values, hists): record the values into each histogram of the tuple."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,9 +1,20 @@
 """Types of the streaming summary's C prepare (servecheck/analysis/_hdrfast.c)."""
 
 from collections.abc import Iterable
-from typing import Self
+from typing import Any, Self
 
 def prepare(values: Iterable[float | None], /) -> tuple[list[int], int, int, int, int]: ...
+def record_each(values: Iterable[float | None], hists: tuple[Hist, ...], /) -> None: ...
+def feed(
+    values: list[float] | tuple[float, ...],
+    kept: list[float],
+    size: int,
+    seen: int,
+    next: int,
+    w: float,
+    rng: Any,
+    /,
+) -> tuple[int, int, float]: ...
 
 class Hist:
     """A histogram's counts and totals in C (stats.Histogram's native core)."""

@@ -40,10 +40,18 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from servecheck.analysis import stats
 from servecheck.analysis.outage import OutageLog
 from servecheck.analysis.server_truth import ClientCounts
 from servecheck.analysis.slo import parse_slos, request_predicate
-from servecheck.analysis.stats import RunStats, Schedule, Tally, prepare
+from servecheck.analysis.stats import (
+    Histogram,
+    RunStats,
+    Schedule,
+    Tally,
+    prepare,
+    record_each,
+)
 from servecheck.analysis.steady import (
     DEFAULT_SLICE_S,
     Measured,
@@ -55,6 +63,7 @@ from servecheck.analysis.steady import (
 from servecheck.analysis.timings import TimingsTally
 from servecheck.analysis.warmup import Warmup
 from servecheck.errors import SpecError
+from servecheck.records.record import rounded6, rounded6_json
 
 __all__ = [
     "AGGREGATE_GLOB",
@@ -66,6 +75,7 @@ __all__ = [
     "Rule",
     "aggregate_of",
     "aggregate_path",
+    "is_plain",
     "parse_records",
     "resolve_records",
     "sample_size",
@@ -78,6 +88,10 @@ SAMPLE_N = 10_000  # values kept per sampled metric (a reservoir: uniform over t
 SAMPLED = ("ttft", "itl", "e2e", "tpot", "ttfa", "ttfr")
 SAMPLES_NAME = "samples.json"
 _STATE_VERSION = 2
+# A reservoir's add_many in C (servecheck/analysis/_hdrfast.c feed), where it is built and
+# random.Random still draws randrange(n) as getrandbits(n.bit_length()) until below n: the C loop
+# draws the same way (tests/load/test_keeper_fast.py holds the two reservoirs together).
+_feed: Any = stats.native_feed()
 _EXTRAS = ("turn", "prefix_group", "cached_tokens", "images", "session")
 
 
@@ -156,10 +170,26 @@ class Reservoir:
         if self._next > self.seen:
             self.seen += 1  # full, and this one is skipped: add_many's first test, without a call
             return
-        self.add_many((v,))
+        self._keep_some((v,))
 
     def add_many(self, values: Iterable[float]) -> None:
         vals = values if isinstance(values, list | tuple) else list(values)
+        if self._next - self.seen >= len(vals) and len(self.values) == self.size:
+            self.seen += len(vals)  # full, and none of these is kept: the loop's first test
+            return
+        self._keep_some(vals)
+
+    def _keep_some(self, vals: list[float] | tuple[float, ...]) -> None:
+        if _feed is not None and type(self._rng) is random.Random:
+            # The C loop (_hdrfast.feed): the same draws from the same generator (issue 46).
+            self.seen, self._next, self._w = _feed(
+                vals, self.values, self.size, self.seen, self._next, self._w, self._rng
+            )
+            return
+        self._add_many_py(vals)
+
+    def _add_many_py(self, vals: list[float] | tuple[float, ...]) -> None:
+        """:meth:`add_many` in Python: the reference for ``_hdrfast.feed``."""
         i, n = 0, len(vals)
         room = self.size - len(self.values)
         if room > 0:
@@ -212,7 +242,7 @@ class Reservoir:
         self._w, self._next = 1.0, self.seen  # a merged sample is not fed again
 
     def state(self) -> dict[str, Any]:
-        return {"size": self.size, "seen": self.seen, "values": [round(v, 6) for v in self.values]}
+        return {"size": self.size, "seen": self.seen, "values": rounded6(self.values)}
 
     @classmethod
     def from_state(cls, d: Mapping[str, Any], seed: int = 0) -> Reservoir:
@@ -318,6 +348,60 @@ class Aggregate:
                 self._window_edge(sent, r.get("t_done"))
             else:
                 self.outside.add(r, itls)
+
+    def add_plain(self, r: Mapping[str, Any]) -> None:
+        """:meth:`add` of a plain record, in fewer steps: the record keeper's cost per request
+        (issue 46). Plain is what :func:`is_plain` says of the record it came from: no error, not
+        cancelled, not abandoned, no reasoning phases, none of the extras. Its ITLs are recorded
+        into the run's, its slice's and the outside tally's histograms in one call
+        (``stats.record_each``) and its tallies skip the branches a plain record never takes;
+        tests/load/test_keeper_fast.py holds the state to :meth:`add`'s."""
+        sent = float(r.get("t_sent") or 0.0)
+        if self.warm.active and self._is_warm(r, sent):
+            self.add(r)
+            return
+        edges = self.edges
+        if edges.origin is None:
+            edges.origin = sent
+        self.count += 1
+        self.client.add(r)
+        outages = self.outages
+        if outages.open is not None or outages.pending_start is not None:
+            outages.add(r)  # else a success changes nothing there
+        edges.measured += 1
+        if edges.first is None or (not self.ordered and sent < edges.first):
+            edges.first = sent
+        if edges.measured == self.rule.users and self.ordered:
+            edges.nth_sent = sent
+        self._measure_plain(r, sent)
+
+    def _measure_plain(self, r: Mapping[str, Any], sent: float) -> None:
+        outside = self.outside
+        hists: tuple[Histogram, ...] = (
+            self.whole.hist["itl"],
+            self.scan.add_plain(r, sent).hist["itl"],
+        )
+        self.whole.add_plain(r, sent)
+        if outside is not None:
+            if self._in_window(r, sent):
+                self._window_edge(sent, r.get("t_done"))
+            else:
+                outside.add_plain(r, sent)
+                hists += (outside.hist["itl"],)
+        itls = r.get("itls") or ()
+        record_each(itls, hists)
+        self._second(r, sent)
+        self.timings.add(r)
+        s = self.samples
+        for m in ("ttft", "tpot", "ttfa"):
+            v = r.get(m)
+            if v is not None:
+                s[m].add(float(v))
+        e2e = r.get("e2e")
+        if e2e is not None:
+            s["e2e"].add(float(e2e))
+        if itls:
+            s["itl"].add_many(itls)
 
     def _window_edge(self, sent: float, done: float | None) -> None:
         edges = self.window_edges
@@ -450,6 +534,9 @@ class Aggregate:
         }
 
     def state(self) -> dict[str, Any]:
+        return self._state({m: r.state() for m, r in self.samples.items()})
+
+    def _state(self, samples: Any) -> dict[str, Any]:
         return {
             "version": _STATE_VERSION,
             "rule": self.rule.as_dict(),
@@ -463,7 +550,7 @@ class Aggregate:
             "timings": self.timings.state(),
             "client": self.client.state(),
             "warm": self.warm.state(),
-            "samples": {m: r.state() for m, r in self.samples.items()},
+            "samples": samples,
             "extras": sorted(self.extras),
             "seconds": {str(t): row for t, row in self.seconds.items()},
             "outages": self.outages.state(),
@@ -500,10 +587,45 @@ class Aggregate:
         checkpoint of a process still running."""
         p = Path(path)
         tmp = p.with_suffix(".tmp")
-        state = {**self.state(), "final": final}
-        tmp.write_text(json.dumps(state, separators=(",", ":")), encoding="utf-8")
+        tmp.write_text(self._state_text(final), encoding="utf-8")
         os.replace(tmp, p)
         return p
+
+    def _state_text(self, final: bool) -> str:
+        """``json.dumps({**state(), "final": final})`` (compact), the reference, with the
+        reservoirs written apart: their values are rounded and written by C
+        (``records.record.rounded6_json``) and spliced in where a placeholder stood. Where the
+        placeholder does not come out once (it cannot: a string's quotes are escaped), the
+        reference is written instead."""
+        samples = "\x00"
+        state = {**self._state(samples), "final": final}
+        parts = json.dumps(state, separators=(",", ":")).split('"samples":"\\u0000"')
+        if len(parts) != 2:  # pragma: no cover - see above
+            return json.dumps({**self.state(), "final": final}, separators=(",", ":"))
+        each = (
+            f'"{m}":{{"size":{r.size},"seen":{r.seen},"values":{rounded6_json(r.values)}}}'
+            for m, r in self.samples.items()
+        )
+        return parts[0] + '"samples":{' + ",".join(each) + "}" + parts[1]
+
+
+def is_plain(r: Any) -> bool:
+    """Whether a record (a ``RequestRecord``: read by attribute, so that the record keeper asks
+    before it makes the dict) may go through :meth:`Aggregate.add_plain`: no error, not
+    cancelled, not abandoned, no reasoning phases (``ttfr``, reasoning chunks), none of
+    :data:`_EXTRAS`."""
+    return (
+        r.error is None
+        and r.cancelled is None
+        and not r.abandoned
+        and r.ttfr is None
+        and not r.reasoning_tokens_client
+        and r.turn is None
+        and r.prefix_group is None
+        and r.cached_tokens is None
+        and r.images is None
+        and r.session is None
+    )
 
 
 def steady_of(

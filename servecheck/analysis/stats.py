@@ -348,6 +348,33 @@ if _hdrfast is not None:
     prepare = _hdrfast.prepare
 
 
+def record_each_py(values: Iterable[float | None], hists: tuple[Histogram, ...]) -> None:
+    """``record_prepared(prepare(values))`` on each of ``hists``: one request's ITLs into every
+    histogram they go into. (The reference for ``_hdrfast.record_each``, which
+    :data:`record_each` is where the C extension is built and the histograms are its own.)"""
+    p = prepare(values)
+    for h in hists:
+        h.record_prepared(p)
+
+
+record_each: Callable[[Iterable[float | None], tuple[Histogram, ...]], None] = record_each_py
+if _hdrfast is not None and hasattr(_hdrfast, "record_each") and Histogram is not _PyHistogram:
+    record_each = _hdrfast.record_each
+
+
+def native_feed() -> Any:
+    """``_hdrfast.feed`` (a reservoir's add_many in C), or None: not built, or a ``random`` whose
+    ``randrange`` no longer draws as the C loop does (``aggregate.Reservoir``)."""
+    import random
+
+    rng = random.Random
+    if _hdrfast is None or not hasattr(_hdrfast, "feed"):
+        return None
+    if getattr(rng, "_randbelow", None) is not getattr(rng, "_randbelow_with_getrandbits", 0):
+        return None  # pragma: no cover - a Python whose Random draws another way
+    return _hdrfast.feed
+
+
 def _key(us: int) -> int:
     shift = (us | 2047).bit_length() - 11
     return (shift << 11) | (us >> shift)
@@ -608,6 +635,40 @@ class Tally:
         elif self.per_request is None:
             c["good"] += 0 if err else 1
         elif not err and self.per_request(r):
+            c["good"] += 1
+
+    def add_plain(self, r: Mapping[str, Any], sent: float) -> None:
+        """:meth:`add` of a plain record (``analysis/aggregate.py`` ``Aggregate.add_plain``: no
+        error, not cancelled, not abandoned, no reasoning phases), sent at ``sent``, but its ITLs,
+        which the caller records with the other histograms they go into (issue 46: the record
+        keeper's cost per request)."""
+        c, hist = self.counts, self.hist
+        c["total"] += 1
+        c["ok"] += 1
+        intended = float(r.get("t_intended", sent))
+        if self.first_send is None or sent < self.first_send:
+            self.first_send = sent
+        done = r.get("t_done")
+        if done is not None and (self.last_done is None or done > self.last_done):
+            self.last_done = done
+        hist["lag"].record(max(0.0, sent - intended))
+        ttft, e2e, tpot = r.get("ttft"), r.get("e2e"), r.get("tpot")
+        ttfa = r.get("ttfa", ttft)
+        if ttft is not None:
+            hist["ttft"].record(ttft)
+            hist["ttft_from_intended"].record(ttft + sent - intended)
+        if e2e is not None:
+            hist["e2e"].record(e2e)
+            hist["e2e_from_intended"].record(e2e + sent - intended)
+        if tpot is not None:
+            hist["tpot"].record(tpot)
+        if ttfa is not None:
+            hist["ttfa"].record(ttfa)
+        usage = r.get("reasoning_tokens")
+        if usage is not None:  # _phases with no reasoning chunks counted
+            c["reasoning_tokens"] += int(usage)
+        self._tokens(r, None)
+        if self.per_request is None or self.per_request(r):
             c["good"] += 1
 
     def _tokens(self, r: Mapping[str, Any], err: Any) -> None:

@@ -194,6 +194,38 @@ class Scan:
             sl.hist["itl"].record_prepared(prepare(r.get("itls") or ()) if itls is None else itls)
         self._busy(sent, end)
 
+    def add_plain(self, r: Mapping[str, Any], sent: float) -> _Slice:
+        """:meth:`add` of a plain record (no error, not abandoned: ``Aggregate.add_plain``) sent
+        at ``sent``, but its ITLs; returns its slice, whose ITL histogram the caller records them
+        into with the others (issue 46)."""
+        if self.first_sent is None or sent < self.first_sent:
+            self.first_sent = sent
+        last = self.last_sent
+        self.last_sent = sent if last is None or sent > last else last
+        self.seen += 1
+        if self.seen == self.nth:
+            self.nth_sent = sent
+        done = r.get("t_done")
+        end = float(done) if done is not None else sent
+        sl = self._slice(end)
+        sl.count += 1
+        sl.tokens += int(r.get("output_tokens") or r.get("output_tokens_client") or 0)
+        ttft, e2e = r.get("ttft"), r.get("e2e")
+        if ttft is not None:
+            sl.hist["ttft"].record(float(ttft))
+        if e2e is not None:
+            sl.hist["e2e"].record(float(e2e))
+        if end > sent:
+            w = self.slice_s
+            i = int(math.floor(sent / w))
+            if i == int(math.floor(end / w)):  # sent and done in one slice: _busy's one step
+                overlap = min((i + 1) * w, end) - max(i * w, sent)
+                if overlap > 0:
+                    sl.busy_s += overlap
+            else:
+                self._busy(sent, end)
+        return sl
+
     def _index(self, t: float) -> int:
         return int(math.floor(t / self.slice_s))
 

@@ -19,6 +19,7 @@ an hour-long run merges in tens of MB (docs/benchmarks.md, merge section); stati
 from __future__ import annotations
 
 import json
+import operator
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -27,6 +28,12 @@ from pathlib import Path
 from typing import IO, Any, Final, Literal, NewType
 
 from servecheck.errors import SpecError
+
+_line: Any
+try:  # the optional C writer of the ITL array (servecheck/records/_line.c; built by `make venv`)
+    from servecheck.records import _line
+except ImportError:  # pragma: no cover - a pure-Python install
+    _line = None
 
 # The one vocabulary of a failed request's ``error``, for every producer of records and probe
 # outcomes (the stream reader, the wire, the reactor, the abandoned-stream probe, cold start, the
@@ -171,19 +178,66 @@ class RequestRecord:
 
         The ITL list is written by :func:`_floats6` and spliced in: this line is the generator's
         largest cost per request, and a ``round`` plus a float repr per token was most of it."""
-        head, tail = self._parts()
-        return _encode(head)[:-1] + ',"itls":' + _floats6(self.itls) + "," + _encode(tail)[1:]
+        got = self._native(True)
+        return self._reference_encoded()[1] if got is None else got[1]
 
     def as_dict(self) -> dict[str, Any]:
         """The record as its JSON line reads back (what the run's aggregate is fed)."""
-        head, tail = self._parts()
-        return {**head, "itls": self.itls, **tail}
+        got = self._native(False)
+        if got is None:
+            head, tail = self._parts()
+            return {**head, "itls": self.itls, **tail}
+        return got[0]
 
     def dict_and_line(self) -> tuple[dict[str, Any], str]:
         """:meth:`as_dict` and :meth:`to_json` from one pass over the fields."""
+        got = self._native(True)
+        return self._reference_encoded() if got is None else got
+
+    def _reference_encoded(self) -> tuple[dict[str, Any], str]:
+        """The dict and line of any record through the JSON encoder: the reference, which
+        ``_line.record`` (:meth:`_native`) is held to (tests/load/test_record_line.py)."""
         head, tail = self._parts()
         line = _encode(head)[:-1] + ',"itls":' + _floats6(self.itls) + "," + _encode(tail)[1:]
         return {**head, "itls": self.itls, **tail}, line
+
+    def _native(self, line: bool) -> Any:
+        """The dict and (``line``) the line from the C writer in one call, or None: not built, a
+        record with reasoning phases (their lists are rounded value by value), or a value it
+        leaves to the encoder. Its keys and values are ``_parts``', in order: rounding the
+        timestamps and writing the floats' reprs were most of the line's cost (issue 46)."""
+        if _line is None or self.ttfr is not None or self.reasoning_tokens_client:
+            return None
+        sent, out, client = self.t_sent, self.output_tokens, self.output_tokens_client
+        values = (
+            self.target,
+            self.scenario,
+            self.kind,
+            self.worker,
+            self.seq,
+            self.request_id,
+            self.t_intended,
+            sent,
+            self.t_done,
+            sent - self.t_intended,
+            self.ttft,
+            self.e2e,
+            self.tpot,
+            self.itls,
+            out,
+            client,
+            None if out is None else out - client,
+            self.prompt_tokens,
+            self.status,
+            self.error,
+            self.error_message[:300],
+            self.abandoned,
+            self.retry_after_s,
+            self.ttfa,
+            *_optional_values(self),
+            self.reasoning_tokens,
+        )
+        return _line.record(_NATIVE_KEYS, values, _REQUIRED, _ROUNDED, _ITLS_AT, line)
 
     def _parts(self) -> tuple[dict[str, Any], dict[str, Any]]:
         head: dict[str, Any] = {
@@ -260,6 +314,45 @@ _OPTIONAL = (
 )
 
 
+_optional_values = operator.attrgetter(*_OPTIONAL)  # the optional fields in one call
+# The C writer's keys (servecheck/records/_line.c record()): _parts' head, the ITLs, its fixed
+# tail (always written), then the optional ones and reasoning_tokens (written when not None);
+# the values at the _ROUNDED bits are written and kept as round(v, 6).
+_FIXED = (
+    "target",
+    "scenario",
+    "kind",
+    "worker",
+    "seq",
+    "request_id",
+    "t_intended",
+    "t_sent",
+    "t_done",
+    "lag",
+    "ttft",
+    "e2e",
+    "tpot",
+    "itls",
+    "output_tokens",
+    "output_tokens_client",
+    "token_discrepancy",
+    "prompt_tokens",
+    "status",
+    "error",
+    "error_message",
+    "abandoned",
+    "retry_after_s",
+    "ttfa",
+)
+_NATIVE_KEYS = (*_FIXED, *_OPTIONAL, "reasoning_tokens")
+_REQUIRED = len(_FIXED)
+_ITLS_AT = _FIXED.index("itls")
+_ROUNDED = sum(
+    1 << _FIXED.index(k)
+    for k in ("t_intended", "t_sent", "t_done", "lag", "ttft", "e2e", "tpot", "ttfa")
+)
+
+
 def cached_tokens(usage: dict[str, Any]) -> int | None:
     """``usage.prompt_tokens_details.cached_tokens`` (prompt tokens the engine's prefix cache
     served), or None when the server does not report it (vLLM needs
@@ -321,9 +414,10 @@ def progress_fields(line: bytes) -> dict[str, Any] | None:
 _ARRAY_FORMATS: dict[int, str] = {}
 
 
-def _floats6(xs: list[float]) -> str:
+def _floats6_py(xs: list[float]) -> str:
     """A JSON array of finite floats rounded to 6 decimals (the same values ``round(x, 6)`` gives),
-    made by one ``%`` call with a format cached per length instead of a round and a repr each."""
+    made by one ``%`` call with a format cached per length instead of a round and a repr each.
+    (The reference for ``_line.floats6``, which :func:`_floats6` uses where it is built.)"""
     n = len(xs)
     if n == 0:
         return "[]"
@@ -333,6 +427,35 @@ def _floats6(xs: list[float]) -> str:
         if len(_ARRAY_FORMATS) < 4096:
             _ARRAY_FORMATS[n] = fmt
     return fmt % tuple(xs)
+
+
+def rounded6_py(values: Iterable[float]) -> list[float]:
+    """``round(v, 6)`` of each value (the reference for ``_line.rounded6``)."""
+    return [round(v, 6) for v in values]
+
+
+def rounded6(values: Iterable[float]) -> list[float]:
+    """``round(v, 6)`` of each value, in C where it is built (a checkpoint's reservoirs: issue
+    46); the same floats as :func:`rounded6_py`."""
+    return rounded6_py(values) if _line is None else _line.rounded6(values)
+
+
+def rounded6_json(values: list[float]) -> str:
+    """The JSON text of :func:`rounded6` (as ``json.dumps`` with the records' separators writes
+    it), in C where it is built and the values are floats: the floats' reprs were most of a
+    checkpoint's encoding (issue 46)."""
+    text = None if _line is None else _line.rounded6_json(values)
+    return _encode(rounded6_py(values)) if text is None else text
+
+
+def _floats6(xs: list[float]) -> str:
+    """:func:`_floats6_py`'s text, from the C writer where it is built and takes the values (a
+    list or tuple of floats; it leaves anything else to Python)."""
+    if _line is not None:
+        text: str | None = _line.floats6(xs)
+        if text is not None:
+            return text
+    return _floats6_py(xs)
 
 
 class RecordWriter:

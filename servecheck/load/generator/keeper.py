@@ -25,7 +25,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from servecheck.analysis.aggregate import Aggregate, Rule, aggregate_path, sample_size
+from servecheck.analysis.aggregate import Aggregate, Rule, aggregate_path, is_plain, sample_size
 from servecheck.load.generator.apis import API_PATHS
 from servecheck.load.generator.transport import BatchSender
 from servecheck.records.record import RATE_LIMITED, RecordWriter, RequestRecord
@@ -70,21 +70,25 @@ class RecordKeeper:
         self.count += 1
         if self.sender is not None:
             self.sender.finished += 1
+        # A plain record (the common answer) takes the aggregate's short path (issue 46).
+        add = self.agg.add_plain if is_plain(rec) else self.agg.add
         if self.writer is not None:
             d, line = rec.dict_and_line()
-            self.agg.add(d)
+            add(d)
             self.writer.write_line(line)
             self._counted(d)
             return self.sender is not None and self.sender.add(line)
-        self.agg.add(rec.as_dict())
         n = self._sample_n
+        if n is not None and len(self._sample) < n:
+            d, line = rec.dict_and_line()
+            add(d)
+            self._sample.append(line)
+            return False
+        add(rec.as_dict())
         if n is not None:
-            if len(self._sample) < n:
-                self._sample.append(rec.to_json())
-            else:
-                j = self._rng.randrange(self.count)
-                if j < n:
-                    self._sample[j] = rec.to_json()
+            j = self._rng.randrange(self.count)
+            if j < n:
+                self._sample[j] = rec.to_json()
         return False
 
     def _counted(self, d: dict[str, Any]) -> None:
