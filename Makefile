@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: check test venv docs lint typecheck bench clean
 
-$(STAMP): pyproject.toml setup.py servecheck/load/generator/_rxthread.c servecheck/analysis/_hdrfast.c servecheck/records/_line.c
+$(STAMP): pyproject.toml setup.py servecheck/load/generator/_rxthread.c servecheck/load/generator/_lane.c servecheck/load/generator/_rxcommon.h servecheck/analysis/_hdrfast.c servecheck/records/_line.c
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
 	@SERVECHECK_BUILD_NATIVE=1 $(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,engines,langchain,otlp]'
