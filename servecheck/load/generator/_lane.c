@@ -62,6 +62,7 @@
 #define BUNDLE_BYTES 65536       /* an exchange's kept reads go to Python once this many wait */
 #define BUNDLE_TOKENS 4096       /* ... and its arrival times once this many */
 #define SWEEP_S 0.02             /* how often timeouts are checked */
+#define START_MAX 32             /* requests started in one go (see schedule()) */
 #define LATE_S 0.010             /* a read taken this long after its bytes arrived counts as late */
 #define OUT_LIMIT (64u << 20)    /* stop reading (back-pressure) while this much waits for take() */
 
@@ -147,6 +148,7 @@ typedef struct {
     size_t max_event;
     conn *conns;
     int nconns, want;
+    int backlog; /* the last schedule() left free slots with requests queued (START_MAX) */
     int drop; /* slots beyond want drop their exchange (else it ends as usual first) */
     request *q;
     size_t qhead, qlen, qcap;
@@ -724,7 +726,17 @@ static void schedule(Lane *l) {
             if (l->aborts[a] == c->rq.seq) finish(l, c, END_ABORTED, 0, now);
     }
     l->naborts = 0;
-    for (int i = 0; i < l->want && i < l->nconns && l->qlen; i++) start_next(l, &l->conns[i]);
+    /* A wave of answers that ended together (the first ones of a run, whose users all started at
+     * once) frees hundreds of slots in one pass; their sends (tens of us each on loopback, where
+     * send() delivers to the server's socket) wait for the pass's reads, and go START_MAX at a
+     * time so that the reads of the next pass are not kept waiting behind them. */
+    int started = 0;
+    for (int i = 0; i < l->want && i < l->nconns && l->qlen && started < START_MAX; i++) {
+        if (l->conns[i].phase != P_FREE) continue;
+        start_next(l, &l->conns[i]);
+        started++;
+    }
+    l->backlog = started == START_MAX;
 }
 
 static int is_idle(Lane *l) {
@@ -774,7 +786,7 @@ static void *run(void *arg) {
         notify(l);
         int busy = !is_idle(l);
         pthread_mutex_unlock(&l->mu);
-        int n = epoll_wait(l->ep, events, MAX_EVENTS, busy ? (int)(SWEEP_S * 1000) : 1000);
+        int n = epoll_wait(l->ep, events, MAX_EVENTS, l->backlog ? 0 : busy ? (int)(SWEEP_S * 1000) : 1000);
         if (n < 0 && errno != EINTR) break;
         double offset = clock_offset(3, &width), mono = now_t();
         pthread_mutex_lock(&l->mu);
@@ -795,9 +807,9 @@ static void *run(void *arg) {
             conn *c = &l->conns[k];
             if (c->fd < 0) continue;
             handle(l, c, events[i].events, data, anc.bytes, sizeof anc.bytes);
-            if (c->phase == P_FREE && (int)k < l->want) start_next(l, c);
             got = 1;
         }
+        schedule(l); /* the slots this pass freed take their next request: after its reads */
         if (got) l->passes++;
         double now = now_t();
         if (now - last_sweep >= SWEEP_S) {
@@ -1005,6 +1017,24 @@ static PyObject *Lane_put(Lane *l, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* Make the process's descriptor table hold at least `want` descriptors, here in the caller's
+ * thread. Why: the kernel grows the table (at 64, 128, 256 ... descriptors) with a
+ * synchronize_rcu() where the process has several threads, 10-25 ms in which the thread that
+ * opened the descriptor stands still (strace: socket() taking 24 ms). The lane's thread opens the
+ * connections, and stood still so while the answers of the streams it had just opened arrived:
+ * their first reads were 15 ms late. Growing the table ahead moves that wait out of the thread. */
+static void grow_fd_table(int any_fd, int want) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (rlim_t)want >= rl.rlim_cur)
+        want = (int)rl.rlim_cur - 1;
+    if (want <= 0) return;
+    int fd;
+    Py_BEGIN_ALLOW_THREADS
+    fd = fcntl(any_fd, F_DUPFD_CLOEXEC, want); /* the lowest free number >= want: the table grows */
+    if (fd >= 0) close(fd);
+    Py_END_ALLOW_THREADS
+}
+
 static PyObject *Lane_slots(Lane *l, PyObject *args) {
     int n, drop = 1;
     if (!PyArg_ParseTuple(args, "i|p", &n, &drop)) return NULL;
@@ -1028,6 +1058,7 @@ static PyObject *Lane_slots(Lane *l, PyObject *args) {
     l->want = n;
     l->drop = drop;
     pthread_mutex_unlock(&l->mu);
+    grow_fd_table(l->ep, 2 * n + 64);
     if (ensure_thread(l) < 0) return NULL;
     wake(l);
     Py_RETURN_NONE;
