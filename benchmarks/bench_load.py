@@ -277,9 +277,10 @@ def render(
         " Locust generator pinned to CPU 0 (`--cpus 0`), closed loop, one fresh server per run. Truth per request:"
         " TTFT 100 ms, E2E 730 ms, ITL 10 ms. Errors are measured minus truth, in ms; `server late` is the server's own"
         " lateness (p50 / p99 ms, how long after its due time each write left), so where it is small the truth held.",
-        "Tokens are timed by the kernel's receive timestamps (`clock`); `reader` is who did the reads: `thread`"
-        " (the native reader thread, the default) or `loop` (the pure-Python reader, used where the C extension"
-        " is not built; measured here for comparison).",
+        "Tokens are timed by the kernel's receive timestamps (`clock`); `reader` is who did the reads: `lane`"
+        " (the native lane, the closed loop's default: a C thread that sends the requests and reads the"
+        " exchanges, `load/generator/lane.py`), `thread` (the reactor's native reader thread) or `loop` (the"
+        " pure-Python reader, used where the C extension is not built); measured here for comparison.",
         f"Load average (1 min) of the shared machine"
         f" when each run started is given ({meta['note']}).",
         "",
@@ -475,9 +476,12 @@ READING = (
     "Reading: every read is timed by the kernel's receive timestamp (`SO_TIMESTAMPNS`), so the"
     " generator's own scheduling delay does not enter TTFT or ITL, and the p50 errors stay at tens of"
     " microseconds. What the stamps cannot undo is two tokens of one stream read together: they share the"
-    " later stamp. So the reads are done by a native thread (reader `thread`) that holds no GIL and reads"
-    " within about a millisecond of arrival however busy the Python side is; it also marks the common read"
-    " (one chunk, one token event) so that the Python side counts it without parsing. The `loop` rows are"
+    " later stamp. So the reads are done by native code that holds no GIL and reads within about a"
+    " millisecond of arrival however busy the Python side is: in the closed loop the lane (reader `lane`), a"
+    " C thread that also sends each user's next request the moment its answer ends and hands each finished"
+    " exchange to the reactor's parser in one piece; elsewhere the reactor's reader thread (reader"
+    " `thread`), which also marks the common read (one chunk, one token event) so that the Python side"
+    " counts it without parsing. The `loop` rows are"
     " the pure-Python reader (used where the C extension is not built) on the same machine: its pass over a"
     " few hundred ready sockets plus the parsing sometimes outlasts one ITL, and TTFT p99 rises to 11-20 ms,"
     " whole multiples of the ITL. The raw p99 errors left track the server's own lateness (`server late`): its"

@@ -150,8 +150,11 @@ class Lane:
         return out, bool(idle)
 
     def unsent(self) -> list[int]:
-        """Once idle: the seqs put that never started (withdrawn at the stop)."""
-        seqs = [seq for seq, o in self._open.items() if o.ex is None]
+        """The seqs put that the thread never started (it starts them in the order put; the
+        rest were withdrawn at the stop, or were still queued when it closed)."""
+        never = self.put_count - int(self._c.stats()[8])
+        # the last ones put, still open (a dict keeps the order of insertion)
+        seqs = list(self._open)[-never:] if never > 0 else []
         for seq in seqs:
             del self._open[seq]
         return seqs

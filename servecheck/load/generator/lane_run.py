@@ -137,6 +137,7 @@ class LaneRun:
         finally:
             watcher.close()
             self._end()
+            self.lane.close()  # its thread's work is done (its figures stay readable)
 
     def _poll_users(self) -> None:
         """Wake the holding users Locust asked to stop (gracefully: after their request)."""
