@@ -488,9 +488,10 @@ READING = (
     " core now and then stalls for a few ms (the VM's vCPU is descheduled), which is in the truth, not in the"
     " generator; the net table takes each request's own server lateness out and leaves well under a"
     " millisecond. Capacity: the reader thread's own cost (`reader thread us/read`: kernel TCP receive, ACK"
-    " and wake-ups) is 7-11 us per read, so at 100,000 tokens/s (one read each) the thread alone would need"
-    " 70-110 % of the core before any Python ran; the Python side adds ~10 us per token (the token shortcut,"
-    " per-request record and Locust event). {server_limit} A level is flagged `behind` when the"
+    " and wake-ups) is 5-8 us per read on this machine (7-11 on earlier ones), so at 100,000 tokens/s (one"
+    " read each) the thread alone needs 50-80 % of the core before any Python runs; the Python side adds"
+    " 4-5 us per token with the lane (the request's build, the exchange's replay, its record and Locust"
+    " event, once a request). {server_limit} A level is flagged `behind` when the"
     " generator's event loop lagged (its closed-loop users then send late, which lowers the offered load)."
     " The sweep stops at the first level whose ITL leaves the band or that errors."
 )
