@@ -17,41 +17,24 @@ import sys
 
 from setuptools import Extension, setup
 
+COMMON = "servecheck/load/generator/_rxcommon.h"  # what the two native threads share
+NATIVE = [  # (module, its C source, the headers it includes)
+    ("servecheck.load.generator._rxthread", "servecheck/load/generator/_rxthread.c", [COMMON]),
+    ("servecheck.load.generator._lane", "servecheck/load/generator/_lane.c", [COMMON]),
+    ("servecheck.analysis._hdrfast", "servecheck/analysis/_hdrfast.c", []),
+    ("servecheck.records._line", "servecheck/records/_line.c", []),
+]
 ext_modules = []
 if os.environ.get("SERVECHECK_BUILD_NATIVE") == "1" and sys.platform.startswith("linux"):
-    ext_modules.append(
+    ext_modules = [
         Extension(
-            "servecheck.load.generator._rxthread",
-            ["servecheck/load/generator/_rxthread.c"],
-            depends=["servecheck/load/generator/_rxcommon.h"],
+            name,
+            [source],
+            depends=depends,
             extra_compile_args=["-O2", "-std=gnu11"],
             optional=True,
         )
-    )
-    ext_modules.append(
-        Extension(
-            "servecheck.load.generator._lane",
-            ["servecheck/load/generator/_lane.c"],
-            depends=["servecheck/load/generator/_rxcommon.h"],
-            extra_compile_args=["-O2", "-std=gnu11"],
-            optional=True,
-        )
-    )
-    ext_modules.append(
-        Extension(
-            "servecheck.analysis._hdrfast",
-            ["servecheck/analysis/_hdrfast.c"],
-            extra_compile_args=["-O2", "-std=gnu11"],
-            optional=True,
-        )
-    )
-    ext_modules.append(
-        Extension(
-            "servecheck.records._line",
-            ["servecheck/records/_line.c"],
-            extra_compile_args=["-O2", "-std=gnu11"],
-            optional=True,
-        )
-    )
+        for name, source, depends in NATIVE
+    ]
 
 setup(ext_modules=ext_modules)

@@ -1110,14 +1110,7 @@ static PyObject *items_of(const char *p, size_t n) {
             payload = PyBytes_FromStringAndSize(p + pos, h.len);
             pos += (size_t)h.len;
         } else if (h.kind == IT_TOKENS) {
-            payload = PyList_New(h.len);
-            for (int32_t i = 0; payload != NULL && i < h.len; i++) {
-                double t;
-                memcpy(&t, p + pos + (size_t)i * sizeof(double), sizeof t);
-                PyObject *f = PyFloat_FromDouble(t);
-                if (f == NULL) Py_CLEAR(payload);
-                else PyList_SET_ITEM(payload, i, f);
-            }
+            payload = times_list(p + pos, h.len);
             pos += (size_t)h.len * sizeof(double);
         } else if (h.kind == IT_EOF) {
             payload = PyBytes_FromStringAndSize(NULL, 0);

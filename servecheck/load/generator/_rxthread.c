@@ -159,10 +159,6 @@ static int reserve_n(Reader *r, size_t bytes) {
     return 0;
 }
 
-static int reserve(Reader *r) { return reserve_n(r, RECV_BYTES); }
-
-
-
 /* Send fd's batch as one REC_TOKENS record (the caller holds r->mu). -1: no memory (kept). */
 static int flush_batch(Reader *r, int fd) {
     slot *s = &r->slots[fd];
@@ -224,7 +220,7 @@ static void clear_slot(Reader *r, int fd) {
     s->key = -1;
 }
 
-static void append(Reader *r, const rec_head *h, const char *data) { /* after reserve() */
+static void append(Reader *r, const rec_head *h, const char *data) { /* after reserve_n() */
     memcpy(r->buf + r->len, h, sizeof(rec_head));
     r->len += sizeof(rec_head);
     if (h->kind == REC_DATA) {
@@ -600,14 +596,7 @@ static PyObject *Reader_take(Reader *r, PyObject *unused) {
             payload = PyBytes_FromStringAndSize(buf + pos, h.len);
             pos += (size_t)h.len;
         } else if (h.kind == REC_TOKENS) {
-            payload = PyList_New(h.len);
-            for (int32_t i = 0; payload != NULL && i < h.len; i++) {
-                double t;
-                memcpy(&t, buf + pos + (size_t)i * sizeof(double), sizeof t);
-                PyObject *f = PyFloat_FromDouble(t);
-                if (f == NULL) Py_CLEAR(payload);
-                else PyList_SET_ITEM(payload, i, f);
-            }
+            payload = times_list(buf + pos, h.len);
             pos += (size_t)h.len * sizeof(double);
         } else if (h.kind == REC_EOF) {
             payload = PyBytes_FromStringAndSize(NULL, 0);
