@@ -569,12 +569,14 @@ def test_the_lane_hands_the_run_to_the_reactor_at_its_first_failure(tmp_path: Pa
         assert s["generator"]["reader"]["kinds"] == ["lane"], s["generator"]["reader"]
 
 
-def test_the_lane_off_reads_with_the_reactor(fast_server: RunningServer, tmp_path: Path) -> None:
+def test_the_reader_set_to_thread_reads_with_the_reactor(
+    fast_server: RunningServer, tmp_path: Path
+) -> None:
     targets = _targets(tmp_path, fast_server)
     out = tmp_path / "reports"
     proc = _run(
         _cmd(targets, out, "--users", "2", "--max-requests", "6", "--no-tokenize"),
-        env={"SERVECHECK_LANE": "off"},
+        env={"SERVECHECK_READER": "thread"},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     s = _summary(out)

@@ -16,8 +16,9 @@ reads (``tests/load/test_lane.py`` pins it against the reactor on the same serve
 It serves the common run only: closed loop over plain HTTP, no per-request steps (images, a
 model mix, hang-ups, cancels), no multi-turn capture, no back-off after 429s. The controller
 (``locust_user.py``) falls back to the reactor for the rest of a run at its first failed
-request, so the outage breaker and the error paths stay Python's. ``SERVECHECK_LANE=off`` turns
-it off; without the C extension (the default wheel) there is none.
+request, so the outage breaker and the error paths stay Python's. ``SERVECHECK_READER=thread``
+(the reactor's reader thread) or ``loop`` turns it off; without the C extension (the default wheel)
+there is none.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from servecheck.client.sse import MAX_EVENT_BYTES
+from servecheck.load.generator.reactor import ENV_READER
 from servecheck.load.generator.stream import StreamState
 from servecheck.load.generator.wire import Origin, ResponseParser, WireResult
 
@@ -38,7 +40,6 @@ try:  # the optional C extension (setup.py)
 except ImportError:  # pragma: no cover - depends on the build
     _lane = None
 
-ENV_LANE = "SERVECHECK_LANE"  # "off": the reactor reads every request
 PAUSE_S = 0.0005  # the thread's pause after a pass that read: one wake-up serves several reads
 
 # How an exchange ended (``_lane.c``'s END_ codes).
@@ -46,16 +47,17 @@ END_MORE, END_COMPLETE, END_CLOSED, END_DEADLINE, END_IDLE, END_CONNECT = range(
 END_SEND, END_SEND_TIMEOUT, END_PARSED, END_DROPPED, END_ABORTED = range(6, 11)
 DISAGREE = (
     "the native lane and the response parser disagree on where this response ended "
-    f"(a servecheck bug: {ENV_LANE}=off reads with the reactor instead)"
+    f"(a servecheck bug: {ENV_READER}=thread reads with the reactor instead)"
 )
 
 
 def lane_wanted() -> bool:
-    """Whether the lane may run: built, and not turned off."""
-    want = os.environ.get(ENV_LANE, "").strip().lower() or "on"
-    if want not in ("on", "off"):
-        raise ValueError(f"{ENV_LANE} must be 'on' or 'off', not {want!r}")
-    return want == "on" and _lane is not None
+    """Whether the lane may run: built, and the reader not set to the reactor's (``thread`` or
+    ``loop`` in ``SERVECHECK_READER``; ``lane``, the default, lets it run where it fits)."""
+    want = os.environ.get(ENV_READER, "").strip().lower() or "lane"
+    if want not in ("lane", "thread", "loop"):
+        raise ValueError(f"{ENV_READER} must be 'lane', 'thread' or 'loop', not {want!r}")
+    return want == "lane" and _lane is not None
 
 
 def _strerror(code: int) -> str:

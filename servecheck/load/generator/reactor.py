@@ -84,7 +84,9 @@ BATCH_S = 0.001
 # share a read and its stamp.
 THREAD_PAUSE_S = 0.0005
 _TS = struct.Struct("qq")
-ENV_READER = "SERVECHECK_READER"  # "loop" forces the pure-Python reader
+# who reads: "lane" (the default: the closed loop's native lane where it fits, lane.py), "thread"
+# (the reactor's native reader thread, no lane) or "loop" (the pure-Python reader)
+ENV_READER = "SERVECHECK_READER"
 
 _rxthread: Any
 try:  # the optional C extension (setup.py); absent where it could not be built
@@ -243,11 +245,13 @@ class _ThreadReads:
 
 
 def reader_kind(preferred: str | None = None) -> str:
-    """``thread`` when the native reader is built and not turned off, else ``loop``."""
+    """``thread`` when the native reader is built and not turned off, else ``loop``. (``lane``,
+    the default, is the closed loop's native lane, lane.py; the reactor under it reads with the
+    thread.)"""
     want = preferred or os.environ.get(ENV_READER, "").strip().lower() or "thread"
-    if want not in ("thread", "loop"):
-        raise ValueError(f"{ENV_READER} must be 'thread' or 'loop', not {want!r}")
-    return "thread" if want == "thread" and _rxthread is not None else "loop"
+    if want not in ("lane", "thread", "loop"):
+        raise ValueError(f"{ENV_READER} must be 'lane', 'thread' or 'loop', not {want!r}")
+    return "thread" if want != "loop" and _rxthread is not None else "loop"
 
 
 class StreamReactor:
