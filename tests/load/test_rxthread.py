@@ -191,9 +191,11 @@ def test_reader_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(reactor_mod.ENV_READER)
     assert reactor_mod.reader_kind() == "thread"
     assert reactor_mod.reader_kind("loop") == "loop"
+    monkeypatch.setenv(reactor_mod.ENV_READER, "lane")  # the lane's reactor reads with the thread
+    assert reactor_mod.reader_kind() == "thread"
     monkeypatch.setenv(reactor_mod.ENV_READER, "fast")
     with pytest.raises(
-        ValueError, match="SERVECHECK_READER must be 'thread' or 'loop', not 'fast'"
+        ValueError, match="SERVECHECK_READER must be 'lane', 'thread' or 'loop', not 'fast'"
     ):
         reactor_mod.reader_kind()
 
