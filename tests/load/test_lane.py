@@ -222,8 +222,11 @@ def test_many_exchanges_reuse_connections_and_count_every_token(
     assert sum(e.res.new_conn for e in ended) <= 8, "keep-alive connections are reused"
     assert stats["started"] == 40 and stats["reads"] >= 40
     assert stats["kernel_stamps"] + stats["user_stamps"] == stats["reads"]
-    for e in ended:  # a token is never timed before the request went out
-        assert e.res.t_sent <= e.res.t_written <= e.st.token_times[0] <= e.res.t_end
+    for e in ended:  # a token is never timed before the request went out (on loopback the
+        # kernel may stamp the answer before the writer reads its clock after the send returns:
+        # analysis/timings.py's record_stamps; so t_written is not a bound on it)
+        assert e.res.t_sent <= e.res.t_written and e.res.t_sent <= e.st.token_times[0]
+        assert e.st.token_times[0] <= e.res.t_end
 
 
 def test_a_stale_pooled_connection_is_retried_on_a_fresh_one(

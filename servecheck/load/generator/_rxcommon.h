@@ -135,21 +135,6 @@ static inline long short_slice(void) {
     return attr.runtime == SLICE_NS ? (long)attr.runtime : 0;
 #else
     return 0;
-#ifdef Py_PYTHON_H
-/* A list of n arrival times (doubles at p, unaligned): a token batch as both take()s hand it over. */
-static inline PyObject *times_list(const char *p, int32_t n) {
-    PyObject *out = PyList_New(n);
-    for (int32_t i = 0; out != NULL && i < n; i++) {
-        double t;
-        memcpy(&t, p + (size_t)i * sizeof(double), sizeof t);
-        PyObject *f = PyFloat_FromDouble(t);
-        if (f == NULL) Py_CLEAR(out);
-        else PyList_SET_ITEM(out, i, f);
-    }
-    return out;
-}
-#endif
-
 #endif
 }
 
