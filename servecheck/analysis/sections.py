@@ -168,6 +168,10 @@ class ReaderThread:
     # kernel's default: then a busy core can hold a woken reader for milliseconds
     slice_us: float | None = None
     late_reads: int = 0  # reads taken more than 10 ms after their bytes arrived
+    # the native lane's slots (closed loop): time spent waiting for the generator's next request,
+    # and time spent in exchanges (None where no lane ran)
+    held_s: float | None = None
+    busy_s: float | None = None
 
 
 @dataclass(slots=True)

@@ -414,6 +414,11 @@ class Schedule:
     # shares that one's time, so a share above MAX_LATE_READS flags the run.
     reads: int = 0
     late_reads: int = 0
+    # The native lane's slots (closed loop, load/generator/_lane.c): time they waited for the
+    # generator's next request, and time they spent in exchanges. A share held above MAX_HELD
+    # flags the run: its users sent later than a closed loop would have.
+    held_s: float = 0.0
+    busy_s: float = 0.0
 
 
 @dataclass(slots=True)
@@ -794,6 +799,8 @@ MAX_LATE_READS = 0.0001
 # (ITL p50 under this): an engine streaming a token every 50 ms loses nothing to such a stall, and
 # a busy machine must not make its run INCONCLUSIVE for it.
 MERGING_ITL_MS = 20.0
+# The share of its slots' time the lane may leave them waiting for a request to send.
+MAX_HELD = 0.01
 
 
 def _judge_schedule(st: RunStats) -> None:
@@ -832,6 +839,13 @@ def _judge_schedule(st: RunStats) -> None:
             f"the reader took {sched.late_reads / sched.reads:.3%} of its reads more than 10 ms"
             f" after their bytes arrived (at most {MAX_LATE_READS:.3%}): a token still unread"
             f" when its stream's next one arrives shares that one's time{because}"
+        )
+    held = sched.held_s / (sched.held_s + sched.busy_s) if sched.held_s > 0 else 0.0
+    if held > MAX_HELD:
+        st.behind_reasons.append(
+            f"the users' slots waited {held:.1%} of their time for the generator's next request "
+            f"(at most {MAX_HELD:.0%}): the closed loop sent later than its users would have"
+            f"{because}"
         )
     loop = st.loop_lag_ms
     if loop.count and (loop.get("p99") or 0.0) > sched.max_lag_ms:

@@ -140,8 +140,16 @@ def _reader_summary(infos: list[dict[str, Any]]) -> Reader:
             reads_per_pass=round(reads / passes, 2) if passes else None,
             slice_us=_common_slice(threads),
             late_reads=sum(int(t.get("late_reads") or 0) for t in threads),
+            held_s=_lane_sum(threads, "held_s"),
+            busy_s=_lane_sum(threads, "busy_s"),
         )
     return out
+
+
+def _lane_sum(threads: list[dict[str, Any]], key: str) -> float | None:
+    """A lane counter summed over the Locust processes that ran one (None where none did)."""
+    vals = [float(t[key]) for t in threads if t.get(key) is not None]
+    return round(sum(vals), 4) if vals else None
 
 
 def _common_slice(threads: list[dict[str, Any]]) -> float | None:
@@ -419,6 +427,8 @@ def summarise(
         cause=host.cause() if host is not None else "",
         reads=reader.thread.reads if reader.thread else 0,
         late_reads=reader.thread.late_reads if reader.thread else 0,
+        held_s=(reader.thread.held_s or 0.0) if reader.thread else 0.0,
+        busy_s=(reader.thread.busy_s or 0.0) if reader.thread else 0.0,
     )
     stats = agg.stats(sched, loop_lag)
     agg.write_samples(run_dir)  # the values compare and the report read (bounded)

@@ -229,6 +229,31 @@ def test_many_exchanges_reuse_connections_and_count_every_token(
         assert e.st.token_times[0] <= e.res.t_end
 
 
+def test_a_slot_left_without_a_request_counts_as_held(
+    make_reference: Callable[..., RunningServer],
+) -> None:
+    """A free slot with nothing queued waits for the generator, not for its user: that wait is
+    the lane's held time (a closed loop sending late), and the exchanges' time is busy time."""
+    server = make_reference()
+    origin = Origin(server.base_url, HEADERS)
+    lane = Lane(origin, 5.0, 10.0)
+    body = json.dumps(BODY).encode()
+    try:
+        lane.set_slots(1)
+        lane.put(1, origin.request("/chat/completions", body, "r-1"), 30.0, StreamState())
+        assert len(_wait(lane, 1)) == 1
+        quick = lane.stats()
+        time.sleep(0.3)  # the slot is free and the queue empty: the generator holds it
+        lane.put(2, origin.request("/chat/completions", body, "r-2"), 30.0, StreamState())
+        assert len(_wait(lane, 1)) == 1
+        stats = lane.stats()
+    finally:
+        lane.close()
+    assert quick["busy_s"] > 0 and quick["held_s"] < 0.1
+    assert 0.25 <= stats["held_s"] - quick["held_s"] < 5.0, stats
+    assert stats["busy_s"] > quick["busy_s"]
+
+
 def test_a_stale_pooled_connection_is_retried_on_a_fresh_one(
     make_reference: Callable[..., RunningServer],
 ) -> None:
@@ -305,6 +330,8 @@ def test_reader_info_with_the_lane_adds_both_threads() -> None:
         "late_reads": 2,
         "kernel_stamps": 90,
         "user_stamps": 0,
+        "held_s": 0.5,
+        "busy_s": 40.0,
     }
     out = with_lane(info, lane)
     assert out["kind"] == "lane" and out["reads"] == 100 and out["kernel_stamps"] == 99
@@ -314,6 +341,8 @@ def test_reader_info_with_the_lane_adds_both_threads() -> None:
         "cpu_s": 1.75,
         "slice_us": 100.0,
         "late_reads": 3,
+        "held_s": 0.5,  # the lane's alone: the reactor's thread holds no slots
+        "busy_s": 40.0,
     }
     # a reactor reader thread that never read (no hand-back) leaves the lane's figures alone
     idle = {**info, "thread": {"reads": 0, "passes": 0, "cpu_s": 0.0, "slice_us": None}}
@@ -323,6 +352,8 @@ def test_reader_info_with_the_lane_adds_both_threads() -> None:
         "cpu_s": 1.25,
         "slice_us": 100.0,
         "late_reads": 2,
+        "held_s": 0.5,
+        "busy_s": 40.0,
     }
 
 

@@ -35,7 +35,8 @@
  *       end: 0 (more of this exchange follows), else one of the END_ codes below
  *       idle: no exchange open and none queued
  *   l.open() -> (n, oldest_t_start, reads)   exchanges open now, the oldest's start, their reads
- *   l.stats() -> (reads, passes, cpu_s, slice_ns, late, counted, kernel, user, started)
+ *   l.stats() -> (reads, passes, cpu_s, slice_ns, late, counted, kernel, user, started, held_s,
+ *                 busy_s)
  *   l.close()             stop and join the thread; open exchanges are dropped
  */
 #define PY_SSIZE_T_CLEAN
@@ -108,6 +109,7 @@ typedef struct {
     request rq;
     size_t req_off;
     double t_start, t_conn0, connect_s, t_sent, t_written, last, deadline;
+    double t_free; /* since when this free slot waits for the generator's next request (0: not) */
     uint64_t reads;
     /* the response's framing */
     char *head;
@@ -161,6 +163,7 @@ typedef struct {
     double offset;
     uint64_t reads, passes, late, counted, kernel, user, starts;
     double cpu_s;
+    double held_s, busy_s; /* slot time spent waiting for a queued request, and in exchanges */
     long slice_ns;
 } Lane;
 
@@ -492,6 +495,7 @@ static void start_next(Lane *l, conn *c);
 /* End c's exchange: its bundle, then the connection kept or closed, then the next request. */
 static void finish(Lane *l, conn *c, int end, int err, double t) {
     emit(l, c, end, err, t);
+    if (c->t_start > 0 && t > c->t_start) l->busy_s += t - c->t_start;
     int keep = end == END_COMPLETE && c->keep && !c->extra && !c->bad && l->pool;
     if (!keep) close_fd(c); /* a kept one stays watched for input: its close shows as a read */
     free(c->rq.req);
@@ -581,6 +585,10 @@ static void send_more(Lane *l, conn *c) {
 static void start(Lane *l, conn *c, request rq) {
     c->rq = rq;
     c->t_start = now_t();
+    if (c->t_free > 0) { /* the slot waited for this request: the generator held its user back */
+        l->held_s += c->t_start - c->t_free;
+        c->t_free = 0;
+    }
     c->deadline = c->t_start + rq.timeout_s;
     c->connect_s = c->t_sent = c->t_written = 0.0;
     c->retried = 0;
@@ -718,6 +726,7 @@ static void schedule(Lane *l) {
     for (int i = 0; i < l->nconns; i++) {
         conn *c = &l->conns[i];
         if (i >= l->want) {
+            c->t_free = 0;
             if (c->phase != P_FREE && l->drop) finish(l, c, END_DROPPED, 0, now);
             if (c->phase == P_FREE) close_fd(c); /* a retired slot's last exchange ends first */
             continue;
@@ -737,6 +746,11 @@ static void schedule(Lane *l) {
         started++;
     }
     l->backlog = started == START_MAX;
+    /* A free slot left waiting (no request queued, or START_MAX reached) waits for the generator,
+     * not for its user: the time until it starts counts as held (Lane.stats). */
+    if (now < l->stop_at)
+        for (int i = 0; i < l->want && i < l->nconns; i++)
+            if (l->conns[i].phase == P_FREE && l->conns[i].t_free == 0) l->conns[i].t_free = now;
 }
 
 static int is_idle(Lane *l) {
@@ -1182,10 +1196,11 @@ static PyObject *Lane_open(Lane *l, PyObject *unused) {
 
 static PyObject *Lane_stats(Lane *l, PyObject *unused) {
     pthread_mutex_lock(&l->mu);
-    PyObject *t = Py_BuildValue("(KKdlKKKKK)", (unsigned long long)l->reads, (unsigned long long)l->passes,
+    PyObject *t = Py_BuildValue("(KKdlKKKKKdd)", (unsigned long long)l->reads, (unsigned long long)l->passes,
                                 l->cpu_s, l->slice_ns, (unsigned long long)l->late,
                                 (unsigned long long)l->counted, (unsigned long long)l->kernel,
-                                (unsigned long long)l->user, (unsigned long long)l->starts);
+                                (unsigned long long)l->user, (unsigned long long)l->starts,
+                                l->held_s, l->busy_s);
     pthread_mutex_unlock(&l->mu);
     return t;
 }

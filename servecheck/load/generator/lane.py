@@ -235,7 +235,9 @@ class Lane:
 
     def stats(self) -> dict[str, Any]:
         """The thread's counters, in the reader thread's shape (summary.json's reader)."""
-        reads, passes, cpu_s, slice_ns, late, counted, kernel, user, started = self._c.stats()
+        reads, passes, cpu_s, slice_ns, late, counted, kernel, user, started, held, busy = (
+            self._c.stats()
+        )
         return {
             "reads": int(reads),
             "passes": int(passes),
@@ -246,6 +248,10 @@ class Lane:
             "kernel_stamps": int(kernel),
             "user_stamps": int(user),
             "started": int(started),
+            # slot time spent waiting for a queued request (the generator held its user back),
+            # and spent in exchanges: their ratio judges a closed loop the lane fell behind on
+            "held_s": round(float(held), 4),
+            "busy_s": round(float(busy), 4),
         }
 
     def close(self) -> None:
@@ -271,7 +277,8 @@ def with_lane(info: dict[str, Any], lane: dict[str, Any]) -> dict[str, Any]:
     """A Locust process's reader info (``reactor_info``) with the lane's reads added: kind
     ``lane``, the reads and stamps of both, and one thread entry for both native threads (the
     reactor's reader thread counts only where it read anything: after a hand-back)."""
-    thread = {k: lane[k] for k in ("reads", "passes", "cpu_s", "slice_us", "late_reads")}
+    keys = ("reads", "passes", "cpu_s", "slice_us", "late_reads", "held_s", "busy_s")
+    thread = {k: lane[k] for k in keys}
     theirs = info.get("thread") or {}
     if int(theirs.get("reads") or 0) > 0:
         for key in ("reads", "passes", "late_reads"):

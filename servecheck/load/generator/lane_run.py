@@ -26,9 +26,12 @@ from servecheck.load.workload.planned import Send
 from servecheck.records.record import RequestRecord
 
 _perf = time.perf_counter
-GATHER_S = 0.005
+# The loop's pause after each pass: answers gather meanwhile, so one wake-up serves many. Each
+# pass costs the Python thread about 200 us of its own (the hub's wake-ups and switches), which at
+# 5 ms was as much again as the records it settled at 256 streams (issue 46).
+GATHER_S = 0.05
 HOLD_POLL_S = 0.25  # how often a holding user looks whether Locust asked it to stop
-STOPPING = "stopping"  # locust.user.task.LOCUST_STATE_STOPPING (no locust import here)  # the loop's pause after each pass (the queue covers it: see _fill)
+STOPPING = "stopping"  # locust.user.task.LOCUST_STATE_STOPPING (no locust import here)
 
 
 class Sender(Protocol):
@@ -66,6 +69,7 @@ class LaneRun:
         self.bodies: dict[int, Any] = {}  # the run's requests, encoded once per prompt
         self.holders: dict[Any, threading.Event] = {}  # the users holding a slot: their wake-up
         self._polled = 0.0
+        self._last_pass = 0  # exchanges that ended in the last pass: what the queue must cover
         if ctrl.deadline != float("inf"):
             lane.stop_at(ctrl.deadline)
 
@@ -77,6 +81,7 @@ class LaneRun:
         usual and is recorded; the user waits for that, as for its own request)."""
         self.users += 1
         self.lane.set_slots(self.users)
+        self._fill()  # its slot starts now, not at the loop's next pass
         if self._greenlet is None:
             self._greenlet = sys.modules["gevent"].spawn(self._run)
         woken = self.holders[user] = threading.Event()
@@ -124,6 +129,7 @@ class LaneRun:
                 self._fill()
                 hub.wait(watcher)
                 ended, idle = self.lane.take()
+                self._last_pass = len(ended)
                 for e in ended:
                     self._ended(e)
                 if not self.ctrl.accepting():
@@ -132,7 +138,8 @@ class LaneRun:
                 if idle and self.stopping:
                     break
                 # Let answers gather: one wake-up then serves many. Their times are the lane's,
-                # and the queue holds enough requests that no slot waits meanwhile.
+                # and the queue holds enough requests that no slot waits meanwhile (a slot that
+                # does is counted: the lane's held time, which flags the run past 1 %).
                 sleep(GATHER_S)
         finally:
             watcher.close()
@@ -150,9 +157,10 @@ class LaneRun:
                 woken.set()
 
     def _fill(self) -> None:
-        """Keep enough requests queued that a slot never waits for this greenlet."""
+        """Keep enough requests queued that a slot never waits for this greenlet: half a request
+        a user, and three passes' worth at the rate the last pass saw."""
         ctrl = self.ctrl
-        want = max(8, self.users // 2) - self.lane.queued()
+        want = max(8, self.users // 2, 3 * self._last_pass) - self.lane.queued()
         while want > 0 and not self.stopping and ctrl.accepting():
             send, rec, path, payload = ctrl.build(self.planner, _perf(), self.bodies)
             st = send.stream = ctrl.stream_state()
