@@ -26,10 +26,12 @@ from servecheck.load.workload.planned import Send
 from servecheck.records.record import RequestRecord
 
 _perf = time.perf_counter
-# The loop's pause after each pass: answers gather meanwhile, so one wake-up serves many. Each
-# pass costs the Python thread about 200 us of its own (the hub's wake-ups and switches), which at
-# 5 ms was as much again as the records it settled at 256 streams (issue 46).
-GATHER_S = 0.05
+# The loop's pause after each pass: answers gather meanwhile, so one wake-up serves many. With the
+# whole command on one core, a pass cost the Python thread up to about 200 us of its own (the hub's
+# wake-ups and switches): at 5 ms as much again as the records it settled at 256 streams (issue 46).
+# Longer pauses gain little more, and make the other greenlets wait behind longer passes.
+GATHER_S = 0.02
+SETTLE_RUN = 16  # exchanges settled before the loop lets the other greenlets in (a few ms)
 HOLD_POLL_S = 0.25  # how often a holding user looks whether Locust asked it to stop
 STOPPING = "stopping"  # locust.user.task.LOCUST_STATE_STOPPING (no locust import here)
 
@@ -130,7 +132,9 @@ class LaneRun:
                 hub.wait(watcher)
                 ended, idle = self.lane.take()
                 self._last_pass = len(ended)
-                for e in ended:
+                for i, e in enumerate(ended):
+                    if i and not i % SETTLE_RUN:
+                        sleep(0)  # let the other greenlets in (their event-loop lag stays low)
                     self._ended(e)
                 if not self.ctrl.accepting():
                     self.stop()
