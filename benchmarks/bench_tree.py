@@ -500,20 +500,20 @@ def _ratio_rows(
     rows: list[str] = []
     ours = [v for v in variants if not v.startswith("peer")]
 
-    def row(a: dict[str, Any], b: dict[str, Any], label: str, post_run: bool) -> str:
-        post = _ratio(a["post_run_s"], b["post_run_s"]) if post_run else "-"
-        return (
-            f"| {n} | {label} | {_ratio(a['fixed'], b['fixed'])}"
-            f" | {_ratio(a['marginal'], b['marginal'])} | {post} |"
-        )
+    def row(a: dict[str, Any], b: dict[str, Any], label: str, base: str) -> str:
+        # post-run time only between our trees; no fixed ratio to wrk, whose fixed cost is its
+        # start alone (about nil, so noise makes any ratio to it meaningless)
+        post = _ratio(a["post_run_s"], b["post_run_s"]) if base == "ours" else "-"
+        fixed = _ratio(a["fixed"], b["fixed"]) if base != "wrk" else "-"
+        return f"| {n} | {label} | {fixed} | {_ratio(a['marginal'], b['marginal'])} | {post} |"
 
     for v in ours[1:]:
-        rows.append(row(cells[(v, n)], cells[(ours[0], n)], f"{v} / {ours[0]}", True))
+        rows.append(row(cells[(v, n)], cells[(ours[0], n)], f"{v} / {ours[0]}", "ours"))
     # the peers' ratios name the trees as before/after: the first two of ours
     pairs = {PEER_LOCUST: ("peer", ours[1:2]), PEER_WRK: ("wrk", ours[1::-1])}
     for peer, (short, trees) in pairs.items():
         if peer in variants:
-            rows += [row(cells[(t, n)], cells[(peer, n)], f"{t} / {short}", False) for t in trees]
+            rows += [row(cells[(t, n)], cells[(peer, n)], f"{t} / {short}", short) for t in trees]
     return rows
 
 
