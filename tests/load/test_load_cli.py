@@ -569,6 +569,26 @@ def test_the_lane_hands_the_run_to_the_reactor_at_its_first_failure(tmp_path: Pa
         assert s["generator"]["reader"]["kinds"] == ["lane"], s["generator"]["reader"]
 
 
+def test_the_lane_keeps_its_slots_busy_on_a_fast_server(
+    make_reference: Callable[..., RunningServer], tmp_path: Path
+) -> None:
+    """A server that answers in about a millisecond: the lane's Python side settles every 20 ms,
+    so its queue must cover a pass at that rate. It once held 8 requests: the slots waited a
+    fortieth of the run for the next one, and a clean run was flagged (a false failure)."""
+    if not (sys.platform == "linux" and lane_wanted()):
+        pytest.skip("the native lane is not built here")
+    targets = _targets(tmp_path, make_reference(itl_ms=0))  # no pause between tokens
+    out = tmp_path / "reports"
+    proc = _run(_cmd(targets, out, "--users", "4", "--duration", "3s", "--no-tokenize"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    s = _summary(out)
+    thread = s["generator"]["reader"]["thread"]
+    assert s["generator"]["reader"]["kinds"] == ["lane"], s["generator"]["reader"]
+    assert s["requests"]["ok"] > 500, s["requests"]  # answers of about a millisecond each
+    held = thread["held_s"] / (thread["held_s"] + thread["busy_s"])
+    assert held < 0.05, thread  # under the share that flags a run (stats.MAX_HELD)
+
+
 def test_the_reader_set_to_thread_reads_with_the_reactor(
     fast_server: RunningServer, tmp_path: Path
 ) -> None:

@@ -15,6 +15,7 @@ No locust import: the controller is passed in (``locust_user.py``); gevent is lo
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import time
@@ -31,6 +32,8 @@ _perf = time.perf_counter
 # wake-ups and switches): at 5 ms as much again as the records it settled at 256 streams (issue 46).
 # Longer pauses gain little more, and make the other greenlets wait behind longer passes.
 GATHER_S = 0.02
+MIN_PAUSE_S = 0.001  # the shortest pause, where the queue would otherwise run dry (a fast server)
+QUEUE_MAX = 4096  # requests queued at most (a few MB of encoded requests)
 SETTLE_RUN = 16  # exchanges settled before the loop lets the other greenlets in (a few ms)
 HOLD_POLL_S = 0.25  # how often a holding user looks whether Locust asked it to stop
 STOPPING = "stopping"  # locust.user.task.LOCUST_STATE_STOPPING (no locust import here)
@@ -71,7 +74,8 @@ class LaneRun:
         self.bodies: dict[int, Any] = {}  # the run's requests, encoded once per prompt
         self.holders: dict[Any, threading.Event] = {}  # the users holding a slot: their wake-up
         self._polled = 0.0
-        self._last_pass = 0  # exchanges that ended in the last pass: what the queue must cover
+        self._rate = 0.0  # exchanges ended a second, over the last pass: what the queue covers
+        self._t_pass = _perf()
         if ctrl.deadline != float("inf"):
             lane.stop_at(ctrl.deadline)
 
@@ -131,7 +135,7 @@ class LaneRun:
                 self._fill()
                 hub.wait(watcher)
                 ended, idle = self.lane.take()
-                self._last_pass = len(ended)
+                self._paced(len(ended))
                 for i, e in enumerate(ended):
                     if i and not i % SETTLE_RUN:
                         sleep(0)  # let the other greenlets in (their event-loop lag stays low)
@@ -144,7 +148,7 @@ class LaneRun:
                 # Let answers gather: one wake-up then serves many. Their times are the lane's,
                 # and the queue holds enough requests that no slot waits meanwhile (a slot that
                 # does is counted: the lane's held time, which flags the run past 1 %).
-                sleep(GATHER_S)
+                sleep(self._pause())
         finally:
             watcher.close()
             self._end()
@@ -160,11 +164,27 @@ class LaneRun:
             if getattr(user, "_state", None) == STOPPING:
                 woken.set()
 
+    def _paced(self, ended: int) -> None:
+        """The rate exchanges end at, over the pass that just ended."""
+        now = _perf()
+        if now > self._t_pass:
+            self._rate = ended / (now - self._t_pass)
+        self._t_pass = now
+
+    def _pause(self) -> float:
+        """The pause before the next pass: :data:`GATHER_S`, or less where the queue would run
+        dry before it at the last pass's rate (a fast server; a rate held down by a queue that
+        ran dry then grows threefold a pass, with the queue)."""
+        if self._rate <= 0:
+            return GATHER_S
+        return max(MIN_PAUSE_S, min(GATHER_S, 0.5 * self.lane.queued() / self._rate))
+
     def _fill(self) -> None:
         """Keep enough requests queued that a slot never waits for this greenlet: half a request
         a user, and three passes' worth at the rate the last pass saw."""
         ctrl = self.ctrl
-        want = max(8, self.users // 2, 3 * self._last_pass) - self.lane.queued()
+        wanted = max(8, self.users // 2, math.ceil(3 * self._rate * GATHER_S))
+        want = min(QUEUE_MAX, wanted) - self.lane.queued()
         while want > 0 and not self.stopping and ctrl.accepting():
             send, rec, path, payload = ctrl.build(self.planner, _perf(), self.bodies)
             st = send.stream = ctrl.stream_state()
