@@ -143,6 +143,48 @@ class MetricMap:
     def all_names(self) -> set[str]:
         return {name for names in self.candidates.values() for name in names}
 
+    def only(self, *canonical: str) -> MetricMap:
+        """This mapping cut to ``canonical`` (a reader of two values need not parse a page's
+        other families: :func:`extract` drops their lines before parsing)."""
+        return MetricMap({k: v for k, v in self.candidates.items() if k in canonical})
+
+
+# The suffixes a sample name adds to its family's (a counter's _total, a histogram's parts).
+_SUFFIXES = ("_total", "_sum", "_count", "_bucket", "_created", "_gsum", "_gcount", "_info")
+
+
+def _stem(name: str) -> str:
+    for suffix in _SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def wanted_lines(text: str, names: set[str]) -> str:
+    """``text`` with only the lines of the families ``names`` (sample names or family names)
+    belong to: their ``# HELP`` / ``# TYPE`` lines and every sample of the family, so each kept
+    family parses as it would in the whole page. prometheus_client's parser costs about 40 us a
+    line (2.3 ms for the reference server's 55-line page, tens of ms for an engine's hundreds of
+    histogram buckets, every second of a run, on the generator's core); the lines of families
+    nobody reads are left out before it, as is any defect in them."""
+    stems = names | {_stem(n) for n in names}
+    kept = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            if len(parts) < 3 or parts[1] not in ("HELP", "TYPE", "UNIT") or parts[2] in stems:
+                kept.append(line)
+            continue
+        cut = len(line)
+        for sep in ("{", " ", "\t"):
+            at = line.find(sep)
+            if 0 <= at < cut:
+                cut = at
+        name = line[:cut]
+        if name in stems or _stem(name) in stems or not name:
+            kept.append(line)
+    return "\n".join(kept) + "\n"
+
 
 def parse_samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     """Every sample in exposition ``text``: sample name -> [(labels, value)].
@@ -230,8 +272,9 @@ def find_counter(
 
 def extract(text: str, mapping: MetricMap) -> dict[str, CanonicalValue]:
     """Canonical values found in ``text``; canonical names with no sample are left out. A
-    histogram gives two values, ``<canonical>_sum`` and ``<canonical>_count``."""
-    samples = parse_samples(text)
+    histogram gives two values, ``<canonical>_sum`` and ``<canonical>_count``. Only the
+    lines of the mapping's families are parsed (:func:`wanted_lines`)."""
+    samples = parse_samples(wanted_lines(text, mapping.all_names()))
     found: dict[str, CanonicalValue] = {}
     for canonical, names in mapping.candidates.items():
         if canonical in HISTOGRAMS:

@@ -16,9 +16,11 @@ import pytest
 from servecheck.telemetry.prometheus import (
     HISTOGRAMS,
     MetricMap,
+    extract,
     find_counter,
     find_histogram,
     parse_samples,
+    wanted_lines,
 )
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "metrics"
@@ -158,3 +160,46 @@ def test_histogram_sums_its_label_sets_and_buckets() -> None:
     assert h is not None
     assert (h.count, round(h.sum, 6)) == (5.0, 0.7)
     assert h.buckets == [(0.1, 4.0), (float("inf"), 5.0)]
+
+
+PAGES = sorted([*DATA.glob("*.prom"), *(DATA.parents[1] / "telemetry" / "fixtures").glob("*.prom")])
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "tgi", "llamacpp"])
+def test_parsing_only_the_wanted_families_reads_what_the_whole_page_says(
+    page: Path, engine: str
+) -> None:
+    """``extract`` parses only the lines of the families the map names (wanted_lines): every
+    sample of those families, counters' aliases included, must read as in the whole page."""
+    text = page.read_text(encoding="utf-8")
+    names = MetricMap.for_engine(engine).all_names()
+    whole, cut = parse_samples(text), parse_samples(wanted_lines(text, names))
+    read = {n + s for n in names for s in ("", "_total", "_sum", "_count", "_bucket", "_created")}
+    assert {k: v for k, v in whole.items() if k in read} == {
+        k: v for k, v in cut.items() if k in read
+    }
+    assert extract(text, MetricMap.for_engine(engine)) == _extract_whole(text, engine)
+
+
+def _extract_whole(text: str, engine: str) -> dict[str, object]:
+    """``extract`` as it was, over the whole page's parse."""
+    from servecheck.telemetry import prometheus
+
+    real = prometheus.wanted_lines
+    try:
+        prometheus.wanted_lines = lambda t, _names: t  # type: ignore[assignment]
+        return dict(prometheus.extract(text, MetricMap.for_engine(engine)))
+    finally:
+        prometheus.wanted_lines = real
+
+
+def test_a_defect_in_a_family_nobody_reads_does_not_fail_the_scrape() -> None:
+    page = (
+        '# TYPE other_thing counter\nother_thing{a="unterminated} 1\n'
+        "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 3\n"
+    )
+    with pytest.raises(ValueError):
+        parse_samples(page)
+    got = extract(page, MetricMap.for_engine("vllm").only("requests_running"))
+    assert got["requests_running"].value == 3.0
