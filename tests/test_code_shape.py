@@ -96,8 +96,8 @@ _NOT_CONSOLE = {
     "analysis/slo.py:Verdict.line": "an SLO verdict's reason and JUnit message",
     "probes/abandon.py:ProbeResult.line": "the probe-only verdict's reason in soak.json",
     "probes/coldstart.py:ColdStart.line": "the cold_start stage's detail in accept.json",
-    # console text still in load/run.py, for the load run's own move
-    "load/run.py:_Tail.line": "the load run's progress line",
+    # console text still in load/ (load/progress.py, moved out of load/run.py), for its own move
+    "load/progress.py:RecordTail.line": "the load run's progress line",
 }
 
 

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 ClientView = Callable[[], tuple[int, float, float | None]]  # open, oldest open s, last token t
 ASK_TIMEOUT_S = 2.0
+HUNG_METRICS = ("requests_running", "generation_tokens_total")  # all the watch reads of /metrics
+SHARED_FRESH = 2.0  # a shared reading older than this many polls: scrape the page here instead
 T = TypeVar("T")
 HEARTBEAT_PREFIX = "heartbeat-"  # each Locust process's file (load/generator/locust_user.py)
 
@@ -113,6 +115,10 @@ class HungMonitor:
     _threads: list[threading.Thread] = field(default_factory=list)
     _metrics_dead: bool = False
     _models_for_health: bool = False
+    # Another reader's scrapes of the same /metrics page (the run's Prometheus sampler), used
+    # instead of scraping it again while they are fresh: (wall time, canonical values) or None.
+    shared: Callable[[], tuple[float, dict[str, float]] | None] | None = None
+    _engine_at: float = 0.0  # the newest engine reading taken, either way
 
     @classmethod
     def for_target(
@@ -184,6 +190,21 @@ class HungMonitor:
         self.watch.saw_health(now, status, url)
         return None
 
+    def share(self, sampler: Any) -> HungMonitor:
+        """Read the engine's counters from ``sampler`` (a started PrometheusSampler) where it
+        scrapes this watch's page, with this watch's names, at least as often as it polls."""
+        from servecheck.telemetry.prometheus import MetricMap
+
+        url = self.target.metrics_url or self.target.server_root + "/metrics"
+        mine = self._metric_map(MetricMap).only(*HUNG_METRICS).candidates
+        if (
+            sampler.url == url
+            and sampler.interval_s <= self.poll_s
+            and sampler.mapping.only(*HUNG_METRICS).candidates == mine
+        ):
+            self.shared = lambda: sampler.latest
+        return self
+
     def _engine(self, http: Any, now: float) -> None:
         import httpx
 
@@ -191,15 +212,26 @@ class HungMonitor:
 
         if self._metrics_dead:
             return
+        got = self.shared() if self.shared is not None else None
+        if got is not None and now - got[0] <= SHARED_FRESH * self.poll_s:
+            if got[0] > self._engine_at:  # a new scrape of the sampler's: the same page, read
+                self._engine_at = got[0]
+                values = got[1]
+                self.watch.saw_engine(
+                    got[0], values.get("requests_running"), values.get("generation_tokens_total")
+                )
+            return
         url = self.target.metrics_url or self.target.server_root + "/metrics"
         try:
             r = http.get(url)
-            found = extract(r.text, self._metric_map(MetricMap)) if r.status_code == 200 else {}
+            wanted = self._metric_map(MetricMap).only(*HUNG_METRICS)
+            found = extract(r.text, wanted) if r.status_code == 200 else {}
         except (httpx.HTTPError, ValueError):
             found = {}
         running, generated = found.get("requests_running"), found.get("generation_tokens_total")
         if running is None and generated is None and self.watch.generated is None:
             self._metrics_dead = True  # no engine counters here: the client and canary judge
+        self._engine_at = now
         self.watch.saw_engine(
             now,
             None if running is None else running.value,

@@ -49,6 +49,7 @@ from servecheck.load.generator.live import check_free, live_config
 from servecheck.load.generator.transport import LOCAL_DIR
 from servecheck.load.hung_watch import Heartbeats, HungMonitor
 from servecheck.load.plan import CONTEXT_FILE, ENV_CONFIG, RunConfig, load_plan
+from servecheck.load.progress import ChildExit, RecordTail
 from servecheck.load.spec import LoadSpec
 from servecheck.load.summary import (
     SCHEMA_VERSION,
@@ -65,7 +66,7 @@ from servecheck.load.workload.lengths import exact_output
 from servecheck.load.workload.phased import check_slos
 from servecheck.load.workload.trace import trace_duration
 from servecheck.probes.reach import target_down
-from servecheck.records.record import progress_fields, refuse_used_run_dir, worker_files
+from servecheck.records.record import refuse_used_run_dir
 from servecheck.redact import redact
 from servecheck.redact import register as redact_register
 from servecheck.signals import Interrupted, signum_of, stoppable_child
@@ -385,67 +386,6 @@ def _ui_args(cfg: RunConfig) -> list[str]:
     return ["--autostart", "--autoquit", "0", "--web-host", web[0], "--web-port", str(web[1])]
 
 
-class _Tail:
-    """Reads new lines of the worker record files as they grow (for live progress)."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir
-        self.offsets: dict[Path, int] = {}
-        self.total = self.errors = self.tokens = 0
-        self.ttfts: list[float] = []
-
-    def poll(self) -> list[dict[str, Any]]:
-        """Read what the workers wrote since the last poll; returns those records."""
-        new: list[dict[str, Any]] = []
-        for p in worker_files(self.run_dir):
-            off = self.offsets.get(p, 0)
-            try:
-                with open(p, "rb") as fh:
-                    fh.seek(off)
-                    data = fh.read()
-            except OSError:
-                continue
-            cut = data.rfind(b"\n") + 1
-            self.offsets[p] = off + cut
-            for line in data[:cut].splitlines():
-                r = progress_fields(line)  # an answer's few fields, without decoding its ITLs
-                if r is None:
-                    try:
-                        r = json.loads(line)
-                    except ValueError:
-                        continue
-                    if not isinstance(r, dict):
-                        continue
-                new.append(r)
-                self.total += 1
-                if r.get("error"):
-                    self.errors += 1
-                elif r.get("ttft") is not None:
-                    self.ttfts.append(r["ttft"])
-                self.tokens += int(r.get("output_tokens") or r.get("output_tokens_client") or 0)
-        if len(self.ttfts) > 2000:
-            self.ttfts = self.ttfts[-1000:]
-        return new
-
-    def line(self, elapsed: float, bound: float | None, drain: float | None = None) -> str:
-        """The progress line; past ``bound`` the run is stopping (requests in flight finish,
-        for at most ``drain`` s), and it says so rather than ``load 8s/6s``."""
-        recent = sorted(self.ttfts[-200:])
-        p50 = f"{recent[len(recent) // 2] * 1000:.0f} ms" if recent else "-"
-        if bound and elapsed > bound:
-            most = f" of at most {drain:.0f}s" if drain else ""
-            phase = (
-                f"load {bound:.0f}s done, stopping: requests in flight finish "
-                f"({elapsed - bound:.0f}s{most})"
-            )
-        else:
-            phase = f"load {elapsed:5.0f}s" + (f"/{bound:.0f}s" if bound else "")
-        return (
-            f"{phase}  done {self.total}  errors {self.errors}  "
-            f"tokens {self.tokens}  ttft p50 (recent) {p50}"
-        )
-
-
 def _run_locust(
     cmd: list[str],
     env: dict[str, str],
@@ -472,7 +412,7 @@ def _run_locust(
         if console.is_terminal:
             live = Live(console=console, refresh_per_second=2, transient=True)
             live.start()
-    tail = _Tail(records_dir or run_dir)
+    tail = RecordTail(records_dir or run_dir)
     out = open(run_dir / "locust.stdout", "wb")  # noqa: SIM115
     t0 = time.monotonic()
     proc = subprocess.Popen(
@@ -484,13 +424,12 @@ def _run_locust(
         preexec_fn=stoppable_child,  # _stop() sends SIGINT: Locust must not inherit SIG_IGN
     )  # noqa: PLW1509 - only calls prctl and signal
     last_print = last_poll = 0.0
+    child = ChildExit(proc)
     try:
         while True:
-            try:
-                rc = proc.wait(timeout=0.25)
+            rc = child.wait(0.25)
+            if rc is not None:
                 break
-            except subprocess.TimeoutExpired:
-                pass
             elapsed = time.monotonic() - t0
             if elapsed - last_poll >= 1.0:
                 last_poll = elapsed
@@ -510,6 +449,7 @@ def _run_locust(
         _stop(proc)
         raise
     finally:
+        child.close()
         if live is not None:
             live.stop()
         out.close()
@@ -642,7 +582,7 @@ def _run(
     # A worker's records go to its own copy (local/); the master's come over the wire.
     records_dir = run_dir / LOCAL_DIR if spec.role == "worker" else run_dir
     beats = Heartbeats(records_dir)
-    hung = _hung_monitor(spec, cfg, slos, choice.model, started, beats)
+    hung = _hung_monitor(spec, cfg, slos, choice.model, started, beats, server.prometheus())
     try:
         rc = _run_locust(
             cmd, env, run_dir, wall, spec.progress, bound, watch, records_dir, cfg.drain_s, hung
@@ -705,10 +645,13 @@ def _hung_monitor(
     model: str,
     started: float,
     beats: Heartbeats,
+    sampler: Any = None,
 ) -> HungMonitor | None:
     """The hung-but-healthy watch (analysis/hung.py) of a run that is not a worker's: N from the
     run's TTFT / ITL SLOs where ``--hung-after`` is not given; the canary only in a long load (one
-    that lasts two canary periods at least), where a stuck engine would otherwise go unasked."""
+    that lasts two canary periods at least), where a stuck engine would otherwise go unasked.
+    ``sampler``: the run's Prometheus sampler, whose scrapes the watch reads rather than scraping
+    the same page again."""
     if spec.role == "worker" or not spec.hung.active:
         return None
     budget = {
@@ -716,9 +659,12 @@ def _hung_monitor(
     }
     rule = spec.hung.resolved(budget.get("ttft"), budget.get("itl"))
     long_load = cfg.duration_s is None or cfg.duration_s >= 2 * rule.canary_every_s
-    return HungMonitor.for_target(
+    monitor = HungMonitor.for_target(
         spec.target, model, rule, started, client=beats, canary_due=lambda: long_load
-    ).start()
+    )
+    if sampler is not None:
+        monitor.share(sampler)
+    return monitor.start()
 
 
 # ------------------------------------------------------------------ options and plans

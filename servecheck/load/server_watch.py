@@ -78,6 +78,13 @@ class ServerWatch:
         watch.recorder.wait_ready(min(READY_S, timeout_s * 2))
         return watch
 
+    def prometheus(self) -> Any:
+        """The recorder's Prometheus sampler of the engine's /metrics, or None."""
+        from servecheck.telemetry.samplers import PrometheusSampler
+
+        samplers = getattr(self.recorder, "samplers", None) or []
+        return next((s for s in samplers if isinstance(s, PrometheusSampler)), None)
+
     def unreachable(self) -> bool:
         """The scrape before the run got no answer at all (refused, timed out): other scrapes of
         the same URL would only wait their timeout too."""

@@ -283,6 +283,9 @@ class PrometheusSampler(_ScrapeSampler):
         super().__init__(path, url, interval_s, headers=headers, timeout_s=timeout_s, **kwargs)
         self.engine = engine
         self.mapping = MetricMap.for_engine(engine, metric_map)
+        # The last scrape's canonical values and its wall-clock time, for another reader of the
+        # same page in this process (load/hung_watch.py), so the engine is scraped once.
+        self.latest: tuple[float, dict[str, float]] | None = None
 
     def setup(self) -> None:
         if not self.mapping.candidates:
@@ -296,6 +299,7 @@ class PrometheusSampler(_ScrapeSampler):
         if not found:
             wanted = ", ".join(sorted(self.mapping.all_names()))
             raise MetricsMissing(f"{self.url} has none of: {wanted}")
+        self.latest = (t, {v.name: v.value for v in found.values()})
         return [
             Sample(t, t_mono, self.source, v.name, v.value, {"from": v.source_metric})
             for v in found.values()

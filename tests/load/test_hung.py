@@ -326,3 +326,57 @@ def test_a_canary_answered_whole_is_life_even_without_a_text_token(content: str)
     finally:
         server.shutdown()
     assert [c["token"] for c in monitor.watch.canaries] == [True]
+
+
+class _Page:
+    status_code = 200
+    text = (
+        "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 2\n"
+        "# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total 7\n"
+    )
+
+
+class _Http:
+    def __init__(self) -> None:
+        self.urls: list[str] = []
+
+    def get(self, url: str) -> _Page:
+        self.urls.append(url)
+        return _Page()
+
+
+def test_the_watch_reads_the_samplers_scrapes_instead_of_scraping_again() -> None:
+    """The run's Prometheus sampler already scrapes /metrics every second; the watch reads its
+    readings while they are fresh (one scrape of the engine, not two), in time order, and
+    scrapes the page itself when they are stale or are not of its page and names."""
+    from servecheck.config.model import Target
+    from servecheck.load.hung_watch import HungMonitor
+    from servecheck.telemetry.samplers import PrometheusSampler
+
+    target = Target(name="t", base_url="http://127.0.0.1:9/v1", engine="vllm")
+    rule = HungRule(10.0, 1.0, 5.0).resolved(None, None)
+
+    def monitor() -> HungMonitor:
+        return HungMonitor.for_target(target, "m", rule, 1000.0)
+
+    sampler = PrometheusSampler(Path("unused.jsonl"), "http://127.0.0.1:9/metrics", "vllm",
+                                interval_s=1.0)  # fmt: skip
+    m, http = monitor().share(sampler), _Http()
+    sampler.latest = (1000.5, {"requests_running": 3.0, "generation_tokens_total": 40.0})
+    m._engine(http, 1001.0)
+    assert http.urls == [] and (m.watch.running, m.watch.generated) == (3.0, 40.0)
+    m._engine(http, 1001.5)  # the same reading again: nothing new to say
+    assert http.urls == [] and m.watch.flat_since == 1000.5
+    m._engine(http, 1000.5 + 2 * m.poll_s + 1)  # the sampler went quiet: scrape here
+    assert http.urls == ["http://127.0.0.1:9/metrics"]
+    assert (m.watch.running, m.watch.generated) == (2.0, 7.0)
+    own = m._engine_at
+    sampler.latest = (own - 0.5, {"requests_running": 9.0, "generation_tokens_total": 1.0})
+    m._engine(http, own + 0.1)  # fresh, but older than the watch's own scrape: not taken back
+    assert m.watch.running == 2.0 and len(http.urls) == 1
+    for other in (
+        PrometheusSampler(Path("u.jsonl"), "http://127.0.0.1:9/other", "vllm", interval_s=1.0),
+        PrometheusSampler(Path("u.jsonl"), "http://127.0.0.1:9/metrics", "vllm", interval_s=10.0),
+        PrometheusSampler(Path("u.jsonl"), "http://127.0.0.1:9/metrics", "sglang", interval_s=1.0),
+    ):
+        assert monitor().share(other).shared is None

@@ -507,9 +507,9 @@ def test_abandon_scenario_hangs_up_on_purpose(fast_server: RunningServer, tmp_pa
 
 def test_the_progress_line_says_when_the_run_is_stopping(tmp_path: Path) -> None:
     """Issue 24.15: past the planned duration the line read ``load 8s/6s``."""
-    from servecheck.load.run import _Tail
+    from servecheck.load.progress import RecordTail
 
-    tail = _Tail(tmp_path)
+    tail = RecordTail(tmp_path)
     assert tail.line(3.0, 6.0, 60.0).startswith("load     3s/6s  done 0")
     stopping = tail.line(8.0, 6.0, 60.0)
     assert "8s/6s" not in stopping
