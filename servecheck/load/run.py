@@ -20,6 +20,7 @@ import json
 import math
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -371,10 +372,21 @@ def locust_command(spec: LoadSpec, cfg: RunConfig, run_dir: Path) -> list[str]:
                 str(spec.master_port),
             ]
         elif spec.processes and spec.processes > 1:
-            cmd += ["--processes", str(spec.processes)]
+            # Locust's forked workers reach their master on 5557 unless told otherwise: two runs
+            # with several processes on one host then collided ("Address already in use").
+            port = str(_loopback_port())
+            cmd += ["--processes", str(spec.processes), "--master-bind-host", "127.0.0.1"]
+            cmd += ["--master-bind-port", port, "--master-port", port]
     if spec.cpus:
         cmd = ["taskset", "-c", spec.cpus, *cmd]
     return cmd
+
+
+def _loopback_port() -> int:
+    """A port free on the loopback now (the master binds it a moment later)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def _ui_args(cfg: RunConfig) -> list[str]:

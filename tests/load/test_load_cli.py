@@ -23,7 +23,7 @@ from servecheck.load.generator.lane import lane_wanted
 from servecheck.records.parquet import read_run_records
 from servecheck.reference.hostile import hostile
 from servecheck.reference.inprocess import RunningServer
-from tests.hostile.support import load_cmd
+from tests.hostile.support import communicate, load_cmd
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -205,6 +205,31 @@ def test_records_keep_what_was_asked_and_the_summary_comes_from_the_aggregates(
     assert "TTFT distribution" in (run_dir / "report.html").read_text()  # from samples.json
     cmp = _run([sys.executable, "-m", "servecheck", "compare", str(run_dir), str(run_dir)])
     assert cmp.returncode == 0 and "ttft_p50" in cmp.stdout, cmp.stdout + cmp.stderr
+
+
+def test_two_runs_with_several_processes_on_one_host_do_not_collide(
+    fast_server: RunningServer, tmp_path: Path
+) -> None:
+    """Locust's forked workers reach their master on port 5557 unless told otherwise: two
+    ``--processes 2`` runs at once on one host made the second fail with "Address already in
+    use" (a CI flake between parallel tests, and two users' runs on one box). Each run's master
+    now takes a free loopback port."""
+    targets = _targets(tmp_path, fast_server)
+    args = ("--users", "2", "--duration", "4s", "--processes", "2", "--no-tokenize")
+    procs = [
+        subprocess.Popen(
+            _cmd(targets, tmp_path / f"reports-{i}", *args),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    outs = [communicate(p, 90)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    for i in range(2):
+        assert _summary(tmp_path / f"reports-{i}")["requests"]["ok"] > 0
 
 
 def _records(out: Path) -> list[dict]:
