@@ -195,10 +195,9 @@ class HungMonitor:
         scrapes this watch's page, with this watch's names, at least as often as it polls."""
         from servecheck.telemetry.prometheus import MetricMap
 
-        url = self.target.metrics_url or self.target.server_root + "/metrics"
         mine = self._metric_map(MetricMap).only(*HUNG_METRICS).candidates
         if (
-            sampler.url == url
+            sampler.url == self._metrics_url()
             and sampler.interval_s <= self.poll_s
             and sampler.mapping.only(*HUNG_METRICS).candidates == mine
         ):
@@ -221,9 +220,8 @@ class HungMonitor:
                     got[0], values.get("requests_running"), values.get("generation_tokens_total")
                 )
             return
-        url = self.target.metrics_url or self.target.server_root + "/metrics"
         try:
-            r = http.get(url)
+            r = http.get(self._metrics_url())
             wanted = self._metric_map(MetricMap).only(*HUNG_METRICS)
             found = extract(r.text, wanted) if r.status_code == 200 else {}
         except (httpx.HTTPError, ValueError):
@@ -237,6 +235,9 @@ class HungMonitor:
             None if running is None else running.value,
             None if generated is None else generated.value,
         )
+
+    def _metrics_url(self) -> str:
+        return self.target.metrics_url or self.target.server_root + "/metrics"
 
     def _metric_map(self, kind: Any) -> Any:
         engine = getattr(self.target, "metrics_engine", None) or self.target.engine
