@@ -418,7 +418,9 @@ def generate(state: State, turn: Turn) -> Output:
         return Output(thought, [], None, "end_turn", None, prompt, max(1, len(thought)))
     target = _target_tool(state, turn)
     if target is not None:
-        args = agent.arguments(cfg.agent, target["input_schema"], model.json_key_rng(key, None))
+        args = agent.arguments(
+            cfg.agent, target["input_schema"], model.json_key_rng(key, None), turn.messages
+        )
         tokens = max(1, len(model.tokenize(json.dumps(args))))
         if tokens <= limit:
             call = {"id": "toolu_" + secrets.token_hex(12), "name": target["name"], "input": args}

@@ -464,7 +464,10 @@ def _generate(state: State, body: dict[str, Any], turn: Turn) -> Output:
             target = next((t for t in turn.tools if t["name"] in last.get("content", "")), None)
     if target is not None:
         args = agent.arguments(
-            cfg.agent, target.get("parameters") or {"type": "object"}, model.json_key_rng(key, seed)
+            cfg.agent,
+            target.get("parameters") or {"type": "object"},
+            model.json_key_rng(key, seed),
+            turn.messages,
         )
         arguments = json.dumps(args, ensure_ascii=False)
         call = {

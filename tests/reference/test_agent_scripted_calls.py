@@ -85,3 +85,29 @@ def test_outside_agent_mode_a_named_tool_call_still_fills_optional_arguments(mak
     }
     calls = _function_calls(server, body)
     assert len(json.loads(calls[0]["arguments"])) > 1, calls[0]["arguments"]
+
+
+def test_agent_mode_runs_the_command_the_users_turn_quotes(make_reference):
+    """A coding agent's task quotes its command ("Run `cat README.md` in the shell"): the scripted
+    call runs that, not a random string that may name a program waiting on its terminal (CI saw
+    Codex finish a tool task with no command run, 2026-12-07)."""
+    server = make_reference(api_key=TEST_KEY, agent=True)
+    prompt = "Run `cat README.md` in the shell, then say in one line what this project is."
+    body = {
+        "model": "ref-tiny",
+        "input": [
+            {"role": "user", "content": "<environment_context>cwd: /tmp</environment_context>"},
+            {"role": "user", "content": [{"type": "input_text", "text": prompt}]},
+        ],
+        "tools": [_shell()],
+    }
+    (call,) = _function_calls(server, body)
+    assert json.loads(call["arguments"]) == {"cmd": "cat README.md"}, call["arguments"]
+    body = {
+        "model": "ref-tiny",
+        "max_tokens": 256,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}]}],
+        "tools": [{"name": "Bash", "input_schema": _schema("command")}],
+    }
+    data = _post(server, "/messages", body).json()
+    assert data["content"][-1]["input"] == {"command": "cat README.md"}, data
