@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from servecheck.reference import model
@@ -38,7 +39,7 @@ def first_loaded(tools: list[dict[str, Any]]) -> dict[str, Any]:
 _QUOTED = re.compile(r"`([^`\n]+)`")
 
 
-def asked(messages: list[dict[str, Any]]) -> str | None:
+def asked(messages: Sequence[dict[str, Any]]) -> str | None:
     """The first backticked span of the latest user turn that quotes one, or None."""
     for message in reversed(messages):
         if message.get("role") == "user":
@@ -49,7 +50,7 @@ def asked(messages: list[dict[str, Any]]) -> str | None:
 
 
 def arguments(
-    agent: bool, schema: Any, rng: random.Random, messages: list[dict[str, Any]] = ()
+    agent: bool, schema: Any, rng: random.Random, messages: Sequence[dict[str, Any]] = ()
 ) -> Any:
     """A call's arguments for ``schema``; under ``--agent`` only its required properties at the
     top, as a model that follows a client's prompt fills them: the random optional knobs of a
@@ -61,7 +62,7 @@ def arguments(
     need = schema.get("required") or []
     props = {k: v for k, v in schema["properties"].items() if k in need}
     args = model.instance({**schema, "properties": props, "required": list(props)}, rng)
-    command = asked(list(messages))
+    command = asked(messages)
     first = next(
         (k for k, v in props.items() if isinstance(v, dict) and v.get("type") == "string"), None
     )
