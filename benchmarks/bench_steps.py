@@ -5,8 +5,9 @@ A sampler cannot say it well (the native reader thread's CPU lands on whatever t
 runs), so this times the steps themselves: each tree's ``servecheck load`` runs the calibration
 server's closed loop (``benchmarks/_truth.py``: TTFT 100 ms, a token every 10 ms, 64 tokens;
 server on core 1, the command and Locust on core 0, as ``bench_tree``) with a scenario that wraps
-the per-request steps in the Locust child (the record keeper, the reactor's pass and the response
-parser inside it, filling the record, Locust's request event, the send, the garbage collector)
+the per-request steps in the Locust child (the record keeper, the reactor's pass or the native
+lane's hand-off and the response parser inside it, filling the record, Locust's request event,
+the send, the garbage collector after the run's start, whose one collection is a fixed cost)
 with ``time.thread_time_ns`` before and after: the main thread's own CPU in each, not the reader
 thread's, not another greenlet's (none of the wrapped steps yields). The process's whole CPU and
 the reader thread's (``generator.reader.thread.cpu_s``) come from summary.json.
@@ -40,6 +41,10 @@ from bench_load import ITL_S, TOKENS, TTFT_S  # noqa: E402
 PATCH = '''"""Thread CPU per step of the Locust child (bench_steps.py), dumped at exit."""
 import atexit, gc, json, os, time
 from servecheck.load.generator import keeper, locust_user, reactor, wire
+try:  # the native lane's hand-off (a tree before it has none)
+    from servecheck.load.generator import lane
+except ImportError:
+    lane = None
 
 ACC, CNT = {}, {}
 _t = time.thread_time_ns
@@ -67,6 +72,8 @@ for m, what in (("feed", "parse a read (feed)"), ("tokens", "take a token batch 
                 ("_head", "parse the response head (_head)")):
     wrap(wire.ResponseParser, m, "  of which " + what)
 wrap(reactor._ThreadReads, "take", "  of which take from the thread")
+if lane is not None:
+    wrap(lane.Lane, "take", "lane hand-off (Lane.take)")
 wrap(locust_user._Controller, "_record", "fill the record (_record)")
 wrap(locust_user._Controller, "_fire", "Locust request event (_fire)")
 wrap(wire.Origin, "request", "request head (Origin.request)")
@@ -81,6 +88,16 @@ def _collect(phase, info):
 
 
 gc.callbacks.append(_collect)
+_begin = locust_user._Controller.begin
+
+
+def _begun(self):
+    """The run's start collects once on purpose (then freezes): a fixed cost, not a request's."""
+    _begin(self)
+    ACC.pop("garbage collector", None)
+
+
+locust_user._Controller.begin = _begun
 
 
 def _dump():
@@ -112,6 +129,7 @@ ORDER = (  # the table's rows: the whole, then each step, a step's parts under i
     "  of which the main thread",
     KEEP,
     "reactor pass (_drain)",
+    "lane hand-off (Lane.take)",
     "  of which parse a read (feed)",
     "  of which parse the response head (_head)",
     "  of which take a token batch (tokens)",
