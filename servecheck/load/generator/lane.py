@@ -133,7 +133,7 @@ class Lane:
 
     def queued(self) -> int:
         """Requests put and not yet started (before a stop withdrew them)."""
-        return self.put_count - int(self._c.stats()[8])
+        return self.put_count - self._c.started()
 
     def open(self) -> tuple[int, float, int]:
         """(exchanges open now, the oldest's start, their reads so far)."""
@@ -154,7 +154,7 @@ class Lane:
     def unsent(self) -> list[int]:
         """The seqs put that the thread never started (it starts them in the order put; the
         rest were withdrawn at the stop, or were still queued when it closed)."""
-        never = self.put_count - int(self._c.stats()[8])
+        never = self.put_count - self._c.started()
         # the last ones put, still open (a dict keeps the order of insertion)
         seqs = list(self._open)[-never:] if never > 0 else []
         for seq in seqs:
