@@ -172,6 +172,9 @@ class ReaderThread:
     # and time spent in exchanges (None where no lane ran)
     held_s: float | None = None
     busy_s: float | None = None
+    # the lane's passes that took its long pause (its streams' tokens came far enough apart that
+    # a longer pause merges none: fewer passes, less CPU), None where no lane ran
+    long_passes: int | None = None
 
 
 @dataclass(slots=True)

@@ -142,8 +142,15 @@ def _reader_summary(infos: list[dict[str, Any]]) -> Reader:
             late_reads=sum(int(t.get("late_reads") or 0) for t in threads),
             held_s=_lane_sum(threads, "held_s"),
             busy_s=_lane_sum(threads, "busy_s"),
+            long_passes=_lane_count(threads, "long_passes"),
         )
     return out
+
+
+def _lane_count(threads: list[dict[str, Any]], key: str) -> int | None:
+    """A lane count summed over the Locust processes that ran one (None where none did)."""
+    vals = [int(t[key]) for t in threads if t.get(key) is not None]
+    return sum(vals) if vals else None
 
 
 def _lane_sum(threads: list[dict[str, Any]], key: str) -> float | None:

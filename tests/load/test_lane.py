@@ -10,12 +10,14 @@ present). No locust here; one run through Locust is at the end.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import select
 import socket
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -25,6 +27,7 @@ from servecheck.load.generator.lane import Ended, Lane, with_lane
 from servecheck.load.generator.reactor import StreamReactor
 from servecheck.load.generator.stream import StreamState, classify
 from servecheck.load.generator.wire import Origin, WireResult
+from servecheck.reference.fast import FastServer, Timing
 from servecheck.reference.faults import FAULTS
 from servecheck.reference.hostile import closed_port, hostile
 from servecheck.reference.inprocess import RunningServer
@@ -332,6 +335,7 @@ def test_reader_info_with_the_lane_adds_both_threads() -> None:
         "user_stamps": 0,
         "held_s": 0.5,
         "busy_s": 40.0,
+        "long_passes": 6,
     }
     out = with_lane(info, lane)
     assert out["kind"] == "lane" and out["reads"] == 100 and out["kernel_stamps"] == 99
@@ -343,6 +347,7 @@ def test_reader_info_with_the_lane_adds_both_threads() -> None:
         "late_reads": 3,
         "held_s": 0.5,  # the lane's alone: the reactor's thread holds no slots
         "busy_s": 40.0,
+        "long_passes": 6,  # the lane's alone: the reactor's thread has one pause
     }
     # a reactor reader thread that never read (no hand-back) leaves the lane's figures alone
     idle = {**info, "thread": {"reads": 0, "passes": 0, "cpu_s": 0.0, "slice_us": None}}
@@ -354,7 +359,63 @@ def test_reader_info_with_the_lane_adds_both_threads() -> None:
         "late_reads": 2,
         "held_s": 0.5,
         "busy_s": 40.0,
+        "long_passes": 6,
     }
+
+
+def _calibrated(itl_s: float, tokens: int) -> Iterator[str]:
+    server = FastServer("127.0.0.1", 0, Timing(0.01, itl_s, tokens))
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.port}/v1"
+    finally:
+        server.stop = True
+        thread.join(timeout=5)
+
+
+def _lane_batch(base_url: str, slots: int, n: int, tokens: int) -> tuple[list[Ended], dict]:
+    """``n`` requests of ``tokens`` tokens through one lane with ``slots`` slots: the exchanges
+    and the lane's counters."""
+    origin = Origin(base_url, HEADERS)
+    lane = Lane(origin, 5.0, 10.0)
+    body = json.dumps({**BODY, "model": "truth", "max_tokens": tokens}).encode()
+    try:
+        lane.set_slots(slots)
+        for seq in range(1, n + 1):
+            request = origin.request("/chat/completions", body, f"rid-{seq}")
+            lane.put(seq, request, 30.0, StreamState())
+        done = [e for e in _wait(lane, n, 60.0) if isinstance(e, Ended)]
+        return done, lane.stats()
+    finally:
+        lane.close()
+
+
+def test_the_lane_takes_its_long_pause_where_tokens_come_far_apart() -> None:
+    # 30 ms between tokens: far more than four long pauses, so a window of calm token reads earns
+    # the long pause (a busy machine can make a window tight: a few batches, each bounded)
+    stats: dict = {}
+    for _ in range(4):
+        with contextlib.contextmanager(_calibrated)(0.03, 24) as url:
+            done, stats = _lane_batch(url, 16, 32, 24)
+        assert len(done) == 32 and all(e.res.error is None for e in done)
+        assert all(len(e.st.token_times) == 24 for e in done)  # every token read and counted
+        if stats["long_passes"] > 0:
+            break
+    assert 0 < stats["long_passes"] <= stats["passes"]
+
+
+def test_the_lane_keeps_its_short_pause_where_tokens_come_close() -> None:
+    # 2 ms between tokens: a long pause would take two at once, so every window is tight
+    with contextlib.contextmanager(_calibrated)(0.002, 48) as url:
+        done, stats = _lane_batch(url, 16, 64, 48)
+    assert len(done) == 64 and all(e.res.error is None for e in done)
+    assert stats["counted"] > 16 * 48 and stats["long_passes"] == 0
+
+
+def test_the_lane_wants_a_long_pause_no_shorter_than_its_pause() -> None:
+    with pytest.raises(ValueError, match="pause"):
+        lane_mod._lane.Lane(socket.AF_INET, "127.0.0.1", 80, True, 1.0, 1.0, 0.002, 1024, 0.001)
 
 
 def test_the_lane_refuses_a_host_name_it_cannot_use() -> None:

@@ -15,10 +15,13 @@
  * record the reactor would make from the same reads; only who sends and who waits changed.
  *
  * Interface (module servecheck.load.generator._lane):
- *   Lane(family, host, port, pool, connect_timeout_s, read_timeout_s, pause_s, max_event)
+ *   Lane(family, host, port, pool, connect_timeout_s, read_timeout_s, pause_s, max_event,
+ *        long_pause_s=pause_s)
  *       family: socket.AF_INET or AF_INET6; host: the numeric address; pool: reuse connections
  *       (keep-alive); max_event: the parser's bound on one SSE event (the lane stops reading an
- *       exchange whose event is twice that long: the parser has failed it by then)
+ *       exchange whose event is twice that long: the parser has failed it by then); pause_s:
+ *       the thread's pause after a pass that read, long_pause_s the longer one it takes where the
+ *       streams' tokens come far enough apart (pace())
  *   l.fileno()            an eventfd, readable when bundles wait (or the lane became idle)
  *   l.put(seq, request, timeout_s)   queue one request (the whole HTTP request's bytes)
  *   l.slots(n, drop=True) run n exchanges at once; fewer than before drops the busy ones beyond n
@@ -36,7 +39,7 @@
  *       idle: no exchange open and none queued
  *   l.open() -> (n, oldest_t_start, reads)   exchanges open now, the oldest's start, their reads
  *   l.stats() -> (reads, passes, cpu_s, slice_ns, late, counted, kernel, user, started, held_s,
- *                 busy_s)
+ *                 busy_s, long_passes)
  *   l.started()           stats()'s started alone
  *   l.close()             stop and join the thread; open exchanges are dropped
  */
@@ -66,6 +69,14 @@
 #define SWEEP_S 0.02             /* how often timeouts are checked */
 #define START_MAX 32             /* requests started in one go (see schedule()) */
 #define LATE_S 0.010             /* a read taken this long after its bytes arrived counts as late */
+/* The pause's pacing (see pace()): judged over windows of PACE_WINDOW_S, on PACE_MIN_READS token
+ * reads at least; a window whose token reads were at most PACE_TIGHT_SHARE tight (two tokens in
+ * one read, or a token read within TIGHT_PAUSES long pauses of its stream's last one) earns the
+ * next window the long pause. */
+#define PACE_WINDOW_S 0.25
+#define PACE_MIN_READS 64
+#define PACE_TIGHT_SHARE 0.01
+#define TIGHT_PAUSES 4
 #define OUT_LIMIT (64u << 20)    /* stop reading (back-pressure) while this much waits for take() */
 
 enum { IT_DATA = 0, IT_EOF = 1, IT_ERROR = 2, IT_TOKENS = 3 };
@@ -110,6 +121,7 @@ typedef struct {
     request rq;
     size_t req_off;
     double t_start, t_conn0, connect_s, t_sent, t_written, last, deadline;
+    double last_tok; /* the time of this exchange's last read that held token chunks (0: none yet) */
     double t_free; /* since when this free slot waits for the generator's next request (0: not) */
     uint64_t reads;
     /* the response's framing */
@@ -147,7 +159,9 @@ typedef struct {
     socklen_t addrlen;
     int family, pool;
     double connect_timeout_s, read_timeout_s, stop_at;
-    long pause_ns;
+    long pause_ns, pause_min_ns, pause_max_ns; /* the pause now, and its two settings (pace()) */
+    uint64_t tok_reads, tight_reads; /* this pacing window's token reads, and the tight ones */
+    uint64_t long_passes; /* passes that paused the long pause */
     size_t max_event;
     conn *conns;
     int nconns, want;
@@ -261,6 +275,7 @@ static void reset_parse(conn *c) {
     c->ntok = 0;
     c->got_any = 0;
     c->reads = 0;
+    c->last_tok = 0.0;
 }
 
 static void strip(const char **p, size_t *n) {
@@ -664,12 +679,20 @@ static void read_conn(Lane *l, conn *c, char *data, char *anc, size_t anc_len) {
     c->got_any = 1;
     c->last = t;
     size_t done = 0, span;
+    int tokens = 0;
     if (countable(c)) {
         while ((span = token_span(data + done, (size_t)n - done)) > 0) {
             if (push_token(c, t) < 0) break; /* no memory: kept as a read instead */
             done += span;
-            l->counted++;
+            tokens++;
         }
+        l->counted += (uint64_t)tokens;
+    }
+    if (tokens > 0) {
+        l->tok_reads++;
+        if (tokens > 1 || (c->last_tok > 0.0 && t - c->last_tok < TIGHT_PAUSES * l->pause_max_ns * 1e-9))
+            l->tight_reads++;
+        c->last_tok = t;
     }
     if (done < (size_t)n) {
         if (push_item(c, IT_DATA, t, data + done, (int32_t)((size_t)n - done)) < 0) c->bad = 1;
@@ -773,6 +796,24 @@ static void notify(Lane *l) {
     }
 }
 
+/* The pause after a pass that read, for the next window (the caller holds mu).
+ *
+ * Why: a pass costs the thread about 15 us beyond its reads (epoll_wait, the pause's sleep and
+ * wake-up, the schedule): at 256 streams of 10 ms tokens the 0.5 ms pause made six passes a
+ * request, a sixth of the thread's whole cost, and a 2 ms pause two (docs/benchmarks.md). But a
+ * read that comes later than a stream's next token takes both tokens at once, under one kernel
+ * stamp: the gap between them is lost. So the long pause is earned: a window in which no more
+ * than PACE_TIGHT_SHARE of the token reads were tight (two tokens in one read, or a token read
+ * within TIGHT_PAUSES long pauses of its stream's previous one: tokens close enough that a long
+ * pause could merge them) gives the next window the long pause; any other window (few token
+ * reads, or tight ones: fast streams, or a server that sends tokens in bursts) the short one. */
+static void pace(Lane *l) {
+    int calm = l->tok_reads >= PACE_MIN_READS &&
+               (double)l->tight_reads <= PACE_TIGHT_SHARE * (double)l->tok_reads;
+    l->pause_ns = calm ? l->pause_max_ns : l->pause_min_ns;
+    l->tok_reads = l->tight_reads = 0;
+}
+
 static void *run(void *arg) {
     Lane *l = (Lane *)arg;
     long slice = short_slice();
@@ -785,7 +826,7 @@ static void *run(void *arg) {
         char bytes[CMSG_SPACE(sizeof(struct timespec)) * 2];
     } anc;
     struct epoll_event events[MAX_EVENTS];
-    double width, offset_at = now_t(), last_sweep = offset_at;
+    double width, offset_at = now_t(), last_sweep = offset_at, last_pace = offset_at;
     pthread_mutex_lock(&l->mu);
     l->slice_ns = slice;
     l->offset = clock_offset(20, &width);
@@ -831,11 +872,17 @@ static void *run(void *arg) {
             last_sweep = now;
             sweep(l, now);
         }
+        if (now - last_pace >= PACE_WINDOW_S) {
+            last_pace = now;
+            pace(l);
+        }
         notify(l);
         int full = l->out_len >= OUT_LIMIT;
+        long pause_ns = l->pause_ns;
+        if (got && !full && pause_ns > l->pause_min_ns) l->long_passes++;
         pthread_mutex_unlock(&l->mu);
-        if (full || (got && l->pause_ns > 0)) {
-            struct timespec pause = {0, full ? 1000000 : l->pause_ns};
+        if (full || (got && pause_ns > 0)) {
+            struct timespec pause = {0, full ? 1000000 : pause_ns};
             nanosleep(&pause, NULL);
         }
     }
@@ -893,15 +940,18 @@ static void lane_stop(Lane *l) {
 
 static PyObject *Lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"family", "host", "port", "pool", "connect_timeout_s", "read_timeout_s",
-                             "pause_s", "max_event", NULL};
+                             "pause_s", "max_event", "long_pause_s", NULL};
     int family, port, pool;
     const char *host;
-    double connect_timeout_s, read_timeout_s, pause_s;
+    double connect_timeout_s, read_timeout_s, pause_s, long_pause_s = -1.0;
     Py_ssize_t max_event;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "isipdddn", kwlist, &family, &host, &port, &pool,
-                                     &connect_timeout_s, &read_timeout_s, &pause_s, &max_event))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "isipdddn|d", kwlist, &family, &host, &port, &pool,
+                                     &connect_timeout_s, &read_timeout_s, &pause_s, &max_event,
+                                     &long_pause_s))
         return NULL;
-    if (!(pause_s >= 0.0 && pause_s < 1.0) || !(connect_timeout_s > 0) || !(read_timeout_s > 0) ||
+    if (long_pause_s < 0.0) long_pause_s = pause_s; /* none given: one pause, no pacing */
+    if (!(pause_s >= 0.0 && pause_s < 1.0) || !(long_pause_s >= pause_s && long_pause_s < 1.0) ||
+        !(connect_timeout_s > 0) || !(read_timeout_s > 0) ||
         max_event <= 0 || port <= 0 || port > 65535) {
         PyErr_SetString(PyExc_ValueError, "lane: a timeout, pause, port or bound out of range");
         return NULL;
@@ -916,7 +966,8 @@ static PyObject *Lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     l->pool = pool;
     l->connect_timeout_s = connect_timeout_s;
     l->read_timeout_s = read_timeout_s;
-    l->pause_ns = (long)(pause_s * 1e9);
+    l->pause_ns = l->pause_min_ns = (long)(pause_s * 1e9);
+    l->pause_max_ns = (long)(long_pause_s * 1e9);
     l->max_event = (size_t)max_event;
     l->stop_at = 1e300;
     if (family == AF_INET) {
@@ -1197,11 +1248,11 @@ static PyObject *Lane_open(Lane *l, PyObject *unused) {
 
 static PyObject *Lane_stats(Lane *l, PyObject *unused) {
     pthread_mutex_lock(&l->mu);
-    PyObject *t = Py_BuildValue("(KKdlKKKKKdd)", (unsigned long long)l->reads, (unsigned long long)l->passes,
+    PyObject *t = Py_BuildValue("(KKdlKKKKKddK)", (unsigned long long)l->reads, (unsigned long long)l->passes,
                                 l->cpu_s, l->slice_ns, (unsigned long long)l->late,
                                 (unsigned long long)l->counted, (unsigned long long)l->kernel,
                                 (unsigned long long)l->user, (unsigned long long)l->starts,
-                                l->held_s, l->busy_s);
+                                l->held_s, l->busy_s, (unsigned long long)l->long_passes);
     pthread_mutex_unlock(&l->mu);
     return t;
 }

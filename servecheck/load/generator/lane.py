@@ -41,6 +41,10 @@ except ImportError:  # pragma: no cover - depends on the build
     _lane = None
 
 PAUSE_S = 0.0005  # the thread's pause after a pass that read: one wake-up serves several reads
+# ... and the longer one it takes while its streams' tokens come more than four of these apart
+# (``_lane.c``'s ``pace``): a third of the passes at 256 streams of 10 ms tokens, a sixth of the
+# thread's CPU (issue 46). No longer: at 5 ms a read came more than 10 ms late now and then.
+LONG_PAUSE_S = 0.002
 
 # How an exchange ended (``_lane.c``'s END_ codes).
 END_MORE, END_COMPLETE, END_CLOSED, END_DEADLINE, END_IDLE, END_CONNECT = range(6)
@@ -107,6 +111,7 @@ class Lane:
             read_timeout_s,
             PAUSE_S,
             MAX_EVENT_BYTES,
+            LONG_PAUSE_S,
         )
         self._open: dict[int, _Open] = {}
         self.slots = 0
@@ -235,7 +240,7 @@ class Lane:
 
     def stats(self) -> dict[str, Any]:
         """The thread's counters, in the reader thread's shape (summary.json's reader)."""
-        reads, passes, cpu_s, slice_ns, late, counted, kernel, user, started, held, busy = (
+        reads, passes, cpu_s, slice_ns, late, counted, kernel, user, started, held, busy, long = (
             self._c.stats()
         )
         return {
@@ -252,6 +257,8 @@ class Lane:
             # and spent in exchanges: their ratio judges a closed loop the lane fell behind on
             "held_s": round(float(held), 4),
             "busy_s": round(float(busy), 4),
+            # passes that took the long pause (the streams' tokens came far enough apart)
+            "long_passes": int(long),
         }
 
     def close(self) -> None:
@@ -277,7 +284,7 @@ def with_lane(info: dict[str, Any], lane: dict[str, Any]) -> dict[str, Any]:
     """A Locust process's reader info (``reactor_info``) with the lane's reads added: kind
     ``lane``, the reads and stamps of both, and one thread entry for both native threads (the
     reactor's reader thread counts only where it read anything: after a hand-back)."""
-    keys = ("reads", "passes", "cpu_s", "slice_us", "late_reads", "held_s", "busy_s")
+    keys = ("reads", "passes", "cpu_s", "slice_us", "late_reads", "held_s", "busy_s", "long_passes")
     thread = {k: lane[k] for k in keys}
     theirs = info.get("thread") or {}
     if int(theirs.get("reads") or 0) > 0:
