@@ -11,6 +11,7 @@ present). No locust here; one run through Locust is at the end.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import re
 import select
@@ -125,6 +126,42 @@ def said(res: WireResult, st: StreamState) -> dict[str, Any]:
     }
 
 
+def both_ways(base_url: str, read_timeout_s: float = 10.0) -> tuple[Ended, Ended, bool]:
+    """One exchange through a lane that hands over a plain answer's reads too, replayed from the
+    same bundles twice: as the lane replays them (the plain answer, where the thread made one) and
+    through the reactor's parser (the reads alone); and whether it came plain."""
+    origin = Origin(base_url, HEADERS)
+    lane = Lane(origin, 5.0, read_timeout_s, items_too=True)
+    bundles: list[tuple[Any, ...]] = []
+    try:
+        lane.set_slots(1)
+        request = origin.request("/chat/completions", json.dumps(BODY).encode(), "rid-1")
+        lane.put(1, request, 30.0, StreamState())
+        end = time.monotonic() + 30.0 + read_timeout_s
+        while time.monotonic() < end and not (bundles and bundles[-1][1] != lane_mod.END_MORE):
+            select.select([lane.fileno()], [], [], 0.2)
+            bundles += lane._c.take()[0]
+
+        def replayed(plain: bool) -> Ended:
+            lane._open = {1: lane_mod._Open(StreamState(), 30.0)}
+            ended = [lane.replay(b if plain else (*b[:-1], None)) for b in bundles]
+            (e,) = [x for x in ended if x is not None]
+            assert isinstance(e, Ended)
+            return e
+
+        return replayed(True), replayed(False), any(b[-1] is not None for b in bundles)
+    finally:
+        lane.close()
+
+
+def every_field(e: Ended) -> dict[str, Any]:
+    """All that one replay made: the whole result and stream state, times included."""
+    st = e.st
+    st.close(e.res.t_end)
+    state = {k: getattr(st, k) for k in StreamState.__slots__ if k != "_slow"}
+    return {"res": dataclasses.asdict(e.res), "st": state, "slow": st._slow is None}
+
+
 STREAM_FAULTS = sorted(
     f
     for f in FAULTS
@@ -142,6 +179,11 @@ def test_every_streaming_fault_reads_as_the_reactor_reads_it(
     if fault in ("stream-differs",):  # a different answer on every request: shape only
         want.pop("usage"), got.pop("usage"), want.pop("tokens"), got.pop("tokens")
     assert got == want
+    # the thread's plain answer is the parser's, field for field, from the same reads
+    fast, slow, plain = both_ways(server.base_url)
+    assert every_field(fast) == every_field(slow)
+    if fault == "none":
+        assert plain, "the reference's common answer came plain"
 
 
 @pytest.mark.parametrize("quirk", ["sse-no-space", "sse-crlf", "sse-comments", "sse-split"])
@@ -152,6 +194,9 @@ def test_legal_sse_variations_read_as_the_reactor_reads_them(
     want = said(*reactor_one(server.base_url))
     got = said(*lane_one(server.base_url))
     assert got == want and got["error"] is None and got["tokens"] == 12
+    fast, slow, plain = both_ways(server.base_url)
+    assert every_field(fast) == every_field(slow)
+    assert plain == (quirk in ("sse-no-space", "sse-split")), f"{quirk}: plain is {plain}"
 
 
 def test_errors_and_a_stall_read_as_the_reactor_reads_them(
@@ -524,6 +569,42 @@ def test_any_framing_cut_into_any_reads_reads_as_the_reactor_reads_it(
         base = f"http://127.0.0.1:{server.port}/v1"
         want = said(*reactor_one(base, read_timeout_s=3.0))
         got = said(*lane_one(base, read_timeout_s=3.0))
+        fast, slow, _ = both_ways(base, read_timeout_s=3.0)
     finally:
         server.close()
     assert got == want
+    assert every_field(fast) == every_field(slow)
+
+
+def test_the_common_answer_comes_plain_and_the_rest_through_the_parser() -> None:
+    """The thread reads the common answer itself (a plain one: framing off, events split); a
+    comment, CR framing, an event of two lines, a trailer or a chunk extension go to the parser.
+    Either way the answer is the parser's (``every_field``)."""
+    role, tok, fin, use, done = (PIECES[i].encode() for i in (2, 0, 3, 4, 6))
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+    def chunk(b: bytes, ext: bytes = b"") -> bytes:
+        return b"%x%s\r\n%s\r\n" % (len(b), ext, b)
+
+    common = [head + chunk(role), chunk(tok), chunk(tok), chunk(fin) + chunk(use) + chunk(done)]
+    cases = {
+        "common": (common + [b"0\r\n\r\n"], True),
+        "no space after data:": (
+            [head + chunk(b"data:" + tok[6:]), chunk(fin + done), b"0\r\n\r\n"],
+            True,
+        ),
+        "a comment": ([head + chunk(b": ping\n\n"), *common[1:], b"0\r\n\r\n"], False),
+        "CRLF": ([head + chunk(tok.replace(b"\n", b"\r\n")), chunk(done), b"0\r\n\r\n"], False),
+        "two lines": ([head + chunk(b"data: [\ndata: 1]\n\n"), chunk(done), b"0\r\n\r\n"], False),
+        "a trailer": (common + [b"0\r\nX-Done: 1\r\n\r\n"], False),
+        "an extension": ([head + chunk(tok, b";x=1"), chunk(done), b"0\r\n\r\n"], False),
+    }
+    for name, (writes, want_plain) in cases.items():
+        server = Scripted(writes)
+        try:
+            fast, slow, plain = both_ways(f"http://127.0.0.1:{server.port}/v1", read_timeout_s=3.0)
+        finally:
+            server.close()
+        assert plain == want_plain, name
+        assert every_field(fast) == every_field(slow), name
+        assert fast.res.error is None and fast.st.done, name

@@ -16,7 +16,7 @@
  *
  * Interface (module servecheck.load.generator._lane):
  *   Lane(family, host, port, pool, connect_timeout_s, read_timeout_s, pause_s, max_event,
- *        long_pause_s=pause_s)
+ *        long_pause_s=pause_s, items_too=False)
  *       family: socket.AF_INET or AF_INET6; host: the numeric address; pool: reuse connections
  *       (keep-alive); max_event: the parser's bound on one SSE event (the lane stops reading an
  *       exchange whose event is twice that long: the parser has failed it by then); pause_s:
@@ -31,11 +31,15 @@
  *                         withdrawn then; returns the number withdrawn so far
  *   l.abort(seq)          end that exchange now (the parser already ended it): END_ABORTED
  *   l.take() -> (bundles, idle)
- *       bundles: [(seq, end, err, new_conn, connect_s, t_start, t_sent, t_written, t_end, items)]
+ *       bundles: [(seq, end, err, new_conn, connect_s, t_start, t_sent, t_written, t_end, items,
+ *                  plain)]
  *       items: [(t, payload)]: payload bytes (a read), b"" (the peer closed), an int (an errno:
  *       the connection failed) or a list of token arrival times; t is the read's time on
  *       perf_counter's clock (the kernel's receive stamp where plausible)
  *       end: 0 (more of this exchange follows), else one of the END_ codes below
+ *       plain: None, or for a whole plain exchange (plain_of()) its answer already read:
+ *       (head, t_headers, t_body, first_body, events), and then items is None (unless the lane
+ *       was made with items_too: the tests replay both)
  *       idle: no exchange open and none queued
  *   l.open() -> (n, oldest_t_start, reads)   exchanges open now, the oldest's start, their reads
  *   l.stats() -> (reads, passes, cpu_s, slice_ns, late, counted, kernel, user, started, held_s,
@@ -102,7 +106,8 @@ typedef struct {
 
 typedef struct {
     int64_t seq;
-    int32_t end, err, new_conn, pad;
+    int32_t end, err, new_conn;
+    int32_t plain; /* the whole exchange in this bundle, and it may be plain (see plain_of()) */
     double connect_s, t_start, t_sent, t_written, t_end;
     uint64_t bytes; /* of the items that follow */
 } bundle_head;
@@ -164,6 +169,7 @@ typedef struct {
     uint64_t slow_reads; /* ... and its reads taken more than LATE_S / 2 after their bytes came */
     uint64_t long_passes; /* passes that paused the long pause */
     size_t max_event;
+    int items_too; /* a plain exchange's bundle carries its items too (the tests compare both) */
     conn *conns;
     int nconns, want;
     int backlog; /* the last schedule() left free slots with requests queued (START_MAX) */
@@ -243,6 +249,8 @@ static void emit(Lane *l, conn *c, int end, int err, double t_end) {
     memset(&b, 0, sizeof b);
     b.seq = c->rq.seq;
     b.end = end;
+    b.plain = end == END_COMPLETE && !c->sent_any && c->it_len > 0 && c->status == 200 &&
+              c->chunked && !c->sse_cr && !c->extra && !c->bad && t_end <= c->deadline;
     b.err = err;
     b.new_conn = !c->reused;
     b.connect_s = c->connect_s;
@@ -946,14 +954,14 @@ static void lane_stop(Lane *l) {
 
 static PyObject *Lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"family", "host", "port", "pool", "connect_timeout_s", "read_timeout_s",
-                             "pause_s", "max_event", "long_pause_s", NULL};
-    int family, port, pool;
+                             "pause_s", "max_event", "long_pause_s", "items_too", NULL};
+    int family, port, pool, items_too = 0;
     const char *host;
     double connect_timeout_s, read_timeout_s, pause_s, long_pause_s = -1.0;
     Py_ssize_t max_event;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "isipdddn|d", kwlist, &family, &host, &port, &pool,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "isipdddn|dp", kwlist, &family, &host, &port, &pool,
                                      &connect_timeout_s, &read_timeout_s, &pause_s, &max_event,
-                                     &long_pause_s))
+                                     &long_pause_s, &items_too))
         return NULL;
     if (long_pause_s < 0.0) long_pause_s = pause_s; /* none given: one pause, no pacing */
     if (!(pause_s >= 0.0 && pause_s < 1.0) || !(long_pause_s >= pause_s && long_pause_s < 1.0) ||
@@ -975,6 +983,7 @@ static PyObject *Lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     l->pause_ns = l->pause_min_ns = (long)(pause_s * 1e9);
     l->pause_max_ns = (long)(long_pause_s * 1e9);
     l->max_event = (size_t)max_event;
+    l->items_too = items_too;
     l->stop_at = 1e300;
     if (family == AF_INET) {
         struct sockaddr_in *a = (struct sockaddr_in *)&l->addr;
@@ -1200,6 +1209,125 @@ static PyObject *items_of(const char *p, size_t n) {
     return out;
 }
 
+/* A plain exchange's answer, read from its bundle's items: what lane.py's replay would get out of
+ * the reactor's parser (wire.ResponseParser over stream.StreamState) with less of its work, or
+ * NULL without an error where the exchange is not plain. Plain is the common answer: a 200 with
+ * its head in its first read, chunked with bare hex sizes and no trailers, whose SSE events are
+ * each one "data:" line ended by "\n\n" (no CR, no comment, no other field), none longer than
+ * max_event, the last one ended before the terminating chunk. Anything else goes to the parser.
+ * Returns (head, t_headers, t_body, first_body, events): the head without its blank line, the
+ * time of its read, the time and the first 512 bytes of the first read that carried body bytes
+ * (ResponseParser's first payload), and in order each event's data (after "data:" and one space)
+ * with the time of the read that ended it, and each token batch as the items carry it. */
+static PyObject *plain_of(const char *p, size_t n, size_t max_event) {
+    PyObject *events = PyList_New(0), *head = NULL, *first = NULL, *out = NULL;
+    char *sc = NULL, *ev = NULL; /* one read's payload; the event being gathered */
+    size_t sc_cap = 0, ev_cap = 0, ev_len = 0, cleft = 0, line = 0;
+    int cst = 0, ok = events != NULL, in_body = 0; /* cst: 0 size, 1 data, 2 CRLF, 3 end, 4 done */
+    int64_t size = 0;
+    double t_headers = 0.0, t_body = 0.0;
+    size_t pos = 0;
+    while (ok && pos + sizeof(item_head) <= n) {
+        item_head h;
+        memcpy(&h, p + pos, sizeof h);
+        pos += sizeof h;
+        if (h.kind == IT_TOKENS) { /* counted between two chunks and two events */
+            PyObject *times = in_body && cst == 0 && line == 0 && ev_len == 0 ? times_list(p + pos, h.len) : NULL;
+            PyObject *item = times ? Py_BuildValue("(dN)", h.t, times) : NULL;
+            ok = item != NULL && PyList_Append(events, item) == 0;
+            Py_XDECREF(item);
+            pos += (size_t)h.len * sizeof(double);
+            continue;
+        }
+        if (h.kind != IT_DATA) {
+            ok = 0;
+            break;
+        }
+        const char *d = p + pos, *e = d + h.len;
+        pos += (size_t)h.len;
+        if (!in_body) {
+            const char *end = memmem(d, (size_t)(e - d), "\r\n\r\n", 4);
+            if (end == NULL || (head = PyBytes_FromStringAndSize(d, end - d)) == NULL) {
+                ok = 0;
+                break;
+            }
+            t_headers = h.t;
+            in_body = 1;
+            d = end + 4;
+        }
+        if (grow(&sc, &sc_cap, (size_t)(e - d) + 1) < 0) {
+            ok = 0;
+            break;
+        }
+        size_t sl = 0;
+        for (; d < e && ok; d++) { /* the chunked framing, bare hex sizes only */
+            char ch = *d;
+            if (cst == 1) {
+                size_t take = cleft < (size_t)(e - d) ? cleft : (size_t)(e - d);
+                memcpy(sc + sl, d, take);
+                sl += take;
+                cleft -= take;
+                d += take - 1;
+                if (cleft == 0) cst = 2, line = 0;
+            } else if (cst != 4) { /* a size line (cst 0), or the CRLF after data or the last chunk */
+                int hex = (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F');
+                if (cst == 0 && hex && line < 15) {
+                    size = size * 16 + (ch <= '9' ? ch - '0' : (ch | 0x20) - 'a' + 10);
+                    line++;
+                } else if (ch == '\r' && line != 100 && (cst == 0 ? line > 0 : line == 0)) {
+                    line = 100; /* a CR seen: the LF must follow */
+                } else if (ch == '\n' && line == 100) {
+                    if (cst == 0) cst = size ? 1 : 3, cleft = (size_t)size, size = 0;
+                    else cst = cst == 2 ? 0 : 4;
+                    line = 0;
+                } else {
+                    ok = 0;
+                }
+            } else {
+                ok = 0; /* bytes after the end */
+            }
+        }
+        if (!ok) break;
+        if (sl > 0 && first == NULL) {
+            if ((first = PyBytes_FromStringAndSize(sc, sl < 512 ? (Py_ssize_t)sl : 512)) == NULL) {
+                ok = 0;
+                break;
+            }
+            t_body = h.t;
+        }
+        for (size_t i = 0; i < sl && ok; i++) { /* the SSE events, as StreamState splits them */
+            char ch = sc[i];
+            if (ch == '\r' || ev_len >= max_event || grow(&ev, &ev_cap, ev_len + 1) < 0) {
+                ok = 0;
+                break;
+            }
+            ev[ev_len++] = ch;
+            if (ch != '\n' || ev_len < 2 || ev[ev_len - 2] != '\n') continue;
+            size_t dn = ev_len - 2; /* one "data:" line, nothing else */
+            if (dn < 5 || memcmp(ev, "data:", 5) != 0 || memchr(ev, '\n', dn) != NULL) {
+                ok = 0;
+                break;
+            }
+            size_t skip = dn > 5 && ev[5] == ' ' ? 6 : 5;
+            PyObject *data = PyBytes_FromStringAndSize(ev + skip, (Py_ssize_t)(dn - skip));
+            PyObject *item = data ? Py_BuildValue("(dN)", h.t, data) : NULL;
+            ok = item != NULL && PyList_Append(events, item) == 0;
+            Py_XDECREF(item);
+            ev_len = 0;
+        }
+    }
+    if (ok && first == NULL) first = PyBytes_FromStringAndSize(NULL, 0); /* no body read */
+    if (ok && first != NULL && in_body && cst == 4 && ev_len == 0)
+        out = Py_BuildValue("(OddOO)", head, t_headers, t_body, first, events);
+    free(sc);
+    free(ev);
+    Py_XDECREF(head);
+    Py_XDECREF(first);
+    Py_XDECREF(events);
+    if (out == NULL) PyErr_Clear(); /* not plain (or no memory): the parser reads it */
+    return out;
+}
+
 static PyObject *Lane_take(Lane *l, PyObject *unused) {
     if (!owned(l)) return NULL;
     uint64_t count;
@@ -1219,10 +1347,14 @@ static PyObject *Lane_take(Lane *l, PyObject *unused) {
         bundle_head b;
         memcpy(&b, buf + pos, sizeof b);
         pos += sizeof b;
-        PyObject *items = items_of(buf + pos, (size_t)b.bytes);
+        PyObject *plain = b.plain ? plain_of(buf + pos, (size_t)b.bytes, l->max_event) : NULL;
+        PyObject *items = plain && !l->items_too ? Py_NewRef(Py_None) : items_of(buf + pos, (size_t)b.bytes);
         pos += (size_t)b.bytes;
-        PyObject *t = items ? Py_BuildValue("(LiiidddddN)", (long long)b.seq, b.end, b.err, b.new_conn,
-                                            b.connect_s, b.t_start, b.t_sent, b.t_written, b.t_end, items)
+        if (plain == NULL) plain = Py_NewRef(Py_None);
+        if (items == NULL) Py_DECREF(plain);
+        PyObject *t = items ? Py_BuildValue("(LiiidddddNN)", (long long)b.seq, b.end, b.err, b.new_conn,
+                                            b.connect_s, b.t_start, b.t_sent, b.t_written, b.t_end, items,
+                                            plain)
                             : NULL;
         if (t == NULL || PyList_Append(out, t) < 0) {
             Py_XDECREF(t);

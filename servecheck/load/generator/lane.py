@@ -12,6 +12,11 @@ the very parser the reactor uses (:class:`~servecheck.load.generator.wire.Respon
 the stream's :class:`~servecheck.load.generator.stream.StreamState`), with the reactor's
 timeouts and messages. A record from the lane is the record the reactor makes from the same
 reads (``tests/load/test_lane.py`` pins it against the reactor on the same servers and faults).
+The common answer skips most of that parser: where an exchange came whole and plain (a 200,
+chunked, one ``data:`` line an event, no CR), the thread's hand-over already took its framing off
+and split its events (``_lane.c``'s ``plain_of``), and :func:`_plain` gives the stream state just
+the events and token batches, as the parser would have (issue 46: the parser was a third of the
+Python's cost a request).
 
 It serves the common run only: closed loop over plain HTTP, no per-request steps (images, a
 model mix, hang-ups, cancels), no multi-turn capture, no back-off after 429s. The controller
@@ -32,7 +37,7 @@ from typing import Any
 from servecheck.client.sse import MAX_EVENT_BYTES
 from servecheck.load.generator.reactor import ENV_READER
 from servecheck.load.generator.stream import StreamState
-from servecheck.load.generator.wire import Origin, ResponseParser, WireResult
+from servecheck.load.generator.wire import Origin, ResponseParser, WireResult, head_fields
 
 _lane: Any
 try:  # the optional C extension (setup.py)
@@ -94,7 +99,13 @@ class Lane:
     """The Python face of ``_lane.Lane`` for one plain-HTTP origin: queue requests, take and
     replay the finished exchanges."""
 
-    def __init__(self, origin: Origin, connect_timeout_s: float, read_timeout_s: float) -> None:
+    def __init__(
+        self,
+        origin: Origin,
+        connect_timeout_s: float,
+        read_timeout_s: float,
+        items_too: bool = False,  # the tests: a plain answer's reads come too, to replay both ways
+    ) -> None:
         if _lane is None:
             raise RuntimeError("the native lane is not built")
         info = socket.getaddrinfo(origin.host, origin.port, type=socket.SOCK_STREAM)[0]
@@ -112,6 +123,7 @@ class Lane:
             PAUSE_S,
             MAX_EVENT_BYTES,
             LONG_PAUSE_S,
+            items_too,
         )
         self._open: dict[int, _Open] = {}
         self.slots = 0
@@ -169,10 +181,13 @@ class Lane:
     def replay(self, b: tuple[Any, ...]) -> Ended | int | None:
         """Run one bundle through the reactor's parser; the ended exchange, a dropped one's
         seq, or None while it goes on."""
-        seq, end, err, new_conn, connect_s, t_start, t_sent, t_written, t_end, items = b
+        seq, end, err, new_conn, connect_s, t_start, t_sent, t_written, t_end, items, plain = b
         o = self._open.get(seq)
         if o is None:
             return None  # ended here already (the parser stopped it first)
+        if plain is not None:
+            del self._open[seq]
+            return Ended(seq, _plain(o.st, plain, b), o.st, t_start)
         if end == END_DROPPED:
             del self._open[seq]
             return int(seq)
@@ -263,6 +278,33 @@ class Lane:
 
     def close(self) -> None:
         self._c.close()
+
+
+def _plain(st: StreamState, plain: tuple[Any, ...], b: tuple[Any, ...]) -> WireResult:
+    """A plain answer the lane read whole (``_lane.c``'s ``plain_of``: a 200, chunked, one
+    ``data:`` line an event, no CR): the result and stream state the reactor's parser would make
+    of its reads, its framing already taken off. ``tests/load/test_lane.py`` holds the two equal."""
+    head, t_headers, t_body, first_body, events = plain
+    _, _, _, new_conn, connect_s, _, t_sent, t_written, t_end, _, _ = b
+    status, headers = head_fields(head)  # the lane parsed a 200 out of the same bytes
+    res = WireResult(
+        status=status,
+        headers=headers,
+        t_end=t_end,
+        t_sent=t_sent,
+        new_conn=bool(new_conn),
+        connect_s=connect_s,
+        t_written=t_written,
+        t_headers=t_headers,
+        t_body=t_body,
+        first_body=first_body,
+    )
+    for t, data in events:
+        if data.__class__ is list:
+            st.tokens(data)  # token chunks the lane counted
+        else:
+            st.event(data, t)
+    return res
 
 
 def _feed(ex: ResponseParser, items: list[tuple[float, Any]]) -> None:

@@ -152,6 +152,11 @@ class StreamState:
             self.t_first_answer = times[0]
         self.token_times.extend(times)
 
+    def event(self, data: bytes, t: float) -> None:
+        """One SSE event's data, already split from the stream (the native lane's plain answers,
+        ``lane.py``): what :meth:`feed` does with each event it completes."""
+        self._data(data, t)
+
     def _answer(self, t: float) -> None:
         """Count one chunk carrying an answer token (content, tool call or text) at ``t``."""
         self.chunks += 1

@@ -281,13 +281,8 @@ class ResponseParser:
         self.last = times[-1]
 
     def _head(self, head: bytes) -> None:
-        lines = head.decode("latin-1").split("\r\n")
         res = self.res
-        res.status = int(lines[0].split(" ", 2)[1])
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            k, _, v = line.partition(":")
-            headers[k.strip().lower()] = v.strip()
+        res.status, headers = head_fields(head)
         res.headers = headers
         chunked = "chunked" in headers.get("transfer-encoding", "").lower()
         self.length = (
@@ -346,6 +341,18 @@ class ResponseParser:
         self.res.body_prefix = b"".join(self.prefix)[:2000]
         self.res.t_end = t
         self.done = True
+
+
+def head_fields(head: bytes) -> tuple[int, dict[str, str]]:
+    """A response head's status and headers (names in lower case, values stripped), from its
+    bytes up to the blank line; ValueError or IndexError where the status line has no code."""
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ", 2)[1])
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    return status, headers
 
 
 def request_bytes(host_hdr: str, prefix: str, head_tail: str, path: str, body: bytes) -> bytes:
